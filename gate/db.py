@@ -1,0 +1,208 @@
+"""Engines, the database clock, and the migration runner.
+
+MySQL/MariaDB sessions run at READ COMMITTED; SQLite runs every transaction as
+``BEGIN IMMEDIATE`` so that claims serialize where SKIP LOCKED is not available.
+Time comes from the database server (UTC) on MySQL, so leases agree across machines;
+SQLite is one machine, and its clock is the process's.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import time
+from importlib import resources
+
+from sqlalchemy import create_engine, event, text
+from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.exc import ArgumentError
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.expression import ColumnElement, FunctionElement
+from sqlalchemy.types import DateTime
+
+from .errors import MigrationError, UsageError
+
+SQLITE_TIME_FORMAT = "%Y-%m-%d %H:%M:%f000"   # microsecond-width text that sorts as time
+
+
+def normalize_url(url: str) -> str:
+    """Accept mysql://, mariadb:// and mysql+pymysql://; always use PyMySQL."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise UsageError(f"not a database URL: {url!r} (e.g. sqlite:///promptgate.db or "
+                         "mysql://user:pass@host/db)") from None
+    backend = parsed.get_backend_name()
+    if backend in ("mysql", "mariadb"):
+        parsed = parsed.set(drivername="mysql+pymysql")
+        query = dict(parsed.query)
+        query.setdefault("charset", "utf8mb4")
+        parsed = parsed.set(query=query)
+    elif backend != "sqlite":
+        raise UsageError(f"unsupported database {backend!r}: use MySQL/MariaDB or SQLite")
+    return parsed.render_as_string(hide_password=False)
+
+
+def make_engine(url: str, pool_size: int = 10) -> Engine:
+    url = normalize_url(url)
+    if url.startswith("sqlite"):
+        engine = create_engine(url, connect_args={"timeout": 60, "check_same_thread": False})
+        _sqlite_immediate(engine)
+        return engine
+    return create_engine(url, isolation_level="READ COMMITTED", pool_pre_ping=True,
+                         pool_size=pool_size, max_overflow=pool_size, pool_recycle=3600)
+
+
+def _sqlite_immediate(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi_conn, _record):
+        dbapi_conn.isolation_level = None          # we issue BEGIN ourselves
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute("PRAGMA busy_timeout=60000")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn):
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def is_sqlite(bind) -> bool:
+    return bind.dialect.name == "sqlite"
+
+
+# --- the database clock -----------------------------------------------------------
+
+class db_now(FunctionElement):
+    """The current UTC time on the database server, optionally plus ``seconds``."""
+
+    type = DateTime()
+    inherit_cache = True
+
+    def __init__(self, seconds: ColumnElement | float | None = None):
+        from sqlalchemy import literal
+        self.seconds = seconds
+        args = () if seconds is None else (seconds if isinstance(seconds, ColumnElement)
+                                             else literal(float(seconds)),)
+        super().__init__(*args)
+
+
+@compiles(db_now, "mysql")
+def _now_mysql(element, compiler, **kw):
+    args = list(element.clauses)
+    if not args:
+        return "UTC_TIMESTAMP(6)"
+    return (f"TIMESTAMPADD(MICROSECOND, CAST(ROUND(({compiler.process(args[0], **kw)}) * 1000000) "
+            f"AS SIGNED), UTC_TIMESTAMP(6))")
+
+
+@compiles(db_now, "sqlite")
+def _now_sqlite(element, compiler, **kw):
+    args = list(element.clauses)
+    if not args:
+        return f"strftime('{SQLITE_TIME_FORMAT}', 'now')"
+    return (f"strftime('{SQLITE_TIME_FORMAT}', 'now', "
+            f"printf('%+.6f seconds', {compiler.process(args[0], **kw)}))")
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+
+
+# --- migrations -----------------------------------------------------------------
+
+MIGRATION_TABLE = "schema_migration"
+MIGRATION_LOCK = "promptgate_migrate"
+
+
+def migrations(dialect: str) -> list[tuple[int, str, str]]:
+    """(version, name, sql) of every migration shipped for a dialect, in order."""
+    folder = _sql_folder().joinpath("mysql" if dialect == "mysql" else "sqlite")
+    found = []
+    for entry in folder.iterdir():
+        match = re.match(r"^(\d+)_(.+)\.sql$", entry.name)
+        if match:
+            found.append((int(match.group(1)), match.group(2), entry.read_text(encoding="utf-8")))
+    return sorted(found)
+
+
+def _sql_folder():
+    """``sql/`` ships inside the wheel as ``gate.sql``; in a source checkout it sits beside ``gate/``."""
+    try:
+        return resources.files("gate.sql")
+    except ModuleNotFoundError:
+        from pathlib import Path
+        return Path(__file__).resolve().parent.parent / "sql"
+
+
+def split_statements(sql: str) -> list[str]:
+    body = "\n".join(line for line in sql.splitlines() if not line.strip().startswith("--"))
+    return [s.strip() for s in body.split(";") if s.strip()]
+
+
+def upgrade(engine: Engine) -> list[int]:
+    """Apply pending migrations in order and record them. Idempotent, and safe when
+    several processes run it at once (MySQL: a named lock; SQLite: BEGIN IMMEDIATE)."""
+    dialect = engine.dialect.name
+    with engine.connect() as conn:
+        if dialect == "mysql":
+            got = conn.execute(text("SELECT GET_LOCK(:n, 120)"), {"n": MIGRATION_LOCK}).scalar()
+            if got != 1:
+                raise MigrationError("another process holds the migration lock for over 120 s")
+            try:
+                return _apply_pending(conn, dialect)
+            finally:
+                conn.execute(text("SELECT RELEASE_LOCK(:n)"), {"n": MIGRATION_LOCK})
+                conn.commit()
+        with conn.begin():
+            return _apply_pending(conn, dialect)
+
+
+def _apply_pending(conn: Connection, dialect: str) -> list[int]:
+    conn.execute(text(f"CREATE TABLE IF NOT EXISTS {MIGRATION_TABLE} (version INT NOT NULL PRIMARY KEY, "
+                      f"name VARCHAR(255) NOT NULL, applied_at VARCHAR(32) NOT NULL)"))
+    if dialect == "mysql":
+        conn.commit()
+    done = {row[0] for row in conn.execute(text(f"SELECT version FROM {MIGRATION_TABLE}"))}
+    applied = []
+    for version, name, sql in migrations(dialect):
+        if version in done:
+            continue
+        try:
+            for statement in split_statements(sql):
+                conn.execute(text(statement))
+            conn.execute(text(f"INSERT INTO {MIGRATION_TABLE} (version, name, applied_at) VALUES (:v, :n, :t)"),
+                         {"v": version, "n": name, "t": utcnow().isoformat()})
+            if dialect == "mysql":
+                conn.commit()
+        except Exception as exc:
+            raise MigrationError(f"migration {version:04d}_{name} failed: {exc}") from exc
+        applied.append(version)
+    return applied
+
+
+def latest_version(dialect: str) -> int:
+    return max((v for v, _, _ in migrations(dialect)), default=0)
+
+
+def current_version(engine: Engine) -> int:
+    with engine.connect() as conn:
+        try:
+            return conn.execute(text(f"SELECT MAX(version) FROM {MIGRATION_TABLE}")).scalar() or 0
+        except Exception:
+            return 0
+
+
+def wait_for_database(engine: Engine, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            with engine.connect() as conn:
+                conn.execute(text("SELECT 1"))
+            return
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)

@@ -1,0 +1,131 @@
+"""Reading a model's answer as one of the prompt's labels.
+
+``parse_decision`` returns the label as the spec spells it, or ``None`` when the answer is
+not one of the labels (the caller records that as an invalid answer, not an error).
+
+* ``first_word`` (the default): a ``<think>...</think>`` block and leading markdown,
+  quotes and punctuation are dropped (``**Yes.**``, ``"no"``, ``> Urgent!``); then the
+  answer must **start with** a label, case-insensitively, followed by a word boundary
+  (``yes,`` and ``yes.`` count, ``yesterday`` does not). Labels are tried longest first, so
+  a multi-word label such as ``not eligible`` wins over ``not``; in labels and answers,
+  spaces, ``_`` and ``-`` are interchangeable (``not_eligible`` matches ``Not eligible``).
+  So for single-word labels this is exactly "the first word".
+* ``json``: the answer is JSON (or holds a ```` ```json ```` fenced block, or one ``{...}``
+  object amid text); ``field`` is a dotted path (``result.label``, ``choices.0``) to a
+  string (booleans and numbers are compared as their JSON text) equal to a label.
+* ``regex``: the first match of ``pattern`` (group 1 when the pattern has a group; the
+  pattern's own flags apply, use ``(?i)`` for case-insensitive) equal to a label.
+
+Equality for ``json`` and ``regex`` is the same normalized comparison as above:
+case-insensitive, surrounding whitespace, quotes and punctuation ignored, separators
+interchangeable.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import lru_cache
+from typing import Any, Sequence
+
+from .spec import Decision, PromptSpec
+
+_THINK_RE = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+_LEAD_NOISE = " \t\r\n*_`\"'“”‘’#>([{:.,;!?~|-"
+_TRAIL_NOISE = " \t\r\n*_`\"'“”‘’)]}.,;:!?~|"
+_SEP_RE = re.compile(r"[\s_\-]+")
+_FENCE_RE = re.compile(r"```[ \t]*(?:json|JSON)?[ \t]*\n?(.*?)```", re.DOTALL)
+
+
+def parse_decision(spec_or_decision: PromptSpec | Decision, labels: Sequence[str] | None,
+                   raw_text: str | None) -> str | None:
+    """The canonical label the answer names, or None when it names none of ``labels``
+    (``labels`` may be None when a PromptSpec is given: its labels are used)."""
+    decision = spec_or_decision.decision if isinstance(spec_or_decision, PromptSpec) else spec_or_decision
+    if labels is None:
+        labels = spec_or_decision.labels if isinstance(spec_or_decision, PromptSpec) else ()
+    if not raw_text or not labels:
+        return None
+    text = _THINK_RE.sub("", raw_text)
+    if decision.type == "json":
+        return _from_json(text, decision.field or "decision", labels)
+    if decision.type == "regex":
+        return _from_regex(text, decision.pattern or "", labels)
+    return _from_first_word(text, labels)
+
+
+def _norm(text: str) -> str:
+    return _SEP_RE.sub(" ", text).casefold()
+
+
+def _match_label(value: str, labels: Sequence[str]) -> str | None:
+    wanted = _norm(value.strip(_LEAD_NOISE).rstrip(_TRAIL_NOISE))
+    for label in labels:
+        if _norm(label) == wanted:
+            return label
+    return None
+
+
+def _from_first_word(text: str, labels: Sequence[str]) -> str | None:
+    answer = _norm(text.lstrip(_LEAD_NOISE))
+    for label in sorted(labels, key=len, reverse=True):
+        norm = _norm(label)
+        if answer.startswith(norm) and not _is_word_char(answer[len(norm):len(norm) + 1]):
+            return label
+    return None
+
+
+def _is_word_char(ch: str) -> bool:
+    return bool(ch) and (ch.isalnum() or ch == "_")
+
+
+def _from_regex(text: str, pattern: str, labels: Sequence[str]) -> str | None:
+    compiled = _compile(pattern)
+    m = compiled.search(text)
+    if m is None:
+        return None
+    value = m.group(1) if compiled.groups else m.group(0)
+    return _match_label(value, labels) if value is not None else None
+
+
+@lru_cache(maxsize=256)
+def _compile(pattern: str) -> re.Pattern:
+    return re.compile(pattern)
+
+
+def _from_json(text: str, path: str, labels: Sequence[str]) -> str | None:
+    data = _load_json(text)
+    if data is _MISSING:
+        return None
+    value = _dig(data, path)
+    if isinstance(value, (bool, int, float)):
+        value = json.dumps(value)
+    return _match_label(value, labels) if isinstance(value, str) else None
+
+
+_MISSING = object()
+
+
+def _load_json(text: str) -> Any:
+    candidates = [text.strip()]
+    candidates += [m.group(1).strip() for m in _FENCE_RE.finditer(text)]
+    start, end = text.find("{"), text.rfind("}")
+    if 0 <= start < end:
+        candidates.append(text[start:end + 1])
+    for candidate in candidates:
+        try:
+            return json.loads(candidate)
+        except ValueError:
+            continue
+    return _MISSING
+
+
+def _dig(data: Any, path: str) -> Any:
+    for part in path.split("."):
+        if isinstance(data, dict) and part in data:
+            data = data[part]
+        elif isinstance(data, list) and part.isdigit() and int(part) < len(data):
+            data = data[int(part)]
+        else:
+            return None
+    return data

@@ -1,0 +1,142 @@
+"""The production helper: the live prompt from the database, called the way the gate
+evaluated it.
+
+::
+
+    from gate.runtime import PromptRuntime
+
+    rt = PromptRuntime("mysql+pymysql://app:secret@db/promptgate", ttl=30)
+    urgency = rt.prompt("ticket-urgency")
+    result = urgency.decide({"subject": "Site down", "text": "Checkout returns 500"})
+    print(urgency.version, result.decision)
+
+``rt.prompt(name)`` returns a handle; the handle re-reads the live row at most once per
+``ttl`` seconds, so an applied change reaches production within ``ttl``. ``decide`` goes
+through ``gate.llm.call_prompt``, the very function the executor scores candidates with.
+If the database cannot be read on a refresh, the last loaded version keeps serving (and
+the failure is logged); only the first load of a name raises.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from .llm import CallResult, call_prompt
+from .settings import Settings
+from .spec import PromptSpec, parse_spec
+
+log = logging.getLogger(__name__)
+
+__all__ = ["PromptRuntime", "RuntimePrompt", "LoadedPrompt", "call_prompt"]
+
+
+@dataclass(frozen=True)
+class LoadedPrompt:
+    """One live version, as loaded."""
+    name: str
+    version: int
+    config_hash: str
+    spec: PromptSpec
+    loaded_at: float                 # time.monotonic() of the load
+
+
+class PromptRuntime:
+    def __init__(self, database_url: str | None = None, *, ttl: float = 30.0,
+                 settings: Settings | None = None, gate: Any = None):
+        """``gate`` is a ready ``gate.service.Gate`` (else one is connected to
+        ``database_url``, default ``PROMPTGATE_DATABASE_URL``)."""
+        self.settings = settings or Settings.from_env()
+        self.ttl = float(ttl)
+        self._database_url = database_url or self.settings.database_url
+        self._gate = gate
+        self._cache: dict[str, LoadedPrompt] = {}
+        self._lock = threading.Lock()
+
+    def prompt(self, name: str) -> "RuntimePrompt":
+        """A handle on the live prompt ``name``; raises NotFound when there is none."""
+        self.load(name)
+        return RuntimePrompt(self, name)
+
+    def decide(self, name: str, item: Mapping[str, Any]) -> CallResult:
+        return call_prompt(self.load(name).spec, item, settings=self.settings)
+
+    def load(self, name: str) -> LoadedPrompt:
+        """The cached live version, re-read when older than ``ttl``."""
+        cached = self._cache.get(name)
+        if cached is not None and time.monotonic() - cached.loaded_at < self.ttl:
+            return cached
+        with self._lock:
+            cached = self._cache.get(name)
+            if cached is not None and time.monotonic() - cached.loaded_at < self.ttl:
+                return cached
+            try:
+                fresh = self._fetch(name)
+            except Exception:
+                if cached is None:
+                    raise
+                log.warning("cannot refresh prompt %s; serving version %s", name, cached.version, exc_info=True)
+                fresh = LoadedPrompt(cached.name, cached.version, cached.config_hash, cached.spec,
+                                     time.monotonic())
+            self._cache[name] = fresh
+            return fresh
+
+    def invalidate(self, name: str | None = None) -> None:
+        with self._lock:
+            if name is None:
+                self._cache.clear()
+            else:
+                self._cache.pop(name, None)
+
+    def _fetch(self, name: str) -> LoadedPrompt:
+        live = self._service().live(name)
+        cached = self._cache.get(name)
+        if cached is not None and cached.config_hash == live.config_hash:
+            spec = cached.spec
+        else:
+            spec = parse_spec(live.config, file=f"live prompt {name}")
+        return LoadedPrompt(live.name, live.version, live.config_hash, spec, time.monotonic())
+
+    def _service(self) -> Any:
+        if self._gate is None:
+            from .service import Gate          # imported late: the runtime needs no CLI deps
+            self._gate = Gate.connect(self._database_url)
+        return self._gate
+
+
+class RuntimePrompt:
+    """A live prompt by name; every attribute read is at most ``ttl`` seconds old."""
+
+    def __init__(self, runtime: PromptRuntime, name: str):
+        self._runtime, self.name = runtime, name
+
+    @property
+    def current(self) -> LoadedPrompt:
+        return self._runtime.load(self.name)
+
+    @property
+    def version(self) -> int:
+        return self.current.version
+
+    @property
+    def config_hash(self) -> str:
+        return self.current.config_hash
+
+    @property
+    def spec(self) -> PromptSpec:
+        return self.current.spec
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return self.current.spec.labels
+
+    def decide(self, item: Mapping[str, Any]) -> CallResult:
+        """Call the live version on one item (see ``gate.llm.call_prompt``)."""
+        return call_prompt(self.current.spec, item, settings=self._runtime.settings)
+
+    def __repr__(self) -> str:
+        cached = self._runtime._cache.get(self.name)
+        return f"RuntimePrompt({self.name!r}, version={cached.version if cached else None})"

@@ -1,0 +1,88 @@
+"""Metrics and the gate's verdict: pure functions shared by finalize, reconcile and status.
+
+Bars compare the raw accuracy as an exact fraction: 95 of 100 clears a 0.95 bar, and no
+float ever sits at the boundary. A zero denominator never reaches a division.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from fractions import Fraction
+from typing import Iterable, Sequence
+
+from .states import Mode, RunStatus, UpdateStatus, Verdict
+
+INVALID_DECISION = "(invalid)"
+
+
+def clears(matches: int, scored: int, bar: Decimal) -> bool:
+    if scored <= 0:
+        return False
+    return Fraction(matches, scored) >= Fraction(bar)
+
+
+def metrics_from_breakdown(rows: Iterable[tuple[str, str, str | None, int]]) -> dict:
+    """Counts, raw accuracy and the confusion matrix from (verdict, expected, actual, n)."""
+    counts = {v.value: 0 for v in Verdict}
+    confusion: dict[str, dict[str, int]] = {}
+    invalid = 0
+    for verdict, expected, actual, n in rows:
+        counts[verdict] = counts.get(verdict, 0) + n
+        if verdict in (Verdict.MATCH, Verdict.MISMATCH):
+            row = confusion.setdefault(expected, {})
+            row[actual or INVALID_DECISION] = row.get(actual or INVALID_DECISION, 0) + n
+            if actual == INVALID_DECISION:
+                invalid += n
+    scored = counts[Verdict.MATCH] + counts[Verdict.MISMATCH]
+    return {
+        "total": sum(counts.values()),
+        "scored": scored,
+        "matches": counts[Verdict.MATCH],
+        "mismatches": counts[Verdict.MISMATCH],
+        "errors": counts[Verdict.ERROR],
+        "pending": counts[Verdict.PENDING],
+        "invalid": invalid,
+        "accuracy": (counts[Verdict.MATCH] / scored) if scored else None,
+        "confusion": confusion,
+    }
+
+
+def run_end(metrics: dict, dataset_name: str) -> tuple[RunStatus, str | None]:
+    """How a fully scored run ends: DONE, or ERROR with a reason a person can act on."""
+    if metrics["total"] == 0:
+        return RunStatus.ERROR, f"dataset {dataset_name} has no rows: nothing to score"
+    if metrics["errors"]:
+        return RunStatus.ERROR, (f"{metrics['errors']} of {metrics['total']} items of {dataset_name} could not be "
+                                 "scored after every attempt (see the failing items)")
+    return RunStatus.DONE, None
+
+
+def update_end(mode: str, runs: Sequence) -> tuple[UpdateStatus, str]:
+    """The verdict of an update whose runs are all terminal. ``runs`` have .status,
+    .dataset_name, .metrics, .min_accuracy and .reason."""
+    broken = [r for r in runs if r.status != RunStatus.DONE]
+    if not runs:
+        return UpdateStatus.FAILED, "no runs"
+    if broken:
+        why = "; ".join(f"{r.dataset_name}: {r.reason or r.status}" for r in broken)
+        return UpdateStatus.FAILED, f"could not be scored: {why}"
+    missed = []
+    for r in runs:
+        m = r.metrics or {}
+        if not clears(m.get("matches", 0), m.get("scored", 0), r.min_accuracy):
+            missed.append(f"{r.dataset_name} {format_pct(m.get('matches', 0), m.get('scored', 0))} "
+                          f"< bar {format_bar(r.min_accuracy)}")
+    if missed:
+        return UpdateStatus.REJECTED, "missed: " + "; ".join(missed)
+    cleared = "every bar cleared (" + "; ".join(
+        f"{r.dataset_name} {format_pct(r.metrics['matches'], r.metrics['scored'])} ≥ {format_bar(r.min_accuracy)}"
+        for r in runs) + ")"
+    return (UpdateStatus.APPLIED if mode == Mode.APPLY else UpdateStatus.PASSED), cleared
+
+
+def format_pct(matches: int, scored: int) -> str:
+    return f"{100 * matches / scored:.1f}%" if scored else "n/a"
+
+
+def format_bar(bar: Decimal) -> str:
+    return f"{Decimal(bar) * 100:.1f}%".replace(".0%", "%") if Decimal(bar) * 1000 % 10 == 0 else f"{Decimal(bar) * 100}%"

@@ -1,0 +1,276 @@
+"""The service API: what the CLI, the GitHub Action, the demo and a later HTTP service
+call. Each public method is one transaction (or none) and raises only GateError."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.engine import Engine
+
+from . import db, store
+from .errors import NotFound, UsageError
+from .models import Dataset, ItemSample, LivePrompt, Mapping, Run, Update
+from .scoring import clears
+from .settings import Settings
+from .sources import DEFAULT_ID_COLUMN, DEFAULT_LABEL_COLUMN, scheme_of
+from .spec import PromptSpec, check_name
+from .states import EXIT_CODES, UPDATE_TERMINAL, Mode, RunStatus, UpdateStatus
+
+SAMPLE_FAILURES = 5
+
+
+@dataclass(frozen=True)
+class RunReport:
+    run_id: int
+    dataset: str
+    bar: Decimal
+    status: str
+    total: int
+    scored: int
+    matches: int
+    errors: int
+    pending: int
+    accuracy: float | None          # raw matches / scored, for display; the gate uses exact fractions
+    passed: bool | None             # None until the run is DONE
+    reason: str | None
+    row_count: int
+    content_hash: str | None
+    source_version: str | None
+    source_uri: str
+    metrics: dict | None
+    failures: list[ItemSample] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class UpdateReport:
+    update: Update
+    runs: list[RunReport]
+    attempts: dict[str, int]
+
+    @property
+    def status(self) -> str:
+        return self.update.status
+
+    @property
+    def terminal(self) -> bool:
+        return self.update.status in UPDATE_TERMINAL
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[UpdateStatus(self.update.status)]
+
+    def to_dict(self) -> dict[str, Any]:
+        def plain(value):
+            if isinstance(value, dict):
+                return {k: plain(v) for k, v in value.items()}
+            if isinstance(value, (list, tuple)):
+                return [plain(v) for v in value]
+            if isinstance(value, Decimal):
+                return float(value)
+            if isinstance(value, dt.datetime):
+                return value.isoformat() + "Z"
+            return value
+        u = asdict(self.update)
+        return plain({"id": u.pop("id"), **u, "runs": [asdict(r) for r in self.runs], "attempts": self.attempts})
+
+
+def parse_bar(value: Any) -> Decimal:
+    try:
+        bar = Decimal(str(value).strip())
+    except (InvalidOperation, ValueError):
+        raise UsageError(f"min accuracy {value!r} is not a number: use a fraction in [0, 1], e.g. 0.9") from None
+    if not bar.is_finite() or bar < 0 or bar > 1:
+        raise UsageError(f"min accuracy {value!r} is outside [0, 1]: use a fraction such as 0.9 (not 90)")
+    if bar.as_tuple().exponent < -9:
+        raise UsageError(f"min accuracy {value!r} has more than 9 decimal places")
+    return bar
+
+
+class Gate:
+    """A handle on one gate database."""
+
+    def __init__(self, engine: Engine, settings: Settings):
+        self.engine = engine
+        self.settings = settings
+
+    @classmethod
+    def connect(cls, database_url: str | None = None, settings: Settings | None = None,
+                upgrade: bool = False) -> "Gate":
+        settings = settings or Settings.from_env()
+        if database_url:
+            settings = settings.with_(database_url=database_url)
+        gate = cls(db.make_engine(settings.database_url), settings)
+        if upgrade:
+            gate.upgrade()
+        return gate
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def upgrade(self) -> list[int]:
+        return db.upgrade(self.engine)
+
+    def ensure_schema(self) -> None:
+        """An embedded SQLite database is brought up to date on first use; a server
+        database is upgraded only by `promptgate db upgrade`, so say so."""
+        have, want = db.current_version(self.engine), db.latest_version(self.engine.dialect.name)
+        if have >= want:
+            return
+        if db.is_sqlite(self.engine):
+            self.upgrade()
+            return
+        raise UsageError(f"the database schema is at version {have}, this promptgate needs {want}: "
+                         "run `promptgate db upgrade`")
+
+    # --- datasets and bars ------------------------------------------------------
+
+    def register_dataset(self, name: str, source_uri: str, *, id_column: str | None = None,
+                         label_column: str | None = None, base_dir: str | Path | None = None) -> Dataset:
+        """Register (or re-point) a dataset. A relative file path resolves against
+        ``base_dir`` (the gate config's folder) or the current directory."""
+        check_name(name, "dataset name")
+        if not source_uri or not str(source_uri).strip():
+            raise UsageError("a dataset needs a source URI (a path, file://, https://, s3:// or sql+...)")
+        source_uri = _absolute_source(str(source_uri).strip(), base_dir)
+        options = {"id_column": id_column or DEFAULT_ID_COLUMN, "label_column": label_column or DEFAULT_LABEL_COLUMN}
+        with self.engine.begin() as conn:
+            ds, _ = store.upsert_dataset(conn, name, source_uri, options)
+        return ds
+
+    def map_dataset(self, prompt_name: str, dataset_name: str, min_accuracy: Any) -> Mapping:
+        check_name(prompt_name, "prompt name")
+        bar = parse_bar(min_accuracy)
+        with self.engine.begin() as conn:
+            ds = store.get_dataset(conn, dataset_name)
+            store.upsert_mapping(conn, prompt_name, ds.id, bar)
+        return Mapping(prompt_name, ds.id, ds.name, bar)
+
+    def unmap_dataset(self, prompt_name: str, dataset_name: str) -> bool:
+        with self.engine.begin() as conn:
+            ds = store.get_dataset(conn, dataset_name)
+            return store.delete_mapping(conn, prompt_name, ds.id)
+
+    def list_datasets(self) -> list[tuple[Dataset, list[Mapping]]]:
+        with self.engine.connect() as conn:
+            mappings = store.list_mappings(conn)
+            return [(ds, [m for m in mappings if m.dataset_id == ds.id]) for ds in store.list_datasets(conn)]
+
+    def mappings(self, prompt_name: str | None = None) -> list[Mapping]:
+        with self.engine.connect() as conn:
+            return store.list_mappings(conn, prompt_name)
+
+    def get_dataset(self, name: str) -> Dataset:
+        with self.engine.connect() as conn:
+            return store.get_dataset(conn, name)
+
+    # --- submissions ------------------------------------------------------------------
+
+    def submit(self, spec: PromptSpec, mode: str = "check", source: dict | None = None) -> int:
+        """Stage a candidate: the update, one run per mapped dataset (bar copied in) and
+        the latest-wins cancellation, in one transaction. Returns the tracking id."""
+        try:
+            mode = Mode(mode)
+        except ValueError:
+            raise UsageError(f"mode {mode!r} is not check or apply") from None
+        source = dict(source or {})
+        source_key = _source_key(source)
+        config = spec.to_config()
+        with self.engine.begin() as conn:
+            mappings = store.list_mappings(conn, spec.name)
+            if not mappings:
+                raise UsageError(f"prompt {spec.name!r} has no mapped dataset, so nothing can clear it: map one with "
+                                 f"`promptgate dataset map {spec.name} DATASET --min-accuracy 0.9`")
+            older = store.superseded_updates(conn, spec.name, mode, None if mode == Mode.APPLY else source_key)
+            update_id = store.insert_update(conn, prompt_name=spec.name, mode=mode, config=config,
+                                            config_hash=spec.config_hash,
+                                            base_version=store.live_version(conn, spec.name),
+                                            source=source, source_key=source_key, source_sha=source.get("sha"))
+            for mapping in mappings:
+                ds = store.get_dataset(conn, mapping.dataset_name)
+                store.insert_run(conn, update_id, ds, mapping.min_accuracy)
+            for old_id in older:
+                store.cancel_update(conn, old_id, f"superseded by update {update_id}")
+        return update_id
+
+    def status(self, update_id: int, failures: int = SAMPLE_FAILURES) -> UpdateReport:
+        with self.engine.connect() as conn:
+            upd = store.get_update(conn, update_id)
+            runs = store.runs_of_update(conn, update_id)
+            counts = store.run_counts(conn, [r.id for r in runs])
+            reports = [_run_report(r, counts[r.id], store.failing_items(conn, r.id, failures)) for r in runs]
+            return UpdateReport(upd, reports, store.item_attempt_stats(conn, [r.id for r in runs]))
+
+    def wait(self, update_id: int, timeout: float | None = None, poll: float = 0.25,
+             on_poll=None) -> UpdateReport:
+        """Poll until the update is terminal or ``timeout`` seconds pass."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            report = self.status(update_id)
+            if report.terminal or (deadline is not None and time.monotonic() >= deadline):
+                return report
+            if on_poll:
+                on_poll(report)
+            time.sleep(poll if deadline is None else max(0.0, min(poll, deadline - time.monotonic())))
+
+    def updates_for_sha(self, sha: str, prompt_name: str | None = None) -> list[Update]:
+        with self.engine.connect() as conn:
+            return store.updates_for_sha(conn, sha, prompt_name)
+
+    def list_updates(self, limit: int = 20, prompt_name: str | None = None) -> list[Update]:
+        with self.engine.connect() as conn:
+            return store.list_updates(conn, limit, prompt_name)
+
+    def cancel(self, update_id: int, reason: str = "cancelled by a user") -> None:
+        with self.engine.begin() as conn:
+            store.get_update(conn, update_id)
+            store.cancel_update(conn, update_id, reason)
+
+    def live(self, name: str) -> LivePrompt:
+        with self.engine.connect() as conn:
+            found = store.find_live(conn, name)
+        if found is None:
+            raise NotFound(f"prompt {name!r} has no live version yet: submit it with --mode apply")
+        return found
+
+    def history(self, name: str) -> list[dict]:
+        with self.engine.connect() as conn:
+            return store.prompt_history(conn, name)
+
+
+def _source_key(source: dict) -> str:
+    """Which check-mode submissions replace each other: the same repo and PR, or the
+    same explicit key; submissions from the CLI without one share the key 'cli'."""
+    if source.get("key"):
+        return str(source["key"])[:255]
+    if source.get("pr") is not None:
+        return f"{source.get('repo', '')}#{source['pr']}"[:255]
+    return "cli"
+
+
+def _absolute_source(uri: str, base_dir: str | Path | None) -> str:
+    if scheme_of(uri) != "file":
+        return uri
+    path = Path(uri[len("file://"):] if uri.startswith("file://") else uri)
+    if not path.is_absolute():
+        path = Path(base_dir or Path.cwd()) / path
+    return str(path.resolve())
+
+
+def _run_report(run: Run, counts, failures: list[ItemSample]) -> RunReport:
+    metrics = run.metrics or {}
+    matches = metrics.get("matches", counts.match)
+    scored = metrics.get("scored", counts.scored)
+    passed = clears(matches, scored, run.min_accuracy) if run.status == RunStatus.DONE else None
+    return RunReport(
+        run_id=run.id, dataset=run.dataset_name, bar=run.min_accuracy, status=run.status,
+        total=metrics.get("total", counts.total), scored=scored, matches=matches,
+        errors=metrics.get("errors", counts.error), pending=counts.pending,
+        accuracy=(matches / scored) if scored else None, passed=passed, reason=run.reason,
+        row_count=run.row_count, content_hash=run.content_hash, source_version=run.source_version,
+        source_uri=run.source_uri, metrics=run.metrics, failures=failures)

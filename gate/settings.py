@@ -1,0 +1,65 @@
+"""Settings, each with an environment variable and a default that serves one machine."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields, replace
+
+DEFAULT_DATABASE_URL = "sqlite:///promptgate.db"
+
+
+def _env(name: str, default, cast):
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return cast(raw)
+    except ValueError:
+        from .errors import UsageError
+        raise UsageError(f"environment variable {name}={raw!r} is not a valid {cast.__name__}")
+
+
+@dataclass(frozen=True)
+class Settings:
+    database_url: str = DEFAULT_DATABASE_URL
+    lease_seconds: float = 30.0          # how long a claim owns its rows
+    chunk_size: int = 32                 # items claimed by one execute claim
+    concurrency: int = 8                 # model calls in flight per execute process
+    attempt_cap: int = 3                 # attempts per item before its ERROR is final
+    page_size: int = 1000                # dataset rows per materialize page
+    poll_interval: float = 0.2           # idle delay between polls (seconds)
+    poll_max_interval: float = 1.0       # idle delay grows up to this
+    backoff_base: float = 0.5            # first retry delay (seconds), doubled per attempt
+    backoff_max: float = 30.0
+    request_timeout: float = 30.0        # one model call
+    heartbeat_seconds: float = 5.0
+    max_row_bytes: int = 65536
+
+    ENV = {
+        "database_url": "PROMPTGATE_DATABASE_URL",
+        "lease_seconds": "PROMPTGATE_LEASE_SECONDS",
+        "chunk_size": "PROMPTGATE_CHUNK_SIZE",
+        "concurrency": "PROMPTGATE_CONCURRENCY",
+        "attempt_cap": "PROMPTGATE_ATTEMPT_CAP",
+        "page_size": "PROMPTGATE_PAGE_SIZE",
+        "poll_interval": "PROMPTGATE_POLL_INTERVAL",
+        "poll_max_interval": "PROMPTGATE_POLL_MAX_INTERVAL",
+        "backoff_base": "PROMPTGATE_BACKOFF_BASE",
+        "backoff_max": "PROMPTGATE_BACKOFF_MAX",
+        "request_timeout": "PROMPTGATE_REQUEST_TIMEOUT",
+        "heartbeat_seconds": "PROMPTGATE_HEARTBEAT_SECONDS",
+        "max_row_bytes": "PROMPTGATE_MAX_ROW_BYTES",
+    }
+
+    @classmethod
+    def from_env(cls, **overrides) -> "Settings":
+        values = {}
+        for f in fields(cls):
+            env_name = cls.ENV.get(f.name)
+            cast = type(f.default)
+            values[f.name] = _env(env_name, f.default, cast)
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+    def with_(self, **changes) -> "Settings":
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})

@@ -1,0 +1,250 @@
+"""Local CSV and JSONL files, and the CSV/JSONL decoding every byte-stream source shares.
+
+The cursor is ``<byte offset>:<line number>``: a page seeks to the offset and reads on, so
+memory stays flat whatever the file's size. The same cursor and the same decoding serve
+the streamed sources (``http.py``, ``s3.py``): they hand ``read_text_page`` a
+``LineStream`` over their response body instead of a file.
+
+Shared pieces:
+
+- ``text_kind``       csv or jsonl from a path's suffix (or a hint);
+- ``TextDecoder``     splits a byte stream into records (a quoted CSV field may span
+                      lines), bounds a record's size before it is read whole, decodes one
+                      record into a dict of columns;
+- ``LineStream``      a forward-only line source over any binary stream with ``readline``,
+                      tracking the byte offset and line number, with push-back;
+- ``read_text_page``  one page of rows from a ``LineStream``, and the cursor after it.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+from pathlib import PurePosixPath
+
+from ..errors import DatasetError
+from . import Page, Row, SourceOptions, make_row, register, resolve_path
+
+TEXT_KINDS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
+
+
+def text_kind(name: str, uri: str, hint: str | None = None) -> str:
+    """``csv`` or ``jsonl`` for a path or object key (``hint`` overrides the suffix)."""
+    if hint:
+        kind = {"csv": "csv", "jsonl": "jsonl", "ndjson": "jsonl"}.get(hint.strip().lower().lstrip("."))
+        if kind is None:
+            raise DatasetError(f"{uri}: unsupported format {hint!r}: use csv or jsonl")
+        return kind
+    suffix = PurePosixPath(name).suffix.lower()
+    kind = TEXT_KINDS.get(suffix)
+    if kind is None:
+        raise DatasetError(f"{uri}: unsupported file type {suffix or '(none)'}: use .csv or .jsonl")
+    return kind
+
+
+def parse_cursor(cursor: str | None, start: int, first_line: int) -> tuple[int, int]:
+    if not cursor:
+        return start, first_line
+    offset, sep, line = cursor.partition(":")
+    try:
+        return int(offset), int(line)
+    except ValueError:
+        raise DatasetError(f"invalid cursor {cursor!r} for a text source (expected '<offset>:<line>')") from None
+
+
+class LineStream:
+    """Lines from a binary stream (anything with ``readline(limit)``), with the byte offset
+    and the number of the next line, and push-back of lines already read."""
+
+    def __init__(self, raw, offset: int = 0, line: int = 1):
+        self.raw = raw
+        self.offset = offset
+        self.line = line
+        self._back = b""
+
+    def readline(self, limit: int = -1) -> bytes:
+        if self._back:
+            cut = self._back.find(b"\n")
+            end = cut + 1 if cut >= 0 else len(self._back)
+            if limit >= 0:
+                end = min(end, limit)
+            data, self._back = self._back[:end], self._back[end:]
+            if not self._back and not data.endswith(b"\n") and (limit < 0 or len(data) < limit):
+                data += self.raw.readline(limit - len(data) if limit >= 0 else -1)
+        else:
+            data = self.raw.readline(limit)
+        if data:
+            self.offset += len(data)
+            self.line += 1
+        return data
+
+    def unread(self, lines: list[bytes]) -> None:
+        """Give back whole lines just read (they are read again next)."""
+        data = b"".join(lines)
+        self._back = data + self._back
+        self.offset -= len(data)
+        self.line -= len(lines)
+
+    def skip(self, nbytes: int) -> int:
+        """Discard ``nbytes`` (fewer at the end of the stream); returns how many went."""
+        gone = 0
+        if self._back:
+            take = min(nbytes, len(self._back))
+            self._back = self._back[take:]
+            gone = take
+        while gone < nbytes:
+            block = self.raw.read(min(1 << 16, nbytes - gone))
+            if not block:
+                break
+            gone += len(block)
+        self.offset += gone
+        return gone
+
+
+class TextDecoder:
+    """Records of a CSV or JSONL stream, decoded into dicts of columns."""
+
+    def __init__(self, uri: str, kind: str, options: SourceOptions):
+        self.uri = uri
+        self.kind = kind
+        self.options = options
+        # a record's raw bytes are bounded before it is read whole; the exact limit is
+        # checked by make_row on the decoded columns
+        self.budget = options.max_row_bytes * 2 + 1024
+        self.header: list[str] | None = None
+        self.data_start = 0
+
+    @property
+    def needs_header(self) -> bool:
+        return self.kind == "csv" and self.header is None
+
+    @property
+    def first_line(self) -> int:
+        return 2 if self.kind == "csv" else 1
+
+    def read_header(self, stream: LineStream) -> None:
+        """Read the CSV header from a stream at offset 0; the data starts after it."""
+        first = stream.readline(self.budget + 1)
+        if len(first) > self.budget:
+            raise DatasetError(f"{self.uri}: line 1: the header row is over {self.budget} bytes")
+        self.data_start = stream.offset
+        try:
+            self.header = next(csv.reader([first.decode("utf-8-sig")]))
+        except (StopIteration, UnicodeDecodeError):
+            self.header = []
+        if not self.header:
+            self.header = None
+            raise DatasetError(f"{self.uri}: the CSV file has no header row")
+
+    def next_record(self, stream: LineStream) -> list[bytes]:
+        """One record's lines (a quoted CSV field may hold newlines); [] at the end."""
+        line_no = stream.line
+        line = stream.readline(self.budget + 1)
+        if not line:
+            return []
+        lines, size = [line], len(line)
+        if self.kind == "csv":
+            quotes = line.count(b'"')
+            while quotes % 2 == 1 and size <= self.budget:
+                more = stream.readline(self.budget + 1 - size)
+                if not more:
+                    break
+                lines.append(more)
+                size += len(more)
+                quotes += more.count(b'"')
+        if size > self.budget:
+            raise DatasetError(f"{self.uri}: line {line_no}: row is over {self.budget} bytes, beyond the "
+                               f"{self.options.max_row_bytes}-byte limit")
+        return lines
+
+    @staticmethod
+    def is_blank(raw: bytes) -> bool:
+        try:
+            return not raw.decode("utf-8").strip()
+        except UnicodeDecodeError:
+            return False
+
+    def decode(self, raw: bytes, line_no: int):
+        if len(raw) > self.budget:
+            raise DatasetError(f"{self.uri}: line {line_no}: row is {len(raw)} bytes, over the "
+                               f"{self.options.max_row_bytes}-byte limit")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise DatasetError(f"{self.uri}: line {line_no}: not valid UTF-8") from None
+        if line_no == 1:
+            text = text.lstrip("\ufeff")
+        if not text.strip():
+            return None
+        if self.kind == "jsonl":
+            try:
+                return json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise DatasetError(f"{self.uri}: line {line_no}: malformed JSON: {exc.msg}") from None
+        try:
+            values = next(csv.reader(io.StringIO(text)))
+        except csv.Error as exc:
+            raise DatasetError(f"{self.uri}: line {line_no}: malformed CSV: {exc}") from None
+        if len(values) != len(self.header):
+            raise DatasetError(f"{self.uri}: line {line_no}: {len(values)} columns where the header has "
+                               f"{len(self.header)}")
+        return dict(zip(self.header, values))
+
+
+def read_text_page(stream: LineStream, decoder: TextDecoder, limit: int) -> Page:
+    """Up to ``limit`` rows from ``stream``. The next cursor is where the next non-blank
+    record starts (None when there is none); that record is pushed back onto the stream,
+    so a caller that keeps the stream can go on reading from the cursor."""
+    rows: list[Row] = []
+    while True:
+        start_offset, start_line = stream.offset, stream.line
+        lines = decoder.next_record(stream)
+        if not lines:
+            return Page(rows, None)
+        raw = b"".join(lines) if len(lines) > 1 else lines[0]
+        if decoder.is_blank(raw):
+            continue
+        if len(rows) >= limit:
+            stream.unread(lines)
+            return Page(rows, f"{start_offset}:{start_line}")
+        record = decoder.decode(raw, start_line)
+        if record is not None:
+            rows.append(make_row(record, f"line {start_line}", decoder.options, decoder.uri))
+
+
+@register("file")
+class FileReader:
+    def __init__(self, uri: str, options: SourceOptions):
+        self.uri = uri
+        self.options = options
+        self.path = resolve_path(uri, options.base_dir)
+        self.kind = text_kind(self.path.name, uri, options.extra.get("format"))
+        if not self.path.is_file():
+            raise DatasetError(f"{uri}: cannot read the dataset: no such file {self.path}")
+        self.decoder = TextDecoder(uri, self.kind, options)
+
+    def snapshot_version(self) -> str:
+        digest = hashlib.sha256()
+        try:
+            with self.path.open("rb") as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    digest.update(block)
+        except OSError as exc:
+            raise DatasetError(f"{self.uri}: cannot read the dataset: {exc}") from None
+        return f"sha256:{digest.hexdigest()}"
+
+    def close(self) -> None:
+        pass
+
+    def read_page(self, cursor: str | None, limit: int) -> Page:
+        try:
+            with self.path.open("rb") as fh:
+                if self.decoder.needs_header:
+                    self.decoder.read_header(LineStream(fh))
+                offset, line_no = parse_cursor(cursor, self.decoder.data_start, self.decoder.first_line)
+                fh.seek(offset)
+                return read_text_page(LineStream(fh, offset, line_no), self.decoder, limit)
+        except OSError as exc:
+            raise DatasetError(f"{self.uri}: cannot read the dataset: {exc}") from None

@@ -1,0 +1,79 @@
+"""The state machines of DESIGN.md, as data. ``gate.store`` turns each allowed step into
+one conditional UPDATE and checks its row count; everything else asks this module."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from .errors import IllegalTransition
+
+
+class Mode(StrEnum):
+    CHECK = "check"
+    APPLY = "apply"
+
+
+class UpdateStatus(StrEnum):
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    APPLIED = "APPLIED"
+    PASSED = "PASSED"
+    REJECTED = "REJECTED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+
+
+class RunStatus(StrEnum):
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    DONE = "DONE"
+    ERROR = "ERROR"
+    CANCELLED = "CANCELLED"
+
+
+class Verdict(StrEnum):
+    PENDING = "PENDING"
+    MATCH = "MATCH"
+    MISMATCH = "MISMATCH"
+    ERROR = "ERROR"
+
+
+U, R = UpdateStatus, RunStatus
+
+UPDATE_STEPS: dict[UpdateStatus, frozenset[UpdateStatus]] = {
+    U.RUNNING: frozenset({U.PENDING}),
+    U.APPLIED: frozenset({U.RUNNING}),
+    U.PASSED: frozenset({U.RUNNING}),
+    U.REJECTED: frozenset({U.RUNNING}),
+    U.FAILED: frozenset({U.RUNNING}),
+    U.CANCELLED: frozenset({U.PENDING, U.RUNNING}),
+}
+RUN_STEPS: dict[RunStatus, frozenset[RunStatus]] = {
+    R.RUNNING: frozenset({R.PENDING}),
+    R.DONE: frozenset({R.RUNNING}),
+    R.ERROR: frozenset({R.RUNNING}),
+    R.CANCELLED: frozenset({R.PENDING, R.RUNNING}),
+}
+UPDATE_TERMINAL = frozenset({U.APPLIED, U.PASSED, U.REJECTED, U.FAILED, U.CANCELLED})
+RUN_TERMINAL = frozenset({R.DONE, R.ERROR, R.CANCELLED})
+UPDATE_OPEN = frozenset({U.PENDING, U.RUNNING})
+RUN_OPEN = frozenset({R.PENDING, R.RUNNING})
+
+# Exit codes of `promptgate wait` / `status`: 0 cleared, 1 rejected, 2 failed or cancelled, 3 still open.
+EXIT_CODES = {U.APPLIED: 0, U.PASSED: 0, U.REJECTED: 1, U.FAILED: 2, U.CANCELLED: 2,
+              U.PENDING: 3, U.RUNNING: 3}
+
+
+def update_sources(to: UpdateStatus) -> frozenset[UpdateStatus]:
+    """The states an update may move to ``to`` from; an illegal target raises."""
+    try:
+        return UPDATE_STEPS[UpdateStatus(to)]
+    except (KeyError, ValueError):
+        raise IllegalTransition(f"no update ever moves to {to}") from None
+
+
+def run_sources(to: RunStatus) -> frozenset[RunStatus]:
+    try:
+        return RUN_STEPS[RunStatus(to)]
+    except (KeyError, ValueError):
+        raise IllegalTransition(f"no run ever moves to {to}") from None

@@ -1,0 +1,632 @@
+"""Every SQL statement of prompt-gate. Workers, the service and the CLI call these
+functions; none of them builds SQL.
+
+Conventions: a function takes an open ``Connection`` inside the caller's transaction
+(the caller owns commit boundaries), every state change is one conditional UPDATE whose
+row count is checked, and every write-back of leased work is guarded by the lease token
+and ``lease_until > now``. Time is ``db_now()``: the database server's UTC clock.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from decimal import Decimal
+from typing import Any, Iterable, Sequence
+
+from sqlalchemy import (BigInteger, Column, DateTime, Integer, MetaData, String, Table, Text, and_,
+                        bindparam, case, delete, exists, func, insert, literal, or_, select, update)
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.types import TypeDecorator
+
+from .db import db_now
+from .errors import IllegalTransition, NotFound
+from .models import (ClaimedItem, Dataset, ItemResult, ItemSample, LivePrompt, Mapping, Run, RunCounts,
+                     Update, WorkerRow)
+from .states import (RUN_OPEN, UPDATE_OPEN, RunStatus, UpdateStatus, Verdict, run_sources,
+                     update_sources)
+
+
+class JsonText(TypeDecorator):
+    impl = Text
+    cache_ok = True
+
+    def process_bind_param(self, value, dialect):
+        return None if value is None else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+    def process_result_value(self, value, dialect):
+        return None if value is None else json.loads(value)
+
+
+class Bar(TypeDecorator):
+    """An accuracy bar as an exact Decimal (DECIMAL on MySQL, text on SQLite)."""
+    impl = String(32)
+    cache_ok = True
+
+    def process_bind_param(self, value, dialect):
+        return None if value is None else str(Decimal(str(value)))
+
+    def process_result_value(self, value, dialect):
+        return None if value is None else Decimal(str(value)).normalize()
+
+
+meta = MetaData()
+T = DateTime()
+
+prompt = Table("prompt", meta,
+               Column("id", BigInteger, primary_key=True), Column("name", String(128)),
+               Column("version", Integer), Column("config", JsonText), Column("config_hash", String(64)),
+               Column("applied_update_id", BigInteger), Column("updated_at", T))
+prompt_version = Table("prompt_version", meta,
+                       Column("id", BigInteger, primary_key=True), Column("prompt_name", String(128)),
+                       Column("version", Integer), Column("config", JsonText), Column("config_hash", String(64)),
+                       Column("update_id", BigInteger), Column("applied_at", T))
+dataset = Table("dataset", meta,
+                Column("id", BigInteger, primary_key=True), Column("name", String(128)),
+                Column("source_uri", Text), Column("options", JsonText), Column("created_at", T))
+prompt_dataset = Table("prompt_dataset", meta,
+                       Column("id", BigInteger, primary_key=True), Column("prompt_name", String(128)),
+                       Column("dataset_id", BigInteger), Column("min_accuracy", Bar), Column("created_at", T))
+prompt_update = Table("prompt_update", meta,
+                      Column("id", BigInteger, primary_key=True), Column("prompt_name", String(128)),
+                      Column("mode", String(8)), Column("status", String(16)),
+                      Column("candidate_config", JsonText), Column("candidate_hash", String(64)),
+                      Column("base_version", Integer), Column("source", JsonText),
+                      Column("source_key", String(255)), Column("source_sha", String(64)),
+                      Column("reason", Text), Column("created_at", T), Column("started_at", T),
+                      Column("finished_at", T))
+prompt_run = Table("prompt_run", meta,
+                   Column("id", BigInteger, primary_key=True), Column("update_id", BigInteger),
+                   Column("dataset_id", BigInteger), Column("dataset_name", String(128)),
+                   Column("source_uri", Text), Column("source_options", JsonText),
+                   Column("status", String(16)), Column("min_accuracy", Bar),
+                   Column("row_count", Integer), Column("content_hash", String(64)),
+                   Column("source_version", String(255)), Column("materialize_cursor", Text),
+                   Column("materialized_at", T), Column("lease_token", String(32)), Column("lease_until", T),
+                   Column("attempt", Integer), Column("metrics", JsonText), Column("reason", Text),
+                   Column("created_at", T), Column("started_at", T), Column("finished_at", T))
+prompt_run_item = Table("prompt_run_item", meta,
+                        Column("id", BigInteger, primary_key=True), Column("run_id", BigInteger),
+                        Column("item_id", String(191)), Column("input", JsonText),
+                        Column("expected_decision", String(128)), Column("actual_decision", String(128)),
+                        Column("raw_output", Text), Column("verdict", String(8)), Column("attempt", Integer),
+                        Column("next_attempt_at", T), Column("lease_token", String(32)),
+                        Column("lease_until", T), Column("latency_ms", Integer),
+                        Column("prompt_tokens", Integer), Column("completion_tokens", Integer),
+                        Column("error", Text))
+worker = Table("worker", meta,
+               Column("id", String(64), primary_key=True), Column("role", String(32)),
+               Column("host", String(255)), Column("pid", Integer), Column("started_at", T),
+               Column("heartbeat_at", T))
+
+# A time far in the past: "visible now" for new items and released runs.
+EPOCH = "2000-01-01 00:00:00"
+RAW_OUTPUT_LIMIT = 4000
+
+
+def new_token() -> str:
+    return secrets.token_hex(16)
+
+
+def _one(result, what: str):
+    row = result.first()
+    if row is None:
+        raise NotFound(what)
+    return row
+
+
+def _epoch():
+    from datetime import datetime
+    return datetime(2000, 1, 1)
+
+
+# --- datasets and bars ---------------------------------------------------------
+
+def _dataset(row) -> Dataset:
+    return Dataset(row.id, row.name, row.source_uri, row.options or {}, row.created_at)
+
+
+def upsert_dataset(conn: Connection, name: str, source_uri: str, options: dict) -> tuple[Dataset, bool]:
+    """Register a dataset, or point an existing one at a new source. Returns (dataset, created)."""
+    existing = find_dataset(conn, name)
+    if existing is None:
+        try:
+            conn.execute(insert(dataset).values(name=name, source_uri=source_uri, options=options,
+                                                created_at=db_now()))
+            return get_dataset(conn, name), True
+        except IntegrityError:
+            pass   # registered by someone else a moment ago: update it below
+    conn.execute(update(dataset).where(dataset.c.name == name)
+                 .values(source_uri=source_uri, options=options))
+    return get_dataset(conn, name), False
+
+
+def find_dataset(conn: Connection, name: str) -> Dataset | None:
+    row = conn.execute(select(dataset).where(dataset.c.name == name)).first()
+    return _dataset(row) if row else None
+
+
+def get_dataset(conn: Connection, name: str) -> Dataset:
+    found = find_dataset(conn, name)
+    if found is None:
+        raise NotFound(f"unknown dataset {name!r}: register it with `promptgate dataset add {name} --source URI`")
+    return found
+
+
+def list_datasets(conn: Connection) -> list[Dataset]:
+    return [_dataset(r) for r in conn.execute(select(dataset).order_by(dataset.c.name))]
+
+
+def list_mappings(conn: Connection, prompt_name: str | None = None) -> list[Mapping]:
+    stmt = (select(prompt_dataset.c.prompt_name, prompt_dataset.c.dataset_id, dataset.c.name,
+                   prompt_dataset.c.min_accuracy)
+            .join(dataset, dataset.c.id == prompt_dataset.c.dataset_id)
+            .order_by(prompt_dataset.c.prompt_name, dataset.c.name))
+    if prompt_name is not None:
+        stmt = stmt.where(prompt_dataset.c.prompt_name == prompt_name)
+    return [Mapping(*row) for row in conn.execute(stmt)]
+
+
+def upsert_mapping(conn: Connection, prompt_name: str, dataset_id: int, min_accuracy: Decimal) -> bool:
+    """Map a prompt to a dataset with a bar, or change the bar. Returns True when created."""
+    changed = conn.execute(update(prompt_dataset)
+                           .where(prompt_dataset.c.prompt_name == prompt_name,
+                                  prompt_dataset.c.dataset_id == dataset_id)
+                           .values(min_accuracy=min_accuracy)).rowcount
+    if changed:
+        return False
+    conn.execute(insert(prompt_dataset).values(prompt_name=prompt_name, dataset_id=dataset_id,
+                                               min_accuracy=min_accuracy, created_at=db_now()))
+    return True
+
+
+def delete_mapping(conn: Connection, prompt_name: str, dataset_id: int) -> bool:
+    return conn.execute(delete(prompt_dataset).where(prompt_dataset.c.prompt_name == prompt_name,
+                                                     prompt_dataset.c.dataset_id == dataset_id)).rowcount > 0
+
+
+# --- the live table ------------------------------------------------------------
+
+def find_live(conn: Connection, name: str) -> LivePrompt | None:
+    row = conn.execute(select(prompt).where(prompt.c.name == name)).first()
+    if row is None:
+        return None
+    return LivePrompt(row.name, row.version, row.config, row.config_hash, row.applied_update_id, row.updated_at)
+
+
+def live_version(conn: Connection, name: str) -> int:
+    return conn.execute(select(prompt.c.version).where(prompt.c.name == name)).scalar() or 0
+
+
+def write_live(conn: Connection, upd: Update) -> bool:
+    """Apply an update's candidate to the live table, guarded by ``version = base_version``,
+    and record the history row. False when the live row moved on since submit."""
+    new_version = upd.base_version + 1
+    if upd.base_version == 0:
+        try:
+            with conn.begin_nested():
+                conn.execute(insert(prompt).values(name=upd.prompt_name, version=1, config=upd.candidate_config,
+                                                   config_hash=upd.candidate_hash, applied_update_id=upd.id,
+                                                   updated_at=db_now()))
+        except IntegrityError:
+            return False
+    else:
+        moved = conn.execute(update(prompt)
+                             .where(prompt.c.name == upd.prompt_name, prompt.c.version == upd.base_version)
+                             .values(version=new_version, config=upd.candidate_config,
+                                     config_hash=upd.candidate_hash, applied_update_id=upd.id,
+                                     updated_at=db_now())).rowcount
+        if moved != 1:
+            return False
+    conn.execute(insert(prompt_version).values(prompt_name=upd.prompt_name, version=new_version,
+                                               config=upd.candidate_config, config_hash=upd.candidate_hash,
+                                               update_id=upd.id, applied_at=db_now()))
+    return True
+
+
+def prompt_history(conn: Connection, name: str) -> list[dict]:
+    rows = conn.execute(select(prompt_version).where(prompt_version.c.prompt_name == name)
+                        .order_by(prompt_version.c.version))
+    return [dict(r._mapping) for r in rows]
+
+
+# --- updates ---------------------------------------------------------------------
+
+def _update(row) -> Update:
+    return Update(row.id, row.prompt_name, row.mode, row.status, row.candidate_config, row.candidate_hash,
+                  row.base_version, row.source or {}, row.reason, row.created_at, row.started_at,
+                  row.finished_at)
+
+
+def insert_update(conn: Connection, *, prompt_name: str, mode: str, config: dict, config_hash: str,
+                  base_version: int, source: dict, source_key: str, source_sha: str | None) -> int:
+    result = conn.execute(insert(prompt_update).values(
+        prompt_name=prompt_name, mode=mode, status=UpdateStatus.PENDING, candidate_config=config,
+        candidate_hash=config_hash, base_version=base_version, source=source, source_key=source_key,
+        source_sha=source_sha, created_at=db_now()))
+    return result.inserted_primary_key[0]
+
+
+def insert_run(conn: Connection, update_id: int, ds: Dataset, min_accuracy: Decimal) -> int:
+    result = conn.execute(insert(prompt_run).values(
+        update_id=update_id, dataset_id=ds.id, dataset_name=ds.name, source_uri=ds.source_uri,
+        source_options=ds.options, status=RunStatus.PENDING, min_accuracy=min_accuracy, row_count=0,
+        lease_until=_epoch(), attempt=0, created_at=db_now()))
+    return result.inserted_primary_key[0]
+
+
+def find_update(conn: Connection, update_id: int) -> Update | None:
+    row = conn.execute(select(prompt_update).where(prompt_update.c.id == update_id)).first()
+    return _update(row) if row else None
+
+
+def get_update(conn: Connection, update_id: int) -> Update:
+    found = find_update(conn, update_id)
+    if found is None:
+        raise NotFound(f"unknown update {update_id}")
+    return found
+
+
+def superseded_updates(conn: Connection, prompt_name: str, mode: str, source_key: str | None) -> list[int]:
+    """Open updates that a new submission replaces (latest wins): every open apply-mode
+    update of the prompt, or the open check-mode updates of the same source."""
+    stmt = select(prompt_update.c.id).where(prompt_update.c.prompt_name == prompt_name,
+                                            prompt_update.c.mode == mode,
+                                            prompt_update.c.status.in_(list(UPDATE_OPEN)))
+    if source_key is not None:
+        stmt = stmt.where(prompt_update.c.source_key == source_key)
+    return list(conn.execute(stmt.order_by(prompt_update.c.id).with_for_update()).scalars())
+
+
+def transition_update(conn: Connection, update_id: int, to: UpdateStatus, reason: str | None = None) -> None:
+    """One guarded UPDATE from the states the state machine allows; raises IllegalTransition
+    (with the state found) when the update is not in one of them."""
+    sources = update_sources(to)
+    values: dict[str, Any] = {"status": to}
+    if reason is not None:
+        values["reason"] = reason
+    if to == UpdateStatus.RUNNING:
+        values["started_at"] = db_now()
+    else:
+        values["finished_at"] = db_now()
+    moved = conn.execute(update(prompt_update)
+                         .where(prompt_update.c.id == update_id, prompt_update.c.status.in_(list(sources)))
+                         .values(**values)).rowcount
+    if moved != 1:
+        now = conn.execute(select(prompt_update.c.status).where(prompt_update.c.id == update_id)).scalar()
+        raise IllegalTransition(f"update {update_id} cannot move to {to}: it is {now or 'missing'}")
+
+
+def start_update(conn: Connection, update_id: int) -> bool:
+    """PENDING → RUNNING if still PENDING; True when the update is (now) RUNNING."""
+    try:
+        transition_update(conn, update_id, UpdateStatus.RUNNING)
+        return True
+    except IllegalTransition:
+        status = conn.execute(select(prompt_update.c.status).where(prompt_update.c.id == update_id)).scalar()
+        return status == UpdateStatus.RUNNING
+
+
+def cancel_update(conn: Connection, update_id: int, reason: str) -> None:
+    """Cancel an open update and its open runs, in the caller's transaction."""
+    transition_update(conn, update_id, UpdateStatus.CANCELLED, reason)
+    conn.execute(update(prompt_run)
+                 .where(prompt_run.c.update_id == update_id, prompt_run.c.status.in_(list(RUN_OPEN)))
+                 .values(status=RunStatus.CANCELLED, reason=reason, finished_at=db_now(),
+                         lease_token=None))
+
+
+def updates_for_sha(conn: Connection, sha: str, prompt_name: str | None = None) -> list[Update]:
+    stmt = select(prompt_update).where(prompt_update.c.source_sha == sha)
+    if prompt_name:
+        stmt = stmt.where(prompt_update.c.prompt_name == prompt_name)
+    return [_update(r) for r in conn.execute(stmt.order_by(prompt_update.c.id))]
+
+
+def list_updates(conn: Connection, limit: int = 20, prompt_name: str | None = None) -> list[Update]:
+    stmt = select(prompt_update).order_by(prompt_update.c.id.desc()).limit(limit)
+    if prompt_name:
+        stmt = stmt.where(prompt_update.c.prompt_name == prompt_name)
+    return [_update(r) for r in conn.execute(stmt)]
+
+
+def reconcilable_updates(conn: Connection, limit: int) -> list[int]:
+    """Open updates none of whose runs is still open, locked for this transaction
+    (SKIP LOCKED: another reconciler takes the others)."""
+    open_run = exists().where(prompt_run.c.update_id == prompt_update.c.id,
+                              prompt_run.c.status.in_(list(RUN_OPEN)))
+    stmt = (select(prompt_update.c.id)
+            .where(prompt_update.c.status == UpdateStatus.RUNNING, ~open_run)
+            .order_by(prompt_update.c.id).limit(limit)
+            .with_for_update(skip_locked=True))
+    return list(conn.execute(stmt).scalars())
+
+
+# --- runs ---------------------------------------------------------------------------
+
+def _run(row) -> Run:
+    return Run(row.id, row.update_id, row.dataset_id, row.dataset_name, row.source_uri, row.source_options or {},
+               row.status, row.min_accuracy, row.row_count, row.content_hash, row.source_version,
+               row.materialize_cursor, row.materialized_at, row.lease_token, row.attempt, row.metrics,
+               row.reason, row.created_at, row.started_at, row.finished_at)
+
+
+def runs_of_update(conn: Connection, update_id: int) -> list[Run]:
+    return [_run(r) for r in conn.execute(select(prompt_run).where(prompt_run.c.update_id == update_id)
+                                          .order_by(prompt_run.c.id))]
+
+
+def get_run(conn: Connection, run_id: int) -> Run:
+    return _run(_one(conn.execute(select(prompt_run).where(prompt_run.c.id == run_id)), f"unknown run {run_id}"))
+
+
+def transition_run(conn: Connection, run_id: int, to: RunStatus, *, reason: str | None = None,
+                   metrics: dict | None = None, token: str | None = None) -> None:
+    """One guarded UPDATE; with ``token``, also guarded by the caller's live lease."""
+    sources = run_sources(to)
+    values: dict[str, Any] = {"status": to}
+    if reason is not None:
+        values["reason"] = reason
+    if metrics is not None:
+        values["metrics"] = metrics
+    if to == RunStatus.RUNNING:
+        values["started_at"] = db_now()
+    else:
+        values.update(finished_at=db_now(), lease_token=None)
+    where = [prompt_run.c.id == run_id, prompt_run.c.status.in_(list(sources))]
+    if token is not None:
+        where += [prompt_run.c.lease_token == token, prompt_run.c.lease_until > db_now()]
+    if conn.execute(update(prompt_run).where(*where).values(**values)).rowcount != 1:
+        now = conn.execute(select(prompt_run.c.status).where(prompt_run.c.id == run_id)).scalar()
+        raise IllegalTransition(f"run {run_id} cannot move to {to}: it is {now or 'missing'}"
+                                + (" or its lease was lost" if token else ""))
+
+
+def claim_materialize(conn: Connection, lease_seconds: float, limit: int = 1) -> list[tuple[Run, str]]:
+    """Lease runs that still need pages: PENDING, or RUNNING without ``materialized_at``."""
+    ids = list(conn.execute(
+        select(prompt_run.c.id)
+        .where(prompt_run.c.status.in_(list(RUN_OPEN)), prompt_run.c.materialized_at.is_(None),
+               prompt_run.c.lease_until <= db_now())
+        .order_by(prompt_run.c.lease_until).limit(limit)
+        .with_for_update(skip_locked=True)).scalars())
+    if not ids:
+        return []
+    token = new_token()
+    conn.execute(update(prompt_run).where(prompt_run.c.id.in_(ids))
+                 .values(lease_token=token, lease_until=db_now(lease_seconds), attempt=prompt_run.c.attempt + 1))
+    return [(_run(r), token) for r in conn.execute(select(prompt_run).where(prompt_run.c.id.in_(ids)))]
+
+
+def advance_materialize(conn: Connection, run_id: int, token: str, *, cursor: str | None, added_rows: int,
+                        content_hash: str, source_version: str, lease_seconds: float) -> bool:
+    """Move the cursor past a page (the caller inserts the page's items in the same
+    transaction), renewing the lease. False when the lease was lost: roll back."""
+    return conn.execute(update(prompt_run)
+                        .where(prompt_run.c.id == run_id, prompt_run.c.lease_token == token,
+                               prompt_run.c.lease_until > db_now(), prompt_run.c.status.in_(list(RUN_OPEN)))
+                        .values(materialize_cursor=cursor, row_count=prompt_run.c.row_count + added_rows,
+                                content_hash=content_hash, source_version=source_version,
+                                lease_until=db_now(lease_seconds))).rowcount == 1
+
+
+def finish_materialize(conn: Connection, run_id: int, token: str) -> bool:
+    """Mark the last page in and release the lease."""
+    return conn.execute(update(prompt_run)
+                        .where(prompt_run.c.id == run_id, prompt_run.c.lease_token == token,
+                               prompt_run.c.lease_until > db_now(), prompt_run.c.status == RunStatus.RUNNING)
+                        .values(materialized_at=db_now(), lease_token=None, lease_until=_epoch())).rowcount == 1
+
+
+def release_run_lease(conn: Connection, run_id: int, token: str) -> bool:
+    return conn.execute(update(prompt_run)
+                        .where(prompt_run.c.id == run_id, prompt_run.c.lease_token == token)
+                        .values(lease_token=None, lease_until=_epoch())).rowcount == 1
+
+
+def candidate_config_of_run(conn: Connection, run_id: int) -> tuple[str, dict]:
+    row = _one(conn.execute(select(prompt_update.c.prompt_name, prompt_update.c.candidate_config)
+                            .join(prompt_run, prompt_run.c.update_id == prompt_update.c.id)
+                            .where(prompt_run.c.id == run_id)), f"unknown run {run_id}")
+    return row.prompt_name, row.candidate_config
+
+
+def running_runs(conn: Connection) -> list[int]:
+    """Ids of RUNNING runs: the execute worker rotates over them so no update starves."""
+    return list(conn.execute(select(prompt_run.c.id).where(prompt_run.c.status == RunStatus.RUNNING)
+                             .order_by(prompt_run.c.id)).scalars())
+
+
+def finalizable_runs(conn: Connection, limit: int) -> list[int]:
+    """RUNNING runs with every page in and no item left to score, locked for this transaction."""
+    unscored = exists().where(prompt_run_item.c.run_id == prompt_run.c.id,
+                              prompt_run_item.c.verdict == Verdict.PENDING)
+    stmt = (select(prompt_run.c.id)
+            .where(prompt_run.c.status == RunStatus.RUNNING, prompt_run.c.materialized_at.is_not(None),
+                   ~unscored)
+            .order_by(prompt_run.c.id).limit(limit).with_for_update(skip_locked=True))
+    return list(conn.execute(stmt).scalars())
+
+
+# --- items -----------------------------------------------------------------------------
+
+def existing_item_ids(conn: Connection, run_id: int, item_ids: Sequence[str]) -> list[str]:
+    if not item_ids:
+        return []
+    return list(conn.execute(select(prompt_run_item.c.item_id)
+                             .where(prompt_run_item.c.run_id == run_id,
+                                    prompt_run_item.c.item_id.in_(list(item_ids)))).scalars())
+
+
+def insert_items(conn: Connection, run_id: int, rows: Iterable[tuple[str, dict, str]]) -> int:
+    """Insert (item_id, input, expected) rows of one page with one multi-row INSERT."""
+    values = [{"run_id": run_id, "item_id": item_id, "input": inp, "expected_decision": expected,
+               "verdict": Verdict.PENDING, "attempt": 0, "lease_until": _epoch()}
+              for item_id, inp, expected in rows]
+    if not values:
+        return 0
+    conn.execute(insert(prompt_run_item), values)
+    return len(values)
+
+
+def claim_items(conn: Connection, run_id: int, limit: int, lease_seconds: float,
+                attempt_cap: int) -> tuple[str, list[ClaimedItem]]:
+    """Claim up to ``limit`` ready items of one run: SKIP LOCKED select on the
+    (run_id, verdict, lease_until) index, then one lease UPDATE with a fresh token."""
+    rows = conn.execute(
+        select(prompt_run_item.c.id, prompt_run_item.c.item_id, prompt_run_item.c.input,
+               prompt_run_item.c.expected_decision, prompt_run_item.c.attempt)
+        .where(prompt_run_item.c.run_id == run_id, prompt_run_item.c.verdict == Verdict.PENDING,
+               prompt_run_item.c.lease_until <= db_now(), prompt_run_item.c.attempt < attempt_cap)
+        .order_by(prompt_run_item.c.lease_until).limit(limit)
+        .with_for_update(skip_locked=True)).all()
+    token = new_token()
+    if not rows:
+        return token, []
+    ids = [r.id for r in rows]
+    conn.execute(update(prompt_run_item).where(prompt_run_item.c.id.in_(ids))
+                 .values(lease_token=token, lease_until=db_now(lease_seconds),
+                         attempt=prompt_run_item.c.attempt + 1))
+    return token, [ClaimedItem(r.id, run_id, r.item_id, r.input, r.expected_decision, r.attempt + 1)
+                   for r in rows]
+
+
+def renew_item_leases(conn: Connection, ids: Sequence[int], token: str, lease_seconds: float) -> int:
+    return conn.execute(update(prompt_run_item)
+                        .where(prompt_run_item.c.id.in_(list(ids)), prompt_run_item.c.lease_token == token,
+                               prompt_run_item.c.lease_until > db_now())
+                        .values(lease_until=db_now(lease_seconds))).rowcount
+
+
+def write_item_results(conn: Connection, token: str, results: Sequence[ItemResult]) -> int:
+    """Write a chunk's results in one UPDATE (CASE on id), guarded by the lease token and
+    ``lease_until > now``. Returns the rows written; fewer than asked = ownership lost."""
+    if not results:
+        return 0
+    ids = [r.id for r in results]
+    key = prompt_run_item.c.id
+
+    def by_id(attr: str, column):
+        values = {r.id: getattr(r, attr) for r in results}
+        if len(set(map(repr, values.values()))) == 1:
+            value = next(iter(values.values()))
+            return literal(value, column.type) if value is not None else None
+        return case({i: literal(v, column.type) if v is not None else None for i, v in values.items()},
+                    value=key, else_=column)
+
+    retry_at = {r.id: db_now(r.retry_in) for r in results if r.verdict == Verdict.PENDING}
+    values: dict[str, Any] = {
+        "verdict": by_id("verdict", prompt_run_item.c.verdict),
+        "actual_decision": by_id("actual_decision", prompt_run_item.c.actual_decision),
+        "raw_output": by_id("raw_output", prompt_run_item.c.raw_output),
+        "latency_ms": by_id("latency_ms", prompt_run_item.c.latency_ms),
+        "prompt_tokens": by_id("prompt_tokens", prompt_run_item.c.prompt_tokens),
+        "completion_tokens": by_id("completion_tokens", prompt_run_item.c.completion_tokens),
+        "error": by_id("error", prompt_run_item.c.error),
+        "lease_token": None,
+    }
+    if retry_at:
+        visible = case(retry_at, value=key, else_=_epoch_literal())
+        values["lease_until"] = visible
+        values["next_attempt_at"] = case(retry_at, value=key, else_=None)
+    else:
+        values["lease_until"] = _epoch_literal()
+    return conn.execute(update(prompt_run_item)
+                        .where(key.in_(ids), prompt_run_item.c.lease_token == token,
+                               prompt_run_item.c.lease_until > db_now())
+                        .values(**values)).rowcount
+
+
+def _epoch_literal():
+    return literal(_epoch(), DateTime())
+
+
+def release_items(conn: Connection, token: str) -> int:
+    """Give back a claim untouched (a draining worker): visible again at once."""
+    return conn.execute(update(prompt_run_item)
+                        .where(prompt_run_item.c.lease_token == token)
+                        .values(lease_token=None, lease_until=_epoch_literal(),
+                                attempt=prompt_run_item.c.attempt - 1)).rowcount
+
+
+def fail_exhausted_items(conn: Connection, run_id: int, attempt_cap: int) -> int:
+    """Items whose every attempt was claimed and lost (crashed workers): final ERROR."""
+    return conn.execute(update(prompt_run_item)
+                        .where(prompt_run_item.c.run_id == run_id,
+                               prompt_run_item.c.verdict == Verdict.PENDING,
+                               prompt_run_item.c.lease_until <= db_now(),
+                               prompt_run_item.c.attempt >= attempt_cap)
+                        .values(verdict=Verdict.ERROR, lease_token=None,
+                                error=func.coalesce(prompt_run_item.c.error, "no result after every attempt"))
+                        ).rowcount
+
+
+def run_breakdown(conn: Connection, run_id: int) -> list[tuple[str, str, str | None, int]]:
+    """(verdict, expected, actual, count): the one GROUP BY finalize derives metrics from."""
+    i = prompt_run_item
+    return [tuple(r) for r in conn.execute(
+        select(i.c.verdict, i.c.expected_decision, i.c.actual_decision, func.count())
+        .where(i.c.run_id == run_id)
+        .group_by(i.c.verdict, i.c.expected_decision, i.c.actual_decision))]
+
+
+def run_counts(conn: Connection, run_ids: Sequence[int]) -> dict[int, RunCounts]:
+    if not run_ids:
+        return {}
+    i = prompt_run_item
+    counts: dict[int, dict[str, int]] = {rid: {} for rid in run_ids}
+    for run_id, verdict, n in conn.execute(select(i.c.run_id, i.c.verdict, func.count())
+                                           .where(i.c.run_id.in_(list(run_ids)))
+                                           .group_by(i.c.run_id, i.c.verdict)):
+        counts[run_id][verdict] = n
+    return {rid: RunCounts(total=sum(c.values()), pending=c.get(Verdict.PENDING, 0), match=c.get(Verdict.MATCH, 0),
+                           mismatch=c.get(Verdict.MISMATCH, 0), error=c.get(Verdict.ERROR, 0))
+            for rid, c in counts.items()}
+
+
+def failing_items(conn: Connection, run_id: int, limit: int) -> list[ItemSample]:
+    i = prompt_run_item
+    rows = conn.execute(select(i.c.item_id, i.c.expected_decision, i.c.actual_decision, i.c.verdict,
+                               i.c.raw_output, i.c.error)
+                        .where(i.c.run_id == run_id, i.c.verdict.in_([Verdict.MISMATCH, Verdict.ERROR]))
+                        .order_by(i.c.id).limit(limit))
+    return [ItemSample(*r) for r in rows]
+
+
+def item_attempt_stats(conn: Connection, run_ids: Sequence[int]) -> dict[str, int]:
+    """Calls beyond the first per item (retries and re-claims), for status and reports."""
+    if not run_ids:
+        return {"retried_items": 0, "extra_attempts": 0, "max_attempt": 0}
+    i = prompt_run_item
+    retried = func.coalesce(func.sum(case((i.c.attempt > 1, 1), else_=0)), 0)
+    extra = func.coalesce(func.sum(case((i.c.attempt > 1, i.c.attempt - 1), else_=0)), 0)
+    row = conn.execute(select(retried, extra, func.coalesce(func.max(i.c.attempt), 0))
+                       .where(i.c.run_id.in_(list(run_ids)))).first()
+    return {"retried_items": int(row[0]), "extra_attempts": int(row[1]), "max_attempt": int(row[2])}
+
+
+# --- workers -----------------------------------------------------------------------------
+
+def register_worker(conn: Connection, worker_id: str, role: str, host: str, pid: int) -> None:
+    conn.execute(insert(worker).values(id=worker_id, role=role, host=host, pid=pid,
+                                       started_at=db_now(), heartbeat_at=db_now()))
+
+
+def heartbeat_worker(conn: Connection, worker_id: str) -> bool:
+    return conn.execute(update(worker).where(worker.c.id == worker_id)
+                        .values(heartbeat_at=db_now())).rowcount == 1
+
+
+def remove_worker(conn: Connection, worker_id: str) -> None:
+    conn.execute(delete(worker).where(worker.c.id == worker_id))
+
+
+def live_workers(conn: Connection, stale_seconds: float) -> list[WorkerRow]:
+    rows = conn.execute(select(worker).where(worker.c.heartbeat_at > db_now(-stale_seconds))
+                        .order_by(worker.c.role, worker.c.started_at))
+    return [WorkerRow(*r) for r in rows]
+
+
+def prune_workers(conn: Connection, stale_seconds: float) -> int:
+    return conn.execute(delete(worker).where(worker.c.heartbeat_at <= db_now(-stale_seconds))).rowcount

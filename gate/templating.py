@@ -1,0 +1,61 @@
+"""Prompt templates are untrusted input (they arrive in pull requests).
+
+They render in Jinja2's sandbox with StrictUndefined, and the only name they may use is
+``item``. ``check_template`` refuses, before anything is stored, a template that names
+anything else or reaches for a private attribute (``{{ ''.__class__ }}``); the sandbox
+still guards rendering.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any, Mapping
+
+from jinja2 import StrictUndefined, TemplateSyntaxError, meta, nodes
+from jinja2.exceptions import SecurityError, UndefinedError
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+_ENV = ImmutableSandboxedEnvironment(undefined=StrictUndefined, autoescape=False,
+                                     keep_trailing_newline=True)
+ALLOWED_NAMES = frozenset({"item"})
+
+
+class TemplateProblem(ValueError):
+    """Why a template cannot be used; the caller adds file and field."""
+
+
+def check_template(source: str) -> None:
+    try:
+        ast = _ENV.parse(source)
+    except TemplateSyntaxError as exc:
+        raise TemplateProblem(f"template syntax error on line {exc.lineno}: {exc.message}") from None
+    unknown = meta.find_undeclared_variables(ast) - ALLOWED_NAMES
+    if unknown:
+        raise TemplateProblem(f"template uses {', '.join(sorted(unknown))}; only 'item' is available")
+    for node in ast.find_all((nodes.Getattr, nodes.Getitem)):
+        attr = node.attr if isinstance(node, nodes.Getattr) else _const(node.arg)
+        if isinstance(attr, str) and attr.startswith("_"):
+            raise TemplateProblem(f"template reaches for private attribute {attr!r}; only item fields are available")
+    for _ in ast.find_all((nodes.Import, nodes.FromImport, nodes.Include, nodes.Extends)):
+        raise TemplateProblem("template may not import, include or extend other templates")
+
+
+def _const(node: nodes.Node) -> Any:
+    return node.value if isinstance(node, nodes.Const) else None
+
+
+@lru_cache(maxsize=512)
+def _compiled(source: str):
+    return _ENV.from_string(source)
+
+
+def render(source: str, item: Mapping[str, Any]) -> str:
+    """Render one template over one dataset item; problems become TemplateProblem."""
+    try:
+        return _compiled(source).render(item=item)
+    except UndefinedError as exc:
+        raise TemplateProblem(f"template refers to a missing item field: {exc.message}") from None
+    except SecurityError as exc:
+        raise TemplateProblem(f"template refused by the sandbox: {exc}") from None
+    except TemplateSyntaxError as exc:
+        raise TemplateProblem(f"template syntax error on line {exc.lineno}: {exc.message}") from None

@@ -1,0 +1,92 @@
+"""Fixtures: a real MariaDB server for the session, a fresh database per test on MariaDB
+and SQLite, and helpers to run the real CLI."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mariadb_server import HOW, LocalMariaDB, create_database
+
+ROOT = Path(__file__).resolve().parents[1]
+_counter = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def mysql_server():
+    """Yields (server_url, server or None). The server object allows restarts."""
+    url = os.environ.get("PROMPTGATE_TEST_MYSQL_URL")
+    if url:
+        yield url, None
+        return
+    try:
+        server = LocalMariaDB()
+    except RuntimeError:
+        server = None
+    if server is not None:
+        server.install()
+        server.start()
+        try:
+            yield server.url(), server
+        finally:
+            server.cleanup()
+        return
+    try:
+        from testcontainers.mysql import MySqlContainer
+        container = MySqlContainer("mysql:8.4")
+        container.start()
+    except Exception as exc:  # no Docker either
+        pytest.fail(f"no MySQL/MariaDB available for the tests: {HOW} ({exc})", pytrace=False)
+    try:
+        yield container.get_connection_url(), None
+    finally:
+        container.stop()
+
+
+@pytest.fixture
+def mysql_url(mysql_server, request):
+    server_url, _ = mysql_server
+    name = f"pg_test_{os.getpid()}_{next(_counter)}"
+    return create_database(server_url, name)
+
+
+@pytest.fixture
+def sqlite_url(tmp_path):
+    return f"sqlite:///{tmp_path / 'gate.db'}"
+
+
+@pytest.fixture(params=["mariadb", "sqlite"])
+def db_url(request, tmp_path):
+    """A fresh, empty database URL on each backend the store supports."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'gate.db'}"
+    return request.getfixturevalue("mysql_url")
+
+
+@pytest.fixture
+def gate(db_url):
+    from gate.service import Gate
+    g = Gate.connect(db_url, upgrade=True)
+    yield g
+    g.close()
+
+
+@pytest.fixture
+def mysql_gate(mysql_url):
+    from gate.service import Gate
+    g = Gate.connect(mysql_url, upgrade=True)
+    yield g
+    g.close()
+
+
+def run_cli(*args, env=None, input=None, timeout=120, cwd=None):
+    """Run the real `promptgate` CLI as a subprocess."""
+    full_env = {**os.environ, **(env or {})}
+    full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), full_env.get("PYTHONPATH")]))
+    return subprocess.run([sys.executable, "-m", "gate.cli", *map(str, args)], capture_output=True,
+                          text=True, env=full_env, input=input, timeout=timeout, cwd=cwd or ROOT)

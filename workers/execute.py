@@ -1,0 +1,201 @@
+"""Execute: claim chunks of ready items, call the model outside any transaction, write
+each chunk's results back in one statement guarded by the lease token.
+
+Up to ``concurrency`` calls are in flight per process. Runs are served in rotation, so a
+big dataset does not starve a small one. A retryable failure (timeout, connection, 429,
+5xx) makes the item visible again after an exponential backoff with jitter (at least the
+provider's Retry-After); at the attempt cap its ERROR is final. Leases of calls that
+outlive half the lease are renewed.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from gate import store
+from gate.errors import ModelCallError
+from gate.llm import call_prompt
+from gate.models import ClaimedItem, ItemResult
+from gate.spec import PromptSpec, parse_spec
+from gate.states import Verdict
+
+from .poller import Poller
+
+log = logging.getLogger("promptgate.execute")
+RAW_OUTPUT_LIMIT = 4000
+RUN_LIST_TTL = 1.0
+
+
+@dataclass
+class Chunk:
+    token: str
+    items: list[ClaimedItem]
+    results: list[ItemResult] = field(default_factory=list)
+    renewed_at: float = field(default_factory=time.monotonic)
+
+
+class Executor(Poller):
+    role = "execute"
+
+    def __init__(self, gate, stop, concurrency: int | None = None, call=call_prompt):
+        super().__init__(gate, stop)
+        self.concurrency = concurrency or self.settings.concurrency
+        self.call = call
+        self.pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="call")
+        self.lock = threading.Lock()
+        self.capacity = threading.Condition(self.lock)
+        self.in_flight = 0
+        self.chunks: dict[str, Chunk] = {}
+        self.specs: dict[int, PromptSpec] = {}
+        self.runs: list[int] = []
+        self.runs_at = 0.0
+        self.turn = 0
+        self.stats = {"claimed": 0, "written": 0, "lost": 0, "retries": 0, "calls": 0}
+
+    # --- the loop step ---------------------------------------------------------------
+
+    def poll(self) -> float:
+        self._renew_leases()
+        free = self._wait_for_capacity()
+        if free == 0:
+            return 0.0
+        claimed = self._claim(min(free, self.settings.chunk_size))
+        if not claimed:
+            return self.idle()
+        return self.busy()
+
+    def _wait_for_capacity(self) -> int:
+        with self.capacity:
+            if self.in_flight >= self.concurrency:
+                self.capacity.wait(timeout=0.05)
+            return max(0, self.concurrency - self.in_flight)
+
+    def _running_runs(self) -> list[int]:
+        if time.monotonic() - self.runs_at > RUN_LIST_TTL:
+            with self.engine.connect() as conn:
+                self.runs = store.running_runs(conn)
+            self.runs_at = time.monotonic()
+        return self.runs
+
+    def _claim(self, limit: int) -> bool:
+        runs = self._running_runs()
+        for offset in range(len(runs)):
+            run_id = runs[(self.turn + offset) % len(runs)]
+            with self.engine.begin() as conn:
+                token, items = store.claim_items(conn, run_id, limit, self.settings.lease_seconds,
+                                                 self.settings.attempt_cap)
+            if items:
+                self.turn = (self.turn + offset + 1) % max(1, len(runs))
+                self._dispatch(Chunk(token, items))
+                return True
+        self.runs_at = 0.0  # nothing claimable: look at the run list afresh next time
+        return False
+
+    def _dispatch(self, chunk: Chunk) -> None:
+        spec = self._spec(chunk.items[0].run_id)
+        with self.lock:
+            self.chunks[chunk.token] = chunk
+            self.in_flight += len(chunk.items)
+            self.stats["claimed"] += len(chunk.items)
+        for item in chunk.items:
+            self.pool.submit(self._score, chunk, spec, item)
+
+    def _spec(self, run_id: int) -> PromptSpec:
+        spec = self.specs.get(run_id)
+        if spec is None:
+            with self.engine.connect() as conn:
+                _, config = store.candidate_config_of_run(conn, run_id)
+            spec = self.specs[run_id] = parse_spec(config)
+        return spec
+
+    # --- one item, in a pool thread ----------------------------------------------------
+
+    def _score(self, chunk: Chunk, spec: PromptSpec, item: ClaimedItem) -> None:
+        try:
+            result = self._result(spec, item)
+        except Exception as exc:  # a bug must not strand the chunk
+            log.exception("item %s: unexpected error", item.id)
+            result = ItemResult(item.id, Verdict.ERROR, error=f"internal error: {exc}"[:1000])
+        with self.lock:
+            chunk.results.append(result)
+            done = len(chunk.results) == len(chunk.items)
+            if done:
+                self.chunks.pop(chunk.token, None)
+        if done:
+            self._write_back(chunk)
+            with self.capacity:
+                self.in_flight -= len(chunk.items)
+                self.capacity.notify_all()
+
+    def _result(self, spec: PromptSpec, item: ClaimedItem) -> ItemResult:
+        self.stats["calls"] += 1
+        try:
+            out = self.call(spec, item.input, settings=self.settings)
+        except ModelCallError as exc:
+            return self._failure(item, exc)
+        verdict = Verdict.MATCH if out.decision == item.expected_decision else Verdict.MISMATCH
+        return ItemResult(item.id, verdict, actual_decision=out.decision[:128],
+                          raw_output=(out.raw_output or "")[:RAW_OUTPUT_LIMIT], latency_ms=out.latency_ms,
+                          prompt_tokens=out.prompt_tokens, completion_tokens=out.completion_tokens)
+
+    def _failure(self, item: ClaimedItem, exc: ModelCallError) -> ItemResult:
+        message = f"{exc.kind}: {exc}"[:1000]
+        if not exc.retryable or item.attempt >= self.settings.attempt_cap:
+            return ItemResult(item.id, Verdict.ERROR, error=message)
+        self.stats["retries"] += 1
+        return ItemResult(item.id, Verdict.PENDING, error=message,
+                          retry_in=retry_delay(item.attempt, exc.retry_after, self.settings))
+
+    def _write_back(self, chunk: Chunk) -> None:
+        for attempt in range(5):
+            try:
+                with self.engine.begin() as conn:
+                    written = store.write_item_results(conn, chunk.token, chunk.results)
+                break
+            except Exception as exc:  # the database may be restarting: the lease still protects us
+                log.warning("write-back failed (%s); retrying", str(exc).splitlines()[0][:200])
+                time.sleep(min(0.2 * 2 ** attempt, 3.0))
+        else:
+            written = 0
+        lost = len(chunk.results) - written
+        with self.lock:
+            self.stats["written"] += written
+            self.stats["lost"] += lost
+        if lost:
+            log.warning("chunk %s: %d result(s) dropped: the lease was lost", chunk.token[:8], lost)
+
+    # --- leases -------------------------------------------------------------------------
+
+    def _renew_leases(self) -> None:
+        half = self.settings.lease_seconds / 2
+        with self.lock:
+            due = [c for c in self.chunks.values() if time.monotonic() - c.renewed_at > half]
+        for chunk in due:
+            with self.engine.begin() as conn:
+                store.renew_item_leases(conn, [i.id for i in chunk.items], chunk.token,
+                                        self.settings.lease_seconds)
+            chunk.renewed_at = time.monotonic()
+
+    def close(self) -> None:
+        """Drain: stop claiming, let calls in flight finish and write back (renewing
+        leases meanwhile), then shut the pool."""
+        deadline = time.monotonic() + self.settings.request_timeout + 5
+        while time.monotonic() < deadline:
+            with self.lock:
+                if self.in_flight == 0:
+                    break
+            self._renew_leases()
+            time.sleep(0.05)
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def retry_delay(attempt: int, retry_after: float | None, settings) -> float:
+    """Exponential backoff with full jitter, never sooner than the provider asked."""
+    ceiling = min(settings.backoff_max, settings.backoff_base * 2 ** (attempt - 1))
+    delay = random.uniform(ceiling / 2, ceiling)
+    return max(delay, retry_after or 0.0)

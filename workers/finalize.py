@@ -1,0 +1,43 @@
+"""Finalize: a RUNNING run with every page in and no item left to score gets its metrics
+from one GROUP BY and ends DONE, or ERROR (no items, or an item that exhausted its
+attempts)."""
+
+from __future__ import annotations
+
+import time
+
+from gate import store
+from gate.scoring import metrics_from_breakdown, run_end
+
+from .poller import Poller
+
+BATCH = 20
+
+
+class Finalizer(Poller):
+    role = "finalize"
+
+    def __init__(self, gate, stop):
+        super().__init__(gate, stop)
+        self.swept_at = 0.0
+
+    def poll(self) -> float:
+        self._sweep_exhausted()
+        with self.engine.begin() as conn:
+            ids = store.finalizable_runs(conn, BATCH)
+            for run_id in ids:
+                run = store.get_run(conn, run_id)
+                metrics = metrics_from_breakdown(store.run_breakdown(conn, run_id))
+                status, reason = run_end(metrics, run.dataset_name)
+                store.transition_run(conn, run_id, status, reason=reason, metrics=metrics)
+        return self.busy() if len(ids) == BATCH else (self.idle() if not ids else self.settings.poll_interval)
+
+    def _sweep_exhausted(self) -> None:
+        """Items whose every attempt was claimed by workers that died: final ERROR, so the
+        run can end. Runs at most once per half lease."""
+        if time.monotonic() - self.swept_at < self.settings.lease_seconds / 2:
+            return
+        self.swept_at = time.monotonic()
+        with self.engine.begin() as conn:
+            for run_id in store.running_runs(conn):
+                store.fail_exhausted_items(conn, run_id, self.settings.attempt_cap)

@@ -1,0 +1,173 @@
+"""Run worker roles: in threads of this process (``WorkerProcess``), in several child
+processes (``supervise``), or until given updates are terminal (``run_until_terminal``,
+for tests, the demo and the Action). All three run the same pollers."""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import signal
+import socket
+import threading
+import time
+import uuid
+from typing import Iterable, Sequence
+
+from gate import store
+from gate.errors import UsageError
+from gate.service import Gate, UpdateReport
+from gate.settings import Settings
+
+from . import ROLES
+from .execute import Executor
+from .finalize import Finalizer
+from .materialize import Materializer
+from .poller import DB_ERRORS, Poller, log
+from .reconcile import Reconciler
+
+POLLERS = {"materialize": Materializer, "execute": Executor, "finalize": Finalizer, "reconcile": Reconciler}
+
+
+def parse_roles(role: str | Iterable[str]) -> list[str]:
+    names = [r.strip() for r in (role.split(",") if isinstance(role, str) else role) if r.strip()]
+    if not names or "all" in names:
+        return list(ROLES)
+    unknown = [n for n in names if n not in ROLES]
+    if unknown:
+        raise UsageError(f"unknown role {unknown[0]!r}: use all or any of {', '.join(ROLES)}")
+    return names
+
+
+def build_pollers(gate: Gate, stop: threading.Event, roles: Sequence[str], concurrency: int | None = None,
+                  call=None) -> list[Poller]:
+    pollers = []
+    for role in roles:
+        if role == "execute":
+            kwargs = {"concurrency": concurrency}
+            if call is not None:
+                kwargs["call"] = call
+            pollers.append(Executor(gate, stop, **kwargs))
+        else:
+            pollers.append(POLLERS[role](gate, stop))
+    return pollers
+
+
+class WorkerProcess:
+    """The roles of one process, each in its own thread, registered in ``worker`` and
+    heartbeating; ``stop`` (or SIGTERM/SIGINT) drains them."""
+
+    def __init__(self, gate: Gate, roles: Sequence[str], concurrency: int | None = None, call=None):
+        self.gate = gate
+        self.roles = list(roles)
+        self.stop = threading.Event()
+        self.pollers = build_pollers(gate, self.stop, self.roles, concurrency, call)
+        self.id = f"{socket.gethostname()[:40]}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.threads: list[threading.Thread] = []
+        self.role_label = "all" if set(self.roles) == set(ROLES) else ",".join(self.roles)
+
+    def start(self) -> "WorkerProcess":
+        self._register()
+        for poller in self.pollers:
+            thread = threading.Thread(target=poller.run, name=poller.role, daemon=True)
+            thread.start()
+            self.threads.append(thread)
+        beat = threading.Thread(target=self._heartbeat, name="heartbeat", daemon=True)
+        beat.start()
+        return self
+
+    def join(self, timeout: float | None = None) -> None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for thread in self.threads:
+            thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        try:
+            with self.gate.engine.begin() as conn:
+                store.remove_worker(conn, self.id)
+        except DB_ERRORS:
+            pass
+
+    def shutdown(self, timeout: float | None = None) -> None:
+        self.stop.set()
+        self.join(timeout)
+
+    def run_forever(self) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: self.stop.set())
+        self.start()
+        while not self.stop.wait(0.5):
+            pass
+        log.info("worker %s: draining", self.id)
+        self.join()
+
+    def _register(self) -> None:
+        try:
+            with self.gate.engine.begin() as conn:
+                self._insert_row(conn)
+        except DB_ERRORS as exc:
+            log.warning("could not register worker (will retry with the heartbeat): %s", exc)
+
+    def _insert_row(self, conn) -> None:
+        store.register_worker(conn, self.id, self.role_label, socket.gethostname()[:255], os.getpid())
+
+    def _heartbeat(self) -> None:
+        interval = self.gate.settings.heartbeat_seconds
+        while not self.stop.wait(interval):
+            try:
+                with self.gate.engine.begin() as conn:
+                    if not store.heartbeat_worker(conn, self.id):
+                        self._insert_row(conn)
+                    store.prune_workers(conn, interval * 6)
+            except DB_ERRORS as exc:
+                log.warning("heartbeat failed: %s", str(exc).splitlines()[0][:200])
+
+
+def run_process(settings: Settings, roles: Sequence[str], concurrency: int | None = None) -> None:
+    gate = Gate.connect(settings=settings)
+    try:
+        WorkerProcess(gate, roles, concurrency).run_forever()
+    finally:
+        gate.close()
+
+
+def supervise(settings: Settings, roles: Sequence[str], processes: int = 1, concurrency: int | None = None) -> None:
+    """Run ``processes`` worker processes; restart one that dies; on SIGTERM/SIGINT pass
+    the signal on and wait for them to drain."""
+    if processes <= 1:
+        run_process(settings, roles, concurrency)
+        return
+    ctx = multiprocessing.get_context("spawn")
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+
+    def spawn():
+        proc = ctx.Process(target=run_process, args=(settings, list(roles), concurrency), daemon=False)
+        proc.start()
+        return proc
+
+    children = [spawn() for _ in range(processes)]
+    while not stop.wait(0.5):
+        for i, child in enumerate(children):
+            if not child.is_alive():
+                log.warning("worker process %s exited with %s; restarting", child.pid, child.exitcode)
+                children[i] = spawn()
+    for child in children:
+        if child.is_alive():
+            os.kill(child.pid, signal.SIGTERM)
+    for child in children:
+        child.join()
+
+
+def run_until_terminal(gate: Gate, update_ids: Sequence[int], timeout: float = 300.0,
+                       concurrency: int | None = None, call=None) -> list[UpdateReport]:
+    """Run every role in this process until the given updates are terminal (or the
+    timeout passes), then drain. Returns their final reports."""
+    worker = WorkerProcess(gate, ROLES, concurrency, call).start()
+    try:
+        deadline = time.monotonic() + timeout
+        reports = []
+        for update_id in update_ids:
+            reports.append(gate.wait(update_id, timeout=max(0.0, deadline - time.monotonic()), poll=0.05))
+        return reports
+    finally:
+        worker.shutdown()
