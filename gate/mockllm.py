@@ -429,54 +429,67 @@ class MockLLMServer:
 
     # --- the chat endpoint
     def _chat(self, handler: _Handler, body: bytes) -> None:
+        """Count first, then answer: a client that has its answer sees it counted."""
         with self._lock:
             self._requests += 1
             self._in_flight += 1
             self._max_in_flight = max(self._max_in_flight, self._in_flight)
+        reply = None
         try:
-            outcome = self._answer(handler, body)
+            reply = self._answer(handler, body)
         finally:
             with self._lock:
                 self._in_flight -= 1
-        self._count(outcome)
+                if reply is not None and reply.outcome:
+                    self._outcomes[reply.outcome] += 1
+        if reply.status is None:
+            handler.close_connection = True       # hung or aborted: nothing is sent
+        elif reply.status == 200:
+            handler._json(200, reply.payload)
+        else:
+            handler._error(reply.status, reply.payload, reply.kind, reply.headers)
 
-    def _answer(self, handler: _Handler, body: bytes) -> str:
+    def _answer(self, handler: _Handler, body: bytes) -> "_Reply":
         if self.api_key is not None and handler.headers.get("Authorization") != f"Bearer {self.api_key}":
-            handler._error(401, "Incorrect API key provided.", "invalid_api_key")
-            return "unauthorized"
+            return _Reply("unauthorized", 401, "Incorrect API key provided.", "invalid_api_key")
         request, problem = _parse_request(body)
         if problem:
-            handler._error(400, problem, "invalid_request_error")
-            return "bad_request"
+            return _Reply("bad_request", 400, problem, "invalid_request_error")
         with self._lock:
             self._recent.append(request)
-        forced = FORCED_ERROR_RE.match(str(request.get("model", "")))
+        forced = FORCED_ERROR_RE.match(request["model"])
         if forced:
             status = int(forced.group(1))
-            handler._error(status, f"forced error {status} (model {request['model']})", "forced_error")
-            return "forced_error"
+            return _Reply("forced_error", status, f"forced error {status} (model {request['model']})",
+                          "forced_error")
         wait = self.faults.rate_limited()
         if wait is not None:
-            seconds = max(1, int(wait + 0.999))
-            handler._error(429, "Rate limit reached for requests; try again later.", "rate_limit_exceeded",
-                           {"Retry-After": str(seconds), "retry-after-ms": str(int(wait * 1000))})
-            return "rate_limited"
+            headers = {"Retry-After": str(max(1, int(wait + 0.999))), "retry-after-ms": str(int(wait * 1000))}
+            return _Reply("rate_limited", 429, "Rate limit reached for requests; try again later.",
+                          "rate_limit_exceeded", headers)
         fault = self.faults.draw()
-        if fault.delay and self._stop.wait(fault.delay):
-            handler.close_connection = True
-            return "aborted"
         if fault.kind == "timeout":
-            self._stop.wait(self.hang_seconds)
-            handler.close_connection = True   # the client gave up long ago; send nothing
-            return "timeout"
+            self._count("timeout")                # counted when the hang starts
+            self._stop.wait(fault.delay + self.hang_seconds)
+            return _Reply(None, None)
+        if fault.delay and self._stop.wait(fault.delay):
+            return _Reply("aborted", None)
         if fault.kind == "error":
-            handler._error(500, "The server had an error while processing your request.", "server_error")
-            return "error"
+            return _Reply("error", 500, "The server had an error while processing your request.", "server_error")
         label, policy = decide(request["messages"])
         if fault.kind == "garbage":
             label = self.faults.pick(policy.labels or (label,))
-        handler._json(200, _completion(request, format_answer(label, request.get("response_format"))))
-        return "garbage" if fault.kind == "garbage" else "ok"
+        completion = _completion(request, format_answer(label, request.get("response_format")))
+        return _Reply("garbage" if fault.kind == "garbage" else "ok", 200, completion)
+
+
+@dataclass(frozen=True)
+class _Reply:
+    outcome: str | None                   # the counter to bump (None: already counted)
+    status: int | None                    # None: send nothing
+    payload: Any = None                   # the completion (200) or the error message
+    kind: str = ""
+    headers: dict[str, str] | None = None
 
 
 def _parse_request(body: bytes) -> tuple[dict, str | None]:

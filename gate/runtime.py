@@ -103,7 +103,7 @@ class PromptRuntime:
     def _service(self) -> Any:
         if self._gate is None:
             from .service import Gate          # imported late: the runtime needs no CLI deps
-            self._gate = Gate.connect(self._database_url)
+            self._gate = Gate.connect(self._database_url, settings=self.settings)
         return self._gate
 
 

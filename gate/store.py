@@ -331,16 +331,19 @@ def list_updates(conn: Connection, limit: int = 20, prompt_name: str | None = No
     return [_update(r) for r in conn.execute(stmt)]
 
 
-def reconcilable_updates(conn: Connection, limit: int) -> list[int]:
-    """Open updates none of whose runs is still open, locked for this transaction
-    (SKIP LOCKED: another reconciler takes the others)."""
+def reconcile_claim_query(limit: int):
+    """RUNNING updates none of whose runs is still open, on the (status, id) index."""
     open_run = exists().where(prompt_run.c.update_id == prompt_update.c.id,
                               prompt_run.c.status.in_(list(RUN_OPEN)))
-    stmt = (select(prompt_update.c.id)
+    return (select(prompt_update.c.id)
             .where(prompt_update.c.status == UpdateStatus.RUNNING, ~open_run)
             .order_by(prompt_update.c.id).limit(limit)
             .with_for_update(skip_locked=True))
-    return list(conn.execute(stmt).scalars())
+
+
+def reconcilable_updates(conn: Connection, limit: int) -> list[int]:
+    """Locked for this transaction; SKIP LOCKED lets another reconciler take the others."""
+    return list(conn.execute(reconcile_claim_query(limit)).scalars())
 
 
 # --- runs ---------------------------------------------------------------------------
@@ -383,14 +386,25 @@ def transition_run(conn: Connection, run_id: int, to: RunStatus, *, reason: str 
                                 + (" or its lease was lost" if token else ""))
 
 
+def materialize_claim_query(status: RunStatus, limit: int):
+    """Runs of one status that still need pages and whose lease is free. One status at
+    a time keeps the (status, materialized_at, lease_until) index range in lease order:
+    no filesort."""
+    return (select(prompt_run.c.id)
+            .where(prompt_run.c.status == status, prompt_run.c.materialized_at.is_(None),
+                   prompt_run.c.lease_until <= db_now())
+            .order_by(prompt_run.c.lease_until).limit(limit)
+            .with_for_update(skip_locked=True))
+
+
 def claim_materialize(conn: Connection, lease_seconds: float, limit: int = 1) -> list[tuple[Run, str]]:
-    """Lease runs that still need pages: PENDING, or RUNNING without ``materialized_at``."""
-    ids = list(conn.execute(
-        select(prompt_run.c.id)
-        .where(prompt_run.c.status.in_(list(RUN_OPEN)), prompt_run.c.materialized_at.is_(None),
-               prompt_run.c.lease_until <= db_now())
-        .order_by(prompt_run.c.lease_until).limit(limit)
-        .with_for_update(skip_locked=True)).scalars())
+    """Lease runs that still need pages: RUNNING ones first (finish what was started),
+    then PENDING ones."""
+    ids: list[int] = []
+    for status in (RunStatus.RUNNING, RunStatus.PENDING):
+        ids += conn.execute(materialize_claim_query(status, limit - len(ids))).scalars()
+        if len(ids) >= limit:
+            break
     if not ids:
         return []
     token = new_token()
@@ -438,15 +452,19 @@ def running_runs(conn: Connection) -> list[int]:
                              .order_by(prompt_run.c.id)).scalars())
 
 
-def finalizable_runs(conn: Connection, limit: int) -> list[int]:
-    """RUNNING runs with every page in and no item left to score, locked for this transaction."""
+def finalize_claim_query(limit: int):
+    """RUNNING runs with every page in and no item left to score (the NOT EXISTS probes
+    the item index), oldest first in (status, materialized_at) index order."""
     unscored = exists().where(prompt_run_item.c.run_id == prompt_run.c.id,
                               prompt_run_item.c.verdict == Verdict.PENDING)
-    stmt = (select(prompt_run.c.id)
+    return (select(prompt_run.c.id)
             .where(prompt_run.c.status == RunStatus.RUNNING, prompt_run.c.materialized_at.is_not(None),
                    ~unscored)
-            .order_by(prompt_run.c.id).limit(limit).with_for_update(skip_locked=True))
-    return list(conn.execute(stmt).scalars())
+            .order_by(prompt_run.c.materialized_at).limit(limit).with_for_update(skip_locked=True))
+
+
+def finalizable_runs(conn: Connection, limit: int) -> list[int]:
+    return list(conn.execute(finalize_claim_query(limit)).scalars())
 
 
 # --- items -----------------------------------------------------------------------------
@@ -470,17 +488,22 @@ def insert_items(conn: Connection, run_id: int, rows: Iterable[tuple[str, dict, 
     return len(values)
 
 
+def item_claim_query(run_id: int, limit: int, attempt_cap: int):
+    """Ready items of one run: a range scan of the (run_id, verdict, lease_until) index in
+    lease order, no filesort; rows another claimer holds are skipped."""
+    i = prompt_run_item
+    return (select(i.c.id, i.c.item_id, i.c.input, i.c.expected_decision, i.c.attempt)
+            .where(i.c.run_id == run_id, i.c.verdict == Verdict.PENDING, i.c.lease_until <= db_now(),
+                   i.c.attempt < attempt_cap)
+            .order_by(i.c.lease_until).limit(limit)
+            .with_for_update(skip_locked=True))
+
+
 def claim_items(conn: Connection, run_id: int, limit: int, lease_seconds: float,
                 attempt_cap: int) -> tuple[str, list[ClaimedItem]]:
-    """Claim up to ``limit`` ready items of one run: SKIP LOCKED select on the
-    (run_id, verdict, lease_until) index, then one lease UPDATE with a fresh token."""
-    rows = conn.execute(
-        select(prompt_run_item.c.id, prompt_run_item.c.item_id, prompt_run_item.c.input,
-               prompt_run_item.c.expected_decision, prompt_run_item.c.attempt)
-        .where(prompt_run_item.c.run_id == run_id, prompt_run_item.c.verdict == Verdict.PENDING,
-               prompt_run_item.c.lease_until <= db_now(), prompt_run_item.c.attempt < attempt_cap)
-        .order_by(prompt_run_item.c.lease_until).limit(limit)
-        .with_for_update(skip_locked=True)).all()
+    """Claim up to ``limit`` ready items of one run, then lease them with one UPDATE
+    and a fresh random token."""
+    rows = conn.execute(item_claim_query(run_id, limit, attempt_cap)).all()
     token = new_token()
     if not rows:
         return token, []

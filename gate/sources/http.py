@@ -142,8 +142,9 @@ class StreamedTextReader:
     def _describe_break(self, exc: BaseException | None, at: int) -> str:
         if exc is None:
             return f"{self.uri}: the connection closed at byte {at}, before the end of the file"
-        if isinstance(exc, (TimeoutError, socket.timeout)):
-            return f"{self.uri}: timed out reading at byte {at}"
+        if isinstance(exc, (TimeoutError, socket.timeout)) or "timed out" in str(exc).lower():
+            limit = getattr(self, "timeout", None)
+            return f"{self.uri}: timed out" + (f" after {limit:g}s" if limit else "") + f" reading at byte {at}"
         return f"{self.uri}: the connection broke at byte {at}: {exc}"
 
     # -- the reader interface ---------------------------------------------------------
@@ -235,12 +236,14 @@ class HttpReader(StreamedTextReader):
         self.accept_ranges: bool | None = None
         self._version: str | None = None
         self._fetched = False
+        self._pinned = ""
         pinned = options.extra.get("pinned_version")
         if pinned:
             self._pin_from_version(str(pinned))
 
     # -- snapshot ---------------------------------------------------------------------
     def snapshot_version(self) -> str:
+        """The version the server has now; a pinned version it no longer has is an error."""
         if self._version:
             return self._version
         if not self._fetched:
@@ -248,12 +251,16 @@ class HttpReader(StreamedTextReader):
             self._drop_live()
             self._open(0, 1)
         if self.etag:
-            self._version = f"etag:{self.etag}"
+            version = f"etag:{self.etag}"
         elif self.last_modified:
-            self._version = f"last-modified:{self.last_modified}"
+            version = f"last-modified:{self.last_modified}"
         else:
-            self._version = self._content_hash()
-        return self._version
+            version = self._content_hash()
+            if self._pinned.startswith("sha256:") and version != self._pinned:
+                raise DatasetError(f"{self.uri}: the source changed since it was first read (content "
+                                   f"hash was {self._pinned[7:19]}..., now {version[7:19]}...); start a new run")
+        self._version = version
+        return version
 
     def _content_hash(self) -> str:
         digest = hashlib.sha256()
@@ -268,12 +275,12 @@ class HttpReader(StreamedTextReader):
         return f"sha256:{digest.hexdigest()}"
 
     def _pin_from_version(self, version: str) -> None:
+        self._pinned = version
         kind, _, value = version.partition(":")
         if kind == "etag" and value:
             self.etag = value
         elif kind == "last-modified" and value:
             self.last_modified = value
-        self._version = version
 
     # -- fetching ---------------------------------------------------------------------
     def _ranges_supported(self) -> bool:

@@ -31,6 +31,11 @@ from .files import text_kind
 from .http import Body, StreamedTextReader, source_timeout
 
 
+_CLIENTS: dict[tuple, object] = {}
+_CREDENTIAL_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+                   "AWS_DEFAULT_REGION", "AWS_REGION", "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE")
+
+
 def _client(timeout: float):
     try:
         import boto3
@@ -40,9 +45,18 @@ def _client(timeout: float):
                            "pip install 'prompt-gate[s3]'") from None
     endpoint = os.environ.get("PROMPTGATE_S3_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT_URL") or None
     style = os.environ.get("PROMPTGATE_S3_ADDRESSING_STYLE") or ("path" if endpoint else "auto")
-    config = Config(connect_timeout=timeout, read_timeout=timeout, retries={"max_attempts": 3, "mode": "standard"},
-                    s3={"addressing_style": style})
-    return boto3.client("s3", endpoint_url=endpoint, config=config), endpoint
+    # one client per configuration (clients are thread-safe and costly to build); a change
+    # of credentials in the environment gets a new one
+    key = (endpoint, style, timeout) + tuple(os.environ.get(name) for name in _CREDENTIAL_ENV)
+    client = _CLIENTS.get(key)
+    if client is None:
+        config = Config(connect_timeout=timeout, read_timeout=timeout,
+                        retries={"max_attempts": 3, "mode": "standard"}, s3={"addressing_style": style})
+        client = boto3.session.Session().client("s3", endpoint_url=endpoint, config=config)
+        if len(_CLIENTS) > 16:
+            _CLIENTS.clear()
+        _CLIENTS[key] = client
+    return client, endpoint
 
 
 @register("s3")
@@ -57,18 +71,24 @@ class S3Reader(StreamedTextReader):
         self.timeout = source_timeout(options)
         self.client, self.endpoint = _client(self.timeout)
         self.etag: str | None = None
+        self._version: str | None = None
         pinned = str(options.extra.get("pinned_version") or "")
         if pinned.startswith("etag:"):
             self.etag = pinned[len("etag:"):]
 
     def snapshot_version(self) -> str:
-        if self.etag is None:
+        """The object's ETag now; a pinned ETag it no longer has is an error."""
+        if self._version is None:
             try:
                 head = self.client.head_object(Bucket=self.bucket, Key=self.key)
             except Exception as exc:  # noqa: BLE001 - mapped to a message below
                 raise DatasetError(self._message(exc)) from None
-            self.etag = head.get("ETag") or ""
-        return f"etag:{self.etag}"
+            etag = head.get("ETag") or ""
+            if self.etag and etag != self.etag:
+                raise DatasetError(self._changed())
+            self.etag = etag
+            self._version = f"etag:{etag}"
+        return self._version
 
     def _fetch(self, offset: int) -> Body:
         args = {"Bucket": self.bucket, "Key": self.key}
@@ -108,10 +128,10 @@ class S3Reader(StreamedTextReader):
                 return self._changed()
             if code in ("InvalidRange", "416") or status == 416:
                 return f"{where}: the object is shorter than the position already read: it changed; start a new run"
-            if code in ("NoSuchKey", "404", "NotFound") or status == 404:
-                return f"{where}: no such object (bucket {self.bucket!r}, key {self.key!r})"
             if code == "NoSuchBucket":
                 return f"{where}: no such bucket {self.bucket!r}"
+            if code in ("NoSuchKey", "404", "NotFound") or status == 404:
+                return f"{where}: no such object (bucket {self.bucket!r}, key {self.key!r})"
             if code in ("AccessDenied", "403", "Forbidden", "InvalidAccessKeyId", "SignatureDoesNotMatch") \
                     or status in (401, 403):
                 return (f"{where}: access denied ({code}): check the AWS credentials in the environment "

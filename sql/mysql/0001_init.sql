@@ -83,7 +83,7 @@ CREATE TABLE IF NOT EXISTS prompt_run (
   created_at DATETIME(6) NOT NULL,
   started_at DATETIME(6) NULL,
   finished_at DATETIME(6) NULL,
-  KEY ix_run_update (update_id),
+  KEY ix_run_update (update_id, status),
   KEY ix_run_materialize (status, materialized_at, lease_until),
   KEY ix_run_status (status, id),
   CONSTRAINT fk_run_update FOREIGN KEY (update_id) REFERENCES prompt_update (id)

@@ -115,7 +115,7 @@ CREATE INDEX IF NOT EXISTS ix_prompt_dataset_dataset ON prompt_dataset (dataset_
 CREATE INDEX IF NOT EXISTS ix_update_status ON prompt_update (status, id);
 CREATE INDEX IF NOT EXISTS ix_update_prompt ON prompt_update (prompt_name, mode, status);
 CREATE INDEX IF NOT EXISTS ix_update_sha ON prompt_update (source_sha);
-CREATE INDEX IF NOT EXISTS ix_run_update ON prompt_run (update_id);
+CREATE INDEX IF NOT EXISTS ix_run_update ON prompt_run (update_id, status);
 CREATE INDEX IF NOT EXISTS ix_run_materialize ON prompt_run (status, materialized_at, lease_until);
 CREATE INDEX IF NOT EXISTS ix_run_status ON prompt_run (status, id);
 CREATE INDEX IF NOT EXISTS ix_item_ready ON prompt_run_item (run_id, verdict, lease_until);

@@ -1,0 +1,254 @@
+"""The four workers against real MariaDB, a real local model server over HTTP and real
+worker processes: exactly-once end states, kill -9 chaos, stalled workers, a database
+restart, the stale-apply race and provider faults."""
+
+from __future__ import annotations
+
+import random
+import signal
+import threading
+import time
+
+import pytest
+from sqlalchemy import func, select
+
+from gate import store
+from gate.mockllm import MockLLMServer
+from gate.models import ItemResult
+from gate.service import Gate
+from gate.settings import Settings
+from gate.states import UpdateStatus, Verdict
+from helpers import rules_spec, write_rule_rows
+from workers.supervisor import WorkerProcess, run_until_terminal
+from workers_harness import WorkerFleet, worker_env
+
+
+@pytest.fixture
+def mock_llm():
+    with MockLLMServer(latency_ms=2) as server:
+        yield server
+
+
+@pytest.fixture
+def fleet(tmp_path):
+    fleets = []
+
+    def make(env, args=("--role", "all")):
+        f = WorkerFleet(env, tmp_path, args)
+        fleets.append(f)
+        return f
+    yield make
+    for f in fleets:
+        f.stop_all()
+
+
+def map_rule_dataset(gate, tmp_path, prompt, dataset, n, bar, wrong_every=0):
+    if dataset not in {d.name for d, _ in gate.list_datasets()}:
+        gate.register_dataset(dataset, str(write_rule_rows(tmp_path / f"{dataset}.csv", n, wrong_every)))
+    gate.map_dataset(prompt, dataset, bar)
+
+
+def wait_all(gate, ids, timeout):
+    deadline = time.monotonic() + timeout
+    return [gate.wait(i, timeout=max(0.0, deadline - time.monotonic())) for i in ids]
+
+
+def item_rows(gate, run_ids):
+    i = store.prompt_run_item
+    with gate.engine.connect() as conn:
+        return conn.execute(select(i.c.run_id, i.c.item_id, i.c.verdict, i.c.attempt)
+                            .where(i.c.run_id.in_(run_ids))).all()
+
+
+def versions(gate, name):
+    return gate.history(name)
+
+
+def test_four_processes_three_updates_exactly_once(mysql_gate, mock_llm, fleet, tmp_path):
+    gate = mysql_gate
+    for p, bar_a in (("p1", "0.9"), ("p2", "0.95"), ("p3", "0.9")):
+        map_rule_dataset(gate, tmp_path, p, "d-a", 500, bar_a, wrong_every=10)   # exactly 90 %
+        map_rule_dataset(gate, tmp_path, p, "d-b", 500, "1")                      # 100 %
+    ids = [gate.submit(rules_spec("p1"), "apply"), gate.submit(rules_spec("p2"), "apply"),
+           gate.submit(rules_spec("p3"), "check")]
+    workers = fleet(worker_env(gate.settings.database_url, mock_llm.base_url, chunk_size=16))
+    workers.start(4)
+    reports = wait_all(gate, ids, 120)
+    assert [r.status for r in reports] == [UpdateStatus.APPLIED, UpdateStatus.REJECTED, UpdateStatus.PASSED], \
+        [r.update.reason for r in reports]
+    run_ids = [r.run_id for rep in reports for r in rep.runs]
+    rows = item_rows(gate, run_ids)
+    assert len(rows) == 3000 and len({(r.run_id, r.item_id) for r in rows}) == 3000
+    assert all(r.verdict in (Verdict.MATCH, Verdict.MISMATCH) for r in rows)
+    for rep in reports:
+        a, b = rep.runs
+        assert (a.matches, a.scored, b.matches, b.scored) == (450, 500, 500, 500)
+    assert gate.live("p1").version == 1 and len(versions(gate, "p1")) == 1
+    with pytest.raises(Exception):
+        gate.live("p2")
+    assert mock_llm.stats()["requests"] == 3000     # no faults, no crashes: one call per item
+
+
+def test_kill_9_chaos(mysql_gate, fleet, tmp_path):
+    gate = mysql_gate
+    map_rule_dataset(gate, tmp_path, "chaos", "big", 2000, "1")
+    concurrency = 8
+    with MockLLMServer(latency_ms=15, jitter_ms=10) as llm:
+        env = worker_env(gate.settings.database_url, llm.base_url, lease_seconds=2, attempt_cap=20,
+                         chunk_size=8, page_size=250, concurrency=concurrency, heartbeat_seconds=1)
+        workers = fleet(env)
+        workers.start(3)
+        uid = gate.submit(rules_spec("chaos"), "apply")
+        kills, rng = 0, random.Random(7)
+        deadline = time.monotonic() + 150
+        while not gate.status(uid).terminal and time.monotonic() < deadline:
+            time.sleep(0.5)
+            victim = rng.choice(workers.procs)
+            workers.kill(victim, signal.SIGKILL)
+            kills += 1
+            workers.start(1)
+        report = gate.wait(uid, timeout=max(1.0, deadline - time.monotonic()))
+        calls = llm.stats()["requests"]
+    assert report.status == UpdateStatus.APPLIED, report.update.reason
+    assert kills >= 5
+    run = report.runs[0]
+    assert (run.matches, run.scored, run.total) == (2000, 2000, 2000)
+    rows = item_rows(gate, [run.run_id])
+    assert len({r.item_id for r in rows}) == len(rows) == 2000
+    assert gate.live("chaos").version == 1
+    assert [v["update_id"] for v in versions(gate, "chaos")] == [uid]
+    duplicates = calls - 2000
+    print(f"kills={kills} model calls={calls} duplicates={duplicates}")
+    assert 0 <= duplicates <= kills * concurrency
+
+
+def test_stalled_lease_cannot_write_late_results(gate, tmp_path):
+    """Store level, both backends: a claim whose lease expired and whose items were
+    re-claimed writes nothing; the re-claimer's results stand."""
+    map_rule_dataset(gate, tmp_path, "p1", "d", 4, "0.5")
+    uid = gate.submit(rules_spec("p1"), "check")
+    fast = Settings(database_url=gate.settings.database_url, lease_seconds=0.3)
+    from workers.materialize import Materializer
+    Materializer(Gate(gate.engine, fast), threading.Event()).poll()
+    run_id = gate.status(uid).runs[0].run_id
+    with gate.engine.begin() as conn:
+        token_a, items_a = store.claim_items(conn, run_id, 10, 0.3, 3)
+    assert len(items_a) == 4
+    time.sleep(0.5)
+    with gate.engine.begin() as conn:
+        token_b, items_b = store.claim_items(conn, run_id, 10, 30, 3)
+    assert {i.id for i in items_b} == {i.id for i in items_a}
+    with gate.engine.begin() as conn:
+        assert store.write_item_results(conn, token_b, [ItemResult(i.id, Verdict.MATCH, actual_decision="b")
+                                                        for i in items_b]) == 4
+    with gate.engine.begin() as conn:
+        assert store.write_item_results(conn, token_a, [ItemResult(i.id, Verdict.MISMATCH, actual_decision="a")
+                                                        for i in items_a]) == 0
+    rows = item_rows(gate, [run_id])
+    assert {r.verdict for r in rows} == {Verdict.MATCH}
+
+
+def test_stopped_worker_process_loses_its_chunk(mysql_gate, fleet, tmp_path):
+    """A worker frozen mid-call (SIGSTOP) past its lease: another re-claims and scores;
+    when the first wakes up its write-back is dropped and counted."""
+    gate = mysql_gate
+    map_rule_dataset(gate, tmp_path, "p1", "d", 4, "1")
+    with MockLLMServer(latency_ms=800) as llm:
+        env = worker_env(gate.settings.database_url, llm.base_url, lease_seconds=1, chunk_size=4)
+        first = fleet(env).start(1)[0]
+        uid = gate.submit(rules_spec("p1"), "apply")
+        deadline = time.monotonic() + 30
+        while llm.stats()["requests"] < 4 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        first.send_signal(signal.SIGSTOP)
+        second_fleet = fleet(env)
+        second_fleet.start(1)
+        report = gate.wait(uid, timeout=30)
+        assert report.status == UpdateStatus.APPLIED
+        first.send_signal(signal.SIGCONT)
+        time.sleep(1.5)
+        first.terminate()
+        first.wait(30)
+    log = open(first.log_path).read()
+    assert "dropped: the lease was lost" in log, log
+    assert gate.live("p1").version == 1
+
+
+def test_mariadb_restart_mid_run(fleet, tmp_path):
+    from mariadb_server import LocalMariaDB, create_database
+    server = LocalMariaDB()
+    server.install()
+    server.start()
+    try:
+        url = create_database(server.url(), "restart")
+        gate = Gate.connect(url, upgrade=True)
+        map_rule_dataset(gate, tmp_path, "p1", "d", 1500, "1")
+        with MockLLMServer(latency_ms=5) as llm:
+            workers = fleet(worker_env(url, llm.base_url, lease_seconds=3))
+            workers.start(2)
+            uid = gate.submit(rules_spec("p1"), "apply")
+            deadline = time.monotonic() + 60
+            while llm.stats()["requests"] < 200 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            server.restart()
+            gate.engine.dispose()
+            report = gate.wait(uid, timeout=90)
+        assert report.status == UpdateStatus.APPLIED, report.update.reason
+        assert report.runs[0].scored == 1500
+        assert "database error" in workers.logs()
+        gate.close()
+    finally:
+        server.cleanup()
+
+
+def test_stale_apply_race(mysql_gate, tmp_path):
+    """A newer submission cancels an update whose runs are about to finish, at random
+    moments: a cancelled or stale update is never applied."""
+    gate = mysql_gate
+    rng = random.Random(3)
+    with MockLLMServer(latency_ms=1) as llm:
+        fast = gate.settings.with_(poll_interval=0.01, poll_max_interval=0.05)
+        import os
+        os.environ["OPENAI_BASE_URL"] = llm.base_url
+        worker = WorkerProcess(Gate(gate.engine, fast), ["materialize", "execute", "finalize", "reconcile"], 8).start()
+        try:
+            for i in range(12):
+                name = f"race{i}"
+                map_rule_dataset(gate, tmp_path, name, f"d{i}", 30, "0.5")
+                a = gate.submit(rules_spec(name, "A"), "apply")
+                time.sleep(rng.uniform(0, 0.4))
+                b = gate.submit(rules_spec(name, "B"), "apply")
+                ra, rb = wait_all(gate, [a, b], 60)
+                history = versions(gate, name)
+                applied = [v["update_id"] for v in history]
+                assert ra.status in (UpdateStatus.APPLIED, UpdateStatus.CANCELLED)
+                if ra.status == UpdateStatus.CANCELLED:
+                    assert a not in applied
+                assert rb.status == UpdateStatus.APPLIED, rb.update.reason
+                assert applied[-1] == b and gate.live(name).applied_update_id == b
+                assert gate.live(name).config["description"] == "B"
+                assert len(applied) == (2 if ra.status == UpdateStatus.APPLIED else 1)
+        finally:
+            worker.shutdown()
+            os.environ.pop("OPENAI_BASE_URL", None)
+
+
+def test_provider_faults_end_every_item_within_the_cap(mysql_gate, tmp_path, monkeypatch):
+    gate = mysql_gate
+    map_rule_dataset(gate, tmp_path, "p1", "d", 300, "0.5")
+    with MockLLMServer(error_rate=0.1, timeout_rate=0.05, garbage_rate=0.05, hang_seconds=3, seed=11) as llm:
+        monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
+        settings = gate.settings.with_(request_timeout=0.5, backoff_base=0.05, backoff_max=0.2, attempt_cap=3,
+                                       poll_interval=0.02)
+        fast_gate = Gate(gate.engine, settings)
+        uid = fast_gate.submit(rules_spec("p1"), "apply")
+        report, = run_until_terminal(fast_gate, [uid], timeout=90, concurrency=16)
+        outcomes = llm.stats()["outcomes"]
+    assert report.terminal
+    rows = item_rows(gate, [report.runs[0].run_id])
+    assert len(rows) == 300
+    assert all(r.verdict in (Verdict.MATCH, Verdict.MISMATCH, Verdict.ERROR) for r in rows)
+    assert max(r.attempt for r in rows) <= 3
+    assert all(r.attempt == 3 for r in rows if r.verdict == Verdict.ERROR)
+    assert outcomes.get("error", 0) and outcomes.get("timeout", 0) and outcomes.get("garbage", 0)
+    assert report.attempts["retried_items"] > 0
