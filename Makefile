@@ -14,13 +14,21 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# The test suite starts its own throwaway MariaDB (and Redis) from these binaries.
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+
+# The test suite starts its own throwaway servers (MariaDB; PostgreSQL as a warehouse
+# source) from these Debian packages; install whichever is missing.
 server-binaries:
-	@if ! command -v mariadbd >/dev/null 2>&1 && ! command -v mysqld >/dev/null 2>&1 \
+	@missing=""; \
+	if ! command -v mariadbd >/dev/null 2>&1 && ! command -v mysqld >/dev/null 2>&1 \
 	    && [ ! -x /usr/sbin/mariadbd ] && [ ! -x /usr/sbin/mysqld ] && [ -z "$$PROMPTGATE_TEST_MYSQL_URL" ]; then \
-	  echo "installing mariadb-server (the tests start a throwaway server from it)"; \
-	  $(if $(filter 0,$(shell id -u)),,sudo) apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $(if $(filter 0,$(shell id -u)),,sudo) apt-get install -y -qq mariadb-server >/dev/null; \
+	  missing="$$missing mariadb-server"; fi; \
+	if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+	  missing="$$missing postgresql"; fi; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing$$missing (the tests start throwaway servers from them)"; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
 
 demo: $(STAMP)

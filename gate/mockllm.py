@@ -329,6 +329,13 @@ class _Server(ThreadingHTTPServer):
         self.mock = mock
         super().__init__(address, _Handler)
 
+    def handle_error(self, request, client_address) -> None:
+        """A client that went away (a killed worker) is routine, not a traceback."""
+        import sys
+        if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            return
+        super().handle_error(request, client_address)
+
 
 class MockLLMServer:
     """The mock server, in-process. ``with MockLLMServer(latency_ms=5) as s: s.base_url``.

@@ -278,6 +278,6 @@ def _parse_provider(value: Any, file: str | None) -> Provider | None:
     for key in ("base_url", "api_key_env"):
         if data.get(key) is not None and not isinstance(data[key], str):
             raise SpecError(file, f"provider.{key}", "must be a string")
-    if data.get("api_key_env") and not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", data["api_key_env"]):
+    if data.get("api_key_env") is not None and not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", data["api_key_env"]):
         raise SpecError(file, "provider.api_key_env", "must be an environment variable name (the key itself never goes in the file)")
     return Provider(data.get("base_url"), data.get("api_key_env"))

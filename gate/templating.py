@@ -15,8 +15,30 @@ from jinja2 import StrictUndefined, TemplateSyntaxError, meta, nodes
 from jinja2.exceptions import SecurityError, UndefinedError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-_ENV = ImmutableSandboxedEnvironment(undefined=StrictUndefined, autoescape=False,
-                                     keep_trailing_newline=True)
+MAX_OUTPUT = 1_000_000       # characters one operator may produce ('a' * 10**9 is refused)
+MAX_POWER = 10_000
+
+
+class _GateSandbox(ImmutableSandboxedEnvironment):
+    """The sandbox with no globals (only ``item`` exists) and a size cap on ``*`` and ``**``,
+    so a template cannot make a worker allocate gigabytes."""
+
+    intercepted_binops = frozenset({"*", "**"})
+
+    def call_binop(self, context, operator, left, right):
+        if operator == "**":
+            if isinstance(right, (int, float)) and abs(right) > MAX_POWER:
+                raise SecurityError(f"exponent {right} is too large")
+            return left ** right
+        for seq, times in ((left, right), (right, left)):
+            if isinstance(seq, (str, list, tuple)) and isinstance(times, int):
+                if len(seq) * max(times, 0) > MAX_OUTPUT:
+                    raise SecurityError("repetition result is too large")
+        return left * right
+
+
+_ENV = _GateSandbox(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
+_ENV.globals.clear()
 ALLOWED_NAMES = frozenset({"item"})
 
 
@@ -29,13 +51,22 @@ def check_template(source: str) -> None:
         ast = _ENV.parse(source)
     except TemplateSyntaxError as exc:
         raise TemplateProblem(f"template syntax error on line {exc.lineno}: {exc.message}") from None
+    except Exception as exc:   # TypeError, OverflowError... from values of the item
+        raise TemplateProblem(f"template cannot render this item: {type(exc).__name__}: {exc}") from None
     unknown = meta.find_undeclared_variables(ast) - ALLOWED_NAMES
     if unknown:
         raise TemplateProblem(f"template uses {', '.join(sorted(unknown))}; only 'item' is available")
-    for node in ast.find_all((nodes.Getattr, nodes.Getitem)):
-        attr = node.attr if isinstance(node, nodes.Getattr) else _const(node.arg)
-        if isinstance(attr, str) and attr.startswith("_"):
-            raise TemplateProblem(f"template reaches for private attribute {attr!r}; only item fields are available")
+    for node in ast.find_all((nodes.Getattr, nodes.Getitem, nodes.Filter)):
+        if isinstance(node, nodes.Getattr):
+            attrs = [node.attr]
+        elif isinstance(node, nodes.Getitem):
+            attrs = [_const(node.arg)]
+        else:   # |attr('x') reaches attributes by name
+            attrs = [_const(a) for a in node.args] if node.name == "attr" else []
+        for attr in attrs:
+            if isinstance(attr, str) and attr.startswith("_"):
+                raise TemplateProblem(f"template reaches for private attribute {attr!r}; "
+                                      "only item fields are available")
     for _ in ast.find_all((nodes.Import, nodes.FromImport, nodes.Include, nodes.Extends)):
         raise TemplateProblem("template may not import, include or extend other templates")
 

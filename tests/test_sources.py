@@ -538,8 +538,7 @@ def test_http_memory_stays_flat(site):
 
 @pytest.fixture(scope="module")
 def moto_endpoint():
-    pytest.importorskip("boto3")
-    server_mod = pytest.importorskip("moto.server")
+    import moto.server as server_mod   # the dev extra installs moto[server]; `make test` installs it
     server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
@@ -740,7 +739,13 @@ def test_warehouse_bad_uris(tmp_path):
         open_source(sql_uri("nosuchdb://h/db", "SELECT 1"))
 
 
-# PostgreSQL: a throwaway cluster when initdb/pg_ctl are on this machine (skipped otherwise)
+# PostgreSQL: a throwaway cluster from the machine's initdb/pg_ctl (`make test` installs them)
+
+def _pg_binary(name: str) -> str | None:
+    """PATH first, then Debian's versioned folder (/usr/lib/postgresql/<v>/bin)."""
+    import glob
+    return shutil.which(name) or next(iter(sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), reverse=True)), None)
+
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -750,15 +755,15 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def postgres():
-    pytest.importorskip("psycopg")
-    initdb, pg_ctl = shutil.which("initdb"), shutil.which("pg_ctl")
+    initdb, pg_ctl = _pg_binary("initdb"), _pg_binary("pg_ctl")
     if not (initdb and pg_ctl):
-        pytest.skip("PostgreSQL binaries (initdb, pg_ctl) not found")
+        pytest.fail("PostgreSQL binaries (initdb, pg_ctl) not found: `make test` installs them "
+                    "(apt-get install postgresql)", pytrace=False)
     root = tempfile.mkdtemp(prefix="pg-sources-")
     prefix: list[str] = []
     if os.geteuid() == 0:                      # PostgreSQL refuses to run as root
         if not shutil.which("setpriv"):
-            pytest.skip("running as root without setpriv")
+            pytest.fail("running as root without setpriv (util-linux)", pytrace=False)
         import pwd
         nobody = pwd.getpwnam("nobody")
         os.chown(root, nobody.pw_uid, nobody.pw_gid)
@@ -777,7 +782,7 @@ def postgres():
                        check=True, capture_output=True, timeout=60)
     except (subprocess.SubprocessError, OSError) as exc:
         shutil.rmtree(root, ignore_errors=True)
-        pytest.skip(f"cannot start PostgreSQL here: {exc}")
+        pytest.fail(f"cannot start PostgreSQL here: {exc}", pytrace=False)
     try:
         import psycopg
         with psycopg.connect(host="127.0.0.1", port=port, user="postgres", password="pg-s3cret",

@@ -250,11 +250,23 @@ def test_sandbox_still_guards_rendering(template):
         render(template, {"text": "hi", "_private": 1})
 
 
-@pytest.mark.xfail(strict=True, reason="check_template does not look into |attr('...') filters; "
-                                       "the sandbox refuses it at render time (see test above)")
 def test_attr_filter_is_refused_at_submit():
     with pytest.raises(TemplateProblem):
         check_template("{{ item|attr('__class__') }}")
+
+
+@pytest.mark.parametrize("source", ["{{ namespace() }}", "{{ cycler(1) }}", "{{ lipsum() }}",
+                                    "{% for i in range(3) %}{% endfor %}", "{{ joiner() }}"])
+def test_jinja_globals_are_not_available(source):
+    with pytest.raises(TemplateProblem, match="only 'item'"):
+        check_template(source)
+
+
+@pytest.mark.parametrize("source", ["{{ 'a' * 10**9 }}", "{{ [1] * 100000000 }}", "{{ 2 ** 100000 }}"])
+def test_huge_results_are_refused_at_render(source):
+    check_template(source)
+    with pytest.raises(TemplateProblem, match="sandbox"):
+        render(source, {})
 
 
 def test_templates_render_item_fields():

@@ -97,20 +97,25 @@ def test_kill_9_chaos(mysql_gate, fleet, tmp_path):
         env = worker_env(gate.settings.database_url, llm.base_url, lease_seconds=2, attempt_cap=20,
                          chunk_size=8, page_size=250, concurrency=concurrency, heartbeat_seconds=1)
         workers = fleet(env)
-        workers.start(3)
+        workers.start(4)
         uid = gate.submit(rules_spec("chaos"), "apply")
         kills, rng = 0, random.Random(7)
-        deadline = time.monotonic() + 150
-        while not gate.status(uid).terminal and time.monotonic() < deadline:
+        # A worker takes ~1.5 s to start (imports), so kill for a bounded window, then let
+        # the survivors finish: the gate must end right whatever the kills interrupted.
+        deadline = time.monotonic() + 60
+        while llm.stats()["requests"] < 100 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        chaos_until = time.monotonic() + 12
+        while not gate.status(uid).terminal and time.monotonic() < chaos_until:
             time.sleep(0.5)
-            victim = rng.choice(workers.procs)
-            workers.kill(victim, signal.SIGKILL)
+            working = [p for p in workers.procs if time.monotonic() - p.started_at > 1.5]
+            workers.kill(rng.choice(working or workers.procs), signal.SIGKILL)
             kills += 1
             workers.start(1)
-        report = gate.wait(uid, timeout=max(1.0, deadline - time.monotonic()))
+        report = gate.wait(uid, timeout=90)
         calls = llm.stats()["requests"]
     assert report.status == UpdateStatus.APPLIED, report.update.reason
-    assert kills >= 5
+    assert kills >= 10
     run = report.runs[0]
     assert (run.matches, run.scored, run.total) == (2000, 2000, 2000)
     rows = item_rows(gate, [run.run_id])

@@ -36,6 +36,7 @@ class WorkerFleet:
             proc = subprocess.Popen([sys.executable, "-m", "gate.cli", "-v", "worker", *self.args],
                                     env=self.env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
             proc.log_path = log.name
+            proc.started_at = time.monotonic()
             self.procs.append(proc)
             new.append(proc)
         return new

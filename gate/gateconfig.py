@@ -1,0 +1,306 @@
+"""The gate config: one YAML file that declares the datasets and the bars of every gated
+prompt, kept in the prompts' repository and synced into the gate from the default branch.
+
+::
+
+    # gate.yaml (sources are relative to this file's folder)
+    datasets:
+      urgency-regression: {source: datasets/urgency-regression.csv}
+      urgency-hard: {source: datasets/urgency-hard.jsonl, id_column: id, label_column: label}
+    prompts:
+      ticket-urgency:
+        - {dataset: urgency-regression, min_accuracy: 0.90}
+        - {dataset: urgency-hard, min_accuracy: 0.80}
+
+``load_config`` validates the file (every problem is a SpecError naming the file, the field
+and the reason; nothing touches the database). ``diff`` says what a sync would change
+without changing anything (a pull request shows it as "takes effect after merge").
+``sync`` makes the gate match the file:
+
+* every declared dataset is registered (or re-pointed when its source or columns changed);
+  relative file sources resolve against the config file's folder;
+* every declared bar is mapped (or its ``min_accuracy`` changed);
+* **the file is the whole truth for the gate's bars**: every mapping the file does not
+  declare is unmapped, including every mapping of a prompt the file does not list at all
+  (such a prompt is no longer gated, and a submission of it is refused until a bar is
+  declared again);
+* datasets the file no longer declares stay registered (past runs refer to them) but no
+  prompt is gated on them any more; ``diff`` lists them so nobody is surprised.
+
+Sync is idempotent: a second sync of the same file changes nothing and reports nothing.
+It calls the service API one step at a time after the whole file has been validated, so
+a database error half-way leaves a partial sync that the next sync completes.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, Mapping as TMapping
+
+import yaml
+
+from .errors import SpecError, UsageError
+from .service import Gate, _absolute_source, parse_bar
+from .sources import DEFAULT_ID_COLUMN, DEFAULT_LABEL_COLUMN, scheme_of
+from .spec import check_name
+
+TOP_FIELDS = ("datasets", "prompts")
+DATASET_FIELDS = ("source", "id_column", "label_column")
+BAR_FIELDS = ("dataset", "min_accuracy")
+
+
+@dataclass(frozen=True)
+class DatasetDecl:
+    name: str
+    source: str                 # as written in the file
+    source_uri: str             # resolved (absolute path for a local file)
+    id_column: str = DEFAULT_ID_COLUMN
+    label_column: str = DEFAULT_LABEL_COLUMN
+
+
+@dataclass(frozen=True)
+class BarDecl:
+    prompt: str
+    dataset: str
+    min_accuracy: Decimal
+
+
+@dataclass(frozen=True)
+class GateConfig:
+    path: str
+    datasets: dict[str, DatasetDecl]
+    bars: tuple[BarDecl, ...]
+
+    @property
+    def prompts(self) -> list[str]:
+        return sorted({b.prompt for b in self.bars})
+
+
+@dataclass(frozen=True)
+class Change:
+    """One difference between the file and the gate. ``kind`` is one of dataset-added,
+    dataset-changed, dataset-undeclared, bar-added, bar-changed, bar-removed."""
+    kind: str
+    subject: str                # dataset name, or "prompt × dataset"
+    before: str | None = None
+    after: str | None = None
+    key: tuple[str, ...] = ()   # (dataset,) or (prompt, dataset)
+
+    def __str__(self) -> str:
+        if self.kind == "dataset-added":
+            return f"dataset {self.subject}: new, source {self.after}"
+        if self.kind == "dataset-changed":
+            return f"dataset {self.subject}: {self.before} → {self.after}"
+        if self.kind == "dataset-undeclared":
+            return f"dataset {self.subject}: no longer declared (stays registered, gates nothing)"
+        if self.kind == "bar-added":
+            return f"bar {self.subject}: new, min accuracy {self.after}"
+        if self.kind == "bar-changed":
+            return f"bar {self.subject}: min accuracy {self.before} → {self.after}"
+        if self.kind == "bar-removed":
+            return f"bar {self.subject}: removed (was {self.before})"
+        return f"{self.kind} {self.subject}"
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    """What ``sync`` changed (``applied``) or what it would change (``diff``)."""
+    path: str
+    changes: tuple[Change, ...] = ()
+    applied: bool = False
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.changes)
+
+    def lines(self) -> list[str]:
+        return [str(c) for c in self.changes]
+
+
+# --- loading ----------------------------------------------------------------------------------
+
+def load_config(path: str | Path, display_path: str | None = None) -> GateConfig:
+    """Read and validate a gate config file. ``display_path`` is the name errors use
+    (e.g. the repository-relative path); relative sources resolve against the file's folder."""
+    file = display_path or str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError(file, None, "no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(file, None, f"cannot read the file: {exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        raise SpecError(file, None, f"malformed YAML: {where}{getattr(exc, 'problem', None) or exc}") from None
+    return parse_config(data, file=file, base_dir=Path(path).resolve().parent)
+
+
+def parse_config(data: Any, file: str | None = None, base_dir: str | Path | None = None) -> GateConfig:
+    if not isinstance(data, TMapping):
+        raise SpecError(file, None, "a gate config must be a mapping with datasets and prompts")
+    unknown = [k for k in data if k not in TOP_FIELDS]
+    if unknown:
+        raise SpecError(file, str(unknown[0]), f"unknown field; known fields are {', '.join(TOP_FIELDS)}")
+    raw_datasets = data.get("datasets") or {}
+    raw_prompts = data.get("prompts") or {}
+    if not isinstance(raw_datasets, TMapping):
+        raise SpecError(file, "datasets", "must be a mapping of dataset name → {source, id_column?, label_column?}")
+    if not isinstance(raw_prompts, TMapping):
+        raise SpecError(file, "prompts", "must be a mapping of prompt name → list of {dataset, min_accuracy}")
+
+    datasets: dict[str, DatasetDecl] = {}
+    for name, decl in raw_datasets.items():
+        where = f"datasets.{name}"
+        _check_name(name, where, "dataset name", file)
+        if isinstance(decl, str):
+            decl = {"source": decl}
+        if not isinstance(decl, TMapping):
+            raise SpecError(file, where, "must be a mapping with source (and optionally id_column, label_column)")
+        extra = [k for k in decl if k not in DATASET_FIELDS]
+        if extra:
+            raise SpecError(file, f"{where}.{extra[0]}", f"unknown field; a dataset has {', '.join(DATASET_FIELDS)}")
+        source = decl.get("source")
+        if not isinstance(source, str) or not source.strip():
+            raise SpecError(file, f"{where}.source", "is required: a path relative to this file, file://, "
+                            "https://, s3:// or sql+...")
+        columns = {}
+        for col in ("id_column", "label_column"):
+            value = decl.get(col)
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise SpecError(file, f"{where}.{col}", "must be a column name")
+            columns[col] = value
+        source = source.strip()
+        source_uri = _absolute_source(source, base_dir)
+        if scheme_of(source) == "file" and not Path(source_uri).is_file():
+            raise SpecError(file, f"{where}.source", f"no such file: {source} (relative sources resolve against "
+                            "the config file's folder)")
+        datasets[name] = DatasetDecl(name, source, source_uri, columns["id_column"] or DEFAULT_ID_COLUMN,
+                                     columns["label_column"] or DEFAULT_LABEL_COLUMN)
+
+    bars: list[BarDecl] = []
+    for prompt, entries in raw_prompts.items():
+        where = f"prompts.{prompt}"
+        _check_name(prompt, where, "prompt name", file)
+        if not isinstance(entries, list) or not entries:
+            raise SpecError(file, where, "must be a non-empty list of {dataset, min_accuracy} (to stop gating a "
+                            "prompt, remove it from the file)")
+        seen: set[str] = set()
+        for i, entry in enumerate(entries):
+            at = f"{where}[{i}]"
+            if not isinstance(entry, TMapping):
+                raise SpecError(file, at, "must be a mapping with dataset and min_accuracy")
+            extra = [k for k in entry if k not in BAR_FIELDS]
+            if extra:
+                raise SpecError(file, f"{at}.{extra[0]}", f"unknown field; a bar has {', '.join(BAR_FIELDS)}")
+            ds = entry.get("dataset")
+            if not isinstance(ds, str) or not ds:
+                raise SpecError(file, f"{at}.dataset", "is required")
+            if ds not in datasets:
+                raise SpecError(file, f"{at}.dataset", f"{ds!r} is not declared under datasets")
+            if ds in seen:
+                raise SpecError(file, f"{at}.dataset", f"{ds!r} is listed twice for {prompt}")
+            seen.add(ds)
+            if "min_accuracy" not in entry or entry["min_accuracy"] is None:
+                raise SpecError(file, f"{at}.min_accuracy", "is required: a fraction in [0, 1], e.g. 0.9")
+            try:
+                bar = parse_bar(entry["min_accuracy"])
+            except UsageError as exc:
+                raise SpecError(file, f"{at}.min_accuracy", str(exc)) from None
+            bars.append(BarDecl(prompt, ds, bar))
+    return GateConfig(file or "", datasets, tuple(bars))
+
+
+def _check_name(value: Any, where: str, what: str, file: str | None) -> None:
+    try:
+        check_name(value, what, file)
+    except SpecError as exc:
+        raise SpecError(file, where, exc.reason) from None
+
+
+# --- diff and sync ------------------------------------------------------------------------------
+
+def _as_config(source: str | Path | GateConfig) -> GateConfig:
+    return source if isinstance(source, GateConfig) else load_config(source)
+
+
+def _fmt_bar(bar: Decimal) -> str:
+    return format(Decimal(bar).normalize(), "f")
+
+
+_SECRET_RE = re.compile(r"(://[^/:@\s]*):[^/@\s]*@")
+
+
+def redact(uri: str) -> str:
+    """A source URI fit for a report: a password in it is replaced by ***."""
+    return _SECRET_RE.sub(r"\1:***@", uri)
+
+
+def diff(gate: Gate, config: str | Path | GateConfig) -> SyncResult:
+    """What ``sync`` would change, without changing anything."""
+    cfg = _as_config(config)
+    registered = {ds.name: (ds, maps) for ds, maps in gate.list_datasets()}
+    changes: list[Change] = []
+    for name, decl in sorted(cfg.datasets.items()):
+        found = registered.get(name)
+        if found is None:
+            changes.append(Change("dataset-added", name, None, redact(decl.source), (name,)))
+            continue
+        ds = found[0]
+        want = (decl.source_uri, decl.id_column, decl.label_column)
+        have = (ds.source_uri, ds.options.get("id_column", DEFAULT_ID_COLUMN),
+                ds.options.get("label_column", DEFAULT_LABEL_COLUMN))
+        if want != have:
+            changes.append(Change("dataset-changed", name, _describe(*have), _describe(*want), (name,)))
+    declared = {(b.prompt, b.dataset): b for b in cfg.bars}
+    current = {(m.prompt_name, m.dataset_name): m for m in gate.mappings()}
+    for key in sorted(declared.keys() | current.keys()):
+        subject = f"{key[0]} × {key[1]}"
+        want, have = declared.get(key), current.get(key)
+        if have is None:
+            changes.append(Change("bar-added", subject, None, _fmt_bar(want.min_accuracy), key))
+        elif want is None:
+            changes.append(Change("bar-removed", subject, _fmt_bar(have.min_accuracy), None, key))
+        elif Decimal(have.min_accuracy) != want.min_accuracy:
+            changes.append(Change("bar-changed", subject, _fmt_bar(have.min_accuracy), _fmt_bar(want.min_accuracy),
+                                  key))
+    for name in sorted(registered.keys() - cfg.datasets.keys()):
+        if registered[name][1]:      # still gates something: after a sync it gates nothing
+            changes.append(Change("dataset-undeclared", name, key=(name,)))
+    return SyncResult(cfg.path, tuple(changes), applied=False)
+
+
+def _describe(uri: str, id_column: str, label_column: str) -> str:
+    text = redact(uri)
+    if (id_column, label_column) != (DEFAULT_ID_COLUMN, DEFAULT_LABEL_COLUMN):
+        text += f" (id {id_column}, label {label_column})"
+    return text
+
+
+def sync(gate: Gate, config: str | Path | GateConfig) -> SyncResult:
+    """Make the gate's datasets and bars match the file (see the module docstring):
+    register declared datasets, map declared bars, unmap every mapping the file does not
+    declare, including all mappings of prompts the file does not list. Idempotent."""
+    cfg = _as_config(config)
+    planned = diff(gate, cfg)
+    bars = {(b.prompt, b.dataset): b for b in cfg.bars}
+    for change in planned.changes:
+        if change.kind in ("dataset-added", "dataset-changed"):
+            decl = cfg.datasets[change.key[0]]
+            gate.register_dataset(decl.name, decl.source_uri, id_column=decl.id_column,
+                                  label_column=decl.label_column)
+    for change in planned.changes:
+        if change.kind in ("bar-added", "bar-changed"):
+            gate.map_dataset(*change.key, bars[change.key].min_accuracy)
+        elif change.kind == "bar-removed":
+            gate.unmap_dataset(*change.key)
+    return SyncResult(planned.path, planned.changes, applied=True)
+
+
+__all__ = ["BarDecl", "Change", "DatasetDecl", "GateConfig", "SyncResult", "diff",
+           "load_config", "parse_config", "redact", "sync"]
