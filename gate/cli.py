@@ -155,6 +155,28 @@ def dataset_list(ctx, as_json):
         click.echo(f"{ds.name}\t{ds.source_uri}\t{gates}")
 
 
+@dataset.command("preview")
+@database_option
+@click.argument("name")
+@click.option("--rows", type=int, default=10, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def dataset_preview(ctx, name, rows, as_json):
+    """The first rows, the row count and the label distribution of dataset NAME."""
+    p = open_gate(ctx).preview_dataset(name, rows)
+    if as_json:
+        echo_json({"row_count": p.row_count, "labels": p.label_counts, "snapshot": p.snapshot_version,
+                   "rows": [{"item_id": r.item_id, "expected_decision": r.expected, "input": r.input}
+                            for r in p.first_rows]})
+        return
+    click.echo(f"{name}: {p.row_count} rows, labels " +
+               ", ".join(f"{label} {n}" for label, n in p.label_counts.items()) +
+               (f" ({p.snapshot_version})" if p.snapshot_version else ""))
+    for r in p.first_rows:
+        fields = json.dumps(r.input, ensure_ascii=False)
+        click.echo(f"  {r.item_id}\t{r.expected}\t{fields[:120]}")
+
+
 # --- submissions ---------------------------------------------------------------------------------
 
 @cli.command()
@@ -275,6 +297,38 @@ def workers_cmd(ctx, as_json):
     for r in rows:
         click.echo(f"{r.id}\t{r.role}\t{r.host}\tpid {r.pid}\tup since {r.started_at:%H:%M:%S}\t"
                    f"beat {r.heartbeat_at:%H:%M:%S}")
+
+
+@cli.command("mock-llm")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=int, default=8000, show_default=True)
+@click.option("--latency-ms", type=float, default=0.0, help="Fixed latency per request.")
+@click.option("--jitter-ms", type=float, default=0.0, help="Uniform extra latency.")
+@click.option("--error-rate", type=float, default=0.0, help="Fraction answered 500.")
+@click.option("--rate-limit-rpm", type=int, default=0, help="Requests per minute before 429 + Retry-After.")
+@click.option("--timeout-rate", type=float, default=0.0, help="Fraction that hang past the client timeout.")
+@click.option("--garbage-rate", type=float, default=0.0, help="Fraction answered outside the labels.")
+@click.option("--hang-seconds", type=float, default=60.0, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--api-key", default=None, help="Require this bearer token.")
+def mock_llm(**options):
+    """Run the local OpenAI-compatible model server (a stand-in for tests and demos)."""
+    from .mockllm import serve_forever
+    host, port = options.pop("host"), options.pop("port")
+    serve_forever(host, port, **options)
+
+
+@cli.command()
+@click.option("--database-url", "demo_db", default=None, metavar="URL",
+              help="Run against this database instead of a temporary SQLite file.")
+@click.option("--examples", type=click.Path(file_okay=False, exists=True), default=None,
+              help="The example folder (default: ./prompts-example, else the packaged copy).")
+@click.option("--format", "fmt", type=click.Choice(["markdown", "text"]), default="markdown", show_default=True)
+def demo(demo_db, examples, fmt):
+    """Show the gate end to end in under 30 s: one change REJECTED, one APPLIED."""
+    from .demo import run_demo
+    ok = run_demo(database_url=demo_db, examples=examples, fmt=fmt, echo=click.echo)
+    sys.exit(0 if ok else 1)
 
 
 def main(argv=None) -> None:

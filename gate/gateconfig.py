@@ -35,7 +35,7 @@ a database error half-way leaves a partial sync that the next sync completes.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Mapping as TMapping

@@ -18,7 +18,8 @@ from .errors import NotFound, UsageError
 from .models import Dataset, ItemSample, LivePrompt, Mapping, Run, Update
 from .scoring import clears
 from .settings import Settings
-from .sources import DEFAULT_ID_COLUMN, DEFAULT_LABEL_COLUMN, scheme_of
+from .sources import DEFAULT_ID_COLUMN, DEFAULT_LABEL_COLUMN, SourceOptions, open_source, scheme_of
+from .sources.preview import DatasetPreview, preview
 from .spec import PromptSpec, check_name
 from .states import EXIT_CODES, UPDATE_TERMINAL, Mode, RunStatus, UpdateStatus
 
@@ -138,7 +139,8 @@ class Gate:
         if not source_uri or not str(source_uri).strip():
             raise UsageError("a dataset needs a source URI (a path, file://, https://, s3:// or sql+...)")
         source_uri = _absolute_source(str(source_uri).strip(), base_dir)
-        options = {"id_column": id_column or DEFAULT_ID_COLUMN, "label_column": label_column or DEFAULT_LABEL_COLUMN}
+        options = {"id_column": id_column or DEFAULT_ID_COLUMN, "label_column": label_column or DEFAULT_LABEL_COLUMN,
+                   "base_dir": str(Path(base_dir or Path.cwd()).resolve())}
         with self.engine.begin() as conn:
             ds, _ = store.upsert_dataset(conn, name, source_uri, options)
         return ds
@@ -168,6 +170,16 @@ class Gate:
     def get_dataset(self, name: str) -> Dataset:
         with self.engine.connect() as conn:
             return store.get_dataset(conn, name)
+
+    def preview_dataset(self, name: str, rows: int = 10) -> DatasetPreview:
+        """The first rows, the row count and the label distribution, read through the
+        same reader materialize uses."""
+        ds = self.get_dataset(name)
+        reader = open_source(ds.source_uri, SourceOptions(max_row_bytes=self.settings.max_row_bytes, **ds.options))
+        try:
+            return preview(reader, rows)
+        finally:
+            reader.close()
 
     # --- submissions ------------------------------------------------------------------
 

@@ -1,0 +1,103 @@
+"""`promptgate demo`: the whole gate on one machine in under 30 seconds.
+
+Embedded SQLite in a temporary folder (or --database-url), the local model server started
+and stopped here, the example datasets and bars registered, the live prompts applied,
+then two candidate edits of ticket-urgency: one that misses the hard-cases bar (REJECTED,
+live unchanged) and one that clears every bar (APPLIED, live version +1). Each gets the
+report a pull request would get.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+from .service import Gate
+from .settings import Settings
+from .spec import load_spec
+
+PROMPT = "ticket-urgency"
+WEAK = "candidates/ticket-urgency-v2-weak.yaml"
+GOOD = "candidates/ticket-urgency-v2.yaml"
+
+
+def locate_examples(examples: str | Path | None) -> Path:
+    """./prompts-example when run from a checkout, else the copy shipped in the package."""
+    if examples:
+        return Path(examples)
+    here = Path.cwd() / "prompts-example"
+    if (here / "gate.yaml").is_file():
+        return here
+    from importlib import resources
+    return Path(str(resources.files("gate.example")))
+
+
+@contextlib.contextmanager
+def _environ(**values):
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in old.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def run_demo(database_url: str | None = None, examples: str | Path | None = None, fmt: str = "markdown",
+             echo: Callable[[str], None] = print) -> bool:
+    from workers.supervisor import run_until_terminal
+
+    from .gateconfig import sync
+    from .mockllm import MockLLMServer
+
+    root = locate_examples(examples)
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="promptgate-demo-") as tmp, \
+            MockLLMServer(latency_ms=20, jitter_ms=20, seed=1) as llm, \
+            _environ(OPENAI_BASE_URL=llm.base_url, OPENAI_API_KEY="demo-key"):
+        url = database_url or f"sqlite:///{tmp}/demo.db"
+        settings = Settings.from_env().with_(database_url=url, poll_interval=0.02, poll_max_interval=0.1)
+        gate = Gate.connect(settings=settings, upgrade=True)
+        try:
+            echo(f"# prompt-gate demo\n\ndatabase: {url}\nmodel server: {llm.base_url} (local stand-in)\n")
+            result = sync(gate, root / "gate.yaml")
+            echo(f"registered the example datasets and bars from {root / 'gate.yaml'}: {result}\n")
+
+            def evaluate(path: Path, title: str):
+                update_id = gate.submit(load_spec(path), "apply", {"path": str(path.relative_to(root)),
+                                                                  "key": "demo"})
+                report, = run_until_terminal(gate, [update_id], timeout=60, concurrency=16)
+                echo(f"## {title}\n")
+                echo(_render(report, fmt) + "\n")
+                return report
+
+            for path in sorted((root / "prompts").glob("*.yaml")):
+                report = evaluate(path, f"the current {load_spec(path).name}, applied as the live version")
+            before = gate.live(PROMPT).version
+            weak = evaluate(root / WEAK, f"a candidate edit of {PROMPT} that drops keywords ({WEAK})")
+            after_weak = gate.live(PROMPT).version
+            good = evaluate(root / GOOD, f"a candidate edit of {PROMPT} that adds keywords ({GOOD})")
+            after_good = gate.live(PROMPT).version
+            ok = (weak.status == "REJECTED" and after_weak == before
+                  and good.status == "APPLIED" and after_good == before + 1)
+            echo(f"## result\n\n{PROMPT}: live v{before}; weak candidate {weak.status} (live stays v{after_weak}); "
+                 f"good candidate {good.status} (live now v{after_good}). "
+                 f"{'As expected.' if ok else 'NOT as expected.'} ({time.monotonic() - started:.1f}s)")
+            return ok
+        finally:
+            gate.close()
+
+
+def _render(report, fmt: str) -> str:
+    if fmt == "text":
+        from .report import render_text
+        return render_text(report)
+    from .markdown import render_report
+    return render_report(report)

@@ -1,0 +1,321 @@
+"""Markdown reports: one Jinja source (``gate/templates/*.md.j2``) for the pull-request
+comment, the commit comment, the Actions step summary, ``promptgate demo`` and
+``promptgate status --format markdown``.
+
+Everything that comes from a dataset row, a model's output, a prompt file or a pull
+request is untrusted. The environment has autoescape off (this is Markdown, not HTML) and
+instead a ``finalize`` hook that refuses to print any plain string: every ``{{ ... }}``
+must go through the ``md`` filter (escape untrusted text) or one of the formatting
+filters below, which return :class:`Safe`. A template that prints a raw value fails
+loudly in the tests instead of shipping an injection.
+
+``md`` makes a value inert inline Markdown: one line (line breaks become ``↵``), HTML
+special characters as entities, Markdown punctuation backslash-escaped (so ``|`` cannot
+end a table cell and backticks cannot open code), a zero-width joiner after ``@`` and
+``#`` (no @-mention of a person or team, no issue cross-reference), and URL schemes and
+``www.`` broken with a zero-width space (no autolink). Control and bidi-override
+characters are dropped.
+
+The comment stays under GitHub's 65,536-character limit: when it would not, failing-item
+samples are cut first (with a note saying so), then output excerpts, then the details.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+from .scoring import format_bar
+from .service import RunReport, UpdateReport
+
+MARKER = "<!-- prompt-gate:report -->"
+GITHUB_COMMENT_LIMIT = 65536
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+DEFAULT_SAMPLES = 5
+DEFAULT_EXCERPT = 160
+ZWJ = "\u200d"
+ZWSP = "\u200b"
+
+
+class UnescapedOutput(TypeError):
+    """A template tried to print a value that went through no escaping filter."""
+
+
+class Safe(str):
+    """Text that is already fit for the report (escaped, or made by a trusted formatter)."""
+
+
+# --- escaping ------------------------------------------------------------------------------------
+
+_NEWLINES = re.compile(r"\r\n|[\r\n\u2028\u2029\x85\x0b\x0c]")
+_DROP = re.compile(r"[\x00-\x08\x0e-\x1f\x7f-\x84\x86-\x9f\u202a-\u202e\u2066-\u2069\ufeff]")
+_PUNCT = re.compile(r"([\\`*_{}\[\]()#+!|~$])")
+_SCHEME = re.compile(r"(?i)\b(https?|ftp|mailto|javascript|data|file|vbscript|ssh|git):")
+_WWW = re.compile(r"(?i)\bwww\.")
+_GH_REF = re.compile(r"(?i)\bGH-(?=\d)")
+
+
+def md(value: Any, limit: int | None = None) -> Safe:
+    """Untrusted text → inert, single-line inline Markdown (safe in a table cell)."""
+    if value is None:
+        return Safe("")
+    if isinstance(value, Safe):
+        return value
+    text = str(value)
+    cut = limit is not None and len(text) > limit
+    if cut:
+        text = text[:limit]
+    text = _NEWLINES.sub(" ↵ ", text)
+    text = _DROP.sub("", text).replace("\t", " ")
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    text = _PUNCT.sub(r"\\\1", text)
+    text = _SCHEME.sub(lambda m: m.group(1) + ZWSP + ":", text)
+    text = _WWW.sub(lambda m: m.group(0)[:3] + ZWSP + ".", text)
+    text = _GH_REF.sub(lambda m: m.group(0)[:2] + ZWJ + "-", text)
+    text = text.replace("@", "@" + ZWJ).replace("\\#", "\\#" + ZWJ)
+    if text[:1] in ("-", "+", "."):
+        text = "\\" + text
+    if cut:
+        text += "…"
+    return Safe(text)
+
+
+def code(value: Any) -> Safe:
+    """A short identifier we made ourselves (hash, version) as inline code: only
+    ``[A-Za-z0-9:._/+=-]`` survive, so nothing can escape the code span."""
+    if value is None or value == "":
+        return Safe("")
+    text = re.sub(r"[^A-Za-z0-9:._/+=-]", "", str(value))[:80]
+    return Safe(f"`{text}`") if text else Safe("")
+
+
+def short_hash(value: Any, n: int = 12) -> Safe:
+    if not value:
+        return Safe("")
+    text = str(value)
+    prefix = ""
+    if ":" in text:
+        prefix, text = text.split(":", 1)
+        prefix += ":"
+    return code(prefix + text[:n])
+
+
+def mermaid_label(value: Any) -> Safe:
+    """A dataset name for a Mermaid chart: quoted, only safe characters."""
+    text = re.sub(r"[^A-Za-z0-9._ -]", "", str(value or ""))[:40] or "?"
+    return Safe(f'"{text}"')
+
+
+def num(value: Any) -> Safe:
+    if value is None:
+        return Safe("")
+    if isinstance(value, bool):
+        return Safe("yes" if value else "no")
+    if isinstance(value, int):
+        return Safe(str(value))
+    if isinstance(value, (float, Decimal)):
+        return Safe(f"{float(value):g}")
+    raise UnescapedOutput(f"num got {type(value).__name__}")
+
+
+def pct(value: Any) -> Safe:
+    """A raw accuracy (fraction) as a percentage with one decimal."""
+    if value is None:
+        return Safe("n/a")
+    return Safe(f"{100 * float(value):.1f}%")
+
+
+def chart_pct(value: Any) -> Safe:
+    if value is None:
+        return Safe("0")
+    return Safe(f"{100 * float(value):.1f}")
+
+
+def bar_pct(value: Any) -> Safe:
+    return Safe(format_bar(Decimal(value)))
+
+
+_URL_RE = re.compile(r"^https?://[A-Za-z0-9.-]+(:[0-9]+)?(/[A-Za-z0-9._~/-]*)?$")
+
+
+def link(url: Any, text: str) -> Safe:
+    """A link we built ourselves (the workflow run): only a plain http(s) URL is linked."""
+    if not url or not _URL_RE.match(str(url)):
+        return Safe("")
+    return Safe(f"[{md(text)}]({url})")
+
+
+def _finalize(value: Any) -> Any:
+    if isinstance(value, Safe):
+        return value
+    if value is None:
+        return ""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value
+    raise UnescapedOutput(f"template printed an unescaped {type(value).__name__} {str(value)[:40]!r}: "
+                          "pass it through |md (untrusted) or a formatting filter")
+
+
+def environment() -> Environment:
+    env = Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=False, undefined=StrictUndefined,
+                      trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, finalize=_finalize)
+    env.filters.update(md=md, code=code, short_hash=short_hash, mermaid_label=mermaid_label, num=num,
+                       pct=pct, chart_pct=chart_pct, bar_pct=bar_pct, link=link)
+    return env
+
+
+_ENV: Environment | None = None
+
+
+def _env() -> Environment:
+    global _ENV
+    if _ENV is None:
+        _ENV = environment()
+    return _ENV
+
+
+# --- view model ------------------------------------------------------------------------------
+
+ICONS = {"APPLIED": "✅", "PASSED": "✅", "REJECTED": "❌", "FAILED": "💥", "CANCELLED": "⏹️",
+         "PENDING": "⏳", "RUNNING": "⏳"}
+RUN_ICONS = {True: "✅ pass", False: "❌ fail"}
+
+
+def _run_view(run: RunReport, samples: int, excerpt: int) -> dict:
+    metrics = run.metrics or {}
+    confusion = metrics.get("confusion") or {}
+    actual_labels = sorted({a for row in confusion.values() for a in row})
+    failing_total = (metrics.get("mismatches", run.scored - run.matches) or 0) + (run.errors or 0)
+    shown = list(run.failures[:max(0, samples)])
+    if run.passed is True:
+        result = "pass"
+    elif run.passed is False:
+        result = "fail"
+    else:
+        result = run.status.lower()
+    return {
+        "run": run,
+        "result": result,
+        "confusion": [(exp, [confusion[exp].get(a, 0) for a in actual_labels]) for exp in sorted(confusion)],
+        "actual_labels": actual_labels,
+        "failures": shown,
+        "failing_total": failing_total,
+        "failures_cut": failing_total > len(shown),
+        "excerpt": excerpt,
+        "invalid": metrics.get("invalid", 0),
+    }
+
+
+def _update_view(report: UpdateReport, samples: int, excerpt: int, details: bool, charts: bool) -> dict:
+    u = report.update
+    config = u.candidate_config or {}
+    attempts = {k: v for k, v in (report.attempts or {}).items() if isinstance(v, int)}
+    return {
+        "u": u,
+        "icon": Safe(ICONS.get(u.status, "•")),
+        "model": config.get("model"),
+        "source": u.source or {},
+        "runs": [_run_view(r, samples, excerpt) for r in report.runs],
+        "attempts": attempts,
+        "terminal": report.terminal,
+        "details": details,
+        "chart": charts and any(r.accuracy is not None for r in report.runs),
+    }
+
+
+def _headline(reports: Sequence[UpdateReport], problems: int) -> str:
+    counts: dict[str, int] = {}
+    for r in reports:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    order = ["APPLIED", "PASSED", "REJECTED", "FAILED", "CANCELLED", "RUNNING", "PENDING"]
+    words = {"RUNNING": "still running", "PENDING": "still pending"}
+    parts = [f"{counts[s]} {words.get(s, s.lower())}" for s in order if counts.get(s)]
+    if problems:
+        parts.append(f"{problems} invalid file{'s' if problems != 1 else ''}")
+    return " · ".join(parts) or "no prompt to evaluate"
+
+
+def overall_icon(reports: Sequence[UpdateReport], problems: int) -> str:
+    statuses = {r.status for r in reports}
+    if problems or statuses & {"FAILED", "CANCELLED"}:
+        return "💥" if statuses & {"FAILED"} or problems else "⏹️"
+    if "REJECTED" in statuses:
+        return "❌"
+    if statuses & {"PENDING", "RUNNING"}:
+        return "⏳"
+    return "✅"
+
+
+def _render(reports, problems, config, context, samples, excerpt, details, charts, marker, truncated) -> str:
+    ctx = dict(context or {})
+    data = {
+        "marker": Safe(MARKER) if marker else None,
+        "headline": Safe(_headline(reports, len(problems))),
+        "icon": Safe(overall_icon(reports, len(problems))),
+        "ctx": ctx,
+        "sha": ctx.get("sha"),
+        "pr": ctx.get("pr") if isinstance(ctx.get("pr"), int) else None,
+        "event": ctx.get("event"),
+        "title": ctx.get("title"),
+        "notes": list(ctx.get("notes") or ()),
+        "skipped": list(ctx.get("skipped") or ()),
+        "run_url": ctx.get("run_url"),
+        "problems": problems,
+        "config": config,
+        "updates": [_update_view(r, samples, excerpt, details, charts) for r in reports],
+        "truncated": truncated,
+        "limit": GITHUB_COMMENT_LIMIT,
+    }
+    return _env().get_template("report.md.j2").render(**data)
+
+
+def render_markdown(reports: Iterable[UpdateReport], *, validation_errors: Iterable[Any] = (),
+                    config_changes: Any = None, context: Mapping[str, Any] | None = None,
+                    samples: int = DEFAULT_SAMPLES, excerpt_chars: int = DEFAULT_EXCERPT,
+                    max_chars: int = GITHUB_COMMENT_LIMIT, marker: bool = True) -> str:
+    """The whole report: one section per update, the invalid files, the gate config
+    changes. ``validation_errors`` are objects with file, line, field, reason;
+    ``config_changes`` is a :class:`gate.gateconfig.SyncResult` (``applied`` False: shown
+    as "takes effect after merge"); ``context`` may hold event, repo, pr, sha, run_url,
+    title, notes (list of str) and skipped (list of (path, reason)). The result is at
+    most ``max_chars`` characters."""
+    reports = list(reports)
+    problems = list(validation_errors or ())
+    attempts = []
+    for n in sorted({samples, min(samples, 3), min(samples, 1), 0}, reverse=True):
+        attempts.append((n, excerpt_chars, True, True))
+    attempts += [(0, excerpt_chars, False, True), (0, excerpt_chars, False, False)]
+    text = ""
+    for i, (n, excerpt, details, charts) in enumerate(attempts):
+        truncated = i > 0
+        text = _render(reports, problems, config_changes, context, n, excerpt, details, charts, marker, truncated)
+        if len(text) <= max_chars:
+            return text
+    return hard_cut(text, max_chars)
+
+
+def hard_cut(text: str, max_chars: int) -> str:
+    """Cut at a line boundary, close an open code fence, and say so."""
+    note = (f"\n\n> ✂️ This report was cut to stay under GitHub's {GITHUB_COMMENT_LIMIT:,}-character limit; "
+            "`promptgate status ID` shows all of it.\n")
+    budget = max(0, max_chars - len(note) - 8)
+    cut = text[:budget]
+    if "\n" in cut:
+        cut = cut[:cut.rfind("\n")]
+    if sum(1 for line in cut.splitlines() if line.startswith("```")) % 2:
+        cut += "\n```"
+    return cut + note
+
+
+def render_report_markdown(report: UpdateReport, *, context: Mapping[str, Any] | None = None,
+                           samples: int = DEFAULT_SAMPLES, marker: bool = False) -> str:
+    """One update as Markdown: for `promptgate demo` and `promptgate status --format markdown`."""
+    return render_markdown([report], context=context, samples=samples, marker=marker)
+
+
+__all__ = ["GITHUB_COMMENT_LIMIT", "MARKER", "Safe", "UnescapedOutput", "code", "environment", "md",
+           "render_markdown", "render_report_markdown"]

@@ -1,0 +1,143 @@
+"""The real `promptgate` CLI as subprocesses, on MariaDB and SQLite: the whole staged →
+APPLIED / REJECTED path with a worker process, exit codes, user errors, concurrent
+`db upgrade`, and the wheel installed into a fresh venv."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import run_cli
+from gate.mockllm import MockLLMServer
+from helpers import RULES, write_rule_rows
+from workers_harness import WorkerFleet, worker_env
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def prompt_file(path: Path, name="p1", rules=RULES) -> Path:
+    path.write_text(yaml.safe_dump({"name": name, "model": "mock-1", "messages": [
+        {"role": "system", "content": rules}, {"role": "user", "content": "{{ item.text }}"}]}))
+    return path
+
+
+def cli(db_url, *args, **kw):
+    return run_cli("--database-url", db_url, *args, **kw)
+
+
+def test_submit_worker_wait_to_applied_and_rejected(db_url, tmp_path):
+    assert cli(db_url, "db", "upgrade").returncode == 0
+    data = write_rule_rows(tmp_path / "d.csv", 40, wrong_every=10)          # rules score 90 %
+    assert cli(db_url, "dataset", "add", "d1", "--source", str(data)).returncode == 0
+    assert cli(db_url, "dataset", "map", "p1", "d1", "--min-accuracy", "0.9").returncode == 0
+    listed = json.loads(cli(db_url, "dataset", "list", "--json").stdout)
+    assert listed[0]["gates"] == [{"prompt": "p1", "min_accuracy": "0.9"}]
+
+    good = prompt_file(tmp_path / "good.yaml")
+    sub = cli(db_url, "submit", good, "--mode", "apply", "--json")
+    assert sub.returncode == 0, sub.stderr
+    uid = json.loads(sub.stdout)["id"]
+    assert cli(db_url, "status", uid).returncode == 3                      # staged, no worker yet
+    assert cli(db_url, "wait", uid, "--timeout", "0.3").returncode == 3
+
+    with MockLLMServer() as llm:
+        fleet = WorkerFleet(worker_env(db_url, llm.base_url), tmp_path)
+        fleet.start(1)
+        try:
+            done = cli(db_url, "wait", uid, "--timeout", "60", "--json")
+            assert done.returncode == 0, done.stdout + done.stderr
+            assert json.loads(done.stdout)["status"] == "APPLIED"
+            live = json.loads(cli(db_url, "live", "p1", "--json").stdout)
+            assert live["version"] == 1 and live["applied_update_id"] == uid
+
+            bad = prompt_file(tmp_path / "bad.yaml", rules="- yes: beta\n- no: alpha\ndefault: yes")
+            uid2 = cli(db_url, "submit", bad, "--mode", "apply").stdout.strip()
+            rejected = cli(db_url, "wait", uid2, "--timeout", "60")
+            assert rejected.returncode == 1, rejected.stdout
+            assert "REJECTED" in rejected.stdout and "d1" in rejected.stdout
+            assert json.loads(cli(db_url, "live", "p1", "--json").stdout)["version"] == 1
+            workers = cli(db_url, "workers", "--json")
+            assert [w["role"] for w in json.loads(workers.stdout)] == ["all"]
+        finally:
+            fleet.stop_all()
+    uid3 = cli(db_url, "submit", good).stdout.strip()
+    assert cli(db_url, "cancel", uid3).returncode == 0
+    assert cli(db_url, "wait", uid3).returncode == 2
+    assert cli(db_url, "cancel", uid3).returncode == 2                    # terminal stays terminal
+
+
+@pytest.mark.parametrize("args,message", [
+    (("dataset", "map", "p1", "nope", "--min-accuracy", "0.5"), "unknown dataset 'nope'"),
+    (("dataset", "map", "p1", "d1", "--min-accuracy", "95"), "outside [0, 1]"),
+    (("dataset", "add", "Bad Name", "--source", "x.csv"), "not a valid name"),
+    (("submit", "missing.yaml"), "missing.yaml: no such file"),
+    (("submit", "{bad}"), "bad.yaml: messages[0].content: template uses config"),
+    (("submit", "{unmapped}"), "has no mapped dataset"),
+    (("status", "999"), "unknown update 999"),
+    (("live", "p1"), "has no live version"),
+    (("submit", "{good}", "--mode", "sideways"), "Invalid value for '--mode'"),
+])
+def test_user_errors_are_one_line_exit_2(sqlite_url, tmp_path, args, message):
+    data = write_rule_rows(tmp_path / "d.csv", 4)
+    assert cli(sqlite_url, "dataset", "add", "d1", "--source", str(data)).returncode == 0
+    files = {"{bad}": tmp_path / "bad.yaml", "{unmapped}": prompt_file(tmp_path / "u.yaml", "other"),
+             "{good}": prompt_file(tmp_path / "g.yaml")}
+    files["{bad}"].write_text("name: p1\nmodel: m\nmessages: [{role: user, content: '{{ config }}'}]\n")
+    args = [str(files.get(a, a)) for a in args]
+    result = cli(sqlite_url, *args, cwd=tmp_path)
+    assert result.returncode == 2
+    assert message in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    if "dataset" in args[0] or args[0] == "submit":
+        listed = json.loads(cli(sqlite_url, "dataset", "list", "--json").stdout)
+        assert [d["name"] for d in listed] == ["d1"] and listed[0]["gates"] == []
+
+
+def test_server_database_needs_db_upgrade(mysql_url):
+    result = cli(mysql_url, "dataset", "list")
+    assert result.returncode == 2 and "promptgate db upgrade" in result.stderr
+
+
+def test_concurrent_db_upgrade(mysql_url):
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda _: cli(mysql_url, "db", "upgrade"), range(4)))
+    assert all(r.returncode == 0 for r in results), [r.stderr for r in results]
+    assert sum("applied migrations" in r.stdout for r in results) == 1
+    from gate.db import make_engine, migrations
+    from sqlalchemy import text
+    engine = make_engine(mysql_url)
+    with engine.connect() as conn:
+        versions = conn.execute(text("SELECT version FROM schema_migration ORDER BY version")).scalars().all()
+        tables = set(conn.execute(text("SHOW TABLES")).scalars())
+    engine.dispose()
+    assert versions == [v for v, _, _ in migrations("mysql")]
+    assert {"prompt", "prompt_version", "dataset", "prompt_dataset", "prompt_update", "prompt_run",
+            "prompt_run_item", "worker"} <= tables
+
+
+def test_wheel_installs_into_a_fresh_venv_with_migrations(tmp_path):
+    dist, venv = tmp_path / "dist", tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(dist), str(ROOT)],
+                   check=True, capture_output=True, timeout=300)
+    wheel, = dist.glob("prompt_gate-*.whl")
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    # Nothing of the checkout may leak in: no PYTHONPATH, another working directory.
+    env = {"PATH": f"{venv / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120, cwd=work, env=env)
+    subprocess.run([venv / "bin" / "pip", "install", "-q", str(wheel)], check=True, capture_output=True,
+                   timeout=600, cwd=work, env={**env, "HOME": str(Path.home())})
+    run = lambda *a: subprocess.run([venv / "bin" / "promptgate", "--database-url", "sqlite:///w.db", *a],
+                                    cwd=work, env=env, capture_output=True, text=True, timeout=120)
+    assert "applied migrations: 1" in run("db", "upgrade").stdout
+    assert run("db", "upgrade").stdout.strip() == "schema is up to date"
+    where = subprocess.run([venv / "bin" / "python", "-c", "import gate, importlib.resources as r;"
+                            "print(gate.__file__); print(r.files('gate.example').joinpath('gate.yaml').is_file())"],
+                           cwd=work, env=env, capture_output=True, text=True).stdout.split()
+    assert where[0].startswith(str(venv)) and where[1] == "True"
