@@ -36,7 +36,7 @@ import yaml
 
 from . import gateconfig
 from .errors import GateError, NotFound, SpecError, UsageError
-from .markdown import render_markdown
+from .markdown import GITHUB_COMMENT_LIMIT, STEP_SUMMARY_LIMIT, render_markdown
 from .service import Gate, UpdateReport
 from .spec import load_spec
 from .states import EXIT_CODES, UpdateStatus
@@ -602,12 +602,15 @@ def run_action(env: Mapping[str, str], gate: Gate, options: ActionOptions, *, ou
     # 5. report
     context = {"event": "pull_request" if event.is_pr else "push", "repo": event.repository, "pr": number,
                "sha": sha, "ref": ref, "mode": mode, "run_url": event.run_url, "notes": notes, "skipped": skipped}
-    body = render_markdown(reports, validation_errors=problems, config_changes=config_result, context=context,
-                           samples=options.samples)
+    # the full report for the step summary and the file; the comment within GitHub's limit
+    full = render_markdown(reports, validation_errors=problems, config_changes=config_result, context=context,
+                           samples=options.samples, max_chars=STEP_SUMMARY_LIMIT)
+    body = full if len(full) <= GITHUB_COMMENT_LIMIT else render_markdown(
+        reports, validation_errors=problems, config_changes=config_result, context=context, samples=options.samples)
     report_path = Path(options.report_path or Path(env.get("RUNNER_TEMP") or tempfile.gettempdir()) / REPORT_FILE)
     report_path.parent.mkdir(parents=True, exist_ok=True)
-    report_path.write_text(body, encoding="utf-8")
-    append_summary(env, body)
+    report_path.write_text(full, encoding="utf-8")
+    append_summary(env, full)
 
     has_content = bool(reports or problems or skipped or config_result)
     superseded = bool(reports) and all(r.status == UpdateStatus.CANCELLED and

@@ -203,25 +203,41 @@ def submit(ctx, file, mode, source_key, sha, as_json):
 @database_option
 @click.argument("update_id", type=int)
 @click.option("--json", "as_json", is_flag=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default=None,
+              help="text (default), json (same as --json) or markdown (the pull-request report).")
 @click.pass_context
-def status(ctx, update_id, as_json):
+def status(ctx, update_id, as_json, fmt):
     """Where update UPDATE_ID stands (exit 0 cleared, 1 rejected, 2 failed/cancelled, 3 open)."""
     report = open_gate(ctx).status(update_id)
-    print_report(report, as_json)
+    print_report(report, "json" if as_json else (fmt or "text"))
     ctx.exit(report.exit_code)
 
 
 @cli.command()
 @database_option
-@click.argument("update_id", type=int)
+@click.argument("update_id", type=int, required=False)
+@click.option("--sha", default=None, help="Wait for every update submitted for this commit instead.")
+@click.option("--prompt", "prompt_name", default=None, help="With --sha: only this prompt's updates.")
 @click.option("--timeout", type=float, default=None, help="Seconds to wait (default: until terminal).")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def wait(ctx, update_id, timeout, as_json):
-    """Wait for update UPDATE_ID to end (exit 0 cleared, 1 rejected, 2 failed/cancelled, 3 timeout)."""
-    report = open_gate(ctx).wait(update_id, timeout=timeout)
-    print_report(report, as_json)
-    ctx.exit(report.exit_code)
+def wait(ctx, update_id, sha, prompt_name, timeout, as_json):
+    """Wait for update UPDATE_ID (or the updates of --sha) to end: exit 0 cleared, 1 rejected,
+    2 failed/cancelled, 3 timeout."""
+    if (update_id is None) == (sha is None):
+        raise click.UsageError("give an UPDATE_ID or --sha SHA (not both)")
+    if sha is None:
+        report = open_gate(ctx).wait(update_id, timeout=timeout)
+        print_report(report, "json" if as_json else "text")
+        ctx.exit(report.exit_code)
+    from .action import wait_for_sha
+    code, reports = wait_for_sha(open_gate(ctx), sha, prompt_name, timeout)
+    if as_json:
+        echo_json([r.to_dict() for r in reports])
+    else:
+        for report in reports:
+            print_report(report, "text")
+    ctx.exit(code)
 
 
 @cli.command()
@@ -251,11 +267,14 @@ def live(ctx, name, as_json):
         click.echo(json.dumps(p.config, indent=2, ensure_ascii=False))
 
 
-def print_report(report: UpdateReport, as_json: bool) -> None:
-    from .report import render_text
-    if as_json:
+def print_report(report: UpdateReport, fmt: str) -> None:
+    if fmt == "json":
         echo_json(report.to_dict())
+    elif fmt == "markdown":
+        from .markdown import render_report_markdown
+        click.echo(render_report_markdown(report))
     else:
+        from .report import render_text
         click.echo(render_text(report))
 
 
@@ -335,5 +354,10 @@ def main(argv=None) -> None:
     cli.main(args=argv, prog_name="promptgate")
 
 
+from . import cli_action  # noqa: E402,F401  (registers sync, action, report)
+
 if __name__ == "__main__":
-    main()
+    # `python -m gate.cli` runs this file as __main__, a second copy of the module:
+    # call the package's own group so the commands registered on it are there.
+    from gate.cli import main as _main
+    _main()

@@ -107,6 +107,32 @@ def _now_sqlite(element, compiler, **kw):
             f"printf('%+.6f seconds', {compiler.process(args[0], **kw)}))")
 
 
+# MySQL/MariaDB: deadlock victim, lock wait timeout. SQLite: busy past its timeout.
+CONFLICT_CODES = {1213, 1205}
+
+
+def is_conflict(exc: BaseException) -> bool:
+    from sqlalchemy.exc import OperationalError
+    if not isinstance(exc, OperationalError):
+        return False
+    args = getattr(exc.orig, "args", ())
+    return (bool(args) and args[0] in CONFLICT_CODES) or "database is locked" in str(exc.orig)
+
+
+def transaction(engine: Engine, work, attempts: int = 6):
+    """Run ``work(conn)`` in one transaction; a deadlock victim is rolled back and run
+    again (InnoDB picks victims under concurrency: that is a retry, not an error)."""
+    import random
+    for attempt in range(attempts):
+        try:
+            with engine.begin() as conn:
+                return work(conn)
+        except Exception as exc:
+            if attempt == attempts - 1 or not is_conflict(exc):
+                raise
+            time.sleep(random.uniform(0.005, 0.02) * 2 ** attempt)
+
+
 def utcnow() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
 

@@ -33,7 +33,10 @@ def locate_examples(examples: str | Path | None) -> Path:
     if (here / "gate.yaml").is_file():
         return here
     from importlib import resources
-    return Path(str(resources.files("gate.example")))
+    try:
+        return Path(str(resources.files("gate.example")))
+    except ModuleNotFoundError:   # a source checkout run from another folder
+        return Path(__file__).resolve().parent.parent / "prompts-example"
 
 
 @contextlib.contextmanager
@@ -68,7 +71,8 @@ def run_demo(database_url: str | None = None, examples: str | Path | None = None
         try:
             echo(f"# prompt-gate demo\n\ndatabase: {url}\nmodel server: {llm.base_url} (local stand-in)\n")
             result = sync(gate, root / "gate.yaml")
-            echo(f"registered the example datasets and bars from {root / 'gate.yaml'}: {result}\n")
+            echo(f"registered the example datasets and bars of {root / 'gate.yaml'}:\n")
+            echo("\n".join(f"- {line}" for line in result.lines()) + "\n")
 
             def evaluate(path: Path, title: str):
                 update_id = gate.submit(load_spec(path), "apply", {"path": str(path.relative_to(root)),

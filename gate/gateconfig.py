@@ -59,6 +59,7 @@ class DatasetDecl:
     source_uri: str             # resolved (absolute path for a local file)
     id_column: str = DEFAULT_ID_COLUMN
     label_column: str = DEFAULT_LABEL_COLUMN
+    base_dir: str | None = None  # the config file's folder
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,12 @@ class SyncResult:
 
     def lines(self) -> list[str]:
         return [str(c) for c in self.changes]
+
+    def __str__(self) -> str:
+        if not self.changes:
+            return f"{self.path}: no change"
+        verb = "changed" if self.applied else "would change"
+        return f"{self.path}: {verb} {len(self.changes)}: " + "; ".join(self.lines())
 
 
 # --- loading ----------------------------------------------------------------------------------
@@ -181,7 +188,8 @@ def parse_config(data: Any, file: str | None = None, base_dir: str | Path | None
             raise SpecError(file, f"{where}.source", f"no such file: {source} (relative sources resolve against "
                             "the config file's folder)")
         datasets[name] = DatasetDecl(name, source, source_uri, columns["id_column"] or DEFAULT_ID_COLUMN,
-                                     columns["label_column"] or DEFAULT_LABEL_COLUMN)
+                                     columns["label_column"] or DEFAULT_LABEL_COLUMN,
+                                     str(base_dir) if base_dir is not None else None)
 
     bars: list[BarDecl] = []
     for prompt, entries in raw_prompts.items():
@@ -292,8 +300,8 @@ def sync(gate: Gate, config: str | Path | GateConfig) -> SyncResult:
     for change in planned.changes:
         if change.kind in ("dataset-added", "dataset-changed"):
             decl = cfg.datasets[change.key[0]]
-            gate.register_dataset(decl.name, decl.source_uri, id_column=decl.id_column,
-                                  label_column=decl.label_column)
+            gate.register_dataset(decl.name, decl.source, id_column=decl.id_column,
+                                  label_column=decl.label_column, base_dir=decl.base_dir)
     for change in planned.changes:
         if change.kind in ("bar-added", "bar-changed"):
             gate.map_dataset(*change.key, bars[change.key].min_accuracy)

@@ -103,7 +103,7 @@ class GitHubClient:
         if len(files) < 300:
             return _changed(files)
         try:
-            merged: dict[str, ChangedFile] = {}
+            merged: dict[str, ChangedFile] = {f.path: f for f in _changed(files)}
             for commit in comparison.commits:
                 for f in self.commit_files(commit.sha):
                     merged[f.path] = f

@@ -11,7 +11,7 @@ loudly in the tests instead of shipping an injection.
 
 ``md`` makes a value inert inline Markdown: one line (line breaks become ``↵``), HTML
 special characters as entities, Markdown punctuation backslash-escaped (so ``|`` cannot
-end a table cell and backticks cannot open code), a zero-width joiner after ``@`` and
+end a table cell, backticks cannot open code and ``[`` cannot start a link or image), a zero-width joiner after ``@`` and
 ``#`` (no @-mention of a person or team, no issue cross-reference), and URL schemes and
 ``www.`` broken with a zero-width space (no autolink). Control and bidi-override
 characters are dropped.
@@ -34,6 +34,7 @@ from .service import RunReport, UpdateReport
 
 MARKER = "<!-- prompt-gate:report -->"
 GITHUB_COMMENT_LIMIT = 65536
+STEP_SUMMARY_LIMIT = 1024 * 1024 - 1024    # GitHub refuses a step summary over 1 MiB
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 DEFAULT_SAMPLES = 5
 DEFAULT_EXCERPT = 160
@@ -53,7 +54,7 @@ class Safe(str):
 
 _NEWLINES = re.compile(r"\r\n|[\r\n\u2028\u2029\x85\x0b\x0c]")
 _DROP = re.compile(r"[\x00-\x08\x0e-\x1f\x7f-\x84\x86-\x9f\u202a-\u202e\u2066-\u2069\ufeff]")
-_PUNCT = re.compile(r"([\\`*_{}\[\]()#+!|~$])")
+_PUNCT = re.compile(r"([\\`*_\[\]|~$])")     # ( ) ! need a [ to make a link or image
 _SCHEME = re.compile(r"(?i)\b(https?|ftp|mailto|javascript|data|file|vbscript|ssh|git):")
 _WWW = re.compile(r"(?i)\bwww\.")
 _GH_REF = re.compile(r"(?i)\bGH-(?=\d)")
@@ -76,8 +77,9 @@ def md(value: Any, limit: int | None = None) -> Safe:
     text = _SCHEME.sub(lambda m: m.group(1) + ZWSP + ":", text)
     text = _WWW.sub(lambda m: m.group(0)[:3] + ZWSP + ".", text)
     text = _GH_REF.sub(lambda m: m.group(0)[:2] + ZWJ + "-", text)
-    text = text.replace("@", "@" + ZWJ).replace("\\#", "\\#" + ZWJ)
-    if text[:1] in ("-", "+", "."):
+    text = text.replace("@", "@" + ZWJ)
+    text = re.sub(r"#(?=\w)", "#" + ZWJ, text)
+    if text[:1] in ("-", "+", "#", "=", "."):
         text = "\\" + text
     if cut:
         text += "…"
@@ -218,7 +220,7 @@ def _update_view(report: UpdateReport, samples: int, excerpt: int, details: bool
         "u": u,
         "icon": Safe(ICONS.get(u.status, "•")),
         "model": config.get("model"),
-        "source": u.source or {},
+        "path": (u.source or {}).get("path"),
         "runs": [_run_view(r, samples, excerpt) for r in report.runs],
         "attempts": attempts,
         "terminal": report.terminal,
@@ -250,13 +252,15 @@ def overall_icon(reports: Sequence[UpdateReport], problems: int) -> str:
     return "✅"
 
 
-def _render(reports, problems, config, context, samples, excerpt, details, charts, marker, truncated) -> str:
+def _render(reports, problems, config, context, samples, excerpt, details, charts, marker, truncated,
+            limit=GITHUB_COMMENT_LIMIT) -> str:
     ctx = dict(context or {})
     data = {
         "marker": Safe(MARKER) if marker else None,
         "headline": Safe(_headline(reports, len(problems))),
         "icon": Safe(overall_icon(reports, len(problems))),
-        "ctx": ctx,
+        "ref": ctx.get("ref"),
+        "mode": ctx.get("mode") or "",
         "sha": ctx.get("sha"),
         "pr": ctx.get("pr") if isinstance(ctx.get("pr"), int) else None,
         "event": ctx.get("event"),
@@ -268,7 +272,7 @@ def _render(reports, problems, config, context, samples, excerpt, details, chart
         "config": config,
         "updates": [_update_view(r, samples, excerpt, details, charts) for r in reports],
         "truncated": truncated,
-        "limit": GITHUB_COMMENT_LIMIT,
+        "limit": limit,
     }
     return _env().get_template("report.md.j2").render(**data)
 
@@ -292,7 +296,8 @@ def render_markdown(reports: Iterable[UpdateReport], *, validation_errors: Itera
     text = ""
     for i, (n, excerpt, details, charts) in enumerate(attempts):
         truncated = i > 0
-        text = _render(reports, problems, config_changes, context, n, excerpt, details, charts, marker, truncated)
+        text = _render(reports, problems, config_changes, context, n, excerpt, details, charts, marker, truncated,
+                       max_chars)
         if len(text) <= max_chars:
             return text
     return hard_cut(text, max_chars)
@@ -300,8 +305,8 @@ def render_markdown(reports: Iterable[UpdateReport], *, validation_errors: Itera
 
 def hard_cut(text: str, max_chars: int) -> str:
     """Cut at a line boundary, close an open code fence, and say so."""
-    note = (f"\n\n> ✂️ This report was cut to stay under GitHub's {GITHUB_COMMENT_LIMIT:,}-character limit; "
-            "`promptgate status ID` shows all of it.\n")
+    note = (f"\n\n> ✂️ This report was cut to stay under GitHub's {max_chars}-character limit; "
+            "the workflow run's step summary and `promptgate report ID` show all of it.\n")
     budget = max(0, max_chars - len(note) - 8)
     cut = text[:budget]
     if "\n" in cut:
@@ -317,5 +322,8 @@ def render_report_markdown(report: UpdateReport, *, context: Mapping[str, Any] |
     return render_markdown([report], context=context, samples=samples, marker=marker)
 
 
+render_report = render_report_markdown    # the name gate/demo.py imports
+
+
 __all__ = ["GITHUB_COMMENT_LIMIT", "MARKER", "Safe", "UnescapedOutput", "code", "environment", "md",
-           "render_markdown", "render_report_markdown"]
+           "render_markdown", "render_report", "render_report_markdown"]

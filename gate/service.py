@@ -193,7 +193,7 @@ class Gate:
         source = dict(source or {})
         source_key = _source_key(source)
         config = spec.to_config()
-        with self.engine.begin() as conn:
+        def stage(conn) -> int:
             mappings = store.list_mappings(conn, spec.name)
             if not mappings:
                 raise UsageError(f"prompt {spec.name!r} has no mapped dataset, so nothing can clear it: map one with "
@@ -208,6 +208,9 @@ class Gate:
                 store.insert_run(conn, update_id, ds, mapping.min_accuracy)
             for old_id in older:
                 store.cancel_update(conn, old_id, f"superseded by update {update_id}")
+            return update_id
+
+        update_id = db.transaction(self.engine, stage)
         return update_id
 
     def status(self, update_id: int, failures: int = SAMPLE_FAILURES) -> UpdateReport:
@@ -239,9 +242,10 @@ class Gate:
             return store.list_updates(conn, limit, prompt_name)
 
     def cancel(self, update_id: int, reason: str = "cancelled by a user") -> None:
-        with self.engine.begin() as conn:
+        def cancel(conn):
             store.get_update(conn, update_id)
             store.cancel_update(conn, update_id, reason)
+        db.transaction(self.engine, cancel)
 
     def live(self, name: str) -> LivePrompt:
         with self.engine.connect() as conn:

@@ -38,6 +38,7 @@ class FakeRepo:
     commit_comments: list = field(default_factory=list)  # {"sha", "body"}
     commits: dict = field(default_factory=dict)          # sha -> [files]
     compares: dict = field(default_factory=dict)         # (base, head) -> [files]
+    compare_commits: dict = field(default_factory=dict)  # (base, head) -> [sha]
 
 
 def file_entry(path: str, status: str = "modified", previous: str | None = None) -> dict:
@@ -80,7 +81,8 @@ class FakeGitHub:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},
+                                       daemon=True)
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -112,8 +114,9 @@ class FakeGitHub:
     def add_commit(self, sha: str, files) -> None:
         self.repo.commits[sha] = [f if isinstance(f, dict) else file_entry(f) for f in files]
 
-    def add_compare(self, base: str, head: str, files) -> None:
+    def add_compare(self, base: str, head: str, files, commits=()) -> None:
         self.repo.compares[(base, head)] = [f if isinstance(f, dict) else file_entry(f) for f in files]
+        self.repo.compare_commits[(base, head)] = list(commits)
 
     def add_issue_comment(self, number: int, body: str, user: str = "someone") -> int:
         cid = next(self._ids)
@@ -261,7 +264,9 @@ class FakeGitHub:
                 return 404, {"message": "Not Found"}, {}
             return 200, {"url": f"{self._repo_url()}/compare/{key[0]}...{key[1]}", "status": "ahead",
                          "ahead_by": 1, "behind_by": 0, "total_commits": 1,
-                         "files": r.compares[key][:300], "commits": []}, {}
+                         "files": r.compares[key][:300],
+                         "commits": [{"sha": c, "url": f"{self._repo_url()}/commits/{c}"}
+                                     for c in r.compare_commits.get(key, [])]}, {}
         return 404, {"message": f"fake GitHub does not implement {method} {rest}"}, {}
 
     def _page(self, path: str, items: list, query: dict, cap: int | None = None):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 
 from gate import store
+from gate.db import transaction
 from gate.scoring import metrics_from_breakdown, run_end
 
 from .poller import Poller
@@ -23,13 +24,7 @@ class Finalizer(Poller):
 
     def poll(self) -> float:
         self._sweep_exhausted()
-        with self.engine.begin() as conn:
-            ids = store.finalizable_runs(conn, BATCH)
-            for run_id in ids:
-                run = store.get_run(conn, run_id)
-                metrics = metrics_from_breakdown(store.run_breakdown(conn, run_id))
-                status, reason = run_end(metrics, run.dataset_name)
-                store.transition_run(conn, run_id, status, reason=reason, metrics=metrics)
+        ids = transaction(self.engine, finalize_batch)
         return self.busy() if len(ids) == BATCH else (self.idle() if not ids else self.settings.poll_interval)
 
     def _sweep_exhausted(self) -> None:
@@ -38,6 +33,18 @@ class Finalizer(Poller):
         if time.monotonic() - self.swept_at < self.settings.lease_seconds / 2:
             return
         self.swept_at = time.monotonic()
-        with self.engine.begin() as conn:
+        def sweep(conn) -> None:
             for run_id in store.running_runs(conn):
                 store.fail_exhausted_items(conn, run_id, self.settings.attempt_cap)
+        transaction(self.engine, sweep)
+
+
+def finalize_batch(conn) -> list[int]:
+    """Finalize up to BATCH runs in one transaction; returns their ids."""
+    ids = store.finalizable_runs(conn, BATCH)
+    for run_id in ids:
+        run = store.get_run(conn, run_id)
+        metrics = metrics_from_breakdown(store.run_breakdown(conn, run_id))
+        status, reason = run_end(metrics, run.dataset_name)
+        store.transition_run(conn, run_id, status, reason=reason, metrics=metrics)
+    return ids

@@ -12,6 +12,7 @@ import logging
 from collections import Counter
 
 from gate import store
+from gate.db import transaction
 from gate.errors import DatasetError, IllegalTransition
 from gate.models import Run
 from gate.sources import Row, SourceOptions, combine_digest, open_source
@@ -84,33 +85,38 @@ class Materializer(Poller):
         return [(r.item_id, r.input, labels[r.expected.casefold()]) for r in rows]
 
     def _commit_page(self, run: Run, token: str, rows, cursor, digest, version) -> None:
-        with self.engine.begin() as conn:
+        def commit(conn) -> None:
+            self._ensure_running(conn, run, token)
             if not store.advance_materialize(conn, run.id, token, cursor=cursor, added_rows=len(rows),
                                              content_hash=digest, source_version=version,
                                              lease_seconds=self.settings.lease_seconds):
                 raise LeaseLost
-            self._ensure_running(conn, run.id, token)
             dupes = store.existing_item_ids(conn, run.id, [r[0] for r in rows])
             if dupes:
                 raise DatasetError(f"dataset {run.dataset_name}: duplicate item ids: {', '.join(dupes[:EXAMPLES])}")
             store.insert_items(conn, run.id, rows)
             if cursor is None and not store.finish_materialize(conn, run.id, token):
                 raise LeaseLost
+        transaction(self.engine, commit)
 
-    def _ensure_running(self, conn, run_id: int, token: str) -> None:
-        run = store.get_run(conn, run_id)
-        if run.status == RunStatus.PENDING:
-            store.transition_run(conn, run_id, RunStatus.RUNNING, token=token)
-        elif run.status != RunStatus.RUNNING:
+    def _ensure_running(self, conn, run: Run, token: str) -> None:
+        """Update first, then run: the lock order of cancel and submit, so a page commit
+        and a cancellation cannot deadlock. A cancelled update stops the page."""
+        if not store.start_update(conn, run.update_id):
             raise LeaseLost
-        store.start_update(conn, run.update_id)
+        status = store.get_run(conn, run.id).status
+        if status == RunStatus.PENDING:
+            store.transition_run(conn, run.id, RunStatus.RUNNING, token=token)
+        elif status != RunStatus.RUNNING:
+            raise LeaseLost
 
     def _fail(self, run: Run, token: str, reason: str) -> None:
         """End the run in ERROR (through RUNNING, as the state machine goes) and release it."""
         log.info("run %s: %s", run.id, reason)
+        def fail(conn) -> None:
+            self._ensure_running(conn, run, token)
+            store.transition_run(conn, run.id, RunStatus.ERROR, reason=reason[:2000], token=token)
         try:
-            with self.engine.begin() as conn:
-                self._ensure_running(conn, run.id, token)
-                store.transition_run(conn, run.id, RunStatus.ERROR, reason=reason[:2000], token=token)
+            transaction(self.engine, fail)
         except (IllegalTransition, LeaseLost):
             log.warning("run %s: could not record the error (lease lost or run cancelled)", run.id)

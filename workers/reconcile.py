@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 
 from gate import store
+from gate.db import transaction
 from gate.scoring import update_end
 from gate.states import UpdateStatus
 
@@ -21,11 +22,15 @@ class Reconciler(Poller):
     role = "reconcile"
 
     def poll(self) -> float:
-        with self.engine.begin() as conn:
-            ids = store.reconcilable_updates(conn, BATCH)
-            for update_id in ids:
-                reconcile_one(conn, update_id)
+        ids = transaction(self.engine, reconcile_batch)
         return self.busy() if len(ids) == BATCH else (self.idle() if not ids else self.settings.poll_interval)
+
+
+def reconcile_batch(conn) -> list[int]:
+    ids = store.reconcilable_updates(conn, BATCH)
+    for update_id in ids:
+        reconcile_one(conn, update_id)
+    return ids
 
 
 def reconcile_one(conn, update_id: int) -> UpdateStatus:

@@ -1,0 +1,138 @@
+"""Shared pieces of the benchmarks: a dedicated MariaDB with durable commits, the local
+model server in its own process, datasets, worker processes, and the closing line.
+
+Every benchmark prints its figure and, as its LAST line, the ratio to its target:
+``RESULT <name>: <figure> (target <op> <target>) ratio <r> PASS|FAIL``.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import socket
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+from mariadb_server import LocalMariaDB, create_database  # noqa: E402
+
+
+@contextmanager
+def mariadb():
+    """A throwaway MariaDB on this machine (innodb_flush_log_at_trx_commit=1: durable)."""
+    url = os.environ.get("PROMPTGATE_BENCH_MYSQL_URL")
+    if url:
+        yield url, None
+        return
+    server = LocalMariaDB()
+    server.install()
+    server.start()
+    try:
+        yield server.url(), server
+    finally:
+        server.cleanup()
+
+
+def fresh_database(server_url: str, name: str) -> str:
+    return create_database(server_url, name)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def model_server(latency_ms: float = 0, **flags):
+    """`promptgate mock-llm` in its own process, so its CPU is not the workers'."""
+    port = free_port()
+    args = [sys.executable, "-m", "gate.cli", "mock-llm", "--port", str(port), "--latency-ms", str(latency_ms)]
+    for key, value in flags.items():
+        args += [f"--{key.replace('_', '-')}", str(value)]
+    proc = subprocess.Popen(args, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}/v1"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                proc.kill()
+                raise RuntimeError("mock-llm did not start")
+            time.sleep(0.05)
+    try:
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def write_dataset(path: Path, n: int) -> Path:
+    """n rows the local model server answers correctly under RULES (alpha → yes, beta → no)."""
+    with path.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["item_id", "expected_decision", "text"])
+        for i in range(n):
+            w.writerow([f"i{i:07d}", "yes" if i % 2 else "no",
+                        f"{'alpha' if i % 2 else 'beta'} support ticket number {i} with a little more text"])
+    return path
+
+
+def worker_processes(db_url: str, base_url: str, n: int = 1, concurrency: int = 32, **settings):
+    env = {**os.environ, "PROMPTGATE_DATABASE_URL": db_url, "OPENAI_BASE_URL": base_url,
+           "OPENAI_API_KEY": "bench", "PYTHONPATH": str(ROOT)}
+    env.update({f"PROMPTGATE_{k.upper()}": str(v) for k, v in settings.items()})
+    return [subprocess.Popen([sys.executable, "-m", "gate.cli", "worker", "--concurrency", str(concurrency)],
+                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(n)]
+
+
+def stop(procs) -> None:
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        try:
+            p.wait(30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
+def wait_for_workers(gate, n: int, timeout: float = 30) -> None:
+    from gate import store
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with gate.engine.connect() as conn:
+            if len(store.live_workers(conn, 30)) >= n:
+                time.sleep(1.0)   # let them finish importing the model client
+                return
+        time.sleep(0.1)
+    raise RuntimeError("workers did not register")
+
+
+def server_status(engine, *names: str) -> dict[str, int]:
+    from sqlalchemy import text
+    with engine.connect() as conn:
+        rows = conn.execute(text("SHOW GLOBAL STATUS")).all()
+    wanted = set(names)
+    return {k: int(v) for k, v in rows if k in wanted}
+
+
+def result(name: str, figure: float, unit: str, target: float, higher_is_better: bool) -> bool:
+    ratio = figure / target if target else float("inf")
+    ok = figure >= target if higher_is_better else figure <= target
+    op = ">=" if higher_is_better else "<="
+    print(f"RESULT {name}: {figure:.4g} {unit} (target {op} {target:g}) ratio {ratio:.3f} {'PASS' if ok else 'FAIL'}",
+          flush=True)
+    return ok
+
+
+def rules_spec(name: str):
+    from helpers import rules_spec as make
+    return make(name)

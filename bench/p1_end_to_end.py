@@ -1,0 +1,52 @@
+"""P1 end to end: 1,000 items, the local model server at 200 ms fixed latency, 32 calls in
+flight; wall time from submit to terminal status vs the ideal ⌈1000/32⌉ × 0.2 s.
+Target: ≤ 1.10 × ideal.
+
+    python bench/p1_end_to_end.py [--items 1000] [--latency-ms 200] [--concurrency 32] [--processes 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import tempfile
+import time
+from pathlib import Path
+
+from common import (fresh_database, mariadb, model_server, result, rules_spec, stop, wait_for_workers,
+                    worker_processes, write_dataset)
+
+
+def main() -> bool:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--items", type=int, default=1000)
+    ap.add_argument("--latency-ms", type=float, default=200)
+    ap.add_argument("--concurrency", type=int, default=32, help="calls in flight in all")
+    ap.add_argument("--processes", type=int, default=1)
+    args = ap.parse_args()
+    from gate.service import Gate
+    ideal = math.ceil(args.items / args.concurrency) * args.latency_ms / 1000
+    with mariadb() as (server_url, _), model_server(args.latency_ms) as base, \
+            tempfile.TemporaryDirectory() as tmp:
+        url = fresh_database(server_url, "bench_p1")
+        gate = Gate.connect(url, upgrade=True)
+        gate.register_dataset("d", str(write_dataset(Path(tmp) / "d.csv", args.items)))
+        gate.map_dataset("p1", "d", "0.99")
+        per_process = args.concurrency // args.processes
+        procs = worker_processes(url, base, args.processes, per_process, chunk_size=per_process)
+        try:
+            wait_for_workers(gate, args.processes)
+            started = time.monotonic()
+            uid = gate.submit(rules_spec("p1"), "apply")
+            report = gate.wait(uid, timeout=120, poll=0.01)
+            wall = time.monotonic() - started
+        finally:
+            stop(procs)
+        print(f"items={args.items} latency={args.latency_ms}ms in_flight={args.concurrency} "
+              f"processes={args.processes} status={report.status} wall={wall:.2f}s ideal={ideal:.2f}s")
+        assert report.status == "APPLIED", report.update.reason
+        return result("P1 end-to-end wall/ideal", wall / ideal, "x", 1.10, higher_is_better=False)
+
+
+if __name__ == "__main__":
+    raise SystemExit(0 if main() else 1)

@@ -1,0 +1,50 @@
+"""P3 commits per item: durable commits (MariaDB Com_commit and Handler_commit, read
+before and after) per scored item over a whole gate run. Target: ≤ 0.1.
+
+    python bench/p3_commits.py [--items 2000] [--latency-ms 20] [--concurrency 32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+from common import (fresh_database, mariadb, model_server, result, rules_spec, server_status, stop,
+                    wait_for_workers, worker_processes, write_dataset)
+
+
+def main() -> bool:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--items", type=int, default=2000)
+    ap.add_argument("--latency-ms", type=float, default=20)
+    ap.add_argument("--concurrency", type=int, default=32)
+    args = ap.parse_args()
+    from gate.service import Gate
+    with mariadb() as (server_url, _), model_server(args.latency_ms) as base, \
+            tempfile.TemporaryDirectory() as tmp:
+        url = fresh_database(server_url, "bench_p3")
+        gate = Gate.connect(url, upgrade=True)
+        gate.register_dataset("d", str(write_dataset(Path(tmp) / "d.csv", args.items)))
+        gate.map_dataset("p1", "d", "0.99")
+        procs = worker_processes(url, base, 1, args.concurrency)
+        try:
+            wait_for_workers(gate, 1)
+            before = server_status(gate.engine, "Com_commit", "Handler_commit")
+            uid = gate.submit(rules_spec("p1"), "apply")
+            report = gate.wait(uid, timeout=300, poll=0.05)
+            after = server_status(gate.engine, "Com_commit", "Handler_commit")
+        finally:
+            stop(procs)
+        scored = sum(r.scored for r in report.runs)
+        com = after["Com_commit"] - before["Com_commit"]
+        handler = after["Handler_commit"] - before["Handler_commit"]
+        print(f"items={args.items} scored={scored} status={report.status} Com_commit={com} Handler_commit={handler} "
+              f"(the status polls of this script count too)")
+        return result("P3 durable commits per scored item", max(com, handler) / scored, "commits/item", 0.1,
+                      higher_is_better=False)
+
+
+if __name__ == "__main__":
+    raise SystemExit(0 if main() else 1)

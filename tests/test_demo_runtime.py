@@ -1,0 +1,50 @@
+"""`promptgate demo` end to end, and the production runtime reading the live version
+through the same call path the gate evaluated with."""
+
+from __future__ import annotations
+
+import pytest
+
+import workers.execute
+from gate import llm as gate_llm, runtime as gate_runtime
+from conftest import run_cli
+from gate.errors import NotFound
+from gate.mockllm import MockLLMServer
+from gate.runtime import PromptRuntime
+from helpers import rules_spec, write_rule_rows
+from workers.supervisor import run_until_terminal
+
+
+def test_demo_shows_one_rejected_and_one_applied_change(tmp_path):
+    result = run_cli("demo", cwd=tmp_path, timeout=120)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    out = result.stdout
+    assert "weak candidate REJECTED (live stays v1)" in out
+    assert "good candidate APPLIED (live now v2)" in out
+    assert "As expected." in out
+    assert "| urgency-hard |" in out                       # the pull-request report, per dataset
+    assert not list(tmp_path.iterdir())                    # nothing left behind in the working directory
+
+
+def test_runtime_reads_the_live_version_and_uses_the_gate_call_path(gate, tmp_path, monkeypatch):
+    # production and the executor call the very same function object, not a copy
+    assert gate_runtime.call_prompt is gate_llm.call_prompt is workers.execute.call_prompt
+    gate_ = gate
+    gate_.register_dataset("d", str(write_rule_rows(tmp_path / "d.csv", 10)))
+    gate_.map_dataset("p1", "d", "0.9")
+    with MockLLMServer() as llm:
+        monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
+        rt = PromptRuntime(gate_.settings.database_url, ttl=0)
+        with pytest.raises(NotFound):
+            rt.prompt("p1")
+        first, = run_until_terminal(gate_, [gate_.submit(rules_spec("p1", "v1"), "apply")], timeout=60)
+        assert first.status == "APPLIED"
+        handle = rt.prompt("p1")
+        assert handle.version == 1
+        assert handle.decide({"text": "alpha here"}).decision == "yes"
+        assert handle.decide({"text": "beta there"}).decision == "no"
+        second, = run_until_terminal(gate_, [gate_.submit(rules_spec("p1", "v2"), "apply")], timeout=60)
+        assert second.status == "APPLIED"
+        assert rt.prompt("p1").version == 2                 # ttl 0: re-read at once
+        cached = PromptRuntime(gate_.settings.database_url, ttl=3600)
+        assert cached.prompt("p1").version == 2
