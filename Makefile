@@ -17,7 +17,8 @@ install: $(STAMP)
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
 # The test suite starts its own throwaway servers (MariaDB; PostgreSQL as a warehouse
-# source) from these Debian packages; install whichever is missing.
+# source; Redis for the shared rate limit) from these Debian packages; install whichever
+# is missing.
 server-binaries:
 	@missing=""; \
 	if ! command -v mariadbd >/dev/null 2>&1 && ! command -v mysqld >/dev/null 2>&1 \
@@ -25,6 +26,8 @@ server-binaries:
 	  missing="$$missing mariadb-server"; fi; \
 	if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
 	  missing="$$missing postgresql"; fi; \
+	if ! command -v redis-server >/dev/null 2>&1 && [ ! -x /usr/bin/redis-server ]; then \
+	  missing="$$missing redis-server"; fi; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing$$missing (the tests start throwaway servers from them)"; \
 	  $(SUDO) apt-get update -qq && \

@@ -17,4 +17,10 @@ def render_text(report: UpdateReport) -> str:
         for f in r.failures:
             out = (f.raw_output or f.error or "").replace("\n", " ")[:80]
             lines.append(f"    {f.item_id}: expected {f.expected_decision}, got {f.actual_decision or f.verdict}: {out}")
+    a = report.attempts
+    extra = [f"{a[k]} {label}" for k, label in (("retried_items", "items retried"),
+                                                 ("throttled_calls", "calls throttled"),
+                                                 ("rate_limited_calls", "calls rate-limited (429)")) if a.get(k)]
+    if extra:
+        lines.append("  " + ", ".join(extra))
     return "\n".join(lines)

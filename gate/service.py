@@ -219,7 +219,9 @@ class Gate:
             runs = store.runs_of_update(conn, update_id)
             counts = store.run_counts(conn, [r.id for r in runs])
             reports = [_run_report(r, counts[r.id], store.failing_items(conn, r.id, failures)) for r in runs]
-            return UpdateReport(upd, reports, store.item_attempt_stats(conn, [r.id for r in runs]))
+            ids = [r.id for r in runs]
+            return UpdateReport(upd, reports, {**store.item_attempt_stats(conn, ids),
+                                               **store.rate_limit_stats(conn, ids)})
 
     def wait(self, update_id: int, timeout: float | None = None, poll: float = 0.25,
              on_poll=None) -> UpdateReport:

@@ -29,11 +29,16 @@ class Settings:
     page_size: int = 1000                # dataset rows per materialize page
     poll_interval: float = 0.2           # idle delay between polls (seconds)
     poll_max_interval: float = 1.0       # idle delay grows up to this
+    idle_probe_interval: float = 0.3     # an idle process asks "any open update?" this often
     backoff_base: float = 0.5            # first retry delay (seconds), doubled per attempt
     backoff_max: float = 30.0
     request_timeout: float = 30.0        # one model call
     heartbeat_seconds: float = 5.0
     max_row_bytes: int = 65536
+    rate_limits: str = ""                # per-model budgets, e.g. "gpt-4o-mini=rpm:500,tpm:200000;*=rpm:1000"
+    rate_limit_backend: str = "sql"      # where the shared buckets live: sql (the gate database) or redis
+    redis_url: str = "redis://127.0.0.1:6379/0"   # with rate_limit_backend=redis
+    rate_limit_headroom: float = 0.97    # the share of each limit the gate spends (providers count on their clock)
 
     ENV = {
         "database_url": "PROMPTGATE_DATABASE_URL",
@@ -44,11 +49,16 @@ class Settings:
         "page_size": "PROMPTGATE_PAGE_SIZE",
         "poll_interval": "PROMPTGATE_POLL_INTERVAL",
         "poll_max_interval": "PROMPTGATE_POLL_MAX_INTERVAL",
+        "idle_probe_interval": "PROMPTGATE_IDLE_PROBE_INTERVAL",
         "backoff_base": "PROMPTGATE_BACKOFF_BASE",
         "backoff_max": "PROMPTGATE_BACKOFF_MAX",
         "request_timeout": "PROMPTGATE_REQUEST_TIMEOUT",
         "heartbeat_seconds": "PROMPTGATE_HEARTBEAT_SECONDS",
         "max_row_bytes": "PROMPTGATE_MAX_ROW_BYTES",
+        "rate_limits": "PROMPTGATE_RATE_LIMITS",
+        "rate_limit_backend": "PROMPTGATE_RATE_LIMIT_BACKEND",
+        "redis_url": "PROMPTGATE_REDIS_URL",
+        "rate_limit_headroom": "PROMPTGATE_RATE_LIMIT_HEADROOM",
     }
 
     @classmethod

@@ -21,6 +21,7 @@ from gate import store
 from gate.errors import ModelCallError
 from gate.llm import call_prompt
 from gate.models import ClaimedItem, ItemResult
+from gate.ratelimit import CallLimiter
 from gate.spec import PromptSpec, parse_spec
 from gate.states import Verdict
 
@@ -42,8 +43,8 @@ class Chunk:
 class Executor(Poller):
     role = "execute"
 
-    def __init__(self, gate, stop, concurrency: int | None = None, call=call_prompt):
-        super().__init__(gate, stop)
+    def __init__(self, gate, stop, concurrency: int | None = None, call=call_prompt, activity=None):
+        super().__init__(gate, stop, activity)
         self.concurrency = concurrency or self.settings.concurrency
         self.call = call
         self.pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="call")
@@ -56,6 +57,8 @@ class Executor(Poller):
         self.runs_at = 0.0
         self.turn = 0
         self.stats = {"claimed": 0, "written": 0, "lost": 0, "retries": 0, "calls": 0}
+        # shared rate-limit budgets + concurrency that adapts to 429s (gate/ratelimit.py)
+        self.limiter = CallLimiter(self.settings, self.engine, self.concurrency, stop)
 
     # --- the loop step ---------------------------------------------------------------
 
@@ -134,10 +137,15 @@ class Executor(Poller):
 
     def _result(self, spec: PromptSpec, item: ClaimedItem) -> ItemResult:
         self.stats["calls"] += 1
-        try:
-            out = self.call(spec, item.input, settings=self.settings)
-        except ModelCallError as exc:
-            return self._failure(item, exc)
+        with self.limiter.slot(spec, item) as slot:
+            if not slot.granted:   # the worker stopped while this call waited for its budget
+                return ItemResult(item.id, Verdict.PENDING, retry_in=0.0,
+                                  error="not called: the worker stopped while waiting for the rate limit")
+            try:
+                out = self.call(spec, item.input, settings=self.settings)
+            except ModelCallError as exc:
+                slot.failed(exc)   # a 429 pauses the shared limit and halves the concurrency
+                return self._failure(item, exc)
         verdict = Verdict.MATCH if out.decision == item.expected_decision else Verdict.MISMATCH
         return ItemResult(item.id, verdict, actual_decision=out.decision[:128],
                           raw_output=(out.raw_output or "")[:RAW_OUTPUT_LIMIT], latency_ms=out.latency_ms,
@@ -168,6 +176,7 @@ class Executor(Poller):
             self.stats["lost"] += lost
         if lost:
             log.warning("chunk %s: %d result(s) dropped: the lease was lost", chunk.token[:8], lost)
+        self.limiter.flush(chunk.items[0].run_id)
 
     # --- leases -------------------------------------------------------------------------
 
@@ -192,6 +201,7 @@ class Executor(Poller):
             self._renew_leases()
             time.sleep(0.05)
         self.pool.shutdown(wait=False, cancel_futures=True)
+        self.limiter.close()
 
 
 def retry_delay(attempt: int, retry_after: float | None, settings) -> float:

@@ -18,13 +18,15 @@ BATCH = 20
 class Finalizer(Poller):
     role = "finalize"
 
-    def __init__(self, gate, stop):
-        super().__init__(gate, stop)
+    def __init__(self, gate, stop, activity=None):
+        super().__init__(gate, stop, activity)
         self.swept_at = 0.0
 
     def poll(self) -> float:
         self._sweep_exhausted()
         ids = transaction(self.engine, finalize_batch)
+        if ids:
+            self.nudge("reconcile")
         return self.busy() if len(ids) == BATCH else (self.idle() if not ids else self.settings.poll_interval)
 
     def _sweep_exhausted(self) -> None:

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+
+from sqlalchemy.exc import IntegrityError
 
 from gate import store
 from gate.db import transaction
@@ -59,19 +62,36 @@ class Materializer(Poller):
             if run.source_version and run.source_version != version:
                 raise DatasetError(f"dataset {run.dataset_name} changed while it was being read "
                                    f"({run.source_version} → {version}); resubmit to evaluate the new data")
-            cursor, digest = run.materialize_cursor, run.content_hash
-            while True:
+            digest, started = run.content_hash, run.status == RunStatus.RUNNING
+            for page in self._pages(reader, run.materialize_cursor):
                 if self.stop.is_set():
                     raise LeaseLost  # draining: leave the rest to the next lease
-                page = reader.read_page(cursor, self.settings.page_size)
                 rows = self._validate(run, page.rows, labels)
                 digest = combine_digest(digest, page.rows)
-                self._commit_page(run, token, rows, page.next_cursor, digest, version)
-                cursor = page.next_cursor
-                if cursor is None:
-                    return
+                self._commit_page(run, token, rows, page.next_cursor, digest, version, started)
+                started = True
+                self.nudge("execute")
         finally:
             reader.close()
+
+    def _pages(self, reader, cursor):
+        """Pages after ``cursor``, the next one read in a thread while this one is being
+        committed (reading is CPU in Python, committing is waiting on the server)."""
+        with ThreadPoolExecutor(1, thread_name_prefix="read-ahead") as pool:
+            ahead = pool.submit(reader.read_page, cursor, self.settings.page_size)
+            try:
+                while ahead is not None:
+                    page = ahead.result()
+                    ahead = (pool.submit(reader.read_page, page.next_cursor, self.settings.page_size)
+                             if page.next_cursor is not None else None)
+                    yield page
+            finally:
+                if ahead is not None:
+                    ahead.cancel()
+                    try:
+                        ahead.result()
+                    except Exception:
+                        pass   # a read ahead of a failed page: its error is not the one to report
 
     def _validate(self, run: Run, rows: list[Row], labels: dict[str, str]) -> list[tuple[str, dict, str]]:
         unknown = [r for r in rows if r.expected.casefold() not in labels]
@@ -82,22 +102,28 @@ class Materializer(Poller):
         dupes = [i for i, n in Counter(r.item_id for r in rows).items() if n > 1]
         if dupes:
             raise DatasetError(f"dataset {run.dataset_name}: duplicate item ids: {', '.join(dupes[:EXAMPLES])}")
-        return [(r.item_id, r.input, labels[r.expected.casefold()]) for r in rows]
+        return [(r.item_id, r.input_json, labels[r.expected.casefold()]) for r in rows]
 
-    def _commit_page(self, run: Run, token: str, rows, cursor, digest, version) -> None:
+    def _commit_page(self, run: Run, token: str, rows, cursor, digest, version, started: bool) -> None:
         def commit(conn) -> None:
-            self._ensure_running(conn, run, token)
+            if not started:   # the first page moves the update and the run to RUNNING
+                self._ensure_running(conn, run, token)
             if not store.advance_materialize(conn, run.id, token, cursor=cursor, added_rows=len(rows),
                                              content_hash=digest, source_version=version,
                                              lease_seconds=self.settings.lease_seconds):
                 raise LeaseLost
-            dupes = store.existing_item_ids(conn, run.id, [r[0] for r in rows])
-            if dupes:
-                raise DatasetError(f"dataset {run.dataset_name}: duplicate item ids: {', '.join(dupes[:EXAMPLES])}")
             store.insert_items(conn, run.id, rows)
             if cursor is None and not store.finish_materialize(conn, run.id, token):
                 raise LeaseLost
-        transaction(self.engine, commit)
+        try:
+            transaction(self.engine, commit)
+        except IntegrityError:
+            # The page and its cursor commit together, so a page is never in twice: an id
+            # already there is a duplicate in the dataset (UNIQUE (run_id, item_id) said so).
+            with self.engine.connect() as conn:
+                dupes = store.existing_item_ids(conn, run.id, [r[0] for r in rows])
+            raise DatasetError(f"dataset {run.dataset_name}: duplicate item ids: "
+                               f"{', '.join(dupes[:EXAMPLES]) or '(see the dataset)'}") from None
 
     def _ensure_running(self, conn, run: Run, token: str) -> None:
         """Update first, then run: the lock order of cancel and submit, so a page commit

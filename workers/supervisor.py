@@ -23,7 +23,7 @@ from . import ROLES
 from .execute import Executor
 from .finalize import Finalizer
 from .materialize import Materializer
-from .poller import DB_ERRORS, Poller, log
+from .poller import DB_ERRORS, Activity, Poller, log
 from .reconcile import Reconciler
 
 POLLERS = {"materialize": Materializer, "execute": Executor, "finalize": Finalizer, "reconcile": Reconciler}
@@ -41,15 +41,20 @@ def parse_roles(role: str | Iterable[str]) -> list[str]:
 
 def build_pollers(gate: Gate, stop: threading.Event, roles: Sequence[str], concurrency: int | None = None,
                   call=None) -> list[Poller]:
+    """The pollers of one process, sharing one activity probe and able to nudge each other."""
+    activity = Activity(gate)
     pollers = []
     for role in roles:
         if role == "execute":
             kwargs = {"concurrency": concurrency}
             if call is not None:
                 kwargs["call"] = call
-            pollers.append(Executor(gate, stop, **kwargs))
+            pollers.append(Executor(gate, stop, activity=activity, **kwargs))
         else:
-            pollers.append(POLLERS[role](gate, stop))
+            pollers.append(POLLERS[role](gate, stop, activity=activity))
+    peers = {p.role: p for p in pollers}
+    for poller in pollers:
+        poller.peers = peers
     return pollers
 
 
@@ -80,6 +85,8 @@ class WorkerProcess:
         deadline = None if timeout is None else time.monotonic() + timeout
         for thread in self.threads:
             thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        if self.pollers and self.pollers[0].activity is not None:
+            self.pollers[0].activity.close()
         try:
             with self.gate.engine.begin() as conn:
                 store.remove_worker(conn, self.id)
@@ -87,12 +94,17 @@ class WorkerProcess:
             pass
 
     def shutdown(self, timeout: float | None = None) -> None:
-        self.stop.set()
+        self.request_stop()
         self.join(timeout)
+
+    def request_stop(self) -> None:
+        self.stop.set()
+        for poller in self.pollers:
+            poller.wake.set()
 
     def run_forever(self) -> None:
         for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: self.stop.set())
+            signal.signal(sig, lambda *_: self.request_stop())
         self.start()
         while not self.stop.wait(0.5):
             pass

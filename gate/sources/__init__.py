@@ -31,6 +31,7 @@ class Row:
     expected: str
     input: dict[str, Any]
     position: str            # where the row stands in the source ("line 12"), for messages
+    input_json: str = ""     # ``input`` serialized once, canonically: stored, hashed and size-checked as is
 
 
 @dataclass(frozen=True)
@@ -109,17 +110,21 @@ def make_row(record: dict[str, Any], position: str, options: SourceOptions, sour
     if len(item_id) > 191:
         raise DatasetError(f"{source}: {position}: item id longer than 191 characters")
     inputs = {k: v for k, v in record.items() if k not in (options.id_column, options.label_column)}
-    size = len(json.dumps(inputs, ensure_ascii=False).encode())
+    input_json = _canonical_json(inputs)
+    size = len(input_json.encode())
     if size > options.max_row_bytes:
         raise DatasetError(f"{source}: {position}: item {item_id}: row is {size} bytes, over the "
                            f"{options.max_row_bytes}-byte limit")
-    return Row(item_id, str(expected).strip(), inputs, position)
+    return Row(item_id, str(expected).strip(), inputs, position, input_json)
+
+
+_canonical_json = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str).encode
 
 
 def row_digest(row: Row) -> int:
     """A row's share of the content hash (see ``combine_digest``)."""
-    canonical = json.dumps([row.item_id, row.expected, row.input], sort_keys=True,
-                           separators=(",", ":"), ensure_ascii=False, default=str)
+    input_json = row.input_json or _canonical_json(row.input)
+    canonical = f"{_canonical_json(row.item_id)}\x1f{_canonical_json(row.expected)}\x1f{input_json}"
     return int.from_bytes(hashlib.sha256(canonical.encode()).digest(), "big")
 
 

@@ -101,7 +101,7 @@ CREATE TABLE IF NOT EXISTS prompt_run_item (
   attempt INT NOT NULL DEFAULT 0,
   next_attempt_at DATETIME(6) NULL,
   lease_token CHAR(32) NULL,
-  lease_until DATETIME(6) NOT NULL,
+  lease_until DATETIME(6) NOT NULL DEFAULT '2000-01-01 00:00:00',
   latency_ms INT NULL,
   prompt_tokens INT NULL,
   completion_tokens INT NULL,

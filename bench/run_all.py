@@ -1,0 +1,33 @@
+"""`make bench`: every benchmark in turn, each in its own process; a summary of their
+RESULT lines at the end. Exit 1 if any target is missed."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+BENCHES = ["p1_end_to_end.py", "p3_commits.py", "p4_db_ceiling.py", "pickup_idle.py", "materialize.py",
+           "ratelimit.py"]
+
+
+def main() -> int:
+    results, failed = [], False
+    for name in BENCHES:
+        if not (HERE / name).exists():
+            continue
+        print(f"== {name}", flush=True)
+        proc = subprocess.run([sys.executable, str(HERE / name)], cwd=HERE, text=True, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT)
+        print(proc.stdout, end="", flush=True)
+        lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT")]
+        results.append(f"{name}: {lines[-1] if lines else 'no RESULT line (exit %d)' % proc.returncode}")
+        failed |= proc.returncode != 0
+    print("\n== summary")
+    print("\n".join(results))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,24 @@
+-- Shared rate-limit budgets (issue 7). One row per limit: a token bucket refilled from the
+-- elapsed time and spent by one conditional UPDATE (gate/store.py, "rate limits").
+-- paused_until: a provider's 429 with Retry-After stops every worker until then.
+CREATE TABLE IF NOT EXISTS rate_limit_bucket (
+  name VARCHAR(191) NOT NULL PRIMARY KEY,
+  capacity REAL NOT NULL,
+  refill_per_second REAL NOT NULL,
+  tokens REAL NOT NULL,
+  updated_at TEXT NOT NULL,
+  paused_until TEXT NOT NULL,
+  granted BIGINT NOT NULL DEFAULT 0,
+  rate_limited BIGINT NOT NULL DEFAULT 0,
+  last_grant INT NOT NULL DEFAULT 0,
+  created_at TEXT NOT NULL
+);
+
+-- Per run: calls that waited for the budget, how long in total, and 429s from the provider.
+CREATE TABLE IF NOT EXISTS rate_limit_usage (
+  run_id BIGINT NOT NULL PRIMARY KEY,
+  throttled BIGINT NOT NULL DEFAULT 0,
+  throttled_ms BIGINT NOT NULL DEFAULT 0,
+  rate_limited BIGINT NOT NULL DEFAULT 0,
+  updated_at TEXT NOT NULL
+);
