@@ -42,6 +42,13 @@ def main() -> bool:
             wall = time.monotonic() - started
         finally:
             stop(procs)
+        u, run = report.update, report.runs[0]
+        with gate.engine.connect() as conn:
+            from gate import store
+            r = store.get_run(conn, run.run_id)
+        t0 = u.created_at
+        print("timeline (s after submit): run started %.2f, materialized %.2f, run finished %.2f, update finished %.2f"
+              % tuple((t - t0).total_seconds() for t in (r.started_at, r.materialized_at, r.finished_at, u.finished_at)))
         print(f"items={args.items} latency={args.latency_ms}ms in_flight={args.concurrency} "
               f"processes={args.processes} status={report.status} wall={wall:.2f}s ideal={ideal:.2f}s")
         assert report.status == "APPLIED", report.update.reason

@@ -31,18 +31,23 @@ def main() -> bool:
         procs = worker_processes(url, base, 1, args.concurrency)
         try:
             wait_for_workers(gate, 1)
-            before = server_status(gate.engine, "Com_commit", "Handler_commit")
+            names = ("Com_commit", "Handler_commit", "Innodb_log_writes")
+            before = server_status(gate.engine, *names)
             uid = gate.submit(rules_spec("p1"), "apply")
-            report = gate.wait(uid, timeout=300, poll=0.05)
-            after = server_status(gate.engine, "Com_commit", "Handler_commit")
+            report = gate.wait(uid, timeout=300, poll=1.0)
+            after = server_status(gate.engine, *names)
         finally:
             stop(procs)
         scored = sum(r.scored for r in report.runs)
         com = after["Com_commit"] - before["Com_commit"]
         handler = after["Handler_commit"] - before["Handler_commit"]
-        print(f"items={args.items} scored={scored} status={report.status} Com_commit={com} Handler_commit={handler} "
-              f"(the status polls of this script count too)")
-        return result("P3 durable commits per scored item", max(com, handler) / scored, "commits/item", 0.1,
+        fsyncs = after["Innodb_log_writes"] - before["Innodb_log_writes"]
+        print(f"items={args.items} scored={scored} status={report.status} Com_commit={com} ({com / scored:.3f}/item) "
+              f"Handler_commit={handler} ({handler / scored:.3f}/item) redo log writes={fsyncs} ({fsyncs / scored:.3f}/item)")
+        print("Com_commit counts COMMIT statements: every write transaction (and the empty claim polls). "
+              "Handler_commit also counts the end of every read-only transaction (status polls, run lists): "
+              "100 read-only checkouts add 100 to it and 0 to Com_commit here, and no redo flush.")
+        return result("P3 durable commits (Com_commit) per scored item", com / scored, "commits/item", 0.1,
                       higher_is_better=False)
 
 

@@ -75,7 +75,7 @@ def test_four_processes_three_updates_exactly_once(mysql_gate, mock_llm, fleet, 
     workers.start(4)
     reports = wait_all(gate, ids, 120)
     assert [r.status for r in reports] == [UpdateStatus.APPLIED, UpdateStatus.REJECTED, UpdateStatus.PASSED], \
-        [r.update.reason for r in reports]
+        [(r.update.reason, [(run.dataset, run.metrics) for run in r.runs]) for r in reports]
     run_ids = [r.run_id for rep in reports for r in rep.runs]
     rows = item_rows(gate, run_ids)
     assert len(rows) == 3000 and len({(r.run_id, r.item_id) for r in rows}) == 3000

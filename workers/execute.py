@@ -50,7 +50,8 @@ class Executor(Poller):
         self.pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="call")
         self.lock = threading.Lock()
         self.capacity = threading.Condition(self.lock)
-        self.in_flight = 0
+        self.in_flight = 0      # calls dispatched and not yet answered
+        self.held = 0           # items claimed and not yet written back
         self.chunks: dict[str, Chunk] = {}
         self.specs: dict[int, PromptSpec] = {}
         self.runs: list[int] = []
@@ -64,19 +65,35 @@ class Executor(Poller):
 
     def poll(self) -> float:
         self._renew_leases()
-        free = self._wait_for_capacity()
-        if free == 0:
+        room = self._wait_for_room()
+        if room == 0:
             return 0.0
-        claimed = self._claim(min(free, self.settings.chunk_size))
-        if not claimed:
+        if not self._claim(min(room, self.settings.chunk_size)):
+            self.nudge("finalize")      # nothing ready: a run may have just been scored out
             return self.idle()
         return self.busy()
 
-    def _wait_for_capacity(self) -> int:
+    @property
+    def max_queued(self) -> int:
+        """Calls dispatched and not yet answered: the ones in flight plus one chunk queued
+        behind them, so a call slot that frees up starts the next item at once and claims
+        stay off the critical path. A chunk's answered items wait for its slowest one
+        before their one write-back; they do not hold up claims (up to ``max_held``)."""
+        return self.concurrency + self.settings.chunk_size
+
+    @property
+    def max_held(self) -> int:
+        return 4 * self.max_queued
+
+    def _wait_for_room(self) -> int:
+        """Room for a whole chunk (claims of a few items would cost a commit each), or
+        for what is left when less than a chunk is dispatched at all."""
         with self.capacity:
-            if self.in_flight >= self.concurrency:
+            room = min(self.max_queued - self.in_flight, self.max_held - self.held)
+            if room < min(self.settings.chunk_size, self.max_queued) and self.in_flight > 0:
                 self.capacity.wait(timeout=0.05)
-            return max(0, self.concurrency - self.in_flight)
+                return 0
+            return max(0, room)
 
     def _running_runs(self) -> list[int]:
         if time.monotonic() - self.runs_at > RUN_LIST_TTL:
@@ -104,6 +121,7 @@ class Executor(Poller):
         with self.lock:
             self.chunks[chunk.token] = chunk
             self.in_flight += len(chunk.items)
+            self.held += len(chunk.items)
             self.stats["claimed"] += len(chunk.items)
         for item in chunk.items:
             self.pool.submit(self._score, chunk, spec, item)
@@ -124,19 +142,25 @@ class Executor(Poller):
         except Exception as exc:  # a bug must not strand the chunk
             log.exception("item %s: unexpected error", item.id)
             result = ItemResult(item.id, Verdict.ERROR, error=f"internal error: {exc}"[:1000])
-        with self.lock:
+        with self.capacity:
             chunk.results.append(result)
+            self.in_flight -= 1
+            self.capacity.notify_all()
             done = len(chunk.results) == len(chunk.items)
             if done:
                 self.chunks.pop(chunk.token, None)
         if done:
             self._write_back(chunk)
             with self.capacity:
-                self.in_flight -= len(chunk.items)
+                self.held -= len(chunk.items)
                 self.capacity.notify_all()
+                drained = self.held == 0
+            if drained:
+                self.nudge("finalize")
 
     def _result(self, spec: PromptSpec, item: ClaimedItem) -> ItemResult:
-        self.stats["calls"] += 1
+        with self.lock:
+            self.stats["calls"] += 1
         with self.limiter.slot(spec, item) as slot:
             if not slot.granted:   # the worker stopped while this call waited for its budget
                 return ItemResult(item.id, Verdict.PENDING, retry_in=0.0,
@@ -196,7 +220,7 @@ class Executor(Poller):
         deadline = time.monotonic() + self.settings.request_timeout + 5
         while time.monotonic() < deadline:
             with self.lock:
-                if self.in_flight == 0:
+                if self.held == 0:
                     break
             self._renew_leases()
             time.sleep(0.05)
