@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import tempfile
-import time
 from pathlib import Path
 
 from common import (fresh_database, mariadb, model_server, result, rules_spec, server_status, stop,

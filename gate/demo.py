@@ -83,7 +83,7 @@ def run_demo(database_url: str | None = None, examples: str | Path | None = None
                 return report
 
             for path in sorted((root / "prompts").glob("*.yaml")):
-                report = evaluate(path, f"the current {load_spec(path).name}, applied as the live version")
+                evaluate(path, f"the current {load_spec(path).name}, applied as the live version")
             before = gate.live(PROMPT).version
             weak = evaluate(root / WEAK, f"a candidate edit of {PROMPT} that drops keywords ({WEAK})")
             after_weak = gate.live(PROMPT).version

@@ -40,12 +40,11 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Mapping as TMapping
 
-import yaml
 
 from .errors import SpecError, UsageError
 from .service import Gate, _absolute_source, parse_bar
 from .sources import DEFAULT_ID_COLUMN, DEFAULT_LABEL_COLUMN, scheme_of
-from .spec import check_name
+from .spec import check_name, parse_yaml, read_text_file
 
 TOP_FIELDS = ("datasets", "prompts")
 DATASET_FIELDS = ("source", "id_column", "label_column")
@@ -133,18 +132,7 @@ def load_config(path: str | Path, display_path: str | None = None) -> GateConfig
     """Read and validate a gate config file. ``display_path`` is the name errors use
     (e.g. the repository-relative path); relative sources resolve against the file's folder."""
     file = display_path or str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SpecError(file, None, "no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(file, None, f"cannot read the file: {exc}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        raise SpecError(file, None, f"malformed YAML: {where}{getattr(exc, 'problem', None) or exc}") from None
+    data = parse_yaml(read_text_file(path, file), file)
     return parse_config(data, file=file, base_dir=Path(path).resolve().parent)
 
 

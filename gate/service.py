@@ -4,7 +4,6 @@ call. Each public method is one transaction (or none) and raises only GateError.
 from __future__ import annotations
 
 import datetime as dt
-import math
 import time
 from dataclasses import asdict, dataclass, field
 from decimal import Decimal, InvalidOperation

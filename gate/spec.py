@@ -118,25 +118,32 @@ def config_hash(config: Mapping[str, Any]) -> str:
 
 def load_spec(path: str | Path) -> PromptSpec:
     """Read and validate one prompt file."""
-    file = str(path)
+    return parse_spec_text(read_text_file(path, str(path)), file=str(path))
+
+
+def parse_spec_text(text: str, file: str | None = None) -> PromptSpec:
+    return parse_spec(parse_yaml(text, file), file=file)
+
+
+def read_text_file(path: str | Path, file: str) -> str:
+    """A file's text, or a SpecError that names ``file`` and says why it cannot be read."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        return Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise SpecError(file, None, "no such file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise SpecError(file, None, f"cannot read the file: {exc}") from None
-    return parse_spec_text(text, file=file)
 
 
-def parse_spec_text(text: str, file: str | None = None) -> PromptSpec:
+def parse_yaml(text: str, file: str | None) -> Any:
+    """YAML, or a SpecError with the line and column of the problem."""
     try:
-        data = yaml.safe_load(text)
+        return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise SpecError(file, None, f"malformed YAML: {where}{problem}") from None
-    return parse_spec(data, file=file)
 
 
 def parse_spec(data: Any, file: str | None = None) -> PromptSpec:

@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 import secrets
 from decimal import Decimal
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
-from sqlalchemy import (BigInteger, Column, DateTime, Integer, MetaData, String, Table, Text, and_,
-                        bindparam, case, delete, exists, func, insert, literal, or_, select, text, update)
+from sqlalchemy import (BigInteger, Column, DateTime, Integer, MetaData, String, Table, Text, case, delete,
+                        exists, func, insert, literal, select, update)
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.types import TypeDecorator

@@ -10,7 +10,7 @@ import threading
 import time
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import select
 
 from gate import store
 from gate.mockllm import MockLLMServer

@@ -4,7 +4,6 @@ for tests, the demo and the Action). All three run the same pollers."""
 
 from __future__ import annotations
 
-import logging
 import multiprocessing
 import os
 import signal
