@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from mariadb_server import LocalMariaDB, create_database  # noqa: E402
+from mariadb_server import create_database, running  # noqa: E402
 
 
 @contextmanager
@@ -29,13 +29,8 @@ def mariadb():
     if url:
         yield url, None
         return
-    server = LocalMariaDB()
-    server.install()
-    server.start()
-    try:
+    with running() as server:
         yield server.url(), server
-    finally:
-        server.cleanup()
 
 
 def fresh_database(server_url: str, name: str) -> str:

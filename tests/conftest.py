@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from mariadb_server import HOW, LocalMariaDB, create_database
+from mariadb_server import HOW, LocalMariaDB, create_database, running
 
 ROOT = Path(__file__).resolve().parents[1]
 _counter = itertools.count()
@@ -29,12 +29,8 @@ def mysql_server():
     except RuntimeError:
         server = None
     if server is not None:
-        server.install()
-        server.start()
-        try:
+        with running(server):
             yield server.url(), server
-        finally:
-            server.cleanup()
         return
     try:
         from testcontainers.mysql import MySqlContainer

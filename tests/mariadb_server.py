@@ -14,6 +14,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 HOW = ("set PROMPTGATE_TEST_MYSQL_URL=mysql://user:pass@host:port/db, or install a server "
@@ -101,6 +102,18 @@ class LocalMariaDB:
 
     def url(self, database: str = "") -> str:
         return f"mysql+pymysql://root@127.0.0.1:{self.port}/{database}"
+
+
+@contextmanager
+def running(server: "LocalMariaDB | None" = None):
+    """Install and start a LocalMariaDB (or the one given), yield it, clean it up."""
+    server = server or LocalMariaDB()
+    server.install()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.cleanup()
 
 
 def create_database(server_url: str, name: str) -> str:

@@ -180,11 +180,9 @@ def test_stopped_worker_process_loses_its_chunk(mysql_gate, fleet, tmp_path):
 
 
 def test_mariadb_restart_mid_run(fleet, tmp_path):
-    from mariadb_server import LocalMariaDB, create_database
-    server = LocalMariaDB()
-    server.install()
-    server.start()
-    try:
+    """Its own server (the session's is shared by the other tests), restarted mid-run."""
+    from mariadb_server import create_database, running
+    with running() as server:
         url = create_database(server.url(), "restart")
         gate = Gate.connect(url, upgrade=True)
         map_rule_dataset(gate, tmp_path, "p1", "d", 1500, "1")
@@ -202,8 +200,6 @@ def test_mariadb_restart_mid_run(fleet, tmp_path):
         assert report.runs[0].scored == 1500
         assert "database error" in workers.logs()
         gate.close()
-    finally:
-        server.cleanup()
 
 
 def test_stale_apply_race(mysql_gate, tmp_path):

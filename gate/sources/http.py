@@ -33,6 +33,8 @@ a subclass says how to fetch the body from an offset.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import hashlib
 import http.client
 import io
@@ -123,7 +125,7 @@ class _BodyRaw(io.RawIOBase):
         super().close()
 
 
-class StreamedTextReader:
+class StreamedTextReader(ABC):
     """CSV/JSONL pages over a byte stream fetched from an offset (HTTP, object storage)."""
 
     def __init__(self, uri: str, options: SourceOptions, kind: str | None):
@@ -135,9 +137,9 @@ class StreamedTextReader:
         self._live_raw: _BodyRaw | None = None
 
     # -- for subclasses ---------------------------------------------------------------
+    @abstractmethod
     def _fetch(self, offset: int) -> Body:
         """The body from ``offset`` (or from 0 when the store ignores ranges)."""
-        raise NotImplementedError
 
     def _describe_break(self, exc: BaseException | None, at: int) -> str:
         if exc is None:
