@@ -338,19 +338,34 @@ def any_open_update(conn: Connection) -> bool:
                         .limit(1)).first() is not None
 
 
-def reconcile_claim_query(limit: int):
-    """RUNNING updates none of whose runs is still open, on the (status, id) index."""
+def reconcile_candidates_query(limit: int):
+    """RUNNING updates none of whose runs is still open, on the (status, id) index; the
+    NOT EXISTS probes (update_id, status). Not a locking read, for the reason
+    ``finalize_candidates_query`` gives: each update is locked afterwards and checked again."""
     open_run = exists().where(prompt_run.c.update_id == prompt_update.c.id,
                               prompt_run.c.status.in_(list(RUN_OPEN)))
     return (select(prompt_update.c.id)
             .where(prompt_update.c.status == UpdateStatus.RUNNING, ~open_run)
-            .order_by(prompt_update.c.id).limit(limit)
+            .order_by(prompt_update.c.id).limit(limit))
+
+
+def lock_update_query(update_id: int):
+    return (select(prompt_update.c.id)
+            .where(prompt_update.c.id == update_id, prompt_update.c.status == UpdateStatus.RUNNING)
             .with_for_update(skip_locked=True))
 
 
 def reconcilable_updates(conn: Connection, limit: int) -> list[int]:
-    """Locked for this transaction; SKIP LOCKED lets another reconciler take the others."""
-    return list(conn.execute(reconcile_claim_query(limit)).scalars())
+    """Updates to reconcile in this transaction: candidates, each locked (SKIP LOCKED:
+    another reconciler takes it) and checked again under the lock with a plain read."""
+    ready = []
+    for update_id in conn.execute(reconcile_candidates_query(limit)).scalars().all():
+        if conn.execute(lock_update_query(update_id)).first() is None:
+            continue
+        if all(status not in RUN_OPEN for status in conn.execute(
+                select(prompt_run.c.status).where(prompt_run.c.update_id == update_id)).scalars()):
+            ready.append(update_id)
+    return ready
 
 
 # --- runs ---------------------------------------------------------------------------
@@ -459,19 +474,44 @@ def running_runs(conn: Connection) -> list[int]:
                              .order_by(prompt_run.c.id)).scalars())
 
 
-def finalize_claim_query(limit: int):
+def finalize_candidates_query(limit: int):
     """RUNNING runs with every page in and no item left to score (the NOT EXISTS probes
-    the item index), oldest first in (status, materialized_at) index order."""
+    the item index), oldest first in (status, materialized_at) index order.
+
+    Deliberately not a locking read: SKIP LOCKED would apply to the subquery too, and an
+    item row locked by a claim in progress would be skipped as if it were not PENDING, so
+    a run could be finalized with items still unscored. The run rows are locked one by
+    one afterwards (``lock_run_for_finalize``) and the condition checked again."""
     unscored = exists().where(prompt_run_item.c.run_id == prompt_run.c.id,
                               prompt_run_item.c.verdict == Verdict.PENDING)
     return (select(prompt_run.c.id)
             .where(prompt_run.c.status == RunStatus.RUNNING, prompt_run.c.materialized_at.is_not(None),
                    ~unscored)
-            .order_by(prompt_run.c.materialized_at).limit(limit).with_for_update(skip_locked=True))
+            .order_by(prompt_run.c.materialized_at).limit(limit))
+
+
+def lock_run_query(run_id: int):
+    """The run row, still RUNNING, locked for this transaction unless another holds it."""
+    return (select(prompt_run.c.id).where(prompt_run.c.id == run_id, prompt_run.c.status == RunStatus.RUNNING)
+            .with_for_update(skip_locked=True))
+
+
+def run_has_unscored_items(conn: Connection, run_id: int) -> bool:
+    """A plain read: a PENDING item is PENDING in every committed version until its
+    write-back commits, so this cannot miss one (unlike a SKIP LOCKED read)."""
+    i = prompt_run_item
+    return conn.execute(select(i.c.id).where(i.c.run_id == run_id, i.c.verdict == Verdict.PENDING)
+                        .limit(1)).first() is not None
 
 
 def finalizable_runs(conn: Connection, limit: int) -> list[int]:
-    return list(conn.execute(finalize_claim_query(limit)).scalars())
+    """Runs to finalize in this transaction: candidates, each locked (SKIP LOCKED: another
+    finalizer takes it) and checked again under the lock."""
+    ready = []
+    for run_id in conn.execute(finalize_candidates_query(limit)).scalars().all():
+        if conn.execute(lock_run_query(run_id)).first() is not None and not run_has_unscored_items(conn, run_id):
+            ready.append(run_id)
+    return ready
 
 
 # --- items -----------------------------------------------------------------------------

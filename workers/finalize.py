@@ -43,10 +43,13 @@ class Finalizer(Poller):
 
 def finalize_batch(conn) -> list[int]:
     """Finalize up to BATCH runs in one transaction; returns their ids."""
-    ids = store.finalizable_runs(conn, BATCH)
-    for run_id in ids:
+    ids = []
+    for run_id in store.finalizable_runs(conn, BATCH):
         run = store.get_run(conn, run_id)
         metrics = metrics_from_breakdown(store.run_breakdown(conn, run_id))
+        if metrics["pending"]:       # cannot happen under the lock; never score a run that is not done
+            continue
         status, reason = run_end(metrics, run.dataset_name)
         store.transition_run(conn, run_id, status, reason=reason, metrics=metrics)
+        ids.append(run_id)
     return ids

@@ -1,0 +1,110 @@
+"""Claim queries on MariaDB: index range scans without filesort on tables with thousands
+of rows (EXPLAIN), and the race a SKIP LOCKED subquery would open: a row locked by a claim
+in progress must not make a run look finished, nor an update look reconcilable."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+from sqlalchemy import insert, text, update
+
+from gate import store
+from gate.states import RunStatus, UpdateStatus
+from helpers import setup_gate, spec
+
+E = datetime(2000, 1, 1)
+
+
+@pytest.fixture
+def big_tables(mysql_gate):
+    """2,000 updates, 4,000 runs, 8,000 items in a mix of states, analyzed."""
+    g = mysql_gate
+    with g.engine.begin() as c:
+        c.execute(insert(store.dataset).values(id=1, name="d", source_uri="x", options={}, created_at=E))
+        c.execute(insert(store.prompt_update), [
+            dict(id=u, prompt_name="p", mode="check", status=["APPLIED", "RUNNING", "PENDING", "REJECTED"][u % 4],
+                 candidate_config={}, candidate_hash="h", base_version=0, source={}, source_key=str(u),
+                 created_at=E) for u in range(1, 2001)])
+        c.execute(insert(store.prompt_run), [
+            dict(id=u * 2 + k, update_id=u, dataset_id=1, dataset_name="d", source_uri="x", source_options={},
+                 status=["DONE", "RUNNING", "PENDING", "DONE"][u % 4], min_accuracy="0.5", row_count=0,
+                 lease_until=E, attempt=0, created_at=E,
+                 materialized_at=(E if u % 8 == 1 else None) if u % 4 != 0 else E)
+            for u in range(1, 2001) for k in (0, 1)])
+        c.execute(insert(store.prompt_run_item), [
+            dict(run_id=r, item_id=f"{r}-{i}", input={}, expected_decision="yes",
+                 verdict=["PENDING", "MATCH"][i % 2], attempt=0, lease_until=E)
+            for r in range(2, 402) for i in range(20)])
+        c.execute(text("ANALYZE TABLE prompt_run, prompt_run_item, prompt_update"))
+    return g
+
+
+CLAIMS = {
+    "execute: ready items of a run": lambda: store.item_claim_query(3, 32, 3),
+    "materialize: RUNNING runs needing pages": lambda: store.materialize_claim_query(RunStatus.RUNNING, 1),
+    "materialize: PENDING runs": lambda: store.materialize_claim_query(RunStatus.PENDING, 1),
+    "finalize: candidate runs": lambda: store.finalize_candidates_query(20),
+    "finalize: lock one run": lambda: store.lock_run_query(3),
+    "reconcile: candidate updates": lambda: store.reconcile_candidates_query(20),
+    "reconcile: lock one update": lambda: store.lock_update_query(1),
+}
+
+
+@pytest.mark.parametrize("name", CLAIMS)
+def test_claim_queries_use_an_index_without_filesort(big_tables, name):
+    sql = str(CLAIMS[name]().compile(big_tables.engine, compile_kwargs={"literal_binds": True}))
+    with big_tables.engine.connect() as conn:
+        plan = conn.execute(text("EXPLAIN " + sql)).mappings().all()
+    for row in plan:
+        assert row["type"] in ("range", "ref", "const", "eq_ref", "index_subquery", "unique_subquery"), (name, plan)
+        assert row["key"], (name, plan)
+        assert "filesort" not in (row["Extra"] or ""), (name, plan)
+
+
+def _running_run_with_one_pending_item(g, tmp_path):
+    setup_gate(g, tmp_path, datasets=(("d1", 2, "0.5"),))
+    uid = g.submit(spec())
+    run_id = g.status(uid).runs[0].run_id
+    with g.engine.begin() as c:
+        store.insert_items(c, run_id, [("a", "{}", "yes"), ("b", "{}", "yes")])
+        c.execute(update(store.prompt_update).where(store.prompt_update.c.id == uid).values(status="RUNNING"))
+        c.execute(update(store.prompt_run).where(store.prompt_run.c.id == run_id)
+                  .values(status="RUNNING", materialized_at=E))
+        c.execute(update(store.prompt_run_item).where(store.prompt_run_item.c.item_id == "a")
+                  .values(verdict="MATCH"))
+    return uid, run_id
+
+
+def test_a_claim_in_progress_does_not_make_a_run_look_finished(mysql_gate, tmp_path):
+    g = mysql_gate
+    uid, run_id = _running_run_with_one_pending_item(g, tmp_path)
+    claimer = g.engine.connect()
+    txn = claimer.begin()
+    token, items = store.claim_items(claimer, run_id, 10, 30, 3)      # holds the PENDING item's lock
+    assert [i.item_id for i in items] == ["b"]
+    try:
+        with g.engine.begin() as c:
+            assert store.finalizable_runs(c, 20) == []
+    finally:
+        txn.rollback()
+        claimer.close()
+
+
+def test_a_locked_running_run_does_not_make_its_update_look_done(mysql_gate, tmp_path):
+    g = mysql_gate
+    uid, run_id = _running_run_with_one_pending_item(g, tmp_path)
+    holder = g.engine.connect()
+    txn = holder.begin()
+    assert holder.execute(store.lock_run_query(run_id)).first() is not None   # e.g. a finalizer at work
+    try:
+        with g.engine.begin() as c:
+            assert store.reconcilable_updates(c, 20) == []
+    finally:
+        txn.rollback()
+        holder.close()
+    with g.engine.begin() as c:
+        store.transition_run(c, run_id, RunStatus.DONE, metrics={"matches": 1, "scored": 1})
+    with g.engine.begin() as c:
+        assert store.reconcilable_updates(c, 20) == [uid]
+        assert store.get_update(c, uid).status == UpdateStatus.RUNNING
