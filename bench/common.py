@@ -37,6 +37,17 @@ def fresh_database(server_url: str, name: str) -> str:
     return create_database(server_url, name)
 
 
+def gated_dataset(server_url: str, database: str, folder, items: int, bar: str = "0.99"):
+    """A fresh migrated database with dataset ``d`` of ``items`` rows gating prompt ``p1``:
+    returns (url, gate)."""
+    from gate.service import Gate
+    url = fresh_database(server_url, database)
+    gate = Gate.connect(url, upgrade=True)
+    gate.register_dataset("d", str(write_dataset(Path(folder) / "d.csv", items)))
+    gate.map_dataset("p1", "d", bar)
+    return url, gate
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

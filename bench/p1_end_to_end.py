@@ -11,10 +11,9 @@ import argparse
 import math
 import tempfile
 import time
-from pathlib import Path
 
-from common import (fresh_database, mariadb, model_server, result, rules_spec, stop, wait_for_workers,
-                    worker_processes, write_dataset)
+from common import (gated_dataset, mariadb, model_server, result, rules_spec, stop, wait_for_workers,
+                    worker_processes)
 
 
 def main() -> bool:
@@ -24,14 +23,10 @@ def main() -> bool:
     ap.add_argument("--concurrency", type=int, default=32, help="calls in flight in all")
     ap.add_argument("--processes", type=int, default=1)
     args = ap.parse_args()
-    from gate.service import Gate
     ideal = math.ceil(args.items / args.concurrency) * args.latency_ms / 1000
     with mariadb() as (server_url, _), model_server(args.latency_ms) as base, \
             tempfile.TemporaryDirectory() as tmp:
-        url = fresh_database(server_url, "bench_p1")
-        gate = Gate.connect(url, upgrade=True)
-        gate.register_dataset("d", str(write_dataset(Path(tmp) / "d.csv", args.items)))
-        gate.map_dataset("p1", "d", "0.99")
+        url, gate = gated_dataset(server_url, "bench_p1", tmp, args.items, "0.99")
         per_process = args.concurrency // args.processes
         procs = worker_processes(url, base, args.processes, per_process, chunk_size=per_process)
         try:

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import argparse
 import tempfile
-from pathlib import Path
 
-from common import (fresh_database, mariadb, model_server, result, rules_spec, server_status, stop,
-                    wait_for_workers, worker_processes, write_dataset)
+from common import (gated_dataset, mariadb, model_server, result, rules_spec, server_status, stop,
+                    wait_for_workers, worker_processes)
 
 
 def main() -> bool:
@@ -20,13 +19,9 @@ def main() -> bool:
     ap.add_argument("--latency-ms", type=float, default=20)
     ap.add_argument("--concurrency", type=int, default=32)
     args = ap.parse_args()
-    from gate.service import Gate
     with mariadb() as (server_url, _), model_server(args.latency_ms) as base, \
             tempfile.TemporaryDirectory() as tmp:
-        url = fresh_database(server_url, "bench_p3")
-        gate = Gate.connect(url, upgrade=True)
-        gate.register_dataset("d", str(write_dataset(Path(tmp) / "d.csv", args.items)))
-        gate.map_dataset("p1", "d", "0.99")
+        url, gate = gated_dataset(server_url, "bench_p3", tmp, args.items, "0.99")
         procs = worker_processes(url, base, 1, args.concurrency)
         try:
             wait_for_workers(gate, 1)

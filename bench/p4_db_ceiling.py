@@ -14,9 +14,8 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
-from pathlib import Path
 
-from common import fresh_database, mariadb, result, rules_spec, write_dataset
+from common import gated_dataset, mariadb, result, rules_spec
 
 
 def instant(spec, item, settings=None):
@@ -35,11 +34,8 @@ def main() -> bool:
     from gate.service import Gate
     from workers.supervisor import run_until_terminal
     with mariadb() as (server_url, _), tempfile.TemporaryDirectory() as tmp:
-        url = fresh_database(server_url, "bench_p4")
-        gate = Gate.connect(url, upgrade=True)
+        url, gate = gated_dataset(server_url, "bench_p4", tmp, args.items, "0.99")
         gate = Gate(gate.engine, gate.settings.with_(chunk_size=args.chunk_size))
-        gate.register_dataset("d", str(write_dataset(Path(tmp) / "d.csv", args.items)))
-        gate.map_dataset("p1", "d", "0.99")
         # materialize first, so the figure is the scoring rate (P4 is about claims and write-backs)
         uid = gate.submit(rules_spec("p1"), "apply")
         from workers.materialize import Materializer

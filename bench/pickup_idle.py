@@ -13,10 +13,9 @@ import argparse
 import statistics
 import tempfile
 import time
-from pathlib import Path
 
-from common import (fresh_database, mariadb, model_server, result, rules_spec, server_status, stop,
-                    wait_for_workers, worker_processes, write_dataset)
+from common import (gated_dataset, mariadb, model_server, result, rules_spec, server_status, stop,
+                    wait_for_workers, worker_processes)
 
 
 def main() -> bool:
@@ -24,12 +23,8 @@ def main() -> bool:
     ap.add_argument("--idle-seconds", type=float, default=10)
     args = ap.parse_args()
     from gate import store
-    from gate.service import Gate
     with mariadb() as (server_url, _), model_server(0) as base, tempfile.TemporaryDirectory() as tmp:
-        url = fresh_database(server_url, "bench_pickup")
-        gate = Gate.connect(url, upgrade=True)
-        gate.register_dataset("d", str(write_dataset(Path(tmp) / "d.csv", 20)))
-        gate.map_dataset("p1", "d", "0.5")
+        url, gate = gated_dataset(server_url, "bench_pickup", tmp, 20, "0.5")
         procs = worker_processes(url, base, 1, 8)
         try:
             wait_for_workers(gate, 1)
