@@ -18,7 +18,7 @@ from gate import store
 from gate.db import transaction
 from gate.errors import DatasetError, IllegalTransition
 from gate.models import Run
-from gate.sources import Row, SourceOptions, combine_digest, open_source
+from gate.sources import Row, SourceOptions, combine_digest, load_readers, open_source
 from gate.states import RunStatus
 
 from .poller import Poller
@@ -33,6 +33,10 @@ class LeaseLost(Exception):
 
 class Materializer(Poller):
     role = "materialize"
+
+    def __init__(self, gate, stop, activity=None):
+        super().__init__(gate, stop, activity)
+        load_readers()   # imported now, not on the first submission's critical path
 
     def poll(self) -> float:
         with self.engine.begin() as conn:

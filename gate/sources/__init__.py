@@ -25,13 +25,17 @@ DEFAULT_LABEL_COLUMN = "expected_decision"
 DEFAULT_MAX_ROW_BYTES = 65536
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Row:
     item_id: str
     expected: str
-    input: dict[str, Any]
-    position: str            # where the row stands in the source ("line 12"), for messages
-    input_json: str = ""     # ``input`` serialized once, canonically: stored, hashed and size-checked as is
+    input_json: str   # the other columns as canonical JSON: stored, hashed and size-checked as is
+    position: str     # where the row stands in the source ("line 12"), for messages
+
+    @property
+    def input(self) -> dict[str, Any]:
+        """The other columns, as a prompt template sees them (decoded from the stored form)."""
+        return json.loads(self.input_json)
 
 
 @dataclass(frozen=True)
@@ -77,7 +81,7 @@ def scheme_of(uri: str) -> str:
 
 def open_source(uri: str, options: SourceOptions | None = None) -> Reader:
     """Open the reader for a source URI (a bare path is a local file)."""
-    _load_builtin_readers()
+    load_readers()
     options = options or SourceOptions()
     scheme = scheme_of(uri)
     factory = SCHEMES.get(scheme) or SCHEMES.get(scheme.split("+")[0])
@@ -86,7 +90,8 @@ def open_source(uri: str, options: SourceOptions | None = None) -> Reader:
     return factory(uri, options)
 
 
-def _load_builtin_readers() -> None:
+def load_readers() -> None:
+    """Import the built-in reader modules (those whose optional extras are installed)."""
     from . import files  # noqa: F401  (registers file://)
     for optional in ("http", "s3", "warehouse"):
         try:
@@ -97,34 +102,59 @@ def _load_builtin_readers() -> None:
 
 
 def make_row(record: dict[str, Any], position: str, options: SourceOptions, source: str) -> Row:
-    """Apply the row contract to one decoded record; problems name the row."""
+    """Apply the row contract to one decoded record; problems name the row.
+
+    This runs once per dataset row, so it avoids the general JSON encoder's per-call setup
+    (see ``canonical_json``) and a second UTF-8 encoding of ASCII text."""
     if not isinstance(record, dict):
         raise DatasetError(f"{source}: {position}: a row must be an object of columns")
-    item_id = record.get(options.id_column)
-    if item_id is None or str(item_id).strip() == "":
-        raise DatasetError(f"{source}: {position}: missing item id (column {options.id_column!r})")
-    expected = record.get(options.label_column)
-    if expected is None or str(expected).strip() == "":
-        raise DatasetError(f"{source}: {position}: item {item_id}: missing label (column {options.label_column!r})")
-    item_id = str(item_id).strip()
+    id_column, label_column = options.id_column, options.label_column
+    item_id, expected = record.get(id_column), record.get(label_column)
+    item_id = "" if item_id is None else (item_id if type(item_id) is str else str(item_id)).strip()
+    if not item_id:
+        raise DatasetError(f"{source}: {position}: missing item id (column {id_column!r})")
+    expected = "" if expected is None else (expected if type(expected) is str else str(expected)).strip()
+    if not expected:
+        raise DatasetError(f"{source}: {position}: item {item_id}: missing label (column {label_column!r})")
     if len(item_id) > 191:
         raise DatasetError(f"{source}: {position}: item id longer than 191 characters")
-    inputs = {k: v for k, v in record.items() if k not in (options.id_column, options.label_column)}
-    input_json = _canonical_json(inputs)
-    size = len(input_json.encode())
+    inputs = {k: v for k, v in record.items() if k != id_column and k != label_column}
+    input_json = canonical_json(inputs)
+    size = len(input_json) if input_json.isascii() else len(input_json.encode())
     if size > options.max_row_bytes:
         raise DatasetError(f"{source}: {position}: item {item_id}: row is {size} bytes, over the "
                            f"{options.max_row_bytes}-byte limit")
-    return Row(item_id, str(expected).strip(), inputs, position, input_json)
+    return Row(item_id, expected, input_json, position)
 
 
-_canonical_json = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str).encode
+def _canonical_encoder() -> Callable[[Any], str]:
+    """Compact JSON with sorted keys, non-ASCII kept, unknown types as ``str``.
+
+    ``json.JSONEncoder.encode`` builds a new C encoder on every call, which costs more
+    than encoding a small row; this builds it once. Where the C encoder is missing the
+    pure-Python encoder does the same work."""
+    from json import encoder as json_encoder
+    general = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str).encode
+    make, quote = json_encoder.c_make_encoder, json_encoder.c_encode_basestring
+    if make is None or quote is None:
+        return general
+    one_shot = make(None, str, quote, None, ":", ",", True, False, True)
+
+    def encode(value: Any) -> str:
+        if type(value) is str:
+            return quote(value)
+        return "".join(one_shot(value, 0))
+    return encode
+
+
+canonical_json = _canonical_encoder()
+json_quote = json.encoder.c_encode_basestring or json.encoder.py_encode_basestring
+_MOD = 1 << 256
 
 
 def row_digest(row: Row) -> int:
     """A row's share of the content hash (see ``combine_digest``)."""
-    input_json = row.input_json or _canonical_json(row.input)
-    canonical = f"{_canonical_json(row.item_id)}\x1f{_canonical_json(row.expected)}\x1f{input_json}"
+    canonical = f"{json_quote(row.item_id)}\x1f{json_quote(row.expected)}\x1f{row.input_json}"
     return int.from_bytes(hashlib.sha256(canonical.encode()).digest(), "big")
 
 
@@ -134,10 +164,8 @@ def combine_digest(previous_hex: str | None, rows: list[Row]) -> str:
     It is updated page by page in the same transaction as the cursor, so it survives a
     crash, and it does not depend on the page size: two runs on the same rows agree.
     """
-    total = int(previous_hex, 16) if previous_hex else 0
-    for row in rows:
-        total = (total + row_digest(row)) % (1 << 256)
-    return f"{total:064x}"
+    total = (int(previous_hex, 16) if previous_hex else 0) + sum(map(row_digest, rows))
+    return f"{total % _MOD:064x}"
 
 
 def resolve_path(uri: str, base_dir: str | None) -> Path:
