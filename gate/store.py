@@ -261,6 +261,14 @@ def find_update(conn: Connection, update_id: int) -> Update | None:
     return _update(row) if row else None
 
 
+def update_status(conn: Connection, update_id: int) -> str:
+    """The status of one update: a primary-key read, what a waiting caller polls."""
+    status = conn.execute(select(prompt_update.c.status).where(prompt_update.c.id == update_id)).scalar()
+    if status is None:
+        raise NotFound(f"unknown update {update_id}")
+    return status
+
+
 def get_update(conn: Connection, update_id: int) -> Update:
     found = find_update(conn, update_id)
     if found is None:
@@ -524,20 +532,63 @@ def existing_item_ids(conn: Connection, run_id: int, item_ids: Sequence[str]) ->
                                     prompt_run_item.c.item_id.in_(list(item_ids)))).scalars())
 
 
+MAX_INSERT_CHARS = 1_000_000   # one multi-row INSERT stays far below max_allowed_packet (16 MiB on MariaDB)
+
+
 def insert_items(conn: Connection, run_id: int, rows: Sequence[tuple[str, str, str]]) -> int:
-    """Insert one page of (item_id, input as JSON text, expected) rows with one driver
-    executemany of positional tuples, which PyMySQL sends as multi-row INSERTs. The input
-    arrives serialized (it was size-checked and hashed in that form); verdict, attempt
-    and lease_until take their column defaults (PENDING, 0, EPOCH: visible at once).
-    This is materialize's hot path: no per-row SQLAlchemy processing (measured 41k vs
-    25k rows/s on MariaDB here)."""
+    """Insert one page of (item_id, input as JSON text, expected) rows. The input arrives
+    serialized (it was size-checked and hashed in that form); verdict, attempt and
+    lease_until take their column defaults (PENDING, 0, EPOCH: visible at once).
+
+    This is materialize's hot path. On PyMySQL over utf8 the page goes as multi-row
+    INSERTs of quoted literals (``_string_literal``), the SQL text the driver's
+    ``executemany`` sends, for a fraction of its per-row cost (measured 13.6 vs ~4 µs per
+    row here). Other drivers get a driver executemany of positional tuples."""
     if not rows:
         return 0
-    mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
-    conn.exec_driver_sql(f"INSERT INTO prompt_run_item (run_id, item_id, input, expected_decision) "
-                         f"VALUES ({mark}, {mark}, {mark}, {mark})",
-                         [(run_id, item_id, input_json, expected) for item_id, input_json, expected in rows])
+    literal = _string_literal(conn)
+    if literal is None:
+        mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+        conn.exec_driver_sql(f"INSERT INTO prompt_run_item (run_id, item_id, input, expected_decision) "
+                             f"VALUES ({mark}, {mark}, {mark}, {mark})",
+                             [(run_id, item_id, input_json, expected) for item_id, input_json, expected in rows])
+        return len(rows)
+    head = "INSERT INTO prompt_run_item (run_id, item_id, input, expected_decision) VALUES "
+    run = int(run_id)
+    values = [f"({run},{literal(item_id)},{literal(input_json)},{literal(expected)})"
+              for item_id, input_json, expected in rows]
+    for statement in _multi_row_statements(head, values, MAX_INSERT_CHARS):
+        # no_parameters: the text goes to cursor.execute alone, so a '%' in the data is data
+        conn.exec_driver_sql(statement, execution_options={"no_parameters": True})
     return len(rows)
+
+
+def _string_literal(conn: Connection):
+    """A function quoting a str as a MySQL string literal for this connection, or None
+    where the caller should let the driver bind values.
+
+    MySQL needs only the backslash and the quote escaped inside a quoted literal
+    (mysql_real_escape_string also escapes NUL, CR, LF and ^Z, for log readability), or,
+    under the NO_BACKSLASH_ESCAPES sql_mode, only the quote doubled. That holds for utf8
+    connections; multi-byte charsets whose characters can contain the byte 0x5C (GBK,
+    SJIS...) are left to the driver."""
+    driver = conn.connection.dbapi_connection
+    if conn.dialect.driver != "pymysql" or getattr(driver, "charset", None) not in ("utf8mb4", "utf8", "utf8mb3"):
+        return None
+    from pymysql.constants import SERVER_STATUS
+    if (driver.server_status or 0) & SERVER_STATUS.SERVER_STATUS_NO_BACKSLASH_ESCAPES:
+        return lambda text: "'" + text.replace("'", "''") + "'"
+    return lambda text: "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _multi_row_statements(head: str, values: list[str], max_chars: int):
+    start, size = 0, len(head)
+    for end, value in enumerate(values):
+        if size + len(value) + 1 > max_chars and end > start:
+            yield head + ",".join(values[start:end])
+            start, size = end, len(head)
+        size += len(value) + 1
+    yield head + ",".join(values[start:])
 
 
 def item_claim_query(run_id: int, limit: int, attempt_cap: int):
@@ -579,6 +630,10 @@ def write_item_results(conn: Connection, token: str, results: Sequence[ItemResul
     ``lease_until > now``. Returns the rows written; fewer than asked = ownership lost."""
     if not results:
         return 0
+    quote = _string_literal(conn)
+    if quote is not None:
+        sql = _item_results_sql(token, results, quote)
+        return conn.exec_driver_sql(sql, execution_options={"no_parameters": True}).rowcount
     ids = [r.id for r in results]
     key = prompt_run_item.c.id
 
@@ -611,6 +666,42 @@ def write_item_results(conn: Connection, token: str, results: Sequence[ItemResul
                         .where(key.in_(ids), prompt_run_item.c.lease_token == token,
                                prompt_run_item.c.lease_until > db_now())
                         .values(**values)).rowcount
+
+
+RESULT_COLUMNS = ("verdict", "actual_decision", "raw_output", "latency_ms", "prompt_tokens", "completion_tokens",
+                  "error")
+
+
+def _item_results_sql(token: str, results: Sequence[ItemResult], quote) -> str:
+    """The MySQL text of ``write_item_results``' UPDATE, values quoted by ``quote``.
+
+    The SQLAlchemy form binds 7 CASE branches per item (1,800 parameters for a chunk of
+    256); building, caching and escaping those cost ~40 ms of CPU per chunk here, more than
+    the statement's commit. This builds the same statement as text in well under 1 ms."""
+    def sql_value(value) -> str:
+        if value is None:
+            return "NULL"
+        if isinstance(value, str):
+            return quote(value)
+        return str(int(value))
+
+    def by_id(values: list[str]) -> str:
+        if len(set(values)) == 1:
+            return values[0]
+        return "CASE id " + " ".join(f"WHEN {r.id} THEN {v}" for r, v in zip(results, values)) + " END"
+
+    sets = [f"{column} = {by_id([sql_value(getattr(r, column)) for r in results])}" for column in RESULT_COLUMNS]
+    sets.append("lease_token = NULL")
+    retry = [(r.id, round(float(r.retry_in or 0) * 1_000_000)) for r in results if r.verdict == Verdict.PENDING]
+    if retry:
+        at = " ".join(f"WHEN {i} THEN TIMESTAMPADD(MICROSECOND, {us}, UTC_TIMESTAMP(6))" for i, us in retry)
+        sets.append(f"lease_until = CASE id {at} ELSE '{EPOCH}' END")
+        sets.append(f"next_attempt_at = CASE id {at} ELSE NULL END")
+    else:
+        sets.append(f"lease_until = '{EPOCH}'")
+    ids = ",".join(str(int(r.id)) for r in results)
+    return (f"UPDATE prompt_run_item SET {', '.join(sets)} "
+            f"WHERE id IN ({ids}) AND lease_token = {quote(token)} AND lease_until > UTC_TIMESTAMP(6)")
 
 
 def _epoch_literal():

@@ -1,0 +1,120 @@
+"""The two hot statements built as text on PyMySQL (``store._string_literal``): a page's
+INSERT and a chunk's result UPDATE write every value back byte for byte, in both of
+MySQL's escaping modes, and the UPDATE keeps its lease guard; SQLite takes the
+SQLAlchemy path and must end the same."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+
+import pytest
+from sqlalchemy import select, text
+
+from gate import store
+from gate.models import ItemResult
+
+TRICKY = ["plain", "it's", "back\\slash", "\\'", "'\\", "50% of %s and %(x)s", 'say "hi"', "tab\there",
+          "line\nbreak\r\n", "nul\x00byte", "ctrl-z\x1a", "ünïcødé ✓ 𝔘", "", "''", "\\\\'", "?", ":x"]
+
+
+def _rows(n_repeat: int = 1):
+    rows = []
+    for k in range(n_repeat):
+        for i, value in enumerate(TRICKY):
+            rows.append((f"{value}#{k}-{i}", json.dumps({"text": value}, ensure_ascii=False), value or "empty"))
+    return rows
+
+
+def _read_back(conn, run_id):
+    i = store.prompt_run_item
+    return sorted(conn.execute(select(i.c.item_id, i.c.input, i.c.expected_decision)
+                               .where(i.c.run_id == run_id)).all())
+
+
+def _assert_round_trip(conn, run_id, rows):
+    back = _read_back(conn, run_id)
+    assert [(a, json.loads(b) if isinstance(b, str) else b, c) for a, b, c in back] == \
+        sorted((a, json.loads(b), c) for a, b, c in rows)
+
+
+def test_insert_items_round_trips_every_character(gate):
+    rows = _rows()
+    with gate.engine.begin() as conn:
+        assert store.insert_items(conn, 7, rows) == len(rows)
+    with gate.engine.connect() as conn:
+        _assert_round_trip(conn, 7, rows)
+
+
+def test_insert_items_under_no_backslash_escapes(mysql_gate):
+    rows = _rows()
+    with mysql_gate.engine.begin() as conn:
+        conn.execute(text("SET SESSION sql_mode = CONCAT(@@sql_mode, ',NO_BACKSLASH_ESCAPES')"))
+        conn.execute(text("SELECT 1"))   # the server reports the mode in the next OK packet's status
+        assert store.insert_items(conn, 8, rows) == len(rows)
+        conn.execute(text("SET SESSION sql_mode = REPLACE(@@sql_mode, 'NO_BACKSLASH_ESCAPES', '')"))
+    with mysql_gate.engine.connect() as conn:
+        _assert_round_trip(conn, 8, rows)
+
+
+def test_a_page_larger_than_one_statement_is_split(mysql_gate):
+    big = "x" * 60_000
+    rows = [(f"id{i}", json.dumps({"text": big + str(i)}), "yes") for i in range(40)]   # ~2.4 MB
+    assert sum(len(r[1]) for r in rows) > 2 * store.MAX_INSERT_CHARS
+    with mysql_gate.engine.begin() as conn:
+        assert store.insert_items(conn, 9, rows) == 40
+    with mysql_gate.engine.connect() as conn:
+        _assert_round_trip(conn, 9, rows)
+
+
+@pytest.mark.parametrize("limit,expected", [(1000, [3]), (23, [2, 1]), (22, [1, 1, 1]), (5, [1, 1, 1])])
+def test_multi_row_statements_cut_by_length(limit, expected):
+    values = ["a" * 10, "b" * 10, "c" * 10]
+    statements = list(store._multi_row_statements("H", values, limit))
+    assert [len(s.split(",")) for s in statements] == expected
+    assert all(len(s) <= limit or "," not in s for s in statements)   # one value over the limit goes alone
+    assert ",".join(s[1:] for s in statements) == ",".join(values)
+
+
+def _claimed(g, run_id: int, n: int):
+    with g.engine.begin() as conn:
+        store.insert_items(conn, run_id, [(f"it{i}", "{}", "yes") for i in range(n)])
+    with g.engine.begin() as conn:
+        return store.claim_items(conn, run_id, n, 30, 3)
+
+
+def test_write_item_results_writes_every_field_under_the_lease(gate):
+    token, items = _claimed(gate, 11, len(TRICKY) + 2)
+    results = [ItemResult(it.id, "MATCH" if k % 2 else "MISMATCH", actual_decision=TRICKY[k % len(TRICKY)],
+                          raw_output=TRICKY[(k + 3) % len(TRICKY)], latency_ms=100 + k,
+                          prompt_tokens=k or None, completion_tokens=None, error=None)
+               for k, it in enumerate(items[:-2])]
+    results.append(ItemResult(items[-2].id, "PENDING", error="timeout: 50% \\ 'x'", retry_in=120.0))
+    results.append(ItemResult(items[-1].id, "ERROR", error="auth: it's over"))
+    with gate.engine.begin() as conn:
+        assert store.write_item_results(conn, token, results) == len(results)
+        now = conn.execute(select(store.db_now())).scalar()
+    i = store.prompt_run_item
+    with gate.engine.connect() as conn:
+        rows = {r.id: r for r in conn.execute(select(i).where(i.c.run_id == 11))}
+    for r in results:
+        row = rows[r.id]
+        assert (row.verdict, row.actual_decision, row.raw_output, row.latency_ms, row.prompt_tokens,
+                row.completion_tokens, row.error, row.lease_token) == \
+            (r.verdict, r.actual_decision, r.raw_output, r.latency_ms, r.prompt_tokens, r.completion_tokens,
+             r.error, None)
+        if r.verdict == "PENDING":
+            assert timedelta(seconds=110) < row.lease_until - now < timedelta(seconds=130)
+            assert row.next_attempt_at == row.lease_until
+        else:
+            assert row.lease_until == datetime(2000, 1, 1)
+
+
+def test_write_item_results_needs_the_token_and_a_live_lease(gate):
+    token, items = _claimed(gate, 12, 3)
+    results = [ItemResult(it.id, "MATCH", actual_decision="yes") for it in items]
+    with gate.engine.begin() as conn:
+        assert store.write_item_results(conn, "someone-else", results) == 0
+        conn.execute(store.prompt_run_item.update().where(store.prompt_run_item.c.id == items[0].id)
+                     .values(lease_until=datetime(2001, 1, 1)))          # its lease ran out
+        assert store.write_item_results(conn, token, results) == 2
