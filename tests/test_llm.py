@@ -271,3 +271,59 @@ def test_runtime_reads_the_live_version_with_a_ttl(clean):
     assert p.version == 2                                   # stale beats down
     with pytest.raises(NotFound):
         gate.runtime.PromptRuntime(gate=FakeGate(config)).prompt("missing")
+
+
+# ----------------------------------------------------------------------------- odd answers
+
+class _Canned:
+    """A bare HTTP server that answers every POST with one canned status, type and body."""
+
+    def __init__(self, body: bytes, content_type: str = "application/json"):
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                self.send_response(200)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.mark.parametrize("body, content_type", [
+    (b'{"id": "x", "choices": []}', "application/json"),
+    (b'{"id": "x"}', "application/json"),
+    (b'{"choices": [{"message": null}]}', "application/json"),
+    (b'[1, 2]', "application/json"),
+    (b'{"choices": [{"message": {"content": "urg', "application/json"),
+    (b"<html>gateway</html>", "text/html"),
+])
+def test_an_answer_without_a_message_is_a_retryable_bad_response(body, content_type):
+    canned = _Canned(body, content_type)
+    try:
+        err = expect_error(make_spec(canned.url))
+    finally:
+        canned.close()
+    assert (err.retryable, err.kind) == (True, "bad_response"), err
+
+
+def test_content_parts_and_usage_are_read():
+    canned = _Canned(b'{"choices": [{"message": {"content": [{"type": "text", "text": "urgent"}, '
+                     b'{"type": "text", "text": " now"}]}}], "usage": {"prompt_tokens": 7, "completion_tokens": 2}}')
+    try:
+        out = call_prompt(make_spec(canned.url), {"text": "x"}, settings=SETTINGS)
+    finally:
+        canned.close()
+    assert (out.decision, out.raw_output, out.prompt_tokens, out.completion_tokens) == ("urgent", "urgent now", 7, 2)
