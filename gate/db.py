@@ -53,6 +53,19 @@ def make_engine(url: str, pool_size: int = 10) -> Engine:
                          pool_size=pool_size, max_overflow=pool_size, pool_recycle=3600)
 
 
+def warm_pool(engine: Engine, connections: int) -> None:
+    """Open ``connections`` pooled connections at once and return them to the pool."""
+    if is_sqlite(engine):
+        return
+    held = []
+    try:
+        for _ in range(min(connections, engine.pool.size())):
+            held.append(engine.connect())
+    finally:
+        for conn in held:
+            conn.close()
+
+
 def _sqlite_immediate(engine: Engine) -> None:
     @event.listens_for(engine, "connect")
     def _connect(dbapi_conn, _record):

@@ -1,0 +1,71 @@
+"""The shared activity probe of a worker process: an idle process asks the database one
+question per interval whatever its number of roles, and the probe that sees a new
+submission wakes every role at once, so pickup takes at most about one interval."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from gate import store
+from gate.service import Gate
+from helpers import setup_gate, spec
+from workers.supervisor import ROLES, build_pollers
+
+INTERVAL = 0.3
+
+
+@pytest.fixture
+def process(gate, monkeypatch):
+    """Every role of one process, on threads, and the times of its probes."""
+    probes = []
+    original = store.any_open_update
+
+    def counted(conn):
+        probes.append(time.monotonic())
+        return original(conn)
+    monkeypatch.setattr(store, "any_open_update", counted)
+    g = Gate(gate.engine, gate.settings.with_(idle_probe_interval=INTERVAL))
+    stop = threading.Event()
+    pollers = build_pollers(g, stop, ROLES, concurrency=2)
+    threads = [threading.Thread(target=p.run, daemon=True) for p in pollers]
+    yield g, probes, threads
+    stop.set()
+    for p in pollers:
+        p.wake.set()
+    for t in threads:
+        t.join(10)
+
+
+def test_an_idle_process_probes_once_per_interval_for_all_its_roles(process):
+    g, probes, threads = process
+    for t in threads:
+        t.start()
+    time.sleep(0.5)
+    probes.clear()
+    time.sleep(2.0)
+    assert 2.0 / INTERVAL - 2 <= len(probes) <= 2.0 / INTERVAL + 2, len(probes)   # not one per role
+
+
+def test_a_submission_is_picked_up_within_about_one_interval(process, tmp_path):
+    g, probes, threads = process
+    setup_gate(g, tmp_path, datasets=(("d1", 4, "0.5"),))
+    for t in threads:
+        t.start()
+    time.sleep(0.5)
+    pickups = []
+    for i in range(3):
+        uid = g.submit(spec(), "check", {"key": f"k{i}"})
+        submitted = time.monotonic()
+        run_id = g.status(uid).runs[0].run_id
+        while time.monotonic() - submitted < 5:
+            with g.engine.connect() as conn:
+                if store.get_run(conn, run_id).attempt > 0:
+                    break
+            time.sleep(0.01)
+        pickups.append(time.monotonic() - submitted)
+        g.cancel(uid)
+        time.sleep(INTERVAL * 2)    # idle again: the probe says "no work" before the next one
+    assert max(pickups) <= INTERVAL + 0.25, pickups
