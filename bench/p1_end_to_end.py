@@ -33,7 +33,7 @@ def main() -> bool:
             wait_for_workers(gate, args.processes)
             started = time.monotonic()
             uid = gate.submit(rules_spec("p1"), "apply")
-            report = gate.wait(uid, timeout=120, poll=0.01)
+            report = gate.wait(uid, timeout=120, poll=0.02)
             wall = time.monotonic() - started
         finally:
             stop(procs)

@@ -224,14 +224,17 @@ class Gate:
 
     def wait(self, update_id: int, timeout: float | None = None, poll: float = 0.25,
              on_poll=None) -> UpdateReport:
-        """Poll until the update is terminal or ``timeout`` seconds pass."""
+        """Poll until the update is terminal or ``timeout`` seconds pass. A poll reads the
+        update's status alone (release pipelines may wait on many updates); the full
+        report is built at the end, or at each poll for an ``on_poll`` callback."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            report = self.status(update_id)
-            if report.terminal or (deadline is not None and time.monotonic() >= deadline):
-                return report
+            with self.engine.connect() as conn:   # a connection per poll: a database restart is a blip
+                status = store.update_status(conn, update_id)
+            if status in UPDATE_TERMINAL or (deadline is not None and time.monotonic() >= deadline):
+                return self.status(update_id)
             if on_poll:
-                on_poll(report)
+                on_poll(self.status(update_id))
             time.sleep(poll if deadline is None else max(0.0, min(poll, deadline - time.monotonic())))
 
     def updates_for_sha(self, sha: str, prompt_name: str | None = None) -> list[Update]:
