@@ -15,7 +15,7 @@ from importlib import resources
 
 from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import Connection, Engine, make_url
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.expression import ColumnElement, FunctionElement
 from sqlalchemy.types import DateTime
@@ -64,6 +64,39 @@ def warm_pool(engine: Engine, connections: int) -> None:
     finally:
         for conn in held:
             conn.close()
+
+
+class KeptConnection:
+    """Small statements in a loop (a probe, a status poll, a heartbeat) on one connection
+    kept in autocommit: one statement each, where a pool checkout adds a ping and a
+    ROLLBACK. A failed statement drops the connection (the next one opens a fresh one)
+    and raises. On SQLite, whose BEGIN IMMEDIATE would hold the write lock, each call runs
+    in a short transaction of its own."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+        self.conn: Connection | None = None
+
+    def run(self, fn):
+        if is_sqlite(self.engine):
+            with self.engine.begin() as conn:
+                return fn(conn)
+        try:
+            if self.conn is None:
+                self.conn = self.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+            return fn(self.conn)
+        except DBAPIError:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        if self.conn is not None:
+            try:
+                self.conn.invalidate()
+                self.conn.close()
+            except Exception:
+                pass
+            self.conn = None
 
 
 def _sqlite_immediate(engine: Engine) -> None:

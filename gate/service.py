@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DBAPIError
 
 from . import db, store
 from .errors import NotFound, UsageError
@@ -228,14 +229,21 @@ class Gate:
         update's status alone (release pipelines may wait on many updates); the full
         report is built at the end, or at each poll for an ``on_poll`` callback."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            with self.engine.connect() as conn:   # a connection per poll: a database restart is a blip
-                status = store.update_status(conn, update_id)
-            if status in UPDATE_TERMINAL or (deadline is not None and time.monotonic() >= deadline):
-                return self.status(update_id)
-            if on_poll:
-                on_poll(self.status(update_id))
-            time.sleep(poll if deadline is None else max(0.0, min(poll, deadline - time.monotonic())))
+        reader = db.KeptConnection(self.engine)
+        read = lambda conn: store.update_status(conn, update_id)   # noqa: E731
+        try:
+            while True:
+                try:
+                    status = reader.run(read)
+                except DBAPIError:      # a dropped connection (server restart): once more on a fresh one
+                    status = reader.run(read)
+                if status in UPDATE_TERMINAL or (deadline is not None and time.monotonic() >= deadline):
+                    return self.status(update_id)
+                if on_poll:
+                    on_poll(self.status(update_id))
+                time.sleep(poll if deadline is None else max(0.0, min(poll, deadline - time.monotonic())))
+        finally:
+            reader.close()
 
     def updates_for_sha(self, sha: str, prompt_name: str | None = None) -> list[Update]:
         with self.engine.connect() as conn:

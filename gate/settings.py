@@ -29,7 +29,7 @@ class Settings:
     page_size: int = 1000                # dataset rows per materialize page
     poll_interval: float = 0.2           # idle delay between polls (seconds)
     poll_max_interval: float = 1.0       # idle delay grows up to this
-    idle_probe_interval: float = 0.3     # an idle process asks "any open update?" this often
+    idle_probe_interval: float = 0.25    # an idle process asks "any open update?" this often
     backoff_base: float = 0.5            # first retry delay (seconds), doubled per attempt
     backoff_max: float = 30.0
     request_timeout: float = 30.0        # one model call

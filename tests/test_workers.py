@@ -155,12 +155,16 @@ def test_stalled_lease_cannot_write_late_results(gate, tmp_path):
 
 def test_stopped_worker_process_loses_its_chunk(mysql_gate, fleet, tmp_path):
     """A worker frozen mid-call (SIGSTOP) past its lease: another re-claims and scores;
-    when the first wakes up its write-back is dropped and counted."""
+    when the first wakes up its write-back is dropped and counted.
+
+    The frozen one runs no finalize or reconcile role: those hold a run's or an update's
+    row lock for a moment, and a process frozen inside that moment keeps the row locked
+    (the others skip it) until its connection dies; that case is not this test's subject."""
     gate = mysql_gate
     map_rule_dataset(gate, tmp_path, "p1", "d", 4, "1")
     with MockLLMServer(latency_ms=800) as llm:
         env = worker_env(gate.settings.database_url, llm.base_url, lease_seconds=1, chunk_size=4)
-        first = fleet(env).start(1)[0]
+        first = fleet(env, ("--role", "materialize,execute")).start(1)[0]
         uid = gate.submit(rules_spec("p1"), "apply")
         deadline = time.monotonic() + 30
         while llm.stats()["requests"] < 4 and time.monotonic() < deadline:

@@ -30,6 +30,7 @@ from .poller import Poller
 log = logging.getLogger("promptgate.execute")
 RAW_OUTPUT_LIMIT = 4000
 RUN_LIST_TTL = 1.0
+WRITE_BACK_THREADS = 2
 
 
 @dataclass
@@ -48,6 +49,9 @@ class Executor(Poller):
         self.concurrency = concurrency or self.settings.concurrency
         self.call = call
         self.pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="call")
+        # a finished chunk is written back here, not by the call thread that finished it,
+        # which goes on to its next call at once (a write-back waits on a durable commit)
+        self.writers = ThreadPoolExecutor(WRITE_BACK_THREADS, thread_name_prefix="write-back")
         self.lock = threading.Lock()
         self.capacity = threading.Condition(self.lock)
         self.in_flight = 0      # calls dispatched and not yet answered
@@ -145,12 +149,18 @@ class Executor(Poller):
         with self.capacity:
             chunk.results.append(result)
             self.in_flight -= 1
-            self.capacity.notify_all()
+            if self.max_queued - self.in_flight >= min(self.settings.chunk_size, self.max_queued) or not self.in_flight:
+                self.capacity.notify_all()   # room for a whole chunk: the claimer may go
             done = len(chunk.results) == len(chunk.items)
             if done:
                 self.chunks.pop(chunk.token, None)
         if done:
+            self.writers.submit(self._finish_chunk, chunk)
+
+    def _finish_chunk(self, chunk: Chunk) -> None:
+        try:
             self._write_back(chunk)
+        finally:
             with self.capacity:
                 self.held -= len(chunk.items)
                 self.capacity.notify_all()
@@ -225,6 +235,7 @@ class Executor(Poller):
             self._renew_leases()
             time.sleep(0.05)
         self.pool.shutdown(wait=False, cancel_futures=True)
+        self.writers.shutdown(wait=True)
         self.limiter.close()
 
 

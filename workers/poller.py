@@ -22,6 +22,7 @@ from abc import ABC, abstractmethod
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
 from gate import store
+from gate.db import KeptConnection
 from gate.service import Gate
 
 log = logging.getLogger("promptgate.worker")
@@ -37,7 +38,7 @@ class Activity:
         self.lock = threading.Lock()
         self.checked_at = -1e9
         self.open = False
-        self.conn = None
+        self.reader = KeptConnection(gate.engine)   # what an idle fleet costs the server: one statement a probe
         self.watchers: list[threading.Event] = []
 
     def watch(self, wake: threading.Event) -> None:
@@ -61,27 +62,10 @@ class Activity:
             return max(0.005, self.checked_at + self.interval - time.monotonic())
 
     def _probe(self) -> bool:
-        """On a connection kept for it, in autocommit: one statement per probe (no pool
-        checkout ping, no ROLLBACK), which is what an idle fleet costs the server."""
-        if self.engine.dialect.name == "sqlite":   # its BEGIN IMMEDIATE would hold the write lock
-            with self.engine.connect() as conn:
-                return store.any_open_update(conn)
-        try:
-            if self.conn is None:
-                self.conn = self.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
-            return store.any_open_update(self.conn)
-        except DB_ERRORS:
-            self.close()
-            raise
+        return self.reader.run(store.any_open_update)
 
     def close(self) -> None:
-        if self.conn is not None:
-            try:
-                self.conn.invalidate()
-                self.conn.close()
-            except Exception:
-                pass
-            self.conn = None
+        self.reader.close()
 
     def saw_work(self) -> None:
         """A poller found work: the probe need not ask again for a while."""

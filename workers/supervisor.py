@@ -15,7 +15,7 @@ import uuid
 from typing import Iterable, Sequence
 
 from gate import store
-from gate.db import warm_pool
+from gate.db import KeptConnection, warm_pool
 from gate.errors import UsageError
 from gate.service import Gate, UpdateReport
 from gate.settings import Settings
@@ -134,18 +134,21 @@ class WorkerProcess:
         store.register_worker(conn, self.id, self.role_label, socket.gethostname()[:255], os.getpid())
 
     def _heartbeat(self) -> None:
+        """Single statements in autocommit on a kept connection: part of what an idle
+        process costs the server."""
         interval = self.gate.settings.heartbeat_seconds
+        kept = KeptConnection(self.gate.engine)
         beats = 0
         while not self.stop.wait(interval):
             beats += 1
             try:
-                with self.gate.engine.begin() as conn:
-                    if not store.heartbeat_worker(conn, self.id):
-                        self._insert_row(conn)
-                    if beats % 6 == 0:   # rows silent for 6 beats go; no need to look every beat
-                        store.prune_workers(conn, interval * 6)
+                if not kept.run(lambda conn: store.heartbeat_worker(conn, self.id)):
+                    kept.run(self._insert_row)
+                if beats % 6 == 0:   # rows silent for 6 beats go; no need to look every beat
+                    kept.run(lambda conn: store.prune_workers(conn, interval * 6))
             except DB_ERRORS as exc:
                 log.warning("heartbeat failed: %s", str(exc).splitlines()[0][:200])
+        kept.close()
 
 
 def run_process(settings: Settings, roles: Sequence[str], concurrency: int | None = None) -> None:
