@@ -1,21 +1,29 @@
 """Materialize: copy a run's dataset into prompt_run_item page by page after a cursor.
 
-Each page is one transaction: the cursor advance (guarded by the lease token, which also
-renews the lease) comes first, then the page's items. A worker killed mid-page leaves
-nothing; the next lease reads the page again. The first page moves the run (and its
-update) to RUNNING, so execution starts while later pages are still being read.
+Each page is one transaction: its items, then the cursor advance (guarded by the lease
+token, which also renews the lease). A worker killed mid-page leaves nothing; the next
+lease reads the page again. The first page moves the run (and its update) to RUNNING, so
+execution starts while later pages are still being read.
+
+Pages are written by ``WRITERS`` threads on their own connections (one on SQLite), so the server inserts
+one page while the next is read and the one before commits; the cursor advances commit
+strictly in page order (a page waits for the one before it, holding its uncommitted
+items), so the committed cursor always covers exactly the committed items. Ids are
+checked against the pages still in flight in memory, and against committed pages by the
+table's UNIQUE (run_id, item_id): two pages in flight never wait on each other's rows.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from sqlalchemy.exc import IntegrityError
 
 from gate import store
-from gate.db import transaction
+from gate.db import is_sqlite, transaction
 from gate.errors import DatasetError, IllegalTransition
 from gate.models import Run
 from gate.sources import Row, SourceOptions, combine_digest, load_readers, open_source
@@ -25,6 +33,7 @@ from .poller import Poller
 
 log = logging.getLogger("promptgate.materialize")
 EXAMPLES = 3
+WRITERS = 2
 
 
 class LeaseLost(Exception):
@@ -67,14 +76,14 @@ class Materializer(Poller):
                 raise DatasetError(f"dataset {run.dataset_name} changed while it was being read "
                                    f"({run.source_version} → {version}); resubmit to evaluate the new data")
             digest, started = run.content_hash, run.status == RunStatus.RUNNING
-            for page in self._pages(reader, run.materialize_cursor):
-                if self.stop.is_set():
-                    raise LeaseLost  # draining: leave the rest to the next lease
-                rows = self._validate(run, page.rows, labels)
-                digest = combine_digest(digest, page.rows)
-                self._commit_page(run, token, rows, page.next_cursor, digest, version, started)
-                started = True
-                self.nudge("execute")
+            with PageWriter(self, run, token, version) as writer:
+                for page in self._pages(reader, run.materialize_cursor):
+                    if self.stop.is_set():
+                        raise LeaseLost  # draining: leave the rest to the next lease
+                    rows = self._validate(run, page.rows, labels)
+                    digest = combine_digest(digest, page.rows)
+                    writer.submit(rows, page.next_cursor, digest, first=not started)
+                    started = True
         finally:
             reader.close()
 
@@ -108,26 +117,30 @@ class Materializer(Poller):
             raise DatasetError(f"dataset {run.dataset_name}: duplicate item ids: {', '.join(dupes[:EXAMPLES])}")
         return [(r.item_id, r.input_json, labels[r.expected.casefold()]) for r in rows]
 
-    def _commit_page(self, run: Run, token: str, rows, cursor, digest, version, started: bool) -> None:
+    def _write_page(self, run: Run, token: str, rows, cursor, digest, version, first: bool, before) -> None:
+        """One page's transaction: the items, then (once the page before it has committed)
+        the cursor. ``before`` is that page's future (None for the first page in flight)."""
         def commit(conn) -> None:
-            if not started:   # the first page moves the update and the run to RUNNING
+            if first:   # the first page moves the update and the run to RUNNING
                 self._ensure_running(conn, run, token)
+            store.insert_items(conn, run.id, rows)
+            if before is not None:
+                before.result()   # its failure is this page's: roll back, the cursor stays put
             if not store.advance_materialize(conn, run.id, token, cursor=cursor, added_rows=len(rows),
                                              content_hash=digest, source_version=version,
                                              lease_seconds=self.settings.lease_seconds):
                 raise LeaseLost
-            store.insert_items(conn, run.id, rows)
             if cursor is None and not store.finish_materialize(conn, run.id, token):
                 raise LeaseLost
         try:
             transaction(self.engine, commit)
         except IntegrityError:
-            # The page and its cursor commit together, so a page is never in twice: an id
-            # already there is a duplicate in the dataset (UNIQUE (run_id, item_id) said so).
+            # UNIQUE (run_id, item_id): an id of this page is in a committed page already
             with self.engine.connect() as conn:
                 dupes = store.existing_item_ids(conn, run.id, [r[0] for r in rows])
             raise DatasetError(f"dataset {run.dataset_name}: duplicate item ids: "
                                f"{', '.join(dupes[:EXAMPLES]) or '(see the dataset)'}") from None
+        self.nudge("execute")
 
     def _ensure_running(self, conn, run: Run, token: str) -> None:
         """Update first, then run: the lock order of cancel and submit, so a page commit
@@ -150,3 +163,49 @@ class Materializer(Poller):
             transaction(self.engine, fail)
         except (IllegalTransition, LeaseLost):
             log.warning("run %s: could not record the error (lease lost or run cancelled)", run.id)
+
+
+class PageWriter:
+    """Writes a run's pages on ``WRITERS`` threads, committing them in order (see the
+    module docstring). Leaving the block waits for every page in flight; the first error
+    of any page is raised."""
+
+    def __init__(self, materializer: Materializer, run: Run, token: str, version: str):
+        self.m, self.run, self.token, self.version = materializer, run, token, version
+        # SQLite has one writer at a time: a page waiting for the one before it would hold
+        # the write lock that one needs
+        self.writers = 1 if is_sqlite(materializer.engine) else WRITERS
+        self.pool = ThreadPoolExecutor(self.writers, thread_name_prefix="page-writer")
+        self.in_flight: deque[tuple[Future, set[str]]] = deque()
+
+    def submit(self, rows, cursor, digest, first: bool) -> None:
+        ids = {r[0] for r in rows}
+        while len(self.in_flight) >= self.writers:
+            self.in_flight.popleft()[0].result()
+        dupes = sorted(set().union(*(held & ids for _, held in self.in_flight)))
+        if dupes:
+            raise DatasetError(f"dataset {self.run.dataset_name}: duplicate item ids: {', '.join(dupes[:EXAMPLES])}")
+        before = self.in_flight[-1][0] if self.in_flight else None
+        future = self.pool.submit(self.m._write_page, self.run, self.token, rows, cursor, digest, self.version,
+                                  first, before)
+        self.in_flight.append((future, ids))
+
+    def wait(self) -> None:
+        while self.in_flight:
+            self.in_flight.popleft()[0].result()
+
+    def __enter__(self) -> "PageWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            if exc_type is None:
+                self.wait()
+            else:   # already failing: let the pages in flight end (commit or roll back), keep that error
+                for future, _ in self.in_flight:
+                    try:
+                        future.result()
+                    except Exception:
+                        pass
+        finally:
+            self.pool.shutdown(wait=True)
