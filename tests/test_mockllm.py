@@ -315,3 +315,26 @@ def test_example_prompts_score_as_the_demo_needs(monkeypatch, server):
             assert call_prompt(spec, item_of(row), settings=settings).decision == predicted
     # the better candidate is better on the hard cases than the live prompt
     assert seen[("candidates/ticket-urgency-v2.yaml", "urgency-hard")] > seen[("prompts/ticket-urgency.yaml", "urgency-hard")]
+
+
+def _raw(server, request: bytes) -> bytes:
+    import socket
+    with socket.create_connection((server.host, server.port), timeout=5) as s:
+        s.sendall(request)
+        s.shutdown(socket.SHUT_WR)
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    return data
+
+
+def test_raw_http_requests_are_parsed_and_bad_ones_refused(server):
+    body = json.dumps({"model": "mock-1", "messages": [{"role": "system", "content": "default: no"},
+                                                        {"role": "user", "content": "x"}]}).encode()
+    ok = _raw(server, b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+                      b"CONTENT-LENGTH: " + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n" + body)
+    assert ok.startswith(b"HTTP/1.1 200") and b'"content": "no"' in ok
+    assert _raw(server, b"GARBAGE\r\n\r\n").startswith(b"HTTP/1.1 400")
+    assert _raw(server, b"GET /health HTTP/1.1\r\nno colon here\r\n\r\n").startswith(b"HTTP/1.1 400")
+    assert _raw(server, b"GET /health HTTP/1.1\r\n" + b"x-long: " + b"a" * 70000 + b"\r\n\r\n").startswith(
+        b"HTTP/1.1 431")
