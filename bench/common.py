@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -116,7 +117,10 @@ def wait_for_workers(gate, n: int, timeout: float = 30) -> None:
     while time.monotonic() < deadline:
         with gate.engine.connect() as conn:
             if len(store.live_workers(conn, 30)) >= n:
-                time.sleep(1.0)   # let them finish importing the model client
+                # let them settle, then return at a random moment of their probe cycle: a
+                # fixed 1 s is four 0.25 s probe intervals, which put every submission just
+                # after a probe (the worst pickup, every time), where real ones land anywhere
+                time.sleep(1.0 + random.uniform(0, gate.settings.idle_probe_interval))
                 return
         time.sleep(0.1)
     raise RuntimeError("workers did not register")
