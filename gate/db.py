@@ -43,14 +43,36 @@ def normalize_url(url: str) -> str:
     return parsed.render_as_string(hide_password=False)
 
 
-def make_engine(url: str, pool_size: int = 10) -> Engine:
+IDLE_TRANSACTION_SECONDS = 120
+
+
+def make_engine(url: str, pool_size: int = 10, idle_transaction_seconds: int = IDLE_TRANSACTION_SECONDS) -> Engine:
     url = normalize_url(url)
     if url.startswith("sqlite"):
         engine = create_engine(url, connect_args={"timeout": 60, "check_same_thread": False})
         _sqlite_immediate(engine)
         return engine
-    return create_engine(url, isolation_level="READ COMMITTED", pool_pre_ping=True,
-                         pool_size=pool_size, max_overflow=pool_size, pool_recycle=3600)
+    engine = create_engine(url, isolation_level="READ COMMITTED", pool_pre_ping=True,
+                           pool_size=pool_size, max_overflow=pool_size, pool_recycle=3600)
+    _bound_idle_transactions(engine, idle_transaction_seconds)
+    return engine
+
+
+def _bound_idle_transactions(engine: Engine, seconds: int) -> None:
+    """On MariaDB, a session left idle inside a transaction for ``seconds`` is ended by the
+    server (``idle_transaction_timeout``), which rolls it back and frees its row locks.
+
+    Every transaction of the gate is a few statements long and never waits on anything
+    but the database, so only a frozen process (SIGSTOP, a paused VM, a debugger) leaves
+    one idle. Without the bound, a worker frozen inside finalize's or reconcile's brief row
+    lock would keep that run or update locked until its connection died: the other
+    workers' SKIP LOCKED claims pass over it and it never ends. MySQL has no such
+    setting; there the lock lasts until the connection dies (wait_timeout)."""
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi_conn, _record):
+        if "mariadb" in str(dbapi_conn.get_server_info()).lower():
+            with dbapi_conn.cursor() as cur:
+                cur.execute(f"SET SESSION idle_transaction_timeout = {int(seconds)}")
 
 
 def warm_pool(engine: Engine, connections: int) -> None:

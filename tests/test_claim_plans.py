@@ -4,6 +4,7 @@ in progress must not make a run look finished, nor an update look reconcilable."
 
 from __future__ import annotations
 
+import time
 from datetime import datetime
 
 import pytest
@@ -108,3 +109,30 @@ def test_a_locked_running_run_does_not_make_its_update_look_done(mysql_gate, tmp
     with g.engine.begin() as c:
         assert store.reconcilable_updates(c, 20) == [uid]
         assert store.get_update(c, uid).status == UpdateStatus.RUNNING
+
+
+def test_a_frozen_transaction_does_not_hold_its_row_locks_forever(mysql_url):
+    """A session idle inside a transaction (its process frozen) is ended by MariaDB after
+    the bound, and the row it locked can be claimed again."""
+    from sqlalchemy.exc import DBAPIError
+    from gate.db import make_engine
+    engine = make_engine(mysql_url, idle_transaction_seconds=2)
+    try:
+        with engine.begin() as c:
+            c.execute(text("CREATE TABLE IF NOT EXISTS frozen_lock (id INT PRIMARY KEY)"))
+            c.execute(text("DELETE FROM frozen_lock"))
+            c.execute(text("INSERT INTO frozen_lock VALUES (1)"))
+        frozen = engine.connect()
+        frozen.begin()
+        frozen.execute(text("SELECT id FROM frozen_lock WHERE id = 1 FOR UPDATE"))
+        with engine.connect() as other:
+            assert other.execute(text("SELECT id FROM frozen_lock FOR UPDATE SKIP LOCKED")).all() == []
+            other.rollback()
+            time.sleep(3.5)                      # the frozen one does nothing meanwhile
+            assert other.execute(text("SELECT id FROM frozen_lock FOR UPDATE SKIP LOCKED")).all() == [(1,)]
+            other.rollback()
+        with pytest.raises(DBAPIError):
+            frozen.execute(text("SELECT 1"))     # its session was ended
+        frozen.invalidate()
+    finally:
+        engine.dispose()

@@ -159,7 +159,8 @@ def test_stopped_worker_process_loses_its_chunk(mysql_gate, fleet, tmp_path):
 
     The frozen one runs no finalize or reconcile role: those hold a run's or an update's
     row lock for a moment, and a process frozen inside that moment keeps the row locked
-    (the others skip it) until its connection dies; that case is not this test's subject."""
+    (the others skip it) until MariaDB ends its idle transaction (after
+    db.IDLE_TRANSACTION_SECONDS; tests/test_claim_plans.py), longer than this test waits."""
     gate = mysql_gate
     map_rule_dataset(gate, tmp_path, "p1", "d", 4, "1")
     with MockLLMServer(latency_ms=800) as llm:
