@@ -79,6 +79,16 @@ class GateConfig:
         return sorted({b.prompt for b in self.bars})
 
 
+CHANGE_TEXT = {
+    "dataset-added": "dataset {subject}: new, source {after}",
+    "dataset-changed": "dataset {subject}: {before} → {after}",
+    "dataset-undeclared": "dataset {subject}: no longer declared (stays registered, gates nothing)",
+    "bar-added": "bar {subject}: new, min accuracy {after}",
+    "bar-changed": "bar {subject}: min accuracy {before} → {after}",
+    "bar-removed": "bar {subject}: removed (was {before})",
+}
+
+
 @dataclass(frozen=True)
 class Change:
     """One difference between the file and the gate. ``kind`` is one of dataset-added,
@@ -90,19 +100,8 @@ class Change:
     key: tuple[str, ...] = ()   # (dataset,) or (prompt, dataset)
 
     def __str__(self) -> str:
-        if self.kind == "dataset-added":
-            return f"dataset {self.subject}: new, source {self.after}"
-        if self.kind == "dataset-changed":
-            return f"dataset {self.subject}: {self.before} → {self.after}"
-        if self.kind == "dataset-undeclared":
-            return f"dataset {self.subject}: no longer declared (stays registered, gates nothing)"
-        if self.kind == "bar-added":
-            return f"bar {self.subject}: new, min accuracy {self.after}"
-        if self.kind == "bar-changed":
-            return f"bar {self.subject}: min accuracy {self.before} → {self.after}"
-        if self.kind == "bar-removed":
-            return f"bar {self.subject}: removed (was {self.before})"
-        return f"{self.kind} {self.subject}"
+        template = CHANGE_TEXT.get(self.kind, "{kind} {subject}")
+        return template.format(kind=self.kind, subject=self.subject, before=self.before, after=self.after)
 
 
 @dataclass(frozen=True)
