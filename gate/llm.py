@@ -140,15 +140,27 @@ def _int_or_none(value: Any) -> int | None:
 def resolve_endpoint(spec: PromptSpec) -> tuple[str | None, str]:
     """(base_url or None for the SDK default, api_key) for this prompt."""
     provider = spec.provider
-    base_url = (provider.base_url if provider and provider.base_url else None) \
-        or os.environ.get("OPENAI_BASE_URL") or None
+    default_url, default_key = default_endpoint()
+    base_url = (provider.base_url if provider and provider.base_url else None) or default_url
     if provider and provider.api_key_env:
         key = os.environ.get(provider.api_key_env)
         if not key:
             raise ModelCallError(f"environment variable {provider.api_key_env} (provider.api_key_env of "
                                  f"prompt {spec.name}) is not set", retryable=False, kind="config")
         return base_url, key
-    return base_url, os.environ.get("OPENAI_API_KEY") or PLACEHOLDER_API_KEY
+    return base_url, default_key
+
+
+def default_endpoint() -> tuple[str | None, str]:
+    """The endpoint of a prompt without a ``provider``: the SDK's environment variables."""
+    return os.environ.get("OPENAI_BASE_URL") or None, os.environ.get("OPENAI_API_KEY") or PLACEHOLDER_API_KEY
+
+
+def prepare_default_client(timeout: float) -> None:
+    """Build the default endpoint's client now. The first client of a process costs ~110 ms
+    (the SDK's lazy imports, an SSL context), measured; a worker pays it at start, not on
+    the first call of the first submission it sees."""
+    get_client(*default_endpoint(), timeout)
 
 
 _clients: dict[tuple[str | None, str, float], openai.OpenAI] = {}

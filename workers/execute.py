@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from gate import store
 from gate.errors import ModelCallError
-from gate.llm import call_prompt
+from gate.llm import call_prompt, prepare_default_client
 from gate.models import ClaimedItem, ItemResult
 from gate.ratelimit import CallLimiter
 from gate.spec import PromptSpec, parse_spec
@@ -64,6 +64,11 @@ class Executor(Poller):
         self.stats = {"claimed": 0, "written": 0, "lost": 0, "retries": 0, "calls": 0}
         # shared rate-limit budgets + concurrency that adapts to 429s (gate/ratelimit.py)
         self.limiter = CallLimiter(self.settings, self.engine, self.concurrency, stop)
+
+    def warm_up(self) -> None:
+        if self.call is call_prompt:
+            prepare_default_client(self.settings.request_timeout)
+        super().warm_up()
 
     # --- the loop step ---------------------------------------------------------------
 
