@@ -27,7 +27,7 @@ class Settings:
     concurrency: int = 8                 # model calls in flight per execute process
     attempt_cap: int = 3                 # attempts per item before its ERROR is final
     page_size: int = 1000                # dataset rows per materialize page
-    poll_interval: float = 0.2           # idle delay between polls (seconds)
+    poll_interval: float = 0.05          # first delay after an empty poll while work is open (seconds)
     poll_max_interval: float = 1.0       # idle delay grows up to this
     idle_probe_interval: float = 0.25    # an idle process asks "any open update?" this often
     backoff_base: float = 0.5            # first retry delay (seconds), doubled per attempt

@@ -38,6 +38,8 @@ class Activity:
         self.lock = threading.Lock()
         self.checked_at = -1e9
         self.open = False
+        self.opened = 0      # how many times the probe found work after finding none
+        self.due_in = self._next_interval()
         self.reader = KeptConnection(gate.engine)   # what an idle fleet costs the server: one statement a probe
         self.watchers: list[threading.Event] = []
 
@@ -47,19 +49,27 @@ class Activity:
 
     def has_work(self) -> bool:
         with self.lock:
-            if time.monotonic() - self.checked_at >= self.interval:
+            if time.monotonic() - self.checked_at >= self.due_in:
                 was_open, self.open = self.open, self._probe()
                 self.checked_at = time.monotonic()
+                self.due_in = self._next_interval()
                 if self.open and not was_open:
+                    self.opened += 1
                     for wake in self.watchers:
                         wake.set()
             return self.open
+
+    def _next_interval(self) -> float:
+        """The interval, ±25 % at random: processes started together drift apart, so a
+        fleet's probes spread over the interval and a submission is seen by the first of
+        them (pickup ~interval/(N+1) for N processes) at the same cost per process."""
+        return self.interval * random.uniform(0.75, 1.25)
 
     def next_probe_in(self) -> float:
         """Seconds until the cached answer goes stale: an idle poller sleeps that long, so
         the pollers of a process probe once per interval between them."""
         with self.lock:
-            return max(0.005, self.checked_at + self.interval - time.monotonic())
+            return max(0.005, self.checked_at + self.due_in - time.monotonic())
 
     def _probe(self) -> bool:
         return self.reader.run(store.any_open_update)
@@ -85,6 +95,7 @@ class Poller(ABC):
         self.wake = threading.Event()
         self.peers: dict[str, "Poller"] = {}
         self._idle = self.settings.poll_interval
+        self._opened_seen = 0
         self.db_errors = 0
         if activity is not None:
             activity.watch(self.wake)
@@ -100,7 +111,11 @@ class Poller(ABC):
         """One small step; returns the delay before the next."""
 
     def idle(self) -> float:
-        """The delay after an empty poll: it grows from poll_interval to poll_max_interval."""
+        """The delay after an empty poll: it grows from poll_interval to poll_max_interval,
+        and starts from poll_interval again when new work has opened since (the work this
+        role waits for, e.g. another process's first page, tends to follow soon)."""
+        if self.activity is not None and self.activity.opened != self._opened_seen:
+            self._opened_seen, self._idle = self.activity.opened, self.settings.poll_interval
         delay = self._idle
         self._idle = min(self._idle * 1.5, self.settings.poll_max_interval)
         return delay
