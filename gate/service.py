@@ -225,9 +225,16 @@ class Gate:
 
     def wait(self, update_id: int, timeout: float | None = None, poll: float = 0.25,
              on_poll=None) -> UpdateReport:
-        """Poll until the update is terminal or ``timeout`` seconds pass. A poll reads the
-        update's status alone (release pipelines may wait on many updates); the full
-        report is built at the end, or at each poll for an ``on_poll`` callback."""
+        """Poll until the update is terminal or ``timeout`` seconds pass, then build its
+        report (at each poll as well for an ``on_poll`` callback)."""
+        on_status = (lambda _status: on_poll(self.status(update_id))) if on_poll else None
+        self.wait_status(update_id, timeout, poll, on_status)
+        return self.status(update_id)
+
+    def wait_status(self, update_id: int, timeout: float | None = None, poll: float = 0.25,
+                    on_status=None) -> str:
+        """Poll the update's status alone (release pipelines may wait on many updates) until
+        it is terminal or ``timeout`` seconds pass; returns the last status read."""
         deadline = None if timeout is None else time.monotonic() + timeout
         reader = db.KeptConnection(self.engine)
         read = lambda conn: store.update_status(conn, update_id)   # noqa: E731
@@ -238,9 +245,9 @@ class Gate:
                 except DBAPIError:      # a dropped connection (server restart): once more on a fresh one
                     status = reader.run(read)
                 if status in UPDATE_TERMINAL or (deadline is not None and time.monotonic() >= deadline):
-                    return self.status(update_id)
-                if on_poll:
-                    on_poll(self.status(update_id))
+                    return status
+                if on_status:
+                    on_status(status)
                 time.sleep(poll if deadline is None else max(0.0, min(poll, deadline - time.monotonic())))
         finally:
             reader.close()
