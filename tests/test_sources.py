@@ -121,12 +121,15 @@ def test_csv_quoted_newlines_quotes_bom_blank_lines(tmp_path):
     path.write_bytes(b"\xef\xbb\xbfitem_id,expected_decision,text\n"
                      b'1,yes,"hello\nworld"\n\n'
                      b'2,no,"a ""quoted"" word, and a comma"\r\n'
-                     b"3,yes,plain\n\n\n")
-    rows, _ = read_all(open_source(str(path)), 1)
-    assert as_tuples(rows) == [("1", "yes", {"text": "hello\nworld"}),
-                               ("2", "no", {"text": 'a "quoted" word, and a comma'}),
-                               ("3", "yes", {"text": "plain"})]
-    assert [r.position for r in rows] == ["line 2", "line 5", "line 6"]
+                     b"3,yes,plain\n\n\n"
+                     b"4,no,plain too\r\n \t\n5,yes,caf\xc3\xa9\n")
+    for size in (1, 2, 3, 10):   # page ends between whole lines, quoted records and blank lines alike
+        rows, _ = read_all(open_source(str(path)), size)
+        assert as_tuples(rows) == [("1", "yes", {"text": "hello\nworld"}),
+                                   ("2", "no", {"text": 'a "quoted" word, and a comma'}),
+                                   ("3", "yes", {"text": "plain"}), ("4", "no", {"text": "plain too"}),
+                                   ("5", "yes", {"text": "café"})], size
+        assert [r.position for r in rows] == ["line 2", "line 5", "line 6", "line 9", "line 11"], size
 
 
 def test_csv_and_jsonl_pages_resume_and_hash(tmp_path):

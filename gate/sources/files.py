@@ -80,6 +80,13 @@ class LineStream:
             self.line += 1
         return data
 
+    def has_pushed_back(self) -> bool:
+        return bool(self._back)
+
+    def unread_raw(self, data: bytes) -> None:
+        """Give back bytes just read from ``raw`` itself, around ``readline``'s counting."""
+        self._back = data + self._back
+
     def unread(self, lines: list[bytes]) -> None:
         """Give back whole lines just read (they are read again next)."""
         data = b"".join(lines)
@@ -172,56 +179,64 @@ class TextDecoder:
             text = text.lstrip("\ufeff")
         return text if text.strip() else None
 
-    def rows(self, records: list[tuple[str, int]]) -> list[Row]:
-        """The rows of a page's records ((text, line number) each, none blank)."""
+    def rows(self, texts: list[str], line_nos: list[int]) -> list[Row]:
+        """The rows of a page's records (their texts, none blank, and line numbers)."""
         options, uri = self.options, self.uri
         if self.kind == "csv":
-            values = self._csv_values(records)
+            values = self._csv_values(texts)
             if values is not None:
-                build = self._csv_row_builder()
-                return [build(v, line_no) for v, (_, line_no) in zip(values, records)]
-            decoded = [self._decode_csv(text, line_no) for text, line_no in records]
+                rows = self._csv_rows(values, line_nos)
+                if rows is not None:
+                    return rows
+            decoded = [self._decode_csv(text, line_no) for text, line_no in zip(texts, line_nos)]
         else:
-            decoded = [self._decode_json(text, line_no) for text, line_no in records]
-        return [make_row(record, f"line {line_no}", options, uri) for record, (_, line_no) in zip(decoded, records)]
+            decoded = [self._decode_json(text, line_no) for text, line_no in zip(texts, line_nos)]
+        return [make_row(record, f"line {line_no}", options, uri) for record, line_no in zip(decoded, line_nos)]
 
-    def _csv_values(self, records: list[tuple[str, int]]) -> list[list[str]] | None:
+    def _csv_values(self, texts: list[str]) -> list[list[str]] | None:
         """Every record's values from one C reader over the whole page, or None when that
         reading is not one row of the header's width per record (then each record is
-        decoded alone, for an error that names its line)."""
-        width = len(self.header)
-        reader = csv.reader(text for text, _ in records)
-        values: list[list[str]] = []
+        decoded alone, for an error that names its line). A text yields one row at most,
+        so as many rows as texts means one each."""
+        reader = csv.reader(texts)
         try:
-            for row in reader:
-                if len(row) != width or reader.line_num != len(values) + 1:
-                    return None
-                values.append(row)
+            values = list(reader)
         except csv.Error:
             return None
-        return values if len(values) == len(records) else None
+        if len(values) != len(texts) or reader.line_num != len(texts):
+            return None
+        if values and not min(map(len, values)) == max(map(len, values)) == len(self.header):
+            return None
+        return values
 
-    def _csv_row_builder(self):
-        """The row contract for values in header order: the other columns' JSON is put
-        together from pre-quoted names (CSV values are all strings), which is what
-        ``make_row`` would write, at a fraction of its cost. Any row that breaks the
-        contract goes through ``make_row`` for its error."""
-        header, options, uri = self.header, self.options, self.uri
-        if options.id_column not in header or options.label_column not in header or len(set(header)) < len(header):
-            return lambda values, line_no: make_row(dict(zip(header, values)), f"line {line_no}", options, uri)
-        id_at, label_at = header.index(options.id_column), header.index(options.label_column)
+    def _csv_rows(self, values: list[list[str]], line_nos: list[int]) -> list[Row] | None:
+        """The row contract for a page of values in header order, a column at a time: the
+        other columns' JSON is put together from pre-quoted names (CSV values are all
+        strings), which is what ``make_row`` writes, at a fraction of its cost. None when
+        a row of the page breaks the contract: then ``make_row`` words the error."""
+        if not values:
+            return []
+        header, limit = self.header, self.options.max_row_bytes
+        id_column, label_column = self.options.id_column, self.options.label_column
+        if id_column not in header or label_column not in header or len(set(header)) < len(header):
+            return None
+        id_at, label_at = header.index(id_column), header.index(label_column)
         keyed = sorted((name, at) for at, name in enumerate(header) if at not in (id_at, label_at))
         keyed = [(json_quote(name) + ":", at) for name, at in keyed]
-        limit = options.max_row_bytes
-
-        def build(values: list[str], line_no: int) -> Row:
-            item_id, expected = values[id_at].strip(), values[label_at].strip()
-            input_json = "{" + ",".join([key + json_quote(values[at]) for key, at in keyed]) + "}"
-            if (item_id and expected and len(item_id) <= 191
-                    and (len(input_json) if input_json.isascii() else len(input_json.encode())) <= limit):
-                return Row(item_id, expected, input_json, f"line {line_no}")
-            return make_row(dict(zip(header, values)), f"line {line_no}", options, uri)
-        return build
+        quote = json_quote
+        ids = [v[id_at].strip() for v in values]
+        labels = [v[label_at].strip() for v in values]
+        if len(keyed) == 1:
+            (key, at), = keyed
+            inputs = ["{" + key + quote(v[at]) + "}" for v in values]
+        else:
+            inputs = ["{" + ",".join([key + quote(v[at]) for key, at in keyed]) + "}" for v in values]
+        if not (all(ids) and all(labels) and max(map(len, ids)) <= 191):
+            return None
+        if max(map(len, inputs)) * 4 > limit and any(   # 4: the most UTF-8 bytes of one character
+                (len(s) if s.isascii() else len(s.encode())) > limit for s in inputs):
+            return None
+        return list(map(Row, ids, labels, inputs, [f"line {line_no}" for line_no in line_nos]))
 
     def _decode_json(self, text: str, line_no: int):
         try:
@@ -245,20 +260,50 @@ def read_text_page(stream: LineStream, decoder: TextDecoder, limit: int) -> Page
     record starts (None when there is none); that record is pushed back onto the stream,
     so a caller that keeps the stream can go on reading from the cursor.
 
-    Records are split off one by one (cheap byte work), then decoded a page at a time."""
-    records: list[tuple[str, int]] = []
+    Records are split off line by line (cheap byte work), then decoded a page at a time.
+    Lines that are whole records (the usual case) are taken by a tight loop over the raw
+    stream; a line that may be more (an open quote), is too long, blank, not UTF-8 or the
+    file's first, and bytes pushed back, go one record at a time through ``next_record``
+    and ``text_of``, which also word the errors."""
+    texts: list[str] = []
+    line_nos: list[int] = []
+    readline, budget, csv_kind = stream.raw.readline, decoder.budget, decoder.kind == "csv"
     while True:
+        if not stream.has_pushed_back():
+            offset, line_no, line = stream.offset, stream.line, None
+            while len(texts) < limit:
+                line = readline(budget + 1)
+                if not line or len(line) > budget or line_no == 1 or (
+                        csv_kind and b'"' in line and line.count(b'"') % 2):
+                    break
+                try:
+                    text = line.decode("utf-8")
+                except UnicodeDecodeError:
+                    break
+                if text.isspace():
+                    break
+                texts.append(text)
+                line_nos.append(line_no)
+                offset += len(line)
+                line_no += 1
+                line = None
+            stream.offset, stream.line = offset, line_no
+            if line:
+                stream.unread_raw(line)
+            elif line is not None:
+                return Page(decoder.rows(texts, line_nos), None)
         start_offset, start_line = stream.offset, stream.line
         lines = decoder.next_record(stream)
         if not lines:
-            return Page(decoder.rows(records), None)
+            return Page(decoder.rows(texts, line_nos), None)
         text = decoder.text_of(b"".join(lines) if len(lines) > 1 else lines[0], start_line)
         if text is None:
             continue
-        if len(records) >= limit:
+        if len(texts) >= limit:
             stream.unread(lines)
-            return Page(decoder.rows(records), f"{start_offset}:{start_line}")
-        records.append((text, start_line))
+            return Page(decoder.rows(texts, line_nos), f"{start_offset}:{start_line}")
+        texts.append(text)
+        line_nos.append(start_line)
 
 
 @register("file")
