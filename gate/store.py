@@ -447,12 +447,26 @@ def advance_materialize(conn: Connection, run_id: int, token: str, *, cursor: st
                         content_hash: str, source_version: str, lease_seconds: float) -> bool:
     """Move the cursor past a page (the caller inserts the page's items in the same
     transaction), renewing the lease. False when the lease was lost: roll back."""
-    return conn.execute(update(prompt_run)
-                        .where(prompt_run.c.id == run_id, prompt_run.c.lease_token == token,
-                               prompt_run.c.lease_until > db_now(), prompt_run.c.status.in_(list(RUN_OPEN)))
-                        .values(materialize_cursor=cursor, row_count=prompt_run.c.row_count + added_rows,
-                                content_hash=content_hash, source_version=source_version,
-                                lease_until=db_now(lease_seconds))).rowcount == 1
+    return conn.execute(_ADVANCE_MATERIALIZE, {
+        "run_id": run_id, "token": token, "cursor": cursor, "added_rows": added_rows, "content_hash": content_hash,
+        "source_version": source_version, "lease_seconds": lease_seconds}).rowcount == 1
+
+
+def _advance_materialize_statement():
+    """Built once with bound parameters: building it per page cost ~2 ms of CPU (measured),
+    a tenth of the page's whole client work."""
+    r = prompt_run
+    return (update(r)
+            .where(r.c.id == bindparam("run_id", type_=BigInteger), r.c.lease_token == bindparam("token", type_=String),
+                   r.c.lease_until > db_now(), r.c.status.in_(sorted(RUN_OPEN)))
+            .values(materialize_cursor=bindparam("cursor", type_=Text),
+                    row_count=r.c.row_count + bindparam("added_rows", type_=Integer),
+                    content_hash=bindparam("content_hash", type_=String),
+                    source_version=bindparam("source_version", type_=Text),
+                    lease_until=db_now(bindparam("lease_seconds", type_=Float))))
+
+
+_ADVANCE_MATERIALIZE = _advance_materialize_statement()
 
 
 def finish_materialize(conn: Connection, run_id: int, token: str) -> bool:
@@ -555,17 +569,18 @@ def insert_items(conn: Connection, run_id: int, rows: Sequence[tuple[str, str, s
         return len(rows)
     head = "INSERT INTO prompt_run_item (run_id, item_id, input, expected_decision) VALUES "
     run = int(run_id)
-    values = [f"({run},{literal(item_id)},{literal(input_json)},{literal(expected)})"
-              for item_id, input_json, expected in rows]
+    ids, inputs, labels = (literal.escape_all(column) for column in zip(*rows))
+    values = [f"({run},'{item_id}','{input_json}','{expected}')"
+              for item_id, input_json, expected in zip(ids, inputs, labels)]
     for statement in _multi_row_statements(head, values, MAX_INSERT_CHARS):
         # no_parameters: the text goes to cursor.execute alone, so a '%' in the data is data
         conn.exec_driver_sql(statement, execution_options={"no_parameters": True})
     return len(rows)
 
 
-def _string_literal(conn: Connection):
-    """A function quoting a str as a MySQL string literal for this connection, or None
-    where the caller should let the driver bind values.
+def _string_literal(conn: Connection) -> "_Literals | None":
+    """What quotes a str as a MySQL string literal for this connection, or None where the
+    caller should let the driver bind values.
 
     MySQL needs only the backslash and the quote escaped inside a quoted literal
     (mysql_real_escape_string also escapes NUL, CR, LF and ^Z, for log readability), or,
@@ -576,12 +591,35 @@ def _string_literal(conn: Connection):
     if conn.dialect.driver != "pymysql" or getattr(driver, "charset", None) not in ("utf8mb4", "utf8", "utf8mb3"):
         return None
     from pymysql.constants import SERVER_STATUS
-    if (driver.server_status or 0) & SERVER_STATUS.SERVER_STATUS_NO_BACKSLASH_ESCAPES:
-        return lambda text: "'" + text.replace("'", "''") + "'"
-    return lambda text: "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return _Literals(bool((driver.server_status or 0) & SERVER_STATUS.SERVER_STATUS_NO_BACKSLASH_ESCAPES))
+
+
+class _Literals:
+    """MySQL string literals in one escaping mode: calling it quotes one text;
+    ``escape_all(texts)`` escapes a whole column (without the quotes around each)."""
+
+    SEPARATOR = "\x00"
+
+    def __init__(self, no_backslash_escapes: bool):
+        self.escape = (lambda text: text.replace("'", "''")) if no_backslash_escapes else \
+            (lambda text: text.replace("\\", "\\\\").replace("'", "\\'"))
+
+    def __call__(self, text: str) -> str:
+        return "'" + self.escape(text) + "'"
+
+    def escape_all(self, texts: Sequence[str]) -> list[str]:
+        """One escaping pass over the column joined by a separator that none of the texts
+        holds (one by one otherwise): a page's 3,000 values cost a few calls, not 6,000."""
+        joined = self.SEPARATOR.join(texts)
+        if joined.count(self.SEPARATOR) != len(texts) - 1:
+            return [self.escape(text) for text in texts]
+        return self.escape(joined).split(self.SEPARATOR)
 
 
 def _multi_row_statements(head: str, values: list[str], max_chars: int):
+    if len(head) + sum(map(len, values)) + len(values) <= max_chars:   # the usual page: one statement
+        yield head + ",".join(values)
+        return
     start, size = 0, len(head)
     for end, value in enumerate(values):
         if size + len(value) + 1 > max_chars and end > start:
