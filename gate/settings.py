@@ -26,7 +26,8 @@ class Settings:
     chunk_size: int = 32                 # items claimed by one execute claim
     concurrency: int = 8                 # model calls in flight per execute process
     attempt_cap: int = 3                 # attempts per item before its ERROR is final
-    page_size: int = 1000                # dataset rows per materialize page
+    page_size: int = 5000                # most dataset rows per materialize page
+    page_bytes: int = 4 * 1024 * 1024    # a page holds about this much row data at most (memory bound)
     poll_interval: float = 0.05          # first delay after an empty poll while work is open (seconds)
     poll_max_interval: float = 1.0       # idle delay grows up to this
     idle_probe_interval: float = 0.25    # an idle process asks "any open update?" this often
@@ -47,6 +48,7 @@ class Settings:
         "concurrency": "PROMPTGATE_CONCURRENCY",
         "attempt_cap": "PROMPTGATE_ATTEMPT_CAP",
         "page_size": "PROMPTGATE_PAGE_SIZE",
+        "page_bytes": "PROMPTGATE_PAGE_BYTES",
         "poll_interval": "PROMPTGATE_POLL_INTERVAL",
         "poll_max_interval": "PROMPTGATE_POLL_MAX_INTERVAL",
         "idle_probe_interval": "PROMPTGATE_IDLE_PROBE_INTERVAL",

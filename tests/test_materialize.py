@@ -14,9 +14,9 @@ from sqlalchemy import func, select, update
 
 from gate import store
 from gate.service import Gate
-from gate.sources import combine_digest, open_source
+from gate.sources import Row, combine_digest, open_source
 from helpers import spec
-from workers.materialize import Materializer
+from workers.materialize import Materializer, next_page_size
 from workers.reconcile import Reconciler
 
 PAGE = 4
@@ -117,3 +117,28 @@ def _all_rows(path: Path):
         if page.next_cursor is None:
             return rows
         cursor = page.next_cursor
+
+
+def test_page_size_follows_the_row_bytes_read_so_far():
+    narrow = [Row(f"i{n}", "yes", '{"text":"x"}', f"line {n}") for n in range(10)]
+    wide = [Row(f"i{n}", "yes", '{"text":"' + "x" * 60_000 + '"}', f"line {n}") for n in range(10)]
+    assert next_page_size(narrow, 5000, 4 << 20) == 5000                 # bounded by rows
+    assert next_page_size(wide, 5000, 4 << 20) == (4 << 20) // 60_016     # bounded by bytes: ~69 rows
+    assert next_page_size(wide, 5000, 1000) == 1                         # never less than a row
+    assert next_page_size([], 5000, 1000) == 5000
+
+
+def test_pages_after_the_first_hold_about_page_bytes(gate, tmp_path, monkeypatch):
+    from gate.sources.files import FileReader
+    asked = []
+    read_page = FileReader.read_page
+    monkeypatch.setattr(FileReader, "read_page", lambda self, cursor, limit: asked.append(limit)
+                        or read_page(self, cursor, limit))
+    g = Gate(gate.engine, gate.settings.with_(page_size=1000, page_bytes=300))
+    rows = [(f"i{n:03d}", "yes" if n % 2 else "no") for n in range(400)]
+    uid = _submit(g, tmp_path, rows)
+    _materialize(g)
+    run = g.status(uid).runs[0]
+    assert run.row_count == 400 and run.total == 400
+    row_bytes = len('{"text":"text 100"}') + len("i100") + len("no")   # ~26 bytes
+    assert asked[0] == 128 and set(asked[1:]) <= {300 // row_bytes, 300 // (row_bytes + 1)}, asked
