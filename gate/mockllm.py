@@ -38,7 +38,8 @@ So editing a prompt's keyword lists really changes its accuracy.
 Fault injection (options of :class:`MockLLMServer` and of ``promptgate mock-llm``)
 ---------------------------------------------------------------------------------
 
-``latency_ms`` + uniform ``jitter_ms`` per request; ``error_rate`` (500);
+``latency_ms`` + uniform ``jitter_ms`` per request, counted from the request's arrival (the
+answer is prepared, then waits out the rest); ``error_rate`` (500);
 ``rate_limit_rpm`` (requests per minute in a sliding window, then 429 with
 ``Retry-After`` and ``retry-after-ms``); ``timeout_rate`` (the request hangs for
 ``hang_seconds``, default 60, longer than a sane client timeout, and stops hanging when the
@@ -286,6 +287,7 @@ class _Handler(BaseHTTPRequestHandler):
         """The request line and headers, without http.server's header parser (the email
         package: ~40 % of this server's CPU per request, measured). The server stands in
         for a provider in benchmarks that share the machine's cores with the gate."""
+        self.received_at = time.monotonic()   # the latency counts from here
         line = str(self.raw_requestline, "iso-8859-1").rstrip("\r\n")
         self.requestline, self.command, self.request_version = line, None, "HTTP/1.1"   # errors get a status line
         self.close_connection = True
@@ -522,15 +524,20 @@ class MockLLMServer:
             self._count("timeout")                # counted when the hang starts
             self._stop.wait(fault.delay + self.hang_seconds)
             return _Reply(None, None)
-        if fault.delay and self._stop.wait(fault.delay):
-            return _Reply("aborted", None)
         if fault.kind == "error":
-            return _Reply("error", 500, "The server had an error while processing your request.", "server_error")
-        label, policy = decide(request["messages"])
-        if fault.kind == "garbage":
-            label = self.faults.pick(policy.labels or (label,))
-        completion = _completion(request, format_answer(label, request.get("response_format")))
-        return _Reply("garbage" if fault.kind == "garbage" else "ok", 200, completion)
+            reply = _Reply("error", 500, "The server had an error while processing your request.", "server_error")
+        else:
+            label, policy = decide(request["messages"])
+            if fault.kind == "garbage":
+                label = self.faults.pick(policy.labels or (label,))
+            completion = _completion(request, format_answer(label, request.get("response_format")))
+            reply = _Reply("garbage" if fault.kind == "garbage" else "ok", 200, completion)
+        # the answer is ready: it goes out ``delay`` after the request arrived, so the
+        # latency a client sees is the one configured, not that plus this server's own work
+        remaining = getattr(handler, "received_at", time.monotonic()) + fault.delay - time.monotonic()
+        if remaining > 0 and self._stop.wait(remaining):
+            return _Reply("aborted", None)
+        return reply
 
 
 @dataclass(frozen=True)

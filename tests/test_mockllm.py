@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gate import mockllm
 from gate.mockllm import FaultPlan, MockLLMServer, decide, parse_rules
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -204,6 +205,20 @@ def test_latency_and_jitter():
         started = time.monotonic()
         post(s.base_url, chat("x", "y"))
         assert 0.15 <= time.monotonic() - started < 1.5
+
+
+def test_latency_counts_from_the_request_not_after_the_servers_own_work(monkeypatch):
+    """A provider at 200 ms answers 200 ms after the request, however long the stand-in
+    takes to prepare the answer (here 80 ms, within the latency)."""
+    decide = mockllm.decide
+    monkeypatch.setattr(mockllm, "decide", lambda messages: time.sleep(0.08) or decide(messages))
+    with MockLLMServer(latency_ms=200) as s:
+        times = []
+        for _ in range(3):
+            started = time.monotonic()
+            assert post(s.base_url, chat("x", "y"))[0] == 200
+            times.append(time.monotonic() - started)
+    assert 0.2 <= min(times) < 0.25, times
 
 
 def test_stop_is_fast_with_requests_hanging():
