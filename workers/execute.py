@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from gate import store
+from gate.db import transaction
 from gate.errors import ModelCallError
 from gate.llm import call_prompt, prepare_default_client
 from gate.models import ClaimedItem, ItemResult
@@ -115,9 +116,10 @@ class Executor(Poller):
         runs = self._running_runs()
         for offset in range(len(runs)):
             run_id = runs[(self.turn + offset) % len(runs)]
-            with self.engine.begin() as conn:
-                token, items = store.claim_items(conn, run_id, limit, self.settings.lease_seconds,
-                                                 self.settings.attempt_cap)
+            token, items = transaction(
+                self.engine, lambda conn: store.claim_items(conn, run_id, limit, self.settings.lease_seconds,
+                                                            self.settings.attempt_cap),
+                wrote=lambda claimed: bool(claimed[1]))
             if items:
                 self.turn = (self.turn + offset + 1) % max(1, len(runs))
                 self._dispatch(Chunk(token, items))

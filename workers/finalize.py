@@ -24,7 +24,7 @@ class Finalizer(Poller):
 
     def poll(self) -> float:
         self._sweep_exhausted()
-        ids = transaction(self.engine, finalize_batch)
+        ids = transaction(self.engine, finalize_batch, wrote=bool)
         if ids:
             self.nudge("reconcile")
         return self.busy() if len(ids) == BATCH else (self.idle() if not ids else self.settings.poll_interval)

@@ -49,8 +49,8 @@ class Materializer(Poller):
         load_readers()   # imported now, not on the first submission's critical path
 
     def poll(self) -> float:
-        with self.engine.begin() as conn:
-            claimed = store.claim_materialize(conn, self.settings.lease_seconds, 1)
+        claimed = transaction(self.engine, lambda conn: store.claim_materialize(conn, self.settings.lease_seconds, 1),
+                              wrote=bool)
         if not claimed:
             return self.idle()
         run, token = claimed[0]

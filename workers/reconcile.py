@@ -22,7 +22,7 @@ class Reconciler(Poller):
     role = "reconcile"
 
     def poll(self) -> float:
-        ids = transaction(self.engine, reconcile_batch)
+        ids = transaction(self.engine, reconcile_batch, wrote=bool)
         return self.busy() if len(ids) == BATCH else (self.idle() if not ids else self.settings.poll_interval)
 
 
