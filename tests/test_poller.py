@@ -69,3 +69,34 @@ def test_a_submission_is_picked_up_within_about_one_interval(process, tmp_path):
         g.cancel(uid)
         time.sleep(INTERVAL * 2)    # idle again: the probe says "no work" before the next one
     assert max(pickups) <= INTERVAL + 0.25, pickups
+
+
+def test_empty_polls_back_off_and_start_over_when_new_work_opens(gate):
+    """Another process's first page follows soon after a submission: a role that backed
+    off during the last run must not sleep a whole poll_max_interval before seeing it."""
+    from workers.poller import Activity, Poller
+
+    class Idle(Poller):
+        def poll(self) -> float:
+            return self.idle()
+    g = Gate(gate.engine, gate.settings.with_(poll_interval=0.05, poll_max_interval=1.0))
+    activity = Activity(g)
+    try:
+        poller = Idle(g, threading.Event(), activity)
+        delays = [poller.poll() for _ in range(10)]
+        assert delays[0] == 0.05 and delays[-1] == 1.0 and delays == sorted(delays)
+        activity.opened += 1            # the probe saw a new submission
+        assert poller.poll() == 0.05
+    finally:
+        activity.close()
+
+
+def test_probe_intervals_vary_so_processes_started_together_drift_apart(gate):
+    from workers.poller import Activity
+    activity = Activity(Gate(gate.engine, gate.settings.with_(idle_probe_interval=0.25)))
+    try:
+        intervals = [activity._next_interval() for _ in range(200)]
+    finally:
+        activity.close()
+    assert 0.1875 <= min(intervals) < 0.2 and 0.3 < max(intervals) <= 0.3125
+    assert abs(sum(intervals) / len(intervals) - 0.25) < 0.01   # the same cost on average

@@ -4,11 +4,12 @@ and a database error is logged and backed off, never fatal.
 
 Two things keep an idle fleet cheap and a busy one quick. The pollers of a process share
 an ``Activity`` probe: while no update is open anywhere, one indexed query per
-``idle_probe_interval`` answers for every role (an idle process costs ~3 queries/s), and
-the probe that first sees an open update wakes every poller of the process at once, so a
-new submission is picked up within one interval (half of it on average). And a role that hands work on nudges
-the next role of its process (materialize → execute → finalize → reconcile), so work
-flows without waiting out poll delays.
+``idle_probe_interval`` (±25 %) answers for every role (4 queries/s at 0.25 s), and the
+probe that first sees an open update wakes every poller of the process at once, so a new
+submission is picked up within one interval (half of it on average). While work is open,
+an empty poll waits ``poll_interval`` (0.05 s), growing to ``poll_max_interval``. And a
+role that hands work on nudges the next role of its process (materialize → execute →
+finalize → reconcile), so work flows without waiting out poll delays.
 """
 
 from __future__ import annotations
