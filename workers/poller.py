@@ -37,7 +37,9 @@ class Activity:
         self.engine = gate.engine
         self.interval = gate.settings.idle_probe_interval
         self.lock = threading.Lock()
-        self.checked_at = -1e9
+        # the first probe falls at a random moment of the first interval, so processes
+        # started together (a deploy) do not probe in step
+        self.checked_at = time.monotonic() - random.uniform(0, self.interval)
         self.open = False
         self.opened = 0      # how many times the probe found work after finding none
         self.due_in = self._next_interval()
