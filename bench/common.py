@@ -38,14 +38,15 @@ def fresh_database(server_url: str, name: str) -> str:
     return create_database(server_url, name)
 
 
-def gated_dataset(server_url: str, database: str, folder, items: int, bar: str = "0.99"):
-    """A fresh migrated database with dataset ``d`` of ``items`` rows gating prompt ``p1``:
-    returns (url, gate)."""
+def gated_dataset(server_url: str, database: str, folder, items: int, bar: str = "0.99", prompts=("p1",)):
+    """A fresh migrated database with dataset ``d`` of ``items`` rows gating each prompt of
+    ``prompts``: returns (url, gate)."""
     from gate.service import Gate
     url = fresh_database(server_url, database)
     gate = Gate.connect(url, upgrade=True)
     gate.register_dataset("d", str(write_dataset(Path(folder) / "d.csv", items)))
-    gate.map_dataset("p1", "d", bar)
+    for prompt in prompts:
+        gate.map_dataset(prompt, "d", bar)
     return url, gate
 
 
@@ -117,13 +118,18 @@ def wait_for_workers(gate, n: int, timeout: float = 30) -> None:
     while time.monotonic() < deadline:
         with gate.engine.connect() as conn:
             if len(store.live_workers(conn, 30)) >= n:
-                # let them settle, then return at a random moment of their probe cycle: a
-                # fixed 1 s is four 0.25 s probe intervals, which put every submission just
-                # after a probe (the worst pickup, every time), where real ones land anywhere
-                time.sleep(1.0 + random.uniform(0, gate.settings.idle_probe_interval))
+                pause_at_random_probe_phase(gate)
                 return
         time.sleep(0.1)
     raise RuntimeError("workers did not register")
+
+
+def pause_at_random_probe_phase(gate) -> None:
+    """Let the workers settle (idle again after any earlier run), then return at a random
+    moment of their probe cycle: a fixed 1 s is four 0.25 s probe intervals, which put
+    every submission just after a probe (the worst pickup, every time), where real ones
+    land anywhere."""
+    time.sleep(1.0 + random.uniform(0, gate.settings.idle_probe_interval))
 
 
 def server_status(engine, *names: str) -> dict[str, int]:

@@ -2,18 +2,47 @@
 flight; wall time from submit to terminal status (seen by a 20 ms status poll; the report
 is read after the clock stops) vs the ideal ⌈1000/32⌉ × 0.2 s. Target: ≤ 1.10 × ideal.
 
-    python bench/p1_end_to_end.py [--items 1000] [--latency-ms 200] [--concurrency 32] [--processes 1]
+One run submits ``--submissions`` updates (default 3, one prompt each over the same
+dataset) one after another, each at a random moment of the workers' probe cycle, and
+judges the median: pickup alone varies by up to one probe interval (0.25 s, ~4 % of the
+ideal) with that moment. The workers are two processes of 16 calls in flight, one per core
+of this machine as README advises; ``--processes 1`` measures one process of 32.
+
+    python bench/p1_end_to_end.py [--items 1000] [--latency-ms 200] [--concurrency 32] [--processes 2]
+                                  [--submissions 3]
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import statistics
 import tempfile
 import time
 
-from common import (gated_dataset, mariadb, model_server, result, rules_spec, stop, wait_for_workers,
-                    worker_processes)
+from common import (gated_dataset, mariadb, model_server, pause_at_random_probe_phase, result, rules_spec, stop,
+                    wait_for_workers, worker_processes)
+
+from gate import store  # noqa: E402  (common puts the repo on sys.path)
+
+
+def one_submission(gate, name: str, ideal: float) -> float:
+    started = time.monotonic()
+    uid = gate.submit(rules_spec(name), "apply")
+    gate.wait_status(uid, timeout=120, poll=0.02)
+    wall = time.monotonic() - started
+    report = gate.status(uid)
+    with_report = time.monotonic() - started
+    u = report.update
+    assert report.status == "APPLIED", u.reason
+    with gate.engine.connect() as conn:
+        run = store.get_run(conn, report.runs[0].run_id)
+    t0 = u.created_at
+    print(f"{name}: wall={wall:.2f}s ({wall / ideal:.3f}x ideal; report in hand at {with_report:.2f}s); "
+          "after submit: run started %.2f, materialized %.2f, run finished %.2f, update finished %.2f"
+          % tuple((t - t0).total_seconds() for t in (run.started_at, run.materialized_at, run.finished_at,
+                                                      u.finished_at)), flush=True)
+    return wall
 
 
 def main() -> bool:
@@ -21,36 +50,30 @@ def main() -> bool:
     ap.add_argument("--items", type=int, default=1000)
     ap.add_argument("--latency-ms", type=float, default=200)
     ap.add_argument("--concurrency", type=int, default=32, help="calls in flight in all")
-    ap.add_argument("--processes", type=int, default=1)
+    ap.add_argument("--processes", type=int, default=2,
+                    help="worker processes sharing the calls in flight (default: one per core here)")
+    ap.add_argument("--submissions", type=int, default=3)
     args = ap.parse_args()
     ideal = math.ceil(args.items / args.concurrency) * args.latency_ms / 1000
+    names = [f"p{k + 1}" for k in range(args.submissions)]
     with mariadb() as (server_url, _), model_server(args.latency_ms) as base, \
             tempfile.TemporaryDirectory() as tmp:
-        url, gate = gated_dataset(server_url, "bench_p1", tmp, args.items, "0.99")
+        url, gate = gated_dataset(server_url, "bench_p1", tmp, args.items, "0.99", prompts=names)
         per_process = args.concurrency // args.processes
         procs = worker_processes(url, base, args.processes, per_process, chunk_size=per_process)
         try:
             wait_for_workers(gate, args.processes)
-            started = time.monotonic()
-            uid = gate.submit(rules_spec("p1"), "apply")
-            gate.wait_status(uid, timeout=120, poll=0.02)
-            wall = time.monotonic() - started
-            report = gate.status(uid)
-            with_report = time.monotonic() - started
+            walls = []
+            for k, name in enumerate(names):
+                if k:
+                    pause_at_random_probe_phase(gate)
+                walls.append(one_submission(gate, name, ideal))
         finally:
             stop(procs)
-        u, run = report.update, report.runs[0]
-        with gate.engine.connect() as conn:
-            from gate import store
-            r = store.get_run(conn, run.run_id)
-        t0 = u.created_at
-        print("timeline (s after submit): run started %.2f, materialized %.2f, run finished %.2f, update finished %.2f"
-              % tuple((t - t0).total_seconds() for t in (r.started_at, r.materialized_at, r.finished_at, u.finished_at)))
-        print(f"items={args.items} latency={args.latency_ms}ms in_flight={args.concurrency} "
-              f"processes={args.processes} status={report.status} wall={wall:.2f}s ideal={ideal:.2f}s "
-              f"(the bench's first report in hand at {with_report:.2f}s)")
-        assert report.status == "APPLIED", report.update.reason
-        return result("P1 end-to-end wall/ideal", wall / ideal, "x", 1.10, higher_is_better=False)
+    print(f"items={args.items} latency={args.latency_ms}ms in_flight={args.concurrency} processes={args.processes} "
+          f"ideal={ideal:.2f}s walls={', '.join(f'{w:.2f}s' for w in walls)}")
+    return result("P1 end-to-end wall/ideal (median)", statistics.median(walls) / ideal, "x", 1.10,
+                  higher_is_better=False)
 
 
 if __name__ == "__main__":
