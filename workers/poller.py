@@ -154,6 +154,7 @@ class Poller(ABC):
                     if self.activity is not None and not self.activity.has_work():
                         delay, jitter = self.activity.next_probe_in(), False
                     else:
+                        self.wake.clear()   # this poll answers every wake so far (its own probe's too)
                         delay = self.poll()
                     backoff = 0.2
                 except DB_ERRORS as exc:
