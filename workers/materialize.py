@@ -194,9 +194,17 @@ class PageWriter:
         self.writers = 1 if is_sqlite(materializer.engine) else WRITERS
         self.pool = ThreadPoolExecutor(self.writers, thread_name_prefix="page-writer")
         self.in_flight: deque[tuple[Future, set[str]]] = deque()
+        self.first_in_flight = False
 
     def submit(self, rows, cursor, digest, first: bool) -> None:
+        """Queue a page; its writer inserts it, then waits for the page before it to commit.
+        A run's first page is written alone: execution waits for it, and a second page
+        written alongside delayed its commit by ~15 ms (measured); the next page is read
+        meanwhile."""
         ids = {r[0] for r in rows}
+        if self.first_in_flight:
+            self.wait()
+            self.first_in_flight = False
         while len(self.in_flight) >= self.writers:
             self.in_flight.popleft()[0].result()
         dupes = sorted(set().union(*(held & ids for _, held in self.in_flight)))
@@ -206,6 +214,7 @@ class PageWriter:
         future = self.pool.submit(self.m._write_page, self.run, self.token, rows, cursor, digest, self.version,
                                   first, before)
         self.in_flight.append((future, ids))
+        self.first_in_flight = first
 
     def wait(self) -> None:
         while self.in_flight:
