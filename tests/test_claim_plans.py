@@ -5,6 +5,7 @@ in progress must not make a run look finished, nor an update look reconcilable."
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from datetime import datetime
 
 import pytest
@@ -77,33 +78,36 @@ def _running_run_with_one_pending_item(g, tmp_path):
     return uid, run_id
 
 
+@contextmanager
+def _open_transaction(g):
+    """A connection inside a transaction that holds whatever it locks until the block ends
+    (then rolls back): another worker's claim or lock in progress."""
+    conn = g.engine.connect()
+    txn = conn.begin()
+    try:
+        yield conn
+    finally:
+        txn.rollback()
+        conn.close()
+
+
 def test_a_claim_in_progress_does_not_make_a_run_look_finished(mysql_gate, tmp_path):
     g = mysql_gate
     uid, run_id = _running_run_with_one_pending_item(g, tmp_path)
-    claimer = g.engine.connect()
-    txn = claimer.begin()
-    token, items = store.claim_items(claimer, run_id, 10, 30, 3)      # holds the PENDING item's lock
-    assert [i.item_id for i in items] == ["b"]
-    try:
+    with _open_transaction(g) as claimer:
+        token, items = store.claim_items(claimer, run_id, 10, 30, 3)      # holds the PENDING item's lock
+        assert [i.item_id for i in items] == ["b"]
         with g.engine.begin() as c:
             assert store.finalizable_runs(c, 20) == []
-    finally:
-        txn.rollback()
-        claimer.close()
 
 
 def test_a_locked_running_run_does_not_make_its_update_look_done(mysql_gate, tmp_path):
     g = mysql_gate
     uid, run_id = _running_run_with_one_pending_item(g, tmp_path)
-    holder = g.engine.connect()
-    txn = holder.begin()
-    assert holder.execute(store.lock_run_query(run_id)).first() is not None   # e.g. a finalizer at work
-    try:
+    with _open_transaction(g) as holder:
+        assert holder.execute(store.lock_run_query(run_id)).first() is not None   # e.g. a finalizer at work
         with g.engine.begin() as c:
             assert store.reconcilable_updates(c, 20) == []
-    finally:
-        txn.rollback()
-        holder.close()
     with g.engine.begin() as c:
         store.transition_run(c, run_id, RunStatus.DONE, metrics={"matches": 1, "scored": 1})
     with g.engine.begin() as c:
