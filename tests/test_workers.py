@@ -16,7 +16,6 @@ from gate import store
 from gate.mockllm import MockLLMServer
 from gate.models import ItemResult
 from gate.service import Gate
-from gate.settings import Settings
 from gate.states import UpdateStatus, Verdict
 from helpers import rules_spec, write_rule_rows
 from workers.supervisor import WorkerProcess, run_until_terminal
@@ -132,9 +131,10 @@ def test_stalled_lease_cannot_write_late_results(gate, tmp_path):
     re-claimed writes nothing; the re-claimer's results stand."""
     map_rule_dataset(gate, tmp_path, "p1", "d", 4, "0.5")
     uid = gate.submit(rules_spec("p1"), "check")
-    fast = Settings(database_url=gate.settings.database_url, lease_seconds=0.3)
     from workers.materialize import Materializer
-    Materializer(Gate(gate.engine, fast), threading.Event()).poll()
+    # materialized under the normal lease: the stalled lease under test is the items' one
+    # below (a 0.3 s lease here too once expired before a loaded CI machine wrote the page)
+    Materializer(gate, threading.Event()).poll()
     run_id = gate.status(uid).runs[0].run_id
     with gate.engine.begin() as conn:
         token_a, items_a = store.claim_items(conn, run_id, 10, 0.3, 3)
