@@ -1,9 +1,8 @@
-"""Engines, the database clock, and the migration runner.
+"""Engines, transactions, and the migration runner.
 
 MySQL/MariaDB sessions run at READ COMMITTED; SQLite runs every transaction as
 ``BEGIN IMMEDIATE`` so that claims serialize where SKIP LOCKED is not available.
-Time comes from the database server (UTC) on MySQL, so leases agree across machines;
-SQLite is one machine, and its clock is the process's.
+The database clock the statements use (``db_now``) is in ``gate.store.dialect``.
 """
 
 from __future__ import annotations
@@ -16,13 +15,8 @@ from importlib import resources
 from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError
-from sqlalchemy.ext.compiler import compiles
-from sqlalchemy.sql.expression import ColumnElement, FunctionElement
-from sqlalchemy.types import DateTime
 
 from .errors import MigrationError, UsageError
-
-SQLITE_TIME_FORMAT = "%Y-%m-%d %H:%M:%f000"   # microsecond-width text that sorts as time
 
 
 def normalize_url(url: str) -> str:
@@ -139,40 +133,6 @@ def _sqlite_immediate(engine: Engine) -> None:
 
 def is_sqlite(bind) -> bool:
     return bind.dialect.name == "sqlite"
-
-
-# --- the database clock -----------------------------------------------------------
-
-class db_now(FunctionElement):
-    """The current UTC time on the database server, optionally plus ``seconds``."""
-
-    type = DateTime()
-    inherit_cache = True
-
-    def __init__(self, seconds: ColumnElement | float | None = None):
-        from sqlalchemy import literal
-        self.seconds = seconds
-        args = () if seconds is None else (seconds if isinstance(seconds, ColumnElement)
-                                             else literal(float(seconds)),)
-        super().__init__(*args)
-
-
-@compiles(db_now, "mysql")
-def _now_mysql(element, compiler, **kw):
-    args = list(element.clauses)
-    if not args:
-        return "UTC_TIMESTAMP(6)"
-    return (f"TIMESTAMPADD(MICROSECOND, CAST(ROUND(({compiler.process(args[0], **kw)}) * 1000000) "
-            f"AS SIGNED), UTC_TIMESTAMP(6))")
-
-
-@compiles(db_now, "sqlite")
-def _now_sqlite(element, compiler, **kw):
-    args = list(element.clauses)
-    if not args:
-        return f"strftime('{SQLITE_TIME_FORMAT}', 'now')"
-    return (f"strftime('{SQLITE_TIME_FORMAT}', 'now', "
-            f"printf('%+.6f seconds', {compiler.process(args[0], **kw)}))")
 
 
 # MySQL/MariaDB: deadlock victim, lock wait timeout. SQLite: busy past its timeout.

@@ -98,7 +98,7 @@ def test_a_page_that_fails_mid_transaction_is_read_again_without_duplicates(gate
         committed = conn.execute(select(func.count()).where(i.c.run_id == run_id)).scalar()
         cursor_rows = conn.execute(select(r.c.row_count).where(r.c.id == run_id)).scalar()
         assert committed == cursor_rows == 2 * PAGE          # pages 1-2 in; 3 and the one after it rolled back
-        conn.execute(update(r).where(r.c.id == run_id).values(lease_until=store._epoch()))   # the lease runs out
+        conn.execute(update(r).where(r.c.id == run_id).values(lease_until=store.EPOCH))   # the lease runs out
     monkeypatch.setattr(store, "advance_materialize", real)
     _materialize(g)
     with g.engine.connect() as conn:

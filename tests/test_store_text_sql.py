@@ -1,4 +1,4 @@
-"""The two hot statements built as text on PyMySQL (``store._string_literal``): a page's
+"""The two hot statements built as text on PyMySQL (``gate.store.textsql``): a page's
 INSERT and a chunk's result UPDATE write every value back byte for byte, in both of
 MySQL's escaping modes, and the UPDATE keeps its lease guard; SQLite takes the
 SQLAlchemy path and must end the same."""
@@ -12,6 +12,7 @@ import pytest
 from sqlalchemy import select, text
 
 from gate import store
+from gate.store import textsql
 from gate.models import ItemResult
 
 TRICKY = ["plain", "it's", "back\\slash", "\\'", "'\\", "50% of %s and %(x)s", 'say "hi"', "tab\there",
@@ -66,7 +67,7 @@ def test_insert_items_under_no_backslash_escapes(mysql_gate, values):
 def test_a_page_larger_than_one_statement_is_split(mysql_gate):
     big = "x" * 60_000
     rows = [(f"id{i}", json.dumps({"text": big + str(i)}), "yes") for i in range(40)]   # ~2.4 MB
-    assert sum(len(r[1]) for r in rows) > 2 * store.MAX_INSERT_CHARS
+    assert sum(len(r[1]) for r in rows) > 2 * textsql.MAX_INSERT_CHARS
     with mysql_gate.engine.begin() as conn:
         assert store.insert_items(conn, 9, rows) == 40
     with mysql_gate.engine.connect() as conn:
@@ -76,7 +77,7 @@ def test_a_page_larger_than_one_statement_is_split(mysql_gate):
 @pytest.mark.parametrize("limit,expected", [(1000, [3]), (23, [2, 1]), (22, [1, 1, 1]), (5, [1, 1, 1])])
 def test_multi_row_statements_cut_by_length(limit, expected):
     values = ["a" * 10, "b" * 10, "c" * 10]
-    statements = list(store._multi_row_statements("H", values, limit))
+    statements = list(textsql.multi_row_statements("H", values, limit))
     assert [len(s.split(",")) for s in statements] == expected
     assert all(len(s) <= limit or "," not in s for s in statements)   # one value over the limit goes alone
     assert ",".join(s[1:] for s in statements) == ",".join(values)

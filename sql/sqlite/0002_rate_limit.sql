@@ -1,5 +1,5 @@
 -- Shared rate-limit budgets (issue 7). One row per limit: a token bucket refilled from the
--- elapsed time and spent by one conditional UPDATE (gate/store.py, "rate limits").
+-- elapsed time and spent by one conditional UPDATE (gate/store/ratelimits.py).
 -- paused_until: a provider's 429 with Retry-After stops every worker until then.
 CREATE TABLE IF NOT EXISTS rate_limit_bucket (
   name VARCHAR(191) NOT NULL PRIMARY KEY,

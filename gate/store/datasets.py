@@ -1,0 +1,78 @@
+"""Datasets (``dataset``: a name and where its rows come from) and the bars that map a
+prompt to a dataset (``prompt_dataset``: the minimum accuracy it must clear)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from sqlalchemy import delete, insert, select, update
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
+
+from ..errors import NotFound
+from ..models import Dataset, Mapping
+from .dialect import db_now
+from .schema import dataset, prompt_dataset
+
+
+def _dataset(row) -> Dataset:
+    return Dataset(row.id, row.name, row.source_uri, row.options or {}, row.created_at)
+
+
+def upsert_dataset(conn: Connection, name: str, source_uri: str, options: dict) -> tuple[Dataset, bool]:
+    """Register a dataset, or point an existing one at a new source. Returns (dataset, created)."""
+    existing = find_dataset(conn, name)
+    if existing is None:
+        try:
+            conn.execute(insert(dataset).values(name=name, source_uri=source_uri, options=options,
+                                                created_at=db_now()))
+            return get_dataset(conn, name), True
+        except IntegrityError:
+            pass   # registered by someone else a moment ago: update it below
+    conn.execute(update(dataset).where(dataset.c.name == name)
+                 .values(source_uri=source_uri, options=options))
+    return get_dataset(conn, name), False
+
+
+def find_dataset(conn: Connection, name: str) -> Dataset | None:
+    row = conn.execute(select(dataset).where(dataset.c.name == name)).first()
+    return _dataset(row) if row else None
+
+
+def get_dataset(conn: Connection, name: str) -> Dataset:
+    found = find_dataset(conn, name)
+    if found is None:
+        raise NotFound(f"unknown dataset {name!r}: register it with `promptgate dataset add {name} --source URI`")
+    return found
+
+
+def list_datasets(conn: Connection) -> list[Dataset]:
+    return [_dataset(r) for r in conn.execute(select(dataset).order_by(dataset.c.name))]
+
+
+def list_mappings(conn: Connection, prompt_name: str | None = None) -> list[Mapping]:
+    stmt = (select(prompt_dataset.c.prompt_name, prompt_dataset.c.dataset_id, dataset.c.name,
+                   prompt_dataset.c.min_accuracy)
+            .join(dataset, dataset.c.id == prompt_dataset.c.dataset_id)
+            .order_by(prompt_dataset.c.prompt_name, dataset.c.name))
+    if prompt_name is not None:
+        stmt = stmt.where(prompt_dataset.c.prompt_name == prompt_name)
+    return [Mapping(*row) for row in conn.execute(stmt)]
+
+
+def upsert_mapping(conn: Connection, prompt_name: str, dataset_id: int, min_accuracy: Decimal) -> bool:
+    """Map a prompt to a dataset with a bar, or change the bar. Returns True when created."""
+    changed = conn.execute(update(prompt_dataset)
+                           .where(prompt_dataset.c.prompt_name == prompt_name,
+                                  prompt_dataset.c.dataset_id == dataset_id)
+                           .values(min_accuracy=min_accuracy)).rowcount
+    if changed:
+        return False
+    conn.execute(insert(prompt_dataset).values(prompt_name=prompt_name, dataset_id=dataset_id,
+                                               min_accuracy=min_accuracy, created_at=db_now()))
+    return True
+
+
+def delete_mapping(conn: Connection, prompt_name: str, dataset_id: int) -> bool:
+    return conn.execute(delete(prompt_dataset).where(prompt_dataset.c.prompt_name == prompt_name,
+                                                     prompt_dataset.c.dataset_id == dataset_id)).rowcount > 0

@@ -1,0 +1,114 @@
+"""SQL that MySQL/MariaDB and SQLite spell differently, as SQLAlchemy function elements
+compiled per dialect: the database clock (``db_now``), ``seconds_since``, and the
+two-argument ``least``/``greatest`` and ``floor_div`` the rate-limit UPDATEs use.
+
+Time is the database server's (UTC) on MySQL, so leases agree across machines; SQLite is
+one machine, and its clock is the process's."""
+
+from __future__ import annotations
+
+from sqlalchemy import Float, Integer, literal
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.expression import ColumnElement, FunctionElement
+from sqlalchemy.types import DateTime
+
+SQLITE_TIME_FORMAT = "%Y-%m-%d %H:%M:%f000"   # microsecond-width text that sorts as time
+
+
+class db_now(FunctionElement):
+    """The current UTC time on the database server, optionally plus ``seconds``."""
+
+    type = DateTime()
+    inherit_cache = True
+
+    def __init__(self, seconds: ColumnElement | float | None = None):
+        self.seconds = seconds
+        args = () if seconds is None else (seconds if isinstance(seconds, ColumnElement)
+                                             else literal(float(seconds)),)
+        super().__init__(*args)
+
+
+@compiles(db_now, "mysql")
+def _now_mysql(element, compiler, **kw):
+    args = list(element.clauses)
+    if not args:
+        return "UTC_TIMESTAMP(6)"
+    return (f"TIMESTAMPADD(MICROSECOND, CAST(ROUND(({compiler.process(args[0], **kw)}) * 1000000) "
+            f"AS SIGNED), UTC_TIMESTAMP(6))")
+
+
+@compiles(db_now, "sqlite")
+def _now_sqlite(element, compiler, **kw):
+    args = list(element.clauses)
+    if not args:
+        return f"strftime('{SQLITE_TIME_FORMAT}', 'now')"
+    return (f"strftime('{SQLITE_TIME_FORMAT}', 'now', "
+            f"printf('%+.6f seconds', {compiler.process(args[0], **kw)}))")
+
+
+
+class seconds_since(FunctionElement):
+    """Seconds from a time column to the database's now (negative when it lies ahead)."""
+
+    type = Float()
+    inherit_cache = True
+    name = "seconds_since"
+
+
+@compiles(seconds_since, "mysql")
+def _seconds_since_mysql(element, compiler, **kw):
+    (arg,) = list(element.clauses)
+    return f"(TIMESTAMPDIFF(MICROSECOND, {compiler.process(arg, **kw)}, UTC_TIMESTAMP(6)) * 1e-6)"
+
+
+@compiles(seconds_since, "sqlite")
+def _seconds_since_sqlite(element, compiler, **kw):
+    (arg,) = list(element.clauses)
+    return f"((julianday('now') - julianday({compiler.process(arg, **kw)})) * 86400.0)"
+
+
+class least(FunctionElement):
+    """LEAST(a, b) on MySQL, the two-argument min(a, b) on SQLite."""
+    inherit_cache = True
+    name = "least"
+
+    def __init__(self, a, b):
+        super().__init__(a, b)
+        self.type = a.type
+
+
+class greatest(least):
+    """GREATEST(a, b) on MySQL, the two-argument max(a, b) on SQLite."""
+    inherit_cache = True
+    name = "greatest"
+
+
+@compiles(least, "mysql")
+@compiles(greatest, "mysql")
+def _extreme_mysql(element, compiler, **kw):
+    return f"{element.name.upper()}({compiler.process(element.clauses, **kw)})"
+
+
+class floor_div(FunctionElement):
+    """FLOOR(a / b) for non-negative a and positive b, as an integer."""
+    inherit_cache = True
+    name = "floor_div"
+    type = Integer()
+
+
+@compiles(floor_div, "mysql")
+def _floor_div_mysql(element, compiler, **kw):
+    a, b = list(element.clauses)
+    return f"FLOOR({compiler.process(a, **kw)} / {compiler.process(b, **kw)})"
+
+
+@compiles(floor_div, "sqlite")
+def _floor_div_sqlite(element, compiler, **kw):
+    a, b = list(element.clauses)
+    return f"CAST({compiler.process(a, **kw)} / {compiler.process(b, **kw)} AS INTEGER)"
+
+
+@compiles(least, "sqlite")
+@compiles(greatest, "sqlite")
+def _extreme_sqlite(element, compiler, **kw):
+    return f"{'min' if element.name == 'least' else 'max'}({compiler.process(element.clauses, **kw)})"

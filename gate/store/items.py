@@ -1,0 +1,204 @@
+"""Items (``prompt_run_item``): a run's rows, inserted page by page by materialize,
+claimed in chunks under a lease by execute and written back guarded by the lease token;
+and the per-run aggregates finalize, status and reports read."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from sqlalchemy import BigInteger, DateTime, Float, Integer, String, bindparam, case, func, literal, select, update
+from sqlalchemy.engine import Connection
+
+from ..models import ClaimedItem, ItemResult, ItemSample, RunCounts
+from ..states import Verdict
+from .dialect import db_now
+from .schema import EPOCH, new_token, prompt_run_item
+from .textsql import MAX_INSERT_CHARS, item_results_sql, multi_row_statements, string_literal
+
+
+def existing_item_ids(conn: Connection, run_id: int, item_ids: Sequence[str]) -> list[str]:
+    if not item_ids:
+        return []
+    return list(conn.execute(select(prompt_run_item.c.item_id)
+                             .where(prompt_run_item.c.run_id == run_id,
+                                    prompt_run_item.c.item_id.in_(list(item_ids)))).scalars())
+
+
+def insert_items(conn: Connection, run_id: int, rows: Sequence[tuple[str, str, str]]) -> int:
+    """Insert one page of (item_id, input as JSON text, expected) rows. The input arrives
+    serialized (it was size-checked and hashed in that form); verdict, attempt and
+    lease_until take their column defaults (PENDING, 0, EPOCH: visible at once).
+
+    This is materialize's hot path. On PyMySQL over utf8 the page goes as multi-row
+    INSERTs of quoted literals (``string_literal``), the SQL text the driver's
+    ``executemany`` sends, for a fraction of its per-row cost (measured 13.6 vs ~4 µs per
+    row here). Other drivers get a driver executemany of positional tuples."""
+    if not rows:
+        return 0
+    literal = string_literal(conn)
+    if literal is None:
+        mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+        conn.exec_driver_sql(f"INSERT INTO prompt_run_item (run_id, item_id, input, expected_decision) "
+                             f"VALUES ({mark}, {mark}, {mark}, {mark})",
+                             [(run_id, item_id, input_json, expected) for item_id, input_json, expected in rows])
+        return len(rows)
+    head = "INSERT INTO prompt_run_item (run_id, item_id, input, expected_decision) VALUES "
+    run = int(run_id)
+    ids, inputs, labels = (literal.escape_all(column) for column in zip(*rows))
+    values = [f"({run},'{item_id}','{input_json}','{expected}')"
+              for item_id, input_json, expected in zip(ids, inputs, labels)]
+    for statement in multi_row_statements(head, values, MAX_INSERT_CHARS):
+        # no_parameters: the text goes to cursor.execute alone, so a '%' in the data is data
+        conn.exec_driver_sql(statement, execution_options={"no_parameters": True})
+    return len(rows)
+
+
+def item_claim_query(run_id: int, limit: int, attempt_cap: int):
+    """Ready items of one run: a range scan of the (run_id, verdict, lease_until) index in
+    lease order, no filesort; rows another claimer holds are skipped."""
+    return _ITEM_CLAIM.params(run_id=run_id, limit=limit, attempt_cap=attempt_cap)
+
+
+def _item_claim_statements():
+    """The claim's two statements, built once with bound parameters: building them per
+    claim cost more CPU than running them (~1.5 of ~4.5 ms per claim, measured)."""
+    i = prompt_run_item
+    claim = (select(i.c.id, i.c.item_id, i.c.input, i.c.expected_decision, i.c.attempt)
+             .where(i.c.run_id == bindparam("run_id", type_=BigInteger), i.c.verdict == Verdict.PENDING,
+                    i.c.lease_until <= db_now(), i.c.attempt < bindparam("attempt_cap", type_=Integer))
+             .order_by(i.c.lease_until).limit(bindparam("limit", type_=Integer))
+             .with_for_update(skip_locked=True))
+    lease = (update(i).where(i.c.id.in_(bindparam("ids", expanding=True)))
+             .values(lease_token=bindparam("token", type_=String),
+                     lease_until=db_now(bindparam("lease_seconds", type_=Float)), attempt=i.c.attempt + 1))
+    return claim, lease
+
+
+_ITEM_CLAIM, _ITEM_LEASE = _item_claim_statements()
+
+
+def claim_items(conn: Connection, run_id: int, limit: int, lease_seconds: float,
+                attempt_cap: int) -> tuple[str, list[ClaimedItem]]:
+    """Claim up to ``limit`` ready items of one run, then lease them with one UPDATE
+    and a fresh random token."""
+    rows = conn.execute(_ITEM_CLAIM, {"run_id": run_id, "limit": limit, "attempt_cap": attempt_cap}).all()
+    token = new_token()
+    if not rows:
+        return token, []
+    conn.execute(_ITEM_LEASE, {"ids": [r.id for r in rows], "token": token, "lease_seconds": lease_seconds})
+    return token, [ClaimedItem(r.id, run_id, r.item_id, r.input, r.expected_decision, r.attempt + 1)
+                   for r in rows]
+
+
+def renew_item_leases(conn: Connection, ids: Sequence[int], token: str, lease_seconds: float) -> int:
+    return conn.execute(update(prompt_run_item)
+                        .where(prompt_run_item.c.id.in_(list(ids)), prompt_run_item.c.lease_token == token,
+                               prompt_run_item.c.lease_until > db_now())
+                        .values(lease_until=db_now(lease_seconds))).rowcount
+
+
+def write_item_results(conn: Connection, token: str, results: Sequence[ItemResult]) -> int:
+    """Write a chunk's results in one UPDATE (CASE on id), guarded by the lease token and
+    ``lease_until > now``. Returns the rows written; fewer than asked = ownership lost."""
+    if not results:
+        return 0
+    quote = string_literal(conn)
+    if quote is not None:
+        sql = item_results_sql(token, results, quote)
+        return conn.exec_driver_sql(sql, execution_options={"no_parameters": True}).rowcount
+    ids = [r.id for r in results]
+    key = prompt_run_item.c.id
+
+    def by_id(attr: str, column):
+        values = {r.id: getattr(r, attr) for r in results}
+        if len(set(map(repr, values.values()))) == 1:
+            value = next(iter(values.values()))
+            return literal(value, column.type) if value is not None else None
+        return case({i: literal(v, column.type) if v is not None else None for i, v in values.items()},
+                    value=key, else_=column)
+
+    retry_at = {r.id: db_now(r.retry_in) for r in results if r.verdict == Verdict.PENDING}
+    values: dict[str, Any] = {
+        "verdict": by_id("verdict", prompt_run_item.c.verdict),
+        "actual_decision": by_id("actual_decision", prompt_run_item.c.actual_decision),
+        "raw_output": by_id("raw_output", prompt_run_item.c.raw_output),
+        "latency_ms": by_id("latency_ms", prompt_run_item.c.latency_ms),
+        "prompt_tokens": by_id("prompt_tokens", prompt_run_item.c.prompt_tokens),
+        "completion_tokens": by_id("completion_tokens", prompt_run_item.c.completion_tokens),
+        "error": by_id("error", prompt_run_item.c.error),
+        "lease_token": None,
+    }
+    if retry_at:
+        visible = case(retry_at, value=key, else_=literal(EPOCH, DateTime()))
+        values["lease_until"] = visible
+        values["next_attempt_at"] = case(retry_at, value=key, else_=None)
+    else:
+        values["lease_until"] = literal(EPOCH, DateTime())
+    return conn.execute(update(prompt_run_item)
+                        .where(key.in_(ids), prompt_run_item.c.lease_token == token,
+                               prompt_run_item.c.lease_until > db_now())
+                        .values(**values)).rowcount
+
+
+def release_items(conn: Connection, token: str) -> int:
+    """Give back a claim untouched (a draining worker): visible again at once."""
+    return conn.execute(update(prompt_run_item)
+                        .where(prompt_run_item.c.lease_token == token)
+                        .values(lease_token=None, lease_until=literal(EPOCH, DateTime()),
+                                attempt=prompt_run_item.c.attempt - 1)).rowcount
+
+
+def fail_exhausted_items(conn: Connection, run_id: int, attempt_cap: int) -> int:
+    """Items whose every attempt was claimed and lost (crashed workers): final ERROR."""
+    return conn.execute(update(prompt_run_item)
+                        .where(prompt_run_item.c.run_id == run_id,
+                               prompt_run_item.c.verdict == Verdict.PENDING,
+                               prompt_run_item.c.lease_until <= db_now(),
+                               prompt_run_item.c.attempt >= attempt_cap)
+                        .values(verdict=Verdict.ERROR, lease_token=None,
+                                error=func.coalesce(prompt_run_item.c.error, "no result after every attempt"))
+                        ).rowcount
+
+
+def run_breakdown(conn: Connection, run_id: int) -> list[tuple[str, str, str | None, int]]:
+    """(verdict, expected, actual, count): the one GROUP BY finalize derives metrics from."""
+    i = prompt_run_item
+    return [tuple(r) for r in conn.execute(
+        select(i.c.verdict, i.c.expected_decision, i.c.actual_decision, func.count())
+        .where(i.c.run_id == run_id)
+        .group_by(i.c.verdict, i.c.expected_decision, i.c.actual_decision))]
+
+
+def run_counts(conn: Connection, run_ids: Sequence[int]) -> dict[int, RunCounts]:
+    if not run_ids:
+        return {}
+    i = prompt_run_item
+    counts: dict[int, dict[str, int]] = {rid: {} for rid in run_ids}
+    for run_id, verdict, n in conn.execute(select(i.c.run_id, i.c.verdict, func.count())
+                                           .where(i.c.run_id.in_(list(run_ids)))
+                                           .group_by(i.c.run_id, i.c.verdict)):
+        counts[run_id][verdict] = n
+    return {rid: RunCounts(total=sum(c.values()), pending=c.get(Verdict.PENDING, 0), match=c.get(Verdict.MATCH, 0),
+                           mismatch=c.get(Verdict.MISMATCH, 0), error=c.get(Verdict.ERROR, 0))
+            for rid, c in counts.items()}
+
+
+def failing_items(conn: Connection, run_id: int, limit: int) -> list[ItemSample]:
+    i = prompt_run_item
+    rows = conn.execute(select(i.c.item_id, i.c.expected_decision, i.c.actual_decision, i.c.verdict,
+                               i.c.raw_output, i.c.error)
+                        .where(i.c.run_id == run_id, i.c.verdict.in_([Verdict.MISMATCH, Verdict.ERROR]))
+                        .order_by(i.c.id).limit(limit))
+    return [ItemSample(*r) for r in rows]
+
+
+def item_attempt_stats(conn: Connection, run_ids: Sequence[int]) -> dict[str, int]:
+    """Calls beyond the first per item (retries and re-claims), for status and reports."""
+    if not run_ids:
+        return {"retried_items": 0, "extra_attempts": 0, "max_attempt": 0}
+    i = prompt_run_item
+    retried = func.coalesce(func.sum(case((i.c.attempt > 1, 1), else_=0)), 0)
+    extra = func.coalesce(func.sum(case((i.c.attempt > 1, i.c.attempt - 1), else_=0)), 0)
+    row = conn.execute(select(retried, extra, func.coalesce(func.max(i.c.attempt), 0))
+                       .where(i.c.run_id.in_(list(run_ids)))).first()
+    return {"retried_items": int(row[0]), "extra_attempts": int(row[1]), "max_attempt": int(row[2])}

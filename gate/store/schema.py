@@ -1,0 +1,106 @@
+"""The gate database's tables as SQLAlchemy Core ``Table``s, their column types, the epoch
+and the lease token. The DDL itself is the migrations' (``sql/``); these tables name the
+columns the store's statements use."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from datetime import datetime
+from decimal import Decimal
+
+from sqlalchemy import BigInteger, Column, DateTime, Float, Integer, MetaData, String, Table, Text
+from sqlalchemy.types import TypeDecorator
+
+
+class JsonText(TypeDecorator):
+    impl = Text
+    cache_ok = True
+
+    def process_bind_param(self, value, dialect):
+        return None if value is None else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+    def process_result_value(self, value, dialect):
+        return None if value is None else json.loads(value)
+
+
+class Bar(TypeDecorator):
+    """An accuracy bar as an exact Decimal (DECIMAL on MySQL, text on SQLite)."""
+    impl = String(32)
+    cache_ok = True
+
+    def process_bind_param(self, value, dialect):
+        return None if value is None else str(Decimal(str(value)))
+
+    def process_result_value(self, value, dialect):
+        return None if value is None else Decimal(str(value)).normalize()
+
+
+meta = MetaData()
+T = DateTime()
+
+prompt = Table("prompt", meta,
+               Column("id", BigInteger, primary_key=True), Column("name", String(128)),
+               Column("version", Integer), Column("config", JsonText), Column("config_hash", String(64)),
+               Column("applied_update_id", BigInteger), Column("updated_at", T))
+prompt_version = Table("prompt_version", meta,
+                       Column("id", BigInteger, primary_key=True), Column("prompt_name", String(128)),
+                       Column("version", Integer), Column("config", JsonText), Column("config_hash", String(64)),
+                       Column("update_id", BigInteger), Column("applied_at", T))
+dataset = Table("dataset", meta,
+                Column("id", BigInteger, primary_key=True), Column("name", String(128)),
+                Column("source_uri", Text), Column("options", JsonText), Column("created_at", T))
+prompt_dataset = Table("prompt_dataset", meta,
+                       Column("id", BigInteger, primary_key=True), Column("prompt_name", String(128)),
+                       Column("dataset_id", BigInteger), Column("min_accuracy", Bar), Column("created_at", T))
+prompt_update = Table("prompt_update", meta,
+                      Column("id", BigInteger, primary_key=True), Column("prompt_name", String(128)),
+                      Column("mode", String(8)), Column("status", String(16)),
+                      Column("candidate_config", JsonText), Column("candidate_hash", String(64)),
+                      Column("base_version", Integer), Column("source", JsonText),
+                      Column("source_key", String(255)), Column("source_sha", String(64)),
+                      Column("reason", Text), Column("created_at", T), Column("started_at", T),
+                      Column("finished_at", T))
+prompt_run = Table("prompt_run", meta,
+                   Column("id", BigInteger, primary_key=True), Column("update_id", BigInteger),
+                   Column("dataset_id", BigInteger), Column("dataset_name", String(128)),
+                   Column("source_uri", Text), Column("source_options", JsonText),
+                   Column("status", String(16)), Column("min_accuracy", Bar),
+                   Column("row_count", Integer), Column("content_hash", String(64)),
+                   Column("source_version", String(255)), Column("materialize_cursor", Text),
+                   Column("materialized_at", T), Column("lease_token", String(32)), Column("lease_until", T),
+                   Column("attempt", Integer), Column("metrics", JsonText), Column("reason", Text),
+                   Column("created_at", T), Column("started_at", T), Column("finished_at", T))
+prompt_run_item = Table("prompt_run_item", meta,
+                        Column("id", BigInteger, primary_key=True), Column("run_id", BigInteger),
+                        Column("item_id", String(191)), Column("input", JsonText),
+                        Column("expected_decision", String(128)), Column("actual_decision", String(128)),
+                        Column("raw_output", Text), Column("verdict", String(8)), Column("attempt", Integer),
+                        Column("next_attempt_at", T), Column("lease_token", String(32)),
+                        Column("lease_until", T), Column("latency_ms", Integer),
+                        Column("prompt_tokens", Integer), Column("completion_tokens", Integer),
+                        Column("error", Text))
+worker = Table("worker", meta,
+               Column("id", String(64), primary_key=True), Column("role", String(32)),
+               Column("host", String(255)), Column("pid", Integer), Column("started_at", T),
+               Column("heartbeat_at", T))
+
+rate_limit_bucket = Table("rate_limit_bucket", meta,
+                          Column("name", String(191), primary_key=True), Column("capacity", Float),
+                          Column("refill_per_second", Float), Column("tokens", Float),
+                          Column("updated_at", T), Column("paused_until", T), Column("granted", BigInteger),
+                          Column("rate_limited", BigInteger), Column("last_grant", Integer),
+                          Column("created_at", T))
+rate_limit_usage = Table("rate_limit_usage", meta,
+                         Column("run_id", BigInteger, primary_key=True), Column("throttled", BigInteger),
+                         Column("throttled_ms", BigInteger), Column("rate_limited", BigInteger),
+                         Column("updated_at", T))
+
+# A time far in the past: "visible now" for new items and released runs, "not paused" for
+# a new rate-limit bucket. The one epoch: every other form (a SQL text literal) derives from it.
+EPOCH = datetime(2000, 1, 1)
+
+
+def new_token() -> str:
+    """A fresh random lease token (32 hex characters: the lease_token columns' width)."""
+    return secrets.token_hex(16)

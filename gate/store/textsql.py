@@ -1,0 +1,106 @@
+"""The PyMySQL text fast path of the two hot statements: a materialize page's multi-row
+INSERT and an executor chunk's result UPDATE, written as SQL text with MySQL's quoting
+rules instead of bound parameters (``items.insert_items``, ``items.write_item_results``).
+Other drivers and dialects (``string_literal`` answers None) take the SQLAlchemy path."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from pymysql.constants import SERVER_STATUS
+from sqlalchemy.engine import Connection
+
+from ..models import ItemResult
+from ..states import Verdict
+from .schema import EPOCH
+
+_EPOCH_TEXT = EPOCH.strftime("%Y-%m-%d %H:%M:%S")   # the epoch as a MySQL DATETIME literal's text
+MAX_INSERT_CHARS = 1_000_000   # one multi-row INSERT stays far below max_allowed_packet (16 MiB on MariaDB)
+
+
+def string_literal(conn: Connection) -> "Literals | None":
+    """What quotes a str as a MySQL string literal for this connection, or None where the
+    caller should let the driver bind values.
+
+    MySQL needs only the backslash and the quote escaped inside a quoted literal
+    (mysql_real_escape_string also escapes NUL, CR, LF and ^Z, for log readability), or,
+    under the NO_BACKSLASH_ESCAPES sql_mode, only the quote doubled. That holds for utf8
+    connections; multi-byte charsets whose characters can contain the byte 0x5C (GBK,
+    SJIS...) are left to the driver."""
+    driver = conn.connection.dbapi_connection
+    if conn.dialect.driver != "pymysql" or getattr(driver, "charset", None) not in ("utf8mb4", "utf8", "utf8mb3"):
+        return None
+    return Literals(bool((driver.server_status or 0) & SERVER_STATUS.SERVER_STATUS_NO_BACKSLASH_ESCAPES))
+
+
+class Literals:
+    """MySQL string literals in one escaping mode: calling it quotes one text;
+    ``escape_all(texts)`` escapes a whole column (without the quotes around each)."""
+
+    SEPARATOR = "\x00"
+
+    def __init__(self, no_backslash_escapes: bool):
+        self.escape = (lambda text: text.replace("'", "''")) if no_backslash_escapes else \
+            (lambda text: text.replace("\\", "\\\\").replace("'", "\\'"))
+
+    def __call__(self, text: str) -> str:
+        return "'" + self.escape(text) + "'"
+
+    def escape_all(self, texts: Sequence[str]) -> list[str]:
+        """One escaping pass over the column joined by a separator that none of the texts
+        holds (one by one otherwise): a page's 3,000 values cost a few calls, not 6,000."""
+        joined = self.SEPARATOR.join(texts)
+        if joined.count(self.SEPARATOR) != len(texts) - 1:
+            return [self.escape(text) for text in texts]
+        return self.escape(joined).split(self.SEPARATOR)
+
+
+def multi_row_statements(head: str, values: list[str], max_chars: int):
+    """``head`` followed by the comma-joined ``values``, as few statements as keep each within
+    ``max_chars`` (a value longer than that on its own goes alone)."""
+    if len(head) + sum(map(len, values)) + len(values) <= max_chars:   # the usual page: one statement
+        yield head + ",".join(values)
+        return
+    start, size = 0, len(head)
+    for end, value in enumerate(values):
+        if size + len(value) + 1 > max_chars and end > start:
+            yield head + ",".join(values[start:end])
+            start, size = end, len(head)
+        size += len(value) + 1
+    yield head + ",".join(values[start:])
+
+
+RESULT_COLUMNS = ("verdict", "actual_decision", "raw_output", "latency_ms", "prompt_tokens", "completion_tokens",
+                  "error")
+
+
+def item_results_sql(token: str, results: Sequence[ItemResult], quote) -> str:
+    """The MySQL text of ``write_item_results``' UPDATE, values quoted by ``quote``.
+
+    The SQLAlchemy form binds 7 CASE branches per item (1,800 parameters for a chunk of
+    256); building, caching and escaping those cost ~40 ms of CPU per chunk here, more than
+    the statement's commit. This builds the same statement as text in well under 1 ms."""
+    def sql_value(value) -> str:
+        if value is None:
+            return "NULL"
+        if isinstance(value, str):
+            return quote(value)
+        return str(int(value))
+
+    def by_id(values: list[str]) -> str:
+        if len(set(values)) == 1:
+            return values[0]
+        return "CASE id " + " ".join(f"WHEN {r.id} THEN {v}" for r, v in zip(results, values)) + " END"
+
+    sets = [f"{column} = {by_id([sql_value(getattr(r, column)) for r in results])}" for column in RESULT_COLUMNS]
+    sets.append("lease_token = NULL")
+    retry = [(r.id, round(float(r.retry_in or 0) * 1_000_000)) for r in results if r.verdict == Verdict.PENDING]
+    if retry:
+        at = " ".join(f"WHEN {i} THEN TIMESTAMPADD(MICROSECOND, {us}, UTC_TIMESTAMP(6))" for i, us in retry)
+        sets.append(f"lease_until = CASE id {at} ELSE '{_EPOCH_TEXT}' END")
+        sets.append(f"next_attempt_at = CASE id {at} ELSE NULL END")
+    else:
+        sets.append(f"lease_until = '{_EPOCH_TEXT}'")
+    ids = ",".join(str(int(r.id)) for r in results)
+    return (f"UPDATE prompt_run_item SET {', '.join(sets)} "
+            f"WHERE id IN ({ids}) AND lease_token = {quote(token)} AND lease_until > UTC_TIMESTAMP(6)")

@@ -1,0 +1,151 @@
+"""Updates (``prompt_update``): a submitted candidate config and its state machine, from
+PENDING through RUNNING to a terminal state; and the reconciler's choice of the updates
+whose runs have all ended."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import exists, insert, select, update
+from sqlalchemy.engine import Connection
+
+from ..errors import IllegalTransition, NotFound
+from ..models import Update
+from ..states import RUN_OPEN, UPDATE_OPEN, RunStatus, UpdateStatus, update_sources
+from .dialect import db_now
+from .schema import prompt_run, prompt_update
+
+
+def _update(row) -> Update:
+    return Update(row.id, row.prompt_name, row.mode, row.status, row.candidate_config, row.candidate_hash,
+                  row.base_version, row.source or {}, row.reason, row.created_at, row.started_at,
+                  row.finished_at)
+
+
+def insert_update(conn: Connection, *, prompt_name: str, mode: str, config: dict, config_hash: str,
+                  base_version: int, source: dict, source_key: str, source_sha: str | None) -> int:
+    result = conn.execute(insert(prompt_update).values(
+        prompt_name=prompt_name, mode=mode, status=UpdateStatus.PENDING, candidate_config=config,
+        candidate_hash=config_hash, base_version=base_version, source=source, source_key=source_key,
+        source_sha=source_sha, created_at=db_now()))
+    return result.inserted_primary_key[0]
+
+
+def find_update(conn: Connection, update_id: int) -> Update | None:
+    row = conn.execute(select(prompt_update).where(prompt_update.c.id == update_id)).first()
+    return _update(row) if row else None
+
+
+def update_status(conn: Connection, update_id: int) -> str:
+    """The status of one update: a primary-key read, what a waiting caller polls."""
+    status = conn.execute(select(prompt_update.c.status).where(prompt_update.c.id == update_id)).scalar()
+    if status is None:
+        raise NotFound(f"unknown update {update_id}")
+    return status
+
+
+def get_update(conn: Connection, update_id: int) -> Update:
+    found = find_update(conn, update_id)
+    if found is None:
+        raise NotFound(f"unknown update {update_id}")
+    return found
+
+
+def superseded_updates(conn: Connection, prompt_name: str, mode: str, source_key: str | None) -> list[int]:
+    """Open updates that a new submission replaces (latest wins): every open apply-mode
+    update of the prompt, or the open check-mode updates of the same source."""
+    stmt = select(prompt_update.c.id).where(prompt_update.c.prompt_name == prompt_name,
+                                            prompt_update.c.mode == mode,
+                                            prompt_update.c.status.in_(list(UPDATE_OPEN)))
+    if source_key is not None:
+        stmt = stmt.where(prompt_update.c.source_key == source_key)
+    return list(conn.execute(stmt.order_by(prompt_update.c.id).with_for_update()).scalars())
+
+
+def transition_update(conn: Connection, update_id: int, to: UpdateStatus, reason: str | None = None) -> None:
+    """One guarded UPDATE from the states the state machine allows; raises IllegalTransition
+    (with the state found) when the update is not in one of them."""
+    sources = update_sources(to)
+    values: dict[str, Any] = {"status": to}
+    if reason is not None:
+        values["reason"] = reason
+    if to == UpdateStatus.RUNNING:
+        values["started_at"] = db_now()
+    else:
+        values["finished_at"] = db_now()
+    moved = conn.execute(update(prompt_update)
+                         .where(prompt_update.c.id == update_id, prompt_update.c.status.in_(list(sources)))
+                         .values(**values)).rowcount
+    if moved != 1:
+        now = conn.execute(select(prompt_update.c.status).where(prompt_update.c.id == update_id)).scalar()
+        raise IllegalTransition(f"update {update_id} cannot move to {to}: it is {now or 'missing'}")
+
+
+def start_update(conn: Connection, update_id: int) -> bool:
+    """PENDING → RUNNING if still PENDING; True when the update is (now) RUNNING."""
+    try:
+        transition_update(conn, update_id, UpdateStatus.RUNNING)
+        return True
+    except IllegalTransition:
+        status = conn.execute(select(prompt_update.c.status).where(prompt_update.c.id == update_id)).scalar()
+        return status == UpdateStatus.RUNNING
+
+
+def cancel_update(conn: Connection, update_id: int, reason: str) -> None:
+    """Cancel an open update and its open runs, in the caller's transaction."""
+    transition_update(conn, update_id, UpdateStatus.CANCELLED, reason)
+    conn.execute(update(prompt_run)
+                 .where(prompt_run.c.update_id == update_id, prompt_run.c.status.in_(list(RUN_OPEN)))
+                 .values(status=RunStatus.CANCELLED, reason=reason, finished_at=db_now(),
+                         lease_token=None))
+
+
+def updates_for_sha(conn: Connection, sha: str, prompt_name: str | None = None) -> list[Update]:
+    stmt = select(prompt_update).where(prompt_update.c.source_sha == sha)
+    if prompt_name:
+        stmt = stmt.where(prompt_update.c.prompt_name == prompt_name)
+    return [_update(r) for r in conn.execute(stmt.order_by(prompt_update.c.id))]
+
+
+def list_updates(conn: Connection, limit: int = 20, prompt_name: str | None = None) -> list[Update]:
+    stmt = select(prompt_update).order_by(prompt_update.c.id.desc()).limit(limit)
+    if prompt_name:
+        stmt = stmt.where(prompt_update.c.prompt_name == prompt_name)
+    return [_update(r) for r in conn.execute(stmt)]
+
+
+def any_open_update(conn: Connection) -> bool:
+    """Is there work anywhere? One index probe on (status, id): what an idle fleet asks."""
+    return conn.execute(select(prompt_update.c.id)
+                        .where(prompt_update.c.status.in_([UpdateStatus.PENDING, UpdateStatus.RUNNING]))
+                        .limit(1)).first() is not None
+
+
+def reconcile_candidates_query(limit: int):
+    """RUNNING updates none of whose runs is still open, on the (status, id) index; the
+    NOT EXISTS probes (update_id, status). Not a locking read, for the reason
+    ``finalize_candidates_query`` gives: each update is locked afterwards and checked again."""
+    open_run = exists().where(prompt_run.c.update_id == prompt_update.c.id,
+                              prompt_run.c.status.in_(list(RUN_OPEN)))
+    return (select(prompt_update.c.id)
+            .where(prompt_update.c.status == UpdateStatus.RUNNING, ~open_run)
+            .order_by(prompt_update.c.id).limit(limit))
+
+
+def lock_update_query(update_id: int):
+    return (select(prompt_update.c.id)
+            .where(prompt_update.c.id == update_id, prompt_update.c.status == UpdateStatus.RUNNING)
+            .with_for_update(skip_locked=True))
+
+
+def reconcilable_updates(conn: Connection, limit: int) -> list[int]:
+    """Updates to reconcile in this transaction: candidates, each locked (SKIP LOCKED:
+    another reconciler takes it) and checked again under the lock with a plain read."""
+    ready = []
+    for update_id in conn.execute(reconcile_candidates_query(limit)).scalars().all():
+        if conn.execute(lock_update_query(update_id)).first() is None:
+            continue
+        if all(status not in RUN_OPEN for status in conn.execute(
+                select(prompt_run.c.status).where(prompt_run.c.update_id == update_id)).scalars()):
+            ready.append(update_id)
+    return ready

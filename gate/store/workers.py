@@ -1,0 +1,35 @@
+"""Worker processes (``worker``): registered at start, a heartbeat every few seconds,
+pruned when silent."""
+
+from __future__ import annotations
+
+from sqlalchemy import delete, insert, select, update
+from sqlalchemy.engine import Connection
+
+from ..models import WorkerRow
+from .dialect import db_now
+from .schema import worker
+
+
+def register_worker(conn: Connection, worker_id: str, role: str, host: str, pid: int) -> None:
+    conn.execute(insert(worker).values(id=worker_id, role=role, host=host, pid=pid,
+                                       started_at=db_now(), heartbeat_at=db_now()))
+
+
+def heartbeat_worker(conn: Connection, worker_id: str) -> bool:
+    return conn.execute(update(worker).where(worker.c.id == worker_id)
+                        .values(heartbeat_at=db_now())).rowcount == 1
+
+
+def remove_worker(conn: Connection, worker_id: str) -> None:
+    conn.execute(delete(worker).where(worker.c.id == worker_id))
+
+
+def live_workers(conn: Connection, stale_seconds: float) -> list[WorkerRow]:
+    rows = conn.execute(select(worker).where(worker.c.heartbeat_at > db_now(-stale_seconds))
+                        .order_by(worker.c.role, worker.c.started_at))
+    return [WorkerRow(*r) for r in rows]
+
+
+def prune_workers(conn: Connection, stale_seconds: float) -> int:
+    return conn.execute(delete(worker).where(worker.c.heartbeat_at <= db_now(-stale_seconds))).rowcount
