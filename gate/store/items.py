@@ -31,8 +31,8 @@ def insert_items(conn: Connection, run_id: int, rows: Sequence[tuple[str, str, s
 
     This is materialize's hot path. On PyMySQL over utf8 the page goes as multi-row
     INSERTs of quoted literals (``string_literal``), the SQL text the driver's
-    ``executemany`` sends, for a fraction of its per-row cost (measured 13.6 vs ~4 µs per
-    row here). Other drivers get a driver executemany of positional tuples."""
+    ``executemany`` sends, for a fraction of its per-row cost (see bench/README.md).
+    Other drivers get a driver executemany of positional tuples."""
     if not rows:
         return 0
     literal = string_literal(conn)
@@ -61,7 +61,7 @@ def item_claim_query(run_id: int, limit: int, attempt_cap: int):
 
 def _item_claim_statements():
     """The claim's two statements, built once with bound parameters: building them per
-    claim cost more CPU than running them (~1.5 of ~4.5 ms per claim, measured)."""
+    claim was a third of a claim's CPU (see bench/README.md)."""
     i = prompt_run_item
     claim = (select(i.c.id, i.c.item_id, i.c.input, i.c.expected_decision, i.c.attempt)
              .where(i.c.run_id == bindparam("run_id", type_=BigInteger), i.c.verdict == Verdict.PENDING,

@@ -107,8 +107,8 @@ def advance_materialize(conn: Connection, run_id: int, token: str, *, cursor: st
 
 
 def _advance_materialize_statement():
-    """Built once with bound parameters: building it per page cost ~2 ms of CPU (measured),
-    a tenth of the page's whole client work."""
+    """Built once with bound parameters: building it per page was a tenth of the page's
+    whole client work (see bench/README.md)."""
     r = prompt_run
     return (update(r)
             .where(r.c.id == bindparam("run_id", type_=BigInteger), r.c.lease_token == bindparam("token", type_=String),

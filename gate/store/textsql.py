@@ -78,8 +78,9 @@ def item_results_sql(token: str, results: Sequence[ItemResult], quote) -> str:
     """The MySQL text of ``write_item_results``' UPDATE, values quoted by ``quote``.
 
     The SQLAlchemy form binds 7 CASE branches per item (1,800 parameters for a chunk of
-    256); building, caching and escaping those cost ~40 ms of CPU per chunk here, more than
-    the statement's commit. This builds the same statement as text in well under 1 ms."""
+    256); building, caching and escaping those cost more CPU per chunk than the statement's
+    commit. This builds the same statement as text in a small fraction of that (see
+    bench/README.md)."""
     def sql_value(value) -> str:
         if value is None:
             return "NULL"
