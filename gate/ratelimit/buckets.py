@@ -56,6 +56,10 @@ class Bucket(ABC):
             raise ValueError("a bucket needs capacity > 0 and refill_per_second >= 0")
         self._config[key] = (float(capacity), float(refill_per_second))
 
+    def is_configured(self, key: str) -> bool:
+        """Whether ``configure`` was called for ``key`` in this process."""
+        return key in self._config
+
     def config(self, key: str) -> tuple[float, float]:
         try:
             return self._config[key]

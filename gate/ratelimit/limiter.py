@@ -115,7 +115,7 @@ class CallLimiter:
             return []
         specs = self.limits.buckets_for(endpoint_host(spec), spec.model)
         for b in specs:
-            if b.key not in self.bucket._config:
+            if not self.bucket.is_configured(b.key):
                 self.bucket.configure(b.key, b.capacity, b.refill_per_second)
         return specs
 
