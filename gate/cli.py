@@ -18,6 +18,7 @@ from .errors import GateError
 from .service import Gate, UpdateReport
 from .settings import Settings
 from .spec import load_spec
+from .untrusted import terminal_safe
 
 
 class GateGroup(click.Group):
@@ -27,10 +28,10 @@ class GateGroup(click.Group):
         try:
             return super().invoke(ctx)
         except GateError as exc:
-            click.echo(f"error: {exc}", err=True)
+            click.echo(f"error: {terminal_safe(exc)}", err=True)
             ctx.exit(exc.exit_code)
         except DBAPIError as exc:
-            click.echo(f"error: database: {str(exc.orig or exc).splitlines()[0]}", err=True)
+            click.echo(f"error: database: {terminal_safe(str(exc.orig or exc).splitlines()[0])}", err=True)
             ctx.exit(2)
 
 
@@ -152,7 +153,7 @@ def dataset_list(ctx, as_json):
         click.echo("no datasets: add one with `promptgate dataset add NAME --source URI`")
     for ds, maps in rows:
         gates = ", ".join(f"{m.prompt_name} ≥ {m.min_accuracy}" for m in maps) or "not mapped"
-        click.echo(f"{ds.name}\t{ds.source_uri}\t{gates}")
+        click.echo(f"{ds.name}\t{terminal_safe(ds.source_uri)}\t{gates}")
 
 
 @dataset.command("preview")
@@ -170,11 +171,11 @@ def dataset_preview(ctx, name, rows, as_json):
                             for r in p.first_rows]})
         return
     click.echo(f"{name}: {p.row_count} rows, labels " +
-               ", ".join(f"{label} {n}" for label, n in p.label_counts.items()) +
-               (f" ({p.snapshot_version})" if p.snapshot_version else ""))
+               ", ".join(f"{terminal_safe(label, 40)} {n}" for label, n in p.label_counts.items()) +
+               (f" ({terminal_safe(p.snapshot_version)})" if p.snapshot_version else ""))
     for r in p.first_rows:
-        fields = json.dumps(r.input, ensure_ascii=False)
-        click.echo(f"  {r.item_id}\t{r.expected}\t{fields[:120]}")
+        fields = terminal_safe(json.dumps(r.input, ensure_ascii=False), 120)
+        click.echo(f"  {terminal_safe(r.item_id)}\t{terminal_safe(r.expected)}\t{fields}")
 
 
 # --- submissions ---------------------------------------------------------------------------------

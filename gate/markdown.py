@@ -31,6 +31,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from .scoring import format_bar
 from .service import RunReport, UpdateReport
+from .untrusted import CONTROL, LINE_BREAKS
 
 MARKER = "<!-- prompt-gate:report -->"
 GITHUB_COMMENT_LIMIT = 65536
@@ -52,8 +53,6 @@ class Safe(str):
 
 # --- escaping ------------------------------------------------------------------------------------
 
-_NEWLINES = re.compile(r"\r\n|[\r\n\u2028\u2029\x85\x0b\x0c]")
-_DROP = re.compile(r"[\x00-\x08\x0e-\x1f\x7f-\x84\x86-\x9f\u202a-\u202e\u2066-\u2069\ufeff]")
 _PUNCT = re.compile(r"([\\`*_\[\]|~$])")     # ( ) ! need a [ to make a link or image
 _SCHEME = re.compile(r"(?i)\b(https?|ftp|mailto|javascript|data|file|vbscript|ssh|git):")
 _WWW = re.compile(r"(?i)\bwww\.")
@@ -70,8 +69,8 @@ def md(value: Any, limit: int | None = None) -> Safe:
     cut = limit is not None and len(text) > limit
     if cut:
         text = text[:limit]
-    text = _NEWLINES.sub(" ↵ ", text)
-    text = _DROP.sub("", text).replace("\t", " ")
+    text = LINE_BREAKS.sub(" ↵ ", text)
+    text = CONTROL.sub("", text).replace("\t", " ")
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     text = _PUNCT.sub(r"\\\1", text)
     text = _SCHEME.sub(lambda m: m.group(1) + ZWSP + ":", text)

@@ -1,22 +1,30 @@
-"""Reports of an update: plain text for the terminal (markdown reports live in templates)."""
+"""Reports of an update: plain text for the terminal (markdown reports live in templates).
+
+Item ids, labels, answers and reasons come from datasets, models and pull requests: each
+goes through ``terminal_safe`` (one line, no control characters), so a report cannot
+retitle or clear the terminal that shows it, nor forge a line of its own.
+"""
 
 from __future__ import annotations
 
 from .scoring import format_bar, format_pct
 from .service import UpdateReport
+from .untrusted import terminal_safe as safe
 
 
 def render_text(report: UpdateReport) -> str:
     u = report.update
-    lines = [f"update {u.id}: {u.prompt_name} ({u.mode}) {u.status}" + (f" — {u.reason}" if u.reason else "")]
+    lines = [f"update {u.id}: {u.prompt_name} ({u.mode}) {u.status}" + (f" — {safe(u.reason)}" if u.reason else "")]
     for r in report.runs:
         verdict = {True: "pass", False: "FAIL", None: r.status.lower()}[r.passed]
         progress = f"{r.scored + r.errors}/{r.total} scored" if r.total else "no items yet"
-        lines.append(f"  {r.dataset}: {format_pct(r.matches, r.scored)} vs bar {format_bar(r.bar)} [{verdict}] "
-                     f"{progress}, {r.errors} errors" + (f" — {r.reason}" if r.reason and r.status == "ERROR" else ""))
+        lines.append(f"  {safe(r.dataset)}: {format_pct(r.matches, r.scored)} vs bar {format_bar(r.bar)} [{verdict}] "
+                     f"{progress}, {r.errors} errors" +
+                     (f" — {safe(r.reason)}" if r.reason and r.status == "ERROR" else ""))
         for f in r.failures:
-            out = (f.raw_output or f.error or "").replace("\n", " ")[:80]
-            lines.append(f"    {f.item_id}: expected {f.expected_decision}, got {f.actual_decision or f.verdict}: {out}")
+            out = safe(f.raw_output or f.error or "", 80)
+            lines.append(f"    {safe(f.item_id)}: expected {safe(f.expected_decision)}, "
+                         f"got {safe(f.actual_decision or f.verdict)}: {out}")
     a = report.attempts
     extra = [f"{a[k]} {label}" for k, label in (("retried_items", "items retried"),
                                                  ("throttled_calls", "calls throttled"),
