@@ -19,18 +19,27 @@ not one of the labels (the caller records that as an invalid answer, not an erro
 Equality for ``json`` and ``regex`` is the same normalized comparison as above:
 case-insensitive, surrounding whitespace, quotes and punctuation ignored, separators
 interchangeable.
+
+The answer comes from a model and the rule from a pull request, so parsing is bounded by
+construction: only the first ``MAX_ANSWER_CHARS`` characters of an answer are read, and
+every step is linear in them — think blocks are cut by a forward scan (a regex
+``<think>.*?</think>`` was quadratic: 9 s on 112 KB of ``<think>``), patterns run on RE2
+(``gate.linear_regex``: no backtracking), and JSON nested too deeply for the decoder is
+simply not JSON. The worst cases are measured in tests/test_decision.py.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from functools import lru_cache
 from typing import Any, Sequence
 
+from .linear_regex import compile_pattern
 from .spec import Decision, PromptSpec
 
-_THINK_RE = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+MAX_ANSWER_CHARS = 32 * 1024        # the part of an answer that is read; labels come first
+_THINK_OPEN, _THINK_CLOSE = "<think>", "</think>"
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 _LEAD_NOISE = " \t\r\n*_`\"'“”‘’#>([{:.,;!?~|-"
 _TRAIL_NOISE = " \t\r\n*_`\"'“”‘’)]}.,;:!?~|"
 _SEP_RE = re.compile(r"[\s_\-]+")
@@ -46,12 +55,27 @@ def parse_decision(spec_or_decision: PromptSpec | Decision, labels: Sequence[str
         labels = spec_or_decision.labels if isinstance(spec_or_decision, PromptSpec) else ()
     if not raw_text or not labels:
         return None
-    text = _THINK_RE.sub("", raw_text)
+    text = strip_think(raw_text[:MAX_ANSWER_CHARS])
     if decision.type == "json":
         return _from_json(text, decision.field or "decision", labels)
     if decision.type == "regex":
         return _from_regex(text, decision.pattern or "", labels)
     return _from_first_word(text, labels)
+
+
+def strip_think(text: str) -> str:
+    """The answer without its ``<think>...</think>`` blocks (case-insensitive; an unclosed
+    one stays), in one forward scan."""
+    folded = text.translate(_ASCII_LOWER)      # same length as text: indices carry over
+    kept, pos = [], 0
+    while True:
+        start = folded.find(_THINK_OPEN, pos)
+        end = folded.find(_THINK_CLOSE, start + len(_THINK_OPEN)) if start >= 0 else -1
+        if end < 0:
+            kept.append(text[pos:])
+            return "".join(kept)
+        kept.append(text[pos:start])
+        pos = end + len(_THINK_CLOSE)
 
 
 def _norm(text: str) -> str:
@@ -80,17 +104,12 @@ def _is_word_char(ch: str) -> bool:
 
 
 def _from_regex(text: str, pattern: str, labels: Sequence[str]) -> str | None:
-    compiled = _compile(pattern)
+    compiled = compile_pattern(pattern)
     m = compiled.search(text)
     if m is None:
         return None
     value = m.group(1) if compiled.groups else m.group(0)
     return _match_label(value, labels) if value is not None else None
-
-
-@lru_cache(maxsize=256)
-def _compile(pattern: str) -> re.Pattern:
-    return re.compile(pattern)
 
 
 def _from_json(text: str, path: str, labels: Sequence[str]) -> str | None:
@@ -115,7 +134,7 @@ def _load_json(text: str) -> Any:
     for candidate in candidates:
         try:
             return json.loads(candidate)
-        except ValueError:
+        except (ValueError, RecursionError):   # not JSON, or nested deeper than the decoder goes
             continue
     return _MISSING
 

@@ -3,12 +3,20 @@
 Every problem is a SpecError naming the file, the field and the reason; a file with an
 unknown field is refused with that field's name. The JSON Schema shipped in
 ``gate/schemas/prompt.schema.json`` describes the same format for editors.
+
+A prompt file arrives in a pull request, so everything in it is bounded here, before
+anything is stored or sent: the file's size, YAML's expansions (``gate.yamlfile``), every
+parameter's type and range (no NaN, no ``max_tokens`` of 10**12), the labels (none may
+look like the gate's own markers, such as ``(invalid)``), the decision pattern (RE2: it
+cannot backtrack), and the provider, which a prompt may only *name*: where requests go and
+which key they carry are declared by the gate (see ``gate.providers``), never by the file.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,21 +26,39 @@ from typing import Any, Mapping
 import yaml
 
 from .errors import SpecError
+from .linear_regex import PatternError, compile_pattern
 from .templating import TemplateProblem, check_template
+from .yamlfile import parse_yaml, read_text_file
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$")
 TOP_FIELDS = ("name", "description", "model", "params", "messages", "labels", "decision",
               "response_format", "provider")
 ROLES = ("system", "developer", "user", "assistant")
+MAX_TOKENS = 1 << 20                     # no model answers a classification with more
+INT64 = (-(1 << 63), (1 << 63) - 1)
 PARAMS = {
     "temperature": (float, 0.0, 2.0), "top_p": (float, 0.0, 1.0),
-    "max_tokens": (int, 1, None), "max_completion_tokens": (int, 1, None),
-    "seed": (int, None, None), "stop": (list, None, None),
+    "max_tokens": (int, 1, MAX_TOKENS), "max_completion_tokens": (int, 1, MAX_TOKENS),
+    "seed": (int, *INT64), "stop": (list, None, None),
     "frequency_penalty": (float, -2.0, 2.0), "presence_penalty": (float, -2.0, 2.0),
     "n": (int, 1, 1), "logit_bias": (dict, None, None), "reasoning_effort": (str, None, None),
 }
+MAX_STOP = 4
+MAX_LOGIT_BIAS = 300
 DECISION_TYPES = ("first_word", "json", "regex")
 DEFAULT_LABELS = ("yes", "no")
+MAX_LABELS = 256
+MAX_MESSAGES = 64
+MAX_DESCRIPTION = 4000
+MAX_JSON_FIELD = 256
+MAX_RESPONSE_FORMAT_BYTES = 64 * 1024
+RESPONSE_FORMAT_TYPES = ("text", "json_object", "json_schema")
+MODEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,255}$")
+REASONING_EFFORT_RE = re.compile(r"^[a-z]{1,16}$")
+# A label in parentheses reads like the gate's own markers ("(invalid)" marks an answer
+# outside the labels); control characters would reach terminals and logs.
+RESERVED_LABEL_RE = re.compile(r"^\(.*\)$")
+LABEL_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 def check_name(value: Any, what: str = "name", file: str | None = None) -> str:
@@ -72,12 +98,6 @@ class Decision:
 
 
 @dataclass(frozen=True)
-class Provider:
-    base_url: str | None = None
-    api_key_env: str | None = None
-
-
-@dataclass(frozen=True)
 class PromptSpec:
     name: str
     model: str
@@ -87,7 +107,7 @@ class PromptSpec:
     params: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     decision: Decision = Decision()
     response_format: Mapping[str, Any] | None = None
-    provider: Provider | None = None
+    provider: str | None = None     # the name of a provider the gate declares; None: the default
 
     def to_config(self) -> dict[str, Any]:
         """The canonical dict stored in the database (defaults filled in)."""
@@ -103,7 +123,7 @@ class PromptSpec:
         if self.response_format is not None:
             config["response_format"] = _thaw(self.response_format)
         if self.provider is not None:
-            config["provider"] = {k: v for k, v in vars(self.provider).items() if v is not None}
+            config["provider"] = self.provider
         return config
 
     @property
@@ -125,53 +145,45 @@ def parse_spec_text(text: str, file: str | None = None) -> PromptSpec:
     return parse_spec(parse_yaml(text, file), file=file)
 
 
-def read_text_file(path: str | Path, file: str) -> str:
-    """A file's text, or a SpecError that names ``file`` and says why it cannot be read."""
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SpecError(file, None, "no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(file, None, f"cannot read the file: {exc}") from None
-
-
-def parse_yaml(text: str, file: str | None) -> Any:
-    """YAML, or a SpecError with the line and column of the problem."""
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise SpecError(file, None, f"malformed YAML: {where}{problem}") from None
-
-
 def parse_spec(data: Any, file: str | None = None) -> PromptSpec:
     """Validate a mapping (from YAML or from the database) into a PromptSpec."""
     if not isinstance(data, Mapping):
         raise SpecError(file, None, "a prompt file must be a mapping of fields")
     unknown = [k for k in data if k not in TOP_FIELDS]
     if unknown:
-        raise SpecError(file, str(unknown[0]), f"unknown field; known fields are {', '.join(TOP_FIELDS)}")
+        raise SpecError(file, str(unknown[0])[:80], f"unknown field; known fields are {', '.join(TOP_FIELDS)}")
     for required in ("name", "model", "messages"):
         if data.get(required) in (None, "", []):
             raise SpecError(file, required, "is required")
-    name = check_name(data["name"], "name", file)
-    model = data["model"]
-    if not isinstance(model, str) or not model.strip():
-        raise SpecError(file, "model", "must be a non-empty string")
-    description = data.get("description") or ""
-    if not isinstance(description, str):
-        raise SpecError(file, "description", "must be a string")
     return PromptSpec(
-        name=name, model=model, description=description,
+        name=check_name(data["name"], "name", file), model=_parse_model(data["model"], file),
+        description=_parse_description(data.get("description"), file),
         params=_freeze(_parse_params(data.get("params"), file)),
         messages=_parse_messages(data["messages"], file),
         labels=_parse_labels(data.get("labels"), file),
         decision=_parse_decision(data.get("decision"), file),
-        response_format=_freeze(_parse_mapping(data.get("response_format"), "response_format", file)),
+        response_format=_freeze(_parse_response_format(data.get("response_format"), file)),
         provider=_parse_provider(data.get("provider"), file),
     )
+
+
+def _parse_model(value: Any, file: str | None) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise SpecError(file, "model", "must be a non-empty string")
+    if not MODEL_RE.match(value):
+        raise SpecError(file, "model", "must be a model name: letters, digits and . _ : / @ + -, "
+                        "at most 256 characters")
+    return value
+
+
+def _parse_description(value: Any, file: str | None) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise SpecError(file, "description", "must be a string")
+    if len(value) > MAX_DESCRIPTION:
+        raise SpecError(file, "description", f"is longer than {MAX_DESCRIPTION} characters")
+    return value
 
 
 def _parse_mapping(value: Any, where: str, file: str | None) -> dict | None:
@@ -186,46 +198,78 @@ def _parse_params(value: Any, file: str | None) -> dict[str, Any]:
     params = _parse_mapping(value, "params", file) or {}
     for key, val in params.items():
         if key not in PARAMS:
-            raise SpecError(file, f"params.{key}", f"unknown parameter; known are {', '.join(PARAMS)}")
-        kind, low, high = PARAMS[key]
-        where = f"params.{key}"
-        if key == "stop":
-            if isinstance(val, str):
-                params[key] = val = [val]
-            if not isinstance(val, list) or not all(isinstance(s, str) for s in val):
-                raise SpecError(file, where, "must be a string or a list of strings")
-            continue
-        if kind is float and isinstance(val, int) and not isinstance(val, bool):
-            params[key] = val = float(val)
-        if not isinstance(val, kind) or isinstance(val, bool):
-            raise SpecError(file, where, f"must be a {kind.__name__}")
-        if low is not None and val < low or high is not None and val > high:
-            raise SpecError(file, where, f"must be between {low} and {high if high is not None else 'any'}")
+            raise SpecError(file, f"params.{str(key)[:80]}", f"unknown parameter; known are {', '.join(PARAMS)}")
+        params[key] = _parse_param(key, val, file)
     return params
+
+
+def _parse_param(key: str, val: Any, file: str | None) -> Any:
+    """One parameter, of its type and in its range (NaN and infinities are no number)."""
+    where = f"params.{key}"
+    if key == "stop":
+        return _parse_stop(val, where, file)
+    if key == "logit_bias":
+        return _parse_logit_bias(val, where, file)
+    kind, low, high = PARAMS[key]
+    if kind is float and isinstance(val, int) and not isinstance(val, bool):
+        val = float(val)
+    if not isinstance(val, kind) or isinstance(val, bool):
+        raise SpecError(file, where, f"must be a {kind.__name__}")
+    if isinstance(val, float) and not math.isfinite(val):
+        raise SpecError(file, where, "must be a finite number")
+    if low is not None and val < low or high is not None and val > high:
+        raise SpecError(file, where, f"must be between {low if low is not None else 'any'} and "
+                        f"{high if high is not None else 'any'}")
+    if key == "reasoning_effort" and not REASONING_EFFORT_RE.match(val):
+        raise SpecError(file, where, "must be a word such as low, medium or high")
+    return val
+
+
+def _parse_stop(val: Any, where: str, file: str | None) -> list[str]:
+    if isinstance(val, str):
+        val = [val]
+    if not isinstance(val, list) or not all(isinstance(s, str) and s for s in val):
+        raise SpecError(file, where, "must be a string or a list of strings")
+    if len(val) > MAX_STOP or any(len(s) > 256 for s in val):
+        raise SpecError(file, where, f"at most {MAX_STOP} stop sequences of at most 256 characters")
+    return val
+
+
+def _parse_logit_bias(val: Any, where: str, file: str | None) -> dict[str, Any]:
+    if not isinstance(val, Mapping) or len(val) > MAX_LOGIT_BIAS:
+        raise SpecError(file, where, f"must be a mapping of at most {MAX_LOGIT_BIAS} token ids to numbers")
+    for token, bias in val.items():
+        if not re.fullmatch(r"[0-9]{1,10}", str(token)):
+            raise SpecError(file, where, f"{str(token)[:40]!r} is not a token id")
+        if isinstance(bias, bool) or not isinstance(bias, (int, float)) or not -100 <= bias <= 100:
+            raise SpecError(file, where, f"the bias of token {token} must be a number between -100 and 100")
+    return dict(val)
 
 
 def _parse_messages(value: Any, file: str | None) -> tuple[Message, ...]:
     if not isinstance(value, list) or not value:
         raise SpecError(file, "messages", "must be a non-empty list of {role, content}")
-    messages = []
-    for i, msg in enumerate(value):
-        where = f"messages[{i}]"
-        if not isinstance(msg, Mapping):
-            raise SpecError(file, where, "must be a mapping with role and content")
-        extra = [k for k in msg if k not in ("role", "content")]
-        if extra:
-            raise SpecError(file, f"{where}.{extra[0]}", "unknown field; a message has role and content")
-        role, content = msg.get("role"), msg.get("content")
-        if role not in ROLES:
-            raise SpecError(file, f"{where}.role", f"must be one of {', '.join(ROLES)}")
-        if not isinstance(content, str) or not content.strip():
-            raise SpecError(file, f"{where}.content", "must be a non-empty string")
-        try:
-            check_template(content)
-        except TemplateProblem as exc:
-            raise SpecError(file, f"{where}.content", str(exc)) from None
-        messages.append(Message(role, content))
-    return tuple(messages)
+    if len(value) > MAX_MESSAGES:
+        raise SpecError(file, "messages", f"at most {MAX_MESSAGES} messages")
+    return tuple(_parse_message(msg, f"messages[{i}]", file) for i, msg in enumerate(value))
+
+
+def _parse_message(msg: Any, where: str, file: str | None) -> Message:
+    if not isinstance(msg, Mapping):
+        raise SpecError(file, where, "must be a mapping with role and content")
+    extra = [k for k in msg if k not in ("role", "content")]
+    if extra:
+        raise SpecError(file, f"{where}.{str(extra[0])[:80]}", "unknown field; a message has role and content")
+    role, content = msg.get("role"), msg.get("content")
+    if role not in ROLES:
+        raise SpecError(file, f"{where}.role", f"must be one of {', '.join(ROLES)}")
+    if not isinstance(content, str) or not content.strip():
+        raise SpecError(file, f"{where}.content", "must be a non-empty string")
+    try:
+        check_template(content)
+    except TemplateProblem as exc:
+        raise SpecError(file, f"{where}.content", str(exc)) from None
+    return Message(role, content)
 
 
 def _parse_labels(value: Any, file: str | None) -> tuple[str, ...]:
@@ -233,16 +277,28 @@ def _parse_labels(value: Any, file: str | None) -> tuple[str, ...]:
         return DEFAULT_LABELS
     if not isinstance(value, list) or len(value) < 2:
         raise SpecError(file, "labels", "must be a list of two or more labels")
+    if len(value) > MAX_LABELS:
+        raise SpecError(file, "labels", f"at most {MAX_LABELS} labels")
     seen = set()
     for label in value:
-        if not isinstance(label, str) or not label.strip() or label != label.strip():
-            raise SpecError(file, "labels", f"{label!r} is not a label: use non-empty strings without surrounding spaces")
-        if len(label) > 128:
-            raise SpecError(file, "labels", f"{label[:20]!r}... is longer than 128 characters")
+        _check_label(label, file)
         if label.casefold() in seen:
             raise SpecError(file, "labels", f"{label!r} is listed twice (labels compare case-insensitively)")
         seen.add(label.casefold())
     return tuple(value)
+
+
+def _check_label(label: Any, file: str | None) -> None:
+    if not isinstance(label, str) or not label.strip() or label != label.strip():
+        raise SpecError(file, "labels", f"{str(label)[:40]!r} is not a label: use non-empty strings without "
+                        "surrounding spaces")
+    if len(label) > 128:
+        raise SpecError(file, "labels", f"{label[:20]!r}... is longer than 128 characters")
+    if LABEL_CONTROL_RE.search(label):
+        raise SpecError(file, "labels", f"{label[:40]!r} holds a control character")
+    if RESERVED_LABEL_RE.match(label):
+        raise SpecError(file, "labels", f"{label!r} is reserved: labels in parentheses are the gate's own "
+                        "markers, e.g. (invalid) for an answer outside the labels")
 
 
 def _parse_decision(value: Any, file: str | None) -> Decision:
@@ -254,13 +310,13 @@ def _parse_decision(value: Any, file: str | None) -> Decision:
         raise SpecError(file, "decision", "must be first_word, or a mapping with type json (field) or regex (pattern)")
     extra = [k for k in value if k not in ("type", "field", "pattern")]
     if extra:
-        raise SpecError(file, f"decision.{extra[0]}", "unknown field; decision has type, field, pattern")
+        raise SpecError(file, f"decision.{str(extra[0])[:80]}", "unknown field; decision has type, field, pattern")
     kind = str(value.get("type", "first_word")).replace("-", "_")
     if kind not in DECISION_TYPES:
         raise SpecError(file, "decision.type", f"must be one of {', '.join(DECISION_TYPES)}")
     if kind == "json":
         fld = value.get("field", "decision")
-        if not isinstance(fld, str) or not fld:
+        if not isinstance(fld, str) or not fld or len(fld) > MAX_JSON_FIELD:
             raise SpecError(file, "decision.field", "must name the JSON field that holds the label")
         return Decision("json", field=fld)
     if kind == "regex":
@@ -268,23 +324,34 @@ def _parse_decision(value: Any, file: str | None) -> Decision:
         if not isinstance(pattern, str) or not pattern:
             raise SpecError(file, "decision.pattern", "is required for a regex decision")
         try:
-            re.compile(pattern)
-        except re.error as exc:
+            compile_pattern(pattern)
+        except PatternError as exc:
             raise SpecError(file, "decision.pattern", f"invalid regular expression: {exc}") from None
         return Decision("regex", pattern=pattern)
     return Decision()
 
 
-def _parse_provider(value: Any, file: str | None) -> Provider | None:
-    data = _parse_mapping(value, "provider", file)
+def _parse_response_format(value: Any, file: str | None) -> dict | None:
+    data = _parse_mapping(value, "response_format", file)
     if data is None:
         return None
-    extra = [k for k in data if k not in ("base_url", "api_key_env")]
-    if extra:
-        raise SpecError(file, f"provider.{extra[0]}", "unknown field; provider has base_url, api_key_env")
-    for key in ("base_url", "api_key_env"):
-        if data.get(key) is not None and not isinstance(data[key], str):
-            raise SpecError(file, f"provider.{key}", "must be a string")
-    if data.get("api_key_env") is not None and not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", data["api_key_env"]):
-        raise SpecError(file, "provider.api_key_env", "must be an environment variable name (the key itself never goes in the file)")
-    return Provider(data.get("base_url"), data.get("api_key_env"))
+    if data.get("type") not in RESPONSE_FORMAT_TYPES:
+        raise SpecError(file, "response_format.type", f"must be one of {', '.join(RESPONSE_FORMAT_TYPES)}")
+    try:
+        size = len(json.dumps(data, allow_nan=False).encode())
+    except (TypeError, ValueError, RecursionError):
+        raise SpecError(file, "response_format", "must hold only JSON values (strings, finite numbers, booleans, "
+                        "null, lists, mappings with string keys)") from None
+    if size > MAX_RESPONSE_FORMAT_BYTES:
+        raise SpecError(file, "response_format", f"is over {MAX_RESPONSE_FORMAT_BYTES // 1024} KiB as JSON")
+    return data
+
+
+def _parse_provider(value: Any, file: str | None) -> str | None:
+    """A prompt names a provider; it never says where requests go or which key they carry."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise SpecError(file, "provider", "must name a provider the gate declares (the gate config's providers: "
+                        "or PROMPTGATE_PROVIDERS); a prompt file may not carry a URL or a key variable")
+    return check_name(value, "provider", file)

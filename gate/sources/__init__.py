@@ -7,7 +7,9 @@ class and registers its URI schemes in ``SCHEMES``.
 
 Row contract: every row has an item id and an expected decision (column names per
 dataset, default ``item_id`` and ``expected_decision``); every other column goes into the
-item's ``input``, which prompt templates see as ``item.<column>``.
+item's ``input``, which prompt templates see as ``item.<column>``. A row is at most
+``max_row_bytes`` as JSON and nested at most ``MAX_ROW_DEPTH`` levels (a JSONL row of
+20,000 ``[`` is 40 KB: it is refused by name, not left to a RecursionError).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from ..errors import DatasetError
 DEFAULT_ID_COLUMN = "item_id"
 DEFAULT_LABEL_COLUMN = "expected_decision"
 DEFAULT_MAX_ROW_BYTES = 65536
+MAX_ROW_DEPTH = 32
 
 
 @dataclass(slots=True)
@@ -119,12 +122,31 @@ def make_row(record: dict[str, Any], position: str, options: SourceOptions, sour
     if len(item_id) > 191:
         raise DatasetError(f"{source}: {position}: item id longer than 191 characters")
     inputs = {k: v for k, v in record.items() if k != id_column and k != label_column}
-    input_json = canonical_json(inputs)
+    try:
+        input_json = canonical_json(inputs)
+    except RecursionError:
+        input_json = "[" * (MAX_ROW_DEPTH + 1)        # refused just below, by name
     size = len(input_json) if input_json.isascii() else len(input_json.encode())
     if size > options.max_row_bytes:
         raise DatasetError(f"{source}: {position}: item {item_id}: row is {size} bytes, over the "
                            f"{options.max_row_bytes}-byte limit")
+    if input_json.count("[") + input_json.count("{") > MAX_ROW_DEPTH and nesting_depth(inputs) > MAX_ROW_DEPTH:
+        raise DatasetError(f"{source}: {position}: item {item_id}: row is nested deeper than {MAX_ROW_DEPTH} levels")
     return Row(item_id, expected, input_json, position)
+
+
+def nesting_depth(value: Any, stop_at: int = MAX_ROW_DEPTH + 1) -> int:
+    """How deep lists and mappings nest in ``value`` (1 for a flat mapping), counted
+    without recursion and up to ``stop_at``."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, (dict, list)):
+            deepest = max(deepest, depth)
+            if deepest >= stop_at:
+                return deepest
+            stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, dict) else node))
+    return deepest
 
 
 def _canonical_encoder() -> Callable[[Any], str]:

@@ -25,7 +25,7 @@ import json
 from pathlib import PurePosixPath
 
 from ..errors import DatasetError
-from . import Page, Row, SourceOptions, json_quote, make_row, register, resolve_path
+from . import MAX_ROW_DEPTH, Page, Row, SourceOptions, json_quote, make_row, register, resolve_path
 
 TEXT_KINDS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
 
@@ -243,6 +243,9 @@ class TextDecoder:
             return json.loads(text)
         except json.JSONDecodeError as exc:
             raise DatasetError(f"{self.uri}: line {line_no}: malformed JSON: {exc.msg}") from None
+        except RecursionError:
+            raise DatasetError(f"{self.uri}: line {line_no}: row is nested deeper than {MAX_ROW_DEPTH} levels") \
+                from None
 
     def _decode_csv(self, text: str, line_no: int) -> dict:
         try:
