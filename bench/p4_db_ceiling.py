@@ -18,7 +18,7 @@ import time
 from common import gated_dataset, mariadb, result, rules_spec
 
 
-def instant(spec, item, settings=None):
+def instant(spec, item, settings=None, **_):
     from gate.llm import CallResult
     label = "yes" if "alpha" in item["text"] else "no"
     return CallResult(decision=label, valid=True, raw_output=label, latency_ms=0, prompt_tokens=1,

@@ -4,6 +4,8 @@ prompt, kept in the prompts' repository and synced into the gate from the defaul
 ::
 
     # gate.yaml (sources are relative to this file's folder)
+    providers:                     # optional: where prompts that name one send their calls
+      azure-east: {base_url: "https://east.example/openai/v1", api_key_env: AZURE_EAST_KEY}
     datasets:
       urgency-regression: {source: datasets/urgency-regression.csv}
       urgency-hard: {source: datasets/urgency-hard.jsonl, id_column: id, label_column: label}
@@ -25,7 +27,11 @@ without changing anything (a pull request shows it as "takes effect after merge"
   (such a prompt is no longer gated, and a submission of it is refused until a bar is
   declared again);
 * datasets the file no longer declares stay registered (past runs refer to them) but no
-  prompt is gated on them any more; ``diff`` lists them so nobody is surprised.
+  prompt is gated on them any more; ``diff`` lists them so nobody is surprised;
+* every declared provider is registered (or changed), and a registered provider the file
+  no longer declares is removed: prompts that name it are refused at submit. Providers
+  say where model calls go and which key variable they carry, which is why they live
+  here, on the default branch, and never in a prompt file (see ``gate.providers``).
 
 Sync is idempotent: a second sync of the same file changes nothing and reports nothing.
 It calls the service API one step at a time after the whole file has been validated, so
@@ -35,18 +41,20 @@ a database error half-way leaves a partial sync that the next sync completes.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Mapping as TMapping
 
 
 from .errors import SpecError, UsageError
+from .providers import ProviderDecl, parse_decl
 from .service import Gate, _absolute_source, parse_bar
 from .sources import DEFAULT_ID_COLUMN, DEFAULT_LABEL_COLUMN, scheme_of
-from .spec import check_name, parse_yaml, read_text_file
+from .spec import check_name
+from .yamlfile import parse_yaml, read_text_file
 
-TOP_FIELDS = ("datasets", "prompts")
+TOP_FIELDS = ("providers", "datasets", "prompts")
 DATASET_FIELDS = ("source", "id_column", "label_column")
 BAR_FIELDS = ("dataset", "min_accuracy")
 
@@ -73,6 +81,7 @@ class GateConfig:
     path: str
     datasets: dict[str, DatasetDecl]
     bars: tuple[BarDecl, ...]
+    providers: dict[str, ProviderDecl] = field(default_factory=dict)
 
     @property
     def prompts(self) -> list[str]:
@@ -86,13 +95,17 @@ CHANGE_TEXT = {
     "bar-added": "bar {subject}: new, min accuracy {after}",
     "bar-changed": "bar {subject}: min accuracy {before} → {after}",
     "bar-removed": "bar {subject}: removed (was {before})",
+    "provider-added": "provider {subject}: new, {after}",
+    "provider-changed": "provider {subject}: {before} → {after}",
+    "provider-removed": "provider {subject}: removed (was {before})",
 }
 
 
 @dataclass(frozen=True)
 class Change:
     """One difference between the file and the gate. ``kind`` is one of dataset-added,
-    dataset-changed, dataset-undeclared, bar-added, bar-changed, bar-removed."""
+    dataset-changed, dataset-undeclared, bar-added, bar-changed, bar-removed,
+    provider-added, provider-changed, provider-removed."""
     kind: str
     subject: str                # dataset name, or "prompt × dataset"
     before: str | None = None
@@ -140,16 +153,30 @@ def parse_config(data: Any, file: str | None = None, base_dir: str | Path | None
         raise SpecError(file, None, "a gate config must be a mapping with datasets and prompts")
     unknown = [k for k in data if k not in TOP_FIELDS]
     if unknown:
-        raise SpecError(file, str(unknown[0]), f"unknown field; known fields are {', '.join(TOP_FIELDS)}")
-    raw_datasets = data.get("datasets") or {}
-    raw_prompts = data.get("prompts") or {}
-    if not isinstance(raw_datasets, TMapping):
-        raise SpecError(file, "datasets", "must be a mapping of dataset name → {source, id_column?, label_column?}")
-    if not isinstance(raw_prompts, TMapping):
-        raise SpecError(file, "prompts", "must be a mapping of prompt name → list of {dataset, min_accuracy}")
+        raise SpecError(file, str(unknown[0])[:80], f"unknown field; known fields are {', '.join(TOP_FIELDS)}")
+    providers = _parse_providers(_section(data, "providers", "provider name → {base_url, api_key_env?, models?}",
+                                          file), file)
+    datasets = _parse_datasets(_section(data, "datasets", "dataset name → {source, id_column?, label_column?}",
+                                        file), file, base_dir)
+    bars = _parse_bars(_section(data, "prompts", "prompt name → list of {dataset, min_accuracy}", file),
+                       datasets, file)
+    return GateConfig(file or "", datasets, bars, providers)
 
+
+def _section(data: TMapping, key: str, shape: str, file: str | None) -> TMapping:
+    value = data.get(key) or {}
+    if not isinstance(value, TMapping):
+        raise SpecError(file, key, f"must be a mapping of {shape}")
+    return value
+
+
+def _parse_providers(raw: TMapping, file: str | None) -> dict[str, ProviderDecl]:
+    return {name: parse_decl(name, decl, file, f"providers.{str(name)[:40]}") for name, decl in raw.items()}
+
+
+def _parse_datasets(raw: TMapping, file: str | None, base_dir: str | Path | None) -> dict[str, DatasetDecl]:
     datasets: dict[str, DatasetDecl] = {}
-    for name, decl in raw_datasets.items():
+    for name, decl in raw.items():
         where = f"datasets.{name}"
         _check_name(name, where, "dataset name", file)
         if isinstance(decl, str):
@@ -158,17 +185,13 @@ def parse_config(data: Any, file: str | None = None, base_dir: str | Path | None
             raise SpecError(file, where, "must be a mapping with source (and optionally id_column, label_column)")
         extra = [k for k in decl if k not in DATASET_FIELDS]
         if extra:
-            raise SpecError(file, f"{where}.{extra[0]}", f"unknown field; a dataset has {', '.join(DATASET_FIELDS)}")
+            raise SpecError(file, f"{where}.{str(extra[0])[:80]}",
+                            f"unknown field; a dataset has {', '.join(DATASET_FIELDS)}")
         source = decl.get("source")
         if not isinstance(source, str) or not source.strip():
             raise SpecError(file, f"{where}.source", "is required: a path relative to this file, file://, "
                             "https://, s3:// or sql+...")
-        columns = {}
-        for col in ("id_column", "label_column"):
-            value = decl.get(col)
-            if value is not None and (not isinstance(value, str) or not value.strip()):
-                raise SpecError(file, f"{where}.{col}", "must be a column name")
-            columns[col] = value
+        columns = {col: _column(decl.get(col), f"{where}.{col}", file) for col in ("id_column", "label_column")}
         source = source.strip()
         source_uri = _absolute_source(source, base_dir)
         if scheme_of(source) == "file" and not Path(source_uri).is_file():
@@ -177,9 +200,18 @@ def parse_config(data: Any, file: str | None = None, base_dir: str | Path | None
         datasets[name] = DatasetDecl(name, source, source_uri, columns["id_column"] or DEFAULT_ID_COLUMN,
                                      columns["label_column"] or DEFAULT_LABEL_COLUMN,
                                      str(base_dir) if base_dir is not None else None)
+    return datasets
 
+
+def _column(value: Any, where: str, file: str | None) -> str | None:
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise SpecError(file, where, "must be a column name")
+    return value
+
+
+def _parse_bars(raw: TMapping, datasets: dict[str, DatasetDecl], file: str | None) -> tuple[BarDecl, ...]:
     bars: list[BarDecl] = []
-    for prompt, entries in raw_prompts.items():
+    for prompt, entries in raw.items():
         where = f"prompts.{prompt}"
         _check_name(prompt, where, "prompt name", file)
         if not isinstance(entries, list) or not entries:
@@ -187,28 +219,33 @@ def parse_config(data: Any, file: str | None = None, base_dir: str | Path | None
                             "prompt, remove it from the file)")
         seen: set[str] = set()
         for i, entry in enumerate(entries):
-            at = f"{where}[{i}]"
-            if not isinstance(entry, TMapping):
-                raise SpecError(file, at, "must be a mapping with dataset and min_accuracy")
-            extra = [k for k in entry if k not in BAR_FIELDS]
-            if extra:
-                raise SpecError(file, f"{at}.{extra[0]}", f"unknown field; a bar has {', '.join(BAR_FIELDS)}")
-            ds = entry.get("dataset")
-            if not isinstance(ds, str) or not ds:
-                raise SpecError(file, f"{at}.dataset", "is required")
-            if ds not in datasets:
-                raise SpecError(file, f"{at}.dataset", f"{ds!r} is not declared under datasets")
-            if ds in seen:
-                raise SpecError(file, f"{at}.dataset", f"{ds!r} is listed twice for {prompt}")
-            seen.add(ds)
-            if "min_accuracy" not in entry or entry["min_accuracy"] is None:
-                raise SpecError(file, f"{at}.min_accuracy", "is required: a fraction in [0, 1], e.g. 0.9")
-            try:
-                bar = parse_bar(entry["min_accuracy"])
-            except UsageError as exc:
-                raise SpecError(file, f"{at}.min_accuracy", str(exc)) from None
-            bars.append(BarDecl(prompt, ds, bar))
-    return GateConfig(file or "", datasets, tuple(bars))
+            bar = _parse_bar_entry(entry, f"{where}[{i}]", prompt, datasets, file)
+            if bar.dataset in seen:
+                raise SpecError(file, f"{where}[{i}].dataset", f"{bar.dataset!r} is listed twice for {prompt}")
+            seen.add(bar.dataset)
+            bars.append(bar)
+    return tuple(bars)
+
+
+def _parse_bar_entry(entry: Any, at: str, prompt: str, datasets: dict[str, DatasetDecl],
+                     file: str | None) -> BarDecl:
+    if not isinstance(entry, TMapping):
+        raise SpecError(file, at, "must be a mapping with dataset and min_accuracy")
+    extra = [k for k in entry if k not in BAR_FIELDS]
+    if extra:
+        raise SpecError(file, f"{at}.{str(extra[0])[:80]}", f"unknown field; a bar has {', '.join(BAR_FIELDS)}")
+    ds = entry.get("dataset")
+    if not isinstance(ds, str) or not ds:
+        raise SpecError(file, f"{at}.dataset", "is required")
+    if ds not in datasets:
+        raise SpecError(file, f"{at}.dataset", f"{ds!r} is not declared under datasets")
+    if "min_accuracy" not in entry or entry["min_accuracy"] is None:
+        raise SpecError(file, f"{at}.min_accuracy", "is required: a fraction in [0, 1], e.g. 0.9")
+    try:
+        bar = parse_bar(entry["min_accuracy"])
+    except UsageError as exc:
+        raise SpecError(file, f"{at}.min_accuracy", str(exc)) from None
+    return BarDecl(prompt, ds, bar)
 
 
 def _check_name(value: Any, where: str, what: str, file: str | None) -> None:
@@ -240,7 +277,33 @@ def diff(gate: Gate, config: str | Path | GateConfig) -> SyncResult:
     """What ``sync`` would change, without changing anything."""
     cfg = _as_config(config)
     registered = {ds.name: (ds, maps) for ds, maps in gate.list_datasets()}
-    changes: list[Change] = []
+    changes = (_provider_changes(gate, cfg) + _dataset_changes(registered, cfg) + _bar_changes(gate, cfg)
+               + _undeclared_datasets(registered, cfg))
+    return SyncResult(cfg.path, tuple(changes), applied=False)
+
+
+def _provider_changes(gate: Gate, cfg: GateConfig) -> list[Change]:
+    registered = gate.providers()
+    changes = []
+    for name, decl in sorted(cfg.providers.items()):
+        have = registered.get(name)
+        if have is None:
+            changes.append(Change("provider-added", name, None, _describe_provider(decl), (name,)))
+        elif have != decl:
+            changes.append(Change("provider-changed", name, _describe_provider(have), _describe_provider(decl),
+                                  (name,)))
+    for name in sorted(registered.keys() - cfg.providers.keys()):
+        changes.append(Change("provider-removed", name, _describe_provider(registered[name]), None, (name,)))
+    return changes
+
+
+def _describe_provider(decl: ProviderDecl) -> str:
+    text = f"{decl.base_url} (key {decl.api_key_env or 'none'}"
+    return text + (f", models {', '.join(decl.models)})" if decl.models else ")")
+
+
+def _dataset_changes(registered: dict, cfg: GateConfig) -> list[Change]:
+    changes = []
     for name, decl in sorted(cfg.datasets.items()):
         found = registered.get(name)
         if found is None:
@@ -252,8 +315,20 @@ def diff(gate: Gate, config: str | Path | GateConfig) -> SyncResult:
                 ds.options.get("label_column", DEFAULT_LABEL_COLUMN))
         if want != have:
             changes.append(Change("dataset-changed", name, _describe(*have), _describe(*want), (name,)))
+    return changes
+
+
+def _undeclared_datasets(registered: dict, cfg: GateConfig) -> list[Change]:
+    """Registered datasets the file no longer declares that still gate something: after a
+    sync they gate nothing."""
+    return [Change("dataset-undeclared", name, key=(name,))
+            for name in sorted(registered.keys() - cfg.datasets.keys()) if registered[name][1]]
+
+
+def _bar_changes(gate: Gate, cfg: GateConfig) -> list[Change]:
     declared = {(b.prompt, b.dataset): b for b in cfg.bars}
     current = {(m.prompt_name, m.dataset_name): m for m in gate.mappings()}
+    changes = []
     for key in sorted(declared.keys() | current.keys()):
         subject = f"{key[0]} × {key[1]}"
         want, have = declared.get(key), current.get(key)
@@ -264,10 +339,7 @@ def diff(gate: Gate, config: str | Path | GateConfig) -> SyncResult:
         elif Decimal(have.min_accuracy) != want.min_accuracy:
             changes.append(Change("bar-changed", subject, _fmt_bar(have.min_accuracy), _fmt_bar(want.min_accuracy),
                                   key))
-    for name in sorted(registered.keys() - cfg.datasets.keys()):
-        if registered[name][1]:      # still gates something: after a sync it gates nothing
-            changes.append(Change("dataset-undeclared", name, key=(name,)))
-    return SyncResult(cfg.path, tuple(changes), applied=False)
+    return changes
 
 
 def _describe(uri: str, id_column: str, label_column: str) -> str:
@@ -278,12 +350,18 @@ def _describe(uri: str, id_column: str, label_column: str) -> str:
 
 
 def sync(gate: Gate, config: str | Path | GateConfig) -> SyncResult:
-    """Make the gate's datasets and bars match the file (see the module docstring):
-    register declared datasets, map declared bars, unmap every mapping the file does not
-    declare, including all mappings of prompts the file does not list. Idempotent."""
+    """Make the gate's providers, datasets and bars match the file (see the module
+    docstring): register declared providers and datasets, map declared bars, remove
+    undeclared providers and unmap every mapping the file does not declare, including all
+    mappings of prompts the file does not list. Idempotent."""
     cfg = _as_config(config)
     planned = diff(gate, cfg)
     bars = {(b.prompt, b.dataset): b for b in cfg.bars}
+    for change in planned.changes:
+        if change.kind in ("provider-added", "provider-changed"):
+            gate.register_provider(cfg.providers[change.key[0]])
+        elif change.kind == "provider-removed":
+            gate.remove_provider(change.key[0])
     for change in planned.changes:
         if change.kind in ("dataset-added", "dataset-changed"):
             decl = cfg.datasets[change.key[0]]

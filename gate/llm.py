@@ -9,12 +9,20 @@ the same client, auth, headers, timeout and error classes, without the typed-par
 transform and the response model, which cost ~2.4 of ~5 ms of CPU per call here (a gate
 run makes thousands of calls per process; see bench/README.md).
 
-* Endpoint and key: the prompt's ``provider`` block (``base_url``, ``api_key_env``), else
-  ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``; with no key at all a placeholder is sent, so
-  local servers that want none work. The SDK's own retries are off: the executor owns
-  retries. The timeout is ``Settings.request_timeout``.
+* Messages: the templates rendered over the item through ``gate.sandbox`` (a budget of
+  CPU time and memory per item), unless the caller rendered them already.
+* Endpoint and key: an ``Endpoint`` the caller resolved from the gate's provider
+  declarations (``gate.providers``: the executor uses the one its update pinned), else the
+  prompt's provider from ``PROMPTGATE_PROVIDERS``, else ``OPENAI_BASE_URL`` /
+  ``OPENAI_API_KEY``; with no key at all a placeholder is sent, so local servers that want
+  none work. The SDK's own retries are off: the executor owns retries. The timeout is
+  ``Settings.request_timeout``.
 * An answer outside the labels is not an error: the result has
   ``decision == INVALID_DECISION`` and ``valid`` False.
+* Failure messages have a fixed form (``HTTP 400 from provider azure-east
+  (invalid_request_error)``): a provider's response text, or the text of a connection
+  error naming hosts of the worker's network, never reaches a report that a pull request's
+  author reads. The workers' log has the whole text.
 * Failures raise ``ModelCallError`` with ``retryable`` and ``kind``:
 
   =============================  =========  ==============
@@ -28,30 +36,35 @@ run makes thousands of calls per process; see bench/README.md).
   HTTP 401, 403                  no         auth
   other HTTP 4xx                 no         bad_request
   template cannot render item    no         template
+  template over its budget       no         budget
   provider key env var unset     no         config
   =============================  =========  ==============
 """
 
 from __future__ import annotations
 
-import os
+import logging
+import re
 import threading
 import time
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from datetime import datetime, timezone
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import openai
 
 from .decision import parse_decision
-from .errors import ModelCallError
+from .errors import ModelCallError, UsageError
+from .providers import PLACEHOLDER_API_KEY, Endpoint, default_endpoint, endpoint_for, env_providers
+from .sandbox import BudgetExceeded, RenderPool, default_pool
 from .settings import Settings
 from .spec import PromptSpec
-from .templating import TemplateProblem, render
+from .templating import TemplateProblem
 
+log = logging.getLogger("promptgate.llm")
 INVALID_DECISION = "(invalid)"
-PLACEHOLDER_API_KEY = "sk-no-key-required"
+ERROR_TYPE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
 @dataclass(frozen=True)
@@ -64,31 +77,42 @@ class CallResult:
     completion_tokens: int | None = None
 
 
-def call_prompt(spec: PromptSpec, item: Mapping[str, Any], *, settings: Settings | None = None) -> CallResult:
-    """Render, call, parse. Raises ModelCallError (see the module docstring)."""
+def call_prompt(spec: PromptSpec, item: Mapping[str, Any], *, settings: Settings | None = None,
+                messages: Sequence[Mapping[str, str]] | None = None, endpoint: Endpoint | None = None,
+                renderer: RenderPool | None = None) -> CallResult:
+    """Render (unless ``messages`` are given), call, parse. Raises ModelCallError (see the
+    module docstring)."""
     settings = settings or Settings.from_env()
-    messages = render_messages(spec, item)
-    client = get_client(*resolve_endpoint(spec), settings.request_timeout)
+    if messages is None:
+        messages = render_messages(spec, item, renderer)
+    endpoint = endpoint or resolve_endpoint(spec)
+    client = get_client(endpoint.base_url, endpoint.api_key, settings.request_timeout)
     started = time.perf_counter()
     try:
         completion = client.post("/chat/completions", cast_to=dict, body=request_kwargs(spec, messages))
     except openai.OpenAIError as exc:
-        raise classify_error(exc) from exc
-    except ValueError as exc:   # a JSON content type over a body that is not JSON
-        raise ModelCallError(f"the model endpoint answered with malformed JSON: {exc}", retryable=True,
+        raise classify_error(exc, endpoint.provider) from exc
+    except ValueError:   # a JSON content type over a body that is not JSON
+        raise ModelCallError(f"provider {endpoint.provider} answered with malformed JSON", retryable=True,
                              kind="bad_response") from None
     latency_ms = round((time.perf_counter() - started) * 1000)
     return _result(spec, completion, latency_ms)
 
 
-def render_messages(spec: PromptSpec, item: Mapping[str, Any]) -> list[dict[str, str]]:
+def render_messages(spec: PromptSpec, item: Mapping[str, Any], renderer: RenderPool | None = None,
+                    skip=None) -> list[dict[str, str]]:
+    """The prompt's messages over one item, rendered under the sandbox's budget (``skip``:
+    see ``RenderPool.render``)."""
     try:
-        return [{"role": m.role, "content": render(m.content, item)} for m in spec.messages]
+        texts = (renderer or default_pool()).render([m.content for m in spec.messages], item, skip)
+    except BudgetExceeded as exc:
+        raise ModelCallError(str(exc), retryable=False, kind="budget") from None
     except TemplateProblem as exc:
         raise ModelCallError(str(exc), retryable=False, kind="template") from None
     except Exception as exc:      # e.g. TypeError comparing a str field with a number
-        raise ModelCallError(f"template cannot render this item: {type(exc).__name__}: {exc}",
+        raise ModelCallError(f"template cannot render this item: {type(exc).__name__}: {str(exc)[:300]}",
                              retryable=False, kind="template") from None
+    return [{"role": m.role, "content": text} for m, text in zip(spec.messages, texts)]
 
 
 def request_kwargs(spec: PromptSpec, messages: list[dict[str, str]]) -> dict[str, Any]:
@@ -137,30 +161,26 @@ def _int_or_none(value: Any) -> int | None:
 
 # ----------------------------------------------------------------------------- clients
 
-def resolve_endpoint(spec: PromptSpec) -> tuple[str | None, str]:
-    """(base_url or None for the SDK default, api_key) for this prompt."""
-    provider = spec.provider
-    default_url, default_key = default_endpoint()
-    base_url = (provider.base_url if provider and provider.base_url else None) or default_url
-    if provider and provider.api_key_env:
-        key = os.environ.get(provider.api_key_env)
-        if not key:
-            raise ModelCallError(f"environment variable {provider.api_key_env} (provider.api_key_env of "
-                                 f"prompt {spec.name}) is not set", retryable=False, kind="config")
-        return base_url, key
-    return base_url, default_key
-
-
-def default_endpoint() -> tuple[str | None, str]:
-    """The endpoint of a prompt without a ``provider``: the SDK's environment variables."""
-    return os.environ.get("OPENAI_BASE_URL") or None, os.environ.get("OPENAI_API_KEY") or PLACEHOLDER_API_KEY
+def resolve_endpoint(spec: PromptSpec) -> Endpoint:
+    """The endpoint of a caller that brings none: the default provider, or the prompt's
+    provider as this process's PROMPTGATE_PROVIDERS declares it."""
+    try:
+        if spec.provider is None:
+            return default_endpoint()
+        decl = env_providers().get(spec.provider)
+        if decl is None:
+            raise UsageError(f"provider {spec.provider} of prompt {spec.name} is not declared in this process")
+        return endpoint_for(decl)
+    except UsageError as exc:
+        raise ModelCallError(str(exc), retryable=False, kind="config") from None
 
 
 def prepare_default_client(timeout: float) -> None:
     """Build the default endpoint's client now. The first client of a process costs ~110 ms
-    (the SDK's lazy imports, an SSL context), measured; a worker pays it at start, not on
-    the first call of the first submission it sees."""
-    get_client(*default_endpoint(), timeout)
+    (the SDK's lazy imports, an SSL context; bench/README.md); a worker pays it at start,
+    not on the first call of the first submission it sees."""
+    endpoint = default_endpoint()
+    get_client(endpoint.base_url, endpoint.api_key, timeout)
 
 
 _clients: dict[tuple[str | None, str, float], openai.OpenAI] = {}
@@ -182,21 +202,25 @@ def get_client(base_url: str | None, api_key: str, timeout: float) -> openai.Ope
 
 # ----------------------------------------------------------------------------- errors
 
-def classify_error(exc: Exception) -> ModelCallError:
-    """An SDK exception as a ModelCallError that says whether to retry."""
+def classify_error(exc: Exception, provider: str = "default") -> ModelCallError:
+    """An SDK exception as a ModelCallError that says whether to retry, in the fixed form
+    of the module docstring (the whole text goes to the log only)."""
+    log.info("model call to provider %s failed: %s", provider, _cause(exc))
     if isinstance(exc, openai.APITimeoutError):
-        return ModelCallError(f"model call timed out: {exc}", retryable=True, kind="timeout")
+        return ModelCallError(f"model call to provider {provider} timed out", retryable=True, kind="timeout")
     if isinstance(exc, openai.APIConnectionError):
-        return ModelCallError(f"cannot reach the model endpoint: {_cause(exc)}", retryable=True,
+        return ModelCallError(f"cannot reach provider {provider} ({_connection_reason(exc)})", retryable=True,
                               kind="connection")
     if isinstance(exc, openai.APIStatusError):
-        return _status_error(exc)
-    return ModelCallError(f"model call failed: {exc}", retryable=False, kind="error")
+        return _status_error(exc, provider)
+    return ModelCallError(f"model call to provider {provider} failed ({type(exc).__name__})", retryable=False,
+                          kind="error")
 
 
-def _status_error(exc: openai.APIStatusError) -> ModelCallError:
+def _status_error(exc: openai.APIStatusError, provider: str) -> ModelCallError:
     status = exc.status_code
-    message = f"HTTP {status} from the model endpoint: {_message(exc)}"
+    kind_text = _error_type(exc)
+    message = f"HTTP {status} from provider {provider}" + (f" ({kind_text})" if kind_text else "")
     if status == 429 or status >= 500:
         kind = "rate_limit" if status == 429 else "server"
         return ModelCallError(message, retryable=True, retry_after=retry_after_seconds(exc.response.headers),
@@ -207,13 +231,29 @@ def _status_error(exc: openai.APIStatusError) -> ModelCallError:
     return ModelCallError(message, retryable=False, status_code=status, kind=kind)
 
 
-def _message(exc: openai.APIStatusError) -> str:
+def _error_type(exc: openai.APIStatusError) -> str | None:
+    """The provider's error type (``invalid_request_error``) or code, when it is a short
+    identifier; never its free text."""
     body = exc.body
-    if isinstance(body, Mapping):
-        inner = body.get("error", body)
-        if isinstance(inner, Mapping) and inner.get("message"):
-            return str(inner["message"])[:500]
-    return str(getattr(exc, "message", exc))[:500]
+    inner = body.get("error", body) if isinstance(body, Mapping) else None
+    if isinstance(inner, Mapping):
+        for key in ("type", "code"):
+            value = inner.get(key)
+            if isinstance(value, str) and ERROR_TYPE_RE.match(value):
+                return value
+    return None
+
+
+CONNECTION_REASONS = (("refused", "connection refused"), ("reset", "connection reset"),
+                      ("name or service not known", "unknown host"), ("nodename nor servname", "unknown host"),
+                      ("temporary failure in name resolution", "unknown host"), ("certificate", "TLS error"),
+                      ("ssl", "TLS error"), ("timed out", "connect timeout"), ("unreachable", "network unreachable"))
+
+
+def _connection_reason(exc: BaseException) -> str:
+    """What kind of connection failure, from a fixed vocabulary."""
+    text = _cause(exc).lower()
+    return next((reason for needle, reason in CONNECTION_REASONS if needle in text), "connection failed")
 
 
 def _cause(exc: BaseException) -> str:

@@ -76,6 +76,15 @@ class Run:
 
 
 @dataclass(frozen=True)
+class RunCandidate:
+    """What a run evaluates: the update's prompt name, candidate config, and the provider
+    declaration it was submitted with (None: the default provider)."""
+    prompt_name: str
+    config: dict[str, Any]
+    provider: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
 class ClaimedItem:
     id: int
     run_id: int

@@ -12,7 +12,9 @@ evaluated it.
 
 ``rt.prompt(name)`` returns a handle; the handle re-reads the live row at most once per
 ``ttl`` seconds, so an applied change reaches production within ``ttl``. ``decide`` goes
-through ``gate.llm.call_prompt``, the very function the executor scores candidates with.
+through ``gate.llm.call_prompt``, the very function the executor scores candidates with,
+to the prompt's provider as the gate declares it (re-read with the row; the key from
+this process's environment), rendering templates under the same budget.
 If the database cannot be read on a refresh, the last loaded version keeps serving (and
 the failure is logged); only the first load of a name raises.
 """
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from .llm import CallResult, call_prompt
+from .providers import Endpoint
 from .settings import Settings
 from .spec import PromptSpec, parse_spec
 
@@ -42,6 +45,7 @@ class LoadedPrompt:
     config_hash: str
     spec: PromptSpec
     loaded_at: float                 # time.monotonic() of the load
+    endpoint: Endpoint | None = None  # where its calls go
 
 
 class PromptRuntime:
@@ -62,7 +66,8 @@ class PromptRuntime:
         return RuntimePrompt(self, name)
 
     def decide(self, name: str, item: Mapping[str, Any]) -> CallResult:
-        return call_prompt(self.load(name).spec, item, settings=self.settings)
+        loaded = self.load(name)
+        return call_prompt(loaded.spec, item, settings=self.settings, endpoint=loaded.endpoint)
 
     def load(self, name: str) -> LoadedPrompt:
         """The cached live version, re-read when older than ``ttl``."""
@@ -80,7 +85,7 @@ class PromptRuntime:
                     raise
                 log.warning("cannot refresh prompt %s; serving version %s", name, cached.version, exc_info=True)
                 fresh = LoadedPrompt(cached.name, cached.version, cached.config_hash, cached.spec,
-                                     time.monotonic())
+                                     time.monotonic(), cached.endpoint)
             self._cache[name] = fresh
             return fresh
 
@@ -92,13 +97,15 @@ class PromptRuntime:
                 self._cache.pop(name, None)
 
     def _fetch(self, name: str) -> LoadedPrompt:
-        live = self._service().live(name)
+        service = self._service()
+        live = service.live(name)
         cached = self._cache.get(name)
         if cached is not None and cached.config_hash == live.config_hash:
             spec = cached.spec
         else:
             spec = parse_spec(live.config, file=f"live prompt {name}")
-        return LoadedPrompt(live.name, live.version, live.config_hash, spec, time.monotonic())
+        return LoadedPrompt(live.name, live.version, live.config_hash, spec, time.monotonic(),
+                            service.endpoint(spec))
 
     def _service(self) -> Any:
         if self._gate is None:
@@ -135,7 +142,8 @@ class RuntimePrompt:
 
     def decide(self, item: Mapping[str, Any]) -> CallResult:
         """Call the live version on one item (see ``gate.llm.call_prompt``)."""
-        return call_prompt(self.current.spec, item, settings=self._runtime.settings)
+        current = self.current
+        return call_prompt(current.spec, item, settings=self._runtime.settings, endpoint=current.endpoint)
 
     def __repr__(self) -> str:
         cached = self._runtime._cache.get(self.name)

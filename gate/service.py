@@ -16,6 +16,7 @@ from sqlalchemy.exc import DBAPIError
 from . import db, store
 from .errors import NotFound, UsageError
 from .models import Dataset, ItemSample, LivePrompt, Mapping, Run, Update
+from .providers import Endpoint, ProviderDecl, endpoint_for, resolve
 from .scoring import clears
 from .settings import Settings
 from .sources import DEFAULT_ID_COLUMN, DEFAULT_LABEL_COLUMN, SourceOptions, open_source, scheme_of
@@ -181,11 +182,31 @@ class Gate:
         finally:
             reader.close()
 
+    # --- providers ---------------------------------------------------------------------
+
+    def providers(self) -> dict[str, ProviderDecl]:
+        """The providers the gate config declared (``gate.providers``)."""
+        with self.engine.connect() as conn:
+            return store.list_providers(conn)
+
+    def register_provider(self, decl: ProviderDecl) -> None:
+        db.transaction(self.engine, lambda conn: store.upsert_provider(conn, decl))
+
+    def remove_provider(self, name: str) -> bool:
+        return db.transaction(self.engine, lambda conn: store.delete_provider(conn, name))
+
+    def endpoint(self, spec: PromptSpec) -> Endpoint:
+        """Where this process sends the calls of ``spec`` (the production runtime): its
+        provider as declared now, the key from this process's environment."""
+        return endpoint_for(resolve(spec.provider, spec.model, self.providers()))
+
     # --- submissions ------------------------------------------------------------------
 
     def submit(self, spec: PromptSpec, mode: str = "check", source: dict | None = None) -> int:
         """Stage a candidate: the update, one run per mapped dataset (bar copied in) and
-        the latest-wins cancellation, in one transaction. Returns the tracking id."""
+        the latest-wins cancellation, in one transaction. Returns the tracking id. The
+        prompt's provider is resolved from the gate's declarations and pinned in the
+        update: the workers send its calls there, and nowhere a pull request chose."""
         try:
             mode = Mode(mode)
         except ValueError:
@@ -198,11 +219,13 @@ class Gate:
             if not mappings:
                 raise UsageError(f"prompt {spec.name!r} has no mapped dataset, so nothing can clear it: map one with "
                                  f"`promptgate dataset map {spec.name} DATASET --min-accuracy 0.9`")
+            provider = resolve(spec.provider, spec.model, store.list_providers(conn))
             older = store.superseded_updates(conn, spec.name, mode, None if mode == Mode.APPLY else source_key)
             update_id = store.insert_update(conn, prompt_name=spec.name, mode=mode, config=config,
                                             config_hash=spec.config_hash,
                                             base_version=store.live_version(conn, spec.name),
-                                            source=source, source_key=source_key, source_sha=source.get("sha"))
+                                            source=source, source_key=source_key, source_sha=source.get("sha"),
+                                            provider=provider.to_dict() if provider else None)
             for mapping in mappings:
                 ds = store.get_dataset(conn, mapping.dataset_name)
                 store.insert_run(conn, update_id, ds, mapping.min_accuracy)

@@ -40,6 +40,9 @@ class Settings:
     rate_limit_backend: str = "sql"      # where the shared buckets live: sql (the gate database) or redis
     redis_url: str = "redis://127.0.0.1:6379/0"   # with rate_limit_backend=redis
     rate_limit_headroom: float = 0.97    # the share of each limit the gate spends (providers count on their clock)
+    template_cpu_seconds: float = 2.0    # CPU time one item's templates may take to render (gate/sandbox.py)
+    template_memory_mb: int = 64         # memory they may take, beyond the sandbox process's own
+    sandbox_processes: int = 2           # sandbox processes per worker process (for templates beyond item lookups)
 
     ENV = {
         "database_url": "PROMPTGATE_DATABASE_URL",
@@ -61,6 +64,9 @@ class Settings:
         "rate_limit_backend": "PROMPTGATE_RATE_LIMIT_BACKEND",
         "redis_url": "PROMPTGATE_REDIS_URL",
         "rate_limit_headroom": "PROMPTGATE_RATE_LIMIT_HEADROOM",
+        "template_cpu_seconds": "PROMPTGATE_TEMPLATE_CPU_SECONDS",
+        "template_memory_mb": "PROMPTGATE_TEMPLATE_MEMORY_MB",
+        "sandbox_processes": "PROMPTGATE_SANDBOX_PROCESSES",
     }
 
     @classmethod

@@ -71,6 +71,11 @@ def check_template(source: str) -> None:
         raise TemplateProblem("template may not import, include or extend other templates")
 
 
+def parse_template(source: str) -> nodes.Template:
+    """The template's syntax tree (TemplateSyntaxError when it has none)."""
+    return _ENV.parse(source)
+
+
 def _const(node: nodes.Node) -> Any:
     return node.value if isinstance(node, nodes.Const) else None
 

@@ -1,6 +1,8 @@
 """The call path against a real MockLLMServer over HTTP: answers, each fault class and its
 classification, concurrency; and the production runtime's use of the same function."""
 
+import json
+import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -15,6 +17,7 @@ from gate.errors import ModelCallError, NotFound
 from gate.llm import INVALID_DECISION, CallResult, call_prompt, get_client, retry_after_seconds
 from gate.mockllm import MockLLMServer
 from gate.settings import Settings
+from gate.providers import Endpoint
 from gate.spec import parse_spec
 
 SETTINGS = Settings(request_timeout=5.0)
@@ -23,11 +26,25 @@ SYSTEM = """Answer urgent or routine.
 default: routine"""
 
 
+_DECLARED: dict = {}
+
+
+@pytest.fixture(autouse=True)
+def declared_providers(monkeypatch):
+    """Each test's providers, declared in PROMPTGATE_PROVIDERS (restored afterwards)."""
+    _DECLARED.clear()
+    monkeypatch.setenv("PROMPTGATE_PROVIDERS", "{}")
+
+
 def make_spec(base_url, *, model="gpt-test", labels=("urgent", "routine"), system=SYSTEM,
-              user="{{ item.text }}", **extra):
+              user="{{ item.text }}", api_key_env=None, **extra):
+    """A prompt that names a provider declared (in this process's environment) at base_url."""
+    name = f"mock-{len(_DECLARED)}"
+    _DECLARED[name] = {"base_url": base_url, **({"api_key_env": api_key_env} if api_key_env else {})}
+    os.environ["PROMPTGATE_PROVIDERS"] = json.dumps(_DECLARED)
     data = {"name": "urgency", "model": model, "labels": list(labels),
             "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
-            "provider": {"base_url": base_url}}
+            "provider": name}
     data.update(extra)
     return parse_spec(data)
 
@@ -143,13 +160,14 @@ def test_connection_refused_is_retryable():
 def test_http_status_classification(clean, status, retryable, kind):
     err = expect_error(make_spec(clean.base_url, model=f"mock-error-{status}"))
     assert (err.status_code, err.retryable, err.kind) == (status, retryable, kind)
-    assert f"forced error {status}" in str(err)
+    # a fixed form: the status and the provider's error type, never its free text
+    assert str(err) == f"HTTP {status} from provider mock-0 (forced_error)"
 
 
 def test_wrong_api_key_is_permanent(monkeypatch):
     with MockLLMServer(api_key="sk-right") as s:
         monkeypatch.setenv("GATE_TEST_KEY", "sk-wrong")
-        spec = make_spec(s.base_url, provider={"base_url": s.base_url, "api_key_env": "GATE_TEST_KEY"})
+        spec = make_spec(s.base_url, api_key_env="GATE_TEST_KEY")
         err = expect_error(spec)
         assert (err.status_code, err.retryable, err.kind) == (401, False, "auth")
         monkeypatch.setenv("GATE_TEST_KEY", "sk-right")
@@ -165,7 +183,7 @@ def test_endpoint_from_environment(monkeypatch, clean):
     spec = parse_spec({"name": "p", "model": "m", "labels": ["urgent", "routine"],
                        "messages": [{"role": "system", "content": SYSTEM},
                                     {"role": "user", "content": "{{ item.text }}"}]})
-    assert gate.llm.resolve_endpoint(spec) == (clean.base_url, gate.llm.PLACEHOLDER_API_KEY)
+    assert gate.llm.resolve_endpoint(spec) == Endpoint("default", clean.base_url, gate.llm.PLACEHOLDER_API_KEY)
     assert call_prompt(spec, {"text": "site is down"}, settings=SETTINGS).decision == "urgent"
 
 
@@ -252,6 +270,9 @@ class FakeGate:
             raise NotFound(f"no live prompt {name}")
         return SimpleNamespace(name=name, version=self.version, config=self.config,
                                config_hash=f"h{self.version}", updated_at=None)
+
+    def endpoint(self, spec):
+        return gate.llm.resolve_endpoint(spec)
 
 
 def test_runtime_reads_the_live_version_with_a_ttl(clean):

@@ -6,6 +6,13 @@ big dataset does not starve a small one. A retryable failure (timeout, connectio
 5xx) makes the item visible again after an exponential backoff with jitter (at least the
 provider's Retry-After); at the attempt cap its ERROR is final. Leases of calls that
 outlive half the lease are renewed.
+
+An item's messages are rendered through the process's template sandbox (a CPU-time and
+memory budget per item, ``gate.sandbox``) and sent to the provider its update pinned at
+submit (``gate.providers``). A template over its budget ends the item ERROR, not retried,
+and the run's remaining items end ERROR without being rendered: the run's verdict is
+FAILED already, and a template that burns its budget on every row would otherwise hold the
+sandbox for the whole dataset while other prompts' updates wait.
 """
 
 from __future__ import annotations
@@ -19,10 +26,12 @@ from dataclasses import dataclass, field
 
 from gate import store
 from gate.db import transaction
-from gate.errors import ModelCallError
-from gate.llm import call_prompt, prepare_default_client
+from gate.errors import ModelCallError, UsageError
+from gate.llm import call_prompt, prepare_default_client, render_messages
 from gate.models import ClaimedItem, ItemResult
+from gate.providers import Endpoint, ProviderDecl, endpoint_for
 from gate.ratelimit import CallLimiter
+from gate.sandbox import RenderBudget, RenderPool
 from gate.spec import PromptSpec, parse_spec
 from gate.states import Verdict
 
@@ -32,6 +41,17 @@ log = logging.getLogger("promptgate.execute")
 RAW_OUTPUT_LIMIT = 4000
 RUN_LIST_TTL = 1.0
 WRITE_BACK_THREADS = 2
+
+
+@dataclass
+class RunCall:
+    """What every call of one run shares: the candidate, where its calls go (or why they
+    cannot go anywhere), and, once its template overran its budget, why the rest is not
+    rendered."""
+    spec: PromptSpec
+    endpoint: Endpoint | None
+    endpoint_error: str | None = None
+    over_budget: str | None = None
 
 
 @dataclass
@@ -45,10 +65,13 @@ class Chunk:
 class Executor(Poller):
     role = "execute"
 
-    def __init__(self, gate, stop, concurrency: int | None = None, call=call_prompt, activity=None):
+    def __init__(self, gate, stop, concurrency: int | None = None, call=call_prompt, activity=None,
+                 renderer: RenderPool | None = None):
         super().__init__(gate, stop, activity)
         self.concurrency = concurrency or self.settings.concurrency
         self.call = call
+        self.owns_renderer = renderer is None
+        self.renderer = renderer or RenderPool(RenderBudget.from_settings(self.settings))
         self.pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="call")
         # a finished chunk is written back here, not by the call thread that finished it,
         # which goes on to its next call at once (a write-back waits on a durable commit)
@@ -58,7 +81,7 @@ class Executor(Poller):
         self.in_flight = 0      # calls dispatched and not yet answered
         self.held = 0           # items claimed and not yet written back
         self.chunks: dict[str, Chunk] = {}
-        self.specs: dict[int, PromptSpec] = {}
+        self.run_calls: dict[int, RunCall] = {}
         self.runs: list[int] = []
         self.runs_at = 0.0
         self.turn = 0
@@ -128,28 +151,34 @@ class Executor(Poller):
         return False
 
     def _dispatch(self, chunk: Chunk) -> None:
-        spec = self._spec(chunk.items[0].run_id)
+        run = self._run_call(chunk.items[0].run_id)
         with self.lock:
             self.chunks[chunk.token] = chunk
             self.in_flight += len(chunk.items)
             self.held += len(chunk.items)
             self.stats["claimed"] += len(chunk.items)
         for item in chunk.items:
-            self.pool.submit(self._score, chunk, spec, item)
+            self.pool.submit(self._score, chunk, run, item)
 
-    def _spec(self, run_id: int) -> PromptSpec:
-        spec = self.specs.get(run_id)
-        if spec is None:
+    def _run_call(self, run_id: int) -> RunCall:
+        run = self.run_calls.get(run_id)
+        if run is None:
             with self.engine.connect() as conn:
-                _, config = store.candidate_config_of_run(conn, run_id)
-            spec = self.specs[run_id] = parse_spec(config)
-        return spec
+                candidate = store.candidate_of_run(conn, run_id)
+            spec = parse_spec(candidate.config)
+            decl = ProviderDecl.from_dict(candidate.provider) if candidate.provider else None
+            try:
+                run = RunCall(spec, endpoint_for(decl))
+            except UsageError as exc:     # the key variable the declaration names is not set here
+                run = RunCall(spec, None, endpoint_error=str(exc))
+            self.run_calls[run_id] = run
+        return run
 
     # --- one item, in a pool thread ----------------------------------------------------
 
-    def _score(self, chunk: Chunk, spec: PromptSpec, item: ClaimedItem) -> None:
+    def _score(self, chunk: Chunk, run: RunCall, item: ClaimedItem) -> None:
         try:
-            result = self._result(spec, item)
+            result = self._result(run, item)
         except Exception as exc:  # a bug must not strand the chunk
             log.exception("item %s: unexpected error", item.id)
             result = ItemResult(item.id, Verdict.ERROR, error=f"internal error: {exc}"[:1000])
@@ -164,6 +193,18 @@ class Executor(Poller):
         if done:
             self.writers.submit(self._finish_chunk, chunk)
 
+    def _stop_run_over_budget(self, run: RunCall, item: ClaimedItem) -> None:
+        """The run's template overran its budget: the run is FAILED whatever else happens, so
+        its other items end ERROR uncalled and unrendered (those queued here, and every one
+        nobody holds, in one statement)."""
+        run.over_budget = f"not rendered: the template exceeded its budget on item {item.item_id[:80]} of this run"
+        try:
+            failed = transaction(self.engine, lambda conn: store.fail_unclaimed_items(
+                conn, item.run_id, f"budget: {run.over_budget}"))
+            log.info("run %s: template over budget; %d unclaimed items end ERROR uncalled", item.run_id, failed)
+        except Exception as exc:   # they still fail one by one, unrendered, as they are claimed
+            log.warning("run %s: could not end its unclaimed items: %s", item.run_id, str(exc).splitlines()[0][:200])
+
     def _finish_chunk(self, chunk: Chunk) -> None:
         try:
             self._write_back(chunk)
@@ -175,15 +216,25 @@ class Executor(Poller):
             if drained:
                 self.nudge("finalize")
 
-    def _result(self, spec: PromptSpec, item: ClaimedItem) -> ItemResult:
+    def _result(self, run: RunCall, item: ClaimedItem) -> ItemResult:
+        if run.over_budget or run.endpoint is None:
+            why = f"budget: {run.over_budget}" if run.over_budget else f"config: {run.endpoint_error}"
+            return ItemResult(item.id, Verdict.ERROR, error=why[:1000])
+        spec = run.spec
+        try:
+            messages = render_messages(spec, item.input, self.renderer, skip=lambda: run.over_budget)
+        except ModelCallError as exc:
+            if exc.kind == "budget" and not run.over_budget:
+                self._stop_run_over_budget(run, item)
+            return self._failure(item, exc)
         with self.lock:
             self.stats["calls"] += 1
-        with self.limiter.slot(spec, item) as slot:
+        with self.limiter.slot(spec, item, messages, run.endpoint.base_url) as slot:
             if not slot.granted:   # the worker stopped while this call waited for its budget
                 return ItemResult(item.id, Verdict.PENDING, retry_in=0.0,
                                   error="not called: the worker stopped while waiting for the rate limit")
             try:
-                out = self.call(spec, item.input, settings=self.settings)
+                out = self.call(spec, item.input, settings=self.settings, messages=messages, endpoint=run.endpoint)
             except ModelCallError as exc:
                 slot.failed(exc)   # a 429 pauses the shared limit and halves the concurrency
                 return self._failure(item, exc)
@@ -244,6 +295,8 @@ class Executor(Poller):
         self.pool.shutdown(wait=False, cancel_futures=True)
         self.writers.shutdown(wait=True)
         self.limiter.close()
+        if self.owns_renderer:
+            self.renderer.close()
 
 
 def retry_delay(attempt: int, retry_after: float | None, settings) -> float:

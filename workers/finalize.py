@@ -49,7 +49,11 @@ def finalize_batch(conn) -> list[int]:
         metrics = metrics_from_breakdown(store.run_breakdown(conn, run_id))
         if metrics["pending"]:       # cannot happen under the lock; never score a run that is not done
             continue
-        status, reason = run_end(metrics, run.dataset_name)
+        first_error = None
+        if metrics["errors"]:
+            first = store.failing_items(conn, run_id, 1, errors_only=True)
+            first_error = f"item {first[0].item_id}: {first[0].error}" if first else None
+        status, reason = run_end(metrics, run.dataset_name, first_error)
         store.transition_run(conn, run_id, status, reason=reason, metrics=metrics)
         ids.append(run_id)
     return ids

@@ -11,10 +11,16 @@ strictly in page order (a page waits for the one before it, holding its uncommit
 items), so the committed cursor always covers exactly the committed items. Ids are
 checked against the pages still in flight in memory, and against committed pages by the
 table's UNIQUE (run_id, item_id): two pages in flight never wait on each other's rows.
+
+Before the first page is written, the candidate's templates are rendered over its first
+``PRECHECK_ROWS`` rows through the template sandbox: a template that exceeds its budget
+there (a CPU or memory bomb) ends the run in ERROR before any item exists or any model is
+called.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections import Counter
 from collections import deque
@@ -26,8 +32,10 @@ from gate import store
 from gate.db import is_sqlite, transaction
 from gate.errors import DatasetError, IllegalTransition
 from gate.models import Run
+from gate.sandbox import BudgetExceeded, RenderBudget, RenderPool
 from gate.sources import Row, SourceOptions, combine_digest, load_readers, open_source
 from gate.states import RunStatus
+from gate.templating import TemplateProblem
 
 from .poller import Poller
 
@@ -35,6 +43,7 @@ log = logging.getLogger("promptgate.materialize")
 EXAMPLES = 3
 WRITERS = 2
 FIRST_PAGE_ROWS = 128
+PRECHECK_ROWS = 3
 
 
 class LeaseLost(Exception):
@@ -44,9 +53,15 @@ class LeaseLost(Exception):
 class Materializer(Poller):
     role = "materialize"
 
-    def __init__(self, gate, stop, activity=None):
+    def __init__(self, gate, stop, activity=None, renderer: RenderPool | None = None):
         super().__init__(gate, stop, activity)
+        self.owns_renderer = renderer is None
+        self.renderer = renderer or RenderPool(RenderBudget.from_settings(self.settings))
         load_readers()   # imported now, not on the first submission's critical path
+
+    def close(self) -> None:
+        if self.owns_renderer:
+            self.renderer.close()
 
     def poll(self) -> float:
         claimed = transaction(self.engine, lambda conn: store.claim_materialize(conn, self.settings.lease_seconds, 1),
@@ -67,8 +82,9 @@ class Materializer(Poller):
 
     def _read_all_pages(self, run: Run, token: str) -> None:
         with self.engine.connect() as conn:
-            _, config = store.candidate_config_of_run(conn, run.id)
+            config = store.candidate_of_run(conn, run.id).config
         labels = {label.casefold(): label for label in config["labels"]}
+        templates = [m["content"] for m in config["messages"]]
         options = SourceOptions(max_row_bytes=self.settings.max_row_bytes, **run.source_options)
         reader = open_source(run.source_uri, options)
         try:
@@ -82,6 +98,8 @@ class Materializer(Poller):
                     if self.stop.is_set():
                         raise LeaseLost  # draining: leave the rest to the next lease
                     rows = self._validate(run, page.rows, labels)
+                    if not started:
+                        self._precheck_templates(run, templates, rows)
                     digest = combine_digest(digest, page.rows)
                     writer.submit(rows, page.next_cursor, digest, first=not started)
                     started = True
@@ -121,6 +139,19 @@ class Materializer(Poller):
             dupes = [i for i, n in Counter(r[0] for r in checked).items() if n > 1]
             raise DatasetError(f"dataset {run.dataset_name}: duplicate item ids: {', '.join(dupes[:EXAMPLES])}")
         return checked
+
+    def _precheck_templates(self, run: Run, templates: list[str], rows) -> None:
+        """Render the templates over the first rows: a template over its budget ends the
+        run now, before any model call. Other template problems are the items' own (they
+        show on each item)."""
+        for item_id, input_json, _ in rows[:PRECHECK_ROWS]:
+            try:
+                self.renderer.render(templates, json.loads(input_json))
+            except BudgetExceeded as exc:
+                raise DatasetError(f"dataset {run.dataset_name}: item {item_id}: {exc}; the run was stopped "
+                                   "before any model call") from None
+            except TemplateProblem:
+                continue
 
     def _write_page(self, run: Run, token: str, rows, cursor, digest, version, first: bool, before) -> None:
         """One page's transaction: the items, then (once the page before it has committed)

@@ -17,6 +17,7 @@ from typing import Iterable, Sequence
 from gate import store
 from gate.db import KeptConnection, warm_pool
 from gate.errors import UsageError
+from gate.sandbox import RenderBudget, RenderPool
 from gate.service import Gate, UpdateReport
 from gate.settings import Settings
 
@@ -41,16 +42,19 @@ def parse_roles(role: str | Iterable[str]) -> list[str]:
 
 
 def build_pollers(gate: Gate, stop: threading.Event, roles: Sequence[str], concurrency: int | None = None,
-                  call=None) -> list[Poller]:
-    """The pollers of one process, sharing one activity probe and able to nudge each other."""
+                  call=None, renderer: RenderPool | None = None) -> list[Poller]:
+    """The pollers of one process, sharing one activity probe and one template sandbox, and
+    able to nudge each other."""
     activity = Activity(gate)
     pollers = []
     for role in roles:
         if role == "execute":
-            kwargs = {"concurrency": concurrency}
+            kwargs = {"concurrency": concurrency, "renderer": renderer}
             if call is not None:
                 kwargs["call"] = call
             pollers.append(Executor(gate, stop, activity=activity, **kwargs))
+        elif role == "materialize":
+            pollers.append(Materializer(gate, stop, activity=activity, renderer=renderer))
         else:
             pollers.append(POLLERS[role](gate, stop, activity=activity))
     peers = {p.role: p for p in pollers}
@@ -67,7 +71,8 @@ class WorkerProcess:
         self.gate = gate
         self.roles = list(roles)
         self.stop = threading.Event()
-        self.pollers = build_pollers(gate, self.stop, self.roles, concurrency, call)
+        self.renderer = RenderPool(RenderBudget.from_settings(gate.settings))
+        self.pollers = build_pollers(gate, self.stop, self.roles, concurrency, call, self.renderer)
         self.id = f"{socket.gethostname()[:40]}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.threads: list[threading.Thread] = []
         self.role_label = "all" if set(self.roles) == set(ROLES) else ",".join(self.roles)
@@ -94,6 +99,7 @@ class WorkerProcess:
             thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
         if self.pollers and self.pollers[0].activity is not None:
             self.pollers[0].activity.close()
+        self.renderer.close()
         try:
             with self.gate.engine.begin() as conn:
                 store.remove_worker(conn, self.id)

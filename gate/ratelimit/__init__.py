@@ -15,8 +15,9 @@ Entries separated by ``;``, each ``PATTERN=OPTION:VALUE,...``::
     PROMPTGATE_RATE_LIMITS='gpt-4o-mini=rpm:500,tpm:200000; gpt-4o*=rpm:100; *=rpm:1000'
 
 * ``PATTERN`` is a model name or a glob (``fnmatch``: ``*``, ``?``, ``[..]``), optionally
-  followed by ``@HOST`` (the ``host[:port]`` of the prompt's ``provider.base_url`` or of
-  ``OPENAI_BASE_URL``; ``api.openai.com`` when neither is set): ``*@localhost:8000``.
+  followed by ``@HOST`` (the ``host[:port]`` of the base URL of the prompt's declared
+  provider, or of ``OPENAI_BASE_URL``; ``api.openai.com`` when neither is set):
+  ``*@localhost:8000``.
   An exact name wins over globs; globs are tried in the order written; no match = no limit.
 * Options: ``rpm`` (requests per minute), ``tpm`` (tokens per minute), either may be left
   out; ``burst`` (the request bucket's size, default one second's worth, at least 1) and

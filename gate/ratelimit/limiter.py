@@ -9,7 +9,7 @@ import threading
 from collections import defaultdict
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Any, Iterator, Mapping, Sequence
 
 from .. import store
 from .buckets import Bucket, make_bucket
@@ -110,19 +110,20 @@ class CallLimiter:
         self._usage: dict[int, Usage] = defaultdict(Usage)
         self.totals = {"throttled": 0, "throttled_ms": 0, "rate_limited": 0, "paused": 0}
 
-    def buckets(self, spec) -> list[BucketSpec]:
+    def buckets(self, spec, base_url: str | None) -> list[BucketSpec]:
         if not self.limits or self.bucket is None:
             return []
-        specs = self.limits.buckets_for(endpoint_host(spec), spec.model)
+        specs = self.limits.buckets_for(endpoint_host(base_url), spec.model)
         for b in specs:
             if not self.bucket.is_configured(b.key):
                 self.bucket.configure(b.key, b.capacity, b.refill_per_second)
         return specs
 
     @contextmanager
-    def slot(self, spec, item) -> Iterator[Slot]:
-        """Hold a place for one call: a concurrency slot, then the budget of every bucket of
-        the prompt's model. Report a failed call with ``slot.failed(exc)``."""
+    def slot(self, spec, item, messages: Sequence[Mapping[str, Any]], base_url: str | None) -> Iterator[Slot]:
+        """Hold a place for one call of ``messages`` (rendered) to ``base_url``: a concurrency
+        slot, then the budget of every bucket of the prompt's model there. Report a failed
+        call with ``slot.failed(exc)``."""
         slot = Slot(run_id=item.run_id)
         ticket = self.adaptive.acquire(self.stop)
         if ticket is None:
@@ -130,10 +131,10 @@ class CallLimiter:
             return
         buckets: list[BucketSpec] = []
         try:
-            buckets = self.buckets(spec)
+            buckets = self.buckets(spec, base_url)
             slot.granted = True
             for b in buckets:
-                cost = 1.0 if b.unit == "requests" else float(estimate_tokens(spec, item.input))
+                cost = 1.0 if b.unit == "requests" else float(estimate_tokens(spec, messages))
                 grant = self.bucket.acquire(b.key, cost, stop=self.stop)
                 slot.waited += grant.waited
                 if not grant:

@@ -7,14 +7,12 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import math
-import os
 import threading
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 from urllib.parse import urlsplit
 
 from ..errors import UsageError
-from ..llm import render_messages
 
 DEFAULT_HOST = "api.openai.com"
 DEFAULT_COMPLETION_TOKENS = 16
@@ -140,23 +138,17 @@ def bucket_key(host: str, model: str, suffix: str) -> str:
     return key
 
 
-def endpoint_host(spec) -> str:
-    """host[:port] of the endpoint a prompt calls (its provider.base_url, OPENAI_BASE_URL,
-    or the SDK's default)."""
-    provider = getattr(spec, "provider", None)
-    base_url = (provider.base_url if provider is not None and provider.base_url else None) \
-        or os.environ.get("OPENAI_BASE_URL")
+def endpoint_host(base_url: str | None) -> str:
+    """host[:port] of the endpoint a call goes to (its provider's base_url, or the SDK's
+    default)."""
     if not base_url:
         return DEFAULT_HOST
     return urlsplit(base_url).netloc or base_url
 
 
-def estimate_tokens(spec, item: Mapping[str, Any]) -> int:
-    """A call's token cost before it is sent (see the ``gate.ratelimit`` docstring)."""
-    try:
-        messages = render_messages(spec, item)
-    except Exception:           # the call will fail the same way; cost it as its completion
-        messages = []
+def estimate_tokens(spec, messages: Sequence[Mapping[str, Any]]) -> int:
+    """A call's token cost before it is sent, from its rendered messages (see the
+    ``gate.ratelimit`` docstring)."""
     params = getattr(spec, "params", None) or {}
     completion = params.get("max_tokens") or params.get("max_completion_tokens") or DEFAULT_COMPLETION_TOKENS
     chars = sum(len(m.get("content") or "") for m in messages)

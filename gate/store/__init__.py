@@ -16,8 +16,9 @@ Modules, bottom up (each imports only the ones above it; this file imports them 
 * ``textsql``: the PyMySQL text fast path of the two hot statements (literal escaping,
   multi-row INSERTs, the chunk's result UPDATE).
 * one module per domain noun: ``datasets`` (datasets and prompt-dataset bars), ``live``
-  (the live ``prompt`` table and its ``prompt_version`` history), ``updates``, ``runs``,
-  ``items``, ``workers``, ``ratelimits`` (rate-limit buckets and usage).
+  (the live ``prompt`` table and its ``prompt_version`` history), ``providers``,
+  ``updates``, ``runs``, ``items``, ``workers``, ``ratelimits`` (rate-limit buckets and
+  usage).
 """
 
 from __future__ import annotations
@@ -25,18 +26,20 @@ from __future__ import annotations
 from .datasets import (delete_mapping, find_dataset, get_dataset, list_datasets, list_mappings, upsert_dataset,
                        upsert_mapping)
 from .dialect import db_now, seconds_since
-from .items import (claim_items, existing_item_ids, fail_exhausted_items, failing_items, insert_items,
+from .items import (claim_items, existing_item_ids, fail_exhausted_items, fail_unclaimed_items, failing_items, insert_items,
                     item_attempt_stats, item_claim_query, release_items, renew_item_leases, run_breakdown,
                     run_counts, write_item_results)
 from .live import find_live, live_version, prompt_history, write_live
 from .ratelimits import (RateBucketState, add_rate_limit_usage, ensure_rate_bucket, pause_rate_bucket,
                          rate_bucket_state, rate_buckets, rate_limit_stats, take_rate_tokens)
-from .runs import (advance_materialize, candidate_config_of_run, claim_materialize, finalizable_runs,
+from .providers import delete_provider, list_providers, upsert_provider
+from .runs import (advance_materialize, candidate_of_run, claim_materialize, finalizable_runs,
                    finalize_candidates_query, finish_materialize, get_run, insert_run, lock_run_query,
                    materialize_claim_query, release_run_lease, run_has_unscored_items, running_runs,
                    runs_of_update, transition_run)
 from .schema import (EPOCH, Bar, JsonText, dataset, meta, new_token, prompt, prompt_dataset, prompt_run,
-                     prompt_run_item, prompt_update, prompt_version, rate_limit_bucket, rate_limit_usage, worker)
+                     prompt_run_item, prompt_update, prompt_version, provider, rate_limit_bucket, rate_limit_usage,
+                     worker)
 from .updates import (any_open_update, cancel_update, find_update, get_update, insert_update, list_updates,
                       lock_update_query, reconcilable_updates, reconcile_candidates_query, start_update,
                       superseded_updates, transition_update, update_status, updates_for_sha)
@@ -45,7 +48,7 @@ from .workers import heartbeat_worker, live_workers, prune_workers, register_wor
 __all__ = [
     # schema and dialect
     "EPOCH", "Bar", "JsonText", "dataset", "db_now", "meta", "new_token", "prompt", "prompt_dataset", "prompt_run",
-    "prompt_run_item", "prompt_update", "prompt_version", "rate_limit_bucket", "rate_limit_usage", "seconds_since",
+    "prompt_run_item", "prompt_update", "prompt_version", "provider", "rate_limit_bucket", "rate_limit_usage", "seconds_since",
     "worker",
     # datasets and bars
     "delete_mapping", "find_dataset", "get_dataset", "list_datasets", "list_mappings", "upsert_dataset",
@@ -57,14 +60,16 @@ __all__ = [
     "lock_update_query", "reconcilable_updates", "reconcile_candidates_query", "start_update", "superseded_updates",
     "transition_update", "update_status", "updates_for_sha",
     # runs
-    "advance_materialize", "candidate_config_of_run", "claim_materialize", "finalizable_runs",
+    "advance_materialize", "candidate_of_run", "claim_materialize", "finalizable_runs",
     "finalize_candidates_query", "finish_materialize", "get_run", "insert_run", "lock_run_query",
     "materialize_claim_query", "release_run_lease", "run_has_unscored_items", "running_runs", "runs_of_update",
     "transition_run",
     # items
-    "claim_items", "existing_item_ids", "fail_exhausted_items", "failing_items", "insert_items",
+    "claim_items", "existing_item_ids", "fail_exhausted_items", "fail_unclaimed_items", "failing_items", "insert_items",
     "item_attempt_stats", "item_claim_query", "release_items", "renew_item_leases", "run_breakdown", "run_counts",
     "write_item_results",
+    # providers
+    "delete_provider", "list_providers", "upsert_provider",
     # workers
     "heartbeat_worker", "live_workers", "prune_workers", "register_worker", "remove_worker",
     # rate limits

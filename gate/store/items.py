@@ -160,6 +160,17 @@ def fail_exhausted_items(conn: Connection, run_id: int, attempt_cap: int) -> int
                         ).rowcount
 
 
+def fail_unclaimed_items(conn: Connection, run_id: int, reason: str) -> int:
+    """Every item of the run that nobody holds: final ERROR with ``reason``, uncalled (its
+    template overran its budget on another item: the run's verdict is FAILED already).
+    Items under a lease are left to their holder."""
+    return conn.execute(update(prompt_run_item)
+                        .where(prompt_run_item.c.run_id == run_id,
+                               prompt_run_item.c.verdict == Verdict.PENDING,
+                               prompt_run_item.c.lease_until <= db_now())
+                        .values(verdict=Verdict.ERROR, lease_token=None, error=reason)).rowcount
+
+
 def run_breakdown(conn: Connection, run_id: int) -> list[tuple[str, str, str | None, int]]:
     """(verdict, expected, actual, count): the one GROUP BY finalize derives metrics from."""
     i = prompt_run_item
@@ -183,11 +194,13 @@ def run_counts(conn: Connection, run_ids: Sequence[int]) -> dict[int, RunCounts]
             for rid, c in counts.items()}
 
 
-def failing_items(conn: Connection, run_id: int, limit: int) -> list[ItemSample]:
+def failing_items(conn: Connection, run_id: int, limit: int, errors_only: bool = False) -> list[ItemSample]:
+    """The run's first ``limit`` MISMATCH and ERROR items (ERROR only with ``errors_only``)."""
     i = prompt_run_item
+    verdicts = [Verdict.ERROR] if errors_only else [Verdict.MISMATCH, Verdict.ERROR]
     rows = conn.execute(select(i.c.item_id, i.c.expected_decision, i.c.actual_decision, i.c.verdict,
                                i.c.raw_output, i.c.error)
-                        .where(i.c.run_id == run_id, i.c.verdict.in_([Verdict.MISMATCH, Verdict.ERROR]))
+                        .where(i.c.run_id == run_id, i.c.verdict.in_(verdicts))
                         .order_by(i.c.id).limit(limit))
     return [ItemSample(*r) for r in rows]
 

@@ -11,7 +11,7 @@ from sqlalchemy import BigInteger, Float, Integer, String, Text, bindparam, exis
 from sqlalchemy.engine import Connection
 
 from ..errors import IllegalTransition, NotFound
-from ..models import Dataset, Run
+from ..models import Dataset, Run, RunCandidate
 from ..states import RUN_OPEN, RunStatus, Verdict, run_sources
 from .dialect import db_now
 from .schema import EPOCH, new_token, prompt_run, prompt_run_item, prompt_update
@@ -137,11 +137,13 @@ def release_run_lease(conn: Connection, run_id: int, token: str) -> bool:
                         .values(lease_token=None, lease_until=EPOCH)).rowcount == 1
 
 
-def candidate_config_of_run(conn: Connection, run_id: int) -> tuple[str, dict]:
-    row = _one(conn.execute(select(prompt_update.c.prompt_name, prompt_update.c.candidate_config)
+def candidate_of_run(conn: Connection, run_id: int) -> RunCandidate:
+    """What a run evaluates: its update's prompt, candidate config and pinned provider."""
+    row = _one(conn.execute(select(prompt_update.c.prompt_name, prompt_update.c.candidate_config,
+                                   prompt_update.c.provider)
                             .join(prompt_run, prompt_run.c.update_id == prompt_update.c.id)
                             .where(prompt_run.c.id == run_id)), f"unknown run {run_id}")
-    return row.prompt_name, row.candidate_config
+    return RunCandidate(row.prompt_name, row.candidate_config, row.provider)
 
 
 def running_runs(conn: Connection) -> list[int]:

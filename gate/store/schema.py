@@ -60,7 +60,7 @@ prompt_update = Table("prompt_update", meta,
                       Column("base_version", Integer), Column("source", JsonText),
                       Column("source_key", String(255)), Column("source_sha", String(64)),
                       Column("reason", Text), Column("created_at", T), Column("started_at", T),
-                      Column("finished_at", T))
+                      Column("finished_at", T), Column("provider", JsonText))
 prompt_run = Table("prompt_run", meta,
                    Column("id", BigInteger, primary_key=True), Column("update_id", BigInteger),
                    Column("dataset_id", BigInteger), Column("dataset_name", String(128)),
@@ -91,6 +91,9 @@ rate_limit_bucket = Table("rate_limit_bucket", meta,
                           Column("updated_at", T), Column("paused_until", T), Column("granted", BigInteger),
                           Column("rate_limited", BigInteger), Column("last_grant", Integer),
                           Column("created_at", T))
+provider = Table("provider", meta,
+                 Column("name", String(128), primary_key=True), Column("base_url", Text),
+                 Column("api_key_env", String(128)), Column("models", JsonText), Column("updated_at", T))
 rate_limit_usage = Table("rate_limit_usage", meta,
                          Column("run_id", BigInteger, primary_key=True), Column("throttled", BigInteger),
                          Column("throttled_ms", BigInteger), Column("rate_limited", BigInteger),
