@@ -38,11 +38,17 @@ from . import gateconfig
 from .errors import GateError, NotFound, SpecError, UsageError
 from .markdown import GITHUB_COMMENT_LIMIT, STEP_SUMMARY_LIMIT, render_markdown
 from .service import Gate, UpdateReport
-from .spec import load_spec
+from .spec import parse_spec_text
+from .yamlfile import UntrustedLoader, read_text_file
 from .states import EXIT_CODES, UpdateStatus
+from .untrusted import workflow_lines
 
 DEFAULT_PROMPTS = "prompts/**/*.yaml"
-PR_EVENTS = ("pull_request", "pull_request_target")
+PR_EVENTS = ("pull_request",)
+# Events that run with the base repository's secrets while a fork's code is checked out:
+# the workflow would hand the gate's database URL and tokens to that code.
+SECRET_EVENTS_ON_FORK_CODE = ("pull_request_target", "workflow_run")
+SECURITY_DOCS = "https://docs.github.com/en/actions/reference/events-that-trigger-workflows#pull_request_target"
 REPORT_FILE = "prompt-gate-report.md"
 
 
@@ -73,9 +79,10 @@ class ActionOptions:
     report_path: str = ""                    # default: $RUNNER_TEMP/prompt-gate-report.md
     samples: int = 5                         # failing items shown per dataset
     concurrency: int | None = None           # model calls in flight with run-workers
+    comment_author: str = ""                 # our comments' login; default: the token's user
 
     INPUTS = ("prompts", "gate-config", "mode", "run-workers", "timeout", "fail-on-reject", "comment",
-              "github-token", "report-path")
+              "github-token", "report-path", "comment-author")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], **overrides) -> "ActionOptions":
@@ -225,7 +232,7 @@ def field_line(text: str, field: str | None) -> int | None:
     if not field:
         return None
     try:
-        node = yaml.compose(text)
+        node = yaml.compose(text, Loader=UntrustedLoader)   # no aliases, bounded nesting
     except yaml.YAMLError:
         return None
     line = None
@@ -416,6 +423,9 @@ class Event:
 
 
 def effective_mode(requested: str, event: Event) -> str:
+    if event.name in SECRET_EVENTS_ON_FORK_CODE:
+        raise UsageError(f"event {event.name} runs with secrets on a fork's code: run prompt-gate on pull_request "
+                         f"(see docs/security.md and {SECURITY_DOCS})")
     if event.is_pr:
         if requested == "apply":
             raise UsageError("mode apply on a pull request would make unmerged prompts live: use check (or auto)")
@@ -453,6 +463,15 @@ def _repo_path(path: str) -> str:
     return path.lstrip("/")
 
 
+def _text_or_none(path: Path, display: str) -> str | None:
+    """The file's text for locating a problem's line (None when it cannot be read within
+    the size limit)."""
+    try:
+        return read_text_file(path, display)
+    except SpecError:
+        return None
+
+
 def _inside(workspace: Path, rel: str) -> Path:
     full = (workspace / rel).resolve()
     if workspace.resolve() not in full.parents and full != workspace.resolve():
@@ -468,17 +487,23 @@ def run_action(env: Mapping[str, str], gate: Gate, options: ActionOptions, *, ou
     out = out or sys.stdout
 
     def say(line: str) -> None:
+        """A plain log line that may hold untrusted text: no line of it can be a workflow command."""
+        print(workflow_lines(line), file=out, flush=True)
+
+    def command(line: str) -> None:
+        """A workflow command we built (its values escaped by ``_data`` / ``_prop``)."""
         print(line, file=out, flush=True)
 
     def warn(message: str) -> None:
-        say(f"::warning title=prompt-gate::{_data(message)}")
+        command(f"::warning title=prompt-gate::{_data(message)}")
 
     event = Event.from_env(env)
     mode = effective_mode(options.mode, event)
     if client is None:
         from .github import GitHubClient
         token = options.github_token or env.get("GITHUB_TOKEN", "")
-        client = (client_factory or GitHubClient)(token, event.repository, event.api_url)
+        client = (client_factory or GitHubClient)(token, event.repository, event.api_url,
+                                                  comment_author=options.comment_author or None)
 
     # 1. what changed
     if event.is_pr:
@@ -524,7 +549,7 @@ def run_action(env: Mapping[str, str], gate: Gate, options: ActionOptions, *, ou
                 if mode == "apply" and not config_changed and not config_result.changes:
                     config_result = None
             except SpecError as exc:
-                problems.append(problem_from(exc, config_path, full.read_text(encoding="utf-8", errors="replace")))
+                problems.append(problem_from(exc, config_path, _text_or_none(full, config_path)))
                 config_ok = False
     if not config_ok and mode == "apply":
         notes.append("Nothing was submitted: the gate config could not be synced, so the bars may be stale.")
@@ -544,16 +569,11 @@ def run_action(env: Mapping[str, str], gate: Gate, options: ActionOptions, *, ou
                 continue
             text = None
             try:
-                text = full.read_text(encoding="utf-8")
-                spec = load_spec(full)
-            except FileNotFoundError:
-                problems.append(Problem(f.path, None, None, "not in the checkout (did the workflow run "
-                                        "actions/checkout?)"))
-                continue
-            except (OSError, UnicodeDecodeError) as exc:
-                problems.append(Problem(f.path, None, None, f"cannot read the file: {exc}"))
-                continue
+                text = read_text_file(full, f.path)      # at most the size limit is read
+                spec = parse_spec_text(text, file=f.path)
             except SpecError as exc:
+                if exc.reason == "no such file":
+                    exc = SpecError(f.path, None, "not in the checkout (did the workflow run actions/checkout?)")
                 problems.append(problem_from(exc, f.path, text))
                 continue
             if spec.name in seen:
@@ -572,16 +592,16 @@ def run_action(env: Mapping[str, str], gate: Gate, options: ActionOptions, *, ou
                 source["key"] = f"{event.repository}@{ref}"
             try:
                 update_id = gate.submit(spec, mode=mode, source={k: v for k, v in source.items() if v is not None})
-            except UsageError as exc:
+            except GateError as exc:      # refused (unknown provider, no bar...): this file only
                 problems.append(Problem(f.path, None, None, str(exc)))
                 continue
             ids.append(update_id)
             say(f"{f.path}: submitted {spec.name} in {mode} mode as update {update_id}")
 
     for p in problems:
-        say(p.annotation())
+        command(p.annotation())
     for path, reason in skipped:
-        say(Problem(path, None, None, reason, "warning").annotation())
+        command(Problem(path, None, None, reason, "warning").annotation())
 
     # 4. wait
     if ids:

@@ -17,7 +17,7 @@ from .cli import cli, database_option, echo_json, open_gate
 
 _ACTION_ENV = {name: [f"INPUT_{name.upper().replace('-', '_')}", f"INPUT_{name.upper()}"]
                for name in ("prompts", "gate-config", "mode", "run-workers", "timeout", "fail-on-reject",
-                            "comment", "github-token", "report-path")}
+                            "comment", "github-token", "report-path", "comment-author")}
 
 
 @cli.command("sync")
@@ -63,9 +63,11 @@ def sync_cmd(ctx, gate_config, dry_run, as_json):
               help="Token for the GitHub API (the workflow's GITHUB_TOKEN).")
 @click.option("--report-path", envvar=_ACTION_ENV["report-path"], default=None,
               help="Where to write the Markdown report (default $RUNNER_TEMP/prompt-gate-report.md).")
+@click.option("--comment-author", envvar=_ACTION_ENV["comment-author"], default=None,
+              help="Login of the report comment's author (default: the token's user, or github-actions[bot]).")
 @click.pass_context
 def action_cmd(ctx, prompts, gate_config, mode, run_workers, timeout, fail_on_reject, comment, github_token,
-               report_path):
+               report_path, comment_author):
     """Run the GitHub Action for the current event (reads GITHUB_* and INPUT_*)."""
     from .action import ActionOptions, run_action
     from .errors import UsageError
@@ -75,7 +77,7 @@ def action_cmd(ctx, prompts, gate_config, mode, run_workers, timeout, fail_on_re
     options = ActionOptions.build(**{k: v for k, v in dict(
         prompts=prompts, gate_config=gate_config, mode=mode, run_workers=run_workers, timeout=timeout,
         fail_on_reject=fail_on_reject, comment=comment, github_token=github_token,
-        report_path=report_path).items() if v is not None})
+        report_path=report_path, comment_author=comment_author).items() if v is not None})
     ctx.exit(run_action(os.environ, open_gate(ctx), options))
 
 

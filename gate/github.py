@@ -3,8 +3,10 @@
 * the files a pull request changes (paginated: a PR may touch thousands of files);
 * the files a push changed (the compare API between the push's before and after, or the
   commit's own files when there is no usable "before");
-* the one report comment of a pull request, found again by its hidden marker and edited
-  in place, never duplicated;
+* the one report comment of a pull request, found again by its hidden marker **and** its
+  author (the token's own user), edited in place, never duplicated. A comment that carries
+  the marker but was written by anyone else is not ours: anyone may post the marker, and
+  editing their comment would put our report under their name (and theirs under ours);
 * the ``prompt-gate`` commit status, and a commit comment for pushes.
 
 The client is lazy (no request until one is needed) and does not sleep between requests:
@@ -25,6 +27,10 @@ STATUS_CONTEXT = "prompt-gate"
 STATUS_STATES = ("pending", "success", "failure", "error")
 DEFAULT_API_URL = "https://api.github.com"
 NULL_SHA = "0" * 40
+# The author of comments made with the workflow's GITHUB_TOKEN. Such a token may not read
+# GET /user (403), so this is its identity when that fails; a reserved "[bot]" login no
+# person can take.
+ACTIONS_BOT_LOGIN = "github-actions[bot]"
 
 
 class GitHubError(GateError):
@@ -58,7 +64,7 @@ class GitHubClient:
     """One repository on github.com or GitHub Enterprise (``api_url`` = GITHUB_API_URL)."""
 
     def __init__(self, token: str, repository: str, api_url: str | None = None, per_page: int = 100,
-                 timeout: int = 30):
+                 timeout: int = 30, comment_author: str | None = None):
         if not token:
             raise GateError("no GitHub token: pass github-token (the workflow's GITHUB_TOKEN is enough)")
         if not repository or "/" not in repository:
@@ -68,6 +74,7 @@ class GitHubClient:
                          per_page=per_page, timeout=timeout, lazy=True,
                          seconds_between_requests=None, seconds_between_writes=None)
         self.repo = self.gh.get_repo(repository)
+        self._own_login = comment_author or None
 
     def close(self) -> None:
         self.gh.close()
@@ -113,12 +120,26 @@ class GitHubClient:
 
     # --- reporting -------------------------------------------------------------------------------
 
+    def own_login(self) -> str:
+        """The login our comments carry: the token's user (GET /user), or the Actions bot
+        for a token that may not read it (the workflow's GITHUB_TOKEN)."""
+        if self._own_login is None:
+            try:
+                self._own_login = self.gh.get_user().login
+            except GithubException as exc:
+                if exc.status not in (401, 403, 404):
+                    raise _wrap("reading the token's user", exc) from None
+                self._own_login = ACTIONS_BOT_LOGIN
+        return self._own_login
+
     def find_comment(self, number: int, marker: str = MARKER):
         """The report comment of a pull request: the first whose body starts with the
-        marker (a reply quoting it starts with '>', so it never matches)."""
+        marker (a reply quoting it starts with '>', so it never matches) and whose author
+        is us. Marker comments by anyone else are ignored."""
+        mine = self.own_login().lower()
         try:
             for comment in self.repo.get_issue(number).get_comments():
-                if (comment.body or "").startswith(marker):
+                if (comment.body or "").startswith(marker) and (comment.user.login or "").lower() == mine:
                     return comment
         except GithubException as exc:
             raise _wrap(f"listing the comments of #{number}", exc) from None

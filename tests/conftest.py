@@ -80,6 +80,31 @@ def mysql_gate(mysql_url):
     g.close()
 
 
+# --- the Action's tests: the local model server and a fake GitHub ----------------------------
+
+@pytest.fixture(scope="module")
+def llm():
+    from gate.mockllm import MockLLMServer
+    with MockLLMServer(latency_ms=1) as server:
+        yield server
+
+
+@pytest.fixture
+def model(llm, monkeypatch):
+    """The local model server as the default provider (OPENAI_BASE_URL)."""
+    monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    return llm
+
+
+@pytest.fixture
+def github():
+    from action_harness import REPO, TOKEN
+    from fake_github import FakeGitHub
+    with FakeGitHub(REPO, token=TOKEN) as fake:
+        yield fake
+
+
 def run_cli(*args, env=None, input=None, timeout=120, cwd=None):
     """Run the real `promptgate` CLI as a subprocess."""
     full_env = {**os.environ, **(env or {})}

@@ -1,7 +1,9 @@
 """A local fake of the GitHub REST API: only the endpoints prompt-gate's Action calls, on
 127.0.0.1, in a thread. PyGithub talks to it over HTTP through its base URL.
 
-Endpoints: GET repo; GET pull; GET pull files (paginated with Link headers, like GitHub);
+Endpoints: GET /user (403 for an installation token such as the workflow's GITHUB_TOKEN,
+like GitHub; the user of a personal token when ``token_login`` is set); GET repo; GET pull;
+GET pull files (paginated with Link headers, like GitHub);
 GET issue; GET/POST issue comments; PATCH issue comment; POST commit status; GET commit
 (with its files); POST commit comment; GET compare. Every call is recorded in ``calls``.
 Bodies over 65,536 characters are refused with 422, as GitHub does.
@@ -52,10 +54,11 @@ class FakeGitHub:
     """``with FakeGitHub("acme/prompts") as gh: gh.base_url``."""
 
     def __init__(self, repository: str = "acme/prompts", token: str = "test-token", default_branch: str = "main",
-                 bot_login: str = "github-actions[bot]"):
+                 bot_login: str = "github-actions[bot]", token_login: str | None = None):
         self.repo = FakeRepo(repository, default_branch)
         self.token = token
         self.bot_login = bot_login
+        self.token_login = token_login
         self.calls: list[Call] = []
         self._ids = itertools.count(1000)
         self._lock = threading.Lock()
@@ -176,6 +179,10 @@ class FakeGitHub:
             return self._send(h, 401, {"message": "Bad credentials"})
         prefix = f"/repos/{self.repo.full_name}"
         path = parts.path
+        if path == "/user" and method == "GET":
+            if self.token_login is None:
+                return self._send(h, 403, {"message": "Resource not accessible by integration"})
+            return self._send(h, 200, self._user(self.token_login))
         if not path.startswith(prefix):
             return self._send(h, 404, {"message": "Not Found"})
         rest = path[len(prefix):]
@@ -212,7 +219,7 @@ class FakeGitHub:
                 if len(text) > BODY_LIMIT:
                     return 422, {"message": "Validation Failed", "errors": [{"message": "body is too long"}]}, {}
                 cid = next(self._ids)
-                r.issue_comments[cid] = {"issue": n, "body": text, "user": self.bot_login}
+                r.issue_comments[cid] = {"issue": n, "body": text, "user": self.token_login or self.bot_login}
                 return 201, self._comment_json(cid), {}
         m = re.fullmatch(r"/issues/comments/(\d+)", rest)
         if m and method == "PATCH":

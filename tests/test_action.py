@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
-import io
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from decimal import Decimal
@@ -21,126 +19,21 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fake_github import FakeGitHub, file_entry
+from fake_github import file_entry
 from gate import gateconfig
 from gate.action import (ActionOptions, PathFilter, Problem, combine_exit_codes, compile_glob, exit_code_for,
-                         field_line, run_action, wait_for_sha)
+                         field_line, wait_for_sha)
 from gate.errors import NotFound, SpecError, UsageError
 from gate.github import GitHubClient
 from gate.llm import CallResult
 from gate.markdown import (GITHUB_COMMENT_LIMIT, MARKER, UnescapedOutput, environment, md, render_markdown,
                            render_report_markdown)
-from gate.mockllm import MockLLMServer
 from gate.models import ItemSample, Update
 from gate.service import Gate, RunReport, UpdateReport
 from gate.spec import load_spec
 
-ROOT = Path(__file__).resolve().parents[1]
-EXAMPLE = ROOT / "prompts-example"
-GOLDEN = Path(__file__).resolve().parent / "golden"
-REPO = "acme/prompts"
-TOKEN = "test-token"
-HEAD1, HEAD2, BASE = "a1" * 20, "b2" * 20, "c3" * 20
-HOSTILE = "x|@org/team <img src=x> `tick` [link](https://evil.example) www.evil.example #12 **b**\nnext line"
-
-
-# --- fixtures and helpers -----------------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def llm():
-    with MockLLMServer(latency_ms=1) as server:
-        yield server
-
-
-@pytest.fixture
-def model(llm, monkeypatch):
-    monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
-    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-    return llm
-
-
-@pytest.fixture
-def github():
-    with FakeGitHub(REPO, token=TOKEN) as fake:
-        yield fake
-
-
-def fast(gate: Gate) -> Gate:
-    """The same database with quick polling, so in-process workers finish in a second."""
-    return Gate(gate.engine, gate.settings.with_(poll_interval=0.02, poll_max_interval=0.1, heartbeat_seconds=1.0))
-
-
-def make_workspace(root: Path) -> Path:
-    """A prompts repository: prompts/*.yaml, datasets/, gate.yaml (sources relative to it)."""
-    ws = root / "repo"
-    (ws / "prompts").mkdir(parents=True)
-    shutil.copytree(EXAMPLE / "datasets", ws / "datasets")
-    for p in (EXAMPLE / "prompts").glob("*.yaml"):
-        shutil.copy(p, ws / "prompts" / p.name)
-    shutil.copy(EXAMPLE / "gate.yaml", ws / "gate.yaml")
-    (ws / "README.md").write_text("# prompts\n")
-    return ws
-
-
-def use_candidate(ws: Path, name: str) -> None:
-    shutil.copy(EXAMPLE / "candidates" / f"{name}.yaml", ws / "prompts" / "ticket-urgency.yaml")
-
-
-def github_env(tmp_path: Path, fake: FakeGitHub, ws: Path, event_name: str, payload: dict, sha: str,
-               ref: str) -> dict:
-    run_dir = tmp_path / f"run-{len(list(tmp_path.glob('run-*')))}"
-    run_dir.mkdir()
-    event_path = run_dir / "event.json"
-    event_path.write_text(json.dumps(payload))
-    (run_dir / "output").write_text("")
-    (run_dir / "summary.md").write_text("")
-    return {"GITHUB_EVENT_NAME": event_name, "GITHUB_EVENT_PATH": str(event_path), "GITHUB_REPOSITORY": REPO,
-            "GITHUB_API_URL": fake.base_url, "GITHUB_SERVER_URL": "https://github.example", "GITHUB_RUN_ID": "42",
-            "GITHUB_SHA": sha, "GITHUB_REF": ref, "GITHUB_WORKSPACE": str(ws), "GITHUB_ACTOR": "octocat",
-            "GITHUB_OUTPUT": str(run_dir / "output"), "GITHUB_STEP_SUMMARY": str(run_dir / "summary.md"),
-            "RUNNER_TEMP": str(run_dir)}
-
-
-def pr_payload(number: int, sha: str) -> dict:
-    return {"action": "synchronize", "number": number,
-            "pull_request": {"number": number, "head": {"sha": sha, "ref": "feature"}, "user": {"login": "octocat"}},
-            "repository": {"full_name": REPO, "default_branch": "main"}}
-
-
-def push_payload(before: str, after: str) -> dict:
-    return {"ref": "refs/heads/main", "before": before, "after": after, "pusher": {"name": "octocat"},
-            "repository": {"full_name": REPO, "default_branch": "main"}}
-
-
-def read_outputs(path: str | Path) -> dict:
-    """GITHUB_OUTPUT in both of GitHub's formats: name=value and name<<DELIM ... DELIM."""
-    outputs, lines = {}, Path(path).read_text().splitlines()
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        if "<<" in line and ("=" not in line or line.index("<<") < line.index("=")):
-            name, delim = line.split("<<", 1)
-            j = lines.index(delim, i + 1)
-            outputs[name] = "\n".join(lines[i + 1:j])
-            i = j + 1
-        elif "=" in line:
-            name, value = line.split("=", 1)
-            outputs[name] = value
-            i += 1
-        else:
-            i += 1
-    return outputs
-
-
-def act(env: dict, gate: Gate, **options) -> tuple[int, str]:
-    out = io.StringIO()
-    opts = ActionOptions.build(**{"github_token": TOKEN, "run_workers": True, "timeout": 60, **options})
-    code = run_action(env, gate, opts, out=out)
-    return code, out.getvalue()
-
-
-def unescaped_pipes(line: str) -> int:
-    return len(re.findall(r"(?<!\\)\|", line))
+from action_harness import (BASE, GOLDEN, HEAD1, HEAD2, HOSTILE, REPO, ROOT, TOKEN, act, fast, github_env,
+                            make_workspace, pr_payload, push_payload, read_outputs, unescaped_pipes, use_candidate)
 
 
 # --- globs and changed files ------------------------------------------------------------------------------
@@ -662,7 +555,7 @@ def test_action_yml_passes_inputs_only_through_env():
     action = yaml.safe_load((ROOT / "action.yml").read_text())
     assert action["runs"]["using"] == "composite"
     assert set(action["inputs"]) == {"database-url", "prompts", "gate-config", "mode", "run-workers", "timeout",
-                                     "fail-on-reject", "comment", "github-token"}
+                                     "fail-on-reject", "comment", "github-token", "comment-author"}
     assert set(action["outputs"]) == {"status", "tracking-ids", "report-path"}
     for step in action["runs"]["steps"]:
         assert "${{" not in step["run"], f"step {step['id']} interpolates an expression into shell code"
