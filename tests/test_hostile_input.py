@@ -1,0 +1,292 @@
+"""A pull request's prompt file, templates and decision rule, a dataset's rows and a model's
+answers as an attacker would write them (docs/security.md, the table of attacks): each is
+refused with one line, or costs a bounded time and memory. No server is needed here; the
+worker-level and Action-level attacks are in test_hostile_workers.py and
+test_hostile_action.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, run_cli
+from gate.decision import MAX_ANSWER_CHARS, parse_decision
+from gate.errors import DatasetError, SpecError, UsageError
+from gate.providers import ProviderDecl, endpoint_for, parse_decl, resolve
+from gate.sandbox import RenderBudget, RenderPool, is_plain
+from gate.sources import SourceOptions, open_source
+from gate.spec import Decision, load_spec, parse_spec_text
+from gate.templating import TemplateProblem
+from gate.untrusted import terminal_safe, workflow_lines
+
+PROMPT = """name: p
+model: m
+labels: [yes, no]
+messages:
+  - {role: user, content: "{{ item.text }}"}
+"""
+
+
+def refused(text: str, field: str | None = None, seconds: float = 1.0) -> SpecError:
+    """The prompt text is refused with a SpecError, quickly."""
+    started = time.monotonic()
+    with pytest.raises(SpecError) as info:
+        parse_spec_text(text, file="p.yaml")
+    assert time.monotonic() - started < seconds
+    if field is not None:
+        assert info.value.field == field, str(info.value)
+    assert "\n" not in str(info.value)
+    return info.value
+
+
+# --- 1: a prompt file cannot choose where requests go or which secret they carry ---------------
+
+@pytest.mark.parametrize("provider", [
+    '{base_url: "http://attacker.example/v1", api_key_env: GITHUB_TOKEN}',
+    '{base_url: "http://169.254.169.254/latest"}',
+    '{api_key_env: PROMPTGATE_DATABASE_URL}',
+])
+def test_a_prompt_file_cannot_carry_a_url_or_a_key_variable(provider):
+    err = refused(PROMPT + f"provider: {provider}\n", "provider")
+    assert "may not carry a URL or a key variable" in err.reason
+
+
+def test_a_prompt_names_only_declared_providers():
+    spec = parse_spec_text(PROMPT + "provider: local\n")
+    declared = {"local": ProviderDecl("local", "http://127.0.0.1:8000/v1", models=("m", "gpt-*"))}
+    assert resolve(spec.provider, spec.model, declared, environ={}) == declared["local"]
+    with pytest.raises(UsageError, match="provider 'attacker' is not declared"):
+        resolve("attacker", "m", declared, environ={})
+    with pytest.raises(UsageError, match="does not serve model 'other'"):
+        resolve("local", "other", declared, environ={})
+    assert resolve(None, "m", declared, environ={}) is None        # the default provider
+
+
+@pytest.mark.parametrize("decl, field", [
+    ({"base_url": "file:///etc/passwd"}, "x.base_url"),
+    ({"base_url": "http://user:secret@host/v1"}, "x.base_url"),
+    ({"base_url": "https://h/v1", "api_key_env": "GITHUB_TOKEN"}, "x.api_key_env"),
+    ({"base_url": "https://h/v1", "api_key_env": "PROMPTGATE_DATABASE_URL"}, "x.api_key_env"),
+    ({"base_url": "https://h/v1", "api_key_env": "INPUT_GITHUB-TOKEN"}, "x.api_key_env"),
+    ({"base_url": "https://h/v1", "key": "sk-1"}, "x.key"),
+])
+def test_even_the_gate_config_cannot_aim_a_provider_at_the_gates_own_secrets(decl, field):
+    with pytest.raises(SpecError) as info:
+        parse_decl("x", decl, "gate.yaml", "x")
+    assert info.value.field == field
+
+
+def test_the_key_comes_only_from_the_declared_variable():
+    decl = ProviderDecl("azure", "https://h/v1", "AZURE_KEY")
+    assert endpoint_for(decl, {"AZURE_KEY": "k1", "OPENAI_API_KEY": "other"}).api_key == "k1"
+    with pytest.raises(UsageError, match="AZURE_KEY is not set"):
+        endpoint_for(decl, {"OPENAI_API_KEY": "other"})
+
+
+# --- 2, 3, 4: templates and rules that burn CPU or memory ---------------------------------------
+
+BOMBS = [
+    ("{{ (9**10000)**10000 > 1 }}", "big-number arithmetic"),
+    ("{% for a in 'x'*1000000 %}{% for b in 'x'*1000000 %}{% endfor %}{% endfor %}", "nested loops"),
+    ("{{ ('a'|center(1500000000))|length }}", "a growing filter"),
+    ("{{ '%300000000s'|format('x') }}", "format"),
+    ("{{ ('x' * 900000)|replace('x', 'yyyyyyyyyy') }}", "replace"),
+    ("{% set s = 'x' * 900000 %}" + "{% set s = s ~ s %}" * 12 + "{{ s|length }}", "~ chains"),
+]
+
+
+@pytest.fixture(scope="module")
+def pool():
+    p = RenderPool(RenderBudget(cpu_seconds=1.0, memory_mb=64, processes=2))
+    yield p
+    p.close()
+
+
+@pytest.mark.parametrize("template, what", BOMBS, ids=[w for _, w in BOMBS])
+def test_template_bombs_end_within_their_budget(pool, template, what):
+    parse_spec_text(PROMPT.replace("{{ item.text }}", template.replace('"', '\\"')))   # passes the submit checks
+    started = time.monotonic()
+    with pytest.raises(TemplateProblem) as info:
+        pool.render([template], {"text": "x"})
+    took = time.monotonic() - started
+    assert took < pool.budget.wall_seconds + 1.0, what
+    assert "budget" in str(info.value) or "over 1000000 characters" in str(info.value)
+    assert pool.render(["{{ item.text|upper }}"], {"text": "still here"}) == ["STILL HERE"]
+
+
+def test_rendering_in_this_process_only_for_plain_lookups():
+    assert is_plain("Subject: {{ item.subject }}\n{{ item['text'] }} {{ item.a.b }}")
+    for template, _ in BOMBS + [("{{ item.text|upper }}", ""), ("{% if item.x %}y{% endif %}", ""),
+                                ("{{ item[item.k] }}", ""), ("{{ item.text ~ 'x' }}", "")]:
+        assert not is_plain(template), template
+
+
+def test_the_sandbox_process_has_no_secrets_to_read(monkeypatch):
+    """Even a sandbox escape would find no key: the child's environment is empty of them."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
+    fresh = RenderPool(RenderBudget(cpu_seconds=1.0, memory_mb=64, processes=1))
+    try:
+        fresh.render(["{{ item.x|upper }}"], {"x": "warm"})
+        child, = fresh._children
+        environ = Path(f"/proc/{child.proc.pid}/environ").read_bytes()
+        assert b"sk-secret" not in environ and b"OPENAI" not in environ
+    finally:
+        fresh.close()
+
+
+def _parse_in_child(pattern: str, answer: str, timeout: float) -> float:
+    """parse_decision in a child process (a catastrophic regex would hang this one)."""
+    code = ("import sys, time; from gate.decision import parse_decision; from gate.spec import Decision;"
+            "d = Decision('regex', pattern=sys.argv[1]); t = time.perf_counter();"
+            "parse_decision(d, ['a', 'b'], sys.argv[2]); print(time.perf_counter() - t)")
+    out = subprocess.run([sys.executable, "-c", code, pattern, answer], capture_output=True, text=True,
+                         timeout=timeout, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0, out.stderr
+    return float(out.stdout)
+
+
+def test_a_catastrophic_regex_cannot_backtrack():
+    parse_spec_text(PROMPT + "decision: {type: regex, pattern: '^(a+)+$'}\n")   # accepted: RE2 runs it linearly
+    assert _parse_in_child("^(a+)+$", "a" * 40 + "b", timeout=20) < 0.1
+    assert _parse_in_child("^(a+)+$", "a" * 30000 + "!", timeout=20) < 0.1
+
+
+@pytest.mark.parametrize("pattern", [r"(a)\1", "(?=a)a", "x" * 1001])
+def test_patterns_re2_cannot_run_are_refused_at_submit(pattern):
+    refused(PROMPT + f"decision: {{type: regex, pattern: {json.dumps(pattern)}}}\n", "decision.pattern")
+
+
+# --- 7: YAML that expands, recurses or is huge ------------------------------------------------
+
+LAUGHS = """name: p
+model: m
+messages: [{role: user, content: "{{ item.text }}"}]
+response_format: &a0 {type: json_object, x: [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]}
+""" + "".join(f"x{i}: &a{i} [*a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, "
+              f"*a{i - 1}, *a{i - 1}, *a{i - 1}]\n" for i in range(1, 10))
+
+
+@pytest.mark.parametrize("text, why", [
+    (LAUGHS, "anchor"),
+    (PROMPT + "response_format: &a {type: json_object, x: *a}\n", "anchor"),
+    (PROMPT + "response_format: " + "[" * 5000 + "]" * 5000 + "\n", "nested deeper"),
+    (PROMPT + "description: one\ndescription: two\n", "duplicate key"),
+    (PROMPT + "params: {seed: " + "9" * 5000 + "}\n", "malformed YAML"),
+])
+def test_yaml_that_expands_recurses_or_repeats_is_refused(text, why):
+    err = refused(text)
+    assert why in str(err)
+
+
+def test_a_huge_prompt_file_is_refused_after_reading_only_the_limit(tmp_path):
+    huge = tmp_path / "huge.yaml"
+    with huge.open("wb") as fh:        # 200 MB, sparse: nothing is read past the limit
+        fh.truncate(200 * 1024 * 1024)
+    started = time.monotonic()
+    with pytest.raises(SpecError, match="over the 256 KiB limit"):
+        load_spec(huge)
+    assert time.monotonic() - started < 1.0
+
+
+def test_the_cli_refuses_them_in_one_line_without_a_traceback(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(PROMPT + "response_format: " + "[" * 5000 + "]" * 5000 + "\n")
+    out = run_cli("submit", bad, "--database-url", f"sqlite:///{tmp_path / 'g.db'}")
+    assert out.returncode == 2 and "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
+    assert "nested deeper than 32 levels" in out.stderr
+
+
+# --- 8: a dataset row nested to the decoder's limit ------------------------------------------
+
+def test_a_row_nested_too_deep_is_a_dataset_error_naming_the_row(tmp_path):
+    path = tmp_path / "d.jsonl"
+    path.write_text('{"item_id": "a", "expected_decision": "yes", "text": "ok"}\n'
+                    '{"item_id": "b", "expected_decision": "yes", "text": ' + "[" * 20000 + "]" * 20000 + "}\n")
+    reader = open_source(str(path), SourceOptions())
+    with pytest.raises(DatasetError, match="line 2: row is nested deeper than 32 levels"):
+        reader.read_page(None, 10)
+
+
+# --- 9: a long answer --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("answer", [
+    "<think>" * 16000,
+    "<think>" * 8000 + "</think>" + "yes",
+    "```" * 20000,
+    "{" * 50000,
+    "[" * 50000 + "yes",
+])
+@pytest.mark.parametrize("decision", [Decision(), Decision("json", field="decision"),
+                                      Decision("regex", pattern=r"(?i)\b(yes|no)\b")])
+def test_a_hostile_answer_is_parsed_in_bounded_time(answer, decision):
+    started = time.perf_counter()
+    parse_decision(decision, ["yes", "no"], answer)
+    assert time.perf_counter() - started < 0.2
+
+
+def test_only_the_start_of_an_answer_is_read():
+    assert parse_decision(Decision(), ["yes", "no"], "yes " + "x" * 10 * MAX_ANSWER_CHARS) == "yes"
+    assert parse_decision(Decision("regex", pattern="(no)$"), ["yes", "no"], "x" * MAX_ANSWER_CHARS + "no") is None
+
+
+# --- 10, 11: reserved labels, parameters out of range ---------------------------------------------
+
+@pytest.mark.parametrize("labels", ['["(invalid)", ok]', '["(none)", ok]', '["ok\\u001b[2J", no]'])
+def test_labels_cannot_look_like_the_gates_markers_or_hold_control_characters(labels):
+    refused(PROMPT.replace("labels: [yes, no]", f"labels: {labels}"), "labels")
+
+
+@pytest.mark.parametrize("params, field", [
+    ("{temperature: .nan}", "params.temperature"),
+    ("{top_p: .inf}", "params.top_p"),
+    ("{max_tokens: 1000000000000}", "params.max_tokens"),
+    ("{seed: 100000000000000000000000000000}", "params.seed"),
+    ("{stop: [a, b, c, d, e]}", "params.stop"),
+    ("{logit_bias: {'x': 1}}", "params.logit_bias"),
+    ("{reasoning_effort: 'rm -rf'}", "params.reasoning_effort"),
+])
+def test_parameters_out_of_range_are_refused_at_submit(params, field):
+    refused(PROMPT + f"params: {params}\n", field)
+
+
+def test_yaml_1_2_reads_yes_and_no_as_the_labels_they_look_like():
+    assert parse_spec_text(PROMPT).labels == ("yes", "no")
+    assert parse_spec_text(PROMPT.replace("[yes, no]", "[on, off]")).labels == ("on", "off")
+
+
+# --- 5, 12: untrusted text in a terminal and in the Actions log ------------------------------------
+
+def test_terminal_and_log_text_cannot_carry_commands_or_escapes():
+    hostile = "row\x1b]0;pwned\x07\r\n::add-mask::secret\n##[warning]x\u202etxt"
+    assert "\x1b" not in terminal_safe(hostile) and "\n" not in terminal_safe(hostile)
+    for line in workflow_lines(f"ok\n{hostile}\n::set-output name=x::y").splitlines():
+        assert not line.strip().startswith(("::", "##["))
+
+
+def test_status_and_preview_print_no_terminal_escapes(tmp_path, monkeypatch):
+    from gate.mockllm import MockLLMServer
+    from gate.service import Gate
+    from helpers import rules_spec
+    from workers.supervisor import run_until_terminal
+    db = f"sqlite:///{tmp_path / 'g.db'}"
+    data = tmp_path / "d.csv"
+    data.write_text('item_id,expected_decision,text\n"row\x1b]0;pwned\x07\x1b[2J",yes,beta\nok,no,beta\n')
+    assert run_cli("dataset", "add", "d", "--source", data, "--database-url", db).returncode == 0
+    preview = run_cli("dataset", "preview", "d", "--database-url", db)
+    assert preview.returncode == 0 and "row" in preview.stdout and "\x1b" not in preview.stdout
+    gate = Gate.connect(db, upgrade=True)
+    gate.map_dataset("p1", "d", "0.9")
+    uid = gate.submit(rules_spec("p1"), "check")
+    with MockLLMServer() as llm:
+        monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
+        report, = run_until_terminal(gate, [uid], timeout=30)
+    gate.close()
+    assert report.status == "REJECTED"
+    status = run_cli("status", uid, "--database-url", db)
+    assert "row" in status.stdout and "\x1b" not in status.stdout and "\x07" not in status.stdout
