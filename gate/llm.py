@@ -102,16 +102,26 @@ def call_prompt(spec: PromptSpec, item: Mapping[str, Any], *, settings: Settings
 def render_messages(spec: PromptSpec, item: Mapping[str, Any], renderer: RenderPool | None = None,
                     skip=None) -> list[dict[str, str]]:
     """The prompt's messages over one item, rendered under the sandbox's budget (``skip``:
-    see ``RenderPool.render``)."""
-    try:
-        texts = (renderer or default_pool()).render([m.content for m in spec.messages], item, skip)
-    except BudgetExceeded as exc:
-        raise ModelCallError(str(exc), retryable=False, kind="budget") from None
-    except TemplateProblem as exc:
-        raise ModelCallError(str(exc), retryable=False, kind="template") from None
-    except Exception as exc:      # e.g. TypeError comparing a str field with a number
-        raise ModelCallError(f"template cannot render this item: {type(exc).__name__}: {str(exc)[:300]}",
-                             retryable=False, kind="template") from None
+    see ``RenderPool.render_many``). Raises ModelCallError (template or budget)."""
+    result, = render_messages_many(spec, [item], renderer, skip)
+    if isinstance(result, ModelCallError):
+        raise result
+    return result
+
+
+def render_messages_many(spec: PromptSpec, items: Sequence[Mapping[str, Any]], renderer: RenderPool | None = None,
+                         skip=None) -> list[list[dict[str, str]] | ModelCallError]:
+    """The prompt's messages over each item (one sandbox request for all of them), or the
+    ModelCallError (kind template or budget, not retryable) of an item that has none."""
+    rendered = (renderer or default_pool()).render_many([m.content for m in spec.messages], items, skip)
+    return [_as_messages(spec, texts) for texts in rendered]
+
+
+def _as_messages(spec: PromptSpec, texts) -> list[dict[str, str]] | ModelCallError:
+    if isinstance(texts, BudgetExceeded):
+        return ModelCallError(str(texts), retryable=False, kind="budget")
+    if isinstance(texts, TemplateProblem):
+        return ModelCallError(str(texts), retryable=False, kind="template")
     return [{"role": m.role, "content": text} for m, text in zip(spec.messages, texts)]
 
 

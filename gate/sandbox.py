@@ -109,7 +109,7 @@ def is_plain(source: str) -> bool:
 # ----------------------------------------------------------------------------- the parent side
 
 class _Child:
-    """One sandbox process and its pipes."""
+    """One sandbox process, its pipes, and the frames read from it so far."""
 
     def __init__(self, budget: RenderBudget):
         env = {k: v for k, v in os.environ.items() if k in CHILD_ENV_KEEP}
@@ -117,33 +117,40 @@ class _Child:
         self.proc = subprocess.Popen([sys.executable, "-m", "gate.sandbox"], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
                                      close_fds=True, start_new_session=True)
+        self.buffer = bytearray()
 
-    def ask(self, request: dict, wall_seconds: float) -> dict | None:
-        """The child's answer, or None when it died or did not answer in time (it is then
-        killed)."""
+    def send(self, request: dict) -> bool:
         try:
             body = json.dumps(request, ensure_ascii=False).encode()
             self.proc.stdin.write(HEADER.pack(len(body)) + body)
             self.proc.stdin.flush()
-            deadline = time.monotonic() + wall_seconds
-            size, = HEADER.unpack(self._read(HEADER.size, deadline))
-            return json.loads(self._read(size, deadline))
-        except (OSError, ValueError, struct.error, TimeoutError):
-            self.kill()
-            return None
+            return True
+        except (OSError, ValueError):
+            return False
 
-    def _read(self, n: int, deadline: float) -> bytes:
-        fd, chunks, got = self.proc.stdout.fileno(), [], 0
-        while got < n:
+    def next_answer(self, wall_seconds: float) -> dict | None:
+        """The next answer frame, or None when the child ended or did not answer within
+        ``wall_seconds``. Reads what the pipe holds in one go: the answers of a batch
+        arrive back to back, and every read is a wait for the GIL among busy threads."""
+        deadline = time.monotonic() + wall_seconds
+        fd = self.proc.stdout.fileno()
+        while True:
+            if len(self.buffer) >= HEADER.size:
+                size, = HEADER.unpack_from(self.buffer)
+                if len(self.buffer) >= HEADER.size + size:
+                    frame = bytes(self.buffer[HEADER.size:HEADER.size + size])
+                    del self.buffer[:HEADER.size + size]
+                    return json.loads(frame)
             left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
-                raise TimeoutError
-            chunk = os.read(fd, n - got)
-            if not chunk:
-                raise EOFError("the sandbox process ended") from None
-            chunks.append(chunk)
-            got += len(chunk)
-        return b"".join(chunks)
+            try:
+                if left <= 0 or not select.select([fd], [], [], left)[0]:
+                    return None
+                data = os.read(fd, 1 << 20)
+            except OSError:
+                return None
+            if not data:
+                return None
+            self.buffer += data
 
     @property
     def alive(self) -> bool:
@@ -163,9 +170,12 @@ class _Child:
                 pass
 
 
+Rendered = list[str] | TemplateProblem      # one item's messages, or why it has none
+
+
 class RenderPool:
-    """Renders a prompt's messages over an item under ``budget`` (see the module
-    docstring). Thread-safe; children start on first need and after one was ended."""
+    """Renders a prompt's messages over items under ``budget`` (see the module docstring).
+    Thread-safe; children start on first need (or ``warm``) and after one was ended."""
 
     def __init__(self, budget: RenderBudget | None = None):
         self.budget = budget or RenderBudget()
@@ -177,43 +187,77 @@ class RenderPool:
         self._children: set[_Child] = set()
         self.stats = {"plain": 0, "sandboxed": 0, "over_budget": 0, "started": 0}
 
+    def warm(self) -> None:
+        """Start every child now (a start takes ~0.1 s, in the background), so the first
+        template that needs one does not wait for it."""
+        places = [self._idle.get() for _ in range(max(1, self.budget.processes))]
+        for child in places:
+            self._idle.put(child if child is not None else self._start())
+
     def render(self, sources: Sequence[str], item: Mapping[str, Any],
                skip: Callable[[], str | None] | None = None) -> list[str]:
-        """Every source rendered over ``item``; TemplateProblem (BudgetExceeded over budget).
-        ``skip``, asked once a sandbox process is free, may give a reason not to render
-        after all (the template overran its budget on another item meanwhile)."""
-        if all(is_plain(s) for s in sources):
-            self.stats["plain"] += 1
-            return [render(s, item) for s in sources]
-        self.stats["sandboxed"] += 1
-        try:
-            item_json = json.dumps(item, ensure_ascii=False, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise TemplateProblem(f"template cannot render this item: {exc}") from None
-        return self._in_child({"templates": list(sources), "item": item_json}, skip)
+        """Every source rendered over ``item``; TemplateProblem (BudgetExceeded over budget)."""
+        result, = self.render_many(sources, [item], skip)
+        if isinstance(result, TemplateProblem):
+            raise result
+        return result
 
-    def _in_child(self, request: dict, skip: Callable[[], str | None] | None) -> list[str]:
+    def render_many(self, sources: Sequence[str], items: Sequence[Mapping[str, Any]],
+                    skip: Callable[[], str | None] | None = None) -> list[Rendered]:
+        """The sources rendered over each item, in one request to one sandbox process (the
+        budget is per item). ``skip``, asked once a process is free, may give a reason not
+        to render after all (the template overran its budget on another item meanwhile).
+        After an item overruns, the items behind it are not rendered."""
+        if all(is_plain(s) for s in sources):
+            self.stats["plain"] += len(items)
+            return [_render_here(sources, item) for item in items]
+        self.stats["sandboxed"] += len(items)
+        results: list[Rendered | None] = [None] * len(items)
+        asked: list[int] = []
+        texts: list[str] = []
+        for i, item in enumerate(items):
+            try:
+                texts.append(json.dumps(item, ensure_ascii=False, allow_nan=False))
+                asked.append(i)
+            except (TypeError, ValueError) as exc:
+                results[i] = TemplateProblem(f"template cannot render this item: {exc}")
+        if asked:
+            for i, answer in zip(asked, self._in_child(list(sources), texts, skip)):
+                results[i] = answer
+        return results
+
+    def _in_child(self, sources: list[str], items: list[str], skip) -> list[Rendered]:
         child = self._idle.get()
         reason = skip() if skip is not None else None
         if reason:
             self._idle.put(child)
-            raise BudgetExceeded(reason)
+            return [BudgetExceeded(reason)] * len(items)
+        answers: list[Rendered] = []
         try:
             if child is None or not child.alive:
                 child = self._start()
-            answer = child.ask(request, self.budget.wall_seconds)
+            sent = child.send({"templates": sources, "items": items})
+            for _ in items:
+                answer = child.next_answer(self.budget.wall_seconds) if sent else None
+                if answer is None or "budget" in answer:
+                    answers += self._overrun(answer, len(items) - len(answers))
+                    self._end(child)
+                    return answers
+                answers.append(TemplateProblem(str(answer["problem"])[:1000]) if "problem" in answer
+                               else [str(text) for text in answer["ok"]])
         except BaseException:
             self._end(child)
             raise
-        if answer is None or "budget" in answer:
-            self._end(child)
-            self.stats["over_budget"] += 1
-            spent = OVERRUNS.get((answer or {}).get("budget"), OVERRUNS[None])
-            raise BudgetExceeded(f"template exceeded its budget of {self.budget.describe()} per item ({spent})")
         self._idle.put(child)
-        if "problem" in answer:
-            raise TemplateProblem(str(answer["problem"])[:1000])
-        return [str(text) for text in answer["ok"]]
+        return answers
+
+    def _overrun(self, answer: dict | None, left: int) -> list[Rendered]:
+        """The item that overran and the ones behind it that were not rendered."""
+        self.stats["over_budget"] += 1
+        spent = OVERRUNS.get((answer or {}).get("budget"), OVERRUNS[None])
+        overrun = BudgetExceeded(f"template exceeded its budget of {self.budget.describe()} per item ({spent})")
+        behind = BudgetExceeded("not rendered: the template exceeded its budget on an item before it")
+        return [overrun] + [behind] * (left - 1)
 
     def _start(self) -> _Child:
         if self._closed:
@@ -238,6 +282,16 @@ class RenderPool:
             children, self._children = list(self._children), set()
         for child in children:
             child.kill()
+
+
+def _render_here(sources: Sequence[str], item: Mapping[str, Any]) -> Rendered:
+    """Plain templates, in this process (their cost is linear in the item)."""
+    try:
+        return [render(s, item) for s in sources]
+    except TemplateProblem as exc:
+        return exc
+    except Exception as exc:      # a lookup on a value that has none (a str's attribute...)
+        return TemplateProblem(f"template cannot render this item: {type(exc).__name__}: {str(exc)[:300]}")
 
 
 _default_pool: RenderPool | None = None
@@ -280,11 +334,11 @@ def _arm_cpu(seconds: float) -> None:
     signal.setitimer(signal.ITIMER_PROF, seconds)
 
 
-def _serve_one(request: dict, cpu_seconds: float) -> dict:
+def _serve_one(templates: list[str], item_text: str, cpu_seconds: float) -> dict:
     try:
         _arm_cpu(cpu_seconds)
-        item = json.loads(request["item"])
-        out = [render(s, item) for s in request["templates"]]
+        item = json.loads(item_text)
+        out = [render(s, item) for s in templates]
         signal.setitimer(signal.ITIMER_PROF, 0)
         if sum(map(len, out)) > MAX_RENDERED_CHARS:
             return {"problem": f"the rendered messages are over {MAX_RENDERED_CHARS} characters"}
@@ -318,12 +372,13 @@ def _child_main() -> None:
         if len(header) < HEADER.size:
             return                                    # the parent is gone
         request = json.loads(stdin.read(HEADER.unpack(header)[0]))
-        answer = _serve_one(request, float(cpu_seconds))
-        body = json.dumps(answer, ensure_ascii=False).encode()
-        stdout.write(HEADER.pack(len(body)) + body)
-        stdout.flush()
-        if "budget" in answer:
-            return                                    # start afresh after an overrun
+        for item_text in request["items"]:            # an answer per item, as soon as it is ready
+            answer = _serve_one(request["templates"], item_text, float(cpu_seconds))
+            body = json.dumps(answer, ensure_ascii=False).encode()
+            stdout.write(HEADER.pack(len(body)) + body)
+            stdout.flush()
+            if "budget" in answer:
+                return                                # start afresh after an overrun
 
 
 if __name__ == "__main__":

@@ -9,7 +9,10 @@ outlive half the lease are renewed.
 
 An item's messages are rendered through the process's template sandbox (a CPU-time and
 memory budget per item, ``gate.sandbox``) and sent to the provider its update pinned at
-submit (``gate.providers``). A template over its budget ends the item ERROR, not retried,
+submit (``gate.providers``). Plain templates render in the call thread; the others render a
+chunk at a time in a render thread (one sandbox request per chunk, not per item: each
+round trip is a wait for the GIL among the call threads), which then hands the items to
+the call threads, so calls of other runs never wait on a sandbox. A template over its budget ends the item ERROR, not retried,
 and the run's remaining items end ERROR without being rendered: the run's verdict is
 FAILED already, and a template that burns its budget on every row would otherwise hold the
 sandbox for the whole dataset while other prompts' updates wait.
@@ -27,11 +30,11 @@ from dataclasses import dataclass, field
 from gate import store
 from gate.db import transaction
 from gate.errors import ModelCallError, UsageError
-from gate.llm import call_prompt, prepare_default_client, render_messages
+from gate.llm import call_prompt, prepare_default_client, render_messages_many
 from gate.models import ClaimedItem, ItemResult
 from gate.providers import Endpoint, ProviderDecl, endpoint_for
 from gate.ratelimit import CallLimiter
-from gate.sandbox import RenderBudget, RenderPool
+from gate.sandbox import RenderBudget, RenderPool, is_plain
 from gate.spec import PromptSpec, parse_spec
 from gate.states import Verdict
 
@@ -46,12 +49,16 @@ WRITE_BACK_THREADS = 2
 @dataclass
 class RunCall:
     """What every call of one run shares: the candidate, where its calls go (or why they
-    cannot go anywhere), and, once its template overran its budget, why the rest is not
-    rendered."""
+    cannot go anywhere), whether its templates need the sandbox, and, once its template
+    overran its budget, why the rest is not rendered."""
     spec: PromptSpec
     endpoint: Endpoint | None
     endpoint_error: str | None = None
     over_budget: str | None = None
+
+    @property
+    def sandboxed(self) -> bool:
+        return not all(is_plain(m.content) for m in self.spec.messages)
 
 
 @dataclass
@@ -76,6 +83,7 @@ class Executor(Poller):
         # a finished chunk is written back here, not by the call thread that finished it,
         # which goes on to its next call at once (a write-back waits on a durable commit)
         self.writers = ThreadPoolExecutor(WRITE_BACK_THREADS, thread_name_prefix="write-back")
+        self.rendering = ThreadPoolExecutor(self.renderer.budget.processes, thread_name_prefix="render")
         self.lock = threading.Lock()
         self.capacity = threading.Condition(self.lock)
         self.in_flight = 0      # calls dispatched and not yet answered
@@ -92,6 +100,7 @@ class Executor(Poller):
     def warm_up(self) -> None:
         if self.call is call_prompt:
             prepare_default_client(self.settings.request_timeout)
+        self.renderer.warm()
         super().warm_up()
 
     # --- the loop step ---------------------------------------------------------------
@@ -157,8 +166,22 @@ class Executor(Poller):
             self.in_flight += len(chunk.items)
             self.held += len(chunk.items)
             self.stats["claimed"] += len(chunk.items)
+        if run.sandboxed and not run.over_budget and run.endpoint is not None:
+            self.rendering.submit(self._render_and_dispatch, chunk, run)
+            return
         for item in chunk.items:
-            self.pool.submit(self._score, chunk, run, item)
+            self.pool.submit(self._score, chunk, run, item, None)
+
+    def _render_and_dispatch(self, chunk: Chunk, run: RunCall) -> None:
+        """In a render thread: the chunk's messages in one sandbox request, then its calls."""
+        try:
+            rendered = render_messages_many(run.spec, [i.input for i in chunk.items], self.renderer,
+                                            skip=lambda: run.over_budget)
+        except Exception as exc:  # a bug must not strand the chunk: every item ends ERROR
+            log.exception("run %s: unexpected error while rendering", run.spec.name)
+            rendered = [ModelCallError(f"internal error: {exc}"[:1000], retryable=False)] * len(chunk.items)
+        for item, messages in zip(chunk.items, rendered):
+            self.pool.submit(self._score, chunk, run, item, messages)
 
     def _run_call(self, run_id: int) -> RunCall:
         run = self.run_calls.get(run_id)
@@ -176,9 +199,9 @@ class Executor(Poller):
 
     # --- one item, in a pool thread ----------------------------------------------------
 
-    def _score(self, chunk: Chunk, run: RunCall, item: ClaimedItem) -> None:
+    def _score(self, chunk: Chunk, run: RunCall, item: ClaimedItem, rendered) -> None:
         try:
-            result = self._result(run, item)
+            result = self._result(run, item, rendered)
         except Exception as exc:  # a bug must not strand the chunk
             log.exception("item %s: unexpected error", item.id)
             result = ItemResult(item.id, Verdict.ERROR, error=f"internal error: {exc}"[:1000])
@@ -216,17 +239,18 @@ class Executor(Poller):
             if drained:
                 self.nudge("finalize")
 
-    def _result(self, run: RunCall, item: ClaimedItem) -> ItemResult:
+    def _result(self, run: RunCall, item: ClaimedItem, rendered) -> ItemResult:
+        """One item: its messages (``rendered`` by a render thread, else rendered here),
+        then the call under the rate limit, then its verdict."""
         if run.over_budget or run.endpoint is None:
             why = f"budget: {run.over_budget}" if run.over_budget else f"config: {run.endpoint_error}"
             return ItemResult(item.id, Verdict.ERROR, error=why[:1000])
         spec = run.spec
-        try:
-            messages = render_messages(spec, item.input, self.renderer, skip=lambda: run.over_budget)
-        except ModelCallError as exc:
-            if exc.kind == "budget" and not run.over_budget:
+        messages = rendered if rendered is not None else render_messages_many(spec, [item.input], self.renderer)[0]
+        if isinstance(messages, ModelCallError):
+            if messages.kind == "budget" and not run.over_budget:
                 self._stop_run_over_budget(run, item)
-            return self._failure(item, exc)
+            return self._failure(item, messages)
         with self.lock:
             self.stats["calls"] += 1
         with self.limiter.slot(spec, item, messages, run.endpoint.base_url) as slot:
@@ -292,6 +316,7 @@ class Executor(Poller):
                     break
             self._renew_leases()
             time.sleep(0.05)
+        self.rendering.shutdown(wait=False, cancel_futures=True)
         self.pool.shutdown(wait=False, cancel_futures=True)
         self.writers.shutdown(wait=True)
         self.limiter.close()
