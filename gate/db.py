@@ -271,7 +271,7 @@ def upgrade(engine: Engine) -> list[int]:
             finally:
                 conn.execute(text("SELECT RELEASE_LOCK(:n)"), {"n": MIGRATION_LOCK})
                 conn.commit()
-        with conn.begin():
+        with conn.begin():   # not db.transaction: a failed migration stops the upgrade, to be looked at
             return _apply_pending(conn, dialect)
 
 
