@@ -63,7 +63,7 @@ class Executor(Poller):
         self.runs_at = 0.0
         self.turn = 0
         self.stats = {"claimed": 0, "written": 0, "lost": 0, "retries": 0, "calls": 0}
-        # shared rate-limit budgets + concurrency that adapts to 429s (gate/ratelimit.py)
+        # shared rate-limit budgets + concurrency that adapts to 429s (gate/ratelimit/)
         self.limiter = CallLimiter(self.settings, self.engine, self.concurrency, stop)
 
     def warm_up(self) -> None:
