@@ -217,7 +217,7 @@ def transaction(engine: Engine, work, *, wrote=None, attempts: int = RETRY_ATTEM
             delay = retry_delay(attempt)
             if attempt == attempts or not is_retryable(exc) or time.monotonic() + delay > deadline:
                 raise
-            log.log(logging.DEBUG if _is_conflict(exc) else logging.WARNING, "transaction run %d failed, "
+            log.log(logging.DEBUG if _is_conflict(exc) else logging.WARNING, "database error in transaction run %d, "
                     "running it again in %.3fs: %s", attempt, delay, str(exc).splitlines()[0][:200])
             time.sleep(delay)
 
