@@ -8,15 +8,19 @@ The database clock the statements use (``db_now``) is in ``gate.store.dialect``.
 from __future__ import annotations
 
 import datetime as dt
+import logging
+import random
 import re
 import time
 from importlib import resources
 
 from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import Connection, Engine, make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError
+from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
 
 from .errors import MigrationError, UsageError
+
+log = logging.getLogger("promptgate.db")
 
 
 def normalize_url(url: str) -> str:
@@ -95,7 +99,7 @@ class KeptConnection:
 
     def run(self, fn):
         if is_sqlite(self.engine):
-            with self.engine.begin() as conn:
+            with self.engine.begin() as conn:   # no retry here: callers run it again on their next beat or poll
                 return fn(conn)
         try:
             if self.conn is None:
@@ -135,27 +139,74 @@ def is_sqlite(bind) -> bool:
     return bind.dialect.name == "sqlite"
 
 
-# MySQL/MariaDB: deadlock victim, lock wait timeout. SQLite: busy past its timeout.
+# --- transactions: the one retry policy -----------------------------------------------
+
+# MySQL/MariaDB errors after which the same transaction, run again from scratch, can
+# succeed. Conflicts (the server rolled the work back): deadlock victim, lock wait timeout.
 CONFLICT_CODES = {1213, 1205}
+# The connection is gone or the server unreachable (restarting, failing over): can't
+# connect, server has gone away, lost connection during a query, lost connection (system
+# error), connection killed (MariaDB), disconnected by the server (MySQL 8).
+LOST_CONNECTION_CODES = {2003, 2006, 2013, 2055, 1927, 4031}
+RETRY_ATTEMPTS = 12           # runs of one transaction at most
+RETRY_GIVE_UP_AFTER = 20.0    # seconds: no new run starts later than this after the first
+RETRY_FIRST_DELAY = 0.01      # seconds before the second run; doubling, with jitter
+RETRY_MAX_DELAY = 2.0         # the longest wait between two runs
 
 
-def is_conflict(exc: BaseException) -> bool:
-    from sqlalchemy.exc import OperationalError
-    if not isinstance(exc, OperationalError):
-        return False
-    args = getattr(exc.orig, "args", ())
-    return (bool(args) and args[0] in CONFLICT_CODES) or "database is locked" in str(exc.orig)
+def is_retryable(exc: BaseException) -> bool:
+    """Whether running the failed transaction again, from scratch on a fresh connection, can
+    succeed: a lock conflict (MySQL deadlock 1213 or lock wait timeout 1205, SQLite
+    "database is locked") or a lost connection (server gone away, connection lost or
+    killed, server unreachable, or any error after which SQLAlchemy invalidated the
+    connection). Anything else is an answer, not an accident: retrying cannot change it."""
+    return _is_conflict(exc) or _is_lost_connection(exc)
 
 
-def transaction(engine: Engine, work, attempts: int = 6, *, wrote=None):
-    """Run ``work(conn)`` in one transaction; a deadlock victim is rolled back and run
-    again (InnoDB picks victims under concurrency: that is a retry, not an error).
+def _is_conflict(exc: BaseException) -> bool:
+    return isinstance(exc, OperationalError) and (_error_code(exc.orig) in CONFLICT_CODES
+                                                  or "database is locked" in str(exc.orig))
+
+
+def _is_lost_connection(exc: BaseException) -> bool:
+    return isinstance(exc, DBAPIError) and (exc.connection_invalidated
+                                            or _error_code(exc.orig) in LOST_CONNECTION_CODES)
+
+
+def _error_code(orig: BaseException | None) -> int | None:
+    args = getattr(orig, "args", ())
+    if args and isinstance(args[0], Exception):      # PyMySQL may wrap the server's error
+        args = args[0].args
+    return args[0] if args and isinstance(args[0], int) else None
+
+
+def retry_delay(attempt: int) -> float:
+    """Seconds to wait after run ``attempt`` (1, 2, ...) failed: exponential backoff from
+    RETRY_FIRST_DELAY up to RETRY_MAX_DELAY, each wait drawn from its upper half so that
+    transactions that collided do not collide again in step."""
+    ceiling = min(RETRY_MAX_DELAY, RETRY_FIRST_DELAY * 2 ** (attempt - 1))
+    return random.uniform(ceiling / 2, ceiling)
+
+
+def transaction(engine: Engine, work, *, wrote=None, attempts: int = RETRY_ATTEMPTS,
+                give_up_after: float = RETRY_GIVE_UP_AFTER):
+    """Run ``work(conn)`` in one transaction and return its result: how the gate writes.
+
+    A retryable failure (``is_retryable``: a deadlock victim, a lock wait timeout, a lost
+    connection) rolls back and runs ``work`` again from scratch in a new transaction on a
+    fresh connection, after ``retry_delay``; at most ``attempts`` runs, and none started
+    later than ``give_up_after`` seconds after the first. Then, or at once for any other
+    error, the error is raised. So ``work`` must be the whole transaction and have no
+    effects outside the database that a second run would repeat. A connection lost during
+    COMMIT leaves it unknown whether the first run committed: a second run must be safe
+    on top of a committed first one (lease-token guards, conditional UPDATEs, and
+    ``Materializer._write_page``'s check that its page is not in already, make it so).
 
     ``wrote(result)``, when given, says whether the work wrote anything: a poll that
     claimed nothing rolls back instead of committing, so an idle-ish fleet polling for
     work costs no COMMITs (the P3 benchmark counts them)."""
-    import random
-    for attempt in range(attempts):
+    deadline = time.monotonic() + give_up_after
+    for attempt in range(1, attempts + 1):
         try:
             with engine.connect() as conn, conn.begin() as tx:
                 result = work(conn)
@@ -163,9 +214,12 @@ def transaction(engine: Engine, work, attempts: int = 6, *, wrote=None):
                     tx.rollback()
                 return result
         except Exception as exc:
-            if attempt == attempts - 1 or not is_conflict(exc):
+            delay = retry_delay(attempt)
+            if attempt == attempts or not is_retryable(exc) or time.monotonic() + delay > deadline:
                 raise
-            time.sleep(random.uniform(0.005, 0.02) * 2 ** attempt)
+            log.log(logging.DEBUG if _is_conflict(exc) else logging.WARNING, "database error in transaction run %d, "
+                    "running it again in %.3fs: %s", attempt, delay, str(exc).splitlines()[0][:200])
+            time.sleep(delay)
 
 
 def utcnow() -> dt.datetime:
@@ -217,7 +271,7 @@ def upgrade(engine: Engine) -> list[int]:
             finally:
                 conn.execute(text("SELECT RELEASE_LOCK(:n)"), {"n": MIGRATION_LOCK})
                 conn.commit()
-        with conn.begin():
+        with conn.begin():   # not db.transaction: a failed migration stops the upgrade, to be looked at
             return _apply_pending(conn, dialect)
 
 

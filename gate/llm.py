@@ -56,7 +56,7 @@ import openai
 
 from .decision import parse_decision
 from .errors import ModelCallError, UsageError
-from .providers import PLACEHOLDER_API_KEY, Endpoint, default_endpoint, endpoint_for, env_providers
+from .providers import Endpoint, default_endpoint, endpoint_for, env_providers
 from .sandbox import BudgetExceeded, RenderPool, default_pool
 from .settings import Settings
 from .spec import PromptSpec

@@ -142,22 +142,24 @@ class Gate:
         source_uri = _absolute_source(str(source_uri).strip(), base_dir)
         options = {"id_column": id_column or DEFAULT_ID_COLUMN, "label_column": label_column or DEFAULT_LABEL_COLUMN,
                    "base_dir": str(Path(base_dir or Path.cwd()).resolve())}
-        with self.engine.begin() as conn:
-            ds, _ = store.upsert_dataset(conn, name, source_uri, options)
+        ds, _ = db.transaction(self.engine, lambda conn: store.upsert_dataset(conn, name, source_uri, options))
         return ds
 
     def map_dataset(self, prompt_name: str, dataset_name: str, min_accuracy: Any) -> Mapping:
         check_name(prompt_name, "prompt name")
         bar = parse_bar(min_accuracy)
-        with self.engine.begin() as conn:
+
+        def map_it(conn) -> Dataset:
             ds = store.get_dataset(conn, dataset_name)
             store.upsert_mapping(conn, prompt_name, ds.id, bar)
+            return ds
+        ds = db.transaction(self.engine, map_it)
         return Mapping(prompt_name, ds.id, ds.name, bar)
 
     def unmap_dataset(self, prompt_name: str, dataset_name: str) -> bool:
-        with self.engine.begin() as conn:
-            ds = store.get_dataset(conn, dataset_name)
-            return store.delete_mapping(conn, prompt_name, ds.id)
+        def unmap(conn) -> bool:
+            return store.delete_mapping(conn, prompt_name, store.get_dataset(conn, dataset_name).id)
+        return db.transaction(self.engine, unmap)
 
     def list_datasets(self) -> list[tuple[Dataset, list[Mapping]]]:
         with self.engine.connect() as conn:

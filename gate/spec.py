@@ -23,8 +23,6 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
-import yaml
-
 from .errors import SpecError
 from .linear_regex import PatternError, compile_pattern
 from .templating import TemplateProblem, check_template

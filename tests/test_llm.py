@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 import gate.llm
+import gate.providers
 import gate.runtime
 from gate.errors import ModelCallError, NotFound
 from gate.llm import INVALID_DECISION, CallResult, call_prompt, get_client, retry_after_seconds
@@ -183,7 +184,7 @@ def test_endpoint_from_environment(monkeypatch, clean):
     spec = parse_spec({"name": "p", "model": "m", "labels": ["urgent", "routine"],
                        "messages": [{"role": "system", "content": SYSTEM},
                                     {"role": "user", "content": "{{ item.text }}"}]})
-    assert gate.llm.resolve_endpoint(spec) == Endpoint("default", clean.base_url, gate.llm.PLACEHOLDER_API_KEY)
+    assert gate.llm.resolve_endpoint(spec) == Endpoint("default", clean.base_url, gate.providers.PLACEHOLDER_API_KEY)
     assert call_prompt(spec, {"text": "site is down"}, settings=SETTINGS).decision == "urgent"
 
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import pymysql
 import pytest
 from sqlalchemy import func, select, update
+from sqlalchemy.exc import OperationalError
 
 from gate import store
 from gate.service import Gate
@@ -107,6 +109,34 @@ def test_a_page_that_fails_mid_transaction_is_read_again_without_duplicates(gate
     run = g.status(uid).runs[0]
     assert run.row_count == len(GOOD)
     assert run.content_hash == combine_digest(None, _all_rows(tmp_path / "d.csv"))
+
+
+def test_a_page_whose_commit_was_lost_in_flight_is_not_inserted_again(gate, tmp_path, monkeypatch):
+    """The connection drops while the second page's COMMIT is in flight, after the server
+    committed it: ``transaction`` runs the page's transaction again, and that second run
+    finds the page in instead of inserting it again (its own item ids would end the run)."""
+    g = _gate(gate)
+    uid = _submit(g, tmp_path, GOOD)
+    real, calls = store.advance_materialize, []
+
+    def commit_then_lose_the_connection(conn, run_id, token, **kw):
+        calls.append(kw["cursor"])
+        moved = real(conn, run_id, token, **kw)
+        if len(calls) == 2:
+            conn.connection.dbapi_connection.commit()      # the server commits the page...
+            raise OperationalError("COMMIT", {}, pymysql.err.OperationalError(   # ...the client never hears of it
+                2013, "Lost connection to server during query"))
+        return moved
+    monkeypatch.setattr(store, "advance_materialize", commit_then_lose_the_connection)
+    _materialize(g)
+    run_id = g.status(uid).runs[0].run_id
+    with g.engine.connect() as conn:
+        ids = conn.execute(select(store.prompt_run_item.c.item_id)
+                           .where(store.prompt_run_item.c.run_id == run_id)).scalars().all()
+    assert sorted(ids) == sorted(i for i, _ in GOOD)       # every item once
+    run = g.status(uid).runs[0]
+    assert (run.status, run.reason, run.row_count) == ("RUNNING", None, len(GOOD))
+    assert len(calls) == len(set(calls)) == -(-len(GOOD) // PAGE)   # each page advanced the cursor once
 
 
 def _all_rows(path: Path):

@@ -94,7 +94,7 @@ class Executor(Poller):
         self.runs_at = 0.0
         self.turn = 0
         self.stats = {"claimed": 0, "written": 0, "lost": 0, "retries": 0, "calls": 0}
-        # shared rate-limit budgets + concurrency that adapts to 429s (gate/ratelimit.py)
+        # shared rate-limit budgets + concurrency that adapts to 429s (gate/ratelimit/)
         self.limiter = CallLimiter(self.settings, self.engine, self.concurrency, stop)
 
     def warm_up(self) -> None:
@@ -276,15 +276,14 @@ class Executor(Poller):
                           retry_in=retry_delay(item.attempt, exc.retry_after, self.settings))
 
     def _write_back(self, chunk: Chunk) -> None:
-        for attempt in range(5):
-            try:
-                with self.engine.begin() as conn:
-                    written = store.write_item_results(conn, chunk.token, chunk.results)
-                break
-            except Exception as exc:  # the database may be restarting: the lease still protects us
-                log.warning("write-back failed (%s); retrying", str(exc).splitlines()[0][:200])
-                time.sleep(min(0.2 * 2 ** attempt, 3.0))
-        else:
+        """One guarded UPDATE, run again by ``transaction`` on a deadlock or a lost connection
+        (the database may be restarting). Running it again is safe even when a lost COMMIT
+        did commit: the lease token guards it, so the second run writes nothing."""
+        try:
+            written = transaction(self.engine,
+                                  lambda conn: store.write_item_results(conn, chunk.token, chunk.results))
+        except Exception as exc:   # retries spent, or a bug: the leases run out and the items are claimed again
+            log.warning("write-back failed: %s", str(exc).splitlines()[0][:200])
             written = 0
         lost = len(chunk.results) - written
         with self.lock:
@@ -301,9 +300,8 @@ class Executor(Poller):
         with self.lock:
             due = [c for c in self.chunks.values() if time.monotonic() - c.renewed_at > half]
         for chunk in due:
-            with self.engine.begin() as conn:
-                store.renew_item_leases(conn, [i.id for i in chunk.items], chunk.token,
-                                        self.settings.lease_seconds)
+            transaction(self.engine, lambda conn: store.renew_item_leases(
+                conn, [i.id for i in chunk.items], chunk.token, self.settings.lease_seconds))
             chunk.renewed_at = time.monotonic()
 
     def close(self) -> None:

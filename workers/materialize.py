@@ -20,6 +20,7 @@ called.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 from collections import Counter
@@ -155,8 +156,14 @@ class Materializer(Poller):
 
     def _write_page(self, run: Run, token: str, rows, cursor, digest, version, first: bool, before) -> None:
         """One page's transaction: the items, then (once the page before it has committed)
-        the cursor. ``before`` is that page's future (None for the first page in flight)."""
+        the cursor. ``before`` is that page's future (None for the first page in flight).
+        ``transaction`` runs it again after a deadlock or a lost connection; a second run
+        first asks whether the first one committed after all (a COMMIT lost in flight)."""
+        runs = itertools.count()
+
         def commit(conn) -> None:
+            if next(runs) and store.page_committed(conn, run.id, cursor):
+                return   # in already: inserting it again would fail on its own item ids
             if first:   # the first page moves the update and the run to RUNNING
                 self._ensure_running(conn, run, token)
             store.insert_items(conn, run.id, rows)

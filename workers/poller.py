@@ -1,6 +1,7 @@
 """One poller base for every role: ``poll()`` does one small step and returns the delay
 before the next (0 after a full batch); the loop sleeps on its wake event with jitter,
-and a database error is logged and backed off, never fatal.
+and an error is logged and backed off, never fatal (a database that is busy or away, as
+``gate.db.is_retryable`` tells, with a one-line warning).
 
 Two things keep an idle fleet cheap and a busy one quick. The pollers of a process share
 an ``Activity`` probe: while no update is open anywhere, one indexed query per
@@ -20,14 +21,11 @@ import threading
 import time
 from abc import ABC, abstractmethod
 
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
-
 from gate import store
-from gate.db import KeptConnection
+from gate.db import KeptConnection, is_retryable
 from gate.service import Gate
 
 log = logging.getLogger("promptgate.worker")
-DB_ERRORS = (OperationalError, InterfaceError, DBAPIError)
 
 
 class Activity:
@@ -157,13 +155,13 @@ class Poller(ABC):
                         self.wake.clear()   # this poll answers every wake so far (its own probe's too)
                         delay = self.poll()
                     backoff = 0.2
-                except DB_ERRORS as exc:
-                    self.db_errors += 1
-                    log.warning("%s: database error, retrying in %.1fs: %s", self.role, backoff,
-                                str(exc).splitlines()[0][:200])
-                    delay, backoff = backoff, min(backoff * 2, 5.0)
-                except Exception:
-                    log.exception("%s: unexpected error; backing off", self.role)
+                except Exception as exc:   # the loop keeps running: log, back off, poll again
+                    if is_retryable(exc):   # the same predicate as db.transaction's retries
+                        self.db_errors += 1
+                        log.warning("%s: database error, retrying in %.1fs: %s", self.role, backoff,
+                                    str(exc).splitlines()[0][:200])
+                    else:
+                        log.exception("%s: unexpected error; backing off", self.role)
                     delay, backoff = backoff, min(backoff * 2, 5.0)
                 if delay > 0 and not self.stop.is_set():
                     self.wake.wait(delay * random.uniform(0.8, 1.2) if jitter else delay)

@@ -14,8 +14,10 @@ import time
 import uuid
 from typing import Iterable, Sequence
 
+from sqlalchemy.exc import DBAPIError
+
 from gate import store
-from gate.db import KeptConnection, warm_pool
+from gate.db import KeptConnection, transaction, warm_pool
 from gate.errors import UsageError
 from gate.sandbox import RenderBudget, RenderPool
 from gate.service import Gate, UpdateReport
@@ -25,7 +27,7 @@ from . import ROLES
 from .execute import Executor
 from .finalize import Finalizer
 from .materialize import Materializer
-from .poller import DB_ERRORS, Activity, Poller, log
+from .poller import Activity, Poller, log
 from .reconcile import Reconciler
 
 POLLERS = {"materialize": Materializer, "execute": Executor, "finalize": Finalizer, "reconcile": Reconciler}
@@ -100,10 +102,9 @@ class WorkerProcess:
         if self.pollers and self.pollers[0].activity is not None:
             self.pollers[0].activity.close()
         self.renderer.close()
-        try:
-            with self.gate.engine.begin() as conn:
-                store.remove_worker(conn, self.id)
-        except DB_ERRORS:
+        try:   # best effort, briefly: a row left behind is pruned once its heartbeats stop
+            transaction(self.gate.engine, lambda conn: store.remove_worker(conn, self.id), give_up_after=1.0)
+        except DBAPIError:
             pass
 
     def shutdown(self, timeout: float | None = None) -> None:
@@ -130,10 +131,9 @@ class WorkerProcess:
         self.join()
 
     def _register(self) -> None:
-        try:
-            with self.gate.engine.begin() as conn:
-                self._insert_row(conn)
-        except DB_ERRORS as exc:
+        try:   # briefly: the heartbeat registers the process if this could not
+            transaction(self.gate.engine, self._insert_row, give_up_after=1.0)
+        except DBAPIError as exc:
             log.warning("could not register worker (will retry with the heartbeat): %s", exc)
 
     def _insert_row(self, conn) -> None:
@@ -152,7 +152,7 @@ class WorkerProcess:
                     kept.run(self._insert_row)
                 if beats % 6 == 0:   # rows silent for 6 beats go; no need to look every beat
                     kept.run(lambda conn: store.prune_workers(conn, interval * 6))
-            except DB_ERRORS as exc:
+            except DBAPIError as exc:   # the next beat tries again
                 log.warning("heartbeat failed: %s", str(exc).splitlines()[0][:200])
         kept.close()
 

@@ -14,7 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from .. import store
+from .. import db, store
 from ..errors import UsageError
 
 log = logging.getLogger("promptgate.ratelimit")
@@ -173,19 +173,27 @@ class SqlBucket(Bucket):
         self.engine = engine
         self._ensured: set[str] = set()
 
+    def _transaction(self, work):
+        """``db.transaction`` for a moment only (a deadlock, a dropped connection): a longer
+        outage goes back to ``acquire``, which waits ERROR_NAP between tries and notices stop.
+        A second run after a COMMIT lost in flight that did commit spends twice: the budget
+        errs on the safe side."""
+        return db.transaction(self.engine, work, give_up_after=MAX_NAP)
+
     def _ensure(self, key: str) -> None:
         if key not in self._ensured:
-            with self.engine.begin() as conn:
-                store.ensure_rate_bucket(conn, key, *self.config(key))
+            self._transaction(lambda conn: store.ensure_rate_bucket(conn, key, *self.config(key)))
             self._ensured.add(key)
 
     def take(self, key: str, cost: float = 1.0, up_to: int = 1) -> tuple[int, float]:
         self._ensure(key)
-        with self.engine.begin() as conn:
+
+        def spend(conn):
             granted = store.take_rate_tokens(conn, key, cost, up_to)
-            if granted:
-                return granted, 0.0
-            state = store.rate_bucket_state(conn, key)
+            return granted, None if granted else store.rate_bucket_state(conn, key)
+        granted, state = self._transaction(spend)
+        if granted:
+            return granted, 0.0
         if state is None:            # the row went away (a reset database): create it again
             self._ensured.discard(key)
             return 0, MIN_NAP
@@ -193,8 +201,7 @@ class SqlBucket(Bucket):
 
     def pause(self, key: str, seconds: float) -> None:
         self._ensure(key)
-        with self.engine.begin() as conn:
-            store.pause_rate_bucket(conn, key, seconds)
+        self._transaction(lambda conn: store.pause_rate_bucket(conn, key, seconds))
 
     def state(self, key: str):
         with self.engine.connect() as conn:

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Sequence
 
-from .. import store
+from .. import db, store
 from .buckets import Bucket, make_bucket
 from .limits import BucketSpec, Limits, endpoint_host, estimate_tokens
 
@@ -179,15 +179,17 @@ class CallLimiter:
 
     def flush(self, run_id: int | None = None) -> None:
         """Write the counts gathered so far (of one run, or all) to ``rate_limit_usage``;
-        on a database error they stay for the next flush."""
+        on a database error they stay for the next flush. (A second run of the increment
+        after a COMMIT lost in flight that did commit counts twice: these are statistics.)"""
         with self._lock:
             ids = [run_id] if run_id is not None else list(self._usage)
             pending = {i: self._usage.pop(i) for i in ids if i in self._usage and self._usage[i]}
         for rid, usage in pending.items():
+            def add(conn, rid=rid, usage=usage) -> None:
+                store.add_rate_limit_usage(conn, rid, throttled=usage.throttled, throttled_ms=usage.throttled_ms,
+                                           rate_limited=usage.rate_limited)
             try:
-                with self.engine.begin() as conn:
-                    store.add_rate_limit_usage(conn, rid, throttled=usage.throttled, throttled_ms=usage.throttled_ms,
-                                               rate_limited=usage.rate_limited)
+                db.transaction(self.engine, add)
             except Exception as exc:
                 log.warning("could not record rate-limit counts of run %s: %s", rid, str(exc).splitlines()[0][:200])
                 with self._lock:

@@ -35,8 +35,8 @@ from .ratelimits import (RateBucketState, add_rate_limit_usage, ensure_rate_buck
 from .providers import delete_provider, list_providers, upsert_provider
 from .runs import (advance_materialize, candidate_of_run, claim_materialize, finalizable_runs,
                    finalize_candidates_query, finish_materialize, get_run, insert_run, lock_run_query,
-                   materialize_claim_query, release_run_lease, run_has_unscored_items, running_runs,
-                   runs_of_update, transition_run)
+                   materialize_claim_query, page_committed, release_run_lease, run_has_unscored_items,
+                   running_runs, runs_of_update, transition_run)
 from .schema import (EPOCH, Bar, JsonText, dataset, meta, new_token, prompt, prompt_dataset, prompt_run,
                      prompt_run_item, prompt_update, prompt_version, provider, rate_limit_bucket, rate_limit_usage,
                      worker)
@@ -62,8 +62,8 @@ __all__ = [
     # runs
     "advance_materialize", "candidate_of_run", "claim_materialize", "finalizable_runs",
     "finalize_candidates_query", "finish_materialize", "get_run", "insert_run", "lock_run_query",
-    "materialize_claim_query", "release_run_lease", "run_has_unscored_items", "running_runs", "runs_of_update",
-    "transition_run",
+    "materialize_claim_query", "page_committed", "release_run_lease", "run_has_unscored_items", "running_runs",
+    "runs_of_update", "transition_run",
     # items
     "claim_items", "existing_item_ids", "fail_exhausted_items", "fail_unclaimed_items", "failing_items", "insert_items",
     "item_attempt_stats", "item_claim_query", "release_items", "renew_item_leases", "run_breakdown", "run_counts",

@@ -123,6 +123,18 @@ def _advance_materialize_statement():
 _ADVANCE_MATERIALIZE = _advance_materialize_statement()
 
 
+def page_committed(conn: Connection, run_id: int, cursor: str | None) -> bool:
+    """Whether the page that moved the run's cursor to ``cursor`` (None: the last page) has
+    committed. Pages commit in order and cursors only move forward, so this tells a second
+    run of a page's transaction, after a COMMIT lost in flight, whether the first one
+    committed (then the page must not be inserted again)."""
+    r = prompt_run
+    row = conn.execute(select(r.c.materialize_cursor, r.c.materialized_at).where(r.c.id == run_id)).first()
+    if row is None:
+        return False
+    return row.materialized_at is not None if cursor is None else row.materialize_cursor == cursor
+
+
 def finish_materialize(conn: Connection, run_id: int, token: str) -> bool:
     """Mark the last page in and release the lease."""
     return conn.execute(update(prompt_run)
