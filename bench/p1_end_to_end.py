@@ -2,6 +2,10 @@
 flight; wall time from submit to terminal status (seen by a 20 ms status poll; the report
 is read after the clock stops) vs the ideal ⌈1000/32⌉ × 0.2 s. Target: ≤ 1.10 × ideal.
 
+``--template filtered`` makes the user message ``{{ item.text | trim }}``: not a plain item
+lookup, so every item renders in the worker's template sandbox (a child process with a
+CPU-time and memory budget, gate/sandbox.py): that run measures the sandbox's overhead.
+
 One run submits ``--submissions`` updates (default 3, one prompt each over the same
 dataset) one after another, each at a random moment of the workers' probe cycle, and
 judges the median: pickup alone varies by up to one probe interval (0.25 s, ~4 % of the
@@ -9,7 +13,7 @@ ideal) with that moment. The workers are two processes of 16 calls in flight, on
 of this machine as README advises; ``--processes 1`` measures one process of 32.
 
     python bench/p1_end_to_end.py [--items 1000] [--latency-ms 200] [--concurrency 32] [--processes 2]
-                                  [--submissions 3]
+                                  [--submissions 3] [--template plain|filtered]
 """
 
 from __future__ import annotations
@@ -26,9 +30,20 @@ from common import (gated_dataset, mariadb, model_server, pause_at_random_probe_
 from gate import store  # noqa: E402  (common puts the repo on sys.path)
 
 
-def one_submission(gate, name: str, ideal: float) -> float:
+def candidate(name: str, template: str):
+    """The rules prompt; with ``filtered`` its user message goes through a filter."""
+    spec = rules_spec(name)
+    if template == "plain":
+        return spec
+    from gate.spec import parse_spec
+    config = spec.to_config()
+    config["messages"][-1]["content"] = "{{ item.text | trim }}"
+    return parse_spec(config)
+
+
+def one_submission(gate, name: str, ideal: float, template: str = "plain") -> float:
     started = time.monotonic()
-    uid = gate.submit(rules_spec(name), "apply")
+    uid = gate.submit(candidate(name, template), "apply")
     gate.wait_status(uid, timeout=120, poll=0.02)
     wall = time.monotonic() - started
     report = gate.status(uid)
@@ -53,6 +68,8 @@ def main() -> bool:
     ap.add_argument("--processes", type=int, default=2,
                     help="worker processes sharing the calls in flight (default: one per core here)")
     ap.add_argument("--submissions", type=int, default=3)
+    ap.add_argument("--template", choices=["plain", "filtered"], default="plain",
+                    help="filtered: every item renders in the template sandbox")
     args = ap.parse_args()
     ideal = math.ceil(args.items / args.concurrency) * args.latency_ms / 1000
     names = [f"p{k + 1}" for k in range(args.submissions)]
@@ -67,12 +84,13 @@ def main() -> bool:
             for k, name in enumerate(names):
                 if k:
                     pause_at_random_probe_phase(gate)
-                walls.append(one_submission(gate, name, ideal))
+                walls.append(one_submission(gate, name, ideal, args.template))
         finally:
             stop(procs)
     print(f"items={args.items} latency={args.latency_ms}ms in_flight={args.concurrency} processes={args.processes} "
-          f"ideal={ideal:.2f}s walls={', '.join(f'{w:.2f}s' for w in walls)}")
-    return result("P1 end-to-end wall/ideal (median)", statistics.median(walls) / ideal, "x", 1.10,
+          f"template={args.template} ideal={ideal:.2f}s walls={', '.join(f'{w:.2f}s' for w in walls)}")
+    what = "" if args.template == "plain" else f", {args.template} template"
+    return result(f"P1 end-to-end wall/ideal (median{what})", statistics.median(walls) / ideal, "x", 1.10,
                   higher_is_better=False)
 
 
