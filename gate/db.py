@@ -18,7 +18,7 @@ from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
 
-from .errors import MigrationError, UsageError
+from .errors import MigrationError, UsageError, first_line
 
 log = logging.getLogger("promptgate.db")
 
@@ -200,7 +200,7 @@ def transaction(engine: Engine, work, *, wrote=None, attempts: int = RETRY_ATTEM
     effects outside the database that a second run would repeat. A connection lost during
     COMMIT leaves it unknown whether the first run committed: a second run must be safe
     on top of a committed first one (lease-token guards, conditional UPDATEs, and
-    ``Materializer._write_page``'s check that its page is not in already, make it so).
+    ``Materializer.write_page``'s check that its page is not in already, make it so).
 
     ``wrote(result)``, when given, says whether the work wrote anything: a poll that
     claimed nothing rolls back instead of committing, so an idle-ish fleet polling for
@@ -218,7 +218,7 @@ def transaction(engine: Engine, work, *, wrote=None, attempts: int = RETRY_ATTEM
             if attempt == attempts or not is_retryable(exc) or time.monotonic() + delay > deadline:
                 raise
             log.log(logging.DEBUG if _is_conflict(exc) else logging.WARNING, "database error in transaction run %d, "
-                    "running it again in %.3fs: %s", attempt, delay, str(exc).splitlines()[0][:200])
+                    "running it again in %.3fs: %s", attempt, delay, first_line(exc))
             time.sleep(delay)
 
 

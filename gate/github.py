@@ -20,7 +20,7 @@ from typing import Iterable
 
 from github import Auth, Github, GithubException
 
-from .errors import GateError
+from .errors import GateError, GitHubError
 from .markdown import MARKER
 
 STATUS_CONTEXT = "prompt-gate"
@@ -31,10 +31,6 @@ NULL_SHA = "0" * 40
 # GET /user (403), so this is its identity when that fails; a reserved "[bot]" login no
 # person can take.
 ACTIONS_BOT_LOGIN = "github-actions[bot]"
-
-
-class GitHubError(GateError):
-    """A GitHub API call failed (status and message from GitHub)."""
 
 
 @dataclass(frozen=True)

@@ -55,7 +55,7 @@ from typing import Any, Mapping, Sequence
 import openai
 
 from .decision import parse_decision
-from .errors import ModelCallError, UsageError
+from .errors import CallFailure, ModelCallError, UsageError
 from .providers import Endpoint, default_endpoint, endpoint_for, env_providers
 from .sandbox import BudgetExceeded, RenderPool, default_pool
 from .settings import Settings
@@ -94,7 +94,7 @@ def call_prompt(spec: PromptSpec, item: Mapping[str, Any], *, settings: Settings
         raise classify_error(exc, endpoint.provider) from exc
     except ValueError:   # a JSON content type over a body that is not JSON
         raise ModelCallError(f"provider {endpoint.provider} answered with malformed JSON", retryable=True,
-                             kind="bad_response") from None
+                             kind=CallFailure.BAD_RESPONSE) from None
     latency_ms = round((time.perf_counter() - started) * 1000)
     return _result(spec, completion, latency_ms)
 
@@ -119,9 +119,9 @@ def render_messages_many(spec: PromptSpec, items: Sequence[Mapping[str, Any]], r
 
 def _as_messages(spec: PromptSpec, texts) -> list[dict[str, str]] | ModelCallError:
     if isinstance(texts, BudgetExceeded):
-        return ModelCallError(str(texts), retryable=False, kind="budget")
+        return ModelCallError(str(texts), retryable=False, kind=CallFailure.BUDGET)
     if isinstance(texts, TemplateProblem):
-        return ModelCallError(str(texts), retryable=False, kind="template")
+        return ModelCallError(str(texts), retryable=False, kind=CallFailure.TEMPLATE)
     return [{"role": m.role, "content": text} for m, text in zip(spec.messages, texts)]
 
 
@@ -148,7 +148,7 @@ def _result(spec: PromptSpec, completion: Any, latency_ms: int) -> CallResult:
     message = choices[0].get("message") if isinstance(choices, list) and choices and isinstance(choices[0], dict) \
         else None
     if not isinstance(message, dict):
-        raise ModelCallError("the model returned no choices", retryable=True, kind="bad_response")
+        raise ModelCallError("the model returned no choices", retryable=True, kind=CallFailure.BAD_RESPONSE)
     raw = message.get("content") or ""
     if not isinstance(raw, str):   # content parts: the text ones, in order
         raw = "".join(part.get("text") or "" for part in raw if isinstance(part, dict)) if isinstance(raw, list) \
@@ -182,7 +182,7 @@ def resolve_endpoint(spec: PromptSpec) -> Endpoint:
             raise UsageError(f"provider {spec.provider} of prompt {spec.name} is not declared in this process")
         return endpoint_for(decl)
     except UsageError as exc:
-        raise ModelCallError(str(exc), retryable=False, kind="config") from None
+        raise ModelCallError(str(exc), retryable=False, kind=CallFailure.CONFIG) from None
 
 
 def prepare_default_client(timeout: float) -> None:
@@ -217,14 +217,14 @@ def classify_error(exc: Exception, provider: str = "default") -> ModelCallError:
     of the module docstring (the whole text goes to the log only)."""
     log.info("model call to provider %s failed: %s", provider, _cause(exc))
     if isinstance(exc, openai.APITimeoutError):
-        return ModelCallError(f"model call to provider {provider} timed out", retryable=True, kind="timeout")
+        return ModelCallError(f"model call to provider {provider} timed out", retryable=True, kind=CallFailure.TIMEOUT)
     if isinstance(exc, openai.APIConnectionError):
         return ModelCallError(f"cannot reach provider {provider} ({_connection_reason(exc)})", retryable=True,
-                              kind="connection")
+                              kind=CallFailure.CONNECTION)
     if isinstance(exc, openai.APIStatusError):
         return _status_error(exc, provider)
     return ModelCallError(f"model call to provider {provider} failed ({type(exc).__name__})", retryable=False,
-                          kind="error")
+                          kind=CallFailure.ERROR)
 
 
 def _status_error(exc: openai.APIStatusError, provider: str) -> ModelCallError:
@@ -232,12 +232,12 @@ def _status_error(exc: openai.APIStatusError, provider: str) -> ModelCallError:
     kind_text = _error_type(exc)
     message = f"HTTP {status} from provider {provider}" + (f" ({kind_text})" if kind_text else "")
     if status == 429 or status >= 500:
-        kind = "rate_limit" if status == 429 else "server"
+        kind = CallFailure.RATE_LIMIT if status == 429 else CallFailure.SERVER
         return ModelCallError(message, retryable=True, retry_after=retry_after_seconds(exc.response.headers),
                               status_code=status, kind=kind)
     if status == 408:
-        return ModelCallError(message, retryable=True, status_code=status, kind="timeout")
-    kind = "auth" if status in (401, 403) else "bad_request"
+        return ModelCallError(message, retryable=True, status_code=status, kind=CallFailure.TIMEOUT)
+    kind = CallFailure.AUTH if status in (401, 403) else CallFailure.BAD_REQUEST
     return ModelCallError(message, retryable=False, status_code=status, kind=kind)
 
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from gate import store
 from gate.db import transaction
-from gate.errors import ModelCallError, UsageError
+from gate.errors import CallFailure, ModelCallError, UsageError, first_line
 from gate.llm import call_prompt, prepare_default_client, render_messages_many
 from gate.models import ClaimedItem, ItemResult
 from gate.providers import Endpoint, ProviderDecl, endpoint_for
@@ -226,7 +226,7 @@ class Executor(Poller):
                 conn, item.run_id, f"budget: {run.over_budget}"))
             log.info("run %s: template over budget; %d unclaimed items end ERROR uncalled", item.run_id, failed)
         except Exception as exc:   # they still fail one by one, unrendered, as they are claimed
-            log.warning("run %s: could not end its unclaimed items: %s", item.run_id, str(exc).splitlines()[0][:200])
+            log.warning("run %s: could not end its unclaimed items: %s", item.run_id, first_line(exc))
 
     def _finish_chunk(self, chunk: Chunk) -> None:
         try:
@@ -248,7 +248,7 @@ class Executor(Poller):
         spec = run.spec
         messages = rendered if rendered is not None else render_messages_many(spec, [item.input], self.renderer)[0]
         if isinstance(messages, ModelCallError):
-            if messages.kind == "budget" and not run.over_budget:
+            if messages.kind is CallFailure.BUDGET and not run.over_budget:
                 self._stop_run_over_budget(run, item)
             return self._failure(item, messages)
         with self.lock:
@@ -283,7 +283,7 @@ class Executor(Poller):
             written = transaction(self.engine,
                                   lambda conn: store.write_item_results(conn, chunk.token, chunk.results))
         except Exception as exc:   # retries spent, or a bug: the leases run out and the items are claimed again
-            log.warning("write-back failed: %s", str(exc).splitlines()[0][:200])
+            log.warning("write-back failed: %s", first_line(exc))
             written = 0
         lost = len(chunk.results) - written
         with self.lock:

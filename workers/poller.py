@@ -23,6 +23,7 @@ from abc import ABC, abstractmethod
 
 from gate import store
 from gate.db import KeptConnection, is_retryable
+from gate.errors import first_line
 from gate.service import Gate
 
 log = logging.getLogger("promptgate.worker")
@@ -159,7 +160,7 @@ class Poller(ABC):
                     if is_retryable(exc):   # the same predicate as db.transaction's retries
                         self.db_errors += 1
                         log.warning("%s: database error, retrying in %.1fs: %s", self.role, backoff,
-                                    str(exc).splitlines()[0][:200])
+                                    first_line(exc))
                     else:
                         log.exception("%s: unexpected error; backing off", self.role)
                     delay, backoff = backoff, min(backoff * 2, 5.0)

@@ -18,7 +18,7 @@ from sqlalchemy.exc import DBAPIError
 
 from gate import store
 from gate.db import KeptConnection, transaction, warm_pool
-from gate.errors import UsageError
+from gate.errors import UsageError, first_line
 from gate.sandbox import RenderBudget, RenderPool
 from gate.service import Gate, UpdateReport
 from gate.settings import Settings
@@ -153,7 +153,7 @@ class WorkerProcess:
                 if beats % 6 == 0:   # rows silent for 6 beats go; no need to look every beat
                     kept.run(lambda conn: store.prune_workers(conn, interval * 6))
             except DBAPIError as exc:   # the next beat tries again
-                log.warning("heartbeat failed: %s", str(exc).splitlines()[0][:200])
+                log.warning("heartbeat failed: %s", first_line(exc))
         kept.close()
 
 

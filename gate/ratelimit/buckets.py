@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import db, store
-from ..errors import UsageError
+from ..errors import UsageError, first_line
 
 log = logging.getLogger("promptgate.ratelimit")
 
@@ -145,7 +145,7 @@ class Bucket(ABC):
             if time.monotonic() - self._last_warning > 10:
                 self._last_warning = time.monotonic()
                 log.warning("rate limit %s (%s backend) unavailable, waiting: %s", key, self.backend,
-                            str(exc).splitlines()[0][:200])
+                            first_line(exc))
             return 0, ERROR_NAP
 
     @staticmethod

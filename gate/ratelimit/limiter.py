@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Sequence
 
 from .. import db, store
+from ..errors import CallFailure, ModelCallError, first_line
 from .buckets import Bucket, make_bucket
 from .limits import BucketSpec, Limits, endpoint_host, estimate_tokens
 
@@ -78,9 +79,9 @@ class Slot:
 
     def failed(self, exc: BaseException) -> None:
         """Tell the limiter how the call failed (a ModelCallError of kind rate_limit is a 429)."""
-        if getattr(exc, "kind", None) == "rate_limit":
+        if isinstance(exc, ModelCallError) and exc.kind is CallFailure.RATE_LIMIT:
             self.rate_limited = True
-            self.retry_after = getattr(exc, "retry_after", None)
+            self.retry_after = exc.retry_after
         else:
             self.failed_other = True
 
@@ -160,7 +161,7 @@ class CallLimiter:
                 with self._lock:
                     self.totals["paused"] += 1
             except Exception as exc:
-                log.warning("could not pause rate limit %s: %s", b.key, str(exc).splitlines()[0][:200])
+                log.warning("could not pause rate limit %s: %s", b.key, first_line(exc))
 
     def _count(self, slot: Slot) -> None:
         throttled = slot.waited > THROTTLE_NOTICE
@@ -191,7 +192,7 @@ class CallLimiter:
             try:
                 db.transaction(self.engine, add)
             except Exception as exc:
-                log.warning("could not record rate-limit counts of run %s: %s", rid, str(exc).splitlines()[0][:200])
+                log.warning("could not record rate-limit counts of run %s: %s", rid, first_line(exc))
                 with self._lock:
                     kept = self._usage[rid]
                     kept.throttled += usage.throttled

@@ -43,8 +43,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from ..errors import DatasetError
-from . import Page, SourceOptions, make_row, register
+from ..errors import DatasetError, first_line
+from .base import Page, SourceOptions, make_row, register
 from .http import expand_env
 
 RESERVED_PARAMS = ("query", "query_file")
@@ -209,7 +209,7 @@ class WarehouseReader:
             raise DatasetError(self._message(exc)) from None
 
     def _message(self, exc) -> str:
-        detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        detail = first_line(exc, 1000)
         hint = ""
         lowered = detail.lower()
         if self.options.id_column.lower() in lowered and ("column" in lowered or "no such" in lowered):
