@@ -49,8 +49,8 @@ from typing import Any, Mapping as TMapping
 
 from .errors import SpecError, UsageError
 from .providers import ProviderDecl, parse_decl
-from .service import Gate, _absolute_source, parse_bar
-from .sources import DEFAULT_ID_COLUMN, DEFAULT_LABEL_COLUMN, scheme_of
+from .service import Gate, parse_bar
+from .sources import DEFAULT_ID_COLUMN, DEFAULT_LABEL_COLUMN, absolute_source, scheme_of
 from .spec import check_name
 from .yamlfile import parse_yaml, read_text_file
 
@@ -193,7 +193,7 @@ def _parse_datasets(raw: TMapping, file: str | None, base_dir: str | Path | None
                             "https://, s3:// or sql+...")
         columns = {col: _column(decl.get(col), f"{where}.{col}", file) for col in ("id_column", "label_column")}
         source = source.strip()
-        source_uri = _absolute_source(source, base_dir)
+        source_uri = absolute_source(source, base_dir)
         if scheme_of(source) == "file" and not Path(source_uri).is_file():
             raise SpecError(file, f"{where}.source", f"no such file: {source} (relative sources resolve against "
                             "the config file's folder)")

@@ -25,7 +25,7 @@ import json
 from pathlib import PurePosixPath
 
 from ..errors import DatasetError
-from . import MAX_ROW_DEPTH, Page, Row, SourceOptions, json_quote, make_row, register, resolve_path
+from .base import MAX_ROW_DEPTH, Page, Row, SourceOptions, json_quote, make_row, register, resolve_path
 
 TEXT_KINDS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
 

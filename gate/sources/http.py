@@ -47,7 +47,7 @@ import urllib.request
 from pathlib import PurePosixPath
 
 from ..errors import DatasetError
-from . import Page, SourceOptions, register
+from .base import Page, SourceOptions, register
 from .files import TEXT_KINDS, LineStream, TextDecoder, parse_cursor, read_text_page, text_kind
 
 DEFAULT_TIMEOUT = 30.0

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import Reader, Row
+from .base import Reader, Row
 
 PREVIEW_PAGE_SIZE = 1000
 

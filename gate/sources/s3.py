@@ -26,7 +26,7 @@ import os
 import urllib.parse
 
 from ..errors import DatasetError
-from . import SourceOptions, register
+from .base import SourceOptions, register
 from .files import text_kind
 from .http import Body, StreamedTextReader, source_timeout
 

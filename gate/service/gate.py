@@ -1,85 +1,77 @@
-"""The service API: what the CLI, the GitHub Action, the demo and a later HTTP service
-call. Each public method is one transaction (or none) and raises only GateError."""
+"""``Gate``: the service API over one gate database, what the CLI, the GitHub Action, the
+demo and the production runtime call. Each public method is one transaction (or none) and
+raises only GateError: this class is the boundary where a driver error becomes a
+``DatabaseError`` (``_driver_errors_become_gate_errors``)."""
 
 from __future__ import annotations
 
-import datetime as dt
+import functools
+import re
 import time
-from dataclasses import asdict, dataclass, field
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 
-from . import db, store
-from .errors import NotFound, UsageError
-from .models import Dataset, ItemSample, LivePrompt, Mapping, Run, Update
-from .providers import Endpoint, ProviderDecl, endpoint_for, resolve
-from .scoring import clears
-from .settings import Settings
-from .sources import DEFAULT_ID_COLUMN, DEFAULT_LABEL_COLUMN, SourceOptions, open_source, scheme_of
-from .sources.preview import DatasetPreview, preview
-from .spec import PromptSpec, check_name
-from .states import EXIT_CODES, UPDATE_TERMINAL, Mode, RunStatus, UpdateStatus
+from .. import db, store
+from ..errors import DatabaseError, NotFound, UsageError
+from ..models import Dataset, LivePrompt, Mapping, Update, WorkerRow
+from ..providers import Endpoint, ProviderDecl, endpoint_for, resolve
+from ..settings import Settings
+from ..sources import DEFAULT_ID_COLUMN, DEFAULT_LABEL_COLUMN, SourceOptions, absolute_source, open_source
+from ..sources.preview import DatasetPreview, preview
+from ..spec import PromptSpec, check_name
+from ..states import UPDATE_TERMINAL, Mode
+from .reports import UpdateReport, run_report
 
 SAMPLE_FAILURES = 5
+SHA_RE = re.compile(r"[0-9a-fA-F]{7,64}")
 
 
-@dataclass(frozen=True)
-class RunReport:
-    run_id: int
-    dataset: str
-    bar: Decimal
-    status: str
-    total: int
-    scored: int
-    matches: int
-    errors: int
-    pending: int
-    accuracy: float | None          # raw matches / scored, for display; the gate uses exact fractions
-    passed: bool | None             # None until the run is DONE
-    reason: str | None
-    row_count: int
-    content_hash: str | None
-    source_version: str | None
-    source_uri: str
-    metrics: dict | None
-    failures: list[ItemSample] = field(default_factory=list)
+def _driver_errors_become_gate_errors(cls):
+    """Every public method of ``cls``: a driver error leaving it is a DatabaseError with the
+    driver's first line (never SQL, never a traceback), the one place the service maps
+    foreign errors, as httpx maps transport errors at one boundary."""
+    for name, member in list(vars(cls).items()):
+        if name.startswith("_"):
+            continue
+        if isinstance(member, classmethod):
+            setattr(cls, name, classmethod(_translated(member.__func__)))
+        elif callable(member):
+            setattr(cls, name, _translated(member))
+    return cls
 
 
-@dataclass(frozen=True)
-class UpdateReport:
-    update: Update
-    runs: list[RunReport]
-    attempts: dict[str, int]
+def _translated(fn):
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except DBAPIError as exc:
+            raise DatabaseError.from_driver(exc) from exc
+    return call
 
-    @property
-    def status(self) -> str:
-        return self.update.status
 
-    @property
-    def terminal(self) -> bool:
-        return self.update.status in UPDATE_TERMINAL
+def combine_exit_codes(codes: Iterable[int]) -> int:
+    """Several updates' exit codes as one: 2 (failed, cancelled, invalid) before 1
+    (rejected) before 3 (still open) before 0."""
+    codes = set(codes)
+    for code in (2, 1, 3):
+        if code in codes:
+            return code
+    return 0
 
-    @property
-    def exit_code(self) -> int:
-        return EXIT_CODES[UpdateStatus(self.update.status)]
 
-    def to_dict(self) -> dict[str, Any]:
-        def plain(value):
-            if isinstance(value, dict):
-                return {k: plain(v) for k, v in value.items()}
-            if isinstance(value, (list, tuple)):
-                return [plain(v) for v in value]
-            if isinstance(value, Decimal):
-                return float(value)
-            if isinstance(value, dt.datetime):
-                return value.isoformat() + "Z"
-            return value
-        u = asdict(self.update)
-        return plain({"id": u.pop("id"), **u, "runs": [asdict(r) for r in self.runs], "attempts": self.attempts})
+def latest_per_prompt(updates: Iterable[Update]) -> list[Update]:
+    """The newest update of each prompt (a re-run's submission replaces the earlier one),
+    oldest first."""
+    latest: dict[str, Update] = {}
+    for u in updates:
+        if u.prompt_name not in latest or u.id > latest[u.prompt_name].id:
+            latest[u.prompt_name] = u
+    return sorted(latest.values(), key=lambda u: u.id)
 
 
 def parse_bar(value: Any) -> Decimal:
@@ -94,6 +86,7 @@ def parse_bar(value: Any) -> Decimal:
     return bar
 
 
+@_driver_errors_become_gate_errors
 class Gate:
     """A handle on one gate database."""
 
@@ -139,7 +132,7 @@ class Gate:
         check_name(name, "dataset name")
         if not source_uri or not str(source_uri).strip():
             raise UsageError("a dataset needs a source URI (a path, file://, https://, s3:// or sql+...)")
-        source_uri = _absolute_source(str(source_uri).strip(), base_dir)
+        source_uri = absolute_source(str(source_uri).strip(), base_dir)
         options = {"id_column": id_column or DEFAULT_ID_COLUMN, "label_column": label_column or DEFAULT_LABEL_COLUMN,
                    "base_dir": str(Path(base_dir or Path.cwd()).resolve())}
         ds, _ = db.transaction(self.engine, lambda conn: store.upsert_dataset(conn, name, source_uri, options))
@@ -243,7 +236,7 @@ class Gate:
             upd = store.get_update(conn, update_id)
             runs = store.runs_of_update(conn, update_id)
             counts = store.run_counts(conn, [r.id for r in runs])
-            reports = [_run_report(r, counts[r.id], store.failing_items(conn, r.id, failures)) for r in runs]
+            reports = [run_report(r, counts[r.id], store.failing_items(conn, r.id, failures)) for r in runs]
             ids = [r.id for r in runs]
             return UpdateReport(upd, reports, {**store.item_attempt_stats(conn, ids),
                                                **store.rate_limit_stats(conn, ids)})
@@ -281,6 +274,31 @@ class Gate:
         with self.engine.connect() as conn:
             return store.updates_for_sha(conn, sha, prompt_name)
 
+    def wait_for_sha(self, sha: str, prompt: str | None = None, timeout: float | None = None,
+                     poll: float = 0.5) -> tuple[int, list[UpdateReport]]:
+        """For release pipelines: wait for the updates submitted for commit ``sha`` (the
+        latest one per prompt) and return (exit code as `wait ID` gives it, combined by
+        ``combine_exit_codes``; their reports).
+
+        Until an update for the commit appears, it is waited for up to ``timeout``; with no
+        timeout, or when none appears in time, NotFound is raised."""
+        sha = (sha or "").strip()
+        if not SHA_RE.fullmatch(sha):
+            raise UsageError(f"{sha!r} is not a commit SHA")
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            updates = latest_per_prompt(self.updates_for_sha(sha, prompt))
+            expired = deadline is not None and time.monotonic() >= deadline
+            if updates:
+                reports = [self.status(u.id) for u in updates]
+                if expired or all(r.terminal for r in reports):
+                    return combine_exit_codes(r.exit_code for r in reports), reports
+            elif deadline is None or expired:
+                what = f" for prompt {prompt}" if prompt else ""
+                raise NotFound(f"no update was submitted for commit {sha}{what} (wait needs the full SHA the "
+                               "Action or `promptgate submit --sha` used)")
+            time.sleep(poll if deadline is None else max(0.0, min(poll, deadline - time.monotonic())))
+
     def list_updates(self, limit: int = 20, prompt_name: str | None = None) -> list[Update]:
         with self.engine.connect() as conn:
             return store.list_updates(conn, limit, prompt_name)
@@ -302,6 +320,11 @@ class Gate:
         with self.engine.connect() as conn:
             return store.prompt_history(conn, name)
 
+    def live_workers(self) -> list[WorkerRow]:
+        """Worker processes whose heartbeat is fresh (three beats)."""
+        with self.engine.connect() as conn:
+            return store.live_workers(conn, self.settings.heartbeat_seconds * 3)
+
 
 def _source_key(source: dict) -> str:
     """Which check-mode submissions replace each other: the same repo and PR, or the
@@ -311,26 +334,3 @@ def _source_key(source: dict) -> str:
     if source.get("pr") is not None:
         return f"{source.get('repo', '')}#{source['pr']}"[:255]
     return "cli"
-
-
-def _absolute_source(uri: str, base_dir: str | Path | None) -> str:
-    if scheme_of(uri) != "file":
-        return uri
-    path = Path(uri[len("file://"):] if uri.startswith("file://") else uri)
-    if not path.is_absolute():
-        path = Path(base_dir or Path.cwd()) / path
-    return str(path.resolve())
-
-
-def _run_report(run: Run, counts, failures: list[ItemSample]) -> RunReport:
-    metrics = run.metrics or {}
-    matches = metrics.get("matches", counts.match)
-    scored = metrics.get("scored", counts.scored)
-    passed = clears(matches, scored, run.min_accuracy) if run.status == RunStatus.DONE else None
-    return RunReport(
-        run_id=run.id, dataset=run.dataset_name, bar=run.min_accuracy, status=run.status,
-        total=metrics.get("total", counts.total), scored=scored, matches=matches,
-        errors=metrics.get("errors", counts.error), pending=counts.pending,
-        accuracy=(matches / scored) if scored else None, passed=passed, reason=run.reason,
-        row_count=run.row_count, content_hash=run.content_hash, source_version=run.source_version,
-        source_uri=run.source_uri, metrics=run.metrics, failures=failures)

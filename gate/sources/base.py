@@ -1,0 +1,174 @@
+"""What every dataset reader shares: the row contract (``make_row``), rows and pages, the
+reader protocol and the registry of URI schemes, the canonical row JSON and the content
+hash. ``gate.sources`` re-exports all of it and opens readers (``open_source``)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+from ..errors import DatasetError
+
+DEFAULT_ID_COLUMN = "item_id"
+DEFAULT_LABEL_COLUMN = "expected_decision"
+DEFAULT_MAX_ROW_BYTES = 65536
+MAX_ROW_DEPTH = 32
+
+
+@dataclass(slots=True)
+class Row:
+    item_id: str
+    expected: str
+    input_json: str   # the other columns as canonical JSON: stored, hashed and size-checked as is
+    position: str     # where the row stands in the source ("line 12"), for messages
+
+    @property
+    def input(self) -> dict[str, Any]:
+        """The other columns, as a prompt template sees them (decoded from the stored form)."""
+        return json.loads(self.input_json)
+
+
+@dataclass(frozen=True)
+class Page:
+    rows: list[Row]
+    next_cursor: str | None   # None: this was the last page
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    id_column: str = DEFAULT_ID_COLUMN
+    label_column: str = DEFAULT_LABEL_COLUMN
+    max_row_bytes: int = DEFAULT_MAX_ROW_BYTES
+    base_dir: str | None = None   # relative file paths resolve here (the gate config's folder)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Reader(Protocol):
+    def snapshot_version(self) -> str:
+        """The source's version: file hash, ETag / Last-Modified, query text..."""
+
+    def read_page(self, cursor: str | None, limit: int) -> Page:
+        """Up to ``limit`` rows after ``cursor`` (None: from the start)."""
+
+    def close(self) -> None: ...
+
+
+SCHEMES: dict[str, Callable[[str, SourceOptions], Reader]] = {}
+
+
+def register(*schemes: str):
+    def wrap(factory):
+        for scheme in schemes:
+            SCHEMES[scheme] = factory
+        return factory
+    return wrap
+
+
+def scheme_of(uri: str) -> str:
+    head, sep, _ = uri.partition("://")
+    return head.lower() if sep else "file"
+
+
+def make_row(record: dict[str, Any], position: str, options: SourceOptions, source: str) -> Row:
+    """Apply the row contract to one decoded record; problems name the row.
+
+    This runs once per dataset row, so it avoids the general JSON encoder's per-call setup
+    (see ``canonical_json``) and a second UTF-8 encoding of ASCII text."""
+    if not isinstance(record, dict):
+        raise DatasetError(f"{source}: {position}: a row must be an object of columns")
+    id_column, label_column = options.id_column, options.label_column
+    item_id, expected = record.get(id_column), record.get(label_column)
+    item_id = "" if item_id is None else (item_id if type(item_id) is str else str(item_id)).strip()
+    if not item_id:
+        raise DatasetError(f"{source}: {position}: missing item id (column {id_column!r})")
+    expected = "" if expected is None else (expected if type(expected) is str else str(expected)).strip()
+    if not expected:
+        raise DatasetError(f"{source}: {position}: item {item_id}: missing label (column {label_column!r})")
+    if len(item_id) > 191:
+        raise DatasetError(f"{source}: {position}: item id longer than 191 characters")
+    inputs = {k: v for k, v in record.items() if k != id_column and k != label_column}
+    try:
+        input_json = canonical_json(inputs)
+    except RecursionError:
+        input_json = "[" * (MAX_ROW_DEPTH + 1)        # refused just below, by name
+    size = len(input_json) if input_json.isascii() else len(input_json.encode())
+    if size > options.max_row_bytes:
+        raise DatasetError(f"{source}: {position}: item {item_id}: row is {size} bytes, over the "
+                           f"{options.max_row_bytes}-byte limit")
+    if input_json.count("[") + input_json.count("{") > MAX_ROW_DEPTH and nesting_depth(inputs) > MAX_ROW_DEPTH:
+        raise DatasetError(f"{source}: {position}: item {item_id}: row is nested deeper than {MAX_ROW_DEPTH} levels")
+    return Row(item_id, expected, input_json, position)
+
+
+def nesting_depth(value: Any, stop_at: int = MAX_ROW_DEPTH + 1) -> int:
+    """How deep lists and mappings nest in ``value`` (1 for a flat mapping), counted
+    without recursion and up to ``stop_at``."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, (dict, list)):
+            deepest = max(deepest, depth)
+            if deepest >= stop_at:
+                return deepest
+            stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, dict) else node))
+    return deepest
+
+
+def _canonical_encoder() -> Callable[[Any], str]:
+    """Compact JSON with sorted keys, non-ASCII kept, unknown types as ``str``.
+
+    ``json.JSONEncoder.encode`` builds a new C encoder on every call, which costs more
+    than encoding a small row; this builds it once. Where the C encoder is missing the
+    pure-Python encoder does the same work."""
+    from json import encoder as json_encoder
+    general = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str).encode
+    make, quote = json_encoder.c_make_encoder, json_encoder.c_encode_basestring
+    if make is None or quote is None:
+        return general
+    one_shot = make(None, str, quote, None, ":", ",", True, False, True)
+
+    def encode(value: Any) -> str:
+        if type(value) is str:
+            return quote(value)
+        return "".join(one_shot(value, 0))
+    return encode
+
+
+canonical_json = _canonical_encoder()
+json_quote = json.encoder.c_encode_basestring or json.encoder.py_encode_basestring
+_MOD = 1 << 256
+
+
+def combine_digest(previous_hex: str | None, rows: list[Row]) -> str:
+    """Order-independent content hash: the sum of row digests mod 2**256, a row's digest
+    being the SHA-256 of its JSON-quoted id and label and its input JSON, joined by 0x1F.
+
+    It is updated page by page in the same transaction as the cursor, so it survives a
+    crash, and it does not depend on the page size: two runs on the same rows agree.
+    """
+    sha, quote, number = hashlib.sha256, json_quote, int.from_bytes   # once per row: no call per row
+    total = (int(previous_hex, 16) if previous_hex else 0) + sum([
+        number(sha(f"{quote(r.item_id)}\x1f{quote(r.expected)}\x1f{r.input_json}".encode()).digest(), "big")
+        for r in rows])
+    return f"{total % _MOD:064x}"
+
+
+def absolute_source(uri: str, base_dir: str | Path | None) -> str:
+    """A source URI as registered: a local file path made absolute (against ``base_dir``,
+    the gate config's folder, or the current one); other URIs as they are."""
+    if scheme_of(uri) != "file":
+        return uri
+    path = Path(uri[len("file://"):] if uri.startswith("file://") else uri)
+    if not path.is_absolute():
+        path = Path(base_dir or Path.cwd()) / path
+    return str(path.resolve())
+
+
+def resolve_path(uri: str, base_dir: str | None) -> Path:
+    path = Path(uri[len("file://"):] if uri.startswith("file://") else uri)
+    if not path.is_absolute() and base_dir:
+        path = Path(base_dir) / path
+    return path
