@@ -50,7 +50,6 @@ RNG; ``api_key`` (when set, any other bearer token gets 401). A model named
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import re
@@ -64,6 +63,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Iterable, Sequence
+
+import click
 
 MODEL_ID = "mock-llm"
 NO_RULE_ANSWER = "unknown"
@@ -608,25 +609,25 @@ def serve_forever(host: str = "127.0.0.1", port: int = 8000, **options: Any) -> 
             signal.signal(sig, handler)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gate.mockllm", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--latency-ms", type=float, default=0.0)
-    parser.add_argument("--jitter-ms", type=float, default=0.0)
-    parser.add_argument("--error-rate", type=float, default=0.0)
-    parser.add_argument("--rate-limit-rpm", type=int, default=0)
-    parser.add_argument("--timeout-rate", type=float, default=0.0)
-    parser.add_argument("--garbage-rate", type=float, default=0.0)
-    parser.add_argument("--hang-seconds", type=float, default=60.0)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--api-key", default=None)
-    parser.add_argument("--verbose", action="store_true")
-    args = vars(parser.parse_args(argv))
-    host, port = args.pop("host"), args.pop("port")
-    serve_forever(host, port, **args)
-    return 0
+@click.command("mock-llm")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=int, default=8000, show_default=True)
+@click.option("--latency-ms", type=float, default=0.0, help="Fixed latency per request.")
+@click.option("--jitter-ms", type=float, default=0.0, help="Uniform extra latency.")
+@click.option("--error-rate", type=float, default=0.0, help="Fraction answered 500.")
+@click.option("--rate-limit-rpm", type=int, default=0, help="Requests per minute before 429 + Retry-After.")
+@click.option("--timeout-rate", type=float, default=0.0, help="Fraction that hang past the client timeout.")
+@click.option("--garbage-rate", type=float, default=0.0, help="Fraction answered outside the labels.")
+@click.option("--hang-seconds", type=float, default=60.0, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--api-key", default=None, help="Require this bearer token.")
+@click.option("--verbose", is_flag=True, help="Log every request.")
+def command(**options):
+    """Run the local OpenAI-compatible model server (a stand-in for tests and demos). The
+    one declaration of its options: `promptgate mock-llm` and `python -m gate.mockllm`."""
+    host, port = options.pop("host"), options.pop("port")
+    serve_forever(host, port, **options)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    command()

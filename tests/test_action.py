@@ -21,8 +21,8 @@ import yaml
 
 from fake_github import file_entry
 from gate import gateconfig
-from gate.action import (ActionOptions, PathFilter, Problem, combine_exit_codes, compile_glob, exit_code_for,
-                         field_line, wait_for_sha)
+from gate.action import ActionOptions, PathFilter, Problem, compile_glob, exit_code_for, field_line
+from gate.service import combine_exit_codes
 from gate.errors import NotFound, SpecError, UsageError
 from gate.github import GitHubClient
 from gate.llm import CallResult
@@ -403,11 +403,11 @@ def test_pull_request_check_comment_status_outputs(mysql_gate, model, github, tm
     assert code == 0 and github.repo.statuses[-1]["state"] == "failure"
 
     # release pipelines: wait --sha
-    exit_code, reports = wait_for_sha(gate, HEAD2, timeout=5)
+    exit_code, reports = gate.wait_for_sha(HEAD2, timeout=5)
     assert exit_code == 1 and [r.status for r in reports] == ["REJECTED"]
-    assert wait_for_sha(gate, HEAD1, prompt="ticket-urgency")[0] == 0
+    assert gate.wait_for_sha(HEAD1, prompt="ticket-urgency")[0] == 0
     with pytest.raises(NotFound):
-        wait_for_sha(gate, "f" * 40, timeout=0.2)
+        gate.wait_for_sha("f" * 40, timeout=0.2)
 
 
 def test_invalid_prompt_gets_an_annotation_and_nothing_is_submitted(tmp_path, github, sqlite_url, model):
@@ -601,7 +601,7 @@ def test_end_to_end_action_yml_steps(mysql_url, llm, github, tmp_path):
             # Skipped: creating a venv and pip-installing the action's path needs the package
             # index. The package is importable from the checkout (PYTHONPATH), so the step's
             # only effect, its `python` output, is what it would be in a venv with it installed.
-            probe = subprocess.run([sys.executable, "-c", "import gate.cli_action"], env=job_env, cwd=ws)
+            probe = subprocess.run([sys.executable, "-c", "import gate.cli"], env=job_env, cwd=ws)
             assert probe.returncode == 0
             out_file.write_text(f"python={sys.executable}\n")
         else:
@@ -632,10 +632,10 @@ def test_end_to_end_action_yml_steps(mysql_url, llm, github, tmp_path):
 # --- the CLI commands ---------------------------------------------------------------------------------
 
 def cli_action(*args, env=None, cwd=None):
-    """`promptgate ...` with gate/cli_action.py's commands loaded (python -m gate.cli_action)."""
+    """`promptgate ...` as the Action's step runs it (python -m gate)."""
     full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
     full_env.pop("PROMPTGATE_DATABASE_URL", None) if "PROMPTGATE_DATABASE_URL" not in (env or {}) else None
-    return subprocess.run([sys.executable, "-m", "gate.cli_action", *map(str, args)], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "gate", *map(str, args)], capture_output=True, text=True,
                           env=full_env, cwd=cwd or ROOT, timeout=60)
 
 

@@ -1,0 +1,5 @@
+"""`python -m gate`: the `promptgate` command."""
+
+from .cli import main
+
+main()

@@ -1,0 +1,37 @@
+"""`promptgate action`: the GitHub Action's logic, thin over the service API.
+
+On a **pull request** (mode check): list the files the PR changes (PyGithub), keep the
+ones the ``prompts`` globs match, validate each (problems become ``::error`` annotations
+and a section of the report), submit the valid ones in check mode with source = repo, PR,
+head SHA, path, author, wait (running the workers in-process with ``run-workers``), render
+the report, upsert the PR's one report comment, set the ``prompt-gate`` commit status on
+the head SHA, write the outputs and the step summary. A changed gate config is **not**
+synced: its diff is shown as "takes effect after merge" and the bars in the database are
+the ones that count (a pull request cannot lower its own bar).
+
+On a **push to the default branch** (mode apply): sync the gate config first, then submit
+the prompts the push changed in apply mode and report the same way (a commit comment and
+the step summary). A push to another branch is evaluated in check mode.
+
+Exit codes: 0 every candidate cleared (or nothing to evaluate), 1 a candidate was rejected
+(only with fail-on-reject), 2 an invalid file, a failed or cancelled update, or an error,
+3 still running when the timeout passed. The commit status reports the verdict whatever
+fail-on-reject says.
+
+Modules: ``inputs`` (the inputs, declared once), ``workflow`` (the event, the mode, the
+log, outputs and summary), ``problems`` (annotations), ``run`` (the phases and
+``run_action``), ``verdict`` (status output, exit code, commit status).
+"""
+
+from ..globs import PathFilter, compile_glob, glob_filter, split_patterns
+from ..service import combine_exit_codes
+from .inputs import DEFAULT_PROMPTS, INPUTS, ActionInput, ActionOptions, parse_bool
+from .problems import Problem, command_data, command_property, field_line, problem_from
+from .run import REPORT_FILE, ActionRun, run_action, wait_for
+from .verdict import commit_state, exit_code_for, overall_status
+from .workflow import Event, effective_mode
+
+__all__ = ["DEFAULT_PROMPTS", "INPUTS", "REPORT_FILE", "ActionInput", "ActionOptions", "ActionRun", "Event",
+           "PathFilter", "Problem", "combine_exit_codes", "command_data", "command_property", "commit_state",
+           "compile_glob", "effective_mode", "exit_code_for", "field_line", "glob_filter", "overall_status",
+           "parse_bool", "problem_from", "run_action", "split_patterns", "wait_for"]

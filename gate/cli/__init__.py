@@ -1,0 +1,50 @@
+"""The `promptgate` command: parse, call the service API, print (text or --json).
+
+Every GateError becomes one line on stderr and exit code 2 (usage errors included);
+`wait` and `status` exit 0 APPLIED/PASSED, 1 REJECTED, 2 FAILED/CANCELLED, 3 still open.
+
+The root group is built here from the commands of each module (``datasets``, ``updates``,
+``workers``, ``action_command``, and ``mock-llm`` from ``gate.mockllm``); those modules
+import only ``common``, never this one, so nothing imports in a circle.
+`python -m gate`, `python -m gate.cli` and the console script `promptgate` all run ``main``.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import click
+
+from .. import __version__
+from ..mockllm import command as mock_llm
+from ..settings import Settings
+from .action_command import action_cmd
+from .common import GateGroup
+from .datasets import dataset, db, sync_cmd
+from .updates import cancel, live, report_cmd, status, submit, wait
+from .workers import demo, worker, workers_cmd
+
+
+@click.group(cls=GateGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--database-url", envvar="PROMPTGATE_DATABASE_URL", metavar="URL",
+              help="sqlite:///promptgate.db (default) or mysql://user:pass@host/db")
+@click.option("-v", "--verbose", is_flag=True, help="Log what the workers do.")
+@click.version_option(__version__, prog_name="promptgate")
+@click.pass_context
+def cli(ctx, database_url, verbose):
+    """prompt-gate: prompt changes go live only when they clear every accuracy bar."""
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    ctx.obj = {"settings": Settings.from_env(database_url=database_url)}
+
+
+for _command in (db, dataset, sync_cmd, submit, status, wait, cancel, live, report_cmd, worker, workers_cmd,
+                 mock_llm, demo, action_cmd):
+    cli.add_command(_command)
+
+
+def main(argv=None) -> None:
+    cli.main(args=argv, prog_name="promptgate")
+
+
+__all__ = ["cli", "main"]

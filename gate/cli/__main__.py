@@ -1,0 +1,5 @@
+"""`python -m gate.cli`: the `promptgate` command."""
+
+from . import main
+
+main()

@@ -1,0 +1,43 @@
+"""`promptgate action`: the GitHub Action's entry point. Its options are made from the one
+declaration of the Action's inputs (``gate.action.INPUTS``), each also read from the
+``INPUT_<NAME>`` variable a composite action passes."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from ..action import INPUTS, ActionInput, ActionOptions, run_action
+from ..action.inputs import MODES
+from ..errors import UsageError
+from ..settings import DEFAULT_DATABASE_URL
+from .common import database_option, open_gate
+
+
+def _input_option(spec: ActionInput):
+    kwargs = {"envvar": spec.env_names + (["GITHUB_TOKEN"] if spec.name == "github-token" else []),
+              "default": None, "help": spec.help}
+    if spec.kind == "flag":
+        return click.option(f"--{spec.name}/--no-{spec.name}", spec.field, **kwargs)
+    if spec.kind == "mode":
+        kwargs["type"] = click.Choice(MODES)
+    elif spec.kind == "seconds":
+        kwargs["type"] = float
+    return click.option(f"--{spec.name}", spec.field, **kwargs)
+
+
+@click.command("action")
+@database_option
+@click.pass_context
+def action_cmd(ctx, **inputs):
+    """Run the GitHub Action for the current event (reads GITHUB_* and INPUT_*)."""
+    settings = ctx.find_root().obj["settings"]
+    if not os.environ.get("PROMPTGATE_DATABASE_URL") and settings.database_url == DEFAULT_DATABASE_URL:
+        raise UsageError("no gate database: set the action's database-url input (PROMPTGATE_DATABASE_URL)")
+    options = ActionOptions.build(**{k: v for k, v in inputs.items() if v is not None})
+    ctx.exit(run_action(os.environ, open_gate(ctx), options))
+
+
+for _spec in INPUTS:
+    _input_option(_spec)(action_cmd)

@@ -1,0 +1,136 @@
+"""Commands over the gate's configuration: the schema, datasets and their bars, and the
+gate config file that declares them (``sync``)."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from ..untrusted import terminal_safe
+from .common import database_option, echo_json, open_gate
+
+
+@click.group()
+def db():
+    """Schema migrations."""
+
+
+@db.command("upgrade")
+@database_option
+@click.pass_context
+def db_upgrade(ctx):
+    """Apply pending migrations (idempotent; safe to run concurrently)."""
+    applied = open_gate(ctx, check_schema=False).upgrade()
+    click.echo(f"applied migrations: {', '.join(map(str, applied))}" if applied else "schema is up to date")
+
+
+@click.group()
+def dataset():
+    """Register datasets and map them to prompts with accuracy bars."""
+
+
+@dataset.command("add")
+@database_option
+@click.argument("name")
+@click.option("--source", "source_uri", required=True, metavar="URI",
+              help="path or file:// (CSV/JSONL), https://, s3://bucket/key, sql+URL?query=...")
+@click.option("--id-column", default=None, help="Column holding the item id (default item_id).")
+@click.option("--label-column", default=None, help="Column holding the expected label (default expected_decision).")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def dataset_add(ctx, name, source_uri, id_column, label_column, as_json):
+    """Register dataset NAME (or point it at a new source)."""
+    ds = open_gate(ctx).register_dataset(name, source_uri, id_column=id_column, label_column=label_column)
+    if as_json:
+        echo_json({"id": ds.id, "name": ds.name, "source_uri": ds.source_uri, "options": ds.options})
+    else:
+        click.echo(f"dataset {ds.name}: {ds.source_uri}")
+
+
+@dataset.command("map")
+@database_option
+@click.argument("prompt")
+@click.argument("dataset_name", metavar="DATASET")
+@click.option("--min-accuracy", required=True, help="The bar, a fraction in [0, 1] (0.95 = 95%).")
+@click.pass_context
+def dataset_map(ctx, prompt, dataset_name, min_accuracy):
+    """Gate PROMPT on DATASET with a bar."""
+    m = open_gate(ctx).map_dataset(prompt, dataset_name, min_accuracy)
+    click.echo(f"{m.prompt_name} × {m.dataset_name}: min accuracy {m.min_accuracy}")
+
+
+@dataset.command("unmap")
+@database_option
+@click.argument("prompt")
+@click.argument("dataset_name", metavar="DATASET")
+@click.pass_context
+def dataset_unmap(ctx, prompt, dataset_name):
+    """Remove the gate of PROMPT on DATASET."""
+    removed = open_gate(ctx).unmap_dataset(prompt, dataset_name)
+    click.echo(f"{prompt} × {dataset_name}: {'unmapped' if removed else 'was not mapped'}")
+
+
+@dataset.command("list")
+@database_option
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def dataset_list(ctx, as_json):
+    """Datasets and the prompts gated on them."""
+    rows = open_gate(ctx).list_datasets()
+    if as_json:
+        echo_json([{"name": ds.name, "source_uri": ds.source_uri, "options": ds.options,
+                    "gates": [{"prompt": m.prompt_name, "min_accuracy": str(m.min_accuracy)} for m in maps]}
+                   for ds, maps in rows])
+        return
+    if not rows:
+        click.echo("no datasets: add one with `promptgate dataset add NAME --source URI`")
+    for ds, maps in rows:
+        gates = ", ".join(f"{m.prompt_name} ≥ {m.min_accuracy}" for m in maps) or "not mapped"
+        click.echo(f"{ds.name}\t{terminal_safe(ds.source_uri)}\t{gates}")
+
+
+@dataset.command("preview")
+@database_option
+@click.argument("name")
+@click.option("--rows", type=int, default=10, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def dataset_preview(ctx, name, rows, as_json):
+    """The first rows, the row count and the label distribution of dataset NAME."""
+    p = open_gate(ctx).preview_dataset(name, rows)
+    if as_json:
+        echo_json({"row_count": p.row_count, "labels": p.label_counts, "snapshot": p.snapshot_version,
+                   "rows": [{"item_id": r.item_id, "expected_decision": r.expected, "input": r.input}
+                            for r in p.first_rows]})
+        return
+    click.echo(f"{name}: {p.row_count} rows, labels " +
+               ", ".join(f"{terminal_safe(label, 40)} {n}" for label, n in p.label_counts.items()) +
+               (f" ({terminal_safe(p.snapshot_version)})" if p.snapshot_version else ""))
+    for r in p.first_rows:
+        fields = terminal_safe(json.dumps(r.input, ensure_ascii=False), 120)
+        click.echo(f"  {terminal_safe(r.item_id)}\t{terminal_safe(r.expected)}\t{fields}")
+
+
+@click.command("sync")
+@database_option
+@click.argument("gate_config", metavar="GATE_CONFIG", type=click.Path(dir_okay=False))
+@click.option("--dry-run", is_flag=True, help="Only show what would change.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def sync_cmd(ctx, gate_config, dry_run, as_json):
+    """Make the gate's datasets and bars match GATE_CONFIG (idempotent). Mappings the file
+    does not declare are removed: the file is the whole truth for the gate's bars."""
+    from .. import gateconfig
+    gate = open_gate(ctx)
+    cfg = gateconfig.load_config(gate_config)
+    result = gateconfig.diff(gate, cfg) if dry_run else gateconfig.sync(gate, cfg)
+    if as_json:
+        echo_json({"path": result.path, "applied": result.applied,
+                   "changes": [{"kind": c.kind, "subject": c.subject, "before": c.before, "after": c.after,
+                                "text": str(c)} for c in result.changes]})
+        return
+    if not result.changes:
+        click.echo(f"{gate_config}: the gate already matches")
+    for line in result.lines():
+        click.echo(("would: " if dry_run else "") + line)

@@ -1,0 +1,125 @@
+"""Commands over submissions: submit a candidate, follow it (``status``, ``wait``,
+``report``), cancel it, and read a prompt's live version."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from ..errors import UsageError
+from ..spec import load_spec
+from .common import database_option, echo_json, open_gate, print_report
+
+
+@click.command()
+@database_option
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--mode", type=click.Choice(["check", "apply"]), default="check", show_default=True,
+              help="check: evaluate only; apply: go live when every bar clears.")
+@click.option("--source-key", default=None, help="Submissions with the same key replace each other (check mode).")
+@click.option("--sha", default=None, help="The commit this candidate comes from (for `wait --sha`).")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def submit(ctx, file, mode, source_key, sha, as_json):
+    """Stage the prompt in FILE for evaluation; prints the tracking id."""
+    spec = load_spec(file)
+    source = {"path": file, **({"key": source_key} if source_key else {}), **({"sha": sha} if sha else {})}
+    update_id = open_gate(ctx).submit(spec, mode=mode, source=source)
+    if as_json:
+        echo_json({"id": update_id, "prompt": spec.name, "mode": mode})
+    else:
+        click.echo(update_id)
+
+
+@click.command()
+@database_option
+@click.argument("update_id", type=int)
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default=None,
+              help="text (default), json (same as --json) or markdown (the pull-request report).")
+@click.pass_context
+def status(ctx, update_id, as_json, fmt):
+    """Where update UPDATE_ID stands (exit 0 cleared, 1 rejected, 2 failed/cancelled, 3 open)."""
+    report = open_gate(ctx).status(update_id)
+    print_report(report, "json" if as_json else (fmt or "text"))
+    ctx.exit(report.exit_code)
+
+
+@click.command()
+@database_option
+@click.argument("update_id", type=int, required=False)
+@click.option("--sha", default=None, help="Wait for every update submitted for this commit instead.")
+@click.option("--prompt", "prompt_name", default=None, help="With --sha: only this prompt's updates.")
+@click.option("--timeout", type=float, default=None, help="Seconds to wait (default: until terminal).")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def wait(ctx, update_id, sha, prompt_name, timeout, as_json):
+    """Wait for update UPDATE_ID (or the updates of --sha) to end: exit 0 cleared, 1 rejected,
+    2 failed/cancelled, 3 timeout."""
+    if (update_id is None) == (sha is None):
+        raise click.UsageError("give an UPDATE_ID or --sha SHA (not both)")
+    if sha is None:
+        report = open_gate(ctx).wait(update_id, timeout=timeout)
+        print_report(report, "json" if as_json else "text")
+        ctx.exit(report.exit_code)
+    code, reports = open_gate(ctx).wait_for_sha(sha, prompt_name, timeout)
+    if as_json:
+        echo_json([r.to_dict() for r in reports])
+    else:
+        for report in reports:
+            print_report(report, "text")
+    ctx.exit(code)
+
+
+@click.command()
+@database_option
+@click.argument("update_id", type=int)
+@click.pass_context
+def cancel(ctx, update_id):
+    """Cancel an open update; its results can never apply."""
+    open_gate(ctx).cancel(update_id)
+    click.echo(f"update {update_id}: CANCELLED")
+
+
+@click.command()
+@database_option
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def live(ctx, name, as_json):
+    """The live config of prompt NAME and its version."""
+    p = open_gate(ctx).live(name)
+    if as_json:
+        echo_json({"name": p.name, "version": p.version, "config_hash": p.config_hash,
+                   "applied_update_id": p.applied_update_id, "updated_at": p.updated_at, "config": p.config})
+    else:
+        click.echo(f"{p.name} v{p.version} (update {p.applied_update_id}, {p.updated_at:%Y-%m-%d %H:%M:%S} UTC, "
+                   f"{p.config_hash[:12]})")
+        click.echo(json.dumps(p.config, indent=2, ensure_ascii=False))
+
+
+@click.command("report")
+@database_option
+@click.argument("update_ids", type=int, nargs=-1)
+@click.option("--sha", default=None, help="The updates submitted for this commit (latest per prompt).")
+@click.option("--output", type=click.Path(dir_okay=False, writable=True), default=None,
+              help="Write to this file instead of stdout.")
+@click.option("--marker/--no-marker", default=False, help="Start with the hidden PR-comment marker.")
+@click.pass_context
+def report_cmd(ctx, update_ids, sha, output, marker):
+    """The Markdown report (the PR comment's format) of updates UPDATE_IDS or of --sha."""
+    from ..markdown import render_markdown
+    from ..service import latest_per_prompt
+    gate = open_gate(ctx)
+    ids = list(update_ids)
+    if sha:
+        ids += [u.id for u in latest_per_prompt(gate.updates_for_sha(sha))]
+    if not ids:
+        raise UsageError("give update ids or --sha")
+    text = render_markdown([gate.status(i) for i in ids], context={"sha": sha}, marker=marker)
+    if output:
+        with open(output, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    else:
+        click.echo(text, nl=False)

@@ -1,0 +1,57 @@
+"""Commands that run things: the worker processes, the list of live ones, and the demo."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from .common import database_option, echo_json, open_gate
+
+
+@click.command()
+@database_option
+@click.option("--role", default="all", show_default=True, envvar="PROMPTGATE_ROLE",
+              help="all, or a comma list of materialize, execute, finalize, reconcile.")
+@click.option("--processes", type=int, default=1, show_default=True, envvar="PROMPTGATE_PROCESSES")
+@click.option("--concurrency", type=int, default=None, envvar="PROMPTGATE_CONCURRENCY",
+              help="Model calls in flight per process (default 8).")
+@click.pass_context
+def worker(ctx, role, processes, concurrency):
+    """Run workers until SIGTERM/SIGINT (then drain)."""
+    from workers.supervisor import parse_roles, supervise
+    settings = ctx.obj["settings"]
+    if processes < 1 or (concurrency is not None and concurrency < 1):
+        raise click.BadParameter("--processes and --concurrency must be at least 1")
+    roles = parse_roles(role)
+    supervise(settings.with_(concurrency=concurrency), roles, processes, concurrency)
+
+
+@click.command("workers")
+@database_option
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def workers_cmd(ctx, as_json):
+    """List live worker processes."""
+    rows = open_gate(ctx).live_workers()
+    if as_json:
+        echo_json([vars(r) for r in rows])
+        return
+    if not rows:
+        click.echo("no live workers")
+    for r in rows:
+        click.echo(f"{r.id}\t{r.role}\t{r.host}\tpid {r.pid}\tup since {r.started_at:%H:%M:%S}\t"
+                   f"beat {r.heartbeat_at:%H:%M:%S}")
+
+
+@click.command()
+@click.option("--database-url", "demo_db", default=None, metavar="URL",
+              help="Run against this database instead of a temporary SQLite file.")
+@click.option("--examples", type=click.Path(file_okay=False, exists=True), default=None,
+              help="The example folder (default: ./prompts-example, else the packaged copy).")
+@click.option("--format", "fmt", type=click.Choice(["markdown", "text"]), default="markdown", show_default=True)
+def demo(demo_db, examples, fmt):
+    """Show the gate end to end in under 30 s: one change REJECTED, one APPLIED."""
+    from ..demo import run_demo
+    ok = run_demo(database_url=demo_db, examples=examples, fmt=fmt, echo=click.echo)
+    sys.exit(0 if ok else 1)
