@@ -94,7 +94,10 @@ class Materializer(Poller):
                 raise DatasetError(f"dataset {run.dataset_name} changed while it was being read "
                                    f"({run.source_version} → {version}); resubmit to evaluate the new data")
             digest, started = run.content_hash, run.status == RunStatus.RUNNING
-            with PageWriter(self, run, token, version) as writer:
+            # SQLite has one writer at a time: a page waiting for the one before it would hold
+            # the write lock that one needs
+            writers = 1 if is_sqlite(self.engine) else WRITERS
+            with PageWriter(self.write_page, writers, run, token, version) as writer:
                 for page in self._pages(reader, run.materialize_cursor):
                     if self.stop.is_set():
                         raise LeaseLost  # draining: leave the rest to the next lease
@@ -154,7 +157,7 @@ class Materializer(Poller):
             except TemplateProblem:
                 continue
 
-    def _write_page(self, run: Run, token: str, rows, cursor, digest, version, first: bool, before) -> None:
+    def write_page(self, run: Run, token: str, rows, cursor, digest, version, first: bool, before) -> None:
         """One page's transaction: the items, then (once the page before it has committed)
         the cursor. ``before`` is that page's future (None for the first page in flight).
         ``transaction`` runs it again after a deadlock or a lost connection; a second run
@@ -225,11 +228,11 @@ class PageWriter:
     module docstring). Leaving the block waits for every page in flight; the first error
     of any page is raised."""
 
-    def __init__(self, materializer: Materializer, run: Run, token: str, version: str):
-        self.m, self.run, self.token, self.version = materializer, run, token, version
-        # SQLite has one writer at a time: a page waiting for the one before it would hold
-        # the write lock that one needs
-        self.writers = 1 if is_sqlite(materializer.engine) else WRITERS
+    def __init__(self, write_page, writers: int, run: Run, token: str, version: str):
+        """``write_page(run, token, rows, cursor, digest, version, first, before)`` commits
+        one page; ``writers`` threads write (one on SQLite, see below)."""
+        self.write_page, self.run, self.token, self.version = write_page, run, token, version
+        self.writers = writers
         self.pool = ThreadPoolExecutor(self.writers, thread_name_prefix="page-writer")
         self.in_flight: deque[tuple[Future, set[str]]] = deque()
         self.first_in_flight = False
@@ -249,7 +252,7 @@ class PageWriter:
         if dupes:
             raise DatasetError(f"dataset {self.run.dataset_name}: duplicate item ids: {', '.join(dupes[:EXAMPLES])}")
         before = self.in_flight[-1][0] if self.in_flight else None
-        future = self.pool.submit(self.m._write_page, self.run, self.token, rows, cursor, digest, self.version,
+        future = self.pool.submit(self.write_page, self.run, self.token, rows, cursor, digest, self.version,
                                   first, before)
         self.in_flight.append((future, ids))
         self.first_in_flight = first
