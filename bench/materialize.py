@@ -1,4 +1,4 @@
-"""Materialize throughput and memory (issue 6): a CSV of N rows into MariaDB by the
+"""Materialize throughput and memory: a CSV of N rows into MariaDB by the
 materialize worker in its own process; rows/s and the worker's peak RSS, for 10,000 and
 100,000 rows. Targets: ≥ 50,000 rows/s at 100,000 rows; peak RSS at 100,000 within ±20 %
 of the one at 10,000.

@@ -25,7 +25,7 @@ construction: only the first ``MAX_ANSWER_CHARS`` characters of an answer are re
 every step is linear in them — think blocks are cut by a forward scan (a regex
 ``<think>.*?</think>`` was quadratic: 9 s on 112 KB of ``<think>``), patterns run on RE2
 (``gate.linear_regex``: no backtracking), and JSON nested too deeply for the decoder is
-simply not JSON. The worst cases are measured in tests/test_decision.py.
+simply not JSON. The worst cases are measured in tests/test_hostile_input.py.
 """
 
 from __future__ import annotations

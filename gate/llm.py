@@ -6,8 +6,8 @@ calls the model through the official ``openai`` SDK and reads the decision.
 The request goes through the SDK client's documented generic ``post`` (endpoint
 ``/chat/completions``, answer as a plain dict) rather than ``chat.completions.create``:
 the same client, auth, headers, timeout and error classes, without the typed-parameter
-transform and the response model, which cost ~2.4 of ~5 ms of CPU per call here (a gate
-run makes thousands of calls per process; see bench/README.md).
+transform and the response model, which were about half of the SDK's CPU per call (a gate
+run makes thousands of calls per process; the figures are in bench/README.md).
 
 * Messages: the templates rendered over the item through ``gate.sandbox`` (a budget of
   CPU time and memory per item), unless the caller rendered them already.
@@ -186,8 +186,8 @@ def resolve_endpoint(spec: PromptSpec) -> Endpoint:
 
 
 def prepare_default_client(timeout: float) -> None:
-    """Build the default endpoint's client now. The first client of a process costs ~110 ms
-    (the SDK's lazy imports, an SSL context; bench/README.md); a worker pays it at start,
+    """Build the default endpoint's client now. The first client of a process is slow (the
+    SDK's lazy imports, an SSL context; bench/README.md); a worker pays for it at start,
     not on the first call of the first submission it sees."""
     endpoint = default_endpoint()
     get_client(endpoint.base_url, endpoint.api_key, timeout)

@@ -286,8 +286,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def parse_request(self) -> bool:
         """The request line and headers, without http.server's header parser (the email
-        package: ~40 % of this server's CPU per request, measured). The server stands in
-        for a provider in benchmarks that share the machine's cores with the gate."""
+        package was the largest part of this server's CPU per request; bench/README.md).
+        The server stands in for a provider in benchmarks that share the machine's cores
+        with the gate."""
         self.received_at = time.monotonic()   # the latency counts from here
         line = str(self.raw_requestline, "iso-8859-1").rstrip("\r\n")
         self.requestline, self.command, self.request_version = line, None, "HTTP/1.1"   # errors get a status line

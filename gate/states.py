@@ -1,4 +1,4 @@
-"""The state machines of DESIGN.md, as data. ``gate.store`` turns each allowed step into
+"""The state machines (docs/architecture.md), as data. ``gate.store`` turns each allowed step into
 one conditional UPDATE and checks its row count; everything else asks this module."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One rate-limit budget for all workers (issue 7): the naive GET-compare-INCR limiter
+"""One rate-limit budget for all workers: the naive GET-compare-INCR limiter
 overshoots under 8 concurrent clients, the atomic buckets (one conditional UPDATE on real
 MariaDB and SQLite, one Lua script on a real redis-server) never do; a 429 pauses a limit
 for everyone; a gate run against the local model server with a requests-per-minute cap

@@ -112,10 +112,10 @@ class Materializer(Poller):
 
     def _pages(self, reader, cursor):
         """Pages after ``cursor``, read in this thread while the page writers insert the
-        ones before (a read-ahead thread as well only added GIL hand-offs: measured).
-        A run's first page is short (``FIRST_PAGE_ROWS``): execution starts on it, and a
-        full page took ~50 ms longer to commit (measured). Later pages are sized by the
-        rows read so far (``next_page_size``)."""
+        ones before (a read-ahead thread as well only added GIL hand-offs). A run's first
+        page is short (``FIRST_PAGE_ROWS``): execution starts on it, and a full page is
+        slower to commit. Later pages are sized by the rows read so far
+        (``next_page_size``). The measurements behind each choice: bench/README.md."""
         size = min(self.settings.page_size, FIRST_PAGE_ROWS) if cursor is None else self.settings.page_size
         while True:
             page = reader.read_page(cursor, size)
@@ -240,7 +240,7 @@ class PageWriter:
     def submit(self, rows, cursor, digest, first: bool) -> None:
         """Queue a page; its writer inserts it, then waits for the page before it to commit.
         A run's first page is written alone: execution waits for it, and a second page
-        written alongside delayed its commit by ~15 ms (measured); the next page is read
+        written alongside delayed its commit (bench/README.md); the next page is read
         meanwhile."""
         ids = {r[0] for r in rows}
         if self.first_in_flight:

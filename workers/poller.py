@@ -132,7 +132,7 @@ class Poller(ABC):
         """One poll before the loop starts, whatever the activity probe says: the first
         use of each statement compiles it (SQLAlchemy caches the compiled form per
         engine), and with every role compiling at once when the first submission wakes
-        them, its pickup took ~170 ms longer than the next one's (measured)."""
+        them, its pickup was slower than the next one's (bench/README.md)."""
         try:
             delay = self.poll()
         except Exception as exc:   # the loop retries and logs; startup must not fail on it

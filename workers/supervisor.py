@@ -82,7 +82,7 @@ class WorkerProcess:
     def start(self) -> "WorkerProcess":
         self._register()
         # one pooled connection per role and two spare, opened now: a connection costs a TLS
-        # context and a handshake (~20 ms of CPU with PyMySQL), which would otherwise land on
+        # context and a handshake (PyMySQL; bench/README.md), which would otherwise land on
         # the first claims of the first submission
         warm_pool(self.gate.engine, len(self.pollers) + 2)
         for poller in self.pollers:
@@ -121,8 +121,8 @@ class WorkerProcess:
             signal.signal(sig, lambda *_: self.request_stop())
         self.start()
         # Everything imported and warmed up so far lives as long as the process: keep it out
-        # of the collector's way. A full collection over it took ~130 ms here, stalling every
-        # thread, and the first one fell on the first submission's pickup.
+        # of the collector's way. A full collection over it stalls every thread, and the
+        # first one fell on the first submission's pickup (bench/README.md).
         gc.collect()
         gc.freeze()
         while not self.stop.wait(0.5):

@@ -1,4 +1,4 @@
-"""Rate limits: token buckets shared by every worker (issue 7), and the per-run counts of
+"""Rate limits: token buckets shared by every worker, and the per-run counts of
 calls that waited for them.
 
 One ``rate_limit_bucket`` row per limit (``gate.ratelimit`` names them). ``take_rate_tokens``

@@ -1,4 +1,4 @@
--- Shared rate-limit budgets (issue 7). One row per limit: a token bucket refilled from the
+-- Shared rate-limit budgets. One row per limit: a token bucket refilled from the
 -- elapsed time and spent by one conditional UPDATE (gate/store/ratelimits.py).
 -- paused_until: a provider's 429 with Retry-After stops every worker until then.
 CREATE TABLE IF NOT EXISTS rate_limit_bucket (
