@@ -1,58 +1,9 @@
-"""A local OpenAI-compatible model server: the provider for the tests, the demo and the
-benchmarks. It is a stand-in, not a model: for real use point ``OPENAI_BASE_URL`` at
-OpenAI, vLLM, Ollama, llama.cpp's server or any OpenAI-compatible endpoint.
-
-Endpoints: ``POST /v1/chat/completions``, ``GET /v1/models``, ``GET /stats`` (JSON
-counters) and ``GET /health``.
-
-Answer policy (deterministic, readable in a demo)
--------------------------------------------------
-
-Rules are read from the **system** (and developer) messages, one per line::
-
-    - urgent: outage, site is down, can't log in, charged twice, refund*
-    - routine: password reset, invoice copy
-    default: routine
-
-* ``- <label>: keyword, keyword, ...`` (``*`` works as the bullet too) is one rule. The
-  label is one or more words of letters, digits, ``_ . -``; the keywords are separated
-  by commas; a final ``.`` and surrounding quotes are ignored.
-* The text the rules are matched against is the **user** messages. Matching is
-  case-insensitive and on whole words or phrases (``down`` does not match
-  ``download``; spaces in a phrase match any whitespace). A keyword ending in ``*`` is a
-  prefix (``refund*`` matches refund, refunds, refunded).
-* Rules are tried **in order**; the first rule with a keyword in the text decides. A label
-  may have several rules, so an exception can come first::
-
-      - routine: no rush, not urgent
-      - urgent: outage, down
-
-* When no rule matches, the answer is the label of the ``default: <label>`` line (with or
-  without a bullet); without one, the label of the last rule; without any rule, ``unknown``.
-* The answer is the bare label. When the request has ``response_format`` of type
-  ``json_object`` the answer is ``{"decision": "<label>"}``; for ``json_schema`` the key is
-  the schema's first property.
-
-So editing a prompt's keyword lists really changes its accuracy.
-
-Fault injection (options of :class:`MockLLMServer` and of ``promptgate mock-llm``)
----------------------------------------------------------------------------------
-
-``latency_ms`` + uniform ``jitter_ms`` per request, counted from the request's arrival (the
-answer is prepared, then waits out the rest); ``error_rate`` (500);
-``rate_limit_rpm`` (requests per minute in a sliding window, then 429 with
-``Retry-After`` and ``retry-after-ms``); ``timeout_rate`` (the request hangs for
-``hang_seconds``, default 60, longer than a sane client timeout, and stops hanging when the
-server stops); ``garbage_rate`` (answers a word outside the labels); ``seed`` for the fault
-RNG; ``api_key`` (when set, any other bearer token gets 401). A model named
-``mock-error-<status>`` (e.g. ``mock-error-400``) always gets that HTTP status.
-"""
+"""The mock server's HTTP side: OpenAI's chat completions endpoint over http.server, the
+in-process ``MockLLMServer`` with its counters, and ``serve_forever`` for the command."""
 
 from __future__ import annotations
 
 import json
-import random
-import re
 import signal
 import socket
 import sys
@@ -60,201 +11,11 @@ import threading
 import time
 from collections import Counter, deque
 from dataclasses import dataclass
-from functools import lru_cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Iterable, Sequence
+from typing import Any
 
-import click
-
-MODEL_ID = "mock-llm"
-NO_RULE_ANSWER = "unknown"
-GARBAGE_WORDS = ("maybe", "perhaps", "unsure", "banana", "lorem")
-FORCED_ERROR_RE = re.compile(r"^mock-error-(\d{3})$")
-
-_BULLET = r"^\s*[-*\u2022]\s*"
-_LABEL = r"[A-Za-z0-9_.\-]+(?:[ \t]+[A-Za-z0-9_.\-]+)*"
-RULE_RE = re.compile(_BULLET + rf"(?P<label>{_LABEL})[ \t]*:[ \t]*(?P<keywords>.+?)\s*$")
-DEFAULT_RE = re.compile(r"^\s*(?:[-*\u2022]\s*)?default[ \t]*:[ \t]*(?P<label>" + _LABEL + r")[ \t.]*$",
-                        re.IGNORECASE)
-
-
-# ----------------------------------------------------------------------------- policy
-
-@dataclass(frozen=True)
-class Rule:
-    label: str
-    keywords: tuple[str, ...]
-    pattern: re.Pattern
-
-
-@dataclass(frozen=True)
-class Policy:
-    rules: tuple[Rule, ...]
-    default: str | None
-
-    @property
-    def labels(self) -> tuple[str, ...]:
-        seen = dict.fromkeys(r.label for r in self.rules)
-        if self.default:
-            seen.setdefault(self.default)
-        return tuple(seen)
-
-    def answer(self, text: str) -> str:
-        text = _normalize_quotes(text)
-        for rule in self.rules:
-            if rule.pattern.search(text):
-                return rule.label
-        if self.default:
-            return self.default
-        return self.rules[-1].label if self.rules else NO_RULE_ANSWER
-
-
-def _normalize_quotes(text: str) -> str:
-    return text.replace("\u2019", "'").replace("\u2018", "'").replace("\u201c", '"').replace("\u201d", '"')
-
-
-def _keyword_regex(keyword: str) -> str:
-    prefix = keyword.endswith("*")
-    words = keyword.rstrip("*").split()
-    body = r"\s+".join(re.escape(w) for w in words)
-    return rf"(?<!\w){body}" + (r"\w*" if prefix else r"(?!\w)")
-
-
-def _split_keywords(raw: str) -> tuple[str, ...]:
-    raw = raw.rstrip().rstrip(".")
-    keywords = []
-    for kw in raw.split(","):
-        kw = _normalize_quotes(kw).strip().strip("\"'`").strip()
-        if kw.rstrip("*"):
-            keywords.append(kw.casefold())
-    return tuple(keywords)
-
-
-@lru_cache(maxsize=256)
-def parse_rules(system_text: str) -> Policy:
-    """The rules written in a system message (see the module docstring)."""
-    rules, default = [], None
-    for line in system_text.splitlines():
-        d = DEFAULT_RE.match(line)
-        if d:
-            default = d.group("label")
-            continue
-        m = RULE_RE.match(line)
-        if not m:
-            continue
-        keywords = _split_keywords(m.group("keywords"))
-        if keywords:
-            alternation = "|".join(_keyword_regex(k) for k in keywords)
-            rules.append(Rule(m.group("label"), keywords, re.compile(alternation, re.IGNORECASE)))
-    return Policy(tuple(rules), default)
-
-
-def _content_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):      # content parts: [{"type": "text", "text": ...}]
-        return "\n".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return ""
-
-
-def decide(messages: Sequence[dict]) -> tuple[str, Policy]:
-    """The label the policy picks for a chat request's messages."""
-    system = "\n".join(_content_text(m.get("content")) for m in messages
-                       if m.get("role") in ("system", "developer"))
-    user = "\n".join(_content_text(m.get("content")) for m in messages if m.get("role") == "user")
-    policy = parse_rules(system)
-    return policy.answer(user), policy
-
-
-def garbage_word(labels: Iterable[str], rng: random.Random) -> str:
-    taken = {label.casefold() for label in labels}
-    choices = [w for w in GARBAGE_WORDS if w not in taken]
-    return rng.choice(choices) if choices else "zzz-not-a-label"
-
-
-def format_answer(label: str, response_format: Any) -> str:
-    if not isinstance(response_format, dict):
-        return label
-    kind = response_format.get("type")
-    if kind == "json_object":
-        return json.dumps({"decision": label})
-    if kind == "json_schema":
-        schema = (response_format.get("json_schema") or {}).get("schema") or {}
-        props = list((schema.get("properties") or {}).keys())
-        return json.dumps({props[0] if props else "decision": label})
-    return label
-
-
-def count_tokens(text: str) -> int:
-    """A cheap estimate: words."""
-    return len(text.split())
-
-
-# ----------------------------------------------------------------------------- faults
-
-@dataclass(frozen=True)
-class Fault:
-    kind: str                      # ok | garbage | error | timeout
-    delay: float                   # seconds of latency before answering
-
-
-class FaultPlan:
-    """Draws, under one lock, the latency and the fault of each request from a seeded RNG,
-    and keeps the sliding one-minute window of the rate limit."""
-
-    def __init__(self, *, latency_ms: float = 0.0, jitter_ms: float = 0.0, error_rate: float = 0.0,
-                 rate_limit_rpm: int = 0, timeout_rate: float = 0.0, garbage_rate: float = 0.0,
-                 seed: int = 0):
-        for name, rate in (("error_rate", error_rate), ("timeout_rate", timeout_rate),
-                           ("garbage_rate", garbage_rate)):
-            if not 0.0 <= rate <= 1.0:
-                raise ValueError(f"{name} must be between 0 and 1, got {rate}")
-        if error_rate + timeout_rate + garbage_rate > 1.0:
-            raise ValueError("error_rate + timeout_rate + garbage_rate must not exceed 1")
-        if latency_ms < 0 or jitter_ms < 0 or rate_limit_rpm < 0:
-            raise ValueError("latency_ms, jitter_ms and rate_limit_rpm must not be negative")
-        self.latency_ms, self.jitter_ms = latency_ms, jitter_ms
-        self.error_rate, self.timeout_rate, self.garbage_rate = error_rate, timeout_rate, garbage_rate
-        self.rate_limit_rpm = int(rate_limit_rpm)
-        self._rng = random.Random(seed)
-        self._lock = threading.Lock()
-        self._window: deque[float] = deque()
-
-    def rate_limited(self, now: float | None = None) -> float | None:
-        """Seconds until a slot frees up when the limit is reached, else None (and the
-        request takes a slot)."""
-        if not self.rate_limit_rpm:
-            return None
-        now = time.monotonic() if now is None else now
-        with self._lock:
-            while self._window and self._window[0] <= now - 60.0:
-                self._window.popleft()
-            if len(self._window) >= self.rate_limit_rpm:
-                return max(0.001, self._window[0] + 60.0 - now)
-            self._window.append(now)
-            return None
-
-    def draw(self) -> Fault:
-        with self._lock:
-            jitter = self._rng.uniform(0, self.jitter_ms) if self.jitter_ms else 0.0
-            roll = self._rng.random()
-        delay = (self.latency_ms + jitter) / 1000.0
-        if roll < self.timeout_rate:
-            return Fault("timeout", delay)
-        roll -= self.timeout_rate
-        if roll < self.error_rate:
-            return Fault("error", delay)
-        roll -= self.error_rate
-        if roll < self.garbage_rate:
-            return Fault("garbage", delay)
-        return Fault("ok", delay)
-
-    def pick(self, seq: Sequence[str]) -> str:
-        with self._lock:
-            return garbage_word(seq, self._rng)
-
-
-# ----------------------------------------------------------------------------- HTTP
+from .faults import FaultPlan
+from .policy import FORCED_ERROR_RE, MODEL_ID, content_text, count_tokens, decide, format_answer
 
 class _Headers(dict):
     """Request headers by lower-cased name; ``get`` in any case."""
@@ -378,7 +139,6 @@ class _Server(ThreadingHTTPServer):
 
     def handle_error(self, request, client_address) -> None:
         """A client that went away (a killed worker) is routine, not a traceback."""
-        import sys
         if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
             return
         super().handle_error(request, client_address)
@@ -575,7 +335,7 @@ _ids_lock = threading.Lock()
 def _completion(request: dict, content: str) -> dict:
     with _ids_lock:
         n = next(_ids)
-    prompt_tokens = sum(count_tokens(_content_text(m.get("content"))) for m in request["messages"])
+    prompt_tokens = sum(count_tokens(content_text(m.get("content"))) for m in request["messages"])
     completion_tokens = count_tokens(content)
     return {
         "id": f"chatcmpl-mock-{n}", "object": "chat.completion", "created": int(time.time()),
@@ -586,8 +346,6 @@ def _completion(request: dict, content: str) -> dict:
                   "total_tokens": prompt_tokens + completion_tokens},
     }
 
-
-# ----------------------------------------------------------------------------- CLI entry points
 
 def serve_forever(host: str = "127.0.0.1", port: int = 8000, **options: Any) -> None:
     """Run the server until SIGINT or SIGTERM (what ``promptgate mock-llm`` calls)."""
@@ -608,27 +366,3 @@ def serve_forever(host: str = "127.0.0.1", port: int = 8000, **options: Any) -> 
         server.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-
-
-@click.command("mock-llm")
-@click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", type=int, default=8000, show_default=True)
-@click.option("--latency-ms", type=float, default=0.0, help="Fixed latency per request.")
-@click.option("--jitter-ms", type=float, default=0.0, help="Uniform extra latency.")
-@click.option("--error-rate", type=float, default=0.0, help="Fraction answered 500.")
-@click.option("--rate-limit-rpm", type=int, default=0, help="Requests per minute before 429 + Retry-After.")
-@click.option("--timeout-rate", type=float, default=0.0, help="Fraction that hang past the client timeout.")
-@click.option("--garbage-rate", type=float, default=0.0, help="Fraction answered outside the labels.")
-@click.option("--hang-seconds", type=float, default=60.0, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--api-key", default=None, help="Require this bearer token.")
-@click.option("--verbose", is_flag=True, help="Log every request.")
-def command(**options):
-    """Run the local OpenAI-compatible model server (a stand-in for tests and demos). The
-    one declaration of its options: `promptgate mock-llm` and `python -m gate.mockllm`."""
-    host, port = options.pop("host"), options.pop("port")
-    serve_forever(host, port, **options)
-
-
-if __name__ == "__main__":
-    command()

@@ -1,0 +1,82 @@
+"""A local OpenAI-compatible model server: the provider for the tests, the demo and the
+benchmarks. It is a stand-in, not a model: for real use point ``OPENAI_BASE_URL`` at
+OpenAI, vLLM, Ollama, llama.cpp's server or any OpenAI-compatible endpoint.
+
+Endpoints: ``POST /v1/chat/completions``, ``GET /v1/models``, ``GET /stats`` (JSON
+counters) and ``GET /health``.
+
+Answer policy (deterministic, readable in a demo)
+-------------------------------------------------
+
+Rules are read from the **system** (and developer) messages, one per line::
+
+    - urgent: outage, site is down, can't log in, charged twice, refund*
+    - routine: password reset, invoice copy
+    default: routine
+
+* ``- <label>: keyword, keyword, ...`` (``*`` works as the bullet too) is one rule. The
+  label is one or more words of letters, digits, ``_ . -``; the keywords are separated
+  by commas; a final ``.`` and surrounding quotes are ignored.
+* The text the rules are matched against is the **user** messages. Matching is
+  case-insensitive and on whole words or phrases (``down`` does not match
+  ``download``; spaces in a phrase match any whitespace). A keyword ending in ``*`` is a
+  prefix (``refund*`` matches refund, refunds, refunded).
+* Rules are tried **in order**; the first rule with a keyword in the text decides. A label
+  may have several rules, so an exception can come first::
+
+      - routine: no rush, not urgent
+      - urgent: outage, down
+
+* When no rule matches, the answer is the label of the ``default: <label>`` line (with or
+  without a bullet); without one, the label of the last rule; without any rule, ``unknown``.
+* The answer is the bare label. When the request has ``response_format`` of type
+  ``json_object`` the answer is ``{"decision": "<label>"}``; for ``json_schema`` the key is
+  the schema's first property.
+
+So editing a prompt's keyword lists really changes its accuracy.
+
+Fault injection (options of :class:`MockLLMServer` and of ``promptgate mock-llm``)
+---------------------------------------------------------------------------------
+
+``latency_ms`` + uniform ``jitter_ms`` per request, counted from the request's arrival (the
+answer is prepared, then waits out the rest); ``error_rate`` (500);
+``rate_limit_rpm`` (requests per minute in a sliding window, then 429 with
+``Retry-After`` and ``retry-after-ms``); ``timeout_rate`` (the request hangs for
+``hang_seconds``, default 60, longer than a sane client timeout, and stops hanging when the
+server stops); ``garbage_rate`` (answers a word outside the labels); ``seed`` for the fault
+RNG; ``api_key`` (when set, any other bearer token gets 401). A model named
+``mock-error-<status>`` (e.g. ``mock-error-400``) always gets that HTTP status.
+"""
+
+from __future__ import annotations
+
+import click
+
+from .faults import Fault, FaultPlan
+from .policy import (FORCED_ERROR_RE, MODEL_ID, NO_RULE_ANSWER, Policy, Rule, count_tokens, decide, format_answer,
+                     garbage_word, parse_rules)
+from .server import MockLLMServer, serve_forever
+
+
+@click.command("mock-llm")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=int, default=8000, show_default=True)
+@click.option("--latency-ms", type=float, default=0.0, help="Fixed latency per request.")
+@click.option("--jitter-ms", type=float, default=0.0, help="Uniform extra latency.")
+@click.option("--error-rate", type=float, default=0.0, help="Fraction answered 500.")
+@click.option("--rate-limit-rpm", type=int, default=0, help="Requests per minute before 429 + Retry-After.")
+@click.option("--timeout-rate", type=float, default=0.0, help="Fraction that hang past the client timeout.")
+@click.option("--garbage-rate", type=float, default=0.0, help="Fraction answered outside the labels.")
+@click.option("--hang-seconds", type=float, default=60.0, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--api-key", default=None, help="Require this bearer token.")
+@click.option("--verbose", is_flag=True, help="Log every request.")
+def command(**options):
+    """Run the local OpenAI-compatible model server (a stand-in for tests and demos). The
+    one declaration of its options: `promptgate mock-llm` and `python -m gate.mockllm`."""
+    host, port = options.pop("host"), options.pop("port")
+    serve_forever(host, port, **options)
+
+
+__all__ = ["FORCED_ERROR_RE", "MODEL_ID", "NO_RULE_ANSWER", "Fault", "FaultPlan", "MockLLMServer", "Policy", "Rule",
+           "command", "count_tokens", "decide", "format_answer", "garbage_word", "parse_rules", "serve_forever"]

@@ -1,0 +1,74 @@
+"""The mock server's fault injection: which request gets latency, an error, a 429, a hang
+or a garbage answer (seeded, so a test run is reproducible)."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Sequence
+
+from .policy import garbage_word
+
+@dataclass(frozen=True)
+class Fault:
+    kind: str                      # ok | garbage | error | timeout
+    delay: float                   # seconds of latency before answering
+
+
+class FaultPlan:
+    """Draws, under one lock, the latency and the fault of each request from a seeded RNG,
+    and keeps the sliding one-minute window of the rate limit."""
+
+    def __init__(self, *, latency_ms: float = 0.0, jitter_ms: float = 0.0, error_rate: float = 0.0,
+                 rate_limit_rpm: int = 0, timeout_rate: float = 0.0, garbage_rate: float = 0.0,
+                 seed: int = 0):
+        for name, rate in (("error_rate", error_rate), ("timeout_rate", timeout_rate),
+                           ("garbage_rate", garbage_rate)):
+            if not 0.0 <= rate <= 1.0:
+                raise ValueError(f"{name} must be between 0 and 1, got {rate}")
+        if error_rate + timeout_rate + garbage_rate > 1.0:
+            raise ValueError("error_rate + timeout_rate + garbage_rate must not exceed 1")
+        if latency_ms < 0 or jitter_ms < 0 or rate_limit_rpm < 0:
+            raise ValueError("latency_ms, jitter_ms and rate_limit_rpm must not be negative")
+        self.latency_ms, self.jitter_ms = latency_ms, jitter_ms
+        self.error_rate, self.timeout_rate, self.garbage_rate = error_rate, timeout_rate, garbage_rate
+        self.rate_limit_rpm = int(rate_limit_rpm)
+        self._rng = random.Random(seed)
+        self._lock = threading.Lock()
+        self._window: deque[float] = deque()
+
+    def rate_limited(self, now: float | None = None) -> float | None:
+        """Seconds until a slot frees up when the limit is reached, else None (and the
+        request takes a slot)."""
+        if not self.rate_limit_rpm:
+            return None
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            while self._window and self._window[0] <= now - 60.0:
+                self._window.popleft()
+            if len(self._window) >= self.rate_limit_rpm:
+                return max(0.001, self._window[0] + 60.0 - now)
+            self._window.append(now)
+            return None
+
+    def draw(self) -> Fault:
+        with self._lock:
+            jitter = self._rng.uniform(0, self.jitter_ms) if self.jitter_ms else 0.0
+            roll = self._rng.random()
+        delay = (self.latency_ms + jitter) / 1000.0
+        if roll < self.timeout_rate:
+            return Fault("timeout", delay)
+        roll -= self.timeout_rate
+        if roll < self.error_rate:
+            return Fault("error", delay)
+        roll -= self.error_rate
+        if roll < self.garbage_rate:
+            return Fault("garbage", delay)
+        return Fault("ok", delay)
+
+    def pick(self, seq: Sequence[str]) -> str:
+        with self._lock:
+            return garbage_word(seq, self._rng)
