@@ -12,8 +12,8 @@ from pathlib import Path
 
 from gate.action import ActionOptions, run_action
 from gate.service import Gate
+from conftest import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "prompts-example"
 GOLDEN = Path(__file__).resolve().parent / "golden"
 REPO = "acme/prompts"

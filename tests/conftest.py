@@ -1,5 +1,11 @@
 """Fixtures: a real MariaDB server for the session, a fresh database per test on MariaDB
-and SQLite, and helpers to run the real CLI."""
+and SQLite, the local model server and a fake GitHub, and helpers to run the real CLI.
+
+The tests are in three folders, each a marker too (``pytest -m unit``): ``unit`` (no
+server: parsing, escaping, the sandbox, the shape of the code), ``integration`` (real
+MariaDB, SQLite, PostgreSQL, Redis, an S3 stand-in, the model server, worker processes)
+and ``acceptance`` (the CLI as subprocesses, the Action, the demo). `make test` runs all
+of them. ``ROOT`` is the repository's root for every test and helper."""
 
 from __future__ import annotations
 
@@ -15,6 +21,14 @@ from mariadb_server import HOW, LocalMariaDB, create_database, running
 
 ROOT = Path(__file__).resolve().parents[1]
 _counter = itertools.count()
+
+
+def pytest_collection_modifyitems(items):
+    """Each test is marked with its folder: unit, integration or acceptance."""
+    for item in items:
+        folder = Path(str(item.fspath)).parent.name
+        if folder in ("unit", "integration", "acceptance"):
+            item.add_marker(folder)
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,6 @@ from pathlib import Path
 
 from gate.spec import parse_spec
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def spec(name="p1", labels=("yes", "no"), content="Answer yes or no: {{ item.text }}", **extra):

@@ -8,8 +8,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from conftest import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def worker_env(db_url: str, base_url: str, **settings) -> dict:

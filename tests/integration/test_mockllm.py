@@ -11,15 +11,14 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import pytest
 import yaml
 
 from gate import mockllm
 from gate.mockllm import FaultPlan, MockLLMServer, decide, parse_rules
+from conftest import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "prompts-example"
 
 

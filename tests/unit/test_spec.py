@@ -3,7 +3,6 @@ Schema shipped with the package (checked against the example prompts)."""
 
 import copy
 import json
-from pathlib import Path
 
 import jsonschema
 import pytest
@@ -11,8 +10,8 @@ import pytest
 from gate.errors import SpecError
 from gate.spec import Decision, Message, load_spec, parse_spec, parse_spec_text
 from gate.templating import TemplateProblem, check_template, render
+from conftest import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = json.loads((ROOT / "gate" / "schemas" / "prompt.schema.json").read_text())
 EXAMPLE_PROMPTS = sorted((ROOT / "prompts-example").glob("**/*.yaml"))
 EXAMPLE_PROMPTS = [p for p in EXAMPLE_PROMPTS if p.name != "gate.yaml"]

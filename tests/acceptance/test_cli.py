@@ -17,8 +17,8 @@ from conftest import run_cli
 from gate.mockllm import MockLLMServer
 from helpers import RULES, write_rule_rows
 from workers_harness import WorkerFleet, worker_env
+from conftest import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def prompt_file(path: Path, name="p1", rules=RULES) -> Path:

@@ -1,8 +1,8 @@
 """A pull request's prompt file, templates and decision rule, a dataset's rows and a model's
 answers as an attacker would write them (docs/security.md, the table of attacks): each is
 refused with one line, or costs a bounded time and memory. No server is needed here; the
-worker-level and Action-level attacks are in test_hostile_workers.py and
-test_hostile_action.py."""
+worker-level, CLI and Action attacks are in test_hostile_workers.py, test_hostile_cli.py
+and test_hostile_action.py."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, run_cli
+from conftest import ROOT
 from gate.decision import MAX_ANSWER_CHARS, parse_decision
 from gate.errors import DatasetError, SpecError, UsageError
 from gate.providers import ProviderDecl, endpoint_for, parse_decl, resolve
@@ -194,14 +194,6 @@ def test_a_huge_prompt_file_is_refused_after_reading_only_the_limit(tmp_path):
     assert time.monotonic() - started < 1.0
 
 
-def test_the_cli_refuses_them_in_one_line_without_a_traceback(tmp_path):
-    bad = tmp_path / "bad.yaml"
-    bad.write_text(PROMPT + "response_format: " + "[" * 5000 + "]" * 5000 + "\n")
-    out = run_cli("submit", bad, "--database-url", f"sqlite:///{tmp_path / 'g.db'}")
-    assert out.returncode == 2 and "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
-    assert "nested deeper than 32 levels" in out.stderr
-
-
 # --- 8: a dataset row nested to the decoder's limit ------------------------------------------
 
 def test_a_row_nested_too_deep_is_a_dataset_error_naming_the_row(tmp_path):
@@ -267,26 +259,3 @@ def test_terminal_and_log_text_cannot_carry_commands_or_escapes():
     assert "\x1b" not in terminal_safe(hostile) and "\n" not in terminal_safe(hostile)
     for line in workflow_lines(f"ok\n{hostile}\n::set-output name=x::y").splitlines():
         assert not line.strip().startswith(("::", "##["))
-
-
-def test_status_and_preview_print_no_terminal_escapes(tmp_path, monkeypatch):
-    from gate.mockllm import MockLLMServer
-    from gate.service import Gate
-    from helpers import rules_spec
-    from workers.supervisor import run_until_terminal
-    db = f"sqlite:///{tmp_path / 'g.db'}"
-    data = tmp_path / "d.csv"
-    data.write_text('item_id,expected_decision,text\n"row\x1b]0;pwned\x07\x1b[2J",yes,beta\nok,no,beta\n')
-    assert run_cli("dataset", "add", "d", "--source", data, "--database-url", db).returncode == 0
-    preview = run_cli("dataset", "preview", "d", "--database-url", db)
-    assert preview.returncode == 0 and "row" in preview.stdout and "\x1b" not in preview.stdout
-    gate = Gate.connect(db, upgrade=True)
-    gate.map_dataset("p1", "d", "0.9")
-    uid = gate.submit(rules_spec("p1"), "check")
-    with MockLLMServer() as llm:
-        monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
-        report, = run_until_terminal(gate, [uid], timeout=30)
-    gate.close()
-    assert report.status == "REJECTED"
-    status = run_cli("status", uid, "--database-url", db)
-    assert "row" in status.stdout and "\x1b" not in status.stdout and "\x07" not in status.stdout

@@ -1,0 +1,44 @@
+"""Syncing the gate config into the gate (MariaDB and SQLite): idempotent, and the file is
+the whole truth for the bars."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import yaml
+
+from action_harness import make_workspace
+from gate import gateconfig
+
+
+def test_sync_is_idempotent_and_the_file_is_the_whole_truth(gate, tmp_path):
+    ws = make_workspace(tmp_path)
+    first = gateconfig.sync(gate, ws / "gate.yaml")
+    assert first.applied and len(first.changes) == 8
+    assert {(m.prompt_name, m.dataset_name, m.min_accuracy) for m in gate.mappings("ticket-urgency")} == {
+        ("ticket-urgency", "urgency-hard", Decimal("0.8")), ("ticket-urgency", "urgency-regression", Decimal("0.9"))}
+    assert gateconfig.sync(gate, ws / "gate.yaml").changes == ()
+    # a bar the file does not declare, on a prompt the file does not list: unmapped by the next sync
+    gate.map_dataset("unlisted-prompt", "urgency-hard", "0.5")
+    cfg = yaml.safe_load((ws / "gate.yaml").read_text())
+    cfg["prompts"]["ticket-urgency"][1]["min_accuracy"] = 0.75
+    del cfg["prompts"]["refund-eligibility"]
+    cfg["datasets"]["urgency-hard"]["label_column"] = "expected_decision"
+    del cfg["datasets"]["refund-hard"]
+    (ws / "gate.yaml").write_text(yaml.safe_dump(cfg))
+    planned = gateconfig.diff(gate, ws / "gate.yaml")
+    assert not planned.applied and sorted(planned.lines()) == sorted([
+        "bar refund-eligibility × refund-hard: removed (was 0.8)",
+        "bar refund-eligibility × refund-regression: removed (was 0.9)",
+        "bar ticket-urgency × urgency-hard: min accuracy 0.8 → 0.75",
+        "bar unlisted-prompt × urgency-hard: removed (was 0.5)",
+        "dataset refund-hard: no longer declared (stays registered, gates nothing)"])
+    assert len(gate.mappings()) == 5                                    # diff changed nothing
+    gateconfig.sync(gate, ws / "gate.yaml")
+    assert {(m.prompt_name, m.dataset_name, str(Decimal(m.min_accuracy).normalize())) for m in gate.mappings()} == {
+        ("ticket-urgency", "urgency-hard", "0.75"), ("ticket-urgency", "urgency-regression", "0.9")}
+    assert gateconfig.diff(gate, ws / "gate.yaml").changes == ()
+    assert "refund-hard" in {ds.name for ds, _ in gate.list_datasets()}
+
+
+# --- the Markdown report ---------------------------------------------------------------------------------
