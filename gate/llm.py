@@ -61,6 +61,7 @@ from .sandbox import BudgetExceeded, RenderPool, default_pool
 from .settings import Settings
 from .spec import PromptSpec
 from .templating import TemplateProblem
+from .untrusted import storable
 
 log = logging.getLogger("promptgate.llm")
 INVALID_DECISION = "(invalid)"
@@ -110,10 +111,10 @@ def render_messages(spec: PromptSpec, item: Mapping[str, Any], renderer: RenderP
 
 
 def render_messages_many(spec: PromptSpec, items: Sequence[Mapping[str, Any]], renderer: RenderPool | None = None,
-                         skip=None) -> list[list[dict[str, str]] | ModelCallError]:
+                         skip=None, spent: list | None = None) -> list[list[dict[str, str]] | ModelCallError]:
     """The prompt's messages over each item (one sandbox request for all of them), or the
     ModelCallError (kind template or budget, not retryable) of an item that has none."""
-    rendered = (renderer or default_pool()).render_many([m.content for m in spec.messages], items, skip)
+    rendered = (renderer or default_pool()).render_many([m.content for m in spec.messages], items, skip, spent)
     return [_as_messages(spec, texts) for texts in rendered]
 
 
@@ -153,6 +154,7 @@ def _result(spec: PromptSpec, completion: Any, latency_ms: int) -> CallResult:
     if not isinstance(raw, str):   # content parts: the text ones, in order
         raw = "".join(part.get("text") or "" for part in raw if isinstance(part, dict)) if isinstance(raw, list) \
             else str(raw)
+    raw = storable(raw)
     label = parse_decision(spec, spec.labels, raw)
     usage = completion.get("usage") if isinstance(completion.get("usage"), dict) else {}
     return CallResult(

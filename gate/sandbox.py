@@ -7,14 +7,20 @@ SIGTERM included), two nested ``for`` loops over a million characters spin for e
 ``'a'|center(1500000000)`` allocates gigabytes. No check of the template text catches every
 such form, so the render itself is bounded:
 
-* A template made only of text and ``{{ item.field }}`` lookups (``is_plain``) costs time
-  linear in the item, which the dataset's row limit bounds: it renders in this process.
+* A prompt whose templates are only text and at most ``PLAIN_MAX_LOOKUPS`` ``{{ item.field }}``
+  lookups (``renders_here``) costs time and output linear in the item, which the dataset's
+  row limit bounds: it renders in this process.
 * Anything else (filters, operators, loops, conditions, calls) renders in a **child
   process** of a small pool (``RenderPool``). Each child runs with an address-space limit
   (its size after start-up + ``memory_mb``), a CPU limit per item (``cpu_seconds``,
   enforced by a profiling timer for Python code and by ``RLIMIT_CPU`` for C code, whose
-  SIGXCPU ends the child), no environment (no keys or URLs to read even from an escape),
-  and a cap on what it returns. The parent waits on a pipe without holding the GIL, so the
+  SIGXCPU ends the child), an empty environment, and a cap on what it returns. An escape
+  from Jinja's sandbox would still run as a process of the worker's user, so two more walls
+  stand (``shield_this_process``, ``_drop_privileges``): the process that starts children
+  makes itself non-dumpable, so its ``/proc/<pid>/environ`` (the keys) and memory belong
+  to root and a same-user process cannot read them; and a child started by root gives up
+  root for ``nobody`` before it reads a template. Run workers as a dedicated user: files
+  that user can read, an escape could read. The parent waits on a pipe without holding the GIL, so the
   worker keeps heartbeating and answers SIGTERM; a child that does not answer within
   ``2 × cpu_seconds + 1`` s of wall time is killed. A child that overran its budget exits
   and the next render starts a fresh one.
@@ -24,8 +30,9 @@ ERROR, not retried. Settings: ``PROMPTGATE_TEMPLATE_CPU_SECONDS`` (2),
 ``PROMPTGATE_TEMPLATE_MEMORY_MB`` (64), ``PROMPTGATE_SANDBOX_PROCESSES`` (2). Overhead:
 bench/README.md ("template sandbox").
 
-The child is this module run as ``python -m gate.sandbox``; it imports only Jinja and
-``gate.templating``. Frames on its stdin/stdout are a 4-byte length and UTF-8 JSON.
+The child is ``child_main`` of this module in ``python -I`` (no working directory, no
+``PYTHON*`` variables on its path: a checkout's ``gate/`` or ``jinja2/`` is never imported),
+started from ``/``; it imports only Jinja and ``gate.templating``. Frames on its stdin/stdout are a 4-byte length and UTF-8 JSON.
 """
 
 from __future__ import annotations
@@ -43,14 +50,18 @@ import threading
 import time
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from jinja2 import TemplateSyntaxError, nodes
+from jinja2 import nodes
 
 from .templating import TemplateProblem, parse_template, render
 
 MAX_RENDERED_CHARS = 1_000_000     # all messages of one item, rendered
+PLAIN_MAX_LOOKUPS = 16             # lookups a prompt may print and still render in the worker
+MAX_PROBLEM_CHARS = 1000           # a template problem's message, as the child sends it
 HEADER = struct.Struct(">I")
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent     # the folder that holds gate/
 CHILD_ENV_KEEP = ("PATH", "PYTHONPATH", "LANG", "LC_ALL", "SYSTEMROOT")
 
 
@@ -88,22 +99,35 @@ _PLAIN_NODES = (nodes.Template, nodes.Output, nodes.TemplateData, nodes.Getattr,
                 nodes.Const)
 
 
-@lru_cache(maxsize=1024)
 def is_plain(source: str) -> bool:
     """Text and ``{{ item.a.b }}`` / ``{{ item['a'] }}`` lookups only: rendering it costs
     time linear in the item, so it needs no sandbox process."""
+    return plain_lookups(source) is not None
+
+
+@lru_cache(maxsize=1024)
+def plain_lookups(source: str) -> int | None:
+    """How many item lookups a plain template prints (None: the template is not plain).
+    Each prints at most a whole row, so ``PLAIN_MAX_LOOKUPS`` of them bound its output."""
     try:
         tree = parse_template(source)
-    except TemplateSyntaxError:
-        return False
+    except Exception:          # a syntax error; RecursionError: not plain, the sandbox decides
+        return None
     for node in tree.find_all(nodes.Node):
         if not isinstance(node, _PLAIN_NODES):
-            return False
+            return None
         if isinstance(node, nodes.Name) and node.name != "item":
-            return False
+            return None
         if isinstance(node, nodes.Getitem) and not isinstance(node.arg, nodes.Const):
-            return False
-    return True
+            return None
+    return sum(1 for _ in tree.find_all(nodes.Name))
+
+
+def renders_here(sources: Sequence[str]) -> bool:
+    """Plain templates printing at most ``PLAIN_MAX_LOOKUPS`` lookups in all: bounded time
+    and output (each lookup at most a row of ``max_row_bytes``), so no sandbox process."""
+    counts = [plain_lookups(s) for s in sources]
+    return None not in counts and sum(counts) <= PLAIN_MAX_LOOKUPS
 
 
 # ----------------------------------------------------------------------------- the parent side
@@ -114,8 +138,12 @@ class _Child:
     def __init__(self, budget: RenderBudget):
         env = {k: v for k, v in os.environ.items() if k in CHILD_ENV_KEEP}
         env["PROMPTGATE_SANDBOX_BUDGET"] = json.dumps([budget.cpu_seconds, budget.memory_mb])
-        self.proc = subprocess.Popen([sys.executable, "-m", "gate.sandbox"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+        # -I: no PYTHON* variables, no user site, and neither the working directory (a pull
+        # request's checkout, with a gate/ or jinja2/ of its own) nor a script's folder on
+        # sys.path; this package is found where this process found it, from the root.
+        start = f"import sys; sys.path.insert(0, {str(PACKAGE_ROOT)!r}); import gate.sandbox as s; s.child_main()"
+        self.proc = subprocess.Popen([sys.executable, "-I", "-c", start], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd="/",
                                      close_fds=True, start_new_session=True)
         self.buffer = bytearray()
 
@@ -203,12 +231,13 @@ class RenderPool:
         return result
 
     def render_many(self, sources: Sequence[str], items: Sequence[Mapping[str, Any]],
-                    skip: Callable[[], str | None] | None = None) -> list[Rendered]:
+                    skip: Callable[[], str | None] | None = None, spent: list | None = None) -> list[Rendered]:
         """The sources rendered over each item, in one request to one sandbox process (the
         budget is per item). ``skip``, asked once a process is free, may give a reason not
         to render after all (the template overran its budget on another item meanwhile).
-        After an item overruns, the items behind it are not rendered."""
-        if all(is_plain(s) for s in sources):
+        After an item overruns, the items behind it are not rendered. ``spent`` gets the
+        seconds the sandbox process worked on them (not the wait for a free one)."""
+        if renders_here(sources):
             self.stats["plain"] += len(items)
             return [_render_here(sources, item) for item in items]
         self.stats["sandboxed"] += len(items)
@@ -222,11 +251,11 @@ class RenderPool:
             except (TypeError, ValueError) as exc:
                 results[i] = TemplateProblem(f"template cannot render this item: {exc}")
         if asked:
-            for i, answer in zip(asked, self._in_child(list(sources), texts, skip)):
+            for i, answer in zip(asked, self._in_child(list(sources), texts, skip, spent)):
                 results[i] = answer
         return results
 
-    def _in_child(self, sources: list[str], items: list[str], skip) -> list[Rendered]:
+    def _in_child(self, sources: list[str], items: list[str], skip, spent: list | None) -> list[Rendered]:
         child = self._idle.get()
         reason = skip() if skip is not None else None
         if reason:
@@ -236,6 +265,7 @@ class RenderPool:
         try:
             if child is None or not child.alive:
                 child = self._start()
+            started = time.monotonic()
             sent = child.send({"templates": sources, "items": items})
             for _ in items:
                 answer = child.next_answer(self.budget.wall_seconds) if sent else None
@@ -243,11 +273,13 @@ class RenderPool:
                     answers += self._overrun(answer, len(items) - len(answers))
                     self._end(child)
                     return answers
-                answers.append(TemplateProblem(str(answer["problem"])[:1000]) if "problem" in answer
+                answers.append(TemplateProblem(str(answer["problem"])[:MAX_PROBLEM_CHARS]) if "problem" in answer
                                else [str(text) for text in answer["ok"]])
         except BaseException:
             self._end(child)
             raise
+        if spent is not None:
+            spent.append(time.monotonic() - started)
         self._idle.put(child)
         return answers
 
@@ -262,6 +294,7 @@ class RenderPool:
     def _start(self) -> _Child:
         if self._closed:
             raise TemplateProblem("the template sandbox is shut down")
+        shield_this_process()
         child = _Child(self.budget)
         with self._lock:
             self._children.add(child)
@@ -282,6 +315,29 @@ class RenderPool:
             children, self._children = list(self._children), set()
         for child in children:
             child.kill()
+
+
+PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS = 4, 38
+NOBODY = 65534
+
+
+def _prctl(option: int, value: int) -> bool:
+    """Linux ``prctl(option, value)``; False where there is none (macOS) or it fails."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc.prctl(option, value, 0, 0, 0) == 0
+
+
+@lru_cache(maxsize=1)
+def shield_this_process() -> bool:
+    """Make this process non-dumpable before it starts a sandbox child: the kernel then
+    gives its ``/proc/<pid>`` files (environ, mem) to root, and only a process with
+    CAP_SYS_PTRACE may read them, so a same-user process (an escaped child) cannot read the
+    keys in our environment. It also turns off core dumps (which would hold the keys) and
+    same-user debuggers (py-spy needs root then)."""
+    return _prctl(PR_SET_DUMPABLE, 0)
 
 
 def _render_here(sources: Sequence[str], item: Mapping[str, Any]) -> Rendered:
@@ -324,6 +380,26 @@ def _limit_child(memory_mb: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
+# Modules Jinja imports on first use (string escapes in the lexer, filters such as wordwrap,
+# urlize, pprint, its traceback rewriting): imported before a child gives up root, which
+# may leave it unable to read the interpreter's own files.
+LAZY_IMPORTS = ("encodings.unicode_escape", "html", "html.entities", "jinja2.debug", "pprint",
+                "textwrap", "unicodedata")
+
+
+def _drop_privileges() -> None:
+    """A child started by root becomes ``nobody`` (no groups) after its imports, and no
+    later exec may gain privileges: an escape finds neither root's files nor CAP_SYS_PTRACE."""
+    import importlib
+    for name in LAZY_IMPORTS:
+        importlib.import_module(name)
+    _prctl(PR_SET_NO_NEW_PRIVS, 1)
+    if os.geteuid() == 0:
+        os.setgroups([])
+        os.setgid(NOBODY)
+        os.setuid(NOBODY)
+
+
 def _arm_cpu(seconds: float) -> None:
     """Python code is stopped by SIGPROF after ``seconds`` of CPU; C code that never
     returns to Python (a huge power) is ended by the kernel's SIGXCPU a second or so later."""
@@ -348,7 +424,7 @@ def _serve_one(templates: list[str], item_text: str, cpu_seconds: float) -> dict
     except MemoryError:
         return {"budget": "memory"}
     except TemplateProblem as exc:
-        return {"problem": str(exc)}
+        return {"problem": str(exc)[:MAX_PROBLEM_CHARS]}
     except RecursionError:
         return {"budget": "recursion"}
     except Exception as exc:     # TypeError comparing a str field with a number, ...
@@ -357,7 +433,7 @@ def _serve_one(templates: list[str], item_text: str, cpu_seconds: float) -> dict
         signal.setitimer(signal.ITIMER_PROF, 0)
 
 
-def _child_main() -> None:
+def child_main() -> None:
     cpu_seconds, memory_mb = json.loads(os.environ.get("PROMPTGATE_SANDBOX_BUDGET") or "[2, 64]")
 
     def on_prof(_signum, _frame):
@@ -366,6 +442,7 @@ def _child_main() -> None:
     signal.signal(signal.SIGPROF, on_prof)
     signal.signal(signal.SIGINT, signal.SIG_IGN)     # the parent ends us
     _limit_child(int(memory_mb))
+    _drop_privileges()
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     while True:
         header = stdin.read(HEADER.size)
@@ -382,4 +459,4 @@ def _child_main() -> None:
 
 
 if __name__ == "__main__":
-    _child_main()
+    child_main()

@@ -25,14 +25,16 @@ from typing import Any, Mapping
 
 from .errors import SpecError
 from .linear_regex import PatternError, compile_pattern
-from .templating import TemplateProblem, check_template
+from .templating import MAX_NODES as MAX_TEMPLATE_NODES, TemplateProblem, check_template
 from .yamlfile import parse_yaml, read_text_file
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$")
 TOP_FIELDS = ("name", "description", "model", "params", "messages", "labels", "decision",
               "response_format", "provider")
 ROLES = ("system", "developer", "user", "assistant")
-MAX_TOKENS = 1 << 20                     # no model answers a classification with more
+# No classification needs more; each call's estimate spends the shared token budget
+# (gate.ratelimit), so a pull request must not set it huge.
+MAX_TOKENS = 1 << 14
 INT64 = (-(1 << 63), (1 << 63) - 1)
 PARAMS = {
     "temperature": (float, 0.0, 2.0), "top_p": (float, 0.0, 1.0),
@@ -249,10 +251,18 @@ def _parse_messages(value: Any, file: str | None) -> tuple[Message, ...]:
         raise SpecError(file, "messages", "must be a non-empty list of {role, content}")
     if len(value) > MAX_MESSAGES:
         raise SpecError(file, "messages", f"at most {MAX_MESSAGES} messages")
-    return tuple(_parse_message(msg, f"messages[{i}]", file) for i, msg in enumerate(value))
+    messages, nodes = [], 0
+    for i, msg in enumerate(value):
+        message, size = _parse_message(msg, f"messages[{i}]", file)
+        nodes += size
+        if nodes > MAX_TEMPLATE_NODES:
+            raise SpecError(file, f"messages[{i}].content", f"the messages' templates have more than "
+                            f"{MAX_TEMPLATE_NODES} expressions and tags together")
+        messages.append(message)
+    return tuple(messages)
 
 
-def _parse_message(msg: Any, where: str, file: str | None) -> Message:
+def _parse_message(msg: Any, where: str, file: str | None) -> tuple[Message, int]:
     if not isinstance(msg, Mapping):
         raise SpecError(file, where, "must be a mapping with role and content")
     extra = [k for k in msg if k not in ("role", "content")]
@@ -264,10 +274,10 @@ def _parse_message(msg: Any, where: str, file: str | None) -> Message:
     if not isinstance(content, str) or not content.strip():
         raise SpecError(file, f"{where}.content", "must be a non-empty string")
     try:
-        check_template(content)
+        nodes = check_template(content)
     except TemplateProblem as exc:
         raise SpecError(file, f"{where}.content", str(exc)) from None
-    return Message(role, content)
+    return Message(role, content), nodes
 
 
 def _parse_labels(value: Any, file: str | None) -> tuple[str, ...]:

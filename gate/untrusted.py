@@ -13,6 +13,8 @@ module says how each medium is neutralised; the Markdown report has its own esca
 * ``terminal_safe(text)``: ``one_line`` for a terminal.
 * ``workflow_safe(text)``: ``one_line`` plus ``::`` and ``##[`` broken, for a line of the
   Actions log (GitHub's toolkit escapes command values the same way: no CR, no LF).
+* ``storable(text)``: half a surrogate pair (``"\\ud800"`` alone in JSON decodes to a str
+  no UTF-8 codec, nor the database, accepts) becomes U+FFFD.
 """
 
 from __future__ import annotations
@@ -23,6 +25,13 @@ from typing import Any
 LINE_BREAKS = re.compile(r"\r\n|[\r\n\u2028\u2029\x85\x0b\x0c]")
 CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f-\x84\x86-\x9f\u202a-\u202e\u2066-\u2069\ufeff]")
 ZWSP = "\u200b"
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def storable(text: str) -> str:
+    """The text with any lone surrogate replaced by U+FFFD (a valid pair in a Python str is
+    already one code point, so only halves match)."""
+    return text if text.isascii() else LONE_SURROGATE.sub("\ufffd", text)
 
 
 def one_line(value: Any, limit: int | None = None) -> str:

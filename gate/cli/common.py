@@ -26,7 +26,7 @@ class GateGroup(click.Group):
 
 
 def echo_json(data) -> None:
-    click.echo(json.dumps(data, indent=2, default=str, ensure_ascii=False))
+    click.echo(json.dumps(data, indent=2, default=str, ensure_ascii=True))
 
 
 def open_gate(ctx: click.Context, check_schema: bool = True) -> Gate:

@@ -349,3 +349,15 @@ def test_content_parts_and_usage_are_read():
     finally:
         canned.close()
     assert (out.decision, out.raw_output, out.prompt_tokens, out.completion_tokens) == ("urgent", "urgent now", 7, 2)
+
+
+def test_half_a_surrogate_pair_in_an_answer_is_replaced_so_it_can_be_stored():
+    """JSON may carry "\\ud800" alone; Python decodes it to a str no UTF-8 codec (nor the
+    database) accepts, and the item's write-back failed on it for ever."""
+    canned = _Canned(b'{"choices": [{"message": {"content": "urgent \\ud800 \\u00e9"}}]}')
+    try:
+        out = call_prompt(make_spec(canned.url), {"text": "x"}, settings=SETTINGS)
+    finally:
+        canned.close()
+    assert out.decision == "urgent"
+    assert out.raw_output.encode("utf-8") == "urgent \ufffd \u00e9".encode("utf-8")

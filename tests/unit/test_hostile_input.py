@@ -19,7 +19,7 @@ from conftest import ROOT
 from gate.decision import MAX_ANSWER_CHARS, parse_decision
 from gate.errors import DatasetError, SpecError, UsageError
 from gate.providers import ProviderDecl, endpoint_for, parse_decl, resolve
-from gate.sandbox import RenderBudget, RenderPool, is_plain
+from gate.sandbox import RenderBudget, RenderPool, is_plain, renders_here
 from gate.sources import SourceOptions, open_source
 from gate.spec import Decision, load_spec, parse_spec_text
 from gate.templating import TemplateProblem
@@ -127,6 +127,58 @@ def test_rendering_in_this_process_only_for_plain_lookups():
         assert not is_plain(template), template
 
 
+def _prompt_with(*templates: str) -> str:
+    messages = "".join(f"  - {{role: user, content: {json.dumps(t)}}}\n" for t in templates)
+    return PROMPT.split("messages:")[0] + "messages:\n" + messages
+
+
+@pytest.mark.parametrize("templates, what", [
+    (["{{ item" + ".a" * 100 + " }}" * 1], "a lookup chain 100 deep"),
+    (["{{ " + "(" * 200 + "item.a" + ")" * 200 + " }}"], "parentheses 200 deep"),
+    (["{{ item.a" + "|upper" * 300 + " }}"], "300 filters in a chain"),
+    ([("{{ item" + ".a" * 15 + " }}") * 400], "400 lookups 15 deep"),
+    (["{{ item.a }}" * 1400] * 2, "two messages sharing the node budget"),
+], ids=lambda v: v if isinstance(v, str) else "")
+def test_templates_nested_too_deep_or_too_big_are_refused_quickly(templates, what):
+    """Jinja's compiler costs grow with the square of an expression's depth (300 lookups
+    100 deep took 86 s to compile in a worker): the tree's depth and size are checked on
+    the parsed template, without recursion, before anything compiles it."""
+    error = refused(_prompt_with(*templates), seconds=2.0)
+    assert any(why in str(error) for why in ("deeper than", "too deeply", "more than")), what
+
+
+def test_many_lookups_render_in_the_sandbox_where_their_output_is_capped(pool):
+    """A plain template prints each lookup in full: 2,000 copies of a 100 KB field is 200 MB
+    from an innocent-looking template. Past 16 lookups it renders in the sandbox, whose
+    output cap and memory limit end it."""
+    assert renders_here(["{{ item.a }} {{ item.b }}" * 8])
+    assert not renders_here(["{{ item.a }}" * 9, "{{ item.b }}" * 8])
+    bomb = ["{{ item.t }}" * 1500]
+    parse_spec_text(_prompt_with(*bomb))
+    started = time.monotonic()
+    with pytest.raises(TemplateProblem, match="budget|over 1000000 characters"):
+        pool.render(bomb, {"t": "x" * 100_000})
+    assert time.monotonic() - started < pool.budget.wall_seconds + 1.0
+
+
+def test_the_sandbox_never_imports_a_checkouts_own_modules(tmp_path, monkeypatch):
+    """A worker started inside a pull request's checkout must not let the checkout's
+    ``jinja2/`` or ``gate/`` replace the real ones in its sandbox children."""
+    marker = tmp_path / "imported"
+    for package in ("jinja2", "gate", "markupsafe"):
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text(
+            f"open({str(marker)!r}, 'a').write({package!r})\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    fresh = RenderPool(RenderBudget(cpu_seconds=1.0, memory_mb=64, processes=1))
+    try:
+        assert fresh.render(["{{ item.x|upper }}"], {"x": "real"}) == ["REAL"]
+    finally:
+        fresh.close()
+    assert not marker.exists(), marker.read_text()
+
+
 def test_the_sandbox_process_has_no_secrets_to_read(monkeypatch):
     """Even a sandbox escape would find no key: the child's environment is empty of them."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
@@ -138,6 +190,50 @@ def test_the_sandbox_process_has_no_secrets_to_read(monkeypatch):
         assert b"sk-secret" not in environ and b"OPENAI" not in environ
     finally:
         fresh.close()
+
+
+HOLDER = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from gate.sandbox import RenderBudget, RenderPool
+pool = RenderPool(RenderBudget(cpu_seconds=1.0, memory_mb=64, processes=1))
+pool.render(["{{ item.x|upper }}"], {"x": "warm"})
+child, = pool._children
+print(child.proc.pid, flush=True)
+sys.stdin.read()
+pool.close()
+"""
+
+
+def _as_an_escaped_child():
+    """The credentials a sandbox child has: the worker's user, or nobody when that is root."""
+    if os.geteuid() == 0:
+        os.setgroups([])
+        os.setgid(65534)
+        os.setuid(65534)
+
+
+def _read_as_an_escaped_child(path: str) -> bytes | str:
+    out = subprocess.run(["cat", path], capture_output=True, preexec_fn=_as_an_escaped_child, timeout=20)
+    return out.stdout if out.returncode == 0 else out.stderr.decode().strip()
+
+
+def test_a_process_that_starts_sandboxes_hides_its_keys_from_its_own_user():
+    """An escape from Jinja's sandbox runs as the worker's user: the worker's environment
+    (its keys) must not be readable through /proc by such a process, and the child itself
+    holds no root to read them with."""
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(ROOT)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True, env={**os.environ, "OPENAI_API_KEY": "sk-holder-secret"})
+    try:
+        child_pid = int(holder.stdout.readline())
+        seen = _read_as_an_escaped_child(f"/proc/{holder.pid}/environ")
+        assert isinstance(seen, str) and "Permission denied" in seen, seen[:200]
+        uid = next(line.split()[1] for line in Path(f"/proc/{child_pid}/status").read_text().splitlines()
+                   if line.startswith("Uid:"))
+        assert int(uid) == (65534 if os.geteuid() == 0 else os.geteuid())
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=20)
 
 
 def _parse_in_child(pattern: str, answer: str, timeout: float) -> float:
@@ -157,9 +253,17 @@ def test_a_catastrophic_regex_cannot_backtrack():
     assert _parse_in_child("^(a+)+$", "a" * 30000 + "!", timeout=20) < 0.1
 
 
-@pytest.mark.parametrize("pattern", [r"(a)\1", "(?=a)a", "x" * 1001])
+@pytest.mark.parametrize("pattern", [r"(a)\1", "(?=a)a", "x" * 1001, "((a|b){0,100}){9}c"])
 def test_patterns_re2_cannot_run_are_refused_at_submit(pattern):
     refused(PROMPT + f"decision: {{type: regex, pattern: {json.dumps(pattern)}}}\n", "decision.pattern")
+
+
+@pytest.mark.parametrize("pattern", [r"((a|b){0,20}){9}c", r"[a-z]{0,380}x", r"(\w{0,60}){3}x"])
+def test_the_most_complex_pattern_accepted_stays_fast_on_the_longest_answer(pattern):
+    """RE2 is linear, but past ~1,000 instructions it leaves its DFA and a 32 KiB answer took
+    2 s: the program-size cap keeps every accepted pattern on the fast side of that cliff."""
+    parse_spec_text(PROMPT + f"decision: {{type: regex, pattern: {json.dumps(pattern)}}}\n")
+    assert _parse_in_child(pattern, "a" * MAX_ANSWER_CHARS, timeout=20) < 0.1
 
 
 # --- 7: YAML that expands, recurses or is huge ------------------------------------------------
