@@ -44,7 +44,7 @@ import re
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Mapping as TMapping
+from typing import Any, Iterable, Mapping as TMapping
 
 
 from .errors import SpecError, UsageError
@@ -98,6 +98,8 @@ CHANGE_TEXT = {
     "provider-added": "provider {subject}: new, {after}",
     "provider-changed": "provider {subject}: {before} → {after}",
     "provider-removed": "provider {subject}: removed (was {before})",
+    "dataset-rows": "dataset {subject}: {after} against the gate's version {before}",
+    "dataset-version": "dataset {subject}: new version {after} (was {before})",
 }
 
 
@@ -105,12 +107,15 @@ CHANGE_TEXT = {
 class Change:
     """One difference between the file and the gate. ``kind`` is one of dataset-added,
     dataset-changed, dataset-undeclared, bar-added, bar-changed, bar-removed,
-    provider-added, provider-changed, provider-removed."""
+    provider-added, provider-changed, provider-removed; dataset-rows (a pull request changes
+    a dataset's file: its rows against the gate's version) and dataset-version (a sync
+    imported changed rows as a new version)."""
     kind: str
     subject: str                # dataset name, or "prompt × dataset"
     before: str | None = None
     after: str | None = None
     key: tuple[str, ...] = ()   # (dataset,) or (prompt, dataset)
+    details: tuple[str, ...] = ()   # example rows of a dataset-rows change
 
     def __str__(self) -> str:
         template = CHANGE_TEXT.get(self.kind, "{kind} {subject}")
@@ -273,13 +278,32 @@ def redact(uri: str) -> str:
     return _SECRET_RE.sub(r"\1:***@", uri)
 
 
-def diff(gate: Gate, config: str | Path | GateConfig) -> SyncResult:
-    """What ``sync`` would change, without changing anything."""
+def diff(gate: Gate, config: str | Path | GateConfig, changed_files: Iterable[str | Path] = ()) -> SyncResult:
+    """What ``sync`` would change, without changing anything. ``changed_files`` (absolute
+    paths a pull request changes): a declared dataset whose file is among them is read
+    from there and its rows compared with the gate's version (dataset-rows)."""
     cfg = _as_config(config)
     registered = {ds.name: (ds, maps) for ds, maps in gate.list_datasets()}
     changes = (_provider_changes(gate, cfg) + _dataset_changes(registered, cfg) + _bar_changes(gate, cfg)
-               + _undeclared_datasets(registered, cfg))
+               + _undeclared_datasets(registered, cfg) + _row_changes(gate, cfg, registered, changed_files))
     return SyncResult(cfg.path, tuple(changes), applied=False)
+
+
+def _row_changes(gate: Gate, cfg: GateConfig, registered: dict, changed_files: Iterable[str | Path]) -> list[Change]:
+    """How the rows of each dataset file a pull request changes differ from the gate's
+    current version of that dataset. Only shown: the run uses the gate's version."""
+    changed = {str(Path(p).resolve()) for p in changed_files}
+    changes = []
+    for name, decl in sorted(cfg.datasets.items()):
+        if name not in registered or scheme_of(decl.source) != "file" or decl.source_uri not in changed:
+            continue
+        ds = registered[name][0]
+        options = {"id_column": decl.id_column, "label_column": decl.label_column}
+        rows = gate.diff_source(name, decl.source_uri, options)
+        if rows.any:
+            details = tuple(f"{kind}: {', '.join(examples)}" for kind, examples in rows.examples.items() if examples)
+            changes.append(Change("dataset-rows", name, f"{ds.current_version_id}", rows.summary(), (name,), details))
+    return changes
 
 
 def _provider_changes(gate: Gate, cfg: GateConfig) -> list[Change]:
@@ -351,11 +375,13 @@ def _describe(uri: str, id_column: str, label_column: str) -> str:
 
 def sync(gate: Gate, config: str | Path | GateConfig) -> SyncResult:
     """Make the gate's providers, datasets and bars match the file (see the module
-    docstring): register declared providers and datasets, map declared bars, remove
-    undeclared providers and unmap every mapping the file does not declare, including all
-    mappings of prompts the file does not list. Idempotent."""
+    docstring): register declared providers and datasets (importing their rows), import
+    the rows of the others again (a new version when they changed), map declared bars,
+    remove undeclared providers and unmap every mapping the file does not declare,
+    including all mappings of prompts the file does not list. Idempotent."""
     cfg = _as_config(config)
     planned = diff(gate, cfg)
+    planned = SyncResult(planned.path, planned.changes + tuple(_refresh(gate, cfg, planned)))
     bars = {(b.prompt, b.dataset): b for b in cfg.bars}
     for change in planned.changes:
         if change.kind in ("provider-added", "provider-changed"):
@@ -373,6 +399,20 @@ def sync(gate: Gate, config: str | Path | GateConfig) -> SyncResult:
         elif change.kind == "bar-removed":
             gate.unmap_dataset(*change.key)
     return SyncResult(planned.path, planned.changes, applied=True)
+
+
+def _refresh(gate: Gate, cfg: GateConfig, planned: SyncResult) -> list[Change]:
+    """Import again the declared datasets the plan does not register anyway: a changed
+    file (or remote source) becomes a new version."""
+    registering = {c.key[0] for c in planned.changes if c.kind in ("dataset-added", "dataset-changed")}
+    changes = []
+    for name in sorted(set(cfg.datasets) - registering):
+        before = gate.get_dataset(name).current_version_id
+        _, imported = gate.refresh_dataset(name)
+        if imported is not None and imported.version.id != before:
+            v = imported.version
+            changes.append(Change("dataset-version", name, str(before), f"{v.id} ({v.row_count} rows)", (name,)))
+    return changes
 
 
 __all__ = ["BarDecl", "Change", "DatasetDecl", "GateConfig", "SyncResult", "diff",

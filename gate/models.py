@@ -15,6 +15,31 @@ class Dataset:
     source_uri: str
     options: dict[str, Any]
     created_at: dt.datetime
+    current_version_id: int | None = None
+
+
+@dataclass(frozen=True)
+class DatasetVersion:
+    """An immutable import of a dataset's rows, keyed by its content hash."""
+    id: int
+    dataset_id: int
+    status: str                       # IMPORTING, READY
+    content_hash: str | None
+    row_count: int
+    labels: dict[str, int]            # label -> rows
+    source_uri: str
+    source_options: dict[str, Any]
+    source_version: str | None
+    created_at: dt.datetime
+
+
+@dataclass(frozen=True)
+class VersionRow:
+    position: int
+    item_id: str
+    expected: str
+    input: dict[str, Any]
+    row_hash: str
 
 
 @dataclass(frozen=True)
@@ -73,6 +98,8 @@ class Run:
     created_at: dt.datetime
     started_at: dt.datetime | None
     finished_at: dt.datetime | None
+    dataset_version_id: int | None = None
+    pinned: dict[str, Any] | None = None    # what the verdict stands on (see gate.reuse.pin)
 
 
 @dataclass(frozen=True)
@@ -82,6 +109,9 @@ class RunCandidate:
     prompt_name: str
     config: dict[str, Any]
     provider: dict[str, Any] | None
+    update_id: int = 0
+    reuse: bool = True                       # may answers already paid for be reused
+    dataset_version_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -89,9 +119,10 @@ class ClaimedItem:
     id: int
     run_id: int
     item_id: str
-    input: dict[str, Any]
+    input: dict[str, Any] | None             # None: read from the dataset version's row
     expected_decision: str
     attempt: int
+    position: int = 0
 
 
 @dataclass(frozen=True)
@@ -106,6 +137,8 @@ class ItemResult:
     completion_tokens: int | None = None
     error: str | None = None
     retry_in: float | None = None     # seconds until the retry is visible (PENDING only)
+    answer_key: str | None = None     # the request's reuse key (gate.reuse)
+    reused_update_id: int | None = None   # the update whose answer this is, when reused
 
 
 @dataclass(frozen=True)
@@ -129,6 +162,18 @@ class RunCounts:
     @property
     def scored(self) -> int:
         return self.match + self.mismatch
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An answer already paid for, by request key (gate.reuse)."""
+    request_key: str
+    actual_decision: str
+    raw_output: str | None
+    latency_ms: int | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    update_id: int
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,9 @@ def render_text(report: UpdateReport) -> str:
         lines.append(f"  {safe(r.dataset)}: {format_pct(r.matches, r.scored)} vs bar {format_bar(r.bar)} [{verdict}] "
                      f"{progress}, {r.errors} errors" +
                      (f" — {safe(r.reason)}" if r.reason and r.status == "ERROR" else ""))
+        if r.reused:
+            lines.append(f"    {r.reused_total} of {r.total} answers reused from update "
+                         + ", ".join(str(uid) for uid in sorted(r.reused)))
         for f in r.failures:
             out = safe(f.raw_output or f.error or "", 80)
             lines.append(f"    {safe(f.item_id)}: expected {safe(f.expected_decision)}, "

@@ -6,13 +6,26 @@ float ever sits at the boundary. A zero denominator never reaches a division.
 
 from __future__ import annotations
 
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from fractions import Fraction
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
+from .errors import UsageError
 from .states import Mode, RunStatus, UpdateStatus, Verdict
 
 INVALID_DECISION = "(invalid)"
+
+
+def parse_bar(value: Any) -> Decimal:
+    try:
+        bar = Decimal(str(value).strip())
+    except (InvalidOperation, ValueError):
+        raise UsageError(f"min accuracy {value!r} is not a number: use a fraction in [0, 1], e.g. 0.9") from None
+    if not bar.is_finite() or bar < 0 or bar > 1:
+        raise UsageError(f"min accuracy {value!r} is outside [0, 1]: use a fraction such as 0.9 (not 90)")
+    if bar.as_tuple().exponent < -9:
+        raise UsageError(f"min accuracy {value!r} has more than 9 decimal places")
+    return bar
 
 
 def clears(matches: int, scored: int, bar: Decimal) -> bool:

@@ -42,6 +42,7 @@ class Settings:
     rate_limit_headroom: float = 0.97    # the share of each limit the gate spends (providers count on their clock)
     template_cpu_seconds: float = 2.0    # CPU time one item's templates may take to render (gate/sandbox.py)
     template_memory_mb: int = 64         # memory they may take, beyond the sandbox process's own
+    template_mean_seconds: float = 0.1   # a run's templates may take this long per item on average
     sandbox_processes: int = 2           # sandbox processes per worker process (for templates beyond item lookups)
 
     ENV = {
@@ -66,6 +67,7 @@ class Settings:
         "rate_limit_headroom": "PROMPTGATE_RATE_LIMIT_HEADROOM",
         "template_cpu_seconds": "PROMPTGATE_TEMPLATE_CPU_SECONDS",
         "template_memory_mb": "PROMPTGATE_TEMPLATE_MEMORY_MB",
+        "template_mean_seconds": "PROMPTGATE_TEMPLATE_MEAN_SECONDS",
         "sandbox_processes": "PROMPTGATE_SANDBOX_PROCESSES",
     }
 

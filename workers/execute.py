@@ -25,16 +25,17 @@ import random
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gate import store
 from gate.db import transaction
 from gate.errors import CallFailure, ModelCallError, UsageError, first_line
 from gate.llm import call_prompt, prepare_default_client, render_messages_many
-from gate.models import ClaimedItem, ItemResult
+from gate.reuse import request_key
+from gate.models import Answer, ClaimedItem, ItemResult
 from gate.providers import Endpoint, ProviderDecl, endpoint_for
 from gate.ratelimit import CallLimiter
-from gate.sandbox import RenderBudget, RenderPool, is_plain
+from gate.sandbox import RenderBudget, RenderPool
 from gate.spec import PromptSpec, parse_spec
 from gate.states import Verdict
 
@@ -44,21 +45,24 @@ log = logging.getLogger("promptgate.execute")
 RAW_OUTPUT_LIMIT = 4000
 RUN_LIST_TTL = 1.0
 WRITE_BACK_THREADS = 2
+MEAN_AFTER = 16               # items rendered before a run's mean render time is judged
 
 
 @dataclass
 class RunCall:
     """What every call of one run shares: the candidate, where its calls go (or why they
-    cannot go anywhere), whether its templates need the sandbox, and, once its template
-    overran its budget, why the rest is not rendered."""
+    cannot go anywhere), its update and dataset version, whether answers already paid for
+    may stand in for calls, and, once its template overran its budget, why the rest is not
+    rendered."""
     spec: PromptSpec
     endpoint: Endpoint | None
     endpoint_error: str | None = None
     over_budget: str | None = None
-
-    @property
-    def sandboxed(self) -> bool:
-        return not all(is_plain(m.content) for m in self.spec.messages)
+    update_id: int = 0
+    version_id: int | None = None
+    reuse: bool = True
+    rendered: int = 0                  # items rendered in the sandbox, and the seconds it took
+    render_seconds: float = 0.0
 
 
 @dataclass
@@ -166,22 +170,67 @@ class Executor(Poller):
             self.in_flight += len(chunk.items)
             self.held += len(chunk.items)
             self.stats["claimed"] += len(chunk.items)
-        if run.sandboxed and not run.over_budget and run.endpoint is not None:
-            self.rendering.submit(self._render_and_dispatch, chunk, run)
+        if run.over_budget or run.endpoint is None:      # each item ends ERROR at once, with the reason
+            for item in chunk.items:
+                self.pool.submit(self._score, chunk, run, item, None, None)
             return
-        for item in chunk.items:
-            self.pool.submit(self._score, chunk, run, item, None)
+        self.rendering.submit(self._prepare_and_dispatch, chunk, run)
 
-    def _render_and_dispatch(self, chunk: Chunk, run: RunCall) -> None:
-        """In a render thread: the chunk's messages in one sandbox request, then its calls."""
+    def _prepare_and_dispatch(self, chunk: Chunk, run: RunCall) -> None:
+        """In a render thread: the chunk's inputs (from its dataset version's rows), its
+        messages (one sandbox request, or here for plain templates), the answers already
+        paid for; then the calls of the rest."""
         try:
+            chunk.items = self._with_inputs(chunk.items, run)
+            spent: list[float] = []
             rendered = render_messages_many(run.spec, [i.input for i in chunk.items], self.renderer,
-                                            skip=lambda: run.over_budget)
+                                            skip=lambda: run.over_budget, spent=spent)
+            rendered = self._within_mean(run, chunk, rendered, sum(spent))
+            keys = [None if isinstance(m, ModelCallError) else request_key(run.spec, m, run.endpoint.base_url)
+                    for m in rendered]
+            found = self._answers([k for k in keys if k]) if run.reuse else {}
         except Exception as exc:  # a bug must not strand the chunk: every item ends ERROR
-            log.exception("run %s: unexpected error while rendering", run.spec.name)
+            log.exception("run %s: unexpected error while preparing calls", run.spec.name)
             rendered = [ModelCallError(f"internal error: {exc}"[:1000], retryable=False)] * len(chunk.items)
-        for item, messages in zip(chunk.items, rendered):
-            self.pool.submit(self._score, chunk, run, item, messages)
+            keys, found = [None] * len(chunk.items), {}
+        for item, messages, key in zip(chunk.items, rendered, keys):
+            if key in found:
+                self._record(chunk, reused_result(item, key, found[key]))
+            else:
+                self.pool.submit(self._score, chunk, run, item, messages, key)
+
+    def _within_mean(self, run: RunCall, chunk: Chunk, rendered: list, seconds: float) -> list:
+        """A template under its budget per item can still be slow on every item and hold
+        the sandbox for hours: once a run's renders average more than
+        ``template_mean_seconds`` an item (after ``MEAN_AFTER`` items), the run stops like
+        one over its budget."""
+        if not seconds:
+            return rendered
+        run.rendered += len(chunk.items)
+        run.render_seconds += seconds
+        mean = run.render_seconds / run.rendered
+        if run.rendered < MEAN_AFTER or mean <= self.settings.template_mean_seconds or run.over_budget:
+            return rendered
+        reason = (f"the template took {mean:.2f} s per item on average over {run.rendered} items "
+                  f"(at most {self.settings.template_mean_seconds:g} s)")
+        self._stop_run_over_budget(run, chunk.items[0], reason)
+        return [ModelCallError(f"template exceeded its budget: {reason}", retryable=False, kind=CallFailure.BUDGET)
+                for _ in rendered]
+
+    def _with_inputs(self, items: list[ClaimedItem], run: RunCall) -> list[ClaimedItem]:
+        """Items point at their dataset row: read the rows' inputs (one query)."""
+        missing = [i.position for i in items if i.input is None]
+        if not missing:
+            return items
+        with self.engine.connect() as conn:
+            inputs = store.version_inputs(conn, run.version_id, missing)
+        return [i if i.input is not None else replace(i, input=inputs.get(i.position, {})) for i in items]
+
+    def _answers(self, keys: list[str]) -> dict[str, Answer]:
+        if not keys:
+            return {}
+        with self.engine.connect() as conn:
+            return store.find_answers(conn, keys)
 
     def _run_call(self, run_id: int) -> RunCall:
         run = self.run_calls.get(run_id)
@@ -190,21 +239,27 @@ class Executor(Poller):
                 candidate = store.candidate_of_run(conn, run_id)
             spec = parse_spec(candidate.config)
             decl = ProviderDecl.from_dict(candidate.provider) if candidate.provider else None
+            context = {"update_id": candidate.update_id, "version_id": candidate.dataset_version_id,
+                       "reuse": candidate.reuse}
             try:
-                run = RunCall(spec, endpoint_for(decl))
+                run = RunCall(spec, endpoint_for(decl), **context)
             except UsageError as exc:     # the key variable the declaration names is not set here
-                run = RunCall(spec, None, endpoint_error=str(exc))
+                run = RunCall(spec, None, endpoint_error=str(exc), **context)
             self.run_calls[run_id] = run
         return run
 
     # --- one item, in a pool thread ----------------------------------------------------
 
-    def _score(self, chunk: Chunk, run: RunCall, item: ClaimedItem, rendered) -> None:
+    def _score(self, chunk: Chunk, run: RunCall, item: ClaimedItem, rendered, key: str | None) -> None:
         try:
-            result = self._result(run, item, rendered)
+            result = self._result(run, item, rendered, key)
         except Exception as exc:  # a bug must not strand the chunk
             log.exception("item %s: unexpected error", item.id)
             result = ItemResult(item.id, Verdict.ERROR, error=f"internal error: {exc}"[:1000])
+        self._record(chunk, result)
+
+    def _record(self, chunk: Chunk, result: ItemResult) -> None:
+        """An item's result is in: the chunk is written back once all of its are."""
         with self.capacity:
             chunk.results.append(result)
             self.in_flight -= 1
@@ -216,11 +271,12 @@ class Executor(Poller):
         if done:
             self.writers.submit(self._finish_chunk, chunk)
 
-    def _stop_run_over_budget(self, run: RunCall, item: ClaimedItem) -> None:
+    def _stop_run_over_budget(self, run: RunCall, item: ClaimedItem, why: str | None = None) -> None:
         """The run's template overran its budget: the run is FAILED whatever else happens, so
         its other items end ERROR uncalled and unrendered (those queued here, and every one
         nobody holds, in one statement)."""
-        run.over_budget = f"not rendered: the template exceeded its budget on item {item.item_id[:80]} of this run"
+        run.over_budget = (f"not rendered: {why}" if why else
+                           f"not rendered: the template exceeded its budget on item {item.item_id[:80]} of this run")
         try:
             failed = transaction(self.engine, lambda conn: store.fail_unclaimed_items(
                 conn, item.run_id, f"budget: {run.over_budget}"))
@@ -239,14 +295,13 @@ class Executor(Poller):
             if drained:
                 self.nudge("finalize")
 
-    def _result(self, run: RunCall, item: ClaimedItem, rendered) -> ItemResult:
-        """One item: its messages (``rendered`` by a render thread, else rendered here),
-        then the call under the rate limit, then its verdict."""
+    def _result(self, run: RunCall, item: ClaimedItem, messages, key: str | None) -> ItemResult:
+        """One item: its messages (rendered by a render thread), the call under the rate
+        limit, its verdict; the answer is kept under ``key`` for reuse."""
         if run.over_budget or run.endpoint is None:
             why = f"budget: {run.over_budget}" if run.over_budget else f"config: {run.endpoint_error}"
             return ItemResult(item.id, Verdict.ERROR, error=why[:1000])
         spec = run.spec
-        messages = rendered if rendered is not None else render_messages_many(spec, [item.input], self.renderer)[0]
         if isinstance(messages, ModelCallError):
             if messages.kind is CallFailure.BUDGET and not run.over_budget:
                 self._stop_run_over_budget(run, item)
@@ -265,7 +320,7 @@ class Executor(Poller):
         verdict = Verdict.MATCH if out.decision == item.expected_decision else Verdict.MISMATCH
         return ItemResult(item.id, verdict, actual_decision=out.decision[:128],
                           raw_output=(out.raw_output or "")[:RAW_OUTPUT_LIMIT], latency_ms=out.latency_ms,
-                          prompt_tokens=out.prompt_tokens, completion_tokens=out.completion_tokens)
+                          prompt_tokens=out.prompt_tokens, completion_tokens=out.completion_tokens, answer_key=key)
 
     def _failure(self, item: ClaimedItem, exc: ModelCallError) -> ItemResult:
         message = f"{exc.kind}: {exc}"[:1000]
@@ -279,9 +334,15 @@ class Executor(Poller):
         """One guarded UPDATE, run again by ``transaction`` on a deadlock or a lost connection
         (the database may be restarting). Running it again is safe even when a lost COMMIT
         did commit: the lease token guards it, so the second run writes nothing."""
+        run = self.run_calls.get(chunk.items[0].run_id)
+        answers = new_answers(chunk.results, run.update_id if run else 0)
+
+        def write(conn) -> int:
+            written = store.write_item_results(conn, chunk.token, chunk.results)
+            store.save_answers(conn, answers)
+            return written
         try:
-            written = transaction(self.engine,
-                                  lambda conn: store.write_item_results(conn, chunk.token, chunk.results))
+            written = transaction(self.engine, write)
         except Exception as exc:   # retries spent, or a bug: the leases run out and the items are claimed again
             log.warning("write-back failed: %s", first_line(exc))
             written = 0
@@ -320,6 +381,22 @@ class Executor(Poller):
         self.limiter.close()
         if self.owns_renderer:
             self.renderer.close()
+
+
+def reused_result(item: ClaimedItem, key: str, answer: Answer) -> ItemResult:
+    """An item scored by an answer already paid for: no call; the verdict is this item's."""
+    verdict = Verdict.MATCH if answer.actual_decision == item.expected_decision else Verdict.MISMATCH
+    return ItemResult(item.id, verdict, actual_decision=answer.actual_decision, raw_output=answer.raw_output,
+                      latency_ms=answer.latency_ms, prompt_tokens=answer.prompt_tokens,
+                      completion_tokens=answer.completion_tokens, answer_key=key, reused_update_id=answer.update_id)
+
+
+def new_answers(results: list[ItemResult], update_id: int) -> list[Answer]:
+    """The chunk's answers worth keeping: called now (not reused), MATCH or MISMATCH."""
+    return [Answer(r.answer_key, r.actual_decision, r.raw_output, r.latency_ms, r.prompt_tokens, r.completion_tokens,
+                   update_id)
+            for r in results if r.answer_key and r.reused_update_id is None
+            and r.verdict in (Verdict.MATCH, Verdict.MISMATCH)]
 
 
 def retry_delay(attempt: int, retry_after: float | None, settings) -> float:

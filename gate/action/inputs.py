@@ -42,6 +42,8 @@ INPUTS = (
     ActionInput("report-path", "Where to write the Markdown report (default $RUNNER_TEMP/prompt-gate-report.md)."),
     ActionInput("comment-author", "Login of the report comment's author (default: the token's user, or "
                                   "github-actions[bot])."),
+    ActionInput("reuse", "Reuse answers already paid for by an identical request (default on; off calls every item "
+                         "afresh, e.g. for a model at temperature > 0).", "flag"),
 )
 
 
@@ -69,6 +71,7 @@ class ActionOptions:
     github_token: str = ""
     report_path: str = ""                    # default: $RUNNER_TEMP/prompt-gate-report.md
     comment_author: str = ""                 # our comments' login; default: the token's user
+    reuse: bool = True                       # answers already paid for may stand in for calls
     samples: int = 5                         # failing items shown per dataset
     concurrency: int | None = None           # model calls in flight with run-workers
 

@@ -109,10 +109,12 @@ def list_changes(run: ActionRun) -> list[ChangedFile]:
 # --- 2. the gate config -----------------------------------------------------------------------
 
 def sync_config(run: ActionRun) -> bool:
-    """Sync the gate config (apply) or show its diff (a pull request that changes it).
-    False when it could not be read or synced: on apply nothing is then submitted."""
+    """Sync the gate config (apply), or, on a pull request, show how it and the dataset
+    files it declares differ from the gate ("takes effect after merge": the evaluation uses
+    the gate's bars and data). False when it could not be read or synced: on apply nothing
+    is then submitted."""
     path, mode = run.config_path, run.mode
-    if not path or not (mode == "apply" or run.config_changed):
+    if not path or not (mode == "apply" or run.changed):
         return True
     full = inside_workspace(run.event.workspace, path)
     if not full.is_file():
@@ -122,13 +124,26 @@ def sync_config(run: ActionRun) -> bool:
         return True
     try:
         cfg = gateconfig.load_config(full, display_path=path)
-        result = gateconfig.sync(run.gate, cfg) if mode == "apply" else gateconfig.diff(run.gate, cfg)
+        result = gateconfig.sync(run.gate, cfg) if mode == "apply" else _pull_request_diff(run, cfg)
     except SpecError as exc:
         return _config_problem(run, problem_from(exc, path, text_or_none(full, path)))
+    except GateError as exc:         # a dataset file of the pull request that cannot be read
+        return _config_problem(run, Problem(path, None, None, str(exc)))
     verb = "synced" if mode == "apply" else "would change (after merge)"
     run.log.say(f"gate config {path}: {verb}: {len(result.changes)} changes")
-    run.config_result = None if mode == "apply" and not run.config_changed and not result.changes else result
+    keep = run.config_changed or bool(result.changes)
+    run.config_result = result if keep else None
     return True
+
+
+def _pull_request_diff(run: ActionRun, cfg) -> gateconfig.SyncResult:
+    """The pull request's gate config against the gate, with the rows of the dataset files
+    it changes; when the config itself is unchanged, only those rows."""
+    files = [run.event.workspace / f.path for f in run.changed if f.exists]
+    result = gateconfig.diff(run.gate, cfg, changed_files=files)
+    if run.config_changed:
+        return result
+    return gateconfig.SyncResult(result.path, tuple(c for c in result.changes if c.kind == "dataset-rows"))
 
 
 def _config_problem(run: ActionRun, problem: Problem) -> bool:
@@ -194,7 +209,8 @@ def _submit(run: ActionRun, f: ChangedFile, spec: PromptSpec) -> None:
     if run.number is None and run.mode == "check":
         source["key"] = f"{run.event.repository}@{run.ref}"
     try:
-        update_id = run.gate.submit(spec, mode=run.mode, source={k: v for k, v in source.items() if v is not None})
+        update_id = run.gate.submit(spec, mode=run.mode, source={k: v for k, v in source.items() if v is not None},
+                                    reuse=run.options.reuse)
     except GateError as exc:      # refused (unknown provider, no bar...): this file only
         run.problems.append(Problem(f.path, None, None, str(exc)))
         return

@@ -40,12 +40,79 @@ def dataset():
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def dataset_add(ctx, name, source_uri, id_column, label_column, as_json):
-    """Register dataset NAME (or point it at a new source)."""
-    ds = open_gate(ctx).register_dataset(name, source_uri, id_column=id_column, label_column=label_column)
+    """Register dataset NAME (or point it at a new source) and import its rows as its
+    current version."""
+    gate = open_gate(ctx)
+    ds = gate.register_dataset(name, source_uri, id_column=id_column, label_column=label_column)
+    _echo_dataset(ds, gate.dataset_version(name), as_json)
+
+
+@dataset.command("refresh")
+@database_option
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def dataset_refresh(ctx, name, as_json):
+    """Import dataset NAME's source again: a new version when its rows changed. Runs
+    already submitted keep the version they pinned."""
+    gate = open_gate(ctx)
+    ds, _ = gate.refresh_dataset(name)
+    _echo_dataset(ds, gate.dataset_version(name), as_json)
+
+
+def _echo_dataset(ds, version, as_json: bool) -> None:
     if as_json:
-        echo_json({"id": ds.id, "name": ds.name, "source_uri": ds.source_uri, "options": ds.options})
+        echo_json({"id": ds.id, "name": ds.name, "source_uri": ds.source_uri, "options": ds.options,
+                   "version": _version_json(version, ds.current_version_id)})
     else:
-        click.echo(f"dataset {ds.name}: {ds.source_uri}")
+        click.echo(f"dataset {ds.name}: {terminal_safe(ds.source_uri)}, version {version.id} "
+                   f"({version.row_count} rows, {version.content_hash[:12]})")
+
+
+def _version_json(v, current_id) -> dict:
+    return {"id": v.id, "content_hash": v.content_hash, "rows": v.row_count, "labels": v.labels,
+            "source_uri": v.source_uri, "source_version": v.source_version, "created_at": v.created_at,
+            "current": v.id == current_id}
+
+
+@dataset.command("versions")
+@database_option
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def dataset_versions(ctx, name, as_json):
+    """The versions of dataset NAME, newest first: hash, rows, labels, source, created,
+    and which is current (what new submissions pin)."""
+    ds, versions = open_gate(ctx).dataset_versions(name)
+    if as_json:
+        echo_json([_version_json(v, ds.current_version_id) for v in versions])
+        return
+    for v in versions:
+        labels = ", ".join(f"{terminal_safe(label, 40)} {n}" for label, n in sorted(v.labels.items()))
+        mark = "*" if v.id == ds.current_version_id else " "
+        click.echo(f"{mark} {v.id}\t{v.content_hash[:12]}\t{v.row_count} rows\t{labels}\t"
+                   f"{terminal_safe(v.source_uri, 80)}\t{v.created_at:%Y-%m-%d %H:%M:%S}")
+
+
+@dataset.command("diff")
+@database_option
+@click.argument("name")
+@click.argument("old", type=int)
+@click.argument("new", type=int)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def dataset_diff(ctx, name, old, new, as_json):
+    """How version NEW of dataset NAME differs from version OLD: rows added, removed,
+    relabelled, and rows whose input changed."""
+    d = open_gate(ctx).diff_versions(name, old, new)
+    if as_json:
+        echo_json({"added": d.added, "removed": d.removed, "relabelled": d.relabelled, "changed": d.changed,
+                   "examples": d.examples})
+        return
+    click.echo(f"{name} {old} → {new}: {d.summary()}")
+    for kind, examples in d.examples.items():
+        if examples:
+            click.echo(f"  {kind}: {terminal_safe(', '.join(examples), 300)}")
 
 
 @dataset.command("map")
@@ -94,19 +161,22 @@ def dataset_list(ctx, as_json):
 @database_option
 @click.argument("name")
 @click.option("--rows", type=int, default=10, show_default=True)
+@click.option("--version", "version", type=int, default=None, help="This version instead of the current one.")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def dataset_preview(ctx, name, rows, as_json):
-    """The first rows, the row count and the label distribution of dataset NAME."""
-    p = open_gate(ctx).preview_dataset(name, rows)
+def dataset_preview(ctx, name, rows, version, as_json):
+    """The first rows, the row count and the label distribution of dataset NAME (a version
+    stored in the gate)."""
+    p = open_gate(ctx).preview_dataset(name, rows, version)
     if as_json:
-        echo_json({"row_count": p.row_count, "labels": p.label_counts, "snapshot": p.snapshot_version,
+        echo_json({"row_count": p.row_count, "labels": p.label_counts, "version": p.version.id,
+                   "content_hash": p.version.content_hash,
                    "rows": [{"item_id": r.item_id, "expected_decision": r.expected, "input": r.input}
                             for r in p.first_rows]})
         return
     click.echo(f"{name}: {p.row_count} rows, labels " +
                ", ".join(f"{terminal_safe(label, 40)} {n}" for label, n in p.label_counts.items()) +
-               (f" ({terminal_safe(p.snapshot_version)})" if p.snapshot_version else ""))
+               f" (version {p.version.id}, {p.version.content_hash[:12]})")
     for r in p.first_rows:
         fields = terminal_safe(json.dumps(r.input, ensure_ascii=False), 120)
         click.echo(f"  {terminal_safe(r.item_id)}\t{terminal_safe(r.expected)}\t{fields}")
@@ -133,4 +203,4 @@ def sync_cmd(ctx, gate_config, dry_run, as_json):
     if not result.changes:
         click.echo(f"{gate_config}: the gate already matches")
     for line in result.lines():
-        click.echo(("would: " if dry_run else "") + line)
+        click.echo(("would: " if dry_run else "") + terminal_safe(line, 1000))

@@ -19,13 +19,16 @@ from .common import database_option, echo_json, open_gate, print_report
               help="check: evaluate only; apply: go live when every bar clears.")
 @click.option("--source-key", default=None, help="Submissions with the same key replace each other (check mode).")
 @click.option("--sha", default=None, help="The commit this candidate comes from (for `wait --sha`).")
+@click.option("--reuse/--no-reuse", default=True, show_default=True,
+              help="Reuse answers already paid for by the very same request; --no-reuse calls every item afresh "
+                   "(e.g. a model at temperature > 0).")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def submit(ctx, file, mode, source_key, sha, as_json):
+def submit(ctx, file, mode, source_key, sha, reuse, as_json):
     """Stage the prompt in FILE for evaluation; prints the tracking id."""
     spec = load_spec(file)
     source = {"path": file, **({"key": source_key} if source_key else {}), **({"sha": sha} if sha else {})}
-    update_id = open_gate(ctx).submit(spec, mode=mode, source=source)
+    update_id = open_gate(ctx).submit(spec, mode=mode, source=source, reuse=reuse)
     if as_json:
         echo_json({"id": update_id, "prompt": spec.name, "mode": mode})
     else:
@@ -96,7 +99,7 @@ def live(ctx, name, as_json):
     else:
         click.echo(f"{p.name} v{p.version} (update {p.applied_update_id}, {p.updated_at:%Y-%m-%d %H:%M:%S} UTC, "
                    f"{p.config_hash[:12]})")
-        click.echo(json.dumps(p.config, indent=2, ensure_ascii=False))
+        click.echo(json.dumps(p.config, indent=2, ensure_ascii=True))
 
 
 @click.command("report")

@@ -2,8 +2,10 @@
 submissions, reports, the live table) and the reports it hands out. The CLI, the GitHub
 Action, the demo and the production runtime are thin over it; it raises only GateError."""
 
-from .gate import SAMPLE_FAILURES, Gate, combine_exit_codes, latest_per_prompt, parse_bar
+from ..scoring import parse_bar
+from .datasets import DatasetPreview
+from .gate import SAMPLE_FAILURES, Gate, combine_exit_codes, latest_per_prompt
 from .reports import RunReport, UpdateReport, run_report
 
-__all__ = ["SAMPLE_FAILURES", "Gate", "RunReport", "UpdateReport", "combine_exit_codes", "latest_per_prompt",
+__all__ = ["SAMPLE_FAILURES", "DatasetPreview", "Gate", "RunReport", "UpdateReport", "combine_exit_codes", "latest_per_prompt",
            "parse_bar", "run_report"]

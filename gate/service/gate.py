@@ -5,53 +5,43 @@ raises only GateError: this class is the boundary where a driver error becomes a
 
 from __future__ import annotations
 
-import functools
 import re
 import time
-from decimal import Decimal, InvalidOperation
-from pathlib import Path
-from typing import Any, Iterable
+from dataclasses import dataclass
+from typing import Iterable
 
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 
 from .. import db, store
-from ..errors import DatabaseError, NotFound, UsageError
-from ..models import Dataset, LivePrompt, Mapping, Update, WorkerRow
-from ..providers import Endpoint, ProviderDecl, endpoint_for, resolve
+from ..importer import discard_version
+from ..errors import NotFound, UsageError
+from ..models import DatasetVersion, LivePrompt, Update, WorkerRow
+from ..providers import resolve
+from ..reuse import pin
 from ..settings import Settings
-from ..sources import DEFAULT_ID_COLUMN, DEFAULT_LABEL_COLUMN, SourceOptions, absolute_source, open_source
-from ..sources.preview import DatasetPreview, preview
-from ..spec import PromptSpec, check_name
+from ..spec import PromptSpec
 from ..states import UPDATE_TERMINAL, Mode
+from .boundary import driver_errors_become_gate_errors
+from .datasets import DatasetsMixin
 from .reports import UpdateReport, run_report
 
 SAMPLE_FAILURES = 5
+PRUNE_BATCH = 5000
+
+
+@dataclass
+class PruneReport:
+    """What ``prune`` deleted (or, with ``dry_run``, would delete)."""
+    runs: int = 0
+    items: int = 0
+    versions: int = 0
+    version_rows: int = 0
+    answers: int = 0
+    dry_run: bool = False
+
+
 SHA_RE = re.compile(r"[0-9a-fA-F]{7,64}")
-
-
-def _driver_errors_become_gate_errors(cls):
-    """Every public method of ``cls``: a driver error leaving it is a DatabaseError with the
-    driver's first line (never SQL, never a traceback), the one place the service maps
-    foreign errors, as httpx maps transport errors at one boundary."""
-    for name, member in list(vars(cls).items()):
-        if name.startswith("_"):
-            continue
-        if isinstance(member, classmethod):
-            setattr(cls, name, classmethod(_translated(member.__func__)))
-        elif callable(member):
-            setattr(cls, name, _translated(member))
-    return cls
-
-
-def _translated(fn):
-    @functools.wraps(fn)
-    def call(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except DBAPIError as exc:
-            raise DatabaseError.from_driver(exc) from exc
-    return call
 
 
 def combine_exit_codes(codes: Iterable[int]) -> int:
@@ -74,20 +64,8 @@ def latest_per_prompt(updates: Iterable[Update]) -> list[Update]:
     return sorted(latest.values(), key=lambda u: u.id)
 
 
-def parse_bar(value: Any) -> Decimal:
-    try:
-        bar = Decimal(str(value).strip())
-    except (InvalidOperation, ValueError):
-        raise UsageError(f"min accuracy {value!r} is not a number: use a fraction in [0, 1], e.g. 0.9") from None
-    if not bar.is_finite() or bar < 0 or bar > 1:
-        raise UsageError(f"min accuracy {value!r} is outside [0, 1]: use a fraction such as 0.9 (not 90)")
-    if bar.as_tuple().exponent < -9:
-        raise UsageError(f"min accuracy {value!r} has more than 9 decimal places")
-    return bar
-
-
-@_driver_errors_become_gate_errors
-class Gate:
+@driver_errors_become_gate_errors
+class Gate(DatasetsMixin):
     """A handle on one gate database."""
 
     def __init__(self, engine: Engine, settings: Settings):
@@ -123,85 +101,15 @@ class Gate:
         raise UsageError(f"the database schema is at version {have}, this promptgate needs {want}: "
                          "run `promptgate db upgrade`")
 
-    # --- datasets and bars ------------------------------------------------------
-
-    def register_dataset(self, name: str, source_uri: str, *, id_column: str | None = None,
-                         label_column: str | None = None, base_dir: str | Path | None = None) -> Dataset:
-        """Register (or re-point) a dataset. A relative file path resolves against
-        ``base_dir`` (the gate config's folder) or the current directory."""
-        check_name(name, "dataset name")
-        if not source_uri or not str(source_uri).strip():
-            raise UsageError("a dataset needs a source URI (a path, file://, https://, s3:// or sql+...)")
-        source_uri = absolute_source(str(source_uri).strip(), base_dir)
-        options = {"id_column": id_column or DEFAULT_ID_COLUMN, "label_column": label_column or DEFAULT_LABEL_COLUMN,
-                   "base_dir": str(Path(base_dir or Path.cwd()).resolve())}
-        ds, _ = db.transaction(self.engine, lambda conn: store.upsert_dataset(conn, name, source_uri, options))
-        return ds
-
-    def map_dataset(self, prompt_name: str, dataset_name: str, min_accuracy: Any) -> Mapping:
-        check_name(prompt_name, "prompt name")
-        bar = parse_bar(min_accuracy)
-
-        def map_it(conn) -> Dataset:
-            ds = store.get_dataset(conn, dataset_name)
-            store.upsert_mapping(conn, prompt_name, ds.id, bar)
-            return ds
-        ds = db.transaction(self.engine, map_it)
-        return Mapping(prompt_name, ds.id, ds.name, bar)
-
-    def unmap_dataset(self, prompt_name: str, dataset_name: str) -> bool:
-        def unmap(conn) -> bool:
-            return store.delete_mapping(conn, prompt_name, store.get_dataset(conn, dataset_name).id)
-        return db.transaction(self.engine, unmap)
-
-    def list_datasets(self) -> list[tuple[Dataset, list[Mapping]]]:
-        with self.engine.connect() as conn:
-            mappings = store.list_mappings(conn)
-            return [(ds, [m for m in mappings if m.dataset_id == ds.id]) for ds in store.list_datasets(conn)]
-
-    def mappings(self, prompt_name: str | None = None) -> list[Mapping]:
-        with self.engine.connect() as conn:
-            return store.list_mappings(conn, prompt_name)
-
-    def get_dataset(self, name: str) -> Dataset:
-        with self.engine.connect() as conn:
-            return store.get_dataset(conn, name)
-
-    def preview_dataset(self, name: str, rows: int = 10) -> DatasetPreview:
-        """The first rows, the row count and the label distribution, read through the
-        same reader materialize uses."""
-        ds = self.get_dataset(name)
-        reader = open_source(ds.source_uri, SourceOptions(max_row_bytes=self.settings.max_row_bytes, **ds.options))
-        try:
-            return preview(reader, rows)
-        finally:
-            reader.close()
-
-    # --- providers ---------------------------------------------------------------------
-
-    def providers(self) -> dict[str, ProviderDecl]:
-        """The providers the gate config declared (``gate.providers``)."""
-        with self.engine.connect() as conn:
-            return store.list_providers(conn)
-
-    def register_provider(self, decl: ProviderDecl) -> None:
-        db.transaction(self.engine, lambda conn: store.upsert_provider(conn, decl))
-
-    def remove_provider(self, name: str) -> bool:
-        return db.transaction(self.engine, lambda conn: store.delete_provider(conn, name))
-
-    def endpoint(self, spec: PromptSpec) -> Endpoint:
-        """Where this process sends the calls of ``spec`` (the production runtime): its
-        provider as declared now, the key from this process's environment."""
-        return endpoint_for(resolve(spec.provider, spec.model, self.providers()))
-
     # --- submissions ------------------------------------------------------------------
 
-    def submit(self, spec: PromptSpec, mode: str = "check", source: dict | None = None) -> int:
-        """Stage a candidate: the update, one run per mapped dataset (bar copied in) and
-        the latest-wins cancellation, in one transaction. Returns the tracking id. The
-        prompt's provider is resolved from the gate's declarations and pinned in the
-        update: the workers send its calls there, and nowhere a pull request chose."""
+    def submit(self, spec: PromptSpec, mode: str = "check", source: dict | None = None, reuse: bool = True) -> int:
+        """Stage a candidate: the update, one run per mapped dataset and the latest-wins
+        cancellation, in one transaction. Returns the tracking id. Each run pins the
+        dataset's current version, its bar and what the verdict stands on (``gate.reuse``);
+        the prompt's provider is resolved from the gate's declarations and pinned in the
+        update: the workers send its calls there, and nowhere a pull request chose.
+        ``reuse`` False: every item is called afresh (no answer already paid for is used)."""
         try:
             mode = Mode(mode)
         except ValueError:
@@ -220,10 +128,12 @@ class Gate:
                                             config_hash=spec.config_hash,
                                             base_version=store.live_version(conn, spec.name),
                                             source=source, source_key=source_key, source_sha=source.get("sha"),
-                                            provider=provider.to_dict() if provider else None)
+                                            provider=provider.to_dict() if provider else None, reuse=reuse)
             for mapping in mappings:
                 ds = store.get_dataset(conn, mapping.dataset_name)
-                store.insert_run(conn, update_id, ds, mapping.min_accuracy)
+                version = _current_version(conn, ds)
+                store.insert_run(conn, update_id, ds, mapping.min_accuracy, version,
+                                 pin(spec, version, mapping.min_accuracy))
             for old_id in older:
                 store.cancel_update(conn, old_id, f"superseded by update {update_id}")
             return update_id
@@ -236,7 +146,9 @@ class Gate:
             upd = store.get_update(conn, update_id)
             runs = store.runs_of_update(conn, update_id)
             counts = store.run_counts(conn, [r.id for r in runs])
-            reports = [run_report(r, counts[r.id], store.failing_items(conn, r.id, failures)) for r in runs]
+            reused = store.reuse_stats(conn, [r.id for r in runs])
+            reports = [run_report(r, counts[r.id], store.failing_items(conn, r.id, failures), reused[r.id])
+                       for r in runs]
             ids = [r.id for r in runs]
             return UpdateReport(upd, reports, {**store.item_attempt_stats(conn, ids),
                                                **store.rate_limit_stats(conn, ids)})
@@ -320,10 +232,39 @@ class Gate:
         with self.engine.connect() as conn:
             return store.prompt_history(conn, name)
 
+    def prune(self, older_than: float, dry_run: bool = False, batch: int = PRUNE_BATCH) -> "PruneReport":
+        """Delete what is older than ``older_than`` seconds and no longer needed (see
+        ``gate.store.retention``): item rows of finished runs, dataset versions nobody
+        current or open reads, kept answers; in transactions of at most ``batch`` rows.
+        With ``dry_run``, only count them."""
+        with self.engine.connect() as conn:
+            runs = store.prunable_runs(conn, older_than, 1_000_000)
+            items = store.count_run_items(conn, runs)
+            versions = store.prunable_versions(conn, older_than)
+            answers = store.count_prunable_answers(conn, older_than) if dry_run else 0
+        report = PruneReport(runs=len(runs), items=items, versions=len(versions),
+                             version_rows=sum(n for _, n in versions), answers=answers, dry_run=dry_run)
+        if dry_run:
+            return report
+        for run_id in runs:
+            while db.transaction(self.engine, lambda conn: store.delete_run_items(conn, run_id, batch)):
+                pass
+        for version_id, _ in versions:
+            discard_version(self.engine, version_id, batch)
+        while keys := db.transaction(self.engine, lambda conn: store.prunable_answer_keys(conn, older_than, batch)):
+            report.answers += db.transaction(self.engine, lambda conn: store.delete_answers(conn, keys))
+        return report
+
     def live_workers(self) -> list[WorkerRow]:
         """Worker processes whose heartbeat is fresh (three beats)."""
         with self.engine.connect() as conn:
             return store.live_workers(conn, self.settings.heartbeat_seconds * 3)
+
+
+def _current_version(conn, ds) -> DatasetVersion:
+    if ds.current_version_id is None:
+        raise UsageError(f"dataset {ds.name} has no imported version: run `promptgate dataset refresh {ds.name}`")
+    return store.get_version(conn, ds.current_version_id)
 
 
 def _source_key(source: dict) -> str:

@@ -34,6 +34,13 @@ class RunReport:
     source_uri: str
     metrics: dict | None
     failures: list[ItemSample] = field(default_factory=list)
+    dataset_version_id: int | None = None
+    pinned: dict | None = None          # what the verdict stands on (gate.reuse.pin)
+    reused: dict[int, int] = field(default_factory=dict)   # update id -> answers reused from it
+
+    @property
+    def reused_total(self) -> int:
+        return sum(self.reused.values())
 
 
 @dataclass(frozen=True)
@@ -69,7 +76,7 @@ class UpdateReport:
         return plain({"id": u.pop("id"), **u, "runs": [asdict(r) for r in self.runs], "attempts": self.attempts})
 
 
-def run_report(run: Run, counts, failures: list[ItemSample]) -> RunReport:
+def run_report(run: Run, counts, failures: list[ItemSample], reused: dict[int, int] | None = None) -> RunReport:
     metrics = run.metrics or {}
     matches = metrics.get("matches", counts.match)
     scored = metrics.get("scored", counts.scored)
@@ -80,4 +87,5 @@ def run_report(run: Run, counts, failures: list[ItemSample]) -> RunReport:
         errors=metrics.get("errors", counts.error), pending=counts.pending,
         accuracy=(matches / scored) if scored else None, passed=passed, reason=run.reason,
         row_count=run.row_count, content_hash=run.content_hash, source_version=run.source_version,
-        source_uri=run.source_uri, metrics=run.metrics, failures=failures)
+        source_uri=run.source_uri, metrics=run.metrics, failures=failures, dataset_version_id=run.dataset_version_id,
+        pinned=run.pinned, reused=reused or {})

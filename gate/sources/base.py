@@ -94,7 +94,12 @@ def make_row(record: dict[str, Any], position: str, options: SourceOptions, sour
         input_json = canonical_json(inputs)
     except RecursionError:
         input_json = "[" * (MAX_ROW_DEPTH + 1)        # refused just below, by name
-    size = len(input_json) if input_json.isascii() else len(input_json.encode())
+    try:
+        size = len(input_json) if input_json.isascii() else len(input_json.encode())
+        item_id.encode(), expected.encode()
+    except UnicodeEncodeError:     # half of a surrogate pair (JSON's "\ud800"): no database can store it
+        raise DatasetError(f"{source}: {position}: item {item_id.encode(errors='replace').decode()}: "
+                           "not valid Unicode text (half of a surrogate pair)") from None
     if size > options.max_row_bytes:
         raise DatasetError(f"{source}: {position}: item {item_id}: row is {size} bytes, over the "
                            f"{options.max_row_bytes}-byte limit")
@@ -142,18 +147,35 @@ json_quote = json.encoder.c_encode_basestring or json.encoder.py_encode_basestri
 _MOD = 1 << 256
 
 
-def combine_digest(previous_hex: str | None, rows: list[Row]) -> str:
-    """Order-independent content hash: the sum of row digests mod 2**256, a row's digest
-    being the SHA-256 of its JSON-quoted id and label and its input JSON, joined by 0x1F.
+def row_digests(rows: list[Row]) -> list[bytes]:
+    """Each row's SHA-256 over its JSON-quoted id and label and its input JSON, joined by
+    0x1F: what a version stores as the row's hash and sums into its content hash."""
+    sha, quote = hashlib.sha256, json_quote   # once per row: no call per row
+    return [sha(f"{quote(r.item_id)}\x1f{quote(r.expected)}\x1f{r.input_json}".encode()).digest() for r in rows]
 
-    It is updated page by page in the same transaction as the cursor, so it survives a
-    crash, and it does not depend on the page size: two runs on the same rows agree.
-    """
-    sha, quote, number = hashlib.sha256, json_quote, int.from_bytes   # once per row: no call per row
-    total = (int(previous_hex, 16) if previous_hex else 0) + sum([
-        number(sha(f"{quote(r.item_id)}\x1f{quote(r.expected)}\x1f{r.input_json}".encode()).digest(), "big")
-        for r in rows])
+
+def combine_digests(previous_hex: str | None, digests: list[bytes]) -> str:
+    """Order-independent content hash: the sum of row digests mod 2**256. It does not depend
+    on how the rows were paged, so two imports of the same rows agree."""
+    number = int.from_bytes
+    total = (int(previous_hex, 16) if previous_hex else 0) + sum([number(d, "big") for d in digests])
     return f"{total % _MOD:064x}"
+
+
+def combine_digest(previous_hex: str | None, rows: list[Row]) -> str:
+    """``combine_digests`` of the rows' own digests."""
+    return combine_digests(previous_hex, row_digests(rows))
+
+
+def next_page_size(rows: list[Row], page_size: int, page_bytes: int) -> int:
+    """Rows for the next page: ``page_size``, or fewer when rows like these would make it
+    hold more than ``page_bytes`` of row data. Big pages cost fewer statements and commits
+    per row (bench/README.md); the byte bound keeps a page of wide rows (up to 64 KiB each)
+    from holding gigabytes, with three pages in memory at once (one read, two written)."""
+    if not rows:
+        return page_size
+    row_bytes = sum(len(r.input_json) + len(r.item_id) + len(r.expected) for r in rows) // len(rows)
+    return max(1, min(page_size, page_bytes // max(1, row_bytes)))
 
 
 def absolute_source(uri: str, base_dir: str | Path | None) -> str:

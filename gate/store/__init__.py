@@ -15,20 +15,21 @@ Modules, bottom up (each imports only the ones above it; this file imports them 
   ``greatest``, ``floor_div``.
 * ``textsql``: the PyMySQL text fast path of the two hot statements (literal escaping,
   multi-row INSERTs, the chunk's result UPDATE).
-* one module per domain noun: ``datasets`` (datasets and prompt-dataset bars), ``live``
+* one module per domain noun: ``datasets`` (datasets and prompt-dataset bars),
+  ``versions`` (a dataset's imported, immutable versions and their rows), ``live``
   (the live ``prompt`` table and its ``prompt_version`` history), ``providers``,
-  ``updates``, ``runs``, ``items``, ``workers``, ``ratelimits`` (rate-limit buckets and
-  usage).
+  ``updates``, ``runs``, ``items`` (and the answers kept for reuse), ``workers``,
+  ``ratelimits`` (rate-limit buckets and usage), ``retention`` (what ``prune`` may delete).
 """
 
 from __future__ import annotations
 
-from .datasets import (delete_mapping, find_dataset, get_dataset, list_datasets, list_mappings, upsert_dataset,
-                       upsert_mapping)
+from .datasets import (delete_dataset, delete_mapping, ensure_dataset, find_dataset, get_dataset, list_datasets,
+                       list_mappings, upsert_mapping)
 from .dialect import db_now, seconds_since
-from .items import (claim_items, existing_item_ids, fail_exhausted_items, fail_unclaimed_items, failing_items, insert_items,
-                    item_attempt_stats, item_claim_query, release_items, renew_item_leases, run_breakdown,
-                    run_counts, write_item_results)
+from .items import (claim_items, copy_version_page, fail_exhausted_items, fail_unclaimed_items, failing_items,
+                    find_answers, item_attempt_stats, item_claim_query, release_items, renew_item_leases,
+                    reuse_stats, run_breakdown, run_counts, save_answers, write_item_results)
 from .live import find_live, live_version, prompt_history, write_live
 from .ratelimits import (RateBucketState, add_rate_limit_usage, ensure_rate_bucket, pause_rate_bucket,
                          rate_bucket_state, rate_buckets, rate_limit_stats, take_rate_tokens)
@@ -37,22 +38,35 @@ from .runs import (advance_materialize, candidate_of_run, claim_materialize, fin
                    finalize_candidates_query, finish_materialize, get_run, insert_run, lock_run_query,
                    materialize_claim_query, page_committed, release_run_lease, run_has_unscored_items,
                    running_runs, runs_of_update, transition_run)
-from .schema import (EPOCH, Bar, JsonText, dataset, meta, new_token, prompt, prompt_dataset, prompt_run,
+from .retention import (count_prunable_answers, count_run_items, delete_answers, delete_run_items,
+                        prunable_answer_keys, prunable_runs, prunable_versions)
+from .schema import (EPOCH, Bar, JsonText, answer, dataset, dataset_row, dataset_version, meta, new_token, prompt,
+                     prompt_dataset, prompt_run,
                      prompt_run_item, prompt_update, prompt_version, provider, rate_limit_bucket, rate_limit_usage,
                      worker)
 from .updates import (any_open_update, cancel_update, find_update, get_update, insert_update, list_updates,
                       lock_update_query, reconcilable_updates, reconcile_candidates_query, start_update,
                       superseded_updates, transition_update, update_status, updates_for_sha)
+from .versions import (IMPORTING, READY, create_version, delete_version, delete_version_rows, existing_version_ids,
+                       find_version_by_content, finish_version, get_version, insert_version_rows, list_versions,
+                       rows_with_labels, set_current_version, version_inputs, version_labels, version_rows)
 from .workers import heartbeat_worker, live_workers, prune_workers, register_worker, remove_worker
 
 __all__ = [
     # schema and dialect
-    "EPOCH", "Bar", "JsonText", "dataset", "db_now", "meta", "new_token", "prompt", "prompt_dataset", "prompt_run",
+    "EPOCH", "Bar", "JsonText", "answer", "dataset", "dataset_row", "dataset_version", "db_now", "meta", "new_token", "prompt", "prompt_dataset", "prompt_run",
     "prompt_run_item", "prompt_update", "prompt_version", "provider", "rate_limit_bucket", "rate_limit_usage", "seconds_since",
     "worker",
     # datasets and bars
-    "delete_mapping", "find_dataset", "get_dataset", "list_datasets", "list_mappings", "upsert_dataset",
-    "upsert_mapping",
+    "delete_dataset", "delete_mapping", "ensure_dataset", "find_dataset", "get_dataset", "list_datasets",
+    "list_mappings", "upsert_mapping",
+    # dataset versions
+    "IMPORTING", "READY", "create_version", "delete_version", "delete_version_rows", "existing_version_ids",
+    "find_version_by_content", "finish_version", "get_version", "insert_version_rows", "list_versions",
+    "rows_with_labels", "set_current_version", "version_inputs", "version_labels", "version_rows",
+    # retention
+    "count_prunable_answers", "count_run_items", "delete_answers", "delete_run_items", "prunable_answer_keys", "prunable_runs",
+    "prunable_versions",
     # the live table
     "find_live", "live_version", "prompt_history", "write_live",
     # updates
@@ -65,7 +79,8 @@ __all__ = [
     "materialize_claim_query", "page_committed", "release_run_lease", "run_has_unscored_items", "running_runs",
     "runs_of_update", "transition_run",
     # items
-    "claim_items", "existing_item_ids", "fail_exhausted_items", "fail_unclaimed_items", "failing_items", "insert_items",
+    "claim_items", "copy_version_page", "fail_exhausted_items", "fail_unclaimed_items", "failing_items",
+    "find_answers", "reuse_stats", "save_answers",
     "item_attempt_stats", "item_claim_query", "release_items", "renew_item_leases", "run_breakdown", "run_counts",
     "write_item_results",
     # providers

@@ -16,22 +16,29 @@ from .schema import dataset, prompt_dataset
 
 
 def _dataset(row) -> Dataset:
-    return Dataset(row.id, row.name, row.source_uri, row.options or {}, row.created_at)
+    return Dataset(row.id, row.name, row.source_uri, row.options or {}, row.created_at, row.current_version_id)
 
 
-def upsert_dataset(conn: Connection, name: str, source_uri: str, options: dict) -> tuple[Dataset, bool]:
-    """Register a dataset, or point an existing one at a new source. Returns (dataset, created)."""
+def ensure_dataset(conn: Connection, name: str, source_uri: str, options: dict) -> tuple[Dataset, bool]:
+    """The dataset called ``name``, registered now (no version yet) when it is new. Returns
+    (dataset, created). Its source changes only with a version (``set_current_version``)."""
     existing = find_dataset(conn, name)
-    if existing is None:
-        try:
+    if existing is not None:
+        return existing, False
+    try:
+        with conn.begin_nested():
             conn.execute(insert(dataset).values(name=name, source_uri=source_uri, options=options,
                                                 created_at=db_now()))
-            return get_dataset(conn, name), True
-        except IntegrityError:
-            pass   # registered by someone else a moment ago: update it below
-    conn.execute(update(dataset).where(dataset.c.name == name)
-                 .values(source_uri=source_uri, options=options))
-    return get_dataset(conn, name), False
+        return get_dataset(conn, name), True
+    except IntegrityError:          # registered by someone else a moment ago
+        return get_dataset(conn, name), False
+
+
+def delete_dataset(conn: Connection, dataset_id: int) -> bool:
+    """A dataset registered a moment ago whose first import failed (it has no version and no
+    bar refers to it yet)."""
+    return conn.execute(delete(dataset).where(dataset.c.id == dataset_id,
+                                              dataset.c.current_version_id.is_(None))).rowcount == 1
 
 
 def find_dataset(conn: Connection, name: str) -> Dataset | None:

@@ -1,56 +1,39 @@
-"""Items (``prompt_run_item``): a run's rows, inserted page by page by materialize,
-claimed in chunks under a lease by execute and written back guarded by the lease token;
-and the per-run aggregates finalize, status and reports read."""
+"""Items (``prompt_run_item``): a run's rows, copied page by page from its dataset version
+by materialize, claimed in chunks under a lease by execute and written back guarded by the
+lease token; the answers kept for reuse (``answer``); and the per-run aggregates finalize,
+status and reports read."""
 
 from __future__ import annotations
 
 from typing import Any, Sequence
 
-from sqlalchemy import BigInteger, DateTime, Float, Integer, String, bindparam, case, func, literal, select, update
+from sqlalchemy import (BigInteger, DateTime, Float, Integer, String, bindparam, case, func, insert, literal, select,
+                        update)
 from sqlalchemy.engine import Connection
 
-from ..models import ClaimedItem, ItemResult, ItemSample, RunCounts
+from ..models import Answer, ClaimedItem, ItemResult, ItemSample, RunCounts
 from ..states import Verdict
 from .dialect import db_now
-from .schema import EPOCH, new_token, prompt_run_item
-from .textsql import MAX_INSERT_CHARS, item_results_sql, multi_row_statements, string_literal
+from .schema import EPOCH, answer, dataset_row, new_token, prompt_run_item
+from .textsql import item_results_sql, string_literal
 
 
-def existing_item_ids(conn: Connection, run_id: int, item_ids: Sequence[str]) -> list[str]:
-    if not item_ids:
-        return []
-    return list(conn.execute(select(prompt_run_item.c.item_id)
-                             .where(prompt_run_item.c.run_id == run_id,
-                                    prompt_run_item.c.item_id.in_(list(item_ids)))).scalars())
-
-
-def insert_items(conn: Connection, run_id: int, rows: Sequence[tuple[str, str, str]]) -> int:
-    """Insert one page of (item_id, input as JSON text, expected) rows. The input arrives
-    serialized (it was size-checked and hashed in that form); verdict, attempt and
-    lease_until take their column defaults (PENDING, 0, EPOCH: visible at once).
-
-    This is materialize's hot path. On PyMySQL over utf8 the page goes as multi-row
-    INSERTs of quoted literals (``string_literal``), the SQL text the driver's
-    ``executemany`` sends, for a fraction of its per-row cost (see bench/README.md).
-    Other drivers get a driver executemany of positional tuples."""
-    if not rows:
-        return 0
-    literal = string_literal(conn)
-    if literal is None:
-        mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
-        conn.exec_driver_sql(f"INSERT INTO prompt_run_item (run_id, item_id, input, expected_decision) "
-                             f"VALUES ({mark}, {mark}, {mark}, {mark})",
-                             [(run_id, item_id, input_json, expected) for item_id, input_json, expected in rows])
-        return len(rows)
-    head = "INSERT INTO prompt_run_item (run_id, item_id, input, expected_decision) VALUES "
-    run = int(run_id)
-    ids, inputs, labels = (literal.escape_all(column) for column in zip(*rows))
-    values = [f"({run},'{item_id}','{input_json}','{expected}')"
-              for item_id, input_json, expected in zip(ids, inputs, labels)]
-    for statement in multi_row_statements(head, values, MAX_INSERT_CHARS):
-        # no_parameters: the text goes to cursor.execute alone, so a '%' in the data is data
-        conn.exec_driver_sql(statement, execution_options={"no_parameters": True})
-    return len(rows)
+def copy_version_page(conn: Connection, run_id: int, version_id: int, start: int, end: int,
+                      labels: dict[str, str] | None = None) -> int:
+    """Materialize's hot path: the version's rows at positions [start, end) become the
+    run's items in one server-side INSERT ... SELECT (no row crosses the network or is
+    parsed again). Items point at their row (``position``) instead of copying its input;
+    ``labels`` maps a dataset label to the prompt's spelling where they differ in case.
+    Verdict, attempt and lease_until take their defaults (PENDING, 0, EPOCH: ready)."""
+    r = dataset_row
+    expected = r.c.expected_decision
+    if labels:
+        expected = case(labels, value=r.c.expected_decision, else_=r.c.expected_decision)
+    rows = (select(literal(int(run_id), BigInteger), r.c.position, r.c.item_id, expected)
+            .where(r.c.version_id == version_id, r.c.position >= start, r.c.position < end))
+    i = prompt_run_item
+    return conn.execute(insert(i).from_select([i.c.run_id, i.c.position, i.c.item_id, i.c.expected_decision],
+                                              rows)).rowcount
 
 
 def item_claim_query(run_id: int, limit: int, attempt_cap: int):
@@ -63,7 +46,7 @@ def _item_claim_statements():
     """The claim's two statements, built once with bound parameters: building them per
     claim was a third of a claim's CPU (see bench/README.md)."""
     i = prompt_run_item
-    claim = (select(i.c.id, i.c.item_id, i.c.input, i.c.expected_decision, i.c.attempt)
+    claim = (select(i.c.id, i.c.item_id, i.c.input, i.c.expected_decision, i.c.attempt, i.c.position)
              .where(i.c.run_id == bindparam("run_id", type_=BigInteger), i.c.verdict == Verdict.PENDING,
                     i.c.lease_until <= db_now(), i.c.attempt < bindparam("attempt_cap", type_=Integer))
              .order_by(i.c.lease_until).limit(bindparam("limit", type_=Integer))
@@ -86,7 +69,7 @@ def claim_items(conn: Connection, run_id: int, limit: int, lease_seconds: float,
     if not rows:
         return token, []
     conn.execute(_ITEM_LEASE, {"ids": [r.id for r in rows], "token": token, "lease_seconds": lease_seconds})
-    return token, [ClaimedItem(r.id, run_id, r.item_id, r.input, r.expected_decision, r.attempt + 1)
+    return token, [ClaimedItem(r.id, run_id, r.item_id, r.input, r.expected_decision, r.attempt + 1, r.position)
                    for r in rows]
 
 
@@ -126,6 +109,8 @@ def write_item_results(conn: Connection, token: str, results: Sequence[ItemResul
         "prompt_tokens": by_id("prompt_tokens", prompt_run_item.c.prompt_tokens),
         "completion_tokens": by_id("completion_tokens", prompt_run_item.c.completion_tokens),
         "error": by_id("error", prompt_run_item.c.error),
+        "answer_key": by_id("answer_key", prompt_run_item.c.answer_key),
+        "reused_update_id": by_id("reused_update_id", prompt_run_item.c.reused_update_id),
         "lease_token": None,
     }
     if retry_at:
@@ -203,6 +188,41 @@ def failing_items(conn: Connection, run_id: int, limit: int, errors_only: bool =
                         .where(i.c.run_id == run_id, i.c.verdict.in_(verdicts))
                         .order_by(i.c.id).limit(limit))
     return [ItemSample(*r) for r in rows]
+
+
+def reuse_stats(conn: Connection, run_ids: Sequence[int]) -> dict[int, dict[int, int]]:
+    """Per run: how many of its answers came from which earlier update."""
+    i = prompt_run_item
+    found: dict[int, dict[int, int]] = {rid: {} for rid in run_ids}
+    if run_ids:
+        for run_id, update_id, n in conn.execute(
+                select(i.c.run_id, i.c.reused_update_id, func.count())
+                .where(i.c.run_id.in_(list(run_ids)), i.c.reused_update_id.is_not(None))
+                .group_by(i.c.run_id, i.c.reused_update_id)):
+            found[run_id][update_id] = n
+    return found
+
+
+def find_answers(conn: Connection, keys: Sequence[str]) -> dict[str, Answer]:
+    """The answers already paid for among these request keys (one primary-key lookup)."""
+    if not keys:
+        return {}
+    a = answer
+    rows = conn.execute(select(a.c.request_key, a.c.actual_decision, a.c.raw_output, a.c.latency_ms,
+                               a.c.prompt_tokens, a.c.completion_tokens, a.c.update_id)
+                        .where(a.c.request_key.in_(sorted(set(keys)))))
+    return {row.request_key: Answer(*row) for row in rows}
+
+
+def save_answers(conn: Connection, answers: Sequence[Answer]) -> None:
+    """Keep new answers for reuse; a key answered already keeps its first answer."""
+    if not answers:
+        return
+    stmt = (insert(answer).values(created_at=db_now())
+            .prefix_with("IGNORE", dialect="mysql").prefix_with("OR IGNORE", dialect="sqlite"))
+    conn.execute(stmt, [{"request_key": a.request_key, "actual_decision": a.actual_decision,
+                         "raw_output": a.raw_output, "latency_ms": a.latency_ms, "prompt_tokens": a.prompt_tokens,
+                         "completion_tokens": a.completion_tokens, "update_id": a.update_id} for a in answers])
 
 
 def item_attempt_stats(conn: Connection, run_ids: Sequence[int]) -> dict[str, int]:

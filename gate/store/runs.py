@@ -11,7 +11,7 @@ from sqlalchemy import BigInteger, Float, Integer, String, Text, bindparam, exis
 from sqlalchemy.engine import Connection
 
 from ..errors import IllegalTransition, NotFound
-from ..models import Dataset, Run, RunCandidate
+from ..models import Dataset, DatasetVersion, Run, RunCandidate
 from ..states import RUN_OPEN, RunStatus, Verdict, run_sources
 from .dialect import db_now
 from .schema import EPOCH, new_token, prompt_run, prompt_run_item, prompt_update
@@ -28,14 +28,18 @@ def _run(row) -> Run:
     return Run(row.id, row.update_id, row.dataset_id, row.dataset_name, row.source_uri, row.source_options or {},
                row.status, row.min_accuracy, row.row_count, row.content_hash, row.source_version,
                row.materialize_cursor, row.materialized_at, row.lease_token, row.attempt, row.metrics,
-               row.reason, row.created_at, row.started_at, row.finished_at)
+               row.reason, row.created_at, row.started_at, row.finished_at, row.dataset_version_id, row.pinned)
 
 
-def insert_run(conn: Connection, update_id: int, ds: Dataset, min_accuracy: Decimal) -> int:
+def insert_run(conn: Connection, update_id: int, ds: Dataset, min_accuracy: Decimal, version: DatasetVersion,
+               pinned: dict) -> int:
+    """A PENDING run of the update over the dataset's ``version`` (pinned: a later import
+    does not change what this run reads), with its bar and what its verdict stands on."""
     result = conn.execute(insert(prompt_run).values(
-        update_id=update_id, dataset_id=ds.id, dataset_name=ds.name, source_uri=ds.source_uri,
-        source_options=ds.options, status=RunStatus.PENDING, min_accuracy=min_accuracy, row_count=0,
-        lease_until=EPOCH, attempt=0, created_at=db_now()))
+        update_id=update_id, dataset_id=ds.id, dataset_name=ds.name, source_uri=version.source_uri,
+        source_options=version.source_options, status=RunStatus.PENDING, min_accuracy=min_accuracy, row_count=0,
+        content_hash=version.content_hash, source_version=version.source_version, dataset_version_id=version.id,
+        pinned=pinned, lease_until=EPOCH, attempt=0, created_at=db_now()))
     return result.inserted_primary_key[0]
 
 
@@ -98,12 +102,12 @@ def claim_materialize(conn: Connection, lease_seconds: float, limit: int = 1) ->
 
 
 def advance_materialize(conn: Connection, run_id: int, token: str, *, cursor: str | None, added_rows: int,
-                        content_hash: str, source_version: str, lease_seconds: float) -> bool:
+                        lease_seconds: float) -> bool:
     """Move the cursor past a page (the caller inserts the page's items in the same
     transaction), renewing the lease. False when the lease was lost: roll back."""
     return conn.execute(_ADVANCE_MATERIALIZE, {
-        "run_id": run_id, "token": token, "cursor": cursor, "added_rows": added_rows, "content_hash": content_hash,
-        "source_version": source_version, "lease_seconds": lease_seconds}).rowcount == 1
+        "run_id": run_id, "token": token, "cursor": cursor, "added_rows": added_rows,
+        "lease_seconds": lease_seconds}).rowcount == 1
 
 
 def _advance_materialize_statement():
@@ -115,8 +119,6 @@ def _advance_materialize_statement():
                    r.c.lease_until > db_now(), r.c.status.in_(sorted(RUN_OPEN)))
             .values(materialize_cursor=bindparam("cursor", type_=Text),
                     row_count=r.c.row_count + bindparam("added_rows", type_=Integer),
-                    content_hash=bindparam("content_hash", type_=String),
-                    source_version=bindparam("source_version", type_=Text),
                     lease_until=db_now(bindparam("lease_seconds", type_=Float))))
 
 
@@ -150,12 +152,15 @@ def release_run_lease(conn: Connection, run_id: int, token: str) -> bool:
 
 
 def candidate_of_run(conn: Connection, run_id: int) -> RunCandidate:
-    """What a run evaluates: its update's prompt, candidate config and pinned provider."""
+    """What a run evaluates: its update's prompt, candidate config, pinned provider, whether
+    it may reuse answers, and its dataset version."""
     row = _one(conn.execute(select(prompt_update.c.prompt_name, prompt_update.c.candidate_config,
-                                   prompt_update.c.provider)
+                                   prompt_update.c.provider, prompt_update.c.id, prompt_update.c.reuse,
+                                   prompt_run.c.dataset_version_id)
                             .join(prompt_run, prompt_run.c.update_id == prompt_update.c.id)
                             .where(prompt_run.c.id == run_id)), f"unknown run {run_id}")
-    return RunCandidate(row.prompt_name, row.candidate_config, row.provider)
+    return RunCandidate(row.prompt_name, row.candidate_config, row.provider, row.id, bool(row.reuse),
+                        row.dataset_version_id)
 
 
 def running_runs(conn: Connection) -> list[int]:

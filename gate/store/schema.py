@@ -49,7 +49,17 @@ prompt_version = Table("prompt_version", meta,
                        Column("update_id", BigInteger), Column("applied_at", T))
 dataset = Table("dataset", meta,
                 Column("id", BigInteger, primary_key=True), Column("name", String(128)),
-                Column("source_uri", Text), Column("options", JsonText), Column("created_at", T))
+                Column("source_uri", Text), Column("options", JsonText), Column("created_at", T),
+                Column("current_version_id", BigInteger))
+dataset_version = Table("dataset_version", meta,
+                        Column("id", BigInteger, primary_key=True), Column("dataset_id", BigInteger),
+                        Column("status", String(16)), Column("content_hash", String(64)), Column("row_count", Integer),
+                        Column("labels", JsonText), Column("source_uri", Text), Column("source_options", JsonText),
+                        Column("source_version", String(255)), Column("created_at", T))
+dataset_row = Table("dataset_row", meta,
+                    Column("version_id", BigInteger, primary_key=True), Column("position", Integer, primary_key=True),
+                    Column("item_id", String(191)), Column("expected_decision", String(128)),
+                    Column("input", JsonText), Column("row_hash", String(64)))
 prompt_dataset = Table("prompt_dataset", meta,
                        Column("id", BigInteger, primary_key=True), Column("prompt_name", String(128)),
                        Column("dataset_id", BigInteger), Column("min_accuracy", Bar), Column("created_at", T))
@@ -60,7 +70,7 @@ prompt_update = Table("prompt_update", meta,
                       Column("base_version", Integer), Column("source", JsonText),
                       Column("source_key", String(255)), Column("source_sha", String(64)),
                       Column("reason", Text), Column("created_at", T), Column("started_at", T),
-                      Column("finished_at", T), Column("provider", JsonText))
+                      Column("finished_at", T), Column("provider", JsonText), Column("reuse", Integer))
 prompt_run = Table("prompt_run", meta,
                    Column("id", BigInteger, primary_key=True), Column("update_id", BigInteger),
                    Column("dataset_id", BigInteger), Column("dataset_name", String(128)),
@@ -70,7 +80,8 @@ prompt_run = Table("prompt_run", meta,
                    Column("source_version", String(255)), Column("materialize_cursor", Text),
                    Column("materialized_at", T), Column("lease_token", String(32)), Column("lease_until", T),
                    Column("attempt", Integer), Column("metrics", JsonText), Column("reason", Text),
-                   Column("created_at", T), Column("started_at", T), Column("finished_at", T))
+                   Column("created_at", T), Column("started_at", T), Column("finished_at", T),
+                   Column("dataset_version_id", BigInteger), Column("pinned", JsonText))
 prompt_run_item = Table("prompt_run_item", meta,
                         Column("id", BigInteger, primary_key=True), Column("run_id", BigInteger),
                         Column("item_id", String(191)), Column("input", JsonText),
@@ -79,7 +90,8 @@ prompt_run_item = Table("prompt_run_item", meta,
                         Column("next_attempt_at", T), Column("lease_token", String(32)),
                         Column("lease_until", T), Column("latency_ms", Integer),
                         Column("prompt_tokens", Integer), Column("completion_tokens", Integer),
-                        Column("error", Text))
+                        Column("error", Text), Column("position", Integer), Column("answer_key", String(64)),
+                        Column("reused_update_id", BigInteger))
 worker = Table("worker", meta,
                Column("id", String(64), primary_key=True), Column("role", String(32)),
                Column("host", String(255)), Column("pid", Integer), Column("started_at", T),
@@ -91,6 +103,10 @@ rate_limit_bucket = Table("rate_limit_bucket", meta,
                           Column("updated_at", T), Column("paused_until", T), Column("granted", BigInteger),
                           Column("rate_limited", BigInteger), Column("last_grant", Integer),
                           Column("created_at", T))
+answer = Table("answer", meta,
+               Column("request_key", String(64), primary_key=True), Column("actual_decision", String(128)),
+               Column("raw_output", Text), Column("latency_ms", Integer), Column("prompt_tokens", Integer),
+               Column("completion_tokens", Integer), Column("update_id", BigInteger), Column("created_at", T))
 provider = Table("provider", meta,
                  Column("name", String(128), primary_key=True), Column("base_url", Text),
                  Column("api_key_env", String(128)), Column("models", JsonText), Column("updated_at", T))

@@ -1,6 +1,7 @@
-"""The PyMySQL text fast path of the two hot statements: a materialize page's multi-row
-INSERT and an executor chunk's result UPDATE, written as SQL text with MySQL's quoting
-rules instead of bound parameters (``items.insert_items``, ``items.write_item_results``).
+"""The PyMySQL text fast path of the two hot statements: an import page's multi-row INSERT
+of dataset rows and an executor chunk's result UPDATE, written as SQL text with MySQL's
+quoting rules instead of bound parameters (``versions.insert_version_rows``,
+``items.write_item_results``).
 Other drivers and dialects (``string_literal`` answers None) take the SQLAlchemy path."""
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ def multi_row_statements(head: str, values: list[str], max_chars: int):
 
 
 RESULT_COLUMNS = ("verdict", "actual_decision", "raw_output", "latency_ms", "prompt_tokens", "completion_tokens",
-                  "error")
+                  "error", "answer_key", "reused_update_id")
 
 
 def item_results_sql(token: str, results: Sequence[ItemResult], quote) -> str:

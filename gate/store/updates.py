@@ -24,13 +24,13 @@ def _update(row) -> Update:
 
 def insert_update(conn: Connection, *, prompt_name: str, mode: str, config: dict, config_hash: str,
                   base_version: int, source: dict, source_key: str, source_sha: str | None,
-                  provider: dict | None = None) -> int:
+                  provider: dict | None = None, reuse: bool = True) -> int:
     """A new PENDING update; ``provider`` is the declaration its calls go to (None: the
-    default provider)."""
+    default provider); ``reuse``: whether answers already paid for may stand in for calls."""
     result = conn.execute(insert(prompt_update).values(
         prompt_name=prompt_name, mode=mode, status=UpdateStatus.PENDING, candidate_config=config,
         candidate_hash=config_hash, base_version=base_version, source=source, source_key=source_key,
-        source_sha=source_sha, provider=provider, created_at=db_now()))
+        source_sha=source_sha, provider=provider, reuse=1 if reuse else 0, created_at=db_now()))
     return result.inserted_primary_key[0]
 
 

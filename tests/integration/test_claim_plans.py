@@ -35,7 +35,7 @@ def big_tables(mysql_gate):
                  materialized_at=(E if u % 8 == 1 else None) if u % 4 != 0 else E)
             for u in range(1, 2001) for k in (0, 1)])
         c.execute(insert(store.prompt_run_item), [
-            dict(run_id=r, item_id=f"{r}-{i}", input={}, expected_decision="yes",
+            dict(run_id=r, position=i, item_id=f"{r}-{i}", input={}, expected_decision="yes",
                  verdict=["PENDING", "MATCH"][i % 2], attempt=0, lease_until=E)
             for r in range(2, 402) for i in range(20)])
         c.execute(text("ANALYZE TABLE prompt_run, prompt_run_item, prompt_update"))
@@ -69,7 +69,9 @@ def _running_run_with_one_pending_item(g, tmp_path):
     uid = g.submit(spec())
     run_id = g.status(uid).runs[0].run_id
     with g.engine.begin() as c:
-        store.insert_items(c, run_id, [("a", "{}", "yes"), ("b", "{}", "yes")])
+        c.execute(insert(store.prompt_run_item), [
+            dict(run_id=run_id, position=k, item_id=item_id, input={}, expected_decision="yes", lease_until=E)
+            for k, item_id in enumerate(("a", "b"))])
         c.execute(update(store.prompt_update).where(store.prompt_update.c.id == uid).values(status="RUNNING"))
         c.execute(update(store.prompt_run).where(store.prompt_run.c.id == run_id)
                   .values(status="RUNNING", materialized_at=E))

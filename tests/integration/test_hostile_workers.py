@@ -16,6 +16,7 @@ import pytest
 
 from conftest import run_cli
 from gate import store
+from gate.errors import DatasetError
 from gate.mockllm import MockLLMServer
 from gate.spec import parse_spec
 from helpers import rules_spec, write_rule_rows
@@ -184,17 +185,46 @@ def test_a_declared_provider_gets_the_calls_with_its_own_key_and_stays_pinned(my
         assert declared.stats()["requests"] == 6 and other.stats()["requests"] == 0
 
 
-def test_a_row_nested_to_the_decoders_limit_ends_the_run(mysql_gate, tmp_path):
+@pytest.mark.parametrize("row, problem", [
+    ('"text": ' + "[" * 20000 + "]" * 20000, "line 2: row is nested deeper than 32 levels"),
+    ('"text": "bad \\ud800 half of a pair"', "line 2: item b: not valid Unicode text"),
+])
+def test_a_row_no_decoder_can_take_is_refused_at_import_by_name(mysql_gate, tmp_path, row, problem):
+    """A dataset is read when it is registered: a row nested to the decoder's limit, or
+    holding half a surrogate pair, is one DatasetError naming it; nothing is left to loop on."""
     gate = mysql_gate
     path = tmp_path / "deep.jsonl"
     path.write_text('{"item_id": "a", "expected_decision": "yes", "text": "alpha"}\n'
-                    '{"item_id": "b", "expected_decision": "yes", "text": ' + "[" * 20000 + "]" * 20000 + "}\n")
-    gate.register_dataset("deep", str(path))
-    gate.map_dataset("p1", "deep", "0.5")
-    uid = gate.submit(rules_spec("p1"), "check")
-    with MockLLMServer() as llm:
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setenv("OPENAI_BASE_URL", llm.base_url)
-            report, = run_until_terminal(gate, [uid], timeout=30)
-    assert report.status == "FAILED", report.status
-    assert "line 2" in report.runs[0].reason and "nested" in report.runs[0].reason
+                    '{"item_id": "b", "expected_decision": "yes", ' + row + "}\n")
+    with pytest.raises(DatasetError, match=problem):
+        gate.register_dataset("deep", str(path))
+    assert gate.list_datasets() == []
+
+
+SLOW = "{% for a in 'x'*2000 %}{% for b in 'x'*1000 %}{% endfor %}{% endfor %}{{ item.text }}"   # ~0.2 s an item
+
+
+def test_a_slow_template_under_the_item_budget_is_stopped_by_the_runs_mean(mysql_gate, tmp_path, fleet):
+    """Under its 2 s budget on every item, a template can still hold a worker for rows × 2 s:
+    once 16 items have rendered, a run averaging over 0.1 s an item stops like a bomb, and an
+    update submitted after it is not kept waiting for the rest."""
+    gate = mysql_gate
+    gate.register_dataset("slow", str(write_rows(tmp_path / "slow.csv", [f"t{i}" for i in range(120)])))
+    gate.map_dataset("slow", "slow", "0.5")
+    gate.register_dataset("good", str(write_rule_rows(tmp_path / "good.csv", 40)))
+    gate.map_dataset("good", "good", "0.9")
+    with MockLLMServer(latency_ms=5) as llm:
+        slow = gate.submit(bomb_spec("slow", SLOW), "check")
+        submitted = time.monotonic()
+        good = gate.submit(rules_spec("good"), "check")
+        fleet(worker_env(gate.settings.database_url, llm.base_url, template_cpu_seconds=2)).start(1)
+        good_report = gate.wait(good, timeout=90)
+        good_took = time.monotonic() - submitted
+        slow_report = gate.wait(slow, timeout=90)
+        calls = llm.stats()["requests"]
+    print(f"good update: {good_took:.1f} s after submit; {calls} model calls")
+    assert good_report.status == "PASSED"
+    assert slow_report.status == "FAILED", (slow_report.status, slow_report.update.reason)
+    assert "per item on average" in slow_report.update.reason
+    assert calls < 40 + 64, calls                   # most of the slow run's 120 items never rendered or called
+    assert good_took < 15, good_took                # 120 × 0.2 s would be 24 s

@@ -1,8 +1,8 @@
-"""Materialize end to end on both backends, with small pages so several are in flight on
-the page writers at once: every validation failure ends the run ERROR with a reason that
-names the dataset, the row and the problem, and the update FAILED; a page that fails
-mid-transaction (a crash) leaves the cursor on the last committed page, and reading on
-from it inserts every item exactly once."""
+"""Importing and materializing on both backends, with small pages: a row that breaks the
+row contract is refused when the dataset is imported, naming the dataset, the row and the
+problem; a label the prompt lacks ends the run ERROR and the update FAILED; a page that
+fails mid-transaction (a crash) leaves the cursor on the last committed page, and copying
+on from it inserts every item exactly once."""
 
 from __future__ import annotations
 
@@ -16,9 +16,10 @@ from sqlalchemy.exc import OperationalError
 
 from gate import store
 from gate.service import Gate
-from gate.sources import Row, combine_digest, open_source
+from gate.errors import DatasetError
+from gate.sources import Row, combine_digest, next_page_size, open_source
 from helpers import spec
-from workers.materialize import Materializer, next_page_size
+from workers.materialize import Materializer
 from workers.reconcile import Reconciler
 
 PAGE = 4
@@ -52,33 +53,27 @@ GOOD = [(f"i{n:02d}", "yes" if n % 2 else "no") for n in range(30)]
     (GOOD[:2] + [("i00", "yes")] + GOOD[3:], r"dataset d: duplicate item ids: i00"),                # same page
     (GOOD[:5] + [("i01", "no")] + GOOD[6:], r"dataset d: duplicate item ids: i01"),                 # pages in flight
     (GOOD[:25] + [("i02", "no")] + GOOD[26:], r"dataset d: duplicate item ids: i02"),               # committed page
-    (GOOD[:13] + [("i13", "maybe")] + GOOD[14:], r"dataset d: 1 row\(s\) with a label the prompt does not "
-                                                  r"have \(labels: yes, no\): line 15 item i13: 'maybe'"),
     (GOOD[:9] + [("i09", "")] + GOOD[10:], r"line 11: item i09: missing label"),
     (GOOD[:9] + [("", "yes")] + GOOD[10:], r"line 11: missing item id"),
+    ([], r"dataset d has no rows"),
 ])
-def test_a_bad_row_ends_the_run_error_and_the_update_failed(gate, tmp_path, rows, problem):
+def test_a_bad_row_is_refused_when_the_dataset_is_imported(gate, tmp_path, rows, problem):
     g = _gate(gate)
-    uid = _submit(g, tmp_path, rows)
+    with pytest.raises(DatasetError, match=problem):
+        _submit(g, tmp_path, rows)
+
+
+def test_a_label_the_prompt_lacks_ends_the_run_error_and_the_update_failed(gate, tmp_path):
+    g = _gate(gate)
+    uid = _submit(g, tmp_path, GOOD[:13] + [("i13", "maybe")] + GOOD[14:])
     _materialize(g)
     Reconciler(g, threading.Event()).poll()
     report = g.status(uid)
     run = report.runs[0]
     assert run.status == "ERROR" and report.status == "FAILED", (run.status, run.reason)
-    assert run.reason and __import__("re").search(problem, run.reason), run.reason
-    assert run.scored == 0
-
-
-def test_an_empty_dataset_ends_the_run_error(gate, tmp_path):
-    from workers.finalize import Finalizer
-    g = _gate(gate)
-    uid = _submit(g, tmp_path, [])
-    _materialize(g)
-    Finalizer(g, threading.Event()).poll()
-    Reconciler(g, threading.Event()).poll()
-    report = g.status(uid)
-    assert (report.runs[0].status, report.status) == ("ERROR", "FAILED")
-    assert "dataset d has no rows" in report.runs[0].reason
+    assert "dataset d: 1 row(s) with a label the prompt does not have (labels: yes, no): item i13: 'maybe'" \
+        in run.reason
+    assert run.scored == 0 and run.total == 0            # stopped before the first page
 
 
 def test_a_page_that_fails_mid_transaction_is_read_again_without_duplicates(gate, tmp_path, monkeypatch):
@@ -108,7 +103,7 @@ def test_a_page_that_fails_mid_transaction_is_read_again_without_duplicates(gate
     assert sorted(ids) == sorted(i for i, _ in GOOD)       # every item once
     run = g.status(uid).runs[0]
     assert run.row_count == len(GOOD)
-    assert run.content_hash == combine_digest(None, _all_rows(tmp_path / "d.csv"))
+    assert run.content_hash == combine_digest(None, _all_rows(tmp_path / "d.csv"))   # the version's content
 
 
 def test_a_page_whose_commit_was_lost_in_flight_is_not_inserted_again(gate, tmp_path, monkeypatch):
@@ -158,7 +153,7 @@ def test_page_size_follows_the_row_bytes_read_so_far():
     assert next_page_size([], 5000, 1000) == 5000
 
 
-def test_pages_after_the_first_hold_about_page_bytes(gate, tmp_path, monkeypatch):
+def test_import_pages_after_the_first_hold_about_page_bytes(gate, tmp_path, monkeypatch):
     from gate.sources.files import FileReader
     asked = []
     read_page = FileReader.read_page
@@ -171,4 +166,4 @@ def test_pages_after_the_first_hold_about_page_bytes(gate, tmp_path, monkeypatch
     run = g.status(uid).runs[0]
     assert run.row_count == 400 and run.total == 400
     row_bytes = len('{"text":"text 100"}') + len("i100") + len("no")   # ~26 bytes
-    assert asked[0] == 128 and set(asked[1:]) <= {300 // row_bytes, 300 // (row_bytes + 1)}, asked
+    assert asked[0] == 1000 and set(asked[1:]) <= {300 // row_bytes, 300 // (row_bytes + 1)}, asked

@@ -5,6 +5,7 @@ binaries are here, a throwaway PostgreSQL cluster."""
 from __future__ import annotations
 
 import csv
+from collections import Counter
 import hashlib
 import io
 import json
@@ -26,7 +27,6 @@ import pytest
 
 from gate.errors import DatasetError
 from gate.sources import Page, SourceOptions, combine_digest, open_source
-from gate.sources.preview import preview
 
 # -- helpers ------------------------------------------------------------------------------
 
@@ -207,7 +207,7 @@ def test_empty_and_header_only_files_have_no_rows(tmp_path):
     (tmp_path / "h.csv").write_bytes(b"item_id,expected_decision\n\n")
     for name in ("e.jsonl", "h.csv"):
         assert open_source(str(tmp_path / name)).read_page(None, 10) == Page([], None)
-        assert preview(open_source(str(tmp_path / name))).row_count == 0
+        assert read_all(open_source(str(tmp_path / name)), 10)[0] == []
 
 
 def test_missing_file_and_unknown_type(tmp_path):
@@ -226,16 +226,15 @@ def test_file_snapshot_version_is_content_hash(tmp_path):
     assert open_source(str(path)).snapshot_version() == "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def test_preview(tmp_path):
+def test_every_row_is_read_in_order_with_its_label(tmp_path):
     records = make_records(2500)
     path = tmp_path / "d.csv"
     path.write_bytes(csv_bytes(records))
-    p = preview(open_source(str(path)), rows=4, page_size=100)
-    assert [r.item_id for r in p.first_rows] == ["t00001", "t00002", "t00003", "t00004"]
-    assert p.row_count == 2500
-    assert p.label_counts == {"reject": 834, "approve": 833, "escalate": 833}
-    assert list(p.label_counts) == ["reject", "approve", "escalate"]     # most frequent first
-    assert p.snapshot_version.startswith("sha256:")
+    rows, _ = read_all(open_source(str(path)), 100)
+    assert [r.item_id for r in rows[:4]] == ["t00001", "t00002", "t00003", "t00004"]
+    assert len(rows) == 2500
+    assert Counter(r.expected for r in rows) == {"reject": 834, "approve": 833, "escalate": 833}
+    assert open_source(str(path)).snapshot_version().startswith("sha256:")
 
 
 # -- HTTP ---------------------------------------------------------------------------------
@@ -683,8 +682,8 @@ def test_warehouse_sqlite_pages_resume_hash(labels_db):
     assert as_tuples(rest) == as_tuples(rows4[12:])
     version = open_source(uri).snapshot_version()
     assert version == f"query:{hashlib.sha256(QUERY.encode()).hexdigest()};rows=45"
-    p = preview(open_source(uri), rows=2)
-    assert p.row_count == 45 and [r.item_id for r in p.first_rows] == ["1", "2"]
+    everything, _ = read_all(open_source(uri), 10)
+    assert len(everything) == 45 and [r.item_id for r in everything[:2]] == ["1", "2"]
 
 
 def test_warehouse_string_ids_custom_columns_and_query_file(labels_db, tmp_path):

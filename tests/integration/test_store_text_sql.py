@@ -1,7 +1,7 @@
-"""The two hot statements built as text on PyMySQL (``gate.store.textsql``): a page's
-INSERT and a chunk's result UPDATE write every value back byte for byte, in both of
-MySQL's escaping modes, and the UPDATE keeps its lease guard; SQLite takes the
-SQLAlchemy path and must end the same."""
+"""The two hot statements built as text on PyMySQL (``gate.store.textsql``): an imported
+page's INSERT of dataset rows and a chunk's result UPDATE write every value back byte for
+byte, in both of MySQL's escaping modes, and the UPDATE keeps its lease guard; SQLite
+takes the SQLAlchemy path and must end the same."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import json
 from datetime import datetime, timedelta
 
 import pytest
-from sqlalchemy import select, text
+from sqlalchemy import insert, select, text
 
 from gate import store
 from gate.store import textsql
@@ -24,6 +24,7 @@ WITHOUT_NUL = [value for value in TRICKY if "\x00" not in value]
 
 
 def _rows(n_repeat: int = 1, values=TRICKY):
+    """(item_id, input JSON, label) rows."""
     rows = []
     for k in range(n_repeat):
         for i, value in enumerate(values):
@@ -31,34 +32,40 @@ def _rows(n_repeat: int = 1, values=TRICKY):
     return rows
 
 
-def _read_back(conn, run_id):
-    i = store.prompt_run_item
-    return sorted(conn.execute(select(i.c.item_id, i.c.input, i.c.expected_decision)
-                               .where(i.c.run_id == run_id)).all())
+def _insert(conn, version_id, rows) -> int:
+    """The rows as a page of a dataset version: (position, item_id, label, input, row hash)."""
+    return store.insert_version_rows(conn, version_id, [(k, item_id, label, input_json, "0" * 64)
+                                                        for k, (item_id, input_json, label) in enumerate(rows)])
 
 
-def _assert_round_trip(conn, run_id, rows):
-    back = _read_back(conn, run_id)
+def _read_back(conn, version_id):
+    r = store.dataset_row
+    return sorted(conn.execute(select(r.c.item_id, r.c.input, r.c.expected_decision)
+                               .where(r.c.version_id == version_id)).all())
+
+
+def _assert_round_trip(conn, version_id, rows):
+    back = _read_back(conn, version_id)
     assert [(a, json.loads(b) if isinstance(b, str) else b, c) for a, b, c in back] == \
         sorted((a, json.loads(b), c) for a, b, c in rows)
 
 
 @pytest.mark.parametrize("values", [TRICKY, WITHOUT_NUL], ids=["with NUL", "without NUL"])
-def test_insert_items_round_trips_every_character(gate, values):
+def test_insert_version_rows_round_trips_every_character(gate, values):
     rows = _rows(values=values)
     with gate.engine.begin() as conn:
-        assert store.insert_items(conn, 7, rows) == len(rows)
+        assert _insert(conn, 7, rows) == len(rows)
     with gate.engine.connect() as conn:
         _assert_round_trip(conn, 7, rows)
 
 
 @pytest.mark.parametrize("values", [TRICKY, WITHOUT_NUL], ids=["with NUL", "without NUL"])
-def test_insert_items_under_no_backslash_escapes(mysql_gate, values):
+def test_insert_version_rows_under_no_backslash_escapes(mysql_gate, values):
     rows = _rows(values=values)
     with mysql_gate.engine.begin() as conn:
         conn.execute(text("SET SESSION sql_mode = CONCAT(@@sql_mode, ',NO_BACKSLASH_ESCAPES')"))
         conn.execute(text("SELECT 1"))   # the server reports the mode in the next OK packet's status
-        assert store.insert_items(conn, 8, rows) == len(rows)
+        assert _insert(conn, 8, rows) == len(rows)
         conn.execute(text("SET SESSION sql_mode = REPLACE(@@sql_mode, 'NO_BACKSLASH_ESCAPES', '')"))
     with mysql_gate.engine.connect() as conn:
         _assert_round_trip(conn, 8, rows)
@@ -69,7 +76,7 @@ def test_a_page_larger_than_one_statement_is_split(mysql_gate):
     rows = [(f"id{i}", json.dumps({"text": big + str(i)}), "yes") for i in range(40)]   # ~2.4 MB
     assert sum(len(r[1]) for r in rows) > 2 * textsql.MAX_INSERT_CHARS
     with mysql_gate.engine.begin() as conn:
-        assert store.insert_items(conn, 9, rows) == 40
+        assert _insert(conn, 9, rows) == 40
     with mysql_gate.engine.connect() as conn:
         _assert_round_trip(conn, 9, rows)
 
@@ -85,7 +92,9 @@ def test_multi_row_statements_cut_by_length(limit, expected):
 
 def _claimed(g, run_id: int, n: int):
     with g.engine.begin() as conn:
-        store.insert_items(conn, run_id, [(f"it{i}", "{}", "yes") for i in range(n)])
+        conn.execute(insert(store.prompt_run_item), [
+            dict(run_id=run_id, position=i, item_id=f"it{i}", input={}, expected_decision="yes",
+                 lease_until=store.EPOCH) for i in range(n)])
     with g.engine.begin() as conn:
         return store.claim_items(conn, run_id, n, 30, 3)
 

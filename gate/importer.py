@@ -1,0 +1,223 @@
+"""Importing a dataset source into the gate as a version, and comparing rows with a version.
+
+``import_version`` reads the source page by page through its reader (the row contract,
+the size and depth limits), writes each page of rows into ``dataset_row`` on its own
+connection and transaction (two writers while the next page is read; one on SQLite), and
+sums the rows' digests into the content hash. Only then is the version READY; if the
+dataset already has a READY version with that content, the new one is discarded and the
+existing one returned, so importing identical content creates no new version. A failure
+half-way discards what was written: a version is whole or absent.
+
+``diff`` compares rows (a source being proposed, or another version) with a stored
+version: added, removed and relabelled items, and items whose input changed.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator
+
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
+
+from . import store
+from .db import is_sqlite, transaction
+from .errors import DatasetError
+from .models import DatasetVersion
+from .sources import Reader, Row, combine_digests, next_page_size, row_digests
+
+WRITERS = 2
+DELETE_BATCH = 5000
+EXAMPLES = 3
+
+
+@dataclass(frozen=True)
+class Imported:
+    version: DatasetVersion
+    created: bool             # False: the dataset had a version with this content already
+
+
+def import_version(engine: Engine, dataset_id: int, name: str, source_uri: str, options: dict, reader: Reader,
+                   page_size: int, page_bytes: int) -> Imported:
+    """The source's rows as a READY version of the dataset (see the module docstring)."""
+    source_version = reader.snapshot_version()
+    version_id = transaction(engine, lambda conn: store.create_version(conn, dataset_id, source_uri, options,
+                                                                        source_version))
+    try:
+        content_hash, rows, labels = _write_rows(engine, version_id, name, reader, page_size, page_bytes)
+        if not rows:
+            raise DatasetError(f"dataset {name} has no rows: nothing to evaluate")
+        return _finish(engine, dataset_id, version_id, content_hash, rows, labels)
+    except BaseException:
+        discard_version(engine, version_id)
+        raise
+
+
+def _write_rows(engine: Engine, version_id: int, name: str, reader: Reader, page_size: int,
+                page_bytes: int) -> tuple[str, int, dict[str, int]]:
+    digest, labels, position = None, Counter(), 0
+    with _Writers(engine, version_id, name) as writers:
+        for page in read_pages(reader, page_size, page_bytes):
+            ids = [r.item_id for r in page]
+            if len(set(ids)) < len(ids):
+                dupes = [i for i, n in Counter(ids).items() if n > 1]
+                raise DatasetError(f"dataset {name}: duplicate item ids: {', '.join(dupes[:EXAMPLES])}")
+            digests = row_digests(page)
+            digest = combine_digests(digest, digests)
+            labels.update(r.expected for r in page)
+            writers.submit([(position + k, r.item_id, r.expected, r.input_json, d.hex())
+                            for k, (r, d) in enumerate(zip(page, digests))])
+            position += len(page)
+    return digest or "0" * 64, position, dict(labels)
+
+
+def read_pages(reader: Reader, page_size: int, page_bytes: int) -> Iterator[list[Row]]:
+    """The source's rows a page at a time, pages sized by the rows read so far."""
+    cursor, size = None, page_size
+    while True:
+        page = reader.read_page(cursor, size)
+        if page.rows:
+            yield page.rows
+        if page.next_cursor is None:
+            return
+        cursor = page.next_cursor
+        size = next_page_size(page.rows, page_size, page_bytes)
+
+
+class _Writers:
+    """Pages written on their own connections while the next is read; the first error is
+    raised (a duplicate id across pages is the unique index's IntegrityError)."""
+
+    def __init__(self, engine: Engine, version_id: int, name: str):
+        self.engine, self.version_id, self.name = engine, version_id, name
+        self.count = 1 if is_sqlite(engine) else WRITERS
+        self.pool = ThreadPoolExecutor(self.count, thread_name_prefix="import-writer")
+        self.in_flight: list[Future] = []
+
+    def submit(self, rows) -> None:
+        while len(self.in_flight) >= self.count:
+            self.in_flight.pop(0).result()
+        self.in_flight.append(self.pool.submit(self._write, rows))
+
+    def _write(self, rows) -> None:
+        try:
+            transaction(self.engine, lambda conn: store.insert_version_rows(conn, self.version_id, rows))
+        except IntegrityError:
+            with self.engine.connect() as conn:
+                dupes = store.existing_version_ids(conn, self.version_id, [r[1] for r in rows])
+            raise DatasetError(f"dataset {self.name}: duplicate item ids: "
+                               f"{', '.join(dupes[:EXAMPLES]) or '(see the dataset)'}") from None
+
+    def __enter__(self) -> "_Writers":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            for future in self.in_flight:
+                if exc_type is None:
+                    future.result()
+                else:                 # failing already: let the pages end, keep that error
+                    future.exception()
+        finally:
+            self.pool.shutdown(wait=True)
+
+
+def _finish(engine: Engine, dataset_id: int, version_id: int, content_hash: str, rows: int,
+            labels: dict[str, int]) -> Imported:
+    def finish(conn) -> Imported:
+        existing = store.find_version_by_content(conn, dataset_id, content_hash)
+        if existing is not None:
+            return Imported(existing, created=False)
+        store.finish_version(conn, version_id, content_hash, rows, labels)
+        return Imported(store.get_version(conn, version_id), created=True)
+    try:
+        imported = transaction(engine, finish)
+    except IntegrityError:             # the same content went READY meanwhile, by another import
+        imported = transaction(engine, finish)
+    if not imported.created:
+        discard_version(engine, version_id)
+    return imported
+
+
+def discard_version(engine: Engine, version_id: int, batch: int = DELETE_BATCH) -> None:
+    """Delete a version's rows in bounded batches, then the version."""
+    while transaction(engine, lambda conn: store.delete_version_rows(conn, version_id, batch)):
+        pass
+    transaction(engine, lambda conn: store.delete_version(conn, version_id))
+
+
+# --- diffs ------------------------------------------------------------------------------------
+
+@dataclass
+class DataDiff:
+    """How rows differ from a stored version, with the first examples of each kind."""
+    added: int = 0
+    removed: int = 0
+    relabelled: int = 0
+    changed: int = 0              # same id and label, other input
+    rows: int = 0                 # rows of the proposed data
+    examples: dict[str, list[str]] = field(default_factory=lambda: {"added": [], "removed": [], "relabelled": [],
+                                                                    "changed": []})
+
+    @property
+    def any(self) -> bool:
+        return bool(self.added or self.removed or self.relabelled or self.changed)
+
+    def note(self, kind: str, text: str) -> None:
+        setattr(self, kind, getattr(self, kind) + 1)
+        if len(self.examples[kind]) < EXAMPLES:
+            self.examples[kind].append(text)
+
+    def summary(self) -> str:
+        parts = [f"{getattr(self, k)} {k}" for k in ("added", "removed", "relabelled", "changed") if getattr(self, k)]
+        return ", ".join(parts) or "no change"
+
+
+def version_index(engine: Engine, version_id: int) -> dict[str, tuple[str, str]]:
+    """item_id → (label, row hash) of a stored version, read page by page."""
+    index, after = {}, -1
+    while True:
+        with engine.connect() as conn:
+            page = store.version_rows(conn, version_id, after, 10000)
+        for row in page:
+            index[row.item_id] = (row.expected, row.row_hash)
+        if len(page) < 10000:
+            return index
+        after = page[-1].position
+
+
+def diff(base: dict[str, tuple[str, str]], rows: Iterable[tuple[str, str, str]]) -> DataDiff:
+    """``rows`` (item_id, label, row hash) against a version's ``version_index``."""
+    result, seen = DataDiff(), set()
+    for item_id, label, row_hash in rows:
+        result.rows += 1
+        seen.add(item_id)
+        found = base.get(item_id)
+        if found is None:
+            result.note("added", f"{item_id} ({label})")
+        elif found[0] != label:
+            result.note("relabelled", f"{item_id}: {found[0]} → {label}")
+        elif found[1] != row_hash:
+            result.note("changed", item_id)
+    for item_id in base.keys() - seen:
+        result.note("removed", f"{item_id} ({base[item_id][0]})")
+    return result
+
+
+def source_rows(reader: Reader, page_size: int, page_bytes: int) -> Iterator[tuple[str, str, str]]:
+    """(item_id, label, row hash) of a source's rows, for ``diff``."""
+    for page in read_pages(reader, page_size, page_bytes):
+        for row, digest in zip(page, row_digests(page)):
+            yield row.item_id, row.expected, digest.hex()
+
+
+def version_rows(engine: Engine, version_id: int) -> Iterator[tuple[str, str, str]]:
+    """(item_id, label, row hash) of a stored version, for ``diff``."""
+    for item_id, (label, row_hash) in version_index(engine, version_id).items():
+        yield item_id, label, row_hash
+
+
+__all__ = ["DataDiff", "Imported", "diff", "discard_version", "import_version", "read_pages", "source_rows",
+           "version_index", "version_rows"]

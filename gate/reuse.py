@@ -1,0 +1,56 @@
+"""What a verdict stands on, and when an answer already paid for may stand in for a call.
+
+A run pins (``pin``) everything its verdict depends on: the dataset version and its hash,
+the bar, the model, the candidate's config hash, the decision rule and labels, and the
+call-path version (this package's version and the revision of the call path below).
+
+An item's answer is reused when the very same request was answered before (MATCH or
+MISMATCH, never ERROR): the request key (``request_key``) is the hash of the request body
+the provider would receive (model, params, rendered messages, response format), the
+decision rule and labels that read the answer, the provider's endpoint and the call-path
+version. So a merged pull request whose check passed makes no call when it is applied, an
+unchanged prompt re-run costs nothing, a changed template calls every item again and one
+changed dataset row calls one item. ``submit --no-reuse`` forces fresh calls (a model at
+temperature > 0 answers differently each time: a team may want every verdict fresh).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from decimal import Decimal
+from typing import Any, Mapping, Sequence
+
+from . import __version__
+from .llm import request_kwargs
+from .models import DatasetVersion
+from .spec import PromptSpec
+
+# Bump when rendering, the request or the reading of an answer changes meaning: answers
+# kept under the old revision are then never reused.
+CALL_PATH_REVISION = 1
+CALL_PATH_VERSION = f"{__version__}/call-path-{CALL_PATH_REVISION}"
+
+
+def _canonical(value: Any) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def decision_rule(spec: PromptSpec) -> dict[str, Any]:
+    """How the answer is read: the rule and the labels it reads."""
+    rule = {k: v for k, v in vars(spec.decision).items() if v is not None}
+    return {**rule, "labels": list(spec.labels)}
+
+
+def request_key(spec: PromptSpec, messages: Sequence[Mapping[str, str]], base_url: str | None) -> str:
+    """The key under which this call's answer is kept and found again."""
+    return hashlib.sha256(_canonical({
+        "call_path": CALL_PATH_VERSION, "endpoint": base_url or "default",
+        "request": request_kwargs(spec, list(messages)), "decision": decision_rule(spec)})).hexdigest()
+
+
+def pin(spec: PromptSpec, version: DatasetVersion, bar: Decimal) -> dict[str, Any]:
+    """What a run's verdict stands on, stored with the run."""
+    return {"dataset_version_id": version.id, "content_hash": version.content_hash, "rows": version.row_count,
+            "bar": str(bar), "model": spec.model, "config_hash": spec.config_hash,
+            "decision": decision_rule(spec), "call_path": CALL_PATH_VERSION}

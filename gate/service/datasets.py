@@ -1,0 +1,191 @@
+"""The service's datasets, bars and providers: registering a dataset imports its rows as a
+version (``gate.importer``), a refresh imports again, and versions are listed, previewed
+and compared. A run never reads a source: it reads the version its submission pinned."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import db, importer, store
+from ..errors import DatasetError, NotFound, UsageError
+from ..models import Dataset, DatasetVersion, Mapping, VersionRow
+from ..providers import Endpoint, ProviderDecl, endpoint_for, resolve
+from ..scoring import parse_bar
+from ..sources import DEFAULT_ID_COLUMN, DEFAULT_LABEL_COLUMN, SourceOptions, absolute_source, open_source, scheme_of
+from ..spec import PromptSpec, check_name
+from .boundary import driver_errors_become_gate_errors
+
+# A snapshot that names the content (a file's hash, an ETag): an import with the same one
+# would read the same rows. A SQL source's snapshot names its query, not its rows.
+CONTENT_SNAPSHOTS = ("sha256:", "etag:")
+
+
+@dataclass(frozen=True)
+class DatasetPreview:
+    """A version's first rows, row count and label counts (most frequent first)."""
+    version: DatasetVersion
+    first_rows: list[VersionRow]
+
+    @property
+    def row_count(self) -> int:
+        return self.version.row_count
+
+    @property
+    def label_counts(self) -> dict[str, int]:
+        return dict(sorted(self.version.labels.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+@driver_errors_become_gate_errors
+class DatasetsMixin:
+    """Dataset, bar and provider methods of ``Gate`` (it brings ``engine`` and ``settings``)."""
+
+    engine: Any
+    settings: Any
+
+    # --- registering and refreshing: a version of the rows ---------------------------------
+
+    def register_dataset(self, name: str, source_uri: str, *, id_column: str | None = None,
+                         label_column: str | None = None, base_dir: str | Path | None = None) -> Dataset:
+        """Register (or re-point) a dataset and import its rows as its current version. A
+        relative file path resolves against ``base_dir`` (the gate config's folder) or the
+        current directory; the rows are read now, not when a run needs them."""
+        check_name(name, "dataset name")
+        if not source_uri or not str(source_uri).strip():
+            raise UsageError("a dataset needs a source URI (a path, file://, https://, s3:// or sql+...)")
+        source_uri = absolute_source(str(source_uri).strip(), base_dir)
+        options = {"id_column": id_column or DEFAULT_ID_COLUMN, "label_column": label_column or DEFAULT_LABEL_COLUMN,
+                   "base_dir": str(Path(base_dir or Path.cwd()).resolve())}
+        ds, created = db.transaction(self.engine, lambda conn: store.ensure_dataset(conn, name, source_uri, options))
+        try:
+            self._import(ds, source_uri, options)
+        except BaseException:
+            if created:
+                db.transaction(self.engine, lambda conn: store.delete_dataset(conn, ds.id))
+            raise
+        return self.get_dataset(name)
+
+    def refresh_dataset(self, name: str) -> tuple[Dataset, importer.Imported | None]:
+        """Import the dataset's source again: a new version when its rows changed (a run
+        already submitted keeps the version it pinned). None when the source says it has
+        not changed since the current version was imported."""
+        ds = self.get_dataset(name)
+        imported = self._import(ds, ds.source_uri, ds.options)
+        return self.get_dataset(name), imported
+
+    def _import(self, ds: Dataset, source_uri: str, options: dict) -> importer.Imported | None:
+        reader = open_source(source_uri, SourceOptions(max_row_bytes=self.settings.max_row_bytes, **options))
+        try:
+            if self._unchanged(ds, source_uri, options, reader):
+                return None
+            imported = importer.import_version(self.engine, ds.id, ds.name, source_uri, options, reader,
+                                               self.settings.page_size, self.settings.page_bytes)
+        finally:
+            reader.close()
+        db.transaction(self.engine, lambda conn: store.set_current_version(conn, ds.id, imported.version.id,
+                                                                           source_uri, options))
+        return imported
+
+    def _unchanged(self, ds: Dataset, source_uri: str, options: dict, reader) -> bool:
+        if ds.current_version_id is None:
+            return False
+        with self.engine.connect() as conn:
+            current = store.get_version(conn, ds.current_version_id)
+        snapshot = reader.snapshot_version()
+        return (current.source_uri, current.source_options, current.source_version) == (source_uri, options, snapshot) \
+            and snapshot.startswith(CONTENT_SNAPSHOTS)
+
+    # --- bars --------------------------------------------------------------------------------
+
+    def map_dataset(self, prompt_name: str, dataset_name: str, min_accuracy: Any) -> Mapping:
+        check_name(prompt_name, "prompt name")
+        bar = parse_bar(min_accuracy)
+
+        def map_it(conn) -> Dataset:
+            ds = store.get_dataset(conn, dataset_name)
+            store.upsert_mapping(conn, prompt_name, ds.id, bar)
+            return ds
+        ds = db.transaction(self.engine, map_it)
+        return Mapping(prompt_name, ds.id, ds.name, bar)
+
+    def unmap_dataset(self, prompt_name: str, dataset_name: str) -> bool:
+        def unmap(conn) -> bool:
+            return store.delete_mapping(conn, prompt_name, store.get_dataset(conn, dataset_name).id)
+        return db.transaction(self.engine, unmap)
+
+    def list_datasets(self) -> list[tuple[Dataset, list[Mapping]]]:
+        with self.engine.connect() as conn:
+            mappings = store.list_mappings(conn)
+            return [(ds, [m for m in mappings if m.dataset_id == ds.id]) for ds in store.list_datasets(conn)]
+
+    def mappings(self, prompt_name: str | None = None) -> list[Mapping]:
+        with self.engine.connect() as conn:
+            return store.list_mappings(conn, prompt_name)
+
+    def get_dataset(self, name: str) -> Dataset:
+        with self.engine.connect() as conn:
+            return store.get_dataset(conn, name)
+
+    # --- versions --------------------------------------------------------------------------
+
+    def dataset_versions(self, name: str) -> tuple[Dataset, list[DatasetVersion]]:
+        """The dataset and its versions, newest first."""
+        with self.engine.connect() as conn:
+            ds = store.get_dataset(conn, name)
+            return ds, store.list_versions(conn, ds.id)
+
+    def dataset_version(self, name: str, version: int | None = None) -> DatasetVersion:
+        """A version of the dataset (the current one when ``version`` is None)."""
+        with self.engine.connect() as conn:
+            ds = store.get_dataset(conn, name)
+            version_id = version if version is not None else ds.current_version_id
+            if version_id is None:
+                raise NotFound(f"dataset {name} has no version: import it with `promptgate dataset refresh {name}`")
+            found = store.get_version(conn, version_id)
+        if found.dataset_id != ds.id or found.status != store.READY:
+            raise NotFound(f"dataset {name} has no version {version_id}")
+        return found
+
+    def preview_dataset(self, name: str, rows: int = 10, version: int | None = None) -> DatasetPreview:
+        """A stored version's first rows, row count and label counts."""
+        found = self.dataset_version(name, version)
+        with self.engine.connect() as conn:
+            return DatasetPreview(found, store.version_rows(conn, found.id, -1, max(0, rows)))
+
+    def diff_versions(self, name: str, old: int, new: int) -> importer.DataDiff:
+        """How version ``new`` of the dataset differs from version ``old``."""
+        base, proposed = self.dataset_version(name, old), self.dataset_version(name, new)
+        return importer.diff(importer.version_index(self.engine, base.id),
+                             importer.version_rows(self.engine, proposed.id))
+
+    def diff_source(self, name: str, source_uri: str, options: dict) -> importer.DataDiff:
+        """How the rows of ``source_uri`` (a pull request's copy of the dataset) differ from
+        the dataset's current version. Nothing is stored."""
+        current = self.dataset_version(name)
+        if scheme_of(source_uri) != "file":
+            raise DatasetError(f"dataset {name}: only local files are compared in a pull request")
+        reader = open_source(source_uri, SourceOptions(max_row_bytes=self.settings.max_row_bytes, **options))
+        try:
+            return importer.diff(importer.version_index(self.engine, current.id),
+                                 importer.source_rows(reader, self.settings.page_size, self.settings.page_bytes))
+        finally:
+            reader.close()
+
+    # --- providers -----------------------------------------------------------------------------
+
+    def providers(self) -> dict[str, ProviderDecl]:
+        """The providers the gate config declared (``gate.providers``)."""
+        with self.engine.connect() as conn:
+            return store.list_providers(conn)
+
+    def register_provider(self, decl: ProviderDecl) -> None:
+        db.transaction(self.engine, lambda conn: store.upsert_provider(conn, decl))
+
+    def remove_provider(self, name: str) -> bool:
+        return db.transaction(self.engine, lambda conn: store.delete_provider(conn, name))
+
+    def endpoint(self, spec: PromptSpec) -> Endpoint:
+        """Where this process sends the calls of ``spec`` (the production runtime): its
+        provider as declared now, the key from this process's environment."""
+        return endpoint_for(resolve(spec.provider, spec.model, self.providers()))

@@ -1,0 +1,153 @@
+"""Dataset versions: the rows of a dataset imported into the gate, immutable, keyed by their
+content hash (``dataset_version``, ``dataset_row``). A version is IMPORTING while its pages
+go in and READY once its hash is known; a READY version with the same content as another
+of its dataset cannot exist (UNIQUE (dataset_id, content_hash)): the importer discards it.
+A run copies its items from a READY version's rows (``items.copy_version_page``)."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy.engine import Connection
+
+from ..errors import NotFound
+from ..models import DatasetVersion, VersionRow
+from .dialect import db_now
+from .schema import dataset, dataset_row, dataset_version
+from .textsql import MAX_INSERT_CHARS, multi_row_statements, string_literal
+
+IMPORTING, READY = "IMPORTING", "READY"
+
+
+def _version(row) -> DatasetVersion:
+    return DatasetVersion(row.id, row.dataset_id, row.status, row.content_hash, row.row_count, row.labels or {},
+                          row.source_uri, row.source_options or {}, row.source_version, row.created_at)
+
+
+def create_version(conn: Connection, dataset_id: int, source_uri: str, options: dict,
+                   source_version: str | None) -> int:
+    """A new IMPORTING version of the dataset; its rows go in with ``insert_version_rows``."""
+    result = conn.execute(insert(dataset_version).values(
+        dataset_id=dataset_id, status=IMPORTING, row_count=0, source_uri=source_uri, source_options=options,
+        source_version=(source_version or "")[:255] or None, created_at=db_now()))
+    return result.inserted_primary_key[0]
+
+
+def insert_version_rows(conn: Connection, version_id: int, rows: Sequence[tuple[int, str, str, str, str]]) -> int:
+    """One page of (position, item_id, expected, input JSON, row hash). The import's hot
+    path: on PyMySQL over utf8 the page goes as multi-row INSERTs of quoted literals (see
+    ``textsql``), elsewhere as the driver's executemany."""
+    if not rows:
+        return 0
+    literal = string_literal(conn)
+    columns = "(version_id, position, item_id, expected_decision, input, row_hash)"
+    if literal is None:
+        mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+        conn.exec_driver_sql(f"INSERT INTO dataset_row {columns} VALUES ({', '.join([mark] * 6)})",
+                             [(version_id, *row) for row in rows])
+        return len(rows)
+    version = int(version_id)
+    positions, ids, labels, inputs, hashes = zip(*rows)
+    ids, labels, inputs = (literal.escape_all(column) for column in (ids, labels, inputs))
+    values = [f"({version},{int(p)},'{i}','{e}','{j}','{h}')"
+              for p, i, e, j, h in zip(positions, ids, labels, inputs, hashes)]
+    for statement in multi_row_statements(f"INSERT INTO dataset_row {columns} VALUES ", values, MAX_INSERT_CHARS):
+        conn.exec_driver_sql(statement, execution_options={"no_parameters": True})
+    return len(rows)
+
+
+def existing_version_ids(conn: Connection, version_id: int, item_ids: Sequence[str]) -> list[str]:
+    """Which of ``item_ids`` the version holds already (for a duplicate id's message)."""
+    if not item_ids:
+        return []
+    r = dataset_row
+    return list(conn.execute(select(r.c.item_id).where(r.c.version_id == version_id,
+                                                         r.c.item_id.in_(list(item_ids)))).scalars())
+
+
+def finish_version(conn: Connection, version_id: int, content_hash: str, row_count: int,
+                   labels: dict[str, int]) -> bool:
+    """IMPORTING → READY with its hash and counts; False when it is not IMPORTING (any
+    more). Raises IntegrityError when a READY version of the dataset has that content."""
+    v = dataset_version
+    return conn.execute(update(v).where(v.c.id == version_id, v.c.status == IMPORTING)
+                        .values(status=READY, content_hash=content_hash, row_count=row_count,
+                                labels=labels)).rowcount == 1
+
+
+def find_version_by_content(conn: Connection, dataset_id: int, content_hash: str) -> DatasetVersion | None:
+    v = dataset_version
+    row = conn.execute(select(v).where(v.c.dataset_id == dataset_id, v.c.content_hash == content_hash,
+                                       v.c.status == READY)).first()
+    return _version(row) if row else None
+
+
+def get_version(conn: Connection, version_id: int) -> DatasetVersion:
+    row = conn.execute(select(dataset_version).where(dataset_version.c.id == version_id)).first()
+    if row is None:
+        raise NotFound(f"unknown dataset version {version_id}")
+    return _version(row)
+
+
+def list_versions(conn: Connection, dataset_id: int) -> list[DatasetVersion]:
+    v = dataset_version
+    return [_version(r) for r in conn.execute(select(v).where(v.c.dataset_id == dataset_id, v.c.status == READY)
+                                              .order_by(v.c.id.desc()))]
+
+
+def set_current_version(conn: Connection, dataset_id: int, version_id: int, source_uri: str, options: dict) -> None:
+    """The dataset's current version (what new submissions pin), with the source it came from."""
+    conn.execute(update(dataset).where(dataset.c.id == dataset_id)
+                 .values(current_version_id=version_id, source_uri=source_uri, options=options))
+
+
+def version_rows(conn: Connection, version_id: int, after: int = -1, limit: int = 1000) -> list[VersionRow]:
+    """Rows after position ``after``, in order (a page of a preview or a diff)."""
+    r = dataset_row
+    rows = conn.execute(select(r.c.position, r.c.item_id, r.c.expected_decision, r.c.input, r.c.row_hash)
+                        .where(r.c.version_id == version_id, r.c.position > after)
+                        .order_by(r.c.position).limit(limit))
+    return [VersionRow(*row) for row in rows]
+
+
+def version_inputs(conn: Connection, version_id: int, positions: Sequence[int]) -> dict[int, Any]:
+    """The inputs of the rows at ``positions`` (items point at their row, not a copy)."""
+    if not positions:
+        return {}
+    r = dataset_row
+    return dict(conn.execute(select(r.c.position, r.c.input)
+                             .where(r.c.version_id == version_id, r.c.position.in_(list(positions)))).all())
+
+
+def version_labels(conn: Connection, version_id: int) -> dict[str, int]:
+    """Rows per expected label (one GROUP BY over the version)."""
+    r = dataset_row
+    return {label: n for label, n in conn.execute(
+        select(r.c.expected_decision, func.count()).where(r.c.version_id == version_id)
+        .group_by(r.c.expected_decision))}
+
+
+def rows_with_labels(conn: Connection, version_id: int, labels: Sequence[str], limit: int) -> list[VersionRow]:
+    """The first rows whose label is one of ``labels`` (examples for a message)."""
+    r = dataset_row
+    rows = conn.execute(select(r.c.position, r.c.item_id, r.c.expected_decision, r.c.input, r.c.row_hash)
+                        .where(r.c.version_id == version_id, r.c.expected_decision.in_(list(labels)))
+                        .order_by(r.c.position).limit(limit))
+    return [VersionRow(*row) for row in rows]
+
+
+def delete_version_rows(conn: Connection, version_id: int, limit: int) -> int:
+    """Delete up to ``limit`` rows of a version, lowest positions first: the last position
+    of the batch is read, then everything up to it deleted, both on the primary key (no
+    DELETE ... LIMIT, which SQLite may lack)."""
+    r = dataset_row
+    last = conn.execute(select(r.c.position).where(r.c.version_id == version_id)
+                        .order_by(r.c.position).offset(limit - 1).limit(1)).scalar()
+    where = [r.c.version_id == version_id] + ([r.c.position <= last] if last is not None else [])
+    return conn.execute(delete(r).where(*where)).rowcount
+
+
+def delete_version(conn: Connection, version_id: int) -> bool:
+    """The version row, once its rows are gone."""
+    return conn.execute(delete(dataset_version).where(dataset_version.c.id == version_id)).rowcount == 1
