@@ -1,7 +1,10 @@
-"""Materialize throughput and memory: a CSV of N rows into MariaDB by the
-materialize worker in its own process; rows/s and the worker's peak RSS, for 10,000 and
-100,000 rows. Targets: ≥ 50,000 rows/s at 100,000 rows; peak RSS at 100,000 within ±20 %
-of the one at 10,000.
+"""Import and materialize throughput and memory, on MariaDB, for 10,000 and 100,000 rows:
+
+* import: a CSV of N rows registered as a dataset version (read, hashed, written by
+  ``gate.importer``), in this process. Target: ≥ 50,000 rows/s at 100,000 rows.
+* materialize: a run's items copied from that stored version by the materialize worker in
+  its own process (server-side ``INSERT … SELECT`` per page). Targets: ≥ 100,000 rows/s at
+  100,000 rows; the worker's peak RSS at 100,000 within ±20 % of the one at 10,000.
 
     python bench/materialize.py [--sizes 10000,100000]
 """
@@ -14,6 +17,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from common import ROOT, fresh_database, mariadb, result, rules_spec, write_dataset
@@ -37,7 +41,10 @@ def run_size(server_url: str, n: int, tmp: Path) -> dict:
     from gate.service import Gate
     url = fresh_database(server_url, f"bench_mat_{n}")
     gate = Gate.connect(url, upgrade=True)
-    gate.register_dataset("d", str(write_dataset(tmp / f"d{n}.csv", n)))
+    path = write_dataset(tmp / f"d{n}.csv", n)
+    started = time.monotonic()
+    gate.register_dataset("d", str(path))
+    import_wall = time.monotonic() - started
     gate.map_dataset("p1", "d", "0.5")
     uid = gate.submit(rules_spec("p1"), "check")
     out = subprocess.run([sys.executable, "-c", CHILD, url, str(uid), str(ROOT)], capture_output=True, text=True,
@@ -47,8 +54,9 @@ def run_size(server_url: str, n: int, tmp: Path) -> dict:
     assert run.row_count == n and run.total == n, (run.row_count, run.total)
     gate.close()
     figures["rows_per_s"] = n / figures["wall"]
-    print(f"rows={n} wall={figures['wall']:.2f}s rows/s={figures['rows_per_s']:.0f} "
-          f"peak_rss={figures['maxrss_kb'] / 1024:.1f} MiB")
+    figures["import_rows_per_s"] = n / import_wall
+    print(f"rows={n} import {import_wall:.2f}s ({figures['import_rows_per_s']:.0f} rows/s); materialize "
+          f"{figures['wall']:.2f}s ({figures['rows_per_s']:.0f} rows/s), peak_rss={figures['maxrss_kb'] / 1024:.1f} MiB")
     return figures
 
 
@@ -63,8 +71,9 @@ def main() -> bool:
     growth = big["maxrss_kb"] / small["maxrss_kb"]
     print(f"peak RSS {sizes[-1]} rows / {sizes[0]} rows = {growth:.3f} (target within 0.8..1.2)")
     mem_ok = 0.8 <= growth <= 1.2
-    rate_ok = result("materialize rows/s", big["rows_per_s"], "rows/s", 50000, higher_is_better=True)
-    return rate_ok and mem_ok
+    import_ok = result("import rows/s", big["import_rows_per_s"], "rows/s", 50000, higher_is_better=True)
+    rate_ok = result("materialize rows/s", big["rows_per_s"], "rows/s", 100000, higher_is_better=True)
+    return import_ok and rate_ok and mem_ok
 
 
 if __name__ == "__main__":

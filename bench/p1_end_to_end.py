@@ -43,7 +43,7 @@ def candidate(name: str, template: str):
 
 def one_submission(gate, name: str, ideal: float, template: str = "plain") -> float:
     started = time.monotonic()
-    uid = gate.submit(candidate(name, template), "apply")
+    uid = gate.submit(candidate(name, template), "apply", reuse=False)   # measure calls, not reuse
     gate.wait_status(uid, timeout=120, poll=0.02)
     wall = time.monotonic() - started
     report = gate.status(uid)

@@ -27,7 +27,7 @@ def main() -> bool:
             wait_for_workers(gate, 1)
             names = ("Com_commit", "Handler_commit", "Innodb_log_writes")
             before = server_status(gate.engine, *names)
-            uid = gate.submit(rules_spec("p1"), "apply")
+            uid = gate.submit(rules_spec("p1"), "apply", reuse=False)
             report = gate.wait(uid, timeout=300, poll=1.0)
             after = server_status(gate.engine, *names)
         finally:

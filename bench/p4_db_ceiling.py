@@ -37,7 +37,7 @@ def main() -> bool:
         url, gate = gated_dataset(server_url, "bench_p4", tmp, args.items, "0.99")
         gate = Gate(gate.engine, gate.settings.with_(chunk_size=args.chunk_size))
         # materialize first, so the figure is the scoring rate (P4 is about claims and write-backs)
-        uid = gate.submit(rules_spec("p1"), "apply")
+        uid = gate.submit(rules_spec("p1"), "apply", reuse=False)
         from workers.materialize import Materializer
         import threading
         materializer = Materializer(gate, threading.Event())

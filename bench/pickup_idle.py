@@ -35,7 +35,7 @@ def main() -> bool:
             idle_qps = (after - before - 1) / args.idle_seconds
             pickups = []
             for i in range(5):
-                uid = gate.submit(rules_spec("p1"), "check", {"key": f"pickup-{i}"})
+                uid = gate.submit(rules_spec("p1"), "check", {"key": f"pickup-{i}"}, reuse=False)
                 submitted = time.monotonic()
                 run_id = gate.status(uid).runs[0].run_id
                 while True:

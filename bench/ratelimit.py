@@ -100,7 +100,7 @@ def main() -> bool:
             wait_for_workers(gate, args.processes)
             sampler.start()
             started = time.monotonic()
-            uid = gate.submit(rules_spec("p1"), "apply")
+            uid = gate.submit(rules_spec("p1"), "apply", reuse=False)
             report = gate.wait(uid, timeout=args.seconds * 3 + 60, poll=0.2)
             wall = time.monotonic() - started
         finally:
