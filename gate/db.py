@@ -287,7 +287,7 @@ def _apply_pending(conn: Connection, dialect: str) -> list[int]:
             continue
         try:
             for statement in split_statements(sql):
-                conn.execute(text(statement))
+                _run_migration_statement(conn, statement, dialect)
             conn.execute(text(f"INSERT INTO {MIGRATION_TABLE} (version, name, applied_at) VALUES (:v, :n, :t)"),
                          {"v": version, "n": name, "t": utcnow().isoformat()})
             if dialect == "mysql":
@@ -296,6 +296,28 @@ def _apply_pending(conn: Connection, dialect: str) -> list[int]:
             raise MigrationError(f"migration {version:04d}_{name} failed: {exc}") from exc
         applied.append(version)
     return applied
+
+
+# MySQL commits each DDL statement, so a migration that stopped half-way (a lost
+# connection, a killed session, a full disk) has some statements in already. Run again, a
+# statement whose effect is there fails with one of these, and is skipped: table exists,
+# duplicate column, duplicate key name, key or column not there to drop, primary key
+# defined already.
+ALREADY_APPLIED_MYSQL = {1050, 1060, 1061, 1091, 1068}
+
+
+def _run_migration_statement(conn: Connection, statement: str, dialect: str) -> None:
+    if dialect != "mysql":
+        conn.execute(text(statement))     # SQLite: the whole migration is one transaction
+        return
+    try:
+        conn.execute(text(statement))
+    except DBAPIError as exc:
+        code = exc.orig.args[0] if exc.orig is not None and exc.orig.args else None
+        if code not in ALREADY_APPLIED_MYSQL:
+            raise
+        log.warning("migration statement already applied, skipped: %s (%s)", statement.split("\n")[0][:80],
+                    first_line(exc.orig))
 
 
 def latest_version(dialect: str) -> int:

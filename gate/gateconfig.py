@@ -47,10 +47,10 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping as TMapping
 
 
-from .errors import SpecError, UsageError
+from .errors import DatasetError, SpecError, UsageError
 from .providers import ProviderDecl, parse_decl
 from .service import Gate, parse_bar
-from .sources import DEFAULT_ID_COLUMN, DEFAULT_LABEL_COLUMN, absolute_source, scheme_of
+from .sources import DEFAULT_ID_COLUMN, DEFAULT_LABEL_COLUMN, absolute_source, resolve_path, scheme_of
 from .spec import check_name
 from .yamlfile import parse_yaml, read_text_file
 
@@ -82,6 +82,7 @@ class GateConfig:
     datasets: dict[str, DatasetDecl]
     bars: tuple[BarDecl, ...]
     providers: dict[str, ProviderDecl] = field(default_factory=dict)
+    base_dir: str | None = None          # the file's folder: relative sources resolve here
 
     @property
     def prompts(self) -> list[str]:
@@ -165,7 +166,7 @@ def parse_config(data: Any, file: str | None = None, base_dir: str | Path | None
                                         file), file, base_dir)
     bars = _parse_bars(_section(data, "prompts", "prompt name → list of {dataset, min_accuracy}", file),
                        datasets, file)
-    return GateConfig(file or "", datasets, bars, providers)
+    return GateConfig(file or "", datasets, bars, providers, str(base_dir) if base_dir is not None else None)
 
 
 def _section(data: TMapping, key: str, shape: str, file: str | None) -> TMapping:
@@ -291,19 +292,60 @@ def diff(gate: Gate, config: str | Path | GateConfig, changed_files: Iterable[st
 
 def _row_changes(gate: Gate, cfg: GateConfig, registered: dict, changed_files: Iterable[str | Path]) -> list[Change]:
     """How the rows of each dataset file a pull request changes differ from the gate's
-    current version of that dataset. Only shown: the run uses the gate's version."""
-    changed = {str(Path(p).resolve()) for p in changed_files}
+    current version of that dataset. Only shown: the run uses the gate's version.
+
+    Which file, and read how, comes from the gate, never from the pull request's config: a
+    dataset synced from a gate config (``declared_in``: repository data) whose registered
+    source is a file below that config's folder is compared with the file at the same place
+    below this config's folder in the pull request's checkout, with the registered columns,
+    and only a regular file there (no symbolic link on the way) is read. A pull request cannot aim the comparison at a
+    file outside its checkout, nor at the stored rows of a dataset the repository does not
+    hold (a private holdout registered from elsewhere)."""
+    changed = {_real_folder(Path(p)) for p in changed_files}
     changes = []
-    for name, decl in sorted(cfg.datasets.items()):
-        if name not in registered or scheme_of(decl.source) != "file" or decl.source_uri not in changed:
+    for name, (ds, _) in sorted(registered.items()):
+        proposed = _proposed_copy(ds, cfg)
+        if proposed is None or _real_folder(proposed) not in changed:
             continue
-        ds = registered[name][0]
-        options = {"id_column": decl.id_column, "label_column": decl.label_column}
-        rows = gate.diff_source(name, decl.source_uri, options)
+        _refuse_links(proposed, Path(cfg.base_dir))
+        options = {k: ds.options[k] for k in ("id_column", "label_column") if k in ds.options}
+        rows = gate.diff_source(name, str(proposed), options)
         if rows.any:
             details = tuple(f"{kind}: {', '.join(examples)}" for kind, examples in rows.examples.items() if examples)
             changes.append(Change("dataset-rows", name, f"{ds.current_version_id}", rows.summary(), (name,), details))
     return changes
+
+
+def _proposed_copy(ds, cfg: GateConfig) -> Path | None:
+    """Where the pull request's copy of a registered dataset's file is, or None when the
+    dataset is not a file synced by a gate config from below its folder."""
+    base = ds.options.get("base_dir")
+    if not ds.options.get("declared_in") or not base or not cfg.base_dir or scheme_of(ds.source_uri) != "file":
+        return None
+    registered = Path(resolve_path(ds.source_uri, base))
+    try:
+        relative = registered.relative_to(base)
+    except ValueError:
+        return None
+    return (Path(cfg.base_dir) / relative).absolute()
+
+
+def _real_folder(path: Path) -> str:
+    """The path with its folder's links resolved but not the file's own (so a linked file
+    is still seen, and refused, as a link)."""
+    return str(path.absolute().parent.resolve() / path.name)
+
+
+def _refuse_links(path: Path, base: Path) -> None:
+    """Every step from the config's folder down to ``path`` is a real directory or file."""
+    step = path
+    while step != base and base in step.parents:
+        if step.is_symlink():
+            raise DatasetError(f"{path.relative_to(base)}: a symbolic link; a dataset file is compared only as a "
+                               "regular file in the checkout")
+        step = step.parent
+    if not path.is_file():
+        raise DatasetError(f"{path.relative_to(base)}: not a regular file")
 
 
 def _provider_changes(gate: Gate, cfg: GateConfig) -> list[Change]:
@@ -392,7 +434,7 @@ def sync(gate: Gate, config: str | Path | GateConfig) -> SyncResult:
         if change.kind in ("dataset-added", "dataset-changed"):
             decl = cfg.datasets[change.key[0]]
             gate.register_dataset(decl.name, decl.source, id_column=decl.id_column,
-                                  label_column=decl.label_column, base_dir=decl.base_dir)
+                                  label_column=decl.label_column, base_dir=decl.base_dir, declared_in=cfg.path)
     for change in planned.changes:
         if change.kind in ("bar-added", "bar-changed"):
             gate.map_dataset(*change.key, bars[change.key].min_accuracy)

@@ -3,13 +3,14 @@
 ``import_version`` reads the source page by page through its reader (the row contract,
 the size and depth limits), writes each page of rows into ``dataset_row`` on its own
 connection and transaction (two writers while the next page is read; one on SQLite), and
-sums the rows' digests into the content hash. Only then is the version READY; if the
+hashes the rows' digests in order into the content hash. Only then is the version READY; if the
 dataset already has a READY version with that content, the new one is discarded and the
 existing one returned, so importing identical content creates no new version. A failure
 half-way discards what was written: a version is whole or absent.
 
-``diff`` compares rows (a source being proposed, or another version) with a stored
-version: added, removed and relabelled items, and items whose input changed.
+``diff_ordered`` (two versions, streamed by item id) and ``diff_against`` (a proposed file
+against a version) compare rows: added, removed and relabelled items, and items whose
+input changed; neither holds a whole version in memory.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from . import store
 from .db import is_sqlite, transaction
 from .errors import DatasetError
 from .models import DatasetVersion
-from .sources import Reader, Row, combine_digests, next_page_size, row_digests
+from .sources import ContentHash, Reader, Row, next_page_size, row_digests
 
 WRITERS = 2
 DELETE_BATCH = 5000
@@ -57,7 +58,7 @@ def import_version(engine: Engine, dataset_id: int, name: str, source_uri: str, 
 
 def _write_rows(engine: Engine, version_id: int, name: str, reader: Reader, page_size: int,
                 page_bytes: int) -> tuple[str, int, dict[str, int]]:
-    digest, labels, position = None, Counter(), 0
+    digest, labels, position = ContentHash(), Counter(), 0
     with _Writers(engine, version_id, name) as writers:
         for page in read_pages(reader, page_size, page_bytes):
             ids = [r.item_id for r in page]
@@ -65,12 +66,12 @@ def _write_rows(engine: Engine, version_id: int, name: str, reader: Reader, page
                 dupes = [i for i, n in Counter(ids).items() if n > 1]
                 raise DatasetError(f"dataset {name}: duplicate item ids: {', '.join(dupes[:EXAMPLES])}")
             digests = row_digests(page)
-            digest = combine_digests(digest, digests)
+            digest.update(digests)
             labels.update(r.expected for r in page)
             writers.submit([(position + k, r.item_id, r.expected, r.input_json, d.hex())
                             for k, (r, d) in enumerate(zip(page, digests))])
             position += len(page)
-    return digest or "0" * 64, position, dict(labels)
+    return digest.hexdigest(), position, dict(labels)
 
 
 def read_pages(reader: Reader, page_size: int, page_bytes: int) -> Iterator[list[Row]]:
@@ -130,7 +131,8 @@ def _finish(engine: Engine, dataset_id: int, version_id: int, content_hash: str,
         existing = store.find_version_by_content(conn, dataset_id, content_hash)
         if existing is not None:
             return Imported(existing, created=False)
-        store.finish_version(conn, version_id, content_hash, rows, labels)
+        if not store.finish_version(conn, version_id, content_hash, rows, labels):
+            raise DatasetError("the import was taken away while it ran (a prune of stale imports?): run it again")
         return Imported(store.get_version(conn, version_id), created=True)
     try:
         imported = transaction(engine, finish)
@@ -158,12 +160,13 @@ class DataDiff:
     relabelled: int = 0
     changed: int = 0              # same id and label, other input
     rows: int = 0                 # rows of the proposed data
+    too_large: int = 0            # not compared: the proposed data has over this many rows
     examples: dict[str, list[str]] = field(default_factory=lambda: {"added": [], "removed": [], "relabelled": [],
                                                                     "changed": []})
 
     @property
     def any(self) -> bool:
-        return bool(self.added or self.removed or self.relabelled or self.changed)
+        return bool(self.added or self.removed or self.relabelled or self.changed or self.too_large)
 
     def note(self, kind: str, text: str) -> None:
         setattr(self, kind, getattr(self, kind) + 1)
@@ -171,53 +174,77 @@ class DataDiff:
             self.examples[kind].append(text)
 
     def summary(self) -> str:
+        if self.too_large:
+            return f"over {self.too_large:,} rows: too large to compare here"
         parts = [f"{getattr(self, k)} {k}" for k in ("added", "removed", "relabelled", "changed") if getattr(self, k)]
         return ", ".join(parts) or "no change"
 
 
-def version_index(engine: Engine, version_id: int) -> dict[str, tuple[str, str]]:
-    """item_id → (label, row hash) of a stored version, read page by page."""
-    index, after = {}, -1
+def version_keys(engine: Engine, version_id: int, page: int = 10000) -> Iterator[tuple[str, str, str]]:
+    """(item_id, label, row hash) of a stored version in item-id order, page by page."""
+    after = None
     while True:
         with engine.connect() as conn:
-            page = store.version_rows(conn, version_id, after, 10000)
-        for row in page:
-            index[row.item_id] = (row.expected, row.row_hash)
-        if len(page) < 10000:
-            return index
-        after = page[-1].position
+            rows = store.version_keys(conn, version_id, after, page)
+        yield from rows
+        if len(rows) < page:
+            return
+        after = rows[-1][0]
 
 
-def diff(base: dict[str, tuple[str, str]], rows: Iterable[tuple[str, str, str]]) -> DataDiff:
-    """``rows`` (item_id, label, row hash) against a version's ``version_index``."""
-    result, seen = DataDiff(), set()
-    for item_id, label, row_hash in rows:
-        result.rows += 1
-        seen.add(item_id)
-        found = base.get(item_id)
-        if found is None:
-            result.note("added", f"{item_id} ({label})")
-        elif found[0] != label:
-            result.note("relabelled", f"{item_id}: {found[0]} → {label}")
-        elif found[1] != row_hash:
-            result.note("changed", item_id)
-    for item_id in base.keys() - seen:
-        result.note("removed", f"{item_id} ({base[item_id][0]})")
+def diff_ordered(base: Iterable[tuple[str, str, str]], proposed: Iterable[tuple[str, str, str]]) -> DataDiff:
+    """Two row streams, each in item-id order, merged in constant memory (two versions)."""
+    result, base, proposed = DataDiff(), iter(base), iter(proposed)
+    old, new = next(base, None), next(proposed, None)
+    while old is not None or new is not None:
+        if new is not None and (old is None or new[0] < old[0]):
+            result.rows += 1
+            result.note("added", f"{new[0]} ({new[1]})")
+            new = next(proposed, None)
+        elif old is not None and (new is None or old[0] < new[0]):
+            result.note("removed", f"{old[0]} ({old[1]})")
+            old = next(base, None)
+        else:
+            result.rows += 1
+            _compare(result, old, new)
+            old, new = next(base, None), next(proposed, None)
     return result
 
 
+def diff_against(engine: Engine, version_id: int, rows: Iterable[tuple[str, str, str]], max_rows: int) -> DataDiff:
+    """Rows from elsewhere (a pull request's copy of a file, in file order) against a
+    stored version: the proposed rows are held (at most ``max_rows``: beyond that the diff
+    says it is too large), the version streamed by item id."""
+    proposed: dict[str, tuple[str, str]] = {}
+    for item_id, label, row_hash in rows:
+        if len(proposed) >= max_rows:
+            return DataDiff(too_large=max_rows)
+        proposed[item_id] = (label, row_hash)
+    result = DataDiff(rows=len(proposed))
+    for old in version_keys(engine, version_id):
+        new = proposed.pop(old[0], None)
+        if new is None:
+            result.note("removed", f"{old[0]} ({old[1]})")
+        else:
+            _compare(result, old, (old[0], *new))
+    for item_id, (label, _) in proposed.items():
+        result.note("added", f"{item_id} ({label})")
+    return result
+
+
+def _compare(result: DataDiff, old: tuple[str, str, str], new: tuple[str, str, str]) -> None:
+    if old[1] != new[1]:
+        result.note("relabelled", f"{old[0]}: {old[1]} → {new[1]}")
+    elif old[2] != new[2]:
+        result.note("changed", old[0])
+
+
 def source_rows(reader: Reader, page_size: int, page_bytes: int) -> Iterator[tuple[str, str, str]]:
-    """(item_id, label, row hash) of a source's rows, for ``diff``."""
+    """(item_id, label, row hash) of a source's rows, for ``diff_against``."""
     for page in read_pages(reader, page_size, page_bytes):
         for row, digest in zip(page, row_digests(page)):
             yield row.item_id, row.expected, digest.hex()
 
 
-def version_rows(engine: Engine, version_id: int) -> Iterator[tuple[str, str, str]]:
-    """(item_id, label, row hash) of a stored version, for ``diff``."""
-    for item_id, (label, row_hash) in version_index(engine, version_id).items():
-        yield item_id, label, row_hash
-
-
-__all__ = ["DataDiff", "Imported", "diff", "discard_version", "import_version", "read_pages", "source_rows",
-           "version_index", "version_rows"]
+__all__ = ["DataDiff", "Imported", "diff_against", "diff_ordered", "discard_version", "import_version", "read_pages",
+           "source_rows", "version_keys"]

@@ -116,19 +116,18 @@ class RunCandidate:
 
 @dataclass(frozen=True)
 class ClaimedItem:
-    id: int
     run_id: int
+    position: int                            # the row's place in the run's dataset version: the item's key
     item_id: str
     input: dict[str, Any] | None             # None: read from the dataset version's row
     expected_decision: str
     attempt: int
-    position: int = 0
 
 
 @dataclass(frozen=True)
 class ItemResult:
-    """What the executor writes back for one claimed item."""
-    id: int
+    """What the executor writes back for one claimed item (of the chunk's run)."""
+    position: int
     verdict: str                      # MATCH / MISMATCH / ERROR, or PENDING for a retry
     actual_decision: str | None = None
     raw_output: str | None = None
@@ -174,6 +173,7 @@ class Answer:
     prompt_tokens: int | None
     completion_tokens: int | None
     update_id: int
+    run_id: int                       # the run that paid for it: reused once that run is finished
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from gate import store
 from gate.db import transaction
 from gate.errors import CallFailure, ModelCallError, UsageError, first_line
-from gate.llm import call_prompt, prepare_default_client, render_messages_many
+from gate.llm import INVALID_DECISION, call_prompt, prepare_default_client, render_messages_many
 from gate.reuse import request_key
 from gate.models import Answer, ClaimedItem, ItemResult
 from gate.providers import Endpoint, ProviderDecl, endpoint_for
@@ -183,9 +183,12 @@ class Executor(Poller):
         try:
             chunk.items = self._with_inputs(chunk.items, run)
             spent: list[float] = []
-            rendered = render_messages_many(run.spec, [i.input for i in chunk.items], self.renderer,
+            rendered = render_messages_many(run.spec, [i.input or {} for i in chunk.items], self.renderer,
                                             skip=lambda: run.over_budget, spent=spent)
             rendered = self._within_mean(run, chunk, rendered, sum(spent))
+            rendered = [m if i.input is not None else ModelCallError(
+                f"its row {i.position} is missing from dataset version {run.version_id}", retryable=False)
+                for i, m in zip(chunk.items, rendered)]
             keys = [None if isinstance(m, ModelCallError) else request_key(run.spec, m, run.endpoint.base_url)
                     for m in rendered]
             found = self._answers([k for k in keys if k]) if run.reuse else {}
@@ -218,13 +221,14 @@ class Executor(Poller):
                 for _ in rendered]
 
     def _with_inputs(self, items: list[ClaimedItem], run: RunCall) -> list[ClaimedItem]:
-        """Items point at their dataset row: read the rows' inputs (one query)."""
+        """Items point at their dataset row: read the rows' inputs (one query). A row that is
+        not there leaves its item's input None (it ends ERROR, never rendered over nothing)."""
         missing = [i.position for i in items if i.input is None]
         if not missing:
             return items
         with self.engine.connect() as conn:
             inputs = store.version_inputs(conn, run.version_id, missing)
-        return [i if i.input is not None else replace(i, input=inputs.get(i.position, {})) for i in items]
+        return [i if i.input is not None else replace(i, input=inputs.get(i.position)) for i in items]
 
     def _answers(self, keys: list[str]) -> dict[str, Answer]:
         if not keys:
@@ -254,8 +258,8 @@ class Executor(Poller):
         try:
             result = self._result(run, item, rendered, key)
         except Exception as exc:  # a bug must not strand the chunk
-            log.exception("item %s: unexpected error", item.id)
-            result = ItemResult(item.id, Verdict.ERROR, error=f"internal error: {exc}"[:1000])
+            log.exception("item %s: unexpected error", item.item_id)
+            result = ItemResult(item.position, Verdict.ERROR, error=f"internal error: {exc}"[:1000])
         self._record(chunk, result)
 
     def _record(self, chunk: Chunk, result: ItemResult) -> None:
@@ -300,7 +304,7 @@ class Executor(Poller):
         limit, its verdict; the answer is kept under ``key`` for reuse."""
         if run.over_budget or run.endpoint is None:
             why = f"budget: {run.over_budget}" if run.over_budget else f"config: {run.endpoint_error}"
-            return ItemResult(item.id, Verdict.ERROR, error=why[:1000])
+            return ItemResult(item.position, Verdict.ERROR, error=why[:1000])
         spec = run.spec
         if isinstance(messages, ModelCallError):
             if messages.kind is CallFailure.BUDGET and not run.over_budget:
@@ -310,7 +314,7 @@ class Executor(Poller):
             self.stats["calls"] += 1
         with self.limiter.slot(spec, item, messages, run.endpoint.base_url) as slot:
             if not slot.granted:   # the worker stopped while this call waited for its budget
-                return ItemResult(item.id, Verdict.PENDING, retry_in=0.0,
+                return ItemResult(item.position, Verdict.PENDING, retry_in=0.0,
                                   error="not called: the worker stopped while waiting for the rate limit")
             try:
                 out = self.call(spec, item.input, settings=self.settings, messages=messages, endpoint=run.endpoint)
@@ -318,28 +322,30 @@ class Executor(Poller):
                 slot.failed(exc)   # a 429 pauses the shared limit and halves the concurrency
                 return self._failure(item, exc)
         verdict = Verdict.MATCH if out.decision == item.expected_decision else Verdict.MISMATCH
-        return ItemResult(item.id, verdict, actual_decision=out.decision[:128],
+        return ItemResult(item.position, verdict, actual_decision=out.decision[:128],
                           raw_output=(out.raw_output or "")[:RAW_OUTPUT_LIMIT], latency_ms=out.latency_ms,
                           prompt_tokens=out.prompt_tokens, completion_tokens=out.completion_tokens, answer_key=key)
 
     def _failure(self, item: ClaimedItem, exc: ModelCallError) -> ItemResult:
         message = f"{exc.kind}: {exc}"[:1000]
         if not exc.retryable or item.attempt >= self.settings.attempt_cap:
-            return ItemResult(item.id, Verdict.ERROR, error=message)
+            return ItemResult(item.position, Verdict.ERROR, error=message)
         self.stats["retries"] += 1
-        return ItemResult(item.id, Verdict.PENDING, error=message,
+        return ItemResult(item.position, Verdict.PENDING, error=message,
                           retry_in=retry_delay(item.attempt, exc.retry_after, self.settings))
 
     def _write_back(self, chunk: Chunk) -> None:
         """One guarded UPDATE, run again by ``transaction`` on a deadlock or a lost connection
         (the database may be restarting). Running it again is safe even when a lost COMMIT
         did commit: the lease token guards it, so the second run writes nothing."""
-        run = self.run_calls.get(chunk.items[0].run_id)
-        answers = new_answers(chunk.results, run.update_id if run else 0)
+        run_id = chunk.items[0].run_id
+        run = self.run_calls.get(run_id)
+        answers = new_answers(chunk.results, run.update_id, run_id) if run else []
 
         def write(conn) -> int:
-            written = store.write_item_results(conn, chunk.token, chunk.results)
-            store.save_answers(conn, answers)
+            written = store.write_item_results(conn, run_id, chunk.token, chunk.results)
+            if written == len(chunk.results):   # kept only from a write-back that held its lease throughout
+                store.save_answers(conn, answers, replace=not run.reuse)
             return written
         try:
             written = transaction(self.engine, write)
@@ -362,7 +368,8 @@ class Executor(Poller):
             due = [c for c in self.chunks.values() if time.monotonic() - c.renewed_at > half]
         for chunk in due:
             transaction(self.engine, lambda conn: store.renew_item_leases(
-                conn, [i.id for i in chunk.items], chunk.token, self.settings.lease_seconds))
+                conn, chunk.items[0].run_id, [i.position for i in chunk.items], chunk.token,
+                self.settings.lease_seconds))
             chunk.renewed_at = time.monotonic()
 
     def close(self) -> None:
@@ -386,17 +393,19 @@ class Executor(Poller):
 def reused_result(item: ClaimedItem, key: str, answer: Answer) -> ItemResult:
     """An item scored by an answer already paid for: no call; the verdict is this item's."""
     verdict = Verdict.MATCH if answer.actual_decision == item.expected_decision else Verdict.MISMATCH
-    return ItemResult(item.id, verdict, actual_decision=answer.actual_decision, raw_output=answer.raw_output,
+    return ItemResult(item.position, verdict, actual_decision=answer.actual_decision, raw_output=answer.raw_output,
                       latency_ms=answer.latency_ms, prompt_tokens=answer.prompt_tokens,
                       completion_tokens=answer.completion_tokens, answer_key=key, reused_update_id=answer.update_id)
 
 
-def new_answers(results: list[ItemResult], update_id: int) -> list[Answer]:
-    """The chunk's answers worth keeping: called now (not reused), MATCH or MISMATCH."""
+def new_answers(results: list[ItemResult], update_id: int, run_id: int) -> list[Answer]:
+    """The chunk's answers worth keeping: called now (not reused), MATCH or MISMATCH, and
+    one of the labels (an answer outside them may be a glitch: empty, cut off, filtered;
+    it is not frozen for every later run)."""
     return [Answer(r.answer_key, r.actual_decision, r.raw_output, r.latency_ms, r.prompt_tokens, r.completion_tokens,
-                   update_id)
+                   update_id, run_id)
             for r in results if r.answer_key and r.reused_update_id is None
-            and r.verdict in (Verdict.MATCH, Verdict.MISMATCH)]
+            and r.verdict in (Verdict.MATCH, Verdict.MISMATCH) and r.actual_decision != INVALID_DECISION]
 
 
 def retry_delay(attempt: int, retry_after: float | None, settings) -> float:

@@ -79,6 +79,8 @@ class Materializer(Poller):
         with self.engine.connect() as conn:
             config = store.candidate_of_run(conn, run.id).config
             version = store.get_version(conn, run.dataset_version_id)
+        if version.status != store.READY:
+            raise DatasetError(f"dataset {run.dataset_name}: pinned version {version.id} is {version.status}")
         if not version.row_count:
             raise DatasetError(f"dataset {run.dataset_name} has no rows: nothing to score")
         labels = self._label_map(run, version, config["labels"])
@@ -139,6 +141,9 @@ class Materializer(Poller):
             if first:    # the first page moves the update and the run to RUNNING
                 self._ensure_running(conn, run, token)
             copied = store.copy_version_page(conn, run.id, version.id, start, end, labels)
+            if copied != end - start:    # the pinned rows are not all there: never judge on part of them
+                raise DatasetError(f"dataset {run.dataset_name}: version {version.id} is missing rows "
+                                   f"{start}..{end - 1} ({copied} of {end - start} found)")
             if not store.advance_materialize(conn, run.id, token, cursor=cursor, added_rows=copied,
                                              lease_seconds=self.settings.lease_seconds):
                 raise LeaseLost

@@ -4,12 +4,13 @@ and compared. A run never reads a source: it reads the version its submission pi
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .. import db, importer, store
-from ..errors import DatasetError, NotFound, UsageError
+from ..errors import DatasetError, NotFound, UsageError, first_line
 from ..models import Dataset, DatasetVersion, Mapping, VersionRow
 from ..providers import Endpoint, ProviderDecl, endpoint_for, resolve
 from ..scoring import parse_bar
@@ -19,7 +20,9 @@ from .boundary import driver_errors_become_gate_errors
 
 # A snapshot that names the content (a file's hash, an ETag): an import with the same one
 # would read the same rows. A SQL source's snapshot names its query, not its rows.
+log = logging.getLogger("promptgate.datasets")
 CONTENT_SNAPSHOTS = ("sha256:", "etag:")
+MAX_DIFF_ROWS = 200_000     # rows of a pull request's copy of a dataset compared with the stored version
 
 
 @dataclass(frozen=True)
@@ -47,22 +50,29 @@ class DatasetsMixin:
     # --- registering and refreshing: a version of the rows ---------------------------------
 
     def register_dataset(self, name: str, source_uri: str, *, id_column: str | None = None,
-                         label_column: str | None = None, base_dir: str | Path | None = None) -> Dataset:
+                         label_column: str | None = None, base_dir: str | Path | None = None,
+                         declared_in: str | None = None) -> Dataset:
         """Register (or re-point) a dataset and import its rows as its current version. A
         relative file path resolves against ``base_dir`` (the gate config's folder) or the
-        current directory; the rows are read now, not when a run needs them."""
+        current directory; the rows are read now, not when a run needs them.
+        ``declared_in``: the gate config (its path in the repository) that declares it, when
+        registered by ``sync``; a pull request's changes to its file are shown against it."""
         check_name(name, "dataset name")
         if not source_uri or not str(source_uri).strip():
             raise UsageError("a dataset needs a source URI (a path, file://, https://, s3:// or sql+...)")
         source_uri = absolute_source(str(source_uri).strip(), base_dir)
         options = {"id_column": id_column or DEFAULT_ID_COLUMN, "label_column": label_column or DEFAULT_LABEL_COLUMN,
-                   "base_dir": str(Path(base_dir or Path.cwd()).resolve())}
+                   "base_dir": str(Path(base_dir or Path.cwd()).resolve()),
+                   **({"declared_in": declared_in} if declared_in else {})}
         ds, created = db.transaction(self.engine, lambda conn: store.ensure_dataset(conn, name, source_uri, options))
         try:
             self._import(ds, source_uri, options)
         except BaseException:
-            if created:
-                db.transaction(self.engine, lambda conn: store.delete_dataset(conn, ds.id))
+            if created:      # a dataset whose first import failed is not left registered
+                try:
+                    db.transaction(self.engine, lambda conn: store.delete_dataset(conn, ds.id))
+                except Exception as exc:     # (mapped meanwhile): keep the import's error, the useful one
+                    log.warning("dataset %s: could not remove it after its import failed: %s", name, first_line(exc))
             raise
         return self.get_dataset(name)
 
@@ -83,15 +93,26 @@ class DatasetsMixin:
                                                self.settings.page_size, self.settings.page_bytes)
         finally:
             reader.close()
-        db.transaction(self.engine, lambda conn: store.set_current_version(conn, ds.id, imported.version.id,
-                                                                           source_uri, options))
+        made_current = db.transaction(self.engine, lambda conn: store.set_current_version(
+            conn, ds.id, imported.version.id, source_uri, options, seen=ds.current_version_id))
+        if not made_current:
+            raise DatasetError(f"dataset {ds.name} changed while it was being imported (another sync or refresh "
+                               f"finished first): run `promptgate dataset refresh {ds.name}` again")
         return imported
 
     def _unchanged(self, ds: Dataset, source_uri: str, options: dict, reader) -> bool:
+        """The source says it has not changed since the current version was imported (a
+        content snapshot: a file's hash, an ETag). A current version that is not READY any
+        more counts as changed, so a refresh repairs it."""
         if ds.current_version_id is None:
             return False
         with self.engine.connect() as conn:
-            current = store.get_version(conn, ds.current_version_id)
+            try:
+                current = store.get_version(conn, ds.current_version_id)
+            except NotFound:
+                return False
+        if current.status != store.READY:
+            return False
         snapshot = reader.snapshot_version()
         return (current.source_uri, current.source_options, current.source_version) == (source_uri, options, snapshot) \
             and snapshot.startswith(CONTENT_SNAPSHOTS)
@@ -156,8 +177,8 @@ class DatasetsMixin:
     def diff_versions(self, name: str, old: int, new: int) -> importer.DataDiff:
         """How version ``new`` of the dataset differs from version ``old``."""
         base, proposed = self.dataset_version(name, old), self.dataset_version(name, new)
-        return importer.diff(importer.version_index(self.engine, base.id),
-                             importer.version_rows(self.engine, proposed.id))
+        return importer.diff_ordered(importer.version_keys(self.engine, base.id),
+                                     importer.version_keys(self.engine, proposed.id))
 
     def diff_source(self, name: str, source_uri: str, options: dict) -> importer.DataDiff:
         """How the rows of ``source_uri`` (a pull request's copy of the dataset) differ from
@@ -167,8 +188,9 @@ class DatasetsMixin:
             raise DatasetError(f"dataset {name}: only local files are compared in a pull request")
         reader = open_source(source_uri, SourceOptions(max_row_bytes=self.settings.max_row_bytes, **options))
         try:
-            return importer.diff(importer.version_index(self.engine, current.id),
-                                 importer.source_rows(reader, self.settings.page_size, self.settings.page_bytes))
+            return importer.diff_against(self.engine, current.id,
+                                         importer.source_rows(reader, self.settings.page_size, self.settings.page_bytes),
+                                         MAX_DIFF_ROWS)
         finally:
             reader.close()
 

@@ -243,17 +243,27 @@ class Gate(DatasetsMixin):
             versions = store.prunable_versions(conn, older_than)
             answers = store.count_prunable_answers(conn, older_than) if dry_run else 0
         report = PruneReport(runs=len(runs), items=items, versions=len(versions),
-                             version_rows=sum(n for _, n in versions), answers=answers, dry_run=dry_run)
+                             version_rows=sum(n for *_, n in versions), answers=answers, dry_run=dry_run)
         if dry_run:
             return report
         for run_id in runs:
             while db.transaction(self.engine, lambda conn: store.delete_run_items(conn, run_id, batch)):
                 pass
-        for version_id, _ in versions:
-            discard_version(self.engine, version_id, batch)
+        report.versions, report.version_rows = self._take_versions(versions, older_than, batch)
         while keys := db.transaction(self.engine, lambda conn: store.prunable_answer_keys(conn, older_than, batch)):
             report.answers += db.transaction(self.engine, lambda conn: store.delete_answers(conn, keys))
         return report
+
+    def _take_versions(self, versions: list[tuple[int, int, int]], older_than: float, batch: int) -> tuple[int, int]:
+        """Delete the listed versions that are still prunable when taken (each is checked
+        again under its dataset's lock: it may have become current or pinned since it was
+        listed). Returns (versions, rows) deleted."""
+        taken = rows_taken = 0
+        for version_id, dataset_id, rows in versions:
+            if db.transaction(self.engine, lambda conn: store.take_version(conn, version_id, dataset_id, older_than)):
+                discard_version(self.engine, version_id, batch)
+                taken, rows_taken = taken + 1, rows_taken + rows
+        return taken, rows_taken
 
     def live_workers(self) -> list[WorkerRow]:
         """Worker processes whose heartbeat is fresh (three beats)."""
@@ -262,9 +272,17 @@ class Gate(DatasetsMixin):
 
 
 def _current_version(conn, ds) -> DatasetVersion:
-    if ds.current_version_id is None:
+    """The version a submission pins: the dataset's current one, read under a shared lock
+    of the dataset's row (so prune, which needs it exclusively, cannot take the version
+    before this transaction's run pinning it commits), and READY."""
+    current = store.lock_dataset(conn, ds.id, share=True)
+    if current is None:
         raise UsageError(f"dataset {ds.name} has no imported version: run `promptgate dataset refresh {ds.name}`")
-    return store.get_version(conn, ds.current_version_id)
+    version = store.get_version(conn, current)
+    if version.status != store.READY:
+        raise UsageError(f"dataset {ds.name}'s current version {current} is not ready ({version.status}): run "
+                         f"`promptgate dataset refresh {ds.name}`")
+    return version
 
 
 def _source_key(source: dict) -> str:

@@ -43,6 +43,7 @@ class SourceOptions:
     label_column: str = DEFAULT_LABEL_COLUMN
     max_row_bytes: int = DEFAULT_MAX_ROW_BYTES
     base_dir: str | None = None   # relative file paths resolve here (the gate config's folder)
+    declared_in: str | None = None   # the gate config that declared the dataset (not read by a reader)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -144,27 +145,40 @@ def _canonical_encoder() -> Callable[[Any], str]:
 
 canonical_json = _canonical_encoder()
 json_quote = json.encoder.c_encode_basestring or json.encoder.py_encode_basestring
-_MOD = 1 << 256
 
 
 def row_digests(rows: list[Row]) -> list[bytes]:
     """Each row's SHA-256 over its JSON-quoted id and label and its input JSON, joined by
-    0x1F: what a version stores as the row's hash and sums into its content hash."""
+    0x1F: what a version stores as the row's hash and hashes, in order, into its content hash."""
     sha, quote = hashlib.sha256, json_quote   # once per row: no call per row
     return [sha(f"{quote(r.item_id)}\x1f{quote(r.expected)}\x1f{r.input_json}".encode()).digest() for r in rows]
 
 
-def combine_digests(previous_hex: str | None, digests: list[bytes]) -> str:
-    """Order-independent content hash: the sum of row digests mod 2**256. It does not depend
-    on how the rows were paged, so two imports of the same rows agree."""
-    number = int.from_bytes
-    total = (int(previous_hex, 16) if previous_hex else 0) + sum([number(d, "big") for d in digests])
-    return f"{total % _MOD:064x}"
+class ContentHash:
+    """A version's content hash: SHA-256 over its rows' digests in order. The same rows in
+    the same order hash alike however they were paged. (An order-independent sum of row
+    digests was forgeable: whoever edits rows can make a different set collide with a
+    stored version's sum by a generalized-birthday search, and the import would silently
+    keep the old data.)"""
+
+    PREFIX = b"promptgate rows v1\n"
+
+    def __init__(self):
+        self._sha = hashlib.sha256(self.PREFIX)
+
+    def update(self, digests: list[bytes]) -> None:
+        for digest in digests:
+            self._sha.update(digest)
+
+    def hexdigest(self) -> str:
+        return self._sha.hexdigest()
 
 
-def combine_digest(previous_hex: str | None, rows: list[Row]) -> str:
-    """``combine_digests`` of the rows' own digests."""
-    return combine_digests(previous_hex, row_digests(rows))
+def content_hash(rows: list[Row]) -> str:
+    """The content hash of these rows, in this order."""
+    hasher = ContentHash()
+    hasher.update(row_digests(rows))
+    return hasher.hexdigest()
 
 
 def next_page_size(rows: list[Row], page_size: int, page_bytes: int) -> int:

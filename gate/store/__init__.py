@@ -39,7 +39,7 @@ from .runs import (advance_materialize, candidate_of_run, claim_materialize, fin
                    materialize_claim_query, page_committed, release_run_lease, run_has_unscored_items,
                    running_runs, runs_of_update, transition_run)
 from .retention import (count_prunable_answers, count_run_items, delete_answers, delete_run_items,
-                        prunable_answer_keys, prunable_runs, prunable_versions)
+                        prunable_answer_keys, prunable_runs, prunable_versions, take_version)
 from .schema import (EPOCH, Bar, JsonText, answer, dataset, dataset_row, dataset_version, meta, new_token, prompt,
                      prompt_dataset, prompt_run,
                      prompt_run_item, prompt_update, prompt_version, provider, rate_limit_bucket, rate_limit_usage,
@@ -49,7 +49,9 @@ from .updates import (any_open_update, cancel_update, find_update, get_update, i
                       superseded_updates, transition_update, update_status, updates_for_sha)
 from .versions import (IMPORTING, READY, create_version, delete_version, delete_version_rows, existing_version_ids,
                        find_version_by_content, finish_version, get_version, insert_version_rows, list_versions,
-                       rows_with_labels, set_current_version, version_inputs, version_labels, version_rows)
+                       rows_with_labels, set_current_version, version_inputs, version_labels, version_rows, lock_dataset,
+                       version_keys,
+                       version_status, DELETING)
 from .workers import heartbeat_worker, live_workers, prune_workers, register_worker, remove_worker
 
 __all__ = [
@@ -63,10 +65,11 @@ __all__ = [
     # dataset versions
     "IMPORTING", "READY", "create_version", "delete_version", "delete_version_rows", "existing_version_ids",
     "find_version_by_content", "finish_version", "get_version", "insert_version_rows", "list_versions",
-    "rows_with_labels", "set_current_version", "version_inputs", "version_labels", "version_rows",
+    "rows_with_labels", "set_current_version", "version_inputs", "version_labels", "version_rows", "lock_dataset", "version_keys",
+    "version_status", "DELETING",
     # retention
-    "count_prunable_answers", "count_run_items", "delete_answers", "delete_run_items", "prunable_answer_keys", "prunable_runs",
-    "prunable_versions",
+    "count_prunable_answers", "count_run_items", "delete_answers", "delete_run_items", "prunable_answer_keys",
+    "prunable_runs", "prunable_versions", "take_version",
     # the live table
     "find_live", "live_version", "prompt_history", "write_live",
     # updates

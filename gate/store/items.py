@@ -12,9 +12,9 @@ from sqlalchemy import (BigInteger, DateTime, Float, Integer, String, bindparam,
 from sqlalchemy.engine import Connection
 
 from ..models import Answer, ClaimedItem, ItemResult, ItemSample, RunCounts
-from ..states import Verdict
+from ..states import RUN_TERMINAL, Verdict
 from .dialect import db_now
-from .schema import EPOCH, answer, dataset_row, new_token, prompt_run_item
+from .schema import EPOCH, answer, dataset_row, new_token, prompt_run, prompt_run_item
 from .textsql import item_results_sql, string_literal
 
 
@@ -46,12 +46,13 @@ def _item_claim_statements():
     """The claim's two statements, built once with bound parameters: building them per
     claim was a third of a claim's CPU (see bench/README.md)."""
     i = prompt_run_item
-    claim = (select(i.c.id, i.c.item_id, i.c.input, i.c.expected_decision, i.c.attempt, i.c.position)
+    claim = (select(i.c.position, i.c.item_id, i.c.input, i.c.expected_decision, i.c.attempt)
              .where(i.c.run_id == bindparam("run_id", type_=BigInteger), i.c.verdict == Verdict.PENDING,
                     i.c.lease_until <= db_now(), i.c.attempt < bindparam("attempt_cap", type_=Integer))
              .order_by(i.c.lease_until).limit(bindparam("limit", type_=Integer))
              .with_for_update(skip_locked=True))
-    lease = (update(i).where(i.c.id.in_(bindparam("ids", expanding=True)))
+    lease = (update(i).where(i.c.run_id == bindparam("claimed_run", type_=BigInteger),
+                             i.c.position.in_(bindparam("positions", expanding=True)))
              .values(lease_token=bindparam("token", type_=String),
                      lease_until=db_now(bindparam("lease_seconds", type_=Float)), attempt=i.c.attempt + 1))
     return claim, lease
@@ -68,49 +69,53 @@ def claim_items(conn: Connection, run_id: int, limit: int, lease_seconds: float,
     token = new_token()
     if not rows:
         return token, []
-    conn.execute(_ITEM_LEASE, {"ids": [r.id for r in rows], "token": token, "lease_seconds": lease_seconds})
-    return token, [ClaimedItem(r.id, run_id, r.item_id, r.input, r.expected_decision, r.attempt + 1, r.position)
+    conn.execute(_ITEM_LEASE, {"claimed_run": run_id, "positions": [r.position for r in rows], "token": token,
+                               "lease_seconds": lease_seconds})
+    return token, [ClaimedItem(run_id, r.position, r.item_id, r.input, r.expected_decision, r.attempt + 1)
                    for r in rows]
 
 
-def renew_item_leases(conn: Connection, ids: Sequence[int], token: str, lease_seconds: float) -> int:
-    return conn.execute(update(prompt_run_item)
-                        .where(prompt_run_item.c.id.in_(list(ids)), prompt_run_item.c.lease_token == token,
+def renew_item_leases(conn: Connection, run_id: int, positions: Sequence[int], token: str,
+                      lease_seconds: float) -> int:
+    i = prompt_run_item
+    return conn.execute(update(i)
+                        .where(i.c.run_id == run_id, i.c.position.in_(list(positions)), i.c.lease_token == token,
                                prompt_run_item.c.lease_until > db_now())
                         .values(lease_until=db_now(lease_seconds))).rowcount
 
 
-def write_item_results(conn: Connection, token: str, results: Sequence[ItemResult]) -> int:
-    """Write a chunk's results in one UPDATE (CASE on id), guarded by the lease token and
-    ``lease_until > now``. Returns the rows written; fewer than asked = ownership lost."""
+def write_item_results(conn: Connection, run_id: int, token: str, results: Sequence[ItemResult]) -> int:
+    """Write a chunk's results (items of one run) in one UPDATE (CASE on position), guarded
+    by the lease token and ``lease_until > now``. Returns the rows written; fewer than
+    asked = ownership lost."""
     if not results:
         return 0
     quote = string_literal(conn)
     if quote is not None:
-        sql = item_results_sql(token, results, quote)
+        sql = item_results_sql(run_id, token, results, quote)
         return conn.exec_driver_sql(sql, execution_options={"no_parameters": True}).rowcount
-    ids = [r.id for r in results]
-    key = prompt_run_item.c.id
+    positions = [r.position for r in results]
+    key = prompt_run_item.c.position
 
-    def by_id(attr: str, column):
-        values = {r.id: getattr(r, attr) for r in results}
+    def by_position(attr: str, column):
+        values = {r.position: getattr(r, attr) for r in results}
         if len(set(map(repr, values.values()))) == 1:
             value = next(iter(values.values()))
             return literal(value, column.type) if value is not None else None
         return case({i: literal(v, column.type) if v is not None else None for i, v in values.items()},
                     value=key, else_=column)
 
-    retry_at = {r.id: db_now(r.retry_in) for r in results if r.verdict == Verdict.PENDING}
+    retry_at = {r.position: db_now(r.retry_in) for r in results if r.verdict == Verdict.PENDING}
     values: dict[str, Any] = {
-        "verdict": by_id("verdict", prompt_run_item.c.verdict),
-        "actual_decision": by_id("actual_decision", prompt_run_item.c.actual_decision),
-        "raw_output": by_id("raw_output", prompt_run_item.c.raw_output),
-        "latency_ms": by_id("latency_ms", prompt_run_item.c.latency_ms),
-        "prompt_tokens": by_id("prompt_tokens", prompt_run_item.c.prompt_tokens),
-        "completion_tokens": by_id("completion_tokens", prompt_run_item.c.completion_tokens),
-        "error": by_id("error", prompt_run_item.c.error),
-        "answer_key": by_id("answer_key", prompt_run_item.c.answer_key),
-        "reused_update_id": by_id("reused_update_id", prompt_run_item.c.reused_update_id),
+        "verdict": by_position("verdict", prompt_run_item.c.verdict),
+        "actual_decision": by_position("actual_decision", prompt_run_item.c.actual_decision),
+        "raw_output": by_position("raw_output", prompt_run_item.c.raw_output),
+        "latency_ms": by_position("latency_ms", prompt_run_item.c.latency_ms),
+        "prompt_tokens": by_position("prompt_tokens", prompt_run_item.c.prompt_tokens),
+        "completion_tokens": by_position("completion_tokens", prompt_run_item.c.completion_tokens),
+        "error": by_position("error", prompt_run_item.c.error),
+        "answer_key": by_position("answer_key", prompt_run_item.c.answer_key),
+        "reused_update_id": by_position("reused_update_id", prompt_run_item.c.reused_update_id),
         "lease_token": None,
     }
     if retry_at:
@@ -120,7 +125,8 @@ def write_item_results(conn: Connection, token: str, results: Sequence[ItemResul
     else:
         values["lease_until"] = literal(EPOCH, DateTime())
     return conn.execute(update(prompt_run_item)
-                        .where(key.in_(ids), prompt_run_item.c.lease_token == token,
+                        .where(prompt_run_item.c.run_id == run_id, key.in_(positions),
+                               prompt_run_item.c.lease_token == token,
                                prompt_run_item.c.lease_until > db_now())
                         .values(**values)).rowcount
 
@@ -186,7 +192,7 @@ def failing_items(conn: Connection, run_id: int, limit: int, errors_only: bool =
     rows = conn.execute(select(i.c.item_id, i.c.expected_decision, i.c.actual_decision, i.c.verdict,
                                i.c.raw_output, i.c.error)
                         .where(i.c.run_id == run_id, i.c.verdict.in_(verdicts))
-                        .order_by(i.c.id).limit(limit))
+                        .order_by(i.c.position).limit(limit))
     return [ItemSample(*r) for r in rows]
 
 
@@ -204,25 +210,37 @@ def reuse_stats(conn: Connection, run_ids: Sequence[int]) -> dict[int, dict[int,
 
 
 def find_answers(conn: Connection, keys: Sequence[str]) -> dict[str, Answer]:
-    """The answers already paid for among these request keys (one primary-key lookup)."""
+    """The answers already paid for among these request keys whose run is finished (a
+    primary-key lookup each, and the run's)."""
     if not keys:
         return {}
-    a = answer
+    a, r = answer, prompt_run
     rows = conn.execute(select(a.c.request_key, a.c.actual_decision, a.c.raw_output, a.c.latency_ms,
-                               a.c.prompt_tokens, a.c.completion_tokens, a.c.update_id)
-                        .where(a.c.request_key.in_(sorted(set(keys)))))
+                               a.c.prompt_tokens, a.c.completion_tokens, a.c.update_id, a.c.run_id)
+                        .join(r, r.c.id == a.c.run_id)
+                        .where(a.c.request_key.in_(sorted(set(keys))), r.c.status.in_(sorted(RUN_TERMINAL))))
     return {row.request_key: Answer(*row) for row in rows}
 
 
-def save_answers(conn: Connection, answers: Sequence[Answer]) -> None:
-    """Keep new answers for reuse; a key answered already keeps its first answer."""
+def save_answers(conn: Connection, answers: Sequence[Answer], replace: bool = False) -> None:
+    """Keep new answers for reuse. A key answered already keeps its first answer, unless
+    ``replace`` (a run that asked for fresh calls: its answers are the newest word)."""
     if not answers:
+        return
+    rows = [{"request_key": a.request_key, "actual_decision": a.actual_decision, "raw_output": a.raw_output,
+             "latency_ms": a.latency_ms, "prompt_tokens": a.prompt_tokens, "completion_tokens": a.completion_tokens,
+             "update_id": a.update_id, "run_id": a.run_id} for a in answers]
+    if replace:
+        for row in rows:     # the few answers of one chunk; no portable multi-row upsert in Core
+            key = row.pop("request_key")
+            if not conn.execute(update(answer).where(answer.c.request_key == key)
+                                .values(**row, created_at=db_now())).rowcount:
+                conn.execute(insert(answer).values(request_key=key, **row, created_at=db_now())
+                             .prefix_with("IGNORE", dialect="mysql").prefix_with("OR IGNORE", dialect="sqlite"))
         return
     stmt = (insert(answer).values(created_at=db_now())
             .prefix_with("IGNORE", dialect="mysql").prefix_with("OR IGNORE", dialect="sqlite"))
-    conn.execute(stmt, [{"request_key": a.request_key, "actual_decision": a.actual_decision,
-                         "raw_output": a.raw_output, "latency_ms": a.latency_ms, "prompt_tokens": a.prompt_tokens,
-                         "completion_tokens": a.completion_tokens, "update_id": a.update_id} for a in answers])
+    conn.execute(stmt, rows)
 
 
 def item_attempt_stats(conn: Connection, run_ids: Sequence[int]) -> dict[str, int]:

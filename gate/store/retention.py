@@ -5,12 +5,13 @@ current or pinned by an open run; update and run rows (the summaries) always sta
 
 from __future__ import annotations
 
-from sqlalchemy import delete, exists, func, select
+from sqlalchemy import delete, exists, func, select, update
 from sqlalchemy.engine import Connection
 
 from ..states import RUN_OPEN, RUN_TERMINAL
 from .dialect import db_now
 from .schema import answer, dataset, dataset_version, prompt, prompt_run, prompt_run_item
+from .versions import DELETING, IMPORTING, READY, lock_dataset
 
 
 def _live_updates():
@@ -45,22 +46,51 @@ def delete_run_items(conn: Connection, run_id: int, limit: int) -> int:
     return conn.execute(delete(i).where(*where)).rowcount
 
 
-def prunable_versions(conn: Connection, older_than: float) -> list[tuple[int, int]]:
-    """(version id, rows) of versions made more than ``older_than`` seconds ago that are not
-    current, not pinned by an open run and not read by a live version's runs."""
-    v, r = dataset_version, prompt_run
+STALE_IMPORT_SECONDS = 86400      # an import still IMPORTING after a day was killed: its rows are litter
+
+
+def _version_prunable(older_than: float):
+    """A version prune may take: READY and made more than ``older_than`` seconds ago (or an
+    import left IMPORTING for over a day, whatever the cutoff), not current, and not read by
+    any run that is open, backs a live version or still has its items (whose inputs are the
+    version's rows) and is not itself old enough to be pruned. Checked again, under the
+    dataset's lock, when prune takes it."""
+    v, r, i = dataset_version, prompt_run, prompt_run_item
     current = select(dataset.c.current_version_id).where(dataset.c.current_version_id.is_not(None))
-    pinned = select(r.c.dataset_version_id).where(r.c.dataset_version_id.is_not(None),
-                                                   (r.c.status.in_(sorted(RUN_OPEN))) |
-                                                   r.c.update_id.in_(_live_updates()))
+    pruned_too = r.c.status.in_(sorted(RUN_TERMINAL)) & (r.c.finished_at <= db_now(-older_than))
+    reader = exists().where(r.c.dataset_version_id == v.c.id,
+                            r.c.status.in_(sorted(RUN_OPEN)) | r.c.update_id.in_(_live_updates())
+                            | (exists().where(i.c.run_id == r.c.id) & ~pruned_too))
+    old_enough = ((v.c.status == READY) & (v.c.created_at <= db_now(-older_than))) | \
+        ((v.c.status == IMPORTING) & (v.c.created_at <= db_now(-max(older_than, STALE_IMPORT_SECONDS))))
+    return old_enough & v.c.id.not_in(current) & ~reader
+
+
+def prunable_versions(conn: Connection, older_than: float) -> list[tuple[int, int, int]]:
+    """(version id, dataset id, rows) of the versions prune may take, oldest first."""
+    v = dataset_version
     return [tuple(row) for row in conn.execute(
-        select(v.c.id, v.c.row_count).where(v.c.created_at <= db_now(-older_than), v.c.id.not_in(current),
-                                            v.c.id.not_in(pinned)).order_by(v.c.id))]
+        select(v.c.id, v.c.dataset_id, v.c.row_count).where(_version_prunable(older_than)).order_by(v.c.id))]
+
+
+def take_version(conn: Connection, version_id: int, dataset_id: int, older_than: float) -> bool:
+    """READY (or stale IMPORTING) → DELETING, if the version is still prunable, under an
+    exclusive lock of its dataset's row: a refresh cannot make it current, nor a submission
+    pin it, in between. False: it is needed again (or gone); leave it."""
+    lock_dataset(conn, dataset_id)
+    v = dataset_version
+    return conn.execute(update(v).where(v.c.id == version_id, _version_prunable(older_than))
+                        .values(status=DELETING)).rowcount == 1
 
 
 def _prunable_answers(older_than: float):
-    """Answers kept more than ``older_than`` seconds that no live version paid for."""
-    return (answer.c.created_at <= db_now(-older_than)) & answer.c.update_id.not_in(_live_updates())
+    """Answers kept more than ``older_than`` seconds that no live version paid for or
+    reused (a live prompt re-run unchanged costs nothing, however old its answers)."""
+    i, r = prompt_run_item, prompt_run
+    live_keys = (select(i.c.answer_key).join(r, r.c.id == i.c.run_id)
+                 .where(r.c.update_id.in_(_live_updates()), i.c.answer_key.is_not(None)))
+    return ((answer.c.created_at <= db_now(-older_than)) & answer.c.update_id.not_in(_live_updates())
+            & answer.c.request_key.not_in(live_keys))
 
 
 def prunable_answer_keys(conn: Connection, older_than: float, limit: int) -> list[str]:

@@ -195,7 +195,7 @@ def run_has_unscored_items(conn: Connection, run_id: int) -> bool:
     """A plain read: a PENDING item is PENDING in every committed version until its
     write-back commits, so this cannot miss one (unlike a SKIP LOCKED read)."""
     i = prompt_run_item
-    return conn.execute(select(i.c.id).where(i.c.run_id == run_id, i.c.verdict == Verdict.PENDING)
+    return conn.execute(select(i.c.position).where(i.c.run_id == run_id, i.c.verdict == Verdict.PENDING)
                         .limit(1)).first() is not None
 
 

@@ -83,14 +83,15 @@ prompt_run = Table("prompt_run", meta,
                    Column("created_at", T), Column("started_at", T), Column("finished_at", T),
                    Column("dataset_version_id", BigInteger), Column("pinned", JsonText))
 prompt_run_item = Table("prompt_run_item", meta,
-                        Column("id", BigInteger, primary_key=True), Column("run_id", BigInteger),
+                        Column("run_id", BigInteger, primary_key=True),
+                        Column("position", BigInteger, primary_key=True),
                         Column("item_id", String(191)), Column("input", JsonText),
                         Column("expected_decision", String(128)), Column("actual_decision", String(128)),
                         Column("raw_output", Text), Column("verdict", String(8)), Column("attempt", Integer),
                         Column("next_attempt_at", T), Column("lease_token", String(32)),
                         Column("lease_until", T), Column("latency_ms", Integer),
                         Column("prompt_tokens", Integer), Column("completion_tokens", Integer),
-                        Column("error", Text), Column("position", Integer), Column("answer_key", String(64)),
+                        Column("error", Text), Column("answer_key", String(64)),
                         Column("reused_update_id", BigInteger))
 worker = Table("worker", meta,
                Column("id", String(64), primary_key=True), Column("role", String(32)),
@@ -106,7 +107,8 @@ rate_limit_bucket = Table("rate_limit_bucket", meta,
 answer = Table("answer", meta,
                Column("request_key", String(64), primary_key=True), Column("actual_decision", String(128)),
                Column("raw_output", Text), Column("latency_ms", Integer), Column("prompt_tokens", Integer),
-               Column("completion_tokens", Integer), Column("update_id", BigInteger), Column("created_at", T))
+               Column("completion_tokens", Integer), Column("update_id", BigInteger), Column("run_id", BigInteger),
+               Column("created_at", T))
 provider = Table("provider", meta,
                  Column("name", String(128), primary_key=True), Column("base_url", Text),
                  Column("api_key_env", String(128)), Column("models", JsonText), Column("updated_at", T))

@@ -75,7 +75,7 @@ RESULT_COLUMNS = ("verdict", "actual_decision", "raw_output", "latency_ms", "pro
                   "error", "answer_key", "reused_update_id")
 
 
-def item_results_sql(token: str, results: Sequence[ItemResult], quote) -> str:
+def item_results_sql(run_id: int, token: str, results: Sequence[ItemResult], quote) -> str:
     """The MySQL text of ``write_item_results``' UPDATE, values quoted by ``quote``.
 
     The SQLAlchemy form binds 7 CASE branches per item (1,800 parameters for a chunk of
@@ -89,20 +89,21 @@ def item_results_sql(token: str, results: Sequence[ItemResult], quote) -> str:
             return quote(value)
         return str(int(value))
 
-    def by_id(values: list[str]) -> str:
+    def by_position(values: list[str]) -> str:
         if len(set(values)) == 1:
             return values[0]
-        return "CASE id " + " ".join(f"WHEN {r.id} THEN {v}" for r, v in zip(results, values)) + " END"
+        return "CASE position " + " ".join(f"WHEN {int(r.position)} THEN {v}" for r, v in zip(results, values)) + " END"
 
-    sets = [f"{column} = {by_id([sql_value(getattr(r, column)) for r in results])}" for column in RESULT_COLUMNS]
+    sets = [f"{column} = {by_position([sql_value(getattr(r, column)) for r in results])}" for column in RESULT_COLUMNS]
     sets.append("lease_token = NULL")
-    retry = [(r.id, round(float(r.retry_in or 0) * 1_000_000)) for r in results if r.verdict == Verdict.PENDING]
+    retry = [(int(r.position), round(float(r.retry_in or 0) * 1_000_000)) for r in results
+             if r.verdict == Verdict.PENDING]
     if retry:
         at = " ".join(f"WHEN {i} THEN TIMESTAMPADD(MICROSECOND, {us}, UTC_TIMESTAMP(6))" for i, us in retry)
-        sets.append(f"lease_until = CASE id {at} ELSE '{_EPOCH_TEXT}' END")
-        sets.append(f"next_attempt_at = CASE id {at} ELSE NULL END")
+        sets.append(f"lease_until = CASE position {at} ELSE '{_EPOCH_TEXT}' END")
+        sets.append(f"next_attempt_at = CASE position {at} ELSE NULL END")
     else:
         sets.append(f"lease_until = '{_EPOCH_TEXT}'")
-    ids = ",".join(str(int(r.id)) for r in results)
-    return (f"UPDATE prompt_run_item SET {', '.join(sets)} "
-            f"WHERE id IN ({ids}) AND lease_token = {quote(token)} AND lease_until > UTC_TIMESTAMP(6)")
+    positions = ",".join(str(int(r.position)) for r in results)
+    return (f"UPDATE prompt_run_item SET {', '.join(sets)} WHERE run_id = {int(run_id)} "
+            f"AND position IN ({positions}) AND lease_token = {quote(token)} AND lease_until > UTC_TIMESTAMP(6)")

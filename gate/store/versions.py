@@ -1,8 +1,14 @@
 """Dataset versions: the rows of a dataset imported into the gate, immutable, keyed by their
 content hash (``dataset_version``, ``dataset_row``). A version is IMPORTING while its pages
-go in and READY once its hash is known; a READY version with the same content as another
-of its dataset cannot exist (UNIQUE (dataset_id, content_hash)): the importer discards it.
-A run copies its items from a READY version's rows (``items.copy_version_page``)."""
+go in, READY once its hash is known, and DELETING once ``prune`` has taken it (its rows
+then go in batches); a READY version with the same content as another of its dataset
+cannot exist (UNIQUE (dataset_id, content_hash)): the importer discards it. A run copies
+its items from a READY version's rows (``items.copy_version_page``).
+
+Which version is current, which one a submission pins and which one prune takes are
+decided under the dataset's row lock (``lock_dataset``): setting the current version and
+pinning it need the version READY, prune needs it not current and not pinned, so a version
+can never be current or pinned and deleted at once."""
 
 from __future__ import annotations
 
@@ -17,7 +23,7 @@ from .dialect import db_now
 from .schema import dataset, dataset_row, dataset_version
 from .textsql import MAX_INSERT_CHARS, multi_row_statements, string_literal
 
-IMPORTING, READY = "IMPORTING", "READY"
+IMPORTING, READY, DELETING = "IMPORTING", "READY", "DELETING"
 
 
 def _version(row) -> DatasetVersion:
@@ -96,10 +102,31 @@ def list_versions(conn: Connection, dataset_id: int) -> list[DatasetVersion]:
                                               .order_by(v.c.id.desc()))]
 
 
-def set_current_version(conn: Connection, dataset_id: int, version_id: int, source_uri: str, options: dict) -> None:
-    """The dataset's current version (what new submissions pin), with the source it came from."""
-    conn.execute(update(dataset).where(dataset.c.id == dataset_id)
-                 .values(current_version_id=version_id, source_uri=source_uri, options=options))
+def lock_dataset(conn: Connection, dataset_id: int, share: bool = False) -> int | None:
+    """Lock the dataset's row for the rest of the transaction (shared: a submission pinning
+    its current version; exclusive: changing it, or prune taking one of its versions) and
+    return its current version id, read under the lock. SQLite serializes transactions."""
+    return conn.execute(select(dataset.c.current_version_id).where(dataset.c.id == dataset_id)
+                        .with_for_update(read=share)).scalar()
+
+
+def version_status(conn: Connection, version_id: int) -> str | None:
+    """The version's status by a locking read (the latest committed, not a snapshot)."""
+    v = dataset_version
+    return conn.execute(select(v.c.status).where(v.c.id == version_id).with_for_update(read=True)).scalar()
+
+
+def set_current_version(conn: Connection, dataset_id: int, version_id: int, source_uri: str, options: dict,
+                        seen: int | None) -> bool:
+    """Make a READY version the dataset's current one (what new submissions pin), with the
+    source it came from, if the current version is still ``seen`` (the one before the
+    import: a concurrent import that finished first is not overwritten by an older one).
+    False when either condition fails; nothing is written then."""
+    current = lock_dataset(conn, dataset_id)
+    if current != seen or version_status(conn, version_id) != READY:
+        return False
+    return conn.execute(update(dataset).where(dataset.c.id == dataset_id)
+                        .values(current_version_id=version_id, source_uri=source_uri, options=options)).rowcount == 1
 
 
 def version_rows(conn: Connection, version_id: int, after: int = -1, limit: int = 1000) -> list[VersionRow]:
@@ -109,6 +136,16 @@ def version_rows(conn: Connection, version_id: int, after: int = -1, limit: int 
                         .where(r.c.version_id == version_id, r.c.position > after)
                         .order_by(r.c.position).limit(limit))
     return [VersionRow(*row) for row in rows]
+
+
+def version_keys(conn: Connection, version_id: int, after_item: str | None, limit: int) -> list[tuple[str, str, str]]:
+    """(item_id, label, row hash) of rows after ``after_item`` in item-id order, on the
+    (version_id, item_id) unique index: a version streamed for a diff in constant memory."""
+    r = dataset_row
+    stmt = select(r.c.item_id, r.c.expected_decision, r.c.row_hash).where(r.c.version_id == version_id)
+    if after_item is not None:
+        stmt = stmt.where(r.c.item_id > after_item)
+    return [tuple(row) for row in conn.execute(stmt.order_by(r.c.item_id).limit(limit))]
 
 
 def version_inputs(conn: Connection, version_id: int, positions: Sequence[int]) -> dict[int, Any]:

@@ -28,13 +28,13 @@ CREATE TABLE IF NOT EXISTS dataset_row (
 ALTER TABLE dataset ADD COLUMN current_version_id BIGINT NULL;
 ALTER TABLE prompt_run ADD COLUMN dataset_version_id BIGINT NULL;
 ALTER TABLE prompt_run ADD COLUMN pinned TEXT NULL;
+CREATE INDEX IF NOT EXISTS ix_run_version ON prompt_run (dataset_version_id);
 ALTER TABLE prompt_update ADD COLUMN reuse INT NOT NULL DEFAULT 1;
 
 -- SQLite changes a column's constraints by rebuilding the table.
 CREATE TABLE prompt_run_item_v4 (
-  id INTEGER PRIMARY KEY AUTOINCREMENT,
   run_id BIGINT NOT NULL,
-  position INT NOT NULL,
+  position BIGINT NOT NULL,
   item_id VARCHAR(191) NOT NULL,
   input TEXT NULL,
   expected_decision VARCHAR(128) NOT NULL,
@@ -51,11 +51,11 @@ CREATE TABLE prompt_run_item_v4 (
   error TEXT NULL,
   answer_key CHAR(64) NULL,
   reused_update_id BIGINT NULL,
-  CONSTRAINT uq_item_position UNIQUE (run_id, position)
+  PRIMARY KEY (run_id, position)
 );
-INSERT INTO prompt_run_item_v4 (id, run_id, position, item_id, input, expected_decision, actual_decision, raw_output,
+INSERT INTO prompt_run_item_v4 (run_id, position, item_id, input, expected_decision, actual_decision, raw_output,
   verdict, attempt, next_attempt_at, lease_token, lease_until, latency_ms, prompt_tokens, completion_tokens, error)
-  SELECT id, run_id, id, item_id, input, expected_decision, actual_decision, raw_output, verdict, attempt,
+  SELECT run_id, id, item_id, input, expected_decision, actual_decision, raw_output, verdict, attempt,
   next_attempt_at, lease_token, lease_until, latency_ms, prompt_tokens, completion_tokens, error FROM prompt_run_item;
 DROP TABLE prompt_run_item;
 ALTER TABLE prompt_run_item_v4 RENAME TO prompt_run_item;
@@ -69,6 +69,7 @@ CREATE TABLE IF NOT EXISTS answer (
   prompt_tokens INT NULL,
   completion_tokens INT NULL,
   update_id BIGINT NOT NULL,
+  run_id BIGINT NOT NULL,
   created_at TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS ix_answer_created ON answer (created_at);

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 
+import yaml
+
 from action_harness import BASE, HEAD1, HEAD2, act, fast, github_env, make_workspace, pr_payload, push_payload, \
     read_outputs, use_candidate
 from gate import gateconfig
@@ -60,3 +62,61 @@ def test_a_pull_request_cannot_pass_by_deleting_the_rows_it_fails(gate, model, g
     assert newest.id != stored.id and newest.row_count == len(kept), log
     pushed, = [gate.status(i) for i in json.loads(read_outputs(env["GITHUB_OUTPUT"])["tracking-ids"])]
     assert {r.dataset: r.dataset_version_id for r in pushed.runs}["urgency-hard"] == newest.id
+
+
+def test_a_linked_dataset_file_is_refused_and_never_read(gate, model, github, tmp_path):
+    """A pull request replaces a dataset file by a link to a file outside its checkout
+    (a token file, another repository's data): nothing of it reaches the comment."""
+    gate = fast(gate)
+    ws = make_workspace(tmp_path)
+    gateconfig.sync(gate, ws / "gate.yaml")
+    secret = tmp_path / "secret.jsonl"
+    secret.write_text('{"item_id": "ghp_SECRET_TOKEN", "expected_decision": "urgent", "text": "x"}\n')
+    data = ws / "datasets" / "urgency-hard.jsonl"
+    data.unlink()
+    data.symlink_to(secret)                                          # the registered file, now a link
+    other = tmp_path / "other.csv"
+    other.write_text("item_id,expected_decision,text\nAKIA_SECRET_KEY,urgent,x\n")
+    (ws / "datasets" / "extra.csv").symlink_to(other)               # a new link, declared for a registered name
+    cfg = yaml.safe_load((ws / "gate.yaml").read_text())
+    cfg["datasets"]["urgency-regression"] = {"source": "datasets/extra.csv"}
+    (ws / "gate.yaml").write_text(yaml.safe_dump(cfg))
+    use_candidate(ws, "ticket-urgency-v2")
+    github.add_pull(15, HEAD1, ["prompts/ticket-urgency.yaml", "datasets/urgency-hard.jsonl", "datasets/extra.csv",
+                                "gate.yaml"])
+    env = github_env(tmp_path, github, ws, "pull_request", pr_payload(15, HEAD1), "m" * 40, "refs/pull/15/merge")
+
+    code, log = act(env, gate, gate_config="gate.yaml")
+
+    body, = [c["body"] for c in github.comments_on(15)]
+    for secret_text in ("ghp_SECRET_TOKEN", "AKIA_SECRET_KEY"):
+        assert secret_text not in body and secret_text not in log
+    assert "a symbolic link" in body or "a symbolic link" in log
+
+
+def test_a_pull_request_cannot_compare_its_file_with_a_dataset_the_repository_does_not_hold(
+        gate, model, github, tmp_path):
+    """A holdout registered from outside the repository (not by the gate config): a pull
+    request that declares a dataset of that name on a file of its own learns nothing of the
+    holdout's rows (no diff against it is shown)."""
+    gate = fast(gate)
+    ws = make_workspace(tmp_path)
+    gateconfig.sync(gate, ws / "gate.yaml")
+    private = tmp_path / "private"
+    private.mkdir()
+    (private / "holdout.csv").write_text("item_id,expected_decision,text\nHIDDEN-1,urgent,site down\n"
+                                         "HIDDEN-2,routine,invoice\n")
+    gate.register_dataset("holdout", "holdout.csv", base_dir=private)      # by an admin, from elsewhere
+    (ws / "holdout.csv").write_text("item_id,expected_decision,text\nguess-1,urgent,x\n")
+    cfg = yaml.safe_load((ws / "gate.yaml").read_text())
+    cfg["datasets"]["holdout"] = {"source": "holdout.csv"}
+    (ws / "gate.yaml").write_text(yaml.safe_dump(cfg))
+    use_candidate(ws, "ticket-urgency-v2")
+    github.add_pull(16, HEAD1, ["prompts/ticket-urgency.yaml", "gate.yaml", "holdout.csv"])
+    env = github_env(tmp_path, github, ws, "pull_request", pr_payload(16, HEAD1), "m" * 40, "refs/pull/16/merge")
+
+    act(env, gate, gate_config="gate.yaml")
+
+    body, = [c["body"] for c in github.comments_on(16)]
+    assert "HIDDEN" not in body
+    assert "dataset holdout:" not in body or "against the gate's version" not in body

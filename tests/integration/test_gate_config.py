@@ -42,3 +42,32 @@ def test_sync_is_idempotent_and_the_file_is_the_whole_truth(gate, tmp_path):
 
 
 # --- the Markdown report ---------------------------------------------------------------------------------
+
+
+def test_a_pull_requests_row_diff_reads_no_file_it_points_elsewhere(gate, tmp_path):
+    """The pull request's gate.yaml re-declares a registered dataset on a link to a file
+    outside its checkout, with that file's columns: the diff must not read it (nor show
+    anything of it); the file compared is the registered one's place in the checkout."""
+    from helpers import write_rule_rows
+    main = tmp_path / "main"
+    (main / "data").mkdir(parents=True)
+    write_rule_rows(main / "data" / "d.csv", 10)
+    (main / "gate.yaml").write_text("datasets:\n  d: {source: data/d.csv}\nprompts:\n  p1:\n"
+                                    "    - {dataset: d, min_accuracy: 0.5}\n")
+    gateconfig.sync(gate, main / "gate.yaml")
+    secret = tmp_path / "outside" / "creds.csv"
+    secret.parent.mkdir()
+    secret.write_text("user,token\nalice,ghp_SECRET_TOKEN_123\nbob,AKIA_SECRET_456\n")
+    pr = tmp_path / "pr"
+    (pr / "data").mkdir(parents=True)
+    (pr / "data" / "d.csv").symlink_to(secret)
+    (pr / "gate.yaml").write_text("datasets:\n  d: {source: data/d.csv, id_column: user, label_column: token}\n"
+                                  "prompts:\n  p1:\n    - {dataset: d, min_accuracy: 0.5}\n")
+    cfg = gateconfig.load_config(pr / "gate.yaml", display_path="gate.yaml")
+    try:
+        result = gateconfig.diff(gate, cfg, changed_files=[pr / "data" / "d.csv", pr / "gate.yaml"])
+        shown = " ".join(f"{c} {c.details}" for c in result.changes)
+    except Exception as exc:          # refused, in one line
+        shown = str(exc)
+        assert "symbolic link" in shown
+    assert "SECRET" not in shown and "alice" not in shown

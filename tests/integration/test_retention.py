@@ -77,6 +77,24 @@ def test_prune_keeps_the_live_evidence_and_what_is_open(gate, tmp_path, monkeypa
     assert gate.status(open_id).runs[0].dataset_version_id == v2
 
 
+def test_a_version_made_current_again_while_prune_runs_is_kept(gate, tmp_path, monkeypatch):
+    """Prune lists v3, then (before it takes v3) a refresh brings v3's rows back: v3 is
+    current again, so prune must leave it whole and the dataset usable."""
+    live, check, open_id, (v1, v2, v3) = scenario(gate, tmp_path, monkeypatch)
+    take = gate._take_versions
+
+    def revert_then_take(versions, older_than, batch):
+        assert v3 in [v for v, *_ in versions]
+        write_rule_rows(tmp_path / "d.csv", 14)
+        gate.refresh_dataset("d")                   # v3's rows again: v3 is current
+        return take(versions, older_than, batch)
+    monkeypatch.setattr(gate, "_take_versions", revert_then_take)
+    report = gate.prune(0, batch=5)
+    assert report.versions == 0
+    assert gate.dataset_version("d").id == v3 and count(gate, store.dataset_row, version_id=v3) == 14
+    assert gate.status(gate.submit(rules_spec("p1"), "check")).runs[0].dataset_version_id == v3
+
+
 def test_a_recent_cutoff_deletes_nothing(gate, tmp_path, monkeypatch):
     scenario(gate, tmp_path, monkeypatch)
     report = gate.prune(3600)
@@ -94,7 +112,7 @@ def test_every_delete_of_prune_uses_an_index(mysql_gate, tmp_path, monkeypatch):
             dict(version_id=1000 + v, position=i, item_id=f"{v}-{i}", expected_decision="yes", input={},
                  row_hash="0" * 64) for v in range(40) for i in range(500)])
         conn.execute(insert(store.answer), [dict(request_key=f"{k:064x}", actual_decision="yes", update_id=999,
-                                                 created_at=LATER) for k in range(20000)])   # not pruned
+                                                 run_id=999, created_at=LATER) for k in range(20000)])   # not pruned
         conn.execute(text("ANALYZE TABLE prompt_run_item, dataset_row, dataset_version, answer"))
     plans = []
 

@@ -101,20 +101,20 @@ def _claimed(g, run_id: int, n: int):
 
 def test_write_item_results_writes_every_field_under_the_lease(gate):
     token, items = _claimed(gate, 11, len(TRICKY) + 2)
-    results = [ItemResult(it.id, "MATCH" if k % 2 else "MISMATCH", actual_decision=TRICKY[k % len(TRICKY)],
+    results = [ItemResult(it.position, "MATCH" if k % 2 else "MISMATCH", actual_decision=TRICKY[k % len(TRICKY)],
                           raw_output=TRICKY[(k + 3) % len(TRICKY)], latency_ms=100 + k,
                           prompt_tokens=k or None, completion_tokens=None, error=None)
                for k, it in enumerate(items[:-2])]
-    results.append(ItemResult(items[-2].id, "PENDING", error="timeout: 50% \\ 'x'", retry_in=120.0))
-    results.append(ItemResult(items[-1].id, "ERROR", error="auth: it's over"))
+    results.append(ItemResult(items[-2].position, "PENDING", error="timeout: 50% \\ 'x'", retry_in=120.0))
+    results.append(ItemResult(items[-1].position, "ERROR", error="auth: it's over"))
     with gate.engine.begin() as conn:
-        assert store.write_item_results(conn, token, results) == len(results)
+        assert store.write_item_results(conn, 11, token, results) == len(results)
         now = conn.execute(select(store.db_now())).scalar()
     i = store.prompt_run_item
     with gate.engine.connect() as conn:
-        rows = {r.id: r for r in conn.execute(select(i).where(i.c.run_id == 11))}
+        rows = {r.position: r for r in conn.execute(select(i).where(i.c.run_id == 11))}
     for r in results:
-        row = rows[r.id]
+        row = rows[r.position]
         assert (row.verdict, row.actual_decision, row.raw_output, row.latency_ms, row.prompt_tokens,
                 row.completion_tokens, row.error, row.lease_token) == \
             (r.verdict, r.actual_decision, r.raw_output, r.latency_ms, r.prompt_tokens, r.completion_tokens,
@@ -128,9 +128,10 @@ def test_write_item_results_writes_every_field_under_the_lease(gate):
 
 def test_write_item_results_needs_the_token_and_a_live_lease(gate):
     token, items = _claimed(gate, 12, 3)
-    results = [ItemResult(it.id, "MATCH", actual_decision="yes") for it in items]
+    results = [ItemResult(it.position, "MATCH", actual_decision="yes") for it in items]
     with gate.engine.begin() as conn:
-        assert store.write_item_results(conn, "someone-else", results) == 0
-        conn.execute(store.prompt_run_item.update().where(store.prompt_run_item.c.id == items[0].id)
+        assert store.write_item_results(conn, 12, "someone-else", results) == 0
+        conn.execute(store.prompt_run_item.update().where(store.prompt_run_item.c.run_id == 12,
+                                                          store.prompt_run_item.c.position == items[0].position)
                      .values(lease_until=datetime(2001, 1, 1)))          # its lease ran out
-        assert store.write_item_results(conn, token, results) == 2
+        assert store.write_item_results(conn, 12, token, results) == 2

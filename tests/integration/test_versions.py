@@ -138,3 +138,40 @@ def test_submit_pins_the_current_version_and_needs_one(gate, tmp_path):
     run = gate.status(uid).runs[0]
     assert run.dataset_version_id == gate.dataset_version("d").id
     assert run.pinned["bar"] == "0.5" and run.pinned["config_hash"] == rules_spec("p1").config_hash
+
+
+def _delete_rows(gate, version_id: int, positions: list[int]) -> None:
+    r = store.dataset_row
+    with gate.engine.begin() as conn:
+        conn.execute(r.delete().where(r.c.version_id == version_id, r.c.position.in_(positions)))
+
+
+def test_a_run_never_passes_on_part_of_its_pinned_rows(gate, tmp_path, monkeypatch):
+    """Rows of a pinned version gone (a fault, or an old prune racing a revert): the run
+    ends ERROR naming them, instead of judging the rows that are left."""
+    gate.register_dataset("d", str(write_rule_rows(tmp_path / "d.csv", 20)))
+    gate.map_dataset("p1", "d", "0.5")
+    uid = gate.submit(rules_spec("p1"), "check")
+    _delete_rows(gate, gate.dataset_version("d").id, list(range(5, 20)))
+    with MockLLMServer() as llm:
+        monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
+        report, = run_until_terminal(gate, [uid], timeout=60)
+    assert report.status == "FAILED" and report.runs[0].status == "ERROR"
+    assert "missing rows" in report.runs[0].reason and report.runs[0].scored == 0
+
+
+def test_an_item_whose_row_is_gone_ends_error_uncalled(gate, tmp_path, monkeypatch):
+    import threading
+    from workers.materialize import Materializer
+    gate.register_dataset("d", str(write_rule_rows(tmp_path / "d.csv", 6)))
+    gate.map_dataset("p1", "d", "0.5")
+    uid = gate.submit(rules_spec("p1"), "check")
+    while Materializer(gate, threading.Event()).poll() == 0:      # items in, none scored yet
+        pass
+    _delete_rows(gate, gate.dataset_version("d").id, [2])
+    with MockLLMServer() as llm:
+        monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
+        report, = run_until_terminal(gate, [uid], timeout=60)
+        calls = llm.stats()["requests"]
+    assert calls == 5 and report.runs[0].errors == 1
+    assert "missing from dataset version" in report.runs[0].failures[0].error

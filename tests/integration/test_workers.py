@@ -143,12 +143,12 @@ def test_stalled_lease_cannot_write_late_results(gate, tmp_path):
     time.sleep(0.5)
     with gate.engine.begin() as conn:
         token_b, items_b = store.claim_items(conn, run_id, 10, 30, 3)
-    assert {i.id for i in items_b} == {i.id for i in items_a}
+    assert {i.position for i in items_b} == {i.position for i in items_a}
     with gate.engine.begin() as conn:
-        assert store.write_item_results(conn, token_b, [ItemResult(i.id, Verdict.MATCH, actual_decision="b")
+        assert store.write_item_results(conn, run_id, token_b, [ItemResult(i.position, Verdict.MATCH, actual_decision="b")
                                                         for i in items_b]) == 4
     with gate.engine.begin() as conn:
-        assert store.write_item_results(conn, token_a, [ItemResult(i.id, Verdict.MISMATCH, actual_decision="a")
+        assert store.write_item_results(conn, run_id, token_a, [ItemResult(i.position, Verdict.MISMATCH, actual_decision="a")
                                                         for i in items_a]) == 0
     rows = item_rows(gate, [run_id])
     assert {r.verdict for r in rows} == {Verdict.MATCH}
