@@ -324,6 +324,17 @@ def latest_version(dialect: str) -> int:
     return max((v for v, _, _ in migrations(dialect)), default=0)
 
 
+def pending_versions(engine: Engine) -> list[int]:
+    """The shipped migrations not applied yet, by version: ``upgrade`` applies by this set,
+    so one numbered below the highest applied (merged later) is pending too."""
+    with engine.connect() as conn:
+        try:
+            done = set(conn.execute(text(f"SELECT version FROM {MIGRATION_TABLE}")).scalars())
+        except Exception:
+            done = set()
+    return [v for v, _, _ in migrations(engine.dialect.name) if v not in done]
+
+
 def current_version(engine: Engine) -> int:
     with engine.connect() as conn:
         try:

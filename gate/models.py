@@ -184,3 +184,4 @@ class WorkerRow:
     pid: int
     started_at: dt.datetime
     heartbeat_at: dt.datetime
+    oldest_call_seconds: float | None = None   # age of its oldest model call in flight, at the last heartbeat

@@ -2,10 +2,41 @@
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, fields, replace
 
 DEFAULT_DATABASE_URL = "sqlite:///promptgate.db"
+
+# What each numeric setting allows, both ends included. A value outside (0, a negative
+# lease, NaN) is refused when the settings are read, in one line that names the variable:
+# a chunk size of 0 used to start a worker that never scored anything.
+RANGES: dict[str, tuple[float, float]] = {
+    "lease_seconds": (0.1, 86400),
+    "chunk_size": (1, 10000),
+    "concurrency": (1, 4096),
+    "attempt_cap": (1, 100),
+    "page_size": (1, 1_000_000),
+    "page_bytes": (1, 1 << 30),
+    "poll_interval": (0.001, 60),
+    "poll_max_interval": (0.001, 3600),
+    "idle_probe_interval": (0.001, 3600),
+    "backoff_base": (0, 3600),
+    "backoff_max": (0, 86400),
+    "request_timeout": (0.01, 86400),
+    "heartbeat_seconds": (0.05, 3600),
+    "max_row_bytes": (1, 16 << 20),
+    "rate_limit_headroom": (0.01, 1),
+    "template_cpu_seconds": (0.01, 3600),
+    "template_memory_mb": (1, 1 << 20),
+    "template_mean_seconds": (0.001, 3600),
+    "sandbox_processes": (1, 64),
+}
+CHOICES: dict[str, tuple[str, ...]] = {"rate_limit_backend": ("sql", "redis")}
+
+
+def _plain(number: float) -> str:
+    return str(int(number)) if float(number).is_integer() else str(number)
 
 
 def _env(name: str, default, cast):
@@ -70,6 +101,19 @@ class Settings:
         "template_mean_seconds": "PROMPTGATE_TEMPLATE_MEAN_SECONDS",
         "sandbox_processes": "PROMPTGATE_SANDBOX_PROCESSES",
     }
+
+    def __post_init__(self) -> None:
+        """Every value in its range (``RANGES``, ``CHOICES``), or a UsageError naming the variable."""
+        from .errors import UsageError
+        for name, (low, high) in RANGES.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+                    math.isfinite(value) and low <= value <= high):
+                raise UsageError(f"{self.ENV[name]}={value!r} is out of range: allowed {_plain(low)} to {_plain(high)}")
+        for name, allowed in CHOICES.items():
+            if str(getattr(self, name)).strip().lower() not in allowed:
+                raise UsageError(f"{self.ENV[name]}={getattr(self, name)!r} is not allowed: allowed "
+                                 f"{' or '.join(allowed)}")
 
     @classmethod
     def from_env(cls, **overrides) -> "Settings":

@@ -27,6 +27,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
+from sqlalchemy.exc import DBAPIError
+
 from gate import store
 from gate.db import transaction
 from gate.errors import CallFailure, ModelCallError, UsageError, first_line
@@ -71,6 +73,12 @@ class Chunk:
     items: list[ClaimedItem]
     results: list[ItemResult] = field(default_factory=list)
     renewed_at: float = field(default_factory=time.monotonic)
+    started: set[int] = field(default_factory=set)    # items whose call has begun
+    given_back: int = 0                               # items a drain gave back uncalled
+
+    @property
+    def done(self) -> bool:
+        return len(self.results) + self.given_back == len(self.items)
 
 
 class Executor(Poller):
@@ -93,6 +101,8 @@ class Executor(Poller):
         self.in_flight = 0      # calls dispatched and not yet answered
         self.held = 0           # items claimed and not yet written back
         self.chunks: dict[str, Chunk] = {}
+        self.draining = False   # set once by close(): no call begins after it
+        self.calls_began: dict[tuple[int, int], float] = {}   # (run, position) -> when its call began
         self.run_calls: dict[int, RunCall] = {}
         self.runs: list[int] = []
         self.runs_at = 0.0
@@ -192,13 +202,17 @@ class Executor(Poller):
             keys = [None if isinstance(m, ModelCallError) else request_key(run.spec, m, run.endpoint.base_url)
                     for m in rendered]
             found = self._answers([k for k in keys if k]) if run.reuse else {}
+        except DBAPIError as exc:  # the database is away past the retries: not the items' fault
+            self._abandon(chunk, exc)
+            return
         except Exception as exc:  # a bug must not strand the chunk: every item ends ERROR
             log.exception("run %s: unexpected error while preparing calls", run.spec.name)
             rendered = [ModelCallError(f"internal error: {exc}"[:1000], retryable=False)] * len(chunk.items)
             keys, found = [None] * len(chunk.items), {}
         for item, messages, key in zip(chunk.items, rendered, keys):
             if key in found:
-                self._record(chunk, reused_result(item, key, found[key]))
+                if self._begin(chunk, item):          # else a drain gave it back
+                    self._record(chunk, reused_result(item, key, found[key]))
             else:
                 self.pool.submit(self._score, chunk, run, item, messages, key)
 
@@ -226,15 +240,24 @@ class Executor(Poller):
         missing = [i.position for i in items if i.input is None]
         if not missing:
             return items
-        with self.engine.connect() as conn:
-            inputs = store.version_inputs(conn, run.version_id, missing)
+        inputs = transaction(self.engine, lambda conn: store.version_inputs(conn, run.version_id, missing))
         return [i if i.input is not None else replace(i, input=inputs.get(i.position)) for i in items]
 
     def _answers(self, keys: list[str]) -> dict[str, Answer]:
         if not keys:
             return {}
-        with self.engine.connect() as conn:
-            return store.find_answers(conn, keys)
+        return transaction(self.engine, lambda conn: store.find_answers(conn, keys))
+
+    def _abandon(self, chunk: Chunk, exc: BaseException) -> None:
+        """The chunk could not be prepared for a reason outside its items (the database was
+        unreachable through every retry): nothing is written, its leases run out and the
+        items are claimed again, rather than ending ERROR for an outage."""
+        log.warning("chunk %s: left to its lease: %s", chunk.token[:8], first_line(exc))
+        with self.capacity:
+            self.chunks.pop(chunk.token, None)
+            self.in_flight -= len(chunk.items)
+            self.held -= len(chunk.items)
+            self.capacity.notify_all()
 
     def _run_call(self, run_id: int) -> RunCall:
         run = self.run_calls.get(run_id)
@@ -255,6 +278,8 @@ class Executor(Poller):
     # --- one item, in a pool thread ----------------------------------------------------
 
     def _score(self, chunk: Chunk, run: RunCall, item: ClaimedItem, rendered, key: str | None) -> None:
+        if not self._begin(chunk, item):
+            return   # a drain gave it back uncalled
         try:
             result = self._result(run, item, rendered, key)
         except Exception as exc:  # a bug must not strand the chunk
@@ -266,14 +291,30 @@ class Executor(Poller):
         """An item's result is in: the chunk is written back once all of its are."""
         with self.capacity:
             chunk.results.append(result)
+            self.calls_began.pop((chunk.items[0].run_id, result.position), None)
             self.in_flight -= 1
             if self.max_queued - self.in_flight >= min(self.settings.chunk_size, self.max_queued) or not self.in_flight:
                 self.capacity.notify_all()   # room for a whole chunk: the claimer may go
-            done = len(chunk.results) == len(chunk.items)
+            done = chunk.done
             if done:
                 self.chunks.pop(chunk.token, None)
         if done:
             self.writers.submit(self._finish_chunk, chunk)
+
+    def _begin(self, chunk: Chunk, item: ClaimedItem) -> bool:
+        """The item's call (or its reuse) begins, unless a drain has begun (which gave the
+        item back)."""
+        with self.lock:
+            if self.draining:
+                return False
+            chunk.started.add(item.position)
+            self.calls_began[(item.run_id, item.position)] = time.monotonic()
+            return True
+
+    def oldest_call_age(self) -> float | None:
+        with self.lock:
+            oldest = min(self.calls_began.values(), default=None)
+        return None if oldest is None else time.monotonic() - oldest
 
     def _stop_run_over_budget(self, run: RunCall, item: ClaimedItem, why: str | None = None) -> None:
         """The run's template overran its budget: the run is FAILED whatever else happens, so
@@ -372,9 +413,37 @@ class Executor(Poller):
                 self.settings.lease_seconds))
             chunk.renewed_at = time.monotonic()
 
+    def _give_back_unstarted(self) -> None:
+        """Draining: no call begins any more, and the claimed items whose call has not begun
+        go back at once (guarded by their claim's token, their attempt not counted), for
+        another worker to take now rather than after the lease. A chunk left with nothing
+        in flight is written back now."""
+        with self.capacity:
+            self.draining = True
+            unstarted = {c.token: (c.items[0].run_id, [i.position for i in c.items if i.position not in c.started])
+                         for c in self.chunks.values()}
+            finished = []
+            for token, (_, positions) in unstarted.items():
+                chunk = self.chunks[token]
+                chunk.given_back, self.in_flight = len(positions), self.in_flight - len(positions)
+                if positions and chunk.done:
+                    finished.append(self.chunks.pop(token))
+        given = 0
+        for token, (run_id, positions) in unstarted.items():
+            if positions:
+                try:
+                    given += transaction(self.engine, lambda conn: store.release_items(conn, token, run_id, positions))
+                except Exception as exc:   # their lease runs out instead
+                    log.warning("drain: could not give back %d item(s): %s", len(positions), first_line(exc))
+        for chunk in finished:
+            self.writers.submit(self._finish_chunk, chunk)
+        if given:
+            log.info("drain: gave back %d claimed item(s) not yet called", given)
+
     def close(self) -> None:
-        """Drain: stop claiming, let calls in flight finish and write back (renewing
-        leases meanwhile), then shut the pool."""
+        """Drain: stop claiming, give back what no call has begun on, let calls in flight
+        finish and write back (renewing leases meanwhile), then shut the pool."""
+        self._give_back_unstarted()
         deadline = time.monotonic() + self.settings.request_timeout + 5
         while time.monotonic() < deadline:
             with self.lock:

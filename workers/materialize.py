@@ -25,7 +25,7 @@ import logging
 
 from gate import store
 from gate.db import transaction
-from gate.errors import DatasetError, IllegalTransition
+from gate.errors import DatasetError, IllegalTransition, first_line
 from gate.models import DatasetVersion, Run
 from gate.sandbox import BudgetExceeded, RenderBudget, RenderPool
 from gate.states import RunStatus
@@ -70,7 +70,19 @@ class Materializer(Poller):
         except DatasetError as exc:
             self._fail(run, token, str(exc))
         except LeaseLost:
-            log.warning("run %s: lease lost while materializing; another worker continues", run.id)
+            if self.stop.is_set():
+                self._give_back(run, token)
+            else:
+                log.warning("run %s: lease lost while materializing; another worker continues", run.id)
+
+    def _give_back(self, run: Run, token: str) -> None:
+        """Draining: the run's lease goes back now (guarded by its token), so another worker
+        copies the next page at once rather than after the lease."""
+        try:
+            transaction(self.engine, lambda conn: store.release_run_lease(conn, run.id, token))
+            log.info("run %s: draining; its materialize lease is given back", run.id)
+        except Exception as exc:   # the lease runs out instead
+            log.warning("run %s: could not give back its lease: %s", run.id, first_line(exc))
 
     def _copy_all_pages(self, run: Run, token: str) -> None:
         if run.dataset_version_id is None:

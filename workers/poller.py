@@ -141,6 +141,10 @@ class Poller(ABC):
         if delay == 0.0:
             self.wake.set()   # it found work: the loop goes on at once
 
+    def oldest_call_age(self) -> float | None:
+        """Seconds since this poller's oldest model call in flight began (None: none)."""
+        return None
+
     def close(self) -> None:
         """Release what this poller holds; called once after the loop ends."""
 

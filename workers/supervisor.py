@@ -24,13 +24,8 @@ from gate.service import Gate, UpdateReport
 from gate.settings import Settings
 
 from . import ROLES
-from .execute import Executor
-from .finalize import Finalizer
-from .materialize import Materializer
 from .poller import Activity, Poller, log
-from .reconcile import Reconciler
-
-POLLERS = {"materialize": Materializer, "execute": Executor, "finalize": Finalizer, "reconcile": Reconciler}
+from .signals import StopSignals
 
 
 def parse_roles(role: str | Iterable[str]) -> list[str]:
@@ -50,19 +45,32 @@ def build_pollers(gate: Gate, stop: threading.Event, roles: Sequence[str], concu
     activity = Activity(gate)
     pollers = []
     for role in roles:
-        if role == "execute":
-            kwargs = {"concurrency": concurrency, "renderer": renderer}
-            if call is not None:
-                kwargs["call"] = call
-            pollers.append(Executor(gate, stop, activity=activity, **kwargs))
-        elif role == "materialize":
-            pollers.append(Materializer(gate, stop, activity=activity, renderer=renderer))
-        else:
-            pollers.append(POLLERS[role](gate, stop, activity=activity))
+        pollers.append(make_poller(role, gate, stop, activity, concurrency, call, renderer))
     peers = {p.role: p for p in pollers}
     for poller in pollers:
         poller.peers = peers
     return pollers
+
+
+def make_poller(role: str, gate: Gate, stop: threading.Event, activity: Activity, concurrency: int | None,
+                call, renderer: RenderPool | None) -> Poller:
+    """One role's poller. Each role's module is imported when a process runs that role: a
+    process of quick roles (finalize, reconcile) starts without the model client's imports
+    (the openai SDK is most of a worker's start-up time)."""
+    if role == "execute":
+        from .execute import Executor
+        kwargs = {"concurrency": concurrency, "renderer": renderer}
+        if call is not None:
+            kwargs["call"] = call
+        return Executor(gate, stop, activity=activity, **kwargs)
+    if role == "materialize":
+        from .materialize import Materializer
+        return Materializer(gate, stop, activity=activity, renderer=renderer)
+    if role == "finalize":
+        from .finalize import Finalizer
+        return Finalizer(gate, stop, activity=activity)
+    from .reconcile import Reconciler
+    return Reconciler(gate, stop, activity=activity)
 
 
 class WorkerProcess:
@@ -117,17 +125,19 @@ class WorkerProcess:
             poller.wake.set()
 
     def run_forever(self) -> None:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: self.request_stop())
+        """Run until SIGTERM/SIGINT, then drain. The handler only records the signal
+        (``StopSignals``): this loop, not the handler, stops the pollers."""
+        signals = StopSignals().install()
         self.start()
         # Everything imported and warmed up so far lives as long as the process: keep it out
         # of the collector's way. A full collection over it stalls every thread, and the
         # first one fell on the first submission's pickup (bench/README.md).
         gc.collect()
         gc.freeze()
-        while not self.stop.wait(0.5):
+        while not signals.wait(1.0):
             pass
         log.info("worker %s: draining", self.id)
+        self.request_stop()
         self.join()
 
     def _register(self) -> None:
@@ -139,6 +149,11 @@ class WorkerProcess:
     def _insert_row(self, conn) -> None:
         store.register_worker(conn, self.id, self.role_label, socket.gethostname()[:255], os.getpid())
 
+    def oldest_call_age(self) -> float | None:
+        """Seconds since the process's oldest model call in flight began (None: none): a
+        heartbeat proves the process lives, this that its calls move."""
+        return max((age for p in self.pollers if (age := p.oldest_call_age()) is not None), default=None)
+
     def _heartbeat(self) -> None:
         """Single statements in autocommit on a kept connection: part of what an idle
         process costs the server."""
@@ -148,7 +163,8 @@ class WorkerProcess:
         while not self.stop.wait(interval):
             beats += 1
             try:
-                if not kept.run(lambda conn: store.heartbeat_worker(conn, self.id)):
+                oldest = self.oldest_call_age()
+                if not kept.run(lambda conn: store.heartbeat_worker(conn, self.id, oldest)):
                     kept.run(self._insert_row)
                 if beats % 6 == 0:   # rows silent for 6 beats go; no need to look every beat
                     kept.run(lambda conn: store.prune_workers(conn, interval * 6))
@@ -172,9 +188,7 @@ def supervise(settings: Settings, roles: Sequence[str], processes: int = 1, conc
         run_process(settings, roles, concurrency)
         return
     ctx = multiprocessing.get_context("spawn")
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+    signals = StopSignals().install()   # the handler records the signal; this loop acts on it
 
     def spawn():
         proc = ctx.Process(target=run_process, args=(settings, list(roles), concurrency), daemon=False)
@@ -182,9 +196,9 @@ def supervise(settings: Settings, roles: Sequence[str], processes: int = 1, conc
         return proc
 
     children = [spawn() for _ in range(processes)]
-    while not stop.wait(0.5):
+    while not signals.wait(0.5):
         for i, child in enumerate(children):
-            if not child.is_alive():
+            if not child.is_alive() and not signals.stopping:
                 log.warning("worker process %s exited with %s; restarting", child.pid, child.exitcode)
                 children[i] = spawn()
     for child in children:

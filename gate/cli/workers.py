@@ -40,8 +40,9 @@ def workers_cmd(ctx, as_json):
     if not rows:
         click.echo("no live workers")
     for r in rows:
+        calls = "no call in flight" if r.oldest_call_seconds is None else f"oldest call {r.oldest_call_seconds:.1f}s"
         click.echo(f"{r.id}\t{r.role}\t{r.host}\tpid {r.pid}\tup since {r.started_at:%H:%M:%S}\t"
-                   f"beat {r.heartbeat_at:%H:%M:%S}")
+                   f"beat {r.heartbeat_at:%H:%M:%S}\t{calls}")
 
 
 @click.command()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Any, Iterable
 
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
@@ -42,6 +42,14 @@ class PruneReport:
 
 
 SHA_RE = re.compile(r"[0-9a-fA-F]{7,64}")
+COMMIT_SHA_RE = re.compile(r"[0-9a-fA-F]{40}(?:[0-9a-fA-F]{24})?")
+
+
+def check_commit_sha(sha: Any) -> None:
+    """A submission's commit, when it names one: a full object id, SHA-1 (40 hex) or SHA-256
+    (64 hex), what `wait --sha` and the Action look updates up by."""
+    if sha not in (None, "") and not COMMIT_SHA_RE.fullmatch(str(sha)):
+        raise UsageError(f"commit SHA {str(sha)[:80]!r} is not a full commit id: use its 40 or 64 hex characters")
 
 
 def combine_exit_codes(codes: Iterable[int]) -> int:
@@ -92,14 +100,14 @@ class Gate(DatasetsMixin):
     def ensure_schema(self) -> None:
         """An embedded SQLite database is brought up to date on first use; a server
         database is upgraded only by `promptgate db upgrade`, so say so."""
-        have, want = db.current_version(self.engine), db.latest_version(self.engine.dialect.name)
-        if have >= want:
+        pending = db.pending_versions(self.engine)
+        if not pending:
             return
         if db.is_sqlite(self.engine):
             self.upgrade()
             return
-        raise UsageError(f"the database schema is at version {have}, this promptgate needs {want}: "
-                         "run `promptgate db upgrade`")
+        raise UsageError(f"the database schema lacks migration(s) {', '.join(map(str, pending))} (it is at version "
+                         f"{db.current_version(self.engine)}): run `promptgate db upgrade`")
 
     # --- submissions ------------------------------------------------------------------
 
@@ -115,9 +123,11 @@ class Gate(DatasetsMixin):
         except ValueError:
             raise UsageError(f"mode {mode!r} is not check or apply") from None
         source = dict(source or {})
+        check_commit_sha(source.get("sha"))
         source_key = _source_key(source)
         config = spec.to_config()
         def stage(conn) -> int:
+            store.lock_prompt(conn, spec.name)   # submissions of the prompt serialize: latest wins
             mappings = store.list_mappings(conn, spec.name)
             if not mappings:
                 raise UsageError(f"prompt {spec.name!r} has no mapped dataset, so nothing can clear it: map one with "
@@ -138,6 +148,7 @@ class Gate(DatasetsMixin):
                 store.cancel_update(conn, old_id, f"superseded by update {update_id}")
             return update_id
 
+        db.transaction(self.engine, lambda conn: store.ensure_prompt_lock(conn, spec.name))
         update_id = db.transaction(self.engine, stage)
         return update_id
 

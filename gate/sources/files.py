@@ -22,6 +22,7 @@ import csv
 import hashlib
 import io
 import json
+from collections import Counter
 from pathlib import PurePosixPath
 
 from ..errors import DatasetError
@@ -144,6 +145,24 @@ class TextDecoder:
         if not self.header:
             self.header = None
             raise DatasetError(f"{self.uri}: the CSV file has no header row")
+        self._check_header(self.header)
+
+    def _check_header(self, header: list[str]) -> None:
+        """Each column named once (a second one silently replaced the first), and the id
+        and label columns there, or the error that names them (line 1)."""
+        counts = Counter(header)
+        twice = [name for name in header if counts[name] > 1]
+        if twice:
+            times = "twice" if counts[twice[0]] == 2 else f"{counts[twice[0]]} times"
+            self.header = None
+            raise DatasetError(f"{self.uri}: line 1: column {twice[0][:80]!r} appears {times} in the header: "
+                               "each column needs a name of its own")
+        for role, column in (("id", self.options.id_column), ("label", self.options.label_column)):
+            if column not in counts:
+                self.header = None
+                shown = ", ".join(repr(name[:40]) for name in header[:8]) + (", ..." if len(header) > 8 else "")
+                raise DatasetError(f"{self.uri}: line 1: no {role} column {column!r} in the header (it has {shown}); "
+                                   f"name the {role} column with --{role}-column")
 
     def next_record(self, stream: LineStream) -> list[bytes]:
         """One record's lines (a quoted CSV field may hold newlines); [] at the end."""
@@ -152,19 +171,40 @@ class TextDecoder:
         if not line:
             return []
         lines, size = [line], len(line)
-        if self.kind == "csv":
-            quotes = line.count(b'"')
-            while quotes % 2 == 1 and size <= self.budget:
-                more = stream.readline(self.budget + 1 - size)
-                if not more:
-                    break
-                lines.append(more)
-                size += len(more)
-                quotes += more.count(b'"')
+        if self.kind == "csv" and b'"' in line:
+            lines, size = self._quoted_record(stream, line_no, line)
         if size > self.budget:
             raise DatasetError(f"{self.uri}: line {line_no}: row is over {self.budget} bytes, beyond the "
                                f"{self.options.max_row_bytes}-byte limit")
         return lines
+
+    def _quoted_record(self, stream: LineStream, line_no: int, first: bytes) -> tuple[list[bytes], int]:
+        """The lines of a CSV record whose first line holds a quote, and their size. CSV's
+        own rule says where it ends (Python's reader asks for another line while a quoted
+        field is open), not a count of quotes: a quote inside an unquoted field is text and
+        must not take the next rows with it. A quoted field still open at the end of the
+        stream is an error: it would have swallowed every row after it."""
+        lines, size, ended = [first], len(first), False
+
+        def more_lines():
+            nonlocal size, ended
+            yield first.decode("utf-8", "replace")
+            while size <= self.budget:
+                line = stream.readline(self.budget + 1 - size)
+                if not line:
+                    ended = True
+                    return
+                lines.append(line)
+                size += len(line)
+                yield line.decode("utf-8", "replace")
+        try:
+            next(csv.reader(more_lines()), None)
+        except csv.Error:
+            pass     # the record is decoded again on its own, and its error names its line
+        if ended:
+            raise DatasetError(f"{self.uri}: line {line_no}: a quoted field opened on this line is never closed "
+                               "(it would take every row after it)")
+        return lines, size
 
     def text_of(self, raw: bytes, line_no: int) -> str | None:
         """A record's text, or None for a blank line."""

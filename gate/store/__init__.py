@@ -17,9 +17,10 @@ Modules, bottom up (each imports only the ones above it; this file imports them 
   multi-row INSERTs, the chunk's result UPDATE).
 * one module per domain noun: ``datasets`` (datasets and prompt-dataset bars),
   ``versions`` (a dataset's imported, immutable versions and their rows), ``live``
-  (the live ``prompt`` table and its ``prompt_version`` history), ``providers``,
-  ``updates``, ``runs``, ``items`` (and the answers kept for reuse), ``workers``,
-  ``ratelimits`` (rate-limit buckets and usage), ``retention`` (what ``prune`` may delete).
+  (the live ``prompt`` table and its ``prompt_version`` history), ``locks`` (the
+  per-prompt lock rows submissions serialize on), ``providers``, ``updates``, ``runs``,
+  ``items`` (and the answers kept for reuse), ``workers``, ``ratelimits`` (rate-limit
+  buckets and usage), ``retention`` (what ``prune`` may delete).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from .items import (claim_items, copy_version_page, fail_exhausted_items, fail_u
                     find_answers, item_attempt_stats, item_claim_query, release_items, renew_item_leases,
                     reuse_stats, run_breakdown, run_counts, save_answers, write_item_results)
 from .live import find_live, live_version, prompt_history, write_live
+from .locks import ensure_prompt_lock, lock_prompt, prompt_lock
 from .ratelimits import (RateBucketState, add_rate_limit_usage, ensure_rate_bucket, pause_rate_bucket,
                          rate_bucket_state, rate_buckets, rate_limit_stats, take_rate_tokens)
 from .providers import delete_provider, list_providers, upsert_provider
@@ -72,6 +74,8 @@ __all__ = [
     "prunable_runs", "prunable_versions", "take_version",
     # the live table
     "find_live", "live_version", "prompt_history", "write_live",
+    # per-prompt locks
+    "ensure_prompt_lock", "lock_prompt", "prompt_lock",
     # updates
     "any_open_update", "cancel_update", "find_update", "get_update", "insert_update", "list_updates",
     "lock_update_query", "reconcilable_updates", "reconcile_candidates_query", "start_update", "superseded_updates",

@@ -131,10 +131,15 @@ def write_item_results(conn: Connection, run_id: int, token: str, results: Seque
                         .values(**values)).rowcount
 
 
-def release_items(conn: Connection, token: str) -> int:
-    """Give back a claim untouched (a draining worker): visible again at once."""
+def release_items(conn: Connection, token: str, run_id: int | None = None,
+                  positions: Sequence[int] | None = None) -> int:
+    """Give back a claim (or its items at ``positions`` of run ``run_id``) uncalled, guarded
+    by the claim's token (a draining worker): visible again at once, the attempt not counted."""
+    where = [prompt_run_item.c.lease_token == token]
+    if positions is not None:
+        where += [prompt_run_item.c.run_id == run_id, prompt_run_item.c.position.in_(list(positions))]
     return conn.execute(update(prompt_run_item)
-                        .where(prompt_run_item.c.lease_token == token)
+                        .where(*where)
                         .values(lease_token=None, lease_until=literal(EPOCH, DateTime()),
                                 attempt=prompt_run_item.c.attempt - 1)).rowcount
 

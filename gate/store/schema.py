@@ -47,6 +47,7 @@ prompt_version = Table("prompt_version", meta,
                        Column("id", BigInteger, primary_key=True), Column("prompt_name", String(128)),
                        Column("version", Integer), Column("config", JsonText), Column("config_hash", String(64)),
                        Column("update_id", BigInteger), Column("applied_at", T))
+prompt_lock = Table("prompt_lock", meta, Column("prompt_name", String(128), primary_key=True))
 dataset = Table("dataset", meta,
                 Column("id", BigInteger, primary_key=True), Column("name", String(128)),
                 Column("source_uri", Text), Column("options", JsonText), Column("created_at", T),
@@ -96,7 +97,7 @@ prompt_run_item = Table("prompt_run_item", meta,
 worker = Table("worker", meta,
                Column("id", String(64), primary_key=True), Column("role", String(32)),
                Column("host", String(255)), Column("pid", Integer), Column("started_at", T),
-               Column("heartbeat_at", T))
+               Column("heartbeat_at", T), Column("oldest_call_seconds", Float))
 
 rate_limit_bucket = Table("rate_limit_bucket", meta,
                           Column("name", String(191), primary_key=True), Column("capacity", Float),

@@ -16,9 +16,10 @@ def register_worker(conn: Connection, worker_id: str, role: str, host: str, pid:
                                        started_at=db_now(), heartbeat_at=db_now()))
 
 
-def heartbeat_worker(conn: Connection, worker_id: str) -> bool:
+def heartbeat_worker(conn: Connection, worker_id: str, oldest_call_seconds: float | None = None) -> bool:
+    """The heartbeat, with the age of the process's oldest model call in flight (None: none)."""
     return conn.execute(update(worker).where(worker.c.id == worker_id)
-                        .values(heartbeat_at=db_now())).rowcount == 1
+                        .values(heartbeat_at=db_now(), oldest_call_seconds=oldest_call_seconds)).rowcount == 1
 
 
 def remove_worker(conn: Connection, worker_id: str) -> None:

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from conftest import run_cli
+from gate.db import migrations
 from gate.mockllm import MockLLMServer
 from helpers import RULES, write_rule_rows
 from workers_harness import WorkerFleet, worker_env
@@ -109,7 +110,7 @@ def test_concurrent_db_upgrade(mysql_url):
         results = list(pool.map(lambda _: cli(mysql_url, "db", "upgrade"), range(4)))
     assert all(r.returncode == 0 for r in results), [r.stderr for r in results]
     assert sum("applied migrations" in r.stdout for r in results) == 1
-    from gate.db import make_engine, migrations
+    from gate.db import make_engine
     from sqlalchemy import text
     engine = make_engine(mysql_url)
     with engine.connect() as conn:
@@ -135,9 +136,25 @@ def test_wheel_installs_into_a_fresh_venv_with_migrations(tmp_path):
                    timeout=600, cwd=work, env={**env, "HOME": str(Path.home())})
     run = lambda *a: subprocess.run([venv / "bin" / "promptgate", "--database-url", "sqlite:///w.db", *a],
                                     cwd=work, env=env, capture_output=True, text=True, timeout=120)
-    assert "applied migrations: 1" in run("db", "upgrade").stdout
+    shipped = ", ".join(str(version) for version, _, _ in migrations("sqlite"))
+    assert run("db", "upgrade").stdout.strip() == f"applied migrations: {shipped}"   # every one, in order
     assert run("db", "upgrade").stdout.strip() == "schema is up to date"
     where = subprocess.run([venv / "bin" / "python", "-c", "import gate, importlib.resources as r;"
                             "print(gate.__file__); print(r.files('gate.example').joinpath('gate.yaml').is_file())"],
                            cwd=work, env=env, capture_output=True, text=True).stdout.split()
     assert where[0].startswith(str(venv)) and where[1] == "True"
+
+
+def test_a_migration_missing_below_the_latest_is_still_asked_for(mysql_url):
+    """Migrations are applied by the set of versions, so one numbered below the latest
+    applied (0004 merged after 0005 went in) is still pending: the schema check must see
+    it too, not only compare the highest version."""
+    assert cli(mysql_url, "db", "upgrade").returncode == 0
+    from gate.db import make_engine
+    from sqlalchemy import text
+    engine = make_engine(mysql_url)
+    with engine.begin() as conn:
+        conn.execute(text("DELETE FROM schema_migration WHERE version = 2"))
+    engine.dispose()
+    result = cli(mysql_url, "dataset", "list")
+    assert result.returncode == 2 and "promptgate db upgrade" in result.stderr and "2" in result.stderr

@@ -161,7 +161,7 @@ def test_import_pages_after_the_first_hold_about_page_bytes(gate, tmp_path, monk
                         or read_page(self, cursor, limit))
     g = Gate(gate.engine, gate.settings.with_(page_size=1000, page_bytes=300))
     rows = [(f"i{n:03d}", "yes" if n % 2 else "no") for n in range(400)]
-    uid = _submit(g, tmp_path, rows)
+    uid = _submit(g, tmp_path, rows)          # registering imports the file as a version: its pages
     _materialize(g)
     run = g.status(uid).runs[0]
     assert run.row_count == 400 and run.total == 400

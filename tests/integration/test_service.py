@@ -74,15 +74,15 @@ def test_submit_without_mapping_says_how_to_map(gate):
 
 def test_submit_creates_one_run_per_dataset_with_bar_copied(gate, tmp_path):
     setup_gate(gate, tmp_path, datasets=(("d1", 3, "0.9"), ("d2", 3, "0.95")))
-    uid = gate.submit(spec(), "check", {"repo": "o/r", "pr": 7, "sha": "abc"})
+    uid = gate.submit(spec(), "check", {"repo": "o/r", "pr": 7, "sha": "ab" * 20})
     report = gate.status(uid)
     assert report.status == UpdateStatus.PENDING and report.exit_code == 3
     assert [(r.dataset, r.bar, r.status) for r in report.runs] == [
         ("d1", Decimal("0.9"), "PENDING"), ("d2", Decimal("0.95"), "PENDING")]
     gate.map_dataset("p1", "d1", "0.1")             # a later re-map does not touch the staged run
     assert gate.status(uid).runs[0].bar == Decimal("0.9")
-    assert report.update.source == {"repo": "o/r", "pr": 7, "sha": "abc"}
-    assert [u.id for u in gate.updates_for_sha("abc")] == [uid]
+    assert report.update.source == {"repo": "o/r", "pr": 7, "sha": "ab" * 20}
+    assert [u.id for u in gate.updates_for_sha("ab" * 20)] == [uid]
 
 
 def test_submit_is_atomic_when_it_fails_half_way(gate, tmp_path, monkeypatch):

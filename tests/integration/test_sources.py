@@ -160,7 +160,8 @@ def test_configurable_id_and_label_columns(tmp_path):
     jpath.write_text('{"ticket": 7, "verdict": "approve", "n": 1.5}\n')
     rows, _ = read_all(open_source(str(jpath), SourceOptions(id_column="ticket", label_column="verdict")), 10)
     assert as_tuples(rows) == [("7", "approve", {"n": 1.5})]
-    with pytest.raises(DatasetError, match=r"line 2: missing item id \(column 'item_id'\)"):
+    with pytest.raises(DatasetError, match=r"line 1: no id column 'item_id' in the header "
+                                           r"\(it has 'ticket', 'verdict', 'body'\)"):
         read_all(open_source(str(path)), 10)
 
 
@@ -865,3 +866,31 @@ def test_each_source_kind_is_added_previewed_mapped_and_run_to_a_verdict(kind, g
     # the hash is of the rows in the order the source gives them (a SQL source pages by id)
     local = content_hash(read_all(open_source(uri if kind == "sql" else str(data)), 1000)[0])
     assert run.content_hash == local and run.source_version
+
+
+# --- quotes and headers that used to be misread silently ------------------------------------
+
+def test_an_unterminated_quote_is_an_error_naming_its_line(tmp_path):
+    path = tmp_path / "open.csv"
+    path.write_bytes(b'item_id,expected_decision,text\n1,yes,"hello\n2,no,world\n3,yes,bye\n')
+    with pytest.raises(DatasetError, match=r"open.csv: line 2: .*quote.* never closed"):
+        read_all(open_source(str(path)), 10)
+
+
+def test_a_quote_inside_an_unquoted_field_is_text_and_takes_no_other_row(tmp_path):
+    path = tmp_path / "inches.csv"
+    path.write_bytes(b'item_id,expected_decision,text\n1,yes,a 5" screen\n2,no,plain\n3,yes,"quoted, with comma"\n')
+    rows, _ = read_all(open_source(str(path)), 10)
+    assert as_tuples(rows) == [("1", "yes", {"text": 'a 5" screen'}), ("2", "no", {"text": "plain"}),
+                               ("3", "yes", {"text": "quoted, with comma"})]
+
+
+def test_a_header_with_a_column_twice_or_without_the_id_or_label_column_is_refused(tmp_path):
+    twice = tmp_path / "twice.csv"
+    twice.write_bytes(b"item_id,expected_decision,text,text\n1,yes,a,b\n")
+    with pytest.raises(DatasetError, match=r"twice.csv: line 1: column 'text' appears twice"):
+        read_all(open_source(str(twice)), 10)
+    nolabel = tmp_path / "nolabel.csv"
+    nolabel.write_bytes(b"item_id,label,text\n1,yes,a\n")
+    with pytest.raises(DatasetError, match=r"nolabel.csv: line 1: no label column 'expected_decision'"):
+        read_all(open_source(str(nolabel)), 10)

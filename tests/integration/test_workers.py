@@ -10,12 +10,13 @@ import threading
 import time
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, text
 
 from gate import store
 from gate.mockllm import MockLLMServer
 from gate.models import ItemResult
 from gate.service import Gate
+from gate.spec import parse_spec
 from gate.states import UpdateStatus, Verdict
 from helpers import rules_spec, write_rule_rows
 from workers.supervisor import WorkerProcess, run_until_terminal
@@ -154,6 +155,26 @@ def test_stalled_lease_cannot_write_late_results(gate, tmp_path):
     assert {r.verdict for r in rows} == {Verdict.MATCH}
 
 
+def freeze_outside_a_transaction(gate, proc) -> None:
+    """SIGSTOP ``proc`` (the only worker running) at a moment it holds no row lock. Frozen
+    inside one of its polls' short transactions it would keep rows locked until MariaDB
+    ends the idle transaction (db.IDLE_TRANSACTION_SECONDS, longer than these tests wait;
+    test_claim_plans covers that case): a materialize claim's locking scan, for one, holds
+    the run row just past its index range, which the other workers' finalize then skips.
+    The worker polls again at once after dispatching its calls, when the test freezes it,
+    so that was 1 run in 5. Caught inside one, it runs on for a moment and is frozen again."""
+    for _ in range(10):
+        proc.send_signal(signal.SIGSTOP)
+        time.sleep(0.05)
+        with gate.engine.connect() as conn:
+            if not conn.execute(text("SELECT COUNT(*) FROM information_schema.innodb_trx "
+                                     "WHERE trx_rows_locked > 0")).scalar():
+                return
+        proc.send_signal(signal.SIGCONT)
+        time.sleep(random.uniform(0.03, 0.08))   # long enough for its threads to get the GIL and commit
+    raise AssertionError("the worker was inside a transaction at every try")
+
+
 def test_stopped_worker_process_loses_its_chunk(mysql_gate, fleet, tmp_path):
     """A worker frozen mid-call (SIGSTOP) past its lease: another re-claims and scores;
     when the first wakes up its write-back is dropped and counted.
@@ -164,14 +185,14 @@ def test_stopped_worker_process_loses_its_chunk(mysql_gate, fleet, tmp_path):
     db.IDLE_TRANSACTION_SECONDS; tests/test_claim_plans.py), longer than this test waits."""
     gate = mysql_gate
     map_rule_dataset(gate, tmp_path, "p1", "d", 4, "1")
-    with MockLLMServer(latency_ms=800) as llm:
+    with MockLLMServer(latency_ms=1500) as llm:     # long enough to freeze it again if it must be
         env = worker_env(gate.settings.database_url, llm.base_url, lease_seconds=1, chunk_size=4)
         first = fleet(env, ("--role", "materialize,execute")).start(1)[0]
         uid = gate.submit(rules_spec("p1"), "apply")
         deadline = time.monotonic() + 30
         while llm.stats()["requests"] < 4 and time.monotonic() < deadline:
             time.sleep(0.02)
-        first.send_signal(signal.SIGSTOP)
+        freeze_outside_a_transaction(gate, first)
         second_fleet = fleet(env)
         second_fleet.start(1)
         report = gate.wait(uid, timeout=90)
@@ -241,15 +262,21 @@ def test_stale_apply_race(mysql_gate, tmp_path):
 
 
 def test_provider_faults_end_every_item_within_the_cap(mysql_gate, tmp_path, monkeypatch):
+    """Faults at random (500s, hangs past the timeout, garbage) end every item within the
+    attempt cap; and a prompt whose every call fails (503, retryable) exhausts them: each
+    item ERROR at the cap, its run ERROR, its update FAILED (so the check of what an
+    exhausted item does never passes for want of one)."""
     gate = mysql_gate
     map_rule_dataset(gate, tmp_path, "p1", "d", 300, "0.5")
+    gate.map_dataset("p2", "d", "0.5")
+    always_503 = parse_spec({**rules_spec("p2").to_config(), "model": "mock-error-503"})
     with MockLLMServer(error_rate=0.1, timeout_rate=0.05, garbage_rate=0.05, hang_seconds=3, seed=11) as llm:
         monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
         settings = gate.settings.with_(request_timeout=0.5, backoff_base=0.05, backoff_max=0.2, attempt_cap=3,
                                        poll_interval=0.02)
         fast_gate = Gate(gate.engine, settings)
-        uid = fast_gate.submit(rules_spec("p1"), "apply")
-        report, = run_until_terminal(fast_gate, [uid], timeout=90, concurrency=16)
+        ids = [fast_gate.submit(rules_spec("p1"), "apply"), fast_gate.submit(always_503, "apply")]
+        report, exhausted = run_until_terminal(fast_gate, ids, timeout=90, concurrency=16)
         outcomes = llm.stats()["outcomes"]
     assert report.terminal
     rows = item_rows(gate, [report.runs[0].run_id])
@@ -257,5 +284,13 @@ def test_provider_faults_end_every_item_within_the_cap(mysql_gate, tmp_path, mon
     assert all(r.verdict in (Verdict.MATCH, Verdict.MISMATCH, Verdict.ERROR) for r in rows)
     assert max(r.attempt for r in rows) <= 3
     assert all(r.attempt == 3 for r in rows if r.verdict == Verdict.ERROR)
+    if any(r.verdict == Verdict.ERROR for r in rows):
+        assert (report.runs[0].status, report.status) == ("ERROR", UpdateStatus.FAILED)
     assert outcomes.get("error", 0) and outcomes.get("timeout", 0) and outcomes.get("garbage", 0)
     assert report.attempts["retried_items"] > 0
+
+    rows = item_rows(gate, [exhausted.runs[0].run_id])
+    assert len(rows) == 300 and {(r.verdict, r.attempt) for r in rows} == {(Verdict.ERROR, 3)}
+    assert (exhausted.runs[0].status, exhausted.status) == ("ERROR", UpdateStatus.FAILED)
+    assert "300 of 300 items of d could not be scored" in exhausted.update.reason
+    assert outcomes.get("forced_error", 0) == 900                       # three calls each, no more

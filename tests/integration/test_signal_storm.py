@@ -1,0 +1,116 @@
+"""Stopping a fleet the way systemd (KillMode=control-group), ``kill -- -PGID`` and a double
+Ctrl-C do: SIGTERM to the whole process group, several times, microseconds to a few ms
+apart. Every stop must end, every time: a handler re-entered by the second signal must not
+wait on a lock its first run holds (``workers/signals.py``)."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from sqlalchemy import select
+
+from conftest import ROOT
+from gate import store
+from gate.service import Gate
+from workers_harness import worker_env
+
+STORMS = 30
+LANES = 2
+STOP_WITHIN = 10.0
+GAPS = (0.0, 0.0001, 0.0005, 0.001, 0.002, 0.004)   # seconds between two signals of a storm
+
+
+def live_members(pgid: int) -> list[int]:
+    """Processes of the group that still run (zombies waiting for init to reap them are done)."""
+    alive = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            alive.append(int(entry.name))
+    return alive
+
+
+def start_fleet(env: dict, log: Path) -> subprocess.Popen:
+    """`promptgate worker --processes 2` in a process group of its own (as under systemd)."""
+    return subprocess.Popen([sys.executable, "-m", "gate.cli", "worker", "--processes", "2", "--role",
+                             "finalize,reconcile"], env=env, cwd=ROOT, start_new_session=True,
+                            stdout=log.open("wb"), stderr=subprocess.STDOUT)
+
+
+def wait_registered(gate: Gate, fleet: subprocess.Popen, n: int, timeout: float = 60.0) -> None:
+    """``n`` processes of the fleet registered: each has installed its handlers (they come first)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with gate.engine.connect() as conn:
+            pids = set(conn.execute(select(store.worker.c.pid)).scalars())
+        if len(pids & set(live_members(fleet.pid))) >= n:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"the fleet did not start within {timeout} s")
+
+
+def storm(pgid: int, rng: random.Random) -> int:
+    sent = 0
+    for _ in range(rng.randint(3, 8)):
+        try:
+            os.killpg(pgid, signal.SIGTERM)
+        except ProcessLookupError:
+            break
+        sent += 1
+        time.sleep(rng.choice(GAPS))
+    return sent
+
+
+def start_and_storm(gate: Gate, env: dict, log: Path, rng: random.Random) -> tuple[float, bool, str]:
+    """One fleet started, stormed once it runs; (seconds until its last process ended,
+    whether it hung, why it failed)."""
+    fleet = start_fleet(env, log)
+    wait_registered(gate, fleet, 2)
+    time.sleep(rng.uniform(0, 0.3))      # the storm falls at any moment of the fleet's life
+    began = time.monotonic()
+    storm(fleet.pid, rng)
+    while live_members(fleet.pid) and time.monotonic() - began < STOP_WITHIN:
+        time.sleep(0.01)
+    took, hung = time.monotonic() - began, bool(live_members(fleet.pid))
+    if hung:
+        os.killpg(fleet.pid, signal.SIGKILL)
+    fleet.wait(10)
+    failed = "" if hung or fleet.returncode == 0 else f"exit {fleet.returncode}: {log.read_text()[-2000:]}"
+    return took, hung, failed
+
+
+def test_a_fleet_stops_every_time_under_sigterm_storms(mysql_url, tmp_path):
+    """30 fleets, two at a time (the start-up, imports mostly, is most of the time)."""
+    gate = Gate.connect(mysql_url, upgrade=True)
+    env = worker_env(mysql_url, "http://127.0.0.1:9/v1", heartbeat_seconds=0.5)
+
+    def lane(k: int) -> list[tuple[float, bool, str]]:
+        rng = random.Random(18 + k)
+        return [start_and_storm(gate, env, tmp_path / f"fleet-{k}-{n}.log", rng) for n in range(STORMS // LANES)]
+    try:
+        with ThreadPoolExecutor(LANES) as pool:
+            results = [r for lane_results in pool.map(lane, range(LANES)) for r in lane_results]
+    finally:
+        gate.close()
+    stops = [took for took, _, _ in results]
+    hung = [n for n, (_, h, _) in enumerate(results) if h]
+    print(f"{len(results)} storms: stop median {statistics.median(stops):.2f} s, max {max(stops):.2f} s; "
+          f"hung: {len(hung)}")
+    assert len(results) == STORMS
+    assert hung == [], f"{len(hung)} of {STORMS} stops never ended"
+    assert max(stops) < STOP_WITHIN
+    assert [f for _, _, f in results if f] == []

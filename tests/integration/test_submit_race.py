@@ -1,0 +1,70 @@
+"""Latest wins, even for submissions a few ms apart (MariaDB): submissions of one prompt
+serialize on the prompt's lock row, so the newer always sees, and cancels, the older.
+Without it two submissions that ran at once each found nothing to cancel; both were
+evaluated, the older was APPLIED and the newer FAILED ("live version is 1, not 0")."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+
+from gate.mockllm import MockLLMServer
+from gate.service import Gate
+from gate.states import UpdateStatus
+from helpers import rules_spec, write_rule_rows
+from workers.supervisor import WorkerProcess
+
+PAIRS = 200
+EVALUATE_EVERY = 4
+
+
+def submit_pair(gate: Gate, name: str, rng: random.Random) -> tuple[int, int]:
+    """Two apply-mode submissions of ``name`` released together, each after 0-5 ms;
+    returns (older id, newer id)."""
+    barrier = threading.Barrier(2)
+    delays = [rng.uniform(0, 0.005), rng.uniform(0, 0.005)]
+
+    def one(k: int) -> int:
+        barrier.wait()
+        time.sleep(delays[k])
+        return gate.submit(rules_spec(name, f"candidate {k}"), "apply")
+    with ThreadPoolExecutor(2) as pool:
+        return tuple(sorted(pool.map(one, range(2))))
+
+
+def test_near_simultaneous_apply_submissions_the_newest_always_wins(mysql_gate, tmp_path, monkeypatch):
+    gate = mysql_gate
+    gate.register_dataset("d", str(write_rule_rows(tmp_path / "d.csv", 2)))
+    names = [f"race{i}" for i in range(PAIRS)]
+    for name in names:
+        gate.map_dataset(name, "d", "1")
+    rng = random.Random(18)
+    started = time.monotonic()
+    pairs = [submit_pair(gate, name, rng) for name in names]
+    submitted = time.monotonic() - started
+    at_submit = Counter((gate.status(old).status, gate.status(new).status) for old, new in pairs)
+    print(f"{PAIRS} pairs submitted in {submitted:.1f} s; (older, newer) right after: {dict(at_submit)}")
+    assert at_submit == {(UpdateStatus.CANCELLED, UpdateStatus.PENDING): PAIRS}
+    assert all(gate.status(old).update.reason == f"superseded by update {new}" for old, new in pairs)
+
+    # and evaluated (one pair in four, for time; the others' newer updates are cancelled):
+    # the newest of each pair goes live, the older never does
+    evaluated = pairs[::EVALUATE_EVERY]
+    for _, new in set(pairs) - set(evaluated):
+        gate.cancel(new)
+    with MockLLMServer() as llm:
+        monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
+        fast = Gate(gate.engine, gate.settings.with_(poll_interval=0.01, poll_max_interval=0.05))
+        worker = WorkerProcess(fast, ["materialize", "execute", "finalize", "reconcile"], 16).start()
+        try:
+            ended = Counter((gate.status(old).status, gate.wait(new, timeout=120, poll=0.05).status)
+                            for old, new in evaluated)
+        finally:
+            worker.shutdown()
+    print(f"(older, newer) at the end: {dict(ended)}")
+    assert ended == {(UpdateStatus.CANCELLED, UpdateStatus.APPLIED): len(evaluated)}
+    assert all(gate.live(name).applied_update_id == new
+               for name, (_, new) in zip(names[::EVALUATE_EVERY], evaluated))

@@ -1,0 +1,68 @@
+"""A worker's SIGTERM handler re-entered: a second signal can arrive while the first one's
+handler runs, in the same thread, so the handler must take no lock (an ``Event.set`` in it
+waited for the lock its own outer call held, and the worker never stopped).
+
+The worker runs in a child process on an embedded SQLite file (no server), its main thread
+traced: at every new line the handler (or anything it calls) reaches, another SIGTERM is
+raised, which runs the handler again right there."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+from conftest import ROOT
+
+SCRIPT = textwrap.dedent("""
+    import os, signal, sys, threading
+    from gate.service import Gate
+    from workers.supervisor import WorkerProcess
+
+    gate = Gate.connect(sys.argv[1], upgrade=True)
+    worker = WorkerProcess(gate, ["reconcile"])
+    seen, raised = set(), [0]
+
+    def handler_code():
+        handler = signal.getsignal(signal.SIGTERM)
+        return getattr(getattr(handler, "__func__", handler), "__code__", None)
+
+    def under_handler(frame):
+        code = handler_code()
+        while frame is not None:
+            if frame.f_code is code:
+                return True
+            frame = frame.f_back
+        return False
+
+    def each_line(frame, event, arg):
+        where = (frame.f_code.co_filename, frame.f_lineno)
+        if event == "line" and where not in seen:
+            seen.add(where)
+            raised[0] += 1
+            signal.raise_signal(signal.SIGTERM)     # the handler runs again, here
+        return each_line
+
+    def on_call(frame, event, arg):
+        return each_line if under_handler(frame) else None
+
+    # the first SIGTERM comes from another thread once the worker runs; the rest from the trace
+    threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGTERM)).start()
+    sys.settrace(on_call)
+    worker.run_forever()
+    sys.settrace(None)
+    print("stopped after", raised[0], "nested signals")
+""")
+
+
+def test_the_stop_handler_can_be_reentered_at_every_line(tmp_path):
+    script = tmp_path / "reenter.py"
+    script.write_text(SCRIPT)
+    try:
+        out = subprocess.run([sys.executable, str(script), f"sqlite:///{tmp_path / 'g.db'}"], cwd=ROOT,
+                             env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, capture_output=True,
+                             text=True, timeout=20)
+    except subprocess.TimeoutExpired as exc:
+        raise AssertionError(f"the worker never stopped: its handler deadlocked when re-entered\n{exc.stderr}")
+    assert out.returncode == 0, out.stderr
+    assert "stopped after" in out.stdout and "stopped after 0 " not in out.stdout, out.stdout
