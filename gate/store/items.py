@@ -9,6 +9,8 @@ from typing import Any, Sequence
 
 from sqlalchemy import (BigInteger, DateTime, Float, Integer, String, bindparam, case, func, insert, literal, select,
                         update)
+from sqlalchemy.dialects.mysql import insert as mysql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
 from ..models import Answer, ClaimedItem, ItemResult, ItemSample, RunCounts
@@ -236,16 +238,25 @@ def save_answers(conn: Connection, answers: Sequence[Answer], replace: bool = Fa
              "latency_ms": a.latency_ms, "prompt_tokens": a.prompt_tokens, "completion_tokens": a.completion_tokens,
              "update_id": a.update_id, "run_id": a.run_id} for a in answers]
     if replace:
-        for row in rows:     # the few answers of one chunk; no portable multi-row upsert in Core
-            key = row.pop("request_key")
-            if not conn.execute(update(answer).where(answer.c.request_key == key)
-                                .values(**row, created_at=db_now())).rowcount:
-                conn.execute(insert(answer).values(request_key=key, **row, created_at=db_now())
-                             .prefix_with("IGNORE", dialect="mysql").prefix_with("OR IGNORE", dialect="sqlite"))
+        _upsert_answers(conn, sorted(rows, key=lambda r: r["request_key"]))   # one key order: no deadlock
         return
     stmt = (insert(answer).values(created_at=db_now())
             .prefix_with("IGNORE", dialect="mysql").prefix_with("OR IGNORE", dialect="sqlite"))
     conn.execute(stmt, rows)
+
+
+def _upsert_answers(conn: Connection, rows: list[dict]) -> None:
+    """Insert the answers or overwrite those of the same key, in one statement (a chunk's
+    256 rows as an UPDATE and an INSERT each took ~1 s and held P4 to 185 items/s)."""
+    rows = [{**row, "created_at": db_now()} for row in rows]
+    changed = [k for k in rows[0] if k != "request_key"]
+    if conn.dialect.name == "mysql":
+        stmt = mysql_insert(answer).values(rows)
+        conn.execute(stmt.on_duplicate_key_update({k: stmt.inserted[k] for k in changed}))
+    else:
+        stmt = sqlite_insert(answer).values(rows)
+        conn.execute(stmt.on_conflict_do_update(index_elements=[answer.c.request_key],
+                                                set_={k: stmt.excluded[k] for k in changed}))
 
 
 def item_attempt_stats(conn: Connection, run_ids: Sequence[int]) -> dict[str, int]:

@@ -65,3 +65,26 @@ def test_an_error_is_never_reused(gate, tmp_path, monkeypatch):
         assert (first.status, calls) == ("FAILED", 6)
         second, calls = evaluate(gate, broken, llm)
         assert calls == 6 and not second.runs[0].reused
+
+
+def test_fresh_answers_overwrite_kept_ones_in_one_statement(gate):
+    """--no-reuse keeps its answers as the newest word: a key answered before is overwritten,
+    a new key inserted, a key of another chunk untouched (MariaDB's ON DUPLICATE KEY UPDATE,
+    SQLite's ON CONFLICT)."""
+    from gate import store
+    from gate.db import transaction
+    from gate.models import Answer
+    from sqlalchemy import select
+    from gate.store.schema import answer
+
+    def kept(key, decision, update_id):
+        return Answer(request_key=key, actual_decision=decision, raw_output=decision, latency_ms=5,
+                      prompt_tokens=1, completion_tokens=1, update_id=update_id, run_id=update_id)
+
+    transaction(gate.engine, lambda c: store.save_answers(c, [kept("a" * 64, "yes", 1), kept("c" * 64, "no", 1)]))
+    transaction(gate.engine, lambda c: store.save_answers(c, [kept("a" * 64, "no", 2)]))               # first kept
+    transaction(gate.engine, lambda c: store.save_answers(c, [kept("b" * 64, "maybe", 3), kept("a" * 64, "no", 3)],
+                                                          replace=True))
+    with gate.engine.connect() as conn:
+        rows = {r.request_key[0]: (r.actual_decision, r.update_id) for r in conn.execute(select(answer))}
+    assert rows == {"a": ("no", 3), "b": ("maybe", 3), "c": ("no", 1)}
