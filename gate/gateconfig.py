@@ -12,7 +12,7 @@ prompt, kept in the prompts' repository and synced into the gate from the defaul
     prompts:
       ticket-urgency:
         - {dataset: urgency-regression, min_accuracy: 0.90}
-        - {dataset: urgency-hard, min_accuracy: 0.80}
+        - {dataset: urgency-hard, min_accuracy: 0.80, max_broken: 0, min_recall: {urgent: 0.9}}
 
 ``load_config`` validates the file (every problem is a SpecError naming the file, the field
 and the reason; nothing touches the database). ``diff`` says what a sync would change
@@ -21,7 +21,10 @@ without changing anything (a pull request shows it as "takes effect after merge"
 
 * every declared dataset is registered (or re-pointed when its source or columns changed);
   relative file sources resolve against the config file's folder;
-* every declared bar is mapped (or its ``min_accuracy`` changed);
+* every declared bar is mapped (or its bars changed). Besides ``min_accuracy`` an entry may
+  carry ``max_broken``, ``min_recall`` / ``min_precision`` (label → fraction),
+  ``max_latency_p95_ms`` and ``max_cost_per_1k_items`` (see ``gate.bars``); a bar left out
+  of the entry is dropped from the mapping;
 * **the file is the whole truth for the gate's bars**: every mapping the file does not
   declare is unmapped, including every mapping of a prompt the file does not list at all
   (such a prompt is no longer gated, and a submission of it is refused until a bar is
@@ -47,6 +50,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping as TMapping
 
 
+from .bars import EXTRA_KEYS, Bars
 from .errors import DatasetError, SpecError, UsageError
 from .providers import ProviderDecl, parse_decl
 from .service import Gate, parse_bar
@@ -56,7 +60,7 @@ from .yamlfile import parse_yaml, read_text_file
 
 TOP_FIELDS = ("providers", "datasets", "prompts")
 DATASET_FIELDS = ("source", "id_column", "label_column")
-BAR_FIELDS = ("dataset", "min_accuracy")
+BAR_FIELDS = ("dataset", "min_accuracy", *EXTRA_KEYS)
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,7 @@ class BarDecl:
     prompt: str
     dataset: str
     min_accuracy: Decimal
+    bars: dict | None = field(default=None, hash=False)    # the bars beyond min_accuracy (Bars.extra)
 
 
 @dataclass(frozen=True)
@@ -251,7 +256,18 @@ def _parse_bar_entry(entry: Any, at: str, prompt: str, datasets: dict[str, Datas
         bar = parse_bar(entry["min_accuracy"])
     except UsageError as exc:
         raise SpecError(file, f"{at}.min_accuracy", str(exc)) from None
-    return BarDecl(prompt, ds, bar)
+    return BarDecl(prompt, ds, bar, _parse_extra_bars(entry, at, file))
+
+
+def _parse_extra_bars(entry: TMapping, at: str, file: str | None) -> dict | None:
+    """The entry's bars beyond min_accuracy as JSON (``Bars.extra``). Each is checked on
+    its own first, so an error names its field."""
+    for key in EXTRA_KEYS:
+        try:
+            Bars.parse(0, {key: entry.get(key)})
+        except UsageError as exc:
+            raise SpecError(file, f"{at}.{key}", str(exc)) from None
+    return Bars.parse(0, {key: entry.get(key) for key in EXTRA_KEYS}).extra()
 
 
 def _check_name(value: Any, where: str, what: str, file: str | None) -> None:
@@ -269,6 +285,17 @@ def _as_config(source: str | Path | GateConfig) -> GateConfig:
 
 def _fmt_bar(bar: Decimal) -> str:
     return format(Decimal(bar).normalize(), "f")
+
+
+def _fmt_bars(min_accuracy: Decimal, extra: dict | None) -> str:
+    """A mapping's bars as a plan shows them: "0.9" when accuracy is its only bar (as
+    before the other bars existed), else e.g. "0.9, max broken 0"."""
+    return ", ".join([_fmt_bar(min_accuracy), *Bars.parse(min_accuracy, extra).describe()])
+
+
+def _same_bars(have, want: BarDecl) -> bool:
+    """Compared as values: 0.90 and 0.9, or a stored "0.10" and a declared 0.1, are the same."""
+    return Bars.parse(have.min_accuracy, have.bars) == Bars.parse(want.min_accuracy, want.bars)
 
 
 _SECRET_RE = re.compile(r"(://[^/:@\s]*):[^/@\s]*@")
@@ -399,12 +426,12 @@ def _bar_changes(gate: Gate, cfg: GateConfig) -> list[Change]:
         subject = f"{key[0]} × {key[1]}"
         want, have = declared.get(key), current.get(key)
         if have is None:
-            changes.append(Change("bar-added", subject, None, _fmt_bar(want.min_accuracy), key))
+            changes.append(Change("bar-added", subject, None, _fmt_bars(want.min_accuracy, want.bars), key))
         elif want is None:
-            changes.append(Change("bar-removed", subject, _fmt_bar(have.min_accuracy), None, key))
-        elif Decimal(have.min_accuracy) != want.min_accuracy:
-            changes.append(Change("bar-changed", subject, _fmt_bar(have.min_accuracy), _fmt_bar(want.min_accuracy),
-                                  key))
+            changes.append(Change("bar-removed", subject, _fmt_bars(have.min_accuracy, have.bars), None, key))
+        elif not _same_bars(have, want):
+            changes.append(Change("bar-changed", subject, _fmt_bars(have.min_accuracy, have.bars),
+                                  _fmt_bars(want.min_accuracy, want.bars), key))
     return changes
 
 
@@ -437,7 +464,8 @@ def sync(gate: Gate, config: str | Path | GateConfig) -> SyncResult:
                                   label_column=decl.label_column, base_dir=decl.base_dir, declared_in=cfg.path)
     for change in planned.changes:
         if change.kind in ("bar-added", "bar-changed"):
-            gate.map_dataset(*change.key, bars[change.key].min_accuracy)
+            bar = bars[change.key]
+            gate.map_dataset(*change.key, bar.min_accuracy, bars=bar.bars)
         elif change.kind == "bar-removed":
             gate.unmap_dataset(*change.key)
     return SyncResult(planned.path, planned.changes, applied=True)

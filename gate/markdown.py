@@ -30,6 +30,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from .scoring import format_bar
+from .stats import format_p
 from .service import RunReport, UpdateReport
 from .untrusted import CONTROL, LINE_BREAKS
 
@@ -136,6 +137,27 @@ def chart_pct(value: Any) -> Safe:
     return Safe(f"{100 * float(value):.1f}")
 
 
+def points(value: Any) -> Safe:
+    """A change in percentage points, signed."""
+    return Safe("n/a" if value is None else f"{float(value):+.1f} pts")
+
+
+def interval(value: Any) -> Safe:
+    """A Wilson interval (two fractions) as "[a–b]" in percent."""
+    if not value:
+        return Safe("")
+    return Safe(f"[{100 * float(value[0]):.1f}–{100 * float(value[1]):.1f}]")
+
+
+def pvalue(value: Any) -> Safe:
+    return Safe("n/a" if value is None else format_p(float(value)))
+
+
+def ratio(value: Any) -> Safe:
+    """A precision, recall or F1 (fraction or None) with two decimals; "–" when undefined."""
+    return Safe("–" if value is None else f"{float(value):.2f}")
+
+
 def bar_pct(value: Any) -> Safe:
     return Safe(format_bar(Decimal(value)))
 
@@ -165,7 +187,8 @@ def environment() -> Environment:
     env = Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=False, undefined=StrictUndefined,
                       trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, finalize=_finalize)
     env.filters.update(md=md, code=code, short_hash=short_hash, mermaid_label=mermaid_label, num=num,
-                       pct=pct, chart_pct=chart_pct, bar_pct=bar_pct, link=link)
+                       pct=pct, chart_pct=chart_pct, bar_pct=bar_pct, link=link, points=points,
+                       interval=interval, pvalue=pvalue, ratio=ratio)
     return env
 
 
@@ -208,6 +231,12 @@ def _run_view(run: RunReport, samples: int, excerpt: int) -> dict:
         "failures_cut": failing_total > len(shown),
         "excerpt": excerpt,
         "invalid": metrics.get("invalid", 0),
+        "compared": run.comparison,
+        "baseline_note": run.baseline_note if run.status == "DONE" else None,
+        "bars": [c for c in run.checks if c["bar"] != "min_accuracy"],
+        "labels": sorted(run.labels.items()),
+        "calls": run.calls if run.status == "DONE" else None,
+        "broken": run.broken[:max(0, samples)],
     }
 
 
@@ -225,6 +254,7 @@ def _update_view(report: UpdateReport, samples: int, excerpt: int, details: bool
         "terminal": report.terminal,
         "details": details,
         "chart": charts and any(r.accuracy is not None for r in report.runs),
+        "live_chart": all(r.comparison for r in report.runs),   # a chart cannot leave a bar out
     }
 
 

@@ -48,6 +48,7 @@ class Mapping:
     dataset_id: int
     dataset_name: str
     min_accuracy: Decimal
+    bars: dict | None = None          # the bars beyond min_accuracy (gate.bars.Bars.extra)
 
 
 @dataclass(frozen=True)
@@ -148,6 +149,16 @@ class ItemSample:
     verdict: str
     raw_output: str | None
     error: str | None
+
+
+@dataclass(frozen=True)
+class FlipSample:
+    """An item live answered right and the candidate wrong (or the reverse)."""
+    item_id: str
+    expected_decision: str
+    live_decision: str | None
+    candidate_decision: str | None
+    candidate_output: str | None
 
 
 @dataclass(frozen=True)

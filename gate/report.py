@@ -8,6 +8,7 @@ retitle or clear the terminal that shows it, nor forge a line of its own.
 from __future__ import annotations
 
 from .scoring import format_bar, format_pct
+from .stats import format_p
 from .service import UpdateReport
 from .untrusted import terminal_safe as safe
 
@@ -21,9 +22,16 @@ def render_text(report: UpdateReport) -> str:
         lines.append(f"  {safe(r.dataset)}: {format_pct(r.matches, r.scored)} vs bar {format_bar(r.bar)} [{verdict}] "
                      f"{progress}, {r.errors} errors" +
                      (f" — {safe(r.reason)}" if r.reason and r.status == "ERROR" else ""))
+        lines += _comparison_lines(r)
+        lines += [f"    bar {c['bar'] if c['label'] is None else c['bar'] + '[' + safe(c['label']) + ']'} "
+                  f"{c['limit']}: {c['value'] or 'n/a'} [{c['state']}]" + (f" — {safe(c['note'])}" if c['note'] else "")
+                  for c in r.checks if c["bar"] != "min_accuracy"]
         if r.reused:
             lines.append(f"    {r.reused_total} of {r.total} answers reused from update "
                          + ", ".join(str(uid) for uid in sorted(r.reused)))
+        for b in r.broken:
+            lines.append(f"    broken {safe(b.item_id)}: expected {safe(b.expected_decision)}, live said "
+                         f"{safe(b.live_decision or '')}, candidate said {safe(b.candidate_decision or '')}")
         for f in r.failures:
             out = safe(f.raw_output or f.error or "", 80)
             lines.append(f"    {safe(f.item_id)}: expected {safe(f.expected_decision)}, "
@@ -35,3 +43,22 @@ def render_text(report: UpdateReport) -> str:
     if extra:
         lines.append("  " + ", ".join(extra))
     return "\n".join(lines)
+
+
+def _comparison_lines(r) -> list[str]:
+    """Live against candidate on the same items, or why there is no such comparison."""
+    c = r.comparison
+    if c is None:
+        return [f"    vs live: n/a — {safe(r.baseline_note)}"] if r.baseline_note and r.status == "DONE" else []
+    verdict = "is" if c["significant"] else "is not"
+    return [f"    vs live (update {c['live_update_id']}): {_pct_ci(c['live_accuracy'], c['live_interval'])} → "
+            f"{_pct_ci(c['accuracy'], c['interval'])} ({c['delta_points']:+.1f} points); "
+            f"fixed {c['fixed']}, broken {c['broken']}; McNemar p = {format_p(c['p_value'])}: "
+            f"the difference {verdict} significant at 5%"]
+
+
+def _pct_ci(value, interval) -> str:
+    if value is None:
+        return "n/a"
+    return f"{100 * value:.1f}%" + (f" [{100 * interval[0]:.1f}–{100 * interval[1]:.1f}]" if interval else "")
+

@@ -1,4 +1,5 @@
-"""Metrics and the gate's verdict: pure functions shared by finalize, reconcile and status.
+"""Metrics and bars: pure functions shared by finalize, reconcile and status (the verdict
+over all bars is gate.verdict).
 
 Bars compare the raw accuracy as an exact fraction: 95 of 100 clears a 0.95 bar, and no
 float ever sits at the boundary. A zero denominator never reaches a division.
@@ -16,15 +17,15 @@ from .states import Mode, RunStatus, UpdateStatus, Verdict
 INVALID_DECISION = "(invalid)"
 
 
-def parse_bar(value: Any) -> Decimal:
+def parse_bar(value: Any, what: str = "min accuracy") -> Decimal:
     try:
         bar = Decimal(str(value).strip())
     except (InvalidOperation, ValueError):
-        raise UsageError(f"min accuracy {value!r} is not a number: use a fraction in [0, 1], e.g. 0.9") from None
+        raise UsageError(f"{what} {value!r} is not a number: use a fraction in [0, 1], e.g. 0.9") from None
     if not bar.is_finite() or bar < 0 or bar > 1:
-        raise UsageError(f"min accuracy {value!r} is outside [0, 1]: use a fraction such as 0.9 (not 90)")
+        raise UsageError(f"{what} {value!r} is outside [0, 1]: use a fraction such as 0.9 (not 90)")
     if bar.as_tuple().exponent < -9:
-        raise UsageError(f"min accuracy {value!r} has more than 9 decimal places")
+        raise UsageError(f"{what} {value!r} has more than 9 decimal places")
     return bar
 
 
@@ -71,29 +72,6 @@ def run_end(metrics: dict, dataset_name: str, first_error: str | None = None) ->
         return RunStatus.ERROR, (f"{metrics['errors']} of {metrics['total']} items of {dataset_name} could not be "
                                  f"scored{first} (see the failing items)")
     return RunStatus.DONE, None
-
-
-def update_end(mode: str, runs: Sequence) -> tuple[UpdateStatus, str]:
-    """The verdict of an update whose runs are all terminal. ``runs`` have .status,
-    .dataset_name, .metrics, .min_accuracy and .reason."""
-    broken = [r for r in runs if r.status != RunStatus.DONE]
-    if not runs:
-        return UpdateStatus.FAILED, "no runs"
-    if broken:
-        why = "; ".join(f"{r.dataset_name}: {r.reason or r.status}" for r in broken)
-        return UpdateStatus.FAILED, f"could not be scored: {why}"
-    missed = []
-    for r in runs:
-        m = r.metrics or {}
-        if not clears(m.get("matches", 0), m.get("scored", 0), r.min_accuracy):
-            missed.append(f"{r.dataset_name} {format_pct(m.get('matches', 0), m.get('scored', 0))} "
-                          f"< bar {format_bar(r.min_accuracy)}")
-    if missed:
-        return UpdateStatus.REJECTED, "missed: " + "; ".join(missed)
-    cleared = "every bar cleared (" + "; ".join(
-        f"{r.dataset_name} {format_pct(r.metrics['matches'], r.metrics['scored'])} ≥ {format_bar(r.min_accuracy)}"
-        for r in runs) + ")"
-    return (UpdateStatus.APPLIED if mode == Mode.APPLY else UpdateStatus.PASSED), cleared
 
 
 def format_pct(matches: int, scored: int) -> str:

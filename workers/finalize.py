@@ -9,6 +9,7 @@ import time
 from gate import store
 from gate.db import transaction
 from gate.scoring import metrics_from_breakdown, run_end
+from gate.stats import percentile
 
 from .poller import Poller
 
@@ -41,6 +42,27 @@ class Finalizer(Poller):
         transaction(self.engine, sweep)
 
 
+def comparison_metrics(conn, run) -> dict:
+    """What the report and the bars beyond accuracy read: the calls' latency and tokens,
+    and the flips against the live version's run pinned at submit (or why there are none)."""
+    calls = store.call_stats(conn, run.id)
+    latencies = calls.pop("latencies")
+    calls["latency_ms"] = {"p50": percentile(latencies, 50), "p95": percentile(latencies, 95),
+                           "max": latencies[-1] if latencies else None, "timed": len(latencies)}
+    out = {"calls": calls, "flips": None,
+           "baseline_note": (run.pinned or {}).get("baseline_note") or "no live version to compare with"}
+    baseline = (run.pinned or {}).get("baseline")
+    if baseline:
+        flips = store.flip_counts(conn, run.id, baseline["run_id"])
+        live = store.get_run(conn, baseline["run_id"]).metrics or {}
+        if flips["paired"]:
+            out.update(flips=flips, baseline_note=None,
+                       live={"matches": live.get("matches", 0), "scored": live.get("scored", 0), **baseline})
+        else:
+            out["baseline_note"] = f"the live version's answers (run {baseline['run_id']}) are no longer kept"
+    return out
+
+
 def finalize_batch(conn) -> list[int]:
     """Finalize up to BATCH runs in one transaction; returns their ids."""
     ids = []
@@ -54,6 +76,7 @@ def finalize_batch(conn) -> list[int]:
             first = store.failing_items(conn, run_id, 1, errors_only=True)
             first_error = f"item {first[0].item_id}: {first[0].error}" if first else None
         status, reason = run_end(metrics, run.dataset_name, first_error)
+        metrics.update(comparison_metrics(conn, run))
         store.transition_run(conn, run_id, status, reason=reason, metrics=metrics)
         ids.append(run_id)
     return ids

@@ -9,7 +9,7 @@ import logging
 
 from gate import store
 from gate.db import transaction
-from gate.scoring import update_end
+from gate.verdict import update_end
 from gate.states import UpdateStatus
 
 from .poller import Poller

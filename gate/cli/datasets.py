@@ -7,6 +7,8 @@ import json
 
 import click
 
+from ..bars import Bars
+from ..errors import UsageError
 from ..untrusted import terminal_safe
 from .common import database_option, echo_json, open_gate
 
@@ -120,11 +122,42 @@ def dataset_diff(ctx, name, old, new, as_json):
 @click.argument("prompt")
 @click.argument("dataset_name", metavar="DATASET")
 @click.option("--min-accuracy", required=True, help="The bar, a fraction in [0, 1] (0.95 = 95%).")
+@click.option("--max-broken", metavar="N", default=None,
+              help="At most N items the live version answers right and the candidate wrong (0: no regression).")
+@click.option("--min-recall", metavar="LABEL=X", multiple=True, help="Recall of LABEL at least X (repeatable).")
+@click.option("--min-precision", metavar="LABEL=X", multiple=True, help="Precision of LABEL at least X (repeatable).")
+@click.option("--max-latency-p95-ms", metavar="N", default=None, help="The 95th percentile call latency, in ms.")
+@click.option("--max-cost-per-1k-items", metavar="USD", default=None, help="The cost of 1000 items, in US dollars.")
 @click.pass_context
-def dataset_map(ctx, prompt, dataset_name, min_accuracy):
-    """Gate PROMPT on DATASET with a bar."""
-    m = open_gate(ctx).map_dataset(prompt, dataset_name, min_accuracy)
-    click.echo(f"{m.prompt_name} × {m.dataset_name}: min accuracy {m.min_accuracy}")
+def dataset_map(ctx, prompt, dataset_name, min_accuracy, max_broken, min_recall, min_precision, max_latency_p95_ms,
+                max_cost_per_1k_items):
+    """Gate PROMPT on DATASET with a bar, and optionally more bars (all must clear). A
+    bar not given is dropped from the mapping: the options replace its bars as a whole."""
+    bars = {"max_broken": max_broken, "min_recall": _label_bars("--min-recall", min_recall),
+            "min_precision": _label_bars("--min-precision", min_precision),
+            "max_latency_p95_ms": max_latency_p95_ms, "max_cost_per_1k_items": max_cost_per_1k_items}
+    m = open_gate(ctx).map_dataset(prompt, dataset_name, min_accuracy, bars=bars)
+    click.echo(f"{m.prompt_name} × {m.dataset_name}: min accuracy {m.min_accuracy}"
+               + "".join(f", {phrase}" for phrase in _describe_bars(m)))
+
+
+def _label_bars(option: str, values: tuple[str, ...]) -> dict[str, str] | None:
+    """``LABEL=X`` options as {label: X} (the value is checked by ``Bars.parse``). The
+    last "=" splits, so a label may hold one; a label given twice is refused."""
+    out: dict[str, str] = {}
+    for value in values:
+        label, sep, bar = value.rpartition("=")
+        if not sep or not label or not bar.strip():
+            raise UsageError(f"{option} {value!r} is not LABEL=X, e.g. {option} urgent=0.9")
+        if label in out:
+            raise UsageError(f"{option} names label {label!r} twice")
+        out[label] = bar
+    return out or None
+
+
+def _describe_bars(m) -> list[str]:
+    """The mapping's bars beyond min accuracy as short phrases, fit for a terminal."""
+    return [terminal_safe(phrase, 200) for phrase in Bars.parse(m.min_accuracy, m.bars).describe()]
 
 
 @dataset.command("unmap")
@@ -147,14 +180,21 @@ def dataset_list(ctx, as_json):
     rows = open_gate(ctx).list_datasets()
     if as_json:
         echo_json([{"name": ds.name, "source_uri": ds.source_uri, "options": ds.options,
-                    "gates": [{"prompt": m.prompt_name, "min_accuracy": str(m.min_accuracy)} for m in maps]}
+                    "gates": [{"prompt": m.prompt_name, "min_accuracy": str(m.min_accuracy), "bars": m.bars}
+                              for m in maps]}
                    for ds, maps in rows])
         return
     if not rows:
         click.echo("no datasets: add one with `promptgate dataset add NAME --source URI`")
     for ds, maps in rows:
-        gates = ", ".join(f"{m.prompt_name} ≥ {m.min_accuracy}" for m in maps) or "not mapped"
+        gates = ", ".join(_gate_text(m) for m in maps) or "not mapped"
         click.echo(f"{ds.name}\t{terminal_safe(ds.source_uri)}\t{gates}")
+
+
+def _gate_text(m) -> str:
+    """"p1 ≥ 0.9", and the other bars in brackets: "p1 ≥ 0.9 (max broken 0)"."""
+    extra = _describe_bars(m)
+    return f"{m.prompt_name} ≥ {m.min_accuracy}" + (f" ({', '.join(extra)})" if extra else "")
 
 
 @dataset.command("preview")

@@ -7,13 +7,13 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping as TMapping
 
 from .. import db, importer, store
+from ..bars import Bars
 from ..errors import DatasetError, NotFound, UsageError, first_line
 from ..models import Dataset, DatasetVersion, Mapping, VersionRow
 from ..providers import Endpoint, ProviderDecl, endpoint_for, resolve
-from ..scoring import parse_bar
 from ..sources import DEFAULT_ID_COLUMN, DEFAULT_LABEL_COLUMN, SourceOptions, absolute_source, open_source, scheme_of
 from ..spec import PromptSpec, check_name
 from .boundary import driver_errors_become_gate_errors
@@ -119,16 +119,21 @@ class DatasetsMixin:
 
     # --- bars --------------------------------------------------------------------------------
 
-    def map_dataset(self, prompt_name: str, dataset_name: str, min_accuracy: Any) -> Mapping:
+    def map_dataset(self, prompt_name: str, dataset_name: str, min_accuracy: Any, *,
+                    bars: TMapping[str, Any] | None = None) -> Mapping:
+        """Gate ``prompt_name`` on ``dataset_name``: ``min_accuracy`` and the optional
+        ``bars`` beyond it (``gate.bars.EXTRA_KEYS``), validated by ``Bars.parse``. The
+        mapping's bars are replaced as a whole: a bar left out is dropped."""
         check_name(prompt_name, "prompt name")
-        bar = parse_bar(min_accuracy)
+        parsed = Bars.parse(min_accuracy, bars)
+        extra = parsed.extra()
 
         def map_it(conn) -> Dataset:
             ds = store.get_dataset(conn, dataset_name)
-            store.upsert_mapping(conn, prompt_name, ds.id, bar)
+            store.upsert_mapping(conn, prompt_name, ds.id, parsed.min_accuracy, extra)
             return ds
         ds = db.transaction(self.engine, map_it)
-        return Mapping(prompt_name, ds.id, ds.name, bar)
+        return Mapping(prompt_name, ds.id, ds.name, parsed.min_accuracy, extra)
 
     def unmap_dataset(self, prompt_name: str, dataset_name: str) -> bool:
         def unmap(conn) -> bool:

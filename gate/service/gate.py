@@ -52,6 +52,24 @@ def check_commit_sha(sha: Any) -> None:
         raise UsageError(f"commit SHA {str(sha)[:80]!r} is not a full commit id: use its 40 or 64 hex characters")
 
 
+def _baseline_pin(run, live_version: int, version_id: int) -> dict:
+    """What the candidate is compared with on this dataset: the live version's own run on
+    the same dataset version (its answers, item by item), or why there is none."""
+    if run is not None:
+        return {"baseline": {"run_id": run.id, "update_id": run.update_id, "live_version": live_version}}
+    if not live_version:
+        return {"baseline": None, "baseline_note": "no live version yet"}
+    return {"baseline": None, "baseline_note": f"live version {live_version} was not scored on dataset version "
+                                               f"{version_id}"}
+
+
+def _broken_items(conn, run, limit: int) -> list:
+    """The first items the live version answered right and the run wrong (none before the
+    run is compared: finalize pairs the answers)."""
+    baseline = (run.metrics or {}).get("live")
+    return store.flipped_items(conn, run.id, baseline["run_id"], limit) if baseline and limit else []
+
+
 def combine_exit_codes(codes: Iterable[int]) -> int:
     """Several updates' exit codes as one: 2 (failed, cancelled, invalid) before 1
     (rejected) before 3 (still open) before 0."""
@@ -139,11 +157,13 @@ class Gate(DatasetsMixin):
                                             base_version=store.live_version(conn, spec.name),
                                             source=source, source_key=source_key, source_sha=source.get("sha"),
                                             provider=provider.to_dict() if provider else None, reuse=reuse)
+            live = store.live_version(conn, spec.name)
             for mapping in mappings:
                 ds = store.get_dataset(conn, mapping.dataset_name)
                 version = _current_version(conn, ds)
-                store.insert_run(conn, update_id, ds, mapping.min_accuracy, version,
-                                 pin(spec, version, mapping.min_accuracy))
+                pinned = {**pin(spec, version, mapping.min_accuracy), "bars": mapping.bars or None,
+                          **_baseline_pin(store.baseline_run(conn, spec.name, ds.id, version.id), live, version.id)}
+                store.insert_run(conn, update_id, ds, mapping.min_accuracy, version, pinned)
             for old_id in older:
                 store.cancel_update(conn, old_id, f"superseded by update {update_id}")
             return update_id
@@ -158,8 +178,8 @@ class Gate(DatasetsMixin):
             runs = store.runs_of_update(conn, update_id)
             counts = store.run_counts(conn, [r.id for r in runs])
             reused = store.reuse_stats(conn, [r.id for r in runs])
-            reports = [run_report(r, counts[r.id], store.failing_items(conn, r.id, failures), reused[r.id])
-                       for r in runs]
+            reports = [run_report(r, counts[r.id], store.failing_items(conn, r.id, failures), reused[r.id],
+                                  _broken_items(conn, r, failures)) for r in runs]
             ids = [r.id for r in runs]
             return UpdateReport(upd, reports, {**store.item_attempt_stats(conn, ids),
                                                **store.rate_limit_stats(conn, ids)})

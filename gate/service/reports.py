@@ -1,6 +1,8 @@
 """What the service hands out about an update: its report (per run: the counts, the
-accuracy, the bar it is judged against, a few failing items) as frozen dataclasses, and
-``to_dict`` for ``status --json``."""
+accuracy, every bar and how the run stands against it, the comparison with the live
+version on the same items, per-label metrics, the calls' latency and tokens, a few failing
+and broken items) as frozen dataclasses, and ``to_dict`` for ``status --json`` (its
+contract: gate/schemas/status.schema.json)."""
 
 from __future__ import annotations
 
@@ -9,8 +11,9 @@ from dataclasses import asdict, dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from ..models import ItemSample, Run, Update
-from ..scoring import clears
+from ..models import FlipSample, ItemSample, Run, Update
+from ..stats import label_metrics, mcnemar_exact, significant, wilson_interval
+from ..verdict import run_checks
 from ..states import EXIT_CODES, UPDATE_TERMINAL, RunStatus, UpdateStatus
 
 
@@ -37,6 +40,12 @@ class RunReport:
     dataset_version_id: int | None = None
     pinned: dict | None = None          # what the verdict stands on (gate.reuse.pin)
     reused: dict[int, int] = field(default_factory=dict)   # update id -> answers reused from it
+    checks: list[dict] = field(default_factory=list)       # every bar against the run (gate.bars.BarCheck)
+    comparison: dict | None = None      # live vs candidate on the same items (``comparison``)
+    baseline_note: str | None = None    # why there is no comparison
+    labels: dict = field(default_factory=dict)             # label -> support, precision, recall, F1
+    calls: dict | None = None           # latency p50/p95/max (ms) and tokens of the answers
+    broken: list[FlipSample] = field(default_factory=list)  # the first items live got right and this wrong
 
     @property
     def reused_total(self) -> int:
@@ -76,11 +85,13 @@ class UpdateReport:
         return plain({"id": u.pop("id"), **u, "runs": [asdict(r) for r in self.runs], "attempts": self.attempts})
 
 
-def run_report(run: Run, counts, failures: list[ItemSample], reused: dict[int, int] | None = None) -> RunReport:
+def run_report(run: Run, counts, failures: list[ItemSample], reused: dict[int, int] | None = None,
+               broken: list[FlipSample] | None = None) -> RunReport:
     metrics = run.metrics or {}
     matches = metrics.get("matches", counts.match)
     scored = metrics.get("scored", counts.scored)
-    passed = clears(matches, scored, run.min_accuracy) if run.status == RunStatus.DONE else None
+    checks = [c.to_dict() for c in run_checks(run)] if run.status == RunStatus.DONE else []
+    passed = all(c["state"] != "fail" for c in checks) if run.status == RunStatus.DONE else None
     return RunReport(
         run_id=run.id, dataset=run.dataset_name, bar=run.min_accuracy, status=run.status,
         total=metrics.get("total", counts.total), scored=scored, matches=matches,
@@ -88,4 +99,34 @@ def run_report(run: Run, counts, failures: list[ItemSample], reused: dict[int, i
         accuracy=(matches / scored) if scored else None, passed=passed, reason=run.reason,
         row_count=run.row_count, content_hash=run.content_hash, source_version=run.source_version,
         source_uri=run.source_uri, metrics=run.metrics, failures=failures, dataset_version_id=run.dataset_version_id,
-        pinned=run.pinned, reused=reused or {})
+        pinned=run.pinned, reused=reused or {}, checks=checks, comparison=comparison(metrics),
+        baseline_note=metrics.get("baseline_note") if "flips" in metrics else (run.pinned or {}).get("baseline_note"),
+        labels=label_metrics(metrics.get("confusion") or {}), calls=metrics.get("calls"), broken=broken or [])
+
+
+def comparison(metrics: dict) -> dict | None:
+    """Live against candidate on the same items, from finalize's flips: each accuracy with
+    its Wilson 95 % interval, the change in points, fixed and broken counts, and McNemar's
+    exact p-value on them."""
+    flips, live = metrics.get("flips"), metrics.get("live")
+    if not flips or not live:
+        return None
+    matches, scored = metrics.get("matches", 0), metrics.get("scored", 0)
+    live_accuracy = live["matches"] / live["scored"] if live["scored"] else None
+    accuracy = matches / scored if scored else None
+    p_value = mcnemar_exact(flips["fixed"], flips["broken"])
+    return {
+        "live_update_id": live.get("update_id"), "live_version": live.get("live_version"),
+        "live_run_id": live.get("run_id"),
+        "live_accuracy": live_accuracy, "live_interval": _interval(live["matches"], live["scored"]),
+        "accuracy": accuracy, "interval": _interval(matches, scored),
+        "delta_points": None if live_accuracy is None or accuracy is None else round(100 * (accuracy - live_accuracy), 9),
+        "fixed": flips["fixed"], "broken": flips["broken"], "both_right": flips["both_right"],
+        "both_wrong": flips["both_wrong"], "paired": flips["paired"],
+        "p_value": p_value, "significant": significant(p_value),
+    }
+
+
+def _interval(successes: int, n: int) -> list[float] | None:
+    found = wilson_interval(successes, n)
+    return list(found) if found else None

@@ -28,15 +28,15 @@ from __future__ import annotations
 from .datasets import (delete_dataset, delete_mapping, ensure_dataset, find_dataset, get_dataset, list_datasets,
                        list_mappings, upsert_mapping)
 from .dialect import db_now, seconds_since
-from .items import (claim_items, copy_version_page, fail_exhausted_items, fail_unclaimed_items, failing_items,
-                    find_answers, item_attempt_stats, item_claim_query, release_items, renew_item_leases,
+from .items import (call_stats, claim_items, copy_version_page, fail_exhausted_items, fail_unclaimed_items,
+                    failing_items, find_answers, flip_counts, flipped_items, item_attempt_stats, item_claim_query, release_items, renew_item_leases,
                     reuse_stats, run_breakdown, run_counts, save_answers, write_item_results)
 from .live import find_live, live_version, prompt_history, write_live
 from .locks import ensure_prompt_lock, lock_prompt, prompt_lock
 from .ratelimits import (RateBucketState, add_rate_limit_usage, ensure_rate_bucket, pause_rate_bucket,
                          rate_bucket_state, rate_buckets, rate_limit_stats, take_rate_tokens)
 from .providers import delete_provider, list_providers, upsert_provider
-from .runs import (advance_materialize, candidate_of_run, claim_materialize, finalizable_runs,
+from .runs import (advance_materialize, baseline_run, candidate_of_run, claim_materialize, finalizable_runs,
                    finalize_candidates_query, finish_materialize, get_run, insert_run, lock_run_query,
                    materialize_claim_query, page_committed, release_run_lease, run_has_unscored_items,
                    running_runs, runs_of_update, transition_run)
@@ -84,8 +84,9 @@ __all__ = [
     "advance_materialize", "candidate_of_run", "claim_materialize", "finalizable_runs",
     "finalize_candidates_query", "finish_materialize", "get_run", "insert_run", "lock_run_query",
     "materialize_claim_query", "page_committed", "release_run_lease", "run_has_unscored_items", "running_runs",
-    "runs_of_update", "transition_run",
+    "runs_of_update", "transition_run", "baseline_run",
     # items
+    "call_stats", "flip_counts", "flipped_items",
     "claim_items", "copy_version_page", "fail_exhausted_items", "fail_unclaimed_items", "failing_items",
     "find_answers", "reuse_stats", "save_answers",
     "item_attempt_stats", "item_claim_query", "release_items", "renew_item_leases", "run_breakdown", "run_counts",

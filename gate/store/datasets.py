@@ -59,7 +59,7 @@ def list_datasets(conn: Connection) -> list[Dataset]:
 
 def list_mappings(conn: Connection, prompt_name: str | None = None) -> list[Mapping]:
     stmt = (select(prompt_dataset.c.prompt_name, prompt_dataset.c.dataset_id, dataset.c.name,
-                   prompt_dataset.c.min_accuracy)
+                   prompt_dataset.c.min_accuracy, prompt_dataset.c.bars)
             .join(dataset, dataset.c.id == prompt_dataset.c.dataset_id)
             .order_by(prompt_dataset.c.prompt_name, dataset.c.name))
     if prompt_name is not None:
@@ -67,16 +67,17 @@ def list_mappings(conn: Connection, prompt_name: str | None = None) -> list[Mapp
     return [Mapping(*row) for row in conn.execute(stmt)]
 
 
-def upsert_mapping(conn: Connection, prompt_name: str, dataset_id: int, min_accuracy: Decimal) -> bool:
-    """Map a prompt to a dataset with a bar, or change the bar. Returns True when created."""
+def upsert_mapping(conn: Connection, prompt_name: str, dataset_id: int, min_accuracy: Decimal,
+                   bars: dict | None = None) -> bool:
+    """Map a prompt to a dataset with its bars, or change them. Returns True when created."""
     changed = conn.execute(update(prompt_dataset)
                            .where(prompt_dataset.c.prompt_name == prompt_name,
                                   prompt_dataset.c.dataset_id == dataset_id)
-                           .values(min_accuracy=min_accuracy)).rowcount
+                           .values(min_accuracy=min_accuracy, bars=bars)).rowcount
     if changed:
         return False
     conn.execute(insert(prompt_dataset).values(prompt_name=prompt_name, dataset_id=dataset_id,
-                                               min_accuracy=min_accuracy, created_at=db_now()))
+                                               min_accuracy=min_accuracy, bars=bars, created_at=db_now()))
     return True
 
 

@@ -13,7 +13,7 @@ from sqlalchemy.dialects.mysql import insert as mysql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
-from ..models import Answer, ClaimedItem, ItemResult, ItemSample, RunCounts
+from ..models import Answer, ClaimedItem, FlipSample, ItemResult, ItemSample, RunCounts
 from ..states import RUN_TERMINAL, Verdict
 from .dialect import db_now
 from .schema import EPOCH, answer, dataset_row, new_token, prompt_run, prompt_run_item
@@ -201,6 +201,57 @@ def failing_items(conn: Connection, run_id: int, limit: int, errors_only: bool =
                         .where(i.c.run_id == run_id, i.c.verdict.in_(verdicts))
                         .order_by(i.c.position).limit(limit))
     return [ItemSample(*r) for r in rows]
+
+
+def flip_counts(conn: Connection, run_id: int, baseline_run_id: int) -> dict[str, int]:
+    """The run's items paired by position with the baseline's (same dataset version):
+    fixed (baseline wrong, run right), broken (baseline right, run wrong), both right,
+    both wrong. Only items both scored count (an ERROR item pairs with nothing)."""
+    cand, live = prompt_run_item.alias("cand"), prompt_run_item.alias("live")
+    right_now, right_before = cand.c.verdict == Verdict.MATCH, live.c.verdict == Verdict.MATCH
+    scored = [Verdict.MATCH, Verdict.MISMATCH]
+
+    def count(condition):
+        return func.coalesce(func.sum(case((condition, 1), else_=0)), 0)
+    row = conn.execute(select(count(right_now & ~right_before), count(~right_now & right_before),
+                              count(right_now & right_before), count(~right_now & ~right_before))
+                       .select_from(cand.join(live, (live.c.run_id == baseline_run_id)
+                                              & (live.c.position == cand.c.position)))
+                       .where(cand.c.run_id == run_id, cand.c.verdict.in_(scored), live.c.verdict.in_(scored))).first()
+    fixed, broken, both_right, both_wrong = (int(v) for v in row)
+    return {"fixed": fixed, "broken": broken, "both_right": both_right, "both_wrong": both_wrong,
+            "paired": fixed + broken + both_right + both_wrong}
+
+
+def flipped_items(conn: Connection, run_id: int, baseline_run_id: int, limit: int,
+                  broken: bool = True) -> list[FlipSample]:
+    """The first ``limit`` items (by position) the run broke (baseline right, run wrong),
+    or with ``broken`` False fixed."""
+    cand, live = prompt_run_item.alias("cand"), prompt_run_item.alias("live")
+    now, before = (Verdict.MISMATCH, Verdict.MATCH) if broken else (Verdict.MATCH, Verdict.MISMATCH)
+    rows = conn.execute(select(cand.c.item_id, cand.c.expected_decision, live.c.actual_decision,
+                               cand.c.actual_decision, cand.c.raw_output)
+                        .select_from(cand.join(live, (live.c.run_id == baseline_run_id)
+                                               & (live.c.position == cand.c.position)))
+                        .where(cand.c.run_id == run_id, cand.c.verdict == now, live.c.verdict == before)
+                        .order_by(cand.c.position).limit(limit))
+    return [FlipSample(*r) for r in rows]
+
+
+def call_stats(conn: Connection, run_id: int) -> dict[str, Any]:
+    """The run's model calls as the report shows them: latency (ms) of each answered item
+    ascending, token sums, and how many answers were reused (their latency and tokens are
+    those of the call that paid for them)."""
+    i = prompt_run_item
+    latencies = [r[0] for r in conn.execute(select(i.c.latency_ms)
+                                            .where(i.c.run_id == run_id, i.c.latency_ms.is_not(None))
+                                            .order_by(i.c.latency_ms))]
+    row = conn.execute(select(func.coalesce(func.sum(i.c.prompt_tokens), 0),
+                              func.coalesce(func.sum(i.c.completion_tokens), 0),
+                              func.coalesce(func.sum(case((i.c.reused_update_id.is_not(None), 1), else_=0)), 0))
+                       .where(i.c.run_id == run_id)).first()
+    return {"latencies": latencies, "prompt_tokens": int(row[0]), "completion_tokens": int(row[1]),
+            "reused": int(row[2])}
 
 
 def reuse_stats(conn: Connection, run_ids: Sequence[int]) -> dict[int, dict[int, int]]:

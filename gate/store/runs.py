@@ -14,7 +14,7 @@ from ..errors import IllegalTransition, NotFound
 from ..models import Dataset, DatasetVersion, Run, RunCandidate
 from ..states import RUN_OPEN, RunStatus, Verdict, run_sources
 from .dialect import db_now
-from .schema import EPOCH, new_token, prompt_run, prompt_run_item, prompt_update
+from .schema import EPOCH, new_token, prompt, prompt_run, prompt_run_item, prompt_update
 
 
 def _one(result, what: str):
@@ -41,6 +41,19 @@ def insert_run(conn: Connection, update_id: int, ds: Dataset, min_accuracy: Deci
         content_hash=version.content_hash, source_version=version.source_version, dataset_version_id=version.id,
         pinned=pinned, lease_until=EPOCH, attempt=0, created_at=db_now()))
     return result.inserted_primary_key[0]
+
+
+def baseline_run(conn: Connection, prompt_name: str, dataset_id: int, version_id: int) -> Run | None:
+    """The live version's own finished run on this dataset version: the run of the update
+    that applied it (its answers are the live prompt's answers on exactly these rows), or
+    None (no live version, applied without a run, or scored on another version)."""
+    applied = select(prompt.c.applied_update_id).where(prompt.c.name == prompt_name).scalar_subquery()
+    row = conn.execute(select(prompt_run).where(prompt_run.c.update_id == applied,
+                                                prompt_run.c.dataset_id == dataset_id,
+                                                prompt_run.c.dataset_version_id == version_id,
+                                                prompt_run.c.status == RunStatus.DONE)
+                       .order_by(prompt_run.c.id.desc()).limit(1)).first()
+    return _run(row) if row is not None else None
 
 
 def runs_of_update(conn: Connection, update_id: int) -> list[Run]:

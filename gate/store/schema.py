@@ -63,7 +63,8 @@ dataset_row = Table("dataset_row", meta,
                     Column("input", JsonText), Column("row_hash", String(64)))
 prompt_dataset = Table("prompt_dataset", meta,
                        Column("id", BigInteger, primary_key=True), Column("prompt_name", String(128)),
-                       Column("dataset_id", BigInteger), Column("min_accuracy", Bar), Column("created_at", T))
+                       Column("dataset_id", BigInteger), Column("min_accuracy", Bar), Column("created_at", T),
+                       Column("bars", JsonText))
 prompt_update = Table("prompt_update", meta,
                       Column("id", BigInteger, primary_key=True), Column("prompt_name", String(128)),
                       Column("mode", String(8)), Column("status", String(16)),

@@ -38,7 +38,7 @@ def test_submit_worker_wait_to_applied_and_rejected(db_url, tmp_path):
     assert cli(db_url, "dataset", "add", "d1", "--source", str(data)).returncode == 0
     assert cli(db_url, "dataset", "map", "p1", "d1", "--min-accuracy", "0.9").returncode == 0
     listed = json.loads(cli(db_url, "dataset", "list", "--json").stdout)
-    assert listed[0]["gates"] == [{"prompt": "p1", "min_accuracy": "0.9"}]
+    assert listed[0]["gates"] == [{"prompt": "p1", "min_accuracy": "0.9", "bars": None}]
 
     good = prompt_file(tmp_path / "good.yaml")
     sub = cli(db_url, "submit", good, "--mode", "apply", "--json")
@@ -76,6 +76,16 @@ def test_submit_worker_wait_to_applied_and_rejected(db_url, tmp_path):
 @pytest.mark.parametrize("args,message", [
     (("dataset", "map", "p1", "nope", "--min-accuracy", "0.5"), "unknown dataset 'nope'"),
     (("dataset", "map", "p1", "d1", "--min-accuracy", "95"), "outside [0, 1]"),
+    (("dataset", "map", "p1", "d1", "--min-accuracy", "0.9", "--min-recall", "yes"),
+     "--min-recall 'yes' is not LABEL=X, e.g. --min-recall urgent=0.9"),
+    (("dataset", "map", "p1", "d1", "--min-accuracy", "0.9", "--min-precision", "=0.9"), "is not LABEL=X"),
+    (("dataset", "map", "p1", "d1", "--min-accuracy", "0.9", "--min-recall", "yes=0.9", "--min-recall", "yes=0.8"),
+     "--min-recall names label 'yes' twice"),
+    (("dataset", "map", "p1", "d1", "--min-accuracy", "0.9", "--min-recall", "yes=95"),
+     "min_recall[yes] '95' is outside [0, 1]"),
+    (("dataset", "map", "p1", "d1", "--min-accuracy", "0.9", "--max-broken", "-1"), "max_broken '-1' is not a whole"),
+    (("dataset", "map", "p1", "d1", "--min-accuracy", "0.9", "--max-latency-p95-ms", "fast"), "max_latency_p95_ms"),
+    (("dataset", "map", "p1", "d1", "--min-accuracy", "0.9", "--max-cost-per-1k-items", "$2"), "US dollars"),
     (("dataset", "add", "Bad Name", "--source", "x.csv"), "not a valid name"),
     (("submit", "missing.yaml"), "missing.yaml: no such file"),
     (("submit", "{bad}"), "bad.yaml: messages[0].content: template uses config"),
@@ -98,6 +108,31 @@ def test_user_errors_are_one_line_exit_2(sqlite_url, tmp_path, args, message):
     if "dataset" in args[0] or args[0] == "submit":
         listed = json.loads(cli(sqlite_url, "dataset", "list", "--json").stdout)
         assert [d["name"] for d in listed] == ["d1"] and listed[0]["gates"] == []
+
+
+def test_dataset_map_declares_the_extra_bars(sqlite_url, tmp_path):
+    data = write_rule_rows(tmp_path / "d.csv", 4)
+    assert cli(sqlite_url, "dataset", "add", "d1", "--source", str(data)).returncode == 0
+    mapped = cli(sqlite_url, "dataset", "map", "p1", "d1", "--min-accuracy", "0.9", "--max-broken", "0",
+                 "--min-recall", "yes=0.95", "--min-recall", "no=0.8", "--min-precision", "a=b=0.5",
+                 "--max-latency-p95-ms", "250", "--max-cost-per-1k-items", "0.10")
+    assert mapped.returncode == 0, mapped.stderr
+    phrases = ("max broken 0, recall[no] ≥ 80%, recall[yes] ≥ 95%, precision[a=b] ≥ 50%, p95 latency ≤ 250 ms, "
+               "cost ≤ $0.10 per 1k items")
+    assert mapped.stdout.strip() == f"p1 × d1: min accuracy 0.9, {phrases}"
+    assert cli(sqlite_url, "dataset", "map", "p2", "d1", "--min-accuracy", "0.5").stdout.strip() == \
+        "p2 × d1: min accuracy 0.5"                                       # accuracy only: as before
+    assert cli(sqlite_url, "dataset", "list").stdout.split("\t")[-1].strip() == f"p1 ≥ 0.9 ({phrases}), p2 ≥ 0.5"
+    listed = json.loads(cli(sqlite_url, "dataset", "list", "--json").stdout)
+    assert listed[0]["gates"] == [
+        {"prompt": "p1", "min_accuracy": "0.9",
+         "bars": {"max_broken": 0, "min_recall": {"no": "0.8", "yes": "0.95"}, "min_precision": {"a=b": "0.5"},
+                  "max_latency_p95_ms": 250, "max_cost_per_1k_items": "0.10"}},
+        {"prompt": "p2", "min_accuracy": "0.5", "bars": None}]
+    # mapping again replaces the bars as a whole
+    assert cli(sqlite_url, "dataset", "map", "p1", "d1", "--min-accuracy", "0.8", "--max-broken", "1").stdout.strip() \
+        == "p1 × d1: min accuracy 0.8, max broken 1"
+    assert json.loads(cli(sqlite_url, "dataset", "list", "--json").stdout)[0]["gates"][0]["bars"] == {"max_broken": 1}
 
 
 def test_server_database_needs_db_upgrade(mysql_url):

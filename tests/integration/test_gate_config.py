@@ -41,6 +41,51 @@ def test_sync_is_idempotent_and_the_file_is_the_whole_truth(gate, tmp_path):
     assert "refund-hard" in {ds.name for ds, _ in gate.list_datasets()}
 
 
+def test_extra_bars_are_synced_and_a_change_of_any_is_bar_changed(gate, tmp_path):
+    from helpers import write_rule_rows
+    write_rule_rows(tmp_path / "d.csv", 4)
+    write_rule_rows(tmp_path / "e.csv", 4)
+    cfg = {"datasets": {"d": {"source": "d.csv"}, "e": {"source": "e.csv"}},
+           "prompts": {"p1": [{"dataset": "d", "min_accuracy": 0.9, "max_broken": 0, "min_recall": {"yes": 0.95}},
+                              {"dataset": "e", "min_accuracy": 0.8}]}}
+    path = tmp_path / "gate.yaml"
+
+    def plan(**entry) -> list[str]:
+        cfg["prompts"]["p1"][0] = {"dataset": "d", "min_accuracy": 0.9, **entry}
+        path.write_text(yaml.safe_dump(cfg))
+        return [line for line in gateconfig.diff(gate, path).lines() if line.startswith("bar ")]
+
+    path.write_text(yaml.safe_dump(cfg))
+    added = gateconfig.sync(gate, path)
+    assert "bar p1 × d: new, min accuracy 0.9, max broken 0, recall[yes] ≥ 95%" in added.lines()
+    assert "bar p1 × e: new, min accuracy 0.8" in added.lines()           # accuracy only: as before
+    assert {m.dataset_name: m.bars for m in gate.mappings("p1")} == {
+        "d": {"max_broken": 0, "min_recall": {"yes": "0.95"}}, "e": None}
+    assert gateconfig.sync(gate, path).changes == ()                      # idempotent
+
+    assert plan(max_broken=0, min_recall={"yes": "0.950"}) == []          # the same values
+    assert plan(max_broken=2, min_recall={"yes": 0.95}) == [
+        "bar p1 × d: min accuracy 0.9, max broken 0, recall[yes] ≥ 95% → 0.9, max broken 2, recall[yes] ≥ 95%"]
+    assert plan(max_broken=0, min_recall={"yes": 0.95}, max_latency_p95_ms=250, max_cost_per_1k_items=0.5) == [
+        "bar p1 × d: min accuracy 0.9, max broken 0, recall[yes] ≥ 95% → 0.9, max broken 0, recall[yes] ≥ 95%, "
+        "p95 latency ≤ 250 ms, cost ≤ $0.5 per 1k items"]
+    assert plan(min_precision={"no": 0.5}) == [
+        "bar p1 × d: min accuracy 0.9, max broken 0, recall[yes] ≥ 95% → 0.9, precision[no] ≥ 50%"]
+    gateconfig.sync(gate, path)
+    assert {m.dataset_name: m.bars for m in gate.mappings("p1")}["d"] == {"min_precision": {"no": "0.5"}}
+    assert plan() == ["bar p1 × d: min accuracy 0.9, precision[no] ≥ 50% → 0.9"]
+    gateconfig.sync(gate, path)
+    assert {m.dataset_name: m.bars for m in gate.mappings("p1")} == {"d": None, "e": None}
+    del cfg["prompts"]["p1"][1]
+    cfg["prompts"]["p1"][0]["max_broken"] = 1
+    path.write_text(yaml.safe_dump(cfg))
+    gateconfig.sync(gate, path)
+    cfg["prompts"]["p1"] = [{"dataset": "e", "min_accuracy": 0.8}]
+    path.write_text(yaml.safe_dump(cfg))
+    assert sorted(gateconfig.diff(gate, path).lines()) == [
+        "bar p1 × d: removed (was 0.9, max broken 1)", "bar p1 × e: new, min accuracy 0.8"]
+
+
 # --- the Markdown report ---------------------------------------------------------------------------------
 
 

@@ -50,6 +50,23 @@ def test_bad_bar_is_refused_and_nothing_written(gate, tmp_path, bar):
     assert [m.prompt_name for m in gate.mappings()] == ["p1"]
 
 
+def test_map_dataset_stores_the_extra_bars(gate, tmp_path):
+    setup_gate(gate, tmp_path)
+    m = gate.map_dataset("p2", "d1", "0.9", bars={"max_broken": "0", "min_recall": {"yes": 0.95}})
+    assert (m.min_accuracy, m.bars) == (Decimal("0.9"), {"max_broken": 0, "min_recall": {"yes": "0.95"}})
+    assert [x.bars for x in gate.mappings("p2")] == [m.bars]
+    gate.map_dataset("p2", "d1", "0.9")                 # re-map replaces the bars as a whole
+    assert [x.bars for x in gate.mappings("p2")] == [None]
+
+
+@pytest.mark.parametrize("bars", [{"max_broken": -1}, {"min_recall": {"yes": 2}}, {"nope": 1}])
+def test_bad_extra_bars_are_refused_and_nothing_written(gate, tmp_path, bars):
+    setup_gate(gate, tmp_path)
+    with pytest.raises(UsageError):
+        gate.map_dataset("p2", "d1", "0.9", bars=bars)
+    assert [m.prompt_name for m in gate.mappings()] == ["p1"]
+
+
 @pytest.mark.parametrize("name", ["Upper", "-lead", "has space", "x" * 129, "", "a/b"])
 def test_bad_names_are_refused(gate, tmp_path, name):
     with pytest.raises(UsageError):

@@ -15,15 +15,17 @@ from gate import gateconfig
 from gate.action import Problem
 from gate.markdown import (GITHUB_COMMENT_LIMIT, MARKER, UnescapedOutput, environment, md, render_markdown,
                            render_report_markdown)
-from gate.models import ItemSample, Update
+from gate.models import FlipSample, ItemSample, Update
 from gate.service import RunReport, UpdateReport
+from gate.service.reports import comparison
+from gate.stats import label_metrics
 
 
 T0 = dt.datetime(2024, 5, 1, 12, 0, 0)
 
 
 def _run(ds, bar, matches, scored, failures=(), *, status="DONE", reason=None, confusion=None, errors=0,
-         run_id=1, invalid=0):
+         run_id=1, invalid=0, compared=None, baseline_note=None, bars=(), broken=(), calls=None):
     passed = None if status != "DONE" else matches / scored >= float(bar)
     metrics = None if status not in ("DONE", "ERROR") else {
         "total": scored + errors, "scored": scored, "matches": matches, "mismatches": scored - matches,
@@ -32,7 +34,14 @@ def _run(ds, bar, matches, scored, failures=(), *, status="DONE", reason=None, c
                      matches=matches, errors=errors, pending=0, accuracy=(matches / scored) if scored else None,
                      passed=passed, reason=reason, row_count=scored + errors, content_hash="3f" * 32,
                      source_version="sha256:" + "9e" * 32, source_uri="/ws/datasets/x.csv", metrics=metrics,
-                     failures=list(failures))
+                     failures=list(failures), comparison=compared, baseline_note=baseline_note,
+                     checks=[{"bar": "min_accuracy", "label": None, "limit": "x", "value": "y", "state": "pass",
+                              "note": None}, *bars],
+                     labels=label_metrics(confusion or {}), calls=calls, broken=list(broken))
+
+
+CALLS = {"latency_ms": {"p50": 412, "p95": 1210, "max": 2034, "timed": 16}, "prompt_tokens": 5120,
+         "completion_tokens": 48, "reused": 0}
 
 
 def _update(uid, prompt, status, mode="check", reason=None, path=None):
@@ -48,16 +57,33 @@ def golden_reports(hostile: str = "") -> list[UpdateReport]:
                                                                   "routine": {"routine": 6, "urgent": 1}},
               failures=[ItemSample("urg-hard-01" + hostile, "urgent", "routine", "MISMATCH", "routine" + hostile, None),
                         ItemSample("urg-hard-02", "urgent", "(invalid)", "MISMATCH", "Perhaps? It depends.", None),
-                        ItemSample("urg-hard-03", "urgent", None, "ERROR", None, "model call failed: 500 after 3 attempts")]),
+                        ItemSample("urg-hard-03", "urgent", None, "ERROR", None, "model call failed: 500 after 3 attempts")],
+              compared=comparison({"matches": 7, "scored": 16, "flips": {"fixed": 1, "broken": 4, "both_right": 6,
+                                                                          "both_wrong": 5, "paired": 16},
+                                   "live": {"matches": 10, "scored": 16, "update_id": 37, "run_id": 9,
+                                            "live_version": 3}}),
+              bars=[{"bar": "max_broken", "label": None, "limit": "0", "value": "4", "state": "fail", "note": None},
+                    {"bar": "min_recall", "label": "urgent" + hostile, "limit": "90%", "value": "10.0%",
+                     "state": "fail", "note": None}],
+              broken=[FlipSample("urg-hard-01" + hostile, "urgent", "urgent", "routine", "routine" + hostile),
+                      FlipSample("urg-hard-05", "urgent", "urgent", "(invalid)", "Perhaps? It depends.")],
+              calls=CALLS),
          _run("urgency-regression", "0.9", 89, 98, run_id=2, confusion={"urgent": {"urgent": 32, "routine": 6},
-                                                                        "routine": {"routine": 57, "urgent": 3}})],
+                                                                        "routine": {"routine": 57, "urgent": 3}},
+              compared=comparison({"matches": 89, "scored": 98, "flips": {"fixed": 2, "broken": 0, "both_right": 87,
+                                                                            "both_wrong": 9, "paired": 98},
+                                   "live": {"matches": 87, "scored": 98, "update_id": 37, "run_id": 10,
+                                            "live_version": 3}}))],
         {"retried_items": 2, "extra_attempts": 3, "max_attempt": 3})
     passed = UpdateReport(
         _update(42, "refund-eligibility", "PASSED", reason="every bar cleared (refund-hard 92.3% ≥ 80%; "
                                                            "refund-regression 100.0% ≥ 90%)"),
         [_run("refund-hard", "0.8", 12, 13, run_id=3, confusion={"eligible": {"eligible": 6}, "not_eligible":
                                                                  {"not_eligible": 6, "eligible": 1}},
-              failures=[ItemSample("ref-hard-07", "not_eligible", "eligible", "MISMATCH", "eligible", None)]),
+              failures=[ItemSample("ref-hard-07", "not_eligible", "eligible", "MISMATCH", "eligible", None)],
+              baseline_note="no live version yet",
+              bars=[{"bar": "max_broken", "label": None, "limit": "0", "value": None, "state": "n/a",
+                     "note": "no live version yet"}], calls=CALLS),
          _run("refund-regression", "0.9", 70, 70, run_id=4, confusion={"eligible": {"eligible": 40},
                                                                        "not_eligible": {"not_eligible": 30}})],
         {"retried_items": 0, "extra_attempts": 0, "max_attempt": 1})
@@ -144,7 +170,8 @@ def test_hostile_rows_and_outputs_cannot_break_the_report():
     assert "<img" not in text and "@org/team" not in text and "https://evil" not in text
     assert "[link](" not in text
     rows = [line for line in text.splitlines() if line.startswith("| urg-hard-01")]
-    assert len(rows) == 1 and unescaped_pipes(rows[0]) == 5            # 4 cells, the hostile | escaped
+    # the failing item (4 cells) and the broken one (5 cells), the hostile | escaped in both
+    assert sorted(unescaped_pipes(row) for row in rows) == [5, 6]
     assert "x" * 200 not in text                                       # output excerpt cut
     # every table row keeps its column count
     for block in re.split(r"\n\n", text):

@@ -1,0 +1,41 @@
+"""The verdict of an update whose runs are all terminal: FAILED when a run could not be
+scored, REJECTED when any bar of any run fails (gate.bars: a bar n/a does not block),
+else PASSED (check) or APPLIED (apply)."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from .bars import BarCheck, check, pinned_bars
+from .states import Mode, RunStatus, UpdateStatus
+
+
+def run_checks(run) -> list[BarCheck]:
+    """A finished run against the bars pinned with it."""
+    return check(pinned_bars(run.pinned, run.min_accuracy), run.metrics or {})
+
+
+def update_end(mode: str, runs: Sequence) -> tuple[UpdateStatus, str]:
+    """``runs`` have .status, .dataset_name, .metrics, .min_accuracy, .pinned and .reason."""
+    if not runs:
+        return UpdateStatus.FAILED, "no runs"
+    broken = [r for r in runs if r.status != RunStatus.DONE]
+    if broken:
+        why = "; ".join(f"{r.dataset_name}: {r.reason or r.status}" for r in broken)
+        return UpdateStatus.FAILED, f"could not be scored: {why}"
+    checks = [(r, run_checks(r)) for r in runs]
+    missed = [_missed(r.dataset_name, c) for r, cs in checks for c in cs if c.state == "fail"]
+    if missed:
+        return UpdateStatus.REJECTED, "missed: " + "; ".join(missed)
+    cleared = "; ".join(f"{r.dataset_name} {c.value} ≥ {c.limit}" for r, cs in checks for c in cs
+                        if c.name == "min_accuracy")
+    skipped = sorted({c.title for _, cs in checks for c in cs if c.state == "n/a"})
+    tail = f"; not applied: {', '.join(skipped)}" if skipped else ""
+    return (UpdateStatus.APPLIED if mode == Mode.APPLY else UpdateStatus.PASSED), f"every bar cleared ({cleared}){tail}"
+
+
+def _missed(dataset: str, c: BarCheck) -> str:
+    if c.name == "min_accuracy":
+        return f"{dataset} {c.value} < bar {c.limit}"
+    relation = ">" if c.name.startswith("max_") else "<"
+    return f"{dataset} {c.title} {c.value} {relation} bar {c.limit}"

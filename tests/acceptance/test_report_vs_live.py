@@ -1,0 +1,84 @@
+"""The report a reviewer can trust, on MariaDB: the live version is the example prompt,
+applied through the gate; a candidate built to break exactly K items of the regression set
+and fix J others is compared with it on the same items. The report lists exactly those K
+items, the J fixed count and McNemar's exact p-value; ``max_broken: 0`` rejects it although
+its accuracy clears the bar; with no live version the bar is n/a and the update applies."""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+from gate.markdown import render_report_markdown
+from gate.mockllm import decide
+from gate.report import render_text
+from gate.spec import load_spec, parse_spec
+from gate.templating import render
+from workers.supervisor import run_until_terminal
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "prompts-example"
+DATASET = EXAMPLE / "datasets" / "urgency-regression.csv"
+
+
+def mock_answer(spec, row: dict) -> str:
+    """The label the local model server gives this row under this prompt (its rules)."""
+    return decide([{"role": m.role, "content": render(m.content, row)} for m in spec.messages])[0]
+
+
+def candidate_from(live):
+    """The live prompt with its rules edited: 'charged twice' and 'crash*' dropped (breaks
+    items the live version gets right, and fixes one it gets wrong), 'blank page' added
+    (fixes one)."""
+    config = live.to_config()
+    system = config["messages"][0]["content"]
+    assert "charged twice, " in system and "crash*, " in system
+    system = system.replace("charged twice, ", "").replace("crash*, ", "").replace("- urgent: ", "- urgent: blank page, ")
+    return parse_spec({**config, "messages": [{**config["messages"][0], "content": system}, *config["messages"][1:]]})
+
+
+def test_candidate_against_live_on_the_same_items(mysql_gate, model):
+    gate = mysql_gate
+    gate.register_dataset("urgency-regression", str(DATASET))
+    gate.map_dataset("ticket-urgency", "urgency-regression", "0.5", bars={"max_broken": 0})
+    live = load_spec(EXAMPLE / "prompts" / "ticket-urgency.yaml")
+
+    # no live version yet: max_broken cannot be computed, is shown n/a and does not block
+    first, = run_until_terminal(gate, [gate.submit(live, "apply")], timeout=120)
+    assert first.status == "APPLIED", first.update.reason
+    run, = first.runs
+    broken_bar, = [c for c in run.checks if c["bar"] == "max_broken"]
+    assert (broken_bar["state"], broken_bar["value"]) == ("n/a", None)
+    assert run.comparison is None and run.baseline_note == "no live version yet"
+    assert "not applied: max_broken" in first.update.reason
+    assert "n/a — not applied: no live version yet" in render_report_markdown(first)
+
+    # the candidate, compared item by item with the live version's answers
+    candidate = candidate_from(live)
+    rows = list(csv.DictReader(DATASET.open()))
+    live_right = {r["item_id"] for r in rows if mock_answer(live, r) == r["expected_decision"]}
+    cand_right = {r["item_id"] for r in rows if mock_answer(candidate, r) == r["expected_decision"]}
+    broken, fixed = sorted(live_right - cand_right), sorted(cand_right - live_right)
+    assert (len(broken), len(fixed)) == (7, 2)                 # K and J of this candidate
+
+    second, = run_until_terminal(gate, [gate.submit(candidate, "check")], timeout=120)
+    run, = second.runs
+    assert run.matches == len(cand_right) and run.matches / run.scored >= 0.5   # accuracy alone would pass
+    assert second.status == "REJECTED"
+    assert "urgency-regression max_broken 7 > bar 0" in second.update.reason
+    c = run.comparison
+    assert (c["broken"], c["fixed"], c["paired"]) == (7, 2, len(rows))
+    assert c["live_accuracy"] == len(live_right) / len(rows) and c["accuracy"] == len(cand_right) / len(rows)
+    assert abs(c["p_value"] - 92 / 512) < 1e-12                # 2 · P(X ≤ 2), X ~ Bin(9, ½) = 2 · 46/512
+    assert c["p_value"] == 2 * sum(math.comb(9, i) for i in range(3)) / 2 ** 9 and not c["significant"]
+    assert sorted(b.item_id for b in gate.status(second.update.id, failures=50).runs[0].broken) == broken
+    assert all(b.live_decision == b.expected_decision != b.candidate_decision for b in run.broken)
+
+    assert "Broken items — live answered right, this candidate wrong (first 5 of 7):" in render_report_markdown(second)
+    text, markdown = render_text(second), render_report_markdown(gate.status(second.update.id, failures=50), samples=50)
+    assert "fixed 2, broken 7; McNemar p = 0.18: the difference is not significant at 5%" in text
+    assert "| 2 | 7 | 0.18: the difference is not significant at 5% |" in markdown
+    assert "Broken items — live answered right, this candidate wrong (7):" in markdown
+    for item_id in broken:
+        assert f"| {item_id} |" in markdown
+    assert "| max\\_broken | 0 | 7 | ❌ fail |" in markdown
