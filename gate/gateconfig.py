@@ -6,6 +6,7 @@ prompt, kept in the prompts' repository and synced into the gate from the defaul
     # gate.yaml (sources are relative to this file's folder)
     providers:                     # optional: where prompts that name one send their calls
       azure-east: {base_url: "https://east.example/openai/v1", api_key_env: AZURE_EAST_KEY}
+    prices: {gpt-4o-mini: {input: 0.15, output: 0.60}}   # optional: USD per 1M tokens (gate.prices)
     datasets:
       urgency-regression: {source: datasets/urgency-regression.csv}
       urgency-hard: {source: datasets/urgency-hard.jsonl, id_column: id, label_column: label}
@@ -34,7 +35,8 @@ without changing anything (a pull request shows it as "takes effect after merge"
 * every declared provider is registered (or changed), and a registered provider the file
   no longer declares is removed: prompts that name it are refused at submit. Providers
   say where model calls go and which key variable they carry, which is why they live
-  here, on the default branch, and never in a prompt file (see ``gate.providers``).
+  here, on the default branch, and never in a prompt file (see ``gate.providers``). Prices
+  likewise: every declared one is set (or changed), an undeclared one removed.
 
 Sync is idempotent: a second sync of the same file changes nothing and reports nothing.
 It calls the service API one step at a time after the whole file has been validated, so
@@ -52,13 +54,15 @@ from typing import Any, Iterable, Mapping as TMapping
 
 from .bars import EXTRA_KEYS, Bars
 from .errors import DatasetError, SpecError, UsageError
+from .models import Price
+from .prices import CHANGE_TEXT as PRICE_TEXT, apply_price_change, parse_prices, price_changes
 from .providers import ProviderDecl, parse_decl
 from .service import Gate, parse_bar
 from .sources import DEFAULT_ID_COLUMN, DEFAULT_LABEL_COLUMN, absolute_source, resolve_path, scheme_of
 from .spec import check_name
 from .yamlfile import parse_yaml, read_text_file
 
-TOP_FIELDS = ("providers", "datasets", "prompts")
+TOP_FIELDS = ("providers", "prices", "datasets", "prompts")
 DATASET_FIELDS = ("source", "id_column", "label_column")
 BAR_FIELDS = ("dataset", "min_accuracy", *EXTRA_KEYS)
 
@@ -88,6 +92,7 @@ class GateConfig:
     bars: tuple[BarDecl, ...]
     providers: dict[str, ProviderDecl] = field(default_factory=dict)
     base_dir: str | None = None          # the file's folder: relative sources resolve here
+    prices: dict[str, Price] = field(default_factory=dict)
 
     @property
     def prompts(self) -> list[str]:
@@ -105,7 +110,7 @@ CHANGE_TEXT = {
     "provider-changed": "provider {subject}: {before} → {after}",
     "provider-removed": "provider {subject}: removed (was {before})",
     "dataset-rows": "dataset {subject}: {after} against the gate's version {before}",
-    "dataset-version": "dataset {subject}: new version {after} (was {before})",
+    "dataset-version": "dataset {subject}: new version {after} (was {before})", **PRICE_TEXT,
 }
 
 
@@ -113,9 +118,9 @@ CHANGE_TEXT = {
 class Change:
     """One difference between the file and the gate. ``kind`` is one of dataset-added,
     dataset-changed, dataset-undeclared, bar-added, bar-changed, bar-removed,
-    provider-added, provider-changed, provider-removed; dataset-rows (a pull request changes
-    a dataset's file: its rows against the gate's version) and dataset-version (a sync
-    imported changed rows as a new version)."""
+    provider-added, provider-changed, provider-removed, price-added, price-changed,
+    price-removed; dataset-rows (a pull request changes a dataset's file: its rows against
+    the gate's version) and dataset-version (a sync imported changed rows as a new version)."""
     kind: str
     subject: str                # dataset name, or "prompt × dataset"
     before: str | None = None
@@ -171,7 +176,8 @@ def parse_config(data: Any, file: str | None = None, base_dir: str | Path | None
                                         file), file, base_dir)
     bars = _parse_bars(_section(data, "prompts", "prompt name → list of {dataset, min_accuracy}", file),
                        datasets, file)
-    return GateConfig(file or "", datasets, bars, providers, str(base_dir) if base_dir is not None else None)
+    return GateConfig(file or "", datasets, bars, providers, str(base_dir) if base_dir is not None else None,
+                      parse_prices(data.get("prices"), file))
 
 
 def _section(data: TMapping, key: str, shape: str, file: str | None) -> TMapping:
@@ -312,7 +318,8 @@ def diff(gate: Gate, config: str | Path | GateConfig, changed_files: Iterable[st
     from there and its rows compared with the gate's version (dataset-rows)."""
     cfg = _as_config(config)
     registered = {ds.name: (ds, maps) for ds, maps in gate.list_datasets()}
-    changes = (_provider_changes(gate, cfg) + _dataset_changes(registered, cfg) + _bar_changes(gate, cfg)
+    changes = (_provider_changes(gate, cfg) + [Change(*c) for c in price_changes(gate.prices(), cfg.prices)]
+               + _dataset_changes(registered, cfg) + _bar_changes(gate, cfg)
                + _undeclared_datasets(registered, cfg) + _row_changes(gate, cfg, registered, changed_files))
     return SyncResult(cfg.path, tuple(changes), applied=False)
 
@@ -443,7 +450,7 @@ def _describe(uri: str, id_column: str, label_column: str) -> str:
 
 
 def sync(gate: Gate, config: str | Path | GateConfig) -> SyncResult:
-    """Make the gate's providers, datasets and bars match the file (see the module
+    """Make the gate's providers, prices, datasets and bars match the file (see the module
     docstring): register declared providers and datasets (importing their rows), import
     the rows of the others again (a new version when they changed), map declared bars,
     remove undeclared providers and unmap every mapping the file does not declare,
@@ -457,6 +464,8 @@ def sync(gate: Gate, config: str | Path | GateConfig) -> SyncResult:
             gate.register_provider(cfg.providers[change.key[0]])
         elif change.kind == "provider-removed":
             gate.remove_provider(change.key[0])
+        elif change.kind.startswith("price-"):
+            apply_price_change(gate, change.kind, change.key[0], cfg.prices)
     for change in planned.changes:
         if change.kind in ("dataset-added", "dataset-changed"):
             decl = cfg.datasets[change.key[0]]

@@ -158,6 +158,12 @@ def ratio(value: Any) -> Safe:
     return Safe("–" if value is None else f"{float(value):.2f}")
 
 
+def usd(value: Any) -> Safe:
+    """Dollars (exact decimal text) with 4 decimals, or "<$0.0001"."""
+    amount = Decimal(str(value))
+    return Safe("<$0.0001" if 0 < amount < Decimal("0.0001") else f"${amount:.4f}")
+
+
 def bar_pct(value: Any) -> Safe:
     return Safe(format_bar(Decimal(value)))
 
@@ -188,7 +194,7 @@ def environment() -> Environment:
                       trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, finalize=_finalize)
     env.filters.update(md=md, code=code, short_hash=short_hash, mermaid_label=mermaid_label, num=num,
                        pct=pct, chart_pct=chart_pct, bar_pct=bar_pct, link=link, points=points,
-                       interval=interval, pvalue=pvalue, ratio=ratio)
+                       interval=interval, pvalue=pvalue, ratio=ratio, usd=usd)
     return env
 
 

@@ -101,6 +101,7 @@ class Run:
     finished_at: dt.datetime | None
     dataset_version_id: int | None = None
     pinned: dict[str, Any] | None = None    # what the verdict stands on (see gate.reuse.pin)
+    role: str = "candidate"                 # or "baseline": the live version, for the comparison
 
 
 @dataclass(frozen=True)
@@ -149,6 +150,19 @@ class ItemSample:
     verdict: str
     raw_output: str | None
     error: str | None
+
+
+@dataclass(frozen=True)
+class Price:
+    """US dollars per million input and output tokens of a model (the gate config's
+    ``prices:``)."""
+    model: str
+    input_per_million: Decimal
+    output_per_million: Decimal
+
+    def to_dict(self) -> dict[str, str]:
+        return {"model": self.model, "input_per_million": f"{self.input_per_million:f}",
+                "output_per_million": f"{self.output_per_million:f}"}
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ def render_text(report: UpdateReport) -> str:
                      f"{progress}, {r.errors} errors" +
                      (f" — {safe(r.reason)}" if r.reason and r.status == "ERROR" else ""))
         lines += _comparison_lines(r)
+        lines += _calls_lines(r)
         lines += [f"    bar {c['bar'] if c['label'] is None else c['bar'] + '[' + safe(c['label']) + ']'} "
                   f"{c['limit']}: {c['value'] or 'n/a'} [{c['state']}]" + (f" — {safe(c['note'])}" if c['note'] else "")
                   for c in r.checks if c["bar"] != "min_accuracy"]
@@ -62,3 +63,14 @@ def _pct_ci(value, interval) -> str:
         return "n/a"
     return f"{100 * value:.1f}%" + (f" [{100 * interval[0]:.1f}–{100 * interval[1]:.1f}]" if interval else "")
 
+
+
+def _calls_lines(r) -> list[str]:
+    """Latency, tokens and (with a price) cost of a finished run's answers."""
+    calls = r.calls if r.status == "DONE" else None
+    if not calls or not calls["latency_ms"]["timed"]:
+        return []
+    lat = calls["latency_ms"]
+    cost = f"; cost ${float(r.cost['usd']):.4f} (${float(r.cost['per_1k_items']):.4f} per 1k items)" if r.cost else ""
+    return [f"    calls: latency p50 {lat['p50']} ms, p95 {lat['p95']} ms, max {lat['max']} ms; tokens "
+            f"{calls['prompt_tokens']} in, {calls['completion_tokens']} out{cost}"]

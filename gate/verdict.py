@@ -1,6 +1,7 @@
 """The verdict of an update whose runs are all terminal: FAILED when a run could not be
-scored, REJECTED when any bar of any run fails (gate.bars: a bar n/a does not block),
-else PASSED (check) or APPLIED (apply)."""
+scored (or the live version's answers a max_broken bar needs could not be had), REJECTED
+when any bar of any run fails (gate.bars: a bar n/a does not block), else PASSED (check)
+or APPLIED (apply). A baseline run that failed otherwise only shows in the report."""
 
 from __future__ import annotations
 
@@ -22,6 +23,11 @@ def update_end(mode: str, runs: Sequence) -> tuple[UpdateStatus, str]:
     broken = [r for r in runs if r.status != RunStatus.DONE]
     if broken:
         why = "; ".join(f"{r.dataset_name}: {r.reason or r.status}" for r in broken)
+        return UpdateStatus.FAILED, f"could not be scored: {why}"
+    unanswered = [r for r in runs if (r.metrics or {}).get("baseline_error")
+                  and pinned_bars(r.pinned, r.min_accuracy).max_broken is not None]
+    if unanswered:
+        why = "; ".join(f"{r.dataset_name}: {r.metrics['baseline_error']} (max_broken needs it)" for r in unanswered)
         return UpdateStatus.FAILED, f"could not be scored: {why}"
     checks = [(r, run_checks(r)) for r in runs]
     missed = [_missed(r.dataset_name, c) for r, cs in checks for c in cs if c.state == "fail"]

@@ -5,6 +5,7 @@ attempts)."""
 from __future__ import annotations
 
 import time
+from decimal import Decimal
 
 from gate import store
 from gate.db import transaction
@@ -42,25 +43,20 @@ class Finalizer(Poller):
         transaction(self.engine, sweep)
 
 
-def comparison_metrics(conn, run) -> dict:
-    """What the report and the bars beyond accuracy read: the calls' latency and tokens,
-    and the flips against the live version's run pinned at submit (or why there are none)."""
+def call_metrics(conn, run, total: int) -> dict:
+    """The calls' latency (p50, p95, max in ms) and token sums, for the report and the
+    latency bar; with the price pinned at submit, their cost (``cost_usd``, and
+    ``cost_per_1k_items`` for the cost bar), exact decimals as text."""
     calls = store.call_stats(conn, run.id)
     latencies = calls.pop("latencies")
     calls["latency_ms"] = {"p50": percentile(latencies, 50), "p95": percentile(latencies, 95),
                            "max": latencies[-1] if latencies else None, "timed": len(latencies)}
-    out = {"calls": calls, "flips": None,
-           "baseline_note": (run.pinned or {}).get("baseline_note") or "no live version to compare with"}
-    baseline = (run.pinned or {}).get("baseline")
-    if baseline:
-        flips = store.flip_counts(conn, run.id, baseline["run_id"])
-        live = store.get_run(conn, baseline["run_id"]).metrics or {}
-        if flips["paired"]:
-            out.update(flips=flips, baseline_note=None,
-                       live={"matches": live.get("matches", 0), "scored": live.get("scored", 0), **baseline})
-        else:
-            out["baseline_note"] = f"the live version's answers (run {baseline['run_id']}) are no longer kept"
-    return out
+    price = (run.pinned or {}).get("price")
+    if not price or not total:
+        return {"calls": calls}
+    cost = (calls["prompt_tokens"] * Decimal(price["input_per_million"])
+            + calls["completion_tokens"] * Decimal(price["output_per_million"])) / 1_000_000
+    return {"calls": calls, "cost_usd": f"{cost:f}", "cost_per_1k_items": f"{cost * 1000 / total:f}"}
 
 
 def finalize_batch(conn) -> list[int]:
@@ -76,7 +72,7 @@ def finalize_batch(conn) -> list[int]:
             first = store.failing_items(conn, run_id, 1, errors_only=True)
             first_error = f"item {first[0].item_id}: {first[0].error}" if first else None
         status, reason = run_end(metrics, run.dataset_name, first_error)
-        metrics.update(comparison_metrics(conn, run))
+        metrics.update(call_metrics(conn, run, metrics["total"]))
         store.transition_run(conn, run_id, status, reason=reason, metrics=metrics)
         ids.append(run_id)
     return ids

@@ -20,7 +20,7 @@ from ..mockllm import command as mock_llm
 from ..settings import Settings
 from .action_command import action_cmd
 from .common import GateGroup
-from .datasets import dataset, db, sync_cmd
+from .datasets import dataset, db, prices_cmd, sync_cmd
 from .retention import prune
 from .updates import cancel, live, report_cmd, status, submit, wait
 from .workers import demo, worker, workers_cmd
@@ -39,8 +39,8 @@ def cli(ctx, database_url, verbose):
     ctx.obj = {"settings": Settings.from_env(database_url=database_url)}
 
 
-for _command in (db, dataset, sync_cmd, submit, status, wait, cancel, live, report_cmd, worker, workers_cmd,
-                 mock_llm, demo, action_cmd, prune):
+for _command in (db, dataset, prices_cmd, sync_cmd, submit, status, wait, cancel, live, report_cmd, worker,
+                 workers_cmd, mock_llm, demo, action_cmd, prune):
     cli.add_command(_command)
 
 

@@ -1,5 +1,5 @@
-"""Commands over the gate's configuration: the schema, datasets and their bars, and the
-gate config file that declares them (``sync``)."""
+"""Commands over the gate's configuration: the schema, datasets and their bars, the price
+table, and the gate config file that declares them (``sync``)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import click
 
 from ..bars import Bars
 from ..errors import UsageError
+from ..prices import describe_price
 from ..untrusted import terminal_safe
 from .common import database_option, echo_json, open_gate
 
@@ -220,6 +221,23 @@ def dataset_preview(ctx, name, rows, version, as_json):
     for r in p.first_rows:
         fields = terminal_safe(json.dumps(r.input, ensure_ascii=False), 120)
         click.echo(f"  {terminal_safe(r.item_id)}\t{terminal_safe(r.expected)}\t{fields}")
+
+
+@click.command("prices")
+@database_option
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def prices_cmd(ctx, as_json):
+    """The price table the gate config declares (USD per 1M input and output tokens), which
+    a run's cost is computed with."""
+    prices = open_gate(ctx).prices()
+    if as_json:
+        echo_json([p.to_dict() for p in prices.values()])
+        return
+    if not prices:
+        click.echo("no prices: declare them under prices: in the gate config, then `promptgate sync` it")
+    for model, price in prices.items():
+        click.echo(f"{terminal_safe(model)}\t{describe_price(price)}")
 
 
 @click.command("sync")

@@ -1,4 +1,4 @@
-"""The service's datasets, bars and providers: registering a dataset imports its rows as a
+"""The service's datasets, bars, providers and prices: registering a dataset imports its rows as a
 version (``gate.importer``), a refresh imports again, and versions are listed, previewed
 and compared. A run never reads a source: it reads the version its submission pinned."""
 
@@ -12,7 +12,7 @@ from typing import Any, Mapping as TMapping
 from .. import db, importer, store
 from ..bars import Bars
 from ..errors import DatasetError, NotFound, UsageError, first_line
-from ..models import Dataset, DatasetVersion, Mapping, VersionRow
+from ..models import Dataset, DatasetVersion, Mapping, Price, VersionRow
 from ..providers import Endpoint, ProviderDecl, endpoint_for, resolve
 from ..sources import DEFAULT_ID_COLUMN, DEFAULT_LABEL_COLUMN, SourceOptions, absolute_source, open_source, scheme_of
 from ..spec import PromptSpec, check_name
@@ -42,7 +42,7 @@ class DatasetPreview:
 
 @driver_errors_become_gate_errors
 class DatasetsMixin:
-    """Dataset, bar and provider methods of ``Gate`` (it brings ``engine`` and ``settings``)."""
+    """Dataset, bar, provider and price methods of ``Gate`` (it brings ``engine`` and ``settings``)."""
 
     engine: Any
     settings: Any
@@ -216,3 +216,17 @@ class DatasetsMixin:
         """Where this process sends the calls of ``spec`` (the production runtime): its
         provider as declared now, the key from this process's environment."""
         return endpoint_for(resolve(spec.provider, spec.model, self.providers()))
+
+    # --- prices --------------------------------------------------------------------------------
+
+    def prices(self) -> dict[str, Price]:
+        """The price table the gate config declared (``gate.prices``): model → Price."""
+        with self.engine.connect() as conn:
+            return store.list_prices(conn)
+
+    def set_price(self, price: Price) -> bool:
+        """Set (or change) a model's price; True when the model had none."""
+        return db.transaction(self.engine, lambda conn: store.upsert_price(conn, price))
+
+    def remove_price(self, model: str) -> bool:
+        return db.transaction(self.engine, lambda conn: store.delete_price(conn, model))

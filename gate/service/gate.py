@@ -15,12 +15,12 @@ from sqlalchemy.exc import DBAPIError
 
 from .. import db, store
 from ..importer import discard_version
-from ..errors import NotFound, UsageError
+from ..errors import NotFound, SpecError, UsageError
 from ..models import DatasetVersion, LivePrompt, Update, WorkerRow
 from ..providers import resolve
 from ..reuse import pin
 from ..settings import Settings
-from ..spec import PromptSpec
+from ..spec import PromptSpec, parse_spec
 from ..states import UPDATE_TERMINAL, Mode
 from .boundary import driver_errors_become_gate_errors
 from .datasets import DatasetsMixin
@@ -52,22 +52,45 @@ def check_commit_sha(sha: Any) -> None:
         raise UsageError(f"commit SHA {str(sha)[:80]!r} is not a full commit id: use its 40 or 64 hex characters")
 
 
-def _baseline_pin(run, live_version: int, version_id: int) -> dict:
-    """What the candidate is compared with on this dataset: the live version's own run on
-    the same dataset version (its answers, item by item), or why there is none."""
-    if run is not None:
-        return {"baseline": {"run_id": run.id, "update_id": run.update_id, "live_version": live_version}}
-    if not live_version:
+def _baseline(conn, spec: PromptSpec, live: LivePrompt | None, update_id: int, ds, mapping, version) -> dict:
+    # pinned["baseline"]: run_id (the run whose answers are compared), update_id (the
+    # update that made the live version live), live_version; scored_now or same_config
+    """What the candidate's run on ``version`` is compared with, pinned with it: the live
+    version's own run on that very version (normally the run that applied it); else a
+    baseline run staged in this update to score the live version there (its answers are
+    reused wherever the same request was answered before); or why there is none."""
+    if live is None:
         return {"baseline": None, "baseline_note": "no live version yet"}
-    return {"baseline": None, "baseline_note": f"live version {live_version} was not scored on dataset version "
-                                               f"{version_id}"}
+    if live.config_hash == spec.config_hash:
+        return {"baseline": {"same_config": True, "live_version": live.version, "update_id": live.applied_update_id}}
+    found = store.baseline_run(conn, spec.name, ds.id, version.id)
+    if found is not None:
+        return {"baseline": {"run_id": found.id, "update_id": found.update_id, "live_version": live.version}}
+    try:
+        live_spec = parse_spec(live.config)
+        provider = resolve(live_spec.provider, live_spec.model, store.list_providers(conn))
+    except (SpecError, UsageError) as exc:
+        return {"baseline": None, "baseline_note": f"the live version cannot be called: {exc}"}
+    run_id = store.insert_run(conn, update_id, ds, mapping.min_accuracy, version,
+                              {**pin(live_spec, version, mapping.min_accuracy), "live_version": live.version,
+                               "price": _price(conn, live_spec.model)},
+                              baseline_of=(live.config, provider.to_dict() if provider else None))
+    return {"baseline": {"run_id": run_id, "update_id": live.applied_update_id, "live_version": live.version,
+                         "scored_now": True}}
+
+
+def _price(conn, model: str) -> dict | None:
+    """The model's price from the gate's table, pinned with the run (a later change of the
+    table does not change its cost); None: no price, the cost bar is n/a."""
+    price = store.find_price(conn, model)
+    return price.to_dict() if price else None
 
 
 def _broken_items(conn, run, limit: int) -> list:
     """The first items the live version answered right and the run wrong (none before the
     run is compared: finalize pairs the answers)."""
-    baseline = (run.metrics or {}).get("live")
-    return store.flipped_items(conn, run.id, baseline["run_id"], limit) if baseline and limit else []
+    live_run_id = ((run.metrics or {}).get("live") or {}).get("run_id")
+    return store.flipped_items(conn, run.id, live_run_id, limit) if live_run_id and limit else []
 
 
 def combine_exit_codes(codes: Iterable[int]) -> int:
@@ -157,13 +180,14 @@ class Gate(DatasetsMixin):
                                             base_version=store.live_version(conn, spec.name),
                                             source=source, source_key=source_key, source_sha=source.get("sha"),
                                             provider=provider.to_dict() if provider else None, reuse=reuse)
-            live = store.live_version(conn, spec.name)
+            live = store.find_live(conn, spec.name)
             for mapping in mappings:
                 ds = store.get_dataset(conn, mapping.dataset_name)
                 version = _current_version(conn, ds)
-                pinned = {**pin(spec, version, mapping.min_accuracy), "bars": mapping.bars or None,
-                          **_baseline_pin(store.baseline_run(conn, spec.name, ds.id, version.id), live, version.id)}
-                store.insert_run(conn, update_id, ds, mapping.min_accuracy, version, pinned)
+                baseline = _baseline(conn, spec, live, update_id, ds, mapping, version)
+                store.insert_run(conn, update_id, ds, mapping.min_accuracy, version,
+                                 {**pin(spec, version, mapping.min_accuracy), "bars": mapping.bars or None,
+                                  "price": _price(conn, spec.model), **baseline})
             for old_id in older:
                 store.cancel_update(conn, old_id, f"superseded by update {update_id}")
             return update_id

@@ -46,6 +46,7 @@ class RunReport:
     labels: dict = field(default_factory=dict)             # label -> support, precision, recall, F1
     calls: dict | None = None           # latency p50/p95/max (ms) and tokens of the answers
     broken: list[FlipSample] = field(default_factory=list)  # the first items live got right and this wrong
+    cost: dict | None = None            # usd, per_1k_items (decimal text) and the price pinned at submit
 
     @property
     def reused_total(self) -> int:
@@ -101,7 +102,14 @@ def run_report(run: Run, counts, failures: list[ItemSample], reused: dict[int, i
         source_uri=run.source_uri, metrics=run.metrics, failures=failures, dataset_version_id=run.dataset_version_id,
         pinned=run.pinned, reused=reused or {}, checks=checks, comparison=comparison(metrics),
         baseline_note=metrics.get("baseline_note") if "flips" in metrics else (run.pinned or {}).get("baseline_note"),
-        labels=label_metrics(metrics.get("confusion") or {}), calls=metrics.get("calls"), broken=broken or [])
+        labels=label_metrics(metrics.get("confusion") or {}), calls=metrics.get("calls"), broken=broken or [],
+        cost=_cost(metrics, run.pinned))
+
+
+def _cost(metrics: dict, pinned: dict | None) -> dict | None:
+    if "cost_usd" not in metrics:
+        return None
+    return {"usd": metrics["cost_usd"], "per_1k_items": metrics["cost_per_1k_items"], "price": (pinned or {}).get("price")}
 
 
 def comparison(metrics: dict) -> dict | None:
@@ -117,7 +125,7 @@ def comparison(metrics: dict) -> dict | None:
     p_value = mcnemar_exact(flips["fixed"], flips["broken"])
     return {
         "live_update_id": live.get("update_id"), "live_version": live.get("live_version"),
-        "live_run_id": live.get("run_id"),
+        "live_run_id": live.get("run_id"), "live_scored_now": bool(live.get("scored_now")),
         "live_accuracy": live_accuracy, "live_interval": _interval(live["matches"], live["scored"]),
         "accuracy": accuracy, "interval": _interval(matches, scored),
         "delta_points": None if live_accuracy is None or accuracy is None else round(100 * (accuracy - live_accuracy), 9),

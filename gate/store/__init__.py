@@ -35,14 +35,15 @@ from .live import find_live, live_version, prompt_history, write_live
 from .locks import ensure_prompt_lock, lock_prompt, prompt_lock
 from .ratelimits import (RateBucketState, add_rate_limit_usage, ensure_rate_bucket, pause_rate_bucket,
                          rate_bucket_state, rate_buckets, rate_limit_stats, take_rate_tokens)
+from .prices import delete_price, find_price, list_prices, upsert_price
 from .providers import delete_provider, list_providers, upsert_provider
-from .runs import (advance_materialize, baseline_run, candidate_of_run, claim_materialize, finalizable_runs,
+from .runs import (BASELINE, CANDIDATE, advance_materialize, baseline_run, candidate_of_run, claim_materialize, finalizable_runs,
                    finalize_candidates_query, finish_materialize, get_run, insert_run, lock_run_query,
                    materialize_claim_query, page_committed, release_run_lease, run_has_unscored_items,
-                   running_runs, runs_of_update, transition_run)
+                   running_runs, runs_of_update, set_run_metrics, transition_run)
 from .retention import (count_prunable_answers, count_run_items, delete_answers, delete_run_items,
                         prunable_answer_keys, prunable_runs, prunable_versions, take_version)
-from .schema import (EPOCH, Bar, JsonText, answer, dataset, dataset_row, dataset_version, meta, new_token, prompt,
+from .schema import (EPOCH, Bar, JsonText, answer, model_price, dataset, dataset_row, dataset_version, meta, new_token, prompt,
                      prompt_dataset, prompt_run,
                      prompt_run_item, prompt_update, prompt_version, provider, rate_limit_bucket, rate_limit_usage,
                      worker)
@@ -58,7 +59,7 @@ from .workers import heartbeat_worker, live_workers, prune_workers, register_wor
 
 __all__ = [
     # schema and dialect
-    "EPOCH", "Bar", "JsonText", "answer", "dataset", "dataset_row", "dataset_version", "db_now", "meta", "new_token", "prompt", "prompt_dataset", "prompt_run",
+    "EPOCH", "Bar", "JsonText", "answer", "model_price", "dataset", "dataset_row", "dataset_version", "db_now", "meta", "new_token", "prompt", "prompt_dataset", "prompt_run",
     "prompt_run_item", "prompt_update", "prompt_version", "provider", "rate_limit_bucket", "rate_limit_usage", "seconds_since",
     "worker",
     # datasets and bars
@@ -84,9 +85,9 @@ __all__ = [
     "advance_materialize", "candidate_of_run", "claim_materialize", "finalizable_runs",
     "finalize_candidates_query", "finish_materialize", "get_run", "insert_run", "lock_run_query",
     "materialize_claim_query", "page_committed", "release_run_lease", "run_has_unscored_items", "running_runs",
-    "runs_of_update", "transition_run", "baseline_run",
+    "runs_of_update", "transition_run", "baseline_run", "set_run_metrics", "BASELINE", "CANDIDATE",
     # items
-    "call_stats", "flip_counts", "flipped_items",
+    "call_stats", "flip_counts", "flipped_items", "delete_price", "find_price", "list_prices", "upsert_price",
     "claim_items", "copy_version_page", "fail_exhausted_items", "fail_unclaimed_items", "failing_items",
     "find_answers", "reuse_stats", "save_answers",
     "item_attempt_stats", "item_claim_query", "release_items", "renew_item_leases", "run_breakdown", "run_counts",

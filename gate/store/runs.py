@@ -12,9 +12,12 @@ from sqlalchemy.engine import Connection
 
 from ..errors import IllegalTransition, NotFound
 from ..models import Dataset, DatasetVersion, Run, RunCandidate
-from ..states import RUN_OPEN, RunStatus, Verdict, run_sources
+from ..states import RUN_OPEN, RUN_TERMINAL, RunStatus, Verdict, run_sources
 from .dialect import db_now
 from .schema import EPOCH, new_token, prompt, prompt_run, prompt_run_item, prompt_update
+
+
+CANDIDATE, BASELINE = "candidate", "baseline"      # prompt_run.role
 
 
 def _one(result, what: str):
@@ -28,19 +31,30 @@ def _run(row) -> Run:
     return Run(row.id, row.update_id, row.dataset_id, row.dataset_name, row.source_uri, row.source_options or {},
                row.status, row.min_accuracy, row.row_count, row.content_hash, row.source_version,
                row.materialize_cursor, row.materialized_at, row.lease_token, row.attempt, row.metrics,
-               row.reason, row.created_at, row.started_at, row.finished_at, row.dataset_version_id, row.pinned)
+               row.reason, row.created_at, row.started_at, row.finished_at, row.dataset_version_id, row.pinned,
+               row.role or CANDIDATE)
 
 
 def insert_run(conn: Connection, update_id: int, ds: Dataset, min_accuracy: Decimal, version: DatasetVersion,
-               pinned: dict) -> int:
+               pinned: dict, *, baseline_of: tuple[dict, dict | None] | None = None) -> int:
     """A PENDING run of the update over the dataset's ``version`` (pinned: a later import
-    does not change what this run reads), with its bar and what its verdict stands on."""
+    does not change what this run reads), with its bar and what its verdict stands on.
+    ``baseline_of`` (config, provider): a baseline run, evaluating the live version's
+    config and provider instead of the update's candidate."""
+    role = {"role": BASELINE, "config": baseline_of[0], "provider": baseline_of[1]} if baseline_of else {}
     result = conn.execute(insert(prompt_run).values(
         update_id=update_id, dataset_id=ds.id, dataset_name=ds.name, source_uri=version.source_uri,
         source_options=version.source_options, status=RunStatus.PENDING, min_accuracy=min_accuracy, row_count=0,
         content_hash=version.content_hash, source_version=version.source_version, dataset_version_id=version.id,
-        pinned=pinned, lease_until=EPOCH, attempt=0, created_at=db_now()))
+        pinned=pinned, lease_until=EPOCH, attempt=0, created_at=db_now(), **role))
     return result.inserted_primary_key[0]
+
+
+def set_run_metrics(conn: Connection, run_id: int, metrics: dict) -> int:
+    """Reconcile adds the comparison to a finished run's metrics (only reconcile, holding
+    the update's lock, writes a terminal run)."""
+    return conn.execute(update(prompt_run).where(prompt_run.c.id == run_id, prompt_run.c.status.in_(
+        sorted(RUN_TERMINAL))).values(metrics=metrics)).rowcount
 
 
 def baseline_run(conn: Connection, prompt_name: str, dataset_id: int, version_id: int) -> Run | None:
@@ -48,7 +62,7 @@ def baseline_run(conn: Connection, prompt_name: str, dataset_id: int, version_id
     that applied it (its answers are the live prompt's answers on exactly these rows), or
     None (no live version, applied without a run, or scored on another version)."""
     applied = select(prompt.c.applied_update_id).where(prompt.c.name == prompt_name).scalar_subquery()
-    row = conn.execute(select(prompt_run).where(prompt_run.c.update_id == applied,
+    row = conn.execute(select(prompt_run).where(prompt_run.c.update_id == applied, _role_is(CANDIDATE),
                                                 prompt_run.c.dataset_id == dataset_id,
                                                 prompt_run.c.dataset_version_id == version_id,
                                                 prompt_run.c.status == RunStatus.DONE)
@@ -56,9 +70,17 @@ def baseline_run(conn: Connection, prompt_name: str, dataset_id: int, version_id
     return _run(row) if row is not None else None
 
 
-def runs_of_update(conn: Connection, update_id: int) -> list[Run]:
-    return [_run(r) for r in conn.execute(select(prompt_run).where(prompt_run.c.update_id == update_id)
+def runs_of_update(conn: Connection, update_id: int, role: str = CANDIDATE) -> list[Run]:
+    """The update's runs of ``role``: its candidate's (what the verdict is on), or the
+    baseline runs scoring the live version for the comparison."""
+    return [_run(r) for r in conn.execute(select(prompt_run).where(prompt_run.c.update_id == update_id,
+                                                                   _role_is(role))
                                           .order_by(prompt_run.c.id))]
+
+
+def _role_is(role: str):
+    # rows from before migration 6 read 'candidate' through the column's default
+    return prompt_run.c.role == role
 
 
 def get_run(conn: Connection, run_id: int) -> Run:
@@ -166,12 +188,17 @@ def release_run_lease(conn: Connection, run_id: int, token: str) -> bool:
 
 def candidate_of_run(conn: Connection, run_id: int) -> RunCandidate:
     """What a run evaluates: its update's prompt, candidate config, pinned provider, whether
-    it may reuse answers, and its dataset version."""
+    it may reuse answers, and its dataset version. A baseline run evaluates the live
+    config and provider pinned in it, and always reuses answers already paid for."""
     row = _one(conn.execute(select(prompt_update.c.prompt_name, prompt_update.c.candidate_config,
                                    prompt_update.c.provider, prompt_update.c.id, prompt_update.c.reuse,
-                                   prompt_run.c.dataset_version_id)
+                                   prompt_run.c.dataset_version_id, prompt_run.c.role,
+                                   prompt_run.c.config.label("run_config"),
+                                   prompt_run.c.provider.label("run_provider"))
                             .join(prompt_run, prompt_run.c.update_id == prompt_update.c.id)
                             .where(prompt_run.c.id == run_id)), f"unknown run {run_id}")
+    if row.role == BASELINE:
+        return RunCandidate(row.prompt_name, row.run_config, row.run_provider, row.id, True, row.dataset_version_id)
     return RunCandidate(row.prompt_name, row.candidate_config, row.provider, row.id, bool(row.reuse),
                         row.dataset_version_id)
 

@@ -83,7 +83,8 @@ prompt_run = Table("prompt_run", meta,
                    Column("materialized_at", T), Column("lease_token", String(32)), Column("lease_until", T),
                    Column("attempt", Integer), Column("metrics", JsonText), Column("reason", Text),
                    Column("created_at", T), Column("started_at", T), Column("finished_at", T),
-                   Column("dataset_version_id", BigInteger), Column("pinned", JsonText))
+                   Column("dataset_version_id", BigInteger), Column("pinned", JsonText),
+                   Column("role", String(16)), Column("config", JsonText), Column("provider", JsonText))
 prompt_run_item = Table("prompt_run_item", meta,
                         Column("run_id", BigInteger, primary_key=True),
                         Column("position", BigInteger, primary_key=True),
@@ -114,6 +115,9 @@ answer = Table("answer", meta,
 provider = Table("provider", meta,
                  Column("name", String(128), primary_key=True), Column("base_url", Text),
                  Column("api_key_env", String(128)), Column("models", JsonText), Column("updated_at", T))
+model_price = Table("model_price", meta,
+                    Column("model", String(128), primary_key=True), Column("input_per_million", String(40)),
+                    Column("output_per_million", String(40)), Column("updated_at", T))
 rate_limit_usage = Table("rate_limit_usage", meta,
                          Column("run_id", BigInteger, primary_key=True), Column("throttled", BigInteger),
                          Column("throttled_ms", BigInteger), Column("rate_limited", BigInteger),

@@ -135,6 +135,26 @@ def test_dataset_map_declares_the_extra_bars(sqlite_url, tmp_path):
     assert json.loads(cli(sqlite_url, "dataset", "list", "--json").stdout)[0]["gates"][0]["bars"] == {"max_broken": 1}
 
 
+def test_prices_lists_the_price_table_the_gate_config_declares(sqlite_url, tmp_path):
+    assert cli(sqlite_url, "prices").stdout.startswith("no prices: declare them under prices:")
+    assert json.loads(cli(sqlite_url, "prices", "--json").stdout) == []
+    config = tmp_path / "gate.yaml"
+    config.write_text("prices:\n  gpt-4o-mini: {input: 0.15, output: 0.60}\n  mock-1: {input: 2, output: 0.000125}\n")
+    synced = cli(sqlite_url, "sync", config)
+    assert synced.returncode == 0, synced.stderr
+    assert "price gpt-4o-mini: new, $0.15 in / $0.60 out per 1M tokens" in synced.stdout
+    listed = cli(sqlite_url, "prices")
+    assert listed.returncode == 0 and listed.stdout.splitlines() == [
+        "gpt-4o-mini\t$0.15 in / $0.60 out per 1M tokens", "mock-1\t$2.00 in / $0.000125 out per 1M tokens"]
+    assert json.loads(cli(sqlite_url, "prices", "--json").stdout) == [
+        {"model": "gpt-4o-mini", "input_per_million": "0.15", "output_per_million": "0.6"},
+        {"model": "mock-1", "input_per_million": "2", "output_per_million": "0.000125"}]
+    config.write_text("prices:\n  mock-1: {input: 2, output: -1}\n")
+    refused = cli(sqlite_url, "sync", config)
+    assert refused.returncode == 2 and "prices.mock-1.output: -1 is out of range" in refused.stderr
+    assert len(json.loads(cli(sqlite_url, "prices", "--json").stdout)) == 2          # nothing changed
+
+
 def test_server_database_needs_db_upgrade(mysql_url):
     result = cli(mysql_url, "dataset", "list")
     assert result.returncode == 2 and "promptgate db upgrade" in result.stderr

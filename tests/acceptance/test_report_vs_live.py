@@ -7,18 +7,27 @@ its accuracy clears the bar; with no live version the bar is n/a and the update 
 from __future__ import annotations
 
 import csv
+import json
 import math
 from pathlib import Path
+
+from jsonschema import Draft202012Validator
 
 from gate.markdown import render_report_markdown
 from gate.mockllm import decide
 from gate.report import render_text
+from gate.schemas import status_schema
 from gate.spec import load_spec, parse_spec
 from gate.templating import render
 from workers.supervisor import run_until_terminal
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "prompts-example"
 DATASET = EXAMPLE / "datasets" / "urgency-regression.csv"
+
+
+def valid_json(report) -> None:
+    """`status --json` of this report keeps its documented contract."""
+    Draft202012Validator(status_schema()).validate(json.loads(json.dumps(report.to_dict())))
 
 
 def mock_answer(spec, row: dict) -> str:
@@ -82,3 +91,78 @@ def test_candidate_against_live_on_the_same_items(mysql_gate, model):
     for item_id in broken:
         assert f"| {item_id} |" in markdown
     assert "| max\\_broken | 0 | 7 | ❌ fail |" in markdown
+
+    # the live config itself, submitted again: it agrees with itself on every item
+    again, = run_until_terminal(gate, [gate.submit(live, "check")], timeout=120)
+    c = again.runs[0].comparison
+    assert again.status == "PASSED" and (c["fixed"], c["broken"], c["paired"], c["p_value"]) == (0, 0, len(rows), 1.0)
+    for report in (first, second, again):
+        valid_json(report)
+
+
+def test_the_live_version_is_scored_on_a_dataset_version_it_never_saw(mysql_gate, model, tmp_path):
+    """The dataset changed since the live version was applied: the candidate's update scores
+    the live version on the new version too (a baseline run), calling only the rows whose
+    requests are new — the rest are the live version's answers from when it was applied."""
+    gate = mysql_gate
+    data = tmp_path / "urgency-regression.csv"
+    data.write_text(DATASET.read_text())
+    gate.register_dataset("urgency-regression", str(data))
+    gate.map_dataset("ticket-urgency", "urgency-regression", "0.5", bars={"max_broken": 0})
+    live = load_spec(EXAMPLE / "prompts" / "ticket-urgency.yaml")
+    first, = run_until_terminal(gate, [gate.submit(live, "apply")], timeout=120)
+    assert first.status == "APPLIED", first.update.reason
+
+    rows = list(csv.DictReader(data.open()))
+    rows[0]["text"] += " (edited)"                                   # one changed row
+    rows.append({"item_id": "urg-new-1", "expected_decision": "urgent", "subject": "Charged twice",
+                 "text": "We were charged twice for the same order."})   # a new row live gets right
+    with data.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    gate.refresh_dataset("urgency-regression")
+
+    candidate = candidate_from(live)
+    live_right = {r["item_id"] for r in rows if mock_answer(live, r) == r["expected_decision"]}
+    cand_right = {r["item_id"] for r in rows if mock_answer(candidate, r) == r["expected_decision"]}
+    before = model.stats()["requests"]
+    second, = run_until_terminal(gate, [gate.submit(candidate, "check")], timeout=120)
+    calls = model.stats()["requests"] - before
+
+    assert calls == len(rows) + 2                  # every candidate item; for live only the 2 new requests
+    run, = second.runs
+    c = run.comparison
+    assert c is not None and c["live_version"] == 1
+    assert (c["broken"], c["fixed"]) == (len(live_right - cand_right), len(cand_right - live_right)) == (8, 2)
+    assert c["live_accuracy"] == len(live_right) / len(rows)
+    assert sorted(b.item_id for b in gate.status(second.update.id, failures=50).runs[0].broken) == \
+        sorted(live_right - cand_right)
+    assert second.status == "REJECTED" and "max_broken 8 > bar 0" in second.update.reason
+    assert c["live_scored_now"] and "this update scored it too" in render_report_markdown(second)
+    valid_json(second)
+
+
+def test_cost_from_the_price_table_and_its_bar(mysql_gate, model):
+    """With a price for the model, the run's cost is its token sums at that price, exact;
+    a cost bar below it rejects. Without a price the same bar is n/a."""
+    from decimal import Decimal
+
+    from gate.models import Price
+    gate = mysql_gate
+    gate.register_dataset("urgency-regression", str(DATASET))
+    gate.map_dataset("ticket-urgency", "urgency-regression", "0.5", bars={"max_cost_per_1k_items": "0.0001"})
+    live = load_spec(EXAMPLE / "prompts" / "ticket-urgency.yaml")
+    unpriced, = run_until_terminal(gate, [gate.submit(live, "check")], timeout=120)
+    assert unpriced.status == "PASSED" and unpriced.runs[0].cost is None
+    bar, = [c for c in unpriced.runs[0].checks if c["bar"] == "max_cost_per_1k_items"]
+    assert bar["state"] == "n/a" and "price" in bar["note"]
+
+    gate.set_price(Price("gpt-4o-mini", Decimal("0.15"), Decimal("0.60")))
+    priced, = run_until_terminal(gate, [gate.submit(live, "check", reuse=False)], timeout=120)
+    run, = priced.runs
+    spent = (run.calls["prompt_tokens"] * Decimal("0.15") + run.calls["completion_tokens"] * Decimal("0.60")) / 10 ** 6
+    assert run.calls["prompt_tokens"] > 0 and Decimal(run.cost["usd"]) == spent
+    assert Decimal(run.cost["per_1k_items"]) == spent * 1000 / run.total > Decimal("0.0001")
+    assert priced.status == "REJECTED" and "max_cost_per_1k_items" in priced.update.reason
+    valid_json(priced)

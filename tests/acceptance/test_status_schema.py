@@ -186,5 +186,6 @@ def test_metrics_and_pinned_are_open():
                           "reason": None, "row_count": 0, "content_hash": None, "source_version": None,
                           "source_uri": "d.csv", "metrics": {"anything": [1, 2]}, "failures": [],
                           "dataset_version_id": 1, "pinned": {"new_pin": {"x": 1}}, "reused": {}, "checks": [],
-                          "comparison": None, "baseline_note": None, "labels": {}, "calls": None, "broken": []}]}
+                          "comparison": None, "baseline_note": None, "labels": {}, "calls": None, "broken": [],
+                              "cost": None}]}
     assert problems(document) == []

@@ -86,6 +86,45 @@ def test_extra_bars_are_synced_and_a_change_of_any_is_bar_changed(gate, tmp_path
         "bar p1 × d: removed (was 0.9, max broken 1)", "bar p1 × e: new, min accuracy 0.8"]
 
 
+def test_prices_are_synced_changed_by_value_and_removed(gate, tmp_path):
+    from gate.models import Price
+    path = tmp_path / "gate.yaml"
+    path.write_text("prices:\n  gpt-4o-mini: {input: 0.15, output: 0.60}\n  mock-1: {input: 1, output: 2}\n")
+    planned = gateconfig.diff(gate, path)         # what a pull request's config shows: nothing is set
+    assert planned.lines() == ["price gpt-4o-mini: new, $0.15 in / $0.60 out per 1M tokens",
+                               "price mock-1: new, $1.00 in / $2.00 out per 1M tokens"]
+    assert gate.prices() == {}
+    assert gateconfig.sync(gate, path).changes == planned.changes
+    assert gate.prices() == {"gpt-4o-mini": Price("gpt-4o-mini", Decimal("0.15"), Decimal("0.6")),
+                             "mock-1": Price("mock-1", Decimal("1"), Decimal("2"))}
+    assert str(gate.prices()["gpt-4o-mini"].input_per_million) == "0.15"      # exact, not a float's
+    assert gateconfig.sync(gate, path).changes == ()                          # idempotent
+
+    # the same values written differently are no change; a new model, a changed and a dropped one are
+    path.write_text("prices:\n  gpt-4o-mini: {input: 0.150, output: '0.6000'}\n  mock-1: {input: 1, output: 2.5}\n"
+                    "  mock-2: {input: 0.000125, output: 0}\n")
+    assert gateconfig.sync(gate, path).lines() == [
+        "price mock-1: $1.00 in / $2.00 out per 1M tokens → $1.00 in / $2.50 out per 1M tokens",
+        "price mock-2: new, $0.000125 in / $0.00 out per 1M tokens"]
+    path.write_text("prices:\n  mock-2: {input: 0.000125, output: 0}\n")
+    assert gateconfig.sync(gate, path).lines() == [
+        "price gpt-4o-mini: removed (was $0.15 in / $0.60 out per 1M tokens)",
+        "price mock-1: removed (was $1.00 in / $2.50 out per 1M tokens)"]
+    assert gate.prices() == {"mock-2": Price("mock-2", Decimal("0.000125"), Decimal("0"))}
+    path.write_text("datasets: {}\n")                # no prices: section: the table is emptied
+    assert [c.kind for c in gateconfig.sync(gate, path).changes] == ["price-removed"]
+    assert gate.prices() == {} and gateconfig.sync(gate, path).changes == ()
+
+
+def test_the_service_sets_and_removes_a_price(gate):
+    from gate.models import Price
+    assert gate.set_price(Price("m1", Decimal("0.5"), Decimal("1.5"))) is True
+    assert gate.set_price(Price("m1", Decimal("0.25"), Decimal("1.5"))) is False
+    assert gate.prices() == {"m1": Price("m1", Decimal("0.25"), Decimal("1.5"))}
+    assert gate.remove_price("m1") is True and gate.remove_price("m1") is False
+    assert gate.prices() == {}
+
+
 # --- the Markdown report ---------------------------------------------------------------------------------
 
 

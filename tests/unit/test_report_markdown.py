@@ -25,7 +25,7 @@ T0 = dt.datetime(2024, 5, 1, 12, 0, 0)
 
 
 def _run(ds, bar, matches, scored, failures=(), *, status="DONE", reason=None, confusion=None, errors=0,
-         run_id=1, invalid=0, compared=None, baseline_note=None, bars=(), broken=(), calls=None):
+         run_id=1, invalid=0, compared=None, baseline_note=None, bars=(), broken=(), calls=None, cost=None):
     passed = None if status != "DONE" else matches / scored >= float(bar)
     metrics = None if status not in ("DONE", "ERROR") else {
         "total": scored + errors, "scored": scored, "matches": matches, "mismatches": scored - matches,
@@ -37,7 +37,7 @@ def _run(ds, bar, matches, scored, failures=(), *, status="DONE", reason=None, c
                      failures=list(failures), comparison=compared, baseline_note=baseline_note,
                      checks=[{"bar": "min_accuracy", "label": None, "limit": "x", "value": "y", "state": "pass",
                               "note": None}, *bars],
-                     labels=label_metrics(confusion or {}), calls=calls, broken=list(broken))
+                     labels=label_metrics(confusion or {}), calls=calls, broken=list(broken), cost=cost)
 
 
 CALLS = {"latency_ms": {"p50": 412, "p95": 1210, "max": 2034, "timed": 16}, "prompt_tokens": 5120,
@@ -67,7 +67,8 @@ def golden_reports(hostile: str = "") -> list[UpdateReport]:
                      "state": "fail", "note": None}],
               broken=[FlipSample("urg-hard-01" + hostile, "urgent", "urgent", "routine", "routine" + hostile),
                       FlipSample("urg-hard-05", "urgent", "urgent", "(invalid)", "Perhaps? It depends.")],
-              calls=CALLS),
+              calls=CALLS, cost={"usd": "0.0007968", "per_1k_items": "0.0498", "price": {
+                  "model": "gpt-4o-mini", "input_per_million": "0.15", "output_per_million": "0.60"}}),
          _run("urgency-regression", "0.9", 89, 98, run_id=2, confusion={"urgent": {"urgent": 32, "routine": 6},
                                                                         "routine": {"routine": 57, "urgent": 3}},
               compared=comparison({"matches": 89, "scored": 98, "flips": {"fixed": 2, "broken": 0, "both_right": 87,

@@ -1,0 +1,47 @@
+"""The verdict over every bar (gate/verdict.py): a bar n/a does not block; a failed live
+baseline fails the update only when a bar needs it."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from types import SimpleNamespace
+
+from gate.verdict import update_end
+
+
+def run(bars=None, flips=None, baseline_error=None, matches=9, scored=10, confusion=None, calls=None):
+    metrics = {"matches": matches, "scored": scored, "confusion": confusion or {}, "flips": flips,
+               "baseline_error": baseline_error, "calls": calls}
+    return SimpleNamespace(status="DONE", dataset_name="d", metrics=metrics, min_accuracy=Decimal("0.8"),
+                           pinned={"bars": bars}, reason=None)
+
+
+def test_accuracy_alone_as_before():
+    assert update_end("apply", [run()]) == ("APPLIED", "every bar cleared (d 90.0% ≥ 80%)")
+    status, reason = update_end("check", [run(matches=7)])
+    assert (status, reason) == ("REJECTED", "missed: d 70.0% < bar 80%")
+
+
+def test_max_broken_fails_passes_or_is_not_applied():
+    flips = {"fixed": 1, "broken": 2, "both_right": 7, "both_wrong": 0, "paired": 10}
+    assert update_end("check", [run({"max_broken": 1}, flips)]) == ("REJECTED", "missed: d max_broken 2 > bar 1")
+    assert update_end("check", [run({"max_broken": 2}, flips)])[0] == "PASSED"
+    status, reason = update_end("apply", [run({"max_broken": 0})])        # no live answers: n/a
+    assert status == "APPLIED" and reason.endswith("; not applied: max_broken")
+
+
+def test_a_failed_baseline_fails_the_update_only_when_a_bar_needs_it():
+    why = "the live version could not be scored on this dataset version: 3 of 10 items could not be scored"
+    assert update_end("check", [run(baseline_error=why)])[0] == "PASSED"
+    status, reason = update_end("check", [run({"max_broken": 0}, baseline_error=why)])
+    assert status == "FAILED" and reason == f"could not be scored: d: {why} (max_broken needs it)"
+
+
+def test_per_label_and_latency_bars():
+    confusion = {"yes": {"yes": 4, "no": 1}, "no": {"no": 4, "yes": 1}}
+    assert update_end("check", [run({"min_recall": {"yes": "0.8"}}, confusion=confusion)])[0] == "PASSED"
+    status, reason = update_end("check", [run({"min_recall": {"yes": "0.81"}}, confusion=confusion)])
+    assert (status, reason) == ("REJECTED", "missed: d min_recall[yes] 80.0% < bar 81%")
+    slow = {"latency_ms": {"p50": 100, "p95": 900, "max": 1000, "timed": 10}}
+    status, reason = update_end("check", [run({"max_latency_p95_ms": 800}, calls=slow)])
+    assert (status, reason) == ("REJECTED", "missed: d max_latency_p95_ms 900 ms > bar 800 ms")
