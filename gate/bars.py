@@ -6,14 +6,19 @@ regression on this set"), ``min_recall`` / ``min_precision`` per label,
 ``max_latency_p95_ms`` and ``max_cost_per_1k_items``. A bar is compared unrounded (exact
 fractions, as ``scoring.clears`` does for accuracy) and shown rounded.
 
-A bar that cannot be computed for a run — ``max_broken`` with no live version scored on
-the same dataset version, a cost with no price for the model — is "n/a — not applied":
-it does not block, and the report says so. The bars a run is judged by are pinned with it
-at submit (``pinned["bars"]``): a bar changed later does not change its verdict.
+A bar that does not apply to a run — ``max_broken`` with no live version yet, a label
+this dataset version has no item of, no timed call — is "n/a — not applied": it does not
+block, and the report says so. A bar that applies but cannot be computed for a reason a
+pull request could choose — a model with no price, answers without token counts, live
+answers that should exist and cannot be had — fails: a pull request must never be able
+to switch a bar off. Labels compare case-insensitively, as answers do. The bars a run is
+judged by are pinned with it at submit (``pinned["bars"]``): a bar changed later does not
+change its verdict.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
@@ -56,13 +61,13 @@ class Bars:
         if self.max_broken is not None:
             out["max_broken"] = self.max_broken
         if self.min_recall:
-            out["min_recall"] = {k: str(v) for k, v in sorted(self.min_recall.items())}
+            out["min_recall"] = {k: f"{v:f}" for k, v in sorted(self.min_recall.items())}
         if self.min_precision:
-            out["min_precision"] = {k: str(v) for k, v in sorted(self.min_precision.items())}
+            out["min_precision"] = {k: f"{v:f}" for k, v in sorted(self.min_precision.items())}
         if self.max_latency_p95_ms is not None:
             out["max_latency_p95_ms"] = self.max_latency_p95_ms
         if self.max_cost_per_1k_items is not None:
-            out["max_cost_per_1k_items"] = str(self.max_cost_per_1k_items)
+            out["max_cost_per_1k_items"] = f"{self.max_cost_per_1k_items:f}"
         return out or None
 
     def describe(self) -> list[str]:
@@ -73,14 +78,14 @@ class Bars:
         if self.max_latency_p95_ms is not None:
             out.append(f"p95 latency ≤ {self.max_latency_p95_ms} ms")
         if self.max_cost_per_1k_items is not None:
-            out.append(f"cost ≤ ${self.max_cost_per_1k_items} per 1k items")
+            out.append(f"cost ≤ ${self.max_cost_per_1k_items:f} per 1k items")
         return out
 
 
 def _count(value: Any, name: str) -> int | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, str)) or not str(value).strip().isdigit():
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or not re.fullmatch(r"[0-9]+", str(value).strip()):
         raise UsageError(f"{name} {value!r} is not a whole number ≥ 0")
     number = int(str(value).strip())
     if number > 10 ** 9:
@@ -125,7 +130,8 @@ def pinned_bars(pinned: Mapping[str, Any] | None, min_accuracy: Decimal) -> Bars
 
 @dataclass(frozen=True)
 class BarCheck:
-    """One bar against one run: ``state`` pass, fail or n/a (``note`` says why n/a)."""
+    """One bar against one run: ``state`` pass, fail, n/a, or pending (the comparison with
+    live is made when every run has finished); ``note`` says why when it is not plain."""
     name: str                 # min_accuracy, max_broken, min_recall, ...
     label: str | None         # the label of a per-label bar
     limit: str                # the bar as shown: "90%", "0", "250 ms"
@@ -149,22 +155,20 @@ def check(bars: Bars, metrics: Mapping[str, Any]) -> list[BarCheck]:
     out = [BarCheck("min_accuracy", None, format_bar(bars.min_accuracy), format_pct(matches, scored),
                     "pass" if clears(matches, scored, bars.min_accuracy) else "fail")]
     if bars.max_broken is not None:
-        flips = metrics.get("flips")
-        if flips is None:
-            out.append(BarCheck("max_broken", None, str(bars.max_broken), None, "n/a",
-                                metrics.get("baseline_note") or "no live version scored on this dataset version"))
-        else:
-            out.append(BarCheck("max_broken", None, str(bars.max_broken), str(flips["broken"]),
-                                "pass" if flips["broken"] <= bars.max_broken else "fail"))
-    confusion = metrics.get("confusion") or {}
+        out.append(_broken_check(bars.max_broken, metrics))
+    confusion = _folded(metrics.get("confusion") or {})
     for label, bar in sorted(bars.min_recall.items()):
-        support = sum(confusion.get(label, {}).values())
-        out.append(_fraction_check("min_recall", label, bar, confusion.get(label, {}).get(label, 0), support,
-                                   f"no item expects {label!r}"))
+        row = confusion.get(label.casefold(), {})
+        out.append(_fraction_check("min_recall", label, bar, row.get(label.casefold(), 0), sum(row.values()),
+                                   f"this dataset version has no item labelled {label!r}"))
     for label, bar in sorted(bars.min_precision.items()):
-        answered = sum(row.get(label, 0) for row in confusion.values())
-        out.append(_fraction_check("min_precision", label, bar, confusion.get(label, {}).get(label, 0), answered,
-                                   f"the candidate never answered {label!r}"))
+        answered = sum(row.get(label.casefold(), 0) for row in confusion.values())
+        hits = confusion.get(label.casefold(), {}).get(label.casefold(), 0)
+        if answered == 0:   # no answer was this label: no false positive either
+            out.append(BarCheck("min_precision", label, format_bar(bar), None, "pass",
+                                f"the candidate never answered {label!r}: no false positive"))
+        else:
+            out.append(_fraction_check("min_precision", label, bar, hits, answered, ""))
     if bars.max_latency_p95_ms is not None:
         p95 = ((metrics.get("calls") or {}).get("latency_ms") or {}).get("p95")
         out.append(BarCheck("max_latency_p95_ms", None, f"{bars.max_latency_p95_ms} ms",
@@ -172,13 +176,50 @@ def check(bars: Bars, metrics: Mapping[str, Any]) -> list[BarCheck]:
                             "n/a" if p95 is None else ("pass" if p95 <= bars.max_latency_p95_ms else "fail"),
                             "no call was timed" if p95 is None else None))
     if bars.max_cost_per_1k_items is not None:
-        cost = metrics.get("cost_per_1k_items")
-        out.append(BarCheck("max_cost_per_1k_items", None, f"${bars.max_cost_per_1k_items}",
-                            None if cost is None else f"${Decimal(cost):.4f}",
-                            "n/a" if cost is None else (
-                                "pass" if Decimal(cost) <= bars.max_cost_per_1k_items else "fail"),
-                            "no price for the model in the gate's price table" if cost is None else None))
+        out.append(_cost_check(bars.max_cost_per_1k_items, metrics))
     return out
+
+
+def _folded(confusion: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:
+    """The confusion matrix with labels casefolded (labels compare case-insensitively: a
+    prompt may spell them ``URGENT`` where the bar says ``urgent``)."""
+    out: dict[str, dict[str, int]] = {}
+    for expected, row in confusion.items():
+        folded = out.setdefault(expected.casefold(), {})
+        for actual, n in row.items():
+            folded[actual.casefold()] = folded.get(actual.casefold(), 0) + n
+    return out
+
+
+def _broken_check(limit: int, metrics: Mapping[str, Any]) -> BarCheck:
+    """Items live got right and the candidate wrong, at most ``limit``. Not yet compared
+    (reconcile pairs the answers when every run is done): pending. No live version: n/a.
+    Live answers that should exist and cannot be had: a fail, never a silent n/a."""
+    if "flips" not in metrics:
+        return BarCheck("max_broken", None, str(limit), None, "pending",
+                        "compared with the live version once every run has finished")
+    flips = metrics["flips"]
+    if flips is None and metrics.get("baseline_error"):
+        return BarCheck("max_broken", None, str(limit), None, "fail", metrics["baseline_error"])
+    if flips is None:
+        return BarCheck("max_broken", None, str(limit), None, "n/a", metrics.get("baseline_note") or "no live version")
+    return BarCheck("max_broken", None, str(limit), str(flips["broken"]),
+                    "pass" if flips["broken"] <= limit else "fail")
+
+
+def _cost_check(limit: Decimal, metrics: Mapping[str, Any]) -> BarCheck:
+    """Cost per 1,000 items at the price pinned at submit, compared exactly
+    (cost × 1000 ≤ limit × items). A cost that cannot be computed — the model has no
+    price, or answers came without token counts — fails: the pull request chooses the
+    model, so it must not be able to switch the bar off."""
+    shown = f"${limit:f}"
+    if metrics.get("cost_usd") is None:
+        return BarCheck("max_cost_per_1k_items", None, shown, None, "fail",
+                        metrics.get("cost_note") or "no price for the model in the gate's price table")
+    cost, total = Fraction(Decimal(metrics["cost_usd"])), metrics.get("total", 0)
+    per_1k = float(cost * 1000 / total) if total else 0.0
+    return BarCheck("max_cost_per_1k_items", None, shown, f"${per_1k:.4f}",
+                    "pass" if cost * 1000 <= Fraction(limit) * total else "fail")
 
 
 def _fraction_check(name: str, label: str, bar: Decimal, hits: int, of: int, empty: str) -> BarCheck:

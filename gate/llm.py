@@ -168,7 +168,9 @@ def _result(spec: PromptSpec, completion: Any, latency_ms: int) -> CallResult:
 
 
 def _int_or_none(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    """A token count as the provider reported it, or None (absent, not an integer, or
+    outside 0..2**31-1: a count the database column and the cost could not take)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2 ** 31 else None
 
 
 # ----------------------------------------------------------------------------- clients

@@ -53,9 +53,13 @@ def _comparison_lines(r) -> list[str]:
         return [f"    vs live: n/a — {safe(r.baseline_note)}"] if r.baseline_note and r.status == "DONE" else []
     verdict = "is" if c["significant"] else "is not"
     return [f"    vs live (update {c['live_update_id']}): {_pct_ci(c['live_accuracy'], c['live_interval'])} → "
-            f"{_pct_ci(c['accuracy'], c['interval'])} ({c['delta_points']:+.1f} points); "
+            f"{_pct_ci(c['accuracy'], c['interval'])} ({_points(c['delta_points'])}); "
             f"fixed {c['fixed']}, broken {c['broken']}; McNemar p = {format_p(c['p_value'])}: "
             f"the difference {verdict} significant at 5%"]
+
+
+def _points(delta) -> str:
+    return "n/a" if delta is None else f"{delta:+.1f} points"
 
 
 def _pct_ci(value, interval) -> str:

@@ -41,6 +41,8 @@ def update_end(mode: str, runs: Sequence) -> tuple[UpdateStatus, str]:
 
 
 def _missed(dataset: str, c: BarCheck) -> str:
+    if c.value is None:          # a bar that applies and could not be computed
+        return f"{dataset} {c.title}: {c.note}"
     if c.name == "min_accuracy":
         return f"{dataset} {c.value} < bar {c.limit}"
     relation = ">" if c.name.startswith("max_") else "<"

@@ -10,7 +10,6 @@ from decimal import Decimal
 from gate import store
 from gate.db import transaction
 from gate.scoring import metrics_from_breakdown, run_end
-from gate.stats import percentile
 
 from .poller import Poller
 
@@ -45,18 +44,20 @@ class Finalizer(Poller):
 
 def call_metrics(conn, run, total: int) -> dict:
     """The calls' latency (p50, p95, max in ms) and token sums, for the report and the
-    latency bar; with the price pinned at submit, their cost (``cost_usd``, and
-    ``cost_per_1k_items`` for the cost bar), exact decimals as text."""
+    latency bar; with the price pinned at submit and every answer metered, their cost
+    (``cost_usd``, exact decimal text), else why there is none (``cost_note``)."""
     calls = store.call_stats(conn, run.id)
-    latencies = calls.pop("latencies")
-    calls["latency_ms"] = {"p50": percentile(latencies, 50), "p95": percentile(latencies, 95),
-                           "max": latencies[-1] if latencies else None, "timed": len(latencies)}
+    unmetered = calls.pop("unmetered")
     price = (run.pinned or {}).get("price")
-    if not price or not total:
-        return {"calls": calls}
+    if not price:
+        return {"calls": calls, "cost_usd": None,
+                "cost_note": f"no price for model {(run.pinned or {}).get('model')!r} in the gate's price table"}
+    if unmetered:
+        return {"calls": calls, "cost_usd": None,
+                "cost_note": f"{unmetered} of {total} answers came without token counts"}
     cost = (calls["prompt_tokens"] * Decimal(price["input_per_million"])
             + calls["completion_tokens"] * Decimal(price["output_per_million"])) / 1_000_000
-    return {"calls": calls, "cost_usd": f"{cost:f}", "cost_per_1k_items": f"{cost * 1000 / total:f}"}
+    return {"calls": calls, "cost_usd": f"{cost:f}"}
 
 
 def finalize_batch(conn) -> list[int]:

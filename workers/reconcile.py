@@ -69,7 +69,8 @@ def comparison_metrics(conn, run: Run) -> dict:
     baseline = pinned.get("baseline")
     metrics = run.metrics or {}
     if not baseline:
-        return {"flips": None, "baseline_note": pinned.get("baseline_note") or "no live version to compare with"}
+        return {"flips": None, "baseline_note": pinned.get("baseline_note") or "no live version to compare with",
+                "baseline_error": pinned.get("baseline_error")}
     if baseline.get("same_config"):     # the candidate is the live config: every item agrees with itself
         matches, scored = metrics.get("matches", 0), metrics.get("scored", 0)
         return {"flips": {"fixed": 0, "broken": 0, "both_right": matches, "both_wrong": scored - matches,
@@ -80,8 +81,10 @@ def comparison_metrics(conn, run: Run) -> dict:
         why = f"the live version could not be scored on this dataset version: {live_run.reason or live_run.status}"
         return {"flips": None, "baseline_note": why, "baseline_error": why}
     flips = store.flip_counts(conn, run.id, live_run.id)
-    if not flips["paired"]:
-        return {"flips": None, "baseline_note": f"the live version's answers (run {live_run.id}) are no longer kept"}
     live = live_run.metrics or {}
+    if not flips["paired"] or flips["paired"] != metrics.get("scored") or flips["paired"] != live.get("scored"):
+        why = (f"the live version's answers are incomplete: {flips['paired']} of {metrics.get('scored')} items "
+               f"paired with run {live_run.id}")
+        return {"flips": None, "baseline_note": why, "baseline_error": why}
     return {"flips": flips, "baseline_note": None,
             "live": {"matches": live.get("matches", 0), "scored": live.get("scored", 0), **baseline}}

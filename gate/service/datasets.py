@@ -130,6 +130,8 @@ class DatasetsMixin:
 
         def map_it(conn) -> Dataset:
             ds = store.get_dataset(conn, dataset_name)
+            _check_bar_labels(parsed, ds, store.version_labels(conn, ds.current_version_id)
+                              if ds.current_version_id else {})
             store.upsert_mapping(conn, prompt_name, ds.id, parsed.min_accuracy, extra)
             return ds
         ds = db.transaction(self.engine, map_it)
@@ -230,3 +232,14 @@ class DatasetsMixin:
 
     def remove_price(self, model: str) -> bool:
         return db.transaction(self.engine, lambda conn: store.delete_price(conn, model))
+
+
+def _check_bar_labels(bars: Bars, ds: Dataset, labels: TMapping[str, int]) -> None:
+    """A per-label bar names a label the dataset has (compared case-insensitively, as
+    answers are): a typo would otherwise leave the bar n/a for ever."""
+    have = {label.casefold() for label in labels}
+    for name, per_label in (("min_recall", bars.min_recall), ("min_precision", bars.min_precision)):
+        unknown = sorted(label for label in per_label if label.casefold() not in have)
+        if unknown and have:
+            raise UsageError(f"{name}: dataset {ds.name} has no item labelled {unknown[0][:60]!r} "
+                             f"(its labels: {', '.join(sorted(labels)[:20])})")

@@ -53,30 +53,33 @@ def check_commit_sha(sha: Any) -> None:
 
 
 def _baseline(conn, spec: PromptSpec, live: LivePrompt | None, update_id: int, ds, mapping, version) -> dict:
-    # pinned["baseline"]: run_id (the run whose answers are compared), update_id (the
-    # update that made the live version live), live_version; scored_now or same_config
-    """What the candidate's run on ``version`` is compared with, pinned with it: the live
-    version's own run on that very version (normally the run that applied it); else a
-    baseline run staged in this update to score the live version there (its answers are
-    reused wherever the same request was answered before); or why there is none."""
+    """What the candidate's run on ``version`` is compared with, pinned with it as
+    ``pinned["baseline"]`` (run_id: the run whose answers are compared; update_id: the
+    update that made the live version live; live_version; scored_now or same_config):
+    the live version's finished answers on that very version (``store.baseline_run``);
+    else a baseline run staged in this update to score the live version there (its
+    answers reused wherever the same request was answered before). No live version: none.
+    A live version that cannot be scored any more: ``baseline_error`` (a max_broken bar
+    then fails rather than go unchecked)."""
     if live is None:
         return {"baseline": None, "baseline_note": "no live version yet"}
     if live.config_hash == spec.config_hash:
         return {"baseline": {"same_config": True, "live_version": live.version, "update_id": live.applied_update_id}}
-    found = store.baseline_run(conn, spec.name, ds.id, version.id)
+    ref = {"update_id": live.applied_update_id, "live_version": live.version}
+    found = store.baseline_run(conn, spec.name, ds.id, version.id, live.config_hash)
     if found is not None:
-        return {"baseline": {"run_id": found.id, "update_id": found.update_id, "live_version": live.version}}
+        return {"baseline": {"run_id": found.id, **ref}}
     try:
         live_spec = parse_spec(live.config)
         provider = resolve(live_spec.provider, live_spec.model, store.list_providers(conn))
     except (SpecError, UsageError) as exc:
-        return {"baseline": None, "baseline_note": f"the live version cannot be called: {exc}"}
+        why = f"the live version cannot be scored on this dataset version: {exc}"
+        return {"baseline": None, "baseline_note": why, "baseline_error": why}
     run_id = store.insert_run(conn, update_id, ds, mapping.min_accuracy, version,
                               {**pin(live_spec, version, mapping.min_accuracy), "live_version": live.version,
                                "price": _price(conn, live_spec.model)},
                               baseline_of=(live.config, provider.to_dict() if provider else None))
-    return {"baseline": {"run_id": run_id, "update_id": live.applied_update_id, "live_version": live.version,
-                         "scored_now": True}}
+    return {"baseline": {"run_id": run_id, **ref, "scored_now": True}}
 
 
 def _price(conn, model: str) -> dict | None:
@@ -89,8 +92,11 @@ def _price(conn, model: str) -> dict | None:
 def _broken_items(conn, run, limit: int) -> list:
     """The first items the live version answered right and the run wrong (none before the
     run is compared: finalize pairs the answers)."""
-    live_run_id = ((run.metrics or {}).get("live") or {}).get("run_id")
-    return store.flipped_items(conn, run.id, live_run_id, limit) if live_run_id and limit else []
+    metrics = run.metrics or {}
+    live_run_id = (metrics.get("live") or {}).get("run_id")
+    if not live_run_id or not limit or not (metrics.get("flips") or {}).get("broken"):
+        return []      # nothing broken: no scan of the run's items for none
+    return store.flipped_items(conn, run.id, live_run_id, limit)
 
 
 def combine_exit_codes(codes: Iterable[int]) -> int:
@@ -187,7 +193,8 @@ class Gate(DatasetsMixin):
                 baseline = _baseline(conn, spec, live, update_id, ds, mapping, version)
                 store.insert_run(conn, update_id, ds, mapping.min_accuracy, version,
                                  {**pin(spec, version, mapping.min_accuracy), "bars": mapping.bars or None,
-                                  "price": _price(conn, spec.model), **baseline})
+                                  "price": _price(conn, spec.model), **baseline},
+                                 baseline_run_id=(baseline["baseline"] or {}).get("run_id"))
             for old_id in older:
                 store.cancel_update(conn, old_id, f"superseded by update {update_id}")
             return update_id
@@ -301,8 +308,9 @@ class Gate(DatasetsMixin):
                              version_rows=sum(n for *_, n in versions), answers=answers, dry_run=dry_run)
         if dry_run:
             return report
-        for run_id in runs:
-            while db.transaction(self.engine, lambda conn: store.delete_run_items(conn, run_id, batch)):
+        for run_id in runs:       # each batch checks again that no open update reads the run
+            while db.transaction(self.engine, lambda conn: store.lock_prunable_run(conn, run_id)
+                                 and store.delete_run_items(conn, run_id, batch)):
                 pass
         report.versions, report.version_rows = self._take_versions(versions, older_than, batch)
         while keys := db.transaction(self.engine, lambda conn: store.prunable_answer_keys(conn, older_than, batch)):

@@ -107,9 +107,12 @@ def run_report(run: Run, counts, failures: list[ItemSample], reused: dict[int, i
 
 
 def _cost(metrics: dict, pinned: dict | None) -> dict | None:
-    if "cost_usd" not in metrics:
+    """The cost as shown: exact dollars, per 1,000 items to 9 decimals (the cost bar
+    compares the exact figures), and the price it was computed at."""
+    if metrics.get("cost_usd") is None or not metrics.get("total"):
         return None
-    return {"usd": metrics["cost_usd"], "per_1k_items": metrics["cost_per_1k_items"], "price": (pinned or {}).get("price")}
+    per_1k = Decimal(metrics["cost_usd"]) * 1000 / metrics["total"]
+    return {"usd": metrics["cost_usd"], "per_1k_items": f"{per_1k:.9f}", "price": (pinned or {}).get("price")}
 
 
 def comparison(metrics: dict) -> dict | None:

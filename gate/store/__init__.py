@@ -41,7 +41,7 @@ from .runs import (BASELINE, CANDIDATE, advance_materialize, baseline_run, candi
                    finalize_candidates_query, finish_materialize, get_run, insert_run, lock_run_query,
                    materialize_claim_query, page_committed, release_run_lease, run_has_unscored_items,
                    running_runs, runs_of_update, set_run_metrics, transition_run)
-from .retention import (count_prunable_answers, count_run_items, delete_answers, delete_run_items,
+from .retention import (count_prunable_answers, count_run_items, lock_prunable_run, delete_answers, delete_run_items,
                         prunable_answer_keys, prunable_runs, prunable_versions, take_version)
 from .schema import (EPOCH, Bar, JsonText, answer, model_price, dataset, dataset_row, dataset_version, meta, new_token, prompt,
                      prompt_dataset, prompt_run,
@@ -87,7 +87,7 @@ __all__ = [
     "materialize_claim_query", "page_committed", "release_run_lease", "run_has_unscored_items", "running_runs",
     "runs_of_update", "transition_run", "baseline_run", "set_run_metrics", "BASELINE", "CANDIDATE",
     # items
-    "call_stats", "flip_counts", "flipped_items", "delete_price", "find_price", "list_prices", "upsert_price",
+    "lock_prunable_run", "call_stats", "flip_counts", "flipped_items", "delete_price", "find_price", "list_prices", "upsert_price",
     "claim_items", "copy_version_page", "fail_exhausted_items", "fail_unclaimed_items", "failing_items",
     "find_answers", "reuse_stats", "save_answers",
     "item_attempt_stats", "item_claim_query", "release_items", "renew_item_leases", "run_breakdown", "run_counts",

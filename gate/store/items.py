@@ -239,19 +239,30 @@ def flipped_items(conn: Connection, run_id: int, baseline_run_id: int, limit: in
 
 
 def call_stats(conn: Connection, run_id: int) -> dict[str, Any]:
-    """The run's model calls as the report shows them: latency (ms) of each answered item
-    ascending, token sums, and how many answers were reused (their latency and tokens are
-    those of the call that paid for them)."""
+    """The run's model calls as the report shows them: latency p50/p95/max (ms, nearest
+    rank, read in the database: two ordered single-row reads, not every value), token
+    sums, answers reused (their latency and tokens are those of the call that paid for
+    them) and answered items with no token count (``unmetered``: no cost can be had)."""
     i = prompt_run_item
-    latencies = [r[0] for r in conn.execute(select(i.c.latency_ms)
-                                            .where(i.c.run_id == run_id, i.c.latency_ms.is_not(None))
-                                            .order_by(i.c.latency_ms))]
-    row = conn.execute(select(func.coalesce(func.sum(i.c.prompt_tokens), 0),
+    answered = [i.c.run_id == run_id, i.c.verdict.in_([Verdict.MATCH, Verdict.MISMATCH])]
+    row = conn.execute(select(func.count(i.c.latency_ms), func.max(i.c.latency_ms),
+                              func.coalesce(func.sum(i.c.prompt_tokens), 0),
                               func.coalesce(func.sum(i.c.completion_tokens), 0),
-                              func.coalesce(func.sum(case((i.c.reused_update_id.is_not(None), 1), else_=0)), 0))
-                       .where(i.c.run_id == run_id)).first()
-    return {"latencies": latencies, "prompt_tokens": int(row[0]), "completion_tokens": int(row[1]),
-            "reused": int(row[2])}
+                              func.coalesce(func.sum(case((i.c.reused_update_id.is_not(None), 1), else_=0)), 0),
+                              func.coalesce(func.sum(case(((i.c.prompt_tokens.is_(None))
+                                                          | (i.c.completion_tokens.is_(None)), 1), else_=0)), 0))
+                       .where(*answered)).first()
+    timed = int(row[0])
+
+    def nearest_rank(q: int) -> int | None:
+        if not timed:
+            return None
+        offset = max(1, -(-q * timed // 100)) - 1          # ceil(q/100 · n) - 1, in integers
+        return conn.execute(select(i.c.latency_ms).where(*answered, i.c.latency_ms.is_not(None))
+                            .order_by(i.c.latency_ms).offset(offset).limit(1)).scalar()
+    return {"latency_ms": {"p50": nearest_rank(50), "p95": nearest_rank(95), "max": row[1], "timed": timed},
+            "prompt_tokens": int(row[2]), "completion_tokens": int(row[3]), "reused": int(row[4]),
+            "unmetered": int(row[5])}
 
 
 def reuse_stats(conn: Connection, run_ids: Sequence[int]) -> dict[int, dict[int, int]]:

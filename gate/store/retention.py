@@ -1,6 +1,7 @@
 """Retention (``promptgate prune``): what may go once it is older than a cutoff, deleted in
 bounded batches, each batch on an index. Never what backs a prompt's live version (the
-runs, items and answers of the update that applied it), nor a dataset version that is
+runs, items and answers of the update that applied it), nor the runs an open update still
+reads (its own, and the baselines they are compared with), nor a dataset version that is
 current or pinned by an open run; update and run rows (the summaries) always stay."""
 
 from __future__ import annotations
@@ -8,15 +9,25 @@ from __future__ import annotations
 from sqlalchemy import delete, exists, func, select, update
 from sqlalchemy.engine import Connection
 
-from ..states import RUN_OPEN, RUN_TERMINAL
+from ..states import RUN_OPEN, RUN_TERMINAL, UPDATE_OPEN
 from .dialect import db_now
-from .schema import answer, dataset, dataset_version, prompt, prompt_run, prompt_run_item
+from .schema import answer, dataset, dataset_version, prompt, prompt_run, prompt_run_item, prompt_update
 from .versions import DELETING, IMPORTING, READY, lock_dataset
 
 
 def _live_updates():
     """The updates that applied the live versions: their evidence stays."""
     return select(prompt.c.applied_update_id).where(prompt.c.applied_update_id.is_not(None))
+
+
+def _open_evidence():
+    """Runs an open update still reads: its own (a finished run of an update still
+    evaluating) and the baselines its runs are compared with at reconcile."""
+    r, u = prompt_run.alias("r"), prompt_update
+    open_updates = select(u.c.id).where(u.c.status.in_(sorted(UPDATE_OPEN)))
+    return (select(r.c.id).where(r.c.update_id.in_(open_updates))
+            .union(select(r.c.baseline_run_id).where(r.c.update_id.in_(open_updates),
+                                                     r.c.baseline_run_id.is_not(None))))
 
 
 def prunable_runs(conn: Connection, older_than: float, limit: int) -> list[int]:
@@ -26,8 +37,18 @@ def prunable_runs(conn: Connection, older_than: float, limit: int) -> list[int]:
     has_items = exists().where(i.c.run_id == r.c.id)
     return list(conn.execute(select(r.c.id).where(r.c.status.in_(sorted(RUN_TERMINAL)),
                                                   r.c.finished_at <= db_now(-older_than),
-                                                  r.c.update_id.not_in(_live_updates()), has_items)
+                                                  r.c.update_id.not_in(_live_updates()),
+                                                  r.c.id.not_in(_open_evidence()), has_items)
                              .order_by(r.c.id).limit(limit)).scalars())
+
+
+def lock_prunable_run(conn: Connection, run_id: int) -> bool:
+    """Lock the run's row if its items may still go (no open update reads it since the
+    list was made): a submission pinning it as a baseline locks the same row first
+    (``store.baseline_run``), so the two never cross."""
+    r = prompt_run
+    return conn.execute(select(r.c.id).where(r.c.id == run_id, r.c.update_id.not_in(_live_updates()),
+                                             r.c.id.not_in(_open_evidence())).with_for_update()).first() is not None
 
 
 def count_run_items(conn: Connection, run_ids: list[int]) -> int:

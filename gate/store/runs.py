@@ -7,7 +7,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import BigInteger, Float, Integer, String, Text, bindparam, exists, insert, select, update
+from sqlalchemy import BigInteger, Float, Integer, String, Text, bindparam, exists, func, insert, select, update
 from sqlalchemy.engine import Connection
 
 from ..errors import IllegalTransition, NotFound
@@ -18,6 +18,7 @@ from .schema import EPOCH, new_token, prompt, prompt_run, prompt_run_item, promp
 
 
 CANDIDATE, BASELINE = "candidate", "baseline"      # prompt_run.role
+BASELINE_LOOKBACK = 20     # the latest baseline runs of a prompt on a version looked at for one to reuse
 
 
 def _one(result, what: str):
@@ -36,17 +37,19 @@ def _run(row) -> Run:
 
 
 def insert_run(conn: Connection, update_id: int, ds: Dataset, min_accuracy: Decimal, version: DatasetVersion,
-               pinned: dict, *, baseline_of: tuple[dict, dict | None] | None = None) -> int:
+               pinned: dict, *, baseline_of: tuple[dict, dict | None] | None = None,
+               baseline_run_id: int | None = None) -> int:
     """A PENDING run of the update over the dataset's ``version`` (pinned: a later import
     does not change what this run reads), with its bar and what its verdict stands on.
     ``baseline_of`` (config, provider): a baseline run, evaluating the live version's
-    config and provider instead of the update's candidate."""
+    config and provider instead of the update's candidate. ``baseline_run_id``: the run a
+    candidate run is compared with (kept from prune while this run's update is open)."""
     role = {"role": BASELINE, "config": baseline_of[0], "provider": baseline_of[1]} if baseline_of else {}
     result = conn.execute(insert(prompt_run).values(
         update_id=update_id, dataset_id=ds.id, dataset_name=ds.name, source_uri=version.source_uri,
         source_options=version.source_options, status=RunStatus.PENDING, min_accuracy=min_accuracy, row_count=0,
         content_hash=version.content_hash, source_version=version.source_version, dataset_version_id=version.id,
-        pinned=pinned, lease_until=EPOCH, attempt=0, created_at=db_now(), **role))
+        pinned=pinned, lease_until=EPOCH, attempt=0, created_at=db_now(), baseline_run_id=baseline_run_id, **role))
     return result.inserted_primary_key[0]
 
 
@@ -57,17 +60,30 @@ def set_run_metrics(conn: Connection, run_id: int, metrics: dict) -> int:
         sorted(RUN_TERMINAL))).values(metrics=metrics)).rowcount
 
 
-def baseline_run(conn: Connection, prompt_name: str, dataset_id: int, version_id: int) -> Run | None:
-    """The live version's own finished run on this dataset version: the run of the update
-    that applied it (its answers are the live prompt's answers on exactly these rows), or
-    None (no live version, applied without a run, or scored on another version)."""
+def baseline_run(conn: Connection, prompt_name: str, dataset_id: int, version_id: int,
+                 live_config_hash: str) -> Run | None:
+    """The live version's finished answers on this dataset version: the run of the update
+    that applied it (its answers on exactly these rows), else the latest finished baseline
+    run an earlier update staged for the same live config on this version, or None."""
     applied = select(prompt.c.applied_update_id).where(prompt.c.name == prompt_name).scalar_subquery()
-    row = conn.execute(select(prompt_run).where(prompt_run.c.update_id == applied, _role_is(CANDIDATE),
-                                                prompt_run.c.dataset_id == dataset_id,
-                                                prompt_run.c.dataset_version_id == version_id,
-                                                prompt_run.c.status == RunStatus.DONE)
+    on_version = [prompt_run.c.dataset_id == dataset_id, prompt_run.c.dataset_version_id == version_id,
+                  prompt_run.c.status == RunStatus.DONE]
+    row = conn.execute(select(prompt_run).where(prompt_run.c.update_id == applied, _role_is(CANDIDATE), *on_version)
                        .order_by(prompt_run.c.id.desc()).limit(1)).first()
-    return _run(row) if row is not None else None
+    if row is None:
+        staged = conn.execute(select(prompt_run).join(prompt_update, prompt_update.c.id == prompt_run.c.update_id)
+                              .where(prompt_update.c.prompt_name == prompt_name, _role_is(BASELINE), *on_version)
+                              .order_by(prompt_run.c.id.desc()).limit(BASELINE_LOOKBACK)).all()
+        row = next((r for r in staged if (r.pinned or {}).get("config_hash") == live_config_hash), None)
+    return _run(row) if row is not None and _whole(conn, row) else None
+
+
+def _whole(conn: Connection, row) -> bool:
+    """The run still holds every item (prune has not begun on it), its row locked so that
+    prune (``store.lock_prunable_run``) cannot begin now."""
+    conn.execute(select(prompt_run.c.id).where(prompt_run.c.id == row.id).with_for_update())
+    kept = conn.execute(select(func.count()).where(prompt_run_item.c.run_id == row.id)).scalar()
+    return kept == (row.metrics or {}).get("total")
 
 
 def runs_of_update(conn: Connection, update_id: int, role: str = CANDIDATE) -> list[Run]:

@@ -84,7 +84,8 @@ prompt_run = Table("prompt_run", meta,
                    Column("attempt", Integer), Column("metrics", JsonText), Column("reason", Text),
                    Column("created_at", T), Column("started_at", T), Column("finished_at", T),
                    Column("dataset_version_id", BigInteger), Column("pinned", JsonText),
-                   Column("role", String(16)), Column("config", JsonText), Column("provider", JsonText))
+                   Column("role", String(16)), Column("config", JsonText), Column("provider", JsonText),
+                   Column("baseline_run_id", BigInteger))
 prompt_run_item = Table("prompt_run_item", meta,
                         Column("run_id", BigInteger, primary_key=True),
                         Column("position", BigInteger, primary_key=True),

@@ -6,6 +6,9 @@ ALTER TABLE prompt_dataset ADD COLUMN bars TEXT NULL;
 -- same dataset version when it never was, for the comparison. A baseline run evaluates
 -- its own config and provider (the live ones at submit) instead of the update's.
 ALTER TABLE prompt_run ADD COLUMN role VARCHAR(16) NOT NULL DEFAULT 'candidate';
+-- The run a candidate run is compared with (NULL: none): prune keeps it while the
+-- candidate's update is open.
+ALTER TABLE prompt_run ADD COLUMN baseline_run_id INTEGER NULL;
 ALTER TABLE prompt_run ADD COLUMN config TEXT NULL;
 ALTER TABLE prompt_run ADD COLUMN provider TEXT NULL;
 

@@ -114,19 +114,22 @@ def test_dataset_map_declares_the_extra_bars(sqlite_url, tmp_path):
     data = write_rule_rows(tmp_path / "d.csv", 4)
     assert cli(sqlite_url, "dataset", "add", "d1", "--source", str(data)).returncode == 0
     mapped = cli(sqlite_url, "dataset", "map", "p1", "d1", "--min-accuracy", "0.9", "--max-broken", "0",
-                 "--min-recall", "yes=0.95", "--min-recall", "no=0.8", "--min-precision", "a=b=0.5",
+                 "--min-recall", "yes=0.95", "--min-recall", "no=0.8", "--min-precision", "YES=0.5",
                  "--max-latency-p95-ms", "250", "--max-cost-per-1k-items", "0.10")
     assert mapped.returncode == 0, mapped.stderr
-    phrases = ("max broken 0, recall[no] ≥ 80%, recall[yes] ≥ 95%, precision[a=b] ≥ 50%, p95 latency ≤ 250 ms, "
+    phrases = ("max broken 0, recall[no] ≥ 80%, recall[yes] ≥ 95%, precision[YES] ≥ 50%, p95 latency ≤ 250 ms, "
                "cost ≤ $0.10 per 1k items")
     assert mapped.stdout.strip() == f"p1 × d1: min accuracy 0.9, {phrases}"
+    typo = cli(sqlite_url, "dataset", "map", "p1", "d1", "--min-accuracy", "0.9", "--min-recall", "ye=0.9")
+    assert typo.returncode == 2 and "min_recall: dataset d1 has no item labelled 'ye' (its labels: no, yes)" in \
+        typo.stderr, typo.stderr
     assert cli(sqlite_url, "dataset", "map", "p2", "d1", "--min-accuracy", "0.5").stdout.strip() == \
         "p2 × d1: min accuracy 0.5"                                       # accuracy only: as before
     assert cli(sqlite_url, "dataset", "list").stdout.split("\t")[-1].strip() == f"p1 ≥ 0.9 ({phrases}), p2 ≥ 0.5"
     listed = json.loads(cli(sqlite_url, "dataset", "list", "--json").stdout)
     assert listed[0]["gates"] == [
         {"prompt": "p1", "min_accuracy": "0.9",
-         "bars": {"max_broken": 0, "min_recall": {"no": "0.8", "yes": "0.95"}, "min_precision": {"a=b": "0.5"},
+         "bars": {"max_broken": 0, "min_recall": {"no": "0.8", "yes": "0.95"}, "min_precision": {"YES": "0.5"},
                   "max_latency_p95_ms": 250, "max_cost_per_1k_items": "0.10"}},
         {"prompt": "p2", "min_accuracy": "0.5", "bars": None}]
     # mapping again replaces the bars as a whole

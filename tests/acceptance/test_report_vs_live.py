@@ -145,7 +145,8 @@ def test_the_live_version_is_scored_on_a_dataset_version_it_never_saw(mysql_gate
 
 def test_cost_from_the_price_table_and_its_bar(mysql_gate, model):
     """With a price for the model, the run's cost is its token sums at that price, exact;
-    a cost bar below it rejects. Without a price the same bar is n/a."""
+    a cost bar below it rejects. Without a price the bar cannot be computed and fails: the
+    pull request chooses the model, so naming an unpriced one must not switch it off."""
     from decimal import Decimal
 
     from gate.models import Price
@@ -154,15 +155,16 @@ def test_cost_from_the_price_table_and_its_bar(mysql_gate, model):
     gate.map_dataset("ticket-urgency", "urgency-regression", "0.5", bars={"max_cost_per_1k_items": "0.0001"})
     live = load_spec(EXAMPLE / "prompts" / "ticket-urgency.yaml")
     unpriced, = run_until_terminal(gate, [gate.submit(live, "check")], timeout=120)
-    assert unpriced.status == "PASSED" and unpriced.runs[0].cost is None
+    assert unpriced.status == "REJECTED" and unpriced.runs[0].cost is None
+    assert "max_cost_per_1k_items: no price for model 'gpt-4o-mini'" in unpriced.update.reason
     bar, = [c for c in unpriced.runs[0].checks if c["bar"] == "max_cost_per_1k_items"]
-    assert bar["state"] == "n/a" and "price" in bar["note"]
+    assert (bar["state"], bar["value"]) == ("fail", None)
 
     gate.set_price(Price("gpt-4o-mini", Decimal("0.15"), Decimal("0.60")))
     priced, = run_until_terminal(gate, [gate.submit(live, "check", reuse=False)], timeout=120)
     run, = priced.runs
     spent = (run.calls["prompt_tokens"] * Decimal("0.15") + run.calls["completion_tokens"] * Decimal("0.60")) / 10 ** 6
     assert run.calls["prompt_tokens"] > 0 and Decimal(run.cost["usd"]) == spent
-    assert Decimal(run.cost["per_1k_items"]) == spent * 1000 / run.total > Decimal("0.0001")
+    assert Decimal(run.cost["per_1k_items"]) == round(spent * 1000 / run.total, 9) > Decimal("0.0001")   # shown
     assert priced.status == "REJECTED" and "max_cost_per_1k_items" in priced.update.reason
     valid_json(priced)

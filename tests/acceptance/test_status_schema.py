@@ -34,8 +34,7 @@ def reports(tmp_path_factory):
     data = write_rule_rows(tmp / "d.csv", 40, wrong_every=10)                # the rules score 90 %
     assert cli(db_url, "dataset", "add", "d1", "--source", str(data)).returncode == 0
     mapped = cli(db_url, "dataset", "map", "p1", "d1", "--min-accuracy", "0.5", "--max-broken", "5",
-                 "--min-recall", "yes=0.5", "--min-recall", "maybe=0.5", "--max-latency-p95-ms", "60000",
-                 "--max-cost-per-1k-items", "1")
+                 "--min-recall", "yes=0.5", "--min-precision", "no=0.5", "--max-latency-p95-ms", "60000")
     assert mapped.returncode == 0, mapped.stderr
 
     def status(uid):
@@ -108,9 +107,8 @@ def test_the_documents_exercise_the_report_fields(reports):
     assert applied["status"] == "APPLIED" and run["passed"] is True
     assert run["comparison"] is None and run["baseline_note"] and run["broken"] == []
     states = {(c["bar"], c["label"]): c["state"] for c in run["checks"]}
-    assert states == {("min_accuracy", None): "pass", ("max_broken", None): "n/a", ("min_recall", "maybe"): "n/a",
-                      ("min_recall", "yes"): "pass", ("max_latency_p95_ms", None): "pass",
-                      ("max_cost_per_1k_items", None): "n/a"}
+    assert states == {("min_accuracy", None): "pass", ("max_broken", None): "n/a", ("min_precision", "no"): "pass",
+                      ("min_recall", "yes"): "pass", ("max_latency_p95_ms", None): "pass"}
     assert all(c["note"] for c in run["checks"] if c["state"] == "n/a")
     assert set(run["labels"]) == {"yes", "no"} and run["calls"]["latency_ms"]["timed"] == 40
 

@@ -132,3 +132,30 @@ def test_every_delete_of_prune_uses_an_index(mysql_gate, tmp_path, monkeypatch):
     for sql, plan in plans:
         assert all(row["key"] for row in plan), (sql, plan)
         assert all(row["type"] in ("range", "ref", "const", "eq_ref") for row in plan), (sql, plan)
+
+
+def test_prune_keeps_the_live_answers_an_open_update_is_compared_with(gate, tmp_path, monkeypatch):
+    """An earlier update scored the live version on the current dataset version (a baseline
+    run) and finished; a later update reuses that run as its baseline and is still open.
+    prune must keep the baseline's items until the open update is reconciled: without them
+    max_broken could not be checked (and, half deleted, would be undercounted)."""
+    path = write_rule_rows(tmp_path / "d.csv", 12)
+    gate.register_dataset("d", str(path))
+    gate.map_dataset("p1", "d", "0.5", bars={"max_broken": 0})
+    with MockLLMServer() as llm:
+        monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
+        live, = run_until_terminal(gate, [gate.submit(rules_spec("p1"), "apply")], timeout=60)
+        write_rule_rows(path, 13)
+        gate.refresh_dataset("d")                                   # the live version never saw this one
+        earlier, = run_until_terminal(gate, [gate.submit(other_template(), "check")], timeout=60)
+        baseline_id = earlier.runs[0].comparison["live_run_id"]
+        assert earlier.runs[0].comparison["live_scored_now"] and count(gate, store.prompt_run_item,
+                                                                      run_id=baseline_id) == 13
+        later = gate.submit(rules_spec("p1", description="later"), "check")     # open, compared with it
+        assert gate.status(later).runs[0].pinned["baseline"]["run_id"] == baseline_id   # reused, not staged again
+        pruned = gate.prune(0, batch=5)
+        assert count(gate, store.prompt_run_item, run_id=baseline_id) == 13
+        assert pruned.items == 13 and count(gate, store.prompt_run_item, run_id=earlier.runs[0].run_id) == 0
+        report, = run_until_terminal(gate, [later], timeout=60)
+    c = report.runs[0].comparison
+    assert report.status == "PASSED" and (c["paired"], c["broken"]) == (13, 0)

@@ -10,7 +10,7 @@ from gate.verdict import update_end
 
 
 def run(bars=None, flips=None, baseline_error=None, matches=9, scored=10, confusion=None, calls=None):
-    metrics = {"matches": matches, "scored": scored, "confusion": confusion or {}, "flips": flips,
+    metrics = {"matches": matches, "scored": scored, "total": scored, "confusion": confusion or {}, "flips": flips,
                "baseline_error": baseline_error, "calls": calls}
     return SimpleNamespace(status="DONE", dataset_name="d", metrics=metrics, min_accuracy=Decimal("0.8"),
                            pinned={"bars": bars}, reason=None)
@@ -45,3 +45,28 @@ def test_per_label_and_latency_bars():
     slow = {"latency_ms": {"p50": 100, "p95": 900, "max": 1000, "timed": 10}}
     status, reason = update_end("check", [run({"max_latency_p95_ms": 800}, calls=slow)])
     assert (status, reason) == ("REJECTED", "missed: d max_latency_p95_ms 900 ms > bar 800 ms")
+
+
+def test_a_label_spelled_in_another_case_cannot_switch_a_per_label_bar_off():
+    """Answers compare case-insensitively, so a prompt may write URGENT where the bar (and
+    the dataset) say urgent: the bar still applies to it."""
+    shouted = {"URGENT": {"URGENT": 3, "routine": 7}, "routine": {"routine": 10}}
+    status, reason = update_end("check", [run({"min_recall": {"urgent": "0.9"}}, confusion=shouted, matches=13,
+                                              scored=20)])
+    assert (status, reason) == ("REJECTED", "missed: d 65.0% < bar 80%; d min_recall[urgent] 30.0% < bar 90%")
+
+
+def test_a_cost_that_cannot_be_computed_fails_its_bar():
+    r = run({"max_cost_per_1k_items": "1"})
+    r.metrics.update(cost_usd=None, cost_note="3 of 10 answers came without token counts", total=10)
+    assert update_end("check", [r]) == ("REJECTED", "missed: d max_cost_per_1k_items: 3 of 10 answers came without "
+                                                    "token counts")
+    r.metrics.update(cost_usd="0.0100", total=10)                   # $1.00 per 1,000 items: at the bar, exactly
+    assert update_end("check", [r])[0] == "PASSED"
+    r.metrics.update(cost_usd="0.0100000001")
+    assert update_end("check", [r])[0] == "REJECTED"
+
+
+def test_a_precision_bar_on_a_label_never_answered_passes():
+    confusion = {"yes": {"no": 2}, "no": {"no": 8}}
+    assert update_end("check", [run({"min_precision": {"yes": "0.99"}}, confusion=confusion, matches=8)])[0] == "PASSED"
