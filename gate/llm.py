@@ -59,7 +59,7 @@ from .errors import CallFailure, ModelCallError, UsageError
 from .providers import Endpoint, default_endpoint, endpoint_for, env_providers
 from .sandbox import BudgetExceeded, RenderPool, default_pool
 from .settings import Settings
-from .spec import PromptSpec
+from .spec import PromptSpec, request_kwargs
 from .templating import TemplateProblem
 from .untrusted import storable
 
@@ -124,23 +124,6 @@ def _as_messages(spec: PromptSpec, texts) -> list[dict[str, str]] | ModelCallErr
     if isinstance(texts, TemplateProblem):
         return ModelCallError(str(texts), retryable=False, kind=CallFailure.TEMPLATE)
     return [{"role": m.role, "content": text} for m, text in zip(spec.messages, texts)]
-
-
-def request_kwargs(spec: PromptSpec, messages: list[dict[str, str]]) -> dict[str, Any]:
-    kwargs: dict[str, Any] = {"model": spec.model, "messages": messages}
-    kwargs.update(_plain(spec.params))
-    if spec.response_format is not None:
-        kwargs["response_format"] = _plain(spec.response_format)
-    return kwargs
-
-
-def _plain(value: Any) -> Any:
-    """Frozen spec values (mapping proxies, tuples) back to JSON-able dicts and lists."""
-    if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
 
 
 def _result(spec: PromptSpec, completion: Any, latency_ms: int) -> CallResult:

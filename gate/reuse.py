@@ -22,9 +22,8 @@ from decimal import Decimal
 from typing import Any, Mapping, Sequence
 
 from . import __version__
-from .llm import request_kwargs
 from .models import DatasetVersion
-from .spec import PromptSpec
+from .spec import PromptSpec, request_kwargs
 
 # Bump when rendering, the request or the reading of an answer changes meaning: answers
 # kept under the old revision are then never reused.

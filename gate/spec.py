@@ -363,3 +363,22 @@ def _parse_provider(value: Any, file: str | None) -> str | None:
         raise SpecError(file, "provider", "must name a provider the gate declares (the gate config's providers: "
                         "or PROMPTGATE_PROVIDERS); a prompt file may not carry a URL or a key variable")
     return check_name(value, "provider", file)
+
+
+def request_kwargs(spec: PromptSpec, messages: list[dict[str, str]]) -> dict[str, Any]:
+    """The chat request body of the prompt over rendered ``messages``: what is sent, and
+    what an answer is kept under for reuse (``gate.reuse.request_key``)."""
+    kwargs: dict[str, Any] = {"model": spec.model, "messages": messages}
+    kwargs.update(_plain(spec.params))
+    if spec.response_format is not None:
+        kwargs["response_format"] = _plain(spec.response_format)
+    return kwargs
+
+
+def _plain(value: Any) -> Any:
+    """Frozen spec values (mapping proxies, tuples) back to JSON-able dicts and lists."""
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
