@@ -34,6 +34,15 @@ class StopSignals:
             signal.signal(sig, self._handle)
         return self
 
+    def hold(self) -> None:
+        """The stop is done: further stop signals are ignored while the process exits.
+        Python's finalization sets every signal it handled back to the default action
+        (signalmodule.c, ``_PySignal_Fini``), so a late SIGTERM of the same storm would
+        kill a process that had stopped cleanly (exit -15, a failed unit under systemd);
+        an ignored signal it leaves alone."""
+        for sig in self.signals:
+            signal.signal(sig, signal.SIG_IGN)
+
     def _handle(self, signum, _frame) -> None:
         self.received = signum    # one store: safe however often and wherever it is re-entered
 

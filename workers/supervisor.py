@@ -139,6 +139,7 @@ class WorkerProcess:
         log.info("worker %s: draining", self.id)
         self.request_stop()
         self.join()
+        signals.hold()
 
     def _register(self) -> None:
         try:   # briefly: the heartbeat registers the process if this could not
@@ -206,6 +207,7 @@ def supervise(settings: Settings, roles: Sequence[str], processes: int = 1, conc
             os.kill(child.pid, signal.SIGTERM)
     for child in children:
         child.join()
+    signals.hold()
 
 
 def run_until_terminal(gate: Gate, update_ids: Sequence[int], timeout: float = 300.0,

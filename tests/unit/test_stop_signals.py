@@ -66,3 +66,34 @@ def test_the_stop_handler_can_be_reentered_at_every_line(tmp_path):
         raise AssertionError(f"the worker never stopped: its handler deadlocked when re-entered\n{exc.stderr}")
     assert out.returncode == 0, out.stderr
     assert "stopped after" in out.stdout and "stopped after 0 " not in out.stdout, out.stdout
+
+
+LATE_SIGNAL = textwrap.dedent("""
+    import os, signal, sys, time
+    from workers.signals import StopSignals
+
+    signals = StopSignals().install()
+    os.kill(os.getpid(), signal.SIGTERM)          # the storm's first signal: the stop begins
+    assert signals.wait(1.0)
+    if sys.argv[1] == "hold":
+        signals.hold()                            # what a worker and the supervisor do once drained
+    # what the interpreter's finalization does to every signal Python handles
+    # (signalmodule.c, _PySignal_Fini): back to the default action, unless ignored
+    if signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, signal.SIG_IGN):
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)          # a late signal of the same storm
+    time.sleep(0.1)
+    print("exited cleanly")
+""")
+
+
+def test_a_late_signal_of_the_storm_cannot_kill_a_process_that_stopped():
+    """30 storms on CI: one supervisor ended with exit -15 after a clean drain, killed by a
+    signal that arrived while Python was exiting. Once stopped, a process ignores them."""
+    def run(mode):
+        return subprocess.run([sys.executable, "-c", LATE_SIGNAL, mode], cwd=ROOT, capture_output=True, text=True,
+                              timeout=30, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    unheld = run("no-hold")
+    assert unheld.returncode == -15                       # the failure CI saw, reproduced
+    held = run("hold")
+    assert (held.returncode, held.stdout.strip()) == (0, "exited cleanly"), held.stderr
