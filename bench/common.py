@@ -7,12 +7,14 @@ Every benchmark prints its figure and, as its LAST line, the ratio to its target
 
 from __future__ import annotations
 
+import argparse
 import csv
 import os
 import random
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -122,6 +124,30 @@ def wait_for_workers(gate, n: int, timeout: float = 30) -> None:
                 return
         time.sleep(0.1)
     raise RuntimeError("workers did not register")
+
+
+def fleet_args(default_items: int = 2000):
+    """--items, --latency-ms, --concurrency: the arguments of a bench with one worker process."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--items", type=int, default=default_items)
+    ap.add_argument("--latency-ms", type=float, default=20)
+    ap.add_argument("--concurrency", type=int, default=32)
+    return ap.parse_args()
+
+
+@contextmanager
+def one_worker_gate(database: str, args):
+    """A fresh MariaDB and model server, a gated dataset of ``args.items`` rows, and one
+    worker process of ``args.concurrency`` running: yields (gate, model server URL)."""
+    with mariadb() as (server_url, _), model_server(args.latency_ms) as base, \
+            tempfile.TemporaryDirectory() as tmp:
+        url, gate = gated_dataset(server_url, database, tmp, args.items, "0.99")
+        procs = worker_processes(url, base, 1, args.concurrency)
+        try:
+            wait_for_workers(gate, 1)
+            yield gate, base
+        finally:
+            stop(procs)
 
 
 def pause_at_random_probe_phase(gate) -> None:

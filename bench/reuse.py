@@ -8,13 +8,11 @@ how long the apply takes against the check (no calls: materialize, look up, writ
 
 from __future__ import annotations
 
-import argparse
 import json
-import tempfile
 import time
 import urllib.request
 
-from common import gated_dataset, mariadb, model_server, result, rules_spec, stop, wait_for_workers, worker_processes
+from common import fleet_args, one_worker_gate, result, rules_spec
 
 
 def calls(base_url: str) -> int:
@@ -31,23 +29,12 @@ def evaluate(gate, mode: str) -> float:
 
 
 def main() -> bool:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--items", type=int, default=2000)
-    ap.add_argument("--latency-ms", type=float, default=20)
-    ap.add_argument("--concurrency", type=int, default=32)
-    args = ap.parse_args()
-    with mariadb() as (server_url, _), model_server(args.latency_ms) as base, \
-            tempfile.TemporaryDirectory() as tmp:
-        url, gate = gated_dataset(server_url, "bench_reuse", tmp, args.items, "0.99")
-        procs = worker_processes(url, base, 1, args.concurrency)
-        try:
-            wait_for_workers(gate, 1)
-            check_wall = evaluate(gate, "check")
-            after_check = calls(base)
-            apply_wall = evaluate(gate, "apply")
-            total = calls(base)
-        finally:
-            stop(procs)
+    args = fleet_args()
+    with one_worker_gate("bench_reuse", args) as (gate, base):
+        check_wall = evaluate(gate, "check")
+        after_check = calls(base)
+        apply_wall = evaluate(gate, "apply")
+        total = calls(base)
     print(f"items={args.items} check: {after_check} calls in {check_wall:.2f}s; apply after merge: "
           f"{total - after_check} calls in {apply_wall:.2f}s ({apply_wall / check_wall:.2f}x the check's wall)")
     return result("model calls per merged change / dataset size", total / args.items, "x", 1.0,

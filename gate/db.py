@@ -222,6 +222,13 @@ def transaction(engine: Engine, work, *, wrote=None, attempts: int = RETRY_ATTEM
             time.sleep(delay)
 
 
+def read(engine: Engine, work):
+    """``work(conn)`` under the retry policy of ``transaction``, for reads: it ends in a
+    rollback, so it costs no COMMIT (P3 counts them; a read per chunk in a transaction that
+    committed took P3 from 0.066 to 0.099 commits per item)."""
+    return transaction(engine, work, wrote=lambda _result: False)
+
+
 def utcnow() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from sqlalchemy.exc import DBAPIError
 
 from gate import store
-from gate.db import transaction
+from gate.db import read, transaction
 from gate.errors import CallFailure, ModelCallError, UsageError, first_line
 from gate.llm import INVALID_DECISION, call_prompt, prepare_default_client, render_messages_many
 from gate.reuse import request_key
@@ -240,13 +240,13 @@ class Executor(Poller):
         missing = [i.position for i in items if i.input is None]
         if not missing:
             return items
-        inputs = transaction(self.engine, lambda conn: store.version_inputs(conn, run.version_id, missing))
+        inputs = read(self.engine, lambda conn: store.version_inputs(conn, run.version_id, missing))
         return [i if i.input is not None else replace(i, input=inputs.get(i.position)) for i in items]
 
     def _answers(self, keys: list[str]) -> dict[str, Answer]:
         if not keys:
             return {}
-        return transaction(self.engine, lambda conn: store.find_answers(conn, keys))
+        return read(self.engine, lambda conn: store.find_answers(conn, keys))
 
     def _abandon(self, chunk: Chunk, exc: BaseException) -> None:
         """The chunk could not be prepared for a reason outside its items (the database was
