@@ -30,7 +30,9 @@ def update_end(mode: str, runs: Sequence) -> tuple[UpdateStatus, str]:
         why = "; ".join(f"{r.dataset_name}: {r.metrics['baseline_error']} (max_broken needs it)" for r in unanswered)
         return UpdateStatus.FAILED, f"could not be scored: {why}"
     checks = [(r, run_checks(r)) for r in runs]
-    missed = [_missed(r.dataset_name, c) for r, cs in checks for c in cs if c.state == "fail"]
+    # a bar still pending (not compared yet) never passes: reconcile compares first, so
+    # this only guards against a verdict taken too early
+    missed = [_missed(r.dataset_name, c) for r, cs in checks for c in cs if c.state in ("fail", "pending")]
     if missed:
         return UpdateStatus.REJECTED, "missed: " + "; ".join(missed)
     cleared = "; ".join(f"{r.dataset_name} {c.value} ≥ {c.limit}" for r, cs in checks for c in cs

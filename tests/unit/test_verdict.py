@@ -70,3 +70,10 @@ def test_a_cost_that_cannot_be_computed_fails_its_bar():
 def test_a_precision_bar_on_a_label_never_answered_passes():
     confusion = {"yes": {"no": 2}, "no": {"no": 8}}
     assert update_end("check", [run({"min_precision": {"yes": "0.99"}}, confusion=confusion, matches=8)])[0] == "PASSED"
+
+
+def test_a_bar_not_yet_compared_never_passes():
+    r = run({"max_broken": 0})
+    del r.metrics["flips"]                      # reconcile has not paired the answers
+    status, reason = update_end("check", [r])
+    assert status == "REJECTED" and "max_broken" in reason
