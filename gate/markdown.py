@@ -259,7 +259,7 @@ def _update_view(report: UpdateReport, samples: int, excerpt: int, details: bool
         "attempts": attempts,
         "terminal": report.terminal,
         "details": details,
-        "chart": charts and any(r.accuracy is not None for r in report.runs),
+        "chart": charts and any(r.accuracy is not None for r in report.runs),   # inside the details, bars only: no line joins two datasets
         "live_chart": all(r.comparison for r in report.runs),   # a chart cannot leave a bar out
     }
 
