@@ -70,12 +70,18 @@ def label_metrics(confusion: Mapping[str, Mapping[str, int]]) -> dict[str, dict[
     return out
 
 
-def percentile(sorted_values: Sequence[float], q: float) -> float | None:
-    """Nearest-rank percentile ``q`` (0–100) of an ascending list; None when empty."""
+def nearest_rank(q: int, n: int) -> int:
+    """The 1-based rank of the ``q``-th percentile (0–100, an integer) among ``n`` values:
+    ceil(q/100 · n), at least 1, in integers (no float at the boundary)."""
+    return min(n, max(1, -(-q * n // 100)))
+
+
+def percentile(sorted_values: Sequence[float], q: int) -> float | None:
+    """Nearest-rank percentile ``q`` of an ascending list; None when empty. (The store
+    reads a run's latency percentiles at ``nearest_rank`` in the database.)"""
     if not sorted_values:
         return None
-    rank = max(1, math.ceil(q / 100 * len(sorted_values)))
-    return sorted_values[min(rank, len(sorted_values)) - 1]
+    return sorted_values[nearest_rank(q, len(sorted_values)) - 1]
 
 
 def format_p(p: float) -> str:

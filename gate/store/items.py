@@ -15,6 +15,7 @@ from sqlalchemy.engine import Connection
 
 from ..models import Answer, ClaimedItem, FlipSample, ItemResult, ItemSample, RunCounts
 from ..states import RUN_TERMINAL, Verdict
+from ..stats import nearest_rank
 from .dialect import db_now
 from .schema import EPOCH, answer, dataset_row, new_token, prompt_run, prompt_run_item
 from .textsql import item_results_sql, string_literal
@@ -254,13 +255,12 @@ def call_stats(conn: Connection, run_id: int) -> dict[str, Any]:
                        .where(*answered)).first()
     timed = int(row[0])
 
-    def nearest_rank(q: int) -> int | None:
+    def at_percentile(q: int) -> int | None:
         if not timed:
             return None
-        offset = max(1, -(-q * timed // 100)) - 1          # ceil(q/100 · n) - 1, in integers
         return conn.execute(select(i.c.latency_ms).where(*answered, i.c.latency_ms.is_not(None))
-                            .order_by(i.c.latency_ms).offset(offset).limit(1)).scalar()
-    return {"latency_ms": {"p50": nearest_rank(50), "p95": nearest_rank(95), "max": row[1], "timed": timed},
+                            .order_by(i.c.latency_ms).offset(nearest_rank(q, timed) - 1).limit(1)).scalar()
+    return {"latency_ms": {"p50": at_percentile(50), "p95": at_percentile(95), "max": row[1], "timed": timed},
             "prompt_tokens": int(row[2]), "completion_tokens": int(row[3]), "reused": int(row[4]),
             "unmetered": int(row[5])}
 
