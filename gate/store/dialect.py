@@ -7,7 +7,7 @@ one machine, and its clock is the process's."""
 
 from __future__ import annotations
 
-from sqlalchemy import Float, Integer, literal
+from sqlalchemy import Float, Integer, insert, literal, update
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.expression import ColumnElement, FunctionElement
 from sqlalchemy.types import DateTime
@@ -112,3 +112,14 @@ def _floor_div_sqlite(element, compiler, **kw):
 @compiles(greatest, "sqlite")
 def _extreme_sqlite(element, compiler, **kw):
     return f"{'min' if element.name == 'least' else 'max'}({compiler.process(element.clauses, **kw)})"
+
+
+def update_or_insert(conn, table, key: dict, values: dict) -> bool:
+    """Set ``values`` on the row of ``table`` at ``key``, inserting it when there is none
+    (portable: no dialect's upsert). Returns True when inserted. Callers hold what makes it
+    safe against a concurrent insert of the same key (the gate config's sync, a lock)."""
+    where = [table.c[column] == value for column, value in key.items()]
+    if conn.execute(update(table).where(*where).values(**values)).rowcount:
+        return False
+    conn.execute(insert(table).values(**key, **values))
+    return True

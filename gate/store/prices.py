@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import delete, select
 from sqlalchemy.engine import Connection
 
 from ..models import Price
-from .dialect import db_now
+from .dialect import db_now, update_or_insert
 from .schema import model_price
 
 
@@ -29,10 +29,7 @@ def upsert_price(conn: Connection, price: Price) -> bool:
     """Set a model's price, or change it. Returns True when created."""
     values = {"input_per_million": f"{price.input_per_million:f}",     # fixed point: never "1E-9"
               "output_per_million": f"{price.output_per_million:f}", "updated_at": db_now()}
-    if conn.execute(update(model_price).where(model_price.c.model == price.model).values(**values)).rowcount:
-        return False
-    conn.execute(insert(model_price).values(model=price.model, **values))
-    return True
+    return update_or_insert(conn, model_price, {"model": price.model}, values)
 
 
 def delete_price(conn: Connection, model: str) -> bool:

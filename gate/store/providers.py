@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import delete, select
 from sqlalchemy.engine import Connection
 
 from ..providers import ProviderDecl
-from .dialect import db_now
+from .dialect import db_now, update_or_insert
 from .schema import provider
 
 
@@ -19,10 +19,7 @@ def upsert_provider(conn: Connection, decl: ProviderDecl) -> bool:
     """Declare a provider, or change its declaration. Returns True when created."""
     values = {"base_url": decl.base_url, "api_key_env": decl.api_key_env, "models": list(decl.models),
               "updated_at": db_now()}
-    if conn.execute(update(provider).where(provider.c.name == decl.name).values(**values)).rowcount:
-        return False
-    conn.execute(insert(provider).values(name=decl.name, **values))
-    return True
+    return update_or_insert(conn, provider, {"name": decl.name}, values)
 
 
 def delete_provider(conn: Connection, name: str) -> bool:
