@@ -210,3 +210,15 @@ class WorkerRow:
     started_at: dt.datetime
     heartbeat_at: dt.datetime
     oldest_call_seconds: float | None = None   # age of its oldest model call in flight, at the last heartbeat
+
+
+@dataclass(frozen=True)
+class ApiToken:
+    """A bearer token of the HTTP service, as stored: its hash, never the token."""
+    id: int
+    name: str
+    scope: str                        # read, submit or admin (gate.service.tokens.SCOPES)
+    token_hash: str
+    created_at: dt.datetime
+    last_used_at: dt.datetime | None
+    revoked_at: dt.datetime | None

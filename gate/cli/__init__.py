@@ -4,7 +4,7 @@ Every GateError becomes one line on stderr and exit code 2 (usage errors include
 `wait` and `status` exit 0 APPLIED/PASSED, 1 REJECTED, 2 FAILED/CANCELLED, 3 still open.
 
 The root group is built here from the commands of each module (``datasets``, ``updates``,
-``workers``, ``retention``, ``action_command``, and ``mock-llm`` from ``gate.mockllm``); those modules
+``workers``, ``retention``, ``service``, ``action_command``, and ``mock-llm`` from ``gate.mockllm``); those modules
 import only ``common``, never this one, so nothing imports in a circle.
 `python -m gate`, `python -m gate.cli` and the console script `promptgate` all run ``main``.
 """
@@ -22,6 +22,7 @@ from .action_command import action_cmd
 from .common import GateGroup
 from .datasets import dataset, db, prices_cmd, sync_cmd
 from .retention import prune
+from .service import serve, token
 from .updates import cancel, live, report_cmd, status, submit, wait
 from .workers import demo, worker, workers_cmd
 
@@ -40,7 +41,7 @@ def cli(ctx, database_url, verbose):
 
 
 for _command in (db, dataset, prices_cmd, sync_cmd, submit, status, wait, cancel, live, report_cmd, worker,
-                 workers_cmd, mock_llm, demo, action_cmd, prune):
+                 workers_cmd, mock_llm, demo, action_cmd, prune, serve, token):
     cli.add_command(_command)
 
 

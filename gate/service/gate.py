@@ -25,6 +25,7 @@ from ..states import UPDATE_TERMINAL, Mode
 from .boundary import driver_errors_become_gate_errors
 from .datasets import DatasetsMixin
 from .reports import UpdateReport, run_report
+from .tokens import TokensMixin
 
 SAMPLE_FAILURES = 5
 PRUNE_BATCH = 5000
@@ -120,7 +121,7 @@ def latest_per_prompt(updates: Iterable[Update]) -> list[Update]:
 
 
 @driver_errors_become_gate_errors
-class Gate(DatasetsMixin):
+class Gate(DatasetsMixin, TokensMixin):
     """A handle on one gate database."""
 
     def __init__(self, engine: Engine, settings: Settings):

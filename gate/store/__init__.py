@@ -20,7 +20,8 @@ Modules, bottom up (each imports only the ones above it; this file imports them 
   (the live ``prompt`` table and its ``prompt_version`` history), ``locks`` (the
   per-prompt lock rows submissions serialize on), ``providers``, ``updates``, ``runs``,
   ``items`` (and the answers kept for reuse), ``workers``, ``ratelimits`` (rate-limit
-  buckets and usage), ``retention`` (what ``prune`` may delete).
+  buckets and usage), ``retention`` (what ``prune`` may delete), ``tokens`` (the HTTP
+  service's bearer tokens, as hashes).
 """
 
 from __future__ import annotations
@@ -43,23 +44,24 @@ from .runs import (BASELINE, CANDIDATE, advance_materialize, baseline_run, candi
                    running_runs, runs_of_update, set_run_metrics, transition_run)
 from .retention import (count_prunable_answers, count_run_items, lock_prunable_run, delete_answers, delete_run_items,
                         prunable_answer_keys, prunable_runs, prunable_versions, take_version)
-from .schema import (EPOCH, Bar, JsonText, answer, model_price, dataset, dataset_row, dataset_version, meta, new_token, prompt,
+from .schema import (EPOCH, Bar, JsonText, answer, api_token, model_price, dataset, dataset_row, dataset_version, meta, new_token, prompt,
                      prompt_dataset, prompt_run,
                      prompt_run_item, prompt_update, prompt_version, provider, rate_limit_bucket, rate_limit_usage,
                      worker)
 from .updates import (any_open_update, cancel_update, find_update, get_update, insert_update, list_updates,
                       lock_update_query, reconcilable_updates, reconcile_candidates_query, start_update,
-                      superseded_updates, transition_update, update_status, updates_for_sha)
+                      superseded_updates, transition_update, update_status, update_statuses, updates_for_sha)
 from .versions import (IMPORTING, READY, create_version, delete_version, delete_version_rows, existing_version_ids,
                        find_version_by_content, finish_version, get_version, insert_version_rows, list_versions,
                        rows_with_labels, set_current_version, version_inputs, version_labels, version_rows, lock_dataset,
                        version_keys,
                        version_status, DELETING)
+from .tokens import find_token_by_hash, insert_token, list_tokens, revoke_token, touch_token
 from .workers import heartbeat_worker, live_workers, prune_workers, register_worker, remove_worker
 
 __all__ = [
     # schema and dialect
-    "EPOCH", "Bar", "JsonText", "answer", "model_price", "dataset", "dataset_row", "dataset_version", "db_now", "meta", "new_token", "prompt", "prompt_dataset", "prompt_run",
+    "EPOCH", "Bar", "JsonText", "answer", "api_token", "model_price", "dataset", "dataset_row", "dataset_version", "db_now", "meta", "new_token", "prompt", "prompt_dataset", "prompt_run",
     "prompt_run_item", "prompt_update", "prompt_version", "provider", "rate_limit_bucket", "rate_limit_usage", "seconds_since",
     "worker",
     # datasets and bars
@@ -80,7 +82,9 @@ __all__ = [
     # updates
     "any_open_update", "cancel_update", "find_update", "get_update", "insert_update", "list_updates",
     "lock_update_query", "reconcilable_updates", "reconcile_candidates_query", "start_update", "superseded_updates",
-    "transition_update", "update_status", "updates_for_sha",
+    "transition_update", "update_status", "update_statuses", "updates_for_sha",
+    # the service's tokens
+    "find_token_by_hash", "insert_token", "list_tokens", "revoke_token", "touch_token",
     # runs
     "advance_materialize", "candidate_of_run", "claim_materialize", "finalizable_runs",
     "finalize_candidates_query", "finish_materialize", "get_run", "insert_run", "lock_run_query",

@@ -119,6 +119,10 @@ provider = Table("provider", meta,
 model_price = Table("model_price", meta,
                     Column("model", String(128), primary_key=True), Column("input_per_million", String(40)),
                     Column("output_per_million", String(40)), Column("updated_at", T))
+api_token = Table("api_token", meta,
+                  Column("id", BigInteger, primary_key=True, autoincrement=True), Column("name", String(128)),
+                  Column("scope", String(16)), Column("token_hash", String(64)), Column("created_at", T),
+                  Column("last_used_at", T), Column("revoked_at", T))
 rate_limit_usage = Table("rate_limit_usage", meta,
                          Column("run_id", BigInteger, primary_key=True), Column("throttled", BigInteger),
                          Column("throttled_ms", BigInteger), Column("rate_limited", BigInteger),

@@ -110,6 +110,16 @@ def updates_for_sha(conn: Connection, sha: str, prompt_name: str | None = None) 
     return [_update(r) for r in conn.execute(stmt.order_by(prompt_update.c.id))]
 
 
+def update_statuses(conn: Connection, update_ids: list[int]) -> dict[int, str]:
+    """The status of each of these updates (unknown ids are absent): one primary-key IN
+    read, what the service's shared watcher polls for all its waiters at once."""
+    if not update_ids:
+        return {}
+    rows = conn.execute(select(prompt_update.c.id, prompt_update.c.status)
+                        .where(prompt_update.c.id.in_(sorted(set(update_ids)))))
+    return {r.id: r.status for r in rows}
+
+
 def list_updates(conn: Connection, limit: int = 20, prompt_name: str | None = None) -> list[Update]:
     stmt = select(prompt_update).order_by(prompt_update.c.id.desc()).limit(limit)
     if prompt_name:

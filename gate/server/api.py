@@ -1,0 +1,260 @@
+"""The JSON API under ``/v1``: each route checks its scope (``auth.require``), calls the
+service API ``Gate`` and returns what it returned, encoded by ``gate.wire`` (the client
+decodes it back into the same dataclasses). Errors leave through the app's one boundary
+(``app.py``) as ``{"error": one line, "exit_code": n}``.
+
+Routes that block on the database are plain functions (FastAPI runs them on its thread
+pool); the long-poll wait is a coroutine that holds no thread while it waits."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi.concurrency import run_in_threadpool
+
+from ..errors import NotFound, UsageError
+from ..spec import parse_spec, parse_spec_text
+from ..wire import encode
+from .auth import Caller, require
+from .watcher import UNKNOWN
+
+router = APIRouter(prefix="/v1")
+YAML_TYPES = {"application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml", "text/plain"}
+MAX_WAIT_SECONDS = 120.0
+
+
+def gate_of(request: Request):
+    return request.app.state.gate
+
+
+def json_bytes(value: Any, status: int = 200) -> Response:
+    return Response(json.dumps(encode(value), ensure_ascii=True, separators=(",", ":")),
+                    status_code=status, media_type="application/json")
+
+
+# --- submissions and their reports ----------------------------------------------------
+
+@router.post("/updates", status_code=202, summary="Submit a prompt (YAML or JSON body) for evaluation")
+async def submit(request: Request, caller: Caller = Depends(require("submit"))):
+    """A YAML body is the prompt file (``mode``, ``source_key``, ``sha``, ``reuse`` as query
+    parameters); a JSON body is ``{"prompt": <the file as YAML text or as an object>,
+    "mode", "source_key", "sha", "reuse", "repo", "pr", "path"}``. 202 with the id."""
+    fields = await _submission(request)
+    spec = fields.pop("spec")
+    source = {k: v for k, v in {"via": "api", "submitted_by": caller.name, "key": fields["source_key"],
+                                "sha": fields["sha"], "repo": fields["repo"], "pr": fields["pr"],
+                                "path": fields["path"]}.items() if v not in (None, "")}
+    update_id = await run_in_threadpool(gate_of(request).submit, spec, fields["mode"], source, fields["reuse"])
+    return json_bytes({"id": update_id, "prompt": spec.name, "mode": fields["mode"],
+                       "status_url": f"/v1/updates/{update_id}", "wait_url": f"/v1/updates/{update_id}/wait"}, 202)
+
+
+async def _submission(request: Request) -> dict:
+    body = await request.body()
+    kind = (request.headers.get("content-type") or "").split(";")[0].strip().lower()
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError("the request body is not UTF-8") from None
+    if kind == "application/json":
+        data = _json_object(text)
+        prompt = data.get("prompt")
+        spec = (parse_spec_text(prompt, "prompt") if isinstance(prompt, str) else parse_spec(prompt, "prompt"))
+        fields = data
+    elif kind in YAML_TYPES:
+        spec, fields = parse_spec_text(text, "prompt"), dict(request.query_params)
+    else:
+        raise UsageError("send the prompt as application/yaml or as application/json {\"prompt\": ...}")
+    return {"spec": spec, "mode": _text(fields, "mode") or "check", "source_key": _text(fields, "source_key"),
+            "sha": _text(fields, "sha"), "repo": _text(fields, "repo"), "path": _text(fields, "path"),
+            "pr": _pr(fields.get("pr")), "reuse": _flag(fields.get("reuse", True), "reuse")}
+
+
+def _json_object(text: str) -> dict:
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise UsageError(f"the request body is not JSON: {str(exc)[:120]}") from None
+    if not isinstance(data, dict):
+        raise UsageError("the request body must be a JSON object")
+    return data
+
+
+def _text(fields: dict, key: str, limit: int = 255) -> str | None:
+    value = fields.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str) or len(value) > limit:
+        raise UsageError(f"{key} must be text of at most {limit} characters")
+    return value
+
+
+def _pr(value: Any) -> int | None:
+    if value in (None, ""):
+        return None
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise UsageError("pr must be a pull request number") from None
+    if not 0 < number < 2**31:
+        raise UsageError("pr must be a pull request number")
+    return number
+
+
+def _flag(value: Any, key: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "1", "yes", "false", "0", "no"):
+        return value.lower() in ("true", "1", "yes")
+    raise UsageError(f"{key} must be true or false")
+
+
+@router.get("/updates", summary="Updates, newest first (by commit SHA, prompt)")
+def list_updates(request: Request, sha: str | None = None, prompt: str | None = None,
+                 limit: int = Query(20, ge=1, le=500), _caller: Caller = Depends(require("read"))):
+    gate = gate_of(request)
+    found = gate.updates_for_sha(sha, prompt) if sha else gate.list_updates(limit, prompt)
+    return json_bytes(found[:limit] if not sha else found)
+
+
+@router.get("/updates/{update_id}", summary="An update's report")
+async def report(request: Request, update_id: int, failures: int = Query(5, ge=0, le=100),
+                 _caller: Caller = Depends(require("read"))):
+    body = await request.app.state.reports.report_json(update_id, failures)
+    return Response(body, media_type="application/json")
+
+
+@router.get("/updates/{update_id}/wait", summary="Long-poll: the report once terminal, or at the timeout")
+async def wait(request: Request, update_id: int, timeout: float = Query(30.0, ge=0, le=MAX_WAIT_SECONDS),
+               failures: int = Query(5, ge=0, le=100), _caller: Caller = Depends(require("submit"))):
+    status = await request.app.state.watcher.wait(update_id, timeout)
+    if status == UNKNOWN:
+        raise NotFound(f"unknown update {update_id}")
+    body = await request.app.state.reports.report_json(update_id, failures)
+    return Response(body, media_type="application/json")
+
+
+@router.post("/updates/{update_id}/cancel", summary="Cancel an open update")
+def cancel(request: Request, update_id: int, caller: Caller = Depends(require("submit"))):
+    gate_of(request).cancel(update_id, f"cancelled by {caller.name} through the service")
+    return json_bytes({"id": update_id, "status": "CANCELLED"})
+
+
+# --- prompts ----------------------------------------------------------------------------
+
+@router.get("/prompts/{name}/live", summary="A prompt's live version")
+def live(request: Request, name: str, _caller: Caller = Depends(require("read"))):
+    return json_bytes(gate_of(request).live(name))
+
+
+@router.get("/prompts/{name}/history", summary="A prompt's live versions, with the update that made each")
+def history(request: Request, name: str, _caller: Caller = Depends(require("read"))):
+    return json_bytes(gate_of(request).history(name))
+
+
+# --- datasets and bars ----------------------------------------------------------------
+
+@router.get("/datasets", summary="Datasets and the prompts mapped to each")
+def datasets(request: Request, _caller: Caller = Depends(require("read"))):
+    return json_bytes([{"dataset": ds, "mappings": maps} for ds, maps in gate_of(request).list_datasets()])
+
+
+@router.post("/datasets", summary="Register a dataset (its rows imported as its current version)")
+def register_dataset(request: Request, body: dict, _caller: Caller = Depends(require("admin"))):
+    gate = gate_of(request)
+    name = _text(body, "name", 128)
+    source = _text(body, "source", 2000)
+    if not name or not source:
+        raise UsageError("give the dataset's name and source")
+    _refuse_server_files(source)
+    ds = gate.register_dataset(name, source, id_column=_text(body, "id_column"),
+                               label_column=_text(body, "label_column"))
+    return json_bytes({"dataset": ds, "version": gate.dataset_version(name)})
+
+
+def _refuse_server_files(source: str) -> None:
+    """A source the service reads is read on the server: it takes URLs, never a path
+    there (a token must not turn the server's files into a dataset to preview)."""
+    from ..sources import scheme_of
+    if scheme_of(source) == "file":
+        raise UsageError("the service reads no file on its machine: give an https://, s3:// or sql+ source, "
+                         "or register file datasets with --database-url")
+
+
+@router.post("/datasets/{name}/refresh", summary="Import a dataset's source again")
+def refresh_dataset(request: Request, name: str, _caller: Caller = Depends(require("admin"))):
+    gate = gate_of(request)
+    ds = gate.get_dataset(name)
+    _refuse_server_files(ds.source_uri)
+    ds, _ = gate.refresh_dataset(name)
+    return json_bytes({"dataset": ds, "version": gate.dataset_version(name)})
+
+
+@router.get("/datasets/{name}/versions", summary="A dataset's versions")
+def dataset_versions(request: Request, name: str, _caller: Caller = Depends(require("read"))):
+    ds, versions = gate_of(request).dataset_versions(name)
+    return json_bytes({"dataset": ds, "versions": versions})
+
+
+@router.get("/datasets/{name}/versions/{version}", summary="One version of a dataset (current if 0)")
+def dataset_version(request: Request, name: str, version: int, _caller: Caller = Depends(require("read"))):
+    return json_bytes(gate_of(request).dataset_version(name, version or None))
+
+
+@router.get("/datasets/{name}/preview", summary="A version's first rows and label counts")
+def preview(request: Request, name: str, rows: int = Query(10, ge=0, le=1000), version: int | None = None,
+            _caller: Caller = Depends(require("read"))):
+    return json_bytes(gate_of(request).preview_dataset(name, rows, version))
+
+
+@router.get("/datasets/{name}/diff", summary="How two versions of a dataset differ")
+def diff(request: Request, name: str, old: int, new: int, _caller: Caller = Depends(require("read"))):
+    return json_bytes(gate_of(request).diff_versions(name, old, new))
+
+
+@router.put("/prompts/{prompt}/datasets/{dataset}", summary="Map a prompt to a dataset with its bars")
+def map_dataset(request: Request, prompt: str, dataset: str, body: dict, _caller: Caller = Depends(require("admin"))):
+    if "min_accuracy" not in body:
+        raise UsageError("give min_accuracy (and any further bars under \"bars\")")
+    bars = body.get("bars")
+    if bars is not None and not isinstance(bars, dict):
+        raise UsageError("bars must be an object")
+    return json_bytes(gate_of(request).map_dataset(prompt, dataset, body["min_accuracy"], bars=bars))
+
+
+@router.delete("/prompts/{prompt}/datasets/{dataset}", summary="Unmap a prompt from a dataset")
+def unmap_dataset(request: Request, prompt: str, dataset: str, _caller: Caller = Depends(require("admin"))):
+    return json_bytes({"removed": gate_of(request).unmap_dataset(prompt, dataset)})
+
+
+@router.get("/prices", summary="The model price table")
+def prices(request: Request, _caller: Caller = Depends(require("read"))):
+    return json_bytes(gate_of(request).prices())
+
+
+@router.get("/workers", summary="Live worker processes")
+def workers(request: Request, _caller: Caller = Depends(require("read"))):
+    return json_bytes(gate_of(request).live_workers())
+
+
+# --- tokens -------------------------------------------------------------------------------
+
+@router.get("/tokens", summary="The service's tokens (never the tokens themselves)")
+def tokens(request: Request, _caller: Caller = Depends(require("admin"))):
+    return json_bytes([{k: v for k, v in encode(t).items() if k != "token_hash"} for t in gate_of(request).list_tokens()])
+
+
+@router.post("/tokens", status_code=201, summary="Create a token: returned once, stored as a hash")
+def create_token(request: Request, body: dict, _caller: Caller = Depends(require("admin"))):
+    name, scope = _text(body, "name", 128), _text(body, "scope", 16)
+    token = gate_of(request).create_token(name or "", scope or "")
+    return json_bytes({"name": name, "scope": scope, "token": token}, 201)
+
+
+@router.post("/tokens/{name}/revoke", summary="Revoke a token")
+def revoke_token(request: Request, name: str, _caller: Caller = Depends(require("admin"))):
+    revoked = gate_of(request).revoke_token(name)
+    request.app.state.tokens.forget_all()
+    return json_bytes({"name": name, "revoked": revoked})

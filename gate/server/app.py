@@ -1,0 +1,118 @@
+"""The application: ``create_app(gate, config)`` wires the service API ``Gate`` to HTTP.
+
+Its one error boundary: a GateError is ``{"error": its one line, "exit_code": the CLI's}``
+with a status that says what kind (400 usage, 404 unknown, 409 a refused transition, 503
+the database); a refused token 401/403 (``auth``); a malformed request 400 with one line;
+anything else 500 ``internal error`` (logged here, never sent: no stack trace, no SQL)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from .. import __version__, db
+from ..errors import DatabaseError, GateError, IllegalTransition, MigrationError, NotFound, first_line
+from .auth import AuthError, TokenCache
+from .limits import MAX_BODY_BYTES, BodyLimit
+from .reports import ReportCache
+from .watcher import StatusWatcher
+
+log = logging.getLogger("promptgate.server")
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    public_read: bool = False          # read scope without a token (an open status page)
+    token_ttl: float = 5.0             # seconds a token look-up is trusted (auth.TokenCache)
+    watch_interval: float = 0.25       # seconds between the shared watcher's status reads
+    max_body_bytes: int = MAX_BODY_BYTES
+
+
+def create_app(gate, config: ServiceConfig | None = None) -> FastAPI:
+    config = config or ServiceConfig()
+    app = FastAPI(title="prompt-gate", version=__version__, docs_url="/docs", redoc_url=None,
+                  description="Submit prompt changes, wait for their verdicts, read reports; "
+                              "bearer tokens with scopes read < submit < admin.")
+    app.state.gate, app.state.config = gate, config
+    app.state.tokens = TokenCache(gate, config.token_ttl)
+    app.state.watcher = StatusWatcher(gate.engine, config.watch_interval)
+    app.state.reports = ReportCache(gate)
+    app.add_middleware(BodyLimit, limit=config.max_body_bytes)
+    _error_boundary(app)
+    _health(app)
+    from .api import router
+    app.include_router(router)
+    _optional_routers(app)
+    return app
+
+
+def _optional_routers(app: FastAPI) -> None:
+    """The status page and /metrics, each in its own module."""
+    from . import metrics, pages
+    app.include_router(pages.router)
+    app.include_router(metrics.router)
+
+
+def error_json(status: int, message: str, exit_code: int = 2, headers: dict | None = None) -> JSONResponse:
+    return JSONResponse({"error": message, "exit_code": exit_code}, status_code=status, headers=headers)
+
+
+def status_of(exc: GateError) -> int:
+    if isinstance(exc, NotFound):
+        return 404
+    if isinstance(exc, IllegalTransition):
+        return 409
+    if isinstance(exc, (DatabaseError, MigrationError)):
+        return 503
+    return 400
+
+
+def _error_boundary(app: FastAPI) -> None:
+    @app.exception_handler(GateError)
+    async def gate_error(_request: Request, exc: GateError):
+        return error_json(status_of(exc), first_line(exc, 500), exc.exit_code)
+
+    @app.exception_handler(AuthError)
+    async def auth_error(_request: Request, exc: AuthError):
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+        return error_json(exc.status, str(exc), 2, headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def bad_request(_request: Request, exc: RequestValidationError):
+        errors = exc.errors()
+        where = ".".join(str(p) for p in errors[0].get("loc", ())) if errors else "request"
+        what = errors[0].get("msg", "invalid") if errors else "invalid"
+        return error_json(400, f"{where}: {what}"[:300])
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_request: Request, exc: StarletteHTTPException):
+        return error_json(exc.status_code, str(exc.detail)[:200])
+
+    @app.exception_handler(Exception)
+    async def internal(_request: Request, exc: Exception):
+        log.exception("internal error")
+        return error_json(500, "internal error")
+
+
+def _health(app: FastAPI) -> None:
+    @app.get("/healthz", include_in_schema=False)
+    def healthz():
+        return {"ok": True}
+
+    @app.get("/readyz", include_in_schema=False)
+    def readyz():
+        """Ready: the database answers and its schema is current."""
+        try:
+            pending = db.pending_versions(app.state.gate.engine)
+        except Exception as exc:      # any failure to reach the database: not ready (the cause in the log only)
+            log.warning("readyz: %s", first_line(exc))
+            return error_json(503, "database unreachable")
+        if pending:
+            return error_json(503, f"the schema lacks migration(s) {', '.join(map(str, pending))}: run "
+                                   "`promptgate db upgrade`")
+        return {"ok": True}

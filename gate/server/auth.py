@@ -1,0 +1,92 @@
+"""Who may call what: bearer tokens with nested scopes (``gate.service.tokens``).
+
+``require(scope)`` is the dependency each route declares. No token: 401; a token that is
+not a live one (unknown, revoked, malformed): 401 with the same words whatever the
+reason, so a guesser learns nothing; a live token of a smaller scope: 403. With
+``public_read`` the read scope needs no token (an open status page).
+
+Look-ups are cached for ``ttl`` seconds per token hash (a thousand long-polls from CI
+must not cost a thousand queries); a revocation through this server clears the cache at
+once, one made elsewhere (the CLI on the database) takes effect within ``ttl``."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+from fastapi import Request
+
+from ..models import ApiToken
+from ..service.tokens import hash_token, scope_allows
+
+ANONYMOUS = "anonymous"
+
+
+class AuthError(Exception):
+    """Refused: ``status`` 401 or 403 and a message that helps the caller, not a guesser."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class Caller:
+    name: str
+    scope: str | None         # None: anonymous (public read)
+
+
+class TokenCache:
+    def __init__(self, gate, ttl: float = 5.0):
+        self.gate, self.ttl = gate, ttl
+        self.entries: dict[str, tuple[float, ApiToken | None]] = {}
+        self.lock = threading.Lock()
+
+    def lookup(self, token: str) -> ApiToken | None:
+        key = hash_token(token)
+        now = time.monotonic()
+        with self.lock:
+            hit = self.entries.get(key)
+        if hit is not None and hit[0] > now:
+            return hit[1]
+        found = self.gate.authenticate(token)
+        with self.lock:
+            if len(self.entries) > 10_000:      # a flood of made-up tokens cannot grow it without bound
+                self.entries.clear()
+            self.entries[key] = (now + self.ttl, found)
+        return found
+
+    def forget_all(self) -> None:
+        with self.lock:
+            self.entries.clear()
+
+
+def bearer(request: Request) -> str | None:
+    header = request.headers.get("authorization") or ""
+    kind, _, value = header.partition(" ")
+    return value.strip() if kind.lower() == "bearer" and value.strip() else None
+
+
+def authorize(request: Request, needed: str) -> Caller:
+    """The caller of ``request`` if it may do what needs scope ``needed``, else AuthError."""
+    state = request.app.state
+    token = bearer(request)
+    if token is None:
+        if needed == "read" and state.config.public_read:
+            return Caller(ANONYMOUS, None)
+        raise AuthError(401, "a bearer token is required (Authorization: Bearer TOKEN; `promptgate token create`)")
+    found = state.tokens.lookup(token)
+    if found is None:
+        raise AuthError(401, "invalid token")
+    if not scope_allows(found.scope, needed):
+        raise AuthError(403, f"this token's scope ({found.scope}) does not allow this: it needs {needed}")
+    return Caller(found.name, found.scope)
+
+
+def require(needed: str):
+    """The route dependency: ``caller: Caller = Depends(require("submit"))``."""
+    def dependency(request: Request) -> Caller:
+        return authorize(request, needed)
+    dependency.__name__ = f"require_{needed}"
+    return dependency

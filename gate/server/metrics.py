@@ -1,0 +1,5 @@
+"""/metrics for Prometheus: built in its own change."""
+
+from fastapi import APIRouter
+
+router = APIRouter()

@@ -1,0 +1,42 @@
+"""Reports as the service hands them out: built once per update however many callers
+ask at the same moment (a thousand waiters woken together cost one report, not a
+thousand), and kept a while once the update is terminal (a finished report changes only
+when prune takes its items)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+from ..wire import encode
+
+TERMINAL_KEEP_SECONDS = 30.0
+
+
+class ReportCache:
+    def __init__(self, gate, keep: float = TERMINAL_KEEP_SECONDS, size: int = 512):
+        self.gate, self.keep, self.size = gate, keep, size
+        self.done: dict[tuple[int, int], tuple[float, bytes]] = {}
+        self.building: dict[tuple[int, int], asyncio.Task] = {}
+
+    async def report_json(self, update_id: int, failures: int) -> bytes:
+        """The update's report as JSON bytes (``wire.encode`` of ``Gate.status``)."""
+        key = (update_id, failures)
+        hit = self.done.get(key)
+        if hit is not None and hit[0] > time.monotonic():
+            return hit[1]
+        task = self.building.get(key)
+        if task is None:
+            task = self.building[key] = asyncio.create_task(self._build(key))
+            task.add_done_callback(lambda _t: self.building.pop(key, None))
+        return await asyncio.shield(task)
+
+    async def _build(self, key: tuple[int, int]) -> bytes:
+        report = await asyncio.to_thread(self.gate.status, key[0], key[1])
+        body = json.dumps(encode(report), ensure_ascii=True, separators=(",", ":")).encode()
+        if report.terminal:
+            if len(self.done) >= self.size:
+                self.done.clear()
+            self.done[key] = (time.monotonic() + self.keep, body)
+        return body

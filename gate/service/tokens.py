@@ -1,0 +1,75 @@
+"""The HTTP service's bearer tokens, on the service API (``TokensMixin`` of ``Gate``).
+
+A token is ``pgt_`` and 43 random URL-safe characters (256 bits), printed once at
+creation; the database keeps only its SHA-256, so a leaked database leaks no token. A
+presented token is hashed and looked up by that hash (a unique index), then the stored
+hash is compared with ``hmac.compare_digest``: what a guesser can time is a lookup of a
+hash they cannot steer, never a prefix match of the secret.
+
+Scopes nest: ``read`` (every GET and the status page) < ``submit`` (read, and submit,
+cancel, wait) < ``admin`` (everything: datasets, bars, sync, tokens)."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+
+from .. import db, store
+from ..errors import UsageError
+from ..models import ApiToken
+from .boundary import driver_errors_become_gate_errors
+
+SCOPES = ("read", "submit", "admin")
+TOKEN_PREFIX = "pgt_"
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def scope_allows(granted: str, needed: str) -> bool:
+    """Does a token of scope ``granted`` allow what needs ``needed``? Scopes nest."""
+    return granted in SCOPES and SCOPES.index(granted) >= SCOPES.index(needed)
+
+
+def check_scope(scope: str) -> str:
+    if scope not in SCOPES:
+        raise UsageError(f"scope {scope!r} is not one of {', '.join(SCOPES)}")
+    return scope
+
+
+@driver_errors_become_gate_errors
+class TokensMixin:
+    """Create, list, revoke and check the service's tokens (``Gate`` has these)."""
+
+    def create_token(self, name: str, scope: str) -> str:
+        """A new token NAME of ``scope``; returns the token, which is never stored."""
+        if not isinstance(name, str) or not NAME_RE.fullmatch(name):
+            raise UsageError(f"token name {str(name)[:80]!r} is not 1-128 letters, digits, '.', '_' or '-'")
+        check_scope(scope)
+        token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        db.transaction(self.engine, lambda conn: store.insert_token(conn, name, scope, hash_token(token)))
+        return token
+
+    def list_tokens(self) -> list[ApiToken]:
+        with self.engine.connect() as conn:
+            return store.list_tokens(conn)
+
+    def revoke_token(self, name: str) -> bool:
+        """Revoke token NAME; False when it was revoked already."""
+        return db.transaction(self.engine, lambda conn: store.revoke_token(conn, name))
+
+    def authenticate(self, token: str | None) -> ApiToken | None:
+        """The live (not revoked) token this is, else None. Marks it used."""
+        if not token or not token.startswith(TOKEN_PREFIX) or len(token) > 200:
+            return None
+        presented = hash_token(token)
+        with self.engine.connect() as conn:
+            found = store.find_token_by_hash(conn, presented)
+        if found is None or not hmac.compare_digest(found.token_hash, presented) or found.revoked_at is not None:
+            return None
+        db.transaction(self.engine, lambda conn: store.touch_token(conn, found.id))
+        return found

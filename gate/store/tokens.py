@@ -1,0 +1,51 @@
+"""The HTTP service's bearer tokens (``api_token``): a name, a scope and the SHA-256 of
+the token (never the token); revoked tokens keep their row, so a name is never reused
+and the list shows when each was revoked."""
+
+from __future__ import annotations
+
+from sqlalchemy import insert, select, update
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
+
+from ..errors import NotFound, UsageError
+from ..models import ApiToken
+from .dialect import db_now
+from .schema import api_token
+
+
+def insert_token(conn: Connection, name: str, scope: str, token_hash: str) -> None:
+    if conn.execute(select(api_token.c.id).where(api_token.c.name == name)).first() is not None:
+        raise UsageError(f"a token named {name!r} exists (names are never reused, even revoked): choose another name")
+    try:
+        with conn.begin_nested():
+            conn.execute(insert(api_token).values(name=name, scope=scope, token_hash=token_hash, created_at=db_now()))
+    except IntegrityError:
+        raise UsageError(f"a token named {name!r} exists: choose another name") from None
+
+
+def list_tokens(conn: Connection) -> list[ApiToken]:
+    return [_token(r) for r in conn.execute(select(api_token).order_by(api_token.c.id))]
+
+
+def find_token_by_hash(conn: Connection, token_hash: str) -> ApiToken | None:
+    """The token whose hash this is, revoked or not: one unique-index read."""
+    row = conn.execute(select(api_token).where(api_token.c.token_hash == token_hash)).first()
+    return _token(row) if row else None
+
+
+def touch_token(conn: Connection, token_id: int) -> None:
+    conn.execute(update(api_token).where(api_token.c.id == token_id).values(last_used_at=db_now()))
+
+
+def revoke_token(conn: Connection, name: str) -> bool:
+    """Revoke the token NAME. Returns False when it was revoked already."""
+    if conn.execute(select(api_token.c.id).where(api_token.c.name == name)).first() is None:
+        raise NotFound(f"no token named {name!r}")
+    return conn.execute(update(api_token).where(api_token.c.name == name, api_token.c.revoked_at.is_(None))
+                        .values(revoked_at=db_now())).rowcount == 1
+
+
+def _token(r) -> ApiToken:
+    return ApiToken(id=r.id, name=r.name, scope=r.scope, token_hash=r.token_hash, created_at=r.created_at,
+                    last_used_at=r.last_used_at, revoked_at=r.revoked_at)
