@@ -125,3 +125,14 @@ def run_cli(*args, env=None, input=None, timeout=120, cwd=None):
     full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), full_env.get("PYTHONPATH")]))
     return subprocess.run([sys.executable, "-m", "gate.cli", *map(str, args)], capture_output=True,
                           text=True, env=full_env, input=input, timeout=timeout, cwd=cwd or ROOT)
+
+
+# --- the HTTP service -------------------------------------------------------------------------
+
+@pytest.fixture
+def service(mysql_url, tmp_path):
+    """`promptgate serve` on a fresh MariaDB database (tests/service_harness.py)."""
+    from service_harness import Service
+    svc = Service(mysql_url, tmp_path)
+    yield svc
+    svc.stop()

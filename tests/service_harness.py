@@ -1,0 +1,76 @@
+"""The gate's HTTP service for the tests: `promptgate serve` as a real uvicorn process on a
+free port, with one token of each scope, and a real HTTP client (httpx2) to call it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx2
+
+from conftest import ROOT
+
+SCOPES = ("read", "submit", "admin")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Service:
+    """A running `promptgate serve` on ``url``; ``tokens[scope]`` is a live token of each scope."""
+
+    def __init__(self, db_url: str, log_dir: Path, *args: str, env: dict | None = None):
+        from gate.service import Gate
+        gate = Gate.connect(db_url, upgrade=True)
+        try:
+            suffix = f"{os.getpid()}-{time.monotonic_ns()}"
+            self.tokens = {scope: gate.create_token(f"test-{scope}-{suffix}", scope) for scope in SCOPES}
+        finally:
+            gate.close()
+        self.db_url, self.port = db_url, free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = log_dir / f"serve-{self.port}.log"
+        full_env = {**os.environ, "PROMPTGATE_DATABASE_URL": db_url, "PYTHONPATH": str(ROOT), **(env or {})}
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen([sys.executable, "-m", "gate.cli", "serve", "--port", str(self.port),
+                                          "--log-level", "warning", *args],
+                                         env=full_env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+        self._wait_up()
+
+    def _wait_up(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"promptgate serve exited {self.proc.returncode}: {self.log()}")
+            try:
+                if httpx2.get(self.url + "/healthz", timeout=1).status_code == 200:
+                    return
+            except httpx2.TransportError:
+                pass
+            time.sleep(0.05)
+        raise RuntimeError(f"promptgate serve did not answer in {timeout} s: {self.log()}")
+
+    def client(self, scope: str | None = "admin", **kwargs) -> httpx2.Client:
+        """A client sending the token of ``scope`` (None: no token)."""
+        headers = {"Authorization": f"Bearer {self.tokens[scope]}"} if scope else {}
+        return httpx2.Client(base_url=self.url, headers=headers, timeout=kwargs.pop("timeout", 30), **kwargs)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-4000:]
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
