@@ -222,3 +222,14 @@ class ApiToken:
     created_at: dt.datetime
     last_used_at: dt.datetime | None
     revoked_at: dt.datetime | None
+
+
+@dataclass(frozen=True)
+class FleetCounts:
+    """The fleet at a glance (``store.fleet_counts``): what the status page and /metrics show."""
+    updates: dict[str, int]            # status -> updates
+    runs: dict[str, int]               # status -> runs
+    items: dict[str, int]              # items of open runs: pending, leased, MATCH, MISMATCH, ERROR
+    oldest_pending_seconds: float | None   # the oldest submission no worker has started
+    workers: int                       # live worker processes
+    oldest_heartbeat_seconds: float | None

@@ -16,7 +16,7 @@ from sqlalchemy.exc import DBAPIError
 from .. import db, store
 from ..importer import discard_version
 from ..errors import NotFound, SpecError, UsageError
-from ..models import DatasetVersion, LivePrompt, Update, WorkerRow
+from ..models import DatasetVersion, FleetCounts, LivePrompt, Update, WorkerRow
 from ..providers import resolve
 from ..reuse import pin
 from ..settings import Settings
@@ -328,6 +328,12 @@ class Gate(DatasetsMixin, TokensMixin):
                 discard_version(self.engine, version_id, batch)
                 taken, rows_taken = taken + 1, rows_taken + rows
         return taken, rows_taken
+
+    def fleet(self) -> FleetCounts:
+        """Updates and runs by status, open runs' items by state, the oldest waiting
+        submission, live workers and their stalest heartbeat (three beats count as live)."""
+        with self.engine.connect() as conn:
+            return store.fleet_counts(conn, self.settings.heartbeat_seconds * 3)
 
     def live_workers(self) -> list[WorkerRow]:
         """Worker processes whose heartbeat is fresh (three beats)."""

@@ -21,7 +21,7 @@ Modules, bottom up (each imports only the ones above it; this file imports them 
   per-prompt lock rows submissions serialize on), ``providers``, ``updates``, ``runs``,
   ``items`` (and the answers kept for reuse), ``workers``, ``ratelimits`` (rate-limit
   buckets and usage), ``retention`` (what ``prune`` may delete), ``tokens`` (the HTTP
-  service's bearer tokens, as hashes).
+  service's bearer tokens, as hashes), ``fleet`` (counts for the status page and /metrics).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from .dialect import db_now, seconds_since
 from .items import (call_stats, claim_items, copy_version_page, fail_exhausted_items, fail_unclaimed_items,
                     failing_items, find_answers, flip_counts, flipped_items, item_attempt_stats, item_claim_query, release_items, renew_item_leases,
                     reuse_stats, run_breakdown, run_counts, save_answers, write_item_results)
+from .fleet import fleet_counts
 from .live import find_live, live_version, prompt_history, write_live
 from .locks import ensure_prompt_lock, lock_prompt, prompt_lock
 from .ratelimits import (RateBucketState, add_rate_limit_usage, ensure_rate_bucket, pause_rate_bucket,
@@ -83,6 +84,8 @@ __all__ = [
     "any_open_update", "cancel_update", "find_update", "get_update", "insert_update", "list_updates",
     "lock_update_query", "reconcilable_updates", "reconcile_candidates_query", "start_update", "superseded_updates",
     "transition_update", "update_status", "update_statuses", "updates_for_sha",
+    # the fleet at a glance
+    "fleet_counts",
     # the service's tokens
     "find_token_by_hash", "insert_token", "list_tokens", "revoke_token", "touch_token",
     # runs

@@ -1,0 +1,53 @@
+"""The fleet at a glance, for the status page and /metrics: updates and runs by status,
+the items of open runs by state, the oldest submission still waiting, the workers and
+their oldest heartbeat. A handful of grouped reads on indexed columns; items are counted
+only for open runs (the finished ones carry their counts in their metrics)."""
+
+from __future__ import annotations
+
+from sqlalchemy import and_, case, func, select
+from sqlalchemy.engine import Connection
+
+from ..models import FleetCounts
+from ..states import RUN_OPEN, UpdateStatus, Verdict
+from .dialect import db_now, seconds_since
+from .schema import prompt_run, prompt_run_item, prompt_update, worker
+
+
+def fleet_counts(conn: Connection, stale_seconds: float) -> FleetCounts:
+    return FleetCounts(updates=_by_status(conn, prompt_update), runs=_by_status(conn, prompt_run),
+                       items=_open_items(conn), oldest_pending_seconds=_oldest_pending(conn),
+                       **_workers(conn, stale_seconds))
+
+
+def _by_status(conn: Connection, table) -> dict[str, int]:
+    return dict(conn.execute(select(table.c.status, func.count()).group_by(table.c.status)).all())
+
+
+def _open_items(conn: Connection) -> dict[str, int]:
+    """Items of open runs: ``leased`` (a worker holds them), ``pending`` (waiting for one),
+    and the scored ones by verdict (MATCH, MISMATCH, ERROR)."""
+    i, r = prompt_run_item, prompt_run
+    leased = and_(i.c.verdict == Verdict.PENDING, i.c.lease_until > db_now())
+    state = case((leased, "leased"), (i.c.verdict == Verdict.PENDING, "pending"), else_=i.c.verdict)
+    rows = conn.execute(select(state.label("state"), func.count()).select_from(i.join(r, r.c.id == i.c.run_id))
+                        .where(r.c.status.in_(sorted(RUN_OPEN))).group_by(state))
+    counts = {"pending": 0, "leased": 0, Verdict.MATCH.value: 0, Verdict.MISMATCH.value: 0, Verdict.ERROR.value: 0}
+    counts.update({str(s): n for s, n in rows})
+    return counts
+
+
+def _oldest_pending(conn: Connection) -> float | None:
+    """Seconds since the oldest submission no worker has started on (None: none waits)."""
+    u = prompt_update
+    oldest = select(func.min(u.c.id)).where(u.c.status == UpdateStatus.PENDING).scalar_subquery()
+    age = conn.execute(select(seconds_since(u.c.created_at)).where(u.c.id == oldest)).scalar()
+    return None if age is None else max(0.0, float(age))
+
+
+def _workers(conn: Connection, stale_seconds: float) -> dict:
+    """Live workers (a heartbeat within ``stale_seconds``) and the age of the stalest beat."""
+    w = worker
+    count, oldest = conn.execute(select(func.count(), func.max(seconds_since(w.c.heartbeat_at)))
+                                 .where(w.c.heartbeat_at > db_now(-stale_seconds))).one()
+    return {"workers": count, "oldest_heartbeat_seconds": None if oldest is None else max(0.0, float(oldest))}
