@@ -119,20 +119,26 @@ def list_updates(request: Request, sha: str | None = None, prompt: str | None = 
     return json_bytes(found[:limit] if not sha else found)
 
 
+REPORT_VIEWS = "status (default): the `promptgate status --json` document; wire: the client's encoding"
+
+
 @router.get("/updates/{update_id}", summary="An update's report")
 async def report(request: Request, update_id: int, failures: int = Query(5, ge=0, le=100),
+                 view: str = Query("status", pattern="^(status|wire)$", description=REPORT_VIEWS),
                  _caller: Caller = Depends(require("read"))):
-    body = await request.app.state.reports.report_json(update_id, failures)
+    body = await request.app.state.reports.report_json(update_id, failures, view == "wire")
     return Response(body, media_type="application/json")
 
 
 @router.get("/updates/{update_id}/wait", summary="Long-poll: the report once terminal, or at the timeout")
 async def wait(request: Request, update_id: int, timeout: float = Query(30.0, ge=0, le=MAX_WAIT_SECONDS),
-               failures: int = Query(5, ge=0, le=100), _caller: Caller = Depends(require("submit"))):
+               failures: int = Query(5, ge=0, le=100),
+               view: str = Query("status", pattern="^(status|wire)$", description=REPORT_VIEWS),
+               _caller: Caller = Depends(require("submit"))):
     status = await request.app.state.watcher.wait(update_id, timeout)
     if status == UNKNOWN:
         raise NotFound(f"unknown update {update_id}")
-    body = await request.app.state.reports.report_json(update_id, failures)
+    body = await request.app.state.reports.report_json(update_id, failures, view == "wire")
     return Response(body, media_type="application/json")
 
 

@@ -17,12 +17,14 @@ TERMINAL_KEEP_SECONDS = 30.0
 class ReportCache:
     def __init__(self, gate, keep: float = TERMINAL_KEEP_SECONDS, size: int = 512):
         self.gate, self.keep, self.size = gate, keep, size
-        self.done: dict[tuple[int, int], tuple[float, bytes]] = {}
-        self.building: dict[tuple[int, int], asyncio.Task] = {}
+        self.done: dict[tuple[int, int, bool], tuple[float, bytes]] = {}
+        self.building: dict[tuple[int, int, bool], asyncio.Task] = {}
 
-    async def report_json(self, update_id: int, failures: int) -> bytes:
-        """The update's report as JSON bytes (``wire.encode`` of ``Gate.status``)."""
-        key = (update_id, failures)
+    async def report_json(self, update_id: int, failures: int, wire: bool = False) -> bytes:
+        """The update's report as JSON bytes: the documented ``status --json`` form
+        (gate/schemas/status.schema.json), or with ``wire`` the ``gate.wire`` encoding the
+        client decodes back into the very ``UpdateReport``."""
+        key = (update_id, failures, wire)
         hit = self.done.get(key)
         if hit is not None and hit[0] > time.monotonic():
             return hit[1]
@@ -32,9 +34,10 @@ class ReportCache:
             task.add_done_callback(lambda _t: self.building.pop(key, None))
         return await asyncio.shield(task)
 
-    async def _build(self, key: tuple[int, int]) -> bytes:
+    async def _build(self, key: tuple[int, int, bool]) -> bytes:
         report = await asyncio.to_thread(self.gate.status, key[0], key[1])
-        body = json.dumps(encode(report), ensure_ascii=True, separators=(",", ":")).encode()
+        data = encode(report) if key[2] else report.to_dict()
+        body = json.dumps(data, ensure_ascii=True, separators=(",", ":"), default=str).encode()
         if report.terminal:
             if len(self.done) >= self.size:
                 self.done.clear()

@@ -1,0 +1,153 @@
+"""The HTTP service against MariaDB, through a real `promptgate serve` and a real HTTP
+client: submissions (YAML and JSON bodies), reports, long-poll waits that share one
+watcher, cancel, and the error boundary (one JSON line, never a traceback or SQL)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import httpx2
+from sqlalchemy import text
+
+from gate.service import Gate, UpdateReport
+from gate.wire import decode
+from helpers import rules_spec, write_rule_rows
+from workers.supervisor import run_until_terminal
+
+PROMPT_YAML = """\
+name: p1
+model: mock-1
+messages:
+  - role: system
+    content: "Classify the message.\\n- yes: alpha\\n- no: beta\\ndefault: no"
+  - role: user
+    content: "{{ item.text }}"
+"""
+
+
+def mapped_gate(service, tmp_path: Path, rows: int = 20) -> Gate:
+    gate = Gate.connect(service.db_url)
+    gate.register_dataset("d1", str(write_rule_rows(tmp_path / "d1.csv", rows, wrong_every=5)))
+    gate.map_dataset("p1", "d1", "0.5")
+    return gate
+
+
+def questions(gate: Gate) -> int:
+    with gate.engine.connect() as conn:
+        return int(conn.execute(text("SHOW GLOBAL STATUS LIKE 'Questions'")).one()[1])
+
+
+def test_submit_wait_and_report_over_http(service, tmp_path, model):
+    gate = mapped_gate(service, tmp_path)
+    with service.client("submit") as client:
+        posted = client.post("/v1/updates", content=PROMPT_YAML, params={"mode": "apply", "sha": "a" * 40},
+                             headers={"content-type": "application/yaml"})
+        assert posted.status_code == 202, posted.text
+        update_id = posted.json()["id"]
+        assert posted.json()["prompt"] == "p1" and posted.json()["mode"] == "apply"
+        as_json = client.post("/v1/updates", json={"prompt": rules_spec("p1").to_config(), "mode": "check",
+                                                    "source_key": "pr-7"})
+        assert as_json.status_code == 202, as_json.text
+
+        woke = {}
+        def waiter():
+            response = client.get(f"/v1/updates/{update_id}/wait", params={"timeout": 60, "view": "wire"})
+            woke.update(at=time.monotonic(), response=response)
+        thread = threading.Thread(target=waiter)
+        thread.start()
+        time.sleep(0.5)
+        assert "at" not in woke, "the long-poll returned before the update ended"
+        run_until_terminal(gate, [update_id, as_json.json()["id"]], timeout=120)
+        ended = time.monotonic()
+        thread.join(10)
+        assert woke["response"].status_code == 200
+        assert woke["at"] - ended < 1.0, f"the waiter woke {woke['at'] - ended:.2f} s after the update ended"
+
+        report = decode(UpdateReport, woke["response"].json())
+        assert report.status == "APPLIED" and report.exit_code == 0
+        assert report.update.source["submitted_by"].startswith("test-submit-")
+        assert report.runs[0].scored == 20 and report.runs[0].matches == 16
+        assert report.to_dict() == gate.status(update_id).to_dict()
+        documented = client.get(f"/v1/updates/{update_id}").json()     # the `status --json` document
+        assert documented == json.loads(json.dumps(gate.status(update_id).to_dict(), default=str))
+        by_sha = client.get("/v1/updates", params={"sha": "a" * 40}).json()
+        assert [u["id"] for u in by_sha] == [update_id]
+    gate.close()
+
+
+def test_a_wait_times_out_on_an_open_update_and_cancel_ends_it(service, tmp_path):
+    gate = mapped_gate(service, tmp_path)
+    update_id = gate.submit(rules_spec("p1"), "check")
+    with service.client("submit") as client:
+        started = time.monotonic()
+        response = client.get(f"/v1/updates/{update_id}/wait", params={"timeout": 0.6})
+        assert 0.5 <= time.monotonic() - started < 2.0
+        assert response.status_code == 200 and response.json()["status"] == "PENDING"
+        assert client.post(f"/v1/updates/{update_id}/cancel").json() == {"id": update_id, "status": "CANCELLED"}
+        again = client.get(f"/v1/updates/{update_id}/wait", params={"timeout": 30})
+        assert again.json()["status"] == "CANCELLED"
+        assert "through the service" in again.json()["reason"]
+        missing = client.get("/v1/updates/999999/wait", params={"timeout": 5})
+        assert missing.status_code == 404 and missing.json()["error"] == "unknown update 999999"
+    gate.close()
+
+
+def test_waiters_share_one_watcher(service, tmp_path):
+    """60 long-polls on open updates for ~2 s cost the database a few queries a second in
+    all (one IN read per beat), not one per waiter per beat."""
+    gate = mapped_gate(service, tmp_path)
+    ids = [gate.submit(rules_spec("p1"), "check", source={"key": f"k{i}"}) for i in range(3)]
+    with service.client("submit", limits=httpx2.Limits(max_connections=100)) as client:
+        before = questions(gate)
+        threads = [threading.Thread(target=client.get, args=(f"/v1/updates/{ids[i % 3]}/wait",),
+                                    kwargs={"params": {"timeout": 2}}) for i in range(60)]
+        started = time.monotonic()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        elapsed = time.monotonic() - started
+        spent = questions(gate) - before
+    # measured: ~150 (the token checked once, ~9 beats, the reports at the timeout built
+    # once per update); a status read per waiter per beat alone would add 60 x 9 = 540
+    assert spent < 250, f"{spent} queries for 60 waiters in {elapsed:.1f} s"
+    gate.close()
+
+
+def test_errors_are_one_json_line(service, tmp_path):
+    mapped_gate(service, tmp_path).close()
+    with service.client("admin") as client:
+        bad_yaml = client.post("/v1/updates", content="name: [unclosed", headers={"content-type": "application/yaml"})
+        assert bad_yaml.status_code == 400
+        hostile = client.post("/v1/updates", json={"prompt": {"name": "p1", "model": "mock-1", "base_url": "http://evil",
+                                                              "messages": [{"role": "user", "content": "x"}]}})
+        assert hostile.status_code == 400 and "base_url" in hostile.json()["error"]
+        not_object = client.post("/v1/updates", content="[1, 2]", headers={"content-type": "application/json"})
+        assert not_object.status_code == 400
+        deep = client.post("/v1/updates", content="[" * 100_000, headers={"content-type": "application/json"})
+        assert deep.status_code == 400
+        too_big = client.post("/v1/updates", content=b"x" * (1024 * 1024 + 1), headers={"content-type": "application/yaml"})
+        assert too_big.status_code == 413
+        unknown_route = client.get("/v1/nothing-here")
+        assert unknown_route.status_code == 404
+        file_source = client.post("/v1/datasets", json={"name": "etc", "source": "/etc/passwd"})
+        assert file_source.status_code == 400 and "no file on its machine" in file_source.json()["error"]
+        for response in (bad_yaml, hostile, not_object, deep, too_big, unknown_route, file_source):
+            body = response.json()
+            assert set(body) >= {"error"} and "\n" not in body["error"]
+            assert "Traceback" not in response.text and "SELECT" not in response.text
+    assert "Traceback" not in service.log() or "internal error" in service.log()
+
+
+def test_readyz_says_when_the_schema_is_behind(service):
+    import httpx2
+    assert httpx2.get(service.url + "/readyz").status_code == 200
+    gate = Gate.connect(service.db_url)
+    with gate.engine.begin() as conn:
+        conn.execute(text("DELETE FROM schema_migration WHERE version = 7"))
+    response = httpx2.get(service.url + "/readyz")
+    assert response.status_code == 503 and "promptgate db upgrade" in response.json()["error"]
+    gate.close()
