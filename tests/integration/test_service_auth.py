@@ -1,0 +1,181 @@
+"""The auth matrix: every route of the service × no token, an unknown token, each scope
+and a revoked token, against a real `promptgate serve` on MariaDB. The table of routes
+and the scope each needs is checked against the application's own routes, so a route
+added without a row here fails this test."""
+
+from __future__ import annotations
+
+import httpx2
+import pytest
+
+from gate.server import create_app
+from gate.service import Gate
+from helpers import rules_spec, write_rule_rows
+from service_harness import SCOPES, Service
+
+# (method, route) -> the scope it needs; None: open to anyone (health, the API's schema)
+NEEDS = {
+    ("POST", "/v1/updates"): "submit",
+    ("GET", "/v1/updates"): "read",
+    ("GET", "/v1/updates/{update_id}"): "read",
+    ("GET", "/v1/updates/{update_id}/wait"): "submit",
+    ("POST", "/v1/updates/{update_id}/cancel"): "submit",
+    ("GET", "/v1/prompts/{name}/live"): "read",
+    ("GET", "/v1/prompts/{name}/history"): "read",
+    ("GET", "/v1/datasets"): "read",
+    ("POST", "/v1/datasets"): "admin",
+    ("POST", "/v1/datasets/{name}/refresh"): "admin",
+    ("GET", "/v1/datasets/{name}/versions"): "read",
+    ("GET", "/v1/datasets/{name}/versions/{version}"): "read",
+    ("GET", "/v1/datasets/{name}/preview"): "read",
+    ("GET", "/v1/datasets/{name}/diff"): "read",
+    ("PUT", "/v1/prompts/{prompt}/datasets/{dataset}"): "admin",
+    ("DELETE", "/v1/prompts/{prompt}/datasets/{dataset}"): "admin",
+    ("GET", "/v1/prices"): "read",
+    ("GET", "/v1/workers"): "read",
+    ("GET", "/v1/tokens"): "admin",
+    ("POST", "/v1/tokens"): "admin",
+    ("POST", "/v1/tokens/{name}/revoke"): "admin",
+    ("GET", "/metrics"): "read",
+    ("GET", "/healthz"): None,
+    ("GET", "/readyz"): None,
+    ("GET", "/docs"): None,
+    ("GET", "/docs/oauth2-redirect"): None,
+    ("GET", "/openapi.json"): None,
+}
+
+
+def app_routes(tmp_path) -> set[tuple[str, str]]:
+    gate = Gate.connect(f"sqlite:///{tmp_path / 'routes.db'}", upgrade=True)
+    try:
+        app = create_app(gate)
+        return {(method, route.path) for route in flat_routes(app.routes)
+                for method in getattr(route, "methods", ()) or () if method != "HEAD"}
+    finally:
+        gate.close()
+
+
+def flat_routes(routes) -> list:
+    """The app's routes, included routers opened (FastAPI ≥ 0.160 keeps them lazily)."""
+    flat = []
+    for route in routes:
+        nested = getattr(route, "effective_candidates", None)
+        flat.extend(flat_routes(nested()) if nested else [route])
+    return flat
+
+
+def test_every_route_is_in_the_matrix(tmp_path):
+    routes = app_routes(tmp_path)
+    assert routes - set(NEEDS) == set(), "routes with no row in the auth matrix: add them to NEEDS"
+    assert set(NEEDS) - routes == set(), "rows for routes the app does not have"
+
+
+class Calls:
+    """A concrete request for each route: real ids, valid bodies."""
+
+    def __init__(self, gate: Gate, tmp_path):
+        gate.register_dataset("d1", str(write_rule_rows(tmp_path / "d1.csv", 6)))
+        gate.map_dataset("p1", "d1", "0.5")
+        self.update_id = gate.submit(rules_spec("p1"), "check")
+        self.version = gate.dataset_version("d1").id
+        self.counter = 0
+
+    def request(self, method: str, route: str) -> tuple[str, str, dict]:
+        self.counter += 1
+        path = (route.replace("{update_id}", str(self.update_id)).replace("{name}", "d1" if "datasets" in route else "p1")
+                .replace("{version}", "0").replace("{prompt}", "p1").replace("{dataset}", "d1"))
+        kwargs: dict = {}
+        if route == "/v1/tokens/{name}/revoke":
+            path = f"/v1/tokens/nobody-{self.counter}/revoke"
+        if (method, route) == ("POST", "/v1/updates"):
+            kwargs["json"] = {"prompt": rules_spec("p1").to_config(), "source_key": f"matrix-{self.counter}"}
+        elif (method, route) == ("POST", "/v1/datasets"):
+            kwargs["json"] = {"name": "d2", "source": "https://127.0.0.1:9/none.csv"}
+        elif (method, route) == ("PUT", "/v1/prompts/{prompt}/datasets/{dataset}"):
+            kwargs["json"] = {"min_accuracy": "0.5"}
+        elif (method, route) == ("POST", "/v1/tokens"):
+            kwargs["json"] = {"name": f"matrix-{self.counter}", "scope": "read"}
+        elif route == "/v1/datasets/{name}/diff":
+            kwargs["params"] = {"old": self.version, "new": self.version}
+        elif route.endswith("/wait"):
+            kwargs["params"] = {"timeout": 0}
+        return method, path, kwargs
+
+
+def call(service: Service, token: str | None, method: str, path: str, kwargs: dict) -> httpx2.Response:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return httpx2.request(method, service.url + path, headers=headers, timeout=30, **kwargs)
+
+
+def allowed(granted: str, needed: str) -> bool:
+    return SCOPES.index(granted) >= SCOPES.index(needed)
+
+
+def test_auth_matrix(service, tmp_path):
+    gate = Gate.connect(service.db_url)
+    calls = Calls(gate, tmp_path)
+    revoked = gate.create_token("matrix-revoked", "admin")
+    with service.client("admin") as admin:
+        assert admin.post("/v1/tokens/matrix-revoked/revoke").json() == {"name": "matrix-revoked", "revoked": True}
+    refused = []
+    for (method, route), needed in sorted(NEEDS.items(), key=str):
+        if needed is None:
+            assert call(service, None, *calls.request(method, route)).status_code in (200, 307), route
+            continue
+        outcomes = {"none": call(service, None, *calls.request(method, route)),
+                    "unknown": call(service, "pgt_" + "A" * 43, *calls.request(method, route)),
+                    "revoked": call(service, revoked, *calls.request(method, route))}
+        for who in ("none", "unknown", "revoked"):
+            if outcomes[who].status_code != 401:
+                refused.append(f"{method} {route} with {who} token: {outcomes[who].status_code}")
+        for scope in SCOPES:
+            response = call(service, service.tokens[scope], *calls.request(method, route))
+            want_allowed = allowed(scope, needed)
+            if want_allowed and response.status_code in (401, 403):
+                refused.append(f"{method} {route} refused the {scope} token: {response.text}")
+            if not want_allowed and response.status_code != 403:
+                refused.append(f"{method} {route} let the {scope} token through: {response.status_code}")
+    assert refused == []
+    # refusals say nothing that helps a guesser: an unknown and a revoked token read the same
+    unknown = call(service, "pgt_" + "B" * 43, "GET", "/v1/datasets", {})
+    gone = call(service, revoked, "GET", "/v1/datasets", {})
+    assert unknown.json() == gone.json() == {"error": "invalid token", "exit_code": 2}
+    assert unknown.headers["www-authenticate"] == "Bearer"
+    gate.close()
+
+
+def test_tokens_are_stored_as_hashes_and_listed_without_them(service):
+    with service.client("admin") as admin:
+        made = admin.post("/v1/tokens", json={"name": "ci-release", "scope": "submit"}).json()
+        listed = admin.get("/v1/tokens").json()
+    token = made["token"]
+    assert token.startswith("pgt_") and len(token) >= 40
+    gate = Gate.connect(service.db_url)
+    stored = {t.name: t for t in gate.list_tokens()}["ci-release"]
+    assert stored.token_hash != token and token not in repr(gate.list_tokens())
+    assert all(token not in str(row) and "token_hash" not in row for row in listed)
+    with httpx2.Client(base_url=service.url, headers={"Authorization": f"Bearer {token}"}) as ci:
+        assert ci.get("/v1/datasets").status_code == 200
+        assert ci.post("/v1/tokens", json={"name": "x", "scope": "admin"}).status_code == 403
+    gate.close()
+
+
+@pytest.fixture
+def public_service(mysql_url, tmp_path):
+    svc = Service(mysql_url, tmp_path, "--public-read")
+    yield svc
+    svc.stop()
+
+
+def test_public_read_opens_reads_only(public_service, tmp_path):
+    gate = Gate.connect(public_service.db_url)
+    calls = Calls(gate, tmp_path)
+    leaks = []
+    for (method, route), needed in sorted(NEEDS.items(), key=str):
+        if needed is None:
+            continue
+        status = call(public_service, None, *calls.request(method, route)).status_code
+        if (needed == "read") == (status == 401):
+            leaks.append(f"{method} {route} ({needed}) answered {status} with no token")
+    assert leaks == []
+    gate.close()
