@@ -25,6 +25,7 @@ from ..states import UPDATE_TERMINAL, Mode
 from .boundary import driver_errors_become_gate_errors
 from .datasets import DatasetsMixin
 from .reports import UpdateReport, run_report
+from .live import LiveMixin
 from .tokens import TokensMixin
 
 SAMPLE_FAILURES = 5
@@ -100,6 +101,13 @@ def _broken_items(conn, run, limit: int) -> list:
     return store.flipped_items(conn, run.id, live_run_id, limit)
 
 
+def _unstable_items(conn, run, limit: int) -> list:
+    """The first items whose trials disagree (a run with trials only: no scan otherwise)."""
+    if not (run.pinned or {}).get("trials") or not limit or (run.metrics or {}).get("unstable") == 0:
+        return []
+    return store.unstable_items(conn, run.id, limit)
+
+
 def combine_exit_codes(codes: Iterable[int]) -> int:
     """Several updates' exit codes as one: 2 (failed, cancelled, invalid) before 1
     (rejected) before 3 (still open) before 0."""
@@ -121,7 +129,7 @@ def latest_per_prompt(updates: Iterable[Update]) -> list[Update]:
 
 
 @driver_errors_become_gate_errors
-class Gate(DatasetsMixin, TokensMixin):
+class Gate(DatasetsMixin, LiveMixin, TokensMixin):
     """A handle on one gate database."""
 
     def __init__(self, engine: Engine, settings: Settings):
@@ -211,7 +219,7 @@ class Gate(DatasetsMixin, TokensMixin):
             counts = store.run_counts(conn, [r.id for r in runs])
             reused = store.reuse_stats(conn, [r.id for r in runs])
             reports = [run_report(r, counts[r.id], store.failing_items(conn, r.id, failures), reused[r.id],
-                                  _broken_items(conn, r, failures)) for r in runs]
+                                  _broken_items(conn, r, failures), _unstable_items(conn, r, failures)) for r in runs]
             ids = [r.id for r in runs]
             return UpdateReport(upd, reports, {**store.item_attempt_stats(conn, ids),
                                                **store.rate_limit_stats(conn, ids)})
@@ -274,26 +282,21 @@ class Gate(DatasetsMixin, TokensMixin):
                                "Action or `promptgate submit --sha` used)")
             time.sleep(poll if deadline is None else max(0.0, min(poll, deadline - time.monotonic())))
 
-    def list_updates(self, limit: int = 20, prompt_name: str | None = None) -> list[Update]:
+    def list_updates(self, limit: int = 20, prompt_name: str | None = None, *, status: str | None = None,
+                     sha_prefix: str | None = None, before_id: int | None = None) -> list[Update]:
+        """Newest first, optionally of one prompt, in one status, of commits whose SHA
+        starts with ``sha_prefix`` (hex digits), older than update ``before_id``."""
+        if sha_prefix is not None and not re.fullmatch(r"[0-9a-fA-F]{1,64}", sha_prefix):
+            raise UsageError(f"{sha_prefix[:80]!r} is not the start of a commit SHA (hex digits)")
         with self.engine.connect() as conn:
-            return store.list_updates(conn, limit, prompt_name)
+            return store.list_updates(conn, limit, prompt_name, status=status, sha_prefix=sha_prefix,
+                                      before_id=before_id)
 
     def cancel(self, update_id: int, reason: str = "cancelled by a user") -> None:
         def cancel(conn):
             store.get_update(conn, update_id)
             store.cancel_update(conn, update_id, reason)
         db.transaction(self.engine, cancel)
-
-    def live(self, name: str) -> LivePrompt:
-        with self.engine.connect() as conn:
-            found = store.find_live(conn, name)
-        if found is None:
-            raise NotFound(f"prompt {name!r} has no live version yet: submit it with --mode apply")
-        return found
-
-    def history(self, name: str) -> list[dict]:
-        with self.engine.connect() as conn:
-            return store.prompt_history(conn, name)
 
     def prune(self, older_than: float, dry_run: bool = False, batch: int = PRUNE_BATCH) -> "PruneReport":
         """Delete what is older than ``older_than`` seconds and no longer needed (see

@@ -33,7 +33,7 @@ from .items import (call_stats, claim_items, copy_version_page, fail_exhausted_i
                     failing_items, find_answers, flip_counts, flipped_items, item_attempt_stats, item_claim_query, release_items, renew_item_leases,
                     reuse_stats, run_breakdown, run_counts, save_answers, write_item_results)
 from .fleet import fleet_counts
-from .live import find_live, live_version, prompt_history, write_live
+from .live import find_live, live_version, prompt_history, restore_live, write_live
 from .locks import ensure_prompt_lock, lock_prompt, prompt_lock
 from .ratelimits import (RateBucketState, add_rate_limit_usage, ensure_rate_bucket, pause_rate_bucket,
                          rate_bucket_state, rate_buckets, rate_limit_stats, take_rate_tokens)
@@ -77,7 +77,7 @@ __all__ = [
     "count_prunable_answers", "count_run_items", "delete_answers", "delete_run_items", "prunable_answer_keys",
     "prunable_runs", "prunable_versions", "take_version",
     # the live table
-    "find_live", "live_version", "prompt_history", "write_live",
+    "find_live", "live_version", "prompt_history", "restore_live", "write_live",
     # per-prompt locks
     "ensure_prompt_lock", "lock_prompt", "prompt_lock",
     # updates

@@ -1,5 +1,8 @@
 """The live ``prompt`` table (one row per prompt: the version in production) and its
-``prompt_version`` history. Only reconcile writes them (``write_live``)."""
+``prompt_version`` history. Two writers only: reconcile applies an update that cleared
+every bar (``write_live``), and a rollback restores an earlier version's config as a new
+version (``restore_live``); both guard on the version the writer saw, so of two racing
+writers exactly one moves the version on."""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
+from ..errors import IllegalTransition, NotFound
 from ..models import LivePrompt, Update
 from .dialect import db_now
 from .schema import prompt, prompt_version
@@ -49,7 +53,35 @@ def write_live(conn: Connection, upd: Update) -> bool:
     return True
 
 
+def restore_live(conn: Connection, name: str, seen_version: int, target_version: int, actor: str,
+                 reason: str) -> int:
+    """Make version ``target_version``'s config live again as version ``seen_version + 1``,
+    guarded by the live version still being ``seen_version``; record it in the history as a
+    rollback (who, why). Returns the new version. IllegalTransition when the live version
+    moved on; NotFound when there is no such version."""
+    target = conn.execute(select(prompt_version).where(prompt_version.c.prompt_name == name,
+                                                       prompt_version.c.version == target_version)).first()
+    if target is None:
+        raise NotFound(f"prompt {name!r} has no version {target_version}")
+    new_version = seen_version + 1
+    moved = conn.execute(update(prompt).where(prompt.c.name == name, prompt.c.version == seen_version)
+                         .values(version=new_version, config=target.config, config_hash=target.config_hash,
+                                 applied_update_id=target.update_id, updated_at=db_now())).rowcount
+    if moved != 1:
+        now = live_version(conn, name)
+        raise IllegalTransition(f"prompt {name}: the live version is {now}, not {seen_version} as seen: "
+                                "nothing was rolled back; look again and retry")
+    conn.execute(insert(prompt_version).values(prompt_name=name, version=new_version, config=target.config,
+                                               config_hash=target.config_hash, update_id=target.update_id,
+                                               applied_at=db_now(), kind="rollback", restored_version=target_version,
+                                               actor=actor, reason=reason))
+    return new_version
+
+
 def prompt_history(conn: Connection, name: str) -> list[dict]:
+    """Every live version of the prompt, newest first: version, config, config_hash,
+    update_id (the update whose candidate it is), applied_at, kind ('apply' or
+    'rollback'), and for a rollback restored_version, actor and reason."""
     rows = conn.execute(select(prompt_version).where(prompt_version.c.prompt_name == name)
-                        .order_by(prompt_version.c.version))
-    return [dict(r._mapping) for r in rows]
+                        .order_by(prompt_version.c.version.desc()))
+    return [{k: v for k, v in r._mapping.items() if k != "id"} for r in rows]

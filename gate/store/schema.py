@@ -46,7 +46,8 @@ prompt = Table("prompt", meta,
 prompt_version = Table("prompt_version", meta,
                        Column("id", BigInteger, primary_key=True), Column("prompt_name", String(128)),
                        Column("version", Integer), Column("config", JsonText), Column("config_hash", String(64)),
-                       Column("update_id", BigInteger), Column("applied_at", T))
+                       Column("update_id", BigInteger), Column("applied_at", T), Column("kind", String(16)),
+                       Column("restored_version", Integer), Column("actor", String(191)), Column("reason", Text))
 prompt_lock = Table("prompt_lock", meta, Column("prompt_name", String(128), primary_key=True))
 dataset = Table("dataset", meta,
                 Column("id", BigInteger, primary_key=True), Column("name", String(128)),

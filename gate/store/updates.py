@@ -120,10 +120,21 @@ def update_statuses(conn: Connection, update_ids: list[int]) -> dict[int, str]:
     return {r.id: r.status for r in rows}
 
 
-def list_updates(conn: Connection, limit: int = 20, prompt_name: str | None = None) -> list[Update]:
-    stmt = select(prompt_update).order_by(prompt_update.c.id.desc()).limit(limit)
+def list_updates(conn: Connection, limit: int = 20, prompt_name: str | None = None, *,
+                 status: str | None = None, sha_prefix: str | None = None,
+                 before_id: int | None = None) -> list[Update]:
+    """Newest first. ``sha_prefix``: commit SHAs starting with it (the caller passes hex
+    digits only, so it holds no LIKE wildcard); ``before_id``: the next page, older than it."""
+    u = prompt_update
+    stmt = select(u).order_by(u.c.id.desc()).limit(limit)
     if prompt_name:
-        stmt = stmt.where(prompt_update.c.prompt_name == prompt_name)
+        stmt = stmt.where(u.c.prompt_name == prompt_name)
+    if status:
+        stmt = stmt.where(u.c.status == status)
+    if sha_prefix:
+        stmt = stmt.where(u.c.source_sha.like(sha_prefix + "%"))
+    if before_id is not None:
+        stmt = stmt.where(u.c.id < before_id)
     return [_update(r) for r in conn.execute(stmt)]
 
 

@@ -61,7 +61,7 @@ def item_rows(gate, run_ids):
 
 
 def versions(gate, name):
-    return gate.history(name)
+    return gate.history(name)[::-1]          # oldest first
 
 
 def test_four_processes_three_updates_exactly_once(mysql_gate, mock_llm, fleet, tmp_path):

@@ -1,0 +1,98 @@
+"""The live version of a prompt on the service API (``LiveMixin`` of ``Gate``): what is live,
+its history, and rollback.
+
+A rollback makes an earlier version's config live again as a **new** version number (the
+history only grows), in one transaction: under the prompt's lock (submissions serialize on
+it), guarded by the live version still being the one the caller saw, recorded with who,
+when and why. It is not evaluated: that config cleared its bars when it first went live.
+Open apply-mode updates of the prompt are cancelled in the same transaction: they were
+judged against a live version that is no longer live (their apply would fail anyway, on
+the version guard, after spending their calls)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import db, store
+from ..errors import IllegalTransition, NotFound, UsageError
+from ..models import LivePrompt
+from ..states import Mode
+from .boundary import driver_errors_become_gate_errors
+
+HISTORY_LIMIT = 50
+MAX_REASON = 2000
+
+
+@driver_errors_become_gate_errors
+class LiveMixin:
+    engine: Any
+
+    def live(self, name: str) -> LivePrompt:
+        with self.engine.connect() as conn:
+            found = store.find_live(conn, name)
+        if found is None:
+            raise NotFound(f"prompt {name!r} has no live version yet: submit it with --mode apply")
+        return found
+
+    def history(self, name: str, limit: int = HISTORY_LIMIT) -> list[dict]:
+        """The prompt's live versions, newest first (``store.prompt_history``), each with
+        ``update``: the update whose candidate it is — status, mode, commit, pull request,
+        reason and per dataset its accuracy against its bar — or None."""
+        with self.engine.connect() as conn:
+            rows = store.prompt_history(conn, name)[:limit]
+            return [{**row, "update": _update_summary(conn, row["update_id"])} for row in rows]
+
+    def rollback(self, name: str, reason: str, actor: str, to_version: int | None = None,
+                 seen_version: int | None = None) -> dict:
+        """Make version ``to_version`` (default: the one before the live one) live again as
+        a new version. ``seen_version``: the live version the caller saw (default: the one
+        read now); if it moved on, nothing happens (IllegalTransition). Returns
+        ``{"version", "restored_version", "cancelled": [update ids]}``."""
+        reason = (reason or "").strip()
+        if not reason:
+            raise UsageError("a rollback needs a reason (--reason): the history keeps it")
+        if len(reason) > MAX_REASON:
+            raise UsageError(f"the reason is longer than {MAX_REASON} characters")
+
+        def roll(conn) -> dict:
+            store.lock_prompt(conn, name)
+            live = store.find_live(conn, name)
+            if live is None:
+                raise NotFound(f"prompt {name!r} has no live version to roll back")
+            if seen_version is not None and seen_version != live.version:
+                raise IllegalTransition(f"prompt {name}: the live version is {live.version}, not {seen_version} as "
+                                        "seen: nothing was rolled back; look again and retry")
+            seen = live.version
+            target = seen - 1 if to_version is None else to_version
+            _check_target(name, live, target)
+            cancelled = store.superseded_updates(conn, name, Mode.APPLY, None)
+            for update_id in cancelled:
+                store.cancel_update(conn, update_id, f"cancelled: prompt {name} was rolled back to version {target} "
+                                                     f"(by {actor}); this update was judged against version "
+                                                     f"{live.version}, which is no longer live")
+            version = store.restore_live(conn, name, seen, target, actor, reason)
+            return {"version": version, "restored_version": target, "cancelled": cancelled}
+
+        db.transaction(self.engine, lambda conn: store.ensure_prompt_lock(conn, name))
+        return db.transaction(self.engine, roll)
+
+
+def _check_target(name: str, live: LivePrompt, target: int) -> None:
+    if target < 1:
+        raise UsageError(f"prompt {name} has no version before {live.version} to roll back to")
+    if target >= live.version:
+        raise UsageError(f"version {target} is not earlier than the live version {live.version}")
+
+
+def _update_summary(conn, update_id: int | None) -> dict | None:
+    if update_id is None:
+        return None
+    upd = store.find_update(conn, update_id)
+    if upd is None:
+        return None
+    runs = [{"dataset": r.dataset_name, "matches": (r.metrics or {}).get("matches"),
+             "scored": (r.metrics or {}).get("scored"), "bar": r.min_accuracy, "status": r.status}
+            for r in store.runs_of_update(conn, update_id)]
+    source = upd.source or {}
+    return {"id": upd.id, "status": upd.status, "mode": upd.mode, "sha": source.get("sha"), "pr": source.get("pr"),
+            "repo": source.get("repo"), "reason": upd.reason, "finished_at": upd.finished_at, "runs": runs}
