@@ -17,7 +17,8 @@ install: $(STAMP)
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
 # The test suite starts its own throwaway servers (MariaDB; PostgreSQL as a warehouse
-# source; Redis for the shared rate limit) from these Debian packages; install whichever
+# source; Redis for the shared rate limit) from these Debian packages, and drives the
+# status page in headless Chromium (with a font for its screenshots); install whichever
 # is missing.
 server-binaries:
 	@missing=""; \
@@ -28,8 +29,10 @@ server-binaries:
 	  missing="$$missing postgresql"; fi; \
 	if ! command -v redis-server >/dev/null 2>&1 && [ ! -x /usr/bin/redis-server ]; then \
 	  missing="$$missing redis-server"; fi; \
+	if ! command -v chromium >/dev/null 2>&1 && [ ! -x /usr/bin/chromium ]; then \
+	  missing="$$missing chromium fonts-dejavu-core"; fi; \
 	if [ -n "$$missing" ]; then \
-	  echo "installing$$missing (the tests start throwaway servers from them)"; \
+	  echo "installing$$missing (the tests start throwaway servers and a headless browser from them)"; \
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi

@@ -90,3 +90,28 @@ def require(needed: str):
         return authorize(request, needed)
     dependency.__name__ = f"require_{needed}"
     return dependency
+
+
+# --- the status page: a browser sends a cookie, never an Authorization header -----------
+
+PAGE_COOKIE = "promptgate_token"
+
+
+def page_caller(request: Request) -> Caller:
+    """The caller of a status page (read scope): the bearer header or the HttpOnly,
+    SameSite=Strict cookie the page's /login sets. Only the pages read the cookie:
+    ``authorize`` (every JSON route) reads the header alone, so a cookie a browser sends
+    on its own can never submit, cancel or administer anything (no CSRF). With
+    ``public_read``, a cookie that is no longer valid reads anonymously."""
+    state = request.app.state
+    header, cookie = bearer(request), request.cookies.get(PAGE_COOKIE) or None
+    if header is not None:
+        return authorize(request, "read")
+    if cookie is None:
+        return authorize(request, "read")       # anonymous when public, else 401
+    found = state.tokens.lookup(cookie)
+    if found is not None and scope_allows(found.scope, "read"):
+        return Caller(found.name, found.scope)
+    if state.config.public_read:
+        return Caller(ANONYMOUS, None)
+    raise AuthError(401, "invalid or revoked token: sign in again")

@@ -1,5 +1,290 @@
-"""The status page (server-rendered HTML): built in its own change."""
+"""The status page: server-rendered HTML (Jinja, ``gate/templates/html``), no script, one
+small stylesheet. ``/`` the updates (filter by prompt, status, commit SHA), ``/updates/ID``
+an update's report (what the pull-request comment shows, with the progress of open runs),
+``/datasets`` datasets and the bars each prompt is mapped with, ``/prompts/NAME`` a
+prompt's live version and its history, ``/workers`` the fleet and the queue.
 
-from fastapi import APIRouter
+Every dataset text, item id, label and model answer is untrusted: the environment
+autoescapes everything it prints and no data is ever marked safe; control and
+bidi-override characters are dropped (``gate.untrusted``). The responses carry a
+Content-Security-Policy without any script source, a second wall behind the escaping.
 
-router = APIRouter()
+Who may look: the read scope (``auth.page_caller``): a bearer header, or the HttpOnly,
+SameSite=Strict cookie ``/login`` sets once it has checked the token; anonymous with
+``--public-read``. The cookie authorizes these pages only, never the JSON API."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Callable
+from urllib.parse import parse_qs, quote, urlsplit
+
+from fastapi import APIRouter, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+from .. import __version__
+from ..errors import DatabaseError, GateError, MigrationError, NotFound, first_line
+from ..markdown import bar_pct, interval, num, pct, points, pvalue, ratio, usd
+from ..states import UPDATE_OPEN, UpdateStatus
+from ..untrusted import CONTROL, one_line
+from . import views
+from .auth import ANONYMOUS, PAGE_COOKIE, AuthError, Caller, bearer, page_caller
+
+log = logging.getLogger("promptgate.server")
+router = APIRouter(include_in_schema=False)
+HTML_DIR = Path(__file__).resolve().parent.parent / "templates" / "html"
+CSP = ("default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
+       "frame-ancestors 'none'; base-uri 'none'")
+HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff",
+           "Referrer-Policy": "same-origin", "Cache-Control": "no-store"}
+COOKIE_SECONDS = 12 * 3600
+OPEN_REFRESH_SECONDS = 5
+PAGE_SIZE = 50
+SAMPLES = 20
+
+
+# --- rendering --------------------------------------------------------------------------
+
+def block_text(value: Any, limit: int = 2000) -> str:
+    """Untrusted text kept on its lines (a model's answer): control and bidi-override
+    characters dropped, cut at ``limit`` characters."""
+    text = "" if value is None else str(value)
+    cut = len(text) > limit
+    return CONTROL.sub("", text[:limit]) + ("…" if cut else "")
+
+
+def when(value: dt.datetime | None) -> str:
+    return "" if value is None else f"{value:%Y-%m-%d %H:%M:%S} UTC"
+
+
+def seconds(value: float | None) -> str:
+    """A duration or an age in the unit a person reads it in."""
+    if value is None:
+        return "n/a"
+    value = float(value)
+    if value < 60:
+        return f"{value:.1f} s" if value < 10 else f"{value:.0f} s"
+    if value < 3600:
+        return f"{value // 60:.0f} min {value % 60:.0f} s"
+    if value < 86400:
+        return f"{value // 3600:.0f} h {value % 3600 // 60:.0f} min"
+    return f"{value // 86400:.0f} d {value % 86400 // 3600:.0f} h"
+
+
+def short(value: Any, n: int = 12) -> str:
+    return one_line(value)[:n]
+
+
+@lru_cache(maxsize=1)
+def environment() -> Environment:
+    env = Environment(loader=FileSystemLoader(str(HTML_DIR)), autoescape=True, undefined=StrictUndefined,
+                      trim_blocks=True, lstrip_blocks=True)
+    env.filters.update(pct=pct, interval=interval, pvalue=pvalue, ratio=ratio, usd=usd, bar_pct=bar_pct,
+                       points=points, num=num, text=one_line, block=block_text, when=when, seconds=seconds,
+                       short=short)
+    return env
+
+
+def page(template: str, caller: Caller | None, *, status: int = 200, refresh: int | None = None,
+         **context: Any) -> HTMLResponse:
+    context.setdefault("nav", None)
+    html = environment().get_template(template).render(
+        caller=caller, anonymous=caller is None or caller.name == ANONYMOUS, refresh=refresh,
+        version=__version__, **context)
+    return HTMLResponse(html, status_code=status, headers=HEADERS)
+
+
+def error_status(exc: GateError) -> int:
+    if isinstance(exc, NotFound):
+        return 404
+    if isinstance(exc, (DatabaseError, MigrationError)):
+        return 503
+    return 400
+
+
+def here(request: Request) -> str:
+    return request.url.path + (f"?{request.url.query}" if request.url.query else "")
+
+
+def guarded(request: Request, build: Callable[[Caller], HTMLResponse]) -> HTMLResponse:
+    """A page for a caller with the read scope: a short HTML page linking to /login when
+    refused, the error's one line when the gate refuses (no trace, no SQL)."""
+    try:
+        caller = page_caller(request)
+    except AuthError as exc:     # a first visit is asked to sign in; a refused token is told why
+        presented = bearer(request) is not None or PAGE_COOKIE in request.cookies
+        return page("signin.html.j2", None, status=exc.status, message=str(exc) if presented else None,
+                    next=here(request))
+    try:
+        return build(caller)
+    except GateError as exc:
+        return page("error.html.j2", caller, status=error_status(exc), message=first_line(exc, 300))
+    except Exception:       # the cause in the server's log only, as the JSON API does
+        log.exception("status page %s", request.url.path)
+        return page("error.html.j2", caller, status=500, message="internal error")
+
+
+def gate_of(request: Request):
+    return request.app.state.gate
+
+
+# --- the pages ----------------------------------------------------------------------------
+
+@router.get("/static/style.css")
+def stylesheet() -> Response:
+    return Response((HTML_DIR / "style.css").read_bytes(), media_type="text/css",
+                    headers={"Cache-Control": "max-age=300", "X-Content-Type-Options": "nosniff"})
+
+
+def list_filters(params) -> tuple[dict[str, Any], str | None]:
+    """The updates list's query: prompt, status, sha (a prefix of hex digits), before (an
+    update id: the next page). Returns (filters, the problem with them if any)."""
+    prompt = (params.get("prompt") or "").strip()[:128]
+    status = (params.get("status") or "").strip().upper()
+    sha = (params.get("sha") or "").strip().lower()
+    before = (params.get("before") or "").strip()
+    filters = {"prompt": prompt, "status": status, "sha": sha, "before": None}
+    if status and status not in UpdateStatus.__members__:
+        return filters, f"unknown status {status[:20]!r}"
+    if sha and (len(sha) > 64 or any(c not in "0123456789abcdef" for c in sha)):
+        return filters, "a commit SHA is hex digits (its first few are enough)"
+    if before:
+        if not re.fullmatch(r"[0-9]{1,18}", before):
+            return filters, "before must be an update id"
+        filters["before"] = int(before)
+    return filters, None
+
+
+@router.get("/")
+def updates_page(request: Request):
+    def build(caller: Caller) -> HTMLResponse:
+        filters, problem = list_filters(request.query_params)
+        found = [] if problem else gate_of(request).list_updates(
+            PAGE_SIZE, filters["prompt"] or None, status=filters["status"] or None,
+            sha_prefix=filters["sha"] or None, before_id=filters["before"])
+        rows = [views.update_row(u) for u in found]
+        older = found[-1].id if len(found) == PAGE_SIZE else None
+        more = {k: v for k, v in filters.items() if v and k != "before"}
+        older_url = "/?" + "&".join(f"{k}={quote(str(v))}" for k, v in {**more, "before": older}.items())
+        return page("updates.html.j2", caller, status=400 if problem else 200,
+                    refresh=OPEN_REFRESH_SECONDS if any(r["open"] for r in rows) else None,
+                    nav="updates", rows=rows, filters=filters, problem=problem,
+                    statuses=[s.value for s in UpdateStatus], older_url=older_url if older else None)
+    return guarded(request, build)
+
+
+@router.get("/updates/{update_id}")
+def update_page(request: Request, update_id: int):
+    def build(caller: Caller) -> HTMLResponse:
+        samples = request.query_params.get("samples", "")
+        count = min(100, int(samples)) if re.fullmatch(r"[0-9]{1,4}", samples) else SAMPLES
+        if not 0 < update_id < 2 ** 63:
+            raise NotFound(f"unknown update {update_id}")
+        report = gate_of(request).status(update_id, count)
+        view = views.update_view(report)
+        return page("update.html.j2", caller, refresh=None if view["terminal"] else OPEN_REFRESH_SECONDS,
+                    nav="updates", v=view, samples=count)
+    return guarded(request, build)
+
+
+@router.get("/datasets")
+def datasets_page(request: Request):
+    def build(caller: Caller) -> HTMLResponse:
+        gate = gate_of(request)
+        rows = []
+        for ds, mappings in gate.list_datasets():
+            try:
+                version = gate.dataset_version(ds.name) if ds.current_version_id else None
+            except NotFound:
+                version = None
+            rows.append({"ds": ds, "source": views.hide_password(ds.source_uri), "version": version,
+                         "maps": [views.mapping_view(m) for m in sorted(mappings, key=lambda m: m.prompt_name)]})
+        return page("datasets.html.j2", caller, nav="datasets", rows=rows)
+    return guarded(request, build)
+
+
+@router.get("/prompts/{name}")
+def prompt_page(request: Request, name: str):
+    def build(caller: Caller) -> HTMLResponse:
+        gate = gate_of(request)
+        unknown = NotFound(f"no prompt named {one_line(name, 128)!r} has been mapped or submitted")
+        if len(name) > 128:
+            raise unknown
+        try:
+            live = gate.live(name)
+        except NotFound:
+            live = None
+        history = views.history(gate.history(name))
+        updates = [views.update_row(u) for u in gate.list_updates(20, name)]
+        mappings = gate.mappings(name)
+        if not (live or history or updates or mappings):
+            raise unknown
+        return page("prompt.html.j2", caller, nav="updates", name=name, live=live, history=history,
+                    by_id={r["u"].id: r for r in updates}, updates=updates,
+                    maps=[{"dataset": m.dataset_name, **views.mapping_view(m)} for m in mappings],
+                    live_json=views.pretty_json(live.config) if live else None,
+                    refresh=OPEN_REFRESH_SECONDS if any(r["open"] for r in updates) else None)
+    return guarded(request, build)
+
+
+@router.get("/workers")
+def workers_page(request: Request):
+    def build(caller: Caller) -> HTMLResponse:
+        gate = gate_of(request)
+        fleet, workers, now = gate.fleet(), gate.live_workers(), views.utc_now()
+        return page("workers.html.j2", caller, nav="workers", refresh=10, fleet=views.fleet_view(fleet),
+                    workers=[views.worker_view(w, now) for w in workers])
+    return guarded(request, build)
+
+
+# --- signing in: a token in an HttpOnly, SameSite=Strict cookie ------------------------------
+
+def safe_next(target: str | None) -> str:
+    """Where to go after signing in: a path on this site only (no //host, no scheme)."""
+    target = (target or "/").strip()
+    parts = urlsplit(target)
+    if not target.startswith("/") or target.startswith(("//", "/\\")) or parts.scheme or parts.netloc:
+        return "/"
+    return target
+
+
+def same_origin(request: Request) -> bool:
+    """A form posted from this site (or by a client that sends no Origin, e.g. httpx)."""
+    origin = request.headers.get("origin")
+    if origin is None:
+        return True
+    return urlsplit(origin).netloc == request.headers.get("host", "")
+
+
+@router.get("/login")
+def login_form(request: Request):
+    return page("signin.html.j2", None, message=None, next=safe_next(request.query_params.get("next")))
+
+
+@router.post("/login")
+async def login(request: Request):
+    form = parse_qs((await request.body()).decode("utf-8", "replace"), max_num_fields=10)
+    token = (form.get("token") or [""])[0].strip()
+    target = safe_next((form.get("next") or ["/"])[0])
+    if not same_origin(request):
+        return page("signin.html.j2", None, status=403, message="sign in from this site's own form", next=target)
+    found = await run_in_threadpool(request.app.state.tokens.lookup, token) if token else None
+    if found is None:
+        return page("signin.html.j2", None, status=401, message="invalid token", next=target)
+    response = RedirectResponse(target, status_code=303, headers={"Cache-Control": "no-store"})
+    response.set_cookie(PAGE_COOKIE, token, max_age=COOKIE_SECONDS, path="/", httponly=True, samesite="strict",
+                        secure=request.url.scheme == "https")
+    return response
+
+
+@router.api_route("/logout", methods=["GET", "POST"])
+def logout():
+    response = RedirectResponse("/login", status_code=303, headers={"Cache-Control": "no-store"})
+    response.delete_cookie(PAGE_COOKIE, path="/", httponly=True, samesite="strict")
+    return response

@@ -1,0 +1,191 @@
+"""What the status page shows, as plain values for its templates (``gate/templates/html``):
+the same report the pull-request comment is made of (``Gate.status`` → ``UpdateReport``),
+plus the progress of a run still open and the geometry of the accuracy chart (inline SVG:
+no script, no external file).
+
+Nothing here escapes: the templates' environment autoescapes every value it prints, and
+no value built here is marked safe. Only numbers we computed become SVG attributes."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from typing import Any, Iterable
+
+from ..bars import Bars
+from ..errors import UsageError
+from ..models import FleetCounts, Mapping, Update, WorkerRow
+from ..scoring import format_bar
+from ..service import RunReport, UpdateReport
+from ..states import UPDATE_OPEN, RunStatus
+
+CHART_LEFT, CHART_WIDTH, CHART_ROW, CHART_TOP = 170, 500, 46, 26
+HEAT_STEPS = 4
+_USERINFO = re.compile(r"(//[^/@:\s]*:)[^@/\s]*@")
+
+
+def utc_now() -> dt.datetime:
+    """Naive UTC, as the database hands out its timestamps."""
+    return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+
+
+def hide_password(uri: str | None) -> str:
+    """A source URI as shown: a password in its user-info replaced by ***."""
+    return _USERINFO.sub(r"\1***@", uri or "")
+
+
+def pretty_json(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+
+
+def update_row(u: Update) -> dict[str, Any]:
+    """One line of the updates list."""
+    source = u.source or {}
+    took = (u.finished_at - u.started_at).total_seconds() if u.finished_at and u.started_at else None
+    pr = source.get("pr")
+    return {"u": u, "open": u.status in UPDATE_OPEN, "sha": source.get("sha"),
+            "pr": pr if isinstance(pr, int) and not isinstance(pr, bool) else None,
+            "repo": source.get("repo"), "path": source.get("path"), "who": source.get("submitted_by"),
+            "took": took}
+
+
+def update_view(report: UpdateReport) -> dict[str, Any]:
+    u = report.update
+    config = u.candidate_config or {}
+    attempts = {k: v for k, v in (report.attempts or {}).items() if isinstance(v, (int, float))}
+    runs = [run_view(r) for r in report.runs]
+    return {
+        **update_row(u),
+        "model": config.get("model"),
+        "runs": runs,
+        "terminal": report.terminal,
+        "chart": chart_view(report.runs),
+        "compared": [r for r in runs if r["compared"] or r["baseline_note"]],
+        "attempts": attempts,
+        "other_attempts": sorted((k.replace("_", " "), v) for k, v in attempts.items()
+                                 if k not in ("retried_items", "extra_attempts", "max_attempt") and v),
+        "config_json": pretty_json(config),
+    }
+
+
+def run_view(run: RunReport) -> dict[str, Any]:
+    metrics = run.metrics or {}
+    done = run.status == RunStatus.DONE
+    expected = max(run.total or 0, run.row_count or 0, int((run.pinned or {}).get("rows") or 0))
+    handled = (run.scored or 0) + (run.errors or 0)
+    failing_total = (metrics.get("mismatches", run.scored - run.matches) or 0) + (run.errors or 0)
+    actual_labels, confusion = confusion_view(metrics.get("confusion") or {})
+    return {
+        "run": run,
+        "done": done,
+        "open": run.status in (RunStatus.PENDING, RunStatus.RUNNING),
+        "result": "pass" if run.passed is True else "fail" if run.passed is False else run.status.lower(),
+        "expected": expected,
+        "handled": handled,
+        "progress": (handled / expected) if expected else None,
+        "checks": run.checks or [_pending_accuracy(run)],
+        "compared": run.comparison,
+        "baseline_note": run.baseline_note if done else None,
+        "actual_labels": actual_labels,
+        "confusion": confusion,
+        "labels": sorted(run.labels.items()),
+        "calls": run.calls if done and (run.calls or {}).get("latency_ms", {}).get("timed") else None,
+        "failures": run.failures,
+        "failing_total": failing_total,
+        "broken": run.broken,
+        "invalid": metrics.get("invalid", 0),
+        "reused": sorted(run.reused.items()),
+    }
+
+
+def _pending_accuracy(run: RunReport) -> dict[str, Any]:
+    """The accuracy bar of a run not finished yet (its other bars are judged at the end)."""
+    return {"bar": "min_accuracy", "label": None, "limit": format_bar(run.bar), "value": None,
+            "state": "pending" if run.status in (RunStatus.PENDING, RunStatus.RUNNING) else "n/a",
+            "note": "judged when the run has finished"}
+
+
+def confusion_view(confusion: dict) -> tuple[list[str], list[dict]]:
+    """(answered labels, one row per expected label with each cell's count and shade);
+    a right answer is shaded green, a wrong one red, darker for more of the row."""
+    actual = sorted({a for row in confusion.values() for a in row})
+    rows = []
+    for expected in sorted(confusion):
+        counts = [confusion[expected].get(a, 0) for a in actual]
+        most = max(counts) if counts else 0
+        cells = [{"n": n, "shade": f"{'hit' if a == expected else 'miss'}{_step(n, most)}"}
+                 for a, n in zip(actual, counts)]
+        rows.append({"expected": expected, "cells": cells, "total": sum(counts)})
+    return actual, rows
+
+
+def _step(n: int, most: int) -> int:
+    return 0 if not n or not most else max(1, round(HEAT_STEPS * n / most))
+
+
+# --- the chart: accuracy per dataset against its bar ---------------------------------------
+
+def _x(fraction: float | None) -> float:
+    return round(CHART_LEFT + CHART_WIDTH * max(0.0, min(1.0, float(fraction or 0))), 1)
+
+
+def _bar(fraction: float | None, interval: list | None, y: float, kind: str) -> dict | None:
+    if fraction is None:
+        return None
+    lo, hi = interval if interval else (None, None)
+    return {"kind": kind, "y": y, "x": CHART_LEFT, "w": round(_x(fraction) - CHART_LEFT, 1),
+            "pct": f"{100 * float(fraction):.1f}%", "text_x": max(_x(fraction), _x(hi) if hi is not None else 0) + 6,
+            "lo": None if lo is None else _x(lo), "hi": None if hi is None else _x(hi), "mid": y + 6}
+
+
+def chart_view(runs: Iterable[RunReport]) -> dict | None:
+    """Per dataset: the live version's accuracy (when compared), the candidate's (so far,
+    while open), each with its Wilson interval as a whisker, and the bar as a red tick."""
+    runs = list(runs)
+    if not any(r.accuracy is not None for r in runs):
+        return None
+    rows = []
+    for i, r in enumerate(runs):
+        y = CHART_TOP + i * CHART_ROW
+        c = r.comparison or {}
+        live = _bar(c.get("live_accuracy"), c.get("live_interval"), y + 4, "live") if c else None
+        mine = _bar(r.accuracy, c.get("interval"), y + (20 if live else 12), "candidate")
+        rows.append({"name": r.dataset, "y": y, "mid": y + 22, "live": live, "candidate": mine,
+                     "bar_x": _x(r.bar), "bar_top": y + 1, "bar_bottom": y + 37, "passed": r.passed})
+    ticks = [{"x": _x(t / 100), "label": f"{t}%"} for t in (0, 25, 50, 75, 100)]
+    height = CHART_TOP + len(rows) * CHART_ROW + 4
+    return {"rows": rows, "ticks": ticks, "height": height, "width": CHART_LEFT + CHART_WIDTH + 70, "left": CHART_LEFT,
+            "axis_bottom": height - 6, "live": any(r["live"] for r in rows)}
+
+
+# --- datasets, prompts, workers ---------------------------------------------------------
+
+def mapping_view(m: Mapping) -> dict[str, Any]:
+    """A prompt's bars on a dataset: accuracy and each further bar in a few words."""
+    try:
+        more = Bars.parse(m.min_accuracy, m.bars).describe()
+    except UsageError:      # a bar stored by an older version that no longer parses: shown raw
+        more = [json.dumps(m.bars, sort_keys=True, default=str)]
+    return {"prompt": m.prompt_name, "min_accuracy": m.min_accuracy, "more": more}
+
+
+def history(rows: Iterable[dict]) -> list[dict[str, Any]]:
+    """A prompt's live versions, newest first: which update's candidate each is, when, and
+    for a rollback the version it restored, who and why."""
+    keys = ("version", "update_id", "applied_at", "config_hash", "kind", "restored_version", "actor", "reason")
+    return sorted(({k: row.get(k) for k in keys} for row in rows), key=lambda h: h["version"] or 0, reverse=True)
+
+
+def worker_view(w: WorkerRow, now: dt.datetime) -> dict[str, Any]:
+    """A live worker and the age of its heartbeat (this server's clock against the
+    database's UTC stamp: both UTC, so only clock skew between the two machines shows)."""
+    return {"w": w, "age": max(0.0, (now - w.heartbeat_at).total_seconds()),
+            "up": max(0.0, (now - w.started_at).total_seconds())}
+
+
+def fleet_view(fleet: FleetCounts) -> dict[str, Any]:
+    items = fleet.items or {}
+    return {"f": fleet, "queue": items.get("pending", 0) + items.get("leased", 0),
+            "update_states": sorted(fleet.updates.items()), "run_states": sorted(fleet.runs.items()),
+            "item_states": list(items.items())}
