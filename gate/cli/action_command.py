@@ -12,7 +12,7 @@ from ..action import INPUTS, ActionInput, ActionOptions, run_action
 from ..action.inputs import MODES
 from ..errors import UsageError
 from ..settings import DEFAULT_DATABASE_URL
-from .common import database_option, open_gate
+from .common import database_option, open_database
 
 
 def _input_option(spec: ActionInput):
@@ -36,7 +36,7 @@ def action_cmd(ctx, **inputs):
     if not os.environ.get("PROMPTGATE_DATABASE_URL") and settings.database_url == DEFAULT_DATABASE_URL:
         raise UsageError("no gate database: set the action's database-url input (PROMPTGATE_DATABASE_URL)")
     options = ActionOptions.build(**{k: v for k, v in inputs.items() if v is not None})
-    ctx.exit(run_action(os.environ, open_gate(ctx), options))
+    ctx.exit(run_action(os.environ, open_database(ctx), options))
 
 
 for _spec in INPUTS:

@@ -1,15 +1,19 @@
 """What every command shares: the error boundary (a GateError is one line on stderr and
-its exit code; no traceback reaches a user), the gate handle of the invocation,
-``--database-url`` accepted after the subcommand too, JSON output and report printing."""
+its exit code; no traceback reaches a user), the gate handle of the invocation (the
+database's ``Gate``, or the service's ``RemoteGate`` with a gate URL: see ``TARGET_HELP``),
+``--database-url`` and ``--gate-url`` accepted after the subcommand too, JSON output and
+report printing."""
 
 from __future__ import annotations
 
 import json
+import os
 
 import click
 
-from ..errors import GateError
+from ..errors import GateError, UsageError
 from ..service import Gate, UpdateReport
+from ..settings import Settings
 from ..untrusted import terminal_safe
 
 
@@ -29,23 +33,83 @@ def echo_json(data) -> None:
     click.echo(json.dumps(data, indent=2, default=str, ensure_ascii=True))
 
 
-def open_gate(ctx: click.Context, check_schema: bool = True) -> Gate:
+TARGET_HELP = ("The gate's service (PROMPTGATE_URL; token in PROMPTGATE_TOKEN) instead of its database. "
+               "Given on the command line, --gate-url or --database-url is the one used (not both); else "
+               "PROMPTGATE_URL wins over PROMPTGATE_DATABASE_URL.")
+TOKEN_ENV = "PROMPTGATE_TOKEN"
+
+
+def open_gate(ctx: click.Context, check_schema: bool = True):
+    """The gate of this invocation: the service's ``RemoteGate`` when a gate URL is in
+    force (the same methods, the same answers), else the database's ``Gate``."""
     obj = ctx.find_root().obj
     if "gate" not in obj:
-        gate = obj["gate"] = Gate.connect(settings=obj["settings"])
+        if not _uses_service(obj):
+            return open_database(ctx, check_schema)
+        from ..client import RemoteGate      # httpx2 is imported only when the service is used
+        gate = obj["gate"] = RemoteGate(obj["gate_url"], os.environ.get(TOKEN_ENV) or None)
+        ctx.call_on_close(gate.close)
+    return obj["gate"]
+
+
+def open_database(ctx: click.Context, check_schema: bool = True) -> Gate:
+    """The database's ``Gate``, for a command that works only there (workers, prune,
+    migrations, serve, tokens): a gate URL without a database URL is refused, rather than
+    the command running on the default SQLite file."""
+    obj = ctx.find_root().obj
+    if "gate" not in obj:
+        gate = obj["gate"] = Gate.connect(settings=database_settings(ctx))
         ctx.call_on_close(gate.close)
         if check_schema:
             gate.ensure_schema()
     return obj["gate"]
 
 
+def database_settings(ctx: click.Context) -> Settings:
+    """The settings of a command that needs the database itself, or a UsageError when a
+    gate URL is in force and no database URL is given."""
+    obj = ctx.find_root().obj
+    if "gate" in obj["given"] or (obj["gate_url"] and not obj["database_given"]):
+        raise UsageError(f"`{ctx.command_path}` works on the gate's database, not through its service: give "
+                         "--database-url URL (or PROMPTGATE_DATABASE_URL)")
+    return obj["settings"]
+
+
+def is_remote(gate) -> bool:
+    return not isinstance(gate, Gate)
+
+
+def _uses_service(obj: dict) -> bool:
+    """A URL given on the command line wins over one from the environment; both given
+    there is a mistake; from the environment, the service wins over the database."""
+    if {"gate", "database"} <= obj["given"]:
+        raise UsageError("give --gate-url or --database-url, not both")
+    if obj["given"]:
+        return "gate" in obj["given"]
+    return bool(obj["gate_url"])
+
+
+def remember_target(obj: dict, gate_url: str | None = None, database_url: str | None = None,
+                    from_command_line: bool = True) -> None:
+    """Record a gate or database URL of the invocation (root option or after the subcommand)."""
+    if gate_url:
+        obj["gate_url"] = gate_url
+    if database_url:
+        obj["settings"] = obj["settings"].with_(database_url=database_url)
+        obj["database_given"] = True
+    if from_command_line:
+        obj["given"] |= {name for name, url in (("gate", gate_url), ("database", database_url)) if url}
+
+
 def database_option(f):
-    """--database-url is accepted after the subcommand too."""
-    def remember(ctx, _param, value):
+    """--database-url and --gate-url are accepted after the subcommand too."""
+    def remember(ctx, param, value):
         if value:
-            root = ctx.find_root()
-            root.obj["settings"] = root.obj["settings"].with_(database_url=value)
+            urls = {"gate_url" if param.name == "gate_url" else "database_url": value}
+            remember_target(ctx.find_root().obj, **urls)
         return value
+    f = click.option("--gate-url", metavar="URL", expose_value=False, callback=remember, is_eager=True,
+                     help="Overrides PROMPTGATE_URL.")(f)
     return click.option("--database-url", metavar="URL", expose_value=False, callback=remember,
                         is_eager=True, help="Overrides PROMPTGATE_DATABASE_URL.")(f)
 

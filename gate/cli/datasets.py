@@ -11,7 +11,7 @@ from ..bars import Bars
 from ..errors import UsageError
 from ..prices import describe_price
 from ..untrusted import terminal_safe
-from .common import database_option, echo_json, open_gate
+from .common import database_option, echo_json, is_remote, open_database, open_gate
 
 
 @click.group()
@@ -24,7 +24,7 @@ def db():
 @click.pass_context
 def db_upgrade(ctx):
     """Apply pending migrations (idempotent; safe to run concurrently)."""
-    applied = open_gate(ctx, check_schema=False).upgrade()
+    applied = open_database(ctx, check_schema=False).upgrade()
     click.echo(f"applied migrations: {', '.join(map(str, applied))}" if applied else "schema is up to date")
 
 
@@ -251,8 +251,12 @@ def sync_cmd(ctx, gate_config, dry_run, as_json):
     does not declare are removed: the file is the whole truth for the gate's bars."""
     from .. import gateconfig
     gate = open_gate(ctx)
-    cfg = gateconfig.load_config(gate_config)
-    result = gateconfig.diff(gate, cfg) if dry_run else gateconfig.sync(gate, cfg)
+    cfg = gateconfig.load_config(gate_config)        # checked here either way: the same errors
+    if is_remote(gate):         # the service syncs the file's text, reading the datasets' sources itself
+        from ..yamlfile import read_text_file
+        result = gate.sync_config(read_text_file(gate_config, cfg.path), cfg.path, dry_run)
+    else:
+        result = gateconfig.diff(gate, cfg) if dry_run else gateconfig.sync(gate, cfg)
     if as_json:
         echo_json({"path": result.path, "applied": result.applied,
                    "changes": [{"kind": c.kind, "subject": c.subject, "before": c.before, "after": c.after,

@@ -7,7 +7,7 @@ import re
 import click
 
 from ..errors import UsageError
-from .common import database_option, echo_json, open_gate
+from .common import database_option, echo_json, open_database
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
@@ -30,7 +30,7 @@ def prune(ctx, older_than, dry_run, as_json):
     """Delete the item rows of runs finished before AGE, dataset versions made before it
     that nothing current or open reads, and kept answers; never the evidence of a prompt's
     live version. Update and run summaries stay. Batches of at most 5,000 rows."""
-    report = open_gate(ctx).prune(parse_age(older_than), dry_run=dry_run)
+    report = open_database(ctx).prune(parse_age(older_than), dry_run=dry_run)
     if as_json:
         echo_json(vars(report))
         return

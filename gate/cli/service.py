@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from ..untrusted import terminal_safe
-from .common import database_option, echo_json, open_gate
+from .common import database_option, echo_json, open_database
 
 
 @click.command()
@@ -22,7 +22,7 @@ def serve(ctx, host, port, public_read, log_level):
     /metrics, /healthz and /readyz. Callers send `Authorization: Bearer TOKEN`."""
     import uvicorn
     from ..server import ServiceConfig, create_app
-    gate = open_gate(ctx)
+    gate = open_database(ctx)
     app = create_app(gate, ServiceConfig(public_read=public_read))
     uvicorn.run(app, host=host, port=port, log_level=log_level, proxy_headers=False, server_header=False,
                 timeout_graceful_shutdown=5)
@@ -42,7 +42,7 @@ def token():
 @click.pass_context
 def token_create(ctx, name, scope, as_json):
     """Create token NAME; prints the token once (only its hash is kept)."""
-    value = open_gate(ctx).create_token(name, scope)
+    value = open_database(ctx).create_token(name, scope)
     if as_json:
         echo_json({"name": name, "scope": scope, "token": value})
     else:
@@ -55,7 +55,7 @@ def token_create(ctx, name, scope, as_json):
 @click.pass_context
 def token_list(ctx, as_json):
     """The tokens: name, scope, created, last used, revoked (never the token)."""
-    tokens = open_gate(ctx).list_tokens()
+    tokens = open_database(ctx).list_tokens()
     if as_json:
         echo_json([{"name": t.name, "scope": t.scope, "created_at": t.created_at, "last_used_at": t.last_used_at,
                     "revoked_at": t.revoked_at} for t in tokens])
@@ -72,5 +72,5 @@ def token_list(ctx, as_json):
 @click.pass_context
 def token_revoke(ctx, name):
     """Revoke token NAME (a running server stops accepting it within 5 seconds)."""
-    revoked = open_gate(ctx).revoke_token(name)
+    revoked = open_database(ctx).revoke_token(name)
     click.echo(f"token {name}: revoked" if revoked else f"token {name}: was revoked already")

@@ -10,6 +10,7 @@ import click
 from ..errors import UsageError
 from ..spec import load_spec
 from .common import database_option, echo_json, open_gate, print_report
+from .progress import WaitProgress
 
 
 @click.command()
@@ -56,14 +57,21 @@ def status(ctx, update_id, as_json, fmt):
 @click.option("--prompt", "prompt_name", default=None, help="With --sha: only this prompt's updates.")
 @click.option("--timeout", type=float, default=None, help="Seconds to wait (default: until terminal).")
 @click.option("--json", "as_json", is_flag=True)
+@click.option("--progress/--no-progress", "show_progress", default=True, show_default=True,
+              help="While waiting for UPDATE_ID, show per dataset items scored, accuracy so far and an ETA on "
+                   "stderr (redrawn on a terminal, plain lines every ~10 s otherwise).")
 @click.pass_context
-def wait(ctx, update_id, sha, prompt_name, timeout, as_json):
+def wait(ctx, update_id, sha, prompt_name, timeout, as_json, show_progress):
     """Wait for update UPDATE_ID (or the updates of --sha) to end: exit 0 cleared, 1 rejected,
     2 failed/cancelled, 3 timeout."""
     if (update_id is None) == (sha is None):
         raise click.UsageError("give an UPDATE_ID or --sha SHA (not both)")
     if sha is None:
-        report = open_gate(ctx).wait(update_id, timeout=timeout)
+        progress = WaitProgress.on_stderr() if show_progress else None
+        # a progress line needs the report (a dozen reads), not just the status: twice a second
+        report = open_gate(ctx).wait(update_id, timeout=timeout, on_poll=progress, poll=0.5 if progress else 0.25)
+        if progress is not None:
+            progress.finish(report)
         print_report(report, "json" if as_json else "text")
         ctx.exit(report.exit_code)
     code, reports = open_gate(ctx).wait_for_sha(sha, prompt_name, timeout)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import sys
+from contextlib import nullcontext
 
 import click
 
-from .common import database_option, echo_json, open_gate
+from .common import database_option, database_settings, echo_json, open_gate
 
 
 @click.command()
@@ -16,15 +17,24 @@ from .common import database_option, echo_json, open_gate
 @click.option("--processes", type=int, default=1, show_default=True, envvar="PROMPTGATE_PROCESSES")
 @click.option("--concurrency", type=int, default=None, envvar="PROMPTGATE_CONCURRENCY",
               help="Model calls in flight per process (default 8).")
+@click.option("--metrics-port", type=click.IntRange(1, 65535), default=None, envvar="PROMPTGATE_METRICS_PORT",
+              help="Serve this host's model-call metrics for Prometheus on this port (default: off).")
+@click.option("--metrics-host", default="0.0.0.0", show_default=True, envvar="PROMPTGATE_METRICS_HOST",
+              help="Address the metrics port listens on.")
 @click.pass_context
-def worker(ctx, role, processes, concurrency):
+def worker(ctx, role, processes, concurrency, metrics_port, metrics_host):
     """Run workers until SIGTERM/SIGINT (then drain)."""
     from workers.supervisor import parse_roles, supervise
-    settings = ctx.obj["settings"]
+    settings = database_settings(ctx)
     if processes < 1 or (concurrency is not None and concurrency < 1):
         raise click.BadParameter("--processes and --concurrency must be at least 1")
     roles = parse_roles(role)
-    supervise(settings.with_(concurrency=concurrency), roles, processes, concurrency)
+    exposed = nullcontext()
+    if metrics_port is not None:    # imported only then: prometheus_client is ~50 ms of a quick role's start
+        from workers.metrics import serving
+        exposed = serving(metrics_port, metrics_host, processes)
+    with exposed:
+        supervise(settings.with_(concurrency=concurrency), roles, processes, concurrency)
 
 
 @click.command("workers")

@@ -15,6 +15,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
 from ..errors import NotFound, UsageError
+from ..sources import scheme_of
 from ..spec import parse_spec, parse_spec_text
 from ..wire import encode
 from .auth import Caller, require
@@ -160,6 +161,20 @@ def history(request: Request, name: str, _caller: Caller = Depends(require("read
     return json_bytes(gate_of(request).history(name))
 
 
+@router.post("/prompts/{name}/rollback", summary="Make an earlier version live again (no evaluation)")
+def rollback(request: Request, name: str, body: dict, caller: Caller = Depends(require("admin"))):
+    """``{"reason": why (required), "to": version (default: the one before the live one),
+    "seen_version": the live version the caller saw (default: the one read now)}``. The
+    history records the token's name as who."""
+    to, seen = body.get("to"), body.get("seen_version")
+    for key, value in (("to", to), ("seen_version", seen)):
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            raise UsageError(f"{key} must be a version number")
+    actor = f"token {caller.name}" + (f" for {_text(body, 'actor', 100)}" if body.get("actor") else "")
+    return json_bytes(gate_of(request).rollback(name, reason=_text(body, "reason", 2000) or "", actor=actor,
+                                                to_version=to, seen_version=seen))
+
+
 # --- datasets and bars ----------------------------------------------------------------
 
 @router.get("/datasets", summary="Datasets and the prompts mapped to each")
@@ -180,13 +195,20 @@ def register_dataset(request: Request, body: dict, _caller: Caller = Depends(req
     return json_bytes({"dataset": ds, "version": gate.dataset_version(name)})
 
 
+SERVER_FILES = "the service reads no file on its machine: give an https://, s3:// or sql+ database source"
+
+
+def reads_server_files(source: str) -> bool:
+    """Would reading ``source`` read a file on the server: a path, file://, or an SQLite
+    database (sql+sqlite:///path)? The service refuses those: a token must not turn the
+    server's files into a dataset to preview."""
+    scheme = scheme_of(source.strip())
+    return scheme == "file" or scheme.startswith("sql+sqlite")
+
+
 def _refuse_server_files(source: str) -> None:
-    """A source the service reads is read on the server: it takes URLs, never a path
-    there (a token must not turn the server's files into a dataset to preview)."""
-    from ..sources import scheme_of
-    if scheme_of(source) == "file":
-        raise UsageError("the service reads no file on its machine: give an https://, s3:// or sql+ source, "
-                         "or register file datasets with --database-url")
+    if reads_server_files(source):
+        raise UsageError(f"{SERVER_FILES}, or register file datasets with --database-url")
 
 
 @router.post("/datasets/{name}/refresh", summary="Import a dataset's source again")
@@ -194,8 +216,32 @@ def refresh_dataset(request: Request, name: str, _caller: Caller = Depends(requi
     gate = gate_of(request)
     ds = gate.get_dataset(name)
     _refuse_server_files(ds.source_uri)
-    ds, _ = gate.refresh_dataset(name)
-    return json_bytes({"dataset": ds, "version": gate.dataset_version(name)})
+    ds, imported = gate.refresh_dataset(name)
+    return json_bytes({"dataset": ds, "version": gate.dataset_version(name), "imported": imported})
+
+
+@router.post("/sync", summary="Make the datasets, bars, providers and prices match a gate config")
+def sync_config(request: Request, body: dict, _caller: Caller = Depends(require("admin"))):
+    """``{"config": the gate config's YAML text, "path": its name in messages, "dry_run":
+    only say what would change}``: ``gateconfig.sync`` (or ``diff``) on the service's
+    gate. Its datasets must be sources the server reads: a file source is refused before
+    the config is parsed (parsing looks a file source up on this machine)."""
+    from .. import gateconfig
+    from ..yamlfile import parse_yaml
+    path, text = _text(body, "path") or "gate config", body.get("config")
+    if not isinstance(text, str):
+        raise UsageError("give the gate config's YAML text as config")
+    data = parse_yaml(text, path)
+    declared = data.get("datasets") if isinstance(data, dict) else None
+    for name, decl in (declared.items() if isinstance(declared, dict) else ()):
+        source = decl.get("source") if isinstance(decl, dict) else decl
+        if isinstance(source, str) and source.strip() and reads_server_files(source):
+            raise UsageError(f"{path}: datasets.{str(name)[:80]}.source: {SERVER_FILES}, or sync file datasets "
+                             "with --database-url")
+    cfg = gateconfig.parse_config(data, file=path)
+    gate = gate_of(request)
+    return json_bytes(gateconfig.diff(gate, cfg) if _flag(body.get("dry_run", False), "dry_run")
+                      else gateconfig.sync(gate, cfg))
 
 
 @router.get("/datasets/{name}/versions", summary="A dataset's versions")

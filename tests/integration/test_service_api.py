@@ -135,6 +135,9 @@ def test_errors_are_one_json_line(service, tmp_path):
         assert unknown_route.status_code == 404
         file_source = client.post("/v1/datasets", json={"name": "etc", "source": "/etc/passwd"})
         assert file_source.status_code == 400 and "no file on its machine" in file_source.json()["error"]
+        for source in ("file:///etc/passwd", "sql+sqlite:////etc/gate.db?query=SELECT+1", " /etc/passwd"):
+            refused = client.post("/v1/datasets", json={"name": "etc", "source": source})
+            assert refused.status_code == 400 and "no file on its machine" in refused.json()["error"], source
         for response in (bad_yaml, hostile, not_object, deep, too_big, unknown_route, file_source):
             body = response.json()
             assert set(body) >= {"error"} and "\n" not in body["error"]

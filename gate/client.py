@@ -1,0 +1,328 @@
+"""``RemoteGate``: the gate's HTTP service (``gate.server``) behind the methods of ``Gate``
+the CLI calls, so `promptgate --gate-url URL ...` runs the very commands it runs on a
+database, to the same output and exit codes.
+
+Every answer is decoded by ``gate.wire`` into the same dataclasses ``Gate`` returns (the
+CLI renders them with the same code), and every refusal becomes the GateError ``Gate``
+raises, with the server's one line and exit code: 400 UsageError, 404 NotFound, 409
+IllegalTransition, 503 DatabaseError, 401/403 a GateError saying why. An unreachable or
+silent server is one line too ("cannot reach the gate at URL: ..."). The token travels
+only in the Authorization header: no message, log or error ever shows it.
+
+Waiting uses the service's long-poll (``/v1/updates/{id}/wait``): each request holds at
+most ``LONG_POLL`` seconds (``POLL_SLICE`` when the caller watches progress, ``on_poll``)
+and the loop honours the caller's overall timeout."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import time
+from decimal import Decimal
+from typing import Any, Callable
+from urllib.parse import quote, urlsplit, urlunsplit
+
+import httpx2
+
+from . import __version__
+from .errors import DatabaseError, GateError, IllegalTransition, NotFound, UsageError, first_line
+from .importer import DataDiff, Imported
+from .models import Dataset, DatasetVersion, LivePrompt, Mapping, Price, Update, WorkerRow
+from .service import DatasetPreview, Gate, UpdateReport, combine_exit_codes, latest_per_prompt
+from .service.gate import SHA_RE, SAMPLE_FAILURES
+from .spec import PromptSpec
+from .wire import decode
+
+LONG_POLL = 60.0        # seconds one long-poll request may hold (the server allows 120)
+POLL_SLICE = 2.0        # ... when the caller shows progress at each poll
+SHA_POLL = 0.5          # seconds between two look-ups of a commit's updates before any appears
+RECONNECT = 30.0        # seconds a wait tries again when the service that answered it goes away (a restart)
+TOKEN_RE = re.compile(r"[\x21-\x7e]{1,512}")
+TIMEOUTS = httpx2.Timeout(connect=10.0, read=60.0, write=30.0, pool=10.0)
+ERRORS_BY_STATUS = {400: UsageError, 404: NotFound, 409: IllegalTransition, 413: UsageError, 503: DatabaseError}
+
+
+def shown_url(url: str) -> str:
+    """The URL fit for a message: any user:password part removed."""
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def check_gate_url(url: str) -> str:
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(f"the gate URL {shown_url(url)[:120]!r} (--gate-url, PROMPTGATE_URL) is not an http:// or "
+                         "https:// URL")
+    return url.strip().rstrip("/")
+
+
+def _segment(name: Any) -> str:
+    """A name as one path segment (a "/" in it cannot reach another route)."""
+    return quote(str(name), safe="")
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return format(value, "f")
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def _deadline(timeout: float | None) -> float | None:
+    return None if timeout is None else time.monotonic() + max(0.0, timeout)
+
+
+def _left(deadline: float | None, most: float) -> float:
+    return most if deadline is None else max(0.0, min(most, deadline - time.monotonic()))
+
+
+def _expired(deadline: float | None) -> bool:
+    return deadline is not None and time.monotonic() >= deadline
+
+
+def _history_row(row: dict) -> dict:
+    """A history row with its times as datetimes again (an untyped dict on the wire)."""
+    if isinstance(row.get("applied_at"), str):
+        row["applied_at"] = dt.datetime.fromisoformat(row["applied_at"])
+    update = row.get("update")
+    if isinstance(update, dict) and isinstance(update.get("finished_at"), str):
+        update["finished_at"] = dt.datetime.fromisoformat(update["finished_at"])
+    return row
+
+
+class Unreachable(GateError):
+    """The service did not answer: refused, reset or timed out."""
+
+
+class RemoteGate:
+    """The gate's service at ``url``, called with bearer ``token`` (None: anonymous, what a
+    server with --public-read allows for reads)."""
+
+    def __init__(self, url: str, token: str | None = None):
+        self.url = check_gate_url(url)
+        headers = {"User-Agent": f"promptgate/{__version__}", "Accept": "application/json"}
+        if token:
+            if not TOKEN_RE.fullmatch(token.strip()):     # (never echoed: it may be a real token mangled)
+                raise UsageError("PROMPTGATE_TOKEN is not a token: printable ASCII without spaces, as "
+                                 "`promptgate token create` prints it")
+            headers["Authorization"] = f"Bearer {token.strip()}"
+        self.http = httpx2.Client(base_url=self.url, headers=headers, timeout=TIMEOUTS, follow_redirects=False)
+
+    def close(self) -> None:
+        self.http.close()
+
+    def __getattr__(self, name: str):
+        """A ``Gate`` method the service does not offer fails in one line, not a traceback."""
+        if name.startswith("_") or not hasattr(Gate, name):
+            raise AttributeError(name)
+
+        def database_only(*_args, **_kwargs):
+            raise UsageError(f"this works on the gate's database, not through its service ({name}): give "
+                             "--database-url URL (or PROMPTGATE_DATABASE_URL)")
+        return database_only
+
+    # --- the one place a request is made and its answer judged -----------------------------
+
+    def _call(self, method: str, path: str, *, params: dict | None = None, body: Any = None,
+              timeout: float | None = None) -> Any:
+        """The answer's JSON, or the GateError the server's answer stands for."""
+        content = None if body is None else json.dumps(body, default=_json_value, ensure_ascii=True)
+        headers = {"Content-Type": "application/json"} if body is not None else None
+        extra = {} if timeout is None else {"timeout": httpx2.Timeout(timeout, connect=TIMEOUTS.connect)}
+        params = {k: v for k, v in (params or {}).items() if v is not None}
+        try:
+            response = self.http.request(method, path, params=params, content=content, headers=headers, **extra)
+        except httpx2.HTTPError as exc:
+            raise Unreachable(f"cannot reach the gate at {shown_url(self.url)}: {first_line(exc) or type(exc).__name__}") \
+                from None
+        return self._answer(response)
+
+    def _answer(self, response) -> Any:
+        try:
+            data = response.json()
+        except ValueError:
+            data = None
+        if response.status_code < 300 and data is not None:
+            return data
+        message = data.get("error") if isinstance(data, dict) else None
+        if not isinstance(message, str) or not message:
+            raise GateError(f"the gate at {shown_url(self.url)} answered HTTP {response.status_code} "
+                            f"{response.reason_phrase}".rstrip())
+        error = ERRORS_BY_STATUS.get(response.status_code, GateError)(first_line(message, 500))
+        code = data.get("exit_code")
+        if isinstance(code, int) and not isinstance(code, bool) and 0 < code < 256:
+            error.exit_code = code
+        raise error
+
+    # --- submissions and their reports -----------------------------------------------------
+
+    def submit(self, spec: PromptSpec, mode: str = "check", source: dict | None = None, reuse: bool = True) -> int:
+        """Submit the prompt (its canonical config, which the server parses as it parses a
+        file). ``source``: its ``key``, ``sha``, ``path`` (and ``repo``, ``pr``) as the local
+        gate takes them; the service records who submitted it."""
+        source = source or {}
+        body = {"prompt": spec.to_config(), "mode": mode, "reuse": reuse, "source_key": source.get("key"),
+                **{k: source.get(k) for k in ("sha", "repo", "pr", "path")}}
+        return int(self._call("POST", "/v1/updates", body={k: v for k, v in body.items() if v is not None})["id"])
+
+    def status(self, update_id: int, failures: int = SAMPLE_FAILURES) -> UpdateReport:
+        data = self._call("GET", f"/v1/updates/{int(update_id)}", params={"failures": failures, "view": "wire"})
+        return decode(UpdateReport, data)
+
+    def _long_poll(self, update_id: int, seconds: float, failures: int = SAMPLE_FAILURES,
+                   patient: bool = False) -> UpdateReport:
+        """The report once the update is terminal, or after ``seconds``. ``patient``: the
+        service answered this wait before, so a service that goes away (a restart) is
+        asked again for up to ``RECONNECT`` seconds before the wait gives up."""
+        give_up = time.monotonic() + (RECONNECT if patient else 0.0)
+        while True:
+            try:
+                data = self._call("GET", f"/v1/updates/{int(update_id)}/wait", timeout=seconds + TIMEOUTS.read,
+                                  params={"timeout": round(seconds, 3), "failures": failures, "view": "wire"})
+                return decode(UpdateReport, data)
+            except Unreachable:
+                if time.monotonic() >= give_up:
+                    raise
+                time.sleep(1.0)
+
+    def wait(self, update_id: int, timeout: float | None = None, poll: float = 0.25,
+             on_poll: Callable[[UpdateReport], Any] | None = None) -> UpdateReport:
+        """Long-poll until the update is terminal or ``timeout`` seconds pass. With ``on_poll``
+        the polls are short (``POLL_SLICE``) and it is called with each open report."""
+        deadline = _deadline(timeout)
+        step = LONG_POLL if on_poll is None else POLL_SLICE
+        report = None
+        while True:
+            report = self._long_poll(update_id, _left(deadline, step), patient=report is not None)
+            if report.terminal or _expired(deadline):
+                return report
+            if on_poll is not None:
+                on_poll(report)
+
+    def wait_status(self, update_id: int, timeout: float | None = None, poll: float = 0.25,
+                    on_status: Callable[[str], Any] | None = None) -> str:
+        on_poll = (lambda report: on_status(report.status)) if on_status else None
+        return self.wait(update_id, timeout, poll, on_poll).status
+
+    def updates_for_sha(self, sha: str, prompt_name: str | None = None) -> list[Update]:
+        return decode(list[Update], self._call("GET", "/v1/updates", params={"sha": sha, "prompt": prompt_name}))
+
+    def wait_for_sha(self, sha: str, prompt: str | None = None, timeout: float | None = None,
+                     poll: float = SHA_POLL) -> tuple[int, list[UpdateReport]]:
+        """As ``Gate.wait_for_sha``: look the commit's updates up until some appear (up to
+        ``timeout``), then long-poll them until each is terminal."""
+        sha = (sha or "").strip()
+        if not SHA_RE.fullmatch(sha):
+            raise UsageError(f"{sha!r} is not a commit SHA")
+        deadline = _deadline(timeout)
+        while True:
+            updates = latest_per_prompt(self.updates_for_sha(sha, prompt))
+            expired = _expired(deadline)
+            if updates:
+                reports = [self.status(u.id) for u in updates]
+                if expired or all(r.terminal for r in reports):
+                    return combine_exit_codes(r.exit_code for r in reports), reports
+                waiting = next(r for r in reports if not r.terminal)
+                self._long_poll(waiting.update.id, _left(deadline, LONG_POLL), failures=0, patient=True)
+            elif deadline is None or expired:
+                what = f" for prompt {prompt}" if prompt else ""      # the words of Gate.wait_for_sha
+                raise NotFound(f"no update was submitted for commit {sha}{what} (wait needs the full SHA the "
+                               "Action or `promptgate submit --sha` used)")
+            else:
+                time.sleep(_left(deadline, poll))
+
+    def list_updates(self, limit: int = 20, prompt_name: str | None = None) -> list[Update]:
+        return decode(list[Update], self._call("GET", "/v1/updates", params={"limit": limit, "prompt": prompt_name}))
+
+    def cancel(self, update_id: int, reason: str = "cancelled by a user") -> None:
+        """Cancel the update (the service records who cancelled it as the reason)."""
+        self._call("POST", f"/v1/updates/{int(update_id)}/cancel")
+
+    # --- prompts ------------------------------------------------------------------------------
+
+    def live(self, name: str) -> LivePrompt:
+        return decode(LivePrompt, self._call("GET", f"/v1/prompts/{_segment(name)}/live"))
+
+    def history(self, name: str, limit: int = 50) -> list[dict]:
+        """A prompt's live versions, newest first, as ``Gate.history`` gives them."""
+        rows = self._call("GET", f"/v1/prompts/{_segment(name)}/history", params={"limit": limit})
+        return [_history_row(decode(dict, row)) for row in rows[:limit]]
+
+    def rollback(self, name: str, reason: str, actor: str, to_version: int | None = None,
+                 seen_version: int | None = None) -> dict:
+        """An earlier version live again; the service records its token's name (and
+        ``actor``) as who."""
+        body = {"reason": reason, "actor": actor, "to": to_version, "seen_version": seen_version}
+        return self._call("POST", f"/v1/prompts/{_segment(name)}/rollback",
+                          body={k: v for k, v in body.items() if v is not None})
+
+    # --- datasets, bars, prices, workers ----------------------------------------------------
+
+    def list_datasets(self) -> list[tuple[Dataset, list[Mapping]]]:
+        return [(decode(Dataset, d["dataset"]), decode(list[Mapping], d["mappings"]))
+                for d in self._call("GET", "/v1/datasets")]
+
+    def mappings(self, prompt_name: str | None = None) -> list[Mapping]:
+        return [m for _, maps in self.list_datasets() for m in maps if prompt_name in (None, m.prompt_name)]
+
+    def get_dataset(self, name: str) -> Dataset:
+        return self.dataset_versions(name)[0]
+
+    def register_dataset(self, name: str, source_uri: str, *, id_column: str | None = None,
+                         label_column: str | None = None, base_dir=None, declared_in: str | None = None) -> Dataset:
+        """Register a dataset the server reads (https://, s3://, sql+...; the service
+        refuses a file on its machine). ``base_dir`` and ``declared_in`` serve the local
+        gate's file sources only, so they are not sent."""
+        body = {"name": name, "source": source_uri, "id_column": id_column, "label_column": label_column}
+        data = self._call("POST", "/v1/datasets", body={k: v for k, v in body.items() if v is not None})
+        return decode(Dataset, data["dataset"])
+
+    def refresh_dataset(self, name: str) -> tuple[Dataset, Imported | None]:
+        data = self._call("POST", f"/v1/datasets/{_segment(name)}/refresh")
+        return decode(Dataset, data["dataset"]), decode(Imported, data.get("imported"))
+
+    def dataset_versions(self, name: str) -> tuple[Dataset, list[DatasetVersion]]:
+        data = self._call("GET", f"/v1/datasets/{_segment(name)}/versions")
+        return decode(Dataset, data["dataset"]), decode(list[DatasetVersion], data["versions"])
+
+    def dataset_version(self, name: str, version: int | None = None) -> DatasetVersion:
+        if version == 0:        # the route's 0 means "current": ask for version 0 as the local gate does
+            return self.preview_dataset(name, 0, 0).version
+        return decode(DatasetVersion, self._call("GET", f"/v1/datasets/{_segment(name)}/versions/{int(version or 0)}"))
+
+    def preview_dataset(self, name: str, rows: int = 10, version: int | None = None) -> DatasetPreview:
+        data = self._call("GET", f"/v1/datasets/{_segment(name)}/preview",
+                          params={"rows": max(0, rows), "version": version})
+        return decode(DatasetPreview, data)
+
+    def diff_versions(self, name: str, old: int, new: int) -> DataDiff:
+        return decode(DataDiff, self._call("GET", f"/v1/datasets/{_segment(name)}/diff",
+                                           params={"old": old, "new": new}))
+
+    def map_dataset(self, prompt_name: str, dataset_name: str, min_accuracy: Any, *,
+                    bars: dict | None = None) -> Mapping:
+        data = self._call("PUT", f"/v1/prompts/{_segment(prompt_name)}/datasets/{_segment(dataset_name)}",
+                          body={"min_accuracy": min_accuracy, "bars": bars})
+        return decode(Mapping, data)
+
+    def unmap_dataset(self, prompt_name: str, dataset_name: str) -> bool:
+        path = f"/v1/prompts/{_segment(prompt_name)}/datasets/{_segment(dataset_name)}"
+        return bool(self._call("DELETE", path)["removed"])
+
+    def prices(self) -> dict[str, Price]:
+        return decode(dict[str, Price], self._call("GET", "/v1/prices"))
+
+    def live_workers(self) -> list[WorkerRow]:
+        return decode(list[WorkerRow], self._call("GET", "/v1/workers"))
+
+    # --- the gate config ----------------------------------------------------------------------
+
+    def sync_config(self, text: str, path: str, dry_run: bool = False):
+        """``gateconfig.sync`` (or with ``dry_run`` ``gateconfig.diff``) of the gate config
+        ``text``, run by the service; ``path`` is the name its messages give the file. The
+        service syncs datasets it reads itself: a file source is refused."""
+        from .gateconfig import SyncResult
+        data = self._call("POST", "/v1/sync", body={"config": text, "path": path, "dry_run": dry_run},
+                          timeout=10 * TIMEOUTS.read)
+        return decode(SyncResult, data)
