@@ -1,7 +1,8 @@
 """The Action's inputs, declared once: ``INPUTS`` is what ``ActionOptions`` reads from the
 environment (``INPUT_<NAME>``, as a composite action passes them), what ``promptgate
 action`` offers as options, and what action.yml must declare (a test holds them equal).
-``database-url`` is not among them: it reaches the gate as PROMPTGATE_DATABASE_URL."""
+``database-url``, ``gate-url`` and ``gate-token`` are not among them: they reach the gate as
+PROMPTGATE_DATABASE_URL, PROMPTGATE_URL and PROMPTGATE_TOKEN."""
 
 from __future__ import annotations
 

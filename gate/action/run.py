@@ -124,7 +124,10 @@ def sync_config(run: ActionRun) -> bool:
         return True
     try:
         cfg = gateconfig.load_config(full, display_path=path)
-        result = gateconfig.sync(run.gate, cfg) if mode == "apply" else _pull_request_diff(run, cfg)
+        if not isinstance(run.gate, Gate):
+            result = _service_sync(run, full, cfg)
+        else:
+            result = gateconfig.sync(run.gate, cfg) if mode == "apply" else _pull_request_diff(run, cfg)
     except SpecError as exc:
         return _config_problem(run, problem_from(exc, path, text_or_none(full, path)))
     except GateError as exc:         # a dataset file of the pull request that cannot be read
@@ -144,6 +147,18 @@ def _pull_request_diff(run: ActionRun, cfg) -> gateconfig.SyncResult:
     if run.config_changed:
         return result
     return gateconfig.SyncResult(result.path, tuple(c for c in result.changes if c.kind == "dataset-rows"))
+
+
+def _service_sync(run: ActionRun, full: Path, cfg) -> gateconfig.SyncResult:
+    """Through the gate's service (gate-url): the service syncs (or, on a pull request,
+    diffs) the file's text, reading the datasets' sources itself, so they must be sources
+    it can read (https, s3, sql). The rows of dataset files a pull request changes are not
+    compared here: they are on this runner, not the service's machine."""
+    if run.mode == "apply":
+        return run.gate.sync_config(read_text_file(full, cfg.path), cfg.path, dry_run=False)
+    if not run.config_changed:
+        return gateconfig.SyncResult(cfg.path, ())
+    return run.gate.sync_config(read_text_file(full, cfg.path), cfg.path, dry_run=True)
 
 
 def _config_problem(run: ActionRun, problem: Problem) -> bool:

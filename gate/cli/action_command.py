@@ -12,7 +12,7 @@ from ..action import INPUTS, ActionInput, ActionOptions, run_action
 from ..action.inputs import MODES
 from ..errors import UsageError
 from ..settings import DEFAULT_DATABASE_URL
-from .common import database_option, open_database
+from .common import TOKEN_ENV, database_option, open_database, open_gate
 
 
 def _input_option(spec: ActionInput):
@@ -32,11 +32,25 @@ def _input_option(spec: ActionInput):
 @click.pass_context
 def action_cmd(ctx, **inputs):
     """Run the GitHub Action for the current event (reads GITHUB_* and INPUT_*)."""
-    settings = ctx.find_root().obj["settings"]
-    if not os.environ.get("PROMPTGATE_DATABASE_URL") and settings.database_url == DEFAULT_DATABASE_URL:
-        raise UsageError("no gate database: set the action's database-url input (PROMPTGATE_DATABASE_URL)")
     options = ActionOptions.build(**{k: v for k, v in inputs.items() if v is not None})
-    ctx.exit(run_action(os.environ, open_database(ctx), options))
+    ctx.exit(run_action(os.environ, _action_gate(ctx, options), options))
+
+
+def _action_gate(ctx, options: ActionOptions):
+    """The gate the Action talks to: the service (gate-url + gate-token, the recommended
+    setup: no database credentials in CI), else the database (database-url)."""
+    obj = ctx.find_root().obj
+    if obj.get("gate_url"):
+        if options.run_workers:
+            raise UsageError("run-workers needs the gate's database (database-url): with gate-url the gate's own "
+                             "workers evaluate")
+        if not os.environ.get(TOKEN_ENV):
+            raise UsageError("gate-url needs gate-token (PROMPTGATE_TOKEN): a token of submit scope")
+        return open_gate(ctx)
+    settings = obj["settings"]
+    if not os.environ.get("PROMPTGATE_DATABASE_URL") and settings.database_url == DEFAULT_DATABASE_URL:
+        raise UsageError("no gate: set the action's gate-url and gate-token inputs (or database-url)")
+    return open_database(ctx)
 
 
 for _spec in INPUTS:

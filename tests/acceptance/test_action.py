@@ -225,55 +225,50 @@ def evaluate(text, ctx: dict) -> str:
     return EXPR.sub(one, text)
 
 
-def workflow_from_docs() -> dict:
+IN_JOB = "## The workflow with the workers in the job"
+WITH_SERVICE = "## The workflow (recommended: with the gate service)"
+
+
+def workflow_from_docs(heading: str = IN_JOB) -> dict:
     doc = (ROOT / "docs" / "github-action.md").read_text()
-    section = doc.split("## The workflow", 1)[1]
+    section = doc.split(heading, 1)[1]
     return yaml.safe_load(re.search(r"```yaml\n(.*?)```", section, re.S).group(1))
 
 
 def test_action_yml_passes_inputs_only_through_env():
     action = yaml.safe_load((ROOT / "action.yml").read_text())
     assert action["runs"]["using"] == "composite"
-    assert set(action["inputs"]) == {"database-url", "prompts", "gate-config", "mode", "run-workers", "timeout",
+    assert set(action["inputs"]) == {"gate-url", "gate-token", "database-url", "prompts", "gate-config", "mode", "run-workers", "timeout",
                                      "fail-on-reject", "comment", "github-token", "comment-author", "reuse"}
     assert set(action["outputs"]) == {"status", "tracking-ids", "report-path"}
     for step in action["runs"]["steps"]:
         assert "${{" not in step["run"], f"step {step['id']} interpolates an expression into shell code"
     workflow = workflow_from_docs()
+    assert workflow_from_docs(WITH_SERVICE)["permissions"] == workflow["permissions"]
     assert workflow["permissions"] == {"contents": "read", "pull-requests": "write", "statuses": "write"}
     assert workflow[True if True in workflow else "on"].keys() >= {"pull_request", "push"}
 
 
-def test_end_to_end_action_yml_steps(mysql_url, llm, github, tmp_path):
-    setup = Gate.connect(mysql_url, upgrade=True)                  # the gate's operator ran db upgrade and
-    ws = make_workspace(tmp_path)                                  # main synced the gate config earlier
-    gateconfig.sync(setup, ws / "gate.yaml")
-    setup.close()
-    use_candidate(ws, "ticket-urgency-v2")
-    github.add_pull(21, HEAD1, ["prompts/ticket-urgency.yaml", "README.md"])
-    env = github_env(tmp_path, github, ws, "pull_request", pr_payload(21, HEAD1), "m" * 40, "refs/pull/21/merge")
-
-    workflow = workflow_from_docs()
+def run_action_yml(heading: str, ws: Path, env: dict, tmp_path: Path, wf_ctx: dict, extra_env: dict) -> dict:
+    """The documented workflow's prompt-gate step, as a runner runs action.yml's own steps:
+    its inputs from the workflow's `with:` (expressions evaluated in ``wf_ctx``) and
+    action.yml's defaults, each `run:` script under bash with the step's env. Returns the
+    Action's outputs and each step's process."""
+    workflow = workflow_from_docs(heading)
     steps = workflow["jobs"]["gate"]["steps"]
-    assert steps[0]["uses"].startswith("actions/checkout")         # the workspace above stands in for it
+    assert steps[0]["uses"].startswith("actions/checkout")         # the workspace stands in for it
     gate_step, = [s for s in steps if "prompt-gate@" in s.get("uses", "")]
-    secrets = {"PROMPTGATE_DATABASE_URL": mysql_url, "OPENAI_API_KEY": "test-key"}
-    wf_ctx = {"secrets": secrets, "github": {"token": TOKEN}}
     given = {k: evaluate(v, wf_ctx) for k, v in (gate_step.get("with") or {}).items()}
     step_env = {k: evaluate(v, wf_ctx) for k, v in (gate_step.get("env") or {}).items()}
-
     action = yaml.safe_load((ROOT / "action.yml").read_text())
-    inputs = {}
-    for name, spec in action["inputs"].items():
-        inputs[name] = given[name] if name in given else evaluate(spec.get("default", ""), wf_ctx)
+    inputs = {name: given[name] if name in given else evaluate(spec.get("default", ""), wf_ctx)
+              for name, spec in action["inputs"].items()}
     assert not set(given) - set(action["inputs"]), "the documented workflow passes an unknown input"
     job_env = {**{k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")}, **env,
-               "GITHUB_ACTION_PATH": str(ROOT), "GITHUB_TOKEN": "",
-               "OPENAI_BASE_URL": llm.base_url,                     # a repository variable in real use
-               "PROMPTGATE_POLL_INTERVAL": "0.02", "PROMPTGATE_POLL_MAX_INTERVAL": "0.1",
+               "GITHUB_ACTION_PATH": str(ROOT), "GITHUB_TOKEN": "", **extra_env,
                "PYTHONPATH": str(ROOT)}                             # the package as the skipped install left it
     ctx = {"inputs": inputs, "github": {"action_path": str(ROOT), "token": TOKEN}, "steps": {}}
-    results = []
+    results, envs = [], []
     for step in action["runs"]["steps"]:
         out_file = tmp_path / f"step-{step['id']}.out"
         out_file.write_text("")
@@ -290,13 +285,31 @@ def test_end_to_end_action_yml_steps(mysql_url, llm, github, tmp_path):
             script.write_text(evaluate(step["run"], ctx))
             run_env = {**job_env, **step_env, **{k: evaluate(v, ctx) for k, v in (step.get("env") or {}).items()},
                        "GITHUB_OUTPUT": str(out_file)}
+            envs.append(run_env)
             proc = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)], env=run_env,
                                   cwd=ws, capture_output=True, text=True, timeout=120)
             results.append(proc)
             assert proc.returncode == 0, proc.stdout + proc.stderr
         ctx["steps"][step["id"]] = {"outputs": read_outputs(out_file)}
     outputs = {name: evaluate(spec["value"], ctx) for name, spec in action["outputs"].items()}
-    assert outputs["status"] == "passed", results[-1].stdout
+    return {"outputs": outputs, "results": results, "envs": envs}
+
+
+def test_end_to_end_action_yml_steps(mysql_url, llm, github, tmp_path):
+    setup = Gate.connect(mysql_url, upgrade=True)                  # the gate's operator ran db upgrade and
+    ws = make_workspace(tmp_path)                                  # main synced the gate config earlier
+    gateconfig.sync(setup, ws / "gate.yaml")
+    setup.close()
+    use_candidate(ws, "ticket-urgency-v2")
+    github.add_pull(21, HEAD1, ["prompts/ticket-urgency.yaml", "README.md"])
+    env = github_env(tmp_path, github, ws, "pull_request", pr_payload(21, HEAD1), "m" * 40, "refs/pull/21/merge")
+    wf_ctx = {"secrets": {"PROMPTGATE_DATABASE_URL": mysql_url, "OPENAI_API_KEY": "test-key"},
+              "github": {"token": TOKEN}}
+    ran = run_action_yml(IN_JOB, ws, env, tmp_path, wf_ctx,
+                         {"OPENAI_BASE_URL": llm.base_url,                    # a repository variable in real use
+                          "PROMPTGATE_POLL_INTERVAL": "0.02", "PROMPTGATE_POLL_MAX_INTERVAL": "0.1"})
+    outputs = ran["outputs"]
+    assert outputs["status"] == "passed", ran["results"][-1].stdout
     ids = json.loads(outputs["tracking-ids"])
     assert len(ids) == 1 and Path(outputs["report-path"]).is_file()
     body, = [c["body"] for c in github.comments_on(21)]
@@ -305,6 +318,48 @@ def test_end_to_end_action_yml_steps(mysql_url, llm, github, tmp_path):
     check = Gate.connect(mysql_url)
     try:
         assert check.status(ids[0]).update.source["sha"] == HEAD1
+    finally:
+        check.close()
+
+
+def test_end_to_end_with_the_gate_service_and_no_database_url(mysql_url, llm, github, tmp_path):
+    """The recommended workflow: gate-url + gate-token, the service and the workers run
+    elsewhere (here: a real `promptgate serve` and a real worker process on the gate's
+    database), and no database URL anywhere in the job's environment."""
+    from service_harness import Service
+    from workers_harness import WorkerFleet, worker_env
+    setup = Gate.connect(mysql_url, upgrade=True)
+    ws = make_workspace(tmp_path)
+    gateconfig.sync(setup, ws / "gate.yaml")                       # the operator synced from main earlier
+    setup.close()
+    service = Service(mysql_url, tmp_path)
+    fleet = WorkerFleet(worker_env(mysql_url, llm.base_url), tmp_path)
+    fleet.start(1)
+    try:
+        use_candidate(ws, "ticket-urgency-v2")
+        github.add_pull(22, HEAD1, ["prompts/ticket-urgency.yaml"])
+        env = github_env(tmp_path, github, ws, "pull_request", pr_payload(22, HEAD1), "m" * 40,
+                         "refs/pull/22/merge")
+        wf_ctx = {"secrets": {"PROMPTGATE_TOKEN": service.tokens["submit"]}, "vars": {"PROMPTGATE_URL": service.url},
+                  "github": {"token": TOKEN}}
+        ran = run_action_yml(WITH_SERVICE, ws, env, tmp_path, wf_ctx, {})
+    finally:
+        fleet.stop_all()
+        service.stop()
+    for step_env in ran["envs"]:
+        assert not step_env.get("PROMPTGATE_DATABASE_URL"), "a database URL reached the job"
+        assert not any("mysql" in str(v) or "pg_test_" in str(v) for v in step_env.values()), \
+            "a database URL reached the job"
+    outputs = ran["outputs"]
+    assert outputs["status"] == "passed", ran["results"][-1].stdout + ran["results"][-1].stderr
+    update_id, = json.loads(outputs["tracking-ids"])
+    body, = [c["body"] for c in github.comments_on(22)]
+    assert body.startswith(MARKER) and "ticket-urgency: PASSED" in body
+    assert [s["state"] for s in github.repo.statuses] == ["pending", "success"]
+    check = Gate.connect(mysql_url)
+    try:
+        source = check.status(update_id).update.source
+        assert source["sha"] == HEAD1 and source["pr"] == 22 and source["submitted_by"].startswith("test-submit-")
     finally:
         check.close()
 
