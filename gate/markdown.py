@@ -243,6 +243,8 @@ def _run_view(run: RunReport, samples: int, excerpt: int) -> dict:
         "labels": sorted(run.labels.items()),
         "calls": run.calls if run.status == "DONE" else None,
         "broken": run.broken[:max(0, samples)],
+        "trials": run.trials,
+        "unstable": run.unstable[:max(0, samples)],
     }
 
 

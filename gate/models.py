@@ -138,8 +138,40 @@ class ItemResult:
     completion_tokens: int | None = None
     error: str | None = None
     retry_in: float | None = None     # seconds until the retry is visible (PENDING only)
-    answer_key: str | None = None     # the request's reuse key (gate.reuse)
+    answer_key: str | None = None     # the request's reuse key (gate.reuse); of trial 1 with trials
     reused_update_id: int | None = None   # the update whose answer this is, when reused
+    trials: tuple["Trial", ...] | None = None   # each trial's answer, with trials > 1 (gate.trials)
+    unstable: bool = False            # the trials' answers disagree
+
+
+TRIAL_OUTPUT_LIMIT = 200             # characters of each trial's output kept with its item
+TRIAL_ERROR_LIMIT = 300
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One of an item's trials (gate.trials): its answer, or why its call failed. ``key``
+    (its reuse key) and ``reused_update_id`` say where the answer is kept or came from."""
+    decision: str | None
+    raw_output: str | None = None
+    latency_ms: int | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    error: str | None = None
+    key: str | None = None
+    reused_update_id: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stored form (``prompt_run_item.trials``): outputs and errors bounded."""
+        stored: dict[str, Any] = {"decision": self.decision,
+                                  "raw_output": (self.raw_output or "")[:TRIAL_OUTPUT_LIMIT] or None,
+                                  "latency_ms": self.latency_ms, "prompt_tokens": self.prompt_tokens,
+                                  "completion_tokens": self.completion_tokens}
+        if self.error is not None:
+            stored["error"] = self.error[:TRIAL_ERROR_LIMIT]
+        if self.reused_update_id is not None:
+            stored["reused_update_id"] = self.reused_update_id
+        return stored
 
 
 @dataclass(frozen=True)
@@ -150,6 +182,16 @@ class ItemSample:
     verdict: str
     raw_output: str | None
     error: str | None
+
+
+@dataclass(frozen=True)
+class UnstableItem:
+    """An item whose trials disagree: what each trial answered (``(error)``: its call failed)."""
+    item_id: str
+    expected_decision: str
+    actual_decision: str | None
+    verdict: str
+    answers: list[str]
 
 
 @dataclass(frozen=True)
@@ -199,6 +241,7 @@ class Answer:
     completion_tokens: int | None
     update_id: int
     run_id: int                       # the run that paid for it: reused once that run is finished
+    trial_of: str | None = None       # trials 2..N: the key of trial 1 (retention keeps them together)
 
 
 @dataclass(frozen=True)

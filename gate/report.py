@@ -22,6 +22,7 @@ def render_text(report: UpdateReport) -> str:
         lines.append(f"  {safe(r.dataset)}: {format_pct(r.matches, r.scored)} vs bar {format_bar(r.bar)} [{verdict}] "
                      f"{progress}, {r.errors} errors" +
                      (f" — {safe(r.reason)}" if r.reason and r.status == "ERROR" else ""))
+        lines += _trials_lines(r)
         lines += _comparison_lines(r)
         lines += _calls_lines(r)
         lines += [f"    bar {c['bar'] if c['label'] is None else c['bar'] + '[' + safe(c['label']) + ']'} "
@@ -44,6 +45,20 @@ def render_text(report: UpdateReport) -> str:
     if extra:
         lines.append("  " + ", ".join(extra))
     return "\n".join(lines)
+
+
+def _trials_lines(r) -> list[str]:
+    """A run with trials: the rule, how many items are unstable, and those listed (their
+    trials disagree; the first of them, dataset order)."""
+    t = r.trials
+    if not t:
+        return []
+    unstable = "" if t["unstable"] is None else f"; {t['unstable']} unstable item{'s' if t['unstable'] != 1 else ''}"
+    lines = [f"    trials: {t['n']} calls per item, {t['rule']} ({t['needed']} of {t['n']} must match){unstable}"]
+    for u in r.unstable:
+        lines.append(f"    unstable {safe(u.item_id)}: expected {safe(u.expected_decision)}, trials "
+                     f"{', '.join(safe(a, 40) for a in u.answers)} → {u.verdict}")
+    return lines
 
 
 def _comparison_lines(r) -> list[str]:
@@ -76,5 +91,6 @@ def _calls_lines(r) -> list[str]:
         return []
     lat = calls["latency_ms"]
     cost = f"; cost ${float(r.cost['usd']):.4f} (${float(r.cost['per_1k_items']):.4f} per 1k items)" if r.cost else ""
-    return [f"    calls: latency p50 {lat['p50']} ms, p95 {lat['p95']} ms, max {lat['max']} ms; tokens "
+    count = f"{calls['calls']} ({r.trials['n']} per item), " if r.trials and "calls" in calls else ""
+    return [f"    calls: {count}latency p50 {lat['p50']} ms, p95 {lat['p95']} ms, max {lat['max']} ms; tokens "
             f"{calls['prompt_tokens']} in, {calls['completion_tokens']} out{cost}"]

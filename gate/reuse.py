@@ -12,6 +12,12 @@ version. So a merged pull request whose check passed makes no call when it is ap
 unchanged prompt re-run costs nothing, a changed template calls every item again and one
 changed dataset row calls one item. ``submit --no-reuse`` forces fresh calls (a model at
 temperature > 0 answers differently each time: a team may want every verdict fresh).
+
+With ``trials: N`` each trial is a distinct answer kept under its own key
+(``trial_keys``): trial 1 under the request's key, trial t > 1 under the hash of that key
+and t. So an answer is never replayed as another trial of the same item, a prompt with
+one trial keeps the key it always had (answers kept before trials existed stay reusable),
+and raising N from 3 to 5 calls trials 4 and 5 only.
 """
 
 from __future__ import annotations
@@ -48,8 +54,18 @@ def request_key(spec: PromptSpec, messages: Sequence[Mapping[str, str]], base_ur
         "request": request_kwargs(spec, list(messages)), "decision": decision_rule(spec)})).hexdigest()
 
 
+def trial_keys(spec: PromptSpec, messages: Sequence[Mapping[str, str]], base_url: str | None) -> tuple[str, ...]:
+    """The keys of an item's trials, trial 1 first (one key, the request's, for one trial)."""
+    first = request_key(spec, messages, base_url)
+    return (first,) + tuple(hashlib.sha256(_canonical({"request_key": first, "trial": t})).hexdigest()
+                            for t in range(2, spec.trials + 1))
+
+
 def pin(spec: PromptSpec, version: DatasetVersion, bar: Decimal) -> dict[str, Any]:
     """What a run's verdict stands on, stored with the run."""
-    return {"dataset_version_id": version.id, "content_hash": version.content_hash, "rows": version.row_count,
-            "bar": str(bar), "model": spec.model, "config_hash": spec.config_hash,
-            "decision": decision_rule(spec), "call_path": CALL_PATH_VERSION}
+    pinned = {"dataset_version_id": version.id, "content_hash": version.content_hash, "rows": version.row_count,
+              "bar": str(bar), "model": spec.model, "config_hash": spec.config_hash,
+              "decision": decision_rule(spec), "call_path": CALL_PATH_VERSION}
+    if spec.trials > 1:
+        pinned["trials"] = spec.rule.pinned()
+    return pinned

@@ -26,11 +26,12 @@ from typing import Any, Mapping
 from .errors import SpecError
 from .linear_regex import PatternError, compile_pattern
 from .templating import MAX_NODES as MAX_TEMPLATE_NODES, TemplateProblem, check_template
+from .trials import DEFAULT_RULE, MAX_TRIALS, TRIAL_RULES, TrialRule
 from .yamlfile import parse_yaml, read_text_file
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$")
 TOP_FIELDS = ("name", "description", "model", "params", "messages", "labels", "decision",
-              "response_format", "provider")
+              "response_format", "provider", "trials", "trial_rule", "k")
 ROLES = ("system", "developer", "user", "assistant")
 # No classification needs more; each call's estimate spends the shared token budget
 # (gate.ratelimit), so a pull request must not set it huge.
@@ -108,6 +109,13 @@ class PromptSpec:
     decision: Decision = Decision()
     response_format: Mapping[str, Any] | None = None
     provider: str | None = None     # the name of a provider the gate declares; None: the default
+    trials: int = 1                 # calls per item (gate.trials), and the rule over them
+    trial_rule: str = DEFAULT_RULE
+    k: int | None = None            # k_of_n only
+
+    @property
+    def rule(self) -> TrialRule:
+        return TrialRule(self.trials, self.trial_rule, self.k)
 
     def to_config(self) -> dict[str, Any]:
         """The canonical dict stored in the database (defaults filled in)."""
@@ -124,6 +132,13 @@ class PromptSpec:
             config["response_format"] = _thaw(self.response_format)
         if self.provider is not None:
             config["provider"] = self.provider
+        # only when not the default: the config (and hash) of a prompt without trials is unchanged
+        if self.trials != 1:
+            config["trials"] = self.trials
+        if self.trial_rule != DEFAULT_RULE:
+            config["trial_rule"] = self.trial_rule
+        if self.k is not None:
+            config["k"] = self.k
         return config
 
     @property
@@ -164,6 +179,7 @@ def parse_spec(data: Any, file: str | None = None) -> PromptSpec:
         decision=_parse_decision(data.get("decision"), file),
         response_format=_freeze(_parse_response_format(data.get("response_format"), file)),
         provider=_parse_provider(data.get("provider"), file),
+        **_parse_trials(data, file),
     )
 
 
@@ -363,6 +379,24 @@ def _parse_provider(value: Any, file: str | None) -> str | None:
         raise SpecError(file, "provider", "must name a provider the gate declares (the gate config's providers: "
                         "or PROMPTGATE_PROVIDERS); a prompt file may not carry a URL or a key variable")
     return check_name(value, "provider", file)
+
+
+def _parse_trials(data: Mapping[str, Any], file: str | None) -> dict[str, Any]:
+    """``trials`` (1..MAX_TRIALS), ``trial_rule`` and, for k_of_n only, ``k`` (1..trials)."""
+    trials = data.get("trials", 1)
+    if isinstance(trials, bool) or not isinstance(trials, int) or not 1 <= trials <= MAX_TRIALS:
+        raise SpecError(file, "trials", f"must be a whole number from 1 to {MAX_TRIALS} (calls per item)")
+    rule = data.get("trial_rule", DEFAULT_RULE)
+    rule = rule.replace("-", "_") if isinstance(rule, str) else rule
+    if rule not in TRIAL_RULES:
+        raise SpecError(file, "trial_rule", f"must be one of {', '.join(TRIAL_RULES)}")
+    k = data.get("k")
+    if rule != "k_of_n":
+        if k is not None:
+            raise SpecError(file, "k", "is only for trial_rule: k_of_n")
+    elif isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= trials:
+        raise SpecError(file, "k", f"trial_rule k_of_n needs k, a whole number from 1 to trials ({trials})")
+    return {"trials": trials, "trial_rule": rule, "k": k}
 
 
 def request_kwargs(spec: PromptSpec, messages: list[dict[str, str]]) -> dict[str, Any]:

@@ -51,3 +51,16 @@ def write_rule_rows(path: Path, n: int, wrong_every: int = 0) -> Path:
             expected = wrong if wrong_every and i % wrong_every == 0 else right
             w.writerow([f"i{i}", expected, f"{'alpha' if right == 'yes' else 'beta'} message {i}"])
     return path
+
+
+def old_request_key(spec_, messages, base_url) -> str:
+    """The reuse key's formula before trials existed (gate/reuse.py at 297a3e8): a prompt
+    with one trial must keep it, or the answers kept before would never be reused."""
+    import hashlib
+    import json
+    from gate.reuse import CALL_PATH_VERSION, decision_rule
+    from gate.spec import request_kwargs
+    canonical = json.dumps({"call_path": CALL_PATH_VERSION, "endpoint": base_url or "default",
+                            "request": request_kwargs(spec_, list(messages)), "decision": decision_rule(spec_)},
+                           sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    return hashlib.sha256(canonical).hexdigest()

@@ -5,7 +5,8 @@ Up to ``concurrency`` calls are in flight per process. Runs are served in rotati
 big dataset does not starve a small one. A retryable failure (timeout, connection, 429,
 5xx) makes the item visible again after an exponential backoff with jitter (at least the
 provider's Retry-After); at the attempt cap its ERROR is final. Leases of calls that
-outlive half the lease are renewed.
+outlive half the lease are renewed. One item's call, or its N calls for a prompt with
+``trials: N``, is ``workers.calls``; the result made of its answers, ``workers.results``.
 
 An item's messages are rendered through the process's template sandbox (a CPU-time and
 memory budget per item, ``gate.sandbox``) and sent to the provider its update pinned at
@@ -21,7 +22,6 @@ sandbox for the whole dataset while other prompts' updates wait.
 from __future__ import annotations
 
 import logging
-import random
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -32,39 +32,23 @@ from sqlalchemy.exc import DBAPIError
 from gate import store
 from gate.db import read, transaction
 from gate.errors import CallFailure, ModelCallError, UsageError, first_line
-from gate.llm import INVALID_DECISION, call_prompt, prepare_default_client, render_messages_many
-from gate.reuse import request_key
+from gate.llm import call_prompt, prepare_default_client, render_messages_many
+from gate.reuse import trial_keys
 from gate.models import Answer, ClaimedItem, ItemResult
-from gate.providers import Endpoint, ProviderDecl, endpoint_for
+from gate.providers import ProviderDecl, endpoint_for
 from gate.ratelimit import CallLimiter
 from gate.sandbox import RenderBudget, RenderPool
-from gate.spec import PromptSpec, parse_spec
+from gate.spec import parse_spec
 from gate.states import Verdict
 
+from .calls import ItemCaller, RunCall
 from .poller import Poller
+from .results import new_answers, reused_item
 
 log = logging.getLogger("promptgate.execute")
-RAW_OUTPUT_LIMIT = 4000
 RUN_LIST_TTL = 1.0
 WRITE_BACK_THREADS = 2
 MEAN_AFTER = 16               # items rendered before a run's mean render time is judged
-
-
-@dataclass
-class RunCall:
-    """What every call of one run shares: the candidate, where its calls go (or why they
-    cannot go anywhere), its update and dataset version, whether answers already paid for
-    may stand in for calls, and, once its template overran its budget, why the rest is not
-    rendered."""
-    spec: PromptSpec
-    endpoint: Endpoint | None
-    endpoint_error: str | None = None
-    over_budget: str | None = None
-    update_id: int = 0
-    version_id: int | None = None
-    reuse: bool = True
-    rendered: int = 0                  # items rendered in the sandbox, and the seconds it took
-    render_seconds: float = 0.0
 
 
 @dataclass
@@ -110,6 +94,8 @@ class Executor(Poller):
         self.stats = {"claimed": 0, "written": 0, "lost": 0, "retries": 0, "calls": 0}
         # shared rate-limit budgets + concurrency that adapts to 429s (gate/ratelimit/)
         self.limiter = CallLimiter(self.settings, self.engine, self.concurrency, stop)
+        self.caller = ItemCaller(call, self.settings, self.limiter, self.lock, self.stats, self.calls_began,
+                                 self._stop_run_over_budget, draining=lambda: self.draining)
 
     def warm_up(self) -> None:
         if self.call is call_prompt:
@@ -182,7 +168,7 @@ class Executor(Poller):
             self.stats["claimed"] += len(chunk.items)
         if run.over_budget or run.endpoint is None:      # each item ends ERROR at once, with the reason
             for item in chunk.items:
-                self.pool.submit(self._score, chunk, run, item, None, None)
+                self.pool.submit(self._score, chunk, run, item, None)
             return
         self.rendering.submit(self._prepare_and_dispatch, chunk, run)
 
@@ -199,9 +185,9 @@ class Executor(Poller):
             rendered = [m if i.input is not None else ModelCallError(
                 f"its row {i.position} is missing from dataset version {run.version_id}", retryable=False)
                 for i, m in zip(chunk.items, rendered)]
-            keys = [None if isinstance(m, ModelCallError) else request_key(run.spec, m, run.endpoint.base_url)
+            keys = [None if isinstance(m, ModelCallError) else trial_keys(run.spec, m, run.endpoint.base_url)
                     for m in rendered]
-            found = self._answers([k for k in keys if k]) if run.reuse else {}
+            found = self._answers([k for ks in keys if ks for k in ks]) if run.reuse else {}
         except DBAPIError as exc:  # the database is away past the retries: not the items' fault
             self._abandon(chunk, exc)
             return
@@ -209,12 +195,13 @@ class Executor(Poller):
             log.exception("run %s: unexpected error while preparing calls", run.spec.name)
             rendered = [ModelCallError(f"internal error: {exc}"[:1000], retryable=False)] * len(chunk.items)
             keys, found = [None] * len(chunk.items), {}
-        for item, messages, key in zip(chunk.items, rendered, keys):
-            if key in found:
+        for item, messages, item_keys in zip(chunk.items, rendered, keys):
+            known = {k: found[k] for k in item_keys or () if k in found}
+            if item_keys and len(known) == len(item_keys):     # every trial answered before: no call
                 if self._begin(chunk, item):          # else a drain gave it back
-                    self._record(chunk, reused_result(item, key, found[key]))
+                    self._record(chunk, reused_item(item, run.spec.rule, item_keys, known))
             else:
-                self.pool.submit(self._score, chunk, run, item, messages, key)
+                self.pool.submit(self._score, chunk, run, item, messages, item_keys, known)
 
     def _within_mean(self, run: RunCall, chunk: Chunk, rendered: list, seconds: float) -> list:
         """A template under its budget per item can still be slow on every item and hold
@@ -277,11 +264,12 @@ class Executor(Poller):
 
     # --- one item, in a pool thread ----------------------------------------------------
 
-    def _score(self, chunk: Chunk, run: RunCall, item: ClaimedItem, rendered, key: str | None) -> None:
+    def _score(self, chunk: Chunk, run: RunCall, item: ClaimedItem, rendered, keys: tuple[str, ...] | None = None,
+               known: dict[str, Answer] | None = None) -> None:
         if not self._begin(chunk, item):
             return   # a drain gave it back uncalled
         try:
-            result = self._result(run, item, rendered, key)
+            result = self.caller.result(run, item, rendered, keys, known or {})
         except Exception as exc:  # a bug must not strand the chunk
             log.exception("item %s: unexpected error", item.item_id)
             result = ItemResult(item.position, Verdict.ERROR, error=f"internal error: {exc}"[:1000])
@@ -339,41 +327,6 @@ class Executor(Poller):
                 drained = self.held == 0
             if drained:
                 self.nudge("finalize")
-
-    def _result(self, run: RunCall, item: ClaimedItem, messages, key: str | None) -> ItemResult:
-        """One item: its messages (rendered by a render thread), the call under the rate
-        limit, its verdict; the answer is kept under ``key`` for reuse."""
-        if run.over_budget or run.endpoint is None:
-            why = f"budget: {run.over_budget}" if run.over_budget else f"config: {run.endpoint_error}"
-            return ItemResult(item.position, Verdict.ERROR, error=why[:1000])
-        spec = run.spec
-        if isinstance(messages, ModelCallError):
-            if messages.kind is CallFailure.BUDGET and not run.over_budget:
-                self._stop_run_over_budget(run, item)
-            return self._failure(item, messages)
-        with self.lock:
-            self.stats["calls"] += 1
-        with self.limiter.slot(spec, item, messages, run.endpoint.base_url) as slot:
-            if not slot.granted:   # the worker stopped while this call waited for its budget
-                return ItemResult(item.position, Verdict.PENDING, retry_in=0.0,
-                                  error="not called: the worker stopped while waiting for the rate limit")
-            try:
-                out = self.call(spec, item.input, settings=self.settings, messages=messages, endpoint=run.endpoint)
-            except ModelCallError as exc:
-                slot.failed(exc)   # a 429 pauses the shared limit and halves the concurrency
-                return self._failure(item, exc)
-        verdict = Verdict.MATCH if out.decision == item.expected_decision else Verdict.MISMATCH
-        return ItemResult(item.position, verdict, actual_decision=out.decision[:128],
-                          raw_output=(out.raw_output or "")[:RAW_OUTPUT_LIMIT], latency_ms=out.latency_ms,
-                          prompt_tokens=out.prompt_tokens, completion_tokens=out.completion_tokens, answer_key=key)
-
-    def _failure(self, item: ClaimedItem, exc: ModelCallError) -> ItemResult:
-        message = f"{exc.kind}: {exc}"[:1000]
-        if not exc.retryable or item.attempt >= self.settings.attempt_cap:
-            return ItemResult(item.position, Verdict.ERROR, error=message)
-        self.stats["retries"] += 1
-        return ItemResult(item.position, Verdict.PENDING, error=message,
-                          retry_in=retry_delay(item.attempt, exc.retry_after, self.settings))
 
     def _write_back(self, chunk: Chunk) -> None:
         """One guarded UPDATE, run again by ``transaction`` on a deadlock or a lost connection
@@ -457,28 +410,3 @@ class Executor(Poller):
         self.limiter.close()
         if self.owns_renderer:
             self.renderer.close()
-
-
-def reused_result(item: ClaimedItem, key: str, answer: Answer) -> ItemResult:
-    """An item scored by an answer already paid for: no call; the verdict is this item's."""
-    verdict = Verdict.MATCH if answer.actual_decision == item.expected_decision else Verdict.MISMATCH
-    return ItemResult(item.position, verdict, actual_decision=answer.actual_decision, raw_output=answer.raw_output,
-                      latency_ms=answer.latency_ms, prompt_tokens=answer.prompt_tokens,
-                      completion_tokens=answer.completion_tokens, answer_key=key, reused_update_id=answer.update_id)
-
-
-def new_answers(results: list[ItemResult], update_id: int, run_id: int) -> list[Answer]:
-    """The chunk's answers worth keeping: called now (not reused), MATCH or MISMATCH, and
-    one of the labels (an answer outside them may be a glitch: empty, cut off, filtered;
-    it is not frozen for every later run)."""
-    return [Answer(r.answer_key, r.actual_decision, r.raw_output, r.latency_ms, r.prompt_tokens, r.completion_tokens,
-                   update_id, run_id)
-            for r in results if r.answer_key and r.reused_update_id is None
-            and r.verdict in (Verdict.MATCH, Verdict.MISMATCH) and r.actual_decision != INVALID_DECISION]
-
-
-def retry_delay(attempt: int, retry_after: float | None, settings) -> float:
-    """Exponential backoff with full jitter, never sooner than the provider asked."""
-    ceiling = min(settings.backoff_max, settings.backoff_base * 2 ** (attempt - 1))
-    delay = random.uniform(ceiling / 2, ceiling)
-    return max(delay, retry_after or 0.0)

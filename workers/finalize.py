@@ -45,19 +45,22 @@ class Finalizer(Poller):
 def call_metrics(conn, run, total: int) -> dict:
     """The calls' latency (p50, p95, max in ms) and token sums, for the report and the
     latency bar; with the price pinned at submit and every answer metered, their cost
-    (``cost_usd``, exact decimal text), else why there is none (``cost_note``)."""
-    calls = store.call_stats(conn, run.id)
+    (``cost_usd``, exact decimal text), else why there is none (``cost_note``). With
+    trials, per call over every trial (``calls``: how many), and the unstable items."""
+    trials = (run.pinned or {}).get("trials")
+    calls = store.trial_call_stats(conn, run.id) if trials else store.call_stats(conn, run.id)
+    extra = {"unstable": store.count_unstable(conn, run.id)} if trials else {}
     unmetered = calls.pop("unmetered")
     price = (run.pinned or {}).get("price")
     if not price:
-        return {"calls": calls, "cost_usd": None,
+        return {"calls": calls, "cost_usd": None, **extra,
                 "cost_note": f"no price for model {(run.pinned or {}).get('model')!r} in the gate's price table"}
     if unmetered:
-        return {"calls": calls, "cost_usd": None,
-                "cost_note": f"{unmetered} of {total} answers came without token counts"}
+        return {"calls": calls, "cost_usd": None, **extra,
+                "cost_note": f"{unmetered} of {calls.get('calls', total)} answers came without token counts"}
     cost = (calls["prompt_tokens"] * Decimal(price["input_per_million"])
             + calls["completion_tokens"] * Decimal(price["output_per_million"])) / 1_000_000
-    return {"calls": calls, "cost_usd": f"{cost:f}"}
+    return {"calls": calls, "cost_usd": f"{cost:f}", **extra}
 
 
 def finalize_batch(conn) -> list[int]:

@@ -46,6 +46,11 @@ answer is prepared, then waits out the rest); ``error_rate`` (500);
 server stops); ``garbage_rate`` (answers a word outside the labels); ``seed`` for the fault
 RNG; ``api_key`` (when set, any other bearer token gets 401). A model named
 ``mock-error-<status>`` (e.g. ``mock-error-400``) always gets that HTTP status.
+
+Models that do not answer the same way twice (for trials; ``variance.py``): a model named
+``mock-flaky-<percent>`` answers that share of the items (by a hash of their text) with a
+random label on each call; a user message with a line ``answers: yes,no,yes`` is answered
+from that script, the k-th identical request getting the k-th answer.
 """
 
 from __future__ import annotations

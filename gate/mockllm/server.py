@@ -16,6 +16,7 @@ from typing import Any
 
 from .faults import FaultPlan
 from .policy import FORCED_ERROR_RE, MODEL_ID, content_text, count_tokens, decide, format_answer
+from .variance import AnswerVariance
 
 class _Headers(dict):
     """Request headers by lower-cased name; ``get`` in any case."""
@@ -161,6 +162,7 @@ class MockLLMServer:
         self.faults = FaultPlan(latency_ms=latency_ms, jitter_ms=jitter_ms, error_rate=error_rate,
                                 rate_limit_rpm=rate_limit_rpm, timeout_rate=timeout_rate,
                                 garbage_rate=garbage_rate, seed=seed)
+        self.variance = AnswerVariance(seed)      # flaky models and scripted answers (variance.py)
         self.hang_seconds = hang_seconds
         self.api_key = api_key
         self.verbose = verbose
@@ -232,6 +234,7 @@ class MockLLMServer:
             self._outcomes.clear()
             self._requests = 0
             self._max_in_flight = self._in_flight
+        self.variance.reset()
 
     def _count(self, outcome: str) -> None:
         with self._lock:
@@ -290,6 +293,7 @@ class MockLLMServer:
             reply = _Reply("error", 500, "The server had an error while processing your request.", "server_error")
         else:
             label, policy = decide(request["messages"])
+            label = self.variance.answer(request, label, policy)
             if fault.kind == "garbage":
                 label = self.faults.pick(policy.labels or (label,))
             completion = _completion(request, format_answer(label, request.get("response_format")))

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from ..models import FlipSample, ItemSample, Run, Update
+from ..models import FlipSample, ItemSample, Run, UnstableItem, Update
 from ..stats import label_metrics, mcnemar_exact, significant, wilson_interval
 from ..verdict import run_checks
 from ..states import EXIT_CODES, UPDATE_TERMINAL, RunStatus, UpdateStatus
@@ -47,6 +47,8 @@ class RunReport:
     calls: dict | None = None           # latency p50/p95/max (ms) and tokens of the answers
     broken: list[FlipSample] = field(default_factory=list)  # the first items live got right and this wrong
     cost: dict | None = None            # usd, per_1k_items (decimal text) and the price pinned at submit
+    trials: dict | None = None          # calls per item and their rule (gate.trials), unstable items; None: one call
+    unstable: list[UnstableItem] = field(default_factory=list)   # the first items whose trials disagree
 
     @property
     def reused_total(self) -> int:
@@ -87,7 +89,7 @@ class UpdateReport:
 
 
 def run_report(run: Run, counts, failures: list[ItemSample], reused: dict[int, int] | None = None,
-               broken: list[FlipSample] | None = None) -> RunReport:
+               broken: list[FlipSample] | None = None, unstable: list[UnstableItem] | None = None) -> RunReport:
     metrics = run.metrics or {}
     matches = metrics.get("matches", counts.match)
     scored = metrics.get("scored", counts.scored)
@@ -103,7 +105,17 @@ def run_report(run: Run, counts, failures: list[ItemSample], reused: dict[int, i
         pinned=run.pinned, reused=reused or {}, checks=checks, comparison=comparison(metrics),
         baseline_note=metrics.get("baseline_note") if "flips" in metrics else (run.pinned or {}).get("baseline_note"),
         labels=label_metrics(metrics.get("confusion") or {}), calls=metrics.get("calls"), broken=broken or [],
-        cost=_cost(metrics, run.pinned))
+        cost=_cost(metrics, run.pinned), trials=_trials(metrics, run.pinned), unstable=unstable or [])
+
+
+def _trials(metrics: dict, pinned: dict | None) -> dict | None:
+    """A run with trials: n, rule, k, how many must match, and how many items are
+    unstable (None until the run is finalized)."""
+    trials = (pinned or {}).get("trials")
+    if not trials:
+        return None
+    return {"n": trials["n"], "rule": trials["rule"], "k": trials.get("k"), "needed": trials["needed"],
+            "unstable": metrics.get("unstable")}
 
 
 def _cost(metrics: dict, pinned: dict | None) -> dict | None:

@@ -58,6 +58,7 @@ from .versions import (IMPORTING, READY, create_version, delete_version, delete_
                        version_keys,
                        version_status, DELETING)
 from .tokens import find_token_by_hash, insert_token, list_tokens, revoke_token, touch_token
+from .trials import count_unstable, trial_call_stats, unstable_items
 from .workers import heartbeat_worker, live_workers, prune_workers, register_worker, remove_worker
 
 __all__ = [
@@ -99,6 +100,8 @@ __all__ = [
     "find_answers", "reuse_stats", "save_answers",
     "item_attempt_stats", "item_claim_query", "release_items", "renew_item_leases", "run_breakdown", "run_counts",
     "write_item_results",
+    # items' trials
+    "count_unstable", "trial_call_stats", "unstable_items",
     # providers
     "delete_provider", "list_providers", "upsert_provider",
     # workers

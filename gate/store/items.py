@@ -18,7 +18,7 @@ from ..states import RUN_TERMINAL, Verdict
 from ..stats import nearest_rank
 from .dialect import db_now
 from .schema import EPOCH, answer, dataset_row, new_token, prompt_run, prompt_run_item
-from .textsql import item_results_sql, string_literal
+from .textsql import item_results_sql, result_columns, stored_value, string_literal
 
 
 def copy_version_page(conn: Connection, run_id: int, version_id: int, start: int, end: int,
@@ -100,27 +100,18 @@ def write_item_results(conn: Connection, run_id: int, token: str, results: Seque
     positions = [r.position for r in results]
     key = prompt_run_item.c.position
 
-    def by_position(attr: str, column):
-        values = {r.position: getattr(r, attr) for r in results}
+    def by_position(column: str):
+        values = {r.position: stored_value(r, column) for r in results}
+        col = prompt_run_item.c[column]
         if len(set(map(repr, values.values()))) == 1:
             value = next(iter(values.values()))
-            return literal(value, column.type) if value is not None else None
-        return case({i: literal(v, column.type) if v is not None else None for i, v in values.items()},
-                    value=key, else_=column)
+            return literal(value, col.type) if value is not None else None
+        return case({i: literal(v, col.type) if v is not None else None for i, v in values.items()},
+                    value=key, else_=col)
 
     retry_at = {r.position: db_now(r.retry_in) for r in results if r.verdict == Verdict.PENDING}
-    values: dict[str, Any] = {
-        "verdict": by_position("verdict", prompt_run_item.c.verdict),
-        "actual_decision": by_position("actual_decision", prompt_run_item.c.actual_decision),
-        "raw_output": by_position("raw_output", prompt_run_item.c.raw_output),
-        "latency_ms": by_position("latency_ms", prompt_run_item.c.latency_ms),
-        "prompt_tokens": by_position("prompt_tokens", prompt_run_item.c.prompt_tokens),
-        "completion_tokens": by_position("completion_tokens", prompt_run_item.c.completion_tokens),
-        "error": by_position("error", prompt_run_item.c.error),
-        "answer_key": by_position("answer_key", prompt_run_item.c.answer_key),
-        "reused_update_id": by_position("reused_update_id", prompt_run_item.c.reused_update_id),
-        "lease_token": None,
-    }
+    values: dict[str, Any] = {column: by_position(column) for column in result_columns(results)}
+    values["lease_token"] = None
     if retry_at:
         visible = case(retry_at, value=key, else_=literal(EPOCH, DateTime()))
         values["lease_until"] = visible
@@ -298,7 +289,7 @@ def save_answers(conn: Connection, answers: Sequence[Answer], replace: bool = Fa
         return
     rows = [{"request_key": a.request_key, "actual_decision": a.actual_decision, "raw_output": a.raw_output,
              "latency_ms": a.latency_ms, "prompt_tokens": a.prompt_tokens, "completion_tokens": a.completion_tokens,
-             "update_id": a.update_id, "run_id": a.run_id} for a in answers]
+             "update_id": a.update_id, "run_id": a.run_id, "trial_of": a.trial_of} for a in answers]
     if replace:
         _upsert_answers(conn, sorted(rows, key=lambda r: r["request_key"]))   # one key order: no deadlock
         return

@@ -106,12 +106,14 @@ def take_version(conn: Connection, version_id: int, dataset_id: int, older_than:
 
 def _prunable_answers(older_than: float):
     """Answers kept more than ``older_than`` seconds that no live version paid for or
-    reused (a live prompt re-run unchanged costs nothing, however old its answers)."""
+    reused (a live prompt re-run unchanged costs nothing, however old its answers). An
+    item with trials names trial 1's key; the other trials' answers name it (``trial_of``)."""
     i, r = prompt_run_item, prompt_run
     live_keys = (select(i.c.answer_key).join(r, r.c.id == i.c.run_id)
                  .where(r.c.update_id.in_(_live_updates()), i.c.answer_key.is_not(None)))
     return ((answer.c.created_at <= db_now(-older_than)) & answer.c.update_id.not_in(_live_updates())
-            & answer.c.request_key.not_in(live_keys))
+            & answer.c.request_key.not_in(live_keys)
+            & (answer.c.trial_of.is_(None) | answer.c.trial_of.not_in(live_keys)))
 
 
 def prunable_answer_keys(conn: Connection, older_than: float, limit: int) -> list[str]:

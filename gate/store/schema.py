@@ -97,7 +97,8 @@ prompt_run_item = Table("prompt_run_item", meta,
                         Column("lease_until", T), Column("latency_ms", Integer),
                         Column("prompt_tokens", Integer), Column("completion_tokens", Integer),
                         Column("error", Text), Column("answer_key", String(64)),
-                        Column("reused_update_id", BigInteger))
+                        Column("reused_update_id", BigInteger), Column("trials", JsonText),
+                        Column("unstable", Integer))
 worker = Table("worker", meta,
                Column("id", String(64), primary_key=True), Column("role", String(32)),
                Column("host", String(255)), Column("pid", Integer), Column("started_at", T),
@@ -113,7 +114,7 @@ answer = Table("answer", meta,
                Column("request_key", String(64), primary_key=True), Column("actual_decision", String(128)),
                Column("raw_output", Text), Column("latency_ms", Integer), Column("prompt_tokens", Integer),
                Column("completion_tokens", Integer), Column("update_id", BigInteger), Column("run_id", BigInteger),
-               Column("created_at", T))
+               Column("created_at", T), Column("trial_of", String(64)))
 provider = Table("provider", meta,
                  Column("name", String(128), primary_key=True), Column("base_url", Text),
                  Column("api_key_env", String(128)), Column("models", JsonText), Column("updated_at", T))

@@ -6,6 +6,7 @@ Other drivers and dialects (``string_literal`` answers None) take the SQLAlchemy
 
 from __future__ import annotations
 
+import json
 from typing import Sequence
 
 from pymysql.constants import SERVER_STATUS
@@ -73,6 +74,20 @@ def multi_row_statements(head: str, values: list[str], max_chars: int):
 
 RESULT_COLUMNS = ("verdict", "actual_decision", "raw_output", "latency_ms", "prompt_tokens", "completion_tokens",
                   "error", "answer_key", "reused_update_id")
+TRIAL_COLUMNS = ("trials", "unstable")   # set only by a chunk of a prompt with trials: one call's UPDATE is unchanged
+
+
+def result_columns(results: Sequence[ItemResult]) -> tuple[str, ...]:
+    return RESULT_COLUMNS + TRIAL_COLUMNS if any(r.trials for r in results) else RESULT_COLUMNS
+
+
+def stored_value(result: ItemResult, column: str):
+    """The value a result writes to ``column`` (trials: their stored JSON form)."""
+    if column == "trials":
+        return None if result.trials is None else [t.to_dict() for t in result.trials]
+    if column == "unstable":
+        return int(result.unstable)
+    return getattr(result, column)
 
 
 def item_results_sql(run_id: int, token: str, results: Sequence[ItemResult], quote) -> str:
@@ -87,6 +102,8 @@ def item_results_sql(run_id: int, token: str, results: Sequence[ItemResult], quo
             return "NULL"
         if isinstance(value, str):
             return quote(value)
+        if isinstance(value, list):
+            return quote(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
         return str(int(value))
 
     def by_position(values: list[str]) -> str:
@@ -94,7 +111,8 @@ def item_results_sql(run_id: int, token: str, results: Sequence[ItemResult], quo
             return values[0]
         return "CASE position " + " ".join(f"WHEN {int(r.position)} THEN {v}" for r, v in zip(results, values)) + " END"
 
-    sets = [f"{column} = {by_position([sql_value(getattr(r, column)) for r in results])}" for column in RESULT_COLUMNS]
+    sets = [f"{column} = {by_position([sql_value(stored_value(r, column)) for r in results])}"
+            for column in result_columns(results)]
     sets.append("lease_token = NULL")
     retry = [(int(r.position), round(float(r.retry_in or 0) * 1_000_000)) for r in results
              if r.verdict == Verdict.PENDING]

@@ -1,0 +1,115 @@
+"""Calling one item, in a call thread of the executor (``workers.execute``): the call
+under the shared rate limit (``gate.ratelimit``), or, for a prompt with trials, one call
+per trial (``gate.trials``), each answer kept from before standing in for its call; and
+what a failed call makes of the item (see ``workers.results``)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+from gate.errors import CallFailure, ModelCallError
+from gate.models import Answer, ClaimedItem, ItemResult
+from gate.providers import Endpoint
+from gate.spec import PromptSpec
+from gate.states import Verdict
+
+from . import metrics
+from .results import answered_trial, called_result, failed_trial, failure_result, reused_trial, trials_result
+
+
+@dataclass
+class RunCall:
+    """What every call of one run shares: the candidate, where its calls go (or why they
+    cannot go anywhere), its update and dataset version, whether answers already paid for
+    may stand in for calls, and, once its template overran its budget, why the rest is not
+    rendered."""
+    spec: PromptSpec
+    endpoint: Endpoint | None
+    endpoint_error: str | None = None
+    over_budget: str | None = None
+    update_id: int = 0
+    version_id: int | None = None
+    reuse: bool = True
+    rendered: int = 0                  # items rendered in the sandbox, and the seconds it took
+    render_seconds: float = 0.0
+
+
+class ItemCaller:
+    """Scores items by calling the model: ``call`` (gate.llm.call_prompt or a stand-in)
+    through ``limiter``; counts calls and retries in the executor's ``stats`` and the
+    start of each call in its ``calls_began`` (both under its ``lock``); ``stop_run(run,
+    item)`` is how a template over its budget stops its run; ``draining()`` says the worker
+    is draining (no further trial begins: the item goes back for another worker)."""
+
+    def __init__(self, call, settings, limiter, lock: threading.Lock, stats: dict, calls_began: dict, stop_run,
+                 draining=lambda: False):
+        self.call = call
+        self.settings = settings
+        self.limiter = limiter
+        self.lock = lock
+        self.stats = stats
+        self.calls_began = calls_began
+        self.stop_run = stop_run
+        self.draining = draining
+
+    def result(self, run: RunCall, item: ClaimedItem, messages, keys: tuple[str, ...] | None,
+               known: dict[str, Answer]) -> ItemResult:
+        """One item: its messages (rendered by a render thread), the call under the rate
+        limit (or its trials), its verdict; each answer is kept under its key for reuse."""
+        if run.over_budget or run.endpoint is None:
+            why = f"budget: {run.over_budget}" if run.over_budget else f"config: {run.endpoint_error}"
+            return ItemResult(item.position, Verdict.ERROR, error=why[:1000])
+        if isinstance(messages, ModelCallError):
+            if messages.kind is CallFailure.BUDGET and not run.over_budget:
+                self.stop_run(run, item)
+            return self.failure(item, messages)
+        if run.spec.trials > 1:
+            return self._trials(run, item, messages, keys, known)
+        out = self._call(run, item, messages)
+        return out if isinstance(out, ItemResult) else called_result(item, out, keys[0] if keys else None)
+
+    def _trials(self, run: RunCall, item: ClaimedItem, messages, keys: tuple[str, ...],
+                known: dict[str, Answer]) -> ItemResult:
+        """Each trial in turn: its answer kept from before, or a call. A trial that failed
+        retryably makes the item PENDING at once (see workers/results.py)."""
+        trials = []
+        for n, key in enumerate(keys):
+            if key in known:
+                trials.append(reused_trial(known[key], key))
+                continue
+            if n and self.draining():     # the item goes back whole, for another worker
+                return ItemResult(item.position, Verdict.PENDING, retry_in=0.0,
+                                  error="not called: the worker stopped between two trials")
+            if n:                          # the age of the call in flight, not of the item's first
+                with self.lock:
+                    self.calls_began[(item.run_id, item.position)] = time.monotonic()
+            out = self._call(run, item, messages)
+            if isinstance(out, ItemResult) and out.verdict == Verdict.PENDING:
+                return out
+            trials.append(failed_trial(out, key) if isinstance(out, ItemResult) else answered_trial(out, key))
+        return trials_result(item, run.spec.rule, trials)
+
+    def _call(self, run: RunCall, item: ClaimedItem, messages):
+        """One model call under the rate limit: its answer, or the result that stands for
+        it (a failure, final or to retry; PENDING when the worker stopped while it waited)."""
+        with self.lock:
+            self.stats["calls"] += 1
+        with self.limiter.slot(run.spec, item, messages, run.endpoint.base_url) as slot:
+            if not slot.granted:   # the worker stopped while this call waited for its budget
+                return ItemResult(item.position, Verdict.PENDING, retry_in=0.0,
+                                  error="not called: the worker stopped while waiting for the rate limit")
+            metrics.count_wait(slot.waited)
+            try:
+                return metrics.timed_call(self.call, run.spec, item.input, settings=self.settings, messages=messages,
+                                          endpoint=run.endpoint)
+            except ModelCallError as exc:
+                slot.failed(exc)   # a 429 pauses the shared limit and halves the concurrency
+                return self.failure(item, exc)
+
+    def failure(self, item: ClaimedItem, exc: ModelCallError) -> ItemResult:
+        result = failure_result(item, exc, self.settings.attempt_cap, self.settings)
+        if result.verdict == Verdict.PENDING:
+            self.stats["retries"] += 1
+        return result

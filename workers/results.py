@@ -1,0 +1,130 @@
+"""An item's result as the executor writes it back: from a call's answer, from answers
+already paid for (``gate.reuse``), from a failed call (retried with backoff, or final), and
+from an item's trials (``gate.trials``); and the answers of a chunk worth keeping for reuse.
+
+Trials and retries: an item's trials are called one after another in its call thread. A
+trial whose call fails for good (not retryable, or at the attempt cap) is an ERROR trial,
+which counts as not matching. A trial that fails retryably before the cap makes the whole
+item PENDING again, retried with backoff as an item with one call is: the retry calls every
+trial that is not kept for reuse, since a result is written only once, whole. That costs
+calls on a flaky provider and keeps one rule: an item's trials are those of one attempt.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Sequence
+
+from gate.errors import ModelCallError
+from gate.llm import INVALID_DECISION
+from gate.models import Answer, ClaimedItem, ItemResult, Trial
+from gate.states import Verdict
+from gate.trials import TrialRule, judge
+
+RAW_OUTPUT_LIMIT = 4000
+ERROR_LIMIT = 1000
+
+
+def called_result(item: ClaimedItem, out, key: str | None) -> ItemResult:
+    """An item scored by the answer of its one call."""
+    verdict = Verdict.MATCH if out.decision == item.expected_decision else Verdict.MISMATCH
+    return ItemResult(item.position, verdict, actual_decision=out.decision[:128],
+                      raw_output=(out.raw_output or "")[:RAW_OUTPUT_LIMIT], latency_ms=out.latency_ms,
+                      prompt_tokens=out.prompt_tokens, completion_tokens=out.completion_tokens, answer_key=key)
+
+
+def reused_result(item: ClaimedItem, key: str, answer: Answer) -> ItemResult:
+    """An item scored by an answer already paid for: no call; the verdict is this item's."""
+    verdict = Verdict.MATCH if answer.actual_decision == item.expected_decision else Verdict.MISMATCH
+    return ItemResult(item.position, verdict, actual_decision=answer.actual_decision, raw_output=answer.raw_output,
+                      latency_ms=answer.latency_ms, prompt_tokens=answer.prompt_tokens,
+                      completion_tokens=answer.completion_tokens, answer_key=key, reused_update_id=answer.update_id)
+
+
+def reused_item(item: ClaimedItem, rule: TrialRule, keys: Sequence[str], known: dict[str, Answer]) -> ItemResult:
+    """An item whose every trial (or whose one call) was answered before: no call."""
+    if len(keys) == 1:
+        return reused_result(item, keys[0], known[keys[0]])
+    return trials_result(item, rule, [reused_trial(known[k], k) for k in keys])
+
+
+def failure_result(item: ClaimedItem, exc: ModelCallError, attempt_cap: int, settings) -> ItemResult:
+    """A failed call: retried after a backoff (PENDING), or, not retryable or at the attempt
+    cap, final (ERROR)."""
+    message = f"{exc.kind}: {exc}"[:ERROR_LIMIT]
+    if not exc.retryable or item.attempt >= attempt_cap:
+        return ItemResult(item.position, Verdict.ERROR, error=message)
+    return ItemResult(item.position, Verdict.PENDING, error=message,
+                      retry_in=retry_delay(item.attempt, exc.retry_after, settings))
+
+
+def retry_delay(attempt: int, retry_after: float | None, settings) -> float:
+    """Exponential backoff with full jitter, never sooner than the provider asked."""
+    ceiling = min(settings.backoff_max, settings.backoff_base * 2 ** (attempt - 1))
+    delay = random.uniform(ceiling / 2, ceiling)
+    return max(delay, retry_after or 0.0)
+
+
+# --- trials --------------------------------------------------------------------------------
+
+def answered_trial(out, key: str) -> Trial:
+    return Trial(out.decision[:128], (out.raw_output or "")[:RAW_OUTPUT_LIMIT], out.latency_ms, out.prompt_tokens,
+                 out.completion_tokens, key=key)
+
+
+def reused_trial(answer: Answer, key: str) -> Trial:
+    return Trial(answer.actual_decision, answer.raw_output, answer.latency_ms, answer.prompt_tokens,
+                 answer.completion_tokens, key=key, reused_update_id=answer.update_id)
+
+
+def failed_trial(failure: ItemResult, key: str) -> Trial:
+    return Trial(None, error=failure.error, key=key)
+
+
+def trials_result(item: ClaimedItem, rule: TrialRule, trials: Sequence[Trial]) -> ItemResult:
+    """An item scored by its trials under the prompt's rule: its verdict and decision
+    (``gate.trials.judge``), an output behind that decision, the tokens of every trial,
+    the latency of its slowest call (latency is a per-call figure: reports read it from
+    the trials), trial 1's key (retention keeps the others with it); reused only when no
+    trial was called."""
+    outcome = judge(trials, item.expected_decision, rule)
+    answered = [t for t in trials if t.error is None]
+    shown = next((t for t in answered if t.decision == outcome.decision), answered[0] if answered else None)
+    reused = [t.reused_update_id for t in trials]
+    common = {"answer_key": trials[0].key, "trials": tuple(trials), "unstable": outcome.unstable,
+              "reused_update_id": reused[0] if None not in reused else None}
+    if outcome.verdict == Verdict.ERROR:
+        return ItemResult(item.position, Verdict.ERROR, error=(outcome.error or "")[:ERROR_LIMIT], **common)
+    return ItemResult(item.position, outcome.verdict, actual_decision=outcome.decision[:128],
+                      raw_output=(shown.raw_output or "")[:RAW_OUTPUT_LIMIT] if shown else None,
+                      latency_ms=max((t.latency_ms for t in answered if t.latency_ms is not None), default=None),
+                      prompt_tokens=_total(t.prompt_tokens for t in answered),
+                      completion_tokens=_total(t.completion_tokens for t in answered), **common)
+
+
+def _total(counts) -> int | None:
+    """A sum of token counts; None when one is missing (no cost can be had)."""
+    counts = list(counts)
+    return None if None in counts else sum(counts)
+
+
+# --- answers kept for reuse ------------------------------------------------------------------
+
+def new_answers(results: list[ItemResult], update_id: int, run_id: int) -> list[Answer]:
+    """The chunk's answers worth keeping: called now (not reused), of a final MATCH or
+    MISMATCH, and one of the labels (an answer outside them may be a glitch: empty, cut
+    off, filtered; it is not frozen for every later run). An item with trials keeps each
+    trial's so, under its own key."""
+    kept = []
+    for r in results:
+        if r.verdict not in (Verdict.MATCH, Verdict.MISMATCH):
+            continue
+        if r.trials is not None:
+            kept += [Answer(t.key, t.decision, t.raw_output, t.latency_ms, t.prompt_tokens, t.completion_tokens,
+                            update_id, run_id, trial_of=None if n == 0 else r.answer_key)
+                     for n, t in enumerate(r.trials)
+                     if t.key and t.error is None and t.reused_update_id is None and t.decision != INVALID_DECISION]
+        elif r.answer_key and r.reused_update_id is None and r.actual_decision != INVALID_DECISION:
+            kept.append(Answer(r.answer_key, r.actual_decision, r.raw_output, r.latency_ms, r.prompt_tokens,
+                               r.completion_tokens, update_id, run_id))
+    return kept
