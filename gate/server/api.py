@@ -157,8 +157,9 @@ def live(request: Request, name: str, _caller: Caller = Depends(require("read"))
 
 
 @router.get("/prompts/{name}/history", summary="A prompt's live versions, with the update that made each")
-def history(request: Request, name: str, _caller: Caller = Depends(require("read"))):
-    return json_bytes(gate_of(request).history(name))
+def history(request: Request, name: str, limit: int = Query(50, ge=1, le=1000),
+            _caller: Caller = Depends(require("read"))):
+    return json_bytes(gate_of(request).history(name, limit))
 
 
 @router.post("/prompts/{name}/rollback", summary="Make an earlier version live again (no evaluation)")

@@ -105,6 +105,10 @@ def test_every_command_prints_the_same_through_the_service(service, llm, tmp_pat
     assert f"update {candidate_id}: ticket-urgency (check) REJECTED" in rejected and "broken 7" in rejected
 
     assert f"ticket-urgency v1 (update {live_id}," in both.same("live", "ticket-urgency")
+    assert both.same("history", "ticket-urgency").startswith(f"v1 (live)  ")
+    assert json.loads(both.same("history", "ticket-urgency", "--json"))[0]["update"]["id"] == live_id
+    assert both.same("rollback", "ticket-urgency", "--reason", "x", code=2, stderr=True) == \
+        "error: prompt ticket-urgency has no version before 1 to roll back to\n"
     assert "| max\\_broken | 0 | 7 | ❌ fail |" in both.same("status", candidate_id, "--format", "markdown", code=1)
     assert json.loads(both.same("status", candidate_id, "--json", code=1))["status"] == "REJECTED"
     assert both.same("report", live_id, candidate_id).count("ticket-urgency") >= 2
@@ -229,3 +233,28 @@ def test_a_wait_outlives_a_restart_of_the_service(service, tmp_path, no_gate_in_
     finally:
         gate.close()
     assert waiting.returncode == 2 and f"update {update_id}: ticket-urgency (check) CANCELLED" in out
+
+
+def test_rollback_through_the_service_records_the_token(service, tmp_path, no_gate_in_env, monkeypatch):
+    from gate.mockllm import MockLLMServer
+    from helpers import rules_spec, write_rule_rows
+    from workers.supervisor import run_until_terminal
+    gate = Gate.connect(service.db_url)
+    gate.register_dataset("d1", str(write_rule_rows(tmp_path / "d1.csv", 4)))
+    gate.map_dataset("p1", "d1", "0.5")
+    with MockLLMServer(latency_ms=0) as llm:
+        monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+        for description in ("A", "B"):
+            report, = run_until_terminal(gate, [gate.submit(rules_spec("p1", description), "apply")], timeout=60)
+            assert report.status == "APPLIED"
+    both = Both(service)
+    refused = both.remote("rollback", "p1", "--reason", "B is wrong", token=service.tokens["submit"])
+    assert refused.returncode == 2 and "needs admin" in refused.stderr
+    done = both.remote("rollback", "p1", "--reason", "B is wrong", "--actor", "alice")
+    assert done.returncode == 0 and done.stdout == "p1: version 3 is live (the config of version 1)\n", done.stderr
+    history = both.same("history", "p1").splitlines()
+    assert history[0].startswith("v3 (live)") and "rollback to v1 by token test-admin-" in history[0]
+    assert history[0].endswith(" for alice: B is wrong")
+    assert gate.live("p1").config["description"] == "A"
+    gate.close()
