@@ -18,8 +18,9 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import __version__, db
-from ..errors import DatabaseError, GateError, IllegalTransition, MigrationError, NotFound, first_line
+from ..errors import GateError, first_line
 from .auth import AuthError, TokenCache
+from .http_status import status_of
 from .limits import MAX_BODY_BYTES, BodyLimit
 from .reports import ReportCache
 from .watcher import StatusWatcher
@@ -73,16 +74,6 @@ def _optional_routers(app: FastAPI) -> None:
 
 def error_json(status: int, message: str, exit_code: int = 2, headers: dict | None = None) -> JSONResponse:
     return JSONResponse({"error": message, "exit_code": exit_code}, status_code=status, headers=headers)
-
-
-def status_of(exc: GateError) -> int:
-    if isinstance(exc, NotFound):
-        return 404
-    if isinstance(exc, IllegalTransition):
-        return 409
-    if isinstance(exc, (DatabaseError, MigrationError)):
-        return 503
-    return 400
 
 
 def _error_boundary(app: FastAPI) -> None:

@@ -29,12 +29,13 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from .. import __version__
-from ..errors import DatabaseError, GateError, MigrationError, NotFound, first_line
+from ..errors import GateError, NotFound, first_line
 from ..markdown import bar_pct, interval, num, pct, points, pvalue, ratio, usd
-from ..states import UPDATE_OPEN, UpdateStatus
+from ..states import UpdateStatus
 from ..untrusted import CONTROL, one_line
 from . import views
 from .auth import ANONYMOUS, PAGE_COOKIE, AuthError, Caller, bearer, page_caller
+from .http_status import status_of
 
 log = logging.getLogger("promptgate.server")
 router = APIRouter(include_in_schema=False)
@@ -100,14 +101,6 @@ def page(template: str, caller: Caller | None, *, status: int = 200, refresh: in
     return HTMLResponse(html, status_code=status, headers=HEADERS)
 
 
-def error_status(exc: GateError) -> int:
-    if isinstance(exc, NotFound):
-        return 404
-    if isinstance(exc, (DatabaseError, MigrationError)):
-        return 503
-    return 400
-
-
 def here(request: Request) -> str:
     return request.url.path + (f"?{request.url.query}" if request.url.query else "")
 
@@ -124,7 +117,7 @@ def guarded(request: Request, build: Callable[[Caller], HTMLResponse]) -> HTMLRe
     try:
         return build(caller)
     except GateError as exc:
-        return page("error.html.j2", caller, status=error_status(exc), message=first_line(exc, 300))
+        return page("error.html.j2", caller, status=status_of(exc), message=first_line(exc, 300))
     except Exception:       # the cause in the server's log only, as the JSON API does
         log.exception("status page %s", request.url.path)
         return page("error.html.j2", caller, status=500, message="internal error")

@@ -13,7 +13,7 @@ import csv
 
 import pytest
 from jsonschema import Draft202012Validator
-from sqlalchemy import func, select
+from sqlalchemy import select
 
 from conftest import run_cli
 from gate import store
