@@ -94,6 +94,8 @@ def run_view(run: RunReport) -> dict[str, Any]:
         "failures": run.failures,
         "failing_total": failing_total,
         "broken": run.broken,
+        "trials": run.trials,
+        "unstable": run.unstable,
         "invalid": metrics.get("invalid", 0),
         "reused": sorted(run.reused.items()),
     }

@@ -113,6 +113,11 @@ def test_a_flaky_model_lists_unstable_items_and_every_figure_counts_items(mysql_
     assert c["interval"] == list(wilson_interval(run.matches, rows))                       # n = items, not calls
     assert c["live_interval"] == list(wilson_interval(rows, rows))
     assert f"{run.trials['unstable']} unstable item" in render_text(report)
+    # the status page shows them too, escaped
+    from gate.server import pages, views
+    html = pages.page("update.html.j2", None, v=views.update_view(report), samples=5).body.decode()
+    assert f"<strong>{run.trials['unstable']}</strong> unstable item" in html and "Unstable items" in html
+    assert all(u.item_id in html for u in run.unstable)
 
 
 def test_each_trial_is_a_distinct_answer_kept_for_reuse(gate, tmp_path, monkeypatch):
