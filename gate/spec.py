@@ -382,7 +382,8 @@ def _parse_provider(value: Any, file: str | None) -> str | None:
 
 
 def _parse_trials(data: Mapping[str, Any], file: str | None) -> dict[str, Any]:
-    """``trials`` (1..MAX_TRIALS), ``trial_rule`` and, for k_of_n only, ``k`` (1..trials)."""
+    """``trials`` (1..MAX_TRIALS), ``trial_rule`` and, for k_of_n only, ``k`` (a majority:
+    trials // 2 + 1 .. trials)."""
     trials = data.get("trials", 1)
     if isinstance(trials, bool) or not isinstance(trials, int) or not 1 <= trials <= MAX_TRIALS:
         raise SpecError(file, "trials", f"must be a whole number from 1 to {MAX_TRIALS} (calls per item)")
@@ -394,8 +395,11 @@ def _parse_trials(data: Mapping[str, Any], file: str | None) -> dict[str, Any]:
     if rule != "k_of_n":
         if k is not None:
             raise SpecError(file, "k", "is only for trial_rule: k_of_n")
-    elif isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= trials:
-        raise SpecError(file, "k", f"trial_rule k_of_n needs k, a whole number from 1 to trials ({trials})")
+    elif isinstance(k, bool) or not isinstance(k, int) or not trials // 2 + 1 <= k <= trials:
+        # a rule the prompt file chooses must not clear a bar on a minority of its trials:
+        # production calls once, and "1 of 20 right" passes a coin flip (docs/security.md, 6)
+        raise SpecError(file, "k", f"trial_rule k_of_n needs k, a majority of the trials: a whole number from "
+                                   f"{trials // 2 + 1} to trials ({trials})")
     return {"trials": trials, "trial_rule": rule, "k": k}
 
 

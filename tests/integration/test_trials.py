@@ -52,7 +52,6 @@ def write_scripted(path):
 RULE_CASES = {   # prompt -> (its trial fields, the items that MATCH)
     "p-majority": ({"trials": 3}, {"a", "b"}),
     "p-all": ({"trials": 3, "trial_rule": "all"}, {"a"}),
-    "p-k1": ({"trials": 3, "trial_rule": "k_of_n", "k": 1}, {"a", "b", "c"}),
     "p-k2": ({"trials": 3, "trial_rule": "k_of_n", "k": 2}, {"a", "b"}),
     "p-k3": ({"trials": 3, "trial_rule": "k_of_n", "k": 3}, {"a"}),
 }
