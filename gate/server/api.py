@@ -15,10 +15,10 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
 from ..errors import NotFound, UsageError
-from ..sources import scheme_of
 from ..spec import parse_spec, parse_spec_text
 from ..wire import encode
-from .auth import Caller, require
+from .auth import Caller, authorize, require
+from .sources import BY_DATABASE, SERVER_FILES, check_remote_source, remote_source_problem
 from .watcher import UNKNOWN
 
 router = APIRouter(prefix="/v1")
@@ -41,8 +41,14 @@ def json_bytes(value: Any, status: int = 200) -> Response:
 async def submit(request: Request, caller: Caller = Depends(require("submit"))):
     """A YAML body is the prompt file (``mode``, ``source_key``, ``sha``, ``reuse`` as query
     parameters); a JSON body is ``{"prompt": <the file as YAML text or as an object>,
-    "mode", "source_key", "sha", "reuse", "repo", "pr", "path"}``. 202 with the id."""
+    "mode", "source_key", "sha", "reuse", "repo", "pr", "path"}``. 202 with the id.
+
+    Check mode needs the submit scope (what pull-request CI holds); **apply mode needs
+    admin**: it publishes to production when the bars clear, which only the default
+    branch's job may ask for."""
     fields = await _submission(request)
+    if fields["mode"] == "apply":
+        authorize(request, "admin", why="apply mode (it goes live when every bar clears)")
     spec = fields.pop("spec")
     source = {k: v for k, v in {"via": "api", "submitted_by": caller.name, "key": fields["source_key"],
                                 "sha": fields["sha"], "repo": fields["repo"], "pr": fields["pr"],
@@ -136,10 +142,11 @@ async def wait(request: Request, update_id: int, timeout: float = Query(30.0, ge
                failures: int = Query(5, ge=0, le=100),
                view: str = Query("status", pattern="^(status|wire)$", description=REPORT_VIEWS),
                _caller: Caller = Depends(require("submit"))):
-    status = await request.app.state.watcher.wait(update_id, timeout)
+    wire = view == "wire"
+    status = await request.app.state.watcher.wait(update_id, timeout, want=(failures, wire))  # made before it wakes
     if status == UNKNOWN:
         raise NotFound(f"unknown update {update_id}")
-    body = await request.app.state.reports.report_json(update_id, failures, view == "wire")
+    body = await request.app.state.reports.report_json(update_id, failures, wire)
     return Response(body, media_type="application/json")
 
 
@@ -190,26 +197,17 @@ def register_dataset(request: Request, body: dict, _caller: Caller = Depends(req
     source = _text(body, "source", 2000)
     if not name or not source:
         raise UsageError("give the dataset's name and source")
-    _refuse_server_files(source)
+    check_remote_source(source)
     ds = gate.register_dataset(name, source, id_column=_text(body, "id_column"),
                                label_column=_text(body, "label_column"))
     return json_bytes({"dataset": ds, "version": gate.dataset_version(name)})
 
 
-SERVER_FILES = "the service reads no file on its machine: give an https://, s3:// or sql+ database source"
-
-
-def reads_server_files(source: str) -> bool:
-    """Would reading ``source`` read a file on the server: a path, file://, or an SQLite
-    database (sql+sqlite:///path)? The service refuses those: a token must not turn the
-    server's files into a dataset to preview."""
-    scheme = scheme_of(source.strip())
-    return scheme == "file" or scheme.startswith("sql+sqlite")
-
-
 def _refuse_server_files(source: str) -> None:
-    if reads_server_files(source):
-        raise UsageError(f"{SERVER_FILES}, or register file datasets with --database-url")
+    """A dataset refreshed through the service is read on the server: not from a file of
+    its own (``sources.remote_source_problem``)."""
+    if remote_source_problem(source) == SERVER_FILES:
+        raise UsageError(f"{SERVER_FILES}, {BY_DATABASE}")
 
 
 @router.post("/datasets/{name}/refresh", summary="Import a dataset's source again")
@@ -222,13 +220,17 @@ def refresh_dataset(request: Request, name: str, _caller: Caller = Depends(requi
 
 
 @router.post("/sync", summary="Make the datasets, bars, providers and prices match a gate config")
-def sync_config(request: Request, body: dict, _caller: Caller = Depends(require("admin"))):
+def sync_config(request: Request, body: dict, _caller: Caller = Depends(require("submit"))):
     """``{"config": the gate config's YAML text, "path": its name in messages, "dry_run":
     only say what would change}``: ``gateconfig.sync`` (or ``diff``) on the service's
-    gate. Its datasets must be sources the server reads: a file source is refused before
-    the config is parsed (parsing looks a file source up on this machine)."""
+    gate. A dry run needs the submit scope (a pull request's check shows what its config
+    would change); a sync needs admin. Every dataset source must be one the service may
+    read for a caller (``sources``), checked before the config is parsed."""
     from .. import gateconfig
     from ..yamlfile import parse_yaml
+    dry_run = _flag(body.get("dry_run", False), "dry_run")
+    if not dry_run:
+        authorize(request, "admin", why="a sync (it changes the gate's datasets, bars and providers)")
     path, text = _text(body, "path") or "gate config", body.get("config")
     if not isinstance(text, str):
         raise UsageError("give the gate config's YAML text as config")
@@ -236,13 +238,11 @@ def sync_config(request: Request, body: dict, _caller: Caller = Depends(require(
     declared = data.get("datasets") if isinstance(data, dict) else None
     for name, decl in (declared.items() if isinstance(declared, dict) else ()):
         source = decl.get("source") if isinstance(decl, dict) else decl
-        if isinstance(source, str) and source.strip() and reads_server_files(source):
-            raise UsageError(f"{path}: datasets.{str(name)[:80]}.source: {SERVER_FILES}, or sync file datasets "
-                             "with --database-url")
+        if isinstance(source, str) and source.strip():
+            check_remote_source(source, f"{path}: datasets.{str(name)[:80]}.source: ")
     cfg = gateconfig.parse_config(data, file=path)
     gate = gate_of(request)
-    return json_bytes(gateconfig.diff(gate, cfg) if _flag(body.get("dry_run", False), "dry_run")
-                      else gateconfig.sync(gate, cfg))
+    return json_bytes(gateconfig.diff(gate, cfg) if dry_run else gateconfig.sync(gate, cfg))
 
 
 @router.get("/datasets/{name}/versions", summary="A dataset's versions")

@@ -68,8 +68,9 @@ def bearer(request: Request) -> str | None:
     return value.strip() if kind.lower() == "bearer" and value.strip() else None
 
 
-def authorize(request: Request, needed: str) -> Caller:
-    """The caller of ``request`` if it may do what needs scope ``needed``, else AuthError."""
+def authorize(request: Request, needed: str, why: str = "this") -> Caller:
+    """The caller of ``request`` if it may do what needs scope ``needed`` (``why``: what,
+    for the refusal), else AuthError."""
     state = request.app.state
     token = bearer(request)
     if token is None:
@@ -80,7 +81,7 @@ def authorize(request: Request, needed: str) -> Caller:
     if found is None:
         raise AuthError(401, "invalid token")
     if not scope_allows(found.scope, needed):
-        raise AuthError(403, f"this token's scope ({found.scope}) does not allow this: it needs {needed}")
+        raise AuthError(403, f"this token's scope ({found.scope}) does not allow {why}: it needs {needed}")
     return Caller(found.name, found.scope)
 
 

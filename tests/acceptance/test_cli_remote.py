@@ -171,7 +171,7 @@ def test_sync_through_the_service_reads_only_sources_the_server_reads(service, t
     refused = both.remote("sync", server_file)
     assert refused.returncode == 2 and refused.stdout == ""
     assert refused.stderr == (f"error: {server_file}: datasets.d.source: the service reads no file on its machine: "
-                              "give an https://, s3:// or sql+ database source, or sync file datasets with "
+                              "give an https://, s3:// or sql+ database source, or register it with "
                               "--database-url\n")
     # nor an SQLite database file on the server, through a sql+ source
     sqlite_file = tmp_path / "server-side-sqlite.yaml"

@@ -42,7 +42,11 @@ def questions(gate: Gate) -> int:
 
 def test_submit_wait_and_report_over_http(service, tmp_path, model):
     gate = mapped_gate(service, tmp_path)
-    with service.client("submit") as client:
+    with service.client("submit") as ci:       # what pull-request CI holds: check mode only
+        refused = ci.post("/v1/updates", content=PROMPT_YAML, params={"mode": "apply"},
+                          headers={"content-type": "application/yaml"})
+        assert refused.status_code == 403 and "does not allow apply mode" in refused.json()["error"]
+    with service.client("admin") as client:
         posted = client.post("/v1/updates", content=PROMPT_YAML, params={"mode": "apply", "sha": "a" * 40},
                              headers={"content-type": "application/yaml"})
         assert posted.status_code == 202, posted.text
@@ -68,7 +72,7 @@ def test_submit_wait_and_report_over_http(service, tmp_path, model):
 
         report = decode(UpdateReport, woke["response"].json())
         assert report.status == "APPLIED" and report.exit_code == 0
-        assert report.update.source["submitted_by"].startswith("test-submit-")
+        assert report.update.source["submitted_by"].startswith("test-admin-")
         assert report.runs[0].scored == 20 and report.runs[0].matches == 16
         assert report.to_dict() == gate.status(update_id).to_dict()
         documented = client.get(f"/v1/updates/{update_id}").json()     # the `status --json` document
@@ -154,3 +158,41 @@ def test_readyz_says_when_the_schema_is_behind(service):
     response = httpx2.get(service.url + "/readyz")
     assert response.status_code == 503 and "promptgate db upgrade" in response.json()["error"]
     gate.close()
+
+
+def test_sources_sent_to_the_service_read_nothing_of_the_servers(service, tmp_path):
+    """A token holder cannot make the server send its environment (${VAR}) to a URL of the
+    caller's choosing, nor read a file through a sql+ source's query_file or driver
+    options; a pull request's check may dry-run a sync (submit), only admin may sync."""
+    import socket
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    listener.settimeout(0.5)
+    port = listener.getsockname()[1]
+    hostile = {
+        f"http://127.0.0.1:{port}/d.csv?k=${{PROMPTGATE_DATABASE_URL}}": "server's environment",
+        f"sql+mysql+pymysql://u@127.0.0.1:{port}/db?query_file=/etc/hostname": "'query_file'",
+        f"sql+mysql+pymysql://u@127.0.0.1:{port}/db?query=SELECT+1&local_infile=1": "'local_infile'",
+        f"sql+mysql+pymysql://u:${{OPENAI_API_KEY}}@127.0.0.1:{port}/db?query=SELECT+1": "server's environment",
+    }
+    with service.client("admin") as admin:
+        for source, why in hostile.items():
+            refused = admin.post("/v1/datasets", json={"name": "exfil", "source": source})
+            assert refused.status_code == 400 and why in refused.json()["error"], (source, refused.text)
+            config = f"datasets: {{exfil: {{source: '{source}'}}}}\nprompts: {{}}\n"
+            synced = admin.post("/v1/sync", json={"config": config})
+            assert synced.status_code == 400 and why in synced.json()["error"], (source, synced.text)
+    try:
+        connection, _ = listener.accept()
+        connection.close()
+        raise AssertionError("the server connected to the caller's listener")
+    except socket.timeout:
+        pass
+    finally:
+        listener.close()
+    with service.client("submit") as ci:
+        config = "datasets: {}\nprompts: {}\n"
+        assert ci.post("/v1/sync", json={"config": config, "dry_run": True}).status_code == 200
+        refused = ci.post("/v1/sync", json={"config": config})
+        assert refused.status_code == 403 and "does not allow a sync" in refused.json()["error"]

@@ -1,0 +1,47 @@
+"""Which dataset sources the service may read for a caller. A source registered, or synced,
+through the service is read on the server with the server's environment, so a token holder
+must not be able to make it read anything of the server's:
+
+* no file: a path, ``file://`` or an SQLite database (``sql+sqlite:///path``);
+* no ``${VAR}``: the CLI fills those in from its own environment (an operator's tokens on
+  the operator's machine); on the server they would be the server's secrets (the database
+  URL, provider keys), sent to a URL of the caller's choosing;
+* no ``query_file`` and no driver option outside a short list: ``query_file`` reads a file
+  of the server's, and driver options such as ``local_infile`` or ``read_default_file``
+  make the driver read them.
+
+What such sources need (a token in an environment variable, a query in a file) is for the
+CLI on the database (``--database-url``)."""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qsl, urlsplit
+
+from ..errors import UsageError
+from ..sources import scheme_of
+
+SERVER_FILES = "the service reads no file on its machine: give an https://, s3:// or sql+ database source"
+SQL_PARAMS = frozenset({"query", "sslmode", "connect_timeout", "charset", "application_name"})
+BY_DATABASE = "or register it with --database-url"
+
+
+def remote_source_problem(source: str) -> str | None:
+    """Why the service will not read ``source`` for a caller (None: it may)."""
+    uri = source.strip()
+    scheme = scheme_of(uri)
+    if scheme == "file" or scheme.startswith("sql+sqlite"):
+        return SERVER_FILES
+    if "${" in uri:
+        return "${VAR} in a source sent to the service would be filled in from the server's environment"
+    if scheme.startswith("sql+"):
+        refused = sorted({key for key, _ in parse_qsl(urlsplit(uri).query, keep_blank_values=True)} - SQL_PARAMS)
+        if refused:
+            return (f"the service takes no {refused[0][:40]!r} option in a sql+ source (only "
+                    f"{', '.join(sorted(SQL_PARAMS))})")
+    return None
+
+
+def check_remote_source(source: str, where: str = "") -> None:
+    problem = remote_source_problem(source)
+    if problem:
+        raise UsageError(f"{where}{problem}, {BY_DATABASE}")
