@@ -32,7 +32,7 @@ from .models import Dataset, DatasetVersion, LivePrompt, Mapping, Price, Update,
 from .service import DatasetPreview, Gate, UpdateReport, combine_exit_codes, latest_per_prompt
 from .service.gate import SHA_RE, SAMPLE_FAILURES
 from .spec import PromptSpec
-from .wire import decode
+from .wire import decode as wire_decode
 
 LONG_POLL = 60.0        # seconds one long-poll request may hold (the server allows 120)
 POLL_SLICE = 2.0        # ... when the caller shows progress at each poll
@@ -94,6 +94,16 @@ def _history_row(row: dict) -> dict:
 class Unreachable(GateError):
     """The service did not answer: refused, reset or timed out."""
 
+
+
+def decode(cls, data):
+    """``wire.decode``, but an answer that does not decode (a server of another version, a
+    proxy's page) is one GateError line, never a traceback."""
+    try:
+        return wire_decode(cls, data)
+    except (KeyError, TypeError, ValueError, AttributeError, ArithmeticError) as exc:
+        raise GateError(f"the gate's answer cannot be read by this client ({type(exc).__name__}): is the "
+                        "service the same version as this CLI?") from None
 
 class RemoteGate:
     """The gate's service at ``url``, called with bearer ``token`` (None: anonymous, what a

@@ -5,7 +5,10 @@ types. The HTTP service (``gate.server``) encodes what ``Gate`` returns and the 
 (``gate.client``) decodes it, so the CLI renders a report read over HTTP with the same
 code, to the same text, as one read from the database.
 
-Exact numbers stay exact: a ``Decimal`` travels as its text, a datetime as ISO 8601."""
+Exact numbers stay exact: a ``Decimal`` travels as its text, a datetime as ISO 8601. Where
+no field type says what a value is (a metrics dict, a dataset row), a Decimal travels as
+``{"$decimal": text}``; so that untrusted data shaped like that tag is never read as one,
+every dict with a key starting with ``$`` is sent wrapped as ``{"$map": dict}``."""
 
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 DECIMAL_TAG = "$decimal"
+MAP_TAG = "$map"
 
 
 def encode(value: Any) -> Any:
@@ -27,7 +31,8 @@ def encode(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: encode(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, dict):
-        return {str(k): encode(v) for k, v in value.items()}
+        encoded = {str(k): encode(v) for k, v in value.items()}
+        return {MAP_TAG: encoded} if any(k.startswith("$") for k in encoded) else encoded
     if isinstance(value, (list, tuple)):
         return [encode(v) for v in value]
     if isinstance(value, Decimal):
@@ -63,7 +68,8 @@ def _decode(tp: Any, data: Any) -> Any:
         return [_decode(item, v) for v in data] if origin is list else tuple(_decode(item, v) for v in data)
     if origin is dict:
         key, val = typing.get_args(tp) or (Any, Any)
-        return {(int(k) if key is int else k): _decode(val, v) for k, v in data.items()}
+        items = data[MAP_TAG] if _tagged(data, MAP_TAG) else data
+        return {(int(k) if key is int else k): _decode(val, v) for k, v in items.items()}
     if tp is Decimal:
         return Decimal(data[DECIMAL_TAG] if isinstance(data, dict) else str(data))
     if tp is dt.datetime:
@@ -74,9 +80,15 @@ def _decode(tp: Any, data: Any) -> Any:
 def _untyped(data: Any) -> Any:
     """Data of no declared type (a metrics dict): plain JSON, with tagged Decimals restored."""
     if isinstance(data, dict):
-        if len(data) == 1 and DECIMAL_TAG in data:
+        if _tagged(data, DECIMAL_TAG):
             return Decimal(data[DECIMAL_TAG])
+        if _tagged(data, MAP_TAG):
+            return {k: _untyped(v) for k, v in data[MAP_TAG].items()}
         return {k: _untyped(v) for k, v in data.items()}
     if isinstance(data, list):
         return [_untyped(v) for v in data]
     return data
+
+
+def _tagged(data: Any, tag: str) -> bool:
+    return isinstance(data, dict) and len(data) == 1 and tag in data
