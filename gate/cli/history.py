@@ -24,14 +24,18 @@ def default_actor() -> str:
 @click.argument("name")
 @click.option("--to", "to_version", type=click.IntRange(min=1), default=None,
               help="The version to make live again (default: the one before the live one).")
+@click.option("--if-live", "seen_version", type=click.IntRange(min=1), default=None,
+              help="Only if this is still the live version (the one you looked at): a fix that went live "
+                   "meanwhile, or a rollback someone else just made, is not undone.")
 @click.option("--reason", required=True, help="Why (kept in the history).")
 @click.option("--actor", default=None, help="Who (default: $PROMPTGATE_ACTOR, else user@host).")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def rollback(ctx, name, to_version, reason, actor, as_json):
+def rollback(ctx, name, to_version, seen_version, reason, actor, as_json):
     """Make an earlier version of prompt NAME live again, as a new version. Open apply-mode
     updates of NAME are cancelled (they were judged against a version no longer live)."""
-    done = open_gate(ctx).rollback(name, reason=reason, actor=actor or default_actor(), to_version=to_version)
+    done = open_gate(ctx).rollback(name, reason=reason, actor=actor or default_actor(), to_version=to_version,
+                                   seen_version=seen_version)
     if as_json:
         echo_json({"prompt": name, **done})
         return

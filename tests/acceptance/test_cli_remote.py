@@ -251,7 +251,10 @@ def test_rollback_through_the_service_records_the_token(service, tmp_path, no_ga
     both = Both(service)
     refused = both.remote("rollback", "p1", "--reason", "B is wrong", token=service.tokens["submit"])
     assert refused.returncode == 2 and "needs admin" in refused.stderr
-    done = both.remote("rollback", "p1", "--reason", "B is wrong", "--actor", "alice")
+    stale = both.remote("rollback", "p1", "--if-live", "1", "--reason", "B is wrong")
+    assert stale.returncode == 2 and stale.stderr == ("error: prompt p1: the live version is 2, not 1 as seen: "
+                                                      "nothing was rolled back; look again and retry\n")
+    done = both.remote("rollback", "p1", "--if-live", "2", "--reason", "B is wrong", "--actor", "alice")
     assert done.returncode == 0 and done.stdout == "p1: version 3 is live (the config of version 1)\n", done.stderr
     history = both.same("history", "p1").splitlines()
     assert history[0].startswith("v3 (live)") and "rollback to v1 by token test-admin-" in history[0]
