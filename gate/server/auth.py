@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from fastapi import Request
 
+from ..errors import DatabaseError
 from ..models import ApiToken
 from ..service.tokens import hash_token, scope_allows
 
@@ -50,7 +51,10 @@ class TokenCache:
             hit = self.entries.get(key)
         if hit is not None and hit[0] > now:
             return hit[1]
-        found = self.gate.authenticate(token)
+        try:
+            found = self.gate.authenticate(token)
+        except DatabaseError:     # before the caller is known, say nothing of the database's host or error
+            raise AuthError(503, "the gate's database is unreachable; try again shortly") from None
         with self.lock:
             if len(self.entries) > 10_000:      # a flood of made-up tokens cannot grow it without bound
                 self.entries.clear()

@@ -196,3 +196,19 @@ def test_sources_sent_to_the_service_read_nothing_of_the_servers(service, tmp_pa
         assert ci.post("/v1/sync", json={"config": config, "dry_run": True}).status_code == 200
         refused = ci.post("/v1/sync", json={"config": config})
         assert refused.status_code == 403 and "does not allow a sync" in refused.json()["error"]
+
+
+def test_a_database_error_before_the_caller_is_known_says_nothing_of_the_database(service):
+    """The token check is the first read of a request: when it fails, an unauthenticated
+    caller learns neither the database's host nor its error text."""
+    gate = Gate.connect(service.db_url)
+    with gate.engine.begin() as conn:
+        conn.execute(text("RENAME TABLE api_token TO api_token_away"))
+    try:
+        response = httpx2.get(service.url + "/v1/datasets", headers={"Authorization": "Bearer pgt_" + "C" * 43})
+        assert response.status_code == 503
+        assert response.json() == {"error": "the gate's database is unreachable; try again shortly", "exit_code": 2}
+    finally:
+        with gate.engine.begin() as conn:
+            conn.execute(text("RENAME TABLE api_token_away TO api_token"))
+        gate.close()
