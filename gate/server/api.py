@@ -18,7 +18,7 @@ from ..errors import NotFound, UsageError
 from ..spec import parse_spec, parse_spec_text
 from ..wire import encode
 from .auth import Caller, authorize, require
-from .sources import BY_DATABASE, SERVER_FILES, check_remote_source, remote_source_problem
+from .sources import BY_DATABASE, SERVER_FILES, check_remote_source, remote_source_problem, scrubbed
 from .watcher import UNKNOWN
 
 router = APIRouter(prefix="/v1")
@@ -31,7 +31,7 @@ def gate_of(request: Request):
 
 
 def json_bytes(value: Any, status: int = 200) -> Response:
-    return Response(json.dumps(encode(value), ensure_ascii=True, separators=(",", ":")),
+    return Response(json.dumps(scrubbed(encode(value)), ensure_ascii=True, separators=(",", ":")),
                     status_code=status, media_type="application/json")
 
 

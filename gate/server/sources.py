@@ -45,3 +45,27 @@ def check_remote_source(source: str, where: str = "") -> None:
     problem = remote_source_problem(source)
     if problem:
         raise UsageError(f"{where}{problem}, {BY_DATABASE}")
+
+
+SOURCE_KEYS = frozenset({"source_uri", "source"})
+OPTION_KEYS = frozenset({"options", "source_options"})
+
+
+def scrubbed(data):
+    """Encoded data as the service shows it to any caller: a password in a source URI
+    replaced by *** (a reader of the status page or the API needs which source, not its
+    credentials), and no ``base_dir`` (a folder of the machine that registered it)."""
+    from ..gateconfig import redact
+    if isinstance(data, list):
+        return [scrubbed(v) for v in data]
+    if not isinstance(data, dict):
+        return data
+    out = {}
+    for key, value in data.items():
+        if key in SOURCE_KEYS and isinstance(value, str):
+            out[key] = redact(value)
+        elif key in OPTION_KEYS and isinstance(value, dict):
+            out[key] = scrubbed({k: v for k, v in value.items() if k != "base_dir"})
+        else:
+            out[key] = scrubbed(value)
+    return out
