@@ -14,18 +14,21 @@ from .common import database_option, echo_json, open_database
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0: every interface).")
 @click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True)
 @click.option("--public-read", is_flag=True, help="Reads (GETs, the status page) need no token.")
+@click.option("--forwarded-allow-ips", default=None, metavar="IPS",
+              help="Behind a TLS proxy: the proxy's addresses (comma-separated, or *), whose "
+                   "X-Forwarded-Proto/For are trusted (the sign-in cookie is then Secure).")
 @click.option("--log-level", type=click.Choice(["critical", "error", "warning", "info", "debug"]), default="info",
               show_default=True)
 @click.pass_context
-def serve(ctx, host, port, public_read, log_level):
+def serve(ctx, host, port, public_read, forwarded_allow_ips, log_level):
     """Serve the gate over HTTP: JSON under /v1 (OpenAPI at /docs), the status page at /,
     /metrics, /healthz and /readyz. Callers send `Authorization: Bearer TOKEN`."""
     import uvicorn
     from ..server import ServiceConfig, create_app
     gate = open_database(ctx)
     app = create_app(gate, ServiceConfig(public_read=public_read))
-    uvicorn.run(app, host=host, port=port, log_level=log_level, proxy_headers=False, server_header=False,
-                timeout_graceful_shutdown=5)
+    uvicorn.run(app, host=host, port=port, log_level=log_level, server_header=False, timeout_graceful_shutdown=5,
+                proxy_headers=bool(forwarded_allow_ips), forwarded_allow_ips=forwarded_allow_ips)
 
 
 @click.group()

@@ -271,3 +271,21 @@ def test_pages_need_a_token_and_the_cookie_opens_only_the_pages(service):
             name = next(t["name"] for t in admin.get("/v1/tokens").json() if t["scope"] == "submit")
             assert admin.post(f"/v1/tokens/{name}/revoke").status_code == 200
         assert browser.get("/workers").status_code == 401       # a revoked token's cookie opens nothing
+
+
+def test_behind_a_tls_proxy_the_sign_in_cookie_is_secure(mysql_url, tmp_path):
+    """With --forwarded-allow-ips the proxy's X-Forwarded-Proto is trusted: a browser that
+    came over https gets a Secure cookie; a server not told so ignores the header."""
+    from service_harness import Service
+    for args, secure in ((("--forwarded-allow-ips", "127.0.0.1"), True), ((), False)):
+        service = Service(mysql_url, tmp_path, *args)
+        try:
+            with httpx2.Client(base_url=service.url, follow_redirects=False) as browser:
+                host = service.url.removeprefix("http://")
+                signed_in = browser.post("/login", data={"token": service.tokens["read"]},
+                                         headers={"X-Forwarded-Proto": "https", "Origin": f"https://{host}"})
+            assert signed_in.status_code == 303, signed_in.text
+            cookie = signed_in.headers["set-cookie"].lower()
+            assert ("; secure" in cookie) is secure and "httponly" in cookie and "samesite=strict" in cookie
+        finally:
+            service.stop()
