@@ -10,6 +10,7 @@ import json
 import time
 
 from ..wire import encode
+from .sources import scrubbed
 
 TERMINAL_KEEP_SECONDS = 30.0
 
@@ -34,9 +35,16 @@ class ReportCache:
             task.add_done_callback(lambda _t: self.building.pop(key, None))
         return await asyncio.shield(task)
 
+    async def prepare(self, wanted: dict[int, set[tuple[int, bool]]]) -> None:
+        """Build (and keep) the reports of updates that just ended, each in the forms
+        (``(failures, wire)``) their waiters asked for: the status watcher awaits this
+        before it wakes them. Errors are left to the waiters, who ask again."""
+        await asyncio.gather(*(self.report_json(uid, failures, wire) for uid, keys in wanted.items()
+                               for failures, wire in keys), return_exceptions=True)
+
     async def _build(self, key: tuple[int, int, bool]) -> bytes:
         report = await asyncio.to_thread(self.gate.status, key[0], key[1])
-        data = encode(report) if key[2] else report.to_dict()
+        data = scrubbed(encode(report) if key[2] else report.to_dict())
         body = json.dumps(data, ensure_ascii=True, separators=(",", ":"), default=str).encode()
         if report.terminal:
             if len(self.done) >= self.size:
