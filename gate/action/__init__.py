@@ -27,9 +27,20 @@ from ..globs import PathFilter, compile_glob, glob_filter, split_patterns
 from ..service import combine_exit_codes
 from .inputs import DEFAULT_PROMPTS, INPUTS, ActionInput, ActionOptions, parse_bool
 from .problems import Problem, command_data, command_property, field_line, problem_from
-from .run import REPORT_FILE, ActionRun, run_action, wait_for
 from .verdict import commit_state, exit_code_for, overall_status
 from .workflow import Event, effective_mode
+
+RUN_NAMES = ("REPORT_FILE", "ActionRun", "run_action", "wait_for")
+
+
+def __getattr__(name: str):
+    """The phases (``run``) import PyGithub, ~0.15 s: only when the Action runs, not with
+    every `promptgate` command (the CLI builds `promptgate action`'s options from ``inputs``)."""
+    if name in RUN_NAMES:
+        from . import run
+        return getattr(run, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["DEFAULT_PROMPTS", "INPUTS", "REPORT_FILE", "ActionInput", "ActionOptions", "ActionRun", "Event",
            "PathFilter", "Problem", "combine_exit_codes", "command_data", "command_property", "commit_state",
