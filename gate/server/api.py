@@ -18,7 +18,7 @@ from ..errors import NotFound, UsageError
 from ..spec import parse_spec, parse_spec_text
 from ..wire import encode
 from .auth import Caller, authorize, require
-from .sources import BY_DATABASE, SERVER_FILES, check_remote_source, remote_source_problem, scrubbed
+from .sources import BY_DATABASE, SERVER_FILES, check_remote_source, reads_server_files, scrubbed
 from .watcher import UNKNOWN
 
 router = APIRouter(prefix="/v1")
@@ -206,7 +206,7 @@ def register_dataset(request: Request, body: dict, _caller: Caller = Depends(req
 def _refuse_server_files(source: str) -> None:
     """A dataset refreshed through the service is read on the server: not from a file of
     its own (``sources.remote_source_problem``)."""
-    if remote_source_problem(source) == SERVER_FILES:
+    if reads_server_files(source):
         raise UsageError(f"{SERVER_FILES}, {BY_DATABASE}")
 
 

@@ -25,11 +25,17 @@ SQL_PARAMS = frozenset({"query", "sslmode", "connect_timeout", "charset", "appli
 BY_DATABASE = "or register it with --database-url"
 
 
+def reads_server_files(source: str) -> bool:
+    """Would reading ``source`` read a file of the server's: a path, file://, SQLite?"""
+    scheme = scheme_of(source.strip())
+    return scheme == "file" or scheme.startswith("sql+sqlite")
+
+
 def remote_source_problem(source: str) -> str | None:
     """Why the service will not read ``source`` for a caller (None: it may)."""
     uri = source.strip()
     scheme = scheme_of(uri)
-    if scheme == "file" or scheme.startswith("sql+sqlite"):
+    if reads_server_files(uri):
         return SERVER_FILES
     if "${" in uri:
         return "${VAR} in a source sent to the service would be filled in from the server's environment"
