@@ -1,0 +1,54 @@
+"""The gate config: one YAML file that declares the datasets and the bars of every gated
+prompt, kept in the prompts' repository and synced into the gate from the default branch.
+
+::
+
+    # gate.yaml (sources are relative to this file's folder)
+    providers:                     # optional: where prompts that name one send their calls
+      azure-east: {base_url: "https://east.example/openai/v1", api_key_env: AZURE_EAST_KEY}
+    prices: {gpt-4o-mini: {input: 0.15, output: 0.60}}   # optional: USD per 1M tokens (gate.prices)
+    datasets:
+      urgency-regression: {source: datasets/urgency-regression.csv}
+      urgency-hard: {source: datasets/urgency-hard.jsonl, id_column: id, label_column: label}
+    prompts:
+      ticket-urgency:
+        - {dataset: urgency-regression, min_accuracy: 0.90}
+        - {dataset: urgency-hard, min_accuracy: 0.80, max_broken: 0, min_recall: {urgent: 0.9}}
+
+``load_config`` validates the file (every problem is a SpecError naming the file, the field
+and the reason; nothing touches the database). ``diff`` says what a sync would change
+without changing anything (a pull request shows it as "takes effect after merge").
+``sync`` makes the gate match the file:
+
+* every declared dataset is registered (or re-pointed when its source or columns changed);
+  relative file sources resolve against the config file's folder;
+* every declared bar is mapped (or its bars changed). Besides ``min_accuracy`` an entry may
+  carry ``max_broken``, ``min_recall`` / ``min_precision`` (label → fraction),
+  ``max_latency_p95_ms`` and ``max_cost_per_1k_items`` (see ``gate.bars``); a bar left out
+  of the entry is dropped from the mapping;
+* **the file is the whole truth for the gate's bars**: every mapping the file does not
+  declare is unmapped, including every mapping of a prompt the file does not list at all
+  (such a prompt is no longer gated, and a submission of it is refused until a bar is
+  declared again);
+* datasets the file no longer declares stay registered (past runs refer to them) but no
+  prompt is gated on them any more; ``diff`` lists them so nobody is surprised;
+* every declared provider is registered (or changed), and a registered provider the file
+  no longer declares is removed: prompts that name it are refused at submit. Providers
+  say where model calls go and which key variable they carry, which is why they live
+  here, on the default branch, and never in a prompt file (see ``gate.providers``). Prices
+  likewise: every declared one is set (or changed), an undeclared one removed.
+
+Sync is idempotent: a second sync of the same file changes nothing and reports nothing.
+It calls the service API one step at a time after the whole file has been validated, so
+a database error half-way leaves a partial sync that the next sync completes.
+"""
+
+from __future__ import annotations
+
+from .changes import CHANGE_TEXT, Change, SyncResult, redact
+from .diff import diff
+from .parse import BAR_FIELDS, TOP_FIELDS, BarDecl, DatasetDecl, GateConfig, load_config, parse_config
+from .sync import sync
+
+__all__ = ["BAR_FIELDS", "CHANGE_TEXT", "TOP_FIELDS", "BarDecl", "Change", "DatasetDecl", "GateConfig", "SyncResult",
+           "diff", "load_config", "parse_config", "redact", "sync"]

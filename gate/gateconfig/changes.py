@@ -1,0 +1,71 @@
+"""What a sync changes, or would change: one ``Change`` per difference between a gate
+config and the gate, and the ``SyncResult`` that lists them."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..prices import CHANGE_TEXT as PRICE_TEXT
+
+CHANGE_TEXT = {
+    "dataset-added": "dataset {subject}: new, source {after}",
+    "dataset-changed": "dataset {subject}: {before} → {after}",
+    "dataset-undeclared": "dataset {subject}: no longer declared (stays registered, gates nothing)",
+    "bar-added": "bar {subject}: new, min accuracy {after}",
+    "bar-changed": "bar {subject}: min accuracy {before} → {after}",
+    "bar-removed": "bar {subject}: removed (was {before})",
+    "provider-added": "provider {subject}: new, {after}",
+    "provider-changed": "provider {subject}: {before} → {after}",
+    "provider-removed": "provider {subject}: removed (was {before})",
+    "dataset-rows": "dataset {subject}: {after} against the gate's version {before}",
+    "dataset-version": "dataset {subject}: new version {after} (was {before})", **PRICE_TEXT,
+}
+
+
+@dataclass(frozen=True)
+class Change:
+    """One difference between the file and the gate. ``kind`` is one of dataset-added,
+    dataset-changed, dataset-undeclared, bar-added, bar-changed, bar-removed,
+    provider-added, provider-changed, provider-removed, price-added, price-changed,
+    price-removed; dataset-rows (a pull request changes a dataset's file: its rows against
+    the gate's version) and dataset-version (a sync imported changed rows as a new version)."""
+    kind: str
+    subject: str                # dataset name, or "prompt × dataset"
+    before: str | None = None
+    after: str | None = None
+    key: tuple[str, ...] = ()   # (dataset,) or (prompt, dataset)
+    details: tuple[str, ...] = ()   # example rows of a dataset-rows change
+
+    def __str__(self) -> str:
+        template = CHANGE_TEXT.get(self.kind, "{kind} {subject}")
+        return template.format(kind=self.kind, subject=self.subject, before=self.before, after=self.after)
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    """What ``sync`` changed (``applied``) or what it would change (``diff``)."""
+    path: str
+    changes: tuple[Change, ...] = ()
+    applied: bool = False
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.changes)
+
+    def lines(self) -> list[str]:
+        return [str(c) for c in self.changes]
+
+    def __str__(self) -> str:
+        if not self.changes:
+            return f"{self.path}: no change"
+        verb = "changed" if self.applied else "would change"
+        return f"{self.path}: {verb} {len(self.changes)}: " + "; ".join(self.lines())
+
+
+_SECRET_RE = re.compile(r"(://[^/:@\s]*):[^/@\s]*@")
+
+
+def redact(uri: str) -> str:
+    """A source URI fit for a report: a password in it is replaced by ***."""
+    return _SECRET_RE.sub(r"\1:***@", uri)

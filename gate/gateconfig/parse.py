@@ -1,0 +1,185 @@
+"""Reading a gate config: the file's datasets, bars, providers and prices as declarations,
+validated (every problem a SpecError naming the file, the field and the reason); nothing
+touches the database."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, Mapping as TMapping
+
+from ..bars import EXTRA_KEYS, Bars
+from ..errors import SpecError, UsageError
+from ..models import Price
+from ..prices import parse_prices
+from ..providers import ProviderDecl, parse_decl
+from ..service import parse_bar
+from ..sources import DEFAULT_ID_COLUMN, DEFAULT_LABEL_COLUMN, absolute_source, scheme_of
+from ..spec import check_name
+from ..yamlfile import parse_yaml, read_text_file
+
+TOP_FIELDS = ("providers", "prices", "datasets", "prompts")
+DATASET_FIELDS = ("source", "id_column", "label_column")
+BAR_FIELDS = ("dataset", "min_accuracy", *EXTRA_KEYS)
+
+
+@dataclass(frozen=True)
+class DatasetDecl:
+    name: str
+    source: str                 # as written in the file
+    source_uri: str             # resolved (absolute path for a local file)
+    id_column: str = DEFAULT_ID_COLUMN
+    label_column: str = DEFAULT_LABEL_COLUMN
+    base_dir: str | None = None  # the config file's folder
+
+
+@dataclass(frozen=True)
+class BarDecl:
+    prompt: str
+    dataset: str
+    min_accuracy: Decimal
+    bars: dict | None = field(default=None, hash=False)    # the bars beyond min_accuracy (Bars.extra)
+
+
+@dataclass(frozen=True)
+class GateConfig:
+    path: str
+    datasets: dict[str, DatasetDecl]
+    bars: tuple[BarDecl, ...]
+    providers: dict[str, ProviderDecl] = field(default_factory=dict)
+    base_dir: str | None = None          # the file's folder: relative sources resolve here
+    prices: dict[str, Price] = field(default_factory=dict)
+
+    @property
+    def prompts(self) -> list[str]:
+        return sorted({b.prompt for b in self.bars})
+
+
+# --- loading ----------------------------------------------------------------------------------
+
+def load_config(path: str | Path, display_path: str | None = None) -> GateConfig:
+    """Read and validate a gate config file. ``display_path`` is the name errors use
+    (e.g. the repository-relative path); relative sources resolve against the file's folder."""
+    file = display_path or str(path)
+    data = parse_yaml(read_text_file(path, file), file)
+    return parse_config(data, file=file, base_dir=Path(path).resolve().parent)
+
+
+def parse_config(data: Any, file: str | None = None, base_dir: str | Path | None = None) -> GateConfig:
+    if not isinstance(data, TMapping):
+        raise SpecError(file, None, "a gate config must be a mapping with datasets and prompts")
+    unknown = [k for k in data if k not in TOP_FIELDS]
+    if unknown:
+        raise SpecError(file, str(unknown[0])[:80], f"unknown field; known fields are {', '.join(TOP_FIELDS)}")
+    providers = _parse_providers(_section(data, "providers", "provider name → {base_url, api_key_env?, models?}",
+                                          file), file)
+    datasets = _parse_datasets(_section(data, "datasets", "dataset name → {source, id_column?, label_column?}",
+                                        file), file, base_dir)
+    bars = _parse_bars(_section(data, "prompts", "prompt name → list of {dataset, min_accuracy}", file),
+                       datasets, file)
+    return GateConfig(file or "", datasets, bars, providers, str(base_dir) if base_dir is not None else None,
+                      parse_prices(data.get("prices"), file))
+
+
+def _section(data: TMapping, key: str, shape: str, file: str | None) -> TMapping:
+    value = data.get(key) or {}
+    if not isinstance(value, TMapping):
+        raise SpecError(file, key, f"must be a mapping of {shape}")
+    return value
+
+
+def _parse_providers(raw: TMapping, file: str | None) -> dict[str, ProviderDecl]:
+    return {name: parse_decl(name, decl, file, f"providers.{str(name)[:40]}") for name, decl in raw.items()}
+
+
+def _parse_datasets(raw: TMapping, file: str | None, base_dir: str | Path | None) -> dict[str, DatasetDecl]:
+    datasets: dict[str, DatasetDecl] = {}
+    for name, decl in raw.items():
+        where = f"datasets.{name}"
+        _check_name(name, where, "dataset name", file)
+        if isinstance(decl, str):
+            decl = {"source": decl}
+        if not isinstance(decl, TMapping):
+            raise SpecError(file, where, "must be a mapping with source (and optionally id_column, label_column)")
+        extra = [k for k in decl if k not in DATASET_FIELDS]
+        if extra:
+            raise SpecError(file, f"{where}.{str(extra[0])[:80]}",
+                            f"unknown field; a dataset has {', '.join(DATASET_FIELDS)}")
+        source = decl.get("source")
+        if not isinstance(source, str) or not source.strip():
+            raise SpecError(file, f"{where}.source", "is required: a path relative to this file, file://, "
+                            "https://, s3:// or sql+...")
+        columns = {col: _column(decl.get(col), f"{where}.{col}", file) for col in ("id_column", "label_column")}
+        source = source.strip()
+        source_uri = absolute_source(source, base_dir)
+        if scheme_of(source) == "file" and not Path(source_uri).is_file():
+            raise SpecError(file, f"{where}.source", f"no such file: {source} (relative sources resolve against "
+                            "the config file's folder)")
+        datasets[name] = DatasetDecl(name, source, source_uri, columns["id_column"] or DEFAULT_ID_COLUMN,
+                                     columns["label_column"] or DEFAULT_LABEL_COLUMN,
+                                     str(base_dir) if base_dir is not None else None)
+    return datasets
+
+
+def _column(value: Any, where: str, file: str | None) -> str | None:
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise SpecError(file, where, "must be a column name")
+    return value
+
+
+def _parse_bars(raw: TMapping, datasets: dict[str, DatasetDecl], file: str | None) -> tuple[BarDecl, ...]:
+    bars: list[BarDecl] = []
+    for prompt, entries in raw.items():
+        where = f"prompts.{prompt}"
+        _check_name(prompt, where, "prompt name", file)
+        if not isinstance(entries, list) or not entries:
+            raise SpecError(file, where, "must be a non-empty list of {dataset, min_accuracy} (to stop gating a "
+                            "prompt, remove it from the file)")
+        seen: set[str] = set()
+        for i, entry in enumerate(entries):
+            bar = _parse_bar_entry(entry, f"{where}[{i}]", prompt, datasets, file)
+            if bar.dataset in seen:
+                raise SpecError(file, f"{where}[{i}].dataset", f"{bar.dataset!r} is listed twice for {prompt}")
+            seen.add(bar.dataset)
+            bars.append(bar)
+    return tuple(bars)
+
+
+def _parse_bar_entry(entry: Any, at: str, prompt: str, datasets: dict[str, DatasetDecl],
+                     file: str | None) -> BarDecl:
+    if not isinstance(entry, TMapping):
+        raise SpecError(file, at, "must be a mapping with dataset and min_accuracy")
+    extra = [k for k in entry if k not in BAR_FIELDS]
+    if extra:
+        raise SpecError(file, f"{at}.{str(extra[0])[:80]}", f"unknown field; a bar has {', '.join(BAR_FIELDS)}")
+    ds = entry.get("dataset")
+    if not isinstance(ds, str) or not ds:
+        raise SpecError(file, f"{at}.dataset", "is required")
+    if ds not in datasets:
+        raise SpecError(file, f"{at}.dataset", f"{ds!r} is not declared under datasets")
+    if "min_accuracy" not in entry or entry["min_accuracy"] is None:
+        raise SpecError(file, f"{at}.min_accuracy", "is required: a fraction in [0, 1], e.g. 0.9")
+    try:
+        bar = parse_bar(entry["min_accuracy"])
+    except UsageError as exc:
+        raise SpecError(file, f"{at}.min_accuracy", str(exc)) from None
+    return BarDecl(prompt, ds, bar, _parse_extra_bars(entry, at, file))
+
+
+def _parse_extra_bars(entry: TMapping, at: str, file: str | None) -> dict | None:
+    """The entry's bars beyond min_accuracy as JSON (``Bars.extra``). Each is checked on
+    its own first, so an error names its field."""
+    for key in EXTRA_KEYS:
+        try:
+            Bars.parse(0, {key: entry.get(key)})
+        except UsageError as exc:
+            raise SpecError(file, f"{at}.{key}", str(exc)) from None
+    return Bars.parse(0, {key: entry.get(key) for key in EXTRA_KEYS}).extra()
+
+
+def _check_name(value: Any, where: str, what: str, file: str | None) -> None:
+    try:
+        check_name(value, what, file)
+    except SpecError as exc:
+        raise SpecError(file, where, exc.reason) from None

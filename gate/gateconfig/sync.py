@@ -1,0 +1,57 @@
+"""``sync``: make the gate's providers, prices, datasets and bars match a gate config (the
+package docstring says how)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..prices import apply_price_change
+from ..service import Gate
+from .changes import Change, SyncResult
+from .diff import as_config, diff
+from .parse import GateConfig
+
+
+def sync(gate: Gate, config: str | Path | GateConfig) -> SyncResult:
+    """Make the gate's providers, prices, datasets and bars match the file (see the module
+    docstring): register declared providers and datasets (importing their rows), import
+    the rows of the others again (a new version when they changed), map declared bars,
+    remove undeclared providers and unmap every mapping the file does not declare,
+    including all mappings of prompts the file does not list. Idempotent."""
+    cfg = as_config(config)
+    planned = diff(gate, cfg)
+    planned = SyncResult(planned.path, planned.changes + tuple(_refresh(gate, cfg, planned)))
+    bars = {(b.prompt, b.dataset): b for b in cfg.bars}
+    for change in planned.changes:
+        if change.kind in ("provider-added", "provider-changed"):
+            gate.register_provider(cfg.providers[change.key[0]])
+        elif change.kind == "provider-removed":
+            gate.remove_provider(change.key[0])
+        elif change.kind.startswith("price-"):
+            apply_price_change(gate, change.kind, change.key[0], cfg.prices)
+    for change in planned.changes:
+        if change.kind in ("dataset-added", "dataset-changed"):
+            decl = cfg.datasets[change.key[0]]
+            gate.register_dataset(decl.name, decl.source, id_column=decl.id_column,
+                                  label_column=decl.label_column, base_dir=decl.base_dir, declared_in=cfg.path)
+    for change in planned.changes:
+        if change.kind in ("bar-added", "bar-changed"):
+            bar = bars[change.key]
+            gate.map_dataset(*change.key, bar.min_accuracy, bars=bar.bars)
+        elif change.kind == "bar-removed":
+            gate.unmap_dataset(*change.key)
+    return SyncResult(planned.path, planned.changes, applied=True)
+
+
+def _refresh(gate: Gate, cfg: GateConfig, planned: SyncResult) -> list[Change]:
+    """Import again the declared datasets the plan does not register anyway: a changed
+    file (or remote source) becomes a new version."""
+    registering = {c.key[0] for c in planned.changes if c.kind in ("dataset-added", "dataset-changed")}
+    changes = []
+    for name in sorted(set(cfg.datasets) - registering):
+        before = gate.get_dataset(name).current_version_id
+        _, imported = gate.refresh_dataset(name)
+        if imported is not None and imported.version.id != before:
+            v = imported.version
+            changes.append(Change("dataset-version", name, str(before), f"{v.id} ({v.row_count} rows)", (name,)))
+    return changes
