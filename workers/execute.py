@@ -334,12 +334,14 @@ class Executor(Poller):
         did commit: the lease token guards it, so the second run writes nothing."""
         run_id = chunk.items[0].run_id
         run = self.run_calls.get(run_id)
-        answers = new_answers(chunk.results, run.update_id, run_id) if run else []
+        # a --no-reuse run keeps its fresh answers to itself: a kept answer is the first the
+        # gate obtained, so re-running until one passes cannot choose what an apply reuses
+        answers = new_answers(chunk.results, run.update_id, run_id) if run and run.reuse else []
 
         def write(conn) -> int:
             written = store.write_item_results(conn, run_id, chunk.token, chunk.results)
             if written == len(chunk.results):   # kept only from a write-back that held its lease throughout
-                store.save_answers(conn, answers, replace=not run.reuse)
+                store.save_answers(conn, answers)
             return written
         try:
             written = transaction(self.engine, write)

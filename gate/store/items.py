@@ -9,8 +9,6 @@ from typing import Any, Sequence
 
 from sqlalchemy import (BigInteger, DateTime, Float, Integer, String, bindparam, case, func, insert, literal, select,
                         update)
-from sqlalchemy.dialects.mysql import insert as mysql_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
 from ..models import Answer, ClaimedItem, FlipSample, ItemResult, ItemSample, RunCounts
@@ -282,34 +280,20 @@ def find_answers(conn: Connection, keys: Sequence[str]) -> dict[str, Answer]:
     return {row.request_key: Answer(*row) for row in rows}
 
 
-def save_answers(conn: Connection, answers: Sequence[Answer], replace: bool = False) -> None:
-    """Keep new answers for reuse. A key answered already keeps its first answer, unless
-    ``replace`` (a run that asked for fresh calls: its answers are the newest word)."""
+def save_answers(conn: Connection, answers: Sequence[Answer]) -> None:
+    """Keep new answers for reuse. A kept answer is the first the gate obtained for its
+    request and is never replaced (INSERT IGNORE): no sequence of submissions can swap in
+    an answer it liked better, so what an apply reuses cannot be cherry-picked. Runs that
+    asked for fresh calls (``--no-reuse``) keep theirs to themselves (the caller does not
+    save them)."""
     if not answers:
         return
     rows = [{"request_key": a.request_key, "actual_decision": a.actual_decision, "raw_output": a.raw_output,
              "latency_ms": a.latency_ms, "prompt_tokens": a.prompt_tokens, "completion_tokens": a.completion_tokens,
              "update_id": a.update_id, "run_id": a.run_id, "trial_of": a.trial_of} for a in answers]
-    if replace:
-        _upsert_answers(conn, sorted(rows, key=lambda r: r["request_key"]))   # one key order: no deadlock
-        return
     stmt = (insert(answer).values(created_at=db_now())
             .prefix_with("IGNORE", dialect="mysql").prefix_with("OR IGNORE", dialect="sqlite"))
-    conn.execute(stmt, rows)
-
-
-def _upsert_answers(conn: Connection, rows: list[dict]) -> None:
-    """Insert the answers or overwrite those of the same key, in one statement (a chunk's
-    256 rows as an UPDATE and an INSERT each took ~1 s and held P4 to 185 items/s)."""
-    rows = [{**row, "created_at": db_now()} for row in rows]
-    changed = [k for k in rows[0] if k != "request_key"]
-    if conn.dialect.name == "mysql":
-        stmt = mysql_insert(answer).values(rows)
-        conn.execute(stmt.on_duplicate_key_update({k: stmt.inserted[k] for k in changed}))
-    else:
-        stmt = sqlite_insert(answer).values(rows)
-        conn.execute(stmt.on_conflict_do_update(index_elements=[answer.c.request_key],
-                                                set_={k: stmt.excluded[k] for k in changed}))
+    conn.execute(stmt, sorted(rows, key=lambda r: r["request_key"]))    # one key order: no deadlock
 
 
 def item_attempt_stats(conn: Connection, run_ids: Sequence[int]) -> dict[str, int]:

@@ -67,10 +67,9 @@ def test_an_error_is_never_reused(gate, tmp_path, monkeypatch):
         assert calls == 6 and not second.runs[0].reused
 
 
-def test_fresh_answers_overwrite_kept_ones_in_one_statement(gate):
-    """--no-reuse keeps its answers as the newest word: a key answered before is overwritten,
-    a new key inserted, a key of another chunk untouched (MariaDB's ON DUPLICATE KEY UPDATE,
-    SQLite's ON CONFLICT)."""
+def test_a_kept_answer_is_the_first_and_is_never_replaced(gate):
+    """A key answered before keeps its first answer whatever is saved after it (a new key is
+    inserted, a key of another chunk untouched): MariaDB's INSERT IGNORE, SQLite's OR IGNORE."""
     from gate import store
     from gate.db import transaction
     from gate.models import Answer
@@ -83,8 +82,7 @@ def test_fresh_answers_overwrite_kept_ones_in_one_statement(gate):
 
     transaction(gate.engine, lambda c: store.save_answers(c, [kept("a" * 64, "yes", 1), kept("c" * 64, "no", 1)]))
     transaction(gate.engine, lambda c: store.save_answers(c, [kept("a" * 64, "no", 2)]))               # first kept
-    transaction(gate.engine, lambda c: store.save_answers(c, [kept("b" * 64, "maybe", 3), kept("a" * 64, "no", 3)],
-                                                          replace=True))
+    transaction(gate.engine, lambda c: store.save_answers(c, [kept("b" * 64, "maybe", 3), kept("a" * 64, "no", 3)]))
     with gate.engine.connect() as conn:
         rows = {r.request_key[0]: (r.actual_decision, r.update_id) for r in conn.execute(select(answer))}
-    assert rows == {"a": ("no", 3), "b": ("maybe", 3), "c": ("no", 1)}
+    assert rows == {"a": ("yes", 1), "b": ("maybe", 3), "c": ("no", 1)}
