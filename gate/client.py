@@ -26,11 +26,12 @@ from urllib.parse import quote, urlsplit, urlunsplit
 import httpx2
 
 from . import __version__
-from .errors import DatabaseError, GateError, IllegalTransition, NotFound, UsageError, first_line
+from .errors import DatabaseError, Forbidden, GateError, IllegalTransition, NotFound, UsageError, first_line
 from .importer import DataDiff, Imported
 from .models import Dataset, DatasetVersion, LivePrompt, Mapping, Price, Update, WorkerRow
-from .service import DatasetPreview, Gate, UpdateReport, combine_exit_codes, latest_per_prompt
+from .service import DatasetPreview, Gate, UpdateReport, combine_exit_codes
 from .service.gate import SHA_RE, SAMPLE_FAILURES
+from .service.release import Announcer, no_update, release_updates
 from .spec import PromptSpec
 from .wire import decode as wire_decode
 
@@ -40,7 +41,8 @@ SHA_POLL = 0.5          # seconds between two look-ups of a commit's updates bef
 RECONNECT = 30.0        # seconds a wait tries again when the service that answered it goes away (a restart)
 TOKEN_RE = re.compile(r"[\x21-\x7e]{1,512}")
 TIMEOUTS = httpx2.Timeout(connect=10.0, read=60.0, write=30.0, pool=10.0)
-ERRORS_BY_STATUS = {400: UsageError, 404: NotFound, 409: IllegalTransition, 413: UsageError, 503: DatabaseError}
+ERRORS_BY_STATUS = {400: UsageError, 403: Forbidden, 404: NotFound, 409: IllegalTransition, 413: UsageError,
+                    503: DatabaseError}
 
 
 def shown_url(url: str) -> str:
@@ -215,38 +217,43 @@ class RemoteGate:
         on_poll = (lambda report: on_status(report.status)) if on_status else None
         return self.wait(update_id, timeout, poll, on_poll).status
 
-    def updates_for_sha(self, sha: str, prompt_name: str | None = None) -> list[Update]:
-        return decode(list[Update], self._call("GET", "/v1/updates", params={"sha": sha, "prompt": prompt_name}))
+    def updates_for_sha(self, sha: str, prompt_name: str | None = None, mode: str | None = None) -> list[Update]:
+        """The commit's updates (``mode``: those a release wait of that mode answers for)."""
+        return decode(list[Update], self._call("GET", "/v1/updates", params={"sha": sha, "prompt": prompt_name,
+                                                                            "mode": mode}))
 
     def wait_for_sha(self, sha: str, prompt: str | None = None, timeout: float | None = None,
-                     poll: float = SHA_POLL) -> tuple[int, list[UpdateReport]]:
-        """As ``Gate.wait_for_sha``: look the commit's updates up until some appear (up to
-        ``timeout``), then long-poll them until each is terminal."""
+                     poll: float = SHA_POLL, mode: str | None = "auto",
+                     on_select: Callable[[str], object] | None = None) -> tuple[int, list[UpdateReport]]:
+        """As ``Gate.wait_for_sha`` (the same choice, ``release.release_updates``): look the
+        commit's updates up until some appear (up to ``timeout``), then long-poll them until
+        each is terminal."""
         sha = (sha or "").strip()
         if not SHA_RE.fullmatch(sha):
             raise UsageError(f"{sha!r} is not a commit SHA")
+        announce = Announcer(sha, mode, on_select)
         deadline = _deadline(timeout)
         while True:
-            updates = latest_per_prompt(self.updates_for_sha(sha, prompt))
+            chosen, updates = release_updates(self.updates_for_sha(sha, prompt, mode or "auto"), mode)
             expired = _expired(deadline)
             if updates:
+                announce(chosen)
                 reports = [self.status(u.id) for u in updates]
                 if expired or all(r.terminal for r in reports):
                     return combine_exit_codes(r.exit_code for r in reports), reports
                 waiting = next(r for r in reports if not r.terminal)
                 self._long_poll(waiting.update.id, _left(deadline, LONG_POLL), failures=0, patient=True)
             elif deadline is None or expired:
-                what = f" for prompt {prompt}" if prompt else ""      # the words of Gate.wait_for_sha
-                raise NotFound(f"no update was submitted for commit {sha}{what} (wait needs the full SHA the "
-                               "Action or `promptgate submit --sha` used)")
+                raise no_update(sha, prompt, mode)
             else:
                 time.sleep(_left(deadline, poll))
 
     def list_updates(self, limit: int = 20, prompt_name: str | None = None) -> list[Update]:
         return decode(list[Update], self._call("GET", "/v1/updates", params={"limit": limit, "prompt": prompt_name}))
 
-    def cancel(self, update_id: int, reason: str = "cancelled by a user") -> None:
-        """Cancel the update (the service records who cancelled it as the reason)."""
+    def cancel(self, update_id: int, reason: str = "cancelled by a user", owner: str | None = None) -> None:
+        """Cancel the update (the service records who cancelled it as the reason, and lets a
+        submit token cancel only its own: ``Forbidden`` otherwise; ``owner`` is the server's)."""
         self._call("POST", f"/v1/updates/{int(update_id)}/cancel")
 
     # --- prompts ------------------------------------------------------------------------------

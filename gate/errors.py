@@ -7,6 +7,7 @@
     │   ├── SpecError             an invalid prompt file: file, field and reason
     │   └── NotFound              an unknown prompt, dataset or update
     ├── IllegalTransition         a state change the state machine refuses (or lost to a race)
+    ├── Forbidden                 the caller may not touch this (a submit token, another's update)
     ├── DatasetError              a dataset source that cannot be read or breaks the row contract
     ├── MigrationError            the schema cannot be brought up to date
     ├── DatabaseError             the database failed (the driver's first line, never SQL)
@@ -54,6 +55,11 @@ class NotFound(UsageError):
 
 class IllegalTransition(GateError):
     pass
+
+
+class Forbidden(GateError):
+    """The caller is known but may not do this to this object (HTTP 403): a submit token
+    cancelling an update another token submitted."""
 
 
 class DatasetError(GateError):

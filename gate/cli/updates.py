@@ -55,17 +55,22 @@ def status(ctx, update_id, as_json, fmt):
 @click.argument("update_id", type=int, required=False)
 @click.option("--sha", default=None, help="Wait for every update submitted for this commit instead.")
 @click.option("--prompt", "prompt_name", default=None, help="With --sha: only this prompt's updates.")
+@click.option("--mode", "sha_mode", type=click.Choice(["auto", "apply", "check"]), default=None,
+              help="With --sha: auto (default) answers for the commit's apply-mode updates when it has any, else "
+                   "its check-mode ones; apply waits for apply-mode updates only; check asks about checks.")
 @click.option("--timeout", type=float, default=None, help="Seconds to wait (default: until terminal).")
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--progress/--no-progress", "show_progress", default=True, show_default=True,
               help="While waiting for UPDATE_ID, show per dataset items scored, accuracy so far and an ETA on "
                    "stderr (redrawn on a terminal, plain lines every ~10 s otherwise).")
 @click.pass_context
-def wait(ctx, update_id, sha, prompt_name, timeout, as_json, show_progress):
+def wait(ctx, update_id, sha, prompt_name, sha_mode, timeout, as_json, show_progress):
     """Wait for update UPDATE_ID (or the updates of --sha) to end: exit 0 cleared, 1 rejected,
-    2 failed/cancelled, 3 timeout."""
+    2 failed/cancelled, 3 timeout. With --sha a check never stands in for an apply: see --mode."""
     if (update_id is None) == (sha is None):
         raise click.UsageError("give an UPDATE_ID or --sha SHA (not both)")
+    if sha_mode is not None and sha is None:
+        raise click.UsageError("--mode goes with --sha")
     if sha is None:
         progress = WaitProgress.on_stderr() if show_progress else None
         # a progress line needs the report (a dozen reads), not just the status: twice a second
@@ -74,7 +79,8 @@ def wait(ctx, update_id, sha, prompt_name, timeout, as_json, show_progress):
             progress.finish(report)
         print_report(report, "json" if as_json else "text")
         ctx.exit(report.exit_code)
-    code, reports = open_gate(ctx).wait_for_sha(sha, prompt_name, timeout)
+    code, reports = open_gate(ctx).wait_for_sha(sha, prompt_name, timeout, mode=sha_mode or "auto",
+                                                on_select=lambda line: click.echo(line, err=True))
     if as_json:
         echo_json([r.to_dict() for r in reports])
     else:

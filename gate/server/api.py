@@ -15,6 +15,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
 from ..errors import NotFound, UsageError
+from ..service.release import of_mode
 from ..spec import parse_spec, parse_spec_text
 from ..wire import encode
 from .auth import Caller, authorize, require
@@ -45,15 +46,16 @@ async def submit(request: Request, caller: Caller = Depends(require("submit"))):
 
     Check mode needs the submit scope (what pull-request CI holds); **apply mode needs
     admin**: it publishes to production when the bars clear, which only the default
-    branch's job may ask for."""
+    branch's job may ask for. The update records the token's name (``submitted_by``);
+    a check replaces only the same token's open checks of the same key."""
     fields = await _submission(request)
     if fields["mode"] == "apply":
         authorize(request, "admin", why="apply mode (it goes live when every bar clears)")
     spec = fields.pop("spec")
-    source = {k: v for k, v in {"via": "api", "submitted_by": caller.name, "key": fields["source_key"],
-                                "sha": fields["sha"], "repo": fields["repo"], "pr": fields["pr"],
-                                "path": fields["path"]}.items() if v not in (None, "")}
-    update_id = await run_in_threadpool(gate_of(request).submit, spec, fields["mode"], source, fields["reuse"])
+    source = {k: v for k, v in {"via": "api", "key": fields["source_key"], "sha": fields["sha"], "repo": fields["repo"],
+                                "pr": fields["pr"], "path": fields["path"]}.items() if v not in (None, "")}
+    update_id = await run_in_threadpool(gate_of(request).submit, spec, fields["mode"], source, fields["reuse"],
+                                        caller.name)     # its key is this token's: no token replaces another's
     return json_bytes({"id": update_id, "prompt": spec.name, "mode": fields["mode"],
                        "status_url": f"/v1/updates/{update_id}", "wait_url": f"/v1/updates/{update_id}/wait"}, 202)
 
@@ -118,12 +120,22 @@ def _flag(value: Any, key: str) -> bool:
     raise UsageError(f"{key} must be true or false")
 
 
+RELEASE_MODE = ("with sha: auto (its apply-mode updates when the commit has any, else its check-mode ones), "
+                "apply or check; none: every update of the commit")
+
+
 @router.get("/updates", summary="Updates, newest first (by commit SHA, prompt)")
 def list_updates(request: Request, sha: str | None = None, prompt: str | None = None,
-                 limit: int = Query(20, ge=1, le=500), _caller: Caller = Depends(require("read"))):
+                 limit: int = Query(20, ge=1, le=500),
+                 mode: str | None = Query(None, pattern="^(auto|apply|check)$", description=RELEASE_MODE),
+                 _caller: Caller = Depends(require("read"))):
     gate = gate_of(request)
-    found = gate.updates_for_sha(sha, prompt) if sha else gate.list_updates(limit, prompt)
-    return json_bytes(found[:limit] if not sha else found)
+    if not sha:
+        if mode is not None:
+            raise UsageError("mode goes with sha (which of a commit's updates a release waits for)")
+        return json_bytes(gate.list_updates(limit, prompt))
+    found = gate.updates_for_sha(sha, prompt)
+    return json_bytes(found if mode is None else of_mode(found, mode)[1])
 
 
 REPORT_VIEWS = "status (default): the `promptgate status --json` document; wire: the client's encoding"
@@ -141,7 +153,8 @@ async def report(request: Request, update_id: int, failures: int = Query(5, ge=0
 async def wait(request: Request, update_id: int, timeout: float = Query(30.0, ge=0, le=MAX_WAIT_SECONDS),
                failures: int = Query(5, ge=0, le=100),
                view: str = Query("status", pattern="^(status|wire)$", description=REPORT_VIEWS),
-               _caller: Caller = Depends(require("submit"))):
+               _caller: Caller = Depends(require("read"))):
+    """Waiting is reading: the read scope (a release pipeline's token) suffices."""
     wire = view == "wire"
     status = await request.app.state.watcher.wait(update_id, timeout, want=(failures, wire))  # made before it wakes
     if status == UNKNOWN:
@@ -152,7 +165,9 @@ async def wait(request: Request, update_id: int, timeout: float = Query(30.0, ge
 
 @router.post("/updates/{update_id}/cancel", summary="Cancel an open update")
 def cancel(request: Request, update_id: int, caller: Caller = Depends(require("submit"))):
-    gate_of(request).cancel(update_id, f"cancelled by {caller.name} through the service")
+    """A submit token cancels only the updates it submitted (403 otherwise); admin any."""
+    owner = None if caller.scope == "admin" else caller.name
+    gate_of(request).cancel(update_id, f"cancelled by {caller.name} through the service", owner=owner)
     return json_bytes({"id": update_id, "status": "CANCELLED"})
 
 

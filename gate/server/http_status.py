@@ -1,10 +1,11 @@
 """Which HTTP status a GateError answers with, for the JSON API and the status page alike:
-404 an unknown name or id, 409 a state change refused (or lost to a race), 503 the
-database away or behind its migrations, 400 any other refusal of the caller's input."""
+404 an unknown name or id, 403 another caller's object (``Forbidden``), 409 a state change
+refused (or lost to a race), 503 the database away or behind its migrations, 400 any other
+refusal of the caller's input."""
 
 from __future__ import annotations
 
-from ..errors import DatabaseError, GateError, IllegalTransition, MigrationError, NotFound
+from ..errors import DatabaseError, Forbidden, GateError, IllegalTransition, MigrationError, NotFound
 
 
 def status_of(exc: GateError) -> int:
@@ -12,6 +13,8 @@ def status_of(exc: GateError) -> int:
         return 404
     if isinstance(exc, IllegalTransition):
         return 409
+    if isinstance(exc, Forbidden):
+        return 403
     if isinstance(exc, (DatabaseError, MigrationError)):
         return 503
     return 400

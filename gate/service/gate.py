@@ -8,14 +8,14 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Callable
 
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 
 from .. import db, store
 from ..importer import discard_version
-from ..errors import NotFound, SpecError, UsageError
+from ..errors import Forbidden, SpecError, UsageError
 from ..models import DatasetVersion, FleetCounts, LivePrompt, Update, WorkerRow
 from ..providers import resolve
 from ..reuse import pin
@@ -26,6 +26,7 @@ from .boundary import driver_errors_become_gate_errors
 from .datasets import DatasetsMixin
 from .reports import UpdateReport, run_report
 from .live import LiveMixin
+from .release import Announcer, combine_exit_codes, latest_per_prompt, no_update, release_updates  # noqa: F401
 from .tokens import TokensMixin
 
 SAMPLE_FAILURES = 5
@@ -108,26 +109,6 @@ def _unstable_items(conn, run, limit: int) -> list:
     return store.unstable_items(conn, run.id, limit)
 
 
-def combine_exit_codes(codes: Iterable[int]) -> int:
-    """Several updates' exit codes as one: 2 (failed, cancelled, invalid) before 1
-    (rejected) before 3 (still open) before 0."""
-    codes = set(codes)
-    for code in (2, 1, 3):
-        if code in codes:
-            return code
-    return 0
-
-
-def latest_per_prompt(updates: Iterable[Update]) -> list[Update]:
-    """The newest update of each prompt (a re-run's submission replaces the earlier one),
-    oldest first."""
-    latest: dict[str, Update] = {}
-    for u in updates:
-        if u.prompt_name not in latest or u.id > latest[u.prompt_name].id:
-            latest[u.prompt_name] = u
-    return sorted(latest.values(), key=lambda u: u.id)
-
-
 @driver_errors_become_gate_errors
 class Gate(DatasetsMixin, LiveMixin, TokensMixin):
     """A handle on one gate database."""
@@ -167,18 +148,21 @@ class Gate(DatasetsMixin, LiveMixin, TokensMixin):
 
     # --- submissions ------------------------------------------------------------------
 
-    def submit(self, spec: PromptSpec, mode: str = "check", source: dict | None = None, reuse: bool = True) -> int:
+    def submit(self, spec: PromptSpec, mode: str = "check", source: dict | None = None, reuse: bool = True,
+               submitted_by: str | None = None) -> int:
         """Stage a candidate: the update, one run per mapped dataset and the latest-wins
         cancellation, in one transaction. Returns the tracking id. Each run pins the
         dataset's current version, its bar and what the verdict stands on (``gate.reuse``);
         the prompt's provider is resolved from the gate's declarations and pinned in the
         update: the workers send its calls there, and nowhere a pull request chose.
-        ``reuse`` False: every item is called afresh (no answer already paid for is used)."""
+        ``reuse`` False: every item is called afresh (no answer already paid for is used).
+        ``submitted_by``: the service token's name (None: the CLI on the database, the
+        operator); check-mode submissions replace only those of the same submitter and key."""
         try:
             mode = Mode(mode)
         except ValueError:
             raise UsageError(f"mode {mode!r} is not check or apply") from None
-        source = dict(source or {})
+        source = dict(source or {}, **({"submitted_by": submitted_by} if submitted_by else {}))
         check_commit_sha(source.get("sha"))
         source_key = _source_key(source)
         config = spec.to_config()
@@ -189,12 +173,14 @@ class Gate(DatasetsMixin, LiveMixin, TokensMixin):
                 raise UsageError(f"prompt {spec.name!r} has no mapped dataset, so nothing can clear it: map one with "
                                  f"`promptgate dataset map {spec.name} DATASET --min-accuracy 0.9`")
             provider = resolve(spec.provider, spec.model, store.list_providers(conn))
-            older = store.superseded_updates(conn, spec.name, mode, None if mode == Mode.APPLY else source_key)
+            older = store.superseded_updates(conn, spec.name, mode, None if mode == Mode.APPLY else source_key,
+                                             submitted_by)
             update_id = store.insert_update(conn, prompt_name=spec.name, mode=mode, config=config,
                                             config_hash=spec.config_hash,
                                             base_version=store.live_version(conn, spec.name),
                                             source=source, source_key=source_key, source_sha=source.get("sha"),
-                                            provider=provider.to_dict() if provider else None, reuse=reuse)
+                                            provider=provider.to_dict() if provider else None, reuse=reuse,
+                                            submitted_by=submitted_by)
             live = store.find_live(conn, spec.name)
             for mapping in mappings:
                 ds = store.get_dataset(conn, mapping.dataset_name)
@@ -258,28 +244,31 @@ class Gate(DatasetsMixin, LiveMixin, TokensMixin):
             return store.updates_for_sha(conn, sha, prompt_name)
 
     def wait_for_sha(self, sha: str, prompt: str | None = None, timeout: float | None = None,
-                     poll: float = 0.5) -> tuple[int, list[UpdateReport]]:
-        """For release pipelines: wait for the updates submitted for commit ``sha`` (the
-        latest one per prompt) and return (exit code as `wait ID` gives it, combined by
-        ``combine_exit_codes``; their reports).
+                     poll: float = 0.5, mode: str | None = "auto",
+                     on_select: Callable[[str], object] | None = None) -> tuple[int, list[UpdateReport]]:
+        """For release pipelines: wait for the updates submitted for commit ``sha`` that
+        ``release.release_updates`` picks for ``mode`` (auto: its apply-mode updates when it
+        has any, else its check-mode ones; a check never stands in for an apply), the latest
+        one per prompt, and return (exit code as `wait ID` gives it, combined by
+        ``combine_exit_codes``; their reports). ``on_select`` is told, in a line, which.
 
         Until an update for the commit appears, it is waited for up to ``timeout``; with no
         timeout, or when none appears in time, NotFound is raised."""
         sha = (sha or "").strip()
         if not SHA_RE.fullmatch(sha):
             raise UsageError(f"{sha!r} is not a commit SHA")
+        announce = Announcer(sha, mode, on_select)
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            updates = latest_per_prompt(self.updates_for_sha(sha, prompt))
+            chosen, updates = release_updates(self.updates_for_sha(sha, prompt), mode)
             expired = deadline is not None and time.monotonic() >= deadline
             if updates:
+                announce(chosen)
                 reports = [self.status(u.id) for u in updates]
                 if expired or all(r.terminal for r in reports):
                     return combine_exit_codes(r.exit_code for r in reports), reports
             elif deadline is None or expired:
-                what = f" for prompt {prompt}" if prompt else ""
-                raise NotFound(f"no update was submitted for commit {sha}{what} (wait needs the full SHA the "
-                               "Action or `promptgate submit --sha` used)")
+                raise no_update(sha, prompt, mode)
             time.sleep(poll if deadline is None else max(0.0, min(poll, deadline - time.monotonic())))
 
     def list_updates(self, limit: int = 20, prompt_name: str | None = None, *, status: str | None = None,
@@ -292,9 +281,15 @@ class Gate(DatasetsMixin, LiveMixin, TokensMixin):
             return store.list_updates(conn, limit, prompt_name, status=status, sha_prefix=sha_prefix,
                                       before_id=before_id)
 
-    def cancel(self, update_id: int, reason: str = "cancelled by a user") -> None:
+    def cancel(self, update_id: int, reason: str = "cancelled by a user", owner: str | None = None) -> None:
+        """Cancel an open update. ``owner``: the caller may cancel only updates the token of
+        that name submitted (a submit token through the service); else Forbidden. None:
+        any (the CLI on the database, an admin token)."""
         def cancel(conn):
-            store.get_update(conn, update_id)
+            submitted_by = store.lock_update_owner(conn, update_id)
+            if owner is not None and submitted_by != owner:
+                raise Forbidden(f"update {update_id} was not submitted by this token: a submit token cancels only "
+                                "its own updates (an admin token cancels any)")
             store.cancel_update(conn, update_id, reason)
         db.transaction(self.engine, cancel)
 

@@ -50,7 +50,7 @@ from .schema import (EPOCH, Bar, JsonText, answer, api_token, model_price, datas
                      prompt_run_item, prompt_update, prompt_version, provider, rate_limit_bucket, rate_limit_usage,
                      worker)
 from .updates import (any_open_update, cancel_update, find_update, get_update, insert_update, list_updates,
-                      lock_update_query, reconcilable_updates, reconcile_candidates_query, start_update,
+                      lock_update_owner, lock_update_query, reconcilable_updates, reconcile_candidates_query, start_update,
                       superseded_updates, transition_update, update_status, update_statuses, updates_for_sha)
 from .versions import (IMPORTING, READY, create_version, delete_version, delete_version_rows, existing_version_ids,
                        find_version_by_content, finish_version, get_version, insert_version_rows, list_versions,
@@ -83,7 +83,8 @@ __all__ = [
     "ensure_prompt_lock", "lock_prompt", "prompt_lock",
     # updates
     "any_open_update", "cancel_update", "find_update", "get_update", "insert_update", "list_updates",
-    "lock_update_query", "reconcilable_updates", "reconcile_candidates_query", "start_update", "superseded_updates",
+    "lock_update_owner", "lock_update_query", "reconcilable_updates", "reconcile_candidates_query", "start_update",
+    "superseded_updates",
     "transition_update", "update_status", "update_statuses", "updates_for_sha",
     # the fleet at a glance
     "fleet_counts",

@@ -73,7 +73,8 @@ prompt_update = Table("prompt_update", meta,
                       Column("base_version", Integer), Column("source", JsonText),
                       Column("source_key", String(255)), Column("source_sha", String(64)),
                       Column("reason", Text), Column("created_at", T), Column("started_at", T),
-                      Column("finished_at", T), Column("provider", JsonText), Column("reuse", Integer))
+                      Column("finished_at", T), Column("provider", JsonText), Column("reuse", Integer),
+                      Column("submitted_by", String(128)))
 prompt_run = Table("prompt_run", meta,
                    Column("id", BigInteger, primary_key=True), Column("update_id", BigInteger),
                    Column("dataset_id", BigInteger), Column("dataset_name", String(128)),

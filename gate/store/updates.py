@@ -24,13 +24,15 @@ def _update(row) -> Update:
 
 def insert_update(conn: Connection, *, prompt_name: str, mode: str, config: dict, config_hash: str,
                   base_version: int, source: dict, source_key: str, source_sha: str | None,
-                  provider: dict | None = None, reuse: bool = True) -> int:
+                  provider: dict | None = None, reuse: bool = True, submitted_by: str | None = None) -> int:
     """A new PENDING update; ``provider`` is the declaration its calls go to (None: the
-    default provider); ``reuse``: whether answers already paid for may stand in for calls."""
+    default provider); ``reuse``: whether answers already paid for may stand in for calls;
+    ``submitted_by``: the service token's name (None: the CLI on the database)."""
     result = conn.execute(insert(prompt_update).values(
         prompt_name=prompt_name, mode=mode, status=UpdateStatus.PENDING, candidate_config=config,
         candidate_hash=config_hash, base_version=base_version, source=source, source_key=source_key,
-        source_sha=source_sha, provider=provider, reuse=1 if reuse else 0, created_at=db_now()))
+        source_sha=source_sha, provider=provider, reuse=1 if reuse else 0, submitted_by=submitted_by,
+        created_at=db_now()))
     return result.inserted_primary_key[0]
 
 
@@ -54,15 +56,28 @@ def get_update(conn: Connection, update_id: int) -> Update:
     return found
 
 
-def superseded_updates(conn: Connection, prompt_name: str, mode: str, source_key: str | None) -> list[int]:
+def superseded_updates(conn: Connection, prompt_name: str, mode: str, source_key: str | None,
+                       submitted_by: str | None = None) -> list[int]:
     """Open updates that a new submission replaces (latest wins): every open apply-mode
-    update of the prompt, or the open check-mode updates of the same source."""
-    stmt = select(prompt_update.c.id).where(prompt_update.c.prompt_name == prompt_name,
-                                            prompt_update.c.mode == mode,
-                                            prompt_update.c.status.in_(list(UPDATE_OPEN)))
+    update of the prompt (``source_key`` None), or the open check-mode updates of the same
+    source of the same submitter (``submitted_by``: a token's name; None: the CLI on the
+    database), so no token replaces another's."""
+    u = prompt_update
+    stmt = select(u.c.id).where(u.c.prompt_name == prompt_name, u.c.mode == mode, u.c.status.in_(list(UPDATE_OPEN)))
     if source_key is not None:
-        stmt = stmt.where(prompt_update.c.source_key == source_key)
+        stmt = stmt.where(u.c.source_key == source_key,
+                          u.c.submitted_by.is_(None) if submitted_by is None else u.c.submitted_by == submitted_by)
     return list(conn.execute(stmt.order_by(prompt_update.c.id).with_for_update()).scalars())
+
+
+def lock_update_owner(conn: Connection, update_id: int) -> str | None:
+    """The name of the token that submitted the update (None: the CLI on the database),
+    its row locked for the caller's transaction; NotFound when there is none."""
+    row = conn.execute(select(prompt_update.c.submitted_by).where(prompt_update.c.id == update_id)
+                       .with_for_update()).first()
+    if row is None:
+        raise NotFound(f"unknown update {update_id}")
+    return row.submitted_by
 
 
 def transition_update(conn: Connection, update_id: int, to: UpdateStatus, reason: str | None = None) -> None:

@@ -84,8 +84,8 @@ def test_submit_wait_and_report_over_http(service, tmp_path, model):
 
 def test_a_wait_times_out_on_an_open_update_and_cancel_ends_it(service, tmp_path):
     gate = mapped_gate(service, tmp_path)
-    update_id = gate.submit(rules_spec("p1"), "check")
-    with service.client("submit") as client:
+    with service.client("submit") as client:       # a submit token cancels the updates it submitted
+        update_id = client.post("/v1/updates", json={"prompt": rules_spec("p1").to_config()}).json()["id"]
         started = time.monotonic()
         response = client.get(f"/v1/updates/{update_id}/wait", params={"timeout": 0.6})
         assert 0.5 <= time.monotonic() - started < 2.0

@@ -18,8 +18,8 @@ NEEDS = {
     ("POST", "/v1/updates"): "submit",
     ("GET", "/v1/updates"): "read",
     ("GET", "/v1/updates/{update_id}"): "read",
-    ("GET", "/v1/updates/{update_id}/wait"): "submit",
-    ("POST", "/v1/updates/{update_id}/cancel"): "submit",
+    ("GET", "/v1/updates/{update_id}/wait"): "read",            # waiting is reading (a release pipeline)
+    ("POST", "/v1/updates/{update_id}/cancel"): "submit",       # of its own updates (the matrix cancels one)
     ("GET", "/v1/prompts/{name}/live"): "read",
     ("GET", "/v1/prompts/{name}/history"): "read",
     ("POST", "/v1/prompts/{name}/rollback"): "admin",
@@ -90,14 +90,24 @@ class Calls:
         gate.register_dataset("d1", str(write_rule_rows(tmp_path / "d1.csv", 6)))
         gate.map_dataset("p1", "d1", "0.5")
         self.update_id = gate.submit(rules_spec("p1"), "check")
+        self.own_id = self.update_id      # what cancel is called on: the submit token's own (``own``)
         self.version = gate.dataset_version("d1").id
         self.counter = 0
+
+    def own(self, service: Service) -> None:
+        """Cancel is tried on an update the submit token submitted (another's is a 403 for
+        it whatever its scope allows: tests/integration/test_service_integrity.py)."""
+        with service.client("submit") as ci:
+            self.own_id = ci.post("/v1/updates", json={"prompt": rules_spec("p1").to_config(),
+                                                       "source_key": "matrix-own"}).json()["id"]
 
     def request(self, method: str, route: str) -> tuple[str, str, dict]:
         self.counter += 1
         path = (route.replace("{update_id}", str(self.update_id)).replace("{name}", "d1" if "datasets" in route else "p1")
                 .replace("{version}", "0").replace("{prompt}", "p1").replace("{dataset}", "d1"))
         kwargs: dict = {}
+        if route == "/v1/updates/{update_id}/cancel":
+            path = f"/v1/updates/{self.own_id}/cancel"
         if route == "/v1/tokens/{name}/revoke":
             path = f"/v1/tokens/nobody-{self.counter}/revoke"
         if (method, route) == ("POST", "/v1/updates"):
@@ -131,6 +141,7 @@ def allowed(granted: str, needed: str) -> bool:
 def test_auth_matrix(service, tmp_path):
     gate = Gate.connect(service.db_url)
     calls = Calls(gate, tmp_path)
+    calls.own(service)
     revoked = gate.create_token("matrix-revoked", "admin")
     with service.client("admin") as admin:
         assert admin.post("/v1/tokens/matrix-revoked/revoke").json() == {"name": "matrix-revoked", "revoked": True}
