@@ -182,17 +182,20 @@ def test_a_read_token_waits_through_the_service(service, tmp_path, model):
         poller.start()
         env = {"PROMPTGATE_URL": service.url, "PROMPTGATE_TOKEN": service.tokens["read"], "PYTHONPATH": str(ROOT),
                "PROMPTGATE_DATABASE_URL": ""}
-        release = subprocess.Popen([sys.executable, "-m", "gate.cli", "wait", "--sha", SHA, "--timeout", "120"],
-                                   env={**os.environ, **env}, cwd=ROOT, text=True,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        release, by_id = (subprocess.Popen([sys.executable, "-m", "gate.cli", "wait", *args, "--timeout", "120"],
+                                           env={**os.environ, **env}, cwd=ROOT, text=True,
+                                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                          for args in (("--sha", SHA), (str(applied), "--no-progress")))
         time.sleep(1.5)
         assert "at" not in woke, woke.get("response") and woke["response"].text
-        assert release.poll() is None, release.communicate()
+        assert release.poll() is None and by_id.poll() is None, (release.communicate(), by_id.communicate())
         ended, = run_until_terminal(gate, [applied], timeout=120)
         assert ended.status == "APPLIED"
         poller.join(30)
         out, err = release.communicate(timeout=60)
+        id_out, id_err = by_id.communicate(timeout=60)
     assert woke["response"].status_code == 200 and woke["response"].json()["status"] == "APPLIED"
     assert release.returncode == 0, (out, err)
     assert "waiting for its apply-mode updates" in err and "APPLIED" in out
+    assert by_id.returncode == 0 and "APPLIED" in id_out, (id_out, id_err)
     gate.close()
