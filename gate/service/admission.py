@@ -34,6 +34,7 @@ from ..template_fields import template_fields
 from ..templating import TemplateProblem
 
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+FIELD_PAGE = 1000           # rows per read when counting an older version's fields
 
 
 def check_labels(spec: PromptSpec) -> None:
@@ -67,7 +68,7 @@ def count_unknown_fields(engine: Engine, prompt_name: str) -> None:
         versions = [store.get_version(conn, i) for i in ids if i is not None]
     for version in versions:
         if version.fields is None and version.status == store.READY:
-            fields = count_fields(engine, version.id)
+            fields = count_fields(engine, version.id, FIELD_PAGE)
             db.transaction(engine, lambda conn: store.set_version_fields(conn, version.id, fields))
 
 
