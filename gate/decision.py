@@ -82,8 +82,29 @@ def _norm(text: str) -> str:
     return _SEP_RE.sub(" ", text).casefold()
 
 
+def label_key(text: str) -> str:
+    """What the decision step reads a label (or a value naming one) as: surrounding
+    markdown, quotes and punctuation dropped, case folded, spaces, ``_`` and ``-`` one
+    separator. Two labels with the same key cannot be told apart in an answer."""
+    return _norm(text.strip(_LEAD_NOISE).rstrip(_TRAIL_NOISE))
+
+
+def same_reading(labels: Sequence[str]) -> tuple[str, str] | None:
+    """The first two labels the decision step would read as the same (``label_key``), or
+    None when it tells them all apart. A label it reads as nothing pairs with itself."""
+    seen: dict[str, str] = {}
+    for label in labels:
+        key = label_key(label)
+        if not key:
+            return label, label
+        if key in seen:
+            return seen[key], label
+        seen[key] = label
+    return None
+
+
 def _match_label(value: str, labels: Sequence[str]) -> str | None:
-    wanted = _norm(value.strip(_LEAD_NOISE).rstrip(_TRAIL_NOISE))
+    wanted = label_key(value)
     for label in labels:
         if _norm(label) == wanted:
             return label

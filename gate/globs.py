@@ -54,7 +54,7 @@ def compile_glob(pattern: str) -> re.Pattern:
                 out.append(re.escape(pat[i]))
                 i += 1
         alternatives.append("".join(out))
-    return re.compile("^(?:" + "|".join(alternatives) + ")$")
+    return re.compile("(?:" + "|".join(alternatives) + r")\Z")
 
 
 def split_patterns(patterns: str | Sequence[str]) -> list[str]:

@@ -26,6 +26,7 @@ from sqlalchemy.exc import IntegrityError
 from . import store
 from .db import is_sqlite, transaction
 from .errors import DatasetError
+from .fieldcounts import FieldCounter
 from .models import DatasetVersion
 from .sources import ContentHash, Reader, Row, next_page_size, row_digests
 
@@ -47,18 +48,18 @@ def import_version(engine: Engine, dataset_id: int, name: str, source_uri: str, 
     version_id = transaction(engine, lambda conn: store.create_version(conn, dataset_id, source_uri, options,
                                                                         source_version))
     try:
-        content_hash, rows, labels = _write_rows(engine, version_id, name, reader, page_size, page_bytes)
+        content_hash, rows, labels, fields = _write_rows(engine, version_id, name, reader, page_size, page_bytes)
         if not rows:
             raise DatasetError(f"dataset {name} has no rows: nothing to evaluate")
-        return _finish(engine, dataset_id, version_id, content_hash, rows, labels)
+        return _finish(engine, dataset_id, version_id, content_hash, rows, labels, fields)
     except BaseException:
         discard_version(engine, version_id)
         raise
 
 
 def _write_rows(engine: Engine, version_id: int, name: str, reader: Reader, page_size: int,
-                page_bytes: int) -> tuple[str, int, dict[str, int]]:
-    digest, labels, position = ContentHash(), Counter(), 0
+                page_bytes: int) -> tuple[str, int, dict[str, int], dict]:
+    digest, labels, fields, position = ContentHash(), Counter(), FieldCounter(), 0
     with _Writers(engine, version_id, name) as writers:
         for page in read_pages(reader, page_size, page_bytes):
             ids = [r.item_id for r in page]
@@ -68,10 +69,12 @@ def _write_rows(engine: Engine, version_id: int, name: str, reader: Reader, page
             digests = row_digests(page)
             digest.update(digests)
             labels.update(r.expected for r in page)
+            for r in page:
+                fields.add(r.input)
             writers.submit([(position + k, r.item_id, r.expected, r.input_json, d.hex())
                             for k, (r, d) in enumerate(zip(page, digests))])
             position += len(page)
-    return digest.hexdigest(), position, dict(labels)
+    return digest.hexdigest(), position, dict(labels), fields.to_json()
 
 
 def read_pages(reader: Reader, page_size: int, page_bytes: int) -> Iterator[list[Row]]:
@@ -126,12 +129,12 @@ class _Writers:
 
 
 def _finish(engine: Engine, dataset_id: int, version_id: int, content_hash: str, rows: int,
-            labels: dict[str, int]) -> Imported:
+            labels: dict[str, int], fields: dict) -> Imported:
     def finish(conn) -> Imported:
         existing = store.find_version_by_content(conn, dataset_id, content_hash)
         if existing is not None:
             return Imported(existing, created=False)
-        if not store.finish_version(conn, version_id, content_hash, rows, labels):
+        if not store.finish_version(conn, version_id, content_hash, rows, labels, fields):
             raise DatasetError("the import was taken away while it ran (a prune of stale imports?): run it again")
         return Imported(store.get_version(conn, version_id), created=True)
     try:
@@ -178,6 +181,20 @@ class DataDiff:
             return f"over {self.too_large:,} rows: too large to compare here"
         parts = [f"{getattr(self, k)} {k}" for k in ("added", "removed", "relabelled", "changed") if getattr(self, k)]
         return ", ".join(parts) or "no change"
+
+
+def count_fields(engine: Engine, version_id: int, page: int = 1000) -> dict:
+    """The fields of a stored version's rows (``gate.fieldcounts``), read page by page:
+    for a version imported before the gate counted them at import."""
+    counter, after = FieldCounter(), -1
+    while True:
+        with engine.connect() as conn:
+            rows = store.version_rows(conn, version_id, after, page)
+        for row in rows:
+            counter.add(row.input)
+        if len(rows) < page:
+            return counter.to_json()
+        after = rows[-1].position
 
 
 def version_keys(engine: Engine, version_id: int, page: int = 10000) -> Iterator[tuple[str, str, str]]:
@@ -246,5 +263,5 @@ def source_rows(reader: Reader, page_size: int, page_bytes: int) -> Iterator[tup
             yield row.item_id, row.expected, digest.hex()
 
 
-__all__ = ["DataDiff", "Imported", "diff_against", "diff_ordered", "discard_version", "import_version", "read_pages",
+__all__ = ["DataDiff", "Imported", "count_fields", "diff_against", "diff_ordered", "discard_version", "import_version", "read_pages",
            "source_rows", "version_keys"]

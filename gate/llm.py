@@ -65,7 +65,7 @@ from .untrusted import storable
 
 log = logging.getLogger("promptgate.llm")
 INVALID_DECISION = "(invalid)"
-ERROR_TYPE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+ERROR_TYPE_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 
 @dataclass(frozen=True)
@@ -236,7 +236,7 @@ def _error_type(exc: openai.APIStatusError) -> str | None:
     if isinstance(inner, Mapping):
         for key in ("type", "code"):
             value = inner.get(key)
-            if isinstance(value, str) and ERROR_TYPE_RE.match(value):
+            if isinstance(value, str) and ERROR_TYPE_RE.fullmatch(value):
                 return value
     return None
 

@@ -168,12 +168,12 @@ def bar_pct(value: Any) -> Safe:
     return Safe(format_bar(Decimal(value)))
 
 
-_URL_RE = re.compile(r"^https?://[A-Za-z0-9.-]+(:[0-9]+)?(/[A-Za-z0-9._~/-]*)?$")
+_URL_RE = re.compile(r"https?://[A-Za-z0-9.-]+(:[0-9]+)?(/[A-Za-z0-9._~/-]*)?")
 
 
 def link(url: Any, text: str) -> Safe:
     """A link we built ourselves (the workflow run): only a plain http(s) URL is linked."""
-    if not url or not _URL_RE.match(str(url)):
+    if not url or not _URL_RE.fullmatch(str(url)):
         return Safe("")
     return Safe(f"[{md(text)}]({url})")
 

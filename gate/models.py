@@ -31,6 +31,7 @@ class DatasetVersion:
     source_options: dict[str, Any]
     source_version: str | None
     created_at: dt.datetime
+    fields: dict | None = None        # which item fields its rows have (gate.importer.FieldCounter); None: not counted yet
 
 
 @dataclass(frozen=True)

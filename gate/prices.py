@@ -29,7 +29,7 @@ MAX_MODELS = 1_000
 MAX_MODEL_CHARS = 128
 MAX_PRICE = Decimal(1_000_000)
 MAX_DECIMALS = 9
-NUMBER_RE = re.compile(r"^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?$")
+NUMBER_RE = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 SHAPE = "model → {input: USD per 1M input tokens, output: USD per 1M output tokens}"
 
 # the plan's lines, merged into gateconfig.CHANGE_TEXT
@@ -53,7 +53,7 @@ def parse_prices(raw: Any, file: str | None = None) -> dict[str, Price]:
 
 def _parse_price(model: Any, decl: Any, file: str | None) -> Price:
     where = f"prices.{str(model)[:40]}"
-    if not isinstance(model, str) or not model or len(model) > MAX_MODEL_CHARS or not MODEL_RE.match(model):
+    if not isinstance(model, str) or not model or len(model) > MAX_MODEL_CHARS or not MODEL_RE.fullmatch(model):
         raise SpecError(file, where, f"{str(model)[:40]!r} is not a model name (as prompts write it in model: "
                         f"letters, digits and . _ : / @ + -, at most {MAX_MODEL_CHARS} characters)")
     if not isinstance(decl, Mapping):
@@ -73,7 +73,7 @@ def _amount(value: Any, where: str, file: str | None) -> Decimal:
         text = str(value).strip() if isinstance(value, (int, float, str)) and not isinstance(value, bool) else ""
     except ValueError:                    # an int of more than 4,300 digits
         raise SpecError(file, where, f"is out of range: 0 to {MAX_PRICE:,} dollars per 1M tokens") from None
-    if not NUMBER_RE.match(text):
+    if not NUMBER_RE.fullmatch(text):
         if isinstance(value, float):      # .inf, .nan
             raise SpecError(file, where, f"{text} is not a finite number: 0 to {MAX_PRICE:,} dollars per 1M tokens")
         shown = repr(value[:40]) if isinstance(value, str) else f"a {type(value).__name__}"

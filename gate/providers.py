@@ -42,9 +42,9 @@ from .errors import SpecError, UsageError
 DEFAULT = "default"
 PLACEHOLDER_API_KEY = "sk-no-key-required"
 FIELDS = ("base_url", "api_key_env", "models")
-ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")     # fullmatch
 RESERVED_ENV_PREFIXES = ("PROMPTGATE_", "GITHUB_", "ACTIONS_", "RUNNER_", "INPUT_")
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$")
+NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,127}")
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ class Endpoint:
 
 def parse_decl(name: Any, data: Any, file: str | None, where: str) -> ProviderDecl:
     """A declaration from a gate config or PROMPTGATE_PROVIDERS; SpecError names the field."""
-    if not isinstance(name, str) or not NAME_RE.match(name) or name == DEFAULT:
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name) or name == DEFAULT:
         raise SpecError(file, where, f"{str(name)[:40]!r} is not a provider name (lowercase letters, digits, "
                         f"'.', '_', '-'; '{DEFAULT}' is the provider of prompts that name none)")
     if not isinstance(data, Mapping):
@@ -103,7 +103,7 @@ def _base_url(value: Any, file: str | None, where: str) -> str:
 def _key_env(value: Any, file: str | None, where: str) -> str | None:
     if value is None:
         return None
-    if not isinstance(value, str) or not ENV_NAME_RE.match(value):
+    if not isinstance(value, str) or not ENV_NAME_RE.fullmatch(value):
         raise SpecError(file, f"{where}.api_key_env", "must be the name of an environment variable (the key "
                         "itself never goes in a file)")
     if value.upper().startswith(RESERVED_ENV_PREFIXES):

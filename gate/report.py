@@ -23,6 +23,7 @@ def render_text(report: UpdateReport) -> str:
                      f"{progress}, {r.errors} errors" +
                      (f" — {safe(r.reason)}" if r.reason and r.status == "ERROR" else ""))
         lines += _trials_lines(r)
+        lines += _fields_lines(r)
         lines += _comparison_lines(r)
         lines += _calls_lines(r)
         lines += [f"    bar {c['bar'] if c['label'] is None else c['bar'] + '[' + safe(c['label']) + ']'} "
@@ -59,6 +60,19 @@ def _trials_lines(r) -> list[str]:
         lines.append(f"    unstable {safe(u.item_id)}: expected {safe(u.expected_decision)}, trials "
                      f"{', '.join(safe(a, 40) for a in u.answers)} → {u.verdict}")
     return lines
+
+
+def _fields_lines(r) -> list[str]:
+    """The item fields the templates read and how many rows of the dataset have each."""
+    if not r.fields_read:
+        return []
+    return ["    fields read: " + "; ".join(f"{safe(f['field'], 80)}: {coverage(f)}" for f in r.fields_read)]
+
+
+def coverage(f: dict) -> str:
+    """"0 of 120 rows (optional)"; "not counted" (the version has too many fields)."""
+    rows = "not counted" if f["rows"] is None else f"{f['rows']} of {f['of']} rows"
+    return rows + (" (optional)" if f["optional"] else "")
 
 
 def _comparison_lines(r) -> list[str]:

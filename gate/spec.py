@@ -29,7 +29,7 @@ from .templating import MAX_NODES as MAX_TEMPLATE_NODES, TemplateProblem, check_
 from .trials import DEFAULT_RULE, MAX_TRIALS, TRIAL_RULES, TrialRule
 from .yamlfile import parse_yaml, read_text_file
 
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$")
+NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,127}")       # fullmatch: "$" would let "name\n" through
 TOP_FIELDS = ("name", "description", "model", "params", "messages", "labels", "decision",
               "response_format", "provider", "trials", "trial_rule", "k")
 ROLES = ("system", "developer", "user", "assistant")
@@ -54,16 +54,16 @@ MAX_DESCRIPTION = 4000
 MAX_JSON_FIELD = 256
 MAX_RESPONSE_FORMAT_BYTES = 64 * 1024
 RESPONSE_FORMAT_TYPES = ("text", "json_object", "json_schema")
-MODEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,255}$")
-REASONING_EFFORT_RE = re.compile(r"^[a-z]{1,16}$")
+MODEL_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,255}")
+REASONING_EFFORT_RE = re.compile(r"[a-z]{1,16}")
 # A label in parentheses reads like the gate's own markers ("(invalid)" marks an answer
 # outside the labels); control characters would reach terminals and logs.
-RESERVED_LABEL_RE = re.compile(r"^\(.*\)$")
+RESERVED_LABEL_RE = re.compile(r"\(.*\)", re.DOTALL)
 LABEL_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 def check_name(value: Any, what: str = "name", file: str | None = None) -> str:
-    if not isinstance(value, str) or not NAME_RE.match(value):
+    if not isinstance(value, str) or not NAME_RE.fullmatch(value):
         raise SpecError(file, what, f"{value!r} is not a valid name: use lowercase letters, digits, "
                         "'.', '_' or '-', starting with a letter or digit, at most 128 characters")
     return value
@@ -186,7 +186,7 @@ def parse_spec(data: Any, file: str | None = None) -> PromptSpec:
 def _parse_model(value: Any, file: str | None) -> str:
     if not isinstance(value, str) or not value.strip():
         raise SpecError(file, "model", "must be a non-empty string")
-    if not MODEL_RE.match(value):
+    if not MODEL_RE.fullmatch(value):
         raise SpecError(file, "model", "must be a model name: letters, digits and . _ : / @ + -, "
                         "at most 256 characters")
     return value
@@ -236,7 +236,7 @@ def _parse_param(key: str, val: Any, file: str | None) -> Any:
     if low is not None and val < low or high is not None and val > high:
         raise SpecError(file, where, f"must be between {low if low is not None else 'any'} and "
                         f"{high if high is not None else 'any'}")
-    if key == "reasoning_effort" and not REASONING_EFFORT_RE.match(val):
+    if key == "reasoning_effort" and not REASONING_EFFORT_RE.fullmatch(val):
         raise SpecError(file, where, "must be a word such as low, medium or high")
     return val
 
@@ -320,7 +320,7 @@ def _check_label(label: Any, file: str | None) -> None:
         raise SpecError(file, "labels", f"{label[:20]!r}... is longer than 128 characters")
     if LABEL_CONTROL_RE.search(label):
         raise SpecError(file, "labels", f"{label[:40]!r} holds a control character")
-    if RESERVED_LABEL_RE.match(label):
+    if RESERVED_LABEL_RE.fullmatch(label):
         raise SpecError(file, "labels", f"{label!r} is reserved: labels in parentheses are the gate's own "
                         "markers, e.g. (invalid) for an answer outside the labels")
 

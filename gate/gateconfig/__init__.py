@@ -14,6 +14,8 @@ prompt, kept in the prompts' repository and synced into the gate from the defaul
       ticket-urgency:
         - {dataset: urgency-regression, min_accuracy: 0.90}
         - {dataset: urgency-hard, min_accuracy: 0.80, max_broken: 0, min_recall: {urgent: 0.9}}
+    optional_fields:               # optional: item fields a prompt's templates may read
+      ticket-urgency: [account_tier]   # although no dataset row has them (else refused at submit)
 
 ``load_config`` validates the file (every problem is a SpecError naming the file, the field
 and the reason; nothing touches the database). ``diff`` says what a sync would change
@@ -37,6 +39,11 @@ without changing anything (a pull request shows it as "takes effect after merge"
   say where model calls go and which key variable they carry, which is why they live
   here, on the default branch, and never in a prompt file (see ``gate.providers``). Prices
   likewise: every declared one is set (or changed), an undeclared one removed.
+* every prompt's ``optional_fields`` are set (stored per prompt, ``prompt_setting``); a
+  prompt the file does not list has none. A submission whose templates read a field that
+  no row of any mapped dataset has is refused unless it is listed here
+  (``gate.service.admission``): this too is the default branch's word, never a pull
+  request's (a pull request shows the change as "takes effect after merge").
 
 Sync is idempotent: a second sync of the same file changes nothing and reports nothing.
 It calls the service API one step at a time after the whole file has been validated, so

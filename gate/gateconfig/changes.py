@@ -20,6 +20,7 @@ CHANGE_TEXT = {
     "provider-removed": "provider {subject}: removed (was {before})",
     "dataset-rows": "dataset {subject}: {after} against the gate's version {before}",
     "dataset-version": "dataset {subject}: new version {after} (was {before})", **PRICE_TEXT,
+    "optional-fields": "prompt {subject}: optional fields {before} → {after}",
 }
 
 
@@ -28,10 +29,11 @@ class Change:
     """One difference between the file and the gate. ``kind`` is one of dataset-added,
     dataset-changed, dataset-undeclared, bar-added, bar-changed, bar-removed,
     provider-added, provider-changed, provider-removed, price-added, price-changed,
-    price-removed; dataset-rows (a pull request changes a dataset's file: its rows against
+    price-removed; optional-fields (the fields a prompt's templates may read although no
+    dataset row has them; "none" before or after); dataset-rows (a pull request changes a dataset's file: its rows against
     the gate's version) and dataset-version (a sync imported changed rows as a new version)."""
     kind: str
-    subject: str                # dataset name, or "prompt × dataset"
+    subject: str                # dataset name, "prompt × dataset", or a prompt name
     before: str | None = None
     after: str | None = None
     key: tuple[str, ...] = ()   # (dataset,) or (prompt, dataset)

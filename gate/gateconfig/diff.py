@@ -44,7 +44,7 @@ def diff(gate: Gate, config: str | Path | GateConfig, changed_files: Iterable[st
     cfg = as_config(config)
     registered = {ds.name: (ds, maps) for ds, maps in gate.list_datasets()}
     changes = (_provider_changes(gate, cfg) + [Change(*c) for c in price_changes(gate.prices(), cfg.prices)]
-               + _dataset_changes(registered, cfg) + _bar_changes(gate, cfg)
+               + _dataset_changes(registered, cfg) + _bar_changes(gate, cfg) + _optional_field_changes(gate, cfg)
                + _undeclared_datasets(registered, cfg) + _row_changes(gate, cfg, registered, changed_files))
     return SyncResult(cfg.path, tuple(changes), applied=False)
 
@@ -165,6 +165,20 @@ def _bar_changes(gate: Gate, cfg: GateConfig) -> list[Change]:
             changes.append(Change("bar-changed", subject, _fmt_bars(have.min_accuracy, have.bars),
                                   _fmt_bars(want.min_accuracy, want.bars), key))
     return changes
+
+
+def _optional_field_changes(gate: Gate, cfg: GateConfig) -> list[Change]:
+    """Prompts whose optional fields the file declares otherwise than the gate has them
+    (a prompt the file does not list has none)."""
+    have = {p: tuple(sorted(f)) for p, f in gate.optional_fields().items()}
+    want = cfg.optional_fields
+    return [Change("optional-fields", prompt, _describe_fields(have.get(prompt)), _describe_fields(want.get(prompt)),
+                   (prompt,))
+            for prompt in sorted(have.keys() | want.keys()) if have.get(prompt, ()) != want.get(prompt, ())]
+
+
+def _describe_fields(fields) -> str:
+    return ", ".join(fields) if fields else "none"
 
 
 def _describe(uri: str, id_column: str, label_column: str) -> str:

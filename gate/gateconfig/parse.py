@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Mapping as TMapping
 
 from ..bars import EXTRA_KEYS, Bars
+from ..fieldcounts import MAX_FIELD_CHARS
 from ..errors import SpecError, UsageError
 from ..models import Price
 from ..prices import parse_prices
@@ -19,7 +20,8 @@ from ..sources import DEFAULT_ID_COLUMN, DEFAULT_LABEL_COLUMN, absolute_source, 
 from ..spec import check_name
 from ..yamlfile import parse_yaml, read_text_file
 
-TOP_FIELDS = ("providers", "prices", "datasets", "prompts")
+TOP_FIELDS = ("providers", "prices", "datasets", "prompts", "optional_fields")
+MAX_OPTIONAL_FIELDS = 100        # per prompt
 DATASET_FIELDS = ("source", "id_column", "label_column")
 BAR_FIELDS = ("dataset", "min_accuracy", *EXTRA_KEYS)
 
@@ -50,6 +52,8 @@ class GateConfig:
     providers: dict[str, ProviderDecl] = field(default_factory=dict)
     base_dir: str | None = None          # the file's folder: relative sources resolve here
     prices: dict[str, Price] = field(default_factory=dict)
+    # prompt -> item fields its templates may read although no dataset row has them
+    optional_fields: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def prompts(self) -> list[str]:
@@ -78,8 +82,10 @@ def parse_config(data: Any, file: str | None = None, base_dir: str | Path | None
                                         file), file, base_dir)
     bars = _parse_bars(_section(data, "prompts", "prompt name → list of {dataset, min_accuracy}", file),
                        datasets, file)
+    optional = _parse_optional_fields(_section(data, "optional_fields", "prompt name → list of item fields", file),
+                                      file)
     return GateConfig(file or "", datasets, bars, providers, str(base_dir) if base_dir is not None else None,
-                      parse_prices(data.get("prices"), file))
+                      parse_prices(data.get("prices"), file), optional)
 
 
 def _section(data: TMapping, key: str, shape: str, file: str | None) -> TMapping:
@@ -176,6 +182,27 @@ def _parse_extra_bars(entry: TMapping, at: str, file: str | None) -> dict | None
         except UsageError as exc:
             raise SpecError(file, f"{at}.{key}", str(exc)) from None
     return Bars.parse(0, {key: entry.get(key) for key in EXTRA_KEYS}).extra()
+
+
+def _parse_optional_fields(raw: TMapping, file: str | None) -> dict[str, tuple[str, ...]]:
+    """``optional_fields: {prompt: [field, ...]}``: the fields a prompt's templates may
+    read although no row of its datasets has them (the submission is otherwise refused:
+    ``gate.service.admission``)."""
+    declared: dict[str, tuple[str, ...]] = {}
+    for prompt, fields in raw.items():
+        where = f"optional_fields.{prompt}"
+        _check_name(prompt, where, "prompt name", file)
+        if not isinstance(fields, list) or len(fields) > MAX_OPTIONAL_FIELDS:
+            raise SpecError(file, where, f"must be a list of at most {MAX_OPTIONAL_FIELDS} item field names")
+        for name in fields:
+            if not isinstance(name, str) or not name or len(name) > MAX_FIELD_CHARS or not name.isprintable():
+                raise SpecError(file, where, f"{str(name)[:40]!r} is not an item field name (a column of the "
+                                f"datasets: printable text of at most {MAX_FIELD_CHARS} characters)")
+        if len(set(fields)) < len(fields):
+            raise SpecError(file, where, "lists a field twice")
+        if fields:
+            declared[prompt] = tuple(sorted(fields))
+    return declared
 
 
 def _check_name(value: Any, where: str, what: str, file: str | None) -> None:

@@ -40,6 +40,8 @@ def sync(gate: Gate, config: str | Path | GateConfig) -> SyncResult:
             gate.map_dataset(*change.key, bar.min_accuracy, bars=bar.bars)
         elif change.kind == "bar-removed":
             gate.unmap_dataset(*change.key)
+        elif change.kind == "optional-fields":
+            gate.set_optional_fields(change.key[0], list(cfg.optional_fields.get(change.key[0], ())))
     return SyncResult(planned.path, planned.changes, applied=True)
 
 

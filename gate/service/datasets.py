@@ -233,6 +233,20 @@ class DatasetsMixin:
     def remove_price(self, model: str) -> bool:
         return db.transaction(self.engine, lambda conn: store.delete_price(conn, model))
 
+    def optional_fields(self) -> dict[str, list[str]]:
+        """prompt → the item fields its templates may read although no dataset row has
+        them (the gate config's ``optional_fields``; ``gate.service.admission``)."""
+        with self.engine.connect() as conn:
+            return store.list_optional_fields(conn)
+
+    def set_optional_fields(self, prompt_name: str, fields: list[str]) -> None:
+        """Set a prompt's optional fields; none: the prompt's setting is removed."""
+        check_name(prompt_name, "prompt name")
+        if fields:
+            db.transaction(self.engine, lambda conn: store.set_optional_fields(conn, prompt_name, list(fields)))
+        else:
+            db.transaction(self.engine, lambda conn: store.delete_prompt_setting(conn, prompt_name))
+
 
 def _check_bar_labels(bars: Bars, ds: Dataset, labels: TMapping[str, int]) -> None:
     """A per-label bar names a label the dataset has (compared case-insensitively, as

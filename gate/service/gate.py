@@ -22,6 +22,7 @@ from ..reuse import pin
 from ..settings import Settings
 from ..spec import PromptSpec, parse_spec
 from ..states import UPDATE_TERMINAL, Mode
+from .admission import check_labels, count_unknown_fields, field_coverage, fields_read
 from .boundary import driver_errors_become_gate_errors
 from .datasets import DatasetsMixin
 from .reports import UpdateReport, run_report
@@ -166,6 +167,10 @@ class Gate(DatasetsMixin, LiveMixin, TokensMixin):
         check_commit_sha(source.get("sha"))
         source_key = _source_key(source)
         config = spec.to_config()
+        check_labels(spec)
+        read = fields_read(spec)        # admission: which item fields; each must be in some row
+        if read:
+            count_unknown_fields(self.engine, spec.name)
         def stage(conn) -> int:
             store.lock_prompt(conn, spec.name)   # submissions of the prompt serialize: latest wins
             mappings = store.list_mappings(conn, spec.name)
@@ -173,6 +178,9 @@ class Gate(DatasetsMixin, LiveMixin, TokensMixin):
                 raise UsageError(f"prompt {spec.name!r} has no mapped dataset, so nothing can clear it: map one with "
                                  f"`promptgate dataset map {spec.name} DATASET --min-accuracy 0.9`")
             provider = resolve(spec.provider, spec.model, store.list_providers(conn))
+            datasets = [store.get_dataset(conn, m.dataset_name) for m in mappings]
+            pinned = [(m, ds, _current_version(conn, ds)) for m, ds in zip(mappings, datasets)]
+            fields = field_coverage(conn, spec, read, [(ds.name, version) for _, ds, version in pinned])
             older = store.superseded_updates(conn, spec.name, mode, None if mode == Mode.APPLY else source_key,
                                              submitted_by)
             update_id = store.insert_update(conn, prompt_name=spec.name, mode=mode, config=config,
@@ -182,13 +190,11 @@ class Gate(DatasetsMixin, LiveMixin, TokensMixin):
                                             provider=provider.to_dict() if provider else None, reuse=reuse,
                                             submitted_by=submitted_by)
             live = store.find_live(conn, spec.name)
-            for mapping in mappings:
-                ds = store.get_dataset(conn, mapping.dataset_name)
-                version = _current_version(conn, ds)
+            for mapping, ds, version in pinned:
                 baseline = _baseline(conn, spec, live, update_id, ds, mapping, version)
                 store.insert_run(conn, update_id, ds, mapping.min_accuracy, version,
                                  {**pin(spec, version, mapping.min_accuracy), "bars": mapping.bars or None,
-                                  "price": _price(conn, spec.model), **baseline},
+                                  "price": _price(conn, spec.model), "fields": fields[ds.name], **baseline},
                                  baseline_run_id=(baseline["baseline"] or {}).get("run_id"))
             for old_id in older:
                 store.cancel_update(conn, old_id, f"superseded by update {update_id}")

@@ -49,6 +49,7 @@ class RunReport:
     cost: dict | None = None            # usd, per_1k_items (decimal text) and the price pinned at submit
     trials: dict | None = None          # calls per item and their rule (gate.trials), unstable items; None: one call
     unstable: list[UnstableItem] = field(default_factory=list)   # the first items whose trials disagree
+    fields_read: list[dict] | None = None   # item fields the templates read, rows having each (None: not pinned)
 
     @property
     def reused_total(self) -> int:
@@ -105,7 +106,20 @@ def run_report(run: Run, counts, failures: list[ItemSample], reused: dict[int, i
         pinned=run.pinned, reused=reused or {}, checks=checks, comparison=comparison(metrics),
         baseline_note=metrics.get("baseline_note") if "flips" in metrics else (run.pinned or {}).get("baseline_note"),
         labels=label_metrics(metrics.get("confusion") or {}), calls=metrics.get("calls"), broken=broken or [],
-        cost=_cost(metrics, run.pinned), trials=_trials(metrics, run.pinned), unstable=unstable or [])
+        cost=_cost(metrics, run.pinned), trials=_trials(metrics, run.pinned), unstable=unstable or [],
+        fields_read=_fields_read(run.pinned))
+
+
+def _fields_read(pinned: dict | None) -> list[dict] | None:
+    """The item fields the candidate's templates read, as pinned at submit
+    (``gate.service.admission``): per field, how many of the version's rows have it
+    (None: not counted) and whether the gate config declares it optional."""
+    fields = (pinned or {}).get("fields")
+    if fields is None:
+        return None
+    optional = set(fields.get("optional") or ())
+    return [{"field": name, "rows": rows, "of": fields.get("rows"), "optional": name in optional}
+            for name, rows in sorted((fields.get("read") or {}).items())]
 
 
 def _trials(metrics: dict, pinned: dict | None) -> dict | None:

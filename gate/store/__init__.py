@@ -21,7 +21,8 @@ Modules, bottom up (each imports only the ones above it; this file imports them 
   per-prompt lock rows submissions serialize on), ``providers``, ``updates``, ``runs``,
   ``items`` (and the answers kept for reuse), ``workers``, ``ratelimits`` (rate-limit
   buckets and usage), ``retention`` (what ``prune`` may delete), ``tokens`` (the HTTP
-  service's bearer tokens, as hashes), ``fleet`` (counts for the status page and /metrics).
+  service's bearer tokens, as hashes), ``prompt_settings`` (what the gate config declares per
+  prompt), ``fleet`` (counts for the status page and /metrics).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from .locks import ensure_prompt_lock, lock_prompt, prompt_lock
 from .ratelimits import (RateBucketState, add_rate_limit_usage, ensure_rate_bucket, pause_rate_bucket,
                          rate_bucket_state, rate_buckets, rate_limit_stats, take_rate_tokens)
 from .prices import delete_price, find_price, list_prices, upsert_price
+from .prompt_settings import delete_prompt_setting, list_optional_fields, optional_fields, set_optional_fields
 from .providers import delete_provider, list_providers, upsert_provider
 from .runs import (BASELINE, CANDIDATE, advance_materialize, baseline_run, candidate_of_run, claim_materialize, finalizable_runs,
                    finalize_candidates_query, finish_materialize, get_run, insert_run, lock_run_query,
@@ -46,6 +48,7 @@ from .runs import (BASELINE, CANDIDATE, advance_materialize, baseline_run, candi
 from .retention import (count_prunable_answers, count_run_items, lock_prunable_run, delete_answers, delete_run_items,
                         prunable_answer_keys, prunable_runs, prunable_versions, take_version)
 from .schema import (EPOCH, Bar, JsonText, answer, api_token, model_price, dataset, dataset_row, dataset_version, meta, new_token, prompt,
+                     prompt_setting,
                      prompt_dataset, prompt_run,
                      prompt_run_item, prompt_update, prompt_version, provider, rate_limit_bucket, rate_limit_usage,
                      worker)
@@ -54,7 +57,7 @@ from .updates import (any_open_update, cancel_update, find_update, get_update, i
                       superseded_updates, transition_update, update_status, update_statuses, updates_for_sha)
 from .versions import (IMPORTING, READY, create_version, delete_version, delete_version_rows, existing_version_ids,
                        find_version_by_content, finish_version, get_version, insert_version_rows, list_versions,
-                       rows_with_labels, set_current_version, version_inputs, version_labels, version_rows, lock_dataset,
+                       rows_with_labels, set_current_version, set_version_fields, version_inputs, version_labels, version_rows, lock_dataset,
                        version_keys,
                        version_status, DELETING)
 from .tokens import find_token_by_hash, insert_token, list_tokens, revoke_token, touch_token
@@ -63,7 +66,7 @@ from .workers import heartbeat_worker, live_workers, prune_workers, register_wor
 
 __all__ = [
     # schema and dialect
-    "EPOCH", "Bar", "JsonText", "answer", "api_token", "model_price", "dataset", "dataset_row", "dataset_version", "db_now", "meta", "new_token", "prompt", "prompt_dataset", "prompt_run",
+    "EPOCH", "Bar", "JsonText", "answer", "api_token", "model_price", "dataset", "dataset_row", "dataset_version", "db_now", "meta", "new_token", "prompt", "prompt_dataset", "prompt_run", "prompt_setting",
     "prompt_run_item", "prompt_update", "prompt_version", "provider", "rate_limit_bucket", "rate_limit_usage", "seconds_since",
     "worker",
     # datasets and bars
@@ -72,7 +75,7 @@ __all__ = [
     # dataset versions
     "IMPORTING", "READY", "create_version", "delete_version", "delete_version_rows", "existing_version_ids",
     "find_version_by_content", "finish_version", "get_version", "insert_version_rows", "list_versions",
-    "rows_with_labels", "set_current_version", "version_inputs", "version_labels", "version_rows", "lock_dataset", "version_keys",
+    "rows_with_labels", "set_current_version", "set_version_fields", "version_inputs", "version_labels", "version_rows", "lock_dataset", "version_keys",
     "version_status", "DELETING",
     # retention
     "count_prunable_answers", "count_run_items", "delete_answers", "delete_run_items", "prunable_answer_keys",
@@ -103,6 +106,8 @@ __all__ = [
     "write_item_results",
     # items' trials
     "count_unstable", "trial_call_stats", "unstable_items",
+    # per-prompt settings
+    "delete_prompt_setting", "list_optional_fields", "optional_fields", "set_optional_fields",
     # providers
     "delete_provider", "list_providers", "upsert_provider",
     # workers

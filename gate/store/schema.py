@@ -57,7 +57,8 @@ dataset_version = Table("dataset_version", meta,
                         Column("id", BigInteger, primary_key=True), Column("dataset_id", BigInteger),
                         Column("status", String(16)), Column("content_hash", String(64)), Column("row_count", Integer),
                         Column("labels", JsonText), Column("source_uri", Text), Column("source_options", JsonText),
-                        Column("source_version", String(255)), Column("created_at", T))
+                        Column("source_version", String(255)), Column("created_at", T),
+                        Column("fields", JsonText))
 dataset_row = Table("dataset_row", meta,
                     Column("version_id", BigInteger, primary_key=True), Column("position", Integer, primary_key=True),
                     Column("item_id", String(191)), Column("expected_decision", String(128)),
@@ -122,6 +123,9 @@ provider = Table("provider", meta,
 model_price = Table("model_price", meta,
                     Column("model", String(128), primary_key=True), Column("input_per_million", String(40)),
                     Column("output_per_million", String(40)), Column("updated_at", T))
+prompt_setting = Table("prompt_setting", meta,
+                       Column("prompt_name", String(128), primary_key=True), Column("optional_fields", JsonText),
+                       Column("updated_at", T))
 api_token = Table("api_token", meta,
                   Column("id", BigInteger, primary_key=True, autoincrement=True), Column("name", String(128)),
                   Column("scope", String(16)), Column("token_hash", String(64)), Column("created_at", T),

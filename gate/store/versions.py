@@ -28,7 +28,7 @@ IMPORTING, READY, DELETING = "IMPORTING", "READY", "DELETING"
 
 def _version(row) -> DatasetVersion:
     return DatasetVersion(row.id, row.dataset_id, row.status, row.content_hash, row.row_count, row.labels or {},
-                          row.source_uri, row.source_options or {}, row.source_version, row.created_at)
+                          row.source_uri, row.source_options or {}, row.source_version, row.created_at, row.fields)
 
 
 def create_version(conn: Connection, dataset_id: int, source_uri: str, options: dict,
@@ -73,13 +73,23 @@ def existing_version_ids(conn: Connection, version_id: int, item_ids: Sequence[s
 
 
 def finish_version(conn: Connection, version_id: int, content_hash: str, row_count: int,
-                   labels: dict[str, int]) -> bool:
-    """IMPORTING → READY with its hash and counts; False when it is not IMPORTING (any
-    more). Raises IntegrityError when a READY version of the dataset has that content."""
+                   labels: dict[str, int], fields: dict | None = None) -> bool:
+    """IMPORTING → READY with its hash and counts (rows per label, rows per field);
+    False when it is not IMPORTING (any more). Raises IntegrityError when a READY version
+    of the dataset has that content."""
     v = dataset_version
     return conn.execute(update(v).where(v.c.id == version_id, v.c.status == IMPORTING)
                         .values(status=READY, content_hash=content_hash, row_count=row_count,
-                                labels=labels)).rowcount == 1
+                                labels=labels, fields=fields)).rowcount == 1
+
+
+def set_version_fields(conn: Connection, version_id: int, fields: dict) -> bool:
+    """Store the field counts of a version that has none yet (imported before they were
+    counted); False when it has them already (another submission counted them first) or
+    is gone."""
+    v = dataset_version
+    return conn.execute(update(v).where(v.c.id == version_id, v.c.fields.is_(None))
+                        .values(fields=fields)).rowcount == 1
 
 
 def find_version_by_content(conn: Connection, dataset_id: int, content_hash: str) -> DatasetVersion | None:

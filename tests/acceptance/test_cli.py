@@ -216,3 +216,57 @@ def test_a_migration_missing_below_the_latest_is_still_asked_for(mysql_url):
     engine.dispose()
     result = cli(mysql_url, "dataset", "list")
     assert result.returncode == 2 and "promptgate db upgrade" in result.stderr and "2" in result.stderr
+
+
+ACCOUNT_TIER = ("{% if item.account_tier is defined %}Tier {{ item.account_tier }}: {{ item.subject }}"
+                "{% else %}Subject: {{ item.subject }}\n\n{{ item.text }}{% endif %}")
+
+
+def account_tier_prompt(ws: Path) -> Path:
+    """The example's ticket-urgency prompt, its user message branching on a field that no
+    row of its datasets has (issue 23, item 6)."""
+    path = ws / "prompts" / "ticket-urgency.yaml"
+    spec = yaml.safe_load(path.read_text())
+    spec["messages"][1]["content"] = ACCOUNT_TIER
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def test_a_template_branching_on_a_field_no_row_has_is_refused_at_submit_unless_declared_optional(mysql_url,
+                                                                                                   tmp_path):
+    """On MariaDB through the CLI: refused naming the field and both datasets, nothing
+    staged; accepted once the gate config declares it optional, and the report shows what
+    the templates read and how many rows have it."""
+    from action_harness import make_workspace
+    ws = make_workspace(tmp_path)
+    assert cli(mysql_url, "db", "upgrade").returncode == 0
+    assert cli(mysql_url, "sync", ws / "gate.yaml").returncode == 0
+    prompt = account_tier_prompt(ws)
+    refused = cli(mysql_url, "submit", prompt)
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert refused.stderr.strip().splitlines() == [
+        "error: the gate cannot evaluate what account_tier changes: no row of urgency-hard, urgency-regression has "
+        "it (add rows that do, or declare it under optional_fields: ticket-urgency: in the gate config)"]
+    from gate.service import Gate
+    gate = Gate.connect(mysql_url)
+    try:
+        assert gate.list_updates() == []                                   # nothing staged
+    finally:
+        gate.close()
+
+    config = yaml.safe_load((ws / "gate.yaml").read_text())
+    config["optional_fields"] = {"ticket-urgency": ["account_tier"]}
+    (ws / "gate.yaml").write_text(yaml.safe_dump(config))
+    synced = cli(mysql_url, "sync", ws / "gate.yaml")
+    assert "prompt ticket-urgency: optional fields none → account_tier" in synced.stdout, synced.stdout
+    accepted = cli(mysql_url, "submit", prompt, "--json")
+    assert accepted.returncode == 0, accepted.stderr
+    uid = json.loads(accepted.stdout)["id"]
+    shown = cli(mysql_url, "status", uid).stdout
+    for rows in (98, 16):              # urgency-regression.csv, urgency-hard.jsonl
+        line = f"    fields read: account_tier: 0 of {rows} rows (optional); subject: {rows} of {rows} rows; text: {rows} of {rows} rows"
+        assert line in shown.splitlines(), shown
+    runs = json.loads(cli(mysql_url, "status", uid, "--json").stdout)["runs"]
+    assert {r["dataset"]: r["fields_read"][0] for r in runs} == {
+        "urgency-regression": {"field": "account_tier", "rows": 0, "of": 98, "optional": True},
+        "urgency-hard": {"field": "account_tier", "rows": 0, "of": 16, "optional": True}}

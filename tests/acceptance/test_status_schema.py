@@ -111,6 +111,7 @@ def test_the_documents_exercise_the_report_fields(reports):
                       ("min_recall", "yes"): "pass", ("max_latency_p95_ms", None): "pass"}
     assert all(c["note"] for c in run["checks"] if c["state"] == "n/a")
     assert set(run["labels"]) == {"yes", "no"} and run["calls"]["latency_ms"]["timed"] == 40
+    assert run["fields_read"] == [{"field": "text", "rows": 40, "of": 40, "optional": False}]
 
     run = compared["runs"][0]
     assert compared["status"] == "PASSED" and run["baseline_note"] is None
@@ -161,6 +162,8 @@ BROKEN = {
     "a latency as text": _set(["runs", 0, "calls", "latency_ms", "p95"], "210 ms"),
     "an undocumented broken-item key": _set(["runs", 0, "broken", 0, "severity"], "high"),
     "reused keyed by a non-id": _set(["runs", 0, "reused"], {"latest": 3}),
+    "a field's coverage as text": _set(["runs", 0, "fields_read", 0, "rows"], "all"),
+    "an undocumented field-read key": _set(["runs", 0, "fields_read", 0, "branch"], "else"),
 }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+import pytest
 import yaml
 
 from action_harness import make_workspace
@@ -155,3 +156,74 @@ def test_a_pull_requests_row_diff_reads_no_file_it_points_elsewhere(gate, tmp_pa
         shown = str(exc)
         assert "symbolic link" in shown
     assert "SECRET" not in shown and "alice" not in shown
+
+
+def account_tier_spec(name: str = "ticket-urgency"):
+    from gate.spec import parse_spec
+    return parse_spec({"name": name, "model": "mock-1", "messages": [
+        {"role": "system", "content": "Classify."},
+        {"role": "user", "content": "{% if item.account_tier is defined %}[{{ item.account_tier }}] "
+                                    "{{ item.subject }}{% else %}{{ item.subject }}\n\n{{ item.text }}{% endif %}"}]})
+
+
+def test_optional_fields_are_synced_diffed_and_let_a_field_no_row_has_through(gate, tmp_path):
+    """Issue 23, item 6 on both databases: the account_tier template is refused at submit
+    naming the field and the datasets; the gate config's optional_fields (synced, diffed
+    like any change, idempotent, removed when the file drops them) let it through."""
+    from gate.errors import UsageError
+    ws = make_workspace(tmp_path)
+    gateconfig.sync(gate, ws / "gate.yaml")
+    with pytest.raises(UsageError, match=r"^the gate cannot evaluate what account_tier changes: no row of "
+                                         r"urgency-hard, urgency-regression has it \("):
+        gate.submit(account_tier_spec())
+    assert gate.list_updates() == []
+
+    cfg = yaml.safe_load((ws / "gate.yaml").read_text())
+    cfg["optional_fields"] = {"ticket-urgency": ["account_tier", "region"]}
+    (ws / "gate.yaml").write_text(yaml.safe_dump(cfg))
+    assert gateconfig.diff(gate, ws / "gate.yaml").lines() == [
+        "prompt ticket-urgency: optional fields none → account_tier, region"]
+    assert gate.optional_fields() == {}                                   # a diff changes nothing
+    assert [c.kind for c in gateconfig.sync(gate, ws / "gate.yaml").changes] == ["optional-fields"]
+    assert gate.optional_fields() == {"ticket-urgency": ["account_tier", "region"]}
+    assert gateconfig.sync(gate, ws / "gate.yaml").changes == ()          # idempotent
+    update_id = gate.submit(account_tier_spec())
+    runs = gate.status(update_id).runs
+    assert {r.dataset: r.fields_read[0] for r in runs} == {
+        "urgency-regression": {"field": "account_tier", "rows": 0, "of": 98, "optional": True},
+        "urgency-hard": {"field": "account_tier", "rows": 0, "of": 16, "optional": True}}
+    assert [r.pinned["fields"] for r in runs] == [
+        {"read": {"account_tier": 0, "subject": n, "text": n}, "rows": n, "optional": ["account_tier"]}
+        for n in [r.pinned["rows"] for r in runs]]
+
+    del cfg["optional_fields"]
+    (ws / "gate.yaml").write_text(yaml.safe_dump(cfg))
+    assert gateconfig.sync(gate, ws / "gate.yaml").lines() == [
+        "prompt ticket-urgency: optional fields account_tier, region → none"]
+    assert gate.optional_fields() == {}
+    with pytest.raises(UsageError, match="account_tier"):
+        gate.submit(account_tier_spec())
+
+
+def test_a_version_imported_before_fields_were_counted_is_counted_once_at_submit(gate, tmp_path, monkeypatch):
+    """A version whose fields are not stored (imported before migration 0011) is counted at
+    the first submission that reads a field, in pages, and stored; a field only some rows
+    have passes, with its coverage pinned."""
+    from sqlalchemy import text
+    from gate.errors import UsageError
+    from gate.service import admission
+    from helpers import rules_spec, write_rule_rows
+    gate.register_dataset("d", str(write_rule_rows(tmp_path / "d.csv", 30)))
+    gate.map_dataset("p1", "d", "0.5")
+    assert gate.dataset_version("d").fields == {"counts": {"text": 30}, "rows": 30, "capped": False}
+    with gate.engine.begin() as conn:     # as before the migration, and only rows 0-9 have a text now
+        conn.execute(text("UPDATE dataset_version SET fields = NULL"))
+        conn.execute(text("UPDATE dataset_row SET input = '{\"text\": \"\"}' WHERE position >= 10"))
+    monkeypatch.setattr(admission, "FIELD_PAGE", 7)          # several pages of the 30 rows
+    with pytest.raises(UsageError, match="^the gate cannot evaluate what account_tier, subject change: no row of d "
+                                         "has them"):
+        gate.submit(account_tier_spec("p1"))
+    assert gate.dataset_version("d").fields == {"counts": {"text": 10}, "rows": 30, "capped": False}
+    update_id = gate.submit(rules_spec("p1"))
+    run, = gate.status(update_id).runs
+    assert run.fields_read == [{"field": "text", "rows": 10, "of": 30, "optional": False}]

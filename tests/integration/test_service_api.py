@@ -212,3 +212,77 @@ def test_a_database_error_before_the_caller_is_known_says_nothing_of_the_databas
         with gate.engine.begin() as conn:
             conn.execute(text("RENAME TABLE api_token_away TO api_token"))
         gate.close()
+
+
+ACCOUNT_TIER_PROMPT = {
+    "name": "p1", "model": "mock-1", "labels": ["yes", "no"],
+    "messages": [{"role": "system", "content": "Classify the message.\n- yes: alpha\ndefault: no"},
+                 {"role": "user", "content": "{% if item.account_tier is defined %}{{ item.account_tier }}: "
+                                             "{{ item.text }}{% else %}{{ item.text }}{% endif %}"}]}
+
+
+def warehouse_config(db_url: str, optional: dict | None = None) -> str:
+    """A gate config over two sql+ datasets in the service's own MariaDB (a source the
+    service reads for a caller), neither with an account_tier column."""
+    from urllib.parse import quote_plus
+    source = "sql+" + db_url + "?query=" + quote_plus("SELECT item_id, expected_decision, text FROM tickets WHERE k = {}")
+    config = {"datasets": {"t-even": {"source": source.replace("%7B%7D", "0")},
+                           "t-odd": {"source": source.replace("%7B%7D", "1")}},
+              "prompts": {"p1": [{"dataset": "t-even", "min_accuracy": 0.5}, {"dataset": "t-odd", "min_accuracy": 0.5}]}}
+    if optional:
+        config["optional_fields"] = optional
+    return json.dumps(config)       # JSON is YAML
+
+
+def test_a_template_reading_a_field_no_row_has_is_refused_unless_the_synced_config_says_optional(service):
+    """Issue 23, item 6, through the service: the account_tier template is refused at
+    submit naming the field and the datasets; the same template is accepted once a gate
+    config synced through /v1/sync declares the field optional, and the report lists the
+    fields read with their coverage."""
+    gate = Gate.connect(service.db_url)
+    try:
+        with gate.engine.begin() as conn:
+            conn.execute(text("CREATE TABLE tickets (item_id VARCHAR(20) PRIMARY KEY, expected_decision VARCHAR(8), "
+                              "text VARCHAR(64), k INT)"))
+            conn.execute(text("INSERT INTO tickets VALUES ('a', 'yes', 'alpha', 0), ('b', 'no', 'beta', 1), "
+                              "('c', 'no', 'gamma', 0), ('d', 'yes', 'alpha two', 1)"))
+    finally:
+        gate.close()
+    with service.client("admin") as admin, service.client("submit") as ci:
+        synced = admin.post("/v1/sync", json={"config": warehouse_config(service.db_url), "path": "gate.yaml"})
+        assert synced.status_code == 200, synced.text
+        refused = ci.post("/v1/updates", json={"prompt": ACCOUNT_TIER_PROMPT})
+        assert refused.status_code == 400
+        assert refused.json()["error"] == (
+            "the gate cannot evaluate what account_tier changes: no row of t-even, t-odd has it (add rows that do, "
+            "or declare it under optional_fields: p1: in the gate config)")
+        assert admin.get("/v1/updates").json() == []                      # nothing staged
+
+        planned = ci.post("/v1/sync", json={"config": warehouse_config(service.db_url, {"p1": ["account_tier"]}),
+                                            "dry_run": True})
+        assert planned.status_code == 200 and ci.post("/v1/updates", json={"prompt": ACCOUNT_TIER_PROMPT}) \
+            .status_code == 400                                            # a dry run changes nothing
+        synced = admin.post("/v1/sync", json={"config": warehouse_config(service.db_url, {"p1": ["account_tier"]})})
+        assert synced.status_code == 200, synced.text
+        assert [c["kind"] for c in synced.json()["changes"]] == ["optional-fields"]
+        accepted = ci.post("/v1/updates", json={"prompt": ACCOUNT_TIER_PROMPT})
+        assert accepted.status_code == 202, accepted.text
+        report = admin.get(f"/v1/updates/{accepted.json()['id']}").json()
+        assert {r["dataset"]: r["fields_read"] for r in report["runs"]} == {
+            name: [{"field": "account_tier", "rows": 0, "of": 2, "optional": True},
+                   {"field": "text", "rows": 2, "of": 2, "optional": False}] for name in ("t-even", "t-odd")}
+
+
+def test_a_name_with_a_trailing_newline_and_labels_read_as_one_are_refused(service):
+    """Issue 23, item 8: names match in full ("p1\\n" is no name: a regex anchored with $
+    let it through), and two labels the decision step reads as the same are refused,
+    naming both."""
+    with service.client("submit") as ci:
+        named = ci.post("/v1/updates", json={"prompt": {**rules_spec("p1").to_config(), "name": "p1\n"}})
+        assert named.status_code == 400 and "'p1\\n' is not a valid name" in named.json()["error"], named.text
+        labels = ci.post("/v1/updates", json={"prompt": {**rules_spec("p1").to_config(),
+                                                          "labels": ["eligible", "not eligible", "Not-Eligible"]}})
+        assert labels.status_code == 400, labels.text
+        assert labels.json()["error"] == (
+            "labels: 'not eligible' and 'Not-Eligible' are read as the same label by the decision step (case, "
+            "surrounding punctuation and markdown, and ' ', '_', '-' do not count): keep one")

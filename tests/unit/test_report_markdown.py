@@ -25,7 +25,8 @@ T0 = dt.datetime(2024, 5, 1, 12, 0, 0)
 
 
 def _run(ds, bar, matches, scored, failures=(), *, status="DONE", reason=None, confusion=None, errors=0,
-         run_id=1, invalid=0, compared=None, baseline_note=None, bars=(), broken=(), calls=None, cost=None):
+         run_id=1, invalid=0, compared=None, baseline_note=None, bars=(), broken=(), calls=None, cost=None,
+         fields_read=None):
     passed = None if status != "DONE" else matches / scored >= float(bar)
     metrics = None if status not in ("DONE", "ERROR") else {
         "total": scored + errors, "scored": scored, "matches": matches, "mismatches": scored - matches,
@@ -37,7 +38,8 @@ def _run(ds, bar, matches, scored, failures=(), *, status="DONE", reason=None, c
                      failures=list(failures), comparison=compared, baseline_note=baseline_note,
                      checks=[{"bar": "min_accuracy", "label": None, "limit": "x", "value": "y", "state": "pass",
                               "note": None}, *bars],
-                     labels=label_metrics(confusion or {}), calls=calls, broken=list(broken), cost=cost)
+                     labels=label_metrics(confusion or {}), calls=calls, broken=list(broken), cost=cost,
+                     fields_read=fields_read)
 
 
 CALLS = {"latency_ms": {"p50": 412, "p95": 1210, "max": 2034, "timed": 16}, "prompt_tokens": 5120,
@@ -68,7 +70,9 @@ def golden_reports(hostile: str = "") -> list[UpdateReport]:
               broken=[FlipSample("urg-hard-01" + hostile, "urgent", "urgent", "routine", "routine" + hostile),
                       FlipSample("urg-hard-05", "urgent", "urgent", "(invalid)", "Perhaps? It depends.")],
               calls=CALLS, cost={"usd": "0.0007968", "per_1k_items": "0.0498", "price": {
-                  "model": "gpt-4o-mini", "input_per_million": "0.15", "output_per_million": "0.60"}}),
+                  "model": "gpt-4o-mini", "input_per_million": "0.15", "output_per_million": "0.60"}},
+              fields_read=[{"field": "subject" + hostile, "rows": 16, "of": 16, "optional": False},
+                           {"field": "text", "rows": 9, "of": 16, "optional": False}]),
          _run("urgency-regression", "0.9", 89, 98, run_id=2, confusion={"urgent": {"urgent": 32, "routine": 6},
                                                                         "routine": {"routine": 57, "urgent": 3}},
               compared=comparison({"matches": 89, "scored": 98, "flips": {"fixed": 2, "broken": 0, "both_right": 87,
@@ -84,7 +88,9 @@ def golden_reports(hostile: str = "") -> list[UpdateReport]:
               failures=[ItemSample("ref-hard-07", "not_eligible", "eligible", "MISMATCH", "eligible", None)],
               baseline_note="no live version yet",
               bars=[{"bar": "max_broken", "label": None, "limit": "0", "value": None, "state": "n/a",
-                     "note": "no live version yet"}], calls=CALLS),
+                     "note": "no live version yet"}], calls=CALLS,
+              fields_read=[{"field": "account_tier", "rows": 0, "of": 13, "optional": True},
+                           {"field": "text", "rows": 13, "of": 13, "optional": False}]),
          _run("refund-regression", "0.9", 70, 70, run_id=4, confusion={"eligible": {"eligible": 40},
                                                                        "not_eligible": {"not_eligible": 30}})],
         {"retried_items": 0, "extra_attempts": 0, "max_attempt": 1})

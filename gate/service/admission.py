@@ -1,0 +1,101 @@
+"""What a submission must satisfy before it is staged, beyond a valid prompt file:
+
+* **Labels the decision step tells apart.** Two labels that ``gate.decision`` reads as the
+  same (``label_key``: case, surrounding punctuation and markdown, ``not eligible`` /
+  ``not-eligible`` / ``not_eligible``) would make one of them unreachable: refused, naming
+  both.
+* **Every branch the template takes was evaluated.** The item fields the templates read
+  (``gate.template_fields``) are compared with the fields the rows of the datasets' pinned
+  versions have (``gate.fieldcounts``): a field that no row of any mapped dataset has
+  means the template does something on those rows that the gate never saw (``{% if
+  item.account_tier is defined %}...{% else %}<the original>{% endif %}`` is judged on its
+  else-branch only). Refused, naming the field and the datasets, unless the gate config
+  (default branch) declares it optional for the prompt (``optional_fields``). A template
+  that touches the item in a way that names no field is refused too. What was read, and
+  by how many rows of each version, is pinned with each run (``pinned["fields"]``) and
+  shown by the reports.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable
+
+from sqlalchemy.engine import Engine
+
+from .. import db, store
+from ..decision import same_reading
+from ..errors import SpecError, UsageError
+from ..fieldcounts import rows_having
+from ..importer import count_fields
+from ..models import DatasetVersion
+from ..spec import PromptSpec
+from ..template_fields import template_fields
+from ..templating import TemplateProblem
+
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+FIELD_PAGE = 1000           # rows per read when counting an older version's fields
+
+
+def check_labels(spec: PromptSpec) -> None:
+    """Refuse labels the decision step would read as the same (naming both)."""
+    pair = same_reading(spec.labels)
+    if pair is None:
+        return
+    first, second = pair
+    if first == second:
+        raise SpecError(None, "labels", f"{first[:40]!r} is read as no label at all by the decision step: it is "
+                        "only punctuation or markdown")
+    raise SpecError(None, "labels", f"{first[:40]!r} and {second[:40]!r} are read as the same label by the decision "
+                    "step (case, surrounding punctuation and markdown, and ' ', '_', '-' do not count): keep one")
+
+
+def fields_read(spec: PromptSpec) -> tuple[str, ...]:
+    """The item fields the prompt's templates read; a SpecError when one of them touches
+    the item in a way that names no field."""
+    try:
+        return template_fields(m.content for m in spec.messages)
+    except TemplateProblem as exc:
+        raise SpecError(None, "messages", str(exc)) from None
+
+
+def count_unknown_fields(engine: Engine, prompt_name: str) -> None:
+    """Count, once, the fields of the current versions of the prompt's datasets that were
+    imported before the gate counted fields at import (page by page, outside the
+    submission's transaction), and store them with the version."""
+    with engine.connect() as conn:
+        ids = [store.get_dataset(conn, m.dataset_name).current_version_id for m in store.list_mappings(conn, prompt_name)]
+        versions = [store.get_version(conn, i) for i in ids if i is not None]
+    for version in versions:
+        if version.fields is None and version.status == store.READY:
+            fields = count_fields(engine, version.id, FIELD_PAGE)
+            db.transaction(engine, lambda conn: store.set_version_fields(conn, version.id, fields))
+
+
+def field_coverage(conn, spec: PromptSpec, read: Iterable[str],
+                   versions: list[tuple[str, DatasetVersion]]) -> dict[str, dict]:
+    """dataset name → what its run pins as ``fields``: {"read": {field: rows having it
+    (None: not counted)}, "rows": the version's rows, "optional": the fields read that the
+    gate config declares optional}. Raises UsageError (one line) when a field read is had
+    by no row of any of the datasets and is not optional."""
+    read = sorted(read)
+    optional = set(store.optional_fields(conn, spec.name)) if read else set()
+    pinned: dict[str, dict] = {}
+    for name, version in versions:
+        if read and version.fields is None:
+            raise UsageError(f"dataset {name}'s version {version.id} changed while the gate counted its fields: "
+                             "submit again")
+        counts = {f: rows_having(version.fields, f) for f in read} if read else {}
+        pinned[name] = {"read": counts, "rows": version.row_count, "optional": sorted(optional & set(read))}
+    missing = [f for f in read if f not in optional and not any(p["read"][f] for p in pinned.values())]
+    if missing:
+        shown, names = ", ".join(_shown(f) for f in missing[:5]), ", ".join(sorted(pinned))
+        one = len(missing) == 1
+        raise UsageError(f"the gate cannot evaluate what {shown} change{'s' if one else ''}: no row of {names} has "
+                         f"{'it' if one else 'them'} (add rows that do, or declare {'it' if one else 'them'} under "
+                         f"optional_fields: {spec.name}: in the gate config)")
+    return pinned
+
+
+def _shown(field: str) -> str:
+    return field if _PLAIN_NAME.fullmatch(field) else repr(field[:64])
