@@ -75,10 +75,9 @@ class Egress:
             return None
         if not self.public:
             return "not in the list of allowed hosts"
-        for inner in {address, _unwrapped(address)}:
-            kind = _not_global(inner)
-            if kind:
-                return kind
+        kind = _not_global(_unwrapped(address))
+        if kind:
+            return kind
         if _own(address):
             return "an address of the server itself"
         return None
@@ -123,7 +122,7 @@ def _unwrapped(address: IPAddress) -> IPAddress:
 def _not_global(address: IPAddress) -> str | None:
     for kind, test in (("a loopback address", "is_loopback"), ("a link-local address", "is_link_local"),
                        ("an unspecified address", "is_unspecified"), ("a multicast address", "is_multicast"),
-                       ("a private address", "is_private"), ("a reserved address", "is_reserved")):
+                       ("a reserved address", "is_reserved"), ("a private address", "is_private")):
         if getattr(address, test):
             return kind
     if not address.is_global:
