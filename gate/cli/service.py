@@ -29,6 +29,8 @@ def serve(ctx, host, port, public_read, forwarded_allow_ips, source_hosts, log_l
     /metrics, /healthz and /readyz. Callers send `Authorization: Bearer TOKEN`."""
     import uvicorn
     from ..server import ServiceConfig, create_app
+    from ..sources.egress import Egress
+    Egress.parse(source_hosts)          # a wrong list stops here, in one line, before anything opens
     gate = open_database(ctx)
     app = create_app(gate, ServiceConfig(public_read=public_read, source_hosts=source_hosts))
     uvicorn.run(app, host=host, port=port, log_level=log_level, server_header=False, timeout_graceful_shutdown=5,

@@ -3,7 +3,7 @@ through the service is read on the server with the server's environment, so a to
 must not be able to make it read anything of the server's:
 
 * no file: a path, ``file://`` or an SQLite database (``sql+sqlite:///path``);
-* no ``${VAR}``: the CLI fills those in from its own environment (an operator's tokens on
+* no ``${VAR}``, in any part and after any percent-decoding: the CLI fills those in from its own environment (an operator's tokens on
   the operator's machine); on the server they would be the server's secrets (the database
   URL, provider keys), sent to a URL of the caller's choosing;
 * no ``query_file`` and no driver option outside a short list: ``query_file`` reads a file
@@ -11,7 +11,9 @@ must not be able to make it read anything of the server's:
   make the driver read them.
 
 What such sources need (a token in an environment variable, a query in a file) is for the
-CLI on the database (``--database-url``)."""
+CLI on the database (``--database-url``). Where the readers may connect, and the
+readers' own refusal to expand, is ``gate.sources.egress`` (the service opens every
+source with it)."""
 
 from __future__ import annotations
 

@@ -8,7 +8,9 @@ URI forms::
     https://data.example.com/labels.csv?token=${LABELS_TOKEN}
 
 ``${VAR}`` in the URI is replaced by the environment variable ``VAR`` when the source is
-opened, so a token lives in the environment and never in the database.
+opened, so a token lives in the environment and never in the database (not when the
+service opens it for a caller: ``SourceOptions.expand_env`` is then off, and connections
+go only where ``SourceOptions.egress`` allows, see ``egress.py``).
 
 The cursor is ``<byte offset>:<line number>``, the same as for local files, and the
 decoding is the same (``files.TextDecoder``). One response is streamed across pages while

@@ -12,7 +12,8 @@ folder)::
 - ``${VAR}`` in the user, password, host, database or driver options is replaced by the
   environment variable ``VAR`` when the source is opened: credentials live in the
   environment, never in the database (the URI is stored as written, placeholders and all).
-  The SQL text itself is never expanded.
+  The SQL text itself is never expanded, and nothing is when the service reads the
+  source for a caller (``SourceOptions.expand_env`` off; see ``warehouse_net.py``).
 - Every parameter other than ``query`` / ``query_file`` goes to the driver (``sslmode``...).
 - The query must return the id column (default ``item_id``) and the label column
   (default ``expected_decision``), or the columns named by ``--id-column`` /
@@ -176,12 +177,13 @@ class WarehouseReader:
         self.options = options
         self.url, self.query = parse_warehouse_uri(uri, options.base_dir, options.expand_env)
         self.display = "sql+" + self.url.render_as_string(hide_password=True)   # for messages
-        connect_args = timeouts(self.url, source_timeout(options))
-        if options.egress is not None:     # read for a caller (warehouse_net)
+        if options.egress is not None:
             self.display = shown_source(uri)
-            self.url, pinned = for_service(self.url, options.egress, self.display)
-            connect_args.update(pinned)
         try:
+            connect_args = timeouts(self.url, source_timeout(options))
+            if options.egress is not None:     # read for a caller (warehouse_net)
+                self.url, pinned = for_service(self.url, options.egress, self.display)
+                connect_args.update(pinned)
             self.engine = create_engine(self.url, pool_pre_ping=True, connect_args=connect_args)
         except NoSuchModuleError:
             raise DatasetError(f"{uri}: SQLAlchemy has no dialect {self.url.drivername!r}") from None

@@ -213,15 +213,25 @@ def test_a_listener_that_never_answers_holds_no_thread(mysql_url, tmp_path, sche
     assert elapsed < 20, elapsed
 
 
+def update_suffix() -> str:
+    return f"{time.monotonic_ns() % 10**9}"
+
+
 def test_a_read_token_sees_no_path_nor_credential(mysql_url, tmp_path, site):
     folder = tmp_path / "operator-secret-folder"
     folder.mkdir()
     gate = Gate.connect(mysql_url, upgrade=True)
     gate.register_dataset("local", str(write_rule_rows(folder / "labels.csv", 4)))
     gate.register_dataset("signed", f"{site}/ok.csv?X-Amz-Signature=SIGNATURE123&token=TOKEN456")
-    password = mysql_url.split("//", 1)[1].split("@", 1)[0].partition(":")[2]
+    from sqlalchemy import text
+    from sqlalchemy.engine import make_url
+    url, user = make_url(mysql_url), f"reader_{update_suffix()}"
+    with gate.engine.begin() as conn:           # a warehouse login with a password
+        conn.execute(text(f"CREATE USER '{user}'@'%' IDENTIFIED BY 'PASSWORD789'"))
+        conn.execute(text(f"GRANT SELECT ON `{url.database}`.* TO '{user}'@'%'"))
     query = "SELECT+'i1'+AS+item_id,+'yes'+AS+expected_decision"
-    gate.register_dataset("warehouse", f"sql+{mysql_url}?query={query}")
+    warehouse = url.set(username=user, password="PASSWORD789").render_as_string(hide_password=False)
+    gate.register_dataset("warehouse", f"sql+{warehouse}?query={query}")
     gate.map_dataset("p1", "local", "0.5")
     update_id = gate.submit(rules_spec("p1"))
     gate.close()
@@ -237,7 +247,15 @@ def test_a_read_token_sees_no_path_nor_credential(mysql_url, tmp_path, site):
     for response in seen:
         assert response.status_code == 200, response.text
         body = response.text
-        for secret in (str(tmp_path), "operator-secret-folder", "SIGNATURE123", "TOKEN456"):
+        for secret in (str(tmp_path), "operator-secret-folder", "SIGNATURE123", "TOKEN456", "PASSWORD789"):
             assert secret not in body, (response.url, secret)
-        assert not password or f":{password}@" not in body, response.url
-    assert "labels.csv" in seen[0].text and f"{site}/ok.csv" in seen[0].text
+    assert "labels.csv" in seen[0].text and f"{site}/ok.csv" in seen[0].text and f"{user}:***@" in seen[0].text
+
+
+def test_a_wrong_source_hosts_list_is_one_line(tmp_path):
+    from conftest import run_cli
+    wrong = run_cli("serve", "--database-url", f"sqlite:///{tmp_path / 'g.db'}", "--source-hosts", "public,not a host!")
+    assert wrong.returncode == 2 and wrong.stderr.count("\n") == 1 and "neither a host name" in wrong.stderr
+    from_env = run_cli("serve", "--database-url", f"sqlite:///{tmp_path / 'g.db'}",
+                       env={"PROMPTGATE_SOURCE_HOSTS": "10.0.0.0/33"})
+    assert from_env.returncode == 2 and "neither a host name" in from_env.stderr, from_env.stderr

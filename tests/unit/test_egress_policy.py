@@ -132,3 +132,12 @@ def test_sql_connections_are_pinned_and_bounded():
 def test_a_source_is_shown_without_path_or_credential(source, shown):
     assert shown_source(source) == shown
     assert scrubbed({"source_uri": source}) == {"source_uri": shown}
+
+
+def test_an_s3_endpoint_outside_the_policy_is_refused(monkeypatch):
+    pytest.importorskip("boto3")
+    monkeypatch.setenv("PROMPTGATE_S3_ENDPOINT_URL", "http://169.254.169.254:9000")
+    with pytest.raises(DatasetError, match="endpoint .*refused by the service's source policy: .*link-local"):
+        open_source("s3://bucket/key.csv", SourceOptions(expand_env=False, egress=Egress.parse("public")))
+    allowed = open_source("s3://bucket/key.csv", SourceOptions(expand_env=False, egress=Egress.parse("169.254.0.0/16")))
+    assert allowed.endpoint == "http://169.254.169.254:9000"
