@@ -17,16 +17,22 @@ from .common import database_option, echo_json, open_database
 @click.option("--forwarded-allow-ips", default=None, metavar="IPS",
               help="Behind a TLS proxy: the proxy's addresses (comma-separated, or *), whose "
                    "X-Forwarded-Proto/For are trusted (the sign-in cookie is then Secure).")
+@click.option("--source-hosts", default="public", show_default=True, envvar="PROMPTGATE_SOURCE_HOSTS", metavar="LIST",
+              help="Where dataset sources registered or synced through the service may connect: host names, "
+                   "CIDRs and 'public' (every globally routable address), comma-separated. Loopback, "
+                   "link-local, private and the server's own addresses are refused unless listed.")
 @click.option("--log-level", type=click.Choice(["critical", "error", "warning", "info", "debug"]), default="info",
               show_default=True)
 @click.pass_context
-def serve(ctx, host, port, public_read, forwarded_allow_ips, log_level):
+def serve(ctx, host, port, public_read, forwarded_allow_ips, source_hosts, log_level):
     """Serve the gate over HTTP: JSON under /v1 (OpenAPI at /docs), the status page at /,
     /metrics, /healthz and /readyz. Callers send `Authorization: Bearer TOKEN`."""
     import uvicorn
     from ..server import ServiceConfig, create_app
+    from ..sources.egress import Egress
+    Egress.parse(source_hosts)          # a wrong list stops here, in one line, before anything opens
     gate = open_database(ctx)
-    app = create_app(gate, ServiceConfig(public_read=public_read))
+    app = create_app(gate, ServiceConfig(public_read=public_read, source_hosts=source_hosts))
     uvicorn.run(app, host=host, port=port, log_level=log_level, server_header=False, timeout_graceful_shutdown=5,
                 proxy_headers=bool(forwarded_allow_ips), forwarded_allow_ips=forwarded_allow_ips)
 

@@ -19,7 +19,7 @@ from ..service.release import of_mode
 from ..spec import parse_spec, parse_spec_text
 from ..wire import encode
 from .auth import Caller, authorize, require
-from .sources import BY_DATABASE, SERVER_FILES, check_remote_source, reads_server_files, scrubbed
+from .sources import check_remote_source, scrubbed
 from .watcher import UNKNOWN
 
 router = APIRouter(prefix="/v1")
@@ -218,18 +218,11 @@ def register_dataset(request: Request, body: dict, _caller: Caller = Depends(req
     return json_bytes({"dataset": ds, "version": gate.dataset_version(name)})
 
 
-def _refuse_server_files(source: str) -> None:
-    """A dataset refreshed through the service is read on the server: not from a file of
-    its own (``sources.remote_source_problem``)."""
-    if reads_server_files(source):
-        raise UsageError(f"{SERVER_FILES}, {BY_DATABASE}")
-
-
 @router.post("/datasets/{name}/refresh", summary="Import a dataset's source again")
 def refresh_dataset(request: Request, name: str, _caller: Caller = Depends(require("admin"))):
     gate = gate_of(request)
     ds = gate.get_dataset(name)
-    _refuse_server_files(ds.source_uri)
+    check_remote_source(ds.source_uri, f"dataset {name}: ")   # as if sent now: no file, no ${VAR}
     ds, imported = gate.refresh_dataset(name)
     return json_bytes({"dataset": ds, "version": gate.dataset_version(name), "imported": imported})
 

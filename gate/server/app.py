@@ -35,6 +35,7 @@ class ServiceConfig:
     token_ttl: float = 5.0             # seconds a token look-up is trusted (auth.TokenCache)
     watch_interval: float = 0.25       # seconds between the shared watcher's status reads
     max_body_bytes: int = MAX_BODY_BYTES
+    source_hosts: str = "public"       # where sources read for callers may connect (gate.sources.egress)
 
 
 def create_app(gate, config: ServiceConfig | None = None) -> FastAPI:
@@ -43,6 +44,8 @@ def create_app(gate, config: ServiceConfig | None = None) -> FastAPI:
                   description="Submit prompt changes, wait for their verdicts, read reports; "
                               "bearer tokens with scopes read < submit < admin.")
     app.state.gate, app.state.config = gate, config
+    from ..sources.egress import Egress
+    gate.source_egress = Egress.parse(config.source_hosts)     # no ${VAR}, no reach into the server's network
     app.state.tokens = TokenCache(gate, config.token_ttl)
     app.state.reports = ReportCache(gate)
     app.state.watcher = StatusWatcher(gate.engine, config.watch_interval, prepare=app.state.reports.prepare)

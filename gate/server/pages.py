@@ -30,6 +30,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from .. import __version__
 from ..errors import GateError, NotFound, first_line
+from ..sources import shown_source
 from ..markdown import bar_pct, interval, num, pct, points, pvalue, ratio, usd
 from ..states import UpdateStatus
 from ..untrusted import CONTROL, one_line
@@ -196,7 +197,7 @@ def datasets_page(request: Request):
                 version = gate.dataset_version(ds.name) if ds.current_version_id else None
             except NotFound:
                 version = None
-            rows.append({"ds": ds, "source": views.hide_password(ds.source_uri), "version": version,
+            rows.append({"ds": ds, "source": shown_source(ds.source_uri), "version": version,
                          "maps": [views.mapping_view(m) for m in sorted(mappings, key=lambda m: m.prompt_name)]})
         return page("datasets.html.j2", caller, nav="datasets", rows=rows)
     return guarded(request, build)

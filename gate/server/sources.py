@@ -3,7 +3,7 @@ through the service is read on the server with the server's environment, so a to
 must not be able to make it read anything of the server's:
 
 * no file: a path, ``file://`` or an SQLite database (``sql+sqlite:///path``);
-* no ``${VAR}``: the CLI fills those in from its own environment (an operator's tokens on
+* no ``${VAR}``, in any part and after any percent-decoding: the CLI fills those in from its own environment (an operator's tokens on
   the operator's machine); on the server they would be the server's secrets (the database
   URL, provider keys), sent to a URL of the caller's choosing;
 * no ``query_file`` and no driver option outside a short list: ``query_file`` reads a file
@@ -11,14 +11,16 @@ must not be able to make it read anything of the server's:
   make the driver read them.
 
 What such sources need (a token in an environment variable, a query in a file) is for the
-CLI on the database (``--database-url``)."""
+CLI on the database (``--database-url``). Where the readers may connect, and the
+readers' own refusal to expand, is ``gate.sources.egress`` (the service opens every
+source with it)."""
 
 from __future__ import annotations
 
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, unquote_plus, urlsplit
 
 from ..errors import UsageError
-from ..sources import scheme_of
+from ..sources import scheme_of, shown_source
 
 SERVER_FILES = "the service reads no file on its machine: give an https://, s3:// or sql+ database source"
 SQL_PARAMS = frozenset({"query", "sslmode", "connect_timeout", "charset", "application_name"})
@@ -31,14 +33,33 @@ def reads_server_files(source: str) -> bool:
     return scheme == "file" or scheme.startswith("sql+sqlite")
 
 
+MAX_DECODINGS = 8
+
+
+def decoded_forms(uri: str) -> list[str]:
+    """``uri`` and its percent-decodings, each round decoding the last, until stable (at
+    most ``MAX_DECODINGS`` rounds; a form still changing after them is returned too)."""
+    forms = [uri]
+    for _ in range(MAX_DECODINGS):
+        decoded = unquote_plus(forms[-1])
+        if decoded == forms[-1]:
+            break
+        forms.append(decoded)
+    return forms
+
+
 def remote_source_problem(source: str) -> str | None:
     """Why the service will not read ``source`` for a caller (None: it may)."""
     uri = source.strip()
     scheme = scheme_of(uri)
     if reads_server_files(uri):
         return SERVER_FILES
-    if "${" in uri:
-        return "${VAR} in a source sent to the service would be filled in from the server's environment"
+    forms = decoded_forms(uri)
+    if any("${" in form for form in forms):
+        return ("${VAR} in a source sent to the service (in any part, percent-encoded or not) would be filled "
+                "in from the server's environment")
+    if len(forms) > MAX_DECODINGS:
+        return f"a source sent to the service is percent-encoded more than {MAX_DECODINGS} times over"
     if scheme.startswith("sql+"):
         refused = sorted({key for key, _ in parse_qsl(urlsplit(uri).query, keep_blank_values=True)} - SQL_PARAMS)
         if refused:
@@ -58,10 +79,11 @@ OPTION_KEYS = frozenset({"options", "source_options"})
 
 
 def scrubbed(data):
-    """Encoded data as the service shows it to any caller: a password in a source URI
-    replaced by *** (a reader of the status page or the API needs which source, not its
-    credentials), and no ``base_dir`` (a folder of the machine that registered it)."""
-    from ..gateconfig import redact
+    """Encoded data as the service shows it to any caller: a source URI as
+    ``sources.shown_source`` shows it (no password, no query-string token, a file by its
+    name only: a reader of the status page or the API needs which source, not its
+    credentials nor the server's paths), and no ``base_dir`` (a folder of the machine
+    that registered it)."""
     if isinstance(data, list):
         return [scrubbed(v) for v in data]
     if not isinstance(data, dict):
@@ -69,7 +91,7 @@ def scrubbed(data):
     out = {}
     for key, value in data.items():
         if key in SOURCE_KEYS and isinstance(value, str):
-            out[key] = redact(value)
+            out[key] = shown_source(value)
         elif key in OPTION_KEYS and isinstance(value, dict):
             out[key] = scrubbed({k: v for k, v in value.items() if k != "base_dir"})
         else:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import re
 from typing import Any, Iterable
 
 from ..bars import Bars
@@ -22,17 +21,11 @@ from ..states import UPDATE_OPEN, RunStatus
 
 CHART_LEFT, CHART_WIDTH, CHART_ROW, CHART_TOP = 170, 500, 46, 26
 HEAT_STEPS = 4
-_USERINFO = re.compile(r"(//[^/@:\s]*:)[^@/\s]*@")
 
 
 def utc_now() -> dt.datetime:
     """Naive UTC, as the database hands out its timestamps."""
     return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
-
-
-def hide_password(uri: str | None) -> str:
-    """A source URI as shown: a password in its user-info replaced by ***."""
-    return _USERINFO.sub(r"\1***@", uri or "")
 
 
 def pretty_json(value: Any) -> str:

@@ -46,6 +46,9 @@ class DatasetsMixin:
 
     engine: Any
     settings: Any
+    # Set by the HTTP service (``gate.sources.egress.Egress``): sources are then read for
+    # callers, with no ${VAR} filled in and connections only where the policy allows.
+    source_egress: Any = None
 
     # --- registering and refreshing: a version of the rows ---------------------------------
 
@@ -85,7 +88,9 @@ class DatasetsMixin:
         return self.get_dataset(name), imported
 
     def _import(self, ds: Dataset, source_uri: str, options: dict) -> importer.Imported | None:
-        reader = open_source(source_uri, SourceOptions(max_row_bytes=self.settings.max_row_bytes, **options))
+        reader = open_source(source_uri, SourceOptions(max_row_bytes=self.settings.max_row_bytes, **options,
+                                                       expand_env=self.source_egress is None,
+                                                       egress=self.source_egress))
         try:
             if self._unchanged(ds, source_uri, options, reader):
                 return None

@@ -18,7 +18,7 @@ from ..errors import DatasetError
 from .base import (DEFAULT_ID_COLUMN, DEFAULT_LABEL_COLUMN, DEFAULT_MAX_ROW_BYTES, MAX_ROW_DEPTH, SCHEMES, Page,
                    Reader, Row, SourceOptions, absolute_source, canonical_json, ContentHash, content_hash,
                    json_quote, make_row, nesting_depth, next_page_size, register, resolve_path, row_digests,
-                   scheme_of)
+                   scheme_of, shown_source)
 
 
 def open_source(uri: str, options: SourceOptions | None = None) -> Reader:
@@ -46,4 +46,4 @@ def load_readers() -> None:
 __all__ = ["DEFAULT_ID_COLUMN", "DEFAULT_LABEL_COLUMN", "DEFAULT_MAX_ROW_BYTES", "MAX_ROW_DEPTH", "SCHEMES", "Page",
            "Reader", "Row", "SourceOptions", "absolute_source", "canonical_json", "ContentHash", "content_hash",
            "json_quote", "load_readers", "make_row", "nesting_depth", "next_page_size", "open_source", "register",
-           "resolve_path", "row_digests", "scheme_of"]
+           "resolve_path", "row_digests", "scheme_of", "shown_source"]

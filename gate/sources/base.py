@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Callable, Protocol
 
 from ..errors import DatasetError
@@ -45,6 +45,11 @@ class SourceOptions:
     base_dir: str | None = None   # relative file paths resolve here (the gate config's folder)
     declared_in: str | None = None   # the gate config that declared the dataset (not read by a reader)
     extra: dict[str, Any] = field(default_factory=dict)
+    # The service reads sources for callers: no ${VAR} filled in from the server's
+    # environment, and connections only where the operator's policy (``egress.Egress``)
+    # allows. The CLI on the database keeps both (None: connect anywhere).
+    expand_env: bool = True
+    egress: Any = None
 
 
 class Reader(Protocol):
@@ -201,6 +206,31 @@ def absolute_source(uri: str, base_dir: str | Path | None) -> str:
     if not path.is_absolute():
         path = Path(base_dir or Path.cwd()) / path
     return str(path.resolve())
+
+
+def shown_source(uri: str) -> str:
+    """A source URI as the service shows it to any caller: no credential and no path of the
+    machine that read it. A file is its name; http(s) and s3 are scheme://host/path (no
+    user-info, no query string: a token or a signature lives there); a sql+ source keeps
+    its user, host, database and query, with the password as *** and no driver option (an
+    SQLite database: its file name)."""
+    text = (uri or "").strip()
+    scheme = scheme_of(text)
+    if scheme == "file":
+        return PurePosixPath(text[len("file://"):] if text.startswith("file://") else text).name
+    head, _, rest = text.partition("://")
+    rest = rest.split("#", 1)[0]
+    location, _, query = rest.partition("?")
+    netloc, slash, path = location.partition("/")
+    userinfo, at, hostport = netloc.rpartition("@")
+    if not scheme.startswith("sql+"):
+        return f"{head}://{hostport}{slash}{path}"
+    user, colon, _ = userinfo.partition(":")
+    who = f"{user}{':***' if colon else ''}@" if at else ""
+    if scheme.startswith("sql+sqlite"):
+        path = PurePosixPath(path).name
+    kept = [p for p in query.split("&") if p.partition("=")[0] == "query"]
+    return f"{head}://{who}{hostport}{slash}{path}" + (f"?{'&'.join(kept)}" if kept else "")
 
 
 def resolve_path(uri: str, base_dir: str | None) -> Path:

@@ -8,7 +8,9 @@ URI forms::
     https://data.example.com/labels.csv?token=${LABELS_TOKEN}
 
 ``${VAR}`` in the URI is replaced by the environment variable ``VAR`` when the source is
-opened, so a token lives in the environment and never in the database.
+opened, so a token lives in the environment and never in the database (not when the
+service opens it for a caller: ``SourceOptions.expand_env`` is then off, and connections
+go only where ``SourceOptions.egress`` allows, see ``egress.py``).
 
 The cursor is ``<byte offset>:<line number>``, the same as for local files, and the
 decoding is the same (``files.TextDecoder``). One response is streamed across pages while
@@ -41,13 +43,15 @@ import io
 import os
 import re
 import socket
+import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import PurePosixPath
 
 from ..errors import DatasetError
-from .base import Page, SourceOptions, register
+from .base import Page, SourceOptions, register, shown_source
+from .egress import http_opener
 from .files import TEXT_KINDS, LineStream, TextDecoder, parse_cursor, read_text_page, text_kind
 
 DEFAULT_TIMEOUT = 30.0
@@ -65,6 +69,21 @@ def expand_env(text: str, uri: str) -> str:
             raise DatasetError(f"{uri}: environment variable {name} is not set (the source refers to ${{{name}}})")
         return os.environ[name]
     return _ENV_REF.sub(value, text)
+
+
+def connect_failure(reason, timeout: float) -> str:
+    """The kind of a failure to connect, in our words (never text the server sent)."""
+    if isinstance(reason, (TimeoutError, socket.timeout)):
+        return f"timed out after {timeout:g}s connecting"
+    if isinstance(reason, ConnectionRefusedError):
+        return "cannot connect: connection refused"
+    if isinstance(reason, socket.gaierror):
+        return "cannot connect: the host name does not resolve"
+    if isinstance(reason, ssl.SSLError):
+        return f"cannot connect: TLS failed ({getattr(reason, 'reason', None) or type(reason).__name__})"
+    if isinstance(reason, OSError) and reason.strerror:
+        return f"cannot connect: {reason.strerror.lower()}"
+    return f"cannot connect: {type(reason).__name__ if isinstance(reason, BaseException) else 'failed'}"
 
 
 def source_timeout(options: SourceOptions) -> float:
@@ -147,7 +166,8 @@ class StreamedTextReader(ABC):
         if isinstance(exc, (TimeoutError, socket.timeout)) or "timed out" in str(exc).lower():
             limit = getattr(self, "timeout", None)
             return f"{self.uri}: timed out" + (f" after {limit:g}s" if limit else "") + f" reading at byte {at}"
-        return f"{self.uri}: the connection broke at byte {at}: {exc}"
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+        return f"{self.uri}: the connection broke at byte {at}: {why}"
 
     # -- the reader interface ---------------------------------------------------------
     def read_page(self, cursor: str | None, limit: int) -> Page:
@@ -224,15 +244,18 @@ def _strong(etag: str | None) -> bool:
 @register("http", "https")
 class HttpReader(StreamedTextReader):
     def __init__(self, uri: str, options: SourceOptions):
-        self.url = expand_env(uri, uri)
+        shown = uri if options.egress is None else shown_source(uri)   # for a caller: no token, no query
+        self.url = expand_env(uri, shown) if options.expand_env else uri
         parts = urllib.parse.urlsplit(self.url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise DatasetError(f"{uri}: not an http(s) URL")
+            raise DatasetError(f"{shown}: not an http(s) URL")
         hint = options.extra.get("format")
         suffix = PurePosixPath(parts.path).suffix.lower()
-        kind = text_kind(parts.path, uri, hint) if hint or suffix in TEXT_KINDS else None
-        super().__init__(uri, options, kind)
+        kind = text_kind(parts.path, shown, hint) if hint or suffix in TEXT_KINDS else None
+        super().__init__(shown, options, kind)
         self.timeout = source_timeout(options)
+        self._urlopen = (urllib.request.urlopen if options.egress is None
+                         else http_opener(options.egress, shown).open)
         self.etag: str | None = None
         self.last_modified: str | None = None
         self.accept_ranges: bool | None = None
@@ -298,19 +321,18 @@ class HttpReader(StreamedTextReader):
                 headers["If-Range"] = self.last_modified
         request = urllib.request.Request(self.url, headers=headers)
         try:
-            response = urllib.request.urlopen(request, timeout=self.timeout)
+            response = self._urlopen(request, timeout=self.timeout)
         except urllib.error.HTTPError as exc:
             exc.close()
-            raise DatasetError(self._status_message(exc.code, exc.reason)) from None
+            raise DatasetError(self._status_message(exc.code)) from None
         except urllib.error.URLError as exc:
-            reason = exc.reason
-            if isinstance(reason, (TimeoutError, socket.timeout)):
-                raise DatasetError(f"{self.uri}: timed out after {self.timeout:g}s connecting") from None
-            raise DatasetError(f"{self.uri}: cannot connect: {reason}") from None
+            raise DatasetError(f"{self.uri}: {connect_failure(exc.reason, self.timeout)}") from None
         except (TimeoutError, socket.timeout):
             raise DatasetError(f"{self.uri}: timed out after {self.timeout:g}s waiting for the server") from None
-        except (OSError, http.client.HTTPException) as exc:
-            raise DatasetError(f"{self.uri}: cannot read the dataset: {exc}") from None
+        except http.client.HTTPException:          # its text is the server's bytes: not shown
+            raise DatasetError(f"{self.uri}: the server's answer is not valid HTTP") from None
+        except OSError as exc:
+            raise DatasetError(f"{self.uri}: {connect_failure(exc, self.timeout)}") from None
         try:
             return self._accept(response, offset)
         except BaseException:
@@ -321,8 +343,8 @@ class HttpReader(StreamedTextReader):
         headers = response.headers
         encoding = (headers.get("Content-Encoding") or "identity").lower()
         if encoding not in ("identity", ""):
-            raise DatasetError(f"{self.uri}: the server sent a {encoding}-encoded body; serve the file "
-                               f"uncompressed")
+            raise DatasetError(f"{self.uri}: the server sent a compressed body (Content-Encoding is not "
+                               f"identity); serve the file uncompressed")
         self._check_unchanged(headers.get("ETag"), headers.get("Last-Modified"))
         self._fetched = True
         if self.decoder is None:
@@ -331,8 +353,9 @@ class HttpReader(StreamedTextReader):
                     "application/ndjson": "jsonl", "application/jsonl": "jsonl",
                     "application/x-jsonlines": "jsonl", "application/jsonlines": "jsonl"}.get(ctype)
             if hint is None:
-                raise DatasetError(f"{self.uri}: cannot tell CSV from JSONL (no .csv/.jsonl suffix, "
-                                   f"Content-Type {ctype or 'missing'}): set the dataset's format")
+                raise DatasetError(f"{self.uri}: cannot tell CSV from JSONL (no .csv/.jsonl suffix, and the "
+                                   f"Content-Type is {'not a CSV or JSONL type' if ctype else 'missing'}): set the "
+                                   f"dataset's format")
             self.kind = hint
             self.decoder = TextDecoder(self.uri, hint, self.options)
         length = headers.get("Content-Length")
@@ -341,8 +364,7 @@ class HttpReader(StreamedTextReader):
             match = re.match(r"bytes\s+(\d+)-", headers.get("Content-Range") or "")
             start = int(match.group(1)) if match else -1
             if start != offset:
-                raise DatasetError(f"{self.uri}: asked for bytes from {offset}, the server sent "
-                                   f"{headers.get('Content-Range')!r}")
+                raise DatasetError(f"{self.uri}: asked for bytes from {offset}, the server sent another range")
             self.accept_ranges = True
         else:
             start = 0
@@ -361,8 +383,8 @@ class HttpReader(StreamedTextReader):
             raise DatasetError(f"{self.uri}: the source changed while it was being read (Last-Modified "
                                f"was {self.last_modified}, now {last_modified}); start a new run")
 
-    def _status_message(self, code: int, reason) -> str:
-        text = f"{self.uri}: HTTP {code} {reason or ''}".rstrip()
+    def _status_message(self, code: int) -> str:
+        text = f"{self.uri}: HTTP {code}"     # not the server's reason phrase: its bytes, not ours
         if code in (401, 403):
             return (f"{text}: access denied; if the URL needs a token, keep it in an environment "
                     f"variable and write ${{VAR}} in the source URI")

@@ -12,7 +12,9 @@ Credentials and region come from boto3's usual chain (``AWS_ACCESS_KEY_ID`` /
 the database. ``PROMPTGATE_S3_ENDPOINT_URL`` (or ``AWS_ENDPOINT_URL``) points the reader
 at another S3-compatible server, e.g. ``http://minio:9000``; with an endpoint set,
 path-style addressing is used unless ``PROMPTGATE_S3_ADDRESSING_STYLE`` says otherwise.
-``PROMPTGATE_SOURCE_TIMEOUT`` bounds connecting and each read (default 30 s).
+``PROMPTGATE_SOURCE_TIMEOUT`` bounds connecting and each read (default 30 s). Read by the
+service for a caller, an endpoint must be one its source policy allows (``egress.py``);
+AWS's own endpoints are public addresses.
 
 The cursor is ``<byte offset>:<line number>`` (as for files); a page after a cursor that
 the open stream is not at is a ranged GetObject from the offset with ``If-Match`` on the
@@ -70,6 +72,10 @@ class S3Reader(StreamedTextReader):
         super().__init__(uri, options, text_kind(self.key, uri, options.extra.get("format")))
         self.timeout = source_timeout(options)
         self.client, self.endpoint = _client(self.timeout)
+        if options.egress is not None and self.endpoint:    # the operator's endpoint, checked like any host
+            endpoint = urllib.parse.urlsplit(self.endpoint)
+            options.egress.pin(endpoint.hostname, endpoint.port or (443 if endpoint.scheme == "https" else 80),
+                               f"{uri} (endpoint {self.endpoint})")
         self.etag: str | None = None
         self._version: str | None = None
         pinned = str(options.extra.get("pinned_version") or "")
@@ -136,10 +142,14 @@ class S3Reader(StreamedTextReader):
                     or status in (401, 403):
                 return (f"{where}: access denied ({code}): check the AWS credentials in the environment "
                         f"(AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_PROFILE)")
+            if self.options.egress is not None:        # for a caller: the code, not the store's text
+                return f"{where}: S3 error {code or status}"
             return f"{where}: S3 error {code or status}: {response.get('Error', {}).get('Message', exc)}"
         if name == "NoCredentialsError":
             return (f"{where}: no AWS credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY "
                     f"(or AWS_PROFILE) in the environment")
+        if self.options.egress is not None:
+            return f"{where}: cannot read the object ({name})"
         if name in ("EndpointConnectionError", "ConnectionClosedError"):
             return f"{where}: cannot connect: {exc}"
         if name in ("ConnectTimeoutError", "ReadTimeoutError") or isinstance(exc, TimeoutError):

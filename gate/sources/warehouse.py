@@ -12,7 +12,8 @@ folder)::
 - ``${VAR}`` in the user, password, host, database or driver options is replaced by the
   environment variable ``VAR`` when the source is opened: credentials live in the
   environment, never in the database (the URI is stored as written, placeholders and all).
-  The SQL text itself is never expanded.
+  The SQL text itself is never expanded, and nothing is when the service reads the
+  source for a caller (``SourceOptions.expand_env`` off; see ``warehouse_net.py``).
 - Every parameter other than ``query`` / ``query_file`` goes to the driver (``sslmode``...).
 - The query must return the id column (default ``item_id``) and the label column
   (default ``expected_decision``), or the columns named by ``--id-column`` /
@@ -45,7 +46,9 @@ from typing import Any
 
 from ..errors import DatasetError, first_line
 from .base import Page, SourceOptions, make_row, register
-from .http import expand_env
+from .base import shown_source
+from .http import expand_env, source_timeout
+from .warehouse_net import failure_kind, for_service, timeouts
 
 RESERVED_PARAMS = ("query", "query_file")
 
@@ -106,11 +109,13 @@ def decode_cursor(cursor: str) -> Any:
     return value
 
 
-def parse_warehouse_uri(uri: str, base_dir: str | None = None):
-    """(SQLAlchemy URL with credentials expanded, query text) for a ``sql+...`` URI."""
+def parse_warehouse_uri(uri: str, base_dir: str | None = None, expand: bool = True):
+    """(SQLAlchemy URL with credentials expanded, query text) for a ``sql+...`` URI; with
+    ``expand`` False (the service) nothing is filled in from the environment."""
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError
 
+    expand_vars = expand
     if not uri.lower().startswith("sql+"):
         raise DatasetError(f"{uri}: a warehouse source starts with sql+ (e.g. sql+postgresql://...)")
     try:
@@ -139,6 +144,8 @@ def parse_warehouse_uri(uri: str, base_dir: str | None = None):
         raise DatasetError(f"{uri}: the query must be a SELECT (or WITH ... SELECT), not {first.upper()!r}")
 
     def expand(value):
+        if not expand_vars:
+            return value
         if isinstance(value, tuple):
             return tuple(expand_env(v, uri) for v in value)
         return expand_env(value, uri) if isinstance(value, str) else value
@@ -168,10 +175,16 @@ class WarehouseReader:
 
         self.uri = uri
         self.options = options
-        self.url, self.query = parse_warehouse_uri(uri, options.base_dir)
+        self.url, self.query = parse_warehouse_uri(uri, options.base_dir, options.expand_env)
         self.display = "sql+" + self.url.render_as_string(hide_password=True)   # for messages
+        if options.egress is not None:
+            self.display = shown_source(uri)
         try:
-            self.engine = create_engine(self.url, pool_pre_ping=True)
+            connect_args = timeouts(self.url, source_timeout(options))
+            if options.egress is not None:     # read for a caller (warehouse_net)
+                self.url, pinned = for_service(self.url, options.egress, self.display)
+                connect_args.update(pinned)
+            self.engine = create_engine(self.url, pool_pre_ping=True, connect_args=connect_args)
         except NoSuchModuleError:
             raise DatasetError(f"{uri}: SQLAlchemy has no dialect {self.url.drivername!r}") from None
         except ModuleNotFoundError as exc:
@@ -209,6 +222,8 @@ class WarehouseReader:
             raise DatasetError(self._message(exc)) from None
 
     def _message(self, exc) -> str:
+        if self.options.egress is not None:      # for a caller: the kind, never the driver's text
+            return f"{self.display}: {failure_kind(exc)}"
         detail = first_line(exc, 1000)
         hint = ""
         lowered = detail.lower()

@@ -63,10 +63,12 @@ class Both:
 
     def same(self, *args, code: int = 0, stderr: bool = False) -> str:
         """The command's stdout, after checking both ways print it (and with ``stderr`` their
-        stderr) alike and exit ``code``."""
+        stderr) alike and exit ``code``. A dataset file: the operator sees its path, a
+        caller of the service its name only."""
         remote, local = self.run(*args)
         assert (remote.returncode, local.returncode) == (code, code), (args, remote.stderr, local.stderr)
-        assert remote.stdout == local.stdout, args
+        assert str(DATASET) not in remote.stdout + remote.stderr, args
+        assert remote.stdout == local.stdout.replace(str(DATASET), DATASET.name), args
         assert not stderr or remote.stderr == local.stderr, (remote.stderr, local.stderr)
         return remote.stdout + (remote.stderr if stderr else "")
 
@@ -146,7 +148,18 @@ def csv_site(tmp_path):
     server.shutdown()
 
 
-def test_sync_through_the_service_reads_only_sources_the_server_reads(service, tmp_path, no_gate_in_env, csv_site):
+@pytest.fixture
+def loopback_service(mysql_url, tmp_path):
+    """The service allowing sources on loopback (where the tests' dataset server runs)."""
+    import service_harness
+    svc = service_harness.Service(mysql_url, tmp_path, "--source-hosts", "127.0.0.1/32")
+    yield svc
+    svc.stop()
+
+
+def test_sync_through_the_service_reads_only_sources_the_server_reads(loopback_service, tmp_path, no_gate_in_env,
+                                                                       csv_site):
+    service = loopback_service
     folder, base = csv_site
     (folder / "labels.csv").write_text("item_id,expected_decision,text\n" + "".join(
         f"i{n},{'urgent' if n % 2 else 'normal'},text {n}\n" for n in range(6)))

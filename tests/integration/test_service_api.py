@@ -74,9 +74,12 @@ def test_submit_wait_and_report_over_http(service, tmp_path, model):
         assert report.status == "APPLIED" and report.exit_code == 0
         assert report.update.source["submitted_by"].startswith("test-admin-")
         assert report.runs[0].scored == 20 and report.runs[0].matches == 16
-        assert report.to_dict() == gate.status(update_id).to_dict()
+        local = gate.status(update_id).to_dict()      # the operator's: the file's path on the server
+        assert local["runs"][0]["source_uri"] == str(tmp_path / "d1.csv")
+        local["runs"][0]["source_uri"] = "d1.csv"       # any caller's: its name only
+        assert report.to_dict() == local
         documented = client.get(f"/v1/updates/{update_id}").json()     # the `status --json` document
-        assert documented == json.loads(json.dumps(gate.status(update_id).to_dict(), default=str))
+        assert documented == json.loads(json.dumps(local, default=str))
         by_sha = client.get("/v1/updates", params={"sha": "a" * 40}).json()
         assert [u["id"] for u in by_sha] == [update_id]
     gate.close()

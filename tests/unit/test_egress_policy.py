@@ -1,0 +1,143 @@
+"""The service's egress policy (gate/sources/egress.py, warehouse_net.py) and what the
+service takes and shows of a source: no ${VAR} after any decoding, only allowed
+addresses after resolution, a sql+ source with host and credentials, no path nor
+credential shown."""
+
+from __future__ import annotations
+
+import ipaddress
+
+import pytest
+
+from gate.errors import DatasetError, UsageError
+from gate.server.sources import remote_source_problem, scrubbed
+from gate.sources import SourceOptions, open_source, shown_source
+from gate.sources.egress import Egress
+
+
+@pytest.mark.parametrize("source", [
+    "sql+postgresql+psycopg://$%7BPROMPTGATE_DATABASE_URL%7D@host:5432/db?query=SELECT+1",
+    "sql+mysql+pymysql://u:%24%7BOPENAI_API_KEY%7D@host/db?query=SELECT+1",
+    "sql+mysql+pymysql://u:p@%24%7BX%7D/db?query=SELECT+1",
+    "sql+mysql+pymysql://u:p@host/%24%7BX%7D?query=SELECT+1",
+    "sql+mysql+pymysql://u:p@host/db?query=SELECT+1&application_name=%24%257BX%257D",
+    "sql+mysql+pymysql://u:p@host/db?query=SELECT+1&%24%7BX%7D=1",
+    "https://h.example/x.csv?t=$%25257BOPENAI_API_KEY%25257D",
+    "https://h.example/$%7BHOME%7D/x.csv",
+])
+def test_an_encoded_variable_is_refused_in_any_part(source):
+    assert "server's environment" in (remote_source_problem(source) or ""), source
+
+
+def test_endless_encoding_is_refused():
+    source = "https://h.example/x.csv?t=%" + "25" * 12 + "41"
+    assert "percent-encoded more than" in (remote_source_problem(source) or "")
+
+
+def test_readers_opened_for_the_service_expand_nothing(monkeypatch):
+    monkeypatch.setenv("SECRET_FOR_TEST", "hunter2")
+    reader = open_source("https://203.0.113.9/x.csv?t=${SECRET_FOR_TEST}",
+                         SourceOptions(expand_env=False, egress=Egress.parse("public")))
+    assert "hunter2" not in reader.url and "${SECRET_FOR_TEST}" in reader.url
+    from gate.sources.warehouse import parse_warehouse_uri
+    url, _ = parse_warehouse_uri("sql+mysql+pymysql://u:${SECRET_FOR_TEST}@h/db?query=SELECT+1", expand=False)
+    assert url.password == "${SECRET_FOR_TEST}"
+
+
+@pytest.mark.parametrize("address, kind", [
+    ("127.0.0.1", "loopback"), ("::1", "loopback"), ("169.254.169.254", "link-local"), ("10.1.2.3", "private"),
+    ("192.168.0.1", "private"), ("172.16.5.5", "private"), ("100.64.0.1", "not a globally routable"),
+    ("224.0.0.1", "multicast"), ("0.0.0.0", "unspecified"), ("240.0.0.1", "reserved"), ("fe80::1", "link-local"),
+    ("fc00::1", "private"), ("::ffff:127.0.0.1", "loopback"), ("::ffff:169.254.169.254", "link-local"),
+    ("2002:7f00:1::1", "loopback"), ("64:ff9b::a00:1", "private"),
+])
+def test_the_default_refuses_what_is_not_public(address, kind):
+    assert kind in (Egress.parse(None).refusal(ipaddress.ip_address(address)) or ""), address
+
+
+def test_public_addresses_and_listed_ones_are_allowed():
+    default = Egress.parse("public")
+    assert default.refusal(ipaddress.ip_address("8.8.8.8")) is None
+    assert default.refusal(ipaddress.ip_address("2606:4700::1111")) is None
+    listed = Egress.parse("127.0.0.2/32, 10.0.0.0/8")
+    assert listed.refusal(ipaddress.ip_address("127.0.0.2")) is None
+    assert listed.refusal(ipaddress.ip_address("10.9.9.9")) is None
+    assert listed.refusal(ipaddress.ip_address("127.0.0.1")) and listed.refusal(ipaddress.ip_address("8.8.8.8"))
+
+
+def test_a_name_is_checked_after_resolution():
+    with pytest.raises(DatasetError, match="refused by the service's source policy: .*loopback"):
+        Egress.parse("public").pin("localhost", 80, "http://localhost/x.csv")
+    assert Egress.parse("127.0.0.1/32").pin("127.0.0.1", 80, "s") == "127.0.0.1"
+    with pytest.raises(DatasetError, match="does not resolve"):
+        Egress.parse("public").pin("no-such-host.invalid", 80, "s")
+
+
+def test_the_servers_own_address_is_refused():
+    import socket
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("192.0.2.1", 9))          # no packet: picks the outgoing interface
+        except OSError:
+            pytest.skip("no route out of this machine")
+        own = probe.getsockname()[0]
+    assert Egress.parse("public").refusal(ipaddress.ip_address(own))
+
+
+def test_the_list_is_parsed_or_refused_in_one_line():
+    assert Egress.parse("public, data.example.com").names == frozenset({"data.example.com"})
+    with pytest.raises(UsageError, match="neither a host name"):
+        Egress.parse("not a host!")
+    with pytest.raises(UsageError):
+        Egress.parse(" , ")
+
+
+@pytest.mark.parametrize("source, why", [
+    ("sql+mysql+pymysql://u:p@/db?query=SELECT+1", "must name its host"),
+    ("sql+mysql+pymysql://u@203.0.113.9/db?query=SELECT+1", "a user and a password"),
+    ("sql+mysql+pymysql://203.0.113.9/db?query=SELECT+1", "a user and a password"),
+    ("sql+postgresql+psycopg://u:p@/db?query=SELECT+1&host=/var/run/postgresql", "must name its host"),
+    ("sql+mysql+pymysql://u:p@203.0.113.9/db?query=SELECT+1&unix_socket=/tmp/m.sock", "'unix_socket'"),
+    ("sql+mssql+pyodbc://u:p@203.0.113.9/db?query=SELECT+1", r"postgresql \(psycopg\), mysql or mariadb"),
+    ("sql+mysql+pymysql://u:p@127.0.0.1/db?query=SELECT+1", "loopback"),
+    ("sql+mysql+pymysql://u:p@169.254.169.254/db?query=SELECT+1", "link-local"),
+])
+def test_a_sql_source_for_a_caller_names_host_and_credentials(source, why):
+    with pytest.raises(DatasetError, match=why):
+        open_source(source, SourceOptions(expand_env=False, egress=Egress.parse("public")))
+
+
+def test_sql_connections_are_pinned_and_bounded():
+    from sqlalchemy.engine import make_url
+    from gate.sources.warehouse_net import for_service, timeouts
+    url, args = for_service(make_url("postgresql+psycopg://u:p@127.0.0.1/db"), Egress.parse("127.0.0.1/32"), "s")
+    assert args == {"hostaddr": "127.0.0.1"} and url.host == "127.0.0.1"
+    url, args = for_service(make_url("mysql+pymysql://u:p@localhost/db"), Egress.parse("127.0.0.0/8,::1/128"), "s")
+    assert url.host in ("127.0.0.1", "::1") and args == {}
+    assert timeouts(make_url("mysql+pymysql://u:p@h/db"), 2.5) == {"connect_timeout": 3, "read_timeout": 3,
+                                                                     "write_timeout": 3}
+    pg = timeouts(make_url("postgresql+psycopg://u:p@h/db"), 30)
+    assert pg == {"connect_timeout": 30, "options": "-c statement_timeout=30000"}
+
+
+@pytest.mark.parametrize("source, shown", [
+    ("/srv/gate/data/labels.csv", "labels.csv"),
+    ("file:///srv/gate/data/labels.jsonl", "labels.jsonl"),
+    ("https://u:pw@data.example.com:8443/x/labels.csv?token=abc&sig=def#frag", "https://data.example.com:8443/x/labels.csv"),
+    ("s3://bucket/key/labels.csv", "s3://bucket/key/labels.csv"),
+    ("sql+postgresql://reader:s3cret@h:5432/db?query=SELECT+1&sslmode=require&password=x",
+     "sql+postgresql://reader:***@h:5432/db?query=SELECT+1"),
+    ("sql+sqlite:////srv/gate/labels.db?query=SELECT+1", "sql+sqlite:///labels.db?query=SELECT+1"),
+])
+def test_a_source_is_shown_without_path_or_credential(source, shown):
+    assert shown_source(source) == shown
+    assert scrubbed({"source_uri": source}) == {"source_uri": shown}
+
+
+def test_an_s3_endpoint_outside_the_policy_is_refused(monkeypatch):
+    pytest.importorskip("boto3")
+    monkeypatch.setenv("PROMPTGATE_S3_ENDPOINT_URL", "http://169.254.169.254:9000")
+    with pytest.raises(DatasetError, match="endpoint .*refused by the service's source policy: .*link-local"):
+        open_source("s3://bucket/key.csv", SourceOptions(expand_env=False, egress=Egress.parse("public")))
+    allowed = open_source("s3://bucket/key.csv", SourceOptions(expand_env=False, egress=Egress.parse("169.254.0.0/16")))
+    assert allowed.endpoint == "http://169.254.169.254:9000"
