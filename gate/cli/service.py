@@ -3,6 +3,8 @@ uvicorn) and ``token create|list|revoke`` (its bearer tokens, on the database)."
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from ..untrusted import terminal_safe
@@ -23,18 +25,36 @@ from .common import database_option, echo_json, open_database
                    "link-local, private and the server's own addresses are refused unless listed.")
 @click.option("--log-level", type=click.Choice(["critical", "error", "warning", "info", "debug"]), default="info",
               show_default=True)
+@click.option("--allowed-host", "allowed_hosts", multiple=True, metavar="HOST",
+              help="A Host name the service answers for (repeatable; also PROMPTGATE_ALLOWED_HOSTS, comma-"
+                   "separated). Default: localhost, 127.0.0.1, ::1 and --host when it is a specific address.")
+@click.option("--header-timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
+              help="Seconds a connection may take to send a request's headers before it is closed.")
+@click.option("--body-timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True,
+              help="Seconds a request's whole body may take to arrive (else 408).")
+@click.option("--max-waits-per-token", type=click.IntRange(min=1), default=100, show_default=True,
+              help="Long-polls (/v1/updates/ID/wait) one token may hold open at once (beyond: 429).")
+@click.option("--docs", is_flag=True, help="Serve Swagger UI at /docs (from the package's own files).")
 @click.pass_context
-def serve(ctx, host, port, public_read, forwarded_allow_ips, source_hosts, log_level):
-    """Serve the gate over HTTP: JSON under /v1 (OpenAPI at /docs), the status page at /,
-    /metrics, /healthz and /readyz. Callers send `Authorization: Bearer TOKEN`."""
+def serve(ctx, host, port, public_read, forwarded_allow_ips, source_hosts, log_level, allowed_hosts, header_timeout,
+          body_timeout, max_waits_per_token, docs):
+    """Serve the gate over HTTP: JSON under /v1 (OpenAPI at /openapi.json; Swagger UI at
+    /docs with --docs), the status page at /, /metrics, /healthz and /readyz. Callers send
+    `Authorization: Bearer TOKEN`."""
     import uvicorn
     from ..server import ServiceConfig, create_app
+    from ..server.edge import default_hosts, parse_hosts
+    from ..server.protocol import with_header_timeout
     from ..sources.egress import Egress
     Egress.parse(source_hosts)          # a wrong list stops here, in one line, before anything opens
+    hosts = parse_hosts([*allowed_hosts, os.environ.get("PROMPTGATE_ALLOWED_HOSTS", "")]) or default_hosts(host)
     gate = open_database(ctx)
-    app = create_app(gate, ServiceConfig(public_read=public_read, source_hosts=source_hosts))
+    app = create_app(gate, ServiceConfig(public_read=public_read, source_hosts=source_hosts, allowed_hosts=hosts,
+                                         body_timeout=body_timeout, max_waits_per_token=max_waits_per_token,
+                                         docs=docs))
     uvicorn.run(app, host=host, port=port, log_level=log_level, server_header=False, timeout_graceful_shutdown=5,
-                proxy_headers=bool(forwarded_allow_ips), forwarded_allow_ips=forwarded_allow_ips)
+                proxy_headers=bool(forwarded_allow_ips), forwarded_allow_ips=forwarded_allow_ips,
+                http=with_header_timeout(header_timeout))
 
 
 @click.group()

@@ -9,7 +9,7 @@ pool); the long-poll wait is a coroutine that holds no thread while it waits."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
@@ -19,6 +19,10 @@ from ..service.release import of_mode
 from ..spec import parse_spec, parse_spec_text
 from ..wire import encode
 from .auth import Caller, authorize, require
+from .bodies import (BODY, SUBMIT_BODY, DatasetBody, MappingBody, RollbackBody, SyncBody, TokenBody,
+                     responses)
+from .edge import MAX_VERSION, in_range, update_id_path, version_path, version_query, versions_query
+from .limits import strict_json
 from .sources import check_remote_source, scrubbed
 from .watcher import UNKNOWN
 
@@ -38,7 +42,8 @@ def json_bytes(value: Any, status: int = 200) -> Response:
 
 # --- submissions and their reports ----------------------------------------------------
 
-@router.post("/updates", status_code=202, summary="Submit a prompt (YAML or JSON body) for evaluation")
+@router.post("/updates", status_code=202, summary="Submit a prompt (YAML or JSON body) for evaluation",
+             responses=responses(403, 404, 409, *BODY), openapi_extra=SUBMIT_BODY)
 async def submit(request: Request, caller: Caller = Depends(require("submit"))):
     """A YAML body is the prompt file (``mode``, ``source_key``, ``sha``, ``reuse`` as query
     parameters); a JSON body is ``{"prompt": <the file as YAML text or as an object>,
@@ -83,8 +88,8 @@ async def _submission(request: Request) -> dict:
 
 def _json_object(text: str) -> dict:
     try:
-        data = json.loads(text)
-    except (ValueError, RecursionError) as exc:
+        data = strict_json(text)
+    except ValueError as exc:
         raise UsageError(f"the request body is not JSON: {str(exc)[:120]}") from None
     if not isinstance(data, dict):
         raise UsageError("the request body must be a JSON object")
@@ -124,7 +129,7 @@ RELEASE_MODE = ("with sha: auto (its apply-mode updates when the commit has any,
                 "apply or check; none: every update of the commit")
 
 
-@router.get("/updates", summary="Updates, newest first (by commit SHA, prompt)")
+@router.get("/updates", summary="Updates, newest first (by commit SHA, prompt)", responses=responses())
 def list_updates(request: Request, sha: str | None = None, prompt: str | None = None,
                  limit: int = Query(20, ge=1, le=500),
                  mode: str | None = Query(None, pattern="^(auto|apply|check)$", description=RELEASE_MODE),
@@ -141,30 +146,35 @@ def list_updates(request: Request, sha: str | None = None, prompt: str | None = 
 REPORT_VIEWS = "status (default): the `promptgate status --json` document; wire: the client's encoding"
 
 
-@router.get("/updates/{update_id}", summary="An update's report")
-async def report(request: Request, update_id: int, failures: int = Query(5, ge=0, le=100),
+UpdateId = Annotated[int, Depends(update_id_path)]
+
+
+@router.get("/updates/{update_id}", summary="An update's report", responses=responses(404))
+async def report(request: Request, update_id: UpdateId, failures: int = Query(5, ge=0, le=100),
                  view: str = Query("status", pattern="^(status|wire)$", description=REPORT_VIEWS),
                  _caller: Caller = Depends(require("read"))):
     body = await request.app.state.reports.report_json(update_id, failures, view == "wire")
     return Response(body, media_type="application/json")
 
 
-@router.get("/updates/{update_id}/wait", summary="Long-poll: the report once terminal, or at the timeout")
-async def wait(request: Request, update_id: int, timeout: float = Query(30.0, ge=0, le=MAX_WAIT_SECONDS),
+@router.get("/updates/{update_id}/wait", summary="Long-poll: the report once terminal, or at the timeout",
+            responses=responses(403, 404, 429))
+async def wait(request: Request, update_id: UpdateId, timeout: float = Query(30.0, ge=0, le=MAX_WAIT_SECONDS),
                failures: int = Query(5, ge=0, le=100),
                view: str = Query("status", pattern="^(status|wire)$", description=REPORT_VIEWS),
-               _caller: Caller = Depends(require("read"))):
+               caller: Caller = Depends(require("read"))):
     """Waiting is reading: the read scope (a release pipeline's token) suffices."""
     wire = view == "wire"
-    status = await request.app.state.watcher.wait(update_id, timeout, want=(failures, wire))  # made before it wakes
+    with request.app.state.wait_slots.hold(caller.name):      # at most --max-waits-per-token (429)
+        status = await request.app.state.watcher.wait(update_id, timeout, want=(failures, wire))  # made before it wakes
     if status == UNKNOWN:
         raise NotFound(f"unknown update {update_id}")
     body = await request.app.state.reports.report_json(update_id, failures, wire)
     return Response(body, media_type="application/json")
 
 
-@router.post("/updates/{update_id}/cancel", summary="Cancel an open update")
-def cancel(request: Request, update_id: int, caller: Caller = Depends(require("submit"))):
+@router.post("/updates/{update_id}/cancel", summary="Cancel an open update", responses=responses(403, 404, 409))
+def cancel(request: Request, update_id: UpdateId, caller: Caller = Depends(require("submit"))):
     """A submit token cancels only the updates it submitted (403 otherwise); admin any."""
     owner = None if caller.scope == "admin" else caller.name
     gate_of(request).cancel(update_id, f"cancelled by {caller.name} through the service", owner=owner)
@@ -173,26 +183,26 @@ def cancel(request: Request, update_id: int, caller: Caller = Depends(require("s
 
 # --- prompts ----------------------------------------------------------------------------
 
-@router.get("/prompts/{name}/live", summary="A prompt's live version")
+@router.get("/prompts/{name}/live", summary="A prompt's live version", responses=responses(404))
 def live(request: Request, name: str, _caller: Caller = Depends(require("read"))):
     return json_bytes(gate_of(request).live(name))
 
 
-@router.get("/prompts/{name}/history", summary="A prompt's live versions, with the update that made each")
+@router.get("/prompts/{name}/history", summary="A prompt's live versions, with the update that made each",
+            responses=responses(404))
 def history(request: Request, name: str, limit: int = Query(50, ge=1, le=1000),
             _caller: Caller = Depends(require("read"))):
     return json_bytes(gate_of(request).history(name, limit))
 
 
-@router.post("/prompts/{name}/rollback", summary="Make an earlier version live again (no evaluation)")
-def rollback(request: Request, name: str, body: dict, caller: Caller = Depends(require("admin"))):
+@router.post("/prompts/{name}/rollback", summary="Make an earlier version live again (no evaluation)",
+             responses=responses(403, 404, 409, *BODY))
+def rollback(request: Request, name: str, model: RollbackBody, caller: Caller = Depends(require("admin"))):
     """``{"reason": why (required), "to": version (default: the one before the live one),
     "seen_version": the live version the caller saw (default: the one read now)}``. The
     history records the token's name as who."""
-    to, seen = body.get("to"), body.get("seen_version")
-    for key, value in (("to", to), ("seen_version", seen)):
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-            raise UsageError(f"{key} must be a version number")
+    body = model.model_dump()
+    to, seen = in_range(model.to, "version", MAX_VERSION), in_range(model.seen_version, "version", MAX_VERSION)
     actor = f"token {caller.name}" + (f" for {_text(body, 'actor', 100)}" if body.get("actor") else "")
     return json_bytes(gate_of(request).rollback(name, reason=_text(body, "reason", 2000) or "", actor=actor,
                                                 to_version=to, seen_version=seen))
@@ -200,14 +210,15 @@ def rollback(request: Request, name: str, body: dict, caller: Caller = Depends(r
 
 # --- datasets and bars ----------------------------------------------------------------
 
-@router.get("/datasets", summary="Datasets and the prompts mapped to each")
+@router.get("/datasets", summary="Datasets and the prompts mapped to each", responses=responses())
 def datasets(request: Request, _caller: Caller = Depends(require("read"))):
     return json_bytes([{"dataset": ds, "mappings": maps} for ds, maps in gate_of(request).list_datasets()])
 
 
-@router.post("/datasets", summary="Register a dataset (its rows imported as its current version)")
-def register_dataset(request: Request, body: dict, _caller: Caller = Depends(require("admin"))):
-    gate = gate_of(request)
+@router.post("/datasets", summary="Register a dataset (its rows imported as its current version)",
+             responses=responses(403, 404, 409, *BODY))
+def register_dataset(request: Request, model: DatasetBody, _caller: Caller = Depends(require("admin"))):
+    gate, body = gate_of(request), model.model_dump()
     name = _text(body, "name", 128)
     source = _text(body, "source", 2000)
     if not name or not source:
@@ -218,7 +229,8 @@ def register_dataset(request: Request, body: dict, _caller: Caller = Depends(req
     return json_bytes({"dataset": ds, "version": gate.dataset_version(name)})
 
 
-@router.post("/datasets/{name}/refresh", summary="Import a dataset's source again")
+@router.post("/datasets/{name}/refresh", summary="Import a dataset's source again",
+             responses=responses(403, 404, 409))
 def refresh_dataset(request: Request, name: str, _caller: Caller = Depends(require("admin"))):
     gate = gate_of(request)
     ds = gate.get_dataset(name)
@@ -227,8 +239,9 @@ def refresh_dataset(request: Request, name: str, _caller: Caller = Depends(requi
     return json_bytes({"dataset": ds, "version": gate.dataset_version(name), "imported": imported})
 
 
-@router.post("/sync", summary="Make the datasets, bars, providers and prices match a gate config")
-def sync_config(request: Request, body: dict, _caller: Caller = Depends(require("submit"))):
+@router.post("/sync", summary="Make the datasets, bars, providers and prices match a gate config",
+             responses=responses(403, 404, 409, *BODY))
+def sync_config(request: Request, model: SyncBody, _caller: Caller = Depends(require("submit"))):
     """``{"config": the gate config's YAML text, "path": its name in messages, "dry_run":
     only say what would change}``: ``gateconfig.sync`` (or ``diff``) on the service's
     gate. A dry run needs the submit scope (a pull request's check shows what its config
@@ -236,6 +249,7 @@ def sync_config(request: Request, body: dict, _caller: Caller = Depends(require(
     read for a caller (``sources``), checked before the config is parsed."""
     from .. import gateconfig
     from ..yamlfile import parse_yaml
+    body = model.model_dump()
     dry_run = _flag(body.get("dry_run", False), "dry_run")
     if not dry_run:
         authorize(request, "admin", why="a sync (it changes the gate's datasets, bars and providers)")
@@ -253,68 +267,70 @@ def sync_config(request: Request, body: dict, _caller: Caller = Depends(require(
     return json_bytes(gateconfig.diff(gate, cfg) if dry_run else gateconfig.sync(gate, cfg))
 
 
-@router.get("/datasets/{name}/versions", summary="A dataset's versions")
+@router.get("/datasets/{name}/versions", summary="A dataset's versions", responses=responses(404))
 def dataset_versions(request: Request, name: str, _caller: Caller = Depends(require("read"))):
     ds, versions = gate_of(request).dataset_versions(name)
     return json_bytes({"dataset": ds, "versions": versions})
 
 
-@router.get("/datasets/{name}/versions/{version}", summary="One version of a dataset (current if 0)")
-def dataset_version(request: Request, name: str, version: int, _caller: Caller = Depends(require("read"))):
+@router.get("/datasets/{name}/versions/{version}", summary="One version of a dataset (current if 0)",
+            responses=responses(404))
+def dataset_version(request: Request, name: str, version: Annotated[int, Depends(version_path)], _caller: Caller = Depends(require("read"))):
     return json_bytes(gate_of(request).dataset_version(name, version or None))
 
 
-@router.get("/datasets/{name}/preview", summary="A version's first rows and label counts")
-def preview(request: Request, name: str, rows: int = Query(10, ge=0, le=1000), version: int | None = None,
+@router.get("/datasets/{name}/preview", summary="A version's first rows and label counts", responses=responses(404))
+def preview(request: Request, name: str, rows: int = Query(10, ge=0, le=1000),
+            version: Annotated[int | None, Depends(version_query)] = None,
             _caller: Caller = Depends(require("read"))):
     return json_bytes(gate_of(request).preview_dataset(name, rows, version))
 
 
-@router.get("/datasets/{name}/diff", summary="How two versions of a dataset differ")
-def diff(request: Request, name: str, old: int, new: int, _caller: Caller = Depends(require("read"))):
-    return json_bytes(gate_of(request).diff_versions(name, old, new))
+@router.get("/datasets/{name}/diff", summary="How two versions of a dataset differ", responses=responses(404))
+def diff(request: Request, name: str, versions: Annotated[tuple[int, int], Depends(versions_query)],
+         _caller: Caller = Depends(require("read"))):
+    return json_bytes(gate_of(request).diff_versions(name, *versions))
 
 
-@router.put("/prompts/{prompt}/datasets/{dataset}", summary="Map a prompt to a dataset with its bars")
-def map_dataset(request: Request, prompt: str, dataset: str, body: dict, _caller: Caller = Depends(require("admin"))):
-    if "min_accuracy" not in body:
-        raise UsageError("give min_accuracy (and any further bars under \"bars\")")
-    bars = body.get("bars")
-    if bars is not None and not isinstance(bars, dict):
-        raise UsageError("bars must be an object")
-    return json_bytes(gate_of(request).map_dataset(prompt, dataset, body["min_accuracy"], bars=bars))
+@router.put("/prompts/{prompt}/datasets/{dataset}", summary="Map a prompt to a dataset with its bars",
+            responses=responses(403, 404, 409, *BODY))
+def map_dataset(request: Request, prompt: str, dataset: str, body: MappingBody,
+                _caller: Caller = Depends(require("admin"))):
+    return json_bytes(gate_of(request).map_dataset(prompt, dataset, body.min_accuracy, bars=body.bars))
 
 
-@router.delete("/prompts/{prompt}/datasets/{dataset}", summary="Unmap a prompt from a dataset")
+@router.delete("/prompts/{prompt}/datasets/{dataset}", summary="Unmap a prompt from a dataset",
+               responses=responses(403, 404, 409))
 def unmap_dataset(request: Request, prompt: str, dataset: str, _caller: Caller = Depends(require("admin"))):
     return json_bytes({"removed": gate_of(request).unmap_dataset(prompt, dataset)})
 
 
-@router.get("/prices", summary="The model price table")
+@router.get("/prices", summary="The model price table", responses=responses())
 def prices(request: Request, _caller: Caller = Depends(require("read"))):
     return json_bytes(gate_of(request).prices())
 
 
-@router.get("/workers", summary="Live worker processes")
+@router.get("/workers", summary="Live worker processes", responses=responses())
 def workers(request: Request, _caller: Caller = Depends(require("read"))):
     return json_bytes(gate_of(request).live_workers())
 
 
 # --- tokens -------------------------------------------------------------------------------
 
-@router.get("/tokens", summary="The service's tokens (never the tokens themselves)")
+@router.get("/tokens", summary="The service's tokens (never the tokens themselves)", responses=responses(403))
 def tokens(request: Request, _caller: Caller = Depends(require("admin"))):
     return json_bytes([{k: v for k, v in encode(t).items() if k != "token_hash"} for t in gate_of(request).list_tokens()])
 
 
-@router.post("/tokens", status_code=201, summary="Create a token: returned once, stored as a hash")
-def create_token(request: Request, body: dict, _caller: Caller = Depends(require("admin"))):
-    name, scope = _text(body, "name", 128), _text(body, "scope", 16)
+@router.post("/tokens", status_code=201, summary="Create a token: returned once, stored as a hash",
+             responses=responses(403, 409, *BODY))
+def create_token(request: Request, body: TokenBody, _caller: Caller = Depends(require("admin"))):
+    name, scope = body.name, body.scope
     token = gate_of(request).create_token(name or "", scope or "")
     return json_bytes({"name": name, "scope": scope, "token": token}, 201)
 
 
-@router.post("/tokens/{name}/revoke", summary="Revoke a token")
+@router.post("/tokens/{name}/revoke", summary="Revoke a token", responses=responses(403, 404))
 def revoke_token(request: Request, name: str, _caller: Caller = Depends(require("admin"))):
     revoked = gate_of(request).revoke_token(name)
     request.app.state.tokens.forget_all()

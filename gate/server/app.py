@@ -3,7 +3,8 @@
 Its one error boundary: a GateError is ``{"error": its one line, "exit_code": the CLI's}``
 with a status that says what kind (400 usage, 404 unknown, 409 a refused transition, 503
 the database); a refused token 401/403 (``auth``); a malformed request 400 with one line;
-anything else 500 ``internal error`` (logged here, never sent: no stack trace, no SQL)."""
+anything else 500 ``internal error`` (logged here, never sent: no stack trace, no SQL).
+Before any route: the Host check and the body's bounds (``edge``, ``limits``)."""
 
 from __future__ import annotations
 
@@ -20,8 +21,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from .. import __version__, db
 from ..errors import GateError, first_line
 from .auth import AuthError, TokenCache
+from .edge import DEFAULT_MAX_WAITS, LOOPBACK_HOSTS, AllowedHosts, EdgeRefusal, WaitSlots
 from .http_status import status_of
-from .limits import MAX_BODY_BYTES, BodyLimit
+from .limits import BODY_TIMEOUT_SECONDS, MAX_BODY_BYTES, BodyLimit
 from .reports import ReportCache
 from .watcher import StatusWatcher
 
@@ -36,11 +38,15 @@ class ServiceConfig:
     watch_interval: float = 0.25       # seconds between the shared watcher's status reads
     max_body_bytes: int = MAX_BODY_BYTES
     source_hosts: str = "public"       # where sources read for callers may connect (gate.sources.egress)
+    body_timeout: float = BODY_TIMEOUT_SECONDS     # seconds for a whole request body to arrive (else 408)
+    allowed_hosts: tuple[str, ...] = LOOPBACK_HOSTS  # Host names answered (edge.AllowedHosts; /login's Origin)
+    max_waits_per_token: int = DEFAULT_MAX_WAITS   # long-polls one token may hold open (else 429)
+    docs: bool = False                             # /docs (Swagger UI from the package's own files)
 
 
 def create_app(gate, config: ServiceConfig | None = None) -> FastAPI:
     config = config or ServiceConfig()
-    app = FastAPI(title="prompt-gate", version=__version__, docs_url="/docs", redoc_url=None, lifespan=_frozen_start,
+    app = FastAPI(title="prompt-gate", version=__version__, docs_url=None, redoc_url=None, lifespan=_frozen_start,
                   description="Submit prompt changes, wait for their verdicts, read reports; "
                               "bearer tokens with scopes read < submit < admin.")
     app.state.gate, app.state.config = gate, config
@@ -49,8 +55,11 @@ def create_app(gate, config: ServiceConfig | None = None) -> FastAPI:
     app.state.tokens = TokenCache(gate, config.token_ttl)
     app.state.reports = ReportCache(gate)
     app.state.watcher = StatusWatcher(gate.engine, config.watch_interval, prepare=app.state.reports.prepare)
-    app.add_middleware(BodyLimit, limit=config.max_body_bytes)
+    app.state.wait_slots = WaitSlots(config.max_waits_per_token)
+    app.add_middleware(BodyLimit, limit=config.max_body_bytes, timeout=config.body_timeout)
+    app.add_middleware(AllowedHosts, hosts=config.allowed_hosts)     # added last: runs first
     _error_boundary(app)
+    _honest_schema(app)
     _health(app)
     from .api import router
     app.include_router(router)
@@ -79,6 +88,28 @@ def _optional_routers(app: FastAPI) -> None:
     from . import metrics, pages
     app.include_router(pages.router)
     metrics.install(app)         # its registry, the request counter and the route
+    if app.state.config.docs:
+        from . import docs
+        app.include_router(docs.router())
+
+
+def _honest_schema(app: FastAPI) -> None:
+    """The OpenAPI document without FastAPI's 422: a malformed request is a 400 here
+    (``bad_request``), and each route lists its own statuses (``bodies.responses``)."""
+    made = app.openapi
+
+    def openapi() -> dict:
+        fresh = app.openapi_schema is None
+        schema = made()
+        if fresh:
+            for operations in schema.get("paths", {}).values():
+                for operation in operations.values():
+                    operation.get("responses", {}).pop("422", None)
+            for name in ("HTTPValidationError", "ValidationError"):
+                schema.get("components", {}).get("schemas", {}).pop(name, None)
+        return schema
+
+    app.openapi = openapi
 
 
 def error_json(status: int, message: str, exit_code: int = 2, headers: dict | None = None) -> JSONResponse:
@@ -95,11 +126,17 @@ def _error_boundary(app: FastAPI) -> None:
         headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
         return error_json(exc.status, str(exc), 2, headers)
 
+    @app.exception_handler(EdgeRefusal)
+    async def edge_refusal(_request: Request, exc: EdgeRefusal):
+        return error_json(exc.status, str(exc), 2, exc.headers)
+
     @app.exception_handler(RequestValidationError)
     async def bad_request(_request: Request, exc: RequestValidationError):
         errors = exc.errors()
         where = ".".join(str(p) for p in errors[0].get("loc", ())) if errors else "request"
         what = errors[0].get("msg", "invalid") if errors else "invalid"
+        if errors and errors[0].get("type") == "value_error":     # a validator's own line (bodies.py)
+            return error_json(400, what.removeprefix("Value error, ")[:300])
         return error_json(400, f"{where}: {what}"[:300])
 
     @app.exception_handler(StarletteHTTPException)

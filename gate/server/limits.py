@@ -1,38 +1,94 @@
-"""A bound on request bodies, before any handler (or authentication) reads one: a prompt
+"""Bounds on request bodies, before any handler (or authentication) reads one: a prompt
 file is small, and a body's size is the one cost a caller controls before the token is
 checked. A pure ASGI middleware: it reads the body up to the limit (a chunked body, which
-has no Content-Length, is counted too), answers 413 past it, and hands the app the body
-it read."""
+has no Content-Length, is counted too), answers 413 past it, 408 when the whole body has
+not arrived within ``timeout`` seconds (a client that stalls mid-body holds no handler),
+and hands the app the body it read.
+
+A JSON body (``application/json``, ``…+json``, or a body with no content type, which
+FastAPI reads as JSON) meets the limits of a YAML prompt file (``gate.yamlfile``): nested
+at most ``MAX_DEPTH`` deep, no duplicate key (JSON's own rule is "last one wins", so two
+readers could disagree on what was sent). One loader, ``strict_json``, for every body:
+the middleware refuses a body it finds over those limits with 400 and one line; a body
+that is not JSON at all is left to the route, which says so in its own words."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+from typing import Any
+
+from ..errors import UsageError
+from ..yamlfile import MAX_DEPTH
 
 MAX_BODY_BYTES = 1024 * 1024
+BODY_TIMEOUT_SECONDS = 30.0
+
+
+class JsonRefused(UsageError):
+    """JSON that parses, but over the limits (depth, a duplicate key)."""
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict:
+    found: dict = {}
+    for key, value in pairs:
+        if key in found:
+            raise JsonRefused(f"the JSON body has the key {key[:80]!r} twice")
+        found[key] = value
+    return found
+
+
+def strict_json(text: str | bytes) -> Any:
+    """The JSON document; JsonRefused when nested deeper than ``MAX_DEPTH`` or when an
+    object repeats a key; ValueError when it is not JSON."""
+    try:
+        data = json.loads(text, object_pairs_hook=_object)
+    except RecursionError:
+        raise JsonRefused(f"the JSON body is nested deeper than {MAX_DEPTH} levels") from None
+    stack = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, (dict, list)):
+            if depth > MAX_DEPTH:
+                raise JsonRefused(f"the JSON body is nested deeper than {MAX_DEPTH} levels")
+            stack.extend((child, depth + 1) for child in (value.values() if isinstance(value, dict) else value))
+    return data
+
+
+def is_json(headers: dict) -> bool:
+    kind = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
+    return kind == b"" or kind == b"application/json" or kind.endswith(b"+json")
+
+
+def json_problem(body: bytes) -> str | None:
+    """The one line refusing ``body`` (over the JSON limits), or None (fine, or not JSON)."""
+    try:
+        strict_json(body)
+    except JsonRefused as exc:
+        return str(exc)
+    except (ValueError, UnicodeDecodeError):       # not JSON: the route says so
+        return None
+    return None
 
 
 class BodyLimit:
-    def __init__(self, app, limit: int = MAX_BODY_BYTES):
-        self.app, self.limit = app, limit
+    def __init__(self, app, limit: int = MAX_BODY_BYTES, timeout: float = BODY_TIMEOUT_SECONDS):
+        self.app, self.limit, self.timeout = app, limit, timeout
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        declared = dict(scope.get("headers") or []).get(b"content-length")
+        headers = dict(scope.get("headers") or [])
+        declared = headers.get(b"content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
-            return await self._refuse(send)
-        chunks, size = [], 0
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":      # the client left before its body ended
-                return
-            chunks.append(message.get("body", b""))
-            size += len(chunks[-1])
-            if size > self.limit:
-                return await self._refuse(send)
-            if not message.get("more_body"):
-                break
-        body = b"".join(chunks)
+            return await _refuse(send, 413, f"request body larger than {self.limit} bytes")
+        body = await self._read(receive, send)
+        if body is None:
+            return
+        if body and is_json(headers):
+            problem = json_problem(body)
+            if problem:
+                return await _refuse(send, 400, problem)
         replayed = False
 
         async def replay():
@@ -44,9 +100,31 @@ class BodyLimit:
 
         await self.app(scope, replay, send)
 
-    async def _refuse(self, send):
-        body = json.dumps({"error": f"request body larger than {self.limit} bytes"}).encode()
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                                (b"connection", b"close")]})
-        await send({"type": "http.response.body", "body": body})
+    async def _read(self, receive, send) -> bytes | None:
+        """The whole body, or None once refused (or the client left)."""
+        chunks, size = [], 0
+        deadline = asyncio.get_running_loop().time() + self.timeout
+        while True:
+            try:
+                async with asyncio.timeout_at(deadline):
+                    message = await receive()
+            except TimeoutError:
+                await _refuse(send, 408, f"the request body did not arrive within {self.timeout:g} s")
+                return None
+            if message["type"] != "http.request":      # the client left before its body ended
+                return None
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            if size > self.limit:
+                await _refuse(send, 413, f"request body larger than {self.limit} bytes")
+                return None
+            if not message.get("more_body"):
+                return b"".join(chunks)
+
+
+async def _refuse(send, status: int, message: str) -> None:
+    body = json.dumps({"error": message, "exit_code": 2}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                            (b"connection", b"close")]})
+    await send({"type": "http.response.body", "body": body})

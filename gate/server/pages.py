@@ -36,6 +36,7 @@ from ..states import UpdateStatus
 from ..untrusted import CONTROL, one_line
 from . import views
 from .auth import ANONYMOUS, PAGE_COOKIE, AuthError, Caller, bearer, page_caller
+from .edge import origin_allowed
 from .http_status import status_of
 
 log = logging.getLogger("promptgate.server")
@@ -249,11 +250,14 @@ def safe_next(target: str | None) -> str:
 
 
 def same_origin(request: Request) -> bool:
-    """A form posted from this site (or by a client that sends no Origin, e.g. httpx)."""
+    """A form posted from this site (or by a client that sends no Origin, e.g. httpx):
+    the Origin names a host the operator allowed (``serve --allowed-host``), and the very
+    one the request was sent to. The Host header alone is the sender's to choose."""
     origin = request.headers.get("origin")
     if origin is None:
         return True
-    return urlsplit(origin).netloc == request.headers.get("host", "")
+    return (origin_allowed(origin, request.app.state.config.allowed_hosts)
+            and urlsplit(origin).netloc == request.headers.get("host", ""))
 
 
 @router.get("/login")
@@ -263,7 +267,11 @@ def login_form(request: Request):
 
 @router.post("/login")
 async def login(request: Request):
-    form = parse_qs((await request.body()).decode("utf-8", "replace"), max_num_fields=10)
+    try:
+        form = parse_qs((await request.body()).decode("utf-8", "replace"), max_num_fields=10)
+    except ValueError:        # more fields than a sign-in form has: refused, not a 500
+        return page("signin.html.j2", None, status=400, message="the sign-in form has a token and a next field only",
+                    next="/")
     token = (form.get("token") or [""])[0].strip()
     target = safe_next((form.get("next") or ["/"])[0])
     if not same_origin(request):

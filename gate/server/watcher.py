@@ -6,6 +6,9 @@ the statuses of all the waited-for updates in a single primary-key IN query ever
 resolves the futures of updates that turned terminal (or are unknown). So 1,000 waiters
 cost the database ``1 / interval`` queries a second, not 1,000, and a waiter wakes within
 ``interval`` (plus one query) of its update turning terminal. With no waiter, no query.
+A beat that fails, whatever the error, is logged and the next beat reads again: one
+waiter's bad input never stops the others' wakes (an id outside BIGINT's range is refused
+before it is registered: ``edge.in_range``, and here as UNKNOWN).
 
 Each waiter says what it will want once woken (``want``: for the API, its report's key),
 and ``prepare`` is awaited with those of the updates that ended before their waiters
@@ -25,6 +28,7 @@ from sqlalchemy.exc import DBAPIError
 
 from .. import db, store
 from ..states import UPDATE_TERMINAL
+from .edge import MAX_ID
 
 log = logging.getLogger("promptgate.server")
 UNKNOWN = "UNKNOWN"
@@ -49,6 +53,8 @@ class StatusWatcher:
         """The update's status once terminal (``UNKNOWN`` for no such update), or None
         when ``timeout`` seconds pass first. ``want``: what ``prepare`` makes for this
         waiter before it wakes (None: nothing)."""
+        if not 0 < update_id <= MAX_ID:       # no such row, and a query would fail on it
+            return UNKNOWN
         future = asyncio.get_running_loop().create_future()
         self.waiters.setdefault(update_id, {})[future] = want
         if self.task is None or self.task.done():
@@ -78,6 +84,9 @@ class StatusWatcher:
                     self.polls += 1
                 except DBAPIError as exc:       # the database away: keep waiting, read again next beat
                     log.warning("status watcher: %s", str(exc.orig or exc).splitlines()[0][:200])
+                    statuses = None
+                except Exception:                # anything else: logged, and the next beat reads again
+                    log.exception("status watcher: reading %d update(s)", len(ids))
                     statuses = None
                 if statuses is not None:
                     await self._prepare(ids, statuses)

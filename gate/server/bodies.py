@@ -1,0 +1,135 @@
+"""What the API's routes accept and answer, typed for its OpenAPI document.
+
+Request bodies are pydantic models, so the schema says what each field is; a field of
+the wrong kind is refused by a validator with the very line the route said before the
+models (``reason must be text of at most 2000 characters``): the app's error boundary
+prints a validator's message alone (``app.bad_request``). ``responses(...)`` lists a
+route's error statuses, each with the one error body every refusal has."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, WithJsonSchema, model_validator
+
+
+class ErrorBody(BaseModel):
+    """Every refusal: one line, and the exit code the CLI would give it."""
+    error: str
+    exit_code: int
+
+
+WHY = {400: "refused input (one line), or a Host the server does not answer for",
+       401: "no token, or not a live one", 403: "the token's scope does not allow it",
+       404: "no such thing (an id outside its column's range included)",
+       408: "the request body did not arrive in time", 409: "a state change refused, or lost to a race",
+       413: "the request body is over the limit", 429: "this token holds as many long-polls as it may (Retry-After)",
+       503: "the database is unreachable or behind its migrations"}
+COMMON = (400, 401, 503)
+BODY = (408, 413)
+
+
+def responses(*codes: int) -> dict:
+    """``responses=`` for a route: the common statuses and ``codes``, each with ErrorBody."""
+    return {code: {"model": ErrorBody, "description": WHY[code]} for code in sorted({*COMMON, *codes})}
+
+
+def _text(limit: int):
+    def check(value: Any, info: ValidationInfo) -> Any:
+        if value is not None and (not isinstance(value, str) or len(value) > limit):
+            raise ValueError(f"{info.field_name} must be text of at most {limit} characters")
+        return value
+    return BeforeValidator(check)
+
+
+def _version(value: Any, info: ValidationInfo) -> Any:
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+        raise ValueError(f"{info.field_name} must be a version number")
+    return value
+
+
+def Text(limit: int = 255):         # noqa: N802  (a type)
+    return Annotated[str | None, _text(limit), Field(max_length=limit)]
+
+
+Version = Annotated[int | None, BeforeValidator(_version), Field(ge=1)]
+Flag = Annotated[bool | str, WithJsonSchema({"anyOf": [{"type": "boolean"},
+                                                       {"type": "string", "enum": ["true", "false", "1", "0",
+                                                                                   "yes", "no"]}]})]
+Bar = Annotated[Any, WithJsonSchema({"anyOf": [{"type": "number"}, {"type": "string"}],
+                                     "description": "a fraction (0.8), a percentage (\"80%\") or ..."})]
+
+
+class Body(BaseModel):
+    """A JSON object; fields not named here are ignored (as before the models)."""
+    model_config = ConfigDict(extra="ignore")
+
+    @model_validator(mode="before")
+    @classmethod
+    def an_object(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            raise ValueError("the request body must be a JSON object")
+        return data
+
+
+class RollbackBody(Body):
+    reason: Text(2000) = Field(None, description="why (required): the history keeps it")
+    to: Version = Field(None, description="the version to restore (default: the one before the live one)")
+    seen_version: Version = Field(None, description="the live version the caller saw (default: the one read now)")
+    actor: Text(100) = Field(None, description="who, beside the token's name")
+
+
+class DatasetBody(Body):
+    name: Text(128) = Field(None, description="the dataset's name (required)")
+    source: Text(2000) = Field(None, description="where its rows are read from (required)")
+    id_column: Text() = None
+    label_column: Text() = None
+
+
+class SyncBody(Body):
+    config: Text(1 << 20) = Field(None, description="the gate config's YAML text (required)")
+    path: Text() = Field(None, description="its name in messages")
+    dry_run: Flag = Field(False, description="only say what would change (needs submit, not admin)")
+
+
+class MappingBody(Body):
+    min_accuracy: Bar = Field(description="the accuracy bar")
+    bars: Annotated[dict[str, Any] | None, WithJsonSchema({"type": "object"})] = Field(
+        None, description="further bars (gate.bars.EXTRA_KEYS)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def bars_given(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            if "min_accuracy" not in data:
+                raise ValueError("give min_accuracy (and any further bars under \"bars\")")
+            if data.get("bars") is not None and not isinstance(data["bars"], dict):
+                raise ValueError("bars must be an object")
+        return data
+
+
+class TokenBody(Body):
+    name: Text(128) = Field(None, description="the token's name (required)")
+    scope: Text(16) = Field(None, description="read, submit or admin")
+
+
+def _query(name: str, schema: dict) -> dict:
+    return {"name": name, "in": "query", "required": False, "schema": schema,
+            "description": "with a YAML body only (a JSON body carries it as a field)"}
+
+
+SUBMIT_BODY = {"parameters": [_query("mode", {"type": "string", "enum": ["check", "apply"]}),
+                              *(_query(k, {"type": "string", "maxLength": 255})
+                                for k in ("source_key", "sha", "repo", "path")),
+                              _query("pr", {"type": "integer", "minimum": 1, "maximum": 2**31 - 1}),
+                              _query("reuse", {"type": "boolean"})],
+               "requestBody": {"required": True, "content": {
+    "application/yaml": {"schema": {"type": "string", "description": "the prompt file (mode, source_key, sha, "
+                                                                     "reuse, repo, pr, path as query parameters)"}},
+    "application/json": {"schema": {"type": "object", "required": ["prompt"], "properties": {
+        "prompt": {"anyOf": [{"type": "string"}, {"type": "object"}],
+                   "description": "the prompt file as YAML text or as an object"},
+        "mode": {"type": "string", "enum": ["check", "apply"]}, "source_key": {"type": "string", "maxLength": 255},
+        "sha": {"type": "string", "maxLength": 255}, "reuse": {"type": "boolean"},
+        "repo": {"type": "string", "maxLength": 255}, "pr": {"type": "integer", "minimum": 1, "maximum": 2**31 - 1},
+        "path": {"type": "string", "maxLength": 255}}}}}}}

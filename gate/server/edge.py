@@ -1,0 +1,153 @@
+"""The HTTP edge, before a route's own work: which Host names the service answers for,
+ids inside their columns' ranges, and a bound on the long-polls one token holds open.
+
+* **Hosts.** A browser sends whatever Host a page's name resolved to: a name an attacker
+  controls, re-pointed at this server (DNS rebinding), reads a ``--public-read`` gate as
+  if it were that attacker's site. ``AllowedHosts`` answers 400 to any Host not in the
+  operator's list (``serve --allowed-host``), on every request; ``/login``'s Origin check
+  compares against the same list (``origin_allowed``).
+* **Ids.** Ids are BIGINT (1..2**63-1), prompt versions INT: a number outside that range
+  names nothing, so it is a 404 before any query (SQLite cannot even bind it).
+* **Long-polls.** Each open wait holds a future, a socket and a slot in the shared
+  watcher's query: ``WaitSlots`` caps them per token (429 with Retry-After beyond it)."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from collections import Counter
+from contextlib import contextmanager
+from urllib.parse import urlsplit
+
+from fastapi import Path, Query
+
+from ..errors import NotFound
+
+MAX_ID = 2**63 - 1                 # BIGINT
+MAX_VERSION = 2**31 - 1            # a prompt's version: INT
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
+DEFAULT_MAX_WAITS = 100
+RETRY_AFTER_SECONDS = 5
+
+
+class EdgeRefusal(Exception):
+    """A request refused at the edge: ``status``, one line, and headers to send."""
+
+    def __init__(self, status: int, message: str, headers: dict | None = None):
+        super().__init__(message)
+        self.status, self.headers = status, headers
+
+
+# --- ids ----------------------------------------------------------------------------------
+
+def in_range(value: int | None, what: str, high: int = MAX_ID, low: int = 1) -> int | None:
+    """``value`` if it can name a row (``low``..``high``), else NotFound ("unknown WHAT N")."""
+    if value is not None and not low <= value <= high:
+        raise NotFound(f"unknown {what} {value}"[:200])
+    return value
+
+
+def _range(low: int, high: int) -> dict:
+    return {"minimum": low, "maximum": high}
+
+
+def update_id_path(update_id: int = Path(description="an update's id (1..2^63-1; any other is a 404)",
+                                         json_schema_extra=_range(1, MAX_ID))) -> int:
+    return in_range(update_id, "update")
+
+
+def version_path(version: int = Path(description="a dataset version's id (0: the current one)",
+                                     json_schema_extra=_range(0, MAX_ID))) -> int:
+    return in_range(version, "dataset version", low=0)
+
+
+def version_query(version: int | None = Query(None, description="a dataset version's id (default: current)",
+                                              json_schema_extra=_range(1, MAX_ID))) -> int | None:
+    return in_range(version, "dataset version")
+
+
+def versions_query(old: int = Query(description="a dataset version's id", json_schema_extra=_range(1, MAX_ID)),
+                   new: int = Query(description="a dataset version's id", json_schema_extra=_range(1, MAX_ID))
+                   ) -> tuple[int, int]:
+    return in_range(old, "dataset version"), in_range(new, "dataset version")
+
+
+# --- hosts ----------------------------------------------------------------------------------
+
+def host_name(value: str) -> str:
+    """The name part of a Host header or an authority (``[::1]:8080`` → ``::1``), lower case."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        return value[1:].split("]", 1)[0]
+    if value.count(":") == 1:
+        return value.split(":", 1)[0]
+    return value
+
+
+def default_hosts(bound: str) -> tuple[str, ...]:
+    """With no ``--allowed-host``: the loopback names and addresses, and the address the
+    server is bound to when it is a specific one (not 0.0.0.0 or ::)."""
+    hosts = list(LOOPBACK_HOSTS)
+    try:
+        specific = not ipaddress.ip_address(host_name(bound)).is_unspecified
+    except ValueError:        # a name: the operator named it
+        specific = bool(bound.strip())
+    if specific:
+        hosts.append(host_name(bound))
+    return tuple(dict.fromkeys(hosts))
+
+
+def parse_hosts(values) -> tuple[str, ...]:
+    """Hosts from repeated options and comma- or space-separated lists, as names."""
+    found = []
+    for value in values or ():
+        found += [host_name(part) for part in value.replace(",", " ").split() if part.strip()]
+    return tuple(dict.fromkeys(found))
+
+
+def origin_allowed(origin: str, allowed: tuple[str, ...]) -> bool:
+    """An Origin header naming one of the allowed hosts (scheme http or https)."""
+    parts = urlsplit(origin)
+    return parts.scheme in ("http", "https") and host_name(parts.netloc) in allowed
+
+
+class AllowedHosts:
+    """A pure ASGI middleware: 400 (one JSON line) for a request whose Host is not allowed."""
+
+    def __init__(self, app, hosts: tuple[str, ...]):
+        self.app, self.hosts = app, frozenset(hosts)
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] not in ("http", "websocket"):
+            return await self.app(scope, receive, send)
+        host = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1")
+        if host_name(host) in self.hosts:
+            return await self.app(scope, receive, send)
+        body = json.dumps({"error": "this server does not answer for that Host (serve --allowed-host)",
+                           "exit_code": 2}).encode()
+        await send({"type": "http.response.start", "status": 400,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                                (b"connection", b"close")]})
+        await send({"type": "http.response.body", "body": body})
+
+
+# --- long-polls per token --------------------------------------------------------------------
+
+class WaitSlots:
+    def __init__(self, per_token: int = DEFAULT_MAX_WAITS):
+        self.per_token = per_token
+        self.held: Counter[str] = Counter()
+
+    @contextmanager
+    def hold(self, token_name: str):
+        """One long-poll's slot for ``token_name``, or EdgeRefusal 429 when it holds all."""
+        if self.held[token_name] >= self.per_token:
+            raise EdgeRefusal(429, f"this token already holds {self.per_token} open waits: retry later",
+                              {"Retry-After": str(RETRY_AFTER_SECONDS)})
+        self.held[token_name] += 1
+        try:
+            yield
+        finally:
+            self.held[token_name] -= 1
+            if self.held[token_name] <= 0:
+                del self.held[token_name]
