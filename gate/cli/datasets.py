@@ -53,13 +53,19 @@ def dataset_add(ctx, name, source_uri, id_column, label_column, as_json):
 @dataset.command("refresh")
 @database_option
 @click.argument("name")
+@click.option("--file", "file", default=None, type=click.Path(dir_okay=False), metavar="PATH",
+              help="With --gate-url: upload this file's rows (a dataset registered from an upload).")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def dataset_refresh(ctx, name, as_json):
+def dataset_refresh(ctx, name, file, as_json):
     """Import dataset NAME's source again: a new version when its rows changed. Runs
-    already submitted keep the version they pinned."""
+    already submitted keep the version they pinned. Through the service (--gate-url), a
+    dataset registered from an upload is refreshed by uploading its file again (--file)."""
     gate = open_gate(ctx)
-    ds, _ = gate.refresh_dataset(name)
+    if file is not None and not is_remote(gate):
+        raise UsageError("--file uploads a file to the gate's service: give --gate-url (on the database, "
+                         "`dataset add NAME --source PATH` re-reads a file)")
+    ds, _ = gate.refresh_dataset(name, file) if file is not None else gate.refresh_dataset(name)
     _echo_dataset(ds, gate.dataset_version(name), as_json)
 
 
@@ -251,11 +257,14 @@ def sync_cmd(ctx, gate_config, dry_run, as_json):
     does not declare are removed: the file is the whole truth for the gate's bars."""
     from .. import gateconfig
     gate = open_gate(ctx)
-    cfg = gateconfig.load_config(gate_config)        # checked here either way: the same errors
-    if is_remote(gate):         # the service syncs the file's text, reading the datasets' sources itself
+    if is_remote(gate):         # file datasets' rows uploaded from here, the rest read by the service
+        from ..gateconfig.remote import sync_remote
+        from ..sources.upload import local_repo_path
         from ..yamlfile import read_text_file
-        result = gate.sync_config(read_text_file(gate_config, cfg.path), cfg.path, dry_run)
+        cfg = gateconfig.load_config(gate_config, display_path=local_repo_path(gate_config))
+        result = sync_remote(gate, cfg, read_text_file(gate_config, cfg.path), dry_run=dry_run)
     else:
+        cfg = gateconfig.load_config(gate_config)
         result = gateconfig.diff(gate, cfg) if dry_run else gateconfig.sync(gate, cfg)
     if as_json:
         echo_json({"path": result.path, "applied": result.applied,

@@ -19,14 +19,16 @@ from .common import database_option, echo_json, open_database
                    "X-Forwarded-Proto/For are trusted (the sign-in cookie is then Secure).")
 @click.option("--log-level", type=click.Choice(["critical", "error", "warning", "info", "debug"]), default="info",
               show_default=True)
+@click.option("--max-upload-bytes", type=click.IntRange(1), default=256 * 1024 * 1024, show_default=True,
+              help="The largest dataset file a client may upload (PUT /v1/datasets/NAME/rows).")
 @click.pass_context
-def serve(ctx, host, port, public_read, forwarded_allow_ips, log_level):
+def serve(ctx, host, port, public_read, forwarded_allow_ips, log_level, max_upload_bytes):
     """Serve the gate over HTTP: JSON under /v1 (OpenAPI at /docs), the status page at /,
     /metrics, /healthz and /readyz. Callers send `Authorization: Bearer TOKEN`."""
     import uvicorn
     from ..server import ServiceConfig, create_app
     gate = open_database(ctx)
-    app = create_app(gate, ServiceConfig(public_read=public_read))
+    app = create_app(gate, ServiceConfig(public_read=public_read, max_upload_bytes=max_upload_bytes))
     uvicorn.run(app, host=host, port=port, log_level=log_level, server_header=False, timeout_graceful_shutdown=5,
                 proxy_headers=bool(forwarded_allow_ips), forwarded_allow_ips=forwarded_allow_ips)
 

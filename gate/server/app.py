@@ -21,7 +21,7 @@ from .. import __version__, db
 from ..errors import GateError, first_line
 from .auth import AuthError, TokenCache
 from .http_status import status_of
-from .limits import MAX_BODY_BYTES, BodyLimit
+from .limits import MAX_BODY_BYTES, MAX_UPLOAD_BYTES, BodyLimit
 from .reports import ReportCache
 from .watcher import StatusWatcher
 
@@ -35,6 +35,7 @@ class ServiceConfig:
     token_ttl: float = 5.0             # seconds a token look-up is trusted (auth.TokenCache)
     watch_interval: float = 0.25       # seconds between the shared watcher's status reads
     max_body_bytes: int = MAX_BODY_BYTES
+    max_upload_bytes: int = MAX_UPLOAD_BYTES   # a dataset file uploaded to PUT /v1/datasets/{name}/rows
 
 
 def create_app(gate, config: ServiceConfig | None = None) -> FastAPI:
@@ -46,7 +47,7 @@ def create_app(gate, config: ServiceConfig | None = None) -> FastAPI:
     app.state.tokens = TokenCache(gate, config.token_ttl)
     app.state.reports = ReportCache(gate)
     app.state.watcher = StatusWatcher(gate.engine, config.watch_interval, prepare=app.state.reports.prepare)
-    app.add_middleware(BodyLimit, limit=config.max_body_bytes)
+    app.add_middleware(BodyLimit, limit=config.max_body_bytes, upload_limit=config.max_upload_bytes)
     _error_boundary(app)
     _health(app)
     from .api import router

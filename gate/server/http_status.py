@@ -4,7 +4,7 @@ database away or behind its migrations, 400 any other refusal of the caller's in
 
 from __future__ import annotations
 
-from ..errors import DatabaseError, GateError, IllegalTransition, MigrationError, NotFound
+from ..errors import DatabaseError, GateError, IllegalTransition, MigrationError, NotFound, TooLarge
 
 
 def status_of(exc: GateError) -> int:
@@ -12,6 +12,8 @@ def status_of(exc: GateError) -> int:
         return 404
     if isinstance(exc, IllegalTransition):
         return 409
+    if isinstance(exc, TooLarge):
+        return 413
     if isinstance(exc, (DatabaseError, MigrationError)):
         return 503
     return 400
