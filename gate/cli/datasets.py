@@ -261,8 +261,9 @@ def sync_cmd(ctx, gate_config, dry_run, as_json):
         from ..gateconfig.remote import sync_remote
         from ..sources.upload import local_repo_path
         from ..yamlfile import read_text_file
-        cfg = gateconfig.load_config(gate_config, display_path=local_repo_path(gate_config))
-        result = sync_remote(gate, cfg, read_text_file(gate_config, cfg.path), dry_run=dry_run)
+        cfg = gateconfig.load_config(gate_config)
+        result = sync_remote(gate, cfg, read_text_file(gate_config, cfg.path), dry_run=dry_run,
+                             config_path=local_repo_path(gate_config))
     else:
         cfg = gateconfig.load_config(gate_config)
         result = gateconfig.diff(gate, cfg) if dry_run else gateconfig.sync(gate, cfg)

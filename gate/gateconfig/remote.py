@@ -27,12 +27,13 @@ from .changes import Change, SyncResult, rows_change
 from .parse import DatasetDecl, GateConfig
 
 
-def file_datasets(cfg: GateConfig) -> dict[str, tuple[DatasetDecl, str]]:
-    """The config's file datasets: name → (declaration, the file's repository path)."""
+def file_datasets(cfg: GateConfig, config_path: str) -> dict[str, tuple[DatasetDecl, str]]:
+    """The config's file datasets: name → (declaration, the file's repository path), the
+    config being at ``config_path`` in the repository."""
     found = {}
     for name, decl in sorted(cfg.datasets.items()):
         if scheme_of(decl.source) == "file":
-            repo_path = repo_path_of(cfg.path, decl.source)
+            repo_path = repo_path_of(config_path, decl.source)
             _below(decl.source_uri, cfg.base_dir, repo_path)
             found[name] = (decl, repo_path)
     return found
@@ -48,25 +49,30 @@ def _below(file: str, base_dir: str | None, repo_path: str) -> None:
         raise UsageError(f"{repo_path}: resolves outside the gate config's folder (a symbolic link?): not uploaded")
 
 
-def sync_remote(gate, cfg: GateConfig, text: str, *, dry_run: bool = False, commit: str | None = None) -> SyncResult:
+def sync_remote(gate, cfg: GateConfig, text: str, *, dry_run: bool = False, commit: str | None = None,
+                config_path: str | None = None) -> SyncResult:
     """``gateconfig.sync`` (or ``diff``) of ``cfg`` (whose YAML is ``text``) through the
-    service, the file datasets' rows uploaded from this machine (see the module docstring)."""
-    files = file_datasets(cfg)
+    service, the file datasets' rows uploaded from this machine (see the module docstring).
+    ``config_path``: the config's path in the repository (default ``cfg.path``), which the
+    uploads are recorded under; the result names the file as ``cfg.path``."""
+    repo_config = config_path or cfg.path
+    files = file_datasets(cfg, repo_config)
     if dry_run:
-        return gate.sync_config(text, cfg.path, True, files=sorted(files))
+        planned = gate.sync_config(text, repo_config, True, files=sorted(files))
+        return SyncResult(cfg.path, planned.changes, applied=planned.applied)
     before = {ds.name: ds.current_version_id for ds, _ in gate.list_datasets()}
     uploaded = []
     for name, (decl, repo_path) in files.items():
         _, imported = gate.upload_rows(name, decl.source_uri, repo_path, id_column=decl.id_column,
-                                       label_column=decl.label_column, commit=commit, declared_in=cfg.path)
+                                       label_column=decl.label_column, commit=commit, declared_in=repo_config)
         if name not in before:
             uploaded.append(Change("dataset-added", name, None, f"upload of {repo_path}", (name,)))
         elif imported is not None and imported.version.id != before[name]:
             v = imported.version
             uploaded.append(Change("dataset-version", name, str(before[name]), f"{v.id} ({v.row_count} rows)",
                                    (name,)))
-    result = gate.sync_config(text, cfg.path, False, files=sorted(files))
-    return SyncResult(result.path, tuple(uploaded) + result.changes, applied=True)
+    result = gate.sync_config(text, repo_config, False, files=sorted(files))
+    return SyncResult(cfg.path, tuple(uploaded) + result.changes, applied=True)
 
 
 def row_changes_remote(gate, changed: Collection[str], locate: Callable[[str], Path]) -> list[Change]:

@@ -25,7 +25,8 @@ from .boundary import driver_errors_become_gate_errors
 # would read the same rows. A SQL source's snapshot names its query, not its rows.
 log = logging.getLogger("promptgate.datasets")
 CONTENT_SNAPSHOTS = ("sha256:", "etag:")
-MAX_DIFF_ROWS = 200_000     # rows of a pull request's copy of a dataset compared with the stored version
+MAX_DIFF_ROWS = 200_000
+SOURCE_OPTION_KEYS = ("id_column", "label_column", "base_dir", "declared_in")     # rows of a pull request's copy of a dataset compared with the stored version
 
 
 @dataclass(frozen=True)
@@ -103,8 +104,9 @@ class DatasetsMixin:
         return self.get_dataset(name), imported
 
     def _source_options(self, options: dict) -> SourceOptions:
+        """A reader's options from a dataset's (which also say where an upload came from)."""
         return SourceOptions(max_row_bytes=self.settings.max_row_bytes,
-                             **{k: v for k, v in options.items() if k in ("id_column", "label_column")})
+                             **{k: v for k, v in options.items() if k in SOURCE_OPTION_KEYS})
 
     def refresh_dataset(self, name: str) -> tuple[Dataset, importer.Imported | None]:
         """Import the dataset's source again: a new version when its rows changed (a run
@@ -116,7 +118,7 @@ class DatasetsMixin:
 
     def _import(self, ds: Dataset, source_uri: str, options: dict, reader=None) -> importer.Imported | None:
         if reader is None:
-            reader = open_source(source_uri, SourceOptions(max_row_bytes=self.settings.max_row_bytes, **options))
+            reader = open_source(source_uri, self._source_options(options))
         try:
             if self._unchanged(ds, source_uri, options, reader):
                 return None
