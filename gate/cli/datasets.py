@@ -81,7 +81,19 @@ def _echo_dataset(ds, version, as_json: bool) -> None:
 def _version_json(v, current_id) -> dict:
     return {"id": v.id, "content_hash": v.content_hash, "rows": v.row_count, "labels": v.labels,
             "source_uri": v.source_uri, "source_version": v.source_version, "created_at": v.created_at,
-            "current": v.id == current_id}
+            "current": v.id == current_id, **_provenance(v)}
+
+
+def _provenance(v) -> dict:
+    """Where an uploaded version's rows came from: the file's path in the repository and
+    the commit (empty for a source the gate reads itself)."""
+    options = v.source_options or {}
+    return {k: options[key] for k, key in (("path", "upload_path"), ("commit", "upload_commit")) if options.get(key)}
+
+
+def _source_text(v) -> str:
+    commit = (v.source_options or {}).get("upload_commit")
+    return terminal_safe(v.source_uri, 80) + (f" @ {terminal_safe(str(commit)[:12])}" if commit else "")
 
 
 @dataset.command("versions")
@@ -100,7 +112,7 @@ def dataset_versions(ctx, name, as_json):
         labels = ", ".join(f"{terminal_safe(label, 40)} {n}" for label, n in sorted(v.labels.items()))
         mark = "*" if v.id == ds.current_version_id else " "
         click.echo(f"{mark} {v.id}\t{v.content_hash[:12]}\t{v.row_count} rows\t{labels}\t"
-                   f"{terminal_safe(v.source_uri, 80)}\t{v.created_at:%Y-%m-%d %H:%M:%S}")
+                   f"{_source_text(v)}\t{v.created_at:%Y-%m-%d %H:%M:%S}")
 
 
 @dataset.command("diff")

@@ -35,6 +35,13 @@ def hide_password(uri: str | None) -> str:
     return _USERINFO.sub(r"\1***@", uri or "")
 
 
+def dataset_source(ds) -> str:
+    """A dataset's source as shown: for rows uploaded from a repository, also the commit
+    they were read at."""
+    commit = (ds.options or {}).get("upload_commit")
+    return hide_password(ds.source_uri) + (f" @ {str(commit)[:12]}" if commit else "")
+
+
 def pretty_json(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
 

@@ -6,6 +6,7 @@ datasets first; the server reads no file of its own."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,6 @@ import yaml
 from gate.client import RemoteGate
 from gate.errors import GateError, UsageError
 from gate.gateconfig import load_config
-from gate.gateconfig.remote import row_changes_remote, sync_remote
 from gate.service import Gate
 from helpers import write_rule_rows
 
@@ -130,6 +130,7 @@ def test_a_pull_request_compares_only_a_file_a_gate_config_declares(service, tmp
                 assert "compares only the dataset files its gate config declares" in refused.json()["error"]
             assert put(ci, "d", proposed).status_code == 403                             # storing needs admin
         assert versions(gate, "d") == before
+        from gate.gateconfig.remote import row_changes_remote
         remote = RemoteGate(service.url, service.tokens["submit"])
         try:
             (tmp_path / "pr").mkdir()
@@ -155,6 +156,7 @@ def write_config(folder: Path, datasets: dict) -> Path:
 
 
 def test_a_sync_through_the_service_uploads_its_files_and_a_failure_is_completed_next_time(service, tmp_path):
+    from gate.gateconfig.remote import sync_remote
     good = write_rule_rows(tmp_path / "g.csv", 8).read_text()
     config = write_config(tmp_path / "repo", {"a": good, "b": good + "i1,yes,alpha again\n"})   # b: a duplicate id
     remote = RemoteGate(service.url, service.tokens["admin"])
@@ -182,3 +184,30 @@ def test_a_sync_through_the_service_uploads_its_files_and_a_failure_is_completed
     finally:
         gate.close()
         remote.close()
+
+
+def test_the_cli_uploads_a_file_through_the_service_and_shows_where_it_came_from(service, tmp_path):
+    from conftest import run_cli
+    env = {"PROMPTGATE_URL": service.url, "PROMPTGATE_TOKEN": service.tokens["admin"], "PROMPTGATE_DATABASE_URL": ""}
+    data = write_rule_rows(tmp_path / "d.csv", 6)
+    added = run_cli("dataset", "add", "d", "--source", "d.csv", env=env, cwd=tmp_path)
+    assert added.returncode == 0 and "dataset d: upload://d.csv, version" in added.stdout, added.stderr
+    refused = run_cli("dataset", "refresh", "d", env=env, cwd=tmp_path)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1
+    assert "this dataset's rows were uploaded: refresh it by uploading the file again" in refused.stderr
+    data.write_text(data.read_text().replace("i2,no", "i2,yes"))
+    again = run_cli("dataset", "refresh", "d", "--file", data, "--json", env=env, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    listed = run_cli("dataset", "versions", "d", "--json", env=env, cwd=tmp_path)
+    assert [v.get("path") for v in json.loads(listed.stdout)] == ["d.csv", "d.csv"]
+    with service.client("admin") as admin:
+        assert put(admin, "d", data.read_bytes(), path="d.csv", commit="f" * 40).status_code == 200
+        data.write_text(data.read_text().replace("i4,no", "i4,yes"))
+        assert put(admin, "d", data.read_bytes(), path="d.csv", commit="e" * 40).status_code == 200
+        page = admin.get("/datasets")
+        assert "upload://d.csv @ eeeeeeeeeeee" in page.text
+    text = run_cli("dataset", "versions", "d", env=env, cwd=tmp_path)
+    assert "upload://d.csv @ eeeeeeeeeeee" in text.stdout.splitlines()[0], text.stdout
+    local = run_cli("dataset", "refresh", "d", "--file", data, "--database-url", service.db_url, cwd=tmp_path,
+                    env={"PROMPTGATE_URL": "", "PROMPTGATE_TOKEN": ""})
+    assert local.returncode == 2 and "--file uploads a file to the gate's service" in local.stderr
