@@ -242,10 +242,11 @@ async def upload_rows(request: Request, name: str, path: str = Query(..., max_le
     try:
         if dry_run:
             return json_bytes(await run_in_threadpool(gate.diff_upload, name, spool, path, fmt))
-        ds, imported = await run_in_threadpool(lambda: gate.import_upload(
-            name, spool, path, kind=fmt, id_column=id_column, label_column=label_column, commit=commit,
-            declared_in=declared_in))
-        return json_bytes({"dataset": ds, "version": gate.dataset_version(name), "imported": imported})
+        def store() -> dict:
+            ds, imported = gate.import_upload(name, spool, path, kind=fmt, id_column=id_column,
+                                              label_column=label_column, commit=commit, declared_in=declared_in)
+            return {"dataset": ds, "version": gate.dataset_version(name), "imported": imported}
+        return json_bytes(await run_in_threadpool(store))
     finally:
         spool.close()
 

@@ -15,11 +15,14 @@ import json
 import re
 from tempfile import SpooledTemporaryFile
 
+from starlette.concurrency import run_in_threadpool
+
 from ..errors import TooLarge
 
 MAX_BODY_BYTES = 1024 * 1024
 MAX_UPLOAD_BYTES = 256 * 1024 * 1024
 SPOOL_IN_MEMORY = 4 * 1024 * 1024       # an upload's bytes held in memory before they go to a temporary file
+WRITE_BLOCK = 1024 * 1024
 UPLOAD_PATH = re.compile(r"/v1/datasets/[^/]+/rows")
 
 
@@ -72,13 +75,17 @@ async def spool_upload(chunks, limit: int) -> SpooledTemporaryFile:
     """An upload's body (an async iterator of byte chunks) in a spooled temporary file,
     rewound; TooLarge past ``limit`` bytes. At most ``SPOOL_IN_MEMORY`` bytes are held in
     memory: the rest goes to disk, and the file is gone when closed."""
-    spool, size = SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY), 0
+    spool, size, pending = SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY), 0, []
     try:
         async for chunk in chunks:
             size += len(chunk)
             if size > limit:
                 raise TooLarge(f"the uploaded file is larger than {limit} bytes (the service's --max-upload-bytes)")
-            spool.write(chunk)
+            pending.append(chunk)
+            if sum(map(len, pending)) >= WRITE_BLOCK:      # written off the event loop: it may go to disk
+                await run_in_threadpool(spool.write, b"".join(pending))
+                pending.clear()
+        await run_in_threadpool(spool.write, b"".join(pending))
         spool.seek(0)
         return spool
     except BaseException:
