@@ -20,6 +20,7 @@ import json
 import re
 import time
 from decimal import Decimal
+from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import quote, urlsplit, urlunsplit
 
@@ -32,6 +33,8 @@ from .models import Dataset, DatasetVersion, LivePrompt, Mapping, Price, Update,
 from .service import DatasetPreview, Gate, UpdateReport, combine_exit_codes
 from .service.gate import SHA_RE, SAMPLE_FAILURES
 from .service.release import Announcer, no_update, release_updates
+from .sources import scheme_of
+from .sources.upload import local_repo_path, open_upload, upload_format
 from .spec import PromptSpec
 from .wire import decode as wire_decode
 
@@ -137,10 +140,13 @@ class RemoteGate:
     # --- the one place a request is made and its answer judged -----------------------------
 
     def _call(self, method: str, path: str, *, params: dict | None = None, body: Any = None,
-              timeout: float | None = None) -> Any:
-        """The answer's JSON, or the GateError the server's answer stands for."""
+              timeout: float | None = None, upload: tuple[Any, int] | None = None) -> Any:
+        """The answer's JSON, or the GateError the server's answer stands for. ``upload``:
+        (an open binary file, its size) streamed as the body instead of JSON."""
         content = None if body is None else json.dumps(body, default=_json_value, ensure_ascii=True)
         headers = {"Content-Type": "application/json"} if body is not None else None
+        if upload is not None:
+            content, headers = upload[0], {"Content-Type": "application/octet-stream", "Content-Length": str(upload[1])}
         extra = {} if timeout is None else {"timeout": httpx2.Timeout(timeout, connect=TIMEOUTS.connect)}
         params = {k: v for k, v in (params or {}).items() if v is not None}
         try:
@@ -290,14 +296,50 @@ class RemoteGate:
                          label_column: str | None = None, base_dir=None, declared_in: str | None = None) -> Dataset:
         """Register a dataset the server reads (https://, s3://, sql+...; the service
         refuses a file on its machine). ``base_dir`` and ``declared_in`` serve the local
-        gate's file sources only, so they are not sent."""
+        gate's file sources only, so they are not sent. A local file (a path, file://) is
+        read here and its rows uploaded (``upload_rows``), named by its path as given."""
+        if scheme_of(source_uri.strip()) == "file":
+            path = source_uri.strip().removeprefix("file://")
+            return self.upload_rows(name, path, local_repo_path(path), id_column=id_column,
+                                    label_column=label_column, declared_in=declared_in)[0]
         body = {"name": name, "source": source_uri, "id_column": id_column, "label_column": label_column}
         data = self._call("POST", "/v1/datasets", body={k: v for k, v in body.items() if v is not None})
         return decode(Dataset, data["dataset"])
 
-    def refresh_dataset(self, name: str) -> tuple[Dataset, Imported | None]:
+    def refresh_dataset(self, name: str, file: str | None = None) -> tuple[Dataset, Imported | None]:
+        """Import the dataset's source again; ``file``: a local file whose rows are
+        uploaded instead (a dataset registered from an upload is refreshed only so), under
+        the path the gate recorded for it."""
+        if file is not None:
+            ds = self.get_dataset(name)
+            repo_path = ds.options.get("upload_path") or local_repo_path(file)
+            return self.upload_rows(name, file, repo_path, id_column=ds.options.get("id_column"),
+                                    label_column=ds.options.get("label_column"),
+                                    commit=None, declared_in=ds.options.get("declared_in"))
         data = self._call("POST", f"/v1/datasets/{_segment(name)}/refresh")
         return decode(Dataset, data["dataset"]), decode(Imported, data.get("imported"))
+
+    def upload_rows(self, name: str, file: str | Path, repo_path: str, *, id_column: str | None = None,
+                    label_column: str | None = None, commit: str | None = None,
+                    declared_in: str | None = None) -> tuple[Dataset, Imported | None]:
+        """Send the rows of the local ``file`` (CSV or JSONL, streamed) to the service, which
+        imports them as the dataset's version as a local import would (admin). ``repo_path``
+        and ``commit`` say where they came from."""
+        params = {"path": repo_path, "id_column": id_column, "label_column": label_column, "commit": commit,
+                  "declared_in": declared_in, "format": upload_format(file)}
+        with open_upload(file) as (fh, size):
+            data = self._call("PUT", f"/v1/datasets/{_segment(name)}/rows", params=params, upload=(fh, size),
+                              timeout=10 * TIMEOUTS.read)
+        return decode(Dataset, data["dataset"]), decode(Imported, data.get("imported"))
+
+    def diff_upload(self, name: str, file: str | Path, repo_path: str) -> DataDiff:
+        """How the rows of the local ``file`` (a pull request's copy of the dataset's file at
+        ``repo_path``) differ from the gate's version; nothing is stored (submit)."""
+        params = {"path": repo_path, "dry_run": "true", "format": upload_format(file)}
+        with open_upload(file) as (fh, size):
+            data = self._call("PUT", f"/v1/datasets/{_segment(name)}/rows", params=params, upload=(fh, size),
+                              timeout=10 * TIMEOUTS.read)
+        return decode(DataDiff, data)
 
     def dataset_versions(self, name: str) -> tuple[Dataset, list[DatasetVersion]]:
         data = self._call("GET", f"/v1/datasets/{_segment(name)}/versions")
@@ -335,11 +377,12 @@ class RemoteGate:
 
     # --- the gate config ----------------------------------------------------------------------
 
-    def sync_config(self, text: str, path: str, dry_run: bool = False):
+    def sync_config(self, text: str, path: str, dry_run: bool = False, files: list[str] | None = None):
         """``gateconfig.sync`` (or with ``dry_run`` ``gateconfig.diff``) of the gate config
-        ``text``, run by the service; ``path`` is the name its messages give the file. The
-        service syncs datasets it reads itself: a file source is refused."""
+        ``text``, run by the service; ``path`` is its path in the repository. The service
+        reads the remote sources itself; ``files``: the file datasets whose rows this client
+        uploaded (``gateconfig.remote`` does both)."""
         from .gateconfig import SyncResult
-        data = self._call("POST", "/v1/sync", body={"config": text, "path": path, "dry_run": dry_run},
-                          timeout=10 * TIMEOUTS.read)
+        body = {"config": text, "path": path, "dry_run": dry_run, **({"files": files} if files else {})}
+        data = self._call("POST", "/v1/sync", body=body, timeout=10 * TIMEOUTS.read)
         return decode(SyncResult, data)

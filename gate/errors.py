@@ -53,6 +53,10 @@ class NotFound(UsageError):
     pass
 
 
+class TooLarge(UsageError):
+    """A request's body over its cap (the service answers 413)."""
+
+
 class IllegalTransition(GateError):
     pass
 

@@ -150,15 +150,19 @@ def _pull_request_diff(run: ActionRun, cfg) -> gateconfig.SyncResult:
 
 
 def _service_sync(run: ActionRun, full: Path, cfg) -> gateconfig.SyncResult:
-    """Through the gate's service (gate-url): the service syncs (or, on a pull request,
-    diffs) the file's text, reading the datasets' sources itself, so they must be sources
-    it can read (https, s3, sql). The rows of dataset files a pull request changes are not
-    compared here: they are on this runner, not the service's machine."""
+    """Through the gate's service (gate-url): on apply, the file datasets' rows are
+    uploaded from this checkout and the service syncs the file's text (``gateconfig.remote``);
+    on a pull request, the service diffs the config when it changed, and compares the rows
+    of the dataset files the pull request changes with the gate's versions."""
+    from ..gateconfig.remote import row_changes_remote, sync_remote
+    text = read_text_file(full, cfg.path)
     if run.mode == "apply":
-        return run.gate.sync_config(read_text_file(full, cfg.path), cfg.path, dry_run=False)
-    if not run.config_changed:
-        return gateconfig.SyncResult(cfg.path, ())
-    return run.gate.sync_config(read_text_file(full, cfg.path), cfg.path, dry_run=True)
+        return sync_remote(run.gate, cfg, text, commit=run.sha or None)
+    result = sync_remote(run.gate, cfg, text, dry_run=True) if run.config_changed \
+        else gateconfig.SyncResult(cfg.path, ())
+    changed = {f.path for f in run.changed if f.exists}
+    rows = row_changes_remote(run.gate, changed, lambda path: inside_workspace(run.event.workspace, path))
+    return gateconfig.SyncResult(result.path, result.changes + tuple(rows))
 
 
 def _config_problem(run: ActionRun, problem: Problem) -> bool:

@@ -53,13 +53,19 @@ def dataset_add(ctx, name, source_uri, id_column, label_column, as_json):
 @dataset.command("refresh")
 @database_option
 @click.argument("name")
+@click.option("--file", "file", default=None, type=click.Path(dir_okay=False), metavar="PATH",
+              help="With --gate-url: upload this file's rows (a dataset registered from an upload).")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def dataset_refresh(ctx, name, as_json):
+def dataset_refresh(ctx, name, file, as_json):
     """Import dataset NAME's source again: a new version when its rows changed. Runs
-    already submitted keep the version they pinned."""
+    already submitted keep the version they pinned. Through the service (--gate-url), a
+    dataset registered from an upload is refreshed by uploading its file again (--file)."""
     gate = open_gate(ctx)
-    ds, _ = gate.refresh_dataset(name)
+    if file is not None and not is_remote(gate):
+        raise UsageError("--file uploads a file to the gate's service: give --gate-url (on the database, "
+                         "`dataset add NAME --source PATH` re-reads a file)")
+    ds, _ = gate.refresh_dataset(name, file) if file is not None else gate.refresh_dataset(name)
     _echo_dataset(ds, gate.dataset_version(name), as_json)
 
 
@@ -75,7 +81,19 @@ def _echo_dataset(ds, version, as_json: bool) -> None:
 def _version_json(v, current_id) -> dict:
     return {"id": v.id, "content_hash": v.content_hash, "rows": v.row_count, "labels": v.labels,
             "source_uri": v.source_uri, "source_version": v.source_version, "created_at": v.created_at,
-            "current": v.id == current_id}
+            "current": v.id == current_id, **_provenance(v)}
+
+
+def _provenance(v) -> dict:
+    """Where an uploaded version's rows came from: the file's path in the repository and
+    the commit (empty for a source the gate reads itself)."""
+    options = v.source_options or {}
+    return {k: options[key] for k, key in (("path", "upload_path"), ("commit", "upload_commit")) if options.get(key)}
+
+
+def _source_text(v) -> str:
+    commit = (v.source_options or {}).get("upload_commit")
+    return terminal_safe(v.source_uri, 80) + (f" @ {terminal_safe(str(commit)[:12])}" if commit else "")
 
 
 @dataset.command("versions")
@@ -94,7 +112,7 @@ def dataset_versions(ctx, name, as_json):
         labels = ", ".join(f"{terminal_safe(label, 40)} {n}" for label, n in sorted(v.labels.items()))
         mark = "*" if v.id == ds.current_version_id else " "
         click.echo(f"{mark} {v.id}\t{v.content_hash[:12]}\t{v.row_count} rows\t{labels}\t"
-                   f"{terminal_safe(v.source_uri, 80)}\t{v.created_at:%Y-%m-%d %H:%M:%S}")
+                   f"{_source_text(v)}\t{v.created_at:%Y-%m-%d %H:%M:%S}")
 
 
 @dataset.command("diff")
@@ -251,11 +269,15 @@ def sync_cmd(ctx, gate_config, dry_run, as_json):
     does not declare are removed: the file is the whole truth for the gate's bars."""
     from .. import gateconfig
     gate = open_gate(ctx)
-    cfg = gateconfig.load_config(gate_config)        # checked here either way: the same errors
-    if is_remote(gate):         # the service syncs the file's text, reading the datasets' sources itself
+    if is_remote(gate):         # file datasets' rows uploaded from here, the rest read by the service
+        from ..gateconfig.remote import sync_remote
+        from ..sources.upload import local_repo_path
         from ..yamlfile import read_text_file
-        result = gate.sync_config(read_text_file(gate_config, cfg.path), cfg.path, dry_run)
+        cfg = gateconfig.load_config(gate_config)
+        result = sync_remote(gate, cfg, read_text_file(gate_config, cfg.path), dry_run=dry_run,
+                             config_path=local_repo_path(gate_config))
     else:
+        cfg = gateconfig.load_config(gate_config)
         result = gateconfig.diff(gate, cfg) if dry_run else gateconfig.sync(gate, cfg)
     if as_json:
         echo_json({"path": result.path, "applied": result.applied,

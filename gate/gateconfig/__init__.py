@@ -55,7 +55,7 @@ from __future__ import annotations
 from .changes import CHANGE_TEXT, Change, SyncResult, redact
 from .diff import diff
 from .parse import BAR_FIELDS, TOP_FIELDS, BarDecl, DatasetDecl, GateConfig, load_config, parse_config
-from .sync import sync
+from .sync import sync, uploads_missing
 
 __all__ = ["BAR_FIELDS", "CHANGE_TEXT", "TOP_FIELDS", "BarDecl", "Change", "DatasetDecl", "GateConfig", "SyncResult",
-           "diff", "load_config", "parse_config", "redact", "sync"]
+           "diff", "load_config", "parse_config", "redact", "sync", "uploads_missing"]

@@ -14,7 +14,7 @@ from ..prices import price_changes
 from ..providers import ProviderDecl
 from ..service import Gate
 from ..sources import DEFAULT_ID_COLUMN, DEFAULT_LABEL_COLUMN, resolve_path, scheme_of
-from .changes import Change, SyncResult, redact
+from .changes import Change, SyncResult, redact, rows_change
 from .parse import BarDecl, GateConfig, load_config
 
 
@@ -70,8 +70,7 @@ def _row_changes(gate: Gate, cfg: GateConfig, registered: dict, changed_files: I
         options = {k: ds.options[k] for k in ("id_column", "label_column") if k in ds.options}
         rows = gate.diff_source(name, str(proposed), options)
         if rows.any:
-            details = tuple(f"{kind}: {', '.join(examples)}" for kind, examples in rows.examples.items() if examples)
-            changes.append(Change("dataset-rows", name, f"{ds.current_version_id}", rows.summary(), (name,), details))
+            changes.append(rows_change(name, ds.current_version_id, rows))
     return changes
 
 

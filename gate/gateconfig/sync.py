@@ -7,6 +7,8 @@ from pathlib import Path
 
 from ..prices import apply_price_change
 from ..service import Gate
+from ..sources import DEFAULT_ID_COLUMN, DEFAULT_LABEL_COLUMN, scheme_of
+from ..sources.upload import UPLOAD_SCHEME
 from .changes import Change, SyncResult
 from .diff import as_config, diff
 from .parse import GateConfig
@@ -50,10 +52,30 @@ def _refresh(gate: Gate, cfg: GateConfig, planned: SyncResult) -> list[Change]:
     file (or remote source) becomes a new version."""
     registering = {c.key[0] for c in planned.changes if c.kind in ("dataset-added", "dataset-changed")}
     changes = []
-    for name in sorted(set(cfg.datasets) - registering):
+    for name in sorted(set(cfg.datasets) - registering - set(_uploaded(cfg))):
         before = gate.get_dataset(name).current_version_id
         _, imported = gate.refresh_dataset(name)
         if imported is not None and imported.version.id != before:
             v = imported.version
             changes.append(Change("dataset-version", name, str(before), f"{v.id} ({v.row_count} rows)", (name,)))
     return changes
+
+
+def _uploaded(cfg: GateConfig) -> list[str]:
+    """The declared datasets whose rows a client uploads (``upload://``): their versions
+    come with the uploads, never from a refresh."""
+    return [name for name, decl in cfg.datasets.items() if scheme_of(decl.source_uri) == UPLOAD_SCHEME]
+
+
+def uploads_missing(gate: Gate, cfg: GateConfig) -> list[str]:
+    """The uploaded datasets of ``cfg`` the gate does not hold as declared (source and
+    columns): a sync must not go ahead without their rows."""
+    registered = {ds.name: ds for ds, _ in gate.list_datasets()}
+    missing = []
+    for name in sorted(_uploaded(cfg)):
+        decl, ds = cfg.datasets[name], registered.get(name)
+        if ds is None or (ds.source_uri, ds.options.get("id_column", DEFAULT_ID_COLUMN),
+                          ds.options.get("label_column", DEFAULT_LABEL_COLUMN)) != \
+                (decl.source_uri, decl.id_column, decl.label_column):
+            missing.append(name)
+    return missing

@@ -16,14 +16,15 @@ from fastapi.concurrency import run_in_threadpool
 
 from ..errors import NotFound, UsageError
 from ..service.release import of_mode
+from ..sources import scheme_of
 from ..spec import parse_spec, parse_spec_text
 from ..wire import encode
 from .auth import Caller, authorize, require
 from .bodies import (BODY, SUBMIT_BODY, DatasetBody, MappingBody, RollbackBody, SyncBody, TokenBody,
                      responses)
 from .edge import MAX_VERSION, in_range, update_id_path, version_path, version_query, versions_query
-from .limits import strict_json
-from .sources import check_remote_source, scrubbed
+from .limits import spool_upload, strict_json
+from .sources import check_remote_source, scrubbed, uploaded_source
 from .watcher import UNKNOWN
 
 router = APIRouter(prefix="/v1")
@@ -239,14 +240,48 @@ def refresh_dataset(request: Request, name: str, _caller: Caller = Depends(requi
     return json_bytes({"dataset": ds, "version": gate.dataset_version(name), "imported": imported})
 
 
+@router.put("/datasets/{name}/rows", summary="Upload a dataset file's rows (CSV or JSONL body): a version, or a diff",
+            responses=responses(403, 404, 409, *BODY))
+async def upload_rows(request: Request, name: str, path: str = Query(..., max_length=500),
+                      fmt: str | None = Query(None, alias="format", pattern="^(csv|jsonl|ndjson)$"),
+                      id_column: str | None = Query(None, max_length=255),
+                      label_column: str | None = Query(None, max_length=255),
+                      commit: str | None = Query(None, max_length=64), declared_in: str | None = Query(None, max_length=255),
+                      dry_run: bool = False, _caller: Caller = Depends(require("submit"))):
+    """The body is the file's bytes, up to ``serve --max-upload-bytes``, streamed to a
+    spooled temporary file once the token has been checked; ``path`` is the file's path in
+    the repository, ``commit`` the commit it was read at. The rows are read as a local
+    import reads a file (formats, row size, duplicate ids) and imported as the dataset's
+    version (admin): the dataset is registered as ``upload://PATH`` when new. With
+    ``dry_run=true`` (submit) nothing is stored: the answer is how the rows differ from the
+    current version, for a dataset a gate config declares from that path only."""
+    if not dry_run:
+        authorize(request, "admin", why="an upload (it imports the rows as the dataset's version)")
+    spool = await spool_upload(request.stream(), request.app.state.config.max_upload_bytes)
+    gate = gate_of(request)
+    try:
+        if dry_run:
+            return json_bytes(await run_in_threadpool(gate.diff_upload, name, spool, path, fmt))
+        def store() -> dict:
+            ds, imported = gate.import_upload(name, spool, path, kind=fmt, id_column=id_column,
+                                              label_column=label_column, commit=commit, declared_in=declared_in)
+            return {"dataset": ds, "version": gate.dataset_version(name), "imported": imported}
+        return json_bytes(await run_in_threadpool(store))
+    finally:
+        spool.close()
+
+
 @router.post("/sync", summary="Make the datasets, bars, providers and prices match a gate config",
              responses=responses(403, 404, 409, *BODY))
 def sync_config(request: Request, model: SyncBody, _caller: Caller = Depends(require("submit"))):
-    """``{"config": the gate config's YAML text, "path": its name in messages, "dry_run":
-    only say what would change}``: ``gateconfig.sync`` (or ``diff``) on the service's
-    gate. A dry run needs the submit scope (a pull request's check shows what its config
-    would change); a sync needs admin. Every dataset source must be one the service may
-    read for a caller (``sources``), checked before the config is parsed."""
+    """``{"config": the gate config's YAML text, "path": its path in the repository,
+    "dry_run": only say what would change, "files": the file datasets whose rows the client
+    uploads}``: ``gateconfig.sync`` (or ``diff``) on the service's gate. A dry run needs the
+    submit scope (a pull request's check shows what its config would change); a sync needs
+    admin. Every other dataset source must be one the service may read for a caller
+    (``sources``), checked before the config is parsed. A dataset named in ``files`` is
+    declared as ``upload://`` its file's repository path: a sync needs its rows uploaded
+    first (``PUT /v1/datasets/{name}/rows``) and imports nothing for it."""
     from .. import gateconfig
     from ..yamlfile import parse_yaml
     body = model.model_dump()
@@ -256,15 +291,27 @@ def sync_config(request: Request, model: SyncBody, _caller: Caller = Depends(req
     path, text = _text(body, "path") or "gate config", body.get("config")
     if not isinstance(text, str):
         raise UsageError("give the gate config's YAML text as config")
+    files = body.get("files") or []
+    if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
+        raise UsageError("files must be a list of dataset names")
     data = parse_yaml(text, path)
     declared = data.get("datasets") if isinstance(data, dict) else None
     for name, decl in (declared.items() if isinstance(declared, dict) else ()):
         source = decl.get("source") if isinstance(decl, dict) else decl
-        if isinstance(source, str) and source.strip():
+        if name in files and isinstance(source, str) and scheme_of(source.strip()) == "file":
+            declared[name] = {**decl, "source": uploaded_source(path, source)} if isinstance(decl, dict) \
+                else uploaded_source(path, source)
+        elif isinstance(source, str) and source.strip():
             check_remote_source(source, f"{path}: datasets.{str(name)[:80]}.source: ")
     cfg = gateconfig.parse_config(data, file=path)
     gate = gate_of(request)
-    return json_bytes(gateconfig.diff(gate, cfg) if dry_run else gateconfig.sync(gate, cfg))
+    if dry_run:
+        return json_bytes(gateconfig.diff(gate, cfg))
+    missing = gateconfig.uploads_missing(gate, cfg)
+    if missing:
+        raise UsageError(f"{path}: dataset {missing[0]}: its rows were not uploaded (the client uploads each file "
+                         "dataset to PUT /v1/datasets/NAME/rows before the sync): nothing was changed")
+    return json_bytes(gateconfig.sync(gate, cfg))
 
 
 @router.get("/datasets/{name}/versions", summary="A dataset's versions", responses=responses(404))

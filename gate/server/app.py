@@ -23,7 +23,7 @@ from ..errors import GateError, first_line
 from .auth import AuthError, TokenCache
 from .edge import DEFAULT_MAX_WAITS, LOOPBACK_HOSTS, AllowedHosts, EdgeRefusal, WaitSlots
 from .http_status import status_of
-from .limits import BODY_TIMEOUT_SECONDS, MAX_BODY_BYTES, BodyLimit
+from .limits import BODY_TIMEOUT_SECONDS, MAX_BODY_BYTES, MAX_UPLOAD_BYTES, BodyLimit
 from .reports import ReportCache
 from .watcher import StatusWatcher
 
@@ -42,6 +42,7 @@ class ServiceConfig:
     allowed_hosts: tuple[str, ...] = LOOPBACK_HOSTS  # Host names answered (edge.AllowedHosts; /login's Origin)
     max_waits_per_token: int = DEFAULT_MAX_WAITS   # long-polls one token may hold open (else 429)
     docs: bool = False                             # /docs (Swagger UI from the package's own files)
+    max_upload_bytes: int = MAX_UPLOAD_BYTES       # a dataset file uploaded to PUT /v1/datasets/{name}/rows
 
 
 def create_app(gate, config: ServiceConfig | None = None) -> FastAPI:
@@ -56,7 +57,8 @@ def create_app(gate, config: ServiceConfig | None = None) -> FastAPI:
     app.state.reports = ReportCache(gate)
     app.state.watcher = StatusWatcher(gate.engine, config.watch_interval, prepare=app.state.reports.prepare)
     app.state.wait_slots = WaitSlots(config.max_waits_per_token)
-    app.add_middleware(BodyLimit, limit=config.max_body_bytes, timeout=config.body_timeout)
+    app.add_middleware(BodyLimit, limit=config.max_body_bytes, timeout=config.body_timeout,
+                       upload_limit=config.max_upload_bytes)
     app.add_middleware(AllowedHosts, hosts=config.allowed_hosts)     # added last: runs first
     _error_boundary(app)
     _honest_schema(app)

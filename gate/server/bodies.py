@@ -90,6 +90,8 @@ class SyncBody(Body):
     config: Text(1 << 20) = Field(None, description="the gate config's YAML text (required)")
     path: Text() = Field(None, description="its name in messages")
     dry_run: Flag = Field(False, description="only say what would change (needs submit, not admin)")
+    files: list[Annotated[str, Field(max_length=128)]] | None = Field(
+        None, max_length=1000, description="the file datasets whose rows the client uploaded (PUT /v1/datasets/NAME/rows)")
 
 
 class MappingBody(Body):

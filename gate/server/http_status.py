@@ -5,7 +5,7 @@ refusal of the caller's input."""
 
 from __future__ import annotations
 
-from ..errors import DatabaseError, Forbidden, GateError, IllegalTransition, MigrationError, NotFound
+from ..errors import DatabaseError, Forbidden, GateError, IllegalTransition, MigrationError, NotFound, TooLarge
 
 
 def status_of(exc: GateError) -> int:
@@ -15,6 +15,8 @@ def status_of(exc: GateError) -> int:
         return 409
     if isinstance(exc, Forbidden):
         return 403
+    if isinstance(exc, TooLarge):
+        return 413
     if isinstance(exc, (DatabaseError, MigrationError)):
         return 503
     return 400

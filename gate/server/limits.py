@@ -10,19 +10,32 @@ FastAPI reads as JSON) meets the limits of a YAML prompt file (``gate.yamlfile``
 at most ``MAX_DEPTH`` deep, no duplicate key (JSON's own rule is "last one wins", so two
 readers could disagree on what was sent). One loader, ``strict_json``, for every body:
 the middleware refuses a body it finds over those limits with 400 and one line; a body
-that is not JSON at all is left to the route, which says so in its own words."""
+that is not JSON at all is left to the route, which says so in its own words.
+
+The one exception is a dataset upload (``PUT /v1/datasets/{name}/rows``): its body is a
+file, up to its own cap (``serve --max-upload-bytes``). It is not read here: a declared
+length over that cap is refused at once, and the route, once the token has been checked,
+streams the body to a spooled file, counting it against the cap (``spool_upload``)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
+from tempfile import SpooledTemporaryFile
 from typing import Any
 
-from ..errors import UsageError
+from starlette.concurrency import run_in_threadpool
+
+from ..errors import TooLarge, UsageError
 from ..yamlfile import MAX_DEPTH
 
 MAX_BODY_BYTES = 1024 * 1024
 BODY_TIMEOUT_SECONDS = 30.0
+MAX_UPLOAD_BYTES = 256 * 1024 * 1024
+SPOOL_IN_MEMORY = 4 * 1024 * 1024       # an upload's bytes held in memory before they go to a temporary file
+WRITE_BLOCK = 1024 * 1024
+UPLOAD_PATH = re.compile(r"/v1/datasets/[^/]+/rows")
 
 
 class JsonRefused(UsageError):
@@ -72,14 +85,19 @@ def json_problem(body: bytes) -> str | None:
 
 
 class BodyLimit:
-    def __init__(self, app, limit: int = MAX_BODY_BYTES, timeout: float = BODY_TIMEOUT_SECONDS):
-        self.app, self.limit, self.timeout = app, limit, timeout
+    def __init__(self, app, limit: int = MAX_BODY_BYTES, timeout: float = BODY_TIMEOUT_SECONDS,
+                 upload_limit: int = MAX_UPLOAD_BYTES):
+        self.app, self.limit, self.timeout, self.upload_limit = app, limit, timeout, upload_limit
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         headers = dict(scope.get("headers") or [])
         declared = headers.get(b"content-length")
+        if scope.get("method") == "PUT" and UPLOAD_PATH.fullmatch(scope.get("path", "")):
+            if declared is not None and (not declared.isdigit() or int(declared) > self.upload_limit):
+                return await _refuse(send, 413, f"request body larger than {self.upload_limit} bytes")
+            return await self.app(scope, receive, send)      # streamed by the route (spool_upload)
         if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
             return await _refuse(send, 413, f"request body larger than {self.limit} bytes")
         body = await self._read(receive, send)
@@ -128,3 +146,25 @@ async def _refuse(send, status: int, message: str) -> None:
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                             (b"connection", b"close")]})
     await send({"type": "http.response.body", "body": body})
+
+
+async def spool_upload(chunks, limit: int) -> SpooledTemporaryFile:
+    """An upload's body (an async iterator of byte chunks) in a spooled temporary file,
+    rewound; TooLarge past ``limit`` bytes. At most ``SPOOL_IN_MEMORY`` bytes are held in
+    memory: the rest goes to disk, and the file is gone when closed."""
+    spool, size, pending = SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY), 0, []
+    try:
+        async for chunk in chunks:
+            size += len(chunk)
+            if size > limit:
+                raise TooLarge(f"the uploaded file is larger than {limit} bytes (the service's --max-upload-bytes)")
+            pending.append(chunk)
+            if sum(map(len, pending)) >= WRITE_BLOCK:      # written off the event loop: it may go to disk
+                await run_in_threadpool(spool.write, b"".join(pending))
+                pending.clear()
+        await run_in_threadpool(spool.write, b"".join(pending))
+        spool.seek(0)
+        return spool
+    except BaseException:
+        spool.close()
+        raise

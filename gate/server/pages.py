@@ -198,7 +198,7 @@ def datasets_page(request: Request):
                 version = gate.dataset_version(ds.name) if ds.current_version_id else None
             except NotFound:
                 version = None
-            rows.append({"ds": ds, "source": shown_source(ds.source_uri), "version": version,
+            rows.append({"ds": ds, "source": views.dataset_source(ds), "version": version,
                          "maps": [views.mapping_view(m) for m in sorted(mappings, key=lambda m: m.prompt_name)]})
         return page("datasets.html.j2", caller, nav="datasets", rows=rows)
     return guarded(request, build)

@@ -68,6 +68,13 @@ def remote_source_problem(source: str) -> str | None:
     return None
 
 
+def uploaded_source(config_path: str, source: str) -> str:
+    """A file dataset of a gate config synced through the service, whose rows the client
+    uploads: ``upload://`` its repository path (the config's path, then the source's)."""
+    from ..sources.upload import repo_path_of, upload_uri
+    return upload_uri(repo_path_of(config_path, source.strip()))
+
+
 def check_remote_source(source: str, where: str = "") -> None:
     problem = remote_source_problem(source)
     if problem:

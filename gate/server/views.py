@@ -17,6 +17,7 @@ from ..errors import UsageError
 from ..models import FleetCounts, Mapping, Update, WorkerRow
 from ..scoring import format_bar
 from ..service import RunReport, UpdateReport
+from ..sources import shown_source
 from ..states import UPDATE_OPEN, RunStatus
 
 CHART_LEFT, CHART_WIDTH, CHART_ROW, CHART_TOP = 170, 500, 46, 26
@@ -26,6 +27,14 @@ HEAT_STEPS = 4
 def utc_now() -> dt.datetime:
     """Naive UTC, as the database hands out its timestamps."""
     return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+
+
+def dataset_source(ds) -> str:
+    """A dataset's source as any reader of the page may see it (``sources.shown_source``: no
+    password, no query-string token, a file by its name); for rows uploaded from a
+    repository, also the commit they were read at."""
+    commit = (ds.options or {}).get("upload_commit")
+    return shown_source(ds.source_uri) + (f" @ {str(commit)[:12]}" if commit else "")
 
 
 def pretty_json(value: Any) -> str:

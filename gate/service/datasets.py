@@ -5,16 +5,19 @@ and compared. A run never reads a source: it reads the version its submission pi
 from __future__ import annotations
 
 import logging
+import posixpath
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping as TMapping
+from typing import Any, BinaryIO, Mapping as TMapping
 
 from .. import db, importer, store
 from ..bars import Bars
 from ..errors import DatasetError, NotFound, UsageError, first_line
 from ..models import Dataset, DatasetVersion, Mapping, Price, VersionRow
 from ..providers import Endpoint, ProviderDecl, endpoint_for, resolve
-from ..sources import DEFAULT_ID_COLUMN, DEFAULT_LABEL_COLUMN, SourceOptions, absolute_source, open_source, scheme_of
+from ..sources import (DEFAULT_ID_COLUMN, DEFAULT_LABEL_COLUMN, SourceOptions, absolute_source, open_source,
+                       resolve_path, scheme_of)
+from ..sources.upload import UPLOAD_SCHEME, UploadReader, check_repo_path, upload_uri
 from ..spec import PromptSpec, check_name
 from .boundary import driver_errors_become_gate_errors
 
@@ -22,7 +25,8 @@ from .boundary import driver_errors_become_gate_errors
 # would read the same rows. A SQL source's snapshot names its query, not its rows.
 log = logging.getLogger("promptgate.datasets")
 CONTENT_SNAPSHOTS = ("sha256:", "etag:")
-MAX_DIFF_ROWS = 200_000     # rows of a pull request's copy of a dataset compared with the stored version
+MAX_DIFF_ROWS = 200_000
+SOURCE_OPTION_KEYS = ("id_column", "label_column", "base_dir", "declared_in")     # rows of a pull request's copy of a dataset compared with the stored version
 
 
 @dataclass(frozen=True)
@@ -67,17 +71,46 @@ class DatasetsMixin:
         options = {"id_column": id_column or DEFAULT_ID_COLUMN, "label_column": label_column or DEFAULT_LABEL_COLUMN,
                    "base_dir": str(Path(base_dir or Path.cwd()).resolve()),
                    **({"declared_in": declared_in} if declared_in else {})}
+        self._register(name, source_uri, options)
+        return self.get_dataset(name)
+
+    def _register(self, name: str, source_uri: str, options: dict, reader=None) -> importer.Imported | None:
+        """The dataset registered (or re-pointed) with its rows imported; a dataset whose first
+        import failed is not left registered."""
         ds, created = db.transaction(self.engine, lambda conn: store.ensure_dataset(conn, name, source_uri, options))
         try:
-            self._import(ds, source_uri, options)
+            return self._import(ds, source_uri, options, reader)
         except BaseException:
-            if created:      # a dataset whose first import failed is not left registered
+            if created:
                 try:
                     db.transaction(self.engine, lambda conn: store.delete_dataset(conn, ds.id))
                 except Exception as exc:     # (mapped meanwhile): keep the import's error, the useful one
                     log.warning("dataset %s: could not remove it after its import failed: %s", name, first_line(exc))
             raise
-        return self.get_dataset(name)
+
+    def import_upload(self, name: str, stream: BinaryIO, repo_path: str, *, kind: str | None = None,
+                      id_column: str | None = None, label_column: str | None = None, commit: str | None = None,
+                      declared_in: str | None = None) -> tuple[Dataset, importer.Imported | None]:
+        """Import the rows of an uploaded file (a client's copy of ``repo_path``, an open
+        binary stream) as the dataset's version, exactly as a local import of that file: the
+        same readers and limits, the same content hash, no new version when nothing changed
+        (None then). The dataset is registered (or re-pointed) as ``upload://repo_path``;
+        its options say where the rows came from (``upload_path``, ``upload_commit``) and
+        which gate config declares it (``declared_in``)."""
+        check_name(name, "dataset name")
+        repo_path = check_repo_path(repo_path)
+        options = {"id_column": id_column or DEFAULT_ID_COLUMN, "label_column": label_column or DEFAULT_LABEL_COLUMN,
+                   "upload_path": repo_path, **({"upload_commit": commit} if commit else {}),
+                   **({"declared_in": declared_in} if declared_in else {})}
+        reader = UploadReader(stream, repo_path, self._source_options(options), kind)
+        imported = self._register(name, upload_uri(repo_path), options, reader)
+        return self.get_dataset(name), imported
+
+    def _source_options(self, options: dict) -> SourceOptions:
+        """A reader's options from a dataset's (which also say where an upload came from)."""
+        return SourceOptions(max_row_bytes=self.settings.max_row_bytes,
+                             **{k: v for k, v in options.items() if k in SOURCE_OPTION_KEYS},
+                             expand_env=self.source_egress is None, egress=self.source_egress)
 
     def refresh_dataset(self, name: str) -> tuple[Dataset, importer.Imported | None]:
         """Import the dataset's source again: a new version when its rows changed (a run
@@ -87,10 +120,9 @@ class DatasetsMixin:
         imported = self._import(ds, ds.source_uri, ds.options)
         return self.get_dataset(name), imported
 
-    def _import(self, ds: Dataset, source_uri: str, options: dict) -> importer.Imported | None:
-        reader = open_source(source_uri, SourceOptions(max_row_bytes=self.settings.max_row_bytes, **options,
-                                                       expand_env=self.source_egress is None,
-                                                       egress=self.source_egress))
+    def _import(self, ds: Dataset, source_uri: str, options: dict, reader=None) -> importer.Imported | None:
+        if reader is None:
+            reader = open_source(source_uri, self._source_options(options))
         try:
             if self._unchanged(ds, source_uri, options, reader):
                 return None
@@ -119,8 +151,8 @@ class DatasetsMixin:
         if current.status != store.READY:
             return False
         snapshot = reader.snapshot_version()
-        return (current.source_uri, current.source_options, current.source_version) == (source_uri, options, snapshot) \
-            and snapshot.startswith(CONTENT_SNAPSHOTS)
+        return (current.source_uri, _same_rows(current.source_options), current.source_version) == \
+            (source_uri, _same_rows(options), snapshot) and snapshot.startswith(CONTENT_SNAPSHOTS)
 
     # --- bars --------------------------------------------------------------------------------
 
@@ -206,6 +238,22 @@ class DatasetsMixin:
         finally:
             reader.close()
 
+    def diff_upload(self, name: str, stream: BinaryIO, repo_path: str, kind: str | None = None) -> importer.DataDiff:
+        """How an uploaded copy of a dataset's file (a pull request's) differs from the
+        dataset's current version. Nothing is stored. Which dataset may be compared comes
+        from the gate: one a gate config declares, registered from the file at
+        ``repo_path`` (uploaded, or synced from a file); never one registered from
+        elsewhere (a private holdout)."""
+        ds = self.get_dataset(name)
+        if registered_repo_path(ds) != check_repo_path(repo_path):
+            raise DatasetError(f"dataset {name} is not registered from {repo_path} by a gate config: a pull request "
+                               "compares only the dataset files its gate config declares")
+        current = self.dataset_version(name)
+        reader = UploadReader(stream, repo_path, self._source_options(ds.options), kind)
+        return importer.diff_against(self.engine, current.id,
+                                     importer.source_rows(reader, self.settings.page_size, self.settings.page_bytes),
+                                     MAX_DIFF_ROWS)
+
     # --- providers -----------------------------------------------------------------------------
 
     def providers(self) -> dict[str, ProviderDecl]:
@@ -251,6 +299,31 @@ class DatasetsMixin:
             db.transaction(self.engine, lambda conn: store.set_optional_fields(conn, prompt_name, list(fields)))
         else:
             db.transaction(self.engine, lambda conn: store.delete_prompt_setting(conn, prompt_name))
+
+
+def _same_rows(options: dict | None) -> dict:
+    """A source's options less the commit an upload came from: the same file's bytes at
+    another commit are the same rows."""
+    return {k: v for k, v in (options or {}).items() if k != "upload_commit"}
+
+
+def registered_repo_path(ds: Dataset) -> str | None:
+    """The repository path of the file a dataset declared in a gate config was registered
+    from: an upload's path, or a synced file's place below the config's folder. None for
+    any other dataset."""
+    declared_in, options = ds.options.get("declared_in"), ds.options
+    if not declared_in:
+        return None
+    if scheme_of(ds.source_uri) == UPLOAD_SCHEME:
+        return options.get("upload_path")
+    base = options.get("base_dir")
+    if scheme_of(ds.source_uri) != "file" or not base:
+        return None
+    try:
+        relative = Path(resolve_path(ds.source_uri, base)).relative_to(base)
+    except ValueError:
+        return None
+    return posixpath.normpath(posixpath.join(posixpath.dirname(declared_in), relative.as_posix()))
 
 
 def _check_bar_labels(bars: Bars, ds: Dataset, labels: TMapping[str, int]) -> None:

@@ -34,7 +34,7 @@ def open_source(uri: str, options: SourceOptions | None = None) -> Reader:
 
 def load_readers() -> None:
     """Import the built-in reader modules (those whose optional extras are installed)."""
-    from . import files  # noqa: F401  (registers file://)
+    from . import files, upload  # noqa: F401  (registers file://, upload://)
     for optional in ("http", "s3", "warehouse"):
         try:
             __import__(f"{__name__}.{optional}")

@@ -177,22 +177,28 @@ def test_sync_through_the_service_reads_only_sources_the_server_reads(loopback_s
     assert both.same("sync", config) == f"{config}: the gate already matches\n"
     assert f"labels\t{base}/labels.csv" in both.same("dataset", "list")
 
-    # a file source is read on the machine the command runs on, never on the server's
+    # a file source is read on the machine the command runs on, never on the server's: its
+    # rows are uploaded from here, and a file outside the config's folder is not sent at all
     server_file = tmp_path / "server-side.yaml"
     server_file.write_text(yaml.safe_dump({"datasets": {"d": {"source": str(DATASET)}},
                                            "prompts": {"p": [{"dataset": "d", "min_accuracy": 0.5}]}}))
     refused = both.remote("sync", server_file)
     assert refused.returncode == 2 and refused.stdout == ""
-    assert refused.stderr == (f"error: {server_file}: datasets.d.source: the service reads no file on its machine: "
-                              "give an https://, s3:// or sql+ database source, or register it with "
-                              "--database-url\n")
+    assert refused.stderr.count("\n") == 1 and "is outside the gate config's folder" in refused.stderr
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "d.csv").write_bytes(DATASET.read_bytes())
+    beside = tmp_path / "beside.yaml"
+    beside.write_text(yaml.safe_dump({"datasets": {"d": {"source": "data/d.csv"}},
+                                      "prompts": {"p": [{"dataset": "d", "min_accuracy": 0.5}]}}))
+    uploaded = both.remote("sync", beside)
+    assert uploaded.returncode == 0 and "dataset d: new, source upload of " in uploaded.stdout, uploaded.stderr
+    assert both.remote("sync", beside).stdout.endswith("the gate already matches\n")
     # nor an SQLite database file on the server, through a sql+ source
     sqlite_file = tmp_path / "server-side-sqlite.yaml"
     sqlite_file.write_text(yaml.safe_dump({"datasets": {"d": {"source": "sql+sqlite:////etc/gate.db?query=SELECT+1"}},
                                            "prompts": {"p": [{"dataset": "d", "min_accuracy": 0.5}]}}))
     refused = both.remote("sync", sqlite_file)
     assert refused.returncode == 2 and "the service reads no file on its machine" in refused.stderr
-    assert "d\t" not in both.local("dataset", "list").stdout
 
 
 def test_refusals_are_one_line_and_exit_2(service, tmp_path, no_gate_in_env):
