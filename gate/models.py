@@ -59,6 +59,18 @@ class LivePrompt:
     config_hash: str
     applied_update_id: int | None
     updated_at: dt.datetime
+    kind: str = "apply"                  # how this version went live: 'apply' or 'rollback'
+    restored_version: int | None = None  # a rollback: the version whose config it made live again
+    actor: str | None = None             # a rollback: who
+    reason: str | None = None            # a rollback: why
+
+    def how(self) -> str:
+        """How this version went live, in words: "rollback to v1 by ci, reason: …" or
+        "applied by update #7"."""
+        if self.kind == "rollback":
+            return (f"rollback to v{self.restored_version} by {self.actor or '?'}, "
+                    f"reason: {(self.reason or '').strip()}")
+        return f"applied by update #{self.applied_update_id}" if self.applied_update_id else "applied"
 
 
 @dataclass(frozen=True)
