@@ -30,7 +30,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from .. import __version__
 from ..errors import GateError, NotFound, first_line
-from ..markdown import bar_pct, interval, num, pct, points, pvalue, ratio, usd
+from ..markdown import bar_pct, interval, num, pct, points, pvalue, ratio, run_pct, usd
 from ..states import UpdateStatus
 from ..untrusted import CONTROL, one_line
 from . import views
@@ -86,7 +86,7 @@ def short(value: Any, n: int = 12) -> str:
 def environment() -> Environment:
     env = Environment(loader=FileSystemLoader(str(HTML_DIR)), autoescape=True, undefined=StrictUndefined,
                       trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(pct=pct, interval=interval, pvalue=pvalue, ratio=ratio, usd=usd, bar_pct=bar_pct,
+    env.filters.update(pct=pct, run_pct=run_pct, interval=interval, pvalue=pvalue, ratio=ratio, usd=usd, bar_pct=bar_pct,
                        points=points, num=num, text=one_line, block=block_text, when=when, seconds=seconds,
                        short=short)
     return env
