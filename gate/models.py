@@ -31,6 +31,12 @@ class DatasetVersion:
     source_options: dict[str, Any]
     source_version: str | None
     created_at: dt.datetime
+    number: int | None = None         # 1, 2, 3 … per dataset, given when it went READY ("v3")
+
+    @property
+    def label(self) -> str:
+        """How outputs name it: "v3" (its number in its dataset), or "id 12" before it has one."""
+        return f"v{self.number}" if self.number is not None else f"id {self.id}"
 
 
 @dataclass(frozen=True)
@@ -114,6 +120,7 @@ class Run:
     dataset_version_id: int | None = None
     pinned: dict[str, Any] | None = None    # what the verdict stands on (see gate.reuse.pin)
     role: str = "candidate"                 # or "baseline": the live version, for the comparison
+    dataset_version_number: int | None = None   # that version's number in its dataset ("v3")
 
 
 @dataclass(frozen=True)

@@ -71,7 +71,8 @@ def _row_changes(gate: Gate, cfg: GateConfig, registered: dict, changed_files: I
         rows = gate.diff_source(name, str(proposed), options)
         if rows.any:
             details = tuple(f"{kind}: {', '.join(examples)}" for kind, examples in rows.examples.items() if examples)
-            changes.append(Change("dataset-rows", name, f"{ds.current_version_id}", rows.summary(), (name,), details))
+            changes.append(Change("dataset-rows", name, gate.dataset_version(name).label, rows.summary(), (name,),
+                                  details))
     return changes
 
 

@@ -252,18 +252,19 @@ def dataset_versions(request: Request, name: str, _caller: Caller = Depends(requ
 
 
 @router.get("/datasets/{name}/versions/{version}", summary="One version of a dataset (current if 0)")
-def dataset_version(request: Request, name: str, version: int, _caller: Caller = Depends(require("read"))):
-    return json_bytes(gate_of(request).dataset_version(name, version or None))
+def dataset_version(request: Request, name: str, version: str, _caller: Caller = Depends(require("read"))):
+    """``version``: "v3" (the dataset's third version), a version id, or 0 (the current one)."""
+    return json_bytes(gate_of(request).dataset_version(name, None if version.strip() in ("", "0") else version))
 
 
 @router.get("/datasets/{name}/preview", summary="A version's first rows and label counts")
-def preview(request: Request, name: str, rows: int = Query(10, ge=0, le=1000), version: int | None = None,
+def preview(request: Request, name: str, rows: int = Query(10, ge=0, le=1000), version: str | None = None,
             _caller: Caller = Depends(require("read"))):
     return json_bytes(gate_of(request).preview_dataset(name, rows, version))
 
 
 @router.get("/datasets/{name}/diff", summary="How two versions of a dataset differ")
-def diff(request: Request, name: str, old: int, new: int, _caller: Caller = Depends(require("read"))):
+def diff(request: Request, name: str, old: str, new: str, _caller: Caller = Depends(require("read"))):
     return json_bytes(gate_of(request).diff_versions(name, old, new))
 
 
