@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install server-binaries bench clean
+.PHONY: demo test install server-binaries mermaid bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -37,10 +37,23 @@ server-binaries:
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
 
+# The PR comment's chart is drawn by a real Mermaid 11 in headless Chromium
+# (tests/integration/test_chart_render.py), and the comment itself by marked, GitHub-like
+# Markdown: both from the npm registry into .cache/mermaid, once.
+MERMAID_DIR := .cache/mermaid
+MERMAID_JS := $(MERMAID_DIR)/node_modules/mermaid/dist/mermaid.min.js
+MARKED_JS := $(MERMAID_DIR)/node_modules/marked/lib/marked.umd.js
+
+$(MERMAID_JS) $(MARKED_JS):
+	mkdir -p $(MERMAID_DIR)
+	npm install --prefix $(MERMAID_DIR) --no-audit --no-fund --silent mermaid@11 marked@15
+
+mermaid: $(MERMAID_JS) $(MARKED_JS)
+
 demo: $(STAMP)
 	$(BIN)/promptgate demo
 
-test: $(STAMP) server-binaries
+test: $(STAMP) server-binaries mermaid
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 bench: $(STAMP) server-binaries

@@ -152,7 +152,7 @@ def check(bars: Bars, metrics: Mapping[str, Any]) -> list[BarCheck]:
     """Every bar against a finished run's metrics (finalize's: matches, scored, confusion,
     and where computed flips, calls and cost)."""
     matches, scored = metrics.get("matches", 0), metrics.get("scored", 0)
-    out = [BarCheck("min_accuracy", None, format_bar(bars.min_accuracy), format_pct(matches, scored),
+    out = [BarCheck("min_accuracy", None, format_bar(bars.min_accuracy), format_pct(matches, scored, bars.min_accuracy),
                     "pass" if clears(matches, scored, bars.min_accuracy) else "fail")]
     if bars.max_broken is not None:
         out.append(_broken_check(bars.max_broken, metrics))
@@ -226,5 +226,5 @@ def _fraction_check(name: str, label: str, bar: Decimal, hits: int, of: int, emp
     """A per-label bar: ``hits``/``of`` against ``bar``, exact; n/a (not a fail) when ``of`` is 0."""
     if of == 0:
         return BarCheck(name, label, format_bar(bar), None, "n/a", empty)
-    return BarCheck(name, label, format_bar(bar), format_pct(hits, of),
+    return BarCheck(name, label, format_bar(bar), format_pct(hits, of, bar),
                     "pass" if Fraction(hits, of) >= Fraction(bar) else "fail")

@@ -345,17 +345,18 @@ class RemoteGate:
         data = self._call("GET", f"/v1/datasets/{_segment(name)}/versions")
         return decode(Dataset, data["dataset"]), decode(list[DatasetVersion], data["versions"])
 
-    def dataset_version(self, name: str, version: int | None = None) -> DatasetVersion:
-        if version == 0:        # the route's 0 means "current": ask for version 0 as the local gate does
+    def dataset_version(self, name: str, version: int | str | None = None) -> DatasetVersion:
+        if version is not None and str(version).strip() == "0":   # the route's 0 means "current": ask as the local gate does
             return self.preview_dataset(name, 0, 0).version
-        return decode(DatasetVersion, self._call("GET", f"/v1/datasets/{_segment(name)}/versions/{int(version or 0)}"))
+        return decode(DatasetVersion, self._call("GET", f"/v1/datasets/{_segment(name)}/versions/"
+                                                        f"{_segment(str(version if version is not None else 0))}"))
 
-    def preview_dataset(self, name: str, rows: int = 10, version: int | None = None) -> DatasetPreview:
+    def preview_dataset(self, name: str, rows: int = 10, version: int | str | None = None) -> DatasetPreview:
         data = self._call("GET", f"/v1/datasets/{_segment(name)}/preview",
                           params={"rows": max(0, rows), "version": version})
         return decode(DatasetPreview, data)
 
-    def diff_versions(self, name: str, old: int, new: int) -> DataDiff:
+    def diff_versions(self, name: str, old: int | str, new: int | str) -> DataDiff:
         return decode(DataDiff, self._call("GET", f"/v1/datasets/{_segment(name)}/diff",
                                            params={"old": old, "new": new}))
 

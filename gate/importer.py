@@ -131,10 +131,11 @@ class _Writers:
 def _finish(engine: Engine, dataset_id: int, version_id: int, content_hash: str, rows: int,
             labels: dict[str, int], fields: dict) -> Imported:
     def finish(conn) -> Imported:
+        store.lock_dataset(conn, dataset_id)         # the number: the dataset's next, one at a time
         existing = store.find_version_by_content(conn, dataset_id, content_hash)
         if existing is not None:
             return Imported(existing, created=False)
-        if not store.finish_version(conn, version_id, content_hash, rows, labels, fields):
+        if not store.finish_version(conn, version_id, dataset_id, content_hash, rows, labels, fields):
             raise DatasetError("the import was taken away while it ran (a prune of stale imports?): run it again")
         return Imported(store.get_version(conn, version_id), created=True)
     try:

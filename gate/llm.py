@@ -92,7 +92,7 @@ def call_prompt(spec: PromptSpec, item: Mapping[str, Any], *, settings: Settings
     try:
         completion = client.post("/chat/completions", cast_to=dict, body=request_kwargs(spec, messages))
     except openai.OpenAIError as exc:
-        raise classify_error(exc, endpoint.provider) from exc
+        raise classify_error(exc, endpoint.provider, endpoint.where()) from exc
     except ValueError:   # a JSON content type over a body that is not JSON
         raise ModelCallError(f"provider {endpoint.provider} answered with malformed JSON", retryable=True,
                              kind=CallFailure.BAD_RESPONSE) from None
@@ -199,14 +199,15 @@ def get_client(base_url: str | None, api_key: str, timeout: float) -> openai.Ope
 
 # ----------------------------------------------------------------------------- errors
 
-def classify_error(exc: Exception, provider: str = "default") -> ModelCallError:
+def classify_error(exc: Exception, provider: str = "default", where: str | None = None) -> ModelCallError:
     """An SDK exception as a ModelCallError that says whether to retry, in the fixed form
     of the module docstring (the whole text goes to the log only)."""
     log.info("model call to provider %s failed: %s", provider, _cause(exc))
     if isinstance(exc, openai.APITimeoutError):
         return ModelCallError(f"model call to provider {provider} timed out", retryable=True, kind=CallFailure.TIMEOUT)
     if isinstance(exc, openai.APIConnectionError):
-        return ModelCallError(f"cannot reach provider {provider} ({_connection_reason(exc)})", retryable=True,
+        at = f" at {where}" if where else ""     # the configured URL and its origin: no other host
+        return ModelCallError(f"cannot reach provider {provider} ({_connection_reason(exc)}){at}", retryable=True,
                               kind=CallFailure.CONNECTION)
     if isinstance(exc, openai.APIStatusError):
         return _status_error(exc, provider)

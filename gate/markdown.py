@@ -29,7 +29,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from .scoring import format_bar
+from .scoring import format_bar, format_pct
 from .stats import format_p
 from .service import RunReport, UpdateReport
 from .untrusted import CONTROL, LINE_BREAKS
@@ -131,6 +131,14 @@ def pct(value: Any) -> Safe:
     return Safe(f"{100 * float(value):.1f}%")
 
 
+def run_pct(run: Any) -> Safe:
+    """A run's accuracy against its bar: never a number that rounds onto the other side of
+    the bar it is judged by (``scoring.format_pct``)."""
+    if not run.scored:
+        return pct(run.accuracy)
+    return Safe(format_pct(run.matches, run.scored, run.bar))
+
+
 def chart_pct(value: Any) -> Safe:
     if value is None:
         return Safe("0")
@@ -192,8 +200,8 @@ def _finalize(value: Any) -> Any:
 def environment() -> Environment:
     env = Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=False, undefined=StrictUndefined,
                       trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, finalize=_finalize)
-    env.filters.update(md=md, code=code, short_hash=short_hash, mermaid_label=mermaid_label, num=num,
-                       pct=pct, chart_pct=chart_pct, bar_pct=bar_pct, link=link, points=points,
+    env.filters.update(md=md, code=code, short_hash=short_hash, mermaid_label=mermaid_label, mermaid_chart=mermaid_chart, num=num,
+                       pct=pct, run_pct=run_pct, chart_pct=chart_pct, bar_pct=bar_pct, link=link, points=points,
                        interval=interval, pvalue=pvalue, ratio=ratio, usd=usd)
     return env
 
@@ -261,9 +269,38 @@ def _update_view(report: UpdateReport, samples: int, excerpt: int, details: bool
         "attempts": attempts,
         "terminal": report.terminal,
         "details": details,
-        "chart": charts and any(r.accuracy is not None for r in report.runs),   # inside the details, bars only: no line joins two datasets
-        "live_chart": all(r.comparison for r in report.runs),   # a chart cannot leave a bar out
+        # inside the details, bars only: no line joins two datasets
+        "chart": report.runs if charts and any(r.accuracy is not None for r in report.runs) else None,
     }
+
+
+CHART_TOP, CHART_ROW, CHART_WIDTH, CHART_NAME = 110, 30, 700, 24    # px, px, px, characters
+
+
+def mermaid_chart(runs: Sequence[Any]) -> Safe:
+    """The accuracy chart as a Mermaid block: ONE horizontal bar series with one bar per
+    dataset × version — "hard · live", "hard · candidate", "hard · bar" — each named on
+    its axis and labelled with its value. Mermaid's ``xychart-beta`` draws several series
+    on top of one another in one colour and without a legend (a bar of 85 % hid a candidate
+    of 66.7 %), so every bar gets a place and a name of its own; horizontal, so the names
+    read at GitHub's comment width however many datasets there are. A dataset the live
+    version was not compared on has no live bar (rather than a zero)."""
+    bars = []
+    for r in runs:
+        name = re.sub(r"[^A-Za-z0-9._ -]", "", str(r.dataset or ""))[:CHART_NAME] or "?"
+        if r.comparison:
+            bars.append((f"{name} · live", r.comparison.get("live_accuracy")))
+        bars.append((f"{name} · candidate", r.accuracy))
+        bars.append((f"{name} · bar", r.bar))
+    what = "live, candidate and bar" if any(r.comparison for r in runs) else "candidate and bar"
+    lines = ["```mermaid", "---", "config:", "  xyChart:", f"    width: {CHART_WIDTH}",
+             f"    height: {CHART_TOP + CHART_ROW * len(bars)}", "    showDataLabel: true", "  themeVariables:",
+             "    xyChart:", '      plotColorPalette: "#9DB9E0"', "---", "xychart-beta horizontal",
+             f'    title "Accuracy (%): {what}, per dataset"',
+             "    x-axis [" + ", ".join(f'"{label}"' for label, _ in bars) + "]",
+             '    y-axis "%" 0 --> 100',
+             "    bar [" + ", ".join(chart_pct(value) for _, value in bars) + "]", "```"]
+    return Safe("\n".join(lines))
 
 
 def _headline(reports: Sequence[UpdateReport], problems: int) -> str:

@@ -32,6 +32,12 @@ class DatasetVersion:
     source_version: str | None
     created_at: dt.datetime
     fields: dict | None = None        # which item fields its rows have (gate.importer.FieldCounter); None: not counted yet
+    number: int | None = None         # 1, 2, 3 … per dataset, given when it went READY ("v3")
+
+    @property
+    def label(self) -> str:
+        """How outputs name it: "v3" (its number in its dataset), or "id 12" before it has one."""
+        return f"v{self.number}" if self.number is not None else f"id {self.id}"
 
 
 @dataclass(frozen=True)
@@ -60,6 +66,18 @@ class LivePrompt:
     config_hash: str
     applied_update_id: int | None
     updated_at: dt.datetime
+    kind: str = "apply"                  # how this version went live: 'apply' or 'rollback'
+    restored_version: int | None = None  # a rollback: the version whose config it made live again
+    actor: str | None = None             # a rollback: who
+    reason: str | None = None            # a rollback: why
+
+    def how(self) -> str:
+        """How this version went live, in words: "rollback to v1 by ci, reason: …" or
+        "applied by update #7"."""
+        if self.kind == "rollback":
+            return (f"rollback to v{self.restored_version} by {self.actor or '?'}, "
+                    f"reason: {(self.reason or '').strip()}")
+        return f"applied by update #{self.applied_update_id}" if self.applied_update_id else "applied"
 
 
 @dataclass(frozen=True)
@@ -103,6 +121,7 @@ class Run:
     dataset_version_id: int | None = None
     pinned: dict[str, Any] | None = None    # what the verdict stands on (see gate.reuse.pin)
     role: str = "candidate"                 # or "baseline": the live version, for the comparison
+    dataset_version_number: int | None = None   # that version's number in its dataset ("v3")
 
 
 @dataclass(frozen=True)

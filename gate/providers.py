@@ -70,10 +70,32 @@ class ProviderDecl:
 @dataclass(frozen=True)
 class Endpoint:
     """Where one call goes: the provider's name (for messages), URL (None: the SDK's
-    default) and key."""
+    default) and key, and where the URL came from (for a connection error's message)."""
     provider: str
     base_url: str | None
     api_key: str
+    origin: str = "its declaration"
+
+    def where(self) -> str:
+        """The URL calls go to and where it came from, without credentials, query or
+        fragment: "https://api.openai.com/v1, OPENAI_BASE_URL is unset: the OpenAI SDK's
+        default"."""
+        return f"{display_url(self.base_url or OPENAI_DEFAULT_URL)}, {self.origin}"
+
+
+OPENAI_DEFAULT_URL = "https://api.openai.com/v1"    # the OpenAI SDK's, when OPENAI_BASE_URL is unset
+UNSET_ORIGIN = "OPENAI_BASE_URL is unset: the OpenAI SDK's default"
+
+
+def display_url(url: str) -> str:
+    """A configured URL fit for a message: scheme, host, port and path only."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return "(an unreadable URL)"
+    return f"{parts.scheme}://{host}{port}{parts.path}"[:200]
 
 
 def parse_decl(name: Any, data: Any, file: str | None, where: str) -> ProviderDecl:
@@ -139,7 +161,21 @@ def env_providers(environ: Mapping[str, str] | None = None) -> dict[str, Provide
 def default_endpoint(environ: Mapping[str, str] | None = None) -> Endpoint:
     """The provider of a prompt that names none: the OpenAI SDK's environment variables."""
     env = environ if environ is not None else os.environ
-    return Endpoint(DEFAULT, env.get("OPENAI_BASE_URL") or None, env.get("OPENAI_API_KEY") or PLACEHOLDER_API_KEY)
+    url = env.get("OPENAI_BASE_URL") or None
+    return Endpoint(DEFAULT, url, env.get("OPENAI_API_KEY") or PLACEHOLDER_API_KEY,
+                    "from OPENAI_BASE_URL" if url else UNSET_ORIGIN)
+
+
+def endpoint_warning(environ: Mapping[str, str] | None = None) -> str | None:
+    """What a worker says at start when the default provider has no endpoint configured
+    (neither OPENAI_BASE_URL nor OPENAI_API_KEY): every call of a prompt that names no
+    provider would fail to connect, or be refused, at the OpenAI SDK's default URL."""
+    env = environ if environ is not None else os.environ
+    if env.get("OPENAI_BASE_URL") or env.get("OPENAI_API_KEY"):
+        return None
+    return (f"warning: no model endpoint configured: OPENAI_BASE_URL and OPENAI_API_KEY are unset, so prompts "
+            f"that name no provider call {OPENAI_DEFAULT_URL} without a key; for the local model server: "
+            "export OPENAI_BASE_URL=http://127.0.0.1:8000/v1")
 
 
 def endpoint_for(decl: ProviderDecl | None, environ: Mapping[str, str] | None = None) -> Endpoint:
@@ -153,7 +189,12 @@ def endpoint_for(decl: ProviderDecl | None, environ: Mapping[str, str] | None = 
         key = env.get(decl.api_key_env) or ""
         if not key:
             raise UsageError(f"provider {decl.name}: environment variable {decl.api_key_env} is not set")
-    return Endpoint(decl.name, decl.base_url, key)
+    try:
+        from_env = decl.name in env_providers(env)
+    except UsageError:
+        from_env = False
+    return Endpoint(decl.name, decl.base_url, key,
+                    "declared in PROMPTGATE_PROVIDERS" if from_env else "declared under providers: in the gate config")
 
 
 def resolve(name: str | None, model: str, registered: Mapping[str, ProviderDecl],

@@ -18,8 +18,8 @@ def render_text(report: UpdateReport) -> str:
     lines = [f"update {u.id}: {u.prompt_name} ({u.mode}) {u.status}" + (f" — {safe(u.reason)}" if u.reason else "")]
     for r in report.runs:
         verdict = {True: "pass", False: "FAIL", None: r.status.lower()}[r.passed]
-        progress = f"{r.scored + r.errors}/{r.total} scored" if r.total else "no items yet"
-        lines.append(f"  {safe(r.dataset)}: {format_pct(r.matches, r.scored)} vs bar {format_bar(r.bar)} [{verdict}] "
+        progress = f"{r.scored}/{r.total} scored" if r.total else "no items yet"   # as JSON's scored
+        lines.append(f"  {safe(r.dataset)}: {format_pct(r.matches, r.scored, r.bar)} vs bar {format_bar(r.bar)} [{verdict}] "
                      f"{progress}, {r.errors} errors" +
                      (f" — {safe(r.reason)}" if r.reason and r.status == "ERROR" else ""))
         lines += _trials_lines(r)

@@ -7,7 +7,7 @@ float ever sits at the boundary. A zero denominator never reaches a division.
 
 from __future__ import annotations
 
-from decimal import Decimal, InvalidOperation
+from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from fractions import Fraction
 from typing import Any, Iterable, Sequence
 
@@ -74,9 +74,22 @@ def run_end(metrics: dict, dataset_name: str, first_error: str | None = None) ->
     return RunStatus.DONE, None
 
 
-def format_pct(matches: int, scored: int) -> str:
-    return f"{100 * matches / scored:.1f}%" if scored else "n/a"
+def format_pct(matches: int, scored: int, bar: Any = None) -> str:
+    """``matches``/``scored`` as a percentage with one decimal; against ``bar``, with as many
+    more decimals as it takes for the printed number to sit on the same side of the bar as
+    the exact one (26/30 against 0.8667 prints 86.667%, never 86.7% "< bar 86.67%")."""
+    if not scored:
+        return "n/a"
+    exact = Fraction(matches, scored)
+    limit = None if bar is None else Fraction(Decimal(bar))
+    for digits in range(1, 12):
+        shown = (Decimal(matches) * 100 / Decimal(scored)).quantize(Decimal(1).scaleb(-digits), ROUND_HALF_EVEN)
+        if limit is None or (Fraction(shown) >= limit * 100) == (exact >= limit):
+            break
+    return f"{shown}%"
 
 
 def format_bar(bar: Decimal) -> str:
-    return f"{Decimal(bar) * 100:.1f}%".replace(".0%", "%") if Decimal(bar) * 1000 % 10 == 0 else f"{Decimal(bar) * 100}%"
+    """A bar as a percentage with the digits it was written with and no trailing zeros:
+    0.8667 → 86.67%, 0.85 → 85%, 0.867 (stored 0.8670) → 86.7%."""
+    return f"{(Decimal(bar) * 100).normalize():f}%"

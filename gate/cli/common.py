@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import click
 
 from ..errors import GateError, UsageError
 from ..service import Gate, UpdateReport
-from ..settings import Settings
+from ..settings import DEFAULT_DATABASE_URL, Settings
 from ..untrusted import terminal_safe
 
 
@@ -58,11 +59,24 @@ def open_database(ctx: click.Context, check_schema: bool = True) -> Gate:
     the command running on the default SQLite file."""
     obj = ctx.find_root().obj
     if "gate" not in obj:
-        gate = obj["gate"] = Gate.connect(settings=database_settings(ctx))
+        settings = database_settings(ctx)
+        default_file = _default_file(settings.database_url)
+        new = default_file is not None and not default_file.exists()
+        gate = obj["gate"] = Gate.connect(settings=settings)
         ctx.call_on_close(gate.close)
+        if new:
+            gate.engine.connect().close()         # SQLite creates the file on first connection: now
+        if new and default_file.exists():
+            click.echo(f"promptgate: created the SQLite database {default_file} (the default, "
+                       f"{DEFAULT_DATABASE_URL}; PROMPTGATE_DATABASE_URL or --database-url names another)", err=True)
         if check_schema:
             gate.ensure_schema()
     return obj["gate"]
+
+
+def _default_file(url: str) -> Path | None:
+    """The file of the default SQLite database (in the current folder), when in use."""
+    return Path.cwd() / DEFAULT_DATABASE_URL.removeprefix("sqlite:///") if url == DEFAULT_DATABASE_URL else None
 
 
 def database_settings(ctx: click.Context) -> Settings:

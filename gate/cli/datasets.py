@@ -74,12 +74,12 @@ def _echo_dataset(ds, version, as_json: bool) -> None:
         echo_json({"id": ds.id, "name": ds.name, "source_uri": ds.source_uri, "options": ds.options,
                    "version": _version_json(version, ds.current_version_id)})
     else:
-        click.echo(f"dataset {ds.name}: {terminal_safe(ds.source_uri)}, version {version.id} "
+        click.echo(f"dataset {ds.name}: {terminal_safe(ds.source_uri)}, version {version.label} "
                    f"({version.row_count} rows, {version.content_hash[:12]})")
 
 
 def _version_json(v, current_id) -> dict:
-    return {"id": v.id, "content_hash": v.content_hash, "rows": v.row_count, "labels": v.labels,
+    return {"id": v.id, "number": v.number, "content_hash": v.content_hash, "rows": v.row_count, "labels": v.labels,
             "source_uri": v.source_uri, "source_version": v.source_version, "created_at": v.created_at,
             "current": v.id == current_id, **_provenance(v)}
 
@@ -111,26 +111,29 @@ def dataset_versions(ctx, name, as_json):
     for v in versions:
         labels = ", ".join(f"{terminal_safe(label, 40)} {n}" for label, n in sorted(v.labels.items()))
         mark = "*" if v.id == ds.current_version_id else " "
-        click.echo(f"{mark} {v.id}\t{v.content_hash[:12]}\t{v.row_count} rows\t{labels}\t"
-                   f"{_source_text(v)}\t{v.created_at:%Y-%m-%d %H:%M:%S}")
+        click.echo(f"{mark} {v.label}	{v.content_hash[:12]}	{v.row_count} rows	{labels}	"
+                   f"{_source_text(v)}	{v.created_at:%Y-%m-%d %H:%M:%S}")
 
 
 @dataset.command("diff")
 @database_option
 @click.argument("name")
-@click.argument("old", type=int)
-@click.argument("new", type=int)
+@click.argument("old")
+@click.argument("new")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def dataset_diff(ctx, name, old, new, as_json):
     """How version NEW of dataset NAME differs from version OLD: rows added, removed,
-    relabelled, and rows whose input changed."""
-    d = open_gate(ctx).diff_versions(name, old, new)
+    relabelled, and rows whose input changed. A version is v3 (the dataset's third, as
+    `dataset versions` shows it) or a version id (12)."""
+    gate = open_gate(ctx)
+    d = gate.diff_versions(name, old, new)
     if as_json:
         echo_json({"added": d.added, "removed": d.removed, "relabelled": d.relabelled, "changed": d.changed,
                    "examples": d.examples})
         return
-    click.echo(f"{name} {old} → {new}: {d.summary()}")
+    click.echo(f"{name} {gate.dataset_version(name, old).label} → {gate.dataset_version(name, new).label}: "
+               f"{d.summary()}")
     for kind, examples in d.examples.items():
         if examples:
             click.echo(f"  {kind}: {terminal_safe(', '.join(examples), 300)}")
@@ -220,7 +223,8 @@ def _gate_text(m) -> str:
 @database_option
 @click.argument("name")
 @click.option("--rows", type=int, default=10, show_default=True)
-@click.option("--version", "version", type=int, default=None, help="This version instead of the current one.")
+@click.option("--version", "version", default=None,
+              help="This version instead of the current one: v3 (the dataset's third) or a version id (12).")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def dataset_preview(ctx, name, rows, version, as_json):
@@ -229,13 +233,14 @@ def dataset_preview(ctx, name, rows, version, as_json):
     p = open_gate(ctx).preview_dataset(name, rows, version)
     if as_json:
         echo_json({"row_count": p.row_count, "labels": p.label_counts, "version": p.version.id,
+                   "version_number": p.version.number,
                    "content_hash": p.version.content_hash,
                    "rows": [{"item_id": r.item_id, "expected_decision": r.expected, "input": r.input}
                             for r in p.first_rows]})
         return
     click.echo(f"{name}: {p.row_count} rows, labels " +
                ", ".join(f"{terminal_safe(label, 40)} {n}" for label, n in p.label_counts.items()) +
-               f" (version {p.version.id}, {p.version.content_hash[:12]})")
+               f" (version {p.version.label}, {p.version.content_hash[:12]})")
     for r in p.first_rows:
         fields = terminal_safe(json.dumps(r.input, ensure_ascii=False), 120)
         click.echo(f"  {terminal_safe(r.item_id)}\t{terminal_safe(r.expected)}\t{fields}")

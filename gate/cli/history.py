@@ -10,6 +10,7 @@ import socket
 
 import click
 
+from ..scoring import format_bar, format_pct
 from ..untrusted import terminal_safe
 from .common import database_option, echo_json, open_gate
 
@@ -80,4 +81,5 @@ def history_line(row: dict, live: bool = False) -> str:
 def _run_text(run: dict) -> str:
     if not run.get("scored"):
         return f"{run['dataset']} {run['status']}"
-    return f"{run['dataset']} {run['matches']}/{run['scored']} ({100 * run['matches'] / run['scored']:.1f}%, bar {float(run['bar']) * 100:g}%)"
+    return (f"{run['dataset']} {run['matches']}/{run['scored']} "
+            f"({format_pct(run['matches'], run['scored'], run['bar'])}, bar {format_bar(run['bar'])})")

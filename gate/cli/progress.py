@@ -165,7 +165,8 @@ class WaitProgress:
         if run.total == 0 and run.status in OPEN_RUN:
             return "preparing items"
         done = items_done(run)
-        parts = [f"{done}/{run.total} scored" + (f" ({run.errors} errors)" if run.errors else "")]
+        parts = [f"{done}/{run.total} done ({run.scored} scored, {run.errors} errors)" if run.errors   # JSON's scored
+                 else f"{done}/{run.total} scored"]
         accuracy = "--" if run.accuracy is None else f"{100 * run.accuracy:.1f}%"
         if run.status in OPEN_RUN:
             parts += [f"accuracy so far {accuracy}", f"ETA {format_eta(self.eta(run, done))}"]

@@ -85,16 +85,20 @@ def token_create(ctx, name, scope, as_json):
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def token_list(ctx, as_json):
-    """The tokens: name, scope, created, last used, revoked (never the token)."""
+    """The tokens: name, scope, created, last used, and active or revoked (never the token)."""
     tokens = open_database(ctx).list_tokens()
     if as_json:
         echo_json([{"name": t.name, "scope": t.scope, "created_at": t.created_at, "last_used_at": t.last_used_at,
                     "revoked_at": t.revoked_at} for t in tokens])
         return
+    if not tokens:
+        click.echo("no tokens: promptgate token create NAME --scope read|submit|admin")
+        return
+    click.echo("name\tscope\tcreated\tlast used\tstate")
     for t in tokens:
         used = f"{t.last_used_at:%Y-%m-%d %H:%M}" if t.last_used_at else "never used"
         state = f"revoked {t.revoked_at:%Y-%m-%d %H:%M}" if t.revoked_at else "active"
-        click.echo(f"{terminal_safe(t.name)}\t{t.scope}\t{state}\t{used}")
+        click.echo(f"{terminal_safe(t.name)}\t{t.scope}\t{t.created_at:%Y-%m-%d %H:%M}\t{used}\t{state}")
 
 
 @token.command("revoke")

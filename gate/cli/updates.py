@@ -9,6 +9,7 @@ import click
 
 from ..errors import UsageError
 from ..spec import load_spec
+from ..untrusted import terminal_safe
 from .common import database_option, echo_json, open_gate, print_report
 from .progress import WaitProgress
 
@@ -109,10 +110,11 @@ def live(ctx, name, as_json):
     p = open_gate(ctx).live(name)
     if as_json:
         echo_json({"name": p.name, "version": p.version, "config_hash": p.config_hash,
-                   "applied_update_id": p.applied_update_id, "updated_at": p.updated_at, "config": p.config})
+                   "applied_update_id": p.applied_update_id, "updated_at": p.updated_at, "kind": p.kind,
+                   "restored_version": p.restored_version, "actor": p.actor, "reason": p.reason, "config": p.config})
     else:
-        click.echo(f"{p.name} v{p.version} (update {p.applied_update_id}, {p.updated_at:%Y-%m-%d %H:%M:%S} UTC, "
-                   f"{p.config_hash[:12]})")
+        click.echo(terminal_safe(f"{p.name} v{p.version} — {p.how()} ({p.updated_at:%Y-%m-%d %H:%M:%S} UTC, "
+                                 f"config {p.config_hash[:12]})", 2000))
         click.echo(json.dumps(p.config, indent=2, ensure_ascii=True))
 
 

@@ -7,6 +7,7 @@ from contextlib import nullcontext
 
 import click
 
+from ..providers import endpoint_warning
 from .common import database_option, database_settings, echo_json, open_gate
 
 
@@ -29,6 +30,9 @@ def worker(ctx, role, processes, concurrency, metrics_port, metrics_host):
     if processes < 1 or (concurrency is not None and concurrency < 1):
         raise click.BadParameter("--processes and --concurrency must be at least 1")
     roles = parse_roles(role)
+    warning = endpoint_warning() if "execute" in roles else None
+    if warning:
+        click.echo(warning, err=True)
     exposed = nullcontext()
     if metrics_port is not None:    # imported only then: prometheus_client is ~50 ms of a quick role's start
         from workers.metrics import serving

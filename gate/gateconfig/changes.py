@@ -65,11 +65,11 @@ class SyncResult:
         return f"{self.path}: {verb} {len(self.changes)}: " + "; ".join(self.lines())
 
 
-def rows_change(name: str, version_id, rows) -> Change:
+def rows_change(name: str, version: str, rows) -> Change:
     """A dataset-rows change: how a pull request's copy of a dataset's file (``rows``, an
-    ``importer.DataDiff``) differs from the gate's version ``version_id``."""
+    ``importer.DataDiff``) differs from the gate's version ``version`` (as outputs name it: "v3")."""
     details = tuple(f"{kind}: {', '.join(examples)}" for kind, examples in rows.examples.items() if examples)
-    return Change("dataset-rows", name, f"{version_id}", rows.summary(), (name,), details)
+    return Change("dataset-rows", name, version, rows.summary(), (name,), details)
 
 
 _SECRET_RE = re.compile(r"(://[^/:@\s]*):[^/@\s]*@")

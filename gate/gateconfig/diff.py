@@ -70,7 +70,7 @@ def _row_changes(gate: Gate, cfg: GateConfig, registered: dict, changed_files: I
         options = {k: ds.options[k] for k in ("id_column", "label_column") if k in ds.options}
         rows = gate.diff_source(name, str(proposed), options)
         if rows.any:
-            changes.append(rows_change(name, ds.current_version_id, rows))
+            changes.append(rows_change(name, gate.dataset_version(name).label, rows))
     return changes
 
 

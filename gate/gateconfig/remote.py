@@ -61,6 +61,7 @@ def sync_remote(gate, cfg: GateConfig, text: str, *, dry_run: bool = False, comm
         planned = gate.sync_config(text, repo_config, True, files=sorted(files))
         return SyncResult(cfg.path, planned.changes, applied=planned.applied)
     before = {ds.name: ds.current_version_id for ds, _ in gate.list_datasets()}
+    labels = {name: gate.dataset_version(name).label for name, current in before.items() if current is not None}
     uploaded = []
     for name, (decl, repo_path) in files.items():
         _, imported = gate.upload_rows(name, decl.source_uri, repo_path, id_column=decl.id_column,
@@ -69,8 +70,8 @@ def sync_remote(gate, cfg: GateConfig, text: str, *, dry_run: bool = False, comm
             uploaded.append(Change("dataset-added", name, None, f"upload of {repo_path}", (name,)))
         elif imported is not None and imported.version.id != before[name]:
             v = imported.version
-            uploaded.append(Change("dataset-version", name, str(before[name]), f"{v.id} ({v.row_count} rows)",
-                                   (name,)))
+            uploaded.append(Change("dataset-version", name, labels.get(name, "none"),
+                                   f"{v.label} ({v.row_count} rows)", (name,)))
     result = gate.sync_config(text, repo_config, False, files=sorted(files))
     return SyncResult(cfg.path, tuple(uploaded) + result.changes, applied=True)
 
@@ -87,5 +88,5 @@ def row_changes_remote(gate, changed: Collection[str], locate: Callable[[str], P
             continue
         rows = gate.diff_upload(ds.name, locate(path), path)
         if rows.any:
-            changes.append(rows_change(ds.name, ds.current_version_id, rows))
+            changes.append(rows_change(ds.name, gate.dataset_version(ds.name).label, rows))
     return changes

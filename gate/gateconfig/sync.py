@@ -53,11 +53,12 @@ def _refresh(gate: Gate, cfg: GateConfig, planned: SyncResult) -> list[Change]:
     registering = {c.key[0] for c in planned.changes if c.kind in ("dataset-added", "dataset-changed")}
     changes = []
     for name in sorted(set(cfg.datasets) - registering - set(_uploaded(cfg))):
-        before = gate.get_dataset(name).current_version_id
+        current = gate.get_dataset(name).current_version_id
+        before = gate.dataset_version(name).label if current is not None else "none"
         _, imported = gate.refresh_dataset(name)
-        if imported is not None and imported.version.id != before:
+        if imported is not None and imported.version.id != current:
             v = imported.version
-            changes.append(Change("dataset-version", name, str(before), f"{v.id} ({v.row_count} rows)", (name,)))
+            changes.append(Change("dataset-version", name, before, f"{v.label} ({v.row_count} rows)", (name,)))
     return changes
 
 

@@ -22,7 +22,7 @@ from ..wire import encode
 from .auth import Caller, authorize, require
 from .bodies import (BODY, SUBMIT_BODY, DatasetBody, MappingBody, RollbackBody, SyncBody, TokenBody,
                      responses)
-from .edge import MAX_VERSION, in_range, update_id_path, version_path, version_query, versions_query
+from .edge import MAX_VERSION, in_range, update_id_path
 from .limits import spool_upload, strict_json
 from .sources import check_remote_source, scrubbed, uploaded_source
 from .watcher import UNKNOWN
@@ -322,21 +322,20 @@ def dataset_versions(request: Request, name: str, _caller: Caller = Depends(requ
 
 @router.get("/datasets/{name}/versions/{version}", summary="One version of a dataset (current if 0)",
             responses=responses(404))
-def dataset_version(request: Request, name: str, version: Annotated[int, Depends(version_path)], _caller: Caller = Depends(require("read"))):
-    return json_bytes(gate_of(request).dataset_version(name, version or None))
+def dataset_version(request: Request, name: str, version: str, _caller: Caller = Depends(require("read"))):
+    """``version``: "v3" (the dataset's third version), a version id, or 0 (the current one)."""
+    return json_bytes(gate_of(request).dataset_version(name, None if version.strip() in ("", "0") else version))
 
 
 @router.get("/datasets/{name}/preview", summary="A version's first rows and label counts", responses=responses(404))
-def preview(request: Request, name: str, rows: int = Query(10, ge=0, le=1000),
-            version: Annotated[int | None, Depends(version_query)] = None,
+def preview(request: Request, name: str, rows: int = Query(10, ge=0, le=1000), version: str | None = None,
             _caller: Caller = Depends(require("read"))):
     return json_bytes(gate_of(request).preview_dataset(name, rows, version))
 
 
 @router.get("/datasets/{name}/diff", summary="How two versions of a dataset differ", responses=responses(404))
-def diff(request: Request, name: str, versions: Annotated[tuple[int, int], Depends(versions_query)],
-         _caller: Caller = Depends(require("read"))):
-    return json_bytes(gate_of(request).diff_versions(name, *versions))
+def diff(request: Request, name: str, old: str, new: str, _caller: Caller = Depends(require("read"))):
+    return json_bytes(gate_of(request).diff_versions(name, old, new))
 
 
 @router.put("/prompts/{prompt}/datasets/{dataset}", summary="Map a prompt to a dataset with its bars",

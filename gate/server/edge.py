@@ -19,7 +19,7 @@ from collections import Counter
 from contextlib import contextmanager
 from urllib.parse import urlsplit
 
-from fastapi import Path, Query
+from fastapi import Path
 
 from ..errors import NotFound
 
@@ -54,22 +54,6 @@ def _range(low: int, high: int) -> dict:
 def update_id_path(update_id: int = Path(description="an update's id (1..2^63-1; any other is a 404)",
                                          json_schema_extra=_range(1, MAX_ID))) -> int:
     return in_range(update_id, "update")
-
-
-def version_path(version: int = Path(description="a dataset version's id (0: the current one)",
-                                     json_schema_extra=_range(0, MAX_ID))) -> int:
-    return in_range(version, "dataset version", low=0)
-
-
-def version_query(version: int | None = Query(None, description="a dataset version's id (default: current)",
-                                              json_schema_extra=_range(1, MAX_ID))) -> int | None:
-    return in_range(version, "dataset version")
-
-
-def versions_query(old: int = Query(description="a dataset version's id", json_schema_extra=_range(1, MAX_ID)),
-                   new: int = Query(description="a dataset version's id", json_schema_extra=_range(1, MAX_ID))
-                   ) -> tuple[int, int]:
-    return in_range(old, "dataset version"), in_range(new, "dataset version")
 
 
 # --- hosts ----------------------------------------------------------------------------------

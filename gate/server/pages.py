@@ -30,8 +30,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from .. import __version__
 from ..errors import GateError, NotFound, first_line
-from ..sources import shown_source
-from ..markdown import bar_pct, interval, num, pct, points, pvalue, ratio, usd
+from ..markdown import bar_pct, interval, num, pct, points, pvalue, ratio, run_pct, usd
 from ..states import UpdateStatus
 from ..untrusted import CONTROL, one_line
 from . import views
@@ -47,6 +46,7 @@ CSP = ("default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'
 HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff",
            "Referrer-Policy": "same-origin", "Cache-Control": "no-store"}
 COOKIE_SECONDS = 12 * 3600
+PREVIEW_ROWS = 20           # the dataset page's first rows of the current version
 OPEN_REFRESH_SECONDS = 5
 PAGE_SIZE = 50
 SAMPLES = 20
@@ -88,7 +88,7 @@ def short(value: Any, n: int = 12) -> str:
 def environment() -> Environment:
     env = Environment(loader=FileSystemLoader(str(HTML_DIR)), autoescape=True, undefined=StrictUndefined,
                       trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(pct=pct, interval=interval, pvalue=pvalue, ratio=ratio, usd=usd, bar_pct=bar_pct,
+    env.filters.update(pct=pct, run_pct=run_pct, interval=interval, pvalue=pvalue, ratio=ratio, usd=usd, bar_pct=bar_pct,
                        points=points, num=num, text=one_line, block=block_text, when=when, seconds=seconds,
                        short=short)
     return env
@@ -201,6 +201,26 @@ def datasets_page(request: Request):
             rows.append({"ds": ds, "source": views.dataset_source(ds), "version": version,
                          "maps": [views.mapping_view(m) for m in sorted(mappings, key=lambda m: m.prompt_name)]})
         return page("datasets.html.j2", caller, nav="datasets", rows=rows)
+    return guarded(request, build)
+
+
+@router.get("/datasets/{name}")
+def dataset_page(request: Request, name: str):
+    """One dataset: its source, its versions (v1, v2 … newest first, the current one
+    marked), the prompts gated on it with their bars, and the first rows of its current
+    version."""
+    def build(caller: Caller) -> HTMLResponse:
+        gate = gate_of(request)
+        if len(name) > 128:
+            raise NotFound(f"no dataset named {one_line(name, 128)!r}")
+        ds, versions = gate.dataset_versions(name)
+        mappings = next((maps for d, maps in gate.list_datasets() if d.name == ds.name), [])
+        preview = gate.preview_dataset(name, PREVIEW_ROWS) if ds.current_version_id else None
+        return page("dataset.html.j2", caller, nav="datasets", ds=ds, versions=versions,
+                    source=views.hide_password(ds.source_uri), preview=preview, preview_rows=PREVIEW_ROWS,
+                    rows=[{"item_id": r.item_id, "expected": r.expected, "input": views.compact_json(r.input)}
+                          for r in (preview.first_rows if preview else [])],
+                    maps=[views.mapping_view(m) for m in sorted(mappings, key=lambda m: m.prompt_name)])
     return guarded(request, build)
 
 

@@ -41,6 +41,10 @@ def pretty_json(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
 
 
+def compact_json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+
+
 def update_row(u: Update) -> dict[str, Any]:
     """One line of the updates list."""
     source = u.source or {}

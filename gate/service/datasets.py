@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import posixpath
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Mapping as TMapping
@@ -200,25 +201,34 @@ class DatasetsMixin:
             ds = store.get_dataset(conn, name)
             return ds, store.list_versions(conn, ds.id)
 
-    def dataset_version(self, name: str, version: int | None = None) -> DatasetVersion:
-        """A version of the dataset (the current one when ``version`` is None)."""
+    def dataset_version(self, name: str, version: int | str | None = None) -> DatasetVersion:
+        """A version of the dataset: the current one when ``version`` is None, else as
+        ``version_ref`` reads it ("v3": its third version; 12 or "12": the version with
+        global id 12, as accepted before versions had numbers)."""
+        ref = version_ref(version)
         with self.engine.connect() as conn:
             ds = store.get_dataset(conn, name)
-            version_id = version if version is not None else ds.current_version_id
-            if version_id is None:
-                raise NotFound(f"dataset {name} has no version: import it with `promptgate dataset refresh {name}`")
-            found = store.get_version(conn, version_id)
+            if ref is None:
+                if ds.current_version_id is None:
+                    raise NotFound(f"dataset {name} has no version: import it with `promptgate dataset refresh {name}`")
+                found = store.get_version(conn, ds.current_version_id)
+            elif ref[0] == "number":
+                found = store.find_version_by_number(conn, ds.id, ref[1])
+                if found is None:
+                    raise NotFound(f"dataset {name} has no version v{ref[1]}")
+            else:
+                found = store.get_version(conn, ref[1])
         if found.dataset_id != ds.id or found.status != store.READY:
-            raise NotFound(f"dataset {name} has no version {version_id}")
+            raise NotFound(f"dataset {name} has no version with id {found.id}")
         return found
 
-    def preview_dataset(self, name: str, rows: int = 10, version: int | None = None) -> DatasetPreview:
+    def preview_dataset(self, name: str, rows: int = 10, version: int | str | None = None) -> DatasetPreview:
         """A stored version's first rows, row count and label counts."""
         found = self.dataset_version(name, version)
         with self.engine.connect() as conn:
             return DatasetPreview(found, store.version_rows(conn, found.id, -1, max(0, rows)))
 
-    def diff_versions(self, name: str, old: int, new: int) -> importer.DataDiff:
+    def diff_versions(self, name: str, old: int | str, new: int | str) -> importer.DataDiff:
         """How version ``new`` of the dataset differs from version ``old``."""
         base, proposed = self.dataset_version(name, old), self.dataset_version(name, new)
         return importer.diff_ordered(importer.version_keys(self.engine, base.id),
@@ -335,3 +345,30 @@ def _check_bar_labels(bars: Bars, ds: Dataset, labels: TMapping[str, int]) -> No
         if unknown and have:
             raise UsageError(f"{name}: dataset {ds.name} has no item labelled {unknown[0][:60]!r} "
                              f"(its labels: {', '.join(sorted(labels)[:20])})")
+
+
+MAX_VERSION_ID = 2**63 - 1        # BIGINT: a larger id names no version (a 404, not a database error)
+MAX_VERSION_NUMBER = 2**31 - 1    # INT
+
+
+def _in_range(number: int, high: int, prefix: str = "") -> int:
+    if not 1 <= number <= high:
+        raise NotFound(f"no dataset version {prefix}{number}"[:120])
+    return number
+
+
+def version_ref(value: int | str | None) -> tuple[str, int] | None:
+    """A dataset version as a caller names it: None (the current one); "v3" (number 3 in
+    its dataset, as every output shows it); an integer or its digits (the version's global
+    id, as accepted before versions were numbered). Nothing else."""
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return ("id", _in_range(value, MAX_VERSION_ID))
+    text = str(value).strip()
+    numbered = re.fullmatch(r"[vV]([0-9]{1,40})", text)
+    if numbered:
+        return ("number", _in_range(int(numbered.group(1)), MAX_VERSION_NUMBER, "v"))
+    if re.fullmatch(r"[0-9]{1,40}", text):
+        return ("id", _in_range(int(text), MAX_VERSION_ID))
+    raise UsageError(f"version {text[:40]!r}: give v3 (the dataset's third version) or a version id (12)")

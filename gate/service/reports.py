@@ -38,6 +38,7 @@ class RunReport:
     metrics: dict | None
     failures: list[ItemSample] = field(default_factory=list)
     dataset_version_id: int | None = None
+    dataset_version_number: int | None = None   # its number in its dataset: outputs say "v3"
     pinned: dict | None = None          # what the verdict stands on (gate.reuse.pin)
     reused: dict[int, int] = field(default_factory=dict)   # update id -> answers reused from it
     checks: list[dict] = field(default_factory=list)       # every bar against the run (gate.bars.BarCheck)
@@ -103,6 +104,7 @@ def run_report(run: Run, counts, failures: list[ItemSample], reused: dict[int, i
         accuracy=(matches / scored) if scored else None, passed=passed, reason=run.reason,
         row_count=run.row_count, content_hash=run.content_hash, source_version=run.source_version,
         source_uri=run.source_uri, metrics=run.metrics, failures=failures, dataset_version_id=run.dataset_version_id,
+        dataset_version_number=run.dataset_version_number,
         pinned=run.pinned, reused=reused or {}, checks=checks, comparison=comparison(metrics),
         baseline_note=metrics.get("baseline_note") if "flips" in metrics else (run.pinned or {}).get("baseline_note"),
         labels=label_metrics(metrics.get("confusion") or {}), calls=metrics.get("calls"), broken=broken or [],

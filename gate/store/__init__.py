@@ -56,7 +56,7 @@ from .updates import (any_open_update, cancel_update, find_update, get_update, i
                       lock_update_owner, lock_update_query, reconcilable_updates, reconcile_candidates_query, start_update,
                       superseded_updates, transition_update, update_status, update_statuses, updates_for_sha)
 from .versions import (IMPORTING, READY, create_version, delete_version, delete_version_rows, existing_version_ids,
-                       find_version_by_content, finish_version, get_version, insert_version_rows, list_versions,
+                       find_version_by_content, find_version_by_number, finish_version, get_version, insert_version_rows, list_versions,
                        rows_with_labels, set_current_version, set_version_fields, version_inputs, version_labels, version_rows, lock_dataset,
                        version_keys,
                        version_status, DELETING)
@@ -74,7 +74,7 @@ __all__ = [
     "list_mappings", "upsert_mapping",
     # dataset versions
     "IMPORTING", "READY", "create_version", "delete_version", "delete_version_rows", "existing_version_ids",
-    "find_version_by_content", "finish_version", "get_version", "insert_version_rows", "list_versions",
+    "find_version_by_content", "find_version_by_number", "finish_version", "get_version", "insert_version_rows", "list_versions",
     "rows_with_labels", "set_current_version", "set_version_fields", "version_inputs", "version_labels", "version_rows", "lock_dataset", "version_keys",
     "version_status", "DELETING",
     # retention

@@ -17,9 +17,17 @@ from .schema import prompt, prompt_version
 
 
 def find_live(conn: Connection, name: str) -> LivePrompt | None:
+    """The live version, and how it went live (an apply, or a rollback: to which version,
+    by whom, why) from its history row."""
     row = conn.execute(select(prompt).where(prompt.c.name == name)).first()
     if row is None:
         return None
+    how = conn.execute(select(prompt_version.c.kind, prompt_version.c.restored_version, prompt_version.c.actor,
+                              prompt_version.c.reason)
+                       .where(prompt_version.c.prompt_name == name, prompt_version.c.version == row.version)).first()
+    if how is not None and how.kind == "rollback":
+        return LivePrompt(row.name, row.version, row.config, row.config_hash, row.applied_update_id, row.updated_at,
+                          "rollback", how.restored_version, how.actor, how.reason)
     return LivePrompt(row.name, row.version, row.config, row.config_hash, row.applied_update_id, row.updated_at)
 
 

@@ -14,7 +14,7 @@ from ..errors import IllegalTransition, NotFound
 from ..models import Dataset, DatasetVersion, Run, RunCandidate
 from ..states import RUN_OPEN, RUN_TERMINAL, RunStatus, Verdict, run_sources
 from .dialect import db_now
-from .schema import EPOCH, new_token, prompt, prompt_run, prompt_run_item, prompt_update
+from .schema import EPOCH, dataset_version, new_token, prompt, prompt_run, prompt_run_item, prompt_update
 
 
 CANDIDATE, BASELINE = "candidate", "baseline"      # prompt_run.role
@@ -33,7 +33,7 @@ def _run(row) -> Run:
                row.status, row.min_accuracy, row.row_count, row.content_hash, row.source_version,
                row.materialize_cursor, row.materialized_at, row.lease_token, row.attempt, row.metrics,
                row.reason, row.created_at, row.started_at, row.finished_at, row.dataset_version_id, row.pinned,
-               row.role or CANDIDATE)
+               row.role or CANDIDATE, row._mapping.get("dataset_version_number"))
 
 
 def insert_run(conn: Connection, update_id: int, ds: Dataset, min_accuracy: Decimal, version: DatasetVersion,
@@ -89,8 +89,10 @@ def _whole(conn: Connection, row) -> bool:
 def runs_of_update(conn: Connection, update_id: int, role: str = CANDIDATE) -> list[Run]:
     """The update's runs of ``role``: its candidate's (what the verdict is on), or the
     baseline runs scoring the live version for the comparison."""
-    return [_run(r) for r in conn.execute(select(prompt_run).where(prompt_run.c.update_id == update_id,
-                                                                   _role_is(role))
+    v = dataset_version
+    number = select(v.c.number).where(v.c.id == prompt_run.c.dataset_version_id).scalar_subquery()
+    return [_run(r) for r in conn.execute(select(prompt_run, number.label("dataset_version_number"))
+                                          .where(prompt_run.c.update_id == update_id, _role_is(role))
                                           .order_by(prompt_run.c.id))]
 
 

@@ -52,13 +52,13 @@ prompt_lock = Table("prompt_lock", meta, Column("prompt_name", String(128), prim
 dataset = Table("dataset", meta,
                 Column("id", BigInteger, primary_key=True), Column("name", String(128)),
                 Column("source_uri", Text), Column("options", JsonText), Column("created_at", T),
-                Column("current_version_id", BigInteger))
+                Column("current_version_id", BigInteger), Column("version_numbers", Integer))
 dataset_version = Table("dataset_version", meta,
                         Column("id", BigInteger, primary_key=True), Column("dataset_id", BigInteger),
                         Column("status", String(16)), Column("content_hash", String(64)), Column("row_count", Integer),
                         Column("labels", JsonText), Column("source_uri", Text), Column("source_options", JsonText),
                         Column("source_version", String(255)), Column("created_at", T),
-                        Column("fields", JsonText))
+                        Column("fields", JsonText), Column("number", Integer))
 dataset_row = Table("dataset_row", meta,
                     Column("version_id", BigInteger, primary_key=True), Column("position", Integer, primary_key=True),
                     Column("item_id", String(191)), Column("expected_decision", String(128)),

@@ -28,7 +28,7 @@ IMPORTING, READY, DELETING = "IMPORTING", "READY", "DELETING"
 
 def _version(row) -> DatasetVersion:
     return DatasetVersion(row.id, row.dataset_id, row.status, row.content_hash, row.row_count, row.labels or {},
-                          row.source_uri, row.source_options or {}, row.source_version, row.created_at, row.fields)
+                          row.source_uri, row.source_options or {}, row.source_version, row.created_at, row.fields, row.number)
 
 
 def create_version(conn: Connection, dataset_id: int, source_uri: str, options: dict,
@@ -72,15 +72,21 @@ def existing_version_ids(conn: Connection, version_id: int, item_ids: Sequence[s
                                                          r.c.item_id.in_(list(item_ids)))).scalars())
 
 
-def finish_version(conn: Connection, version_id: int, content_hash: str, row_count: int,
+def finish_version(conn: Connection, version_id: int, dataset_id: int, content_hash: str, row_count: int,
                    labels: dict[str, int], fields: dict | None = None) -> bool:
-    """IMPORTING → READY with its hash and counts (rows per label, rows per field);
-    False when it is not IMPORTING (any more). Raises IntegrityError when a READY version
-    of the dataset has that content."""
+    """IMPORTING → READY with its hash, counts (rows per label, rows per field) and its
+    number in the dataset (the dataset's counter moved on by one: call under
+    ``lock_dataset``); False when it is not IMPORTING (any more). Raises IntegrityError
+    when a READY version of the dataset has that content."""
+    counted = conn.execute(update(dataset).where(dataset.c.id == dataset_id)
+                           .values(version_numbers=dataset.c.version_numbers + 1)).rowcount
+    if counted != 1:
+        return False
+    number = conn.execute(select(dataset.c.version_numbers).where(dataset.c.id == dataset_id)).scalar()
     v = dataset_version
     return conn.execute(update(v).where(v.c.id == version_id, v.c.status == IMPORTING)
                         .values(status=READY, content_hash=content_hash, row_count=row_count,
-                                labels=labels, fields=fields)).rowcount == 1
+                                labels=labels, fields=fields, number=number)).rowcount == 1
 
 
 def set_version_fields(conn: Connection, version_id: int, fields: dict) -> bool:
@@ -90,6 +96,12 @@ def set_version_fields(conn: Connection, version_id: int, fields: dict) -> bool:
     v = dataset_version
     return conn.execute(update(v).where(v.c.id == version_id, v.c.fields.is_(None))
                         .values(fields=fields)).rowcount == 1
+
+
+def find_version_by_number(conn: Connection, dataset_id: int, number: int) -> DatasetVersion | None:
+    v = dataset_version
+    row = conn.execute(select(v).where(v.c.dataset_id == dataset_id, v.c.number == number, v.c.status == READY)).first()
+    return _version(row) if row else None
 
 
 def find_version_by_content(conn: Connection, dataset_id: int, content_hash: str) -> DatasetVersion | None:

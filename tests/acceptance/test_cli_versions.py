@@ -41,23 +41,36 @@ def test_versions_diff_preview_and_refresh(db_url, tmp_path):
     assert refreshed.returncode == 0 and "11 rows" not in refreshed.stdout and "10 rows" in refreshed.stdout
     v2 = json.loads(cli(db_url, "dataset", "versions", "d", "--json").stdout)
     assert [v["current"] for v in v2] == [True, False] and v2[1]["id"] == v1["id"]
+    assert [v["number"] for v in v2] == [2, 1]
     listing = cli(db_url, "dataset", "versions", "d").stdout.splitlines()
-    assert listing[0].startswith(f"* {v2[0]['id']}\t") and listing[1].startswith(f"  {v1['id']}\t")
+    assert listing[0].startswith("* v2\t") and listing[1].startswith("  v1\t")     # numbered per dataset
+    other = cli(db_url, "dataset", "add", "e", "--source", write_rows(tmp_path / "e.csv", ROWS[:3]), "--json")
+    e1 = json.loads(other.stdout)["version"]
+    assert e1["number"] == 1 and e1["id"] == v2[0]["id"] + 1, e1    # its first version: v1, whatever its id
+    assert "version v1 (3 rows" in cli(db_url, "dataset", "refresh", "e").stdout
 
     diff = cli(db_url, "dataset", "diff", "d", v1["id"], v2[0]["id"])
     assert diff.returncode == 0, diff.stderr
     assert "1 added, 1 removed, 1 relabelled, 1 changed" in diff.stdout
     assert "removed: r2" in diff.stdout and "relabelled: r0" in diff.stdout
+    assert diff.stdout.startswith("d v1 → v2: ")                      # a global id names the same versions
+    by_number = cli(db_url, "dataset", "diff", "d", "v1", "v2")
+    assert by_number.returncode == 0 and by_number.stdout == diff.stdout, by_number.stderr
     as_json = json.loads(cli(db_url, "dataset", "diff", "d", v1["id"], v2[0]["id"], "--json").stdout)
     assert (as_json["added"], as_json["removed"], as_json["relabelled"], as_json["changed"]) == (1, 1, 1, 1)
 
     old = json.loads(cli(db_url, "dataset", "preview", "d", "--version", v1["id"], "--rows", "3", "--json").stdout)
     assert [r["item_id"] for r in old["rows"]] == ["r0", "r1", "r2"] and old["version"] == v1["id"]
+    assert old["version_number"] == 1
+    assert json.loads(cli(db_url, "dataset", "preview", "d", "--version", "v1", "--rows", "3", "--json").stdout) == old
     current = json.loads(cli(db_url, "dataset", "preview", "d", "--rows", "3", "--json").stdout)
     assert "r2" not in [r["item_id"] for r in current["rows"]] and current["row_count"] == 10
 
     missing = cli(db_url, "dataset", "diff", "d", v1["id"], 999)
     assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1, missing.stderr
+    for ref in ("v3", e1["id"], "x1"):          # no third version; e's version is not d's; not a version at all
+        wrong = cli(db_url, "dataset", "preview", "d", "--version", ref)
+        assert wrong.returncode == 2 and len(wrong.stderr.strip().splitlines()) == 1, wrong.stderr
 
 
 def test_reuse_no_reuse_and_prune(db_url, tmp_path):

@@ -49,7 +49,8 @@ def test_a_pull_request_cannot_pass_by_deleting_the_rows_it_fails(gate, model, g
     assert (hard.total, hard.dataset_version_id) == (len(rows), stored.id)   # judged on every stored row
     assert hard.matches == len(kept)
     body, = [c["body"] for c in github.comments_on(14)]
-    assert f"dataset urgency-hard: {len(rows) - len(kept)} removed against the gate's version {stored.id}" in body
+    assert f"dataset urgency-hard: {len(rows) - len(kept)} removed against the gate's version {stored.label}" in body
+    assert stored.label == "v1"
     assert "takes effect after merge" in body
     assert gate.dataset_version("urgency-hard").id == stored.id        # a pull request stores no version
 
@@ -62,6 +63,7 @@ def test_a_pull_request_cannot_pass_by_deleting_the_rows_it_fails(gate, model, g
     assert newest.id != stored.id and newest.row_count == len(kept), log
     pushed, = [gate.status(i) for i in json.loads(read_outputs(env["GITHUB_OUTPUT"])["tracking-ids"])]
     assert {r.dataset: r.dataset_version_id for r in pushed.runs}["urgency-hard"] == newest.id
+    assert newest.label == "v2" and {r.dataset: r.dataset_version_number for r in pushed.runs}["urgency-hard"] == 2
 
 
 def test_a_linked_dataset_file_is_refused_and_never_read(gate, model, github, tmp_path):

@@ -77,6 +77,35 @@ def test_rollback_restores_an_earlier_config_as_a_new_version(mysql_gate, tmp_pa
     assert gate.live("p1").version == 3 and len(gate.history("p1")) == 3
 
 
+def test_a_rollback_reads_as_one_in_the_cli_the_api_and_the_page(service, tmp_path, live_model):
+    """`promptgate live`, GET /v1/prompts/NAME/live and the prompt page say "rollback to v1
+    by alice, reason: …", not "applied by update #1" (the update whose config it restored)."""
+    from conftest import run_cli
+    gate = Gate.connect(service.db_url)
+    try:
+        gate.register_dataset("d1", str(write_rule_rows(tmp_path / "d1.csv", 4)))
+        gate.map_dataset("p1", "d1", "0.5")
+        first = applied(gate, "A")
+        applied(gate, "B")
+        gate.rollback("p1", reason="B mislabels refunds", actor="alice")
+    finally:
+        gate.close()
+    out = run_cli("live", "p1", "--database-url", service.db_url)
+    assert out.returncode == 0, out.stderr
+    head = out.stdout.splitlines()[0]
+    assert head.startswith("p1 v3 — rollback to v1 by alice, reason: B mislabels refunds ("), head
+    assert f"update {first}" not in head
+    remote = run_cli("live", "p1", "--gate-url", service.url, env={"PROMPTGATE_TOKEN": service.tokens["read"]})
+    assert remote.returncode == 0 and remote.stdout.splitlines()[0] == head, remote.stderr
+    with service.client("read") as web:
+        api = web.get("/v1/prompts/p1/live").json()
+        assert (api["kind"], api["restored_version"], api["actor"], api["reason"]) == (
+            "rollback", 1, "alice", "B mislabels refunds")
+        page = " ".join(web.get("/prompts/p1").text.split())
+    assert "rollback to v1 by alice, reason: B mislabels refunds" in page
+    assert f"applied by <a href=\"/updates/{first}\">" not in page
+
+
 def runs_done(gate: Gate, update_id: int, timeout: float = 30) -> None:
     """Wait until every run of the update (the baseline's too) is finished, the update
     itself still RUNNING: ready for reconcile."""

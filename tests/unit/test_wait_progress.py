@@ -52,7 +52,7 @@ def test_eta_from_the_rate_seen_while_waiting():
     assert "150/500 scored  accuracy so far 90.0%  ETA 1:10" in stream.getvalue().rsplit("\x1b[", 1)[-1]
     clock.now += 5
     progress(report(run(scored=250, matches=200, errors=10)))   # 160 in 15 s; 240 left → 22.5 s → 0:23
-    assert "260/500 scored (10 errors)  accuracy so far 80.0%  ETA 0:23" in stream.getvalue()
+    assert "260/500 done (250 scored, 10 errors)  accuracy so far 80.0%  ETA 0:23" in stream.getvalue()
 
 
 def test_the_rate_moves_with_a_window():

@@ -1,0 +1,177 @@
+"""The PR comment's chart as a reader sees it: each Mermaid block of the golden comments
+drawn by a real Mermaid 11 (npm, installed by `make mermaid`) in Debian's headless
+Chromium at GitHub's comment width, and the rendered SVG measured — one bar series (no
+bar drawn on top of another), one bar per dataset × version, each bar its own row, as long
+as its value says, named by a readable label beside it and labelled with its value. And the
+whole comment, Markdown rendered by marked (GitHub-flavoured) with its chart, screenshot at
+800 px wide into test-artifacts/."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from conftest import ROOT
+from gate.markdown import mermaid_chart
+
+GOLDEN = ROOT / "tests" / "golden"
+ARTIFACTS = ROOT / "test-artifacts"
+NODE = ROOT / ".cache" / "mermaid" / "node_modules"
+MERMAID_JS = NODE / "mermaid" / "dist" / "mermaid.min.js"
+MARKED_JS = NODE / "marked" / "lib" / "marked.umd.js"
+COMMENT_WIDTH = 760           # px: a comment's body in a pull request's conversation (800 px window)
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    found = shutil.which("chromium") or ("/usr/bin/chromium" if os.access("/usr/bin/chromium", os.X_OK) else None)
+    if not found:
+        pytest.fail("Debian's chromium is not installed: run `make server-binaries` (it installs it)", pytrace=False)
+    return found
+
+
+@pytest.fixture(scope="module")
+def node_modules() -> Path:
+    """Mermaid 11 and marked from the npm registry, installed once (`make mermaid`)."""
+    if not (MERMAID_JS.exists() and MARKED_JS.exists()):
+        out = subprocess.run(["make", "-s", "mermaid"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, f"`make mermaid` failed: {out.stderr[-2000:]}"
+    return NODE
+
+
+def chromium_run(chromium: str, profile: Path, url: str, *args: str) -> str:
+    out = subprocess.run([chromium, "--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                          "--allow-file-access-from-files", f"--user-data-dir={profile}",
+                          "--virtual-time-budget=10000", *args, url], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, f"chromium exited {out.returncode}: {out.stderr[-2000:]}"
+    return out.stdout
+
+
+MEASURE = """
+const box = el => { const r = el.getBoundingClientRect(); return {x: r.left, y: r.top, w: r.width, h: r.height}; };
+mermaid.initialize({startOnLoad: false});
+mermaid.render('chart', SOURCE).then(({svg}) => {
+  const out = document.getElementById('out');
+  out.innerHTML = svg;
+  const root = out.querySelector('svg');
+  const texts = sel => [...root.querySelectorAll(sel)].map(t => ({text: t.textContent, ...box(t)}));
+  document.getElementById('result').textContent = JSON.stringify({
+    svg: box(root), series: root.querySelectorAll('g.plot > g').length,
+    bars: [...root.querySelectorAll('g.plot rect')].map(box),
+    labels: texts('g.left-axis g.label text'), values: texts('g.plot text'),
+    title: root.querySelector('g.chart-title text')?.textContent || ''});
+}).catch(e => { document.getElementById('result').textContent = JSON.stringify({error: String(e)}); });
+"""
+
+
+def render_chart(chromium: str, tmp_path: Path, source: str, name: str) -> dict:
+    page = tmp_path / f"{name}.html"
+    page.write_text(f"""<!doctype html><html><head><meta charset="utf-8">
+<script src="{MERMAID_JS.as_uri()}"></script></head>
+<body style="margin:0;font-family:sans-serif"><div id="out" style="width:{COMMENT_WIDTH}px"></div><pre id="result"></pre>
+<script>const SOURCE = {json.dumps(source)};{MEASURE}</script></body></html>""")
+    dom = chromium_run(chromium, tmp_path / "profile", page.as_uri(), "--dump-dom")
+    found = re.search(r'<pre id="result">(.*?)</pre>', dom, re.S)
+    assert found and found.group(1).strip(), "Mermaid drew nothing"
+    result = json.loads(found.group(1).replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">")
+                        .replace("&quot;", '"'))
+    assert "error" not in result, f"Mermaid refused the chart: {result['error']}"
+    return result
+
+
+def mermaid_blocks(text: str) -> list[str]:
+    return re.findall(r"```mermaid\n(.*?)```", text, re.S)
+
+
+def declared(source: str) -> tuple[list[str], list[float]]:
+    """The chart's categories and its one series' values, as the block declares them."""
+    categories = re.findall(r'"([^"]*)"', re.search(r"x-axis \[(.*)\]", source).group(1))
+    series = re.findall(r"^\s*bar \[(.*)\]", source, re.M)
+    return categories, [float(v) for v in series[0].split(",")]
+
+
+def assert_reads_right(drawn: dict, source: str) -> None:
+    assert drawn["series"] == 1, f"{drawn['series']} series drawn on top of one another"
+    categories, values = declared(source)
+    bars = sorted(drawn["bars"], key=lambda b: b["y"])
+    assert len(bars) == len(categories) == len(values), (len(bars), categories, values)
+    assert drawn["svg"]["w"] <= COMMENT_WIDTH + 0.5, "the chart is wider than a comment"
+    for upper, lower in zip(bars, bars[1:]):            # each bar its own row: none covers another
+        assert upper["y"] + upper["h"] <= lower["y"] + 0.5, (upper, lower)
+    for bar in bars:
+        assert bar["h"] >= 8 and bar["w"] > 0, bar
+    # as long as its value says: width = a + b * value on one scale for every bar
+    lo, hi = min(range(len(values)), key=values.__getitem__), max(range(len(values)), key=values.__getitem__)
+    if values[hi] > values[lo]:
+        scale = (bars[hi]["w"] - bars[lo]["w"]) / (values[hi] - values[lo])
+        assert scale > 0
+        for bar, value in zip(bars, values):
+            assert abs(bar["w"] - (bars[lo]["w"] + scale * (value - values[lo]))) < 1.5, (bar, value)
+    labels = sorted(drawn["labels"], key=lambda t: t["y"])
+    assert [t["text"] for t in labels] == categories
+    for label, bar in zip(labels, bars):                 # beside its own bar, whole, readable, left of the bars
+        assert bar["y"] <= label["y"] + label["h"] / 2 <= bar["y"] + bar["h"], (label, bar)
+        assert label["h"] >= 11, f"label {label['text']!r} is {label['h']:.1f} px high"
+        assert label["x"] >= drawn["svg"]["x"] - 0.5 and label["x"] + label["w"] <= bars[0]["x"] + 0.5, label
+    for upper, lower in zip(labels, labels[1:]):
+        assert upper["y"] + upper["h"] <= lower["y"] + 0.5, (upper, lower)
+    shown = sorted(float(t["text"]) for t in drawn["values"])
+    assert shown == sorted(values), "each bar carries its value"
+    for t in drawn["values"]:
+        assert t["x"] >= drawn["svg"]["x"] and t["x"] + t["w"] <= drawn["svg"]["x"] + drawn["svg"]["w"] + 0.5, t
+    assert drawn["title"].startswith("Accuracy (%)")
+
+
+@pytest.mark.parametrize("golden", ["pr_comment.md", "push_comment.md", "demo_report.md"])
+def test_the_golden_comments_charts_read_right_in_mermaid(golden, chromium, node_modules, tmp_path):
+    blocks = mermaid_blocks((GOLDEN / golden).read_text())
+    assert blocks, f"{golden} has no chart"
+    for i, source in enumerate(blocks):
+        assert_reads_right(render_chart(chromium, tmp_path, source, f"chart-{i}"), source)
+
+
+def test_a_chart_of_many_long_named_datasets_still_reads_right(chromium, node_modules, tmp_path):
+    """Six datasets with names at the cut (24 characters), live compared on some: no label
+    runs off the chart, no bar hides another; a dataset without a comparison has no live bar."""
+    runs = [SimpleNamespace(dataset=f"support-tickets-{i}-" + "x" * 30, accuracy=0.5 + i / 20, bar=0.8 + i / 100,
+                            comparison={"live_accuracy": 0.6 + i / 30} if i % 2 else None) for i in range(6)]
+    source = mermaid_chart(runs).strip("`").removeprefix("mermaid\n")
+    categories, _ = declared(source)
+    assert len(categories) == 6 * 2 + 3 and categories[:2] == ["support-tickets-0-xxxxxx · candidate",
+                                                               "support-tickets-0-xxxxxx · bar"]
+    assert_reads_right(render_chart(chromium, tmp_path, source, "long"), source)
+
+
+def test_the_rendered_pr_comment_screenshot(chromium, node_modules, tmp_path):
+    """The golden PR comment as GitHub shows it (Markdown by marked, details opened, the
+    chart by Mermaid) at 800 px wide, kept as test-artifacts/pr_comment.png."""
+    text = (GOLDEN / "pr_comment.md").read_text()
+    page = tmp_path / "comment.html"
+    page.write_text(f"""<!doctype html><html><head><meta charset="utf-8">
+<script src="{MARKED_JS.as_uri()}"></script><script src="{MERMAID_JS.as_uri()}"></script>
+<style>body{{margin:0;font:14px/1.5 sans-serif;color:#1f2328}} #c{{width:{COMMENT_WIDTH}px;padding:0 20px}}
+table{{border-collapse:collapse}} td,th{{border:1px solid #d0d7de;padding:3px 8px}} code{{background:#eff1f3}}</style></head>
+<body><article id="c"></article><script>
+const c = document.getElementById('c');
+c.innerHTML = marked.parse({json.dumps(text)});
+c.querySelectorAll('details').forEach(d => d.open = true);
+c.querySelectorAll('code.language-mermaid').forEach(code => {{
+  const div = document.createElement('div'); div.className = 'mermaid'; div.textContent = code.textContent;
+  code.parentElement.replaceWith(div); }});
+mermaid.initialize({{startOnLoad: false}});
+mermaid.run({{querySelector: '.mermaid'}}).then(() => document.body.dataset.drawn = 'yes');
+</script></body></html>""")
+    dom = chromium_run(chromium, tmp_path / "profile", page.as_uri(), "--dump-dom")
+    assert 'data-drawn="yes"' in dom and dom.count('aria-roledescription="xychart"') == 2, "the charts were not drawn"
+    shot = tmp_path / "pr_comment.png"
+    chromium_run(chromium, tmp_path / "profile", page.as_uri(), f"--screenshot={shot}", "--window-size=800,2600")
+    assert shot.stat().st_size > 10_000, "the screenshot is (nearly) empty"
+    ARTIFACTS.mkdir(exist_ok=True)
+    shutil.copy(shot, ARTIFACTS / shot.name)
