@@ -276,10 +276,11 @@ def test_a_template_reading_a_field_no_row_has_is_refused_unless_the_synced_conf
                    {"field": "text", "rows": 2, "of": 2, "optional": False}] for name in ("t-even", "t-odd")}
 
 
-def test_a_name_with_a_trailing_newline_and_labels_read_as_one_are_refused(service):
+def test_a_name_with_a_trailing_newline_and_labels_read_as_one_are_refused(service, tmp_path):
     """Issue 23, item 8: names match in full ("p1\\n" is no name: a regex anchored with $
     let it through), and two labels the decision step reads as the same are refused,
-    naming both."""
+    naming both (p1 is gated: nothing else refuses them)."""
+    mapped_gate(service, tmp_path).close()
     with service.client("submit") as ci:
         named = ci.post("/v1/updates", json={"prompt": {**rules_spec("p1").to_config(), "name": "p1\n"}})
         assert named.status_code == 400 and "'p1\\n' is not a valid name" in named.json()["error"], named.text

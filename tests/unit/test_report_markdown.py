@@ -202,3 +202,13 @@ def test_report_stays_under_the_comment_limit_with_a_note():
 
 
 # --- the Action against a gate database ------------------------------------------------------------------
+
+
+def test_an_optional_fields_change_on_a_pull_request_takes_effect_after_merge():
+    """The gate config's optional_fields are the default branch's word: a pull request's
+    change of them is shown, not applied (issue 23, item 6)."""
+    change = gateconfig.Change("optional-fields", "ticket-urgency", "none", "account_tier", ("ticket-urgency",))
+    text = render_markdown([], config_changes=gateconfig.SyncResult("gate.yaml", (change,), applied=False),
+                           context={"event": "pull_request", "pr": 12, "sha": HEAD1})
+    assert "**takes effect after merge**" in text
+    assert "- prompt ticket-urgency: optional fields none → account\\_tier\n" in text
