@@ -385,6 +385,8 @@ class HttpReader(StreamedTextReader):
 
     def _status_message(self, code: int) -> str:
         text = f"{self.uri}: HTTP {code}"     # not the server's reason phrase: its bytes, not ours
+        if code in (401, 403) and self.options.egress is not None:
+            return f"{text}: access denied (a source that needs a token is registered with --database-url)"
         if code in (401, 403):
             return (f"{text}: access denied; if the URL needs a token, keep it in an environment "
                     f"variable and write ${{VAR}} in the source URI")

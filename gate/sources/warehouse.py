@@ -20,6 +20,9 @@ folder)::
   ``--label-column``; every other column goes into the item's ``input``. Alias in SQL:
   ``SELECT ticket_id AS item_id, verdict AS expected_decision, subject, body FROM ...``.
 - The driver must be installed (``psycopg`` for postgresql://, ``pymysql`` ships with the gate).
+- ``PROMPTGATE_SOURCE_TIMEOUT`` (or ``options.extra["timeout"]``, seconds, default 30) bounds
+  connecting and each read (MySQL/MariaDB: ``read_timeout``, so one statement; PostgreSQL:
+  ``connect_timeout`` and ``statement_timeout``): raise it for a slow warehouse query.
 
 Pages are keyset pages on the id column: the query is wrapped as a subquery,
 ``SELECT * FROM (<query>) AS src WHERE src.item_id > :cursor ORDER BY src.item_id LIMIT :n``

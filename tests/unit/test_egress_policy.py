@@ -141,3 +141,82 @@ def test_an_s3_endpoint_outside_the_policy_is_refused(monkeypatch):
         open_source("s3://bucket/key.csv", SourceOptions(expand_env=False, egress=Egress.parse("public")))
     allowed = open_source("s3://bucket/key.csv", SourceOptions(expand_env=False, egress=Egress.parse("169.254.0.0/16")))
     assert allowed.endpoint == "http://169.254.169.254:9000"
+
+
+class _Answer:
+    """A loopback HTTP server answering every GET with ``who``."""
+
+    def __init__(self, host: str, port: int, who: bytes, tls=None):
+        import http.server
+        import threading
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 - the http.server interface
+                outer.hosts.append(self.headers["Host"])
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(who)))
+                self.end_headers()
+                self.wfile.write(who)
+
+            def log_message(self, *args):
+                pass
+        self.hosts: list[str] = []
+        self.server = http.server.ThreadingHTTPServer((host, port), Handler)
+        if tls is not None:
+            self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_the_checked_address_is_the_one_connected_to(monkeypatch):
+    """A name that resolves to an allowed address for the check and to loopback a moment
+    later (DNS rebinding) is still read from the checked address."""
+    import socket as socket_module
+    from gate.sources.egress import http_opener
+    allowed = _Answer("127.0.0.2", 0, b"allowed")
+    forbidden = _Answer("127.0.0.1", allowed.port, b"forbidden")
+    real, answers = socket_module.getaddrinfo, iter(["127.0.0.2"])
+
+    def rebinding(host, port, *args, **kwargs):
+        if host == "rebind.example":
+            host = next(answers, "127.0.0.1")
+        return real(host, port, *args, **kwargs)
+    monkeypatch.setattr(socket_module, "getaddrinfo", rebinding)
+    try:
+        body = http_opener(Egress.parse("127.0.0.2/32"), "s").open(f"http://rebind.example:{allowed.port}/x",
+                                                                   timeout=5).read()
+    finally:
+        allowed.close()
+        forbidden.close()
+    assert body == b"allowed" and forbidden.hosts == [] and allowed.hosts == [f"rebind.example:{allowed.port}"]
+
+
+def test_https_is_pinned_and_still_checks_the_name(tmp_path):
+    """TLS to the checked address: SNI, the certificate check and Host use the name."""
+    import ssl
+    import subprocess
+    from gate.sources.egress import _PinnedHTTPS, http_opener
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", tmp_path / "k.pem",
+                    "-out", tmp_path / "c.pem", "-days", "1", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=DNS:localhost"], check=True, capture_output=True)
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(tmp_path / "c.pem", tmp_path / "k.pem")
+    import socket as socket_module
+    first = socket_module.getaddrinfo("localhost", 0, type=socket_module.SOCK_STREAM)[0][4][0]   # where it connects
+    server = _Answer(first, 0, b"over tls", tls)
+    opener = http_opener(Egress.parse("127.0.0.0/8, ::1/128"), "s")
+    for handler in opener.handlers:
+        if isinstance(handler, _PinnedHTTPS):
+            handler._context = ssl.create_default_context(cafile=str(tmp_path / "c.pem"))
+    try:
+        assert opener.open(f"https://localhost:{server.port}/x", timeout=5).read() == b"over tls"
+        with pytest.raises(Exception, match="CERTIFICATE_VERIFY_FAILED"):
+            opener.open(f"https://{first if ':' not in first else f'[{first}]'}:{server.port}/x", timeout=5)
+    finally:
+        server.close()
+    assert server.hosts == [f"localhost:{server.port}"]
