@@ -211,3 +211,35 @@ def test_the_cli_uploads_a_file_through_the_service_and_shows_where_it_came_from
     local = run_cli("dataset", "refresh", "d", "--file", data, "--database-url", service.db_url, cwd=tmp_path,
                     env={"PROMPTGATE_URL": "", "PROMPTGATE_TOKEN": ""})
     assert local.returncode == 2 and "--file uploads a file to the gate's service" in local.stderr
+
+
+def test_a_linked_dataset_file_is_never_sent(service, github, tmp_path):
+    """A file of the checkout that is a symbolic link to a file outside it (a runner's
+    secret) is not uploaded, neither by a sync nor by a pull request's comparison."""
+    from action_harness import HEAD2, act, github_env, pr_payload
+    from gate.gateconfig.remote import sync_remote
+    secret = tmp_path / "runner-secret.csv"
+    secret.write_text("item_id,expected_decision\nTOPSECRET,yes\n")
+    good = write_rule_rows(tmp_path / "g.csv", 8).read_text()
+    repo = tmp_path / "repo"
+    config = write_config(repo, {"a": good})
+    admin = RemoteGate(service.url, service.tokens["admin"])
+    try:
+        sync_remote(admin, load_config(config, display_path="gate.yaml"), config.read_text())
+        before = admin.dataset_versions("a")[1]
+        (repo / "datasets" / "a.csv").unlink()
+        (repo / "datasets" / "a.csv").symlink_to(secret)
+        with pytest.raises(UsageError, match="resolves outside the gate config's folder"):
+            sync_remote(admin, load_config(config, display_path="gate.yaml"), config.read_text())
+        github.add_pull(41, HEAD2, ["datasets/a.csv"])
+        env = github_env(tmp_path, github, repo, "pull_request", pr_payload(41, HEAD2), "m" * 40, "refs/pull/41/merge")
+        submit = RemoteGate(service.url, service.tokens["submit"])
+        try:
+            code, log = act(env, submit, gate_config="gate.yaml", run_workers=False)
+        finally:
+            submit.close()
+        body, = [c["body"] for c in github.comments_on(41)]
+        assert "outside the workspace" in body and "TOPSECRET" not in body, body
+        assert admin.dataset_versions("a")[1] == before
+    finally:
+        admin.close()
