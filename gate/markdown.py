@@ -284,13 +284,15 @@ def mermaid_chart(runs: Sequence[Any]) -> Safe:
     on top of one another in one colour and without a legend (a bar of 85 % hid a candidate
     of 66.7 %), so every bar gets a place and a name of its own; horizontal, so the names
     read at GitHub's comment width however many datasets there are. A dataset the live
-    version was not compared on has no live bar (rather than a zero)."""
+    version was not compared on has no live bar, one with nothing scored no candidate bar
+    (rather than a zero)."""
     bars = []
     for r in runs:
         name = re.sub(r"[^A-Za-z0-9._ -]", "", str(r.dataset or ""))[:CHART_NAME] or "?"
-        if r.comparison:
-            bars.append((f"{name} · live", r.comparison.get("live_accuracy")))
-        bars.append((f"{name} · candidate", r.accuracy))
+        if r.comparison and r.comparison.get("live_accuracy") is not None:
+            bars.append((f"{name} · live", r.comparison["live_accuracy"]))
+        if r.accuracy is not None:                  # nothing scored: no bar, rather than a zero
+            bars.append((f"{name} · candidate", r.accuracy))
         bars.append((f"{name} · bar", r.bar))
     what = "live, candidate and bar" if any(r.comparison for r in runs) else "candidate and bar"
     lines = ["```mermaid", "---", "config:", "  xyChart:", f"    width: {CHART_WIDTH}",

@@ -138,13 +138,16 @@ def test_the_golden_comments_charts_read_right_in_mermaid(golden, chromium, node
 
 
 def test_a_chart_of_many_long_named_datasets_still_reads_right(chromium, node_modules, tmp_path):
-    """Six datasets with names at the cut (24 characters), live compared on some: no label
-    runs off the chart, no bar hides another; a dataset without a comparison has no live bar."""
-    runs = [SimpleNamespace(dataset=f"support-tickets-{i}-" + "x" * 30, accuracy=0.5 + i / 20, bar=0.8 + i / 100,
-                            comparison={"live_accuracy": 0.6 + i / 30} if i % 2 else None) for i in range(6)]
+    """Six datasets with names at the cut (24 characters), live compared on some, one with
+    nothing scored: no label runs off the chart, no bar hides another; a dataset without a
+    comparison has no live bar, one with nothing scored no candidate bar."""
+    runs = [SimpleNamespace(dataset=f"support-tickets-{i}-" + "x" * 30, accuracy=None if i == 4 else 0.5 + i / 20,
+                            bar=0.8 + i / 100, comparison={"live_accuracy": 0.6 + i / 30} if i % 2 else None)
+            for i in range(6)]
     source = mermaid_chart(runs).strip("`").removeprefix("mermaid\n")
     categories, _ = declared(source)
-    assert len(categories) == 6 * 2 + 3 and categories[:2] == ["support-tickets-0-xxxxxx · candidate",
+    assert "support-tickets-4-xxxxxx · candidate" not in categories          # nothing scored: no bar, not a 0
+    assert len(categories) == 6 + 5 + 3 and categories[:2] == ["support-tickets-0-xxxxxx · candidate",
                                                                "support-tickets-0-xxxxxx · bar"]
     assert_reads_right(render_chart(chromium, tmp_path, source, "long"), source)
 

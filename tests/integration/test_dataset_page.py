@@ -6,12 +6,14 @@ Chromium on a real `promptgate serve` (MariaDB), screenshot at 800 px wide."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 
 import httpx2
 import pytest
 
+from conftest import run_cli
 from gate.service import Gate
 from helpers import rules_spec, write_rule_rows
 from service_harness import Service
@@ -48,6 +50,16 @@ def test_the_dataset_page(public_service, chromium, tmp_path):
         missing = web.get("/datasets/nope")
         assert missing.status_code == 404 and "unknown dataset" in missing.text and "Traceback" not in missing.text
         assert web.get("/datasets/" + "x" * 200).status_code == 404
+
+    remote = {"PROMPTGATE_TOKEN": svc.tokens["read"]}                     # the CLI through the service says v1, v2 too
+    listed = run_cli("dataset", "versions", "tickets", "--gate-url", svc.url, env=remote)
+    assert [line.split("\t")[0] for line in listed.stdout.splitlines()] == ["* v2", "  v1"], listed.stderr
+    old = run_cli("dataset", "preview", "tickets", "--version", "v1", "--json", "--gate-url", svc.url, env=remote)
+    assert old.returncode == 0 and json.loads(old.stdout)["version_number"] == 1, old.stderr
+    by_id = run_cli("dataset", "preview", "tickets", "--version", "1", "--json", "--gate-url", svc.url, env=remote)
+    assert json.loads(by_id.stdout) == json.loads(old.stdout)
+    wrong = run_cli("dataset", "preview", "tickets", "--version", "v9", "--gate-url", svc.url, env=remote)
+    assert wrong.returncode == 2 and wrong.stderr.strip() == "error: dataset tickets has no version v9", wrong.stderr
 
     page = browser.dom(f"{svc.url}/datasets/tickets")
     assert page.title == "tickets · prompt-gate" and "img" not in page.tags

@@ -78,3 +78,44 @@ def test_an_upgrade_that_stopped_half_way_runs_again_to_the_end(mysql_url, tmp_p
     assert db.current_version(gate.engine) == db.latest_version("mysql")
     assert gate.status(3).runs[0].scored == 2
     gate.close()
+
+
+def test_0012_numbers_existing_dataset_versions_per_dataset_in_id_order(db_url, tmp_path):
+    """Versions imported before numbering (interleaved between two datasets, one of them
+    still IMPORTING) get 1, 2, 3 … per dataset in id order; the next import continues the
+    count, and a plain integer still names a version by its global id."""
+    engine = create_engine(db_url)
+    dialect = engine.dialect.name
+    with engine.begin() as conn:
+        conn.execute(text(f"CREATE TABLE {db.MIGRATION_TABLE} (version INT NOT NULL PRIMARY KEY, "
+                          "name VARCHAR(255) NOT NULL, applied_at VARCHAR(32) NOT NULL)"))
+    for version, name, sql in db.migrations(dialect):
+        if version >= 12:
+            break
+        with engine.begin() as conn:
+            for statement in db.split_statements(sql):
+                conn.execute(text(statement))
+            conn.execute(text(f"INSERT INTO {db.MIGRATION_TABLE} VALUES (:v, :n, 'then')"), {"v": version, "n": name})
+    data = write_rule_rows(tmp_path / "d.csv", 4)
+    with engine.begin() as conn:
+        for ds_id, name in ((1, "a"), (2, "b")):
+            conn.execute(text("INSERT INTO dataset (id, name, source_uri, options, created_at) "
+                              "VALUES (:i, :n, :s, '{}', '2026-01-01')"), {"i": ds_id, "n": name, "s": str(data)})
+        for vid, ds_id, status in ((1, 1, "READY"), (2, 2, "READY"), (3, 1, "IMPORTING"), (4, 1, "READY"),
+                                   (5, 2, "READY")):
+            conn.execute(text("INSERT INTO dataset_version (id, dataset_id, status, content_hash, row_count, "
+                              "source_uri, source_options, created_at) VALUES (:v, :d, :s, :h, 0, 'x', '{}', "
+                              "'2026-01-01')"), {"v": vid, "d": ds_id, "s": status, "h": f"{vid:064d}"})
+        conn.execute(text("UPDATE dataset SET current_version_id = CASE id WHEN 1 THEN 4 ELSE 5 END"))
+    engine.dispose()
+    gate = Gate.connect(db_url, upgrade=True)
+    try:
+        with gate.engine.connect() as conn:
+            numbers = dict(conn.execute(text("SELECT id, number FROM dataset_version ORDER BY id")).all())
+        assert numbers == {1: 1, 2: 1, 3: None, 4: 2, 5: 2}
+        assert [v.label for v in gate.dataset_versions("a")[1]] == ["v2", "v1"]
+        assert gate.dataset_version("a", "v2").id == 4 and gate.dataset_version("b", 2).label == "v1"
+        gate.refresh_dataset("a")                         # real rows: a new version, the next number
+        assert gate.dataset_version("a").label == "v3"
+    finally:
+        gate.close()
