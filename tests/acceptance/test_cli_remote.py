@@ -106,7 +106,7 @@ def test_every_command_prints_the_same_through_the_service(service, llm, tmp_pat
         fleet.stop_all()
     assert f"update {candidate_id}: ticket-urgency (check) REJECTED" in rejected and "broken 7" in rejected
 
-    assert f"ticket-urgency v1 (update {live_id}," in both.same("live", "ticket-urgency")
+    assert f"ticket-urgency v1 — applied by update #{live_id} (" in both.same("live", "ticket-urgency")
     assert both.same("history", "ticket-urgency").startswith("v1 (live)  ")
     assert json.loads(both.same("history", "ticket-urgency", "--json"))[0]["update"]["id"] == live_id
     assert both.same("rollback", "ticket-urgency", "--reason", "x", code=2, stderr=True) == \

@@ -10,11 +10,13 @@ import time
 from pathlib import Path
 
 import httpx2
+import pytest
 from sqlalchemy import text
 
 from gate.service import Gate, UpdateReport
 from gate.wire import decode
 from helpers import rules_spec, write_rule_rows
+from service_harness import Service
 from workers.supervisor import run_until_terminal
 
 PROMPT_YAML = """\
@@ -237,12 +239,35 @@ def warehouse_config(db_url: str, optional: dict | None = None) -> str:
     return json.dumps(config)       # JSON is YAML
 
 
-def test_a_template_reading_a_field_no_row_has_is_refused_unless_the_synced_config_says_optional(service):
+@pytest.fixture
+def loopback_service(mysql_url, tmp_path):
+    """`promptgate serve` whose operator lets sources reach the loopback test servers."""
+    svc = Service(mysql_url, tmp_path, "--source-hosts", "127.0.0.1/32")
+    yield svc
+    svc.stop()
+
+
+def reader_url(db_url: str) -> str:
+    """The test database's URL for a reading user with a password (the service reads a
+    caller's sql+ source only with a host and credentials)."""
+    from sqlalchemy.engine import make_url
+    url = make_url(db_url)
+    gate = Gate.connect(db_url)
+    try:
+        with gate.engine.begin() as conn:
+            conn.execute(text("CREATE USER IF NOT EXISTS 'reader'@'%' IDENTIFIED BY 'reader-pw'"))
+            conn.execute(text(f"GRANT SELECT ON `{url.database}`.* TO 'reader'@'%'"))
+    finally:
+        gate.close()
+    return url.set(username="reader", password="reader-pw").render_as_string(hide_password=False)
+
+
+def test_a_template_reading_a_field_no_row_has_is_refused_unless_the_synced_config_says_optional(loopback_service):
     """Issue 23, item 6, through the service: the account_tier template is refused at
     submit naming the field and the datasets; the same template is accepted once a gate
     config synced through /v1/sync declares the field optional, and the report lists the
     fields read with their coverage."""
-    gate = Gate.connect(service.db_url)
+    gate = Gate.connect(loopback_service.db_url)
     try:
         with gate.engine.begin() as conn:
             conn.execute(text("CREATE TABLE tickets (item_id VARCHAR(20) PRIMARY KEY, expected_decision VARCHAR(8), "
@@ -251,8 +276,9 @@ def test_a_template_reading_a_field_no_row_has_is_refused_unless_the_synced_conf
                               "('c', 'no', 'gamma', 0), ('d', 'yes', 'alpha two', 1)"))
     finally:
         gate.close()
-    with service.client("admin") as admin, service.client("submit") as ci:
-        synced = admin.post("/v1/sync", json={"config": warehouse_config(service.db_url), "path": "gate.yaml"})
+    source_url = reader_url(loopback_service.db_url)
+    with loopback_service.client("admin") as admin, loopback_service.client("submit") as ci:
+        synced = admin.post("/v1/sync", json={"config": warehouse_config(source_url), "path": "gate.yaml"})
         assert synced.status_code == 200, synced.text
         refused = ci.post("/v1/updates", json={"prompt": ACCOUNT_TIER_PROMPT})
         assert refused.status_code == 400
@@ -261,11 +287,11 @@ def test_a_template_reading_a_field_no_row_has_is_refused_unless_the_synced_conf
             "or declare it under optional_fields: p1: in the gate config)")
         assert admin.get("/v1/updates").json() == []                      # nothing staged
 
-        planned = ci.post("/v1/sync", json={"config": warehouse_config(service.db_url, {"p1": ["account_tier"]}),
+        planned = ci.post("/v1/sync", json={"config": warehouse_config(source_url, {"p1": ["account_tier"]}),
                                             "dry_run": True})
         assert planned.status_code == 200 and ci.post("/v1/updates", json={"prompt": ACCOUNT_TIER_PROMPT}) \
             .status_code == 400                                            # a dry run changes nothing
-        synced = admin.post("/v1/sync", json={"config": warehouse_config(service.db_url, {"p1": ["account_tier"]})})
+        synced = admin.post("/v1/sync", json={"config": warehouse_config(source_url, {"p1": ["account_tier"]})})
         assert synced.status_code == 200, synced.text
         assert [c["kind"] for c in synced.json()["changes"]] == ["optional-fields"]
         accepted = ci.post("/v1/updates", json={"prompt": ACCOUNT_TIER_PROMPT})

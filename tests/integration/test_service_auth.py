@@ -27,6 +27,7 @@ NEEDS = {
     ("GET", "/v1/datasets"): "read",
     ("POST", "/v1/datasets"): "admin",
     ("POST", "/v1/datasets/{name}/refresh"): "admin",
+    ("PUT", "/v1/datasets/{name}/rows"): "submit",    # the matrix's call is a dry run; storing needs admin
     ("GET", "/v1/datasets/{name}/versions"): "read",
     ("GET", "/v1/datasets/{name}/versions/{version}"): "read",
     ("GET", "/v1/datasets/{name}/preview"): "read",
@@ -46,6 +47,7 @@ NEEDS = {
     ("GET", "/"): "read",
     ("GET", "/updates/{update_id}"): "read",
     ("GET", "/datasets"): "read",
+    ("GET", "/datasets/{name}"): "read",
     ("GET", "/prompts/{name}"): "read",
     ("GET", "/workers"): "read",
     ("GET", "/static/style.css"): None,
@@ -123,6 +125,9 @@ class Calls:
             kwargs["json"] = {"name": f"matrix-{self.counter}", "scope": "read"}
         elif route == "/v1/datasets/{name}/diff":
             kwargs["params"] = {"old": self.version, "new": self.version}
+        elif (method, route) == ("PUT", "/v1/datasets/{name}/rows"):
+            kwargs["params"] = {"path": "data/d1.csv", "dry_run": "true"}
+            kwargs["content"] = b"item_id,expected_decision,text\na,yes,x\n"
         elif route.endswith("/wait"):
             kwargs["params"] = {"timeout": 0}
         return method, path, kwargs
