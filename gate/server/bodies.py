@@ -49,10 +49,10 @@ def _version(value: Any, info: ValidationInfo) -> Any:
 
 
 def Text(limit: int = 255):         # noqa: N802  (a type)
-    return Annotated[str | None, _text(limit), Field(max_length=limit)]
+    return Annotated[Annotated[str, Field(max_length=limit)] | None, _text(limit)]
 
 
-Version = Annotated[int | None, BeforeValidator(_version), Field(ge=1)]
+Version = Annotated[Annotated[int, Field(ge=1)] | None, BeforeValidator(_version)]
 Flag = Annotated[bool | str, WithJsonSchema({"anyOf": [{"type": "boolean"},
                                                        {"type": "string", "enum": ["true", "false", "1", "0",
                                                                                    "yes", "no"]}]})]
