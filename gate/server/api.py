@@ -19,6 +19,7 @@ from ..service.release import of_mode
 from ..sources import scheme_of
 from ..spec import parse_spec, parse_spec_text
 from ..wire import encode
+from ..yamlfile import MAX_FILE_BYTES
 from .auth import Caller, authorize, require
 from .bodies import (BODY, SUBMIT_BODY, DatasetBody, MappingBody, RollbackBody, SyncBody, TokenBody,
                      responses)
@@ -76,6 +77,8 @@ async def _submission(request: Request) -> dict:
     if kind == "application/json":
         data = _json_object(text)
         prompt = data.get("prompt")
+        if not isinstance(prompt, str) and len(json.dumps(prompt)) > MAX_FILE_BYTES:      # as a YAML file's
+            raise UsageError(f"the prompt is over the {MAX_FILE_BYTES // 1024} KiB limit")
         spec = (parse_spec_text(prompt, "prompt") if isinstance(prompt, str) else parse_spec(prompt, "prompt"))
         fields = data
     elif kind in YAML_TYPES:

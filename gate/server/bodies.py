@@ -49,11 +49,18 @@ def _version(value: Any, info: ValidationInfo) -> Any:
 
 
 def Text(limit: int = 255):         # noqa: N802  (a type)
-    return Annotated[str | None, _text(limit), Field(max_length=limit)]
+    return Annotated[Annotated[str, Field(max_length=limit)] | None, _text(limit)]
 
 
-Version = Annotated[int | None, BeforeValidator(_version), Field(ge=1)]
-Flag = Annotated[bool | str, WithJsonSchema({"anyOf": [{"type": "boolean"},
+Version = Annotated[Annotated[int, Field(ge=1)] | None, BeforeValidator(_version)]
+def _flag(value: Any, info: ValidationInfo) -> Any:
+    if isinstance(value, bool) or (isinstance(value, str) and value.lower() in FLAG_WORDS):
+        return value
+    raise ValueError(f"{info.field_name} must be true or false")
+
+
+FLAG_WORDS = ("true", "1", "yes", "false", "0", "no")
+Flag = Annotated[bool | str, BeforeValidator(_flag), WithJsonSchema({"anyOf": [{"type": "boolean"},
                                                        {"type": "string", "enum": ["true", "false", "1", "0",
                                                                                    "yes", "no"]}]})]
 Bar = Annotated[Any, WithJsonSchema({"anyOf": [{"type": "number"}, {"type": "string"}],
@@ -87,11 +94,18 @@ class DatasetBody(Body):
 
 
 class SyncBody(Body):
-    config: Text(1 << 20) = Field(None, description="the gate config's YAML text (required)")
+    config: str = Field(description="the gate config's YAML text")
     path: Text() = Field(None, description="its name in messages")
     dry_run: Flag = Field(False, description="only say what would change (needs submit, not admin)")
     files: list[Annotated[str, Field(max_length=128)]] | None = Field(
         None, max_length=1000, description="the file datasets whose rows the client uploaded (PUT /v1/datasets/NAME/rows)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def config_given(cls, data: Any) -> Any:
+        if isinstance(data, dict) and not isinstance(data.get("config"), str):
+            raise ValueError("give the gate config's YAML text as config")
+        return data
 
 
 class MappingBody(Body):

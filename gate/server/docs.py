@@ -1,5 +1,5 @@
 """``/docs`` (``serve --docs`` only): Swagger UI from files the installed package
-``swagger-ui-bundle`` ships, never a script from a CDN. The page lives on the origin
+``swagger-ui-py`` ships, never a script from a CDN. The page lives on the origin
 where the status page's sign-in cookie works: a script fetched from elsewhere at view
 time (unpinned, as FastAPI's default page does) could read every page as the signed-in
 user. Here every script comes from this server (the vendored bundle and a small
@@ -31,16 +31,16 @@ INIT = """window.ui = SwaggerUIBundle({url: "/openapi.json", dom_id: "#swagger-u
 
 
 def assets_dir() -> Path:
-    """The swagger-ui files the package ``swagger-ui-bundle`` installs."""
-    import swagger_ui_bundle
-    return Path(swagger_ui_bundle.swagger_ui_path)
+    """The swagger-ui dist files the package ``swagger-ui-py`` installs."""
+    from importlib.resources import files
+    return Path(str(files("swagger_ui") / "static"))
 
 
 def router() -> APIRouter:
     assets = assets_dir()
     missing = [name for name in ASSETS if not (assets / name).is_file()]
     if missing:
-        raise RuntimeError(f"swagger-ui-bundle lacks {', '.join(missing)}: reinstall prompt-gate")
+        raise RuntimeError(f"swagger-ui-py lacks {', '.join(missing)}: reinstall prompt-gate")
     docs = APIRouter(include_in_schema=False)
 
     @docs.get("/docs")

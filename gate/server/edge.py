@@ -82,11 +82,13 @@ def default_hosts(bound: str) -> tuple[str, ...]:
 
 
 def parse_hosts(values) -> tuple[str, ...]:
-    """Hosts from repeated options and comma- or space-separated lists, as names."""
+    """Hosts from repeated options and comma- or space-separated lists, as names; the
+    loopback names always (a rebinding attacker's page sends its own name as Host, never
+    these, and local health checks keep working)."""
     found = []
     for value in values or ():
         found += [host_name(part) for part in value.replace(",", " ").split() if part.strip()]
-    return tuple(dict.fromkeys(found))
+    return tuple(dict.fromkeys([*found, *LOOPBACK_HOSTS])) if found else ()
 
 
 def origin_allowed(origin: str, allowed: tuple[str, ...]) -> bool:

@@ -85,9 +85,9 @@ class StatusWatcher:
                 except DBAPIError as exc:       # the database away: keep waiting, read again next beat
                     log.warning("status watcher: %s", str(exc.orig or exc).splitlines()[0][:200])
                     statuses = None
-                except Exception:                # anything else: logged, and the next beat reads again
+                except Exception:                # anything else: each read alone, a failing one woken as unknown
                     log.exception("status watcher: reading %d update(s)", len(ids))
-                    statuses = None
+                    statuses = await self._one_by_one(reader, ids)
                 if statuses is not None:
                     await self._prepare(ids, statuses)
                     self._wake(ids, statuses)
@@ -97,6 +97,20 @@ class StatusWatcher:
             # no waiter left must find this task done (and start the next), never a task still
             # closing its connection that will not look at the waiters again
             asyncio.get_running_loop().run_in_executor(None, reader.close)
+
+    async def _one_by_one(self, reader: db.KeptConnection, ids: list[int]) -> dict[int, str] | None:
+        """After a beat failed for a reason other than the database: each update's status
+        read alone; one whose read fails by itself is UNKNOWN (its waiters wake and go),
+        so no waiter's bad id keeps the others from waking. None: the database failed."""
+        found: dict[int, str] = {}
+        for update_id in ids:
+            try:
+                found.update(await asyncio.to_thread(reader.run, lambda c, i=update_id: store.update_statuses(c, [i])))
+            except DBAPIError:
+                return None
+            except Exception:
+                found[update_id] = UNKNOWN
+        return found
 
     async def _prepare(self, ids: list[int], statuses: dict[int, str]) -> None:
         """What the waiters of the updates that ended will want, made before they wake.
