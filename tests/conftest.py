@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -125,6 +126,15 @@ def run_cli(*args, env=None, input=None, timeout=120, cwd=None):
     full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), full_env.get("PYTHONPATH")]))
     return subprocess.run([sys.executable, "-m", "gate.cli", *map(str, args)], capture_output=True,
                           text=True, env=full_env, input=input, timeout=timeout, cwd=cwd or ROOT)
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    """Debian's headless Chromium (the status page's and the PR comment's browser tests)."""
+    found = shutil.which("chromium") or ("/usr/bin/chromium" if os.access("/usr/bin/chromium", os.X_OK) else None)
+    if not found:
+        pytest.fail("Debian's chromium is not installed: run `make server-binaries` (it installs it)", pytrace=False)
+    return found
 
 
 # --- the HTTP service -------------------------------------------------------------------------

@@ -9,7 +9,6 @@ whole comment, Markdown rendered by marked (GitHub-flavoured) with its chart, sc
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -27,14 +26,6 @@ NODE = ROOT / ".cache" / "mermaid" / "node_modules"
 MERMAID_JS = NODE / "mermaid" / "dist" / "mermaid.min.js"
 MARKED_JS = NODE / "marked" / "lib" / "marked.umd.js"
 COMMENT_WIDTH = 760           # px: a comment's body in a pull request's conversation (800 px window)
-
-
-@pytest.fixture(scope="module")
-def chromium() -> str:
-    found = shutil.which("chromium") or ("/usr/bin/chromium" if os.access("/usr/bin/chromium", os.X_OK) else None)
-    if not found:
-        pytest.fail("Debian's chromium is not installed: run `make server-binaries` (it installs it)", pytrace=False)
-    return found
 
 
 @pytest.fixture(scope="module")

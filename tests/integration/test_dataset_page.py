@@ -17,7 +17,7 @@ from conftest import run_cli
 from gate.service import Gate
 from helpers import rules_spec, write_rule_rows
 from service_harness import Service
-from test_status_page import ARTIFACTS, HOSTILE_ID, Browser, chromium, write_dataset  # noqa: F401 (a fixture)
+from test_status_page import ARTIFACTS, HOSTILE_ID, Browser, write_dataset
 
 
 @pytest.fixture

@@ -34,7 +34,7 @@ def test_an_upload_is_imported_as_a_local_import_would_be(service, tmp_path):
     data = write_rule_rows(tmp_path / "d.csv", 12).read_bytes()
     gate = Gate.connect(service.db_url)
     try:
-        local = gate.register_dataset("local", str(tmp_path / "d.csv"))
+        gate.register_dataset("local", str(tmp_path / "d.csv"))
         local_hash = gate.dataset_version("local").content_hash
         with service.client("submit") as ci:
             refused = put(ci, "up", data)

@@ -11,7 +11,6 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import httpx2
 import pytest
 
 from gate.service import Gate
@@ -161,7 +160,7 @@ def test_addresses_outside_the_policy_are_refused_before_connecting(mysql_url, t
             for source in (f"http://127.0.0.1:{listener.port}/d.csv", "http://169.254.169.254/latest/meta-data/x.csv",
                            "http://10.11.12.13/x.csv", f"http://localhost:{listener.port}/d.csv",
                            f"{site}/away.csv", f"sql+mysql+pymysql://u:p@127.0.0.1:{listener.port}/db?query=SELECT+1",
-                           f"sql+mysql+pymysql://u:p@169.254.169.254/db?query=SELECT+1"):
+                           "sql+mysql+pymysql://u:p@169.254.169.254/db?query=SELECT+1"):
                 error = refused(admin, source)
                 assert POLICY in error and "\n" not in error, (source, error)
             assert "/away.csv" in Site.hits                 # the redirect was asked for, its target refused

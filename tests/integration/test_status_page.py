@@ -7,7 +7,6 @@ a token, a cookie from /login that opens the pages and never the JSON API."""
 from __future__ import annotations
 
 import csv
-import os
 import re
 import shutil
 import subprocess
@@ -30,14 +29,6 @@ HOSTILE_ID = "<img src=x onerror=\"document.title='pwned'\">"
 HOSTILE_KEY = "<img src=x onerror=document.title='pwned'>"   # no double quote: JSON keeps it as written
 ARTIFACTS = ROOT / "test-artifacts"
 SHA_APPLIED, SHA_HOSTILE = "1a2b3c4d" * 5, "9f8e7d6c" * 5
-
-
-@pytest.fixture(scope="module")
-def chromium() -> str:
-    found = shutil.which("chromium") or ("/usr/bin/chromium" if os.access("/usr/bin/chromium", os.X_OK) else None)
-    if not found:
-        pytest.fail("Debian's chromium is not installed: run `make server-binaries` (it installs it)", pytrace=False)
-    return found
 
 
 class Browser:
