@@ -18,11 +18,13 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+import ssl
 import time
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.request import getproxies
 
 import httpx2
 
@@ -70,6 +72,16 @@ def check_gate_url(url: str) -> str:
         raise UsageError(f"the gate URL {shown_url(url)[:120]!r} (--gate-url, PROMPTGATE_URL) is not an http:// or "
                          "https:// URL")
     return url.strip().rstrip("/")
+
+
+def tls_trust(url: str) -> bool | ssl.SSLContext:
+    """The client's TLS trust: the CA store (httpx2's default; loading it is ~0.1 s of
+    every command) only when TLS can be spoken, to an https:// gate or through a proxy. An
+    http:// gate reached directly never speaks it (redirects are not followed), so it gets
+    a context that trusts nothing: a TLS connection would fail, never pass unverified."""
+    if urlsplit(url).scheme != "http" or getproxies():
+        return True
+    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
 
 
 def _segment(name: Any) -> str:
@@ -131,7 +143,8 @@ class RemoteGate:
                 raise UsageError("PROMPTGATE_TOKEN is not a token: printable ASCII without spaces, as "
                                  "`promptgate token create` prints it")
             headers["Authorization"] = f"Bearer {token.strip()}"
-        self.http = httpx2.Client(base_url=self.url, headers=headers, timeout=TIMEOUTS, follow_redirects=False)
+        self.http = httpx2.Client(base_url=self.url, headers=headers, timeout=TIMEOUTS, follow_redirects=False,
+                                  verify=tls_trust(self.url))
 
     def close(self) -> None:
         self.http.close()

@@ -57,11 +57,10 @@ from __future__ import annotations
 
 import click
 
-from .faults import Fault, FaultPlan
-from .policy import (FORCED_ERROR_RE, MODEL_ID, NO_RULE_ANSWER, Policy, Rule, count_tokens, decide, format_answer,
-                     garbage_word, parse_rules)
-
 SERVER_NAMES = ("MockLLMServer", "serve_forever")
+FAULT_NAMES = ("Fault", "FaultPlan")
+POLICY_NAMES = ("FORCED_ERROR_RE", "MODEL_ID", "NO_RULE_ANSWER", "Policy", "Rule", "count_tokens", "decide",
+                "format_answer", "garbage_word", "parse_rules")
 
 
 @click.command("mock-llm")
@@ -86,12 +85,18 @@ def command(**options):
 
 
 def __getattr__(name: str):
-    """The server (``http.server``, ~0.1 s of imports) only when one is run or asked for, not
-    with every `promptgate` command (the CLI lists `mock-llm` with its options)."""
+    """The server and its parts (``http.server``, ``random``, ``hashlib``: ~0.1 s of imports)
+    only when one is run or asked for, not with every `promptgate` command (the CLI lists
+    `mock-llm` with its options)."""
     if name in SERVER_NAMES:
-        from . import server
-        return getattr(server, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        from . import server as part
+    elif name in FAULT_NAMES:
+        from . import faults as part
+    elif name in POLICY_NAMES:
+        from . import policy as part
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(part, name)
 
 
 __all__ = ["FORCED_ERROR_RE", "MODEL_ID", "NO_RULE_ANSWER", "Fault", "FaultPlan", "MockLLMServer", "Policy", "Rule",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import socket
+import ssl
 import subprocess
 import sys
 
@@ -95,3 +96,17 @@ def test_the_client_knows_every_public_name_of_gate():
     from gate.client import GATE_NAMES
     from gate.service import Gate
     assert GATE_NAMES == {name for name in dir(Gate) if not name.startswith("_")}
+
+
+def test_an_http_gate_skips_the_ca_store_but_trusts_nothing(monkeypatch):
+    """Loading the CA store is ~0.1 s of every command: an http:// gate reached directly
+    never speaks TLS, so its client gets a context that would refuse any certificate."""
+    from gate.client import tls_trust
+    for name in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    context = tls_trust("http://127.0.0.1:8080")
+    assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
+    assert context.cert_store_stats()["x509_ca"] == 0 and context.get_ca_certs() == []
+    assert tls_trust("https://gate.example.com") is True            # httpx2's default: the CA store
+    monkeypatch.setenv("HTTPS_PROXY", "https://proxy.example.com:3128")
+    assert tls_trust("http://127.0.0.1:8080") is True               # a proxy may speak TLS
