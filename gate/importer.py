@@ -26,7 +26,7 @@ from . import store
 from .db import is_sqlite, transaction
 from .errors import DatasetError
 from .fieldcounts import FieldCounter
-from .models import EXAMPLES, DataDiff, DatasetVersion, Imported  # noqa: F401 (DataDiff, Imported: their old path)
+from .models import EXAMPLES, DataDiff, Imported  # noqa: F401 (DataDiff: its old path)
 from .sources import ContentHash, Reader, Row, next_page_size, row_digests
 
 WRITERS = 2

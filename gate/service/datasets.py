@@ -13,7 +13,7 @@ from typing import Any, BinaryIO, Mapping as TMapping
 from .. import db, importer, store
 from ..bars import Bars
 from ..errors import DatasetError, NotFound, UsageError, first_line
-from ..models import Dataset, DatasetPreview, DatasetVersion, Mapping, Price, VersionRow  # noqa: F401
+from ..models import Dataset, DatasetPreview, DatasetVersion, Mapping, Price
 from ..providers import Endpoint, ProviderDecl, endpoint_for, resolve
 from ..sources import (DEFAULT_ID_COLUMN, DEFAULT_LABEL_COLUMN, SourceOptions, absolute_source, open_source,
                        resolve_path, scheme_of)
