@@ -27,9 +27,13 @@ FOR_VERSION_AND_HELP = FOR_A_SERVICE_COMMAND + ("httpx2", "httpcore2", "gate.cli
 SHA = "0123456789abcdef0123456789abcdef01234567"
 PROMPT = str(ROOT / "prompts-example" / "prompts" / "ticket-urgency.yaml")
 GATE_CONFIG = str(ROOT / "prompts-example" / "gate.yaml")
+DATASET = str(ROOT / "prompts-example" / "datasets" / "urgency-regression.csv")
 SERVICE_COMMANDS = [["status", "1"], ["wait", "1", "--timeout", "1"], ["wait", "--sha", SHA, "--timeout", "0"],
                     ["submit", PROMPT], ["cancel", "1"], ["live", "p"], ["history", "p"], ["dataset", "list"],
                     ["dataset", "versions", "d"], ["dataset", "preview", "d"], ["dataset", "diff", "d", "v1", "v2"],
+                    ["dataset", "add", "d", "--source", DATASET], ["dataset", "refresh", "d"],
+                    ["dataset", "map", "p", "d", "--min-accuracy", "0.9"], ["dataset", "unmap", "p", "d"],
+                    ["rollback", "p", "--reason", "r"], ["report", "1"], ["workers"],
                     ["prices"], ["sync", GATE_CONFIG, "--dry-run"]]
 
 
