@@ -10,7 +10,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 BENCHES = [["p1_end_to_end.py"], ["p1_end_to_end.py", "--template", "filtered"], ["p3_commits.py"],
            ["p4_db_ceiling.py"], ["pickup_idle.py"], ["materialize.py"], ["ratelimit.py"], ["reuse.py"],
-           ["service_waiters.py"], ["service_submit.py"]]
+           ["service_waiters.py"], ["service_submit.py"], ["cli_start.py"]]
 
 
 def main() -> int:

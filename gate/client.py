@@ -18,25 +18,26 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+import ssl
 import time
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.request import getproxies
 
 import httpx2
 
 from . import __version__
 from .errors import DatabaseError, Forbidden, GateError, IllegalTransition, NotFound, UsageError, first_line
-from .importer import DataDiff, Imported
-from .models import Dataset, DatasetVersion, LivePrompt, Mapping, Price, Update, WorkerRow
-from .service import DatasetPreview, Gate, UpdateReport, combine_exit_codes
-from .service.gate import SHA_RE, SAMPLE_FAILURES
-from .service.release import Announcer, no_update, release_updates
-from .sources import scheme_of
-from .sources.upload import local_repo_path, open_upload, upload_format
-from .spec import PromptSpec
+from .models import (DataDiff, Dataset, DatasetPreview, DatasetVersion, Imported, LivePrompt, Mapping, Price, Update,
+                     WorkerRow)
+from .release import SHA_RE, Announcer, combine_exit_codes, no_update, release_updates
+from .update_report import SAMPLE_FAILURES, UpdateReport
 from .wire import decode as wire_decode
+
+if TYPE_CHECKING:
+    from .spec import PromptSpec        # (jinja2, yaml, re2: the caller has loaded it to read the file)
 
 LONG_POLL = 60.0        # seconds one long-poll request may hold (the server allows 120)
 POLL_SLICE = 2.0        # ... when the caller shows progress at each poll
@@ -46,6 +47,16 @@ TOKEN_RE = re.compile(r"[\x21-\x7e]{1,512}")
 TIMEOUTS = httpx2.Timeout(connect=10.0, read=60.0, write=30.0, pool=10.0)
 ERRORS_BY_STATUS = {400: UsageError, 403: Forbidden, 404: NotFound, 409: IllegalTransition, 413: UsageError,
                     503: DatabaseError}
+# The public names of ``gate.service.Gate`` (tests/unit/test_cli_imports.py keeps this in step):
+# one the service does not offer is refused in one line, without importing Gate (SQLAlchemy).
+GATE_NAMES = frozenset({"authenticate", "cancel", "close", "connect", "create_token", "dataset_version",
+                        "dataset_versions", "diff_source", "diff_upload", "diff_versions", "endpoint", "ensure_schema",
+                        "fleet", "get_dataset", "history", "import_upload", "list_datasets", "list_tokens",
+                        "list_updates", "live", "live_workers", "map_dataset", "mappings", "optional_fields",
+                        "preview_dataset", "prices", "providers", "prune", "refresh_dataset", "register_dataset",
+                        "register_provider", "remove_price", "remove_provider", "revoke_token", "rollback",
+                        "set_optional_fields", "set_price", "source_egress", "status", "submit", "unmap_dataset",
+                        "updates_for_sha", "upgrade", "wait", "wait_for_sha", "wait_status"})
 
 
 def shown_url(url: str) -> str:
@@ -61,6 +72,16 @@ def check_gate_url(url: str) -> str:
         raise UsageError(f"the gate URL {shown_url(url)[:120]!r} (--gate-url, PROMPTGATE_URL) is not an http:// or "
                          "https:// URL")
     return url.strip().rstrip("/")
+
+
+def tls_trust(url: str) -> bool | ssl.SSLContext:
+    """The client's TLS trust: the CA store (httpx2's default; loading it is ~0.1 s of
+    every command) only when TLS can be spoken, to an https:// gate or through a proxy. An
+    http:// gate reached directly never speaks it (redirects are not followed), so it gets
+    a context that trusts nothing: a TLS connection would fail, never pass unverified."""
+    if urlsplit(url).scheme != "http" or getproxies():
+        return True
+    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
 
 
 def _segment(name: Any) -> str:
@@ -122,14 +143,15 @@ class RemoteGate:
                 raise UsageError("PROMPTGATE_TOKEN is not a token: printable ASCII without spaces, as "
                                  "`promptgate token create` prints it")
             headers["Authorization"] = f"Bearer {token.strip()}"
-        self.http = httpx2.Client(base_url=self.url, headers=headers, timeout=TIMEOUTS, follow_redirects=False)
+        self.http = httpx2.Client(base_url=self.url, headers=headers, timeout=TIMEOUTS, follow_redirects=False,
+                                  verify=tls_trust(self.url))
 
     def close(self) -> None:
         self.http.close()
 
     def __getattr__(self, name: str):
         """A ``Gate`` method the service does not offer fails in one line, not a traceback."""
-        if name.startswith("_") or not hasattr(Gate, name):
+        if name.startswith("_") or name not in GATE_NAMES:
             raise AttributeError(name)
 
         def database_only(*_args, **_kwargs):
@@ -298,6 +320,8 @@ class RemoteGate:
         refuses a file on its machine). ``base_dir`` and ``declared_in`` serve the local
         gate's file sources only, so they are not sent. A local file (a path, file://) is
         read here and its rows uploaded (``upload_rows``), named by its path as given."""
+        from .sources import scheme_of
+        from .sources.upload import local_repo_path
         if scheme_of(source_uri.strip()) == "file":
             path = source_uri.strip().removeprefix("file://")
             return self.upload_rows(name, path, local_repo_path(path), id_column=id_column,
@@ -311,6 +335,7 @@ class RemoteGate:
         uploaded instead (a dataset registered from an upload is refreshed only so), under
         the path the gate recorded for it."""
         if file is not None:
+            from .sources.upload import local_repo_path
             ds = self.get_dataset(name)
             repo_path = ds.options.get("upload_path") or local_repo_path(file)
             return self.upload_rows(name, file, repo_path, id_column=ds.options.get("id_column"),
@@ -326,20 +351,22 @@ class RemoteGate:
         imports them as the dataset's version as a local import would (admin). ``repo_path``
         and ``commit`` say where they came from."""
         params = {"path": repo_path, "id_column": id_column, "label_column": label_column, "commit": commit,
-                  "declared_in": declared_in, "format": upload_format(file)}
-        with open_upload(file) as (fh, size):
-            data = self._call("PUT", f"/v1/datasets/{_segment(name)}/rows", params=params, upload=(fh, size),
-                              timeout=10 * TIMEOUTS.read)
+                  "declared_in": declared_in}
+        data = self._put_rows(name, file, params)
         return decode(Dataset, data["dataset"]), decode(Imported, data.get("imported"))
 
     def diff_upload(self, name: str, file: str | Path, repo_path: str) -> DataDiff:
         """How the rows of the local ``file`` (a pull request's copy of the dataset's file at
         ``repo_path``) differ from the gate's version; nothing is stored (submit)."""
-        params = {"path": repo_path, "dry_run": "true", "format": upload_format(file)}
+        return decode(DataDiff, self._put_rows(name, file, {"path": repo_path, "dry_run": "true"}))
+
+    def _put_rows(self, name: str, file: str | Path, params: dict) -> Any:
+        """The rows of the local ``file`` (CSV or JSONL) streamed to the dataset's rows route.
+        (The sources are imported here: no other command of the service needs them.)"""
+        from .sources.upload import open_upload, upload_format
         with open_upload(file) as (fh, size):
-            data = self._call("PUT", f"/v1/datasets/{_segment(name)}/rows", params=params, upload=(fh, size),
-                              timeout=10 * TIMEOUTS.read)
-        return decode(DataDiff, data)
+            return self._call("PUT", f"/v1/datasets/{_segment(name)}/rows", upload=(fh, size),
+                              params={**params, "format": upload_format(file)}, timeout=10 * TIMEOUTS.read)
 
     def dataset_versions(self, name: str) -> tuple[Dataset, list[DatasetVersion]]:
         data = self._call("GET", f"/v1/datasets/{_segment(name)}/versions")

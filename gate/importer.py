@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
 from sqlalchemy.engine import Engine
@@ -27,18 +26,11 @@ from . import store
 from .db import is_sqlite, transaction
 from .errors import DatasetError
 from .fieldcounts import FieldCounter
-from .models import DatasetVersion
+from .models import EXAMPLES, DataDiff, Imported  # noqa: F401 (DataDiff: its old path)
 from .sources import ContentHash, Reader, Row, next_page_size, row_digests
 
 WRITERS = 2
 DELETE_BATCH = 5000
-EXAMPLES = 3
-
-
-@dataclass(frozen=True)
-class Imported:
-    version: DatasetVersion
-    created: bool             # False: the dataset had a version with this content already
 
 
 def import_version(engine: Engine, dataset_id: int, name: str, source_uri: str, options: dict, reader: Reader,
@@ -154,35 +146,7 @@ def discard_version(engine: Engine, version_id: int, batch: int = DELETE_BATCH) 
     transaction(engine, lambda conn: store.delete_version(conn, version_id))
 
 
-# --- diffs ------------------------------------------------------------------------------------
-
-@dataclass
-class DataDiff:
-    """How rows differ from a stored version, with the first examples of each kind."""
-    added: int = 0
-    removed: int = 0
-    relabelled: int = 0
-    changed: int = 0              # same id and label, other input
-    rows: int = 0                 # rows of the proposed data
-    too_large: int = 0            # not compared: the proposed data has over this many rows
-    examples: dict[str, list[str]] = field(default_factory=lambda: {"added": [], "removed": [], "relabelled": [],
-                                                                    "changed": []})
-
-    @property
-    def any(self) -> bool:
-        return bool(self.added or self.removed or self.relabelled or self.changed or self.too_large)
-
-    def note(self, kind: str, text: str) -> None:
-        setattr(self, kind, getattr(self, kind) + 1)
-        if len(self.examples[kind]) < EXAMPLES:
-            self.examples[kind].append(text)
-
-    def summary(self) -> str:
-        if self.too_large:
-            return f"over {self.too_large:,} rows: too large to compare here"
-        parts = [f"{getattr(self, k)} {k}" for k in ("added", "removed", "relabelled", "changed") if getattr(self, k)]
-        return ", ".join(parts) or "no change"
-
+# --- diffs (``DataDiff``, in gate.models: the service's client decodes it too) ------------------
 
 def count_fields(engine: Engine, version_id: int, page: int = 1000) -> dict:
     """The fields of a stored version's rows (``gate.fieldcounts``), read page by page:

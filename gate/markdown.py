@@ -31,7 +31,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from .scoring import format_bar, format_pct
 from .stats import format_p
-from .service import RunReport, UpdateReport
+from .update_report import RunReport, UpdateReport
 from .untrusted import CONTROL, LINE_BREAKS
 
 MARKER = "<!-- prompt-gate:report -->"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
@@ -296,3 +296,55 @@ class FleetCounts:
     oldest_pending_seconds: float | None   # the oldest submission no worker has started
     workers: int                       # live worker processes
     oldest_heartbeat_seconds: float | None
+
+
+@dataclass(frozen=True)
+class DatasetPreview:
+    """A version's first rows, row count and label counts (most frequent first)."""
+    version: DatasetVersion
+    first_rows: list[VersionRow]
+
+    @property
+    def row_count(self) -> int:
+        return self.version.row_count
+
+    @property
+    def label_counts(self) -> dict[str, int]:
+        return dict(sorted(self.version.labels.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+@dataclass(frozen=True)
+class Imported:
+    version: DatasetVersion
+    created: bool             # False: the dataset had a version with this content already
+
+
+EXAMPLES = 3                   # examples of each kind a DataDiff keeps
+
+
+@dataclass
+class DataDiff:
+    """How rows differ from a stored version, with the first examples of each kind."""
+    added: int = 0
+    removed: int = 0
+    relabelled: int = 0
+    changed: int = 0              # same id and label, other input
+    rows: int = 0                 # rows of the proposed data
+    too_large: int = 0            # not compared: the proposed data has over this many rows
+    examples: dict[str, list[str]] = field(default_factory=lambda: {"added": [], "removed": [], "relabelled": [],
+                                                                    "changed": []})
+
+    @property
+    def any(self) -> bool:
+        return bool(self.added or self.removed or self.relabelled or self.changed or self.too_large)
+
+    def note(self, kind: str, text: str) -> None:
+        setattr(self, kind, getattr(self, kind) + 1)
+        if len(self.examples[kind]) < EXAMPLES:
+            self.examples[kind].append(text)
+
+    def summary(self) -> str:
+        if self.too_large:
+            return f"over {self.too_large:,} rows: too large to compare here"
+        parts = [f"{getattr(self, k)} {k}" for k in ("added", "removed", "relabelled", "changed") if getattr(self, k)]
+        return ", ".join(parts) or "no change"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .scoring import format_bar, format_pct
 from .stats import format_p
-from .service import UpdateReport
+from .update_report import UpdateReport
 from .untrusted import terminal_safe as safe
 
 

@@ -23,22 +23,26 @@ log, outputs and summary), ``problems`` (annotations), ``run`` (the phases and
 ``run_action``), ``verdict`` (status output, exit code, commit status).
 """
 
-from ..globs import PathFilter, compile_glob, glob_filter, split_patterns
-from ..service import combine_exit_codes
 from .inputs import DEFAULT_PROMPTS, INPUTS, ActionInput, ActionOptions, parse_bool
-from .problems import Problem, command_data, command_property, field_line, problem_from
-from .verdict import commit_state, exit_code_for, overall_status
-from .workflow import Event, effective_mode
 
 RUN_NAMES = ("REPORT_FILE", "ActionRun", "run_action", "wait_for")
+PART_NAMES = ("PathFilter", "compile_glob", "glob_filter", "split_patterns", "combine_exit_codes", "Problem",
+              "command_data", "command_property", "field_line", "problem_from", "commit_state", "exit_code_for",
+              "overall_status", "Event", "effective_mode")
 
 
 def __getattr__(name: str):
-    """The phases (``run``) import PyGithub, ~0.15 s: only when the Action runs, not with
-    every `promptgate` command (the CLI builds `promptgate action`'s options from ``inputs``)."""
+    """Only ``inputs`` is imported with the package: the CLI builds `promptgate action`'s
+    options from it with every `promptgate` command, which must start at once. The other
+    parts (yaml, the reports) come when first asked for, the phases (``run``: PyGithub,
+    ~0.15 s) only when the Action runs."""
     if name in RUN_NAMES:
         from . import run
         return getattr(run, name)
+    if name in PART_NAMES:
+        from .. import globs, release
+        from . import problems, verdict, workflow
+        return next(getattr(m, name) for m in (globs, release, problems, verdict, workflow) if hasattr(m, name))
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..service import UpdateReport, combine_exit_codes
+from ..release import combine_exit_codes
 from ..states import EXIT_CODES, UpdateStatus
+from ..update_report import UpdateReport
 from .problems import Problem
 
 

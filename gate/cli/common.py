@@ -8,14 +8,19 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from ..errors import GateError, UsageError
-from ..service import Gate, UpdateReport
 from ..settings import DEFAULT_DATABASE_URL, Settings
 from ..untrusted import terminal_safe
+
+if TYPE_CHECKING:        # the database's Gate loads SQLAlchemy: imported where a command opens it
+    from ..service import Gate
+    from ..update_report import UpdateReport
 
 
 class GateGroup(click.Group):
@@ -38,6 +43,7 @@ TARGET_HELP = ("The gate's service (PROMPTGATE_URL; token in PROMPTGATE_TOKEN) i
                "Given on the command line, --gate-url or --database-url is the one used (not both); else "
                "PROMPTGATE_URL wins over PROMPTGATE_DATABASE_URL.")
 TOKEN_ENV = "PROMPTGATE_TOKEN"
+CLIENT_MODULE = __name__.rsplit(".", 2)[0] + ".client"        # gate.client: RemoteGate
 
 
 def open_gate(ctx: click.Context, check_schema: bool = True):
@@ -56,10 +62,12 @@ def open_gate(ctx: click.Context, check_schema: bool = True):
 def open_database(ctx: click.Context, check_schema: bool = True) -> Gate:
     """The database's ``Gate``, for a command that works only there (workers, prune,
     migrations, serve, tokens): a gate URL without a database URL is refused, rather than
-    the command running on the default SQLite file."""
+    the command running on the default SQLite file. SQLAlchemy and the service are
+    imported here, by the commands that use them (a service command never loads them)."""
     obj = ctx.find_root().obj
     if "gate" not in obj:
         settings = database_settings(ctx)
+        from ..service import Gate
         default_file = _default_file(settings.database_url)
         new = default_file is not None and not default_file.exists()
         gate = obj["gate"] = Gate.connect(settings=settings)
@@ -90,7 +98,10 @@ def database_settings(ctx: click.Context) -> Settings:
 
 
 def is_remote(gate) -> bool:
-    return not isinstance(gate, Gate)
+    """Whether ``gate`` is the service's ``RemoteGate``: one exists only once ``open_gate``
+    has imported its module, so asking imports nothing (the database path never loads httpx)."""
+    client = sys.modules.get(CLIENT_MODULE)
+    return client is not None and isinstance(gate, client.RemoteGate)
 
 
 def _uses_service(obj: dict) -> bool:

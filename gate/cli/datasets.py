@@ -7,9 +7,7 @@ import json
 
 import click
 
-from ..bars import Bars
 from ..errors import UsageError
-from ..prices import describe_price
 from ..untrusted import terminal_safe
 from .common import database_option, echo_json, is_remote, open_database, open_gate
 
@@ -179,6 +177,7 @@ def _label_bars(option: str, values: tuple[str, ...]) -> dict[str, str] | None:
 
 def _describe_bars(m) -> list[str]:
     """The mapping's bars beyond min accuracy as short phrases, fit for a terminal."""
+    from ..bars import Bars
     return [terminal_safe(phrase, 200) for phrase in Bars.parse(m.min_accuracy, m.bars).describe()]
 
 
@@ -253,6 +252,7 @@ def dataset_preview(ctx, name, rows, version, as_json):
 def prices_cmd(ctx, as_json):
     """The price table the gate config declares (USD per 1M input and output tokens), which
     a run's cost is computed with."""
+    from ..prices import describe_price      # (gate.prices reads gate.spec: jinja2, yaml, re2)
     prices = open_gate(ctx).prices()
     if as_json:
         echo_json([p.to_dict() for p in prices.values()])

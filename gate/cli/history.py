@@ -4,9 +4,7 @@ again, at once, without evaluation: it cleared its bars when it first went live)
 
 from __future__ import annotations
 
-import getpass
 import os
-import socket
 
 import click
 
@@ -17,6 +15,8 @@ from .common import database_option, echo_json, open_gate
 
 def default_actor() -> str:
     """Who is rolling back: PROMPTGATE_ACTOR, else user@host."""
+    import getpass
+    import socket
     return os.environ.get("PROMPTGATE_ACTOR") or f"{getpass.getuser()}@{socket.gethostname()}"
 
 

@@ -26,10 +26,12 @@ import os
 import sys
 import time
 from collections import deque
-from typing import Callable, TextIO
+from typing import TYPE_CHECKING, Callable, TextIO
 
-from ..service import RunReport, UpdateReport
 from ..untrusted import terminal_safe, workflow_safe
+
+if TYPE_CHECKING:       # (the reports' dataclasses: loaded by whoever hands one over)
+    from ..update_report import RunReport, UpdateReport
 
 PLAIN_EVERY = 10.0      # seconds between two plain lines of one dataset
 RATE_WINDOW = 30.0      # seconds of polls the scoring rate is measured over

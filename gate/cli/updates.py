@@ -8,7 +8,6 @@ import json
 import click
 
 from ..errors import UsageError
-from ..spec import load_spec
 from ..untrusted import terminal_safe
 from .common import database_option, echo_json, open_gate, print_report
 from .progress import WaitProgress
@@ -28,6 +27,7 @@ from .progress import WaitProgress
 @click.pass_context
 def submit(ctx, file, mode, source_key, sha, reuse, as_json):
     """Stage the prompt in FILE for evaluation; prints the tracking id."""
+    from ..spec import load_spec             # jinja2, yaml, re2: only the commands that read a prompt
     spec = load_spec(file)
     source = {"path": file, **({"key": source_key} if source_key else {}), **({"sha": sha} if sha else {})}
     update_id = open_gate(ctx).submit(spec, mode=mode, source=source, reuse=reuse)
@@ -129,7 +129,7 @@ def live(ctx, name, as_json):
 def report_cmd(ctx, update_ids, sha, output, marker):
     """The Markdown report (the PR comment's format) of updates UPDATE_IDS or of --sha."""
     from ..markdown import render_markdown
-    from ..service import latest_per_prompt
+    from ..release import latest_per_prompt
     gate = open_gate(ctx)
     ids = list(update_ids)
     if sha:

@@ -6,16 +6,18 @@ from __future__ import annotations
 
 from decimal import Decimal
 from pathlib import Path
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from ..bars import Bars
 from ..errors import DatasetError
 from ..prices import price_changes
 from ..providers import ProviderDecl
-from ..service import Gate
 from ..sources import DEFAULT_ID_COLUMN, DEFAULT_LABEL_COLUMN, resolve_path, scheme_of
 from .changes import Change, SyncResult, redact, rows_change
 from .parse import BarDecl, GateConfig, load_config
+
+if TYPE_CHECKING:                   # the database's Gate: only its annotations here, so a sync
+    from ..service import Gate      # through the service (gateconfig.remote) never loads SQLAlchemy
 
 
 def as_config(source: str | Path | GateConfig) -> GateConfig:

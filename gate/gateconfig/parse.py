@@ -15,7 +15,7 @@ from ..errors import SpecError, UsageError
 from ..models import Price
 from ..prices import parse_prices
 from ..providers import ProviderDecl, parse_decl
-from ..service import parse_bar
+from ..scoring import parse_bar
 from ..sources import DEFAULT_ID_COLUMN, DEFAULT_LABEL_COLUMN, absolute_source, scheme_of
 from ..spec import check_name
 from ..yamlfile import parse_yaml, read_text_file

@@ -4,14 +4,17 @@ package docstring says how)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..prices import apply_price_change
-from ..service import Gate
 from ..sources import DEFAULT_ID_COLUMN, DEFAULT_LABEL_COLUMN, scheme_of
 from ..sources.upload import UPLOAD_SCHEME
 from .changes import Change, SyncResult
 from .diff import as_config, diff
 from .parse import GateConfig
+
+if TYPE_CHECKING:                   # the database's Gate: only its annotations here, so a sync
+    from ..service import Gate      # through the service (gateconfig.remote) never loads SQLAlchemy
 
 
 def sync(gate: Gate, config: str | Path | GateConfig) -> SyncResult:

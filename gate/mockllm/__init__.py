@@ -57,10 +57,10 @@ from __future__ import annotations
 
 import click
 
-from .faults import Fault, FaultPlan
-from .policy import (FORCED_ERROR_RE, MODEL_ID, NO_RULE_ANSWER, Policy, Rule, count_tokens, decide, format_answer,
-                     garbage_word, parse_rules)
-from .server import MockLLMServer, serve_forever
+SERVER_NAMES = ("MockLLMServer", "serve_forever")
+FAULT_NAMES = ("Fault", "FaultPlan")
+POLICY_NAMES = ("FORCED_ERROR_RE", "MODEL_ID", "NO_RULE_ANSWER", "Policy", "Rule", "count_tokens", "decide",
+                "format_answer", "garbage_word", "parse_rules")
 
 
 @click.command("mock-llm")
@@ -79,8 +79,24 @@ from .server import MockLLMServer, serve_forever
 def command(**options):
     """Run the local OpenAI-compatible model server (a stand-in for tests and demos). The
     one declaration of its options: `promptgate mock-llm` and `python -m gate.mockllm`."""
+    from .server import serve_forever
     host, port = options.pop("host"), options.pop("port")
     serve_forever(host, port, **options)
+
+
+def __getattr__(name: str):
+    """The server and its parts (``http.server``, ``random``, ``hashlib``: ~0.1 s of imports)
+    only when one is run or asked for, not with every `promptgate` command (the CLI lists
+    `mock-llm` with its options)."""
+    if name in SERVER_NAMES:
+        from . import server as part
+    elif name in FAULT_NAMES:
+        from . import faults as part
+    elif name in POLICY_NAMES:
+        from . import policy as part
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(part, name)
 
 
 __all__ = ["FORCED_ERROR_RE", "MODEL_ID", "NO_RULE_ANSWER", "Fault", "FaultPlan", "MockLLMServer", "Policy", "Rule",

@@ -5,7 +5,7 @@ Action, the demo and the production runtime are thin over it; it raises only Gat
 from ..scoring import parse_bar
 from .datasets import DatasetPreview
 from .gate import SAMPLE_FAILURES, Gate, combine_exit_codes, latest_per_prompt
-from .reports import RunReport, UpdateReport, run_report
+from ..update_report import RunReport, UpdateReport, run_report
 
 __all__ = ["SAMPLE_FAILURES", "DatasetPreview", "Gate", "RunReport", "UpdateReport", "combine_exit_codes", "latest_per_prompt",
            "parse_bar", "run_report"]

@@ -7,14 +7,13 @@ from __future__ import annotations
 import logging
 import posixpath
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Mapping as TMapping
 
 from .. import db, importer, store
 from ..bars import Bars
 from ..errors import DatasetError, NotFound, UsageError, first_line
-from ..models import Dataset, DatasetVersion, Mapping, Price, VersionRow
+from ..models import Dataset, DatasetPreview, DatasetVersion, Mapping, Price
 from ..providers import Endpoint, ProviderDecl, endpoint_for, resolve
 from ..sources import (DEFAULT_ID_COLUMN, DEFAULT_LABEL_COLUMN, SourceOptions, absolute_source, open_source,
                        resolve_path, scheme_of)
@@ -28,21 +27,6 @@ log = logging.getLogger("promptgate.datasets")
 CONTENT_SNAPSHOTS = ("sha256:", "etag:")
 MAX_DIFF_ROWS = 200_000
 SOURCE_OPTION_KEYS = ("id_column", "label_column", "base_dir", "declared_in")     # rows of a pull request's copy of a dataset compared with the stored version
-
-
-@dataclass(frozen=True)
-class DatasetPreview:
-    """A version's first rows, row count and label counts (most frequent first)."""
-    version: DatasetVersion
-    first_rows: list[VersionRow]
-
-    @property
-    def row_count(self) -> int:
-        return self.version.row_count
-
-    @property
-    def label_counts(self) -> dict[str, int]:
-        return dict(sorted(self.version.labels.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 @driver_errors_become_gate_errors

@@ -25,12 +25,11 @@ from ..states import UPDATE_TERMINAL, Mode
 from .admission import check_labels, count_unknown_fields, field_coverage, fields_read
 from .boundary import driver_errors_become_gate_errors
 from .datasets import DatasetsMixin
-from .reports import UpdateReport, run_report
+from ..update_report import SAMPLE_FAILURES, UpdateReport, run_report  # noqa: F401
 from .live import LiveMixin
-from .release import Announcer, combine_exit_codes, latest_per_prompt, no_update, release_updates  # noqa: F401
+from ..release import SHA_RE, Announcer, combine_exit_codes, latest_per_prompt, no_update, release_updates  # noqa: F401
 from .tokens import TokensMixin
 
-SAMPLE_FAILURES = 5
 PRUNE_BATCH = 5000
 
 
@@ -45,7 +44,6 @@ class PruneReport:
     dry_run: bool = False
 
 
-SHA_RE = re.compile(r"[0-9a-fA-F]{7,64}")
 COMMIT_SHA_RE = re.compile(r"[0-9a-fA-F]{40}(?:[0-9a-fA-F]{24})?")
 
 

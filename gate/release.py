@@ -1,0 +1,93 @@
+"""What a release wait (`wait --sha`, ``GET /v1/updates?sha=...&mode=...``) answers for: one
+rule, shared by ``Gate.wait_for_sha`` and ``RemoteGate.wait_for_sha`` so the database and
+the service can never disagree on it.
+
+A commit may carry apply-mode updates (the default branch's job: what goes live) and
+check-mode ones (a pull request's check, any submit token's). A release pipeline asks
+whether the commit went live, so **a check never stands in for an apply**: with
+``auto`` (the default) the wait answers for the commit's apply-mode updates when it has
+any, else for its check-mode ones, and says which; ``apply`` answers for apply-mode
+updates only (waiting for one to appear); ``check`` for check-mode ones only."""
+
+from __future__ import annotations
+
+import re
+from typing import Callable, Iterable
+
+from .errors import NotFound, UsageError
+from .models import Update
+from .states import Mode
+
+RELEASE_MODES = ("auto", "apply", "check")
+SHA_RE = re.compile(r"[0-9a-fA-F]{7,64}")        # what `wait --sha` accepts as a commit
+
+
+def combine_exit_codes(codes: Iterable[int]) -> int:
+    """Several updates' exit codes as one: 2 (failed, cancelled, invalid) before 1
+    (rejected) before 3 (still open) before 0."""
+    codes = set(codes)
+    for code in (2, 1, 3):
+        if code in codes:
+            return code
+    return 0
+
+
+def latest_per_prompt(updates: Iterable[Update]) -> list[Update]:
+    """The newest update of each prompt (a re-run's submission replaces the earlier one),
+    oldest first."""
+    latest: dict[str, Update] = {}
+    for u in updates:
+        if u.prompt_name not in latest or u.id > latest[u.prompt_name].id:
+            latest[u.prompt_name] = u
+    return sorted(latest.values(), key=lambda u: u.id)
+
+
+def check_release_mode(mode: str | None) -> str:
+    mode = mode or "auto"
+    if mode not in RELEASE_MODES:
+        raise UsageError(f"mode {str(mode)[:40]!r} is not auto, apply or check")
+    return mode
+
+
+def of_mode(updates: Iterable[Update], mode: str | None) -> tuple[str | None, list[Update]]:
+    """(the mode answered for, the updates of that mode): ``auto`` is apply when any update
+    is in apply mode, else check (None: no update at all yet)."""
+    updates = list(updates)
+    mode = check_release_mode(mode)
+    if mode == "auto":
+        if not updates:
+            return None, []
+        mode = Mode.APPLY if any(u.mode == Mode.APPLY for u in updates) else Mode.CHECK
+    return str(mode), [u for u in updates if u.mode == mode]
+
+
+def release_updates(updates: Iterable[Update], mode: str | None = "auto") -> tuple[str | None, list[Update]]:
+    """What a release wait answers for: the newest update per prompt of the mode ``of_mode``
+    chooses."""
+    chosen, found = of_mode(updates, mode)
+    return chosen, latest_per_prompt(found)
+
+
+def no_update(sha: str, prompt: str | None, mode: str | None) -> NotFound:
+    """The one line when the commit has no update the wait may answer for."""
+    what = f" for prompt {prompt}" if prompt else ""
+    kind = "" if check_release_mode(mode) == "auto" else f"{mode}-mode "
+    return NotFound(f"no {kind}update was submitted for commit {sha}{what} (wait needs the full SHA the "
+                    "Action or `promptgate submit --sha` used)")
+
+
+class Announcer:
+    """Says once (and again if it changes) which updates a wait answers for, through
+    ``say`` (the CLI: a line on stderr)."""
+
+    def __init__(self, sha: str, requested: str | None, say: Callable[[str], object] | None):
+        self.sha, self.requested, self.say = sha, check_release_mode(requested), say
+        self.said: str | None = None
+
+    def __call__(self, chosen: str | None) -> None:
+        if self.say is None or chosen is None or chosen == self.said:
+            return
+        self.said = chosen
+        why = ("" if self.requested != "auto" else
+               " (it has no apply-mode update; `--mode apply` waits for one)" if chosen == Mode.CHECK else "")
+        self.say(f"commit {self.sha[:12]}: waiting for its {chosen}-mode updates{why}")

@@ -1,0 +1,116 @@
+"""A CLI that starts at once (issue 25, P9): what a `promptgate` process imports.
+
+Each command runs as a real process (`python -X importtime -m gate.cli ...`, the modules
+it loaded read from the import log): a command that talks to the service (``--gate-url``)
+loads neither SQLAlchemy nor the service, the store or the workers, nor the HTTP server's
+stack; `--version` and `--help` load nothing they do not print (no httpx either). The
+service here is a closed port: each command fails in one line, after loading all it
+needs to ask."""
+
+from __future__ import annotations
+
+import os
+import socket
+import ssl
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+DATABASE_SIDE = ("sqlalchemy", "pymysql", "gate.service", "gate.store", "gate.db", "gate.importer", "workers")
+SERVER_SIDE = ("fastapi", "starlette", "uvicorn", "pydantic", "gate.server", "http.server")
+FOR_A_SERVICE_COMMAND = DATABASE_SIDE + SERVER_SIDE + ("github",)          # PyGithub: the Action's phases only
+FOR_VERSION_AND_HELP = FOR_A_SERVICE_COMMAND + ("httpx2", "httpcore2", "gate.client", "jinja2", "yaml", "re2",
+                                                "gate.spec", "gate.models")
+SHA = "0123456789abcdef0123456789abcdef01234567"
+PROMPT = str(ROOT / "prompts-example" / "prompts" / "ticket-urgency.yaml")
+GATE_CONFIG = str(ROOT / "prompts-example" / "gate.yaml")
+DATASET = str(ROOT / "prompts-example" / "datasets" / "urgency-regression.csv")
+SERVICE_COMMANDS = [["status", "1"], ["wait", "1", "--timeout", "1"], ["wait", "--sha", SHA, "--timeout", "0"],
+                    ["submit", PROMPT], ["cancel", "1"], ["live", "p"], ["history", "p"], ["dataset", "list"],
+                    ["dataset", "versions", "d"], ["dataset", "preview", "d"], ["dataset", "diff", "d", "v1", "v2"],
+                    ["dataset", "add", "d", "--source", DATASET], ["dataset", "refresh", "d"],
+                    ["dataset", "map", "p", "d", "--min-accuracy", "0.9"], ["dataset", "unmap", "p", "d"],
+                    ["rollback", "p", "--reason", "r"], ["report", "1"], ["workers"],
+                    ["prices"], ["sync", GATE_CONFIG, "--dry-run"]]
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_cli(*args: str, **env: str) -> tuple[subprocess.CompletedProcess, set[str]]:
+    """The command's process and the modules it imported."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("PROMPTGATE_")}
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "gate.cli", *args], cwd=ROOT, timeout=120,
+                          capture_output=True, text=True, env={**clean, "PROMPTGATE_TOKEN": "t0ken", **env})
+    loaded = {line.rpartition("|")[2].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    return proc, loaded
+
+
+def forbidden(loaded: set[str], prefixes: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in loaded if any(m == p or m.startswith(p + ".") for p in prefixes))
+
+
+def errors_of(proc: subprocess.CompletedProcess) -> list[str]:
+    return [line for line in proc.stderr.splitlines() if not line.startswith("import time:")]
+
+
+@pytest.mark.parametrize("args", [["--version"], ["--help"], ["dataset", "--help"], ["status", "--help"]],
+                         ids=" ".join)
+def test_version_and_help_load_only_what_they_print(args):
+    proc, loaded = run_cli(*args)
+    assert proc.returncode == 0, errors_of(proc)
+    assert "promptgate" in proc.stdout or "Usage:" in proc.stdout
+    assert "gate.cli" in loaded and "click" in loaded          # (the log was read)
+    assert forbidden(loaded, FOR_VERSION_AND_HELP) == []
+
+
+@pytest.mark.parametrize("args", SERVICE_COMMANDS, ids=" ".join)
+def test_a_service_command_loads_neither_the_database_nor_the_service(args):
+    url = f"http://127.0.0.1:{closed_port()}"
+    proc, loaded = run_cli("--gate-url", url, *args)
+    assert proc.returncode == 2, (proc.stdout, errors_of(proc))
+    assert errors_of(proc) == [f"error: cannot reach the gate at {url}: [Errno 111] Connection refused"]
+    assert "gate.client" in loaded and "httpx2" in loaded        # it went through the service's client
+    assert forbidden(loaded, FOR_A_SERVICE_COMMAND) == []
+
+
+def test_the_url_from_the_environment_is_the_same_light_path():
+    url = f"http://127.0.0.1:{closed_port()}"
+    proc, loaded = run_cli("status", "7", PROMPTGATE_URL=url)
+    assert proc.returncode == 2 and "cannot reach the gate" in proc.stderr
+    assert forbidden(loaded, FOR_A_SERVICE_COMMAND) == []
+
+
+def test_the_database_path_still_loads_the_database(tmp_path):
+    proc, loaded = run_cli("--database-url", f"sqlite:///{tmp_path / 'g.db'}", "status", "1")
+    assert proc.returncode == 2 and errors_of(proc)[-1] == "error: unknown update 1", errors_of(proc)
+    assert {"sqlalchemy", "gate.service", "gate.store"} <= loaded
+    assert forbidden(loaded, ("httpx2", "gate.client")) == []
+
+
+def test_the_client_knows_every_public_name_of_gate():
+    """``RemoteGate`` refuses a database-only method in one line by these names, without
+    importing ``Gate``: they must stay Gate's public names."""
+    from gate.client import GATE_NAMES
+    from gate.service import Gate
+    assert GATE_NAMES == {name for name in dir(Gate) if not name.startswith("_")}
+
+
+def test_an_http_gate_skips_the_ca_store_but_trusts_nothing(monkeypatch):
+    """Loading the CA store is ~0.1 s of every command: an http:// gate reached directly
+    never speaks TLS, so its client gets a context that would refuse any certificate."""
+    from gate.client import tls_trust
+    for name in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    context = tls_trust("http://127.0.0.1:8080")
+    assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
+    assert context.cert_store_stats()["x509_ca"] == 0 and context.get_ca_certs() == []
+    assert tls_trust("https://gate.example.com") is True            # httpx2's default: the CA store
+    monkeypatch.setenv("HTTPS_PROXY", "https://proxy.example.com:3128")
+    assert tls_trust("http://127.0.0.1:8080") is True               # a proxy may speak TLS
