@@ -217,7 +217,7 @@ def dataset_page(request: Request, name: str):
         mappings = next((maps for d, maps in gate.list_datasets() if d.name == ds.name), [])
         preview = gate.preview_dataset(name, PREVIEW_ROWS) if ds.current_version_id else None
         return page("dataset.html.j2", caller, nav="datasets", ds=ds, versions=versions,
-                    source=views.hide_password(ds.source_uri), preview=preview, preview_rows=PREVIEW_ROWS,
+                    source=views.dataset_source(ds), preview=preview, preview_rows=PREVIEW_ROWS,
                     rows=[{"item_id": r.item_id, "expected": r.expected, "input": views.compact_json(r.input)}
                           for r in (preview.first_rows if preview else [])],
                     maps=[views.mapping_view(m) for m in sorted(mappings, key=lambda m: m.prompt_name)])

@@ -61,11 +61,26 @@ def remote_source_problem(source: str) -> str | None:
     if len(forms) > MAX_DECODINGS:
         return f"a source sent to the service is percent-encoded more than {MAX_DECODINGS} times over"
     if scheme.startswith("sql+"):
-        refused = sorted({key for key, _ in parse_qsl(urlsplit(uri).query, keep_blank_values=True)} - SQL_PARAMS)
+        if "#" in uri:      # urlsplit stops at a fragment, SQLAlchemy's URL parser does not
+            return "a sql+ source sent to the service cannot hold '#' (a database URL has no fragment)"
+        refused = sorted(sql_option_names(uri) - SQL_PARAMS)
         if refused:
             return (f"the service takes no {refused[0][:40]!r} option in a sql+ source (only "
                     f"{', '.join(sorted(SQL_PARAMS))})")
     return None
+
+
+def sql_option_names(uri: str) -> set[str]:
+    """The option names of a ``sql+`` source as the reader will see them: SQLAlchemy's own
+    parser (``make_url``), and ``urlsplit``'s for good measure."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+    names = {key for key, _ in parse_qsl(urlsplit(uri).query, keep_blank_values=True)}
+    try:
+        names |= set(make_url(uri[len("sql+"):]).query)
+    except (ArgumentError, ValueError):
+        pass            # not a URL the reader could open either: it refuses it by itself
+    return names
 
 
 def uploaded_source(config_path: str, source: str) -> str:

@@ -114,7 +114,8 @@ def decode_cursor(cursor: str) -> Any:
 
 def parse_warehouse_uri(uri: str, base_dir: str | None = None, expand: bool = True):
     """(SQLAlchemy URL with credentials expanded, query text) for a ``sql+...`` URI; with
-    ``expand`` False (the service) nothing is filled in from the environment."""
+    ``expand`` False (the service, for a caller) nothing is filled in from the environment
+    and no query file is read: both are the operator's, never a caller's."""
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError
 
@@ -130,6 +131,9 @@ def parse_warehouse_uri(uri: str, base_dir: str | None = None, expand: bool = Tr
     query_file = params.pop("query_file", None)
     if isinstance(query, tuple) or isinstance(query_file, tuple):
         raise DatasetError(f"{uri}: give the query once")
+    if query_file and not expand:
+        raise DatasetError("a sql+ source read for a caller of the service takes its query as query=, never "
+                           "query_file= (a file of the server's)")
     if query_file:
         path = Path(query_file)
         if not path.is_absolute() and base_dir:

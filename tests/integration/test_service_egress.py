@@ -179,6 +179,26 @@ def test_the_default_policy_refuses_loopback(service, listener):
     assert listener.count == 0
 
 
+def test_a_query_file_hidden_behind_a_fragment_reads_no_file_of_the_servers(mysql_url, tmp_path, listener):
+    """Hostile review: the option check split the URI at '#' (urlsplit), SQLAlchemy's parser
+    did not, and the reader read ``query_file`` before any check: a file of the server's
+    came back in the error ("not 'TOPSECRETVALUE123'") or went to the caller's database
+    as the query. Refused now, and a reader opened for a caller reads no query file."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOPSECRETVALUE123 and more\n")
+    svc = serve(mysql_url, tmp_path, "127.0.0.1/32")
+    try:
+        with svc.client("admin") as admin:
+            for source in (f"sql+mysql+pymysql://u:p@127.0.0.1:{listener.port}/db?query=SELECT+1#&query_file={secret}",
+                           f"sql+mysql+pymysql://u:p@127.0.0.1:{listener.port}/db?query=SELECT+1#x&query_file={secret}",
+                           f"sql+mysql+pymysql://u:p@127.0.0.1:{listener.port}/db#?query_file={secret}"):
+                error = refused(admin, source)
+                assert "TOPSECRET" not in error and ("'#'" in error or "query_file" in error), (source, error)
+    finally:
+        svc.stop()
+    assert listener.count == 0
+
+
 def test_a_sql_source_needs_host_and_credentials(mysql_url, tmp_path, listener):
     svc = serve(mysql_url, tmp_path, "127.0.0.1/32")
     try:

@@ -220,3 +220,16 @@ def test_https_is_pinned_and_still_checks_the_name(tmp_path):
     finally:
         server.close()
     assert server.hosts == [f"localhost:{server.port}"]
+
+
+def test_a_reader_opened_for_a_caller_reads_no_query_file(tmp_path):
+    """Defence in depth behind the service's option check: the warehouse reader itself,
+    opened with expansion off (for a caller), refuses ``query_file`` before reading it."""
+    from gate.sources.warehouse import parse_warehouse_uri
+    secret = tmp_path / "q.sql"
+    secret.write_text("SELECT 'TOPSECRET' AS item_id")
+    uri = f"sql+mysql+pymysql://u:p@203.0.113.9/db?query_file={secret}"
+    assert parse_warehouse_uri(uri)[1] == "SELECT 'TOPSECRET' AS item_id"      # the operator's CLI: read
+    with pytest.raises(DatasetError, match="never query_file") as refused:
+        parse_warehouse_uri(uri, expand=False)
+    assert "TOPSECRET" not in str(refused.value)
