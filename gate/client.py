@@ -32,7 +32,7 @@ from . import __version__
 from .errors import DatabaseError, Forbidden, GateError, IllegalTransition, NotFound, UsageError, first_line
 from .models import (DataDiff, Dataset, DatasetPreview, DatasetVersion, Imported, LivePrompt, Mapping, Price, Update,
                      WorkerRow)
-from .release import SHA_RE, Announcer, combine_exit_codes, no_update, release_updates
+from .release import DEFAULT_RELEASE_MODE, SHA_RE, Announcer, combine_exit_codes, no_update, release_updates
 from .update_report import SAMPLE_FAILURES, UpdateReport
 from .wire import decode as wire_decode
 
@@ -251,7 +251,7 @@ class RemoteGate:
                                                                             "mode": mode}))
 
     def wait_for_sha(self, sha: str, prompt: str | None = None, timeout: float | None = None,
-                     poll: float = SHA_POLL, mode: str | None = "auto",
+                     poll: float = SHA_POLL, mode: str | None = DEFAULT_RELEASE_MODE,
                      on_select: Callable[[str], object] | None = None) -> tuple[int, list[UpdateReport]]:
         """As ``Gate.wait_for_sha`` (the same choice, ``release.release_updates``): look the
         commit's updates up until some appear (up to ``timeout``), then long-poll them until
@@ -262,7 +262,7 @@ class RemoteGate:
         announce = Announcer(sha, mode, on_select)
         deadline = _deadline(timeout)
         while True:
-            chosen, updates = release_updates(self.updates_for_sha(sha, prompt, mode or "auto"), mode)
+            chosen, updates = release_updates(self.updates_for_sha(sha, prompt, mode or DEFAULT_RELEASE_MODE), mode)
             expired = _expired(deadline)
             if updates:
                 announce(chosen)

@@ -4,10 +4,12 @@ the service can never disagree on it.
 
 A commit may carry apply-mode updates (the default branch's job: what goes live) and
 check-mode ones (a pull request's check, any submit token's). A release pipeline asks
-whether the commit went live, so **a check never stands in for an apply**: with
-``auto`` (the default) the wait answers for the commit's apply-mode updates when it has
-any, else for its check-mode ones, and says which; ``apply`` answers for apply-mode
-updates only (waiting for one to appear); ``check`` for check-mode ones only."""
+whether the commit went live, so **a check never stands in for an apply**: ``apply`` (the
+default) answers for the commit's apply-mode updates only, waiting for one to appear;
+``check`` for its check-mode ones only (a team that gates with checks alone asks so);
+``auto`` for its apply-mode updates when it has any, else its check-mode ones, saying
+which. ``auto`` is not the default: between a merge and the push job's apply, any submit
+token's check for the commit (its SHA and content the caller's choice) would answer."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from .models import Update
 from .states import Mode
 
 RELEASE_MODES = ("auto", "apply", "check")
+DEFAULT_RELEASE_MODE = "apply"
 SHA_RE = re.compile(r"[0-9a-fA-F]{7,64}")        # what `wait --sha` accepts as a commit
 
 
@@ -43,7 +46,7 @@ def latest_per_prompt(updates: Iterable[Update]) -> list[Update]:
 
 
 def check_release_mode(mode: str | None) -> str:
-    mode = mode or "auto"
+    mode = mode or DEFAULT_RELEASE_MODE
     if mode not in RELEASE_MODES:
         raise UsageError(f"mode {str(mode)[:40]!r} is not auto, apply or check")
     return mode
@@ -61,7 +64,7 @@ def of_mode(updates: Iterable[Update], mode: str | None) -> tuple[str | None, li
     return str(mode), [u for u in updates if u.mode == mode]
 
 
-def release_updates(updates: Iterable[Update], mode: str | None = "auto") -> tuple[str | None, list[Update]]:
+def release_updates(updates: Iterable[Update], mode: str | None = DEFAULT_RELEASE_MODE) -> tuple[str | None, list[Update]]:
     """What a release wait answers for: the newest update per prompt of the mode ``of_mode``
     chooses."""
     chosen, found = of_mode(updates, mode)
@@ -71,9 +74,11 @@ def release_updates(updates: Iterable[Update], mode: str | None = "auto") -> tup
 def no_update(sha: str, prompt: str | None, mode: str | None) -> NotFound:
     """The one line when the commit has no update the wait may answer for."""
     what = f" for prompt {prompt}" if prompt else ""
-    kind = "" if check_release_mode(mode) == "auto" else f"{mode}-mode "
+    mode = check_release_mode(mode)
+    kind = "" if mode == "auto" else f"{mode}-mode "
+    hint = "; `--mode check` answers for its checks" if mode == Mode.APPLY else ""
     return NotFound(f"no {kind}update was submitted for commit {sha}{what} (wait needs the full SHA the "
-                    "Action or `promptgate submit --sha` used)")
+                    f"Action or `promptgate submit --sha` used{hint})")
 
 
 class Announcer:

@@ -57,8 +57,9 @@ def status(ctx, update_id, as_json, fmt):
 @click.option("--sha", default=None, help="Wait for every update submitted for this commit instead.")
 @click.option("--prompt", "prompt_name", default=None, help="With --sha: only this prompt's updates.")
 @click.option("--mode", "sha_mode", type=click.Choice(["auto", "apply", "check"]), default=None,
-              help="With --sha: auto (default) answers for the commit's apply-mode updates when it has any, else "
-                   "its check-mode ones; apply waits for apply-mode updates only; check asks about checks.")
+              help="With --sha: apply (default) answers for the commit's apply-mode updates only, waiting for one "
+                   "to appear; check asks about its checks; auto: its apply-mode updates when it has any, else its "
+                   "checks.")
 @click.option("--timeout", type=float, default=None, help="Seconds to wait (default: until terminal).")
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--progress/--no-progress", "show_progress", default=True, show_default=True,
@@ -80,7 +81,8 @@ def wait(ctx, update_id, sha, prompt_name, sha_mode, timeout, as_json, show_prog
             progress.finish(report)
         print_report(report, "json" if as_json else "text")
         ctx.exit(report.exit_code)
-    code, reports = open_gate(ctx).wait_for_sha(sha, prompt_name, timeout, mode=sha_mode or "auto",
+    from ..release import DEFAULT_RELEASE_MODE
+    code, reports = open_gate(ctx).wait_for_sha(sha, prompt_name, timeout, mode=sha_mode or DEFAULT_RELEASE_MODE,
                                                 on_select=lambda line: click.echo(line, err=True))
     if as_json:
         echo_json([r.to_dict() for r in reports])

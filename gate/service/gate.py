@@ -27,7 +27,8 @@ from .boundary import driver_errors_become_gate_errors
 from .datasets import DatasetsMixin
 from ..update_report import SAMPLE_FAILURES, UpdateReport, run_report  # noqa: F401
 from .live import LiveMixin
-from ..release import SHA_RE, Announcer, combine_exit_codes, latest_per_prompt, no_update, release_updates  # noqa: F401
+from ..release import (DEFAULT_RELEASE_MODE, SHA_RE, Announcer, combine_exit_codes, latest_per_prompt,  # noqa: F401
+                       no_update, release_updates)
 from .tokens import TokensMixin
 
 PRUNE_BATCH = 5000
@@ -248,11 +249,11 @@ class Gate(DatasetsMixin, LiveMixin, TokensMixin):
             return store.updates_for_sha(conn, sha, prompt_name)
 
     def wait_for_sha(self, sha: str, prompt: str | None = None, timeout: float | None = None,
-                     poll: float = 0.5, mode: str | None = "auto",
+                     poll: float = 0.5, mode: str | None = DEFAULT_RELEASE_MODE,
                      on_select: Callable[[str], object] | None = None) -> tuple[int, list[UpdateReport]]:
         """For release pipelines: wait for the updates submitted for commit ``sha`` that
-        ``release.release_updates`` picks for ``mode`` (auto: its apply-mode updates when it
-        has any, else its check-mode ones; a check never stands in for an apply), the latest
+        ``release.release_updates`` picks for ``mode`` (apply, the default: its apply-mode
+        updates only; a check never stands in for an apply), the latest
         one per prompt, and return (exit code as `wait ID` gives it, combined by
         ``combine_exit_codes``; their reports). ``on_select`` is told, in a line, which.
 

@@ -82,9 +82,9 @@ def test_pull_request_check_comment_status_outputs(mysql_gate, model, github, tm
     assert code == 0 and github.repo.statuses[-1]["state"] == "failure"
 
     # release pipelines: wait --sha
-    exit_code, reports = gate.wait_for_sha(HEAD2, timeout=5)
+    exit_code, reports = gate.wait_for_sha(HEAD2, timeout=5, mode="check")
     assert exit_code == 1 and [r.status for r in reports] == ["REJECTED"]
-    assert gate.wait_for_sha(HEAD1, prompt="ticket-urgency")[0] == 0
+    assert gate.wait_for_sha(HEAD1, prompt="ticket-urgency", mode="check")[0] == 0
     with pytest.raises(NotFound):
         gate.wait_for_sha("f" * 40, timeout=0.2)
 

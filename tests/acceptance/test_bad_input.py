@@ -53,7 +53,7 @@ def test_a_sha_that_is_not_a_full_commit_id_is_refused_on_every_backend(db_url, 
     refused(run_cli("submit", tmp_path / "p.yaml", "--sha", "a" * 100, "--database-url", db_url),
             "40 or 64 hex characters")
     assert run_cli("submit", tmp_path / "p.yaml", "--sha", "a" * 40, "--database-url", db_url).returncode == 0
-    listed = run_cli("wait", "--sha", "a" * 40, "--timeout", "0.1", "--database-url", db_url)
+    listed = run_cli("wait", "--sha", "a" * 40, "--mode", "check", "--timeout", "0.1", "--database-url", db_url)
     assert listed.returncode == 3                    # found (still open), not "no update was submitted"
     for sha in ("abc123", "g" * 40, "a" * 41):       # the same check, through the service
         with pytest.raises(UsageError, match="40 or 64 hex characters"):

@@ -101,7 +101,7 @@ def test_every_command_prints_the_same_through_the_service(service, llm, tmp_pat
         assert remote_wait.stdout == both.local("wait", live_id).stdout
         candidate = both.remote("submit", weaker_prompt(tmp_path / "weaker.yaml"), "--sha", SHA_CANDIDATE)
         candidate_id = int(candidate.stdout)
-        rejected = both.same("wait", "--sha", SHA_CANDIDATE, "--timeout", "60", code=1)
+        rejected = both.same("wait", "--sha", SHA_CANDIDATE, "--mode", "check", "--timeout", "60", code=1)
     finally:
         fleet.stop_all()
     assert f"update {candidate_id}: ticket-urgency (check) REJECTED" in rejected and "broken 7" in rejected
@@ -115,8 +115,8 @@ def test_every_command_prints_the_same_through_the_service(service, llm, tmp_pat
     assert json.loads(both.same("status", candidate_id, "--json", code=1))["status"] == "REJECTED"
     assert both.same("report", live_id, candidate_id).count("ticket-urgency") >= 2
     assert both.same("wait", "--sha", "c" * 40, "--timeout", "0.3", code=2, stderr=True) == \
-        f"error: no update was submitted for commit {'c' * 40} (wait needs the full SHA the Action or " \
-        "`promptgate submit --sha` used)\n"
+        f"error: no apply-mode update was submitted for commit {'c' * 40} (wait needs the full SHA the Action " \
+        "or `promptgate submit --sha` used; `--mode check` answers for its checks)\n"
     assert both.same("status", "999999", code=2, stderr=True) == "error: unknown update 999999\n"
 
     assert "urgency-regression\t" in both.same("dataset", "list")

@@ -119,9 +119,9 @@ def test_wait_sha_exit_codes_through_the_cli(mysql_gate, tmp_path, monkeypatch):
         run_until_terminal(gate, ids, timeout=60)
     submit(rules_spec("p1"), shas["open"], "open")                     # no worker runs any more
     url = gate.settings.database_url
-    codes = {name: run_cli("wait", "--sha", sha, "--timeout", "1", "--database-url", url).returncode
+    codes = {name: run_cli("wait", "--sha", sha, "--mode", "check", "--timeout", "1", "--database-url", url).returncode
              for name, sha in shas.items()}
     # mixed: p1's update cancelled, p2's rejected; failed or cancelled comes first
     assert codes == {"ok": 0, "rejected": 1, "cancelled": 2, "mixed": 2, "open": 3}
-    only_p2 = run_cli("wait", "--sha", shas["mixed"], "--prompt", "p2", "--database-url", url)
+    only_p2 = run_cli("wait", "--sha", shas["mixed"], "--mode", "check", "--prompt", "p2", "--database-url", url)
     assert only_p2.returncode == 1, only_p2.stdout

@@ -76,6 +76,27 @@ def test_a_passing_check_never_answers_for_a_rejected_apply(service, tmp_path, m
     gate.close()
 
 
+def test_a_check_before_the_apply_never_answers_a_release_wait(service, tmp_path, model):
+    """Hostile review: with the default mode falling back to checks, a submit token's passing
+    check for commit X (its SHA and content the caller's choice), submitted between the
+    merge and the push job's apply, made `wait --sha X` exit 0 before the apply existed; the
+    apply then ended REJECTED. By default a release wait answers for apply-mode updates only."""
+    gate = mapped_gate(service, tmp_path)
+    with service.client("admin") as admin, service.client("submit") as ci:
+        checked = post(ci, rules_spec(), "check", sha=SHA)
+        passed, = run_until_terminal(gate, [checked], timeout=120)
+        assert passed.status == "PASSED"
+        early = remote_cli(service, "wait", "--sha", SHA, "--timeout", "1")
+        assert early.returncode == 2 and "no apply-mode update was submitted" in early.stderr, \
+            (early.stdout, early.stderr)
+        applied = post(admin, weak_spec(), "apply", sha=SHA)
+        rejected, = run_until_terminal(gate, [applied], timeout=120)
+        assert rejected.status == "REJECTED"
+    release = remote_cli(service, "wait", "--sha", SHA, "--timeout", "30")
+    assert release.returncode == 1 and "REJECTED" in release.stdout, (release.stdout, release.stderr)
+    gate.close()
+
+
 def test_wait_mode_apply_waits_for_an_apply_to_appear(service, tmp_path, model):
     """A commit with only a check: `--mode apply` does not take it for an answer; it times
     out looking for an apply (exit 2, one line), while auto answers for the check and says so."""
@@ -86,8 +107,9 @@ def test_wait_mode_apply_waits_for_an_apply_to_appear(service, tmp_path, model):
     started = time.monotonic()
     strict = remote_cli(service, "wait", "--sha", SHA, "--mode", "apply", "--timeout", "1.5")
     assert strict.returncode == 2 and time.monotonic() - started >= 1.5, (strict.stdout, strict.stderr)
-    assert strict.stderr.strip().endswith("used)") and "no apply-mode update was submitted for commit" in strict.stderr
-    auto = remote_cli(service, "wait", "--sha", SHA, "--timeout", "5")
+    assert strict.stderr.strip().endswith("answers for its checks)") and \
+        "no apply-mode update was submitted for commit" in strict.stderr
+    auto = remote_cli(service, "wait", "--sha", SHA, "--mode", "auto", "--timeout", "5")
     assert auto.returncode == 0, (auto.stdout, auto.stderr)
     assert "waiting for its check-mode updates (it has no apply-mode update" in auto.stderr
     gate.close()

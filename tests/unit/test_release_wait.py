@@ -28,11 +28,12 @@ def test_a_later_check_never_stands_in_for_an_apply():
 
 def test_auto_answers_for_checks_only_when_the_commit_has_no_apply():
     checks = [update(1, "check", "REJECTED"), update(2, "check", "PASSED"), update(3, "check", "PASSED", "p2")]
-    assert release_updates(checks) == ("check", checks[1:])
+    assert release_updates(checks, "auto") == ("check", checks[1:])
     assert release_updates(checks, "apply") == ("apply", [])          # apply: waits for one to appear
-    assert release_updates([]) == (None, [])
+    assert release_updates(checks) == ("apply", [])                   # ... and is the default
+    assert release_updates([], "auto") == (None, [])
     mixed = checks + [update(4, "apply", "APPLIED", "p2")]
-    assert release_updates(mixed) == ("apply", [mixed[3]])            # p1 has only checks: not answered for
+    assert release_updates(mixed, "auto") == ("apply", [mixed[3]])    # p1 has only checks: not answered for
     assert of_mode(mixed, "auto") == ("apply", [mixed[3]])
 
 
