@@ -169,7 +169,7 @@ async def wait(request: Request, update_id: UpdateId, timeout: float = Query(30.
                caller: Caller = Depends(require("read"))):
     """Waiting is reading: the read scope (a release pipeline's token) suffices."""
     wire = view == "wire"
-    with request.app.state.wait_slots.hold(caller.name):      # at most --max-waits-per-token (429)
+    with request.app.state.wait_slots.hold(caller.name if caller.scope else None):   # per token (429); anonymous: one
         status = await request.app.state.watcher.wait(update_id, timeout, want=(failures, wire))  # made before it wakes
     if status == UNKNOWN:
         raise NotFound(f"unknown update {update_id}")

@@ -125,8 +125,9 @@ class WaitSlots:
         self.held: Counter[str] = Counter()
 
     @contextmanager
-    def hold(self, token_name: str):
-        """One long-poll's slot for ``token_name``, or EdgeRefusal 429 when it holds all."""
+    def hold(self, token_name: str | None):
+        """One long-poll's slot for ``token_name`` (None: the anonymous readers of --public-read, who
+        share one, apart from any token), or EdgeRefusal 429 when it holds all."""
         if self.held[token_name] >= self.per_token:
             raise EdgeRefusal(429, f"this token already holds {self.per_token} open waits: retry later",
                               {"Retry-After": str(RETRY_AFTER_SECONDS)})
