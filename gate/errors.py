@@ -57,6 +57,10 @@ class TooLarge(UsageError):
     """A request's body over its cap (the service answers 413)."""
 
 
+class TooSlow(UsageError):
+    """A request's body that stopped arriving (the service answers 408)."""
+
+
 class IllegalTransition(GateError):
     pass
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from fractions import Fraction
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable
 
 from .errors import UsageError
-from .states import Mode, RunStatus, UpdateStatus, Verdict
+from .states import RunStatus, Verdict
 
 INVALID_DECISION = "(invalid)"
 

@@ -37,9 +37,11 @@ from .common import database_option, echo_json, open_database
 @click.option("--docs", is_flag=True, help="Serve Swagger UI at /docs (from the package's own files).")
 @click.option("--max-upload-bytes", type=click.IntRange(1), default=256 * 1024 * 1024, show_default=True,
               help="The largest dataset file a client may upload (PUT /v1/datasets/NAME/rows).")
+@click.option("--max-uploads", type=click.IntRange(1), default=4, show_default=True,
+              help="Dataset uploads in progress at once, server-wide (beyond: 429).")
 @click.pass_context
 def serve(ctx, host, port, public_read, forwarded_allow_ips, source_hosts, log_level, allowed_hosts, header_timeout,
-          body_timeout, max_waits_per_token, docs, max_upload_bytes):
+          body_timeout, max_waits_per_token, docs, max_upload_bytes, max_uploads):
     """Serve the gate over HTTP: JSON under /v1 (OpenAPI at /openapi.json; Swagger UI at
     /docs with --docs), the status page at /, /metrics, /healthz and /readyz. Callers send
     `Authorization: Bearer TOKEN`."""
@@ -53,7 +55,8 @@ def serve(ctx, host, port, public_read, forwarded_allow_ips, source_hosts, log_l
     gate = open_database(ctx)
     app = create_app(gate, ServiceConfig(public_read=public_read, source_hosts=source_hosts, allowed_hosts=hosts,
                                          body_timeout=body_timeout, max_waits_per_token=max_waits_per_token,
-                                         docs=docs, max_upload_bytes=max_upload_bytes))
+                                         docs=docs, max_upload_bytes=max_upload_bytes,
+                                         max_uploads=max_uploads))
     uvicorn.run(app, host=host, port=port, log_level=log_level, server_header=False, timeout_graceful_shutdown=5,
                 proxy_headers=bool(forwarded_allow_ips), forwarded_allow_ips=forwarded_allow_ips,
                 http=with_header_timeout(header_timeout))

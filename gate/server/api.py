@@ -260,18 +260,23 @@ async def upload_rows(request: Request, name: str, path: str = Query(..., max_le
     current version, for a dataset a gate config declares from that path only."""
     if not dry_run:
         authorize(request, "admin", why="an upload (it imports the rows as the dataset's version)")
-    spool = await spool_upload(request.stream(), request.app.state.config.max_upload_bytes)
-    gate = gate_of(request)
-    try:
-        if dry_run:
-            return json_bytes(await run_in_threadpool(gate.diff_upload, name, spool, path, fmt))
-        def store() -> dict:
-            ds, imported = gate.import_upload(name, spool, path, kind=fmt, id_column=id_column,
-                                              label_column=label_column, commit=commit, declared_in=declared_in)
-            return {"dataset": ds, "version": gate.dataset_version(name), "imported": imported}
-        return json_bytes(await run_in_threadpool(store))
-    finally:
-        spool.close()
+    config = request.app.state.config
+    with request.app.state.upload_slots.hold(None):      # at most --max-uploads at once, server-wide (429)
+        spool = await spool_upload(request.stream(), config.max_upload_bytes, config.body_timeout)
+        try:
+            return json_bytes(await run_in_threadpool(_take_upload, gate_of(request), name, spool, path, fmt,
+                                                      dry_run, id_column, label_column, commit, declared_in))
+        finally:
+            spool.close()
+
+
+def _take_upload(gate, name, spool, path, fmt, dry_run, id_column, label_column, commit, declared_in):
+    """An upload's rows: compared with the current version (a dry run), or imported."""
+    if dry_run:
+        return gate.diff_upload(name, spool, path, fmt)
+    ds, imported = gate.import_upload(name, spool, path, kind=fmt, id_column=id_column, label_column=label_column,
+                                      commit=commit, declared_in=declared_in)
+    return {"dataset": ds, "version": gate.dataset_version(name), "imported": imported}
 
 
 @router.post("/sync", summary="Make the datasets, bars, providers and prices match a gate config",

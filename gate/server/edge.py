@@ -27,6 +27,7 @@ MAX_ID = 2**63 - 1                 # BIGINT
 MAX_VERSION = 2**31 - 1            # a prompt's version: INT
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
 DEFAULT_MAX_WAITS = 100
+DEFAULT_MAX_UPLOADS = 4
 RETRY_AFTER_SECONDS = 5
 
 
@@ -120,16 +121,19 @@ class AllowedHosts:
 # --- long-polls per token --------------------------------------------------------------------
 
 class WaitSlots:
-    def __init__(self, per_token: int = DEFAULT_MAX_WAITS):
-        self.per_token = per_token
-        self.held: Counter[str] = Counter()
+    """Slots per holder (a token's name): its open long-polls, or, held by None, the uploads
+    in progress server-wide (``what`` names them in the refusal)."""
+
+    def __init__(self, per_token: int = DEFAULT_MAX_WAITS, what: str = "this token already holds {n} open waits"):
+        self.per_token, self.what = per_token, what
+        self.held: Counter[str | None] = Counter()
 
     @contextmanager
     def hold(self, token_name: str | None):
         """One long-poll's slot for ``token_name`` (None: the anonymous readers of --public-read, who
         share one, apart from any token), or EdgeRefusal 429 when it holds all."""
         if self.held[token_name] >= self.per_token:
-            raise EdgeRefusal(429, f"this token already holds {self.per_token} open waits: retry later",
+            raise EdgeRefusal(429, f"{self.what.format(n=self.per_token)}: retry later",
                               {"Retry-After": str(RETRY_AFTER_SECONDS)})
         self.held[token_name] += 1
         try:

@@ -5,7 +5,7 @@ refusal of the caller's input."""
 
 from __future__ import annotations
 
-from ..errors import DatabaseError, Forbidden, GateError, IllegalTransition, MigrationError, NotFound, TooLarge
+from ..errors import DatabaseError, Forbidden, GateError, IllegalTransition, MigrationError, NotFound, TooLarge, TooSlow
 
 
 def status_of(exc: GateError) -> int:
@@ -17,6 +17,8 @@ def status_of(exc: GateError) -> int:
         return 403
     if isinstance(exc, TooLarge):
         return 413
+    if isinstance(exc, TooSlow):
+        return 408
     if isinstance(exc, (DatabaseError, MigrationError)):
         return 503
     return 400

@@ -27,7 +27,7 @@ from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 
-from ..errors import TooLarge, UsageError
+from ..errors import TooLarge, TooSlow, UsageError
 from ..yamlfile import MAX_DEPTH
 
 MAX_BODY_BYTES = 1024 * 1024
@@ -148,13 +148,15 @@ async def _refuse(send, status: int, message: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-async def spool_upload(chunks, limit: int) -> SpooledTemporaryFile:
+async def spool_upload(chunks, limit: int, idle: float = BODY_TIMEOUT_SECONDS) -> SpooledTemporaryFile:
     """An upload's body (an async iterator of byte chunks) in a spooled temporary file,
-    rewound; TooLarge past ``limit`` bytes. At most ``SPOOL_IN_MEMORY`` bytes are held in
+    rewound; TooLarge past ``limit`` bytes, TooSlow when no byte arrives for ``idle``
+    seconds (a large file may take long, a stalled one may not hold a handler and a spool),
+    UsageError when the client leaves. At most ``SPOOL_IN_MEMORY`` bytes are held in
     memory: the rest goes to disk, and the file is gone when closed."""
     spool, size, pending = SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY), 0, []
     try:
-        async for chunk in chunks:
+        async for chunk in _paced(chunks, idle):
             size += len(chunk)
             if size > limit:
                 raise TooLarge(f"the uploaded file is larger than {limit} bytes (the service's --max-upload-bytes)")
@@ -168,3 +170,21 @@ async def spool_upload(chunks, limit: int) -> SpooledTemporaryFile:
     except BaseException:
         spool.close()
         raise
+
+
+async def _paced(chunks, idle: float):
+    """``chunks`` while each arrives within ``idle`` seconds of the one before."""
+    from starlette.requests import ClientDisconnect
+    stream = chunks.__aiter__()
+    while True:
+        try:
+            async with asyncio.timeout(idle):
+                chunk = await stream.__anext__()
+        except StopAsyncIteration:
+            return
+        except TimeoutError:
+            raise TooSlow(f"the upload stopped: no byte for {idle:g} s (the service's --body-timeout)") from None
+        except ClientDisconnect:
+            raise UsageError("the client left before its upload ended: nothing was stored") from None
+        yield chunk
+

@@ -243,3 +243,43 @@ def test_a_linked_dataset_file_is_never_sent(service, github, tmp_path):
         assert admin.dataset_versions("a")[1] == before
     finally:
         admin.close()
+
+
+def _stalled_upload(service, token: str, sent: bytes) -> "socket.socket":
+    """A raw upload that announces more body than it sends, and then stalls."""
+    import socket
+    sock = socket.create_connection(("127.0.0.1", service.port), timeout=30)
+    sock.sendall(b"PUT /v1/datasets/d/rows?path=datasets/d.csv&dry_run=true HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                 b"Authorization: Bearer " + token.encode() + b"\r\nContent-Type: text/csv\r\n"
+                 b"Content-Length: 100000\r\n\r\n" + sent)
+    return sock
+
+
+def test_a_stalled_upload_is_ended_and_uploads_in_progress_are_capped(mysql_url, tmp_path):
+    """Hostile review: an upload that trickled its body held a handler and a spool past the
+    body deadline that every other route meets (a dry run needs only submit), and nothing
+    capped uploads in progress; a client that left mid-upload was an "internal error" with
+    two tracebacks in the log."""
+    import time
+    from service_harness import Service
+    service = Service(mysql_url, tmp_path, "--body-timeout", "1.5", "--max-uploads", "1")
+    try:
+        stalled = _stalled_upload(service, service.tokens["submit"], b"item_id,expected_decision\n")
+        time.sleep(0.5)
+        with service.client("admin") as admin:
+            busy = put(admin, "d", b"item_id,expected_decision\na,yes\n")
+            assert busy.status_code == 429 and busy.headers["retry-after"], busy.text
+            assert "1 uploads are in progress" in busy.json()["error"]
+        started = time.monotonic()
+        answer = stalled.recv(4096)
+        assert answer.startswith(b"HTTP/1.1 408") and time.monotonic() - started < 10, answer[:200]
+        assert b"--body-timeout" in answer
+        stalled.close()
+        left = _stalled_upload(service, service.tokens["submit"], b"item_id,expected")
+        left.close()                                   # the client leaves mid-upload
+        time.sleep(0.5)
+        with service.client("admin") as admin:        # the slot is free again
+            assert put(admin, "d", b"item_id,expected_decision\na,yes\n").status_code == 200
+    finally:
+        service.stop()
+    assert "internal error" not in service.log() and "Traceback" not in service.log(), service.log()
