@@ -17,6 +17,8 @@ source with it)."""
 
 from __future__ import annotations
 
+import os
+
 from urllib.parse import parse_qsl, unquote_plus, urlsplit
 
 from ..errors import UsageError
@@ -60,6 +62,9 @@ def remote_source_problem(source: str) -> str | None:
                 "in from the server's environment")
     if len(forms) > MAX_DECODINGS:
         return f"a source sent to the service is percent-encoded more than {MAX_DECODINGS} times over"
+    if scheme == "s3" and not s3_bucket_allowed(urlsplit(uri).netloc):
+        return ("an s3:// source is read with the server's own AWS credentials, so the service reads one for a "
+                "caller only from a bucket the operator lists (PROMPTGATE_SOURCE_S3_BUCKETS)")
     if scheme.startswith("sql+"):
         if "#" in uri:      # urlsplit stops at a fragment, SQLAlchemy's URL parser does not
             return "a sql+ source sent to the service cannot hold '#' (a database URL has no fragment)"
@@ -68,6 +73,16 @@ def remote_source_problem(source: str) -> str | None:
             return (f"the service takes no {refused[0][:40]!r} option in a sql+ source (only "
                     f"{', '.join(sorted(SQL_PARAMS))})")
     return None
+
+
+S3_BUCKETS_ENV = "PROMPTGATE_SOURCE_S3_BUCKETS"
+
+
+def s3_bucket_allowed(bucket: str) -> bool:
+    """Is ``bucket`` one the operator lets callers read with the server's AWS credentials
+    (``PROMPTGATE_SOURCE_S3_BUCKETS``: names, comma-separated, or ``*``; default none)?"""
+    listed = {name.strip() for name in os.environ.get(S3_BUCKETS_ENV, "").split(",") if name.strip()}
+    return "*" in listed or bucket in listed
 
 
 def sql_option_names(uri: str) -> set[str]:

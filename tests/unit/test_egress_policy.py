@@ -233,3 +233,17 @@ def test_a_reader_opened_for_a_caller_reads_no_query_file(tmp_path):
     with pytest.raises(DatasetError, match="never query_file") as refused:
         parse_warehouse_uri(uri, expand=False)
     assert "TOPSECRET" not in str(refused.value)
+
+
+def test_an_s3_source_for_a_caller_needs_a_bucket_the_operator_lists(monkeypatch):
+    """Hostile review: an s3:// source is read with the server's own AWS credentials (its
+    instance role): any bucket those reach, then previewable by a read token. Through the
+    service, only buckets the operator lists."""
+    from gate.server.sources import remote_source_problem
+    monkeypatch.delenv("PROMPTGATE_SOURCE_S3_BUCKETS", raising=False)
+    assert "PROMPTGATE_SOURCE_S3_BUCKETS" in remote_source_problem("s3://private-bucket/labels.csv")
+    monkeypatch.setenv("PROMPTGATE_SOURCE_S3_BUCKETS", "labels, other")
+    assert remote_source_problem("s3://labels/d.csv") is None
+    assert "PROMPTGATE_SOURCE_S3_BUCKETS" in remote_source_problem("s3://private-bucket/labels.csv")
+    monkeypatch.setenv("PROMPTGATE_SOURCE_S3_BUCKETS", "*")
+    assert remote_source_problem("s3://private-bucket/labels.csv") is None
