@@ -14,7 +14,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
-from ..errors import NotFound, UsageError
+from ..errors import Forbidden, NotFound, UsageError
 from ..service.release import of_mode
 from ..sources import scheme_of
 from ..spec import parse_spec, parse_spec_text
@@ -25,7 +25,7 @@ from .bodies import (BODY, SUBMIT_BODY, DatasetBody, MappingBody, RollbackBody, 
                      responses)
 from .edge import MAX_VERSION, in_range, update_id_path
 from .limits import spool_upload, strict_json
-from .sources import check_remote_source, scrubbed, uploaded_source
+from .sources import HOLDOUT_ROWS, check_remote_source, rows_readable, scrubbed, uploaded_source
 from .watcher import UNKNOWN
 
 router = APIRouter(prefix="/v1")
@@ -337,13 +337,23 @@ def dataset_version(request: Request, name: str, version: str, _caller: Caller =
 
 @router.get("/datasets/{name}/preview", summary="A version's first rows and label counts", responses=responses(404))
 def preview(request: Request, name: str, rows: int = Query(10, ge=0, le=1000), version: str | None = None,
-            _caller: Caller = Depends(require("read"))):
-    return json_bytes(gate_of(request).preview_dataset(name, rows, version))
+            caller: Caller = Depends(require("read"))):
+    """Rows of a dataset no repository holds (a holdout) need admin (``sources.rows_readable``);
+    its counts (``rows=0``) any reader."""
+    gate = gate_of(request)
+    if rows and not rows_readable(caller.scope, gate.get_dataset(name)):
+        raise Forbidden(HOLDOUT_ROWS.format(name=name))
+    return json_bytes(gate.preview_dataset(name, rows, version))
 
 
 @router.get("/datasets/{name}/diff", summary="How two versions of a dataset differ", responses=responses(404))
-def diff(request: Request, name: str, old: str, new: str, _caller: Caller = Depends(require("read"))):
-    return json_bytes(gate_of(request).diff_versions(name, old, new))
+def diff(request: Request, name: str, old: str, new: str, caller: Caller = Depends(require("read"))):
+    """The counts for any reader; the example rows of a holdout for admin only."""
+    gate = gate_of(request)
+    found = gate.diff_versions(name, old, new)
+    if not rows_readable(caller.scope, gate.get_dataset(name)):
+        found.examples = {kind: [] for kind in found.examples}
+    return json_bytes(found)
 
 
 @router.put("/prompts/{prompt}/datasets/{dataset}", summary="Map a prompt to a dataset with its bars",

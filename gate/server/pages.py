@@ -34,6 +34,7 @@ from ..markdown import bar_pct, interval, num, pct, points, pvalue, ratio, run_p
 from ..states import UpdateStatus
 from ..untrusted import CONTROL, one_line
 from . import views
+from .sources import rows_readable
 from .auth import ANONYMOUS, PAGE_COOKIE, AuthError, Caller, bearer, page_caller
 from .edge import origin_allowed
 from .http_status import status_of
@@ -215,8 +216,9 @@ def dataset_page(request: Request, name: str):
             raise NotFound(f"no dataset named {one_line(name, 128)!r}")
         ds, versions = gate.dataset_versions(name)
         mappings = next((maps for d, maps in gate.list_datasets() if d.name == ds.name), [])
-        preview = gate.preview_dataset(name, PREVIEW_ROWS) if ds.current_version_id else None
-        return page("dataset.html.j2", caller, nav="datasets", ds=ds, versions=versions,
+        shown = PREVIEW_ROWS if rows_readable(caller.scope, ds) else 0      # a holdout's rows: admin only
+        preview = gate.preview_dataset(name, shown) if ds.current_version_id else None
+        return page("dataset.html.j2", caller, nav="datasets", ds=ds, versions=versions, rows_hidden=not shown,
                     source=views.dataset_source(ds), preview=preview, preview_rows=PREVIEW_ROWS,
                     rows=[{"item_id": r.item_id, "expected": r.expected, "input": views.compact_json(r.input)}
                           for r in (preview.first_rows if preview else [])],

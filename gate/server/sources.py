@@ -134,3 +134,21 @@ def scrubbed(data):
         else:
             out[key] = scrubbed(value)
     return out
+
+
+def rows_readable(scope: str | None, ds) -> bool:
+    """May a caller of ``scope`` (None: anonymous) read the rows of dataset ``ds``? An admin
+    token always; any other only the rows a repository holds anyway: a file a gate config
+    declared, uploaded or synced from the checkout (``upload://``, or a file with
+    ``declared_in``). A dataset the operator registered from elsewhere (a private holdout,
+    a warehouse query) shows its counts, never its rows: a pull request's token must not
+    learn the items it is judged on."""
+    if scope == "admin":
+        return True
+    scheme = scheme_of(ds.source_uri or "")
+    return scheme == "upload" or (scheme == "file" and bool((ds.options or {}).get("declared_in")))
+
+
+HOLDOUT_ROWS = ("dataset {name}'s rows are not a repository's (the operator registered it from elsewhere, "
+                "a holdout): reading them needs an admin token")
+

@@ -32,7 +32,7 @@ def test_the_dataset_page(public_service, chromium, tmp_path):
     gate = Gate.connect(svc.db_url)
     try:
         tickets = write_dataset(tmp_path / "tickets.csv")                  # 13 rows, one of them markup
-        gate.register_dataset("tickets", str(tickets))
+        gate.register_dataset("tickets", str(tickets), declared_in="gate.yaml")   # a repository's: rows shown
         gate.map_dataset("support-triage", "tickets", "0.6", bars={"max_broken": 0})
         write_rule_rows(tmp_path / "more.csv", 14)
         tickets.write_text((tmp_path / "more.csv").read_text() + tickets.read_text().splitlines()[-1] + "\n")

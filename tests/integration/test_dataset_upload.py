@@ -283,3 +283,31 @@ def test_a_stalled_upload_is_ended_and_uploads_in_progress_are_capped(mysql_url,
     finally:
         service.stop()
     assert "internal error" not in service.log() and "Traceback" not in service.log(), service.log()
+
+
+def test_a_holdouts_rows_are_read_with_an_admin_token_only(service, tmp_path):
+    """Hostile review: the upload route refused to diff a private holdout, but preview, diff
+    and the dataset page handed its rows to any read token (a pull request's submit token
+    too). Rows a repository holds (an uploaded file a gate config declares) stay readable."""
+    gate = Gate.connect(service.db_url)
+    try:
+        gate.register_dataset("holdout", str(write_rule_rows(tmp_path / "h.csv", 10)))   # the operator's
+        old = gate.dataset_version("holdout").id
+        with service.client("admin") as admin:
+            assert put(admin, "repo", write_rule_rows(tmp_path / "d.csv", 10).read_bytes(),
+                       declared_in="gate.yaml").status_code == 200
+            assert len(admin.get("/v1/datasets/holdout/preview").json()["first_rows"]) == 10
+        for scope in ("read", "submit"):
+            with service.client(scope) as reader:
+                refused = reader.get("/v1/datasets/holdout/preview")
+                assert refused.status_code == 403 and "holdout" in refused.json()["error"], refused.text
+                counts = reader.get("/v1/datasets/holdout/preview", params={"rows": 0})
+                assert counts.status_code == 200 and counts.json()["first_rows"] == []
+                diff = reader.get("/v1/datasets/holdout/diff", params={"old": old, "new": old}).json()
+                assert all(examples == [] for examples in diff["examples"].values())
+                assert len(reader.get("/v1/datasets/repo/preview").json()["first_rows"]) == 10
+                page = reader.get("/datasets/holdout")
+                assert page.status_code == 200 and "an admin token reads them" in page.text
+                assert "i1" not in page.text.split("Preview of", 1)[1]
+    finally:
+        gate.close()

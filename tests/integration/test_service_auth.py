@@ -123,6 +123,8 @@ class Calls:
             kwargs["json"] = {"config": "datasets: {}\nprompts: {}\n", "dry_run": True}
         elif (method, route) == ("POST", "/v1/tokens"):
             kwargs["json"] = {"name": f"matrix-{self.counter}", "scope": "read"}
+        elif route == "/v1/datasets/{name}/preview":
+            kwargs["params"] = {"rows": 0}      # counts: any reader (a holdout's rows need admin: test_dataset_upload)
         elif route == "/v1/datasets/{name}/diff":
             kwargs["params"] = {"old": self.version, "new": self.version}
         elif (method, route) == ("PUT", "/v1/datasets/{name}/rows"):
