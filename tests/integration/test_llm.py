@@ -184,7 +184,8 @@ def test_endpoint_from_environment(monkeypatch, clean):
     spec = parse_spec({"name": "p", "model": "m", "labels": ["urgent", "routine"],
                        "messages": [{"role": "system", "content": SYSTEM},
                                     {"role": "user", "content": "{{ item.text }}"}]})
-    assert gate.llm.resolve_endpoint(spec) == Endpoint("default", clean.base_url, gate.providers.PLACEHOLDER_API_KEY)
+    assert gate.llm.resolve_endpoint(spec) == Endpoint("default", clean.base_url, gate.providers.PLACEHOLDER_API_KEY,
+                                                       "from OPENAI_BASE_URL")
     assert call_prompt(spec, {"text": "site is down"}, settings=SETTINGS).decision == "urgent"
 
 
