@@ -78,7 +78,7 @@ class Egress:
         kind = _not_global(_unwrapped(address))
         if kind:
             return kind
-        if _own(address):
+        if is_own_address(address):
             return "an address of the server itself"
         return None
 
@@ -130,7 +130,7 @@ def _not_global(address: IPAddress) -> str | None:
     return None
 
 
-def _own(address: IPAddress) -> bool:
+def is_own_address(address: IPAddress) -> bool:
     """Is ``address`` one of this machine's? (Binding to it works only if it is; nothing is sent.)"""
     family = socket.AF_INET6 if address.version == 6 else socket.AF_INET
     try:
