@@ -129,10 +129,14 @@ class Executor(Poller):
 
     def _wait_for_room(self) -> int:
         """Room for a whole chunk (claims of a few items would cost a commit each), or
-        for what is left when less than a chunk is dispatched at all."""
+        for what is left when nothing is claimed at all. Short of that, it waits for a call
+        to answer or a write-back to finish (both notify ``capacity``): with an instant
+        model, or every answer reused, nothing is in flight while the answered items wait
+        for their write-back, and returning at once would spin the loop and starve the
+        write-back threads of the GIL (tests/integration/test_executor_loop.py)."""
         with self.capacity:
             room = min(self.max_queued - self.in_flight, self.max_held - self.held)
-            if room < min(self.settings.chunk_size, self.max_queued) and self.in_flight > 0:
+            if room < min(self.settings.chunk_size, self.max_queued) and self.held > 0:
                 self.capacity.wait(timeout=0.05)
                 return 0
             return max(0, room)
