@@ -16,7 +16,7 @@ from ..states import RUN_TERMINAL, Verdict
 from ..stats import nearest_rank
 from .dialect import db_now
 from .schema import EPOCH, answer, dataset_row, new_token, prompt_run, prompt_run_item
-from .textsql import item_results_sql, result_columns, stored_value, string_literal
+from .textsql import answers_insert_sql, item_results_sql, result_columns, stored_value, string_literal
 
 
 def copy_version_page(conn: Connection, run_id: int, version_id: int, start: int, end: int,
@@ -288,12 +288,18 @@ def save_answers(conn: Connection, answers: Sequence[Answer]) -> None:
     save them)."""
     if not answers:
         return
+    answers = sorted(answers, key=lambda a: a.request_key)    # one key order: no deadlock
+    quote = string_literal(conn)
+    if quote is not None:
+        for statement in answers_insert_sql(answers, quote):
+            conn.exec_driver_sql(statement, execution_options={"no_parameters": True})
+        return
     rows = [{"request_key": a.request_key, "actual_decision": a.actual_decision, "raw_output": a.raw_output,
              "latency_ms": a.latency_ms, "prompt_tokens": a.prompt_tokens, "completion_tokens": a.completion_tokens,
              "update_id": a.update_id, "run_id": a.run_id, "trial_of": a.trial_of} for a in answers]
     stmt = (insert(answer).values(created_at=db_now())
             .prefix_with("IGNORE", dialect="mysql").prefix_with("OR IGNORE", dialect="sqlite"))
-    conn.execute(stmt, sorted(rows, key=lambda r: r["request_key"]))    # one key order: no deadlock
+    conn.execute(stmt, rows)
 
 
 def item_attempt_stats(conn: Connection, run_ids: Sequence[int]) -> dict[str, int]:

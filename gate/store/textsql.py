@@ -1,7 +1,7 @@
-"""The PyMySQL text fast path of the two hot statements: an import page's multi-row INSERT
-of dataset rows and an executor chunk's result UPDATE, written as SQL text with MySQL's
-quoting rules instead of bound parameters (``versions.insert_version_rows``,
-``items.write_item_results``).
+"""The PyMySQL text fast path of the hot statements: an import page's multi-row INSERT of
+dataset rows, an executor chunk's result UPDATE and the INSERT IGNORE of its answers kept
+for reuse, written as SQL text with MySQL's quoting rules instead of bound parameters
+(``versions.insert_version_rows``, ``items.write_item_results``, ``items.save_answers``).
 Other drivers and dialects (``string_literal`` answers None) take the SQLAlchemy path."""
 
 from __future__ import annotations
@@ -125,3 +125,26 @@ def item_results_sql(run_id: int, token: str, results: Sequence[ItemResult], quo
     positions = ",".join(str(int(r.position)) for r in results)
     return (f"UPDATE prompt_run_item SET {', '.join(sets)} WHERE run_id = {int(run_id)} "
             f"AND position IN ({positions}) AND lease_token = {quote(token)} AND lease_until > UTC_TIMESTAMP(6)")
+
+
+ANSWER_COLUMNS = ("request_key", "actual_decision", "raw_output", "latency_ms", "prompt_tokens", "completion_tokens",
+                  "update_id", "run_id", "trial_of")
+
+
+def answers_insert_sql(answers: Sequence, quote) -> list[str]:
+    """The MySQL text of ``save_answers``' ``INSERT IGNORE``: one multi-row statement (a
+    few for a chunk of very long answers), ``created_at`` the server's clock.
+
+    Bound through the driver, the statement's ``UTC_TIMESTAMP(6)`` among the VALUES kept
+    PyMySQL's ``executemany`` from folding the rows into one INSERT: it sent one statement
+    per answer, 256 round trips a chunk (bench/README.md, the database path)."""
+    def sql_value(value) -> str:
+        if value is None:
+            return "NULL"
+        if isinstance(value, str):
+            return quote(value)
+        return str(int(value))
+    values = ["(" + ",".join(sql_value(getattr(a, column)) for column in ANSWER_COLUMNS) + ",UTC_TIMESTAMP(6))"
+              for a in answers]
+    head = f"INSERT IGNORE INTO answer ({', '.join(ANSWER_COLUMNS)}, created_at) VALUES "
+    return list(multi_row_statements(head, values, MAX_INSERT_CHARS))

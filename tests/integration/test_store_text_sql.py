@@ -135,3 +135,55 @@ def test_write_item_results_needs_the_token_and_a_live_lease(gate):
                                                           store.prompt_run_item.c.position == items[0].position)
                      .values(lease_until=datetime(2001, 1, 1)))          # its lease ran out
         assert store.write_item_results(conn, 12, token, results) == 2
+
+
+def _answers(values=TRICKY):
+    from gate.models import Answer
+    return [Answer(f"{i:064x}", value or "empty", value, i if i % 3 else None, i, None, 1, 2,
+                   None if i % 2 else f"{i + 1000:064x}") for i, value in enumerate(values)]
+
+
+def _kept(conn) -> list[tuple]:
+    a = store.answer
+    return sorted(tuple(r) for r in conn.execute(select(a.c.request_key, a.c.actual_decision, a.c.raw_output,
+                                                        a.c.latency_ms, a.c.prompt_tokens, a.c.completion_tokens,
+                                                        a.c.update_id, a.c.run_id, a.c.trial_of)))
+
+
+def test_save_answers_round_trips_every_character_in_one_statement(db_url):
+    """A chunk's answers are one INSERT IGNORE on PyMySQL (bound through the driver with the
+    server's clock among the VALUES it was one statement per answer), every value byte for
+    byte and ``created_at`` the server's clock; SQLite takes the SQLAlchemy path."""
+    _check_save_answers(db_url, "")
+
+
+def test_save_answers_under_no_backslash_escapes(mysql_url):
+    _check_save_answers(mysql_url, "NO_BACKSLASH_ESCAPES")
+
+
+def _check_save_answers(db_url: str, mode: str) -> None:
+    from gate.service import Gate
+    g = Gate.connect(db_url, upgrade=True)
+    mysql = db_url.startswith("mysql")
+    answers = _answers()
+
+    def inserts(conn) -> int:   # the server's count of INSERT statements on this connection
+        return int(conn.execute(text("SHOW SESSION STATUS LIKE 'Com_insert'")).first()[1]) if mysql else 0
+    with g.engine.begin() as conn:
+        if mode:
+            conn.execute(text(f"SET SESSION sql_mode = CONCAT(@@sql_mode, ',{mode}')"))
+            conn.execute(text("SELECT 1"))
+        before = inserts(conn)
+        store.save_answers(conn, answers)
+        sent = inserts(conn) - before
+        if mode:
+            conn.execute(text(f"SET SESSION sql_mode = REPLACE(@@sql_mode, '{mode}', '')"))
+    with g.engine.connect() as conn:
+        assert _kept(conn) == sorted((a.request_key, a.actual_decision, a.raw_output, a.latency_ms, a.prompt_tokens,
+                                      a.completion_tokens, a.update_id, a.run_id, a.trial_of) for a in answers)
+        stamped = conn.execute(select(store.answer.c.created_at).limit(1)).scalar()
+        now = conn.execute(select(store.db_now())).scalar()
+    assert abs((now - stamped).total_seconds()) < 60
+    if mysql:
+        assert sent == 1, f"{sent} INSERT statements for {len(answers)} answers"
+    g.close()
