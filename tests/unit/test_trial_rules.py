@@ -96,3 +96,17 @@ def test_each_rule_gives_the_verdict_it_promises(rule, answers, verdict, decisio
 def test_an_item_whose_every_trial_failed_is_an_error():
     outcome = judge(trials(None, None, None), "yes", TrialRule(3))
     assert outcome.verdict == "ERROR" and outcome.decision is None and "timeout" in outcome.error
+
+
+@pytest.mark.parametrize("extra", [{}, {"params": {"temperature": 0.7, "max_tokens": 20}}, {"trials": 3},
+                                   {"response_format": {"type": "json_object"}},
+                                   {"labels": ["ÜRGENT", "later"], "decision": {"type": "regex", "pattern": "(ÜRGENT|later)"}}])
+def test_the_key_hashed_around_its_messages_is_the_whole_requests_hash(extra):
+    """request_key hashes a prompt's fixed text once and an item's messages alone: the bytes
+    hashed, and so every key, are the formula's (answers kept before stay reusable)."""
+    one = spec(**extra)
+    for base in (None, "http://x/v1", "http://ünï/v1"):
+        for content in ("item 7", "", "quote \" and backslash \\ and \u2028 and 𝔘", "\ue000promptgate-messages\ue001"):
+            messages = [{"role": "system", "content": "rules"}, {"role": "user", "content": content}]
+            assert request_key(one, messages, base) == old_request_key(one, messages, base)
+            assert request_key(one, tuple(messages), base) == old_request_key(one, messages, base)
