@@ -92,16 +92,19 @@ def bare_ceiling(server_url: str, items: int, chunk: int = 256, processes: int =
     url, run_id = materialized_run(server_url, database, items)
     scored = multiprocessing.Value("q", 0)
     procs = [multiprocessing.Process(target=claimer, args=(url, run_id, chunk, scored)) for _ in range(processes)]
-    started = time.monotonic()
+    from p4_db_ceiling import mariadb_process, server_seconds
+    server = mariadb_process()
+    server_cpu, started = server_seconds(server), time.monotonic()
     for p in procs:
         p.start()
     for p in procs:
         p.join()
     wall = time.monotonic() - started
+    server_cpu = server_seconds(server) - server_cpu
     if scored.value != items:
         raise RuntimeError(f"the bare loop scored {scored.value} of {items} items")
     print(f"bare ceiling: items={items} chunk={chunk} processes={processes} wall={wall:.2f}s "
-          f"rate={items / wall:.0f} items/s", flush=True)
+          f"rate={items / wall:.0f} items/s; MariaDB CPU {1e6 * server_cpu / items:.0f} µs/item", flush=True)
     return items / wall
 
 

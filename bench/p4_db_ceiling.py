@@ -52,7 +52,8 @@ def scored_per_second(gate, uid: int, concurrency: int, timings: bool, items: in
     from store_timing import StoreTimer
     from workers.supervisor import run_until_terminal
     timer = StoreTimer(gate.engine) if timings else None
-    started = time.monotonic()
+    server = mariadb_process()
+    server_cpu, cpu, started = server_seconds(server), time.process_time(), time.monotonic()
     if timer:
         timer.__enter__()
     try:
@@ -61,15 +62,30 @@ def scored_per_second(gate, uid: int, concurrency: int, timings: bool, items: in
         if timer:
             timer.__exit__(None, None, None)
     wall = time.monotonic() - started
+    cpu, server_cpu = time.process_time() - cpu, server_seconds(server) - server_cpu
     scored = sum(r.scored for r in report.runs)
     if scored != items:
         raise RuntimeError(f"update {uid} scored {scored} of {items} items: {report.status} {report.reason}")
     reused = sum(r.reused_total for r in report.runs)
     print(f"  update {uid}: scored={scored} status={report.status} wall={wall:.2f}s rate={scored / wall:.0f} items/s"
-          f"{f' reused={reused}' if reused else ''}", flush=True)
+          f"{f' reused={reused}' if reused else ''}; CPU: this process {1e6 * cpu / scored:.0f} µs/item "
+          f"({100 * cpu / wall:.0f} % of a core), MariaDB {1e6 * server_cpu / scored:.0f} µs/item", flush=True)
     if timer:
         timer.print(items)
     return scored / wall
+
+
+def mariadb_process():
+    """The MariaDB server process of this machine, or None (psutil)."""
+    import psutil
+    return next((p for p in psutil.process_iter(["name"]) if p.info["name"] in ("mariadbd", "mysqld")), None)
+
+
+def server_seconds(process) -> float:
+    if process is None:
+        return 0.0
+    times = process.cpu_times()
+    return times.user + times.system
 
 
 def gate_rate(server_url: str, kind: str, args, n: int) -> float:

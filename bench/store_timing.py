@@ -26,6 +26,13 @@ TRANSACTION_USERS = ["workers.execute", "workers.finalize", "workers.reconcile",
                      "workers.poller", "gate.ratelimit.limiter", "gate.ratelimit.buckets"]
 
 
+def thread_cpu() -> dict[int, tuple[str, float]]:
+    """native thread id -> (thread name, CPU seconds so far) for this process's threads."""
+    import psutil
+    names = {t.native_id: t.name for t in threading.enumerate()}
+    return {t.id: (names.get(t.id, "other"), t.user_time + t.system_time) for t in psutil.Process().threads()}
+
+
 class StoreTimer:
     def __init__(self, engine):
         self.engine = engine
@@ -72,15 +79,41 @@ class StoreTimer:
                 if hasattr(module, name):
                     self._wrap(module, name, f"{module_name.rsplit('.', 1)[-1]}.{name}")
         self._wrap(self.engine.dialect, "do_commit", "driver COMMIT")
+        self.threads_before = thread_cpu()
+        self.threads_after = dict(self.threads_before)
+        self.sampling = threading.Event()
+        self.sampler = threading.Thread(target=self._sample, daemon=True)
+        self.sampler.start()
         self.started = time.perf_counter()
         return self
 
+    def _sample(self) -> None:
+        """Thread CPU every 0.1 s (the workers' threads are gone by the time the run ends)."""
+        while not self.sampling.wait(0.1):
+            self.threads_after.update(thread_cpu())
+
     def __exit__(self, *exc) -> None:
         self.wall = time.perf_counter() - self.started
+        self.sampling.set()
+        self.sampler.join()
         for owner, name, original in reversed(self.patched):
             setattr(owner, name, original)
 
+    def print_threads(self) -> None:
+        """CPU seconds of each kind of thread over the run, and its share of the wall: a kind
+        near 100 % of the wall (per thread) is the stage the others wait for."""
+        kinds: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
+        for ident, (name, seconds) in self.threads_after.items():
+            spent = seconds - self.threads_before.get(ident, (name, 0.0))[1]
+            kind = name.rstrip("0123456789_").rstrip("-_") or name
+            kinds[kind][0] += 1
+            kinds[kind][1] += spent
+        print("thread CPU over the run:", ", ".join(
+            f"{kind} ×{int(n)} {spent:.2f} s ({100 * spent / max(1, n) / self.wall:.0f} % each)"
+            for kind, (n, spent) in sorted(kinds.items(), key=lambda kv: -kv[1][1]) if spent > 0.01 * self.wall))
+
     def print(self, items: int) -> None:
+        self.print_threads()
         rows = sorted(self.calls.items(), key=lambda kv: -kv[1][1])
         print(f"where the time went ({items} items, wall {self.wall:.2f} s; threads overlap, so shares add up "
               "to more than 100 %):")

@@ -41,6 +41,7 @@ from gate.sandbox import RenderBudget, RenderPool
 from gate.spec import parse_spec
 from gate.states import Verdict
 
+from .call_threads import CallThreads
 from .calls import ItemCaller, RunCall
 from .poller import Poller
 from .results import new_answers, reused_item
@@ -59,6 +60,8 @@ class Chunk:
     renewed_at: float = field(default_factory=time.monotonic)
     started: set[int] = field(default_factory=set)    # items whose call has begun
     given_back: int = 0                               # items a drain gave back uncalled
+    claimed_at: float = field(default_factory=time.monotonic)
+    prepared_at: float | None = None                  # its items handed to the call threads
 
     @property
     def done(self) -> bool:
@@ -75,7 +78,7 @@ class Executor(Poller):
         self.call = call
         self.owns_renderer = renderer is None
         self.renderer = renderer or RenderPool(RenderBudget.from_settings(self.settings))
-        self.pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="call")
+        self.pool = CallThreads(self.concurrency)
         # a finished chunk is written back here, not by the call thread that finished it,
         # which goes on to its next call at once (a write-back waits on a durable commit)
         self.writers = ThreadPoolExecutor(WRITE_BACK_THREADS, thread_name_prefix="write-back")
@@ -84,6 +87,7 @@ class Executor(Poller):
         self.capacity = threading.Condition(self.lock)
         self.in_flight = 0      # calls dispatched and not yet answered
         self.held = 0           # items claimed and not yet written back
+        self.prep_bound = False   # the last chunk's calls took less time than claiming and preparing it
         self.chunks: dict[str, Chunk] = {}
         self.draining = False   # set once by close(): no call begins after it
         self.calls_began: dict[tuple[int, int], float] = {}   # (run, position) -> when its call began
@@ -117,11 +121,14 @@ class Executor(Poller):
 
     @property
     def max_queued(self) -> int:
-        """Calls dispatched and not yet answered: the ones in flight plus one chunk queued
+        """Items claimed and not yet answered: the calls in flight plus one chunk queued
         behind them, so a call slot that frees up starts the next item at once and claims
-        stay off the critical path. A chunk's answered items wait for its slowest one
+        stay off the critical path. When a chunk's calls take less time than claiming and
+        preparing it (a provider answering in milliseconds, answers reused), the calls wait
+        on the claims: then one more chunk is claimed and prepared while the calls of the
+        one before run (``prep_bound``). A chunk's answered items wait for its slowest one
         before their one write-back; they do not hold up claims (up to ``max_held``)."""
-        return self.concurrency + self.settings.chunk_size
+        return self.concurrency + (2 if self.prep_bound else 1) * self.settings.chunk_size
 
     @property
     def max_held(self) -> int:
@@ -199,6 +206,7 @@ class Executor(Poller):
             log.exception("run %s: unexpected error while preparing calls", run.spec.name)
             rendered = [ModelCallError(f"internal error: {exc}"[:1000], retryable=False)] * len(chunk.items)
             keys, found = [None] * len(chunk.items), {}
+        chunk.prepared_at = time.monotonic()
         for item, messages, item_keys in zip(chunk.items, rendered, keys):
             known = {k: found[k] for k in item_keys or () if k in found}
             if item_keys and len(known) == len(item_keys):     # every trial answered before: no call
@@ -290,8 +298,16 @@ class Executor(Poller):
             done = chunk.done
             if done:
                 self.chunks.pop(chunk.token, None)
+                self._judge_pipeline(chunk)
         if done:
             self.writers.submit(self._finish_chunk, chunk)
+
+    def _judge_pipeline(self, chunk: Chunk) -> None:
+        """(Under the lock, as a chunk's last answer is in.) Whether its calls took less time
+        than its claim and preparation: then the claimer prepares one chunk ahead."""
+        if chunk.prepared_at is not None and not chunk.given_back:
+            now = time.monotonic()
+            self.prep_bound = now - chunk.prepared_at < chunk.prepared_at - chunk.claimed_at
 
     def _begin(self, chunk: Chunk, item: ClaimedItem) -> bool:
         """The item's call (or its reuse) begins, unless a drain has begun (which gave the
@@ -411,7 +427,7 @@ class Executor(Poller):
             self._renew_leases()
             time.sleep(0.05)
         self.rendering.shutdown(wait=False, cancel_futures=True)
-        self.pool.shutdown(wait=False, cancel_futures=True)
+        self.pool.shutdown(cancel=True)
         self.writers.shutdown(wait=True)
         self.limiter.close()
         if self.owns_renderer:
