@@ -93,7 +93,7 @@ def bare_ceiling(server_url: str, items: int, chunk: int = 256, processes: int =
     scored = multiprocessing.Value("q", 0)
     procs = [multiprocessing.Process(target=claimer, args=(url, run_id, chunk, scored)) for _ in range(processes)]
     from p4_db_ceiling import mariadb_process, server_seconds
-    server = mariadb_process()
+    server = mariadb_process(urlsplit(url).port)
     server_cpu, started = server_seconds(server), time.monotonic()
     for p in procs:
         p.start()

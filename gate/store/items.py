@@ -37,43 +37,72 @@ def copy_version_page(conn: Connection, run_id: int, version_id: int, start: int
                                               rows)).rowcount
 
 
-def item_claim_query(run_id: int, limit: int, attempt_cap: int):
-    """Ready items of one run: a range scan of the (run_id, verdict, lease_until) index in
-    lease order, no filesort; rows another claimer holds are skipped."""
-    return _ITEM_CLAIM.params(run_id=run_id, limit=limit, attempt_cap=attempt_cap)
+def item_claim_query(run_id: int, limit: int, attempt_cap: int | None = None):
+    """Ready items of one run, locked: an index-only range scan of ``ix_item_ready``
+    (run_id, verdict, lease_until; the key's position rides along) in lease order, no
+    filesort; rows another claimer holds are skipped. Reading nothing but the index, it
+    steps over the entries scored items left behind until purge takes them at the cost
+    of the index alone. (``attempt_cap`` is the lease's condition, not the scan's.)"""
+    return _ITEM_CLAIM.params(run_id=run_id, limit=limit)
 
 
 def _item_claim_statements():
-    """The claim's two statements, built once with bound parameters: building them per
-    claim was a third of a claim's CPU (see bench/README.md)."""
-    i = prompt_run_item
-    claim = (select(i.c.position, i.c.item_id, i.c.input, i.c.expected_decision, i.c.attempt)
+    """The claim's statements, built once with bound parameters: building them per claim
+    was a third of a claim's CPU (see bench/README.md)."""
+    i, r = prompt_run_item, dataset_row
+    claim = (select(i.c.position)
              .where(i.c.run_id == bindparam("run_id", type_=BigInteger), i.c.verdict == Verdict.PENDING,
-                    i.c.lease_until <= db_now(), i.c.attempt < bindparam("attempt_cap", type_=Integer))
+                    i.c.lease_until <= db_now())
              .order_by(i.c.lease_until).limit(bindparam("limit", type_=Integer))
              .with_for_update(skip_locked=True))
     lease = (update(i).where(i.c.run_id == bindparam("claimed_run", type_=BigInteger),
-                             i.c.position.in_(bindparam("positions", expanding=True)))
+                             i.c.position.in_(bindparam("positions", expanding=True)),
+                             i.c.attempt < bindparam("attempt_cap", type_=Integer))
              .values(lease_token=bindparam("token", type_=String),
                      lease_until=db_now(bindparam("lease_seconds", type_=Float)), attempt=i.c.attempt + 1))
-    return claim, lease
+    version = select(prompt_run.c.dataset_version_id).where(prompt_run.c.id == i.c.run_id).scalar_subquery()
+    claimed = (select(i.c.position, i.c.item_id, i.c.expected_decision, i.c.attempt, i.c.lease_token,
+                      func.coalesce(i.c.input, r.c.input, type_=i.c.input.type).label("input"))
+               .select_from(i.outerjoin(r, (r.c.version_id == version) & (r.c.position == i.c.position)))
+               .where(i.c.run_id == bindparam("claimed_run", type_=BigInteger),
+                      i.c.position.in_(bindparam("positions", expanding=True))))
+    return claim, lease, claimed
 
 
-_ITEM_CLAIM, _ITEM_LEASE = _item_claim_statements()
+_ITEM_CLAIM, _ITEM_LEASE, _ITEM_CLAIMED = _item_claim_statements()
+EXHAUSTED = "no result after every attempt"
 
 
 def claim_items(conn: Connection, run_id: int, limit: int, lease_seconds: float,
                 attempt_cap: int) -> tuple[str, list[ClaimedItem]]:
-    """Claim up to ``limit`` ready items of one run, then lease them with one UPDATE
-    and a fresh random token."""
-    rows = conn.execute(_ITEM_CLAIM, {"run_id": run_id, "limit": limit, "attempt_cap": attempt_cap}).all()
+    """Claim up to ``limit`` ready items of one run: lock them (``item_claim_query``),
+    lease those under the attempt cap with one UPDATE and a fresh random token, then read
+    what the executor needs of them — the item and its dataset row's input — in one
+    non-locking read. A locked item at the cap (every attempt claimed and lost) ends
+    ERROR here, as finalize's sweep would end it, rather than fill every claim meanwhile."""
+    positions = list(conn.execute(_ITEM_CLAIM, {"run_id": run_id, "limit": limit}).scalars())
     token = new_token()
-    if not rows:
+    if not positions:
         return token, []
-    conn.execute(_ITEM_LEASE, {"claimed_run": run_id, "positions": [r.position for r in rows], "token": token,
-                               "lease_seconds": lease_seconds})
-    return token, [ClaimedItem(run_id, r.position, r.item_id, r.input, r.expected_decision, r.attempt + 1)
-                   for r in rows]
+    claimed = {"claimed_run": run_id, "positions": positions}
+    conn.execute(_ITEM_LEASE, {**claimed, "token": token, "lease_seconds": lease_seconds, "attempt_cap": attempt_cap})
+    items, exhausted = [], []
+    for row in conn.execute(_ITEM_CLAIMED, claimed):
+        if row.lease_token == token:
+            items.append(ClaimedItem(run_id, row.position, row.item_id, row.input, row.expected_decision, row.attempt))
+        else:
+            exhausted.append(row.position)
+    if exhausted:
+        _fail_exhausted(conn, run_id, exhausted)
+    return token, items
+
+
+def _fail_exhausted(conn: Connection, run_id: int, positions: list[int]) -> int:
+    i = prompt_run_item
+    return conn.execute(update(i).where(i.c.run_id == run_id, i.c.position.in_(positions),
+                                        i.c.verdict == Verdict.PENDING)
+                        .values(verdict=Verdict.ERROR, lease_token=None,
+                                error=func.coalesce(i.c.error, EXHAUSTED))).rowcount
 
 
 def renew_item_leases(conn: Connection, run_id: int, positions: Sequence[int], token: str,
@@ -144,8 +173,7 @@ def fail_exhausted_items(conn: Connection, run_id: int, attempt_cap: int) -> int
                                prompt_run_item.c.lease_until <= db_now(),
                                prompt_run_item.c.attempt >= attempt_cap)
                         .values(verdict=Verdict.ERROR, lease_token=None,
-                                error=func.coalesce(prompt_run_item.c.error, "no result after every attempt"))
-                        ).rowcount
+                                error=func.coalesce(prompt_run_item.c.error, EXHAUSTED))).rowcount
 
 
 def fail_unclaimed_items(conn: Connection, run_id: int, reason: str) -> int:

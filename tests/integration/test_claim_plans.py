@@ -64,6 +64,44 @@ def test_claim_queries_use_an_index_without_filesort(big_tables, name):
         assert "filesort" not in (row["Extra"] or ""), (name, plan)
 
 
+def test_the_item_claim_reads_its_index_alone(big_tables):
+    """The locking scan of a claim reads ix_item_ready and nothing else ("Using index"):
+    it steps over the entries that scored items leave behind until purge (and, in a run
+    of a million items, over more of them the longer the run) at the index's cost only,
+    never reading an item's row to reject it."""
+    sql = str(store.item_claim_query(3, 32, 3).compile(big_tables.engine, compile_kwargs={"literal_binds": True}))
+    with big_tables.engine.connect() as conn:
+        plan, = conn.execute(text("EXPLAIN " + sql)).mappings().all()
+    assert plan["key"] == "ix_item_ready" and "Using index" in (plan["Extra"] or "").split("; "), plan
+
+
+def test_a_claim_ends_an_item_at_its_attempt_cap_and_hands_out_the_rest_with_their_inputs(db_url, tmp_path):
+    from gate.service import Gate
+    g = Gate.connect(db_url, upgrade=True)
+    setup_gate(g, tmp_path, datasets=(("d1", 3, "0.5"),))
+    uid = g.submit(spec())
+    from workers.materialize import Materializer
+    import threading
+    materializer = Materializer(g, threading.Event())
+    while materializer.poll() == 0:
+        pass
+    run_id = g.status(uid).runs[0].run_id
+    with g.engine.begin() as c:          # item i0: every attempt claimed and lost
+        c.execute(update(store.prompt_run_item).where(store.prompt_run_item.c.run_id == run_id,
+                                                      store.prompt_run_item.c.position == 0).values(attempt=3))
+    with g.engine.begin() as c:
+        token, items = store.claim_items(c, run_id, 10, 30, 3)
+    assert [(i.item_id, i.attempt, i.input) for i in items] == [("i1", 1, {"text": "item number 1"}),
+                                                                 ("i2", 1, {"text": "item number 2"})]
+    with g.engine.connect() as c:
+        rows = c.execute(store.prompt_run_item.select().where(store.prompt_run_item.c.run_id == run_id)
+                         .order_by(store.prompt_run_item.c.position)).mappings().all()
+    assert [(r["verdict"], r["error"]) for r in rows] == [("ERROR", "no result after every attempt"),
+                                                          ("PENDING", None), ("PENDING", None)]
+    assert rows[1]["lease_token"] == token and rows[0]["lease_token"] is None
+    g.close()
+
+
 def _running_run_with_one_pending_item(g, tmp_path):
     setup_gate(g, tmp_path, datasets=(("d1", 2, "0.5"),))
     uid = g.submit(spec())
