@@ -55,7 +55,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from jinja2 import nodes
 
-from .templating import TemplateProblem, parse_template, render
+from .templating import TemplateProblem, parse_template, render, render_plain
 
 MAX_RENDERED_CHARS = 1_000_000     # all messages of one item, rendered
 PLAIN_MAX_LOOKUPS = 16             # lookups a prompt may print and still render in the worker
@@ -343,7 +343,7 @@ def shield_this_process() -> bool:
 def _render_here(sources: Sequence[str], item: Mapping[str, Any]) -> Rendered:
     """Plain templates, in this process (their cost is linear in the item)."""
     try:
-        return [render(s, item) for s in sources]
+        return [render_plain(s, item) for s in sources]
     except TemplateProblem as exc:
         return exc
     except Exception as exc:      # a lookup on a value that has none (a str's attribute...)
