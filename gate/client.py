@@ -18,17 +18,14 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-import ssl
 import time
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import quote, urlsplit, urlunsplit
-from urllib.request import getproxies
-
-import httpx2
 
 from . import __version__
+from .http_transport import Timeouts, Transport, TransportError
 from .errors import DatabaseError, Forbidden, GateError, IllegalTransition, NotFound, UsageError, first_line
 from .models import (DataDiff, Dataset, DatasetPreview, DatasetVersion, Imported, LivePrompt, Mapping, Price, Update,
                      WorkerRow)
@@ -44,7 +41,7 @@ POLL_SLICE = 2.0        # ... when the caller shows progress at each poll
 SHA_POLL = 0.5          # seconds between two look-ups of a commit's updates before any appears
 RECONNECT = 30.0        # seconds a wait tries again when the service that answered it goes away (a restart)
 TOKEN_RE = re.compile(r"[\x21-\x7e]{1,512}")
-TIMEOUTS = httpx2.Timeout(connect=10.0, read=60.0, write=30.0, pool=10.0)
+TIMEOUTS = Timeouts(connect=10.0, read=60.0)
 ERRORS_BY_STATUS = {400: UsageError, 403: Forbidden, 404: NotFound, 409: IllegalTransition, 413: UsageError,
                     503: DatabaseError}
 # The public names of ``gate.service.Gate`` (tests/unit/test_cli_imports.py keeps this in step):
@@ -72,16 +69,6 @@ def check_gate_url(url: str) -> str:
         raise UsageError(f"the gate URL {shown_url(url)[:120]!r} (--gate-url, PROMPTGATE_URL) is not an http:// or "
                          "https:// URL")
     return url.strip().rstrip("/")
-
-
-def tls_trust(url: str) -> bool | ssl.SSLContext:
-    """The client's TLS trust: the CA store (httpx2's default; loading it is ~0.1 s of
-    every command) only when TLS can be spoken, to an https:// gate or through a proxy. An
-    http:// gate reached directly never speaks it (redirects are not followed), so it gets
-    a context that trusts nothing: a TLS connection would fail, never pass unverified."""
-    if urlsplit(url).scheme != "http" or getproxies():
-        return True
-    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
 
 
 def _segment(name: Any) -> str:
@@ -143,8 +130,7 @@ class RemoteGate:
                 raise UsageError("PROMPTGATE_TOKEN is not a token: printable ASCII without spaces, as "
                                  "`promptgate token create` prints it")
             headers["Authorization"] = f"Bearer {token.strip()}"
-        self.http = httpx2.Client(base_url=self.url, headers=headers, timeout=TIMEOUTS, follow_redirects=False,
-                                  verify=tls_trust(self.url))
+        self.http = Transport(self.url, headers, TIMEOUTS)
 
     def close(self) -> None:
         self.http.close()
@@ -165,22 +151,22 @@ class RemoteGate:
               timeout: float | None = None, upload: tuple[Any, int] | None = None) -> Any:
         """The answer's JSON, or the GateError the server's answer stands for. ``upload``:
         (an open binary file, its size) streamed as the body instead of JSON."""
-        content = None if body is None else json.dumps(body, default=_json_value, ensure_ascii=True)
+        content = None if body is None else json.dumps(body, default=_json_value, ensure_ascii=True).encode()
         headers = {"Content-Type": "application/json"} if body is not None else None
         if upload is not None:
             content, headers = upload[0], {"Content-Type": "application/octet-stream", "Content-Length": str(upload[1])}
-        extra = {} if timeout is None else {"timeout": httpx2.Timeout(timeout, connect=TIMEOUTS.connect)}
         params = {k: v for k, v in (params or {}).items() if v is not None}
         try:
-            response = self.http.request(method, path, params=params, content=content, headers=headers, **extra)
-        except httpx2.HTTPError as exc:
+            response = self.http.request(method, path, params=params, content=content, headers=headers,
+                                         timeout=timeout)
+        except TransportError as exc:
             raise Unreachable(f"cannot reach the gate at {shown_url(self.url)}: {first_line(exc) or type(exc).__name__}") \
                 from None
         return self._answer(response)
 
     def _answer(self, response) -> Any:
         try:
-            data = response.json()
+            data = json.loads(response.content) if response.content else None
         except ValueError:
             data = None
         if response.status_code < 300 and data is not None:

@@ -53,7 +53,7 @@ def open_gate(ctx: click.Context, check_schema: bool = True):
     if "gate" not in obj:
         if not _uses_service(obj):
             return open_database(ctx, check_schema)
-        from ..client import RemoteGate      # httpx2 is imported only when the service is used
+        from ..client import RemoteGate      # the HTTP client is imported only when the service is used
         gate = obj["gate"] = RemoteGate(obj["gate_url"], os.environ.get(TOKEN_ENV) or None)
         ctx.call_on_close(gate.close)
     return obj["gate"]

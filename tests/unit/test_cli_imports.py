@@ -21,9 +21,10 @@ from conftest import ROOT
 
 DATABASE_SIDE = ("sqlalchemy", "pymysql", "gate.service", "gate.store", "gate.db", "gate.importer", "workers")
 SERVER_SIDE = ("fastapi", "starlette", "uvicorn", "pydantic", "gate.server", "http.server")
-FOR_A_SERVICE_COMMAND = DATABASE_SIDE + SERVER_SIDE + ("github",)          # PyGithub: the Action's phases only
-FOR_VERSION_AND_HELP = FOR_A_SERVICE_COMMAND + ("httpx2", "httpcore2", "gate.client", "jinja2", "yaml", "re2",
-                                                "gate.spec", "gate.models")
+# PyGithub: the Action's phases only; httpx2/httpcore2: the HTTP client is the standard library's
+FOR_A_SERVICE_COMMAND = DATABASE_SIDE + SERVER_SIDE + ("github", "httpx2", "httpcore2", "anyio", "certifi")
+FOR_VERSION_AND_HELP = FOR_A_SERVICE_COMMAND + ("gate.client", "gate.http_transport", "http.client", "jinja2",
+                                                "yaml", "re2", "gate.spec", "gate.models")
 SHA = "0123456789abcdef0123456789abcdef01234567"
 PROMPT = str(ROOT / "prompts-example" / "prompts" / "ticket-urgency.yaml")
 GATE_CONFIG = str(ROOT / "prompts-example" / "gate.yaml")
@@ -76,7 +77,7 @@ def test_a_service_command_loads_neither_the_database_nor_the_service(args):
     proc, loaded = run_cli("--gate-url", url, *args)
     assert proc.returncode == 2, (proc.stdout, errors_of(proc))
     assert errors_of(proc) == [f"error: cannot reach the gate at {url}: [Errno 111] Connection refused"]
-    assert "gate.client" in loaded and "httpx2" in loaded        # it went through the service's client
+    assert "gate.client" in loaded and "gate.http_transport" in loaded    # it went through the service's client
     assert forbidden(loaded, FOR_A_SERVICE_COMMAND) == []
 
 
@@ -102,15 +103,13 @@ def test_the_client_knows_every_public_name_of_gate():
     assert GATE_NAMES == {name for name in dir(Gate) if not name.startswith("_")}
 
 
-def test_an_http_gate_skips_the_ca_store_but_trusts_nothing(monkeypatch):
-    """Loading the CA store is ~0.1 s of every command: an http:// gate reached directly
-    never speaks TLS, so its client gets a context that would refuse any certificate."""
-    from gate.client import tls_trust
+def test_an_http_gate_never_loads_the_ca_store(monkeypatch):
+    """Loading the CA store is ~0.1 s of a command: a gate reached over plain HTTP, with no
+    proxy, never builds a TLS context (an https:// gate does, on its first request)."""
+    from gate.http_transport import Transport
     for name in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
         monkeypatch.delenv(name, raising=False)
-    context = tls_trust("http://127.0.0.1:8080")
-    assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
-    assert context.cert_store_stats()["x509_ca"] == 0 and context.get_ca_certs() == []
-    assert tls_trust("https://gate.example.com") is True            # httpx2's default: the CA store
-    monkeypatch.setenv("HTTPS_PROXY", "https://proxy.example.com:3128")
-    assert tls_trust("http://127.0.0.1:8080") is True               # a proxy may speak TLS
+    transport = Transport(f"http://127.0.0.1:{closed_port()}", {})
+    with pytest.raises(Exception):
+        transport.request("GET", "/healthz")
+    assert transport._context is None and transport.proxy is None
