@@ -32,6 +32,16 @@ def pytest_collection_modifyitems(items):
             item.add_marker(folder)
 
 
+def memory_folder(needed_bytes: int = 4 << 30) -> str | None:
+    """/dev/shm when it is there with room (the test server's data: its DDL, each test's
+    database made and migrated, is ~3x quicker in memory), else the temp folder."""
+    try:
+        stat = os.statvfs("/dev/shm")
+    except OSError:
+        return None
+    return "/dev/shm" if os.access("/dev/shm", os.W_OK) and stat.f_bavail * stat.f_frsize >= needed_bytes else None
+
+
 @pytest.fixture(scope="session")
 def mysql_server():
     """Yields (server_url, server or None). The server object allows restarts."""
@@ -40,7 +50,7 @@ def mysql_server():
         yield url, None
         return
     try:
-        server = LocalMariaDB()
+        server = LocalMariaDB(durable=False, base=memory_folder())
     except RuntimeError:
         server = None
     if server is not None:

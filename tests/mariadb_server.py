@@ -39,12 +39,17 @@ def find_binary(*names: str) -> str | None:
 class LocalMariaDB:
     """mariadbd in a temp datadir on a free loopback port; root over TCP without password."""
 
-    def __init__(self):
+    def __init__(self, durable: bool = True, base: str | None = None):
+        """``durable``: every COMMIT flushed to disk (the benchmarks); without, the log is
+        written to the OS at each COMMIT and flushed once a second (the tests: a killed
+        server loses nothing, only a machine that stops would). ``base``: where the data
+        directory goes (the tests: /dev/shm when it is there)."""
+        self.durable = durable
         self.server = find_binary("mariadbd", "mysqld")
         self.installer = find_binary("mariadb-install-db", "mysql_install_db")
         if not self.server or not self.installer:
             raise RuntimeError("no MariaDB/MySQL server binary on PATH")
-        self.dir = Path(tempfile.mkdtemp(prefix="promptgate-mariadb-"))
+        self.dir = Path(tempfile.mkdtemp(prefix="promptgate-mariadb-", dir=base))
         self.port = free_port()
         self.proc: subprocess.Popen | None = None
 
@@ -64,7 +69,7 @@ class LocalMariaDB:
             [self.server, "--no-defaults", f"--datadir={self.datadir}", f"--port={self.port}",
              "--bind-address=127.0.0.1", f"--socket={self.dir / 'sock'}", f"--pid-file={self.dir / 'pid'}",
              "--skip-grant-tables=0", "--innodb-buffer-pool-size=256M", "--max-connections=500",
-             "--innodb-flush-log-at-trx-commit=1", "--sync-binlog=0", "--skip-log-bin",
+             f"--innodb-flush-log-at-trx-commit={1 if self.durable else 2}", "--sync-binlog=0", "--skip-log-bin",
              "--character-set-server=utf8mb4", "--collation-server=utf8mb4_bin",
              "--transaction-isolation=READ-COMMITTED", *user],
             stdout=open(self.dir / "server.log", "ab"), stderr=subprocess.STDOUT, start_new_session=True)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 from typing import Sequence
 
-from pymysql.constants import SERVER_STATUS
 from sqlalchemy.engine import Connection
 
 from ..models import ItemResult
@@ -32,6 +31,7 @@ def string_literal(conn: Connection) -> "Literals | None":
     driver = conn.connection.dbapi_connection
     if conn.dialect.driver != "pymysql" or getattr(driver, "charset", None) not in ("utf8mb4", "utf8", "utf8mb3"):
         return None
+    from pymysql.constants import SERVER_STATUS     # (loaded with the driver: a SQLite gate never imports it)
     return Literals(bool((driver.server_status or 0) & SERVER_STATUS.SERVER_STATUS_NO_BACKSLASH_ESCAPES))
 
 
