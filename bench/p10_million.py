@@ -29,10 +29,17 @@ TARGET_SECONDS = 180.0
 
 
 def instant(spec, item, settings=None, **_):
+    """The model: answers at once, right by the dataset's rule (alpha → yes)."""
+    return ANSWERS["alpha" in item["text"]]
+
+
+def _answers():
     from gate.llm import CallResult
-    label = "yes" if "alpha" in item["text"] else "no"
-    return CallResult(decision=label, valid=True, raw_output=label, latency_ms=0, prompt_tokens=1,
-                      completion_tokens=1)
+    return {right: CallResult(decision=label, valid=True, raw_output=label, latency_ms=0, prompt_tokens=1,
+                              completion_tokens=1) for right, label in ((True, "yes"), (False, "no"))}
+
+
+ANSWERS = _answers()
 
 
 def worker(url: str, chunk_size: int, concurrency: int, uid: int, progress) -> None:
@@ -73,7 +80,7 @@ def one_run(server_url: str, items: int, args, name: str) -> dict:
     gate.map_dataset("p1", "d", "0.99")
     ctx = multiprocessing.get_context("fork")
     progress = ctx.Queue()
-    uid = gate.submit(rules_spec("p1"), "apply")
+    uid = gate.submit(rules_spec("p1"), "check")       # the default submit: a check, reuse on
     begun = time.monotonic()
     child = ctx.Process(target=worker, args=(url, args.chunk_size, args.concurrency, uid, progress))
     child.start()
@@ -167,7 +174,7 @@ def main() -> bool:
         total = big["import"] + big["score"]
         ok = result("P10 a million rows: import + materialize + score", total, "s", TARGET_SECONDS,
                     higher_is_better=False)
-        return ok and steady and rss_ratio <= 1.2 and plans and big["status"] == "APPLIED"
+        return ok and steady and rss_ratio <= 1.2 and plans and big["status"] == "PASSED"
 
 
 if __name__ == "__main__":

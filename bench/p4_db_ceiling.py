@@ -33,10 +33,17 @@ TARGET_RATIO = 0.5
 
 
 def instant(spec, item, settings=None, **_):
+    """The model: answers at once, right by the dataset's rule (alpha → yes)."""
+    return ANSWERS["alpha" in item["text"]]
+
+
+def _answers():
     from gate.llm import CallResult
-    label = "yes" if "alpha" in item["text"] else "no"
-    return CallResult(decision=label, valid=True, raw_output=label, latency_ms=0, prompt_tokens=1,
-                      completion_tokens=1)
+    return {right: CallResult(decision=label, valid=True, raw_output=label, latency_ms=0, prompt_tokens=1,
+                              completion_tokens=1) for right, label in ((True, "yes"), (False, "no"))}
+
+
+ANSWERS = _answers()
 
 
 def materialized(gate, mode: str, reuse: bool) -> int:
