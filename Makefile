@@ -53,8 +53,11 @@ mermaid: $(MERMAID_JS) $(MARKED_JS)
 demo: $(STAMP)
 	$(BIN)/promptgate demo
 
+# three test processes (pytest-xdist), each with its own MariaDB, Redis and PostgreSQL
+TEST_WORKERS ?= 3
+
 test: $(STAMP) server-binaries mermaid
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 bench: $(STAMP) server-binaries
 	$(BIN)/python bench/run_all.py
