@@ -22,17 +22,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from mariadb_server import create_database, running  # noqa: E402
+from mariadb_server import LocalMariaDB, create_database, running  # noqa: E402
 
 
 @contextmanager
-def mariadb():
-    """A throwaway MariaDB on this machine (innodb_flush_log_at_trx_commit=1: durable)."""
+def mariadb(buffer_pool: str = "256M"):
+    """A throwaway MariaDB on this machine (innodb_flush_log_at_trx_commit=1: durable), its
+    InnoDB buffer pool ``buffer_pool`` (the test suite's 256M unless a bench needs its data
+    in memory, as a production server would hold it)."""
     url = os.environ.get("PROMPTGATE_BENCH_MYSQL_URL")
     if url:
         yield url, None
         return
-    with running() as server:
+    with running(LocalMariaDB(durable=True, buffer_pool=buffer_pool)) as server:
         yield server.url(), server
 
 

@@ -42,22 +42,26 @@ def _answers():
 ANSWERS = _answers()
 
 
-def worker(url: str, chunk_size: int, concurrency: int, uid: int, progress) -> None:
+def worker(url: str, chunk_size: int, concurrency: int, uid: int, progress, timings: bool = False) -> None:
     """One worker process of every role until update ``uid`` ends; reports (seconds since
-    start, items written) every second and its peak RSS at the end."""
+    start, items written, and with ``timings`` the store calls' totals so far) every second
+    and its peak RSS at the end."""
     import resource
     import threading
     from gate.service import Gate
+    from store_timing import StoreTimer
     from workers.supervisor import ROLES, WorkerProcess
     gate = Gate.connect(url)
     gate = Gate(gate.engine, gate.settings.with_(chunk_size=chunk_size))
+    timer = StoreTimer(gate.engine).__enter__() if timings else None
     process = WorkerProcess(gate, ROLES, concurrency, instant).start()
     executor = next(p for p in process.pollers if p.role == "execute")
     stop = threading.Event()
 
     def report() -> None:
         while not stop.wait(1.0):
-            progress.put(("written", time.monotonic(), executor.stats["written"]))
+            calls = {k: tuple(v) for k, v in timer.calls.items()} if timer else None
+            progress.put(("written", time.monotonic(), executor.stats["written"], calls))
     threading.Thread(target=report, daemon=True).start()
     try:
         gate.wait(uid, timeout=3600, poll=0.2)
@@ -82,7 +86,7 @@ def one_run(server_url: str, items: int, args, name: str) -> dict:
     progress = ctx.Queue()
     uid = gate.submit(rules_spec("p1"), "check")       # the default submit: a check, reuse on
     begun = time.monotonic()
-    child = ctx.Process(target=worker, args=(url, args.chunk_size, args.concurrency, uid, progress))
+    child = ctx.Process(target=worker, args=(url, args.chunk_size, args.concurrency, uid, progress, args.timings))
     child.start()
     materialized_at = None
     while materialized_at is None:
@@ -116,7 +120,7 @@ def tenths(samples: list, items: int) -> list[float]:
     """Items per second over each tenth of the items written."""
     rates, mark = [], 0
     start_t, start_n = None, 0
-    for t, n in samples:
+    for t, n, *_ in samples:
         if start_t is None:
             start_t, start_n = t, n
             continue
@@ -124,6 +128,23 @@ def tenths(samples: list, items: int) -> list[float]:
             rates.append((n - start_n) / (t - start_t))
             start_t, start_n, mark = t, n, mark + 1
     return rates
+
+
+def window_timings(samples: list, items: int) -> None:
+    """ms per call of the busiest store calls and transactions in the second tenth of the
+    run and in the last: a call whose cost grows with the rows already scored shows here."""
+    def at(fraction):
+        return next(s for s in samples if s[1] >= fraction * items)
+    windows = {"2nd tenth": (at(0.1), at(0.2)), "last tenth": (at(0.9), samples[-1])}
+    names = sorted(samples[-1][2], key=lambda k: -samples[-1][2][k][1])[:12]
+    print(f"  {'call':<44} " + "  ".join(f"{w + ' ms/call':>22}" for w in windows))
+    for name in names:
+        cells = []
+        for start, end in windows.values():
+            n0, t0 = (start[2] or {}).get(name, (0, 0.0))
+            n1, t1 = (end[2] or {}).get(name, (0, 0.0))
+            cells.append(f"{1000 * (t1 - t0) / (n1 - n0):>14.2f} ({n1 - n0:>5})" if n1 > n0 else f"{'-':>22}")
+        print(f"  {name:<44} " + "  ".join(cells))
 
 
 def explain_claims(gate, run_id: int) -> bool:
@@ -154,11 +175,16 @@ def main() -> bool:
     ap.add_argument("--baseline", type=int, default=100_000)
     ap.add_argument("--chunk-size", type=int, default=256)
     ap.add_argument("--concurrency", type=int, default=32)
+    ap.add_argument("--timings", action="store_true", help="store calls' cost early and late in the run")
+    ap.add_argument("--buffer-pool", default="2G", help="the server's InnoDB buffer pool: a million items, their "
+                    "dataset rows and answers are ~0.8 GB, which a server sized for them holds in memory")
     args = ap.parse_args()
-    with mariadb() as (server_url, _):
+    with mariadb(args.buffer_pool) as (server_url, _):
         base = one_run(server_url, args.baseline, args, "bench_p10_base")
         big = one_run(server_url, args.items, args, "bench_p10")
         rates = tenths(big["samples"], args.items)
+        if args.timings:
+            window_timings(big["samples"], args.items)
         print("scoring rate by tenth of the run (items/s): " + ", ".join(f"{r:,.0f}" for r in rates))
         steady = len(rates) >= 3 and rates[-1] >= 0.8 * rates[1]
         print(f"the rate {'holds' if steady else 'FALLS'} with size: last tenth {rates[-1]:,.0f} vs second "

@@ -39,12 +39,13 @@ def find_binary(*names: str) -> str | None:
 class LocalMariaDB:
     """mariadbd in a temp datadir on a free loopback port; root over TCP without password."""
 
-    def __init__(self, durable: bool = True, base: str | None = None):
+    def __init__(self, durable: bool = True, base: str | None = None, buffer_pool: str = "256M"):
         """``durable``: every COMMIT flushed to disk (the benchmarks); without, the log is
         written to the OS at each COMMIT and flushed once a second (the tests: a killed
         server loses nothing, only a machine that stops would). ``base``: where the data
         directory goes (the tests: /dev/shm when it is there)."""
         self.durable = durable
+        self.buffer_pool = buffer_pool
         self.server = find_binary("mariadbd", "mysqld")
         self.installer = find_binary("mariadb-install-db", "mysql_install_db")
         if not self.server or not self.installer:
@@ -57,18 +58,30 @@ class LocalMariaDB:
     def datadir(self) -> Path:
         return self.dir / "data"
 
+    @property
+    def tmpdir(self) -> Path:
+        """The server's own temp folder: servers started at once (one per test process) that
+        shared /tmp collided on their temp tables' names ("Error on delete of
+        '/tmp/#sql-temptable-…'"), and the machine's my.cnf is not read (--no-defaults)."""
+        return self.dir / "tmp"
+
     def install(self) -> None:
         self.datadir.mkdir()
+        self.tmpdir.mkdir()
         user = ["--user=root"] if os.geteuid() == 0 else []
-        subprocess.run([self.installer, f"--datadir={self.datadir}", "--auth-root-authentication-method=normal",
-                        "--skip-test-db", *user], check=True, capture_output=True, timeout=120)
+        done = subprocess.run([self.installer, "--no-defaults", f"--datadir={self.datadir}", f"--tmpdir={self.tmpdir}",
+                               "--auth-root-authentication-method=normal", "--skip-test-db", *user],
+                              capture_output=True, timeout=120)
+        if done.returncode:
+            said = (done.stdout + done.stderr).decode(errors="replace").strip().splitlines()
+            raise RuntimeError(f"{self.installer} failed ({done.returncode}): " + " | ".join(said[:6]))
 
     def start(self) -> None:
         user = ["--user=root"] if os.geteuid() == 0 else []
         self.proc = subprocess.Popen(
             [self.server, "--no-defaults", f"--datadir={self.datadir}", f"--port={self.port}",
-             "--bind-address=127.0.0.1", f"--socket={self.dir / 'sock'}", f"--pid-file={self.dir / 'pid'}",
-             "--skip-grant-tables=0", "--innodb-buffer-pool-size=256M", "--max-connections=500",
+             "--bind-address=127.0.0.1", f"--socket={self.dir / 'sock'}", f"--tmpdir={self.tmpdir}", f"--pid-file={self.dir / 'pid'}",
+             "--skip-grant-tables=0", f"--innodb-buffer-pool-size={self.buffer_pool}", "--max-connections=500",
              f"--innodb-flush-log-at-trx-commit={1 if self.durable else 2}", "--sync-binlog=0", "--skip-log-bin",
              "--character-set-server=utf8mb4", "--collation-server=utf8mb4_bin",
              "--transaction-isolation=READ-COMMITTED", *user],
