@@ -93,6 +93,7 @@ class Executor(Poller):
         self.calls_began: dict[tuple[int, int], float] = {}   # (run, position) -> when its call began
         self.run_calls: dict[int, RunCall] = {}
         self.runs: list[int] = []
+        self.claim_from: dict[int, int | None] = {}   # run -> where its next claim starts (None: the first ready)
         self.runs_at = 0.0
         self.turn = 0
         self.stats = {"claimed": 0, "written": 0, "lost": 0, "retries": 0, "calls": 0}
@@ -153,22 +154,38 @@ class Executor(Poller):
             with self.engine.connect() as conn:
                 self.runs = store.running_runs(conn)
             self.runs_at = time.monotonic()
+            self.claim_from = {run: start for run, start in self.claim_from.items() if run in self.runs}
         return self.runs
 
     def _claim(self, limit: int) -> bool:
         runs = self._running_runs()
         for offset in range(len(runs)):
             run_id = runs[(self.turn + offset) % len(runs)]
-            token, items = transaction(
-                self.engine, lambda conn: store.claim_items(conn, run_id, limit, self.settings.lease_seconds,
-                                                            self.settings.attempt_cap),
-                wrote=lambda claimed: bool(claimed[1]))
+            token, items = self._claim_run(run_id, limit)
             if items:
                 self.turn = (self.turn + offset + 1) % max(1, len(runs))
                 self._dispatch(Chunk(token, items))
                 return True
         self.runs_at = 0.0  # nothing claimable: look at the run list afresh next time
         return False
+
+    def _claim_run(self, run_id: int, limit: int):
+        """Claim from where this executor's last claim of the run ended while the run has
+        items never leased there (``store.claim_items_from``: the scan does not step over
+        the index entries of every item claimed before), then from the run's first ready
+        item (retries, leases run out, items given back)."""
+        settings, start = self.settings, self.claim_from.get(run_id, 0)
+
+        def claim(conn):
+            if start is not None:
+                return store.claim_items_from(conn, run_id, start, limit, settings.lease_seconds, settings.attempt_cap)
+            return store.claim_items(conn, run_id, limit, settings.lease_seconds, settings.attempt_cap)
+        token, items = transaction(self.engine, claim, wrote=lambda claimed: bool(claimed[1]))
+        if start is not None:
+            self.claim_from[run_id] = max(i.position for i in items) + 1 if items else None
+            if not items:
+                return self._claim_run(run_id, limit)
+        return token, items
 
     def _dispatch(self, chunk: Chunk) -> None:
         run = self._run_call(chunk.items[0].run_id)

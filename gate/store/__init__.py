@@ -30,7 +30,7 @@ from __future__ import annotations
 from .datasets import (delete_dataset, delete_mapping, ensure_dataset, find_dataset, get_dataset, list_datasets,
                        list_mappings, upsert_mapping)
 from .dialect import db_now, seconds_since
-from .items import (call_stats, claim_items, copy_version_page, fail_exhausted_items, fail_unclaimed_items,
+from .items import (call_stats, claim_items, claim_items_from, copy_version_page, fail_exhausted_items, fail_unclaimed_items,
                     failing_items, find_answers, flip_counts, flipped_items, item_attempt_stats, item_claim_query, release_items, renew_item_leases,
                     reuse_stats, run_breakdown, run_counts, save_answers, write_item_results)
 from .fleet import fleet_counts
@@ -100,7 +100,7 @@ __all__ = [
     "runs_of_update", "transition_run", "baseline_run", "set_run_metrics", "BASELINE", "CANDIDATE",
     # items
     "lock_prunable_run", "call_stats", "flip_counts", "flipped_items", "delete_price", "find_price", "list_prices", "upsert_price",
-    "claim_items", "copy_version_page", "fail_exhausted_items", "fail_unclaimed_items", "failing_items",
+    "claim_items", "claim_items_from", "copy_version_page", "fail_exhausted_items", "fail_unclaimed_items", "failing_items",
     "find_answers", "reuse_stats", "save_answers",
     "item_attempt_stats", "item_claim_query", "release_items", "renew_item_leases", "run_breakdown", "run_counts",
     "write_item_results",

@@ -1,7 +1,8 @@
 """The PyMySQL text fast path of the hot statements: an import page's multi-row INSERT of
-dataset rows, an executor chunk's result UPDATE and the INSERT IGNORE of its answers kept
-for reuse, written as SQL text with MySQL's quoting rules instead of bound parameters
-(``versions.insert_version_rows``, ``items.write_item_results``, ``items.save_answers``).
+dataset rows, an executor chunk's claim, its result UPDATE and the INSERT IGNORE of its
+answers kept for reuse, written as SQL text with MySQL's quoting rules instead of bound
+parameters (``versions.insert_version_rows``, ``items.claim_items_from``,
+``items.write_item_results``, ``items.save_answers``).
 Other drivers and dialects (``string_literal`` answers None) take the SQLAlchemy path."""
 
 from __future__ import annotations
@@ -96,25 +97,14 @@ def item_results_sql(run_id: int, token: str, results: Sequence[ItemResult], quo
     The SQLAlchemy form binds 7 CASE branches per item (1,800 parameters for a chunk of
     256); building, caching and escaping those cost more CPU per chunk than the statement's
     commit. This builds the same statement as text in a small fraction of that (see
-    bench/README.md)."""
-    def sql_value(value) -> str:
-        if value is None:
-            return "NULL"
-        if isinstance(value, str):
-            return quote(value)
-        if isinstance(value, list):
-            return quote(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
-        return str(int(value))
-
-    def by_position(values: list[str]) -> str:
-        if len(set(values)) == 1:
-            return values[0]
-        return "CASE position " + " ".join(f"WHEN {int(r.position)} THEN {v}" for r, v in zip(results, values)) + " END"
-
-    sets = [f"{column} = {by_position([sql_value(stored_value(r, column)) for r in results])}"
+    bench/README.md). A column is read once for the chunk and quoted only when its values
+    differ (most columns of a chunk hold one value: a MATCH, no error, no reuse), each
+    distinct text quoted once."""
+    positions = [str(int(r.position)) for r in results]
+    sets = [f"{column} = {_by_position(positions, _column(results, column), quote)}"
             for column in result_columns(results)]
     sets.append("lease_token = NULL")
-    retry = [(int(r.position), round(float(r.retry_in or 0) * 1_000_000)) for r in results
+    retry = [(position, round(float(r.retry_in or 0) * 1_000_000)) for position, r in zip(positions, results)
              if r.verdict == Verdict.PENDING]
     if retry:
         at = " ".join(f"WHEN {i} THEN TIMESTAMPADD(MICROSECOND, {us}, UTC_TIMESTAMP(6))" for i, us in retry)
@@ -122,9 +112,41 @@ def item_results_sql(run_id: int, token: str, results: Sequence[ItemResult], quo
         sets.append(f"next_attempt_at = CASE position {at} ELSE NULL END")
     else:
         sets.append(f"lease_until = '{_EPOCH_TEXT}'")
-    positions = ",".join(str(int(r.position)) for r in results)
     return (f"UPDATE prompt_run_item SET {', '.join(sets)} WHERE run_id = {int(run_id)} "
-            f"AND position IN ({positions}) AND lease_token = {quote(token)} AND lease_until > UTC_TIMESTAMP(6)")
+            f"AND position IN ({','.join(positions)}) AND lease_token = {quote(token)} "
+            "AND lease_until > UTC_TIMESTAMP(6)")
+
+
+def _column(results: Sequence[ItemResult], column: str) -> list:
+    if column in ("trials", "unstable"):
+        return [stored_value(r, column) for r in results]
+    return [getattr(r, column) for r in results]
+
+
+def _by_position(positions: list[str], values: list, quote) -> str:
+    """One SQL value for the column if all its values are one, else a CASE on position."""
+    first = values[0]
+    if all(v == first and type(v) is type(first) for v in values):
+        return _sql_value(first, quote)
+    texts: dict = {}
+    branches = []
+    for position, value in zip(positions, values):
+        key = (type(value), value if not isinstance(value, list) else repr(value))
+        text = texts.get(key)
+        if text is None:
+            text = texts[key] = _sql_value(value, quote)
+        branches.append(f"WHEN {position} THEN {text}")
+    return "CASE position " + " ".join(branches) + " END"
+
+
+def _sql_value(value, quote) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, str):
+        return quote(value)
+    if isinstance(value, list):
+        return quote(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+    return str(int(value))
 
 
 ANSWER_COLUMNS = ("request_key", "actual_decision", "raw_output", "latency_ms", "prompt_tokens", "completion_tokens",
@@ -148,3 +170,33 @@ def answers_insert_sql(answers: Sequence, quote) -> list[str]:
               for a in answers]
     head = f"INSERT IGNORE INTO answer ({', '.join(ANSWER_COLUMNS)}, created_at) VALUES "
     return list(multi_row_statements(head, values, MAX_INSERT_CHARS))
+
+
+def item_claim_from_sql(run_id: int, from_position: int, limit: int) -> str:
+    """``items.claim_items_from``' locking read, as text (the same statement SQLAlchemy
+    compiles, its values inlined: all integers)."""
+    return ("SELECT position FROM prompt_run_item FORCE INDEX (ix_item_ready) "
+            f"WHERE run_id = {int(run_id)} AND verdict = 'PENDING' AND lease_until = '{_EPOCH_TEXT}' "
+            f"AND position >= {int(from_position)} ORDER BY lease_until, position LIMIT {int(limit)} "
+            "FOR UPDATE SKIP LOCKED")
+
+
+def item_lease_sql(run_id: int, positions: Sequence[int], token: str, lease_seconds: float, attempt_cap: int,
+                   quote) -> str:
+    """The claim's lease UPDATE, as text: on 256 positions, binding them through SQLAlchemy's
+    expanding IN and the driver's escaping cost more CPU than the statement's round trip."""
+    return (f"UPDATE prompt_run_item SET lease_token = {quote(token)}, lease_until = TIMESTAMPADD(MICROSECOND, "
+            f"{round(float(lease_seconds) * 1_000_000)}, UTC_TIMESTAMP(6)), attempt = attempt + 1 "
+            f"WHERE run_id = {int(run_id)} AND position IN ({','.join(str(int(p)) for p in positions)}) "
+            f"AND attempt < {int(attempt_cap)}")
+
+
+def item_claimed_sql(run_id: int, positions: Sequence[int]) -> str:
+    """The claimed items with their dataset rows' inputs, as text; rows come back as
+    (position, item_id, expected_decision, attempt, lease_token, input JSON text)."""
+    run = int(run_id)
+    return ("SELECT i.position, i.item_id, i.expected_decision, i.attempt, i.lease_token, "
+            "COALESCE(i.input, r.input) FROM prompt_run_item AS i LEFT OUTER JOIN dataset_row AS r "
+            f"ON r.version_id = (SELECT dataset_version_id FROM prompt_run WHERE id = {run}) "
+            f"AND r.position = i.position WHERE i.run_id = {run} "
+            f"AND i.position IN ({','.join(str(int(p)) for p in positions)})")

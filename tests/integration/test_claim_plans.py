@@ -75,6 +75,56 @@ def test_the_item_claim_reads_its_index_alone(big_tables):
     assert plan["key"] == "ix_item_ready" and "Using index" in (plan["Extra"] or "").split("; "), plan
 
 
+def test_the_claim_from_a_position_reads_a_range_of_its_index_alone(big_tables):
+    """``claim_items_from`` (what an executor claims while it goes through a run front to
+    back) is a range of ix_item_ready from the position given, read from the index alone
+    and in its order (no filesort): its scan starts past the entries the items claimed
+    before left behind, rather than stepping over every one purge has not taken yet."""
+    from gate.store.textsql import item_claim_from_sql
+    with big_tables.engine.connect() as conn:
+        plan, = conn.execute(text("EXPLAIN " + item_claim_from_sql(3, 5, 32))).mappings().all()
+    assert plan["key"] == "ix_item_ready" and plan["type"] == "range", plan
+    assert "Using index" in (plan["Extra"] or "").split("; ") and "filesort" not in (plan["Extra"] or ""), plan
+
+
+def _materialized(db_url, tmp_path, rows: int):
+    from gate.service import Gate
+    from workers.materialize import Materializer
+    import threading
+    g = Gate.connect(db_url, upgrade=True)
+    setup_gate(g, tmp_path, datasets=(("d1", rows, "0.5"),))
+    uid = g.submit(spec())
+    materializer = Materializer(g, threading.Event())
+    while materializer.poll() == 0:
+        pass
+    return g, g.status(uid).runs[0].run_id
+
+
+def test_a_claim_from_a_position_takes_never_leased_items_from_there_in_order(db_url, tmp_path):
+    """From position 3: items 3, 4, 5 with their inputs, in order; item 4 given back by a
+    drain (never called) is claimed again from there; item 7 whose lease ran out, and
+    items before the position, are not its to take: ``claim_items`` takes them (the
+    executor falls back to it once this finds nothing)."""
+    g, run_id = _materialized(db_url, tmp_path, 10)
+    items = store.prompt_run_item
+    with g.engine.begin() as c:          # item 7: leased by a worker whose lease ran out
+        c.execute(update(items).where(items.c.run_id == run_id, items.c.position == 7)
+                  .values(lease_until=datetime(2001, 1, 1), attempt=1))
+    with g.engine.begin() as c:
+        token, first = store.claim_items_from(c, run_id, 3, 3, 30, 3)
+    assert [(i.position, i.item_id, i.input, i.attempt) for i in first] == [
+        (3, "i3", {"text": "item number 3"}, 1), (4, "i4", {"text": "item number 4"}, 2 - 1),
+        (5, "i5", {"text": "item number 5"}, 1)]
+    with g.engine.begin() as c:
+        assert store.release_items(c, token, run_id, [4]) == 1
+    with g.engine.begin() as c:
+        _, again = store.claim_items_from(c, run_id, 4, 10, 30, 3)
+    assert [i.position for i in again] == [4, 6, 8, 9]          # 7's lease ran out: not a never-leased item
+    with g.engine.begin() as c:
+        _, rest = store.claim_items(c, run_id, 10, 30, 3)
+    assert sorted(i.position for i in rest) == [0, 1, 2, 7]
+
+
 def test_a_claim_ends_an_item_at_its_attempt_cap_and_hands_out_the_rest_with_their_inputs(db_url, tmp_path):
     from gate.service import Gate
     g = Gate.connect(db_url, upgrade=True)
