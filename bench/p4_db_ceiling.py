@@ -1,6 +1,7 @@
 """P4 database ceiling: with an in-process model that answers instantly, items scored per
-second by the workers (every role, one process) against the bare claim pattern on the
-same MariaDB in the same run (``p4_bare_ceiling.py``). Target: ≥ 0.5 of the bare ceiling,
+second by the workers (every role, in as many processes as the bare loop has: two)
+against the bare claim pattern on the same MariaDB in the same run
+(``p4_bare_ceiling.py``). Target: ≥ 0.5 of the bare ceiling,
 for each kind of run:
 
 * ``fresh``: submitted with ``--no-reuse`` (fresh answers, none kept);
@@ -8,7 +9,7 @@ for each kind of run:
 * ``reused``: the apply after a passing check of the same prompt (every answer reused).
 
     python bench/p4_db_ceiling.py [--items 20000] [--concurrency 32] [--chunk-size 256]
-                                  [--modes fresh,kept,reused] [--timings]
+                                  [--modes fresh,kept,reused] [--processes 2] [--timings]
 
 Each run is materialized first, so the figure is the scoring rate (P4 is about claims and
 write-backs). ``--timings`` prints where each run's time went (``store_timing.py``).
@@ -55,48 +56,71 @@ def materialized(gate, mode: str, reuse: bool) -> int:
     return uid
 
 
-def worker_process(url: str, chunk_size: int, uid: int, concurrency: int, ready) -> None:
-    """One worker process of every role with the instant model, until update ``uid`` ends."""
+def prepared_worker(gate, concurrency: int):
+    """A worker of every role with the instant model, its connections open and its template
+    sandbox started — what a fleet that is already running has — but its loops not begun."""
+    from gate.db import warm_pool
+    from workers.supervisor import ROLES, WorkerProcess
+    worker = WorkerProcess(gate, ROLES, concurrency, instant)
+    warm_pool(gate.engine, len(worker.pollers) + 2)
+    worker.renderer.warm()
+    return worker
+
+
+def worker_process(url: str, chunk_size: int, uid: int, concurrency: int, ready, go) -> None:
+    """One worker process of every role with the instant model, until update ``uid`` ends:
+    prepared, then ``ready`` set, then started when ``go`` is set."""
     from gate.service import Gate
-    from workers.supervisor import run_until_terminal
     gate = Gate.connect(url)
     gate = Gate(gate.engine, gate.settings.with_(chunk_size=chunk_size))
-    ready.wait()
-    run_until_terminal(gate, [uid], timeout=900, concurrency=concurrency, call=instant)
+    worker = prepared_worker(gate, concurrency)
+    ready.set()
+    go.wait()
+    worker.start()
+    try:
+        gate.wait(uid, timeout=900, poll=0.05)
+    finally:
+        worker.shutdown()
 
 
-def scored_per_second(gate, uid: int, args, timings: bool, processes: int = 1) -> float:
-    """Score the materialized update ``uid``: in this process (1), or in ``processes``
-    worker processes started together; items per second from start to its terminal status."""
+def scored_per_second(gate, uid: int, args, timings: bool, processes: int = 2) -> float:
+    """Score the materialized update ``uid`` with ``processes`` worker processes (in this
+    process with ``timings``, so its store calls can be timed), each prepared before the
+    clock starts as a running fleet is; items per second from their start to the update's
+    terminal status, read by this process as ``promptgate wait`` would."""
     import multiprocessing
     import resource
     from store_timing import StoreTimer
-    from workers.supervisor import run_until_terminal
-    timer = StoreTimer(gate.engine) if timings and processes == 1 else None
+    context = multiprocessing.get_context("fork")
+    timer = StoreTimer(gate.engine) if timings else None
     server = mariadb_process(gate.engine.url.port)
-    ready = multiprocessing.get_context("fork").Event()
-    children = [multiprocessing.get_context("fork").Process(
-        target=worker_process, args=(gate.settings.database_url, args.chunk_size, uid, args.concurrency // processes, ready))
-        for _ in range(processes if processes > 1 else 0)]
+    go = context.Event()
+    readies = [context.Event() for _ in range(0 if timings else processes)]
+    children = [context.Process(target=worker_process, args=(gate.settings.database_url, args.chunk_size, uid,
+                                                             args.concurrency // processes, ready, go))
+                for ready in readies]
     for child in children:
         child.start()
-    time.sleep(1.0 if children else 0)       # their imports and connections, before the clock starts
+    for ready in readies:
+        ready.wait(60)
+    local = prepared_worker(gate, args.concurrency) if timings else None
     child_cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
     server_cpu, cpu, started = server_seconds(server), time.process_time(), time.monotonic()
     if timer:
         timer.__enter__()
     try:
-        if children:
-            ready.set()
-            report = gate.wait(uid, timeout=900, poll=0.05)
-            for child in children:
-                child.join(60)
-        else:
-            report, = run_until_terminal(gate, [uid], timeout=900, concurrency=args.concurrency, call=instant)
+        go.set()
+        if local:
+            local.start()
+        report = gate.wait(uid, timeout=900, poll=0.02)
+        wall = time.monotonic() - started
     finally:
+        if local:
+            local.shutdown()
         if timer:
             timer.__exit__(None, None, None)
-    wall = time.monotonic() - started
+        for child in children:
+            child.join(60)
     cpu, server_cpu = time.process_time() - cpu, server_seconds(server) - server_cpu
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu += (after.ru_utime + after.ru_stime) - (child_cpu.ru_utime + child_cpu.ru_stime)
@@ -104,7 +128,8 @@ def scored_per_second(gate, uid: int, args, timings: bool, processes: int = 1) -
     if scored != args.items:
         raise RuntimeError(f"update {uid} scored {scored} of {args.items} items: {report.status} {report.reason}")
     reused = sum(r.reused_total for r in report.runs)
-    print(f"  update {uid}: {processes} process(es), scored={scored} status={report.status} wall={wall:.2f}s "
+    shown = "1 process (timed)" if timings else f"{processes} process(es)"
+    print(f"  update {uid}: {shown}, scored={scored} status={report.status} wall={wall:.2f}s "
           f"rate={scored / wall:.0f} items/s{f' reused={reused}' if reused else ''}; CPU: the gate "
           f"{1e6 * cpu / scored:.0f} µs/item ({100 * cpu / wall:.0f} % of a core), MariaDB "
           f"{1e6 * server_cpu / scored:.0f} µs/item", flush=True)
@@ -139,7 +164,7 @@ def gate_rate(server_url: str, kind: str, args, n: int) -> float:
     gate = Gate(gate.engine, gate.settings.with_(chunk_size=args.chunk_size))
     print(f"{kind}:", flush=True)
     if kind == "reused":      # the check first (its answers kept), then the apply reuses every one
-        scored_per_second(gate, materialized(gate, "check", True), args, False)
+        scored_per_second(gate, materialized(gate, "check", True), args, False, args.processes)
     uid = materialized(gate, "apply", kind != "fresh")
     rate = scored_per_second(gate, uid, args, args.timings, args.processes)
     gate.close()
@@ -153,9 +178,9 @@ def main() -> bool:
     ap.add_argument("--chunk-size", type=int, default=256)
     ap.add_argument("--modes", default="fresh,kept,reused")
     ap.add_argument("--runs", type=int, default=1, help="runs of each (the median is judged)")
-    ap.add_argument("--processes", type=int, default=1,
-                    help="worker processes scoring (the bare ceiling's claimers are two processes)")
-    ap.add_argument("--timings", action="store_true", help="where the time went (with --processes 1)")
+    ap.add_argument("--processes", type=int, default=2,
+                    help="worker processes scoring: as many as the bare ceiling's claimers, by default")
+    ap.add_argument("--timings", action="store_true", help="where the time went (one worker, in this process)")
     args = ap.parse_args()
     kinds = [k.strip() for k in args.modes.split(",") if k.strip()]
     import workers.execute  # noqa: F401  (the model client's imports, ~1-2 s, before any clock starts)

@@ -224,13 +224,29 @@ class Executor(Poller):
             rendered = [ModelCallError(f"internal error: {exc}"[:1000], retryable=False)] * len(chunk.items)
             keys, found = [None] * len(chunk.items), {}
         chunk.prepared_at = time.monotonic()
+        reused = []
         for item, messages, item_keys in zip(chunk.items, rendered, keys):
             known = {k: found[k] for k in item_keys or () if k in found}
             if item_keys and len(known) == len(item_keys):     # every trial answered before: no call
-                if self._begin(chunk, item):          # else a drain gave it back
-                    self._record(chunk, reused_item(item, run.spec.rule, item_keys, known))
+                reused.append(reused_item(item, run.spec.rule, item_keys, known))
             else:
                 self.pool.submit(self._score, chunk, run, item, messages, item_keys, known)
+        self._record_reused(chunk, reused)
+
+    def _record_reused(self, chunk: Chunk, results: list[ItemResult]) -> None:
+        """Items whose every answer was paid for before: begun and recorded together, under
+        one hold of the lock (one by one, as ``_begin`` and ``_record`` take a call's, the
+        lock and its waiters were most of an all-reused chunk's cost). A drain that began
+        first gives them back instead."""
+        if not results:
+            return
+        with self.capacity:
+            if self.draining:
+                return
+            chunk.started.update(r.position for r in results)
+            done = self._add_results(chunk, results)
+        if done:
+            self.writers.submit(self._finish_chunk, chunk)
 
     def _within_mean(self, run: RunCall, chunk: Chunk, rendered: list, seconds: float) -> list:
         """A template under its budget per item can still be slow on every item and hold
@@ -307,17 +323,23 @@ class Executor(Poller):
     def _record(self, chunk: Chunk, result: ItemResult) -> None:
         """An item's result is in: the chunk is written back once all of its are."""
         with self.capacity:
-            chunk.results.append(result)
             self.calls_began.pop((chunk.items[0].run_id, result.position), None)
-            self.in_flight -= 1
-            if self.max_queued - self.in_flight >= min(self.settings.chunk_size, self.max_queued) or not self.in_flight:
-                self.capacity.notify_all()   # room for a whole chunk: the claimer may go
-            done = chunk.done
-            if done:
-                self.chunks.pop(chunk.token, None)
-                self._judge_pipeline(chunk)
+            done = self._add_results(chunk, [result])
         if done:
             self.writers.submit(self._finish_chunk, chunk)
+
+    def _add_results(self, chunk: Chunk, results: list[ItemResult]) -> bool:
+        """(Under the lock.) Results in, their calls out of flight; True when the chunk is
+        whole (then it leaves ``chunks``: the caller writes it back)."""
+        chunk.results.extend(results)
+        self.in_flight -= len(results)
+        if self.max_queued - self.in_flight >= min(self.settings.chunk_size, self.max_queued) or not self.in_flight:
+            self.capacity.notify_all()   # room for a whole chunk: the claimer may go
+        if not chunk.done:
+            return False
+        self.chunks.pop(chunk.token, None)
+        self._judge_pipeline(chunk)
+        return True
 
     def _judge_pipeline(self, chunk: Chunk) -> None:
         """(Under the lock, as a chunk's last answer is in.) Whether its calls took less time

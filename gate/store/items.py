@@ -17,7 +17,7 @@ from ..states import RUN_TERMINAL, Verdict
 from ..stats import nearest_rank
 from .dialect import db_now
 from .schema import EPOCH, answer, dataset_row, new_token, prompt_run, prompt_run_item
-from .textsql import (answers_insert_sql, item_claim_from_sql, item_claimed_sql, item_lease_sql, item_results_sql,
+from .textsql import (answers_found_sql, answers_insert_sql, item_claim_from_sql, item_claimed_sql, item_lease_sql, item_results_sql,
                       result_columns, stored_value, string_literal)
 
 
@@ -362,6 +362,11 @@ def find_answers(conn: Connection, keys: Sequence[str]) -> dict[str, Answer]:
     primary-key lookup each, and the run's)."""
     if not keys:
         return {}
+    quote = string_literal(conn)
+    if quote is not None:
+        rows = conn.exec_driver_sql(answers_found_sql(sorted(set(keys)), quote),
+                                    execution_options={"no_parameters": True})
+        return {row[0]: Answer(*row) for row in rows}
     a, r = answer, prompt_run
     rows = conn.execute(select(a.c.request_key, a.c.actual_decision, a.c.raw_output, a.c.latency_ms,
                                a.c.prompt_tokens, a.c.completion_tokens, a.c.update_id, a.c.run_id)

@@ -2,7 +2,7 @@
 dataset rows, an executor chunk's claim, its result UPDATE and the INSERT IGNORE of its
 answers kept for reuse, written as SQL text with MySQL's quoting rules instead of bound
 parameters (``versions.insert_version_rows``, ``items.claim_items_from``,
-``items.write_item_results``, ``items.save_answers``).
+``items.write_item_results``, ``items.find_answers``, ``items.save_answers``).
 Other drivers and dialects (``string_literal`` answers None) take the SQLAlchemy path."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Sequence
 from sqlalchemy.engine import Connection
 
 from ..models import ItemResult
-from ..states import Verdict
+from ..states import RUN_TERMINAL, Verdict
 from .schema import EPOCH
 
 _EPOCH_TEXT = EPOCH.strftime("%Y-%m-%d %H:%M:%S")   # the epoch as a MySQL DATETIME literal's text
@@ -200,3 +200,13 @@ def item_claimed_sql(run_id: int, positions: Sequence[int]) -> str:
             f"ON r.version_id = (SELECT dataset_version_id FROM prompt_run WHERE id = {run}) "
             f"AND r.position = i.position WHERE i.run_id = {run} "
             f"AND i.position IN ({','.join(str(int(p)) for p in positions)})")
+
+
+def answers_found_sql(keys: Sequence[str], quote) -> str:
+    """``items.find_answers``' read, as text: the answers kept under these request keys whose
+    paying run is finished (a chunk's 256 keys bound through SQLAlchemy's expanding IN cost
+    more CPU than the read)."""
+    return ("SELECT a.request_key, a.actual_decision, a.raw_output, a.latency_ms, a.prompt_tokens, "
+            "a.completion_tokens, a.update_id, a.run_id FROM answer AS a JOIN prompt_run AS r ON r.id = a.run_id "
+            f"WHERE a.request_key IN ({','.join(map(quote, keys))}) "
+            f"AND r.status IN ({','.join(quote(str(s)) for s in sorted(RUN_TERMINAL))})")
