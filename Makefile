@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install server-binaries mermaid bench clean
+.PHONY: demo test install server-binaries mermaid promptfoo bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -50,6 +50,17 @@ $(MERMAID_JS) $(MARKED_JS):
 
 mermaid: $(MERMAID_JS) $(MARKED_JS)
 
+# P2 (bench/p1_users.py --promptfoo) measures promptfoo 0.121's eval against the gate: from
+# the npm registry into .cache/promptfoo, once, for `make bench` only.
+PROMPTFOO_DIR := .cache/promptfoo
+PROMPTFOO_BIN := $(PROMPTFOO_DIR)/node_modules/.bin/promptfoo
+
+$(PROMPTFOO_BIN):
+	mkdir -p $(PROMPTFOO_DIR)
+	npm install --prefix $(PROMPTFOO_DIR) --no-audit --no-fund --silent promptfoo@0.121
+
+promptfoo: $(PROMPTFOO_BIN)
+
 demo: $(STAMP)
 	$(BIN)/promptgate demo
 
@@ -59,7 +70,7 @@ TEST_WORKERS ?= 3
 test: $(STAMP) server-binaries mermaid
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
-bench: $(STAMP) server-binaries
+bench: $(STAMP) server-binaries promptfoo
 	$(BIN)/python bench/run_all.py
 
 clean:

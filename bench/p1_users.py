@@ -22,6 +22,7 @@ import argparse
 import csv
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -66,19 +67,36 @@ def cli(args: list[str], env: dict) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "gate.cli", *args], env=env, capture_output=True, text=True)
 
 
-def gate_as_user(env: dict, prompt_file: Path) -> float:
+def gate_as_user(env: dict, prompt_file: Path, gate) -> float:
     """``promptgate submit FILE --mode apply --no-reuse`` then ``promptgate wait ID``, each
     its own process (the console script's module), on the database or through the service
-    (``env``): seconds from the first's start to the second's exit."""
-    started = time.monotonic()
+    (``env``): seconds from the first's start to the second's exit. Prints where they went
+    (the update's times are the database's clock: this machine's)."""
+    began, started = time.time(), time.monotonic()
     submitted = cli(["submit", str(prompt_file), "--mode", "apply", "--no-reuse"], env)
+    submit_exit = time.monotonic() - started
     if submitted.returncode:
         raise RuntimeError(f"submit failed: {submitted.stderr.strip()}")
-    waited = cli(["wait", submitted.stdout.strip(), "--no-progress"], env)
+    uid = int(submitted.stdout.strip())
+    waited = cli(["wait", str(uid), "--no-progress"], env)
     wall = time.monotonic() - started
     if waited.returncode:
         raise RuntimeError(f"wait exited {waited.returncode}: {waited.stdout.strip()} {waited.stderr.strip()}")
+    print("    " + phases(gate, uid, began, submit_exit, wall), flush=True)
     return wall
+
+
+def phases(gate, uid: int, began: float, submit_exit: float, wall: float) -> str:
+    from datetime import timezone
+    from gate import store
+    report = gate.status(uid)
+    with gate.engine.connect() as conn:
+        run = store.get_run(conn, report.runs[0].run_id)
+    at = lambda t: t.replace(tzinfo=timezone.utc).timestamp() - began   # noqa: E731
+    u = report.update
+    return (f"update {uid}: committed {at(u.created_at):.2f} s, submit exited {submit_exit:.2f}, run started "
+            f"(pickup) {at(run.started_at):.2f}, materialized {at(run.materialized_at):.2f}, run finished "
+            f"{at(run.finished_at):.2f}, update finished {at(u.finished_at):.2f}, wait exited {wall:.2f}")
 
 
 @contextmanager
@@ -120,8 +138,10 @@ def promptfoo(config: Path, folder: Path, concurrency: int) -> float:
                            "--no-cache", "--no-write", "--no-table", "--no-progress-bar"],
                           cwd=folder, env=env, capture_output=True, text=True)
     wall = time.monotonic() - started
-    if "Results:" not in done.stdout and done.returncode not in (0, 100):
+    if done.returncode not in (0, 100):
         raise RuntimeError(f"promptfoo exited {done.returncode}: {done.stderr[-2000:]}")
+    print("  promptfoo: " + " | ".join(line.strip() for line in done.stdout.splitlines()
+                                       if re.search(r"(?i)pass|fail|error|success", line))[-300:], flush=True)
     return wall
 
 
@@ -162,7 +182,7 @@ def main() -> bool:
                     for who in order:
                         if who in envs:
                             pause_at_random_probe_phase(gate)
-                            walls[who].append(gate_as_user(envs[who], prompt_file))
+                            walls[who].append(gate_as_user(envs[who], prompt_file, gate))
                         elif who == "sdk":
                             walls[who].append(bare_sdk(base, spec, items, args.concurrency))
                         else:

@@ -10,7 +10,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 BENCHES = [["p1_end_to_end.py"], ["p1_end_to_end.py", "--template", "filtered"], ["p3_commits.py"],
            ["p4_db_ceiling.py"], ["pickup_idle.py"], ["materialize.py"], ["ratelimit.py"], ["reuse.py"],
-           ["service_waiters.py"], ["service_submit.py"], ["cli_start.py"]]
+           ["service_waiters.py"], ["service_submit.py"], ["cli_start.py"],
+           ["p4_bare_ceiling.py"], ["p1_users.py", "--promptfoo"], ["p10_million.py"]]
 
 
 def main() -> int:
