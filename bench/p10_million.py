@@ -152,13 +152,16 @@ def explain_claims(gate, run_id: int) -> bool:
     with no filesort. Returns whether they all do."""
     from gate import store
     from gate.states import RunStatus
-    statements = {"item claim": store.item_claim_query(run_id, 256, 5),
+    from gate.store.textsql import item_claim_from_sql
+    statements = {"item claim from a position": item_claim_from_sql(run_id, 500_000, 256),
+                  "item claim": store.item_claim_query(run_id, 256, 5),
                   "materialize claim": store.materialize_claim_query(RunStatus.PENDING, 1),
                   "finalize candidates": store.finalize_candidates_query(20)}
     ok = True
     with gate.engine.connect() as conn:
         for name, stmt in statements.items():
-            sql = str(stmt.compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True}))
+            sql = stmt if isinstance(stmt, str) else str(stmt.compile(dialect=conn.dialect,
+                                                                      compile_kwargs={"literal_binds": True}))
             rows = conn.exec_driver_sql("EXPLAIN " + sql).mappings().all()
             for row in rows:
                 extra = row.get("Extra") or ""
