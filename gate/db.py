@@ -327,10 +327,6 @@ def _run_migration_statement(conn: Connection, statement: str, dialect: str) -> 
                     first_line(exc.orig))
 
 
-def latest_version(dialect: str) -> int:
-    return max((v for v, _, _ in migrations(dialect)), default=0)
-
-
 def pending_versions(engine: Engine) -> list[int]:
     """The shipped migrations not applied yet, by version: ``upgrade`` applies by this set,
     so one numbered below the highest applied (merged later) is pending too."""
@@ -349,15 +345,3 @@ def current_version(engine: Engine) -> int:
         except Exception:
             return 0
 
-
-def wait_for_database(engine: Engine, seconds: float) -> None:
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            with engine.connect() as conn:
-                conn.execute(text("SELECT 1"))
-            return
-        except Exception:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
