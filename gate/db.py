@@ -180,7 +180,7 @@ def _error_code(orig: BaseException | None) -> int | None:
     return args[0] if args and isinstance(args[0], int) else None
 
 
-def retry_delay(attempt: int) -> float:
+def transaction_retry_delay(attempt: int) -> float:
     """Seconds to wait after run ``attempt`` (1, 2, ...) failed: exponential backoff from
     RETRY_FIRST_DELAY up to RETRY_MAX_DELAY, each wait drawn from its upper half so that
     transactions that collided do not collide again in step."""
@@ -194,7 +194,7 @@ def transaction(engine: Engine, work, *, wrote=None, attempts: int = RETRY_ATTEM
 
     A retryable failure (``is_retryable``: a deadlock victim, a lock wait timeout, a lost
     connection) rolls back and runs ``work`` again from scratch in a new transaction on a
-    fresh connection, after ``retry_delay``; at most ``attempts`` runs, and none started
+    fresh connection, after ``transaction_retry_delay``; at most ``attempts`` runs, and none started
     later than ``give_up_after`` seconds after the first. Then, or at once for any other
     error, the error is raised. So ``work`` must be the whole transaction and have no
     effects outside the database that a second run would repeat. A connection lost during
@@ -214,7 +214,7 @@ def transaction(engine: Engine, work, *, wrote=None, attempts: int = RETRY_ATTEM
                     tx.rollback()
                 return result
         except Exception as exc:
-            delay = retry_delay(attempt)
+            delay = transaction_retry_delay(attempt)
             if attempt == attempts or not is_retryable(exc) or time.monotonic() + delay > deadline:
                 raise
             log.log(logging.DEBUG if _is_conflict(exc) else logging.WARNING, "database error in transaction run %d, "

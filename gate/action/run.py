@@ -23,7 +23,7 @@ from ..states import UpdateStatus
 from ..yamlfile import read_text_file
 from .inputs import DEFAULT_PROMPTS, ActionOptions
 from .problems import Problem, field_line, problem_from
-from .verdict import commit_state, exit_code_for, overall_status
+from .outcome import commit_state, exit_code_for, overall_status
 from .workflow import (ActionLog, Event, append_summary, effective_mode, inside_workspace, repo_path, text_or_none,
                        write_output)
 
