@@ -200,7 +200,7 @@ def transaction(engine: Engine, work, *, wrote=None, attempts: int = RETRY_ATTEM
     effects outside the database that a second run would repeat. A connection lost during
     COMMIT leaves it unknown whether the first run committed: a second run must be safe
     on top of a committed first one (lease-token guards, conditional UPDATEs, and
-    ``Materializer.write_page``'s check that its page is not in already, make it so).
+    ``Materializer.copy_page``'s check that its page is not in already, make it so).
 
     ``wrote(result)``, when given, says whether the work wrote anything: a poll that
     claimed nothing rolls back instead of committing, so an idle-ish fleet polling for

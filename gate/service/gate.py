@@ -1,7 +1,7 @@
 """``Gate``: the service API over one gate database, what the CLI, the GitHub Action, the
 demo and the production runtime call. Each public method is one transaction (or none) and
 raises only GateError: this class is the boundary where a driver error becomes a
-``DatabaseError`` (``_driver_errors_become_gate_errors``)."""
+``DatabaseError`` (``boundary.driver_errors_become_gate_errors``)."""
 
 from __future__ import annotations
 
@@ -94,7 +94,7 @@ def _price(conn, model: str) -> dict | None:
 
 def _broken_items(conn, run, limit: int) -> list:
     """The first items the live version answered right and the run wrong (none before the
-    run is compared: finalize pairs the answers)."""
+    run is compared: reconcile pairs the answers, ``store.flip_counts``)."""
     metrics = run.metrics or {}
     live_run_id = (metrics.get("live") or {}).get("run_id")
     if not live_run_id or not limit or not (metrics.get("flips") or {}).get("broken"):
