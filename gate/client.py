@@ -4,8 +4,8 @@ database, to the same output and exit codes.
 
 Every answer is decoded by ``gate.wire`` into the same dataclasses ``Gate`` returns (the
 CLI renders them with the same code), and every refusal becomes the GateError ``Gate``
-raises, with the server's one line and exit code: 400 UsageError, 404 NotFound, 409
-IllegalTransition, 503 DatabaseError, 401/403 a GateError saying why. An unreachable or
+raises, with the server's one line and exit code (``gate.http_errors``: the one table the
+server answers by; 401 a GateError saying why). An unreachable or
 silent server is one line too ("cannot reach the gate at URL: ..."). The token travels
 only in the Authorization header: no message, log or error ever shows it.
 
@@ -26,10 +26,12 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 from . import __version__
 from .http_transport import Timeouts, Transport, TransportError
-from .errors import DatabaseError, Forbidden, GateError, IllegalTransition, NotFound, UsageError, first_line
+from .errors import GateError, UsageError, first_line
+from .http_errors import error_class
 from .models import (DataDiff, Dataset, DatasetPreview, DatasetVersion, Imported, LivePrompt, Mapping, Price, Update,
                      WorkerRow)
-from .release import DEFAULT_RELEASE_MODE, SHA_RE, Announcer, combine_exit_codes, no_update, release_updates
+from .api_shape import HISTORY_LIMIT
+from .release import DEFAULT_RELEASE_MODE, SHA_POLL, deadline_after, expired, time_left, wait_for_release
 from .update_report import SAMPLE_FAILURES, UpdateReport
 from .wire import decode as wire_decode
 
@@ -38,12 +40,9 @@ if TYPE_CHECKING:
 
 LONG_POLL = 60.0        # seconds one long-poll request may hold (the server allows 120)
 POLL_SLICE = 2.0        # ... when the caller shows progress at each poll
-SHA_POLL = 0.5          # seconds between two look-ups of a commit's updates before any appears
 RECONNECT = 30.0        # seconds a wait tries again when the service that answered it goes away (a restart)
 TOKEN_RE = re.compile(r"[\x21-\x7e]{1,512}")
 TIMEOUTS = Timeouts(connect=10.0, read=60.0)
-ERRORS_BY_STATUS = {400: UsageError, 403: Forbidden, 404: NotFound, 409: IllegalTransition, 413: UsageError,
-                    503: DatabaseError}
 # The public names of ``gate.service.Gate`` (tests/unit/test_cli_imports.py keeps this in step):
 # one the service does not offer is refused in one line, without importing Gate (SQLAlchemy).
 GATE_NAMES = frozenset({"authenticate", "cancel", "close", "connect", "create_token", "dataset_version",
@@ -80,18 +79,6 @@ def _json_value(value: Any) -> Any:
     if isinstance(value, Decimal):
         return format(value, "f")
     raise TypeError(f"{type(value).__name__} is not JSON")
-
-
-def _deadline(timeout: float | None) -> float | None:
-    return None if timeout is None else time.monotonic() + max(0.0, timeout)
-
-
-def _left(deadline: float | None, most: float) -> float:
-    return most if deadline is None else max(0.0, min(most, deadline - time.monotonic()))
-
-
-def _expired(deadline: float | None) -> bool:
-    return deadline is not None and time.monotonic() >= deadline
 
 
 def _history_row(row: dict) -> dict:
@@ -175,7 +162,7 @@ class RemoteGate:
         if not isinstance(message, str) or not message:
             raise GateError(f"the gate at {shown_url(self.url)} answered HTTP {response.status_code} "
                             f"{response.reason_phrase}".rstrip())
-        error = ERRORS_BY_STATUS.get(response.status_code, GateError)(first_line(message, 500))
+        error = error_class(response.status_code)(first_line(message, 500))
         code = data.get("exit_code")
         if isinstance(code, int) and not isinstance(code, bool) and 0 < code < 256:
             error.exit_code = code
@@ -216,12 +203,12 @@ class RemoteGate:
              on_poll: Callable[[UpdateReport], Any] | None = None) -> UpdateReport:
         """Long-poll until the update is terminal or ``timeout`` seconds pass. With ``on_poll``
         the polls are short (``POLL_SLICE``) and it is called with each open report."""
-        deadline = _deadline(timeout)
+        deadline = deadline_after(timeout)
         step = LONG_POLL if on_poll is None else POLL_SLICE
         report = None
         while True:
-            report = self._long_poll(update_id, _left(deadline, step), patient=report is not None)
-            if report.terminal or _expired(deadline):
+            report = self._long_poll(update_id, time_left(deadline, step), patient=report is not None)
+            if report.terminal or expired(deadline):
                 return report
             if on_poll is not None:
                 on_poll(report)
@@ -239,35 +226,24 @@ class RemoteGate:
     def wait_for_sha(self, sha: str, prompt: str | None = None, timeout: float | None = None,
                      poll: float = SHA_POLL, mode: str | None = DEFAULT_RELEASE_MODE,
                      on_select: Callable[[str], object] | None = None) -> tuple[int, list[UpdateReport]]:
-        """As ``Gate.wait_for_sha`` (the same choice, ``release.release_updates``): look the
-        commit's updates up until some appear (up to ``timeout``), then long-poll them until
-        each is terminal."""
-        sha = (sha or "").strip()
-        if not SHA_RE.fullmatch(sha):
-            raise UsageError(f"{sha!r} is not a commit SHA")
-        announce = Announcer(sha, mode, on_select)
-        deadline = _deadline(timeout)
-        while True:
-            chosen, updates = release_updates(self.updates_for_sha(sha, prompt, mode or DEFAULT_RELEASE_MODE), mode)
-            expired = _expired(deadline)
-            if updates:
-                announce(chosen)
-                reports = [self.status(u.id) for u in updates]
-                if expired or all(r.terminal for r in reports):
-                    return combine_exit_codes(r.exit_code for r in reports), reports
-                waiting = next(r for r in reports if not r.terminal)
-                self._long_poll(waiting.update.id, _left(deadline, LONG_POLL), failures=0, patient=True)
-            elif deadline is None or expired:
-                raise no_update(sha, prompt, mode)
-            else:
-                time.sleep(_left(deadline, poll))
+        """As ``Gate.wait_for_sha`` (the one loop, ``release.wait_for_release``): the commit's
+        updates are looked up until some appear (up to ``timeout``), then each open one is
+        long-polled until it is terminal."""
+        def watch(report: UpdateReport, deadline: float | None) -> None:
+            self._long_poll(report.update.id, time_left(deadline, LONG_POLL), failures=0, patient=True)
+        return wait_for_release(self, sha, prompt, timeout, poll, mode, on_select, watch)
 
-    def list_updates(self, limit: int = 20, prompt_name: str | None = None) -> list[Update]:
-        return decode(list[Update], self._call("GET", "/v1/updates", params={"limit": limit, "prompt": prompt_name}))
+    def list_updates(self, limit: int = 20, prompt_name: str | None = None, *, status: str | None = None,
+                     sha_prefix: str | None = None, before_id: int | None = None) -> list[Update]:
+        """Newest first, optionally of one prompt, in one status, of commits whose SHA
+        starts with ``sha_prefix`` (hex digits), older than update ``before_id``."""
+        params = {"limit": limit, "prompt": prompt_name, "status": status, "sha_prefix": sha_prefix,
+                  "before_id": before_id}
+        return decode(list[Update], self._call("GET", "/v1/updates", params=params))
 
-    def cancel(self, update_id: int, reason: str = "cancelled by a user", owner: str | None = None) -> None:
+    def cancel(self, update_id: int, reason: str = "cancelled by a user") -> None:
         """Cancel the update (the service records who cancelled it as the reason, and lets a
-        submit token cancel only its own: ``Forbidden`` otherwise; ``owner`` is the server's)."""
+        submit token cancel only its own: ``Forbidden`` otherwise)."""
         self._call("POST", f"/v1/updates/{int(update_id)}/cancel")
 
     # --- prompts ------------------------------------------------------------------------------
@@ -275,7 +251,7 @@ class RemoteGate:
     def live(self, name: str) -> LivePrompt:
         return decode(LivePrompt, self._call("GET", f"/v1/prompts/{_segment(name)}/live"))
 
-    def history(self, name: str, limit: int = 50) -> list[dict]:
+    def history(self, name: str, limit: int = HISTORY_LIMIT) -> list[dict]:
         """A prompt's live versions, newest first, as ``Gate.history`` gives them."""
         rows = self._call("GET", f"/v1/prompts/{_segment(name)}/history", params={"limit": limit})
         return [_history_row(decode(dict, row)) for row in rows[:limit]]
@@ -301,7 +277,8 @@ class RemoteGate:
         return self.dataset_versions(name)[0]
 
     def register_dataset(self, name: str, source_uri: str, *, id_column: str | None = None,
-                         label_column: str | None = None, base_dir=None, declared_in: str | None = None) -> Dataset:
+                         label_column: str | None = None, base_dir: str | Path | None = None,
+                         declared_in: str | None = None) -> Dataset:
         """Register a dataset the server reads (https://, s3://, sql+...; the service
         refuses a file on its machine). ``base_dir`` and ``declared_in`` serve the local
         gate's file sources only, so they are not sent. A local file (a path, file://) is
@@ -316,7 +293,7 @@ class RemoteGate:
         data = self._call("POST", "/v1/datasets", body={k: v for k, v in body.items() if v is not None})
         return decode(Dataset, data["dataset"])
 
-    def refresh_dataset(self, name: str, file: str | None = None) -> tuple[Dataset, Imported | None]:
+    def refresh_dataset(self, name: str, *, file: str | None = None) -> tuple[Dataset, Imported | None]:
         """Import the dataset's source again; ``file``: a local file whose rows are
         uploaded instead (a dataset registered from an upload is refreshed only so), under
         the path the gate recorded for it."""
@@ -374,7 +351,7 @@ class RemoteGate:
                                            params={"old": old, "new": new}))
 
     def map_dataset(self, prompt_name: str, dataset_name: str, min_accuracy: Any, *,
-                    bars: dict | None = None) -> Mapping:
+                    bars: dict[str, Any] | None = None) -> Mapping:
         data = self._call("PUT", f"/v1/prompts/{_segment(prompt_name)}/datasets/{_segment(dataset_name)}",
                           body={"min_accuracy": min_accuracy, "bars": bars})
         return decode(Mapping, data)

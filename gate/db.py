@@ -180,7 +180,7 @@ def _error_code(orig: BaseException | None) -> int | None:
     return args[0] if args and isinstance(args[0], int) else None
 
 
-def retry_delay(attempt: int) -> float:
+def transaction_retry_delay(attempt: int) -> float:
     """Seconds to wait after run ``attempt`` (1, 2, ...) failed: exponential backoff from
     RETRY_FIRST_DELAY up to RETRY_MAX_DELAY, each wait drawn from its upper half so that
     transactions that collided do not collide again in step."""
@@ -194,13 +194,13 @@ def transaction(engine: Engine, work, *, wrote=None, attempts: int = RETRY_ATTEM
 
     A retryable failure (``is_retryable``: a deadlock victim, a lock wait timeout, a lost
     connection) rolls back and runs ``work`` again from scratch in a new transaction on a
-    fresh connection, after ``retry_delay``; at most ``attempts`` runs, and none started
+    fresh connection, after ``transaction_retry_delay``; at most ``attempts`` runs, and none started
     later than ``give_up_after`` seconds after the first. Then, or at once for any other
     error, the error is raised. So ``work`` must be the whole transaction and have no
     effects outside the database that a second run would repeat. A connection lost during
     COMMIT leaves it unknown whether the first run committed: a second run must be safe
     on top of a committed first one (lease-token guards, conditional UPDATEs, and
-    ``Materializer.write_page``'s check that its page is not in already, make it so).
+    ``Materializer.copy_page``'s check that its page is not in already, make it so).
 
     ``wrote(result)``, when given, says whether the work wrote anything: a poll that
     claimed nothing rolls back instead of committing, so an idle-ish fleet polling for
@@ -214,7 +214,7 @@ def transaction(engine: Engine, work, *, wrote=None, attempts: int = RETRY_ATTEM
                     tx.rollback()
                 return result
         except Exception as exc:
-            delay = retry_delay(attempt)
+            delay = transaction_retry_delay(attempt)
             if attempt == attempts or not is_retryable(exc) or time.monotonic() + delay > deadline:
                 raise
             log.log(logging.DEBUG if _is_conflict(exc) else logging.WARNING, "database error in transaction run %d, "
@@ -327,10 +327,6 @@ def _run_migration_statement(conn: Connection, statement: str, dialect: str) -> 
                     first_line(exc.orig))
 
 
-def latest_version(dialect: str) -> int:
-    return max((v for v, _, _ in migrations(dialect)), default=0)
-
-
 def pending_versions(engine: Engine) -> list[int]:
     """The shipped migrations not applied yet, by version: ``upgrade`` applies by this set,
     so one numbered below the highest applied (merged later) is pending too."""
@@ -349,15 +345,3 @@ def current_version(engine: Engine) -> int:
         except Exception:
             return 0
 
-
-def wait_for_database(engine: Engine, seconds: float) -> None:
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            with engine.connect() as conn:
-                conn.execute(text("SELECT 1"))
-            return
-        except Exception:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)

@@ -220,7 +220,6 @@ def _env() -> Environment:
 
 ICONS = {"APPLIED": "✅", "PASSED": "✅", "REJECTED": "❌", "FAILED": "💥", "CANCELLED": "⏹️",
          "PENDING": "⏳", "RUNNING": "⏳"}
-RUN_ICONS = {True: "✅ pass", False: "❌ fail"}
 
 
 def _run_view(run: RunReport, samples: int, excerpt: int) -> dict:

@@ -1,6 +1,7 @@
-"""What a release wait (`wait --sha`, ``GET /v1/updates?sha=...&mode=...``) answers for: one
-rule, shared by ``Gate.wait_for_sha`` and ``RemoteGate.wait_for_sha`` so the database and
-the service can never disagree on it.
+"""What a release wait (`wait --sha`, ``GET /v1/updates?sha=...&mode=...``) answers for, and
+the wait itself (``wait_for_release``): one rule and one loop, run by ``Gate.wait_for_sha``
+and ``RemoteGate.wait_for_sha`` alike, so the database and the service can never disagree
+on it.
 
 A commit may carry apply-mode updates (the default branch's job: what goes live) and
 check-mode ones (a pull request's check, any submit token's). A release pipeline asks
@@ -14,15 +15,20 @@ token's check for the commit (its SHA and content the caller's choice) would ans
 from __future__ import annotations
 
 import re
-from typing import Callable, Iterable
+import time
+from typing import TYPE_CHECKING, Callable, Iterable, Protocol
 
 from .errors import NotFound, UsageError
 from .models import Update
 from .states import Mode
 
+if TYPE_CHECKING:
+    from .update_report import UpdateReport
+
 RELEASE_MODES = ("auto", "apply", "check")
 DEFAULT_RELEASE_MODE = "apply"
 SHA_RE = re.compile(r"[0-9a-fA-F]{7,64}")        # what `wait --sha` accepts as a commit
+SHA_POLL = 0.5          # seconds between two look-ups of a commit's updates before any appears
 
 
 def combine_exit_codes(codes: Iterable[int]) -> int:
@@ -96,3 +102,61 @@ class Announcer:
         why = ("" if self.requested != "auto" else
                " (it has no apply-mode update; `--mode apply` waits for one)" if chosen == Mode.CHECK else "")
         self.say(f"commit {self.sha[:12]}: waiting for its {chosen}-mode updates{why}")
+
+
+# --- the wait ------------------------------------------------------------------------------
+
+def deadline_after(timeout: float | None) -> float | None:
+    """The monotonic time ``timeout`` seconds from now (None: no deadline)."""
+    return None if timeout is None else time.monotonic() + max(0.0, timeout)
+
+
+def time_left(deadline: float | None, most: float) -> float:
+    """Seconds to the deadline, at most ``most`` (and never below 0)."""
+    return most if deadline is None else max(0.0, min(most, deadline - time.monotonic()))
+
+
+def expired(deadline: float | None) -> bool:
+    return deadline is not None and time.monotonic() >= deadline
+
+
+class ReleaseSource(Protocol):
+    """What the release wait asks of a gate (``Gate`` and ``RemoteGate`` both are one)."""
+
+    def updates_for_sha(self, sha: str, prompt_name: str | None = None,
+                        mode: str | None = None) -> list[Update]: ...
+
+    def status(self, update_id: int, failures: int = ...) -> UpdateReport: ...
+
+
+def wait_for_release(gate: ReleaseSource, sha: str, prompt: str | None, timeout: float | None, poll: float,
+                     mode: str | None, on_select: Callable[[str], object] | None,
+                     watch: Callable[[UpdateReport, float | None], object] | None = None
+                     ) -> tuple[int, list[UpdateReport]]:
+    """Wait for the updates submitted for commit ``sha`` that ``release_updates`` picks for
+    ``mode``, the latest one per prompt, until each is terminal, and return (the exit code as
+    `wait ID` gives it, combined by ``combine_exit_codes``; their reports). ``on_select`` is
+    told, in a line, which updates. Until one appears, it is looked for every ``poll``
+    seconds up to ``timeout``; with no timeout, or when none appears in time, NotFound.
+
+    While one is open, ``watch(open_report, deadline)`` waits for it to change (the service's
+    client: a long-poll); without one, the loop sleeps ``poll`` seconds and looks again."""
+    sha = (sha or "").strip()
+    if not SHA_RE.fullmatch(sha):
+        raise UsageError(f"{sha!r} is not a commit SHA")
+    announce = Announcer(sha, mode, on_select)
+    deadline = deadline_after(timeout)
+    while True:
+        chosen, updates = release_updates(gate.updates_for_sha(sha, prompt, mode or DEFAULT_RELEASE_MODE), mode)
+        out_of_time = expired(deadline)
+        if updates:
+            announce(chosen)
+            reports = [gate.status(u.id) for u in updates]
+            if out_of_time or all(r.terminal for r in reports):
+                return combine_exit_codes(r.exit_code for r in reports), reports
+            if watch is not None:
+                watch(next(r for r in reports if not r.terminal), deadline)
+                continue
+        elif deadline is None or out_of_time:
+            raise no_update(sha, prompt, mode)
+        time.sleep(time_left(deadline, poll))

@@ -99,16 +99,12 @@ _PLAIN_NODES = (nodes.Template, nodes.Output, nodes.TemplateData, nodes.Getattr,
                 nodes.Const)
 
 
-def is_plain(source: str) -> bool:
-    """Text and ``{{ item.a.b }}`` / ``{{ item['a'] }}`` lookups only: rendering it costs
-    time linear in the item, so it needs no sandbox process."""
-    return plain_lookups(source) is not None
-
-
 @lru_cache(maxsize=1024)
 def plain_lookups(source: str) -> int | None:
-    """How many item lookups a plain template prints (None: the template is not plain).
-    Each prints at most a whole row, so ``PLAIN_MAX_LOOKUPS`` of them bound its output."""
+    """How many item lookups a plain template prints; None: the template is not plain.
+    Plain is text and ``{{ item.a.b }}`` / ``{{ item['a'] }}`` lookups only: rendering it
+    costs time linear in the item, so it needs no sandbox process. Each lookup prints at
+    most a whole row, so ``PLAIN_MAX_LOOKUPS`` of them bound its output."""
     try:
         tree = parse_template(source)
     except Exception:          # a syntax error; RecursionError: not plain, the sandbox decides

@@ -1,5 +1,5 @@
 """Metrics and bars: pure functions shared by finalize, reconcile and status (the verdict
-over all bars is gate.verdict).
+over all bars is gate.update_outcome).
 
 Bars compare the raw accuracy as an exact fraction: 95 of 100 clears a 0.95 bar, and no
 float ever sits at the boundary. A zero denominator never reaches a division.

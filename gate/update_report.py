@@ -16,7 +16,7 @@ from typing import Any
 
 from .models import FlipSample, ItemSample, Run, UnstableItem, Update
 from .stats import label_metrics, mcnemar_exact, significant, wilson_interval
-from .verdict import run_checks
+from .update_outcome import run_checks
 from .states import EXIT_CODES, UPDATE_TERMINAL, RunStatus, UpdateStatus
 
 SAMPLE_FAILURES = 5            # failing items a report shows by default

@@ -98,7 +98,6 @@ class Poller(ABC):
         self.peers: dict[str, "Poller"] = {}
         self._idle = self.settings.poll_interval
         self._opened_seen = 0
-        self.db_errors = 0
         if activity is not None:
             activity.watch(self.wake)
 
@@ -162,7 +161,6 @@ class Poller(ABC):
                     backoff = 0.2
                 except Exception as exc:   # the loop keeps running: log, back off, poll again
                     if is_retryable(exc):   # the same predicate as db.transaction's retries
-                        self.db_errors += 1
                         log.warning("%s: database error, retrying in %.1fs: %s", self.role, backoff,
                                     first_line(exc))
                     else:

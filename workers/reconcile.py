@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from gate import store
 from gate.db import transaction
-from gate.verdict import update_end
+from gate.update_outcome import update_end
 from gate.models import Run
 from gate.states import RunStatus, UpdateStatus
 

@@ -55,11 +55,13 @@ def failure_result(item: ClaimedItem, exc: ModelCallError, attempt_cap: int, set
     if not exc.retryable or item.attempt >= attempt_cap:
         return ItemResult(item.position, Verdict.ERROR, error=message)
     return ItemResult(item.position, Verdict.PENDING, error=message,
-                      retry_in=retry_delay(item.attempt, exc.retry_after, settings))
+                      retry_in=item_retry_delay(item.attempt, exc.retry_after, settings))
 
 
-def retry_delay(attempt: int, retry_after: float | None, settings) -> float:
-    """Exponential backoff with full jitter, never sooner than the provider asked."""
+def item_retry_delay(attempt: int, retry_after: float | None, settings) -> float:
+    """Seconds until a failed item is visible again after its ``attempt``: exponential
+    backoff, drawn from the upper half of the step (equal jitter: items that failed
+    together spread out, and none comes back at once), never sooner than the provider asked."""
     ceiling = min(settings.backoff_max, settings.backoff_base * 2 ** (attempt - 1))
     delay = random.uniform(ceiling / 2, ceiling)
     return max(delay, retry_after or 0.0)

@@ -20,7 +20,7 @@ fail-on-reject says.
 
 Modules: ``inputs`` (the inputs, declared once), ``workflow`` (the event, the mode, the
 log, outputs and summary), ``problems`` (annotations), ``run`` (the phases and
-``run_action``), ``verdict`` (status output, exit code, commit status).
+``run_action``), ``outcome`` (status output, exit code, commit status).
 """
 
 from .inputs import DEFAULT_PROMPTS, INPUTS, ActionInput, ActionOptions, parse_bool
@@ -41,8 +41,8 @@ def __getattr__(name: str):
         return getattr(run, name)
     if name in PART_NAMES:
         from .. import globs, release
-        from . import problems, verdict, workflow
-        return next(getattr(m, name) for m in (globs, release, problems, verdict, workflow) if hasattr(m, name))
+        from . import outcome, problems, workflow
+        return next(getattr(m, name) for m in (globs, release, problems, outcome, workflow) if hasattr(m, name))
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -17,13 +17,14 @@ from ..github import ChangedFile, GitHubClient
 from ..globs import PathFilter, split_patterns
 from ..markdown import GITHUB_COMMENT_LIMIT, STEP_SUMMARY_LIMIT, render_markdown
 from ..report import render_text
+from ..api_shape import GateAPI
 from ..service import Gate, UpdateReport
 from ..spec import PromptSpec, parse_spec_text
 from ..states import UpdateStatus
 from ..yamlfile import read_text_file
 from .inputs import DEFAULT_PROMPTS, ActionOptions
 from .problems import Problem, field_line, problem_from
-from .verdict import commit_state, exit_code_for, overall_status
+from .outcome import commit_state, exit_code_for, overall_status
 from .workflow import (ActionLog, Event, append_summary, effective_mode, inside_workspace, repo_path, text_or_none,
                        write_output)
 
@@ -35,7 +36,7 @@ NOT_CHECKED_OUT = "not in the checkout (did the workflow run actions/checkout?)"
 class ActionRun:
     """What one run knows and has found so far."""
     env: Mapping[str, str]
-    gate: Gate
+    gate: GateAPI           # the database's Gate, or the service's RemoteGate (gate-url)
     options: ActionOptions
     event: Event
     mode: str
@@ -58,7 +59,7 @@ class ActionRun:
         return bool(self.config_path) and any(f.path == self.config_path for f in self.changed)
 
 
-def run_action(env: Mapping[str, str], gate: Gate, options: ActionOptions, *, out: TextIO | None = None,
+def run_action(env: Mapping[str, str], gate: GateAPI, options: ActionOptions, *, out: TextIO | None = None,
                client=None, client_factory: Callable[..., Any] | None = None) -> int:
     """Run the Action for the event described by ``env`` (GITHUB_*). Returns the exit code.
     ``client`` (a gate.github.GitHubClient) is made from the token and GITHUB_API_URL
@@ -255,7 +256,7 @@ def wait(run: ActionRun) -> list[UpdateReport]:
     return reports
 
 
-def wait_for(gate: Gate, ids: Sequence[int], timeout: float, run_workers: bool = False,
+def wait_for(gate: GateAPI, ids: Sequence[int], timeout: float, run_workers: bool = False,
              concurrency: int | None = None, samples: int = 5) -> list[UpdateReport]:
     """Wait for the updates (running every worker role in this process with
     ``run_workers``), then their reports with ``samples`` failing items per run."""

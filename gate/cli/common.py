@@ -19,6 +19,7 @@ from ..settings import DEFAULT_DATABASE_URL, Settings
 from ..untrusted import terminal_safe
 
 if TYPE_CHECKING:        # the database's Gate loads SQLAlchemy: imported where a command opens it
+    from ..api_shape import GateAPI
     from ..service import Gate
     from ..update_report import UpdateReport
 
@@ -46,9 +47,10 @@ TOKEN_ENV = "PROMPTGATE_TOKEN"
 CLIENT_MODULE = __name__.rsplit(".", 2)[0] + ".client"        # gate.client: RemoteGate
 
 
-def open_gate(ctx: click.Context, check_schema: bool = True):
+def open_gate(ctx: click.Context, check_schema: bool = True) -> GateAPI:
     """The gate of this invocation: the service's ``RemoteGate`` when a gate URL is in
-    force (the same methods, the same answers), else the database's ``Gate``."""
+    force, else the database's ``Gate``: both are a ``GateAPI`` (the same methods, the same
+    answers)."""
     obj = ctx.find_root().obj
     if "gate" not in obj:
         if not _uses_service(obj):

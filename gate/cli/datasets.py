@@ -63,7 +63,7 @@ def dataset_refresh(ctx, name, file, as_json):
     if file is not None and not is_remote(gate):
         raise UsageError("--file uploads a file to the gate's service: give --gate-url (on the database, "
                          "`dataset add NAME --source PATH` re-reads a file)")
-    ds, _ = gate.refresh_dataset(name, file) if file is not None else gate.refresh_dataset(name)
+    ds, _ = gate.refresh_dataset(name, file=file) if file is not None else gate.refresh_dataset(name)
     _echo_dataset(ds, gate.dataset_version(name), as_json)
 
 

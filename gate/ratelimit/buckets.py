@@ -39,7 +39,7 @@ class Grant:
 
 class Bucket(ABC):
     """A token bucket store shared by every worker. ``configure`` a key once per process
-    (size and refill rate), then ``acquire``/``try_acquire`` and ``pause`` it."""
+    (size and refill rate), then ``acquire`` (or ``take``) and ``pause`` it."""
 
     backend = "?"
 
@@ -71,11 +71,6 @@ class Bucket(ABC):
         """One atomic refill-and-spend of as many calls of ``cost`` tokens as the bucket
         holds, at most ``up_to``: (calls granted, 0.0), or when refused (0, the seconds,
         always > 0, until one call could be granted; ``inf``: never, it does not refill)."""
-
-    def try_acquire(self, key: str, cost: float = 1.0) -> float:
-        """One atomic refill-and-spend of one call: 0.0 when granted, else the wait (> 0)."""
-        granted, wait = self.take(key, cost, 1)
-        return 0.0 if granted else wait
 
     @abstractmethod
     def pause(self, key: str, seconds: float) -> None:

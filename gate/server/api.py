@@ -15,15 +15,15 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
 from ..errors import Forbidden, NotFound, UsageError
-from ..service.release import of_mode
 from ..sources import scheme_of
 from ..spec import parse_spec, parse_spec_text
+from ..states import UpdateStatus
 from ..wire import encode
 from ..yamlfile import MAX_FILE_BYTES
 from .auth import Caller, authorize, require
 from .bodies import (BODY, SUBMIT_BODY, DatasetBody, MappingBody, RollbackBody, SyncBody, TokenBody,
                      responses)
-from .edge import MAX_VERSION, in_range, update_id_path
+from .edge import MAX_ID, MAX_VERSION, in_range, update_id_path
 from .limits import spool_upload, strict_json
 from .sources import HOLDOUT_ROWS, check_remote_source, rows_readable, scrubbed, uploaded_source
 from .watcher import UNKNOWN
@@ -62,7 +62,7 @@ async def submit(request: Request, caller: Caller = Depends(require("submit"))):
     source = {k: v for k, v in {"via": "api", "key": fields["source_key"], "sha": fields["sha"], "repo": fields["repo"],
                                 "pr": fields["pr"], "path": fields["path"]}.items() if v not in (None, "")}
     update_id = await run_in_threadpool(gate_of(request).submit, spec, fields["mode"], source, fields["reuse"],
-                                        caller.name)     # its key is this token's: no token replaces another's
+                                        submitted_by=caller.name)   # its key is this token's: no token replaces another's
     return json_bytes({"id": update_id, "prompt": spec.name, "mode": fields["mode"],
                        "status_url": f"/v1/updates/{update_id}", "wait_url": f"/v1/updates/{update_id}/wait"}, 202)
 
@@ -129,6 +129,7 @@ def _flag(value: Any, key: str) -> bool:
     raise UsageError(f"{key} must be true or false")
 
 
+UPDATE_STATUS_PATTERN = "^(" + "|".join(s.value for s in UpdateStatus) + ")$"
 RELEASE_MODE = ("with sha: auto (its apply-mode updates when the commit has any, else its check-mode ones), "
                 "apply or check; none: every update of the commit")
 
@@ -137,14 +138,21 @@ RELEASE_MODE = ("with sha: auto (its apply-mode updates when the commit has any,
 def list_updates(request: Request, sha: str | None = None, prompt: str | None = None,
                  limit: int = Query(20, ge=1, le=500),
                  mode: str | None = Query(None, pattern="^(auto|apply|check)$", description=RELEASE_MODE),
+                 status: str | None = Query(None, pattern=UPDATE_STATUS_PATTERN,
+                                            description="without sha: in this status"),
+                 sha_prefix: str | None = Query(None, pattern="^[0-9a-fA-F]{1,64}$",
+                                                description="without sha: of commits whose SHA starts so"),
+                 before_id: int | None = Query(None, ge=1, le=MAX_ID, description="without sha: older than this update"),
                  _caller: Caller = Depends(require("read"))):
+    """``Gate.list_updates`` (newest first), or with ``sha`` ``Gate.updates_for_sha``."""
     gate = gate_of(request)
     if not sha:
         if mode is not None:
             raise UsageError("mode goes with sha (which of a commit's updates a release waits for)")
-        return json_bytes(gate.list_updates(limit, prompt))
-    found = gate.updates_for_sha(sha, prompt)
-    return json_bytes(found if mode is None else of_mode(found, mode)[1])
+        return json_bytes(gate.list_updates(limit, prompt, status=status, sha_prefix=sha_prefix, before_id=before_id))
+    if (status, sha_prefix, before_id) != (None, None, None):
+        raise UsageError("status, sha_prefix and before_id go without sha (a commit's updates are all listed)")
+    return json_bytes(gate.updates_for_sha(sha, prompt, mode))
 
 
 REPORT_VIEWS = "status (default): the `promptgate status --json` document; wire: the client's encoding"

@@ -20,9 +20,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import __version__, db
 from ..errors import GateError, first_line
+from ..http_errors import http_status
 from .auth import AuthError, TokenCache
 from .edge import DEFAULT_MAX_UPLOADS, DEFAULT_MAX_WAITS, LOOPBACK_HOSTS, AllowedHosts, EdgeRefusal, WaitSlots
-from .http_status import status_of
 from .limits import BODY_TIMEOUT_SECONDS, MAX_BODY_BYTES, MAX_UPLOAD_BYTES, BodyLimit
 from .reports import ReportCache
 from .watcher import StatusWatcher
@@ -123,7 +123,7 @@ def error_json(status: int, message: str, exit_code: int = 2, headers: dict | No
 def _error_boundary(app: FastAPI) -> None:
     @app.exception_handler(GateError)
     async def gate_error(_request: Request, exc: GateError):
-        return error_json(status_of(exc), first_line(exc, 500), exc.exit_code)
+        return error_json(http_status(exc), first_line(exc, 500), exc.exit_code)
 
     @app.exception_handler(AuthError)
     async def auth_error(_request: Request, exc: AuthError):

@@ -30,6 +30,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from .. import __version__
 from ..errors import GateError, NotFound, first_line
+from ..http_errors import http_status
 from ..markdown import bar_pct, interval, num, pct, points, pvalue, ratio, run_pct, usd
 from ..states import UpdateStatus
 from ..untrusted import CONTROL, one_line
@@ -37,7 +38,6 @@ from . import views
 from .sources import rows_readable
 from .auth import ANONYMOUS, PAGE_COOKIE, AuthError, Caller, bearer, page_caller
 from .edge import origin_allowed
-from .http_status import status_of
 
 log = logging.getLogger("promptgate.server")
 router = APIRouter(include_in_schema=False)
@@ -120,7 +120,7 @@ def guarded(request: Request, build: Callable[[Caller], HTMLResponse]) -> HTMLRe
     try:
         return build(caller)
     except GateError as exc:
-        return page("error.html.j2", caller, status=status_of(exc), message=first_line(exc, 300))
+        return page("error.html.j2", caller, status=http_status(exc), message=first_line(exc, 300))
     except Exception:       # the cause in the server's log only, as the JSON API does
         log.exception("status page %s", request.url.path)
         return page("error.html.j2", caller, status=500, message="internal error")

@@ -13,7 +13,7 @@ from typing import Any, BinaryIO, Mapping as TMapping
 from .. import db, importer, store
 from ..bars import Bars
 from ..errors import DatasetError, NotFound, UsageError, first_line
-from ..models import Dataset, DatasetPreview, DatasetVersion, Mapping, Price
+from ..models import DataDiff, Dataset, DatasetPreview, DatasetVersion, Imported, Mapping, Price
 from ..providers import Endpoint, ProviderDecl, endpoint_for, resolve
 from ..sources import (DEFAULT_ID_COLUMN, DEFAULT_LABEL_COLUMN, SourceOptions, absolute_source, open_source,
                        resolve_path, scheme_of)
@@ -97,7 +97,7 @@ class DatasetsMixin:
                              **{k: v for k, v in options.items() if k in SOURCE_OPTION_KEYS},
                              expand_env=self.source_egress is None, egress=self.source_egress)
 
-    def refresh_dataset(self, name: str) -> tuple[Dataset, importer.Imported | None]:
+    def refresh_dataset(self, name: str) -> tuple[Dataset, Imported | None]:
         """Import the dataset's source again: a new version when its rows changed (a run
         already submitted keeps the version it pinned). None when the source says it has
         not changed since the current version was imported."""
@@ -142,7 +142,7 @@ class DatasetsMixin:
     # --- bars --------------------------------------------------------------------------------
 
     def map_dataset(self, prompt_name: str, dataset_name: str, min_accuracy: Any, *,
-                    bars: TMapping[str, Any] | None = None) -> Mapping:
+                    bars: dict[str, Any] | None = None) -> Mapping:
         """Gate ``prompt_name`` on ``dataset_name``: ``min_accuracy`` and the optional
         ``bars`` beyond it (``gate.bars.EXTRA_KEYS``), validated by ``Bars.parse``. The
         mapping's bars are replaced as a whole: a bar left out is dropped."""
@@ -212,7 +212,7 @@ class DatasetsMixin:
         with self.engine.connect() as conn:
             return DatasetPreview(found, store.version_rows(conn, found.id, -1, max(0, rows)))
 
-    def diff_versions(self, name: str, old: int | str, new: int | str) -> importer.DataDiff:
+    def diff_versions(self, name: str, old: int | str, new: int | str) -> DataDiff:
         """How version ``new`` of the dataset differs from version ``old``."""
         base, proposed = self.dataset_version(name, old), self.dataset_version(name, new)
         return importer.diff_ordered(importer.version_keys(self.engine, base.id),

@@ -1,7 +1,7 @@
 """``Gate``: the service API over one gate database, what the CLI, the GitHub Action, the
 demo and the production runtime call. Each public method is one transaction (or none) and
 raises only GateError: this class is the boundary where a driver error becomes a
-``DatabaseError`` (``_driver_errors_become_gate_errors``)."""
+``DatabaseError`` (``boundary.driver_errors_become_gate_errors``)."""
 
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ from .boundary import driver_errors_become_gate_errors
 from .datasets import DatasetsMixin
 from ..update_report import SAMPLE_FAILURES, UpdateReport, run_report  # noqa: F401
 from .live import LiveMixin
-from ..release import (DEFAULT_RELEASE_MODE, SHA_RE, Announcer, combine_exit_codes, latest_per_prompt,  # noqa: F401
-                       no_update, release_updates)
+from ..release import (DEFAULT_RELEASE_MODE, SHA_POLL, combine_exit_codes, latest_per_prompt,  # noqa: F401
+                       of_mode, wait_for_release)
 from .tokens import TokensMixin
 
 PRUNE_BATCH = 5000
@@ -94,7 +94,7 @@ def _price(conn, model: str) -> dict | None:
 
 def _broken_items(conn, run, limit: int) -> list:
     """The first items the live version answered right and the run wrong (none before the
-    run is compared: finalize pairs the answers)."""
+    run is compared: reconcile pairs the answers, ``store.flip_counts``)."""
     metrics = run.metrics or {}
     live_run_id = (metrics.get("live") or {}).get("run_id")
     if not live_run_id or not limit or not (metrics.get("flips") or {}).get("broken"):
@@ -148,7 +148,7 @@ class Gate(DatasetsMixin, LiveMixin, TokensMixin):
 
     # --- submissions ------------------------------------------------------------------
 
-    def submit(self, spec: PromptSpec, mode: str = "check", source: dict | None = None, reuse: bool = True,
+    def submit(self, spec: PromptSpec, mode: str = "check", source: dict | None = None, reuse: bool = True, *,
                submitted_by: str | None = None) -> int:
         """Stage a candidate: the update, one run per mapped dataset and the latest-wins
         cancellation, in one transaction. Returns the tracking id. Each run pins the
@@ -216,7 +216,7 @@ class Gate(DatasetsMixin, LiveMixin, TokensMixin):
                                                **store.rate_limit_stats(conn, ids)})
 
     def wait(self, update_id: int, timeout: float | None = None, poll: float = 0.25,
-             on_poll=None) -> UpdateReport:
+             on_poll: Callable[[UpdateReport], Any] | None = None) -> UpdateReport:
         """Poll until the update is terminal or ``timeout`` seconds pass, then build its
         report (at each poll as well for an ``on_poll`` callback)."""
         on_status = (lambda _status: on_poll(self.status(update_id))) if on_poll else None
@@ -224,7 +224,7 @@ class Gate(DatasetsMixin, LiveMixin, TokensMixin):
         return self.status(update_id)
 
     def wait_status(self, update_id: int, timeout: float | None = None, poll: float = 0.25,
-                    on_status=None) -> str:
+                    on_status: Callable[[str], Any] | None = None) -> str:
         """Poll the update's status alone (release pipelines may wait on many updates) until
         it is terminal or ``timeout`` seconds pass; returns the last status read."""
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -244,37 +244,22 @@ class Gate(DatasetsMixin, LiveMixin, TokensMixin):
         finally:
             reader.close()
 
-    def updates_for_sha(self, sha: str, prompt_name: str | None = None) -> list[Update]:
+    def updates_for_sha(self, sha: str, prompt_name: str | None = None, mode: str | None = None) -> list[Update]:
+        """The commit's updates, oldest first (``mode``: those a release wait of that mode
+        answers for, ``release.of_mode``)."""
         with self.engine.connect() as conn:
-            return store.updates_for_sha(conn, sha, prompt_name)
+            found = store.updates_for_sha(conn, sha, prompt_name)
+        return found if mode is None else of_mode(found, mode)[1]
 
     def wait_for_sha(self, sha: str, prompt: str | None = None, timeout: float | None = None,
-                     poll: float = 0.5, mode: str | None = DEFAULT_RELEASE_MODE,
+                     poll: float = SHA_POLL, mode: str | None = DEFAULT_RELEASE_MODE,
                      on_select: Callable[[str], object] | None = None) -> tuple[int, list[UpdateReport]]:
         """For release pipelines: wait for the updates submitted for commit ``sha`` that
         ``release.release_updates`` picks for ``mode`` (apply, the default: its apply-mode
-        updates only; a check never stands in for an apply), the latest
-        one per prompt, and return (exit code as `wait ID` gives it, combined by
-        ``combine_exit_codes``; their reports). ``on_select`` is told, in a line, which.
-
-        Until an update for the commit appears, it is waited for up to ``timeout``; with no
-        timeout, or when none appears in time, NotFound is raised."""
-        sha = (sha or "").strip()
-        if not SHA_RE.fullmatch(sha):
-            raise UsageError(f"{sha!r} is not a commit SHA")
-        announce = Announcer(sha, mode, on_select)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            chosen, updates = release_updates(self.updates_for_sha(sha, prompt), mode)
-            expired = deadline is not None and time.monotonic() >= deadline
-            if updates:
-                announce(chosen)
-                reports = [self.status(u.id) for u in updates]
-                if expired or all(r.terminal for r in reports):
-                    return combine_exit_codes(r.exit_code for r in reports), reports
-            elif deadline is None or expired:
-                raise no_update(sha, prompt, mode)
-            time.sleep(poll if deadline is None else max(0.0, min(poll, deadline - time.monotonic())))
+        updates only; a check never stands in for an apply), the latest one per prompt, and
+        return (exit code, their reports): ``release.wait_for_release``, reading the
+        database every ``poll`` seconds."""
+        return wait_for_release(self, sha, prompt, timeout, poll, mode, on_select)
 
     def list_updates(self, limit: int = 20, prompt_name: str | None = None, *, status: str | None = None,
                      sha_prefix: str | None = None, before_id: int | None = None) -> list[Update]:
@@ -286,7 +271,7 @@ class Gate(DatasetsMixin, LiveMixin, TokensMixin):
             return store.list_updates(conn, limit, prompt_name, status=status, sha_prefix=sha_prefix,
                                       before_id=before_id)
 
-    def cancel(self, update_id: int, reason: str = "cancelled by a user", owner: str | None = None) -> None:
+    def cancel(self, update_id: int, reason: str = "cancelled by a user", *, owner: str | None = None) -> None:
         """Cancel an open update. ``owner``: the caller may cancel only updates the token of
         that name submitted (a submit token through the service); else Forbidden. None:
         any (the CLI on the database, an admin token)."""

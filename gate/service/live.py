@@ -14,12 +14,12 @@ from __future__ import annotations
 from typing import Any
 
 from .. import db, store
+from ..api_shape import HISTORY_LIMIT
 from ..errors import IllegalTransition, NotFound, UsageError
 from ..models import LivePrompt
 from ..states import Mode
 from .boundary import driver_errors_become_gate_errors
 
-HISTORY_LIMIT = 50
 MAX_REASON = 2000
 
 

@@ -1,6 +1,14 @@
-"""The gate database's tables as SQLAlchemy Core ``Table``s, their column types, the epoch
-and the lease token. The DDL itself is the migrations' (``sql/``); these tables name the
-columns the store's statements use."""
+"""The gate database's tables as SQLAlchemy Core ``Table``s: every column with its type,
+nullability and server default, every primary key, unique key, index and foreign key. The
+DDL users run is the migrations' (``sql/<dialect>/NNNN_*.sql``); these tables say the same
+thing once, and ``tests/integration/test_schema_truth.py`` holds each dialect's migrated
+database to them (so a column added to a migration but not here, or to one dialect only,
+fails a test rather than a user). The store's statements name these columns.
+
+Types say what each dialect stores: a SHA-256 is ``CHAR(64)``; a time is ``DATETIME(6)``
+on MySQL (microseconds, UTC) and text on SQLite; JSON is ``LONGTEXT`` on MySQL and text
+on SQLite (``JsonText``); a bar is ``DECIMAL(10,9)`` on MySQL and text on SQLite (``Bar``);
+a flag is ``TINYINT`` on MySQL. Also the epoch and the lease token."""
 
 from __future__ import annotations
 
@@ -9,13 +17,19 @@ import secrets
 from datetime import datetime
 from decimal import Decimal
 
-from sqlalchemy import BigInteger, Column, DateTime, Float, Integer, MetaData, String, Table, Text
+from sqlalchemy import (CHAR, BigInteger, Column, DateTime, Double, ForeignKeyConstraint, Index, Integer, MetaData,
+                        PrimaryKeyConstraint, String, Table, Text, UniqueConstraint)
+from sqlalchemy.dialects import mysql
 from sqlalchemy.types import TypeDecorator
 
 
 class JsonText(TypeDecorator):
+    """JSON as text: ``LONGTEXT`` on MySQL, ``TEXT`` on SQLite."""
     impl = Text
     cache_ok = True
+
+    def load_dialect_impl(self, dialect):
+        return dialect.type_descriptor(mysql.LONGTEXT() if dialect.name == "mysql" else Text())
 
     def process_bind_param(self, value, dialect):
         return None if value is None else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
@@ -25,9 +39,12 @@ class JsonText(TypeDecorator):
 
 
 class Bar(TypeDecorator):
-    """An accuracy bar as an exact Decimal (DECIMAL on MySQL, text on SQLite)."""
-    impl = String(32)
+    """An accuracy bar as an exact Decimal (``DECIMAL(10,9)`` on MySQL, text on SQLite)."""
+    impl = Text
     cache_ok = True
+
+    def load_dialect_impl(self, dialect):
+        return dialect.type_descriptor(mysql.DECIMAL(10, 9) if dialect.name == "mysql" else Text())
 
     def process_bind_param(self, value, dialect):
         return None if value is None else str(Decimal(str(value)))
@@ -36,108 +53,167 @@ class Bar(TypeDecorator):
         return None if value is None else Decimal(str(value)).normalize()
 
 
-meta = MetaData()
-T = DateTime()
-
-prompt = Table("prompt", meta,
-               Column("id", BigInteger, primary_key=True), Column("name", String(128)),
-               Column("version", Integer), Column("config", JsonText), Column("config_hash", String(64)),
-               Column("applied_update_id", BigInteger), Column("updated_at", T))
-prompt_version = Table("prompt_version", meta,
-                       Column("id", BigInteger, primary_key=True), Column("prompt_name", String(128)),
-                       Column("version", Integer), Column("config", JsonText), Column("config_hash", String(64)),
-                       Column("update_id", BigInteger), Column("applied_at", T), Column("kind", String(16)),
-                       Column("restored_version", Integer), Column("actor", String(191)), Column("reason", Text))
-prompt_lock = Table("prompt_lock", meta, Column("prompt_name", String(128), primary_key=True))
-dataset = Table("dataset", meta,
-                Column("id", BigInteger, primary_key=True), Column("name", String(128)),
-                Column("source_uri", Text), Column("options", JsonText), Column("created_at", T),
-                Column("current_version_id", BigInteger), Column("version_numbers", Integer))
-dataset_version = Table("dataset_version", meta,
-                        Column("id", BigInteger, primary_key=True), Column("dataset_id", BigInteger),
-                        Column("status", String(16)), Column("content_hash", String(64)), Column("row_count", Integer),
-                        Column("labels", JsonText), Column("source_uri", Text), Column("source_options", JsonText),
-                        Column("source_version", String(255)), Column("created_at", T),
-                        Column("fields", JsonText), Column("number", Integer))
-dataset_row = Table("dataset_row", meta,
-                    Column("version_id", BigInteger, primary_key=True), Column("position", Integer, primary_key=True),
-                    Column("item_id", String(191)), Column("expected_decision", String(128)),
-                    Column("input", JsonText), Column("row_hash", String(64)))
-prompt_dataset = Table("prompt_dataset", meta,
-                       Column("id", BigInteger, primary_key=True), Column("prompt_name", String(128)),
-                       Column("dataset_id", BigInteger), Column("min_accuracy", Bar), Column("created_at", T),
-                       Column("bars", JsonText))
-prompt_update = Table("prompt_update", meta,
-                      Column("id", BigInteger, primary_key=True), Column("prompt_name", String(128)),
-                      Column("mode", String(8)), Column("status", String(16)),
-                      Column("candidate_config", JsonText), Column("candidate_hash", String(64)),
-                      Column("base_version", Integer), Column("source", JsonText),
-                      Column("source_key", String(255)), Column("source_sha", String(64)),
-                      Column("reason", Text), Column("created_at", T), Column("started_at", T),
-                      Column("finished_at", T), Column("provider", JsonText), Column("reuse", Integer),
-                      Column("submitted_by", String(128)))
-prompt_run = Table("prompt_run", meta,
-                   Column("id", BigInteger, primary_key=True), Column("update_id", BigInteger),
-                   Column("dataset_id", BigInteger), Column("dataset_name", String(128)),
-                   Column("source_uri", Text), Column("source_options", JsonText),
-                   Column("status", String(16)), Column("min_accuracy", Bar),
-                   Column("row_count", Integer), Column("content_hash", String(64)),
-                   Column("source_version", String(255)), Column("materialize_cursor", Text),
-                   Column("materialized_at", T), Column("lease_token", String(32)), Column("lease_until", T),
-                   Column("attempt", Integer), Column("metrics", JsonText), Column("reason", Text),
-                   Column("created_at", T), Column("started_at", T), Column("finished_at", T),
-                   Column("dataset_version_id", BigInteger), Column("pinned", JsonText),
-                   Column("role", String(16)), Column("config", JsonText), Column("provider", JsonText),
-                   Column("baseline_run_id", BigInteger))
-prompt_run_item = Table("prompt_run_item", meta,
-                        Column("run_id", BigInteger, primary_key=True),
-                        Column("position", BigInteger, primary_key=True),
-                        Column("item_id", String(191)), Column("input", JsonText),
-                        Column("expected_decision", String(128)), Column("actual_decision", String(128)),
-                        Column("raw_output", Text), Column("verdict", String(8)), Column("attempt", Integer),
-                        Column("next_attempt_at", T), Column("lease_token", String(32)),
-                        Column("lease_until", T), Column("latency_ms", Integer),
-                        Column("prompt_tokens", Integer), Column("completion_tokens", Integer),
-                        Column("error", Text), Column("answer_key", String(64)),
-                        Column("reused_update_id", BigInteger), Column("trials", JsonText),
-                        Column("unstable", Integer))
-worker = Table("worker", meta,
-               Column("id", String(64), primary_key=True), Column("role", String(32)),
-               Column("host", String(255)), Column("pid", Integer), Column("started_at", T),
-               Column("heartbeat_at", T), Column("oldest_call_seconds", Float))
-
-rate_limit_bucket = Table("rate_limit_bucket", meta,
-                          Column("name", String(191), primary_key=True), Column("capacity", Float),
-                          Column("refill_per_second", Float), Column("tokens", Float),
-                          Column("updated_at", T), Column("paused_until", T), Column("granted", BigInteger),
-                          Column("rate_limited", BigInteger), Column("last_grant", Integer),
-                          Column("created_at", T))
-answer = Table("answer", meta,
-               Column("request_key", String(64), primary_key=True), Column("actual_decision", String(128)),
-               Column("raw_output", Text), Column("latency_ms", Integer), Column("prompt_tokens", Integer),
-               Column("completion_tokens", Integer), Column("update_id", BigInteger), Column("run_id", BigInteger),
-               Column("created_at", T), Column("trial_of", String(64)))
-provider = Table("provider", meta,
-                 Column("name", String(128), primary_key=True), Column("base_url", Text),
-                 Column("api_key_env", String(128)), Column("models", JsonText), Column("updated_at", T))
-model_price = Table("model_price", meta,
-                    Column("model", String(128), primary_key=True), Column("input_per_million", String(40)),
-                    Column("output_per_million", String(40)), Column("updated_at", T))
-prompt_setting = Table("prompt_setting", meta,
-                       Column("prompt_name", String(128), primary_key=True), Column("optional_fields", JsonText),
-                       Column("updated_at", T))
-api_token = Table("api_token", meta,
-                  Column("id", BigInteger, primary_key=True, autoincrement=True), Column("name", String(128)),
-                  Column("scope", String(16)), Column("token_hash", String(64)), Column("created_at", T),
-                  Column("last_used_at", T), Column("revoked_at", T))
-rate_limit_usage = Table("rate_limit_usage", meta,
-                         Column("run_id", BigInteger, primary_key=True), Column("throttled", BigInteger),
-                         Column("throttled_ms", BigInteger), Column("rate_limited", BigInteger),
-                         Column("updated_at", T))
-
 # A time far in the past: "visible now" for new items and released runs, "not paused" for
 # a new rate-limit bucket. The one epoch: every other form (a SQL text literal) derives from it.
 EPOCH = datetime(2000, 1, 1)
+
+meta = MetaData()
+T = DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql")       # a time: UTC, microseconds
+FLAG = Integer().with_variant(mysql.TINYINT(), "mysql")           # 0 or 1
+HASH = CHAR(64)                                                   # a SHA-256, hex
+TOKEN = CHAR(32)                                                  # a lease token (``new_token``)
+NOT_NULL = {"nullable": False}
+NEVER_LEASED = str(EPOCH)                                         # EPOCH as the DDL's default: 2000-01-01 00:00:00
+
+
+def _id() -> Column:
+    """The surrogate key: BIGINT AUTO_INCREMENT on MySQL, INTEGER PRIMARY KEY (the rowid) on SQLite."""
+    return Column("id", BigInteger, primary_key=True, autoincrement=True)
+
+
+prompt = Table("prompt", meta,
+               _id(), Column("name", String(128), **NOT_NULL),
+               Column("version", Integer, **NOT_NULL), Column("config", JsonText, **NOT_NULL),
+               Column("config_hash", HASH, **NOT_NULL),
+               Column("applied_update_id", BigInteger), Column("updated_at", T, **NOT_NULL),
+               UniqueConstraint("name", name="uq_prompt_name"))
+prompt_version = Table("prompt_version", meta,
+                       _id(), Column("prompt_name", String(128), **NOT_NULL),
+                       Column("version", Integer, **NOT_NULL), Column("config", JsonText, **NOT_NULL),
+                       Column("config_hash", HASH, **NOT_NULL),
+                       Column("update_id", BigInteger), Column("applied_at", T, **NOT_NULL),
+                       Column("kind", String(16), server_default="apply", **NOT_NULL),
+                       Column("restored_version", Integer), Column("actor", String(191)), Column("reason", Text),
+                       UniqueConstraint("prompt_name", "version", name="uq_prompt_version"))
+prompt_lock = Table("prompt_lock", meta, Column("prompt_name", String(128), primary_key=True))
+dataset = Table("dataset", meta,
+                _id(), Column("name", String(128), **NOT_NULL),
+                Column("source_uri", Text, **NOT_NULL), Column("options", JsonText, **NOT_NULL),
+                Column("created_at", T, **NOT_NULL),
+                Column("current_version_id", BigInteger),
+                Column("version_numbers", Integer, server_default="0", **NOT_NULL),
+                UniqueConstraint("name", name="uq_dataset_name"))
+dataset_version = Table("dataset_version", meta,
+                        _id(), Column("dataset_id", BigInteger, **NOT_NULL),
+                        Column("status", String(16), **NOT_NULL), Column("content_hash", HASH),
+                        Column("row_count", Integer, server_default="0", **NOT_NULL),
+                        Column("labels", JsonText), Column("source_uri", Text, **NOT_NULL),
+                        Column("source_options", JsonText, **NOT_NULL),
+                        Column("source_version", String(255)), Column("created_at", T, **NOT_NULL),
+                        Column("fields", JsonText), Column("number", Integer),
+                        UniqueConstraint("dataset_id", "content_hash", name="uq_version_content"),
+                        UniqueConstraint("dataset_id", "number", name="uq_version_number"),
+                        Index("ix_version_created", "status", "created_at"))
+dataset_row = Table("dataset_row", meta,
+                    Column("version_id", BigInteger, **NOT_NULL), Column("position", Integer, **NOT_NULL),
+                    Column("item_id", String(191), **NOT_NULL), Column("expected_decision", String(128), **NOT_NULL),
+                    Column("input", JsonText, **NOT_NULL), Column("row_hash", HASH, **NOT_NULL),
+                    PrimaryKeyConstraint("version_id", "position"),
+                    UniqueConstraint("version_id", "item_id", name="uq_dataset_row_item"))
+prompt_dataset = Table("prompt_dataset", meta,
+                       _id(), Column("prompt_name", String(128), **NOT_NULL),
+                       Column("dataset_id", BigInteger, **NOT_NULL), Column("min_accuracy", Bar, **NOT_NULL),
+                       Column("created_at", T, **NOT_NULL),
+                       Column("bars", JsonText),
+                       UniqueConstraint("prompt_name", "dataset_id", name="uq_prompt_dataset"),
+                       Index("ix_prompt_dataset_dataset", "dataset_id"),
+                       ForeignKeyConstraint(["dataset_id"], ["dataset.id"], name="fk_prompt_dataset_dataset"))
+prompt_update = Table("prompt_update", meta,
+                      _id(), Column("prompt_name", String(128), **NOT_NULL),
+                      Column("mode", String(8), **NOT_NULL), Column("status", String(16), **NOT_NULL),
+                      Column("candidate_config", JsonText, **NOT_NULL), Column("candidate_hash", HASH, **NOT_NULL),
+                      Column("base_version", Integer, **NOT_NULL), Column("source", JsonText, **NOT_NULL),
+                      Column("source_key", String(255), **NOT_NULL), Column("source_sha", String(64)),
+                      Column("reason", Text), Column("created_at", T, **NOT_NULL), Column("started_at", T),
+                      Column("finished_at", T), Column("provider", JsonText),
+                      Column("reuse", FLAG, server_default="1", **NOT_NULL),
+                      Column("submitted_by", String(128)),
+                      Index("ix_update_status", "status", "id"),
+                      Index("ix_update_prompt", "prompt_name", "mode", "status"),
+                      Index("ix_update_sha", "source_sha"))
+prompt_run = Table("prompt_run", meta,
+                   _id(), Column("update_id", BigInteger, **NOT_NULL),
+                   Column("dataset_id", BigInteger, **NOT_NULL), Column("dataset_name", String(128), **NOT_NULL),
+                   Column("source_uri", Text, **NOT_NULL), Column("source_options", JsonText, **NOT_NULL),
+                   Column("status", String(16), **NOT_NULL), Column("min_accuracy", Bar, **NOT_NULL),
+                   Column("row_count", Integer, server_default="0", **NOT_NULL), Column("content_hash", HASH),
+                   Column("source_version", String(255)), Column("materialize_cursor", Text),
+                   Column("materialized_at", T), Column("lease_token", TOKEN), Column("lease_until", T, **NOT_NULL),
+                   Column("attempt", Integer, server_default="0", **NOT_NULL), Column("metrics", JsonText),
+                   Column("reason", Text),
+                   Column("created_at", T, **NOT_NULL), Column("started_at", T), Column("finished_at", T),
+                   Column("dataset_version_id", BigInteger), Column("pinned", JsonText),
+                   Column("role", String(16), server_default="candidate", **NOT_NULL), Column("config", JsonText),
+                   Column("provider", JsonText),
+                   Column("baseline_run_id", BigInteger),
+                   Index("ix_run_update", "update_id", "status"),
+                   Index("ix_run_materialize", "status", "materialized_at", "lease_until"),
+                   Index("ix_run_status", "status", "id"),
+                   Index("ix_run_version", "dataset_version_id"),
+                   ForeignKeyConstraint(["update_id"], ["prompt_update.id"], name="fk_run_update"))
+prompt_run_item = Table("prompt_run_item", meta,
+                        Column("run_id", BigInteger, **NOT_NULL),
+                        Column("position", BigInteger, **NOT_NULL),
+                        Column("item_id", String(191), **NOT_NULL), Column("input", JsonText),
+                        Column("expected_decision", String(128), **NOT_NULL), Column("actual_decision", String(128)),
+                        Column("raw_output", Text),
+                        Column("verdict", String(8), server_default="PENDING", **NOT_NULL),
+                        Column("attempt", Integer, server_default="0", **NOT_NULL),
+                        Column("next_attempt_at", T), Column("lease_token", TOKEN),
+                        Column("lease_until", T, server_default=NEVER_LEASED, **NOT_NULL),
+                        Column("latency_ms", Integer),
+                        Column("prompt_tokens", Integer), Column("completion_tokens", Integer),
+                        Column("error", Text), Column("answer_key", HASH),
+                        Column("reused_update_id", BigInteger), Column("trials", JsonText),
+                        Column("unstable", FLAG, server_default="0", **NOT_NULL),
+                        PrimaryKeyConstraint("run_id", "position"),
+                        Index("ix_item_ready", "run_id", "verdict", "lease_until"))
+worker = Table("worker", meta,
+               Column("id", String(64), primary_key=True), Column("role", String(64), **NOT_NULL),
+               Column("host", String(255), **NOT_NULL), Column("pid", Integer, **NOT_NULL),
+               Column("started_at", T, **NOT_NULL),
+               Column("heartbeat_at", T, **NOT_NULL), Column("oldest_call_seconds", Double),
+               Index("ix_worker_heartbeat", "heartbeat_at"))
+
+rate_limit_bucket = Table("rate_limit_bucket", meta,
+                          Column("name", String(191), primary_key=True), Column("capacity", Double, **NOT_NULL),
+                          Column("refill_per_second", Double, **NOT_NULL), Column("tokens", Double, **NOT_NULL),
+                          Column("updated_at", T, **NOT_NULL), Column("paused_until", T, **NOT_NULL),
+                          Column("granted", BigInteger, server_default="0", **NOT_NULL),
+                          Column("rate_limited", BigInteger, server_default="0", **NOT_NULL),
+                          Column("last_grant", Integer, server_default="0", **NOT_NULL),
+                          Column("created_at", T, **NOT_NULL))
+answer = Table("answer", meta,
+               Column("request_key", HASH, primary_key=True), Column("actual_decision", String(128), **NOT_NULL),
+               Column("raw_output", Text), Column("latency_ms", Integer), Column("prompt_tokens", Integer),
+               Column("completion_tokens", Integer), Column("update_id", BigInteger, **NOT_NULL),
+               Column("run_id", BigInteger, **NOT_NULL),
+               Column("created_at", T, **NOT_NULL), Column("trial_of", HASH),
+               Index("ix_answer_created", "created_at"))
+provider = Table("provider", meta,
+                 Column("name", String(128), primary_key=True), Column("base_url", Text, **NOT_NULL),
+                 Column("api_key_env", String(128)), Column("models", JsonText, **NOT_NULL),
+                 Column("updated_at", T, **NOT_NULL))
+model_price = Table("model_price", meta,
+                    Column("model", String(128), primary_key=True),
+                    Column("input_per_million", String(40), **NOT_NULL),
+                    Column("output_per_million", String(40), **NOT_NULL), Column("updated_at", T, **NOT_NULL))
+prompt_setting = Table("prompt_setting", meta,
+                       Column("prompt_name", String(128), primary_key=True), Column("optional_fields", JsonText),
+                       Column("updated_at", T, **NOT_NULL))
+api_token = Table("api_token", meta,
+                  _id(), Column("name", String(128), **NOT_NULL),
+                  Column("scope", String(16), **NOT_NULL), Column("token_hash", HASH, **NOT_NULL),
+                  Column("created_at", T, **NOT_NULL),
+                  Column("last_used_at", T), Column("revoked_at", T),
+                  UniqueConstraint("name", name="uq_api_token_name"),
+                  UniqueConstraint("token_hash", name="uq_api_token_hash"))
+rate_limit_usage = Table("rate_limit_usage", meta,
+                         Column("run_id", BigInteger, primary_key=True, autoincrement=False),
+                         Column("throttled", BigInteger, server_default="0", **NOT_NULL),
+                         Column("throttled_ms", BigInteger, server_default="0", **NOT_NULL),
+                         Column("rate_limited", BigInteger, server_default="0", **NOT_NULL),
+                         Column("updated_at", T, **NOT_NULL))
 
 
 def new_token() -> str:

@@ -85,7 +85,7 @@ def test_runs_are_bounded_in_number(engine):
 
 
 def test_runs_are_bounded_in_time(engine, monkeypatch):
-    monkeypatch.setattr(db, "retry_delay", lambda attempt: 0.05)
+    monkeypatch.setattr(db, "transaction_retry_delay", lambda attempt: 0.05)
     runs = []
 
     def work(conn):
@@ -130,10 +130,10 @@ def test_is_retryable(error, retryable):
     assert db.is_retryable(error) is retryable
 
 
-def test_retry_delay_doubles_with_jitter_up_to_a_ceiling():
+def test_transaction_retry_delay_doubles_with_jitter_up_to_a_ceiling():
     for attempt in range(1, 20):
         ceiling = min(db.RETRY_MAX_DELAY, db.RETRY_FIRST_DELAY * 2 ** (attempt - 1))
-        delays = [db.retry_delay(attempt) for _ in range(50)]
+        delays = [db.transaction_retry_delay(attempt) for _ in range(50)]
         assert all(ceiling / 2 <= d <= ceiling for d in delays)
         assert len(set(delays)) > 1
 

@@ -316,3 +316,35 @@ def test_a_name_with_a_trailing_newline_and_labels_read_as_one_are_refused(servi
         assert labels.json()["error"] == (
             "labels: 'not eligible' and 'Not-Eligible' are read as the same label by the decision step (case, "
             "surrounding punctuation and markdown, and ' ', '_', '-' do not count): keep one")
+
+
+def test_list_updates_and_updates_for_sha_answer_alike_on_the_database_and_through_the_service(service, tmp_path):
+    """One API shape: RemoteGate takes ``list_updates``'s filters as Gate does (status, SHA
+    prefix, the page before an id) and ``updates_for_sha``'s release mode, and answers the
+    same updates."""
+    from gate.client import RemoteGate
+    from gate.errors import UsageError
+    gate = mapped_gate(service, tmp_path)
+    gate.map_dataset("p2", "d1", "0.5")
+    shas = ["ab" * 20, "ab" * 20, "cd" * 20, "abcd" * 10]
+    ids = [gate.submit(rules_spec(name), mode, {"sha": sha, "key": f"k{i}"}) for i, (name, mode, sha)
+           in enumerate(zip(("p1", "p1", "p1", "p2"), ("check", "apply", "check", "check"), shas))]
+    gate.cancel(ids[2])
+    remote = RemoteGate(service.url, service.tokens["read"])
+    try:
+        for args, kwargs in [((), {}), ((2,), {}), ((20, "p1"), {}), ((), {"status": "CANCELLED"}),
+                             ((), {"sha_prefix": "abab"}), ((), {"sha_prefix": "ABCD"}), ((), {"before_id": ids[2]}),
+                             ((20, "p1"), {"status": "PENDING", "sha_prefix": "ab", "before_id": ids[3]})]:
+            assert [u.id for u in remote.list_updates(*args, **kwargs)] == \
+                [u.id for u in gate.list_updates(*args, **kwargs)], (args, kwargs)
+        for args in [(shas[0],), (shas[0], "p1"), (shas[0], None, "apply"), (shas[0], None, "check"),
+                     (shas[0], None, "auto"), (shas[2], "p1", "apply")]:
+            assert [u.id for u in remote.updates_for_sha(*args)] == [u.id for u in gate.updates_for_sha(*args)], args
+        assert [u.id for u in remote.updates_for_sha(shas[0], None, "apply")] == [ids[1]]
+        with pytest.raises(UsageError, match="go without sha"):
+            remote._call("GET", "/v1/updates", params={"sha": shas[0], "status": "PENDING"})
+        with pytest.raises(UsageError):
+            remote.list_updates(status="DONE")          # a run's status, not an update's
+    finally:
+        remote.close()
+        gate.close()

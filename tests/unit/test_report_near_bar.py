@@ -18,7 +18,7 @@ from gate.models import Update
 from gate.report import render_text
 from gate.scoring import format_bar, format_pct
 from gate.service.reports import RunReport, UpdateReport
-from gate.verdict import update_end
+from gate.update_outcome import update_end
 from types import SimpleNamespace
 
 T0 = dt.datetime(2026, 12, 1, 12, 0, 0)

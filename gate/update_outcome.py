@@ -1,7 +1,8 @@
-"""The verdict of an update whose runs are all terminal: FAILED when a run could not be
-scored (or the live version's answers a max_broken bar needs could not be had), REJECTED
-when any bar of any run fails (gate.bars: a bar n/a does not block), else PASSED (check)
-or APPLIED (apply). A baseline run that failed otherwise only shows in the report."""
+"""How an update whose runs are all terminal ends (``update_end``; an item's verdict is
+``states.Verdict``): FAILED when a run could not be scored (or the live version's answers
+a max_broken bar needs could not be had), REJECTED when any bar of any run fails
+(gate.bars: a bar n/a does not block), else PASSED (check) or APPLIED (apply). A baseline
+run that failed otherwise only shows in the report."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The verdict over every bar (gate/verdict.py): a bar n/a does not block; a failed live
+"""The verdict over every bar (gate/update_outcome.py): a bar n/a does not block; a failed live
 baseline fails the update only when a bar needs it."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from decimal import Decimal
 from types import SimpleNamespace
 
-from gate.verdict import update_end
+from gate.update_outcome import update_end
 
 
 def run(bars=None, flips=None, baseline_error=None, matches=9, scored=10, confusion=None, calls=None):

@@ -1,4 +1,4 @@
-"""The verdict of one Action run: its ``status`` output, its exit code and its commit
+"""The outcome of one Action run: its ``status`` output, its exit code and its commit
 status, from the updates' reports and the invalid files."""
 
 from __future__ import annotations

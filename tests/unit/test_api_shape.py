@@ -1,0 +1,136 @@
+"""One API shape for local and remote: the database's ``Gate`` and the service's
+``RemoteGate`` both have every method of ``gate.api_shape.GateAPI`` with the same
+parameters (names, kinds, defaults, annotations) and the same return annotation; one may
+add only keyword-only parameters with defaults. The release wait is one loop over a small
+interface, and the HTTP status of an error one table, read by the server and the client."""
+
+from __future__ import annotations
+
+import inspect
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from gate.api_shape import GateAPI
+from gate.client import RemoteGate
+from gate.errors import (DatabaseError, DatasetError, Forbidden, GateError, IllegalTransition, MigrationError,
+                         NotFound, SpecError, TooLarge, TooSlow, UsageError)
+from gate.http_errors import error_class, http_status
+from gate.release import wait_for_release
+from gate.service import Gate
+
+IMPLEMENTATIONS = [Gate, RemoteGate]
+
+
+def shape_methods() -> list[str]:
+    return sorted(name for name, member in vars(GateAPI).items()
+                  if inspect.isfunction(member) and not name.startswith("_"))
+
+
+def params(fn) -> list[inspect.Parameter]:
+    return list(inspect.signature(fn).parameters.values())[1:]          # without self
+
+
+def mismatches(shape_fn, impl_fn) -> list[str]:
+    """How ``impl_fn``'s signature departs from the shape's (empty: it conforms)."""
+    shape, impl = params(shape_fn), params(impl_fn)
+    found = []
+    impl_by_name = {p.name: p for p in impl}
+    for i, p in enumerate(shape):
+        q = impl[i] if i < len(impl) and p.kind != p.KEYWORD_ONLY else impl_by_name.get(p.name)
+        if q is None or (q.name, q.kind, q.default, str(q.annotation)) != (p.name, p.kind, p.default, str(p.annotation)):
+            found.append(f"parameter {i + 1}: the shape has {p}, the implementation "
+                         f"{q if q is not None else 'nothing'}")
+    shape_names = {p.name for p in shape}
+    for q in impl:
+        if q.name not in shape_names and (q.kind != q.KEYWORD_ONLY or q.default is q.empty):
+            found.append(f"extra parameter {q} must be keyword-only with a default")
+    returns = (str(inspect.signature(shape_fn).return_annotation), str(inspect.signature(impl_fn).return_annotation))
+    if returns[0] != returns[1]:
+        found.append(f"returns {returns[1]}, the shape {returns[0]}")
+    return found
+
+
+def test_the_shape_lists_what_the_cli_and_the_action_call():
+    assert {"submit", "status", "wait", "wait_for_sha", "cancel", "live", "history", "rollback", "list_datasets",
+            "register_dataset", "refresh_dataset", "dataset_version", "map_dataset", "unmap_dataset", "prices",
+            "live_workers", "list_updates", "updates_for_sha"} <= set(shape_methods())
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("name", shape_methods())
+def test_gate_and_remote_gate_have_the_shape(impl, name):
+    member = vars(impl).get(name) or next((vars(base)[name] for base in impl.__mro__ if name in vars(base)), None)
+    assert inspect.isfunction(member), f"{impl.__name__} has no method {name} (gate/api_shape.py: GateAPI.{name})"
+    assert mismatches(getattr(GateAPI, name), member) == [], f"{impl.__name__}.{name}"
+
+
+def test_the_conformance_check_sees_a_departure():
+    class Drifted:
+        def list_updates(self, limit: int = 20, prompt_name: str | None = None) -> list[Update]: ...   # noqa: F821
+
+        def cancel(self, update_id: int, reason: str = "cancelled by a user", owner: str | None = None) -> None: ...
+
+        def history(self, name: str, limit: int = 20) -> list[dict]: ...
+
+    assert mismatches(GateAPI.list_updates, Drifted.list_updates) == [
+        "parameter 3: the shape has status: 'str | None' = None, the implementation nothing",
+        "parameter 4: the shape has sha_prefix: 'str | None' = None, the implementation nothing",
+        "parameter 5: the shape has before_id: 'int | None' = None, the implementation nothing"]
+    assert mismatches(GateAPI.cancel, Drifted.cancel) == [
+        "extra parameter owner: 'str | None' = None must be keyword-only with a default"]
+    assert mismatches(GateAPI.history, Drifted.history) == [
+        "parameter 2: the shape has limit: 'int' = 50, the implementation limit: 'int' = 20"]
+
+
+# --- one status table ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("error, status, raised", [
+    (NotFound("x"), 404, NotFound), (IllegalTransition("x"), 409, IllegalTransition), (Forbidden("x"), 403, Forbidden),
+    (TooLarge("x"), 413, TooLarge), (TooSlow("x"), 408, TooSlow), (DatabaseError("x"), 503, DatabaseError),
+    (MigrationError("x"), 503, DatabaseError), (UsageError("x"), 400, UsageError),
+    (SpecError("f", None, "x"), 400, UsageError), (DatasetError("x"), 400, UsageError), (GateError("x"), 400, UsageError),
+])
+def test_the_server_answers_an_error_with_a_status_the_client_reads_back(error, status, raised):
+    assert http_status(error) == status
+    assert error_class(status) is raised
+    assert error.exit_code == raised("x").exit_code
+
+
+def test_a_status_in_no_row_is_a_plain_gate_error():
+    assert error_class(401) is GateError and error_class(429) is GateError
+
+
+# --- one release wait ------------------------------------------------------------------------------
+
+class Commit:
+    """A ReleaseSource: the commit's update appears after ``appears`` look-ups, and ends
+    after ``ends`` status reads."""
+
+    def __init__(self, appears: int = 0, ends: int = 2):
+        self.lookups = self.reads = 0
+        self.appears, self.ends = appears, ends
+
+    def updates_for_sha(self, sha, prompt_name=None, mode=None):
+        self.lookups += 1
+        return [SimpleNamespace(id=7, prompt_name="p", mode="apply")] if self.lookups > self.appears else []
+
+    def status(self, update_id, failures=5):
+        self.reads += 1
+        done = self.reads >= self.ends
+        return SimpleNamespace(terminal=done, exit_code=0 if done else 3, update=SimpleNamespace(id=update_id))
+
+
+def test_the_release_wait_watches_an_open_update_instead_of_sleeping():
+    commit, watched = Commit(appears=1, ends=3), []
+    code, reports = wait_for_release(commit, "ab" * 20, None, 5, 0.01, "apply", None,
+                                     watch=lambda report, deadline: watched.append(report.update.id))
+    assert (code, len(reports), watched, commit.lookups) == (0, 1, [7, 7], 4)
+
+
+def test_the_release_wait_gives_up_when_no_update_appears_in_time():
+    started = time.monotonic()
+    with pytest.raises(NotFound, match="no apply-mode update was submitted for commit"):
+        wait_for_release(Commit(appears=10**6), "ab" * 20, None, 0.2, 0.05, "apply", None)
+    assert 0.2 <= time.monotonic() - started < 1.0
