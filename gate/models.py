@@ -162,6 +162,8 @@ class ItemResult:
     reused_update_id: int | None = None   # the update whose answer this is, when reused
     trials: tuple["Trial", ...] | None = None   # each trial's answer, with trials > 1 (gate.trials)
     unstable: bool = False            # the trials' answers disagree
+    fields_wrong: int | None = None   # a fields decision: bits of the fields that did not match
+    fields_missing: int | None = None  # ... and of those the answer did not have (gate.structured.compare)
 
 
 TRIAL_OUTPUT_LIMIT = 200             # characters of each trial's output kept with its item

@@ -211,7 +211,7 @@ class Executor(Poller):
             known = {k: found[k] for k in item_keys or () if k in found}
             if item_keys and len(known) == len(item_keys):     # every trial answered before: no call
                 if self._begin(chunk, item):          # else a drain gave it back
-                    self._record(chunk, reused_item(item, run.spec.rule, item_keys, known))
+                    self._record(chunk, reused_item(item, run.spec.rule, item_keys, known, run.spec.decision))
             else:
                 self.pool.submit(self._score, chunk, run, item, messages, item_keys, known)
 

@@ -61,8 +61,8 @@ dataset_version = Table("dataset_version", meta,
                         Column("fields", JsonText), Column("number", Integer))
 dataset_row = Table("dataset_row", meta,
                     Column("version_id", BigInteger, primary_key=True), Column("position", Integer, primary_key=True),
-                    Column("item_id", String(191)), Column("expected_decision", String(128)),
-                    Column("input", JsonText), Column("row_hash", String(64)))
+                    Column("item_id", String(191)), Column("expected_decision", Text),
+                    Column("input", JsonText), Column("row_hash", String(64)), Column("protected", Integer))
 prompt_dataset = Table("prompt_dataset", meta,
                        Column("id", BigInteger, primary_key=True), Column("prompt_name", String(128)),
                        Column("dataset_id", BigInteger), Column("min_accuracy", Bar), Column("created_at", T),
@@ -93,14 +93,15 @@ prompt_run_item = Table("prompt_run_item", meta,
                         Column("run_id", BigInteger, primary_key=True),
                         Column("position", BigInteger, primary_key=True),
                         Column("item_id", String(191)), Column("input", JsonText),
-                        Column("expected_decision", String(128)), Column("actual_decision", String(128)),
+                        Column("expected_decision", Text), Column("actual_decision", Text),
                         Column("raw_output", Text), Column("verdict", String(8)), Column("attempt", Integer),
                         Column("next_attempt_at", T), Column("lease_token", String(32)),
                         Column("lease_until", T), Column("latency_ms", Integer),
                         Column("prompt_tokens", Integer), Column("completion_tokens", Integer),
                         Column("error", Text), Column("answer_key", String(64)),
                         Column("reused_update_id", BigInteger), Column("trials", JsonText),
-                        Column("unstable", Integer))
+                        Column("unstable", Integer), Column("fields_wrong", BigInteger),
+                        Column("fields_missing", BigInteger))
 worker = Table("worker", meta,
                Column("id", String(64), primary_key=True), Column("role", String(32)),
                Column("host", String(255)), Column("pid", Integer), Column("started_at", T),
@@ -113,7 +114,7 @@ rate_limit_bucket = Table("rate_limit_bucket", meta,
                           Column("rate_limited", BigInteger), Column("last_grant", Integer),
                           Column("created_at", T))
 answer = Table("answer", meta,
-               Column("request_key", String(64), primary_key=True), Column("actual_decision", String(128)),
+               Column("request_key", String(64), primary_key=True), Column("actual_decision", Text),
                Column("raw_output", Text), Column("latency_ms", Integer), Column("prompt_tokens", Integer),
                Column("completion_tokens", Integer), Column("update_id", BigInteger), Column("run_id", BigInteger),
                Column("created_at", T), Column("trial_of", String(64)))
