@@ -23,7 +23,7 @@ Modules, bottom up (each imports only the ones above it; this file imports them 
   buckets and usage), ``retention`` (what ``prune`` may delete), ``tokens`` (the HTTP
   service's bearer tokens, as hashes), ``prompt_settings`` (what the gate config declares per
   prompt), ``fleet`` (counts for the status page and /metrics), ``fields`` (the per-field
-  figures of a fields decision).
+  figures of a fields decision), ``policy`` (slices, protected and accepted items).
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from .items import (call_stats, claim_items, copy_version_page, fail_exhausted_i
                     reuse_stats, run_breakdown, run_counts, save_answers, write_item_results)
 from .fields import field_counts, field_flips, label_confusion, structured_breakdown
 from .fleet import fleet_counts
+from .policy import flagged_broken, items_by_id, slice_counts
 from .live import find_live, live_version, prompt_history, restore_live, write_live
 from .locks import ensure_prompt_lock, lock_prompt, prompt_lock
 from .ratelimits import (RateBucketState, add_rate_limit_usage, ensure_rate_bucket, pause_rate_bucket,
@@ -94,7 +95,8 @@ __all__ = [
     # the fleet at a glance
     "fleet_counts",
     # the figures of a fields decision, slices and items by id (gate.structured, gate.itempolicy)
-    "field_counts", "field_flips", "label_confusion", "structured_breakdown",
+    "field_counts", "field_flips", "label_confusion", "structured_breakdown", "flagged_broken", "items_by_id",
+    "slice_counts",
     # the service's tokens
     "find_token_by_hash", "insert_token", "list_tokens", "revoke_token", "touch_token",
     # runs
