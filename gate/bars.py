@@ -339,7 +339,7 @@ def _slice_checks(bars: Bars, metrics: Mapping[str, Any]) -> list[BarCheck]:
     low = min(judged, key=lambda s: Fraction(s["matches"], s["items"]))
     small = len(sliced["slices"]) - len(judged)
     return [BarCheck("min_slice_accuracy", column, limit, format_pct(low["matches"], low["items"], bar), "pass",
-                     f"{len(judged)} slices judged, the lowest {slice_name(low['value'])}"
+                     f"{len(judged)} slice{'s' if len(judged) != 1 else ''} judged, the lowest {slice_name(low['value'])}"
                      + (f"; {small} too small to judge" if small else ""))]
 
 

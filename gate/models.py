@@ -204,6 +204,7 @@ class ItemSample:
     verdict: str
     raw_output: str | None
     error: str | None
+    wrong_fields: list[dict] | None = None   # a fields decision: the fields that did not match (gate.structured.samples)
 
 
 @dataclass(frozen=True)
@@ -237,6 +238,7 @@ class FlipSample:
     live_decision: str | None
     candidate_decision: str | None
     candidate_output: str | None
+    wrong_fields: list[dict] | None = None   # a fields decision: the candidate's fields that did not match
 
 
 @dataclass(frozen=True)
