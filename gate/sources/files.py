@@ -26,7 +26,7 @@ from collections import Counter
 from pathlib import PurePosixPath
 
 from ..errors import DatasetError
-from ..structured.expected import EXPECTED_PREFIX
+from ..structured.expected import EXPECTED_PREFIX, PROTECTED_COLUMN
 from .base import MAX_ROW_DEPTH, Page, Row, SourceOptions, json_quote, make_row, register, resolve_path
 
 TEXT_KINDS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
@@ -261,7 +261,8 @@ class TextDecoder:
             return []
         header, limit = self.header, self.options.max_row_bytes
         id_column, label_column = self.options.id_column, self.options.label_column
-        if id_column not in header or label_column not in header or len(set(header)) < len(header):
+        if id_column not in header or label_column not in header or len(set(header)) < len(header) \
+                or PROTECTED_COLUMN in header:     # a protected column: make_row takes it out of the input
             return None
         id_at, label_at = header.index(id_column), header.index(label_column)
         keyed = sorted((name, at) for at, name in enumerate(header) if at not in (id_at, label_at))

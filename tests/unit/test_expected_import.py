@@ -66,6 +66,13 @@ def test_csv_expected_columns(tmp_path):
         summary_of(path)
 
 
+def test_a_csv_protected_column_flags_the_row_and_leaves_the_input(tmp_path):
+    path = tmp_path / "d.csv"
+    path.write_text("item_id,expected_decision,text,protected\na,yes,x,true\nb,no,y,\nc,no,z,FALSE\n")
+    assert [(r.protected, r.input) for r in rows_of(path)] == [(True, {"text": "x"}), (False, {"text": "y"}),
+                                                               (False, {"text": "z"})]
+
+
 def test_a_protected_row_hashes_apart_and_others_hash_as_before(tmp_path):
     plain = jsonl(tmp_path, {"item_id": "a", "expected_decision": "yes", "text": "x"}, name="p.jsonl")
     flagged = jsonl(tmp_path, {"item_id": "a", "expected_decision": "yes", "text": "x", "protected": True},
