@@ -15,7 +15,7 @@ from gate import gateconfig
 def test_sync_is_idempotent_and_the_file_is_the_whole_truth(gate, tmp_path):
     ws = make_workspace(tmp_path)
     first = gateconfig.sync(gate, ws / "gate.yaml")
-    assert first.applied and len(first.changes) == 8
+    assert first.applied and len(first.changes) == 10     # 5 datasets, 5 bars
     assert {(m.prompt_name, m.dataset_name, m.min_accuracy) for m in gate.mappings("ticket-urgency")} == {
         ("ticket-urgency", "urgency-hard", Decimal("0.8")), ("ticket-urgency", "urgency-regression", Decimal("0.9"))}
     assert gateconfig.sync(gate, ws / "gate.yaml").changes == ()
