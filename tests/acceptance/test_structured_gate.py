@@ -9,7 +9,6 @@ import csv
 import json
 from pathlib import Path
 
-import pytest
 import yaml
 from jsonschema import Draft202012Validator
 
@@ -18,7 +17,7 @@ from gate.markdown import render_report_markdown
 from gate.report import render_text
 from gate.schemas import status_schema
 from gate.spec import parse_spec
-from helpers import RULES, rules_spec
+from helpers import rules_spec
 from workers.supervisor import run_until_terminal
 
 FIELDS = {"order_id": "exact", "category": {"type": "label", "labels": ["billing", "shipping", "other"]},
@@ -193,8 +192,7 @@ def test_a_protected_item_that_breaks_fails_the_update_and_an_accepted_break_let
         valid(report)
 
 
-@pytest.mark.parametrize("answer, expected_state", [("alpha", "stale")])
-def test_accepting_breaks_needs_the_default_branch(mysql_gate, model, tmp_path, answer, expected_state):
+def test_accepting_breaks_needs_the_default_branch(mysql_gate, model, tmp_path):
     """A pull request's own gate config is only diffed: its accept_breaks do not reach the
     mapping its candidate is judged by."""
     rows_with(tmp_path / "t.csv", [{"item_id": f"i{i}", "expected_decision": "yes" if i % 2 else "no",
@@ -209,4 +207,4 @@ def test_accepting_breaks_needs_the_default_branch(mysql_gate, model, tmp_path, 
         {"role": "system", "content": BREAKS_3_AND_5}, {"role": "user", "content": "{{ item.text }}"}]})
     report, = run_until_terminal(gate, [gate.submit(candidate, "check")], timeout=120)
     assert report.status == "REJECTED" and report.update.reason == "missed: tickets max_broken 2 > bar 0"
-    assert report.runs[0].accepted_breaks == [] and RULES in rules_spec("p1").messages[0].content
+    assert report.runs[0].accepted_breaks == []
