@@ -36,7 +36,7 @@ from .items import (call_stats, claim_items, copy_version_page, fail_exhausted_i
                     reuse_stats, run_breakdown, run_counts, save_answers, write_item_results)
 from .fields import field_counts, field_flips, label_confusion, structured_breakdown
 from .fleet import fleet_counts
-from .policy import flagged_broken, items_by_id, slice_counts
+from .policy import flagged_broken, items_by_id, items_by_id_query, slice_counts
 from .live import find_live, live_version, prompt_history, restore_live, write_live
 from .locks import ensure_prompt_lock, lock_prompt, prompt_lock
 from .ratelimits import (RateBucketState, add_rate_limit_usage, ensure_rate_bucket, pause_rate_bucket,
@@ -95,7 +95,7 @@ __all__ = [
     # the fleet at a glance
     "fleet_counts",
     # the figures of a fields decision, slices and items by id (gate.structured, gate.itempolicy)
-    "field_counts", "field_flips", "label_confusion", "structured_breakdown", "flagged_broken", "items_by_id",
+    "field_counts", "field_flips", "label_confusion", "structured_breakdown", "flagged_broken", "items_by_id", "items_by_id_query",
     "slice_counts",
     # the service's tokens
     "find_token_by_hash", "insert_token", "list_tokens", "revoke_token", "touch_token",

@@ -2,8 +2,8 @@
 (``gate.itempolicy``): accuracy per value of a slice column, the protected items that
 broke, and what became of the items a mapping accepts breaking. Reconcile reads these once
 per run: one GROUP BY for the slices, one read for the flagged protected items that broke,
-and reads by item id (on the ``(run_id, item_id)`` key, ``ID_CHUNK`` ids at a time) for
-the ids a gate config lists."""
+and reads by item id (the version's ``(version_id, item_id)`` key, then the items'
+primary key; ``ID_CHUNK`` ids at a time) for the ids a gate config lists."""
 
 from __future__ import annotations
 
@@ -79,14 +79,11 @@ def flagged_broken(conn: Connection, run_id: int, baseline_run_id: int, version_
     return int(count), [(row[0], FlipSample(*row[1:])) for row in rows]
 
 
-def items_by_id(conn: Connection, run_id: int, baseline_run_id: int | None, version_id: int,
-                item_ids: Sequence[str]) -> list[dict]:
-    """The run's items among ``item_ids`` (those it has), each with its position, whether
-    its row is protected, its verdict and live's (None without a baseline run), and what
-    both answered. Read on the run's item-id key, a chunk of ids at a time."""
+def items_by_id_query(run_id: int, baseline_run_id: int | None, version_id: int, item_ids: Sequence[str]):
+    """The statement of ``items_by_id`` for one chunk of ids (its plan is tested)."""
     cand, r = prompt_run_item.alias("cand"), dataset_row
-    joined = cand.join(r, (r.c.version_id == version_id) & (r.c.position == cand.c.position))
-    columns = [cand.c.item_id, cand.c.position, r.c.protected, cand.c.verdict, cand.c.expected_decision,
+    joined = r.join(cand, (cand.c.run_id == run_id) & (cand.c.position == r.c.position))
+    columns = [r.c.item_id, cand.c.position, r.c.protected, cand.c.verdict, cand.c.expected_decision,
                cand.c.actual_decision, cand.c.raw_output]
     if baseline_run_id is not None:
         live = prompt_run_item.alias("live")
@@ -94,11 +91,20 @@ def items_by_id(conn: Connection, run_id: int, baseline_run_id: int | None, vers
         columns += [live.c.verdict, live.c.actual_decision]
     else:
         columns += [literal(None), literal(None)]
+    return select(*columns).select_from(joined).where(r.c.version_id == version_id, r.c.item_id.in_(list(item_ids)))
+
+
+def items_by_id(conn: Connection, run_id: int, baseline_run_id: int | None, version_id: int,
+                item_ids: Sequence[str]) -> list[dict]:
+    """The run's items among ``item_ids`` (those it has), each with its position, whether
+    its row is protected, its verdict and live's (None without a baseline run), and what
+    both answered. Read through the version's (version_id, item_id) key, then each item
+    by its primary key (run_id, position): a chunk of ids at a time, never a scan of the
+    run (its items have no item-id index: bench/README.md, materialize)."""
     found = []
     ids = sorted(set(item_ids))
     for start in range(0, len(ids), ID_CHUNK):
-        for row in conn.execute(select(*columns).select_from(joined)
-                                .where(cand.c.run_id == run_id, cand.c.item_id.in_(ids[start:start + ID_CHUNK]))):
+        for row in conn.execute(items_by_id_query(run_id, baseline_run_id, version_id, ids[start:start + ID_CHUNK])):
             found.append({"item_id": row[0], "position": int(row[1]), "protected": bool(row[2]), "verdict": row[3],
                           "expected": row[4], "actual": row[5], "output": row[6], "live_verdict": row[7],
                           "live_actual": row[8]})
