@@ -127,8 +127,8 @@ def update_or_insert(conn, table, key: dict, values: dict) -> bool:
 
 class json_text(FunctionElement):
     """A top-level key of a JSON text column as SQL text (NULL when absent, null, an object
-    or a list): ``JSON_VALUE`` on MySQL/MariaDB; on SQLite ``json_extract`` with booleans
-    spelled ``true``/``false`` as MySQL spells them. The key is a field or column name the
+    or a list), alike on both: ``JSON_VALUE`` on MySQL/MariaDB, ``json_extract`` on SQLite,
+    booleans spelled ``true``/``false`` on both. The key is a field or column name the
     caller has checked (it is quoted into the path); a row whose text is not JSON must be
     filtered out first (SQLite raises on it)."""
 
@@ -145,7 +145,9 @@ class json_text(FunctionElement):
 @compiles(json_text, "mysql")
 def _json_text_mysql(element, compiler, **kw):
     column, path = (compiler.process(c, **kw) for c in element.clauses)
-    return f"JSON_VALUE({column}, {path})"
+    # JSON_VALUE reads a boolean as 1/0: its JSON text instead, as SQLite's is spelled
+    return (f"(CASE JSON_TYPE(JSON_EXTRACT({column}, {path})) WHEN 'BOOLEAN' THEN JSON_EXTRACT({column}, {path}) "
+            f"ELSE JSON_VALUE({column}, {path}) END)")
 
 
 @compiles(json_text, "sqlite")

@@ -68,3 +68,39 @@ def test_a_bad_entry_names_its_field(tmp_path, entry, field, problem):
 def test_a_commit_that_is_not_a_full_id_is_refused(gate, tmp_path):
     with pytest.raises(UsageError, match="is not a full commit id"):
         gateconfig.sync(gate, config(tmp_path), commit="HEAD")
+
+
+def test_slices_and_label_confusion_read_json_alike_on_both_databases(gate):
+    """The figures reconcile and finalize read from JSON in SQL (``dialect.json_text``):
+    text, numbers, booleans and absent values group the same on MariaDB and SQLite."""
+    from datetime import datetime
+
+    from sqlalchemy import insert
+
+    from gate import store
+    epoch = datetime(2000, 1, 1)
+    values = ["email", "email", 3, True, False, None, "chat", "chat"]
+    expected = ['{"category":"billing"}', '{"category":"Billing"}', '{"category":"shipping"}'] * 3
+    actual = ['{"category":"billing"}', '{"category":"shipping"}', '{"category":"refund"}', "(not a JSON object)",
+              "{}", '{"category":"billing"}', '{"category":"shipping"}', '{"category":"shipping"}']
+    with gate.engine.begin() as c:
+        c.execute(insert(store.dataset).values(id=1, name="d", source_uri="x", options={}, created_at=epoch))
+        c.execute(insert(store.dataset_version).values(id=1, dataset_id=1, status="READY", content_hash="h",
+                                                      row_count=8, labels={}, source_uri="x", source_options={},
+                                                      created_at=epoch))
+        c.execute(insert(store.dataset_row), [
+            dict(version_id=1, position=i, item_id=f"i{i}", expected_decision=expected[i], row_hash="0" * 64,
+                 input={} if v is None else {"channel": v}, protected=0) for i, v in enumerate(values)])
+        c.execute(insert(store.prompt_run_item), [
+            dict(run_id=run, position=i, item_id=f"i{i}", expected_decision=expected[i], actual_decision=actual[i],
+                 verdict="MATCH" if (i + run) % 3 else "MISMATCH", attempt=1, lease_until=epoch,
+                 fields_wrong=0, fields_missing=1 if actual[i] in ("{}", "(not a JSON object)") else 0)
+            for run in (1, 2) for i in range(8)])
+    with gate.engine.connect() as conn:
+        slices = store.slice_counts(conn, 1, 1, "channel", 2, 10)
+        confusion = store.label_confusion(conn, 1, "category", 1, ["billing", "shipping"], "(missing)", "(other)")
+    assert sorted((s["value"] or "", s["items"]) for s in slices) == [
+        ("", 1), ("3", 1), ("chat", 2), ("email", 2), ("false", 1), ("true", 1)]
+    assert sorted(confusion) == sorted([("billing", "billing", 1), ("Billing", "shipping", 2), ("shipping", "(other)", 1),
+                                        ("billing", "(missing)", 1), ("Billing", "(missing)", 1),
+                                        ("shipping", "billing", 1), ("billing", "shipping", 1)])
