@@ -230,3 +230,32 @@ def test_a_rule_the_gate_refuses_names_the_field(decision, extra, where, reason)
     with pytest.raises(SpecError) as caught:
         spec_with(decision, **extra)
     assert caught.value.field == where and reason in caught.value.reason
+
+
+# --- the item's result: one call, a reused answer, trials ---------------------------------------------
+
+def test_an_items_result_keeps_the_masks_and_trials_judge_field_by_field():
+    from types import SimpleNamespace
+
+    from gate.models import Answer, ClaimedItem, Trial
+    from gate.trials import TrialRule
+    from workers.results import called_result, reused_result, trials_result
+
+    decision = spec_with({"type": "fields", "fields": {"amount": {"type": "number", "tolerance": "0.01"},
+                                                       "order_id": "exact"}}).decision
+    item = ClaimedItem(1, 0, "m1", {}, '{"amount":12.5,"order_id":"ORD-1"}', 1)
+    near, far = '{"amount":12.49,"order_id":"ORD-1"}', '{"order_id":"ORD-1"}'
+    out = SimpleNamespace(decision=near, raw_output="{}", latency_ms=5, prompt_tokens=1, completion_tokens=1)
+    result = called_result(item, out, "k", decision)
+    assert (result.verdict, result.fields_wrong, result.fields_missing) == ("MATCH", 0, 0)
+    again = reused_result(item, "k", Answer("k", far, "{}", 5, 1, 1, 9, 9), decision)
+    assert (again.verdict, again.fields_wrong, again.fields_missing) == ("MISMATCH", 0b01, 0b01)
+
+    def trials(*decisions):
+        return [Trial(d, "{}", 5, 1, 1, key=f"k{i}") for i, d in enumerate(decisions)]
+    majority = TrialRule(3, "majority")
+    won = trials_result(item, majority, trials(far, near, '{"amount":12.5,"order_id":"ORD-1"}'), decision)
+    assert won.verdict == "MATCH" and won.fields_wrong == 0          # 12.49 and 12.50 both match: 2 of 3
+    lost = trials_result(item, majority, trials(far, far, near), decision)
+    assert (lost.verdict, lost.actual_decision, lost.fields_wrong, lost.fields_missing) == ("MISMATCH", far, 1, 1)
+    assert won.unstable and lost.unstable
