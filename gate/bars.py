@@ -25,10 +25,14 @@ from fractions import Fraction
 from typing import Any, Mapping
 
 from .errors import UsageError
+from .itempolicy import KEYS as POLICY_KEYS, ItemPolicy
 from .scoring import clears, format_bar, format_pct, parse_bar
 
 EXTRA_KEYS = ("max_broken", "min_recall", "min_precision", "max_latency_p95_ms", "max_cost_per_1k_items")
+# bars of a fields decision and of slices, and what a mapping says of items (gate.itempolicy)
+ITEM_KEYS = ("min_field_accuracy", "min_slice_accuracy", "min_slice_items", *POLICY_KEYS)
 MAX_LABEL_BARS = 64
+DEFAULT_SLICE_ITEMS = 20
 
 
 @dataclass(frozen=True)
@@ -39,21 +43,26 @@ class Bars:
     min_precision: dict[str, Decimal] = field(default_factory=dict)
     max_latency_p95_ms: int | None = None
     max_cost_per_1k_items: Decimal | None = None
+    min_field_accuracy: dict[str, Decimal] = field(default_factory=dict)
+    min_slice_accuracy: Decimal | None = None
+    min_slice_items: int | None = None
+    policy: ItemPolicy = ItemPolicy()
 
     @classmethod
     def parse(cls, min_accuracy: Any, extra: Mapping[str, Any] | None = None) -> "Bars":
         """From a gate config entry or `dataset map` options (untrusted shapes): each wrong
         value is one UsageError naming the bar."""
         extra = dict(extra or {})
-        unknown = sorted(set(extra) - set(EXTRA_KEYS))
+        unknown = sorted(set(extra) - set(EXTRA_KEYS) - set(ITEM_KEYS))
         if unknown:
-            raise UsageError(f"unknown bar {unknown[0]!r}: use min_accuracy, {', '.join(EXTRA_KEYS)}")
+            raise UsageError(f"unknown bar {unknown[0]!r}: use min_accuracy, {', '.join(EXTRA_KEYS + ITEM_KEYS)}")
         return cls(min_accuracy=parse_bar(min_accuracy),
                    max_broken=_count(extra.get("max_broken"), "max_broken"),
                    min_recall=_per_label(extra.get("min_recall"), "min_recall"),
                    min_precision=_per_label(extra.get("min_precision"), "min_precision"),
                    max_latency_p95_ms=_count(extra.get("max_latency_p95_ms"), "max_latency_p95_ms"),
-                   max_cost_per_1k_items=_money(extra.get("max_cost_per_1k_items"), "max_cost_per_1k_items"))
+                   max_cost_per_1k_items=_money(extra.get("max_cost_per_1k_items"), "max_cost_per_1k_items"),
+                   **_item_bars(extra))
 
     def extra(self) -> dict[str, Any] | None:
         """The bars beyond min_accuracy as JSON (prompt_dataset.bars, pinned["bars"]); None if none."""
@@ -68,7 +77,23 @@ class Bars:
             out["max_latency_p95_ms"] = self.max_latency_p95_ms
         if self.max_cost_per_1k_items is not None:
             out["max_cost_per_1k_items"] = f"{self.max_cost_per_1k_items:f}"
+        out.update(self._item_extra())
         return out or None
+
+    def _item_extra(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.min_field_accuracy:
+            out["min_field_accuracy"] = {k: f"{v:f}" for k, v in sorted(self.min_field_accuracy.items())}
+        if self.min_slice_accuracy is not None:
+            out["min_slice_accuracy"] = f"{self.min_slice_accuracy:f}"
+        if self.min_slice_items is not None:
+            out["min_slice_items"] = self.min_slice_items
+        return {**out, **self.policy.to_json()}
+
+    @property
+    def slice_items(self) -> int:
+        """Items a slice needs before ``min_slice_accuracy`` judges it."""
+        return DEFAULT_SLICE_ITEMS if self.min_slice_items is None else self.min_slice_items
 
     def describe(self) -> list[str]:
         """One short phrase per bar beyond accuracy, for listings."""
@@ -79,7 +104,10 @@ class Bars:
             out.append(f"p95 latency ≤ {self.max_latency_p95_ms} ms")
         if self.max_cost_per_1k_items is not None:
             out.append(f"cost ≤ ${self.max_cost_per_1k_items:f} per 1k items")
-        return out
+        out += [f"field[{k}] ≥ {format_bar(v)}" for k, v in sorted(self.min_field_accuracy.items())]
+        if self.min_slice_accuracy is not None:
+            out.append(f"every slice of ≥ {self.slice_items} items ≥ {format_bar(self.min_slice_accuracy)}")
+        return out + self.policy.describe()
 
 
 def _count(value: Any, name: str) -> int | None:
@@ -117,6 +145,34 @@ def _per_label(value: Any, name: str) -> dict[str, Decimal]:
         if not isinstance(label, str) or not label or len(label) > 128:
             raise UsageError(f"{name}: a label must be a non-empty string of at most 128 characters")
         out[label] = parse_bar(bar, f"{name}[{label[:60]}]")
+    return out
+
+
+def _item_bars(extra: Mapping[str, Any]) -> dict[str, Any]:
+    """The bars of a fields decision and of slices, and the mapping's item policy."""
+    policy = ItemPolicy.parse(extra)
+    slice_bar = extra.get("min_slice_accuracy")
+    slice_items = _count(extra.get("min_slice_items"), "min_slice_items")
+    if (slice_bar is not None or slice_items is not None) and policy.slice_by is None:
+        raise UsageError("min_slice_accuracy and min_slice_items need slice_by: the column whose values are the slices")
+    if slice_items == 0:
+        raise UsageError("min_slice_items 0 is out of range: a slice needs at least 1 item to be judged")
+    return {"min_field_accuracy": _per_field(extra.get("min_field_accuracy")),
+            "min_slice_accuracy": None if slice_bar is None else parse_bar(slice_bar, "min_slice_accuracy"),
+            "min_slice_items": slice_items, "policy": policy}
+
+
+def _per_field(value: Any) -> dict[str, Decimal]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or len(value) > MAX_LABEL_BARS:
+        raise UsageError(f"min_field_accuracy must map at most {MAX_LABEL_BARS} fields to a fraction, "
+                         "e.g. {order_id: 0.95}")
+    out = {}
+    for name, bar in value.items():
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,63}", name):
+            raise UsageError(f"min_field_accuracy: {str(name)[:40]!r} is not a field name")
+        out[name] = parse_bar(bar, f"min_field_accuracy[{name}]")
     return out
 
 
@@ -177,7 +233,7 @@ def check(bars: Bars, metrics: Mapping[str, Any]) -> list[BarCheck]:
                             "no call was timed" if p95 is None else None))
     if bars.max_cost_per_1k_items is not None:
         out.append(_cost_check(bars.max_cost_per_1k_items, metrics))
-    return out
+    return out + item_checks(bars, metrics)
 
 
 def _folded(confusion: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:
@@ -203,8 +259,15 @@ def _broken_check(limit: int, metrics: Mapping[str, Any]) -> BarCheck:
         return BarCheck("max_broken", None, str(limit), None, "fail", metrics["baseline_error"])
     if flips is None:
         return BarCheck("max_broken", None, str(limit), None, "n/a", metrics.get("baseline_note") or "no live version")
-    return BarCheck("max_broken", None, str(limit), str(flips["broken"]),
-                    "pass" if flips["broken"] <= limit else "fail")
+    accepted = accepted_broken(metrics)
+    broken = flips["broken"] - accepted
+    return BarCheck("max_broken", None, str(limit), str(broken), "pass" if broken <= limit else "fail",
+                    f"{flips['broken']} broken, {accepted} of them accepted (accept_breaks)" if accepted else None)
+
+
+def accepted_broken(metrics: Mapping[str, Any]) -> int:
+    """How many of the run's broken items the mapping accepts breaking (``accept_breaks``)."""
+    return sum(1 for a in metrics.get("accepted_breaks") or () if a.get("state") == "broke")
 
 
 def _cost_check(limit: Decimal, metrics: Mapping[str, Any]) -> BarCheck:
@@ -228,3 +291,80 @@ def _fraction_check(name: str, label: str, bar: Decimal, hits: int, of: int, emp
         return BarCheck(name, label, format_bar(bar), None, "n/a", empty)
     return BarCheck(name, label, format_bar(bar), format_pct(hits, of, bar),
                     "pass" if Fraction(hits, of) >= Fraction(bar) else "fail")
+
+
+# --- bars of a fields decision, of slices, and protected items ------------------------------
+
+def item_checks(bars: Bars, metrics: Mapping[str, Any]) -> list[BarCheck]:
+    """``min_field_accuracy`` per field, ``min_slice_accuracy`` and the protected items."""
+    out = [_field_check(name, bar, metrics) for name, bar in sorted(bars.min_field_accuracy.items())]
+    if bars.min_slice_accuracy is not None:
+        out += _slice_checks(bars, metrics)
+    protected = _protected_check(bars, metrics)
+    return out + ([protected] if protected else [])
+
+
+def _field_check(name: str, bar: Decimal, metrics: Mapping[str, Any]) -> BarCheck:
+    """One field's accuracy over the items scored. A candidate that does not decide this
+    field (or no field at all) fails: a pull request must not drop a field to drop its bar."""
+    figures = metrics.get("fields")
+    found = next((f for f in (figures or {}).get("fields") or () if f["field"] == name), None)
+    if found is None:
+        why = (f"the candidate's decision has no field {name!r}" if figures
+               else "the candidate does not decide field by field (decision: {type: fields})")
+        return BarCheck("min_field_accuracy", name, format_bar(bar), None, "fail", why)
+    return _fraction_check("min_field_accuracy", name, bar, found["right"], figures["items"], "no item was scored")
+
+
+def _slice_checks(bars: Bars, metrics: Mapping[str, Any]) -> list[BarCheck]:
+    """Every slice of at least ``slice_items`` items against the bar: one failing check per
+    slice that misses it, else one passing check (its value: the lowest slice)."""
+    bar, limit, column = bars.min_slice_accuracy, format_bar(bars.min_slice_accuracy), bars.policy.slice_by
+    if "slices" not in metrics:
+        return [BarCheck("min_slice_accuracy", column, limit, None, "pending",
+                         "sliced once every run has finished")]
+    sliced = metrics["slices"]
+    if sliced.get("too_many"):
+        return [BarCheck("min_slice_accuracy", column, limit, None, "fail",
+                         f"{column} has over {len(sliced['slices'])} distinct values: not a column to slice by")]
+    judged = [s for s in sliced["slices"] if s["items"] >= bars.slice_items]
+    if not judged:
+        return [BarCheck("min_slice_accuracy", column, limit, None, "n/a",
+                         f"no slice of {column} has {bars.slice_items} items")]
+    failing = [s for s in judged if Fraction(s["matches"], s["items"]) < Fraction(bar)]
+    if failing:
+        return [BarCheck("min_slice_accuracy", f"{column}={slice_name(s['value'])}", limit,
+                         format_pct(s["matches"], s["items"], bar), "fail", f"{s['matches']} of {s['items']} items")
+                for s in failing]
+    low = min(judged, key=lambda s: Fraction(s["matches"], s["items"]))
+    small = len(sliced["slices"]) - len(judged)
+    return [BarCheck("min_slice_accuracy", column, limit, format_pct(low["matches"], low["items"], bar), "pass",
+                     f"{len(judged)} slice{'s' if len(judged) != 1 else ''} judged, the lowest {slice_name(low['value'])}"
+                     + (f"; {small} too small to judge" if small else ""))]
+
+
+def slice_name(value: Any) -> str:
+    return "(none)" if value is None else str(value)
+
+
+def _protected_check(bars: Bars, metrics: Mapping[str, Any]) -> BarCheck | None:
+    """Protected items (the dataset's protected rows, the mapping's ``protected`` ids): any
+    that live answered right and the candidate wrong, unless accepted, fails. None when
+    the run has no protected item."""
+    protected = metrics.get("protected")
+    if "flips" not in metrics:
+        return BarCheck("protected", None, "0", None, "pending",
+                        "compared with the live version once every run has finished") if bars.policy.protected else None
+    if not protected or not protected.get("items"):
+        return None
+    flips = metrics["flips"]
+    if flips is None:
+        if metrics.get("baseline_error"):
+            return BarCheck("protected", None, "0", None, "fail", metrics["baseline_error"])
+        return BarCheck("protected", None, "0", None, "n/a", metrics.get("baseline_note") or "no live version")
+    broken, samples = protected["broken"], protected.get("samples") or ()
+    items = f"{protected['items']} protected item{'s' if protected['items'] != 1 else ''}"
+    if not broken:
+        return BarCheck("protected", None, "0", "0", "pass", f"{items}, none broke")
+    ids = ", ".join(s["item_id"] for s in samples) + (", …" if broken > len(samples) else "")
+    return BarCheck("protected", None, "0", str(broken), "fail", f"broken: {ids}")

@@ -368,12 +368,15 @@ class RemoteGate:
 
     # --- the gate config ----------------------------------------------------------------------
 
-    def sync_config(self, text: str, path: str, dry_run: bool = False, files: list[str] | None = None):
+    def sync_config(self, text: str, path: str, dry_run: bool = False, files: list[str] | None = None,
+                    commit: str | None = None):
         """``gateconfig.sync`` (or with ``dry_run`` ``gateconfig.diff``) of the gate config
         ``text``, run by the service; ``path`` is its path in the repository. The service
         reads the remote sources itself; ``files``: the file datasets whose rows this client
-        uploaded (``gateconfig.remote`` does both)."""
+        uploaded (``gateconfig.remote`` does both); ``commit``: the commit the text was read
+        at (recorded with the breaks it newly accepts)."""
         from .gateconfig import SyncResult
-        body = {"config": text, "path": path, "dry_run": dry_run, **({"files": files} if files else {})}
+        body = {"config": text, "path": path, "dry_run": dry_run, **({"files": files} if files else {}),
+                **({"commit": commit} if commit else {})}
         data = self._call("POST", "/v1/sync", body=body, timeout=10 * TIMEOUTS.read)
         return decode(SyncResult, data)

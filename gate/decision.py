@@ -111,6 +111,19 @@ def _match_label(value: str, labels: Sequence[str]) -> str | None:
     return None
 
 
+def first_word_label(text: str, labels: Sequence[str]) -> str | None:
+    """The label ``text`` starts with, as ``first_word`` reads an answer (leading markdown,
+    quotes and punctuation dropped; case and separators ignored), or None."""
+    return _from_first_word(text, labels)
+
+
+def answer_json(text: str) -> tuple[bool, Any]:
+    """(found, value): the JSON an answer holds (as ``json`` reads it: the whole answer, a
+    fenced block, or one ``{...}`` amid text); found is False when none parses."""
+    data = _load_json(text)
+    return (False, None) if data is _MISSING else (True, data)
+
+
 def _from_first_word(text: str, labels: Sequence[str]) -> str | None:
     answer = _norm(text.lstrip(_LEAD_NOISE))
     for label in sorted(labels, key=len, reverse=True):

@@ -3,8 +3,10 @@
 Embedded SQLite in a temporary folder (or --database-url), the local model server started
 and stopped here, the example datasets and bars registered, the live prompts applied,
 then two candidate edits of ticket-urgency: one that misses the hard-cases bar (REJECTED,
-live unchanged) and one that clears every bar (APPLIED, live version +1). Each gets the
-report a pull request would get.
+live unchanged) and one that clears every bar (APPLIED, live version +1), and a candidate
+edit of support-extract, an extraction prompt decided field by field, that fixes two
+categories and misreads amounts (REJECTED: protected emails broke, the amount field missed
+its bar). Each gets the report a pull request would get.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from .spec import load_spec
 PROMPT = "ticket-urgency"
 WEAK = "candidates/ticket-urgency-v2-weak.yaml"
 GOOD = "candidates/ticket-urgency-v2.yaml"
+EXTRACT = "support-extract"
+EXTRACT_CANDIDATE = "candidates/support-extract-v2.yaml"
 
 
 def locate_examples(examples: str | Path | None) -> Path:
@@ -89,10 +93,14 @@ def run_demo(database_url: str | None = None, examples: str | Path | None = None
             after_weak = gate.live(PROMPT).version
             good = evaluate(root / GOOD, f"a candidate edit of {PROMPT} that adds keywords ({GOOD})")
             after_good = gate.live(PROMPT).version
+            extract = evaluate(root / EXTRACT_CANDIDATE, f"a candidate edit of {EXTRACT}, an extraction prompt decided "
+                                                         f"field by field, that misreads amounts ({EXTRACT_CANDIDATE})")
             ok = (weak.status == "REJECTED" and after_weak == before
-                  and good.status == "APPLIED" and after_good == before + 1)
+                  and good.status == "APPLIED" and after_good == before + 1
+                  and extract.status == "REJECTED" and gate.live(EXTRACT).version == 1)
             echo(f"## result\n\n{PROMPT}: live v{before}; weak candidate {weak.status} (live stays v{after_weak}); "
-                 f"good candidate {good.status} (live now v{after_good}). "
+                 f"good candidate {good.status} (live now v{after_good}). {EXTRACT}: candidate {extract.status} "
+                 f"(live stays v{gate.live(EXTRACT).version}). "
                  f"{'As expected.' if ok else 'NOT as expected.'} ({time.monotonic() - started:.1f}s)")
             return ok
         finally:

@@ -28,6 +28,7 @@ from .errors import DatasetError
 from .fieldcounts import FieldCounter
 from .models import EXAMPLES, DataDiff, Imported  # noqa: F401 (DataDiff: its old path)
 from .sources import ContentHash, Reader, Row, next_page_size, row_digests
+from .structured.summary import ExpectedSummary
 
 WRITERS = 2
 DELETE_BATCH = 5000
@@ -52,6 +53,7 @@ def import_version(engine: Engine, dataset_id: int, name: str, source_uri: str, 
 def _write_rows(engine: Engine, version_id: int, name: str, reader: Reader, page_size: int,
                 page_bytes: int) -> tuple[str, int, dict[str, int], dict]:
     digest, labels, fields, position = ContentHash(), Counter(), FieldCounter(), 0
+    expected, protected = ExpectedSummary(name), 0
     with _Writers(engine, version_id, name) as writers:
         for page in read_pages(reader, page_size, page_bytes):
             ids = [r.item_id for r in page]
@@ -60,13 +62,29 @@ def _write_rows(engine: Engine, version_id: int, name: str, reader: Reader, page
                 raise DatasetError(f"dataset {name}: duplicate item ids: {', '.join(dupes[:EXAMPLES])}")
             digests = row_digests(page)
             digest.update(digests)
-            labels.update(r.expected for r in page)
             for r in page:
                 fields.add(r.input)
-            writers.submit([(position + k, r.item_id, r.expected, r.input_json, d.hex())
+                expected.add(r.item_id, r.position, r.expected, r.structured)
+                protected += r.protected
+            if not page[0].structured:   # an object per row: no label to count (the summary says what they hold)
+                labels.update(r.expected for r in page)
+            writers.submit([(position + k, r.item_id, r.expected, r.input_json, d.hex(), int(r.protected))
                             for k, (r, d) in enumerate(zip(page, digests))])
             position += len(page)
-    return digest.hexdigest(), position, dict(labels), fields.to_json()
+    return digest.hexdigest(), position, dict(labels), _version_fields(fields, expected, protected)
+
+
+def _version_fields(fields: FieldCounter, expected: ExpectedSummary, protected: int) -> dict:
+    """What is stored as ``dataset_version.fields``: the item fields (``gate.fieldcounts``)
+    and, where the rows have them, the summary of their expected objects
+    (``gate.structured.summary``) and how many rows are protected."""
+    out = fields.to_json()
+    summary = expected.to_json()
+    if summary is not None:
+        out["expected"] = summary
+    if protected:
+        out["protected"] = protected
+    return out
 
 
 def read_pages(reader: Reader, page_size: int, page_bytes: int) -> Iterator[list[Row]]:

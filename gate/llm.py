@@ -60,6 +60,7 @@ from .providers import Endpoint, default_endpoint, endpoint_for, env_providers
 from .sandbox import BudgetExceeded, RenderPool, default_pool
 from .settings import Settings
 from .spec import PromptSpec, request_kwargs
+from .structured.reading import NOT_AN_OBJECT, read_answer
 from .templating import TemplateProblem
 from .untrusted import storable
 
@@ -70,7 +71,8 @@ ERROR_TYPE_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 @dataclass(frozen=True)
 class CallResult:
-    decision: str                   # a label as the spec spells it, or INVALID_DECISION
+    decision: str                   # a label as the spec spells it, or INVALID_DECISION; for a fields
+                                    # decision the fields read (canonical JSON), or NOT_AN_OBJECT
     valid: bool
     raw_output: str
     latency_ms: int
@@ -138,10 +140,15 @@ def _result(spec: PromptSpec, completion: Any, latency_ms: int) -> CallResult:
         raw = "".join(part.get("text") or "" for part in raw if isinstance(part, dict)) if isinstance(raw, list) \
             else str(raw)
     raw = storable(raw)
-    label = parse_decision(spec, spec.labels, raw)
+    if spec.decision.fields is not None:
+        read = read_answer(spec.decision.fields, raw)
+        label = None if read == NOT_AN_OBJECT else read
+    else:
+        label = parse_decision(spec, spec.labels, raw)
     usage = completion.get("usage") if isinstance(completion.get("usage"), dict) else {}
+    invalid = NOT_AN_OBJECT if spec.decision.fields is not None else INVALID_DECISION
     return CallResult(
-        decision=label if label is not None else INVALID_DECISION,
+        decision=label if label is not None else invalid,
         valid=label is not None,
         raw_output=raw,
         latency_ms=latency_ms,

@@ -22,6 +22,7 @@ samples are cut first (with a note saying so), then output excerpts, then the de
 
 from __future__ import annotations
 
+import json
 import re
 from decimal import Decimal
 from pathlib import Path
@@ -176,6 +177,25 @@ def bar_pct(value: Any) -> Safe:
     return Safe(format_bar(Decimal(value)))
 
 
+def decided(decision: Any, wrong_fields: Any = None, actual: bool = False) -> Safe:
+    """A decision in an item's row: a label; for a fields decision only the fields that did
+    not match, ``field: value`` (what was expected, or with ``actual`` what was read, or
+    *missing*)."""
+    if wrong_fields is None:
+        return md(decision, 60)
+    if not wrong_fields:
+        return Safe("every field right")
+    parts = []
+    for w in wrong_fields:
+        if actual and w["missing"]:
+            parts.append(f"{md(w['field'], 64)}: *missing*")
+            continue
+        value = w["actual"] if actual else w["expected"]
+        shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        parts.append(f"{md(w['field'], 64)}: {md(shown, 60)}")
+    return Safe("; ".join(parts))
+
+
 _URL_RE = re.compile(r"https?://[A-Za-z0-9.-]+(:[0-9]+)?(/[A-Za-z0-9._~/-]*)?")
 
 
@@ -202,7 +222,7 @@ def environment() -> Environment:
                       trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, finalize=_finalize)
     env.filters.update(md=md, code=code, short_hash=short_hash, mermaid_label=mermaid_label, mermaid_chart=mermaid_chart, num=num,
                        pct=pct, run_pct=run_pct, chart_pct=chart_pct, bar_pct=bar_pct, link=link, points=points,
-                       interval=interval, pvalue=pvalue, ratio=ratio, usd=usd)
+                       interval=interval, pvalue=pvalue, ratio=ratio, usd=usd, decided=decided)
     return env
 
 
@@ -252,6 +272,10 @@ def _run_view(run: RunReport, samples: int, excerpt: int) -> dict:
         "broken": run.broken[:max(0, samples)],
         "trials": run.trials,
         "unstable": run.unstable[:max(0, samples)],
+        "fields": run.fields,
+        "slices": run.slices,
+        "protected": run.protected,
+        "accepted": run.accepted_breaks,
     }
 
 

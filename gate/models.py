@@ -162,6 +162,8 @@ class ItemResult:
     reused_update_id: int | None = None   # the update whose answer this is, when reused
     trials: tuple["Trial", ...] | None = None   # each trial's answer, with trials > 1 (gate.trials)
     unstable: bool = False            # the trials' answers disagree
+    fields_wrong: int | None = None   # a fields decision: bits of the fields that did not match
+    fields_missing: int | None = None  # ... and of those the answer did not have (gate.structured.compare)
 
 
 TRIAL_OUTPUT_LIMIT = 200             # characters of each trial's output kept with its item
@@ -202,6 +204,7 @@ class ItemSample:
     verdict: str
     raw_output: str | None
     error: str | None
+    wrong_fields: list[dict] | None = None   # a fields decision: the fields that did not match (gate.structured.samples)
 
 
 @dataclass(frozen=True)
@@ -235,6 +238,7 @@ class FlipSample:
     live_decision: str | None
     candidate_decision: str | None
     candidate_output: str | None
+    wrong_fields: list[dict] | None = None   # a fields decision: the candidate's fields that did not match
 
 
 @dataclass(frozen=True)

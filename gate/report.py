@@ -7,6 +7,7 @@ retitle or clear the terminal that shows it, nor forge a line of its own.
 
 from __future__ import annotations
 
+from .itemreport import accepted_lines, answer, field_lines, protected_lines, slice_lines
 from .scoring import format_bar, format_pct
 from .stats import format_p
 from .update_report import UpdateReport
@@ -16,6 +17,7 @@ from .untrusted import terminal_safe as safe
 def render_text(report: UpdateReport) -> str:
     u = report.update
     lines = [f"update {u.id}: {u.prompt_name} ({u.mode}) {u.status}" + (f" — {safe(u.reason)}" if u.reason else "")]
+    lines += protected_lines(report)
     for r in report.runs:
         verdict = {True: "pass", False: "FAIL", None: r.status.lower()}[r.passed]
         progress = f"{r.scored}/{r.total} scored" if r.total else "no items yet"   # as JSON's scored
@@ -25,20 +27,28 @@ def render_text(report: UpdateReport) -> str:
         lines += _trials_lines(r)
         lines += _fields_lines(r)
         lines += _comparison_lines(r)
+        lines += field_lines(r) + slice_lines(r)
         lines += _calls_lines(r)
         lines += [f"    bar {c['bar'] if c['label'] is None else c['bar'] + '[' + safe(c['label']) + ']'} "
                   f"{c['limit']}: {c['value'] or 'n/a'} [{c['state']}]" + (f" — {safe(c['note'])}" if c['note'] else "")
                   for c in r.checks if c["bar"] != "min_accuracy"]
+        lines += accepted_lines(r)
         if r.reused:
             lines.append(f"    {r.reused_total} of {r.total} answers reused from update "
                          + ", ".join(str(uid) for uid in sorted(r.reused)))
         for b in r.broken:
+            if b.wrong_fields is not None:
+                lines.append(f"    broken {safe(b.item_id)}: expected {answer(b.expected_decision, b.wrong_fields)}, "
+                             f"candidate said {answer(b.candidate_decision, b.wrong_fields, True)}")
+                continue
             lines.append(f"    broken {safe(b.item_id)}: expected {safe(b.expected_decision)}, live said "
                          f"{safe(b.live_decision or '')}, candidate said {safe(b.candidate_decision or '')}")
         for f in r.failures:
             out = safe(f.raw_output or f.error or "", 80)
-            lines.append(f"    {safe(f.item_id)}: expected {safe(f.expected_decision)}, "
-                         f"got {safe(f.actual_decision or f.verdict)}: {out}")
+            got = answer(f.actual_decision, f.wrong_fields, True) if f.wrong_fields is not None \
+                else safe(f.actual_decision or f.verdict)
+            lines.append(f"    {safe(f.item_id)}: expected {answer(f.expected_decision, f.wrong_fields)}, "
+                         f"got {got}: {out}")
     a = report.attempts
     extra = [f"{a[k]} {label}" for k, label in (("retried_items", "items retried"),
                                                  ("throttled_calls", "calls throttled"),

@@ -43,8 +43,8 @@ def _canonical(value: Any) -> bytes:
 
 def decision_rule(spec: PromptSpec) -> dict[str, Any]:
     """How the answer is read: the rule and the labels it reads."""
-    rule = {k: v for k, v in vars(spec.decision).items() if v is not None}
-    return {**rule, "labels": list(spec.labels)}
+    rule = spec.decision.to_dict()
+    return rule if spec.decision.fields is not None else {**rule, "labels": list(spec.labels)}
 
 
 def _request(spec: PromptSpec, messages: Any, base_url: str | None) -> dict[str, Any]:

@@ -35,16 +35,18 @@ def clears(matches: int, scored: int, bar: Decimal) -> bool:
     return Fraction(matches, scored) >= Fraction(bar)
 
 
-def metrics_from_breakdown(rows: Iterable[tuple[str, str, str | None, int]]) -> dict:
-    """Counts, raw accuracy and the confusion matrix from (verdict, expected, actual, n)."""
+def metrics_from_breakdown(rows: Iterable[tuple[str, str, str | None, int]], confusion_matrix: bool = True) -> dict:
+    """Counts, raw accuracy and the confusion matrix from (verdict, expected, actual, n)
+    (none for a fields decision: its expected values are whole objects)."""
     counts = {v.value: 0 for v in Verdict}
     confusion: dict[str, dict[str, int]] = {}
     invalid = 0
     for verdict, expected, actual, n in rows:
         counts[verdict] = counts.get(verdict, 0) + n
         if verdict in (Verdict.MATCH, Verdict.MISMATCH):
-            row = confusion.setdefault(expected, {})
-            row[actual or INVALID_DECISION] = row.get(actual or INVALID_DECISION, 0) + n
+            if confusion_matrix:
+                row = confusion.setdefault(expected, {})
+                row[actual or INVALID_DECISION] = row.get(actual or INVALID_DECISION, 0) + n
             if actual == INVALID_DECISION:
                 invalid += n
     scored = counts[Verdict.MATCH] + counts[Verdict.MISMATCH]

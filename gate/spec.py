@@ -25,6 +25,7 @@ from typing import Any, Mapping
 
 from .errors import SpecError
 from .linear_regex import PatternError, compile_pattern
+from .structured.rule import FieldsRule, parse_fields
 from .templating import MAX_NODES as MAX_TEMPLATE_NODES, TemplateProblem, check_template
 from .trials import DEFAULT_RULE, MAX_TRIALS, TRIAL_RULES, TrialRule
 from .yamlfile import parse_yaml, read_text_file
@@ -46,7 +47,7 @@ PARAMS = {
 }
 MAX_STOP = 4
 MAX_LOGIT_BIAS = 300
-DECISION_TYPES = ("first_word", "json", "regex")
+DECISION_TYPES = ("first_word", "json", "regex", "fields")
 DEFAULT_LABELS = ("yes", "no")
 MAX_LABELS = 256
 MAX_MESSAGES = 64
@@ -96,6 +97,18 @@ class Decision:
     type: str = "first_word"
     field: str | None = None        # json: the field holding the label (dotted path)
     pattern: str | None = None      # regex: the first match (group 1 if any) is the label
+    fields: FieldsRule | None = None    # fields: each field of the answer and its comparator (gate.structured)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The rule as stored (in the config, pinned with a run): what is set."""
+        out: dict[str, Any] = {"type": self.type}
+        if self.field is not None:
+            out["field"] = self.field
+        if self.pattern is not None:
+            out["pattern"] = self.pattern
+        if self.fields is not None:
+            out["fields"] = self.fields.to_dict()
+        return out
 
 
 @dataclass(frozen=True)
@@ -126,8 +139,10 @@ class PromptSpec:
             "params": _thaw(self.params),
             "messages": [{"role": m.role, "content": m.content} for m in self.messages],
             "labels": list(self.labels),
-            "decision": {k: v for k, v in vars(self.decision).items() if v is not None},
+            "decision": self.decision.to_dict(),
         }
+        if self.decision.fields is not None:     # each label field has its own labels
+            del config["labels"]
         if self.response_format is not None:
             config["response_format"] = _thaw(self.response_format)
         if self.provider is not None:
@@ -176,7 +191,7 @@ def parse_spec(data: Any, file: str | None = None) -> PromptSpec:
         params=_freeze(_parse_params(data.get("params"), file)),
         messages=_parse_messages(data["messages"], file),
         labels=_parse_labels(data.get("labels"), file),
-        decision=_parse_decision(data.get("decision"), file),
+        decision=_parse_decision(data.get("decision"), file, "labels" in data),
         response_format=_freeze(_parse_response_format(data.get("response_format"), file)),
         provider=_parse_provider(data.get("provider"), file),
         **_parse_trials(data, file),
@@ -325,19 +340,28 @@ def _check_label(label: Any, file: str | None) -> None:
                         "markers, e.g. (invalid) for an answer outside the labels")
 
 
-def _parse_decision(value: Any, file: str | None) -> Decision:
+def _parse_decision(value: Any, file: str | None, has_labels: bool = False) -> Decision:
     if value is None:
         return Decision()
     if isinstance(value, str):
         value = {"type": value}
     if not isinstance(value, Mapping):
-        raise SpecError(file, "decision", "must be first_word, or a mapping with type json (field) or regex (pattern)")
-    extra = [k for k in value if k not in ("type", "field", "pattern")]
+        raise SpecError(file, "decision", "must be first_word, or a mapping with type json (field), regex (pattern) "
+                        "or fields (fields)")
+    extra = [k for k in value if k not in ("type", "field", "pattern", "fields")]
     if extra:
-        raise SpecError(file, f"decision.{str(extra[0])[:80]}", "unknown field; decision has type, field, pattern")
+        raise SpecError(file, f"decision.{str(extra[0])[:80]}", "unknown field; decision has type, field, pattern, "
+                        "fields")
     kind = str(value.get("type", "first_word")).replace("-", "_")
     if kind not in DECISION_TYPES:
         raise SpecError(file, "decision.type", f"must be one of {', '.join(DECISION_TYPES)}")
+    if (kind == "fields") != ("fields" in value):
+        raise SpecError(file, "decision.fields", "goes with type fields, and type fields needs it")
+    if kind == "fields":
+        if has_labels:
+            raise SpecError(file, "labels", "a fields decision has no labels of its own: give a label field its "
+                            "labels (decision.fields.<name>: {type: label, labels: [...]})")
+        return Decision("fields", fields=parse_fields(value["fields"], file))
     if kind == "json":
         fld = value.get("field", "decision")
         if not isinstance(fld, str) or not fld or len(fld) > MAX_JSON_FIELD:

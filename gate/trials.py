@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 from .models import Trial
 from .states import Verdict
@@ -61,17 +61,20 @@ class Outcome:
     error: str | None = None
 
 
-def judge(trials: Sequence[Trial], expected: str, rule: TrialRule) -> Outcome:
-    """The item's verdict, decision and stability from its trials."""
+def judge(trials: Sequence[Trial], expected: str, rule: TrialRule,
+          matches: Callable[[str], bool] | None = None) -> Outcome:
+    """The item's verdict, decision and stability from its trials. ``matches`` says whether
+    a decision matches the expected one (default: equal to it; a fields decision compares
+    field by field, and its MATCH keeps the most frequent matching answer)."""
     answered = [t.decision for t in trials if t.error is None and t.decision is not None]
     if not answered:
         first = next((t.error for t in trials if t.error), "no trial was answered")
         return Outcome(Verdict.ERROR, None, False, first)
     unstable = len(set(answered)) > 1
-    matching = sum(1 for d in answered if d == expected)
-    if matching >= rule.needed:
-        return Outcome(Verdict.MATCH, expected, unstable)
-    wrong = [d for d in answered if d != expected]
+    right = [d for d in answered if (d == expected if matches is None else matches(d))]
+    if len(right) >= rule.needed:
+        return Outcome(Verdict.MATCH, expected if matches is None else most_frequent(right), unstable)
+    wrong = [d for d in answered if d not in right]
     return Outcome(Verdict.MISMATCH, most_frequent(wrong) if wrong else ERROR_ANSWER, unstable)
 
 

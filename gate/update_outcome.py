@@ -25,15 +25,17 @@ def update_end(mode: str, runs: Sequence) -> tuple[UpdateStatus, str]:
     if broken:
         why = "; ".join(f"{r.dataset_name}: {r.reason or r.status}" for r in broken)
         return UpdateStatus.FAILED, f"could not be scored: {why}"
-    unanswered = [r for r in runs if (r.metrics or {}).get("baseline_error")
-                  and pinned_bars(r.pinned, r.min_accuracy).max_broken is not None]
+    unanswered = [r for r in runs if (r.metrics or {}).get("baseline_error") and _needs_live(r)]
     if unanswered:
-        why = "; ".join(f"{r.dataset_name}: {r.metrics['baseline_error']} (max_broken needs it)" for r in unanswered)
+        why = "; ".join(f"{r.dataset_name}: {r.metrics['baseline_error']} ({_needs_live(r)} needs it)"
+                        for r in unanswered)
         return UpdateStatus.FAILED, f"could not be scored: {why}"
     checks = [(r, run_checks(r)) for r in runs]
     # a bar still pending (not compared yet) never passes: reconcile compares first, so
     # this only guards against a verdict taken too early
-    missed = [_missed(r.dataset_name, c) for r, cs in checks for c in cs if c.state in ("fail", "pending")]
+    # a protected item that broke is named first (sorted is stable: the rest keep their order)
+    missed = [text for _, text in sorted(((c.name != "protected", _missed(r.dataset_name, c)) for r, cs in checks
+                                          for c in cs if c.state in ("fail", "pending")), key=lambda m: m[0])]
     if missed:
         return UpdateStatus.REJECTED, "missed: " + "; ".join(missed)
     cleared = "; ".join(f"{r.dataset_name} {c.value} ≥ {c.limit}" for r, cs in checks for c in cs
@@ -43,9 +45,19 @@ def update_end(mode: str, runs: Sequence) -> tuple[UpdateStatus, str]:
     return (UpdateStatus.APPLIED if mode == Mode.APPLY else UpdateStatus.PASSED), f"every bar cleared ({cleared}){tail}"
 
 
+def _needs_live(run) -> str | None:
+    """Which bar of the run needs the live version's answers: max_broken, or the
+    protection of its protected items."""
+    if pinned_bars(run.pinned, run.min_accuracy).max_broken is not None:
+        return "max_broken"
+    return "protection" if ((run.metrics or {}).get("protected") or {}).get("items") else None
+
+
 def _missed(dataset: str, c: BarCheck) -> str:
     if c.value is None:          # a bar that applies and could not be computed
         return f"{dataset} {c.title}: {c.note}"
+    if c.name == "protected":
+        return f"{dataset}: {c.value} protected item{'s' if c.value != '1' else ''} broke ({(c.note or '').removeprefix('broken: ')})"
     if c.name == "min_accuracy":
         return f"{dataset} {c.value} < bar {c.limit}"
     relation = ">" if c.name.startswith("max_") else "<"

@@ -1,7 +1,7 @@
 """What the service hands out about an update: its report (per run: the counts, the
 accuracy, every bar and how the run stands against it, the comparison with the live
 version on the same items, per-label metrics, the calls' latency and tokens, a few failing
-and broken items) as frozen dataclasses, and ``to_dict`` for ``status --json`` (its
+and broken items; per field, per slice, protected items and accepted breaks) as frozen dataclasses, and ``to_dict`` for ``status --json`` (its
 contract: gate/schemas/status.schema.json).
 
 No database here (``gate.service`` re-exports these): the CLI renders a service's answer
@@ -10,11 +10,12 @@ with them without loading SQLAlchemy."""
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
 from .models import FlipSample, ItemSample, Run, UnstableItem, Update
+from .report_figures import accepted_view, fields_view, protected_view, slices_view
 from .stats import label_metrics, mcnemar_exact, significant, wilson_interval
 from .update_outcome import run_checks
 from .states import EXIT_CODES, UPDATE_TERMINAL, RunStatus, UpdateStatus
@@ -56,6 +57,10 @@ class RunReport:
     trials: dict | None = None          # calls per item and their rule (gate.trials), unstable items; None: one call
     unstable: list[UnstableItem] = field(default_factory=list)   # the first items whose trials disagree
     fields_read: list[dict] | None = None   # item fields the templates read, rows having each (None: not pinned)
+    fields: dict | None = None          # a fields decision: per field (gate.report_figures.fields_view)
+    slices: dict | None = None          # per value of the mapping's slice_by column
+    protected: dict | None = None       # the protected items, and those that broke
+    accepted_breaks: list[dict] = field(default_factory=list)   # the mapping's accepted breaks, and what became of each
 
     @property
     def reused_total(self) -> int:
@@ -98,6 +103,7 @@ class UpdateReport:
 def run_report(run: Run, counts, failures: list[ItemSample], reused: dict[int, int] | None = None,
                broken: list[FlipSample] | None = None, unstable: list[UnstableItem] | None = None) -> RunReport:
     metrics = run.metrics or {}
+    failures, broken, protected = _with_wrong_fields(run, failures, broken or [], protected_view(metrics))
     matches = metrics.get("matches", counts.match)
     scored = metrics.get("scored", counts.scored)
     checks = [c.to_dict() for c in run_checks(run)] if run.status == RunStatus.DONE else []
@@ -114,7 +120,25 @@ def run_report(run: Run, counts, failures: list[ItemSample], reused: dict[int, i
         baseline_note=metrics.get("baseline_note") if "flips" in metrics else (run.pinned or {}).get("baseline_note"),
         labels=label_metrics(metrics.get("confusion") or {}), calls=metrics.get("calls"), broken=broken or [],
         cost=_cost(metrics, run.pinned), trials=_trials(metrics, run.pinned), unstable=unstable or [],
-        fields_read=_fields_read(run.pinned))
+        fields_read=_fields_read(run.pinned), fields=fields_view(metrics), slices=slices_view(metrics),
+        protected=protected, accepted_breaks=accepted_view(metrics))
+
+
+def _with_wrong_fields(run: Run, failures: list[ItemSample], broken: list[FlipSample], protected: dict | None):
+    """A fields decision's sample items, each with the fields it got wrong."""
+    from .structured.rule import rule_of
+    rule = rule_of((run.pinned or {}).get("decision"))
+    if rule is None:
+        return failures, broken, protected
+    from .structured.samples import wrong_fields
+    failures = [replace(f, wrong_fields=wrong_fields(rule, f.actual_decision, f.expected_decision))
+                if f.verdict == "MISMATCH" else f for f in failures]
+    broken = [replace(b, wrong_fields=wrong_fields(rule, b.candidate_decision, b.expected_decision)) for b in broken]
+    if protected:
+        protected = {**protected, "samples": [
+            {**s, "wrong_fields": wrong_fields(rule, s["candidate_decision"], s["expected_decision"])}
+            for s in protected["samples"]]}
+    return failures, broken, protected
 
 
 def _fields_read(pinned: dict | None) -> list[dict] | None:

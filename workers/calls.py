@@ -68,7 +68,8 @@ class ItemCaller:
         if run.spec.trials > 1:
             return self._trials(run, item, messages, keys, known)
         out = self._call(run, item, messages)
-        return out if isinstance(out, ItemResult) else called_result(item, out, keys[0] if keys else None)
+        return out if isinstance(out, ItemResult) else called_result(item, out, keys[0] if keys else None,
+                                                                    run.spec.decision)
 
     def _trials(self, run: RunCall, item: ClaimedItem, messages, keys: tuple[str, ...],
                 known: dict[str, Answer]) -> ItemResult:
@@ -89,7 +90,7 @@ class ItemCaller:
             if isinstance(out, ItemResult) and out.verdict == Verdict.PENDING:
                 return out
             trials.append(failed_trial(out, key) if isinstance(out, ItemResult) else answered_trial(out, key))
-        return trials_result(item, run.spec.rule, trials)
+        return trials_result(item, run.spec.rule, trials, run.spec.decision)
 
     def _call(self, run: RunCall, item: ClaimedItem, messages):
         """One model call under the rate limit: its answer, or the result that stands for

@@ -228,7 +228,7 @@ class Executor(Poller):
         for item, messages, item_keys in zip(chunk.items, rendered, keys):
             known = {k: found[k] for k in item_keys or () if k in found}
             if item_keys and len(known) == len(item_keys):     # every trial answered before: no call
-                reused.append(reused_item(item, run.spec.rule, item_keys, known))
+                reused.append(reused_item(item, run.spec.rule, item_keys, known, run.spec.decision))
             else:
                 self.pool.submit(self._score, chunk, run, item, messages, item_keys, known)
         self._record_reused(chunk, reused)

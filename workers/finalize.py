@@ -1,6 +1,6 @@
 """Finalize: a RUNNING run with every page in and no item left to score gets its metrics
-from one GROUP BY and ends DONE, or ERROR (no items, or an item that exhausted its
-attempts)."""
+from one GROUP BY (a fields decision: and one aggregate of its fields, ``figures``) and
+ends DONE, or ERROR (no items, or an item that exhausted its attempts)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,12 @@ from decimal import Decimal
 
 from gate import store
 from gate.db import transaction
+from gate.llm import INVALID_DECISION
 from gate.scoring import metrics_from_breakdown, run_end
+from gate.structured.reading import NOT_AN_OBJECT
+from gate.structured.rule import rule_of
 
+from .figures import fields_metrics
 from .poller import Poller
 
 BATCH = 20
@@ -68,9 +72,16 @@ def finalize_batch(conn) -> list[int]:
     ids = []
     for run_id in store.finalizable_runs(conn, BATCH):
         run = store.get_run(conn, run_id)
-        metrics = metrics_from_breakdown(store.run_breakdown(conn, run_id))
+        rule = rule_of((run.pinned or {}).get("decision"))
+        if rule is None:
+            metrics = metrics_from_breakdown(store.run_breakdown(conn, run_id))
+        else:   # decided field by field: the counts, and per field (gate.structured)
+            metrics = metrics_from_breakdown(store.structured_breakdown(conn, run_id, NOT_AN_OBJECT, INVALID_DECISION),
+                                             confusion_matrix=False)
         if metrics["pending"]:       # cannot happen under the lock; never score a run that is not done
             continue
+        if rule is not None:
+            metrics["fields"] = fields_metrics(conn, run_id, rule)
         first_error = None
         if metrics["errors"]:
             first = store.failing_items(conn, run_id, 1, errors_only=True)

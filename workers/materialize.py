@@ -25,10 +25,12 @@ import logging
 
 from gate import store
 from gate.db import transaction
-from gate.errors import DatasetError, IllegalTransition, first_line
+from gate.errors import DatasetError, IllegalTransition, UsageError, first_line
 from gate.models import DatasetVersion, Run
 from gate.sandbox import BudgetExceeded, RenderBudget, RenderPool
 from gate.states import RunStatus
+from gate.structured.rule import rule_of
+from gate.structured.summary import check_rule
 from gate.templating import TemplateProblem
 
 from .poller import Poller
@@ -95,7 +97,7 @@ class Materializer(Poller):
             raise DatasetError(f"dataset {run.dataset_name}: pinned version {version.id} is {version.status}")
         if not version.row_count:
             raise DatasetError(f"dataset {run.dataset_name} has no rows: nothing to score")
-        labels = self._label_map(run, version, config["labels"])
+        labels = self._expected_map(run, version, config)
         start = int(run.materialize_cursor or 0)
         if start == 0:
             self._precheck_templates(run, version, [m["content"] for m in config["messages"]])
@@ -107,6 +109,17 @@ class Materializer(Poller):
             end = min(start + size, version.row_count)
             self.copy_page(run, token, version, start, end, labels, first=run.status == RunStatus.PENDING and not start)
             start, size = end, self.settings.page_size
+
+    def _expected_map(self, run: Run, version: DatasetVersion, config: dict) -> dict[str, str]:
+        """The version's rows give what the prompt's decision reads (labels, or expected
+        objects with its fields: checked at submit, and again here, since the run's end
+        rests on it); for labels, the label map of the copy (``_label_map``)."""
+        rule = rule_of(config.get("decision"))
+        try:
+            check_rule(rule, version.fields, run.dataset_name)
+        except UsageError as exc:
+            raise DatasetError(str(exc)) from None
+        return {} if rule is not None else self._label_map(run, version, config.get("labels") or [])
 
     def _label_map(self, run: Run, version: DatasetVersion, prompt_labels: list[str]) -> dict[str, str]:
         """The version's labels in the prompt's spelling (labels compare case-insensitively):

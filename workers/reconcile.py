@@ -15,6 +15,7 @@ from gate.update_outcome import update_end
 from gate.models import Run
 from gate.states import RunStatus, UpdateStatus
 
+from .figures import policy_metrics
 from .poller import Poller
 
 log = logging.getLogger("promptgate.reconcile")
@@ -56,6 +57,7 @@ def _compared(conn, run: Run) -> Run:
     if run.status != RunStatus.DONE:
         return run
     metrics = {**(run.metrics or {}), **comparison_metrics(conn, run)}
+    metrics.update(policy_metrics(conn, run, metrics))      # fields, slices, protected, accepted
     store.set_run_metrics(conn, run.id, metrics)
     return replace(run, metrics=metrics)
 

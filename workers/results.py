@@ -18,34 +18,50 @@ from typing import Sequence
 from gate.errors import ModelCallError
 from gate.llm import INVALID_DECISION
 from gate.models import Answer, ClaimedItem, ItemResult, Trial
+from gate.spec import Decision
 from gate.states import Verdict
+from gate.structured.compare import score
+from gate.structured.reading import MAX_READ_CHARS, NOT_AN_OBJECT
 from gate.trials import TrialRule, judge
 
 RAW_OUTPUT_LIMIT = 4000
 ERROR_LIMIT = 1000
+NOT_KEPT = (INVALID_DECISION, NOT_AN_OBJECT)      # answers not frozen for reuse: maybe a glitch
 
 
-def called_result(item: ClaimedItem, out, key: str | None) -> ItemResult:
+def judged(decision: Decision | None, actual: str, expected: str) -> dict:
+    """An answer's verdict against the item's expected decision: equal labels, or, for a
+    fields decision, every field matching (with the masks of the wrong and missing ones)."""
+    if decision is None or decision.fields is None:
+        return {"verdict": Verdict.MATCH if actual == expected else Verdict.MISMATCH}
+    outcome = score(decision.fields, actual, expected)
+    return {"verdict": Verdict.MATCH if outcome.match else Verdict.MISMATCH, "fields_wrong": outcome.wrong,
+            "fields_missing": outcome.missing}
+
+
+def called_result(item: ClaimedItem, out, key: str | None, decision: Decision | None = None) -> ItemResult:
     """An item scored by the answer of its one call."""
-    verdict = Verdict.MATCH if out.decision == item.expected_decision else Verdict.MISMATCH
-    return ItemResult(item.position, verdict, actual_decision=out.decision[:128],
-                      raw_output=(out.raw_output or "")[:RAW_OUTPUT_LIMIT], latency_ms=out.latency_ms,
-                      prompt_tokens=out.prompt_tokens, completion_tokens=out.completion_tokens, answer_key=key)
+    actual = out.decision[:MAX_READ_CHARS]
+    return ItemResult(item.position, actual_decision=actual, raw_output=(out.raw_output or "")[:RAW_OUTPUT_LIMIT],
+                      latency_ms=out.latency_ms, prompt_tokens=out.prompt_tokens,
+                      completion_tokens=out.completion_tokens, answer_key=key,
+                      **judged(decision, actual, item.expected_decision))
 
 
-def reused_result(item: ClaimedItem, key: str, answer: Answer) -> ItemResult:
+def reused_result(item: ClaimedItem, key: str, answer: Answer, decision: Decision | None = None) -> ItemResult:
     """An item scored by an answer already paid for: no call; the verdict is this item's."""
-    verdict = Verdict.MATCH if answer.actual_decision == item.expected_decision else Verdict.MISMATCH
-    return ItemResult(item.position, verdict, actual_decision=answer.actual_decision, raw_output=answer.raw_output,
+    return ItemResult(item.position, actual_decision=answer.actual_decision, raw_output=answer.raw_output,
                       latency_ms=answer.latency_ms, prompt_tokens=answer.prompt_tokens,
-                      completion_tokens=answer.completion_tokens, answer_key=key, reused_update_id=answer.update_id)
+                      completion_tokens=answer.completion_tokens, answer_key=key, reused_update_id=answer.update_id,
+                      **judged(decision, answer.actual_decision, item.expected_decision))
 
 
-def reused_item(item: ClaimedItem, rule: TrialRule, keys: Sequence[str], known: dict[str, Answer]) -> ItemResult:
+def reused_item(item: ClaimedItem, rule: TrialRule, keys: Sequence[str], known: dict[str, Answer],
+                decision: Decision | None = None) -> ItemResult:
     """An item whose every trial (or whose one call) was answered before: no call."""
     if len(keys) == 1:
-        return reused_result(item, keys[0], known[keys[0]])
-    return trials_result(item, rule, [reused_trial(known[k], k) for k in keys])
+        return reused_result(item, keys[0], known[keys[0]], decision)
+    return trials_result(item, rule, [reused_trial(known[k], k) for k in keys], decision)
 
 
 def failure_result(item: ClaimedItem, exc: ModelCallError, attempt_cap: int, settings) -> ItemResult:
@@ -70,7 +86,7 @@ def item_retry_delay(attempt: int, retry_after: float | None, settings) -> float
 # --- trials --------------------------------------------------------------------------------
 
 def answered_trial(out, key: str) -> Trial:
-    return Trial(out.decision[:128], (out.raw_output or "")[:RAW_OUTPUT_LIMIT], out.latency_ms, out.prompt_tokens,
+    return Trial(out.decision[:MAX_READ_CHARS], (out.raw_output or "")[:RAW_OUTPUT_LIMIT], out.latency_ms, out.prompt_tokens,
                  out.completion_tokens, key=key)
 
 
@@ -83,13 +99,16 @@ def failed_trial(failure: ItemResult, key: str) -> Trial:
     return Trial(None, error=failure.error, key=key)
 
 
-def trials_result(item: ClaimedItem, rule: TrialRule, trials: Sequence[Trial]) -> ItemResult:
+def trials_result(item: ClaimedItem, rule: TrialRule, trials: Sequence[Trial],
+                  decision: Decision | None = None) -> ItemResult:
     """An item scored by its trials under the prompt's rule: its verdict and decision
     (``gate.trials.judge``), an output behind that decision, the tokens of every trial,
     the latency of its slowest call (latency is a per-call figure: reports read it from
     the trials), trial 1's key (retention keeps the others with it); reused only when no
     trial was called."""
-    outcome = judge(trials, item.expected_decision, rule)
+    matches = None if decision is None or decision.fields is None else \
+        (lambda d: judged(decision, d, item.expected_decision)["verdict"] == Verdict.MATCH)
+    outcome = judge(trials, item.expected_decision, rule, matches)
     answered = [t for t in trials if t.error is None]
     shown = next((t for t in answered if t.decision == outcome.decision), answered[0] if answered else None)
     reused = [t.reused_update_id for t in trials]
@@ -97,7 +116,9 @@ def trials_result(item: ClaimedItem, rule: TrialRule, trials: Sequence[Trial]) -
               "reused_update_id": reused[0] if None not in reused else None}
     if outcome.verdict == Verdict.ERROR:
         return ItemResult(item.position, Verdict.ERROR, error=(outcome.error or "")[:ERROR_LIMIT], **common)
-    return ItemResult(item.position, outcome.verdict, actual_decision=outcome.decision[:128],
+    fields = judged(decision, outcome.decision, item.expected_decision)
+    fields.pop("verdict")       # the rule's verdict stands; the masks are those of its decision
+    return ItemResult(item.position, outcome.verdict, actual_decision=outcome.decision[:MAX_READ_CHARS], **fields,
                       raw_output=(shown.raw_output or "")[:RAW_OUTPUT_LIMIT] if shown else None,
                       latency_ms=max((t.latency_ms for t in answered if t.latency_ms is not None), default=None),
                       prompt_tokens=_total(t.prompt_tokens for t in answered),
@@ -125,8 +146,8 @@ def new_answers(results: list[ItemResult], update_id: int, run_id: int) -> list[
             kept += [Answer(t.key, t.decision, t.raw_output, t.latency_ms, t.prompt_tokens, t.completion_tokens,
                             update_id, run_id, trial_of=None if n == 0 else r.answer_key)
                      for n, t in enumerate(r.trials)
-                     if t.key and t.error is None and t.reused_update_id is None and t.decision != INVALID_DECISION]
-        elif r.answer_key and r.reused_update_id is None and r.actual_decision != INVALID_DECISION:
+                     if t.key and t.error is None and t.reused_update_id is None and t.decision not in NOT_KEPT]
+        elif r.answer_key and r.reused_update_id is None and r.actual_decision not in NOT_KEPT:
             kept.append(Answer(r.answer_key, r.actual_decision, r.raw_output, r.latency_ms, r.prompt_tokens,
                                r.completion_tokens, update_id, run_id))
     return kept

@@ -128,7 +128,8 @@ def sync_config(run: ActionRun) -> bool:
         if not isinstance(run.gate, Gate):
             result = _service_sync(run, full, cfg)
         else:
-            result = gateconfig.sync(run.gate, cfg) if mode == "apply" else _pull_request_diff(run, cfg)
+            result = gateconfig.sync(run.gate, cfg, commit=run.sha or None) if mode == "apply" \
+                else _pull_request_diff(run, cfg)
     except SpecError as exc:
         return _config_problem(run, problem_from(exc, path, text_or_none(full, path)))
     except GateError as exc:         # a dataset file of the pull request that cannot be read

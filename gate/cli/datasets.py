@@ -267,9 +267,12 @@ def prices_cmd(ctx, as_json):
 @database_option
 @click.argument("gate_config", metavar="GATE_CONFIG", type=click.Path(dir_okay=False))
 @click.option("--dry-run", is_flag=True, help="Only show what would change.")
+@click.option("--commit", envvar="GITHUB_SHA", default=None,
+              help="The commit GATE_CONFIG was read at (full id; default $GITHUB_SHA): recorded with each break it "
+                   "newly accepts (accept_breaks).")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def sync_cmd(ctx, gate_config, dry_run, as_json):
+def sync_cmd(ctx, gate_config, dry_run, commit, as_json):
     """Make the gate's datasets and bars match GATE_CONFIG (idempotent). Mappings the file
     does not declare are removed: the file is the whole truth for the gate's bars."""
     from .. import gateconfig
@@ -280,10 +283,10 @@ def sync_cmd(ctx, gate_config, dry_run, as_json):
         from ..yamlfile import read_text_file
         cfg = gateconfig.load_config(gate_config)
         result = sync_remote(gate, cfg, read_text_file(gate_config, cfg.path), dry_run=dry_run,
-                             config_path=local_repo_path(gate_config))
+                             config_path=local_repo_path(gate_config), commit=commit)
     else:
         cfg = gateconfig.load_config(gate_config)
-        result = gateconfig.diff(gate, cfg) if dry_run else gateconfig.sync(gate, cfg)
+        result = gateconfig.diff(gate, cfg) if dry_run else gateconfig.sync(gate, cfg, commit=commit)
     if as_json:
         echo_json({"path": result.path, "applied": result.applied,
                    "changes": [{"kind": c.kind, "subject": c.subject, "before": c.before, "after": c.after,

@@ -13,7 +13,9 @@ prompt, kept in the prompts' repository and synced into the gate from the defaul
     prompts:
       ticket-urgency:
         - {dataset: urgency-regression, min_accuracy: 0.90}
-        - {dataset: urgency-hard, min_accuracy: 0.80, max_broken: 0, min_recall: {urgent: 0.9}}
+        - {dataset: urgency-hard, min_accuracy: 0.80, max_broken: 0, min_recall: {urgent: 0.9},
+           slice_by: channel, min_slice_accuracy: 0.75, protected: [urg-hard-03],
+           accept_breaks: [{item: urg-hard-11, reason: "the customer says urgent, the text says routine"}]}
     optional_fields:               # optional: item fields a prompt's templates may read
       ticket-urgency: [account_tier]   # although no dataset row has them (else refused at submit)
 
@@ -26,8 +28,12 @@ without changing anything (a pull request shows it as "takes effect after merge"
   relative file sources resolve against the config file's folder;
 * every declared bar is mapped (or its bars changed). Besides ``min_accuracy`` an entry may
   carry ``max_broken``, ``min_recall`` / ``min_precision`` (label → fraction),
-  ``max_latency_p95_ms`` and ``max_cost_per_1k_items`` (see ``gate.bars``); a bar left out
-  of the entry is dropped from the mapping;
+  ``max_latency_p95_ms``, ``max_cost_per_1k_items``, ``min_field_accuracy`` (field →
+  fraction, for a fields decision), ``min_slice_accuracy`` / ``min_slice_items`` (see
+  ``gate.bars``), and what it says of items: ``slice_by``, ``protected`` ids and
+  ``accept_breaks`` (see ``gate.itempolicy``); a bar left out of the entry is dropped from
+  the mapping. ``sync(..., commit=SHA)`` records the commit with each break the file newly
+  accepts (a break accepted before keeps its commit);
 * **the file is the whole truth for the gate's bars**: every mapping the file does not
   declare is unmapped, including every mapping of a prompt the file does not list at all
   (such a prompt is no longer gated, and a submission of it is refused until a bar is

@@ -9,7 +9,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Mapping as TMapping
 
-from ..bars import EXTRA_KEYS, Bars
+from ..bars import EXTRA_KEYS, ITEM_KEYS, Bars
 from ..fieldcounts import MAX_FIELD_CHARS
 from ..errors import SpecError, UsageError
 from ..models import Price
@@ -23,7 +23,7 @@ from ..yamlfile import parse_yaml, read_text_file
 TOP_FIELDS = ("providers", "prices", "datasets", "prompts", "optional_fields")
 MAX_OPTIONAL_FIELDS = 100        # per prompt
 DATASET_FIELDS = ("source", "id_column", "label_column")
-BAR_FIELDS = ("dataset", "min_accuracy", *EXTRA_KEYS)
+BAR_FIELDS = ("dataset", "min_accuracy", *EXTRA_KEYS, *ITEM_KEYS)
 
 
 @dataclass(frozen=True)
@@ -174,14 +174,22 @@ def _parse_bar_entry(entry: Any, at: str, prompt: str, datasets: dict[str, Datas
 
 
 def _parse_extra_bars(entry: TMapping, at: str, file: str | None) -> dict | None:
-    """The entry's bars beyond min_accuracy as JSON (``Bars.extra``). Each is checked on
-    its own first, so an error names its field."""
-    for key in EXTRA_KEYS:
+    """The entry's bars beyond min_accuracy (and what it says of items: slices, protected
+    ids, accepted breaks) as JSON (``Bars.extra``). Each is checked on its own first, so an
+    error names its field."""
+    keys = EXTRA_KEYS + ITEM_KEYS
+    for key in keys:
+        alone = {key: entry.get(key)}
+        if key in ("min_slice_accuracy", "min_slice_items"):
+            alone["slice_by"] = "slice"         # needed beside it; checked together below
         try:
-            Bars.parse(0, {key: entry.get(key)})
+            Bars.parse(0, alone)
         except UsageError as exc:
             raise SpecError(file, f"{at}.{key}", str(exc)) from None
-    return Bars.parse(0, {key: entry.get(key) for key in EXTRA_KEYS}).extra()
+    try:
+        return Bars.parse(0, {key: entry.get(key) for key in keys}).extra()
+    except UsageError as exc:
+        raise SpecError(file, at, str(exc)) from None
 
 
 def _parse_optional_fields(raw: TMapping, file: str | None) -> dict[str, tuple[str, ...]]:

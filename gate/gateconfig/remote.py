@@ -72,7 +72,7 @@ def sync_remote(gate, cfg: GateConfig, text: str, *, dry_run: bool = False, comm
             v = imported.version
             uploaded.append(Change("dataset-version", name, labels.get(name, "none"),
                                    f"{v.label} ({v.row_count} rows)", (name,)))
-    result = gate.sync_config(text, repo_config, False, files=sorted(files))
+    result = gate.sync_config(text, repo_config, False, files=sorted(files), commit=commit)
     return SyncResult(cfg.path, tuple(uploaded) + result.changes, applied=True)
 
 

@@ -6,6 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..bars import Bars
+from ..errors import UsageError
+from ..itempolicy import COMMIT_RE
 from ..prices import apply_price_change
 from ..sources import DEFAULT_ID_COLUMN, DEFAULT_LABEL_COLUMN, scheme_of
 from ..sources.upload import UPLOAD_SCHEME
@@ -17,12 +20,15 @@ if TYPE_CHECKING:                   # the database's Gate: only its annotations 
     from ..service import Gate      # through the service (gateconfig.remote) never loads SQLAlchemy
 
 
-def sync(gate: Gate, config: str | Path | GateConfig) -> SyncResult:
+def sync(gate: Gate, config: str | Path | GateConfig, commit: str | None = None) -> SyncResult:
     """Make the gate's providers, prices, datasets and bars match the file (see the module
     docstring): register declared providers and datasets (importing their rows), import
     the rows of the others again (a new version when they changed), map declared bars,
     remove undeclared providers and unmap every mapping the file does not declare,
-    including all mappings of prompts the file does not list. Idempotent."""
+    including all mappings of prompts the file does not list. Idempotent. ``commit``: the
+    commit the file was read at (full hex id), recorded with each break the file newly
+    accepts (``accept_breaks``)."""
+    commit = check_commit(commit)
     cfg = as_config(config)
     planned = diff(gate, cfg)
     planned = SyncResult(planned.path, planned.changes + tuple(_refresh(gate, cfg, planned)))
@@ -39,15 +45,38 @@ def sync(gate: Gate, config: str | Path | GateConfig) -> SyncResult:
             decl = cfg.datasets[change.key[0]]
             gate.register_dataset(decl.name, decl.source, id_column=decl.id_column,
                                   label_column=decl.label_column, base_dir=decl.base_dir, declared_in=cfg.path)
+    mapped = {(m.prompt_name, m.dataset_name): m for m in gate.mappings()} \
+        if any(c.kind == "bar-changed" for c in planned.changes) else {}
     for change in planned.changes:
         if change.kind in ("bar-added", "bar-changed"):
             bar = bars[change.key]
-            gate.map_dataset(*change.key, bar.min_accuracy, bars=bar.bars)
+            gate.map_dataset(*change.key, bar.min_accuracy, bars=_stamped(bar, mapped.get(change.key), commit))
         elif change.kind == "bar-removed":
             gate.unmap_dataset(*change.key)
         elif change.kind == "optional-fields":
             gate.set_optional_fields(change.key[0], list(cfg.optional_fields.get(change.key[0], ())))
     return SyncResult(planned.path, planned.changes, applied=True)
+
+
+def check_commit(commit: str | None) -> str | None:
+    """A commit's full hex id (lower case), or None; anything else is a UsageError."""
+    if commit in (None, ""):
+        return None
+    text = str(commit).strip().lower()
+    if not COMMIT_RE.fullmatch(text):
+        raise UsageError(f"commit {str(commit)[:80]!r} is not a full commit id: use its 40 or 64 hex characters")
+    return text
+
+
+def _stamped(bar, before, commit: str | None) -> dict | None:
+    """The declared bars with each accepted break's commit: the one recorded before for the
+    same item and reason, else this sync's. A pull request's config is only diffed, so only
+    the default branch accepts a break."""
+    if not bar.bars or "accept_breaks" not in bar.bars:
+        return bar.bars
+    previous = Bars.parse(before.min_accuracy, before.bars).policy if before is not None else None
+    policy = Bars.parse(bar.min_accuracy, bar.bars).policy.stamped(previous, commit)
+    return {**bar.bars, **policy.to_json()}
 
 
 def _refresh(gate: Gate, cfg: GateConfig, planned: SyncResult) -> list[Change]:

@@ -35,6 +35,17 @@ Rules are read from the **system** (and developer) messages, one per line::
 
 So editing a prompt's keyword lists really changes its accuracy.
 
+A prompt decided field by field (``decision: {type: fields}``) is answered with a JSON
+object when its system message has extraction lines (``extract.py``)::
+
+    - extract order_id: /ORD-[0-9]+/
+    - extract amount: /([0-9]+[.][0-9]{2}) EUR/ as number
+    - extract category: billing = refund*, charged twice; shipping = parcel; other
+
+a pattern's first match (group 1 if any; ``as number``: a JSON number; no match: the
+field is left out), or the first label whose keywords are in the text (else the part
+without ``=``).
+
 Fault injection (options of :class:`MockLLMServer` and of ``promptgate mock-llm``)
 ---------------------------------------------------------------------------------
 

@@ -72,6 +72,12 @@ def _split_keywords(raw: str) -> tuple[str, ...]:
     return tuple(keywords)
 
 
+def keywords_pattern(raw: str) -> re.Pattern | None:
+    """One rule's comma-separated keywords as a case-insensitive pattern (None: none)."""
+    keywords = _split_keywords(raw)
+    return re.compile("|".join(_keyword_regex(k) for k in keywords), re.IGNORECASE) if keywords else None
+
+
 @lru_cache(maxsize=256)
 def parse_rules(system_text: str) -> Policy:
     """The rules written in a system message (see the module docstring)."""

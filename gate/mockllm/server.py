@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from .extract import extract
 from .faults import FaultPlan
 from .policy import FORCED_ERROR_RE, MODEL_ID, content_text, count_tokens, decide, format_answer
 from .variance import AnswerVariance
@@ -292,18 +293,26 @@ class MockLLMServer:
         if fault.kind == "error":
             reply = _Reply("error", 500, "The server had an error while processing your request.", "server_error")
         else:
-            label, policy = decide(request["messages"])
-            label = self.variance.answer(request, label, policy)
-            if fault.kind == "garbage":
-                label = self.faults.pick(policy.labels or (label,))
-            completion = _completion(request, format_answer(label, request.get("response_format")))
-            reply = _Reply("garbage" if fault.kind == "garbage" else "ok", 200, completion)
+            reply = _Reply("garbage" if fault.kind == "garbage" else "ok", 200,
+                           _completion(request, self._content(request, fault.kind == "garbage")))
         # the answer is ready: it goes out ``delay`` after the request arrived, so the
         # latency a client sees is the one configured, not that plus this server's own work
         remaining = getattr(handler, "received_at", time.monotonic()) + fault.delay - time.monotonic()
         if remaining > 0 and self._stop.wait(remaining):
             return _Reply("aborted", None)
         return reply
+
+
+    def _content(self, request: dict, garbage: bool) -> str:
+        """The answer's text: extracted fields as JSON (``extract``), else a label."""
+        extracted = extract(request["messages"])
+        if extracted is not None:
+            return self.faults.pick(()) if garbage else extracted
+        label, policy = decide(request["messages"])
+        label = self.variance.answer(request, label, policy)
+        if garbage:
+            label = self.faults.pick(policy.labels or (label,))
+        return format_answer(label, request.get("response_format"))
 
 
 @dataclass(frozen=True)

@@ -292,7 +292,7 @@ def _take_upload(gate, name, spool, path, fmt, dry_run, id_column, label_column,
 def sync_config(request: Request, model: SyncBody, _caller: Caller = Depends(require("submit"))):
     """``{"config": the gate config's YAML text, "path": its path in the repository,
     "dry_run": only say what would change, "files": the file datasets whose rows the client
-    uploads}``: ``gateconfig.sync`` (or ``diff``) on the service's gate. A dry run needs the
+    uploads, "commit": the commit it was read at}``: ``gateconfig.sync`` (or ``diff``) on the service's gate. A dry run needs the
     submit scope (a pull request's check shows what its config would change); a sync needs
     admin. Every other dataset source must be one the service may read for a caller
     (``sources``), checked before the config is parsed. A dataset named in ``files`` is
@@ -327,7 +327,7 @@ def sync_config(request: Request, model: SyncBody, _caller: Caller = Depends(req
     if missing:
         raise UsageError(f"{path}: dataset {missing[0]}: its rows were not uploaded (the client uploads each file "
                          "dataset to PUT /v1/datasets/NAME/rows before the sync): nothing was changed")
-    return json_bytes(gateconfig.sync(gate, cfg))
+    return json_bytes(gateconfig.sync(gate, cfg, commit=body.get("commit")))
 
 
 @router.get("/datasets/{name}/versions", summary="A dataset's versions", responses=responses(404))

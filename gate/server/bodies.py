@@ -99,6 +99,8 @@ class SyncBody(Body):
     dry_run: Flag = Field(False, description="only say what would change (needs submit, not admin)")
     files: list[Annotated[str, Field(max_length=128)]] | None = Field(
         None, max_length=1000, description="the file datasets whose rows the client uploaded (PUT /v1/datasets/NAME/rows)")
+    commit: Text(64) = Field(None, description="the commit the config was read at (full hex id): recorded with each "
+                                               "break it newly accepts (accept_breaks)")
 
     @model_validator(mode="before")
     @classmethod

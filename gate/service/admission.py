@@ -4,6 +4,10 @@
   same (``label_key``: case, surrounding punctuation and markdown, ``not eligible`` /
   ``not-eligible`` / ``not_eligible``) would make one of them unreachable: refused, naming
   both.
+* **Expected values the decision reads.** A prompt decided field by field needs datasets
+  whose rows give an expected object with each declared field, of values its comparator
+  can read; a prompt decided by one label needs rows that give labels
+  (``gate.structured.summary``).
 * **Every branch the template takes was evaluated.** The item fields the templates read
   (``gate.template_fields``) are compared with the fields the rows of the datasets' pinned
   versions have (``gate.fieldcounts``): a field that no row of any mapped dataset has
@@ -30,6 +34,7 @@ from ..fieldcounts import rows_having
 from ..importer import count_fields
 from ..models import DatasetVersion
 from ..spec import PromptSpec
+from ..structured.summary import check_rule
 from ..template_fields import template_fields
 from ..templating import TemplateProblem
 
@@ -38,16 +43,34 @@ FIELD_PAGE = 1000           # rows per read when counting an older version's fie
 
 
 def check_labels(spec: PromptSpec) -> None:
-    """Refuse labels the decision step would read as the same (naming both)."""
-    pair = same_reading(spec.labels)
+    """Refuse labels the decision step would read as the same (naming both); for a fields
+    decision, those of each label field."""
+    if spec.decision.fields is None:
+        _distinct(spec.labels, "labels")
+        return
+    for f in spec.decision.fields.fields:
+        if f.type == "label":
+            _distinct(f.labels, f"decision.fields.{f.name}.labels")
+
+
+def _distinct(labels, where: str) -> None:
+    pair = same_reading(labels)
     if pair is None:
         return
     first, second = pair
     if first == second:
-        raise SpecError(None, "labels", f"{first[:40]!r} is read as no label at all by the decision step: it is "
+        raise SpecError(None, where, f"{first[:40]!r} is read as no label at all by the decision step: it is "
                         "only punctuation or markdown")
-    raise SpecError(None, "labels", f"{first[:40]!r} and {second[:40]!r} are read as the same label by the decision "
+    raise SpecError(None, where, f"{first[:40]!r} and {second[:40]!r} are read as the same label by the decision "
                     "step (case, surrounding punctuation and markdown, and ' ', '_', '-' do not count): keep one")
+
+
+def check_expected(spec: PromptSpec, versions: list[tuple[str, DatasetVersion]]) -> None:
+    """Each pinned version's expected values are what the prompt's decision reads: labels
+    for a label decision; for a fields decision, objects with every declared field, of
+    values its comparator can read (``gate.structured.summary.check_rule``)."""
+    for name, version in versions:
+        check_rule(spec.decision.fields, version.fields, name)
 
 
 def fields_read(spec: PromptSpec) -> tuple[str, ...]:

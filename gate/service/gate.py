@@ -22,7 +22,7 @@ from ..reuse import pin
 from ..settings import Settings
 from ..spec import PromptSpec, parse_spec
 from ..states import UPDATE_TERMINAL, Mode
-from .admission import check_labels, count_unknown_fields, field_coverage, fields_read
+from .admission import check_expected, check_labels, count_unknown_fields, field_coverage, fields_read
 from .boundary import driver_errors_become_gate_errors
 from .datasets import DatasetsMixin
 from ..update_report import SAMPLE_FAILURES, UpdateReport, run_report  # noqa: F401
@@ -179,6 +179,7 @@ class Gate(DatasetsMixin, LiveMixin, TokensMixin):
             provider = resolve(spec.provider, spec.model, store.list_providers(conn))
             datasets = [store.get_dataset(conn, m.dataset_name) for m in mappings]
             pinned = [(m, ds, _current_version(conn, ds)) for m, ds in zip(mappings, datasets)]
+            check_expected(spec, [(ds.name, version) for _, ds, version in pinned])
             fields = field_coverage(conn, spec, read, [(ds.name, version) for _, ds, version in pinned])
             older = store.superseded_updates(conn, spec.name, mode, None if mode == Mode.APPLY else source_key,
                                              submitted_by)

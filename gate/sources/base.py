@@ -11,6 +11,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Callable, Protocol
 
 from ..errors import DatasetError
+from ..structured.expected import PROTECTED_COLUMN, checked_expected, expected_object, protected_flag
 
 DEFAULT_ID_COLUMN = "item_id"
 DEFAULT_LABEL_COLUMN = "expected_decision"
@@ -24,6 +25,8 @@ class Row:
     expected: str
     input_json: str   # the other columns as canonical JSON: stored, hashed and size-checked as is
     position: str     # where the row stands in the source ("line 12"), for messages
+    structured: bool = False   # ``expected`` is an expected object's canonical JSON (gate.structured)
+    protected: bool = False    # the row's ``protected`` column: it may never break (gate.itempolicy)
 
     @property
     def input(self) -> dict[str, Any]:
@@ -91,11 +94,20 @@ def make_row(record: dict[str, Any], position: str, options: SourceOptions, sour
     if not item_id:
         raise DatasetError(f"{source}: {position}: missing item id (column {id_column!r})")
     expected = "" if expected is None else (expected if type(expected) is str else str(expected)).strip()
-    if not expected:
-        raise DatasetError(f"{source}: {position}: item {item_id}: missing label (column {label_column!r})")
+    skipped: tuple[str, ...] = ()
+    structured = not expected
+    if structured:
+        expected, skipped = _expected_object(record, position, item_id, label_column, source)
     if len(item_id) > 191:
         raise DatasetError(f"{source}: {position}: item id longer than 191 characters")
-    inputs = {k: v for k, v in record.items() if k != id_column and k != label_column}
+    protected = PROTECTED_COLUMN in record
+    if protected:
+        protected = protected_flag(record[PROTECTED_COLUMN], f"{source}: {position}: item {item_id}")
+        skipped += (PROTECTED_COLUMN,)
+    if skipped:
+        inputs = {k: v for k, v in record.items() if k != id_column and k != label_column and k not in skipped}
+    else:
+        inputs = {k: v for k, v in record.items() if k != id_column and k != label_column}
     try:
         input_json = canonical_json(inputs)
     except RecursionError:
@@ -103,6 +115,8 @@ def make_row(record: dict[str, Any], position: str, options: SourceOptions, sour
     try:
         size = len(input_json) if input_json.isascii() else len(input_json.encode())
         item_id.encode(), expected.encode()
+        if structured:
+            size += len(expected.encode())
     except UnicodeEncodeError:     # half of a surrogate pair (JSON's "\ud800"): no database can store it
         raise DatasetError(f"{source}: {position}: item {item_id.encode(errors='replace').decode()}: "
                            "not valid Unicode text (half of a surrogate pair)") from None
@@ -111,7 +125,18 @@ def make_row(record: dict[str, Any], position: str, options: SourceOptions, sour
                            f"{options.max_row_bytes}-byte limit")
     if input_json.count("[") + input_json.count("{") > MAX_ROW_DEPTH and nesting_depth(inputs) > MAX_ROW_DEPTH:
         raise DatasetError(f"{source}: {position}: item {item_id}: row is nested deeper than {MAX_ROW_DEPTH} levels")
-    return Row(item_id, expected, input_json, position)
+    return Row(item_id, expected, input_json, position, structured, protected)
+
+
+def _expected_object(record: dict[str, Any], position: str, item_id: str, label_column: str,
+                     source: str) -> tuple[str, tuple[str, ...]]:
+    """A row without a label: its expected object (``gate.structured.expected``) as
+    canonical JSON, and the columns it came from (not the item's input); or the error."""
+    obj, columns = expected_object(record)
+    if obj is None:
+        raise DatasetError(f"{source}: {position}: item {item_id}: missing label (column {label_column!r}), and no "
+                           "expected object (an expected column holding an object, or expected.<field> columns)")
+    return checked_expected(obj, f"{source}: {position}: item {item_id}"), columns
 
 
 def nesting_depth(value: Any, stop_at: int = MAX_ROW_DEPTH + 1) -> int:
@@ -154,9 +179,14 @@ json_quote = json.encoder.c_encode_basestring or json.encoder.py_encode_basestri
 
 def row_digests(rows: list[Row]) -> list[bytes]:
     """Each row's SHA-256 over its JSON-quoted id and label and its input JSON, joined by
-    0x1F: what a version stores as the row's hash and hashes, in order, into its content hash."""
+    0x1F (and, for a protected row, a mark): what a version stores as the row's hash and
+    hashes, in order, into its content hash."""
     sha, quote = hashlib.sha256, json_quote   # once per row: no call per row
-    return [sha(f"{quote(r.item_id)}\x1f{quote(r.expected)}\x1f{r.input_json}".encode()).digest() for r in rows]
+    return [sha(f"{quote(r.item_id)}\x1f{quote(r.expected)}\x1f{r.input_json}{_PROTECTED if r.protected else ''}"
+                .encode()).digest() for r in rows]
+
+
+_PROTECTED = "\x1fprotected"     # only a protected row's digest has it: the others hash as they always did
 
 
 class ContentHash:

@@ -26,6 +26,7 @@ from collections import Counter
 from pathlib import PurePosixPath
 
 from ..errors import DatasetError
+from ..structured.expected import EXPECTED_PREFIX, PROTECTED_COLUMN
 from .base import MAX_ROW_DEPTH, Page, Row, SourceOptions, json_quote, make_row, register, resolve_path
 
 TEXT_KINDS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
@@ -149,7 +150,8 @@ class TextDecoder:
 
     def _check_header(self, header: list[str]) -> None:
         """Each column named once (a second one silently replaced the first), and the id
-        and label columns there, or the error that names them (line 1)."""
+        and label columns there (or, for the label, ``expected.<field>`` columns), or the
+        error that names them (line 1)."""
         counts = Counter(header)
         twice = [name for name in header if counts[name] > 1]
         if twice:
@@ -157,8 +159,9 @@ class TextDecoder:
             self.header = None
             raise DatasetError(f"{self.uri}: line 1: column {twice[0][:80]!r} appears {times} in the header: "
                                "each column needs a name of its own")
+        structured = any(name.startswith(EXPECTED_PREFIX) for name in header)   # expected.<field> columns instead
         for role, column in (("id", self.options.id_column), ("label", self.options.label_column)):
-            if column not in counts:
+            if column not in counts and not (role == "label" and structured):
                 self.header = None
                 shown = ", ".join(repr(name[:40]) for name in header[:8]) + (", ..." if len(header) > 8 else "")
                 raise DatasetError(f"{self.uri}: line 1: no {role} column {column!r} in the header (it has {shown}); "
@@ -258,7 +261,8 @@ class TextDecoder:
             return []
         header, limit = self.header, self.options.max_row_bytes
         id_column, label_column = self.options.id_column, self.options.label_column
-        if id_column not in header or label_column not in header or len(set(header)) < len(header):
+        if id_column not in header or label_column not in header or len(set(header)) < len(header) \
+                or PROTECTED_COLUMN in header:     # a protected column: make_row takes it out of the input
             return None
         id_at, label_at = header.index(id_column), header.index(label_column)
         keyed = sorted((name, at) for at, name in enumerate(header) if at not in (id_at, label_at))

@@ -12,7 +12,7 @@ Modules, bottom up (each imports only the ones above it; this file imports them 
 
 * ``schema``: the tables and their column types, ``EPOCH``, ``new_token``.
 * ``dialect``: SQL spelled per dialect: ``db_now``, ``seconds_since``, ``least``,
-  ``greatest``, ``floor_div``.
+  ``greatest``, ``floor_div``, ``json_text``.
 * ``textsql``: the PyMySQL text fast path of the two hot statements (literal escaping,
   multi-row INSERTs, the chunk's result UPDATE).
 * one module per domain noun: ``datasets`` (datasets and prompt-dataset bars),
@@ -22,7 +22,8 @@ Modules, bottom up (each imports only the ones above it; this file imports them 
   ``items`` (and the answers kept for reuse), ``workers``, ``ratelimits`` (rate-limit
   buckets and usage), ``retention`` (what ``prune`` may delete), ``tokens`` (the HTTP
   service's bearer tokens, as hashes), ``prompt_settings`` (what the gate config declares per
-  prompt), ``fleet`` (counts for the status page and /metrics).
+  prompt), ``fleet`` (counts for the status page and /metrics), ``fields`` (the per-field
+  figures of a fields decision), ``policy`` (slices, protected and accepted items).
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ from .dialect import db_now, seconds_since
 from .items import (call_stats, claim_items, claim_items_from, copy_version_page, fail_exhausted_items, fail_unclaimed_items,
                     failing_items, find_answers, flip_counts, flipped_items, item_attempt_stats, item_claim_query, release_items, renew_item_leases,
                     reuse_stats, run_breakdown, run_counts, save_answers, write_item_results)
+from .fields import field_counts, field_flips, label_confusion, structured_breakdown
 from .fleet import fleet_counts
+from .policy import flagged_broken, items_by_id, items_by_id_query, slice_counts
 from .live import find_live, live_version, prompt_history, restore_live, write_live
 from .locks import ensure_prompt_lock, lock_prompt, prompt_lock
 from .ratelimits import (RateBucketState, add_rate_limit_usage, ensure_rate_bucket, pause_rate_bucket,
@@ -91,6 +94,9 @@ __all__ = [
     "transition_update", "update_status", "update_statuses", "updates_for_sha",
     # the fleet at a glance
     "fleet_counts",
+    # the figures of a fields decision, slices and items by id (gate.structured, gate.itempolicy)
+    "field_counts", "field_flips", "label_confusion", "structured_breakdown", "flagged_broken", "items_by_id", "items_by_id_query",
+    "slice_counts",
     # the service's tokens
     "find_token_by_hash", "insert_token", "list_tokens", "revoke_token", "touch_token",
     # runs

@@ -7,7 +7,7 @@ one machine, and its clock is the process's."""
 
 from __future__ import annotations
 
-from sqlalchemy import Float, Integer, insert, literal, update
+from sqlalchemy import Float, Integer, String, insert, literal, update
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.expression import ColumnElement, FunctionElement
 from sqlalchemy.types import DateTime
@@ -123,3 +123,36 @@ def update_or_insert(conn, table, key: dict, values: dict) -> bool:
         return False
     conn.execute(insert(table).values(**key, **values))
     return True
+
+
+class json_text(FunctionElement):
+    """A top-level key of a JSON text column as SQL text (NULL when absent, null, an object
+    or a list), alike on both: ``JSON_VALUE`` on MySQL/MariaDB, ``json_extract`` on SQLite,
+    booleans spelled ``true``/``false`` on both. The key is a field or column name the
+    caller has checked (it is quoted into the path); a row whose text is not JSON must be
+    filtered out first (SQLite raises on it)."""
+
+    type = String()
+    inherit_cache = True
+    name = "json_text"
+
+    def __init__(self, column, key: str):
+        if '"' in key or "\\" in key:
+            raise ValueError(f"not a JSON key the gate addresses: {key!r}")
+        super().__init__(column, literal(f'$."{key}"'))
+
+
+@compiles(json_text, "mysql")
+def _json_text_mysql(element, compiler, **kw):
+    column, path = (compiler.process(c, **kw) for c in element.clauses)
+    # JSON_VALUE reads a boolean as 1/0: its JSON text instead, as SQLite's is spelled
+    return (f"(CASE JSON_TYPE(JSON_EXTRACT({column}, {path})) WHEN 'BOOLEAN' THEN JSON_EXTRACT({column}, {path}) "
+            f"ELSE JSON_VALUE({column}, {path}) END)")
+
+
+@compiles(json_text, "sqlite")
+def _json_text_sqlite(element, compiler, **kw):
+    column, path = (compiler.process(c, **kw) for c in element.clauses)
+    return (f"(CASE json_type({column}, {path}) WHEN 'true' THEN 'true' WHEN 'false' THEN 'false' "
+            f"WHEN 'text' THEN json_extract({column}, {path}) WHEN 'integer' THEN CAST(json_extract({column}, {path}) "
+            f"AS TEXT) WHEN 'real' THEN CAST(json_extract({column}, {path}) AS TEXT) ELSE NULL END)")

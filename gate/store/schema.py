@@ -53,6 +53,17 @@ class Bar(TypeDecorator):
         return None if value is None else Decimal(str(value)).normalize()
 
 
+class LabelText(TypeDecorator):
+    """An expected or read decision: a label, or a fields decision's canonical JSON
+    (``gate.structured``): ``MEDIUMTEXT`` on MySQL since migration 0014; SQLite does not
+    bound its ``VARCHAR(128)``, so that column was left as declared."""
+    impl = Text
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect):
+        return dialect.type_descriptor(mysql.MEDIUMTEXT() if dialect.name == "mysql" else String(128))
+
+
 # A time far in the past: "visible now" for new items and released runs, "not paused" for
 # a new rate-limit bucket. The one epoch: every other form (a SQL text literal) derives from it.
 EPOCH = datetime(2000, 1, 1)
@@ -106,8 +117,9 @@ dataset_version = Table("dataset_version", meta,
                         Index("ix_version_created", "status", "created_at"))
 dataset_row = Table("dataset_row", meta,
                     Column("version_id", BigInteger, **NOT_NULL), Column("position", Integer, **NOT_NULL),
-                    Column("item_id", String(191), **NOT_NULL), Column("expected_decision", String(128), **NOT_NULL),
+                    Column("item_id", String(191), **NOT_NULL), Column("expected_decision", LabelText, **NOT_NULL),
                     Column("input", JsonText, **NOT_NULL), Column("row_hash", HASH, **NOT_NULL),
+                    Column("protected", FLAG, server_default="0", **NOT_NULL),
                     PrimaryKeyConstraint("version_id", "position"),
                     UniqueConstraint("version_id", "item_id", name="uq_dataset_row_item"))
 prompt_dataset = Table("prompt_dataset", meta,
@@ -155,7 +167,7 @@ prompt_run_item = Table("prompt_run_item", meta,
                         Column("run_id", BigInteger, **NOT_NULL),
                         Column("position", BigInteger, **NOT_NULL),
                         Column("item_id", String(191), **NOT_NULL), Column("input", JsonText),
-                        Column("expected_decision", String(128), **NOT_NULL), Column("actual_decision", String(128)),
+                        Column("expected_decision", LabelText, **NOT_NULL), Column("actual_decision", LabelText),
                         Column("raw_output", Text),
                         Column("verdict", String(8), server_default="PENDING", **NOT_NULL),
                         Column("attempt", Integer, server_default="0", **NOT_NULL),
@@ -166,6 +178,7 @@ prompt_run_item = Table("prompt_run_item", meta,
                         Column("error", Text), Column("answer_key", HASH),
                         Column("reused_update_id", BigInteger), Column("trials", JsonText),
                         Column("unstable", FLAG, server_default="0", **NOT_NULL),
+                        Column("fields_wrong", BigInteger), Column("fields_missing", BigInteger),
                         PrimaryKeyConstraint("run_id", "position"),
                         Index("ix_item_ready", "run_id", "verdict", "lease_until"))
 worker = Table("worker", meta,
@@ -184,7 +197,7 @@ rate_limit_bucket = Table("rate_limit_bucket", meta,
                           Column("last_grant", Integer, server_default="0", **NOT_NULL),
                           Column("created_at", T, **NOT_NULL))
 answer = Table("answer", meta,
-               Column("request_key", HASH, primary_key=True), Column("actual_decision", String(128), **NOT_NULL),
+               Column("request_key", HASH, primary_key=True), Column("actual_decision", LabelText, **NOT_NULL),
                Column("raw_output", Text), Column("latency_ms", Integer), Column("prompt_tokens", Integer),
                Column("completion_tokens", Integer), Column("update_id", BigInteger, **NOT_NULL),
                Column("run_id", BigInteger, **NOT_NULL),

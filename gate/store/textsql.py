@@ -76,10 +76,12 @@ def multi_row_statements(head: str, values: list[str], max_chars: int):
 RESULT_COLUMNS = ("verdict", "actual_decision", "raw_output", "latency_ms", "prompt_tokens", "completion_tokens",
                   "error", "answer_key", "reused_update_id")
 TRIAL_COLUMNS = ("trials", "unstable")   # set only by a chunk of a prompt with trials: one call's UPDATE is unchanged
+FIELD_COLUMNS = ("fields_wrong", "fields_missing")   # set only by a chunk of a fields decision (gate.structured)
 
 
 def result_columns(results: Sequence[ItemResult]) -> tuple[str, ...]:
-    return RESULT_COLUMNS + TRIAL_COLUMNS if any(r.trials for r in results) else RESULT_COLUMNS
+    columns = RESULT_COLUMNS + TRIAL_COLUMNS if any(r.trials for r in results) else RESULT_COLUMNS
+    return columns + FIELD_COLUMNS if any(r.fields_wrong is not None for r in results) else columns
 
 
 def stored_value(result: ItemResult, column: str):

@@ -40,24 +40,25 @@ def create_version(conn: Connection, dataset_id: int, source_uri: str, options: 
     return result.inserted_primary_key[0]
 
 
-def insert_version_rows(conn: Connection, version_id: int, rows: Sequence[tuple[int, str, str, str, str]]) -> int:
-    """One page of (position, item_id, expected, input JSON, row hash). The import's hot
-    path: on PyMySQL over utf8 the page goes as multi-row INSERTs of quoted literals (see
-    ``textsql``), elsewhere as the driver's executemany."""
+def insert_version_rows(conn: Connection, version_id: int,
+                        rows: Sequence[tuple[int, str, str, str, str, int]]) -> int:
+    """One page of (position, item_id, expected, input JSON, row hash, protected 0/1). The
+    import's hot path: on PyMySQL over utf8 the page goes as multi-row INSERTs of quoted
+    literals (see ``textsql``), elsewhere as the driver's executemany."""
     if not rows:
         return 0
     literal = string_literal(conn)
-    columns = "(version_id, position, item_id, expected_decision, input, row_hash)"
+    columns = "(version_id, position, item_id, expected_decision, input, row_hash, protected)"
     if literal is None:
         mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
-        conn.exec_driver_sql(f"INSERT INTO dataset_row {columns} VALUES ({', '.join([mark] * 6)})",
+        conn.exec_driver_sql(f"INSERT INTO dataset_row {columns} VALUES ({', '.join([mark] * 7)})",
                              [(version_id, *row) for row in rows])
         return len(rows)
     version = int(version_id)
-    positions, ids, labels, inputs, hashes = zip(*rows)
+    positions, ids, labels, inputs, hashes, protected = zip(*rows)
     ids, labels, inputs = (literal.escape_all(column) for column in (ids, labels, inputs))
-    values = [f"({version},{int(p)},'{i}','{e}','{j}','{h}')"
-              for p, i, e, j, h in zip(positions, ids, labels, inputs, hashes)]
+    values = [f"({version},{int(p)},'{i}','{e}','{j}','{h}',{int(k)})"
+              for p, i, e, j, h, k in zip(positions, ids, labels, inputs, hashes, protected)]
     for statement in multi_row_statements(f"INSERT INTO dataset_row {columns} VALUES ", values, MAX_INSERT_CHARS):
         conn.exec_driver_sql(statement, execution_options={"no_parameters": True})
     return len(rows)

@@ -156,7 +156,8 @@ def test_the_recommended_setup_end_to_end(mysql_url, llm, github, tmp_path):
         try:
             assert check.status(uid).status == "APPLIED"
             datasets = {ds.name: ds for ds, _ in check.list_datasets()}
-            assert set(datasets) == {"urgency-regression", "urgency-hard", "refund-regression", "refund-hard"}
+            assert set(datasets) == {"urgency-regression", "urgency-hard", "refund-regression", "refund-hard",
+                                     "support-emails"}
             urgency = datasets["urgency-regression"]
             assert urgency.source_uri == "upload://datasets/urgency-regression.csv"
             assert urgency.options["upload_commit"] == HEAD1 and urgency.options["declared_in"] == "gate.yaml"

@@ -6,6 +6,8 @@ datasets first; the server reads no file of its own."""
 
 from __future__ import annotations
 
+import copy
+
 import json
 from pathlib import Path
 
@@ -144,12 +146,12 @@ def test_a_pull_request_compares_only_a_file_a_gate_config_declares(service, tmp
         gate.close()
 
 
-def write_config(folder: Path, datasets: dict) -> Path:
+def write_config(folder: Path, datasets: dict, **entry) -> Path:
     (folder / "datasets").mkdir(parents=True, exist_ok=True)
     config = folder / "gate.yaml"
     config.write_text(yaml.safe_dump({
         "datasets": {name: {"source": f"datasets/{name}.csv"} for name in datasets},
-        "prompts": {"p1": [{"dataset": name, "min_accuracy": 0.5} for name in datasets]}}))
+        "prompts": {"p1": [{"dataset": name, "min_accuracy": 0.5, **copy.deepcopy(entry)} for name in datasets]}}))
     for name, rows in datasets.items():
         (folder / "datasets" / f"{name}.csv").write_text(rows)
     return config
@@ -158,7 +160,8 @@ def write_config(folder: Path, datasets: dict) -> Path:
 def test_a_sync_through_the_service_uploads_its_files_and_a_failure_is_completed_next_time(service, tmp_path):
     from gate.gateconfig.remote import sync_remote
     good = write_rule_rows(tmp_path / "g.csv", 8).read_text()
-    config = write_config(tmp_path / "repo", {"a": good, "b": good + "i1,yes,alpha again\n"})   # b: a duplicate id
+    config = write_config(tmp_path / "repo", {"a": good, "b": good + "i1,yes,alpha again\n"},   # b: a duplicate id
+                          accept_breaks=[{"item": "i3", "reason": "either answer is fair"}])
     remote = RemoteGate(service.url, service.tokens["admin"])
     gate = Gate.connect(service.db_url)
     try:
@@ -171,8 +174,10 @@ def test_a_sync_through_the_service_uploads_its_files_and_a_failure_is_completed
         (tmp_path / "repo" / "datasets" / "b.csv").write_text(good)
         done = sync_remote(remote, cfg, config.read_text(), commit="2" * 40)
         assert done.applied and {str(c) for c in done.changes} >= {"dataset b: new, source upload of datasets/b.csv",
-                                                                   "bar p1 × a: new, min accuracy 0.5"}
+                                                                   "bar p1 × a: new, min accuracy 0.5, 1 accepted break (i3)"}
         assert {m.dataset_name for m in gate.mappings("p1")} == {"a", "b"}
+        assert {m.dataset_name: m.bars["accept_breaks"] for m in gate.mappings("p1")}["a"] == [
+            {"item": "i3", "reason": "either answer is fair", "commit": "2" * 40}]     # the commit synced at
         snapshot = {name: versions(gate, name) for name in ("a", "b")}
         again = sync_remote(remote, cfg, config.read_text(), commit="3" * 40)
         assert again.changes == () and {name: versions(gate, name) for name in ("a", "b")} == snapshot

@@ -15,7 +15,7 @@ from gate import gateconfig
 def test_sync_is_idempotent_and_the_file_is_the_whole_truth(gate, tmp_path):
     ws = make_workspace(tmp_path)
     first = gateconfig.sync(gate, ws / "gate.yaml")
-    assert first.applied and len(first.changes) == 8
+    assert first.applied and len(first.changes) == 10     # 5 datasets, 5 bars
     assert {(m.prompt_name, m.dataset_name, m.min_accuracy) for m in gate.mappings("ticket-urgency")} == {
         ("ticket-urgency", "urgency-hard", Decimal("0.8")), ("ticket-urgency", "urgency-regression", Decimal("0.9"))}
     assert gateconfig.sync(gate, ws / "gate.yaml").changes == ()
@@ -34,10 +34,11 @@ def test_sync_is_idempotent_and_the_file_is_the_whole_truth(gate, tmp_path):
         "bar ticket-urgency × urgency-hard: min accuracy 0.8 → 0.75",
         "bar unlisted-prompt × urgency-hard: removed (was 0.5)",
         "dataset refund-hard: no longer declared (stays registered, gates nothing)"])
-    assert len(gate.mappings()) == 5                                    # diff changed nothing
+    assert len(gate.mappings()) == 6                                    # diff changed nothing
     gateconfig.sync(gate, ws / "gate.yaml")
     assert {(m.prompt_name, m.dataset_name, str(Decimal(m.min_accuracy).normalize())) for m in gate.mappings()} == {
-        ("ticket-urgency", "urgency-hard", "0.75"), ("ticket-urgency", "urgency-regression", "0.9")}
+        ("ticket-urgency", "urgency-hard", "0.75"), ("ticket-urgency", "urgency-regression", "0.9"),
+        ("support-extract", "support-emails", "0.8")}
     assert gateconfig.diff(gate, ws / "gate.yaml").changes == ()
     assert "refund-hard" in {ds.name for ds, _ in gate.list_datasets()}
 

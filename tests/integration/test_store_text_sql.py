@@ -33,8 +33,8 @@ def _rows(n_repeat: int = 1, values=TRICKY):
 
 
 def _insert(conn, version_id, rows) -> int:
-    """The rows as a page of a dataset version: (position, item_id, label, input, row hash)."""
-    return store.insert_version_rows(conn, version_id, [(k, item_id, label, input_json, "0" * 64)
+    """The rows as a page of a dataset version: (position, item_id, label, input, row hash, protected)."""
+    return store.insert_version_rows(conn, version_id, [(k, item_id, label, input_json, "0" * 64, k % 2)
                                                         for k, (item_id, input_json, label) in enumerate(rows)])
 
 

@@ -32,7 +32,8 @@ def test_every_extra_bar_is_parsed(tmp_path):
 
 def test_bar_fields_lists_the_extra_bars():
     assert gateconfig.BAR_FIELDS == ("dataset", "min_accuracy", "max_broken", "min_recall", "min_precision",
-                                     "max_latency_p95_ms", "max_cost_per_1k_items")
+                                     "max_latency_p95_ms", "max_cost_per_1k_items", "min_field_accuracy",
+                                     "min_slice_accuracy", "min_slice_items", "slice_by", "protected", "accept_breaks")
 
 
 @pytest.mark.parametrize("entry, field, reason", [

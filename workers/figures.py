@@ -1,0 +1,130 @@
+"""The figures of a run beyond its item verdicts, each computed once per run from its
+stored items, in the database (``gate.store.fields``, ``gate.store.policy``), never per
+chunk: finalize adds a fields decision's per-field figures (``fields_metrics``), reconcile,
+once the live version's answers are in, the per-field flips, the slices, the protected
+items that broke and what became of the accepted breaks (``policy_metrics``)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from gate import store
+from gate.bars import pinned_bars
+from gate.models import FlipSample, Run
+from gate.states import Verdict
+from gate.structured.compare import label_named
+from gate.structured.rule import FieldsRule, rule_of
+
+MISSING, OTHER = "(missing)", "(other)"     # a label field's answer: not given, or none of its labels
+MAX_SLICES = 200
+PROTECTED_SAMPLES = 20
+
+
+def fields_metrics(conn, run_id: int, rule: FieldsRule) -> dict[str, Any]:
+    """Per field: right, wrong and missing over the items scored; per label field its
+    confusion matrix (expected label → answered label, ``(missing)`` or ``(other)``)."""
+    counts = store.field_counts(conn, run_id, len(rule.fields))
+    scored = counts["scored"]
+    fields = [{"field": f.name, "type": f.type, "right": scored - counts["wrong"][i], "wrong": counts["wrong"][i],
+               "missing": counts["missing"][i]} for i, f in enumerate(rule.fields)]
+    confusion = {}
+    for f in rule.fields:
+        if f.type == "label":
+            matrix: dict[str, dict[str, int]] = {}
+            for expected, actual, n in store.label_confusion(conn, run_id, f.name, rule.bit(f.name), f.labels,
+                                                               MISSING, OTHER):
+                row = matrix.setdefault(label_named(expected, f.labels) or str(expected), {})
+                row[actual] = row.get(actual, 0) + n
+            confusion[f.name] = matrix
+    return {"items": scored, "fields": fields, "confusion": confusion}
+
+
+def policy_metrics(conn, run: Run, metrics: dict) -> dict[str, Any]:
+    """What reconcile adds beside the comparison (``metrics``: the run's, with it)."""
+    live_id = _live_run(run, metrics)
+    bars = pinned_bars(run.pinned, run.min_accuracy)
+    out: dict[str, Any] = {}
+    flips = _field_flips(conn, run, live_id, metrics)
+    if flips is not None:
+        out["field_flips"] = flips
+    if bars.policy.slice_by is not None:
+        out["slices"] = _slices(conn, run, live_id, bars.policy.slice_by, bars.slice_items)
+    out.update(_protected_and_accepted(conn, run, live_id, bars))
+    return out
+
+
+def _live_run(run: Run, metrics: dict) -> int | None:
+    """The run whose answers are live's on these items: the baseline, or the run itself when
+    the candidate is the live config; None without a comparison."""
+    if not metrics.get("flips"):
+        return None
+    baseline = (run.pinned or {}).get("baseline") or {}
+    return run.id if baseline.get("same_config") else (metrics.get("live") or {}).get("run_id")
+
+
+def _field_flips(conn, run: Run, live_id: int | None, metrics: dict) -> dict | None:
+    """Per field both the candidate and live decide: live's right answers, fixed, broken."""
+    rule = rule_of((run.pinned or {}).get("decision"))
+    if rule is None or live_id is None or not metrics.get("fields"):
+        return None
+    live_rule = rule if live_id == run.id else rule_of((store.get_run(conn, live_id).pinned or {}).get("decision"))
+    names = [n for n in rule.names if live_rule is not None and n in live_rule.names]
+    if not names:
+        return {}
+    found = store.field_flips(conn, run.id, live_id, [(rule.bit(n), live_rule.bit(n)) for n in names])
+    return dict(zip(names, found))
+
+
+def _slices(conn, run: Run, live_id: int | None, column: str, min_items: int) -> dict[str, Any]:
+    found = store.slice_counts(conn, run.id, run.dataset_version_id, column, live_id, MAX_SLICES + 1)
+    return {"column": column, "min_items": min_items, "slices": found[:MAX_SLICES],
+            "too_many": len(found) > MAX_SLICES, "compared": live_id is not None}
+
+
+def _protected_and_accepted(conn, run: Run, live_id: int | None, bars) -> dict[str, Any]:
+    """The protected items (the dataset's flagged rows and the mapping's ids) and which of
+    them broke, accepted breaks apart; each accepted break as broke, stale (it did not
+    break), absent (no such item) or unchecked (no live version to compare with)."""
+    policy = bars.policy
+    if run.dataset_version_id is None:        # a run from before versions: nothing to read items by
+        return {}
+    version = store.get_version(conn, run.dataset_version_id)
+    flagged = int((version.fields or {}).get("protected") or 0)
+    accepted = {a.item: a for a in policy.accept_breaks}
+    named = {r["item_id"]: r for r in store.items_by_id(conn, run.id, live_id, run.dataset_version_id,
+                                                         sorted(set(policy.protected) | set(accepted)))}
+    out: dict[str, Any] = {}
+    if accepted:
+        out["accepted_breaks"] = [{"item": a.item, "reason": a.reason, "commit": a.commit,
+                                   "state": _accepted_state(named.get(a.item), live_id)} for a in accepted.values()]
+    listed = [r for i, r in named.items() if i in policy.protected and not r["protected"]]
+    items = flagged + len(listed)
+    if not items:
+        return out
+    broken, samples = 0, []
+    if live_id is not None:
+        broken, samples = store.flagged_broken(conn, run.id, live_id, run.dataset_version_id, sorted(accepted),
+                                               PROTECTED_SAMPLES)
+        extra = [r for r in listed if _broke(r) and r["item_id"] not in accepted]
+        broken += len(extra)
+        samples = sorted(samples + [(r["position"], _flip(r)) for r in extra], key=lambda p: p[0])
+    out["protected"] = {"items": items, "broken": broken,
+                        "samples": [asdict(s) for _, s in samples[:PROTECTED_SAMPLES]]}
+    return out
+
+
+def _broke(row: dict) -> bool:
+    return row["verdict"] == Verdict.MISMATCH and row["live_verdict"] == Verdict.MATCH
+
+
+def _accepted_state(row: dict | None, live_id: int | None) -> str:
+    if row is None:
+        return "absent"
+    if live_id is None:
+        return "unchecked"
+    return "broke" if _broke(row) else "stale"
+
+
+def _flip(row: dict) -> FlipSample:
+    return FlipSample(row["item_id"], row["expected"], row["live_actual"], row["actual"], row["output"])
