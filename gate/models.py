@@ -94,6 +94,9 @@ class Update:
     created_at: dt.datetime
     started_at: dt.datetime | None
     finished_at: dt.datetime | None
+    full: bool = False                  # `submit --full`: no run of it stops early
+    limits: dict[str, Any] | None = None    # the spend caps pinned at submit and its calls' upper bound (gate.spend)
+    stopped: dict[str, Any] | None = None   # why it stopped before every item was called (early stop, spend cap)
 
 
 @dataclass(frozen=True)
@@ -122,6 +125,7 @@ class Run:
     pinned: dict[str, Any] | None = None    # what the verdict stands on (see gate.reuse.pin)
     role: str = "candidate"                 # or "baseline": the live version, for the comparison
     dataset_version_number: int | None = None   # that version's number in its dataset ("v3")
+    stopped: str | None = None              # early_stop, with_update or spend_cap: its items were not all called
 
 
 @dataclass(frozen=True)
@@ -162,6 +166,7 @@ class ItemResult:
     reused_update_id: int | None = None   # the update whose answer this is, when reused
     trials: tuple["Trial", ...] | None = None   # each trial's answer, with trials > 1 (gate.trials)
     unstable: bool = False            # the trials' answers disagree
+    calls: int = 0                    # model calls made for it (0: reused, or not called)
 
 
 TRIAL_OUTPUT_LIMIT = 200             # characters of each trial's output kept with its item
@@ -244,6 +249,7 @@ class RunCounts:
     match: int = 0
     mismatch: int = 0
     error: int = 0
+    stopped: int = 0
 
     @property
     def scored(self) -> int:

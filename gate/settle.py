@@ -140,8 +140,12 @@ def settled(bars: Bars, outcomes: Outcomes) -> list[BarCheck]:
     """The bars the run can no longer clear, whatever its remaining items answer (empty:
     it may still pass, or nothing remains to be saved). Each as ``check`` holds it against
     the best completion."""
-    if outcomes.remaining <= 0:
-        return []
+    return missed_bars(bars, outcomes) if outcomes.remaining > 0 else []
+
+
+def missed_bars(bars: Bars, outcomes: Outcomes) -> list[BarCheck]:
+    """The bars early stop judges that fail on the best completion (with nothing remaining:
+    on the figures themselves). Reconcile confirms a stop with it on the final figures."""
     best = best_case(outcomes)
     judged = STOPPABLE if best["labels_complete"] else ("min_accuracy", "max_broken", "max_drop")
     return [c for c in check(bars, best) if c.name in judged and c.state == "fail" and c.value is not None]
@@ -167,5 +171,6 @@ def _clause(c: BarCheck) -> str:
         return f"{what} of {c.label} would be at most {_spaced(c.value)} < {_spaced(c.limit)}"
     if c.name == "max_broken":
         return f"{c.value} items would still be broken > max_broken {c.limit}"
-    low = (c.value or "").partition("[")[2].partition(",")[0]
-    return f"the difference with live could still be as low as {low} pts < {c.limit} (max_drop)"
+    if c.reason == "inconclusive":      # "max_drop would be inconclusive: the difference could be as low as …"
+        return f"max_drop would be {c.note}"
+    return f"max_drop would be missed: {c.note}"

@@ -85,6 +85,9 @@ def _stopped_end(runs: Sequence) -> tuple[UpdateStatus, str] | None:
     capped = [r for r in runs if stop_kind(r) == SPEND_CAP]
     if capped:
         return UpdateStatus.FAILED, f"spend cap reached: {capped[0].metrics['stop'].get('sentence') or ''}".rstrip()
+    if any(stop_kind(r) for r in runs):       # stopped with a run that ended otherwise: never a pass
+        return UpdateStatus.FAILED, "stopped before every item was called: " + ", ".join(
+            r.dataset_name for r in runs if stop_kind(r))
     return None
 
 

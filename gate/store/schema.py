@@ -75,7 +75,9 @@ prompt_update = Table("prompt_update", meta,
                       Column("source_key", String(255)), Column("source_sha", String(64)),
                       Column("reason", Text), Column("created_at", T), Column("started_at", T),
                       Column("finished_at", T), Column("provider", JsonText), Column("reuse", Integer),
-                      Column("submitted_by", String(128)))
+                      Column("submitted_by", String(128)), Column("full_run", Integer), Column("limits", JsonText),
+                      Column("calls_reserved", BigInteger), Column("cost_reserved_nanousd", BigInteger),
+                      Column("stopped", JsonText))
 prompt_run = Table("prompt_run", meta,
                    Column("id", BigInteger, primary_key=True), Column("update_id", BigInteger),
                    Column("dataset_id", BigInteger), Column("dataset_name", String(128)),
@@ -88,7 +90,7 @@ prompt_run = Table("prompt_run", meta,
                    Column("created_at", T), Column("started_at", T), Column("finished_at", T),
                    Column("dataset_version_id", BigInteger), Column("pinned", JsonText),
                    Column("role", String(16)), Column("config", JsonText), Column("provider", JsonText),
-                   Column("baseline_run_id", BigInteger))
+                   Column("baseline_run_id", BigInteger), Column("stopped", String(16)))
 prompt_run_item = Table("prompt_run_item", meta,
                         Column("run_id", BigInteger, primary_key=True),
                         Column("position", BigInteger, primary_key=True),
@@ -101,6 +103,12 @@ prompt_run_item = Table("prompt_run_item", meta,
                         Column("error", Text), Column("answer_key", String(64)),
                         Column("reused_update_id", BigInteger), Column("trials", JsonText),
                         Column("unstable", Integer))
+prompt_run_tally = Table("prompt_run_tally", meta,
+                         Column("run_id", BigInteger, primary_key=True), Column("stripe", Integer, primary_key=True),
+                         Column("verdict", String(8), primary_key=True),
+                         Column("expected_decision", String(128), primary_key=True),
+                         Column("actual_decision", String(128), primary_key=True),
+                         Column("live_verdict", String(8), primary_key=True), Column("n", BigInteger))
 worker = Table("worker", meta,
                Column("id", String(64), primary_key=True), Column("role", String(32)),
                Column("host", String(255)), Column("pid", Integer), Column("started_at", T),
@@ -126,6 +134,10 @@ model_price = Table("model_price", meta,
 prompt_setting = Table("prompt_setting", meta,
                        Column("prompt_name", String(128), primary_key=True), Column("optional_fields", JsonText),
                        Column("updated_at", T))
+gate_limit = Table("gate_limit", meta,
+                   Column("name", String(64), primary_key=True), Column("value", String(40)), Column("updated_at", T))
+gate_counter = Table("gate_counter", meta,
+                     Column("name", String(64), primary_key=True), Column("value", BigInteger))
 api_token = Table("api_token", meta,
                   Column("id", BigInteger, primary_key=True, autoincrement=True), Column("name", String(128)),
                   Column("scope", String(16)), Column("token_hash", String(64)), Column("created_at", T),
