@@ -123,15 +123,17 @@ class ItemCaller:
                 return ItemResult(item.position, Verdict.PENDING, retry_in=0.0, error="not called: its update stopped")
             metrics.count_wait(slot.waited)
             made.append(1)
+            out = None
             try:
                 out = metrics.timed_call(self.call, run.spec, item.input, settings=self.settings, messages=messages,
                                          endpoint=run.endpoint)
-                if reserved:
-                    self.spend.settle(run, reserved, out)
                 return out
             except ModelCallError as exc:
                 slot.failed(exc)   # a 429 pauses the shared limit and halves the concurrency
                 return self.failure(item, exc)
+            finally:
+                if reserved:
+                    self.spend.settle(run, reserved, out)
 
     def failure(self, item: ClaimedItem, exc: ModelCallError) -> ItemResult:
         result = failure_result(item, exc, self.settings.attempt_cap, self.settings)

@@ -104,7 +104,7 @@ class Executor(Poller):
         self.stopper = Stopper(self.engine, lambda uid: [r for r in list(self.run_calls.values()) if r.update_id == uid])
         self.caller = ItemCaller(call, self.settings, self.limiter, self.lock, self.stats, self.calls_began,
                                  self._stop_run_over_budget, draining=lambda: self.draining,
-                                 spend=SpendGuard(self.engine, self.stopper))
+                                 spend=SpendGuard(self.engine, self.stopper, stop))
 
     def warm_up(self) -> None:
         if self.call is call_prompt:

@@ -88,7 +88,7 @@ def stop_figures(conn, run: Run, metrics: dict, upd) -> dict:
                     if missed else None, best={k: best[k] for k in ("matches", "scored", "confusion", "flips")})
     elif stop.get("kind") == SPEND_CAP:
         cap = upd.stopped or {}
-        calls, cost = store.spend_of_update(conn, upd.id)
+        calls, cost, _ = store.spend_of_update(conn, upd.id)
         spent = f"${nano_text(cost)} reserved for {calls:,} calls" if cap.get("cap") == "max_cost_per_update_usd" \
             else f"{calls:,} calls made"
         limit = cap.get("limit")

@@ -319,6 +319,8 @@ class Gate(DatasetsMixin, LiveMixin, TokensMixin):
             while db.transaction(self.engine, lambda conn: store.lock_prunable_run(conn, run_id)
                                  and store.delete_run_items(conn, run_id, batch)):
                 pass
+            db.transaction(self.engine, lambda conn: store.lock_prunable_run(conn, run_id)
+                           and store.delete_tally(conn, run_id))      # its running counts go with its items
         report.versions, report.version_rows = self._take_versions(versions, older_than, batch)
         while keys := db.transaction(self.engine, lambda conn: store.prunable_answer_keys(conn, older_than, batch)):
             report.answers += db.transaction(self.engine, lambda conn: store.delete_answers(conn, keys))

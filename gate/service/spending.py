@@ -38,25 +38,27 @@ def run_calls(spec: PromptSpec, rows: int) -> int:
 
 def pinned_limits(limits: SpendLimits, calls_bound: int) -> dict[str, Any]:
     """The update's ``limits`` column: its caps and the upper bound of its calls."""
-    return {**limits.rows(), "calls_bound": calls_bound}
+    return {"max_calls_per_update": limits.max_calls_per_update,
+            "max_cost_per_update_usd": limits.rows().get("max_cost_per_update_usd"), "calls_bound": calls_bound}
 
 
 def update_spend(conn, upd, runs: list) -> dict[str, Any]:
     """What the update spent on calls, over all its runs (the live version's scored
     alongside too): calls made, answers reused, calls saved by a stop; with the upper bound
     and the caps pinned at submit, and the cost reserved under a cost cap. A finished run's
-    figures are finalize's; an open run's are read from its tally and its items."""
+    figures are finalize's, its calls counted again from its tally (a call in flight when
+    its run stopped is counted when it answers, after finalize); an open run's are read from
+    its tally and its items."""
     made = reused = saved = 0
     open_runs = [r.id for r in runs if "calls_made" not in (r.metrics or {})]
     reuse = store.reuse_stats(conn, open_runs)
     for run in runs:
         metrics = run.metrics or {}
+        made += max(store.read_tally(conn, run.id)[1], metrics.get("calls_made", 0))
         if run.id in reuse:
-            made += store.read_tally(conn, run.id)[1]
             reused += sum(reuse[run.id].values())
         else:
-            made, reused = made + metrics["calls_made"], reused + metrics.get("calls_reused", 0)
-            saved += metrics.get("calls_saved", 0)
+            reused, saved = reused + metrics.get("calls_reused", 0), saved + metrics.get("calls_saved", 0)
     limits = upd.limits or {}
     cost_cap = limits.get("max_cost_per_update_usd")
     return {"calls_bound": limits.get("calls_bound"), "max_calls_per_update": limits.get("max_calls_per_update"),

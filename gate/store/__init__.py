@@ -62,7 +62,7 @@ from .versions import (IMPORTING, READY, create_version, delete_version, delete_
                        rows_with_labels, set_current_version, set_version_fields, version_inputs, version_labels, version_rows, lock_dataset,
                        version_keys,
                        version_status, DELETING)
-from .spend import (add_counters, delete_limit, list_limits, read_counters, release_spend, reserve_spend, set_limit,
+from .spend import (add_counters, delete_limit, list_limits, read_counters, reserve_spend, set_limit, settle_spend,
                     spend_of_update)
 from .stops import (CALLS, add_tally, count_uncalled, delete_tally, outcome_counts, read_tally, run_stopped,
                     stop_items, stop_update, stripe_of, update_has_uncalled)
@@ -117,7 +117,7 @@ __all__ = [
     "CALLS", "add_tally", "count_uncalled", "delete_tally", "outcome_counts", "read_tally", "run_stopped", "stop_items",
     "stop_update", "stripe_of", "update_has_uncalled", "gate_counter", "gate_limit", "prompt_run_tally",
     # spend: limits, reservations, counters
-    "add_counters", "delete_limit", "list_limits", "read_counters", "release_spend", "reserve_spend", "set_limit",
+    "add_counters", "delete_limit", "list_limits", "read_counters", "reserve_spend", "set_limit", "settle_spend",
     "spend_of_update",
     # per-prompt settings
     "delete_prompt_setting", "list_optional_fields", "optional_fields", "set_optional_fields",

@@ -77,6 +77,7 @@ prompt_update = Table("prompt_update", meta,
                       Column("finished_at", T), Column("provider", JsonText), Column("reuse", Integer),
                       Column("submitted_by", String(128)), Column("full_run", Integer), Column("limits", JsonText),
                       Column("calls_reserved", BigInteger), Column("cost_reserved_nanousd", BigInteger),
+                      Column("cost_in_flight_nanousd", BigInteger),
                       Column("stopped", JsonText))
 prompt_run = Table("prompt_run", meta,
                    Column("id", BigInteger, primary_key=True), Column("update_id", BigInteger),

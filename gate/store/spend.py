@@ -23,8 +23,9 @@ from .schema import gate_counter, gate_limit, prompt_update
 
 def reserve_spend(conn: Connection, update_id: int, calls: int, cost_nanousd: int, max_calls: int | None,
                   max_cost_nanousd: int | None) -> bool:
-    """Reserve ``calls`` calls costing at most ``cost_nanousd`` (US dollars × 10⁹) for a
-    RUNNING update that was not stopped, within its caps (None: none). True: granted."""
+    """Reserve ``calls`` calls costing at most ``cost_nanousd`` (US dollars × 10⁹, held as
+    in flight until settled) for a RUNNING update that was not stopped, within its caps
+    (None: none). True: granted."""
     u = prompt_update
     where = [u.c.id == update_id, u.c.status == UpdateStatus.RUNNING, u.c.stopped.is_(None)]
     if max_calls is not None:
@@ -33,23 +34,26 @@ def reserve_spend(conn: Connection, update_id: int, calls: int, cost_nanousd: in
         where.append(u.c.cost_reserved_nanousd + int(cost_nanousd) <= int(max_cost_nanousd))
     return conn.execute(update(u).where(*where).values(
         calls_reserved=u.c.calls_reserved + int(calls),
-        cost_reserved_nanousd=u.c.cost_reserved_nanousd + int(cost_nanousd))).rowcount == 1
+        cost_reserved_nanousd=u.c.cost_reserved_nanousd + int(cost_nanousd),
+        cost_in_flight_nanousd=u.c.cost_in_flight_nanousd + int(cost_nanousd))).rowcount == 1
 
 
-def release_spend(conn: Connection, update_id: int, calls: int, cost_nanousd: int) -> int:
-    """Give back what a reservation held and no call spent: a call not made (``calls``), or
-    a call that cost less than its bound (``cost_nanousd``), never below zero."""
+def settle_spend(conn: Connection, update_id: int, reserved_nanousd: int, spent_nanousd: int) -> int:
+    """A call reserved at ``reserved_nanousd`` answered: it is no longer in flight, and what
+    it held beyond what it cost (``spent_nanousd``, at most the reservation) goes back."""
     u = prompt_update
+    refund = max(0, int(reserved_nanousd) - int(spent_nanousd))
     return conn.execute(update(u).where(u.c.id == update_id).values(
-        calls_reserved=greatest(u.c.calls_reserved - int(calls), 0),
-        cost_reserved_nanousd=greatest(u.c.cost_reserved_nanousd - int(cost_nanousd), 0))).rowcount
+        cost_reserved_nanousd=greatest(u.c.cost_reserved_nanousd - refund, 0),
+        cost_in_flight_nanousd=greatest(u.c.cost_in_flight_nanousd - int(reserved_nanousd), 0))).rowcount
 
 
-def spend_of_update(conn: Connection, update_id: int) -> tuple[int, int]:
-    """(calls reserved, cost reserved in nano-dollars) of the update."""
+def spend_of_update(conn: Connection, update_id: int) -> tuple[int, int, int]:
+    """(calls reserved, cost reserved, of which in flight; nano-dollars) of the update."""
     u = prompt_update
-    row = conn.execute(select(u.c.calls_reserved, u.c.cost_reserved_nanousd).where(u.c.id == update_id)).first()
-    return (int(row[0] or 0), int(row[1] or 0)) if row else (0, 0)
+    row = conn.execute(select(u.c.calls_reserved, u.c.cost_reserved_nanousd, u.c.cost_in_flight_nanousd)
+                       .where(u.c.id == update_id)).first()
+    return (int(row[0] or 0), int(row[1] or 0), int(row[2] or 0)) if row else (0, 0, 0)
 
 
 # --- the gate config's limits: -------------------------------------------------------------------

@@ -3,12 +3,14 @@
 -- none may), its spend caps from the gate config's `limits:` and the upper bound of its
 -- calls (limits, JSON; NULL: none). calls_reserved and cost_reserved_nanousd count what its
 -- calls may have cost, reserved by the executor atomically before each call when a cap is
--- set (US dollars in units of 1e-9, rounded up). stopped: the one stop of the update
+-- set (US dollars in units of 1e-9, rounded up); cost_in_flight_nanousd is the part held
+-- by calls not answered yet (settled to their real cost when they are). stopped: the one stop of the update
 -- (JSON: kind early_stop or spend_cap, the run and the figures; NULL: not stopped).
 ALTER TABLE prompt_update ADD COLUMN full_run TINYINT NOT NULL DEFAULT 0,
   ADD COLUMN limits LONGTEXT NULL,
   ADD COLUMN calls_reserved BIGINT NOT NULL DEFAULT 0,
   ADD COLUMN cost_reserved_nanousd BIGINT NOT NULL DEFAULT 0,
+  ADD COLUMN cost_in_flight_nanousd BIGINT NOT NULL DEFAULT 0,
   ADD COLUMN stopped LONGTEXT NULL;
 -- A run stopped before every item was called: early_stop (its verdict was settled),
 -- with_update (another run of its update settled it) or spend_cap; NULL: not stopped.

@@ -3,6 +3,7 @@ ALTER TABLE prompt_update ADD COLUMN full_run INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE prompt_update ADD COLUMN limits TEXT NULL;
 ALTER TABLE prompt_update ADD COLUMN calls_reserved INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE prompt_update ADD COLUMN cost_reserved_nanousd INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE prompt_update ADD COLUMN cost_in_flight_nanousd INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE prompt_update ADD COLUMN stopped TEXT NULL;
 ALTER TABLE prompt_run ADD COLUMN stopped VARCHAR(16) NULL;
 CREATE TABLE IF NOT EXISTS prompt_run_tally (

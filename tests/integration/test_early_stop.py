@@ -176,3 +176,29 @@ def test_one_point_worse_than_live_is_inconclusive_on_200_items_and_passes_on_50
     else:
         assert low > -0.02 and drop["state"] == "pass" and drop["conclusive"] is True
         assert drop["value"] == "\u22121.0 pts [\u22121.7, \u22120.3]"
+
+
+def test_stopped_items_on_either_backend_with_reuse_and_prune(gate, tmp_path, monkeypatch):
+    """On MariaDB and SQLite, in one process: a stopped run's items are STOPPED, never an
+    answer: resubmitted, its answered items are reused and its stopped ones called; prune
+    takes a stopped run's items and its tally like any finished run's."""
+    from workers.supervisor import run_until_terminal
+    gate.register_dataset("d", str(write_rule_rows(tmp_path / "d.csv", 300, wrong_every=2)))
+    gate.map_dataset("p1", "d", "0.9")
+    with MockLLMServer() as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        first, = run_until_terminal(gate, [gate.submit(rules_spec("p1"))], timeout=60, concurrency=2)
+        assert first.status == UpdateStatus.REJECTED and first.update.reason.startswith("stopped early: d: ")
+        (run,) = first.runs
+        assert run.stopped > 0 and verdicts(gate, run.run_id)[Verdict.STOPPED] == run.stopped
+        called = server.stats()["requests"]
+        second, = run_until_terminal(gate, [gate.submit(rules_spec("p1"), full=True)], timeout=60, concurrency=2)
+        again = second.runs[0]
+        assert (again.scored, again.matches) == (300, 150) and again.stopped == 0
+        assert again.reused_total >= run.scored and server.stats()["requests"] - called == 300 - again.reused_total
+    with gate.engine.connect() as conn:
+        assert store.read_tally(conn, run.run_id)[1] == called
+    gate.prune(older_than=0)
+    assert verdicts(gate, run.run_id) == {}
+    with gate.engine.connect() as conn:
+        assert store.read_tally(conn, run.run_id) == ([], 0)
