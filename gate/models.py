@@ -302,6 +302,7 @@ class FleetCounts:
     oldest_pending_seconds: float | None   # the oldest submission no worker has started
     workers: int                       # live worker processes
     oldest_heartbeat_seconds: float | None
+    calls_saved: dict[str, int] = field(default_factory=dict)   # reason -> model calls not made, ever (gate_counter)
 
 
 @dataclass(frozen=True)
