@@ -7,6 +7,9 @@ big dataset does not starve a small one. A retryable failure (timeout, connectio
 provider's Retry-After); at the attempt cap its ERROR is final. Leases of calls that
 outlive half the lease are renewed. One item's call, or its N calls for a prompt with
 ``trials: N``, is ``workers.calls``; the result made of its answers, ``workers.results``.
+Each write-back also adds to its run's running counts (``store.add_tally``), from which
+``workers.early_stop`` judges whether the run's verdict is settled and stops its update;
+a call of an update with a spend cap is reserved first (``workers.spend``).
 
 An item's messages are rendered through the process's template sandbox (a CPU-time and
 memory budget per item, ``gate.sandbox``) and sent to the provider its update pinned at
