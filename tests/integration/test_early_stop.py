@@ -61,7 +61,9 @@ def uncalled(gate, run_id) -> int:
 def test_a_candidate_that_misses_its_bar_stops_once_settled(mysql_gate, llm, fleet, tmp_path):
     """Half of 1,000 items answered wrong against a 90 % bar: once 101 are wrong (item 201
     in dataset order) even 899 right answers could not clear it. The model server sees at
-    most those 201 calls and the ones in flight; the update is REJECTED saying so."""
+    most those 201 calls and the ones in flight (what the executor holds claimed, and a
+    chunk its two write-back threads may commit ahead of its turn); the update is REJECTED
+    saying so."""
     gate = mysql_gate
     gate.register_dataset("d", str(write_rule_rows(tmp_path / "d.csv", 1000, wrong_every=2)))
     gate.map_dataset("p1", "d", "0.9")
@@ -70,7 +72,7 @@ def test_a_candidate_that_misses_its_bar_stops_once_settled(mysql_gate, llm, fle
     report = gate.wait(uid, timeout=60)
     calls = llm.stats()["requests"]
     assert report.status == UpdateStatus.REJECTED, report.update.reason
-    assert calls <= 201 + IN_FLIGHT, calls
+    assert calls <= 201 + CHUNK + IN_FLIGHT, calls    # (+ a chunk: two write-back threads may commit out of order)
     (run,) = report.runs
     sentence = re.fullmatch(r"stopped early: d: stopped after ([\d,]+) of 1,000 items: even if every remaining item "
                             r"matched, accuracy would be at most ([\d.]+) % < 90 % — ([\d,]+) calls saved",
