@@ -39,7 +39,8 @@ class GateAPI(Protocol):
 
     # --- submissions and their reports -------------------------------------------------------
 
-    def submit(self, spec: PromptSpec, mode: str = "check", source: dict | None = None, reuse: bool = True) -> int: ...
+    def submit(self, spec: PromptSpec, mode: str = "check", source: dict | None = None, reuse: bool = True, *,
+               full: bool = False) -> int: ...
 
     def status(self, update_id: int, failures: int = SAMPLE_FAILURES) -> UpdateReport: ...
 

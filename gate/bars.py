@@ -3,8 +3,16 @@
 ``min_accuracy`` is the bar every mapping has. The others are optional and all must clear
 too: ``max_broken`` (items live answered right and the candidate wrong: 0 means "no
 regression on this set"), ``min_recall`` / ``min_precision`` per label,
-``max_latency_p95_ms`` and ``max_cost_per_1k_items``. A bar is compared unrounded (exact
-fractions, as ``scoring.clears`` does for accuracy) and shown rounded.
+``max_latency_p95_ms``, ``max_cost_per_1k_items``, and ``max_drop``: a non-inferiority bar
+against live, in accuracy points — the candidate clears it when the lower end of the
+confidence interval of the paired difference (candidate − live on the same items,
+``stats.paired_difference_interval``, at the mapping's ``confidence``, 0.95 by default) is
+at least −``max_drop``. An interval that straddles the limit fails as "inconclusive" (the
+dataset cannot tell whether the drop is within it), one wholly below it as "missed". A
+bar is compared unrounded (exact fractions, as ``scoring.clears`` does for accuracy) and
+shown rounded. A mapping also says whether its runs may stop early (``early_stop``, on by
+default: gate/settle.py); that is a setting, not a bar, kept with the bars so that it is
+pinned with them.
 
 A bar that does not apply to a run — ``max_broken`` with no live version yet, a label
 this dataset version has no item of, no timed call — is "n/a — not applied": it does not
@@ -19,20 +27,24 @@ change its verdict.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
+from dataclasses import dataclass, field, replace
+from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from fractions import Fraction
 from typing import Any, Mapping
 
 from .errors import UsageError
 from .itempolicy import KEYS as POLICY_KEYS, ItemPolicy
 from .scoring import clears, format_bar, format_pct, parse_bar
+from .stats import paired_difference_interval
 
-EXTRA_KEYS = ("max_broken", "min_recall", "min_precision", "max_latency_p95_ms", "max_cost_per_1k_items")
+EXTRA_KEYS = ("max_broken", "min_recall", "min_precision", "max_latency_p95_ms", "max_cost_per_1k_items", "max_drop",
+              "confidence", "early_stop")
 # bars of a fields decision and of slices, and what a mapping says of items (gate.itempolicy)
 ITEM_KEYS = ("min_field_accuracy", "min_slice_accuracy", "min_slice_items", *POLICY_KEYS)
 MAX_LABEL_BARS = 64
 DEFAULT_SLICE_ITEMS = 20
+DEFAULT_CONFIDENCE = Decimal("0.95")
+MINUS = "\u2212"
 
 
 @dataclass(frozen=True)
@@ -47,6 +59,9 @@ class Bars:
     min_slice_accuracy: Decimal | None = None
     min_slice_items: int | None = None
     policy: ItemPolicy = ItemPolicy()
+    max_drop: Decimal | None = None           # accuracy points live may lose, at the lower end of the interval
+    confidence: Decimal = DEFAULT_CONFIDENCE  # of the paired difference's interval
+    early_stop: bool = True                   # a run may stop once no outcome of its rest could clear its bars
 
     @classmethod
     def parse(cls, min_accuracy: Any, extra: Mapping[str, Any] | None = None) -> "Bars":
@@ -62,7 +77,8 @@ class Bars:
                    min_precision=_per_label(extra.get("min_precision"), "min_precision"),
                    max_latency_p95_ms=_count(extra.get("max_latency_p95_ms"), "max_latency_p95_ms"),
                    max_cost_per_1k_items=_money(extra.get("max_cost_per_1k_items"), "max_cost_per_1k_items"),
-                   **_item_bars(extra))
+                   max_drop=_points(extra.get("max_drop")), confidence=_confidence(extra.get("confidence")),
+                   early_stop=_flag(extra.get("early_stop"), "early_stop"), **_item_bars(extra))
 
     def extra(self) -> dict[str, Any] | None:
         """The bars beyond min_accuracy as JSON (prompt_dataset.bars, pinned["bars"]); None if none."""
@@ -77,6 +93,12 @@ class Bars:
             out["max_latency_p95_ms"] = self.max_latency_p95_ms
         if self.max_cost_per_1k_items is not None:
             out["max_cost_per_1k_items"] = f"{self.max_cost_per_1k_items:f}"
+        if self.max_drop is not None:
+            out["max_drop"] = f"{self.max_drop:f}"
+        if self.confidence != DEFAULT_CONFIDENCE:
+            out["confidence"] = f"{self.confidence:f}"
+        if not self.early_stop:
+            out["early_stop"] = False
         out.update(self._item_extra())
         return out or None
 
@@ -107,6 +129,12 @@ class Bars:
         out += [f"field[{k}] ≥ {format_bar(v)}" for k, v in sorted(self.min_field_accuracy.items())]
         if self.min_slice_accuracy is not None:
             out.append(f"every slice of ≥ {self.slice_items} items ≥ {format_bar(self.min_slice_accuracy)}")
+        if self.max_drop is not None:
+            out.append(f"max drop {self.max_drop.normalize():f} pts")
+        if self.confidence != DEFAULT_CONFIDENCE:
+            out.append(f"confidence {format_bar(self.confidence)}")
+        if not self.early_stop:
+            out.append("early stop off")
         return out + self.policy.describe()
 
 
@@ -131,6 +159,37 @@ def _money(value: Any, name: str) -> Decimal | None:
     if not amount.is_finite() or amount < 0 or amount > 10 ** 9 or amount.as_tuple().exponent < -9:
         raise UsageError(f"{name} {value!r} is out of range: 0 to 1000000000 dollars, at most 9 decimals")
     return amount
+
+
+def _points(value: Any) -> Decimal | None:
+    """max_drop: accuracy points (2 = two points of accuracy), 0 to 100."""
+    if value is None:
+        return None
+    try:
+        points = Decimal(str(value).strip()) if not isinstance(value, bool) else Decimal("NaN")
+    except (InvalidOperation, ValueError):
+        raise UsageError(f"max_drop {value!r} is not a number of accuracy points, e.g. 2") from None
+    if not points.is_finite() or points < 0 or points > 100 or points.as_tuple().exponent < -9:
+        raise UsageError(f"max_drop {value!r} is out of range: 0 to 100 accuracy points (2 = two points, not 0.02), "
+                         "at most 9 decimals")
+    return points
+
+
+def _confidence(value: Any) -> Decimal:
+    if value is None:
+        return DEFAULT_CONFIDENCE
+    confidence = parse_bar(value, "confidence")
+    if not Decimal("0.5") <= confidence < 1:
+        raise UsageError(f"confidence {value!r} is out of range: at least 0.5 and below 1, e.g. 0.95")
+    return confidence
+
+
+def _flag(value: Any, name: str) -> bool:
+    if value is None:
+        return True
+    if not isinstance(value, bool):
+        raise UsageError(f"{name} {value!r} is not true or false")
+    return value
 
 
 def _per_label(value: Any, name: str) -> dict[str, Decimal]:
@@ -194,14 +253,20 @@ class BarCheck:
     value: str | None         # the run's figure as shown, None when n/a
     state: str
     note: str | None = None
+    reason: str | None = None           # a fail's: "missed", or "inconclusive" (the interval straddles the limit)
+    interval: tuple[float, float] | None = None   # max_drop: the paired difference's interval (fractions)
+    conclusive: bool | None = None      # max_drop: the interval lies wholly on one side of the limit
 
     @property
     def title(self) -> str:
         return f"{self.name}[{self.label}]" if self.label is not None else self.name
 
     def to_dict(self) -> dict[str, Any]:
-        return {"bar": self.name, "label": self.label, "limit": self.limit, "value": self.value, "state": self.state,
-                "note": self.note}
+        out = {"bar": self.name, "label": self.label, "limit": self.limit, "value": self.value, "state": self.state,
+               "note": self.note, "reason": self.reason if self.reason else ("missed" if self.state == "fail" else None)}
+        if self.name == "max_drop":
+            out.update(interval=list(self.interval) if self.interval else None, conclusive=self.conclusive)
+        return out
 
 
 def check(bars: Bars, metrics: Mapping[str, Any]) -> list[BarCheck]:
@@ -233,6 +298,8 @@ def check(bars: Bars, metrics: Mapping[str, Any]) -> list[BarCheck]:
                             "no call was timed" if p95 is None else None))
     if bars.max_cost_per_1k_items is not None:
         out.append(_cost_check(bars.max_cost_per_1k_items, metrics))
+    if bars.max_drop is not None:
+        out.append(drop_check(bars.max_drop, bars.confidence, metrics))
     return out + item_checks(bars, metrics)
 
 
@@ -291,6 +358,58 @@ def _fraction_check(name: str, label: str, bar: Decimal, hits: int, of: int, emp
         return BarCheck(name, label, format_bar(bar), None, "n/a", empty)
     return BarCheck(name, label, format_bar(bar), format_pct(hits, of, bar),
                     "pass" if Fraction(hits, of) >= Fraction(bar) else "fail")
+
+
+def drop_check(max_drop: Decimal, confidence: Decimal, metrics: Mapping[str, Any]) -> BarCheck:
+    """The non-inferiority bar: the lower end of the paired difference's interval (candidate
+    − live on the same items) at least −``max_drop`` points, compared exactly (the float
+    limit as the exact fraction it is). Wholly below: missed; straddling: inconclusive.
+    Pending, n/a and uncomputable as ``max_broken`` (``_broken_check``)."""
+    limit = f"{MINUS}{max_drop.normalize():f} pts" if max_drop else "0 pts"
+    if metrics.get("flips") is None:       # not compared yet, no live version, or its answers missing
+        return replace(_broken_check(0, metrics), name="max_drop", limit=limit)
+    found = paired_difference(metrics, confidence)
+    if found is None:
+        return BarCheck("max_drop", None, limit, None, "n/a", "no item was answered by both")
+    theta, low, high = found
+    bound = -Fraction(max_drop) / 100
+    shown = f"{points(theta)} pts [{points(low, bound)}, {points(high, bound)}]"
+    if Fraction(low) >= bound:
+        return BarCheck("max_drop", None, limit, shown, "pass", interval=(low, high), conclusive=True)
+    if Fraction(high) < bound:
+        return BarCheck("max_drop", None, limit, shown, "fail", f"the difference is at most {points(high, bound)} pts; "
+                        f"the limit is {limit_text(max_drop)}", "missed", (low, high), True)
+    return BarCheck("max_drop", None, limit, shown, "fail", f"inconclusive: the difference could be as low as "
+                    f"{points(low, bound)} pts; the limit is {limit_text(max_drop)}", "inconclusive", (low, high), False)
+
+
+def paired_difference(metrics: Mapping[str, Any], confidence: Decimal) -> tuple[float, float, float] | None:
+    """(difference, low, high) of the run's paired answers against live (its ``flips``), or
+    None when there are none."""
+    flips = metrics.get("flips")
+    if not flips or not flips.get("paired"):
+        return None
+    return paired_difference_interval(flips["both_right"], flips["fixed"], flips["broken"], flips["both_wrong"],
+                                      float(confidence))
+
+
+def limit_text(max_drop: Decimal) -> str:
+    """−max_drop as the report says it: "−2"."""
+    return f"{MINUS}{max_drop.normalize():f}" if max_drop else "0"
+
+
+def points(fraction: float, bound: Fraction | None = None) -> str:
+    """A difference (a fraction) in accuracy points with one decimal and its sign ("−3.4",
+    "+0.9", "0.0"); against ``bound``, with as many more decimals as keep the printed
+    number on the same side of the bound as the exact one (−2.04 against −2 is "−2.04")."""
+    exact = Fraction(fraction) * 100
+    for digits in range(1, 7):
+        shown = Decimal(fraction * 100).quantize(Decimal(1).scaleb(-digits), ROUND_HALF_EVEN)
+        if bound is None or (Fraction(shown) >= bound * 100) == (exact >= bound * 100):
+            break
+    if shown == 0:
+        return f"{abs(shown)}"
+    return f"{MINUS}{abs(shown)}" if shown < 0 else f"+{shown}"
 
 
 # --- bars of a fields decision, of slices, and protected items ------------------------------

@@ -48,10 +48,10 @@ TIMEOUTS = Timeouts(connect=10.0, read=60.0)
 GATE_NAMES = frozenset({"authenticate", "cancel", "close", "connect", "create_token", "dataset_version",
                         "dataset_versions", "diff_source", "diff_upload", "diff_versions", "endpoint", "ensure_schema",
                         "fleet", "get_dataset", "history", "import_upload", "list_datasets", "list_tokens",
-                        "list_updates", "live", "live_workers", "map_dataset", "mappings", "optional_fields",
+                        "list_updates", "limits", "live", "live_workers", "map_dataset", "mappings", "optional_fields",
                         "preview_dataset", "prices", "providers", "prune", "refresh_dataset", "register_dataset",
-                        "register_provider", "remove_price", "remove_provider", "revoke_token", "rollback",
-                        "set_optional_fields", "set_price", "source_egress", "status", "submit", "unmap_dataset",
+                        "register_provider", "remove_limit", "remove_price", "remove_provider", "revoke_token", "rollback",
+                        "set_limit", "set_optional_fields", "set_price", "source_egress", "status", "submit", "unmap_dataset",
                         "updates_for_sha", "upgrade", "wait", "wait_for_sha", "wait_status"})
 
 
@@ -170,12 +170,14 @@ class RemoteGate:
 
     # --- submissions and their reports -----------------------------------------------------
 
-    def submit(self, spec: PromptSpec, mode: str = "check", source: dict | None = None, reuse: bool = True) -> int:
+    def submit(self, spec: PromptSpec, mode: str = "check", source: dict | None = None, reuse: bool = True, *,
+               full: bool = False) -> int:
         """Submit the prompt (its canonical config, which the server parses as it parses a
         file). ``source``: its ``key``, ``sha``, ``path`` (and ``repo``, ``pr``) as the local
         gate takes them; the service records who submitted it."""
         source = source or {}
-        body = {"prompt": spec.to_config(), "mode": mode, "reuse": reuse, "source_key": source.get("key"),
+        body = {"prompt": spec.to_config(), "mode": mode, "reuse": reuse, "full": full or None,
+                "source_key": source.get("key"),
                 **{k: source.get(k) for k in ("sha", "repo", "pr", "path")}}
         return int(self._call("POST", "/v1/updates", body={k: v for k, v in body.items() if v is not None})["id"])
 

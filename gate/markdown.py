@@ -30,6 +30,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
+from .report import difference as difference_text, spend_line
 from .scoring import format_bar, format_pct
 from .stats import format_p
 from .update_report import RunReport, UpdateReport
@@ -158,6 +159,11 @@ def interval(value: Any) -> Safe:
     return Safe(f"[{100 * float(value[0]):.1f}–{100 * float(value[1]):.1f}]")
 
 
+def difference(compared: Any) -> Safe:
+    """The paired difference with its interval: "−1.2 pts \\[−3.4, +0.9\\] (95% interval)"."""
+    return md(difference_text(compared))
+
+
 def pvalue(value: Any) -> Safe:
     return Safe("n/a" if value is None else format_p(float(value)))
 
@@ -222,7 +228,7 @@ def environment() -> Environment:
                       trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, finalize=_finalize)
     env.filters.update(md=md, code=code, short_hash=short_hash, mermaid_label=mermaid_label, mermaid_chart=mermaid_chart, num=num,
                        pct=pct, run_pct=run_pct, chart_pct=chart_pct, bar_pct=bar_pct, link=link, points=points,
-                       interval=interval, pvalue=pvalue, ratio=ratio, usd=usd, decided=decided)
+                       interval=interval, pvalue=pvalue, ratio=ratio, usd=usd, decided=decided, difference=difference)
     return env
 
 
@@ -252,6 +258,8 @@ def _run_view(run: RunReport, samples: int, excerpt: int) -> dict:
         result = "pass"
     elif run.passed is False:
         result = "fail"
+    elif run.stop:
+        result = "stopped"
     else:
         result = run.status.lower()
     return {
@@ -294,6 +302,7 @@ def _update_view(report: UpdateReport, samples: int, excerpt: int, details: bool
         "details": details,
         # inside the details, bars only: no line joins two datasets
         "chart": report.runs if charts and any(r.accuracy is not None for r in report.runs) else None,
+        "spend": spend_line(report.spend) if report.spend else None,
     }
 
 

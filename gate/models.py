@@ -94,6 +94,9 @@ class Update:
     created_at: dt.datetime
     started_at: dt.datetime | None
     finished_at: dt.datetime | None
+    full: bool = False                  # `submit --full`: no run of it stops early
+    limits: dict[str, Any] | None = None    # the spend caps pinned at submit and its calls' upper bound (gate.spend)
+    stopped: dict[str, Any] | None = None   # why it stopped before every item was called (early stop, spend cap)
 
 
 @dataclass(frozen=True)
@@ -122,6 +125,7 @@ class Run:
     pinned: dict[str, Any] | None = None    # what the verdict stands on (see gate.reuse.pin)
     role: str = "candidate"                 # or "baseline": the live version, for the comparison
     dataset_version_number: int | None = None   # that version's number in its dataset ("v3")
+    stopped: str | None = None              # early_stop, with_update or spend_cap: its items were not all called
 
 
 @dataclass(frozen=True)
@@ -164,6 +168,7 @@ class ItemResult:
     unstable: bool = False            # the trials' answers disagree
     fields_wrong: int | None = None   # a fields decision: bits of the fields that did not match
     fields_missing: int | None = None  # ... and of those the answer did not have (gate.structured.compare)
+    calls: int = 0                    # model calls made for it (0: reused, or not called)
 
 
 TRIAL_OUTPUT_LIMIT = 200             # characters of each trial's output kept with its item
@@ -248,6 +253,7 @@ class RunCounts:
     match: int = 0
     mismatch: int = 0
     error: int = 0
+    stopped: int = 0
 
     @property
     def scored(self) -> int:
@@ -300,6 +306,7 @@ class FleetCounts:
     oldest_pending_seconds: float | None   # the oldest submission no worker has started
     workers: int                       # live worker processes
     oldest_heartbeat_seconds: float | None
+    calls_saved: dict[str, int] = field(default_factory=dict)   # reason -> model calls not made, ever (gate_counter)
 
 
 @dataclass(frozen=True)

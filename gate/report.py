@@ -7,6 +7,9 @@ retitle or clear the terminal that shows it, nor forge a line of its own.
 
 from __future__ import annotations
 
+from decimal import Decimal
+
+from .bars import points
 from .itemreport import accepted_lines, answer, field_lines, protected_lines, slice_lines
 from .scoring import format_bar, format_pct
 from .stats import format_p
@@ -19,11 +22,12 @@ def render_text(report: UpdateReport) -> str:
     lines = [f"update {u.id}: {u.prompt_name} ({u.mode}) {u.status}" + (f" — {safe(u.reason)}" if u.reason else "")]
     lines += protected_lines(report)
     for r in report.runs:
-        verdict = {True: "pass", False: "FAIL", None: r.status.lower()}[r.passed]
+        verdict = {True: "pass", False: "FAIL", None: "stopped" if r.stop else r.status.lower()}[r.passed]
         progress = f"{r.scored}/{r.total} scored" if r.total else "no items yet"   # as JSON's scored
         lines.append(f"  {safe(r.dataset)}: {format_pct(r.matches, r.scored, r.bar)} vs bar {format_bar(r.bar)} [{verdict}] "
-                     f"{progress}, {r.errors} errors" +
+                     f"{progress}, {r.errors} errors" + (f", {r.stopped} not called" if r.stopped else "") +
                      (f" — {safe(r.reason)}" if r.reason and r.status == "ERROR" else ""))
+        lines += _stop_lines(r)
         lines += _trials_lines(r)
         lines += _fields_lines(r)
         lines += _comparison_lines(r)
@@ -55,7 +59,40 @@ def render_text(report: UpdateReport) -> str:
                                                  ("rate_limited_calls", "calls rate-limited (429)")) if a.get(k)]
     if extra:
         lines.append("  " + ", ".join(extra))
+    if report.spend:
+        lines.append(f"  calls: {spend_line(report.spend)}")
     return "\n".join(lines)
+
+
+STOPPED_WITH = {"with_update": "stopped with its update: another dataset settled the verdict, so its remaining "
+                               "items were not called",
+                "spend_cap": "stopped: the update reached its spend cap, so its remaining items were not called"}
+
+
+def _stop_lines(r) -> list[str]:
+    """A run stopped before every item was called: why, in a sentence."""
+    if not r.stop:
+        return []
+    if r.stop["kind"] == "early_stop":
+        return [f"    {safe(r.stop['sentence'] or 'stopped early: its verdict was settled')}"]
+    return [f"    {STOPPED_WITH.get(r.stop['kind'], 'stopped')}"]
+
+
+def spend_line(spend: dict) -> str:
+    """What an update's calls came to: "140 made, 0 reused, 860 saved by early stop; at most
+    1,000 (caps: 300 calls)"; at submit only the bound and the caps."""
+    done = [f"{spend.get(k) or 0:,} {word}" for k, word in (("calls_made", "made"), ("calls_reused", "reused"))]
+    if spend.get("calls_saved"):
+        done.append(f"{spend['calls_saved']:,} saved by a stop")
+    caps = [f"{spend['max_calls_per_update']:,} calls" if spend.get("max_calls_per_update") else None,
+            f"${spend['max_cost_per_update_usd']}" if spend.get("max_cost_per_update_usd") else None]
+    caps = [c for c in caps if c]
+    bound = spend.get("calls_bound")
+    limits = ([f"at most {bound:,} model calls"] if bound is not None else []) + \
+        ([f"cap {' and '.join(caps)} per update"] if caps else []) + (["every item called (--full)"] if spend.get("full") else [])
+    if spend.get("cost_reserved_usd") not in (None, "0"):
+        limits.append(f"${spend['cost_reserved_usd']} reserved")
+    return ", ".join(done) + (f" ({'; '.join(limits)})" if limits else "")
 
 
 def _trials_lines(r) -> list[str]:
@@ -94,7 +131,17 @@ def _comparison_lines(r) -> list[str]:
     return [f"    vs live (update {c['live_update_id']}): {_pct_ci(c['live_accuracy'], c['live_interval'])} → "
             f"{_pct_ci(c['accuracy'], c['interval'])} ({_points(c['delta_points'])}); "
             f"fixed {c['fixed']}, broken {c['broken']}; McNemar p = {format_p(c['p_value'])}: "
-            f"the difference {verdict} significant at 5%"]
+            f"the difference {verdict} significant at 5%",
+            f"    difference vs live: {difference(c)}"]
+
+
+def difference(c: dict) -> str:
+    """The paired difference with its interval: "−1.2 pts [−3.4, +0.9] (95% interval)"."""
+    interval = c.get("difference_interval")
+    if not interval or c.get("difference_points") is None:
+        return "n/a"
+    return (f"{points(c['difference_points'] / 100)} pts [{points(interval[0])}, {points(interval[1])}] "
+            f"({format_bar(Decimal(str(c.get('confidence', 0.95))))} interval)")
 
 
 def _points(delta) -> str:

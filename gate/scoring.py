@@ -57,16 +57,21 @@ def metrics_from_breakdown(rows: Iterable[tuple[str, str, str | None, int]], con
         "mismatches": counts[Verdict.MISMATCH],
         "errors": counts[Verdict.ERROR],
         "pending": counts[Verdict.PENDING],
+        "stopped": counts[Verdict.STOPPED],
         "invalid": invalid,
         "accuracy": (counts[Verdict.MATCH] / scored) if scored else None,
         "confusion": confusion,
     }
 
 
-def run_end(metrics: dict, dataset_name: str, first_error: str | None = None) -> tuple[RunStatus, str | None]:
+def run_end(metrics: dict, dataset_name: str, first_error: str | None = None,
+            stopped: bool = False) -> tuple[RunStatus, str | None]:
     """How a fully scored run ends: DONE, or ERROR with a reason a person can act on
     (``first_error``: the error of the first item that has one, e.g. a template over its
-    budget)."""
+    budget). A run that ``stopped`` before its items were all called is DONE: its update's
+    verdict is the stop's (gate/verdict.py), its errors are shown."""
+    if stopped:
+        return RunStatus.DONE, None
     if metrics["total"] == 0:
         return RunStatus.ERROR, f"dataset {dataset_name} has no rows: nothing to score"
     if metrics["errors"]:

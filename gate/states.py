@@ -36,6 +36,7 @@ class Verdict(StrEnum):
     MATCH = "MATCH"
     MISMATCH = "MISMATCH"
     ERROR = "ERROR"
+    STOPPED = "STOPPED"      # never called: its run stopped first (early stop, spend cap); not an answer
 
 
 U, R = UpdateStatus, RunStatus

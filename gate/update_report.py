@@ -15,8 +15,9 @@ from decimal import Decimal
 from typing import Any
 
 from .models import FlipSample, ItemSample, Run, UnstableItem, Update
+from .bars import DEFAULT_CONFIDENCE, pinned_bars
 from .report_figures import accepted_view, fields_view, protected_view, slices_view
-from .stats import label_metrics, mcnemar_exact, significant, wilson_interval
+from .stats import label_metrics, mcnemar_exact, paired_difference_interval, significant, wilson_interval
 from .update_outcome import run_checks
 from .states import EXIT_CODES, UPDATE_TERMINAL, RunStatus, UpdateStatus
 
@@ -61,6 +62,8 @@ class RunReport:
     slices: dict | None = None          # per value of the mapping's slice_by column
     protected: dict | None = None       # the protected items, and those that broke
     accepted_breaks: list[dict] = field(default_factory=list)   # the mapping's accepted breaks, and what became of each
+    stopped: int = 0                    # items never answered: the run stopped first (early stop, spend cap)
+    stop: dict | None = None            # why it stopped: kind, sentence, calls saved; None: it did not
 
     @property
     def reused_total(self) -> int:
@@ -72,6 +75,7 @@ class UpdateReport:
     update: Update
     runs: list[RunReport]
     attempts: dict[str, int]
+    spend: dict = field(default_factory=dict)   # calls: the upper bound and caps pinned at submit, made, reused, saved
 
     @property
     def status(self) -> str:
@@ -97,7 +101,8 @@ class UpdateReport:
                 return value.isoformat() + "Z"
             return value
         u = asdict(self.update)
-        return plain({"id": u.pop("id"), **u, "runs": [asdict(r) for r in self.runs], "attempts": self.attempts})
+        return plain({"id": u.pop("id"), **u, "runs": [asdict(r) for r in self.runs], "attempts": self.attempts,
+                      **({"spend": self.spend} if self.spend else {})})
 
 
 def run_report(run: Run, counts, failures: list[ItemSample], reused: dict[int, int] | None = None,
@@ -107,7 +112,10 @@ def run_report(run: Run, counts, failures: list[ItemSample], reused: dict[int, i
     matches = metrics.get("matches", counts.match)
     scored = metrics.get("scored", counts.scored)
     checks = [c.to_dict() for c in run_checks(run)] if run.status == RunStatus.DONE else []
+    stop = _stop(metrics, run)
     passed = all(c["state"] != "fail" for c in checks) if run.status == RunStatus.DONE else None
+    if stop is not None and run.status == RunStatus.DONE:      # settled early: failed; else not judged
+        passed = False if stop["kind"] == "early_stop" else None
     return RunReport(
         run_id=run.id, dataset=run.dataset_name, bar=run.min_accuracy, status=run.status,
         total=metrics.get("total", counts.total), scored=scored, matches=matches,
@@ -116,12 +124,14 @@ def run_report(run: Run, counts, failures: list[ItemSample], reused: dict[int, i
         row_count=run.row_count, content_hash=run.content_hash, source_version=run.source_version,
         source_uri=run.source_uri, metrics=run.metrics, failures=failures, dataset_version_id=run.dataset_version_id,
         dataset_version_number=run.dataset_version_number,
-        pinned=run.pinned, reused=reused or {}, checks=checks, comparison=comparison(metrics),
+        pinned=run.pinned, reused=reused or {}, checks=checks,
+        comparison=comparison(metrics, pinned_bars(run.pinned, run.min_accuracy).confidence),
         baseline_note=metrics.get("baseline_note") if "flips" in metrics else (run.pinned or {}).get("baseline_note"),
         labels=label_metrics(metrics.get("confusion") or {}), calls=metrics.get("calls"), broken=broken or [],
         cost=_cost(metrics, run.pinned), trials=_trials(metrics, run.pinned), unstable=unstable or [],
         fields_read=_fields_read(run.pinned), fields=fields_view(metrics), slices=slices_view(metrics),
-        protected=protected, accepted_breaks=accepted_view(metrics))
+        protected=protected, accepted_breaks=accepted_view(metrics), stopped=metrics.get("stopped", counts.stopped),
+        stop=stop)
 
 
 def _with_wrong_fields(run: Run, failures: list[ItemSample], broken: list[FlipSample], protected: dict | None):
@@ -139,6 +149,17 @@ def _with_wrong_fields(run: Run, failures: list[ItemSample], broken: list[FlipSa
             {**s, "wrong_fields": wrong_fields(rule, s["candidate_decision"], s["expected_decision"])}
             for s in protected["samples"]]}
     return failures, broken, protected
+
+
+def _stop(metrics: dict, run: Run) -> dict | None:
+    """A stopped run's stop as the report says it: why (early_stop: its verdict was
+    settled; with_update: another run of its update settled it; spend_cap), in a sentence
+    once reconcile confirmed it, and the calls it saved; None for a run not stopped."""
+    stop = metrics.get("stop")
+    if not stop and not run.stopped:
+        return None
+    kind = (stop or {}).get("kind") or run.stopped
+    return {"kind": kind, "sentence": (stop or {}).get("sentence"), "calls_saved": metrics.get("calls_saved")}
 
 
 def _fields_read(pinned: dict | None) -> list[dict] | None:
@@ -166,16 +187,18 @@ def _trials(metrics: dict, pinned: dict | None) -> dict | None:
 def _cost(metrics: dict, pinned: dict | None) -> dict | None:
     """The cost as shown: exact dollars, per 1,000 items to 9 decimals (the cost bar
     compares the exact figures), and the price it was computed at."""
-    if metrics.get("cost_usd") is None or not metrics.get("total"):
+    answered = metrics.get("total", 0) - metrics.get("stopped", 0)      # a stopped run's rows not called cost nothing
+    if metrics.get("cost_usd") is None or answered <= 0:
         return None
-    per_1k = Decimal(metrics["cost_usd"]) * 1000 / metrics["total"]
+    per_1k = Decimal(metrics["cost_usd"]) * 1000 / answered
     return {"usd": metrics["cost_usd"], "per_1k_items": f"{per_1k:.9f}", "price": (pinned or {}).get("price")}
 
 
-def comparison(metrics: dict) -> dict | None:
+def comparison(metrics: dict, confidence: Decimal = DEFAULT_CONFIDENCE) -> dict | None:
     """Live against candidate on the same items, from finalize's flips: each accuracy with
-    its Wilson 95 % interval, the change in points, fixed and broken counts, and McNemar's
-    exact p-value on them."""
+    its Wilson 95 % interval, the change in points, the paired difference's interval at
+    ``confidence`` (Newcombe's method 10: the resolution the dataset gives), fixed and
+    broken counts, and McNemar's exact p-value on them."""
     flips, live = metrics.get("flips"), metrics.get("live")
     if not flips or not live:
         return None
@@ -192,7 +215,15 @@ def comparison(metrics: dict) -> dict | None:
         "fixed": flips["fixed"], "broken": flips["broken"], "both_right": flips["both_right"],
         "both_wrong": flips["both_wrong"], "paired": flips["paired"],
         "p_value": p_value, "significant": significant(p_value),
+        "difference_points": round(100 * (flips["fixed"] - flips["broken"]) / flips["paired"], 9) if flips["paired"]
+        else None, "difference_interval": _difference(flips, confidence), "confidence": float(confidence),
     }
+
+
+def _difference(flips: dict, confidence: Decimal) -> list[float] | None:
+    found = paired_difference_interval(flips["both_right"], flips["fixed"], flips["broken"], flips["both_wrong"],
+                                       float(confidence))
+    return None if found is None else [found[1], found[2]]
 
 
 def _interval(successes: int, n: int) -> list[float] | None:

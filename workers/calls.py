@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from gate.errors import CallFailure, ModelCallError
 from gate.models import Answer, ClaimedItem, ItemResult
@@ -16,6 +16,7 @@ from gate.spec import PromptSpec
 from gate.states import Verdict
 
 from . import metrics
+from .early_stop import RunContext
 from .results import answered_trial, called_result, failed_trial, failure_result, reused_trial, trials_result
 
 
@@ -34,6 +35,11 @@ class RunCall:
     reuse: bool = True
     rendered: int = 0                  # items rendered in the sandbox, and the seconds it took
     render_seconds: float = 0.0
+    context: RunContext = field(default_factory=RunContext)   # its bars and tally to judge, its update's caps
+    stopped: bool = False              # its update stopped: no call of it begins any more
+
+    def __post_init__(self) -> None:
+        self.stopped = self.stopped or self.context.stopped
 
 
 class ItemCaller:
@@ -41,10 +47,11 @@ class ItemCaller:
     through ``limiter``; counts calls and retries in the executor's ``stats`` and the
     start of each call in its ``calls_began`` (both under its ``lock``); ``stop_run(run,
     item)`` is how a template over its budget stops its run; ``draining()`` says the worker
-    is draining (no further trial begins: the item goes back for another worker)."""
+    is draining (no further trial begins: the item goes back for another worker); ``spend``
+    (workers.spend.SpendGuard) reserves each call of an update with a spend cap."""
 
     def __init__(self, call, settings, limiter, lock: threading.Lock, stats: dict, calls_began: dict, stop_run,
-                 draining=lambda: False):
+                 draining=lambda: False, spend=None):
         self.call = call
         self.settings = settings
         self.limiter = limiter
@@ -53,11 +60,21 @@ class ItemCaller:
         self.calls_began = calls_began
         self.stop_run = stop_run
         self.draining = draining
+        self.spend = spend
 
     def result(self, run: RunCall, item: ClaimedItem, messages, keys: tuple[str, ...] | None,
                known: dict[str, Answer]) -> ItemResult:
         """One item: its messages (rendered by a render thread), the call under the rate
-        limit (or its trials), its verdict; each answer is kept under its key for reuse."""
+        limit (or its trials), its verdict; each answer is kept under its key for reuse. The
+        result says how many model calls it took (``calls``)."""
+        made: list[int] = []
+        result = self._result(run, item, messages, keys, known, made)
+        return replace(result, calls=len(made)) if made else result
+
+    def _result(self, run: RunCall, item: ClaimedItem, messages, keys: tuple[str, ...] | None,
+                known: dict[str, Answer], made: list[int]) -> ItemResult:
+        if run.stopped:        # its update stopped since the item was claimed: the item is STOPPED already
+            return ItemResult(item.position, Verdict.PENDING, retry_in=0.0, error="not called: its update stopped")
         if run.over_budget or run.endpoint is None:
             why = f"budget: {run.over_budget}" if run.over_budget else f"config: {run.endpoint_error}"
             return ItemResult(item.position, Verdict.ERROR, error=why[:1000])
@@ -66,13 +83,13 @@ class ItemCaller:
                 self.stop_run(run, item)
             return self.failure(item, messages)
         if run.spec.trials > 1:
-            return self._trials(run, item, messages, keys, known)
-        out = self._call(run, item, messages)
+            return self._trials(run, item, messages, keys, known, made)
+        out = self._call(run, item, messages, made)
         return out if isinstance(out, ItemResult) else called_result(item, out, keys[0] if keys else None,
                                                                     run.spec.decision)
 
     def _trials(self, run: RunCall, item: ClaimedItem, messages, keys: tuple[str, ...],
-                known: dict[str, Answer]) -> ItemResult:
+                known: dict[str, Answer], made: list[int]) -> ItemResult:
         """Each trial in turn: its answer kept from before, or a call. A trial that failed
         retryably makes the item PENDING at once (see workers/results.py)."""
         trials = []
@@ -86,28 +103,38 @@ class ItemCaller:
             if n:                          # the age of the call in flight, not of the item's first
                 with self.lock:
                     self.calls_began[(item.run_id, item.position)] = time.monotonic()
-            out = self._call(run, item, messages)
+            out = self._call(run, item, messages, made)
             if isinstance(out, ItemResult) and out.verdict == Verdict.PENDING:
                 return out
             trials.append(failed_trial(out, key) if isinstance(out, ItemResult) else answered_trial(out, key))
         return trials_result(item, run.spec.rule, trials, run.spec.decision)
 
-    def _call(self, run: RunCall, item: ClaimedItem, messages):
-        """One model call under the rate limit: its answer, or the result that stands for
-        it (a failure, final or to retry; PENDING when the worker stopped while it waited)."""
+    def _call(self, run: RunCall, item: ClaimedItem, messages, made: list[int]):
+        """One model call under the rate limit and its update's spend cap: its answer, or
+        the result that stands for it (a failure, final or to retry; PENDING when the worker
+        stopped while it waited, or when the cap stopped its update)."""
         with self.lock:
             self.stats["calls"] += 1
         with self.limiter.slot(run.spec, item, messages, run.endpoint.base_url) as slot:
             if not slot.granted:   # the worker stopped while this call waited for its budget
                 return ItemResult(item.position, Verdict.PENDING, retry_in=0.0,
                                   error="not called: the worker stopped while waiting for the rate limit")
+            reserved = self.spend.reserve(run, item, messages) if self.spend else 0
+            if reserved is None or run.stopped:       # its update reached a cap, or stopped meanwhile
+                return ItemResult(item.position, Verdict.PENDING, retry_in=0.0, error="not called: its update stopped")
             metrics.count_wait(slot.waited)
+            made.append(1)
+            out = None
             try:
-                return metrics.timed_call(self.call, run.spec, item.input, settings=self.settings, messages=messages,
-                                          endpoint=run.endpoint)
+                out = metrics.timed_call(self.call, run.spec, item.input, settings=self.settings, messages=messages,
+                                         endpoint=run.endpoint)
+                return out
             except ModelCallError as exc:
                 slot.failed(exc)   # a 429 pauses the shared limit and halves the concurrency
                 return self.failure(item, exc)
+            finally:
+                if reserved:
+                    self.spend.settle(run, reserved, out)
 
     def failure(self, item: ClaimedItem, exc: ModelCallError) -> ItemResult:
         result = failure_result(item, exc, self.settings.attempt_cap, self.settings)

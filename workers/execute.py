@@ -7,6 +7,9 @@ big dataset does not starve a small one. A retryable failure (timeout, connectio
 provider's Retry-After); at the attempt cap its ERROR is final. Leases of calls that
 outlive half the lease are renewed. One item's call, or its N calls for a prompt with
 ``trials: N``, is ``workers.calls``; the result made of its answers, ``workers.results``.
+Each write-back also adds to its run's running counts (``store.add_tally``), from which
+``workers.early_stop`` judges whether the run's verdict is settled and stops its update;
+a call of an update with a spend cap is reserved first (``workers.spend``).
 
 An item's messages are rendered through the process's template sandbox (a CPU-time and
 memory budget per item, ``gate.sandbox``) and sent to the provider its update pinned at
@@ -43,8 +46,10 @@ from gate.states import Verdict
 
 from .call_threads import CallThreads
 from .calls import ItemCaller, RunCall
+from .early_stop import RunContext, Stopper
 from .poller import Poller
 from .results import new_answers, reused_item
+from .spend import SpendGuard
 
 log = logging.getLogger("promptgate.execute")
 RUN_LIST_TTL = 1.0
@@ -99,8 +104,11 @@ class Executor(Poller):
         self.stats = {"claimed": 0, "written": 0, "lost": 0, "retries": 0, "calls": 0}
         # shared rate-limit budgets + concurrency that adapts to 429s (gate/ratelimit/)
         self.limiter = CallLimiter(self.settings, self.engine, self.concurrency, stop)
+        # early stop and spend caps (workers/early_stop.py, workers/spend.py)
+        self.stopper = Stopper(self.engine, lambda uid: [r for r in list(self.run_calls.values()) if r.update_id == uid])
         self.caller = ItemCaller(call, self.settings, self.limiter, self.lock, self.stats, self.calls_began,
-                                 self._stop_run_over_budget, draining=lambda: self.draining)
+                                 self._stop_run_over_budget, draining=lambda: self.draining,
+                                 spend=SpendGuard(self.engine, self.stopper, stop))
 
     def warm_up(self) -> None:
         if self.call is call_prompt:
@@ -194,7 +202,7 @@ class Executor(Poller):
             self.in_flight += len(chunk.items)
             self.held += len(chunk.items)
             self.stats["claimed"] += len(chunk.items)
-        if run.over_budget or run.endpoint is None:      # each item ends ERROR at once, with the reason
+        if run.over_budget or run.endpoint is None or run.stopped:   # each item ends at once, uncalled
             for item in chunk.items:
                 self.pool.submit(self._score, chunk, run, item, None)
             return
@@ -296,10 +304,11 @@ class Executor(Poller):
         if run is None:
             with self.engine.connect() as conn:
                 candidate = store.candidate_of_run(conn, run_id)
+                known = RunContext.load(conn, run_id)
             spec = parse_spec(candidate.config)
             decl = ProviderDecl.from_dict(candidate.provider) if candidate.provider else None
             context = {"update_id": candidate.update_id, "version_id": candidate.dataset_version_id,
-                       "reuse": candidate.reuse}
+                       "reuse": candidate.reuse, "context": known}
             try:
                 run = RunCall(spec, endpoint_for(decl), **context)
             except UsageError as exc:     # the key variable the declaration names is not set here
@@ -396,11 +405,18 @@ class Executor(Poller):
         # a --no-reuse run keeps its fresh answers to itself: a kept answer is the first the
         # gate obtained, so re-running until one passes cannot choose what an apply reuses
         answers = new_answers(chunk.results, run.update_id, run_id) if run and run.reuse else []
+        judge = run.context.judge if run else None
+        scored = [r.position for r in chunk.results if r.verdict != Verdict.PENDING] if judge else None
+        calls = sum(r.calls for r in chunk.results)
 
         def write(conn) -> int:
             written = store.write_item_results(conn, run_id, chunk.token, chunk.results)
-            if written == len(chunk.results):   # kept only from a write-back that held its lease throughout
+            whole = written == len(chunk.results)
+            if whole:                           # kept only from a write-back that held its lease throughout
                 store.save_answers(conn, answers)
+            # the run's running counts (gate/settle.py), and the calls it made, lease or not
+            store.add_tally(conn, run_id, store.stripe_of(chunk.token), scored if whole else None,
+                            judge.live_run_id if judge else None, calls, judge.by_label if judge else True)
             return written
         try:
             written = transaction(self.engine, write)
@@ -414,6 +430,7 @@ class Executor(Poller):
         if lost:
             log.warning("chunk %s: %d result(s) dropped: the lease was lost", chunk.token[:8], lost)
         self.limiter.flush(chunk.items[0].run_id)
+        self.stopper.after_write_back(run, run_id, chunk.results if written else [], lost)
 
     # --- leases -------------------------------------------------------------------------
 

@@ -1,6 +1,9 @@
 """Finalize: a RUNNING run with every page in and no item left to score gets its metrics
 from one GROUP BY (a fields decision: and one aggregate of its fields, ``figures``) and
-ends DONE, or ERROR (no items, or an item that exhausted its attempts)."""
+ends DONE, or ERROR (no items, or an item that exhausted its attempts). A run stopped
+before every item was called (early stop, a spend cap) ends DONE: its update's verdict is
+the stop's; its figures say what was called, reused and saved, and the counters /metrics
+reads grow by them."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from gate.llm import INVALID_DECISION
 from gate.scoring import metrics_from_breakdown, run_end
 from gate.structured.reading import NOT_AN_OBJECT
 from gate.structured.rule import rule_of
+from gate.update_outcome import SPEND_CAP
 
 from .figures import fields_metrics
 from .poller import Poller
@@ -86,8 +90,32 @@ def finalize_batch(conn) -> list[int]:
         if metrics["errors"]:
             first = store.failing_items(conn, run_id, 1, errors_only=True)
             first_error = f"item {first[0].item_id}: {first[0].error}" if first else None
-        status, reason = run_end(metrics, run.dataset_name, first_error)
+        status, reason = run_end(metrics, run.dataset_name, first_error, stopped=bool(run.stopped))
         metrics.update(call_metrics(conn, run, metrics["total"]))
+        metrics.update(spend_figures(conn, run, metrics))
         store.transition_run(conn, run_id, status, reason=reason, metrics=metrics)
+        store.add_counters(conn, saved_counters(run, metrics))
         ids.append(run_id)
     return ids
+
+
+def spend_figures(conn, run, metrics: dict) -> dict:
+    """What the run's answers cost in calls: made (every call the executor began for it,
+    from its tally), reused (answers already paid for), and saved by a stop — its items
+    never called, times its trials; a stopped run's rows never copied count as items, its
+    ``total`` is its dataset version's rows and ``stop`` says why it stopped."""
+    _, made = store.read_tally(conn, run.id)
+    out = {"calls_made": made, "calls_reused": int((metrics.get("calls") or {}).get("reused", 0)), "calls_saved": 0}
+    if not run.stopped:
+        return out
+    rows = int((run.pinned or {}).get("rows") or metrics["total"])
+    never_copied = max(0, rows - metrics["total"])
+    trials = int(((run.pinned or {}).get("trials") or {}).get("n", 1))
+    return {**out, "total": max(rows, metrics["total"]), "stopped": metrics.get("stopped", 0) + never_copied,
+            "calls_saved": (store.count_uncalled(conn, run.id) + never_copied) * trials, "stop": {"kind": run.stopped}}
+
+
+def saved_counters(run, metrics: dict) -> dict[str, int]:
+    """The /metrics counters a finished run adds to (promptgate_model_calls_saved_total)."""
+    stop = "spend_cap" if run.stopped == SPEND_CAP else "early_stop"
+    return {"calls_saved_reuse": metrics.get("calls_reused", 0), f"calls_saved_{stop}": metrics.get("calls_saved", 0)}

@@ -16,6 +16,9 @@ over the version; a label spelled in another case is mapped to the prompt's spel
 the copy) and the candidate's templates are rendered over its first ``PRECHECK_ROWS`` rows
 through the template sandbox: a template that exceeds its budget there (a CPU or memory
 bomb) ends the run in ERROR before any item exists or any model is called.
+
+A run whose update stopped (early stop, a spend cap: its ``stopped`` set) gets no further
+page: the cursor's advance is guarded by it, and the run is marked materialized as it is.
 """
 
 from __future__ import annotations
@@ -68,14 +71,35 @@ class Materializer(Poller):
 
     def materialize(self, run: Run, token: str) -> None:
         try:
+            if run.stopped:
+                raise LeaseLost
             self._copy_all_pages(run, token)
         except DatasetError as exc:
             self._fail(run, token, str(exc))
         except LeaseLost:
-            if self.stop.is_set():
+            if self._stopped(run):
+                self._finish_stopped(run, token)
+            elif self.stop.is_set():
                 self._give_back(run, token)
             else:
                 log.warning("run %s: lease lost while materializing; another worker continues", run.id)
+
+    def _stopped(self, run: Run) -> bool:
+        with self.engine.connect() as conn:
+            return store.run_stopped(conn, run.id)
+
+    def _finish_stopped(self, run: Run, token: str) -> None:
+        """A run whose update stopped (settled early, or at its spend cap) gets no further
+        page: its rows not copied yet are never called. It is marked materialized (a
+        RUNNING one was, by the stop itself) so that finalize ends it."""
+        def finish(conn) -> None:
+            self._ensure_running(conn, run, token)
+            store.finish_materialize(conn, run.id, token)
+        try:
+            transaction(self.engine, finish)
+            log.info("run %s: stopped with its update; no further page", run.id)
+        except (IllegalTransition, LeaseLost):
+            pass                 # finished by the stop itself, or the update was cancelled
 
     def _give_back(self, run: Run, token: str) -> None:
         """Draining: the run's lease goes back now (guarded by its token), so another worker

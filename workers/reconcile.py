@@ -1,6 +1,8 @@
 """Reconcile: an update whose runs are all terminal ends APPLIED / PASSED / REJECTED /
 FAILED, after each finished run is compared with the live version's answers on the same
-items (the baseline pinned at submit, finished by now too). Apply is one transaction guarded by the update's status (still RUNNING, so a
+items (the baseline pinned at submit, finished by now too), and a run stopped early has
+its stop confirmed on its final figures (one GROUP BY over its items, as the tally that
+stopped it counted them). Apply is one transaction guarded by the update's status (still RUNNING, so a
 cancelled update never applies) and by the live version still being ``base_version``.
 Only this worker writes the live ``prompt`` table."""
 
@@ -11,10 +13,15 @@ from dataclasses import replace
 
 from gate import store
 from gate.db import transaction
-from gate.update_outcome import update_end
+from gate.bars import pinned_bars
 from gate.models import Run
+from gate.settle import Outcomes, best_case, explain, missed_bars
+from gate.spend import nano_text
 from gate.states import RunStatus, UpdateStatus
+from gate.structured.rule import rule_of
+from gate.update_outcome import EARLY_STOP, SPEND_CAP, update_end
 
+from .early_stop import live_pair
 from .figures import policy_metrics
 from .poller import Poller
 
@@ -39,7 +46,7 @@ def reconcile_batch(conn) -> list[int]:
 
 def reconcile_one(conn, update_id: int) -> UpdateStatus:
     upd = store.get_update(conn, update_id)
-    runs = [_compared(conn, run) for run in store.runs_of_update(conn, update_id)]
+    runs = [_compared(conn, run, upd) for run in store.runs_of_update(conn, update_id)]
     status, reason = update_end(upd.mode, runs)
     if status == UpdateStatus.APPLIED and not store.write_live(conn, upd):
         live = store.live_version(conn, upd.prompt_name)
@@ -51,15 +58,49 @@ def reconcile_one(conn, update_id: int) -> UpdateStatus:
     return status
 
 
-def _compared(conn, run: Run) -> Run:
+def _compared(conn, run: Run, upd) -> Run:
     """The run with its comparison against the live version (``comparison_metrics``)
-    written into its metrics: every baseline run of the update is terminal by now."""
+    written into its metrics: every baseline run of the update is terminal by now. A run
+    stopped before all its items were called gets its stop confirmed and said in words
+    (``stop_figures``)."""
     if run.status != RunStatus.DONE:
         return run
     metrics = {**(run.metrics or {}), **comparison_metrics(conn, run)}
     metrics.update(policy_metrics(conn, run, metrics))      # fields, slices, protected, accepted
+    if metrics.get("stop"):
+        metrics["stop"] = stop_figures(conn, run, metrics, upd)
     store.set_run_metrics(conn, run.id, metrics)
     return replace(run, metrics=metrics)
+
+
+def stop_figures(conn, run: Run, metrics: dict, upd) -> dict:
+    """A stopped run's stop, confirmed on its final figures and said in words. Settled
+    early (``early_stop``): the bars its best completion misses (gate/settle.py:
+    ``missed_bars``), that completion's figures (``best``) and the sentence; none missed
+    (never expected) and the verdict is FAILED, not REJECTED. Stopped at a spend cap: the
+    cap and the figures."""
+    stop = dict(metrics["stop"])
+    if stop.get("kind") == EARLY_STOP:
+        version = store.get_version(conn, run.dataset_version_id)
+        live_id, live_right = live_pair(conn, run)
+        by_label = rule_of((run.pinned or {}).get("decision")) is None     # fields: no labels (store.add_tally)
+        outcomes = Outcomes.from_rows(store.outcome_counts(conn, run.id, live_id, by_label), version.row_count,
+                                      (version.labels or {}) if by_label else {}, live_right)
+        missed = missed_bars(pinned_bars(run.pinned, run.min_accuracy), outcomes)
+        best = best_case(outcomes)
+        stop.update(missed=[c.to_dict() for c in missed], sentence=explain(outcomes, missed, metrics["calls_saved"])
+                    if missed else None, best={k: best[k] for k in ("matches", "scored", "confusion", "flips")})
+    elif stop.get("kind") == SPEND_CAP:
+        cap = upd.stopped or {}
+        calls, cost, _ = store.spend_of_update(conn, upd.id)
+        spent = f"${nano_text(cost)} reserved for {calls:,} calls" if cap.get("cap") == "max_cost_per_update_usd" \
+            else f"{calls:,} calls made"
+        limit = cap.get("limit")
+        limit = f"${limit}" if cap.get("cap") == "max_cost_per_update_usd" else f"{int(limit or 0):,}"
+        stop["sentence"] = (f"{cap.get('cap')} {limit}: {spent}; {metrics.get('stopped', 0):,} of "
+                            f"{metrics.get('total', 0):,} items of {run.dataset_name} not called"
+                            + (f" ({cap['why']})" if cap.get("why") else ""))
+    return stop
 
 
 def comparison_metrics(conn, run: Run) -> dict:
@@ -79,6 +120,12 @@ def comparison_metrics(conn, run: Run) -> dict:
                           "paired": scored}, "baseline_note": None,
                 "live": {"matches": matches, "scored": scored, **baseline}}
     live_run = store.get_run(conn, baseline["run_id"])
+    if metrics.get("stop"):           # stopped: the items answered, against live where it is whole
+        if live_run.status != RunStatus.DONE or live_run.stopped:
+            return {"flips": None, "baseline_note": "not compared: the live version's run stopped too"}
+        live = live_run.metrics or {}
+        return {"flips": store.flip_counts(conn, run.id, live_run.id), "baseline_note": None,
+                "live": {"matches": live.get("matches", 0), "scored": live.get("scored", 0), **baseline}}
     if live_run.status != RunStatus.DONE:
         why = f"the live version could not be scored on this dataset version: {live_run.reason or live_run.status}"
         return {"flips": None, "baseline_note": why, "baseline_error": why}

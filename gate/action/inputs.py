@@ -45,6 +45,7 @@ INPUTS = (
                                   "github-actions[bot])."),
     ActionInput("reuse", "Reuse answers already paid for by an identical request (default on; off calls every item "
                          "afresh, e.g. for a model at temperature > 0).", "flag"),
+    ActionInput("full", "Call every item: no run stops early once its verdict is settled (default off).", "flag"),
 )
 
 
@@ -73,6 +74,7 @@ class ActionOptions:
     report_path: str = ""                    # default: $RUNNER_TEMP/prompt-gate-report.md
     comment_author: str = ""                 # our comments' login; default: the token's user
     reuse: bool = True                       # answers already paid for may stand in for calls
+    full: bool = False                       # no run stops early (submit --full)
     samples: int = 5                         # failing items shown per dataset
     concurrency: int | None = None           # model calls in flight with run-workers
 

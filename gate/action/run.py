@@ -231,7 +231,7 @@ def _submit(run: ActionRun, f: ChangedFile, spec: PromptSpec) -> None:
         source["key"] = f"{run.event.repository}@{run.ref}"
     try:
         update_id = run.gate.submit(spec, mode=run.mode, source={k: v for k, v in source.items() if v is not None},
-                                    reuse=run.options.reuse)
+                                    reuse=run.options.reuse, full=run.options.full)
     except GateError as exc:      # refused (unknown provider, no bar...): this file only
         run.problems.append(Problem(f.path, None, None, str(exc)))
         return

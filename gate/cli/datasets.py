@@ -148,14 +148,21 @@ def dataset_diff(ctx, name, old, new, as_json):
 @click.option("--min-precision", metavar="LABEL=X", multiple=True, help="Precision of LABEL at least X (repeatable).")
 @click.option("--max-latency-p95-ms", metavar="N", default=None, help="The 95th percentile call latency, in ms.")
 @click.option("--max-cost-per-1k-items", metavar="USD", default=None, help="The cost of 1000 items, in US dollars.")
+@click.option("--max-drop", metavar="PTS", default=None,
+              help="Non-inferiority against live: the lower end of the paired difference's interval (candidate − live "
+                   "on the same items) at least −PTS accuracy points (2 = two points).")
+@click.option("--confidence", metavar="X", default=None, help="The confidence of that interval (default 0.95).")
+@click.option("--early-stop/--no-early-stop", default=True, show_default=True,
+              help="Stop calling the model once no outcome of the remaining items could clear the bars.")
 @click.pass_context
 def dataset_map(ctx, prompt, dataset_name, min_accuracy, max_broken, min_recall, min_precision, max_latency_p95_ms,
-                max_cost_per_1k_items):
+                max_cost_per_1k_items, max_drop, confidence, early_stop):
     """Gate PROMPT on DATASET with a bar, and optionally more bars (all must clear). A
     bar not given is dropped from the mapping: the options replace its bars as a whole."""
     bars = {"max_broken": max_broken, "min_recall": _label_bars("--min-recall", min_recall),
             "min_precision": _label_bars("--min-precision", min_precision),
-            "max_latency_p95_ms": max_latency_p95_ms, "max_cost_per_1k_items": max_cost_per_1k_items}
+            "max_latency_p95_ms": max_latency_p95_ms, "max_cost_per_1k_items": max_cost_per_1k_items,
+            "max_drop": max_drop, "confidence": confidence, "early_stop": early_stop}
     m = open_gate(ctx).map_dataset(prompt, dataset_name, min_accuracy, bars=bars)
     click.echo(f"{m.prompt_name} × {m.dataset_name}: min accuracy {m.min_accuracy}"
                + "".join(f", {phrase}" for phrase in _describe_bars(m)))

@@ -174,11 +174,13 @@ class WaitProgress:
             parts += [f"accuracy so far {accuracy}", f"ETA {format_eta(self.eta(run, done))}"]
         else:
             parts += [f"accuracy {accuracy}", run.status.lower()]
+        if run.stop:                # stopped before every item was called: say so, and how many were not
+            parts.append(f"stopped, {run.stopped} not called")
         return sep.join(parts)
 
     def eta(self, run: RunReport, done: int) -> float | None:
         """Seconds until every item is scored (0 once they are: finalize is left)."""
-        if done >= run.total:
+        if done >= run.total or run.stop:
             return 0.0
         rate = self.rates.get(run.run_id)
         return rate.eta(run.total - done) if rate else None

@@ -23,18 +23,25 @@ from .progress import WaitProgress
 @click.option("--reuse/--no-reuse", default=True, show_default=True,
               help="Reuse answers already paid for by the very same request; --no-reuse calls every item afresh "
                    "(e.g. a model at temperature > 0).")
+@click.option("--full", is_flag=True, help="Call every item: no run of this update stops early once its verdict is "
+              "settled (each mapping's early_stop is on by default).")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def submit(ctx, file, mode, source_key, sha, reuse, as_json):
-    """Stage the prompt in FILE for evaluation; prints the tracking id."""
+def submit(ctx, file, mode, source_key, sha, reuse, full, as_json):
+    """Stage the prompt in FILE for evaluation; prints the tracking id (and on stderr the
+    most model calls it may make)."""
     from ..spec import load_spec             # jinja2, yaml, re2: only the commands that read a prompt
     spec = load_spec(file)
     source = {"path": file, **({"key": source_key} if source_key else {}), **({"sha": sha} if sha else {})}
-    update_id = open_gate(ctx).submit(spec, mode=mode, source=source, reuse=reuse)
+    gate = open_gate(ctx)
+    update_id = gate.submit(spec, mode=mode, source=source, reuse=reuse, full=full)
+    spend = gate.status(update_id, failures=0).spend
     if as_json:
-        echo_json({"id": update_id, "prompt": spec.name, "mode": mode})
+        echo_json({"id": update_id, "prompt": spec.name, "mode": mode, "spend": spend})
     else:
+        from ..report import spend_line
         click.echo(update_id)
+        click.echo(f"update {update_id}: {spend_line(spend)}", err=True)
 
 
 @click.command()

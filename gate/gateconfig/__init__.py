@@ -12,12 +12,15 @@ prompt, kept in the prompts' repository and synced into the gate from the defaul
       urgency-hard: {source: datasets/urgency-hard.jsonl, id_column: id, label_column: label}
     prompts:
       ticket-urgency:
-        - {dataset: urgency-regression, min_accuracy: 0.90}
+        - {dataset: urgency-regression, min_accuracy: 0.90, max_drop: 2}   # at most 2 points below live
         - {dataset: urgency-hard, min_accuracy: 0.80, max_broken: 0, min_recall: {urgent: 0.9},
            slice_by: channel, min_slice_accuracy: 0.75, protected: [urg-hard-03],
            accept_breaks: [{item: urg-hard-11, reason: "the customer says urgent, the text says routine"}]}
     optional_fields:               # optional: item fields a prompt's templates may read
       ticket-urgency: [account_tier]   # although no dataset row has them (else refused at submit)
+    limits:                        # optional: what one update may spend (gate.spend)
+      max_calls_per_update: 2000
+      max_cost_per_update_usd: 5
 
 ``load_config`` validates the file (every problem is a SpecError naming the file, the field
 and the reason; nothing touches the database). ``diff`` says what a sync would change
@@ -50,6 +53,9 @@ without changing anything (a pull request shows it as "takes effect after merge"
   no row of any mapped dataset has is refused unless it is listed here
   (``gate.service.admission``): this too is the default branch's word, never a pull
   request's (a pull request shows the change as "takes effect after merge").
+* ``limits:`` (``max_calls_per_update``, ``max_cost_per_update_usd``) are set, or removed
+  when the file no longer declares them: the spend caps every submission pins
+  (``gate.spend``), again only ever the default branch's.
 
 Sync is idempotent: a second sync of the same file changes nothing and reports nothing.
 It calls the service API one step at a time after the whole file has been validated, so

@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 
 from ..prices import CHANGE_TEXT as PRICE_TEXT
+from ..spend import CHANGE_TEXT as LIMIT_TEXT
 
 CHANGE_TEXT = {
     "dataset-added": "dataset {subject}: new, source {after}",
@@ -19,7 +20,7 @@ CHANGE_TEXT = {
     "provider-changed": "provider {subject}: {before} → {after}",
     "provider-removed": "provider {subject}: removed (was {before})",
     "dataset-rows": "dataset {subject}: {after} against the gate's version {before}",
-    "dataset-version": "dataset {subject}: new version {after} (was {before})", **PRICE_TEXT,
+    "dataset-version": "dataset {subject}: new version {after} (was {before})", **PRICE_TEXT, **LIMIT_TEXT,
     "optional-fields": "prompt {subject}: optional fields {before} → {after}",
 }
 
@@ -29,7 +30,7 @@ class Change:
     """One difference between the file and the gate. ``kind`` is one of dataset-added,
     dataset-changed, dataset-undeclared, bar-added, bar-changed, bar-removed,
     provider-added, provider-changed, provider-removed, price-added, price-changed,
-    price-removed; optional-fields (the fields a prompt's templates may read although no
+    price-removed; limit-added, limit-changed, limit-removed (``limits:``); optional-fields (the fields a prompt's templates may read although no
     dataset row has them; "none" before or after); dataset-rows (a pull request changes a dataset's file: its rows against
     the gate's version) and dataset-version (a sync imported changed rows as a new version)."""
     kind: str

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Iterable
 from ..bars import Bars
 from ..errors import DatasetError
 from ..prices import price_changes
+from ..spend import limit_changes
 from ..providers import ProviderDecl
 from ..sources import DEFAULT_ID_COLUMN, DEFAULT_LABEL_COLUMN, resolve_path, scheme_of
 from .changes import Change, SyncResult, redact, rows_change
@@ -46,6 +47,7 @@ def diff(gate: Gate, config: str | Path | GateConfig, changed_files: Iterable[st
     cfg = as_config(config)
     registered = {ds.name: (ds, maps) for ds, maps in gate.list_datasets()}
     changes = (_provider_changes(gate, cfg) + [Change(*c) for c in price_changes(gate.prices(), cfg.prices)]
+               + [Change(*c) for c in limit_changes(gate.limits(), cfg.limits.rows())]
                + _dataset_changes(registered, cfg) + _bar_changes(gate, cfg) + _optional_field_changes(gate, cfg)
                + _undeclared_datasets(registered, cfg) + _row_changes(gate, cfg, registered, changed_files))
     return SyncResult(cfg.path, tuple(changes), applied=False)

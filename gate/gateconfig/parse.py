@@ -1,4 +1,4 @@
-"""Reading a gate config: the file's datasets, bars, providers and prices as declarations,
+"""Reading a gate config: the file's datasets, bars, providers, prices and limits as declarations,
 validated (every problem a SpecError naming the file, the field and the reason); nothing
 touches the database."""
 
@@ -16,11 +16,12 @@ from ..models import Price
 from ..prices import parse_prices
 from ..providers import ProviderDecl, parse_decl
 from ..scoring import parse_bar
+from ..spend import SpendLimits
 from ..sources import DEFAULT_ID_COLUMN, DEFAULT_LABEL_COLUMN, absolute_source, scheme_of
 from ..spec import check_name
 from ..yamlfile import parse_yaml, read_text_file
 
-TOP_FIELDS = ("providers", "prices", "datasets", "prompts", "optional_fields")
+TOP_FIELDS = ("providers", "prices", "datasets", "prompts", "optional_fields", "limits")
 MAX_OPTIONAL_FIELDS = 100        # per prompt
 DATASET_FIELDS = ("source", "id_column", "label_column")
 BAR_FIELDS = ("dataset", "min_accuracy", *EXTRA_KEYS, *ITEM_KEYS)
@@ -54,6 +55,7 @@ class GateConfig:
     prices: dict[str, Price] = field(default_factory=dict)
     # prompt -> item fields its templates may read although no dataset row has them
     optional_fields: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    limits: SpendLimits = field(default_factory=SpendLimits)     # spend caps per update (gate.spend)
 
     @property
     def prompts(self) -> list[str]:
@@ -85,7 +87,7 @@ def parse_config(data: Any, file: str | None = None, base_dir: str | Path | None
     optional = _parse_optional_fields(_section(data, "optional_fields", "prompt name → list of item fields", file),
                                       file)
     return GateConfig(file or "", datasets, bars, providers, str(base_dir) if base_dir is not None else None,
-                      parse_prices(data.get("prices"), file), optional)
+                      parse_prices(data.get("prices"), file), optional, SpendLimits.parse(data.get("limits"), file))
 
 
 def _section(data: TMapping, key: str, shape: str, file: str | None) -> TMapping:

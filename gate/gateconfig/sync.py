@@ -1,4 +1,4 @@
-"""``sync``: make the gate's providers, prices, datasets and bars match a gate config (the
+"""``sync``: make the gate's providers, prices, limits, datasets and bars match a gate config (the
 package docstring says how)."""
 
 from __future__ import annotations
@@ -40,6 +40,10 @@ def sync(gate: Gate, config: str | Path | GateConfig, commit: str | None = None)
             gate.remove_provider(change.key[0])
         elif change.kind.startswith("price-"):
             apply_price_change(gate, change.kind, change.key[0], cfg.prices)
+        elif change.kind == "limit-removed":
+            gate.remove_limit(change.key[0])
+        elif change.kind.startswith("limit-"):
+            gate.set_limit(change.key[0], cfg.limits.rows()[change.key[0]])
     for change in planned.changes:
         if change.kind in ("dataset-added", "dataset-changed"):
             decl = cfg.datasets[change.key[0]]

@@ -47,9 +47,10 @@ def json_bytes(value: Any, status: int = 200) -> Response:
 @router.post("/updates", status_code=202, summary="Submit a prompt (YAML or JSON body) for evaluation",
              responses=responses(403, 404, 409, *BODY), openapi_extra=SUBMIT_BODY)
 async def submit(request: Request, caller: Caller = Depends(require("submit"))):
-    """A YAML body is the prompt file (``mode``, ``source_key``, ``sha``, ``reuse`` as query
-    parameters); a JSON body is ``{"prompt": <the file as YAML text or as an object>,
-    "mode", "source_key", "sha", "reuse", "repo", "pr", "path"}``. 202 with the id.
+    """A YAML body is the prompt file (``mode``, ``source_key``, ``sha``, ``reuse``, ``full``
+    as query parameters); a JSON body is ``{"prompt": <the file as YAML text or as an
+    object>, "mode", "source_key", "sha", "reuse", "full", "repo", "pr", "path"}``. 202
+    with the id. ``full``: no run stops early (every item is called).
 
     Check mode needs the submit scope (what pull-request CI holds); **apply mode needs
     admin**: it publishes to production when the bars clear, which only the default
@@ -62,7 +63,7 @@ async def submit(request: Request, caller: Caller = Depends(require("submit"))):
     source = {k: v for k, v in {"via": "api", "key": fields["source_key"], "sha": fields["sha"], "repo": fields["repo"],
                                 "pr": fields["pr"], "path": fields["path"]}.items() if v not in (None, "")}
     update_id = await run_in_threadpool(gate_of(request).submit, spec, fields["mode"], source, fields["reuse"],
-                                        submitted_by=caller.name)   # its key is this token's: no token replaces another's
+                                        submitted_by=caller.name, full=fields["full"])   # its key is this token's: none replaces another's
     return json_bytes({"id": update_id, "prompt": spec.name, "mode": fields["mode"],
                        "status_url": f"/v1/updates/{update_id}", "wait_url": f"/v1/updates/{update_id}/wait"}, 202)
 
@@ -87,7 +88,8 @@ async def _submission(request: Request) -> dict:
         raise UsageError("send the prompt as application/yaml or as application/json {\"prompt\": ...}")
     return {"spec": spec, "mode": _text(fields, "mode") or "check", "source_key": _text(fields, "source_key"),
             "sha": _text(fields, "sha"), "repo": _text(fields, "repo"), "path": _text(fields, "path"),
-            "pr": _pr(fields.get("pr")), "reuse": _flag(fields.get("reuse", True), "reuse")}
+            "pr": _pr(fields.get("pr")), "reuse": _flag(fields.get("reuse", True), "reuse"),
+            "full": _flag(fields.get("full", False), "full")}
 
 
 def _json_object(text: str) -> dict:

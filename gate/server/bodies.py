@@ -140,14 +140,14 @@ SUBMIT_BODY = {"parameters": [_query("mode", {"type": "string", "enum": ["check"
                               *(_query(k, {"type": "string", "maxLength": 255})
                                 for k in ("source_key", "sha", "repo", "path")),
                               _query("pr", {"type": "integer", "minimum": 1, "maximum": 2**31 - 1}),
-                              _query("reuse", {"type": "boolean"})],
+                              _query("reuse", {"type": "boolean"}), _query("full", {"type": "boolean"})],
                "requestBody": {"required": True, "content": {
     "application/yaml": {"schema": {"type": "string", "description": "the prompt file (mode, source_key, sha, "
-                                                                     "reuse, repo, pr, path as query parameters)"}},
+                                                                     "reuse, full, repo, pr, path as query parameters)"}},
     "application/json": {"schema": {"type": "object", "required": ["prompt"], "properties": {
         "prompt": {"anyOf": [{"type": "string"}, {"type": "object"}],
                    "description": "the prompt file as YAML text or as an object"},
         "mode": {"type": "string", "enum": ["check", "apply"]}, "source_key": {"type": "string", "maxLength": 255},
-        "sha": {"type": "string", "maxLength": 255}, "reuse": {"type": "boolean"},
+        "sha": {"type": "string", "maxLength": 255}, "reuse": {"type": "boolean"}, "full": {"type": "boolean"},
         "repo": {"type": "string", "maxLength": 255}, "pr": {"type": "integer", "minimum": 1, "maximum": 2**31 - 1},
         "path": {"type": "string", "maxLength": 255}}}}}}}

@@ -6,9 +6,12 @@ global one, so two apps in one process, as in the tests, never share a series):
 * **The fleet, from the database** (``FleetCollector``, ``Gate.fleet()`` read at scrape
   time): the same on every server, correct whatever the number of servers and workers, so
   scrape one server for them. ``promptgate_updates{status}``, ``promptgate_runs{status}``,
-  ``promptgate_items{state}`` (open runs' items: pending, leased, MATCH, MISMATCH, ERROR),
+  ``promptgate_items{state}`` (open runs' items: pending, leased, MATCH, MISMATCH, ERROR,
+  STOPPED),
   ``promptgate_workers``, ``promptgate_worker_oldest_heartbeat_seconds``,
-  ``promptgate_oldest_pending_submission_seconds`` and ``promptgate_fleet_up`` (0 when the
+  ``promptgate_oldest_pending_submission_seconds``, ``promptgate_model_calls_saved_total{reason}``
+  (early_stop, reuse, spend_cap: counters finalize adds to as each run ends) and
+  ``promptgate_fleet_up`` (0 when the
   database did not answer: the figures above are then absent, never stale or made up).
   One read serves every scrape within ``FLEET_TTL`` seconds, so several Prometheus
   servers scraping at once cost the database one read, not one each.
@@ -112,6 +115,13 @@ def fleet_families(counts: FleetCounts):
                             "heartbeat (0 with no live worker).", value=counts.oldest_heartbeat_seconds or 0.0)
     yield GaugeMetricFamily("promptgate_oldest_pending_submission_seconds", "Age of the oldest submission no "
                             "worker has started on (0 when none waits).", value=counts.oldest_pending_seconds or 0.0)
+    saved = CounterMetricFamily("promptgate_model_calls_saved", "Model calls never made, by why: early_stop (a run's "
+                                "verdict was settled before its items were all called), reuse (answers already "
+                                "paid for), spend_cap (an update reached its cap); counted as each run finishes.",
+                                labels=["reason"])
+    for reason, value in sorted(counts.calls_saved.items()):
+        saved.add_metric([reason], value)
+    yield saved
 
 
 def by_label(name: str, documentation: str, label: str, values: dict[str, int]) -> GaugeMetricFamily:

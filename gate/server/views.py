@@ -15,6 +15,7 @@ from typing import Any, Iterable
 from ..bars import Bars
 from ..errors import UsageError
 from ..models import FleetCounts, Mapping, Update, WorkerRow
+from ..report import difference, spend_line
 from ..scoring import format_bar
 from ..service import RunReport, UpdateReport
 from ..sources import shown_source
@@ -72,6 +73,7 @@ def update_view(report: UpdateReport) -> dict[str, Any]:
         "other_attempts": sorted((k.replace("_", " "), v) for k, v in attempts.items()
                                  if k not in ("retried_items", "extra_attempts", "max_attempt") and v),
         "config_json": pretty_json(config),
+        "spend": spend_line(report.spend) if report.spend else None,
     }
 
 
@@ -86,7 +88,10 @@ def run_view(run: RunReport) -> dict[str, Any]:
         "run": run,
         "done": done,
         "open": run.status in (RunStatus.PENDING, RunStatus.RUNNING),
-        "result": "pass" if run.passed is True else "fail" if run.passed is False else run.status.lower(),
+        "result": "pass" if run.passed is True else "fail" if run.passed is False else
+        "stopped" if run.stop else run.status.lower(),
+        "stop": run.stop,                     # stopped before every item was called: why, in a sentence
+        "difference": difference(run.comparison) if run.comparison else None,
         "expected": expected,
         "handled": handled,
         "progress": (handled / expected) if expected else None,
@@ -194,6 +199,6 @@ def worker_view(w: WorkerRow, now: dt.datetime) -> dict[str, Any]:
 
 def fleet_view(fleet: FleetCounts) -> dict[str, Any]:
     items = fleet.items or {}
-    return {"f": fleet, "queue": items.get("pending", 0) + items.get("leased", 0),
+    return {"f": fleet, "queue": items.get("pending", 0) + items.get("leased", 0),    # (STOPPED: never called)
             "update_states": sorted(fleet.updates.items()), "run_states": sorted(fleet.runs.items()),
             "item_states": list(items.items())}

@@ -12,6 +12,7 @@ from typing import Any, BinaryIO, Mapping as TMapping
 
 from .. import db, importer, store
 from ..bars import Bars
+from ..spend import KEYS as SPEND_KEYS, SpendLimits
 from ..errors import DatasetError, NotFound, UsageError, first_line
 from ..models import DataDiff, Dataset, DatasetPreview, DatasetVersion, Imported, Mapping, Price
 from ..providers import Endpoint, ProviderDecl, endpoint_for, resolve
@@ -279,6 +280,23 @@ class DatasetsMixin:
 
     def remove_price(self, model: str) -> bool:
         return db.transaction(self.engine, lambda conn: store.delete_price(conn, model))
+
+    # --- limits ---------------------------------------------------------------------------------
+
+    def limits(self) -> dict[str, str]:
+        """The spend caps the gate config declared (``gate.spend``): name → value text."""
+        with self.engine.connect() as conn:
+            return store.list_limits(conn)
+
+    def set_limit(self, name: str, value: str) -> bool:
+        """Set (or change) one spend cap, checked as the gate config checks it."""
+        if name not in SPEND_KEYS:
+            raise UsageError(f"unknown limit {name!r}: use {', '.join(SPEND_KEYS)}")
+        checked = SpendLimits.from_values(*(value if key == name else None for key in SPEND_KEYS)).rows()[name]
+        return db.transaction(self.engine, lambda conn: store.set_limit(conn, name, checked))
+
+    def remove_limit(self, name: str) -> bool:
+        return db.transaction(self.engine, lambda conn: store.delete_limit(conn, name))
 
     def optional_fields(self) -> dict[str, list[str]]:
         """prompt → the item fields its templates may read although no dataset row has

@@ -14,6 +14,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 
 from .. import db, store
+from ..bars import Bars
 from ..importer import discard_version
 from ..errors import Forbidden, SpecError, UsageError
 from ..models import DatasetVersion, FleetCounts, LivePrompt, Update, WorkerRow
@@ -21,8 +22,10 @@ from ..providers import resolve
 from ..reuse import pin
 from ..settings import Settings
 from ..spec import PromptSpec, parse_spec
+from ..spend import SpendLimits
 from ..states import UPDATE_TERMINAL, Mode
 from .admission import check_expected, check_labels, count_unknown_fields, field_coverage, fields_read
+from .spending import check_cost_bounded, gate_limits, pinned_limits, run_calls, update_spend
 from .boundary import driver_errors_become_gate_errors
 from .datasets import DatasetsMixin
 from ..update_report import SAMPLE_FAILURES, UpdateReport, run_report  # noqa: F401
@@ -55,15 +58,16 @@ def check_commit_sha(sha: Any) -> None:
         raise UsageError(f"commit SHA {str(sha)[:80]!r} is not a full commit id: use its 40 or 64 hex characters")
 
 
-def _baseline(conn, spec: PromptSpec, live: LivePrompt | None, update_id: int, ds, mapping, version) -> dict:
+def _baseline(conn, spec: PromptSpec, live: LivePrompt | None, update_id: int, ds, mapping, version,
+              limits: SpendLimits) -> dict:
     """What the candidate's run on ``version`` is compared with, pinned with it as
     ``pinned["baseline"]`` (run_id: the run whose answers are compared; update_id: the
     update that made the live version live; live_version; scored_now or same_config):
     the live version's finished answers on that very version (``store.baseline_run``);
     else a baseline run staged in this update to score the live version there (its
-    answers reused wherever the same request was answered before). No live version: none.
-    A live version that cannot be scored any more: ``baseline_error`` (a max_broken bar
-    then fails rather than go unchecked)."""
+    answers reused wherever the same request was answered before; ``calls``: the most it
+    calls). No live version: none. A live version that cannot be scored any more:
+    ``baseline_error`` (a max_broken or max_drop bar then fails rather than go unchecked)."""
     if live is None:
         return {"baseline": None, "baseline_note": "no live version yet"}
     if live.config_hash == spec.config_hash:
@@ -78,11 +82,13 @@ def _baseline(conn, spec: PromptSpec, live: LivePrompt | None, update_id: int, d
     except (SpecError, UsageError) as exc:
         why = f"the live version cannot be scored on this dataset version: {exc}"
         return {"baseline": None, "baseline_note": why, "baseline_error": why}
+    price = _price(conn, live_spec.model)
+    check_cost_bounded(limits, live_spec, price, f"the live version (v{live.version}), scored alongside,")
     run_id = store.insert_run(conn, update_id, ds, mapping.min_accuracy, version,
                               {**pin(live_spec, version, mapping.min_accuracy), "live_version": live.version,
-                               "price": _price(conn, live_spec.model)},
+                               "price": price},
                               baseline_of=(live.config, provider.to_dict() if provider else None))
-    return {"baseline": {"run_id": run_id, **ref, "scored_now": True}}
+    return {"baseline": {"run_id": run_id, **ref, "scored_now": True}, "calls": run_calls(live_spec, version.row_count)}
 
 
 def _price(conn, model: str) -> dict | None:
@@ -149,7 +155,7 @@ class Gate(DatasetsMixin, LiveMixin, TokensMixin):
     # --- submissions ------------------------------------------------------------------
 
     def submit(self, spec: PromptSpec, mode: str = "check", source: dict | None = None, reuse: bool = True, *,
-               submitted_by: str | None = None) -> int:
+               submitted_by: str | None = None, full: bool = False) -> int:
         """Stage a candidate: the update, one run per mapped dataset and the latest-wins
         cancellation, in one transaction. Returns the tracking id. Each run pins the
         dataset's current version, its bar and what the verdict stands on (``gate.reuse``);
@@ -157,7 +163,9 @@ class Gate(DatasetsMixin, LiveMixin, TokensMixin):
         update: the workers send its calls there, and nowhere a pull request chose.
         ``reuse`` False: every item is called afresh (no answer already paid for is used).
         ``submitted_by``: the service token's name (None: the CLI on the database, the
-        operator); check-mode submissions replace only those of the same submitter and key."""
+        operator); check-mode submissions replace only those of the same submitter and key.
+        ``full``: no run of it stops early (``submit --full``). The gate's spend caps
+        (``limits:``) are pinned with it, with the upper bound of its calls (gate.spend)."""
         try:
             mode = Mode(mode)
         except ValueError:
@@ -188,14 +196,8 @@ class Gate(DatasetsMixin, LiveMixin, TokensMixin):
                                             base_version=store.live_version(conn, spec.name),
                                             source=source, source_key=source_key, source_sha=source.get("sha"),
                                             provider=provider.to_dict() if provider else None, reuse=reuse,
-                                            submitted_by=submitted_by)
-            live = store.find_live(conn, spec.name)
-            for mapping, ds, version in pinned:
-                baseline = _baseline(conn, spec, live, update_id, ds, mapping, version)
-                store.insert_run(conn, update_id, ds, mapping.min_accuracy, version,
-                                 {**pin(spec, version, mapping.min_accuracy), "bars": mapping.bars or None,
-                                  "price": _price(conn, spec.model), "fields": fields[ds.name], **baseline},
-                                 baseline_run_id=(baseline["baseline"] or {}).get("run_id"))
+                                            submitted_by=submitted_by, full=full)
+            _stage_runs(conn, spec, update_id, pinned, fields, full)
             for old_id in older:
                 store.cancel_update(conn, old_id, f"superseded by update {update_id}")
             return update_id
@@ -213,8 +215,9 @@ class Gate(DatasetsMixin, LiveMixin, TokensMixin):
             reports = [run_report(r, counts[r.id], store.failing_items(conn, r.id, failures), reused[r.id],
                                   _broken_items(conn, r, failures), _unstable_items(conn, r, failures)) for r in runs]
             ids = [r.id for r in runs]
+            spend = update_spend(conn, upd, runs + store.runs_of_update(conn, update_id, store.BASELINE))
             return UpdateReport(upd, reports, {**store.item_attempt_stats(conn, ids),
-                                               **store.rate_limit_stats(conn, ids)})
+                                               **store.rate_limit_stats(conn, ids)}, spend)
 
     def wait(self, update_id: int, timeout: float | None = None, poll: float = 0.25,
              on_poll: Callable[[UpdateReport], Any] | None = None) -> UpdateReport:
@@ -302,6 +305,8 @@ class Gate(DatasetsMixin, LiveMixin, TokensMixin):
             while db.transaction(self.engine, lambda conn: store.lock_prunable_run(conn, run_id)
                                  and store.delete_run_items(conn, run_id, batch)):
                 pass
+            db.transaction(self.engine, lambda conn: store.lock_prunable_run(conn, run_id)
+                           and store.delete_tally(conn, run_id))      # its running counts go with its items
         report.versions, report.version_rows = self._take_versions(versions, older_than, batch)
         while keys := db.transaction(self.engine, lambda conn: store.prunable_answer_keys(conn, older_than, batch)):
             report.answers += db.transaction(self.engine, lambda conn: store.delete_answers(conn, keys))
@@ -328,6 +333,24 @@ class Gate(DatasetsMixin, LiveMixin, TokensMixin):
         """Worker processes whose heartbeat is fresh (three beats)."""
         with self.engine.connect() as conn:
             return store.live_workers(conn, self.settings.heartbeat_seconds * 3)
+
+
+def _stage_runs(conn, spec: PromptSpec, update_id: int, pinned: list, fields: dict, full: bool) -> None:
+    """The update's runs: per mapping, the candidate's run (its bars, price, fields read and
+    whether it may stop early pinned) and what it is compared with (``_baseline``); then
+    the gate's spend caps and the upper bound of the update's calls, pinned with it."""
+    limits, price = gate_limits(conn), _price(conn, spec.model)
+    check_cost_bounded(limits, spec, price, "the candidate")
+    live, calls = store.find_live(conn, spec.name), 0
+    for mapping, ds, version in pinned:
+        baseline = _baseline(conn, spec, live, update_id, ds, mapping, version, limits)
+        calls += baseline.pop("calls", 0) + run_calls(spec, version.row_count)
+        early = Bars.parse(mapping.min_accuracy, mapping.bars).early_stop and not full
+        store.insert_run(conn, update_id, ds, mapping.min_accuracy, version,
+                         {**pin(spec, version, mapping.min_accuracy), "bars": mapping.bars or None,
+                          "price": price, "fields": fields[ds.name], "early_stop": early, **baseline},
+                         baseline_run_id=(baseline["baseline"] or {}).get("run_id"))
+    store.set_update_limits(conn, update_id, pinned_limits(limits, calls))
 
 
 def _current_version(conn, ds) -> DatasetVersion:

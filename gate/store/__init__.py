@@ -19,7 +19,9 @@ Modules, bottom up (each imports only the ones above it; this file imports them 
   ``versions`` (a dataset's imported, immutable versions and their rows), ``live``
   (the live ``prompt`` table and its ``prompt_version`` history), ``locks`` (the
   per-prompt lock rows submissions serialize on), ``providers``, ``updates``, ``runs``,
-  ``items`` (and the answers kept for reuse), ``workers``, ``ratelimits`` (rate-limit
+  ``items`` (and the answers kept for reuse), ``stops`` (a run's running counts, the stop
+  of an update before all its items are called), ``spend`` (limits, reservations against
+  them, counters), ``workers``, ``ratelimits`` (rate-limit
   buckets and usage), ``retention`` (what ``prune`` may delete), ``tokens`` (the HTTP
   service's bearer tokens, as hashes), ``prompt_settings`` (what the gate config declares per
   prompt), ``fleet`` (counts for the status page and /metrics), ``fields`` (the per-field
@@ -50,19 +52,23 @@ from .runs import (BASELINE, CANDIDATE, advance_materialize, baseline_run, candi
                    running_runs, runs_of_update, set_run_metrics, transition_run)
 from .retention import (count_prunable_answers, count_run_items, lock_prunable_run, delete_answers, delete_run_items,
                         prunable_answer_keys, prunable_runs, prunable_versions, take_version)
-from .schema import (EPOCH, Bar, JsonText, answer, api_token, model_price, dataset, dataset_row, dataset_version, meta, new_token, prompt,
+from .schema import (EPOCH, Bar, JsonText, answer, api_token, gate_counter, gate_limit, prompt_run_tally, model_price, dataset, dataset_row, dataset_version, meta, new_token, prompt,
                      prompt_setting,
                      prompt_dataset, prompt_run,
                      prompt_run_item, prompt_update, prompt_version, provider, rate_limit_bucket, rate_limit_usage,
                      worker)
 from .updates import (any_open_update, cancel_update, find_update, get_update, insert_update, list_updates,
-                      lock_update_owner, lock_update_query, reconcilable_updates, reconcile_candidates_query, start_update,
-                      superseded_updates, transition_update, update_status, update_statuses, updates_for_sha)
+                      lock_update_owner, lock_update_query, reconcilable_updates, reconcile_candidates_query, set_update_limits,
+                      start_update, superseded_updates, transition_update, update_status, update_statuses, updates_for_sha)
 from .versions import (IMPORTING, READY, create_version, delete_version, delete_version_rows, existing_version_ids,
                        find_version_by_content, find_version_by_number, finish_version, get_version, insert_version_rows, list_versions,
                        rows_with_labels, set_current_version, set_version_fields, version_inputs, version_labels, version_rows, lock_dataset,
                        version_keys,
                        version_status, DELETING)
+from .spend import (add_counters, delete_limit, list_limits, read_counters, reserve_spend, set_limit, settle_spend,
+                    spend_of_update)
+from .stops import (CALLS, add_tally, count_uncalled, delete_tally, outcome_counts, read_tally, run_stopped,
+                    stop_items, stop_update, stripe_of, update_has_uncalled)
 from .tokens import find_token_by_hash, insert_token, list_tokens, revoke_token, touch_token
 from .trials import count_unstable, trial_call_stats, unstable_items
 from .workers import heartbeat_worker, live_workers, prune_workers, register_worker, remove_worker
@@ -89,7 +95,8 @@ __all__ = [
     "ensure_prompt_lock", "lock_prompt", "prompt_lock",
     # updates
     "any_open_update", "cancel_update", "find_update", "get_update", "insert_update", "list_updates",
-    "lock_update_owner", "lock_update_query", "reconcilable_updates", "reconcile_candidates_query", "start_update",
+    "lock_update_owner", "lock_update_query", "reconcilable_updates", "reconcile_candidates_query", "set_update_limits",
+    "start_update",
     "superseded_updates",
     "transition_update", "update_status", "update_statuses", "updates_for_sha",
     # the fleet at a glance
@@ -112,6 +119,12 @@ __all__ = [
     "write_item_results",
     # items' trials
     "count_unstable", "trial_call_stats", "unstable_items",
+    # early stop: running counts, the stop
+    "CALLS", "add_tally", "count_uncalled", "delete_tally", "outcome_counts", "read_tally", "run_stopped", "stop_items",
+    "stop_update", "stripe_of", "update_has_uncalled", "gate_counter", "gate_limit", "prompt_run_tally",
+    # spend: limits, reservations, counters
+    "add_counters", "delete_limit", "list_limits", "read_counters", "reserve_spend", "set_limit", "settle_spend",
+    "spend_of_update",
     # per-prompt settings
     "delete_prompt_setting", "list_optional_fields", "optional_fields", "set_optional_fields",
     # providers

@@ -1,7 +1,8 @@
 """The fleet at a glance, for the status page and /metrics: updates and runs by status,
 the items of open runs by state, the oldest submission still waiting, the workers and
-their oldest heartbeat. A handful of grouped reads on indexed columns; items are counted
-only for open runs (the finished ones carry their counts in their metrics)."""
+their oldest heartbeat, and the model calls never made, by why (counters). A handful of
+grouped reads on indexed columns; items are counted only for open runs (the finished ones
+carry their counts in their metrics)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,23 @@ from ..models import FleetCounts
 from ..states import RUN_OPEN, UpdateStatus, Verdict
 from .dialect import db_now, seconds_since
 from .schema import prompt_run, prompt_run_item, prompt_update, worker
+from .spend import read_counters
 
 
 def fleet_counts(conn: Connection, stale_seconds: float) -> FleetCounts:
     return FleetCounts(updates=_by_status(conn, prompt_update), runs=_by_status(conn, prompt_run),
                        items=_open_items(conn), oldest_pending_seconds=_oldest_pending(conn),
-                       **_workers(conn, stale_seconds))
+                       **_workers(conn, stale_seconds), calls_saved=_calls_saved(conn))
+
+
+SAVED_REASONS = ("early_stop", "reuse", "spend_cap")
+
+
+def _calls_saved(conn: Connection) -> dict[str, int]:
+    """Model calls never made, by why, over every finished run (counters finalize adds to:
+    a read of three rows, not a sum over the runs)."""
+    counts = read_counters(conn, [f"calls_saved_{reason}" for reason in SAVED_REASONS])
+    return {reason: counts[f"calls_saved_{reason}"] for reason in SAVED_REASONS}
 
 
 def _by_status(conn: Connection, table) -> dict[str, int]:
@@ -26,13 +38,15 @@ def _by_status(conn: Connection, table) -> dict[str, int]:
 
 def _open_items(conn: Connection) -> dict[str, int]:
     """Items of open runs: ``leased`` (a worker holds them), ``pending`` (waiting for one),
-    and the scored ones by verdict (MATCH, MISMATCH, ERROR)."""
+    the scored ones by verdict (MATCH, MISMATCH, ERROR), and STOPPED (never called: their
+    run stopped, and is about to be finalized)."""
     i, r = prompt_run_item, prompt_run
     leased = and_(i.c.verdict == Verdict.PENDING, i.c.lease_until > db_now())
     state = case((leased, "leased"), (i.c.verdict == Verdict.PENDING, "pending"), else_=i.c.verdict)
     rows = conn.execute(select(state.label("state"), func.count()).select_from(i.join(r, r.c.id == i.c.run_id))
                         .where(r.c.status.in_(sorted(RUN_OPEN))).group_by(state))
-    counts = {"pending": 0, "leased": 0, Verdict.MATCH.value: 0, Verdict.MISMATCH.value: 0, Verdict.ERROR.value: 0}
+    counts = {"pending": 0, "leased": 0, Verdict.MATCH.value: 0, Verdict.MISMATCH.value: 0, Verdict.ERROR.value: 0,
+              Verdict.STOPPED.value: 0}
     counts.update({str(s): n for s, n in rows})
     return counts
 

@@ -274,7 +274,8 @@ def run_counts(conn: Connection, run_ids: Sequence[int]) -> dict[int, RunCounts]
                                            .group_by(i.c.run_id, i.c.verdict)):
         counts[run_id][verdict] = n
     return {rid: RunCounts(total=sum(c.values()), pending=c.get(Verdict.PENDING, 0), match=c.get(Verdict.MATCH, 0),
-                           mismatch=c.get(Verdict.MISMATCH, 0), error=c.get(Verdict.ERROR, 0))
+                           mismatch=c.get(Verdict.MISMATCH, 0), error=c.get(Verdict.ERROR, 0),
+                           stopped=c.get(Verdict.STOPPED, 0))
             for rid, c in counts.items()}
 
 

@@ -33,7 +33,7 @@ def _run(row) -> Run:
                row.status, row.min_accuracy, row.row_count, row.content_hash, row.source_version,
                row.materialize_cursor, row.materialized_at, row.lease_token, row.attempt, row.metrics,
                row.reason, row.created_at, row.started_at, row.finished_at, row.dataset_version_id, row.pinned,
-               row.role or CANDIDATE, row._mapping.get("dataset_version_number"))
+               row.role or CANDIDATE, row._mapping.get("dataset_version_number"), row.stopped)
 
 
 def insert_run(conn: Connection, update_id: int, ds: Dataset, min_accuracy: Decimal, version: DatasetVersion,
@@ -67,7 +67,7 @@ def baseline_run(conn: Connection, prompt_name: str, dataset_id: int, version_id
     run an earlier update staged for the same live config on this version, or None."""
     applied = select(prompt.c.applied_update_id).where(prompt.c.name == prompt_name).scalar_subquery()
     on_version = [prompt_run.c.dataset_id == dataset_id, prompt_run.c.dataset_version_id == version_id,
-                  prompt_run.c.status == RunStatus.DONE]
+                  prompt_run.c.status == RunStatus.DONE, prompt_run.c.stopped.is_(None)]   # a stopped run is partial
     row = conn.execute(select(prompt_run).where(prompt_run.c.update_id == applied, _role_is(CANDIDATE), *on_version)
                        .order_by(prompt_run.c.id.desc()).limit(1)).first()
     if row is None:
@@ -157,7 +157,8 @@ def claim_materialize(conn: Connection, lease_seconds: float, limit: int = 1) ->
 def advance_materialize(conn: Connection, run_id: int, token: str, *, cursor: str | None, added_rows: int,
                         lease_seconds: float) -> bool:
     """Move the cursor past a page (the caller inserts the page's items in the same
-    transaction), renewing the lease. False when the lease was lost: roll back."""
+    transaction), renewing the lease. False when the lease was lost, or the run was
+    stopped (its update settled early, or reached its spend cap): roll back."""
     return conn.execute(_ADVANCE_MATERIALIZE, {
         "run_id": run_id, "token": token, "cursor": cursor, "added_rows": added_rows,
         "lease_seconds": lease_seconds}).rowcount == 1
@@ -169,7 +170,7 @@ def _advance_materialize_statement():
     r = prompt_run
     return (update(r)
             .where(r.c.id == bindparam("run_id", type_=BigInteger), r.c.lease_token == bindparam("token", type_=String),
-                   r.c.lease_until > db_now(), r.c.status.in_(sorted(RUN_OPEN)))
+                   r.c.lease_until > db_now(), r.c.status.in_(sorted(RUN_OPEN)), r.c.stopped.is_(None))
             .values(materialize_cursor=bindparam("cursor", type_=Text),
                     row_count=r.c.row_count + bindparam("added_rows", type_=Integer),
                     lease_until=db_now(bindparam("lease_seconds", type_=Float))))
@@ -191,7 +192,8 @@ def page_committed(conn: Connection, run_id: int, cursor: str | None) -> bool:
 
 
 def finish_materialize(conn: Connection, run_id: int, token: str) -> bool:
-    """Mark the last page in and release the lease."""
+    """Mark the last page in and release the lease (also: a stopped run's pages end here,
+    its remaining rows never copied)."""
     return conn.execute(update(prompt_run)
                         .where(prompt_run.c.id == run_id, prompt_run.c.lease_token == token,
                                prompt_run.c.lease_until > db_now(), prompt_run.c.status == RunStatus.RUNNING)

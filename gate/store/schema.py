@@ -18,7 +18,7 @@ from datetime import datetime
 from decimal import Decimal
 
 from sqlalchemy import (CHAR, BigInteger, Column, DateTime, Double, ForeignKeyConstraint, Index, Integer, MetaData,
-                        PrimaryKeyConstraint, String, Table, Text, UniqueConstraint)
+                        PrimaryKeyConstraint, SmallInteger, String, Table, Text, UniqueConstraint)
 from sqlalchemy.dialects import mysql
 from sqlalchemy.types import TypeDecorator
 
@@ -140,6 +140,11 @@ prompt_update = Table("prompt_update", meta,
                       Column("finished_at", T), Column("provider", JsonText),
                       Column("reuse", FLAG, server_default="1", **NOT_NULL),
                       Column("submitted_by", String(128)),
+                      Column("full_run", FLAG, server_default="0", **NOT_NULL), Column("limits", JsonText),
+                      Column("calls_reserved", BigInteger, server_default="0", **NOT_NULL),
+                      Column("cost_reserved_nanousd", BigInteger, server_default="0", **NOT_NULL),
+                      Column("cost_in_flight_nanousd", BigInteger, server_default="0", **NOT_NULL),
+                      Column("stopped", JsonText),
                       Index("ix_update_status", "status", "id"),
                       Index("ix_update_prompt", "prompt_name", "mode", "status"),
                       Index("ix_update_sha", "source_sha"))
@@ -157,7 +162,7 @@ prompt_run = Table("prompt_run", meta,
                    Column("dataset_version_id", BigInteger), Column("pinned", JsonText),
                    Column("role", String(16), server_default="candidate", **NOT_NULL), Column("config", JsonText),
                    Column("provider", JsonText),
-                   Column("baseline_run_id", BigInteger),
+                   Column("baseline_run_id", BigInteger), Column("stopped", String(16)),
                    Index("ix_run_update", "update_id", "status"),
                    Index("ix_run_materialize", "status", "materialized_at", "lease_until"),
                    Index("ix_run_status", "status", "id"),
@@ -181,6 +186,16 @@ prompt_run_item = Table("prompt_run_item", meta,
                         Column("fields_wrong", BigInteger), Column("fields_missing", BigInteger),
                         PrimaryKeyConstraint("run_id", "position"),
                         Index("ix_item_ready", "run_id", "verdict", "lease_until"))
+prompt_run_tally = Table("prompt_run_tally", meta,
+                         Column("run_id", BigInteger, **NOT_NULL),
+                         Column("stripe", SmallInteger, **NOT_NULL),
+                         Column("verdict", String(8), **NOT_NULL),
+                         Column("expected_decision", String(128), **NOT_NULL),
+                         Column("actual_decision", String(128), **NOT_NULL),
+                         Column("live_verdict", String(8), **NOT_NULL),
+                         Column("n", BigInteger, **NOT_NULL),
+                         PrimaryKeyConstraint("run_id", "stripe", "verdict", "expected_decision", "actual_decision",
+                                              "live_verdict"))
 worker = Table("worker", meta,
                Column("id", String(64), primary_key=True), Column("role", String(64), **NOT_NULL),
                Column("host", String(255), **NOT_NULL), Column("pid", Integer, **NOT_NULL),
@@ -214,6 +229,11 @@ model_price = Table("model_price", meta,
 prompt_setting = Table("prompt_setting", meta,
                        Column("prompt_name", String(128), primary_key=True), Column("optional_fields", JsonText),
                        Column("updated_at", T, **NOT_NULL))
+gate_limit = Table("gate_limit", meta,
+                   Column("name", String(64), primary_key=True), Column("value", String(40), **NOT_NULL),
+                   Column("updated_at", T, **NOT_NULL))
+gate_counter = Table("gate_counter", meta,
+                     Column("name", String(64), primary_key=True), Column("value", BigInteger, **NOT_NULL))
 api_token = Table("api_token", meta,
                   _id(), Column("name", String(128), **NOT_NULL),
                   Column("scope", String(16), **NOT_NULL), Column("token_hash", HASH, **NOT_NULL),

@@ -19,21 +19,30 @@ from .schema import prompt_run, prompt_update
 def _update(row) -> Update:
     return Update(row.id, row.prompt_name, row.mode, row.status, row.candidate_config, row.candidate_hash,
                   row.base_version, row.source or {}, row.reason, row.created_at, row.started_at,
-                  row.finished_at)
+                  row.finished_at, bool(row.full_run), row.limits, row.stopped)
 
 
 def insert_update(conn: Connection, *, prompt_name: str, mode: str, config: dict, config_hash: str,
                   base_version: int, source: dict, source_key: str, source_sha: str | None,
-                  provider: dict | None = None, reuse: bool = True, submitted_by: str | None = None) -> int:
+                  provider: dict | None = None, reuse: bool = True, submitted_by: str | None = None,
+                  full: bool = False, limits: dict | None = None) -> int:
     """A new PENDING update; ``provider`` is the declaration its calls go to (None: the
     default provider); ``reuse``: whether answers already paid for may stand in for calls;
-    ``submitted_by``: the service token's name (None: the CLI on the database)."""
+    ``submitted_by``: the service token's name (None: the CLI on the database); ``full``:
+    no run of it stops early; ``limits``: its spend caps and the upper bound of its calls
+    (gate.spend), pinned."""
     result = conn.execute(insert(prompt_update).values(
         prompt_name=prompt_name, mode=mode, status=UpdateStatus.PENDING, candidate_config=config,
         candidate_hash=config_hash, base_version=base_version, source=source, source_key=source_key,
         source_sha=source_sha, provider=provider, reuse=1 if reuse else 0, submitted_by=submitted_by,
-        created_at=db_now()))
+        full_run=1 if full else 0, limits=limits, created_at=db_now()))
     return result.inserted_primary_key[0]
+
+
+def set_update_limits(conn: Connection, update_id: int, limits: dict) -> int:
+    """Pin the update's spend caps and the upper bound of its calls (at submit, once its
+    runs are staged, in the same transaction)."""
+    return conn.execute(update(prompt_update).where(prompt_update.c.id == update_id).values(limits=limits)).rowcount
 
 
 def find_update(conn: Connection, update_id: int) -> Update | None:

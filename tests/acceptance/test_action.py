@@ -239,7 +239,7 @@ def test_action_yml_passes_inputs_only_through_env():
     action = yaml.safe_load((ROOT / "action.yml").read_text())
     assert action["runs"]["using"] == "composite"
     assert set(action["inputs"]) == {"gate-url", "gate-token", "database-url", "prompts", "gate-config", "mode", "run-workers", "timeout",
-                                     "fail-on-reject", "comment", "github-token", "comment-author", "reuse"}
+                                     "fail-on-reject", "comment", "github-token", "comment-author", "reuse", "full"}
     assert set(action["outputs"]) == {"status", "tracking-ids", "report-path"}
     for step in action["runs"]["steps"]:
         assert "${{" not in step["run"], f"step {step['id']} interpolates an expression into shell code"

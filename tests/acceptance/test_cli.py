@@ -270,3 +270,26 @@ def test_a_template_branching_on_a_field_no_row_has_is_refused_at_submit_unless_
     assert {r["dataset"]: r["fields_read"][0] for r in runs} == {
         "urgency-regression": {"field": "account_tier", "rows": 0, "of": 98, "optional": True},
         "urgency-hard": {"field": "account_tier", "rows": 0, "of": 16, "optional": True}}
+
+
+def test_max_drop_early_stop_and_full_from_the_command_line(sqlite_url, tmp_path):
+    """`dataset map --max-drop --confidence --no-early-stop` and `submit --full`: the bars
+    as the gate keeps them, and the most calls an update may make on stderr (stdout stays
+    the id, for scripts)."""
+    db_url = sqlite_url
+    assert cli(db_url, "db", "upgrade").returncode == 0
+    assert cli(db_url, "dataset", "add", "d1", "--source", str(write_rule_rows(tmp_path / "d.csv", 40))).returncode == 0
+    mapped = cli(db_url, "dataset", "map", "p1", "d1", "--min-accuracy", "0.9", "--max-drop", "2", "--confidence",
+                 "0.9", "--no-early-stop")
+    assert mapped.returncode == 0, mapped.stderr
+    assert mapped.stdout.strip() == "p1 × d1: min accuracy 0.9, max drop 2 pts, confidence 90%, early stop off"
+    listed = json.loads(cli(db_url, "dataset", "list", "--json").stdout)
+    assert listed[0]["gates"][0]["bars"] == {"max_drop": "2", "confidence": "0.9", "early_stop": False}
+    refused = cli(db_url, "dataset", "map", "p1", "d1", "--min-accuracy", "0.9", "--max-drop", "0.02%")
+    assert refused.returncode == 2 and "max_drop '0.02%' is not a number of accuracy points" in refused.stderr
+    sub = cli(db_url, "submit", prompt_file(tmp_path / "p.yaml"), "--full")
+    assert sub.returncode == 0 and sub.stdout.strip().isdigit(), sub.stderr
+    assert f"update {sub.stdout.strip()}: 0 made, 0 reused (at most 40 model calls; every item called (--full))" \
+        in sub.stderr
+    shown = json.loads(cli(db_url, "status", sub.stdout.strip(), "--json").stdout)
+    assert shown["full"] is True and shown["spend"]["calls_bound"] == 40

@@ -99,7 +99,8 @@ def test_every_command_prints_the_same_through_the_service(service, llm, tmp_pat
         remote_wait = both.remote("wait", live_id, "--timeout", "60")
         assert remote_wait.returncode == 0 and f"update {live_id}: ticket-urgency (apply) APPLIED" in remote_wait.stdout
         assert remote_wait.stdout == both.local("wait", live_id).stdout
-        candidate = both.remote("submit", weaker_prompt(tmp_path / "weaker.yaml"), "--sha", SHA_CANDIDATE)
+        candidate = both.remote("submit", weaker_prompt(tmp_path / "weaker.yaml"), "--sha", SHA_CANDIDATE,
+                                "--full")       # every item called: the whole report, through both paths
         candidate_id = int(candidate.stdout)
         rejected = both.same("wait", "--sha", SHA_CANDIDATE, "--mode", "check", "--timeout", "60", code=1)
     finally:

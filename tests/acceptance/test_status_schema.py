@@ -34,7 +34,8 @@ def reports(tmp_path_factory):
     data = write_rule_rows(tmp / "d.csv", 40, wrong_every=10)                # the rules score 90 %
     assert cli(db_url, "dataset", "add", "d1", "--source", str(data)).returncode == 0
     mapped = cli(db_url, "dataset", "map", "p1", "d1", "--min-accuracy", "0.5", "--max-broken", "5",
-                 "--min-recall", "yes=0.5", "--min-precision", "no=0.5", "--max-latency-p95-ms", "60000")
+                 "--min-recall", "yes=0.5", "--min-precision", "no=0.5", "--max-latency-p95-ms", "60000",
+                 "--max-drop", "50")
     assert mapped.returncode == 0, mapped.stderr
 
     def status(uid):
@@ -108,7 +109,7 @@ def test_the_documents_exercise_the_report_fields(reports):
     assert run["comparison"] is None and run["baseline_note"] and run["broken"] == []
     states = {(c["bar"], c["label"]): c["state"] for c in run["checks"]}
     assert states == {("min_accuracy", None): "pass", ("max_broken", None): "n/a", ("min_precision", "no"): "pass",
-                      ("min_recall", "yes"): "pass", ("max_latency_p95_ms", None): "pass"}
+                      ("min_recall", "yes"): "pass", ("max_latency_p95_ms", None): "pass", ("max_drop", None): "n/a"}
     assert all(c["note"] for c in run["checks"] if c["state"] == "n/a")
     assert set(run["labels"]) == {"yes", "no"} and run["calls"]["latency_ms"]["timed"] == 40
     assert run["fields_read"] == [{"field": "text", "rows": 40, "of": 40, "optional": False}]
@@ -120,8 +121,15 @@ def test_the_documents_exercise_the_report_fields(reports):
     assert comparison["live_update_id"] == applied["id"] and comparison["significant"] is False
     assert len(comparison["interval"]) == 2 and len(comparison["live_interval"]) == 2
     assert [b["item_id"] for b in run["broken"]] == ["i3", "i5", "i12"]
-    assert {"bar": "max_broken", "label": None, "limit": "5", "value": "3", "state": "pass", "note": None} \
-        in run["checks"]
+    assert {"bar": "max_broken", "label": None, "limit": "5", "value": "3", "state": "pass", "note": None,
+            "reason": None} in run["checks"]
+    (drop,) = [c for c in run["checks"] if c["bar"] == "max_drop"]
+    assert drop["state"] == "pass" and drop["conclusive"] is True and drop["limit"] == "\u221250 pts"
+    assert drop["interval"] == comparison["difference_interval"] and drop["interval"][0] < -0.05 < drop["interval"][1]
+    assert comparison["difference_points"] == -5.0 and comparison["confidence"] == 0.95
+    assert compared["spend"]["calls_made"] + compared["spend"]["calls_reused"] >= 40
+    assert compared["spend"]["calls_bound"] == 40 and compared["full"] is False
+    assert run["stop"] is None and run["stopped"] == 0
 
 
 def _set(path, value):
@@ -164,6 +172,12 @@ BROKEN = {
     "reused keyed by a non-id": _set(["runs", 0, "reused"], {"latest": 3}),
     "a field's coverage as text": _set(["runs", 0, "fields_read", 0, "rows"], "all"),
     "an undocumented field-read key": _set(["runs", 0, "fields_read", 0, "branch"], "else"),
+    "a conclusive flag as text": _set(["runs", 0, "checks", -1, "conclusive"], "yes"),
+    "a fail reason of its own": _set(["runs", 0, "checks", -1, "reason"], "unlucky"),
+    "a difference interval of one number": _set(["runs", 0, "comparison", "difference_interval"], [0.1]),
+    "a stop of an unknown kind": _set(["runs", 0, "stop"], {"kind": "bored", "sentence": None, "calls_saved": 0}),
+    "spend without calls made": _delete(["spend", "calls_made"]),
+    "stopped items as text": _set(["runs", 0, "stopped"], "some"),
 }
 
 

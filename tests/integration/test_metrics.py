@@ -13,6 +13,7 @@ import httpx2
 from prometheus_client.parser import text_string_to_metric_families
 
 from gate.mockllm import MockLLMServer
+from gate.server.metrics import FLEET_TTL
 from gate.service import Gate
 from gate.spec import parse_spec
 from helpers import RULES, rules_spec, write_rule_rows
@@ -185,3 +186,29 @@ def test_worker_metrics_count_429s_over_several_processes(mysql_url, tmp_path):
     assert value(calls, "promptgate_model_rate_limited_total") == 12
     assert value(calls, "promptgate_model_errors_total", kind="rate_limit") == 12
     assert value(calls, "promptgate_model_errors_total", kind="server") == 0
+
+
+def test_calls_saved_by_early_stop_and_reuse_are_counted(service, tmp_path):
+    """promptgate_model_calls_saved_total{reason}: what finalize counted as each run ended —
+    the calls an early stop saved, the answers reused — from the database, so any server
+    shows the fleet's totals."""
+    gate = Gate.connect(service.db_url)
+    gate.register_dataset("d1", str(write_rule_rows(tmp_path / "d1.csv", 400, wrong_every=2)))
+    gate.map_dataset("p1", "d1", "0.9")
+    with MockLLMServer() as llm, service.client("read") as reader:
+        before = scrape(reader)
+        assert {reason: value(before, "promptgate_model_calls_saved_total", reason=reason)
+                for reason in ("early_stop", "reuse", "spend_cap")} == {"early_stop": 0, "reuse": 0, "spend_cap": 0}
+        fleet, _ = metered_worker(service.db_url, llm, tmp_path, concurrency=2, chunk_size=4)
+        try:
+            stopped = gate.wait(gate.submit(rules_spec("p1")), timeout=60)
+            again = gate.wait(gate.submit(rules_spec("p1"), full=True), timeout=60)
+        finally:
+            fleet.stop_all()
+        time.sleep(FLEET_TTL)
+        after = scrape(reader)
+    gate.close()
+    assert stopped.status == "REJECTED" and stopped.runs[0].stop["kind"] == "early_stop"
+    saved = stopped.runs[0].stop["calls_saved"]
+    assert saved > 200 and value(after, "promptgate_model_calls_saved_total", reason="early_stop") == saved
+    assert value(after, "promptgate_model_calls_saved_total", reason="reuse") == again.runs[0].reused_total > 0

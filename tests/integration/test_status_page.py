@@ -144,7 +144,8 @@ def test_the_status_page_in_chromium(public_service, chromium, tmp_path):
             fleet = WorkerFleet(worker_env(svc.db_url, llm.base_url, chunk_size=1), tmp_path)
             fleet.start(1)
             assert gate.wait(applied, timeout=60, poll=0.05).status == "APPLIED"
-            hostile = gate.submit(hostile_candidate(), "check", source={"sha": SHA_HOSTILE, "key": "hostile"})
+            hostile = gate.submit(hostile_candidate(), "check", source={"sha": SHA_HOSTILE, "key": "hostile"},
+                                  full=True)     # every item called: the page shows all of them
             assert gate.wait(hostile, timeout=60, poll=0.05).status == "REJECTED"
             check_a_running_update(gate, web, llm)
             check_the_list_filters_and_other_pages(web, applied)
@@ -215,8 +216,8 @@ def check_an_update_in_chromium(browser, url: str, hostile: int, tmp_path) -> No
     assert HOSTILE_ID in page.text and HOSTILE_KEY in page.text
     rows = page.rows()
     assert ["tickets", "13 / 13", "0.0% (0/13)", "60%", "✘ fail", "13", "13", "0"] in rows
-    assert ["tickets", "76.9% [49.7–91.8] v1", "0.0% [0.0–22.8]", "-76.9 pts", "0", "10",
-            "0.00195: the difference is significant at 5%"] in rows
+    assert ["tickets", "76.9% [49.7–91.8] v1", "0.0% [0.0–22.8]", "-76.9 pts", "\u221276.9 pts [\u221291.8, "
+            "\u221241.4] (95% interval)", "0", "10", "0.00195: the difference is significant at 5%"] in rows
     assert ["tickets", "min_accuracy", "60%", "0.0%", "✘ fail"] in rows
     assert ["tickets", "max_broken", "0", "10", "✘ fail"] in rows
     assert ["expected ╲ answered", "(invalid)", "items"] in rows and ["yes", "8", "8"] in rows

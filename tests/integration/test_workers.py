@@ -69,8 +69,10 @@ def test_four_processes_three_updates_exactly_once(mysql_gate, mock_llm, fleet, 
     for p, bar_a in (("p1", "0.9"), ("p2", "0.95"), ("p3", "0.9")):
         map_rule_dataset(gate, tmp_path, p, "d-a", 500, bar_a, wrong_every=10)   # exactly 90 %
         map_rule_dataset(gate, tmp_path, p, "d-b", 500, "1")                      # 100 %
-    # the three prompts send identical requests: no reuse, so each item is called (once)
-    ids = [gate.submit(rules_spec("p1"), "apply", reuse=False), gate.submit(rules_spec("p2"), "apply", reuse=False),
+    # the three prompts send identical requests: no reuse, so each item is called (once);
+    # p2 misses its bar: --full keeps it from stopping early (tests/integration/test_early_stop.py)
+    ids = [gate.submit(rules_spec("p1"), "apply", reuse=False),
+           gate.submit(rules_spec("p2"), "apply", reuse=False, full=True),
            gate.submit(rules_spec("p3"), "check", reuse=False)]
     workers = fleet(worker_env(gate.settings.database_url, mock_llm.base_url, chunk_size=16))
     workers.start(4)

@@ -5,10 +5,11 @@ gives back."""
 from __future__ import annotations
 
 from decimal import Decimal
+from fractions import Fraction
 
 import pytest
 
-from gate.bars import EXTRA_KEYS, MAX_LABEL_BARS, Bars
+from gate.bars import EXTRA_KEYS, MAX_LABEL_BARS, Bars, check
 from gate.errors import UsageError
 
 ALL = {"max_broken": 0, "min_recall": {"urgent": 0.9, "normal": "0.5"}, "min_precision": {"urgent": "0.95"},
@@ -97,3 +98,73 @@ def test_a_hostile_label_is_cut_in_the_message():
     with pytest.raises(UsageError) as raised:
         Bars.parse("0.9", {"min_recall": {"x" * 100: 2}})
     assert str(raised.value).startswith(f"min_recall[{'x' * 60}] 2 ")
+
+
+# --- max_drop: the non-inferiority bar against live ------------------------------------------
+
+def test_max_drop_confidence_and_early_stop_parse_and_round_trip():
+    bars = Bars.parse("0.9", {"max_drop": 2, "confidence": "0.9", "early_stop": False})
+    assert bars.max_drop == Decimal("2") and bars.confidence == Decimal("0.9") and bars.early_stop is False
+    assert bars.extra() == {"max_drop": "2", "confidence": "0.9", "early_stop": False}
+    assert Bars.parse("0.9", bars.extra()) == bars
+    assert bars.describe() == ["max drop 2 pts", "confidence 90%", "early stop off"]
+    defaults = Bars.parse("0.9", {"max_drop": "1.5"})
+    assert defaults.confidence == Decimal("0.95") and defaults.early_stop is True
+    assert defaults.extra() == {"max_drop": "1.5"}              # defaults are not written
+
+
+@pytest.mark.parametrize("extra, message", [
+    ({"max_drop": -1}, "max_drop -1 is out of range"),
+    ({"max_drop": 101}, "max_drop 101 is out of range"),
+    ({"max_drop": "two"}, "max_drop 'two' is not a number of accuracy points"),
+    ({"max_drop": True}, "max_drop True is out of range"),
+    ({"confidence": "0.4"}, "confidence '0.4' is out of range"),
+    ({"confidence": 1}, "confidence 1 is out of range"),
+    ({"confidence": 95}, "confidence 95 is outside [0, 1]"),
+    ({"early_stop": "no"}, "early_stop 'no' is not true or false"),
+])
+def test_max_drop_and_its_settings_refuse_in_one_line(extra, message):
+    with pytest.raises(UsageError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        Bars.parse("0.9", extra)
+
+
+def _drop(fixed, broken, both_right, both_wrong, max_drop="2", **extra):
+    flips = {"fixed": fixed, "broken": broken, "both_right": both_right, "both_wrong": both_wrong,
+             "paired": fixed + broken + both_right + both_wrong}
+    return [c for c in check(Bars.parse("0", {"max_drop": max_drop, **extra}), {"matches": 0, "scored": 1,
+                                                                                  "flips": flips})][-1]
+
+
+def test_max_drop_passes_misses_or_is_inconclusive_by_the_interval():
+    """One point worse than live: on 200 items the interval straddles −2 (inconclusive), on
+    5,000 items with the same rates it lies above it (pass); five points worse on 5,000 lies
+    wholly below it (missed)."""
+    small = _drop(6, 8, 174, 12)                       # −1.0 pts on 200
+    assert small.state == "fail" and small.reason == "inconclusive" and small.conclusive is False
+    assert small.value.startswith("\u22121.0 pts [\u2212")
+    low = small.value.split("[")[1].split(",")[0]
+    assert small.note == f"inconclusive: the difference could be as low as {low} pts; the limit is \u22122"
+    large = _drop(150, 200, 4350, 300)                 # −1.0 pts on 5,000
+    assert large.state == "pass" and large.conclusive is True and large.reason is None
+    assert large.value == "\u22121.0 pts [\u22121.7, \u22120.3]"
+    worse = _drop(50, 300, 4350, 300)
+    assert (worse.state, worse.reason, worse.conclusive) == ("fail", "missed", True)
+    assert worse.to_dict()["interval"] == pytest.approx(list(worse.interval)) and worse.to_dict()["reason"] == "missed"
+
+
+def test_max_drop_boundary_is_exact_and_printed_on_its_side():
+    """A lower limit a hair below −2 points fails, and is printed with the digits that show
+    it below (never "−2.0" against a limit of −2)."""
+    from gate.bars import points
+    bound = -Fraction(2, 100)
+    assert points(-0.0200001, bound) == "\u22122.00001" and points(-0.0199, bound) == "\u22122.0"
+    assert points(-0.020001, None) == "\u22122.0" and points(-0.0201, bound) == "\u22122.01"
+    assert points(0.0) == "0.0" and points(0.009) == "+0.9" and points(-0.0004) == "0.0"
+
+
+def test_max_drop_is_na_pending_or_failed_like_max_broken():
+    bars = Bars.parse("0", {"max_drop": "2"})
+    assert check(bars, {})[-1].state == "pending"
+    assert check(bars, {"flips": None, "baseline_note": "no live version yet"})[-1].state == "n/a"
+    failed = check(bars, {"flips": None, "baseline_error": "the live version's answers are incomplete"})[-1]
+    assert failed.state == "fail" and failed.note == "the live version's answers are incomplete"

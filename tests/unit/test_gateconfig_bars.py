@@ -32,8 +32,16 @@ def test_every_extra_bar_is_parsed(tmp_path):
 
 def test_bar_fields_lists_the_extra_bars():
     assert gateconfig.BAR_FIELDS == ("dataset", "min_accuracy", "max_broken", "min_recall", "min_precision",
-                                     "max_latency_p95_ms", "max_cost_per_1k_items", "min_field_accuracy",
-                                     "min_slice_accuracy", "min_slice_items", "slice_by", "protected", "accept_breaks")
+                                     "max_latency_p95_ms", "max_cost_per_1k_items", "max_drop", "confidence",
+                                     "early_stop", "min_field_accuracy", "min_slice_accuracy", "min_slice_items",
+                                     "slice_by", "protected", "accept_breaks")
+
+
+def test_max_drop_confidence_and_early_stop_in_a_gate_config(tmp_path):
+    (bar,) = config(tmp_path, {"max_drop": 2, "confidence": 0.9, "early_stop": False}).bars
+    assert bar.bars == {"max_drop": "2", "confidence": "0.9", "early_stop": False}
+    (bar,) = config(tmp_path, {"max_drop": 1.5, "early_stop": True}).bars
+    assert bar.bars == {"max_drop": "1.5"}                  # on and 95 %: the defaults, not written
 
 
 @pytest.mark.parametrize("entry, field, reason", [
@@ -46,6 +54,9 @@ def test_bar_fields_lists_the_extra_bars():
     ({"min_recall": {"yes": 95}}, "min_recall", "min_recall[yes] 95 is outside [0, 1]"),
     ({"min_precision": {"": 0.9}}, "min_precision", "a label must be a non-empty string"),
     ({"min_precision": {"yes": None}}, "min_precision", "min_precision[yes] None is not a number"),
+    ({"max_drop": 0.02 * -1}, "max_drop", "is out of range: 0 to 100 accuracy points"),
+    ({"confidence": 0.3}, "confidence", "is out of range: at least 0.5 and below 1"),
+    ({"early_stop": "off"}, "early_stop", "is not true or false"),
     ({"max_brokn": 0}, "max_brokn", "unknown field; a bar has dataset, min_accuracy, max_broken, min_recall"),
 ])
 def test_a_bad_extra_bar_names_its_field(tmp_path, entry, field, reason):

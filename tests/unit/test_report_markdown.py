@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import re
+from dataclasses import replace
 from decimal import Decimal
 
 import pytest
@@ -18,6 +19,7 @@ from gate.markdown import (GITHUB_COMMENT_LIMIT, MARKER, UnescapedOutput, enviro
 from gate.models import FlipSample, ItemSample, Update
 from gate.service import RunReport, UpdateReport
 from gate.service.reports import comparison
+from gate.bars import drop_check
 from gate.stats import label_metrics
 
 
@@ -52,6 +54,12 @@ def _update(uid, prompt, status, mode="check", reason=None, path=None):
                   reason, T0, T0, T0)
 
 
+# urgency-regression against live: 2 fixed, none broken, on 98 items; a max_drop of 2 points
+REGRESSION = {"matches": 89, "scored": 98, "flips": {"fixed": 2, "broken": 0, "both_right": 87, "both_wrong": 9,
+                                                     "paired": 98},
+              "live": {"matches": 87, "scored": 98, "update_id": 37, "run_id": 10, "live_version": 3}}
+
+
 def golden_reports(hostile: str = "") -> list[UpdateReport]:
     rejected = UpdateReport(
         _update(41, "ticket-urgency", "REJECTED", reason="missed: urgency-hard 43.8% < bar 80%"),
@@ -75,11 +83,10 @@ def golden_reports(hostile: str = "") -> list[UpdateReport]:
                            {"field": "text", "rows": 9, "of": 16, "optional": False}]),
          _run("urgency-regression", "0.9", 89, 98, run_id=2, confusion={"urgent": {"urgent": 32, "routine": 6},
                                                                         "routine": {"routine": 57, "urgent": 3}},
-              compared=comparison({"matches": 89, "scored": 98, "flips": {"fixed": 2, "broken": 0, "both_right": 87,
-                                                                            "both_wrong": 9, "paired": 98},
-                                   "live": {"matches": 87, "scored": 98, "update_id": 37, "run_id": 10,
-                                            "live_version": 3}}))],
-        {"retried_items": 2, "extra_attempts": 3, "max_attempt": 3})
+              compared=comparison(REGRESSION), bars=[drop_check(Decimal("2"), Decimal("0.95"), REGRESSION).to_dict()])],
+        {"retried_items": 2, "extra_attempts": 3, "max_attempt": 3},
+        {"calls_bound": 114, "max_calls_per_update": 2000, "max_cost_per_update_usd": None, "calls_made": 112,
+         "calls_reused": 2, "calls_saved": 0, "cost_reserved_usd": None, "full": False})
     passed = UpdateReport(
         _update(42, "refund-eligibility", "PASSED", reason="every bar cleared (refund-hard 92.3% ≥ 80%; "
                                                            "refund-regression 100.0% ≥ 90%)"),
@@ -135,6 +142,29 @@ def test_golden_push_comment():
     text = render_markdown([applied], config_changes=config,
                            context={"event": "push", "ref": "main", "sha": HEAD2, "mode": "apply"})
     check_golden("push_comment.md", text)
+
+
+def test_golden_stopped_early():
+    """An update whose hard dataset settled its verdict early: the sentence, the run stopped
+    with it, the calls made and saved, and a max_drop bar that is inconclusive."""
+    sentence = ("stopped after 140 of 1,000 items: even if every remaining item matched, accuracy would be at most "
+                "84.2 % < 90 % — 852 calls saved")
+    hard = replace(_run("urgency-hard", "0.9", 68, 140, run_id=5, confusion={"urgent": {"urgent": 30, "routine": 40},
+                                                                               "routine": {"routine": 38, "urgent": 32}},
+                        bars=[{**drop_check(Decimal("2"), Decimal("0.95"), {"flips": {
+                            "fixed": 6, "broken": 8, "both_right": 62, "both_wrong": 64, "paired": 140}}).to_dict()}]),
+                   total=1000, stopped=860, passed=False,
+                   stop={"kind": "early_stop", "sentence": sentence, "calls_saved": 852})
+    regression = replace(_run("urgency-regression", "0.9", 120, 120, run_id=6), total=400, stopped=280, passed=None,
+                         checks=[], stop={"kind": "with_update", "sentence": None, "calls_saved": 280})
+    report = UpdateReport(_update(44, "ticket-urgency", "REJECTED", reason=f"stopped early: urgency-hard: {sentence}"),
+                          [hard, regression], {"retried_items": 0, "extra_attempts": 0, "max_attempt": 1},
+                          {"calls_bound": 1400, "max_calls_per_update": None, "max_cost_per_update_usd": "5",
+                           "calls_made": 268, "calls_reused": 0, "calls_saved": 1132, "cost_reserved_usd": "0.0421",
+                           "full": False})
+    text = render_report_markdown(report)
+    assert "⏹️ urgency-hard: stopped after 140 of 1,000 items" in text and "❌ fail: inconclusive: the difference could be" in text
+    check_golden("stopped_comment.md", text)
 
 
 def test_golden_single_report_for_the_demo():

@@ -77,3 +77,54 @@ def test_a_bar_not_yet_compared_never_passes():
     del r.metrics["flips"]                      # reconcile has not paired the answers
     status, reason = update_end("check", [r])
     assert status == "REJECTED" and "max_broken" in reason
+
+
+def test_max_drop_inconclusive_is_said_so_not_missed():
+    one_point_worse = {"fixed": 6, "broken": 8, "both_right": 174, "both_wrong": 12, "paired": 200}
+    status, reason = update_end("check", [run({"max_drop": "2"}, one_point_worse, matches=180, scored=200)])
+    assert status == "REJECTED" and reason.startswith("inconclusive: d max_drop \u22121.0 pts [\u2212")
+    assert "the difference could be as low as" in reason and "the limit is \u22122" in reason
+    assert "missed" not in reason
+    five_worse = {"fixed": 50, "broken": 300, "both_right": 4350, "both_wrong": 300, "paired": 5000}
+    status, reason = update_end("check", [run({"max_drop": "2"}, five_worse, matches=4400, scored=5000)])
+    assert status == "REJECTED" and reason.startswith("missed: d max_drop \u22125.0 pts")
+    same_rates_more_items = {"fixed": 150, "broken": 200, "both_right": 4350, "both_wrong": 300, "paired": 5000}
+    assert update_end("check", [run({"max_drop": "2"}, same_rates_more_items, matches=4500, scored=5000)])[0] == \
+        "PASSED"
+
+
+def test_max_drop_needs_the_live_answers_like_max_broken():
+    why = "the live version's answers are incomplete: 8 of 10 items paired with run 3"
+    status, reason = update_end("check", [run({"max_drop": "2"}, baseline_error=why)])
+    assert status == "FAILED" and reason == f"could not be scored: d: {why} (max_drop needs it)"
+
+
+def _stopped(kind, **stop):
+    r = run(matches=2, scored=20)
+    r.metrics["stop"] = {"kind": kind, **stop}
+    return r
+
+
+def test_a_run_settled_early_rejects_its_update_and_its_sibling_is_not_judged():
+    sentence = ("stopped after 20 of 1,000 items: even if every remaining item matched, accuracy would be at most "
+                "78.2 % < 80 % — 980 calls saved")
+    settled = _stopped("early_stop", missed=[{"bar": "min_accuracy"}], sentence=sentence,
+                       best={"matches": 782, "scored": 1000})
+    sibling = _stopped("with_update")
+    sibling.dataset_name = "other"
+    assert update_end("check", [sibling, settled]) == ("REJECTED", f"stopped early: d: {sentence}")
+    from gate.update_outcome import run_checks
+    assert run_checks(sibling) == []
+    (accuracy,) = run_checks(settled)
+    assert accuracy.state == "fail" and accuracy.value == "78.2%" and accuracy.note.startswith("stopped early")
+
+
+def test_a_stop_the_final_figures_do_not_confirm_fails_rather_than_rejects():
+    status, reason = update_end("check", [_stopped("early_stop", missed=[], sentence=None)])
+    assert status == "FAILED" and "do not settle the verdict" in reason and "--full" in reason
+
+
+def test_the_spend_cap_fails_the_update_with_its_figures():
+    capped = _stopped("spend_cap", sentence="max_calls_per_update 300: 300 calls made; 700 of 1,000 items not called")
+    assert update_end("check", [capped]) == ("FAILED", "spend cap reached: max_calls_per_update 300: 300 calls made; "
+                                                       "700 of 1,000 items not called")

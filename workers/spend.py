@@ -1,0 +1,81 @@
+"""The spend caps at the call (gate/spend.py): before each model call of an update with a
+cap, the call and the most it can cost are reserved in the gate database, atomically across
+every worker process (``store.reserve_spend``); the cost is settled to the real one when
+the answer comes. A reservation refused because the cap is spent stops the update (its
+remaining items are not called) and the call is not made; one refused only because calls
+in flight hold part of the budget (they may yet cost less than their most) waits for them
+to settle. An update without a cap costs nothing here: no database traffic per call."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from gate import store
+from gate.db import read, transaction
+from gate.errors import first_line
+from gate.spend import call_bound, output_bound, usd_nano
+from gate.spec import request_kwargs
+from gate.update_outcome import SPEND_CAP
+
+log = logging.getLogger("promptgate.execute")
+SETTLE_WAIT = 0.05                 # seconds between tries while calls in flight hold the budget
+
+
+class SpendGuard:
+    """Reserves each call of a capped update; ``stopper`` (workers.early_stop.Stopper)
+    stops the update a reservation is refused for; ``halt`` is set when the worker stops."""
+
+    def __init__(self, engine, stopper, halt: threading.Event | None = None):
+        self.engine = engine
+        self.stopper = stopper
+        self.halt = halt or threading.Event()
+
+    def reserve(self, run, item, messages) -> int | None:
+        """Reserve one call of ``messages`` for ``run``'s update: the cost reserved (nano-
+        dollars; 0 without a cost cap), or None when refused (the update is then stopped,
+        or the worker is stopping)."""
+        caps = run.context.caps
+        if not caps:
+            return 0
+        cost = 0
+        if caps.max_cost_per_update_usd is not None:
+            bound = output_bound(run.spec.params)
+            if bound is None or not run.context.price:
+                return self._reached(run, item, "a call whose cost cannot be bounded (no price or no max_tokens)")
+            cost = call_bound(request_kwargs(run.spec, messages), bound, run.context.price)
+        while not run.stopped:
+            if transaction(self.engine, lambda conn: store.reserve_spend(
+                    conn, run.update_id, 1, cost, caps.max_calls_per_update, caps.max_cost_nanousd)):
+                return cost
+            calls, reserved, in_flight = read(self.engine, lambda conn: store.spend_of_update(conn, run.update_id))
+            if caps.max_calls_per_update is not None and calls + 1 > caps.max_calls_per_update:
+                return self._reached(run, item, None, "max_calls_per_update")
+            if caps.max_cost_nanousd is None or reserved - in_flight + cost > caps.max_cost_nanousd:
+                return self._reached(run, item, None, "max_cost_per_update_usd")
+            if self.halt.wait(SETTLE_WAIT):         # calls in flight hold it: they may cost less than their most
+                return None
+        return None
+
+    def settle(self, run, reserved: int, out) -> None:
+        """The call answered (``out``: its answer; None: it failed): no longer in flight, and
+        what its reservation held beyond its cost goes back (a failed or unmetered call
+        keeps its whole reservation: it may have cost that much)."""
+        if not reserved:
+            return
+        tokens_in, tokens_out = getattr(out, "prompt_tokens", None), getattr(out, "completion_tokens", None)
+        spent = reserved if tokens_in is None or tokens_out is None else \
+            min(reserved, usd_nano(tokens_in, tokens_out, run.context.price))
+        try:
+            transaction(self.engine, lambda conn: store.settle_spend(conn, run.update_id, reserved, spent))
+        except Exception as exc:        # kept reserved and in flight: the cap only binds sooner
+            log.warning("update %s: could not settle a call's cost: %s", run.update_id, first_line(exc))
+
+    def _reached(self, run, item, why: str | None, cap: str = "max_cost_per_update_usd") -> None:
+        """The update reached a cap (or a call cannot be priced): stop it, once."""
+        caps = run.context.caps
+        limit = caps.max_calls_per_update if cap == "max_calls_per_update" else f"{caps.max_cost_per_update_usd:f}"
+        self.stopper.stop(run.update_id, item.run_id, SPEND_CAP, SPEND_CAP,
+                          {"kind": SPEND_CAP, "run_id": item.run_id, "cap": cap, "limit": limit,
+                           **({"why": why} if why else {})})
+        return None
