@@ -204,3 +204,46 @@ def test_stopped_items_on_either_backend_with_reuse_and_prune(gate, tmp_path, mo
     assert verdicts(gate, run.run_id) == {}
     with gate.engine.connect() as conn:
         assert store.read_tally(conn, run.run_id) == ([], 0)
+
+
+EXTRACT = """Extract the order id, the category and the amount of a support email, as JSON.
+- extract order_id: /ORD-[0-9]+/
+- extract category: billing = refund*, charged twice; shipping = parcel, delivery; other
+- extract amount: /([0-9]+[.][0-9]{2}) EUR/ as number
+"""
+
+
+def test_a_decision_field_by_field_stops_early_on_its_accuracy(mysql_gate, llm, fleet, tmp_path):
+    """An extraction prompt (decision: fields) whose expected objects are longer than a
+    label (an order id of 150 digits) misses its 90 % bar: 9 of 10 emails write the
+    currency before the amount, which the candidate does not read. Its write-backs keep the
+    run's tally without the objects (one per item, longer than the tally's key: on MariaDB
+    such a write-back failed, "data too long", and no item was ever written), so it stops
+    once settled, REJECTED, as a label run does."""
+    import json
+    gate = mysql_gate
+    rows = []
+    for i in range(400):
+        amount = f"{10 + i % 50}.{i % 100:02d}"
+        money = f"{amount} EUR" if i % 10 == 0 else f"EUR {amount}"
+        order = "ORD-" + str(10 ** 150 + i)
+        rows.append({"item_id": f"mail-{i:03d}", "email": f"Order {order}: I was charged twice, {money}.",
+                     "expected": {"order_id": order, "category": "billing", "amount": float(amount)}})
+    (tmp_path / "emails.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    gate.register_dataset("emails", str(tmp_path / "emails.jsonl"))
+    gate.map_dataset("extract", "emails", "0.9")
+    spec = parse_spec({"name": "extract", "model": "mock-1",
+                       "decision": {"type": "fields", "fields": {
+                           "order_id": "exact", "amount": {"type": "number", "tolerance": 0.01},
+                           "category": {"type": "label", "labels": ["billing", "shipping", "other"]}}},
+                       "messages": [{"role": "system", "content": EXTRACT},
+                                    {"role": "user", "content": "{{ item.email }}"}]})
+    uid = gate.submit(spec, reuse=False)
+    fleet(gate, llm)
+    report = gate.wait(uid, timeout=60)
+    assert report.status == UpdateStatus.REJECTED, report.update.reason
+    assert report.update.reason.startswith("stopped early: emails: stopped after "), report.update.reason
+    (run,) = report.runs
+    assert run.errors == 0 and run.stop["kind"] == "early_stop"
+    # 41 wrong of 400 settle a 90 % bar: at most ~46 items in, and what was in flight
+    assert llm.stats()["requests"] <= 46 + CHUNK + IN_FLIGHT, llm.stats()["requests"]
