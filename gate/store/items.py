@@ -17,7 +17,7 @@ from ..states import RUN_TERMINAL, Verdict
 from ..stats import nearest_rank
 from .dialect import db_now
 from .schema import EPOCH, answer, dataset_row, new_token, prompt_run, prompt_run_item
-from .textsql import (answers_found_sql, answers_insert_sql, item_claim_from_sql, item_claimed_sql, item_lease_sql, item_results_sql,
+from .textsql import (answers_found_sql, answers_insert_sql, item_claim_from_sql, item_lease_sql, item_results_sql,
                       result_columns, stored_value, string_literal)
 
 
@@ -120,24 +120,23 @@ def claim_items_from(conn: Connection, run_id: int, from_position: int, limit: i
 
 def _claim_from_text(conn: Connection, quote, run_id: int, from_position: int, limit: int, lease_seconds: float,
                      attempt_cap: int) -> tuple[str, list[ClaimedItem]]:
-    """``claim_items_from`` on PyMySQL: the same three statements as text, rows read as
-    tuples (the SQLAlchemy form cost ~26 µs of the worker's CPU per item claimed: bench/README.md)."""
+    """``claim_items_from`` on PyMySQL, as the bare claim pattern: the locking read (with
+    each item's own columns), the lease, as text; rows read as tuples. Inputs the item
+    does not carry are left None, for the render thread to read (``version_inputs``):
+    the claimer, one thread per worker, is a process's serial step (bench/README.md)."""
     token = new_token()
     run = lambda sql: conn.exec_driver_sql(sql, execution_options={"no_parameters": True})   # noqa: E731
-    positions = [row[0] for row in run(item_claim_from_sql(run_id, from_position, limit))]
-    if not positions:
+    rows = run(item_claim_from_sql(run_id, from_position, limit)).all()
+    if not rows:
         return token, []
-    run(item_lease_sql(run_id, positions, token, lease_seconds, attempt_cap, quote))
-    items, exhausted = [], []
-    for position, item_id, expected, attempt, lease_token, text in run(item_claimed_sql(run_id, positions)):
-        if lease_token == token:
-            items.append(ClaimedItem(run_id, position, item_id, None if text is None else json.loads(text),
-                                     expected, attempt))
-        else:
-            exhausted.append(position)
+    exhausted = [position for position, _, _, attempt, _ in rows if attempt >= attempt_cap]
+    leased = [row for row in rows if row[3] < attempt_cap]
+    if leased:
+        run(item_lease_sql(run_id, [row[0] for row in leased], token, lease_seconds, attempt_cap, quote))
     if exhausted:
         _fail_exhausted(conn, run_id, exhausted)
-    return token, items
+    return token, [ClaimedItem(run_id, position, item_id, None if text is None else json.loads(text), expected,
+                               attempt + 1) for position, item_id, expected, attempt, text in leased]
 
 
 def _lease_claimed(conn: Connection, run_id: int, positions: list[int], lease_seconds: float,

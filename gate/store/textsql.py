@@ -2,7 +2,8 @@
 dataset rows, an executor chunk's claim, its result UPDATE and the INSERT IGNORE of its
 answers kept for reuse, written as SQL text with MySQL's quoting rules instead of bound
 parameters (``versions.insert_version_rows``, ``items.claim_items_from``,
-``items.write_item_results``, ``items.find_answers``, ``items.save_answers``).
+``items.write_item_results``, ``items.find_answers``, ``items.save_answers``,
+``versions.version_inputs``).
 Other drivers and dialects (``string_literal`` answers None) take the SQLAlchemy path."""
 
 from __future__ import annotations
@@ -175,9 +176,12 @@ def answers_insert_sql(answers: Sequence, quote) -> list[str]:
 
 
 def item_claim_from_sql(run_id: int, from_position: int, limit: int) -> str:
-    """``items.claim_items_from``' locking read, as text (the same statement SQLAlchemy
-    compiles, its values inlined: all integers)."""
-    return ("SELECT position FROM prompt_run_item FORCE INDEX (ix_item_ready) "
+    """``items.claim_items_from``' locking read, as text, with what the executor needs of
+    each item (its values inlined: all integers). A locking read through the index locks
+    each item's row as well, so reading its columns here costs no more lookups; the
+    dataset row's input is read by whoever renders the chunk (``version_inputs``), off
+    the claimer's path."""
+    return ("SELECT position, item_id, expected_decision, attempt, input FROM prompt_run_item FORCE INDEX (ix_item_ready) "
             f"WHERE run_id = {int(run_id)} AND verdict = 'PENDING' AND lease_until = '{_EPOCH_TEXT}' "
             f"AND position >= {int(from_position)} ORDER BY lease_until, position LIMIT {int(limit)} "
             "FOR UPDATE SKIP LOCKED")
@@ -193,15 +197,10 @@ def item_lease_sql(run_id: int, positions: Sequence[int], token: str, lease_seco
             f"AND attempt < {int(attempt_cap)}")
 
 
-def item_claimed_sql(run_id: int, positions: Sequence[int]) -> str:
-    """The claimed items with their dataset rows' inputs, as text; rows come back as
-    (position, item_id, expected_decision, attempt, lease_token, input JSON text)."""
-    run = int(run_id)
-    return ("SELECT i.position, i.item_id, i.expected_decision, i.attempt, i.lease_token, "
-            "COALESCE(i.input, r.input) FROM prompt_run_item AS i LEFT OUTER JOIN dataset_row AS r "
-            f"ON r.version_id = (SELECT dataset_version_id FROM prompt_run WHERE id = {run}) "
-            f"AND r.position = i.position WHERE i.run_id = {run} "
-            f"AND i.position IN ({','.join(str(int(p)) for p in positions)})")
+def version_inputs_sql(version_id: int, positions: Sequence[int]) -> str:
+    """``versions.version_inputs``' read, as text (rows come back as (position, input JSON text))."""
+    return (f"SELECT position, input FROM dataset_row WHERE version_id = {int(version_id)} "
+            f"AND position IN ({','.join(str(int(p)) for p in positions)})")
 
 
 def answers_found_sql(keys: Sequence[str], quote) -> str:

@@ -12,6 +12,7 @@ can never be current or pinned and deleted at once."""
 
 from __future__ import annotations
 
+import json
 from typing import Any, Sequence
 
 from sqlalchemy import delete, func, insert, select, update
@@ -21,7 +22,7 @@ from ..errors import NotFound
 from ..models import DatasetVersion, VersionRow
 from .dialect import db_now
 from .schema import dataset, dataset_row, dataset_version
-from .textsql import MAX_INSERT_CHARS, multi_row_statements, string_literal
+from .textsql import MAX_INSERT_CHARS, multi_row_statements, string_literal, version_inputs_sql
 
 IMPORTING, READY, DELETING = "IMPORTING", "READY", "DELETING"
 
@@ -172,9 +173,13 @@ def version_keys(conn: Connection, version_id: int, after_item: str | None, limi
 
 
 def version_inputs(conn: Connection, version_id: int, positions: Sequence[int]) -> dict[int, Any]:
-    """The inputs of the rows at ``positions`` (items point at their row, not a copy)."""
+    """The inputs of the rows at ``positions`` (items point at their row, not a copy): what
+    the executor's render thread reads for a chunk claimed without them."""
     if not positions:
         return {}
+    if string_literal(conn) is not None:
+        rows = conn.exec_driver_sql(version_inputs_sql(version_id, positions), execution_options={"no_parameters": True})
+        return {position: json.loads(text) for position, text in rows}
     r = dataset_row
     return dict(conn.execute(select(r.c.position, r.c.input)
                              .where(r.c.version_id == version_id, r.c.position.in_(list(positions)))).all())
