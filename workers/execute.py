@@ -64,9 +64,9 @@ MEAN_AFTER = 16               # items rendered before a run's mean render time i
 class Executor(Poller):
     role = "execute"
 
-    def __init__(self, gate, stop, concurrency: int | None = None, call=call_prompt, activity=None,
+    def __init__(self, engine, settings, stop, concurrency: int | None = None, call=call_prompt, activity=None,
                  renderer: RenderPool | None = None):
-        super().__init__(gate, stop, activity)
+        super().__init__(engine, settings, stop, activity)
         self.concurrency = concurrency or self.settings.concurrency
         self.call = call
         self.owns_renderer = renderer is None
