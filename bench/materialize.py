@@ -28,7 +28,7 @@ sys.path[:0] = [sys.argv[3]]
 from gate.service import Gate
 from workers.materialize import Materializer
 gate = Gate.connect(sys.argv[1])
-m = Materializer(gate, threading.Event())
+m = Materializer(gate.engine, gate.settings, threading.Event())
 started = time.monotonic()
 while m.poll() == 0:
     pass

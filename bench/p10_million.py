@@ -54,7 +54,7 @@ def worker(url: str, chunk_size: int, concurrency: int, uid: int, progress, timi
     gate = Gate.connect(url)
     gate = Gate(gate.engine, gate.settings.with_(chunk_size=chunk_size))
     timer = StoreTimer(gate.engine).__enter__() if timings else None
-    process = WorkerProcess(gate, ROLES, concurrency, instant).start()
+    process = WorkerProcess(gate.engine, gate.settings, ROLES, concurrency, instant).start()
     executor = next(p for p in process.pollers if p.role == "execute")
     stop = threading.Event()
 

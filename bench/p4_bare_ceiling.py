@@ -77,7 +77,7 @@ def materialized_run(server_url: str, database: str, items: int) -> tuple[str, i
     with tempfile.TemporaryDirectory() as tmp:
         url, gate = gated_dataset(server_url, database, tmp, items, "0.99")
     uid = gate.submit(rules_spec("p1"), "check", reuse=False)
-    materializer = Materializer(gate, threading.Event())
+    materializer = Materializer(gate.engine, gate.settings, threading.Event())
     while materializer.poll() == 0:
         pass
     with gate.engine.connect() as conn:

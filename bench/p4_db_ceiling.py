@@ -50,7 +50,7 @@ ANSWERS = _answers()
 def materialized(gate, mode: str, reuse: bool) -> int:
     from workers.materialize import Materializer
     uid = gate.submit(rules_spec("p1"), mode, reuse=reuse)
-    materializer = Materializer(gate, threading.Event())
+    materializer = Materializer(gate.engine, gate.settings, threading.Event())
     while materializer.poll() == 0:
         pass
     return uid
@@ -61,7 +61,7 @@ def prepared_worker(gate, concurrency: int):
     sandbox started — what a fleet that is already running has — but its loops not begun."""
     from gate.db import warm_pool
     from workers.supervisor import ROLES, WorkerProcess
-    worker = WorkerProcess(gate, ROLES, concurrency, instant)
+    worker = WorkerProcess(gate.engine, gate.settings, ROLES, concurrency, instant)
     warm_pool(gate.engine, len(worker.pollers) + 2)
     worker.renderer.warm()
     return worker

@@ -2,7 +2,7 @@
 
 A ``ThreadPoolExecutor`` made a Future (a condition and its lock), a work item and a
 thread-count check for every item it was handed; the executor never reads the Future (an
-item's outcome comes back through ``Executor._record``). With a fast provider, or an
+item's outcome comes back through ``ChunkLedger.answered``). With a fast provider, or an
 instant one in P4, that was a tenth of the process's GIL time (bench/README.md, the
 database path). Here an item's call is one ``SimpleQueue.put`` of a tuple, taken by the
 next free thread in C."""

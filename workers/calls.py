@@ -6,7 +6,6 @@ what a failed call makes of the item (see ``workers.results``)."""
 from __future__ import annotations
 
 import threading
-import time
 from dataclasses import dataclass, field, replace
 
 from gate.errors import CallFailure, ModelCallError
@@ -44,22 +43,21 @@ class RunCall:
 
 class ItemCaller:
     """Scores items by calling the model: ``call`` (gate.llm.call_prompt or a stand-in)
-    through ``limiter``; counts calls and retries in the executor's ``stats`` and the
-    start of each call in its ``calls_began`` (both under its ``lock``); ``stop_run(run,
-    item)`` is how a template over its budget stops its run; ``draining()`` says the worker
-    is draining (no further trial begins: the item goes back for another worker); ``spend``
-    (workers.spend.SpendGuard) reserves each call of an update with a spend cap."""
+    through ``limiter``; counts calls and retries in the executor's ``stats`` (under
+    ``lock``) and the start of each trial's call in its ``ledger`` (workers.ledger), whose
+    ``draining`` says the worker is draining (no further trial begins: the item goes back
+    for another worker); ``stop_run(run, item)`` is how a template over its budget stops
+    its run; ``spend`` (workers.spend.SpendGuard) reserves each call of an update with a
+    spend cap."""
 
-    def __init__(self, call, settings, limiter, lock: threading.Lock, stats: dict, calls_began: dict, stop_run,
-                 draining=lambda: False, spend=None):
+    def __init__(self, call, settings, limiter, ledger, stats: dict, lock: threading.Lock, stop_run, spend=None):
         self.call = call
         self.settings = settings
         self.limiter = limiter
-        self.lock = lock
+        self.ledger = ledger
         self.stats = stats
-        self.calls_began = calls_began
+        self.lock = lock
         self.stop_run = stop_run
-        self.draining = draining
         self.spend = spend
 
     def result(self, run: RunCall, item: ClaimedItem, messages, keys: tuple[str, ...] | None,
@@ -97,12 +95,11 @@ class ItemCaller:
             if key in known:
                 trials.append(reused_trial(known[key], key))
                 continue
-            if n and self.draining():     # the item goes back whole, for another worker
+            if n and self.ledger.draining:     # the item goes back whole, for another worker
                 return ItemResult(item.position, Verdict.PENDING, retry_in=0.0,
                                   error="not called: the worker stopped between two trials")
             if n:                          # the age of the call in flight, not of the item's first
-                with self.lock:
-                    self.calls_began[(item.run_id, item.position)] = time.monotonic()
+                self.ledger.trial_began(item)
             out = self._call(run, item, messages, made)
             if isinstance(out, ItemResult) and out.verdict == Verdict.PENDING:
                 return out

@@ -1,5 +1,8 @@
-"""Execute: claim chunks of ready items, call the model outside any transaction, write
-each chunk's results back in one statement guarded by the lease token.
+"""Execute: claim chunks of ready items, render them, call the model outside any
+transaction, write each chunk's results back in one statement guarded by the lease token.
+The methods of ``Executor`` follow an item's way in that order: claim → render (prepare)
+→ call → write back, then the leases and the drain. What is claimed, in flight, answered
+and given back, and whether there is room for the next claim, is ``workers.ledger``.
 
 Up to ``concurrency`` calls are in flight per process. Runs are served in rotation, so a
 big dataset does not starve a small one. A retryable failure (timeout, connection, 429,
@@ -28,7 +31,7 @@ import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from sqlalchemy.exc import DBAPIError
 
@@ -47,6 +50,7 @@ from gate.states import Verdict
 from .call_threads import CallThreads
 from .calls import ItemCaller, RunCall
 from .early_stop import RunContext, Stopper
+from .ledger import Chunk, ChunkLedger
 from .poller import Poller
 from .results import new_answers, reused_item
 from .spend import SpendGuard
@@ -57,28 +61,12 @@ WRITE_BACK_THREADS = 2
 MEAN_AFTER = 16               # items rendered before a run's mean render time is judged
 
 
-@dataclass
-class Chunk:
-    token: str
-    items: list[ClaimedItem]
-    results: list[ItemResult] = field(default_factory=list)
-    renewed_at: float = field(default_factory=time.monotonic)
-    started: set[int] = field(default_factory=set)    # items whose call has begun
-    given_back: int = 0                               # items a drain gave back uncalled
-    claimed_at: float = field(default_factory=time.monotonic)
-    prepared_at: float | None = None                  # its items handed to the call threads
-
-    @property
-    def done(self) -> bool:
-        return len(self.results) + self.given_back == len(self.items)
-
-
 class Executor(Poller):
     role = "execute"
 
-    def __init__(self, gate, stop, concurrency: int | None = None, call=call_prompt, activity=None,
+    def __init__(self, engine, settings, stop, concurrency: int | None = None, call=call_prompt, activity=None,
                  renderer: RenderPool | None = None):
-        super().__init__(gate, stop, activity)
+        super().__init__(engine, settings, stop, activity)
         self.concurrency = concurrency or self.settings.concurrency
         self.call = call
         self.owns_renderer = renderer is None
@@ -88,27 +76,22 @@ class Executor(Poller):
         # which goes on to its next call at once (a write-back waits on a durable commit)
         self.writers = ThreadPoolExecutor(WRITE_BACK_THREADS, thread_name_prefix="write-back")
         self.rendering = ThreadPoolExecutor(self.renderer.budget.processes, thread_name_prefix="render")
-        self.lock = threading.Lock()
-        self.capacity = threading.Condition(self.lock)
-        self.in_flight = 0      # calls dispatched and not yet answered
-        self.held = 0           # items claimed and not yet written back
-        self.prep_bound = False   # the last chunk's calls took less time than claiming and preparing it
-        self.chunks: dict[str, Chunk] = {}
-        self.draining = False   # set once by close(): no call begins after it
-        self.calls_began: dict[tuple[int, int], float] = {}   # (run, position) -> when its call began
+        self.ledger = ChunkLedger(self.concurrency, self.settings.chunk_size)
         self.run_calls: dict[int, RunCall] = {}
         self.runs: list[int] = []
         self.claim_from: dict[int, int | None] = {}   # run -> where its next claim starts (None: the first ready)
         self.runs_at = 0.0
         self.turn = 0
+        # for the logs and the benchmarks; "claimed" is written by the claiming thread alone,
+        # the others under ``counting``
         self.stats = {"claimed": 0, "written": 0, "lost": 0, "retries": 0, "calls": 0}
+        self.counting = threading.Lock()
         # shared rate-limit budgets + concurrency that adapts to 429s (gate/ratelimit/)
         self.limiter = CallLimiter(self.settings, self.engine, self.concurrency, stop)
         # early stop and spend caps (workers/early_stop.py, workers/spend.py)
         self.stopper = Stopper(self.engine, lambda uid: [r for r in list(self.run_calls.values()) if r.update_id == uid])
-        self.caller = ItemCaller(call, self.settings, self.limiter, self.lock, self.stats, self.calls_began,
-                                 self._stop_run_over_budget, draining=lambda: self.draining,
-                                 spend=SpendGuard(self.engine, self.stopper, stop))
+        self.caller = ItemCaller(call, self.settings, self.limiter, self.ledger, self.stats, self.counting,
+                                 self._stop_run_over_budget, spend=SpendGuard(self.engine, self.stopper, stop))
 
     def warm_up(self) -> None:
         if self.call is call_prompt:
@@ -120,7 +103,7 @@ class Executor(Poller):
 
     def poll(self) -> float:
         self._renew_leases()
-        room = self._wait_for_room()
+        room = self.ledger.room()
         if room == 0:
             return 0.0
         if not self._claim(min(room, self.settings.chunk_size)):
@@ -128,34 +111,7 @@ class Executor(Poller):
             return self.idle()
         return self.busy()
 
-    @property
-    def max_queued(self) -> int:
-        """Items claimed and not yet answered: the calls in flight plus one chunk queued
-        behind them, so a call slot that frees up starts the next item at once and claims
-        stay off the critical path. When a chunk's calls take less time than claiming and
-        preparing it (a provider answering in milliseconds, answers reused), the calls wait
-        on the claims: then one more chunk is claimed and prepared while the calls of the
-        one before run (``prep_bound``). A chunk's answered items wait for its slowest one
-        before their one write-back; they do not hold up claims (up to ``max_held``)."""
-        return self.concurrency + (2 if self.prep_bound else 1) * self.settings.chunk_size
-
-    @property
-    def max_held(self) -> int:
-        return 4 * self.max_queued
-
-    def _wait_for_room(self) -> int:
-        """Room for a whole chunk (claims of a few items would cost a commit each), or
-        for what is left when nothing is claimed at all. Short of that, it waits for a call
-        to answer or a write-back to finish (both notify ``capacity``): with an instant
-        model, or every answer reused, nothing is in flight while the answered items wait
-        for their write-back, and returning at once would spin the loop and starve the
-        write-back threads of the GIL (tests/integration/test_executor_loop.py)."""
-        with self.capacity:
-            room = min(self.max_queued - self.in_flight, self.max_held - self.held)
-            if room < min(self.settings.chunk_size, self.max_queued) and self.held > 0:
-                self.capacity.wait(timeout=0.05)
-                return 0
-            return max(0, room)
+    # --- claim ------------------------------------------------------------------------
 
     def _running_runs(self) -> list[int]:
         if time.monotonic() - self.runs_at > RUN_LIST_TTL:
@@ -196,22 +152,56 @@ class Executor(Poller):
         return token, items
 
     def _dispatch(self, chunk: Chunk) -> None:
-        run = self._run_call(chunk.items[0].run_id)
-        with self.lock:
-            self.chunks[chunk.token] = chunk
-            self.in_flight += len(chunk.items)
-            self.held += len(chunk.items)
-            self.stats["claimed"] += len(chunk.items)
-        if run.over_budget or run.endpoint is None or run.stopped:   # each item ends at once, uncalled
+        """The claimed chunk into the ledger, then to a render thread (or, when its run can
+        call nothing, straight to the call threads: each item ends at once, uncalled)."""
+        run = self._run_call(chunk.run_id)
+        self.ledger.add(chunk)
+        self.stats["claimed"] += len(chunk.items)
+        if run.over_budget or run.endpoint is None or run.stopped:
             for item in chunk.items:
                 self.pool.submit(self._score, chunk, run, item, None)
             return
         self.rendering.submit(self._prepare_and_dispatch, chunk, run)
 
+    def _run_call(self, run_id: int) -> RunCall:
+        run = self.run_calls.get(run_id)
+        if run is None:
+            with self.engine.connect() as conn:
+                candidate = store.candidate_of_run(conn, run_id)
+                known = RunContext.load(conn, run_id)
+            spec = parse_spec(candidate.config)
+            decl = ProviderDecl.from_dict(candidate.provider) if candidate.provider else None
+            context = {"update_id": candidate.update_id, "version_id": candidate.dataset_version_id,
+                       "reuse": candidate.reuse, "context": known}
+            try:
+                run = RunCall(spec, endpoint_for(decl), **context)
+            except UsageError as exc:     # the key variable the declaration names is not set here
+                run = RunCall(spec, None, endpoint_error=str(exc), **context)
+            self.run_calls[run_id] = run
+        return run
+
+    # --- render (prepare), in a render thread ------------------------------------------
+
     def _prepare_and_dispatch(self, chunk: Chunk, run: RunCall) -> None:
-        """In a render thread: the chunk's inputs (from its dataset version's rows), its
-        messages (one sandbox request, or here for plain templates), the answers already
-        paid for; then the calls of the rest."""
+        """In a render thread: the chunk prepared (``_prepare``); then each item whose every
+        answer was paid for before is answered at once, and the rest go to the call threads."""
+        prepared = self._prepare(chunk, run)
+        if prepared is None:
+            return
+        chunk.prepared_at = time.monotonic()
+        reused = []
+        for item, messages, item_keys, known in zip(chunk.items, *prepared):
+            if item_keys and len(known) == len(item_keys):     # every trial answered before: no call
+                reused.append(reused_item(item, run.spec.rule, item_keys, known, run.spec.decision))
+            else:
+                self.pool.submit(self._score, chunk, run, item, messages, item_keys, known)
+        if self.ledger.reused(chunk, reused):
+            self.writers.submit(self._finish_chunk, chunk)
+
+    def _prepare(self, chunk: Chunk, run: RunCall) -> tuple[list, list, list] | None:
+        """The chunk's inputs (from its dataset version's rows), its messages (one sandbox
+        request, or here for plain templates), each item's trial keys and the answers
+        already paid for under them; None when the chunk is abandoned to its leases."""
         try:
             chunk.items = self._with_inputs(chunk.items, run)
             spent: list[float] = []
@@ -226,35 +216,13 @@ class Executor(Poller):
             found = self._answers([k for ks in keys if ks for k in ks]) if run.reuse else {}
         except DBAPIError as exc:  # the database is away past the retries: not the items' fault
             self._abandon(chunk, exc)
-            return
+            return None
         except Exception as exc:  # a bug must not strand the chunk: every item ends ERROR
             log.exception("run %s: unexpected error while preparing calls", run.spec.name)
             rendered = [ModelCallError(f"internal error: {exc}"[:1000], retryable=False)] * len(chunk.items)
             keys, found = [None] * len(chunk.items), {}
-        chunk.prepared_at = time.monotonic()
-        reused = []
-        for item, messages, item_keys in zip(chunk.items, rendered, keys):
-            known = {k: found[k] for k in item_keys or () if k in found}
-            if item_keys and len(known) == len(item_keys):     # every trial answered before: no call
-                reused.append(reused_item(item, run.spec.rule, item_keys, known, run.spec.decision))
-            else:
-                self.pool.submit(self._score, chunk, run, item, messages, item_keys, known)
-        self._record_reused(chunk, reused)
-
-    def _record_reused(self, chunk: Chunk, results: list[ItemResult]) -> None:
-        """Items whose every answer was paid for before: begun and recorded together, under
-        one hold of the lock (one by one, as ``_begin`` and ``_record`` take a call's, the
-        lock and its waiters were most of an all-reused chunk's cost). A drain that began
-        first gives them back instead."""
-        if not results:
-            return
-        with self.capacity:
-            if self.draining:
-                return
-            chunk.started.update(r.position for r in results)
-            done = self._add_results(chunk, results)
-        if done:
-            self.writers.submit(self._finish_chunk, chunk)
+        known = [{k: found[k] for k in item_keys or () if k in found} for item_keys in keys]
+        return rendered, keys, known
 
     def _within_mean(self, run: RunCall, chunk: Chunk, rendered: list, seconds: float) -> list:
         """A template under its budget per item can still be slow on every item and hold
@@ -293,84 +261,7 @@ class Executor(Poller):
         unreachable through every retry): nothing is written, its leases run out and the
         items are claimed again, rather than ending ERROR for an outage."""
         log.warning("chunk %s: left to its lease: %s", chunk.token[:8], first_line(exc))
-        with self.capacity:
-            self.chunks.pop(chunk.token, None)
-            self.in_flight -= len(chunk.items)
-            self.held -= len(chunk.items)
-            self.capacity.notify_all()
-
-    def _run_call(self, run_id: int) -> RunCall:
-        run = self.run_calls.get(run_id)
-        if run is None:
-            with self.engine.connect() as conn:
-                candidate = store.candidate_of_run(conn, run_id)
-                known = RunContext.load(conn, run_id)
-            spec = parse_spec(candidate.config)
-            decl = ProviderDecl.from_dict(candidate.provider) if candidate.provider else None
-            context = {"update_id": candidate.update_id, "version_id": candidate.dataset_version_id,
-                       "reuse": candidate.reuse, "context": known}
-            try:
-                run = RunCall(spec, endpoint_for(decl), **context)
-            except UsageError as exc:     # the key variable the declaration names is not set here
-                run = RunCall(spec, None, endpoint_error=str(exc), **context)
-            self.run_calls[run_id] = run
-        return run
-
-    # --- one item, in a pool thread ----------------------------------------------------
-
-    def _score(self, chunk: Chunk, run: RunCall, item: ClaimedItem, rendered, keys: tuple[str, ...] | None = None,
-               known: dict[str, Answer] | None = None) -> None:
-        if not self._begin(chunk, item):
-            return   # a drain gave it back uncalled
-        try:
-            result = self.caller.result(run, item, rendered, keys, known or {})
-        except Exception as exc:  # a bug must not strand the chunk
-            log.exception("item %s: unexpected error", item.item_id)
-            result = ItemResult(item.position, Verdict.ERROR, error=f"internal error: {exc}"[:1000])
-        self._record(chunk, result)
-
-    def _record(self, chunk: Chunk, result: ItemResult) -> None:
-        """An item's result is in: the chunk is written back once all of its are."""
-        with self.capacity:
-            self.calls_began.pop((chunk.items[0].run_id, result.position), None)
-            done = self._add_results(chunk, [result])
-        if done:
-            self.writers.submit(self._finish_chunk, chunk)
-
-    def _add_results(self, chunk: Chunk, results: list[ItemResult]) -> bool:
-        """(Under the lock.) Results in, their calls out of flight; True when the chunk is
-        whole (then it leaves ``chunks``: the caller writes it back)."""
-        chunk.results.extend(results)
-        self.in_flight -= len(results)
-        if self.max_queued - self.in_flight >= min(self.settings.chunk_size, self.max_queued) or not self.in_flight:
-            self.capacity.notify_all()   # room for a whole chunk: the claimer may go
-        if not chunk.done:
-            return False
-        self.chunks.pop(chunk.token, None)
-        self._judge_pipeline(chunk)
-        return True
-
-    def _judge_pipeline(self, chunk: Chunk) -> None:
-        """(Under the lock, as a chunk's last answer is in.) Whether its calls took less time
-        than its claim and preparation: then the claimer prepares one chunk ahead."""
-        if chunk.prepared_at is not None and not chunk.given_back:
-            now = time.monotonic()
-            self.prep_bound = now - chunk.prepared_at < chunk.prepared_at - chunk.claimed_at
-
-    def _begin(self, chunk: Chunk, item: ClaimedItem) -> bool:
-        """The item's call (or its reuse) begins, unless a drain has begun (which gave the
-        item back)."""
-        with self.lock:
-            if self.draining:
-                return False
-            chunk.started.add(item.position)
-            self.calls_began[(item.run_id, item.position)] = time.monotonic()
-            return True
-
-    def oldest_call_age(self) -> float | None:
-        with self.lock:
-            oldest = min(self.calls_began.values(), default=None)
-        return None if oldest is None else time.monotonic() - oldest
+        self.ledger.abandon(chunk)
 
     def _stop_run_over_budget(self, run: RunCall, item: ClaimedItem, why: str | None = None) -> None:
         """The run's template overran its budget: the run is FAILED whatever else happens, so
@@ -385,22 +276,36 @@ class Executor(Poller):
         except Exception as exc:   # they still fail one by one, unrendered, as they are claimed
             log.warning("run %s: could not end its unclaimed items: %s", item.run_id, first_line(exc))
 
+    # --- call: one item, in a call thread ----------------------------------------------
+
+    def _score(self, chunk: Chunk, run: RunCall, item: ClaimedItem, rendered, keys: tuple[str, ...] | None = None,
+               known: dict[str, Answer] | None = None) -> None:
+        """The item's call (``workers.calls``) and its result into the ledger; the chunk is
+        written back once all of its items are answered."""
+        if not self.ledger.begin(chunk, item):
+            return   # a drain gave it back uncalled
+        try:
+            result = self.caller.result(run, item, rendered, keys, known or {})
+        except Exception as exc:  # a bug must not strand the chunk
+            log.exception("item %s: unexpected error", item.item_id)
+            result = ItemResult(item.position, Verdict.ERROR, error=f"internal error: {exc}"[:1000])
+        if self.ledger.answered(chunk, result):
+            self.writers.submit(self._finish_chunk, chunk)
+
+    # --- write back, in a write-back thread ---------------------------------------------
+
     def _finish_chunk(self, chunk: Chunk) -> None:
         try:
             self._write_back(chunk)
         finally:
-            with self.capacity:
-                self.held -= len(chunk.items)
-                self.capacity.notify_all()
-                drained = self.held == 0
-            if drained:
+            if self.ledger.written_back(chunk):
                 self.nudge("finalize")
 
     def _write_back(self, chunk: Chunk) -> None:
         """One guarded UPDATE, run again by ``transaction`` on a deadlock or a lost connection
         (the database may be restarting). Running it again is safe even when a lost COMMIT
         did commit: the lease token guards it, so the second run writes nothing."""
-        run_id = chunk.items[0].run_id
+        run_id = chunk.run_id
         run = self.run_calls.get(run_id)
         # a --no-reuse run keeps its fresh answers to itself: a kept answer is the first the
         # gate obtained, so re-running until one passes cannot choose what an apply reuses
@@ -424,23 +329,20 @@ class Executor(Poller):
             log.warning("write-back failed: %s", first_line(exc))
             written = 0
         lost = len(chunk.results) - written
-        with self.lock:
+        with self.counting:
             self.stats["written"] += written
             self.stats["lost"] += lost
         if lost:
             log.warning("chunk %s: %d result(s) dropped: the lease was lost", chunk.token[:8], lost)
-        self.limiter.flush(chunk.items[0].run_id)
+        self.limiter.flush(run_id)
         self.stopper.after_write_back(run, run_id, chunk.results if written else [], lost)
 
-    # --- leases -------------------------------------------------------------------------
+    # --- leases, the drain, the heartbeat -----------------------------------------------
 
     def _renew_leases(self) -> None:
-        half = self.settings.lease_seconds / 2
-        with self.lock:
-            due = [c for c in self.chunks.values() if time.monotonic() - c.renewed_at > half]
-        for chunk in due:
+        for chunk in self.ledger.due_for_renewal(self.settings.lease_seconds / 2):
             transaction(self.engine, lambda conn: store.renew_item_leases(
-                conn, chunk.items[0].run_id, [i.position for i in chunk.items], chunk.token,
+                conn, chunk.run_id, [i.position for i in chunk.items], chunk.token,
                 self.settings.lease_seconds))
             chunk.renewed_at = time.monotonic()
 
@@ -449,24 +351,15 @@ class Executor(Poller):
         go back at once (guarded by their claim's token, their attempt not counted), for
         another worker to take now rather than after the lease. A chunk left with nothing
         in flight is written back now."""
-        with self.capacity:
-            self.draining = True
-            unstarted = {c.token: (c.items[0].run_id, [i.position for i in c.items if i.position not in c.started])
-                         for c in self.chunks.values()}
-            finished = []
-            for token, (_, positions) in unstarted.items():
-                chunk = self.chunks[token]
-                chunk.given_back, self.in_flight = len(positions), self.in_flight - len(positions)
-                if positions and chunk.done:
-                    finished.append(self.chunks.pop(token))
+        given_back, whole = self.ledger.give_back_unstarted()
         given = 0
-        for token, (run_id, positions) in unstarted.items():
-            if positions:
-                try:
-                    given += transaction(self.engine, lambda conn: store.release_items(conn, token, run_id, positions))
-                except Exception as exc:   # their lease runs out instead
-                    log.warning("drain: could not give back %d item(s): %s", len(positions), first_line(exc))
-        for chunk in finished:
+        for chunk, positions in given_back:
+            try:
+                given += transaction(self.engine, lambda conn: store.release_items(conn, chunk.token, chunk.run_id,
+                                                                                   positions))
+            except Exception as exc:   # their lease runs out instead
+                log.warning("drain: could not give back %d item(s): %s", len(positions), first_line(exc))
+        for chunk in whole:
             self.writers.submit(self._finish_chunk, chunk)
         if given:
             log.info("drain: gave back %d claimed item(s) not yet called", given)
@@ -476,10 +369,7 @@ class Executor(Poller):
         finish and write back (renewing leases meanwhile), then shut the pool."""
         self._give_back_unstarted()
         deadline = time.monotonic() + self.settings.request_timeout + 5
-        while time.monotonic() < deadline:
-            with self.lock:
-                if self.held == 0:
-                    break
+        while time.monotonic() < deadline and not self.ledger.all_written():
             self._renew_leases()
             time.sleep(0.05)
         self.rendering.shutdown(wait=False, cancel_futures=True)
@@ -488,3 +378,6 @@ class Executor(Poller):
         self.limiter.close()
         if self.owns_renderer:
             self.renderer.close()
+
+    def oldest_call_age(self) -> float | None:
+        return self.ledger.oldest_call_age()

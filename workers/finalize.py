@@ -27,8 +27,8 @@ BATCH = 20
 class Finalizer(Poller):
     role = "finalize"
 
-    def __init__(self, gate, stop, activity=None):
-        super().__init__(gate, stop, activity)
+    def __init__(self, engine, settings, stop, activity=None):
+        super().__init__(engine, settings, stop, activity)
         self.swept_at = 0.0
 
     def poll(self) -> float:

@@ -51,8 +51,8 @@ class LeaseLost(Exception):
 class Materializer(Poller):
     role = "materialize"
 
-    def __init__(self, gate, stop, activity=None, renderer: RenderPool | None = None):
-        super().__init__(gate, stop, activity)
+    def __init__(self, engine, settings, stop, activity=None, renderer: RenderPool | None = None):
+        super().__init__(engine, settings, stop, activity)
         self.owns_renderer = renderer is None
         self.renderer = renderer or RenderPool(RenderBudget.from_settings(self.settings))
 

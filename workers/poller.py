@@ -24,17 +24,18 @@ from abc import ABC, abstractmethod
 from gate import store
 from gate.db import KeptConnection, is_retryable
 from gate.errors import first_line
-from gate.service import Gate
+from gate.settings import Settings
 
 log = logging.getLogger("promptgate.worker")
 
 
 class Activity:
-    """The shared "is any update open?" probe of one process, cached for the probe interval."""
+    """The shared "is any update open?" probe of one process, cached for ``interval`` s
+    (``Settings.idle_probe_interval``)."""
 
-    def __init__(self, gate: Gate):
-        self.engine = gate.engine
-        self.interval = gate.settings.idle_probe_interval
+    def __init__(self, engine, interval: float):
+        self.engine = engine
+        self.interval = interval
         self.lock = threading.Lock()
         # the first probe falls at a random moment of the first interval, so processes
         # started together (a deploy) do not probe in step
@@ -42,7 +43,7 @@ class Activity:
         self.open = False
         self.opened = 0      # how many times the probe found work after finding none
         self.due_in = self._next_interval()
-        self.reader = KeptConnection(gate.engine)   # what an idle fleet costs the server: one statement a probe
+        self.reader = KeptConnection(engine)   # what an idle fleet costs the server: one statement a probe
         self.watchers: list[threading.Event] = []
 
     def watch(self, wake: threading.Event) -> None:
@@ -86,12 +87,13 @@ class Activity:
 
 
 class Poller(ABC):
+    """A role's loop over the gate database: ``engine`` and ``settings`` are all it reads of
+    the gate (no role goes through the service)."""
     role = "poller"
 
-    def __init__(self, gate: Gate, stop: threading.Event, activity: Activity | None = None):
-        self.gate = gate
-        self.engine = gate.engine
-        self.settings = gate.settings
+    def __init__(self, engine, settings: Settings, stop: threading.Event, activity: Activity | None = None):
+        self.engine = engine
+        self.settings = settings
         self.stop = stop
         self.activity = activity
         self.wake = threading.Event()

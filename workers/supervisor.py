@@ -1,6 +1,8 @@
 """Run worker roles: in threads of this process (``WorkerProcess``), in several child
 processes (``supervise``), or until given updates are terminal (``run_until_terminal``,
-for tests, the demo and the Action). All three run the same pollers."""
+for tests, the demo and the Action). All three run the same pollers, each built from the
+gate database's engine and the settings: no role goes through the service (``gate.service``);
+only ``run_until_terminal`` is handed a ``Gate``, to wait on its updates' reports."""
 
 from __future__ import annotations
 
@@ -17,11 +19,11 @@ from typing import Iterable, Sequence
 from sqlalchemy.exc import DBAPIError
 
 from gate import store
-from gate.db import KeptConnection, transaction, warm_pool
+from gate.db import KeptConnection, make_engine, transaction, warm_pool
 from gate.errors import UsageError, first_line
 from gate.sandbox import RenderBudget, RenderPool
-from gate.service import Gate, UpdateReport
 from gate.settings import Settings
+from gate.update_report import UpdateReport
 
 from . import ROLES
 from .poller import Activity, Poller, log
@@ -38,22 +40,22 @@ def parse_roles(role: str | Iterable[str]) -> list[str]:
     return names
 
 
-def build_pollers(gate: Gate, stop: threading.Event, roles: Sequence[str], concurrency: int | None = None,
-                  call=None, renderer: RenderPool | None = None) -> list[Poller]:
+def build_pollers(engine, settings: Settings, stop: threading.Event, roles: Sequence[str],
+                  concurrency: int | None = None, call=None, renderer: RenderPool | None = None) -> list[Poller]:
     """The pollers of one process, sharing one activity probe and one template sandbox, and
     able to nudge each other."""
-    activity = Activity(gate)
+    activity = Activity(engine, settings.idle_probe_interval)
     pollers = []
     for role in roles:
-        pollers.append(make_poller(role, gate, stop, activity, concurrency, call, renderer))
+        pollers.append(make_poller(role, engine, settings, stop, activity, concurrency, call, renderer))
     peers = {p.role: p for p in pollers}
     for poller in pollers:
         poller.peers = peers
     return pollers
 
 
-def make_poller(role: str, gate: Gate, stop: threading.Event, activity: Activity, concurrency: int | None,
-                call, renderer: RenderPool | None) -> Poller:
+def make_poller(role: str, engine, settings: Settings, stop: threading.Event, activity: Activity,
+                concurrency: int | None, call, renderer: RenderPool | None) -> Poller:
     """One role's poller. Each role's module is imported when a process runs that role: a
     process of quick roles (finalize, reconcile) starts without the model client's imports
     (the openai SDK is most of a worker's start-up time)."""
@@ -62,27 +64,28 @@ def make_poller(role: str, gate: Gate, stop: threading.Event, activity: Activity
         kwargs = {"concurrency": concurrency, "renderer": renderer}
         if call is not None:
             kwargs["call"] = call
-        return Executor(gate, stop, activity=activity, **kwargs)
+        return Executor(engine, settings, stop, activity=activity, **kwargs)
     if role == "materialize":
         from .materialize import Materializer
-        return Materializer(gate, stop, activity=activity, renderer=renderer)
+        return Materializer(engine, settings, stop, activity=activity, renderer=renderer)
     if role == "finalize":
         from .finalize import Finalizer
-        return Finalizer(gate, stop, activity=activity)
+        return Finalizer(engine, settings, stop, activity=activity)
     from .reconcile import Reconciler
-    return Reconciler(gate, stop, activity=activity)
+    return Reconciler(engine, settings, stop, activity=activity)
 
 
 class WorkerProcess:
-    """The roles of one process, each in its own thread, registered in ``worker`` and
-    heartbeating; ``stop`` (or SIGTERM/SIGINT) drains them."""
+    """The roles of one process on the gate database ``engine``, each in its own thread,
+    registered in ``worker`` and heartbeating; ``stop`` (or SIGTERM/SIGINT) drains them."""
 
-    def __init__(self, gate: Gate, roles: Sequence[str], concurrency: int | None = None, call=None):
-        self.gate = gate
+    def __init__(self, engine, settings: Settings, roles: Sequence[str], concurrency: int | None = None, call=None):
+        self.engine = engine
+        self.settings = settings
         self.roles = list(roles)
         self.stop = threading.Event()
-        self.renderer = RenderPool(RenderBudget.from_settings(gate.settings))
-        self.pollers = build_pollers(gate, self.stop, self.roles, concurrency, call, self.renderer)
+        self.renderer = RenderPool(RenderBudget.from_settings(settings))
+        self.pollers = build_pollers(engine, settings, self.stop, self.roles, concurrency, call, self.renderer)
         self.id = f"{socket.gethostname()[:40]}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.threads: list[threading.Thread] = []
         self.role_label = "all" if set(self.roles) == set(ROLES) else ",".join(self.roles)
@@ -92,7 +95,7 @@ class WorkerProcess:
         # one pooled connection per role and two spare, opened now: a connection costs a TLS
         # context and a handshake (PyMySQL; bench/README.md), which would otherwise land on
         # the first claims of the first submission
-        warm_pool(self.gate.engine, len(self.pollers) + 2)
+        warm_pool(self.engine, len(self.pollers) + 2)
         for poller in self.pollers:
             poller.warm_up()
         for poller in self.pollers:
@@ -111,7 +114,7 @@ class WorkerProcess:
             self.pollers[0].activity.close()
         self.renderer.close()
         try:   # best effort, briefly: a row left behind is pruned once its heartbeats stop
-            transaction(self.gate.engine, lambda conn: store.remove_worker(conn, self.id), give_up_after=1.0)
+            transaction(self.engine, lambda conn: store.remove_worker(conn, self.id), give_up_after=1.0)
         except DBAPIError:
             pass
 
@@ -143,7 +146,7 @@ class WorkerProcess:
 
     def _register(self) -> None:
         try:   # briefly: the heartbeat registers the process if this could not
-            transaction(self.gate.engine, self._insert_row, give_up_after=1.0)
+            transaction(self.engine, self._insert_row, give_up_after=1.0)
         except DBAPIError as exc:
             log.warning("could not register worker (will retry with the heartbeat): %s", exc)
 
@@ -158,8 +161,8 @@ class WorkerProcess:
     def _heartbeat(self) -> None:
         """Single statements in autocommit on a kept connection: part of what an idle
         process costs the server."""
-        interval = self.gate.settings.heartbeat_seconds
-        kept = KeptConnection(self.gate.engine)
+        interval = self.settings.heartbeat_seconds
+        kept = KeptConnection(self.engine)
         beats = 0
         while not self.stop.wait(interval):
             beats += 1
@@ -175,11 +178,11 @@ class WorkerProcess:
 
 
 def run_process(settings: Settings, roles: Sequence[str], concurrency: int | None = None) -> None:
-    gate = Gate.connect(settings=settings)
+    engine = make_engine(settings.database_url)
     try:
-        WorkerProcess(gate, roles, concurrency).run_forever()
+        WorkerProcess(engine, settings, roles, concurrency).run_forever()
     finally:
-        gate.close()
+        engine.dispose()
 
 
 def supervise(settings: Settings, roles: Sequence[str], processes: int = 1, concurrency: int | None = None) -> None:
@@ -210,11 +213,13 @@ def supervise(settings: Settings, roles: Sequence[str], processes: int = 1, conc
     signals.hold()
 
 
-def run_until_terminal(gate: Gate, update_ids: Sequence[int], timeout: float = 300.0,
+def run_until_terminal(gate, update_ids: Sequence[int], timeout: float = 300.0,
                        concurrency: int | None = None, call=None) -> list[UpdateReport]:
     """Run every role in this process until the given updates are terminal (or the
-    timeout passes), then drain. Returns their final reports."""
-    worker = WorkerProcess(gate, ROLES, concurrency, call).start()
+    timeout passes), then drain. Returns their final reports. ``gate`` is a
+    ``gate.service.Gate``: the roles run on its engine and settings, and its ``wait``
+    gives the reports."""
+    worker = WorkerProcess(gate.engine, gate.settings, ROLES, concurrency, call).start()
     try:
         deadline = time.monotonic() + timeout
         reports = []

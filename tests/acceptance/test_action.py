@@ -191,7 +191,7 @@ def test_hostile_dataset_rows_and_model_output_are_escaped_in_the_comment(tmp_pa
 
     github.add_pull(9, HEAD1, ["prompts/hostile.yaml"])
     env = github_env(tmp_path, github, ws, "pull_request", pr_payload(9, HEAD1), "m" * 40, "refs/pull/9/merge")
-    worker = WorkerProcess(gate, ROLES, call=loud_model).start()
+    worker = WorkerProcess(gate.engine, gate.settings, ROLES, call=loud_model).start()
     try:
         code, log = act(env, gate, run_workers=False, timeout=30)
     finally:

@@ -45,7 +45,7 @@ def test_names_and_ids_from_the_pull_request_never_become_workflow_commands(tmp_
     def wrong_model(spec, item, **_):
         return CallResult("no", True, "no\n::warning::from the model", 1)
 
-    worker = WorkerProcess(gate, ROLES, call=wrong_model).start()
+    worker = WorkerProcess(gate.engine, gate.settings, ROLES, call=wrong_model).start()
     try:
         code, log = act(env, gate, run_workers=False, timeout=30)
     finally:

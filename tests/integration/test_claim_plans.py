@@ -94,7 +94,7 @@ def _materialized(db_url, tmp_path, rows: int):
     g = Gate.connect(db_url, upgrade=True)
     setup_gate(g, tmp_path, datasets=(("d1", rows, "0.5"),))
     uid = g.submit(spec())
-    materializer = Materializer(g, threading.Event())
+    materializer = Materializer(g.engine, g.settings, threading.Event())
     while materializer.poll() == 0:
         pass
     return g, g.status(uid).runs[0].run_id
@@ -134,7 +134,7 @@ def test_a_claim_ends_an_item_at_its_attempt_cap_and_hands_out_the_rest_with_the
     uid = g.submit(spec())
     from workers.materialize import Materializer
     import threading
-    materializer = Materializer(g, threading.Event())
+    materializer = Materializer(g.engine, g.settings, threading.Event())
     while materializer.poll() == 0:
         pass
     run_id = g.status(uid).runs[0].run_id

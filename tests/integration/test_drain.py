@@ -83,7 +83,7 @@ def test_a_draining_materializer_gives_its_run_lease_back(mysql_gate, tmp_path):
     uid = gate.submit(rules_spec("p1"), "apply")
     stop = threading.Event()
     stop.set()                                             # draining already: it stops at its first page
-    Materializer(gate, stop).poll()
+    Materializer(gate.engine, gate.settings, stop).poll()
     run = gate.status(uid).runs[0]
     with gate.engine.begin() as conn:
         claimed = store.claim_materialize(conn, gate.settings.lease_seconds, 1)

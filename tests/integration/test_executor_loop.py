@@ -15,7 +15,7 @@ from workers.execute import Executor
 from workers.supervisor import run_until_terminal
 
 ITEMS, CHUNK, CONCURRENCY = 3000, 64, 8
-WAIT = 0.05          # the executor's longest wait for room (``Executor._wait_for_room``)
+WAIT = 0.05          # the executor's longest wait for room (``workers.ledger.ROOM_WAIT``)
 
 
 def instant(spec, item, settings=None, **_):

@@ -35,7 +35,7 @@ def _csv(path: Path, rows) -> Path:
 
 
 def _materialize(g: Gate) -> None:
-    m = Materializer(g, threading.Event())
+    m = Materializer(g.engine, g.settings, threading.Event())
     while m.poll() == 0:
         pass
 
@@ -67,7 +67,7 @@ def test_a_label_the_prompt_lacks_ends_the_run_error_and_the_update_failed(gate,
     g = _gate(gate)
     uid = _submit(g, tmp_path, GOOD[:13] + [("i13", "maybe")] + GOOD[14:])
     _materialize(g)
-    Reconciler(g, threading.Event()).poll()
+    Reconciler(g.engine, g.settings, threading.Event()).poll()
     report = g.status(uid)
     run = report.runs[0]
     assert run.status == "ERROR" and report.status == "FAILED", (run.status, run.reason)

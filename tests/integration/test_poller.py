@@ -29,7 +29,7 @@ def process(gate, monkeypatch):
     monkeypatch.setattr(store, "any_open_update", counted)
     g = Gate(gate.engine, gate.settings.with_(idle_probe_interval=INTERVAL))
     stop = threading.Event()
-    pollers = build_pollers(g, stop, ROLES, concurrency=2)
+    pollers = build_pollers(g.engine, g.settings, stop, ROLES, concurrency=2)
     threads = [threading.Thread(target=p.run, daemon=True) for p in pollers]
     yield g, probes, threads
     stop.set()
@@ -80,9 +80,9 @@ def test_empty_polls_back_off_and_start_over_when_new_work_opens(gate):
         def poll(self) -> float:
             return self.idle()
     g = Gate(gate.engine, gate.settings.with_(poll_interval=0.05, poll_max_interval=1.0))
-    activity = Activity(g)
+    activity = Activity(g.engine, g.settings.idle_probe_interval)
     try:
-        poller = Idle(g, threading.Event(), activity)
+        poller = Idle(g.engine, g.settings, threading.Event(), activity)
         delays = [poller.poll() for _ in range(10)]
         assert delays[0] == 0.05 and delays[-1] == 1.0 and delays == sorted(delays)
         activity.opened += 1            # the probe saw a new submission
@@ -93,7 +93,7 @@ def test_empty_polls_back_off_and_start_over_when_new_work_opens(gate):
 
 def test_probe_intervals_vary_so_processes_started_together_drift_apart(gate):
     from workers.poller import Activity
-    activity = Activity(Gate(gate.engine, gate.settings.with_(idle_probe_interval=0.25)))
+    activity = Activity(gate.engine, 0.25)
     try:
         intervals = [activity._next_interval() for _ in range(200)]
     finally:

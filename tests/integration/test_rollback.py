@@ -157,8 +157,8 @@ def test_rollback_races_apply_and_another_rollback(mysql_gate, tmp_path, live_mo
     gate.map_dataset("p1", "d1", "0.5")
     applied(gate, "v1"), applied(gate, "v2")
     rng = random.Random(16)
-    worker = WorkerProcess(Gate(gate.engine, gate.settings.with_(poll_interval=0.005, poll_max_interval=0.02,
-                                                                idle_probe_interval=0.02)),
+    worker = WorkerProcess(gate.engine, gate.settings.with_(poll_interval=0.005, poll_max_interval=0.02,
+                                                            idle_probe_interval=0.02),
                            ["materialize", "execute", "finalize"], 4).start()
     wins = {"apply": 0, "rollback": 0}
     try:

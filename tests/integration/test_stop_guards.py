@@ -33,7 +33,7 @@ def verdicts(gate, run_id):
 
 def test_a_write_back_in_flight_cannot_resurrect_a_stopped_item(gate, tmp_path):
     uid, (first, second) = staged(gate, tmp_path)
-    Materializer(gate, threading.Event()).poll()             # the first run's items; the second stays PENDING
+    Materializer(gate.engine, gate.settings, threading.Event()).poll()             # the first run's items; the second stays PENDING
     token, items = transaction(gate.engine, lambda conn: store.claim_items(conn, first, 4, 30, 3))
     assert len(items) == 4
     stopped = transaction(gate.engine, lambda conn: store.stop_update(
@@ -62,10 +62,10 @@ def test_a_write_back_in_flight_cannot_resurrect_a_stopped_item(gate, tmp_path):
 
 def test_a_stopped_run_not_yet_materialized_gets_no_page(gate, tmp_path):
     uid, (first, second) = staged(gate, tmp_path)
-    Materializer(gate, threading.Event()).poll()
+    Materializer(gate.engine, gate.settings, threading.Event()).poll()
     transaction(gate.engine, lambda conn: store.stop_update(conn, uid, "spend_cap", first, {"kind": "spend_cap"},
                                                             "spend_cap"))
-    Materializer(gate, threading.Event()).poll()              # claims the second run: stopped, so no page
+    Materializer(gate.engine, gate.settings, threading.Event()).poll()              # claims the second run: stopped, so no page
     assert verdicts(gate, second) == []
     with gate.engine.connect() as conn:
         run = store.get_run(conn, second)

@@ -58,7 +58,8 @@ def test_near_simultaneous_apply_submissions_the_newest_always_wins(mysql_gate, 
     with MockLLMServer() as llm:
         monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
         fast = Gate(gate.engine, gate.settings.with_(poll_interval=0.01, poll_max_interval=0.05))
-        worker = WorkerProcess(fast, ["materialize", "execute", "finalize", "reconcile"], 16).start()
+        worker = WorkerProcess(fast.engine, fast.settings, ["materialize", "execute", "finalize", "reconcile"],
+                               16).start()
         try:
             ended = Counter((gate.status(old).status, gate.wait(new, timeout=120, poll=0.05).status)
                             for old, new in evaluated)

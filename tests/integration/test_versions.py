@@ -166,7 +166,7 @@ def test_an_item_whose_row_is_gone_ends_error_uncalled(gate, tmp_path, monkeypat
     gate.register_dataset("d", str(write_rule_rows(tmp_path / "d.csv", 6)))
     gate.map_dataset("p1", "d", "0.5")
     uid = gate.submit(rules_spec("p1"), "check")
-    while Materializer(gate, threading.Event()).poll() == 0:      # items in, none scored yet
+    while Materializer(gate.engine, gate.settings, threading.Event()).poll() == 0:      # items in, none scored yet
         pass
     _delete_rows(gate, gate.dataset_version("d").id, [2])
     with MockLLMServer() as llm:

@@ -36,7 +36,7 @@ def weaker(live):
 def running_report(gate, spec) -> UpdateReport:
     """An update whose run is open: items materialized, none scored (no execute role)."""
     update_id = gate.submit(spec, "check", {"key": "running"})
-    worker = WorkerProcess(gate, ["materialize"]).start()
+    worker = WorkerProcess(gate.engine, gate.settings, ["materialize"]).start()
     try:
         deadline = time.monotonic() + 30
         while not gate.status(update_id).runs[0].total and time.monotonic() < deadline:

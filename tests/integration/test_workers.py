@@ -138,7 +138,7 @@ def test_stalled_lease_cannot_write_late_results(gate, tmp_path):
     from workers.materialize import Materializer
     # materialized under the normal lease: the stalled lease under test is the items' one
     # below (a 0.3 s lease here too once expired before a loaded CI machine wrote the page)
-    Materializer(gate, threading.Event()).poll()
+    Materializer(gate.engine, gate.settings, threading.Event()).poll()
     run_id = gate.status(uid).runs[0].run_id
     with gate.engine.begin() as conn:
         token_a, items_a = store.claim_items(conn, run_id, 10, 0.3, 3)
@@ -240,7 +240,7 @@ def test_stale_apply_race(mysql_gate, tmp_path):
         fast = gate.settings.with_(poll_interval=0.01, poll_max_interval=0.05)
         import os
         os.environ["OPENAI_BASE_URL"] = llm.base_url
-        worker = WorkerProcess(Gate(gate.engine, fast), ["materialize", "execute", "finalize", "reconcile"], 8).start()
+        worker = WorkerProcess(gate.engine, fast, ["materialize", "execute", "finalize", "reconcile"], 8).start()
         try:
             for i in range(12):
                 name = f"race{i}"

@@ -20,7 +20,7 @@ SCRIPT = textwrap.dedent("""
     from workers.supervisor import WorkerProcess
 
     gate = Gate.connect(sys.argv[1], upgrade=True)
-    worker = WorkerProcess(gate, ["reconcile"])
+    worker = WorkerProcess(gate.engine, gate.settings, ["reconcile"])
     seen, raised = set(), [0]
 
     def handler_code():

@@ -19,7 +19,8 @@ MAX_FUNCTION_LINES = 60
 LAYERS = [
     ("gate.store", ("gate.service", "gate.cli", "gate.action", "gate.demo", "workers")),
     ("gate.service", ("gate.cli", "gate.action", "gate.demo", "workers")),
-    ("workers", ("gate.cli", "gate.action", "gate.demo")),
+    # a role takes the engine and settings it uses, not the service (issue 28)
+    ("workers", ("gate.service", "gate.cli", "gate.action", "gate.demo")),
     ("gate.action", ("gate.cli",)),
 ]
 
