@@ -38,8 +38,13 @@ def serve(db_url: str, log: Path) -> subprocess.Popen:
     port = free_port()
     env = {**os.environ, "PROMPTGATE_DATABASE_URL": db_url, "PYTHONPATH": str(ROOT)}
     with log.open("wb") as out:
-        proc = subprocess.Popen([PROMPTGATE, "serve", "--port", str(port), "--log-level", "warning"], env=env,
-                                stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+        proc = subprocess.Popen(
+            [PROMPTGATE, "serve", "--port", str(port), "--log-level", "warning"],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+        )
     proc.url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -59,6 +64,7 @@ def prepared_gate(folder: Path) -> tuple[str, str, int]:
     """A migrated SQLite gate with a dataset gating prompt p1 and one open update of it:
     (database URL, a read token, the update's id)."""
     from gate.service import Gate
+
     url = f"sqlite:///{folder / 'gate.db'}"
     gate = Gate.connect(url, upgrade=True)
     try:
@@ -89,14 +95,19 @@ def main() -> int:
         try:
             base = {k: v for k, v in os.environ.items() if not k.startswith("PROMPTGATE_")}
             remote = {**base, "PROMPTGATE_URL": server.url, "PROMPTGATE_TOKEN": token}
-            cases = {"python -c pass": ([sys.executable, "-c", "pass"], base, 0),
-                     "promptgate --version": ([PROMPTGATE, "--version"], base, 0),
-                     "promptgate --help": ([PROMPTGATE, "--help"], base, 0),
-                     f"promptgate status {update_id} (service)": ([PROMPTGATE, "status", str(update_id)], remote, 3),
-                     f"promptgate status {update_id} (database)": (
-                         [PROMPTGATE, "--database-url", db_url, "status", str(update_id)], base, 3)}
+            cases = {
+                "python -c pass": ([sys.executable, "-c", "pass"], base, 0),
+                "promptgate --version": ([PROMPTGATE, "--version"], base, 0),
+                "promptgate --help": ([PROMPTGATE, "--help"], base, 0),
+                f"promptgate status {update_id} (service)": ([PROMPTGATE, "status", str(update_id)], remote, 3),
+                f"promptgate status {update_id} (database)": (
+                    [PROMPTGATE, "--database-url", db_url, "status", str(update_id)],
+                    base,
+                    3,
+                ),
+            }
             times: dict[str, list[float]] = {name: [] for name in cases}
-            for name, (argv, env, expect) in cases.items():      # once each, unmeasured: files in the page cache
+            for name, (argv, env, expect) in cases.items():  # once each, unmeasured: files in the page cache
                 timed(argv, env, expect)
             for _ in range(args.runs):
                 for name, (argv, env, expect) in cases.items():
@@ -117,8 +128,13 @@ def report(times: dict[str, list[float]], runs: int) -> int:
     judged = [name for name in times if name.startswith("promptgate") and not name.endswith("(database)")]
     slowest = max(judged, key=lambda name: statistics.median(times[name]))
     print(f"slowest judged: {slowest}")
-    ok = result("cli_start", statistics.median(times[slowest]), "s median (slowest of --version, --help, status "
-                "through the service)", TARGET, higher_is_better=False)
+    ok = result(
+        "cli_start",
+        statistics.median(times[slowest]),
+        "s median (slowest of --version, --help, status through the service)",
+        TARGET,
+        higher_is_better=False,
+    )
     return 0 if ok else 1
 
 

@@ -46,6 +46,7 @@ def gated_dataset(server_url: str, database: str, folder, items: int, bar: str =
     """A fresh migrated database with dataset ``d`` of ``items`` rows gating each prompt of
     ``prompts``: returns (url, gate)."""
     from gate.service import Gate
+
     url = fresh_database(server_url, database)
     gate = Gate.connect(url, upgrade=True)
     gate.register_dataset("d", str(write_dataset(Path(folder) / "d.csv", items)))
@@ -67,8 +68,9 @@ def model_server(latency_ms: float = 0, **flags):
     args = [sys.executable, "-m", "gate.cli", "mock-llm", "--port", str(port), "--latency-ms", str(latency_ms)]
     for key, value in flags.items():
         args += [f"--{key.replace('_', '-')}", str(value)]
-    proc = subprocess.Popen(args, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        args, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     base = f"http://127.0.0.1:{port}/v1"
     deadline = time.monotonic() + 30
     while True:
@@ -93,17 +95,34 @@ def write_dataset(path: Path, n: int) -> Path:
         w = csv.writer(fh)
         w.writerow(["item_id", "expected_decision", "text"])
         for i in range(n):
-            w.writerow([f"i{i:07d}", "yes" if i % 2 else "no",
-                        f"{'alpha' if i % 2 else 'beta'} support ticket number {i} with a little more text"])
+            w.writerow(
+                [
+                    f"i{i:07d}",
+                    "yes" if i % 2 else "no",
+                    f"{'alpha' if i % 2 else 'beta'} support ticket number {i} with a little more text",
+                ]
+            )
     return path
 
 
 def worker_processes(db_url: str, base_url: str, n: int = 1, concurrency: int = 32, **settings):
-    env = {**os.environ, "PROMPTGATE_DATABASE_URL": db_url, "OPENAI_BASE_URL": base_url,
-           "OPENAI_API_KEY": "bench", "PYTHONPATH": str(ROOT)}
+    env = {
+        **os.environ,
+        "PROMPTGATE_DATABASE_URL": db_url,
+        "OPENAI_BASE_URL": base_url,
+        "OPENAI_API_KEY": "bench",
+        "PYTHONPATH": str(ROOT),
+    }
     env.update({f"PROMPTGATE_{k.upper()}": str(v) for k, v in settings.items()})
-    return [subprocess.Popen([sys.executable, "-m", "gate.cli", "worker", "--concurrency", str(concurrency)],
-                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(n)]
+    return [
+        subprocess.Popen(
+            [sys.executable, "-m", "gate.cli", "worker", "--concurrency", str(concurrency)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for _ in range(n)
+    ]
 
 
 def stop(procs) -> None:
@@ -118,6 +137,7 @@ def stop(procs) -> None:
 
 def wait_for_workers(gate, n: int, timeout: float = 30) -> None:
     from gate import store
+
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         with gate.engine.connect() as conn:
@@ -141,8 +161,7 @@ def fleet_args(default_items: int = 2000):
 def one_worker_gate(database: str, args):
     """A fresh MariaDB and model server, a gated dataset of ``args.items`` rows, and one
     worker process of ``args.concurrency`` running: yields (gate, model server URL)."""
-    with mariadb() as (server_url, _), model_server(args.latency_ms) as base, \
-            tempfile.TemporaryDirectory() as tmp:
+    with mariadb() as (server_url, _), model_server(args.latency_ms) as base, tempfile.TemporaryDirectory() as tmp:
         url, gate = gated_dataset(server_url, database, tmp, args.items, "0.99")
         procs = worker_processes(url, base, 1, args.concurrency)
         try:
@@ -162,6 +181,7 @@ def pause_at_random_probe_phase(gate) -> None:
 
 def server_status(engine, *names: str) -> dict[str, int]:
     from sqlalchemy import text
+
     with engine.connect() as conn:
         rows = conn.execute(text("SHOW GLOBAL STATUS")).all()
     wanted = set(names)
@@ -172,11 +192,14 @@ def result(name: str, figure: float, unit: str, target: float, higher_is_better:
     ratio = figure / target if target else float("inf")
     ok = figure >= target if higher_is_better else figure <= target
     op = ">=" if higher_is_better else "<="
-    print(f"RESULT {name}: {figure:.4g} {unit} (target {op} {target:g}) ratio {ratio:.3f} {'PASS' if ok else 'FAIL'}",
-          flush=True)
+    print(
+        f"RESULT {name}: {figure:.4g} {unit} (target {op} {target:g}) ratio {ratio:.3f} {'PASS' if ok else 'FAIL'}",
+        flush=True,
+    )
     return ok
 
 
 def rules_spec(name: str):
     from helpers import rules_spec as make
+
     return make(name)

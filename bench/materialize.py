@@ -39,6 +39,7 @@ print(json.dumps({"wall": wall, "maxrss_kb": resource.getrusage(resource.RUSAGE_
 
 def run_size(server_url: str, n: int, tmp: Path) -> dict:
     from gate.service import Gate
+
     url = fresh_database(server_url, f"bench_mat_{n}")
     gate = Gate.connect(url, upgrade=True)
     path = write_dataset(tmp / f"d{n}.csv", n)
@@ -47,16 +48,23 @@ def run_size(server_url: str, n: int, tmp: Path) -> dict:
     import_wall = time.monotonic() - started
     gate.map_dataset("p1", "d", "0.5")
     uid = gate.submit(rules_spec("p1"), "check")
-    out = subprocess.run([sys.executable, "-c", CHILD, url, str(uid), str(ROOT)], capture_output=True, text=True,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, url, str(uid), str(ROOT)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=True,
+    )
     figures = json.loads(out.stdout.strip().splitlines()[-1])
     run = gate.status(uid).runs[0]
     assert run.row_count == n and run.total == n, (run.row_count, run.total)
     gate.close()
     figures["rows_per_s"] = n / figures["wall"]
     figures["import_rows_per_s"] = n / import_wall
-    print(f"rows={n} import {import_wall:.2f}s ({figures['import_rows_per_s']:.0f} rows/s); materialize "
-          f"{figures['wall']:.2f}s ({figures['rows_per_s']:.0f} rows/s), peak_rss={figures['maxrss_kb'] / 1024:.1f} MiB")
+    print(
+        f"rows={n} import {import_wall:.2f}s ({figures['import_rows_per_s']:.0f} rows/s); materialize "
+        f"{figures['wall']:.2f}s ({figures['rows_per_s']:.0f} rows/s), peak_rss={figures['maxrss_kb'] / 1024:.1f} MiB"
+    )
     return figures
 
 

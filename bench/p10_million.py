@@ -35,8 +35,13 @@ def instant(spec, item, settings=None, **_):
 
 def _answers():
     from gate.llm import CallResult
-    return {right: CallResult(decision=label, valid=True, raw_output=label, latency_ms=0, prompt_tokens=1,
-                              completion_tokens=1) for right, label in ((True, "yes"), (False, "no"))}
+
+    return {
+        right: CallResult(
+            decision=label, valid=True, raw_output=label, latency_ms=0, prompt_tokens=1, completion_tokens=1
+        )
+        for right, label in ((True, "yes"), (False, "no"))
+    }
 
 
 ANSWERS = _answers()
@@ -51,6 +56,7 @@ def worker(url: str, chunk_size: int, concurrency: int, uid: int, progress, timi
     from gate.service import Gate
     from store_timing import StoreTimer
     from workers.supervisor import ROLES, WorkerProcess
+
     gate = Gate.connect(url)
     gate = Gate(gate.engine, gate.settings.with_(chunk_size=chunk_size))
     timer = StoreTimer(gate.engine).__enter__() if timings else None
@@ -62,6 +68,7 @@ def worker(url: str, chunk_size: int, concurrency: int, uid: int, progress, timi
         while not stop.wait(1.0):
             calls = {k: tuple(v) for k, v in timer.calls.items()} if timer else None
             progress.put(("written", time.monotonic(), executor.stats["written"], calls))
+
     threading.Thread(target=report, daemon=True).start()
     try:
         gate.wait(uid, timeout=3600, poll=0.2)
@@ -74,6 +81,7 @@ def worker(url: str, chunk_size: int, concurrency: int, uid: int, progress, timi
 def one_run(server_url: str, items: int, args, name: str) -> dict:
     from gate import store
     from gate.service import Gate
+
     url = fresh_database(server_url, name)
     gate = Gate.connect(url, upgrade=True)
     with tempfile.TemporaryDirectory() as tmp:
@@ -84,7 +92,7 @@ def one_run(server_url: str, items: int, args, name: str) -> dict:
     gate.map_dataset("p1", "d", "0.99")
     ctx = multiprocessing.get_context("fork")
     progress = ctx.Queue()
-    uid = gate.submit(rules_spec("p1"), "check")       # the default submit: a check, reuse on
+    uid = gate.submit(rules_spec("p1"), "check")  # the default submit: a check, reuse on
     begun = time.monotonic()
     child = ctx.Process(target=worker, args=(url, args.chunk_size, args.concurrency, uid, progress, args.timings))
     child.start()
@@ -106,13 +114,27 @@ def one_run(server_url: str, items: int, args, name: str) -> dict:
         else:
             rss = values[0]
     scored = sum(r.scored for r in report.runs)
-    out = {"url": url, "gate": gate, "uid": uid, "run_id": run.id, "items": items, "import": imported,
-           "materialize": materialized_at - begun, "score": finished - begun, "status": report.status,
-           "scored": scored, "samples": samples, "rss": rss}
-    print(f"{items:,} rows: import {imported:.1f} s ({items / imported:,.0f} rows/s); submit → last page "
-          f"materialized {out['materialize']:.1f} s; submit → {report.status} {out['score']:.1f} s "
-          f"({scored / out['score']:,.0f} items/s); total {imported + out['score']:.1f} s; worker peak RSS "
-          f"{rss:.0f} MiB", flush=True)
+    out = {
+        "url": url,
+        "gate": gate,
+        "uid": uid,
+        "run_id": run.id,
+        "items": items,
+        "import": imported,
+        "materialize": materialized_at - begun,
+        "score": finished - begun,
+        "status": report.status,
+        "scored": scored,
+        "samples": samples,
+        "rss": rss,
+    }
+    print(
+        f"{items:,} rows: import {imported:.1f} s ({items / imported:,.0f} rows/s); submit → last page "
+        f"materialized {out['materialize']:.1f} s; submit → {report.status} {out['score']:.1f} s "
+        f"({scored / out['score']:,.0f} items/s); total {imported + out['score']:.1f} s; worker peak RSS "
+        f"{rss:.0f} MiB",
+        flush=True,
+    )
     return out
 
 
@@ -133,8 +155,10 @@ def tenths(samples: list, items: int) -> list[float]:
 def window_timings(samples: list, items: int) -> None:
     """ms per call of the busiest store calls and transactions in the second tenth of the
     run and in the last: a call whose cost grows with the rows already scored shows here."""
+
     def at(fraction):
         return next(s for s in samples if s[1] >= fraction * items)
+
     windows = {"2nd tenth": (at(0.1), at(0.2)), "last tenth": (at(0.9), samples[-1])}
     names = sorted(samples[-1][2], key=lambda k: -samples[-1][2][k][1])[:12]
     print(f"  {'call':<44} " + "  ".join(f"{w + ' ms/call':>22}" for w in windows))
@@ -153,22 +177,30 @@ def explain_claims(gate, run_id: int) -> bool:
     from gate import store
     from gate.states import RunStatus
     from gate.store.textsql import item_claim_from_sql
-    statements = {"item claim from a position": item_claim_from_sql(run_id, 500_000, 256),
-                  "item claim": store.item_claim_query(run_id, 256, 5),
-                  "materialize claim": store.materialize_claim_query(RunStatus.PENDING, 1),
-                  "finalize candidates": store.finalize_candidates_query(20)}
+
+    statements = {
+        "item claim from a position": item_claim_from_sql(run_id, 500_000, 256),
+        "item claim": store.item_claim_query(run_id, 256, 5),
+        "materialize claim": store.materialize_claim_query(RunStatus.PENDING, 1),
+        "finalize candidates": store.finalize_candidates_query(20),
+    }
     ok = True
     with gate.engine.connect() as conn:
         for name, stmt in statements.items():
-            sql = stmt if isinstance(stmt, str) else str(stmt.compile(dialect=conn.dialect,
-                                                                      compile_kwargs={"literal_binds": True}))
+            sql = (
+                stmt
+                if isinstance(stmt, str)
+                else str(stmt.compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True}))
+            )
             rows = conn.exec_driver_sql("EXPLAIN " + sql).mappings().all()
             for row in rows:
                 extra = row.get("Extra") or ""
                 good = row.get("key") is not None and "filesort" not in extra
                 ok &= good or row.get("table") is None
-                print(f"  EXPLAIN {name}: table={row.get('table')} type={row.get('type')} key={row.get('key')} "
-                      f"rows={row.get('rows')} extra={extra!r} {'ok' if good else 'NOT AN INDEX RANGE'}")
+                print(
+                    f"  EXPLAIN {name}: table={row.get('table')} type={row.get('type')} key={row.get('key')} "
+                    f"rows={row.get('rows')} extra={extra!r} {'ok' if good else 'NOT AN INDEX RANGE'}"
+                )
     return ok
 
 
@@ -179,8 +211,12 @@ def main() -> bool:
     ap.add_argument("--chunk-size", type=int, default=256)
     ap.add_argument("--concurrency", type=int, default=32)
     ap.add_argument("--timings", action="store_true", help="store calls' cost early and late in the run")
-    ap.add_argument("--buffer-pool", default="2G", help="the server's InnoDB buffer pool: a million items, their "
-                    "dataset rows and answers are ~0.8 GB, which a server sized for them holds in memory")
+    ap.add_argument(
+        "--buffer-pool",
+        default="2G",
+        help="the server's InnoDB buffer pool: a million items, their "
+        "dataset rows and answers are ~0.8 GB, which a server sized for them holds in memory",
+    )
     args = ap.parse_args()
     with mariadb(args.buffer_pool) as (server_url, _):
         base = one_run(server_url, args.baseline, args, "bench_p10_base")
@@ -190,19 +226,28 @@ def main() -> bool:
             window_timings(big["samples"], args.items)
         print("scoring rate by tenth of the run (items/s): " + ", ".join(f"{r:,.0f}" for r in rates))
         steady = len(rates) >= 3 and rates[-1] >= 0.8 * rates[1]
-        print(f"the rate {'holds' if steady else 'FALLS'} with size: last tenth {rates[-1]:,.0f} vs second "
-              f"{rates[1]:,.0f} items/s" if len(rates) >= 3 else "too few samples to judge the rate")
+        print(
+            f"the rate {'holds' if steady else 'FALLS'} with size: last tenth {rates[-1]:,.0f} vs second "
+            f"{rates[1]:,.0f} items/s"
+            if len(rates) >= 3
+            else "too few samples to judge the rate"
+        )
         rss_ratio = big["rss"] / base["rss"]
-        print(f"peak RSS {big['rss']:.0f} MiB vs {base['rss']:.0f} MiB at {args.baseline:,} rows: {rss_ratio:.2f}× "
-              f"({'within' if rss_ratio <= 1.2 else 'OVER'} 1.2×)")
+        print(
+            f"peak RSS {big['rss']:.0f} MiB vs {base['rss']:.0f} MiB at {args.baseline:,} rows: {rss_ratio:.2f}× "
+            f"({'within' if rss_ratio <= 1.2 else 'OVER'} 1.2×)"
+        )
         plans = explain_claims(big["gate"], big["run_id"])
         started = time.monotonic()
         pruned = big["gate"].prune(0)
-        print(f"prune of the run's rows: {pruned.items:,} items, {pruned.answers:,} answers, {pruned.versions} "
-              f"versions in {time.monotonic() - started:.1f} s (batches of the default size)")
+        print(
+            f"prune of the run's rows: {pruned.items:,} items, {pruned.answers:,} answers, {pruned.versions} "
+            f"versions in {time.monotonic() - started:.1f} s (batches of the default size)"
+        )
         total = big["import"] + big["score"]
-        ok = result("P10 a million rows: import + materialize + score", total, "s", TARGET_SECONDS,
-                    higher_is_better=False)
+        ok = result(
+            "P10 a million rows: import + materialize + score", total, "s", TARGET_SECONDS, higher_is_better=False
+        )
         return ok and steady and rss_ratio <= 1.2 and plans and big["status"] == "PASSED"
 
 

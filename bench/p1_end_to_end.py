@@ -24,8 +24,17 @@ import statistics
 import tempfile
 import time
 
-from common import (gated_dataset, mariadb, model_server, pause_at_random_probe_phase, result, rules_spec, stop,
-                    wait_for_workers, worker_processes)
+from common import (
+    gated_dataset,
+    mariadb,
+    model_server,
+    pause_at_random_probe_phase,
+    result,
+    rules_spec,
+    stop,
+    wait_for_workers,
+    worker_processes,
+)
 
 from gate import store  # noqa: E402  (common puts the repo on sys.path)
 
@@ -36,6 +45,7 @@ def candidate(name: str, template: str):
     if template == "plain":
         return spec
     from gate.spec import parse_spec
+
     config = spec.to_config()
     config["messages"][-1]["content"] = "{{ item.text | trim }}"
     return parse_spec(config)
@@ -43,7 +53,7 @@ def candidate(name: str, template: str):
 
 def one_submission(gate, name: str, ideal: float, template: str = "plain") -> float:
     started = time.monotonic()
-    uid = gate.submit(candidate(name, template), "apply", reuse=False)   # measure calls, not reuse
+    uid = gate.submit(candidate(name, template), "apply", reuse=False)  # measure calls, not reuse
     gate.wait_status(uid, timeout=120, poll=0.02)
     wall = time.monotonic() - started
     report = gate.status(uid)
@@ -53,10 +63,14 @@ def one_submission(gate, name: str, ideal: float, template: str = "plain") -> fl
     with gate.engine.connect() as conn:
         run = store.get_run(conn, report.runs[0].run_id)
     t0 = u.created_at
-    print(f"{name}: wall={wall:.2f}s ({wall / ideal:.3f}x ideal; report in hand at {with_report:.2f}s); "
-          "after submit: run started %.2f, materialized %.2f, run finished %.2f, update finished %.2f"
-          % tuple((t - t0).total_seconds() for t in (run.started_at, run.materialized_at, run.finished_at,
-                                                      u.finished_at)), flush=True)
+    print(
+        f"{name}: wall={wall:.2f}s ({wall / ideal:.3f}x ideal; report in hand at {with_report:.2f}s); "
+        "after submit: run started %.2f, materialized %.2f, run finished %.2f, update finished %.2f"
+        % tuple(
+            (t - t0).total_seconds() for t in (run.started_at, run.materialized_at, run.finished_at, u.finished_at)
+        ),
+        flush=True,
+    )
     return wall
 
 
@@ -65,16 +79,23 @@ def main() -> bool:
     ap.add_argument("--items", type=int, default=1000)
     ap.add_argument("--latency-ms", type=float, default=200)
     ap.add_argument("--concurrency", type=int, default=32, help="calls in flight in all")
-    ap.add_argument("--processes", type=int, default=2,
-                    help="worker processes sharing the calls in flight (default: one per core here)")
+    ap.add_argument(
+        "--processes",
+        type=int,
+        default=2,
+        help="worker processes sharing the calls in flight (default: one per core here)",
+    )
     ap.add_argument("--submissions", type=int, default=3)
-    ap.add_argument("--template", choices=["plain", "filtered"], default="plain",
-                    help="filtered: every item renders in the template sandbox")
+    ap.add_argument(
+        "--template",
+        choices=["plain", "filtered"],
+        default="plain",
+        help="filtered: every item renders in the template sandbox",
+    )
     args = ap.parse_args()
     ideal = math.ceil(args.items / args.concurrency) * args.latency_ms / 1000
     names = [f"p{k + 1}" for k in range(args.submissions)]
-    with mariadb() as (server_url, _), model_server(args.latency_ms) as base, \
-            tempfile.TemporaryDirectory() as tmp:
+    with mariadb() as (server_url, _), model_server(args.latency_ms) as base, tempfile.TemporaryDirectory() as tmp:
         url, gate = gated_dataset(server_url, "bench_p1", tmp, args.items, "0.99", prompts=names)
         per_process = args.concurrency // args.processes
         procs = worker_processes(url, base, args.processes, per_process, chunk_size=per_process)
@@ -87,11 +108,14 @@ def main() -> bool:
                 walls.append(one_submission(gate, name, ideal, args.template))
         finally:
             stop(procs)
-    print(f"items={args.items} latency={args.latency_ms}ms in_flight={args.concurrency} processes={args.processes} "
-          f"template={args.template} ideal={ideal:.2f}s walls={', '.join(f'{w:.2f}s' for w in walls)}")
+    print(
+        f"items={args.items} latency={args.latency_ms}ms in_flight={args.concurrency} processes={args.processes} "
+        f"template={args.template} ideal={ideal:.2f}s walls={', '.join(f'{w:.2f}s' for w in walls)}"
+    )
     what = "" if args.template == "plain" else f", {args.template} template"
-    return result(f"P1 end-to-end wall/ideal (median{what})", statistics.median(walls) / ideal, "x", 1.10,
-                  higher_is_better=False)
+    return result(
+        f"P1 end-to-end wall/ideal (median{what})", statistics.median(walls) / ideal, "x", 1.10, higher_is_better=False
+    )
 
 
 if __name__ == "__main__":

@@ -21,13 +21,18 @@ def main() -> bool:
     com = after["Com_commit"] - before["Com_commit"]
     handler = after["Handler_commit"] - before["Handler_commit"]
     fsyncs = after["Innodb_log_writes"] - before["Innodb_log_writes"]
-    print(f"items={args.items} scored={scored} status={report.status} Com_commit={com} ({com / scored:.3f}/item) "
-          f"Handler_commit={handler} ({handler / scored:.3f}/item) redo log writes={fsyncs} ({fsyncs / scored:.3f}/item)")
-    print("Com_commit counts COMMIT statements: every write transaction (and the empty claim polls). "
-          "Handler_commit also counts the end of every read-only transaction (status polls, run lists): "
-          "100 read-only checkouts add 100 to it and 0 to Com_commit here, and no redo flush.")
-    return result("P3 durable commits (Com_commit) per scored item", com / scored, "commits/item", 0.1,
-                  higher_is_better=False)
+    print(
+        f"items={args.items} scored={scored} status={report.status} Com_commit={com} ({com / scored:.3f}/item) "
+        f"Handler_commit={handler} ({handler / scored:.3f}/item) redo log writes={fsyncs} ({fsyncs / scored:.3f}/item)"
+    )
+    print(
+        "Com_commit counts COMMIT statements: every write transaction (and the empty claim polls). "
+        "Handler_commit also counts the end of every read-only transaction (status polls, run lists): "
+        "100 read-only checkouts add 100 to it and 0 to Com_commit here, and no redo flush."
+    )
+    return result(
+        "P3 durable commits (Com_commit) per scored item", com / scored, "commits/item", 0.1, higher_is_better=False
+    )
 
 
 if __name__ == "__main__":

@@ -29,20 +29,33 @@ from urllib.parse import urlsplit
 
 from common import gated_dataset, mariadb, result, rules_spec
 
-CLAIM = ("SELECT position FROM prompt_run_item WHERE run_id = %s AND verdict = 'PENDING' "
-         "AND lease_until <= UTC_TIMESTAMP(6) ORDER BY lease_until LIMIT %s FOR UPDATE SKIP LOCKED")
-LEASE = ("UPDATE prompt_run_item SET lease_token = %s, lease_until = TIMESTAMPADD(SECOND, 60, UTC_TIMESTAMP(6)), "
-         "attempt = attempt + 1 WHERE run_id = %s AND position IN ({})")
-WRITE = ("UPDATE prompt_run_item SET verdict = CASE position {verdicts} END, actual_decision = CASE position "
-         "{answers} END, lease_token = NULL, lease_until = '2000-01-01 00:00:00' WHERE run_id = %s AND position "
-         "IN ({positions}) AND lease_token = %s AND lease_until > UTC_TIMESTAMP(6)")
+CLAIM = (
+    "SELECT position FROM prompt_run_item WHERE run_id = %s AND verdict = 'PENDING' "
+    "AND lease_until <= UTC_TIMESTAMP(6) ORDER BY lease_until LIMIT %s FOR UPDATE SKIP LOCKED"
+)
+LEASE = (
+    "UPDATE prompt_run_item SET lease_token = %s, lease_until = TIMESTAMPADD(SECOND, 60, UTC_TIMESTAMP(6)), "
+    "attempt = attempt + 1 WHERE run_id = %s AND position IN ({})"
+)
+WRITE = (
+    "UPDATE prompt_run_item SET verdict = CASE position {verdicts} END, actual_decision = CASE position "
+    "{answers} END, lease_token = NULL, lease_until = '2000-01-01 00:00:00' WHERE run_id = %s AND position "
+    "IN ({positions}) AND lease_token = %s AND lease_until > UTC_TIMESTAMP(6)"
+)
 
 
 def connect(url: str):
     import pymysql
+
     parts = urlsplit(url)
-    return pymysql.connect(host=parts.hostname, port=parts.port or 3306, user=parts.username or "root",
-                           password=parts.password or "", database=parts.path.lstrip("/"), autocommit=False)
+    return pymysql.connect(
+        host=parts.hostname,
+        port=parts.port or 3306,
+        user=parts.username or "root",
+        password=parts.password or "",
+        database=parts.path.lstrip("/"),
+        autocommit=False,
+    )
 
 
 def claimer(url: str, run_id: int, chunk: int, scored) -> None:
@@ -74,6 +87,7 @@ def materialized_run(server_url: str, database: str, items: int) -> tuple[str, i
     import threading
     from gate import store
     from workers.materialize import Materializer
+
     with tempfile.TemporaryDirectory() as tmp:
         url, gate = gated_dataset(server_url, database, tmp, items, "0.99")
     uid = gate.submit(rules_spec("p1"), "check", reuse=False)
@@ -81,18 +95,20 @@ def materialized_run(server_url: str, database: str, items: int) -> tuple[str, i
     while materializer.poll() == 0:
         pass
     with gate.engine.connect() as conn:
-        run_id, = [r.id for r in store.runs_of_update(conn, uid)]
+        (run_id,) = [r.id for r in store.runs_of_update(conn, uid)]
     gate.close()
     return url.replace("mysql+pymysql://", "mysql://"), run_id
 
 
-def bare_ceiling(server_url: str, items: int, chunk: int = 256, processes: int = 2,
-                 database: str = "bench_bare") -> float:
+def bare_ceiling(
+    server_url: str, items: int, chunk: int = 256, processes: int = 2, database: str = "bench_bare"
+) -> float:
     """Items per second of the bare claim pattern on a fresh run of ``items`` items."""
     url, run_id = materialized_run(server_url, database, items)
     scored = multiprocessing.Value("q", 0)
     procs = [multiprocessing.Process(target=claimer, args=(url, run_id, chunk, scored)) for _ in range(processes)]
     from p4_db_ceiling import mariadb_process, server_seconds
+
     server = mariadb_process(urlsplit(url).port)
     server_cpu, started = server_seconds(server), time.monotonic()
     for p in procs:
@@ -103,8 +119,11 @@ def bare_ceiling(server_url: str, items: int, chunk: int = 256, processes: int =
     server_cpu = server_seconds(server) - server_cpu
     if scored.value != items:
         raise RuntimeError(f"the bare loop scored {scored.value} of {items} items")
-    print(f"bare ceiling: items={items} chunk={chunk} processes={processes} wall={wall:.2f}s "
-          f"rate={items / wall:.0f} items/s; MariaDB CPU {1e6 * server_cpu / items:.0f} µs/item", flush=True)
+    print(
+        f"bare ceiling: items={items} chunk={chunk} processes={processes} wall={wall:.2f}s "
+        f"rate={items / wall:.0f} items/s; MariaDB CPU {1e6 * server_cpu / items:.0f} µs/item",
+        flush=True,
+    )
     return items / wall
 
 
@@ -116,8 +135,9 @@ def main() -> bool:
     args = ap.parse_args()
     with mariadb() as (server_url, _):
         rate = bare_ceiling(server_url, args.items, args.chunk_size, args.processes)
-    return result("P4 bare ceiling (claim + one guarded UPDATE per chunk, no gate)", rate, "items/s", 10000,
-                  higher_is_better=True)
+    return result(
+        "P4 bare ceiling (claim + one guarded UPDATE per chunk, no gate)", rate, "items/s", 10000, higher_is_better=True
+    )
 
 
 if __name__ == "__main__":

@@ -40,8 +40,13 @@ def instant(spec, item, settings=None, **_):
 
 def _answers():
     from gate.llm import CallResult
-    return {right: CallResult(decision=label, valid=True, raw_output=label, latency_ms=0, prompt_tokens=1,
-                              completion_tokens=1) for right, label in ((True, "yes"), (False, "no"))}
+
+    return {
+        right: CallResult(
+            decision=label, valid=True, raw_output=label, latency_ms=0, prompt_tokens=1, completion_tokens=1
+        )
+        for right, label in ((True, "yes"), (False, "no"))
+    }
 
 
 ANSWERS = _answers()
@@ -49,6 +54,7 @@ ANSWERS = _answers()
 
 def materialized(gate, mode: str, reuse: bool) -> int:
     from workers.materialize import Materializer
+
     uid = gate.submit(rules_spec("p1"), mode, reuse=reuse)
     materializer = Materializer(gate.engine, gate.settings, threading.Event())
     while materializer.poll() == 0:
@@ -61,6 +67,7 @@ def prepared_worker(gate, concurrency: int):
     sandbox started — what a fleet that is already running has — but its loops not begun."""
     from gate.db import warm_pool
     from workers.supervisor import ROLES, WorkerProcess
+
     worker = WorkerProcess(gate.engine, gate.settings, ROLES, concurrency, instant)
     warm_pool(gate.engine, len(worker.pollers) + 2)
     worker.renderer.warm()
@@ -71,6 +78,7 @@ def worker_process(url: str, chunk_size: int, uid: int, concurrency: int, ready,
     """One worker process of every role with the instant model, until update ``uid`` ends:
     prepared, then ``ready`` set, then started when ``go`` is set."""
     from gate.service import Gate
+
     gate = Gate.connect(url)
     gate = Gate(gate.engine, gate.settings.with_(chunk_size=chunk_size))
     worker = prepared_worker(gate, concurrency)
@@ -91,14 +99,19 @@ def scored_per_second(gate, uid: int, args, timings: bool, processes: int = 2) -
     import multiprocessing
     import resource
     from store_timing import StoreTimer
+
     context = multiprocessing.get_context("fork")
     timer = StoreTimer(gate.engine) if timings else None
     server = mariadb_process(gate.engine.url.port)
     go = context.Event()
     readies = [context.Event() for _ in range(0 if timings else processes)]
-    children = [context.Process(target=worker_process, args=(gate.settings.database_url, args.chunk_size, uid,
-                                                             args.concurrency // processes, ready, go))
-                for ready in readies]
+    children = [
+        context.Process(
+            target=worker_process,
+            args=(gate.settings.database_url, args.chunk_size, uid, args.concurrency // processes, ready, go),
+        )
+        for ready in readies
+    ]
     for child in children:
         child.start()
     for ready in readies:
@@ -129,10 +142,13 @@ def scored_per_second(gate, uid: int, args, timings: bool, processes: int = 2) -
         raise RuntimeError(f"update {uid} scored {scored} of {args.items} items: {report.status} {report.reason}")
     reused = sum(r.reused_total for r in report.runs)
     shown = "1 process (timed)" if timings else f"{processes} process(es)"
-    print(f"  update {uid}: {shown}, scored={scored} status={report.status} wall={wall:.2f}s "
-          f"rate={scored / wall:.0f} items/s{f' reused={reused}' if reused else ''}; CPU: the gate "
-          f"{1e6 * cpu / scored:.0f} µs/item ({100 * cpu / wall:.0f} % of a core), MariaDB "
-          f"{1e6 * server_cpu / scored:.0f} µs/item", flush=True)
+    print(
+        f"  update {uid}: {shown}, scored={scored} status={report.status} wall={wall:.2f}s "
+        f"rate={scored / wall:.0f} items/s{f' reused={reused}' if reused else ''}; CPU: the gate "
+        f"{1e6 * cpu / scored:.0f} µs/item ({100 * cpu / wall:.0f} % of a core), MariaDB "
+        f"{1e6 * server_cpu / scored:.0f} µs/item",
+        flush=True,
+    )
     if timer:
         timer.print(args.items)
     return scored / wall
@@ -142,9 +158,12 @@ def mariadb_process(port: int | None = None):
     """The MariaDB server process listening on ``port`` (the bench's own; the first one
     without), or None (psutil)."""
     import psutil
+
     servers = [p for p in psutil.process_iter(["name", "cmdline"]) if p.info["name"] in ("mariadbd", "mysqld")]
-    return next((p for p in servers if port is None or f"--port={port}" in (p.info["cmdline"] or [])),
-                servers[0] if servers and port is None else None)
+    return next(
+        (p for p in servers if port is None or f"--port={port}" in (p.info["cmdline"] or [])),
+        servers[0] if servers and port is None else None,
+    )
 
 
 def server_seconds(process) -> float:
@@ -156,6 +175,7 @@ def server_seconds(process) -> float:
 
 def gate_rate(server_url: str, kind: str, args, n: int) -> float:
     from gate.service import Gate
+
     with tempfile.TemporaryDirectory() as tmp:
         url = fresh_database(server_url, f"bench_p4_{kind}_{n}")
         gate = Gate.connect(url, upgrade=True)
@@ -163,7 +183,7 @@ def gate_rate(server_url: str, kind: str, args, n: int) -> float:
     gate.map_dataset("p1", "d", "0.99")
     gate = Gate(gate.engine, gate.settings.with_(chunk_size=args.chunk_size))
     print(f"{kind}:", flush=True)
-    if kind == "reused":      # the check first (its answers kept), then the apply reuses every one
+    if kind == "reused":  # the check first (its answers kept), then the apply reuses every one
         scored_per_second(gate, materialized(gate, "check", True), args, False, args.processes)
     uid = materialized(gate, "apply", kind != "fresh")
     rate = scored_per_second(gate, uid, args, args.timings, args.processes)
@@ -178,17 +198,22 @@ def main() -> bool:
     ap.add_argument("--chunk-size", type=int, default=256)
     ap.add_argument("--modes", default="fresh,kept,reused")
     ap.add_argument("--runs", type=int, default=1, help="runs of each (the median is judged)")
-    ap.add_argument("--processes", type=int, default=2,
-                    help="worker processes scoring: as many as the bare ceiling's claimers, by default")
+    ap.add_argument(
+        "--processes",
+        type=int,
+        default=2,
+        help="worker processes scoring: as many as the bare ceiling's claimers, by default",
+    )
     ap.add_argument("--timings", action="store_true", help="where the time went (one worker, in this process)")
     args = ap.parse_args()
     kinds = [k.strip() for k in args.modes.split(",") if k.strip()]
     import workers.execute  # noqa: F401  (the model client's imports, ~1-2 s, before any clock starts)
+
     ok = True
     with mariadb() as (server_url, _):
         rates = {kind: [] for kind in kinds}
         bare = []
-        for n in range(args.runs):     # alternating, so a drift of the machine falls on each alike
+        for n in range(args.runs):  # alternating, so a drift of the machine falls on each alike
             bare.append(bare_ceiling(server_url, args.items, args.chunk_size, 2, f"bench_bare_{n}"))
             for kind in kinds:
                 rates[kind].append(gate_rate(server_url, kind, args, n))
@@ -196,11 +221,18 @@ def main() -> bool:
         print(f"bare ceiling median {ceiling:.0f} items/s ({', '.join(f'{b:.0f}' for b in bare)})")
         for kind in kinds:
             rate = statistics.median(rates[kind])
-            print(f"{kind}: median {rate:.0f} items/s ({', '.join(f'{r:.0f}' for r in rates[kind])}) = "
-                  f"{rate / ceiling:.3f} of the bare ceiling")
+            print(
+                f"{kind}: median {rate:.0f} items/s ({', '.join(f'{r:.0f}' for r in rates[kind])}) = "
+                f"{rate / ceiling:.3f} of the bare ceiling"
+            )
         worst = min(kinds, key=lambda k: statistics.median(rates[k]))
-        ok = result(f"P4 items/s of the bare ceiling (instant model, worst of {','.join(kinds)}: {worst})",
-                    statistics.median(rates[worst]) / ceiling, "x", TARGET_RATIO, higher_is_better=True)
+        ok = result(
+            f"P4 items/s of the bare ceiling (instant model, worst of {','.join(kinds)}: {worst})",
+            statistics.median(rates[worst]) / ceiling,
+            "x",
+            TARGET_RATIO,
+            higher_is_better=True,
+        )
     return ok
 
 

@@ -14,8 +14,17 @@ import statistics
 import tempfile
 import time
 
-from common import (gated_dataset, mariadb, model_server, result, rules_spec, server_status, stop,
-                    wait_for_workers, worker_processes)
+from common import (
+    gated_dataset,
+    mariadb,
+    model_server,
+    result,
+    rules_spec,
+    server_status,
+    stop,
+    wait_for_workers,
+    worker_processes,
+)
 
 
 def main() -> bool:
@@ -23,6 +32,7 @@ def main() -> bool:
     ap.add_argument("--idle-seconds", type=float, default=10)
     args = ap.parse_args()
     from gate import store
+
     with mariadb() as (server_url, _), model_server(0) as base, tempfile.TemporaryDirectory() as tmp:
         url, gate = gated_dataset(server_url, "bench_pickup", tmp, 20, "0.5")
         procs = worker_processes(url, base, 1, 8)
@@ -45,14 +55,13 @@ def main() -> bool:
                     time.sleep(0.005)
                 pickups.append(time.monotonic() - submitted)
                 gate.wait(uid, timeout=30)
-                time.sleep(2)   # idle again before the next one
+                time.sleep(2)  # idle again before the next one
         finally:
             stop(procs)
     print(f"idle queries/s per process: {idle_qps:.2f} (target < 5)")
     print("pickup latencies: " + ", ".join(f"{p:.3f}s" for p in pickups))
     idle_ok = idle_qps < 5
-    return result("pickup latency (median)", statistics.median(pickups), "s", 0.5, higher_is_better=False) \
-        and idle_ok
+    return result("pickup latency (median)", statistics.median(pickups), "s", 0.5, higher_is_better=False) and idle_ok
 
 
 if __name__ == "__main__":

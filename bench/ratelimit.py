@@ -24,8 +24,17 @@ import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
-from common import (fresh_database, mariadb, model_server, result, rules_spec, stop, wait_for_workers,
-                    worker_processes, write_dataset)
+from common import (
+    fresh_database,
+    mariadb,
+    model_server,
+    result,
+    rules_spec,
+    stop,
+    wait_for_workers,
+    worker_processes,
+    write_dataset,
+)
 
 
 @contextmanager
@@ -35,6 +44,7 @@ def redis_server():
         yield url
         return
     from redis_server import LocalRedis
+
     server = LocalRedis().start()
     try:
         yield server.url()
@@ -50,8 +60,9 @@ def sample_ok(base_url: str, samples: list, done: threading.Event) -> None:
             with urllib.request.urlopen(url, timeout=2) as resp:
                 stats = json.load(resp)
             outcomes = stats.get("outcomes", {})
-            samples.append((time.monotonic(), outcomes.get("ok", 0), stats.get("requests", 0),
-                            outcomes.get("rate_limited", 0)))
+            samples.append(
+                (time.monotonic(), outcomes.get("ok", 0), stats.get("requests", 0), outcomes.get("rate_limited", 0))
+            )
         except OSError:
             pass
         done.wait(0.2)
@@ -78,16 +89,23 @@ def main() -> bool:
     ap.add_argument("--headroom", type=float, default=None, help="PROMPTGATE_RATE_LIMIT_HEADROOM (default 0.97)")
     args = ap.parse_args()
     from gate.service import Gate
+
     items = int(args.rpm * args.seconds / 60)
-    with mariadb() as (server_url, _), model_server(args.latency_ms, rate_limit_rpm=args.rpm) as base, \
-            tempfile.TemporaryDirectory() as tmp, \
-            (redis_server() if args.backend == "redis" else _nothing()) as redis_url:
+    with (
+        mariadb() as (server_url, _),
+        model_server(args.latency_ms, rate_limit_rpm=args.rpm) as base,
+        tempfile.TemporaryDirectory() as tmp,
+        redis_server() if args.backend == "redis" else _nothing() as redis_url,
+    ):
         url = fresh_database(server_url, "bench_ratelimit")
         gate = Gate.connect(url, upgrade=True)
         gate.register_dataset("d", str(write_dataset(Path(tmp) / "d.csv", items)))
         gate.map_dataset("p1", "d", "0.99")
-        settings = {"rate_limits": f"mock-1=rpm:{args.rpm}", "rate_limit_backend": args.backend,
-                    "chunk_size": args.concurrency}
+        settings = {
+            "rate_limits": f"mock-1=rpm:{args.rpm}",
+            "rate_limit_backend": args.backend,
+            "chunk_size": args.concurrency,
+        }
         if redis_url:
             settings["redis_url"] = redis_url
         if args.headroom is not None:
@@ -110,17 +128,22 @@ def main() -> bool:
             sampler.join(5)
         with gate.engine.connect() as conn:
             from gate import store
+
             usage = store.rate_limit_stats(conn, [r.run_id for r in report.runs])
         gate.close()
     assert report.status == "APPLIED", report.update.reason
     rate, span = achieved_per_minute(samples)
     _, ok, requests, limited = samples[-1]
     share_429 = limited / requests if requests else 0.0
-    print(f"backend={args.backend} processes={args.processes} concurrency={args.concurrency} "
-          f"latency={args.latency_ms:g}ms cap={args.rpm}/min items={items} status={report.status} wall={wall:.1f}s")
-    print(f"server: {requests} calls, {ok} answered, {limited} 429s; answered {rate:.0f}/min over {span:.1f}s "
-          f"= {rate / args.rpm:.1%} of the cap; gate: {usage['throttled_calls']} calls throttled "
-          f"({usage['throttle_wait_seconds']} s waited), {usage['rate_limited_calls']} saw 429")
+    print(
+        f"backend={args.backend} processes={args.processes} concurrency={args.concurrency} "
+        f"latency={args.latency_ms:g}ms cap={args.rpm}/min items={items} status={report.status} wall={wall:.1f}s"
+    )
+    print(
+        f"server: {requests} calls, {ok} answered, {limited} 429s; answered {rate:.0f}/min over {span:.1f}s "
+        f"= {rate / args.rpm:.1%} of the cap; gate: {usage['throttled_calls']} calls throttled "
+        f"({usage['throttle_wait_seconds']} s waited), {usage['rate_limited_calls']} saw 429"
+    )
     ok_429 = result(f"rate limit ({args.backend}) 429s/calls", share_429, "", 0.01, higher_is_better=False)
     ok_rate = result(f"rate limit ({args.backend}) achieved/cap", rate / args.rpm, "", 0.95, higher_is_better=True)
     return ok_429 and ok_rate

@@ -35,10 +35,11 @@ def main() -> bool:
         after_check = calls(base)
         apply_wall = evaluate(gate, "apply")
         total = calls(base)
-    print(f"items={args.items} check: {after_check} calls in {check_wall:.2f}s; apply after merge: "
-          f"{total - after_check} calls in {apply_wall:.2f}s ({apply_wall / check_wall:.2f}x the check's wall)")
-    return result("model calls per merged change / dataset size", total / args.items, "x", 1.0,
-                  higher_is_better=False)
+    print(
+        f"items={args.items} check: {after_check} calls in {check_wall:.2f}s; apply after merge: "
+        f"{total - after_check} calls in {apply_wall:.2f}s ({apply_wall / check_wall:.2f}x the check's wall)"
+    )
+    return result("model calls per merged change / dataset size", total / args.items, "x", 1.0, higher_is_better=False)
 
 
 if __name__ == "__main__":

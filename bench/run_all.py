@@ -8,10 +8,22 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-BENCHES = [["p1_end_to_end.py"], ["p1_end_to_end.py", "--template", "filtered"], ["p3_commits.py"],
-           ["p4_db_ceiling.py"], ["pickup_idle.py"], ["materialize.py"], ["ratelimit.py"], ["reuse.py"],
-           ["service_waiters.py"], ["service_submit.py"], ["cli_start.py"],
-           ["p4_bare_ceiling.py"], ["p1_users.py", "--promptfoo"], ["p10_million.py"]]
+BENCHES = [
+    ["p1_end_to_end.py"],
+    ["p1_end_to_end.py", "--template", "filtered"],
+    ["p3_commits.py"],
+    ["p4_db_ceiling.py"],
+    ["pickup_idle.py"],
+    ["materialize.py"],
+    ["ratelimit.py"],
+    ["reuse.py"],
+    ["service_waiters.py"],
+    ["service_submit.py"],
+    ["cli_start.py"],
+    ["p4_bare_ceiling.py"],
+    ["p1_users.py", "--promptfoo"],
+    ["p10_million.py"],
+]
 
 
 def main() -> int:
@@ -21,8 +33,13 @@ def main() -> int:
             continue
         name = " ".join([script, *args])
         print(f"== {name}", flush=True)
-        proc = subprocess.run([sys.executable, str(HERE / script), *args], cwd=HERE, text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        proc = subprocess.run(
+            [sys.executable, str(HERE / script), *args],
+            cwd=HERE,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
         print(proc.stdout, end="", flush=True)
         lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT")]
         results.append(f"{name}: {lines[-1] if lines else 'no RESULT line (exit %d)' % proc.returncode}")

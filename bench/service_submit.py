@@ -28,10 +28,11 @@ from common import gated_dataset, mariadb, result, rules_spec
 from gate.stats import percentile
 
 
-SCOPE = {"check": "submit", "apply": "admin"}      # the scope a token needs for each mode
+SCOPE = {"check": "submit", "apply": "admin"}  # the scope a token needs for each mode
 
 
 # --- the client process -----------------------------------------------------------------
+
 
 async def _submitter(client, bodies: list[dict], turn, until: float, records: list) -> None:
     """Submit the next prompt in turn until ``until``: (start, end, HTTP status, the body
@@ -40,15 +41,22 @@ async def _submitter(client, bodies: list[dict], turn, until: float, records: li
         body = bodies[next(turn) % len(bodies)]
         started = time.monotonic()
         response = await client.post("/v1/updates", json=body)
-        records.append((started, time.monotonic(), response.status_code,
-                        None if response.status_code == 202 else response.text[:300]))
+        records.append(
+            (
+                started,
+                time.monotonic(),
+                response.status_code,
+                None if response.status_code == 202 else response.text[:300],
+            )
+        )
 
 
 async def _submitters(url: str, token: str, bodies: list[dict], clients: int, seconds: float) -> list:
     limits = httpx2.Limits(max_connections=clients, max_keepalive_connections=clients)
     records: list = []
-    async with httpx2.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}, limits=limits,
-                                  timeout=60) as client:
+    async with httpx2.AsyncClient(
+        base_url=url, headers={"Authorization": f"Bearer {token}"}, limits=limits, timeout=60
+    ) as client:
         until, turn = time.monotonic() + seconds, itertools.count()
         await asyncio.gather(*(_submitter(client, bodies, turn, until, records) for _ in range(clients)))
     return records
@@ -60,6 +68,7 @@ def client_process(pipe, url: str, token: str, bodies: list[dict], clients: int,
 
 # --- the bench --------------------------------------------------------------------------
 
+
 def main() -> bool:
     ap = argparse.ArgumentParser()
     ap.add_argument("--clients", type=int, default=50)
@@ -69,9 +78,11 @@ def main() -> bool:
     ap.add_argument("--mode", choices=("check", "apply"), default="check")
     args = ap.parse_args()
     from service_harness import Service
+
     names = [f"svc{i:03d}" for i in range(args.prompts)]
-    bodies = [{"prompt": rules_spec(name).to_config(), "mode": args.mode, "source_key": f"release-{name}"}
-              for name in names]
+    bodies = [
+        {"prompt": rules_spec(name).to_config(), "mode": args.mode, "source_key": f"release-{name}"} for name in names
+    ]
     with mariadb() as (server_url, _), tempfile.TemporaryDirectory() as tmp:
         url, gate = gated_dataset(server_url, "bench_submit", tmp, 20, "0.5", prompts=names)
         service = Service(url, Path(tmp))
@@ -79,8 +90,10 @@ def main() -> bool:
             ctx = multiprocessing.get_context("spawn")
             ours, theirs = ctx.Pipe()
             token = service.tokens[SCOPE[args.mode]]
-            client = ctx.Process(target=client_process, args=(theirs, service.url, token, bodies, args.clients,
-                                                              args.warmup + args.seconds))
+            client = ctx.Process(
+                target=client_process,
+                args=(theirs, service.url, token, bodies, args.clients, args.warmup + args.seconds),
+            )
             client.start()
             records = ours.recv()
             client.join(30)
@@ -96,8 +109,10 @@ def report(records: list, stored: int, args) -> bool:
     refused = len(records) - len(accepted)
     if refused or stored != len(accepted):
         first = next((r for r in records if r[2] != 202), None)
-        print(f"{refused} submissions refused (the first: {first[2:] if first else '-'}); {len(accepted)} accepted, "
-              f"{stored} updates stored")
+        print(
+            f"{refused} submissions refused (the first: {first[2:] if first else '-'}); {len(accepted)} accepted, "
+            f"{stored} updates stored"
+        )
     name = f"service submissions/s, {args.clients} clients, one server process"
     if not accepted:
         return result(name, 0, "submissions/s", 50, higher_is_better=True)
@@ -108,10 +123,12 @@ def report(records: list, stored: int, args) -> bool:
     done = [r for r in accepted if start <= r[1] < end]
     latencies = sorted(r[1] - r[0] for r in accepted if start <= r[0] < end)
     rate = len(done) / args.seconds
-    print(f"{len(records)} submissions by {args.clients} clients over {args.prompts} prompts ({args.mode}); "
-          f"{len(done)} completed in the {args.seconds:g} s window after {args.warmup:g} s of warm-up: {rate:.1f}/s; "
-          f"latency p50 {percentile(latencies, 50) * 1000:.0f} ms, p99 {percentile(latencies, 99) * 1000:.0f} ms, "
-          f"max {latencies[-1] * 1000:.0f} ms")
+    print(
+        f"{len(records)} submissions by {args.clients} clients over {args.prompts} prompts ({args.mode}); "
+        f"{len(done)} completed in the {args.seconds:g} s window after {args.warmup:g} s of warm-up: {rate:.1f}/s; "
+        f"latency p50 {percentile(latencies, 50) * 1000:.0f} ms, p99 {percentile(latencies, 99) * 1000:.0f} ms, "
+        f"max {latencies[-1] * 1000:.0f} ms"
+    )
     ok = result(name, rate, "submissions/s", 50, higher_is_better=True)
     return ok and not refused and stored == len(accepted)
 

@@ -37,6 +37,7 @@ from gate.stats import percentile
 
 # --- the client process -----------------------------------------------------------------
 
+
 async def _one_waiter(port: int, request: bytes, update_id: int, sent: list) -> tuple[int, int, float, int]:
     """One long-poll on its own keep-alive connection, as an HTTP client keeps it (closed
     once the response is in): (update id, HTTP status, time the whole response was in,
@@ -48,8 +49,9 @@ async def _one_waiter(port: int, request: bytes, update_id: int, sent: list) -> 
         sent.append(update_id)
         head = await reader.readuntil(b"\r\n\r\n")
         status = int(head.split(b" ", 2)[1])
-        length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
-                      if line.lower().startswith(b"content-length:"))
+        length = next(
+            int(line.split(b":", 1)[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")
+        )
         body = await reader.readexactly(length)
         return update_id, status, time.monotonic(), len(body)
     finally:
@@ -58,14 +60,19 @@ async def _one_waiter(port: int, request: bytes, update_id: int, sent: list) -> 
 
 async def _waiters(port: int, token: str, update_ids: list[int], per_update: int, timeout: int, pipe) -> list:
     sent: list[int] = []
-    requests = {uid: (f"GET /v1/updates/{uid}/wait?timeout={timeout} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                      f"Authorization: Bearer {token}\r\n\r\n").encode() for uid in update_ids}
+    requests = {
+        uid: (
+            f"GET /v1/updates/{uid}/wait?timeout={timeout} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            f"Authorization: Bearer {token}\r\n\r\n"
+        ).encode()
+        for uid in update_ids
+    }
     tasks = []
     for uid in update_ids:
         for _ in range(per_update):
             tasks.append(asyncio.create_task(_one_waiter(port, requests[uid], uid, sent)))
             if len(tasks) % 100 == 0:
-                await asyncio.sleep(0.01)      # connect in waves: no SYN burst beyond the listen backlog
+                await asyncio.sleep(0.01)  # connect in waves: no SYN burst beyond the listen backlog
     while len(sent) < len(tasks) and not any(t.done() for t in tasks):
         await asyncio.sleep(0.01)
     pipe.send(("sent", len(sent), sum(t.done() for t in tasks)))
@@ -79,6 +86,7 @@ def client_process(pipe, port: int, token: str, update_ids: list[int], per_updat
 
 
 # --- the bench --------------------------------------------------------------------------
+
 
 def raise_open_files(needed: int) -> None:
     """1,000 sockets in the client and as many in the server (which inherits the limit)."""
@@ -116,8 +124,14 @@ def wait_registered(service, waiters: int, timeout: float = 60) -> None:
     with service.client("read") as client:
         while True:
             text = client.get("/metrics").text
-            found = next((float(line.split()[1]) for line in text.splitlines()
-                          if line.startswith("promptgate_longpoll_waiters ")), 0)
+            found = next(
+                (
+                    float(line.split()[1])
+                    for line in text.splitlines()
+                    if line.startswith("promptgate_longpoll_waiters ")
+                ),
+                0,
+            )
             if found >= waiters:
                 return
             if time.monotonic() > deadline:
@@ -132,17 +146,18 @@ def one_round(gate, service, prompts: list[str], args, measure_quiet: bool) -> t
     per_update = args.waiters // len(update_ids)
     ctx = multiprocessing.get_context("spawn")
     ours, theirs = ctx.Pipe()
-    client = ctx.Process(target=client_process, args=(theirs, service.port, service.tokens["submit"], update_ids,
-                                                      per_update, 60))
+    client = ctx.Process(
+        target=client_process, args=(theirs, service.port, service.tokens["submit"], update_ids, per_update, 60)
+    )
     client.start()
     try:
         _sent, sent, early = ours.recv()
         if early or sent != per_update * len(update_ids):
             raise RuntimeError(f"{sent} waiters sent, {early} answered before any update ended")
         wait_registered(service, sent)
-        time.sleep(args.settle)            # the /metrics read's queries (and any straggler) out of the window
+        time.sleep(args.settle)  # the /metrics read's queries (and any straggler) out of the window
         rate = quiet_query_rate(gate, args.quiet_seconds) if measure_quiet else None
-        time.sleep(random.uniform(0, 0.25))    # a random moment of the watcher's beat
+        time.sleep(random.uniform(0, 0.25))  # a random moment of the watcher's beat
         committed = {}
         for uid in update_ids:
             gate.cancel(uid, "bench: end of the wait")
@@ -157,9 +172,11 @@ def one_round(gate, service, prompts: list[str], args, measure_quiet: bool) -> t
         raise RuntimeError(f"{len(failed)} waiters failed, e.g. {failed[:3]}")
     latencies = sorted(at - committed[uid] for uid, _status, at, _n in results)
     span = max(at for *_, at, _n in results) - min(at for *_, at, _n in results)
-    print(f"round: {len(results)} waiters on {len(update_ids)} updates; wake p50 {percentile(latencies, 50):.3f} s, "
-          f"p99 {percentile(latencies, 99):.3f} s, max {latencies[-1]:.3f} s, first to last response {span:.3f} s",
-          flush=True)
+    print(
+        f"round: {len(results)} waiters on {len(update_ids)} updates; wake p50 {percentile(latencies, 50):.3f} s, "
+        f"p99 {percentile(latencies, 99):.3f} s, max {latencies[-1]:.3f} s, first to last response {span:.3f} s",
+        flush=True,
+    )
     return latencies, rate
 
 
@@ -173,6 +190,7 @@ def main() -> bool:
     args = ap.parse_args()
     raise_open_files(2 * args.waiters + 512)
     from service_harness import Service
+
     prompts = [f"wait{i:02d}" for i in range(args.updates)]
     with mariadb() as (server_url, _), tempfile.TemporaryDirectory() as tmp:
         url, gate = gated_dataset(server_url, "bench_waiters", tmp, 20, "0.5", prompts=prompts)
@@ -193,14 +211,20 @@ def main() -> bool:
 def report(latencies: list[float], rate: float, args) -> bool:
     p99 = percentile(latencies, 99)
     rate_ok, wake_ok = rate <= 5, p99 <= 0.5
-    print(f"database queries/s while {args.waiters} waiters wait: {rate:.2f} (over {args.quiet_seconds:g} s; "
-          f"target <= 5) ratio {rate / 5:.3f} {'PASS' if rate_ok else 'FAIL'}")
-    print(f"wake latency over {len(latencies)} waiters ({args.rounds} rounds): p50 {percentile(latencies, 50):.3f} s, "
-          f"p90 {percentile(latencies, 90):.3f} s, p99 {p99:.3f} s, max {latencies[-1]:.3f} s")
+    print(
+        f"database queries/s while {args.waiters} waiters wait: {rate:.2f} (over {args.quiet_seconds:g} s; "
+        f"target <= 5) ratio {rate / 5:.3f} {'PASS' if rate_ok else 'FAIL'}"
+    )
+    print(
+        f"wake latency over {len(latencies)} waiters ({args.rounds} rounds): p50 {percentile(latencies, 50):.3f} s, "
+        f"p90 {percentile(latencies, 90):.3f} s, p99 {p99:.3f} s, max {latencies[-1]:.3f} s"
+    )
     ok = rate_ok and wake_ok
-    print(f"RESULT service long-poll p99 wake latency, {args.waiters} waiters (and {rate:.2f} queries/s while they "
-          f"wait, target <= 5): {p99:.3f} s (target <= 0.5) ratio {p99 / 0.5:.3f} {'PASS' if ok else 'FAIL'}",
-          flush=True)
+    print(
+        f"RESULT service long-poll p99 wake latency, {args.waiters} waiters (and {rate:.2f} queries/s while they "
+        f"wait, target <= 5): {p99:.3f} s (target <= 0.5) ratio {p99 / 0.5:.3f} {'PASS' if ok else 'FAIL'}",
+        flush=True,
+    )
     return ok
 
 

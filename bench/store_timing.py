@@ -20,15 +20,26 @@ import time
 from collections import defaultdict
 
 # the executor's own steps, beside its store calls (names in workers.execute / .results / .calls)
-EXECUTOR_STEPS = {"workers.execute": ["render_messages_many", "trial_keys", "new_answers", "reused_item"],
-                  "workers.calls": [], "workers.results": []}
-TRANSACTION_USERS = ["workers.execute", "workers.finalize", "workers.reconcile", "workers.materialize",
-                     "workers.poller", "gate.ratelimit.limiter", "gate.ratelimit.buckets"]
+EXECUTOR_STEPS = {
+    "workers.execute": ["render_messages_many", "trial_keys", "new_answers", "reused_item"],
+    "workers.calls": [],
+    "workers.results": [],
+}
+TRANSACTION_USERS = [
+    "workers.execute",
+    "workers.finalize",
+    "workers.reconcile",
+    "workers.materialize",
+    "workers.poller",
+    "gate.ratelimit.limiter",
+    "gate.ratelimit.buckets",
+]
 
 
 def thread_cpu() -> dict[int, tuple[str, float]]:
     """native thread id -> (thread name, CPU seconds so far) for this process's threads."""
     import psutil
+
     names = {t.native_id: t.name for t in threading.enumerate()}
     return {t.id: (names.get(t.id, "other"), t.user_time + t.system_time) for t in psutil.Process().threads()}
 
@@ -58,6 +69,7 @@ class StoreTimer:
                     entry = self.calls[label]
                     entry[0] += 1
                     entry[1] += spent
+
         timed._timed = True
         setattr(owner, name, timed)
         self.patched.append((owner, name, original))
@@ -65,6 +77,7 @@ class StoreTimer:
     def __enter__(self) -> "StoreTimer":
         import importlib
         from gate import store
+
         for name, fn in vars(store).items():
             if inspect.isfunction(fn) and fn.__module__.startswith("gate.store") and not name.startswith("_"):
                 self._wrap(store, name, f"store.{name}")
@@ -108,18 +121,27 @@ class StoreTimer:
             kind = name.rstrip("0123456789_").rstrip("-_") or name
             kinds[kind][0] += 1
             kinds[kind][1] += spent
-        print("thread CPU over the run:", ", ".join(
-            f"{kind} ×{int(n)} {spent:.2f} s ({100 * spent / max(1, n) / self.wall:.0f} % each)"
-            for kind, (n, spent) in sorted(kinds.items(), key=lambda kv: -kv[1][1]) if spent > 0.01 * self.wall))
+        print(
+            "thread CPU over the run:",
+            ", ".join(
+                f"{kind} ×{int(n)} {spent:.2f} s ({100 * spent / max(1, n) / self.wall:.0f} % each)"
+                for kind, (n, spent) in sorted(kinds.items(), key=lambda kv: -kv[1][1])
+                if spent > 0.01 * self.wall
+            ),
+        )
 
     def print(self, items: int) -> None:
         self.print_threads()
         rows = sorted(self.calls.items(), key=lambda kv: -kv[1][1])
-        print(f"where the time went ({items} items, wall {self.wall:.2f} s; threads overlap, so shares add up "
-              "to more than 100 %):")
+        print(
+            f"where the time went ({items} items, wall {self.wall:.2f} s; threads overlap, so shares add up "
+            "to more than 100 %):"
+        )
         print(f"{'call':<44} {'calls':>7} {'total s':>8} {'ms/call':>8} {'µs/item':>8} {'% wall':>7}")
         for label, (n, spent) in rows:
             if spent < 0.0005 * self.wall:
                 continue
-            print(f"{label:<44} {n:>7} {spent:>8.3f} {1000 * spent / n:>8.3f} {1e6 * spent / max(1, items):>8.1f} "
-                  f"{100 * spent / self.wall:>6.1f}%")
+            print(
+                f"{label:<44} {n:>7} {spent:>8.3f} {1000 * spent / n:>8.3f} {1e6 * spent / max(1, items):>8.1f} "
+                f"{100 * spent / self.wall:>6.1f}%"
+            )

@@ -23,12 +23,22 @@ from .release import DEFAULT_RELEASE_MODE, SHA_POLL
 from .update_report import SAMPLE_FAILURES
 
 if TYPE_CHECKING:
-    from .models import (DataDiff, Dataset, DatasetPreview, DatasetVersion, Imported, LivePrompt, Mapping, Price,
-                         Update, WorkerRow)
+    from .models import (
+        DataDiff,
+        Dataset,
+        DatasetPreview,
+        DatasetVersion,
+        Imported,
+        LivePrompt,
+        Mapping,
+        Price,
+        Update,
+        WorkerRow,
+    )
     from .spec import PromptSpec
     from .update_report import UpdateReport
 
-HISTORY_LIMIT = 50              # live versions ``history`` lists by default
+HISTORY_LIMIT = 50  # live versions ``history`` lists by default
 
 
 class GateAPI(Protocol):
@@ -39,25 +49,55 @@ class GateAPI(Protocol):
 
     # --- submissions and their reports -------------------------------------------------------
 
-    def submit(self, spec: PromptSpec, mode: str = "check", source: dict | None = None, reuse: bool = True, *,
-               full: bool = False) -> int: ...
+    def submit(
+        self,
+        spec: PromptSpec,
+        mode: str = "check",
+        source: dict | None = None,
+        reuse: bool = True,
+        *,
+        full: bool = False,
+    ) -> int: ...
 
     def status(self, update_id: int, failures: int = SAMPLE_FAILURES) -> UpdateReport: ...
 
-    def wait(self, update_id: int, timeout: float | None = None, poll: float = 0.25,
-             on_poll: Callable[[UpdateReport], Any] | None = None) -> UpdateReport: ...
+    def wait(
+        self,
+        update_id: int,
+        timeout: float | None = None,
+        poll: float = 0.25,
+        on_poll: Callable[[UpdateReport], Any] | None = None,
+    ) -> UpdateReport: ...
 
-    def wait_status(self, update_id: int, timeout: float | None = None, poll: float = 0.25,
-                    on_status: Callable[[str], Any] | None = None) -> str: ...
+    def wait_status(
+        self,
+        update_id: int,
+        timeout: float | None = None,
+        poll: float = 0.25,
+        on_status: Callable[[str], Any] | None = None,
+    ) -> str: ...
 
     def updates_for_sha(self, sha: str, prompt_name: str | None = None, mode: str | None = None) -> list[Update]: ...
 
-    def wait_for_sha(self, sha: str, prompt: str | None = None, timeout: float | None = None,
-                     poll: float = SHA_POLL, mode: str | None = DEFAULT_RELEASE_MODE,
-                     on_select: Callable[[str], object] | None = None) -> tuple[int, list[UpdateReport]]: ...
+    def wait_for_sha(
+        self,
+        sha: str,
+        prompt: str | None = None,
+        timeout: float | None = None,
+        poll: float = SHA_POLL,
+        mode: str | None = DEFAULT_RELEASE_MODE,
+        on_select: Callable[[str], object] | None = None,
+    ) -> tuple[int, list[UpdateReport]]: ...
 
-    def list_updates(self, limit: int = 20, prompt_name: str | None = None, *, status: str | None = None,
-                     sha_prefix: str | None = None, before_id: int | None = None) -> list[Update]: ...
+    def list_updates(
+        self,
+        limit: int = 20,
+        prompt_name: str | None = None,
+        *,
+        status: str | None = None,
+        sha_prefix: str | None = None,
+        before_id: int | None = None,
+    ) -> list[Update]: ...
 
     def cancel(self, update_id: int, reason: str = "cancelled by a user") -> None: ...
 
@@ -67,8 +107,9 @@ class GateAPI(Protocol):
 
     def history(self, name: str, limit: int = HISTORY_LIMIT) -> list[dict]: ...
 
-    def rollback(self, name: str, reason: str, actor: str, to_version: int | None = None,
-                 seen_version: int | None = None) -> dict: ...
+    def rollback(
+        self, name: str, reason: str, actor: str, to_version: int | None = None, seen_version: int | None = None
+    ) -> dict: ...
 
     # --- datasets, bars, prices, workers ---------------------------------------------------------
 
@@ -78,9 +119,16 @@ class GateAPI(Protocol):
 
     def get_dataset(self, name: str) -> Dataset: ...
 
-    def register_dataset(self, name: str, source_uri: str, *, id_column: str | None = None,
-                         label_column: str | None = None, base_dir: str | Path | None = None,
-                         declared_in: str | None = None) -> Dataset: ...
+    def register_dataset(
+        self,
+        name: str,
+        source_uri: str,
+        *,
+        id_column: str | None = None,
+        label_column: str | None = None,
+        base_dir: str | Path | None = None,
+        declared_in: str | None = None,
+    ) -> Dataset: ...
 
     def refresh_dataset(self, name: str) -> tuple[Dataset, Imported | None]: ...
 
@@ -92,8 +140,9 @@ class GateAPI(Protocol):
 
     def diff_versions(self, name: str, old: int | str, new: int | str) -> DataDiff: ...
 
-    def map_dataset(self, prompt_name: str, dataset_name: str, min_accuracy: Any, *,
-                    bars: dict[str, Any] | None = None) -> Mapping: ...
+    def map_dataset(
+        self, prompt_name: str, dataset_name: str, min_accuracy: Any, *, bars: dict[str, Any] | None = None
+    ) -> Mapping: ...
 
     def unmap_dataset(self, prompt_name: str, dataset_name: str) -> bool: ...
 

@@ -37,8 +37,16 @@ from .itempolicy import KEYS as POLICY_KEYS, ItemPolicy
 from .scoring import clears, format_bar, format_pct, parse_bar
 from .stats import paired_difference_interval
 
-EXTRA_KEYS = ("max_broken", "min_recall", "min_precision", "max_latency_p95_ms", "max_cost_per_1k_items", "max_drop",
-              "confidence", "early_stop")
+EXTRA_KEYS = (
+    "max_broken",
+    "min_recall",
+    "min_precision",
+    "max_latency_p95_ms",
+    "max_cost_per_1k_items",
+    "max_drop",
+    "confidence",
+    "early_stop",
+)
 # bars of a fields decision and of slices, and what a mapping says of items (gate.itempolicy)
 ITEM_KEYS = ("min_field_accuracy", "min_slice_accuracy", "min_slice_items", *POLICY_KEYS)
 MAX_LABEL_BARS = 64
@@ -59,9 +67,9 @@ class Bars:
     min_slice_accuracy: Decimal | None = None
     min_slice_items: int | None = None
     policy: ItemPolicy = ItemPolicy()
-    max_drop: Decimal | None = None           # accuracy points live may lose, at the lower end of the interval
+    max_drop: Decimal | None = None  # accuracy points live may lose, at the lower end of the interval
     confidence: Decimal = DEFAULT_CONFIDENCE  # of the paired difference's interval
-    early_stop: bool = True                   # a run may stop once no outcome of its rest could clear its bars
+    early_stop: bool = True  # a run may stop once no outcome of its rest could clear its bars
 
     @classmethod
     def parse(cls, min_accuracy: Any, extra: Mapping[str, Any] | None = None) -> "Bars":
@@ -71,14 +79,18 @@ class Bars:
         unknown = sorted(set(extra) - set(EXTRA_KEYS) - set(ITEM_KEYS))
         if unknown:
             raise UsageError(f"unknown bar {unknown[0]!r}: use min_accuracy, {', '.join(EXTRA_KEYS + ITEM_KEYS)}")
-        return cls(min_accuracy=parse_bar(min_accuracy),
-                   max_broken=_count(extra.get("max_broken"), "max_broken"),
-                   min_recall=_per_label(extra.get("min_recall"), "min_recall"),
-                   min_precision=_per_label(extra.get("min_precision"), "min_precision"),
-                   max_latency_p95_ms=_count(extra.get("max_latency_p95_ms"), "max_latency_p95_ms"),
-                   max_cost_per_1k_items=_money(extra.get("max_cost_per_1k_items"), "max_cost_per_1k_items"),
-                   max_drop=_points(extra.get("max_drop")), confidence=_confidence(extra.get("confidence")),
-                   early_stop=_flag(extra.get("early_stop"), "early_stop"), **_item_bars(extra))
+        return cls(
+            min_accuracy=parse_bar(min_accuracy),
+            max_broken=_count(extra.get("max_broken"), "max_broken"),
+            min_recall=_per_label(extra.get("min_recall"), "min_recall"),
+            min_precision=_per_label(extra.get("min_precision"), "min_precision"),
+            max_latency_p95_ms=_count(extra.get("max_latency_p95_ms"), "max_latency_p95_ms"),
+            max_cost_per_1k_items=_money(extra.get("max_cost_per_1k_items"), "max_cost_per_1k_items"),
+            max_drop=_points(extra.get("max_drop")),
+            confidence=_confidence(extra.get("confidence")),
+            early_stop=_flag(extra.get("early_stop"), "early_stop"),
+            **_item_bars(extra),
+        )
 
     def extra(self) -> dict[str, Any] | None:
         """The bars beyond min_accuracy as JSON (prompt_dataset.bars, pinned["bars"]); None if none."""
@@ -144,7 +156,7 @@ def _count(value: Any, name: str) -> int | None:
     if isinstance(value, bool) or not isinstance(value, (int, str)) or not re.fullmatch(r"[0-9]+", str(value).strip()):
         raise UsageError(f"{name} {value!r} is not a whole number ≥ 0")
     number = int(str(value).strip())
-    if number > 10 ** 9:
+    if number > 10**9:
         raise UsageError(f"{name} {value!r} is out of range: at most 1000000000")
     return number
 
@@ -156,7 +168,7 @@ def _money(value: Any, name: str) -> Decimal | None:
         amount = Decimal(str(value).strip())
     except (InvalidOperation, ValueError):
         raise UsageError(f"{name} {value!r} is not a number of US dollars") from None
-    if not amount.is_finite() or amount < 0 or amount > 10 ** 9 or amount.as_tuple().exponent < -9:
+    if not amount.is_finite() or amount < 0 or amount > 10**9 or amount.as_tuple().exponent < -9:
         raise UsageError(f"{name} {value!r} is out of range: 0 to 1000000000 dollars, at most 9 decimals")
     return amount
 
@@ -170,8 +182,10 @@ def _points(value: Any) -> Decimal | None:
     except (InvalidOperation, ValueError):
         raise UsageError(f"max_drop {value!r} is not a number of accuracy points, e.g. 2") from None
     if not points.is_finite() or points < 0 or points > 100 or points.as_tuple().exponent < -9:
-        raise UsageError(f"max_drop {value!r} is out of range: 0 to 100 accuracy points (2 = two points, not 0.02), "
-                         "at most 9 decimals")
+        raise UsageError(
+            f"max_drop {value!r} is out of range: 0 to 100 accuracy points (2 = two points, not 0.02), "
+            "at most 9 decimals"
+        )
     return points
 
 
@@ -216,17 +230,21 @@ def _item_bars(extra: Mapping[str, Any]) -> dict[str, Any]:
         raise UsageError("min_slice_accuracy and min_slice_items need slice_by: the column whose values are the slices")
     if slice_items == 0:
         raise UsageError("min_slice_items 0 is out of range: a slice needs at least 1 item to be judged")
-    return {"min_field_accuracy": _per_field(extra.get("min_field_accuracy")),
-            "min_slice_accuracy": None if slice_bar is None else parse_bar(slice_bar, "min_slice_accuracy"),
-            "min_slice_items": slice_items, "policy": policy}
+    return {
+        "min_field_accuracy": _per_field(extra.get("min_field_accuracy")),
+        "min_slice_accuracy": None if slice_bar is None else parse_bar(slice_bar, "min_slice_accuracy"),
+        "min_slice_items": slice_items,
+        "policy": policy,
+    }
 
 
 def _per_field(value: Any) -> dict[str, Decimal]:
     if value is None:
         return {}
     if not isinstance(value, Mapping) or len(value) > MAX_LABEL_BARS:
-        raise UsageError(f"min_field_accuracy must map at most {MAX_LABEL_BARS} fields to a fraction, "
-                         "e.g. {order_id: 0.95}")
+        raise UsageError(
+            f"min_field_accuracy must map at most {MAX_LABEL_BARS} fields to a fraction, e.g. {{order_id: 0.95}}"
+        )
     out = {}
     for name, bar in value.items():
         if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,63}", name):
@@ -243,27 +261,36 @@ def pinned_bars(pinned: Mapping[str, Any] | None, min_accuracy: Decimal) -> Bars
 
 # --- holding a finished run against its bars ------------------------------------------
 
+
 @dataclass(frozen=True)
 class BarCheck:
     """One bar against one run: ``state`` pass, fail, n/a, or pending (the comparison with
     live is made when every run has finished); ``note`` says why when it is not plain."""
-    name: str                 # min_accuracy, max_broken, min_recall, ...
-    label: str | None         # the label of a per-label bar
-    limit: str                # the bar as shown: "90%", "0", "250 ms"
-    value: str | None         # the run's figure as shown, None when n/a
+
+    name: str  # min_accuracy, max_broken, min_recall, ...
+    label: str | None  # the label of a per-label bar
+    limit: str  # the bar as shown: "90%", "0", "250 ms"
+    value: str | None  # the run's figure as shown, None when n/a
     state: str
     note: str | None = None
-    reason: str | None = None           # a fail's: "missed", or "inconclusive" (the interval straddles the limit)
-    interval: tuple[float, float] | None = None   # max_drop: the paired difference's interval (fractions)
-    conclusive: bool | None = None      # max_drop: the interval lies wholly on one side of the limit
+    reason: str | None = None  # a fail's: "missed", or "inconclusive" (the interval straddles the limit)
+    interval: tuple[float, float] | None = None  # max_drop: the paired difference's interval (fractions)
+    conclusive: bool | None = None  # max_drop: the interval lies wholly on one side of the limit
 
     @property
     def title(self) -> str:
         return f"{self.name}[{self.label}]" if self.label is not None else self.name
 
     def to_dict(self) -> dict[str, Any]:
-        out = {"bar": self.name, "label": self.label, "limit": self.limit, "value": self.value, "state": self.state,
-               "note": self.note, "reason": self.reason if self.reason else ("missed" if self.state == "fail" else None)}
+        out = {
+            "bar": self.name,
+            "label": self.label,
+            "limit": self.limit,
+            "value": self.value,
+            "state": self.state,
+            "note": self.note,
+            "reason": self.reason if self.reason else ("missed" if self.state == "fail" else None),
+        }
         if self.name == "max_drop":
             out.update(interval=list(self.interval) if self.interval else None, conclusive=self.conclusive)
         return out
@@ -273,29 +300,58 @@ def check(bars: Bars, metrics: Mapping[str, Any]) -> list[BarCheck]:
     """Every bar against a finished run's metrics (finalize's: matches, scored, confusion,
     and where computed flips, calls and cost)."""
     matches, scored = metrics.get("matches", 0), metrics.get("scored", 0)
-    out = [BarCheck("min_accuracy", None, format_bar(bars.min_accuracy), format_pct(matches, scored, bars.min_accuracy),
-                    "pass" if clears(matches, scored, bars.min_accuracy) else "fail")]
+    out = [
+        BarCheck(
+            "min_accuracy",
+            None,
+            format_bar(bars.min_accuracy),
+            format_pct(matches, scored, bars.min_accuracy),
+            "pass" if clears(matches, scored, bars.min_accuracy) else "fail",
+        )
+    ]
     if bars.max_broken is not None:
         out.append(_broken_check(bars.max_broken, metrics))
     confusion = _folded(metrics.get("confusion") or {})
     for label, bar in sorted(bars.min_recall.items()):
         row = confusion.get(label.casefold(), {})
-        out.append(_fraction_check("min_recall", label, bar, row.get(label.casefold(), 0), sum(row.values()),
-                                   f"this dataset version has no item labelled {label!r}"))
+        out.append(
+            _fraction_check(
+                "min_recall",
+                label,
+                bar,
+                row.get(label.casefold(), 0),
+                sum(row.values()),
+                f"this dataset version has no item labelled {label!r}",
+            )
+        )
     for label, bar in sorted(bars.min_precision.items()):
         answered = sum(row.get(label.casefold(), 0) for row in confusion.values())
         hits = confusion.get(label.casefold(), {}).get(label.casefold(), 0)
-        if answered == 0:   # no answer was this label: no false positive either
-            out.append(BarCheck("min_precision", label, format_bar(bar), None, "pass",
-                                f"the candidate never answered {label!r}: no false positive"))
+        if answered == 0:  # no answer was this label: no false positive either
+            out.append(
+                BarCheck(
+                    "min_precision",
+                    label,
+                    format_bar(bar),
+                    None,
+                    "pass",
+                    f"the candidate never answered {label!r}: no false positive",
+                )
+            )
         else:
             out.append(_fraction_check("min_precision", label, bar, hits, answered, ""))
     if bars.max_latency_p95_ms is not None:
         p95 = ((metrics.get("calls") or {}).get("latency_ms") or {}).get("p95")
-        out.append(BarCheck("max_latency_p95_ms", None, f"{bars.max_latency_p95_ms} ms",
-                            None if p95 is None else f"{p95} ms",
-                            "n/a" if p95 is None else ("pass" if p95 <= bars.max_latency_p95_ms else "fail"),
-                            "no call was timed" if p95 is None else None))
+        out.append(
+            BarCheck(
+                "max_latency_p95_ms",
+                None,
+                f"{bars.max_latency_p95_ms} ms",
+                None if p95 is None else f"{p95} ms",
+                "n/a" if p95 is None else ("pass" if p95 <= bars.max_latency_p95_ms else "fail"),
+                "no call was timed" if p95 is None else None,
+            )
+        )
     if bars.max_cost_per_1k_items is not None:
         out.append(_cost_check(bars.max_cost_per_1k_items, metrics))
     if bars.max_drop is not None:
@@ -319,8 +375,14 @@ def _broken_check(limit: int, metrics: Mapping[str, Any]) -> BarCheck:
     (reconcile pairs the answers when every run is done): pending. No live version: n/a.
     Live answers that should exist and cannot be had: a fail, never a silent n/a."""
     if "flips" not in metrics:
-        return BarCheck("max_broken", None, str(limit), None, "pending",
-                        "compared with the live version once every run has finished")
+        return BarCheck(
+            "max_broken",
+            None,
+            str(limit),
+            None,
+            "pending",
+            "compared with the live version once every run has finished",
+        )
     flips = metrics["flips"]
     if flips is None and metrics.get("baseline_error"):
         return BarCheck("max_broken", None, str(limit), None, "fail", metrics["baseline_error"])
@@ -328,8 +390,14 @@ def _broken_check(limit: int, metrics: Mapping[str, Any]) -> BarCheck:
         return BarCheck("max_broken", None, str(limit), None, "n/a", metrics.get("baseline_note") or "no live version")
     accepted = accepted_broken(metrics)
     broken = flips["broken"] - accepted
-    return BarCheck("max_broken", None, str(limit), str(broken), "pass" if broken <= limit else "fail",
-                    f"{flips['broken']} broken, {accepted} of them accepted (accept_breaks)" if accepted else None)
+    return BarCheck(
+        "max_broken",
+        None,
+        str(limit),
+        str(broken),
+        "pass" if broken <= limit else "fail",
+        f"{flips['broken']} broken, {accepted} of them accepted (accept_breaks)" if accepted else None,
+    )
 
 
 def accepted_broken(metrics: Mapping[str, Any]) -> int:
@@ -344,20 +412,36 @@ def _cost_check(limit: Decimal, metrics: Mapping[str, Any]) -> BarCheck:
     model, so it must not be able to switch the bar off."""
     shown = f"${limit:f}"
     if metrics.get("cost_usd") is None:
-        return BarCheck("max_cost_per_1k_items", None, shown, None, "fail",
-                        metrics.get("cost_note") or "no price for the model in the gate's price table")
+        return BarCheck(
+            "max_cost_per_1k_items",
+            None,
+            shown,
+            None,
+            "fail",
+            metrics.get("cost_note") or "no price for the model in the gate's price table",
+        )
     cost, total = Fraction(Decimal(metrics["cost_usd"])), metrics.get("total", 0)
     per_1k = float(cost * 1000 / total) if total else 0.0
-    return BarCheck("max_cost_per_1k_items", None, shown, f"${per_1k:.4f}",
-                    "pass" if cost * 1000 <= Fraction(limit) * total else "fail")
+    return BarCheck(
+        "max_cost_per_1k_items",
+        None,
+        shown,
+        f"${per_1k:.4f}",
+        "pass" if cost * 1000 <= Fraction(limit) * total else "fail",
+    )
 
 
 def _fraction_check(name: str, label: str, bar: Decimal, hits: int, of: int, empty: str) -> BarCheck:
     """A per-label bar: ``hits``/``of`` against ``bar``, exact; n/a (not a fail) when ``of`` is 0."""
     if of == 0:
         return BarCheck(name, label, format_bar(bar), None, "n/a", empty)
-    return BarCheck(name, label, format_bar(bar), format_pct(hits, of, bar),
-                    "pass" if Fraction(hits, of) >= Fraction(bar) else "fail")
+    return BarCheck(
+        name,
+        label,
+        format_bar(bar),
+        format_pct(hits, of, bar),
+        "pass" if Fraction(hits, of) >= Fraction(bar) else "fail",
+    )
 
 
 def drop_check(max_drop: Decimal, confidence: Decimal, metrics: Mapping[str, Any]) -> BarCheck:
@@ -366,7 +450,7 @@ def drop_check(max_drop: Decimal, confidence: Decimal, metrics: Mapping[str, Any
     limit as the exact fraction it is). Wholly below: missed; straddling: inconclusive.
     Pending, n/a and uncomputable as ``max_broken`` (``_broken_check``)."""
     limit = f"{MINUS}{max_drop.normalize():f} pts" if max_drop else "0 pts"
-    if metrics.get("flips") is None:       # not compared yet, no live version, or its answers missing
+    if metrics.get("flips") is None:  # not compared yet, no live version, or its answers missing
         return replace(_broken_check(0, metrics), name="max_drop", limit=limit)
     found = paired_difference(metrics, confidence)
     if found is None:
@@ -377,10 +461,29 @@ def drop_check(max_drop: Decimal, confidence: Decimal, metrics: Mapping[str, Any
     if Fraction(low) >= bound:
         return BarCheck("max_drop", None, limit, shown, "pass", interval=(low, high), conclusive=True)
     if Fraction(high) < bound:
-        return BarCheck("max_drop", None, limit, shown, "fail", f"the difference is at most {points(high, bound)} pts; "
-                        f"the limit is {limit_text(max_drop)}", "missed", (low, high), True)
-    return BarCheck("max_drop", None, limit, shown, "fail", f"inconclusive: the difference could be as low as "
-                    f"{points(low, bound)} pts; the limit is {limit_text(max_drop)}", "inconclusive", (low, high), False)
+        return BarCheck(
+            "max_drop",
+            None,
+            limit,
+            shown,
+            "fail",
+            f"the difference is at most {points(high, bound)} pts; the limit is {limit_text(max_drop)}",
+            "missed",
+            (low, high),
+            True,
+        )
+    return BarCheck(
+        "max_drop",
+        None,
+        limit,
+        shown,
+        "fail",
+        f"inconclusive: the difference could be as low as "
+        f"{points(low, bound)} pts; the limit is {limit_text(max_drop)}",
+        "inconclusive",
+        (low, high),
+        False,
+    )
 
 
 def paired_difference(metrics: Mapping[str, Any], confidence: Decimal) -> tuple[float, float, float] | None:
@@ -389,8 +492,9 @@ def paired_difference(metrics: Mapping[str, Any], confidence: Decimal) -> tuple[
     flips = metrics.get("flips")
     if not flips or not flips.get("paired"):
         return None
-    return paired_difference_interval(flips["both_right"], flips["fixed"], flips["broken"], flips["both_wrong"],
-                                      float(confidence))
+    return paired_difference_interval(
+        flips["both_right"], flips["fixed"], flips["broken"], flips["both_wrong"], float(confidence)
+    )
 
 
 def limit_text(max_drop: Decimal) -> str:
@@ -414,6 +518,7 @@ def points(fraction: float, bound: Fraction | None = None) -> str:
 
 # --- bars of a fields decision, of slices, and protected items ------------------------------
 
+
 def item_checks(bars: Bars, metrics: Mapping[str, Any]) -> list[BarCheck]:
     """``min_field_accuracy`` per field, ``min_slice_accuracy`` and the protected items."""
     out = [_field_check(name, bar, metrics) for name, bar in sorted(bars.min_field_accuracy.items())]
@@ -429,8 +534,11 @@ def _field_check(name: str, bar: Decimal, metrics: Mapping[str, Any]) -> BarChec
     figures = metrics.get("fields")
     found = next((f for f in (figures or {}).get("fields") or () if f["field"] == name), None)
     if found is None:
-        why = (f"the candidate's decision has no field {name!r}" if figures
-               else "the candidate does not decide field by field (decision: {type: fields})")
+        why = (
+            f"the candidate's decision has no field {name!r}"
+            if figures
+            else "the candidate does not decide field by field (decision: {type: fields})"
+        )
         return BarCheck("min_field_accuracy", name, format_bar(bar), None, "fail", why)
     return _fraction_check("min_field_accuracy", name, bar, found["right"], figures["items"], "no item was scored")
 
@@ -440,26 +548,52 @@ def _slice_checks(bars: Bars, metrics: Mapping[str, Any]) -> list[BarCheck]:
     slice that misses it, else one passing check (its value: the lowest slice)."""
     bar, limit, column = bars.min_slice_accuracy, format_bar(bars.min_slice_accuracy), bars.policy.slice_by
     if "slices" not in metrics:
-        return [BarCheck("min_slice_accuracy", column, limit, None, "pending",
-                         "sliced once every run has finished")]
+        return [BarCheck("min_slice_accuracy", column, limit, None, "pending", "sliced once every run has finished")]
     sliced = metrics["slices"]
     if sliced.get("too_many"):
-        return [BarCheck("min_slice_accuracy", column, limit, None, "fail",
-                         f"{column} has over {len(sliced['slices'])} distinct values: not a column to slice by")]
+        return [
+            BarCheck(
+                "min_slice_accuracy",
+                column,
+                limit,
+                None,
+                "fail",
+                f"{column} has over {len(sliced['slices'])} distinct values: not a column to slice by",
+            )
+        ]
     judged = [s for s in sliced["slices"] if s["items"] >= bars.slice_items]
     if not judged:
-        return [BarCheck("min_slice_accuracy", column, limit, None, "n/a",
-                         f"no slice of {column} has {bars.slice_items} items")]
+        return [
+            BarCheck(
+                "min_slice_accuracy", column, limit, None, "n/a", f"no slice of {column} has {bars.slice_items} items"
+            )
+        ]
     failing = [s for s in judged if Fraction(s["matches"], s["items"]) < Fraction(bar)]
     if failing:
-        return [BarCheck("min_slice_accuracy", f"{column}={slice_name(s['value'])}", limit,
-                         format_pct(s["matches"], s["items"], bar), "fail", f"{s['matches']} of {s['items']} items")
-                for s in failing]
+        return [
+            BarCheck(
+                "min_slice_accuracy",
+                f"{column}={slice_name(s['value'])}",
+                limit,
+                format_pct(s["matches"], s["items"], bar),
+                "fail",
+                f"{s['matches']} of {s['items']} items",
+            )
+            for s in failing
+        ]
     low = min(judged, key=lambda s: Fraction(s["matches"], s["items"]))
     small = len(sliced["slices"]) - len(judged)
-    return [BarCheck("min_slice_accuracy", column, limit, format_pct(low["matches"], low["items"], bar), "pass",
-                     f"{len(judged)} slice{'s' if len(judged) != 1 else ''} judged, the lowest {slice_name(low['value'])}"
-                     + (f"; {small} too small to judge" if small else ""))]
+    return [
+        BarCheck(
+            "min_slice_accuracy",
+            column,
+            limit,
+            format_pct(low["matches"], low["items"], bar),
+            "pass",
+            f"{len(judged)} slice{'s' if len(judged) != 1 else ''} judged, the lowest {slice_name(low['value'])}"
+            + (f"; {small} too small to judge" if small else ""),
+        )
+    ]
 
 
 def slice_name(value: Any) -> str:
@@ -472,8 +606,13 @@ def _protected_check(bars: Bars, metrics: Mapping[str, Any]) -> BarCheck | None:
     the run has no protected item."""
     protected = metrics.get("protected")
     if "flips" not in metrics:
-        return BarCheck("protected", None, "0", None, "pending",
-                        "compared with the live version once every run has finished") if bars.policy.protected else None
+        return (
+            BarCheck(
+                "protected", None, "0", None, "pending", "compared with the live version once every run has finished"
+            )
+            if bars.policy.protected
+            else None
+        )
     if not protected or not protected.get("items"):
         return None
     flips = metrics["flips"]

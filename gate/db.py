@@ -28,8 +28,9 @@ def normalize_url(url: str) -> str:
     try:
         parsed = make_url(url)
     except ArgumentError:
-        raise UsageError(f"not a database URL: {url!r} (e.g. sqlite:///promptgate.db or "
-                         "mysql://user:pass@host/db)") from None
+        raise UsageError(
+            f"not a database URL: {url!r} (e.g. sqlite:///promptgate.db or mysql://user:pass@host/db)"
+        ) from None
     backend = parsed.get_backend_name()
     if backend in ("mysql", "mariadb"):
         parsed = parsed.set(drivername="mysql+pymysql")
@@ -50,8 +51,14 @@ def make_engine(url: str, pool_size: int = 10, idle_transaction_seconds: int = I
         engine = create_engine(url, connect_args={"timeout": 60, "check_same_thread": False})
         _sqlite_immediate(engine)
         return engine
-    engine = create_engine(url, isolation_level="READ COMMITTED", pool_pre_ping=True,
-                           pool_size=pool_size, max_overflow=pool_size, pool_recycle=3600)
+    engine = create_engine(
+        url,
+        isolation_level="READ COMMITTED",
+        pool_pre_ping=True,
+        pool_size=pool_size,
+        max_overflow=pool_size,
+        pool_recycle=3600,
+    )
     _bound_idle_transactions(engine, idle_transaction_seconds)
     return engine
 
@@ -66,6 +73,7 @@ def _bound_idle_transactions(engine: Engine, seconds: int) -> None:
     lock would keep that run or update locked until its connection died: the other
     workers' SKIP LOCKED claims pass over it and it never ends. MySQL has no such
     setting; there the lock lasts until the connection dies (wait_timeout)."""
+
     @event.listens_for(engine, "connect")
     def _connect(dbapi_conn, _record):
         if "mariadb" in str(dbapi_conn.get_server_info()).lower():
@@ -99,7 +107,7 @@ class KeptConnection:
 
     def run(self, fn):
         if is_sqlite(self.engine):
-            with self.engine.begin() as conn:   # no retry here: callers run it again on their next beat or poll
+            with self.engine.begin() as conn:  # no retry here: callers run it again on their next beat or poll
                 return fn(conn)
         try:
             if self.conn is None:
@@ -122,7 +130,7 @@ class KeptConnection:
 def _sqlite_immediate(engine: Engine) -> None:
     @event.listens_for(engine, "connect")
     def _connect(dbapi_conn, _record):
-        dbapi_conn.isolation_level = None          # we issue BEGIN ourselves
+        dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
         cur = dbapi_conn.cursor()
         cur.execute("PRAGMA journal_mode=WAL")
         cur.execute("PRAGMA synchronous=NORMAL")
@@ -148,10 +156,10 @@ CONFLICT_CODES = {1213, 1205}
 # connect, server has gone away, lost connection during a query, lost connection (system
 # error), connection killed (MariaDB), disconnected by the server (MySQL 8).
 LOST_CONNECTION_CODES = {2003, 2006, 2013, 2055, 1927, 4031}
-RETRY_ATTEMPTS = 12           # runs of one transaction at most
-RETRY_GIVE_UP_AFTER = 20.0    # seconds: no new run starts later than this after the first
-RETRY_FIRST_DELAY = 0.01      # seconds before the second run; doubling, with jitter
-RETRY_MAX_DELAY = 2.0         # the longest wait between two runs
+RETRY_ATTEMPTS = 12  # runs of one transaction at most
+RETRY_GIVE_UP_AFTER = 20.0  # seconds: no new run starts later than this after the first
+RETRY_FIRST_DELAY = 0.01  # seconds before the second run; doubling, with jitter
+RETRY_MAX_DELAY = 2.0  # the longest wait between two runs
 
 
 def is_retryable(exc: BaseException) -> bool:
@@ -164,18 +172,20 @@ def is_retryable(exc: BaseException) -> bool:
 
 
 def _is_conflict(exc: BaseException) -> bool:
-    return isinstance(exc, OperationalError) and (_error_code(exc.orig) in CONFLICT_CODES
-                                                  or "database is locked" in str(exc.orig))
+    return isinstance(exc, OperationalError) and (
+        _error_code(exc.orig) in CONFLICT_CODES or "database is locked" in str(exc.orig)
+    )
 
 
 def _is_lost_connection(exc: BaseException) -> bool:
-    return isinstance(exc, DBAPIError) and (exc.connection_invalidated
-                                            or _error_code(exc.orig) in LOST_CONNECTION_CODES)
+    return isinstance(exc, DBAPIError) and (
+        exc.connection_invalidated or _error_code(exc.orig) in LOST_CONNECTION_CODES
+    )
 
 
 def _error_code(orig: BaseException | None) -> int | None:
     args = getattr(orig, "args", ())
-    if args and isinstance(args[0], Exception):      # PyMySQL may wrap the server's error
+    if args and isinstance(args[0], Exception):  # PyMySQL may wrap the server's error
         args = args[0].args
     return args[0] if args and isinstance(args[0], int) else None
 
@@ -188,8 +198,9 @@ def transaction_retry_delay(attempt: int) -> float:
     return random.uniform(ceiling / 2, ceiling)
 
 
-def transaction(engine: Engine, work, *, wrote=None, attempts: int = RETRY_ATTEMPTS,
-                give_up_after: float = RETRY_GIVE_UP_AFTER):
+def transaction(
+    engine: Engine, work, *, wrote=None, attempts: int = RETRY_ATTEMPTS, give_up_after: float = RETRY_GIVE_UP_AFTER
+):
     """Run ``work(conn)`` in one transaction and return its result: how the gate writes.
 
     A retryable failure (``is_retryable``: a deadlock victim, a lock wait timeout, a lost
@@ -217,8 +228,13 @@ def transaction(engine: Engine, work, *, wrote=None, attempts: int = RETRY_ATTEM
             delay = transaction_retry_delay(attempt)
             if attempt == attempts or not is_retryable(exc) or time.monotonic() + delay > deadline:
                 raise
-            log.log(logging.DEBUG if _is_conflict(exc) else logging.WARNING, "database error in transaction run %d, "
-                    "running it again in %.3fs: %s", attempt, delay, first_line(exc))
+            log.log(
+                logging.DEBUG if _is_conflict(exc) else logging.WARNING,
+                "database error in transaction run %d, running it again in %.3fs: %s",
+                attempt,
+                delay,
+                first_line(exc),
+            )
             time.sleep(delay)
 
 
@@ -256,6 +272,7 @@ def _sql_folder():
         return resources.files("gate.sql")
     except ModuleNotFoundError:
         from pathlib import Path
+
         return Path(__file__).resolve().parent.parent / "sql"
 
 
@@ -278,13 +295,17 @@ def upgrade(engine: Engine) -> list[int]:
             finally:
                 conn.execute(text("SELECT RELEASE_LOCK(:n)"), {"n": MIGRATION_LOCK})
                 conn.commit()
-        with conn.begin():   # not db.transaction: a failed migration stops the upgrade, to be looked at
+        with conn.begin():  # not db.transaction: a failed migration stops the upgrade, to be looked at
             return _apply_pending(conn, dialect)
 
 
 def _apply_pending(conn: Connection, dialect: str) -> list[int]:
-    conn.execute(text(f"CREATE TABLE IF NOT EXISTS {MIGRATION_TABLE} (version INT NOT NULL PRIMARY KEY, "
-                      f"name VARCHAR(255) NOT NULL, applied_at VARCHAR(32) NOT NULL)"))
+    conn.execute(
+        text(
+            f"CREATE TABLE IF NOT EXISTS {MIGRATION_TABLE} (version INT NOT NULL PRIMARY KEY, "
+            f"name VARCHAR(255) NOT NULL, applied_at VARCHAR(32) NOT NULL)"
+        )
+    )
     if dialect == "mysql":
         conn.commit()
     done = {row[0] for row in conn.execute(text(f"SELECT version FROM {MIGRATION_TABLE}"))}
@@ -295,8 +316,10 @@ def _apply_pending(conn: Connection, dialect: str) -> list[int]:
         try:
             for statement in split_statements(sql):
                 _run_migration_statement(conn, statement, dialect)
-            conn.execute(text(f"INSERT INTO {MIGRATION_TABLE} (version, name, applied_at) VALUES (:v, :n, :t)"),
-                         {"v": version, "n": name, "t": utcnow().isoformat()})
+            conn.execute(
+                text(f"INSERT INTO {MIGRATION_TABLE} (version, name, applied_at) VALUES (:v, :n, :t)"),
+                {"v": version, "n": name, "t": utcnow().isoformat()},
+            )
             if dialect == "mysql":
                 conn.commit()
         except Exception as exc:
@@ -315,7 +338,7 @@ ALREADY_APPLIED_MYSQL = {1050, 1060, 1061, 1091, 1068}
 
 def _run_migration_statement(conn: Connection, statement: str, dialect: str) -> None:
     if dialect != "mysql":
-        conn.execute(text(statement))     # SQLite: the whole migration is one transaction
+        conn.execute(text(statement))  # SQLite: the whole migration is one transaction
         return
     try:
         conn.execute(text(statement))
@@ -323,8 +346,9 @@ def _run_migration_statement(conn: Connection, statement: str, dialect: str) -> 
         code = exc.orig.args[0] if exc.orig is not None and exc.orig.args else None
         if code not in ALREADY_APPLIED_MYSQL:
             raise
-        log.warning("migration statement already applied, skipped: %s (%s)", statement.split("\n")[0][:80],
-                    first_line(exc.orig))
+        log.warning(
+            "migration statement already applied, skipped: %s (%s)", statement.split("\n")[0][:80], first_line(exc.orig)
+        )
 
 
 def pending_versions(engine: Engine) -> list[int]:
@@ -344,4 +368,3 @@ def current_version(engine: Engine) -> int:
             return conn.execute(text(f"SELECT MAX(version) FROM {MIGRATION_TABLE}")).scalar() or 0
         except Exception:
             return 0
-

@@ -37,7 +37,7 @@ from typing import Any, Sequence
 from .linear_regex import compile_pattern
 from .spec import Decision, PromptSpec
 
-MAX_ANSWER_CHARS = 32 * 1024        # the part of an answer that is read; labels come first
+MAX_ANSWER_CHARS = 32 * 1024  # the part of an answer that is read; labels come first
 _THINK_OPEN, _THINK_CLOSE = "<think>", "</think>"
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 _LEAD_NOISE = " \t\r\n*_`\"'“”‘’#>([{:.,;!?~|-"
@@ -46,8 +46,9 @@ _SEP_RE = re.compile(r"[\s_\-]+")
 _FENCE_RE = re.compile(r"```[ \t]*(?:json|JSON)?[ \t]*\n?(.*?)```", re.DOTALL)
 
 
-def parse_decision(spec_or_decision: PromptSpec | Decision, labels: Sequence[str] | None,
-                   raw_text: str | None) -> str | None:
+def parse_decision(
+    spec_or_decision: PromptSpec | Decision, labels: Sequence[str] | None, raw_text: str | None
+) -> str | None:
     """The canonical label the answer names, or None when it names none of ``labels``
     (``labels`` may be None when a PromptSpec is given: its labels are used)."""
     decision = spec_or_decision.decision if isinstance(spec_or_decision, PromptSpec) else spec_or_decision
@@ -66,7 +67,7 @@ def parse_decision(spec_or_decision: PromptSpec | Decision, labels: Sequence[str
 def strip_think(text: str) -> str:
     """The answer without its ``<think>...</think>`` blocks (case-insensitive; an unclosed
     one stays), in one forward scan."""
-    folded = text.translate(_ASCII_LOWER)      # same length as text: indices carry over
+    folded = text.translate(_ASCII_LOWER)  # same length as text: indices carry over
     kept, pos = [], 0
     while True:
         start = folded.find(_THINK_OPEN, pos)
@@ -128,7 +129,7 @@ def _from_first_word(text: str, labels: Sequence[str]) -> str | None:
     answer = _norm(text.lstrip(_LEAD_NOISE))
     for label in sorted(labels, key=len, reverse=True):
         norm = _norm(label)
-        if answer.startswith(norm) and not _is_word_char(answer[len(norm):len(norm) + 1]):
+        if answer.startswith(norm) and not _is_word_char(answer[len(norm) : len(norm) + 1]):
             return label
     return None
 
@@ -164,11 +165,11 @@ def _load_json(text: str) -> Any:
     candidates += [m.group(1).strip() for m in _FENCE_RE.finditer(text)]
     start, end = text.find("{"), text.rfind("}")
     if 0 <= start < end:
-        candidates.append(text[start:end + 1])
+        candidates.append(text[start : end + 1])
     for candidate in candidates:
         try:
             return json.loads(candidate)
-        except (ValueError, RecursionError):   # not JSON, or nested deeper than the decoder goes
+        except (ValueError, RecursionError):  # not JSON, or nested deeper than the decoder goes
             continue
     return _MISSING
 

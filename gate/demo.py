@@ -37,9 +37,10 @@ def locate_examples(examples: str | Path | None) -> Path:
     if (here / "gate.yaml").is_file():
         return here
     from importlib import resources
+
     try:
         return Path(str(resources.files("gate.example")))
-    except ModuleNotFoundError:   # a source checkout run from another folder
+    except ModuleNotFoundError:  # a source checkout run from another folder
         return Path(__file__).resolve().parent.parent / "prompts-example"
 
 
@@ -57,8 +58,12 @@ def _environ(**values):
                 os.environ[key] = value
 
 
-def run_demo(database_url: str | None = None, examples: str | Path | None = None, fmt: str = "markdown",
-             echo: Callable[[str], None] = print) -> bool:
+def run_demo(
+    database_url: str | None = None,
+    examples: str | Path | None = None,
+    fmt: str = "markdown",
+    echo: Callable[[str], None] = print,
+) -> bool:
     from workers.supervisor import run_until_terminal
 
     from .gateconfig import sync
@@ -66,9 +71,11 @@ def run_demo(database_url: str | None = None, examples: str | Path | None = None
 
     root = locate_examples(examples)
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="promptgate-demo-") as tmp, \
-            MockLLMServer(latency_ms=20, jitter_ms=20, seed=1) as llm, \
-            _environ(OPENAI_BASE_URL=llm.base_url, OPENAI_API_KEY="demo-key"):
+    with (
+        tempfile.TemporaryDirectory(prefix="promptgate-demo-") as tmp,
+        MockLLMServer(latency_ms=20, jitter_ms=20, seed=1) as llm,
+        _environ(OPENAI_BASE_URL=llm.base_url, OPENAI_API_KEY="demo-key"),
+    ):
         url = database_url or f"sqlite:///{tmp}/demo.db"
         settings = Settings.from_env().with_(database_url=url, poll_interval=0.02, poll_max_interval=0.1)
         gate = Gate.connect(settings=settings, upgrade=True)
@@ -79,9 +86,8 @@ def run_demo(database_url: str | None = None, examples: str | Path | None = None
             echo("\n".join(f"- {line}" for line in result.lines()) + "\n")
 
             def evaluate(path: Path, title: str):
-                update_id = gate.submit(load_spec(path), "apply", {"path": str(path.relative_to(root)),
-                                                                  "key": "demo"})
-                report, = run_until_terminal(gate, [update_id], timeout=60, concurrency=16)
+                update_id = gate.submit(load_spec(path), "apply", {"path": str(path.relative_to(root)), "key": "demo"})
+                (report,) = run_until_terminal(gate, [update_id], timeout=60, concurrency=16)
                 echo(f"## {title}\n")
                 echo(_render(report, fmt) + "\n")
                 return report
@@ -93,15 +99,25 @@ def run_demo(database_url: str | None = None, examples: str | Path | None = None
             after_weak = gate.live(PROMPT).version
             good = evaluate(root / GOOD, f"a candidate edit of {PROMPT} that adds keywords ({GOOD})")
             after_good = gate.live(PROMPT).version
-            extract = evaluate(root / EXTRACT_CANDIDATE, f"a candidate edit of {EXTRACT}, an extraction prompt decided "
-                                                         f"field by field, that misreads amounts ({EXTRACT_CANDIDATE})")
-            ok = (weak.status == "REJECTED" and after_weak == before
-                  and good.status == "APPLIED" and after_good == before + 1
-                  and extract.status == "REJECTED" and gate.live(EXTRACT).version == 1)
-            echo(f"## result\n\n{PROMPT}: live v{before}; weak candidate {weak.status} (live stays v{after_weak}); "
-                 f"good candidate {good.status} (live now v{after_good}). {EXTRACT}: candidate {extract.status} "
-                 f"(live stays v{gate.live(EXTRACT).version}). "
-                 f"{'As expected.' if ok else 'NOT as expected.'} ({time.monotonic() - started:.1f}s)")
+            extract = evaluate(
+                root / EXTRACT_CANDIDATE,
+                f"a candidate edit of {EXTRACT}, an extraction prompt decided "
+                f"field by field, that misreads amounts ({EXTRACT_CANDIDATE})",
+            )
+            ok = (
+                weak.status == "REJECTED"
+                and after_weak == before
+                and good.status == "APPLIED"
+                and after_good == before + 1
+                and extract.status == "REJECTED"
+                and gate.live(EXTRACT).version == 1
+            )
+            echo(
+                f"## result\n\n{PROMPT}: live v{before}; weak candidate {weak.status} (live stays v{after_weak}); "
+                f"good candidate {good.status} (live now v{after_good}). {EXTRACT}: candidate {extract.status} "
+                f"(live stays v{gate.live(EXTRACT).version}). "
+                f"{'As expected.' if ok else 'NOT as expected.'} ({time.monotonic() - started:.1f}s)"
+            )
             return ok
         finally:
             gate.close()
@@ -110,6 +126,8 @@ def run_demo(database_url: str | None = None, examples: str | Path | None = None
 def _render(report, fmt: str) -> str:
     if fmt == "text":
         from .report import render_text
+
         return render_text(report)
     from .markdown import render_report
+
     return render_report(report)

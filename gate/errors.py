@@ -93,25 +93,33 @@ class GitHubError(GateError):
 
 class CallFailure(StrEnum):
     """Why a model call failed (``ModelCallError.kind``); compares equal to its value."""
-    TIMEOUT = "timeout"            # timeout, HTTP 408                       retryable
-    CONNECTION = "connection"      # connection refused / reset              retryable
-    RATE_LIMIT = "rate_limit"      # HTTP 429 (retry_after)                  retryable
-    SERVER = "server"              # HTTP 5xx (retry_after)                  retryable
+
+    TIMEOUT = "timeout"  # timeout, HTTP 408                       retryable
+    CONNECTION = "connection"  # connection refused / reset              retryable
+    RATE_LIMIT = "rate_limit"  # HTTP 429 (retry_after)                  retryable
+    SERVER = "server"  # HTTP 5xx (retry_after)                  retryable
     BAD_RESPONSE = "bad_response"  # no choice, malformed JSON               retryable
-    AUTH = "auth"                  # HTTP 401, 403                           permanent
-    BAD_REQUEST = "bad_request"    # other HTTP 4xx                          permanent
-    TEMPLATE = "template"          # the template cannot render the item     permanent
-    BUDGET = "budget"              # the template overran its budget         permanent
-    CONFIG = "config"              # the provider's key variable is unset    permanent
-    ERROR = "error"                # anything else                           permanent
+    AUTH = "auth"  # HTTP 401, 403                           permanent
+    BAD_REQUEST = "bad_request"  # other HTTP 4xx                          permanent
+    TEMPLATE = "template"  # the template cannot render the item     permanent
+    BUDGET = "budget"  # the template overran its budget         permanent
+    CONFIG = "config"  # the provider's key variable is unset    permanent
+    ERROR = "error"  # anything else                           permanent
 
 
 class ModelCallError(GateError):
     """A failed model call. ``retryable`` says whether another attempt may succeed;
     ``retry_after`` is the provider's hint in seconds, when it gave one."""
 
-    def __init__(self, message: str, *, retryable: bool, retry_after: float | None = None,
-                 status_code: int | None = None, kind: CallFailure = CallFailure.ERROR):
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool,
+        retry_after: float | None = None,
+        status_code: int | None = None,
+        kind: CallFailure = CallFailure.ERROR,
+    ):
         super().__init__(message)
         self.retryable = retryable
         self.retry_after = retry_after

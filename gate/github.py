@@ -36,7 +36,7 @@ ACTIONS_BOT_LOGIN = "github-actions[bot]"
 @dataclass(frozen=True)
 class ChangedFile:
     path: str
-    status: str                      # added, modified, removed, renamed, copied, changed, unchanged
+    status: str  # added, modified, removed, renamed, copied, changed, unchanged
     previous_path: str | None = None
 
     @property
@@ -59,16 +59,29 @@ def _changed(files: Iterable) -> list[ChangedFile]:
 class GitHubClient:
     """One repository on github.com or GitHub Enterprise (``api_url`` = GITHUB_API_URL)."""
 
-    def __init__(self, token: str, repository: str, api_url: str | None = None, per_page: int = 100,
-                 timeout: int = 30, comment_author: str | None = None):
+    def __init__(
+        self,
+        token: str,
+        repository: str,
+        api_url: str | None = None,
+        per_page: int = 100,
+        timeout: int = 30,
+        comment_author: str | None = None,
+    ):
         if not token:
             raise GateError("no GitHub token: pass github-token (the workflow's GITHUB_TOKEN is enough)")
         if not repository or "/" not in repository:
             raise GateError(f"GITHUB_REPOSITORY {repository!r} is not owner/name")
         self.repository = repository
-        self.gh = Github(base_url=(api_url or DEFAULT_API_URL).rstrip("/"), auth=Auth.Token(token),
-                         per_page=per_page, timeout=timeout, lazy=True,
-                         seconds_between_requests=None, seconds_between_writes=None)
+        self.gh = Github(
+            base_url=(api_url or DEFAULT_API_URL).rstrip("/"),
+            auth=Auth.Token(token),
+            per_page=per_page,
+            timeout=timeout,
+            lazy=True,
+            seconds_between_requests=None,
+            seconds_between_writes=None,
+        )
         self.repo = self.gh.get_repo(repository)
         self._own_login = comment_author or None
 
@@ -141,8 +154,9 @@ class GitHubClient:
             raise _wrap(f"listing the comments of #{number}", exc) from None
         return None
 
-    def upsert_comment(self, number: int, body: str, marker: str = MARKER,
-                       create: bool = True) -> tuple[int | None, bool]:
+    def upsert_comment(
+        self, number: int, body: str, marker: str = MARKER, create: bool = True
+    ) -> tuple[int | None, bool]:
         """Edit the report comment in place, or create it (unless ``create`` is False).
         Returns (comment id or None, created)."""
         if not body.startswith(marker):
@@ -159,8 +173,9 @@ class GitHubClient:
         except GithubException as exc:
             raise _wrap(f"writing the report comment on #{number}", exc) from None
 
-    def set_status(self, sha: str, state: str, description: str, target_url: str | None = None,
-                   context: str = STATUS_CONTEXT) -> None:
+    def set_status(
+        self, sha: str, state: str, description: str, target_url: str | None = None, context: str = STATUS_CONTEXT
+    ) -> None:
         if state not in STATUS_STATES:
             raise ValueError(f"commit status state {state!r} is not one of {STATUS_STATES}")
         if len(description) > 140:

@@ -14,7 +14,7 @@ def _expand_braces(pattern: str) -> list[str]:
         return [pattern]
     out = []
     for alt in m.group(1).split(","):
-        out += _expand_braces(pattern[:m.start()] + alt + pattern[m.end():])
+        out += _expand_braces(pattern[: m.start()] + alt + pattern[m.end() :])
     return out
 
 
@@ -43,9 +43,9 @@ def compile_glob(pattern: str) -> re.Pattern:
             elif pat[i] == "?":
                 out.append("[^/]")
                 i += 1
-            elif pat[i] == "[" and "]" in pat[i + 2:]:
+            elif pat[i] == "[" and "]" in pat[i + 2 :]:
                 end = pat.index("]", i + 2)
-                body = pat[i + 1:end]
+                body = pat[i + 1 : end]
                 if body.startswith("!"):
                     body = "^" + body[1:]
                 out.append("[" + body.replace("\\", "\\\\") + "]")

@@ -9,8 +9,17 @@ The client imports this without SQLAlchemy or the server's stack."""
 
 from __future__ import annotations
 
-from .errors import (DatabaseError, Forbidden, GateError, IllegalTransition, MigrationError, NotFound, TooLarge,
-                     TooSlow, UsageError)
+from .errors import (
+    DatabaseError,
+    Forbidden,
+    GateError,
+    IllegalTransition,
+    MigrationError,
+    NotFound,
+    TooLarge,
+    TooSlow,
+    UsageError,
+)
 
 # (error class, status), most specific first: an error answers with the status of the first
 # row its class matches (NotFound and TooLarge are UsageErrors too); a status stands for the
@@ -25,7 +34,7 @@ STATUS_OF_ERROR: tuple[tuple[type[GateError], int], ...] = (
     (MigrationError, 503),
     (UsageError, 400),
 )
-OTHER_ERROR_STATUS = 400        # any other GateError is a refusal of the caller's input
+OTHER_ERROR_STATUS = 400  # any other GateError is a refusal of the caller's input
 
 
 def http_status(exc: GateError) -> int:

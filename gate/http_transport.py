@@ -58,6 +58,7 @@ def proxy_for(url: str) -> str | None:
     if not any(k.lower() in PROXY_KEYS for k in os.environ):
         return None
     import urllib.request
+
     parts = urlsplit(url)
     proxies = urllib.request.getproxies_environment()
     if urllib.request.proxy_bypass_environment(parts.hostname or "", proxies):
@@ -69,10 +70,14 @@ def tls_context() -> ssl.SSLContext:
     """The system's CA store (``SSL_CERT_FILE``/``SSL_CERT_DIR`` honoured by OpenSSL), or
     certifi's bundle on a system with none (a python.org build on macOS)."""
     context = ssl.create_default_context()
-    if not context.get_ca_certs() and not os.environ.get("SSL_CERT_DIR") and not os.path.isdir(
-            ssl.get_default_verify_paths().capath or ""):
+    if (
+        not context.get_ca_certs()
+        and not os.environ.get("SSL_CERT_DIR")
+        and not os.path.isdir(ssl.get_default_verify_paths().capath or "")
+    ):
         try:
             import certifi
+
             context.load_verify_locations(certifi.where())
         except ImportError:
             pass
@@ -98,9 +103,16 @@ class Transport:
             self._kept.close()
             self._kept = None
 
-    def request(self, method: str, path: str, *, params: dict[str, Any] | None = None,
-                content: bytes | BinaryIO | None = None, headers: dict[str, str] | None = None,
-                timeout: float | None = None) -> Response:
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, Any] | None = None,
+        content: bytes | BinaryIO | None = None,
+        headers: dict[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> Response:
         target = self.prefix + path + (("?" + urlencode(params)) if params else "")
         sent_headers = {**self.headers, **(headers or {})}
         if content is None and method in ("POST", "PUT", "PATCH"):
@@ -111,15 +123,23 @@ class Transport:
                 try:
                     return self._send(self._kept, method, target, content, sent_headers, timeout, keep=True)
                 except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
-                    self.close()          # closed while idle: once more, on a fresh connection
+                    self.close()  # closed while idle: once more, on a fresh connection
             return self._send(self._connect(), method, target, content, sent_headers, timeout, keep=reusable)
         except (OSError, http.client.HTTPException) as exc:
             self.close()
             raise TransportError(_why(exc)) from None
 
-    def _send(self, conn: http.client.HTTPConnection, method: str, target: str, content, headers: dict[str, str],
-              timeout: float | None, keep: bool) -> Response:
-        if self.proxy and self.scheme == "http":      # an absolute URL, asked of the proxy
+    def _send(
+        self,
+        conn: http.client.HTTPConnection,
+        method: str,
+        target: str,
+        content,
+        headers: dict[str, str],
+        timeout: float | None,
+        keep: bool,
+    ) -> Response:
+        if self.proxy and self.scheme == "http":  # an absolute URL, asked of the proxy
             target = f"http://{self._authority()}{target}"
             headers = {**headers, **self.proxy_auth}
         conn.request(method, target, body=content, headers=headers)
@@ -138,15 +158,19 @@ class Transport:
     def _connect(self) -> http.client.HTTPConnection:
         timeout = self.timeouts.connect
         if not self.proxy:
-            conn = (http.client.HTTPSConnection(self.host, self.port, timeout=timeout, context=self._tls())
-                    if self.scheme == "https" else http.client.HTTPConnection(self.host, self.port, timeout=timeout))
+            conn = (
+                http.client.HTTPSConnection(self.host, self.port, timeout=timeout, context=self._tls())
+                if self.scheme == "https"
+                else http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+            )
             conn.connect()
             return conn
         proxy = _proxy_parts(self.proxy)
         proxy_class = http.client.HTTPSConnection if proxy.scheme == "https" else http.client.HTTPConnection
         if self.scheme == "https":
-            conn = http.client.HTTPSConnection(proxy.hostname, proxy.port or _default_port(proxy.scheme),
-                                               timeout=timeout, context=self._tls())
+            conn = http.client.HTTPSConnection(
+                proxy.hostname, proxy.port or _default_port(proxy.scheme), timeout=timeout, context=self._tls()
+            )
             conn.set_tunnel(self.host, self.port or 443, headers=self.proxy_auth)
         else:
             kwargs = {"context": self._tls()} if proxy_class is http.client.HTTPSConnection else {}

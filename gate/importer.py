@@ -34,12 +34,21 @@ WRITERS = 2
 DELETE_BATCH = 5000
 
 
-def import_version(engine: Engine, dataset_id: int, name: str, source_uri: str, options: dict, reader: Reader,
-                   page_size: int, page_bytes: int) -> Imported:
+def import_version(
+    engine: Engine,
+    dataset_id: int,
+    name: str,
+    source_uri: str,
+    options: dict,
+    reader: Reader,
+    page_size: int,
+    page_bytes: int,
+) -> Imported:
     """The source's rows as a READY version of the dataset (see the module docstring)."""
     source_version = reader.snapshot_version()
-    version_id = transaction(engine, lambda conn: store.create_version(conn, dataset_id, source_uri, options,
-                                                                        source_version))
+    version_id = transaction(
+        engine, lambda conn: store.create_version(conn, dataset_id, source_uri, options, source_version)
+    )
     try:
         content_hash, rows, labels, fields = _write_rows(engine, version_id, name, reader, page_size, page_bytes)
         if not rows:
@@ -50,8 +59,9 @@ def import_version(engine: Engine, dataset_id: int, name: str, source_uri: str, 
         raise
 
 
-def _write_rows(engine: Engine, version_id: int, name: str, reader: Reader, page_size: int,
-                page_bytes: int) -> tuple[str, int, dict[str, int], dict]:
+def _write_rows(
+    engine: Engine, version_id: int, name: str, reader: Reader, page_size: int, page_bytes: int
+) -> tuple[str, int, dict[str, int], dict]:
     digest, labels, fields, position = ContentHash(), Counter(), FieldCounter(), 0
     expected, protected = ExpectedSummary(name), 0
     with _Writers(engine, version_id, name) as writers:
@@ -66,10 +76,14 @@ def _write_rows(engine: Engine, version_id: int, name: str, reader: Reader, page
                 fields.add(r.input)
                 expected.add(r.item_id, r.position, r.expected, r.structured)
                 protected += r.protected
-            if not page[0].structured:   # an object per row: no label to count (the summary says what they hold)
+            if not page[0].structured:  # an object per row: no label to count (the summary says what they hold)
                 labels.update(r.expected for r in page)
-            writers.submit([(position + k, r.item_id, r.expected, r.input_json, d.hex(), int(r.protected))
-                            for k, (r, d) in enumerate(zip(page, digests))])
+            writers.submit(
+                [
+                    (position + k, r.item_id, r.expected, r.input_json, d.hex(), int(r.protected))
+                    for k, (r, d) in enumerate(zip(page, digests))
+                ]
+            )
             position += len(page)
     return digest.hexdigest(), position, dict(labels), _version_fields(fields, expected, protected)
 
@@ -121,8 +135,9 @@ class _Writers:
         except IntegrityError:
             with self.engine.connect() as conn:
                 dupes = store.existing_version_ids(conn, self.version_id, [r[1] for r in rows])
-            raise DatasetError(f"dataset {self.name}: duplicate item ids: "
-                               f"{', '.join(dupes[:EXAMPLES]) or '(see the dataset)'}") from None
+            raise DatasetError(
+                f"dataset {self.name}: duplicate item ids: {', '.join(dupes[:EXAMPLES]) or '(see the dataset)'}"
+            ) from None
 
     def __enter__(self) -> "_Writers":
         return self
@@ -132,25 +147,27 @@ class _Writers:
             for future in self.in_flight:
                 if exc_type is None:
                     future.result()
-                else:                 # failing already: let the pages end, keep that error
+                else:  # failing already: let the pages end, keep that error
                     future.exception()
         finally:
             self.pool.shutdown(wait=True)
 
 
-def _finish(engine: Engine, dataset_id: int, version_id: int, content_hash: str, rows: int,
-            labels: dict[str, int], fields: dict) -> Imported:
+def _finish(
+    engine: Engine, dataset_id: int, version_id: int, content_hash: str, rows: int, labels: dict[str, int], fields: dict
+) -> Imported:
     def finish(conn) -> Imported:
-        store.lock_dataset(conn, dataset_id)         # the number: the dataset's next, one at a time
+        store.lock_dataset(conn, dataset_id)  # the number: the dataset's next, one at a time
         existing = store.find_version_by_content(conn, dataset_id, content_hash)
         if existing is not None:
             return Imported(existing, created=False)
         if not store.finish_version(conn, version_id, dataset_id, content_hash, rows, labels, fields):
             raise DatasetError("the import was taken away while it ran (a prune of stale imports?): run it again")
         return Imported(store.get_version(conn, version_id), created=True)
+
     try:
         imported = transaction(engine, finish)
-    except IntegrityError:             # the same content went READY meanwhile, by another import
+    except IntegrityError:  # the same content went READY meanwhile, by another import
         imported = transaction(engine, finish)
     if not imported.created:
         discard_version(engine, version_id)
@@ -165,6 +182,7 @@ def discard_version(engine: Engine, version_id: int, batch: int = DELETE_BATCH) 
 
 
 # --- diffs (``DataDiff``, in gate.models: the service's client decodes it too) ------------------
+
 
 def count_fields(engine: Engine, version_id: int, page: int = 1000) -> dict:
     """The fields of a stored version's rows (``gate.fieldcounts``), read page by page:
@@ -246,5 +264,15 @@ def source_rows(reader: Reader, page_size: int, page_bytes: int) -> Iterator[tup
             yield row.item_id, row.expected, digest.hex()
 
 
-__all__ = ["DataDiff", "Imported", "count_fields", "diff_against", "diff_ordered", "discard_version", "import_version", "read_pages",
-           "source_rows", "version_keys"]
+__all__ = [
+    "DataDiff",
+    "Imported",
+    "count_fields",
+    "diff_against",
+    "diff_ordered",
+    "discard_version",
+    "import_version",
+    "read_pages",
+    "source_rows",
+    "version_keys",
+]

@@ -38,7 +38,7 @@ MAX_PROTECTED = 1000
 MAX_ACCEPTED = 200
 MAX_REASON = 500
 MAX_ITEM_ID = 191
-COLUMN_RE = re.compile(r"[^\"\\\x00-\x1f\x7f]{1,64}")          # fullmatch: quoted into a JSON path
+COLUMN_RE = re.compile(r"[^\"\\\x00-\x1f\x7f]{1,64}")  # fullmatch: quoted into a JSON path
 COMMIT_RE = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
@@ -47,7 +47,7 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u206
 class AcceptedBreak:
     item: str
     reason: str
-    commit: str | None = field(default=None, compare=False)    # the sync that accepted it; not its identity
+    commit: str | None = field(default=None, compare=False)  # the sync that accepted it; not its identity
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"item": self.item, "reason": self.reason}
@@ -65,8 +65,11 @@ class ItemPolicy:
     @classmethod
     def parse(cls, extra: Mapping[str, Any]) -> "ItemPolicy":
         """From a mapping's bars (untrusted shapes): one UsageError naming the key."""
-        return cls(slice_by=_column(extra.get("slice_by")), protected=_ids(extra.get("protected")),
-                   accept_breaks=_accepted(extra.get("accept_breaks")))
+        return cls(
+            slice_by=_column(extra.get("slice_by")),
+            protected=_ids(extra.get("protected")),
+            accept_breaks=_accepted(extra.get("accept_breaks")),
+        )
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -84,25 +87,31 @@ class ItemPolicy:
             out.append(f"{len(self.protected)} protected item{'s' if len(self.protected) != 1 else ''}")
         if self.accept_breaks:
             n = len(self.accept_breaks)
-            out.append(f"{n} accepted break{'s' if n != 1 else ''} ({', '.join(a.item for a in self.accept_breaks[:3])}"
-                       f"{', …' if n > 3 else ''})")
+            out.append(
+                f"{n} accepted break{'s' if n != 1 else ''} ({', '.join(a.item for a in self.accept_breaks[:3])}"
+                f"{', …' if n > 3 else ''})"
+            )
         return out
 
     def stamped(self, before: "ItemPolicy | None", commit: str | None) -> "ItemPolicy":
         """The accepted breaks with the commit that accepted each: the one recorded before
         for the same item and reason, else ``commit`` (the sync's)."""
         known = {(a.item, a.reason): a.commit for a in (before.accept_breaks if before else ())}
-        return ItemPolicy(self.slice_by, self.protected,
-                          tuple(AcceptedBreak(a.item, a.reason, known.get((a.item, a.reason)) or commit)
-                                for a in self.accept_breaks))
+        return ItemPolicy(
+            self.slice_by,
+            self.protected,
+            tuple(AcceptedBreak(a.item, a.reason, known.get((a.item, a.reason)) or commit) for a in self.accept_breaks),
+        )
 
 
 def _column(value: Any) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str) or not COLUMN_RE.fullmatch(value) or value != value.strip():
-        raise UsageError(f"slice_by {str(value)[:40]!r} is not a column name (at most 64 characters, no quotes, "
-                         "backslashes or control characters)")
+        raise UsageError(
+            f"slice_by {str(value)[:40]!r} is not a column name (at most 64 characters, no quotes, "
+            "backslashes or control characters)"
+        )
     return value
 
 

@@ -20,8 +20,10 @@ def protected_lines(report) -> list[str]:
         shown = f"first {len(p['samples'])} of {p['broken']}" if p["broken"] > len(p["samples"]) else str(p["broken"])
         lines.append(f"  PROTECTED ITEMS BROKEN in {safe(r.dataset)} ({shown}; live answered them right):")
         for s in p["samples"]:
-            lines.append(f"    {safe(s['item_id'])}: expected {answer(s['expected_decision'], s.get('wrong_fields'))}, "
-                         f"candidate said {answer(s['candidate_decision'], s.get('wrong_fields'), True)}")
+            lines.append(
+                f"    {safe(s['item_id'])}: expected {answer(s['expected_decision'], s.get('wrong_fields'))}, "
+                f"candidate said {answer(s['candidate_decision'], s.get('wrong_fields'), True)}"
+            )
     return lines
 
 
@@ -52,10 +54,15 @@ def field_lines(r) -> list[str]:
     lines = [f"    fields ({f['items']} items" + (f", {not_object}" if f["not_object"] else "") + "):"]
     for x in f["fields"]:
         live = x["live"]
-        vs = f"; live {pct(live['accuracy'], live['interval'])}, fixed {live['fixed']}, broken {live['broken']}" \
-            if live else ""
-        lines.append(f"      {safe(x['field'], 64)} ({x['type']}): {pct(x['accuracy'], x['interval'])}, "
-                     f"{x['wrong']} wrong ({x['missing']} missing){vs}")
+        vs = (
+            f"; live {pct(live['accuracy'], live['interval'])}, fixed {live['fixed']}, broken {live['broken']}"
+            if live
+            else ""
+        )
+        lines.append(
+            f"      {safe(x['field'], 64)} ({x['type']}): {pct(x['accuracy'], x['interval'])}, "
+            f"{x['wrong']} wrong ({x['missing']} missing){vs}"
+        )
     if f["most_wrong"]:
         lines.append("      most often wrong: " + ", ".join(safe(n, 64) for n in f["most_wrong"]))
     return lines
@@ -65,14 +72,22 @@ def slice_lines(r) -> list[str]:
     s = r.slices
     if not s:
         return []
-    lines = [f"    slices by {safe(s['column'], 64)} (judged from {s['min_items']} items"
-             + ("; over the limit of distinct values" if s["too_many"] else "") + "):"]
+    lines = [
+        f"    slices by {safe(s['column'], 64)} (judged from {s['min_items']} items"
+        + ("; over the limit of distinct values" if s["too_many"] else "")
+        + "):"
+    ]
     for x in s["slices"]:
         live = x["live"]
-        vs = f"; live {pct(live['accuracy'], live['interval'])}, fixed {live['fixed']}, broken {live['broken']}" \
-            if live else ""
+        vs = (
+            f"; live {pct(live['accuracy'], live['interval'])}, fixed {live['fixed']}, broken {live['broken']}"
+            if live
+            else ""
+        )
         judged = "" if x["judged"] else " — too small to judge"
-        lines.append(f"      {slice_value(x['value'])}: {pct(x['accuracy'], x['interval'])} of {x['items']}{vs}{judged}")
+        lines.append(
+            f"      {slice_value(x['value'])}: {pct(x['accuracy'], x['interval'])} of {x['items']}{vs}{judged}"
+        )
     return lines
 
 
@@ -84,13 +99,19 @@ def accepted_lines(r) -> list[str]:
     lines = []
     for a in r.accepted_breaks:
         commit = f"accepted at {a['commit'][:12]}" if a.get("commit") else "commit not recorded"
-        lines.append(f"    accepted break {safe(a['item'], 100)}: {STATES.get(a['state'], a['state'])} — "
-                     f"{safe(a['reason'], 200)} ({commit})")
+        lines.append(
+            f"    accepted break {safe(a['item'], 100)}: {STATES.get(a['state'], a['state'])} — "
+            f"{safe(a['reason'], 200)} ({commit})"
+        )
     return lines
 
 
-STATES = {"broke": "broke (accepted)", "stale": "STALE (did not break)", "absent": "STALE (no such item)",
-          "unchecked": "not checked (no live version)"}
+STATES = {
+    "broke": "broke (accepted)",
+    "stale": "STALE (did not break)",
+    "absent": "STALE (no such item)",
+    "unchecked": "not checked (no live version)",
+}
 
 
 def pct(value, interval) -> str:

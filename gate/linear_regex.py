@@ -24,8 +24,8 @@ from functools import lru_cache
 import re2
 
 MAX_PATTERN_CHARS = 1000
-MAX_PROGRAM_BYTES = 1 << 20      # RE2's own cap on a compiled pattern's memory
-MAX_PROGRAM_SIZE = 800           # instructions; below RE2's DFA-to-NFA cliff on 32 KiB
+MAX_PROGRAM_BYTES = 1 << 20  # RE2's own cap on a compiled pattern's memory
+MAX_PROGRAM_SIZE = 800  # instructions; below RE2's DFA-to-NFA cliff on 32 KiB
 
 
 class PatternError(ValueError):
@@ -34,7 +34,7 @@ class PatternError(ValueError):
 
 def _options() -> "re2.Options":
     options = re2.Options()
-    options.log_errors = False       # RE2 would also print the error to stderr
+    options.log_errors = False  # RE2 would also print the error to stderr
     options.max_mem = MAX_PROGRAM_BYTES
     return options
 
@@ -48,9 +48,10 @@ def compile_pattern(pattern: str):
         compiled = re2.compile(pattern, _options())
     except re2.error as exc:
         reason = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
-        raise PatternError(f"{reason} (decision patterns use RE2 syntax: no backreferences or "
-                           "lookaround)") from None
+        raise PatternError(f"{reason} (decision patterns use RE2 syntax: no backreferences or lookaround)") from None
     if compiled.programsize > MAX_PROGRAM_SIZE:
-        raise PatternError(f"too complex: compiles to {compiled.programsize} instructions, the "
-                           f"limit is {MAX_PROGRAM_SIZE} (narrow the repetition counts)")
+        raise PatternError(
+            f"too complex: compiles to {compiled.programsize} instructions, the "
+            f"limit is {MAX_PROGRAM_SIZE} (narrow the repetition counts)"
+        )
     return compiled

@@ -71,8 +71,8 @@ ERROR_TYPE_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 @dataclass(frozen=True)
 class CallResult:
-    decision: str                   # a label as the spec spells it, or INVALID_DECISION; for a fields
-                                    # decision the fields read (canonical JSON), or NOT_AN_OBJECT
+    decision: str  # a label as the spec spells it, or INVALID_DECISION; for a fields
+    # decision the fields read (canonical JSON), or NOT_AN_OBJECT
     valid: bool
     raw_output: str
     latency_ms: int
@@ -80,9 +80,15 @@ class CallResult:
     completion_tokens: int | None = None
 
 
-def call_prompt(spec: PromptSpec, item: Mapping[str, Any], *, settings: Settings | None = None,
-                messages: Sequence[Mapping[str, str]] | None = None, endpoint: Endpoint | None = None,
-                renderer: RenderPool | None = None) -> CallResult:
+def call_prompt(
+    spec: PromptSpec,
+    item: Mapping[str, Any],
+    *,
+    settings: Settings | None = None,
+    messages: Sequence[Mapping[str, str]] | None = None,
+    endpoint: Endpoint | None = None,
+    renderer: RenderPool | None = None,
+) -> CallResult:
     """Render (unless ``messages`` are given), call, parse. Raises ModelCallError (see the
     module docstring)."""
     settings = settings or Settings.from_env()
@@ -95,25 +101,32 @@ def call_prompt(spec: PromptSpec, item: Mapping[str, Any], *, settings: Settings
         completion = client.post("/chat/completions", cast_to=dict, body=request_kwargs(spec, messages))
     except openai.OpenAIError as exc:
         raise classify_error(exc, endpoint.provider, endpoint.where()) from exc
-    except ValueError:   # a JSON content type over a body that is not JSON
-        raise ModelCallError(f"provider {endpoint.provider} answered with malformed JSON", retryable=True,
-                             kind=CallFailure.BAD_RESPONSE) from None
+    except ValueError:  # a JSON content type over a body that is not JSON
+        raise ModelCallError(
+            f"provider {endpoint.provider} answered with malformed JSON", retryable=True, kind=CallFailure.BAD_RESPONSE
+        ) from None
     latency_ms = round((time.perf_counter() - started) * 1000)
     return _result(spec, completion, latency_ms)
 
 
-def render_messages(spec: PromptSpec, item: Mapping[str, Any], renderer: RenderPool | None = None,
-                    skip=None) -> list[dict[str, str]]:
+def render_messages(
+    spec: PromptSpec, item: Mapping[str, Any], renderer: RenderPool | None = None, skip=None
+) -> list[dict[str, str]]:
     """The prompt's messages over one item, rendered under the sandbox's budget (``skip``:
     see ``RenderPool.render_many``). Raises ModelCallError (template or budget)."""
-    result, = render_messages_many(spec, [item], renderer, skip)
+    (result,) = render_messages_many(spec, [item], renderer, skip)
     if isinstance(result, ModelCallError):
         raise result
     return result
 
 
-def render_messages_many(spec: PromptSpec, items: Sequence[Mapping[str, Any]], renderer: RenderPool | None = None,
-                         skip=None, spent: list | None = None) -> list[list[dict[str, str]] | ModelCallError]:
+def render_messages_many(
+    spec: PromptSpec,
+    items: Sequence[Mapping[str, Any]],
+    renderer: RenderPool | None = None,
+    skip=None,
+    spent: list | None = None,
+) -> list[list[dict[str, str]] | ModelCallError]:
     """The prompt's messages over each item (one sandbox request for all of them), or the
     ModelCallError (kind template or budget, not retryable) of an item that has none."""
     rendered = (renderer or default_pool()).render_many([m.content for m in spec.messages], items, skip, spent)
@@ -131,14 +144,18 @@ def _as_messages(spec: PromptSpec, texts) -> list[dict[str, str]] | ModelCallErr
 def _result(spec: PromptSpec, completion: Any, latency_ms: int) -> CallResult:
     """Read a chat completion (the JSON body as a dict)."""
     choices = completion.get("choices") if isinstance(completion, dict) else None
-    message = choices[0].get("message") if isinstance(choices, list) and choices and isinstance(choices[0], dict) \
-        else None
+    message = (
+        choices[0].get("message") if isinstance(choices, list) and choices and isinstance(choices[0], dict) else None
+    )
     if not isinstance(message, dict):
         raise ModelCallError("the model returned no choices", retryable=True, kind=CallFailure.BAD_RESPONSE)
     raw = message.get("content") or ""
-    if not isinstance(raw, str):   # content parts: the text ones, in order
-        raw = "".join(part.get("text") or "" for part in raw if isinstance(part, dict)) if isinstance(raw, list) \
+    if not isinstance(raw, str):  # content parts: the text ones, in order
+        raw = (
+            "".join(part.get("text") or "" for part in raw if isinstance(part, dict))
+            if isinstance(raw, list)
             else str(raw)
+        )
     raw = storable(raw)
     if spec.decision.fields is not None:
         read = read_answer(spec.decision.fields, raw)
@@ -160,10 +177,11 @@ def _result(spec: PromptSpec, completion: Any, latency_ms: int) -> CallResult:
 def _int_or_none(value: Any) -> int | None:
     """A token count as the provider reported it, or None (absent, not an integer, or
     outside 0..2**31-1: a count the database column and the cost could not take)."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2 ** 31 else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**31 else None
 
 
 # ----------------------------------------------------------------------------- clients
+
 
 def resolve_endpoint(spec: PromptSpec) -> Endpoint:
     """The endpoint of a caller that brings none: the default provider, or the prompt's
@@ -206,6 +224,7 @@ def get_client(base_url: str | None, api_key: str, timeout: float) -> openai.Ope
 
 # ----------------------------------------------------------------------------- errors
 
+
 def classify_error(exc: Exception, provider: str = "default", where: str | None = None) -> ModelCallError:
     """An SDK exception as a ModelCallError that says whether to retry, in the fixed form
     of the module docstring (the whole text goes to the log only)."""
@@ -213,13 +232,17 @@ def classify_error(exc: Exception, provider: str = "default", where: str | None 
     if isinstance(exc, openai.APITimeoutError):
         return ModelCallError(f"model call to provider {provider} timed out", retryable=True, kind=CallFailure.TIMEOUT)
     if isinstance(exc, openai.APIConnectionError):
-        at = f" at {where}" if where else ""     # the configured URL and its origin: no other host
-        return ModelCallError(f"cannot reach provider {provider} ({_connection_reason(exc)}){at}", retryable=True,
-                              kind=CallFailure.CONNECTION)
+        at = f" at {where}" if where else ""  # the configured URL and its origin: no other host
+        return ModelCallError(
+            f"cannot reach provider {provider} ({_connection_reason(exc)}){at}",
+            retryable=True,
+            kind=CallFailure.CONNECTION,
+        )
     if isinstance(exc, openai.APIStatusError):
         return _status_error(exc, provider)
-    return ModelCallError(f"model call to provider {provider} failed ({type(exc).__name__})", retryable=False,
-                          kind=CallFailure.ERROR)
+    return ModelCallError(
+        f"model call to provider {provider} failed ({type(exc).__name__})", retryable=False, kind=CallFailure.ERROR
+    )
 
 
 def _status_error(exc: openai.APIStatusError, provider: str) -> ModelCallError:
@@ -228,8 +251,13 @@ def _status_error(exc: openai.APIStatusError, provider: str) -> ModelCallError:
     message = f"HTTP {status} from provider {provider}" + (f" ({kind_text})" if kind_text else "")
     if status == 429 or status >= 500:
         kind = CallFailure.RATE_LIMIT if status == 429 else CallFailure.SERVER
-        return ModelCallError(message, retryable=True, retry_after=retry_after_seconds(exc.response.headers),
-                              status_code=status, kind=kind)
+        return ModelCallError(
+            message,
+            retryable=True,
+            retry_after=retry_after_seconds(exc.response.headers),
+            status_code=status,
+            kind=kind,
+        )
     if status == 408:
         return ModelCallError(message, retryable=True, status_code=status, kind=CallFailure.TIMEOUT)
     kind = CallFailure.AUTH if status in (401, 403) else CallFailure.BAD_REQUEST
@@ -249,10 +277,17 @@ def _error_type(exc: openai.APIStatusError) -> str | None:
     return None
 
 
-CONNECTION_REASONS = (("refused", "connection refused"), ("reset", "connection reset"),
-                      ("name or service not known", "unknown host"), ("nodename nor servname", "unknown host"),
-                      ("temporary failure in name resolution", "unknown host"), ("certificate", "TLS error"),
-                      ("ssl", "TLS error"), ("timed out", "connect timeout"), ("unreachable", "network unreachable"))
+CONNECTION_REASONS = (
+    ("refused", "connection refused"),
+    ("reset", "connection reset"),
+    ("name or service not known", "unknown host"),
+    ("nodename nor servname", "unknown host"),
+    ("temporary failure in name resolution", "unknown host"),
+    ("certificate", "TLS error"),
+    ("ssl", "TLS error"),
+    ("timed out", "connect timeout"),
+    ("unreachable", "network unreachable"),
+)
 
 
 def _connection_reason(exc: BaseException) -> str:

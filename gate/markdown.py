@@ -38,7 +38,7 @@ from .untrusted import CONTROL, LINE_BREAKS
 
 MARKER = "<!-- prompt-gate:report -->"
 GITHUB_COMMENT_LIMIT = 65536
-STEP_SUMMARY_LIMIT = 1024 * 1024 - 1024    # GitHub refuses a step summary over 1 MiB
+STEP_SUMMARY_LIMIT = 1024 * 1024 - 1024  # GitHub refuses a step summary over 1 MiB
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 DEFAULT_SAMPLES = 5
 DEFAULT_EXCERPT = 160
@@ -56,7 +56,7 @@ class Safe(str):
 
 # --- escaping ------------------------------------------------------------------------------------
 
-_PUNCT = re.compile(r"([\\`*_\[\]|~$])")     # ( ) ! need a [ to make a link or image
+_PUNCT = re.compile(r"([\\`*_\[\]|~$])")  # ( ) ! need a [ to make a link or image
 _SCHEME = re.compile(r"(?i)\b(https?|ftp|mailto|javascript|data|file|vbscript|ssh|git):")
 _WWW = re.compile(r"(?i)\bwww\.")
 _GH_REF = re.compile(r"(?i)\bGH-(?=\d)")
@@ -219,16 +219,42 @@ def _finalize(value: Any) -> Any:
         return ""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return value
-    raise UnescapedOutput(f"template printed an unescaped {type(value).__name__} {str(value)[:40]!r}: "
-                          "pass it through |md (untrusted) or a formatting filter")
+    raise UnescapedOutput(
+        f"template printed an unescaped {type(value).__name__} {str(value)[:40]!r}: "
+        "pass it through |md (untrusted) or a formatting filter"
+    )
 
 
 def environment() -> Environment:
-    env = Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=False, undefined=StrictUndefined,
-                      trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, finalize=_finalize)
-    env.filters.update(md=md, code=code, short_hash=short_hash, mermaid_label=mermaid_label, mermaid_chart=mermaid_chart, num=num,
-                       pct=pct, run_pct=run_pct, chart_pct=chart_pct, bar_pct=bar_pct, link=link, points=points,
-                       interval=interval, pvalue=pvalue, ratio=ratio, usd=usd, decided=decided, difference=difference)
+    env = Environment(
+        loader=FileSystemLoader(str(TEMPLATES)),
+        autoescape=False,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        finalize=_finalize,
+    )
+    env.filters.update(
+        md=md,
+        code=code,
+        short_hash=short_hash,
+        mermaid_label=mermaid_label,
+        mermaid_chart=mermaid_chart,
+        num=num,
+        pct=pct,
+        run_pct=run_pct,
+        chart_pct=chart_pct,
+        bar_pct=bar_pct,
+        link=link,
+        points=points,
+        interval=interval,
+        pvalue=pvalue,
+        ratio=ratio,
+        usd=usd,
+        decided=decided,
+        difference=difference,
+    )
     return env
 
 
@@ -244,8 +270,15 @@ def _env() -> Environment:
 
 # --- view model ------------------------------------------------------------------------------
 
-ICONS = {"APPLIED": "✅", "PASSED": "✅", "REJECTED": "❌", "FAILED": "💥", "CANCELLED": "⏹️",
-         "PENDING": "⏳", "RUNNING": "⏳"}
+ICONS = {
+    "APPLIED": "✅",
+    "PASSED": "✅",
+    "REJECTED": "❌",
+    "FAILED": "💥",
+    "CANCELLED": "⏹️",
+    "PENDING": "⏳",
+    "RUNNING": "⏳",
+}
 
 
 def _run_view(run: RunReport, samples: int, excerpt: int) -> dict:
@@ -253,7 +286,7 @@ def _run_view(run: RunReport, samples: int, excerpt: int) -> dict:
     confusion = metrics.get("confusion") or {}
     actual_labels = sorted({a for row in confusion.values() for a in row})
     failing_total = (metrics.get("mismatches", run.scored - run.matches) or 0) + (run.errors or 0)
-    shown = list(run.failures[:max(0, samples)])
+    shown = list(run.failures[: max(0, samples)])
     if run.passed is True:
         result = "pass"
     elif run.passed is False:
@@ -277,9 +310,9 @@ def _run_view(run: RunReport, samples: int, excerpt: int) -> dict:
         "bars": [c for c in run.checks if c["bar"] != "min_accuracy"],
         "labels": sorted(run.labels.items()),
         "calls": run.calls if run.status == "DONE" else None,
-        "broken": run.broken[:max(0, samples)],
+        "broken": run.broken[: max(0, samples)],
         "trials": run.trials,
-        "unstable": run.unstable[:max(0, samples)],
+        "unstable": run.unstable[: max(0, samples)],
         "fields": run.fields,
         "slices": run.slices,
         "protected": run.protected,
@@ -306,7 +339,7 @@ def _update_view(report: UpdateReport, samples: int, excerpt: int, details: bool
     }
 
 
-CHART_TOP, CHART_ROW, CHART_WIDTH, CHART_NAME = 110, 30, 700, 24    # px, px, px, characters
+CHART_TOP, CHART_ROW, CHART_WIDTH, CHART_NAME = 110, 30, 700, 24  # px, px, px, characters
 
 
 def mermaid_chart(runs: Sequence[Any]) -> Safe:
@@ -323,17 +356,29 @@ def mermaid_chart(runs: Sequence[Any]) -> Safe:
         name = re.sub(r"[^A-Za-z0-9._ -]", "", str(r.dataset or ""))[:CHART_NAME] or "?"
         if r.comparison and r.comparison.get("live_accuracy") is not None:
             bars.append((f"{name} · live", r.comparison["live_accuracy"]))
-        if r.accuracy is not None:                  # nothing scored: no bar, rather than a zero
+        if r.accuracy is not None:  # nothing scored: no bar, rather than a zero
             bars.append((f"{name} · candidate", r.accuracy))
         bars.append((f"{name} · bar", r.bar))
     what = "live, candidate and bar" if any(r.comparison for r in runs) else "candidate and bar"
-    lines = ["```mermaid", "---", "config:", "  xyChart:", f"    width: {CHART_WIDTH}",
-             f"    height: {CHART_TOP + CHART_ROW * len(bars)}", "    showDataLabel: true", "  themeVariables:",
-             "    xyChart:", '      plotColorPalette: "#9DB9E0"', "---", "xychart-beta horizontal",
-             f'    title "Accuracy (%): {what}, per dataset"',
-             "    x-axis [" + ", ".join(f'"{label}"' for label, _ in bars) + "]",
-             '    y-axis "%" 0 --> 100',
-             "    bar [" + ", ".join(chart_pct(value) for _, value in bars) + "]", "```"]
+    lines = [
+        "```mermaid",
+        "---",
+        "config:",
+        "  xyChart:",
+        f"    width: {CHART_WIDTH}",
+        f"    height: {CHART_TOP + CHART_ROW * len(bars)}",
+        "    showDataLabel: true",
+        "  themeVariables:",
+        "    xyChart:",
+        '      plotColorPalette: "#9DB9E0"',
+        "---",
+        "xychart-beta horizontal",
+        f'    title "Accuracy (%): {what}, per dataset"',
+        "    x-axis [" + ", ".join(f'"{label}"' for label, _ in bars) + "]",
+        '    y-axis "%" 0 --> 100',
+        "    bar [" + ", ".join(chart_pct(value) for _, value in bars) + "]",
+        "```",
+    ]
     return Safe("\n".join(lines))
 
 
@@ -360,8 +405,9 @@ def overall_icon(reports: Sequence[UpdateReport], problems: int) -> str:
     return "✅"
 
 
-def _render(reports, problems, config, context, samples, excerpt, details, charts, marker, truncated,
-            limit=GITHUB_COMMENT_LIMIT) -> str:
+def _render(
+    reports, problems, config, context, samples, excerpt, details, charts, marker, truncated, limit=GITHUB_COMMENT_LIMIT
+) -> str:
     ctx = dict(context or {})
     data = {
         "marker": Safe(MARKER) if marker else None,
@@ -385,10 +431,17 @@ def _render(reports, problems, config, context, samples, excerpt, details, chart
     return _env().get_template("report.md.j2").render(**data)
 
 
-def render_markdown(reports: Iterable[UpdateReport], *, validation_errors: Iterable[Any] = (),
-                    config_changes: Any = None, context: Mapping[str, Any] | None = None,
-                    samples: int = DEFAULT_SAMPLES, excerpt_chars: int = DEFAULT_EXCERPT,
-                    max_chars: int = GITHUB_COMMENT_LIMIT, marker: bool = True) -> str:
+def render_markdown(
+    reports: Iterable[UpdateReport],
+    *,
+    validation_errors: Iterable[Any] = (),
+    config_changes: Any = None,
+    context: Mapping[str, Any] | None = None,
+    samples: int = DEFAULT_SAMPLES,
+    excerpt_chars: int = DEFAULT_EXCERPT,
+    max_chars: int = GITHUB_COMMENT_LIMIT,
+    marker: bool = True,
+) -> str:
     """The whole report: one section per update, the invalid files, the gate config
     changes. ``validation_errors`` are objects with file, line, field, reason;
     ``config_changes`` is a :class:`gate.gateconfig.SyncResult` (``applied`` False: shown
@@ -404,8 +457,9 @@ def render_markdown(reports: Iterable[UpdateReport], *, validation_errors: Itera
     text = ""
     for i, (n, excerpt, details, charts) in enumerate(attempts):
         truncated = i > 0
-        text = _render(reports, problems, config_changes, context, n, excerpt, details, charts, marker, truncated,
-                       max_chars)
+        text = _render(
+            reports, problems, config_changes, context, n, excerpt, details, charts, marker, truncated, max_chars
+        )
         if len(text) <= max_chars:
             return text
     return hard_cut(text, max_chars)
@@ -413,25 +467,42 @@ def render_markdown(reports: Iterable[UpdateReport], *, validation_errors: Itera
 
 def hard_cut(text: str, max_chars: int) -> str:
     """Cut at a line boundary, close an open code fence, and say so."""
-    note = (f"\n\n> ✂️ This report was cut to stay under GitHub's {max_chars}-character limit; "
-            "the workflow run's step summary and `promptgate report ID` show all of it.\n")
+    note = (
+        f"\n\n> ✂️ This report was cut to stay under GitHub's {max_chars}-character limit; "
+        "the workflow run's step summary and `promptgate report ID` show all of it.\n"
+    )
     budget = max(0, max_chars - len(note) - 8)
     cut = text[:budget]
     if "\n" in cut:
-        cut = cut[:cut.rfind("\n")]
+        cut = cut[: cut.rfind("\n")]
     if sum(1 for line in cut.splitlines() if line.startswith("```")) % 2:
         cut += "\n```"
     return cut + note
 
 
-def render_report_markdown(report: UpdateReport, *, context: Mapping[str, Any] | None = None,
-                           samples: int = DEFAULT_SAMPLES, marker: bool = False) -> str:
+def render_report_markdown(
+    report: UpdateReport,
+    *,
+    context: Mapping[str, Any] | None = None,
+    samples: int = DEFAULT_SAMPLES,
+    marker: bool = False,
+) -> str:
     """One update as Markdown: for `promptgate demo` and `promptgate status --format markdown`."""
     return render_markdown([report], context=context, samples=samples, marker=marker)
 
 
-render_report = render_report_markdown    # the name gate/demo.py imports
+render_report = render_report_markdown  # the name gate/demo.py imports
 
 
-__all__ = ["GITHUB_COMMENT_LIMIT", "MARKER", "Safe", "UnescapedOutput", "code", "environment", "md",
-           "render_markdown", "render_report", "render_report_markdown"]
+__all__ = [
+    "GITHUB_COMMENT_LIMIT",
+    "MARKER",
+    "Safe",
+    "UnescapedOutput",
+    "code",
+    "environment",
+    "md",
+    "render_markdown",
+    "render_report",
+    "render_report_markdown",
+]

@@ -54,11 +54,16 @@ def parse_prices(raw: Any, file: str | None = None) -> dict[str, Price]:
 def _parse_price(model: Any, decl: Any, file: str | None) -> Price:
     where = f"prices.{str(model)[:40]}"
     if not isinstance(model, str) or not model or len(model) > MAX_MODEL_CHARS or not MODEL_RE.fullmatch(model):
-        raise SpecError(file, where, f"{str(model)[:40]!r} is not a model name (as prompts write it in model: "
-                        f"letters, digits and . _ : / @ + -, at most {MAX_MODEL_CHARS} characters)")
+        raise SpecError(
+            file,
+            where,
+            f"{str(model)[:40]!r} is not a model name (as prompts write it in model: "
+            f"letters, digits and . _ : / @ + -, at most {MAX_MODEL_CHARS} characters)",
+        )
     if not isinstance(decl, Mapping):
-        raise SpecError(file, where, "must be a mapping with input and output (USD per 1M tokens), "
-                        "e.g. {input: 0.15, output: 0.60}")
+        raise SpecError(
+            file, where, "must be a mapping with input and output (USD per 1M tokens), e.g. {input: 0.15, output: 0.60}"
+        )
     extra = [k for k in decl if k not in FIELDS]
     if extra:
         raise SpecError(file, f"{where}.{str(extra[0])[:40]}", f"unknown field; a price has {', '.join(FIELDS)}")
@@ -71,10 +76,10 @@ def _amount(value: Any, where: str, file: str | None) -> Decimal:
         raise SpecError(file, where, "is required: US dollars per 1M tokens, e.g. 0.15")
     try:
         text = str(value).strip() if isinstance(value, (int, float, str)) and not isinstance(value, bool) else ""
-    except ValueError:                    # an int of more than 4,300 digits
+    except ValueError:  # an int of more than 4,300 digits
         raise SpecError(file, where, f"is out of range: 0 to {MAX_PRICE:,} dollars per 1M tokens") from None
     if not NUMBER_RE.fullmatch(text):
-        if isinstance(value, float):      # .inf, .nan
+        if isinstance(value, float):  # .inf, .nan
             raise SpecError(file, where, f"{text} is not a finite number: 0 to {MAX_PRICE:,} dollars per 1M tokens")
         shown = repr(value[:40]) if isinstance(value, str) else f"a {type(value).__name__}"
         raise SpecError(file, where, f"{shown} is not a number of US dollars per 1M tokens, e.g. 0.15")
@@ -89,11 +94,11 @@ def _amount(value: Any, where: str, file: str | None) -> Decimal:
     _, digits, exponent = amount.as_tuple()
     if exponent + len(digits) - len("".join(map(str, digits)).rstrip("0")) < -MAX_DECIMALS:
         raise SpecError(file, where, f"{text[:40]} has more than {MAX_DECIMALS} decimal places")
-    return Decimal(format(amount.normalize(), "f"))     # 1E+3 → 1000, 0.150 → 0.15
+    return Decimal(format(amount.normalize(), "f"))  # 1E+3 → 1000, 0.150 → 0.15
 
 
 def money(amount: Decimal) -> str:
-    """"$0.15", "$0.60", "$3.00", "$0.000125": cents always shown, more digits when there are."""
+    """ "$0.15", "$0.60", "$3.00", "$0.000125": cents always shown, more digits when there are."""
     amount = Decimal(amount)
     if amount == amount.quantize(Decimal("0.01")):
         return f"${amount:.2f}"
@@ -101,18 +106,21 @@ def money(amount: Decimal) -> str:
 
 
 def describe_price(price: Price) -> str:
-    """"$0.15 in / $0.60 out per 1M tokens"."""
+    """ "$0.15 in / $0.60 out per 1M tokens"."""
     return f"{money(price.input_per_million)} in / {money(price.output_per_million)} out per 1M tokens"
 
 
 def same_price(a: Price, b: Price) -> bool:
     """Compared as values: a stored "0.150" and a declared 0.15 are the same price."""
-    return (Decimal(a.input_per_million), Decimal(a.output_per_million)) == \
-        (Decimal(b.input_per_million), Decimal(b.output_per_million))
+    return (Decimal(a.input_per_million), Decimal(a.output_per_million)) == (
+        Decimal(b.input_per_million),
+        Decimal(b.output_per_million),
+    )
 
 
-def price_changes(registered: Mapping[str, Price], declared: Mapping[str, Price]) \
-        -> list[tuple[str, str, str | None, str | None, tuple[str]]]:
+def price_changes(
+    registered: Mapping[str, Price], declared: Mapping[str, Price]
+) -> list[tuple[str, str, str | None, str | None, tuple[str]]]:
     """What syncing ``declared`` (the file) over ``registered`` (the gate) changes, as
     (kind, model, before, after, key) — the fields of ``gateconfig.Change``."""
     changes: list[tuple[str, str, str | None, str | None, tuple[str]]] = []
@@ -135,5 +143,14 @@ def apply_price_change(gate: Any, kind: str, model: str, declared: Mapping[str, 
         gate.set_price(declared[model])
 
 
-__all__ = ["CHANGE_TEXT", "FIELDS", "MAX_MODELS", "apply_price_change", "describe_price", "money", "parse_prices",
-           "price_changes", "same_price"]
+__all__ = [
+    "CHANGE_TEXT",
+    "FIELDS",
+    "MAX_MODELS",
+    "apply_price_change",
+    "describe_price",
+    "money",
+    "parse_prices",
+    "price_changes",
+    "same_price",
+]

@@ -42,7 +42,7 @@ from .errors import SpecError, UsageError
 DEFAULT = "default"
 PLACEHOLDER_API_KEY = "sk-no-key-required"
 FIELDS = ("base_url", "api_key_env", "models")
-ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")     # fullmatch
+ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")  # fullmatch
 RESERVED_ENV_PREFIXES = ("PROMPTGATE_", "GITHUB_", "ACTIONS_", "RUNNER_", "INPUT_")
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,127}")
 
@@ -50,17 +50,22 @@ NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,127}")
 @dataclass(frozen=True)
 class ProviderDecl:
     """One declared provider: its name, endpoint, key variable and the models it serves."""
+
     name: str
     base_url: str
     api_key_env: str | None = None
-    models: tuple[str, ...] = ()          # globs; empty: any model
+    models: tuple[str, ...] = ()  # globs; empty: any model
 
     def serves(self, model: str) -> bool:
         return not self.models or any(fnmatch.fnmatchcase(model, glob) for glob in self.models)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "base_url": self.base_url, "api_key_env": self.api_key_env,
-                "models": list(self.models)}
+        return {
+            "name": self.name,
+            "base_url": self.base_url,
+            "api_key_env": self.api_key_env,
+            "models": list(self.models),
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "ProviderDecl":
@@ -71,6 +76,7 @@ class ProviderDecl:
 class Endpoint:
     """Where one call goes: the provider's name (for messages), URL (None: the SDK's
     default) and key, and where the URL came from (for a connection error's message)."""
+
     provider: str
     base_url: str | None
     api_key: str
@@ -83,7 +89,7 @@ class Endpoint:
         return f"{display_url(self.base_url or OPENAI_DEFAULT_URL)}, {self.origin}"
 
 
-OPENAI_DEFAULT_URL = "https://api.openai.com/v1"    # the OpenAI SDK's, when OPENAI_BASE_URL is unset
+OPENAI_DEFAULT_URL = "https://api.openai.com/v1"  # the OpenAI SDK's, when OPENAI_BASE_URL is unset
 UNSET_ORIGIN = "OPENAI_BASE_URL is unset: the OpenAI SDK's default"
 
 
@@ -101,15 +107,23 @@ def display_url(url: str) -> str:
 def parse_decl(name: Any, data: Any, file: str | None, where: str) -> ProviderDecl:
     """A declaration from a gate config or PROMPTGATE_PROVIDERS; SpecError names the field."""
     if not isinstance(name, str) or not NAME_RE.fullmatch(name) or name == DEFAULT:
-        raise SpecError(file, where, f"{str(name)[:40]!r} is not a provider name (lowercase letters, digits, "
-                        f"'.', '_', '-'; '{DEFAULT}' is the provider of prompts that name none)")
+        raise SpecError(
+            file,
+            where,
+            f"{str(name)[:40]!r} is not a provider name (lowercase letters, digits, "
+            f"'.', '_', '-'; '{DEFAULT}' is the provider of prompts that name none)",
+        )
     if not isinstance(data, Mapping):
         raise SpecError(file, where, "must be a mapping with base_url (and optionally api_key_env, models)")
     extra = [k for k in data if k not in FIELDS]
     if extra:
         raise SpecError(file, f"{where}.{str(extra[0])[:40]}", f"unknown field; a provider has {', '.join(FIELDS)}")
-    return ProviderDecl(name, _base_url(data.get("base_url"), file, where),
-                        _key_env(data.get("api_key_env"), file, where), _models(data.get("models"), file, where))
+    return ProviderDecl(
+        name,
+        _base_url(data.get("base_url"), file, where),
+        _key_env(data.get("api_key_env"), file, where),
+        _models(data.get("models"), file, where),
+    )
 
 
 def _base_url(value: Any, file: str | None, where: str) -> str:
@@ -117,8 +131,7 @@ def _base_url(value: Any, file: str | None, where: str) -> str:
     if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
         raise SpecError(file, f"{where}.base_url", "must be an http:// or https:// URL")
     if parts.username or parts.password:
-        raise SpecError(file, f"{where}.base_url", "must not hold credentials: name the key's variable in "
-                        "api_key_env")
+        raise SpecError(file, f"{where}.base_url", "must not hold credentials: name the key's variable in api_key_env")
     return value.rstrip("/")
 
 
@@ -126,11 +139,18 @@ def _key_env(value: Any, file: str | None, where: str) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str) or not ENV_NAME_RE.fullmatch(value):
-        raise SpecError(file, f"{where}.api_key_env", "must be the name of an environment variable (the key "
-                        "itself never goes in a file)")
+        raise SpecError(
+            file,
+            f"{where}.api_key_env",
+            "must be the name of an environment variable (the key itself never goes in a file)",
+        )
     if value.upper().startswith(RESERVED_ENV_PREFIXES):
-        raise SpecError(file, f"{where}.api_key_env", f"{value} is reserved: variables starting with "
-                        f"{', '.join(RESERVED_ENV_PREFIXES)} hold the gate's or the CI's own secrets")
+        raise SpecError(
+            file,
+            f"{where}.api_key_env",
+            f"{value} is reserved: variables starting with "
+            f"{', '.join(RESERVED_ENV_PREFIXES)} hold the gate's or the CI's own secrets",
+        )
     return value
 
 
@@ -162,8 +182,9 @@ def default_endpoint(environ: Mapping[str, str] | None = None) -> Endpoint:
     """The provider of a prompt that names none: the OpenAI SDK's environment variables."""
     env = environ if environ is not None else os.environ
     url = env.get("OPENAI_BASE_URL") or None
-    return Endpoint(DEFAULT, url, env.get("OPENAI_API_KEY") or PLACEHOLDER_API_KEY,
-                    "from OPENAI_BASE_URL" if url else UNSET_ORIGIN)
+    return Endpoint(
+        DEFAULT, url, env.get("OPENAI_API_KEY") or PLACEHOLDER_API_KEY, "from OPENAI_BASE_URL" if url else UNSET_ORIGIN
+    )
 
 
 def endpoint_warning(environ: Mapping[str, str] | None = None) -> str | None:
@@ -173,9 +194,11 @@ def endpoint_warning(environ: Mapping[str, str] | None = None) -> str | None:
     env = environ if environ is not None else os.environ
     if env.get("OPENAI_BASE_URL") or env.get("OPENAI_API_KEY"):
         return None
-    return (f"warning: no model endpoint configured: OPENAI_BASE_URL and OPENAI_API_KEY are unset, so prompts "
-            f"that name no provider call {OPENAI_DEFAULT_URL} without a key; for the local model server: "
-            "export OPENAI_BASE_URL=http://127.0.0.1:8000/v1")
+    return (
+        f"warning: no model endpoint configured: OPENAI_BASE_URL and OPENAI_API_KEY are unset, so prompts "
+        f"that name no provider call {OPENAI_DEFAULT_URL} without a key; for the local model server: "
+        "export OPENAI_BASE_URL=http://127.0.0.1:8000/v1"
+    )
 
 
 def endpoint_for(decl: ProviderDecl | None, environ: Mapping[str, str] | None = None) -> Endpoint:
@@ -193,12 +216,17 @@ def endpoint_for(decl: ProviderDecl | None, environ: Mapping[str, str] | None = 
         from_env = decl.name in env_providers(env)
     except UsageError:
         from_env = False
-    return Endpoint(decl.name, decl.base_url, key,
-                    "declared in PROMPTGATE_PROVIDERS" if from_env else "declared under providers: in the gate config")
+    return Endpoint(
+        decl.name,
+        decl.base_url,
+        key,
+        "declared in PROMPTGATE_PROVIDERS" if from_env else "declared under providers: in the gate config",
+    )
 
 
-def resolve(name: str | None, model: str, registered: Mapping[str, ProviderDecl],
-            environ: Mapping[str, str] | None = None) -> ProviderDecl | None:
+def resolve(
+    name: str | None, model: str, registered: Mapping[str, ProviderDecl], environ: Mapping[str, str] | None = None
+) -> ProviderDecl | None:
     """The declaration a prompt naming ``name`` (None: the default) uses for ``model``:
     PROMPTGATE_PROVIDERS first, then ``registered`` (the gate config's). UsageError for a
     name nobody declared or a model the provider does not serve."""
@@ -207,8 +235,10 @@ def resolve(name: str | None, model: str, registered: Mapping[str, ProviderDecl]
     decl = env_providers(environ).get(name) or registered.get(name)
     if decl is None:
         known = sorted(set(registered) | set(env_providers(environ)))
-        raise UsageError(f"provider {name!r} is not declared: declare it under providers: in the gate config "
-                         f"(known: {', '.join(known) or 'none'})")
+        raise UsageError(
+            f"provider {name!r} is not declared: declare it under providers: in the gate config "
+            f"(known: {', '.join(known) or 'none'})"
+        )
     if not decl.serves(model):
         raise UsageError(f"provider {name} does not serve model {model!r} (its models: {', '.join(decl.models)})")
     return decl

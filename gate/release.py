@@ -27,8 +27,8 @@ if TYPE_CHECKING:
 
 RELEASE_MODES = ("auto", "apply", "check")
 DEFAULT_RELEASE_MODE = "apply"
-SHA_RE = re.compile(r"[0-9a-fA-F]{7,64}")        # what `wait --sha` accepts as a commit
-SHA_POLL = 0.5          # seconds between two look-ups of a commit's updates before any appears
+SHA_RE = re.compile(r"[0-9a-fA-F]{7,64}")  # what `wait --sha` accepts as a commit
+SHA_POLL = 0.5  # seconds between two look-ups of a commit's updates before any appears
 
 
 def combine_exit_codes(codes: Iterable[int]) -> int:
@@ -70,7 +70,9 @@ def of_mode(updates: Iterable[Update], mode: str | None) -> tuple[str | None, li
     return str(mode), [u for u in updates if u.mode == mode]
 
 
-def release_updates(updates: Iterable[Update], mode: str | None = DEFAULT_RELEASE_MODE) -> tuple[str | None, list[Update]]:
+def release_updates(
+    updates: Iterable[Update], mode: str | None = DEFAULT_RELEASE_MODE
+) -> tuple[str | None, list[Update]]:
     """What a release wait answers for: the newest update per prompt of the mode ``of_mode``
     chooses."""
     chosen, found = of_mode(updates, mode)
@@ -83,8 +85,10 @@ def no_update(sha: str, prompt: str | None, mode: str | None) -> NotFound:
     mode = check_release_mode(mode)
     kind = "" if mode == "auto" else f"{mode}-mode "
     hint = "; `--mode check` answers for its checks" if mode == Mode.APPLY else ""
-    return NotFound(f"no {kind}update was submitted for commit {sha}{what} (wait needs the full SHA the "
-                    f"Action or `promptgate submit --sha` used{hint})")
+    return NotFound(
+        f"no {kind}update was submitted for commit {sha}{what} (wait needs the full SHA the "
+        f"Action or `promptgate submit --sha` used{hint})"
+    )
 
 
 class Announcer:
@@ -99,12 +103,18 @@ class Announcer:
         if self.say is None or chosen is None or chosen == self.said:
             return
         self.said = chosen
-        why = ("" if self.requested != "auto" else
-               " (it has no apply-mode update; `--mode apply` waits for one)" if chosen == Mode.CHECK else "")
+        why = (
+            ""
+            if self.requested != "auto"
+            else " (it has no apply-mode update; `--mode apply` waits for one)"
+            if chosen == Mode.CHECK
+            else ""
+        )
         self.say(f"commit {self.sha[:12]}: waiting for its {chosen}-mode updates{why}")
 
 
 # --- the wait ------------------------------------------------------------------------------
+
 
 def deadline_after(timeout: float | None) -> float | None:
     """The monotonic time ``timeout`` seconds from now (None: no deadline)."""
@@ -123,16 +133,21 @@ def expired(deadline: float | None) -> bool:
 class ReleaseSource(Protocol):
     """What the release wait asks of a gate (``Gate`` and ``RemoteGate`` both are one)."""
 
-    def updates_for_sha(self, sha: str, prompt_name: str | None = None,
-                        mode: str | None = None) -> list[Update]: ...
+    def updates_for_sha(self, sha: str, prompt_name: str | None = None, mode: str | None = None) -> list[Update]: ...
 
     def status(self, update_id: int, failures: int = ...) -> UpdateReport: ...
 
 
-def wait_for_release(gate: ReleaseSource, sha: str, prompt: str | None, timeout: float | None, poll: float,
-                     mode: str | None, on_select: Callable[[str], object] | None,
-                     watch: Callable[[UpdateReport, float | None], object] | None = None
-                     ) -> tuple[int, list[UpdateReport]]:
+def wait_for_release(
+    gate: ReleaseSource,
+    sha: str,
+    prompt: str | None,
+    timeout: float | None,
+    poll: float,
+    mode: str | None,
+    on_select: Callable[[str], object] | None,
+    watch: Callable[[UpdateReport, float | None], object] | None = None,
+) -> tuple[int, list[UpdateReport]]:
     """Wait for the updates submitted for commit ``sha`` that ``release_updates`` picks for
     ``mode``, the latest one per prompt, until each is terminal, and return (the exit code as
     `wait ID` gives it, combined by ``combine_exit_codes``; their reports). ``on_select`` is

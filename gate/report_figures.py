@@ -32,21 +32,37 @@ def fields_view(metrics: dict) -> dict | None:
     rows = []
     for f in figures["fields"]:
         live = flips.get(f["field"])
-        rows.append({"field": f["field"], "type": f["type"], "right": f["right"], "of": items,
-                     "wrong": f["wrong"], "missing": f["missing"], **_share(f["right"], items),
-                     "live": None if not live else {**_share(live["live_right"], live["paired"]),
-                                                    "fixed": live["fixed"], "broken": live["broken"]}})
+        rows.append(
+            {
+                "field": f["field"],
+                "type": f["type"],
+                "right": f["right"],
+                "of": items,
+                "wrong": f["wrong"],
+                "missing": f["missing"],
+                **_share(f["right"], items),
+                "live": None
+                if not live
+                else {**_share(live["live_right"], live["paired"]), "fixed": live["fixed"], "broken": live["broken"]},
+            }
+        )
     wrong = sorted((f for f in rows if f["wrong"]), key=lambda f: (-f["wrong"], f["field"]))
-    return {"items": items, "not_object": metrics.get("invalid", 0), "fields": rows,
-            "most_wrong": [f["field"] for f in wrong[:MOST_WRONG]],
-            "confusion": {name: _matrix(matrix) for name, matrix in sorted((figures.get("confusion") or {}).items())}}
+    return {
+        "items": items,
+        "not_object": metrics.get("invalid", 0),
+        "fields": rows,
+        "most_wrong": [f["field"] for f in wrong[:MOST_WRONG]],
+        "confusion": {name: _matrix(matrix) for name, matrix in sorted((figures.get("confusion") or {}).items())},
+    }
 
 
 def _matrix(matrix: dict[str, dict[str, int]]) -> dict[str, Any]:
     """A confusion matrix as rows: the answered labels (columns) and each expected one."""
     answered = sorted({a for row in matrix.values() for a in row})
-    return {"labels": answered, "rows": [[expected, [matrix[expected].get(a, 0) for a in answered]]
-                                         for expected in sorted(matrix)]}
+    return {
+        "labels": answered,
+        "rows": [[expected, [matrix[expected].get(a, 0) for a in answered]] for expected in sorted(matrix)],
+    }
 
 
 def slices_view(metrics: dict) -> dict | None:
@@ -55,13 +71,23 @@ def slices_view(metrics: dict) -> dict | None:
         return None
     rows = []
     for s in sliced["slices"]:
-        row = {"value": s["value"], "items": s["items"], "matches": s["matches"], **_share(s["matches"], s["items"]),
-               "judged": s["items"] >= sliced["min_items"], "live": None}
+        row = {
+            "value": s["value"],
+            "items": s["items"],
+            "matches": s["matches"],
+            **_share(s["matches"], s["items"]),
+            "judged": s["items"] >= sliced["min_items"],
+            "live": None,
+        }
         if "live_matches" in s:
             row["live"] = {**_share(s["live_matches"], s["items"]), "fixed": s["fixed"], "broken": s["broken"]}
         rows.append(row)
-    return {"column": sliced["column"], "min_items": sliced["min_items"], "too_many": sliced["too_many"],
-            "slices": rows}
+    return {
+        "column": sliced["column"],
+        "min_items": sliced["min_items"],
+        "too_many": sliced["too_many"],
+        "slices": rows,
+    }
 
 
 def protected_view(metrics: dict) -> dict | None:

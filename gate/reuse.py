@@ -48,8 +48,12 @@ def decision_rule(spec: PromptSpec) -> dict[str, Any]:
 
 
 def _request(spec: PromptSpec, messages: Any, base_url: str | None) -> dict[str, Any]:
-    return {"call_path": CALL_PATH_VERSION, "endpoint": base_url or "default",
-            "request": request_kwargs(spec, messages), "decision": decision_rule(spec)}
+    return {
+        "call_path": CALL_PATH_VERSION,
+        "endpoint": base_url or "default",
+        "request": request_kwargs(spec, messages),
+        "decision": decision_rule(spec),
+    }
 
 
 def request_key(spec: PromptSpec, messages: Sequence[Mapping[str, str]], base_url: str | None) -> str:
@@ -76,7 +80,7 @@ class _KeyPrefix:
     the text before them) and ``tail`` (the bytes after)."""
 
     def __init__(self, spec: PromptSpec, head: bytes, tail: bytes):
-        self.spec = spec                 # held, so the id it is cached under stays this spec's
+        self.spec = spec  # held, so the id it is cached under stays this spec's
         self.head = hashlib.sha256(head)
         self.tail = tail
 
@@ -101,15 +105,23 @@ def _key_prefix(spec: PromptSpec, base_url: str | None) -> _KeyPrefix | None:
 def trial_keys(spec: PromptSpec, messages: Sequence[Mapping[str, str]], base_url: str | None) -> tuple[str, ...]:
     """The keys of an item's trials, trial 1 first (one key, the request's, for one trial)."""
     first = request_key(spec, messages, base_url)
-    return (first,) + tuple(hashlib.sha256(_canonical({"request_key": first, "trial": t})).hexdigest()
-                            for t in range(2, spec.trials + 1))
+    return (first,) + tuple(
+        hashlib.sha256(_canonical({"request_key": first, "trial": t})).hexdigest() for t in range(2, spec.trials + 1)
+    )
 
 
 def pin(spec: PromptSpec, version: DatasetVersion, bar: Decimal) -> dict[str, Any]:
     """What a run's verdict stands on, stored with the run."""
-    pinned = {"dataset_version_id": version.id, "content_hash": version.content_hash, "rows": version.row_count,
-              "bar": str(bar), "model": spec.model, "config_hash": spec.config_hash,
-              "decision": decision_rule(spec), "call_path": CALL_PATH_VERSION}
+    pinned = {
+        "dataset_version_id": version.id,
+        "content_hash": version.content_hash,
+        "rows": version.row_count,
+        "bar": str(bar),
+        "model": spec.model,
+        "config_hash": spec.config_hash,
+        "decision": decision_rule(spec),
+        "call_path": CALL_PATH_VERSION,
+    }
     if spec.trials > 1:
         pinned["trials"] = spec.rule.pinned()
     return pinned

@@ -40,17 +40,19 @@ __all__ = ["PromptRuntime", "RuntimePrompt", "LoadedPrompt", "call_prompt"]
 @dataclass(frozen=True)
 class LoadedPrompt:
     """One live version, as loaded."""
+
     name: str
     version: int
     config_hash: str
     spec: PromptSpec
-    loaded_at: float                 # time.monotonic() of the load
+    loaded_at: float  # time.monotonic() of the load
     endpoint: Endpoint | None = None  # where its calls go
 
 
 class PromptRuntime:
-    def __init__(self, database_url: str | None = None, *, ttl: float = 30.0,
-                 settings: Settings | None = None, gate: Any = None):
+    def __init__(
+        self, database_url: str | None = None, *, ttl: float = 30.0, settings: Settings | None = None, gate: Any = None
+    ):
         """``gate`` is a ready ``gate.service.Gate`` (else one is connected to
         ``database_url``, default ``PROMPTGATE_DATABASE_URL``)."""
         self.settings = settings or Settings.from_env()
@@ -84,8 +86,9 @@ class PromptRuntime:
                 if cached is None:
                     raise
                 log.warning("cannot refresh prompt %s; serving version %s", name, cached.version, exc_info=True)
-                fresh = LoadedPrompt(cached.name, cached.version, cached.config_hash, cached.spec,
-                                     time.monotonic(), cached.endpoint)
+                fresh = LoadedPrompt(
+                    cached.name, cached.version, cached.config_hash, cached.spec, time.monotonic(), cached.endpoint
+                )
             self._cache[name] = fresh
             return fresh
 
@@ -104,12 +107,12 @@ class PromptRuntime:
             spec = cached.spec
         else:
             spec = parse_spec(live.config, file=f"live prompt {name}")
-        return LoadedPrompt(live.name, live.version, live.config_hash, spec, time.monotonic(),
-                            service.endpoint(spec))
+        return LoadedPrompt(live.name, live.version, live.config_hash, spec, time.monotonic(), service.endpoint(spec))
 
     def _service(self) -> Any:
         if self._gate is None:
-            from .service import Gate          # imported late: the runtime needs no CLI deps
+            from .service import Gate  # imported late: the runtime needs no CLI deps
+
             self._gate = Gate.connect(self._database_url, settings=self.settings)
         return self._gate
 

@@ -57,11 +57,11 @@ from jinja2 import nodes
 
 from .templating import TemplateProblem, parse_template, render, render_plain
 
-MAX_RENDERED_CHARS = 1_000_000     # all messages of one item, rendered
-PLAIN_MAX_LOOKUPS = 16             # lookups a prompt may print and still render in the worker
-MAX_PROBLEM_CHARS = 1000           # a template problem's message, as the child sends it
+MAX_RENDERED_CHARS = 1_000_000  # all messages of one item, rendered
+PLAIN_MAX_LOOKUPS = 16  # lookups a prompt may print and still render in the worker
+MAX_PROBLEM_CHARS = 1000  # a template problem's message, as the child sends it
 HEADER = struct.Struct(">I")
-PACKAGE_ROOT = Path(__file__).resolve().parent.parent     # the folder that holds gate/
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent  # the folder that holds gate/
 CHILD_ENV_KEEP = ("PATH", "PYTHONPATH", "LANG", "LC_ALL", "SYSTEMROOT")
 
 
@@ -69,8 +69,12 @@ class BudgetExceeded(TemplateProblem):
     """The template needed more CPU time or memory than one item may use."""
 
 
-OVERRUNS = {"cpu": "out of CPU time", "memory": "out of memory", "recursion": "nested too deeply",
-            None: "no answer in time: the sandbox process was ended"}
+OVERRUNS = {
+    "cpu": "out of CPU time",
+    "memory": "out of memory",
+    "recursion": "nested too deeply",
+    None: "no answer in time: the sandbox process was ended",
+}
 
 
 @dataclass(frozen=True)
@@ -95,8 +99,7 @@ class RenderBudget:
 
 # ----------------------------------------------------------------------------- plain templates
 
-_PLAIN_NODES = (nodes.Template, nodes.Output, nodes.TemplateData, nodes.Getattr, nodes.Getitem, nodes.Name,
-                nodes.Const)
+_PLAIN_NODES = (nodes.Template, nodes.Output, nodes.TemplateData, nodes.Getattr, nodes.Getitem, nodes.Name, nodes.Const)
 
 
 @lru_cache(maxsize=1024)
@@ -107,7 +110,7 @@ def plain_lookups(source: str) -> int | None:
     most a whole row, so ``PLAIN_MAX_LOOKUPS`` of them bound its output."""
     try:
         tree = parse_template(source)
-    except Exception:          # a syntax error; RecursionError: not plain, the sandbox decides
+    except Exception:  # a syntax error; RecursionError: not plain, the sandbox decides
         return None
     for node in tree.find_all(nodes.Node):
         if not isinstance(node, _PLAIN_NODES):
@@ -128,6 +131,7 @@ def renders_here(sources: Sequence[str]) -> bool:
 
 # ----------------------------------------------------------------------------- the parent side
 
+
 class _Child:
     """One sandbox process, its pipes, and the frames read from it so far."""
 
@@ -138,9 +142,16 @@ class _Child:
         # request's checkout, with a gate/ or jinja2/ of its own) nor a script's folder on
         # sys.path; this package is found where this process found it, from the root.
         start = f"import sys; sys.path.insert(0, {str(PACKAGE_ROOT)!r}); import gate.sandbox as s; s.child_main()"
-        self.proc = subprocess.Popen([sys.executable, "-I", "-c", start], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd="/",
-                                     close_fds=True, start_new_session=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-I", "-c", start],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            cwd="/",
+            close_fds=True,
+            start_new_session=True,
+        )
         self.buffer = bytearray()
 
     def send(self, request: dict) -> bool:
@@ -160,10 +171,10 @@ class _Child:
         fd = self.proc.stdout.fileno()
         while True:
             if len(self.buffer) >= HEADER.size:
-                size, = HEADER.unpack_from(self.buffer)
+                (size,) = HEADER.unpack_from(self.buffer)
                 if len(self.buffer) >= HEADER.size + size:
-                    frame = bytes(self.buffer[HEADER.size:HEADER.size + size])
-                    del self.buffer[:HEADER.size + size]
+                    frame = bytes(self.buffer[HEADER.size : HEADER.size + size])
+                    del self.buffer[: HEADER.size + size]
                     return json.loads(frame)
             left = deadline - time.monotonic()
             try:
@@ -194,7 +205,7 @@ class _Child:
                 pass
 
 
-Rendered = list[str] | TemplateProblem      # one item's messages, or why it has none
+Rendered = list[str] | TemplateProblem  # one item's messages, or why it has none
 
 
 class RenderPool:
@@ -205,7 +216,7 @@ class RenderPool:
         self.budget = budget or RenderBudget()
         self._idle: queue.Queue[_Child | None] = queue.Queue()
         for _ in range(max(1, self.budget.processes)):
-            self._idle.put(None)          # a place for a child not started yet
+            self._idle.put(None)  # a place for a child not started yet
         self._closed = False
         self._lock = threading.Lock()
         self._children: set[_Child] = set()
@@ -218,16 +229,22 @@ class RenderPool:
         for child in places:
             self._idle.put(child if child is not None else self._start())
 
-    def render(self, sources: Sequence[str], item: Mapping[str, Any],
-               skip: Callable[[], str | None] | None = None) -> list[str]:
+    def render(
+        self, sources: Sequence[str], item: Mapping[str, Any], skip: Callable[[], str | None] | None = None
+    ) -> list[str]:
         """Every source rendered over ``item``; TemplateProblem (BudgetExceeded over budget)."""
-        result, = self.render_many(sources, [item], skip)
+        (result,) = self.render_many(sources, [item], skip)
         if isinstance(result, TemplateProblem):
             raise result
         return result
 
-    def render_many(self, sources: Sequence[str], items: Sequence[Mapping[str, Any]],
-                    skip: Callable[[], str | None] | None = None, spent: list | None = None) -> list[Rendered]:
+    def render_many(
+        self,
+        sources: Sequence[str],
+        items: Sequence[Mapping[str, Any]],
+        skip: Callable[[], str | None] | None = None,
+        spent: list | None = None,
+    ) -> list[Rendered]:
         """The sources rendered over each item, in one request to one sandbox process (the
         budget is per item). ``skip``, asked once a process is free, may give a reason not
         to render after all (the template overran its budget on another item meanwhile).
@@ -269,8 +286,11 @@ class RenderPool:
                     answers += self._overrun(answer, len(items) - len(answers))
                     self._end(child)
                     return answers
-                answers.append(TemplateProblem(str(answer["problem"])[:MAX_PROBLEM_CHARS]) if "problem" in answer
-                               else [str(text) for text in answer["ok"]])
+                answers.append(
+                    TemplateProblem(str(answer["problem"])[:MAX_PROBLEM_CHARS])
+                    if "problem" in answer
+                    else [str(text) for text in answer["ok"]]
+                )
         except BaseException:
             self._end(child)
             raise
@@ -322,6 +342,7 @@ def _prctl(option: int, value: int) -> bool:
     if not sys.platform.startswith("linux"):
         return False
     import ctypes
+
     libc = ctypes.CDLL(None, use_errno=True)
     return libc.prctl(option, value, 0, 0, 0) == 0
 
@@ -342,7 +363,7 @@ def _render_here(sources: Sequence[str], item: Mapping[str, Any]) -> Rendered:
         return [render_plain(s, item) for s in sources]
     except TemplateProblem as exc:
         return exc
-    except Exception as exc:      # a lookup on a value that has none (a str's attribute...)
+    except Exception as exc:  # a lookup on a value that has none (a str's attribute...)
         return TemplateProblem(f"template cannot render this item: {type(exc).__name__}: {str(exc)[:300]}")
 
 
@@ -356,11 +377,13 @@ def default_pool() -> RenderPool:
     with _default_lock:
         if _default_pool is None:
             from .settings import Settings
+
             _default_pool = RenderPool(RenderBudget.from_settings(Settings.from_env()))
         return _default_pool
 
 
 # ----------------------------------------------------------------------------- the child side
+
 
 class _CpuBudget(BaseException):
     """Raised in the child by the profiling timer (BaseException: no template code or
@@ -369,6 +392,7 @@ class _CpuBudget(BaseException):
 
 def _limit_child(memory_mb: int) -> None:
     import resource
+
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     with open("/proc/self/status") as fh:
         size_kb = next(int(line.split()[1]) for line in fh if line.startswith("VmSize:"))
@@ -379,14 +403,22 @@ def _limit_child(memory_mb: int) -> None:
 # Modules Jinja imports on first use (string escapes in the lexer, filters such as wordwrap,
 # urlize, pprint, its traceback rewriting): imported before a child gives up root, which
 # may leave it unable to read the interpreter's own files.
-LAZY_IMPORTS = ("encodings.unicode_escape", "html", "html.entities", "jinja2.debug", "pprint",
-                "textwrap", "unicodedata")
+LAZY_IMPORTS = (
+    "encodings.unicode_escape",
+    "html",
+    "html.entities",
+    "jinja2.debug",
+    "pprint",
+    "textwrap",
+    "unicodedata",
+)
 
 
 def _drop_privileges() -> None:
     """A child started by root becomes ``nobody`` (no groups) after its imports, and no
     later exec may gain privileges: an escape finds neither root's files nor CAP_SYS_PTRACE."""
     import importlib
+
     for name in LAZY_IMPORTS:
         importlib.import_module(name)
     _prctl(PR_SET_NO_NEW_PRIVS, 1)
@@ -400,6 +432,7 @@ def _arm_cpu(seconds: float) -> None:
     """Python code is stopped by SIGPROF after ``seconds`` of CPU; C code that never
     returns to Python (a huge power) is ended by the kernel's SIGXCPU a second or so later."""
     import resource
+
     usage = resource.getrusage(resource.RUSAGE_SELF)
     used = usage.ru_utime + usage.ru_stime
     resource.setrlimit(resource.RLIMIT_CPU, (math.ceil(used + seconds) + 1, resource.RLIM_INFINITY))
@@ -423,7 +456,7 @@ def _serve_one(templates: list[str], item_text: str, cpu_seconds: float) -> dict
         return {"problem": str(exc)[:MAX_PROBLEM_CHARS]}
     except RecursionError:
         return {"budget": "recursion"}
-    except Exception as exc:     # TypeError comparing a str field with a number, ...
+    except Exception as exc:  # TypeError comparing a str field with a number, ...
         return {"problem": f"template cannot render this item: {type(exc).__name__}: {str(exc)[:300]}"}
     finally:
         signal.setitimer(signal.ITIMER_PROF, 0)
@@ -436,22 +469,22 @@ def child_main() -> None:
         raise _CpuBudget
 
     signal.signal(signal.SIGPROF, on_prof)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)     # the parent ends us
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent ends us
     _limit_child(int(memory_mb))
     _drop_privileges()
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     while True:
         header = stdin.read(HEADER.size)
         if len(header) < HEADER.size:
-            return                                    # the parent is gone
+            return  # the parent is gone
         request = json.loads(stdin.read(HEADER.unpack(header)[0]))
-        for item_text in request["items"]:            # an answer per item, as soon as it is ready
+        for item_text in request["items"]:  # an answer per item, as soon as it is ready
             answer = _serve_one(request["templates"], item_text, float(cpu_seconds))
             body = json.dumps(answer, ensure_ascii=False).encode()
             stdout.write(HEADER.pack(len(body)) + body)
             stdout.flush()
             if "budget" in answer:
-                return                                # start afresh after an overrun
+                return  # start afresh after an overrun
 
 
 if __name__ == "__main__":

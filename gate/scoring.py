@@ -64,8 +64,9 @@ def metrics_from_breakdown(rows: Iterable[tuple[str, str, str | None, int]], con
     }
 
 
-def run_end(metrics: dict, dataset_name: str, first_error: str | None = None,
-            stopped: bool = False) -> tuple[RunStatus, str | None]:
+def run_end(
+    metrics: dict, dataset_name: str, first_error: str | None = None, stopped: bool = False
+) -> tuple[RunStatus, str | None]:
     """How a fully scored run ends: DONE, or ERROR with a reason a person can act on
     (``first_error``: the error of the first item that has one, e.g. a template over its
     budget). A run that ``stopped`` before its items were all called is DONE: its update's
@@ -76,8 +77,10 @@ def run_end(metrics: dict, dataset_name: str, first_error: str | None = None,
         return RunStatus.ERROR, f"dataset {dataset_name} has no rows: nothing to score"
     if metrics["errors"]:
         first = f"; the first: {first_error[:300]}" if first_error else ""
-        return RunStatus.ERROR, (f"{metrics['errors']} of {metrics['total']} items of {dataset_name} could not be "
-                                 f"scored{first} (see the failing items)")
+        return RunStatus.ERROR, (
+            f"{metrics['errors']} of {metrics['total']} items of {dataset_name} could not be "
+            f"scored{first} (see the failing items)"
+        )
     return RunStatus.DONE, None
 
 

@@ -47,34 +47,35 @@ def _env(name: str, default, cast):
         return cast(raw)
     except ValueError:
         from .errors import UsageError
+
         raise UsageError(f"environment variable {name}={raw!r} is not a valid {cast.__name__}")
 
 
 @dataclass(frozen=True)
 class Settings:
     database_url: str = DEFAULT_DATABASE_URL
-    lease_seconds: float = 30.0          # how long a claim owns its rows
-    chunk_size: int = 32                 # items claimed by one execute claim
-    concurrency: int = 8                 # model calls in flight per execute process
-    attempt_cap: int = 3                 # attempts per item before its ERROR is final
-    page_size: int = 5000                # most dataset rows per materialize page
-    page_bytes: int = 4 * 1024 * 1024    # a page holds about this much row data at most (memory bound)
-    poll_interval: float = 0.05          # first delay after an empty poll while work is open (seconds)
-    poll_max_interval: float = 1.0       # idle delay grows up to this
-    idle_probe_interval: float = 0.25    # an idle process asks "any open update?" this often
-    backoff_base: float = 0.5            # first retry delay (seconds), doubled per attempt
+    lease_seconds: float = 30.0  # how long a claim owns its rows
+    chunk_size: int = 32  # items claimed by one execute claim
+    concurrency: int = 8  # model calls in flight per execute process
+    attempt_cap: int = 3  # attempts per item before its ERROR is final
+    page_size: int = 5000  # most dataset rows per materialize page
+    page_bytes: int = 4 * 1024 * 1024  # a page holds about this much row data at most (memory bound)
+    poll_interval: float = 0.05  # first delay after an empty poll while work is open (seconds)
+    poll_max_interval: float = 1.0  # idle delay grows up to this
+    idle_probe_interval: float = 0.25  # an idle process asks "any open update?" this often
+    backoff_base: float = 0.5  # first retry delay (seconds), doubled per attempt
     backoff_max: float = 30.0
-    request_timeout: float = 30.0        # one model call
+    request_timeout: float = 30.0  # one model call
     heartbeat_seconds: float = 5.0
     max_row_bytes: int = 65536
-    rate_limits: str = ""                # per-model budgets, e.g. "gpt-4o-mini=rpm:500,tpm:200000;*=rpm:1000"
-    rate_limit_backend: str = "sql"      # where the shared buckets live: sql (the gate database) or redis
-    redis_url: str = "redis://127.0.0.1:6379/0"   # with rate_limit_backend=redis
-    rate_limit_headroom: float = 0.97    # the share of each limit the gate spends (providers count on their clock)
-    template_cpu_seconds: float = 2.0    # CPU time one item's templates may take to render (gate/sandbox.py)
-    template_memory_mb: int = 64         # memory they may take, beyond the sandbox process's own
-    template_mean_seconds: float = 0.1   # a run's templates may take this long per item on average
-    sandbox_processes: int = 2           # sandbox processes per worker process (for templates beyond item lookups)
+    rate_limits: str = ""  # per-model budgets, e.g. "gpt-4o-mini=rpm:500,tpm:200000;*=rpm:1000"
+    rate_limit_backend: str = "sql"  # where the shared buckets live: sql (the gate database) or redis
+    redis_url: str = "redis://127.0.0.1:6379/0"  # with rate_limit_backend=redis
+    rate_limit_headroom: float = 0.97  # the share of each limit the gate spends (providers count on their clock)
+    template_cpu_seconds: float = 2.0  # CPU time one item's templates may take to render (gate/sandbox.py)
+    template_memory_mb: int = 64  # memory they may take, beyond the sandbox process's own
+    template_mean_seconds: float = 0.1  # a run's templates may take this long per item on average
+    sandbox_processes: int = 2  # sandbox processes per worker process (for templates beyond item lookups)
 
     ENV = {
         "database_url": "PROMPTGATE_DATABASE_URL",
@@ -105,15 +106,20 @@ class Settings:
     def __post_init__(self) -> None:
         """Every value in its range (``RANGES``, ``CHOICES``), or a UsageError naming the variable."""
         from .errors import UsageError
+
         for name, (low, high) in RANGES.items():
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
-                    math.isfinite(value) and low <= value <= high):
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not (math.isfinite(value) and low <= value <= high)
+            ):
                 raise UsageError(f"{self.ENV[name]}={value!r} is out of range: allowed {_plain(low)} to {_plain(high)}")
         for name, allowed in CHOICES.items():
             if str(getattr(self, name)).strip().lower() not in allowed:
-                raise UsageError(f"{self.ENV[name]}={getattr(self, name)!r} is not allowed: allowed "
-                                 f"{' or '.join(allowed)}")
+                raise UsageError(
+                    f"{self.ENV[name]}={getattr(self, name)!r} is not allowed: allowed {' or '.join(allowed)}"
+                )
 
     @classmethod
     def from_env(cls, **overrides) -> "Settings":

@@ -44,7 +44,7 @@ from .states import Verdict
 
 STOPPABLE = ("min_accuracy", "max_broken", "max_drop", "min_recall", "min_precision")
 WRITTEN = (Verdict.MATCH, Verdict.MISMATCH, Verdict.ERROR)
-NO_LIVE = ""                 # a tally row's live verdict when no live run is paired
+NO_LIVE = ""  # a tally row's live verdict when no live run is paired
 
 
 @dataclass(frozen=True)
@@ -55,14 +55,20 @@ class Outcomes:
     ``label_totals``: the version's items per label; ``live_right``: of all ``total``
     items, how many the paired live run answered right (None: no live run to pair with,
     or not finished)."""
+
     total: int
     label_totals: Mapping[str, int]
     counts: Mapping[tuple[str, str, str | None, str], int] = field(default_factory=dict)
     live_right: int | None = None
 
     @classmethod
-    def from_rows(cls, rows: Iterable[tuple[str, str, str | None, str, int]], total: int,
-                  label_totals: Mapping[str, int], live_right: int | None = None) -> "Outcomes":
+    def from_rows(
+        cls,
+        rows: Iterable[tuple[str, str, str | None, str, int]],
+        total: int,
+        label_totals: Mapping[str, int],
+        live_right: int | None = None,
+    ) -> "Outcomes":
         counts: dict[tuple[str, str, str | None, str], int] = {}
         for verdict, expected, actual, live, n in rows:
             if verdict in WRITTEN and n:
@@ -102,8 +108,14 @@ def best_case(outcomes: Outcomes) -> dict[str, Any]:
             row = confusion.setdefault(label, {})
             row[label] = row.get(label, 0) + left
             placed += left
-    return {"total": outcomes.total, "matches": matches + remaining, "scored": scored + remaining,
-            "confusion": confusion, "labels_complete": placed == remaining, **_best_flips(outcomes, remaining)}
+    return {
+        "total": outcomes.total,
+        "matches": matches + remaining,
+        "scored": scored + remaining,
+        "confusion": confusion,
+        "labels_complete": placed == remaining,
+        **_best_flips(outcomes, remaining),
+    }
 
 
 def _folded(totals: Mapping[str, int]) -> dict[str, int]:
@@ -122,7 +134,7 @@ def _best_flips(outcomes: Outcomes, remaining: int) -> dict[str, Any]:
     live_right_seen = 0
     for (verdict, _, _, live), n in outcomes.counts.items():
         if live not in (Verdict.MATCH, Verdict.MISMATCH):
-            return {"flips": None}             # an item with no live answer: live is not complete
+            return {"flips": None}  # an item with no live answer: live is not complete
         live_right_seen += n if live == Verdict.MATCH else 0
         if verdict != Verdict.ERROR:
             right, live_ok = verdict == Verdict.MATCH, live == Verdict.MATCH
@@ -152,11 +164,13 @@ def missed_bars(bars: Bars, outcomes: Outcomes) -> list[BarCheck]:
 
 
 def explain(outcomes: Outcomes, missed: list[BarCheck], saved: int) -> str:
-    """"stopped after 140 of 1,000 items: even if every remaining item matched, accuracy
+    """ "stopped after 140 of 1,000 items: even if every remaining item matched, accuracy
     would be at most 84.2 % < 90 % — 860 calls saved"."""
     clauses = "; ".join(_clause(c) for c in missed)
-    return (f"stopped after {outcomes.written:,} of {outcomes.total:,} items: even if every remaining item matched, "
-            f"{clauses} — {saved:,} call{'s' if saved != 1 else ''} saved")
+    return (
+        f"stopped after {outcomes.written:,} of {outcomes.total:,} items: even if every remaining item matched, "
+        f"{clauses} — {saved:,} call{'s' if saved != 1 else ''} saved"
+    )
 
 
 def _spaced(text: str) -> str:
@@ -171,6 +185,6 @@ def _clause(c: BarCheck) -> str:
         return f"{what} of {c.label} would be at most {_spaced(c.value)} < {_spaced(c.limit)}"
     if c.name == "max_broken":
         return f"{c.value} items would still be broken > max_broken {c.limit}"
-    if c.reason == "inconclusive":      # "max_drop would be inconclusive: the difference could be as low as …"
+    if c.reason == "inconclusive":  # "max_drop would be inconclusive: the difference could be as low as …"
         return f"max_drop would be {c.note}"
     return f"max_drop would be missed: {c.note}"

@@ -30,20 +30,38 @@ from .templating import MAX_NODES as MAX_TEMPLATE_NODES, TemplateProblem, check_
 from .trials import DEFAULT_RULE, MAX_TRIALS, TRIAL_RULES, TrialRule
 from .yamlfile import parse_yaml, read_text_file
 
-NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,127}")       # fullmatch: "$" would let "name\n" through
-TOP_FIELDS = ("name", "description", "model", "params", "messages", "labels", "decision",
-              "response_format", "provider", "trials", "trial_rule", "k")
+NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,127}")  # fullmatch: "$" would let "name\n" through
+TOP_FIELDS = (
+    "name",
+    "description",
+    "model",
+    "params",
+    "messages",
+    "labels",
+    "decision",
+    "response_format",
+    "provider",
+    "trials",
+    "trial_rule",
+    "k",
+)
 ROLES = ("system", "developer", "user", "assistant")
 # No classification needs more; each call's estimate spends the shared token budget
 # (gate.ratelimit), so a pull request must not set it huge.
 MAX_TOKENS = 1 << 14
 INT64 = (-(1 << 63), (1 << 63) - 1)
 PARAMS = {
-    "temperature": (float, 0.0, 2.0), "top_p": (float, 0.0, 1.0),
-    "max_tokens": (int, 1, MAX_TOKENS), "max_completion_tokens": (int, 1, MAX_TOKENS),
-    "seed": (int, *INT64), "stop": (list, None, None),
-    "frequency_penalty": (float, -2.0, 2.0), "presence_penalty": (float, -2.0, 2.0),
-    "n": (int, 1, 1), "logit_bias": (dict, None, None), "reasoning_effort": (str, None, None),
+    "temperature": (float, 0.0, 2.0),
+    "top_p": (float, 0.0, 1.0),
+    "max_tokens": (int, 1, MAX_TOKENS),
+    "max_completion_tokens": (int, 1, MAX_TOKENS),
+    "seed": (int, *INT64),
+    "stop": (list, None, None),
+    "frequency_penalty": (float, -2.0, 2.0),
+    "presence_penalty": (float, -2.0, 2.0),
+    "n": (int, 1, 1),
+    "logit_bias": (dict, None, None),
+    "reasoning_effort": (str, None, None),
 }
 MAX_STOP = 4
 MAX_LOGIT_BIAS = 300
@@ -65,8 +83,12 @@ LABEL_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 def check_name(value: Any, what: str = "name", file: str | None = None) -> str:
     if not isinstance(value, str) or not NAME_RE.fullmatch(value):
-        raise SpecError(file, what, f"{value!r} is not a valid name: use lowercase letters, digits, "
-                        "'.', '_' or '-', starting with a letter or digit, at most 128 characters")
+        raise SpecError(
+            file,
+            what,
+            f"{value!r} is not a valid name: use lowercase letters, digits, "
+            "'.', '_' or '-', starting with a letter or digit, at most 128 characters",
+        )
     return value
 
 
@@ -95,9 +117,9 @@ class Message:
 @dataclass(frozen=True)
 class Decision:
     type: str = "first_word"
-    field: str | None = None        # json: the field holding the label (dotted path)
-    pattern: str | None = None      # regex: the first match (group 1 if any) is the label
-    fields: FieldsRule | None = None    # fields: each field of the answer and its comparator (gate.structured)
+    field: str | None = None  # json: the field holding the label (dotted path)
+    pattern: str | None = None  # regex: the first match (group 1 if any) is the label
+    fields: FieldsRule | None = None  # fields: each field of the answer and its comparator (gate.structured)
 
     def to_dict(self) -> dict[str, Any]:
         """The rule as stored (in the config, pinned with a run): what is set."""
@@ -121,10 +143,10 @@ class PromptSpec:
     params: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     decision: Decision = Decision()
     response_format: Mapping[str, Any] | None = None
-    provider: str | None = None     # the name of a provider the gate declares; None: the default
-    trials: int = 1                 # calls per item (gate.trials), and the rule over them
+    provider: str | None = None  # the name of a provider the gate declares; None: the default
+    trials: int = 1  # calls per item (gate.trials), and the rule over them
     trial_rule: str = DEFAULT_RULE
-    k: int | None = None            # k_of_n only
+    k: int | None = None  # k_of_n only
 
     @property
     def rule(self) -> TrialRule:
@@ -141,7 +163,7 @@ class PromptSpec:
             "labels": list(self.labels),
             "decision": self.decision.to_dict(),
         }
-        if self.decision.fields is not None:     # each label field has its own labels
+        if self.decision.fields is not None:  # each label field has its own labels
             del config["labels"]
         if self.response_format is not None:
             config["response_format"] = _thaw(self.response_format)
@@ -186,7 +208,8 @@ def parse_spec(data: Any, file: str | None = None) -> PromptSpec:
         if data.get(required) in (None, "", []):
             raise SpecError(file, required, "is required")
     return PromptSpec(
-        name=check_name(data["name"], "name", file), model=_parse_model(data["model"], file),
+        name=check_name(data["name"], "name", file),
+        model=_parse_model(data["model"], file),
         description=_parse_description(data.get("description"), file),
         params=_freeze(_parse_params(data.get("params"), file)),
         messages=_parse_messages(data["messages"], file),
@@ -202,8 +225,9 @@ def _parse_model(value: Any, file: str | None) -> str:
     if not isinstance(value, str) or not value.strip():
         raise SpecError(file, "model", "must be a non-empty string")
     if not MODEL_RE.fullmatch(value):
-        raise SpecError(file, "model", "must be a model name: letters, digits and . _ : / @ + -, "
-                        "at most 256 characters")
+        raise SpecError(
+            file, "model", "must be a model name: letters, digits and . _ : / @ + -, at most 256 characters"
+        )
     return value
 
 
@@ -249,8 +273,11 @@ def _parse_param(key: str, val: Any, file: str | None) -> Any:
     if isinstance(val, float) and not math.isfinite(val):
         raise SpecError(file, where, "must be a finite number")
     if low is not None and val < low or high is not None and val > high:
-        raise SpecError(file, where, f"must be between {low if low is not None else 'any'} and "
-                        f"{high if high is not None else 'any'}")
+        raise SpecError(
+            file,
+            where,
+            f"must be between {low if low is not None else 'any'} and {high if high is not None else 'any'}",
+        )
     if key == "reasoning_effort" and not REASONING_EFFORT_RE.fullmatch(val):
         raise SpecError(file, where, "must be a word such as low, medium or high")
     return val
@@ -287,8 +314,11 @@ def _parse_messages(value: Any, file: str | None) -> tuple[Message, ...]:
         message, size = _parse_message(msg, f"messages[{i}]", file)
         nodes += size
         if nodes > MAX_TEMPLATE_NODES:
-            raise SpecError(file, f"messages[{i}].content", f"the messages' templates have more than "
-                            f"{MAX_TEMPLATE_NODES} expressions and tags together")
+            raise SpecError(
+                file,
+                f"messages[{i}].content",
+                f"the messages' templates have more than {MAX_TEMPLATE_NODES} expressions and tags together",
+            )
         messages.append(message)
     return tuple(messages)
 
@@ -329,15 +359,20 @@ def _parse_labels(value: Any, file: str | None) -> tuple[str, ...]:
 
 def _check_label(label: Any, file: str | None) -> None:
     if not isinstance(label, str) or not label.strip() or label != label.strip():
-        raise SpecError(file, "labels", f"{str(label)[:40]!r} is not a label: use non-empty strings without "
-                        "surrounding spaces")
+        raise SpecError(
+            file, "labels", f"{str(label)[:40]!r} is not a label: use non-empty strings without surrounding spaces"
+        )
     if len(label) > 128:
         raise SpecError(file, "labels", f"{label[:20]!r}... is longer than 128 characters")
     if LABEL_CONTROL_RE.search(label):
         raise SpecError(file, "labels", f"{label[:40]!r} holds a control character")
     if RESERVED_LABEL_RE.fullmatch(label):
-        raise SpecError(file, "labels", f"{label!r} is reserved: labels in parentheses are the gate's own "
-                        "markers, e.g. (invalid) for an answer outside the labels")
+        raise SpecError(
+            file,
+            "labels",
+            f"{label!r} is reserved: labels in parentheses are the gate's own "
+            "markers, e.g. (invalid) for an answer outside the labels",
+        )
 
 
 def _parse_decision(value: Any, file: str | None, has_labels: bool = False) -> Decision:
@@ -346,12 +381,16 @@ def _parse_decision(value: Any, file: str | None, has_labels: bool = False) -> D
     if isinstance(value, str):
         value = {"type": value}
     if not isinstance(value, Mapping):
-        raise SpecError(file, "decision", "must be first_word, or a mapping with type json (field), regex (pattern) "
-                        "or fields (fields)")
+        raise SpecError(
+            file,
+            "decision",
+            "must be first_word, or a mapping with type json (field), regex (pattern) or fields (fields)",
+        )
     extra = [k for k in value if k not in ("type", "field", "pattern", "fields")]
     if extra:
-        raise SpecError(file, f"decision.{str(extra[0])[:80]}", "unknown field; decision has type, field, pattern, "
-                        "fields")
+        raise SpecError(
+            file, f"decision.{str(extra[0])[:80]}", "unknown field; decision has type, field, pattern, fields"
+        )
     kind = str(value.get("type", "first_word")).replace("-", "_")
     if kind not in DECISION_TYPES:
         raise SpecError(file, "decision.type", f"must be one of {', '.join(DECISION_TYPES)}")
@@ -359,8 +398,12 @@ def _parse_decision(value: Any, file: str | None, has_labels: bool = False) -> D
         raise SpecError(file, "decision.fields", "goes with type fields, and type fields needs it")
     if kind == "fields":
         if has_labels:
-            raise SpecError(file, "labels", "a fields decision has no labels of its own: give a label field its "
-                            "labels (decision.fields.<name>: {type: label, labels: [...]})")
+            raise SpecError(
+                file,
+                "labels",
+                "a fields decision has no labels of its own: give a label field its "
+                "labels (decision.fields.<name>: {type: label, labels: [...]})",
+            )
         return Decision("fields", fields=parse_fields(value["fields"], file))
     if kind == "json":
         fld = value.get("field", "decision")
@@ -388,8 +431,11 @@ def _parse_response_format(value: Any, file: str | None) -> dict | None:
     try:
         size = len(json.dumps(data, allow_nan=False).encode())
     except (TypeError, ValueError, RecursionError):
-        raise SpecError(file, "response_format", "must hold only JSON values (strings, finite numbers, booleans, "
-                        "null, lists, mappings with string keys)") from None
+        raise SpecError(
+            file,
+            "response_format",
+            "must hold only JSON values (strings, finite numbers, booleans, null, lists, mappings with string keys)",
+        ) from None
     if size > MAX_RESPONSE_FORMAT_BYTES:
         raise SpecError(file, "response_format", f"is over {MAX_RESPONSE_FORMAT_BYTES // 1024} KiB as JSON")
     return data
@@ -400,8 +446,12 @@ def _parse_provider(value: Any, file: str | None) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str):
-        raise SpecError(file, "provider", "must name a provider the gate declares (the gate config's providers: "
-                        "or PROMPTGATE_PROVIDERS); a prompt file may not carry a URL or a key variable")
+        raise SpecError(
+            file,
+            "provider",
+            "must name a provider the gate declares (the gate config's providers: "
+            "or PROMPTGATE_PROVIDERS); a prompt file may not carry a URL or a key variable",
+        )
     return check_name(value, "provider", file)
 
 
@@ -422,8 +472,12 @@ def _parse_trials(data: Mapping[str, Any], file: str | None) -> dict[str, Any]:
     elif isinstance(k, bool) or not isinstance(k, int) or not trials // 2 + 1 <= k <= trials:
         # a rule the prompt file chooses must not clear a bar on a minority of its trials:
         # production calls once, and "1 of 20 right" passes a coin flip (docs/security.md, 6)
-        raise SpecError(file, "k", f"trial_rule k_of_n needs k, a majority of the trials: a whole number from "
-                                   f"{trials // 2 + 1} to trials ({trials})")
+        raise SpecError(
+            file,
+            "k",
+            f"trial_rule k_of_n needs k, a majority of the trials: a whole number from "
+            f"{trials // 2 + 1} to trials ({trials})",
+        )
     return {"trials": trials, "trial_rule": rule, "k": k}
 
 

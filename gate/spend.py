@@ -33,11 +33,11 @@ from typing import Any, Mapping
 
 from .errors import SpecError, UsageError
 
-NANO = Decimal(10) ** 9           # reservations count US dollars in units of 1e-9 (whole numbers, exact)
+NANO = Decimal(10) ** 9  # reservations count US dollars in units of 1e-9 (whole numbers, exact)
 KEYS = ("max_calls_per_update", "max_cost_per_update_usd")
-MAX_CALLS = 10 ** 12
-MAX_COST = Decimal(10 ** 9)
-FRAMING_TOKENS = 16               # the request's framing beyond its bytes, per call and per message
+MAX_CALLS = 10**12
+MAX_COST = Decimal(10**9)
+FRAMING_TOKENS = 16  # the request's framing beyond its bytes, per call and per message
 CHANGE_TEXT = {
     "limit-added": "limit {subject}: new, {after}",
     "limit-changed": "limit {subject}: {before} → {after}",
@@ -59,7 +59,9 @@ class SpendLimits:
         if raw is None:
             return cls()
         if not isinstance(raw, Mapping):
-            raise SpecError(file, "limits", "must be a mapping with max_calls_per_update and/or max_cost_per_update_usd")
+            raise SpecError(
+                file, "limits", "must be a mapping with max_calls_per_update and/or max_cost_per_update_usd"
+            )
         unknown = [k for k in raw if k not in KEYS]
         if unknown:
             raise SpecError(file, f"limits.{str(unknown[0])[:40]}", f"unknown field; limits are {', '.join(KEYS)}")
@@ -105,13 +107,18 @@ def _cost(value: Any) -> Decimal | None:
     if value is None:
         return None
     try:
-        amount = Decimal(str(value).strip()) if isinstance(value, (int, float, str)) and \
-            not isinstance(value, bool) else Decimal("NaN")
+        amount = (
+            Decimal(str(value).strip())
+            if isinstance(value, (int, float, str)) and not isinstance(value, bool)
+            else Decimal("NaN")
+        )
     except (InvalidOperation, ValueError):
         raise UsageError(f"max_cost_per_update_usd {value!r} is not a number of US dollars") from None
     if not amount.is_finite() or amount <= 0 or amount > MAX_COST or amount.as_tuple().exponent < -9:
-        raise UsageError(f"max_cost_per_update_usd {value!r} is out of range: above 0, at most {MAX_COST:,} "
-                         "dollars, at most 9 decimals")
+        raise UsageError(
+            f"max_cost_per_update_usd {value!r} is out of range: above 0, at most {MAX_COST:,} "
+            "dollars, at most 9 decimals"
+        )
     return Decimal(format(amount.normalize(), "f"))
 
 
@@ -135,6 +142,7 @@ def limit_changes(registered: Mapping[str, str], declared: Mapping[str, str]) ->
 
 # --- what a call may cost -------------------------------------------------------------------------
 
+
 def output_bound(params: Mapping[str, Any] | None) -> int | None:
     """The most output tokens a call may take: its max_tokens (or max_completion_tokens)."""
     params = params or {}
@@ -144,8 +152,9 @@ def output_bound(params: Mapping[str, Any] | None) -> int | None:
 
 def usd_nano(tokens_in: int, tokens_out: int, price: Mapping[str, str]) -> int:
     """A call's cost at ``price`` (a pinned ``Price.to_dict()``) in nano-dollars, rounded up."""
-    cost = (tokens_in * Decimal(price["input_per_million"]) + tokens_out * Decimal(price["output_per_million"])) \
-        / 1_000_000
+    cost = (
+        tokens_in * Decimal(price["input_per_million"]) + tokens_out * Decimal(price["output_per_million"])
+    ) / 1_000_000
     return math.ceil(cost * NANO)
 
 

@@ -36,7 +36,7 @@ class Verdict(StrEnum):
     MATCH = "MATCH"
     MISMATCH = "MISMATCH"
     ERROR = "ERROR"
-    STOPPED = "STOPPED"      # never called: its run stopped first (early stop, spend cap); not an answer
+    STOPPED = "STOPPED"  # never called: its run stopped first (early stop, spend cap); not an answer
 
 
 U, R = UpdateStatus, RunStatus
@@ -61,8 +61,7 @@ UPDATE_OPEN = frozenset({U.PENDING, U.RUNNING})
 RUN_OPEN = frozenset({R.PENDING, R.RUNNING})
 
 # Exit codes of `promptgate wait` / `status`: 0 cleared, 1 rejected, 2 failed or cancelled, 3 still open.
-EXIT_CODES = {U.APPLIED: 0, U.PASSED: 0, U.REJECTED: 1, U.FAILED: 2, U.CANCELLED: 2,
-              U.PENDING: 3, U.RUNNING: 3}
+EXIT_CODES = {U.APPLIED: 0, U.PASSED: 0, U.REJECTED: 1, U.FAILED: 2, U.CANCELLED: 2, U.PENDING: 3, U.RUNNING: 3}
 
 
 def update_sources(to: UpdateStatus) -> frozenset[UpdateStatus]:

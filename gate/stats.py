@@ -28,7 +28,7 @@ from fractions import Fraction
 from statistics import NormalDist
 from typing import Mapping, Sequence
 
-Z95 = 1.959963984540054     # the standard normal's 97.5th percentile
+Z95 = 1.959963984540054  # the standard normal's 97.5th percentile
 SIGNIFICANCE = 0.05
 
 
@@ -40,7 +40,7 @@ def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, floa
     denominator = 1 + z * z / n
     center = (p + z * z / (2 * n)) / denominator
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
-    low = 0.0 if successes == 0 else max(0.0, center - half)     # exact ends: no 0.9999999999999999
+    low = 0.0 if successes == 0 else max(0.0, center - half)  # exact ends: no 0.9999999999999999
     high = 1.0 if successes == n else min(1.0, center + half)
     return low, high
 
@@ -55,8 +55,9 @@ def z_for(confidence: float) -> float:
     return NormalDist().inv_cdf(1 - (1 - confidence) / 2)
 
 
-def paired_difference_interval(both_right: int, fixed: int, broken: int, both_wrong: int,
-                               confidence: float = 0.95) -> tuple[float, float, float] | None:
+def paired_difference_interval(
+    both_right: int, fixed: int, broken: int, both_wrong: int, confidence: float = 0.95
+) -> tuple[float, float, float] | None:
     """(difference, low, high) of the paired difference p₁ − p₂ at ``confidence``, where
     p₁ = (both_right + fixed)/n is the candidate's accuracy and p₂ = (both_right +
     broken)/n live's, on the same n items; None when n is 0.
@@ -93,7 +94,7 @@ def paired_difference_interval(both_right: int, fixed: int, broken: int, both_wr
 
 def _wilson_limits(successes: int, n: int, z: float) -> tuple[float, float]:
     found = wilson_interval(successes, n, z)
-    assert found is not None          # n > 0
+    assert found is not None  # n > 0
     return found
 
 
@@ -104,11 +105,11 @@ def mcnemar_exact(fixed: int, broken: int) -> float:
     if n == 0:
         return 1.0
     k = min(fixed, broken)
-    term, tail = 1, 1                       # C(n, 0); each next C(n, i) from the last: linear, exact
+    term, tail = 1, 1  # C(n, 0); each next C(n, i) from the last: linear, exact
     for i in range(k):
         term = term * (n - i) // (i + 1)
         tail += term
-    return float(min(Fraction(1), Fraction(2 * tail, 2 ** n)))   # exact, no float underflow
+    return float(min(Fraction(1), Fraction(2 * tail, 2**n)))  # exact, no float underflow
 
 
 def significant(p_value: float | None, alpha: float = SIGNIFICANCE) -> bool:
@@ -126,8 +127,11 @@ def label_metrics(confusion: Mapping[str, Mapping[str, int]]) -> dict[str, dict[
         answered = sum(row.get(label, 0) for row in confusion.values())
         precision = tp / answered if answered else None
         recall = tp / support if support else None
-        f1 = (2 * precision * recall / (precision + recall)) if precision and recall else (
-            0.0 if precision is not None and recall is not None else None)
+        f1 = (
+            (2 * precision * recall / (precision + recall))
+            if precision and recall
+            else (0.0 if precision is not None and recall is not None else None)
+        )
         out[label] = {"support": support, "answered": answered, "precision": precision, "recall": recall, "f1": f1}
     return out
 

@@ -64,7 +64,7 @@ class _Reader:
         self.found = found
 
     def visit(self, root: nodes.Node) -> None:
-        stack = [root]            # iterative: the shape check bounds size, not our stack
+        stack = [root]  # iterative: the shape check bounds size, not our stack
         while stack:
             stack.extend(reversed(self._children(stack.pop())))
 
@@ -75,8 +75,10 @@ class _Reader:
             return self._get_call(node)
         if isinstance(node, nodes.Getattr) and _is_item(node.node):
             if node.attr in DICT_METHODS:
-                raise DynamicAccess(f"template calls item.{node.attr}: only fields may be read from the item "
-                                    "(item.x, item['x'], item.get('x'), 'x' in item)")
+                raise DynamicAccess(
+                    f"template calls item.{node.attr}: only fields may be read from the item "
+                    "(item.x, item['x'], item.get('x'), 'x' in item)"
+                )
             self.found.add(node.attr)
             return []
         if isinstance(node, nodes.Getitem) and _is_item(node.node):
@@ -86,24 +88,36 @@ class _Reader:
         if isinstance(node, nodes.Name) and node.name == ITEM:
             if node.ctx != "load":
                 raise DynamicAccess("template assigns to item: the gate could not tell which fields it reads")
-            raise DynamicAccess("template uses the whole item (printed, looped over, filtered or passed on): the "
-                                "gate can check only templates that name the fields they read (item.x, "
-                                "item['x'], item.get('x'), 'x' in item)")
+            raise DynamicAccess(
+                "template uses the whole item (printed, looped over, filtered or passed on): the "
+                "gate can check only templates that name the fields they read (item.x, "
+                "item['x'], item.get('x'), 'x' in item)"
+            )
         return list(node.iter_child_nodes())
 
     def _get_call(self, call: nodes.Call) -> list[nodes.Node]:
         key = call.args[0] if call.args else None
-        if not isinstance(key, nodes.Const) or not isinstance(key.value, str) or call.kwargs or \
-                call.dyn_args is not None or call.dyn_kwargs is not None or len(call.args) > 2:
-            raise DynamicAccess("template calls item.get with a computed key: the gate cannot tell which field "
-                                "it reads; name it (item.get('x'))")
+        if (
+            not isinstance(key, nodes.Const)
+            or not isinstance(key.value, str)
+            or call.kwargs
+            or call.dyn_args is not None
+            or call.dyn_kwargs is not None
+            or len(call.args) > 2
+        ):
+            raise DynamicAccess(
+                "template calls item.get with a computed key: the gate cannot tell which field "
+                "it reads; name it (item.get('x'))"
+            )
         self.found.add(key.value)
         return list(call.args[1:])
 
     def _getitem(self, node: nodes.Getitem) -> list[nodes.Node]:
         if not isinstance(node.arg, nodes.Const) or not isinstance(node.arg.value, str):
-            raise DynamicAccess("template reads item[...] with a computed key: the gate cannot tell which field "
-                                "it reads; name it (item.x or item['x'])")
+            raise DynamicAccess(
+                "template reads item[...] with a computed key: the gate cannot tell which field "
+                "it reads; name it (item.x or item['x'])"
+            )
         self.found.add(node.arg.value)
         return []
 
@@ -115,8 +129,10 @@ class _Reader:
         for operand in node.ops:
             if operand.op in ("in", "notin") and _is_item(operand.expr):
                 if not isinstance(left, nodes.Const) or not isinstance(left.value, str):
-                    raise DynamicAccess("template tests '... in item' with a computed key: the gate cannot tell "
-                                        "which field it reads; name it ('x' in item)")
+                    raise DynamicAccess(
+                        "template tests '... in item' with a computed key: the gate cannot tell "
+                        "which field it reads; name it ('x' in item)"
+                    )
                 self.found.add(left.value)
             else:
                 rest.append(operand.expr)

@@ -15,10 +15,10 @@ from jinja2 import StrictUndefined, TemplateSyntaxError, Undefined, meta, nodes
 from jinja2.exceptions import SecurityError, UndefinedError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-MAX_OUTPUT = 1_000_000       # characters one operator may produce ('a' * 10**9 is refused)
+MAX_OUTPUT = 1_000_000  # characters one operator may produce ('a' * 10**9 is refused)
 MAX_POWER = 10_000
-MAX_DEPTH = 20               # a template's syntax tree, at most this deep...
-MAX_NODES = 5_000            # ...with at most this many nodes: compiling it stays cheap
+MAX_DEPTH = 20  # a template's syntax tree, at most this deep...
+MAX_NODES = 5_000  # ...with at most this many nodes: compiling it stays cheap
 
 
 class _GateSandbox(ImmutableSandboxedEnvironment):
@@ -31,7 +31,7 @@ class _GateSandbox(ImmutableSandboxedEnvironment):
         if operator == "**":
             if isinstance(right, (int, float)) and abs(right) > MAX_POWER:
                 raise SecurityError(f"exponent {right} is too large")
-            return left ** right
+            return left**right
         for seq, times in ((left, right), (right, left)):
             if isinstance(seq, (str, list, tuple)) and isinstance(times, int):
                 if len(seq) * max(times, 0) > MAX_OUTPUT:
@@ -58,14 +58,13 @@ def check_template(source: str) -> int:
     except TemplateSyntaxError as exc:
         raise TemplateProblem(f"template syntax error on line {exc.lineno}: {exc.message}") from None
     except RecursionError:
-        raise TemplateProblem(f"template nests expressions too deeply to parse (at most {MAX_DEPTH} "
-                              "levels)") from None
-    except Exception as exc:   # TypeError, OverflowError...
+        raise TemplateProblem(f"template nests expressions too deeply to parse (at most {MAX_DEPTH} levels)") from None
+    except Exception as exc:  # TypeError, OverflowError...
         raise TemplateProblem(f"template cannot be parsed: {type(exc).__name__}") from None
     count = _check_shape(ast)
     try:
         unknown = meta.find_undeclared_variables(ast) - ALLOWED_NAMES
-    except Exception as exc:   # nothing under the shape limits raises here; no traceback if it did
+    except Exception as exc:  # nothing under the shape limits raises here; no traceback if it did
         raise TemplateProblem(f"template cannot be checked: {type(exc).__name__}") from None
     if unknown:
         raise TemplateProblem(f"template uses {', '.join(sorted(unknown))}; only 'item' is available")
@@ -74,12 +73,13 @@ def check_template(source: str) -> int:
             attrs = [node.attr]
         elif isinstance(node, nodes.Getitem):
             attrs = [_const(node.arg)]
-        else:   # |attr('x') reaches attributes by name
+        else:  # |attr('x') reaches attributes by name
             attrs = [_const(a) for a in node.args] if node.name == "attr" else []
         for attr in attrs:
             if isinstance(attr, str) and attr.startswith("_"):
-                raise TemplateProblem(f"template reaches for private attribute {attr!r}; "
-                                      "only item fields are available")
+                raise TemplateProblem(
+                    f"template reaches for private attribute {attr!r}; only item fields are available"
+                )
     for _ in ast.find_all((nodes.Import, nodes.FromImport, nodes.Include, nodes.Extends)):
         raise TemplateProblem("template may not import, include or extend other templates")
     return count

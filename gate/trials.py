@@ -30,12 +30,13 @@ from .states import Verdict
 TRIAL_RULES = ("majority", "all", "k_of_n")
 DEFAULT_RULE = "majority"
 MAX_TRIALS = 20
-ERROR_ANSWER = "(error)"      # the decision of an item whose only wrong trials are failed calls
+ERROR_ANSWER = "(error)"  # the decision of an item whose only wrong trials are failed calls
 
 
 @dataclass(frozen=True)
 class TrialRule:
     """How many trials an item gets and how many must match for a MATCH."""
+
     trials: int = 1
     rule: str = DEFAULT_RULE
     k: int | None = None
@@ -55,14 +56,15 @@ class TrialRule:
 
 @dataclass(frozen=True)
 class Outcome:
-    verdict: str           # MATCH, MISMATCH or ERROR
-    decision: str | None   # None for ERROR
+    verdict: str  # MATCH, MISMATCH or ERROR
+    decision: str | None  # None for ERROR
     unstable: bool
     error: str | None = None
 
 
-def judge(trials: Sequence[Trial], expected: str, rule: TrialRule,
-          matches: Callable[[str], bool] | None = None) -> Outcome:
+def judge(
+    trials: Sequence[Trial], expected: str, rule: TrialRule, matches: Callable[[str], bool] | None = None
+) -> Outcome:
     """The item's verdict, decision and stability from its trials. ``matches`` says whether
     a decision matches the expected one (default: equal to it; a fields decision compares
     field by field, and its MATCH keeps the most frequent matching answer)."""

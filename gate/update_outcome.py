@@ -15,7 +15,7 @@ from typing import Sequence
 from .bars import BarCheck, check, pinned_bars
 from .states import Mode, RunStatus, UpdateStatus
 
-EARLY_STOP, SPEND_CAP, WITH_UPDATE = "early_stop", "spend_cap", "with_update"   # a run's stop, by why
+EARLY_STOP, SPEND_CAP, WITH_UPDATE = "early_stop", "spend_cap", "with_update"  # a run's stop, by why
 
 
 def run_checks(run) -> list[BarCheck]:
@@ -29,8 +29,10 @@ def run_checks(run) -> list[BarCheck]:
     if stop.get("kind") != EARLY_STOP or not stop.get("best"):
         return []
     early = "stopped early: even if every remaining item matched"
-    return [c if c.state != "fail" else BarCheck(c.name, c.label, c.limit, c.value, c.state, early, c.reason)
-            for c in check(pinned_bars(run.pinned, run.min_accuracy), {**metrics, **stop["best"]})]
+    return [
+        c if c.state != "fail" else BarCheck(c.name, c.label, c.limit, c.value, c.state, early, c.reason)
+        for c in check(pinned_bars(run.pinned, run.min_accuracy), {**metrics, **stop["best"]})
+    ]
 
 
 def stop_kind(run) -> str | None:
@@ -48,8 +50,7 @@ def update_end(mode: str, runs: Sequence) -> tuple[UpdateStatus, str]:
     if broken:
         why = "; ".join(f"{r.dataset_name}: {r.reason or r.status}" for r in broken)
         return UpdateStatus.FAILED, f"could not be scored: {why}"
-    unanswered = [(r, name) for r in runs if (r.metrics or {}).get("baseline_error")
-                  for name in _live_bars(r)]
+    unanswered = [(r, name) for r in runs if (r.metrics or {}).get("baseline_error") for name in _live_bars(r)]
     if unanswered:
         why = "; ".join(f"{r.dataset_name}: {r.metrics['baseline_error']} ({name} needs it)" for r, name in unanswered)
         return UpdateStatus.FAILED, f"could not be scored: {why}"
@@ -57,16 +58,24 @@ def update_end(mode: str, runs: Sequence) -> tuple[UpdateStatus, str]:
     # a bar still pending (not compared yet) never passes: reconcile compares first, so
     # this only guards against a verdict taken too early
     # a protected item that broke is named first (sorted is stable: the rest keep their order)
-    failing = sorted(((r.dataset_name, c) for r, cs in checks for c in cs if c.state in ("fail", "pending")),
-                     key=lambda f: f[1].name != "protected")
+    failing = sorted(
+        ((r.dataset_name, c) for r, cs in checks for c in cs if c.state in ("fail", "pending")),
+        key=lambda f: f[1].name != "protected",
+    )
     missed = [_missed(ds, c) for ds, c in failing if c.reason != "inconclusive"]
-    inconclusive = [f"{ds} {c.title} {c.value} ({c.note.removeprefix('inconclusive: ')})"
-                    for ds, c in failing if c.reason == "inconclusive"]
+    inconclusive = [
+        f"{ds} {c.title} {c.value} ({c.note.removeprefix('inconclusive: ')})"
+        for ds, c in failing
+        if c.reason == "inconclusive"
+    ]
     if missed or inconclusive:
-        return UpdateStatus.REJECTED, "; ".join(([f"missed: {'; '.join(missed)}"] if missed else [])
-                                                + ([f"inconclusive: {'; '.join(inconclusive)}"] if inconclusive else []))
-    cleared = "; ".join(f"{r.dataset_name} {c.value} ≥ {c.limit}" for r, cs in checks for c in cs
-                        if c.name == "min_accuracy")
+        return UpdateStatus.REJECTED, "; ".join(
+            ([f"missed: {'; '.join(missed)}"] if missed else [])
+            + ([f"inconclusive: {'; '.join(inconclusive)}"] if inconclusive else [])
+        )
+    cleared = "; ".join(
+        f"{r.dataset_name} {c.value} ≥ {c.limit}" for r, cs in checks for c in cs if c.name == "min_accuracy"
+    )
     skipped = sorted({c.title for _, cs in checks for c in cs if c.state == "n/a"})
     tail = f"; not applied: {', '.join(skipped)}" if skipped else ""
     return (UpdateStatus.APPLIED if mode == Mode.APPLY else UpdateStatus.PASSED), f"every bar cleared ({cleared}){tail}"
@@ -81,16 +90,21 @@ def _stopped_end(runs: Sequence) -> tuple[UpdateStatus, str] | None:
     confirmed = [r for r in settled if r.metrics["stop"].get("missed")]
     if confirmed:
         return UpdateStatus.REJECTED, "stopped early: " + "; ".join(
-            f"{r.dataset_name}: {r.metrics['stop']['sentence']}" for r in confirmed)
+            f"{r.dataset_name}: {r.metrics['stop']['sentence']}" for r in confirmed
+        )
     if settled:
-        return UpdateStatus.FAILED, ("stopped early, but the items answered do not settle the verdict: "
-                                     + ", ".join(r.dataset_name for r in settled) + "; resubmit with --full")
+        return UpdateStatus.FAILED, (
+            "stopped early, but the items answered do not settle the verdict: "
+            + ", ".join(r.dataset_name for r in settled)
+            + "; resubmit with --full"
+        )
     capped = [r for r in runs if stop_kind(r) == SPEND_CAP]
     if capped:
         return UpdateStatus.FAILED, f"spend cap reached: {capped[0].metrics['stop'].get('sentence') or ''}".rstrip()
-    if any(stop_kind(r) for r in runs):       # stopped with a run that ended otherwise: never a pass
+    if any(stop_kind(r) for r in runs):  # stopped with a run that ended otherwise: never a pass
         return UpdateStatus.FAILED, "stopped before every item was called: " + ", ".join(
-            r.dataset_name for r in runs if stop_kind(r))
+            r.dataset_name for r in runs if stop_kind(r)
+        )
     return None
 
 
@@ -98,13 +112,14 @@ def _live_bars(run) -> list[str]:
     """What of a run needs the live version's answers (a missing answer fails them): its
     max_broken and max_drop bars, and the protection of its protected items."""
     bars = pinned_bars(run.pinned, run.min_accuracy)
-    names = [name for name, limit in (("max_broken", bars.max_broken), ("max_drop", bars.max_drop))
-             if limit is not None]
+    names = [
+        name for name, limit in (("max_broken", bars.max_broken), ("max_drop", bars.max_drop)) if limit is not None
+    ]
     return names + (["protection"] if ((run.metrics or {}).get("protected") or {}).get("items") else [])
 
 
 def _missed(dataset: str, c: BarCheck) -> str:
-    if c.value is None:          # a bar that applies and could not be computed
+    if c.value is None:  # a bar that applies and could not be computed
         return f"{dataset} {c.title}: {c.note}"
     if c.name == "protected":
         return f"{dataset}: {c.value} protected item{'s' if c.value != '1' else ''} broke ({(c.note or '').removeprefix('broken: ')})"

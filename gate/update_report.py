@@ -21,7 +21,7 @@ from .stats import label_metrics, mcnemar_exact, paired_difference_interval, sig
 from .update_outcome import run_checks
 from .states import EXIT_CODES, UPDATE_TERMINAL, RunStatus, UpdateStatus
 
-SAMPLE_FAILURES = 5            # failing items a report shows by default
+SAMPLE_FAILURES = 5  # failing items a report shows by default
 
 
 @dataclass(frozen=True)
@@ -35,8 +35,8 @@ class RunReport:
     matches: int
     errors: int
     pending: int
-    accuracy: float | None          # raw matches / scored, for display; the gate uses exact fractions
-    passed: bool | None             # None until the run is DONE
+    accuracy: float | None  # raw matches / scored, for display; the gate uses exact fractions
+    passed: bool | None  # None until the run is DONE
     reason: str | None
     row_count: int
     content_hash: str | None
@@ -45,25 +45,25 @@ class RunReport:
     metrics: dict | None
     failures: list[ItemSample] = field(default_factory=list)
     dataset_version_id: int | None = None
-    dataset_version_number: int | None = None   # its number in its dataset: outputs say "v3"
-    pinned: dict | None = None          # what the verdict stands on (gate.reuse.pin)
-    reused: dict[int, int] = field(default_factory=dict)   # update id -> answers reused from it
-    checks: list[dict] = field(default_factory=list)       # every bar against the run (gate.bars.BarCheck)
-    comparison: dict | None = None      # live vs candidate on the same items (``comparison``)
-    baseline_note: str | None = None    # why there is no comparison
-    labels: dict = field(default_factory=dict)             # label -> support, precision, recall, F1
-    calls: dict | None = None           # latency p50/p95/max (ms) and tokens of the answers
+    dataset_version_number: int | None = None  # its number in its dataset: outputs say "v3"
+    pinned: dict | None = None  # what the verdict stands on (gate.reuse.pin)
+    reused: dict[int, int] = field(default_factory=dict)  # update id -> answers reused from it
+    checks: list[dict] = field(default_factory=list)  # every bar against the run (gate.bars.BarCheck)
+    comparison: dict | None = None  # live vs candidate on the same items (``comparison``)
+    baseline_note: str | None = None  # why there is no comparison
+    labels: dict = field(default_factory=dict)  # label -> support, precision, recall, F1
+    calls: dict | None = None  # latency p50/p95/max (ms) and tokens of the answers
     broken: list[FlipSample] = field(default_factory=list)  # the first items live got right and this wrong
-    cost: dict | None = None            # usd, per_1k_items (decimal text) and the price pinned at submit
-    trials: dict | None = None          # calls per item and their rule (gate.trials), unstable items; None: one call
-    unstable: list[UnstableItem] = field(default_factory=list)   # the first items whose trials disagree
-    fields_read: list[dict] | None = None   # item fields the templates read, rows having each (None: not pinned)
-    fields: dict | None = None          # a fields decision: per field (gate.report_figures.fields_view)
-    slices: dict | None = None          # per value of the mapping's slice_by column
-    protected: dict | None = None       # the protected items, and those that broke
-    accepted_breaks: list[dict] = field(default_factory=list)   # the mapping's accepted breaks, and what became of each
-    stopped: int = 0                    # items never answered: the run stopped first (early stop, spend cap)
-    stop: dict | None = None            # why it stopped: kind, sentence, calls saved; None: it did not
+    cost: dict | None = None  # usd, per_1k_items (decimal text) and the price pinned at submit
+    trials: dict | None = None  # calls per item and their rule (gate.trials), unstable items; None: one call
+    unstable: list[UnstableItem] = field(default_factory=list)  # the first items whose trials disagree
+    fields_read: list[dict] | None = None  # item fields the templates read, rows having each (None: not pinned)
+    fields: dict | None = None  # a fields decision: per field (gate.report_figures.fields_view)
+    slices: dict | None = None  # per value of the mapping's slice_by column
+    protected: dict | None = None  # the protected items, and those that broke
+    accepted_breaks: list[dict] = field(default_factory=list)  # the mapping's accepted breaks, and what became of each
+    stopped: int = 0  # items never answered: the run stopped first (early stop, spend cap)
+    stop: dict | None = None  # why it stopped: kind, sentence, calls saved; None: it did not
 
     @property
     def reused_total(self) -> int:
@@ -75,7 +75,7 @@ class UpdateReport:
     update: Update
     runs: list[RunReport]
     attempts: dict[str, int]
-    spend: dict = field(default_factory=dict)   # calls: the upper bound and caps pinned at submit, made, reused, saved
+    spend: dict = field(default_factory=dict)  # calls: the upper bound and caps pinned at submit, made, reused, saved
 
     @property
     def status(self) -> str:
@@ -100,13 +100,27 @@ class UpdateReport:
             if isinstance(value, dt.datetime):
                 return value.isoformat() + "Z"
             return value
+
         u = asdict(self.update)
-        return plain({"id": u.pop("id"), **u, "runs": [asdict(r) for r in self.runs], "attempts": self.attempts,
-                      **({"spend": self.spend} if self.spend else {})})
+        return plain(
+            {
+                "id": u.pop("id"),
+                **u,
+                "runs": [asdict(r) for r in self.runs],
+                "attempts": self.attempts,
+                **({"spend": self.spend} if self.spend else {}),
+            }
+        )
 
 
-def run_report(run: Run, counts, failures: list[ItemSample], reused: dict[int, int] | None = None,
-               broken: list[FlipSample] | None = None, unstable: list[UnstableItem] | None = None) -> RunReport:
+def run_report(
+    run: Run,
+    counts,
+    failures: list[ItemSample],
+    reused: dict[int, int] | None = None,
+    broken: list[FlipSample] | None = None,
+    unstable: list[UnstableItem] | None = None,
+) -> RunReport:
     metrics = run.metrics or {}
     failures, broken, protected = _with_wrong_fields(run, failures, broken or [], protected_view(metrics))
     matches = metrics.get("matches", counts.match)
@@ -114,40 +128,74 @@ def run_report(run: Run, counts, failures: list[ItemSample], reused: dict[int, i
     checks = [c.to_dict() for c in run_checks(run)] if run.status == RunStatus.DONE else []
     stop = _stop(metrics, run)
     passed = all(c["state"] != "fail" for c in checks) if run.status == RunStatus.DONE else None
-    if stop is not None and run.status == RunStatus.DONE:      # settled early: failed; else not judged
+    if stop is not None and run.status == RunStatus.DONE:  # settled early: failed; else not judged
         passed = False if stop["kind"] == "early_stop" else None
     return RunReport(
-        run_id=run.id, dataset=run.dataset_name, bar=run.min_accuracy, status=run.status,
-        total=metrics.get("total", counts.total), scored=scored, matches=matches,
-        errors=metrics.get("errors", counts.error), pending=counts.pending,
-        accuracy=(matches / scored) if scored else None, passed=passed, reason=run.reason,
-        row_count=run.row_count, content_hash=run.content_hash, source_version=run.source_version,
-        source_uri=run.source_uri, metrics=run.metrics, failures=failures, dataset_version_id=run.dataset_version_id,
+        run_id=run.id,
+        dataset=run.dataset_name,
+        bar=run.min_accuracy,
+        status=run.status,
+        total=metrics.get("total", counts.total),
+        scored=scored,
+        matches=matches,
+        errors=metrics.get("errors", counts.error),
+        pending=counts.pending,
+        accuracy=(matches / scored) if scored else None,
+        passed=passed,
+        reason=run.reason,
+        row_count=run.row_count,
+        content_hash=run.content_hash,
+        source_version=run.source_version,
+        source_uri=run.source_uri,
+        metrics=run.metrics,
+        failures=failures,
+        dataset_version_id=run.dataset_version_id,
         dataset_version_number=run.dataset_version_number,
-        pinned=run.pinned, reused=reused or {}, checks=checks,
+        pinned=run.pinned,
+        reused=reused or {},
+        checks=checks,
         comparison=comparison(metrics, pinned_bars(run.pinned, run.min_accuracy).confidence),
         baseline_note=metrics.get("baseline_note") if "flips" in metrics else (run.pinned or {}).get("baseline_note"),
-        labels=label_metrics(metrics.get("confusion") or {}), calls=metrics.get("calls"), broken=broken or [],
-        cost=_cost(metrics, run.pinned), trials=_trials(metrics, run.pinned), unstable=unstable or [],
-        fields_read=_fields_read(run.pinned), fields=fields_view(metrics), slices=slices_view(metrics),
-        protected=protected, accepted_breaks=accepted_view(metrics), stopped=metrics.get("stopped", counts.stopped),
-        stop=stop)
+        labels=label_metrics(metrics.get("confusion") or {}),
+        calls=metrics.get("calls"),
+        broken=broken or [],
+        cost=_cost(metrics, run.pinned),
+        trials=_trials(metrics, run.pinned),
+        unstable=unstable or [],
+        fields_read=_fields_read(run.pinned),
+        fields=fields_view(metrics),
+        slices=slices_view(metrics),
+        protected=protected,
+        accepted_breaks=accepted_view(metrics),
+        stopped=metrics.get("stopped", counts.stopped),
+        stop=stop,
+    )
 
 
 def _with_wrong_fields(run: Run, failures: list[ItemSample], broken: list[FlipSample], protected: dict | None):
     """A fields decision's sample items, each with the fields it got wrong."""
     from .structured.rule import rule_of
+
     rule = rule_of((run.pinned or {}).get("decision"))
     if rule is None:
         return failures, broken, protected
     from .structured.samples import wrong_fields
-    failures = [replace(f, wrong_fields=wrong_fields(rule, f.actual_decision, f.expected_decision))
-                if f.verdict == "MISMATCH" else f for f in failures]
+
+    failures = [
+        replace(f, wrong_fields=wrong_fields(rule, f.actual_decision, f.expected_decision))
+        if f.verdict == "MISMATCH"
+        else f
+        for f in failures
+    ]
     broken = [replace(b, wrong_fields=wrong_fields(rule, b.candidate_decision, b.expected_decision)) for b in broken]
     if protected:
-        protected = {**protected, "samples": [
-            {**s, "wrong_fields": wrong_fields(rule, s["candidate_decision"], s["expected_decision"])}
-            for s in protected["samples"]]}
+        protected = {
+            **protected,
+            "samples": [
+                {**s, "wrong_fields": wrong_fields(rule, s["candidate_decision"], s["expected_decision"])}
+                for s in protected["samples"]
+            ],
+        }
     return failures, broken, protected
 
 
@@ -170,8 +218,10 @@ def _fields_read(pinned: dict | None) -> list[dict] | None:
     if fields is None:
         return None
     optional = set(fields.get("optional") or ())
-    return [{"field": name, "rows": rows, "of": fields.get("rows"), "optional": name in optional}
-            for name, rows in sorted((fields.get("read") or {}).items())]
+    return [
+        {"field": name, "rows": rows, "of": fields.get("rows"), "optional": name in optional}
+        for name, rows in sorted((fields.get("read") or {}).items())
+    ]
 
 
 def _trials(metrics: dict, pinned: dict | None) -> dict | None:
@@ -180,14 +230,19 @@ def _trials(metrics: dict, pinned: dict | None) -> dict | None:
     trials = (pinned or {}).get("trials")
     if not trials:
         return None
-    return {"n": trials["n"], "rule": trials["rule"], "k": trials.get("k"), "needed": trials["needed"],
-            "unstable": metrics.get("unstable")}
+    return {
+        "n": trials["n"],
+        "rule": trials["rule"],
+        "k": trials.get("k"),
+        "needed": trials["needed"],
+        "unstable": metrics.get("unstable"),
+    }
 
 
 def _cost(metrics: dict, pinned: dict | None) -> dict | None:
     """The cost as shown: exact dollars, per 1,000 items to 9 decimals (the cost bar
     compares the exact figures), and the price it was computed at."""
-    answered = metrics.get("total", 0) - metrics.get("stopped", 0)      # a stopped run's rows not called cost nothing
+    answered = metrics.get("total", 0) - metrics.get("stopped", 0)  # a stopped run's rows not called cost nothing
     if metrics.get("cost_usd") is None or answered <= 0:
         return None
     per_1k = Decimal(metrics["cost_usd"]) * 1000 / answered
@@ -207,22 +262,36 @@ def comparison(metrics: dict, confidence: Decimal = DEFAULT_CONFIDENCE) -> dict 
     accuracy = matches / scored if scored else None
     p_value = mcnemar_exact(flips["fixed"], flips["broken"])
     return {
-        "live_update_id": live.get("update_id"), "live_version": live.get("live_version"),
-        "live_run_id": live.get("run_id"), "live_scored_now": bool(live.get("scored_now")),
-        "live_accuracy": live_accuracy, "live_interval": _interval(live["matches"], live["scored"]),
-        "accuracy": accuracy, "interval": _interval(matches, scored),
-        "delta_points": None if live_accuracy is None or accuracy is None else round(100 * (accuracy - live_accuracy), 9),
-        "fixed": flips["fixed"], "broken": flips["broken"], "both_right": flips["both_right"],
-        "both_wrong": flips["both_wrong"], "paired": flips["paired"],
-        "p_value": p_value, "significant": significant(p_value),
-        "difference_points": round(100 * (flips["fixed"] - flips["broken"]) / flips["paired"], 9) if flips["paired"]
-        else None, "difference_interval": _difference(flips, confidence), "confidence": float(confidence),
+        "live_update_id": live.get("update_id"),
+        "live_version": live.get("live_version"),
+        "live_run_id": live.get("run_id"),
+        "live_scored_now": bool(live.get("scored_now")),
+        "live_accuracy": live_accuracy,
+        "live_interval": _interval(live["matches"], live["scored"]),
+        "accuracy": accuracy,
+        "interval": _interval(matches, scored),
+        "delta_points": None
+        if live_accuracy is None or accuracy is None
+        else round(100 * (accuracy - live_accuracy), 9),
+        "fixed": flips["fixed"],
+        "broken": flips["broken"],
+        "both_right": flips["both_right"],
+        "both_wrong": flips["both_wrong"],
+        "paired": flips["paired"],
+        "p_value": p_value,
+        "significant": significant(p_value),
+        "difference_points": round(100 * (flips["fixed"] - flips["broken"]) / flips["paired"], 9)
+        if flips["paired"]
+        else None,
+        "difference_interval": _difference(flips, confidence),
+        "confidence": float(confidence),
     }
 
 
 def _difference(flips: dict, confidence: Decimal) -> list[float] | None:
-    found = paired_difference_interval(flips["both_right"], flips["fixed"], flips["broken"], flips["both_wrong"],
-                                       float(confidence))
+    found = paired_difference_interval(
+        flips["both_right"], flips["fixed"], flips["broken"], flips["both_wrong"], float(confidence)
+    )
     return None if found is None else [found[1], found[2]]
 
 

@@ -61,8 +61,7 @@ def _decode(tp: Any, data: Any) -> Any:
         return _decode(options[0], data) if len(options) == 1 else _untyped(data)
     if dataclasses.is_dataclass(tp):
         hints = _hints(tp)
-        return tp(**{f.name: _decode(hints[f.name], data[f.name])
-                     for f in dataclasses.fields(tp) if f.name in data})
+        return tp(**{f.name: _decode(hints[f.name], data[f.name]) for f in dataclasses.fields(tp) if f.name in data})
     if origin in (list, tuple):
         (item,) = typing.get_args(tp)[:1] or (Any,)
         return [_decode(item, v) for v in data] if origin is list else tuple(_decode(item, v) for v in data)

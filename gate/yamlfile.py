@@ -77,7 +77,7 @@ class UntrustedLoader(yaml.SafeLoader):
                 key = self.construct_object(key_node, deep=True)
                 try:
                     duplicate = key in seen
-                except TypeError:      # an unhashable key: the base class says so
+                except TypeError:  # an unhashable key: the base class says so
                     break
                 if duplicate:
                     raise Refused(f"duplicate key {str(key)[:80]!r}", key_node.start_mark)
@@ -86,8 +86,7 @@ class UntrustedLoader(yaml.SafeLoader):
 
 
 # the resolver lists above are copies: adding to them leaves SafeLoader as it is
-UntrustedLoader.add_implicit_resolver(BOOL_TAG, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
-                                      list("tTfF"))
+UntrustedLoader.add_implicit_resolver(BOOL_TAG, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
 
 
 def read_text_file(path: str | Path, file: str, limit: int = MAX_FILE_BYTES) -> str:
@@ -113,13 +112,13 @@ def parse_yaml(text: str, file: str | None, limit: int = MAX_FILE_BYTES) -> Any:
     if len(text) > limit or len(text.encode("utf-8", "surrogatepass")) > limit:
         raise SpecError(file, None, f"the text is over the {limit // 1024} KiB limit")
     try:
-        return yaml.load(text, Loader=UntrustedLoader)   # noqa: S506  (a SafeLoader subclass)
+        return yaml.load(text, Loader=UntrustedLoader)  # noqa: S506  (a SafeLoader subclass)
     except Refused as exc:
         raise SpecError(file, None, f"{_where(exc)}{exc.problem}") from None
     except yaml.YAMLError as exc:
         problem = getattr(exc, "problem", None) or str(exc)
         raise SpecError(file, None, f"malformed YAML: {_where(exc)}{problem}") from None
-    except (ValueError, OverflowError, RecursionError) as exc:   # e.g. an integer of 5,000 digits
+    except (ValueError, OverflowError, RecursionError) as exc:  # e.g. an integer of 5,000 digits
         raise SpecError(file, None, f"malformed YAML: {type(exc).__name__}: {str(exc)[:200]}") from None
 
 

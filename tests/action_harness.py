@@ -24,6 +24,7 @@ HOSTILE = "x|@org/team <img src=x> `tick` [link](https://evil.example) www.evil.
 
 # --- fixtures and helpers -----------------------------------------------------------------------------
 
+
 def fast(gate: Gate) -> Gate:
     """The same database with quick polling, so in-process workers finish in a second."""
     return Gate(gate.engine, gate.settings.with_(poll_interval=0.02, poll_max_interval=0.1, heartbeat_seconds=1.0))
@@ -45,30 +46,47 @@ def use_candidate(ws: Path, name: str) -> None:
     shutil.copy(EXAMPLE / "candidates" / f"{name}.yaml", ws / "prompts" / "ticket-urgency.yaml")
 
 
-def github_env(tmp_path: Path, fake, ws: Path, event_name: str, payload: dict, sha: str,
-               ref: str) -> dict:
+def github_env(tmp_path: Path, fake, ws: Path, event_name: str, payload: dict, sha: str, ref: str) -> dict:
     run_dir = tmp_path / f"run-{len(list(tmp_path.glob('run-*')))}"
     run_dir.mkdir()
     event_path = run_dir / "event.json"
     event_path.write_text(json.dumps(payload))
     (run_dir / "output").write_text("")
     (run_dir / "summary.md").write_text("")
-    return {"GITHUB_EVENT_NAME": event_name, "GITHUB_EVENT_PATH": str(event_path), "GITHUB_REPOSITORY": REPO,
-            "GITHUB_API_URL": fake.base_url, "GITHUB_SERVER_URL": "https://github.example", "GITHUB_RUN_ID": "42",
-            "GITHUB_SHA": sha, "GITHUB_REF": ref, "GITHUB_WORKSPACE": str(ws), "GITHUB_ACTOR": "octocat",
-            "GITHUB_OUTPUT": str(run_dir / "output"), "GITHUB_STEP_SUMMARY": str(run_dir / "summary.md"),
-            "RUNNER_TEMP": str(run_dir)}
+    return {
+        "GITHUB_EVENT_NAME": event_name,
+        "GITHUB_EVENT_PATH": str(event_path),
+        "GITHUB_REPOSITORY": REPO,
+        "GITHUB_API_URL": fake.base_url,
+        "GITHUB_SERVER_URL": "https://github.example",
+        "GITHUB_RUN_ID": "42",
+        "GITHUB_SHA": sha,
+        "GITHUB_REF": ref,
+        "GITHUB_WORKSPACE": str(ws),
+        "GITHUB_ACTOR": "octocat",
+        "GITHUB_OUTPUT": str(run_dir / "output"),
+        "GITHUB_STEP_SUMMARY": str(run_dir / "summary.md"),
+        "RUNNER_TEMP": str(run_dir),
+    }
 
 
 def pr_payload(number: int, sha: str) -> dict:
-    return {"action": "synchronize", "number": number,
-            "pull_request": {"number": number, "head": {"sha": sha, "ref": "feature"}, "user": {"login": "octocat"}},
-            "repository": {"full_name": REPO, "default_branch": "main"}}
+    return {
+        "action": "synchronize",
+        "number": number,
+        "pull_request": {"number": number, "head": {"sha": sha, "ref": "feature"}, "user": {"login": "octocat"}},
+        "repository": {"full_name": REPO, "default_branch": "main"},
+    }
 
 
 def push_payload(before: str, after: str) -> dict:
-    return {"ref": "refs/heads/main", "before": before, "after": after, "pusher": {"name": "octocat"},
-            "repository": {"full_name": REPO, "default_branch": "main"}}
+    return {
+        "ref": "refs/heads/main",
+        "before": before,
+        "after": after,
+        "pusher": {"name": "octocat"},
+        "repository": {"full_name": REPO, "default_branch": "main"},
+    }
 
 
 def read_outputs(path: str | Path) -> dict:
@@ -80,7 +98,7 @@ def read_outputs(path: str | Path) -> dict:
         if "<<" in line and ("=" not in line or line.index("<<") < line.index("=")):
             name, delim = line.split("<<", 1)
             j = lines.index(delim, i + 1)
-            outputs[name] = "\n".join(lines[i + 1:j])
+            outputs[name] = "\n".join(lines[i + 1 : j])
             i = j + 1
         elif "=" in line:
             name, value = line.split("=", 1)

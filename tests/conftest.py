@@ -59,6 +59,7 @@ def mysql_server():
         return
     try:
         from testcontainers.mysql import MySqlContainer
+
         container = MySqlContainer("mysql:8.4")
         container.start()
     except Exception as exc:  # no Docker either
@@ -92,6 +93,7 @@ def db_url(request, tmp_path):
 @pytest.fixture
 def gate(db_url):
     from gate.service import Gate
+
     g = Gate.connect(db_url, upgrade=True)
     yield g
     g.close()
@@ -100,6 +102,7 @@ def gate(db_url):
 @pytest.fixture
 def mysql_gate(mysql_url):
     from gate.service import Gate
+
     g = Gate.connect(mysql_url, upgrade=True)
     yield g
     g.close()
@@ -107,9 +110,11 @@ def mysql_gate(mysql_url):
 
 # --- the Action's tests: the local model server and a fake GitHub ----------------------------
 
+
 @pytest.fixture(scope="module")
 def llm():
     from gate.mockllm import MockLLMServer
+
     with MockLLMServer(latency_ms=1) as server:
         yield server
 
@@ -126,6 +131,7 @@ def model(llm, monkeypatch):
 def github():
     from action_harness import REPO, TOKEN
     from fake_github import FakeGitHub
+
     with FakeGitHub(REPO, token=TOKEN) as fake:
         yield fake
 
@@ -134,8 +140,15 @@ def run_cli(*args, env=None, input=None, timeout=120, cwd=None):
     """Run the real `promptgate` CLI as a subprocess."""
     full_env = {**os.environ, **(env or {})}
     full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), full_env.get("PYTHONPATH")]))
-    return subprocess.run([sys.executable, "-m", "gate.cli", *map(str, args)], capture_output=True,
-                          text=True, env=full_env, input=input, timeout=timeout, cwd=cwd or ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "gate.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        input=input,
+        timeout=timeout,
+        cwd=cwd or ROOT,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -149,10 +162,12 @@ def chromium() -> str:
 
 # --- the HTTP service -------------------------------------------------------------------------
 
+
 @pytest.fixture
 def service(mysql_url, tmp_path):
     """`promptgate serve` on a fresh MariaDB database (tests/service_harness.py)."""
     from service_harness import Service
+
     svc = Service(mysql_url, tmp_path)
     yield svc
     svc.stop()

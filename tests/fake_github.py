@@ -34,12 +34,12 @@ class Call:
 class FakeRepo:
     full_name: str
     default_branch: str = "main"
-    pulls: dict = field(default_factory=dict)            # number -> {"head": sha, "user": login, "files": [...]}
-    issue_comments: dict = field(default_factory=dict)   # id -> {"issue": n, "body": str, "user": login}
-    statuses: list = field(default_factory=list)         # {"sha", "state", "description", "context", "target_url"}
+    pulls: dict = field(default_factory=dict)  # number -> {"head": sha, "user": login, "files": [...]}
+    issue_comments: dict = field(default_factory=dict)  # id -> {"issue": n, "body": str, "user": login}
+    statuses: list = field(default_factory=list)  # {"sha", "state", "description", "context", "target_url"}
     commit_comments: list = field(default_factory=list)  # {"sha", "body"}
-    commits: dict = field(default_factory=dict)          # sha -> [files]
-    compares: dict = field(default_factory=dict)         # (base, head) -> [files]
+    commits: dict = field(default_factory=dict)  # sha -> [files]
+    compares: dict = field(default_factory=dict)  # (base, head) -> [files]
     compare_commits: dict = field(default_factory=dict)  # (base, head) -> [sha]
 
 
@@ -53,8 +53,14 @@ def file_entry(path: str, status: str = "modified", previous: str | None = None)
 class FakeGitHub:
     """``with FakeGitHub("acme/prompts") as gh: gh.base_url``."""
 
-    def __init__(self, repository: str = "acme/prompts", token: str = "test-token", default_branch: str = "main",
-                 bot_login: str = "github-actions[bot]", token_login: str | None = None):
+    def __init__(
+        self,
+        repository: str = "acme/prompts",
+        token: str = "test-token",
+        default_branch: str = "main",
+        bot_login: str = "github-actions[bot]",
+        token_login: str | None = None,
+    ):
         self.repo = FakeRepo(repository, default_branch)
         self.token = token
         self.bot_login = bot_login
@@ -84,8 +90,7 @@ class FakeGitHub:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},
-                                       daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -111,8 +116,11 @@ class FakeGitHub:
     # --- setup -----------------------------------------------------------------------------------
 
     def add_pull(self, number: int, head_sha: str, files, author: str = "octocat") -> None:
-        self.repo.pulls[number] = {"head": head_sha, "user": author,
-                                   "files": [f if isinstance(f, dict) else file_entry(f) for f in files]}
+        self.repo.pulls[number] = {
+            "head": head_sha,
+            "user": author,
+            "files": [f if isinstance(f, dict) else file_entry(f) for f in files],
+        }
 
     def add_commit(self, sha: str, files) -> None:
         self.repo.commits[sha] = [f if isinstance(f, dict) else file_entry(f) for f in files]
@@ -140,29 +148,50 @@ class FakeGitHub:
         return f"{self.base_url}/repos/{self.repo.full_name}"
 
     def _user(self, login: str) -> dict:
-        return {"login": login, "id": abs(hash(login)) % 10**6, "type": "Bot" if "[bot]" in login else "User",
-                "url": f"{self.base_url}/users/{login}"}
+        return {
+            "login": login,
+            "id": abs(hash(login)) % 10**6,
+            "type": "Bot" if "[bot]" in login else "User",
+            "url": f"{self.base_url}/users/{login}",
+        }
 
     def _repo_json(self) -> dict:
         owner = self.repo.full_name.split("/")[0]
-        return {"id": 1, "name": self.repo.full_name.split("/")[1], "full_name": self.repo.full_name,
-                "default_branch": self.repo.default_branch, "owner": self._user(owner), "url": self._repo_url(),
-                "private": False}
+        return {
+            "id": 1,
+            "name": self.repo.full_name.split("/")[1],
+            "full_name": self.repo.full_name,
+            "default_branch": self.repo.default_branch,
+            "owner": self._user(owner),
+            "url": self._repo_url(),
+            "private": False,
+        }
 
     def _pull_json(self, number: int) -> dict:
         pr = self.repo.pulls[number]
-        return {"id": number, "number": number, "state": "open", "url": f"{self._repo_url()}/pulls/{number}",
-                "issue_url": f"{self._repo_url()}/issues/{number}", "user": self._user(pr["user"]),
-                "head": {"sha": pr["head"], "ref": f"feature-{number}", "repo": self._repo_json()},
-                "base": {"sha": "b" * 40, "ref": self.repo.default_branch, "repo": self._repo_json()}}
+        return {
+            "id": number,
+            "number": number,
+            "state": "open",
+            "url": f"{self._repo_url()}/pulls/{number}",
+            "issue_url": f"{self._repo_url()}/issues/{number}",
+            "user": self._user(pr["user"]),
+            "head": {"sha": pr["head"], "ref": f"feature-{number}", "repo": self._repo_json()},
+            "base": {"sha": "b" * 40, "ref": self.repo.default_branch, "repo": self._repo_json()},
+        }
 
     def _comment_json(self, cid: int) -> dict:
         c = self.repo.issue_comments[cid]
-        return {"id": cid, "body": c["body"], "user": self._user(c["user"]),
-                "url": f"{self._repo_url()}/issues/comments/{cid}",
-                "html_url": f"https://github.example/{self.repo.full_name}/issues/{c['issue']}#issuecomment-{cid}",
-                "issue_url": f"{self._repo_url()}/issues/{c['issue']}",
-                "created_at": "2024-01-01T00:00:00Z", "updated_at": "2024-01-01T00:00:00Z"}
+        return {
+            "id": cid,
+            "body": c["body"],
+            "user": self._user(c["user"]),
+            "url": f"{self._repo_url()}/issues/comments/{cid}",
+            "html_url": f"https://github.example/{self.repo.full_name}/issues/{c['issue']}#issuecomment-{cid}",
+            "issue_url": f"{self._repo_url()}/issues/{c['issue']}",
+            "created_at": "2024-01-01T00:00:00Z",
+            "updated_at": "2024-01-01T00:00:00Z",
+        }
 
     # --- dispatch ----------------------------------------------------------------------------------
 
@@ -185,7 +214,7 @@ class FakeGitHub:
             return self._send(h, 200, self._user(self.token_login))
         if not path.startswith(prefix):
             return self._send(h, 404, {"message": "Not Found"})
-        rest = path[len(prefix):]
+        rest = path[len(prefix) :]
         with self._lock:
             status, payload, headers = self._route(method, rest, query, body)
         self._send(h, status, payload, headers)
@@ -247,8 +276,11 @@ class FakeGitHub:
                 return 422, {"message": "Validation Failed"}, {}
             r.commit_comments.append({"sha": m.group(1), "body": text})
             cid = next(self._ids)
-            return 201, {"id": cid, "body": text, "commit_id": m.group(1),
-                         "url": f"{self._repo_url()}/comments/{cid}"}, {}
+            return (
+                201,
+                {"id": cid, "body": text, "commit_id": m.group(1), "url": f"{self._repo_url()}/comments/{cid}"},
+                {},
+            )
         m = re.fullmatch(r"/commits/([0-9a-f]+)", rest)
         if m and method == "GET":
             sha = m.group(1)
@@ -257,23 +289,44 @@ class FakeGitHub:
             files = r.commits[sha]
             per_page = int(query.get("per_page", 300))
             page = int(query.get("page", 1))
-            chunk = files[(page - 1) * per_page: page * per_page]
+            chunk = files[(page - 1) * per_page : page * per_page]
             headers = {}
             if page * per_page < len(files):
-                headers["Link"] = (f'<{self.base_url}/repos/{r.full_name}/commits/{sha}?page={page + 1}'
-                                   f'&per_page={per_page}>; rel="next"')
-            return 200, {"sha": sha, "url": f"{self._repo_url()}/commits/{sha}", "files": chunk,
-                         "commit": {"message": "change"}, "parents": []}, headers
+                headers["Link"] = (
+                    f"<{self.base_url}/repos/{r.full_name}/commits/{sha}?page={page + 1}"
+                    f'&per_page={per_page}>; rel="next"'
+                )
+            return (
+                200,
+                {
+                    "sha": sha,
+                    "url": f"{self._repo_url()}/commits/{sha}",
+                    "files": chunk,
+                    "commit": {"message": "change"},
+                    "parents": [],
+                },
+                headers,
+            )
         m = re.fullmatch(r"/compare/([0-9a-f]+)\.\.\.([0-9a-f]+)", rest)
         if m and method == "GET":
             key = (m.group(1), m.group(2))
             if key not in r.compares:
                 return 404, {"message": "Not Found"}, {}
-            return 200, {"url": f"{self._repo_url()}/compare/{key[0]}...{key[1]}", "status": "ahead",
-                         "ahead_by": 1, "behind_by": 0, "total_commits": 1,
-                         "files": r.compares[key][:300],
-                         "commits": [{"sha": c, "url": f"{self._repo_url()}/commits/{c}"}
-                                     for c in r.compare_commits.get(key, [])]}, {}
+            return (
+                200,
+                {
+                    "url": f"{self._repo_url()}/compare/{key[0]}...{key[1]}",
+                    "status": "ahead",
+                    "ahead_by": 1,
+                    "behind_by": 0,
+                    "total_commits": 1,
+                    "files": r.compares[key][:300],
+                    "commits": [
+                        {"sha": c, "url": f"{self._repo_url()}/commits/{c}"} for c in r.compare_commits.get(key, [])
+                    ],
+                },
+                {},
+            )
         return 404, {"message": f"fake GitHub does not implement {method} {rest}"}, {}
 
     def _page(self, path: str, items: list, query: dict, cap: int | None = None):
@@ -281,12 +334,14 @@ class FakeGitHub:
         page = int(query.get("page", 1))
         if cap is not None:
             items = items[:cap]
-        chunk = items[(page - 1) * per_page: page * per_page]
+        chunk = items[(page - 1) * per_page : page * per_page]
         headers = {}
         last = max(1, -(-len(items) // per_page))
         if page < last:
-            headers["Link"] = (f'<{self.base_url}{path}?page={page + 1}&per_page={per_page}>; rel="next", '
-                               f'<{self.base_url}{path}?page={last}&per_page={per_page}>; rel="last"')
+            headers["Link"] = (
+                f'<{self.base_url}{path}?page={page + 1}&per_page={per_page}>; rel="next", '
+                f'<{self.base_url}{path}?page={last}&per_page={per_page}>; rel="last"'
+            )
         return 200, chunk, headers
 
     def _send(self, h: BaseHTTPRequestHandler, status: int, payload, headers=None) -> None:

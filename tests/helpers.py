@@ -8,10 +8,16 @@ from pathlib import Path
 from gate.spec import parse_spec
 
 
-
 def spec(name="p1", labels=("yes", "no"), content="Answer yes or no: {{ item.text }}", **extra):
-    return parse_spec({"name": name, "model": "mock-1", "labels": list(labels),
-                       "messages": [{"role": "user", "content": content}], **extra})
+    return parse_spec(
+        {
+            "name": name,
+            "model": "mock-1",
+            "labels": list(labels),
+            "messages": [{"role": "user", "content": content}],
+            **extra,
+        }
+    )
 
 
 def write_csv(path: Path, n: int, label=lambda i: "yes" if i % 2 else "no", start: int = 0) -> Path:
@@ -35,9 +41,14 @@ RULES = "Classify the message.\n- yes: alpha\n- no: beta\ndefault: no"
 
 def rules_spec(name="p1", description=""):
     """A prompt the local model server answers by its rules: 'alpha' → yes, 'beta' → no."""
-    return parse_spec({"name": name, "model": "mock-1", "description": description,
-                       "messages": [{"role": "system", "content": RULES},
-                                    {"role": "user", "content": "{{ item.text }}"}]})
+    return parse_spec(
+        {
+            "name": name,
+            "model": "mock-1",
+            "description": description,
+            "messages": [{"role": "system", "content": RULES}, {"role": "user", "content": "{{ item.text }}"}],
+        }
+    )
 
 
 def write_rule_rows(path: Path, n: int, wrong_every: int = 0) -> Path:
@@ -60,7 +71,16 @@ def old_request_key(spec_, messages, base_url) -> str:
     import json
     from gate.reuse import CALL_PATH_VERSION, decision_rule
     from gate.spec import request_kwargs
-    canonical = json.dumps({"call_path": CALL_PATH_VERSION, "endpoint": base_url or "default",
-                            "request": request_kwargs(spec_, list(messages)), "decision": decision_rule(spec_)},
-                           sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+    canonical = json.dumps(
+        {
+            "call_path": CALL_PATH_VERSION,
+            "endpoint": base_url or "default",
+            "request": request_kwargs(spec_, list(messages)),
+            "decision": decision_rule(spec_),
+        },
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+    ).encode()
     return hashlib.sha256(canonical).hexdigest()

@@ -17,8 +17,10 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-HOW = ("set PROMPTGATE_TEST_MYSQL_URL=mysql://user:pass@host:port/db, or install a server "
-       "binary (apt-get install mariadb-server; `make test` does it), or run Docker for testcontainers")
+HOW = (
+    "set PROMPTGATE_TEST_MYSQL_URL=mysql://user:pass@host:port/db, or install a server "
+    "binary (apt-get install mariadb-server; `make test` does it), or run Docker for testcontainers"
+)
 
 
 def free_port() -> int:
@@ -29,8 +31,9 @@ def free_port() -> int:
 
 def find_binary(*names: str) -> str | None:
     for name in names:
-        found = shutil.which(name) or next((str(p) for p in (Path("/usr/sbin") / name, Path("/usr/bin") / name)
-                                            if p.exists()), None)
+        found = shutil.which(name) or next(
+            (str(p) for p in (Path("/usr/sbin") / name, Path("/usr/bin") / name) if p.exists()), None
+        )
         if found:
             return found
     return None
@@ -69,9 +72,19 @@ class LocalMariaDB:
         self.datadir.mkdir()
         self.tmpdir.mkdir()
         user = ["--user=root"] if os.geteuid() == 0 else []
-        done = subprocess.run([self.installer, "--no-defaults", f"--datadir={self.datadir}", f"--tmpdir={self.tmpdir}",
-                               "--auth-root-authentication-method=normal", "--skip-test-db", *user],
-                              capture_output=True, timeout=120)
+        done = subprocess.run(
+            [
+                self.installer,
+                "--no-defaults",
+                f"--datadir={self.datadir}",
+                f"--tmpdir={self.tmpdir}",
+                "--auth-root-authentication-method=normal",
+                "--skip-test-db",
+                *user,
+            ],
+            capture_output=True,
+            timeout=120,
+        )
         if done.returncode:
             said = (done.stdout + done.stderr).decode(errors="replace").strip().splitlines()
             raise RuntimeError(f"{self.installer} failed ({done.returncode}): " + " | ".join(said[:6]))
@@ -79,17 +92,35 @@ class LocalMariaDB:
     def start(self) -> None:
         user = ["--user=root"] if os.geteuid() == 0 else []
         self.proc = subprocess.Popen(
-            [self.server, "--no-defaults", f"--datadir={self.datadir}", f"--port={self.port}",
-             "--bind-address=127.0.0.1", f"--socket={self.dir / 'sock'}", f"--tmpdir={self.tmpdir}", f"--pid-file={self.dir / 'pid'}",
-             "--skip-grant-tables=0", f"--innodb-buffer-pool-size={self.buffer_pool}", "--max-connections=500",
-             f"--innodb-flush-log-at-trx-commit={1 if self.durable else 2}", "--sync-binlog=0", "--skip-log-bin",
-             "--character-set-server=utf8mb4", "--collation-server=utf8mb4_bin",
-             "--transaction-isolation=READ-COMMITTED", *user],
-            stdout=open(self.dir / "server.log", "ab"), stderr=subprocess.STDOUT, start_new_session=True)
+            [
+                self.server,
+                "--no-defaults",
+                f"--datadir={self.datadir}",
+                f"--port={self.port}",
+                "--bind-address=127.0.0.1",
+                f"--socket={self.dir / 'sock'}",
+                f"--tmpdir={self.tmpdir}",
+                f"--pid-file={self.dir / 'pid'}",
+                "--skip-grant-tables=0",
+                f"--innodb-buffer-pool-size={self.buffer_pool}",
+                "--max-connections=500",
+                f"--innodb-flush-log-at-trx-commit={1 if self.durable else 2}",
+                "--sync-binlog=0",
+                "--skip-log-bin",
+                "--character-set-server=utf8mb4",
+                "--collation-server=utf8mb4_bin",
+                "--transaction-isolation=READ-COMMITTED",
+                *user,
+            ],
+            stdout=open(self.dir / "server.log", "ab"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         self._wait_ready()
 
     def _wait_ready(self, seconds: float = 60) -> None:
         import pymysql
+
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -138,6 +169,7 @@ def create_database(server_url: str, name: str) -> str:
     """Create an empty database on the server and return its URL."""
     import pymysql
     from sqlalchemy.engine import make_url
+
     u = make_url(server_url)
     conn = pymysql.connect(host=u.host, port=u.port or 3306, user=u.username, password=u.password or "")
     try:

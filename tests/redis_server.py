@@ -15,8 +15,10 @@ from pathlib import Path
 
 from mariadb_server import find_binary, free_port
 
-HOW = ("install redis-server (apt-get install redis-server; `make test` does it) or set "
-       "PROMPTGATE_TEST_REDIS_URL=redis://host:port/0")
+HOW = (
+    "install redis-server (apt-get install redis-server; `make test` does it) or set "
+    "PROMPTGATE_TEST_REDIS_URL=redis://host:port/0"
+)
 
 
 class LocalRedis:
@@ -32,15 +34,35 @@ class LocalRedis:
 
     def start(self) -> "LocalRedis":
         self.proc = subprocess.Popen(
-            [self.server, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir),
-             "--save", "", "--appendonly", "no", "--protected-mode", "yes", "--daemonize", "no",
-             "--logfile", str(self.dir / "server.log")],
-            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True)
+            [
+                self.server,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                str(self.dir),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--protected-mode",
+                "yes",
+                "--daemonize",
+                "no",
+                "--logfile",
+                str(self.dir / "server.log"),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         self._wait_ready()
         return self
 
     def _wait_ready(self, seconds: float = 20) -> None:
         import redis
+
         deadline = time.monotonic() + seconds
         client = redis.Redis(host="127.0.0.1", port=self.port, socket_connect_timeout=0.5)
         try:

@@ -29,6 +29,7 @@ class Service:
 
     def __init__(self, db_url: str, log_dir: Path, *args: str, env: dict | None = None):
         from gate.service import Gate
+
         gate = Gate.connect(db_url, upgrade=True)
         try:
             suffix = f"{os.getpid()}-{time.monotonic_ns()}"
@@ -40,9 +41,13 @@ class Service:
         self.log_path = log_dir / f"serve-{self.port}.log"
         full_env = {**os.environ, "PROMPTGATE_DATABASE_URL": db_url, "PYTHONPATH": str(ROOT), **(env or {})}
         with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "gate.cli", "serve", "--port", str(self.port),
-                                          "--log-level", "warning", *args],
-                                         env=full_env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "gate.cli", "serve", "--port", str(self.port), "--log-level", "warning", *args],
+                env=full_env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=ROOT,
+            )
         self._wait_up()
 
     def _wait_up(self, timeout: float = 30.0) -> None:

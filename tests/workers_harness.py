@@ -11,11 +11,16 @@ from pathlib import Path
 from conftest import ROOT
 
 
-
 def worker_env(db_url: str, base_url: str, **settings) -> dict:
-    env = {**os.environ, "PROMPTGATE_DATABASE_URL": db_url, "OPENAI_BASE_URL": base_url,
-           "OPENAI_API_KEY": "test-key", "PYTHONPATH": str(ROOT),
-           "PROMPTGATE_POLL_INTERVAL": "0.05", "PROMPTGATE_POLL_MAX_INTERVAL": "0.2"}
+    env = {
+        **os.environ,
+        "PROMPTGATE_DATABASE_URL": db_url,
+        "OPENAI_BASE_URL": base_url,
+        "OPENAI_API_KEY": "test-key",
+        "PYTHONPATH": str(ROOT),
+        "PROMPTGATE_POLL_INTERVAL": "0.05",
+        "PROMPTGATE_POLL_MAX_INTERVAL": "0.2",
+    }
     env.update({f"PROMPTGATE_{k.upper()}": str(v) for k, v in settings.items()})
     return env
 
@@ -33,8 +38,13 @@ class WorkerFleet:
         for _ in range(n):
             self.started += 1
             log = open(self.log_dir / f"worker-{self.started}.log", "wb")
-            proc = subprocess.Popen([sys.executable, "-m", "gate.cli", "-v", "worker", *self.args],
-                                    env=self.env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "gate.cli", "-v", "worker", *self.args],
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=ROOT,
+            )
             proc.log_path = log.name
             proc.started_at = time.monotonic()
             self.procs.append(proc)

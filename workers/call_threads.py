@@ -35,7 +35,7 @@ class CallThreads:
             fn, args = task
             try:
                 fn(*args)
-            except Exception:   # the task owns its errors (``Executor._score``); this only keeps the thread
+            except Exception:  # the task owns its errors (``Executor._score``); this only keeps the thread
                 log.exception("a call thread's task raised")
 
     def shutdown(self, cancel: bool = True) -> None:

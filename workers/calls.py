@@ -25,6 +25,7 @@ class RunCall:
     cannot go anywhere), its update and dataset version, whether answers already paid for
     may stand in for calls, and, once its template overran its budget, why the rest is not
     rendered."""
+
     spec: PromptSpec
     endpoint: Endpoint | None
     endpoint_error: str | None = None
@@ -32,10 +33,10 @@ class RunCall:
     update_id: int = 0
     version_id: int | None = None
     reuse: bool = True
-    rendered: int = 0                  # items rendered in the sandbox, and the seconds it took
+    rendered: int = 0  # items rendered in the sandbox, and the seconds it took
     render_seconds: float = 0.0
-    context: RunContext = field(default_factory=RunContext)   # its bars and tally to judge, its update's caps
-    stopped: bool = False              # its update stopped: no call of it begins any more
+    context: RunContext = field(default_factory=RunContext)  # its bars and tally to judge, its update's caps
+    stopped: bool = False  # its update stopped: no call of it begins any more
 
     def __post_init__(self) -> None:
         self.stopped = self.stopped or self.context.stopped
@@ -60,8 +61,9 @@ class ItemCaller:
         self.stop_run = stop_run
         self.spend = spend
 
-    def result(self, run: RunCall, item: ClaimedItem, messages, keys: tuple[str, ...] | None,
-               known: dict[str, Answer]) -> ItemResult:
+    def result(
+        self, run: RunCall, item: ClaimedItem, messages, keys: tuple[str, ...] | None, known: dict[str, Answer]
+    ) -> ItemResult:
         """One item: its messages (rendered by a render thread), the call under the rate
         limit (or its trials), its verdict; each answer is kept under its key for reuse. The
         result says how many model calls it took (``calls``)."""
@@ -69,9 +71,16 @@ class ItemCaller:
         result = self._result(run, item, messages, keys, known, made)
         return replace(result, calls=len(made)) if made else result
 
-    def _result(self, run: RunCall, item: ClaimedItem, messages, keys: tuple[str, ...] | None,
-                known: dict[str, Answer], made: list[int]) -> ItemResult:
-        if run.stopped:        # its update stopped since the item was claimed: the item is STOPPED already
+    def _result(
+        self,
+        run: RunCall,
+        item: ClaimedItem,
+        messages,
+        keys: tuple[str, ...] | None,
+        known: dict[str, Answer],
+        made: list[int],
+    ) -> ItemResult:
+        if run.stopped:  # its update stopped since the item was claimed: the item is STOPPED already
             return ItemResult(item.position, Verdict.PENDING, retry_in=0.0, error="not called: its update stopped")
         if run.over_budget or run.endpoint is None:
             why = f"budget: {run.over_budget}" if run.over_budget else f"config: {run.endpoint_error}"
@@ -83,11 +92,21 @@ class ItemCaller:
         if run.spec.trials > 1:
             return self._trials(run, item, messages, keys, known, made)
         out = self._call(run, item, messages, made)
-        return out if isinstance(out, ItemResult) else called_result(item, out, keys[0] if keys else None,
-                                                                    run.spec.decision)
+        return (
+            out
+            if isinstance(out, ItemResult)
+            else called_result(item, out, keys[0] if keys else None, run.spec.decision)
+        )
 
-    def _trials(self, run: RunCall, item: ClaimedItem, messages, keys: tuple[str, ...],
-                known: dict[str, Answer], made: list[int]) -> ItemResult:
+    def _trials(
+        self,
+        run: RunCall,
+        item: ClaimedItem,
+        messages,
+        keys: tuple[str, ...],
+        known: dict[str, Answer],
+        made: list[int],
+    ) -> ItemResult:
         """Each trial in turn: its answer kept from before, or a call. A trial that failed
         retryably makes the item PENDING at once (see workers/results.py)."""
         trials = []
@@ -95,10 +114,14 @@ class ItemCaller:
             if key in known:
                 trials.append(reused_trial(known[key], key))
                 continue
-            if n and self.ledger.draining:     # the item goes back whole, for another worker
-                return ItemResult(item.position, Verdict.PENDING, retry_in=0.0,
-                                  error="not called: the worker stopped between two trials")
-            if n:                          # the age of the call in flight, not of the item's first
+            if n and self.ledger.draining:  # the item goes back whole, for another worker
+                return ItemResult(
+                    item.position,
+                    Verdict.PENDING,
+                    retry_in=0.0,
+                    error="not called: the worker stopped between two trials",
+                )
+            if n:  # the age of the call in flight, not of the item's first
                 self.ledger.trial_began(item)
             out = self._call(run, item, messages, made)
             if isinstance(out, ItemResult) and out.verdict == Verdict.PENDING:
@@ -113,21 +136,26 @@ class ItemCaller:
         with self.lock:
             self.stats["calls"] += 1
         with self.limiter.slot(run.spec, item, messages, run.endpoint.base_url) as slot:
-            if not slot.granted:   # the worker stopped while this call waited for its budget
-                return ItemResult(item.position, Verdict.PENDING, retry_in=0.0,
-                                  error="not called: the worker stopped while waiting for the rate limit")
+            if not slot.granted:  # the worker stopped while this call waited for its budget
+                return ItemResult(
+                    item.position,
+                    Verdict.PENDING,
+                    retry_in=0.0,
+                    error="not called: the worker stopped while waiting for the rate limit",
+                )
             reserved = self.spend.reserve(run, item, messages) if self.spend else 0
-            if reserved is None or run.stopped:       # its update reached a cap, or stopped meanwhile
+            if reserved is None or run.stopped:  # its update reached a cap, or stopped meanwhile
                 return ItemResult(item.position, Verdict.PENDING, retry_in=0.0, error="not called: its update stopped")
             metrics.count_wait(slot.waited)
             made.append(1)
             out = None
             try:
-                out = metrics.timed_call(self.call, run.spec, item.input, settings=self.settings, messages=messages,
-                                         endpoint=run.endpoint)
+                out = metrics.timed_call(
+                    self.call, run.spec, item.input, settings=self.settings, messages=messages, endpoint=run.endpoint
+                )
                 return out
             except ModelCallError as exc:
-                slot.failed(exc)   # a 429 pauses the shared limit and halves the concurrency
+                slot.failed(exc)  # a 429 pauses the shared limit and halves the concurrency
                 return self.failure(item, exc)
             finally:
                 if reserved:

@@ -39,13 +39,14 @@ NOT_RIGHT = (Verdict.MISMATCH, Verdict.ERROR)
 class RunJudge:
     """What a run's settledness is judged by: its pinned bars, its items and their labels,
     and the live run it is paired with when that run was finished before it began."""
+
     run_id: int
     bars: Bars
     total: int
     label_totals: dict[str, int]
     live_run_id: int | None = None
     live_right: int | None = None
-    by_label: bool = True     # False: a decision field by field (its tally counts no labels)
+    by_label: bool = True  # False: a decision field by field (its tally counts no labels)
 
     def settled(self, conn) -> list[BarCheck]:
         rows, _ = store.read_tally(conn, self.run_id)
@@ -69,6 +70,7 @@ def live_pair(conn, run: Run) -> tuple[int | None, int | None]:
 @dataclass
 class RunContext:
     """What the executor knows of a run beyond its prompt."""
+
     caps: SpendLimits = field(default_factory=SpendLimits)
     price: dict | None = None
     judge: RunJudge | None = None
@@ -86,8 +88,15 @@ class RunContext:
             version = store.get_version(conn, run.dataset_version_id)
             live_id, live_right = live_pair(conn, run)
             by_label = rule_of(pinned.get("decision")) is None
-            judge = RunJudge(run.id, pinned_bars(pinned, run.min_accuracy), version.row_count,
-                             dict(version.labels or {}) if by_label else {}, live_id, live_right, by_label)
+            judge = RunJudge(
+                run.id,
+                pinned_bars(pinned, run.min_accuracy),
+                version.row_count,
+                dict(version.labels or {}) if by_label else {},
+                live_id,
+                live_right,
+                by_label,
+            )
         return cls(caps, pinned.get("price"), judge, bool(run.stopped or upd.stopped))
 
 
@@ -111,19 +120,30 @@ class Stopper:
                 return
             missed = read(self.engine, judge.settled)
             if missed and read(self.engine, lambda conn: store.update_has_uncalled(conn, run.update_id)):
-                self.stop(run.update_id, run_id, EARLY_STOP, WITH_UPDATE,
-                          {"kind": EARLY_STOP, "run_id": run_id, "bars": [c.title for c in missed]})
-        except Exception as exc:       # judging again at the next write-back is enough
+                self.stop(
+                    run.update_id,
+                    run_id,
+                    EARLY_STOP,
+                    WITH_UPDATE,
+                    {"kind": EARLY_STOP, "run_id": run_id, "bars": [c.title for c in missed]},
+                )
+        except Exception as exc:  # judging again at the next write-back is enough
             log.warning("run %s: could not judge whether it is settled: %s", run_id, first_line(exc))
 
     def stop(self, update_id: int, run_id: int, kind: str, sibling_kind: str, info: dict) -> bool:
         """Stop the update (its runs' remaining items STOPPED); True when this call did."""
-        stopped = transaction(self.engine, lambda conn: store.stop_update(conn, update_id, kind, run_id, info,
-                                                                          sibling_kind))
+        stopped = transaction(
+            self.engine, lambda conn: store.stop_update(conn, update_id, kind, run_id, info, sibling_kind)
+        )
         self._mark(update_id)
         if stopped:
-            log.info("update %s stopped (%s, by run %s): %s item(s) not called", update_id, kind, run_id,
-                     sum(stopped.values()))
+            log.info(
+                "update %s stopped (%s, by run %s): %s item(s) not called",
+                update_id,
+                kind,
+                run_id,
+                sum(stopped.values()),
+            )
         return bool(stopped)
 
     def _mark(self, update_id: int) -> None:

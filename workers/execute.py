@@ -58,14 +58,22 @@ from .spend import SpendGuard
 log = logging.getLogger("promptgate.execute")
 RUN_LIST_TTL = 1.0
 WRITE_BACK_THREADS = 2
-MEAN_AFTER = 16               # items rendered before a run's mean render time is judged
+MEAN_AFTER = 16  # items rendered before a run's mean render time is judged
 
 
 class Executor(Poller):
     role = "execute"
 
-    def __init__(self, engine, settings, stop, concurrency: int | None = None, call=call_prompt, activity=None,
-                 renderer: RenderPool | None = None):
+    def __init__(
+        self,
+        engine,
+        settings,
+        stop,
+        concurrency: int | None = None,
+        call=call_prompt,
+        activity=None,
+        renderer: RenderPool | None = None,
+    ):
         super().__init__(engine, settings, stop, activity)
         self.concurrency = concurrency or self.settings.concurrency
         self.call = call
@@ -79,7 +87,7 @@ class Executor(Poller):
         self.ledger = ChunkLedger(self.concurrency, self.settings.chunk_size)
         self.run_calls: dict[int, RunCall] = {}
         self.runs: list[int] = []
-        self.claim_from: dict[int, int | None] = {}   # run -> where its next claim starts (None: the first ready)
+        self.claim_from: dict[int, int | None] = {}  # run -> where its next claim starts (None: the first ready)
         self.runs_at = 0.0
         self.turn = 0
         # for the logs and the benchmarks; "claimed" is written by the claiming thread alone,
@@ -89,9 +97,19 @@ class Executor(Poller):
         # shared rate-limit budgets + concurrency that adapts to 429s (gate/ratelimit/)
         self.limiter = CallLimiter(self.settings, self.engine, self.concurrency, stop)
         # early stop and spend caps (workers/early_stop.py, workers/spend.py)
-        self.stopper = Stopper(self.engine, lambda uid: [r for r in list(self.run_calls.values()) if r.update_id == uid])
-        self.caller = ItemCaller(call, self.settings, self.limiter, self.ledger, self.stats, self.counting,
-                                 self._stop_run_over_budget, spend=SpendGuard(self.engine, self.stopper, stop))
+        self.stopper = Stopper(
+            self.engine, lambda uid: [r for r in list(self.run_calls.values()) if r.update_id == uid]
+        )
+        self.caller = ItemCaller(
+            call,
+            self.settings,
+            self.limiter,
+            self.ledger,
+            self.stats,
+            self.counting,
+            self._stop_run_over_budget,
+            spend=SpendGuard(self.engine, self.stopper, stop),
+        )
 
     def warm_up(self) -> None:
         if self.call is call_prompt:
@@ -107,7 +125,7 @@ class Executor(Poller):
         if room == 0:
             return 0.0
         if not self._claim(min(room, self.settings.chunk_size)):
-            self.nudge("finalize")      # nothing ready: a run may have just been scored out
+            self.nudge("finalize")  # nothing ready: a run may have just been scored out
             return self.idle()
         return self.busy()
 
@@ -144,6 +162,7 @@ class Executor(Poller):
             if start is not None:
                 return store.claim_items_from(conn, run_id, start, limit, settings.lease_seconds, settings.attempt_cap)
             return store.claim_items(conn, run_id, limit, settings.lease_seconds, settings.attempt_cap)
+
         token, items = transaction(self.engine, claim, wrote=lambda claimed: bool(claimed[1]))
         if start is not None:
             self.claim_from[run_id] = max(i.position for i in items) + 1 if items else None
@@ -171,11 +190,15 @@ class Executor(Poller):
                 known = RunContext.load(conn, run_id)
             spec = parse_spec(candidate.config)
             decl = ProviderDecl.from_dict(candidate.provider) if candidate.provider else None
-            context = {"update_id": candidate.update_id, "version_id": candidate.dataset_version_id,
-                       "reuse": candidate.reuse, "context": known}
+            context = {
+                "update_id": candidate.update_id,
+                "version_id": candidate.dataset_version_id,
+                "reuse": candidate.reuse,
+                "context": known,
+            }
             try:
                 run = RunCall(spec, endpoint_for(decl), **context)
-            except UsageError as exc:     # the key variable the declaration names is not set here
+            except UsageError as exc:  # the key variable the declaration names is not set here
                 run = RunCall(spec, None, endpoint_error=str(exc), **context)
             self.run_calls[run_id] = run
         return run
@@ -191,7 +214,7 @@ class Executor(Poller):
         chunk.prepared_at = time.monotonic()
         reused = []
         for item, messages, item_keys, known in zip(chunk.items, *prepared):
-            if item_keys and len(known) == len(item_keys):     # every trial answered before: no call
+            if item_keys and len(known) == len(item_keys):  # every trial answered before: no call
                 reused.append(reused_item(item, run.spec.rule, item_keys, known, run.spec.decision))
             else:
                 self.pool.submit(self._score, chunk, run, item, messages, item_keys, known)
@@ -205,14 +228,22 @@ class Executor(Poller):
         try:
             chunk.items = self._with_inputs(chunk.items, run)
             spent: list[float] = []
-            rendered = render_messages_many(run.spec, [i.input or {} for i in chunk.items], self.renderer,
-                                            skip=lambda: run.over_budget, spent=spent)
+            rendered = render_messages_many(
+                run.spec, [i.input or {} for i in chunk.items], self.renderer, skip=lambda: run.over_budget, spent=spent
+            )
             rendered = self._within_mean(run, chunk, rendered, sum(spent))
-            rendered = [m if i.input is not None else ModelCallError(
-                f"its row {i.position} is missing from dataset version {run.version_id}", retryable=False)
-                for i, m in zip(chunk.items, rendered)]
-            keys = [None if isinstance(m, ModelCallError) else trial_keys(run.spec, m, run.endpoint.base_url)
-                    for m in rendered]
+            rendered = [
+                m
+                if i.input is not None
+                else ModelCallError(
+                    f"its row {i.position} is missing from dataset version {run.version_id}", retryable=False
+                )
+                for i, m in zip(chunk.items, rendered)
+            ]
+            keys = [
+                None if isinstance(m, ModelCallError) else trial_keys(run.spec, m, run.endpoint.base_url)
+                for m in rendered
+            ]
             found = self._answers([k for ks in keys if ks for k in ks]) if run.reuse else {}
         except DBAPIError as exc:  # the database is away past the retries: not the items' fault
             self._abandon(chunk, exc)
@@ -236,11 +267,15 @@ class Executor(Poller):
         mean = run.render_seconds / run.rendered
         if run.rendered < MEAN_AFTER or mean <= self.settings.template_mean_seconds or run.over_budget:
             return rendered
-        reason = (f"the template took {mean:.2f} s per item on average over {run.rendered} items "
-                  f"(at most {self.settings.template_mean_seconds:g} s)")
+        reason = (
+            f"the template took {mean:.2f} s per item on average over {run.rendered} items "
+            f"(at most {self.settings.template_mean_seconds:g} s)"
+        )
         self._stop_run_over_budget(run, chunk.items[0], reason)
-        return [ModelCallError(f"template exceeded its budget: {reason}", retryable=False, kind=CallFailure.BUDGET)
-                for _ in rendered]
+        return [
+            ModelCallError(f"template exceeded its budget: {reason}", retryable=False, kind=CallFailure.BUDGET)
+            for _ in rendered
+        ]
 
     def _with_inputs(self, items: list[ClaimedItem], run: RunCall) -> list[ClaimedItem]:
         """Items point at their dataset row: read the rows' inputs (one query). A row that is
@@ -267,23 +302,34 @@ class Executor(Poller):
         """The run's template overran its budget: the run is FAILED whatever else happens, so
         its other items end ERROR uncalled and unrendered (those queued here, and every one
         nobody holds, in one statement)."""
-        run.over_budget = (f"not rendered: {why}" if why else
-                           f"not rendered: the template exceeded its budget on item {item.item_id[:80]} of this run")
+        run.over_budget = (
+            f"not rendered: {why}"
+            if why
+            else f"not rendered: the template exceeded its budget on item {item.item_id[:80]} of this run"
+        )
         try:
-            failed = transaction(self.engine, lambda conn: store.fail_unclaimed_items(
-                conn, item.run_id, f"budget: {run.over_budget}"))
+            failed = transaction(
+                self.engine, lambda conn: store.fail_unclaimed_items(conn, item.run_id, f"budget: {run.over_budget}")
+            )
             log.info("run %s: template over budget; %d unclaimed items end ERROR uncalled", item.run_id, failed)
-        except Exception as exc:   # they still fail one by one, unrendered, as they are claimed
+        except Exception as exc:  # they still fail one by one, unrendered, as they are claimed
             log.warning("run %s: could not end its unclaimed items: %s", item.run_id, first_line(exc))
 
     # --- call: one item, in a call thread ----------------------------------------------
 
-    def _score(self, chunk: Chunk, run: RunCall, item: ClaimedItem, rendered, keys: tuple[str, ...] | None = None,
-               known: dict[str, Answer] | None = None) -> None:
+    def _score(
+        self,
+        chunk: Chunk,
+        run: RunCall,
+        item: ClaimedItem,
+        rendered,
+        keys: tuple[str, ...] | None = None,
+        known: dict[str, Answer] | None = None,
+    ) -> None:
         """The item's call (``workers.calls``) and its result into the ledger; the chunk is
         written back once all of its items are answered."""
         if not self.ledger.begin(chunk, item):
-            return   # a drain gave it back uncalled
+            return  # a drain gave it back uncalled
         try:
             result = self.caller.result(run, item, rendered, keys, known or {})
         except Exception as exc:  # a bug must not strand the chunk
@@ -317,15 +363,23 @@ class Executor(Poller):
         def write(conn) -> int:
             written = store.write_item_results(conn, run_id, chunk.token, chunk.results)
             whole = written == len(chunk.results)
-            if whole:                           # kept only from a write-back that held its lease throughout
+            if whole:  # kept only from a write-back that held its lease throughout
                 store.save_answers(conn, answers)
             # the run's running counts (gate/settle.py), and the calls it made, lease or not
-            store.add_tally(conn, run_id, store.stripe_of(chunk.token), scored if whole else None,
-                            judge.live_run_id if judge else None, calls, judge.by_label if judge else True)
+            store.add_tally(
+                conn,
+                run_id,
+                store.stripe_of(chunk.token),
+                scored if whole else None,
+                judge.live_run_id if judge else None,
+                calls,
+                judge.by_label if judge else True,
+            )
             return written
+
         try:
             written = transaction(self.engine, write)
-        except Exception as exc:   # retries spent, or a bug: the leases run out and the items are claimed again
+        except Exception as exc:  # retries spent, or a bug: the leases run out and the items are claimed again
             log.warning("write-back failed: %s", first_line(exc))
             written = 0
         lost = len(chunk.results) - written
@@ -341,9 +395,12 @@ class Executor(Poller):
 
     def _renew_leases(self) -> None:
         for chunk in self.ledger.due_for_renewal(self.settings.lease_seconds / 2):
-            transaction(self.engine, lambda conn: store.renew_item_leases(
-                conn, chunk.run_id, [i.position for i in chunk.items], chunk.token,
-                self.settings.lease_seconds))
+            transaction(
+                self.engine,
+                lambda conn: store.renew_item_leases(
+                    conn, chunk.run_id, [i.position for i in chunk.items], chunk.token, self.settings.lease_seconds
+                ),
+            )
             chunk.renewed_at = time.monotonic()
 
     def _give_back_unstarted(self) -> None:
@@ -355,9 +412,10 @@ class Executor(Poller):
         given = 0
         for chunk, positions in given_back:
             try:
-                given += transaction(self.engine, lambda conn: store.release_items(conn, chunk.token, chunk.run_id,
-                                                                                   positions))
-            except Exception as exc:   # their lease runs out instead
+                given += transaction(
+                    self.engine, lambda conn: store.release_items(conn, chunk.token, chunk.run_id, positions)
+                )
+            except Exception as exc:  # their lease runs out instead
                 log.warning("drain: could not give back %d item(s): %s", len(positions), first_line(exc))
         for chunk in whole:
             self.writers.submit(self._finish_chunk, chunk)

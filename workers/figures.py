@@ -16,7 +16,7 @@ from gate.states import Verdict
 from gate.structured.compare import label_named
 from gate.structured.rule import FieldsRule, rule_of
 
-MISSING, OTHER = "(missing)", "(other)"     # a label field's answer: not given, or none of its labels
+MISSING, OTHER = "(missing)", "(other)"  # a label field's answer: not given, or none of its labels
 MAX_SLICES = 200
 PROTECTED_SAMPLES = 20
 
@@ -26,14 +26,23 @@ def fields_metrics(conn, run_id: int, rule: FieldsRule) -> dict[str, Any]:
     confusion matrix (expected label → answered label, ``(missing)`` or ``(other)``)."""
     counts = store.field_counts(conn, run_id, len(rule.fields))
     scored = counts["scored"]
-    fields = [{"field": f.name, "type": f.type, "right": scored - counts["wrong"][i], "wrong": counts["wrong"][i],
-               "missing": counts["missing"][i]} for i, f in enumerate(rule.fields)]
+    fields = [
+        {
+            "field": f.name,
+            "type": f.type,
+            "right": scored - counts["wrong"][i],
+            "wrong": counts["wrong"][i],
+            "missing": counts["missing"][i],
+        }
+        for i, f in enumerate(rule.fields)
+    ]
     confusion = {}
     for f in rule.fields:
         if f.type == "label":
             matrix: dict[str, dict[str, int]] = {}
-            for expected, actual, n in store.label_confusion(conn, run_id, f.name, rule.bit(f.name), f.labels,
-                                                               MISSING, OTHER):
+            for expected, actual, n in store.label_confusion(
+                conn, run_id, f.name, rule.bit(f.name), f.labels, MISSING, OTHER
+            ):
                 row = matrix.setdefault(label_named(expected, f.labels) or str(expected), {})
                 row[actual] = row.get(actual, 0) + n
             confusion[f.name] = matrix
@@ -78,8 +87,13 @@ def _field_flips(conn, run: Run, live_id: int | None, metrics: dict) -> dict | N
 
 def _slices(conn, run: Run, live_id: int | None, column: str, min_items: int) -> dict[str, Any]:
     found = store.slice_counts(conn, run.id, run.dataset_version_id, column, live_id, MAX_SLICES + 1)
-    return {"column": column, "min_items": min_items, "slices": found[:MAX_SLICES],
-            "too_many": len(found) > MAX_SLICES, "compared": live_id is not None}
+    return {
+        "column": column,
+        "min_items": min_items,
+        "slices": found[:MAX_SLICES],
+        "too_many": len(found) > MAX_SLICES,
+        "compared": live_id is not None,
+    }
 
 
 def _protected_and_accepted(conn, run: Run, live_id: int | None, bars) -> dict[str, Any]:
@@ -87,30 +101,45 @@ def _protected_and_accepted(conn, run: Run, live_id: int | None, bars) -> dict[s
     them broke, accepted breaks apart; each accepted break as broke, stale (it did not
     break), absent (no such item) or unchecked (no live version to compare with)."""
     policy = bars.policy
-    if run.dataset_version_id is None:        # a run from before versions: nothing to read items by
+    if run.dataset_version_id is None:  # a run from before versions: nothing to read items by
         return {}
     version = store.get_version(conn, run.dataset_version_id)
     flagged = int((version.fields or {}).get("protected") or 0)
     accepted = {a.item: a for a in policy.accept_breaks}
-    named = {r["item_id"]: r for r in store.items_by_id(conn, run.id, live_id, run.dataset_version_id,
-                                                         sorted(set(policy.protected) | set(accepted)))}
+    named = {
+        r["item_id"]: r
+        for r in store.items_by_id(
+            conn, run.id, live_id, run.dataset_version_id, sorted(set(policy.protected) | set(accepted))
+        )
+    }
     out: dict[str, Any] = {}
     if accepted:
-        out["accepted_breaks"] = [{"item": a.item, "reason": a.reason, "commit": a.commit,
-                                   "state": _accepted_state(named.get(a.item), live_id)} for a in accepted.values()]
+        out["accepted_breaks"] = [
+            {
+                "item": a.item,
+                "reason": a.reason,
+                "commit": a.commit,
+                "state": _accepted_state(named.get(a.item), live_id),
+            }
+            for a in accepted.values()
+        ]
     listed = [r for i, r in named.items() if i in policy.protected and not r["protected"]]
     items = flagged + len(listed)
     if not items:
         return out
     broken, samples = 0, []
     if live_id is not None:
-        broken, samples = store.flagged_broken(conn, run.id, live_id, run.dataset_version_id, sorted(accepted),
-                                               PROTECTED_SAMPLES)
+        broken, samples = store.flagged_broken(
+            conn, run.id, live_id, run.dataset_version_id, sorted(accepted), PROTECTED_SAMPLES
+        )
         extra = [r for r in listed if _broke(r) and r["item_id"] not in accepted]
         broken += len(extra)
         samples = sorted(samples + [(r["position"], _flip(r)) for r in extra], key=lambda p: p[0])
-    out["protected"] = {"items": items, "broken": broken,
-                        "samples": [asdict(s) for _, s in samples[:PROTECTED_SAMPLES]]}
+    out["protected"] = {
+        "items": items,
+        "broken": broken,
+        "samples": [asdict(s) for _, s in samples[:PROTECTED_SAMPLES]],
+    }
     return out
 
 

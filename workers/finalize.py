@@ -44,9 +44,11 @@ class Finalizer(Poller):
         if time.monotonic() - self.swept_at < self.settings.lease_seconds / 2:
             return
         self.swept_at = time.monotonic()
+
         def sweep(conn) -> None:
             for run_id in store.running_runs(conn):
                 store.fail_exhausted_items(conn, run_id, self.settings.attempt_cap)
+
         transaction(self.engine, sweep)
 
 
@@ -61,13 +63,23 @@ def call_metrics(conn, run, total: int) -> dict:
     unmetered = calls.pop("unmetered")
     price = (run.pinned or {}).get("price")
     if not price:
-        return {"calls": calls, "cost_usd": None, **extra,
-                "cost_note": f"no price for model {(run.pinned or {}).get('model')!r} in the gate's price table"}
+        return {
+            "calls": calls,
+            "cost_usd": None,
+            **extra,
+            "cost_note": f"no price for model {(run.pinned or {}).get('model')!r} in the gate's price table",
+        }
     if unmetered:
-        return {"calls": calls, "cost_usd": None, **extra,
-                "cost_note": f"{unmetered} of {calls.get('calls', total)} answers came without token counts"}
-    cost = (calls["prompt_tokens"] * Decimal(price["input_per_million"])
-            + calls["completion_tokens"] * Decimal(price["output_per_million"])) / 1_000_000
+        return {
+            "calls": calls,
+            "cost_usd": None,
+            **extra,
+            "cost_note": f"{unmetered} of {calls.get('calls', total)} answers came without token counts",
+        }
+    cost = (
+        calls["prompt_tokens"] * Decimal(price["input_per_million"])
+        + calls["completion_tokens"] * Decimal(price["output_per_million"])
+    ) / 1_000_000
     return {"calls": calls, "cost_usd": f"{cost:f}", **extra}
 
 
@@ -79,10 +91,11 @@ def finalize_batch(conn) -> list[int]:
         rule = rule_of((run.pinned or {}).get("decision"))
         if rule is None:
             metrics = metrics_from_breakdown(store.run_breakdown(conn, run_id))
-        else:   # decided field by field: the counts, and per field (gate.structured)
-            metrics = metrics_from_breakdown(store.structured_breakdown(conn, run_id, NOT_AN_OBJECT, INVALID_DECISION),
-                                             confusion_matrix=False)
-        if metrics["pending"]:       # cannot happen under the lock; never score a run that is not done
+        else:  # decided field by field: the counts, and per field (gate.structured)
+            metrics = metrics_from_breakdown(
+                store.structured_breakdown(conn, run_id, NOT_AN_OBJECT, INVALID_DECISION), confusion_matrix=False
+            )
+        if metrics["pending"]:  # cannot happen under the lock; never score a run that is not done
             continue
         if rule is not None:
             metrics["fields"] = fields_metrics(conn, run_id, rule)
@@ -111,8 +124,13 @@ def spend_figures(conn, run, metrics: dict) -> dict:
     rows = int((run.pinned or {}).get("rows") or metrics["total"])
     never_copied = max(0, rows - metrics["total"])
     trials = int(((run.pinned or {}).get("trials") or {}).get("n", 1))
-    return {**out, "total": max(rows, metrics["total"]), "stopped": metrics.get("stopped", 0) + never_copied,
-            "calls_saved": (store.count_uncalled(conn, run.id) + never_copied) * trials, "stop": {"kind": run.stopped}}
+    return {
+        **out,
+        "total": max(rows, metrics["total"]),
+        "stopped": metrics.get("stopped", 0) + never_copied,
+        "calls_saved": (store.count_uncalled(conn, run.id) + never_copied) * trials,
+        "stop": {"kind": run.stopped},
+    }
 
 
 def saved_counters(run, metrics: dict) -> dict[str, int]:

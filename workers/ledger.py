@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from gate.models import ClaimedItem, ItemResult
 
-ROOM_WAIT = 0.05      # the longest wait for room (tests/integration/test_executor_loop.py)
+ROOM_WAIT = 0.05  # the longest wait for room (tests/integration/test_executor_loop.py)
 
 
 @dataclass
@@ -32,10 +32,10 @@ class Chunk:
     items: list[ClaimedItem]
     results: list[ItemResult] = field(default_factory=list)
     renewed_at: float = field(default_factory=time.monotonic)
-    started: set[int] = field(default_factory=set)    # items whose call has begun
-    given_back: int = 0                               # items a drain gave back uncalled
+    started: set[int] = field(default_factory=set)  # items whose call has begun
+    given_back: int = 0  # items a drain gave back uncalled
     claimed_at: float = field(default_factory=time.monotonic)
-    prepared_at: float | None = None                  # its items handed to the call threads
+    prepared_at: float | None = None  # its items handed to the call threads
 
     @property
     def done(self) -> bool:
@@ -52,12 +52,12 @@ class ChunkLedger:
         self.chunk_size = chunk_size
         self.lock = threading.Lock()
         self.capacity = threading.Condition(self.lock)
-        self.in_flight = 0      # items claimed and not yet answered (nor given back)
-        self.held = 0           # items claimed and not yet written back
-        self.prep_bound = False   # the last chunk's calls took less time than claiming and preparing it
-        self.chunks: dict[str, Chunk] = {}      # claimed and not yet whole
-        self.draining = False   # set once by give_back_unstarted(): no item begins after it
-        self.calls_began: dict[tuple[int, int], float] = {}   # (run, position) -> when its call began
+        self.in_flight = 0  # items claimed and not yet answered (nor given back)
+        self.held = 0  # items claimed and not yet written back
+        self.prep_bound = False  # the last chunk's calls took less time than claiming and preparing it
+        self.chunks: dict[str, Chunk] = {}  # claimed and not yet whole
+        self.draining = False  # set once by give_back_unstarted(): no item begins after it
+        self.calls_began: dict[tuple[int, int], float] = {}  # (run, position) -> when its call began
 
     # --- room for the next claim ---------------------------------------------------------
 
@@ -143,7 +143,7 @@ class ChunkLedger:
         chunk.results.extend(results)
         self.in_flight -= len(results)
         if self.max_queued - self.in_flight >= min(self.chunk_size, self.max_queued) or not self.in_flight:
-            self.capacity.notify_all()   # room for a whole chunk: the claimer may go
+            self.capacity.notify_all()  # room for a whole chunk: the claimer may go
         if not chunk.done:
             return False
         self.chunks.pop(chunk.token, None)

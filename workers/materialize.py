@@ -61,8 +61,9 @@ class Materializer(Poller):
             self.renderer.close()
 
     def poll(self) -> float:
-        claimed = transaction(self.engine, lambda conn: store.claim_materialize(conn, self.settings.lease_seconds, 1),
-                              wrote=bool)
+        claimed = transaction(
+            self.engine, lambda conn: store.claim_materialize(conn, self.settings.lease_seconds, 1), wrote=bool
+        )
         if not claimed:
             return self.idle()
         run, token = claimed[0]
@@ -92,14 +93,16 @@ class Materializer(Poller):
         """A run whose update stopped (settled early, or at its spend cap) gets no further
         page: its rows not copied yet are never called. It is marked materialized (a
         RUNNING one was, by the stop itself) so that finalize ends it."""
+
         def finish(conn) -> None:
             self._ensure_running(conn, run, token)
             store.finish_materialize(conn, run.id, token)
+
         try:
             transaction(self.engine, finish)
             log.info("run %s: stopped with its update; no further page", run.id)
         except (IllegalTransition, LeaseLost):
-            pass                 # finished by the stop itself, or the update was cancelled
+            pass  # finished by the stop itself, or the update was cancelled
 
     def _give_back(self, run: Run, token: str) -> None:
         """Draining: the run's lease goes back now (guarded by its token), so another worker
@@ -107,13 +110,15 @@ class Materializer(Poller):
         try:
             transaction(self.engine, lambda conn: store.release_run_lease(conn, run.id, token))
             log.info("run %s: draining; its materialize lease is given back", run.id)
-        except Exception as exc:   # the lease runs out instead
+        except Exception as exc:  # the lease runs out instead
             log.warning("run %s: could not give back its lease: %s", run.id, first_line(exc))
 
     def _copy_all_pages(self, run: Run, token: str) -> None:
         if run.dataset_version_id is None:
-            raise DatasetError(f"dataset {run.dataset_name}: this run was submitted before datasets were stored in "
-                               "the gate; submit the prompt again")
+            raise DatasetError(
+                f"dataset {run.dataset_name}: this run was submitted before datasets were stored in "
+                "the gate; submit the prompt again"
+            )
         with self.engine.connect() as conn:
             config = store.candidate_of_run(conn, run.id).config
             version = store.get_version(conn, run.dataset_version_id)
@@ -125,8 +130,11 @@ class Materializer(Poller):
         start = int(run.materialize_cursor or 0)
         if start == 0:
             self._precheck_templates(run, version, [m["content"] for m in config["messages"]])
-        size = min(self.settings.page_size, FIRST_PAGE_ROWS) if run.status == RunStatus.PENDING \
+        size = (
+            min(self.settings.page_size, FIRST_PAGE_ROWS)
+            if run.status == RunStatus.PENDING
             else self.settings.page_size
+        )
         while start < version.row_count:
             if self.stop.is_set():
                 raise LeaseLost  # draining: leave the rest to the next lease
@@ -156,8 +164,10 @@ class Materializer(Poller):
                 rows = store.rows_with_labels(conn, version.id, unknown, EXAMPLES)
             examples = "; ".join(f"item {r.item_id}: {r.expected!r}" for r in rows)
             count = sum(version.labels[label] for label in unknown)
-            raise DatasetError(f"dataset {run.dataset_name}: {count} row(s) with a label the prompt does not have "
-                               f"(labels: {', '.join(prompt_labels)}): {examples}")
+            raise DatasetError(
+                f"dataset {run.dataset_name}: {count} row(s) with a label the prompt does not have "
+                f"(labels: {', '.join(prompt_labels)}): {examples}"
+            )
         return {label: known[label.casefold()] for label in version.labels if known[label.casefold()] != label}
 
     def _precheck_templates(self, run: Run, version: DatasetVersion, templates: list[str]) -> None:
@@ -170,13 +180,15 @@ class Materializer(Poller):
             try:
                 self.renderer.render(templates, row.input)
             except BudgetExceeded as exc:
-                raise DatasetError(f"dataset {run.dataset_name}: item {row.item_id}: {exc}; the run was stopped "
-                                   "before any model call") from None
+                raise DatasetError(
+                    f"dataset {run.dataset_name}: item {row.item_id}: {exc}; the run was stopped before any model call"
+                ) from None
             except TemplateProblem:
                 continue
 
-    def copy_page(self, run: Run, token: str, version: DatasetVersion, start: int, end: int,
-                  labels: dict[str, str], first: bool) -> None:
+    def copy_page(
+        self, run: Run, token: str, version: DatasetVersion, start: int, end: int, labels: dict[str, str], first: bool
+    ) -> None:
         """One page's transaction: the items of positions [start, end), then the cursor.
         ``transaction`` runs it again after a deadlock or a lost connection; a second run
         first asks whether the first one committed after all (a COMMIT lost in flight)."""
@@ -186,18 +198,22 @@ class Materializer(Poller):
 
         def commit(conn) -> None:
             if next(runs) and store.page_committed(conn, run.id, cursor):
-                return   # in already: copying it again would fail on (run_id, position)
-            if first:    # the first page moves the update and the run to RUNNING
+                return  # in already: copying it again would fail on (run_id, position)
+            if first:  # the first page moves the update and the run to RUNNING
                 self._ensure_running(conn, run, token)
             copied = store.copy_version_page(conn, run.id, version.id, start, end, labels)
-            if copied != end - start:    # the pinned rows are not all there: never judge on part of them
-                raise DatasetError(f"dataset {run.dataset_name}: version {version.id} is missing rows "
-                                   f"{start}..{end - 1} ({copied} of {end - start} found)")
-            if not store.advance_materialize(conn, run.id, token, cursor=cursor, added_rows=copied,
-                                             lease_seconds=self.settings.lease_seconds):
+            if copied != end - start:  # the pinned rows are not all there: never judge on part of them
+                raise DatasetError(
+                    f"dataset {run.dataset_name}: version {version.id} is missing rows "
+                    f"{start}..{end - 1} ({copied} of {end - start} found)"
+                )
+            if not store.advance_materialize(
+                conn, run.id, token, cursor=cursor, added_rows=copied, lease_seconds=self.settings.lease_seconds
+            ):
                 raise LeaseLost
             if last and not store.finish_materialize(conn, run.id, token):
                 raise LeaseLost
+
         transaction(self.engine, commit)
         self.nudge("execute")
 
@@ -219,6 +235,7 @@ class Materializer(Poller):
         def fail(conn) -> None:
             self._ensure_running(conn, run, token)
             store.transition_run(conn, run.id, RunStatus.ERROR, reason=reason[:2000], token=token)
+
         try:
             transaction(self.engine, fail)
         except (IllegalTransition, LeaseLost):

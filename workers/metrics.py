@@ -58,15 +58,22 @@ MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 CALL_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 
 CALL_REGISTRY = CollectorRegistry()
-MODEL_CALL_SECONDS = Histogram("promptgate_model_call_seconds", "Model calls made by this worker (answered or "
-                               "failed), seconds from request to answer.", buckets=CALL_BUCKETS,
-                               registry=CALL_REGISTRY)
+MODEL_CALL_SECONDS = Histogram(
+    "promptgate_model_call_seconds",
+    "Model calls made by this worker (answered or failed), seconds from request to answer.",
+    buckets=CALL_BUCKETS,
+    registry=CALL_REGISTRY,
+)
 MODEL_ERRORS = Counter("promptgate_model_errors", "Failed model calls by kind.", ["kind"], registry=CALL_REGISTRY)
-MODEL_RATE_LIMITED = Counter("promptgate_model_rate_limited", "Model calls answered 429 (rate limited).",
-                             registry=CALL_REGISTRY)
-RATE_LIMIT_WAIT = Counter("promptgate_rate_limit_wait_seconds", "Seconds calls waited for the shared rate-limit "
-                          "buckets before they were sent.", registry=CALL_REGISTRY)
-for _kind in CallFailure:       # every kind present from the start: a rate() over it needs no first error
+MODEL_RATE_LIMITED = Counter(
+    "promptgate_model_rate_limited", "Model calls answered 429 (rate limited).", registry=CALL_REGISTRY
+)
+RATE_LIMIT_WAIT = Counter(
+    "promptgate_rate_limit_wait_seconds",
+    "Seconds calls waited for the shared rate-limit buckets before they were sent.",
+    registry=CALL_REGISTRY,
+)
+for _kind in CallFailure:  # every kind present from the start: a rate() over it needs no first error
     MODEL_ERRORS.labels(_kind.value)
 
 

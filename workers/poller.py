@@ -41,9 +41,9 @@ class Activity:
         # started together (a deploy) do not probe in step
         self.checked_at = time.monotonic() - random.uniform(0, self.interval)
         self.open = False
-        self.opened = 0      # how many times the probe found work after finding none
+        self.opened = 0  # how many times the probe found work after finding none
         self.due_in = self._next_interval()
-        self.reader = KeptConnection(engine)   # what an idle fleet costs the server: one statement a probe
+        self.reader = KeptConnection(engine)  # what an idle fleet costs the server: one statement a probe
         self.watchers: list[threading.Event] = []
 
     def watch(self, wake: threading.Event) -> None:
@@ -89,6 +89,7 @@ class Activity:
 class Poller(ABC):
     """A role's loop over the gate database: ``engine`` and ``settings`` are all it reads of
     the gate (no role goes through the service)."""
+
     role = "poller"
 
     def __init__(self, engine, settings: Settings, stop: threading.Event, activity: Activity | None = None):
@@ -136,11 +137,11 @@ class Poller(ABC):
         them, its pickup was slower than the next one's (bench/README.md)."""
         try:
             delay = self.poll()
-        except Exception as exc:   # the loop retries and logs; startup must not fail on it
+        except Exception as exc:  # the loop retries and logs; startup must not fail on it
             log.debug("%s: warm-up poll failed: %s", self.role, exc)
             delay = 0.0
         if delay == 0.0:
-            self.wake.set()   # it found work: the loop goes on at once
+            self.wake.set()  # it found work: the loop goes on at once
 
     def oldest_call_age(self) -> float | None:
         """Seconds since this poller's oldest model call in flight began (None: none)."""
@@ -158,13 +159,12 @@ class Poller(ABC):
                     if self.activity is not None and not self.activity.has_work():
                         delay, jitter = self.activity.next_probe_in(), False
                     else:
-                        self.wake.clear()   # this poll answers every wake so far (its own probe's too)
+                        self.wake.clear()  # this poll answers every wake so far (its own probe's too)
                         delay = self.poll()
                     backoff = 0.2
-                except Exception as exc:   # the loop keeps running: log, back off, poll again
-                    if is_retryable(exc):   # the same predicate as db.transaction's retries
-                        log.warning("%s: database error, retrying in %.1fs: %s", self.role, backoff,
-                                    first_line(exc))
+                except Exception as exc:  # the loop keeps running: log, back off, poll again
+                    if is_retryable(exc):  # the same predicate as db.transaction's retries
+                        log.warning("%s: database error, retrying in %.1fs: %s", self.role, backoff, first_line(exc))
                     else:
                         log.exception("%s: unexpected error; backing off", self.role)
                     delay, backoff = backoff, min(backoff * 2, 5.0)

@@ -50,9 +50,13 @@ def reconcile_one(conn, update_id: int) -> UpdateStatus:
     status, reason = update_end(upd.mode, runs)
     if status == UpdateStatus.APPLIED and not store.write_live(conn, upd):
         live = store.live_version(conn, upd.prompt_name)
-        status, reason = UpdateStatus.FAILED, (
-            f"cleared every bar but was not applied: the live version is {live}, not {upd.base_version} as at "
-            "submit (another change went live first); resubmit to evaluate against it")
+        status, reason = (
+            UpdateStatus.FAILED,
+            (
+                f"cleared every bar but was not applied: the live version is {live}, not {upd.base_version} as at "
+                "submit (another change went live first); resubmit to evaluate against it"
+            ),
+        )
     store.transition_update(conn, update_id, status, reason)
     log.info("update %s: %s (%s)", update_id, status, reason)
     return status
@@ -66,7 +70,7 @@ def _compared(conn, run: Run, upd) -> Run:
     if run.status != RunStatus.DONE:
         return run
     metrics = {**(run.metrics or {}), **comparison_metrics(conn, run)}
-    metrics.update(policy_metrics(conn, run, metrics))      # fields, slices, protected, accepted
+    metrics.update(policy_metrics(conn, run, metrics))  # fields, slices, protected, accepted
     if metrics.get("stop"):
         metrics["stop"] = stop_figures(conn, run, metrics, upd)
     store.set_run_metrics(conn, run.id, metrics)
@@ -83,23 +87,35 @@ def stop_figures(conn, run: Run, metrics: dict, upd) -> dict:
     if stop.get("kind") == EARLY_STOP:
         version = store.get_version(conn, run.dataset_version_id)
         live_id, live_right = live_pair(conn, run)
-        by_label = rule_of((run.pinned or {}).get("decision")) is None     # fields: no labels (store.add_tally)
-        outcomes = Outcomes.from_rows(store.outcome_counts(conn, run.id, live_id, by_label), version.row_count,
-                                      (version.labels or {}) if by_label else {}, live_right)
+        by_label = rule_of((run.pinned or {}).get("decision")) is None  # fields: no labels (store.add_tally)
+        outcomes = Outcomes.from_rows(
+            store.outcome_counts(conn, run.id, live_id, by_label),
+            version.row_count,
+            (version.labels or {}) if by_label else {},
+            live_right,
+        )
         missed = missed_bars(pinned_bars(run.pinned, run.min_accuracy), outcomes)
         best = best_case(outcomes)
-        stop.update(missed=[c.to_dict() for c in missed], sentence=explain(outcomes, missed, metrics["calls_saved"])
-                    if missed else None, best={k: best[k] for k in ("matches", "scored", "confusion", "flips")})
+        stop.update(
+            missed=[c.to_dict() for c in missed],
+            sentence=explain(outcomes, missed, metrics["calls_saved"]) if missed else None,
+            best={k: best[k] for k in ("matches", "scored", "confusion", "flips")},
+        )
     elif stop.get("kind") == SPEND_CAP:
         cap = upd.stopped or {}
         calls, cost, _ = store.spend_of_update(conn, upd.id)
-        spent = f"${nano_text(cost)} reserved for {calls:,} calls" if cap.get("cap") == "max_cost_per_update_usd" \
+        spent = (
+            f"${nano_text(cost)} reserved for {calls:,} calls"
+            if cap.get("cap") == "max_cost_per_update_usd"
             else f"{calls:,} calls made"
+        )
         limit = cap.get("limit")
         limit = f"${limit}" if cap.get("cap") == "max_cost_per_update_usd" else f"{int(limit or 0):,}"
-        stop["sentence"] = (f"{cap.get('cap')} {limit}: {spent}; {metrics.get('stopped', 0):,} of "
-                            f"{metrics.get('total', 0):,} items of {run.dataset_name} not called"
-                            + (f" ({cap['why']})" if cap.get("why") else ""))
+        stop["sentence"] = (
+            f"{cap.get('cap')} {limit}: {spent}; {metrics.get('stopped', 0):,} of "
+            f"{metrics.get('total', 0):,} items of {run.dataset_name} not called"
+            + (f" ({cap['why']})" if cap.get("why") else "")
+        )
     return stop
 
 
@@ -112,28 +128,41 @@ def comparison_metrics(conn, run: Run) -> dict:
     baseline = pinned.get("baseline")
     metrics = run.metrics or {}
     if not baseline:
-        return {"flips": None, "baseline_note": pinned.get("baseline_note") or "no live version to compare with",
-                "baseline_error": pinned.get("baseline_error")}
-    if baseline.get("same_config"):     # the candidate is the live config: every item agrees with itself
+        return {
+            "flips": None,
+            "baseline_note": pinned.get("baseline_note") or "no live version to compare with",
+            "baseline_error": pinned.get("baseline_error"),
+        }
+    if baseline.get("same_config"):  # the candidate is the live config: every item agrees with itself
         matches, scored = metrics.get("matches", 0), metrics.get("scored", 0)
-        return {"flips": {"fixed": 0, "broken": 0, "both_right": matches, "both_wrong": scored - matches,
-                          "paired": scored}, "baseline_note": None,
-                "live": {"matches": matches, "scored": scored, **baseline}}
+        return {
+            "flips": {"fixed": 0, "broken": 0, "both_right": matches, "both_wrong": scored - matches, "paired": scored},
+            "baseline_note": None,
+            "live": {"matches": matches, "scored": scored, **baseline},
+        }
     live_run = store.get_run(conn, baseline["run_id"])
-    if metrics.get("stop"):           # stopped: the items answered, against live where it is whole
+    if metrics.get("stop"):  # stopped: the items answered, against live where it is whole
         if live_run.status != RunStatus.DONE or live_run.stopped:
             return {"flips": None, "baseline_note": "not compared: the live version's run stopped too"}
         live = live_run.metrics or {}
-        return {"flips": store.flip_counts(conn, run.id, live_run.id), "baseline_note": None,
-                "live": {"matches": live.get("matches", 0), "scored": live.get("scored", 0), **baseline}}
+        return {
+            "flips": store.flip_counts(conn, run.id, live_run.id),
+            "baseline_note": None,
+            "live": {"matches": live.get("matches", 0), "scored": live.get("scored", 0), **baseline},
+        }
     if live_run.status != RunStatus.DONE:
         why = f"the live version could not be scored on this dataset version: {live_run.reason or live_run.status}"
         return {"flips": None, "baseline_note": why, "baseline_error": why}
     flips = store.flip_counts(conn, run.id, live_run.id)
     live = live_run.metrics or {}
     if not flips["paired"] or flips["paired"] != metrics.get("scored") or flips["paired"] != live.get("scored"):
-        why = (f"the live version's answers are incomplete: {flips['paired']} of {metrics.get('scored')} items "
-               f"paired with run {live_run.id}")
+        why = (
+            f"the live version's answers are incomplete: {flips['paired']} of {metrics.get('scored')} items "
+            f"paired with run {live_run.id}"
+        )
         return {"flips": None, "baseline_note": why, "baseline_error": why}
-    return {"flips": flips, "baseline_note": None,
-            "live": {"matches": live.get("matches", 0), "scored": live.get("scored", 0), **baseline}}
+    return {
+        "flips": flips,
+        "baseline_note": None,
+        "live": {"matches": live.get("matches", 0), "scored": live.get("scored", 0), **baseline},
+    }

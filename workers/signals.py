@@ -23,7 +23,7 @@ class StopSignals:
 
     def __init__(self, signals=STOP_SIGNALS):
         self.signals = tuple(signals)
-        self.received: int | None = None     # the last stop signal caught
+        self.received: int | None = None  # the last stop signal caught
         self._read, self._write = os.pipe()
         for fd in (self._read, self._write):
             os.set_blocking(fd, False)
@@ -44,7 +44,7 @@ class StopSignals:
             signal.signal(sig, signal.SIG_IGN)
 
     def _handle(self, signum, _frame) -> None:
-        self.received = signum    # one store: safe however often and wherever it is re-entered
+        self.received = signum  # one store: safe however often and wherever it is re-entered
 
     @property
     def stopping(self) -> bool:

@@ -19,7 +19,7 @@ from gate.spec import request_kwargs
 from gate.update_outcome import SPEND_CAP
 
 log = logging.getLogger("promptgate.execute")
-SETTLE_WAIT = 0.05                 # seconds between tries while calls in flight hold the budget
+SETTLE_WAIT = 0.05  # seconds between tries while calls in flight hold the budget
 
 
 class SpendGuard:
@@ -45,15 +45,19 @@ class SpendGuard:
                 return self._reached(run, item, "a call whose cost cannot be bounded (no price or no max_tokens)")
             cost = call_bound(request_kwargs(run.spec, messages), bound, run.context.price)
         while not run.stopped:
-            if transaction(self.engine, lambda conn: store.reserve_spend(
-                    conn, run.update_id, 1, cost, caps.max_calls_per_update, caps.max_cost_nanousd)):
+            if transaction(
+                self.engine,
+                lambda conn: store.reserve_spend(
+                    conn, run.update_id, 1, cost, caps.max_calls_per_update, caps.max_cost_nanousd
+                ),
+            ):
                 return cost
             calls, reserved, in_flight = read(self.engine, lambda conn: store.spend_of_update(conn, run.update_id))
             if caps.max_calls_per_update is not None and calls + 1 > caps.max_calls_per_update:
                 return self._reached(run, item, None, "max_calls_per_update")
             if caps.max_cost_nanousd is None or reserved - in_flight + cost > caps.max_cost_nanousd:
                 return self._reached(run, item, None, "max_cost_per_update_usd")
-            if self.halt.wait(SETTLE_WAIT):         # calls in flight hold it: they may cost less than their most
+            if self.halt.wait(SETTLE_WAIT):  # calls in flight hold it: they may cost less than their most
                 return None
         return None
 
@@ -64,18 +68,25 @@ class SpendGuard:
         if not reserved:
             return
         tokens_in, tokens_out = getattr(out, "prompt_tokens", None), getattr(out, "completion_tokens", None)
-        spent = reserved if tokens_in is None or tokens_out is None else \
-            min(reserved, usd_nano(tokens_in, tokens_out, run.context.price))
+        spent = (
+            reserved
+            if tokens_in is None or tokens_out is None
+            else min(reserved, usd_nano(tokens_in, tokens_out, run.context.price))
+        )
         try:
             transaction(self.engine, lambda conn: store.settle_spend(conn, run.update_id, reserved, spent))
-        except Exception as exc:        # kept reserved and in flight: the cap only binds sooner
+        except Exception as exc:  # kept reserved and in flight: the cap only binds sooner
             log.warning("update %s: could not settle a call's cost: %s", run.update_id, first_line(exc))
 
     def _reached(self, run, item, why: str | None, cap: str = "max_cost_per_update_usd") -> None:
         """The update reached a cap (or a call cannot be priced): stop it, once."""
         caps = run.context.caps
         limit = caps.max_calls_per_update if cap == "max_calls_per_update" else f"{caps.max_cost_per_update_usd:f}"
-        self.stopper.stop(run.update_id, item.run_id, SPEND_CAP, SPEND_CAP,
-                          {"kind": SPEND_CAP, "run_id": item.run_id, "cap": cap, "limit": limit,
-                           **({"why": why} if why else {})})
+        self.stopper.stop(
+            run.update_id,
+            item.run_id,
+            SPEND_CAP,
+            SPEND_CAP,
+            {"kind": SPEND_CAP, "run_id": item.run_id, "cap": cap, "limit": limit, **({"why": why} if why else {})},
+        )
         return None

@@ -40,8 +40,15 @@ def parse_roles(role: str | Iterable[str]) -> list[str]:
     return names
 
 
-def build_pollers(engine, settings: Settings, stop: threading.Event, roles: Sequence[str],
-                  concurrency: int | None = None, call=None, renderer: RenderPool | None = None) -> list[Poller]:
+def build_pollers(
+    engine,
+    settings: Settings,
+    stop: threading.Event,
+    roles: Sequence[str],
+    concurrency: int | None = None,
+    call=None,
+    renderer: RenderPool | None = None,
+) -> list[Poller]:
     """The pollers of one process, sharing one activity probe and one template sandbox, and
     able to nudge each other."""
     activity = Activity(engine, settings.idle_probe_interval)
@@ -54,24 +61,36 @@ def build_pollers(engine, settings: Settings, stop: threading.Event, roles: Sequ
     return pollers
 
 
-def make_poller(role: str, engine, settings: Settings, stop: threading.Event, activity: Activity,
-                concurrency: int | None, call, renderer: RenderPool | None) -> Poller:
+def make_poller(
+    role: str,
+    engine,
+    settings: Settings,
+    stop: threading.Event,
+    activity: Activity,
+    concurrency: int | None,
+    call,
+    renderer: RenderPool | None,
+) -> Poller:
     """One role's poller. Each role's module is imported when a process runs that role: a
     process of quick roles (finalize, reconcile) starts without the model client's imports
     (the openai SDK is most of a worker's start-up time)."""
     if role == "execute":
         from .execute import Executor
+
         kwargs = {"concurrency": concurrency, "renderer": renderer}
         if call is not None:
             kwargs["call"] = call
         return Executor(engine, settings, stop, activity=activity, **kwargs)
     if role == "materialize":
         from .materialize import Materializer
+
         return Materializer(engine, settings, stop, activity=activity, renderer=renderer)
     if role == "finalize":
         from .finalize import Finalizer
+
         return Finalizer(engine, settings, stop, activity=activity)
     from .reconcile import Reconciler
+
     return Reconciler(engine, settings, stop, activity=activity)
 
 
@@ -113,7 +132,7 @@ class WorkerProcess:
         if self.pollers and self.pollers[0].activity is not None:
             self.pollers[0].activity.close()
         self.renderer.close()
-        try:   # best effort, briefly: a row left behind is pruned once its heartbeats stop
+        try:  # best effort, briefly: a row left behind is pruned once its heartbeats stop
             transaction(self.engine, lambda conn: store.remove_worker(conn, self.id), give_up_after=1.0)
         except DBAPIError:
             pass
@@ -145,7 +164,7 @@ class WorkerProcess:
         signals.hold()
 
     def _register(self) -> None:
-        try:   # briefly: the heartbeat registers the process if this could not
+        try:  # briefly: the heartbeat registers the process if this could not
             transaction(self.engine, self._insert_row, give_up_after=1.0)
         except DBAPIError as exc:
             log.warning("could not register worker (will retry with the heartbeat): %s", exc)
@@ -170,9 +189,9 @@ class WorkerProcess:
                 oldest = self.oldest_call_age()
                 if not kept.run(lambda conn: store.heartbeat_worker(conn, self.id, oldest)):
                     kept.run(self._insert_row)
-                if beats % 6 == 0:   # rows silent for 6 beats go; no need to look every beat
+                if beats % 6 == 0:  # rows silent for 6 beats go; no need to look every beat
                     kept.run(lambda conn: store.prune_workers(conn, interval * 6))
-            except DBAPIError as exc:   # the next beat tries again
+            except DBAPIError as exc:  # the next beat tries again
                 log.warning("heartbeat failed: %s", first_line(exc))
         kept.close()
 
@@ -192,7 +211,7 @@ def supervise(settings: Settings, roles: Sequence[str], processes: int = 1, conc
         run_process(settings, roles, concurrency)
         return
     ctx = multiprocessing.get_context("spawn")
-    signals = StopSignals().install()   # the handler records the signal; this loop acts on it
+    signals = StopSignals().install()  # the handler records the signal; this loop acts on it
 
     def spawn():
         proc = ctx.Process(target=run_process, args=(settings, list(roles), concurrency), daemon=False)
@@ -213,8 +232,9 @@ def supervise(settings: Settings, roles: Sequence[str], processes: int = 1, conc
     signals.hold()
 
 
-def run_until_terminal(gate, update_ids: Sequence[int], timeout: float = 300.0,
-                       concurrency: int | None = None, call=None) -> list[UpdateReport]:
+def run_until_terminal(
+    gate, update_ids: Sequence[int], timeout: float = 300.0, concurrency: int | None = None, call=None
+) -> list[UpdateReport]:
     """Run every role in this process until the given updates are terminal (or the
     timeout passes), then drain. Returns their final reports. ``gate`` is a
     ``gate.service.Gate``: the roles run on its engine and settings, and its ``wait``

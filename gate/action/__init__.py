@@ -26,9 +26,23 @@ log, outputs and summary), ``problems`` (annotations), ``run`` (the phases and
 from .inputs import DEFAULT_PROMPTS, INPUTS, ActionInput, ActionOptions, parse_bool
 
 RUN_NAMES = ("REPORT_FILE", "ActionRun", "run_action", "wait_for")
-PART_NAMES = ("PathFilter", "compile_glob", "glob_filter", "split_patterns", "combine_exit_codes", "Problem",
-              "command_data", "command_property", "field_line", "problem_from", "commit_state", "exit_code_for",
-              "overall_status", "Event", "effective_mode")
+PART_NAMES = (
+    "PathFilter",
+    "compile_glob",
+    "glob_filter",
+    "split_patterns",
+    "combine_exit_codes",
+    "Problem",
+    "command_data",
+    "command_property",
+    "field_line",
+    "problem_from",
+    "commit_state",
+    "exit_code_for",
+    "overall_status",
+    "Event",
+    "effective_mode",
+)
 
 
 def __getattr__(name: str):
@@ -38,15 +52,39 @@ def __getattr__(name: str):
     ~0.15 s) only when the Action runs."""
     if name in RUN_NAMES:
         from . import run
+
         return getattr(run, name)
     if name in PART_NAMES:
         from .. import globs, release
         from . import outcome, problems, workflow
+
         return next(getattr(m, name) for m in (globs, release, problems, outcome, workflow) if hasattr(m, name))
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["DEFAULT_PROMPTS", "INPUTS", "REPORT_FILE", "ActionInput", "ActionOptions", "ActionRun", "Event",
-           "PathFilter", "Problem", "combine_exit_codes", "command_data", "command_property", "commit_state",
-           "compile_glob", "effective_mode", "exit_code_for", "field_line", "glob_filter", "overall_status",
-           "parse_bool", "problem_from", "run_action", "split_patterns", "wait_for"]
+__all__ = [
+    "DEFAULT_PROMPTS",
+    "INPUTS",
+    "REPORT_FILE",
+    "ActionInput",
+    "ActionOptions",
+    "ActionRun",
+    "Event",
+    "PathFilter",
+    "Problem",
+    "combine_exit_codes",
+    "command_data",
+    "command_property",
+    "commit_state",
+    "compile_glob",
+    "effective_mode",
+    "exit_code_for",
+    "field_line",
+    "glob_filter",
+    "overall_status",
+    "parse_bool",
+    "problem_from",
+    "run_action",
+    "split_patterns",
+    "wait_for",
+]

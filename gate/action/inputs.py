@@ -17,9 +17,9 @@ MODES = ("auto", "check", "apply")
 
 @dataclass(frozen=True)
 class ActionInput:
-    name: str                          # as action.yml spells it
+    name: str  # as action.yml spells it
     help: str
-    kind: str = "text"                 # text | flag | seconds | mode
+    kind: str = "text"  # text | flag | seconds | mode
 
     @property
     def field(self) -> str:
@@ -41,10 +41,15 @@ INPUTS = (
     ActionInput("comment", "Write the report as a PR or commit comment (default on).", "flag"),
     ActionInput("github-token", "Token for the GitHub API (the workflow's GITHUB_TOKEN)."),
     ActionInput("report-path", "Where to write the Markdown report (default $RUNNER_TEMP/prompt-gate-report.md)."),
-    ActionInput("comment-author", "Login of the report comment's author (default: the token's user, or "
-                                  "github-actions[bot])."),
-    ActionInput("reuse", "Reuse answers already paid for by an identical request (default on; off calls every item "
-                         "afresh, e.g. for a model at temperature > 0).", "flag"),
+    ActionInput(
+        "comment-author", "Login of the report comment's author (default: the token's user, or github-actions[bot])."
+    ),
+    ActionInput(
+        "reuse",
+        "Reuse answers already paid for by an identical request (default on; off calls every item "
+        "afresh, e.g. for a model at temperature > 0).",
+        "flag",
+    ),
     ActionInput("full", "Call every item: no run stops early once its verdict is settled (default off).", "flag"),
 )
 
@@ -63,20 +68,21 @@ def parse_bool(value: Any, name: str = "value") -> bool:
 @dataclass(frozen=True)
 class ActionOptions:
     """The inputs (``INPUTS``) as typed values, and two settings of the CLI alone."""
-    prompts: str = DEFAULT_PROMPTS           # globs, one per line; a leading ! excludes
-    gate_config: str = ""                    # repository-relative path of the gate config
-    mode: str = "auto"                       # auto | check | apply
+
+    prompts: str = DEFAULT_PROMPTS  # globs, one per line; a leading ! excludes
+    gate_config: str = ""  # repository-relative path of the gate config
+    mode: str = "auto"  # auto | check | apply
     run_workers: bool = False
     timeout: float = 600.0
     fail_on_reject: bool = True
     comment: bool = True
     github_token: str = ""
-    report_path: str = ""                    # default: $RUNNER_TEMP/prompt-gate-report.md
-    comment_author: str = ""                 # our comments' login; default: the token's user
-    reuse: bool = True                       # answers already paid for may stand in for calls
-    full: bool = False                       # no run stops early (submit --full)
-    samples: int = 5                         # failing items shown per dataset
-    concurrency: int | None = None           # model calls in flight with run-workers
+    report_path: str = ""  # default: $RUNNER_TEMP/prompt-gate-report.md
+    comment_author: str = ""  # our comments' login; default: the token's user
+    reuse: bool = True  # answers already paid for may stand in for calls
+    full: bool = False  # no run stops early (submit --full)
+    samples: int = 5  # failing items shown per dataset
+    concurrency: int | None = None  # model calls in flight with run-workers
 
     INPUTS = tuple(i.name for i in INPUTS)
 

@@ -16,6 +16,7 @@ from ..yamlfile import UntrustedLoader
 @dataclass(frozen=True)
 class Problem:
     """An invalid file: an ::error annotation and a row of the report."""
+
     file: str
     line: int | None
     field: str | None
@@ -51,7 +52,7 @@ def field_line(text: str, field: str | None) -> int | None:
     if not field:
         return None
     try:
-        node = yaml.compose(text, Loader=UntrustedLoader)   # no aliases, bounded nesting
+        node = yaml.compose(text, Loader=UntrustedLoader)  # no aliases, bounded nesting
     except yaml.YAMLError:
         return None
     line = None

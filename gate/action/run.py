@@ -25,8 +25,16 @@ from ..yamlfile import read_text_file
 from .inputs import DEFAULT_PROMPTS, ActionOptions
 from .problems import Problem, field_line, problem_from
 from .outcome import commit_state, exit_code_for, overall_status
-from .workflow import (ActionLog, Event, append_summary, effective_mode, inside_workspace, repo_path, text_or_none,
-                       write_output)
+from .workflow import (
+    ActionLog,
+    Event,
+    append_summary,
+    effective_mode,
+    inside_workspace,
+    repo_path,
+    text_or_none,
+    write_output,
+)
 
 REPORT_FILE = "prompt-gate-report.md"
 NOT_CHECKED_OUT = "not in the checkout (did the workflow run actions/checkout?)"
@@ -35,14 +43,15 @@ NOT_CHECKED_OUT = "not in the checkout (did the workflow run actions/checkout?)"
 @dataclass
 class ActionRun:
     """What one run knows and has found so far."""
+
     env: Mapping[str, str]
-    gate: GateAPI           # the database's Gate, or the service's RemoteGate (gate-url)
+    gate: GateAPI  # the database's Gate, or the service's RemoteGate (gate-url)
     options: ActionOptions
     event: Event
     mode: str
     client: Any
     log: ActionLog
-    number: int | None = None                 # the pull request
+    number: int | None = None  # the pull request
     sha: str = ""
     author: str | None = None
     ref: str | None = None
@@ -59,8 +68,15 @@ class ActionRun:
         return bool(self.config_path) and any(f.path == self.config_path for f in self.changed)
 
 
-def run_action(env: Mapping[str, str], gate: GateAPI, options: ActionOptions, *, out: TextIO | None = None,
-               client=None, client_factory: Callable[..., Any] | None = None) -> int:
+def run_action(
+    env: Mapping[str, str],
+    gate: GateAPI,
+    options: ActionOptions,
+    *,
+    out: TextIO | None = None,
+    client=None,
+    client_factory: Callable[..., Any] | None = None,
+) -> int:
     """Run the Action for the event described by ``env`` (GITHUB_*). Returns the exit code.
     ``client`` (a gate.github.GitHubClient) is made from the token and GITHUB_API_URL
     unless given."""
@@ -68,8 +84,9 @@ def run_action(env: Mapping[str, str], gate: GateAPI, options: ActionOptions, *,
     mode = effective_mode(options.mode, event)
     if client is None:
         token = options.github_token or env.get("GITHUB_TOKEN", "")
-        client = (client_factory or GitHubClient)(token, event.repository, event.api_url,
-                                                  comment_author=options.comment_author or None)
+        client = (client_factory or GitHubClient)(
+            token, event.repository, event.api_url, comment_author=options.comment_author or None
+        )
     run = ActionRun(env, gate, options, event, mode, client, ActionLog(out))
     candidates = list_changes(run)
     if sync_config(run) or mode != "apply":
@@ -83,6 +100,7 @@ def run_action(env: Mapping[str, str], gate: GateAPI, options: ActionOptions, *,
 
 
 # --- 1. what changed --------------------------------------------------------------------------
+
 
 def list_changes(run: ActionRun) -> list[ChangedFile]:
     """The files the pull request (or push) changes; returns the prompt files among them."""
@@ -102,12 +120,15 @@ def list_changes(run: ActionRun) -> list[ChangedFile]:
     run.config_path = repo_path(run.options.gate_config) if run.options.gate_config else ""
     is_prompt = PathFilter(run.options.prompts, DEFAULT_PROMPTS)
     candidates = [f for f in run.changed if f.path != run.config_path and is_prompt(f.path)]
-    run.log.say(f"prompt-gate: {event.name}, mode {run.mode}, {len(run.changed)} changed files, "
-                f"{len(candidates)} matching {', '.join(split_patterns(run.options.prompts)) or DEFAULT_PROMPTS}")
+    run.log.say(
+        f"prompt-gate: {event.name}, mode {run.mode}, {len(run.changed)} changed files, "
+        f"{len(candidates)} matching {', '.join(split_patterns(run.options.prompts)) or DEFAULT_PROMPTS}"
+    )
     return candidates
 
 
 # --- 2. the gate config -----------------------------------------------------------------------
+
 
 def sync_config(run: ActionRun) -> bool:
     """Sync the gate config (apply), or, on a pull request, show how it and the dataset
@@ -120,19 +141,26 @@ def sync_config(run: ActionRun) -> bool:
     full = inside_workspace(run.event.workspace, path)
     if not full.is_file():
         if mode == "apply" or any(f.path == path and f.exists for f in run.changed):
-            return _config_problem(run, Problem(path, None, None, "gate config not found in the checkout "
-                                                "(did the workflow run actions/checkout?)"))
+            return _config_problem(
+                run,
+                Problem(
+                    path, None, None, "gate config not found in the checkout (did the workflow run actions/checkout?)"
+                ),
+            )
         return True
     try:
         cfg = gateconfig.load_config(full, display_path=path)
         if not isinstance(run.gate, Gate):
             result = _service_sync(run, full, cfg)
         else:
-            result = gateconfig.sync(run.gate, cfg, commit=run.sha or None) if mode == "apply" \
+            result = (
+                gateconfig.sync(run.gate, cfg, commit=run.sha or None)
+                if mode == "apply"
                 else _pull_request_diff(run, cfg)
+            )
     except SpecError as exc:
         return _config_problem(run, problem_from(exc, path, text_or_none(full, path)))
-    except GateError as exc:         # a dataset file of the pull request that cannot be read
+    except GateError as exc:  # a dataset file of the pull request that cannot be read
         return _config_problem(run, Problem(path, None, None, str(exc)))
     verb = "synced" if mode == "apply" else "would change (after merge)"
     run.log.say(f"gate config {path}: {verb}: {len(result.changes)} changes")
@@ -157,11 +185,13 @@ def _service_sync(run: ActionRun, full: Path, cfg) -> gateconfig.SyncResult:
     on a pull request, the service diffs the config when it changed, and compares the rows
     of the dataset files the pull request changes with the gate's versions."""
     from ..gateconfig.remote import row_changes_remote, sync_remote
+
     text = read_text_file(full, cfg.path)
     if run.mode == "apply":
         return sync_remote(run.gate, cfg, text, commit=run.sha or None)
-    result = sync_remote(run.gate, cfg, text, dry_run=True) if run.config_changed \
-        else gateconfig.SyncResult(cfg.path, ())
+    result = (
+        sync_remote(run.gate, cfg, text, dry_run=True) if run.config_changed else gateconfig.SyncResult(cfg.path, ())
+    )
     changed = {f.path for f in run.changed if f.exists}
     rows = row_changes_remote(run.gate, changed, lambda path: inside_workspace(run.event.workspace, path))
     return gateconfig.SyncResult(result.path, result.changes + tuple(rows))
@@ -176,6 +206,7 @@ def _config_problem(run: ActionRun, problem: Problem) -> bool:
 
 # --- 3. the submissions -------------------------------------------------------------------------
 
+
 def submit_candidates(run: ActionRun, candidates: Sequence[ChangedFile]) -> None:
     """Validate each changed prompt file and submit the valid, gated ones. A file's problem
     is its own: the others are still evaluated."""
@@ -189,8 +220,14 @@ def submit_candidates(run: ActionRun, candidates: Sequence[ChangedFile]) -> None
             continue
         spec, text = loaded
         if spec.name in seen:
-            run.problems.append(Problem(f.path, field_line(text, "name"), "name",
-                                        f"prompt {spec.name} is also defined in {seen[spec.name]}: one file per prompt"))
+            run.problems.append(
+                Problem(
+                    f.path,
+                    field_line(text, "name"),
+                    "name",
+                    f"prompt {spec.name} is also defined in {seen[spec.name]}: one file per prompt",
+                )
+            )
             continue
         seen[spec.name] = f.path
         if _gated(run, f, spec):
@@ -202,12 +239,13 @@ def _load_candidate(run: ActionRun, f: ChangedFile) -> tuple[PromptSpec, str] | 
     text = None
     try:
         full = inside_workspace(run.event.workspace, f.path)
-        text = read_text_file(full, f.path)          # at most the size limit is read
+        text = read_text_file(full, f.path)  # at most the size limit is read
         return parse_spec_text(text, file=f.path), text
     except UsageError as exc:
         if isinstance(exc, SpecError):
-            problem = problem_from(SpecError(f.path, None, NOT_CHECKED_OUT) if exc.reason == "no such file" else exc,
-                                   f.path, text)
+            problem = problem_from(
+                SpecError(f.path, None, NOT_CHECKED_OUT) if exc.reason == "no such file" else exc, f.path, text
+            )
         else:
             problem = Problem(f.path, None, None, str(exc))
         run.problems.append(problem)
@@ -218,10 +256,12 @@ def _gated(run: ActionRun, f: ChangedFile, spec: PromptSpec) -> bool:
     if run.gate.mappings(spec.name):
         return True
     where = f" in {run.config_path}" if run.config_path else ""
-    later = " (the bars this change declares take effect after merge)" if run.config_changed and run.mode == "check" \
-        else ""
-    run.skipped.append((f.path, f"prompt {spec.name} is not gated: no dataset is mapped to it; declare its "
-                                f"bars{where}{later}"))
+    later = (
+        " (the bars this change declares take effect after merge)" if run.config_changed and run.mode == "check" else ""
+    )
+    run.skipped.append(
+        (f.path, f"prompt {spec.name} is not gated: no dataset is mapped to it; declare its bars{where}{later}")
+    )
     return False
 
 
@@ -230,9 +270,14 @@ def _submit(run: ActionRun, f: ChangedFile, spec: PromptSpec) -> None:
     if run.number is None and run.mode == "check":
         source["key"] = f"{run.event.repository}@{run.ref}"
     try:
-        update_id = run.gate.submit(spec, mode=run.mode, source={k: v for k, v in source.items() if v is not None},
-                                    reuse=run.options.reuse, full=run.options.full)
-    except GateError as exc:      # refused (unknown provider, no bar...): this file only
+        update_id = run.gate.submit(
+            spec,
+            mode=run.mode,
+            source={k: v for k, v in source.items() if v is not None},
+            reuse=run.options.reuse,
+            full=run.options.full,
+        )
+    except GateError as exc:  # refused (unknown provider, no bar...): this file only
         run.problems.append(Problem(f.path, None, None, str(exc)))
         return
     run.ids.append(update_id)
@@ -240,6 +285,7 @@ def _submit(run: ActionRun, f: ChangedFile, spec: PromptSpec) -> None:
 
 
 # --- 4. the wait ----------------------------------------------------------------------------------
+
 
 def wait(run: ActionRun) -> list[UpdateReport]:
     """The verdicts (a pending commit status meanwhile), each printed."""
@@ -250,21 +296,30 @@ def wait(run: ActionRun) -> list[UpdateReport]:
     reports = wait_for(run.gate, run.ids, opts.timeout, opts.run_workers, opts.concurrency, opts.samples)
     open_ids = [r.update.id for r in reports if not r.terminal]
     if open_ids:
-        run.notes.append(f"Still running after {opts.timeout:g} s: update {', '.join(map(str, open_ids))}. "
-                         "The gate keeps evaluating; `promptgate wait ID` reports the verdict.")
+        run.notes.append(
+            f"Still running after {opts.timeout:g} s: update {', '.join(map(str, open_ids))}. "
+            "The gate keeps evaluating; `promptgate wait ID` reports the verdict."
+        )
     for r in reports:
         run.log.say(render_text(r))
     return reports
 
 
-def wait_for(gate: GateAPI, ids: Sequence[int], timeout: float, run_workers: bool = False,
-             concurrency: int | None = None, samples: int = 5) -> list[UpdateReport]:
+def wait_for(
+    gate: GateAPI,
+    ids: Sequence[int],
+    timeout: float,
+    run_workers: bool = False,
+    concurrency: int | None = None,
+    samples: int = 5,
+) -> list[UpdateReport]:
     """Wait for the updates (running every worker role in this process with
     ``run_workers``), then their reports with ``samples`` failing items per run."""
     if not ids:
         return []
     if run_workers:
-        from workers.supervisor import run_until_terminal   # the worker roles, only when asked for
+        from workers.supervisor import run_until_terminal  # the worker roles, only when asked for
+
         run_until_terminal(gate, ids, timeout=timeout, concurrency=concurrency)
     else:
         deadline = time.monotonic() + timeout
@@ -275,12 +330,14 @@ def wait_for(gate: GateAPI, ids: Sequence[int], timeout: float, run_workers: boo
 
 # --- 5. publishing ----------------------------------------------------------------------------------
 
+
 def publish(run: ActionRun, reports: Sequence[UpdateReport]) -> int:
     """The report (file, step summary, comment), the commit status and the outputs; returns
     the exit code."""
     full, body = _render(run, reports)
-    report_path = Path(run.options.report_path or
-                       Path(run.env.get("RUNNER_TEMP") or tempfile.gettempdir()) / REPORT_FILE)
+    report_path = Path(
+        run.options.report_path or Path(run.env.get("RUNNER_TEMP") or tempfile.gettempdir()) / REPORT_FILE
+    )
     report_path.parent.mkdir(parents=True, exist_ok=True)
     report_path.write_text(full, encoding="utf-8")
     append_summary(run.env, full)
@@ -295,18 +352,28 @@ def publish(run: ActionRun, reports: Sequence[UpdateReport]) -> int:
 
 def _render(run: ActionRun, reports: Sequence[UpdateReport]) -> tuple[str, str]:
     """The full report (step summary, file) and the comment (within GitHub's limit)."""
-    context = {"event": "pull_request" if run.event.is_pr else "push", "repo": run.event.repository,
-               "pr": run.number, "sha": run.sha, "ref": run.ref, "mode": run.mode, "run_url": run.event.run_url,
-               "notes": run.notes, "skipped": run.skipped}
-    kwargs = dict(validation_errors=run.problems, config_changes=run.config_result, context=context,
-                  samples=run.options.samples)
+    context = {
+        "event": "pull_request" if run.event.is_pr else "push",
+        "repo": run.event.repository,
+        "pr": run.number,
+        "sha": run.sha,
+        "ref": run.ref,
+        "mode": run.mode,
+        "run_url": run.event.run_url,
+        "notes": run.notes,
+        "skipped": run.skipped,
+    }
+    kwargs = dict(
+        validation_errors=run.problems, config_changes=run.config_result, context=context, samples=run.options.samples
+    )
     full = render_markdown(reports, max_chars=STEP_SUMMARY_LIMIT, **kwargs)
     return full, full if len(full) <= GITHUB_COMMENT_LIMIT else render_markdown(reports, **kwargs)
 
 
 def _comment(run: ActionRun, reports: Sequence[UpdateReport], body: str) -> None:
-    superseded = bool(reports) and all(r.status == UpdateStatus.CANCELLED and
-                                       (r.update.reason or "").startswith("superseded") for r in reports)
+    superseded = bool(reports) and all(
+        r.status == UpdateStatus.CANCELLED and (r.update.reason or "").startswith("superseded") for r in reports
+    )
     if superseded:
         run.log.say("every update of this run was superseded by a newer submission: the comment is left to that run")
         return

@@ -66,9 +66,16 @@ class Event:
         repository = env.get("GITHUB_REPOSITORY", "")
         server, run_id = env.get("GITHUB_SERVER_URL", "").rstrip("/"), env.get("GITHUB_RUN_ID", "")
         run_url = f"{server}/{repository}/actions/runs/{run_id}" if server and run_id and repository else None
-        return cls(name=name, payload=payload, repository=repository, sha=env.get("GITHUB_SHA", ""),
-                   ref=env.get("GITHUB_REF", ""), workspace=Path(env.get("GITHUB_WORKSPACE") or os.getcwd()),
-                   run_url=run_url, api_url=env.get("GITHUB_API_URL") or None)
+        return cls(
+            name=name,
+            payload=payload,
+            repository=repository,
+            sha=env.get("GITHUB_SHA", ""),
+            ref=env.get("GITHUB_REF", ""),
+            workspace=Path(env.get("GITHUB_WORKSPACE") or os.getcwd()),
+            run_url=run_url,
+            api_url=env.get("GITHUB_API_URL") or None,
+        )
 
     @property
     def is_pr(self) -> bool:
@@ -85,8 +92,10 @@ class Event:
 
 def effective_mode(requested: str, event: Event) -> str:
     if event.name in SECRET_EVENTS_ON_FORK_CODE:
-        raise UsageError(f"event {event.name} runs with secrets on a fork's code: run prompt-gate on pull_request "
-                         f"(see docs/security.md and {SECURITY_DOCS})")
+        raise UsageError(
+            f"event {event.name} runs with secrets on a fork's code: run prompt-gate on pull_request "
+            f"(see docs/security.md and {SECURITY_DOCS})"
+        )
     if event.is_pr:
         if requested == "apply":
             raise UsageError("mode apply on a pull request would make unmerged prompts live: use check (or auto)")
@@ -116,6 +125,7 @@ def append_summary(env: Mapping[str, str], text: str) -> None:
 
 
 # --- the workspace (the checkout) -----------------------------------------------------------
+
 
 def repo_path(path: str) -> str:
     """A repository-relative path as GitHub lists it (no ./, no leading /)."""

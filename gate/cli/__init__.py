@@ -30,24 +30,50 @@ from .workers import demo, worker, workers_cmd
 
 
 @click.group(cls=GateGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--database-url", envvar="PROMPTGATE_DATABASE_URL", metavar="URL",
-              help="sqlite:///promptgate.db (default) or mysql://user:pass@host/db")
+@click.option(
+    "--database-url",
+    envvar="PROMPTGATE_DATABASE_URL",
+    metavar="URL",
+    help="sqlite:///promptgate.db (default) or mysql://user:pass@host/db",
+)
 @click.option("--gate-url", envvar="PROMPTGATE_URL", metavar="URL", help=TARGET_HELP)
 @click.option("-v", "--verbose", is_flag=True, help="Log what the workers do.")
 @click.version_option(__version__, prog_name="promptgate")
 @click.pass_context
 def cli(ctx, database_url, gate_url, verbose):
     """prompt-gate: prompt changes go live only when they clear every accuracy bar."""
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     ctx.obj = {"settings": Settings.from_env(), "gate_url": None, "given": set(), "database_given": False}
     for option, url in (("database_url", database_url), ("gate_url", gate_url)):
-        remember_target(ctx.obj, **{option: url},
-                        from_command_line=ctx.get_parameter_source(option) == ParameterSource.COMMANDLINE)
+        remember_target(
+            ctx.obj, **{option: url}, from_command_line=ctx.get_parameter_source(option) == ParameterSource.COMMANDLINE
+        )
 
 
-for _command in (db, dataset, prices_cmd, sync_cmd, submit, status, wait, cancel, live, report_cmd, worker,
-                 workers_cmd, mock_llm, demo, action_cmd, prune, serve, token, history, rollback):
+for _command in (
+    db,
+    dataset,
+    prices_cmd,
+    sync_cmd,
+    submit,
+    status,
+    wait,
+    cancel,
+    live,
+    report_cmd,
+    worker,
+    workers_cmd,
+    mock_llm,
+    demo,
+    action_cmd,
+    prune,
+    serve,
+    token,
+    history,
+    rollback,
+):
     cli.add_command(_command)
 
 

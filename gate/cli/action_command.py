@@ -15,8 +15,11 @@ from .common import TOKEN_ENV, database_option, open_database, open_gate
 
 
 def _input_option(spec: ActionInput):
-    kwargs = {"envvar": spec.env_names + (["GITHUB_TOKEN"] if spec.name == "github-token" else []),
-              "default": None, "help": spec.help}
+    kwargs = {
+        "envvar": spec.env_names + (["GITHUB_TOKEN"] if spec.name == "github-token" else []),
+        "default": None,
+        "help": spec.help,
+    }
     if spec.kind == "flag":
         return click.option(f"--{spec.name}/--no-{spec.name}", spec.field, **kwargs)
     if spec.kind == "mode":
@@ -31,7 +34,8 @@ def _input_option(spec: ActionInput):
 @click.pass_context
 def action_cmd(ctx, **inputs):
     """Run the GitHub Action for the current event (reads GITHUB_* and INPUT_*)."""
-    from ..action.run import run_action      # PyGithub, only for this command
+    from ..action.run import run_action  # PyGithub, only for this command
+
     options = ActionOptions.build(**{k: v for k, v in inputs.items() if v is not None})
     ctx.exit(run_action(os.environ, _action_gate(ctx, options), options))
 
@@ -42,8 +46,9 @@ def _action_gate(ctx, options: ActionOptions):
     obj = ctx.find_root().obj
     if obj.get("gate_url"):
         if options.run_workers:
-            raise UsageError("run-workers needs the gate's database (database-url): with gate-url the gate's own "
-                             "workers evaluate")
+            raise UsageError(
+                "run-workers needs the gate's database (database-url): with gate-url the gate's own workers evaluate"
+            )
         if not os.environ.get(TOKEN_ENV):
             raise UsageError("gate-url needs gate-token (PROMPTGATE_TOKEN): a token of submit scope")
         return open_gate(ctx)

@@ -18,7 +18,7 @@ from ..errors import GateError, UsageError
 from ..settings import DEFAULT_DATABASE_URL, Settings
 from ..untrusted import terminal_safe
 
-if TYPE_CHECKING:        # the database's Gate loads SQLAlchemy: imported where a command opens it
+if TYPE_CHECKING:  # the database's Gate loads SQLAlchemy: imported where a command opens it
     from ..api_shape import GateAPI
     from ..service import Gate
     from ..update_report import UpdateReport
@@ -40,11 +40,13 @@ def echo_json(data) -> None:
     click.echo(json.dumps(data, indent=2, default=str, ensure_ascii=True))
 
 
-TARGET_HELP = ("The gate's service (PROMPTGATE_URL; token in PROMPTGATE_TOKEN) instead of its database. "
-               "Given on the command line, --gate-url or --database-url is the one used (not both); else "
-               "PROMPTGATE_URL wins over PROMPTGATE_DATABASE_URL.")
+TARGET_HELP = (
+    "The gate's service (PROMPTGATE_URL; token in PROMPTGATE_TOKEN) instead of its database. "
+    "Given on the command line, --gate-url or --database-url is the one used (not both); else "
+    "PROMPTGATE_URL wins over PROMPTGATE_DATABASE_URL."
+)
 TOKEN_ENV = "PROMPTGATE_TOKEN"
-CLIENT_MODULE = __name__.rsplit(".", 2)[0] + ".client"        # gate.client: RemoteGate
+CLIENT_MODULE = __name__.rsplit(".", 2)[0] + ".client"  # gate.client: RemoteGate
 
 
 def open_gate(ctx: click.Context, check_schema: bool = True) -> GateAPI:
@@ -55,7 +57,8 @@ def open_gate(ctx: click.Context, check_schema: bool = True) -> GateAPI:
     if "gate" not in obj:
         if not _uses_service(obj):
             return open_database(ctx, check_schema)
-        from ..client import RemoteGate      # the HTTP client is imported only when the service is used
+        from ..client import RemoteGate  # the HTTP client is imported only when the service is used
+
         gate = obj["gate"] = RemoteGate(obj["gate_url"], os.environ.get(TOKEN_ENV) or None)
         ctx.call_on_close(gate.close)
     return obj["gate"]
@@ -70,15 +73,19 @@ def open_database(ctx: click.Context, check_schema: bool = True) -> Gate:
     if "gate" not in obj:
         settings = database_settings(ctx)
         from ..service import Gate
+
         default_file = _default_file(settings.database_url)
         new = default_file is not None and not default_file.exists()
         gate = obj["gate"] = Gate.connect(settings=settings)
         ctx.call_on_close(gate.close)
         if new:
-            gate.engine.connect().close()         # SQLite creates the file on first connection: now
+            gate.engine.connect().close()  # SQLite creates the file on first connection: now
         if new and default_file.exists():
-            click.echo(f"promptgate: created the SQLite database {default_file} (the default, "
-                       f"{DEFAULT_DATABASE_URL}; PROMPTGATE_DATABASE_URL or --database-url names another)", err=True)
+            click.echo(
+                f"promptgate: created the SQLite database {default_file} (the default, "
+                f"{DEFAULT_DATABASE_URL}; PROMPTGATE_DATABASE_URL or --database-url names another)",
+                err=True,
+            )
         if check_schema:
             gate.ensure_schema()
     return obj["gate"]
@@ -94,8 +101,10 @@ def database_settings(ctx: click.Context) -> Settings:
     gate URL is in force and no database URL is given."""
     obj = ctx.find_root().obj
     if "gate" in obj["given"] or (obj["gate_url"] and not obj["database_given"]):
-        raise UsageError(f"`{ctx.command_path}` works on the gate's database, not through its service: give "
-                         "--database-url URL (or PROMPTGATE_DATABASE_URL)")
+        raise UsageError(
+            f"`{ctx.command_path}` works on the gate's database, not through its service: give "
+            "--database-url URL (or PROMPTGATE_DATABASE_URL)"
+        )
     return obj["settings"]
 
 
@@ -116,8 +125,9 @@ def _uses_service(obj: dict) -> bool:
     return bool(obj["gate_url"])
 
 
-def remember_target(obj: dict, gate_url: str | None = None, database_url: str | None = None,
-                    from_command_line: bool = True) -> None:
+def remember_target(
+    obj: dict, gate_url: str | None = None, database_url: str | None = None, from_command_line: bool = True
+) -> None:
     """Record a gate or database URL of the invocation (root option or after the subcommand)."""
     if gate_url:
         obj["gate_url"] = gate_url
@@ -130,15 +140,29 @@ def remember_target(obj: dict, gate_url: str | None = None, database_url: str | 
 
 def database_option(f):
     """--database-url and --gate-url are accepted after the subcommand too."""
+
     def remember(ctx, param, value):
         if value:
             urls = {"gate_url" if param.name == "gate_url" else "database_url": value}
             remember_target(ctx.find_root().obj, **urls)
         return value
-    f = click.option("--gate-url", metavar="URL", expose_value=False, callback=remember, is_eager=True,
-                     help="Overrides PROMPTGATE_URL.")(f)
-    return click.option("--database-url", metavar="URL", expose_value=False, callback=remember,
-                        is_eager=True, help="Overrides PROMPTGATE_DATABASE_URL.")(f)
+
+    f = click.option(
+        "--gate-url",
+        metavar="URL",
+        expose_value=False,
+        callback=remember,
+        is_eager=True,
+        help="Overrides PROMPTGATE_URL.",
+    )(f)
+    return click.option(
+        "--database-url",
+        metavar="URL",
+        expose_value=False,
+        callback=remember,
+        is_eager=True,
+        help="Overrides PROMPTGATE_DATABASE_URL.",
+    )(f)
 
 
 def print_report(report: UpdateReport, fmt: str) -> None:
@@ -146,7 +170,9 @@ def print_report(report: UpdateReport, fmt: str) -> None:
         echo_json(report.to_dict())
     elif fmt == "markdown":
         from ..markdown import render_report_markdown
+
         click.echo(render_report_markdown(report))
     else:
         from ..report import render_text
+
         click.echo(render_text(report))

@@ -34,8 +34,13 @@ def dataset():
 @dataset.command("add")
 @database_option
 @click.argument("name")
-@click.option("--source", "source_uri", required=True, metavar="URI",
-              help="path or file:// (CSV/JSONL), https://, s3://bucket/key, sql+URL?query=...")
+@click.option(
+    "--source",
+    "source_uri",
+    required=True,
+    metavar="URI",
+    help="path or file:// (CSV/JSONL), https://, s3://bucket/key, sql+URL?query=...",
+)
 @click.option("--id-column", default=None, help="Column holding the item id (default item_id).")
 @click.option("--label-column", default=None, help="Column holding the expected label (default expected_decision).")
 @click.option("--json", "as_json", is_flag=True)
@@ -51,8 +56,14 @@ def dataset_add(ctx, name, source_uri, id_column, label_column, as_json):
 @dataset.command("refresh")
 @database_option
 @click.argument("name")
-@click.option("--file", "file", default=None, type=click.Path(dir_okay=False), metavar="PATH",
-              help="With --gate-url: upload this file's rows (a dataset registered from an upload).")
+@click.option(
+    "--file",
+    "file",
+    default=None,
+    type=click.Path(dir_okay=False),
+    metavar="PATH",
+    help="With --gate-url: upload this file's rows (a dataset registered from an upload).",
+)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def dataset_refresh(ctx, name, file, as_json):
@@ -61,25 +72,45 @@ def dataset_refresh(ctx, name, file, as_json):
     dataset registered from an upload is refreshed by uploading its file again (--file)."""
     gate = open_gate(ctx)
     if file is not None and not is_remote(gate):
-        raise UsageError("--file uploads a file to the gate's service: give --gate-url (on the database, "
-                         "`dataset add NAME --source PATH` re-reads a file)")
+        raise UsageError(
+            "--file uploads a file to the gate's service: give --gate-url (on the database, "
+            "`dataset add NAME --source PATH` re-reads a file)"
+        )
     ds, _ = gate.refresh_dataset(name, file=file) if file is not None else gate.refresh_dataset(name)
     _echo_dataset(ds, gate.dataset_version(name), as_json)
 
 
 def _echo_dataset(ds, version, as_json: bool) -> None:
     if as_json:
-        echo_json({"id": ds.id, "name": ds.name, "source_uri": ds.source_uri, "options": ds.options,
-                   "version": _version_json(version, ds.current_version_id)})
+        echo_json(
+            {
+                "id": ds.id,
+                "name": ds.name,
+                "source_uri": ds.source_uri,
+                "options": ds.options,
+                "version": _version_json(version, ds.current_version_id),
+            }
+        )
     else:
-        click.echo(f"dataset {ds.name}: {terminal_safe(ds.source_uri)}, version {version.label} "
-                   f"({version.row_count} rows, {version.content_hash[:12]})")
+        click.echo(
+            f"dataset {ds.name}: {terminal_safe(ds.source_uri)}, version {version.label} "
+            f"({version.row_count} rows, {version.content_hash[:12]})"
+        )
 
 
 def _version_json(v, current_id) -> dict:
-    return {"id": v.id, "number": v.number, "content_hash": v.content_hash, "rows": v.row_count, "labels": v.labels,
-            "source_uri": v.source_uri, "source_version": v.source_version, "created_at": v.created_at,
-            "current": v.id == current_id, **_provenance(v)}
+    return {
+        "id": v.id,
+        "number": v.number,
+        "content_hash": v.content_hash,
+        "rows": v.row_count,
+        "labels": v.labels,
+        "source_uri": v.source_uri,
+        "source_version": v.source_version,
+        "created_at": v.created_at,
+        "current": v.id == current_id,
+        **_provenance(v),
+    }
 
 
 def _provenance(v) -> dict:
@@ -109,8 +140,10 @@ def dataset_versions(ctx, name, as_json):
     for v in versions:
         labels = ", ".join(f"{terminal_safe(label, 40)} {n}" for label, n in sorted(v.labels.items()))
         mark = "*" if v.id == ds.current_version_id else " "
-        click.echo(f"{mark} {v.label}	{v.content_hash[:12]}	{v.row_count} rows	{labels}	"
-                   f"{_source_text(v)}	{v.created_at:%Y-%m-%d %H:%M:%S}")
+        click.echo(
+            f"{mark} {v.label}	{v.content_hash[:12]}	{v.row_count} rows	{labels}	"
+            f"{_source_text(v)}	{v.created_at:%Y-%m-%d %H:%M:%S}"
+        )
 
 
 @dataset.command("diff")
@@ -127,11 +160,19 @@ def dataset_diff(ctx, name, old, new, as_json):
     gate = open_gate(ctx)
     d = gate.diff_versions(name, old, new)
     if as_json:
-        echo_json({"added": d.added, "removed": d.removed, "relabelled": d.relabelled, "changed": d.changed,
-                   "examples": d.examples})
+        echo_json(
+            {
+                "added": d.added,
+                "removed": d.removed,
+                "relabelled": d.relabelled,
+                "changed": d.changed,
+                "examples": d.examples,
+            }
+        )
         return
-    click.echo(f"{name} {gate.dataset_version(name, old).label} → {gate.dataset_version(name, new).label}: "
-               f"{d.summary()}")
+    click.echo(
+        f"{name} {gate.dataset_version(name, old).label} → {gate.dataset_version(name, new).label}: {d.summary()}"
+    )
     for kind, examples in d.examples.items():
         if examples:
             click.echo(f"  {kind}: {terminal_safe(', '.join(examples), 300)}")
@@ -142,30 +183,62 @@ def dataset_diff(ctx, name, old, new, as_json):
 @click.argument("prompt")
 @click.argument("dataset_name", metavar="DATASET")
 @click.option("--min-accuracy", required=True, help="The bar, a fraction in [0, 1] (0.95 = 95%).")
-@click.option("--max-broken", metavar="N", default=None,
-              help="At most N items the live version answers right and the candidate wrong (0: no regression).")
+@click.option(
+    "--max-broken",
+    metavar="N",
+    default=None,
+    help="At most N items the live version answers right and the candidate wrong (0: no regression).",
+)
 @click.option("--min-recall", metavar="LABEL=X", multiple=True, help="Recall of LABEL at least X (repeatable).")
 @click.option("--min-precision", metavar="LABEL=X", multiple=True, help="Precision of LABEL at least X (repeatable).")
 @click.option("--max-latency-p95-ms", metavar="N", default=None, help="The 95th percentile call latency, in ms.")
 @click.option("--max-cost-per-1k-items", metavar="USD", default=None, help="The cost of 1000 items, in US dollars.")
-@click.option("--max-drop", metavar="PTS", default=None,
-              help="Non-inferiority against live: the lower end of the paired difference's interval (candidate − live "
-                   "on the same items) at least −PTS accuracy points (2 = two points).")
+@click.option(
+    "--max-drop",
+    metavar="PTS",
+    default=None,
+    help="Non-inferiority against live: the lower end of the paired difference's interval (candidate − live "
+    "on the same items) at least −PTS accuracy points (2 = two points).",
+)
 @click.option("--confidence", metavar="X", default=None, help="The confidence of that interval (default 0.95).")
-@click.option("--early-stop/--no-early-stop", default=True, show_default=True,
-              help="Stop calling the model once no outcome of the remaining items could clear the bars.")
+@click.option(
+    "--early-stop/--no-early-stop",
+    default=True,
+    show_default=True,
+    help="Stop calling the model once no outcome of the remaining items could clear the bars.",
+)
 @click.pass_context
-def dataset_map(ctx, prompt, dataset_name, min_accuracy, max_broken, min_recall, min_precision, max_latency_p95_ms,
-                max_cost_per_1k_items, max_drop, confidence, early_stop):
+def dataset_map(
+    ctx,
+    prompt,
+    dataset_name,
+    min_accuracy,
+    max_broken,
+    min_recall,
+    min_precision,
+    max_latency_p95_ms,
+    max_cost_per_1k_items,
+    max_drop,
+    confidence,
+    early_stop,
+):
     """Gate PROMPT on DATASET with a bar, and optionally more bars (all must clear). A
     bar not given is dropped from the mapping: the options replace its bars as a whole."""
-    bars = {"max_broken": max_broken, "min_recall": _label_bars("--min-recall", min_recall),
-            "min_precision": _label_bars("--min-precision", min_precision),
-            "max_latency_p95_ms": max_latency_p95_ms, "max_cost_per_1k_items": max_cost_per_1k_items,
-            "max_drop": max_drop, "confidence": confidence, "early_stop": early_stop}
+    bars = {
+        "max_broken": max_broken,
+        "min_recall": _label_bars("--min-recall", min_recall),
+        "min_precision": _label_bars("--min-precision", min_precision),
+        "max_latency_p95_ms": max_latency_p95_ms,
+        "max_cost_per_1k_items": max_cost_per_1k_items,
+        "max_drop": max_drop,
+        "confidence": confidence,
+        "early_stop": early_stop,
+    }
     m = open_gate(ctx).map_dataset(prompt, dataset_name, min_accuracy, bars=bars)
-    click.echo(f"{m.prompt_name} × {m.dataset_name}: min accuracy {m.min_accuracy}"
-               + "".join(f", {phrase}" for phrase in _describe_bars(m)))
+    click.echo(
+        f"{m.prompt_name} × {m.dataset_name}: min accuracy {m.min_accuracy}"
+        + "".join(f", {phrase}" for phrase in _describe_bars(m))
+    )
 
 
 def _label_bars(option: str, values: tuple[str, ...]) -> dict[str, str] | None:
@@ -185,6 +258,7 @@ def _label_bars(option: str, values: tuple[str, ...]) -> dict[str, str] | None:
 def _describe_bars(m) -> list[str]:
     """The mapping's bars beyond min accuracy as short phrases, fit for a terminal."""
     from ..bars import Bars
+
     return [terminal_safe(phrase, 200) for phrase in Bars.parse(m.min_accuracy, m.bars).describe()]
 
 
@@ -207,10 +281,19 @@ def dataset_list(ctx, as_json):
     """Datasets and the prompts gated on them."""
     rows = open_gate(ctx).list_datasets()
     if as_json:
-        echo_json([{"name": ds.name, "source_uri": ds.source_uri, "options": ds.options,
-                    "gates": [{"prompt": m.prompt_name, "min_accuracy": str(m.min_accuracy), "bars": m.bars}
-                              for m in maps]}
-                   for ds, maps in rows])
+        echo_json(
+            [
+                {
+                    "name": ds.name,
+                    "source_uri": ds.source_uri,
+                    "options": ds.options,
+                    "gates": [
+                        {"prompt": m.prompt_name, "min_accuracy": str(m.min_accuracy), "bars": m.bars} for m in maps
+                    ],
+                }
+                for ds, maps in rows
+            ]
+        )
         return
     if not rows:
         click.echo("no datasets: add one with `promptgate dataset add NAME --source URI`")
@@ -220,7 +303,7 @@ def dataset_list(ctx, as_json):
 
 
 def _gate_text(m) -> str:
-    """"p1 ≥ 0.9", and the other bars in brackets: "p1 ≥ 0.9 (max broken 0)"."""
+    """ "p1 ≥ 0.9", and the other bars in brackets: "p1 ≥ 0.9 (max broken 0)"."""
     extra = _describe_bars(m)
     return f"{m.prompt_name} ≥ {m.min_accuracy}" + (f" ({', '.join(extra)})" if extra else "")
 
@@ -229,8 +312,12 @@ def _gate_text(m) -> str:
 @database_option
 @click.argument("name")
 @click.option("--rows", type=int, default=10, show_default=True)
-@click.option("--version", "version", default=None,
-              help="This version instead of the current one: v3 (the dataset's third) or a version id (12).")
+@click.option(
+    "--version",
+    "version",
+    default=None,
+    help="This version instead of the current one: v3 (the dataset's third) or a version id (12).",
+)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def dataset_preview(ctx, name, rows, version, as_json):
@@ -238,15 +325,24 @@ def dataset_preview(ctx, name, rows, version, as_json):
     stored in the gate)."""
     p = open_gate(ctx).preview_dataset(name, rows, version)
     if as_json:
-        echo_json({"row_count": p.row_count, "labels": p.label_counts, "version": p.version.id,
-                   "version_number": p.version.number,
-                   "content_hash": p.version.content_hash,
-                   "rows": [{"item_id": r.item_id, "expected_decision": r.expected, "input": r.input}
-                            for r in p.first_rows]})
+        echo_json(
+            {
+                "row_count": p.row_count,
+                "labels": p.label_counts,
+                "version": p.version.id,
+                "version_number": p.version.number,
+                "content_hash": p.version.content_hash,
+                "rows": [
+                    {"item_id": r.item_id, "expected_decision": r.expected, "input": r.input} for r in p.first_rows
+                ],
+            }
+        )
         return
-    click.echo(f"{name}: {p.row_count} rows, labels " +
-               ", ".join(f"{terminal_safe(label, 40)} {n}" for label, n in p.label_counts.items()) +
-               f" (version {p.version.label}, {p.version.content_hash[:12]})")
+    click.echo(
+        f"{name}: {p.row_count} rows, labels "
+        + ", ".join(f"{terminal_safe(label, 40)} {n}" for label, n in p.label_counts.items())
+        + f" (version {p.version.label}, {p.version.content_hash[:12]})"
+    )
     for r in p.first_rows:
         fields = terminal_safe(json.dumps(r.input, ensure_ascii=False), 120)
         click.echo(f"  {terminal_safe(r.item_id)}\t{terminal_safe(r.expected)}\t{fields}")
@@ -259,7 +355,8 @@ def dataset_preview(ctx, name, rows, version, as_json):
 def prices_cmd(ctx, as_json):
     """The price table the gate config declares (USD per 1M input and output tokens), which
     a run's cost is computed with."""
-    from ..prices import describe_price      # (gate.prices reads gate.spec: jinja2, yaml, re2)
+    from ..prices import describe_price  # (gate.prices reads gate.spec: jinja2, yaml, re2)
+
     prices = open_gate(ctx).prices()
     if as_json:
         echo_json([p.to_dict() for p in prices.values()])
@@ -274,30 +371,49 @@ def prices_cmd(ctx, as_json):
 @database_option
 @click.argument("gate_config", metavar="GATE_CONFIG", type=click.Path(dir_okay=False))
 @click.option("--dry-run", is_flag=True, help="Only show what would change.")
-@click.option("--commit", envvar="GITHUB_SHA", default=None,
-              help="The commit GATE_CONFIG was read at (full id; default $GITHUB_SHA): recorded with each break it "
-                   "newly accepts (accept_breaks).")
+@click.option(
+    "--commit",
+    envvar="GITHUB_SHA",
+    default=None,
+    help="The commit GATE_CONFIG was read at (full id; default $GITHUB_SHA): recorded with each break it "
+    "newly accepts (accept_breaks).",
+)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def sync_cmd(ctx, gate_config, dry_run, commit, as_json):
     """Make the gate's datasets and bars match GATE_CONFIG (idempotent). Mappings the file
     does not declare are removed: the file is the whole truth for the gate's bars."""
     from .. import gateconfig
+
     gate = open_gate(ctx)
-    if is_remote(gate):         # file datasets' rows uploaded from here, the rest read by the service
+    if is_remote(gate):  # file datasets' rows uploaded from here, the rest read by the service
         from ..gateconfig.remote import sync_remote
         from ..sources.upload import local_repo_path
         from ..yamlfile import read_text_file
+
         cfg = gateconfig.load_config(gate_config)
-        result = sync_remote(gate, cfg, read_text_file(gate_config, cfg.path), dry_run=dry_run,
-                             config_path=local_repo_path(gate_config), commit=commit)
+        result = sync_remote(
+            gate,
+            cfg,
+            read_text_file(gate_config, cfg.path),
+            dry_run=dry_run,
+            config_path=local_repo_path(gate_config),
+            commit=commit,
+        )
     else:
         cfg = gateconfig.load_config(gate_config)
         result = gateconfig.diff(gate, cfg) if dry_run else gateconfig.sync(gate, cfg, commit=commit)
     if as_json:
-        echo_json({"path": result.path, "applied": result.applied,
-                   "changes": [{"kind": c.kind, "subject": c.subject, "before": c.before, "after": c.after,
-                                "text": str(c)} for c in result.changes]})
+        echo_json(
+            {
+                "path": result.path,
+                "applied": result.applied,
+                "changes": [
+                    {"kind": c.kind, "subject": c.subject, "before": c.before, "after": c.after, "text": str(c)}
+                    for c in result.changes
+                ],
+            }
+        )
         return
     if not result.changes:
         click.echo(f"{gate_config}: the gate already matches")

@@ -17,17 +17,28 @@ def default_actor() -> str:
     """Who is rolling back: PROMPTGATE_ACTOR, else user@host."""
     import getpass
     import socket
+
     return os.environ.get("PROMPTGATE_ACTOR") or f"{getpass.getuser()}@{socket.gethostname()}"
 
 
 @click.command()
 @database_option
 @click.argument("name")
-@click.option("--to", "to_version", type=click.IntRange(min=1), default=None,
-              help="The version to make live again (default: the one before the live one).")
-@click.option("--if-live", "seen_version", type=click.IntRange(min=1), default=None,
-              help="Only if this is still the live version (the one you looked at): a fix that went live "
-                   "meanwhile, or a rollback someone else just made, is not undone.")
+@click.option(
+    "--to",
+    "to_version",
+    type=click.IntRange(min=1),
+    default=None,
+    help="The version to make live again (default: the one before the live one).",
+)
+@click.option(
+    "--if-live",
+    "seen_version",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Only if this is still the live version (the one you looked at): a fix that went live "
+    "meanwhile, or a rollback someone else just made, is not undone.",
+)
 @click.option("--reason", required=True, help="Why (kept in the history).")
 @click.option("--actor", default=None, help="Who (default: $PROMPTGATE_ACTOR, else user@host).")
 @click.option("--json", "as_json", is_flag=True)
@@ -35,8 +46,9 @@ def default_actor() -> str:
 def rollback(ctx, name, to_version, seen_version, reason, actor, as_json):
     """Make an earlier version of prompt NAME live again, as a new version. Open apply-mode
     updates of NAME are cancelled (they were judged against a version no longer live)."""
-    done = open_gate(ctx).rollback(name, reason=reason, actor=actor or default_actor(), to_version=to_version,
-                                   seen_version=seen_version)
+    done = open_gate(ctx).rollback(
+        name, reason=reason, actor=actor or default_actor(), to_version=to_version, seen_version=seen_version
+    )
     if as_json:
         echo_json({"prompt": name, **done})
         return
@@ -67,19 +79,27 @@ def history(ctx, name, limit, as_json):
 def history_line(row: dict, live: bool = False) -> str:
     head = f"v{row['version']}{' (live)' if live else ''}  {row['applied_at']:%Y-%m-%d %H:%M:%S}  "
     if row.get("kind") == "rollback":
-        return head + (f"rollback to v{row['restored_version']} by {row.get('actor') or '?'}: "
-                       f"{(row.get('reason') or '').strip()}")
+        return head + (
+            f"rollback to v{row['restored_version']} by {row.get('actor') or '?'}: {(row.get('reason') or '').strip()}"
+        )
     upd = row.get("update")
     if upd is None:
         return head + f"update {row.get('update_id')}"
-    where = " ".join(filter(None, [f"commit {upd['sha'][:12]}" if upd.get("sha") else "",
-                                   f"PR #{upd['pr']}" if upd.get("pr") else ""]))
+    where = " ".join(
+        filter(
+            None, [f"commit {upd['sha'][:12]}" if upd.get("sha") else "", f"PR #{upd['pr']}" if upd.get("pr") else ""]
+        )
+    )
     runs = ", ".join(_run_text(r) for r in upd["runs"])
-    return head + f"update {upd['id']} {upd['status']}" + (f"  {where}" if where else "") + (f"  {runs}" if runs else "")
+    return (
+        head + f"update {upd['id']} {upd['status']}" + (f"  {where}" if where else "") + (f"  {runs}" if runs else "")
+    )
 
 
 def _run_text(run: dict) -> str:
     if not run.get("scored"):
         return f"{run['dataset']} {run['status']}"
-    return (f"{run['dataset']} {run['matches']}/{run['scored']} "
-            f"({format_pct(run['matches'], run['scored'], run['bar'])}, bar {format_bar(run['bar'])})")
+    return (
+        f"{run['dataset']} {run['matches']}/{run['scored']} "
+        f"({format_pct(run['matches'], run['scored'], run['bar'])}, bar {format_bar(run['bar'])})"
+    )

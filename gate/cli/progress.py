@@ -30,12 +30,12 @@ from typing import TYPE_CHECKING, Callable, TextIO
 
 from ..untrusted import terminal_safe, workflow_safe
 
-if TYPE_CHECKING:       # (the reports' dataclasses: loaded by whoever hands one over)
+if TYPE_CHECKING:  # (the reports' dataclasses: loaded by whoever hands one over)
     from ..update_report import RunReport, UpdateReport
 
-PLAIN_EVERY = 10.0      # seconds between two plain lines of one dataset
-RATE_WINDOW = 30.0      # seconds of polls the scoring rate is measured over
-NAME_WIDTH = 32         # dataset names are padded to the longest, up to this
+PLAIN_EVERY = 10.0  # seconds between two plain lines of one dataset
+RATE_WINDOW = 30.0  # seconds of polls the scoring rate is measured over
+NAME_WIDTH = 32  # dataset names are padded to the longest, up to this
 CURSOR_UP = "\x1b[{}A"
 CLEAR_BELOW = "\r\x1b[J"
 OPEN_RUN = ("PENDING", "RUNNING")
@@ -50,12 +50,12 @@ class ScoringRate:
 
     def add(self, now: float, done: int) -> None:
         if self.samples and done < self.samples[-1][1]:
-            self.samples.clear()        # fewer items done than before (retried errors): start over
+            self.samples.clear()  # fewer items done than before (retried errors): start over
         if len(self.samples) == 1 and self.samples[0][1] == done:
-            self.samples.clear()        # not started yet (materializing, another dataset first): no idle time
+            self.samples.clear()  # not started yet (materializing, another dataset first): no idle time
         self.samples.append((now, done))
         while len(self.samples) > 2 and self.samples[1][0] <= now - self.window:
-            self.samples.popleft()      # keep one sample at or before the window's start
+            self.samples.popleft()  # keep one sample at or before the window's start
 
     def per_second(self) -> float | None:
         if len(self.samples) < 2:
@@ -87,16 +87,23 @@ class WaitProgress:
     final one. ``clock`` is a monotonic clock in seconds; ``width`` the terminal's columns
     (lines are cut to fit, or the redraw would miscount wrapped lines)."""
 
-    def __init__(self, stream: TextIO, is_tty: bool, clock: Callable[[], float] = time.monotonic,
-                 width: int | None = None, plain_every: float = PLAIN_EVERY, window: float = RATE_WINDOW):
+    def __init__(
+        self,
+        stream: TextIO,
+        is_tty: bool,
+        clock: Callable[[], float] = time.monotonic,
+        width: int | None = None,
+        plain_every: float = PLAIN_EVERY,
+        window: float = RATE_WINDOW,
+    ):
         self.stream, self.is_tty, self.clock = stream, is_tty, clock
         self.width = width if width and width > 1 else None
         self.plain_every, self.window = plain_every, window
         self.safe = terminal_safe if is_tty else workflow_safe
         self.rates: dict[int, ScoringRate] = {}
-        self.printed: dict[int, tuple[tuple, float]] = {}      # run id -> (figures, when) of its last plain line
+        self.printed: dict[int, tuple[tuple, float]] = {}  # run id -> (figures, when) of its last plain line
         self.printed_status: str | None = None
-        self.drawn = 0                                          # lines of the block last drawn on the terminal
+        self.drawn = 0  # lines of the block last drawn on the terminal
         self.polls = 0
 
     @classmethod
@@ -137,13 +144,14 @@ class WaitProgress:
         pad = min(NAME_WIDTH, max(map(len, names), default=0))
         lines = [f"update {u.id} {self.safe(u.prompt_name)}: {u.status}"]
         lines += [f"  {name:<{pad}}  {self.figures(run, '  ')}" for name, run in zip(names, report.runs)]
-        return [line[:self.width - 1] if self.width else line for line in lines]
+        return [line[: self.width - 1] if self.width else line for line in lines]
 
     def redraw(self, lines: list[str]) -> None:
         """Back up over the previous block (the cursor sits at the start of the line below
         it), clear to the end of the screen and write the new one."""
-        self.stream.write((CURSOR_UP.format(self.drawn) if self.drawn else "") + CLEAR_BELOW
-                          + "".join(line + "\n" for line in lines))
+        self.stream.write(
+            (CURSOR_UP.format(self.drawn) if self.drawn else "") + CLEAR_BELOW + "".join(line + "\n" for line in lines)
+        )
         self.drawn = len(lines)
 
     # --- plain lines
@@ -167,14 +175,17 @@ class WaitProgress:
         if run.total == 0 and run.status in OPEN_RUN:
             return "preparing items"
         done = items_done(run)
-        parts = [f"{done}/{run.total} done ({run.scored} scored, {run.errors} errors)" if run.errors   # JSON's scored
-                 else f"{done}/{run.total} scored"]
+        parts = [
+            f"{done}/{run.total} done ({run.scored} scored, {run.errors} errors)"
+            if run.errors  # JSON's scored
+            else f"{done}/{run.total} scored"
+        ]
         accuracy = "--" if run.accuracy is None else f"{100 * run.accuracy:.1f}%"
         if run.status in OPEN_RUN:
             parts += [f"accuracy so far {accuracy}", f"ETA {format_eta(self.eta(run, done))}"]
         else:
             parts += [f"accuracy {accuracy}", run.status.lower()]
-        if run.stop:                # stopped before every item was called: say so, and how many were not
+        if run.stop:  # stopped before every item was called: say so, and how many were not
             parts.append(f"stopped, {run.stopped} not called")
         return sep.join(parts)
 

@@ -35,5 +35,7 @@ def prune(ctx, older_than, dry_run, as_json):
         echo_json(vars(report))
         return
     verb = "would delete" if dry_run else "deleted"
-    click.echo(f"{verb}: {report.items} items of {report.runs} runs, {report.versions} dataset versions "
-               f"({report.version_rows} rows), {report.answers} kept answers")
+    click.echo(
+        f"{verb}: {report.items} items of {report.runs} runs, {report.versions} dataset versions "
+        f"({report.version_rows} rows), {report.answers} kept answers"
+    )

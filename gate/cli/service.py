@@ -16,32 +16,90 @@ from .common import database_option, echo_json, open_database
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0: every interface).")
 @click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True)
 @click.option("--public-read", is_flag=True, help="Reads (GETs, the status page) need no token.")
-@click.option("--forwarded-allow-ips", default=None, metavar="IPS",
-              help="Behind a TLS proxy: the proxy's addresses (comma-separated, or *), whose "
-                   "X-Forwarded-Proto/For are trusted (the sign-in cookie is then Secure).")
-@click.option("--source-hosts", default="public", show_default=True, envvar="PROMPTGATE_SOURCE_HOSTS", metavar="LIST",
-              help="Where dataset sources registered or synced through the service may connect: host names, "
-                   "CIDRs and 'public' (every globally routable address), comma-separated. Loopback, "
-                   "link-local, private and the server's own addresses are refused unless listed.")
-@click.option("--log-level", type=click.Choice(["critical", "error", "warning", "info", "debug"]), default="info",
-              show_default=True)
-@click.option("--allowed-host", "allowed_hosts", multiple=True, metavar="HOST",
-              help="A Host name the service answers for (repeatable; also PROMPTGATE_ALLOWED_HOSTS, comma-"
-                   "separated). Default: localhost, 127.0.0.1, ::1 and --host when it is a specific address.")
-@click.option("--header-timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
-              help="Seconds a connection may take to send a request's headers before it is closed.")
-@click.option("--body-timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True,
-              help="Seconds a request's whole body may take to arrive (else 408).")
-@click.option("--max-waits-per-token", type=click.IntRange(min=1), default=100, show_default=True,
-              help="Long-polls (/v1/updates/ID/wait) one token may hold open at once (beyond: 429).")
+@click.option(
+    "--forwarded-allow-ips",
+    default=None,
+    metavar="IPS",
+    help="Behind a TLS proxy: the proxy's addresses (comma-separated, or *), whose "
+    "X-Forwarded-Proto/For are trusted (the sign-in cookie is then Secure).",
+)
+@click.option(
+    "--source-hosts",
+    default="public",
+    show_default=True,
+    envvar="PROMPTGATE_SOURCE_HOSTS",
+    metavar="LIST",
+    help="Where dataset sources registered or synced through the service may connect: host names, "
+    "CIDRs and 'public' (every globally routable address), comma-separated. Loopback, "
+    "link-local, private and the server's own addresses are refused unless listed.",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["critical", "error", "warning", "info", "debug"]),
+    default="info",
+    show_default=True,
+)
+@click.option(
+    "--allowed-host",
+    "allowed_hosts",
+    multiple=True,
+    metavar="HOST",
+    help="A Host name the service answers for (repeatable; also PROMPTGATE_ALLOWED_HOSTS, comma-"
+    "separated). Default: localhost, 127.0.0.1, ::1 and --host when it is a specific address.",
+)
+@click.option(
+    "--header-timeout",
+    type=click.FloatRange(min=0.1),
+    default=10.0,
+    show_default=True,
+    help="Seconds a connection may take to send a request's headers before it is closed.",
+)
+@click.option(
+    "--body-timeout",
+    type=click.FloatRange(min=0.1),
+    default=30.0,
+    show_default=True,
+    help="Seconds a request's whole body may take to arrive (else 408).",
+)
+@click.option(
+    "--max-waits-per-token",
+    type=click.IntRange(min=1),
+    default=100,
+    show_default=True,
+    help="Long-polls (/v1/updates/ID/wait) one token may hold open at once (beyond: 429).",
+)
 @click.option("--docs", is_flag=True, help="Serve Swagger UI at /docs (from the package's own files).")
-@click.option("--max-upload-bytes", type=click.IntRange(1), default=256 * 1024 * 1024, show_default=True,
-              help="The largest dataset file a client may upload (PUT /v1/datasets/NAME/rows).")
-@click.option("--max-uploads", type=click.IntRange(1), default=4, show_default=True,
-              help="Dataset uploads in progress at once, server-wide (beyond: 429).")
+@click.option(
+    "--max-upload-bytes",
+    type=click.IntRange(1),
+    default=256 * 1024 * 1024,
+    show_default=True,
+    help="The largest dataset file a client may upload (PUT /v1/datasets/NAME/rows).",
+)
+@click.option(
+    "--max-uploads",
+    type=click.IntRange(1),
+    default=4,
+    show_default=True,
+    help="Dataset uploads in progress at once, server-wide (beyond: 429).",
+)
 @click.pass_context
-def serve(ctx, host, port, public_read, forwarded_allow_ips, source_hosts, log_level, allowed_hosts, header_timeout,
-          body_timeout, max_waits_per_token, docs, max_upload_bytes, max_uploads):
+def serve(
+    ctx,
+    host,
+    port,
+    public_read,
+    forwarded_allow_ips,
+    source_hosts,
+    log_level,
+    allowed_hosts,
+    header_timeout,
+    body_timeout,
+    max_waits_per_token,
+    docs,
+    max_upload_bytes,
+    max_uploads,
+):
     """Serve the gate over HTTP: JSON under /v1 (OpenAPI at /openapi.json; Swagger UI at
     /docs with --docs), the status page at /, /metrics, /healthz and /readyz. Callers send
     `Authorization: Bearer TOKEN`."""
@@ -50,16 +108,34 @@ def serve(ctx, host, port, public_read, forwarded_allow_ips, source_hosts, log_l
     from ..server.edge import default_hosts, parse_hosts
     from ..server.protocol import with_header_timeout
     from ..sources.egress import Egress
-    Egress.parse(source_hosts)          # a wrong list stops here, in one line, before anything opens
+
+    Egress.parse(source_hosts)  # a wrong list stops here, in one line, before anything opens
     hosts = parse_hosts([*allowed_hosts, os.environ.get("PROMPTGATE_ALLOWED_HOSTS", "")]) or default_hosts(host)
     gate = open_database(ctx)
-    app = create_app(gate, ServiceConfig(public_read=public_read, source_hosts=source_hosts, allowed_hosts=hosts,
-                                         body_timeout=body_timeout, max_waits_per_token=max_waits_per_token,
-                                         docs=docs, max_upload_bytes=max_upload_bytes,
-                                         max_uploads=max_uploads))
-    uvicorn.run(app, host=host, port=port, log_level=log_level, server_header=False, timeout_graceful_shutdown=5,
-                proxy_headers=bool(forwarded_allow_ips), forwarded_allow_ips=forwarded_allow_ips,
-                http=with_header_timeout(header_timeout))
+    app = create_app(
+        gate,
+        ServiceConfig(
+            public_read=public_read,
+            source_hosts=source_hosts,
+            allowed_hosts=hosts,
+            body_timeout=body_timeout,
+            max_waits_per_token=max_waits_per_token,
+            docs=docs,
+            max_upload_bytes=max_upload_bytes,
+            max_uploads=max_uploads,
+        ),
+    )
+    uvicorn.run(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        server_header=False,
+        timeout_graceful_shutdown=5,
+        proxy_headers=bool(forwarded_allow_ips),
+        forwarded_allow_ips=forwarded_allow_ips,
+        http=with_header_timeout(header_timeout),
+    )
 
 
 @click.group()
@@ -70,8 +146,12 @@ def token():
 @token.command("create")
 @database_option
 @click.argument("name")
-@click.option("--scope", type=click.Choice(["read", "submit", "admin"]), required=True,
-              help="read: every GET and the status page; submit: read, and submit, cancel, wait; admin: everything.")
+@click.option(
+    "--scope",
+    type=click.Choice(["read", "submit", "admin"]),
+    required=True,
+    help="read: every GET and the status page; submit: read, and submit, cancel, wait; admin: everything.",
+)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def token_create(ctx, name, scope, as_json):
@@ -91,8 +171,18 @@ def token_list(ctx, as_json):
     """The tokens: name, scope, created, last used, and active or revoked (never the token)."""
     tokens = open_database(ctx).list_tokens()
     if as_json:
-        echo_json([{"name": t.name, "scope": t.scope, "created_at": t.created_at, "last_used_at": t.last_used_at,
-                    "revoked_at": t.revoked_at} for t in tokens])
+        echo_json(
+            [
+                {
+                    "name": t.name,
+                    "scope": t.scope,
+                    "created_at": t.created_at,
+                    "last_used_at": t.last_used_at,
+                    "revoked_at": t.revoked_at,
+                }
+                for t in tokens
+            ]
+        )
         return
     if not tokens:
         click.echo("no tokens: promptgate token create NAME --scope read|submit|admin")

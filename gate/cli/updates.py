@@ -16,21 +16,35 @@ from .progress import WaitProgress
 @click.command()
 @database_option
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--mode", type=click.Choice(["check", "apply"]), default="check", show_default=True,
-              help="check: evaluate only; apply: go live when every bar clears.")
+@click.option(
+    "--mode",
+    type=click.Choice(["check", "apply"]),
+    default="check",
+    show_default=True,
+    help="check: evaluate only; apply: go live when every bar clears.",
+)
 @click.option("--source-key", default=None, help="Submissions with the same key replace each other (check mode).")
 @click.option("--sha", default=None, help="The commit this candidate comes from (for `wait --sha`).")
-@click.option("--reuse/--no-reuse", default=True, show_default=True,
-              help="Reuse answers already paid for by the very same request; --no-reuse calls every item afresh "
-                   "(e.g. a model at temperature > 0).")
-@click.option("--full", is_flag=True, help="Call every item: no run of this update stops early once its verdict is "
-              "settled (each mapping's early_stop is on by default).")
+@click.option(
+    "--reuse/--no-reuse",
+    default=True,
+    show_default=True,
+    help="Reuse answers already paid for by the very same request; --no-reuse calls every item afresh "
+    "(e.g. a model at temperature > 0).",
+)
+@click.option(
+    "--full",
+    is_flag=True,
+    help="Call every item: no run of this update stops early once its verdict is "
+    "settled (each mapping's early_stop is on by default).",
+)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def submit(ctx, file, mode, source_key, sha, reuse, full, as_json):
     """Stage the prompt in FILE for evaluation; prints the tracking id (and on stderr the
     most model calls it may make)."""
-    from ..spec import load_spec             # jinja2, yaml, re2: only the commands that read a prompt
+    from ..spec import load_spec  # jinja2, yaml, re2: only the commands that read a prompt
+
     spec = load_spec(file)
     source = {"path": file, **({"key": source_key} if source_key else {}), **({"sha": sha} if sha else {})}
     gate = open_gate(ctx)
@@ -40,6 +54,7 @@ def submit(ctx, file, mode, source_key, sha, reuse, full, as_json):
         echo_json({"id": update_id, "prompt": spec.name, "mode": mode, "spend": spend})
     else:
         from ..report import spend_line
+
         click.echo(update_id)
         click.echo(f"update {update_id}: {spend_line(spend)}", err=True)
 
@@ -48,8 +63,13 @@ def submit(ctx, file, mode, source_key, sha, reuse, full, as_json):
 @database_option
 @click.argument("update_id", type=int)
 @click.option("--json", "as_json", is_flag=True)
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default=None,
-              help="text (default), json (same as --json) or markdown (the pull-request report).")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "markdown"]),
+    default=None,
+    help="text (default), json (same as --json) or markdown (the pull-request report).",
+)
 @click.pass_context
 def status(ctx, update_id, as_json, fmt):
     """Where update UPDATE_ID stands (exit 0 cleared, 1 rejected, 2 failed/cancelled, 3 open)."""
@@ -63,15 +83,25 @@ def status(ctx, update_id, as_json, fmt):
 @click.argument("update_id", type=int, required=False)
 @click.option("--sha", default=None, help="Wait for every update submitted for this commit instead.")
 @click.option("--prompt", "prompt_name", default=None, help="With --sha: only this prompt's updates.")
-@click.option("--mode", "sha_mode", type=click.Choice(["auto", "apply", "check"]), default=None,
-              help="With --sha: apply (default) answers for the commit's apply-mode updates only, waiting for one "
-                   "to appear; check asks about its checks; auto: its apply-mode updates when it has any, else its "
-                   "checks.")
+@click.option(
+    "--mode",
+    "sha_mode",
+    type=click.Choice(["auto", "apply", "check"]),
+    default=None,
+    help="With --sha: apply (default) answers for the commit's apply-mode updates only, waiting for one "
+    "to appear; check asks about its checks; auto: its apply-mode updates when it has any, else its "
+    "checks.",
+)
 @click.option("--timeout", type=float, default=None, help="Seconds to wait (default: until terminal).")
 @click.option("--json", "as_json", is_flag=True)
-@click.option("--progress/--no-progress", "show_progress", default=True, show_default=True,
-              help="While waiting for UPDATE_ID, show per dataset items scored, accuracy so far and an ETA on "
-                   "stderr (redrawn on a terminal, plain lines every ~10 s otherwise).")
+@click.option(
+    "--progress/--no-progress",
+    "show_progress",
+    default=True,
+    show_default=True,
+    help="While waiting for UPDATE_ID, show per dataset items scored, accuracy so far and an ETA on "
+    "stderr (redrawn on a terminal, plain lines every ~10 s otherwise).",
+)
 @click.pass_context
 def wait(ctx, update_id, sha, prompt_name, sha_mode, timeout, as_json, show_progress):
     """Wait for update UPDATE_ID (or the updates of --sha) to end: exit 0 cleared, 1 rejected,
@@ -90,8 +120,14 @@ def wait(ctx, update_id, sha, prompt_name, sha_mode, timeout, as_json, show_prog
         print_report(report, "json" if as_json else "text")
         ctx.exit(report.exit_code)
     from ..release import DEFAULT_RELEASE_MODE
-    code, reports = open_gate(ctx).wait_for_sha(sha, prompt_name, timeout, mode=sha_mode or DEFAULT_RELEASE_MODE,
-                                                on_select=lambda line: click.echo(line, err=True))
+
+    code, reports = open_gate(ctx).wait_for_sha(
+        sha,
+        prompt_name,
+        timeout,
+        mode=sha_mode or DEFAULT_RELEASE_MODE,
+        on_select=lambda line: click.echo(line, err=True),
+    )
     if as_json:
         echo_json([r.to_dict() for r in reports])
     else:
@@ -119,12 +155,28 @@ def live(ctx, name, as_json):
     """The live config of prompt NAME and its version."""
     p = open_gate(ctx).live(name)
     if as_json:
-        echo_json({"name": p.name, "version": p.version, "config_hash": p.config_hash,
-                   "applied_update_id": p.applied_update_id, "updated_at": p.updated_at, "kind": p.kind,
-                   "restored_version": p.restored_version, "actor": p.actor, "reason": p.reason, "config": p.config})
+        echo_json(
+            {
+                "name": p.name,
+                "version": p.version,
+                "config_hash": p.config_hash,
+                "applied_update_id": p.applied_update_id,
+                "updated_at": p.updated_at,
+                "kind": p.kind,
+                "restored_version": p.restored_version,
+                "actor": p.actor,
+                "reason": p.reason,
+                "config": p.config,
+            }
+        )
     else:
-        click.echo(terminal_safe(f"{p.name} v{p.version} — {p.how()} ({p.updated_at:%Y-%m-%d %H:%M:%S} UTC, "
-                                 f"config {p.config_hash[:12]})", 2000))
+        click.echo(
+            terminal_safe(
+                f"{p.name} v{p.version} — {p.how()} ({p.updated_at:%Y-%m-%d %H:%M:%S} UTC, "
+                f"config {p.config_hash[:12]})",
+                2000,
+            )
+        )
         click.echo(json.dumps(p.config, indent=2, ensure_ascii=True))
 
 
@@ -132,14 +184,19 @@ def live(ctx, name, as_json):
 @database_option
 @click.argument("update_ids", type=int, nargs=-1)
 @click.option("--sha", default=None, help="The updates submitted for this commit (latest per prompt).")
-@click.option("--output", type=click.Path(dir_okay=False, writable=True), default=None,
-              help="Write to this file instead of stdout.")
+@click.option(
+    "--output",
+    type=click.Path(dir_okay=False, writable=True),
+    default=None,
+    help="Write to this file instead of stdout.",
+)
 @click.option("--marker/--no-marker", default=False, help="Start with the hidden PR-comment marker.")
 @click.pass_context
 def report_cmd(ctx, update_ids, sha, output, marker):
     """The Markdown report (the PR comment's format) of updates UPDATE_IDS or of --sha."""
     from ..markdown import render_markdown
     from ..release import latest_per_prompt
+
     gate = open_gate(ctx)
     ids = list(update_ids)
     if sha:

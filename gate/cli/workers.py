@@ -13,19 +13,40 @@ from .common import database_option, database_settings, echo_json, open_gate
 
 @click.command()
 @database_option
-@click.option("--role", default="all", show_default=True, envvar="PROMPTGATE_ROLE",
-              help="all, or a comma list of materialize, execute, finalize, reconcile.")
+@click.option(
+    "--role",
+    default="all",
+    show_default=True,
+    envvar="PROMPTGATE_ROLE",
+    help="all, or a comma list of materialize, execute, finalize, reconcile.",
+)
 @click.option("--processes", type=int, default=1, show_default=True, envvar="PROMPTGATE_PROCESSES")
-@click.option("--concurrency", type=int, default=None, envvar="PROMPTGATE_CONCURRENCY",
-              help="Model calls in flight per process (default 8).")
-@click.option("--metrics-port", type=click.IntRange(1, 65535), default=None, envvar="PROMPTGATE_METRICS_PORT",
-              help="Serve this host's model-call metrics for Prometheus on this port (default: off).")
-@click.option("--metrics-host", default="0.0.0.0", show_default=True, envvar="PROMPTGATE_METRICS_HOST",
-              help="Address the metrics port listens on.")
+@click.option(
+    "--concurrency",
+    type=int,
+    default=None,
+    envvar="PROMPTGATE_CONCURRENCY",
+    help="Model calls in flight per process (default 8).",
+)
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(1, 65535),
+    default=None,
+    envvar="PROMPTGATE_METRICS_PORT",
+    help="Serve this host's model-call metrics for Prometheus on this port (default: off).",
+)
+@click.option(
+    "--metrics-host",
+    default="0.0.0.0",
+    show_default=True,
+    envvar="PROMPTGATE_METRICS_HOST",
+    help="Address the metrics port listens on.",
+)
 @click.pass_context
 def worker(ctx, role, processes, concurrency, metrics_port, metrics_host):
     """Run workers until SIGTERM/SIGINT (then drain)."""
     from workers.supervisor import parse_roles, supervise
+
     settings = database_settings(ctx)
     if processes < 1 or (concurrency is not None and concurrency < 1):
         raise click.BadParameter("--processes and --concurrency must be at least 1")
@@ -34,8 +55,9 @@ def worker(ctx, role, processes, concurrency, metrics_port, metrics_host):
     if warning:
         click.echo(warning, err=True)
     exposed = nullcontext()
-    if metrics_port is not None:    # imported only then: prometheus_client is ~50 ms of a quick role's start
+    if metrics_port is not None:  # imported only then: prometheus_client is ~50 ms of a quick role's start
         from workers.metrics import serving
+
         exposed = serving(metrics_port, metrics_host, processes)
     with exposed:
         supervise(settings.with_(concurrency=concurrency), roles, processes, concurrency)
@@ -55,18 +77,30 @@ def workers_cmd(ctx, as_json):
         click.echo("no live workers")
     for r in rows:
         calls = "no call in flight" if r.oldest_call_seconds is None else f"oldest call {r.oldest_call_seconds:.1f}s"
-        click.echo(f"{r.id}\t{r.role}\t{r.host}\tpid {r.pid}\tup since {r.started_at:%H:%M:%S}\t"
-                   f"beat {r.heartbeat_at:%H:%M:%S}\t{calls}")
+        click.echo(
+            f"{r.id}\t{r.role}\t{r.host}\tpid {r.pid}\tup since {r.started_at:%H:%M:%S}\t"
+            f"beat {r.heartbeat_at:%H:%M:%S}\t{calls}"
+        )
 
 
 @click.command()
-@click.option("--database-url", "demo_db", default=None, metavar="URL",
-              help="Run against this database instead of a temporary SQLite file.")
-@click.option("--examples", type=click.Path(file_okay=False, exists=True), default=None,
-              help="The example folder (default: ./prompts-example, else the packaged copy).")
+@click.option(
+    "--database-url",
+    "demo_db",
+    default=None,
+    metavar="URL",
+    help="Run against this database instead of a temporary SQLite file.",
+)
+@click.option(
+    "--examples",
+    type=click.Path(file_okay=False, exists=True),
+    default=None,
+    help="The example folder (default: ./prompts-example, else the packaged copy).",
+)
 @click.option("--format", "fmt", type=click.Choice(["markdown", "text"]), default="markdown", show_default=True)
 def demo(demo_db, examples, fmt):
     """Show the gate end to end in under 30 s: one change REJECTED, one APPLIED."""
     from ..demo import run_demo
+
     ok = run_demo(database_url=demo_db, examples=examples, fmt=fmt, echo=click.echo)
     sys.exit(0 if ok else 1)

@@ -69,5 +69,19 @@ from .diff import diff
 from .parse import BAR_FIELDS, TOP_FIELDS, BarDecl, DatasetDecl, GateConfig, load_config, parse_config
 from .sync import sync, uploads_missing
 
-__all__ = ["BAR_FIELDS", "CHANGE_TEXT", "TOP_FIELDS", "BarDecl", "Change", "DatasetDecl", "GateConfig", "SyncResult",
-           "diff", "load_config", "parse_config", "redact", "sync", "uploads_missing"]
+__all__ = [
+    "BAR_FIELDS",
+    "CHANGE_TEXT",
+    "TOP_FIELDS",
+    "BarDecl",
+    "Change",
+    "DatasetDecl",
+    "GateConfig",
+    "SyncResult",
+    "diff",
+    "load_config",
+    "parse_config",
+    "redact",
+    "sync",
+    "uploads_missing",
+]

@@ -20,7 +20,9 @@ CHANGE_TEXT = {
     "provider-changed": "provider {subject}: {before} → {after}",
     "provider-removed": "provider {subject}: removed (was {before})",
     "dataset-rows": "dataset {subject}: {after} against the gate's version {before}",
-    "dataset-version": "dataset {subject}: new version {after} (was {before})", **PRICE_TEXT, **LIMIT_TEXT,
+    "dataset-version": "dataset {subject}: new version {after} (was {before})",
+    **PRICE_TEXT,
+    **LIMIT_TEXT,
     "optional-fields": "prompt {subject}: optional fields {before} → {after}",
 }
 
@@ -33,12 +35,13 @@ class Change:
     price-removed; limit-added, limit-changed, limit-removed (``limits:``); optional-fields (the fields a prompt's templates may read although no
     dataset row has them; "none" before or after); dataset-rows (a pull request changes a dataset's file: its rows against
     the gate's version) and dataset-version (a sync imported changed rows as a new version)."""
+
     kind: str
-    subject: str                # dataset name, "prompt × dataset", or a prompt name
+    subject: str  # dataset name, "prompt × dataset", or a prompt name
     before: str | None = None
     after: str | None = None
-    key: tuple[str, ...] = ()   # (dataset,) or (prompt, dataset)
-    details: tuple[str, ...] = ()   # example rows of a dataset-rows change
+    key: tuple[str, ...] = ()  # (dataset,) or (prompt, dataset)
+    details: tuple[str, ...] = ()  # example rows of a dataset-rows change
 
     def __str__(self) -> str:
         template = CHANGE_TEXT.get(self.kind, "{kind} {subject}")
@@ -48,6 +51,7 @@ class Change:
 @dataclass(frozen=True)
 class SyncResult:
     """What ``sync`` changed (``applied``) or what it would change (``diff``)."""
+
     path: str
     changes: tuple[Change, ...] = ()
     applied: bool = False

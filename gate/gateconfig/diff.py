@@ -17,8 +17,8 @@ from ..sources import DEFAULT_ID_COLUMN, DEFAULT_LABEL_COLUMN, resolve_path, sch
 from .changes import Change, SyncResult, redact, rows_change
 from .parse import BarDecl, GateConfig, load_config
 
-if TYPE_CHECKING:                   # the database's Gate: only its annotations here, so a sync
-    from ..service import Gate      # through the service (gateconfig.remote) never loads SQLAlchemy
+if TYPE_CHECKING:  # the database's Gate: only its annotations here, so a sync
+    from ..service import Gate  # through the service (gateconfig.remote) never loads SQLAlchemy
 
 
 def as_config(source: str | Path | GateConfig) -> GateConfig:
@@ -46,10 +46,16 @@ def diff(gate: Gate, config: str | Path | GateConfig, changed_files: Iterable[st
     from there and its rows compared with the gate's version (dataset-rows)."""
     cfg = as_config(config)
     registered = {ds.name: (ds, maps) for ds, maps in gate.list_datasets()}
-    changes = (_provider_changes(gate, cfg) + [Change(*c) for c in price_changes(gate.prices(), cfg.prices)]
-               + [Change(*c) for c in limit_changes(gate.limits(), cfg.limits.rows())]
-               + _dataset_changes(registered, cfg) + _bar_changes(gate, cfg) + _optional_field_changes(gate, cfg)
-               + _undeclared_datasets(registered, cfg) + _row_changes(gate, cfg, registered, changed_files))
+    changes = (
+        _provider_changes(gate, cfg)
+        + [Change(*c) for c in price_changes(gate.prices(), cfg.prices)]
+        + [Change(*c) for c in limit_changes(gate.limits(), cfg.limits.rows())]
+        + _dataset_changes(registered, cfg)
+        + _bar_changes(gate, cfg)
+        + _optional_field_changes(gate, cfg)
+        + _undeclared_datasets(registered, cfg)
+        + _row_changes(gate, cfg, registered, changed_files)
+    )
     return SyncResult(cfg.path, tuple(changes), applied=False)
 
 
@@ -103,8 +109,10 @@ def _refuse_links(path: Path, base: Path) -> None:
     step = path
     while step != base and base in step.parents:
         if step.is_symlink():
-            raise DatasetError(f"{path.relative_to(base)}: a symbolic link; a dataset file is compared only as a "
-                               "regular file in the checkout")
+            raise DatasetError(
+                f"{path.relative_to(base)}: a symbolic link; a dataset file is compared only as a "
+                "regular file in the checkout"
+            )
         step = step.parent
     if not path.is_file():
         raise DatasetError(f"{path.relative_to(base)}: not a regular file")
@@ -118,8 +126,9 @@ def _provider_changes(gate: Gate, cfg: GateConfig) -> list[Change]:
         if have is None:
             changes.append(Change("provider-added", name, None, _describe_provider(decl), (name,)))
         elif have != decl:
-            changes.append(Change("provider-changed", name, _describe_provider(have), _describe_provider(decl),
-                                  (name,)))
+            changes.append(
+                Change("provider-changed", name, _describe_provider(have), _describe_provider(decl), (name,))
+            )
     for name in sorted(registered.keys() - cfg.providers.keys()):
         changes.append(Change("provider-removed", name, _describe_provider(registered[name]), None, (name,)))
     return changes
@@ -139,8 +148,11 @@ def _dataset_changes(registered: dict, cfg: GateConfig) -> list[Change]:
             continue
         ds = found[0]
         want = (decl.source_uri, decl.id_column, decl.label_column)
-        have = (ds.source_uri, ds.options.get("id_column", DEFAULT_ID_COLUMN),
-                ds.options.get("label_column", DEFAULT_LABEL_COLUMN))
+        have = (
+            ds.source_uri,
+            ds.options.get("id_column", DEFAULT_ID_COLUMN),
+            ds.options.get("label_column", DEFAULT_LABEL_COLUMN),
+        )
         if want != have:
             changes.append(Change("dataset-changed", name, _describe(*have), _describe(*want), (name,)))
     return changes
@@ -149,8 +161,11 @@ def _dataset_changes(registered: dict, cfg: GateConfig) -> list[Change]:
 def _undeclared_datasets(registered: dict, cfg: GateConfig) -> list[Change]:
     """Registered datasets the file no longer declares that still gate something: after a
     sync they gate nothing."""
-    return [Change("dataset-undeclared", name, key=(name,))
-            for name in sorted(registered.keys() - cfg.datasets.keys()) if registered[name][1]]
+    return [
+        Change("dataset-undeclared", name, key=(name,))
+        for name in sorted(registered.keys() - cfg.datasets.keys())
+        if registered[name][1]
+    ]
 
 
 def _bar_changes(gate: Gate, cfg: GateConfig) -> list[Change]:
@@ -165,8 +180,15 @@ def _bar_changes(gate: Gate, cfg: GateConfig) -> list[Change]:
         elif want is None:
             changes.append(Change("bar-removed", subject, _fmt_bars(have.min_accuracy, have.bars), None, key))
         elif not _same_bars(have, want):
-            changes.append(Change("bar-changed", subject, _fmt_bars(have.min_accuracy, have.bars),
-                                  _fmt_bars(want.min_accuracy, want.bars), key))
+            changes.append(
+                Change(
+                    "bar-changed",
+                    subject,
+                    _fmt_bars(have.min_accuracy, have.bars),
+                    _fmt_bars(want.min_accuracy, want.bars),
+                    key,
+                )
+            )
     return changes
 
 
@@ -175,9 +197,13 @@ def _optional_field_changes(gate: Gate, cfg: GateConfig) -> list[Change]:
     (a prompt the file does not list has none)."""
     have = {p: tuple(sorted(f)) for p, f in gate.optional_fields().items()}
     want = cfg.optional_fields
-    return [Change("optional-fields", prompt, _describe_fields(have.get(prompt)), _describe_fields(want.get(prompt)),
-                   (prompt,))
-            for prompt in sorted(have.keys() | want.keys()) if have.get(prompt, ()) != want.get(prompt, ())]
+    return [
+        Change(
+            "optional-fields", prompt, _describe_fields(have.get(prompt)), _describe_fields(want.get(prompt)), (prompt,)
+        )
+        for prompt in sorted(have.keys() | want.keys())
+        if have.get(prompt, ()) != want.get(prompt, ())
+    ]
 
 
 def _describe_fields(fields) -> str:

@@ -22,7 +22,7 @@ from ..spec import check_name
 from ..yamlfile import parse_yaml, read_text_file
 
 TOP_FIELDS = ("providers", "prices", "datasets", "prompts", "optional_fields", "limits")
-MAX_OPTIONAL_FIELDS = 100        # per prompt
+MAX_OPTIONAL_FIELDS = 100  # per prompt
 DATASET_FIELDS = ("source", "id_column", "label_column")
 BAR_FIELDS = ("dataset", "min_accuracy", *EXTRA_KEYS, *ITEM_KEYS)
 
@@ -30,8 +30,8 @@ BAR_FIELDS = ("dataset", "min_accuracy", *EXTRA_KEYS, *ITEM_KEYS)
 @dataclass(frozen=True)
 class DatasetDecl:
     name: str
-    source: str                 # as written in the file
-    source_uri: str             # resolved (absolute path for a local file)
+    source: str  # as written in the file
+    source_uri: str  # resolved (absolute path for a local file)
     id_column: str = DEFAULT_ID_COLUMN
     label_column: str = DEFAULT_LABEL_COLUMN
     base_dir: str | None = None  # the config file's folder
@@ -42,7 +42,7 @@ class BarDecl:
     prompt: str
     dataset: str
     min_accuracy: Decimal
-    bars: dict | None = field(default=None, hash=False)    # the bars beyond min_accuracy (Bars.extra)
+    bars: dict | None = field(default=None, hash=False)  # the bars beyond min_accuracy (Bars.extra)
 
 
 @dataclass(frozen=True)
@@ -51,11 +51,11 @@ class GateConfig:
     datasets: dict[str, DatasetDecl]
     bars: tuple[BarDecl, ...]
     providers: dict[str, ProviderDecl] = field(default_factory=dict)
-    base_dir: str | None = None          # the file's folder: relative sources resolve here
+    base_dir: str | None = None  # the file's folder: relative sources resolve here
     prices: dict[str, Price] = field(default_factory=dict)
     # prompt -> item fields its templates may read although no dataset row has them
     optional_fields: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    limits: SpendLimits = field(default_factory=SpendLimits)     # spend caps per update (gate.spend)
+    limits: SpendLimits = field(default_factory=SpendLimits)  # spend caps per update (gate.spend)
 
     @property
     def prompts(self) -> list[str]:
@@ -63,6 +63,7 @@ class GateConfig:
 
 
 # --- loading ----------------------------------------------------------------------------------
+
 
 def load_config(path: str | Path, display_path: str | None = None) -> GateConfig:
     """Read and validate a gate config file. ``display_path`` is the name errors use
@@ -78,16 +79,26 @@ def parse_config(data: Any, file: str | None = None, base_dir: str | Path | None
     unknown = [k for k in data if k not in TOP_FIELDS]
     if unknown:
         raise SpecError(file, str(unknown[0])[:80], f"unknown field; known fields are {', '.join(TOP_FIELDS)}")
-    providers = _parse_providers(_section(data, "providers", "provider name → {base_url, api_key_env?, models?}",
-                                          file), file)
-    datasets = _parse_datasets(_section(data, "datasets", "dataset name → {source, id_column?, label_column?}",
-                                        file), file, base_dir)
-    bars = _parse_bars(_section(data, "prompts", "prompt name → list of {dataset, min_accuracy}", file),
-                       datasets, file)
-    optional = _parse_optional_fields(_section(data, "optional_fields", "prompt name → list of item fields", file),
-                                      file)
-    return GateConfig(file or "", datasets, bars, providers, str(base_dir) if base_dir is not None else None,
-                      parse_prices(data.get("prices"), file), optional, SpendLimits.parse(data.get("limits"), file))
+    providers = _parse_providers(
+        _section(data, "providers", "provider name → {base_url, api_key_env?, models?}", file), file
+    )
+    datasets = _parse_datasets(
+        _section(data, "datasets", "dataset name → {source, id_column?, label_column?}", file), file, base_dir
+    )
+    bars = _parse_bars(_section(data, "prompts", "prompt name → list of {dataset, min_accuracy}", file), datasets, file)
+    optional = _parse_optional_fields(
+        _section(data, "optional_fields", "prompt name → list of item fields", file), file
+    )
+    return GateConfig(
+        file or "",
+        datasets,
+        bars,
+        providers,
+        str(base_dir) if base_dir is not None else None,
+        parse_prices(data.get("prices"), file),
+        optional,
+        SpendLimits.parse(data.get("limits"), file),
+    )
 
 
 def _section(data: TMapping, key: str, shape: str, file: str | None) -> TMapping:
@@ -112,21 +123,33 @@ def _parse_datasets(raw: TMapping, file: str | None, base_dir: str | Path | None
             raise SpecError(file, where, "must be a mapping with source (and optionally id_column, label_column)")
         extra = [k for k in decl if k not in DATASET_FIELDS]
         if extra:
-            raise SpecError(file, f"{where}.{str(extra[0])[:80]}",
-                            f"unknown field; a dataset has {', '.join(DATASET_FIELDS)}")
+            raise SpecError(
+                file, f"{where}.{str(extra[0])[:80]}", f"unknown field; a dataset has {', '.join(DATASET_FIELDS)}"
+            )
         source = decl.get("source")
         if not isinstance(source, str) or not source.strip():
-            raise SpecError(file, f"{where}.source", "is required: a path relative to this file, file://, "
-                            "https://, s3:// or sql+...")
+            raise SpecError(
+                file,
+                f"{where}.source",
+                "is required: a path relative to this file, file://, https://, s3:// or sql+...",
+            )
         columns = {col: _column(decl.get(col), f"{where}.{col}", file) for col in ("id_column", "label_column")}
         source = source.strip()
         source_uri = absolute_source(source, base_dir)
         if scheme_of(source) == "file" and not Path(source_uri).is_file():
-            raise SpecError(file, f"{where}.source", f"no such file: {source} (relative sources resolve against "
-                            "the config file's folder)")
-        datasets[name] = DatasetDecl(name, source, source_uri, columns["id_column"] or DEFAULT_ID_COLUMN,
-                                     columns["label_column"] or DEFAULT_LABEL_COLUMN,
-                                     str(base_dir) if base_dir is not None else None)
+            raise SpecError(
+                file,
+                f"{where}.source",
+                f"no such file: {source} (relative sources resolve against the config file's folder)",
+            )
+        datasets[name] = DatasetDecl(
+            name,
+            source,
+            source_uri,
+            columns["id_column"] or DEFAULT_ID_COLUMN,
+            columns["label_column"] or DEFAULT_LABEL_COLUMN,
+            str(base_dir) if base_dir is not None else None,
+        )
     return datasets
 
 
@@ -142,8 +165,12 @@ def _parse_bars(raw: TMapping, datasets: dict[str, DatasetDecl], file: str | Non
         where = f"prompts.{prompt}"
         _check_name(prompt, where, "prompt name", file)
         if not isinstance(entries, list) or not entries:
-            raise SpecError(file, where, "must be a non-empty list of {dataset, min_accuracy} (to stop gating a "
-                            "prompt, remove it from the file)")
+            raise SpecError(
+                file,
+                where,
+                "must be a non-empty list of {dataset, min_accuracy} (to stop gating a "
+                "prompt, remove it from the file)",
+            )
         seen: set[str] = set()
         for i, entry in enumerate(entries):
             bar = _parse_bar_entry(entry, f"{where}[{i}]", prompt, datasets, file)
@@ -154,8 +181,7 @@ def _parse_bars(raw: TMapping, datasets: dict[str, DatasetDecl], file: str | Non
     return tuple(bars)
 
 
-def _parse_bar_entry(entry: Any, at: str, prompt: str, datasets: dict[str, DatasetDecl],
-                     file: str | None) -> BarDecl:
+def _parse_bar_entry(entry: Any, at: str, prompt: str, datasets: dict[str, DatasetDecl], file: str | None) -> BarDecl:
     if not isinstance(entry, TMapping):
         raise SpecError(file, at, "must be a mapping with dataset and min_accuracy")
     extra = [k for k in entry if k not in BAR_FIELDS]
@@ -183,7 +209,7 @@ def _parse_extra_bars(entry: TMapping, at: str, file: str | None) -> dict | None
     for key in keys:
         alone = {key: entry.get(key)}
         if key in ("min_slice_accuracy", "min_slice_items"):
-            alone["slice_by"] = "slice"         # needed beside it; checked together below
+            alone["slice_by"] = "slice"  # needed beside it; checked together below
         try:
             Bars.parse(0, alone)
         except UsageError as exc:
@@ -206,8 +232,12 @@ def _parse_optional_fields(raw: TMapping, file: str | None) -> dict[str, tuple[s
             raise SpecError(file, where, f"must be a list of at most {MAX_OPTIONAL_FIELDS} item field names")
         for name in fields:
             if not isinstance(name, str) or not name or len(name) > MAX_FIELD_CHARS or not name.isprintable():
-                raise SpecError(file, where, f"{str(name)[:40]!r} is not an item field name (a column of the "
-                                f"datasets: printable text of at most {MAX_FIELD_CHARS} characters)")
+                raise SpecError(
+                    file,
+                    where,
+                    f"{str(name)[:40]!r} is not an item field name (a column of the "
+                    f"datasets: printable text of at most {MAX_FIELD_CHARS} characters)",
+                )
         if len(set(fields)) < len(fields):
             raise SpecError(file, where, "lists a field twice")
         if fields:

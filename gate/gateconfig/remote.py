@@ -49,8 +49,15 @@ def _below(file: str, base_dir: str | None, repo_path: str) -> None:
         raise UsageError(f"{repo_path}: resolves outside the gate config's folder (a symbolic link?): not uploaded")
 
 
-def sync_remote(gate, cfg: GateConfig, text: str, *, dry_run: bool = False, commit: str | None = None,
-                config_path: str | None = None) -> SyncResult:
+def sync_remote(
+    gate,
+    cfg: GateConfig,
+    text: str,
+    *,
+    dry_run: bool = False,
+    commit: str | None = None,
+    config_path: str | None = None,
+) -> SyncResult:
     """``gateconfig.sync`` (or ``diff``) of ``cfg`` (whose YAML is ``text``) through the
     service, the file datasets' rows uploaded from this machine (see the module docstring).
     ``config_path``: the config's path in the repository (default ``cfg.path``), which the
@@ -64,14 +71,22 @@ def sync_remote(gate, cfg: GateConfig, text: str, *, dry_run: bool = False, comm
     labels = {name: gate.dataset_version(name).label for name, current in before.items() if current is not None}
     uploaded = []
     for name, (decl, repo_path) in files.items():
-        _, imported = gate.upload_rows(name, decl.source_uri, repo_path, id_column=decl.id_column,
-                                       label_column=decl.label_column, commit=commit, declared_in=repo_config)
+        _, imported = gate.upload_rows(
+            name,
+            decl.source_uri,
+            repo_path,
+            id_column=decl.id_column,
+            label_column=decl.label_column,
+            commit=commit,
+            declared_in=repo_config,
+        )
         if name not in before:
             uploaded.append(Change("dataset-added", name, None, f"upload of {repo_path}", (name,)))
         elif imported is not None and imported.version.id != before[name]:
             v = imported.version
-            uploaded.append(Change("dataset-version", name, labels.get(name, "none"),
-                                   f"{v.label} ({v.row_count} rows)", (name,)))
+            uploaded.append(
+                Change("dataset-version", name, labels.get(name, "none"), f"{v.label} ({v.row_count} rows)", (name,))
+            )
     result = gate.sync_config(text, repo_config, False, files=sorted(files), commit=commit)
     return SyncResult(cfg.path, tuple(uploaded) + result.changes, applied=True)
 

@@ -16,8 +16,8 @@ from .changes import Change, SyncResult
 from .diff import as_config, diff
 from .parse import GateConfig
 
-if TYPE_CHECKING:                   # the database's Gate: only its annotations here, so a sync
-    from ..service import Gate      # through the service (gateconfig.remote) never loads SQLAlchemy
+if TYPE_CHECKING:  # the database's Gate: only its annotations here, so a sync
+    from ..service import Gate  # through the service (gateconfig.remote) never loads SQLAlchemy
 
 
 def sync(gate: Gate, config: str | Path | GateConfig, commit: str | None = None) -> SyncResult:
@@ -47,10 +47,19 @@ def sync(gate: Gate, config: str | Path | GateConfig, commit: str | None = None)
     for change in planned.changes:
         if change.kind in ("dataset-added", "dataset-changed"):
             decl = cfg.datasets[change.key[0]]
-            gate.register_dataset(decl.name, decl.source, id_column=decl.id_column,
-                                  label_column=decl.label_column, base_dir=decl.base_dir, declared_in=cfg.path)
-    mapped = {(m.prompt_name, m.dataset_name): m for m in gate.mappings()} \
-        if any(c.kind == "bar-changed" for c in planned.changes) else {}
+            gate.register_dataset(
+                decl.name,
+                decl.source,
+                id_column=decl.id_column,
+                label_column=decl.label_column,
+                base_dir=decl.base_dir,
+                declared_in=cfg.path,
+            )
+    mapped = (
+        {(m.prompt_name, m.dataset_name): m for m in gate.mappings()}
+        if any(c.kind == "bar-changed" for c in planned.changes)
+        else {}
+    )
     for change in planned.changes:
         if change.kind in ("bar-added", "bar-changed"):
             bar = bars[change.key]
@@ -111,8 +120,10 @@ def uploads_missing(gate: Gate, cfg: GateConfig) -> list[str]:
     missing = []
     for name in sorted(_uploaded(cfg)):
         decl, ds = cfg.datasets[name], registered.get(name)
-        if ds is None or (ds.source_uri, ds.options.get("id_column", DEFAULT_ID_COLUMN),
-                          ds.options.get("label_column", DEFAULT_LABEL_COLUMN)) != \
-                (decl.source_uri, decl.id_column, decl.label_column):
+        if ds is None or (
+            ds.source_uri,
+            ds.options.get("id_column", DEFAULT_ID_COLUMN),
+            ds.options.get("label_column", DEFAULT_LABEL_COLUMN),
+        ) != (decl.source_uri, decl.id_column, decl.label_column):
             missing.append(name)
     return missing

@@ -70,8 +70,18 @@ import click
 
 SERVER_NAMES = ("MockLLMServer", "serve_forever")
 FAULT_NAMES = ("Fault", "FaultPlan")
-POLICY_NAMES = ("FORCED_ERROR_RE", "MODEL_ID", "NO_RULE_ANSWER", "Policy", "Rule", "count_tokens", "decide",
-                "format_answer", "garbage_word", "parse_rules")
+POLICY_NAMES = (
+    "FORCED_ERROR_RE",
+    "MODEL_ID",
+    "NO_RULE_ANSWER",
+    "Policy",
+    "Rule",
+    "count_tokens",
+    "decide",
+    "format_answer",
+    "garbage_word",
+    "parse_rules",
+)
 
 
 @click.command("mock-llm")
@@ -91,6 +101,7 @@ def command(**options):
     """Run the local OpenAI-compatible model server (a stand-in for tests and demos). The
     one declaration of its options: `promptgate mock-llm` and `python -m gate.mockllm`."""
     from .server import serve_forever
+
     host, port = options.pop("host"), options.pop("port")
     serve_forever(host, port, **options)
 
@@ -110,5 +121,20 @@ def __getattr__(name: str):
     return getattr(part, name)
 
 
-__all__ = ["FORCED_ERROR_RE", "MODEL_ID", "NO_RULE_ANSWER", "Fault", "FaultPlan", "MockLLMServer", "Policy", "Rule",
-           "command", "count_tokens", "decide", "format_answer", "garbage_word", "parse_rules", "serve_forever"]
+__all__ = [
+    "FORCED_ERROR_RE",
+    "MODEL_ID",
+    "NO_RULE_ANSWER",
+    "Fault",
+    "FaultPlan",
+    "MockLLMServer",
+    "Policy",
+    "Rule",
+    "command",
+    "count_tokens",
+    "decide",
+    "format_answer",
+    "garbage_word",
+    "parse_rules",
+    "serve_forever",
+]

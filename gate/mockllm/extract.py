@@ -35,7 +35,7 @@ PATTERN_RE = re.compile(r"^/(?P<pattern>.+)/(?P<number>\s+as\s+number)?$")
 @dataclass(frozen=True)
 class FieldRule:
     name: str
-    pattern: Any = None                  # a compiled RE2 pattern
+    pattern: Any = None  # a compiled RE2 pattern
     number: bool = False
     classes: tuple[tuple[str, re.Pattern], ...] = ()
     default: str | None = None
@@ -77,7 +77,9 @@ def _field_rule(name: str, spec: str) -> FieldRule | None:
     pattern = PATTERN_RE.match(spec)
     if pattern:
         try:
-            return FieldRule(name, pattern=compile_pattern(pattern.group("pattern")), number=bool(pattern.group("number")))
+            return FieldRule(
+                name, pattern=compile_pattern(pattern.group("pattern")), number=bool(pattern.group("number"))
+            )
         except PatternError:
             return None
     classes, default = [], None

@@ -12,21 +12,29 @@ from typing import Sequence
 
 from .policy import garbage_word
 
+
 @dataclass(frozen=True)
 class Fault:
-    kind: str                      # ok | garbage | error | timeout
-    delay: float                   # seconds of latency before answering
+    kind: str  # ok | garbage | error | timeout
+    delay: float  # seconds of latency before answering
 
 
 class FaultPlan:
     """Draws, under one lock, the latency and the fault of each request from a seeded RNG,
     and keeps the sliding one-minute window of the rate limit."""
 
-    def __init__(self, *, latency_ms: float = 0.0, jitter_ms: float = 0.0, error_rate: float = 0.0,
-                 rate_limit_rpm: int = 0, timeout_rate: float = 0.0, garbage_rate: float = 0.0,
-                 seed: int = 0):
-        for name, rate in (("error_rate", error_rate), ("timeout_rate", timeout_rate),
-                           ("garbage_rate", garbage_rate)):
+    def __init__(
+        self,
+        *,
+        latency_ms: float = 0.0,
+        jitter_ms: float = 0.0,
+        error_rate: float = 0.0,
+        rate_limit_rpm: int = 0,
+        timeout_rate: float = 0.0,
+        garbage_rate: float = 0.0,
+        seed: int = 0,
+    ):
+        for name, rate in (("error_rate", error_rate), ("timeout_rate", timeout_rate), ("garbage_rate", garbage_rate)):
             if not 0.0 <= rate <= 1.0:
                 raise ValueError(f"{name} must be between 0 and 1, got {rate}")
         if error_rate + timeout_rate + garbage_rate > 1.0:

@@ -18,8 +18,7 @@ FORCED_ERROR_RE = re.compile(r"^mock-error-(\d{3})$")
 _BULLET = r"^\s*[-*\u2022]\s*"
 _LABEL = r"[A-Za-z0-9_.\-]+(?:[ \t]+[A-Za-z0-9_.\-]+)*"
 RULE_RE = re.compile(_BULLET + rf"(?P<label>{_LABEL})[ \t]*:[ \t]*(?P<keywords>.+?)\s*$")
-DEFAULT_RE = re.compile(r"^\s*(?:[-*\u2022]\s*)?default[ \t]*:[ \t]*(?P<label>" + _LABEL + r")[ \t.]*$",
-                        re.IGNORECASE)
+DEFAULT_RE = re.compile(r"^\s*(?:[-*\u2022]\s*)?default[ \t]*:[ \t]*(?P<label>" + _LABEL + r")[ \t.]*$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -100,15 +99,14 @@ def parse_rules(system_text: str) -> Policy:
 def content_text(content: Any) -> str:
     if isinstance(content, str):
         return content
-    if isinstance(content, list):      # content parts: [{"type": "text", "text": ...}]
+    if isinstance(content, list):  # content parts: [{"type": "text", "text": ...}]
         return "\n".join(p.get("text", "") for p in content if isinstance(p, dict))
     return ""
 
 
 def decide(messages: Sequence[dict]) -> tuple[str, Policy]:
     """The label the policy picks for a chat request's messages."""
-    system = "\n".join(content_text(m.get("content")) for m in messages
-                       if m.get("role") in ("system", "developer"))
+    system = "\n".join(content_text(m.get("content")) for m in messages if m.get("role") in ("system", "developer"))
     user = "\n".join(content_text(m.get("content")) for m in messages if m.get("role") == "user")
     policy = parse_rules(system)
     return policy.answer(user), policy

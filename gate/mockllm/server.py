@@ -19,6 +19,7 @@ from .faults import FaultPlan
 from .policy import FORCED_ERROR_RE, MODEL_ID, content_text, count_tokens, decide, format_answer
 from .variance import AnswerVariance
 
+
 class _Headers(dict):
     """Request headers by lower-cased name; ``get`` in any case."""
 
@@ -35,11 +36,11 @@ class _Headers(dict):
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "prompt-gate-mock-llm/1"
-    timeout = 120                   # idle keep-alive connections end after this
+    timeout = 120  # idle keep-alive connections end after this
     disable_nagle_algorithm = True  # headers and body are separate writes
     server: "_Server"
 
-    def log_message(self, format: str, *args: Any) -> None:   # quiet by default
+    def log_message(self, format: str, *args: Any) -> None:  # quiet by default
         if self.server.mock.verbose:
             super().log_message(format, *args)
 
@@ -52,9 +53,9 @@ class _Handler(BaseHTTPRequestHandler):
         package was the largest part of this server's CPU per request; bench/README.md).
         The server stands in for a provider in benchmarks that share the machine's cores
         with the gate."""
-        self.received_at = time.monotonic()   # the latency counts from here
+        self.received_at = time.monotonic()  # the latency counts from here
         line = str(self.raw_requestline, "iso-8859-1").rstrip("\r\n")
-        self.requestline, self.command, self.request_version = line, None, "HTTP/1.1"   # errors get a status line
+        self.requestline, self.command, self.request_version = line, None, "HTTP/1.1"  # errors get a status line
         self.close_connection = True
         parts = line.split()
         if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
@@ -89,8 +90,13 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0].rstrip("/")
         if path in ("/v1/models", "/models"):
-            self._json(200, {"object": "list", "data": [
-                {"id": MODEL_ID, "object": "model", "created": 0, "owned_by": "prompt-gate"}]})
+            self._json(
+                200,
+                {
+                    "object": "list",
+                    "data": [{"id": MODEL_ID, "object": "model", "created": 0, "owned_by": "prompt-gate"}],
+                },
+            )
         elif path == "/stats":
             self._json(200, self.server.mock.stats())
         elif path in ("/health", ""):
@@ -125,8 +131,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
 
     def _error(self, status: int, message: str, kind: str, headers: dict[str, str] | None = None) -> None:
-        self._json(status, {"error": {"message": message, "type": kind, "code": kind, "param": None}},
-                   headers)
+        self._json(status, {"error": {"message": message, "type": kind, "code": kind, "param": None}}, headers)
 
 
 class _Server(ThreadingHTTPServer):
@@ -155,15 +160,33 @@ class MockLLMServer:
     server stopped during the latency); plus ``in_flight`` and ``max_in_flight``.
     """
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, *, latency_ms: float = 0.0,
-                 jitter_ms: float = 0.0, error_rate: float = 0.0, rate_limit_rpm: int = 0,
-                 timeout_rate: float = 0.0, garbage_rate: float = 0.0, seed: int = 0,
-                 hang_seconds: float = 60.0, api_key: str | None = None, verbose: bool = False):
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        latency_ms: float = 0.0,
+        jitter_ms: float = 0.0,
+        error_rate: float = 0.0,
+        rate_limit_rpm: int = 0,
+        timeout_rate: float = 0.0,
+        garbage_rate: float = 0.0,
+        seed: int = 0,
+        hang_seconds: float = 60.0,
+        api_key: str | None = None,
+        verbose: bool = False,
+    ):
         self.host, self.port = host, port
-        self.faults = FaultPlan(latency_ms=latency_ms, jitter_ms=jitter_ms, error_rate=error_rate,
-                                rate_limit_rpm=rate_limit_rpm, timeout_rate=timeout_rate,
-                                garbage_rate=garbage_rate, seed=seed)
-        self.variance = AnswerVariance(seed)      # flaky models and scripted answers (variance.py)
+        self.faults = FaultPlan(
+            latency_ms=latency_ms,
+            jitter_ms=jitter_ms,
+            error_rate=error_rate,
+            rate_limit_rpm=rate_limit_rpm,
+            timeout_rate=timeout_rate,
+            garbage_rate=garbage_rate,
+            seed=seed,
+        )
+        self.variance = AnswerVariance(seed)  # flaky models and scripted answers (variance.py)
         self.hang_seconds = hang_seconds
         self.api_key = api_key
         self.verbose = verbose
@@ -185,8 +208,9 @@ class MockLLMServer:
         self._stop.clear()
         self._server = _Server((self.host, self.port), self)
         self.port = self._server.server_address[1]
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name=f"mock-llm:{self.port}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name=f"mock-llm:{self.port}", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -221,8 +245,12 @@ class MockLLMServer:
     # --- counters
     def stats(self) -> dict[str, Any]:
         with self._lock:
-            return {"requests": self._requests, "outcomes": dict(self._outcomes),
-                    "in_flight": self._in_flight, "max_in_flight": self._max_in_flight}
+            return {
+                "requests": self._requests,
+                "outcomes": dict(self._outcomes),
+                "in_flight": self._in_flight,
+                "max_in_flight": self._max_in_flight,
+            }
 
     def recent_requests(self) -> list[dict]:
         """The last 100 well-formed chat request bodies, oldest first (in-process only)."""
@@ -261,7 +289,7 @@ class MockLLMServer:
                 if reply is not None and reply.outcome:
                     self._outcomes[reply.outcome] += 1
         if reply.status is None:
-            handler.close_connection = True       # hung or aborted: nothing is sent
+            handler.close_connection = True  # hung or aborted: nothing is sent
         elif reply.status == 200:
             handler._json(200, reply.payload)
         else:
@@ -278,30 +306,32 @@ class MockLLMServer:
         forced = FORCED_ERROR_RE.match(request["model"])
         if forced:
             status = int(forced.group(1))
-            return _Reply("forced_error", status, f"forced error {status} (model {request['model']})",
-                          "forced_error")
+            return _Reply("forced_error", status, f"forced error {status} (model {request['model']})", "forced_error")
         wait = self.faults.rate_limited()
         if wait is not None:
             headers = {"Retry-After": str(max(1, int(wait + 0.999))), "retry-after-ms": str(int(wait * 1000))}
-            return _Reply("rate_limited", 429, "Rate limit reached for requests; try again later.",
-                          "rate_limit_exceeded", headers)
+            return _Reply(
+                "rate_limited", 429, "Rate limit reached for requests; try again later.", "rate_limit_exceeded", headers
+            )
         fault = self.faults.draw()
         if fault.kind == "timeout":
-            self._count("timeout")                # counted when the hang starts
+            self._count("timeout")  # counted when the hang starts
             self._stop.wait(fault.delay + self.hang_seconds)
             return _Reply(None, None)
         if fault.kind == "error":
             reply = _Reply("error", 500, "The server had an error while processing your request.", "server_error")
         else:
-            reply = _Reply("garbage" if fault.kind == "garbage" else "ok", 200,
-                           _completion(request, self._content(request, fault.kind == "garbage")))
+            reply = _Reply(
+                "garbage" if fault.kind == "garbage" else "ok",
+                200,
+                _completion(request, self._content(request, fault.kind == "garbage")),
+            )
         # the answer is ready: it goes out ``delay`` after the request arrived, so the
         # latency a client sees is the one configured, not that plus this server's own work
         remaining = getattr(handler, "received_at", time.monotonic()) + fault.delay - time.monotonic()
         if remaining > 0 and self._stop.wait(remaining):
             return _Reply("aborted", None)
         return reply
-
 
     def _content(self, request: dict, garbage: bool) -> str:
         """The answer's text: extracted fields as JSON (``extract``), else a label."""
@@ -317,9 +347,9 @@ class MockLLMServer:
 
 @dataclass(frozen=True)
 class _Reply:
-    outcome: str | None                   # the counter to bump (None: already counted)
-    status: int | None                    # None: send nothing
-    payload: Any = None                   # the completion (200) or the error message
+    outcome: str | None  # the counter to bump (None: already counted)
+    status: int | None  # None: send nothing
+    payload: Any = None  # the completion (200) or the error message
     kind: str = ""
     headers: dict[str, str] | None = None
 
@@ -351,12 +381,23 @@ def _completion(request: dict, content: str) -> dict:
     prompt_tokens = sum(count_tokens(content_text(m.get("content"))) for m in request["messages"])
     completion_tokens = count_tokens(content)
     return {
-        "id": f"chatcmpl-mock-{n}", "object": "chat.completion", "created": int(time.time()),
+        "id": f"chatcmpl-mock-{n}",
+        "object": "chat.completion",
+        "created": int(time.time()),
         "model": request["model"],
-        "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
-                     "message": {"role": "assistant", "content": content, "refusal": None}}],
-        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                  "total_tokens": prompt_tokens + completion_tokens},
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "logprobs": None,
+                "message": {"role": "assistant", "content": content, "refusal": None},
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
     }
 
 
@@ -368,8 +409,11 @@ def serve_forever(host: str = "127.0.0.1", port: int = 8000, **options: Any) -> 
         for sig in (signal.SIGINT, signal.SIGTERM):
             previous[sig] = signal.signal(sig, lambda *_: done.set())
     server = MockLLMServer(host, port, **options).start()
-    print(f"mock-llm listening on {server.base_url} (a stand-in model server; "
-          "point OPENAI_BASE_URL at a real endpoint for real use)", flush=True)
+    print(
+        f"mock-llm listening on {server.base_url} (a stand-in model server; "
+        "point OPENAI_BASE_URL at a real endpoint for real use)",
+        flush=True,
+    )
     try:
         while not done.wait(0.5):
             pass

@@ -54,7 +54,7 @@ class AnswerVariance:
     def __init__(self, seed: int = 0):
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
-        self._seen: Counter[str] = Counter()     # request body digest -> requests so far
+        self._seen: Counter[str] = Counter()  # request body digest -> requests so far
 
     def answer(self, request: dict, label: str, policy: Policy) -> str:
         """The label to answer: from a script, at random for a flaky item, else ``label``."""

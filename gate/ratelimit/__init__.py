@@ -64,19 +64,68 @@ Modules
 
 from __future__ import annotations
 
-from .buckets import (CACHE_TTL, ERROR_NAP, JITTER, MAX_BATCH, MAX_NAP, MIN_NAP, PAUSE_SCRIPT, TAKE_SCRIPT, Bucket,
-                      Grant, RedisBucket, SqlBucket, make_bucket)
+from .buckets import (
+    CACHE_TTL,
+    ERROR_NAP,
+    JITTER,
+    MAX_BATCH,
+    MAX_NAP,
+    MIN_NAP,
+    PAUSE_SCRIPT,
+    TAKE_SCRIPT,
+    Bucket,
+    Grant,
+    RedisBucket,
+    SqlBucket,
+    make_bucket,
+)
 from .limiter import DEFAULT_PAUSE, THROTTLE_NOTICE, AdaptiveConcurrency, CallLimiter, Slot, Usage
-from .limits import (DEFAULT_COMPLETION_TOKENS, DEFAULT_HOST, KEY_LIMIT, OPTIONS, BucketSpec, Limit, Limits,
-                     bucket_key, endpoint_host, estimate_tokens, parse_limits)
+from .limits import (
+    DEFAULT_COMPLETION_TOKENS,
+    DEFAULT_HOST,
+    KEY_LIMIT,
+    OPTIONS,
+    BucketSpec,
+    Limit,
+    Limits,
+    bucket_key,
+    endpoint_host,
+    estimate_tokens,
+    parse_limits,
+)
 
 __all__ = [
     # limits
-    "DEFAULT_COMPLETION_TOKENS", "DEFAULT_HOST", "KEY_LIMIT", "OPTIONS", "BucketSpec", "Limit", "Limits", "bucket_key",
-    "endpoint_host", "estimate_tokens", "parse_limits",
+    "DEFAULT_COMPLETION_TOKENS",
+    "DEFAULT_HOST",
+    "KEY_LIMIT",
+    "OPTIONS",
+    "BucketSpec",
+    "Limit",
+    "Limits",
+    "bucket_key",
+    "endpoint_host",
+    "estimate_tokens",
+    "parse_limits",
     # buckets
-    "CACHE_TTL", "ERROR_NAP", "JITTER", "MAX_BATCH", "MAX_NAP", "MIN_NAP", "PAUSE_SCRIPT", "TAKE_SCRIPT", "Bucket",
-    "Grant", "RedisBucket", "SqlBucket", "make_bucket",
+    "CACHE_TTL",
+    "ERROR_NAP",
+    "JITTER",
+    "MAX_BATCH",
+    "MAX_NAP",
+    "MIN_NAP",
+    "PAUSE_SCRIPT",
+    "TAKE_SCRIPT",
+    "Bucket",
+    "Grant",
+    "RedisBucket",
+    "SqlBucket",
+    "make_bucket",
     # the executor's limiter
-    "DEFAULT_PAUSE", "THROTTLE_NOTICE", "AdaptiveConcurrency", "CallLimiter", "Slot", "Usage",
+    "DEFAULT_PAUSE",
+    "THROTTLE_NOTICE",
+    "AdaptiveConcurrency",
+    "CallLimiter",
+    "Slot",
+    "Usage",
 ]

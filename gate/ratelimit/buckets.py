@@ -19,17 +19,18 @@ from ..errors import UsageError, first_line
 
 log = logging.getLogger("promptgate.ratelimit")
 
-MIN_NAP = 0.001            # shortest sleep between two tries of one waiter (seconds)
-MAX_NAP = 1.0              # longest: a waiter re-asks at least this often (and notices stop)
-JITTER = 0.1               # a nap is stretched by up to this fraction, so waiters do not wake as one
-ERROR_NAP = 0.5            # after a backend error (database restarting, Redis unreachable)
-MAX_BATCH = 16             # calls one shared write may take tokens for (threads queued in one process)
-CACHE_TTL = 1.0            # tokens taken for a queue and left unused this long are dropped
+MIN_NAP = 0.001  # shortest sleep between two tries of one waiter (seconds)
+MAX_NAP = 1.0  # longest: a waiter re-asks at least this often (and notices stop)
+JITTER = 0.1  # a nap is stretched by up to this fraction, so waiters do not wake as one
+ERROR_NAP = 0.5  # after a backend error (database restarting, Redis unreachable)
+MAX_BATCH = 16  # calls one shared write may take tokens for (threads queued in one process)
+CACHE_TTL = 1.0  # tokens taken for a queue and left unused this long are dropped
 
 
 @dataclass(frozen=True)
 class Grant:
     """What ``acquire`` returns: granted or not (timeout, stop), and the time it waited."""
+
     granted: bool
     waited: float = 0.0
 
@@ -76,8 +77,9 @@ class Bucket(ABC):
     def pause(self, key: str, seconds: float) -> None:
         """No grants on ``key`` for ``seconds``, for every worker."""
 
-    def acquire(self, key: str, cost: float = 1.0, timeout: float | None = None,
-                stop: threading.Event | None = None) -> Grant:
+    def acquire(
+        self, key: str, cost: float = 1.0, timeout: float | None = None, stop: threading.Event | None = None
+    ) -> Grant:
         """Wait until ``cost`` tokens are granted, ``timeout`` seconds pass or ``stop`` is
         set. Threads of one process queue for a key locally; the head of the queue asks the
         shared bucket and sleeps the time it says (with jitter) between refusals. The head
@@ -136,11 +138,10 @@ class Bucket(ABC):
     def _take(self, key: str, cost: float, up_to: int) -> tuple[int, float]:
         try:
             return self.take(key, cost, up_to)
-        except Exception as exc:     # backend unreachable: keep waiting, say so now and then
+        except Exception as exc:  # backend unreachable: keep waiting, say so now and then
             if time.monotonic() - self._last_warning > 10:
                 self._last_warning = time.monotonic()
-                log.warning("rate limit %s (%s backend) unavailable, waiting: %s", key, self.backend,
-                            first_line(exc))
+                log.warning("rate limit %s (%s backend) unavailable, waiting: %s", key, self.backend, first_line(exc))
             return 0, ERROR_NAP
 
     @staticmethod
@@ -186,13 +187,14 @@ class SqlBucket(Bucket):
         def spend(conn):
             granted = store.take_rate_tokens(conn, key, cost, up_to)
             return granted, None if granted else store.rate_bucket_state(conn, key)
+
         granted, state = self._transaction(spend)
         if granted:
             return granted, 0.0
-        if state is None:            # the row went away (a reset database): create it again
+        if state is None:  # the row went away (a reset database): create it again
             self._ensured.discard(key)
             return 0, MIN_NAP
-        return 0, max(MIN_NAP, state.wait_for(cost))   # refused: never 0, which means granted
+        return 0, max(MIN_NAP, state.wait_for(cost))  # refused: never 0, which means granted
 
     def pause(self, key: str, seconds: float) -> None:
         self._ensure(key)
@@ -275,8 +277,9 @@ class RedisBucket(Bucket):
         try:
             import redis
         except ImportError:
-            raise UsageError("PROMPTGATE_RATE_LIMIT_BACKEND=redis needs the redis client: "
-                             "pip install 'prompt-gate[redis]'") from None
+            raise UsageError(
+                "PROMPTGATE_RATE_LIMIT_BACKEND=redis needs the redis client: pip install 'prompt-gate[redis]'"
+            ) from None
         self._no_script = redis.exceptions.NoScriptError
         self.client = client if client is not None else redis.Redis.from_url(url or "redis://127.0.0.1:6379/0")
         self.prefix = prefix
@@ -286,31 +289,33 @@ class RedisBucket(Bucket):
         keys = [self.prefix + key]
         try:
             return self.client.evalsha(self._shas[script], len(keys), *keys, *args)
-        except self._no_script:      # not cached yet (or flushed, or a restarted server)
+        except self._no_script:  # not cached yet (or flushed, or a restarted server)
             self._shas[script] = self.client.script_load(script)
             return self.client.evalsha(self._shas[script], len(keys), *keys, *args)
 
     def _ttl_ms(self, key: str) -> int:
         capacity, rate = self.config(key)
         if rate <= 0:
-            return 0                  # a budget that never refills must not expire into a full one
+            return 0  # a budget that never refills must not expire into a full one
         return int(max(60.0, 2 * capacity / rate) * 1000)
 
     def take(self, key: str, cost: float = 1.0, up_to: int = 1) -> tuple[int, float]:
         capacity, rate = self.config(key)
-        granted, wait = self._run(TAKE_SCRIPT, key, repr(capacity), repr(rate), repr(float(cost)),
-                                  self._ttl_ms(key), max(1, int(up_to)))
+        granted, wait = self._run(
+            TAKE_SCRIPT, key, repr(capacity), repr(rate), repr(float(cost)), self._ttl_ms(key), max(1, int(up_to))
+        )
         if int(granted) >= 1:
             return int(granted), 0.0
-        return 0, max(MIN_NAP, float(wait))          # refused: never 0, which means granted
+        return 0, max(MIN_NAP, float(wait))  # refused: never 0, which means granted
 
     def pause(self, key: str, seconds: float) -> None:
         self._run(PAUSE_SCRIPT, key, repr(float(seconds)), self._ttl_ms(key))
 
     def state(self, key: str) -> dict[str, str]:
         raw = self.client.hgetall(self.prefix + key)
-        return {k.decode() if isinstance(k, bytes) else k: v.decode() if isinstance(v, bytes) else v
-                for k, v in raw.items()}
+        return {
+            k.decode() if isinstance(k, bytes) else k: v.decode() if isinstance(v, bytes) else v for k, v in raw.items()
+        }
 
     def close(self) -> None:
         try:

@@ -18,8 +18,8 @@ from .limits import BucketSpec, Limits, endpoint_host, estimate_tokens
 
 log = logging.getLogger("promptgate.ratelimit")
 
-THROTTLE_NOTICE = 0.01     # a call that waited longer than this for its budget counts as throttled
-DEFAULT_PAUSE = 1.0        # a 429 without Retry-After pauses its limits this long
+THROTTLE_NOTICE = 0.01  # a call that waited longer than this for its budget counts as throttled
+DEFAULT_PAUSE = 1.0  # a 429 without Retry-After pauses its limits this long
 
 
 class AdaptiveConcurrency:
@@ -70,6 +70,7 @@ class AdaptiveConcurrency:
 @dataclass
 class Slot:
     """One model call's place: ``granted`` False means do not call (the worker is stopping)."""
+
     run_id: int
     granted: bool = False
     waited: float = 0.0
@@ -100,8 +101,9 @@ class CallLimiter:
     """What the executor holds: the shared buckets of its limits, its adaptive concurrency
     and its counters (per run, written to ``rate_limit_usage`` by ``flush``)."""
 
-    def __init__(self, settings, engine, concurrency: int, stop: threading.Event | None = None,
-                 bucket: Bucket | None = None):
+    def __init__(
+        self, settings, engine, concurrency: int, stop: threading.Event | None = None, bucket: Bucket | None = None
+    ):
         self.limits = Limits.from_settings(settings)
         self.bucket = bucket if bucket is not None else (make_bucket(settings, engine) if self.limits else None)
         self.engine = engine
@@ -186,9 +188,16 @@ class CallLimiter:
             ids = [run_id] if run_id is not None else list(self._usage)
             pending = {i: self._usage.pop(i) for i in ids if i in self._usage and self._usage[i]}
         for rid, usage in pending.items():
+
             def add(conn, rid=rid, usage=usage) -> None:
-                store.add_rate_limit_usage(conn, rid, throttled=usage.throttled, throttled_ms=usage.throttled_ms,
-                                           rate_limited=usage.rate_limited)
+                store.add_rate_limit_usage(
+                    conn,
+                    rid,
+                    throttled=usage.throttled,
+                    throttled_ms=usage.throttled_ms,
+                    rate_limited=usage.rate_limited,
+                )
+
             try:
                 db.transaction(self.engine, add)
             except Exception as exc:

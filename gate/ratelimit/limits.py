@@ -16,12 +16,13 @@ from ..errors import UsageError
 
 DEFAULT_HOST = "api.openai.com"
 DEFAULT_COMPLETION_TOKENS = 16
-KEY_LIMIT = 191            # bucket names fit an indexed VARCHAR(191)
+KEY_LIMIT = 191  # bucket names fit an indexed VARCHAR(191)
 
 
 @dataclass(frozen=True)
 class Limit:
     """One entry of PROMPTGATE_RATE_LIMITS."""
+
     pattern: str
     host: str | None = None
     rpm: float | None = None
@@ -42,10 +43,11 @@ class Limit:
 @dataclass(frozen=True)
 class BucketSpec:
     """A bucket one call spends from: its shared name, size and refill rate."""
+
     key: str
     capacity: float
     refill_per_second: float
-    unit: str                  # "requests" or "tokens"
+    unit: str  # "requests" or "tokens"
 
 
 OPTIONS = ("rpm", "tpm", "burst", "tpm_burst")
@@ -118,13 +120,16 @@ class Limits:
         limit = self.match(host, model)
         buckets = []
         if limit is not None:
-            for unit, rate, burst, suffix in (("requests", limit.rpm, limit.burst, "rpm"),
-                                              ("tokens", limit.tpm, limit.tpm_burst, "tpm")):
+            for unit, rate, burst, suffix in (
+                ("requests", limit.rpm, limit.burst, "rpm"),
+                ("tokens", limit.tpm, limit.tpm_burst, "tpm"),
+            ):
                 if rate:
                     per_second = rate / 60.0
                     capacity = burst or max(1.0, math.ceil(per_second))
-                    buckets.append(BucketSpec(bucket_key(host, model, suffix), float(capacity),
-                                              per_second * self.headroom, unit))
+                    buckets.append(
+                        BucketSpec(bucket_key(host, model, suffix), float(capacity), per_second * self.headroom, unit)
+                    )
         with self._lock:
             self._cache[(host, model)] = buckets
         return buckets
@@ -134,7 +139,7 @@ def bucket_key(host: str, model: str, suffix: str) -> str:
     key = f"{host.lower()}|{model}|{suffix}"
     if len(key) > KEY_LIMIT:
         digest = hashlib.sha256(key.encode()).hexdigest()[:32]
-        key = f"{key[:KEY_LIMIT - 38]}~{digest}|{suffix}"
+        key = f"{key[: KEY_LIMIT - 38]}~{digest}|{suffix}"
     return key
 
 

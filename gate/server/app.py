@@ -28,44 +28,53 @@ from .reports import ReportCache
 from .watcher import StatusWatcher
 
 log = logging.getLogger("promptgate.server")
-FULL_COLLECTION_AFTER = 1000        # generation-1 collections between full ones (CPython's default: 10)
+FULL_COLLECTION_AFTER = 1000  # generation-1 collections between full ones (CPython's default: 10)
 
 
 @dataclass(frozen=True)
 class ServiceConfig:
-    public_read: bool = False          # read scope without a token (an open status page)
-    token_ttl: float = 5.0             # seconds a token look-up is trusted (auth.TokenCache)
-    watch_interval: float = 0.25       # seconds between the shared watcher's status reads
+    public_read: bool = False  # read scope without a token (an open status page)
+    token_ttl: float = 5.0  # seconds a token look-up is trusted (auth.TokenCache)
+    watch_interval: float = 0.25  # seconds between the shared watcher's status reads
     max_body_bytes: int = MAX_BODY_BYTES
-    source_hosts: str = "public"       # where sources read for callers may connect (gate.sources.egress)
-    body_timeout: float = BODY_TIMEOUT_SECONDS     # seconds for a whole request body to arrive (else 408)
+    source_hosts: str = "public"  # where sources read for callers may connect (gate.sources.egress)
+    body_timeout: float = BODY_TIMEOUT_SECONDS  # seconds for a whole request body to arrive (else 408)
     allowed_hosts: tuple[str, ...] = LOOPBACK_HOSTS  # Host names answered (edge.AllowedHosts; /login's Origin)
-    max_waits_per_token: int = DEFAULT_MAX_WAITS   # long-polls one token may hold open (else 429)
-    docs: bool = False                             # /docs (Swagger UI from the package's own files)
-    max_upload_bytes: int = MAX_UPLOAD_BYTES       # a dataset file uploaded to PUT /v1/datasets/{name}/rows
-    max_uploads: int = DEFAULT_MAX_UPLOADS         # uploads in progress at once, server-wide (else 429)
+    max_waits_per_token: int = DEFAULT_MAX_WAITS  # long-polls one token may hold open (else 429)
+    docs: bool = False  # /docs (Swagger UI from the package's own files)
+    max_upload_bytes: int = MAX_UPLOAD_BYTES  # a dataset file uploaded to PUT /v1/datasets/{name}/rows
+    max_uploads: int = DEFAULT_MAX_UPLOADS  # uploads in progress at once, server-wide (else 429)
 
 
 def create_app(gate, config: ServiceConfig | None = None) -> FastAPI:
     config = config or ServiceConfig()
-    app = FastAPI(title="prompt-gate", version=__version__, docs_url=None, redoc_url=None, lifespan=_frozen_start,
-                  description="Submit prompt changes, wait for their verdicts, read reports; "
-                              "bearer tokens with scopes read < submit < admin.")
+    app = FastAPI(
+        title="prompt-gate",
+        version=__version__,
+        docs_url=None,
+        redoc_url=None,
+        lifespan=_frozen_start,
+        description="Submit prompt changes, wait for their verdicts, read reports; "
+        "bearer tokens with scopes read < submit < admin.",
+    )
     app.state.gate, app.state.config = gate, config
     from ..sources.egress import Egress
-    gate.source_egress = Egress.parse(config.source_hosts)     # no ${VAR}, no reach into the server's network
+
+    gate.source_egress = Egress.parse(config.source_hosts)  # no ${VAR}, no reach into the server's network
     app.state.tokens = TokenCache(gate, config.token_ttl)
     app.state.reports = ReportCache(gate)
     app.state.watcher = StatusWatcher(gate.engine, config.watch_interval, prepare=app.state.reports.prepare)
     app.state.wait_slots = WaitSlots(config.max_waits_per_token)
     app.state.upload_slots = WaitSlots(config.max_uploads, "{n} uploads are in progress")
-    app.add_middleware(BodyLimit, limit=config.max_body_bytes, timeout=config.body_timeout,
-                       upload_limit=config.max_upload_bytes)
-    app.add_middleware(AllowedHosts, hosts=config.allowed_hosts)     # added last: runs first
+    app.add_middleware(
+        BodyLimit, limit=config.max_body_bytes, timeout=config.body_timeout, upload_limit=config.max_upload_bytes
+    )
+    app.add_middleware(AllowedHosts, hosts=config.allowed_hosts)  # added last: runs first
     _error_boundary(app)
     _honest_schema(app)
     _health(app)
     from .api import router
+
     app.include_router(router)
     _optional_routers(app)
     return app
@@ -90,10 +99,12 @@ async def _frozen_start(_app: FastAPI):
 def _optional_routers(app: FastAPI) -> None:
     """The status page and /metrics, each in its own module."""
     from . import metrics, pages
+
     app.include_router(pages.router)
-    metrics.install(app)         # its registry, the request counter and the route
+    metrics.install(app)  # its registry, the request counter and the route
     if app.state.config.docs:
         from . import docs
+
         app.include_router(docs.router())
 
 
@@ -139,7 +150,7 @@ def _error_boundary(app: FastAPI) -> None:
         errors = exc.errors()
         where = ".".join(str(p) for p in errors[0].get("loc", ())) if errors else "request"
         what = errors[0].get("msg", "invalid") if errors else "invalid"
-        if errors and errors[0].get("type") == "value_error":     # a validator's own line (bodies.py)
+        if errors and errors[0].get("type") == "value_error":  # a validator's own line (bodies.py)
             return error_json(400, what.removeprefix("Value error, ")[:300])
         return error_json(400, f"{where}: {what}"[:300])
 
@@ -163,10 +174,11 @@ def _health(app: FastAPI) -> None:
         """Ready: the database answers and its schema is current."""
         try:
             pending = db.pending_versions(app.state.gate.engine)
-        except Exception as exc:      # any failure to reach the database: not ready (the cause in the log only)
+        except Exception as exc:  # any failure to reach the database: not ready (the cause in the log only)
             log.warning("readyz: %s", first_line(exc))
             return error_json(503, "database unreachable")
         if pending:
-            return error_json(503, f"the schema lacks migration(s) {', '.join(map(str, pending))}: run "
-                                   "`promptgate db upgrade`")
+            return error_json(
+                503, f"the schema lacks migration(s) {', '.join(map(str, pending))}: run `promptgate db upgrade`"
+            )
         return {"ok": True}

@@ -35,7 +35,7 @@ class AuthError(Exception):
 @dataclass(frozen=True)
 class Caller:
     name: str
-    scope: str | None         # None: anonymous (public read)
+    scope: str | None  # None: anonymous (public read)
 
 
 class TokenCache:
@@ -53,10 +53,10 @@ class TokenCache:
             return hit[1]
         try:
             found = self.gate.authenticate(token)
-        except DatabaseError:     # before the caller is known, say nothing of the database's host or error
+        except DatabaseError:  # before the caller is known, say nothing of the database's host or error
             raise AuthError(503, "the gate's database is unreachable; try again shortly") from None
         with self.lock:
-            if len(self.entries) > 10_000:      # a flood of made-up tokens cannot grow it without bound
+            if len(self.entries) > 10_000:  # a flood of made-up tokens cannot grow it without bound
                 self.entries.clear()
             self.entries[key] = (now + self.ttl, found)
         return found
@@ -91,8 +91,10 @@ def authorize(request: Request, needed: str, why: str = "this") -> Caller:
 
 def require(needed: str):
     """The route dependency: ``caller: Caller = Depends(require("submit"))``."""
+
     def dependency(request: Request) -> Caller:
         return authorize(request, needed)
+
     dependency.__name__ = f"require_{needed}"
     return dependency
 
@@ -113,7 +115,7 @@ def page_caller(request: Request) -> Caller:
     if header is not None:
         return authorize(request, "read")
     if cookie is None:
-        return authorize(request, "read")       # anonymous when public, else 401
+        return authorize(request, "read")  # anonymous when public, else 401
     found = state.tokens.lookup(cookie)
     if found is not None and scope_allows(found.scope, "read"):
         return Caller(found.name, found.scope)

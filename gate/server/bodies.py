@@ -15,16 +15,22 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationIn
 
 class ErrorBody(BaseModel):
     """Every refusal: one line, and the exit code the CLI would give it."""
+
     error: str
     exit_code: int
 
 
-WHY = {400: "refused input (one line), or a Host the server does not answer for",
-       401: "no token, or not a live one", 403: "the token's scope does not allow it",
-       404: "no such thing (an id outside its column's range included)",
-       408: "the request body did not arrive in time", 409: "a state change refused, or lost to a race",
-       413: "the request body is over the limit", 429: "this token holds as many long-polls as it may (Retry-After)",
-       503: "the database is unreachable or behind its migrations"}
+WHY = {
+    400: "refused input (one line), or a Host the server does not answer for",
+    401: "no token, or not a live one",
+    403: "the token's scope does not allow it",
+    404: "no such thing (an id outside its column's range included)",
+    408: "the request body did not arrive in time",
+    409: "a state change refused, or lost to a race",
+    413: "the request body is over the limit",
+    429: "this token holds as many long-polls as it may (Retry-After)",
+    503: "the database is unreachable or behind its migrations",
+}
 COMMON = (400, 401, 503)
 BODY = (408, 413)
 
@@ -39,6 +45,7 @@ def _text(limit: int):
         if value is not None and (not isinstance(value, str) or len(value) > limit):
             raise ValueError(f"{info.field_name} must be text of at most {limit} characters")
         return value
+
     return BeforeValidator(check)
 
 
@@ -48,11 +55,13 @@ def _version(value: Any, info: ValidationInfo) -> Any:
     return value
 
 
-def Text(limit: int = 255):         # noqa: N802  (a type)
+def Text(limit: int = 255):  # noqa: N802  (a type)
     return Annotated[Annotated[str, Field(max_length=limit)] | None, _text(limit)]
 
 
 Version = Annotated[Annotated[int, Field(ge=1)] | None, BeforeValidator(_version)]
+
+
 def _flag(value: Any, info: ValidationInfo) -> Any:
     if isinstance(value, bool) or (isinstance(value, str) and value.lower() in FLAG_WORDS):
         return value
@@ -60,15 +69,27 @@ def _flag(value: Any, info: ValidationInfo) -> Any:
 
 
 FLAG_WORDS = ("true", "1", "yes", "false", "0", "no")
-Flag = Annotated[bool | str, BeforeValidator(_flag), WithJsonSchema({"anyOf": [{"type": "boolean"},
-                                                       {"type": "string", "enum": ["true", "false", "1", "0",
-                                                                                   "yes", "no"]}]})]
-Bar = Annotated[Any, WithJsonSchema({"anyOf": [{"type": "number"}, {"type": "string"}],
-                                     "description": "a fraction (0.8), a percentage (\"80%\") or ..."})]
+Flag = Annotated[
+    bool | str,
+    BeforeValidator(_flag),
+    WithJsonSchema(
+        {"anyOf": [{"type": "boolean"}, {"type": "string", "enum": ["true", "false", "1", "0", "yes", "no"]}]}
+    ),
+]
+Bar = Annotated[
+    Any,
+    WithJsonSchema(
+        {
+            "anyOf": [{"type": "number"}, {"type": "string"}],
+            "description": 'a fraction (0.8), a percentage ("80%") or ...',
+        }
+    ),
+]
 
 
 class Body(BaseModel):
     """A JSON object; fields not named here are ignored (as before the models)."""
+
     model_config = ConfigDict(extra="ignore")
 
     @model_validator(mode="before")
@@ -98,9 +119,15 @@ class SyncBody(Body):
     path: Text() = Field(None, description="its name in messages")
     dry_run: Flag = Field(False, description="only say what would change (needs submit, not admin)")
     files: list[Annotated[str, Field(max_length=128)]] | None = Field(
-        None, max_length=1000, description="the file datasets whose rows the client uploaded (PUT /v1/datasets/NAME/rows)")
-    commit: Text(64) = Field(None, description="the commit the config was read at (full hex id): recorded with each "
-                                               "break it newly accepts (accept_breaks)")
+        None,
+        max_length=1000,
+        description="the file datasets whose rows the client uploaded (PUT /v1/datasets/NAME/rows)",
+    )
+    commit: Text(64) = Field(
+        None,
+        description="the commit the config was read at (full hex id): recorded with each "
+        "break it newly accepts (accept_breaks)",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -113,14 +140,15 @@ class SyncBody(Body):
 class MappingBody(Body):
     min_accuracy: Bar = Field(description="the accuracy bar")
     bars: Annotated[dict[str, Any] | None, WithJsonSchema({"type": "object"})] = Field(
-        None, description="further bars (gate.bars.EXTRA_KEYS)")
+        None, description="further bars (gate.bars.EXTRA_KEYS)"
+    )
 
     @model_validator(mode="before")
     @classmethod
     def bars_given(cls, data: Any) -> Any:
         if isinstance(data, dict):
             if "min_accuracy" not in data:
-                raise ValueError("give min_accuracy (and any further bars under \"bars\")")
+                raise ValueError('give min_accuracy (and any further bars under "bars")')
             if data.get("bars") is not None and not isinstance(data["bars"], dict):
                 raise ValueError("bars must be an object")
         return data
@@ -132,22 +160,53 @@ class TokenBody(Body):
 
 
 def _query(name: str, schema: dict) -> dict:
-    return {"name": name, "in": "query", "required": False, "schema": schema,
-            "description": "with a YAML body only (a JSON body carries it as a field)"}
+    return {
+        "name": name,
+        "in": "query",
+        "required": False,
+        "schema": schema,
+        "description": "with a YAML body only (a JSON body carries it as a field)",
+    }
 
 
-SUBMIT_BODY = {"parameters": [_query("mode", {"type": "string", "enum": ["check", "apply"]}),
-                              *(_query(k, {"type": "string", "maxLength": 255})
-                                for k in ("source_key", "sha", "repo", "path")),
-                              _query("pr", {"type": "integer", "minimum": 1, "maximum": 2**31 - 1}),
-                              _query("reuse", {"type": "boolean"}), _query("full", {"type": "boolean"})],
-               "requestBody": {"required": True, "content": {
-    "application/yaml": {"schema": {"type": "string", "description": "the prompt file (mode, source_key, sha, "
-                                                                     "reuse, full, repo, pr, path as query parameters)"}},
-    "application/json": {"schema": {"type": "object", "required": ["prompt"], "properties": {
-        "prompt": {"anyOf": [{"type": "string"}, {"type": "object"}],
-                   "description": "the prompt file as YAML text or as an object"},
-        "mode": {"type": "string", "enum": ["check", "apply"]}, "source_key": {"type": "string", "maxLength": 255},
-        "sha": {"type": "string", "maxLength": 255}, "reuse": {"type": "boolean"}, "full": {"type": "boolean"},
-        "repo": {"type": "string", "maxLength": 255}, "pr": {"type": "integer", "minimum": 1, "maximum": 2**31 - 1},
-        "path": {"type": "string", "maxLength": 255}}}}}}}
+SUBMIT_BODY = {
+    "parameters": [
+        _query("mode", {"type": "string", "enum": ["check", "apply"]}),
+        *(_query(k, {"type": "string", "maxLength": 255}) for k in ("source_key", "sha", "repo", "path")),
+        _query("pr", {"type": "integer", "minimum": 1, "maximum": 2**31 - 1}),
+        _query("reuse", {"type": "boolean"}),
+        _query("full", {"type": "boolean"}),
+    ],
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/yaml": {
+                "schema": {
+                    "type": "string",
+                    "description": "the prompt file (mode, source_key, sha, "
+                    "reuse, full, repo, pr, path as query parameters)",
+                }
+            },
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "required": ["prompt"],
+                    "properties": {
+                        "prompt": {
+                            "anyOf": [{"type": "string"}, {"type": "object"}],
+                            "description": "the prompt file as YAML text or as an object",
+                        },
+                        "mode": {"type": "string", "enum": ["check", "apply"]},
+                        "source_key": {"type": "string", "maxLength": 255},
+                        "sha": {"type": "string", "maxLength": 255},
+                        "reuse": {"type": "boolean"},
+                        "full": {"type": "boolean"},
+                        "repo": {"type": "string", "maxLength": 255},
+                        "pr": {"type": "integer", "minimum": 1, "maximum": 2**31 - 1},
+                        "path": {"type": "string", "maxLength": 255},
+                    },
+                }
+            },
+        },
+    },
+}

@@ -14,8 +14,10 @@ from fastapi.responses import HTMLResponse, Response
 
 from ..errors import NotFound
 
-CSP = ("default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
-       "connect-src 'self'; font-src 'self'; form-action 'none'; frame-ancestors 'none'; base-uri 'none'")
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+    "connect-src 'self'; font-src 'self'; form-action 'none'; frame-ancestors 'none'; base-uri 'none'"
+)
 HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff", "Referrer-Policy": "same-origin"}
 ASSETS = {"swagger-ui.css": "text/css", "swagger-ui-bundle.js": "text/javascript"}
 PAGE = """<!DOCTYPE html>
@@ -33,6 +35,7 @@ INIT = """window.ui = SwaggerUIBundle({url: "/openapi.json", dom_id: "#swagger-u
 def assets_dir() -> Path:
     """The swagger-ui dist files the package ``swagger-ui-py`` installs."""
     from importlib.resources import files
+
     return Path(str(files("swagger_ui") / "static"))
 
 
@@ -53,9 +56,10 @@ def router() -> APIRouter:
 
     @docs.get("/docs/assets/{name}")
     def asset(name: str) -> Response:
-        if name not in ASSETS:       # the two files named, never a path into the package
+        if name not in ASSETS:  # the two files named, never a path into the package
             raise NotFound(f"no asset {name[:80]!r}")
-        return Response((assets / name).read_bytes(), media_type=ASSETS[name],
-                        headers={**HEADERS, "Cache-Control": "max-age=3600"})
+        return Response(
+            (assets / name).read_bytes(), media_type=ASSETS[name], headers={**HEADERS, "Cache-Control": "max-age=3600"}
+        )
 
     return docs

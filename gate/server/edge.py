@@ -23,8 +23,8 @@ from fastapi import Path
 
 from ..errors import NotFound
 
-MAX_ID = 2**63 - 1                 # BIGINT
-MAX_VERSION = 2**31 - 1            # a prompt's version: INT
+MAX_ID = 2**63 - 1  # BIGINT
+MAX_VERSION = 2**31 - 1  # a prompt's version: INT
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
 DEFAULT_MAX_WAITS = 100
 DEFAULT_MAX_UPLOADS = 4
@@ -41,6 +41,7 @@ class EdgeRefusal(Exception):
 
 # --- ids ----------------------------------------------------------------------------------
 
+
 def in_range(value: int | None, what: str, high: int = MAX_ID, low: int = 1) -> int | None:
     """``value`` if it can name a row (``low``..``high``), else NotFound ("unknown WHAT N")."""
     if value is not None and not low <= value <= high:
@@ -52,12 +53,16 @@ def _range(low: int, high: int) -> dict:
     return {"minimum": low, "maximum": high}
 
 
-def update_id_path(update_id: int = Path(description="an update's id (1..2^63-1; any other is a 404)",
-                                         json_schema_extra=_range(1, MAX_ID))) -> int:
+def update_id_path(
+    update_id: int = Path(
+        description="an update's id (1..2^63-1; any other is a 404)", json_schema_extra=_range(1, MAX_ID)
+    ),
+) -> int:
     return in_range(update_id, "update")
 
 
 # --- hosts ----------------------------------------------------------------------------------
+
 
 def host_name(value: str) -> str:
     """The name part of a Host header or an authority (``[::1]:8080`` → ``::1``), lower case."""
@@ -75,7 +80,7 @@ def default_hosts(bound: str) -> tuple[str, ...]:
     hosts = list(LOOPBACK_HOSTS)
     try:
         specific = not ipaddress.ip_address(host_name(bound)).is_unspecified
-    except ValueError:        # a name: the operator named it
+    except ValueError:  # a name: the operator named it
         specific = bool(bound.strip())
     if specific:
         hosts.append(host_name(bound))
@@ -110,15 +115,25 @@ class AllowedHosts:
         host = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1")
         if host_name(host) in self.hosts:
             return await self.app(scope, receive, send)
-        body = json.dumps({"error": "this server does not answer for that Host (serve --allowed-host)",
-                           "exit_code": 2}).encode()
-        await send({"type": "http.response.start", "status": 400,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                                (b"connection", b"close")]})
+        body = json.dumps(
+            {"error": "this server does not answer for that Host (serve --allowed-host)", "exit_code": 2}
+        ).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 400,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"connection", b"close"),
+                ],
+            }
+        )
         await send({"type": "http.response.body", "body": body})
 
 
 # --- long-polls per token --------------------------------------------------------------------
+
 
 class WaitSlots:
     """Slots per holder (a token's name): its open long-polls, or, held by None, the uploads
@@ -133,8 +148,9 @@ class WaitSlots:
         """One long-poll's slot for ``token_name`` (None: the anonymous readers of --public-read, who
         share one, apart from any token), or EdgeRefusal 429 when it holds all."""
         if self.held[token_name] >= self.per_token:
-            raise EdgeRefusal(429, f"{self.what.format(n=self.per_token)}: retry later",
-                              {"Retry-After": str(RETRY_AFTER_SECONDS)})
+            raise EdgeRefusal(
+                429, f"{self.what.format(n=self.per_token)}: retry later", {"Retry-After": str(RETRY_AFTER_SECONDS)}
+            )
         self.held[token_name] += 1
         try:
             yield

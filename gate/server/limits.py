@@ -33,7 +33,7 @@ from ..yamlfile import MAX_DEPTH
 MAX_BODY_BYTES = 1024 * 1024
 BODY_TIMEOUT_SECONDS = 30.0
 MAX_UPLOAD_BYTES = 256 * 1024 * 1024
-SPOOL_IN_MEMORY = 4 * 1024 * 1024       # an upload's bytes held in memory before they go to a temporary file
+SPOOL_IN_MEMORY = 4 * 1024 * 1024  # an upload's bytes held in memory before they go to a temporary file
 WRITE_BLOCK = 1024 * 1024
 UPLOAD_PATH = re.compile(r"/v1/datasets/[^/]+/rows")
 
@@ -79,14 +79,19 @@ def json_problem(body: bytes) -> str | None:
         strict_json(body)
     except JsonRefused as exc:
         return str(exc)
-    except (ValueError, UnicodeDecodeError):       # not JSON: the route says so
+    except (ValueError, UnicodeDecodeError):  # not JSON: the route says so
         return None
     return None
 
 
 class BodyLimit:
-    def __init__(self, app, limit: int = MAX_BODY_BYTES, timeout: float = BODY_TIMEOUT_SECONDS,
-                 upload_limit: int = MAX_UPLOAD_BYTES):
+    def __init__(
+        self,
+        app,
+        limit: int = MAX_BODY_BYTES,
+        timeout: float = BODY_TIMEOUT_SECONDS,
+        upload_limit: int = MAX_UPLOAD_BYTES,
+    ):
         self.app, self.limit, self.timeout, self.upload_limit = app, limit, timeout, upload_limit
 
     async def __call__(self, scope, receive, send):
@@ -97,7 +102,7 @@ class BodyLimit:
         if scope.get("method") == "PUT" and UPLOAD_PATH.fullmatch(scope.get("path", "")):
             if declared is not None and (not declared.isdigit() or int(declared) > self.upload_limit):
                 return await _refuse(send, 413, f"request body larger than {self.upload_limit} bytes")
-            return await self.app(scope, receive, send)      # streamed by the route (spool_upload)
+            return await self.app(scope, receive, send)  # streamed by the route (spool_upload)
         if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
             return await _refuse(send, 413, f"request body larger than {self.limit} bytes")
         body = await self._read(receive, send)
@@ -129,7 +134,7 @@ class BodyLimit:
             except TimeoutError:
                 await _refuse(send, 408, f"the request body did not arrive within {self.timeout:g} s")
                 return None
-            if message["type"] != "http.request":      # the client left before its body ended
+            if message["type"] != "http.request":  # the client left before its body ended
                 return None
             chunks.append(message.get("body", b""))
             size += len(chunks[-1])
@@ -142,9 +147,17 @@ class BodyLimit:
 
 async def _refuse(send, status: int, message: str) -> None:
     body = json.dumps({"error": message, "exit_code": 2}).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                            (b"connection", b"close")]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
@@ -161,7 +174,7 @@ async def spool_upload(chunks, limit: int, idle: float = BODY_TIMEOUT_SECONDS) -
             if size > limit:
                 raise TooLarge(f"the uploaded file is larger than {limit} bytes (the service's --max-upload-bytes)")
             pending.append(chunk)
-            if sum(map(len, pending)) >= WRITE_BLOCK:      # written off the event loop: it may go to disk
+            if sum(map(len, pending)) >= WRITE_BLOCK:  # written off the event loop: it may go to disk
                 await run_in_threadpool(spool.write, b"".join(pending))
                 pending.clear()
         await run_in_threadpool(spool.write, b"".join(pending))
@@ -175,6 +188,7 @@ async def spool_upload(chunks, limit: int, idle: float = BODY_TIMEOUT_SECONDS) -
 async def _paced(chunks, idle: float):
     """``chunks`` while each arrives within ``idle`` seconds of the one before."""
     from starlette.requests import ClientDisconnect
+
     stream = chunks.__aiter__()
     while True:
         try:
@@ -187,4 +201,3 @@ async def _paced(chunks, idle: float):
         except ClientDisconnect:
             raise UsageError("the client left before its upload ended: nothing was stored") from None
         yield chunk
-

@@ -44,7 +44,7 @@ log = logging.getLogger("promptgate.server")
 router = APIRouter()
 FLEET_TTL = 1.0
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
-UNMATCHED = "unmatched"         # the route label of a request no route matched (a 404)
+UNMATCHED = "unmatched"  # the route label of a request no route matched (a 404)
 
 
 def install(app: FastAPI) -> None:
@@ -53,8 +53,12 @@ def install(app: FastAPI) -> None:
     registry.register(FleetCollector(app.state.gate))
     registry.register(WatcherCollector(app.state.watcher))
     ProcessCollector(registry=registry)
-    requests = Counter("promptgate_http_requests", "HTTP requests this server process answered, by route "
-                       "template, method and status code.", ["route", "method", "status"], registry=registry)
+    requests = Counter(
+        "promptgate_http_requests",
+        "HTTP requests this server process answered, by route template, method and status code.",
+        ["route", "method", "status"],
+        registry=registry,
+    )
     app.state.metrics = registry
     app.add_middleware(RequestCounter, counter=requests)
     app.include_router(router)
@@ -92,33 +96,59 @@ class FleetCollector:
 
     def collect(self):
         counts = self.read()
-        yield GaugeMetricFamily("promptgate_fleet_up", "1 when the fleet's figures were read from the database, "
-                                "0 when it did not answer.", value=0 if counts is None else 1)
+        yield GaugeMetricFamily(
+            "promptgate_fleet_up",
+            "1 when the fleet's figures were read from the database, 0 when it did not answer.",
+            value=0 if counts is None else 1,
+        )
         if counts is not None:
             yield from fleet_families(counts)
 
     def describe(self):
-        return []     # described by collecting, never at registration (no query at start-up)
+        return []  # described by collecting, never at registration (no query at start-up)
 
 
 def fleet_families(counts: FleetCounts):
     """The gauges of one ``FleetCounts``; every known status is present, 0 when no row has it."""
-    yield by_label("promptgate_updates", "Updates by status (all of them, from the database).", "status",
-                   {s.value: 0 for s in UpdateStatus} | counts.updates)
-    yield by_label("promptgate_runs", "Runs by status (all of them, from the database).", "status",
-                   {s.value: 0 for s in RunStatus} | counts.runs)
-    yield by_label("promptgate_items", "Items of open runs by state: pending (waiting for a worker), leased "
-                   "(a worker holds them), and scored ones by verdict.", "state", counts.items)
-    yield GaugeMetricFamily("promptgate_workers", "Live worker processes (a heartbeat within three beats).",
-                            value=counts.workers)
-    yield GaugeMetricFamily("promptgate_worker_oldest_heartbeat_seconds", "Age of the stalest live worker's "
-                            "heartbeat (0 with no live worker).", value=counts.oldest_heartbeat_seconds or 0.0)
-    yield GaugeMetricFamily("promptgate_oldest_pending_submission_seconds", "Age of the oldest submission no "
-                            "worker has started on (0 when none waits).", value=counts.oldest_pending_seconds or 0.0)
-    saved = CounterMetricFamily("promptgate_model_calls_saved", "Model calls never made, by why: early_stop (a run's "
-                                "verdict was settled before its items were all called), reuse (answers already "
-                                "paid for), spend_cap (an update reached its cap); counted as each run finishes.",
-                                labels=["reason"])
+    yield by_label(
+        "promptgate_updates",
+        "Updates by status (all of them, from the database).",
+        "status",
+        {s.value: 0 for s in UpdateStatus} | counts.updates,
+    )
+    yield by_label(
+        "promptgate_runs",
+        "Runs by status (all of them, from the database).",
+        "status",
+        {s.value: 0 for s in RunStatus} | counts.runs,
+    )
+    yield by_label(
+        "promptgate_items",
+        "Items of open runs by state: pending (waiting for a worker), leased "
+        "(a worker holds them), and scored ones by verdict.",
+        "state",
+        counts.items,
+    )
+    yield GaugeMetricFamily(
+        "promptgate_workers", "Live worker processes (a heartbeat within three beats).", value=counts.workers
+    )
+    yield GaugeMetricFamily(
+        "promptgate_worker_oldest_heartbeat_seconds",
+        "Age of the stalest live worker's heartbeat (0 with no live worker).",
+        value=counts.oldest_heartbeat_seconds or 0.0,
+    )
+    yield GaugeMetricFamily(
+        "promptgate_oldest_pending_submission_seconds",
+        "Age of the oldest submission no worker has started on (0 when none waits).",
+        value=counts.oldest_pending_seconds or 0.0,
+    )
+    saved = CounterMetricFamily(
+        "promptgate_model_calls_saved",
+        "Model calls never made, by why: early_stop (a run's "
+        "verdict was settled before its items were all called), reuse (answers already "
+        "paid for), spend_cap (an update reached its cap); counted as each run finishes.",
+        labels=["reason"],
+    )
     for reason, value in sorted(counts.calls_saved.items()):
         saved.add_metric([reason], value)
     yield saved
@@ -140,10 +170,14 @@ class WatcherCollector:
     def collect(self):
         # a copy of the dict's values first: the event loop's thread adds and removes waits meanwhile
         waiting = sum(map(len, list(self.watcher.waiters.values())))
-        yield GaugeMetricFamily("promptgate_longpoll_waiters", "Long-poll waits open on this server process now.",
-                                value=waiting)
-        yield CounterMetricFamily("promptgate_status_watcher_polls", "Status reads of this server process's "
-                                  "shared watcher (one per beat while any wait is open).", value=self.watcher.polls)
+        yield GaugeMetricFamily(
+            "promptgate_longpoll_waiters", "Long-poll waits open on this server process now.", value=waiting
+        )
+        yield CounterMetricFamily(
+            "promptgate_status_watcher_polls",
+            "Status reads of this server process's shared watcher (one per beat while any wait is open).",
+            value=self.watcher.polls,
+        )
 
     def describe(self):
         return []
@@ -167,6 +201,7 @@ class RequestCounter:
             if message["type"] == "http.response.start":
                 status = message["status"]
             await send(message)
+
         try:
             await self.app(scope, receive, sending)
         finally:

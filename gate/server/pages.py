@@ -42,18 +42,24 @@ from .edge import origin_allowed
 log = logging.getLogger("promptgate.server")
 router = APIRouter(include_in_schema=False)
 HTML_DIR = Path(__file__).resolve().parent.parent / "templates" / "html"
-CSP = ("default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
-       "frame-ancestors 'none'; base-uri 'none'")
-HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff",
-           "Referrer-Policy": "same-origin", "Cache-Control": "no-store"}
+CSP = (
+    "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "Cache-Control": "no-store",
+}
 COOKIE_SECONDS = 12 * 3600
-PREVIEW_ROWS = 20           # the dataset page's first rows of the current version
+PREVIEW_ROWS = 20  # the dataset page's first rows of the current version
 OPEN_REFRESH_SECONDS = 5
 PAGE_SIZE = 50
 SAMPLES = 20
 
 
 # --- rendering --------------------------------------------------------------------------
+
 
 def block_text(value: Any, limit: int = 2000) -> str:
     """Untrusted text kept on its lines (a model's answer): control and bidi-override
@@ -87,20 +93,47 @@ def short(value: Any, n: int = 12) -> str:
 
 @lru_cache(maxsize=1)
 def environment() -> Environment:
-    env = Environment(loader=FileSystemLoader(str(HTML_DIR)), autoescape=True, undefined=StrictUndefined,
-                      trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(pct=pct, run_pct=run_pct, interval=interval, pvalue=pvalue, ratio=ratio, usd=usd, bar_pct=bar_pct,
-                       points=points, num=num, text=one_line, block=block_text, when=when, seconds=seconds,
-                       short=short)
+    env = Environment(
+        loader=FileSystemLoader(str(HTML_DIR)),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(
+        pct=pct,
+        run_pct=run_pct,
+        interval=interval,
+        pvalue=pvalue,
+        ratio=ratio,
+        usd=usd,
+        bar_pct=bar_pct,
+        points=points,
+        num=num,
+        text=one_line,
+        block=block_text,
+        when=when,
+        seconds=seconds,
+        short=short,
+    )
     return env
 
 
-def page(template: str, caller: Caller | None, *, status: int = 200, refresh: int | None = None,
-         **context: Any) -> HTMLResponse:
+def page(
+    template: str, caller: Caller | None, *, status: int = 200, refresh: int | None = None, **context: Any
+) -> HTMLResponse:
     context.setdefault("nav", None)
-    html = environment().get_template(template).render(
-        caller=caller, anonymous=caller is None or caller.name == ANONYMOUS, refresh=refresh,
-        version=__version__, **context)
+    html = (
+        environment()
+        .get_template(template)
+        .render(
+            caller=caller,
+            anonymous=caller is None or caller.name == ANONYMOUS,
+            refresh=refresh,
+            version=__version__,
+            **context,
+        )
+    )
     return HTMLResponse(html, status_code=status, headers=HEADERS)
 
 
@@ -113,15 +146,16 @@ def guarded(request: Request, build: Callable[[Caller], HTMLResponse]) -> HTMLRe
     refused, the error's one line when the gate refuses (no trace, no SQL)."""
     try:
         caller = page_caller(request)
-    except AuthError as exc:     # a first visit is asked to sign in; a refused token is told why
+    except AuthError as exc:  # a first visit is asked to sign in; a refused token is told why
         presented = bearer(request) is not None or PAGE_COOKIE in request.cookies
-        return page("signin.html.j2", None, status=exc.status, message=str(exc) if presented else None,
-                    next=here(request))
+        return page(
+            "signin.html.j2", None, status=exc.status, message=str(exc) if presented else None, next=here(request)
+        )
     try:
         return build(caller)
     except GateError as exc:
         return page("error.html.j2", caller, status=http_status(exc), message=first_line(exc, 300))
-    except Exception:       # the cause in the server's log only, as the JSON API does
+    except Exception:  # the cause in the server's log only, as the JSON API does
         log.exception("status page %s", request.url.path)
         return page("error.html.j2", caller, status=500, message="internal error")
 
@@ -132,10 +166,14 @@ def gate_of(request: Request):
 
 # --- the pages ----------------------------------------------------------------------------
 
+
 @router.get("/static/style.css")
 def stylesheet() -> Response:
-    return Response((HTML_DIR / "style.css").read_bytes(), media_type="text/css",
-                    headers={"Cache-Control": "max-age=300", "X-Content-Type-Options": "nosniff"})
+    return Response(
+        (HTML_DIR / "style.css").read_bytes(),
+        media_type="text/css",
+        headers={"Cache-Control": "max-age=300", "X-Content-Type-Options": "nosniff"},
+    )
 
 
 def list_filters(params) -> tuple[dict[str, Any], str | None]:
@@ -161,17 +199,34 @@ def list_filters(params) -> tuple[dict[str, Any], str | None]:
 def updates_page(request: Request):
     def build(caller: Caller) -> HTMLResponse:
         filters, problem = list_filters(request.query_params)
-        found = [] if problem else gate_of(request).list_updates(
-            PAGE_SIZE, filters["prompt"] or None, status=filters["status"] or None,
-            sha_prefix=filters["sha"] or None, before_id=filters["before"])
+        found = (
+            []
+            if problem
+            else gate_of(request).list_updates(
+                PAGE_SIZE,
+                filters["prompt"] or None,
+                status=filters["status"] or None,
+                sha_prefix=filters["sha"] or None,
+                before_id=filters["before"],
+            )
+        )
         rows = [views.update_row(u) for u in found]
         older = found[-1].id if len(found) == PAGE_SIZE else None
         more = {k: v for k, v in filters.items() if v and k != "before"}
         older_url = "/?" + "&".join(f"{k}={quote(str(v))}" for k, v in {**more, "before": older}.items())
-        return page("updates.html.j2", caller, status=400 if problem else 200,
-                    refresh=OPEN_REFRESH_SECONDS if any(r["open"] for r in rows) else None,
-                    nav="updates", rows=rows, filters=filters, problem=problem,
-                    statuses=[s.value for s in UpdateStatus], older_url=older_url if older else None)
+        return page(
+            "updates.html.j2",
+            caller,
+            status=400 if problem else 200,
+            refresh=OPEN_REFRESH_SECONDS if any(r["open"] for r in rows) else None,
+            nav="updates",
+            rows=rows,
+            filters=filters,
+            problem=problem,
+            statuses=[s.value for s in UpdateStatus],
+            older_url=older_url if older else None,
+        )
+
     return guarded(request, build)
 
 
@@ -180,12 +235,19 @@ def update_page(request: Request, update_id: int):
     def build(caller: Caller) -> HTMLResponse:
         samples = request.query_params.get("samples", "")
         count = min(100, int(samples)) if re.fullmatch(r"[0-9]{1,4}", samples) else SAMPLES
-        if not 0 < update_id < 2 ** 63:
+        if not 0 < update_id < 2**63:
             raise NotFound(f"unknown update {update_id}")
         report = gate_of(request).status(update_id, count)
         view = views.update_view(report)
-        return page("update.html.j2", caller, refresh=None if view["terminal"] else OPEN_REFRESH_SECONDS,
-                    nav="updates", v=view, samples=count)
+        return page(
+            "update.html.j2",
+            caller,
+            refresh=None if view["terminal"] else OPEN_REFRESH_SECONDS,
+            nav="updates",
+            v=view,
+            samples=count,
+        )
+
     return guarded(request, build)
 
 
@@ -199,9 +261,16 @@ def datasets_page(request: Request):
                 version = gate.dataset_version(ds.name) if ds.current_version_id else None
             except NotFound:
                 version = None
-            rows.append({"ds": ds, "source": views.dataset_source(ds), "version": version,
-                         "maps": [views.mapping_view(m) for m in sorted(mappings, key=lambda m: m.prompt_name)]})
+            rows.append(
+                {
+                    "ds": ds,
+                    "source": views.dataset_source(ds),
+                    "version": version,
+                    "maps": [views.mapping_view(m) for m in sorted(mappings, key=lambda m: m.prompt_name)],
+                }
+            )
         return page("datasets.html.j2", caller, nav="datasets", rows=rows)
+
     return guarded(request, build)
 
 
@@ -210,19 +279,32 @@ def dataset_page(request: Request, name: str):
     """One dataset: its source, its versions (v1, v2 … newest first, the current one
     marked), the prompts gated on it with their bars, and the first rows of its current
     version."""
+
     def build(caller: Caller) -> HTMLResponse:
         gate = gate_of(request)
         if len(name) > 128:
             raise NotFound(f"no dataset named {one_line(name, 128)!r}")
         ds, versions = gate.dataset_versions(name)
         mappings = next((maps for d, maps in gate.list_datasets() if d.name == ds.name), [])
-        shown = PREVIEW_ROWS if rows_readable(caller.scope, ds) else 0      # a holdout's rows: admin only
+        shown = PREVIEW_ROWS if rows_readable(caller.scope, ds) else 0  # a holdout's rows: admin only
         preview = gate.preview_dataset(name, shown) if ds.current_version_id else None
-        return page("dataset.html.j2", caller, nav="datasets", ds=ds, versions=versions, rows_hidden=not shown,
-                    source=views.dataset_source(ds), preview=preview, preview_rows=PREVIEW_ROWS,
-                    rows=[{"item_id": r.item_id, "expected": r.expected, "input": views.compact_json(r.input)}
-                          for r in (preview.first_rows if preview else [])],
-                    maps=[views.mapping_view(m) for m in sorted(mappings, key=lambda m: m.prompt_name)])
+        return page(
+            "dataset.html.j2",
+            caller,
+            nav="datasets",
+            ds=ds,
+            versions=versions,
+            rows_hidden=not shown,
+            source=views.dataset_source(ds),
+            preview=preview,
+            preview_rows=PREVIEW_ROWS,
+            rows=[
+                {"item_id": r.item_id, "expected": r.expected, "input": views.compact_json(r.input)}
+                for r in (preview.first_rows if preview else [])
+            ],
+            maps=[views.mapping_view(m) for m in sorted(mappings, key=lambda m: m.prompt_name)],
+        )
+
     return guarded(request, build)
 
 
@@ -242,11 +324,20 @@ def prompt_page(request: Request, name: str):
         mappings = gate.mappings(name)
         if not (live or history or updates or mappings):
             raise unknown
-        return page("prompt.html.j2", caller, nav="updates", name=name, live=live, history=history,
-                    by_id={r["u"].id: r for r in updates}, updates=updates,
-                    maps=[{"dataset": m.dataset_name, **views.mapping_view(m)} for m in mappings],
-                    live_json=views.pretty_json(live.config) if live else None,
-                    refresh=OPEN_REFRESH_SECONDS if any(r["open"] for r in updates) else None)
+        return page(
+            "prompt.html.j2",
+            caller,
+            nav="updates",
+            name=name,
+            live=live,
+            history=history,
+            by_id={r["u"].id: r for r in updates},
+            updates=updates,
+            maps=[{"dataset": m.dataset_name, **views.mapping_view(m)} for m in mappings],
+            live_json=views.pretty_json(live.config) if live else None,
+            refresh=OPEN_REFRESH_SECONDS if any(r["open"] for r in updates) else None,
+        )
+
     return guarded(request, build)
 
 
@@ -255,12 +346,20 @@ def workers_page(request: Request):
     def build(caller: Caller) -> HTMLResponse:
         gate = gate_of(request)
         fleet, workers, now = gate.fleet(), gate.live_workers(), views.utc_now()
-        return page("workers.html.j2", caller, nav="workers", refresh=10, fleet=views.fleet_view(fleet),
-                    workers=[views.worker_view(w, now) for w in workers])
+        return page(
+            "workers.html.j2",
+            caller,
+            nav="workers",
+            refresh=10,
+            fleet=views.fleet_view(fleet),
+            workers=[views.worker_view(w, now) for w in workers],
+        )
+
     return guarded(request, build)
 
 
 # --- signing in: a token in an HttpOnly, SameSite=Strict cookie ------------------------------
+
 
 def safe_next(target: str | None) -> str:
     """Where to go after signing in: a path on this site only (no //host, no scheme)."""
@@ -278,8 +377,9 @@ def same_origin(request: Request) -> bool:
     origin = request.headers.get("origin")
     if origin is None:
         return True
-    return (origin_allowed(origin, request.app.state.config.allowed_hosts)
-            and urlsplit(origin).netloc == request.headers.get("host", ""))
+    return origin_allowed(origin, request.app.state.config.allowed_hosts) and urlsplit(
+        origin
+    ).netloc == request.headers.get("host", "")
 
 
 @router.get("/login")
@@ -291,9 +391,10 @@ def login_form(request: Request):
 async def login(request: Request):
     try:
         form = parse_qs((await request.body()).decode("utf-8", "replace"), max_num_fields=10)
-    except ValueError:        # more fields than a sign-in form has: refused, not a 500
-        return page("signin.html.j2", None, status=400, message="the sign-in form has a token and a next field only",
-                    next="/")
+    except ValueError:  # more fields than a sign-in form has: refused, not a 500
+        return page(
+            "signin.html.j2", None, status=400, message="the sign-in form has a token and a next field only", next="/"
+        )
     token = (form.get("token") or [""])[0].strip()
     target = safe_next((form.get("next") or ["/"])[0])
     if not same_origin(request):
@@ -302,8 +403,15 @@ async def login(request: Request):
     if found is None:
         return page("signin.html.j2", None, status=401, message="invalid token", next=target)
     response = RedirectResponse(target, status_code=303, headers={"Cache-Control": "no-store"})
-    response.set_cookie(PAGE_COOKIE, token, max_age=COOKIE_SECONDS, path="/", httponly=True, samesite="strict",
-                        secure=request.url.scheme == "https")
+    response.set_cookie(
+        PAGE_COOKIE,
+        token,
+        max_age=COOKIE_SECONDS,
+        path="/",
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+    )
     return response
 
 

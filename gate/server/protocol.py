@@ -26,7 +26,7 @@ class HeaderDeadlineProtocol(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
-        if self.header_deadline is None:      # the next request on a kept-alive connection
+        if self.header_deadline is None:  # the next request on a kept-alive connection
             self._arm()
 
     def on_headers_complete(self) -> None:

@@ -39,8 +39,10 @@ class ReportCache:
         """Build (and keep) the reports of updates that just ended, each in the forms
         (``(failures, wire)``) their waiters asked for: the status watcher awaits this
         before it wakes them. Errors are left to the waiters, who ask again."""
-        await asyncio.gather(*(self.report_json(uid, failures, wire) for uid, keys in wanted.items()
-                               for failures, wire in keys), return_exceptions=True)
+        await asyncio.gather(
+            *(self.report_json(uid, failures, wire) for uid, keys in wanted.items() for failures, wire in keys),
+            return_exceptions=True,
+        )
 
     async def _build(self, key: tuple[int, int, bool]) -> bytes:
         report = await asyncio.to_thread(self.gate.status, key[0], key[1])

@@ -58,20 +58,26 @@ def remote_source_problem(source: str) -> str | None:
         return SERVER_FILES
     forms = decoded_forms(uri)
     if any("${" in form for form in forms):
-        return ("${VAR} in a source sent to the service (in any part, percent-encoded or not) would be filled "
-                "in from the server's environment")
+        return (
+            "${VAR} in a source sent to the service (in any part, percent-encoded or not) would be filled "
+            "in from the server's environment"
+        )
     if len(forms) > MAX_DECODINGS:
         return f"a source sent to the service is percent-encoded more than {MAX_DECODINGS} times over"
     if scheme == "s3" and not s3_bucket_allowed(urlsplit(uri).netloc):
-        return ("an s3:// source is read with the server's own AWS credentials, so the service reads one for a "
-                "caller only from a bucket the operator lists (PROMPTGATE_SOURCE_S3_BUCKETS)")
+        return (
+            "an s3:// source is read with the server's own AWS credentials, so the service reads one for a "
+            "caller only from a bucket the operator lists (PROMPTGATE_SOURCE_S3_BUCKETS)"
+        )
     if scheme.startswith("sql+"):
-        if "#" in uri:      # urlsplit stops at a fragment, SQLAlchemy's URL parser does not
+        if "#" in uri:  # urlsplit stops at a fragment, SQLAlchemy's URL parser does not
             return "a sql+ source sent to the service cannot hold '#' (a database URL has no fragment)"
         refused = sorted(sql_option_names(uri) - SQL_PARAMS)
         if refused:
-            return (f"the service takes no {refused[0][:40]!r} option in a sql+ source (only "
-                    f"{', '.join(sorted(SQL_PARAMS))})")
+            return (
+                f"the service takes no {refused[0][:40]!r} option in a sql+ source (only "
+                f"{', '.join(sorted(SQL_PARAMS))})"
+            )
     return None
 
 
@@ -90,11 +96,12 @@ def sql_option_names(uri: str) -> set[str]:
     parser (``make_url``), and ``urlsplit``'s for good measure."""
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError
+
     names = {key for key, _ in parse_qsl(urlsplit(uri).query, keep_blank_values=True)}
     try:
-        names |= set(make_url(uri[len("sql+"):]).query)
+        names |= set(make_url(uri[len("sql+") :]).query)
     except (ArgumentError, ValueError):
-        pass            # not a URL the reader could open either: it refuses it by itself
+        pass  # not a URL the reader could open either: it refuses it by itself
     return names
 
 
@@ -102,6 +109,7 @@ def uploaded_source(config_path: str, source: str) -> str:
     """A file dataset of a gate config synced through the service, whose rows the client
     uploads: ``upload://`` its repository path (the config's path, then the source's)."""
     from ..sources.upload import repo_path_of, upload_uri
+
     return upload_uri(repo_path_of(config_path, source.strip()))
 
 
@@ -149,6 +157,7 @@ def rows_readable(scope: str | None, ds) -> bool:
     return scheme == "upload" or (scheme == "file" and bool((ds.options or {}).get("declared_in")))
 
 
-HOLDOUT_ROWS = ("dataset {name}'s rows are not a repository's (the operator registered it from elsewhere, "
-                "a holdout): reading them needs an admin token")
-
+HOLDOUT_ROWS = (
+    "dataset {name}'s rows are not a repository's (the operator registered it from elsewhere, "
+    "a holdout): reading them needs an admin token"
+)

@@ -51,10 +51,16 @@ def update_row(u: Update) -> dict[str, Any]:
     source = u.source or {}
     took = (u.finished_at - u.started_at).total_seconds() if u.finished_at and u.started_at else None
     pr = source.get("pr")
-    return {"u": u, "open": u.status in UPDATE_OPEN, "sha": source.get("sha"),
-            "pr": pr if isinstance(pr, int) and not isinstance(pr, bool) else None,
-            "repo": source.get("repo"), "path": source.get("path"), "who": source.get("submitted_by"),
-            "took": took}
+    return {
+        "u": u,
+        "open": u.status in UPDATE_OPEN,
+        "sha": source.get("sha"),
+        "pr": pr if isinstance(pr, int) and not isinstance(pr, bool) else None,
+        "repo": source.get("repo"),
+        "path": source.get("path"),
+        "who": source.get("submitted_by"),
+        "took": took,
+    }
 
 
 def update_view(report: UpdateReport) -> dict[str, Any]:
@@ -70,8 +76,11 @@ def update_view(report: UpdateReport) -> dict[str, Any]:
         "chart": chart_view(report.runs),
         "compared": [r for r in runs if r["compared"] or r["baseline_note"]],
         "attempts": attempts,
-        "other_attempts": sorted((k.replace("_", " "), v) for k, v in attempts.items()
-                                 if k not in ("retried_items", "extra_attempts", "max_attempt") and v),
+        "other_attempts": sorted(
+            (k.replace("_", " "), v)
+            for k, v in attempts.items()
+            if k not in ("retried_items", "extra_attempts", "max_attempt") and v
+        ),
         "config_json": pretty_json(config),
         "spend": spend_line(report.spend) if report.spend else None,
     }
@@ -88,9 +97,14 @@ def run_view(run: RunReport) -> dict[str, Any]:
         "run": run,
         "done": done,
         "open": run.status in (RunStatus.PENDING, RunStatus.RUNNING),
-        "result": "pass" if run.passed is True else "fail" if run.passed is False else
-        "stopped" if run.stop else run.status.lower(),
-        "stop": run.stop,                     # stopped before every item was called: why, in a sentence
+        "result": "pass"
+        if run.passed is True
+        else "fail"
+        if run.passed is False
+        else "stopped"
+        if run.stop
+        else run.status.lower(),
+        "stop": run.stop,  # stopped before every item was called: why, in a sentence
         "difference": difference(run.comparison) if run.comparison else None,
         "expected": expected,
         "handled": handled,
@@ -114,9 +128,14 @@ def run_view(run: RunReport) -> dict[str, Any]:
 
 def _pending_accuracy(run: RunReport) -> dict[str, Any]:
     """The accuracy bar of a run not finished yet (its other bars are judged at the end)."""
-    return {"bar": "min_accuracy", "label": None, "limit": format_bar(run.bar), "value": None,
-            "state": "pending" if run.status in (RunStatus.PENDING, RunStatus.RUNNING) else "n/a",
-            "note": "judged when the run has finished"}
+    return {
+        "bar": "min_accuracy",
+        "label": None,
+        "limit": format_bar(run.bar),
+        "value": None,
+        "state": "pending" if run.status in (RunStatus.PENDING, RunStatus.RUNNING) else "n/a",
+        "note": "judged when the run has finished",
+    }
 
 
 def confusion_view(confusion: dict) -> tuple[list[str], list[dict]]:
@@ -127,8 +146,9 @@ def confusion_view(confusion: dict) -> tuple[list[str], list[dict]]:
     for expected in sorted(confusion):
         counts = [confusion[expected].get(a, 0) for a in actual]
         most = max(counts) if counts else 0
-        cells = [{"n": n, "shade": f"{'hit' if a == expected else 'miss'}{_step(n, most)}"}
-                 for a, n in zip(actual, counts)]
+        cells = [
+            {"n": n, "shade": f"{'hit' if a == expected else 'miss'}{_step(n, most)}"} for a, n in zip(actual, counts)
+        ]
         rows.append({"expected": expected, "cells": cells, "total": sum(counts)})
     return actual, rows
 
@@ -139,6 +159,7 @@ def _step(n: int, most: int) -> int:
 
 # --- the chart: accuracy per dataset against its bar ---------------------------------------
 
+
 def _x(fraction: float | None) -> float:
     return round(CHART_LEFT + CHART_WIDTH * max(0.0, min(1.0, float(fraction or 0))), 1)
 
@@ -147,9 +168,17 @@ def _bar(fraction: float | None, interval: list | None, y: float, kind: str) -> 
     if fraction is None:
         return None
     lo, hi = interval if interval else (None, None)
-    return {"kind": kind, "y": y, "x": CHART_LEFT, "w": round(_x(fraction) - CHART_LEFT, 1),
-            "pct": f"{100 * float(fraction):.1f}%", "text_x": max(_x(fraction), _x(hi) if hi is not None else 0) + 6,
-            "lo": None if lo is None else _x(lo), "hi": None if hi is None else _x(hi), "mid": y + 6}
+    return {
+        "kind": kind,
+        "y": y,
+        "x": CHART_LEFT,
+        "w": round(_x(fraction) - CHART_LEFT, 1),
+        "pct": f"{100 * float(fraction):.1f}%",
+        "text_x": max(_x(fraction), _x(hi) if hi is not None else 0) + 6,
+        "lo": None if lo is None else _x(lo),
+        "hi": None if hi is None else _x(hi),
+        "mid": y + 6,
+    }
 
 
 def chart_view(runs: Iterable[RunReport]) -> dict | None:
@@ -164,21 +193,40 @@ def chart_view(runs: Iterable[RunReport]) -> dict | None:
         c = r.comparison or {}
         live = _bar(c.get("live_accuracy"), c.get("live_interval"), y + 4, "live") if c else None
         mine = _bar(r.accuracy, c.get("interval"), y + (20 if live else 12), "candidate")
-        rows.append({"name": r.dataset, "y": y, "mid": y + 22, "live": live, "candidate": mine,
-                     "bar_x": _x(r.bar), "bar_top": y + 1, "bar_bottom": y + 37, "passed": r.passed})
+        rows.append(
+            {
+                "name": r.dataset,
+                "y": y,
+                "mid": y + 22,
+                "live": live,
+                "candidate": mine,
+                "bar_x": _x(r.bar),
+                "bar_top": y + 1,
+                "bar_bottom": y + 37,
+                "passed": r.passed,
+            }
+        )
     ticks = [{"x": _x(t / 100), "label": f"{t}%"} for t in (0, 25, 50, 75, 100)]
     height = CHART_TOP + len(rows) * CHART_ROW + 4
-    return {"rows": rows, "ticks": ticks, "height": height, "width": CHART_LEFT + CHART_WIDTH + 70, "left": CHART_LEFT,
-            "axis_bottom": height - 6, "live": any(r["live"] for r in rows)}
+    return {
+        "rows": rows,
+        "ticks": ticks,
+        "height": height,
+        "width": CHART_LEFT + CHART_WIDTH + 70,
+        "left": CHART_LEFT,
+        "axis_bottom": height - 6,
+        "live": any(r["live"] for r in rows),
+    }
 
 
 # --- datasets, prompts, workers ---------------------------------------------------------
+
 
 def mapping_view(m: Mapping) -> dict[str, Any]:
     """A prompt's bars on a dataset: accuracy and each further bar in a few words."""
     try:
         more = Bars.parse(m.min_accuracy, m.bars).describe()
-    except UsageError:      # a bar stored by an older version that no longer parses: shown raw
+    except UsageError:  # a bar stored by an older version that no longer parses: shown raw
         more = [json.dumps(m.bars, sort_keys=True, default=str)]
     return {"prompt": m.prompt_name, "min_accuracy": m.min_accuracy, "more": more}
 
@@ -193,12 +241,19 @@ def history(rows: Iterable[dict]) -> list[dict[str, Any]]:
 def worker_view(w: WorkerRow, now: dt.datetime) -> dict[str, Any]:
     """A live worker and the age of its heartbeat (this server's clock against the
     database's UTC stamp: both UTC, so only clock skew between the two machines shows)."""
-    return {"w": w, "age": max(0.0, (now - w.heartbeat_at).total_seconds()),
-            "up": max(0.0, (now - w.started_at).total_seconds())}
+    return {
+        "w": w,
+        "age": max(0.0, (now - w.heartbeat_at).total_seconds()),
+        "up": max(0.0, (now - w.started_at).total_seconds()),
+    }
 
 
 def fleet_view(fleet: FleetCounts) -> dict[str, Any]:
     items = fleet.items or {}
-    return {"f": fleet, "queue": items.get("pending", 0) + items.get("leased", 0),    # (STOPPED: never called)
-            "update_states": sorted(fleet.updates.items()), "run_states": sorted(fleet.runs.items()),
-            "item_states": list(items.items())}
+    return {
+        "f": fleet,
+        "queue": items.get("pending", 0) + items.get("leased", 0),  # (STOPPED: never called)
+        "update_states": sorted(fleet.updates.items()),
+        "run_states": sorted(fleet.runs.items()),
+        "item_states": list(items.items()),
+    }

@@ -41,9 +41,9 @@ Prepare = Callable[[dict[int, set[Hashable]]], Awaitable[object]]
 class StatusWatcher:
     def __init__(self, engine, interval: float = 0.25, prepare: Prepare | None = None):
         self.engine, self.interval, self.prepare = engine, interval, prepare
-        self.waiters: dict[int, dict[asyncio.Future, Hashable]] = {}     # update id → its waiters and their wants
+        self.waiters: dict[int, dict[asyncio.Future, Hashable]] = {}  # update id → its waiters and their wants
         self.task: asyncio.Task | None = None
-        self.polls = 0                       # queries made (for /metrics and the tests)
+        self.polls = 0  # queries made (for /metrics and the tests)
 
     @property
     def waiting(self) -> int:
@@ -53,7 +53,7 @@ class StatusWatcher:
         """The update's status once terminal (``UNKNOWN`` for no such update), or None
         when ``timeout`` seconds pass first. ``want``: what ``prepare`` makes for this
         waiter before it wakes (None: nothing)."""
-        if not 0 < update_id <= MAX_ID:       # no such row, and a query would fail on it
+        if not 0 < update_id <= MAX_ID:  # no such row, and a query would fail on it
             return UNKNOWN
         future = asyncio.get_running_loop().create_future()
         self.waiters.setdefault(update_id, {})[future] = want
@@ -82,10 +82,10 @@ class StatusWatcher:
                 try:
                     statuses = await asyncio.to_thread(reader.run, lambda conn: store.update_statuses(conn, ids))
                     self.polls += 1
-                except DBAPIError as exc:       # the database away: keep waiting, read again next beat
+                except DBAPIError as exc:  # the database away: keep waiting, read again next beat
                     log.warning("status watcher: %s", str(exc.orig or exc).splitlines()[0][:200])
                     statuses = None
-                except Exception:                # anything else: each read alone, a failing one woken as unknown
+                except Exception:  # anything else: each read alone, a failing one woken as unknown
                     log.exception("status watcher: reading %d update(s)", len(ids))
                     statuses = await self._one_by_one(reader, ids)
                 if statuses is not None:
@@ -117,16 +117,22 @@ class StatusWatcher:
         A failure is theirs to meet (each asks again once woken): logged, never raised.
         At most ``PREPARE_SECONDS``: past that (a database under strain) the waiters wake
         and wait for what is still being made, and the beat goes on."""
-        wanted = {uid: {w for w in self.waiters.get(uid, {}).values() if w is not None}
-                  for uid in ids if statuses.get(uid) in UPDATE_TERMINAL}
+        wanted = {
+            uid: {w for w in self.waiters.get(uid, {}).values() if w is not None}
+            for uid in ids
+            if statuses.get(uid) in UPDATE_TERMINAL
+        }
         wanted = {uid: wants for uid, wants in wanted.items() if wants}
         if self.prepare is None or not wanted:
             return
         try:
             await asyncio.wait_for(self.prepare(wanted), PREPARE_SECONDS)
-        except Exception as exc:     # the waiters, woken, ask for theirs and meet the error themselves
-            log.warning("status watcher: preparing %d ended update(s): %s", len(wanted),
-                        (str(exc).splitlines() or [type(exc).__name__])[0][:200])
+        except Exception as exc:  # the waiters, woken, ask for theirs and meet the error themselves
+            log.warning(
+                "status watcher: preparing %d ended update(s): %s",
+                len(wanted),
+                (str(exc).splitlines() or [type(exc).__name__])[0][:200],
+            )
 
     def _wake(self, ids: list[int], statuses: dict[int, str]) -> None:
         for update_id in ids:

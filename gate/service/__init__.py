@@ -7,5 +7,14 @@ from .datasets import DatasetPreview
 from .gate import SAMPLE_FAILURES, Gate, combine_exit_codes, latest_per_prompt
 from ..update_report import RunReport, UpdateReport, run_report
 
-__all__ = ["SAMPLE_FAILURES", "DatasetPreview", "Gate", "RunReport", "UpdateReport", "combine_exit_codes", "latest_per_prompt",
-           "parse_bar", "run_report"]
+__all__ = [
+    "SAMPLE_FAILURES",
+    "DatasetPreview",
+    "Gate",
+    "RunReport",
+    "UpdateReport",
+    "combine_exit_codes",
+    "latest_per_prompt",
+    "parse_bar",
+    "run_report",
+]

@@ -39,7 +39,7 @@ from ..template_fields import template_fields
 from ..templating import TemplateProblem
 
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
-FIELD_PAGE = 1000           # rows per read when counting an older version's fields
+FIELD_PAGE = 1000  # rows per read when counting an older version's fields
 
 
 def check_labels(spec: PromptSpec) -> None:
@@ -59,10 +59,17 @@ def _distinct(labels, where: str) -> None:
         return
     first, second = pair
     if first == second:
-        raise SpecError(None, where, f"{first[:40]!r} is read as no label at all by the decision step: it is "
-                        "only punctuation or markdown")
-    raise SpecError(None, where, f"{first[:40]!r} and {second[:40]!r} are read as the same label by the decision "
-                    "step (case, surrounding punctuation and markdown, and ' ', '_', '-' do not count): keep one")
+        raise SpecError(
+            None,
+            where,
+            f"{first[:40]!r} is read as no label at all by the decision step: it is only punctuation or markdown",
+        )
+    raise SpecError(
+        None,
+        where,
+        f"{first[:40]!r} and {second[:40]!r} are read as the same label by the decision "
+        "step (case, surrounding punctuation and markdown, and ' ', '_', '-' do not count): keep one",
+    )
 
 
 def check_expected(spec: PromptSpec, versions: list[tuple[str, DatasetVersion]]) -> None:
@@ -87,7 +94,9 @@ def count_unknown_fields(engine: Engine, prompt_name: str) -> None:
     imported before the gate counted fields at import (page by page, outside the
     submission's transaction), and store them with the version."""
     with engine.connect() as conn:
-        ids = [store.get_dataset(conn, m.dataset_name).current_version_id for m in store.list_mappings(conn, prompt_name)]
+        ids = [
+            store.get_dataset(conn, m.dataset_name).current_version_id for m in store.list_mappings(conn, prompt_name)
+        ]
         versions = [store.get_version(conn, i) for i in ids if i is not None]
     for version in versions:
         if version.fields is None and version.status == store.READY:
@@ -95,8 +104,9 @@ def count_unknown_fields(engine: Engine, prompt_name: str) -> None:
             db.transaction(engine, lambda conn: store.set_version_fields(conn, version.id, fields))
 
 
-def field_coverage(conn, spec: PromptSpec, read: Iterable[str],
-                   versions: list[tuple[str, DatasetVersion]]) -> dict[str, dict]:
+def field_coverage(
+    conn, spec: PromptSpec, read: Iterable[str], versions: list[tuple[str, DatasetVersion]]
+) -> dict[str, dict]:
     """dataset name → what its run pins as ``fields``: {"read": {field: rows having it
     (None: not counted)}, "rows": the version's rows, "optional": the fields read that the
     gate config declares optional}. Raises UsageError (one line) when a field read is had
@@ -106,17 +116,20 @@ def field_coverage(conn, spec: PromptSpec, read: Iterable[str],
     pinned: dict[str, dict] = {}
     for name, version in versions:
         if read and version.fields is None:
-            raise UsageError(f"dataset {name}'s version {version.id} changed while the gate counted its fields: "
-                             "submit again")
+            raise UsageError(
+                f"dataset {name}'s version {version.id} changed while the gate counted its fields: submit again"
+            )
         counts = {f: rows_having(version.fields, f) for f in read} if read else {}
         pinned[name] = {"read": counts, "rows": version.row_count, "optional": sorted(optional & set(read))}
     missing = [f for f in read if f not in optional and not any(p["read"][f] for p in pinned.values())]
     if missing:
         shown, names = ", ".join(_shown(f) for f in missing[:5]), ", ".join(sorted(pinned))
         one = len(missing) == 1
-        raise UsageError(f"the gate cannot evaluate what {shown} change{'s' if one else ''}: no row of {names} has "
-                         f"{'it' if one else 'them'} (add rows that do, or declare {'it' if one else 'them'} under "
-                         f"optional_fields: {spec.name}: in the gate config)")
+        raise UsageError(
+            f"the gate cannot evaluate what {shown} change{'s' if one else ''}: no row of {names} has "
+            f"{'it' if one else 'them'} (add rows that do, or declare {'it' if one else 'them'} under "
+            f"optional_fields: {spec.name}: in the gate config)"
+        )
     return pinned
 
 

@@ -33,4 +33,5 @@ def _translated(fn):
             return fn(*args, **kwargs)
         except DBAPIError as exc:
             raise DatabaseError.from_driver(exc) from exc
+
     return call

@@ -16,8 +16,15 @@ from ..spend import KEYS as SPEND_KEYS, SpendLimits
 from ..errors import DatasetError, NotFound, UsageError, first_line
 from ..models import DataDiff, Dataset, DatasetPreview, DatasetVersion, Imported, Mapping, Price
 from ..providers import Endpoint, ProviderDecl, endpoint_for, resolve
-from ..sources import (DEFAULT_ID_COLUMN, DEFAULT_LABEL_COLUMN, SourceOptions, absolute_source, open_source,
-                       resolve_path, scheme_of)
+from ..sources import (
+    DEFAULT_ID_COLUMN,
+    DEFAULT_LABEL_COLUMN,
+    SourceOptions,
+    absolute_source,
+    open_source,
+    resolve_path,
+    scheme_of,
+)
 from ..sources.upload import UPLOAD_SCHEME, UploadReader, check_repo_path, upload_uri
 from ..spec import PromptSpec, check_name
 from .boundary import driver_errors_become_gate_errors
@@ -27,7 +34,12 @@ from .boundary import driver_errors_become_gate_errors
 log = logging.getLogger("promptgate.datasets")
 CONTENT_SNAPSHOTS = ("sha256:", "etag:")
 MAX_DIFF_ROWS = 200_000
-SOURCE_OPTION_KEYS = ("id_column", "label_column", "base_dir", "declared_in")     # rows of a pull request's copy of a dataset compared with the stored version
+SOURCE_OPTION_KEYS = (
+    "id_column",
+    "label_column",
+    "base_dir",
+    "declared_in",
+)  # rows of a pull request's copy of a dataset compared with the stored version
 
 
 @driver_errors_become_gate_errors
@@ -42,9 +54,16 @@ class DatasetsMixin:
 
     # --- registering and refreshing: a version of the rows ---------------------------------
 
-    def register_dataset(self, name: str, source_uri: str, *, id_column: str | None = None,
-                         label_column: str | None = None, base_dir: str | Path | None = None,
-                         declared_in: str | None = None) -> Dataset:
+    def register_dataset(
+        self,
+        name: str,
+        source_uri: str,
+        *,
+        id_column: str | None = None,
+        label_column: str | None = None,
+        base_dir: str | Path | None = None,
+        declared_in: str | None = None,
+    ) -> Dataset:
         """Register (or re-point) a dataset and import its rows as its current version. A
         relative file path resolves against ``base_dir`` (the gate config's folder) or the
         current directory; the rows are read now, not when a run needs them.
@@ -54,9 +73,12 @@ class DatasetsMixin:
         if not source_uri or not str(source_uri).strip():
             raise UsageError("a dataset needs a source URI (a path, file://, https://, s3:// or sql+...)")
         source_uri = absolute_source(str(source_uri).strip(), base_dir)
-        options = {"id_column": id_column or DEFAULT_ID_COLUMN, "label_column": label_column or DEFAULT_LABEL_COLUMN,
-                   "base_dir": str(Path(base_dir or Path.cwd()).resolve()),
-                   **({"declared_in": declared_in} if declared_in else {})}
+        options = {
+            "id_column": id_column or DEFAULT_ID_COLUMN,
+            "label_column": label_column or DEFAULT_LABEL_COLUMN,
+            "base_dir": str(Path(base_dir or Path.cwd()).resolve()),
+            **({"declared_in": declared_in} if declared_in else {}),
+        }
         self._register(name, source_uri, options)
         return self.get_dataset(name)
 
@@ -70,13 +92,22 @@ class DatasetsMixin:
             if created:
                 try:
                     db.transaction(self.engine, lambda conn: store.delete_dataset(conn, ds.id))
-                except Exception as exc:     # (mapped meanwhile): keep the import's error, the useful one
+                except Exception as exc:  # (mapped meanwhile): keep the import's error, the useful one
                     log.warning("dataset %s: could not remove it after its import failed: %s", name, first_line(exc))
             raise
 
-    def import_upload(self, name: str, stream: BinaryIO, repo_path: str, *, kind: str | None = None,
-                      id_column: str | None = None, label_column: str | None = None, commit: str | None = None,
-                      declared_in: str | None = None) -> tuple[Dataset, importer.Imported | None]:
+    def import_upload(
+        self,
+        name: str,
+        stream: BinaryIO,
+        repo_path: str,
+        *,
+        kind: str | None = None,
+        id_column: str | None = None,
+        label_column: str | None = None,
+        commit: str | None = None,
+        declared_in: str | None = None,
+    ) -> tuple[Dataset, importer.Imported | None]:
         """Import the rows of an uploaded file (a client's copy of ``repo_path``, an open
         binary stream) as the dataset's version, exactly as a local import of that file: the
         same readers and limits, the same content hash, no new version when nothing changed
@@ -85,18 +116,25 @@ class DatasetsMixin:
         which gate config declares it (``declared_in``)."""
         check_name(name, "dataset name")
         repo_path = check_repo_path(repo_path)
-        options = {"id_column": id_column or DEFAULT_ID_COLUMN, "label_column": label_column or DEFAULT_LABEL_COLUMN,
-                   "upload_path": repo_path, **({"upload_commit": commit} if commit else {}),
-                   **({"declared_in": declared_in} if declared_in else {})}
+        options = {
+            "id_column": id_column or DEFAULT_ID_COLUMN,
+            "label_column": label_column or DEFAULT_LABEL_COLUMN,
+            "upload_path": repo_path,
+            **({"upload_commit": commit} if commit else {}),
+            **({"declared_in": declared_in} if declared_in else {}),
+        }
         reader = UploadReader(stream, repo_path, self._source_options(options), kind)
         imported = self._register(name, upload_uri(repo_path), options, reader)
         return self.get_dataset(name), imported
 
     def _source_options(self, options: dict) -> SourceOptions:
         """A reader's options from a dataset's (which also say where an upload came from)."""
-        return SourceOptions(max_row_bytes=self.settings.max_row_bytes,
-                             **{k: v for k, v in options.items() if k in SOURCE_OPTION_KEYS},
-                             expand_env=self.source_egress is None, egress=self.source_egress)
+        return SourceOptions(
+            max_row_bytes=self.settings.max_row_bytes,
+            **{k: v for k, v in options.items() if k in SOURCE_OPTION_KEYS},
+            expand_env=self.source_egress is None,
+            egress=self.source_egress,
+        )
 
     def refresh_dataset(self, name: str) -> tuple[Dataset, Imported | None]:
         """Import the dataset's source again: a new version when its rows changed (a run
@@ -112,15 +150,29 @@ class DatasetsMixin:
         try:
             if self._unchanged(ds, source_uri, options, reader):
                 return None
-            imported = importer.import_version(self.engine, ds.id, ds.name, source_uri, options, reader,
-                                               self.settings.page_size, self.settings.page_bytes)
+            imported = importer.import_version(
+                self.engine,
+                ds.id,
+                ds.name,
+                source_uri,
+                options,
+                reader,
+                self.settings.page_size,
+                self.settings.page_bytes,
+            )
         finally:
             reader.close()
-        made_current = db.transaction(self.engine, lambda conn: store.set_current_version(
-            conn, ds.id, imported.version.id, source_uri, options, seen=ds.current_version_id))
+        made_current = db.transaction(
+            self.engine,
+            lambda conn: store.set_current_version(
+                conn, ds.id, imported.version.id, source_uri, options, seen=ds.current_version_id
+            ),
+        )
         if not made_current:
-            raise DatasetError(f"dataset {ds.name} changed while it was being imported (another sync or refresh "
-                               f"finished first): run `promptgate dataset refresh {ds.name}` again")
+            raise DatasetError(
+                f"dataset {ds.name} changed while it was being imported (another sync or refresh "
+                f"finished first): run `promptgate dataset refresh {ds.name}` again"
+            )
         return imported
 
     def _unchanged(self, ds: Dataset, source_uri: str, options: dict, reader) -> bool:
@@ -137,13 +189,17 @@ class DatasetsMixin:
         if current.status != store.READY:
             return False
         snapshot = reader.snapshot_version()
-        return (current.source_uri, _same_rows(current.source_options), current.source_version) == \
-            (source_uri, _same_rows(options), snapshot) and snapshot.startswith(CONTENT_SNAPSHOTS)
+        return (current.source_uri, _same_rows(current.source_options), current.source_version) == (
+            source_uri,
+            _same_rows(options),
+            snapshot,
+        ) and snapshot.startswith(CONTENT_SNAPSHOTS)
 
     # --- bars --------------------------------------------------------------------------------
 
-    def map_dataset(self, prompt_name: str, dataset_name: str, min_accuracy: Any, *,
-                    bars: dict[str, Any] | None = None) -> Mapping:
+    def map_dataset(
+        self, prompt_name: str, dataset_name: str, min_accuracy: Any, *, bars: dict[str, Any] | None = None
+    ) -> Mapping:
         """Gate ``prompt_name`` on ``dataset_name``: ``min_accuracy`` and the optional
         ``bars`` beyond it (``gate.bars.EXTRA_KEYS``), validated by ``Bars.parse``. The
         mapping's bars are replaced as a whole: a bar left out is dropped."""
@@ -153,16 +209,19 @@ class DatasetsMixin:
 
         def map_it(conn) -> Dataset:
             ds = store.get_dataset(conn, dataset_name)
-            _check_bar_labels(parsed, ds, store.version_labels(conn, ds.current_version_id)
-                              if ds.current_version_id else {})
+            _check_bar_labels(
+                parsed, ds, store.version_labels(conn, ds.current_version_id) if ds.current_version_id else {}
+            )
             store.upsert_mapping(conn, prompt_name, ds.id, parsed.min_accuracy, extra)
             return ds
+
         ds = db.transaction(self.engine, map_it)
         return Mapping(prompt_name, ds.id, ds.name, parsed.min_accuracy, extra)
 
     def unmap_dataset(self, prompt_name: str, dataset_name: str) -> bool:
         def unmap(conn) -> bool:
             return store.delete_mapping(conn, prompt_name, store.get_dataset(conn, dataset_name).id)
+
         return db.transaction(self.engine, unmap)
 
     def list_datasets(self) -> list[tuple[Dataset, list[Mapping]]]:
@@ -216,8 +275,9 @@ class DatasetsMixin:
     def diff_versions(self, name: str, old: int | str, new: int | str) -> DataDiff:
         """How version ``new`` of the dataset differs from version ``old``."""
         base, proposed = self.dataset_version(name, old), self.dataset_version(name, new)
-        return importer.diff_ordered(importer.version_keys(self.engine, base.id),
-                                     importer.version_keys(self.engine, proposed.id))
+        return importer.diff_ordered(
+            importer.version_keys(self.engine, base.id), importer.version_keys(self.engine, proposed.id)
+        )
 
     def diff_source(self, name: str, source_uri: str, options: dict) -> importer.DataDiff:
         """How the rows of ``source_uri`` (a pull request's copy of the dataset) differ from
@@ -227,9 +287,12 @@ class DatasetsMixin:
             raise DatasetError(f"dataset {name}: only local files are compared in a pull request")
         reader = open_source(source_uri, SourceOptions(max_row_bytes=self.settings.max_row_bytes, **options))
         try:
-            return importer.diff_against(self.engine, current.id,
-                                         importer.source_rows(reader, self.settings.page_size, self.settings.page_bytes),
-                                         MAX_DIFF_ROWS)
+            return importer.diff_against(
+                self.engine,
+                current.id,
+                importer.source_rows(reader, self.settings.page_size, self.settings.page_bytes),
+                MAX_DIFF_ROWS,
+            )
         finally:
             reader.close()
 
@@ -241,13 +304,18 @@ class DatasetsMixin:
         elsewhere (a private holdout)."""
         ds = self.get_dataset(name)
         if registered_repo_path(ds) != check_repo_path(repo_path):
-            raise DatasetError(f"dataset {name} is not registered from {repo_path} by a gate config: a pull request "
-                               "compares only the dataset files its gate config declares")
+            raise DatasetError(
+                f"dataset {name} is not registered from {repo_path} by a gate config: a pull request "
+                "compares only the dataset files its gate config declares"
+            )
         current = self.dataset_version(name)
         reader = UploadReader(stream, repo_path, self._source_options(ds.options), kind)
-        return importer.diff_against(self.engine, current.id,
-                                     importer.source_rows(reader, self.settings.page_size, self.settings.page_bytes),
-                                     MAX_DIFF_ROWS)
+        return importer.diff_against(
+            self.engine,
+            current.id,
+            importer.source_rows(reader, self.settings.page_size, self.settings.page_bytes),
+            MAX_DIFF_ROWS,
+        )
 
     # --- providers -----------------------------------------------------------------------------
 
@@ -345,12 +413,14 @@ def _check_bar_labels(bars: Bars, ds: Dataset, labels: TMapping[str, int]) -> No
     for name, per_label in (("min_recall", bars.min_recall), ("min_precision", bars.min_precision)):
         unknown = sorted(label for label in per_label if label.casefold() not in have)
         if unknown and have:
-            raise UsageError(f"{name}: dataset {ds.name} has no item labelled {unknown[0][:60]!r} "
-                             f"(its labels: {', '.join(sorted(labels)[:20])})")
+            raise UsageError(
+                f"{name}: dataset {ds.name} has no item labelled {unknown[0][:60]!r} "
+                f"(its labels: {', '.join(sorted(labels)[:20])})"
+            )
 
 
-MAX_VERSION_ID = 2**63 - 1        # BIGINT: a larger id names no version (a 404, not a database error)
-MAX_VERSION_NUMBER = 2**31 - 1    # INT
+MAX_VERSION_ID = 2**63 - 1  # BIGINT: a larger id names no version (a 404, not a database error)
+MAX_VERSION_NUMBER = 2**31 - 1  # INT
 
 
 def _in_range(number: int, high: int, prefix: str = "") -> int:

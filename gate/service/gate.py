@@ -30,8 +30,14 @@ from .boundary import driver_errors_become_gate_errors
 from .datasets import DatasetsMixin
 from ..update_report import SAMPLE_FAILURES, UpdateReport, run_report  # noqa: F401
 from .live import LiveMixin
-from ..release import (DEFAULT_RELEASE_MODE, SHA_POLL, combine_exit_codes, latest_per_prompt,  # noqa: F401
-                       of_mode, wait_for_release)
+from ..release import (
+    DEFAULT_RELEASE_MODE,
+    SHA_POLL,
+    combine_exit_codes,
+    latest_per_prompt,  # noqa: F401
+    of_mode,
+    wait_for_release,
+)
 from .tokens import TokensMixin
 
 PRUNE_BATCH = 5000
@@ -40,6 +46,7 @@ PRUNE_BATCH = 5000
 @dataclass
 class PruneReport:
     """What ``prune`` deleted (or, with ``dry_run``, would delete)."""
+
     runs: int = 0
     items: int = 0
     versions: int = 0
@@ -58,8 +65,9 @@ def check_commit_sha(sha: Any) -> None:
         raise UsageError(f"commit SHA {str(sha)[:80]!r} is not a full commit id: use its 40 or 64 hex characters")
 
 
-def _baseline(conn, spec: PromptSpec, live: LivePrompt | None, update_id: int, ds, mapping, version,
-              limits: SpendLimits) -> dict:
+def _baseline(
+    conn, spec: PromptSpec, live: LivePrompt | None, update_id: int, ds, mapping, version, limits: SpendLimits
+) -> dict:
     """What the candidate's run on ``version`` is compared with, pinned with it as
     ``pinned["baseline"]`` (run_id: the run whose answers are compared; update_id: the
     update that made the live version live; live_version; scored_now or same_config):
@@ -84,10 +92,15 @@ def _baseline(conn, spec: PromptSpec, live: LivePrompt | None, update_id: int, d
         return {"baseline": None, "baseline_note": why, "baseline_error": why}
     price = _price(conn, live_spec.model)
     check_cost_bounded(limits, live_spec, price, f"the live version (v{live.version}), scored alongside,")
-    run_id = store.insert_run(conn, update_id, ds, mapping.min_accuracy, version,
-                              {**pin(live_spec, version, mapping.min_accuracy), "live_version": live.version,
-                               "price": price},
-                              baseline_of=(live.config, provider.to_dict() if provider else None))
+    run_id = store.insert_run(
+        conn,
+        update_id,
+        ds,
+        mapping.min_accuracy,
+        version,
+        {**pin(live_spec, version, mapping.min_accuracy), "live_version": live.version, "price": price},
+        baseline_of=(live.config, provider.to_dict() if provider else None),
+    )
     return {"baseline": {"run_id": run_id, **ref, "scored_now": True}, "calls": run_calls(live_spec, version.row_count)}
 
 
@@ -104,7 +117,7 @@ def _broken_items(conn, run, limit: int) -> list:
     metrics = run.metrics or {}
     live_run_id = (metrics.get("live") or {}).get("run_id")
     if not live_run_id or not limit or not (metrics.get("flips") or {}).get("broken"):
-        return []      # nothing broken: no scan of the run's items for none
+        return []  # nothing broken: no scan of the run's items for none
     return store.flipped_items(conn, run.id, live_run_id, limit)
 
 
@@ -124,8 +137,9 @@ class Gate(DatasetsMixin, LiveMixin, TokensMixin):
         self.settings = settings
 
     @classmethod
-    def connect(cls, database_url: str | None = None, settings: Settings | None = None,
-                upgrade: bool = False) -> "Gate":
+    def connect(
+        cls, database_url: str | None = None, settings: Settings | None = None, upgrade: bool = False
+    ) -> "Gate":
         settings = settings or Settings.from_env()
         if database_url:
             settings = settings.with_(database_url=database_url)
@@ -149,13 +163,23 @@ class Gate(DatasetsMixin, LiveMixin, TokensMixin):
         if db.is_sqlite(self.engine):
             self.upgrade()
             return
-        raise UsageError(f"the database schema lacks migration(s) {', '.join(map(str, pending))} (it is at version "
-                         f"{db.current_version(self.engine)}): run `promptgate db upgrade`")
+        raise UsageError(
+            f"the database schema lacks migration(s) {', '.join(map(str, pending))} (it is at version "
+            f"{db.current_version(self.engine)}): run `promptgate db upgrade`"
+        )
 
     # --- submissions ------------------------------------------------------------------
 
-    def submit(self, spec: PromptSpec, mode: str = "check", source: dict | None = None, reuse: bool = True, *,
-               submitted_by: str | None = None, full: bool = False) -> int:
+    def submit(
+        self,
+        spec: PromptSpec,
+        mode: str = "check",
+        source: dict | None = None,
+        reuse: bool = True,
+        *,
+        submitted_by: str | None = None,
+        full: bool = False,
+    ) -> int:
         """Stage a candidate: the update, one run per mapped dataset and the latest-wins
         cancellation, in one transaction. Returns the tracking id. Each run pins the
         dataset's current version, its bar and what the verdict stands on (``gate.reuse``);
@@ -175,28 +199,41 @@ class Gate(DatasetsMixin, LiveMixin, TokensMixin):
         source_key = _source_key(source)
         config = spec.to_config()
         check_labels(spec)
-        read = fields_read(spec)        # admission: which item fields; each must be in some row
+        read = fields_read(spec)  # admission: which item fields; each must be in some row
         if read:
             count_unknown_fields(self.engine, spec.name)
+
         def stage(conn) -> int:
-            store.lock_prompt(conn, spec.name)   # submissions of the prompt serialize: latest wins
+            store.lock_prompt(conn, spec.name)  # submissions of the prompt serialize: latest wins
             mappings = store.list_mappings(conn, spec.name)
             if not mappings:
-                raise UsageError(f"prompt {spec.name!r} has no mapped dataset, so nothing can clear it: map one with "
-                                 f"`promptgate dataset map {spec.name} DATASET --min-accuracy 0.9`")
+                raise UsageError(
+                    f"prompt {spec.name!r} has no mapped dataset, so nothing can clear it: map one with "
+                    f"`promptgate dataset map {spec.name} DATASET --min-accuracy 0.9`"
+                )
             provider = resolve(spec.provider, spec.model, store.list_providers(conn))
             datasets = [store.get_dataset(conn, m.dataset_name) for m in mappings]
             pinned = [(m, ds, _current_version(conn, ds)) for m, ds in zip(mappings, datasets)]
             check_expected(spec, [(ds.name, version) for _, ds, version in pinned])
             fields = field_coverage(conn, spec, read, [(ds.name, version) for _, ds, version in pinned])
-            older = store.superseded_updates(conn, spec.name, mode, None if mode == Mode.APPLY else source_key,
-                                             submitted_by)
-            update_id = store.insert_update(conn, prompt_name=spec.name, mode=mode, config=config,
-                                            config_hash=spec.config_hash,
-                                            base_version=store.live_version(conn, spec.name),
-                                            source=source, source_key=source_key, source_sha=source.get("sha"),
-                                            provider=provider.to_dict() if provider else None, reuse=reuse,
-                                            submitted_by=submitted_by, full=full)
+            older = store.superseded_updates(
+                conn, spec.name, mode, None if mode == Mode.APPLY else source_key, submitted_by
+            )
+            update_id = store.insert_update(
+                conn,
+                prompt_name=spec.name,
+                mode=mode,
+                config=config,
+                config_hash=spec.config_hash,
+                base_version=store.live_version(conn, spec.name),
+                source=source,
+                source_key=source_key,
+                source_sha=source.get("sha"),
+                provider=provider.to_dict() if provider else None,
+                reuse=reuse,
+                submitted_by=submitted_by,
+                full=full,
+            )
             _stage_runs(conn, spec, update_id, pinned, fields, full)
             for old_id in older:
                 store.cancel_update(conn, old_id, f"superseded by update {update_id}")
@@ -212,33 +249,53 @@ class Gate(DatasetsMixin, LiveMixin, TokensMixin):
             runs = store.runs_of_update(conn, update_id)
             counts = store.run_counts(conn, [r.id for r in runs])
             reused = store.reuse_stats(conn, [r.id for r in runs])
-            reports = [run_report(r, counts[r.id], store.failing_items(conn, r.id, failures), reused[r.id],
-                                  _broken_items(conn, r, failures), _unstable_items(conn, r, failures)) for r in runs]
+            reports = [
+                run_report(
+                    r,
+                    counts[r.id],
+                    store.failing_items(conn, r.id, failures),
+                    reused[r.id],
+                    _broken_items(conn, r, failures),
+                    _unstable_items(conn, r, failures),
+                )
+                for r in runs
+            ]
             ids = [r.id for r in runs]
             spend = update_spend(conn, upd, runs + store.runs_of_update(conn, update_id, store.BASELINE))
-            return UpdateReport(upd, reports, {**store.item_attempt_stats(conn, ids),
-                                               **store.rate_limit_stats(conn, ids)}, spend)
+            return UpdateReport(
+                upd, reports, {**store.item_attempt_stats(conn, ids), **store.rate_limit_stats(conn, ids)}, spend
+            )
 
-    def wait(self, update_id: int, timeout: float | None = None, poll: float = 0.25,
-             on_poll: Callable[[UpdateReport], Any] | None = None) -> UpdateReport:
+    def wait(
+        self,
+        update_id: int,
+        timeout: float | None = None,
+        poll: float = 0.25,
+        on_poll: Callable[[UpdateReport], Any] | None = None,
+    ) -> UpdateReport:
         """Poll until the update is terminal or ``timeout`` seconds pass, then build its
         report (at each poll as well for an ``on_poll`` callback)."""
         on_status = (lambda _status: on_poll(self.status(update_id))) if on_poll else None
         self.wait_status(update_id, timeout, poll, on_status)
         return self.status(update_id)
 
-    def wait_status(self, update_id: int, timeout: float | None = None, poll: float = 0.25,
-                    on_status: Callable[[str], Any] | None = None) -> str:
+    def wait_status(
+        self,
+        update_id: int,
+        timeout: float | None = None,
+        poll: float = 0.25,
+        on_status: Callable[[str], Any] | None = None,
+    ) -> str:
         """Poll the update's status alone (release pipelines may wait on many updates) until
         it is terminal or ``timeout`` seconds pass; returns the last status read."""
         deadline = None if timeout is None else time.monotonic() + timeout
         reader = db.KeptConnection(self.engine)
-        read = lambda conn: store.update_status(conn, update_id)   # noqa: E731
+        read = lambda conn: store.update_status(conn, update_id)  # noqa: E731
         try:
             while True:
                 try:
                     status = reader.run(read)
-                except DBAPIError:      # a dropped connection (server restart): once more on a fresh one
+                except DBAPIError:  # a dropped connection (server restart): once more on a fresh one
                     status = reader.run(read)
                 if status in UPDATE_TERMINAL or (deadline is not None and time.monotonic() >= deadline):
                     return status
@@ -255,9 +312,15 @@ class Gate(DatasetsMixin, LiveMixin, TokensMixin):
             found = store.updates_for_sha(conn, sha, prompt_name)
         return found if mode is None else of_mode(found, mode)[1]
 
-    def wait_for_sha(self, sha: str, prompt: str | None = None, timeout: float | None = None,
-                     poll: float = SHA_POLL, mode: str | None = DEFAULT_RELEASE_MODE,
-                     on_select: Callable[[str], object] | None = None) -> tuple[int, list[UpdateReport]]:
+    def wait_for_sha(
+        self,
+        sha: str,
+        prompt: str | None = None,
+        timeout: float | None = None,
+        poll: float = SHA_POLL,
+        mode: str | None = DEFAULT_RELEASE_MODE,
+        on_select: Callable[[str], object] | None = None,
+    ) -> tuple[int, list[UpdateReport]]:
         """For release pipelines: wait for the updates submitted for commit ``sha`` that
         ``release.release_updates`` picks for ``mode`` (apply, the default: its apply-mode
         updates only; a check never stands in for an apply), the latest one per prompt, and
@@ -265,26 +328,38 @@ class Gate(DatasetsMixin, LiveMixin, TokensMixin):
         database every ``poll`` seconds."""
         return wait_for_release(self, sha, prompt, timeout, poll, mode, on_select)
 
-    def list_updates(self, limit: int = 20, prompt_name: str | None = None, *, status: str | None = None,
-                     sha_prefix: str | None = None, before_id: int | None = None) -> list[Update]:
+    def list_updates(
+        self,
+        limit: int = 20,
+        prompt_name: str | None = None,
+        *,
+        status: str | None = None,
+        sha_prefix: str | None = None,
+        before_id: int | None = None,
+    ) -> list[Update]:
         """Newest first, optionally of one prompt, in one status, of commits whose SHA
         starts with ``sha_prefix`` (hex digits), older than update ``before_id``."""
         if sha_prefix is not None and not re.fullmatch(r"[0-9a-fA-F]{1,64}", sha_prefix):
             raise UsageError(f"{sha_prefix[:80]!r} is not the start of a commit SHA (hex digits)")
         with self.engine.connect() as conn:
-            return store.list_updates(conn, limit, prompt_name, status=status, sha_prefix=sha_prefix,
-                                      before_id=before_id)
+            return store.list_updates(
+                conn, limit, prompt_name, status=status, sha_prefix=sha_prefix, before_id=before_id
+            )
 
     def cancel(self, update_id: int, reason: str = "cancelled by a user", *, owner: str | None = None) -> None:
         """Cancel an open update. ``owner``: the caller may cancel only updates the token of
         that name submitted (a submit token through the service); else Forbidden. None:
         any (the CLI on the database, an admin token)."""
+
         def cancel(conn):
             submitted_by = store.lock_update_owner(conn, update_id)
             if owner is not None and submitted_by != owner:
-                raise Forbidden(f"update {update_id} was not submitted by this token: a submit token cancels only "
-                                "its own updates (an admin token cancels any)")
+                raise Forbidden(
+                    f"update {update_id} was not submitted by this token: a submit token cancels only "
+                    "its own updates (an admin token cancels any)"
+                )
             store.cancel_update(conn, update_id, reason)
+
         db.transaction(self.engine, cancel)
 
     def prune(self, older_than: float, dry_run: bool = False, batch: int = PRUNE_BATCH) -> "PruneReport":
@@ -297,16 +372,25 @@ class Gate(DatasetsMixin, LiveMixin, TokensMixin):
             items = store.count_run_items(conn, runs)
             versions = store.prunable_versions(conn, older_than)
             answers = store.count_prunable_answers(conn, older_than) if dry_run else 0
-        report = PruneReport(runs=len(runs), items=items, versions=len(versions),
-                             version_rows=sum(n for *_, n in versions), answers=answers, dry_run=dry_run)
+        report = PruneReport(
+            runs=len(runs),
+            items=items,
+            versions=len(versions),
+            version_rows=sum(n for *_, n in versions),
+            answers=answers,
+            dry_run=dry_run,
+        )
         if dry_run:
             return report
-        for run_id in runs:       # each batch checks again that no open update reads the run
-            while db.transaction(self.engine, lambda conn: store.lock_prunable_run(conn, run_id)
-                                 and store.delete_run_items(conn, run_id, batch)):
+        for run_id in runs:  # each batch checks again that no open update reads the run
+            while db.transaction(
+                self.engine,
+                lambda conn: store.lock_prunable_run(conn, run_id) and store.delete_run_items(conn, run_id, batch),
+            ):
                 pass
-            db.transaction(self.engine, lambda conn: store.lock_prunable_run(conn, run_id)
-                           and store.delete_tally(conn, run_id))      # its running counts go with its items
+            db.transaction(
+                self.engine, lambda conn: store.lock_prunable_run(conn, run_id) and store.delete_tally(conn, run_id)
+            )  # its running counts go with its items
         report.versions, report.version_rows = self._take_versions(versions, older_than, batch)
         while keys := db.transaction(self.engine, lambda conn: store.prunable_answer_keys(conn, older_than, batch)):
             report.answers += db.transaction(self.engine, lambda conn: store.delete_answers(conn, keys))
@@ -346,10 +430,22 @@ def _stage_runs(conn, spec: PromptSpec, update_id: int, pinned: list, fields: di
         baseline = _baseline(conn, spec, live, update_id, ds, mapping, version, limits)
         calls += baseline.pop("calls", 0) + run_calls(spec, version.row_count)
         early = Bars.parse(mapping.min_accuracy, mapping.bars).early_stop and not full
-        store.insert_run(conn, update_id, ds, mapping.min_accuracy, version,
-                         {**pin(spec, version, mapping.min_accuracy), "bars": mapping.bars or None,
-                          "price": price, "fields": fields[ds.name], "early_stop": early, **baseline},
-                         baseline_run_id=(baseline["baseline"] or {}).get("run_id"))
+        store.insert_run(
+            conn,
+            update_id,
+            ds,
+            mapping.min_accuracy,
+            version,
+            {
+                **pin(spec, version, mapping.min_accuracy),
+                "bars": mapping.bars or None,
+                "price": price,
+                "fields": fields[ds.name],
+                "early_stop": early,
+                **baseline,
+            },
+            baseline_run_id=(baseline["baseline"] or {}).get("run_id"),
+        )
     store.set_update_limits(conn, update_id, pinned_limits(limits, calls))
 
 
@@ -362,8 +458,10 @@ def _current_version(conn, ds) -> DatasetVersion:
         raise UsageError(f"dataset {ds.name} has no imported version: run `promptgate dataset refresh {ds.name}`")
     version = store.get_version(conn, current)
     if version.status != store.READY:
-        raise UsageError(f"dataset {ds.name}'s current version {current} is not ready ({version.status}): run "
-                         f"`promptgate dataset refresh {ds.name}`")
+        raise UsageError(
+            f"dataset {ds.name}'s current version {current} is not ready ({version.status}): run "
+            f"`promptgate dataset refresh {ds.name}`"
+        )
     return version
 
 

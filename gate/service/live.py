@@ -42,8 +42,9 @@ class LiveMixin:
             rows = store.prompt_history(conn, name)[:limit]
             return [{**row, "update": _update_summary(conn, row["update_id"])} for row in rows]
 
-    def rollback(self, name: str, reason: str, actor: str, to_version: int | None = None,
-                 seen_version: int | None = None) -> dict:
+    def rollback(
+        self, name: str, reason: str, actor: str, to_version: int | None = None, seen_version: int | None = None
+    ) -> dict:
         """Make version ``to_version`` (default: the one before the live one) live again as
         a new version. ``seen_version``: the live version the caller saw (default: the one
         read now); if it moved on, nothing happens (IllegalTransition). Returns
@@ -60,16 +61,22 @@ class LiveMixin:
             if live is None:
                 raise NotFound(f"prompt {name!r} has no live version to roll back")
             if seen_version is not None and seen_version != live.version:
-                raise IllegalTransition(f"prompt {name}: the live version is {live.version}, not {seen_version} as "
-                                        "seen: nothing was rolled back; look again and retry")
+                raise IllegalTransition(
+                    f"prompt {name}: the live version is {live.version}, not {seen_version} as "
+                    "seen: nothing was rolled back; look again and retry"
+                )
             seen = live.version
             target = seen - 1 if to_version is None else to_version
             _check_target(name, live, target)
             cancelled = store.superseded_updates(conn, name, Mode.APPLY, None)
             for update_id in cancelled:
-                store.cancel_update(conn, update_id, f"cancelled: prompt {name} was rolled back to version {target} "
-                                                     f"(by {actor}); this update was judged against version "
-                                                     f"{live.version}, which is no longer live")
+                store.cancel_update(
+                    conn,
+                    update_id,
+                    f"cancelled: prompt {name} was rolled back to version {target} "
+                    f"(by {actor}); this update was judged against version "
+                    f"{live.version}, which is no longer live",
+                )
             version = store.restore_live(conn, name, seen, target, actor, reason)
             return {"version": version, "restored_version": target, "cancelled": cancelled}
 
@@ -90,9 +97,25 @@ def _update_summary(conn, update_id: int | None) -> dict | None:
     upd = store.find_update(conn, update_id)
     if upd is None:
         return None
-    runs = [{"dataset": r.dataset_name, "matches": (r.metrics or {}).get("matches"),
-             "scored": (r.metrics or {}).get("scored"), "bar": r.min_accuracy, "status": r.status}
-            for r in store.runs_of_update(conn, update_id)]
+    runs = [
+        {
+            "dataset": r.dataset_name,
+            "matches": (r.metrics or {}).get("matches"),
+            "scored": (r.metrics or {}).get("scored"),
+            "bar": r.min_accuracy,
+            "status": r.status,
+        }
+        for r in store.runs_of_update(conn, update_id)
+    ]
     source = upd.source or {}
-    return {"id": upd.id, "status": upd.status, "mode": upd.mode, "sha": source.get("sha"), "pr": source.get("pr"),
-            "repo": source.get("repo"), "reason": upd.reason, "finished_at": upd.finished_at, "runs": runs}
+    return {
+        "id": upd.id,
+        "status": upd.status,
+        "mode": upd.mode,
+        "sha": source.get("sha"),
+        "pr": source.get("pr"),
+        "repo": source.get("repo"),
+        "reason": upd.reason,
+        "finished_at": upd.finished_at,
+        "runs": runs,
+    }

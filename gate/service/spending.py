@@ -24,11 +24,15 @@ def check_cost_bounded(limits: SpendLimits, spec: PromptSpec, price: dict | None
     if limits.max_cost_per_update_usd is None:
         return
     if price is None:
-        raise UsageError(f"the gate's max_cost_per_update_usd needs a price for every model it calls: {whose} calls "
-                         f"{spec.model!r}, which the gate config's prices: does not name")
+        raise UsageError(
+            f"the gate's max_cost_per_update_usd needs a price for every model it calls: {whose} calls "
+            f"{spec.model!r}, which the gate config's prices: does not name"
+        )
     if output_bound(spec.params) is None:
-        raise UsageError(f"the gate's max_cost_per_update_usd needs each call's cost bounded before it is made: "
-                         f"{whose} sets no params.max_tokens (or max_completion_tokens)")
+        raise UsageError(
+            f"the gate's max_cost_per_update_usd needs each call's cost bounded before it is made: "
+            f"{whose} sets no params.max_tokens (or max_completion_tokens)"
+        )
 
 
 def run_calls(spec: PromptSpec, rows: int) -> int:
@@ -38,8 +42,11 @@ def run_calls(spec: PromptSpec, rows: int) -> int:
 
 def pinned_limits(limits: SpendLimits, calls_bound: int) -> dict[str, Any]:
     """The update's ``limits`` column: its caps and the upper bound of its calls."""
-    return {"max_calls_per_update": limits.max_calls_per_update,
-            "max_cost_per_update_usd": limits.rows().get("max_cost_per_update_usd"), "calls_bound": calls_bound}
+    return {
+        "max_calls_per_update": limits.max_calls_per_update,
+        "max_cost_per_update_usd": limits.rows().get("max_cost_per_update_usd"),
+        "calls_bound": calls_bound,
+    }
 
 
 def update_spend(conn, upd, runs: list) -> dict[str, Any]:
@@ -61,7 +68,13 @@ def update_spend(conn, upd, runs: list) -> dict[str, Any]:
             reused, saved = reused + metrics.get("calls_reused", 0), saved + metrics.get("calls_saved", 0)
     limits = upd.limits or {}
     cost_cap = limits.get("max_cost_per_update_usd")
-    return {"calls_bound": limits.get("calls_bound"), "max_calls_per_update": limits.get("max_calls_per_update"),
-            "max_cost_per_update_usd": cost_cap, "calls_made": made, "calls_reused": reused, "calls_saved": saved,
-            "cost_reserved_usd": nano_text(store.spend_of_update(conn, upd.id)[1]) if cost_cap else None,
-            "full": bool(upd.full)}
+    return {
+        "calls_bound": limits.get("calls_bound"),
+        "max_calls_per_update": limits.get("max_calls_per_update"),
+        "max_cost_per_update_usd": cost_cap,
+        "calls_made": made,
+        "calls_reused": reused,
+        "calls_saved": saved,
+        "cost_reserved_usd": nano_text(store.spend_of_update(conn, upd.id)[1]) if cost_cap else None,
+        "full": bool(upd.full),
+    }

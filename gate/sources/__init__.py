@@ -15,10 +15,30 @@ item's ``input``, which prompt templates see as ``item.<column>``. A row is at m
 from __future__ import annotations
 
 from ..errors import DatasetError
-from .base import (DEFAULT_ID_COLUMN, DEFAULT_LABEL_COLUMN, DEFAULT_MAX_ROW_BYTES, MAX_ROW_DEPTH, SCHEMES, Page,
-                   Reader, Row, SourceOptions, absolute_source, canonical_json, ContentHash, content_hash,
-                   json_quote, make_row, nesting_depth, next_page_size, register, resolve_path, row_digests,
-                   scheme_of, shown_source)
+from .base import (
+    DEFAULT_ID_COLUMN,
+    DEFAULT_LABEL_COLUMN,
+    DEFAULT_MAX_ROW_BYTES,
+    MAX_ROW_DEPTH,
+    SCHEMES,
+    Page,
+    Reader,
+    Row,
+    SourceOptions,
+    absolute_source,
+    canonical_json,
+    ContentHash,
+    content_hash,
+    json_quote,
+    make_row,
+    nesting_depth,
+    next_page_size,
+    register,
+    resolve_path,
+    row_digests,
+    scheme_of,
+    shown_source,
+)
 
 
 def open_source(uri: str, options: SourceOptions | None = None) -> Reader:
@@ -35,6 +55,7 @@ def open_source(uri: str, options: SourceOptions | None = None) -> Reader:
 def load_readers() -> None:
     """Import the built-in reader modules (those whose optional extras are installed)."""
     from . import files, upload  # noqa: F401  (registers file://, upload://)
+
     for optional in ("http", "s3", "warehouse"):
         try:
             __import__(f"{__name__}.{optional}")
@@ -43,7 +64,29 @@ def load_readers() -> None:
                 raise
 
 
-__all__ = ["DEFAULT_ID_COLUMN", "DEFAULT_LABEL_COLUMN", "DEFAULT_MAX_ROW_BYTES", "MAX_ROW_DEPTH", "SCHEMES", "Page",
-           "Reader", "Row", "SourceOptions", "absolute_source", "canonical_json", "ContentHash", "content_hash",
-           "json_quote", "load_readers", "make_row", "nesting_depth", "next_page_size", "open_source", "register",
-           "resolve_path", "row_digests", "scheme_of", "shown_source"]
+__all__ = [
+    "DEFAULT_ID_COLUMN",
+    "DEFAULT_LABEL_COLUMN",
+    "DEFAULT_MAX_ROW_BYTES",
+    "MAX_ROW_DEPTH",
+    "SCHEMES",
+    "Page",
+    "Reader",
+    "Row",
+    "SourceOptions",
+    "absolute_source",
+    "canonical_json",
+    "ContentHash",
+    "content_hash",
+    "json_quote",
+    "load_readers",
+    "make_row",
+    "nesting_depth",
+    "next_page_size",
+    "open_source",
+    "register",
+    "resolve_path",
+    "row_digests",
+    "scheme_of",
+    "shown_source",
+]

@@ -23,10 +23,10 @@ MAX_ROW_DEPTH = 32
 class Row:
     item_id: str
     expected: str
-    input_json: str   # the other columns as canonical JSON: stored, hashed and size-checked as is
-    position: str     # where the row stands in the source ("line 12"), for messages
-    structured: bool = False   # ``expected`` is an expected object's canonical JSON (gate.structured)
-    protected: bool = False    # the row's ``protected`` column: it may never break (gate.itempolicy)
+    input_json: str  # the other columns as canonical JSON: stored, hashed and size-checked as is
+    position: str  # where the row stands in the source ("line 12"), for messages
+    structured: bool = False  # ``expected`` is an expected object's canonical JSON (gate.structured)
+    protected: bool = False  # the row's ``protected`` column: it may never break (gate.itempolicy)
 
     @property
     def input(self) -> dict[str, Any]:
@@ -37,7 +37,7 @@ class Row:
 @dataclass(frozen=True)
 class Page:
     rows: list[Row]
-    next_cursor: str | None   # None: this was the last page
+    next_cursor: str | None  # None: this was the last page
 
 
 @dataclass(frozen=True)
@@ -45,8 +45,8 @@ class SourceOptions:
     id_column: str = DEFAULT_ID_COLUMN
     label_column: str = DEFAULT_LABEL_COLUMN
     max_row_bytes: int = DEFAULT_MAX_ROW_BYTES
-    base_dir: str | None = None   # relative file paths resolve here (the gate config's folder)
-    declared_in: str | None = None   # the gate config that declared the dataset (not read by a reader)
+    base_dir: str | None = None  # relative file paths resolve here (the gate config's folder)
+    declared_in: str | None = None  # the gate config that declared the dataset (not read by a reader)
     extra: dict[str, Any] = field(default_factory=dict)
     # The service reads sources for callers: no ${VAR} filled in from the server's
     # environment, and connections only where the operator's policy (``egress.Egress``)
@@ -73,6 +73,7 @@ def register(*schemes: str):
         for scheme in schemes:
             SCHEMES[scheme] = factory
         return factory
+
     return wrap
 
 
@@ -111,31 +112,37 @@ def make_row(record: dict[str, Any], position: str, options: SourceOptions, sour
     try:
         input_json = canonical_json(inputs)
     except RecursionError:
-        input_json = "[" * (MAX_ROW_DEPTH + 1)        # refused just below, by name
+        input_json = "[" * (MAX_ROW_DEPTH + 1)  # refused just below, by name
     try:
         size = len(input_json) if input_json.isascii() else len(input_json.encode())
         item_id.encode(), expected.encode()
         if structured:
             size += len(expected.encode())
-    except UnicodeEncodeError:     # half of a surrogate pair (JSON's "\ud800"): no database can store it
-        raise DatasetError(f"{source}: {position}: item {item_id.encode(errors='replace').decode()}: "
-                           "not valid Unicode text (half of a surrogate pair)") from None
+    except UnicodeEncodeError:  # half of a surrogate pair (JSON's "\ud800"): no database can store it
+        raise DatasetError(
+            f"{source}: {position}: item {item_id.encode(errors='replace').decode()}: "
+            "not valid Unicode text (half of a surrogate pair)"
+        ) from None
     if size > options.max_row_bytes:
-        raise DatasetError(f"{source}: {position}: item {item_id}: row is {size} bytes, over the "
-                           f"{options.max_row_bytes}-byte limit")
+        raise DatasetError(
+            f"{source}: {position}: item {item_id}: row is {size} bytes, over the {options.max_row_bytes}-byte limit"
+        )
     if input_json.count("[") + input_json.count("{") > MAX_ROW_DEPTH and nesting_depth(inputs) > MAX_ROW_DEPTH:
         raise DatasetError(f"{source}: {position}: item {item_id}: row is nested deeper than {MAX_ROW_DEPTH} levels")
     return Row(item_id, expected, input_json, position, structured, protected)
 
 
-def _expected_object(record: dict[str, Any], position: str, item_id: str, label_column: str,
-                     source: str) -> tuple[str, tuple[str, ...]]:
+def _expected_object(
+    record: dict[str, Any], position: str, item_id: str, label_column: str, source: str
+) -> tuple[str, tuple[str, ...]]:
     """A row without a label: its expected object (``gate.structured.expected``) as
     canonical JSON, and the columns it came from (not the item's input); or the error."""
     obj, columns = expected_object(record)
     if obj is None:
-        raise DatasetError(f"{source}: {position}: item {item_id}: missing label (column {label_column!r}), and no "
-                           "expected object (an expected column holding an object, or expected.<field> columns)")
+        raise DatasetError(
+            f"{source}: {position}: item {item_id}: missing label (column {label_column!r}), and no "
+            "expected object (an expected column holding an object, or expected.<field> columns)"
+        )
     return checked_expected(obj, f"{source}: {position}: item {item_id}"), columns
 
 
@@ -160,6 +167,7 @@ def _canonical_encoder() -> Callable[[Any], str]:
     than encoding a small row; this builds it once. Where the C encoder is missing the
     pure-Python encoder does the same work."""
     from json import encoder as json_encoder
+
     general = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str).encode
     make, quote = json_encoder.c_make_encoder, json_encoder.c_encode_basestring
     if make is None or quote is None:
@@ -170,6 +178,7 @@ def _canonical_encoder() -> Callable[[Any], str]:
         if type(value) is str:
             return quote(value)
         return "".join(one_shot(value, 0))
+
     return encode
 
 
@@ -181,12 +190,16 @@ def row_digests(rows: list[Row]) -> list[bytes]:
     """Each row's SHA-256 over its JSON-quoted id and label and its input JSON, joined by
     0x1F (and, for a protected row, a mark): what a version stores as the row's hash and
     hashes, in order, into its content hash."""
-    sha, quote = hashlib.sha256, json_quote   # once per row: no call per row
-    return [sha(f"{quote(r.item_id)}\x1f{quote(r.expected)}\x1f{r.input_json}{_PROTECTED if r.protected else ''}"
-                .encode()).digest() for r in rows]
+    sha, quote = hashlib.sha256, json_quote  # once per row: no call per row
+    return [
+        sha(
+            f"{quote(r.item_id)}\x1f{quote(r.expected)}\x1f{r.input_json}{_PROTECTED if r.protected else ''}".encode()
+        ).digest()
+        for r in rows
+    ]
 
 
-_PROTECTED = "\x1fprotected"     # only a protected row's digest has it: the others hash as they always did
+_PROTECTED = "\x1fprotected"  # only a protected row's digest has it: the others hash as they always did
 
 
 class ContentHash:
@@ -232,7 +245,7 @@ def absolute_source(uri: str, base_dir: str | Path | None) -> str:
     the gate config's folder, or the current one); other URIs as they are."""
     if scheme_of(uri) != "file":
         return uri
-    path = Path(uri[len("file://"):] if uri.startswith("file://") else uri)
+    path = Path(uri[len("file://") :] if uri.startswith("file://") else uri)
     if not path.is_absolute():
         path = Path(base_dir or Path.cwd()) / path
     return str(path.resolve())
@@ -247,7 +260,7 @@ def shown_source(uri: str) -> str:
     text = (uri or "").strip()
     scheme = scheme_of(text)
     if scheme == "file":
-        return PurePosixPath(text[len("file://"):] if text.startswith("file://") else text).name
+        return PurePosixPath(text[len("file://") :] if text.startswith("file://") else text).name
     head, _, rest = text.partition("://")
     rest = rest.split("#", 1)[0]
     location, _, query = rest.partition("?")
@@ -264,7 +277,7 @@ def shown_source(uri: str) -> str:
 
 
 def resolve_path(uri: str, base_dir: str | None) -> Path:
-    path = Path(uri[len("file://"):] if uri.startswith("file://") else uri)
+    path = Path(uri[len("file://") :] if uri.startswith("file://") else uri)
     if not path.is_absolute() and base_dir:
         path = Path(base_dir) / path
     return path

@@ -40,6 +40,7 @@ IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 @dataclass(frozen=True)
 class Egress:
     """Which addresses a source read for a caller may connect to."""
+
     public: bool = True
     networks: tuple = ()
     names: frozenset = field(default_factory=frozenset)
@@ -99,9 +100,11 @@ class Egress:
             for address in addresses:
                 why = self.refusal(address)
                 if why:
-                    raise DatasetError(f"{source}: refused by the service's source policy: the host is (or resolves "
-                                       f"to) {why}; the service connects only to {self.describe()} (serve "
-                                       f"--source-hosts), or register it with --database-url")
+                    raise DatasetError(
+                        f"{source}: refused by the service's source policy: the host is (or resolves "
+                        f"to) {why}; the service connects only to {self.describe()} (serve "
+                        f"--source-hosts), or register it with --database-url"
+                    )
         return str(addresses[0])
 
 
@@ -120,9 +123,14 @@ def _unwrapped(address: IPAddress) -> IPAddress:
 
 
 def _not_global(address: IPAddress) -> str | None:
-    for kind, test in (("a loopback address", "is_loopback"), ("a link-local address", "is_link_local"),
-                       ("an unspecified address", "is_unspecified"), ("a multicast address", "is_multicast"),
-                       ("a reserved address", "is_reserved"), ("a private address", "is_private")):
+    for kind, test in (
+        ("a loopback address", "is_loopback"),
+        ("a link-local address", "is_link_local"),
+        ("an unspecified address", "is_unspecified"),
+        ("a multicast address", "is_multicast"),
+        ("a reserved address", "is_reserved"),
+        ("a private address", "is_private"),
+    ):
         if getattr(address, test):
             return kind
     if not address.is_global:
@@ -143,17 +151,21 @@ def is_own_address(address: IPAddress) -> bool:
 
 # --- HTTP(S) through the policy -----------------------------------------------------------
 
+
 def _pinned(connection_class, egress: Egress, source: str):
     """A connection factory for urllib: the host checked and its address pinned; the Host
     header, TLS SNI and certificate check keep the name."""
+
     def make(host, **kwargs):
         connection = connection_class(host, **kwargs)
         address = egress.pin(connection.host, connection.port, source)
 
         def connect(target, timeout=socket.getdefaulttimeout(), source_address=None):
             return socket.create_connection((address, target[1]), timeout, source_address)
+
         connection._create_connection = connect
         return connection
+
     return make
 
 
@@ -178,6 +190,7 @@ class _PinnedHTTPS(urllib.request.HTTPSHandler):
 class _CheckedRedirects(urllib.request.HTTPRedirectHandler):
     """At most MAX_REDIRECTS, only to http(s); the target's host is checked when it is
     connected to (``_pinned``), like the first one."""
+
     max_redirections = MAX_REDIRECTS
     max_repeats = 2
 
@@ -194,8 +207,13 @@ class _CheckedRedirects(urllib.request.HTTPRedirectHandler):
 def http_opener(egress: Egress, source: str) -> urllib.request.OpenerDirector:
     """An opener that connects only where ``egress`` allows: no proxy, no other scheme."""
     opener = urllib.request.OpenerDirector()
-    for handler in (urllib.request.UnknownHandler(), _PinnedHTTP(egress, source), _PinnedHTTPS(egress, source),
-                    urllib.request.HTTPDefaultErrorHandler(), _CheckedRedirects(source),
-                    urllib.request.HTTPErrorProcessor()):
+    for handler in (
+        urllib.request.UnknownHandler(),
+        _PinnedHTTP(egress, source),
+        _PinnedHTTPS(egress, source),
+        urllib.request.HTTPDefaultErrorHandler(),
+        _CheckedRedirects(source),
+        urllib.request.HTTPErrorProcessor(),
+    ):
         opener.add_handler(handler)
     return opener

@@ -157,15 +157,19 @@ class TextDecoder:
         if twice:
             times = "twice" if counts[twice[0]] == 2 else f"{counts[twice[0]]} times"
             self.header = None
-            raise DatasetError(f"{self.uri}: line 1: column {twice[0][:80]!r} appears {times} in the header: "
-                               "each column needs a name of its own")
-        structured = any(name.startswith(EXPECTED_PREFIX) for name in header)   # expected.<field> columns instead
+            raise DatasetError(
+                f"{self.uri}: line 1: column {twice[0][:80]!r} appears {times} in the header: "
+                "each column needs a name of its own"
+            )
+        structured = any(name.startswith(EXPECTED_PREFIX) for name in header)  # expected.<field> columns instead
         for role, column in (("id", self.options.id_column), ("label", self.options.label_column)):
             if column not in counts and not (role == "label" and structured):
                 self.header = None
                 shown = ", ".join(repr(name[:40]) for name in header[:8]) + (", ..." if len(header) > 8 else "")
-                raise DatasetError(f"{self.uri}: line 1: no {role} column {column!r} in the header (it has {shown}); "
-                                   f"name the {role} column with --{role}-column")
+                raise DatasetError(
+                    f"{self.uri}: line 1: no {role} column {column!r} in the header (it has {shown}); "
+                    f"name the {role} column with --{role}-column"
+                )
 
     def next_record(self, stream: LineStream) -> list[bytes]:
         """One record's lines (a quoted CSV field may hold newlines); [] at the end."""
@@ -177,8 +181,10 @@ class TextDecoder:
         if self.kind == "csv" and b'"' in line:
             lines, size = self._quoted_record(stream, line_no, line)
         if size > self.budget:
-            raise DatasetError(f"{self.uri}: line {line_no}: row is over {self.budget} bytes, beyond the "
-                               f"{self.options.max_row_bytes}-byte limit")
+            raise DatasetError(
+                f"{self.uri}: line {line_no}: row is over {self.budget} bytes, beyond the "
+                f"{self.options.max_row_bytes}-byte limit"
+            )
         return lines
 
     def _quoted_record(self, stream: LineStream, line_no: int, first: bytes) -> tuple[list[bytes], int]:
@@ -200,20 +206,24 @@ class TextDecoder:
                 lines.append(line)
                 size += len(line)
                 yield line.decode("utf-8", "replace")
+
         try:
             next(csv.reader(more_lines()), None)
         except csv.Error:
-            pass     # the record is decoded again on its own, and its error names its line
+            pass  # the record is decoded again on its own, and its error names its line
         if ended:
-            raise DatasetError(f"{self.uri}: line {line_no}: a quoted field opened on this line is never closed "
-                               "(it would take every row after it)")
+            raise DatasetError(
+                f"{self.uri}: line {line_no}: a quoted field opened on this line is never closed "
+                "(it would take every row after it)"
+            )
         return lines, size
 
     def text_of(self, raw: bytes, line_no: int) -> str | None:
         """A record's text, or None for a blank line."""
         if len(raw) > self.budget:
-            raise DatasetError(f"{self.uri}: line {line_no}: row is {len(raw)} bytes, over the "
-                               f"{self.options.max_row_bytes}-byte limit")
+            raise DatasetError(
+                f"{self.uri}: line {line_no}: row is {len(raw)} bytes, over the {self.options.max_row_bytes}-byte limit"
+            )
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
@@ -261,8 +271,12 @@ class TextDecoder:
             return []
         header, limit = self.header, self.options.max_row_bytes
         id_column, label_column = self.options.id_column, self.options.label_column
-        if id_column not in header or label_column not in header or len(set(header)) < len(header) \
-                or PROTECTED_COLUMN in header:     # a protected column: make_row takes it out of the input
+        if (
+            id_column not in header
+            or label_column not in header
+            or len(set(header)) < len(header)
+            or PROTECTED_COLUMN in header
+        ):  # a protected column: make_row takes it out of the input
             return None
         id_at, label_at = header.index(id_column), header.index(label_column)
         keyed = sorted((name, at) for at, name in enumerate(header) if at not in (id_at, label_at))
@@ -271,14 +285,15 @@ class TextDecoder:
         ids = [v[id_at].strip() for v in values]
         labels = [v[label_at].strip() for v in values]
         if len(keyed) == 1:
-            (key, at), = keyed
+            ((key, at),) = keyed
             inputs = ["{" + key + quote(v[at]) + "}" for v in values]
         else:
             inputs = ["{" + ",".join([key + quote(v[at]) for key, at in keyed]) + "}" for v in values]
         if not (all(ids) and all(labels) and max(map(len, ids)) <= 191):
             return None
-        if max(map(len, inputs)) * 4 > limit and any(   # 4: the most UTF-8 bytes of one character
-                (len(s) if s.isascii() else len(s.encode())) > limit for s in inputs):
+        if max(map(len, inputs)) * 4 > limit and any(  # 4: the most UTF-8 bytes of one character
+            (len(s) if s.isascii() else len(s.encode())) > limit for s in inputs
+        ):
             return None
         return list(map(Row, ids, labels, inputs, [f"line {line_no}" for line_no in line_nos]))
 
@@ -288,8 +303,9 @@ class TextDecoder:
         except json.JSONDecodeError as exc:
             raise DatasetError(f"{self.uri}: line {line_no}: malformed JSON: {exc.msg}") from None
         except RecursionError:
-            raise DatasetError(f"{self.uri}: line {line_no}: row is nested deeper than {MAX_ROW_DEPTH} levels") \
-                from None
+            raise DatasetError(
+                f"{self.uri}: line {line_no}: row is nested deeper than {MAX_ROW_DEPTH} levels"
+            ) from None
 
     def _decode_csv(self, text: str, line_no: int) -> dict:
         try:
@@ -297,8 +313,9 @@ class TextDecoder:
         except csv.Error as exc:
             raise DatasetError(f"{self.uri}: line {line_no}: malformed CSV: {exc}") from None
         if len(values) != len(self.header):
-            raise DatasetError(f"{self.uri}: line {line_no}: {len(values)} columns where the header has "
-                               f"{len(self.header)}")
+            raise DatasetError(
+                f"{self.uri}: line {line_no}: {len(values)} columns where the header has {len(self.header)}"
+            )
         return dict(zip(self.header, values))
 
 
@@ -320,8 +337,12 @@ def read_text_page(stream: LineStream, decoder: TextDecoder, limit: int) -> Page
             offset, line_no, line = stream.offset, stream.line, None
             while len(texts) < limit:
                 line = readline(budget + 1)
-                if not line or len(line) > budget or line_no == 1 or (
-                        csv_kind and b'"' in line and line.count(b'"') % 2):
+                if (
+                    not line
+                    or len(line) > budget
+                    or line_no == 1
+                    or (csv_kind and b'"' in line and line.count(b'"') % 2)
+                ):
                     break
                 try:
                     text = line.decode("utf-8")

@@ -55,7 +55,7 @@ from .egress import http_opener
 from .files import TEXT_KINDS, LineStream, TextDecoder, parse_cursor, read_text_page, text_kind
 
 DEFAULT_TIMEOUT = 30.0
-SKIP_RATHER_THAN_REFETCH = 1 << 20     # a live stream this close before the cursor reads on
+SKIP_RATHER_THAN_REFETCH = 1 << 20  # a live stream this close before the cursor reads on
 USER_AGENT = "prompt-gate (dataset reader)"
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -63,11 +63,13 @@ _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 def expand_env(text: str, uri: str) -> str:
     """Replace ``${VAR}`` with the environment's value; a missing variable is an error."""
+
     def value(match: re.Match) -> str:
         name = match.group(1)
         if name not in os.environ:
             raise DatasetError(f"{uri}: environment variable {name} is not set (the source refers to ${{{name}}})")
         return os.environ[name]
+
     return _ENV_REF.sub(value, text)
 
 
@@ -112,7 +114,7 @@ class _BodyRaw(io.RawIOBase):
 
     def __init__(self, body: Body, describe):
         self.body = body
-        self.describe = describe    # exception | None -> message
+        self.describe = describe  # exception | None -> message
         self.got = 0
 
     def readable(self) -> bool:
@@ -132,7 +134,7 @@ class _BodyRaw(io.RawIOBase):
             raise StreamBroken(self.describe(exc, self.body.start + self.got)) from None
         if not data and self.body.length is not None and self.got < self.body.length:
             raise StreamBroken(self.describe(None, self.body.start + self.got))
-        buffer[:len(data)] = data
+        buffer[: len(data)] = data
         self.got += len(data)
         return len(data)
 
@@ -150,7 +152,7 @@ class StreamedTextReader(ABC):
     def __init__(self, uri: str, options: SourceOptions, kind: str | None):
         self.uri = uri
         self.options = options
-        self.kind = kind                     # None: decided by the first response
+        self.kind = kind  # None: decided by the first response
         self.decoder: TextDecoder | None = TextDecoder(uri, kind, options) if kind else None
         self._live: LineStream | None = None
         self._live_raw: _BodyRaw | None = None
@@ -179,7 +181,7 @@ class StreamedTextReader(ABC):
             except StreamBroken as exc:
                 self._drop_live()
                 if reused and attempt == 1:
-                    continue            # the kept connection went stale: fetch from the cursor
+                    continue  # the kept connection went stale: fetch from the cursor
                 raise DatasetError(str(exc)) from None
             except BaseException:
                 self._drop_live()
@@ -201,8 +203,9 @@ class StreamedTextReader(ABC):
         if body.start < offset:
             if stream.skip(offset - body.start) < offset - body.start:
                 self._drop_live()
-                raise DatasetError(f"{self.uri}: the source ends before byte {offset}: it changed since "
-                                   f"this dataset was read")
+                raise DatasetError(
+                    f"{self.uri}: the source ends before byte {offset}: it changed since this dataset was read"
+                )
         stream.offset, stream.line = offset, line
         return stream
 
@@ -244,7 +247,7 @@ def _strong(etag: str | None) -> bool:
 @register("http", "https")
 class HttpReader(StreamedTextReader):
     def __init__(self, uri: str, options: SourceOptions):
-        shown = uri if options.egress is None else shown_source(uri)   # for a caller: no token, no query
+        shown = uri if options.egress is None else shown_source(uri)  # for a caller: no token, no query
         self.url = expand_env(uri, shown) if options.expand_env else uri
         parts = urllib.parse.urlsplit(self.url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
@@ -254,8 +257,7 @@ class HttpReader(StreamedTextReader):
         kind = text_kind(parts.path, shown, hint) if hint or suffix in TEXT_KINDS else None
         super().__init__(shown, options, kind)
         self.timeout = source_timeout(options)
-        self._urlopen = (urllib.request.urlopen if options.egress is None
-                         else http_opener(options.egress, shown).open)
+        self._urlopen = urllib.request.urlopen if options.egress is None else http_opener(options.egress, shown).open
         self.etag: str | None = None
         self.last_modified: str | None = None
         self.accept_ranges: bool | None = None
@@ -282,8 +284,10 @@ class HttpReader(StreamedTextReader):
         else:
             version = self._content_hash()
             if self._pinned.startswith("sha256:") and version != self._pinned:
-                raise DatasetError(f"{self.uri}: the source changed since it was first read (content "
-                                   f"hash was {self._pinned[7:19]}..., now {version[7:19]}...); start a new run")
+                raise DatasetError(
+                    f"{self.uri}: the source changed since it was first read (content "
+                    f"hash was {self._pinned[7:19]}..., now {version[7:19]}...); start a new run"
+                )
         self._version = version
         return version
 
@@ -329,7 +333,7 @@ class HttpReader(StreamedTextReader):
             raise DatasetError(f"{self.uri}: {connect_failure(exc.reason, self.timeout)}") from None
         except (TimeoutError, socket.timeout):
             raise DatasetError(f"{self.uri}: timed out after {self.timeout:g}s waiting for the server") from None
-        except http.client.HTTPException:          # its text is the server's bytes: not shown
+        except http.client.HTTPException:  # its text is the server's bytes: not shown
             raise DatasetError(f"{self.uri}: the server's answer is not valid HTTP") from None
         except OSError as exc:
             raise DatasetError(f"{self.uri}: {connect_failure(exc, self.timeout)}") from None
@@ -343,19 +347,29 @@ class HttpReader(StreamedTextReader):
         headers = response.headers
         encoding = (headers.get("Content-Encoding") or "identity").lower()
         if encoding not in ("identity", ""):
-            raise DatasetError(f"{self.uri}: the server sent a compressed body (Content-Encoding is not "
-                               f"identity); serve the file uncompressed")
+            raise DatasetError(
+                f"{self.uri}: the server sent a compressed body (Content-Encoding is not "
+                f"identity); serve the file uncompressed"
+            )
         self._check_unchanged(headers.get("ETag"), headers.get("Last-Modified"))
         self._fetched = True
         if self.decoder is None:
             ctype = (headers.get("Content-Type") or "").split(";")[0].strip().lower()
-            hint = {"text/csv": "csv", "application/csv": "csv", "application/x-ndjson": "jsonl",
-                    "application/ndjson": "jsonl", "application/jsonl": "jsonl",
-                    "application/x-jsonlines": "jsonl", "application/jsonlines": "jsonl"}.get(ctype)
+            hint = {
+                "text/csv": "csv",
+                "application/csv": "csv",
+                "application/x-ndjson": "jsonl",
+                "application/ndjson": "jsonl",
+                "application/jsonl": "jsonl",
+                "application/x-jsonlines": "jsonl",
+                "application/jsonlines": "jsonl",
+            }.get(ctype)
             if hint is None:
-                raise DatasetError(f"{self.uri}: cannot tell CSV from JSONL (no .csv/.jsonl suffix, and the "
-                                   f"Content-Type is {'not a CSV or JSONL type' if ctype else 'missing'}): set the "
-                                   f"dataset's format")
+                raise DatasetError(
+                    f"{self.uri}: cannot tell CSV from JSONL (no .csv/.jsonl suffix, and the "
+                    f"Content-Type is {'not a CSV or JSONL type' if ctype else 'missing'}): set the "
+                    f"dataset's format"
+                )
             self.kind = hint
             self.decoder = TextDecoder(self.uri, hint, self.options)
         length = headers.get("Content-Length")
@@ -377,19 +391,25 @@ class HttpReader(StreamedTextReader):
             self.etag, self.last_modified = etag, last_modified
             return
         if self.etag and etag and etag != self.etag:
-            raise DatasetError(f"{self.uri}: the source changed while it was being read (ETag was "
-                               f"{self.etag}, now {etag}); start a new run to read the new version")
+            raise DatasetError(
+                f"{self.uri}: the source changed while it was being read (ETag was "
+                f"{self.etag}, now {etag}); start a new run to read the new version"
+            )
         if not self.etag and self.last_modified and last_modified and last_modified != self.last_modified:
-            raise DatasetError(f"{self.uri}: the source changed while it was being read (Last-Modified "
-                               f"was {self.last_modified}, now {last_modified}); start a new run")
+            raise DatasetError(
+                f"{self.uri}: the source changed while it was being read (Last-Modified "
+                f"was {self.last_modified}, now {last_modified}); start a new run"
+            )
 
     def _status_message(self, code: int) -> str:
-        text = f"{self.uri}: HTTP {code}"     # not the server's reason phrase: its bytes, not ours
+        text = f"{self.uri}: HTTP {code}"  # not the server's reason phrase: its bytes, not ours
         if code in (401, 403) and self.options.egress is not None:
             return f"{text}: access denied (a source that needs a token is registered with --database-url)"
         if code in (401, 403):
-            return (f"{text}: access denied; if the URL needs a token, keep it in an environment "
-                    f"variable and write ${{VAR}} in the source URI")
+            return (
+                f"{text}: access denied; if the URL needs a token, keep it in an environment "
+                f"variable and write ${{VAR}} in the source URI"
+            )
         if code == 404:
             return f"{text}: no file at this URL"
         if code == 416:

@@ -34,8 +34,16 @@ from .http import Body, StreamedTextReader, source_timeout
 
 
 _CLIENTS: dict[tuple, object] = {}
-_CREDENTIAL_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
-                   "AWS_DEFAULT_REGION", "AWS_REGION", "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE")
+_CREDENTIAL_ENV = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_PROFILE",
+    "AWS_DEFAULT_REGION",
+    "AWS_REGION",
+    "AWS_SHARED_CREDENTIALS_FILE",
+    "AWS_CONFIG_FILE",
+)
 
 
 def _client(timeout: float):
@@ -43,8 +51,7 @@ def _client(timeout: float):
         import boto3
         from botocore.config import Config
     except ModuleNotFoundError:
-        raise DatasetError("s3:// sources need boto3: install the extra with "
-                           "pip install 'prompt-gate[s3]'") from None
+        raise DatasetError("s3:// sources need boto3: install the extra with pip install 'prompt-gate[s3]'") from None
     endpoint = os.environ.get("PROMPTGATE_S3_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT_URL") or None
     style = os.environ.get("PROMPTGATE_S3_ADDRESSING_STYLE") or ("path" if endpoint else "auto")
     # one client per configuration (clients are thread-safe and costly to build); a change
@@ -52,8 +59,12 @@ def _client(timeout: float):
     key = (endpoint, style, timeout) + tuple(os.environ.get(name) for name in _CREDENTIAL_ENV)
     client = _CLIENTS.get(key)
     if client is None:
-        config = Config(connect_timeout=timeout, read_timeout=timeout,
-                        retries={"max_attempts": 3, "mode": "standard"}, s3={"addressing_style": style})
+        config = Config(
+            connect_timeout=timeout,
+            read_timeout=timeout,
+            retries={"max_attempts": 3, "mode": "standard"},
+            s3={"addressing_style": style},
+        )
         client = boto3.session.Session().client("s3", endpoint_url=endpoint, config=config)
         if len(_CLIENTS) > 16:
             _CLIENTS.clear()
@@ -72,15 +83,18 @@ class S3Reader(StreamedTextReader):
         super().__init__(uri, options, text_kind(self.key, uri, options.extra.get("format")))
         self.timeout = source_timeout(options)
         self.client, self.endpoint = _client(self.timeout)
-        if options.egress is not None and self.endpoint:    # the operator's endpoint, checked like any host
+        if options.egress is not None and self.endpoint:  # the operator's endpoint, checked like any host
             endpoint = urllib.parse.urlsplit(self.endpoint)
-            options.egress.pin(endpoint.hostname, endpoint.port or (443 if endpoint.scheme == "https" else 80),
-                               f"{uri} (endpoint {self.endpoint})")
+            options.egress.pin(
+                endpoint.hostname,
+                endpoint.port or (443 if endpoint.scheme == "https" else 80),
+                f"{uri} (endpoint {self.endpoint})",
+            )
         self.etag: str | None = None
         self._version: str | None = None
         pinned = str(options.extra.get("pinned_version") or "")
         if pinned.startswith("etag:"):
-            self.etag = pinned[len("etag:"):]
+            self.etag = pinned[len("etag:") :]
 
     def snapshot_version(self) -> str:
         """The object's ETag now; a pinned ETag it no longer has is an error."""
@@ -109,19 +123,21 @@ class S3Reader(StreamedTextReader):
         etag = response.get("ETag")
         if self.etag is None:
             self.etag = etag
-        elif etag and etag != self.etag:     # a store that ignores If-Match
+        elif etag and etag != self.etag:  # a store that ignores If-Match
             response["Body"].close()
             raise DatasetError(self._changed())
         start = offset
         content_range = response.get("ContentRange") or ""
         if offset > 0 and not content_range.startswith(f"bytes {offset}-"):
-            start = 0                          # a store that ignored Range: skip to the offset
+            start = 0  # a store that ignored Range: skip to the offset
         body = response["Body"]
         return Body(body.read, body.close, start, response.get("ContentLength"))
 
     def _changed(self) -> str:
-        return (f"{self.uri}: the object changed while it was being read (ETag was {self.etag}); "
-                f"start a new run to read the new version")
+        return (
+            f"{self.uri}: the object changed while it was being read (ETag was {self.etag}); "
+            f"start a new run to read the new version"
+        )
 
     def _message(self, exc: Exception) -> str:
         where = f"{self.uri}" + (f" (endpoint {self.endpoint})" if self.endpoint else "")
@@ -138,16 +154,25 @@ class S3Reader(StreamedTextReader):
                 return f"{where}: no such bucket {self.bucket!r}"
             if code in ("NoSuchKey", "404", "NotFound") or status == 404:
                 return f"{where}: no such object (bucket {self.bucket!r}, key {self.key!r})"
-            if code in ("AccessDenied", "403", "Forbidden", "InvalidAccessKeyId", "SignatureDoesNotMatch") \
-                    or status in (401, 403):
-                return (f"{where}: access denied ({code}): check the AWS credentials in the environment "
-                        f"(AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_PROFILE)")
-            if self.options.egress is not None:        # for a caller: the code, not the store's text
+            if code in (
+                "AccessDenied",
+                "403",
+                "Forbidden",
+                "InvalidAccessKeyId",
+                "SignatureDoesNotMatch",
+            ) or status in (401, 403):
+                return (
+                    f"{where}: access denied ({code}): check the AWS credentials in the environment "
+                    f"(AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_PROFILE)"
+                )
+            if self.options.egress is not None:  # for a caller: the code, not the store's text
                 return f"{where}: S3 error {code or status}"
             return f"{where}: S3 error {code or status}: {response.get('Error', {}).get('Message', exc)}"
         if name == "NoCredentialsError":
-            return (f"{where}: no AWS credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY "
-                    f"(or AWS_PROFILE) in the environment")
+            return (
+                f"{where}: no AWS credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY "
+                f"(or AWS_PROFILE) in the environment"
+            )
         if self.options.egress is not None:
             return f"{where}: cannot read the object ({name})"
         if name in ("EndpointConnectionError", "ConnectionClosedError"):

@@ -41,10 +41,18 @@ def check_repo_path(path: str | None) -> str:
         raise UsageError("give the uploaded file's path in the repository (path)")
     path = path.strip()
     normal = posixpath.normpath(path)
-    if (len(path) > MAX_REPO_PATH or not REPO_PATH_RE.fullmatch(path) or normal != path or path.startswith("/")
-            or normal == ".." or normal.startswith("../")):
-        raise UsageError(f"{path[:80]!r} is not a file's path in the repository (relative, with /, no .., at most "
-                         f"{MAX_REPO_PATH} characters)")
+    if (
+        len(path) > MAX_REPO_PATH
+        or not REPO_PATH_RE.fullmatch(path)
+        or normal != path
+        or path.startswith("/")
+        or normal == ".."
+        or normal.startswith("../")
+    ):
+        raise UsageError(
+            f"{path[:80]!r} is not a file's path in the repository (relative, with /, no .., at most "
+            f"{MAX_REPO_PATH} characters)"
+        )
     return path
 
 
@@ -54,8 +62,10 @@ def repo_path_of(config_path: str, source: str) -> str:
     folder = posixpath.dirname(config_path.replace("\\", "/"))
     joined = posixpath.normpath(posixpath.join(folder, source.removeprefix("file://")))
     if source.startswith(("/", "file:///")) or joined == ".." or joined.startswith("../"):
-        raise UsageError(f"{config_path}: dataset source {source[:120]!r} is outside the gate config's folder: a "
-                         "file sent to the service must be in the repository, beside or below its gate config")
+        raise UsageError(
+            f"{config_path}: dataset source {source[:120]!r} is outside the gate config's folder: a "
+            "file sent to the service must be in the repository, beside or below its gate config"
+        )
     return check_repo_path(joined)
 
 
@@ -121,5 +131,7 @@ class UploadReader:
 @register(UPLOAD_SCHEME)
 def _no_reader(uri: str, _options: SourceOptions):
     """An uploaded dataset's source opens nothing: its rows come with the next upload."""
-    raise DatasetError(f"{uri}: this dataset's rows were uploaded: refresh it by uploading the file again "
-                       "(`promptgate dataset refresh NAME --file PATH`, or `promptgate sync` of its gate config)")
+    raise DatasetError(
+        f"{uri}: this dataset's rows were uploaded: refresh it by uploading the file again "
+        "(`promptgate dataset refresh NAME --file PATH`, or `promptgate sync` of its gate config)"
+    )

@@ -103,10 +103,14 @@ def decode_cursor(cursor: str) -> Any:
     except json.JSONDecodeError:
         raise DatasetError(f"invalid cursor {cursor!r} for a warehouse source") from None
     if isinstance(value, dict) and len(value) == 1:
-        (tag, text), = value.items()
-        decode = {"$decimal": decimal.Decimal, "$datetime": dt.datetime.fromisoformat,
-                  "$date": dt.date.fromisoformat, "$uuid": uuid.UUID,
-                  "$bytes": base64.b64decode}.get(tag)
+        ((tag, text),) = value.items()
+        decode = {
+            "$decimal": decimal.Decimal,
+            "$datetime": dt.datetime.fromisoformat,
+            "$date": dt.date.fromisoformat,
+            "$uuid": uuid.UUID,
+            "$bytes": base64.b64decode,
+        }.get(tag)
         if decode:
             return decode(text)
     return value
@@ -123,7 +127,7 @@ def parse_warehouse_uri(uri: str, base_dir: str | None = None, expand: bool = Tr
     if not uri.lower().startswith("sql+"):
         raise DatasetError(f"{uri}: a warehouse source starts with sql+ (e.g. sql+postgresql://...)")
     try:
-        url = make_url(uri[len("sql+"):])
+        url = make_url(uri[len("sql+") :])
     except ArgumentError as exc:
         raise DatasetError(f"{uri}: not a SQLAlchemy database URL after 'sql+': {exc}") from None
     params = dict(url.query)
@@ -132,8 +136,10 @@ def parse_warehouse_uri(uri: str, base_dir: str | None = None, expand: bool = Tr
     if isinstance(query, tuple) or isinstance(query_file, tuple):
         raise DatasetError(f"{uri}: give the query once")
     if query_file and not expand:
-        raise DatasetError("a sql+ source read for a caller of the service takes its query as query=, never "
-                           "query_file= (a file of the server's)")
+        raise DatasetError(
+            "a sql+ source read for a caller of the service takes its query as query=, never "
+            "query_file= (a file of the server's)"
+        )
     if query_file:
         path = Path(query_file)
         if not path.is_absolute() and base_dir:
@@ -157,8 +163,13 @@ def parse_warehouse_uri(uri: str, base_dir: str | None = None, expand: bool = Tr
             return tuple(expand_env(v, uri) for v in value)
         return expand_env(value, uri) if isinstance(value, str) else value
 
-    url = url.set(username=expand(url.username), password=expand(url.password), host=expand(url.host),
-                  database=expand(url.database), query={k: expand(v) for k, v in params.items()})
+    url = url.set(
+        username=expand(url.username),
+        password=expand(url.password),
+        host=expand(url.host),
+        database=expand(url.database),
+        query={k: expand(v) for k, v in params.items()},
+    )
     if url.get_backend_name() == "sqlite":
         database = url.database or ""
         if database in ("", ":memory:") or database.startswith("file:"):
@@ -183,20 +194,22 @@ class WarehouseReader:
         self.uri = uri
         self.options = options
         self.url, self.query = parse_warehouse_uri(uri, options.base_dir, options.expand_env)
-        self.display = "sql+" + self.url.render_as_string(hide_password=True)   # for messages
+        self.display = "sql+" + self.url.render_as_string(hide_password=True)  # for messages
         if options.egress is not None:
             self.display = shown_source(uri)
         try:
             connect_args = timeouts(self.url, source_timeout(options))
-            if options.egress is not None:     # read for a caller (warehouse_net)
+            if options.egress is not None:  # read for a caller (warehouse_net)
                 self.url, pinned = for_service(self.url, options.egress, self.display)
                 connect_args.update(pinned)
             self.engine = create_engine(self.url, pool_pre_ping=True, connect_args=connect_args)
         except NoSuchModuleError:
             raise DatasetError(f"{uri}: SQLAlchemy has no dialect {self.url.drivername!r}") from None
         except ModuleNotFoundError as exc:
-            raise DatasetError(f"{uri}: the database driver is not installed ({exc.name}): "
-                               f"pip install it, e.g. psycopg for postgresql://") from None
+            raise DatasetError(
+                f"{uri}: the database driver is not installed ({exc.name}): "
+                f"pip install it, e.g. psycopg for postgresql://"
+            ) from None
         except ArgumentError as exc:
             raise DatasetError(f"{uri}: invalid database URL: {exc}") from None
         self._stats: tuple[int, int] | None = None
@@ -206,10 +219,12 @@ class WarehouseReader:
     # -- statements -------------------------------------------------------------------
     def _subquery(self):
         from sqlalchemy import column, text
+
         return text(self.query).columns(column(self.options.id_column)).subquery("src")
 
     def _page(self, after: bool):
         from sqlalchemy import Integer, bindparam, literal_column, select
+
         src = self._subquery()
         key = src.c[self.options.id_column]
         stmt = select(literal_column("*")).select_from(src)
@@ -219,6 +234,7 @@ class WarehouseReader:
 
     def _run(self, stmt, **params):
         from sqlalchemy.exc import SQLAlchemyError
+
         try:
             with self.engine.connect() as conn:
                 result = conn.execute(stmt, params)
@@ -229,27 +245,32 @@ class WarehouseReader:
             raise DatasetError(self._message(exc)) from None
 
     def _message(self, exc) -> str:
-        if self.options.egress is not None:      # for a caller: the kind, never the driver's text
+        if self.options.egress is not None:  # for a caller: the kind, never the driver's text
             return f"{self.display}: {failure_kind(exc)}"
         detail = first_line(exc, 1000)
         hint = ""
         lowered = detail.lower()
         if self.options.id_column.lower() in lowered and ("column" in lowered or "no such" in lowered):
-            hint = (f" (the query must return a column named {self.options.id_column!r}: alias it, "
-                    f"e.g. SELECT id AS {self.options.id_column}, ...)")
+            hint = (
+                f" (the query must return a column named {self.options.id_column!r}: alias it, "
+                f"e.g. SELECT id AS {self.options.id_column}, ...)"
+            )
         return f"{self.display}: cannot run the query: {detail}{hint}"
 
     def _statistics(self) -> tuple[int, int]:
         if self._stats is None:
             from sqlalchemy import func, select
+
             src = self._subquery()
             stmt = select(func.count().label("n"), func.count(src.c[self.options.id_column]).label("ids"))
             row = self._run(stmt.select_from(src))[0]
             self._stats = (int(row["n"]), int(row["ids"]))
             missing = self._stats[0] - self._stats[1]
             if missing:
-                raise DatasetError(f"{self.display}: {missing} row(s) of the query have no item id "
-                                   f"(NULL in column {self.options.id_column!r})")
+                raise DatasetError(
+                    f"{self.display}: {missing} row(s) of the query have no item id "
+                    f"(NULL in column {self.options.id_column!r})"
+                )
         return self._stats
 
     # -- the reader interface ---------------------------------------------------------
@@ -270,20 +291,22 @@ class WarehouseReader:
             records = self._run(self._page_stmt, cursor=decode_cursor(cursor), n=limit + 1)
         id_column = self.options.id_column
         if records and id_column not in records[0]:
-            raise DatasetError(f"{self.display}: the query returns no column {id_column!r} "
-                               f"(columns: {', '.join(records[0])})")
+            raise DatasetError(
+                f"{self.display}: the query returns no column {id_column!r} (columns: {', '.join(records[0])})"
+            )
         for before, after in zip(records, records[1:]):
             if before[id_column] == after[id_column]:
-                raise DatasetError(f"{self.display}: duplicate item id {after[id_column]!r}: the query "
-                                   f"returns it more than once (ids must be unique)")
+                raise DatasetError(
+                    f"{self.display}: duplicate item id {after[id_column]!r}: the query "
+                    f"returns it more than once (ids must be unique)"
+                )
         more = len(records) > limit
         records = records[:limit]
         rows = []
         for record in records:
             key = record[id_column]
             position = f"item id {key!r}"
-            rows.append(make_row({k: _jsonable(v) for k, v in record.items()}, position, self.options,
-                                 self.display))
+            rows.append(make_row({k: _jsonable(v) for k, v in record.items()}, position, self.options, self.display))
         next_cursor = encode_cursor(records[-1][id_column]) if more and records else None
         return Page(rows, next_cursor)
 

@@ -15,8 +15,11 @@ import math
 
 from ..errors import DatasetError
 
-SERVICE_DRIVERS = {"postgresql": ("psycopg", "psycopg2"), "mysql": ("pymysql", "mysqldb"),
-                   "mariadb": ("pymysql", "mysqldb")}
+SERVICE_DRIVERS = {
+    "postgresql": ("psycopg", "psycopg2"),
+    "mysql": ("pymysql", "mysqldb"),
+    "mariadb": ("pymysql", "mysqldb"),
+}
 SERVICE_OPTIONS = frozenset({"sslmode", "connect_timeout", "charset", "application_name"})
 DEFAULT_PORTS = {"postgresql": 5432, "mysql": 3306, "mariadb": 3306}
 MYSQL_AUTH_FAILED = (1044, 1045, 1698, 2059)
@@ -40,17 +43,22 @@ def for_service(url, egress, display: str):
     """(URL, connect_args) of a source the service reads for a caller, or a DatasetError."""
     backend, driver = url.get_backend_name(), url.get_driver_name()
     if driver not in SERVICE_DRIVERS.get(backend, ()):
-        raise DatasetError(f"{display}: the service reads sql+ sources of postgresql (psycopg), mysql or mariadb "
-                           f"(pymysql) only")
+        raise DatasetError(
+            f"{display}: the service reads sql+ sources of postgresql (psycopg), mysql or mariadb (pymysql) only"
+        )
     if not url.host:
         raise DatasetError(f"{display}: a sql+ source sent to the service must name its host (no local socket)")
     if not url.username or not url.password:
-        raise DatasetError(f"{display}: a sql+ source sent to the service must name a user and a password (no "
-                           f"peer or ambient authentication)")
+        raise DatasetError(
+            f"{display}: a sql+ source sent to the service must name a user and a password (no "
+            f"peer or ambient authentication)"
+        )
     refused = sorted(set(url.query) - SERVICE_OPTIONS)
     if refused:
-        raise DatasetError(f"{display}: the service takes no {refused[0][:40]!r} option in a sql+ source (only "
-                           f"{', '.join(sorted(SERVICE_OPTIONS))})")
+        raise DatasetError(
+            f"{display}: the service takes no {refused[0][:40]!r} option in a sql+ source (only "
+            f"{', '.join(sorted(SERVICE_OPTIONS))})"
+        )
     address = egress.pin(url.host, url.port or DEFAULT_PORTS[backend], display)
     if backend == "postgresql":
         return url, {"hostaddr": address}

@@ -27,18 +27,19 @@ def ensure_dataset(conn: Connection, name: str, source_uri: str, options: dict) 
         return existing, False
     try:
         with conn.begin_nested():
-            conn.execute(insert(dataset).values(name=name, source_uri=source_uri, options=options,
-                                                created_at=db_now()))
+            conn.execute(insert(dataset).values(name=name, source_uri=source_uri, options=options, created_at=db_now()))
         return get_dataset(conn, name), True
-    except IntegrityError:          # registered by someone else a moment ago
+    except IntegrityError:  # registered by someone else a moment ago
         return get_dataset(conn, name), False
 
 
 def delete_dataset(conn: Connection, dataset_id: int) -> bool:
     """A dataset registered a moment ago whose first import failed (it has no version and no
     bar refers to it yet)."""
-    return conn.execute(delete(dataset).where(dataset.c.id == dataset_id,
-                                              dataset.c.current_version_id.is_(None))).rowcount == 1
+    return (
+        conn.execute(delete(dataset).where(dataset.c.id == dataset_id, dataset.c.current_version_id.is_(None))).rowcount
+        == 1
+    )
 
 
 def find_dataset(conn: Connection, name: str) -> Dataset | None:
@@ -58,29 +59,47 @@ def list_datasets(conn: Connection) -> list[Dataset]:
 
 
 def list_mappings(conn: Connection, prompt_name: str | None = None) -> list[Mapping]:
-    stmt = (select(prompt_dataset.c.prompt_name, prompt_dataset.c.dataset_id, dataset.c.name,
-                   prompt_dataset.c.min_accuracy, prompt_dataset.c.bars)
-            .join(dataset, dataset.c.id == prompt_dataset.c.dataset_id)
-            .order_by(prompt_dataset.c.prompt_name, dataset.c.name))
+    stmt = (
+        select(
+            prompt_dataset.c.prompt_name,
+            prompt_dataset.c.dataset_id,
+            dataset.c.name,
+            prompt_dataset.c.min_accuracy,
+            prompt_dataset.c.bars,
+        )
+        .join(dataset, dataset.c.id == prompt_dataset.c.dataset_id)
+        .order_by(prompt_dataset.c.prompt_name, dataset.c.name)
+    )
     if prompt_name is not None:
         stmt = stmt.where(prompt_dataset.c.prompt_name == prompt_name)
     return [Mapping(*row) for row in conn.execute(stmt)]
 
 
-def upsert_mapping(conn: Connection, prompt_name: str, dataset_id: int, min_accuracy: Decimal,
-                   bars: dict | None = None) -> bool:
+def upsert_mapping(
+    conn: Connection, prompt_name: str, dataset_id: int, min_accuracy: Decimal, bars: dict | None = None
+) -> bool:
     """Map a prompt to a dataset with its bars, or change them. Returns True when created."""
-    changed = conn.execute(update(prompt_dataset)
-                           .where(prompt_dataset.c.prompt_name == prompt_name,
-                                  prompt_dataset.c.dataset_id == dataset_id)
-                           .values(min_accuracy=min_accuracy, bars=bars)).rowcount
+    changed = conn.execute(
+        update(prompt_dataset)
+        .where(prompt_dataset.c.prompt_name == prompt_name, prompt_dataset.c.dataset_id == dataset_id)
+        .values(min_accuracy=min_accuracy, bars=bars)
+    ).rowcount
     if changed:
         return False
-    conn.execute(insert(prompt_dataset).values(prompt_name=prompt_name, dataset_id=dataset_id,
-                                               min_accuracy=min_accuracy, bars=bars, created_at=db_now()))
+    conn.execute(
+        insert(prompt_dataset).values(
+            prompt_name=prompt_name, dataset_id=dataset_id, min_accuracy=min_accuracy, bars=bars, created_at=db_now()
+        )
+    )
     return True
 
 
 def delete_mapping(conn: Connection, prompt_name: str, dataset_id: int) -> bool:
-    return conn.execute(delete(prompt_dataset).where(prompt_dataset.c.prompt_name == prompt_name,
-                                                     prompt_dataset.c.dataset_id == dataset_id)).rowcount > 0
+    return (
+        conn.execute(
+            delete(prompt_dataset).where(
+                prompt_dataset.c.prompt_name == prompt_name, prompt_dataset.c.dataset_id == dataset_id
+            )
+        ).rowcount
+        > 0
+    )

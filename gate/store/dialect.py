@@ -12,7 +12,7 @@ from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.expression import ColumnElement, FunctionElement
 from sqlalchemy.types import DateTime
 
-SQLITE_TIME_FORMAT = "%Y-%m-%d %H:%M:%f000"   # microsecond-width text that sorts as time
+SQLITE_TIME_FORMAT = "%Y-%m-%d %H:%M:%f000"  # microsecond-width text that sorts as time
 
 
 class db_now(FunctionElement):
@@ -23,8 +23,7 @@ class db_now(FunctionElement):
 
     def __init__(self, seconds: ColumnElement | float | None = None):
         self.seconds = seconds
-        args = () if seconds is None else (seconds if isinstance(seconds, ColumnElement)
-                                             else literal(float(seconds)),)
+        args = () if seconds is None else (seconds if isinstance(seconds, ColumnElement) else literal(float(seconds)),)
         super().__init__(*args)
 
 
@@ -33,8 +32,10 @@ def _now_mysql(element, compiler, **kw):
     args = list(element.clauses)
     if not args:
         return "UTC_TIMESTAMP(6)"
-    return (f"TIMESTAMPADD(MICROSECOND, CAST(ROUND(({compiler.process(args[0], **kw)}) * 1000000) "
-            f"AS SIGNED), UTC_TIMESTAMP(6))")
+    return (
+        f"TIMESTAMPADD(MICROSECOND, CAST(ROUND(({compiler.process(args[0], **kw)}) * 1000000) "
+        f"AS SIGNED), UTC_TIMESTAMP(6))"
+    )
 
 
 @compiles(db_now, "sqlite")
@@ -42,9 +43,7 @@ def _now_sqlite(element, compiler, **kw):
     args = list(element.clauses)
     if not args:
         return f"strftime('{SQLITE_TIME_FORMAT}', 'now')"
-    return (f"strftime('{SQLITE_TIME_FORMAT}', 'now', "
-            f"printf('%+.6f seconds', {compiler.process(args[0], **kw)}))")
-
+    return f"strftime('{SQLITE_TIME_FORMAT}', 'now', printf('%+.6f seconds', {compiler.process(args[0], **kw)}))"
 
 
 class seconds_since(FunctionElement):
@@ -69,6 +68,7 @@ def _seconds_since_sqlite(element, compiler, **kw):
 
 class least(FunctionElement):
     """LEAST(a, b) on MySQL, the two-argument min(a, b) on SQLite."""
+
     inherit_cache = True
     name = "least"
 
@@ -79,6 +79,7 @@ class least(FunctionElement):
 
 class greatest(least):
     """GREATEST(a, b) on MySQL, the two-argument max(a, b) on SQLite."""
+
     inherit_cache = True
     name = "greatest"
 
@@ -91,6 +92,7 @@ def _extreme_mysql(element, compiler, **kw):
 
 class floor_div(FunctionElement):
     """FLOOR(a / b) for non-negative a and positive b, as an integer."""
+
     inherit_cache = True
     name = "floor_div"
     type = Integer()
@@ -146,13 +148,17 @@ class json_text(FunctionElement):
 def _json_text_mysql(element, compiler, **kw):
     column, path = (compiler.process(c, **kw) for c in element.clauses)
     # JSON_VALUE reads a boolean as 1/0: its JSON text instead, as SQLite's is spelled
-    return (f"(CASE JSON_TYPE(JSON_EXTRACT({column}, {path})) WHEN 'BOOLEAN' THEN JSON_EXTRACT({column}, {path}) "
-            f"ELSE JSON_VALUE({column}, {path}) END)")
+    return (
+        f"(CASE JSON_TYPE(JSON_EXTRACT({column}, {path})) WHEN 'BOOLEAN' THEN JSON_EXTRACT({column}, {path}) "
+        f"ELSE JSON_VALUE({column}, {path}) END)"
+    )
 
 
 @compiles(json_text, "sqlite")
 def _json_text_sqlite(element, compiler, **kw):
     column, path = (compiler.process(c, **kw) for c in element.clauses)
-    return (f"(CASE json_type({column}, {path}) WHEN 'true' THEN 'true' WHEN 'false' THEN 'false' "
-            f"WHEN 'text' THEN json_extract({column}, {path}) WHEN 'integer' THEN CAST(json_extract({column}, {path}) "
-            f"AS TEXT) WHEN 'real' THEN CAST(json_extract({column}, {path}) AS TEXT) ELSE NULL END)")
+    return (
+        f"(CASE json_type({column}, {path}) WHEN 'true' THEN 'true' WHEN 'false' THEN 'false' "
+        f"WHEN 'text' THEN json_extract({column}, {path}) WHEN 'integer' THEN CAST(json_extract({column}, {path}) "
+        f"AS TEXT) WHEN 'real' THEN CAST(json_extract({column}, {path}) AS TEXT) ELSE NULL END)"
+    )

@@ -15,7 +15,7 @@ from .dialect import json_text
 from .schema import prompt_run_item
 
 SCORED = (Verdict.MATCH, Verdict.MISMATCH)
-LABEL_CHARS = 128          # a label's length at most: the grouping keeps an in-memory temporary table
+LABEL_CHARS = 128  # a label's length at most: the grouping keeps an in-memory temporary table
 
 
 def _count(condition):
@@ -26,15 +26,20 @@ def _has(mask, bit: int):
     return mask.op("&")(literal(bit)) != 0
 
 
-def structured_breakdown(conn: Connection, run_id: int, not_an_object: str,
-                         invalid: str) -> list[tuple[str, None, str | None, int]]:
+def structured_breakdown(
+    conn: Connection, run_id: int, not_an_object: str, invalid: str
+) -> list[tuple[str, None, str | None, int]]:
     """(verdict, None, ``invalid`` for answers that were ``not_an_object``, count): what
     finalize derives a fields run's counts from (its items' expected objects differ item by
     item: no confusion matrix of whole objects)."""
     i = prompt_run_item
     marker = case((i.c.actual_decision == not_an_object, literal(invalid)), else_=None)
-    return [(v, None, m, n) for v, m, n in conn.execute(
-        select(i.c.verdict, marker, func.count()).where(i.c.run_id == run_id).group_by(i.c.verdict, marker))]
+    return [
+        (v, None, m, n)
+        for v, m, n in conn.execute(
+            select(i.c.verdict, marker, func.count()).where(i.c.run_id == run_id).group_by(i.c.verdict, marker)
+        )
+    ]
 
 
 def field_counts(conn: Connection, run_id: int, fields: int) -> dict[str, Any]:
@@ -49,24 +54,31 @@ def field_counts(conn: Connection, run_id: int, fields: int) -> dict[str, Any]:
     return {"scored": values[0], "wrong": values[1::2], "missing": values[2::2]}
 
 
-def label_confusion(conn: Connection, run_id: int, name: str, bit: int, labels: Sequence[str],
-                    missing: str, other: str) -> list[tuple[str | None, str, int]]:
+def label_confusion(
+    conn: Connection, run_id: int, name: str, bit: int, labels: Sequence[str], missing: str, other: str
+) -> list[tuple[str | None, str, int]]:
     """(expected value, answered label — or ``missing``, or ``other`` for a value that is
     none of ``labels`` —, items) of one label field over the run's scored items."""
     i = prompt_run_item
     answered = json_text(i.c.actual_decision, name)
-    actual = case((~i.c.actual_decision.like("{%"), literal(missing)),
-                  (_has(i.c.fields_missing, bit), literal(missing)),
-                  (answered.in_(list(labels)), func.substr(answered, 1, LABEL_CHARS)), else_=literal(other))
+    actual = case(
+        (~i.c.actual_decision.like("{%"), literal(missing)),
+        (_has(i.c.fields_missing, bit), literal(missing)),
+        (answered.in_(list(labels)), func.substr(answered, 1, LABEL_CHARS)),
+        else_=literal(other),
+    )
     expected = func.substr(json_text(i.c.expected_decision, name), 1, LABEL_CHARS)
-    rows = conn.execute(select(expected, actual, func.count())
-                        .where(i.c.run_id == run_id, i.c.verdict.in_(SCORED), i.c.expected_decision.like("{%"))
-                        .group_by(expected, actual))
+    rows = conn.execute(
+        select(expected, actual, func.count())
+        .where(i.c.run_id == run_id, i.c.verdict.in_(SCORED), i.c.expected_decision.like("{%"))
+        .group_by(expected, actual)
+    )
     return [(e, a, int(n)) for e, a, n in rows]
 
 
-def field_flips(conn: Connection, run_id: int, baseline_run_id: int,
-                pairs: Sequence[tuple[int, int]]) -> list[dict[str, int]]:
+def field_flips(
+    conn: Connection, run_id: int, baseline_run_id: int, pairs: Sequence[tuple[int, int]]
+) -> list[dict[str, int]]:
     """Per (candidate bit, live bit) of a field both decide: over the items both scored,
     how many live had right, and fixed (live wrong, candidate right) and broken (the
     reverse)."""
@@ -75,11 +87,19 @@ def field_flips(conn: Connection, run_id: int, baseline_run_id: int,
     for cand_bit, live_bit in pairs:
         right_now, right_before = ~_has(cand.c.fields_wrong, cand_bit), ~_has(live.c.fields_wrong, live_bit)
         columns += [_count(right_before), _count(right_now & ~right_before), _count(~right_now & right_before)]
-    row = conn.execute(select(*columns)
-                       .select_from(cand.join(live, (live.c.run_id == baseline_run_id)
-                                              & (live.c.position == cand.c.position)))
-                       .where(cand.c.run_id == run_id, cand.c.verdict.in_(SCORED), live.c.verdict.in_(SCORED),
-                              cand.c.fields_wrong.is_not(None), live.c.fields_wrong.is_not(None))).first()
+    row = conn.execute(
+        select(*columns)
+        .select_from(cand.join(live, (live.c.run_id == baseline_run_id) & (live.c.position == cand.c.position)))
+        .where(
+            cand.c.run_id == run_id,
+            cand.c.verdict.in_(SCORED),
+            live.c.verdict.in_(SCORED),
+            cand.c.fields_wrong.is_not(None),
+            live.c.fields_wrong.is_not(None),
+        )
+    ).first()
     values = [int(v) for v in row]
-    return [{"paired": values[0], "live_right": values[1 + 3 * k], "fixed": values[2 + 3 * k],
-             "broken": values[3 + 3 * k]} for k in range(len(pairs))]
+    return [
+        {"paired": values[0], "live_right": values[1 + 3 * k], "fixed": values[2 + 3 * k], "broken": values[3 + 3 * k]}
+        for k in range(len(pairs))
+    ]

@@ -17,9 +17,14 @@ from .spend import read_counters
 
 
 def fleet_counts(conn: Connection, stale_seconds: float) -> FleetCounts:
-    return FleetCounts(updates=_by_status(conn, prompt_update), runs=_by_status(conn, prompt_run),
-                       items=_open_items(conn), oldest_pending_seconds=_oldest_pending(conn),
-                       **_workers(conn, stale_seconds), calls_saved=_calls_saved(conn))
+    return FleetCounts(
+        updates=_by_status(conn, prompt_update),
+        runs=_by_status(conn, prompt_run),
+        items=_open_items(conn),
+        oldest_pending_seconds=_oldest_pending(conn),
+        **_workers(conn, stale_seconds),
+        calls_saved=_calls_saved(conn),
+    )
 
 
 SAVED_REASONS = ("early_stop", "reuse", "spend_cap")
@@ -43,10 +48,20 @@ def _open_items(conn: Connection) -> dict[str, int]:
     i, r = prompt_run_item, prompt_run
     leased = and_(i.c.verdict == Verdict.PENDING, i.c.lease_until > db_now())
     state = case((leased, "leased"), (i.c.verdict == Verdict.PENDING, "pending"), else_=i.c.verdict)
-    rows = conn.execute(select(state.label("state"), func.count()).select_from(i.join(r, r.c.id == i.c.run_id))
-                        .where(r.c.status.in_(sorted(RUN_OPEN))).group_by(state))
-    counts = {"pending": 0, "leased": 0, Verdict.MATCH.value: 0, Verdict.MISMATCH.value: 0, Verdict.ERROR.value: 0,
-              Verdict.STOPPED.value: 0}
+    rows = conn.execute(
+        select(state.label("state"), func.count())
+        .select_from(i.join(r, r.c.id == i.c.run_id))
+        .where(r.c.status.in_(sorted(RUN_OPEN)))
+        .group_by(state)
+    )
+    counts = {
+        "pending": 0,
+        "leased": 0,
+        Verdict.MATCH.value: 0,
+        Verdict.MISMATCH.value: 0,
+        Verdict.ERROR.value: 0,
+        Verdict.STOPPED.value: 0,
+    }
     counts.update({str(s): n for s, n in rows})
     return counts
 
@@ -62,6 +77,7 @@ def _oldest_pending(conn: Connection) -> float | None:
 def _workers(conn: Connection, stale_seconds: float) -> dict:
     """Live workers (a heartbeat within ``stale_seconds``) and the age of the stalest beat."""
     w = worker
-    count, oldest = conn.execute(select(func.count(), func.max(seconds_since(w.c.heartbeat_at)))
-                                 .where(w.c.heartbeat_at > db_now(-stale_seconds))).one()
+    count, oldest = conn.execute(
+        select(func.count(), func.max(seconds_since(w.c.heartbeat_at))).where(w.c.heartbeat_at > db_now(-stale_seconds))
+    ).one()
     return {"workers": count, "oldest_heartbeat_seconds": None if oldest is None else max(0.0, float(oldest))}

@@ -8,8 +8,20 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
-from sqlalchemy import (BigInteger, DateTime, Float, Integer, String, bindparam, case, func, insert, literal, select,
-                        update)
+from sqlalchemy import (
+    BigInteger,
+    DateTime,
+    Float,
+    Integer,
+    String,
+    bindparam,
+    case,
+    func,
+    insert,
+    literal,
+    select,
+    update,
+)
 from sqlalchemy.engine import Connection
 
 from ..models import Answer, ClaimedItem, FlipSample, ItemResult, ItemSample, RunCounts
@@ -17,12 +29,21 @@ from ..states import RUN_TERMINAL, Verdict
 from ..stats import nearest_rank
 from .dialect import db_now
 from .schema import EPOCH, answer, dataset_row, new_token, prompt_run, prompt_run_item
-from .textsql import (answers_found_sql, answers_insert_sql, item_claim_from_sql, item_lease_sql, item_results_sql,
-                      result_columns, stored_value, string_literal)
+from .textsql import (
+    answers_found_sql,
+    answers_insert_sql,
+    item_claim_from_sql,
+    item_lease_sql,
+    item_results_sql,
+    result_columns,
+    stored_value,
+    string_literal,
+)
 
 
-def copy_version_page(conn: Connection, run_id: int, version_id: int, start: int, end: int,
-                      labels: dict[str, str] | None = None) -> int:
+def copy_version_page(
+    conn: Connection, run_id: int, version_id: int, start: int, end: int, labels: dict[str, str] | None = None
+) -> int:
     """Materialize's hot path: the version's rows at positions [start, end) become the
     run's items in one server-side INSERT ... SELECT (no row crosses the network or is
     parsed again). Items point at their row (``position``) instead of copying its input;
@@ -32,11 +53,13 @@ def copy_version_page(conn: Connection, run_id: int, version_id: int, start: int
     expected = r.c.expected_decision
     if labels:
         expected = case(labels, value=r.c.expected_decision, else_=r.c.expected_decision)
-    rows = (select(literal(int(run_id), BigInteger), r.c.position, r.c.item_id, expected)
-            .where(r.c.version_id == version_id, r.c.position >= start, r.c.position < end))
+    rows = select(literal(int(run_id), BigInteger), r.c.position, r.c.item_id, expected).where(
+        r.c.version_id == version_id, r.c.position >= start, r.c.position < end
+    )
     i = prompt_run_item
-    return conn.execute(insert(i).from_select([i.c.run_id, i.c.position, i.c.item_id, i.c.expected_decision],
-                                              rows)).rowcount
+    return conn.execute(
+        insert(i).from_select([i.c.run_id, i.c.position, i.c.item_id, i.c.expected_decision], rows)
+    ).rowcount
 
 
 def item_claim_query(run_id: int, limit: int, attempt_cap: int | None = None):
@@ -52,32 +75,62 @@ def _item_claim_statements():
     """The claim's statements, built once with bound parameters: building them per claim
     was a third of a claim's CPU (see bench/README.md)."""
     i, r = prompt_run_item, dataset_row
-    claim = (select(i.c.position)
-             .where(i.c.run_id == bindparam("run_id", type_=BigInteger), i.c.verdict == Verdict.PENDING,
-                    i.c.lease_until <= db_now())
-             .order_by(i.c.lease_until).limit(bindparam("limit", type_=Integer))
-             .with_for_update(skip_locked=True))
-    claim_from = (select(i.c.position)
-                  .with_hint(i, "FORCE INDEX (ix_item_ready)", "mysql")
-                  .with_hint(i, "INDEXED BY ix_item_ready", "sqlite")
-                  .where(i.c.run_id == bindparam("run_id", type_=BigInteger), i.c.verdict == Verdict.PENDING,
-                         # never leased: EPOCH, spelt two ways in SQLite's text (the column's default and
-                         # a bound datetime); MySQL takes the text form (textsql), one range: "= EPOCH"
-                         i.c.lease_until <= literal(EPOCH, DateTime()),
-                         i.c.position >= bindparam("from_position", type_=BigInteger))
-                  .order_by(i.c.lease_until, i.c.position).limit(bindparam("limit", type_=Integer))
-                  .with_for_update(skip_locked=True))
-    lease = (update(i).where(i.c.run_id == bindparam("claimed_run", type_=BigInteger),
-                             i.c.position.in_(bindparam("positions", expanding=True)),
-                             i.c.attempt < bindparam("attempt_cap", type_=Integer))
-             .values(lease_token=bindparam("token", type_=String),
-                     lease_until=db_now(bindparam("lease_seconds", type_=Float)), attempt=i.c.attempt + 1))
+    claim = (
+        select(i.c.position)
+        .where(
+            i.c.run_id == bindparam("run_id", type_=BigInteger),
+            i.c.verdict == Verdict.PENDING,
+            i.c.lease_until <= db_now(),
+        )
+        .order_by(i.c.lease_until)
+        .limit(bindparam("limit", type_=Integer))
+        .with_for_update(skip_locked=True)
+    )
+    claim_from = (
+        select(i.c.position)
+        .with_hint(i, "FORCE INDEX (ix_item_ready)", "mysql")
+        .with_hint(i, "INDEXED BY ix_item_ready", "sqlite")
+        .where(
+            i.c.run_id == bindparam("run_id", type_=BigInteger),
+            i.c.verdict == Verdict.PENDING,
+            # never leased: EPOCH, spelt two ways in SQLite's text (the column's default and
+            # a bound datetime); MySQL takes the text form (textsql), one range: "= EPOCH"
+            i.c.lease_until <= literal(EPOCH, DateTime()),
+            i.c.position >= bindparam("from_position", type_=BigInteger),
+        )
+        .order_by(i.c.lease_until, i.c.position)
+        .limit(bindparam("limit", type_=Integer))
+        .with_for_update(skip_locked=True)
+    )
+    lease = (
+        update(i)
+        .where(
+            i.c.run_id == bindparam("claimed_run", type_=BigInteger),
+            i.c.position.in_(bindparam("positions", expanding=True)),
+            i.c.attempt < bindparam("attempt_cap", type_=Integer),
+        )
+        .values(
+            lease_token=bindparam("token", type_=String),
+            lease_until=db_now(bindparam("lease_seconds", type_=Float)),
+            attempt=i.c.attempt + 1,
+        )
+    )
     version = select(prompt_run.c.dataset_version_id).where(prompt_run.c.id == i.c.run_id).scalar_subquery()
-    claimed = (select(i.c.position, i.c.item_id, i.c.expected_decision, i.c.attempt, i.c.lease_token,
-                      func.coalesce(i.c.input, r.c.input, type_=i.c.input.type).label("input"))
-               .select_from(i.outerjoin(r, (r.c.version_id == version) & (r.c.position == i.c.position)))
-               .where(i.c.run_id == bindparam("claimed_run", type_=BigInteger),
-                      i.c.position.in_(bindparam("positions", expanding=True))))
+    claimed = (
+        select(
+            i.c.position,
+            i.c.item_id,
+            i.c.expected_decision,
+            i.c.attempt,
+            i.c.lease_token,
+            func.coalesce(i.c.input, r.c.input, type_=i.c.input.type).label("input"),
+        )
+        .select_from(i.outerjoin(r, (r.c.version_id == version) & (r.c.position == i.c.position)))
+        .where(
+            i.c.run_id == bindparam("claimed_run", type_=BigInteger),
+            i.c.position.in_(bindparam("positions", expanding=True)),
+        )
+    )
     return claim, claim_from, lease, claimed
 
 
@@ -85,8 +138,9 @@ _ITEM_CLAIM, _ITEM_CLAIM_FROM, _ITEM_LEASE, _ITEM_CLAIMED = _item_claim_statemen
 EXHAUSTED = "no result after every attempt"
 
 
-def claim_items(conn: Connection, run_id: int, limit: int, lease_seconds: float,
-                attempt_cap: int) -> tuple[str, list[ClaimedItem]]:
+def claim_items(
+    conn: Connection, run_id: int, limit: int, lease_seconds: float, attempt_cap: int
+) -> tuple[str, list[ClaimedItem]]:
     """Claim up to ``limit`` ready items of one run: lock them (``item_claim_query``),
     lease those under the attempt cap with one UPDATE and a fresh random token, then read
     what the executor needs of them — the item and its dataset row's input — in one
@@ -96,8 +150,9 @@ def claim_items(conn: Connection, run_id: int, limit: int, lease_seconds: float,
     return _lease_claimed(conn, run_id, positions, lease_seconds, attempt_cap)
 
 
-def claim_items_from(conn: Connection, run_id: int, from_position: int, limit: int, lease_seconds: float,
-                     attempt_cap: int) -> tuple[str, list[ClaimedItem]]:
+def claim_items_from(
+    conn: Connection, run_id: int, from_position: int, limit: int, lease_seconds: float, attempt_cap: int
+) -> tuple[str, list[ClaimedItem]]:
     """``claim_items`` for the items of one run never leased yet (``lease_until`` still
     EPOCH) at ``from_position`` or after, in position order: what an executor claims
     while it goes through a run front to back.
@@ -113,19 +168,21 @@ def claim_items_from(conn: Connection, run_id: int, from_position: int, limit: i
     quote = string_literal(conn)
     if quote is not None:
         return _claim_from_text(conn, quote, run_id, from_position, limit, lease_seconds, attempt_cap)
-    positions = list(conn.execute(_ITEM_CLAIM_FROM, {"run_id": run_id, "limit": limit,
-                                                      "from_position": from_position}).scalars())
+    positions = list(
+        conn.execute(_ITEM_CLAIM_FROM, {"run_id": run_id, "limit": limit, "from_position": from_position}).scalars()
+    )
     return _lease_claimed(conn, run_id, positions, lease_seconds, attempt_cap)
 
 
-def _claim_from_text(conn: Connection, quote, run_id: int, from_position: int, limit: int, lease_seconds: float,
-                     attempt_cap: int) -> tuple[str, list[ClaimedItem]]:
+def _claim_from_text(
+    conn: Connection, quote, run_id: int, from_position: int, limit: int, lease_seconds: float, attempt_cap: int
+) -> tuple[str, list[ClaimedItem]]:
     """``claim_items_from`` on PyMySQL, as the bare claim pattern: the locking read (with
     each item's own columns), the lease, as text; rows read as tuples. Inputs the item
     does not carry are left None, for the render thread to read (``version_inputs``):
     the claimer, one thread per worker, is a process's serial step (bench/README.md)."""
     token = new_token()
-    run = lambda sql: conn.exec_driver_sql(sql, execution_options={"no_parameters": True})   # noqa: E731
+    run = lambda sql: conn.exec_driver_sql(sql, execution_options={"no_parameters": True})  # noqa: E731
     rows = run(item_claim_from_sql(run_id, from_position, limit)).all()
     if not rows:
         return token, []
@@ -135,12 +192,15 @@ def _claim_from_text(conn: Connection, quote, run_id: int, from_position: int, l
         run(item_lease_sql(run_id, [row[0] for row in leased], token, lease_seconds, attempt_cap, quote))
     if exhausted:
         _fail_exhausted(conn, run_id, exhausted)
-    return token, [ClaimedItem(run_id, position, item_id, None if text is None else json.loads(text), expected,
-                               attempt + 1) for position, item_id, expected, attempt, text in leased]
+    return token, [
+        ClaimedItem(run_id, position, item_id, None if text is None else json.loads(text), expected, attempt + 1)
+        for position, item_id, expected, attempt, text in leased
+    ]
 
 
-def _lease_claimed(conn: Connection, run_id: int, positions: list[int], lease_seconds: float,
-                   attempt_cap: int) -> tuple[str, list[ClaimedItem]]:
+def _lease_claimed(
+    conn: Connection, run_id: int, positions: list[int], lease_seconds: float, attempt_cap: int
+) -> tuple[str, list[ClaimedItem]]:
     """Lease the locked ``positions`` under a fresh token and read them with their inputs."""
     token = new_token()
     if not positions:
@@ -160,19 +220,25 @@ def _lease_claimed(conn: Connection, run_id: int, positions: list[int], lease_se
 
 def _fail_exhausted(conn: Connection, run_id: int, positions: list[int]) -> int:
     i = prompt_run_item
-    return conn.execute(update(i).where(i.c.run_id == run_id, i.c.position.in_(positions),
-                                        i.c.verdict == Verdict.PENDING)
-                        .values(verdict=Verdict.ERROR, lease_token=None,
-                                error=func.coalesce(i.c.error, EXHAUSTED))).rowcount
+    return conn.execute(
+        update(i)
+        .where(i.c.run_id == run_id, i.c.position.in_(positions), i.c.verdict == Verdict.PENDING)
+        .values(verdict=Verdict.ERROR, lease_token=None, error=func.coalesce(i.c.error, EXHAUSTED))
+    ).rowcount
 
 
-def renew_item_leases(conn: Connection, run_id: int, positions: Sequence[int], token: str,
-                      lease_seconds: float) -> int:
+def renew_item_leases(conn: Connection, run_id: int, positions: Sequence[int], token: str, lease_seconds: float) -> int:
     i = prompt_run_item
-    return conn.execute(update(i)
-                        .where(i.c.run_id == run_id, i.c.position.in_(list(positions)), i.c.lease_token == token,
-                               prompt_run_item.c.lease_until > db_now())
-                        .values(lease_until=db_now(lease_seconds))).rowcount
+    return conn.execute(
+        update(i)
+        .where(
+            i.c.run_id == run_id,
+            i.c.position.in_(list(positions)),
+            i.c.lease_token == token,
+            prompt_run_item.c.lease_until > db_now(),
+        )
+        .values(lease_until=db_now(lease_seconds))
+    ).rowcount
 
 
 def write_item_results(conn: Connection, run_id: int, token: str, results: Sequence[ItemResult]) -> int:
@@ -194,8 +260,9 @@ def write_item_results(conn: Connection, run_id: int, token: str, results: Seque
         if len(set(map(repr, values.values()))) == 1:
             value = next(iter(values.values()))
             return literal(value, col.type) if value is not None else None
-        return case({i: literal(v, col.type) if v is not None else None for i, v in values.items()},
-                    value=key, else_=col)
+        return case(
+            {i: literal(v, col.type) if v is not None else None for i, v in values.items()}, value=key, else_=col
+        )
 
     retry_at = {r.position: db_now(r.retry_in) for r in results if r.verdict == Verdict.PENDING}
     values: dict[str, Any] = {column: by_position(column) for column in result_columns(results)}
@@ -206,49 +273,63 @@ def write_item_results(conn: Connection, run_id: int, token: str, results: Seque
         values["next_attempt_at"] = case(retry_at, value=key, else_=None)
     else:
         values["lease_until"] = literal(EPOCH, DateTime())
-    return conn.execute(update(prompt_run_item)
-                        .where(prompt_run_item.c.run_id == run_id, key.in_(positions),
-                               prompt_run_item.c.lease_token == token,
-                               prompt_run_item.c.lease_until > db_now())
-                        .values(**values)).rowcount
+    return conn.execute(
+        update(prompt_run_item)
+        .where(
+            prompt_run_item.c.run_id == run_id,
+            key.in_(positions),
+            prompt_run_item.c.lease_token == token,
+            prompt_run_item.c.lease_until > db_now(),
+        )
+        .values(**values)
+    ).rowcount
 
 
-def release_items(conn: Connection, token: str, run_id: int | None = None,
-                  positions: Sequence[int] | None = None) -> int:
+def release_items(
+    conn: Connection, token: str, run_id: int | None = None, positions: Sequence[int] | None = None
+) -> int:
     """Give back a claim (or its items at ``positions`` of run ``run_id``) uncalled, guarded
     by the claim's token (a draining worker): visible again at once, the attempt not counted."""
     where = [prompt_run_item.c.lease_token == token]
     if positions is not None:
         where += [prompt_run_item.c.run_id == run_id, prompt_run_item.c.position.in_(list(positions))]
-    return conn.execute(update(prompt_run_item)
-                        .where(*where)
-                        .values(lease_token=None, lease_until=literal(EPOCH, DateTime()),
-                                attempt=prompt_run_item.c.attempt - 1)).rowcount
+    return conn.execute(
+        update(prompt_run_item)
+        .where(*where)
+        .values(lease_token=None, lease_until=literal(EPOCH, DateTime()), attempt=prompt_run_item.c.attempt - 1)
+    ).rowcount
 
 
 def fail_exhausted_items(conn: Connection, run_id: int, attempt_cap: int) -> int:
     """Items whose every attempt was claimed and lost (crashed workers): final ERROR."""
-    return conn.execute(update(prompt_run_item)
-                        .where(prompt_run_item.c.run_id == run_id,
-                               prompt_run_item.c.verdict == Verdict.PENDING,
-                               prompt_run_item.c.lease_until <= db_now(),
-                               prompt_run_item.c.attempt >= attempt_cap)
-                        .values(verdict=Verdict.ERROR, lease_token=None,
-                                error=func.coalesce(prompt_run_item.c.error, EXHAUSTED))).rowcount
+    return conn.execute(
+        update(prompt_run_item)
+        .where(
+            prompt_run_item.c.run_id == run_id,
+            prompt_run_item.c.verdict == Verdict.PENDING,
+            prompt_run_item.c.lease_until <= db_now(),
+            prompt_run_item.c.attempt >= attempt_cap,
+        )
+        .values(verdict=Verdict.ERROR, lease_token=None, error=func.coalesce(prompt_run_item.c.error, EXHAUSTED))
+    ).rowcount
 
 
 def fail_unclaimed_items(conn: Connection, run_id: int, reason: str) -> int:
     """Every item of the run that nobody holds: final ERROR with ``reason``, uncalled (its
     template overran its budget on another item: the run's verdict is FAILED already).
     Items under a lease are left to their holder."""
-    return conn.execute(update(prompt_run_item)
-                        .where(prompt_run_item.c.run_id == run_id,
-                               prompt_run_item.c.verdict == Verdict.PENDING,
-                               prompt_run_item.c.lease_until <= db_now())
-                        .values(verdict=Verdict.ERROR, lease_token=None, error=reason)).rowcount
+    return conn.execute(
+        update(prompt_run_item)
+        .where(
+            prompt_run_item.c.run_id == run_id,
+            prompt_run_item.c.verdict == Verdict.PENDING,
+            prompt_run_item.c.lease_until <= db_now(),
+        )
+        .values(verdict=Verdict.ERROR, lease_token=None, error=reason)
+    ).rowcount
 
 
-LABEL_CHARS = 128      # a label's length at most (gate.spec)
+LABEL_CHARS = 128  # a label's length at most (gate.spec)
 
 
 def run_breakdown(conn: Connection, run_id: int) -> list[tuple[str, str, str | None, int]]:
@@ -258,9 +339,14 @@ def run_breakdown(conn: Connection, run_id: int) -> list[tuple[str, str, str | N
     against 1.8 s grouping the columns themselves)."""
     i = prompt_run_item
     expected, actual = (func.substr(c, 1, LABEL_CHARS) for c in (i.c.expected_decision, i.c.actual_decision))
-    return [tuple(r) for r in conn.execute(
-        select(i.c.verdict, expected, actual, func.count()).where(i.c.run_id == run_id)
-        .group_by(i.c.verdict, expected, actual))]
+    return [
+        tuple(r)
+        for r in conn.execute(
+            select(i.c.verdict, expected, actual, func.count())
+            .where(i.c.run_id == run_id)
+            .group_by(i.c.verdict, expected, actual)
+        )
+    ]
 
 
 def run_counts(conn: Connection, run_ids: Sequence[int]) -> dict[int, RunCounts]:
@@ -268,24 +354,35 @@ def run_counts(conn: Connection, run_ids: Sequence[int]) -> dict[int, RunCounts]
         return {}
     i = prompt_run_item
     counts: dict[int, dict[str, int]] = {rid: {} for rid in run_ids}
-    for run_id, verdict, n in conn.execute(select(i.c.run_id, i.c.verdict, func.count())
-                                           .where(i.c.run_id.in_(list(run_ids)))
-                                           .group_by(i.c.run_id, i.c.verdict)):
+    for run_id, verdict, n in conn.execute(
+        select(i.c.run_id, i.c.verdict, func.count())
+        .where(i.c.run_id.in_(list(run_ids)))
+        .group_by(i.c.run_id, i.c.verdict)
+    ):
         counts[run_id][verdict] = n
-    return {rid: RunCounts(total=sum(c.values()), pending=c.get(Verdict.PENDING, 0), match=c.get(Verdict.MATCH, 0),
-                           mismatch=c.get(Verdict.MISMATCH, 0), error=c.get(Verdict.ERROR, 0),
-                           stopped=c.get(Verdict.STOPPED, 0))
-            for rid, c in counts.items()}
+    return {
+        rid: RunCounts(
+            total=sum(c.values()),
+            pending=c.get(Verdict.PENDING, 0),
+            match=c.get(Verdict.MATCH, 0),
+            mismatch=c.get(Verdict.MISMATCH, 0),
+            error=c.get(Verdict.ERROR, 0),
+            stopped=c.get(Verdict.STOPPED, 0),
+        )
+        for rid, c in counts.items()
+    }
 
 
 def failing_items(conn: Connection, run_id: int, limit: int, errors_only: bool = False) -> list[ItemSample]:
     """The run's first ``limit`` MISMATCH and ERROR items (ERROR only with ``errors_only``)."""
     i = prompt_run_item
     verdicts = [Verdict.ERROR] if errors_only else [Verdict.MISMATCH, Verdict.ERROR]
-    rows = conn.execute(select(i.c.item_id, i.c.expected_decision, i.c.actual_decision, i.c.verdict,
-                               i.c.raw_output, i.c.error)
-                        .where(i.c.run_id == run_id, i.c.verdict.in_(verdicts))
-                        .order_by(i.c.position).limit(limit))
+    rows = conn.execute(
+        select(i.c.item_id, i.c.expected_decision, i.c.actual_decision, i.c.verdict, i.c.raw_output, i.c.error)
+        .where(i.c.run_id == run_id, i.c.verdict.in_(verdicts))
+        .order_by(i.c.position)
+        .limit(limit)
+    )
     return [ItemSample(*r) for r in rows]
 
 
@@ -299,28 +396,43 @@ def flip_counts(conn: Connection, run_id: int, baseline_run_id: int) -> dict[str
 
     def count(condition):
         return func.coalesce(func.sum(case((condition, 1), else_=0)), 0)
-    row = conn.execute(select(count(right_now & ~right_before), count(~right_now & right_before),
-                              count(right_now & right_before), count(~right_now & ~right_before))
-                       .select_from(cand.join(live, (live.c.run_id == baseline_run_id)
-                                              & (live.c.position == cand.c.position)))
-                       .where(cand.c.run_id == run_id, cand.c.verdict.in_(scored), live.c.verdict.in_(scored))).first()
+
+    row = conn.execute(
+        select(
+            count(right_now & ~right_before),
+            count(~right_now & right_before),
+            count(right_now & right_before),
+            count(~right_now & ~right_before),
+        )
+        .select_from(cand.join(live, (live.c.run_id == baseline_run_id) & (live.c.position == cand.c.position)))
+        .where(cand.c.run_id == run_id, cand.c.verdict.in_(scored), live.c.verdict.in_(scored))
+    ).first()
     fixed, broken, both_right, both_wrong = (int(v) for v in row)
-    return {"fixed": fixed, "broken": broken, "both_right": both_right, "both_wrong": both_wrong,
-            "paired": fixed + broken + both_right + both_wrong}
+    return {
+        "fixed": fixed,
+        "broken": broken,
+        "both_right": both_right,
+        "both_wrong": both_wrong,
+        "paired": fixed + broken + both_right + both_wrong,
+    }
 
 
-def flipped_items(conn: Connection, run_id: int, baseline_run_id: int, limit: int,
-                  broken: bool = True) -> list[FlipSample]:
+def flipped_items(
+    conn: Connection, run_id: int, baseline_run_id: int, limit: int, broken: bool = True
+) -> list[FlipSample]:
     """The first ``limit`` items (by position) the run broke (baseline right, run wrong),
     or with ``broken`` False fixed."""
     cand, live = prompt_run_item.alias("cand"), prompt_run_item.alias("live")
     now, before = (Verdict.MISMATCH, Verdict.MATCH) if broken else (Verdict.MATCH, Verdict.MISMATCH)
-    rows = conn.execute(select(cand.c.item_id, cand.c.expected_decision, live.c.actual_decision,
-                               cand.c.actual_decision, cand.c.raw_output)
-                        .select_from(cand.join(live, (live.c.run_id == baseline_run_id)
-                                               & (live.c.position == cand.c.position)))
-                        .where(cand.c.run_id == run_id, cand.c.verdict == now, live.c.verdict == before)
-                        .order_by(cand.c.position).limit(limit))
+    rows = conn.execute(
+        select(
+            cand.c.item_id, cand.c.expected_decision, live.c.actual_decision, cand.c.actual_decision, cand.c.raw_output
+        )
+        .select_from(cand.join(live, (live.c.run_id == baseline_run_id) & (live.c.position == cand.c.position)))
+        .where(cand.c.run_id == run_id, cand.c.verdict == now, live.c.verdict == before)
+        .order_by(cand.c.position)
+        .limit(limit)
+    )
     return [FlipSample(*r) for r in rows]
 
 
@@ -331,23 +443,38 @@ def call_stats(conn: Connection, run_id: int) -> dict[str, Any]:
     them) and answered items with no token count (``unmetered``: no cost can be had)."""
     i = prompt_run_item
     answered = [i.c.run_id == run_id, i.c.verdict.in_([Verdict.MATCH, Verdict.MISMATCH])]
-    row = conn.execute(select(func.count(i.c.latency_ms), func.max(i.c.latency_ms),
-                              func.coalesce(func.sum(i.c.prompt_tokens), 0),
-                              func.coalesce(func.sum(i.c.completion_tokens), 0),
-                              func.coalesce(func.sum(case((i.c.reused_update_id.is_not(None), 1), else_=0)), 0),
-                              func.coalesce(func.sum(case(((i.c.prompt_tokens.is_(None))
-                                                          | (i.c.completion_tokens.is_(None)), 1), else_=0)), 0))
-                       .where(*answered)).first()
+    row = conn.execute(
+        select(
+            func.count(i.c.latency_ms),
+            func.max(i.c.latency_ms),
+            func.coalesce(func.sum(i.c.prompt_tokens), 0),
+            func.coalesce(func.sum(i.c.completion_tokens), 0),
+            func.coalesce(func.sum(case((i.c.reused_update_id.is_not(None), 1), else_=0)), 0),
+            func.coalesce(
+                func.sum(case(((i.c.prompt_tokens.is_(None)) | (i.c.completion_tokens.is_(None)), 1), else_=0)), 0
+            ),
+        ).where(*answered)
+    ).first()
     timed = int(row[0])
 
     def at_percentile(q: int) -> int | None:
         if not timed:
             return None
-        return conn.execute(select(i.c.latency_ms).where(*answered, i.c.latency_ms.is_not(None))
-                            .order_by(i.c.latency_ms).offset(nearest_rank(q, timed) - 1).limit(1)).scalar()
-    return {"latency_ms": {"p50": at_percentile(50), "p95": at_percentile(95), "max": row[1], "timed": timed},
-            "prompt_tokens": int(row[2]), "completion_tokens": int(row[3]), "reused": int(row[4]),
-            "unmetered": int(row[5])}
+        return conn.execute(
+            select(i.c.latency_ms)
+            .where(*answered, i.c.latency_ms.is_not(None))
+            .order_by(i.c.latency_ms)
+            .offset(nearest_rank(q, timed) - 1)
+            .limit(1)
+        ).scalar()
+
+    return {
+        "latency_ms": {"p50": at_percentile(50), "p95": at_percentile(95), "max": row[1], "timed": timed},
+        "prompt_tokens": int(row[2]),
+        "completion_tokens": int(row[3]),
+        "reused": int(row[4]),
+        "unmetered": int(row[5]),
+    }
 
 
 def reuse_stats(conn: Connection, run_ids: Sequence[int]) -> dict[int, dict[int, int]]:
@@ -356,9 +483,10 @@ def reuse_stats(conn: Connection, run_ids: Sequence[int]) -> dict[int, dict[int,
     found: dict[int, dict[int, int]] = {rid: {} for rid in run_ids}
     if run_ids:
         for run_id, update_id, n in conn.execute(
-                select(i.c.run_id, i.c.reused_update_id, func.count())
-                .where(i.c.run_id.in_(list(run_ids)), i.c.reused_update_id.is_not(None))
-                .group_by(i.c.run_id, i.c.reused_update_id)):
+            select(i.c.run_id, i.c.reused_update_id, func.count())
+            .where(i.c.run_id.in_(list(run_ids)), i.c.reused_update_id.is_not(None))
+            .group_by(i.c.run_id, i.c.reused_update_id)
+        ):
             found[run_id][update_id] = n
     return found
 
@@ -370,14 +498,25 @@ def find_answers(conn: Connection, keys: Sequence[str]) -> dict[str, Answer]:
         return {}
     quote = string_literal(conn)
     if quote is not None:
-        rows = conn.exec_driver_sql(answers_found_sql(sorted(set(keys)), quote),
-                                    execution_options={"no_parameters": True})
+        rows = conn.exec_driver_sql(
+            answers_found_sql(sorted(set(keys)), quote), execution_options={"no_parameters": True}
+        )
         return {row[0]: Answer(*row) for row in rows}
     a, r = answer, prompt_run
-    rows = conn.execute(select(a.c.request_key, a.c.actual_decision, a.c.raw_output, a.c.latency_ms,
-                               a.c.prompt_tokens, a.c.completion_tokens, a.c.update_id, a.c.run_id)
-                        .join(r, r.c.id == a.c.run_id)
-                        .where(a.c.request_key.in_(sorted(set(keys))), r.c.status.in_(sorted(RUN_TERMINAL))))
+    rows = conn.execute(
+        select(
+            a.c.request_key,
+            a.c.actual_decision,
+            a.c.raw_output,
+            a.c.latency_ms,
+            a.c.prompt_tokens,
+            a.c.completion_tokens,
+            a.c.update_id,
+            a.c.run_id,
+        )
+        .join(r, r.c.id == a.c.run_id)
+        .where(a.c.request_key.in_(sorted(set(keys))), r.c.status.in_(sorted(RUN_TERMINAL)))
+    )
     return {row.request_key: Answer(*row) for row in rows}
 
 
@@ -389,17 +528,32 @@ def save_answers(conn: Connection, answers: Sequence[Answer]) -> None:
     save them)."""
     if not answers:
         return
-    answers = sorted(answers, key=lambda a: a.request_key)    # one key order: no deadlock
+    answers = sorted(answers, key=lambda a: a.request_key)  # one key order: no deadlock
     quote = string_literal(conn)
     if quote is not None:
         for statement in answers_insert_sql(answers, quote):
             conn.exec_driver_sql(statement, execution_options={"no_parameters": True})
         return
-    rows = [{"request_key": a.request_key, "actual_decision": a.actual_decision, "raw_output": a.raw_output,
-             "latency_ms": a.latency_ms, "prompt_tokens": a.prompt_tokens, "completion_tokens": a.completion_tokens,
-             "update_id": a.update_id, "run_id": a.run_id, "trial_of": a.trial_of} for a in answers]
-    stmt = (insert(answer).values(created_at=db_now())
-            .prefix_with("IGNORE", dialect="mysql").prefix_with("OR IGNORE", dialect="sqlite"))
+    rows = [
+        {
+            "request_key": a.request_key,
+            "actual_decision": a.actual_decision,
+            "raw_output": a.raw_output,
+            "latency_ms": a.latency_ms,
+            "prompt_tokens": a.prompt_tokens,
+            "completion_tokens": a.completion_tokens,
+            "update_id": a.update_id,
+            "run_id": a.run_id,
+            "trial_of": a.trial_of,
+        }
+        for a in answers
+    ]
+    stmt = (
+        insert(answer)
+        .values(created_at=db_now())
+        .prefix_with("IGNORE", dialect="mysql")
+        .prefix_with("OR IGNORE", dialect="sqlite")
+    )
     conn.execute(stmt, rows)
 
 
@@ -410,6 +564,7 @@ def item_attempt_stats(conn: Connection, run_ids: Sequence[int]) -> dict[str, in
     i = prompt_run_item
     retried = func.coalesce(func.sum(case((i.c.attempt > 1, 1), else_=0)), 0)
     extra = func.coalesce(func.sum(case((i.c.attempt > 1, i.c.attempt - 1), else_=0)), 0)
-    row = conn.execute(select(retried, extra, func.coalesce(func.max(i.c.attempt), 0))
-                       .where(i.c.run_id.in_(list(run_ids)))).first()
+    row = conn.execute(
+        select(retried, extra, func.coalesce(func.max(i.c.attempt), 0)).where(i.c.run_id.in_(list(run_ids)))
+    ).first()
     return {"retried_items": int(row[0]), "extra_attempts": int(row[1]), "max_attempt": int(row[2])}

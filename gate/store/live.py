@@ -22,12 +22,24 @@ def find_live(conn: Connection, name: str) -> LivePrompt | None:
     row = conn.execute(select(prompt).where(prompt.c.name == name)).first()
     if row is None:
         return None
-    how = conn.execute(select(prompt_version.c.kind, prompt_version.c.restored_version, prompt_version.c.actor,
-                              prompt_version.c.reason)
-                       .where(prompt_version.c.prompt_name == name, prompt_version.c.version == row.version)).first()
+    how = conn.execute(
+        select(
+            prompt_version.c.kind, prompt_version.c.restored_version, prompt_version.c.actor, prompt_version.c.reason
+        ).where(prompt_version.c.prompt_name == name, prompt_version.c.version == row.version)
+    ).first()
     if how is not None and how.kind == "rollback":
-        return LivePrompt(row.name, row.version, row.config, row.config_hash, row.applied_update_id, row.updated_at,
-                          "rollback", how.restored_version, how.actor, how.reason)
+        return LivePrompt(
+            row.name,
+            row.version,
+            row.config,
+            row.config_hash,
+            row.applied_update_id,
+            row.updated_at,
+            "rollback",
+            how.restored_version,
+            how.actor,
+            how.reason,
+        )
     return LivePrompt(row.name, row.version, row.config, row.config_hash, row.applied_update_id, row.updated_at)
 
 
@@ -42,47 +54,87 @@ def write_live(conn: Connection, upd: Update) -> bool:
     if upd.base_version == 0:
         try:
             with conn.begin_nested():
-                conn.execute(insert(prompt).values(name=upd.prompt_name, version=1, config=upd.candidate_config,
-                                                   config_hash=upd.candidate_hash, applied_update_id=upd.id,
-                                                   updated_at=db_now()))
+                conn.execute(
+                    insert(prompt).values(
+                        name=upd.prompt_name,
+                        version=1,
+                        config=upd.candidate_config,
+                        config_hash=upd.candidate_hash,
+                        applied_update_id=upd.id,
+                        updated_at=db_now(),
+                    )
+                )
         except IntegrityError:
             return False
     else:
-        moved = conn.execute(update(prompt)
-                             .where(prompt.c.name == upd.prompt_name, prompt.c.version == upd.base_version)
-                             .values(version=new_version, config=upd.candidate_config,
-                                     config_hash=upd.candidate_hash, applied_update_id=upd.id,
-                                     updated_at=db_now())).rowcount
+        moved = conn.execute(
+            update(prompt)
+            .where(prompt.c.name == upd.prompt_name, prompt.c.version == upd.base_version)
+            .values(
+                version=new_version,
+                config=upd.candidate_config,
+                config_hash=upd.candidate_hash,
+                applied_update_id=upd.id,
+                updated_at=db_now(),
+            )
+        ).rowcount
         if moved != 1:
             return False
-    conn.execute(insert(prompt_version).values(prompt_name=upd.prompt_name, version=new_version,
-                                               config=upd.candidate_config, config_hash=upd.candidate_hash,
-                                               update_id=upd.id, applied_at=db_now()))
+    conn.execute(
+        insert(prompt_version).values(
+            prompt_name=upd.prompt_name,
+            version=new_version,
+            config=upd.candidate_config,
+            config_hash=upd.candidate_hash,
+            update_id=upd.id,
+            applied_at=db_now(),
+        )
+    )
     return True
 
 
-def restore_live(conn: Connection, name: str, seen_version: int, target_version: int, actor: str,
-                 reason: str) -> int:
+def restore_live(conn: Connection, name: str, seen_version: int, target_version: int, actor: str, reason: str) -> int:
     """Make version ``target_version``'s config live again as version ``seen_version + 1``,
     guarded by the live version still being ``seen_version``; record it in the history as a
     rollback (who, why). Returns the new version. IllegalTransition when the live version
     moved on; NotFound when there is no such version."""
-    target = conn.execute(select(prompt_version).where(prompt_version.c.prompt_name == name,
-                                                       prompt_version.c.version == target_version)).first()
+    target = conn.execute(
+        select(prompt_version).where(prompt_version.c.prompt_name == name, prompt_version.c.version == target_version)
+    ).first()
     if target is None:
         raise NotFound(f"prompt {name!r} has no version {target_version}")
     new_version = seen_version + 1
-    moved = conn.execute(update(prompt).where(prompt.c.name == name, prompt.c.version == seen_version)
-                         .values(version=new_version, config=target.config, config_hash=target.config_hash,
-                                 applied_update_id=target.update_id, updated_at=db_now())).rowcount
+    moved = conn.execute(
+        update(prompt)
+        .where(prompt.c.name == name, prompt.c.version == seen_version)
+        .values(
+            version=new_version,
+            config=target.config,
+            config_hash=target.config_hash,
+            applied_update_id=target.update_id,
+            updated_at=db_now(),
+        )
+    ).rowcount
     if moved != 1:
         now = live_version(conn, name)
-        raise IllegalTransition(f"prompt {name}: the live version is {now}, not {seen_version} as seen: "
-                                "nothing was rolled back; look again and retry")
-    conn.execute(insert(prompt_version).values(prompt_name=name, version=new_version, config=target.config,
-                                               config_hash=target.config_hash, update_id=target.update_id,
-                                               applied_at=db_now(), kind="rollback", restored_version=target_version,
-                                               actor=actor, reason=reason))
+        raise IllegalTransition(
+            f"prompt {name}: the live version is {now}, not {seen_version} as seen: "
+            "nothing was rolled back; look again and retry"
+        )
+    conn.execute(
+        insert(prompt_version).values(
+            prompt_name=name,
+            version=new_version,
+            config=target.config,
+            config_hash=target.config_hash,
+            update_id=target.update_id,
+            applied_at=db_now(),
+            kind="rollback",
+            restored_version=target_version,
+            actor=actor,
+            reason=reason,
+        )
+    )
     return new_version
 
 
@@ -90,6 +142,7 @@ def prompt_history(conn: Connection, name: str) -> list[dict]:
     """Every live version of the prompt, newest first: version, config, config_hash,
     update_id (the update whose candidate it is), applied_at, kind ('apply' or
     'rollback'), and for a rollback restored_version, actor and reason."""
-    rows = conn.execute(select(prompt_version).where(prompt_version.c.prompt_name == name)
-                        .order_by(prompt_version.c.version.desc()))
+    rows = conn.execute(
+        select(prompt_version).where(prompt_version.c.prompt_name == name).order_by(prompt_version.c.version.desc())
+    )
     return [{k: v for k, v in r._mapping.items() if k != "id"} for r in rows]

@@ -18,7 +18,7 @@ from .dialect import json_text
 from .schema import dataset_row, prompt_run_item
 
 SCORED = (Verdict.MATCH, Verdict.MISMATCH)
-SLICE_CHARS = 100          # a slice's value as grouped and shown
+SLICE_CHARS = 100  # a slice's value as grouped and shown
 ID_CHUNK = 500
 
 
@@ -26,8 +26,9 @@ def _count(condition):
     return func.coalesce(func.sum(case((condition, 1), else_=0)), 0)
 
 
-def slice_counts(conn: Connection, run_id: int, version_id: int, column: str, baseline_run_id: int | None,
-                 limit: int) -> list[dict]:
+def slice_counts(
+    conn: Connection, run_id: int, version_id: int, column: str, baseline_run_id: int | None, limit: int
+) -> list[dict]:
     """Per value of the item field ``column`` (None: the row has no such value), the
     largest ``limit`` slices first: items scored, the candidate's matches and, with a
     baseline run, live's matches and the fixed and broken items among them."""
@@ -41,8 +42,14 @@ def slice_counts(conn: Connection, run_id: int, version_id: int, column: str, ba
         joined = joined.join(live, (live.c.run_id == baseline_run_id) & (live.c.position == cand.c.position))
         right_before = live.c.verdict == Verdict.MATCH
         columns += [_count(right_before), _count(right_now & ~right_before), _count(~right_now & right_before)]
-    query = (select(*columns).select_from(joined).where(cand.c.run_id == run_id, cand.c.verdict.in_(SCORED))
-             .group_by(value).order_by(func.count().desc(), value).limit(limit))
+    query = (
+        select(*columns)
+        .select_from(joined)
+        .where(cand.c.run_id == run_id, cand.c.verdict.in_(SCORED))
+        .group_by(value)
+        .order_by(func.count().desc(), value)
+        .limit(limit)
+    )
     if baseline_run_id is not None:
         query = query.where(live.c.verdict.in_(SCORED))
     out = []
@@ -56,16 +63,23 @@ def slice_counts(conn: Connection, run_id: int, version_id: int, column: str, ba
 
 def _broken_query(run_id: int, baseline_run_id: int, version_id: int):
     cand, live, r = prompt_run_item.alias("cand"), prompt_run_item.alias("live"), dataset_row
-    joined = (cand.join(live, (live.c.run_id == baseline_run_id) & (live.c.position == cand.c.position))
-              .join(r, (r.c.version_id == version_id) & (r.c.position == cand.c.position)))
-    columns = (cand.c.item_id, cand.c.expected_decision, live.c.actual_decision, cand.c.actual_decision,
-               cand.c.raw_output)
+    joined = cand.join(live, (live.c.run_id == baseline_run_id) & (live.c.position == cand.c.position)).join(
+        r, (r.c.version_id == version_id) & (r.c.position == cand.c.position)
+    )
+    columns = (
+        cand.c.item_id,
+        cand.c.expected_decision,
+        live.c.actual_decision,
+        cand.c.actual_decision,
+        cand.c.raw_output,
+    )
     where = (cand.c.run_id == run_id, cand.c.verdict == Verdict.MISMATCH, live.c.verdict == Verdict.MATCH)
     return cand, r, joined, columns, where
 
 
-def flagged_broken(conn: Connection, run_id: int, baseline_run_id: int, version_id: int,
-                   excluded: Sequence[str], limit: int) -> tuple[int, list[tuple[int, FlipSample]]]:
+def flagged_broken(
+    conn: Connection, run_id: int, baseline_run_id: int, version_id: int, excluded: Sequence[str], limit: int
+) -> tuple[int, list[tuple[int, FlipSample]]]:
     """The items whose dataset row is protected that live answered right and the run
     wrong, but for ``excluded`` ids (accepted breaks): how many, and the first ``limit``
     (with their positions)."""
@@ -74,8 +88,13 @@ def flagged_broken(conn: Connection, run_id: int, baseline_run_id: int, version_
     if excluded:
         where = (*where, cand.c.item_id.not_in(list(excluded)))
     count = conn.execute(select(func.count()).select_from(joined).where(*where)).scalar() or 0
-    rows = conn.execute(select(cand.c.position, *columns).select_from(joined).where(*where)
-                        .order_by(cand.c.position).limit(limit)) if count else []
+    rows = (
+        conn.execute(
+            select(cand.c.position, *columns).select_from(joined).where(*where).order_by(cand.c.position).limit(limit)
+        )
+        if count
+        else []
+    )
     return int(count), [(row[0], FlipSample(*row[1:])) for row in rows]
 
 
@@ -83,8 +102,15 @@ def items_by_id_query(run_id: int, baseline_run_id: int | None, version_id: int,
     """The statement of ``items_by_id`` for one chunk of ids (its plan is tested)."""
     cand, r = prompt_run_item.alias("cand"), dataset_row
     joined = r.join(cand, (cand.c.run_id == run_id) & (cand.c.position == r.c.position))
-    columns = [r.c.item_id, cand.c.position, r.c.protected, cand.c.verdict, cand.c.expected_decision,
-               cand.c.actual_decision, cand.c.raw_output]
+    columns = [
+        r.c.item_id,
+        cand.c.position,
+        r.c.protected,
+        cand.c.verdict,
+        cand.c.expected_decision,
+        cand.c.actual_decision,
+        cand.c.raw_output,
+    ]
     if baseline_run_id is not None:
         live = prompt_run_item.alias("live")
         joined = joined.outerjoin(live, (live.c.run_id == baseline_run_id) & (live.c.position == cand.c.position))
@@ -94,8 +120,9 @@ def items_by_id_query(run_id: int, baseline_run_id: int | None, version_id: int,
     return select(*columns).select_from(joined).where(r.c.version_id == version_id, r.c.item_id.in_(list(item_ids)))
 
 
-def items_by_id(conn: Connection, run_id: int, baseline_run_id: int | None, version_id: int,
-                item_ids: Sequence[str]) -> list[dict]:
+def items_by_id(
+    conn: Connection, run_id: int, baseline_run_id: int | None, version_id: int, item_ids: Sequence[str]
+) -> list[dict]:
     """The run's items among ``item_ids`` (those it has), each with its position, whether
     its row is protected, its verdict and live's (None without a baseline run), and what
     both answered. Read through the version's (version_id, item_id) key, then each item
@@ -104,8 +131,18 @@ def items_by_id(conn: Connection, run_id: int, baseline_run_id: int | None, vers
     found = []
     ids = sorted(set(item_ids))
     for start in range(0, len(ids), ID_CHUNK):
-        for row in conn.execute(items_by_id_query(run_id, baseline_run_id, version_id, ids[start:start + ID_CHUNK])):
-            found.append({"item_id": row[0], "position": int(row[1]), "protected": bool(row[2]), "verdict": row[3],
-                          "expected": row[4], "actual": row[5], "output": row[6], "live_verdict": row[7],
-                          "live_actual": row[8]})
+        for row in conn.execute(items_by_id_query(run_id, baseline_run_id, version_id, ids[start : start + ID_CHUNK])):
+            found.append(
+                {
+                    "item_id": row[0],
+                    "position": int(row[1]),
+                    "protected": bool(row[2]),
+                    "verdict": row[3],
+                    "expected": row[4],
+                    "actual": row[5],
+                    "output": row[6],
+                    "live_verdict": row[7],
+                    "live_actual": row[8],
+                }
+            )
     return found

@@ -27,8 +27,11 @@ def find_price(conn: Connection, model: str) -> Price | None:
 
 def upsert_price(conn: Connection, price: Price) -> bool:
     """Set a model's price, or change it. Returns True when created."""
-    values = {"input_per_million": f"{price.input_per_million:f}",     # fixed point: never "1E-9"
-              "output_per_million": f"{price.output_per_million:f}", "updated_at": db_now()}
+    values = {
+        "input_per_million": f"{price.input_per_million:f}",  # fixed point: never "1E-9"
+        "output_per_million": f"{price.output_per_million:f}",
+        "updated_at": db_now(),
+    }
     return update_or_insert(conn, model_price, {"model": price.model}, values)
 
 

@@ -14,8 +14,11 @@ from .schema import prompt_setting
 def list_optional_fields(conn: Connection) -> dict[str, list[str]]:
     """prompt name → its optional fields, for every prompt that declares some."""
     s = prompt_setting
-    return {r.prompt_name: list(r.optional_fields or []) for r in conn.execute(
-        select(s.c.prompt_name, s.c.optional_fields).order_by(s.c.prompt_name)) if r.optional_fields}
+    return {
+        r.prompt_name: list(r.optional_fields or [])
+        for r in conn.execute(select(s.c.prompt_name, s.c.optional_fields).order_by(s.c.prompt_name))
+        if r.optional_fields
+    }
 
 
 def optional_fields(conn: Connection, prompt_name: str) -> list[str]:
@@ -26,8 +29,9 @@ def optional_fields(conn: Connection, prompt_name: str) -> list[str]:
 
 def set_optional_fields(conn: Connection, prompt_name: str, fields: list[str]) -> bool:
     """Set a prompt's optional fields (sorted), creating its settings row. True when created."""
-    return update_or_insert(conn, prompt_setting, {"prompt_name": prompt_name},
-                            {"optional_fields": sorted(fields), "updated_at": db_now()})
+    return update_or_insert(
+        conn, prompt_setting, {"prompt_name": prompt_name}, {"optional_fields": sorted(fields), "updated_at": db_now()}
+    )
 
 
 def delete_prompt_setting(conn: Connection, prompt_name: str) -> bool:

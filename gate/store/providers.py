@@ -11,14 +11,20 @@ from .schema import provider
 
 
 def list_providers(conn: Connection) -> dict[str, ProviderDecl]:
-    return {r.name: ProviderDecl(r.name, r.base_url, r.api_key_env, tuple(r.models or ()))
-            for r in conn.execute(select(provider).order_by(provider.c.name))}
+    return {
+        r.name: ProviderDecl(r.name, r.base_url, r.api_key_env, tuple(r.models or ()))
+        for r in conn.execute(select(provider).order_by(provider.c.name))
+    }
 
 
 def upsert_provider(conn: Connection, decl: ProviderDecl) -> bool:
     """Declare a provider, or change its declaration. Returns True when created."""
-    values = {"base_url": decl.base_url, "api_key_env": decl.api_key_env, "models": list(decl.models),
-              "updated_at": db_now()}
+    values = {
+        "base_url": decl.base_url,
+        "api_key_env": decl.api_key_env,
+        "models": list(decl.models),
+        "updated_at": db_now(),
+    }
     return update_or_insert(conn, provider, {"name": decl.name}, values)
 
 

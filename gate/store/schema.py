@@ -17,14 +17,30 @@ import secrets
 from datetime import datetime
 from decimal import Decimal
 
-from sqlalchemy import (CHAR, BigInteger, Column, DateTime, Double, ForeignKeyConstraint, Index, Integer, MetaData,
-                        PrimaryKeyConstraint, SmallInteger, String, Table, Text, UniqueConstraint)
+from sqlalchemy import (
+    CHAR,
+    BigInteger,
+    Column,
+    DateTime,
+    Double,
+    ForeignKeyConstraint,
+    Index,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    SmallInteger,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
 from sqlalchemy.dialects import mysql
 from sqlalchemy.types import TypeDecorator
 
 
 class JsonText(TypeDecorator):
     """JSON as text: ``LONGTEXT`` on MySQL, ``TEXT`` on SQLite."""
+
     impl = Text
     cache_ok = True
 
@@ -40,6 +56,7 @@ class JsonText(TypeDecorator):
 
 class Bar(TypeDecorator):
     """An accuracy bar as an exact Decimal (``DECIMAL(10,9)`` on MySQL, text on SQLite)."""
+
     impl = Text
     cache_ok = True
 
@@ -57,6 +74,7 @@ class LabelText(TypeDecorator):
     """An expected or read decision: a label, or a fields decision's canonical JSON
     (``gate.structured``): ``MEDIUMTEXT`` on MySQL since migration 0014; SQLite does not
     bound its ``VARCHAR(128)``, so that column was left as declared."""
+
     impl = Text
     cache_ok = True
 
@@ -69,12 +87,12 @@ class LabelText(TypeDecorator):
 EPOCH = datetime(2000, 1, 1)
 
 meta = MetaData()
-T = DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql")       # a time: UTC, microseconds
-FLAG = Integer().with_variant(mysql.TINYINT(), "mysql")           # 0 or 1
-HASH = CHAR(64)                                                   # a SHA-256, hex
-TOKEN = CHAR(32)                                                  # a lease token (``new_token``)
+T = DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql")  # a time: UTC, microseconds
+FLAG = Integer().with_variant(mysql.TINYINT(), "mysql")  # 0 or 1
+HASH = CHAR(64)  # a SHA-256, hex
+TOKEN = CHAR(32)  # a lease token (``new_token``)
 NOT_NULL = {"nullable": False}
-NEVER_LEASED = str(EPOCH)                                         # EPOCH as the DDL's default: 2000-01-01 00:00:00
+NEVER_LEASED = str(EPOCH)  # EPOCH as the DDL's default: 2000-01-01 00:00:00
 
 
 def _id() -> Column:
@@ -82,171 +100,297 @@ def _id() -> Column:
     return Column("id", BigInteger, primary_key=True, autoincrement=True)
 
 
-prompt = Table("prompt", meta,
-               _id(), Column("name", String(128), **NOT_NULL),
-               Column("version", Integer, **NOT_NULL), Column("config", JsonText, **NOT_NULL),
-               Column("config_hash", HASH, **NOT_NULL),
-               Column("applied_update_id", BigInteger), Column("updated_at", T, **NOT_NULL),
-               UniqueConstraint("name", name="uq_prompt_name"))
-prompt_version = Table("prompt_version", meta,
-                       _id(), Column("prompt_name", String(128), **NOT_NULL),
-                       Column("version", Integer, **NOT_NULL), Column("config", JsonText, **NOT_NULL),
-                       Column("config_hash", HASH, **NOT_NULL),
-                       Column("update_id", BigInteger), Column("applied_at", T, **NOT_NULL),
-                       Column("kind", String(16), server_default="apply", **NOT_NULL),
-                       Column("restored_version", Integer), Column("actor", String(191)), Column("reason", Text),
-                       UniqueConstraint("prompt_name", "version", name="uq_prompt_version"))
+prompt = Table(
+    "prompt",
+    meta,
+    _id(),
+    Column("name", String(128), **NOT_NULL),
+    Column("version", Integer, **NOT_NULL),
+    Column("config", JsonText, **NOT_NULL),
+    Column("config_hash", HASH, **NOT_NULL),
+    Column("applied_update_id", BigInteger),
+    Column("updated_at", T, **NOT_NULL),
+    UniqueConstraint("name", name="uq_prompt_name"),
+)
+prompt_version = Table(
+    "prompt_version",
+    meta,
+    _id(),
+    Column("prompt_name", String(128), **NOT_NULL),
+    Column("version", Integer, **NOT_NULL),
+    Column("config", JsonText, **NOT_NULL),
+    Column("config_hash", HASH, **NOT_NULL),
+    Column("update_id", BigInteger),
+    Column("applied_at", T, **NOT_NULL),
+    Column("kind", String(16), server_default="apply", **NOT_NULL),
+    Column("restored_version", Integer),
+    Column("actor", String(191)),
+    Column("reason", Text),
+    UniqueConstraint("prompt_name", "version", name="uq_prompt_version"),
+)
 prompt_lock = Table("prompt_lock", meta, Column("prompt_name", String(128), primary_key=True))
-dataset = Table("dataset", meta,
-                _id(), Column("name", String(128), **NOT_NULL),
-                Column("source_uri", Text, **NOT_NULL), Column("options", JsonText, **NOT_NULL),
-                Column("created_at", T, **NOT_NULL),
-                Column("current_version_id", BigInteger),
-                Column("version_numbers", Integer, server_default="0", **NOT_NULL),
-                UniqueConstraint("name", name="uq_dataset_name"))
-dataset_version = Table("dataset_version", meta,
-                        _id(), Column("dataset_id", BigInteger, **NOT_NULL),
-                        Column("status", String(16), **NOT_NULL), Column("content_hash", HASH),
-                        Column("row_count", Integer, server_default="0", **NOT_NULL),
-                        Column("labels", JsonText), Column("source_uri", Text, **NOT_NULL),
-                        Column("source_options", JsonText, **NOT_NULL),
-                        Column("source_version", String(255)), Column("created_at", T, **NOT_NULL),
-                        Column("fields", JsonText), Column("number", Integer),
-                        UniqueConstraint("dataset_id", "content_hash", name="uq_version_content"),
-                        UniqueConstraint("dataset_id", "number", name="uq_version_number"),
-                        Index("ix_version_created", "status", "created_at"))
-dataset_row = Table("dataset_row", meta,
-                    Column("version_id", BigInteger, **NOT_NULL), Column("position", Integer, **NOT_NULL),
-                    Column("item_id", String(191), **NOT_NULL), Column("expected_decision", LabelText, **NOT_NULL),
-                    Column("input", JsonText, **NOT_NULL), Column("row_hash", HASH, **NOT_NULL),
-                    Column("protected", FLAG, server_default="0", **NOT_NULL),
-                    PrimaryKeyConstraint("version_id", "position"),
-                    UniqueConstraint("version_id", "item_id", name="uq_dataset_row_item"))
-prompt_dataset = Table("prompt_dataset", meta,
-                       _id(), Column("prompt_name", String(128), **NOT_NULL),
-                       Column("dataset_id", BigInteger, **NOT_NULL), Column("min_accuracy", Bar, **NOT_NULL),
-                       Column("created_at", T, **NOT_NULL),
-                       Column("bars", JsonText),
-                       UniqueConstraint("prompt_name", "dataset_id", name="uq_prompt_dataset"),
-                       Index("ix_prompt_dataset_dataset", "dataset_id"),
-                       ForeignKeyConstraint(["dataset_id"], ["dataset.id"], name="fk_prompt_dataset_dataset"))
-prompt_update = Table("prompt_update", meta,
-                      _id(), Column("prompt_name", String(128), **NOT_NULL),
-                      Column("mode", String(8), **NOT_NULL), Column("status", String(16), **NOT_NULL),
-                      Column("candidate_config", JsonText, **NOT_NULL), Column("candidate_hash", HASH, **NOT_NULL),
-                      Column("base_version", Integer, **NOT_NULL), Column("source", JsonText, **NOT_NULL),
-                      Column("source_key", String(255), **NOT_NULL), Column("source_sha", String(64)),
-                      Column("reason", Text), Column("created_at", T, **NOT_NULL), Column("started_at", T),
-                      Column("finished_at", T), Column("provider", JsonText),
-                      Column("reuse", FLAG, server_default="1", **NOT_NULL),
-                      Column("submitted_by", String(128)),
-                      Column("full_run", FLAG, server_default="0", **NOT_NULL), Column("limits", JsonText),
-                      Column("calls_reserved", BigInteger, server_default="0", **NOT_NULL),
-                      Column("cost_reserved_nanousd", BigInteger, server_default="0", **NOT_NULL),
-                      Column("cost_in_flight_nanousd", BigInteger, server_default="0", **NOT_NULL),
-                      Column("stopped", JsonText),
-                      Index("ix_update_status", "status", "id"),
-                      Index("ix_update_prompt", "prompt_name", "mode", "status"),
-                      Index("ix_update_sha", "source_sha"))
-prompt_run = Table("prompt_run", meta,
-                   _id(), Column("update_id", BigInteger, **NOT_NULL),
-                   Column("dataset_id", BigInteger, **NOT_NULL), Column("dataset_name", String(128), **NOT_NULL),
-                   Column("source_uri", Text, **NOT_NULL), Column("source_options", JsonText, **NOT_NULL),
-                   Column("status", String(16), **NOT_NULL), Column("min_accuracy", Bar, **NOT_NULL),
-                   Column("row_count", Integer, server_default="0", **NOT_NULL), Column("content_hash", HASH),
-                   Column("source_version", String(255)), Column("materialize_cursor", Text),
-                   Column("materialized_at", T), Column("lease_token", TOKEN), Column("lease_until", T, **NOT_NULL),
-                   Column("attempt", Integer, server_default="0", **NOT_NULL), Column("metrics", JsonText),
-                   Column("reason", Text),
-                   Column("created_at", T, **NOT_NULL), Column("started_at", T), Column("finished_at", T),
-                   Column("dataset_version_id", BigInteger), Column("pinned", JsonText),
-                   Column("role", String(16), server_default="candidate", **NOT_NULL), Column("config", JsonText),
-                   Column("provider", JsonText),
-                   Column("baseline_run_id", BigInteger), Column("stopped", String(16)),
-                   Index("ix_run_update", "update_id", "status"),
-                   Index("ix_run_materialize", "status", "materialized_at", "lease_until"),
-                   Index("ix_run_status", "status", "id"),
-                   Index("ix_run_version", "dataset_version_id"),
-                   ForeignKeyConstraint(["update_id"], ["prompt_update.id"], name="fk_run_update"))
-prompt_run_item = Table("prompt_run_item", meta,
-                        Column("run_id", BigInteger, **NOT_NULL),
-                        Column("position", BigInteger, **NOT_NULL),
-                        Column("item_id", String(191), **NOT_NULL), Column("input", JsonText),
-                        Column("expected_decision", LabelText, **NOT_NULL), Column("actual_decision", LabelText),
-                        Column("raw_output", Text),
-                        Column("verdict", String(8), server_default="PENDING", **NOT_NULL),
-                        Column("attempt", Integer, server_default="0", **NOT_NULL),
-                        Column("next_attempt_at", T), Column("lease_token", TOKEN),
-                        Column("lease_until", T, server_default=NEVER_LEASED, **NOT_NULL),
-                        Column("latency_ms", Integer),
-                        Column("prompt_tokens", Integer), Column("completion_tokens", Integer),
-                        Column("error", Text), Column("answer_key", HASH),
-                        Column("reused_update_id", BigInteger), Column("trials", JsonText),
-                        Column("unstable", FLAG, server_default="0", **NOT_NULL),
-                        Column("fields_wrong", BigInteger), Column("fields_missing", BigInteger),
-                        PrimaryKeyConstraint("run_id", "position"),
-                        Index("ix_item_ready", "run_id", "verdict", "lease_until"))
-prompt_run_tally = Table("prompt_run_tally", meta,
-                         Column("run_id", BigInteger, **NOT_NULL),
-                         Column("stripe", SmallInteger, **NOT_NULL),
-                         Column("verdict", String(8), **NOT_NULL),
-                         Column("expected_decision", String(128), **NOT_NULL),
-                         Column("actual_decision", String(128), **NOT_NULL),
-                         Column("live_verdict", String(8), **NOT_NULL),
-                         Column("n", BigInteger, **NOT_NULL),
-                         PrimaryKeyConstraint("run_id", "stripe", "verdict", "expected_decision", "actual_decision",
-                                              "live_verdict"))
-worker = Table("worker", meta,
-               Column("id", String(64), primary_key=True), Column("role", String(64), **NOT_NULL),
-               Column("host", String(255), **NOT_NULL), Column("pid", Integer, **NOT_NULL),
-               Column("started_at", T, **NOT_NULL),
-               Column("heartbeat_at", T, **NOT_NULL), Column("oldest_call_seconds", Double),
-               Index("ix_worker_heartbeat", "heartbeat_at"))
+dataset = Table(
+    "dataset",
+    meta,
+    _id(),
+    Column("name", String(128), **NOT_NULL),
+    Column("source_uri", Text, **NOT_NULL),
+    Column("options", JsonText, **NOT_NULL),
+    Column("created_at", T, **NOT_NULL),
+    Column("current_version_id", BigInteger),
+    Column("version_numbers", Integer, server_default="0", **NOT_NULL),
+    UniqueConstraint("name", name="uq_dataset_name"),
+)
+dataset_version = Table(
+    "dataset_version",
+    meta,
+    _id(),
+    Column("dataset_id", BigInteger, **NOT_NULL),
+    Column("status", String(16), **NOT_NULL),
+    Column("content_hash", HASH),
+    Column("row_count", Integer, server_default="0", **NOT_NULL),
+    Column("labels", JsonText),
+    Column("source_uri", Text, **NOT_NULL),
+    Column("source_options", JsonText, **NOT_NULL),
+    Column("source_version", String(255)),
+    Column("created_at", T, **NOT_NULL),
+    Column("fields", JsonText),
+    Column("number", Integer),
+    UniqueConstraint("dataset_id", "content_hash", name="uq_version_content"),
+    UniqueConstraint("dataset_id", "number", name="uq_version_number"),
+    Index("ix_version_created", "status", "created_at"),
+)
+dataset_row = Table(
+    "dataset_row",
+    meta,
+    Column("version_id", BigInteger, **NOT_NULL),
+    Column("position", Integer, **NOT_NULL),
+    Column("item_id", String(191), **NOT_NULL),
+    Column("expected_decision", LabelText, **NOT_NULL),
+    Column("input", JsonText, **NOT_NULL),
+    Column("row_hash", HASH, **NOT_NULL),
+    Column("protected", FLAG, server_default="0", **NOT_NULL),
+    PrimaryKeyConstraint("version_id", "position"),
+    UniqueConstraint("version_id", "item_id", name="uq_dataset_row_item"),
+)
+prompt_dataset = Table(
+    "prompt_dataset",
+    meta,
+    _id(),
+    Column("prompt_name", String(128), **NOT_NULL),
+    Column("dataset_id", BigInteger, **NOT_NULL),
+    Column("min_accuracy", Bar, **NOT_NULL),
+    Column("created_at", T, **NOT_NULL),
+    Column("bars", JsonText),
+    UniqueConstraint("prompt_name", "dataset_id", name="uq_prompt_dataset"),
+    Index("ix_prompt_dataset_dataset", "dataset_id"),
+    ForeignKeyConstraint(["dataset_id"], ["dataset.id"], name="fk_prompt_dataset_dataset"),
+)
+prompt_update = Table(
+    "prompt_update",
+    meta,
+    _id(),
+    Column("prompt_name", String(128), **NOT_NULL),
+    Column("mode", String(8), **NOT_NULL),
+    Column("status", String(16), **NOT_NULL),
+    Column("candidate_config", JsonText, **NOT_NULL),
+    Column("candidate_hash", HASH, **NOT_NULL),
+    Column("base_version", Integer, **NOT_NULL),
+    Column("source", JsonText, **NOT_NULL),
+    Column("source_key", String(255), **NOT_NULL),
+    Column("source_sha", String(64)),
+    Column("reason", Text),
+    Column("created_at", T, **NOT_NULL),
+    Column("started_at", T),
+    Column("finished_at", T),
+    Column("provider", JsonText),
+    Column("reuse", FLAG, server_default="1", **NOT_NULL),
+    Column("submitted_by", String(128)),
+    Column("full_run", FLAG, server_default="0", **NOT_NULL),
+    Column("limits", JsonText),
+    Column("calls_reserved", BigInteger, server_default="0", **NOT_NULL),
+    Column("cost_reserved_nanousd", BigInteger, server_default="0", **NOT_NULL),
+    Column("cost_in_flight_nanousd", BigInteger, server_default="0", **NOT_NULL),
+    Column("stopped", JsonText),
+    Index("ix_update_status", "status", "id"),
+    Index("ix_update_prompt", "prompt_name", "mode", "status"),
+    Index("ix_update_sha", "source_sha"),
+)
+prompt_run = Table(
+    "prompt_run",
+    meta,
+    _id(),
+    Column("update_id", BigInteger, **NOT_NULL),
+    Column("dataset_id", BigInteger, **NOT_NULL),
+    Column("dataset_name", String(128), **NOT_NULL),
+    Column("source_uri", Text, **NOT_NULL),
+    Column("source_options", JsonText, **NOT_NULL),
+    Column("status", String(16), **NOT_NULL),
+    Column("min_accuracy", Bar, **NOT_NULL),
+    Column("row_count", Integer, server_default="0", **NOT_NULL),
+    Column("content_hash", HASH),
+    Column("source_version", String(255)),
+    Column("materialize_cursor", Text),
+    Column("materialized_at", T),
+    Column("lease_token", TOKEN),
+    Column("lease_until", T, **NOT_NULL),
+    Column("attempt", Integer, server_default="0", **NOT_NULL),
+    Column("metrics", JsonText),
+    Column("reason", Text),
+    Column("created_at", T, **NOT_NULL),
+    Column("started_at", T),
+    Column("finished_at", T),
+    Column("dataset_version_id", BigInteger),
+    Column("pinned", JsonText),
+    Column("role", String(16), server_default="candidate", **NOT_NULL),
+    Column("config", JsonText),
+    Column("provider", JsonText),
+    Column("baseline_run_id", BigInteger),
+    Column("stopped", String(16)),
+    Index("ix_run_update", "update_id", "status"),
+    Index("ix_run_materialize", "status", "materialized_at", "lease_until"),
+    Index("ix_run_status", "status", "id"),
+    Index("ix_run_version", "dataset_version_id"),
+    ForeignKeyConstraint(["update_id"], ["prompt_update.id"], name="fk_run_update"),
+)
+prompt_run_item = Table(
+    "prompt_run_item",
+    meta,
+    Column("run_id", BigInteger, **NOT_NULL),
+    Column("position", BigInteger, **NOT_NULL),
+    Column("item_id", String(191), **NOT_NULL),
+    Column("input", JsonText),
+    Column("expected_decision", LabelText, **NOT_NULL),
+    Column("actual_decision", LabelText),
+    Column("raw_output", Text),
+    Column("verdict", String(8), server_default="PENDING", **NOT_NULL),
+    Column("attempt", Integer, server_default="0", **NOT_NULL),
+    Column("next_attempt_at", T),
+    Column("lease_token", TOKEN),
+    Column("lease_until", T, server_default=NEVER_LEASED, **NOT_NULL),
+    Column("latency_ms", Integer),
+    Column("prompt_tokens", Integer),
+    Column("completion_tokens", Integer),
+    Column("error", Text),
+    Column("answer_key", HASH),
+    Column("reused_update_id", BigInteger),
+    Column("trials", JsonText),
+    Column("unstable", FLAG, server_default="0", **NOT_NULL),
+    Column("fields_wrong", BigInteger),
+    Column("fields_missing", BigInteger),
+    PrimaryKeyConstraint("run_id", "position"),
+    Index("ix_item_ready", "run_id", "verdict", "lease_until"),
+)
+prompt_run_tally = Table(
+    "prompt_run_tally",
+    meta,
+    Column("run_id", BigInteger, **NOT_NULL),
+    Column("stripe", SmallInteger, **NOT_NULL),
+    Column("verdict", String(8), **NOT_NULL),
+    Column("expected_decision", String(128), **NOT_NULL),
+    Column("actual_decision", String(128), **NOT_NULL),
+    Column("live_verdict", String(8), **NOT_NULL),
+    Column("n", BigInteger, **NOT_NULL),
+    PrimaryKeyConstraint("run_id", "stripe", "verdict", "expected_decision", "actual_decision", "live_verdict"),
+)
+worker = Table(
+    "worker",
+    meta,
+    Column("id", String(64), primary_key=True),
+    Column("role", String(64), **NOT_NULL),
+    Column("host", String(255), **NOT_NULL),
+    Column("pid", Integer, **NOT_NULL),
+    Column("started_at", T, **NOT_NULL),
+    Column("heartbeat_at", T, **NOT_NULL),
+    Column("oldest_call_seconds", Double),
+    Index("ix_worker_heartbeat", "heartbeat_at"),
+)
 
-rate_limit_bucket = Table("rate_limit_bucket", meta,
-                          Column("name", String(191), primary_key=True), Column("capacity", Double, **NOT_NULL),
-                          Column("refill_per_second", Double, **NOT_NULL), Column("tokens", Double, **NOT_NULL),
-                          Column("updated_at", T, **NOT_NULL), Column("paused_until", T, **NOT_NULL),
-                          Column("granted", BigInteger, server_default="0", **NOT_NULL),
-                          Column("rate_limited", BigInteger, server_default="0", **NOT_NULL),
-                          Column("last_grant", Integer, server_default="0", **NOT_NULL),
-                          Column("created_at", T, **NOT_NULL))
-answer = Table("answer", meta,
-               Column("request_key", HASH, primary_key=True), Column("actual_decision", LabelText, **NOT_NULL),
-               Column("raw_output", Text), Column("latency_ms", Integer), Column("prompt_tokens", Integer),
-               Column("completion_tokens", Integer), Column("update_id", BigInteger, **NOT_NULL),
-               Column("run_id", BigInteger, **NOT_NULL),
-               Column("created_at", T, **NOT_NULL), Column("trial_of", HASH),
-               Index("ix_answer_created", "created_at"))
-provider = Table("provider", meta,
-                 Column("name", String(128), primary_key=True), Column("base_url", Text, **NOT_NULL),
-                 Column("api_key_env", String(128)), Column("models", JsonText, **NOT_NULL),
-                 Column("updated_at", T, **NOT_NULL))
-model_price = Table("model_price", meta,
-                    Column("model", String(128), primary_key=True),
-                    Column("input_per_million", String(40), **NOT_NULL),
-                    Column("output_per_million", String(40), **NOT_NULL), Column("updated_at", T, **NOT_NULL))
-prompt_setting = Table("prompt_setting", meta,
-                       Column("prompt_name", String(128), primary_key=True), Column("optional_fields", JsonText),
-                       Column("updated_at", T, **NOT_NULL))
-gate_limit = Table("gate_limit", meta,
-                   Column("name", String(64), primary_key=True), Column("value", String(40), **NOT_NULL),
-                   Column("updated_at", T, **NOT_NULL))
-gate_counter = Table("gate_counter", meta,
-                     Column("name", String(64), primary_key=True), Column("value", BigInteger, **NOT_NULL))
-api_token = Table("api_token", meta,
-                  _id(), Column("name", String(128), **NOT_NULL),
-                  Column("scope", String(16), **NOT_NULL), Column("token_hash", HASH, **NOT_NULL),
-                  Column("created_at", T, **NOT_NULL),
-                  Column("last_used_at", T), Column("revoked_at", T),
-                  UniqueConstraint("name", name="uq_api_token_name"),
-                  UniqueConstraint("token_hash", name="uq_api_token_hash"))
-rate_limit_usage = Table("rate_limit_usage", meta,
-                         Column("run_id", BigInteger, primary_key=True, autoincrement=False),
-                         Column("throttled", BigInteger, server_default="0", **NOT_NULL),
-                         Column("throttled_ms", BigInteger, server_default="0", **NOT_NULL),
-                         Column("rate_limited", BigInteger, server_default="0", **NOT_NULL),
-                         Column("updated_at", T, **NOT_NULL))
+rate_limit_bucket = Table(
+    "rate_limit_bucket",
+    meta,
+    Column("name", String(191), primary_key=True),
+    Column("capacity", Double, **NOT_NULL),
+    Column("refill_per_second", Double, **NOT_NULL),
+    Column("tokens", Double, **NOT_NULL),
+    Column("updated_at", T, **NOT_NULL),
+    Column("paused_until", T, **NOT_NULL),
+    Column("granted", BigInteger, server_default="0", **NOT_NULL),
+    Column("rate_limited", BigInteger, server_default="0", **NOT_NULL),
+    Column("last_grant", Integer, server_default="0", **NOT_NULL),
+    Column("created_at", T, **NOT_NULL),
+)
+answer = Table(
+    "answer",
+    meta,
+    Column("request_key", HASH, primary_key=True),
+    Column("actual_decision", LabelText, **NOT_NULL),
+    Column("raw_output", Text),
+    Column("latency_ms", Integer),
+    Column("prompt_tokens", Integer),
+    Column("completion_tokens", Integer),
+    Column("update_id", BigInteger, **NOT_NULL),
+    Column("run_id", BigInteger, **NOT_NULL),
+    Column("created_at", T, **NOT_NULL),
+    Column("trial_of", HASH),
+    Index("ix_answer_created", "created_at"),
+)
+provider = Table(
+    "provider",
+    meta,
+    Column("name", String(128), primary_key=True),
+    Column("base_url", Text, **NOT_NULL),
+    Column("api_key_env", String(128)),
+    Column("models", JsonText, **NOT_NULL),
+    Column("updated_at", T, **NOT_NULL),
+)
+model_price = Table(
+    "model_price",
+    meta,
+    Column("model", String(128), primary_key=True),
+    Column("input_per_million", String(40), **NOT_NULL),
+    Column("output_per_million", String(40), **NOT_NULL),
+    Column("updated_at", T, **NOT_NULL),
+)
+prompt_setting = Table(
+    "prompt_setting",
+    meta,
+    Column("prompt_name", String(128), primary_key=True),
+    Column("optional_fields", JsonText),
+    Column("updated_at", T, **NOT_NULL),
+)
+gate_limit = Table(
+    "gate_limit",
+    meta,
+    Column("name", String(64), primary_key=True),
+    Column("value", String(40), **NOT_NULL),
+    Column("updated_at", T, **NOT_NULL),
+)
+gate_counter = Table(
+    "gate_counter", meta, Column("name", String(64), primary_key=True), Column("value", BigInteger, **NOT_NULL)
+)
+api_token = Table(
+    "api_token",
+    meta,
+    _id(),
+    Column("name", String(128), **NOT_NULL),
+    Column("scope", String(16), **NOT_NULL),
+    Column("token_hash", HASH, **NOT_NULL),
+    Column("created_at", T, **NOT_NULL),
+    Column("last_used_at", T),
+    Column("revoked_at", T),
+    UniqueConstraint("name", name="uq_api_token_name"),
+    UniqueConstraint("token_hash", name="uq_api_token_hash"),
+)
+rate_limit_usage = Table(
+    "rate_limit_usage",
+    meta,
+    Column("run_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("throttled", BigInteger, server_default="0", **NOT_NULL),
+    Column("throttled_ms", BigInteger, server_default="0", **NOT_NULL),
+    Column("rate_limited", BigInteger, server_default="0", **NOT_NULL),
+    Column("updated_at", T, **NOT_NULL),
+)
 
 
 def new_token() -> str:

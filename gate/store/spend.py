@@ -21,8 +21,9 @@ from .dialect import db_now, greatest, update_or_insert
 from .schema import gate_counter, gate_limit, prompt_update
 
 
-def reserve_spend(conn: Connection, update_id: int, calls: int, cost_nanousd: int, max_calls: int | None,
-                  max_cost_nanousd: int | None) -> bool:
+def reserve_spend(
+    conn: Connection, update_id: int, calls: int, cost_nanousd: int, max_calls: int | None, max_cost_nanousd: int | None
+) -> bool:
     """Reserve ``calls`` calls costing at most ``cost_nanousd`` (US dollars × 10⁹, held as
     in flight until settled) for a RUNNING update that was not stopped, within its caps
     (None: none). True: granted."""
@@ -32,10 +33,18 @@ def reserve_spend(conn: Connection, update_id: int, calls: int, cost_nanousd: in
         where.append(u.c.calls_reserved + int(calls) <= int(max_calls))
     if max_cost_nanousd is not None:
         where.append(u.c.cost_reserved_nanousd + int(cost_nanousd) <= int(max_cost_nanousd))
-    return conn.execute(update(u).where(*where).values(
-        calls_reserved=u.c.calls_reserved + int(calls),
-        cost_reserved_nanousd=u.c.cost_reserved_nanousd + int(cost_nanousd),
-        cost_in_flight_nanousd=u.c.cost_in_flight_nanousd + int(cost_nanousd))).rowcount == 1
+    return (
+        conn.execute(
+            update(u)
+            .where(*where)
+            .values(
+                calls_reserved=u.c.calls_reserved + int(calls),
+                cost_reserved_nanousd=u.c.cost_reserved_nanousd + int(cost_nanousd),
+                cost_in_flight_nanousd=u.c.cost_in_flight_nanousd + int(cost_nanousd),
+            )
+        ).rowcount
+        == 1
+    )
 
 
 def settle_spend(conn: Connection, update_id: int, reserved_nanousd: int, spent_nanousd: int) -> int:
@@ -43,20 +52,27 @@ def settle_spend(conn: Connection, update_id: int, reserved_nanousd: int, spent_
     it held beyond what it cost (``spent_nanousd``, at most the reservation) goes back."""
     u = prompt_update
     refund = max(0, int(reserved_nanousd) - int(spent_nanousd))
-    return conn.execute(update(u).where(u.c.id == update_id).values(
-        cost_reserved_nanousd=greatest(u.c.cost_reserved_nanousd - refund, 0),
-        cost_in_flight_nanousd=greatest(u.c.cost_in_flight_nanousd - int(reserved_nanousd), 0))).rowcount
+    return conn.execute(
+        update(u)
+        .where(u.c.id == update_id)
+        .values(
+            cost_reserved_nanousd=greatest(u.c.cost_reserved_nanousd - refund, 0),
+            cost_in_flight_nanousd=greatest(u.c.cost_in_flight_nanousd - int(reserved_nanousd), 0),
+        )
+    ).rowcount
 
 
 def spend_of_update(conn: Connection, update_id: int) -> tuple[int, int, int]:
     """(calls reserved, cost reserved, of which in flight; nano-dollars) of the update."""
     u = prompt_update
-    row = conn.execute(select(u.c.calls_reserved, u.c.cost_reserved_nanousd, u.c.cost_in_flight_nanousd)
-                       .where(u.c.id == update_id)).first()
+    row = conn.execute(
+        select(u.c.calls_reserved, u.c.cost_reserved_nanousd, u.c.cost_in_flight_nanousd).where(u.c.id == update_id)
+    ).first()
     return (int(row[0] or 0), int(row[1] or 0), int(row[2] or 0)) if row else (0, 0, 0)
 
 
 # --- the gate config's limits: -------------------------------------------------------------------
+
 
 def list_limits(conn: Connection) -> dict[str, str]:
     return {r.name: r.value for r in conn.execute(select(gate_limit).order_by(gate_limit.c.name))}
@@ -73,20 +89,23 @@ def delete_limit(conn: Connection, name: str) -> bool:
 
 # --- counters that only grow (/metrics) ----------------------------------------------------------
 
+
 def add_counters(conn: Connection, amounts: dict[str, int]) -> None:
     """Add to the named counters (creating them), in the caller's transaction."""
     c = gate_counter
-    for name, amount in sorted(amounts.items()):        # one key order: no deadlock
+    for name, amount in sorted(amounts.items()):  # one key order: no deadlock
         bump = update(c).where(c.c.name == name).values(value=c.c.value + int(amount))
         if not amount or conn.execute(bump).rowcount:
             continue
         try:
             with conn.begin_nested():
                 conn.execute(insert(c).values(name=name, value=int(amount)))
-        except IntegrityError:            # another finalizer made it a moment ago: add to it
+        except IntegrityError:  # another finalizer made it a moment ago: add to it
             conn.execute(bump)
 
 
 def read_counters(conn: Connection, names: Sequence[str]) -> dict[str, int]:
-    found = {r.name: int(r.value) for r in conn.execute(select(gate_counter).where(gate_counter.c.name.in_(list(names))))}
+    found = {
+        r.name: int(r.value) for r in conn.execute(select(gate_counter).where(gate_counter.c.name.in_(list(names))))
+    }
     return {name: found.get(name, 0) for name in names}

@@ -27,7 +27,7 @@ from .dialect import db_now
 from .runs import pending_items
 from .schema import EPOCH, prompt_run, prompt_run_item, prompt_run_tally, prompt_update
 
-CALLS = "CALLS"             # the tally row of the model calls a run made
+CALLS = "CALLS"  # the tally row of the model calls a run made
 STRIPES = 16
 TALLY_KEY = ("run_id", "stripe", "verdict", "expected_decision", "actual_decision", "live_verdict")
 WRITTEN = [Verdict.MATCH, Verdict.MISMATCH, Verdict.ERROR]
@@ -38,8 +38,15 @@ def stripe_of(token: str) -> int:
     return int(token[:2], 16) % STRIPES if token else 0
 
 
-def add_tally(conn: Connection, run_id: int, stripe: int, positions: Sequence[int] | None,
-              live_run_id: int | None, calls: int, by_label: bool = True) -> None:
+def add_tally(
+    conn: Connection,
+    run_id: int,
+    stripe: int,
+    positions: Sequence[int] | None,
+    live_run_id: int | None,
+    calls: int,
+    by_label: bool = True,
+) -> None:
     """Add a write-back to its run's tally, in the write-back's transaction: the items at
     ``positions`` (just written: MATCH, MISMATCH, ERROR; None: none to count) by verdict,
     expected label, answer and ``live_run_id``'s verdict at the same position; and
@@ -51,17 +58,26 @@ def add_tally(conn: Connection, run_id: int, stripe: int, positions: Sequence[in
     if positions:
         parts.append(_outcome_rows(run_id, live_run_id, stripe, positions, by_label))
     if calls > 0:
-        parts.append(select(literal(int(run_id), BigInteger), literal(stripe, Integer), literal(CALLS, String),
-                            literal("", String), literal("", String), literal("", String), literal(int(calls),
-                                                                                                 BigInteger)))
+        parts.append(
+            select(
+                literal(int(run_id), BigInteger),
+                literal(stripe, Integer),
+                literal(CALLS, String),
+                literal("", String),
+                literal("", String),
+                literal("", String),
+                literal(int(calls), BigInteger),
+            )
+        )
     if not parts:
         return
     rows = parts[0] if len(parts) == 1 else union_all(*parts)
     conn.execute(_upsert(conn, rows))
 
 
-def _outcome_rows(run_id: int, live_run_id: int | None, stripe: int, positions: Sequence[int] | None = None,
-                  by_label: bool = True):
+def _outcome_rows(
+    run_id: int, live_run_id: int | None, stripe: int, positions: Sequence[int] | None = None, by_label: bool = True
+):
     """(run, stripe, verdict, expected, answer, live verdict, n) of a run's written items
     (those at ``positions``; None: all); without ``by_label``, expected and answer ''."""
     c = prompt_run_item.alias("c")
@@ -76,10 +92,20 @@ def _outcome_rows(run_id: int, live_run_id: int | None, stripe: int, positions: 
         live = prompt_run_item.alias("l")
         live_verdict = func.coalesce(live.c.verdict, "")
         source = c.outerjoin(live, and_(live.c.run_id == int(live_run_id), live.c.position == c.c.position))
-    return (select(literal(int(run_id), BigInteger), literal(stripe, Integer), c.c.verdict, expected,
-                   actual, live_verdict, func.count())
-            .select_from(source).where(*where)
-            .group_by(c.c.verdict, expected, actual, live_verdict))
+    return (
+        select(
+            literal(int(run_id), BigInteger),
+            literal(stripe, Integer),
+            c.c.verdict,
+            expected,
+            actual,
+            live_verdict,
+            func.count(),
+        )
+        .select_from(source)
+        .where(*where)
+        .group_by(c.c.verdict, expected, actual, live_verdict)
+    )
 
 
 def _upsert(conn: Connection, rows):
@@ -98,9 +124,10 @@ def read_tally(conn: Connection, run_id: int) -> tuple[list[tuple[str, str, str 
     t = prompt_run_tally
     rows, calls = [], 0
     for verdict, expected, actual, live, n in conn.execute(
-            select(t.c.verdict, t.c.expected_decision, t.c.actual_decision, t.c.live_verdict, func.sum(t.c.n))
-            .where(t.c.run_id == run_id)
-            .group_by(t.c.verdict, t.c.expected_decision, t.c.actual_decision, t.c.live_verdict)):
+        select(t.c.verdict, t.c.expected_decision, t.c.actual_decision, t.c.live_verdict, func.sum(t.c.n))
+        .where(t.c.run_id == run_id)
+        .group_by(t.c.verdict, t.c.expected_decision, t.c.actual_decision, t.c.live_verdict)
+    ):
         if verdict == CALLS:
             calls += int(n)
         else:
@@ -108,12 +135,15 @@ def read_tally(conn: Connection, run_id: int) -> tuple[list[tuple[str, str, str 
     return rows, calls
 
 
-def outcome_counts(conn: Connection, run_id: int, live_run_id: int | None,
-                   by_label: bool = True) -> list[tuple[str, str, str | None, str, int]]:
+def outcome_counts(
+    conn: Connection, run_id: int, live_run_id: int | None, by_label: bool = True
+) -> list[tuple[str, str, str | None, str, int]]:
     """The tally's rows counted from the run's items themselves (reconcile confirms an
     early stop on them): (verdict, expected, answer or None, live verdict, items)."""
-    return [(v, e, a or None, live, int(n)) for _, _, v, e, a, live, n in
-            conn.execute(_outcome_rows(run_id, live_run_id, 0, by_label=by_label))]
+    return [
+        (v, e, a or None, live, int(n))
+        for _, _, v, e, a, live, n in conn.execute(_outcome_rows(run_id, live_run_id, 0, by_label=by_label))
+    ]
 
 
 def delete_tally(conn: Connection, run_id: int) -> int:
@@ -124,26 +154,44 @@ def delete_tally(conn: Connection, run_id: int) -> int:
 
 # --- the stop ------------------------------------------------------------------------------------
 
-def stop_update(conn: Connection, update_id: int, kind: str, run_id: int | None, info: dict[str, Any],
-                sibling_kind: str) -> dict[int, int]:
+
+def stop_update(
+    conn: Connection, update_id: int, kind: str, run_id: int | None, info: dict[str, Any], sibling_kind: str
+) -> dict[int, int]:
     """Stop the update's open runs before their remaining items are called (see the module
     docstring): run ``run_id`` marked ``kind``, the others ``sibling_kind``. Returns run id
     → items stopped; empty when the update was not open, or stopped already (by another
     worker: one stopper wins)."""
     u, r = prompt_update, prompt_run
-    if conn.execute(update(u).where(u.c.id == update_id, u.c.status.in_(sorted(UPDATE_OPEN)), u.c.stopped.is_(None))
-                    .values(stopped=info)).rowcount != 1:
+    if (
+        conn.execute(
+            update(u)
+            .where(u.c.id == update_id, u.c.status.in_(sorted(UPDATE_OPEN)), u.c.stopped.is_(None))
+            .values(stopped=info)
+        ).rowcount
+        != 1
+    ):
         return {}
     stopped = {}
-    for rid, status in conn.execute(select(r.c.id, r.c.status).where(r.c.update_id == update_id,
-                                                                     r.c.status.in_(sorted(RUN_OPEN)))
-                                    .order_by(r.c.id).with_for_update()).all():
+    for rid, status in conn.execute(
+        select(r.c.id, r.c.status)
+        .where(r.c.update_id == update_id, r.c.status.in_(sorted(RUN_OPEN)))
+        .order_by(r.c.id)
+        .with_for_update()
+    ).all():
         values: dict[str, Any] = {"stopped": kind if rid == run_id else sibling_kind}
-        if status == RunStatus.RUNNING:       # no further page: finalize takes it once its items are stopped
-            values.update(materialized_at=func.coalesce(r.c.materialized_at, db_now()), lease_token=None,
-                          lease_until=literal(EPOCH, DateTime()))
-        if conn.execute(update(r).where(r.c.id == rid, r.c.status == status, r.c.stopped.is_(None))
-                        .values(**values)).rowcount == 1:
+        if status == RunStatus.RUNNING:  # no further page: finalize takes it once its items are stopped
+            values.update(
+                materialized_at=func.coalesce(r.c.materialized_at, db_now()),
+                lease_token=None,
+                lease_until=literal(EPOCH, DateTime()),
+            )
+        if (
+            conn.execute(
+                update(r).where(r.c.id == rid, r.c.status == status, r.c.stopped.is_(None)).values(**values)
+            ).rowcount
+            == 1
+        ):
             stopped[rid] = stop_items(conn, rid)
     return stopped
 
@@ -152,9 +200,11 @@ def stop_items(conn: Connection, run_id: int) -> int:
     """Every item of the run still PENDING, leased or not: STOPPED, its lease token
     cleared (a write-back in flight then writes nothing)."""
     i = prompt_run_item
-    return conn.execute(update(i).where(i.c.run_id == run_id, i.c.verdict == Verdict.PENDING)
-                        .values(verdict=Verdict.STOPPED, lease_token=None,
-                                lease_until=literal(EPOCH, DateTime()))).rowcount
+    return conn.execute(
+        update(i)
+        .where(i.c.run_id == run_id, i.c.verdict == Verdict.PENDING)
+        .values(verdict=Verdict.STOPPED, lease_token=None, lease_until=literal(EPOCH, DateTime()))
+    ).rowcount
 
 
 def update_has_uncalled(conn: Connection, update_id: int) -> bool:
@@ -162,12 +212,16 @@ def update_has_uncalled(conn: Connection, update_id: int) -> bool:
     to copy, or an item nobody holds (one index probe per run, on the ready index; asked
     only of a run found settled). Items all in flight or waiting for a retry: no."""
     r = prompt_run
-    for run_id, materialized in conn.execute(select(r.c.id, r.c.materialized_at).where(
-            r.c.update_id == update_id, r.c.status.in_(sorted(RUN_OPEN)))).all():
+    for run_id, materialized in conn.execute(
+        select(r.c.id, r.c.materialized_at).where(r.c.update_id == update_id, r.c.status.in_(sorted(RUN_OPEN)))
+    ).all():
         if materialized is None:
             return True
-        if conn.execute(pending_items().where(prompt_run_item.c.run_id == run_id,
-                                              prompt_run_item.c.lease_until <= db_now()).limit(1)).first():
+        if conn.execute(
+            pending_items()
+            .where(prompt_run_item.c.run_id == run_id, prompt_run_item.c.lease_until <= db_now())
+            .limit(1)
+        ).first():
             return True
     return False
 
@@ -180,5 +234,8 @@ def run_stopped(conn: Connection, run_id: int) -> bool:
 def count_uncalled(conn: Connection, run_id: int) -> int:
     """Stopped items never claimed (attempt 0): no call was ever made for them."""
     i = prompt_run_item
-    return int(conn.execute(select(func.count()).where(i.c.run_id == run_id, i.c.verdict == Verdict.STOPPED,
-                                                       i.c.attempt == 0)).scalar_one())
+    return int(
+        conn.execute(
+            select(func.count()).where(i.c.run_id == run_id, i.c.verdict == Verdict.STOPPED, i.c.attempt == 0)
+        ).scalar_one()
+    )

@@ -17,8 +17,8 @@ from ..models import ItemResult
 from ..states import RUN_TERMINAL, Verdict
 from .schema import EPOCH
 
-_EPOCH_TEXT = EPOCH.strftime("%Y-%m-%d %H:%M:%S")   # the epoch as a MySQL DATETIME literal's text
-MAX_INSERT_CHARS = 1_000_000   # one multi-row INSERT stays far below max_allowed_packet (16 MiB on MariaDB)
+_EPOCH_TEXT = EPOCH.strftime("%Y-%m-%d %H:%M:%S")  # the epoch as a MySQL DATETIME literal's text
+MAX_INSERT_CHARS = 1_000_000  # one multi-row INSERT stays far below max_allowed_packet (16 MiB on MariaDB)
 
 
 def string_literal(conn: Connection) -> "Literals | None":
@@ -33,7 +33,8 @@ def string_literal(conn: Connection) -> "Literals | None":
     driver = conn.connection.dbapi_connection
     if conn.dialect.driver != "pymysql" or getattr(driver, "charset", None) not in ("utf8mb4", "utf8", "utf8mb3"):
         return None
-    from pymysql.constants import SERVER_STATUS     # (loaded with the driver: a SQLite gate never imports it)
+    from pymysql.constants import SERVER_STATUS  # (loaded with the driver: a SQLite gate never imports it)
+
     return Literals(bool((driver.server_status or 0) & SERVER_STATUS.SERVER_STATUS_NO_BACKSLASH_ESCAPES))
 
 
@@ -44,8 +45,11 @@ class Literals:
     SEPARATOR = "\x00"
 
     def __init__(self, no_backslash_escapes: bool):
-        self.escape = (lambda text: text.replace("'", "''")) if no_backslash_escapes else \
-            (lambda text: text.replace("\\", "\\\\").replace("'", "\\'"))
+        self.escape = (
+            (lambda text: text.replace("'", "''"))
+            if no_backslash_escapes
+            else (lambda text: text.replace("\\", "\\\\").replace("'", "\\'"))
+        )
 
     def __call__(self, text: str) -> str:
         return "'" + self.escape(text) + "'"
@@ -62,7 +66,7 @@ class Literals:
 def multi_row_statements(head: str, values: list[str], max_chars: int):
     """``head`` followed by the comma-joined ``values``, as few statements as keep each within
     ``max_chars`` (a value longer than that on its own goes alone)."""
-    if len(head) + sum(map(len, values)) + len(values) <= max_chars:   # the usual page: one statement
+    if len(head) + sum(map(len, values)) + len(values) <= max_chars:  # the usual page: one statement
         yield head + ",".join(values)
         return
     start, size = 0, len(head)
@@ -74,10 +78,19 @@ def multi_row_statements(head: str, values: list[str], max_chars: int):
     yield head + ",".join(values[start:])
 
 
-RESULT_COLUMNS = ("verdict", "actual_decision", "raw_output", "latency_ms", "prompt_tokens", "completion_tokens",
-                  "error", "answer_key", "reused_update_id")
-TRIAL_COLUMNS = ("trials", "unstable")   # set only by a chunk of a prompt with trials: one call's UPDATE is unchanged
-FIELD_COLUMNS = ("fields_wrong", "fields_missing")   # set only by a chunk of a fields decision (gate.structured)
+RESULT_COLUMNS = (
+    "verdict",
+    "actual_decision",
+    "raw_output",
+    "latency_ms",
+    "prompt_tokens",
+    "completion_tokens",
+    "error",
+    "answer_key",
+    "reused_update_id",
+)
+TRIAL_COLUMNS = ("trials", "unstable")  # set only by a chunk of a prompt with trials: one call's UPDATE is unchanged
+FIELD_COLUMNS = ("fields_wrong", "fields_missing")  # set only by a chunk of a fields decision (gate.structured)
 
 
 def result_columns(results: Sequence[ItemResult]) -> tuple[str, ...]:
@@ -104,20 +117,26 @@ def item_results_sql(run_id: int, token: str, results: Sequence[ItemResult], quo
     differ (most columns of a chunk hold one value: a MATCH, no error, no reuse), each
     distinct text quoted once."""
     positions = [str(int(r.position)) for r in results]
-    sets = [f"{column} = {_by_position(positions, _column(results, column), quote)}"
-            for column in result_columns(results)]
+    sets = [
+        f"{column} = {_by_position(positions, _column(results, column), quote)}" for column in result_columns(results)
+    ]
     sets.append("lease_token = NULL")
-    retry = [(position, round(float(r.retry_in or 0) * 1_000_000)) for position, r in zip(positions, results)
-             if r.verdict == Verdict.PENDING]
+    retry = [
+        (position, round(float(r.retry_in or 0) * 1_000_000))
+        for position, r in zip(positions, results)
+        if r.verdict == Verdict.PENDING
+    ]
     if retry:
         at = " ".join(f"WHEN {i} THEN TIMESTAMPADD(MICROSECOND, {us}, UTC_TIMESTAMP(6))" for i, us in retry)
         sets.append(f"lease_until = CASE position {at} ELSE '{_EPOCH_TEXT}' END")
         sets.append(f"next_attempt_at = CASE position {at} ELSE NULL END")
     else:
         sets.append(f"lease_until = '{_EPOCH_TEXT}'")
-    return (f"UPDATE prompt_run_item SET {', '.join(sets)} WHERE run_id = {int(run_id)} "
-            f"AND position IN ({','.join(positions)}) AND lease_token = {quote(token)} "
-            "AND lease_until > UTC_TIMESTAMP(6)")
+    return (
+        f"UPDATE prompt_run_item SET {', '.join(sets)} WHERE run_id = {int(run_id)} "
+        f"AND position IN ({','.join(positions)}) AND lease_token = {quote(token)} "
+        "AND lease_until > UTC_TIMESTAMP(6)"
+    )
 
 
 def _column(results: Sequence[ItemResult], column: str) -> list:
@@ -152,8 +171,17 @@ def _sql_value(value, quote) -> str:
     return str(int(value))
 
 
-ANSWER_COLUMNS = ("request_key", "actual_decision", "raw_output", "latency_ms", "prompt_tokens", "completion_tokens",
-                  "update_id", "run_id", "trial_of")
+ANSWER_COLUMNS = (
+    "request_key",
+    "actual_decision",
+    "raw_output",
+    "latency_ms",
+    "prompt_tokens",
+    "completion_tokens",
+    "update_id",
+    "run_id",
+    "trial_of",
+)
 
 
 def answers_insert_sql(answers: Sequence, quote) -> list[str]:
@@ -163,14 +191,18 @@ def answers_insert_sql(answers: Sequence, quote) -> list[str]:
     Bound through the driver, the statement's ``UTC_TIMESTAMP(6)`` among the VALUES kept
     PyMySQL's ``executemany`` from folding the rows into one INSERT: it sent one statement
     per answer, 256 round trips a chunk (bench/README.md, the database path)."""
+
     def sql_value(value) -> str:
         if value is None:
             return "NULL"
         if isinstance(value, str):
             return quote(value)
         return str(int(value))
-    values = ["(" + ",".join(sql_value(getattr(a, column)) for column in ANSWER_COLUMNS) + ",UTC_TIMESTAMP(6))"
-              for a in answers]
+
+    values = [
+        "(" + ",".join(sql_value(getattr(a, column)) for column in ANSWER_COLUMNS) + ",UTC_TIMESTAMP(6))"
+        for a in answers
+    ]
     head = f"INSERT IGNORE INTO answer ({', '.join(ANSWER_COLUMNS)}, created_at) VALUES "
     return list(multi_row_statements(head, values, MAX_INSERT_CHARS))
 
@@ -181,33 +213,42 @@ def item_claim_from_sql(run_id: int, from_position: int, limit: int) -> str:
     each item's row as well, so reading its columns here costs no more lookups; the
     dataset row's input is read by whoever renders the chunk (``version_inputs``), off
     the claimer's path."""
-    return ("SELECT position, item_id, expected_decision, attempt, input FROM prompt_run_item FORCE INDEX (ix_item_ready) "
-            f"WHERE run_id = {int(run_id)} AND verdict = 'PENDING' AND lease_until = '{_EPOCH_TEXT}' "
-            f"AND position >= {int(from_position)} ORDER BY lease_until, position LIMIT {int(limit)} "
-            "FOR UPDATE SKIP LOCKED")
+    return (
+        "SELECT position, item_id, expected_decision, attempt, input FROM prompt_run_item FORCE INDEX (ix_item_ready) "
+        f"WHERE run_id = {int(run_id)} AND verdict = 'PENDING' AND lease_until = '{_EPOCH_TEXT}' "
+        f"AND position >= {int(from_position)} ORDER BY lease_until, position LIMIT {int(limit)} "
+        "FOR UPDATE SKIP LOCKED"
+    )
 
 
-def item_lease_sql(run_id: int, positions: Sequence[int], token: str, lease_seconds: float, attempt_cap: int,
-                   quote) -> str:
+def item_lease_sql(
+    run_id: int, positions: Sequence[int], token: str, lease_seconds: float, attempt_cap: int, quote
+) -> str:
     """The claim's lease UPDATE, as text: on 256 positions, binding them through SQLAlchemy's
     expanding IN and the driver's escaping cost more CPU than the statement's round trip."""
-    return (f"UPDATE prompt_run_item SET lease_token = {quote(token)}, lease_until = TIMESTAMPADD(MICROSECOND, "
-            f"{round(float(lease_seconds) * 1_000_000)}, UTC_TIMESTAMP(6)), attempt = attempt + 1 "
-            f"WHERE run_id = {int(run_id)} AND position IN ({','.join(str(int(p)) for p in positions)}) "
-            f"AND attempt < {int(attempt_cap)}")
+    return (
+        f"UPDATE prompt_run_item SET lease_token = {quote(token)}, lease_until = TIMESTAMPADD(MICROSECOND, "
+        f"{round(float(lease_seconds) * 1_000_000)}, UTC_TIMESTAMP(6)), attempt = attempt + 1 "
+        f"WHERE run_id = {int(run_id)} AND position IN ({','.join(str(int(p)) for p in positions)}) "
+        f"AND attempt < {int(attempt_cap)}"
+    )
 
 
 def version_inputs_sql(version_id: int, positions: Sequence[int]) -> str:
     """``versions.version_inputs``' read, as text (rows come back as (position, input JSON text))."""
-    return (f"SELECT position, input FROM dataset_row WHERE version_id = {int(version_id)} "
-            f"AND position IN ({','.join(str(int(p)) for p in positions)})")
+    return (
+        f"SELECT position, input FROM dataset_row WHERE version_id = {int(version_id)} "
+        f"AND position IN ({','.join(str(int(p)) for p in positions)})"
+    )
 
 
 def answers_found_sql(keys: Sequence[str], quote) -> str:
     """``items.find_answers``' read, as text: the answers kept under these request keys whose
     paying run is finished (a chunk's 256 keys bound through SQLAlchemy's expanding IN cost
     more CPU than the read)."""
-    return ("SELECT a.request_key, a.actual_decision, a.raw_output, a.latency_ms, a.prompt_tokens, "
-            "a.completion_tokens, a.update_id, a.run_id FROM answer AS a JOIN prompt_run AS r ON r.id = a.run_id "
-            f"WHERE a.request_key IN ({','.join(map(quote, keys))}) "
-            f"AND r.status IN ({','.join(quote(str(s)) for s in sorted(RUN_TERMINAL))})")
+    return (
+        "SELECT a.request_key, a.actual_decision, a.raw_output, a.latency_ms, a.prompt_tokens, "
+        "a.completion_tokens, a.update_id, a.run_id FROM answer AS a JOIN prompt_run AS r ON r.id = a.run_id "
+        f"WHERE a.request_key IN ({','.join(map(quote, keys))}) "
+        f"AND r.status IN ({','.join(quote(str(s)) for s in sorted(RUN_TERMINAL))})"
+    )

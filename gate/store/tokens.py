@@ -42,10 +42,23 @@ def revoke_token(conn: Connection, name: str) -> bool:
     """Revoke the token NAME. Returns False when it was revoked already."""
     if conn.execute(select(api_token.c.id).where(api_token.c.name == name)).first() is None:
         raise NotFound(f"no token named {name!r}")
-    return conn.execute(update(api_token).where(api_token.c.name == name, api_token.c.revoked_at.is_(None))
-                        .values(revoked_at=db_now())).rowcount == 1
+    return (
+        conn.execute(
+            update(api_token)
+            .where(api_token.c.name == name, api_token.c.revoked_at.is_(None))
+            .values(revoked_at=db_now())
+        ).rowcount
+        == 1
+    )
 
 
 def _token(r) -> ApiToken:
-    return ApiToken(id=r.id, name=r.name, scope=r.scope, token_hash=r.token_hash, created_at=r.created_at,
-                    last_used_at=r.last_used_at, revoked_at=r.revoked_at)
+    return ApiToken(
+        id=r.id,
+        name=r.name,
+        scope=r.scope,
+        token_hash=r.token_hash,
+        created_at=r.created_at,
+        last_used_at=r.last_used_at,
+        revoked_at=r.revoked_at,
+    )

@@ -26,10 +26,16 @@ def unstable_items(conn: Connection, run_id: int, limit: int) -> list[UnstableIt
     if limit <= 0:
         return []
     i = prompt_run_item
-    rows = conn.execute(select(i.c.item_id, i.c.expected_decision, i.c.actual_decision, i.c.verdict, i.c.trials)
-                        .where(i.c.run_id == run_id, i.c.unstable == 1).order_by(i.c.position).limit(limit))
-    return [UnstableItem(r.item_id, r.expected_decision, r.actual_decision, r.verdict, answers_shown(r.trials or []))
-            for r in rows]
+    rows = conn.execute(
+        select(i.c.item_id, i.c.expected_decision, i.c.actual_decision, i.c.verdict, i.c.trials)
+        .where(i.c.run_id == run_id, i.c.unstable == 1)
+        .order_by(i.c.position)
+        .limit(limit)
+    )
+    return [
+        UnstableItem(r.item_id, r.expected_decision, r.actual_decision, r.verdict, answers_shown(r.trials or []))
+        for r in rows
+    ]
 
 
 def trial_call_stats(conn: Connection, run_id: int) -> dict[str, Any]:
@@ -38,20 +44,27 @@ def trial_call_stats(conn: Connection, run_id: int) -> dict[str, Any]:
     reused, trials answered without token counts (``unmetered``), and ``calls``: the
     trials the answered items took (N × items; failed trials included)."""
     i = prompt_run_item
-    rows = conn.execute(select(i.c.trials).where(i.c.run_id == run_id,
-                                                 i.c.verdict.in_([Verdict.MATCH, Verdict.MISMATCH])))
+    rows = conn.execute(
+        select(i.c.trials).where(i.c.run_id == run_id, i.c.verdict.in_([Verdict.MATCH, Verdict.MISMATCH]))
+    )
     trials = [t for (stored,) in rows for t in stored or []]
     answered = [t for t in trials if not t.get("error") and t.get("decision") is not None]
-    return {"latency_ms": _latency(sorted(t["latency_ms"] for t in answered if t.get("latency_ms") is not None)),
-            "prompt_tokens": sum(t.get("prompt_tokens") or 0 for t in answered),
-            "completion_tokens": sum(t.get("completion_tokens") or 0 for t in answered),
-            "reused": sum(1 for t in answered if t.get("reused_update_id") is not None),
-            "unmetered": sum(1 for t in answered if t.get("prompt_tokens") is None or t.get("completion_tokens") is None),
-            "calls": len(trials)}
+    return {
+        "latency_ms": _latency(sorted(t["latency_ms"] for t in answered if t.get("latency_ms") is not None)),
+        "prompt_tokens": sum(t.get("prompt_tokens") or 0 for t in answered),
+        "completion_tokens": sum(t.get("completion_tokens") or 0 for t in answered),
+        "reused": sum(1 for t in answered if t.get("reused_update_id") is not None),
+        "unmetered": sum(1 for t in answered if t.get("prompt_tokens") is None or t.get("completion_tokens") is None),
+        "calls": len(trials),
+    }
 
 
 def _latency(values: Sequence[int]) -> dict[str, Any]:
     if not values:
         return {"p50": None, "p95": None, "max": None, "timed": 0}
-    return {"p50": values[nearest_rank(50, len(values)) - 1], "p95": values[nearest_rank(95, len(values)) - 1],
-            "max": values[-1], "timed": len(values)}
+    return {
+        "p50": values[nearest_rank(50, len(values)) - 1],
+        "p95": values[nearest_rank(95, len(values)) - 1],
+        "max": values[-1],
+        "timed": len(values),
+    }

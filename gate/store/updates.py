@@ -17,25 +17,66 @@ from .schema import prompt_run, prompt_update
 
 
 def _update(row) -> Update:
-    return Update(row.id, row.prompt_name, row.mode, row.status, row.candidate_config, row.candidate_hash,
-                  row.base_version, row.source or {}, row.reason, row.created_at, row.started_at,
-                  row.finished_at, bool(row.full_run), row.limits, row.stopped)
+    return Update(
+        row.id,
+        row.prompt_name,
+        row.mode,
+        row.status,
+        row.candidate_config,
+        row.candidate_hash,
+        row.base_version,
+        row.source or {},
+        row.reason,
+        row.created_at,
+        row.started_at,
+        row.finished_at,
+        bool(row.full_run),
+        row.limits,
+        row.stopped,
+    )
 
 
-def insert_update(conn: Connection, *, prompt_name: str, mode: str, config: dict, config_hash: str,
-                  base_version: int, source: dict, source_key: str, source_sha: str | None,
-                  provider: dict | None = None, reuse: bool = True, submitted_by: str | None = None,
-                  full: bool = False, limits: dict | None = None) -> int:
+def insert_update(
+    conn: Connection,
+    *,
+    prompt_name: str,
+    mode: str,
+    config: dict,
+    config_hash: str,
+    base_version: int,
+    source: dict,
+    source_key: str,
+    source_sha: str | None,
+    provider: dict | None = None,
+    reuse: bool = True,
+    submitted_by: str | None = None,
+    full: bool = False,
+    limits: dict | None = None,
+) -> int:
     """A new PENDING update; ``provider`` is the declaration its calls go to (None: the
     default provider); ``reuse``: whether answers already paid for may stand in for calls;
     ``submitted_by``: the service token's name (None: the CLI on the database); ``full``:
     no run of it stops early; ``limits``: its spend caps and the upper bound of its calls
     (gate.spend), pinned."""
-    result = conn.execute(insert(prompt_update).values(
-        prompt_name=prompt_name, mode=mode, status=UpdateStatus.PENDING, candidate_config=config,
-        candidate_hash=config_hash, base_version=base_version, source=source, source_key=source_key,
-        source_sha=source_sha, provider=provider, reuse=1 if reuse else 0, submitted_by=submitted_by,
-        full_run=1 if full else 0, limits=limits, created_at=db_now()))
+    result = conn.execute(
+        insert(prompt_update).values(
+            prompt_name=prompt_name,
+            mode=mode,
+            status=UpdateStatus.PENDING,
+            candidate_config=config,
+            candidate_hash=config_hash,
+            base_version=base_version,
+            source=source,
+            source_key=source_key,
+            source_sha=source_sha,
+            provider=provider,
+            reuse=1 if reuse else 0,
+            submitted_by=submitted_by,
+            full_run=1 if full else 0,
+            limits=limits,
+            created_at=db_now(),
+        )
+    )
     return result.inserted_primary_key[0]
 
 
@@ -65,8 +106,9 @@ def get_update(conn: Connection, update_id: int) -> Update:
     return found
 
 
-def superseded_updates(conn: Connection, prompt_name: str, mode: str, source_key: str | None,
-                       submitted_by: str | None = None) -> list[int]:
+def superseded_updates(
+    conn: Connection, prompt_name: str, mode: str, source_key: str | None, submitted_by: str | None = None
+) -> list[int]:
     """Open updates that a new submission replaces (latest wins): every open apply-mode
     update of the prompt (``source_key`` None), or the open check-mode updates of the same
     source of the same submitter (``submitted_by``: a token's name; None: the CLI on the
@@ -74,16 +116,19 @@ def superseded_updates(conn: Connection, prompt_name: str, mode: str, source_key
     u = prompt_update
     stmt = select(u.c.id).where(u.c.prompt_name == prompt_name, u.c.mode == mode, u.c.status.in_(list(UPDATE_OPEN)))
     if source_key is not None:
-        stmt = stmt.where(u.c.source_key == source_key,
-                          u.c.submitted_by.is_(None) if submitted_by is None else u.c.submitted_by == submitted_by)
+        stmt = stmt.where(
+            u.c.source_key == source_key,
+            u.c.submitted_by.is_(None) if submitted_by is None else u.c.submitted_by == submitted_by,
+        )
     return list(conn.execute(stmt.order_by(prompt_update.c.id).with_for_update()).scalars())
 
 
 def lock_update_owner(conn: Connection, update_id: int) -> str | None:
     """The name of the token that submitted the update (None: the CLI on the database),
     its row locked for the caller's transaction; NotFound when there is none."""
-    row = conn.execute(select(prompt_update.c.submitted_by).where(prompt_update.c.id == update_id)
-                       .with_for_update()).first()
+    row = conn.execute(
+        select(prompt_update.c.submitted_by).where(prompt_update.c.id == update_id).with_for_update()
+    ).first()
     if row is None:
         raise NotFound(f"unknown update {update_id}")
     return row.submitted_by
@@ -100,9 +145,11 @@ def transition_update(conn: Connection, update_id: int, to: UpdateStatus, reason
         values["started_at"] = db_now()
     else:
         values["finished_at"] = db_now()
-    moved = conn.execute(update(prompt_update)
-                         .where(prompt_update.c.id == update_id, prompt_update.c.status.in_(list(sources)))
-                         .values(**values)).rowcount
+    moved = conn.execute(
+        update(prompt_update)
+        .where(prompt_update.c.id == update_id, prompt_update.c.status.in_(list(sources)))
+        .values(**values)
+    ).rowcount
     if moved != 1:
         now = conn.execute(select(prompt_update.c.status).where(prompt_update.c.id == update_id)).scalar()
         raise IllegalTransition(f"update {update_id} cannot move to {to}: it is {now or 'missing'}")
@@ -121,10 +168,11 @@ def start_update(conn: Connection, update_id: int) -> bool:
 def cancel_update(conn: Connection, update_id: int, reason: str) -> None:
     """Cancel an open update and its open runs, in the caller's transaction."""
     transition_update(conn, update_id, UpdateStatus.CANCELLED, reason)
-    conn.execute(update(prompt_run)
-                 .where(prompt_run.c.update_id == update_id, prompt_run.c.status.in_(list(RUN_OPEN)))
-                 .values(status=RunStatus.CANCELLED, reason=reason, finished_at=db_now(),
-                         lease_token=None))
+    conn.execute(
+        update(prompt_run)
+        .where(prompt_run.c.update_id == update_id, prompt_run.c.status.in_(list(RUN_OPEN)))
+        .values(status=RunStatus.CANCELLED, reason=reason, finished_at=db_now(), lease_token=None)
+    )
 
 
 def updates_for_sha(conn: Connection, sha: str, prompt_name: str | None = None) -> list[Update]:
@@ -139,14 +187,21 @@ def update_statuses(conn: Connection, update_ids: list[int]) -> dict[int, str]:
     read, what the service's shared watcher polls for all its waiters at once."""
     if not update_ids:
         return {}
-    rows = conn.execute(select(prompt_update.c.id, prompt_update.c.status)
-                        .where(prompt_update.c.id.in_(sorted(set(update_ids)))))
+    rows = conn.execute(
+        select(prompt_update.c.id, prompt_update.c.status).where(prompt_update.c.id.in_(sorted(set(update_ids))))
+    )
     return {r.id: r.status for r in rows}
 
 
-def list_updates(conn: Connection, limit: int = 20, prompt_name: str | None = None, *,
-                 status: str | None = None, sha_prefix: str | None = None,
-                 before_id: int | None = None) -> list[Update]:
+def list_updates(
+    conn: Connection,
+    limit: int = 20,
+    prompt_name: str | None = None,
+    *,
+    status: str | None = None,
+    sha_prefix: str | None = None,
+    before_id: int | None = None,
+) -> list[Update]:
     """Newest first. ``sha_prefix``: commit SHAs starting with it (the caller passes hex
     digits only, so it holds no LIKE wildcard); ``before_id``: the next page, older than it."""
     u = prompt_update
@@ -164,26 +219,35 @@ def list_updates(conn: Connection, limit: int = 20, prompt_name: str | None = No
 
 def any_open_update(conn: Connection) -> bool:
     """Is there work anywhere? One index probe on (status, id): what an idle fleet asks."""
-    return conn.execute(select(prompt_update.c.id)
-                        .where(prompt_update.c.status.in_([UpdateStatus.PENDING, UpdateStatus.RUNNING]))
-                        .limit(1)).first() is not None
+    return (
+        conn.execute(
+            select(prompt_update.c.id)
+            .where(prompt_update.c.status.in_([UpdateStatus.PENDING, UpdateStatus.RUNNING]))
+            .limit(1)
+        ).first()
+        is not None
+    )
 
 
 def reconcile_candidates_query(limit: int):
     """RUNNING updates none of whose runs is still open, on the (status, id) index; the
     NOT EXISTS probes (update_id, status). Not a locking read, for the reason
     ``finalize_candidates_query`` gives: each update is locked afterwards and checked again."""
-    open_run = exists().where(prompt_run.c.update_id == prompt_update.c.id,
-                              prompt_run.c.status.in_(list(RUN_OPEN)))
-    return (select(prompt_update.c.id)
-            .where(prompt_update.c.status == UpdateStatus.RUNNING, ~open_run)
-            .order_by(prompt_update.c.id).limit(limit))
+    open_run = exists().where(prompt_run.c.update_id == prompt_update.c.id, prompt_run.c.status.in_(list(RUN_OPEN)))
+    return (
+        select(prompt_update.c.id)
+        .where(prompt_update.c.status == UpdateStatus.RUNNING, ~open_run)
+        .order_by(prompt_update.c.id)
+        .limit(limit)
+    )
 
 
 def lock_update_query(update_id: int):
-    return (select(prompt_update.c.id)
-            .where(prompt_update.c.id == update_id, prompt_update.c.status == UpdateStatus.RUNNING)
-            .with_for_update(skip_locked=True))
+    return (
+        select(prompt_update.c.id)
+        .where(prompt_update.c.id == update_id, prompt_update.c.status == UpdateStatus.RUNNING)
+        .with_for_update(skip_locked=True)
+    )
 
 
 def reconcilable_updates(conn: Connection, limit: int) -> list[int]:
@@ -193,7 +257,9 @@ def reconcilable_updates(conn: Connection, limit: int) -> list[int]:
     for update_id in conn.execute(reconcile_candidates_query(limit)).scalars().all():
         if conn.execute(lock_update_query(update_id)).first() is None:
             continue
-        if all(status not in RUN_OPEN for status in conn.execute(
-                select(prompt_run.c.status).where(prompt_run.c.update_id == update_id)).scalars()):
+        if all(
+            status not in RUN_OPEN
+            for status in conn.execute(select(prompt_run.c.status).where(prompt_run.c.update_id == update_id)).scalars()
+        ):
             ready.append(update_id)
     return ready

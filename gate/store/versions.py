@@ -28,21 +28,41 @@ IMPORTING, READY, DELETING = "IMPORTING", "READY", "DELETING"
 
 
 def _version(row) -> DatasetVersion:
-    return DatasetVersion(row.id, row.dataset_id, row.status, row.content_hash, row.row_count, row.labels or {},
-                          row.source_uri, row.source_options or {}, row.source_version, row.created_at, row.fields, row.number)
+    return DatasetVersion(
+        row.id,
+        row.dataset_id,
+        row.status,
+        row.content_hash,
+        row.row_count,
+        row.labels or {},
+        row.source_uri,
+        row.source_options or {},
+        row.source_version,
+        row.created_at,
+        row.fields,
+        row.number,
+    )
 
 
-def create_version(conn: Connection, dataset_id: int, source_uri: str, options: dict,
-                   source_version: str | None) -> int:
+def create_version(
+    conn: Connection, dataset_id: int, source_uri: str, options: dict, source_version: str | None
+) -> int:
     """A new IMPORTING version of the dataset; its rows go in with ``insert_version_rows``."""
-    result = conn.execute(insert(dataset_version).values(
-        dataset_id=dataset_id, status=IMPORTING, row_count=0, source_uri=source_uri, source_options=options,
-        source_version=(source_version or "")[:255] or None, created_at=db_now()))
+    result = conn.execute(
+        insert(dataset_version).values(
+            dataset_id=dataset_id,
+            status=IMPORTING,
+            row_count=0,
+            source_uri=source_uri,
+            source_options=options,
+            source_version=(source_version or "")[:255] or None,
+            created_at=db_now(),
+        )
+    )
     return result.inserted_primary_key[0]
 
 
-def insert_version_rows(conn: Connection, version_id: int,
-                        rows: Sequence[tuple[int, str, str, str, str, int]]) -> int:
+def insert_version_rows(conn: Connection, version_id: int, rows: Sequence[tuple[int, str, str, str, str, int]]) -> int:
     """One page of (position, item_id, expected, input JSON, row hash, protected 0/1). The
     import's hot path: on PyMySQL over utf8 the page goes as multi-row INSERTs of quoted
     literals (see ``textsql``), elsewhere as the driver's executemany."""
@@ -52,14 +72,17 @@ def insert_version_rows(conn: Connection, version_id: int,
     columns = "(version_id, position, item_id, expected_decision, input, row_hash, protected)"
     if literal is None:
         mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
-        conn.exec_driver_sql(f"INSERT INTO dataset_row {columns} VALUES ({', '.join([mark] * 7)})",
-                             [(version_id, *row) for row in rows])
+        conn.exec_driver_sql(
+            f"INSERT INTO dataset_row {columns} VALUES ({', '.join([mark] * 7)})", [(version_id, *row) for row in rows]
+        )
         return len(rows)
     version = int(version_id)
     positions, ids, labels, inputs, hashes, protected = zip(*rows)
     ids, labels, inputs = (literal.escape_all(column) for column in (ids, labels, inputs))
-    values = [f"({version},{int(p)},'{i}','{e}','{j}','{h}',{int(k)})"
-              for p, i, e, j, h, k in zip(positions, ids, labels, inputs, hashes, protected)]
+    values = [
+        f"({version},{int(p)},'{i}','{e}','{j}','{h}',{int(k)})"
+        for p, i, e, j, h, k in zip(positions, ids, labels, inputs, hashes, protected)
+    ]
     for statement in multi_row_statements(f"INSERT INTO dataset_row {columns} VALUES ", values, MAX_INSERT_CHARS):
         conn.exec_driver_sql(statement, execution_options={"no_parameters": True})
     return len(rows)
@@ -70,25 +93,46 @@ def existing_version_ids(conn: Connection, version_id: int, item_ids: Sequence[s
     if not item_ids:
         return []
     r = dataset_row
-    return list(conn.execute(select(r.c.item_id).where(r.c.version_id == version_id,
-                                                         r.c.item_id.in_(list(item_ids)))).scalars())
+    return list(
+        conn.execute(select(r.c.item_id).where(r.c.version_id == version_id, r.c.item_id.in_(list(item_ids)))).scalars()
+    )
 
 
-def finish_version(conn: Connection, version_id: int, dataset_id: int, content_hash: str, row_count: int,
-                   labels: dict[str, int], fields: dict | None = None) -> bool:
+def finish_version(
+    conn: Connection,
+    version_id: int,
+    dataset_id: int,
+    content_hash: str,
+    row_count: int,
+    labels: dict[str, int],
+    fields: dict | None = None,
+) -> bool:
     """IMPORTING → READY with its hash, counts (rows per label, rows per field) and its
     number in the dataset (the dataset's counter moved on by one: call under
     ``lock_dataset``); False when it is not IMPORTING (any more). Raises IntegrityError
     when a READY version of the dataset has that content."""
-    counted = conn.execute(update(dataset).where(dataset.c.id == dataset_id)
-                           .values(version_numbers=dataset.c.version_numbers + 1)).rowcount
+    counted = conn.execute(
+        update(dataset).where(dataset.c.id == dataset_id).values(version_numbers=dataset.c.version_numbers + 1)
+    ).rowcount
     if counted != 1:
         return False
     number = conn.execute(select(dataset.c.version_numbers).where(dataset.c.id == dataset_id)).scalar()
     v = dataset_version
-    return conn.execute(update(v).where(v.c.id == version_id, v.c.status == IMPORTING)
-                        .values(status=READY, content_hash=content_hash, row_count=row_count,
-                                labels=labels, fields=fields, number=number)).rowcount == 1
+    return (
+        conn.execute(
+            update(v)
+            .where(v.c.id == version_id, v.c.status == IMPORTING)
+            .values(
+                status=READY,
+                content_hash=content_hash,
+                row_count=row_count,
+                labels=labels,
+                fields=fields,
+                number=number,
+            )
+        ).rowcount
+        == 1
+    )
 
 
 def set_version_fields(conn: Connection, version_id: int, fields: dict) -> bool:
@@ -96,8 +140,7 @@ def set_version_fields(conn: Connection, version_id: int, fields: dict) -> bool:
     counted); False when it has them already (another submission counted them first) or
     is gone."""
     v = dataset_version
-    return conn.execute(update(v).where(v.c.id == version_id, v.c.fields.is_(None))
-                        .values(fields=fields)).rowcount == 1
+    return conn.execute(update(v).where(v.c.id == version_id, v.c.fields.is_(None)).values(fields=fields)).rowcount == 1
 
 
 def find_version_by_number(conn: Connection, dataset_id: int, number: int) -> DatasetVersion | None:
@@ -108,8 +151,9 @@ def find_version_by_number(conn: Connection, dataset_id: int, number: int) -> Da
 
 def find_version_by_content(conn: Connection, dataset_id: int, content_hash: str) -> DatasetVersion | None:
     v = dataset_version
-    row = conn.execute(select(v).where(v.c.dataset_id == dataset_id, v.c.content_hash == content_hash,
-                                       v.c.status == READY)).first()
+    row = conn.execute(
+        select(v).where(v.c.dataset_id == dataset_id, v.c.content_hash == content_hash, v.c.status == READY)
+    ).first()
     return _version(row) if row else None
 
 
@@ -122,16 +166,21 @@ def get_version(conn: Connection, version_id: int) -> DatasetVersion:
 
 def list_versions(conn: Connection, dataset_id: int) -> list[DatasetVersion]:
     v = dataset_version
-    return [_version(r) for r in conn.execute(select(v).where(v.c.dataset_id == dataset_id, v.c.status == READY)
-                                              .order_by(v.c.id.desc()))]
+    return [
+        _version(r)
+        for r in conn.execute(
+            select(v).where(v.c.dataset_id == dataset_id, v.c.status == READY).order_by(v.c.id.desc())
+        )
+    ]
 
 
 def lock_dataset(conn: Connection, dataset_id: int, share: bool = False) -> int | None:
     """Lock the dataset's row for the rest of the transaction (shared: a submission pinning
     its current version; exclusive: changing it, or prune taking one of its versions) and
     return its current version id, read under the lock. SQLite serializes transactions."""
-    return conn.execute(select(dataset.c.current_version_id).where(dataset.c.id == dataset_id)
-                        .with_for_update(read=share)).scalar()
+    return conn.execute(
+        select(dataset.c.current_version_id).where(dataset.c.id == dataset_id).with_for_update(read=share)
+    ).scalar()
 
 
 def version_status(conn: Connection, version_id: int) -> str | None:
@@ -140,8 +189,9 @@ def version_status(conn: Connection, version_id: int) -> str | None:
     return conn.execute(select(v.c.status).where(v.c.id == version_id).with_for_update(read=True)).scalar()
 
 
-def set_current_version(conn: Connection, dataset_id: int, version_id: int, source_uri: str, options: dict,
-                        seen: int | None) -> bool:
+def set_current_version(
+    conn: Connection, dataset_id: int, version_id: int, source_uri: str, options: dict, seen: int | None
+) -> bool:
     """Make a READY version the dataset's current one (what new submissions pin), with the
     source it came from, if the current version is still ``seen`` (the one before the
     import: a concurrent import that finished first is not overwritten by an older one).
@@ -149,16 +199,25 @@ def set_current_version(conn: Connection, dataset_id: int, version_id: int, sour
     current = lock_dataset(conn, dataset_id)
     if current != seen or version_status(conn, version_id) != READY:
         return False
-    return conn.execute(update(dataset).where(dataset.c.id == dataset_id)
-                        .values(current_version_id=version_id, source_uri=source_uri, options=options)).rowcount == 1
+    return (
+        conn.execute(
+            update(dataset)
+            .where(dataset.c.id == dataset_id)
+            .values(current_version_id=version_id, source_uri=source_uri, options=options)
+        ).rowcount
+        == 1
+    )
 
 
 def version_rows(conn: Connection, version_id: int, after: int = -1, limit: int = 1000) -> list[VersionRow]:
     """Rows after position ``after``, in order (a page of a preview or a diff)."""
     r = dataset_row
-    rows = conn.execute(select(r.c.position, r.c.item_id, r.c.expected_decision, r.c.input, r.c.row_hash)
-                        .where(r.c.version_id == version_id, r.c.position > after)
-                        .order_by(r.c.position).limit(limit))
+    rows = conn.execute(
+        select(r.c.position, r.c.item_id, r.c.expected_decision, r.c.input, r.c.row_hash)
+        .where(r.c.version_id == version_id, r.c.position > after)
+        .order_by(r.c.position)
+        .limit(limit)
+    )
     return [VersionRow(*row) for row in rows]
 
 
@@ -178,27 +237,40 @@ def version_inputs(conn: Connection, version_id: int, positions: Sequence[int]) 
     if not positions:
         return {}
     if string_literal(conn) is not None:
-        rows = conn.exec_driver_sql(version_inputs_sql(version_id, positions), execution_options={"no_parameters": True})
+        rows = conn.exec_driver_sql(
+            version_inputs_sql(version_id, positions), execution_options={"no_parameters": True}
+        )
         return {position: json.loads(text) for position, text in rows}
     r = dataset_row
-    return dict(conn.execute(select(r.c.position, r.c.input)
-                             .where(r.c.version_id == version_id, r.c.position.in_(list(positions)))).all())
+    return dict(
+        conn.execute(
+            select(r.c.position, r.c.input).where(r.c.version_id == version_id, r.c.position.in_(list(positions)))
+        ).all()
+    )
 
 
 def version_labels(conn: Connection, version_id: int) -> dict[str, int]:
     """Rows per expected label (one GROUP BY over the version)."""
     r = dataset_row
-    return {label: n for label, n in conn.execute(
-        select(r.c.expected_decision, func.count()).where(r.c.version_id == version_id)
-        .group_by(r.c.expected_decision))}
+    return {
+        label: n
+        for label, n in conn.execute(
+            select(r.c.expected_decision, func.count())
+            .where(r.c.version_id == version_id)
+            .group_by(r.c.expected_decision)
+        )
+    }
 
 
 def rows_with_labels(conn: Connection, version_id: int, labels: Sequence[str], limit: int) -> list[VersionRow]:
     """The first rows whose label is one of ``labels`` (examples for a message)."""
     r = dataset_row
-    rows = conn.execute(select(r.c.position, r.c.item_id, r.c.expected_decision, r.c.input, r.c.row_hash)
-                        .where(r.c.version_id == version_id, r.c.expected_decision.in_(list(labels)))
-                        .order_by(r.c.position).limit(limit))
+    rows = conn.execute(
+        select(r.c.position, r.c.item_id, r.c.expected_decision, r.c.input, r.c.row_hash)
+        .where(r.c.version_id == version_id, r.c.expected_decision.in_(list(labels)))
+        .order_by(r.c.position)
+        .limit(limit)
+    )
     return [VersionRow(*row) for row in rows]
 
 
@@ -207,8 +279,9 @@ def delete_version_rows(conn: Connection, version_id: int, limit: int) -> int:
     of the batch is read, then everything up to it deleted, both on the primary key (no
     DELETE ... LIMIT, which SQLite may lack)."""
     r = dataset_row
-    last = conn.execute(select(r.c.position).where(r.c.version_id == version_id)
-                        .order_by(r.c.position).offset(limit - 1).limit(1)).scalar()
+    last = conn.execute(
+        select(r.c.position).where(r.c.version_id == version_id).order_by(r.c.position).offset(limit - 1).limit(1)
+    ).scalar()
     where = [r.c.version_id == version_id] + ([r.c.position <= last] if last is not None else [])
     return conn.execute(delete(r).where(*where)).rowcount
 

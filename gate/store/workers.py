@@ -12,14 +12,21 @@ from .schema import worker
 
 
 def register_worker(conn: Connection, worker_id: str, role: str, host: str, pid: int) -> None:
-    conn.execute(insert(worker).values(id=worker_id, role=role, host=host, pid=pid,
-                                       started_at=db_now(), heartbeat_at=db_now()))
+    conn.execute(
+        insert(worker).values(id=worker_id, role=role, host=host, pid=pid, started_at=db_now(), heartbeat_at=db_now())
+    )
 
 
 def heartbeat_worker(conn: Connection, worker_id: str, oldest_call_seconds: float | None = None) -> bool:
     """The heartbeat, with the age of the process's oldest model call in flight (None: none)."""
-    return conn.execute(update(worker).where(worker.c.id == worker_id)
-                        .values(heartbeat_at=db_now(), oldest_call_seconds=oldest_call_seconds)).rowcount == 1
+    return (
+        conn.execute(
+            update(worker)
+            .where(worker.c.id == worker_id)
+            .values(heartbeat_at=db_now(), oldest_call_seconds=oldest_call_seconds)
+        ).rowcount
+        == 1
+    )
 
 
 def remove_worker(conn: Connection, worker_id: str) -> None:
@@ -27,8 +34,11 @@ def remove_worker(conn: Connection, worker_id: str) -> None:
 
 
 def live_workers(conn: Connection, stale_seconds: float) -> list[WorkerRow]:
-    rows = conn.execute(select(worker).where(worker.c.heartbeat_at > db_now(-stale_seconds))
-                        .order_by(worker.c.role, worker.c.started_at))
+    rows = conn.execute(
+        select(worker)
+        .where(worker.c.heartbeat_at > db_now(-stale_seconds))
+        .order_by(worker.c.role, worker.c.started_at)
+    )
     return [WorkerRow(*r) for r in rows]
 
 

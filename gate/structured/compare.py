@@ -31,8 +31,8 @@ _MAX_NUMBER_CHARS = 64
 @dataclass(frozen=True)
 class Outcome:
     match: bool
-    wrong: int             # bits of the fields that did not match (missing ones included)
-    missing: int           # bits of the fields the answer did not have
+    wrong: int  # bits of the fields that did not match (missing ones included)
+    missing: int  # bits of the fields the answer did not have
 
 
 def score(rule: FieldsRule, actual: str | None, expected: str) -> Outcome:
@@ -58,8 +58,13 @@ def field_matches(spec: FieldSpec, actual: Any, expected: Any) -> bool:
     if spec.type == "number":
         return _number(spec, actual, expected)
     if spec.type == "text":
-        return actual is None and expected is None or \
-            _is_scalar(actual) and _is_scalar(expected) and _text(actual, spec.normalize) == _text(expected, spec.normalize)
+        return (
+            actual is None
+            and expected is None
+            or _is_scalar(actual)
+            and _is_scalar(expected)
+            and _text(actual, spec.normalize) == _text(expected, spec.normalize)
+        )
     if spec.type == "list":
         return _list(spec, actual, expected)
     return same_value(actual, expected)

@@ -43,7 +43,7 @@ def expected_object(record: Mapping[str, Any]) -> tuple[dict | None, tuple[str, 
     for column in columns:
         value = _cell(record[column])
         if value is not None:
-            found[column[len(EXPECTED_PREFIX):]] = value
+            found[column[len(EXPECTED_PREFIX) :]] = value
     return found, columns
 
 
@@ -74,8 +74,10 @@ def checked_expected(obj: dict, where: str) -> str:
         raise DatasetError(f"{where}: the expected object has {len(obj)} fields: at most {MAX_FIELDS}")
     for name, value in obj.items():
         if not isinstance(name, str) or not NAME_RE.fullmatch(name):
-            raise DatasetError(f"{where}: expected field {str(name)[:40]!r} is not a field name (letters, digits "
-                               "and _, starting with a letter or _, at most 64 characters)")
+            raise DatasetError(
+                f"{where}: expected field {str(name)[:40]!r} is not a field name (letters, digits "
+                "and _, starting with a letter or _, at most 64 characters)"
+            )
         problem = _uncomparable(value)
         if problem:
             raise DatasetError(f"{where}: expected field {name} {problem}")

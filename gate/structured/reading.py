@@ -24,7 +24,7 @@ from ..decision import MAX_ANSWER_CHARS, answer_json, first_word_label, strip_th
 from .rule import MAX_VALUE_CHARS, FieldsRule, canonical
 
 NOT_AN_OBJECT = "(not a JSON object)"
-MAX_READ_CHARS = 40_000        # > MAX_FIELDS × (MAX_VALUE_CHARS + a name and its quotes)
+MAX_READ_CHARS = 40_000  # > MAX_FIELDS × (MAX_VALUE_CHARS + a name and its quotes)
 
 
 def read_answer(rule: FieldsRule, raw_text: str | None) -> str:

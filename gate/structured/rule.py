@@ -40,15 +40,20 @@ from typing import Any, Mapping
 from ..errors import SpecError
 
 COMPARATORS = ("exact", "label", "number", "text", "list")
-MAX_FIELDS = 32                   # a field is a bit of a BIGINT mask
+MAX_FIELDS = 32  # a field is a bit of a BIGINT mask
 MAX_LABELS = 256
 MAX_LABEL_CHARS = 128
-NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")      # fullmatch; safe in a JSON path
+NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")  # fullmatch; safe in a JSON path
 NORMAL_FORMS = ("NFC", "NFD", "NFKC", "NFKD")
 LIST_ITEMS = ("exact", "text")
-OPTIONS = {"exact": (), "label": ("labels",), "number": ("tolerance", "relative"), "text": ("normalize",),
-           "list": ("ordered", "items")}
-MAX_VALUE_CHARS = 1000           # a value, as JSON, that the gate compares (answer or expected)
+OPTIONS = {
+    "exact": (),
+    "label": ("labels",),
+    "number": ("tolerance", "relative"),
+    "text": ("normalize",),
+    "list": ("ordered", "items"),
+}
+MAX_VALUE_CHARS = 1000  # a value, as JSON, that the gate compares (answer or expected)
 _LABEL_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 _RESERVED_LABEL = re.compile(r"\(.*\)", re.DOTALL)
 
@@ -84,7 +89,7 @@ class FieldSpec:
 
 @dataclass(frozen=True)
 class FieldsRule:
-    fields: tuple[FieldSpec, ...]          # sorted by name
+    fields: tuple[FieldSpec, ...]  # sorted by name
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -120,15 +125,23 @@ def parse_fields(value: Any, file: str | None = None, where: str = "decision.fie
     """The ``fields`` mapping of a decision, validated (each problem a SpecError naming the
     field)."""
     if not isinstance(value, Mapping) or not value:
-        raise SpecError(file, where, "must map each field of the answer to its comparator: "
-                        f"{', '.join(COMPARATORS)} (e.g. {{order_id: exact, amount: {{type: number, tolerance: 0.01}}}})")
+        raise SpecError(
+            file,
+            where,
+            "must map each field of the answer to its comparator: "
+            f"{', '.join(COMPARATORS)} (e.g. {{order_id: exact, amount: {{type: number, tolerance: 0.01}}}})",
+        )
     if len(value) > MAX_FIELDS:
         raise SpecError(file, where, f"declares {len(value)} fields: at most {MAX_FIELDS}")
     fields = []
     for name, spec in value.items():
         if not isinstance(name, str) or not NAME_RE.fullmatch(name):
-            raise SpecError(file, where, f"{str(name)[:40]!r} is not a field name: letters, digits and _, "
-                            "starting with a letter or _, at most 64 characters")
+            raise SpecError(
+                file,
+                where,
+                f"{str(name)[:40]!r} is not a field name: letters, digits and _, "
+                "starting with a letter or _, at most 64 characters",
+            )
         fields.append(_parse_field(name, spec, file, f"{where}.{name}"))
     return FieldsRule(tuple(sorted(fields, key=lambda f: f.name)))
 
@@ -171,10 +184,19 @@ def _labels(value: Any, file: str | None, where: str) -> tuple[str, ...]:
         raise SpecError(file, where, f"a label field needs a list of 2 to {MAX_LABELS} labels")
     seen = set()
     for label in value:
-        if not isinstance(label, str) or not label.strip() or label != label.strip() \
-                or len(label) > MAX_LABEL_CHARS or _LABEL_CONTROL.search(label):
-            raise SpecError(file, where, f"{str(label)[:40]!r} is not a label: a non-empty string of at most "
-                            f"{MAX_LABEL_CHARS} characters, no surrounding spaces or control characters")
+        if (
+            not isinstance(label, str)
+            or not label.strip()
+            or label != label.strip()
+            or len(label) > MAX_LABEL_CHARS
+            or _LABEL_CONTROL.search(label)
+        ):
+            raise SpecError(
+                file,
+                where,
+                f"{str(label)[:40]!r} is not a label: a non-empty string of at most "
+                f"{MAX_LABEL_CHARS} characters, no surrounding spaces or control characters",
+            )
         if _RESERVED_LABEL.fullmatch(label):
             raise SpecError(file, where, f"{label!r} is reserved: labels in parentheses are the gate's own markers")
         if label.casefold() in seen:
@@ -193,8 +215,13 @@ def _amount(value: Any, file: str | None, where: str, most: Decimal | None) -> D
         amount = Decimal(str(value).strip())
     except (InvalidOperation, ValueError):
         raise SpecError(file, where, f"{str(value)[:40]!r} is not a number") from None
-    if not amount.is_finite() or amount < 0 or (most is not None and amount > most) or amount > 10 ** 12 \
-            or amount.as_tuple().exponent < -12:
+    if (
+        not amount.is_finite()
+        or amount < 0
+        or (most is not None and amount > most)
+        or amount > 10**12
+        or amount.as_tuple().exponent < -12
+    ):
         upper = f" and at most {most}" if most is not None else ""
         raise SpecError(file, where, f"{str(value)[:40]!r} is out of range: a number ≥ 0{upper}, at most 12 decimals")
     return amount

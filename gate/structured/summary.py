@@ -64,8 +64,12 @@ class _FieldStats:
         return None
 
     def to_json(self) -> dict[str, Any]:
-        return {"kinds": sorted(self.kinds), "numeric": self.numeric, "not_numeric": self.not_numeric,
-                "values": dict(sorted(self.values.items())) if self.values is not None else None}
+        return {
+            "kinds": sorted(self.kinds),
+            "numeric": self.numeric,
+            "not_numeric": self.not_numeric,
+            "values": dict(sorted(self.values.items())) if self.values is not None else None,
+        }
 
 
 def _kind(value: Any) -> str:
@@ -84,8 +88,8 @@ class ExpectedSummary:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.form: str | None = None          # "label" or "fields", from the first row
-        self.first: str | None = None         # where the first row stands ("line 2")
+        self.form: str | None = None  # "label" or "fields", from the first row
+        self.first: str | None = None  # where the first row stands ("line 2")
         self.fields: dict[str, _FieldStats] | None = None
 
     def add(self, item_id: str, position: str, expected: str, structured: bool) -> None:
@@ -95,8 +99,10 @@ class ExpectedSummary:
             self.form, self.first = form, position
         elif form != self.form:
             gives = {"fields": "an expected object", "label": "a label"}
-            raise DatasetError(f"{where}: gives {gives[form]} but {self.first} gives {gives[self.form]}: every row "
-                               "gives a label, or every row an expected object")
+            raise DatasetError(
+                f"{where}: gives {gives[form]} but {self.first} gives {gives[self.form]}: every row "
+                "gives a label, or every row an expected object"
+            )
         if not structured:
             return
         obj = json.loads(expected)
@@ -107,8 +113,10 @@ class ExpectedSummary:
             raise DatasetError(f"{where}: expected field {missing[0]} is missing ({self.first} has it)")
         extra = sorted(set(obj) - set(self.fields))
         if extra:
-            raise DatasetError(f"{where}: expected field {extra[0]} is not in {self.first}'s expected object: "
-                               "every row gives the same fields")
+            raise DatasetError(
+                f"{where}: expected field {extra[0]} is not in {self.first}'s expected object: "
+                "every row gives the same fields"
+            )
         for name, value in obj.items():
             problem = self.fields[name].add(value, position)
             if problem:
@@ -132,18 +140,24 @@ def check_rule(rule: FieldsRule | None, version_fields: Mapping[str, Any] | None
     summary = expected_summary(version_fields)
     if rule is None:
         if summary is not None:
-            raise UsageError(f"dataset {dataset} gives an expected object per row ({', '.join(summary['fields'])}): "
-                             "decide it field by field (decision: {type: fields, fields: {...}})")
+            raise UsageError(
+                f"dataset {dataset} gives an expected object per row ({', '.join(summary['fields'])}): "
+                "decide it field by field (decision: {type: fields, fields: {...}})"
+            )
         return
     if summary is None:
-        raise UsageError(f"dataset {dataset} gives one label per row, not an expected object: a fields decision needs "
-                         "rows with an expected object (JSONL) or expected.<field> columns (CSV)")
+        raise UsageError(
+            f"dataset {dataset} gives one label per row, not an expected object: a fields decision needs "
+            "rows with an expected object (JSONL) or expected.<field> columns (CSV)"
+        )
     have = summary.get("fields") or {}
     for spec in rule.fields:
         stats = have.get(spec.name)
         if stats is None:
-            raise UsageError(f"dataset {dataset}: its expected objects have no field {spec.name} (they have "
-                             f"{', '.join(sorted(have))})")
+            raise UsageError(
+                f"dataset {dataset}: its expected objects have no field {spec.name} (they have "
+                f"{', '.join(sorted(have))})"
+            )
         problem = _unreadable(spec, stats)
         if problem:
             raise UsageError(f"dataset {dataset}: field {spec.name} ({spec.type}): {problem}")
@@ -160,7 +174,7 @@ def _unreadable(spec, stats: Mapping[str, Any]) -> str | None:
     if spec.type == "label":
         values = stats.get("values")
         if kinds - {"string"} or values is None:
-            return (f"its expected values are not labels (over {MAX_DISTINCT} distinct values, or not text)")
+            return f"its expected values are not labels (over {MAX_DISTINCT} distinct values, or not text)"
         unknown = [v for v in values if first_word_label(v, spec.labels) is None]
         if unknown:
             return f"expected value {unknown[0][:40]!r} is none of the labels ({', '.join(spec.labels)})"

@@ -18,13 +18,29 @@ from pathlib import Path
 import pytest
 import yaml
 
-from action_harness import (BASE, HEAD1, HEAD2, HOSTILE, REPO, ROOT, TOKEN, act, fast, github_env, make_workspace,
-                            pr_payload, push_payload, read_outputs, unescaped_pipes, use_candidate)
+from action_harness import (
+    BASE,
+    HEAD1,
+    HEAD2,
+    HOSTILE,
+    REPO,
+    ROOT,
+    TOKEN,
+    act,
+    fast,
+    github_env,
+    make_workspace,
+    pr_payload,
+    push_payload,
+    read_outputs,
+    unescaped_pipes,
+    use_candidate,
+)
 from fake_github import file_entry
 from gate import gateconfig
 from gate.errors import NotFound, UsageError
 from gate.llm import CallResult
-from gate.markdown import (GITHUB_COMMENT_LIMIT, MARKER)
+from gate.markdown import GITHUB_COMMENT_LIMIT, MARKER
 from gate.service import Gate
 from gate.spec import load_spec
 
@@ -32,10 +48,10 @@ from gate.spec import load_spec
 def test_pull_request_check_comment_status_outputs(mysql_gate, model, github, tmp_path):
     gate = fast(mysql_gate)
     ws = make_workspace(tmp_path)
-    gateconfig.sync(gate, ws / "gate.yaml")                      # what main synced earlier
+    gateconfig.sync(gate, ws / "gate.yaml")  # what main synced earlier
     use_candidate(ws, "ticket-urgency-v2")
     cfg = yaml.safe_load((ws / "gate.yaml").read_text())
-    cfg["prompts"]["ticket-urgency"][1]["min_accuracy"] = 0.1     # the PR tries to lower its own bar
+    cfg["prompts"]["ticket-urgency"][1]["min_accuracy"] = 0.1  # the PR tries to lower its own bar
     (ws / "gate.yaml").write_text(yaml.safe_dump(cfg))
     github.add_pull(12, HEAD1, ["prompts/ticket-urgency.yaml", "gate.yaml", "README.md", "docs/prompts/x.yaml"])
     env = github_env(tmp_path, github, ws, "pull_request", pr_payload(12, HEAD1), "m" * 40, "refs/pull/12/merge")
@@ -47,9 +63,14 @@ def test_pull_request_check_comment_status_outputs(mysql_gate, model, github, tm
     assert outputs["status"] == "passed" and len(ids) == 1
     report = gate.status(ids[0])
     assert report.status == "PASSED" and report.update.mode == "check"
-    assert report.update.source == {"repo": REPO, "pr": 12, "sha": HEAD1, "path": "prompts/ticket-urgency.yaml",
-                                    "author": "octocat"}
-    assert {r.dataset: r.bar for r in report.runs}["urgency-hard"] == Decimal("0.8")   # the database's bar
+    assert report.update.source == {
+        "repo": REPO,
+        "pr": 12,
+        "sha": HEAD1,
+        "path": "prompts/ticket-urgency.yaml",
+        "author": "octocat",
+    }
+    assert {r.dataset: r.bar for r in report.runs}["urgency-hard"] == Decimal("0.8")  # the database's bar
     assert {m.dataset_name: m.min_accuracy for m in gate.mappings("ticket-urgency")}["urgency-hard"] == Decimal("0.8")
     comments = github.comments_on(12)
     assert len(comments) == 1 and comments[0]["body"].startswith(MARKER)
@@ -58,10 +79,12 @@ def test_pull_request_check_comment_status_outputs(mysql_gate, model, github, tm
     assert Path(outputs["report-path"]).read_text() == body
     assert Path(env["GITHUB_STEP_SUMMARY"]).read_text().strip() == body.strip()
     assert [(s["sha"], s["state"], s["context"]) for s in github.repo.statuses] == [
-        (HEAD1, "pending", "prompt-gate"), (HEAD1, "success", "prompt-gate")]
+        (HEAD1, "pending", "prompt-gate"),
+        (HEAD1, "success", "prompt-gate"),
+    ]
     assert github.repo.statuses[-1]["target_url"] == "https://github.example/acme/prompts/actions/runs/42"
     with pytest.raises(NotFound):
-        gate.live("ticket-urgency")                               # check mode never goes live
+        gate.live("ticket-urgency")  # check mode never goes live
 
     # a second push to the PR: a weaker candidate; the same comment is edited, not duplicated
     use_candidate(ws, "ticket-urgency-v2-weak")
@@ -94,11 +117,21 @@ def test_invalid_prompt_gets_an_annotation_and_nothing_is_submitted(tmp_path, gi
     ws = make_workspace(tmp_path)
     gateconfig.sync(gate, ws / "gate.yaml")
     (ws / "prompts" / "broken.yaml").write_text(
-        "name: broken\nmodel: m\nparams:\n  temperature: 0\n  temprature: 1\nmessages:\n  - {role: user, content: hi}\n")
+        "name: broken\nmodel: m\nparams:\n  temperature: 0\n  temprature: 1\nmessages:\n  - {role: user, content: hi}\n"
+    )
     (ws / "prompts" / "ungated.yaml").write_text("name: ungated\nmodel: m\nmessages:\n  - {role: user, content: hi}\n")
     (ws / "prompts" / "twin.yaml").write_text((ws / "prompts" / "refund-eligibility.yaml").read_text())
-    github.add_pull(7, HEAD1, ["prompts/broken.yaml", "prompts/ungated.yaml", "prompts/refund-eligibility.yaml",
-                               "prompts/twin.yaml", file_entry("prompts/gone.yaml", "removed")])
+    github.add_pull(
+        7,
+        HEAD1,
+        [
+            "prompts/broken.yaml",
+            "prompts/ungated.yaml",
+            "prompts/refund-eligibility.yaml",
+            "prompts/twin.yaml",
+            file_entry("prompts/gone.yaml", "removed"),
+        ],
+    )
     env = github_env(tmp_path, github, ws, "pull_request", pr_payload(7, HEAD1), "m" * 40, "refs/pull/7/merge")
     code, log = act(env, gate, gate_config="gate.yaml", run_workers=True)
     assert code == 2, log
@@ -107,7 +140,7 @@ def test_invalid_prompt_gets_an_annotation_and_nothing_is_submitted(tmp_path, gi
     assert "::warning file=prompts/ungated.yaml,title=prompt-gate::prompt ungated is not gated" in log
     assert "::warning file=prompts/gone.yaml" in log
     outputs = read_outputs(env["GITHUB_OUTPUT"])
-    assert outputs["status"] == "invalid" and len(json.loads(outputs["tracking-ids"])) == 1   # the valid one ran
+    assert outputs["status"] == "invalid" and len(json.loads(outputs["tracking-ids"])) == 1  # the valid one ran
     body = github.comments_on(7)[0]["body"]
     assert "Invalid prompt files" in body and "temprature" in body and "Not evaluated" in body
     assert github.repo.statuses[-1]["state"] == "failure"
@@ -135,6 +168,7 @@ def test_push_to_default_branch_syncs_then_applies(mysql_gate, model, github, tm
     gateconfig.sync(gate, ws / "gate.yaml")
     first = gate.submit(load_spec(ws / "prompts" / "ticket-urgency.yaml"), "apply", {"key": "seed"})
     from workers.supervisor import run_until_terminal
+
     assert run_until_terminal(gate, [first], timeout=30)[0].status == "APPLIED"
     assert gate.live("ticket-urgency").version == 1
     # the merged change: a better candidate, and a new bar in the gate config
@@ -146,23 +180,26 @@ def test_push_to_default_branch_syncs_then_applies(mysql_gate, model, github, tm
     env = github_env(tmp_path, github, ws, "push", push_payload(BASE, HEAD2), HEAD2, "refs/heads/main")
     code, log = act(env, gate, gate_config="gate.yaml")
     assert code == 0, log
-    assert {m.dataset_name: m.min_accuracy for m in gate.mappings("ticket-urgency")}["urgency-regression"] == \
-        Decimal("0.85")                                           # synced before the submit
-    uid, = json.loads(read_outputs(env["GITHUB_OUTPUT"])["tracking-ids"])
+    assert {m.dataset_name: m.min_accuracy for m in gate.mappings("ticket-urgency")}["urgency-regression"] == Decimal(
+        "0.85"
+    )  # synced before the submit
+    (uid,) = json.loads(read_outputs(env["GITHUB_OUTPUT"])["tracking-ids"])
     report = gate.status(uid)
-    assert report.status == "APPLIED" and {r.dataset: r.bar for r in report.runs}["urgency-regression"] == \
-        Decimal("0.85")
+    assert report.status == "APPLIED" and {r.dataset: r.bar for r in report.runs}["urgency-regression"] == Decimal(
+        "0.85"
+    )
     live = gate.live("ticket-urgency")
     assert live.version == 2 and live.applied_update_id == uid
     assert read_outputs(env["GITHUB_OUTPUT"])["status"] == "applied"
-    comment, = github.repo.commit_comments
+    (comment,) = github.repo.commit_comments
     assert comment["sha"] == HEAD2 and "APPLIED" in comment["body"] and "Synced into the gate" in comment["body"]
     assert github.repo.statuses[-1]["sha"] == HEAD2 and github.repo.statuses[-1]["state"] == "success"
     # a push to another branch is only checked
-    env2 = github_env(tmp_path, github, ws, "push", {**push_payload(BASE, HEAD2), "ref": "refs/heads/dev"},
-                      HEAD2, "refs/heads/dev")
+    env2 = github_env(
+        tmp_path, github, ws, "push", {**push_payload(BASE, HEAD2), "ref": "refs/heads/dev"}, HEAD2, "refs/heads/dev"
+    )
     code, _ = act(env2, gate, gate_config="gate.yaml")
-    uid2, = json.loads(read_outputs(env2["GITHUB_OUTPUT"])["tracking-ids"])
+    (uid2,) = json.loads(read_outputs(env2["GITHUB_OUTPUT"])["tracking-ids"])
     assert code == 0 and gate.status(uid2).update.mode == "check" and gate.live("ticket-urgency").version == 2
 
 
@@ -171,6 +208,7 @@ def test_hostile_dataset_rows_and_model_output_are_escaped_in_the_comment(tmp_pa
     model that answers with a 70,000-character output (the executor keeps 4,000)."""
     from workers import ROLES
     from workers.supervisor import WorkerProcess
+
     gate = fast(Gate.connect(sqlite_url, upgrade=True))
     ws = make_workspace(tmp_path)
     with (ws / "datasets" / "hostile.csv").open("w", newline="") as fh:
@@ -182,7 +220,8 @@ def test_hostile_dataset_rows_and_model_output_are_escaped_in_the_comment(tmp_pa
     gate.register_dataset("hostile", "datasets/hostile.csv", base_dir=ws)
     gate.map_dataset("hostile-prompt", "hostile", "0.9")
     (ws / "prompts" / "hostile.yaml").write_text(
-        "name: hostile-prompt\nmodel: m\nmessages:\n  - {role: user, content: '{{ item.text }}'}\n")
+        "name: hostile-prompt\nmodel: m\nmessages:\n  - {role: user, content: '{{ item.text }}'}\n"
+    )
 
     def loud_model(spec, item, **_):
         if item["text"] == "first":
@@ -200,7 +239,7 @@ def test_hostile_dataset_rows_and_model_output_are_escaped_in_the_comment(tmp_pa
     body = github.comments_on(9)[0]["body"]
     assert len(body) <= GITHUB_COMMENT_LIMIT
     assert "<img" not in body and "@org/team" not in body and "https://evil" not in body and "z" * 500 not in body
-    row, = [ln for ln in body.splitlines() if ln.startswith("| row")]
+    (row,) = [ln for ln in body.splitlines() if ln.startswith("| row")]
     assert unescaped_pipes(row) == 5 and "@\u200dorg/team" in row and "\\`tick\\`" in row
 
 
@@ -222,6 +261,7 @@ def evaluate(text, ctx: dict) -> str:
                 raise AssertionError(f"expression {m.group(0)} is not available to the runner emulation")
             value = value[part]
         return str(value).lower() if isinstance(value, bool) else str(value)
+
     return EXPR.sub(one, text)
 
 
@@ -238,8 +278,22 @@ def workflow_from_docs(heading: str = IN_JOB) -> dict:
 def test_action_yml_passes_inputs_only_through_env():
     action = yaml.safe_load((ROOT / "action.yml").read_text())
     assert action["runs"]["using"] == "composite"
-    assert set(action["inputs"]) == {"gate-url", "gate-token", "database-url", "prompts", "gate-config", "mode", "run-workers", "timeout",
-                                     "fail-on-reject", "comment", "github-token", "comment-author", "reuse", "full"}
+    assert set(action["inputs"]) == {
+        "gate-url",
+        "gate-token",
+        "database-url",
+        "prompts",
+        "gate-config",
+        "mode",
+        "run-workers",
+        "timeout",
+        "fail-on-reject",
+        "comment",
+        "github-token",
+        "comment-author",
+        "reuse",
+        "full",
+    }
     assert set(action["outputs"]) == {"status", "tracking-ids", "report-path"}
     for step in action["runs"]["steps"]:
         assert "${{" not in step["run"], f"step {step['id']} interpolates an expression into shell code"
@@ -256,17 +310,24 @@ def run_action_yml(heading: str, ws: Path, env: dict, tmp_path: Path, wf_ctx: di
     Action's outputs and each step's process."""
     workflow = workflow_from_docs(heading)
     steps = workflow["jobs"]["gate"]["steps"]
-    assert steps[0]["uses"].startswith("actions/checkout")         # the workspace stands in for it
-    gate_step, = [s for s in steps if "prompt-gate@" in s.get("uses", "")]
+    assert steps[0]["uses"].startswith("actions/checkout")  # the workspace stands in for it
+    (gate_step,) = [s for s in steps if "prompt-gate@" in s.get("uses", "")]
     given = {k: evaluate(v, wf_ctx) for k, v in (gate_step.get("with") or {}).items()}
     step_env = {k: evaluate(v, wf_ctx) for k, v in (gate_step.get("env") or {}).items()}
     action = yaml.safe_load((ROOT / "action.yml").read_text())
-    inputs = {name: given[name] if name in given else evaluate(spec.get("default", ""), wf_ctx)
-              for name, spec in action["inputs"].items()}
+    inputs = {
+        name: given[name] if name in given else evaluate(spec.get("default", ""), wf_ctx)
+        for name, spec in action["inputs"].items()
+    }
     assert not set(given) - set(action["inputs"]), "the documented workflow passes an unknown input"
-    job_env = {**{k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")}, **env,
-               "GITHUB_ACTION_PATH": str(ROOT), "GITHUB_TOKEN": "", **extra_env,
-               "PYTHONPATH": str(ROOT)}                             # the package as the skipped install left it
+    job_env = {
+        **{k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")},
+        **env,
+        "GITHUB_ACTION_PATH": str(ROOT),
+        "GITHUB_TOKEN": "",
+        **extra_env,
+        "PYTHONPATH": str(ROOT),
+    }  # the package as the skipped install left it
     ctx = {"inputs": inputs, "github": {"action_path": str(ROOT), "token": TOKEN}, "steps": {}}
     results, envs = [], []
     for step in action["runs"]["steps"]:
@@ -283,11 +344,21 @@ def run_action_yml(heading: str, ws: Path, env: dict, tmp_path: Path, wf_ctx: di
             assert step["shell"] == "bash"
             script = tmp_path / f"step-{step['id']}.sh"
             script.write_text(evaluate(step["run"], ctx))
-            run_env = {**job_env, **step_env, **{k: evaluate(v, ctx) for k, v in (step.get("env") or {}).items()},
-                       "GITHUB_OUTPUT": str(out_file)}
+            run_env = {
+                **job_env,
+                **step_env,
+                **{k: evaluate(v, ctx) for k, v in (step.get("env") or {}).items()},
+                "GITHUB_OUTPUT": str(out_file),
+            }
             envs.append(run_env)
-            proc = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)], env=run_env,
-                                  cwd=ws, capture_output=True, text=True, timeout=120)
+            proc = subprocess.run(
+                ["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)],
+                env=run_env,
+                cwd=ws,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
             results.append(proc)
             assert proc.returncode == 0, proc.stdout + proc.stderr
         ctx["steps"][step["id"]] = {"outputs": read_outputs(out_file)}
@@ -296,23 +367,34 @@ def run_action_yml(heading: str, ws: Path, env: dict, tmp_path: Path, wf_ctx: di
 
 
 def test_end_to_end_action_yml_steps(mysql_url, llm, github, tmp_path):
-    setup = Gate.connect(mysql_url, upgrade=True)                  # the gate's operator ran db upgrade and
-    ws = make_workspace(tmp_path)                                  # main synced the gate config earlier
+    setup = Gate.connect(mysql_url, upgrade=True)  # the gate's operator ran db upgrade and
+    ws = make_workspace(tmp_path)  # main synced the gate config earlier
     gateconfig.sync(setup, ws / "gate.yaml")
     setup.close()
     use_candidate(ws, "ticket-urgency-v2")
     github.add_pull(21, HEAD1, ["prompts/ticket-urgency.yaml", "README.md"])
     env = github_env(tmp_path, github, ws, "pull_request", pr_payload(21, HEAD1), "m" * 40, "refs/pull/21/merge")
-    wf_ctx = {"secrets": {"PROMPTGATE_DATABASE_URL": mysql_url, "OPENAI_API_KEY": "test-key"},
-              "github": {"token": TOKEN}}
-    ran = run_action_yml(IN_JOB, ws, env, tmp_path, wf_ctx,
-                         {"OPENAI_BASE_URL": llm.base_url,                    # a repository variable in real use
-                          "PROMPTGATE_POLL_INTERVAL": "0.02", "PROMPTGATE_POLL_MAX_INTERVAL": "0.1"})
+    wf_ctx = {
+        "secrets": {"PROMPTGATE_DATABASE_URL": mysql_url, "OPENAI_API_KEY": "test-key"},
+        "github": {"token": TOKEN},
+    }
+    ran = run_action_yml(
+        IN_JOB,
+        ws,
+        env,
+        tmp_path,
+        wf_ctx,
+        {
+            "OPENAI_BASE_URL": llm.base_url,  # a repository variable in real use
+            "PROMPTGATE_POLL_INTERVAL": "0.02",
+            "PROMPTGATE_POLL_MAX_INTERVAL": "0.1",
+        },
+    )
     outputs = ran["outputs"]
     assert outputs["status"] == "passed", ran["results"][-1].stdout
     ids = json.loads(outputs["tracking-ids"])
     assert len(ids) == 1 and Path(outputs["report-path"]).is_file()
-    body, = [c["body"] for c in github.comments_on(21)]
+    (body,) = [c["body"] for c in github.comments_on(21)]
     assert body.startswith(MARKER) and "ticket-urgency: PASSED" in body
     assert [s["state"] for s in github.repo.statuses] == ["pending", "success"]
     check = Gate.connect(mysql_url)
@@ -328,9 +410,10 @@ def test_end_to_end_with_the_gate_service_and_no_database_url(mysql_url, llm, gi
     database), and no database URL anywhere in the job's environment."""
     from service_harness import Service
     from workers_harness import WorkerFleet, worker_env
+
     setup = Gate.connect(mysql_url, upgrade=True)
     ws = make_workspace(tmp_path)
-    gateconfig.sync(setup, ws / "gate.yaml")                       # the operator synced from main earlier
+    gateconfig.sync(setup, ws / "gate.yaml")  # the operator synced from main earlier
     setup.close()
     service = Service(mysql_url, tmp_path)
     fleet = WorkerFleet(worker_env(mysql_url, llm.base_url), tmp_path)
@@ -338,22 +421,25 @@ def test_end_to_end_with_the_gate_service_and_no_database_url(mysql_url, llm, gi
     try:
         use_candidate(ws, "ticket-urgency-v2")
         github.add_pull(22, HEAD1, ["prompts/ticket-urgency.yaml"])
-        env = github_env(tmp_path, github, ws, "pull_request", pr_payload(22, HEAD1), "m" * 40,
-                         "refs/pull/22/merge")
-        wf_ctx = {"secrets": {"PROMPTGATE_TOKEN": service.tokens["submit"]}, "vars": {"PROMPTGATE_URL": service.url},
-                  "github": {"token": TOKEN}}
+        env = github_env(tmp_path, github, ws, "pull_request", pr_payload(22, HEAD1), "m" * 40, "refs/pull/22/merge")
+        wf_ctx = {
+            "secrets": {"PROMPTGATE_TOKEN": service.tokens["submit"]},
+            "vars": {"PROMPTGATE_URL": service.url},
+            "github": {"token": TOKEN},
+        }
         ran = run_action_yml(WITH_SERVICE, ws, env, tmp_path, wf_ctx, {})
     finally:
         fleet.stop_all()
         service.stop()
     for step_env in ran["envs"]:
         assert not step_env.get("PROMPTGATE_DATABASE_URL"), "a database URL reached the job"
-        assert not any("mysql" in str(v) or "pg_test_" in str(v) for v in step_env.values()), \
+        assert not any("mysql" in str(v) or "pg_test_" in str(v) for v in step_env.values()), (
             "a database URL reached the job"
+        )
     outputs = ran["outputs"]
     assert outputs["status"] == "passed", ran["results"][-1].stdout + ran["results"][-1].stderr
-    update_id, = json.loads(outputs["tracking-ids"])
-    body, = [c["body"] for c in github.comments_on(22)]
+    (update_id,) = json.loads(outputs["tracking-ids"])
+    (body,) = [c["body"] for c in github.comments_on(22)]
     assert body.startswith(MARKER) and "ticket-urgency: PASSED" in body
     assert [s["state"] for s in github.repo.statuses] == ["pending", "success"]
     check = Gate.connect(mysql_url)
@@ -371,8 +457,14 @@ def cli_action(*args, env=None, cwd=None):
     """`promptgate ...` as the Action's step runs it (python -m gate)."""
     full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
     full_env.pop("PROMPTGATE_DATABASE_URL", None) if "PROMPTGATE_DATABASE_URL" not in (env or {}) else None
-    return subprocess.run([sys.executable, "-m", "gate", *map(str, args)], capture_output=True, text=True,
-                          env=full_env, cwd=cwd or ROOT, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "gate", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        cwd=cwd or ROOT,
+        timeout=60,
+    )
 
 
 def test_cli_sync_report_and_action_errors(tmp_path, sqlite_url):
@@ -381,7 +473,7 @@ def test_cli_sync_report_and_action_errors(tmp_path, sqlite_url):
     assert dry.returncode == 0, dry.stderr
     assert "would: bar ticket-urgency × urgency-hard: new, min accuracy 0.8" in dry.stdout
     done = cli_action("sync", ws / "gate.yaml", "--json", "--database-url", sqlite_url)
-    assert done.returncode == 0 and len(json.loads(done.stdout)["changes"]) == 10      # 5 datasets, 5 bars
+    assert done.returncode == 0 and len(json.loads(done.stdout)["changes"]) == 10  # 5 datasets, 5 bars
     again = cli_action("sync", ws / "gate.yaml", "--database-url", sqlite_url)
     assert again.returncode == 0 and "already matches" in again.stdout
     (ws / "bad.yaml").write_text("datasets:\n  d: {source: nowhere.csv}\n")

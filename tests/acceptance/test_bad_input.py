@@ -23,12 +23,15 @@ def refused(result, *words: str) -> None:
         assert word in result.stderr, (word, result.stderr)
 
 
-@pytest.mark.parametrize("variable, value", [
-    ("PROMPTGATE_CHUNK_SIZE", "0"), ("PROMPTGATE_PAGE_SIZE", "0"), ("PROMPTGATE_LEASE_SECONDS", "-1")])
+@pytest.mark.parametrize(
+    "variable, value",
+    [("PROMPTGATE_CHUNK_SIZE", "0"), ("PROMPTGATE_PAGE_SIZE", "0"), ("PROMPTGATE_LEASE_SECONDS", "-1")],
+)
 def test_a_worker_with_a_setting_out_of_range_does_not_start(tmp_path, variable, value):
     try:
-        result = run_cli("worker", env={variable: value, "PROMPTGATE_DATABASE_URL": f"sqlite:///{tmp_path / 'g.db'}"},
-                         timeout=20)
+        result = run_cli(
+            "worker", env={variable: value, "PROMPTGATE_DATABASE_URL": f"sqlite:///{tmp_path / 'g.db'}"}, timeout=20
+        )
     except subprocess.TimeoutExpired:
         raise AssertionError(f"{variable}={value}: the worker started anyway") from None
     refused(result, f"{variable}={value}", "allowed")
@@ -50,12 +53,13 @@ def test_a_sha_that_is_not_a_full_commit_id_is_refused_on_every_backend(db_url, 
     assert run_cli("db", "upgrade", "--database-url", db_url).returncode == 0
     registered(db_url, tmp_path)
     (tmp_path / "p.yaml").write_text(PROMPT)
-    refused(run_cli("submit", tmp_path / "p.yaml", "--sha", "a" * 100, "--database-url", db_url),
-            "40 or 64 hex characters")
+    refused(
+        run_cli("submit", tmp_path / "p.yaml", "--sha", "a" * 100, "--database-url", db_url), "40 or 64 hex characters"
+    )
     assert run_cli("submit", tmp_path / "p.yaml", "--sha", "a" * 40, "--database-url", db_url).returncode == 0
     listed = run_cli("wait", "--sha", "a" * 40, "--mode", "check", "--timeout", "0.1", "--database-url", db_url)
-    assert listed.returncode == 3                    # found (still open), not "no update was submitted"
-    for sha in ("abc123", "g" * 40, "a" * 41):       # the same check, through the service
+    assert listed.returncode == 3  # found (still open), not "no update was submitted"
+    for sha in ("abc123", "g" * 40, "a" * 41):  # the same check, through the service
         with pytest.raises(UsageError, match="40 or 64 hex characters"):
             check_commit_sha(sha)
     check_commit_sha("B" * 64)
@@ -63,30 +67,40 @@ def test_a_sha_that_is_not_a_full_commit_id_is_refused_on_every_backend(db_url, 
 
 def test_submit_dev_zero_ends_at_once(tmp_path):
     started = time.monotonic()
-    refused(run_cli("submit", "/dev/zero", "--database-url", f"sqlite:///{tmp_path / 'g.db'}", timeout=30),
-            "/dev/zero", "over the 256 KiB limit")
+    refused(
+        run_cli("submit", "/dev/zero", "--database-url", f"sqlite:///{tmp_path / 'g.db'}", timeout=30),
+        "/dev/zero",
+        "over the 256 KiB limit",
+    )
     assert time.monotonic() - started < 20
 
 
 def test_a_duplicate_key_in_a_prompt_file_or_a_gate_config_names_file_line_and_key(tmp_path):
     db = f"sqlite:///{tmp_path / 'g.db'}"
     (tmp_path / "dup.yaml").write_text(PROMPT + "description: one\ndescription: two\n")
-    refused(run_cli("submit", tmp_path / "dup.yaml", "--database-url", db), "dup.yaml", "line 7",
-            "duplicate key 'description'")
+    refused(
+        run_cli("submit", tmp_path / "dup.yaml", "--database-url", db),
+        "dup.yaml",
+        "line 7",
+        "duplicate key 'description'",
+    )
     (tmp_path / "gate.yaml").write_text("datasets:\n  d: {source: d.csv}\n  d: {source: e.csv}\nprompts: {}\n")
-    refused(run_cli("sync", tmp_path / "gate.yaml", "--database-url", db), "gate.yaml", "line 3",
-            "duplicate key 'd'")
+    refused(run_cli("sync", tmp_path / "gate.yaml", "--database-url", db), "gate.yaml", "line 3", "duplicate key 'd'")
 
 
 # --- datasets --------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("content, suffix, words", [
-    (None, None, ["/etc/passwd", "unsupported file type"]),
-    (b"root:x:0:0:root:/root:/bin/bash\n", ".csv", ["line 1", "'item_id'"]),
-    (b"item_id,label,text\n1,yes,a\n", ".csv", ["line 1", "'expected_decision'"]),
-    (b"item_id,expected_decision,text,text\n1,yes,a,b\n", ".csv", ["line 1", "'text'", "twice"]),
-    (b'{"id": "1", "expected_decision": "yes"}\n', ".jsonl", ["line 1", "'item_id'"]),
-])
+
+@pytest.mark.parametrize(
+    "content, suffix, words",
+    [
+        (None, None, ["/etc/passwd", "unsupported file type"]),
+        (b"root:x:0:0:root:/root:/bin/bash\n", ".csv", ["line 1", "'item_id'"]),
+        (b"item_id,label,text\n1,yes,a\n", ".csv", ["line 1", "'expected_decision'"]),
+        (b"item_id,expected_decision,text,text\n1,yes,a,b\n", ".csv", ["line 1", "'text'", "twice"]),
+        (b'{"id": "1", "expected_decision": "yes"}\n', ".jsonl", ["line 1", "'item_id'"]),
+    ],
+)
 def test_a_dataset_is_checked_when_it_is_added(tmp_path, content, suffix, words):
     source = "file:///etc/passwd"
     if content is not None:

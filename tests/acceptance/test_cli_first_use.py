@@ -14,16 +14,19 @@ from conftest import ROOT
 def promptgate(cwd, *args):
     env = {k: v for k, v in os.environ.items() if k not in ("PROMPTGATE_DATABASE_URL", "PROMPTGATE_URL")}
     env["PYTHONPATH"] = str(ROOT)
-    return subprocess.run([sys.executable, "-m", "gate.cli", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "gate.cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_the_default_database_file_is_named_when_it_is_created(tmp_path):
     first = promptgate(tmp_path, "db", "upgrade")
     assert first.returncode == 0, first.stderr
     created = [line for line in first.stderr.splitlines() if "created the SQLite database" in line]
-    assert created == [f"promptgate: created the SQLite database {tmp_path / 'promptgate.db'} (the default, "
-                       "sqlite:///promptgate.db; PROMPTGATE_DATABASE_URL or --database-url names another)"]
+    assert created == [
+        f"promptgate: created the SQLite database {tmp_path / 'promptgate.db'} (the default, "
+        "sqlite:///promptgate.db; PROMPTGATE_DATABASE_URL or --database-url names another)"
+    ]
     again = promptgate(tmp_path, "token", "list")
     assert again.returncode == 0 and "created the SQLite database" not in again.stderr, again.stderr
     elsewhere = promptgate(tmp_path, "db", "upgrade", "--database-url", f"sqlite:///{tmp_path / 'other.db'}")
@@ -39,4 +42,4 @@ def test_token_list_has_a_header_and_a_created_column(tmp_path):
     assert listed[0].split("\t") == ["name", "scope", "created", "last used", "state"]
     name, scope, created, used, state = listed[1].split("\t")
     assert (name, scope, used, state) == ("release", "read", "never used", "active")
-    assert len(created) == 16 and created[4] == "-" and created[13] == ":", created     # 2026-12-01 12:00
+    assert len(created) == 16 and created[4] == "-" and created[13] == ":", created  # 2026-12-01 12:00

@@ -22,8 +22,8 @@ def test_demo_shows_one_rejected_and_one_applied_change(tmp_path):
     assert "weak candidate REJECTED (live stays v1)" in out
     assert "good candidate APPLIED (live now v2)" in out
     assert "As expected." in out
-    assert "| urgency-hard |" in out                       # the pull-request report, per dataset
-    assert not list(tmp_path.iterdir())                    # nothing left behind in the working directory
+    assert "| urgency-hard |" in out  # the pull-request report, per dataset
+    assert not list(tmp_path.iterdir())  # nothing left behind in the working directory
 
 
 def test_runtime_reads_the_live_version_and_uses_the_gate_call_path(gate, tmp_path, monkeypatch):
@@ -37,14 +37,14 @@ def test_runtime_reads_the_live_version_and_uses_the_gate_call_path(gate, tmp_pa
         rt = PromptRuntime(gate_.settings.database_url, ttl=0)
         with pytest.raises(NotFound):
             rt.prompt("p1")
-        first, = run_until_terminal(gate_, [gate_.submit(rules_spec("p1", "v1"), "apply")], timeout=60)
+        (first,) = run_until_terminal(gate_, [gate_.submit(rules_spec("p1", "v1"), "apply")], timeout=60)
         assert first.status == "APPLIED"
         handle = rt.prompt("p1")
         assert handle.version == 1
         assert handle.decide({"text": "alpha here"}).decision == "yes"
         assert handle.decide({"text": "beta there"}).decision == "no"
-        second, = run_until_terminal(gate_, [gate_.submit(rules_spec("p1", "v2"), "apply")], timeout=60)
+        (second,) = run_until_terminal(gate_, [gate_.submit(rules_spec("p1", "v2"), "apply")], timeout=60)
         assert second.status == "APPLIED"
-        assert rt.prompt("p1").version == 2                 # ttl 0: re-read at once
+        assert rt.prompt("p1").version == 2  # ttl 0: re-read at once
         cached = PromptRuntime(gate_.settings.database_url, ttl=3600)
         assert cached.prompt("p1").version == 2

@@ -29,6 +29,7 @@ def workflow_commands(log: str) -> list[str]:
 def test_names_and_ids_from_the_pull_request_never_become_workflow_commands(tmp_path, github, sqlite_url, model):
     from workers import ROLES
     from workers.supervisor import WorkerProcess
+
     gate = fast(Gate.connect(sqlite_url, upgrade=True))
     ws = make_workspace(tmp_path)
     gateconfig.sync(gate, ws / "gate.yaml")
@@ -38,7 +39,8 @@ def test_names_and_ids_from_the_pull_request_never_become_workflow_commands(tmp_
     gate.map_dataset("inject-prompt", "inject", "0.9")
     hostile_file = "prompts/" + INJECTED.replace("\n", "_").replace("\r", "_") + ".yaml"
     (ws / "prompts" / "inject.yaml").write_text(
-        "name: inject-prompt\nmodel: m\nmessages:\n  - {role: user, content: '{{ item.text }}'}\n")
+        "name: inject-prompt\nmodel: m\nmessages:\n  - {role: user, content: '{{ item.text }}'}\n"
+    )
     github.add_pull(7, HEAD1, ["prompts/inject.yaml", "prompts/gone\n::error::x.yaml", hostile_file])
     env = github_env(tmp_path, github, ws, "pull_request", pr_payload(7, HEAD1), "m" * 40, "refs/pull/7/merge")
 
@@ -50,7 +52,7 @@ def test_names_and_ids_from_the_pull_request_never_become_workflow_commands(tmp_
         code, log = act(env, gate, run_workers=False, timeout=30)
     finally:
         worker.shutdown(10)
-    assert code == 2, log                                   # two files are not in the checkout
+    assert code == 2, log  # two files are not in the checkout
     commands = workflow_commands(log)
     assert commands and all(OUR_COMMANDS.match(line) for line in commands), commands
 
@@ -66,7 +68,7 @@ def test_a_marker_comment_by_someone_else_is_never_edited(tmp_path, github, sqli
         code, log = act(env, gate)
         assert code == 0, log
     comments = github.comments_on(8)
-    theirs, = [c for c in comments if c["id"] == planted]
+    (theirs,) = [c for c in comments if c["id"] == planted]
     ours = [c for c in comments if c["id"] != planted]
     assert theirs["body"].endswith("(not really)") and theirs["user"] == "mallory"
     assert len(ours) == 1 and ours[0]["user"] == "github-actions[bot]" and "PASSED" in ours[0]["body"]
@@ -78,7 +80,7 @@ def test_with_a_personal_token_the_comment_is_the_token_users(tmp_path, sqlite_u
         gate = fast(Gate.connect(sqlite_url, upgrade=True))
         ws = make_workspace(tmp_path)
         gateconfig.sync(gate, ws / "gate.yaml")
-        gh.add_issue_comment(9, f"{MARKER}\nold", user="github-actions[bot]")   # not this token's
+        gh.add_issue_comment(9, f"{MARKER}\nold", user="github-actions[bot]")  # not this token's
         gh.add_pull(9, HEAD1, ["prompts/ticket-urgency.yaml"])
         env = github_env(tmp_path, gh, ws, "pull_request", pr_payload(9, HEAD1), "m" * 40, "refs/pull/9/merge")
         for _ in range(2):
@@ -88,14 +90,16 @@ def test_with_a_personal_token_the_comment_is_the_token_users(tmp_path, sqlite_u
         assert len(gh.calls_to("PATCH", r"/issues/comments/\d+$")) == 1
 
 
-@pytest.mark.parametrize("bad", [
-    "response_format: &a {type: json_object, x: *a}\n",
-    "response_format: " + "[" * 5000 + "]" * 5000 + "\n",
-    "provider: {base_url: 'http://127.0.0.1:9/v1', api_key_env: GITHUB_TOKEN}\n",
-    "provider: attacker\n",
-])
-def test_a_hostile_file_is_one_annotation_and_the_others_are_still_evaluated(tmp_path, github, sqlite_url, model,
-                                                                             bad):
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "response_format: &a {type: json_object, x: *a}\n",
+        "response_format: " + "[" * 5000 + "]" * 5000 + "\n",
+        "provider: {base_url: 'http://127.0.0.1:9/v1', api_key_env: GITHUB_TOKEN}\n",
+        "provider: attacker\n",
+    ],
+)
+def test_a_hostile_file_is_one_annotation_and_the_others_are_still_evaluated(tmp_path, github, sqlite_url, model, bad):
     gate = fast(Gate.connect(sqlite_url, upgrade=True))
     ws = make_workspace(tmp_path)
     gateconfig.sync(gate, ws / "gate.yaml")
@@ -108,7 +112,7 @@ def test_a_hostile_file_is_one_annotation_and_the_others_are_still_evaluated(tmp
     errors = [line for line in log.splitlines() if line.startswith("::error file=prompts/refund-eligibility.yaml")]
     assert len(errors) == 1, log
     body = github.comments_on(10)[0]["body"]
-    assert "ticket-urgency" in body and "PASSED" in body               # the legitimate file was evaluated
+    assert "ticket-urgency" in body and "PASSED" in body  # the legitimate file was evaluated
     assert [u.prompt_name for u in gate.list_updates()] == ["ticket-urgency"]
 
 
@@ -134,6 +138,7 @@ def test_events_that_run_a_forks_code_with_secrets_are_refused(tmp_path, github,
     ws = make_workspace(tmp_path)
     env = github_env(tmp_path, github, ws, event, pr_payload(12, HEAD1), "m" * 40, "refs/heads/main")
     from gate.errors import UsageError
+
     with pytest.raises(UsageError) as info:
         act(env, gate)
     assert "secrets on a fork's code" in str(info.value) and "docs/security.md" in str(info.value)

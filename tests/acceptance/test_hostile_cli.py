@@ -27,6 +27,7 @@ def test_status_and_preview_print_no_terminal_escapes(tmp_path, monkeypatch):
     from gate.service import Gate
     from helpers import rules_spec
     from workers.supervisor import run_until_terminal
+
     db = f"sqlite:///{tmp_path / 'g.db'}"
     data = tmp_path / "d.csv"
     data.write_text('item_id,expected_decision,text\n"row\x1b]0;pwned\x07\x1b[2J",yes,beta\nok,no,beta\n')
@@ -38,7 +39,7 @@ def test_status_and_preview_print_no_terminal_escapes(tmp_path, monkeypatch):
     uid = gate.submit(rules_spec("p1"), "check")
     with MockLLMServer() as llm:
         monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
-        report, = run_until_terminal(gate, [uid], timeout=30)
+        (report,) = run_until_terminal(gate, [uid], timeout=30)
     gate.close()
     assert report.status == "REJECTED"
     status = run_cli("status", uid, "--database-url", db)

@@ -31,11 +31,27 @@ def reports(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("status_schema")
     db_url = f"sqlite:///{tmp / 'gate.db'}"
     assert cli(db_url, "db", "upgrade").returncode == 0
-    data = write_rule_rows(tmp / "d.csv", 40, wrong_every=10)                # the rules score 90 %
+    data = write_rule_rows(tmp / "d.csv", 40, wrong_every=10)  # the rules score 90 %
     assert cli(db_url, "dataset", "add", "d1", "--source", str(data)).returncode == 0
-    mapped = cli(db_url, "dataset", "map", "p1", "d1", "--min-accuracy", "0.5", "--max-broken", "5",
-                 "--min-recall", "yes=0.5", "--min-precision", "no=0.5", "--max-latency-p95-ms", "60000",
-                 "--max-drop", "50")
+    mapped = cli(
+        db_url,
+        "dataset",
+        "map",
+        "p1",
+        "d1",
+        "--min-accuracy",
+        "0.5",
+        "--max-broken",
+        "5",
+        "--min-recall",
+        "yes=0.5",
+        "--min-precision",
+        "no=0.5",
+        "--max-latency-p95-ms",
+        "60000",
+        "--max-drop",
+        "50",
+    )
     assert mapped.returncode == 0, mapped.stderr
 
     def status(uid):
@@ -89,6 +105,7 @@ def test_every_documented_property_says_what_it_means():
         elif isinstance(node, list):
             for i, value in enumerate(node):
                 walk(value, f"{at}/{i}")
+
     walk(status_schema(), "#")
 
 
@@ -108,8 +125,14 @@ def test_the_documents_exercise_the_report_fields(reports):
     assert applied["status"] == "APPLIED" and run["passed"] is True
     assert run["comparison"] is None and run["baseline_note"] and run["broken"] == []
     states = {(c["bar"], c["label"]): c["state"] for c in run["checks"]}
-    assert states == {("min_accuracy", None): "pass", ("max_broken", None): "n/a", ("min_precision", "no"): "pass",
-                      ("min_recall", "yes"): "pass", ("max_latency_p95_ms", None): "pass", ("max_drop", None): "n/a"}
+    assert states == {
+        ("min_accuracy", None): "pass",
+        ("max_broken", None): "n/a",
+        ("min_precision", "no"): "pass",
+        ("min_recall", "yes"): "pass",
+        ("max_latency_p95_ms", None): "pass",
+        ("max_drop", None): "n/a",
+    }
     assert all(c["note"] for c in run["checks"] if c["state"] == "n/a")
     assert set(run["labels"]) == {"yes", "no"} and run["calls"]["latency_ms"]["timed"] == 40
     assert run["fields_read"] == [{"field": "text", "rows": 40, "of": 40, "optional": False}]
@@ -121,8 +144,15 @@ def test_the_documents_exercise_the_report_fields(reports):
     assert comparison["live_update_id"] == applied["id"] and comparison["significant"] is False
     assert len(comparison["interval"]) == 2 and len(comparison["live_interval"]) == 2
     assert [b["item_id"] for b in run["broken"]] == ["i3", "i5", "i12"]
-    assert {"bar": "max_broken", "label": None, "limit": "5", "value": "3", "state": "pass", "note": None,
-            "reason": None} in run["checks"]
+    assert {
+        "bar": "max_broken",
+        "label": None,
+        "limit": "5",
+        "value": "3",
+        "state": "pass",
+        "note": None,
+        "reason": None,
+    } in run["checks"]
     (drop,) = [c for c in run["checks"] if c["bar"] == "max_drop"]
     assert drop["state"] == "pass" and drop["conclusive"] is True and drop["limit"] == "\u221250 pts"
     assert drop["interval"] == comparison["difference_interval"] and drop["interval"][0] < -0.05 < drop["interval"][1]
@@ -139,6 +169,7 @@ def _set(path, value):
         for key in parents:
             node = node[key]
         node[last] = value
+
     return mutate
 
 
@@ -149,6 +180,7 @@ def _delete(path):
         for key in parents:
             node = node[key]
         del node[last]
+
     return mutate
 
 
@@ -190,17 +222,61 @@ def test_a_broken_document_fails(reports, mutation):
 
 def test_metrics_and_pinned_are_open():
     """Internal fields may grow without breaking the contract."""
-    document = {"id": 1, "prompt_name": "p1", "mode": "check", "status": "PENDING",
-                "candidate_config": {"name": "p1", "model": "m", "messages": []}, "candidate_hash": "0" * 64,
-                "base_version": 0, "source": {}, "reason": None, "created_at": "2026-01-31T12:34:56Z",
-                "started_at": None, "finished_at": None, "attempts": dict.fromkeys(
-                    ["retried_items", "extra_attempts", "max_attempt", "throttled_calls", "throttle_wait_seconds",
-                     "rate_limited_calls"], 0),
-                "runs": [{"run_id": 1, "dataset": "d1", "bar": 0.9, "status": "PENDING", "total": 0, "scored": 0,
-                          "matches": 0, "errors": 0, "pending": 0, "accuracy": None, "passed": None,
-                          "reason": None, "row_count": 0, "content_hash": None, "source_version": None,
-                          "source_uri": "d.csv", "metrics": {"anything": [1, 2]}, "failures": [],
-                          "dataset_version_id": 1, "pinned": {"new_pin": {"x": 1}}, "reused": {}, "checks": [],
-                          "comparison": None, "baseline_note": None, "labels": {}, "calls": None, "broken": [],
-                              "cost": None}]}
+    document = {
+        "id": 1,
+        "prompt_name": "p1",
+        "mode": "check",
+        "status": "PENDING",
+        "candidate_config": {"name": "p1", "model": "m", "messages": []},
+        "candidate_hash": "0" * 64,
+        "base_version": 0,
+        "source": {},
+        "reason": None,
+        "created_at": "2026-01-31T12:34:56Z",
+        "started_at": None,
+        "finished_at": None,
+        "attempts": dict.fromkeys(
+            [
+                "retried_items",
+                "extra_attempts",
+                "max_attempt",
+                "throttled_calls",
+                "throttle_wait_seconds",
+                "rate_limited_calls",
+            ],
+            0,
+        ),
+        "runs": [
+            {
+                "run_id": 1,
+                "dataset": "d1",
+                "bar": 0.9,
+                "status": "PENDING",
+                "total": 0,
+                "scored": 0,
+                "matches": 0,
+                "errors": 0,
+                "pending": 0,
+                "accuracy": None,
+                "passed": None,
+                "reason": None,
+                "row_count": 0,
+                "content_hash": None,
+                "source_version": None,
+                "source_uri": "d.csv",
+                "metrics": {"anything": [1, 2]},
+                "failures": [],
+                "dataset_version_id": 1,
+                "pinned": {"new_pin": {"x": 1}},
+                "reused": {},
+                "checks": [],
+                "comparison": None,
+                "baseline_note": None,
+                "labels": {},
+                "calls": None,
+                "broken": [],
+                "cost": None,
+            }
+        ],
+    }
     assert problems(document) == []

@@ -33,7 +33,7 @@ from gate.service import Gate
 EXAMPLE = ROOT / "prompts-example"
 EXPR = re.compile(r"\$\{\{\s*([\w.-]+)\s*\}\}")
 WITH_SERVICE = "## The workflow (recommended: with the gate service)"
-KEPT = ("PATH", "HOME", "LANG", "TMPDIR")      # what a runner's shell has besides the step's env
+KEPT = ("PATH", "HOME", "LANG", "TMPDIR")  # what a runner's shell has besides the step's env
 
 
 def workspace(tmp_path: Path) -> Path:
@@ -49,6 +49,7 @@ def _evaluate(text, ctx: dict) -> str:
         for part in m.group(1).split("."):
             value = value[part]
         return str(value).lower() if isinstance(value, bool) else str(value)
+
     return EXPR.sub(one, text) if isinstance(text, str) else str(text)
 
 
@@ -61,7 +62,7 @@ def _documented_inputs(job: str, wf_ctx: dict) -> dict:
         text = block if block.startswith("name:") else "jobs:\n" + block
         jobs = yaml.safe_load(text)["jobs"]
         if job in jobs:
-            step, = [s for s in jobs[job]["steps"] if "prompt-gate@" in s.get("uses", "")]
+            (step,) = [s for s in jobs[job]["steps"] if "prompt-gate@" in s.get("uses", "")]
             return {k: _evaluate(v, wf_ctx) for k, v in step["with"].items()}
     raise AssertionError(f"docs/github-action.md shows no job {job!r}")
 
@@ -71,24 +72,45 @@ def start_gate_step(ws: Path, env: dict, inputs: dict, tmp_path: Path) -> tuple[
     inputs (action.yml's defaults for the rest); the package importable as the install
     step would leave it (PYTHONPATH, never the checkout: -P)."""
     action = yaml.safe_load((ROOT / "action.yml").read_text())
-    given = {name: inputs.get(name, _evaluate(spec.get("default", ""), {"github": {"token": TOKEN}}))
-             for name, spec in action["inputs"].items()}
-    step, = [s for s in action["runs"]["steps"] if s["id"] == "gate"]
+    given = {
+        name: inputs.get(name, _evaluate(spec.get("default", ""), {"github": {"token": TOKEN}}))
+        for name, spec in action["inputs"].items()
+    }
+    (step,) = [s for s in action["runs"]["steps"] if s["id"] == "gate"]
     out_file = tmp_path / f"gate-step-{time.monotonic_ns()}.out"
     out_file.write_text("")
-    ctx = {"inputs": given, "steps": {"install": {"outputs": {"python": sys.executable}}},
-           "github": {"action_path": str(ROOT), "token": TOKEN}}
+    ctx = {
+        "inputs": given,
+        "steps": {"install": {"outputs": {"python": sys.executable}}},
+        "github": {"action_path": str(ROOT), "token": TOKEN},
+    }
     step_env = {k: _evaluate(v, ctx) for k, v in step["env"].items()}
-    run_env = {**{k: v for k, v in os.environ.items() if k in KEPT}, **env, **step_env,
-               "GITHUB_OUTPUT": str(out_file), "PYTHONPATH": str(ROOT)}
+    run_env = {
+        **{k: v for k, v in os.environ.items() if k in KEPT},
+        **env,
+        **step_env,
+        "GITHUB_OUTPUT": str(out_file),
+        "PYTHONPATH": str(ROOT),
+    }
     assert not any(k.startswith("PROMPTGATE_DATABASE") and v for k, v in run_env.items())
-    assert set(run_env) <= {*KEPT, "PYTHONPATH", "PROMPTGATE_PYTHON", "PROMPTGATE_URL", "PROMPTGATE_TOKEN",
-                            "PROMPTGATE_DATABASE_URL"} | {k for k in run_env if k.startswith(("GITHUB_", "INPUT_",
-                                                                                               "RUNNER_"))}
+    assert set(run_env) <= {
+        *KEPT,
+        "PYTHONPATH",
+        "PROMPTGATE_PYTHON",
+        "PROMPTGATE_URL",
+        "PROMPTGATE_TOKEN",
+        "PROMPTGATE_DATABASE_URL",
+    } | {k for k in run_env if k.startswith(("GITHUB_", "INPUT_", "RUNNER_"))}
     script = tmp_path / f"gate-step-{time.monotonic_ns()}.sh"
     script.write_text(step["run"])
-    proc = subprocess.Popen(["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)], env=run_env, cwd=ws,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        ["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)],
+        env=run_env,
+        cwd=ws,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     return proc, out_file
 
 
@@ -117,33 +139,52 @@ def change_rows(path: Path) -> None:
     header, rows = lines[0], lines[1:]
     relabelled = rows[0].replace(",urgent,", ",normal,", 1)
     assert relabelled != rows[0]
-    path.write_text(header + relabelled + "".join(rows[1:-1]) +
-                    'urg-new-1,urgent,Checkout broken,"Nobody can pay, the checkout page errors."\n')
+    path.write_text(
+        header
+        + relabelled
+        + "".join(rows[1:-1])
+        + 'urg-new-1,urgent,Checkout broken,"Nobody can pay, the checkout page errors."\n'
+    )
 
 
 def test_the_recommended_setup_end_to_end(mysql_url, llm, github, tmp_path):
     from service_harness import Service
     from workers_harness import WorkerFleet, worker_env
+
     ws = workspace(tmp_path)
-    service = Service(mysql_url, tmp_path)                  # the operator: db upgrade, tokens, serve
+    service = Service(mysql_url, tmp_path)  # the operator: db upgrade, tokens, serve
     fleet = WorkerFleet(worker_env(mysql_url, llm.base_url), tmp_path)
     waiter = None
     try:
         # (a) the first push to main: the gate config with its dataset files, a good prompt
         shutil.copy(EXAMPLE / "candidates" / "ticket-urgency-v2.yaml", ws / "prompts" / "ticket-urgency.yaml")
-        github.add_compare(BASE, HEAD1, ["gate.yaml", "prompts/ticket-urgency.yaml",
-                                         *[f"datasets/{p.name}" for p in (ws / "datasets").iterdir()]])
+        github.add_compare(
+            BASE,
+            HEAD1,
+            ["gate.yaml", "prompts/ticket-urgency.yaml", *[f"datasets/{p.name}" for p in (ws / "datasets").iterdir()]],
+        )
         env = github_env(tmp_path, github, ws, "push", push_payload(BASE, HEAD1), HEAD1, "refs/heads/main")
-        admin = _documented_inputs("apply", {"vars": {"PROMPTGATE_URL": service.url},
-                                             "secrets": {"PROMPTGATE_ADMIN_TOKEN": service.tokens["admin"]}})
+        admin = _documented_inputs(
+            "apply",
+            {"vars": {"PROMPTGATE_URL": service.url}, "secrets": {"PROMPTGATE_ADMIN_TOKEN": service.tokens["admin"]}},
+        )
         push, push_out = start_gate_step(ws, env, admin, tmp_path)
         wait_for_update(mysql_url, HEAD1, push)
-        assert push.poll() is None, finish(push)[1]          # submitted, and waiting: the apply is open
+        assert push.poll() is None, finish(push)[1]  # submitted, and waiting: the apply is open
         # (c) meanwhile a release pipeline waits for the commit with a read token
-        waiter = subprocess.Popen([sys.executable, "-m", "gate.cli", "wait", "--sha", HEAD1, "--timeout", "240"],
-                                  env={**{k: v for k, v in os.environ.items() if k in KEPT}, "PYTHONPATH": str(ROOT),
-                                       "PROMPTGATE_URL": service.url, "PROMPTGATE_TOKEN": service.tokens["read"]},
-                                  cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        waiter = subprocess.Popen(
+            [sys.executable, "-m", "gate.cli", "wait", "--sha", HEAD1, "--timeout", "240"],
+            env={
+                **{k: v for k, v in os.environ.items() if k in KEPT},
+                "PYTHONPATH": str(ROOT),
+                "PROMPTGATE_URL": service.url,
+                "PROMPTGATE_TOKEN": service.tokens["read"],
+            },
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         time.sleep(1.5)
         waiting_while_open = waiter.poll() is None
         fleet.start(1)
@@ -151,20 +192,25 @@ def test_the_recommended_setup_end_to_end(mysql_url, llm, github, tmp_path):
         assert code == 0, log
         outputs = read_outputs(push_out)
         assert outputs["status"] == "applied", log
-        uid, = json.loads(outputs["tracking-ids"])
+        (uid,) = json.loads(outputs["tracking-ids"])
         check = Gate.connect(mysql_url)
         try:
             assert check.status(uid).status == "APPLIED"
             datasets = {ds.name: ds for ds, _ in check.list_datasets()}
-            assert set(datasets) == {"urgency-regression", "urgency-hard", "refund-regression", "refund-hard",
-                                     "support-emails"}
+            assert set(datasets) == {
+                "urgency-regression",
+                "urgency-hard",
+                "refund-regression",
+                "refund-hard",
+                "support-emails",
+            }
             urgency = datasets["urgency-regression"]
             assert urgency.source_uri == "upload://datasets/urgency-regression.csv"
             assert urgency.options["upload_commit"] == HEAD1 and urgency.options["declared_in"] == "gate.yaml"
             before = check.dataset_version("urgency-regression")
         finally:
             check.close()
-        comment, = github.repo.commit_comments
+        (comment,) = github.repo.commit_comments
         assert "APPLIED" in comment["body"]
 
         # (b) a pull request: a weak candidate, and an edit of a dataset file
@@ -172,17 +218,18 @@ def test_the_recommended_setup_end_to_end(mysql_url, llm, github, tmp_path):
         change_rows(ws / "datasets" / "urgency-regression.csv")
         github.add_pull(31, HEAD2, ["prompts/ticket-urgency.yaml", "datasets/urgency-regression.csv"])
         env = github_env(tmp_path, github, ws, "pull_request", pr_payload(31, HEAD2), "m" * 40, "refs/pull/31/merge")
-        submit = _documented_inputs("gate", {"vars": {"PROMPTGATE_URL": service.url},
-                                             "secrets": {"PROMPTGATE_TOKEN": service.tokens["submit"]}})
+        submit = _documented_inputs(
+            "gate", {"vars": {"PROMPTGATE_URL": service.url}, "secrets": {"PROMPTGATE_TOKEN": service.tokens["submit"]}}
+        )
         code, log = finish(start_gate_step(ws, env, submit, tmp_path)[0])
-        assert code == 1, log                                  # fail-on-reject
-        body, = [c["body"] for c in github.comments_on(31)]
+        assert code == 1, log  # fail-on-reject
+        (body,) = [c["body"] for c in github.comments_on(31)]
         assert body.startswith(MARKER) and "ticket-urgency: REJECTED" in body, body
         after_merge = body.split("takes effect after merge", 1)[1]
         assert "urgency-regression" in after_merge and "1 added, 1 removed, 1 relabelled" in after_merge, body
         assert "urg-new-1" in after_merge and "urg-001: urgent → normal" in after_merge, body
         check = Gate.connect(mysql_url)
-        try:                                                   # the pull request stored nothing
+        try:  # the pull request stored nothing
             assert [v.id for v in check.dataset_versions("urgency-regression")[1]] == [before.id]
         finally:
             check.close()

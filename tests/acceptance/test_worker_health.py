@@ -25,23 +25,23 @@ def test_workers_shows_the_age_of_each_workers_oldest_call(mysql_gate, tmp_path)
     gate.register_dataset("d", str(write_rule_rows(tmp_path / "d.csv", 2)))
     gate.map_dataset("p1", "d", "0.5")
     url = gate.settings.database_url
-    llm = MockLLMServer(timeout_rate=1.0, hang_seconds=60).start()     # every call hangs
+    llm = MockLLMServer(timeout_rate=1.0, hang_seconds=60).start()  # every call hangs
     fleet = WorkerFleet(worker_env(url, llm.base_url, heartbeat_seconds=0.5, request_timeout=60), tmp_path)
     try:
         fleet.start(1)
         deadline = time.monotonic() + 60
         while not workers_json(url) and time.monotonic() < deadline:
             time.sleep(0.2)
-        idle, = workers_json(url)
+        (idle,) = workers_json(url)
         assert idle["oldest_call_seconds"] is None
         gate.submit(rules_spec("p1"), "check")
         while llm.stats()["in_flight"] < 2 and time.monotonic() < deadline:
             time.sleep(0.05)
         time.sleep(3)
-        stuck, = workers_json(url)
+        (stuck,) = workers_json(url)
         text = run_cli("workers", "--database-url", url).stdout
     finally:
-        llm.stop()            # the hung calls end, so the worker's drain does not wait for them
+        llm.stop()  # the hung calls end, so the worker's drain does not wait for them
         fleet.stop_all()
     assert 2.5 <= stuck["oldest_call_seconds"] < 30, stuck
     age = float(re.search(r"oldest call (\d+\.\d)s", text).group(1))

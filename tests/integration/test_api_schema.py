@@ -25,8 +25,11 @@ from schemathesis import GenerationMode
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis.checks import not_a_server_error
-from schemathesis.specs.openapi.checks import (content_type_conformance, response_schema_conformance,
-                                               status_code_conformance)
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
 
 from gate.service import Gate
 from helpers import rules_spec, write_rule_rows
@@ -34,8 +37,11 @@ from service_harness import Service
 
 # (token, generation mode, cases per operation): valid requests as an admin, then ones the
 # schema does not allow (each must be refused with a documented 4xx), then valid ones as read
-PLAN = (("admin", GenerationMode.POSITIVE, 40), ("admin", GenerationMode.NEGATIVE, 25),
-        ("read", GenerationMode.POSITIVE, 15))
+PLAN = (
+    ("admin", GenerationMode.POSITIVE, 40),
+    ("admin", GenerationMode.NEGATIVE, 25),
+    ("read", GenerationMode.POSITIVE, 15),
+)
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 FIXED_QUERY = {"/v1/updates/{update_id}/wait": {"timeout": 0}}
 
@@ -43,7 +49,7 @@ FIXED_QUERY = {"/v1/updates/{update_id}/wait": {"timeout": 0}}
 @pytest.fixture
 def served(db_url, tmp_path):
     gate = Gate.connect(db_url, upgrade=True)
-    try:           # something to find: a dataset, a mapping, an update (ids 1.. are what generation tries first)
+    try:  # something to find: a dataset, a mapping, an update (ids 1.. are what generation tries first)
         gate.register_dataset("d1", str(write_rule_rows(tmp_path / "d1.csv", 6)))
         gate.map_dataset("p1", "d1", "0.5")
         gate.submit(rules_spec("p1"), "check")
@@ -59,22 +65,31 @@ def failures_of(operation, url: str, token: str, mode: GenerationMode, examples:
     failed: list[str] = []
     strategy = operation.as_strategy(mode, query=FIXED_QUERY.get(operation.path))
 
-    @settings(max_examples=examples, derandomize=True, deadline=None, database=None, print_blob=False,
-              phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=examples,
+        derandomize=True,
+        deadline=None,
+        database=None,
+        print_blob=False,
+        phases=[Phase.explicit, Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
     @given(case=strategy)
     def run(case):
         response = case.call(base_url=url, headers=headers, timeout=30)
         sent.append(operation.label)
         try:
             case.validate_response(response, checks=CHECKS, headers=headers)
-        except (Exception, BaseExceptionGroup) as exc:    # every operation runs; failures reported together
+        except (Exception, BaseExceptionGroup) as exc:  # every operation runs; failures reported together
             if len(failed) < 3:
-                failed.append(f"{operation.label}: {response.status_code} {response.text[:200]!r}: "
-                              f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
+                failed.append(
+                    f"{operation.label}: {response.status_code} {response.text[:200]!r}: "
+                    f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+                )
 
     try:
         run()
-    except Unsatisfiable:           # nothing left to make invalid: said in the summary, not hidden
+    except Unsatisfiable:  # nothing left to make invalid: said in the summary, not hidden
         failed.append(f"{operation.label}: no {mode.value} case could be generated")
     return failed
 
@@ -83,10 +98,12 @@ def negatable(document: dict, operation) -> bool:
     """An operation with something the schema constrains: a body, or a parameter that is
     more than any text (a number, a range, a pattern, a choice)."""
     found = document["paths"][operation.path][operation.method.lower()]
-    return "requestBody" in found or any(p.get("schema", {}) not in ({"type": "string"}, {}) and
-                                         set(p.get("schema", {})) - {"type", "title", "description"}
-                                         or p.get("schema", {}).get("type") not in ("string", None)
-                                         for p in found.get("parameters", []))
+    return "requestBody" in found or any(
+        p.get("schema", {}) not in ({"type": "string"}, {})
+        and set(p.get("schema", {})) - {"type", "title", "description"}
+        or p.get("schema", {}).get("type") not in ("string", None)
+        for p in found.get("parameters", [])
+    )
 
 
 def test_every_operation_answers_as_its_schema_says(served):
@@ -102,7 +119,9 @@ def test_every_operation_answers_as_its_schema_says(served):
                 continue
             failed += failures_of(operation, served.url, served.tokens[scope], mode, examples, sent)
     assert failed == [], "\n".join(failed) + "\n" + served.log()[-1500:]
-    print(f"{len(sent)} requests over {len(operations)} operations in {time.monotonic() - started:.1f} s; "
-          f"fewest for one operation: {min(Counter(sent).values())}; no invalid cases (nothing the schema "
-          f"constrains): {sorted(unconstrained)}")
+    print(
+        f"{len(sent)} requests over {len(operations)} operations in {time.monotonic() - started:.1f} s; "
+        f"fewest for one operation: {min(Counter(sent).values())}; no invalid cases (nothing the schema "
+        f"constrains): {sorted(unconstrained)}"
+    )
     assert "Traceback" not in served.log()

@@ -25,7 +25,7 @@ ARTIFACTS = ROOT / "test-artifacts"
 NODE = ROOT / ".cache" / "mermaid" / "node_modules"
 MERMAID_JS = NODE / "mermaid" / "dist" / "mermaid.min.js"
 MARKED_JS = NODE / "marked" / "lib" / "marked.umd.js"
-COMMENT_WIDTH = 760           # px: a comment's body in a pull request's conversation (800 px window)
+COMMENT_WIDTH = 760  # px: a comment's body in a pull request's conversation (800 px window)
 
 
 @pytest.fixture(scope="module")
@@ -38,9 +38,23 @@ def node_modules() -> Path:
 
 
 def chromium_run(chromium: str, profile: Path, url: str, *args: str) -> str:
-    out = subprocess.run([chromium, "--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                          "--allow-file-access-from-files", f"--user-data-dir={profile}",
-                          "--virtual-time-budget=10000", *args, url], capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [
+            chromium,
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            "--allow-file-access-from-files",
+            f"--user-data-dir={profile}",
+            "--virtual-time-budget=10000",
+            *args,
+            url,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, f"chromium exited {out.returncode}: {out.stderr[-2000:]}"
     return out.stdout
 
@@ -71,8 +85,9 @@ def render_chart(chromium: str, tmp_path: Path, source: str, name: str) -> dict:
     dom = chromium_run(chromium, tmp_path / "profile", page.as_uri(), "--dump-dom")
     found = re.search(r'<pre id="result">(.*?)</pre>', dom, re.S)
     assert found and found.group(1).strip(), "Mermaid drew nothing"
-    result = json.loads(found.group(1).replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">")
-                        .replace("&quot;", '"'))
+    result = json.loads(
+        found.group(1).replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", '"')
+    )
     assert "error" not in result, f"Mermaid refused the chart: {result['error']}"
     return result
 
@@ -94,7 +109,7 @@ def assert_reads_right(drawn: dict, source: str) -> None:
     bars = sorted(drawn["bars"], key=lambda b: b["y"])
     assert len(bars) == len(categories) == len(values), (len(bars), categories, values)
     assert drawn["svg"]["w"] <= COMMENT_WIDTH + 0.5, "the chart is wider than a comment"
-    for upper, lower in zip(bars, bars[1:]):            # each bar its own row: none covers another
+    for upper, lower in zip(bars, bars[1:]):  # each bar its own row: none covers another
         assert upper["y"] + upper["h"] <= lower["y"] + 0.5, (upper, lower)
     for bar in bars:
         assert bar["h"] >= 8 and bar["w"] > 0, bar
@@ -107,7 +122,7 @@ def assert_reads_right(drawn: dict, source: str) -> None:
             assert abs(bar["w"] - (bars[lo]["w"] + scale * (value - values[lo]))) < 1.5, (bar, value)
     labels = sorted(drawn["labels"], key=lambda t: t["y"])
     assert [t["text"] for t in labels] == categories
-    for label, bar in zip(labels, bars):                 # beside its own bar, whole, readable, left of the bars
+    for label, bar in zip(labels, bars):  # beside its own bar, whole, readable, left of the bars
         assert bar["y"] <= label["y"] + label["h"] / 2 <= bar["y"] + bar["h"], (label, bar)
         assert label["h"] >= 11, f"label {label['text']!r} is {label['h']:.1f} px high"
         assert label["x"] >= drawn["svg"]["x"] - 0.5 and label["x"] + label["w"] <= bars[0]["x"] + 0.5, label
@@ -132,14 +147,22 @@ def test_a_chart_of_many_long_named_datasets_still_reads_right(chromium, node_mo
     """Six datasets with names at the cut (24 characters), live compared on some, one with
     nothing scored: no label runs off the chart, no bar hides another; a dataset without a
     comparison has no live bar, one with nothing scored no candidate bar."""
-    runs = [SimpleNamespace(dataset=f"support-tickets-{i}-" + "x" * 30, accuracy=None if i == 4 else 0.5 + i / 20,
-                            bar=0.8 + i / 100, comparison={"live_accuracy": 0.6 + i / 30} if i % 2 else None)
-            for i in range(6)]
+    runs = [
+        SimpleNamespace(
+            dataset=f"support-tickets-{i}-" + "x" * 30,
+            accuracy=None if i == 4 else 0.5 + i / 20,
+            bar=0.8 + i / 100,
+            comparison={"live_accuracy": 0.6 + i / 30} if i % 2 else None,
+        )
+        for i in range(6)
+    ]
     source = mermaid_chart(runs).strip("`").removeprefix("mermaid\n")
     categories, _ = declared(source)
-    assert "support-tickets-4-xxxxxx · candidate" not in categories          # nothing scored: no bar, not a 0
-    assert len(categories) == 6 + 5 + 3 and categories[:2] == ["support-tickets-0-xxxxxx · candidate",
-                                                               "support-tickets-0-xxxxxx · bar"]
+    assert "support-tickets-4-xxxxxx · candidate" not in categories  # nothing scored: no bar, not a 0
+    assert len(categories) == 6 + 5 + 3 and categories[:2] == [
+        "support-tickets-0-xxxxxx · candidate",
+        "support-tickets-0-xxxxxx · bar",
+    ]
     assert_reads_right(render_chart(chromium, tmp_path, source, "long"), source)
 
 

@@ -24,20 +24,63 @@ def big_tables(mysql_gate):
     g = mysql_gate
     with g.engine.begin() as c:
         c.execute(insert(store.dataset).values(id=1, name="d", source_uri="x", options={}, created_at=E))
-        c.execute(insert(store.prompt_update), [
-            dict(id=u, prompt_name="p", mode="check", status=["APPLIED", "RUNNING", "PENDING", "REJECTED"][u % 4],
-                 candidate_config={}, candidate_hash="h", base_version=0, source={}, source_key=str(u),
-                 created_at=E) for u in range(1, 2001)])
-        c.execute(insert(store.prompt_run), [
-            dict(id=u * 2 + k, update_id=u, dataset_id=1, dataset_name="d", source_uri="x", source_options={},
-                 status=["DONE", "RUNNING", "PENDING", "DONE"][u % 4], min_accuracy="0.5", row_count=0,
-                 lease_until=E, attempt=0, created_at=E,
-                 materialized_at=(E if u % 8 == 1 else None) if u % 4 != 0 else E)
-            for u in range(1, 2001) for k in (0, 1)])
-        c.execute(insert(store.prompt_run_item), [
-            dict(run_id=r, position=i, item_id=f"{r}-{i}", input={}, expected_decision="yes",
-                 verdict=["PENDING", "MATCH"][i % 2], attempt=0, lease_until=E)
-            for r in range(2, 402) for i in range(20)])
+        c.execute(
+            insert(store.prompt_update),
+            [
+                dict(
+                    id=u,
+                    prompt_name="p",
+                    mode="check",
+                    status=["APPLIED", "RUNNING", "PENDING", "REJECTED"][u % 4],
+                    candidate_config={},
+                    candidate_hash="h",
+                    base_version=0,
+                    source={},
+                    source_key=str(u),
+                    created_at=E,
+                )
+                for u in range(1, 2001)
+            ],
+        )
+        c.execute(
+            insert(store.prompt_run),
+            [
+                dict(
+                    id=u * 2 + k,
+                    update_id=u,
+                    dataset_id=1,
+                    dataset_name="d",
+                    source_uri="x",
+                    source_options={},
+                    status=["DONE", "RUNNING", "PENDING", "DONE"][u % 4],
+                    min_accuracy="0.5",
+                    row_count=0,
+                    lease_until=E,
+                    attempt=0,
+                    created_at=E,
+                    materialized_at=(E if u % 8 == 1 else None) if u % 4 != 0 else E,
+                )
+                for u in range(1, 2001)
+                for k in (0, 1)
+            ],
+        )
+        c.execute(
+            insert(store.prompt_run_item),
+            [
+                dict(
+                    run_id=r,
+                    position=i,
+                    item_id=f"{r}-{i}",
+                    input={},
+                    expected_decision="yes",
+                    verdict=["PENDING", "MATCH"][i % 2],
+                    attempt=0,
+                    lease_until=E,
+                )
+                for r in range(2, 402)
+                for i in range(20)
+            ],
+        )
         c.execute(text("ANALYZE TABLE prompt_run, prompt_run_item, prompt_update"))
     return g
 
@@ -71,7 +114,7 @@ def test_the_item_claim_reads_its_index_alone(big_tables):
     never reading an item's row to reject it."""
     sql = str(store.item_claim_query(3, 32, 3).compile(big_tables.engine, compile_kwargs={"literal_binds": True}))
     with big_tables.engine.connect() as conn:
-        plan, = conn.execute(text("EXPLAIN " + sql)).mappings().all()
+        (plan,) = conn.execute(text("EXPLAIN " + sql)).mappings().all()
     assert plan["key"] == "ix_item_ready" and "Using index" in (plan["Extra"] or "").split("; "), plan
 
 
@@ -81,8 +124,9 @@ def test_the_claim_from_a_position_reads_a_range_of_its_index_alone(big_tables):
     filesort): its scan starts past the entries the items claimed before left behind,
     rather than stepping over every one purge has not taken yet."""
     from gate.store.textsql import item_claim_from_sql
+
     with big_tables.engine.connect() as conn:
-        plan, = conn.execute(text("EXPLAIN " + item_claim_from_sql(3, 5, 32))).mappings().all()
+        (plan,) = conn.execute(text("EXPLAIN " + item_claim_from_sql(3, 5, 32))).mappings().all()
     assert plan["key"] == "ix_item_ready" and plan["type"] == "range", plan
     assert "filesort" not in (plan["Extra"] or ""), plan
 
@@ -91,6 +135,7 @@ def _materialized(db_url, tmp_path, rows: int):
     from gate.service import Gate
     from workers.materialize import Materializer
     import threading
+
     g = Gate.connect(db_url, upgrade=True)
     setup_gate(g, tmp_path, datasets=(("d1", rows, "0.5"),))
     uid = g.submit(spec())
@@ -107,13 +152,16 @@ def test_a_claim_from_a_position_takes_never_leased_items_from_there_in_order(db
     executor falls back to it once this finds nothing)."""
     g, run_id = _materialized(db_url, tmp_path, 10)
     items = store.prompt_run_item
-    with g.engine.begin() as c:          # item 7: leased by a worker whose lease ran out
-        c.execute(update(items).where(items.c.run_id == run_id, items.c.position == 7)
-                  .values(lease_until=datetime(2001, 1, 1), attempt=1))
+    with g.engine.begin() as c:  # item 7: leased by a worker whose lease ran out
+        c.execute(
+            update(items)
+            .where(items.c.run_id == run_id, items.c.position == 7)
+            .values(lease_until=datetime(2001, 1, 1), attempt=1)
+        )
     with g.engine.begin() as c:
         token, first = store.claim_items_from(c, run_id, 3, 3, 30, 3)
     assert [(i.position, i.item_id, i.attempt) for i in first] == [(3, "i3", 1), (4, "i4", 1), (5, "i5", 1)]
-    with g.engine.connect() as c:        # the inputs: with the items (SQLite), else read by the chunk's renderer
+    with g.engine.connect() as c:  # the inputs: with the items (SQLite), else read by the chunk's renderer
         version = store.get_run(c, run_id).dataset_version_id
         inputs = {i.position: i.input or store.version_inputs(c, version, [i.position])[i.position] for i in first}
     assert inputs == {n: {"text": f"item number {n}"} for n in (3, 4, 5)}
@@ -121,7 +169,7 @@ def test_a_claim_from_a_position_takes_never_leased_items_from_there_in_order(db
         assert store.release_items(c, token, run_id, [4]) == 1
     with g.engine.begin() as c:
         _, again = store.claim_items_from(c, run_id, 4, 10, 30, 3)
-    assert [i.position for i in again] == [4, 6, 8, 9]          # 7's lease ran out: not a never-leased item
+    assert [i.position for i in again] == [4, 6, 8, 9]  # 7's lease ran out: not a never-leased item
     with g.engine.begin() as c:
         _, rest = store.claim_items(c, run_id, 10, 30, 3)
     assert sorted(i.position for i in rest) == [0, 1, 2, 7]
@@ -129,27 +177,44 @@ def test_a_claim_from_a_position_takes_never_leased_items_from_there_in_order(db
 
 def test_a_claim_ends_an_item_at_its_attempt_cap_and_hands_out_the_rest_with_their_inputs(db_url, tmp_path):
     from gate.service import Gate
+
     g = Gate.connect(db_url, upgrade=True)
     setup_gate(g, tmp_path, datasets=(("d1", 3, "0.5"),))
     uid = g.submit(spec())
     from workers.materialize import Materializer
     import threading
+
     materializer = Materializer(g.engine, g.settings, threading.Event())
     while materializer.poll() == 0:
         pass
     run_id = g.status(uid).runs[0].run_id
-    with g.engine.begin() as c:          # item i0: every attempt claimed and lost
-        c.execute(update(store.prompt_run_item).where(store.prompt_run_item.c.run_id == run_id,
-                                                      store.prompt_run_item.c.position == 0).values(attempt=3))
+    with g.engine.begin() as c:  # item i0: every attempt claimed and lost
+        c.execute(
+            update(store.prompt_run_item)
+            .where(store.prompt_run_item.c.run_id == run_id, store.prompt_run_item.c.position == 0)
+            .values(attempt=3)
+        )
     with g.engine.begin() as c:
         token, items = store.claim_items(c, run_id, 10, 30, 3)
-    assert [(i.item_id, i.attempt, i.input) for i in items] == [("i1", 1, {"text": "item number 1"}),
-                                                                 ("i2", 1, {"text": "item number 2"})]
+    assert [(i.item_id, i.attempt, i.input) for i in items] == [
+        ("i1", 1, {"text": "item number 1"}),
+        ("i2", 1, {"text": "item number 2"}),
+    ]
     with g.engine.connect() as c:
-        rows = c.execute(store.prompt_run_item.select().where(store.prompt_run_item.c.run_id == run_id)
-                         .order_by(store.prompt_run_item.c.position)).mappings().all()
-    assert [(r["verdict"], r["error"]) for r in rows] == [("ERROR", "no result after every attempt"),
-                                                          ("PENDING", None), ("PENDING", None)]
+        rows = (
+            c.execute(
+                store.prompt_run_item.select()
+                .where(store.prompt_run_item.c.run_id == run_id)
+                .order_by(store.prompt_run_item.c.position)
+            )
+            .mappings()
+            .all()
+        )
+    assert [(r["verdict"], r["error"]) for r in rows] == [
+        ("ERROR", "no result after every attempt"),
+        ("PENDING", None),
+        ("PENDING", None),
+    ]
     assert rows[1]["lease_token"] == token and rows[0]["lease_token"] is None
     g.close()
 
@@ -159,14 +224,18 @@ def _running_run_with_one_pending_item(g, tmp_path):
     uid = g.submit(spec())
     run_id = g.status(uid).runs[0].run_id
     with g.engine.begin() as c:
-        c.execute(insert(store.prompt_run_item), [
-            dict(run_id=run_id, position=k, item_id=item_id, input={}, expected_decision="yes", lease_until=E)
-            for k, item_id in enumerate(("a", "b"))])
+        c.execute(
+            insert(store.prompt_run_item),
+            [
+                dict(run_id=run_id, position=k, item_id=item_id, input={}, expected_decision="yes", lease_until=E)
+                for k, item_id in enumerate(("a", "b"))
+            ],
+        )
         c.execute(update(store.prompt_update).where(store.prompt_update.c.id == uid).values(status="RUNNING"))
-        c.execute(update(store.prompt_run).where(store.prompt_run.c.id == run_id)
-                  .values(status="RUNNING", materialized_at=E))
-        c.execute(update(store.prompt_run_item).where(store.prompt_run_item.c.item_id == "a")
-                  .values(verdict="MATCH"))
+        c.execute(
+            update(store.prompt_run).where(store.prompt_run.c.id == run_id).values(status="RUNNING", materialized_at=E)
+        )
+        c.execute(update(store.prompt_run_item).where(store.prompt_run_item.c.item_id == "a").values(verdict="MATCH"))
     return uid, run_id
 
 
@@ -187,7 +256,7 @@ def test_a_claim_in_progress_does_not_make_a_run_look_finished(mysql_gate, tmp_p
     g = mysql_gate
     uid, run_id = _running_run_with_one_pending_item(g, tmp_path)
     with _open_transaction(g) as claimer:
-        token, items = store.claim_items(claimer, run_id, 10, 30, 3)      # holds the PENDING item's lock
+        token, items = store.claim_items(claimer, run_id, 10, 30, 3)  # holds the PENDING item's lock
         assert [i.item_id for i in items] == ["b"]
         with g.engine.begin() as c:
             assert store.finalizable_runs(c, 20) == []
@@ -197,7 +266,7 @@ def test_a_locked_running_run_does_not_make_its_update_look_done(mysql_gate, tmp
     g = mysql_gate
     uid, run_id = _running_run_with_one_pending_item(g, tmp_path)
     with _open_transaction(g) as holder:
-        assert holder.execute(store.lock_run_query(run_id)).first() is not None   # e.g. a finalizer at work
+        assert holder.execute(store.lock_run_query(run_id)).first() is not None  # e.g. a finalizer at work
         with g.engine.begin() as c:
             assert store.reconcilable_updates(c, 20) == []
     with g.engine.begin() as c:
@@ -212,6 +281,7 @@ def test_a_frozen_transaction_does_not_hold_its_row_locks_forever(mysql_url):
     the bound, and the row it locked can be claimed again."""
     from sqlalchemy.exc import DBAPIError
     from gate.db import make_engine
+
     engine = make_engine(mysql_url, idle_transaction_seconds=2)
     try:
         with engine.begin() as c:
@@ -224,11 +294,11 @@ def test_a_frozen_transaction_does_not_hold_its_row_locks_forever(mysql_url):
         with engine.connect() as other:
             assert other.execute(text("SELECT id FROM frozen_lock FOR UPDATE SKIP LOCKED")).all() == []
             other.rollback()
-            time.sleep(3.5)                      # the frozen one does nothing meanwhile
+            time.sleep(3.5)  # the frozen one does nothing meanwhile
             assert other.execute(text("SELECT id FROM frozen_lock FOR UPDATE SKIP LOCKED")).all() == [(1,)]
             other.rollback()
         with pytest.raises(DBAPIError):
-            frozen.execute(text("SELECT 1"))     # its session was ended
+            frozen.execute(text("SELECT 1"))  # its session was ended
         frozen.invalidate()
     finally:
         engine.dispose()

@@ -31,18 +31,18 @@ def test_the_dataset_page(public_service, chromium, tmp_path):
     svc, browser = public_service, Browser(chromium, tmp_path / "chromium-profile")
     gate = Gate.connect(svc.db_url)
     try:
-        tickets = write_dataset(tmp_path / "tickets.csv")                  # 13 rows, one of them markup
-        gate.register_dataset("tickets", str(tickets), declared_in="gate.yaml")   # a repository's: rows shown
+        tickets = write_dataset(tmp_path / "tickets.csv")  # 13 rows, one of them markup
+        gate.register_dataset("tickets", str(tickets), declared_in="gate.yaml")  # a repository's: rows shown
         gate.map_dataset("support-triage", "tickets", "0.6", bars={"max_broken": 0})
         write_rule_rows(tmp_path / "more.csv", 14)
         tickets.write_text((tmp_path / "more.csv").read_text() + tickets.read_text().splitlines()[-1] + "\n")
-        gate.refresh_dataset("tickets")                                     # v2: 15 rows
+        gate.refresh_dataset("tickets")  # v2: 15 rows
         gate.register_dataset("other", str(write_rule_rows(tmp_path / "other.csv", 3)))
         other_id = gate.dataset_version("other").id
         update_id = gate.submit(rules_spec("support-triage"), "check", source={"key": "pending"})
     finally:
         gate.close()
-    assert other_id == 3                                                   # the global id: not its number
+    assert other_id == 3  # the global id: not its number
 
     with httpx2.Client(base_url=svc.url, timeout=30) as web:
         for path in ("/datasets", "/prompts/support-triage", f"/updates/{update_id}"):
@@ -51,7 +51,7 @@ def test_the_dataset_page(public_service, chromium, tmp_path):
         assert missing.status_code == 404 and "unknown dataset" in missing.text and "Traceback" not in missing.text
         assert web.get("/datasets/" + "x" * 200).status_code == 404
 
-    remote = {"PROMPTGATE_TOKEN": svc.tokens["read"]}                     # the CLI through the service says v1, v2 too
+    remote = {"PROMPTGATE_TOKEN": svc.tokens["read"]}  # the CLI through the service says v1, v2 too
     listed = run_cli("dataset", "versions", "tickets", "--gate-url", svc.url, env=remote)
     assert [line.split("\t")[0] for line in listed.stdout.splitlines()] == ["* v2", "  v1"], listed.stderr
     old = run_cli("dataset", "preview", "tickets", "--version", "v1", "--json", "--gate-url", svc.url, env=remote)

@@ -24,8 +24,12 @@ ROWS = "/v1/datasets/{}/rows"
 
 
 def put(client, name: str, body: bytes, **params):
-    return client.put(ROWS.format(name), content=body, params={"path": "datasets/d.csv", **params},
-                      headers={"content-type": "application/octet-stream"})
+    return client.put(
+        ROWS.format(name),
+        content=body,
+        params={"path": "datasets/d.csv", **params},
+        headers={"content-type": "application/octet-stream"},
+    )
 
 
 def versions(gate: Gate, name: str) -> list[int]:
@@ -44,11 +48,11 @@ def test_an_upload_is_imported_as_a_local_import_would_be(service, tmp_path):
         with service.client("admin") as admin:
             first = put(admin, "up", data, commit="a" * 40)
             assert first.status_code == 200, first.text
-            assert first.json()["version"]["content_hash"] == local_hash            # the same rows, the same hash
+            assert first.json()["version"]["content_hash"] == local_hash  # the same rows, the same hash
             ds = gate.get_dataset("up")
             assert ds.source_uri == "upload://datasets/d.csv"
             assert ds.options["upload_path"] == "datasets/d.csv" and ds.options["upload_commit"] == "a" * 40
-            again = put(admin, "up", data, commit="b" * 40)                     # the same bytes at a later commit
+            again = put(admin, "up", data, commit="b" * 40)  # the same bytes at a later commit
             assert again.status_code == 200 and versions(gate, "up") == [first.json()["version"]["id"]]
             changed = data.replace(b"i3,yes", b"i3,no")
             second = put(admin, "up", changed, commit="c" * 40)
@@ -63,13 +67,14 @@ def test_an_upload_is_imported_as_a_local_import_would_be(service, tmp_path):
             assert wide.status_code == 400 and "limit" in wide.json()["error"]
             kind = put(admin, "up", data, path="datasets/d.txt")
             assert kind.status_code == 400 and "unsupported file type" in kind.json()["error"]
-            jsonl = put(admin, "j", b'{"item_id": "a", "expected_decision": "yes", "text": "t"}\n',
-                        path="datasets/j.jsonl")
+            jsonl = put(
+                admin, "j", b'{"item_id": "a", "expected_decision": "yes", "text": "t"}\n', path="datasets/j.jsonl"
+            )
             assert jsonl.status_code == 200 and jsonl.json()["version"]["row_count"] == 1
             assert versions(gate, "up") == kept and gate.dataset_version("up").id == kept[0]
             new_bad = put(admin, "never", b"item_id,expected_decision\n")
             assert new_bad.status_code == 400 and "has no rows" in new_bad.json()["error"]
-            assert "never" not in {d.name for d, _ in gate.list_datasets()}   # a failed first upload leaves nothing
+            assert "never" not in {d.name for d, _ in gate.list_datasets()}  # a failed first upload leaves nothing
 
             # the server reads no file: the path names the rows, it is never opened
             for path in ("/etc/passwd", "../gate.yaml", "datasets/../../x.csv"):
@@ -85,6 +90,7 @@ def test_an_upload_is_imported_as_a_local_import_would_be(service, tmp_path):
 
 def test_an_upload_over_the_cap_is_refused_before_it_is_stored(mysql_url, tmp_path):
     from service_harness import Service
+
     service = Service(mysql_url, tmp_path, "--max-upload-bytes", "4000")
     try:
         data = write_rule_rows(tmp_path / "d.csv", 200).read_bytes()
@@ -92,15 +98,20 @@ def test_an_upload_over_the_cap_is_refused_before_it_is_stored(mysql_url, tmp_pa
         with service.client("admin") as admin:
             declared = put(admin, "d", data)
             assert declared.status_code == 413 and "larger than 4000 bytes" in declared.json()["error"]
-            chunked = admin.put(ROWS.format("d"), content=iter([data[:3000], data[3000:]]),
-                                params={"path": "datasets/d.csv"})
+            chunked = admin.put(
+                ROWS.format("d"), content=iter([data[:3000], data[3000:]]), params={"path": "datasets/d.csv"}
+            )
             assert chunked.status_code == 413, chunked.text
             assert "--max-upload-bytes" in chunked.json()["error"]
             small = put(admin, "d", data[:3000].rsplit(b"\n", 1)[0] + b"\n")
             assert small.status_code == 200, small.text
-            unauth = admin.put(ROWS.format("d"), content=data, params={"path": "datasets/d.csv"},
-                               headers={"Authorization": "Bearer nope"})
-            assert unauth.status_code == 413        # a declared length over the cap: refused unread
+            unauth = admin.put(
+                ROWS.format("d"),
+                content=data,
+                params={"path": "datasets/d.csv"},
+                headers={"Authorization": "Bearer nope"},
+            )
+            assert unauth.status_code == 413  # a declared length over the cap: refused unread
         with service.client(None) as anonymous:
             assert put(anonymous, "d", data[:100]).status_code == 401
     finally:
@@ -113,10 +124,11 @@ def test_a_pull_request_compares_only_a_file_a_gate_config_declares(service, tmp
     try:
         with service.client("admin") as admin:
             assert put(admin, "d", base, declared_in="gate.yaml").status_code == 200
-            assert put(admin, "other", base, path="other/d.csv").status_code == 200      # not from a gate config
-        gate.register_dataset("holdout", str(tmp_path / "d.csv"))                       # a private holdout
-        proposed = base.replace(b"i1,yes", b"i1,no").replace(b"i9,yes,alpha message 9\r\n", b"") + \
-            b"n1,yes,alpha new\r\n"
+            assert put(admin, "other", base, path="other/d.csv").status_code == 200  # not from a gate config
+        gate.register_dataset("holdout", str(tmp_path / "d.csv"))  # a private holdout
+        proposed = (
+            base.replace(b"i1,yes", b"i1,no").replace(b"i9,yes,alpha message 9\r\n", b"") + b"n1,yes,alpha new\r\n"
+        )
         before = versions(gate, "d")
         with service.client("read") as reader:
             assert put(reader, "d", proposed, dry_run="true").status_code == 403
@@ -130,16 +142,18 @@ def test_a_pull_request_compares_only_a_file_a_gate_config_declares(service, tmp
                 refused = put(ci, name, proposed, dry_run="true", path=path)
                 assert refused.status_code == 400, (name, refused.text)
                 assert "compares only the dataset files its gate config declares" in refused.json()["error"]
-            assert put(ci, "d", proposed).status_code == 403                             # storing needs admin
+            assert put(ci, "d", proposed).status_code == 403  # storing needs admin
         assert versions(gate, "d") == before
         from gate.gateconfig.remote import row_changes_remote
+
         remote = RemoteGate(service.url, service.tokens["submit"])
         try:
             (tmp_path / "pr").mkdir()
             (tmp_path / "pr" / "d.csv").write_bytes(proposed)
             changes = row_changes_remote(remote, {"datasets/d.csv", "other/d.csv"}, lambda p: tmp_path / "pr" / "d.csv")
-            assert [(c.kind, c.subject, c.after) for c in changes] == \
-                [("dataset-rows", "d", "1 added, 1 removed, 1 relabelled")]
+            assert [(c.kind, c.subject, c.after) for c in changes] == [
+                ("dataset-rows", "d", "1 added, 1 removed, 1 relabelled")
+            ]
         finally:
             remote.close()
     finally:
@@ -149,9 +163,16 @@ def test_a_pull_request_compares_only_a_file_a_gate_config_declares(service, tmp
 def write_config(folder: Path, datasets: dict, **entry) -> Path:
     (folder / "datasets").mkdir(parents=True, exist_ok=True)
     config = folder / "gate.yaml"
-    config.write_text(yaml.safe_dump({
-        "datasets": {name: {"source": f"datasets/{name}.csv"} for name in datasets},
-        "prompts": {"p1": [{"dataset": name, "min_accuracy": 0.5, **copy.deepcopy(entry)} for name in datasets]}}))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "datasets": {name: {"source": f"datasets/{name}.csv"} for name in datasets},
+                "prompts": {
+                    "p1": [{"dataset": name, "min_accuracy": 0.5, **copy.deepcopy(entry)} for name in datasets]
+                },
+            }
+        )
+    )
     for name, rows in datasets.items():
         (folder / "datasets" / f"{name}.csv").write_text(rows)
     return config
@@ -159,25 +180,32 @@ def write_config(folder: Path, datasets: dict, **entry) -> Path:
 
 def test_a_sync_through_the_service_uploads_its_files_and_a_failure_is_completed_next_time(service, tmp_path):
     from gate.gateconfig.remote import sync_remote
+
     good = write_rule_rows(tmp_path / "g.csv", 8).read_text()
-    config = write_config(tmp_path / "repo", {"a": good, "b": good + "i1,yes,alpha again\n"},   # b: a duplicate id
-                          accept_breaks=[{"item": "i3", "reason": "either answer is fair"}])
+    config = write_config(
+        tmp_path / "repo",
+        {"a": good, "b": good + "i1,yes,alpha again\n"},  # b: a duplicate id
+        accept_breaks=[{"item": "i3", "reason": "either answer is fair"}],
+    )
     remote = RemoteGate(service.url, service.tokens["admin"])
     gate = Gate.connect(service.db_url)
     try:
         cfg = load_config(config, display_path="gate.yaml")
         with pytest.raises(GateError, match="dataset b: duplicate item ids: i1"):
             sync_remote(remote, cfg, config.read_text(), commit="1" * 40)
-        assert {d.name for d, _ in gate.list_datasets()} == {"a"} and gate.mappings() == []   # bars untouched
-        with pytest.raises(UsageError, match="dataset b: its rows were not uploaded"):       # the server checks
+        assert {d.name for d, _ in gate.list_datasets()} == {"a"} and gate.mappings() == []  # bars untouched
+        with pytest.raises(UsageError, match="dataset b: its rows were not uploaded"):  # the server checks
             remote.sync_config(config.read_text(), "gate.yaml", files=["a", "b"])
         (tmp_path / "repo" / "datasets" / "b.csv").write_text(good)
         done = sync_remote(remote, cfg, config.read_text(), commit="2" * 40)
-        assert done.applied and {str(c) for c in done.changes} >= {"dataset b: new, source upload of datasets/b.csv",
-                                                                   "bar p1 × a: new, min accuracy 0.5, 1 accepted break (i3)"}
+        assert done.applied and {str(c) for c in done.changes} >= {
+            "dataset b: new, source upload of datasets/b.csv",
+            "bar p1 × a: new, min accuracy 0.5, 1 accepted break (i3)",
+        }
         assert {m.dataset_name for m in gate.mappings("p1")} == {"a", "b"}
         assert {m.dataset_name: m.bars["accept_breaks"] for m in gate.mappings("p1")}["a"] == [
-            {"item": "i3", "reason": "either answer is fair", "commit": "2" * 40}]     # the commit synced at
+            {"item": "i3", "reason": "either answer is fair", "commit": "2" * 40}
+        ]  # the commit synced at
         snapshot = {name: versions(gate, name) for name in ("a", "b")}
         again = sync_remote(remote, cfg, config.read_text(), commit="3" * 40)
         assert again.changes == () and {name: versions(gate, name) for name in ("a", "b")} == snapshot
@@ -193,6 +221,7 @@ def test_a_sync_through_the_service_uploads_its_files_and_a_failure_is_completed
 
 def test_the_cli_uploads_a_file_through_the_service_and_shows_where_it_came_from(service, tmp_path):
     from conftest import run_cli
+
     env = {"PROMPTGATE_URL": service.url, "PROMPTGATE_TOKEN": service.tokens["admin"], "PROMPTGATE_DATABASE_URL": ""}
     data = write_rule_rows(tmp_path / "d.csv", 6)
     added = run_cli("dataset", "add", "d", "--source", "d.csv", env=env, cwd=tmp_path)
@@ -213,8 +242,17 @@ def test_the_cli_uploads_a_file_through_the_service_and_shows_where_it_came_from
         assert "upload://d.csv @ eeeeeeeeeeee" in page.text
     text = run_cli("dataset", "versions", "d", env=env, cwd=tmp_path)
     assert "upload://d.csv @ eeeeeeeeeeee" in text.stdout.splitlines()[0], text.stdout
-    local = run_cli("dataset", "refresh", "d", "--file", data, "--database-url", service.db_url, cwd=tmp_path,
-                    env={"PROMPTGATE_URL": "", "PROMPTGATE_TOKEN": ""})
+    local = run_cli(
+        "dataset",
+        "refresh",
+        "d",
+        "--file",
+        data,
+        "--database-url",
+        service.db_url,
+        cwd=tmp_path,
+        env={"PROMPTGATE_URL": "", "PROMPTGATE_TOKEN": ""},
+    )
     assert local.returncode == 2 and "--file uploads a file to the gate's service" in local.stderr
 
 
@@ -223,6 +261,7 @@ def test_a_linked_dataset_file_is_never_sent(service, github, tmp_path):
     secret) is not uploaded, neither by a sync nor by a pull request's comparison."""
     from action_harness import HEAD2, act, github_env, pr_payload
     from gate.gateconfig.remote import sync_remote
+
     secret = tmp_path / "runner-secret.csv"
     secret.write_text("item_id,expected_decision\nTOPSECRET,yes\n")
     good = write_rule_rows(tmp_path / "g.csv", 8).read_text()
@@ -243,7 +282,7 @@ def test_a_linked_dataset_file_is_never_sent(service, github, tmp_path):
             code, log = act(env, submit, gate_config="gate.yaml", run_workers=False)
         finally:
             submit.close()
-        body, = [c["body"] for c in github.comments_on(41)]
+        (body,) = [c["body"] for c in github.comments_on(41)]
         assert "outside the workspace" in body and "TOPSECRET" not in body, body
         assert admin.dataset_versions("a")[1] == before
     finally:
@@ -253,16 +292,20 @@ def test_a_linked_dataset_file_is_never_sent(service, github, tmp_path):
 def _stalled_upload(service, token: str, sent: bytes) -> "socket.socket":
     """A raw upload that announces more body than it sends, and then stalls."""
     import socket
+
     sock = socket.create_connection(("127.0.0.1", service.port), timeout=30)
-    sock.sendall(b"PUT /v1/datasets/d/rows?path=datasets/d.csv&dry_run=true HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                 b"Authorization: Bearer " + token.encode() + b"\r\nContent-Type: text/csv\r\n"
-                 b"Content-Length: 100000\r\n\r\n" + sent)
+    sock.sendall(
+        b"PUT /v1/datasets/d/rows?path=datasets/d.csv&dry_run=true HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        b"Authorization: Bearer " + token.encode() + b"\r\nContent-Type: text/csv\r\n"
+        b"Content-Length: 100000\r\n\r\n" + sent
+    )
     return sock
 
 
 def _put_until(service, done, seconds: float = 10.0):
     """An admin's small upload, again every 0.2 s until ``done(response)`` or ``seconds``."""
     import time
+
     deadline = time.monotonic() + seconds
     with service.client("admin") as admin:
         while True:
@@ -279,16 +322,17 @@ def test_a_stalled_upload_is_ended_and_uploads_in_progress_are_capped(mysql_url,
     two tracebacks in the log."""
     import time
     from service_harness import Service
+
     service = Service(mysql_url, tmp_path, "--body-timeout", "1.5", "--max-uploads", "1")
     try:
         stalled = _stalled_upload(service, service.tokens["submit"], b"item_id,expected_decision\n")
-        busy = _put_until(service, lambda r: r.status_code == 429)      # once the stalled one holds the slot
+        busy = _put_until(service, lambda r: r.status_code == 429)  # once the stalled one holds the slot
         assert busy.status_code == 429 and busy.headers["retry-after"], busy.text
         assert "1 uploads are in progress" in busy.json()["error"]
         started = time.monotonic()
         answer = b""
         while b"--body-timeout" not in answer and time.monotonic() - started < 15:
-            chunk = stalled.recv(4096)           # the head and the body may come in two segments
+            chunk = stalled.recv(4096)  # the head and the body may come in two segments
             if not chunk:
                 break
             answer += chunk
@@ -296,7 +340,7 @@ def test_a_stalled_upload_is_ended_and_uploads_in_progress_are_capped(mysql_url,
         assert b"--body-timeout" in answer
         stalled.close()
         left = _stalled_upload(service, service.tokens["submit"], b"item_id,expected")
-        left.close()                                   # the client leaves mid-upload: its slot is freed
+        left.close()  # the client leaves mid-upload: its slot is freed
         assert _put_until(service, lambda r: r.status_code != 429).status_code == 200
     finally:
         service.stop()
@@ -309,11 +353,15 @@ def test_a_holdouts_rows_are_read_with_an_admin_token_only(service, tmp_path):
     too). Rows a repository holds (an uploaded file a gate config declares) stay readable."""
     gate = Gate.connect(service.db_url)
     try:
-        gate.register_dataset("holdout", str(write_rule_rows(tmp_path / "h.csv", 10)))   # the operator's
+        gate.register_dataset("holdout", str(write_rule_rows(tmp_path / "h.csv", 10)))  # the operator's
         old = gate.dataset_version("holdout").id
         with service.client("admin") as admin:
-            assert put(admin, "repo", write_rule_rows(tmp_path / "d.csv", 10).read_bytes(),
-                       declared_in="gate.yaml").status_code == 200
+            assert (
+                put(
+                    admin, "repo", write_rule_rows(tmp_path / "d.csv", 10).read_bytes(), declared_in="gate.yaml"
+                ).status_code
+                == 200
+            )
             assert len(admin.get("/v1/datasets/holdout/preview").json()["first_rows"]) == 10
         for scope in ("read", "submit"):
             with service.client(scope) as reader:

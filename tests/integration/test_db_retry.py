@@ -17,8 +17,12 @@ from gate import db
 
 
 def _mysql_error(cls, code: int, message: str):
-    kind = {OperationalError: pymysql.err.OperationalError, ProgrammingError: pymysql.err.ProgrammingError,
-            IntegrityError: pymysql.err.IntegrityError, InterfaceError: pymysql.err.InterfaceError}[cls]
+    kind = {
+        OperationalError: pymysql.err.OperationalError,
+        ProgrammingError: pymysql.err.ProgrammingError,
+        IntegrityError: pymysql.err.IntegrityError,
+        InterfaceError: pymysql.err.InterfaceError,
+    }[cls]
     return cls("UPDATE t SET v = 1", {}, kind(code, message))
 
 
@@ -49,17 +53,22 @@ def test_a_deadlock_is_rolled_back_and_run_again(engine):
         if len(runs) < 3:
             raise _deadlock()
         return "done"
+
     assert db.transaction(engine, work) == "done"
     assert len(runs) == 3
-    assert _rows(engine) == 1          # the two failed runs rolled back
+    assert _rows(engine) == 1  # the two failed runs rolled back
 
 
-@pytest.mark.parametrize("error", [
-    lambda: _mysql_error(IntegrityError, 1062, "Duplicate entry '1' for key 'PRIMARY'"),
-    lambda: _mysql_error(ProgrammingError, 1064, "You have an error in your SQL syntax"),
-    lambda: _mysql_error(OperationalError, 1054, "Unknown column 'x' in 'field list'"),
-    lambda: ValueError("a bug"),
-], ids=["duplicate key", "syntax", "unknown column", "not a database error"])
+@pytest.mark.parametrize(
+    "error",
+    [
+        lambda: _mysql_error(IntegrityError, 1062, "Duplicate entry '1' for key 'PRIMARY'"),
+        lambda: _mysql_error(ProgrammingError, 1064, "You have an error in your SQL syntax"),
+        lambda: _mysql_error(OperationalError, 1054, "Unknown column 'x' in 'field list'"),
+        lambda: ValueError("a bug"),
+    ],
+    ids=["duplicate key", "syntax", "unknown column", "not a database error"],
+)
 def test_a_non_retryable_error_raises_at_once(engine, error):
     runs = []
 
@@ -67,6 +76,7 @@ def test_a_non_retryable_error_raises_at_once(engine, error):
         runs.append(1)
         conn.execute(text("INSERT INTO t (v) VALUES ('x')"))
         raise error()
+
     with pytest.raises(type(error())):
         db.transaction(engine, work)
     assert len(runs) == 1
@@ -79,6 +89,7 @@ def test_runs_are_bounded_in_number(engine):
     def work(conn):
         runs.append(1)
         raise _deadlock()
+
     with pytest.raises(OperationalError, match="Deadlock"):
         db.transaction(engine, work, attempts=4)
     assert len(runs) == 4
@@ -91,6 +102,7 @@ def test_runs_are_bounded_in_time(engine, monkeypatch):
     def work(conn):
         runs.append(1)
         raise _mysql_error(OperationalError, 2013, "Lost connection to MySQL server during query")
+
     started = time.monotonic()
     with pytest.raises(OperationalError, match="Lost connection"):
         db.transaction(engine, work, attempts=1000, give_up_after=0.3)
@@ -106,26 +118,44 @@ def test_a_lost_connection_is_run_again_like_a_conflict(engine):
         if len(runs) == 1:
             raise _mysql_error(OperationalError, 2006, "MySQL server has gone away")
         conn.execute(text("INSERT INTO t (v) VALUES ('x')"))
+
     db.transaction(engine, work)
     assert (len(runs), _rows(engine)) == (2, 1)
 
 
-@pytest.mark.parametrize("error, retryable", [
-    (_deadlock(), True),
-    (_mysql_error(OperationalError, 1205, "Lock wait timeout exceeded; try restarting transaction"), True),
-    (_mysql_error(OperationalError, 2006, "MySQL server has gone away"), True),
-    (_mysql_error(OperationalError, 2013, "Lost connection to MySQL server during query"), True),
-    (_mysql_error(OperationalError, 2003, "Can't connect to MySQL server on '127.0.0.1'"), True),
-    (_mysql_error(OperationalError, 1927, "Connection was killed"), True),
-    (OperationalError("BEGIN IMMEDIATE", {}, sqlite3.OperationalError("database is locked")), True),
-    (DBAPIError("SELECT 1", {}, pymysql.err.InterfaceError(0, ""), connection_invalidated=True), True),
-    (_mysql_error(IntegrityError, 1062, "Duplicate entry"), False),
-    (_mysql_error(ProgrammingError, 1146, "Table 'x' doesn't exist"), False),
-    (_mysql_error(OperationalError, 1054, "Unknown column"), False),
-    (OperationalError("SELECT 1", {}, sqlite3.OperationalError("no such table: t")), False),
-    (RuntimeError("database is locked"), False),
-], ids=["deadlock", "lock wait", "gone away", "lost", "can't connect", "killed", "sqlite locked", "invalidated",
-        "duplicate", "no table", "unknown column", "sqlite no table", "not a database error"])
+@pytest.mark.parametrize(
+    "error, retryable",
+    [
+        (_deadlock(), True),
+        (_mysql_error(OperationalError, 1205, "Lock wait timeout exceeded; try restarting transaction"), True),
+        (_mysql_error(OperationalError, 2006, "MySQL server has gone away"), True),
+        (_mysql_error(OperationalError, 2013, "Lost connection to MySQL server during query"), True),
+        (_mysql_error(OperationalError, 2003, "Can't connect to MySQL server on '127.0.0.1'"), True),
+        (_mysql_error(OperationalError, 1927, "Connection was killed"), True),
+        (OperationalError("BEGIN IMMEDIATE", {}, sqlite3.OperationalError("database is locked")), True),
+        (DBAPIError("SELECT 1", {}, pymysql.err.InterfaceError(0, ""), connection_invalidated=True), True),
+        (_mysql_error(IntegrityError, 1062, "Duplicate entry"), False),
+        (_mysql_error(ProgrammingError, 1146, "Table 'x' doesn't exist"), False),
+        (_mysql_error(OperationalError, 1054, "Unknown column"), False),
+        (OperationalError("SELECT 1", {}, sqlite3.OperationalError("no such table: t")), False),
+        (RuntimeError("database is locked"), False),
+    ],
+    ids=[
+        "deadlock",
+        "lock wait",
+        "gone away",
+        "lost",
+        "can't connect",
+        "killed",
+        "sqlite locked",
+        "invalidated",
+        "duplicate",
+        "no table",
+        "unknown column",
+        "sqlite no table",
+        "not a database error",
+    ],
+)
 def test_is_retryable(error, retryable):
     assert db.is_retryable(error) is retryable
 
@@ -156,6 +186,7 @@ def test_a_killed_session_is_run_again_on_a_fresh_connection(mysql_url):
                     other.execute(text(f"KILL {int(session)}"))
             conn.execute(text("INSERT INTO retry_probe (session) VALUES (:s)"), {"s": session})
             return session
+
         assert db.transaction(engine, work) == sessions[-1]
         assert len(sessions) == 2 and sessions[0] != sessions[1]
         with engine.connect() as conn:

@@ -39,18 +39,17 @@ def test_sigterm_gives_back_the_items_not_yet_called(mysql_gate, tmp_path):
     gate.register_dataset("d", str(write_rule_rows(tmp_path / "d.csv", 24)))
     gate.map_dataset("p1", "d", "1")
     with MockLLMServer(latency_ms=LATENCY_MS) as llm:
-        env = worker_env(gate.settings.database_url, llm.base_url, lease_seconds=LEASE, request_timeout=3,
-                         chunk_size=8)
+        env = worker_env(gate.settings.database_url, llm.base_url, lease_seconds=LEASE, request_timeout=3, chunk_size=8)
         first = WorkerFleet({**env, "PROMPTGATE_CONCURRENCY": "1"}, tmp_path)
         second = WorkerFleet({**env, "PROMPTGATE_CONCURRENCY": "8"}, tmp_path)
         try:
-            proc, = first.start(1)
+            (proc,) = first.start(1)
             uid = gate.submit(rules_spec("p1"), "apply")
             deadline = time.monotonic() + 60
             while llm.stats()["in_flight"] < 1 and time.monotonic() < deadline:
                 time.sleep(0.02)
             run_id = gate.status(uid).runs[0].run_id
-            assert held_items(gate, run_id) == 8           # 1 calling, 7 waiting behind it
+            assert held_items(gate, run_id) == 8  # 1 calling, 7 waiting behind it
             stopped = time.monotonic()
             proc.send_signal(signal.SIGTERM)
             second.start(1)
@@ -62,16 +61,18 @@ def test_sigterm_gives_back_the_items_not_yet_called(mysql_gate, tmp_path):
         finally:
             first.stop_all()
             second.stop_all()
-    print(f"SIGTERM: the worker exited after {exited:.1f} s, the run ended after {ended:.1f} s (lease {LEASE} s, "
-          f"calls {LATENCY_MS} ms); calls {calls}")
+    print(
+        f"SIGTERM: the worker exited after {exited:.1f} s, the run ended after {ended:.1f} s (lease {LEASE} s, "
+        f"calls {LATENCY_MS} ms); calls {calls}"
+    )
     assert report.status == UpdateStatus.APPLIED, (report.status, report.update.reason)
-    assert drained == 0 and exited < LATENCY_MS / 1000 + 4    # its one call, not its whole queue
+    assert drained == 0 and exited < LATENCY_MS / 1000 + 4  # its one call, not its whole queue
     assert ended < LEASE / 2
-    assert calls == 24                                     # nothing given back was called as well
+    assert calls == 24  # nothing given back was called as well
     i = store.prompt_run_item
     with gate.engine.connect() as conn:
         rows = conn.execute(select(i.c.verdict, i.c.attempt).where(i.c.run_id == run_id)).all()
-    assert {(r.verdict, r.attempt) for r in rows} == {(Verdict.MATCH, 1)}   # a give-back is not an attempt
+    assert {(r.verdict, r.attempt) for r in rows} == {(Verdict.MATCH, 1)}  # a give-back is not an attempt
 
 
 def test_a_draining_materializer_gives_its_run_lease_back(mysql_gate, tmp_path):
@@ -82,7 +83,7 @@ def test_a_draining_materializer_gives_its_run_lease_back(mysql_gate, tmp_path):
     gate.map_dataset("p1", "d", "1")
     uid = gate.submit(rules_spec("p1"), "apply")
     stop = threading.Event()
-    stop.set()                                             # draining already: it stops at its first page
+    stop.set()  # draining already: it stops at its first page
     Materializer(gate.engine, gate.settings, stop).poll()
     run = gate.status(uid).runs[0]
     with gate.engine.begin() as conn:

@@ -27,7 +27,7 @@ IN_FLIGHT = 4 * (CONCURRENCY + 2 * CHUNK)
 
 @pytest.fixture
 def llm():
-    with MockLLMServer() as server:        # no latency: the cases take seconds
+    with MockLLMServer() as server:  # no latency: the cases take seconds
         yield server
 
 
@@ -36,11 +36,18 @@ def fleet(tmp_path):
     fleets = []
 
     def start(gate, llm, processes=1, **settings):
-        f = WorkerFleet(worker_env(gate.settings.database_url, llm.base_url,
-                                   **{"chunk_size": CHUNK, "concurrency": CONCURRENCY, **settings}), tmp_path)
+        f = WorkerFleet(
+            worker_env(
+                gate.settings.database_url,
+                llm.base_url,
+                **{"chunk_size": CHUNK, "concurrency": CONCURRENCY, **settings},
+            ),
+            tmp_path,
+        )
         f.start(processes)
         fleets.append(f)
         return f
+
     yield start
     for f in fleets:
         f.stop_all()
@@ -49,8 +56,9 @@ def fleet(tmp_path):
 def verdicts(gate, run_id) -> dict[str, int]:
     i = store.prompt_run_item
     with gate.engine.connect() as conn:
-        return dict(conn.execute(select(i.c.verdict, func.count()).where(i.c.run_id == run_id)
-                                 .group_by(i.c.verdict)).all())
+        return dict(
+            conn.execute(select(i.c.verdict, func.count()).where(i.c.run_id == run_id).group_by(i.c.verdict)).all()
+        )
 
 
 def uncalled(gate, run_id) -> int:
@@ -72,20 +80,22 @@ def test_a_candidate_that_misses_its_bar_stops_once_settled(mysql_gate, llm, fle
     report = gate.wait(uid, timeout=60)
     calls = llm.stats()["requests"]
     assert report.status == UpdateStatus.REJECTED, report.update.reason
-    assert calls <= 201 + CHUNK + IN_FLIGHT, calls    # (+ a chunk: two write-back threads may commit out of order)
+    assert calls <= 201 + CHUNK + IN_FLIGHT, calls  # (+ a chunk: two write-back threads may commit out of order)
     (run,) = report.runs
-    sentence = re.fullmatch(r"stopped early: d: stopped after ([\d,]+) of 1,000 items: even if every remaining item "
-                            r"matched, accuracy would be at most ([\d.]+) % < 90 % — ([\d,]+) calls saved",
-                            report.update.reason)
+    sentence = re.fullmatch(
+        r"stopped early: d: stopped after ([\d,]+) of 1,000 items: even if every remaining item "
+        r"matched, accuracy would be at most ([\d.]+) % < 90 % — ([\d,]+) calls saved",
+        report.update.reason,
+    )
     assert sentence, report.update.reason
     written, best, saved = int(sentence[1].replace(",", "")), float(sentence[2]), int(sentence[3].replace(",", ""))
     assert written == run.scored + run.errors and run.stopped == 1000 - written and run.stop["kind"] == "early_stop"
     assert best == round(100 * (run.matches + 1000 - written) / 1000, 1) and best < 90
     counts = verdicts(gate, run.run_id)
     assert counts[Verdict.STOPPED] == run.stopped and Verdict.PENDING not in counts
-    assert saved == uncalled(gate, run.run_id) == run.stop["calls_saved"]       # never claimed, so never called
+    assert saved == uncalled(gate, run.run_id) == run.stop["calls_saved"]  # never claimed, so never called
     assert 1000 - calls - IN_FLIGHT <= saved <= 1000 - calls
-    assert report.spend["calls_made"] == calls and report.spend["calls_saved"] == saved     # counted exactly
+    assert report.spend["calls_made"] == calls and report.spend["calls_saved"] == saved  # counted exactly
     assert run.passed is False and [c["bar"] for c in run.checks if c["state"] == "fail"] == ["min_accuracy"]
     with gate.engine.connect() as conn:
         assert store.read_counters(conn, ["calls_saved_early_stop"])["calls_saved_early_stop"] == saved
@@ -130,8 +140,14 @@ WORSE_RULES = "Classify the message.\n- no: ktwo, kthree\n- yes: alpha\n- no: be
 
 
 def spec_with(name, rules):
-    return parse_spec({"name": name, "model": "mock-1", "labels": ["yes", "no"],
-                       "messages": [{"role": "system", "content": rules}, {"role": "user", "content": "{{ item.text }}"}]})
+    return parse_spec(
+        {
+            "name": name,
+            "model": "mock-1",
+            "labels": ["yes", "no"],
+            "messages": [{"role": "system", "content": rules}, {"role": "user", "content": "{{ item.text }}"}],
+        }
+    )
 
 
 def write_paired(path, n: int, fixed: int, broken: int, both_wrong: int):
@@ -142,19 +158,24 @@ def write_paired(path, n: int, fixed: int, broken: int, both_wrong: int):
     with path.open("w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["item_id", "expected_decision", "text"])
-        marks = [""] * (n - fixed - broken - both_wrong) + ["kone"] * fixed + ["kthree"] * both_wrong + \
-            ["ktwo"] * broken
+        marks = (
+            [""] * (n - fixed - broken - both_wrong) + ["kone"] * fixed + ["kthree"] * both_wrong + ["ktwo"] * broken
+        )
         for i, mark in enumerate(marks):
             w.writerow([f"i{i}", "yes", f"alpha {mark} message {i}"])
     return path
 
 
-@pytest.mark.parametrize("n, fixed, broken, both_wrong, status", [
-    (200, 6, 8, 12, UpdateStatus.REJECTED),          # 91 % → 90 %: −1.0 pts, the interval reaches below −2
-    (5000, 150, 200, 300, UpdateStatus.PASSED),      # the same rates on 25 times the items: [−1.7, −0.3]
-])
+@pytest.mark.parametrize(
+    "n, fixed, broken, both_wrong, status",
+    [
+        (200, 6, 8, 12, UpdateStatus.REJECTED),  # 91 % → 90 %: −1.0 pts, the interval reaches below −2
+        (5000, 150, 200, 300, UpdateStatus.PASSED),  # the same rates on 25 times the items: [−1.7, −0.3]
+    ],
+)
 def test_one_point_worse_than_live_is_inconclusive_on_200_items_and_passes_on_5000(
-        mysql_gate, llm, fleet, tmp_path, n, fixed, broken, both_wrong, status):
+    mysql_gate, llm, fleet, tmp_path, n, fixed, broken, both_wrong, status
+):
     gate = mysql_gate
     gate.register_dataset("d", str(write_paired(tmp_path / "d.csv", n, fixed, broken, both_wrong)))
     gate.map_dataset("p1", "d", "0.5", bars={"max_drop": 2})
@@ -173,8 +194,10 @@ def test_one_point_worse_than_live_is_inconclusive_on_200_items_and_passes_on_50
         assert low < -0.02 < c["difference_interval"][1] and run.stop is None
         assert (drop["state"], drop["reason"], drop["conclusive"]) == ("fail", "inconclusive", False)
         assert report.update.reason.startswith("inconclusive: d max_drop \u22121.0 pts [\u2212")
-        assert "the difference could be as low as" in report.update.reason and "the limit is \u22122" in \
-            report.update.reason
+        assert (
+            "the difference could be as low as" in report.update.reason
+            and "the limit is \u22122" in report.update.reason
+        )
     else:
         assert low > -0.02 and drop["state"] == "pass" and drop["conclusive"] is True
         assert drop["value"] == "\u22121.0 pts [\u22121.7, \u22120.3]"
@@ -185,16 +208,17 @@ def test_stopped_items_on_either_backend_with_reuse_and_prune(gate, tmp_path, mo
     answer: resubmitted, its answered items are reused and its stopped ones called; prune
     takes a stopped run's items and its tally like any finished run's."""
     from workers.supervisor import run_until_terminal
+
     gate.register_dataset("d", str(write_rule_rows(tmp_path / "d.csv", 300, wrong_every=2)))
     gate.map_dataset("p1", "d", "0.9")
     with MockLLMServer() as server:
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
-        first, = run_until_terminal(gate, [gate.submit(rules_spec("p1"))], timeout=60, concurrency=2)
+        (first,) = run_until_terminal(gate, [gate.submit(rules_spec("p1"))], timeout=60, concurrency=2)
         assert first.status == UpdateStatus.REJECTED and first.update.reason.startswith("stopped early: d: ")
         (run,) = first.runs
         assert run.stopped > 0 and verdicts(gate, run.run_id)[Verdict.STOPPED] == run.stopped
         called = server.stats()["requests"]
-        second, = run_until_terminal(gate, [gate.submit(rules_spec("p1"), full=True)], timeout=60, concurrency=2)
+        (second,) = run_until_terminal(gate, [gate.submit(rules_spec("p1"), full=True)], timeout=60, concurrency=2)
         again = second.runs[0]
         assert (again.scored, again.matches) == (300, 150) and again.stopped == 0
         assert again.reused_total >= run.scored and server.stats()["requests"] - called == 300 - again.reused_total
@@ -221,23 +245,38 @@ def test_a_decision_field_by_field_stops_early_on_its_accuracy(mysql_gate, llm, 
     such a write-back failed, "data too long", and no item was ever written), so it stops
     once settled, REJECTED, as a label run does."""
     import json
+
     gate = mysql_gate
     rows = []
     for i in range(400):
         amount = f"{10 + i % 50}.{i % 100:02d}"
         money = f"{amount} EUR" if i % 10 == 0 else f"EUR {amount}"
-        order = "ORD-" + str(10 ** 150 + i)
-        rows.append({"item_id": f"mail-{i:03d}", "email": f"Order {order}: I was charged twice, {money}.",
-                     "expected": {"order_id": order, "category": "billing", "amount": float(amount)}})
+        order = "ORD-" + str(10**150 + i)
+        rows.append(
+            {
+                "item_id": f"mail-{i:03d}",
+                "email": f"Order {order}: I was charged twice, {money}.",
+                "expected": {"order_id": order, "category": "billing", "amount": float(amount)},
+            }
+        )
     (tmp_path / "emails.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     gate.register_dataset("emails", str(tmp_path / "emails.jsonl"))
     gate.map_dataset("extract", "emails", "0.9")
-    spec = parse_spec({"name": "extract", "model": "mock-1",
-                       "decision": {"type": "fields", "fields": {
-                           "order_id": "exact", "amount": {"type": "number", "tolerance": 0.01},
-                           "category": {"type": "label", "labels": ["billing", "shipping", "other"]}}},
-                       "messages": [{"role": "system", "content": EXTRACT},
-                                    {"role": "user", "content": "{{ item.email }}"}]})
+    spec = parse_spec(
+        {
+            "name": "extract",
+            "model": "mock-1",
+            "decision": {
+                "type": "fields",
+                "fields": {
+                    "order_id": "exact",
+                    "amount": {"type": "number", "tolerance": 0.01},
+                    "category": {"type": "label", "labels": ["billing", "shipping", "other"]},
+                },
+            },
+            "messages": [{"role": "system", "content": EXTRACT}, {"role": "user", "content": "{{ item.email }}"}],
+        }
+    )
     uid = gate.submit(spec, reuse=False)
     fleet(gate, llm)
     report = gate.wait(uid, timeout=60)

@@ -17,7 +17,7 @@ from gate.service import Gate
 from helpers import rules_spec, write_rule_rows
 from service_harness import Service
 
-BIG = 2**63          # one past BIGINT
+BIG = 2**63  # one past BIGINT
 
 
 def queued_update(db_url: str, tmp_path) -> int:
@@ -55,11 +55,17 @@ def test_ids_past_their_columns_are_404_on_every_dialect(on_each_dialect):
     served = on_each_dialect
     with served.client("admin") as client:
         for method, path, params in [
-                ("GET", f"/v1/updates/{BIG}", {}), ("GET", f"/v1/updates/{2**70}", {}),
-                ("GET", "/v1/updates/-1", {}), ("GET", "/v1/updates/0", {}),
-                ("GET", f"/v1/updates/{BIG}/wait", {"timeout": 1}), ("POST", f"/v1/updates/{BIG}/cancel", {}),
-                ("GET", f"/v1/datasets/d1/versions/{BIG}", {}), ("GET", "/v1/datasets/d1/preview", {"version": BIG}),
-                ("GET", "/v1/datasets/d1/diff", {"old": BIG, "new": 1}), ("GET", f"/updates/{BIG}", {})]:
+            ("GET", f"/v1/updates/{BIG}", {}),
+            ("GET", f"/v1/updates/{2**70}", {}),
+            ("GET", "/v1/updates/-1", {}),
+            ("GET", "/v1/updates/0", {}),
+            ("GET", f"/v1/updates/{BIG}/wait", {"timeout": 1}),
+            ("POST", f"/v1/updates/{BIG}/cancel", {}),
+            ("GET", f"/v1/datasets/d1/versions/{BIG}", {}),
+            ("GET", "/v1/datasets/d1/preview", {"version": BIG}),
+            ("GET", "/v1/datasets/d1/diff", {"old": BIG, "new": 1}),
+            ("GET", f"/updates/{BIG}", {}),
+        ]:
             response = client.request(method, path, params=params)
             assert response.status_code == 404, (method, path, params, response.status_code, response.text)
         rolled = client.post("/v1/prompts/p1/rollback", json={"reason": "r", "to": 2**31})
@@ -80,12 +86,12 @@ def test_a_waiter_wakes_promptly_while_a_bad_one_is_tried(on_each_dialect):
 
     waiter = threading.Thread(target=wait_good)
     waiter.start()
-    time.sleep(1.0)                          # the good waiter is registered with the watcher
+    time.sleep(1.0)  # the good waiter is registered with the watcher
     with served.client("submit") as client:
         bad = client.get(f"/v1/updates/{BIG}/wait", params={"timeout": 3})
         assert bad.status_code == 404, bad.text
-        time.sleep(0.5)                      # a few beats of the watcher with both waits known
-    with served.client("admin") as admin:      # the update is not the submit token's (ownership): admin cancels
+        time.sleep(0.5)  # a few beats of the watcher with both waits known
+    with served.client("admin") as admin:  # the update is not the submit token's (ownership): admin cancels
         cancelled_at = time.monotonic()
         assert admin.post(f"/v1/updates/{served.update_id}/cancel").status_code == 200
     waiter.join(70)
@@ -96,18 +102,19 @@ def test_a_waiter_wakes_promptly_while_a_bad_one_is_tried(on_each_dialect):
 def test_the_header_deadline_is_ten_seconds_unless_told():
     from gate.cli.service import serve
     from gate.server.protocol import HEADER_TIMEOUT_SECONDS
+
     option = next(p for p in serve.params if p.name == "header_timeout")
     assert option.default == HEADER_TIMEOUT_SECONDS == 10.0
 
 
 def test_a_connection_whose_headers_never_finish_is_closed(mysql_url, tmp_path):
-    svc = Service(mysql_url, tmp_path, "--header-timeout", "2")    # (the default, 10 s: the test above)
+    svc = Service(mysql_url, tmp_path, "--header-timeout", "2")  # (the default, 10 s: the test above)
     try:
         with socket.create_connection(("127.0.0.1", svc.port)) as raw:
             raw.settimeout(20)
             started = time.monotonic()
             raw.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
-            for _ in range(3):                       # a header line now and then, never the end
+            for _ in range(3):  # a header line now and then, never the end
                 time.sleep(0.5)
                 raw.sendall(b"X-Slow: 1\r\n")
             try:
@@ -116,7 +123,7 @@ def test_a_connection_whose_headers_never_finish_is_closed(mysql_url, tmp_path):
                 closed = True
             took = time.monotonic() - started
         assert closed and 2 <= took < 5, f"closed={closed} after {took:.1f} s"
-        with svc.client(None) as client:         # the server itself answers on
+        with svc.client(None) as client:  # the server itself answers on
             assert client.get("/healthz").status_code == 200
     finally:
         svc.stop()
@@ -128,8 +135,10 @@ def test_a_body_that_stalls_is_ended_with_408(mysql_url, tmp_path):
         with socket.create_connection(("127.0.0.1", svc.port)) as raw:
             raw.settimeout(10)
             started = time.monotonic()
-            raw.sendall(b"POST /v1/tokens HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                        b"Content-Length: 100\r\n\r\n{\"name\":")
+            raw.sendall(
+                b"POST /v1/tokens HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                b'Content-Length: 100\r\n\r\n{"name":'
+            )
             answer = raw.recv(4096)
             took = time.monotonic() - started
         assert answer.startswith(b"HTTP/1.1 408") and 1.0 < took < 6, (answer[:200], took)
@@ -144,10 +153,11 @@ def test_long_polls_per_token_are_capped_with_429(served):
         async with httpx2.AsyncClient(base_url=served.url, headers=headers, timeout=30, limits=limits) as client:
             path = f"/v1/updates/{served.update_id}/wait"
             held = [asyncio.create_task(client.get(path, params={"timeout": 10})) for _ in range(100)]
-            await asyncio.sleep(3.0)         # all 100 are waiting
+            await asyncio.sleep(3.0)  # all 100 are waiting
             over = await client.get(path, params={"timeout": 1})
-            other = await client.get(path, params={"timeout": 0},
-                                     headers={"Authorization": f"Bearer {served.tokens['admin']}"})
+            other = await client.get(
+                path, params={"timeout": 0}, headers={"Authorization": f"Bearer {served.tokens['admin']}"}
+            )
             done = await asyncio.gather(*held)
             again = await client.get(path, params={"timeout": 0})
             return over, other, done, again
@@ -174,7 +184,11 @@ def test_docs_are_off_by_default_and_load_no_external_script(mysql_url, tmp_path
             page = client.get("/docs")
             assert page.status_code == 200
             csp = page.headers["content-security-policy"]
-            assert "script-src 'self'" in csp and "http" not in csp and "unsafe-inline" not in csp.split("script-src")[1].split(";")[0]
+            assert (
+                "script-src 'self'" in csp
+                and "http" not in csp
+                and "unsafe-inline" not in csp.split("script-src")[1].split(";")[0]
+            )
             scripts = re.findall(r"<script[^>]*>", page.text)
             assert scripts and all(re.search(r'src="/docs/', tag) for tag in scripts), scripts
             assert "<script>" not in page.text and "//" not in "".join(re.findall(r'(?:src|href)="([^"]*)"', page.text))
@@ -194,22 +208,30 @@ def test_a_wrong_host_is_refused_and_login_checks_origin_against_the_allowed_hos
         assert client.get("/", headers={"Host": f"rebound.example:{served.port}"}).status_code == 400
     forged = f"rebound.example:{served.port}"
     with httpx2.Client(base_url=served.url, timeout=30) as anon:
-        login = anon.post("/login", content=f"token={served.tokens['read']}&next=/",
-                          headers={"Host": forged, "Origin": f"http://{forged}",
-                                   "Content-Type": "application/x-www-form-urlencoded"})
+        login = anon.post(
+            "/login",
+            content=f"token={served.tokens['read']}&next=/",
+            headers={"Host": forged, "Origin": f"http://{forged}", "Content-Type": "application/x-www-form-urlencoded"},
+        )
         assert login.status_code in (400, 403) and "set-cookie" not in login.headers, login.status_code
-        cross = anon.post("/login", content=f"token={served.tokens['read']}&next=/",
-                          headers={"Origin": "http://rebound.example",
-                                   "Content-Type": "application/x-www-form-urlencoded"})
+        cross = anon.post(
+            "/login",
+            content=f"token={served.tokens['read']}&next=/",
+            headers={"Origin": "http://rebound.example", "Content-Type": "application/x-www-form-urlencoded"},
+        )
         assert cross.status_code == 403 and "set-cookie" not in cross.headers
-        own = anon.post("/login", content=f"token={served.tokens['read']}&next=/",
-                        headers={"Origin": served.url, "Content-Type": "application/x-www-form-urlencoded"})
+        own = anon.post(
+            "/login",
+            content=f"token={served.tokens['read']}&next=/",
+            headers={"Origin": served.url, "Content-Type": "application/x-www-form-urlencoded"},
+        )
         assert own.status_code == 303 and "promptgate_token" in own.headers.get("set-cookie", "")
 
 
 def test_an_allowed_host_is_answered(mysql_url, tmp_path):
-    svc = Service(mysql_url, tmp_path, "--allowed-host", "gate.example.com",
-                  env={"PROMPTGATE_ALLOWED_HOSTS": "other.example.com"})
+    svc = Service(
+        mysql_url, tmp_path, "--allowed-host", "gate.example.com", env={"PROMPTGATE_ALLOWED_HOSTS": "other.example.com"}
+    )
     try:
         with svc.client("read") as client:
             for host in ("gate.example.com", "other.example.com", f"gate.example.com:{svc.port}", "127.0.0.1"):
@@ -223,10 +245,11 @@ def test_json_bodies_meet_the_yaml_limits(served):
     deep = "[" * 500 + "]" * 500
     with served.client("admin") as client:
         for body, why in [
-                ('{"name": "a", "name": "b", "scope": "read"}', "twice"),
-                ('{"prompt": {"name": "p1", "name": "p2"}}', "twice"),
-                ('{"prompt": ' + deep + "}", "deeper than 32"),
-                ('{"name": "t", "scope": "read", "x": ' + "[" * 100_000 + "]" * 100_000 + "}", "deeper than 32")]:
+            ('{"name": "a", "name": "b", "scope": "read"}', "twice"),
+            ('{"prompt": {"name": "p1", "name": "p2"}}', "twice"),
+            ('{"prompt": ' + deep + "}", "deeper than 32"),
+            ('{"name": "t", "scope": "read", "x": ' + "[" * 100_000 + "]" * 100_000 + "}", "deeper than 32"),
+        ]:
             for path in ("/v1/tokens", "/v1/updates", "/v1/sync"):
                 response = client.post(path, content=body, headers={"content-type": "application/json"})
                 assert response.status_code == 400, (path, why, response.status_code, response.text[:200])

@@ -23,7 +23,7 @@ def test_push_files_use_compare_or_the_commit(github):
     github.add_compare(BASE, HEAD1, ["gate.yaml", "prompts/a.yaml"])
     github.add_commit(HEAD1, ["prompts/only-head.yaml"])
     assert [f.path for f in client.push_files(BASE, HEAD1)] == ["gate.yaml", "prompts/a.yaml"]
-    assert [f.path for f in client.push_files("0" * 40, HEAD1)] == ["prompts/only-head.yaml"]   # new branch
+    assert [f.path for f in client.push_files("0" * 40, HEAD1)] == ["prompts/only-head.yaml"]  # new branch
     assert [f.path for f in client.push_files("d4" * 20, HEAD1)] == ["prompts/only-head.yaml"]  # force push
     # the compare API stops at 300 files: then every pushed commit's files (paginated) count too
     many = [f"prompts/m{i:03}.yaml" for i in range(320)]

@@ -53,14 +53,17 @@ def test_a_live_row_changed_behind_the_gate_fails_the_update_and_stays(mysql_gat
     map_rules(gate, tmp_path, "p1", 6)
     with MockLLMServer() as llm:
         monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
-        first, = run_until_terminal(gate, [gate.submit(rules_spec("p1", "first"), "apply")], timeout=60)
+        (first,) = run_until_terminal(gate, [gate.submit(rules_spec("p1", "first"), "apply")], timeout=60)
         assert first.status == UpdateStatus.APPLIED and gate.live("p1").version == 1
-        uid = gate.submit(rules_spec("p1", "second"), "apply")          # base version 1
+        uid = gate.submit(rules_spec("p1", "second"), "apply")  # base version 1
         behind = {"description": "written behind the gate", "labels": ["yes", "no"]}
-        with gate.engine.begin() as conn:                              # someone writes the live row directly
-            conn.execute(update(store.prompt).where(store.prompt.c.name == "p1")
-                         .values(version=2, config=behind, config_hash="x" * 64))
-        report, = run_until_terminal(gate, [uid], timeout=60)
+        with gate.engine.begin() as conn:  # someone writes the live row directly
+            conn.execute(
+                update(store.prompt)
+                .where(store.prompt.c.name == "p1")
+                .values(version=2, config=behind, config_hash="x" * 64)
+            )
+        (report,) = run_until_terminal(gate, [uid], timeout=60)
     assert report.status == UpdateStatus.FAILED
     assert "the live version is 2, not 1" in report.update.reason
     live = gate.live("p1")
@@ -75,12 +78,13 @@ def test_the_confusion_matrix_is_the_one_the_item_rows_give(mysql_gate, tmp_path
     map_rules(gate, tmp_path, "p1", 300, wrong_every=7)
     with MockLLMServer(garbage_rate=0.1, seed=5) as llm:
         monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
-        report, = run_until_terminal(gate, [gate.submit(rules_spec("p1"), "check")], timeout=90)
+        (report,) = run_until_terminal(gate, [gate.submit(rules_spec("p1"), "check")], timeout=90)
     run = report.runs[0]
     i = store.prompt_run_item
     with gate.engine.connect() as conn:
-        rows = conn.execute(select(i.c.expected_decision, i.c.actual_decision, i.c.verdict)
-                            .where(i.c.run_id == run.run_id)).all()
+        rows = conn.execute(
+            select(i.c.expected_decision, i.c.actual_decision, i.c.verdict).where(i.c.run_id == run.run_id)
+        ).all()
     confusion: dict[str, Counter] = {}
     for expected, actual, verdict in rows:
         assert verdict in (Verdict.MATCH, Verdict.MISMATCH)
@@ -91,36 +95,55 @@ def test_the_confusion_matrix_is_the_one_the_item_rows_give(mysql_gate, tmp_path
     metrics = run.metrics
     assert {e: dict(c) for e, c in confusion.items()} == metrics["confusion"]
     assert (metrics["total"], metrics["scored"], metrics["matches"], metrics["mismatches"], metrics["invalid"]) == (
-        300, 300, matches, 300 - matches, invalid)
+        300,
+        300,
+        matches,
+        300 - matches,
+        invalid,
+    )
     assert metrics["accuracy"] == matches / 300
-    assert invalid > 0 and 300 - matches - invalid > 0             # both kinds of miss are in the matrix
+    assert invalid > 0 and 300 - matches - invalid > 0  # both kinds of miss are in the matrix
 
 
 def test_wait_sha_exit_codes_through_the_cli(mysql_gate, tmp_path, monkeypatch):
     """0 every update of the commit cleared, 1 one was rejected, 2 one failed or was
     cancelled, 3 still open when the timeout passed; several prompts' codes combine."""
     gate = mysql_gate
-    shas = {name: c * 40 for name, c in (("ok", "a"), ("rejected", "b"), ("cancelled", "c"), ("mixed", "d"),
-                                         ("open", "e"))}
+    shas = {
+        name: c * 40 for name, c in (("ok", "a"), ("rejected", "b"), ("cancelled", "c"), ("mixed", "d"), ("open", "e"))
+    }
     for prompt in ("p1", "p2"):
         map_rules(gate, tmp_path, prompt, 10, bar="0.9", dataset=f"d-{prompt}")
-    bad = parse_spec({"name": "p2", "model": "mock-1", "messages": [   # its rules answer every row wrong
-        {"role": "system", "content": "- yes: beta\n- no: alpha\ndefault: yes"},
-        {"role": "user", "content": "{{ item.text }}"}]})
+    bad = parse_spec(
+        {
+            "name": "p2",
+            "model": "mock-1",
+            "messages": [  # its rules answer every row wrong
+                {"role": "system", "content": "- yes: beta\n- no: alpha\ndefault: yes"},
+                {"role": "user", "content": "{{ item.text }}"},
+            ],
+        }
+    )
 
     def submit(spec, sha, key):
         return gate.submit(spec, "check", {"sha": sha, "key": key})
-    ids = [submit(rules_spec("p1"), shas["ok"], "ok"), submit(bad, shas["rejected"], "rejected"),
-           submit(bad, shas["mixed"], "mixed-2")]
+
+    ids = [
+        submit(rules_spec("p1"), shas["ok"], "ok"),
+        submit(bad, shas["rejected"], "rejected"),
+        submit(bad, shas["mixed"], "mixed-2"),
+    ]
     for sha, key in ((shas["cancelled"], "cancelled"), (shas["mixed"], "mixed-1")):
         gate.cancel(submit(rules_spec("p1"), sha, key))
     with MockLLMServer() as llm:
         monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
         run_until_terminal(gate, ids, timeout=60)
-    submit(rules_spec("p1"), shas["open"], "open")                     # no worker runs any more
+    submit(rules_spec("p1"), shas["open"], "open")  # no worker runs any more
     url = gate.settings.database_url
-    codes = {name: run_cli("wait", "--sha", sha, "--mode", "check", "--timeout", "1", "--database-url", url).returncode
-             for name, sha in shas.items()}
+    codes = {
+        name: run_cli("wait", "--sha", sha, "--mode", "check", "--timeout", "1", "--database-url", url).returncode
+        for name, sha in shas.items()
+    }
     # mixed: p1's update cancelled, p2's rejected; failed or cancelled comes first
     assert codes == {"ok": 0, "rejected": 1, "cancelled": 2, "mixed": 2, "open": 3}
     only_p2 = run_cli("wait", "--sha", shas["mixed"], "--mode", "check", "--prompt", "p2", "--database-url", url)

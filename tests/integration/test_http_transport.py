@@ -21,12 +21,21 @@ import pytest
 
 from gate.http_transport import Timeouts, Transport, TransportError
 
-PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",
-              "NO_PROXY")
+PROXY_VARS = (
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+    "no_proxy",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "NO_PROXY",
+)
 
 
 class Echo(BaseHTTPRequestHandler):
     """Answers every request with what it received, as JSON; counts connections."""
+
     protocol_version = "HTTP/1.1"
 
     def setup(self):
@@ -36,8 +45,14 @@ class Echo(BaseHTTPRequestHandler):
     def _answer(self):
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
-        data = json.dumps({"method": self.command, "path": self.path, "body": body.decode(errors="replace"),
-                           "headers": dict(self.headers)}).encode()
+        data = json.dumps(
+            {
+                "method": self.command,
+                "path": self.path,
+                "body": body.decode(errors="replace"),
+                "headers": dict(self.headers),
+            }
+        ).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -63,6 +78,7 @@ def serve(handler, context: ssl.SSLContext | None = None) -> ThreadingHTTPServer
 class Proxy(BaseHTTPRequestHandler):
     """A forwarding proxy: absolute-URL requests are sent on, CONNECT opens a tunnel. It
     records each request line and its Proxy-Authorization."""
+
     protocol_version = "HTTP/1.1"
 
     def do_CONNECT(self):
@@ -86,14 +102,16 @@ class Proxy(BaseHTTPRequestHandler):
     def _forward(self):
         import http.client
         from urllib.parse import urlsplit
+
         self.server.seen.append((self.command, self.path, self.headers.get("Proxy-Authorization")))
         target = urlsplit(self.path)
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else None
         conn = http.client.HTTPConnection(target.hostname, target.port)
         headers = {k: v for k, v in self.headers.items() if k.lower() != "proxy-authorization"}
-        conn.request(self.command, target.path + (f"?{target.query}" if target.query else ""), body=body,
-                     headers=headers)
+        conn.request(
+            self.command, target.path + (f"?{target.query}" if target.query else ""), body=body, headers=headers
+        )
         answer = conn.getresponse()
         data = answer.read()
         self.send_response(answer.status)
@@ -134,9 +152,29 @@ def certificate(tmp_path_factory):
     """A self-signed certificate for 127.0.0.1 (openssl), and its key."""
     folder = tmp_path_factory.mktemp("tls")
     cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
-                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
-                   check=True, capture_output=True, timeout=60)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     return cert, key
 
 
@@ -158,9 +196,10 @@ def test_reads_reuse_a_connection_and_changes_go_on_a_fresh_one(echo):
     first = json.loads(t.request("GET", "/v1/a", params={"q": "1 2", "n": 3}).content)
     assert first["path"] == "/base/v1/a?q=1+2&n=3" and first["headers"]["Authorization"] == "Bearer x"
     t.request("GET", "/v1/b")
-    assert echo.connections == 1                     # the second read reused the first's connection
-    posted = json.loads(t.request("POST", "/v1/c", content=b'{"k": 1}',
-                                  headers={"Content-Type": "application/json"}).content)
+    assert echo.connections == 1  # the second read reused the first's connection
+    posted = json.loads(
+        t.request("POST", "/v1/c", content=b'{"k": 1}', headers={"Content-Type": "application/json"}).content
+    )
     assert posted["body"] == '{"k": 1}' and echo.connections == 2
     t.request("PUT", "/v1/d")
     assert echo.connections == 3
@@ -170,7 +209,7 @@ def test_reads_reuse_a_connection_and_changes_go_on_a_fresh_one(echo):
 def test_a_read_on_a_connection_the_server_closed_while_idle_is_sent_again_once(echo):
     t = Transport(url(echo), {})
     t.request("GET", "/one")
-    t._kept.sock.shutdown(socket.SHUT_RDWR)          # as a server's idle timeout would leave it
+    t._kept.sock.shutdown(socket.SHUT_RDWR)  # as a server's idle timeout would leave it
     assert json.loads(t.request("GET", "/two").content)["path"] == "/two"
     assert echo.connections == 2
 
@@ -179,8 +218,9 @@ def test_an_upload_streams_a_file_with_its_length(echo, tmp_path):
     data = tmp_path / "rows.csv"
     data.write_bytes(b"id,label\n" + b"x,y\n" * 50_000)
     with data.open("rb") as fh:
-        answer = Transport(url(echo), {}).request("PUT", "/rows", content=fh,
-                                                  headers={"Content-Length": str(data.stat().st_size)})
+        answer = Transport(url(echo), {}).request(
+            "PUT", "/rows", content=fh, headers={"Content-Length": str(data.stat().st_size)}
+        )
     assert json.loads(answer.content)["body"] == data.read_text()
 
 
@@ -214,7 +254,7 @@ def test_https_through_a_proxy_is_a_connect_tunnel(tls_echo, certificate, proxy,
 def test_a_silent_server_is_one_line_within_the_read_timeout(no_proxy_env):
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
-    listener.listen()                                 # accepts, never answers
+    listener.listen()  # accepts, never answers
     try:
         t = Transport(f"http://127.0.0.1:{listener.getsockname()[1]}", {}, Timeouts(connect=2, read=0.5))
         began = time.monotonic()

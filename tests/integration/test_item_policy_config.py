@@ -18,8 +18,14 @@ A, B = "a" * 40, "b" * 40
 def config(tmp_path, **entry):
     write_rule_rows(tmp_path / "d.csv", 4)
     path = tmp_path / "gate.yaml"
-    path.write_text(yaml.safe_dump({"datasets": {"d": {"source": "d.csv"}},
-                                    "prompts": {"p1": [{"dataset": "d", "min_accuracy": 0.5, **entry}]}}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "datasets": {"d": {"source": "d.csv"}},
+                "prompts": {"p1": [{"dataset": "d", "min_accuracy": 0.5, **entry}]},
+            }
+        )
+    )
     return path
 
 
@@ -29,36 +35,47 @@ def accepted(gate):
 
 
 def test_an_accepted_break_records_the_commit_that_accepted_it(gate, tmp_path):
-    path = config(tmp_path, slice_by="channel", min_slice_accuracy=0.8, protected=["i2"],
-                  min_field_accuracy={"amount": 0.9}, accept_breaks=[{"item": "i1", "reason": "ambiguous"}])
-    planned = gateconfig.diff(gate, path)                  # a pull request's view: nothing is mapped
+    path = config(
+        tmp_path,
+        slice_by="channel",
+        min_slice_accuracy=0.8,
+        protected=["i2"],
+        min_field_accuracy={"amount": 0.9},
+        accept_breaks=[{"item": "i1", "reason": "ambiguous"}],
+    )
+    planned = gateconfig.diff(gate, path)  # a pull request's view: nothing is mapped
     assert any("1 accepted break (i1)" in line for line in planned.lines()) and gate.mappings("p1") == []
     first = gateconfig.sync(gate, path, commit=A.upper())
-    assert "bar p1 × d: new, min accuracy 0.5, field[amount] ≥ 90%, every slice of ≥ 20 items ≥ 80%, sliced by " \
-           "channel, 1 protected item, 1 accepted break (i1)" in first.lines()
+    assert (
+        "bar p1 × d: new, min accuracy 0.5, field[amount] ≥ 90%, every slice of ≥ 20 items ≥ 80%, sliced by "
+        "channel, 1 protected item, 1 accepted break (i1)" in first.lines()
+    )
     assert accepted(gate) == [("i1", "ambiguous", A)]
-    assert gateconfig.sync(gate, path, commit=B).changes == ()        # the same declaration: nothing changes
+    assert gateconfig.sync(gate, path, commit=B).changes == ()  # the same declaration: nothing changes
 
     cfg = yaml.safe_load(path.read_text())
     cfg["prompts"]["p1"][0]["accept_breaks"].append({"item": "i3", "reason": "new"})
     path.write_text(yaml.safe_dump(cfg))
     gateconfig.sync(gate, path, commit=B)
-    assert accepted(gate) == [("i1", "ambiguous", A), ("i3", "new", B)]      # i1 keeps the commit that accepted it
+    assert accepted(gate) == [("i1", "ambiguous", A), ("i3", "new", B)]  # i1 keeps the commit that accepted it
     cfg["prompts"]["p1"][0]["accept_breaks"] = [{"item": "i1", "reason": "ambiguous"}]
     cfg["prompts"]["p1"][0]["min_accuracy"] = 0.6
     path.write_text(yaml.safe_dump(cfg))
-    gateconfig.sync(gate, path)                            # no commit known: kept where recorded
+    gateconfig.sync(gate, path)  # no commit known: kept where recorded
     assert accepted(gate) == [("i1", "ambiguous", A)]
 
 
-@pytest.mark.parametrize("entry, field, problem", [
-    ({"min_slice_accuracy": 0.8}, "prompts.p1[0]", "need slice_by"),
-    ({"slice_by": "c", "min_slice_items": -1}, "prompts.p1[0].min_slice_items", "whole number"),
-    ({"protected": "i1"}, "prompts.p1[0].protected", "must be a list"),
-    ({"accept_breaks": [{"item": "i1"}]}, "prompts.p1[0].accept_breaks", "give a reason"),
-    ({"min_field_accuracy": {"amount": 1.5}}, "prompts.p1[0].min_field_accuracy", "outside [0, 1]"),
-    ({"slice_for": "c"}, "prompts.p1[0].slice_for", "unknown field"),
-])
+@pytest.mark.parametrize(
+    "entry, field, problem",
+    [
+        ({"min_slice_accuracy": 0.8}, "prompts.p1[0]", "need slice_by"),
+        ({"slice_by": "c", "min_slice_items": -1}, "prompts.p1[0].min_slice_items", "whole number"),
+        ({"protected": "i1"}, "prompts.p1[0].protected", "must be a list"),
+        ({"accept_breaks": [{"item": "i1"}]}, "prompts.p1[0].accept_breaks", "give a reason"),
+        ({"min_field_accuracy": {"amount": 1.5}}, "prompts.p1[0].min_field_accuracy", "outside [0, 1]"),
+        ({"slice_for": "c"}, "prompts.p1[0].slice_for", "unknown field"),
+    ],
+)
 def test_a_bad_entry_names_its_field(tmp_path, entry, field, problem):
     with pytest.raises(SpecError) as caught:
         gateconfig.load_config(config(tmp_path, **entry))
@@ -78,29 +95,88 @@ def test_slices_and_label_confusion_read_json_alike_on_both_databases(gate):
     from sqlalchemy import insert
 
     from gate import store
+
     epoch = datetime(2000, 1, 1)
     values = ["email", "email", 3, True, False, None, "chat", "chat"]
     expected = ['{"category":"billing"}', '{"category":"Billing"}', '{"category":"shipping"}'] * 3
-    actual = ['{"category":"billing"}', '{"category":"shipping"}', '{"category":"refund"}', "(not a JSON object)",
-              "{}", '{"category":"billing"}', '{"category":"shipping"}', '{"category":"shipping"}']
+    actual = [
+        '{"category":"billing"}',
+        '{"category":"shipping"}',
+        '{"category":"refund"}',
+        "(not a JSON object)",
+        "{}",
+        '{"category":"billing"}',
+        '{"category":"shipping"}',
+        '{"category":"shipping"}',
+    ]
     with gate.engine.begin() as c:
         c.execute(insert(store.dataset).values(id=1, name="d", source_uri="x", options={}, created_at=epoch))
-        c.execute(insert(store.dataset_version).values(id=1, dataset_id=1, status="READY", content_hash="h",
-                                                      row_count=8, labels={}, source_uri="x", source_options={},
-                                                      created_at=epoch))
-        c.execute(insert(store.dataset_row), [
-            dict(version_id=1, position=i, item_id=f"i{i}", expected_decision=expected[i], row_hash="0" * 64,
-                 input={} if v is None else {"channel": v}, protected=0) for i, v in enumerate(values)])
-        c.execute(insert(store.prompt_run_item), [
-            dict(run_id=run, position=i, item_id=f"i{i}", expected_decision=expected[i], actual_decision=actual[i],
-                 verdict="MATCH" if (i + run) % 3 else "MISMATCH", attempt=1, lease_until=epoch,
-                 fields_wrong=0, fields_missing=1 if actual[i] in ("{}", "(not a JSON object)") else 0)
-            for run in (1, 2) for i in range(8)])
+        c.execute(
+            insert(store.dataset_version).values(
+                id=1,
+                dataset_id=1,
+                status="READY",
+                content_hash="h",
+                row_count=8,
+                labels={},
+                source_uri="x",
+                source_options={},
+                created_at=epoch,
+            )
+        )
+        c.execute(
+            insert(store.dataset_row),
+            [
+                dict(
+                    version_id=1,
+                    position=i,
+                    item_id=f"i{i}",
+                    expected_decision=expected[i],
+                    row_hash="0" * 64,
+                    input={} if v is None else {"channel": v},
+                    protected=0,
+                )
+                for i, v in enumerate(values)
+            ],
+        )
+        c.execute(
+            insert(store.prompt_run_item),
+            [
+                dict(
+                    run_id=run,
+                    position=i,
+                    item_id=f"i{i}",
+                    expected_decision=expected[i],
+                    actual_decision=actual[i],
+                    verdict="MATCH" if (i + run) % 3 else "MISMATCH",
+                    attempt=1,
+                    lease_until=epoch,
+                    fields_wrong=0,
+                    fields_missing=1 if actual[i] in ("{}", "(not a JSON object)") else 0,
+                )
+                for run in (1, 2)
+                for i in range(8)
+            ],
+        )
     with gate.engine.connect() as conn:
         slices = store.slice_counts(conn, 1, 1, "channel", 2, 10)
         confusion = store.label_confusion(conn, 1, "category", 1, ["billing", "shipping"], "(missing)", "(other)")
     assert sorted((s["value"] or "", s["items"]) for s in slices) == [
-        ("", 1), ("3", 1), ("chat", 2), ("email", 2), ("false", 1), ("true", 1)]
-    assert sorted(confusion) == sorted([("billing", "billing", 1), ("Billing", "shipping", 2), ("shipping", "(other)", 1),
-                                        ("billing", "(missing)", 1), ("Billing", "(missing)", 1),
-                                        ("shipping", "billing", 1), ("billing", "shipping", 1)])
+        ("", 1),
+        ("3", 1),
+        ("chat", 2),
+        ("email", 2),
+        ("false", 1),
+        ("true", 1),
+    ]
+    assert sorted(confusion) == sorted(
+        [
+            ("billing", "billing", 1),
+            ("Billing", "shipping", 2),
+            ("shipping", "(other)", 1),
+            ("billing", "(missing)", 1),
+            ("Billing", "(missing)", 1),
+            ("shipping", "billing", 1),
+            ("billing", "shipping", 1),
+        ]
+    )

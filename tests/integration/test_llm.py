@@ -37,15 +37,27 @@ def declared_providers(monkeypatch):
     monkeypatch.setenv("PROMPTGATE_PROVIDERS", "{}")
 
 
-def make_spec(base_url, *, model="gpt-test", labels=("urgent", "routine"), system=SYSTEM,
-              user="{{ item.text }}", api_key_env=None, **extra):
+def make_spec(
+    base_url,
+    *,
+    model="gpt-test",
+    labels=("urgent", "routine"),
+    system=SYSTEM,
+    user="{{ item.text }}",
+    api_key_env=None,
+    **extra,
+):
     """A prompt that names a provider declared (in this process's environment) at base_url."""
     name = f"mock-{len(_DECLARED)}"
     _DECLARED[name] = {"base_url": base_url, **({"api_key_env": api_key_env} if api_key_env else {})}
     os.environ["PROMPTGATE_PROVIDERS"] = json.dumps(_DECLARED)
-    data = {"name": "urgency", "model": model, "labels": list(labels),
-            "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
-            "provider": name}
+    data = {
+        "name": "urgency",
+        "model": model,
+        "labels": list(labels),
+        "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+        "provider": name,
+    }
     data.update(extra)
     return parse_spec(data)
 
@@ -70,6 +82,7 @@ def expect_error(spec, item=None, settings=SETTINGS) -> ModelCallError:
 
 # ----------------------------------------------------------------------------- answers
 
+
 def test_normal_answer(clean):
     spec = make_spec(clean.base_url)
     result = call_prompt(spec, {"text": "Total outage since 9am"}, settings=SETTINGS)
@@ -81,9 +94,13 @@ def test_normal_answer(clean):
 
 
 def test_rendered_messages_and_params_reach_the_server(clean):
-    spec = make_spec(clean.base_url, user="Subject: {{ item.subject }}\n{{ item.text }}",
-                     params={"temperature": 0, "max_tokens": 3, "stop": ["\n"], "seed": 1},
-                     response_format={"type": "json_object"}, decision={"type": "json"})
+    spec = make_spec(
+        clean.base_url,
+        user="Subject: {{ item.subject }}\n{{ item.text }}",
+        params={"temperature": 0, "max_tokens": 3, "stop": ["\n"], "seed": 1},
+        response_format={"type": "json_object"},
+        decision={"type": "json"},
+    )
     result = call_prompt(spec, {"subject": "Help", "text": "can't log in"}, settings=SETTINGS)
     assert result.decision == "urgent" and result.raw_output == '{"decision": "urgent"}'
     sent = clean.recent_requests()[-1]
@@ -105,15 +122,16 @@ def test_template_problem_is_permanent(clean):
     assert not err.retryable and err.kind == "template" and "subject" in str(err)
     err = expect_error(make_spec(clean.base_url, user="{% if item.n > 3 %}big{% endif %}"), {"n": "5"})
     assert not err.retryable and err.kind == "template"
-    assert clean.stats()["requests"] == 0          # nothing was sent
+    assert clean.stats()["requests"] == 0  # nothing was sent
 
 
 # ----------------------------------------------------------------------------- faults
 
+
 def test_server_error_is_retryable_and_not_retried_by_the_sdk():
     with MockLLMServer(error_rate=1.0) as s:
         err = expect_error(make_spec(s.base_url))
-        assert s.stats()["requests"] == 1           # max_retries=0: the executor owns retries
+        assert s.stats()["requests"] == 1  # max_retries=0: the executor owns retries
     assert err.retryable and err.status_code == 500 and err.kind == "server"
 
 
@@ -138,7 +156,7 @@ def test_timeout_is_retryable_and_the_server_stops_fast():
     finally:
         stopping = time.monotonic()
         s.stop()
-        assert time.monotonic() - stopping < 2       # the hanging handler woke up
+        assert time.monotonic() - stopping < 2  # the hanging handler woke up
 
 
 def test_connection_refused_is_retryable():
@@ -148,16 +166,19 @@ def test_connection_refused_is_retryable():
     assert err.retryable and err.kind == "connection"
 
 
-@pytest.mark.parametrize("status, retryable, kind", [
-    (400, False, "bad_request"),
-    (401, False, "auth"),
-    (403, False, "auth"),
-    (404, False, "bad_request"),
-    (422, False, "bad_request"),
-    (408, True, "timeout"),
-    (502, True, "server"),
-    (503, True, "server"),
-])
+@pytest.mark.parametrize(
+    "status, retryable, kind",
+    [
+        (400, False, "bad_request"),
+        (401, False, "auth"),
+        (403, False, "auth"),
+        (404, False, "bad_request"),
+        (422, False, "bad_request"),
+        (408, True, "timeout"),
+        (502, True, "server"),
+        (503, True, "server"),
+    ],
+)
 def test_http_status_classification(clean, status, retryable, kind):
     err = expect_error(make_spec(clean.base_url, model=f"mock-error-{status}"))
     assert (err.status_code, err.retryable, err.kind) == (status, retryable, kind)
@@ -181,15 +202,22 @@ def test_wrong_api_key_is_permanent(monkeypatch):
 def test_endpoint_from_environment(monkeypatch, clean):
     monkeypatch.setenv("OPENAI_BASE_URL", clean.base_url)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    spec = parse_spec({"name": "p", "model": "m", "labels": ["urgent", "routine"],
-                       "messages": [{"role": "system", "content": SYSTEM},
-                                    {"role": "user", "content": "{{ item.text }}"}]})
-    assert gate.llm.resolve_endpoint(spec) == Endpoint("default", clean.base_url, gate.providers.PLACEHOLDER_API_KEY,
-                                                       "from OPENAI_BASE_URL")
+    spec = parse_spec(
+        {
+            "name": "p",
+            "model": "m",
+            "labels": ["urgent", "routine"],
+            "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "{{ item.text }}"}],
+        }
+    )
+    assert gate.llm.resolve_endpoint(spec) == Endpoint(
+        "default", clean.base_url, gate.providers.PLACEHOLDER_API_KEY, "from OPENAI_BASE_URL"
+    )
     assert call_prompt(spec, {"text": "site is down"}, settings=SETTINGS).decision == "urgent"
 
 
 # ----------------------------------------------------------------------------- concurrency
+
 
 def test_concurrent_calls_overlap():
     with MockLLMServer(latency_ms=200) as s:
@@ -229,19 +257,22 @@ def test_one_client_per_endpoint_shared_by_threads():
 NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=timezone.utc)
 
 
-@pytest.mark.parametrize("headers, expected", [
-    ({"Retry-After": "7"}, 7.0),
-    ({"retry-after": "1.5"}, 1.5),
-    ({"retry-after-ms": "250"}, 0.25),
-    ({"retry-after-ms": "250", "retry-after": "9"}, 0.25),
-    ({"retry-after-ms": "soon", "retry-after": "9"}, 9.0),
-    ({"Retry-After": "Wed, 01 May 2024 12:00:30 GMT"}, 30.0),
-    ({"Retry-After": "Wed, 01 May 2024 11:00:00 GMT"}, 0.0),      # in the past
-    ({"Retry-After": "-3"}, 0.0),
-    ({"Retry-After": "whenever"}, None),
-    ({}, None),
-    (None, None),
-])
+@pytest.mark.parametrize(
+    "headers, expected",
+    [
+        ({"Retry-After": "7"}, 7.0),
+        ({"retry-after": "1.5"}, 1.5),
+        ({"retry-after-ms": "250"}, 0.25),
+        ({"retry-after-ms": "250", "retry-after": "9"}, 0.25),
+        ({"retry-after-ms": "soon", "retry-after": "9"}, 9.0),
+        ({"Retry-After": "Wed, 01 May 2024 12:00:30 GMT"}, 30.0),
+        ({"Retry-After": "Wed, 01 May 2024 11:00:00 GMT"}, 0.0),  # in the past
+        ({"Retry-After": "-3"}, 0.0),
+        ({"Retry-After": "whenever"}, None),
+        ({}, None),
+        (None, None),
+    ],
+)
 def test_retry_after_parsing(headers, expected):
     assert retry_after_seconds(headers, now=NOW) == expected
 
@@ -253,6 +284,7 @@ def test_retry_after_http_date_relative_to_now():
 
 
 # ----------------------------------------------------------------------------- runtime
+
 
 def test_runtime_uses_the_same_call_path():
     assert gate.runtime.call_prompt is gate.llm.call_prompt
@@ -270,8 +302,9 @@ class FakeGate:
             raise RuntimeError("database unavailable")
         if name != self.config["name"]:
             raise NotFound(f"no live prompt {name}")
-        return SimpleNamespace(name=name, version=self.version, config=self.config,
-                               config_hash=f"h{self.version}", updated_at=None)
+        return SimpleNamespace(
+            name=name, version=self.version, config=self.config, config_hash=f"h{self.version}", updated_at=None
+        )
 
     def endpoint(self, spec):
         return gate.llm.resolve_endpoint(spec)
@@ -285,18 +318,19 @@ def test_runtime_reads_the_live_version_with_a_ttl(clean):
     assert p.version == 1 and p.labels == ("urgent", "routine")
     assert p.decide({"text": "outage"}).decision == "urgent"
     assert rt.decide("urgency", {"text": "hi"}).decision == "routine"
-    assert fake.calls == 1                                  # cached
+    assert fake.calls == 1  # cached
     fake.version = 2
     assert p.version == 1
-    rt.ttl = 0                                              # expired: re-read
+    rt.ttl = 0  # expired: re-read
     assert p.version == 2 and fake.calls >= 2
     fake.fail = True
-    assert p.version == 2                                   # stale beats down
+    assert p.version == 2  # stale beats down
     with pytest.raises(NotFound):
         gate.runtime.PromptRuntime(gate=FakeGate(config)).prompt("missing")
 
 
 # ----------------------------------------------------------------------------- odd answers
+
 
 class _Canned:
     """A bare HTTP server that answers every POST with one canned status, type and body."""
@@ -325,14 +359,17 @@ class _Canned:
         self.httpd.server_close()
 
 
-@pytest.mark.parametrize("body, content_type", [
-    (b'{"id": "x", "choices": []}', "application/json"),
-    (b'{"id": "x"}', "application/json"),
-    (b'{"choices": [{"message": null}]}', "application/json"),
-    (b'[1, 2]', "application/json"),
-    (b'{"choices": [{"message": {"content": "urg', "application/json"),
-    (b"<html>gateway</html>", "text/html"),
-])
+@pytest.mark.parametrize(
+    "body, content_type",
+    [
+        (b'{"id": "x", "choices": []}', "application/json"),
+        (b'{"id": "x"}', "application/json"),
+        (b'{"choices": [{"message": null}]}', "application/json"),
+        (b"[1, 2]", "application/json"),
+        (b'{"choices": [{"message": {"content": "urg', "application/json"),
+        (b"<html>gateway</html>", "text/html"),
+    ],
+)
 def test_an_answer_without_a_message_is_a_retryable_bad_response(body, content_type):
     canned = _Canned(body, content_type)
     try:
@@ -343,8 +380,10 @@ def test_an_answer_without_a_message_is_a_retryable_bad_response(body, content_t
 
 
 def test_content_parts_and_usage_are_read():
-    canned = _Canned(b'{"choices": [{"message": {"content": [{"type": "text", "text": "urgent"}, '
-                     b'{"type": "text", "text": " now"}]}}], "usage": {"prompt_tokens": 7, "completion_tokens": 2}}')
+    canned = _Canned(
+        b'{"choices": [{"message": {"content": [{"type": "text", "text": "urgent"}, '
+        b'{"type": "text", "text": " now"}]}}], "usage": {"prompt_tokens": 7, "completion_tokens": 2}}'
+    )
     try:
         out = call_prompt(make_spec(canned.url), {"text": "x"}, settings=SETTINGS)
     finally:

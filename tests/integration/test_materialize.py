@@ -49,14 +49,17 @@ def _submit(g: Gate, tmp_path, rows) -> int:
 GOOD = [(f"i{n:02d}", "yes" if n % 2 else "no") for n in range(30)]
 
 
-@pytest.mark.parametrize("rows, problem", [
-    (GOOD[:2] + [("i00", "yes")] + GOOD[3:], r"dataset d: duplicate item ids: i00"),                # same page
-    (GOOD[:5] + [("i01", "no")] + GOOD[6:], r"dataset d: duplicate item ids: i01"),                 # pages in flight
-    (GOOD[:25] + [("i02", "no")] + GOOD[26:], r"dataset d: duplicate item ids: i02"),               # committed page
-    (GOOD[:9] + [("i09", "")] + GOOD[10:], r"line 11: item i09: missing label"),
-    (GOOD[:9] + [("", "yes")] + GOOD[10:], r"line 11: missing item id"),
-    ([], r"dataset d has no rows"),
-])
+@pytest.mark.parametrize(
+    "rows, problem",
+    [
+        (GOOD[:2] + [("i00", "yes")] + GOOD[3:], r"dataset d: duplicate item ids: i00"),  # same page
+        (GOOD[:5] + [("i01", "no")] + GOOD[6:], r"dataset d: duplicate item ids: i01"),  # pages in flight
+        (GOOD[:25] + [("i02", "no")] + GOOD[26:], r"dataset d: duplicate item ids: i02"),  # committed page
+        (GOOD[:9] + [("i09", "")] + GOOD[10:], r"line 11: item i09: missing label"),
+        (GOOD[:9] + [("", "yes")] + GOOD[10:], r"line 11: missing item id"),
+        ([], r"dataset d has no rows"),
+    ],
+)
 def test_a_bad_row_is_refused_when_the_dataset_is_imported(gate, tmp_path, rows, problem):
     g = _gate(gate)
     with pytest.raises(DatasetError, match=problem):
@@ -71,9 +74,10 @@ def test_a_label_the_prompt_lacks_ends_the_run_error_and_the_update_failed(gate,
     report = g.status(uid)
     run = report.runs[0]
     assert run.status == "ERROR" and report.status == "FAILED", (run.status, run.reason)
-    assert "dataset d: 1 row(s) with a label the prompt does not have (labels: yes, no): item i13: 'maybe'" \
-        in run.reason
-    assert run.scored == 0 and run.total == 0            # stopped before the first page
+    assert (
+        "dataset d: 1 row(s) with a label the prompt does not have (labels: yes, no): item i13: 'maybe'" in run.reason
+    )
+    assert run.scored == 0 and run.total == 0  # stopped before the first page
 
 
 def test_a_page_that_fails_mid_transaction_is_read_again_without_duplicates(gate, tmp_path, monkeypatch):
@@ -86,6 +90,7 @@ def test_a_page_that_fails_mid_transaction_is_read_again_without_duplicates(gate
         if len(calls) == 3:
             raise RuntimeError("worker died mid-page")
         return real(conn, run_id, token, **kw)
+
     monkeypatch.setattr(store, "advance_materialize", crash_on_the_third_page)
     with pytest.raises(RuntimeError, match="died"):
         _materialize(g)
@@ -94,16 +99,16 @@ def test_a_page_that_fails_mid_transaction_is_read_again_without_duplicates(gate
     with g.engine.begin() as conn:
         committed = conn.execute(select(func.count()).where(i.c.run_id == run_id)).scalar()
         cursor_rows = conn.execute(select(r.c.row_count).where(r.c.id == run_id)).scalar()
-        assert committed == cursor_rows == 2 * PAGE          # pages 1-2 in; 3 and the one after it rolled back
-        conn.execute(update(r).where(r.c.id == run_id).values(lease_until=store.EPOCH))   # the lease runs out
+        assert committed == cursor_rows == 2 * PAGE  # pages 1-2 in; 3 and the one after it rolled back
+        conn.execute(update(r).where(r.c.id == run_id).values(lease_until=store.EPOCH))  # the lease runs out
     monkeypatch.setattr(store, "advance_materialize", real)
     _materialize(g)
     with g.engine.connect() as conn:
         ids = conn.execute(select(i.c.item_id).where(i.c.run_id == run_id)).scalars().all()
-    assert sorted(ids) == sorted(i for i, _ in GOOD)       # every item once
+    assert sorted(ids) == sorted(i for i, _ in GOOD)  # every item once
     run = g.status(uid).runs[0]
     assert run.row_count == len(GOOD)
-    assert run.content_hash == content_hash(_all_rows(tmp_path / "d.csv"))   # the version's content
+    assert run.content_hash == content_hash(_all_rows(tmp_path / "d.csv"))  # the version's content
 
 
 def test_a_page_whose_commit_was_lost_in_flight_is_not_inserted_again(gate, tmp_path, monkeypatch):
@@ -118,20 +123,29 @@ def test_a_page_whose_commit_was_lost_in_flight_is_not_inserted_again(gate, tmp_
         calls.append(kw["cursor"])
         moved = real(conn, run_id, token, **kw)
         if len(calls) == 2:
-            conn.connection.dbapi_connection.commit()      # the server commits the page...
-            raise OperationalError("COMMIT", {}, pymysql.err.OperationalError(   # ...the client never hears of it
-                2013, "Lost connection to server during query"))
+            conn.connection.dbapi_connection.commit()  # the server commits the page...
+            raise OperationalError(
+                "COMMIT",
+                {},
+                pymysql.err.OperationalError(  # ...the client never hears of it
+                    2013, "Lost connection to server during query"
+                ),
+            )
         return moved
+
     monkeypatch.setattr(store, "advance_materialize", commit_then_lose_the_connection)
     _materialize(g)
     run_id = g.status(uid).runs[0].run_id
     with g.engine.connect() as conn:
-        ids = conn.execute(select(store.prompt_run_item.c.item_id)
-                           .where(store.prompt_run_item.c.run_id == run_id)).scalars().all()
-    assert sorted(ids) == sorted(i for i, _ in GOOD)       # every item once
+        ids = (
+            conn.execute(select(store.prompt_run_item.c.item_id).where(store.prompt_run_item.c.run_id == run_id))
+            .scalars()
+            .all()
+        )
+    assert sorted(ids) == sorted(i for i, _ in GOOD)  # every item once
     run = g.status(uid).runs[0]
     assert (run.status, run.reason, run.row_count) == ("RUNNING", None, len(GOOD))
-    assert len(calls) == len(set(calls)) == -(-len(GOOD) // PAGE)   # each page advanced the cursor once
+    assert len(calls) == len(set(calls)) == -(-len(GOOD) // PAGE)  # each page advanced the cursor once
 
 
 def _all_rows(path: Path):
@@ -147,23 +161,25 @@ def _all_rows(path: Path):
 def test_page_size_follows_the_row_bytes_read_so_far():
     narrow = [Row(f"i{n}", "yes", '{"text":"x"}', f"line {n}") for n in range(10)]
     wide = [Row(f"i{n}", "yes", '{"text":"' + "x" * 60_000 + '"}', f"line {n}") for n in range(10)]
-    assert next_page_size(narrow, 5000, 4 << 20) == 5000                 # bounded by rows
-    assert next_page_size(wide, 5000, 4 << 20) == (4 << 20) // 60_016     # bounded by bytes: ~69 rows
-    assert next_page_size(wide, 5000, 1000) == 1                         # never less than a row
+    assert next_page_size(narrow, 5000, 4 << 20) == 5000  # bounded by rows
+    assert next_page_size(wide, 5000, 4 << 20) == (4 << 20) // 60_016  # bounded by bytes: ~69 rows
+    assert next_page_size(wide, 5000, 1000) == 1  # never less than a row
     assert next_page_size([], 5000, 1000) == 5000
 
 
 def test_import_pages_after_the_first_hold_about_page_bytes(gate, tmp_path, monkeypatch):
     from gate.sources.files import FileReader
+
     asked = []
     read_page = FileReader.read_page
-    monkeypatch.setattr(FileReader, "read_page", lambda self, cursor, limit: asked.append(limit)
-                        or read_page(self, cursor, limit))
+    monkeypatch.setattr(
+        FileReader, "read_page", lambda self, cursor, limit: asked.append(limit) or read_page(self, cursor, limit)
+    )
     g = Gate(gate.engine, gate.settings.with_(page_size=1000, page_bytes=300))
     rows = [(f"i{n:03d}", "yes" if n % 2 else "no") for n in range(400)]
-    uid = _submit(g, tmp_path, rows)          # registering imports the file as a version: its pages
+    uid = _submit(g, tmp_path, rows)  # registering imports the file as a version: its pages
     _materialize(g)
     run = g.status(uid).runs[0]
     assert run.row_count == 400 and run.total == 400
-    row_bytes = len('{"text":"text 100"}') + len("i100") + len("no")   # ~26 bytes
+    row_bytes = len('{"text":"text 100"}') + len("i100") + len("no")  # ~26 bytes
     assert asked[0] == 1000 and set(asked[1:]) <= {300 // row_bytes, 300 // (row_bytes + 1)}, asked

@@ -23,8 +23,11 @@ from workers_harness import WorkerFleet, worker_env
 
 def parse(text: str) -> dict[tuple[str, frozenset], float]:
     """Every sample of a scrape: (name, labels) -> value."""
-    return {(s.name, frozenset(s.labels.items())): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
 
 
 def value(samples: dict, name: str, **labels) -> float | None:
@@ -62,8 +65,11 @@ def scrape_until(client, name: str, timeout: float = 10.0, **labels) -> dict:
 
 def metered_worker(db_url: str, llm: MockLLMServer, tmp_path, *args: str, **settings) -> tuple[WorkerFleet, int]:
     port = free_port()
-    fleet = WorkerFleet(worker_env(db_url, llm.base_url, **settings), tmp_path,
-                        ("--role", "all", "--metrics-port", str(port), "--metrics-host", "127.0.0.1", *args))
+    fleet = WorkerFleet(
+        worker_env(db_url, llm.base_url, **settings),
+        tmp_path,
+        ("--role", "all", "--metrics-port", str(port), "--metrics-host", "127.0.0.1", *args),
+    )
     fleet.start(1)
     return fleet, port
 
@@ -72,8 +78,12 @@ def test_fleet_and_request_metrics_move_during_a_run(service, tmp_path):
     gate = Gate.connect(service.db_url)
     gate.register_dataset("d1", str(write_rule_rows(tmp_path / "d1.csv", 50, wrong_every=5)))
     gate.map_dataset("p1", "d1", "0.5")
-    with MockLLMServer(latency_ms=5) as llm, service.client(None) as anonymous, \
-            service.client("read") as reader, service.client("submit") as submitter:
+    with (
+        MockLLMServer(latency_ms=5) as llm,
+        service.client(None) as anonymous,
+        service.client("read") as reader,
+        service.client("submit") as submitter,
+    ):
         refused = anonymous.get("/metrics")
         assert refused.status_code == 401 and refused.headers["www-authenticate"] == "Bearer"
         before = scrape(reader)
@@ -88,13 +98,15 @@ def test_fleet_and_request_metrics_move_during_a_run(service, tmp_path):
         assert value(waiting, "promptgate_runs", status="PENDING") == 1
         assert value(waiting, "promptgate_oldest_pending_submission_seconds") >= 0
 
-        long_poll = threading.Thread(target=submitter.get, args=(f"/v1/updates/{update_id}/wait",),
-                                     kwargs={"params": {"timeout": 60}})
+        long_poll = threading.Thread(
+            target=submitter.get, args=(f"/v1/updates/{update_id}/wait",), kwargs={"params": {"timeout": 60}}
+        )
         long_poll.start()
         # 50 calls at 15 a second (the shared rate limit), written back 4 at a time: a run of
         # about 3.5 s to watch, long enough for a few fresh reads of the fleet (one a second)
-        fleet, port = metered_worker(service.db_url, llm, tmp_path, concurrency=2, chunk_size=4,
-                                     rate_limits="mock-1=rpm:900,burst:1")
+        fleet, port = metered_worker(
+            service.db_url, llm, tmp_path, concurrency=2, chunk_size=4, rate_limits="mock-1=rpm:900,burst:1"
+        )
         try:
             seen = watch_run(reader, update_id)
             long_poll.join(30)
@@ -108,14 +120,14 @@ def test_fleet_and_request_metrics_move_during_a_run(service, tmp_path):
     assert max(seen["workers"]) == 1 and max(seen["waiters"]) >= 1
     assert value(after, "promptgate_updates", status="PENDING") == 0
     assert value(after, "promptgate_runs", status="DONE") == 1
-    assert value(after, "promptgate_items", state="MATCH") == 0          # open runs only: this one is done
+    assert value(after, "promptgate_items", state="MATCH") == 0  # open runs only: this one is done
     assert value(after, "promptgate_status_watcher_polls_total") > 0
     assert value(after, "promptgate_longpoll_waiters") == 0
     requests = "promptgate_http_requests_total"
     assert value(after, requests, route="/v1/updates", method="POST", status="202") == 1
     assert value(after, requests, route="/metrics", method="GET", status="401") == 1
     scrapes = [value(s, requests, route="/metrics", method="GET", status="200") or 0 for s in (before, after)]
-    assert scrapes[1] > scrapes[0] + 3, scrapes       # a request is counted once answered: the next scrape shows it
+    assert scrapes[1] > scrapes[0] + 3, scrapes  # a request is counted once answered: the next scrape shows it
 
     assert llm.stats()["requests"] == 50
     assert value(calls, "promptgate_model_call_seconds_count") == 50
@@ -168,12 +180,18 @@ def test_worker_metrics_count_429s_over_several_processes(mysql_url, tmp_path):
     gate = Gate.connect(mysql_url, upgrade=True)
     gate.register_dataset("d1", str(write_rule_rows(tmp_path / "d1.csv", 6)))
     gate.map_dataset("p1", "d1", "0.5")
-    throttled = parse_spec({"name": "p1", "model": "mock-error-429",
-                            "messages": [{"role": "system", "content": RULES}, {"role": "user", "content": "{{ item.text }}"}]})
+    throttled = parse_spec(
+        {
+            "name": "p1",
+            "model": "mock-error-429",
+            "messages": [{"role": "system", "content": RULES}, {"role": "user", "content": "{{ item.text }}"}],
+        }
+    )
     update_id = gate.submit(throttled, "check")
     with MockLLMServer() as llm:
-        fleet, port = metered_worker(mysql_url, llm, tmp_path, "--processes", "2", attempt_cap=2, backoff_base=0.05,
-                                     backoff_max=0.1)
+        fleet, port = metered_worker(
+            mysql_url, llm, tmp_path, "--processes", "2", attempt_cap=2, backoff_base=0.05, backoff_max=0.1
+        )
         try:
             assert gate.wait(update_id, timeout=60, poll=0.1).status == "FAILED"
             calls = scrape_worker(port)
@@ -181,7 +199,7 @@ def test_worker_metrics_count_429s_over_several_processes(mysql_url, tmp_path):
             fleet.stop_all()
         stats = llm.stats()
     gate.close()
-    assert stats["requests"] == 12 == stats["outcomes"]["forced_error"]       # 6 items, 2 attempts each
+    assert stats["requests"] == 12 == stats["outcomes"]["forced_error"]  # 6 items, 2 attempts each
     assert value(calls, "promptgate_model_call_seconds_count") == 12
     assert value(calls, "promptgate_model_rate_limited_total") == 12
     assert value(calls, "promptgate_model_errors_total", kind="rate_limit") == 12
@@ -197,8 +215,10 @@ def test_calls_saved_by_early_stop_and_reuse_are_counted(service, tmp_path):
     gate.map_dataset("p1", "d1", "0.9")
     with MockLLMServer() as llm, service.client("read") as reader:
         before = scrape(reader)
-        assert {reason: value(before, "promptgate_model_calls_saved_total", reason=reason)
-                for reason in ("early_stop", "reuse", "spend_cap")} == {"early_stop": 0, "reuse": 0, "spend_cap": 0}
+        assert {
+            reason: value(before, "promptgate_model_calls_saved_total", reason=reason)
+            for reason in ("early_stop", "reuse", "spend_cap")
+        } == {"early_stop": 0, "reuse": 0, "spend_cap": 0}
         fleet, _ = metered_worker(service.db_url, llm, tmp_path, concurrency=2, chunk_size=4)
         try:
             stopped = gate.wait(gate.submit(rules_spec("p1")), timeout=60)

@@ -31,8 +31,12 @@ def at_schema_3(url: str, src: str) -> None:
     engine = create_engine(url)
     dialect = engine.dialect.name
     with engine.begin() as conn:
-        conn.execute(text(f"CREATE TABLE {db.MIGRATION_TABLE} (version INT NOT NULL PRIMARY KEY, "
-                          "name VARCHAR(255) NOT NULL, applied_at VARCHAR(32) NOT NULL)"))
+        conn.execute(
+            text(
+                f"CREATE TABLE {db.MIGRATION_TABLE} (version INT NOT NULL PRIMARY KEY, "
+                "name VARCHAR(255) NOT NULL, applied_at VARCHAR(32) NOT NULL)"
+            )
+        )
     for version, name, sql in db.migrations(dialect)[:3]:
         with engine.begin() as conn:
             for statement in db.split_statements(sql):
@@ -55,7 +59,7 @@ def test_upgrading_a_gate_with_history_keeps_its_evidence(db_url, tmp_path, monk
     submit_refused = None
     try:
         gate.submit(rules_spec("p1"), "check")
-    except Exception as exc:           # no version yet: the message says what to do
+    except Exception as exc:  # no version yet: the message says what to do
         submit_refused = str(exc)
     assert submit_refused and "promptgate dataset refresh d" in submit_refused
     gate.refresh_dataset("d")
@@ -69,7 +73,7 @@ def test_an_upgrade_that_stopped_half_way_runs_again_to_the_end(mysql_url, tmp_p
     engine = create_engine(mysql_url)
     version, _, sql = db.migrations("mysql")[3]
     statements = db.split_statements(sql)
-    with engine.connect() as conn:           # as if the connection died after the item table's first ALTER
+    with engine.connect() as conn:  # as if the connection died after the item table's first ALTER
         for statement in statements[:-2]:
             conn.execute(text(statement))
         conn.commit()
@@ -87,8 +91,12 @@ def test_0012_numbers_existing_dataset_versions_per_dataset_in_id_order(db_url, 
     engine = create_engine(db_url)
     dialect = engine.dialect.name
     with engine.begin() as conn:
-        conn.execute(text(f"CREATE TABLE {db.MIGRATION_TABLE} (version INT NOT NULL PRIMARY KEY, "
-                          "name VARCHAR(255) NOT NULL, applied_at VARCHAR(32) NOT NULL)"))
+        conn.execute(
+            text(
+                f"CREATE TABLE {db.MIGRATION_TABLE} (version INT NOT NULL PRIMARY KEY, "
+                "name VARCHAR(255) NOT NULL, applied_at VARCHAR(32) NOT NULL)"
+            )
+        )
     for version, name, sql in db.migrations(dialect):
         if version >= 12:
             break
@@ -99,13 +107,28 @@ def test_0012_numbers_existing_dataset_versions_per_dataset_in_id_order(db_url, 
     data = write_rule_rows(tmp_path / "d.csv", 4)
     with engine.begin() as conn:
         for ds_id, name in ((1, "a"), (2, "b")):
-            conn.execute(text("INSERT INTO dataset (id, name, source_uri, options, created_at) "
-                              "VALUES (:i, :n, :s, '{}', '2026-01-01')"), {"i": ds_id, "n": name, "s": str(data)})
-        for vid, ds_id, status in ((1, 1, "READY"), (2, 2, "READY"), (3, 1, "IMPORTING"), (4, 1, "READY"),
-                                   (5, 2, "READY")):
-            conn.execute(text("INSERT INTO dataset_version (id, dataset_id, status, content_hash, row_count, "
-                              "source_uri, source_options, created_at) VALUES (:v, :d, :s, :h, 0, 'x', '{}', "
-                              "'2026-01-01')"), {"v": vid, "d": ds_id, "s": status, "h": f"{vid:064d}"})
+            conn.execute(
+                text(
+                    "INSERT INTO dataset (id, name, source_uri, options, created_at) "
+                    "VALUES (:i, :n, :s, '{}', '2026-01-01')"
+                ),
+                {"i": ds_id, "n": name, "s": str(data)},
+            )
+        for vid, ds_id, status in (
+            (1, 1, "READY"),
+            (2, 2, "READY"),
+            (3, 1, "IMPORTING"),
+            (4, 1, "READY"),
+            (5, 2, "READY"),
+        ):
+            conn.execute(
+                text(
+                    "INSERT INTO dataset_version (id, dataset_id, status, content_hash, row_count, "
+                    "source_uri, source_options, created_at) VALUES (:v, :d, :s, :h, 0, 'x', '{}', "
+                    "'2026-01-01')"
+                ),
+                {"v": vid, "d": ds_id, "s": status, "h": f"{vid:064d}"},
+            )
         conn.execute(text("UPDATE dataset SET current_version_id = CASE id WHEN 1 THEN 4 ELSE 5 END"))
     engine.dispose()
     gate = Gate.connect(db_url, upgrade=True)
@@ -115,7 +138,7 @@ def test_0012_numbers_existing_dataset_versions_per_dataset_in_id_order(db_url, 
         assert numbers == {1: 1, 2: 1, 3: None, 4: 2, 5: 2}
         assert [v.label for v in gate.dataset_versions("a")[1]] == ["v2", "v1"]
         assert gate.dataset_version("a", "v2").id == 4 and gate.dataset_version("b", 2).label == "v1"
-        gate.refresh_dataset("a")                         # real rows: a new version, the next number
+        gate.refresh_dataset("a")  # real rows: a new version, the next number
         assert gate.dataset_version("a").label == "v3"
     finally:
         gate.close()

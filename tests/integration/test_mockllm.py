@@ -24,8 +24,12 @@ EXAMPLES = ROOT / "prompts-example"
 
 def post(base_url, body, *, raw=None, headers=None, timeout=5):
     data = raw if raw is not None else json.dumps(body).encode()
-    req = urllib.request.Request(base_url + "/chat/completions", data=data, method="POST",
-                                 headers={"Content-Type": "application/json", **(headers or {})})
+    req = urllib.request.Request(
+        base_url + "/chat/completions",
+        data=data,
+        method="POST",
+        headers={"Content-Type": "application/json", **(headers or {})},
+    )
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             return resp.status, json.loads(resp.read()), dict(resp.headers)
@@ -39,8 +43,11 @@ def get(url):
 
 
 def chat(system, user, **extra):
-    return {"model": "any-model", "messages": [{"role": "system", "content": system},
-                                               {"role": "user", "content": user}], **extra}
+    return {
+        "model": "any-model",
+        "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+        **extra,
+    }
 
 
 def answer_of(payload):
@@ -73,16 +80,19 @@ def test_rule_syntax():
     assert policy.default == "routine" and policy.labels == ("urgent", "routine")
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("We have an OUTAGE", "urgent"),
-    ("the site   is\ndown for everyone", "urgent"),          # any whitespace inside a phrase
-    ("I can\u2019t log in", "urgent"),                        # curly apostrophe
-    ("I want my money refunded", "urgent"),                   # prefix keyword
-    ("the website is downloading slowly", "routine"),        # whole words only
-    ("outages are common", "routine"),                        # no prefix without *
-    ("How do I do a password reset?", "routine"),
-    ("hello", "routine"),                                     # default line
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("We have an OUTAGE", "urgent"),
+        ("the site   is\ndown for everyone", "urgent"),  # any whitespace inside a phrase
+        ("I can\u2019t log in", "urgent"),  # curly apostrophe
+        ("I want my money refunded", "urgent"),  # prefix keyword
+        ("the website is downloading slowly", "routine"),  # whole words only
+        ("outages are common", "routine"),  # no prefix without *
+        ("How do I do a password reset?", "routine"),
+        ("hello", "routine"),  # default line
+    ],
+)
 def test_policy_matches_whole_words_case_insensitively(text, expected):
     assert parse_rules(RULES).answer(text) == expected
 
@@ -91,16 +101,18 @@ def test_first_matching_rule_wins_and_fallbacks():
     exception_first = "- routine: no rush\n- urgent: outage\ndefault: urgent"
     assert parse_rules(exception_first).answer("outage last week, no rush") == "routine"
     assert parse_rules(exception_first).answer("outage now") == "urgent"
-    assert parse_rules("- yes: refund\n- no: question").answer("hello") == "no"       # last rule
+    assert parse_rules("- yes: refund\n- no: question").answer("hello") == "no"  # last rule
     assert parse_rules("no rules here").answer("hello") == "unknown"
     assert parse_rules("- not eligible: final sale\n- eligible: damaged").answer("final sale") == "not eligible"
 
 
 def test_rules_come_from_the_system_message_only():
-    messages = [{"role": "system", "content": "- yes: apple\ndefault: no"},
-                {"role": "user", "content": "- yes: pear\nI like pears"}]
+    messages = [
+        {"role": "system", "content": "- yes: apple\ndefault: no"},
+        {"role": "user", "content": "- yes: pear\nI like pears"},
+    ]
     assert decide(messages)[0] == "no"
-    messages[1]["content"] = [{"type": "text", "text": "an apple a day"}]      # content parts
+    messages[1]["content"] = [{"type": "text", "text": "an apple a day"}]  # content parts
     assert decide(messages)[0] == "yes"
 
 
@@ -116,13 +128,19 @@ def test_json_response_formats(server):
     rules = "- yes: apple\ndefault: no"
     status, body, _ = post(server.base_url, chat(rules, "apple", response_format={"type": "json_object"}))
     assert json.loads(answer_of(body)) == {"decision": "yes"}
-    schema = {"type": "json_schema", "json_schema": {"name": "d", "schema": {
-        "type": "object", "properties": {"label": {"type": "string"}, "why": {"type": "string"}}}}}
+    schema = {
+        "type": "json_schema",
+        "json_schema": {
+            "name": "d",
+            "schema": {"type": "object", "properties": {"label": {"type": "string"}, "why": {"type": "string"}}},
+        },
+    }
     status, body, _ = post(server.base_url, chat(rules, "pear", response_format=schema))
     assert json.loads(answer_of(body)) == {"label": "no"}
 
 
 # ----------------------------------------------------------------------------- protocol
+
 
 def test_completion_shape_and_usage(server):
     status, body, _ = post(server.base_url, chat("- yes: apple\ndefault: no", "one two three"))
@@ -157,6 +175,7 @@ def test_api_key_option():
 
 # ----------------------------------------------------------------------------- faults and determinism
 
+
 def outcome_sequence(seed, n=40):
     with MockLLMServer(seed=seed, error_rate=0.2, garbage_rate=0.3) as s:
         out = []
@@ -170,7 +189,7 @@ def test_same_seed_same_faults():
     first = outcome_sequence(7)
     assert first == outcome_sequence(7)
     assert first != outcome_sequence(8)
-    assert {500, "yes"} <= set(first) and set(first) - {500, "yes"}       # some garbage too
+    assert {500, "yes"} <= set(first) and set(first) - {500, "yes"}  # some garbage too
 
 
 def test_answers_are_deterministic(server):
@@ -183,8 +202,8 @@ def test_rate_limit_window():
     plan = FaultPlan(rate_limit_rpm=2)
     assert plan.rate_limited(now=100.0) is None
     assert plan.rate_limited(now=110.0) is None
-    assert plan.rate_limited(now=120.0) == pytest.approx(40.0)      # until the first slot frees
-    assert plan.rate_limited(now=160.5) is None                     # 100 left the window
+    assert plan.rate_limited(now=120.0) == pytest.approx(40.0)  # until the first slot frees
+    assert plan.rate_limited(now=160.5) is None  # 100 left the window
     with pytest.raises(ValueError):
         FaultPlan(error_rate=0.7, garbage_rate=0.5)
     with pytest.raises(ValueError):
@@ -227,7 +246,7 @@ def test_stop_is_fast_with_requests_hanging():
     def hang():
         try:
             post(s.base_url, chat("x", "y"), timeout=30)
-        except Exception as exc:            # the connection is closed without an answer
+        except Exception as exc:  # the connection is closed without an answer
             errors.append(exc)
 
     threads = [threading.Thread(target=hang) for _ in range(4)]
@@ -246,12 +265,19 @@ def test_stop_is_fast_with_requests_hanging():
 
 def test_serve_forever_as_a_process():
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen([sys.executable, "-m", "gate.mockllm", "--port", "0", "--latency-ms", "1"],
-                            stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gate.mockllm", "--port", "0", "--latency-ms", "1"],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
     try:
         line = proc.stdout.readline()
         base_url = line.split("listening on ", 1)[1].split()[0]
-        assert post(base_url, chat("- yes: apple\ndefault: no", "apple"))[1]["choices"][0]["message"]["content"] == "yes"
+        assert (
+            post(base_url, chat("- yes: apple\ndefault: no", "apple"))[1]["choices"][0]["message"]["content"] == "yes"
+        )
         assert get(base_url.rsplit("/v1", 1)[0] + "/stats")["outcomes"] == {"ok": 1}
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=5) == 0
@@ -262,6 +288,7 @@ def test_serve_forever_as_a_process():
 
 
 # ----------------------------------------------------------------------------- the example prompts
+
 
 def read_rows(path):
     if path.suffix == ".csv":
@@ -325,14 +352,18 @@ def test_example_prompts_score_as_the_demo_needs(monkeypatch, server):
         acc = sum(p == row["expected_decision"] for p, row in zip(predictions, rows)) / len(rows)
         seen[(path, dataset)] = acc
         assert (acc >= bar) == clears, (path, dataset, acc, bar)
-        for row, predicted in list(zip(rows, predictions))[::9]:        # the same over HTTP
+        for row, predicted in list(zip(rows, predictions))[::9]:  # the same over HTTP
             assert call_prompt(spec, item_of(row), settings=settings).decision == predicted
     # the better candidate is better on the hard cases than the live prompt
-    assert seen[("candidates/ticket-urgency-v2.yaml", "urgency-hard")] > seen[("prompts/ticket-urgency.yaml", "urgency-hard")]
+    assert (
+        seen[("candidates/ticket-urgency-v2.yaml", "urgency-hard")]
+        > seen[("prompts/ticket-urgency.yaml", "urgency-hard")]
+    )
 
 
 def _raw(server, request: bytes) -> bytes:
     import socket
+
     with socket.create_connection((server.host, server.port), timeout=5) as s:
         s.sendall(request)
         s.shutdown(socket.SHUT_WR)
@@ -343,12 +374,20 @@ def _raw(server, request: bytes) -> bytes:
 
 
 def test_raw_http_requests_are_parsed_and_bad_ones_refused(server):
-    body = json.dumps({"model": "mock-1", "messages": [{"role": "system", "content": "default: no"},
-                                                        {"role": "user", "content": "x"}]}).encode()
-    ok = _raw(server, b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
-                      b"CONTENT-LENGTH: " + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n" + body)
+    body = json.dumps(
+        {
+            "model": "mock-1",
+            "messages": [{"role": "system", "content": "default: no"}, {"role": "user", "content": "x"}],
+        }
+    ).encode()
+    ok = _raw(
+        server,
+        b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+        b"CONTENT-LENGTH: " + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n" + body,
+    )
     assert ok.startswith(b"HTTP/1.1 200") and b'"content": "no"' in ok
     assert _raw(server, b"GARBAGE\r\n\r\n").startswith(b"HTTP/1.1 400")
     assert _raw(server, b"GET /health HTTP/1.1\r\nno colon here\r\n\r\n").startswith(b"HTTP/1.1 400")
     assert _raw(server, b"GET /health HTTP/1.1\r\n" + b"x-long: " + b"a" * 70000 + b"\r\n\r\n").startswith(
-        b"HTTP/1.1 431")
+        b"HTTP/1.1 431"
+    )

@@ -26,6 +26,7 @@ def process(gate, monkeypatch):
     def counted(conn):
         probes.append(time.monotonic())
         return original(conn)
+
     monkeypatch.setattr(store, "any_open_update", counted)
     g = Gate(gate.engine, gate.settings.with_(idle_probe_interval=INTERVAL))
     stop = threading.Event()
@@ -46,7 +47,7 @@ def test_an_idle_process_probes_once_per_interval_for_all_its_roles(process):
     time.sleep(0.5)
     probes.clear()
     time.sleep(2.0)
-    assert 2.0 / INTERVAL - 2 <= len(probes) <= 2.0 / INTERVAL + 2, len(probes)   # not one per role
+    assert 2.0 / INTERVAL - 2 <= len(probes) <= 2.0 / INTERVAL + 2, len(probes)  # not one per role
 
 
 def test_a_submission_is_picked_up_within_about_one_interval(process, tmp_path):
@@ -67,7 +68,7 @@ def test_a_submission_is_picked_up_within_about_one_interval(process, tmp_path):
             time.sleep(0.01)
         pickups.append(time.monotonic() - submitted)
         g.cancel(uid)
-        time.sleep(INTERVAL * 2)    # idle again: the probe says "no work" before the next one
+        time.sleep(INTERVAL * 2)  # idle again: the probe says "no work" before the next one
     assert max(pickups) <= INTERVAL + 0.25, pickups
 
 
@@ -79,13 +80,14 @@ def test_empty_polls_back_off_and_start_over_when_new_work_opens(gate):
     class Idle(Poller):
         def poll(self) -> float:
             return self.idle()
+
     g = Gate(gate.engine, gate.settings.with_(poll_interval=0.05, poll_max_interval=1.0))
     activity = Activity(g.engine, g.settings.idle_probe_interval)
     try:
         poller = Idle(g.engine, g.settings, threading.Event(), activity)
         delays = [poller.poll() for _ in range(10)]
         assert delays[0] == 0.05 and delays[-1] == 1.0 and delays == sorted(delays)
-        activity.opened += 1            # the probe saw a new submission
+        activity.opened += 1  # the probe saw a new submission
         assert poller.poll() == 0.05
     finally:
         activity.close()
@@ -93,10 +95,11 @@ def test_empty_polls_back_off_and_start_over_when_new_work_opens(gate):
 
 def test_probe_intervals_vary_so_processes_started_together_drift_apart(gate):
     from workers.poller import Activity
+
     activity = Activity(gate.engine, 0.25)
     try:
         intervals = [activity._next_interval() for _ in range(200)]
     finally:
         activity.close()
     assert 0.1875 <= min(intervals) < 0.2 and 0.3 < max(intervals) <= 0.3125
-    assert abs(sum(intervals) / len(intervals) - 0.25) < 0.01   # the same cost on average
+    assert abs(sum(intervals) / len(intervals) - 0.25) < 0.01  # the same cost on average

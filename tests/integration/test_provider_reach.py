@@ -22,8 +22,14 @@ from gate.providers import ProviderDecl, default_endpoint, endpoint_for, endpoin
 from gate.settings import Settings
 from gate.spec import parse_spec
 
-SPEC = parse_spec({"name": "urgency", "model": "gpt-test", "labels": ["urgent", "routine"],
-                   "messages": [{"role": "user", "content": "{{ item.text }}"}]})
+SPEC = parse_spec(
+    {
+        "name": "urgency",
+        "model": "gpt-test",
+        "labels": ["urgent", "routine"],
+        "messages": [{"role": "user", "content": "{{ item.text }}"}],
+    }
+)
 
 
 def closed_port() -> int:
@@ -35,24 +41,28 @@ def closed_port() -> int:
 
 def test_a_refused_connection_names_the_provider_its_url_and_where_it_came_from():
     port = closed_port()
-    endpoint = default_endpoint({"OPENAI_BASE_URL": f"http://user:secret@127.0.0.1:{port}/v1?key=k#frag",
-                                 "OPENAI_API_KEY": "test-key"})
+    endpoint = default_endpoint(
+        {"OPENAI_BASE_URL": f"http://user:secret@127.0.0.1:{port}/v1?key=k#frag", "OPENAI_API_KEY": "test-key"}
+    )
     with pytest.raises(ModelCallError) as info:
         call_prompt(SPEC, {"text": "hello"}, settings=Settings(request_timeout=5.0), endpoint=endpoint)
-    assert str(info.value) == (f"cannot reach provider default (connection refused) at http://127.0.0.1:{port}/v1, "
-                               "from OPENAI_BASE_URL")
+    assert str(info.value) == (
+        f"cannot reach provider default (connection refused) at http://127.0.0.1:{port}/v1, from OPENAI_BASE_URL"
+    )
     assert "secret" not in str(info.value) and "key=k" not in str(info.value)
 
 
 def test_an_unset_openai_base_url_is_named_as_unset():
-    assert default_endpoint({}).where() == ("https://api.openai.com/v1, OPENAI_BASE_URL is unset: "
-                                            "the OpenAI SDK's default")
+    assert default_endpoint({}).where() == (
+        "https://api.openai.com/v1, OPENAI_BASE_URL is unset: the OpenAI SDK's default"
+    )
 
 
 def test_a_declared_provider_says_where_it_was_declared():
     decl = ProviderDecl("east", "https://east.example/openai/v1")
-    assert endpoint_for(decl, {}).where() == ("https://east.example/openai/v1, declared under providers: "
-                                              "in the gate config")
+    assert endpoint_for(decl, {}).where() == (
+        "https://east.example/openai/v1, declared under providers: in the gate config"
+    )
     env = {"PROMPTGATE_PROVIDERS": json.dumps({"east": {"base_url": "https://east.example/openai/v1"}})}
     assert endpoint_for(decl, env).where().endswith(", declared in PROMPTGATE_PROVIDERS")
 
@@ -70,8 +80,13 @@ def test_a_worker_without_an_endpoint_warns_at_start(tmp_path, configured):
     if configured:
         env["OPENAI_BASE_URL"] = "http://127.0.0.1:8000/v1"
     db = f"sqlite:///{tmp_path / 'gate.db'}"
-    proc = subprocess.Popen([sys.executable, "-m", "gate.cli", "worker", "--database-url", db],
-                            stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gate.cli", "worker", "--database-url", db],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
     try:
         try:
             proc.wait(4)

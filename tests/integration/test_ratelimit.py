@@ -17,7 +17,7 @@ from sqlalchemy import select, update
 from gate import store
 from gate.errors import UsageError
 from gate.mockllm import FaultPlan, MockLLMServer
-from gate.ratelimit import (AdaptiveConcurrency, Limits, RedisBucket, SqlBucket, TAKE_SCRIPT, parse_limits)
+from gate.ratelimit import AdaptiveConcurrency, Limits, RedisBucket, SqlBucket, TAKE_SCRIPT, parse_limits
 from gate.service import Gate
 from gate.states import UpdateStatus
 from helpers import rules_spec, write_rule_rows
@@ -28,6 +28,7 @@ CLIENTS = 8
 
 # ----------------------------------------------------------------------------- fixtures
 
+
 @pytest.fixture(scope="session")
 def redis_url():
     """A real redis-server for the session (PROMPTGATE_TEST_REDIS_URL, else one started
@@ -35,13 +36,15 @@ def redis_url():
     try:
         import redis  # noqa: F401
     except ImportError:
-        pytest.fail("the redis client is missing: pip install 'prompt-gate[redis]' (the dev extra has it)",
-                    pytrace=False)
+        pytest.fail(
+            "the redis client is missing: pip install 'prompt-gate[redis]' (the dev extra has it)", pytrace=False
+        )
     url = os.environ.get("PROMPTGATE_TEST_REDIS_URL")
     if url:
         yield url
         return
     from redis_server import LocalRedis
+
     try:
         server = LocalRedis().start()
     except RuntimeError as exc:
@@ -55,12 +58,13 @@ def redis_url():
 @pytest.fixture
 def redis_client(redis_url):
     import redis
+
     client = redis.Redis.from_url(redis_url)
     yield client
     client.close()
 
 
-_keys = iter(range(10 ** 9))
+_keys = iter(range(10**9))
 
 
 def fresh_key(name: str) -> str:
@@ -78,13 +82,15 @@ def bucket_factory(request, tmp_path):
             made.append(RedisBucket(url))
             return made[-1]
     else:
-        db_url = request.getfixturevalue("mysql_url") if request.param == "mariadb" \
-            else f"sqlite:///{tmp_path / 'gate.db'}"
+        db_url = (
+            request.getfixturevalue("mysql_url") if request.param == "mariadb" else f"sqlite:///{tmp_path / 'gate.db'}"
+        )
         gate = Gate.connect(db_url, upgrade=True)
 
         def make():
             made.append(SqlBucket(gate.engine))
             return made[-1]
+
     make.backend = request.param
     yield make
     for b in made:
@@ -105,6 +111,7 @@ def hammer(clients: int, body) -> list[int]:
             counts[i] = body(i)
         except Exception as exc:  # surfaced below
             errors.append(exc)
+
     threads = [threading.Thread(target=run, args=(i,)) for i in range(clients)]
     for t in threads:
         t.start()
@@ -116,13 +123,20 @@ def hammer(clients: int, body) -> list[int]:
 
 # ----------------------------------------------------------------------------- limits
 
+
 def test_limits_parse_match_and_size_buckets():
-    limits = Limits(parse_limits("gpt-4o-mini=rpm:600,tpm:200000; gpt-4o*=rpm:120,burst:5;"
-                                 " *@localhost:8000=tpm:1000,tpm_burst:500; *=rpm:1000"), headroom=0.9)
+    limits = Limits(
+        parse_limits(
+            "gpt-4o-mini=rpm:600,tpm:200000; gpt-4o*=rpm:120,burst:5;"
+            " *@localhost:8000=tpm:1000,tpm_burst:500; *=rpm:1000"
+        ),
+        headroom=0.9,
+    )
     exact = limits.buckets_for("api.openai.com", "gpt-4o-mini")
     assert [(b.key, b.capacity, round(b.refill_per_second, 6), b.unit) for b in exact] == [
         ("api.openai.com|gpt-4o-mini|rpm", 10.0, 9.0, "requests"),
-        ("api.openai.com|gpt-4o-mini|tpm", 3334.0, round(200000 / 60 * 0.9, 6), "tokens")]
+        ("api.openai.com|gpt-4o-mini|tpm", 3334.0, round(200000 / 60 * 0.9, 6), "tokens"),
+    ]
     glob = limits.buckets_for("api.openai.com", "gpt-4o-2024")
     assert [(b.key, b.capacity) for b in glob] == [("api.openai.com|gpt-4o-2024|rpm", 5.0)]
     local = limits.buckets_for("LOCALHOST:8000", "llama")
@@ -134,17 +148,25 @@ def test_limits_parse_match_and_size_buckets():
     assert not Limits(parse_limits("")) and Limits(parse_limits("x=rpm:1")).buckets_for("h", "y") == []
 
 
-@pytest.mark.parametrize("bad, words", [
-    ("gpt-4o", "expected MODEL=rpm:N"), ("=rpm:5", "model name"), ("m=rps:5", "unknown option"),
-    ("m=rpm:fast", "must be a number"), ("m=rpm:0", "positive"), ("m=burst:5", "give rpm"),
-    ("m=tpm:100,burst:5", "burst goes with rpm"),
-])
+@pytest.mark.parametrize(
+    "bad, words",
+    [
+        ("gpt-4o", "expected MODEL=rpm:N"),
+        ("=rpm:5", "model name"),
+        ("m=rps:5", "unknown option"),
+        ("m=rpm:fast", "must be a number"),
+        ("m=rpm:0", "positive"),
+        ("m=burst:5", "give rpm"),
+        ("m=tpm:100,burst:5", "burst goes with rpm"),
+    ],
+)
 def test_limits_refuse_bad_entries_with_a_reason(bad, words):
     with pytest.raises(UsageError, match=words):
         parse_limits(bad)
 
 
 # ----------------------------------------------------------------------------- the race
+
 
 def test_naive_get_compare_incr_overshoots_its_cap(redis_client):
     """The classic bug: read the counter, compare in the app, then increment. Eight clients
@@ -154,11 +176,11 @@ def test_naive_get_compare_incr_overshoots_its_cap(redis_client):
     def naive_client(_):
         granted = 0
         while True:
-            used = int(redis_client.get(key) or 0)     # GET
-            if used >= cap:                            # compare, in the application
+            used = int(redis_client.get(key) or 0)  # GET
+            if used >= cap:  # compare, in the application
                 return granted
-            time.sleep(0.0005)                         # the app's own work / a LAN round trip
-            redis_client.incr(key)                     # INCR
+            time.sleep(0.0005)  # the app's own work / a LAN round trip
+            redis_client.incr(key)  # INCR
             granted += 1
 
     grants = sum(hammer(CLIENTS, naive_client))
@@ -216,7 +238,12 @@ def test_atomic_bucket_never_exceeds_its_rate_in_a_window(bucket_factory, thread
     """A refilling bucket (size 5, 40 per second): 8 clients (or 8 threads of one client,
     which queue locally and take tokens for each other) waiting through ``acquire`` for
     2.5 s get at most size + rate × elapsed grants, and most of that budget."""
-    capacity, rate, window, key = 5, 40.0, 2.5, fresh_key("rate")   # long enough that a slow commit or two do not decide it
+    capacity, rate, window, key = (
+        5,
+        40.0,
+        2.5,
+        fresh_key("rate"),
+    )  # long enough that a slow commit or two do not decide it
     clients = [bucket_factory() for _ in range(CLIENTS // threads_per_client)] * threads_per_client
     for c in clients:
         c.configure(key, capacity, rate)
@@ -234,7 +261,7 @@ def test_atomic_bucket_never_exceeds_its_rate_in_a_window(bucket_factory, thread
     elapsed = time.monotonic() - started
     ceiling = capacity + rate * elapsed
     assert grants <= ceiling, (grants, ceiling)
-    assert grants >= 0.7 * (capacity + rate * window), (grants, ceiling)   # and the budget is used
+    assert grants >= 0.7 * (capacity + rate * window), (grants, ceiling)  # and the budget is used
 
 
 def test_a_429_pauses_the_limit_for_every_worker(bucket_factory):
@@ -243,10 +270,10 @@ def test_a_429_pauses_the_limit_for_every_worker(bucket_factory):
     for c in (a, b):
         c.configure(key, 50, 20.0)
     assert b.acquire(key, 1, timeout=1)
-    a.pause(key, 0.6)                        # worker A saw a 429 with Retry-After: 0.6
+    a.pause(key, 0.6)  # worker A saw a 429 with Retry-After: 0.6
     started = time.monotonic()
-    assert b.take(key, 1)[1] > 0.5           # worker B is told to wait...
-    assert b.acquire(key, 1, timeout=3)      # ...and waits out the pause
+    assert b.take(key, 1)[1] > 0.5  # worker B is told to wait...
+    assert b.acquire(key, 1, timeout=3)  # ...and waits out the pause
     assert time.monotonic() - started >= 0.55
     # the bucket refills from the end of the pause: no burst of its 50 tokens right after it
     burst = sum(a.take(key, 1)[0] for _ in range(10))
@@ -257,7 +284,7 @@ def test_redis_scripts_run_by_sha_reload_after_noscript_and_stay_two(redis_clien
     bucket = RedisBucket(redis_url)
     redis_client.script_flush()
     assert redis_client.script_exists(bucket._shas[TAKE_SCRIPT]) == [False]
-    for i in range(20):                       # many keys and costs: still the same two scripts
+    for i in range(20):  # many keys and costs: still the same two scripts
         key = fresh_key(f"sha{i}")
         bucket.configure(key, 100 + i, 1.5 * i)
         assert bucket.take(key, 1 + i) == (1, 0.0)
@@ -270,24 +297,25 @@ def test_redis_scripts_run_by_sha_reload_after_noscript_and_stay_two(redis_clien
 
 # ----------------------------------------------------------------------------- adaptive concurrency
 
+
 def test_concurrency_halves_on_429_once_per_round_and_grows_back():
     ac = AdaptiveConcurrency(8)
     tickets = [ac.acquire() for _ in range(8)]
     assert ac.current == 8 and ac.active == 8
     ac.release(tickets[0], "rate_limited")
     assert ac.current == 4
-    ac.release(tickets[1], "rate_limited")   # was in flight before the cut: no second cut
+    ac.release(tickets[1], "rate_limited")  # was in flight before the cut: no second cut
     assert ac.current == 4
     for t in tickets[2:]:
         ac.release(t, "ok")
     grown = ac.limit
     assert 4 < grown < 6
     t = ac.acquire()
-    ac.release(t, "rate_limited")           # started after the cut: cuts again
+    ac.release(t, "rate_limited")  # started after the cut: cuts again
     assert ac.current == max(1, int(grown * 0.5))
     for _ in range(200):
         ac.release(ac.acquire(), "ok")
-    assert ac.current == 8                  # never above the configured concurrency
+    assert ac.current == 8  # never above the configured concurrency
 
 
 def test_stop_releases_a_waiter():
@@ -299,6 +327,7 @@ def test_stop_releases_a_waiter():
 
 
 # ----------------------------------------------------------------------------- a gate run
+
 
 class WindowPlan(FaultPlan):
     """The local server's requests-per-minute cap over a shorter sliding window (the same
@@ -330,20 +359,24 @@ def test_gate_run_under_the_servers_rate_limit_sees_few_429s(db, items, request,
     limit for the model says the same. The gate waits for its budget instead of burning
     calls on 429s (at most 5 % of calls), and counts the calls it throttled."""
     rpm = 2400
-    gate = request.getfixturevalue("mysql_gate") if db == "mariadb" else \
-        Gate.connect(f"sqlite:///{tmp_path / 'gate.db'}", upgrade=True)
+    gate = (
+        request.getfixturevalue("mysql_gate")
+        if db == "mariadb"
+        else Gate.connect(f"sqlite:///{tmp_path / 'gate.db'}", upgrade=True)
+    )
     gate.register_dataset("d", str(write_rule_rows(tmp_path / "d.csv", items)))
     gate.map_dataset("p1", "d", "0.9")
     server = MockLLMServer(latency_ms=5)
     server.faults = WindowPlan(rpm, 3.0, latency_ms=5)
     with server:
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
-        settings = gate.settings.with_(rate_limits=f"mock-1=rpm:{rpm},burst:3", poll_interval=0.02,
-                                       backoff_base=0.2, backoff_max=1.0)
+        settings = gate.settings.with_(
+            rate_limits=f"mock-1=rpm:{rpm},burst:3", poll_interval=0.02, backoff_base=0.2, backoff_max=1.0
+        )
         limited = Gate(gate.engine, settings)
         uid = limited.submit(rules_spec("p1"), "apply")
         started = time.monotonic()
-        report, = run_until_terminal(limited, [uid], timeout=40, concurrency=8)
+        (report,) = run_until_terminal(limited, [uid], timeout=40, concurrency=8)
         elapsed = time.monotonic() - started
         stats = server.stats()
     assert report.status == UpdateStatus.APPLIED, report.update.reason
@@ -351,11 +384,11 @@ def test_gate_run_under_the_servers_rate_limit_sees_few_429s(db, items, request,
     calls = stats["requests"]
     rate_limited = stats["outcomes"].get("rate_limited", 0)
     assert rate_limited <= 0.05 * calls, stats
-    assert elapsed >= (items - 1) / (rpm / 60) * 0.9        # the budget was respected...
+    assert elapsed >= (items - 1) / (rpm / 60) * 0.9  # the budget was respected...
     with gate.engine.connect() as conn:
         counts = store.rate_limit_stats(conn, [report.runs[0].run_id])
         bucket = store.rate_bucket_state(conn, f"{server.base_url.split('/')[2]}|mock-1|rpm")
-    assert counts["throttled_calls"] > items / 2             # ...by waiting, and it shows
+    assert counts["throttled_calls"] > items / 2  # ...by waiting, and it shows
     assert counts["rate_limited_calls"] == rate_limited
     assert bucket is not None and bucket.granted == calls
     if db == "sqlite":

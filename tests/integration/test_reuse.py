@@ -16,7 +16,7 @@ ROWS = 24
 def evaluate(gate, spec, llm, mode="check", reuse=True):
     """Submit, run to the end; the report and the calls the model server saw meanwhile."""
     before = llm.stats()["requests"]
-    report, = run_until_terminal(gate, [gate.submit(spec, mode, reuse=reuse)], timeout=60)
+    (report,) = run_until_terminal(gate, [gate.submit(spec, mode, reuse=reuse)], timeout=60)
     assert report.terminal, report.update.reason
     return report, llm.stats()["requests"] - before
 
@@ -30,28 +30,34 @@ def test_answers_are_reused_only_for_the_very_same_request(gate, tmp_path, monke
         check, calls = evaluate(gate, rules_spec("p1"), llm)
         assert (check.status, calls) == ("PASSED", ROWS)
 
-        apply, calls = evaluate(gate, rules_spec("p1"), llm, mode="apply")      # the merge of that check
+        apply, calls = evaluate(gate, rules_spec("p1"), llm, mode="apply")  # the merge of that check
         assert (apply.status, calls) == ("APPLIED", 0)
         run = apply.runs[0]
         assert run.reused == {check.update.id: ROWS} and run.matches == check.runs[0].matches
 
-        _, calls = evaluate(gate, rules_spec("p1"), llm)                         # an unchanged re-run
+        _, calls = evaluate(gate, rules_spec("p1"), llm)  # an unchanged re-run
         assert calls == 0
 
-        changed = parse_spec(dict(rules_spec("p1").to_config(),
-                                  messages=[{"role": "system", "content": RULES},
-                                            {"role": "user", "content": "Message: {{ item.text }}"}]))
-        _, calls = evaluate(gate, changed, llm)                                  # a changed template
+        changed = parse_spec(
+            dict(
+                rules_spec("p1").to_config(),
+                messages=[
+                    {"role": "system", "content": RULES},
+                    {"role": "user", "content": "Message: {{ item.text }}"},
+                ],
+            )
+        )
+        _, calls = evaluate(gate, changed, llm)  # a changed template
         assert calls == ROWS
 
         lines = path.read_text().splitlines()
-        lines[3] = lines[3].replace("message", "note")                           # one changed row
+        lines[3] = lines[3].replace("message", "note")  # one changed row
         path.write_text("\n".join(lines) + "\n")
         gate.refresh_dataset("d")
         report, calls = evaluate(gate, rules_spec("p1"), llm)
         assert calls == 1 and report.runs[0].reused_total == ROWS - 1
 
-        _, calls = evaluate(gate, rules_spec("p1"), llm, reuse=False)            # --no-reuse
+        _, calls = evaluate(gate, rules_spec("p1"), llm, reuse=False)  # --no-reuse
         assert calls == ROWS
 
 
@@ -77,11 +83,19 @@ def test_a_kept_answer_is_the_first_and_is_never_replaced(gate):
     from gate.store.schema import answer
 
     def kept(key, decision, update_id):
-        return Answer(request_key=key, actual_decision=decision, raw_output=decision, latency_ms=5,
-                      prompt_tokens=1, completion_tokens=1, update_id=update_id, run_id=update_id)
+        return Answer(
+            request_key=key,
+            actual_decision=decision,
+            raw_output=decision,
+            latency_ms=5,
+            prompt_tokens=1,
+            completion_tokens=1,
+            update_id=update_id,
+            run_id=update_id,
+        )
 
     transaction(gate.engine, lambda c: store.save_answers(c, [kept("a" * 64, "yes", 1), kept("c" * 64, "no", 1)]))
-    transaction(gate.engine, lambda c: store.save_answers(c, [kept("a" * 64, "no", 2)]))               # first kept
+    transaction(gate.engine, lambda c: store.save_answers(c, [kept("a" * 64, "no", 2)]))  # first kept
     transaction(gate.engine, lambda c: store.save_answers(c, [kept("b" * 64, "maybe", 3), kept("a" * 64, "no", 3)]))
     with gate.engine.connect() as conn:
         rows = {r.request_key[0]: (r.actual_decision, r.update_id) for r in conn.execute(select(answer))}

@@ -33,7 +33,7 @@ def live_model(monkeypatch):
 
 def applied(gate: Gate, description: str, name: str = "p1") -> int:
     update_id = gate.submit(rules_spec(name, description), "apply")
-    report, = run_until_terminal(gate, [update_id], timeout=60)
+    (report,) = run_until_terminal(gate, [update_id], timeout=60)
     assert report.status == UpdateStatus.APPLIED, report.update.reason
     return update_id
 
@@ -54,7 +54,7 @@ def test_rollback_restores_an_earlier_config_as_a_new_version(mysql_gate, tmp_pa
     assert (live.version, live.config["description"], live.applied_update_id) == (3, "A", first)
     cancelled = gate.status(open_update)
     assert cancelled.status == UpdateStatus.CANCELLED and "rolled back to version 1" in cancelled.update.reason
-    assert gate.status(check_update).status == UpdateStatus.PENDING     # a check changes nothing live
+    assert gate.status(check_update).status == UpdateStatus.PENDING  # a check changes nothing live
 
     deadline = time.monotonic() + 0.5 + 1.0
     while runtime.prompt("p1").current.spec.description != "A":
@@ -63,8 +63,11 @@ def test_rollback_restores_an_earlier_config_as_a_new_version(mysql_gate, tmp_pa
 
     history = gate.history("p1")
     assert [(h["version"], h["kind"]) for h in history] == [(3, "rollback"), (2, "apply"), (1, "apply")]
-    assert (history[0]["restored_version"], history[0]["actor"], history[0]["reason"]) == (1, "alice",
-                                                                                           "B mislabels refunds")
+    assert (history[0]["restored_version"], history[0]["actor"], history[0]["reason"]) == (
+        1,
+        "alice",
+        "B mislabels refunds",
+    )
     assert history[1]["update"]["id"] == second and history[1]["update"]["status"] == "APPLIED"
     assert history[1]["update"]["runs"][0]["scored"] == 4
 
@@ -81,6 +84,7 @@ def test_a_rollback_reads_as_one_in_the_cli_the_api_and_the_page(service, tmp_pa
     """`promptgate live`, GET /v1/prompts/NAME/live and the prompt page say "rollback to v1
     by alice, reason: …", not "applied by update #1" (the update whose config it restored)."""
     from conftest import run_cli
+
     gate = Gate.connect(service.db_url)
     try:
         gate.register_dataset("d1", str(write_rule_rows(tmp_path / "d1.csv", 4)))
@@ -100,10 +104,14 @@ def test_a_rollback_reads_as_one_in_the_cli_the_api_and_the_page(service, tmp_pa
     with service.client("read") as web:
         api = web.get("/v1/prompts/p1/live").json()
         assert (api["kind"], api["restored_version"], api["actor"], api["reason"]) == (
-            "rollback", 1, "alice", "B mislabels refunds")
+            "rollback",
+            1,
+            "alice",
+            "B mislabels refunds",
+        )
         page = " ".join(web.get("/prompts/p1").text.split())
     assert "rollback to v1 by alice, reason: B mislabels refunds" in page
-    assert f"applied by <a href=\"/updates/{first}\">" not in page
+    assert f'applied by <a href="/updates/{first}">' not in page
 
 
 def runs_done(gate: Gate, update_id: int, timeout: float = 30) -> None:
@@ -133,7 +141,7 @@ def race_round(gate: Gate, rng: random.Random, seen: int) -> dict:
             outcome["rollbacks"] += 1
         except IllegalTransition:
             pass
-        except Exception as exc:        # anything else is a failure of the test
+        except Exception as exc:  # anything else is a failure of the test
             outcome["errors"].append(repr(exc))
 
     def do_apply():
@@ -142,8 +150,11 @@ def race_round(gate: Gate, rng: random.Random, seen: int) -> dict:
         db.transaction(gate.engine, reconcile_batch)
 
     second = rng.random() < 0.5
-    threads = [threading.Thread(target=do_rollback, args=("r1",)), threading.Thread(target=do_apply),
-               threading.Thread(target=do_rollback, args=("r2",)) if second else threading.Thread(target=start.wait)]
+    threads = [
+        threading.Thread(target=do_rollback, args=("r1",)),
+        threading.Thread(target=do_apply),
+        threading.Thread(target=do_rollback, args=("r2",)) if second else threading.Thread(target=start.wait),
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -157,9 +168,12 @@ def test_rollback_races_apply_and_another_rollback(mysql_gate, tmp_path, live_mo
     gate.map_dataset("p1", "d1", "0.5")
     applied(gate, "v1"), applied(gate, "v2")
     rng = random.Random(16)
-    worker = WorkerProcess(gate.engine, gate.settings.with_(poll_interval=0.005, poll_max_interval=0.02,
-                                                            idle_probe_interval=0.02),
-                           ["materialize", "execute", "finalize"], 4).start()
+    worker = WorkerProcess(
+        gate.engine,
+        gate.settings.with_(poll_interval=0.005, poll_max_interval=0.02, idle_probe_interval=0.02),
+        ["materialize", "execute", "finalize"],
+        4,
+    ).start()
     wins = {"apply": 0, "rollback": 0}
     try:
         for round_no in range(100):
@@ -168,7 +182,7 @@ def test_rollback_races_apply_and_another_rollback(mysql_gate, tmp_path, live_mo
             runs_done(gate, update_id)
             outcome = race_round(gate, rng, seen)
             assert outcome["errors"] == []
-            db.transaction(gate.engine, reconcile_batch)      # a reconcile that lost its lock window ends it now
+            db.transaction(gate.engine, reconcile_batch)  # a reconcile that lost its lock window ends it now
             status = gate.status(update_id).status
             live, history = gate.live("p1"), gate.history("p1", limit=1000)
             assert live.version == seen + 1, f"round {round_no}: version {live.version} after {seen}"
@@ -184,4 +198,4 @@ def test_rollback_races_apply_and_another_rollback(mysql_gate, tmp_path, live_mo
                 wins["rollback"] += 1
     finally:
         worker.shutdown()
-    assert wins["apply"] > 0 and wins["rollback"] > 0, wins       # both orders happened
+    assert wins["apply"] > 0 and wins["rollback"] > 0, wins  # both orders happened

@@ -46,6 +46,7 @@ SQLITE = sqlite_dialect.dialect()
 
 # --- the shape of a database, as plain data ------------------------------------------------------
 
+
 def default_value(value) -> str | None:
     if value is None:
         return None
@@ -111,13 +112,15 @@ def declared_shape(dialect: str) -> dict:
             "columns": columns,
             "primary key": tuple(c.name for c in table.primary_key.columns),
             "auto-numbered": auto.name if auto is not None else None,
-            "unique": {tuple(c.name for c in u.columns): u.name for u in table.constraints
-                       if isinstance(u, UniqueConstraint)}
-                      | {tuple(c.name for c in i.columns): i.name for i in table.indexes if i.unique},
+            "unique": {
+                tuple(c.name for c in u.columns): u.name for u in table.constraints if isinstance(u, UniqueConstraint)
+            }
+            | {tuple(c.name for c in i.columns): i.name for i in table.indexes if i.unique},
             "indexes": {i.name: tuple(c.name for c in i.columns) for i in table.indexes if not i.unique},
-            "foreign keys": {fk.name: (tuple(fk.column_keys), fk.referred_table.name,
-                                       tuple(e.column.name for e in fk.elements))
-                             for fk in table.foreign_key_constraints},
+            "foreign keys": {
+                fk.name: (tuple(fk.column_keys), fk.referred_table.name, tuple(e.column.name for e in fk.elements))
+                for fk in table.foreign_key_constraints
+            },
         }
     return shape
 
@@ -153,18 +156,23 @@ def migrated_shape(engine) -> dict:
             unique |= {tuple(i["column_names"]): i["name"] for i in inspector.get_indexes(table) if i["unique"]}
             indexes = {i["name"]: tuple(i["column_names"]) for i in inspector.get_indexes(table) if not i["unique"]}
         else:
-            rowid = len(primary_key) == 1 and spelled[primary_key[0]] == "INTEGER"    # INTEGER PRIMARY KEY only
+            rowid = len(primary_key) == 1 and spelled[primary_key[0]] == "INTEGER"  # INTEGER PRIMARY KEY only
             auto = primary_key[0] if rowid else None
-            if rowid:                              # the rowid is never NULL, whatever the DDL says
+            if rowid:  # the rowid is never NULL, whatever the DDL says
                 kind, _, default = columns[auto]
                 columns[auto] = (kind, False, default)
             with engine.connect() as conn:
                 unique, indexes = sqlite_keys(conn, table)
         shape[table] = {
-            "columns": columns, "primary key": primary_key, "auto-numbered": auto, "unique": unique,
+            "columns": columns,
+            "primary key": primary_key,
+            "auto-numbered": auto,
+            "unique": unique,
             "indexes": indexes,
-            "foreign keys": {fk["name"]: (tuple(fk["constrained_columns"]), fk["referred_table"],
-                                          tuple(fk["referred_columns"])) for fk in inspector.get_foreign_keys(table)},
+            "foreign keys": {
+                fk["name"]: (tuple(fk["constrained_columns"]), fk["referred_table"], tuple(fk["referred_columns"]))
+                for fk in inspector.get_foreign_keys(table)
+            },
         }
     return shape
 
@@ -183,7 +191,8 @@ def differences(have: dict, want: dict, have_name: str, want_name: str) -> list[
             if h[key] != w[key]:
                 found.append(f"{table} {key}: {have_name} has {h[key]}, {want_name} {w[key]}")
         if set(h["unique"]) != set(w["unique"]) or any(
-                h["unique"][cols] not in (None, w["unique"][cols]) for cols in h["unique"] if cols in w["unique"]):
+            h["unique"][cols] not in (None, w["unique"][cols]) for cols in h["unique"] if cols in w["unique"]
+        ):
             found.append(f"{table} unique keys: {have_name} has {h['unique']}, {want_name} {w['unique']}")
     return found
 
@@ -197,6 +206,7 @@ def describe(column) -> str:
 
 # --- the tests ---------------------------------------------------------------------------------------
 
+
 def upgraded(url: str):
     engine = db.make_engine(url)
     db.upgrade(engine)
@@ -207,8 +217,9 @@ def test_every_dialect_migrated_from_empty_is_schema_py(db_url):
     engine = upgraded(db_url)
     try:
         dialect = engine.dialect.name
-        problems = differences(migrated_shape(engine), declared_shape(dialect), f"the migrated {dialect} database",
-                               "gate/store/schema.py")
+        problems = differences(
+            migrated_shape(engine), declared_shape(dialect), f"the migrated {dialect} database", "gate/store/schema.py"
+        )
     finally:
         engine.dispose()
     assert not problems, "\n".join(problems)
@@ -239,8 +250,12 @@ def test_a_database_of_the_first_release_upgrades_to_what_a_new_one_is(db_url, t
     dialect = engine.dialect.name
     version, name, sql = db.migrations(dialect)[0]
     with engine.begin() as conn:
-        conn.execute(text(f"CREATE TABLE {db.MIGRATION_TABLE} (version INT NOT NULL PRIMARY KEY, "
-                          "name VARCHAR(255) NOT NULL, applied_at VARCHAR(32) NOT NULL)"))
+        conn.execute(
+            text(
+                f"CREATE TABLE {db.MIGRATION_TABLE} (version INT NOT NULL PRIMARY KEY, "
+                "name VARCHAR(255) NOT NULL, applied_at VARCHAR(32) NOT NULL)"
+            )
+        )
         for statement in db.split_statements(sql):
             conn.execute(text(statement))
         conn.execute(text(f"INSERT INTO {db.MIGRATION_TABLE} VALUES (:v, :n, 'then')"), {"v": version, "n": name})
@@ -255,14 +270,26 @@ def test_a_database_of_the_first_release_upgrades_to_what_a_new_one_is(db_url, t
         server_url, _ = request.getfixturevalue("mysql_server")
         fresh = upgraded(create_database(server_url, f"pg_fresh_{uuid.uuid4().hex[:12]}"))
     try:
-        problems = differences(migrated_shape(old), migrated_shape(fresh), "the upgraded first-release database",
-                               "a new database")
-        problems += differences(migrated_shape(old), declared_shape(dialect), "the upgraded first-release database",
-                                "gate/store/schema.py")
+        problems = differences(
+            migrated_shape(old), migrated_shape(fresh), "the upgraded first-release database", "a new database"
+        )
+        problems += differences(
+            migrated_shape(old), declared_shape(dialect), "the upgraded first-release database", "gate/store/schema.py"
+        )
         with old.connect() as conn:
-            kept = {t: conn.execute(text(f"SELECT COUNT(*) FROM {t}")).scalar() for t in
-                    ("prompt", "prompt_version", "dataset", "prompt_dataset", "prompt_update", "prompt_run",
-                     "prompt_run_item", "worker")}
+            kept = {
+                t: conn.execute(text(f"SELECT COUNT(*) FROM {t}")).scalar()
+                for t in (
+                    "prompt",
+                    "prompt_version",
+                    "dataset",
+                    "prompt_dataset",
+                    "prompt_update",
+                    "prompt_run",
+                    "prompt_run_item",
+                    "worker",
+                )
+            }
             item = conn.execute(text("SELECT run_id, item_id, verdict, position FROM prompt_run_item")).one()
     finally:
         old.dispose()
@@ -274,11 +301,19 @@ def test_a_database_of_the_first_release_upgrades_to_what_a_new_one_is(db_url, t
 
 # --- the comparison sees what it must --------------------------------------------------------------
 
+
 @pytest.mark.parametrize("dialect", ["mysql", "sqlite"])
 def test_the_comparison_names_a_column_type_index_and_key_that_drifted(dialect):
     want = declared_shape(dialect)
-    have = {t: {**shape, "columns": dict(shape["columns"]), "indexes": dict(shape["indexes"]),
-                "unique": dict(shape["unique"])} for t, shape in want.items()}
+    have = {
+        t: {
+            **shape,
+            "columns": dict(shape["columns"]),
+            "indexes": dict(shape["indexes"]),
+            "unique": dict(shape["unique"]),
+        }
+        for t, shape in want.items()
+    }
     del have["worker"]["columns"]["oldest_call_seconds"]
     have["answer"]["columns"]["trial_of"] = ("TEXT", True, None)
     have["prompt_run"]["columns"]["role"] = (want["prompt_run"]["columns"]["role"][0], True, "candidate")
@@ -289,8 +324,7 @@ def test_the_comparison_names_a_column_type_index_and_key_that_drifted(dialect):
     assert problems == [
         "table prompt_setting: in schema.py, not in db",
         "answer.trial_of: db has TEXT NULL, schema.py " + describe(want["answer"]["columns"]["trial_of"]),
-        "api_token unique keys: db has {('name',): 'uq_api_token_name'}, schema.py "
-        f"{want['api_token']['unique']}",
+        f"api_token unique keys: db has {{('name',): 'uq_api_token_name'}}, schema.py {want['api_token']['unique']}",
         f"prompt_run.role: db has {describe(have['prompt_run']['columns']['role'])}, schema.py "
         f"{describe(want['prompt_run']['columns']['role'])}",
         f"prompt_run_item indexes: db has {{}}, schema.py {want['prompt_run_item']['indexes']}",

@@ -30,7 +30,7 @@ def test_register_map_and_list(gate, tmp_path):
     listed = {ds.name: maps for ds, maps in gate.list_datasets()}
     assert set(listed) == {"d1", "d2"}
     assert listed["d1"][0].min_accuracy == Decimal("0.9")
-    gate.map_dataset("p1", "d1", "0.8")             # re-map changes the bar, no second row
+    gate.map_dataset("p1", "d1", "0.8")  # re-map changes the bar, no second row
     assert [m.min_accuracy for m in gate.mappings("p1")] == [Decimal("0.8"), Decimal("0.95")]
     assert gate.unmap_dataset("p1", "d2") is True
     assert [m.dataset_name for m in gate.mappings("p1")] == ["d1"]
@@ -55,7 +55,7 @@ def test_map_dataset_stores_the_extra_bars(gate, tmp_path):
     m = gate.map_dataset("p2", "d1", "0.9", bars={"max_broken": "0", "min_recall": {"yes": 0.95}})
     assert (m.min_accuracy, m.bars) == (Decimal("0.9"), {"max_broken": 0, "min_recall": {"yes": "0.95"}})
     assert [x.bars for x in gate.mappings("p2")] == [m.bars]
-    gate.map_dataset("p2", "d1", "0.9")                 # re-map replaces the bars as a whole
+    gate.map_dataset("p2", "d1", "0.9")  # re-map replaces the bars as a whole
     assert [x.bars for x in gate.mappings("p2")] == [None]
 
 
@@ -95,8 +95,10 @@ def test_submit_creates_one_run_per_dataset_with_bar_copied(gate, tmp_path):
     report = gate.status(uid)
     assert report.status == UpdateStatus.PENDING and report.exit_code == 3
     assert [(r.dataset, r.bar, r.status) for r in report.runs] == [
-        ("d1", Decimal("0.9"), "PENDING"), ("d2", Decimal("0.95"), "PENDING")]
-    gate.map_dataset("p1", "d1", "0.1")             # a later re-map does not touch the staged run
+        ("d1", Decimal("0.9"), "PENDING"),
+        ("d2", Decimal("0.95"), "PENDING"),
+    ]
+    gate.map_dataset("p1", "d1", "0.1")  # a later re-map does not touch the staged run
     assert gate.status(uid).runs[0].bar == Decimal("0.9")
     assert report.update.source == {"repo": "o/r", "pr": 7, "sha": "ab" * 20}
     assert [u.id for u in gate.updates_for_sha("ab" * 20)] == [uid]
@@ -119,7 +121,7 @@ def test_submit_is_atomic_when_it_fails_half_way(gate, tmp_path, monkeypatch):
         gate.submit(spec(), "apply")
     assert count(gate, store.prompt_update) == 1
     assert count(gate, store.prompt_run) == 2
-    assert gate.status(first).status == UpdateStatus.PENDING   # its cancellation rolled back too
+    assert gate.status(first).status == UpdateStatus.PENDING  # its cancellation rolled back too
 
 
 def test_latest_wins_for_apply_mode(gate, tmp_path):
@@ -131,7 +133,7 @@ def test_latest_wins_for_apply_mode(gate, tmp_path):
     assert ra.status == UpdateStatus.CANCELLED and ra.update.reason == f"superseded by update {b}"
     assert {r.status for r in ra.runs} == {RunStatus.CANCELLED}
     assert gate.status(b).status == UpdateStatus.PENDING
-    assert gate.status(c).status == UpdateStatus.PENDING       # check mode is not touched by apply
+    assert gate.status(c).status == UpdateStatus.PENDING  # check mode is not touched by apply
 
 
 def test_check_mode_latest_wins_per_source(gate, tmp_path):
@@ -159,6 +161,7 @@ def _legal_update_pairs():
 
 def _force_update_status(gate, uid, status):
     from sqlalchemy import update
+
     with gate.engine.begin() as conn:
         conn.execute(update(store.prompt_update).where(store.prompt_update.c.id == uid).values(status=status))
 
@@ -181,6 +184,7 @@ def test_every_update_transition(gate, tmp_path, src, to):
 @pytest.mark.parametrize("src,to", [(s, t) for s in RunStatus for t in RunStatus])
 def test_every_run_transition(gate, tmp_path, src, to):
     from sqlalchemy import update
+
     setup_gate(gate, tmp_path)
     uid = gate.submit(spec())
     run_id = gate.status(uid).runs[0].run_id
@@ -200,7 +204,7 @@ def test_run_transition_guarded_by_lease_token(gate, tmp_path):
     setup_gate(gate, tmp_path)
     uid = gate.submit(spec())
     with gate.engine.begin() as conn:
-        (run, token), = store.claim_materialize(conn, 30)
+        ((run, token),) = store.claim_materialize(conn, 30)
     with gate.engine.begin() as conn:
         with pytest.raises(IllegalTransition, match="lease"):
             store.transition_run(conn, run.id, RunStatus.RUNNING, token="0" * 32)
@@ -209,6 +213,7 @@ def test_run_transition_guarded_by_lease_token(gate, tmp_path):
 
 def test_spec_errors_name_file_and_field(tmp_path):
     from gate.spec import load_spec
+
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: p1\nmodel: m\nmessages: [{role: user, content: hi}]\ntemperature: 1\n")
     with pytest.raises(SpecError) as err:

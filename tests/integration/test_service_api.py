@@ -44,24 +44,32 @@ def questions(gate: Gate) -> int:
 
 def test_submit_wait_and_report_over_http(service, tmp_path, model):
     gate = mapped_gate(service, tmp_path)
-    with service.client("submit") as ci:       # what pull-request CI holds: check mode only
-        refused = ci.post("/v1/updates", content=PROMPT_YAML, params={"mode": "apply"},
-                          headers={"content-type": "application/yaml"})
+    with service.client("submit") as ci:  # what pull-request CI holds: check mode only
+        refused = ci.post(
+            "/v1/updates", content=PROMPT_YAML, params={"mode": "apply"}, headers={"content-type": "application/yaml"}
+        )
         assert refused.status_code == 403 and "does not allow apply mode" in refused.json()["error"]
     with service.client("admin") as client:
-        posted = client.post("/v1/updates", content=PROMPT_YAML, params={"mode": "apply", "sha": "a" * 40},
-                             headers={"content-type": "application/yaml"})
+        posted = client.post(
+            "/v1/updates",
+            content=PROMPT_YAML,
+            params={"mode": "apply", "sha": "a" * 40},
+            headers={"content-type": "application/yaml"},
+        )
         assert posted.status_code == 202, posted.text
         update_id = posted.json()["id"]
         assert posted.json()["prompt"] == "p1" and posted.json()["mode"] == "apply"
-        as_json = client.post("/v1/updates", json={"prompt": rules_spec("p1").to_config(), "mode": "check",
-                                                    "source_key": "pr-7"})
+        as_json = client.post(
+            "/v1/updates", json={"prompt": rules_spec("p1").to_config(), "mode": "check", "source_key": "pr-7"}
+        )
         assert as_json.status_code == 202, as_json.text
 
         woke = {}
+
         def waiter():
             response = client.get(f"/v1/updates/{update_id}/wait", params={"timeout": 60, "view": "wire"})
             woke.update(at=time.monotonic(), response=response)
+
         thread = threading.Thread(target=waiter)
         thread.start()
         time.sleep(0.5)
@@ -76,11 +84,11 @@ def test_submit_wait_and_report_over_http(service, tmp_path, model):
         assert report.status == "APPLIED" and report.exit_code == 0
         assert report.update.source["submitted_by"].startswith("test-admin-")
         assert report.runs[0].scored == 20 and report.runs[0].matches == 16
-        local = gate.status(update_id).to_dict()      # the operator's: the file's path on the server
+        local = gate.status(update_id).to_dict()  # the operator's: the file's path on the server
         assert local["runs"][0]["source_uri"] == str(tmp_path / "d1.csv")
-        local["runs"][0]["source_uri"] = "d1.csv"       # any caller's: its name only
+        local["runs"][0]["source_uri"] = "d1.csv"  # any caller's: its name only
         assert report.to_dict() == local
-        documented = client.get(f"/v1/updates/{update_id}").json()     # the `status --json` document
+        documented = client.get(f"/v1/updates/{update_id}").json()  # the `status --json` document
         assert documented == json.loads(json.dumps(local, default=str))
         by_sha = client.get("/v1/updates", params={"sha": "a" * 40}).json()
         assert [u["id"] for u in by_sha] == [update_id]
@@ -89,7 +97,7 @@ def test_submit_wait_and_report_over_http(service, tmp_path, model):
 
 def test_a_wait_times_out_on_an_open_update_and_cancel_ends_it(service, tmp_path):
     gate = mapped_gate(service, tmp_path)
-    with service.client("submit") as client:       # a submit token cancels the updates it submitted
+    with service.client("submit") as client:  # a submit token cancels the updates it submitted
         update_id = client.post("/v1/updates", json={"prompt": rules_spec("p1").to_config()}).json()["id"]
         started = time.monotonic()
         response = client.get(f"/v1/updates/{update_id}/wait", params={"timeout": 0.6})
@@ -111,8 +119,12 @@ def test_waiters_share_one_watcher(service, tmp_path):
     ids = [gate.submit(rules_spec("p1"), "check", source={"key": f"k{i}"}) for i in range(3)]
     with service.client("submit", limits=httpx2.Limits(max_connections=100)) as client:
         before = questions(gate)
-        threads = [threading.Thread(target=client.get, args=(f"/v1/updates/{ids[i % 3]}/wait",),
-                                    kwargs={"params": {"timeout": 2}}) for i in range(60)]
+        threads = [
+            threading.Thread(
+                target=client.get, args=(f"/v1/updates/{ids[i % 3]}/wait",), kwargs={"params": {"timeout": 2}}
+            )
+            for i in range(60)
+        ]
         started = time.monotonic()
         for t in threads:
             t.start()
@@ -131,14 +143,25 @@ def test_errors_are_one_json_line(service, tmp_path):
     with service.client("admin") as client:
         bad_yaml = client.post("/v1/updates", content="name: [unclosed", headers={"content-type": "application/yaml"})
         assert bad_yaml.status_code == 400
-        hostile = client.post("/v1/updates", json={"prompt": {"name": "p1", "model": "mock-1", "base_url": "http://evil",
-                                                              "messages": [{"role": "user", "content": "x"}]}})
+        hostile = client.post(
+            "/v1/updates",
+            json={
+                "prompt": {
+                    "name": "p1",
+                    "model": "mock-1",
+                    "base_url": "http://evil",
+                    "messages": [{"role": "user", "content": "x"}],
+                }
+            },
+        )
         assert hostile.status_code == 400 and "base_url" in hostile.json()["error"]
         not_object = client.post("/v1/updates", content="[1, 2]", headers={"content-type": "application/json"})
         assert not_object.status_code == 400
         deep = client.post("/v1/updates", content="[" * 100_000, headers={"content-type": "application/json"})
         assert deep.status_code == 400
-        too_big = client.post("/v1/updates", content=b"x" * (1024 * 1024 + 1), headers={"content-type": "application/yaml"})
+        too_big = client.post(
+            "/v1/updates", content=b"x" * (1024 * 1024 + 1), headers={"content-type": "application/yaml"}
+        )
         assert too_big.status_code == 413
         unknown_route = client.get("/v1/nothing-here")
         assert unknown_route.status_code == 404
@@ -156,6 +179,7 @@ def test_errors_are_one_json_line(service, tmp_path):
 
 def test_readyz_says_when_the_schema_is_behind(service):
     import httpx2
+
     assert httpx2.get(service.url + "/readyz").status_code == 200
     gate = Gate.connect(service.db_url)
     with gate.engine.begin() as conn:
@@ -170,6 +194,7 @@ def test_sources_sent_to_the_service_read_nothing_of_the_servers(service, tmp_pa
     caller's choosing, nor read a file through a sql+ source's query_file or driver
     options; a pull request's check may dry-run a sync (submit), only admin may sync."""
     import socket
+
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(8)
@@ -220,23 +245,38 @@ def test_a_database_error_before_the_caller_is_known_says_nothing_of_the_databas
 
 
 ACCOUNT_TIER_PROMPT = {
-    "name": "p1", "model": "mock-1", "labels": ["yes", "no"],
-    "messages": [{"role": "system", "content": "Classify the message.\n- yes: alpha\ndefault: no"},
-                 {"role": "user", "content": "{% if item.account_tier is defined %}{{ item.account_tier }}: "
-                                             "{{ item.text }}{% else %}{{ item.text }}{% endif %}"}]}
+    "name": "p1",
+    "model": "mock-1",
+    "labels": ["yes", "no"],
+    "messages": [
+        {"role": "system", "content": "Classify the message.\n- yes: alpha\ndefault: no"},
+        {
+            "role": "user",
+            "content": "{% if item.account_tier is defined %}{{ item.account_tier }}: "
+            "{{ item.text }}{% else %}{{ item.text }}{% endif %}",
+        },
+    ],
+}
 
 
 def warehouse_config(db_url: str, optional: dict | None = None) -> str:
     """A gate config over two sql+ datasets in the service's own MariaDB (a source the
     service reads for a caller), neither with an account_tier column."""
     from urllib.parse import quote_plus
-    source = "sql+" + db_url + "?query=" + quote_plus("SELECT item_id, expected_decision, text FROM tickets WHERE k = {}")
-    config = {"datasets": {"t-even": {"source": source.replace("%7B%7D", "0")},
-                           "t-odd": {"source": source.replace("%7B%7D", "1")}},
-              "prompts": {"p1": [{"dataset": "t-even", "min_accuracy": 0.5}, {"dataset": "t-odd", "min_accuracy": 0.5}]}}
+
+    source = (
+        "sql+" + db_url + "?query=" + quote_plus("SELECT item_id, expected_decision, text FROM tickets WHERE k = {}")
+    )
+    config = {
+        "datasets": {
+            "t-even": {"source": source.replace("%7B%7D", "0")},
+            "t-odd": {"source": source.replace("%7B%7D", "1")},
+        },
+        "prompts": {"p1": [{"dataset": "t-even", "min_accuracy": 0.5}, {"dataset": "t-odd", "min_accuracy": 0.5}]},
+    }
     if optional:
         config["optional_fields"] = optional
-    return json.dumps(config)       # JSON is YAML
+    return json.dumps(config)  # JSON is YAML
 
 
 @pytest.fixture
@@ -251,6 +291,7 @@ def reader_url(db_url: str) -> str:
     """The test database's URL for a reading user with a password (the service reads a
     caller's sql+ source only with a host and credentials)."""
     from sqlalchemy.engine import make_url
+
     url = make_url(db_url)
     gate = Gate.connect(db_url)
     try:
@@ -270,10 +311,18 @@ def test_a_template_reading_a_field_no_row_has_is_refused_unless_the_synced_conf
     gate = Gate.connect(loopback_service.db_url)
     try:
         with gate.engine.begin() as conn:
-            conn.execute(text("CREATE TABLE tickets (item_id VARCHAR(20) PRIMARY KEY, expected_decision VARCHAR(8), "
-                              "text VARCHAR(64), k INT)"))
-            conn.execute(text("INSERT INTO tickets VALUES ('a', 'yes', 'alpha', 0), ('b', 'no', 'beta', 1), "
-                              "('c', 'no', 'gamma', 0), ('d', 'yes', 'alpha two', 1)"))
+            conn.execute(
+                text(
+                    "CREATE TABLE tickets (item_id VARCHAR(20) PRIMARY KEY, expected_decision VARCHAR(8), "
+                    "text VARCHAR(64), k INT)"
+                )
+            )
+            conn.execute(
+                text(
+                    "INSERT INTO tickets VALUES ('a', 'yes', 'alpha', 0), ('b', 'no', 'beta', 1), "
+                    "('c', 'no', 'gamma', 0), ('d', 'yes', 'alpha two', 1)"
+                )
+            )
     finally:
         gate.close()
     source_url = reader_url(loopback_service.db_url)
@@ -284,13 +333,17 @@ def test_a_template_reading_a_field_no_row_has_is_refused_unless_the_synced_conf
         assert refused.status_code == 400
         assert refused.json()["error"] == (
             "the gate cannot evaluate what account_tier changes: no row of t-even, t-odd has it (add rows that do, "
-            "or declare it under optional_fields: p1: in the gate config)")
-        assert admin.get("/v1/updates").json() == []                      # nothing staged
+            "or declare it under optional_fields: p1: in the gate config)"
+        )
+        assert admin.get("/v1/updates").json() == []  # nothing staged
 
-        planned = ci.post("/v1/sync", json={"config": warehouse_config(source_url, {"p1": ["account_tier"]}),
-                                            "dry_run": True})
-        assert planned.status_code == 200 and ci.post("/v1/updates", json={"prompt": ACCOUNT_TIER_PROMPT}) \
-            .status_code == 400                                            # a dry run changes nothing
+        planned = ci.post(
+            "/v1/sync", json={"config": warehouse_config(source_url, {"p1": ["account_tier"]}), "dry_run": True}
+        )
+        assert (
+            planned.status_code == 200
+            and ci.post("/v1/updates", json={"prompt": ACCOUNT_TIER_PROMPT}).status_code == 400
+        )  # a dry run changes nothing
         synced = admin.post("/v1/sync", json={"config": warehouse_config(source_url, {"p1": ["account_tier"]})})
         assert synced.status_code == 200, synced.text
         assert [c["kind"] for c in synced.json()["changes"]] == ["optional-fields"]
@@ -298,8 +351,12 @@ def test_a_template_reading_a_field_no_row_has_is_refused_unless_the_synced_conf
         assert accepted.status_code == 202, accepted.text
         report = admin.get(f"/v1/updates/{accepted.json()['id']}").json()
         assert {r["dataset"]: r["fields_read"] for r in report["runs"]} == {
-            name: [{"field": "account_tier", "rows": 0, "of": 2, "optional": True},
-                   {"field": "text", "rows": 2, "of": 2, "optional": False}] for name in ("t-even", "t-odd")}
+            name: [
+                {"field": "account_tier", "rows": 0, "of": 2, "optional": True},
+                {"field": "text", "rows": 2, "of": 2, "optional": False},
+            ]
+            for name in ("t-even", "t-odd")
+        }
 
 
 def test_a_name_with_a_trailing_newline_and_labels_read_as_one_are_refused(service, tmp_path):
@@ -310,12 +367,15 @@ def test_a_name_with_a_trailing_newline_and_labels_read_as_one_are_refused(servi
     with service.client("submit") as ci:
         named = ci.post("/v1/updates", json={"prompt": {**rules_spec("p1").to_config(), "name": "p1\n"}})
         assert named.status_code == 400 and "'p1\\n' is not a valid name" in named.json()["error"], named.text
-        labels = ci.post("/v1/updates", json={"prompt": {**rules_spec("p1").to_config(),
-                                                          "labels": ["eligible", "not eligible", "Not-Eligible"]}})
+        labels = ci.post(
+            "/v1/updates",
+            json={"prompt": {**rules_spec("p1").to_config(), "labels": ["eligible", "not eligible", "Not-Eligible"]}},
+        )
         assert labels.status_code == 400, labels.text
         assert labels.json()["error"] == (
             "labels: 'not eligible' and 'Not-Eligible' are read as the same label by the decision step (case, "
-            "surrounding punctuation and markdown, and ' ', '_', '-' do not count): keep one")
+            "surrounding punctuation and markdown, and ' ', '_', '-' do not count): keep one"
+        )
 
 
 def test_list_updates_and_updates_for_sha_answer_alike_on_the_database_and_through_the_service(service, tmp_path):
@@ -324,27 +384,44 @@ def test_list_updates_and_updates_for_sha_answer_alike_on_the_database_and_throu
     same updates."""
     from gate.client import RemoteGate
     from gate.errors import UsageError
+
     gate = mapped_gate(service, tmp_path)
     gate.map_dataset("p2", "d1", "0.5")
     shas = ["ab" * 20, "ab" * 20, "cd" * 20, "abcd" * 10]
-    ids = [gate.submit(rules_spec(name), mode, {"sha": sha, "key": f"k{i}"}) for i, (name, mode, sha)
-           in enumerate(zip(("p1", "p1", "p1", "p2"), ("check", "apply", "check", "check"), shas))]
+    ids = [
+        gate.submit(rules_spec(name), mode, {"sha": sha, "key": f"k{i}"})
+        for i, (name, mode, sha) in enumerate(zip(("p1", "p1", "p1", "p2"), ("check", "apply", "check", "check"), shas))
+    ]
     gate.cancel(ids[2])
     remote = RemoteGate(service.url, service.tokens["read"])
     try:
-        for args, kwargs in [((), {}), ((2,), {}), ((20, "p1"), {}), ((), {"status": "CANCELLED"}),
-                             ((), {"sha_prefix": "abab"}), ((), {"sha_prefix": "ABCD"}), ((), {"before_id": ids[2]}),
-                             ((20, "p1"), {"status": "PENDING", "sha_prefix": "ab", "before_id": ids[3]})]:
-            assert [u.id for u in remote.list_updates(*args, **kwargs)] == \
-                [u.id for u in gate.list_updates(*args, **kwargs)], (args, kwargs)
-        for args in [(shas[0],), (shas[0], "p1"), (shas[0], None, "apply"), (shas[0], None, "check"),
-                     (shas[0], None, "auto"), (shas[2], "p1", "apply")]:
+        for args, kwargs in [
+            ((), {}),
+            ((2,), {}),
+            ((20, "p1"), {}),
+            ((), {"status": "CANCELLED"}),
+            ((), {"sha_prefix": "abab"}),
+            ((), {"sha_prefix": "ABCD"}),
+            ((), {"before_id": ids[2]}),
+            ((20, "p1"), {"status": "PENDING", "sha_prefix": "ab", "before_id": ids[3]}),
+        ]:
+            assert [u.id for u in remote.list_updates(*args, **kwargs)] == [
+                u.id for u in gate.list_updates(*args, **kwargs)
+            ], (args, kwargs)
+        for args in [
+            (shas[0],),
+            (shas[0], "p1"),
+            (shas[0], None, "apply"),
+            (shas[0], None, "check"),
+            (shas[0], None, "auto"),
+            (shas[2], "p1", "apply"),
+        ]:
             assert [u.id for u in remote.updates_for_sha(*args)] == [u.id for u in gate.updates_for_sha(*args)], args
         assert [u.id for u in remote.updates_for_sha(shas[0], None, "apply")] == [ids[1]]
         with pytest.raises(UsageError, match="go without sha"):
             remote._call("GET", "/v1/updates", params={"sha": shas[0], "status": "PENDING"})
         with pytest.raises(UsageError):
-            remote.list_updates(status="DONE")          # a run's status, not an update's
+            remote.list_updates(status="DONE")  # a run's status, not an update's
     finally:
         remote.close()
         gate.close()

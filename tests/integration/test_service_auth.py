@@ -18,16 +18,16 @@ NEEDS = {
     ("POST", "/v1/updates"): "submit",
     ("GET", "/v1/updates"): "read",
     ("GET", "/v1/updates/{update_id}"): "read",
-    ("GET", "/v1/updates/{update_id}/wait"): "read",            # waiting is reading (a release pipeline)
-    ("POST", "/v1/updates/{update_id}/cancel"): "submit",       # of its own updates (the matrix cancels one)
+    ("GET", "/v1/updates/{update_id}/wait"): "read",  # waiting is reading (a release pipeline)
+    ("POST", "/v1/updates/{update_id}/cancel"): "submit",  # of its own updates (the matrix cancels one)
     ("GET", "/v1/prompts/{name}/live"): "read",
     ("GET", "/v1/prompts/{name}/history"): "read",
     ("POST", "/v1/prompts/{name}/rollback"): "admin",
-    ("POST", "/v1/sync"): "submit",          # the matrix's call is a dry run; a sync needs admin
+    ("POST", "/v1/sync"): "submit",  # the matrix's call is a dry run; a sync needs admin
     ("GET", "/v1/datasets"): "read",
     ("POST", "/v1/datasets"): "admin",
     ("POST", "/v1/datasets/{name}/refresh"): "admin",
-    ("PUT", "/v1/datasets/{name}/rows"): "submit",    # the matrix's call is a dry run; storing needs admin
+    ("PUT", "/v1/datasets/{name}/rows"): "submit",  # the matrix's call is a dry run; storing needs admin
     ("GET", "/v1/datasets/{name}/versions"): "read",
     ("GET", "/v1/datasets/{name}/versions/{version}"): "read",
     ("GET", "/v1/datasets/{name}/preview"): "read",
@@ -63,8 +63,12 @@ def app_routes(tmp_path) -> set[tuple[str, str]]:
     gate = Gate.connect(f"sqlite:///{tmp_path / 'routes.db'}", upgrade=True)
     try:
         app = create_app(gate)
-        return {(method, route.path) for route in flat_routes(app.routes)
-                for method in getattr(route, "methods", ()) or () if method != "HEAD"}
+        return {
+            (method, route.path)
+            for route in flat_routes(app.routes)
+            for method in getattr(route, "methods", ()) or ()
+            if method != "HEAD"
+        }
     finally:
         gate.close()
 
@@ -91,7 +95,7 @@ class Calls:
         gate.register_dataset("d1", str(write_rule_rows(tmp_path / "d1.csv", 6)))
         gate.map_dataset("p1", "d1", "0.5")
         self.update_id = gate.submit(rules_spec("p1"), "check")
-        self.own_id = self.update_id      # what cancel is called on: the submit token's own (``own``)
+        self.own_id = self.update_id  # what cancel is called on: the submit token's own (``own``)
         self.version = gate.dataset_version("d1").id
         self.counter = 0
 
@@ -99,13 +103,19 @@ class Calls:
         """Cancel is tried on an update the submit token submitted (another's is a 403 for
         it whatever its scope allows: tests/integration/test_service_integrity.py)."""
         with service.client("submit") as ci:
-            self.own_id = ci.post("/v1/updates", json={"prompt": rules_spec("p1").to_config(),
-                                                       "source_key": "matrix-own"}).json()["id"]
+            self.own_id = ci.post(
+                "/v1/updates", json={"prompt": rules_spec("p1").to_config(), "source_key": "matrix-own"}
+            ).json()["id"]
 
     def request(self, method: str, route: str) -> tuple[str, str, dict]:
         self.counter += 1
-        path = (route.replace("{update_id}", str(self.update_id)).replace("{name}", "d1" if "datasets" in route else "p1")
-                .replace("{version}", "0").replace("{prompt}", "p1").replace("{dataset}", "d1"))
+        path = (
+            route.replace("{update_id}", str(self.update_id))
+            .replace("{name}", "d1" if "datasets" in route else "p1")
+            .replace("{version}", "0")
+            .replace("{prompt}", "p1")
+            .replace("{dataset}", "d1")
+        )
         kwargs: dict = {}
         if route == "/v1/updates/{update_id}/cancel":
             path = f"/v1/updates/{self.own_id}/cancel"
@@ -124,7 +134,7 @@ class Calls:
         elif (method, route) == ("POST", "/v1/tokens"):
             kwargs["json"] = {"name": f"matrix-{self.counter}", "scope": "read"}
         elif route == "/v1/datasets/{name}/preview":
-            kwargs["params"] = {"rows": 0}      # counts: any reader (a holdout's rows need admin: test_dataset_upload)
+            kwargs["params"] = {"rows": 0}  # counts: any reader (a holdout's rows need admin: test_dataset_upload)
         elif route == "/v1/datasets/{name}/diff":
             kwargs["params"] = {"old": self.version, "new": self.version}
         elif (method, route) == ("PUT", "/v1/datasets/{name}/rows"):
@@ -156,9 +166,11 @@ def test_auth_matrix(service, tmp_path):
         if needed is None:
             assert call(service, None, *calls.request(method, route)).status_code in (200, 307), route
             continue
-        outcomes = {"none": call(service, None, *calls.request(method, route)),
-                    "unknown": call(service, "pgt_" + "A" * 43, *calls.request(method, route)),
-                    "revoked": call(service, revoked, *calls.request(method, route))}
+        outcomes = {
+            "none": call(service, None, *calls.request(method, route)),
+            "unknown": call(service, "pgt_" + "A" * 43, *calls.request(method, route)),
+            "revoked": call(service, revoked, *calls.request(method, route)),
+        }
         for who in ("none", "unknown", "revoked"):
             if outcomes[who].status_code != 401:
                 refused.append(f"{method} {route} with {who} token: {outcomes[who].status_code}")

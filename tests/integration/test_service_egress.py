@@ -52,6 +52,7 @@ class Listener:
 
 class Site(BaseHTTPRequestHandler):
     """/ok.csv: a dataset; /away.csv: a redirect to ``target``."""
+
     target = ""
     hits: list[str] = []
 
@@ -114,11 +115,12 @@ def test_an_encoded_variable_is_refused_and_nothing_is_sent(mysql_url, tmp_path,
     port = listener.port
     try:
         with svc.client("admin") as admin:
-            for source in (f"sql+mysql+pymysql://$%7BPROMPTGATE_DATABASE_URL%7D:p@127.0.0.1:{port}/db?query=SELECT+1",
-                           f"sql+postgresql+psycopg://$%7BPROMPTGATE_DATABASE_URL%7D@127.0.0.1:{port}/db?query=SELECT+1",
-                           f"sql+mysql+pymysql://u:%2524%257BPROMPTGATE_DATABASE_URL%257D@127.0.0.1:{port}/db"
-                           f"?query=SELECT+1",
-                           f"http://127.0.0.1:{port}/d.csv?k=$%7BPROMPTGATE_DATABASE_URL%7D"):
+            for source in (
+                f"sql+mysql+pymysql://$%7BPROMPTGATE_DATABASE_URL%7D:p@127.0.0.1:{port}/db?query=SELECT+1",
+                f"sql+postgresql+psycopg://$%7BPROMPTGATE_DATABASE_URL%7D@127.0.0.1:{port}/db?query=SELECT+1",
+                f"sql+mysql+pymysql://u:%2524%257BPROMPTGATE_DATABASE_URL%257D@127.0.0.1:{port}/db?query=SELECT+1",
+                f"http://127.0.0.1:{port}/d.csv?k=$%7BPROMPTGATE_DATABASE_URL%7D",
+            ):
                 error = refused(admin, source)
                 assert "server's environment" in error and mysql_url not in error, (source, error)
     finally:
@@ -157,13 +159,18 @@ def test_addresses_outside_the_policy_are_refused_before_connecting(mysql_url, t
         with svc.client("admin") as admin:
             taken = admin.post("/v1/datasets", json={"name": "allowed", "source": f"{site}/ok.csv"})
             assert taken.status_code == 200 and taken.json()["version"]["row_count"] == 2, taken.text
-            for source in (f"http://127.0.0.1:{listener.port}/d.csv", "http://169.254.169.254/latest/meta-data/x.csv",
-                           "http://10.11.12.13/x.csv", f"http://localhost:{listener.port}/d.csv",
-                           f"{site}/away.csv", f"sql+mysql+pymysql://u:p@127.0.0.1:{listener.port}/db?query=SELECT+1",
-                           "sql+mysql+pymysql://u:p@169.254.169.254/db?query=SELECT+1"):
+            for source in (
+                f"http://127.0.0.1:{listener.port}/d.csv",
+                "http://169.254.169.254/latest/meta-data/x.csv",
+                "http://10.11.12.13/x.csv",
+                f"http://localhost:{listener.port}/d.csv",
+                f"{site}/away.csv",
+                f"sql+mysql+pymysql://u:p@127.0.0.1:{listener.port}/db?query=SELECT+1",
+                "sql+mysql+pymysql://u:p@169.254.169.254/db?query=SELECT+1",
+            ):
                 error = refused(admin, source)
                 assert POLICY in error and "\n" not in error, (source, error)
-            assert "/away.csv" in Site.hits                 # the redirect was asked for, its target refused
+            assert "/away.csv" in Site.hits  # the redirect was asked for, its target refused
             open_error = refused(admin, f"http://127.0.0.1:{listener.port}/d.csv")
             closed_error = refused(admin, f"http://127.0.0.1:{closed_port}/d.csv")
             assert open_error.replace(str(listener.port), "P") == closed_error.replace(str(closed_port), "P")
@@ -189,9 +196,11 @@ def test_a_query_file_hidden_behind_a_fragment_reads_no_file_of_the_servers(mysq
     svc = serve(mysql_url, tmp_path, "127.0.0.1/32")
     try:
         with svc.client("admin") as admin:
-            for source in (f"sql+mysql+pymysql://u:p@127.0.0.1:{listener.port}/db?query=SELECT+1#&query_file={secret}",
-                           f"sql+mysql+pymysql://u:p@127.0.0.1:{listener.port}/db?query=SELECT+1#x&query_file={secret}",
-                           f"sql+mysql+pymysql://u:p@127.0.0.1:{listener.port}/db#?query_file={secret}"):
+            for source in (
+                f"sql+mysql+pymysql://u:p@127.0.0.1:{listener.port}/db?query=SELECT+1#&query_file={secret}",
+                f"sql+mysql+pymysql://u:p@127.0.0.1:{listener.port}/db?query=SELECT+1#x&query_file={secret}",
+                f"sql+mysql+pymysql://u:p@127.0.0.1:{listener.port}/db#?query_file={secret}",
+            ):
                 error = refused(admin, source)
                 assert "TOPSECRET" not in error and ("'#'" in error or "query_file" in error), (source, error)
     finally:
@@ -217,8 +226,11 @@ def test_a_listener_that_never_answers_holds_no_thread(mysql_url, tmp_path, sche
     """Accepts, never answers: the request ends within a bounded time (source timeout 2 s)."""
     hanging = Listener(hang=True)
     svc = serve(mysql_url, tmp_path, "127.0.0.1/32")
-    source = (f"sql+mysql+pymysql://u:p@127.0.0.1:{hanging.port}/db?query=SELECT+1" if scheme == "sql"
-              else f"http://127.0.0.1:{hanging.port}/d.csv")
+    source = (
+        f"sql+mysql+pymysql://u:p@127.0.0.1:{hanging.port}/db?query=SELECT+1"
+        if scheme == "sql"
+        else f"http://127.0.0.1:{hanging.port}/d.csv"
+    )
     try:
         with svc.client("admin", timeout=40) as admin:
             started = time.monotonic()
@@ -227,7 +239,7 @@ def test_a_listener_that_never_answers_holds_no_thread(mysql_url, tmp_path, sche
     finally:
         svc.stop()
         hanging.close()
-    assert hanging.count >= 1                   # it did connect: the address is allowed
+    assert hanging.count >= 1  # it did connect: the address is allowed
     assert 400 <= response.status_code < 500 and "timed out" in response.json()["error"], response.text
     assert elapsed < 20, elapsed
 
@@ -244,8 +256,9 @@ def test_a_read_token_sees_no_path_nor_credential(mysql_url, tmp_path, site):
     gate.register_dataset("signed", f"{site}/ok.csv?X-Amz-Signature=SIGNATURE123&token=TOKEN456")
     from sqlalchemy import text
     from sqlalchemy.engine import make_url
+
     url, user = make_url(mysql_url), f"reader_{update_suffix()}"
-    with gate.engine.begin() as conn:           # a warehouse login with a password
+    with gate.engine.begin() as conn:  # a warehouse login with a password
         conn.execute(text(f"CREATE USER '{user}'@'%' IDENTIFIED BY 'PASSWORD789'"))
         conn.execute(text(f"GRANT SELECT ON `{url.database}`.* TO '{user}'@'%'"))
     query = "SELECT+'i1'+AS+item_id,+'yes'+AS+expected_decision"
@@ -257,10 +270,19 @@ def test_a_read_token_sees_no_path_nor_credential(mysql_url, tmp_path, site):
     svc = Service(mysql_url, tmp_path)
     try:
         with svc.client("read") as reader:
-            seen = [reader.get(path) for path in (
-                "/v1/datasets", "/v1/datasets/local/versions", "/v1/datasets/signed/versions",
-                "/v1/datasets/warehouse/versions", "/v1/datasets/local/versions/0", f"/v1/updates/{update_id}",
-                f"/v1/updates/{update_id}?view=wire", "/datasets")]
+            seen = [
+                reader.get(path)
+                for path in (
+                    "/v1/datasets",
+                    "/v1/datasets/local/versions",
+                    "/v1/datasets/signed/versions",
+                    "/v1/datasets/warehouse/versions",
+                    "/v1/datasets/local/versions/0",
+                    f"/v1/updates/{update_id}",
+                    f"/v1/updates/{update_id}?view=wire",
+                    "/datasets",
+                )
+            ]
     finally:
         svc.stop()
     for response in seen:
@@ -273,8 +295,10 @@ def test_a_read_token_sees_no_path_nor_credential(mysql_url, tmp_path, site):
 
 def test_a_wrong_source_hosts_list_is_one_line(tmp_path):
     from conftest import run_cli
+
     wrong = run_cli("serve", "--database-url", f"sqlite:///{tmp_path / 'g.db'}", "--source-hosts", "public,not a host!")
     assert wrong.returncode == 2 and wrong.stderr.count("\n") == 1 and "neither a host name" in wrong.stderr
-    from_env = run_cli("serve", "--database-url", f"sqlite:///{tmp_path / 'g.db'}",
-                       env={"PROMPTGATE_SOURCE_HOSTS": "10.0.0.0/33"})
+    from_env = run_cli(
+        "serve", "--database-url", f"sqlite:///{tmp_path / 'g.db'}", env={"PROMPTGATE_SOURCE_HOSTS": "10.0.0.0/33"}
+    )
     assert from_env.returncode == 2 and "neither a host name" in from_env.stderr, from_env.stderr

@@ -25,7 +25,7 @@ from workers_harness import worker_env
 STORMS = 30
 LANES = 2
 STOP_WITHIN = 10.0
-GAPS = (0.0, 0.0001, 0.0005, 0.001, 0.002, 0.004)   # seconds between two signals of a storm
+GAPS = (0.0, 0.0001, 0.0005, 0.001, 0.002, 0.004)  # seconds between two signals of a storm
 
 
 def live_members(pgid: int) -> list[int]:
@@ -38,7 +38,7 @@ def live_members(pgid: int) -> list[int]:
             stat = (entry / "stat").read_text()
         except OSError:
             continue
-        fields = stat[stat.rindex(")") + 2:].split()
+        fields = stat[stat.rindex(")") + 2 :].split()
         if int(fields[2]) == pgid and fields[0] != "Z":
             alive.append(int(entry.name))
     return alive
@@ -46,9 +46,14 @@ def live_members(pgid: int) -> list[int]:
 
 def start_fleet(env: dict, log: Path) -> subprocess.Popen:
     """`promptgate worker --processes 2` in a process group of its own (as under systemd)."""
-    return subprocess.Popen([sys.executable, "-m", "gate.cli", "worker", "--processes", "2", "--role",
-                             "finalize,reconcile"], env=env, cwd=ROOT, start_new_session=True,
-                            stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    return subprocess.Popen(
+        [sys.executable, "-m", "gate.cli", "worker", "--processes", "2", "--role", "finalize,reconcile"],
+        env=env,
+        cwd=ROOT,
+        start_new_session=True,
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+    )
 
 
 def wait_registered(gate: Gate, fleet: subprocess.Popen, n: int, timeout: float = 60.0) -> None:
@@ -80,7 +85,7 @@ def start_and_storm(gate: Gate, env: dict, log: Path, rng: random.Random) -> tup
     whether it hung, why it failed)."""
     fleet = start_fleet(env, log)
     wait_registered(gate, fleet, 2)
-    time.sleep(rng.uniform(0, 0.3))      # the storm falls at any moment of the fleet's life
+    time.sleep(rng.uniform(0, 0.3))  # the storm falls at any moment of the fleet's life
     began = time.monotonic()
     storm(fleet.pid, rng)
     while live_members(fleet.pid) and time.monotonic() - began < STOP_WITHIN:
@@ -101,6 +106,7 @@ def test_a_fleet_stops_every_time_under_sigterm_storms(mysql_url, tmp_path):
     def lane(k: int) -> list[tuple[float, bool, str]]:
         rng = random.Random(18 + k)
         return [start_and_storm(gate, env, tmp_path / f"fleet-{k}-{n}.log", rng) for n in range(STORMS // LANES)]
+
     try:
         with ThreadPoolExecutor(LANES) as pool:
             results = [r for lane_results in pool.map(lane, range(LANES)) for r in lane_results]
@@ -108,8 +114,10 @@ def test_a_fleet_stops_every_time_under_sigterm_storms(mysql_url, tmp_path):
         gate.close()
     stops = [took for took, _, _ in results]
     hung = [n for n, (_, h, _) in enumerate(results) if h]
-    print(f"{len(results)} storms: stop median {statistics.median(stops):.2f} s, max {max(stops):.2f} s; "
-          f"hung: {len(hung)}")
+    print(
+        f"{len(results)} storms: stop median {statistics.median(stops):.2f} s, max {max(stops):.2f} s; "
+        f"hung: {len(hung)}"
+    )
     assert len(results) == STORMS
     assert hung == [], f"{len(hung)} of {STORMS} stops never ended"
     assert max(stops) < STOP_WITHIN

@@ -42,8 +42,14 @@ def make_records(n: int, start: int = 1) -> list[dict]:
             text += '\nsecond line with "quotes"'
         if i % 11 == 0:
             text += " — ünïcödé ✓"
-        out.append({"item_id": f"t{i:05d}", "expected_decision": LABELS[i % 3], "text": text,
-                    "channel": "email" if i % 2 else "chat"})
+        out.append(
+            {
+                "item_id": f"t{i:05d}",
+                "expected_decision": LABELS[i % 3],
+                "text": text,
+                "channel": "email" if i % 2 else "chat",
+            }
+        )
     return out
 
 
@@ -75,17 +81,21 @@ def read_all(reader, page_size: int, cursor: str | None = None):
 
 
 def expected_rows(records: list[dict]):
-    return [(r["item_id"], r["expected_decision"], {k: v for k, v in r.items()
-                                                    if k not in ("item_id", "expected_decision")})
-            for r in records]
+    return [
+        (
+            r["item_id"],
+            r["expected_decision"],
+            {k: v for k, v in r.items() if k not in ("item_id", "expected_decision")},
+        )
+        for r in records
+    ]
 
 
 def as_tuples(rows):
     return [(r.item_id, r.expected, r.input) for r in rows]
 
 
-def check_source(uri: str, records: list[dict], options: SourceOptions | None = None,
-                 sizes=(1, 3, 17, 1000)):
+def check_source(uri: str, records: list[dict], options: SourceOptions | None = None, sizes=(1, 3, 17, 1000)):
     """All page sizes give the same rows and the same content hash; resuming from any
     cursor in a fresh reader (a worker that crashed after committing it) gives the rest."""
     want = expected_rows(records)
@@ -110,25 +120,31 @@ def check_source(uri: str, records: list[dict], options: SourceOptions | None = 
             rest, _ = read_all(reader, 3, cursor)
         finally:
             reader.close()
-        assert as_tuples(rest) == want[3 * k:]
+        assert as_tuples(rest) == want[3 * k :]
     return digests.pop()
 
 
 # -- local files --------------------------------------------------------------------------
 
+
 def test_csv_quoted_newlines_quotes_bom_blank_lines(tmp_path):
     path = tmp_path / "d.csv"
-    path.write_bytes(b"\xef\xbb\xbfitem_id,expected_decision,text\n"
-                     b'1,yes,"hello\nworld"\n\n'
-                     b'2,no,"a ""quoted"" word, and a comma"\r\n'
-                     b"3,yes,plain\n\n\n"
-                     b"4,no,plain too\r\n \t\n5,yes,caf\xc3\xa9\n")
-    for size in (1, 2, 3, 10):   # page ends between whole lines, quoted records and blank lines alike
+    path.write_bytes(
+        b"\xef\xbb\xbfitem_id,expected_decision,text\n"
+        b'1,yes,"hello\nworld"\n\n'
+        b'2,no,"a ""quoted"" word, and a comma"\r\n'
+        b"3,yes,plain\n\n\n"
+        b"4,no,plain too\r\n \t\n5,yes,caf\xc3\xa9\n"
+    )
+    for size in (1, 2, 3, 10):  # page ends between whole lines, quoted records and blank lines alike
         rows, _ = read_all(open_source(str(path)), size)
-        assert as_tuples(rows) == [("1", "yes", {"text": "hello\nworld"}),
-                                   ("2", "no", {"text": 'a "quoted" word, and a comma'}),
-                                   ("3", "yes", {"text": "plain"}), ("4", "no", {"text": "plain too"}),
-                                   ("5", "yes", {"text": "café"})], size
+        assert as_tuples(rows) == [
+            ("1", "yes", {"text": "hello\nworld"}),
+            ("2", "no", {"text": 'a "quoted" word, and a comma'}),
+            ("3", "yes", {"text": "plain"}),
+            ("4", "no", {"text": "plain too"}),
+            ("5", "yes", {"text": "café"}),
+        ], size
         assert [r.position for r in rows] == ["line 2", "line 5", "line 6", "line 9", "line 11"], size
 
 
@@ -138,9 +154,9 @@ def test_csv_and_jsonl_pages_resume_and_hash(tmp_path):
     (tmp_path / "d.jsonl").write_bytes(jsonl_bytes(records))
     h1 = check_source(str(tmp_path / "d.csv"), records)
     h2 = check_source("file://" + str(tmp_path / "d.jsonl"), records)
-    assert h1 == h2                                          # same rows, same hash
+    assert h1 == h2  # same rows, same hash
     page = open_source(str(tmp_path / "d.csv")).read_page(None, 5)
-    offset, line = page.next_cursor.split(":")              # cursor format stays "<offset>:<line>"
+    offset, line = page.next_cursor.split(":")  # cursor format stays "<offset>:<line>"
     assert int(offset) > 0 and int(line) == 7
 
 
@@ -160,23 +176,38 @@ def test_configurable_id_and_label_columns(tmp_path):
     jpath.write_text('{"ticket": 7, "verdict": "approve", "n": 1.5}\n')
     rows, _ = read_all(open_source(str(jpath), SourceOptions(id_column="ticket", label_column="verdict")), 10)
     assert as_tuples(rows) == [("7", "approve", {"n": 1.5})]
-    with pytest.raises(DatasetError, match=r"line 1: no id column 'item_id' in the header "
-                                           r"\(it has 'ticket', 'verdict', 'body'\)"):
+    with pytest.raises(
+        DatasetError,
+        match=r"line 1: no id column 'item_id' in the header "
+        r"\(it has 'ticket', 'verdict', 'body'\)",
+    ):
         read_all(open_source(str(path)), 10)
 
 
-@pytest.mark.parametrize("name, content, problem", [
-    ("bad.jsonl", b'{"item_id": "1", "expected_decision": "yes"}\n{"item_id": "2", "expected_d\n',
-     r"bad.jsonl: line 2: malformed JSON"),
-    ("bad.csv", b"item_id,expected_decision,text\n1,yes,a\n2,no,b,extra\n",
-     r"bad.csv: line 3: 4 columns where the header has 3"),
-    ("nolabel.csv", b"item_id,expected_decision,text\n1,yes,a\n2,,b\n",
-     r"nolabel.csv: line 3: item 2: missing label \(column 'expected_decision'\)"),
-    ("nolabel.jsonl", b'{"item_id": "1", "text": "a"}\n', r"line 1: item 1: missing label"),
-    ("notobject.jsonl", b'["1", "yes"]\n', r"line 1: a row must be an object"),
-    ("latin1.csv", b"item_id,expected_decision,text\n1,yes,caf\xe9\n", r"line 2: not valid UTF-8"),
-    ("empty.csv", b"", r"empty.csv: the CSV file has no header row"),
-])
+@pytest.mark.parametrize(
+    "name, content, problem",
+    [
+        (
+            "bad.jsonl",
+            b'{"item_id": "1", "expected_decision": "yes"}\n{"item_id": "2", "expected_d\n',
+            r"bad.jsonl: line 2: malformed JSON",
+        ),
+        (
+            "bad.csv",
+            b"item_id,expected_decision,text\n1,yes,a\n2,no,b,extra\n",
+            r"bad.csv: line 3: 4 columns where the header has 3",
+        ),
+        (
+            "nolabel.csv",
+            b"item_id,expected_decision,text\n1,yes,a\n2,,b\n",
+            r"nolabel.csv: line 3: item 2: missing label \(column 'expected_decision'\)",
+        ),
+        ("nolabel.jsonl", b'{"item_id": "1", "text": "a"}\n', r"line 1: item 1: missing label"),
+        ("notobject.jsonl", b'["1", "yes"]\n', r"line 1: a row must be an object"),
+        ("latin1.csv", b"item_id,expected_decision,text\n1,yes,caf\xe9\n", r"line 2: not valid UTF-8"),
+        ("empty.csv", b"", r"empty.csv: the CSV file has no header row"),
+    ],
+)
 def test_malformed_rows_name_the_line(tmp_path, name, content, problem):
     (tmp_path / name).write_bytes(content)
     with pytest.raises(DatasetError, match=problem):
@@ -186,8 +217,12 @@ def test_malformed_rows_name_the_line(tmp_path, name, content, problem):
 def test_row_over_size_limit(tmp_path):
     path = tmp_path / "big.jsonl"
     big = "x" * 2000
-    path.write_text(json.dumps({"item_id": "1", "expected_decision": "yes", "text": "ok"}) + "\n"
-                    + json.dumps({"item_id": "2", "expected_decision": "yes", "text": big}) + "\n")
+    path.write_text(
+        json.dumps({"item_id": "1", "expected_decision": "yes", "text": "ok"})
+        + "\n"
+        + json.dumps({"item_id": "2", "expected_decision": "yes", "text": big})
+        + "\n"
+    )
     opts = SourceOptions(max_row_bytes=1000)
     with pytest.raises(DatasetError, match=r"line 2: item 2: row is \d+ bytes, over the 1000-byte limit"):
         read_all(open_source(str(path), opts), 10)
@@ -240,6 +275,7 @@ def test_every_row_is_read_in_order_with_its_label(tmp_path):
 
 # -- HTTP ---------------------------------------------------------------------------------
 
+
 class Site:
     """What the test HTTP server serves. Paths are /<mode>/<name>:
 
@@ -276,8 +312,14 @@ def _handler(site: Site):
         def do_GET(self):
             url = urllib.parse.urlsplit(self.path)
             mode, _, name = url.path.strip("/").partition("/")
-            site.requests.append({"mode": mode, "name": name, "range": self.headers.get("Range"),
-                                  "if_range": self.headers.get("If-Range")})
+            site.requests.append(
+                {
+                    "mode": mode,
+                    "name": name,
+                    "range": self.headers.get("Range"),
+                    "if_range": self.headers.get("If-Range"),
+                }
+            )
             if mode == "status":
                 self.send_error(int(name.split(".")[0]))
                 return
@@ -305,8 +347,13 @@ def _handler(site: Site):
                     headers["Content-Range"] = f"bytes {start}-{len(data) - 1}/{len(data)}"
             if mode == "lm":
                 headers["Last-Modified"] = "Wed, 21 Oct 2026 07:28:00 GMT"
-            ctype = site.types.get(name) or ("text/csv" if name.endswith(".csv") else "application/x-ndjson"
-                                             if name.endswith(".jsonl") else "text/plain")
+            ctype = site.types.get(name) or (
+                "text/csv"
+                if name.endswith(".csv")
+                else "application/x-ndjson"
+                if name.endswith(".jsonl")
+                else "text/plain"
+            )
             self.send_response(status)
             self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(len(body)))
@@ -315,12 +362,12 @@ def _handler(site: Site):
             self.end_headers()
             start = len(data) - len(body)
             if mode == "broken":
-                self._write(body[:max(site.cut - start, 0)])
+                self._write(body[: max(site.cut - start, 0)])
             elif mode == "flaky" and name not in site.flaked:
                 site.flaked.add(name)
-                self._write(body[:len(body) // 3])
+                self._write(body[: len(body) // 3])
             elif mode == "stall":
-                self._write(body[:len(body) // 2])
+                self._write(body[: len(body) // 2])
                 time.sleep(1.0)
             else:
                 self._write(body)
@@ -373,6 +420,7 @@ def test_http_streams_one_response_across_pages(site):
 
 def test_http_resume_uses_range_with_if_range(site, monkeypatch):
     import gate.sources.http as http_source
+
     records = make_records(100)
     site.files["d.jsonl"] = jsonl_bytes(records)
     site.files["d.csv"] = csv_bytes(records)
@@ -387,8 +435,9 @@ def test_http_resume_uses_range_with_if_range(site, monkeypatch):
     rest, _ = read_all(reader, 40, first.next_cursor)
     assert as_tuples(first.rows + rest) == expected_rows(records)
     offset = first.next_cursor.split(":")[0]
-    assert site.requests == [{"mode": "ranged", "name": "d.jsonl", "range": f"bytes={offset}-",
-                              "if_range": version[len("etag:"):]}]
+    assert site.requests == [
+        {"mode": "ranged", "name": "d.jsonl", "range": f"bytes={offset}-", "if_range": version[len("etag:") :]}
+    ]
     # CSV: the header comes from the start of the file, the rows from a range
     monkeypatch.setattr(http_source, "SKIP_RATHER_THAN_REFETCH", 0)
     page = open_source(f"{site.base}/ranged/d.csv").read_page(None, 30)
@@ -405,8 +454,8 @@ def test_http_changed_file_is_detected(site):
     version = reader.snapshot_version()
     assert version.startswith('etag:"')
     page = reader.read_page(None, 10)
-    site.files["d.jsonl"] = jsonl_bytes(make_records(50, start=1000))     # replaced upstream
-    reader.close()                                     # the kept response is gone: re-fetch
+    site.files["d.jsonl"] = jsonl_bytes(make_records(50, start=1000))  # replaced upstream
+    reader.close()  # the kept response is gone: re-fetch
     with pytest.raises(DatasetError, match=r"the source changed while it was being read \(ETag was"):
         reader.read_page(page.next_cursor, 10)
     fresh = open_source(uri, SourceOptions(extra={"pinned_version": version}))
@@ -429,16 +478,14 @@ def test_http_snapshot_versions(site):
     data = csv_bytes(make_records(10))
     site.files["d.csv"] = data
     assert open_source(f"{site.base}/ranged/d.csv").snapshot_version().startswith('etag:"')
-    assert open_source(f"{site.base}/lm/d.csv").snapshot_version() == \
-        "last-modified:Wed, 21 Oct 2026 07:28:00 GMT"
+    assert open_source(f"{site.base}/lm/d.csv").snapshot_version() == "last-modified:Wed, 21 Oct 2026 07:28:00 GMT"
     # neither: the content hash, the same as the local file reader's
-    assert open_source(f"{site.base}/plain/d.csv").snapshot_version() == \
-        "sha256:" + hashlib.sha256(data).hexdigest()
+    assert open_source(f"{site.base}/plain/d.csv").snapshot_version() == "sha256:" + hashlib.sha256(data).hexdigest()
     reader = open_source(f"{site.base}/ranged/d.csv")
     site.requests.clear()
     reader.snapshot_version()
     read_all(reader, 1000)
-    assert len(site.requests) == 1                     # the version's GET serves the first page
+    assert len(site.requests) == 1  # the version's GET serves the first page
 
 
 def test_http_errors(site):
@@ -473,14 +520,17 @@ def test_http_connection_broken_mid_file(site):
     site.cut = len(data) // 2
     reader = open_source(f"{site.base}/broken/d.jsonl")
     got = []
-    with pytest.raises(DatasetError, match=rf"/broken/d.jsonl: the connection closed at byte {site.cut}, "
-                                           r"before the end of the file"):
+    with pytest.raises(
+        DatasetError,
+        match=rf"/broken/d.jsonl: the connection closed at byte {site.cut}, "
+        r"before the end of the file",
+    ):
         cursor = None
         while True:
             page = reader.read_page(cursor, 50)
             got.extend(page.rows)
             cursor = page.next_cursor
-    assert 0 < len(got) < 400                           # the pages before the break were fine
+    assert 0 < len(got) < 400  # the pages before the break were fine
     # a kept connection that breaks is retried once from the cursor; the rows are whole
     site.requests.clear()
     rows, _ = read_all(open_source(f"{site.base}/flaky/d.jsonl"), 50)
@@ -539,9 +589,11 @@ def test_http_memory_stays_flat(site):
 
 # -- S3 (moto's S3-compatible server on loopback) -----------------------------------------
 
+
 @pytest.fixture(scope="module")
 def moto_endpoint():
-    import moto.server as server_mod   # the dev extra installs moto[server]; `make test` installs it
+    import moto.server as server_mod  # the dev extra installs moto[server]; `make test` installs it
+
     server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
@@ -552,6 +604,7 @@ def moto_endpoint():
 @pytest.fixture
 def s3(moto_endpoint, monkeypatch):
     import boto3
+
     monkeypatch.setenv("PROMPTGATE_S3_ENDPOINT_URL", moto_endpoint)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
@@ -599,7 +652,7 @@ def test_s3_resume_is_a_ranged_get_with_if_match(s3):
     assert as_tuples(first.rows + rest) == expected_rows(records)
     assert len(calls) == 1
     assert calls[0]["Range"] == f"bytes={first.next_cursor.split(':')[0]}-"
-    assert calls[0]["IfMatch"] == version[len("etag:"):]
+    assert calls[0]["IfMatch"] == version[len("etag:") :]
     # the object is replaced: the pinned ETag no longer matches
     client.put_object(Bucket=bucket, Key="d.jsonl", Body=jsonl_bytes(make_records(100, start=5)))
     again = open_source(uri, SourceOptions(extra={"pinned_version": version}))
@@ -642,30 +695,41 @@ def test_s3_without_boto3_says_which_extra(monkeypatch):
 
 # -- SQL warehouse (SQLite file; PostgreSQL when it can be started here) ------------------
 
+
 def sql_uri(base: str, query: str, **params) -> str:
     return f"sql+{base}?" + urllib.parse.urlencode({"query": query, **params})
 
 
-QUERY = ("SELECT id AS item_id, label AS expected_decision, body, score, created "
-         "FROM tickets WHERE kept = 1")
+QUERY = "SELECT id AS item_id, label AS expected_decision, body, score, created FROM tickets WHERE kept = 1"
 
 
 @pytest.fixture
 def labels_db(tmp_path):
     path = tmp_path / "labels.db"
     with sqlite3.connect(path) as db:
-        db.execute("CREATE TABLE tickets (id INTEGER, label TEXT, body TEXT, score NUMERIC, created TEXT, "
-                   "kept INTEGER)")
-        db.executemany("INSERT INTO tickets VALUES (?, ?, ?, ?, ?, ?)",
-                       [(i, LABELS[i % 3], f"body {i}\nline two", i * 1.5, f"2026-01-{1 + i % 28:02d}",
-                         0 if i % 10 == 0 else 1) for i in range(50, 0, -1)])
+        db.execute(
+            "CREATE TABLE tickets (id INTEGER, label TEXT, body TEXT, score NUMERIC, created TEXT, kept INTEGER)"
+        )
+        db.executemany(
+            "INSERT INTO tickets VALUES (?, ?, ?, ?, ?, ?)",
+            [
+                (i, LABELS[i % 3], f"body {i}\nline two", i * 1.5, f"2026-01-{1 + i % 28:02d}", 0 if i % 10 == 0 else 1)
+                for i in range(50, 0, -1)
+            ],
+        )
     return path
 
 
 def sqlite_expected():
-    return [(str(i), LABELS[i % 3], {"body": f"body {i}\nline two", "score": i * 1.5,
-                                     "created": f"2026-01-{1 + i % 28:02d}"})
-            for i in range(1, 51) if i % 10]
+    return [
+        (
+            str(i),
+            LABELS[i % 3],
+            {"body": f"body {i}\nline two", "score": i * 1.5, "created": f"2026-01-{1 + i % 28:02d}"},
+        )
+        for i in range(1, 51)
+        if i % 10
+    ]
 
 
 def test_warehouse_sqlite_pages_resume_hash(labels_db):
@@ -678,8 +742,8 @@ def test_warehouse_sqlite_pages_resume_hash(labels_db):
     assert len(digests) == 1
     assert cursors[0] is None
     rows4, cursors4 = read_all(open_source(uri), 4)
-    assert cursors4[1] == "4" and json.loads(cursors4[1]) == 4     # last id, typed
-    rest, _ = read_all(open_source(uri), 4, cursors4[3])           # a new process resumes
+    assert cursors4[1] == "4" and json.loads(cursors4[1]) == 4  # last id, typed
+    rest, _ = read_all(open_source(uri), 4, cursors4[3])  # a new process resumes
     assert as_tuples(rest) == as_tuples(rows4[12:])
     version = open_source(uri).snapshot_version()
     assert version == f"query:{hashlib.sha256(QUERY.encode()).hexdigest()};rows=45"
@@ -690,7 +754,8 @@ def test_warehouse_sqlite_pages_resume_hash(labels_db):
 def test_warehouse_string_ids_custom_columns_and_query_file(labels_db, tmp_path):
     (tmp_path / "q").mkdir()
     (tmp_path / "q" / "support.sql").write_text(
-        "SELECT 'T-' || printf('%03d', id) AS ticket, label AS verdict, body FROM tickets;\n")
+        "SELECT 'T-' || printf('%03d', id) AS ticket, label AS verdict, body FROM tickets;\n"
+    )
     uri = "sql+sqlite:///labels.db?query_file=q/support.sql"
     opts = SourceOptions(id_column="ticket", label_column="verdict", base_dir=str(tmp_path))
     rows, cursors = read_all(open_source(uri, opts), 7)
@@ -708,15 +773,22 @@ def test_warehouse_credentials_from_environment(labels_db, monkeypatch):
     assert len(read_all(open_source(uri), 10)[0]) == 45
 
 
-@pytest.mark.parametrize("query, problem", [
-    ("SELECT id, label AS expected_decision FROM tickets", r"no such column: src.item_id.*alias it"),
-    ("SELECT 1 AS item_id, label AS expected_decision FROM tickets",
-     r"duplicate item id 1: the query returns it more than once"),
-    ("SELECT CASE WHEN id = 7 THEN NULL ELSE id END AS item_id, label AS expected_decision FROM tickets",
-     r"1 row\(s\) of the query have no item id"),
-    ("SELECT id AS item_id, NULL AS expected_decision FROM tickets", r"item 1: missing label"),
-    ("DELETE FROM tickets", r"the query must be a SELECT"),
-])
+@pytest.mark.parametrize(
+    "query, problem",
+    [
+        ("SELECT id, label AS expected_decision FROM tickets", r"no such column: src.item_id.*alias it"),
+        (
+            "SELECT 1 AS item_id, label AS expected_decision FROM tickets",
+            r"duplicate item id 1: the query returns it more than once",
+        ),
+        (
+            "SELECT CASE WHEN id = 7 THEN NULL ELSE id END AS item_id, label AS expected_decision FROM tickets",
+            r"1 row\(s\) of the query have no item id",
+        ),
+        ("SELECT id AS item_id, NULL AS expected_decision FROM tickets", r"item 1: missing label"),
+        ("DELETE FROM tickets", r"the query must be a SELECT"),
+    ],
+)
 def test_warehouse_validation(labels_db, query, problem):
     with pytest.raises(DatasetError, match=problem):
         read_all(open_source(sql_uri(f"sqlite:///{labels_db}", query)), 3)
@@ -729,13 +801,13 @@ def test_warehouse_duplicate_across_page_boundary(tmp_path):
         db.executemany("INSERT INTO t VALUES (?, ?)", [("a", "x"), ("b", "x"), ("b", "y"), ("c", "x")])
     reader = open_source(sql_uri(f"sqlite:///{path}", "SELECT * FROM t"))
     with pytest.raises(DatasetError, match=r"duplicate item id 'b'"):
-        read_all(reader, 2)        # the two b rows straddle pages 1 and 2
+        read_all(reader, 2)  # the two b rows straddle pages 1 and 2
 
 
 def test_warehouse_bad_uris(tmp_path):
     with pytest.raises(DatasetError, match=r"no such SQLite database file"):
         open_source(sql_uri(f"sqlite:///{tmp_path}/nope.db", "SELECT 1"))
-    assert not (tmp_path / "nope.db").exists()           # not created by the check
+    assert not (tmp_path / "nope.db").exists()  # not created by the check
     with pytest.raises(DatasetError, match=r"no query"):
         open_source(f"sql+sqlite:///{tmp_path}/x.db")
     with pytest.raises(DatasetError, match=r"SQLAlchemy has no dialect"):
@@ -744,9 +816,11 @@ def test_warehouse_bad_uris(tmp_path):
 
 # PostgreSQL: a throwaway cluster from the machine's initdb/pg_ctl (`make test` installs them)
 
+
 def _pg_binary(name: str) -> str | None:
     """PATH first, then Debian's versioned folder (/usr/lib/postgresql/<v>/bin)."""
     import glob
+
     return shutil.which(name) or next(iter(sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), reverse=True)), None)
 
 
@@ -760,14 +834,17 @@ def _free_port() -> int:
 def postgres():
     initdb, pg_ctl = _pg_binary("initdb"), _pg_binary("pg_ctl")
     if not (initdb and pg_ctl):
-        pytest.fail("PostgreSQL binaries (initdb, pg_ctl) not found: `make test` installs them "
-                    "(apt-get install postgresql)", pytrace=False)
+        pytest.fail(
+            "PostgreSQL binaries (initdb, pg_ctl) not found: `make test` installs them (apt-get install postgresql)",
+            pytrace=False,
+        )
     root = tempfile.mkdtemp(prefix="pg-sources-")
     prefix: list[str] = []
-    if os.geteuid() == 0:                      # PostgreSQL refuses to run as root
+    if os.geteuid() == 0:  # PostgreSQL refuses to run as root
         if not shutil.which("setpriv"):
             pytest.fail("running as root without setpriv (util-linux)", pytrace=False)
         import pwd
+
         nobody = pwd.getpwnam("nobody")
         os.chown(root, nobody.pw_uid, nobody.pw_gid)
         prefix = ["setpriv", f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}", "--clear-groups"]
@@ -777,23 +854,59 @@ def postgres():
     os.chmod(pwfile, 0o644)
     data, port = f"{root}/data", _free_port()
     try:
-        subprocess.run(prefix + [initdb, "-D", data, "-U", "postgres", "--auth=scram-sha-256",
-                                 f"--pwfile={pwfile}", "--no-sync", "-E", "UTF8"],
-                       check=True, capture_output=True, timeout=60)
-        subprocess.run(prefix + [pg_ctl, "-D", data, "-w", "-t", "30", "-l", f"{root}/log", "-o",
-                                 f"-k {root} -c listen_addresses=127.0.0.1 -p {port} -c fsync=off", "start"],
-                       check=True, capture_output=True, timeout=60)
+        subprocess.run(
+            prefix
+            + [
+                initdb,
+                "-D",
+                data,
+                "-U",
+                "postgres",
+                "--auth=scram-sha-256",
+                f"--pwfile={pwfile}",
+                "--no-sync",
+                "-E",
+                "UTF8",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+        subprocess.run(
+            prefix
+            + [
+                pg_ctl,
+                "-D",
+                data,
+                "-w",
+                "-t",
+                "30",
+                "-l",
+                f"{root}/log",
+                "-o",
+                f"-k {root} -c listen_addresses=127.0.0.1 -p {port} -c fsync=off",
+                "start",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
     except (subprocess.SubprocessError, OSError) as exc:
         shutil.rmtree(root, ignore_errors=True)
         pytest.fail(f"cannot start PostgreSQL here: {exc}", pytrace=False)
     try:
         import psycopg
-        with psycopg.connect(host="127.0.0.1", port=port, user="postgres", password="pg-s3cret",
-                             dbname="postgres", autocommit=True) as conn:
-            conn.execute("CREATE TABLE tickets (ticket_id bigint, verdict text, body text, amount numeric(8,2), "
-                         "opened date)")
-            conn.execute("INSERT INTO tickets SELECT g, (ARRAY['approve','reject','escalate'])[1 + g % 3], "
-                         "'body ' || g, g * 0.25, DATE '2026-01-01' + g FROM generate_series(1, 120) g")
+
+        with psycopg.connect(
+            host="127.0.0.1", port=port, user="postgres", password="pg-s3cret", dbname="postgres", autocommit=True
+        ) as conn:
+            conn.execute(
+                "CREATE TABLE tickets (ticket_id bigint, verdict text, body text, amount numeric(8,2), opened date)"
+            )
+            conn.execute(
+                "INSERT INTO tickets SELECT g, (ARRAY['approve','reject','escalate'])[1 + g % 3], "
+                "'body ' || g, g * 0.25, DATE '2026-01-01' + g FROM generate_series(1, 120) g"
+            )
         yield port
     finally:
         subprocess.run(prefix + [pg_ctl, "-D", data, "-m", "immediate", "stop"], capture_output=True, timeout=60)
@@ -801,8 +914,10 @@ def postgres():
 
 
 def test_warehouse_postgresql(postgres, monkeypatch):
-    query = ("SELECT ticket_id AS item_id, verdict AS expected_decision, body, amount, opened "
-             "FROM tickets WHERE ticket_id <= 100")
+    query = (
+        "SELECT ticket_id AS item_id, verdict AS expected_decision, body, amount, opened "
+        "FROM tickets WHERE ticket_id <= 100"
+    )
     uri = sql_uri(f"postgresql+psycopg://postgres:${{PG_PASSWORD}}@127.0.0.1:{postgres}/postgres", query)
     monkeypatch.setenv("PG_PASSWORD", "pg-s3cret")
     digests = set()
@@ -824,9 +939,11 @@ def test_warehouse_postgresql(postgres, monkeypatch):
 
 # -- every source kind through a whole gate run ------------------------------------------------
 
+
 @pytest.mark.parametrize("kind", ["file", "http", "s3", "sql"])
-def test_each_source_kind_is_added_previewed_mapped_and_run_to_a_verdict(kind, gate, tmp_path, monkeypatch,
-                                                                         http_site, request):
+def test_each_source_kind_is_added_previewed_mapped_and_run_to_a_verdict(
+    kind, gate, tmp_path, monkeypatch, http_site, request
+):
     """Done-when of the sources issue: a dataset of each kind goes through the service
     (add, preview, map) and a real gate run (materialize → execute → reconcile) to APPLIED,
     and the snapshot's content hash is that of the rows as the source gives them (the same
@@ -835,7 +952,7 @@ def test_each_source_kind_is_added_previewed_mapped_and_run_to_a_verdict(kind, g
     from helpers import rules_spec, write_rule_rows
     from workers.supervisor import run_until_terminal
 
-    data = write_rule_rows(tmp_path / "rules.csv", 30, wrong_every=10)    # 27 of 30 right
+    data = write_rule_rows(tmp_path / "rules.csv", 30, wrong_every=10)  # 27 of 30 right
     if kind == "file":
         uri = str(data)
     elif kind == "http":
@@ -855,11 +972,11 @@ def test_each_source_kind_is_added_previewed_mapped_and_run_to_a_verdict(kind, g
     gate.register_dataset("rules", uri)
     preview = gate.preview_dataset("rules", rows=3)
     assert preview.row_count == 30 and len(preview.first_rows) == 3
-    assert preview.label_counts == {"yes": 18, "no": 12}      # three "no" rows labelled yes on purpose
+    assert preview.label_counts == {"yes": 18, "no": 12}  # three "no" rows labelled yes on purpose
     gate.map_dataset("p1", "rules", "0.9")
     with MockLLMServer() as llm:
         monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
-        report, = run_until_terminal(gate, [gate.submit(rules_spec("p1"), "apply")], timeout=60)
+        (report,) = run_until_terminal(gate, [gate.submit(rules_spec("p1"), "apply")], timeout=60)
     assert report.status == "APPLIED", report.update.reason
     run = report.runs[0]
     assert (run.matches, run.scored, run.row_count) == (27, 30, 30)
@@ -869,6 +986,7 @@ def test_each_source_kind_is_added_previewed_mapped_and_run_to_a_verdict(kind, g
 
 
 # --- quotes and headers that used to be misread silently ------------------------------------
+
 
 def test_an_unterminated_quote_is_an_error_naming_its_line(tmp_path):
     path = tmp_path / "open.csv"
@@ -881,8 +999,11 @@ def test_a_quote_inside_an_unquoted_field_is_text_and_takes_no_other_row(tmp_pat
     path = tmp_path / "inches.csv"
     path.write_bytes(b'item_id,expected_decision,text\n1,yes,a 5" screen\n2,no,plain\n3,yes,"quoted, with comma"\n')
     rows, _ = read_all(open_source(str(path)), 10)
-    assert as_tuples(rows) == [("1", "yes", {"text": 'a 5" screen'}), ("2", "no", {"text": "plain"}),
-                               ("3", "yes", {"text": "quoted, with comma"})]
+    assert as_tuples(rows) == [
+        ("1", "yes", {"text": 'a 5" screen'}),
+        ("2", "no", {"text": "plain"}),
+        ("3", "yes", {"text": "quoted, with comma"}),
+    ]
 
 
 def test_a_header_with_a_column_twice_or_without_the_id_or_label_column_is_refused(tmp_path):

@@ -36,6 +36,7 @@ def workers(tmp_path):
         f.start(processes)
         fleets.append(f)
         return f
+
     yield start
     for f in fleets:
         f.stop_all()
@@ -43,7 +44,7 @@ def workers(tmp_path):
 
 def test_a_call_cap_is_never_exceeded_across_two_worker_processes(mysql_gate, llm, workers, tmp_path):
     gate = mysql_gate
-    gate.register_dataset("d", str(write_rule_rows(tmp_path / "d.csv", 1000)))     # 100 %: no early stop
+    gate.register_dataset("d", str(write_rule_rows(tmp_path / "d.csv", 1000)))  # 100 %: no early stop
     gate.map_dataset("p1", "d", "0.9")
     gate.set_limit("max_calls_per_update", "300")
     uid = gate.submit(rules_spec("p1"), reuse=False)
@@ -53,22 +54,29 @@ def test_a_call_cap_is_never_exceeded_across_two_worker_processes(mysql_gate, ll
     calls = llm.stats()["requests"]
     assert report.status == UpdateStatus.FAILED and calls <= 300, (calls, report.update.reason)
     (run,) = report.runs
-    assert report.update.reason == (f"spend cap reached: max_calls_per_update 300: 300 calls made; {run.stopped:,} of "
-                                    "1,000 items of d not called")
+    assert report.update.reason == (
+        f"spend cap reached: max_calls_per_update 300: 300 calls made; {run.stopped:,} of 1,000 items of d not called"
+    )
     assert run.stop["kind"] == "spend_cap" and run.passed is None and run.scored + run.errors + run.stopped == 1000
-    assert report.spend["calls_made"] == calls and calls >= run.scored        # every call counted
+    assert report.spend["calls_made"] == calls and calls >= run.scored  # every call counted
     with gate.engine.connect() as conn:
-        assert store.spend_of_update(conn, uid)[0] == 300                  # reserved: exactly the cap
+        assert store.spend_of_update(conn, uid)[0] == 300  # reserved: exactly the cap
 
 
 def test_a_cost_cap_reserves_each_calls_most_and_settles_to_its_cost(mysql_gate, llm, workers, tmp_path):
     gate = mysql_gate
     gate.register_dataset("d", str(write_rule_rows(tmp_path / "d.csv", 400)))
     gate.map_dataset("p1", "d", "0.9")
-    gate.set_price(Price("mock-1", Decimal("10"), Decimal("20")))            # $ per 1M tokens
+    gate.set_price(Price("mock-1", Decimal("10"), Decimal("20")))  # $ per 1M tokens
     gate.set_limit("max_cost_per_update_usd", "0.05")
-    spec = parse_spec({"name": "p1", "model": "mock-1", "params": {"max_tokens": 5},
-                       "messages": [{"role": "system", "content": RULES}, {"role": "user", "content": "{{ item.text }}"}]})
+    spec = parse_spec(
+        {
+            "name": "p1",
+            "model": "mock-1",
+            "params": {"max_tokens": 5},
+            "messages": [{"role": "system", "content": RULES}, {"role": "user", "content": "{{ item.text }}"}],
+        }
+    )
     uid = gate.submit(spec, reuse=False)
     workers(gate, llm, 2)
     report = gate.wait(uid, timeout=60)
@@ -76,11 +84,11 @@ def test_a_cost_cap_reserves_each_calls_most_and_settles_to_its_cost(mysql_gate,
     assert report.update.reason.startswith("spend cap reached: max_cost_per_update_usd $0.05: $")
     cost = Decimal(report.spend["cost_reserved_usd"])
     (run,) = report.runs
-    spent = Decimal(run.metrics["cost_usd"])              # what the answers written back cost, at the price
+    spent = Decimal(run.metrics["cost_usd"])  # what the answers written back cost, at the price
     assert spent <= cost <= Decimal("0.05") and 20 < run.scored < 400 and llm.stats()["requests"] < 400
     with gate.engine.connect() as conn:
         calls, reserved, in_flight = store.spend_of_update(conn, uid)
-    assert in_flight == 0 and calls == llm.stats()["requests"]       # every call settled, none left in flight
+    assert in_flight == 0 and calls == llm.stats()["requests"]  # every call settled, none left in flight
 
 
 def test_a_cost_cap_needs_each_calls_cost_bounded(mysql_gate, tmp_path):
@@ -88,34 +96,42 @@ def test_a_cost_cap_needs_each_calls_cost_bounded(mysql_gate, tmp_path):
     gate.register_dataset("d", str(write_rule_rows(tmp_path / "d.csv", 10)))
     gate.map_dataset("p1", "d", "0.9")
     gate.set_limit("max_cost_per_update_usd", "1")
-    with pytest.raises(UsageError, match="does not name"):                     # no price
+    with pytest.raises(UsageError, match="does not name"):  # no price
         gate.submit(rules_spec("p1"))
     gate.set_price(Price("mock-1", Decimal("1"), Decimal("1")))
-    with pytest.raises(UsageError, match="sets no params.max_tokens"):        # no bound on the output
+    with pytest.raises(UsageError, match="sets no params.max_tokens"):  # no bound on the output
         gate.submit(rules_spec("p1"))
-    assert gate.list_updates() == []                                          # nothing half-written
+    assert gate.list_updates() == []  # nothing half-written
 
 
 def test_limits_come_from_the_default_branch_only(gate, tmp_path):
     """A sync (the default branch) sets the caps and a submission pins them; a pull
     request's gate config that raises them is only diffed: the gate keeps its own."""
     write_rule_rows(tmp_path / "d.csv", 4)
-    config = {"datasets": {"d": {"source": "d.csv"}}, "prompts": {"p1": [{"dataset": "d", "min_accuracy": 0.5}]},
-              "limits": {"max_calls_per_update": 100}}
+    config = {
+        "datasets": {"d": {"source": "d.csv"}},
+        "prompts": {"p1": [{"dataset": "d", "min_accuracy": 0.5}]},
+        "limits": {"max_calls_per_update": 100},
+    }
     path = tmp_path / "gate.yaml"
     path.write_text(yaml.safe_dump(config))
-    assert gateconfig.sync(gate, path).lines() == ["limit max_calls_per_update: new, 100 calls",
-                                                   "dataset d: new, source d.csv", "bar p1 × d: new, min accuracy 0.5"]
+    assert gateconfig.sync(gate, path).lines() == [
+        "limit max_calls_per_update: new, 100 calls",
+        "dataset d: new, source d.csv",
+        "bar p1 × d: new, min accuracy 0.5",
+    ]
     assert gate.limits() == {"max_calls_per_update": "100"} and gateconfig.sync(gate, path).changes == ()
     config["limits"] = {"max_calls_per_update": 100000, "max_cost_per_update_usd": 2.5}
     path.write_text(yaml.safe_dump(config))
     planned = gateconfig.diff(gate, path)
-    assert sorted(planned.lines()) == ["limit max_calls_per_update: 100 calls → 100,000 calls",
-                                       "limit max_cost_per_update_usd: new, $2.5"]
-    assert gate.limits() == {"max_calls_per_update": "100"}                   # the diff changed nothing
+    assert sorted(planned.lines()) == [
+        "limit max_calls_per_update: 100 calls → 100,000 calls",
+        "limit max_cost_per_update_usd: new, $2.5",
+    ]
+    assert gate.limits() == {"max_calls_per_update": "100"}  # the diff changed nothing
     uid = gate.submit(rules_spec("p1"))
     assert gate.status(uid).spend["max_calls_per_update"] == 100
     del config["limits"]
     path.write_text(yaml.safe_dump(config))
     assert gateconfig.sync(gate, path).lines() == ["limit max_calls_per_update: removed (was 100 calls)"]
-    assert gate.limits() == {} and gate.status(uid).spend["max_calls_per_update"] == 100     # pinned at submit
+    assert gate.limits() == {} and gate.status(uid).spend["max_calls_per_update"] == 100  # pinned at submit

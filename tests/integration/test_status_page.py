@@ -26,7 +26,7 @@ from service_harness import Service
 from workers_harness import WorkerFleet, worker_env
 
 HOSTILE_ID = "<img src=x onerror=\"document.title='pwned'\">"
-HOSTILE_KEY = "<img src=x onerror=document.title='pwned'>"   # no double quote: JSON keeps it as written
+HOSTILE_KEY = "<img src=x onerror=document.title='pwned'>"  # no double quote: JSON keeps it as written
 ARTIFACTS = ROOT / "test-artifacts"
 SHA_APPLIED, SHA_HOSTILE = "1a2b3c4d" * 5, "9f8e7d6c" * 5
 
@@ -38,9 +38,21 @@ class Browser:
         self.path, self.profile = path, profile
 
     def _run(self, url: str, *args: str) -> str:
-        out = subprocess.run([self.path, "--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                              f"--user-data-dir={self.profile}", *args, url],
-                             capture_output=True, text=True, timeout=60)
+        out = subprocess.run(
+            [
+                self.path,
+                "--headless=new",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--hide-scrollbars",
+                f"--user-data-dir={self.profile}",
+                *args,
+                url,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert out.returncode == 0, f"chromium exited {out.returncode}: {out.stderr[-2000:]}"
         return out.stdout
 
@@ -107,8 +119,13 @@ def hostile_candidate():
     """The rules prompt asking for JSON whose one key is markup: the model's answer carries
     it, and names no label (every answer is invalid)."""
     config = rules_spec("support-triage").to_config()
-    config["response_format"] = {"type": "json_schema", "json_schema": {
-        "name": "triage", "schema": {"type": "object", "properties": {HOSTILE_KEY: {"type": "string"}}}}}
+    config["response_format"] = {
+        "type": "json_schema",
+        "json_schema": {
+            "name": "triage",
+            "schema": {"type": "object", "properties": {HOSTILE_KEY: {"type": "string"}}},
+        },
+    }
     config["decision"] = {"type": "json", "field": "decision"}
     return parse_spec(config)
 
@@ -138,14 +155,16 @@ def test_the_status_page_in_chromium(public_service, chromium, tmp_path):
         with MockLLMServer(latency_ms=1) as llm, httpx2.Client(base_url=svc.url, timeout=30) as web:
             gate.register_dataset("tickets", str(write_dataset(tmp_path / "tickets.csv")))
             gate.map_dataset("support-triage", "tickets", "0.6", bars={"max_broken": 0})
-            applied = gate.submit(rules_spec("support-triage"), "apply",
-                                  source={"sha": SHA_APPLIED, "pr": 12, "repo": "acme/prompts"})
+            applied = gate.submit(
+                rules_spec("support-triage"), "apply", source={"sha": SHA_APPLIED, "pr": 12, "repo": "acme/prompts"}
+            )
             check_a_pending_update(web, applied)
             fleet = WorkerFleet(worker_env(svc.db_url, llm.base_url, chunk_size=1), tmp_path)
             fleet.start(1)
             assert gate.wait(applied, timeout=60, poll=0.05).status == "APPLIED"
-            hostile = gate.submit(hostile_candidate(), "check", source={"sha": SHA_HOSTILE, "key": "hostile"},
-                                  full=True)     # every item called: the page shows all of them
+            hostile = gate.submit(
+                hostile_candidate(), "check", source={"sha": SHA_HOSTILE, "key": "hostile"}, full=True
+            )  # every item called: the page shows all of them
             assert gate.wait(hostile, timeout=60, poll=0.05).status == "REJECTED"
             check_a_running_update(gate, web, llm)
             check_the_list_filters_and_other_pages(web, applied)
@@ -167,14 +186,18 @@ def check_a_pending_update(web, update_id: int) -> None:
 def check_a_running_update(gate, web, llm) -> None:
     """A run the provider stops after 4 answers (429, retry in about a minute): items
     scored / total and the accuracy so far, then cancelled."""
-    llm.faults.rate_limit_rpm = 4           # the local model server's own fault option, from now on
-    running = gate.submit(rules_spec("support-triage", description="v3"), "check",
-                          source={"key": "running"}, reuse=False)
+    llm.faults.rate_limit_rpm = 4  # the local model server's own fault option, from now on
+    running = gate.submit(
+        rules_spec("support-triage", description="v3"), "check", source={"key": "running"}, reuse=False
+    )
     wait_for(lambda: (gate.status(running).runs[0].scored or 0) >= 4, 20, "4 answers scored")
     html = web.get(f"/updates/{running}").text
     assert "Still running" in html and '<meta http-equiv="refresh"' in html
-    assert re.search(r'value="4"></progress> 4 / 13</td>\s*<td class="num"><strong>\d+\.\d%</strong> '
-                     r'<span class="muted">\(\d/4\)</span> <span class="muted">so far</span>', html), html
+    assert re.search(
+        r'value="4"></progress> 4 / 13</td>\s*<td class="num"><strong>\d+\.\d%</strong> '
+        r'<span class="muted">\(\d/4\)</span> <span class="muted">so far</span>',
+        html,
+    ), html
     gate.cancel(running)
 
 
@@ -216,8 +239,16 @@ def check_an_update_in_chromium(browser, url: str, hostile: int, tmp_path) -> No
     assert HOSTILE_ID in page.text and HOSTILE_KEY in page.text
     rows = page.rows()
     assert ["tickets", "13 / 13", "0.0% (0/13)", "60%", "✘ fail", "13", "13", "0"] in rows
-    assert ["tickets", "76.9% [49.7–91.8] v1", "0.0% [0.0–22.8]", "-76.9 pts", "\u221276.9 pts [\u221291.8, "
-            "\u221241.4] (95% interval)", "0", "10", "0.00195: the difference is significant at 5%"] in rows
+    assert [
+        "tickets",
+        "76.9% [49.7–91.8] v1",
+        "0.0% [0.0–22.8]",
+        "-76.9 pts",
+        "\u221276.9 pts [\u221291.8, \u221241.4] (95% interval)",
+        "0",
+        "10",
+        "0.00195: the difference is significant at 5%",
+    ] in rows
     assert ["tickets", "min_accuracy", "60%", "0.0%", "✘ fail"] in rows
     assert ["tickets", "max_broken", "0", "10", "✘ fail"] in rows
     assert ["expected ╲ answered", "(invalid)", "items"] in rows and ["yes", "8", "8"] in rows
@@ -229,20 +260,22 @@ def check_an_update_in_chromium(browser, url: str, hostile: int, tmp_path) -> No
 
 # --- who may look ------------------------------------------------------------------------
 
+
 def test_pages_need_a_token_and_the_cookie_opens_only_the_pages(service):
     with httpx2.Client(base_url=service.url, timeout=30) as anonymous:
         for path in ("/", "/updates/1", "/datasets", "/prompts/p1", "/workers"):
             refused = anonymous.get(path)
             assert refused.status_code == 401 and refused.headers["content-type"].startswith("text/html"), path
             assert 'action="/login"' in refused.text and "Sign in" in refused.text
-        assert anonymous.get("/static/style.css").status_code == 200     # the sign-in page needs it
+        assert anonymous.get("/static/style.css").status_code == 200  # the sign-in page needs it
     with service.client("read") as header:
         assert header.get("/").status_code == 200
 
     with httpx2.Client(base_url=service.url, timeout=30, follow_redirects=False) as browser:
         assert browser.post("/login", data={"token": "pg_wrong"}).status_code == 401
-        other_site = browser.post("/login", data={"token": service.tokens["read"]},
-                                  headers={"Origin": "https://evil.example"})
+        other_site = browser.post(
+            "/login", data={"token": service.tokens["read"]}, headers={"Origin": "https://evil.example"}
+        )
         assert other_site.status_code == 403 and "set-cookie" not in other_site.headers
         signed_in = browser.post("/login", data={"token": service.tokens["read"], "next": "//evil.example/x"})
         assert signed_in.status_code == 303 and signed_in.headers["location"] == "/"
@@ -252,8 +285,10 @@ def test_pages_need_a_token_and_the_cookie_opens_only_the_pages(service):
         assert page.status_code == 200 and "test-read-" in page.text and "Sign out" in page.text
         # the cookie opens no JSON route: a form on another site cannot submit through it
         assert browser.get("/v1/updates").status_code == 401
-        assert browser.post("/v1/updates", content=b"name: p1\n",
-                            headers={"content-type": "application/yaml"}).status_code == 401
+        assert (
+            browser.post("/v1/updates", content=b"name: p1\n", headers={"content-type": "application/yaml"}).status_code
+            == 401
+        )
         assert browser.post("/logout").status_code == 303
         assert browser.get("/").status_code == 401
 
@@ -262,20 +297,24 @@ def test_pages_need_a_token_and_the_cookie_opens_only_the_pages(service):
         with service.client("admin") as admin:
             name = next(t["name"] for t in admin.get("/v1/tokens").json() if t["scope"] == "submit")
             assert admin.post(f"/v1/tokens/{name}/revoke").status_code == 200
-        assert browser.get("/workers").status_code == 401       # a revoked token's cookie opens nothing
+        assert browser.get("/workers").status_code == 401  # a revoked token's cookie opens nothing
 
 
 def test_behind_a_tls_proxy_the_sign_in_cookie_is_secure(mysql_url, tmp_path):
     """With --forwarded-allow-ips the proxy's X-Forwarded-Proto is trusted: a browser that
     came over https gets a Secure cookie; a server not told so ignores the header."""
     from service_harness import Service
+
     for args, secure in ((("--forwarded-allow-ips", "127.0.0.1"), True), ((), False)):
         service = Service(mysql_url, tmp_path, *args)
         try:
             with httpx2.Client(base_url=service.url, follow_redirects=False) as browser:
                 host = service.url.removeprefix("http://")
-                signed_in = browser.post("/login", data={"token": service.tokens["read"]},
-                                         headers={"X-Forwarded-Proto": "https", "Origin": f"https://{host}"})
+                signed_in = browser.post(
+                    "/login",
+                    data={"token": service.tokens["read"]},
+                    headers={"X-Forwarded-Proto": "https", "Origin": f"https://{host}"},
+                )
             assert signed_in.status_code == 303, signed_in.text
             cookie = signed_in.headers["set-cookie"].lower()
             assert ("; secure" in cookie) is secure and "httponly" in cookie and "samesite=strict" in cookie

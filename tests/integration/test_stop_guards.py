@@ -33,39 +33,46 @@ def verdicts(gate, run_id):
 
 def test_a_write_back_in_flight_cannot_resurrect_a_stopped_item(gate, tmp_path):
     uid, (first, second) = staged(gate, tmp_path)
-    Materializer(gate.engine, gate.settings, threading.Event()).poll()             # the first run's items; the second stays PENDING
+    Materializer(
+        gate.engine, gate.settings, threading.Event()
+    ).poll()  # the first run's items; the second stays PENDING
     token, items = transaction(gate.engine, lambda conn: store.claim_items(conn, first, 4, 30, 3))
     assert len(items) == 4
-    stopped = transaction(gate.engine, lambda conn: store.stop_update(
-        conn, uid, "early_stop", first, {"kind": "early_stop", "run_id": first}, "with_update"))
-    assert stopped == {first: 12, second: 0}                  # claimed ones too: their calls' answers are dropped
+    stopped = transaction(
+        gate.engine,
+        lambda conn: store.stop_update(
+            conn, uid, "early_stop", first, {"kind": "early_stop", "run_id": first}, "with_update"
+        ),
+    )
+    assert stopped == {first: 12, second: 0}  # claimed ones too: their calls' answers are dropped
     again = transaction(gate.engine, lambda conn: store.stop_update(conn, uid, "spend_cap", second, {}, "spend_cap"))
-    assert again == {}                                        # one stopper wins
+    assert again == {}  # one stopper wins
 
     results = [ItemResult(i.position, Verdict.MATCH, actual_decision=i.expected_decision, calls=1) for i in items]
 
     def write(conn):
         written = store.write_item_results(conn, first, token, results)
-        store.add_tally(conn, first, store.stripe_of(token), [i.position for i in items] if written else None,
-                        None, 4)
+        store.add_tally(conn, first, store.stripe_of(token), [i.position for i in items] if written else None, None, 4)
         return written
-    assert transaction(gate.engine, write) == 0               # the lease token is gone: nothing written
+
+    assert transaction(gate.engine, write) == 0  # the lease token is gone: nothing written
     assert verdicts(gate, first) == ["STOPPED"] * 12
     with gate.engine.connect() as conn:
-        assert store.read_tally(conn, first) == ([], 4)       # the calls were made; no outcome counted
+        assert store.read_tally(conn, first) == ([], 4)  # the calls were made; no outcome counted
         runs = {r.id: r for r in store.runs_of_update(conn, uid)}
         assert runs[first].stopped == "early_stop" and runs[second].stopped == "with_update"
         assert runs[first].materialized_at is not None and runs[second].status == "PENDING"
         assert store.get_update(conn, uid).stopped == {"kind": "early_stop", "run_id": first}
-        assert store.finalizable_runs(conn, 10) == [first]    # nothing PENDING: finalize may take it at once
+        assert store.finalizable_runs(conn, 10) == [first]  # nothing PENDING: finalize may take it at once
 
 
 def test_a_stopped_run_not_yet_materialized_gets_no_page(gate, tmp_path):
     uid, (first, second) = staged(gate, tmp_path)
     Materializer(gate.engine, gate.settings, threading.Event()).poll()
-    transaction(gate.engine, lambda conn: store.stop_update(conn, uid, "spend_cap", first, {"kind": "spend_cap"},
-                                                            "spend_cap"))
-    Materializer(gate.engine, gate.settings, threading.Event()).poll()              # claims the second run: stopped, so no page
+    transaction(
+        gate.engine, lambda conn: store.stop_update(conn, uid, "spend_cap", first, {"kind": "spend_cap"}, "spend_cap")
+    )
+    Materializer(gate.engine, gate.settings, threading.Event()).poll()  # claims the second run: stopped, so no page
     assert verdicts(gate, second) == []
     with gate.engine.connect() as conn:
         run = store.get_run(conn, second)

@@ -31,6 +31,7 @@ def submit_pair(gate: Gate, name: str, rng: random.Random) -> tuple[int, int]:
         barrier.wait()
         time.sleep(delays[k])
         return gate.submit(rules_spec(name, f"candidate {k}"), "apply")
+
     with ThreadPoolExecutor(2) as pool:
         return tuple(sorted(pool.map(one, range(2))))
 
@@ -58,14 +59,15 @@ def test_near_simultaneous_apply_submissions_the_newest_always_wins(mysql_gate, 
     with MockLLMServer() as llm:
         monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
         fast = Gate(gate.engine, gate.settings.with_(poll_interval=0.01, poll_max_interval=0.05))
-        worker = WorkerProcess(fast.engine, fast.settings, ["materialize", "execute", "finalize", "reconcile"],
-                               16).start()
+        worker = WorkerProcess(
+            fast.engine, fast.settings, ["materialize", "execute", "finalize", "reconcile"], 16
+        ).start()
         try:
-            ended = Counter((gate.status(old).status, gate.wait(new, timeout=120, poll=0.05).status)
-                            for old, new in evaluated)
+            ended = Counter(
+                (gate.status(old).status, gate.wait(new, timeout=120, poll=0.05).status) for old, new in evaluated
+            )
         finally:
             worker.shutdown()
     print(f"(older, newer) at the end: {dict(ended)}")
     assert ended == {(UpdateStatus.CANCELLED, UpdateStatus.APPLIED): len(evaluated)}
-    assert all(gate.live(name).applied_update_id == new
-               for name, (_, new) in zip(names[::EVALUATE_EVERY], evaluated))
+    assert all(gate.live(name).applied_update_id == new for name, (_, new) in zip(names[::EVALUATE_EVERY], evaluated))

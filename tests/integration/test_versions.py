@@ -19,8 +19,9 @@ from workers.supervisor import run_until_terminal
 
 def version_rows(gate, version_id) -> int:
     with gate.engine.connect() as conn:
-        return conn.execute(select(func.count()).select_from(store.dataset_row)
-                            .where(store.dataset_row.c.version_id == version_id)).scalar()
+        return conn.execute(
+            select(func.count()).select_from(store.dataset_row).where(store.dataset_row.c.version_id == version_id)
+        ).scalar()
 
 
 def test_registering_imports_a_version_and_identical_content_makes_none(gate, tmp_path):
@@ -29,12 +30,12 @@ def test_registering_imports_a_version_and_identical_content_makes_none(gate, tm
     first = gate.dataset_version("d")
     assert ds.current_version_id == first.id and first.row_count == 30 == version_rows(gate, first.id)
     assert first.labels == {"yes": 15, "no": 15} and len(first.content_hash) == 64
-    gate.register_dataset("d", str(path))                               # the same file again
+    gate.register_dataset("d", str(path))  # the same file again
     _, data = gate.refresh_dataset("d")
-    assert data is None                                                 # the file says it has not changed
+    assert data is None  # the file says it has not changed
     copy = tmp_path / "copy.csv"
     shutil.copy(path, copy)
-    gate.register_dataset("d", str(copy))                               # same rows, another file
+    gate.register_dataset("d", str(copy))  # same rows, another file
     assert gate.dataset_version("d").id == first.id
     assert [v.id for v in gate.dataset_versions("d")[1]] == [first.id]
     lines = path.read_text().splitlines()
@@ -46,18 +47,21 @@ def test_registering_imports_a_version_and_identical_content_makes_none(gate, tm
     assert [v.id for v in versions] == [second.id, first.id] and ds.current_version_id == second.id
 
 
-@pytest.mark.parametrize("content, problem", [
-    ("item_id,expected_decision,text\na,yes,x\nb,no,y\na,no,z\n", "duplicate item ids: a"),
-    ("item_id,expected_decision,text\na,yes,x\nb,,y\n", "line 3: item b: missing label"),
-    ("item_id,expected_decision,text\n", "has no rows"),
-])
+@pytest.mark.parametrize(
+    "content, problem",
+    [
+        ("item_id,expected_decision,text\na,yes,x\nb,no,y\na,no,z\n", "duplicate item ids: a"),
+        ("item_id,expected_decision,text\na,yes,x\nb,,y\n", "line 3: item b: missing label"),
+        ("item_id,expected_decision,text\n", "has no rows"),
+    ],
+)
 def test_a_failed_import_leaves_nothing(gate, tmp_path, content, problem):
     path = tmp_path / "bad.csv"
     path.write_text(content)
     with pytest.raises(DatasetError, match=problem):
         gate.register_dataset("bad", str(path))
     with pytest.raises(NotFound):
-        gate.get_dataset("bad")                       # a new dataset whose first import failed is not registered
+        gate.get_dataset("bad")  # a new dataset whose first import failed is not registered
     with gate.engine.connect() as conn:
         assert conn.execute(select(func.count()).select_from(store.dataset_version)).scalar() == 0
         assert conn.execute(select(func.count()).select_from(store.dataset_row)).scalar() == 0
@@ -76,16 +80,16 @@ def test_a_run_reads_its_pinned_version_even_after_the_file_is_gone(gate, tmp_pa
     refresh after submit does not change what the run reads."""
     checkout = tmp_path / "checkout"
     checkout.mkdir()
-    path = write_rule_rows(checkout / "d.csv", 20, wrong_every=5)       # 16 of 20 right
+    path = write_rule_rows(checkout / "d.csv", 20, wrong_every=5)  # 16 of 20 right
     gate.register_dataset("d", str(path))
     gate.map_dataset("p1", "d", "0.8")
     uid = gate.submit(rules_spec("p1"), "check")
     pinned = gate.dataset_version("d")
-    write_rule_rows(path, 20)                                          # all right now...
-    gate.refresh_dataset("d")                                          # ...as a new version
+    write_rule_rows(path, 20)  # all right now...
+    gate.refresh_dataset("d")  # ...as a new version
     assert gate.dataset_version("d").id != pinned.id
-    shutil.rmtree(checkout)                                            # and the file is gone
-    later = gate.submit(rules_spec("p1"), "check", source={"key": "later"})   # submitted without it
+    shutil.rmtree(checkout)  # and the file is gone
+    later = gate.submit(rules_spec("p1"), "check", source={"key": "later"})  # submitted without it
     with MockLLMServer() as llm:
         monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
         report, later_report = run_until_terminal(gate, [uid, later], timeout=60)
@@ -155,7 +159,7 @@ def test_a_run_never_passes_on_part_of_its_pinned_rows(gate, tmp_path, monkeypat
     _delete_rows(gate, gate.dataset_version("d").id, list(range(5, 20)))
     with MockLLMServer() as llm:
         monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
-        report, = run_until_terminal(gate, [uid], timeout=60)
+        (report,) = run_until_terminal(gate, [uid], timeout=60)
     assert report.status == "FAILED" and report.runs[0].status == "ERROR"
     assert "missing rows" in report.runs[0].reason and report.runs[0].scored == 0
 
@@ -163,15 +167,16 @@ def test_a_run_never_passes_on_part_of_its_pinned_rows(gate, tmp_path, monkeypat
 def test_an_item_whose_row_is_gone_ends_error_uncalled(gate, tmp_path, monkeypatch):
     import threading
     from workers.materialize import Materializer
+
     gate.register_dataset("d", str(write_rule_rows(tmp_path / "d.csv", 6)))
     gate.map_dataset("p1", "d", "0.5")
     uid = gate.submit(rules_spec("p1"), "check")
-    while Materializer(gate.engine, gate.settings, threading.Event()).poll() == 0:      # items in, none scored yet
+    while Materializer(gate.engine, gate.settings, threading.Event()).poll() == 0:  # items in, none scored yet
         pass
     _delete_rows(gate, gate.dataset_version("d").id, [2])
     with MockLLMServer() as llm:
         monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
-        report, = run_until_terminal(gate, [uid], timeout=60)
+        (report,) = run_until_terminal(gate, [uid], timeout=60)
         calls = llm.stats()["requests"]
     assert calls == 5 and report.runs[0].errors == 1
     assert "missing from dataset version" in report.runs[0].failures[0].error

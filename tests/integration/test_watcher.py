@@ -14,18 +14,19 @@ from helpers import rules_spec, setup_gate
 def test_a_waiter_arriving_while_the_watcher_closes_is_woken(gate, tmp_path, monkeypatch):
     setup_gate(gate, tmp_path)
     update_id = gate.submit(rules_spec("p1"), "check")
-    gate.cancel(update_id)                       # terminal: every wait for it returns at the next beat
+    gate.cancel(update_id)  # terminal: every wait for it returns at the next beat
     real_close = db.KeptConnection.close
 
-    def slow_close(self):                        # the window the race needs, made wide
+    def slow_close(self):  # the window the race needs, made wide
         time.sleep(0.4)
         real_close(self)
+
     monkeypatch.setattr(db.KeptConnection, "close", slow_close)
 
     async def scenario():
         watcher = StatusWatcher(gate.engine, interval=0.05)
         assert await watcher.wait(update_id, 5) == "CANCELLED"
-        await asyncio.sleep(0.1)                 # the watcher has seen no waiter left and is closing
+        await asyncio.sleep(0.1)  # the watcher has seen no waiter left and is closing
         started = time.monotonic()
         status = await watcher.wait(update_id, 3)
         return status, time.monotonic() - started
@@ -44,9 +45,9 @@ def test_a_waiter_whose_read_fails_never_keeps_the_others_from_waking(gate, tmp_
     async def scenario():
         watcher = StatusWatcher(gate.engine, interval=0.05)
         bad = asyncio.get_running_loop().create_future()
-        watcher.waiters[2**64] = {bad: None}         # as an unchecked caller would have left it
+        watcher.waiters[2**64] = {bad: None}  # as an unchecked caller would have left it
         good = asyncio.create_task(watcher.wait(update_id, 10))
-        await asyncio.sleep(0.3)                     # beats with both ids
+        await asyncio.sleep(0.3)  # beats with both ids
         await asyncio.to_thread(gate.cancel, update_id)
         started = time.monotonic()
         status = await good

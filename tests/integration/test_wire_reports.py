@@ -49,19 +49,28 @@ def running_report(gate, spec) -> UpdateReport:
 def test_real_reports_round_trip_to_the_same_text_markdown_and_json(mysql_gate, model):
     gate = mysql_gate
     gate.register_dataset("urgency-regression", str(EXAMPLE / "datasets" / "urgency-regression.csv"))
-    gate.map_dataset("ticket-urgency", "urgency-regression", "0.5",
-                     bars={"max_broken": 0, "max_latency_p95_ms": 60000, "max_cost_per_1k_items": "1"})
+    gate.map_dataset(
+        "ticket-urgency",
+        "urgency-regression",
+        "0.5",
+        bars={"max_broken": 0, "max_latency_p95_ms": 60000, "max_cost_per_1k_items": "1"},
+    )
     gate.set_price(Price("gpt-4o-mini", Decimal("0.15"), Decimal("0.60")))
     live = load_spec(EXAMPLE / "prompts" / "ticket-urgency.yaml")
-    applied, = run_until_terminal(gate, [gate.submit(live, "apply")], timeout=60)
-    compared, = run_until_terminal(gate, [gate.submit(weaker(live), "check", {"key": "pr-1"})], timeout=60)
+    (applied,) = run_until_terminal(gate, [gate.submit(live, "apply")], timeout=60)
+    (compared,) = run_until_terminal(gate, [gate.submit(weaker(live), "check", {"key": "pr-1"})], timeout=60)
     cancelled = gate.submit(live, "check", {"key": "pr-2"})
     gate.cancel(cancelled)
-    reports = [applied, compared, gate.status(compared.update.id, failures=50), gate.status(cancelled),
-               running_report(gate, weaker(live))]
+    reports = [
+        applied,
+        compared,
+        gate.status(compared.update.id, failures=50),
+        gate.status(cancelled),
+        running_report(gate, weaker(live)),
+    ]
 
     assert [r.status for r in reports] == ["APPLIED", "REJECTED", "REJECTED", "CANCELLED", "RUNNING"]
-    assert applied.runs[0].cost and compared.runs[0].comparison and compared.runs[0].broken   # what is exercised
+    assert applied.runs[0].cost and compared.runs[0].comparison and compared.runs[0].broken  # what is exercised
     assert reports[-1].runs[0].total and not reports[-1].runs[0].scored
     for report in reports:
         back = through_json(UpdateReport, report)
@@ -69,11 +78,18 @@ def test_real_reports_round_trip_to_the_same_text_markdown_and_json(mysql_gate, 
         assert render_report_markdown(back, samples=50) == render_report_markdown(report, samples=50)
         assert back.to_dict() == report.to_dict()
         assert back == report
-    assert render_markdown([through_json(UpdateReport, r) for r in reports], context={"sha": "a" * 40}) == \
-        render_markdown(reports, context={"sha": "a" * 40})
+    assert render_markdown(
+        [through_json(UpdateReport, r) for r in reports], context={"sha": "a" * 40}
+    ) == render_markdown(reports, context={"sha": "a" * 40})
 
 
 def test_a_sync_result_round_trips():
-    result = SyncResult("gate.yaml", (Change("bar-added", "p × d", None, "0.9", ("p", "d")),
-                                      Change("dataset-rows", "d", "3", "1 added", ("d",), ("added: x",))), True)
+    result = SyncResult(
+        "gate.yaml",
+        (
+            Change("bar-added", "p × d", None, "0.9", ("p", "d")),
+            Change("dataset-rows", "d", "3", "1 added", ("d",), ("added: x",)),
+        ),
+        True,
+    )
     assert through_json(SyncResult, result) == result

@@ -37,6 +37,7 @@ def fleet(tmp_path):
         f = WorkerFleet(env, tmp_path, args)
         fleets.append(f)
         return f
+
     yield make
     for f in fleets:
         f.stop_all()
@@ -56,29 +57,33 @@ def wait_all(gate, ids, timeout):
 def item_rows(gate, run_ids):
     i = store.prompt_run_item
     with gate.engine.connect() as conn:
-        return conn.execute(select(i.c.run_id, i.c.item_id, i.c.verdict, i.c.attempt)
-                            .where(i.c.run_id.in_(run_ids))).all()
+        return conn.execute(
+            select(i.c.run_id, i.c.item_id, i.c.verdict, i.c.attempt).where(i.c.run_id.in_(run_ids))
+        ).all()
 
 
 def versions(gate, name):
-    return gate.history(name)[::-1]          # oldest first
+    return gate.history(name)[::-1]  # oldest first
 
 
 def test_four_processes_three_updates_exactly_once(mysql_gate, mock_llm, fleet, tmp_path):
     gate = mysql_gate
     for p, bar_a in (("p1", "0.9"), ("p2", "0.95"), ("p3", "0.9")):
-        map_rule_dataset(gate, tmp_path, p, "d-a", 500, bar_a, wrong_every=10)   # exactly 90 %
-        map_rule_dataset(gate, tmp_path, p, "d-b", 500, "1")                      # 100 %
+        map_rule_dataset(gate, tmp_path, p, "d-a", 500, bar_a, wrong_every=10)  # exactly 90 %
+        map_rule_dataset(gate, tmp_path, p, "d-b", 500, "1")  # 100 %
     # the three prompts send identical requests: no reuse, so each item is called (once);
     # p2 misses its bar: --full keeps it from stopping early (tests/integration/test_early_stop.py)
-    ids = [gate.submit(rules_spec("p1"), "apply", reuse=False),
-           gate.submit(rules_spec("p2"), "apply", reuse=False, full=True),
-           gate.submit(rules_spec("p3"), "check", reuse=False)]
+    ids = [
+        gate.submit(rules_spec("p1"), "apply", reuse=False),
+        gate.submit(rules_spec("p2"), "apply", reuse=False, full=True),
+        gate.submit(rules_spec("p3"), "check", reuse=False),
+    ]
     workers = fleet(worker_env(gate.settings.database_url, mock_llm.base_url, chunk_size=16))
     workers.start(4)
     reports = wait_all(gate, ids, 120)
-    assert [r.status for r in reports] == [UpdateStatus.APPLIED, UpdateStatus.REJECTED, UpdateStatus.PASSED], \
-        [(r.update.reason, [(run.dataset, run.metrics) for run in r.runs]) for r in reports]
+    assert [r.status for r in reports] == [UpdateStatus.APPLIED, UpdateStatus.REJECTED, UpdateStatus.PASSED], [
+        (r.update.reason, [(run.dataset, run.metrics) for run in r.runs]) for r in reports
+    ]
     run_ids = [r.run_id for rep in reports for r in rep.runs]
     rows = item_rows(gate, run_ids)
     assert len(rows) == 3000 and len({(r.run_id, r.item_id) for r in rows}) == 3000
@@ -89,7 +94,7 @@ def test_four_processes_three_updates_exactly_once(mysql_gate, mock_llm, fleet, 
     assert gate.live("p1").version == 1 and len(versions(gate, "p1")) == 1
     with pytest.raises(Exception):
         gate.live("p2")
-    assert mock_llm.stats()["requests"] == 3000     # no faults, no crashes: one call per item
+    assert mock_llm.stats()["requests"] == 3000  # no faults, no crashes: one call per item
 
 
 def test_kill_9_chaos(mysql_gate, fleet, tmp_path):
@@ -97,8 +102,16 @@ def test_kill_9_chaos(mysql_gate, fleet, tmp_path):
     map_rule_dataset(gate, tmp_path, "chaos", "big", 2000, "1")
     concurrency = 8
     with MockLLMServer(latency_ms=15, jitter_ms=10) as llm:
-        env = worker_env(gate.settings.database_url, llm.base_url, lease_seconds=2, attempt_cap=20,
-                         chunk_size=8, page_size=250, concurrency=concurrency, heartbeat_seconds=1)
+        env = worker_env(
+            gate.settings.database_url,
+            llm.base_url,
+            lease_seconds=2,
+            attempt_cap=20,
+            chunk_size=8,
+            page_size=250,
+            concurrency=concurrency,
+            heartbeat_seconds=1,
+        )
         workers = fleet(env)
         workers.start(4)
         uid = gate.submit(rules_spec("chaos"), "apply")
@@ -136,6 +149,7 @@ def test_stalled_lease_cannot_write_late_results(gate, tmp_path):
     map_rule_dataset(gate, tmp_path, "p1", "d", 4, "0.5")
     uid = gate.submit(rules_spec("p1"), "check")
     from workers.materialize import Materializer
+
     # materialized under the normal lease: the stalled lease under test is the items' one
     # below (a 0.3 s lease here too once expired before a loaded CI machine wrote the page)
     Materializer(gate.engine, gate.settings, threading.Event()).poll()
@@ -148,11 +162,19 @@ def test_stalled_lease_cannot_write_late_results(gate, tmp_path):
         token_b, items_b = store.claim_items(conn, run_id, 10, 30, 3)
     assert {i.position for i in items_b} == {i.position for i in items_a}
     with gate.engine.begin() as conn:
-        assert store.write_item_results(conn, run_id, token_b, [ItemResult(i.position, Verdict.MATCH, actual_decision="b")
-                                                        for i in items_b]) == 4
+        assert (
+            store.write_item_results(
+                conn, run_id, token_b, [ItemResult(i.position, Verdict.MATCH, actual_decision="b") for i in items_b]
+            )
+            == 4
+        )
     with gate.engine.begin() as conn:
-        assert store.write_item_results(conn, run_id, token_a, [ItemResult(i.position, Verdict.MISMATCH, actual_decision="a")
-                                                        for i in items_a]) == 0
+        assert (
+            store.write_item_results(
+                conn, run_id, token_a, [ItemResult(i.position, Verdict.MISMATCH, actual_decision="a") for i in items_a]
+            )
+            == 0
+        )
     rows = item_rows(gate, [run_id])
     assert {r.verdict for r in rows} == {Verdict.MATCH}
 
@@ -169,11 +191,12 @@ def freeze_outside_a_transaction(gate, proc) -> None:
         proc.send_signal(signal.SIGSTOP)
         time.sleep(0.05)
         with gate.engine.connect() as conn:
-            if not conn.execute(text("SELECT COUNT(*) FROM information_schema.innodb_trx "
-                                     "WHERE trx_rows_locked > 0")).scalar():
+            if not conn.execute(
+                text("SELECT COUNT(*) FROM information_schema.innodb_trx WHERE trx_rows_locked > 0")
+            ).scalar():
                 return
         proc.send_signal(signal.SIGCONT)
-        time.sleep(random.uniform(0.03, 0.08))   # long enough for its threads to get the GIL and commit
+        time.sleep(random.uniform(0.03, 0.08))  # long enough for its threads to get the GIL and commit
     raise AssertionError("the worker was inside a transaction at every try")
 
 
@@ -187,7 +210,7 @@ def test_stopped_worker_process_loses_its_chunk(mysql_gate, fleet, tmp_path):
     db.IDLE_TRANSACTION_SECONDS; tests/test_claim_plans.py), longer than this test waits."""
     gate = mysql_gate
     map_rule_dataset(gate, tmp_path, "p1", "d", 4, "1")
-    with MockLLMServer(latency_ms=1500) as llm:     # long enough to freeze it again if it must be
+    with MockLLMServer(latency_ms=1500) as llm:  # long enough to freeze it again if it must be
         env = worker_env(gate.settings.database_url, llm.base_url, lease_seconds=1, chunk_size=4)
         first = fleet(env, ("--role", "materialize,execute")).start(1)[0]
         uid = gate.submit(rules_spec("p1"), "apply")
@@ -201,7 +224,7 @@ def test_stopped_worker_process_loses_its_chunk(mysql_gate, fleet, tmp_path):
         assert report.status == UpdateStatus.APPLIED, report.update.reason
         first.send_signal(signal.SIGCONT)
         time.sleep(1.5)
-        first.terminate()            # draining: its late write-back happens before it exits
+        first.terminate()  # draining: its late write-back happens before it exits
         first.wait(60)
     log = open(first.log_path).read()
     assert "dropped: the lease was lost" in log, log
@@ -211,6 +234,7 @@ def test_stopped_worker_process_loses_its_chunk(mysql_gate, fleet, tmp_path):
 def test_mariadb_restart_mid_run(fleet, tmp_path):
     """Its own server (the session's is shared by the other tests), restarted mid-run."""
     from mariadb_server import create_database, running
+
     with running() as server:
         url = create_database(server.url(), "restart")
         gate = Gate.connect(url, upgrade=True)
@@ -239,6 +263,7 @@ def test_stale_apply_race(mysql_gate, tmp_path):
     with MockLLMServer(latency_ms=1) as llm:
         fast = gate.settings.with_(poll_interval=0.01, poll_max_interval=0.05)
         import os
+
         os.environ["OPENAI_BASE_URL"] = llm.base_url
         worker = WorkerProcess(gate.engine, fast, ["materialize", "execute", "finalize", "reconcile"], 8).start()
         try:
@@ -274,8 +299,9 @@ def test_provider_faults_end_every_item_within_the_cap(mysql_gate, tmp_path, mon
     always_503 = parse_spec({**rules_spec("p2").to_config(), "model": "mock-error-503"})
     with MockLLMServer(error_rate=0.1, timeout_rate=0.05, garbage_rate=0.05, hang_seconds=3, seed=11) as llm:
         monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
-        settings = gate.settings.with_(request_timeout=0.5, backoff_base=0.05, backoff_max=0.2, attempt_cap=3,
-                                       poll_interval=0.02)
+        settings = gate.settings.with_(
+            request_timeout=0.5, backoff_base=0.05, backoff_max=0.2, attempt_cap=3, poll_interval=0.02
+        )
         fast_gate = Gate(gate.engine, settings)
         ids = [fast_gate.submit(rules_spec("p1"), "apply"), fast_gate.submit(always_503, "apply")]
         report, exhausted = run_until_terminal(fast_gate, ids, timeout=90, concurrency=16)
@@ -295,4 +321,4 @@ def test_provider_faults_end_every_item_within_the_cap(mysql_gate, tmp_path, mon
     assert len(rows) == 300 and {(r.verdict, r.attempt) for r in rows} == {(Verdict.ERROR, 3)}
     assert (exhausted.runs[0].status, exhausted.status) == ("ERROR", UpdateStatus.FAILED)
     assert "300 of 300 items of d could not be scored" in exhausted.update.reason
-    assert outcomes.get("forced_error", 0) == 900                       # three calls each, no more
+    assert outcomes.get("forced_error", 0) == 900  # three calls each, no more

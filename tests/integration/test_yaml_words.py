@@ -37,16 +37,19 @@ def test_yes_and_no_are_words_in_prompts_gate_configs_and_datasets(gate, tmp_pat
     (tmp_path / "prompt.yaml").write_text(PROMPT)
     (tmp_path / "gate.yaml").write_text(GATE_CONFIG)
     (tmp_path / "rows.csv").write_text("item_id,expected_decision,text\n1,yes,alpha one\n2,no,beta two\n")
-    (tmp_path / "rows.jsonl").write_text(json.dumps({"item_id": "1", "expected_decision": "yes", "text": "alpha"})
-                                         + "\n" + json.dumps({"item_id": "2", "expected_decision": "no",
-                                                              "text": "beta"}) + "\n")
+    (tmp_path / "rows.jsonl").write_text(
+        json.dumps({"item_id": "1", "expected_decision": "yes", "text": "alpha"})
+        + "\n"
+        + json.dumps({"item_id": "2", "expected_decision": "no", "text": "beta"})
+        + "\n"
+    )
     spec = load_spec(tmp_path / "prompt.yaml")
     assert (spec.name, spec.labels) == ("yes", ("yes", "no"))
     gateconfig.sync(gate, tmp_path / "gate.yaml")
     assert sorted((m.prompt_name, m.dataset_name) for m in gate.mappings()) == [("yes", "no"), ("yes", "off")]
     with MockLLMServer() as llm:
         monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
-        report, = run_until_terminal(gate, [gate.submit(spec, "apply")], timeout=60)
+        (report,) = run_until_terminal(gate, [gate.submit(spec, "apply")], timeout=60)
     assert report.status == UpdateStatus.APPLIED, report.update.reason
     assert sorted((r.dataset, r.matches, r.scored) for r in report.runs) == [("no", 2, 2), ("off", 2, 2)]
     assert gate.live("yes").config["labels"] == ["yes", "no"]

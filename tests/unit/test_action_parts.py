@@ -14,25 +14,28 @@ from gate.models import Update
 from gate.service import UpdateReport, combine_exit_codes
 
 
-@pytest.mark.parametrize("pattern,path,expected", [
-    ("prompts/**/*.yaml", "prompts/a.yaml", True),
-    ("prompts/**/*.yaml", "prompts/team/x/a.yaml", True),
-    ("prompts/**/*.yaml", "prompts/a.yml", False),
-    ("prompts/**/*.yaml", "other/prompts/a.yaml", False),
-    ("prompts/**/*.yaml", "prompts.yaml", False),
-    ("prompts/*.yaml", "prompts/team/a.yaml", False),
-    ("prompts/*.yaml", "prompts/a.yaml", True),
-    ("**/*.yaml", "a.yaml", True),
-    ("**/*.yaml", "deep/er/a.yaml", True),
-    ("prompts/**", "prompts/x/y/z.txt", True),
-    ("prompts/**", "prompts", True),
-    ("prompts/*.{yaml,yml}", "prompts/a.yml", True),
-    ("prompts/?.yaml", "prompts/ab.yaml", False),
-    ("prompts/[ab].yaml", "prompts/b.yaml", True),
-    ("./prompts/*.yaml", "prompts/a.yaml", True),
-    ("prompts/a+b.yaml", "prompts/a+b.yaml", True),
-    ("prompts/**/x/*.yaml", "prompts/x/a.yaml", True),
-])
+@pytest.mark.parametrize(
+    "pattern,path,expected",
+    [
+        ("prompts/**/*.yaml", "prompts/a.yaml", True),
+        ("prompts/**/*.yaml", "prompts/team/x/a.yaml", True),
+        ("prompts/**/*.yaml", "prompts/a.yml", False),
+        ("prompts/**/*.yaml", "other/prompts/a.yaml", False),
+        ("prompts/**/*.yaml", "prompts.yaml", False),
+        ("prompts/*.yaml", "prompts/team/a.yaml", False),
+        ("prompts/*.yaml", "prompts/a.yaml", True),
+        ("**/*.yaml", "a.yaml", True),
+        ("**/*.yaml", "deep/er/a.yaml", True),
+        ("prompts/**", "prompts/x/y/z.txt", True),
+        ("prompts/**", "prompts", True),
+        ("prompts/*.{yaml,yml}", "prompts/a.yml", True),
+        ("prompts/?.yaml", "prompts/ab.yaml", False),
+        ("prompts/[ab].yaml", "prompts/b.yaml", True),
+        ("./prompts/*.yaml", "prompts/a.yaml", True),
+        ("prompts/a+b.yaml", "prompts/a+b.yaml", True),
+        ("prompts/**/x/*.yaml", "prompts/x/a.yaml", True),
+    ],
+)
 def test_globs(pattern, path, expected):
     assert bool(compile_glob(pattern).match(path)) is expected
 
@@ -64,6 +67,7 @@ def test_exit_codes():
     def rep(status):
         u = Update(1, "p", "check", status, {}, "h", 0, {}, None, T0, None, None)
         return UpdateReport(u, [], {})
+
     assert exit_code_for([rep("PASSED"), rep("APPLIED")], []) == 0
     assert exit_code_for([rep("PASSED"), rep("REJECTED")], []) == 1
     assert exit_code_for([rep("REJECTED")], [], fail_on_reject=False) == 0
@@ -75,11 +79,28 @@ def test_exit_codes():
 
 
 def test_options_from_env_inputs():
-    opts = ActionOptions.from_env({"INPUT_PROMPTS": "a/*.yaml", "INPUT_GATE-CONFIG": "g.yaml", "INPUT_MODE": "check",
-                                   "INPUT_RUN_WORKERS": "true", "INPUT_TIMEOUT": "12", "INPUT_FAIL_ON_REJECT": "false",
-                                   "INPUT_COMMENT": "", "INPUT_GITHUB_TOKEN": "t"})
-    assert (opts.prompts, opts.gate_config, opts.mode, opts.run_workers, opts.timeout, opts.fail_on_reject,
-            opts.comment, opts.github_token) == ("a/*.yaml", "g.yaml", "check", True, 12.0, False, True, "t")
+    opts = ActionOptions.from_env(
+        {
+            "INPUT_PROMPTS": "a/*.yaml",
+            "INPUT_GATE-CONFIG": "g.yaml",
+            "INPUT_MODE": "check",
+            "INPUT_RUN_WORKERS": "true",
+            "INPUT_TIMEOUT": "12",
+            "INPUT_FAIL_ON_REJECT": "false",
+            "INPUT_COMMENT": "",
+            "INPUT_GITHUB_TOKEN": "t",
+        }
+    )
+    assert (
+        opts.prompts,
+        opts.gate_config,
+        opts.mode,
+        opts.run_workers,
+        opts.timeout,
+        opts.fail_on_reject,
+        opts.comment,
+        opts.github_token,
+    ) == ("a/*.yaml", "g.yaml", "check", True, 12.0, False, True, "t")
     with pytest.raises(UsageError):
         ActionOptions.from_env({"INPUT_MODE": "yolo"})
     with pytest.raises(UsageError):
@@ -89,19 +110,30 @@ def test_options_from_env_inputs():
 # --- gate config ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("text,field", [
-    ("datasets: {}\nprompts: {}\nextra: 1\n", "extra"),
-    ("datasets:\n  d1: {source: d.csv, colour: red}\n", "datasets.d1.colour"),
-    ("datasets:\n  d1: {id_column: x}\n", "datasets.d1.source"),
-    ("datasets:\n  d1: {source: missing.csv}\n", "datasets.d1.source"),
-    ("datasets:\n  Bad Name: {source: d.csv}\n", "datasets.Bad Name"),
-    ("datasets:\n  d1: {source: d.csv}\nprompts:\n  p: [{dataset: d2, min_accuracy: 0.9}]\n", "prompts.p[0].dataset"),
-    ("datasets:\n  d1: {source: d.csv}\nprompts:\n  p: [{dataset: d1, min_accuracy: 90}]\n", "prompts.p[0].min_accuracy"),
-    ("datasets:\n  d1: {source: d.csv}\nprompts:\n  p: [{dataset: d1}]\n", "prompts.p[0].min_accuracy"),
-    ("datasets:\n  d1: {source: d.csv}\nprompts:\n  p: []\n", "prompts.p"),
-    ("datasets:\n  d1: {source: d.csv}\nprompts:\n  p: [{dataset: d1, min_accuracy: 0.9}, {dataset: d1, min_accuracy: 0.8}]\n",
-     "prompts.p[1].dataset"),
-])
+@pytest.mark.parametrize(
+    "text,field",
+    [
+        ("datasets: {}\nprompts: {}\nextra: 1\n", "extra"),
+        ("datasets:\n  d1: {source: d.csv, colour: red}\n", "datasets.d1.colour"),
+        ("datasets:\n  d1: {id_column: x}\n", "datasets.d1.source"),
+        ("datasets:\n  d1: {source: missing.csv}\n", "datasets.d1.source"),
+        ("datasets:\n  Bad Name: {source: d.csv}\n", "datasets.Bad Name"),
+        (
+            "datasets:\n  d1: {source: d.csv}\nprompts:\n  p: [{dataset: d2, min_accuracy: 0.9}]\n",
+            "prompts.p[0].dataset",
+        ),
+        (
+            "datasets:\n  d1: {source: d.csv}\nprompts:\n  p: [{dataset: d1, min_accuracy: 90}]\n",
+            "prompts.p[0].min_accuracy",
+        ),
+        ("datasets:\n  d1: {source: d.csv}\nprompts:\n  p: [{dataset: d1}]\n", "prompts.p[0].min_accuracy"),
+        ("datasets:\n  d1: {source: d.csv}\nprompts:\n  p: []\n", "prompts.p"),
+        (
+            "datasets:\n  d1: {source: d.csv}\nprompts:\n  p: [{dataset: d1, min_accuracy: 0.9}, {dataset: d1, min_accuracy: 0.8}]\n",
+            "prompts.p[1].dataset",
+        ),
+    ],
+)
 def test_gate_config_errors_name_file_and_field(tmp_path, text, field):
     (tmp_path / "d.csv").write_text("item_id,expected_decision,text\n1,yes,a\n")
     path = tmp_path / "gate.yaml"

@@ -14,8 +14,19 @@ import pytest
 
 from gate.api_shape import GateAPI
 from gate.client import RemoteGate
-from gate.errors import (DatabaseError, DatasetError, Forbidden, GateError, IllegalTransition, MigrationError,
-                         NotFound, SpecError, TooLarge, TooSlow, UsageError)
+from gate.errors import (
+    DatabaseError,
+    DatasetError,
+    Forbidden,
+    GateError,
+    IllegalTransition,
+    MigrationError,
+    NotFound,
+    SpecError,
+    TooLarge,
+    TooSlow,
+    UsageError,
+)
 from gate.http_errors import error_class, http_status
 from gate.release import wait_for_release
 from gate.service import Gate
@@ -24,12 +35,13 @@ IMPLEMENTATIONS = [Gate, RemoteGate]
 
 
 def shape_methods() -> list[str]:
-    return sorted(name for name, member in vars(GateAPI).items()
-                  if inspect.isfunction(member) and not name.startswith("_"))
+    return sorted(
+        name for name, member in vars(GateAPI).items() if inspect.isfunction(member) and not name.startswith("_")
+    )
 
 
 def params(fn) -> list[inspect.Parameter]:
-    return list(inspect.signature(fn).parameters.values())[1:]          # without self
+    return list(inspect.signature(fn).parameters.values())[1:]  # without self
 
 
 def mismatches(shape_fn, impl_fn) -> list[str]:
@@ -39,9 +51,15 @@ def mismatches(shape_fn, impl_fn) -> list[str]:
     impl_by_name = {p.name: p for p in impl}
     for i, p in enumerate(shape):
         q = impl[i] if i < len(impl) and p.kind != p.KEYWORD_ONLY else impl_by_name.get(p.name)
-        if q is None or (q.name, q.kind, q.default, str(q.annotation)) != (p.name, p.kind, p.default, str(p.annotation)):
-            found.append(f"parameter {i + 1}: the shape has {p}, the implementation "
-                         f"{q if q is not None else 'nothing'}")
+        if q is None or (q.name, q.kind, q.default, str(q.annotation)) != (
+            p.name,
+            p.kind,
+            p.default,
+            str(p.annotation),
+        ):
+            found.append(
+                f"parameter {i + 1}: the shape has {p}, the implementation {q if q is not None else 'nothing'}"
+            )
     shape_names = {p.name for p in shape}
     for q in impl:
         if q.name not in shape_names and (q.kind != q.KEYWORD_ONLY or q.default is q.empty):
@@ -53,9 +71,26 @@ def mismatches(shape_fn, impl_fn) -> list[str]:
 
 
 def test_the_shape_lists_what_the_cli_and_the_action_call():
-    assert {"submit", "status", "wait", "wait_for_sha", "cancel", "live", "history", "rollback", "list_datasets",
-            "register_dataset", "refresh_dataset", "dataset_version", "map_dataset", "unmap_dataset", "prices",
-            "live_workers", "list_updates", "updates_for_sha"} <= set(shape_methods())
+    assert {
+        "submit",
+        "status",
+        "wait",
+        "wait_for_sha",
+        "cancel",
+        "live",
+        "history",
+        "rollback",
+        "list_datasets",
+        "register_dataset",
+        "refresh_dataset",
+        "dataset_version",
+        "map_dataset",
+        "unmap_dataset",
+        "prices",
+        "live_workers",
+        "list_updates",
+        "updates_for_sha",
+    } <= set(shape_methods())
 
 
 @pytest.mark.parametrize("impl", IMPLEMENTATIONS, ids=lambda c: c.__name__)
@@ -68,7 +103,7 @@ def test_gate_and_remote_gate_have_the_shape(impl, name):
 
 def test_the_conformance_check_sees_a_departure():
     class Drifted:
-        def list_updates(self, limit: int = 20, prompt_name: str | None = None) -> list[Update]: ...   # noqa: F821
+        def list_updates(self, limit: int = 20, prompt_name: str | None = None) -> list[Update]: ...  # noqa: F821
 
         def cancel(self, update_id: int, reason: str = "cancelled by a user", owner: str | None = None) -> None: ...
 
@@ -77,21 +112,35 @@ def test_the_conformance_check_sees_a_departure():
     assert mismatches(GateAPI.list_updates, Drifted.list_updates) == [
         "parameter 3: the shape has status: 'str | None' = None, the implementation nothing",
         "parameter 4: the shape has sha_prefix: 'str | None' = None, the implementation nothing",
-        "parameter 5: the shape has before_id: 'int | None' = None, the implementation nothing"]
+        "parameter 5: the shape has before_id: 'int | None' = None, the implementation nothing",
+    ]
     assert mismatches(GateAPI.cancel, Drifted.cancel) == [
-        "extra parameter owner: 'str | None' = None must be keyword-only with a default"]
+        "extra parameter owner: 'str | None' = None must be keyword-only with a default"
+    ]
     assert mismatches(GateAPI.history, Drifted.history) == [
-        "parameter 2: the shape has limit: 'int' = 50, the implementation limit: 'int' = 20"]
+        "parameter 2: the shape has limit: 'int' = 50, the implementation limit: 'int' = 20"
+    ]
 
 
 # --- one status table ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("error, status, raised", [
-    (NotFound("x"), 404, NotFound), (IllegalTransition("x"), 409, IllegalTransition), (Forbidden("x"), 403, Forbidden),
-    (TooLarge("x"), 413, TooLarge), (TooSlow("x"), 408, TooSlow), (DatabaseError("x"), 503, DatabaseError),
-    (MigrationError("x"), 503, DatabaseError), (UsageError("x"), 400, UsageError),
-    (SpecError("f", None, "x"), 400, UsageError), (DatasetError("x"), 400, UsageError), (GateError("x"), 400, UsageError),
-])
+
+@pytest.mark.parametrize(
+    "error, status, raised",
+    [
+        (NotFound("x"), 404, NotFound),
+        (IllegalTransition("x"), 409, IllegalTransition),
+        (Forbidden("x"), 403, Forbidden),
+        (TooLarge("x"), 413, TooLarge),
+        (TooSlow("x"), 408, TooSlow),
+        (DatabaseError("x"), 503, DatabaseError),
+        (MigrationError("x"), 503, DatabaseError),
+        (UsageError("x"), 400, UsageError),
+        (SpecError("f", None, "x"), 400, UsageError),
+        (DatasetError("x"), 400, UsageError),
+        (GateError("x"), 400, UsageError),
+    ],
+)
 def test_the_server_answers_an_error_with_a_status_the_client_reads_back(error, status, raised):
     assert http_status(error) == status
     assert error_class(status) is raised
@@ -103,6 +152,7 @@ def test_a_status_in_no_row_is_a_plain_gate_error():
 
 
 # --- one release wait ------------------------------------------------------------------------------
+
 
 class Commit:
     """A ReleaseSource: the commit's update appears after ``appears`` look-ups, and ends
@@ -124,8 +174,9 @@ class Commit:
 
 def test_the_release_wait_watches_an_open_update_instead_of_sleeping():
     commit, watched = Commit(appears=1, ends=3), []
-    code, reports = wait_for_release(commit, "ab" * 20, None, 5, 0.01, "apply", None,
-                                     watch=lambda report, deadline: watched.append(report.update.id))
+    code, reports = wait_for_release(
+        commit, "ab" * 20, None, 5, 0.01, "apply", None, watch=lambda report, deadline: watched.append(report.update.id)
+    )
     assert (code, len(reports), watched, commit.lookups) == (0, 1, [7, 7], 4)
 
 

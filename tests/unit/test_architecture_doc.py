@@ -35,12 +35,13 @@ from gate.store import schema
 from conftest import ROOT
 
 DOC = ROOT / "docs" / "architecture.md"
-HELPER_MODULES = {"dialect", "textsql"}          # SQL spelled per dialect / as text: "no statements" of their own
-NOT_IN_THE_TABLE = {"schema"}                     # the tables themselves (section "Tables")
+HELPER_MODULES = {"dialect", "textsql"}  # SQL spelled per dialect / as text: "no statements" of their own
+NOT_IN_THE_TABLE = {"schema"}  # the tables themselves (section "Tables")
 TICKED = re.compile(r"`([^`]+)`")
 
 
 # --- reading the page -------------------------------------------------------------------------
+
 
 def section(text: str, title: str) -> str:
     """The text under ``## title`` up to the next heading of that level."""
@@ -60,8 +61,9 @@ def outside_prose(cell: str) -> str:
     """The cell without its parenthesised prose; a group holding only ticked names (a
     column tuple such as (`run_id`, `position`)) stays."""
     while True:
-        stripped = re.sub(r"\(([^()]*)\)",
-                          lambda m: m.group(0) if re.fullmatch(r"(`\w+`,?\s*)+", m.group(1)) else "", cell)
+        stripped = re.sub(
+            r"\(([^()]*)\)", lambda m: m.group(0) if re.fullmatch(r"(`\w+`,?\s*)+", m.group(1)) else "", cell
+        )
         if stripped == cell:
             return cell
         cell = stripped
@@ -78,18 +80,24 @@ def doc() -> str:
 
 # --- the code's inventories -------------------------------------------------------------------
 
+
 def store_modules() -> dict[str, object]:
     return {m.name: importlib.import_module(f"gate.store.{m.name}") for m in pkgutil.iter_modules(gate.store.__path__)}
 
 
 def public_functions(module) -> set[str]:
-    return {name for name, member in vars(module).items()
-            if inspect.isfunction(member) and member.__module__ == module.__name__ and not name.startswith("_")}
+    return {
+        name
+        for name, member in vars(module).items()
+        if inspect.isfunction(member) and member.__module__ == module.__name__ and not name.startswith("_")
+    }
 
 
 def steps() -> dict[str, set[tuple[str, str]]]:
-    return {"update": {(str(f), str(t)) for t, froms in states.UPDATE_STEPS.items() for f in froms},
-            "run": {(str(f), str(t)) for t, froms in states.RUN_STEPS.items() for f in froms}}
+    return {
+        "update": {(str(f), str(t)) for t, froms in states.UPDATE_STEPS.items() for f in froms},
+        "run": {(str(f), str(t)) for t, froms in states.RUN_STEPS.items() for f in froms},
+    }
 
 
 def resolve_store(path: str) -> bool:
@@ -107,15 +115,21 @@ def qualnames(path: Path) -> set[str]:
     for node in ast.parse(path.read_text(encoding="utf-8")).body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             found.add(node.name)
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
         found |= {t.id for t in targets if isinstance(t, ast.Name)}
         if isinstance(node, ast.ClassDef):
-            found |= {f"{node.name}.{item.name}" for item in node.body
-                      if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))}
+            found |= {
+                f"{node.name}.{item.name}"
+                for item in node.body
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+            }
     return found
 
 
 # --- "Every SQL statement" ------------------------------------------------------------------------
+
 
 def statement_table_problems(text: str) -> list[str]:
     where = "docs/architecture.md, section 'Every SQL statement'"
@@ -126,8 +140,10 @@ def statement_table_problems(text: str) -> list[str]:
     problems = []
     modules = {name: module for name, module in store_modules().items() if name not in NOT_IN_THE_TABLE}
     for name in sorted(set(modules) - set(rows)):
-        problems.append(f"{where}: gate/store/{name}.py has no row: add | `{name}.py` | "
-                        f"{', '.join(f'`{f}`' for f in sorted(public_functions(modules[name])))} |")
+        problems.append(
+            f"{where}: gate/store/{name}.py has no row: add | `{name}.py` | "
+            f"{', '.join(f'`{f}`' for f in sorted(public_functions(modules[name])))} |"
+        )
     for name in sorted(set(rows) - set(modules)):
         problems.append(f"{where}: the row `{name}.py` names a module gate/store/ does not have: remove the row")
     for name in sorted(set(rows) & set(modules)):
@@ -138,59 +154,76 @@ def statement_table_problems(text: str) -> list[str]:
             stale = [n for n in names(cell) if not hasattr(module, n) and not hasattr(gate.store, n)]
         else:
             listed = set(names(outside_prose(cell)))
-            problems += [f"{where}: the row `{name}.py` lacks `{f}` (a public function of gate/store/{name}.py): "
-                         "add it to that row" for f in sorted(public_functions(module) - listed)]
+            problems += [
+                f"{where}: the row `{name}.py` lacks `{f}` (a public function of gate/store/{name}.py): "
+                "add it to that row"
+                for f in sorted(public_functions(module) - listed)
+            ]
             stale = sorted(listed - public_functions(module))
-        problems += [f"{where}: the row `{name}.py` names `{n}`, which gate/store/{name}.py does not define: remove "
-                     "or rename it" for n in stale]
+        problems += [
+            f"{where}: the row `{name}.py` names `{n}`, which gate/store/{name}.py does not define: remove or rename it"
+            for n in stale
+        ]
     return problems
 
 
 # --- "Where each transition lives" and the state diagrams ------------------------------------------
 
-SUBJECT = re.compile(r"\b(dataset versions?|updates?|runs?|items?)((?:\s+[A-Z]+(?:\s*/\s*[A-Z]+)*)?)\s*→\s*"
-                     r"([A-Z]+(?:\s*/\s*[A-Z]+)*)")
+SUBJECT = re.compile(
+    r"\b(dataset versions?|updates?|runs?|items?)((?:\s+[A-Z]+(?:\s*/\s*[A-Z]+)*)?)\s*→\s*"
+    r"([A-Z]+(?:\s*/\s*[A-Z]+)*)"
+)
 
 
 def transition_cell(cell: str) -> list[tuple[str, list[str], list[str]]]:
     """(subject, from states, to states) of each ``subject [FROM] → TO / TO`` in a cell."""
     found = []
     for subject, froms, tos in SUBJECT.findall(cell):
-        subject = {"updates": "update", "runs": "run", "items": "item", "dataset versions": "dataset version"
-                   }.get(subject, subject)
+        subject = {"updates": "update", "runs": "run", "items": "item", "dataset versions": "dataset version"}.get(
+            subject, subject
+        )
         found.append((subject, re.findall(r"[A-Z]+", froms), re.findall(r"[A-Z]+", tos)))
     return found
 
 
 def transition_table_problems(text: str) -> list[str]:
     where = "docs/architecture.md, section 'Where each transition lives'"
-    known = {"update": {str(s) for s in states.UpdateStatus}, "run": {str(s) for s in states.RunStatus},
-             "item": {str(s) for s in states.Verdict},
-             "dataset version": {gate.store.versions.IMPORTING, gate.store.versions.READY, gate.store.versions.DELETING}}
+    known = {
+        "update": {str(s) for s in states.UpdateStatus},
+        "run": {str(s) for s in states.RunStatus},
+        "item": {str(s) for s in states.Verdict},
+        "dataset version": {gate.store.versions.IMPORTING, gate.store.versions.READY, gate.store.versions.DELETING},
+    }
     needed, problems, covered = steps(), [], set()
     file = klass = None
-    file_of_class: dict[str, str] = {}       # a row names `file: Class.m` once; later rows `Class.m`
+    file_of_class: dict[str, str] = {}  # a row names `file: Class.m` once; later rows `Class.m`
     for cells in table_rows(section(text, "Where each transition lives")):
         transition, code, statements = cells[0], cells[1], cells[2]
         for subject, froms, tos in transition_cell(transition):
             for state in froms + tos:
                 if state not in known[subject]:
-                    problems.append(f"{where}: the row '{transition}' names {subject} state {state}, which "
-                                    "gate/states.py (or gate/store/versions.py) does not have: rename it")
+                    problems.append(
+                        f"{where}: the row '{transition}' names {subject} state {state}, which "
+                        "gate/states.py (or gate/store/versions.py) does not have: rename it"
+                    )
             if subject in needed:
                 for to in tos:
                     if to == "PENDING" and not froms:
-                        continue                                   # inserted PENDING: the start, not a step
+                        continue  # inserted PENDING: the start, not a step
                     legal = {f for f, t in needed[subject] if t == to}
                     if not legal:
-                        problems.append(f"{where}: the row '{transition}' has a {subject} move to {to}, which "
-                                        f"gate/states.py allows from nowhere")
+                        problems.append(
+                            f"{where}: the row '{transition}' has a {subject} move to {to}, which "
+                            f"gate/states.py allows from nowhere"
+                        )
                     for f in froms or sorted(legal):
                         if (f, to) in needed[subject]:
                             covered.add((subject, f, to))
                         else:
-                            problems.append(f"{where}: the row '{transition}' has {subject} {f} → {to}, which "
-                                            "gate/states.py does not allow")
+                            problems.append(
+                                f"{where}: the row '{transition}' has {subject} {f} → {to}, which "
+                                "gate/states.py does not allow"
+                            )
         for ref in TICKED.findall(code):
             for part in re.split(r"\s*→\s*", ref):
                 if ": " in part:
@@ -204,17 +237,23 @@ def transition_table_problems(text: str) -> list[str]:
                 qualname = part if "." in part or klass is None else f"{klass}.{part}"
                 path = ROOT / (file or "")
                 if not path.is_file() or qualname not in qualnames(path):
-                    problems.append(f"{where}: the row '{transition}' names `{part}` in {file}, which is not "
-                                    "there: name the function that makes the move")
+                    problems.append(
+                        f"{where}: the row '{transition}' names `{part}` in {file}, which is not "
+                        "there: name the function that makes the move"
+                    )
         for ref in TICKED.findall(statements):
             if ref.startswith("store.") and not resolve_store(ref):
-                problems.append(f"{where}: the row '{transition}' names `{ref}`, which gate.store does not "
-                                "have: name the statement that makes the move")
+                problems.append(
+                    f"{where}: the row '{transition}' names `{ref}`, which gate.store does not "
+                    "have: name the statement that makes the move"
+                )
     for subject, pairs in needed.items():
         for f, to in sorted(pairs):
             if (subject, f, to) not in covered:
-                problems.append(f"{where}: no row for the {subject} step {f} → {to} (gate/states.py): add "
-                                f"| {subject} {f} → {to} | `file: function` | `store.statement` |")
+                problems.append(
+                    f"{where}: no row for the {subject} step {f} → {to} (gate/states.py): add "
+                    f"| {subject} {f} → {to} | `file: function` | `store.statement` |"
+                )
     return problems
 
 
@@ -229,18 +268,26 @@ def diagram_problems(text: str) -> list[str]:
         drawn[title] = {(a, b) for a, b in re.findall(r"^\s*(\S+) --> (\S+?):", block, re.M) if a != "[*]"}
     for title, subject in (("prompt_update", "update"), ("prompt_run", "run")):
         want, have = steps()[subject], drawn.get(title, set())
-        problems += [f"{where}: the {title} diagram lacks {a} --> {b} (gate/states.py allows it): draw it"
-                     for a, b in sorted(want - have)]
-        problems += [f"{where}: the {title} diagram draws {a} --> {b}, which gate/states.py does not allow"
-                     for a, b in sorted(have - want)]
+        problems += [
+            f"{where}: the {title} diagram lacks {a} --> {b} (gate/states.py allows it): draw it"
+            for a, b in sorted(want - have)
+        ]
+        problems += [
+            f"{where}: the {title} diagram draws {a} --> {b}, which gate/states.py does not allow"
+            for a, b in sorted(have - want)
+        ]
     verdicts = {str(s) for s in states.Verdict}
     for a, b in sorted(drawn.get("item verdict", set())):
-        problems += [f"{where}: the item verdict diagram names {s}, which states.Verdict does not have"
-                     for s in (a, b) if s not in verdicts]
+        problems += [
+            f"{where}: the item verdict diagram names {s}, which states.Verdict does not have"
+            for s in (a, b)
+            if s not in verdicts
+        ]
     return problems
 
 
 # --- "Tables" and the rest of the page -----------------------------------------------------------
+
 
 def tables_problems(text: str) -> list[str]:
     where = "docs/architecture.md, section 'Tables'"
@@ -252,17 +299,26 @@ def tables_problems(text: str) -> list[str]:
             problems.append(f"{where}: the row `{table}` names a table gate/store/schema.py does not have")
             continue
         columns = set(schema.meta.tables[table].c.keys())
-        problems += [f"{where}: the row `{table}` names column `{c}`, which the table does not have (schema.py): "
-                     "remove or rename it" for c in names(outside_prose(cells[2])) if c not in columns]
-    problems += [f"{where}: table `{t}` (gate/store/schema.py) has no row: add | `{t}` | one row is | key columns |"
-                 for t in sorted(set(schema.meta.tables) - seen)]
+        problems += [
+            f"{where}: the row `{table}` names column `{c}`, which the table does not have (schema.py): "
+            "remove or rename it"
+            for c in names(outside_prose(cells[2]))
+            if c not in columns
+        ]
+    problems += [
+        f"{where}: table `{t}` (gate/store/schema.py) has no row: add | `{t}` | one row is | key columns |"
+        for t in sorted(set(schema.meta.tables) - seen)
+    ]
     return problems
 
 
 def store_reference_problems(text: str) -> list[str]:
-    return [f"docs/architecture.md line {text[:m.start()].count(chr(10)) + 1}: `{m.group(1)}` is not in gate.store: "
-            "rename it" for m in re.finditer(r"\b(store\.[a-z_]\w*(?:\.[a-z_]\w*)?)", text)
-            if not resolve_store(m.group(1))]
+    return [
+        f"docs/architecture.md line {text[: m.start()].count(chr(10)) + 1}: `{m.group(1)}` is not in gate.store: "
+        "rename it"
+        for m in re.finditer(r"\b(store\.[a-z_]\w*(?:\.[a-z_]\w*)?)", text)
+        if not resolve_store(m.group(1))
+    ]
 
 
 def file_reference_problems(text: str) -> list[str]:
@@ -270,7 +326,7 @@ def file_reference_problems(text: str) -> list[str]:
     problems = []
     for m in re.finditer(r"`((?:[\w.-]+/)+[\w.-]+\.py)(?::\s*([\w.]+))?`", text):
         path, name = ROOT / m.group(1), m.group(2)
-        line = text[:m.start()].count("\n") + 1
+        line = text[: m.start()].count("\n") + 1
         if not path.is_file():
             problems.append(f"docs/architecture.md line {line}: {m.group(1)} does not exist: rename it")
         elif name and name not in qualnames(path):
@@ -278,8 +334,14 @@ def file_reference_problems(text: str) -> list[str]:
     return problems
 
 
-CHECKS = [statement_table_problems, transition_table_problems, diagram_problems, tables_problems,
-          store_reference_problems, file_reference_problems]
+CHECKS = [
+    statement_table_problems,
+    transition_table_problems,
+    diagram_problems,
+    tables_problems,
+    store_reference_problems,
+    file_reference_problems,
+]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
@@ -290,6 +352,7 @@ def test_the_architecture_page_matches_the_code(doc, check):
 
 # --- the checks fail when the page drifts ----------------------------------------------------------
 
+
 def test_a_function_missing_from_the_statement_table_is_named(doc):
     drifted = doc.replace("`flip_counts`, ", "").replace(", `flip_counts`", "")
     assert any("lacks `flip_counts`" in p and "items.py" in p for p in statement_table_problems(drifted))
@@ -299,13 +362,16 @@ def test_a_function_that_does_not_exist_is_named(doc):
     drifted = doc.replace("| `fleet.py` | `fleet_counts`", "| `fleet.py` | `fleet_counts`, `fleet_sizes`")
     assert statement_table_problems(drifted) == [
         "docs/architecture.md, section 'Every SQL statement': the row `fleet.py` names `fleet_sizes`, which "
-        "gate/store/fleet.py does not define: remove or rename it"]
+        "gate/store/fleet.py does not define: remove or rename it"
+    ]
 
 
 def test_a_stale_state_a_missing_step_and_a_moved_function_are_named(doc):
-    drifted = (doc.replace("IMPORTING → READY", "BUILDING → READY")
-               .replace("| update → APPLIED / PASSED / REJECTED / FAILED |", "| update → PASSED / REJECTED / FAILED |")
-               .replace("`Executor._write_back`", "`Executor._write_results`"))
+    drifted = (
+        doc.replace("IMPORTING → READY", "BUILDING → READY")
+        .replace("| update → APPLIED / PASSED / REJECTED / FAILED |", "| update → PASSED / REJECTED / FAILED |")
+        .replace("`Executor._write_back`", "`Executor._write_results`")
+    )
     problems = transition_table_problems(drifted)
     assert any("names dataset version state BUILDING" in p for p in problems), problems
     assert any("no row for the update step RUNNING → APPLIED" in p for p in problems), problems
@@ -313,7 +379,8 @@ def test_a_stale_state_a_missing_step_and_a_moved_function_are_named(doc):
 
 
 def test_a_diagram_arrow_and_a_table_column_that_drifted_are_named(doc):
-    drifted = doc.replace("    RUNNING --> PASSED: check mode, every bar cleared\n", "") \
-                 .replace("`name` unique, `source_uri`", "`name` unique, `source_url`")
+    drifted = doc.replace("    RUNNING --> PASSED: check mode, every bar cleared\n", "").replace(
+        "`name` unique, `source_uri`", "`name` unique, `source_url`"
+    )
     assert any("prompt_update diagram lacks RUNNING --> PASSED" in p for p in diagram_problems(drifted))
     assert any("names column `source_url`" in p for p in tables_problems(drifted))

@@ -38,10 +38,10 @@ def test_an_item_is_in_flight_until_answered_and_held_until_its_chunk_is_written
     c = chunk("a", [0, 1, 2])
     ledger.add(c)
     assert (ledger.in_flight, ledger.held) == (3, 3)
-    assert answer_all(ledger, c) == [False, False, True]     # the last answer makes it whole, once
+    assert answer_all(ledger, c) == [False, False, True]  # the last answer makes it whole, once
     assert (ledger.in_flight, ledger.held, ledger.chunks) == (0, 3, {})
     assert not ledger.all_written()
-    assert ledger.written_back(c) is True                     # nothing held any more
+    assert ledger.written_back(c) is True  # nothing held any more
     assert ledger.all_written() and ledger.held == 0
 
 
@@ -51,7 +51,7 @@ def test_written_back_says_whether_anything_is_still_held():
     ledger.add(first)
     ledger.add(second)
     answer_all(ledger, first)
-    assert ledger.written_back(first) is False                # the second is still held
+    assert ledger.written_back(first) is False  # the second is still held
     answer_all(ledger, second)
     assert ledger.written_back(second) is True
 
@@ -60,10 +60,10 @@ def test_reused_items_are_begun_and_answered_together():
     ledger = ChunkLedger(concurrency=4, chunk_size=4)
     c = chunk("a", [0, 1, 2, 3])
     ledger.add(c)
-    assert ledger.reused(c, []) is False                      # nothing reused: nothing happens
+    assert ledger.reused(c, []) is False  # nothing reused: nothing happens
     assert ledger.reused(c, [result(0), result(1), result(2)]) is False
     assert c.started == {0, 1, 2} and ledger.in_flight == 1
-    assert ledger.calls_began == {}                           # no call: no call's age
+    assert ledger.calls_began == {}  # no call: no call's age
     assert ledger.begin(c, c.items[3])
     assert ledger.answered(c, result(3)) is True
     assert ledger.in_flight == 0 and "a" not in ledger.chunks
@@ -79,13 +79,14 @@ def test_the_oldest_calls_age_is_the_oldest_begun_and_not_answered():
     ledger.begin(c, c.items[1])
     assert ledger.oldest_call_age() >= 0.05
     ledger.answered(c, result(0))
-    assert ledger.oldest_call_age() < 0.05                    # item 1's call is younger
-    ledger.trial_began(c.items[1])                            # its next trial's call: a new age
+    assert ledger.oldest_call_age() < 0.05  # item 1's call is younger
+    ledger.trial_began(c.items[1])  # its next trial's call: a new age
     ledger.answered(c, result(1))
     assert ledger.oldest_call_age() is None
 
 
 # --- room for the next claim -------------------------------------------------------------
+
 
 def test_room_is_the_calls_in_flight_plus_one_chunk_queued():
     ledger = ChunkLedger(concurrency=8, chunk_size=4)
@@ -99,11 +100,11 @@ def test_a_chunk_answered_faster_than_it_was_prepared_queues_one_more_chunk():
     ledger = ChunkLedger(concurrency=8, chunk_size=4)
     slow_prep, fast_prep = chunk("a", range(4)), chunk("b", range(4, 8))
     now = time.monotonic()
-    slow_prep.claimed_at, slow_prep.prepared_at = now - 1.0, now - 0.01     # calls took far less than the prep
+    slow_prep.claimed_at, slow_prep.prepared_at = now - 1.0, now - 0.01  # calls took far less than the prep
     ledger.add(slow_prep)
     answer_all(ledger, slow_prep)
     assert ledger.prep_bound and ledger.max_queued == 8 + 2 * 4
-    fast_prep.claimed_at, fast_prep.prepared_at = now - 0.01, now - 0.005   # calls took longer (answered now)
+    fast_prep.claimed_at, fast_prep.prepared_at = now - 0.01, now - 0.005  # calls took longer (answered now)
     time.sleep(0.02)
     ledger.add(fast_prep)
     answer_all(ledger, fast_prep)
@@ -114,7 +115,7 @@ def test_with_no_room_it_waits_while_answered_items_wait_for_their_write_back():
     """Every item answered (nothing in flight) but held up to ``max_held``: room waits
     rather than saying 0 at once (a claimer that asks again at once spins a core and
     starves the write-back threads of the GIL)."""
-    ledger = ChunkLedger(concurrency=1, chunk_size=2)       # max_queued 3, max_held 12
+    ledger = ChunkLedger(concurrency=1, chunk_size=2)  # max_queued 3, max_held 12
     chunks = [chunk(str(n), [2 * n, 2 * n + 1]) for n in range(6)]
     for c in chunks:
         ledger.add(c)
@@ -124,7 +125,7 @@ def test_with_no_room_it_waits_while_answered_items_wait_for_their_write_back():
     assert ledger.room(wait=0.2) == 0
     assert time.monotonic() - started >= 0.15
     ledger.written_back(chunks[0])
-    assert ledger.room() == 2                                 # a chunk's room: claim
+    assert ledger.room() == 2  # a chunk's room: claim
 
 
 def test_a_write_back_wakes_the_claimer_waiting_for_room():
@@ -137,7 +138,7 @@ def test_a_write_back_wakes_the_claimer_waiting_for_room():
     timer.start()
     started = time.monotonic()
     try:
-        ledger.room(wait=30)          # 0 after its wait (or, should the timer come first, the room)
+        ledger.room(wait=30)  # 0 after its wait (or, should the timer come first, the room)
         assert time.monotonic() - started < 10, "the write-back did not wake the wait"
     finally:
         timer.cancel()
@@ -145,16 +146,17 @@ def test_a_write_back_wakes_the_claimer_waiting_for_room():
 
 
 def test_an_answer_wakes_the_claimer_when_it_makes_room_for_a_chunk():
-    ledger = ChunkLedger(concurrency=2, chunk_size=4)       # max_queued 6
+    ledger = ChunkLedger(concurrency=2, chunk_size=4)  # max_queued 6
     first, second = chunk("a", range(4)), chunk("b", range(4, 8))
     ledger.add(first)
-    ledger.add(second)                                        # 8 in flight: no room
+    ledger.add(second)  # 8 in flight: no room
     for item in first.items + second.items:
         ledger.begin(first if item.position < 4 else second, item)
 
-    def answer_six():                                         # 2 left in flight: room for a chunk
+    def answer_six():  # 2 left in flight: room for a chunk
         for c, position in [(first, p) for p in range(4)] + [(second, 4), (second, 5)]:
             ledger.answered(c, result(position))
+
     timer = threading.Timer(0.2, answer_six)
     timer.start()
     started = time.monotonic()
@@ -168,12 +170,13 @@ def test_an_answer_wakes_the_claimer_when_it_makes_room_for_a_chunk():
 
 # --- the drain ----------------------------------------------------------------------------
 
+
 def test_the_drain_gives_back_the_items_not_begun_and_no_others():
     ledger = ChunkLedger(concurrency=8, chunk_size=4)
-    calling = chunk("calling", [0, 1, 2, 3])                 # two begun, two not
-    waiting = chunk("waiting", [4, 5, 6])                    # none begun
-    answered = chunk("answered", [7, 8])                     # one answered, one not begun
-    begun = chunk("begun", [9])                              # all begun: nothing to give back
+    calling = chunk("calling", [0, 1, 2, 3])  # two begun, two not
+    waiting = chunk("waiting", [4, 5, 6])  # none begun
+    answered = chunk("answered", [7, 8])  # one answered, one not begun
+    begun = chunk("begun", [9])  # all begun: nothing to give back
     for c in (calling, waiting, answered, begun):
         ledger.add(c)
     ledger.begin(calling, calling.items[0])
@@ -185,14 +188,13 @@ def test_the_drain_gives_back_the_items_not_begun_and_no_others():
 
     given, whole = ledger.give_back_unstarted()
 
-    assert {c.token: positions for c, positions in given} == {"calling": [2, 3], "waiting": [4, 5, 6],
-                                                              "answered": [8]}
+    assert {c.token: positions for c, positions in given} == {"calling": [2, 3], "waiting": [4, 5, 6], "answered": [8]}
     # a chunk whose last item was given back is whole: written back now, with what it has
     assert {c.token for c in whole} == {"waiting", "answered"}
     assert waiting.results == [] and [r.position for r in answered.results] == [7]
     assert set(ledger.chunks) == {"calling", "begun"}
-    assert ledger.in_flight == 3                             # the three calls begun and not answered
-    assert ledger.held == 10                                 # held until written back
+    assert ledger.in_flight == 3  # the three calls begun and not answered
+    assert ledger.held == 10  # held until written back
     # the calls in flight finish: their chunks are whole then
     assert ledger.answered(calling, result(0)) is False
     assert ledger.answered(calling, result(1)) is True
@@ -210,11 +212,11 @@ def test_no_item_begins_and_no_result_is_taken_after_the_drain_gave_it_back():
     ledger.begin(c, c.items[0])
     given, whole = ledger.give_back_unstarted()
     assert [positions for _, positions in given] == [[1, 2, 3]] and whole == []
-    assert ledger.begin(c, c.items[1]) is False              # its call does not begin
+    assert ledger.begin(c, c.items[1]) is False  # its call does not begin
     assert ledger.reused(c, [result(2), result(3)]) is False  # nor its reuse
-    assert ledger.answered(c, result(1)) is False            # a result for it is not taken
+    assert ledger.answered(c, result(1)) is False  # a result for it is not taken
     assert c.results == [] and ledger.in_flight == 1
-    assert ledger.answered(c, result(0)) is True             # the one begun is
+    assert ledger.answered(c, result(0)) is True  # the one begun is
     assert [r.position for r in c.results] == [0]
 
 
@@ -248,7 +250,7 @@ def test_an_abandoned_chunk_leaves_the_ledger_and_frees_its_room():
     ledger.add(c)
     ledger.abandon(c)
     assert (ledger.in_flight, ledger.held, ledger.chunks) == (0, 0, {})
-    assert ledger.give_back_unstarted() == ([], [])          # nothing of it to give back
+    assert ledger.give_back_unstarted() == ([], [])  # nothing of it to give back
 
 
 def test_leases_are_due_for_the_chunks_held_longest_since_renewed():
@@ -257,7 +259,7 @@ def test_leases_are_due_for_the_chunks_held_longest_since_renewed():
     old.renewed_at = done.renewed_at = time.monotonic() - 60
     for c in (old, new, done):
         ledger.add(c)
-    answer_all(ledger, done)                                 # whole: no longer the ledger's to renew
+    answer_all(ledger, done)  # whole: no longer the ledger's to renew
     assert ledger.due_for_renewal(30) == [old]
 
 
@@ -289,6 +291,7 @@ def test_under_racing_calls_and_a_drain_each_item_is_answered_or_given_back_neve
                 time.sleep(rng.random() / 2000)
                 if ledger.answered(c, result(item.position)):
                     made_whole(c)
+
         work = [(c, item) for c in chunks for item in c.items]
         rng.shuffle(work)
         threads = [threading.Thread(target=call_thread, args=(work[n::4],)) for n in range(4)]
@@ -305,7 +308,7 @@ def test_under_racing_calls_and_a_drain_each_item_is_answered_or_given_back_neve
         answered = {(c.token, r.position) for c in chunks for r in c.results}
         assert not given_back & answered, seed
         assert given_back | answered == {(c.token, i.position) for c in chunks for i in c.items}, seed
-        assert sorted(whole) == sorted(c.token for c in chunks), seed     # each once
+        assert sorted(whole) == sorted(c.token for c in chunks), seed  # each once
         assert ledger.in_flight == 0 and ledger.chunks == {}, seed
         assert ledger.held == 8 * len(chunks)
         for c in chunks:

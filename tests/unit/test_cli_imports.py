@@ -23,19 +23,42 @@ DATABASE_SIDE = ("sqlalchemy", "pymysql", "gate.service", "gate.store", "gate.db
 SERVER_SIDE = ("fastapi", "starlette", "uvicorn", "pydantic", "gate.server", "http.server")
 # PyGithub: the Action's phases only; httpx2/httpcore2: the HTTP client is the standard library's
 FOR_A_SERVICE_COMMAND = DATABASE_SIDE + SERVER_SIDE + ("github", "httpx2", "httpcore2", "anyio", "certifi")
-FOR_VERSION_AND_HELP = FOR_A_SERVICE_COMMAND + ("gate.client", "gate.http_transport", "http.client", "jinja2",
-                                                "yaml", "re2", "gate.spec", "gate.models")
+FOR_VERSION_AND_HELP = FOR_A_SERVICE_COMMAND + (
+    "gate.client",
+    "gate.http_transport",
+    "http.client",
+    "jinja2",
+    "yaml",
+    "re2",
+    "gate.spec",
+    "gate.models",
+)
 SHA = "0123456789abcdef0123456789abcdef01234567"
 PROMPT = str(ROOT / "prompts-example" / "prompts" / "ticket-urgency.yaml")
 GATE_CONFIG = str(ROOT / "prompts-example" / "gate.yaml")
 DATASET = str(ROOT / "prompts-example" / "datasets" / "urgency-regression.csv")
-SERVICE_COMMANDS = [["status", "1"], ["wait", "1", "--timeout", "1"], ["wait", "--sha", SHA, "--timeout", "0"],
-                    ["submit", PROMPT], ["cancel", "1"], ["live", "p"], ["history", "p"], ["dataset", "list"],
-                    ["dataset", "versions", "d"], ["dataset", "preview", "d"], ["dataset", "diff", "d", "v1", "v2"],
-                    ["dataset", "add", "d", "--source", DATASET], ["dataset", "refresh", "d"],
-                    ["dataset", "map", "p", "d", "--min-accuracy", "0.9"], ["dataset", "unmap", "p", "d"],
-                    ["rollback", "p", "--reason", "r"], ["report", "1"], ["workers"],
-                    ["prices"], ["sync", GATE_CONFIG, "--dry-run"]]
+SERVICE_COMMANDS = [
+    ["status", "1"],
+    ["wait", "1", "--timeout", "1"],
+    ["wait", "--sha", SHA, "--timeout", "0"],
+    ["submit", PROMPT],
+    ["cancel", "1"],
+    ["live", "p"],
+    ["history", "p"],
+    ["dataset", "list"],
+    ["dataset", "versions", "d"],
+    ["dataset", "preview", "d"],
+    ["dataset", "diff", "d", "v1", "v2"],
+    ["dataset", "add", "d", "--source", DATASET],
+    ["dataset", "refresh", "d"],
+    ["dataset", "map", "p", "d", "--min-accuracy", "0.9"],
+    ["dataset", "unmap", "p", "d"],
+    ["rollback", "p", "--reason", "r"],
+    ["report", "1"],
+    ["workers"],
+    ["prices"],
+    ["sync", GATE_CONFIG, "--dry-run"],
+]
 
 
 def closed_port() -> int:
@@ -47,8 +70,14 @@ def closed_port() -> int:
 def run_cli(*args: str, **env: str) -> tuple[subprocess.CompletedProcess, set[str]]:
     """The command's process and the modules it imported."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("PROMPTGATE_")}
-    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "gate.cli", *args], cwd=ROOT, timeout=120,
-                          capture_output=True, text=True, env={**clean, "PROMPTGATE_TOKEN": "t0ken", **env})
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "gate.cli", *args],
+        cwd=ROOT,
+        timeout=120,
+        capture_output=True,
+        text=True,
+        env={**clean, "PROMPTGATE_TOKEN": "t0ken", **env},
+    )
     loaded = {line.rpartition("|")[2].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
     return proc, loaded
 
@@ -61,13 +90,12 @@ def errors_of(proc: subprocess.CompletedProcess) -> list[str]:
     return [line for line in proc.stderr.splitlines() if not line.startswith("import time:")]
 
 
-@pytest.mark.parametrize("args", [["--version"], ["--help"], ["dataset", "--help"], ["status", "--help"]],
-                         ids=" ".join)
+@pytest.mark.parametrize("args", [["--version"], ["--help"], ["dataset", "--help"], ["status", "--help"]], ids=" ".join)
 def test_version_and_help_load_only_what_they_print(args):
     proc, loaded = run_cli(*args)
     assert proc.returncode == 0, errors_of(proc)
     assert "promptgate" in proc.stdout or "Usage:" in proc.stdout
-    assert "gate.cli" in loaded and "click" in loaded          # (the log was read)
+    assert "gate.cli" in loaded and "click" in loaded  # (the log was read)
     assert forbidden(loaded, FOR_VERSION_AND_HELP) == []
 
 
@@ -77,7 +105,7 @@ def test_a_service_command_loads_neither_the_database_nor_the_service(args):
     proc, loaded = run_cli("--gate-url", url, *args)
     assert proc.returncode == 2, (proc.stdout, errors_of(proc))
     assert errors_of(proc) == [f"error: cannot reach the gate at {url}: [Errno 111] Connection refused"]
-    assert "gate.client" in loaded and "gate.http_transport" in loaded    # it went through the service's client
+    assert "gate.client" in loaded and "gate.http_transport" in loaded  # it went through the service's client
     assert forbidden(loaded, FOR_A_SERVICE_COMMAND) == []
 
 
@@ -100,6 +128,7 @@ def test_the_client_knows_every_public_name_of_gate():
     importing ``Gate``: they must stay Gate's public names."""
     from gate.client import GATE_NAMES
     from gate.service import Gate
+
     assert GATE_NAMES == {name for name in dir(Gate) if not name.startswith("_")}
 
 
@@ -107,6 +136,7 @@ def test_an_http_gate_never_loads_the_ca_store(monkeypatch):
     """Loading the CA store is ~0.1 s of a command: a gate reached over plain HTTP, with no
     proxy, never builds a TLS context (an https:// gate does, on its first request)."""
     from gate.http_transport import Transport
+
     for name in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
         monkeypatch.delenv(name, raising=False)
     transport = Transport(f"http://127.0.0.1:{closed_port()}", {})

@@ -21,7 +21,7 @@ def test_json_as_deep_as_a_yaml_file_may_be_is_read_and_one_level_more_is_refuse
     with pytest.raises(JsonRefused, match="deeper than 32"):
         strict_json(nested(MAX_DEPTH + 1))
     with pytest.raises(JsonRefused, match="deeper than 32"):
-        strict_json('{"a": ' + nested(200_000) + "}")        # past the parser's own recursion
+        strict_json('{"a": ' + nested(200_000) + "}")  # past the parser's own recursion
 
 
 @pytest.mark.parametrize("text", ['{"a": 1, "a": 2}', '{"x": [{"k": 1, "k": 1}]}', '[{"p": {"q": 1, "q": 2}}]'])
@@ -38,9 +38,17 @@ def test_what_is_not_json_is_left_to_the_route():
     assert strict_json('{"a": {"b": [1, 2]}}') == json.loads('{"a": {"b": [1, 2]}}')
 
 
-@pytest.mark.parametrize("header, name", [("gate.example.com", "gate.example.com"), ("Gate.Example.com:8080",
-                                          "gate.example.com"), ("[::1]:8080", "::1"), ("::1", "::1"),
-                                          ("127.0.0.1:80", "127.0.0.1"), ("", "")])
+@pytest.mark.parametrize(
+    "header, name",
+    [
+        ("gate.example.com", "gate.example.com"),
+        ("Gate.Example.com:8080", "gate.example.com"),
+        ("[::1]:8080", "::1"),
+        ("::1", "::1"),
+        ("127.0.0.1:80", "127.0.0.1"),
+        ("", ""),
+    ],
+)
 def test_host_names(header, name):
     assert host_name(header) == name
 

@@ -15,16 +15,19 @@ from gate.sources import SourceOptions, open_source, shown_source
 from gate.sources.egress import Egress
 
 
-@pytest.mark.parametrize("source", [
-    "sql+postgresql+psycopg://$%7BPROMPTGATE_DATABASE_URL%7D@host:5432/db?query=SELECT+1",
-    "sql+mysql+pymysql://u:%24%7BOPENAI_API_KEY%7D@host/db?query=SELECT+1",
-    "sql+mysql+pymysql://u:p@%24%7BX%7D/db?query=SELECT+1",
-    "sql+mysql+pymysql://u:p@host/%24%7BX%7D?query=SELECT+1",
-    "sql+mysql+pymysql://u:p@host/db?query=SELECT+1&application_name=%24%257BX%257D",
-    "sql+mysql+pymysql://u:p@host/db?query=SELECT+1&%24%7BX%7D=1",
-    "https://h.example/x.csv?t=$%25257BOPENAI_API_KEY%25257D",
-    "https://h.example/$%7BHOME%7D/x.csv",
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "sql+postgresql+psycopg://$%7BPROMPTGATE_DATABASE_URL%7D@host:5432/db?query=SELECT+1",
+        "sql+mysql+pymysql://u:%24%7BOPENAI_API_KEY%7D@host/db?query=SELECT+1",
+        "sql+mysql+pymysql://u:p@%24%7BX%7D/db?query=SELECT+1",
+        "sql+mysql+pymysql://u:p@host/%24%7BX%7D?query=SELECT+1",
+        "sql+mysql+pymysql://u:p@host/db?query=SELECT+1&application_name=%24%257BX%257D",
+        "sql+mysql+pymysql://u:p@host/db?query=SELECT+1&%24%7BX%7D=1",
+        "https://h.example/x.csv?t=$%25257BOPENAI_API_KEY%25257D",
+        "https://h.example/$%7BHOME%7D/x.csv",
+    ],
+)
 def test_an_encoded_variable_is_refused_in_any_part(source):
     assert "server's environment" in (remote_source_problem(source) or ""), source
 
@@ -36,21 +39,37 @@ def test_endless_encoding_is_refused():
 
 def test_readers_opened_for_the_service_expand_nothing(monkeypatch):
     monkeypatch.setenv("SECRET_FOR_TEST", "hunter2")
-    reader = open_source("https://203.0.113.9/x.csv?t=${SECRET_FOR_TEST}",
-                         SourceOptions(expand_env=False, egress=Egress.parse("public")))
+    reader = open_source(
+        "https://203.0.113.9/x.csv?t=${SECRET_FOR_TEST}", SourceOptions(expand_env=False, egress=Egress.parse("public"))
+    )
     assert "hunter2" not in reader.url and "${SECRET_FOR_TEST}" in reader.url
     from gate.sources.warehouse import parse_warehouse_uri
+
     url, _ = parse_warehouse_uri("sql+mysql+pymysql://u:${SECRET_FOR_TEST}@h/db?query=SELECT+1", expand=False)
     assert url.password == "${SECRET_FOR_TEST}"
 
 
-@pytest.mark.parametrize("address, kind", [
-    ("127.0.0.1", "loopback"), ("::1", "loopback"), ("169.254.169.254", "link-local"), ("10.1.2.3", "private"),
-    ("192.168.0.1", "private"), ("172.16.5.5", "private"), ("100.64.0.1", "not a globally routable"),
-    ("224.0.0.1", "multicast"), ("0.0.0.0", "unspecified"), ("240.0.0.1", "reserved"), ("fe80::1", "link-local"),
-    ("fc00::1", "private"), ("::ffff:127.0.0.1", "loopback"), ("::ffff:169.254.169.254", "link-local"),
-    ("2002:7f00:1::1", "loopback"), ("64:ff9b::a00:1", "private"),
-])
+@pytest.mark.parametrize(
+    "address, kind",
+    [
+        ("127.0.0.1", "loopback"),
+        ("::1", "loopback"),
+        ("169.254.169.254", "link-local"),
+        ("10.1.2.3", "private"),
+        ("192.168.0.1", "private"),
+        ("172.16.5.5", "private"),
+        ("100.64.0.1", "not a globally routable"),
+        ("224.0.0.1", "multicast"),
+        ("0.0.0.0", "unspecified"),
+        ("240.0.0.1", "reserved"),
+        ("fe80::1", "link-local"),
+        ("fc00::1", "private"),
+        ("::ffff:127.0.0.1", "loopback"),
+        ("::ffff:169.254.169.254", "link-local"),
+        ("2002:7f00:1::1", "loopback"),
+        ("64:ff9b::a00:1", "private"),
+    ],
+)
 def test_the_default_refuses_what_is_not_public(address, kind):
     assert kind in (Egress.parse(None).refusal(ipaddress.ip_address(address)) or ""), address
 
@@ -78,9 +97,10 @@ def test_the_servers_own_address_is_refused(monkeypatch):
     address the server holds is refused under the default policy. (It ran once as a skip
     when the machine had no route out: it no longer needs one.)"""
     from gate.sources import egress
+
     assert egress.is_own_address(ipaddress.ip_address("127.0.0.1"))
-    assert not egress.is_own_address(ipaddress.ip_address("192.0.2.1"))       # TEST-NET-1: nobody's
-    held = ipaddress.ip_address("8.8.8.8")                                     # as if this machine held it
+    assert not egress.is_own_address(ipaddress.ip_address("192.0.2.1"))  # TEST-NET-1: nobody's
+    held = ipaddress.ip_address("8.8.8.8")  # as if this machine held it
     assert Egress.parse("public").refusal(held) is None
     monkeypatch.setattr(egress, "is_own_address", lambda address: address == held)
     assert Egress.parse("public").refusal(held) == "an address of the server itself"
@@ -94,16 +114,19 @@ def test_the_list_is_parsed_or_refused_in_one_line():
         Egress.parse(" , ")
 
 
-@pytest.mark.parametrize("source, why", [
-    ("sql+mysql+pymysql://u:p@/db?query=SELECT+1", "must name its host"),
-    ("sql+mysql+pymysql://u@203.0.113.9/db?query=SELECT+1", "a user and a password"),
-    ("sql+mysql+pymysql://203.0.113.9/db?query=SELECT+1", "a user and a password"),
-    ("sql+postgresql+psycopg://u:p@/db?query=SELECT+1&host=/var/run/postgresql", "must name its host"),
-    ("sql+mysql+pymysql://u:p@203.0.113.9/db?query=SELECT+1&unix_socket=/tmp/m.sock", "'unix_socket'"),
-    ("sql+mssql+pyodbc://u:p@203.0.113.9/db?query=SELECT+1", r"postgresql \(psycopg\), mysql or mariadb"),
-    ("sql+mysql+pymysql://u:p@127.0.0.1/db?query=SELECT+1", "loopback"),
-    ("sql+mysql+pymysql://u:p@169.254.169.254/db?query=SELECT+1", "link-local"),
-])
+@pytest.mark.parametrize(
+    "source, why",
+    [
+        ("sql+mysql+pymysql://u:p@/db?query=SELECT+1", "must name its host"),
+        ("sql+mysql+pymysql://u@203.0.113.9/db?query=SELECT+1", "a user and a password"),
+        ("sql+mysql+pymysql://203.0.113.9/db?query=SELECT+1", "a user and a password"),
+        ("sql+postgresql+psycopg://u:p@/db?query=SELECT+1&host=/var/run/postgresql", "must name its host"),
+        ("sql+mysql+pymysql://u:p@203.0.113.9/db?query=SELECT+1&unix_socket=/tmp/m.sock", "'unix_socket'"),
+        ("sql+mssql+pyodbc://u:p@203.0.113.9/db?query=SELECT+1", r"postgresql \(psycopg\), mysql or mariadb"),
+        ("sql+mysql+pymysql://u:p@127.0.0.1/db?query=SELECT+1", "loopback"),
+        ("sql+mysql+pymysql://u:p@169.254.169.254/db?query=SELECT+1", "link-local"),
+    ],
+)
 def test_a_sql_source_for_a_caller_names_host_and_credentials(source, why):
     with pytest.raises(DatasetError, match=why):
         open_source(source, SourceOptions(expand_env=False, egress=Egress.parse("public")))
@@ -112,25 +135,37 @@ def test_a_sql_source_for_a_caller_names_host_and_credentials(source, why):
 def test_sql_connections_are_pinned_and_bounded():
     from sqlalchemy.engine import make_url
     from gate.sources.warehouse_net import for_service, timeouts
+
     url, args = for_service(make_url("postgresql+psycopg://u:p@127.0.0.1/db"), Egress.parse("127.0.0.1/32"), "s")
     assert args == {"hostaddr": "127.0.0.1"} and url.host == "127.0.0.1"
     url, args = for_service(make_url("mysql+pymysql://u:p@localhost/db"), Egress.parse("127.0.0.0/8,::1/128"), "s")
     assert url.host in ("127.0.0.1", "::1") and args == {}
-    assert timeouts(make_url("mysql+pymysql://u:p@h/db"), 2.5) == {"connect_timeout": 3, "read_timeout": 3,
-                                                                     "write_timeout": 3}
+    assert timeouts(make_url("mysql+pymysql://u:p@h/db"), 2.5) == {
+        "connect_timeout": 3,
+        "read_timeout": 3,
+        "write_timeout": 3,
+    }
     pg = timeouts(make_url("postgresql+psycopg://u:p@h/db"), 30)
     assert pg == {"connect_timeout": 30, "options": "-c statement_timeout=30000"}
 
 
-@pytest.mark.parametrize("source, shown", [
-    ("/srv/gate/data/labels.csv", "labels.csv"),
-    ("file:///srv/gate/data/labels.jsonl", "labels.jsonl"),
-    ("https://u:pw@data.example.com:8443/x/labels.csv?token=abc&sig=def#frag", "https://data.example.com:8443/x/labels.csv"),
-    ("s3://bucket/key/labels.csv", "s3://bucket/key/labels.csv"),
-    ("sql+postgresql://reader:s3cret@h:5432/db?query=SELECT+1&sslmode=require&password=x",
-     "sql+postgresql://reader:***@h:5432/db?query=SELECT+1"),
-    ("sql+sqlite:////srv/gate/labels.db?query=SELECT+1", "sql+sqlite:///labels.db?query=SELECT+1"),
-])
+@pytest.mark.parametrize(
+    "source, shown",
+    [
+        ("/srv/gate/data/labels.csv", "labels.csv"),
+        ("file:///srv/gate/data/labels.jsonl", "labels.jsonl"),
+        (
+            "https://u:pw@data.example.com:8443/x/labels.csv?token=abc&sig=def#frag",
+            "https://data.example.com:8443/x/labels.csv",
+        ),
+        ("s3://bucket/key/labels.csv", "s3://bucket/key/labels.csv"),
+        (
+            "sql+postgresql://reader:s3cret@h:5432/db?query=SELECT+1&sslmode=require&password=x",
+            "sql+postgresql://reader:***@h:5432/db?query=SELECT+1",
+        ),
+        ("sql+sqlite:////srv/gate/labels.db?query=SELECT+1", "sql+sqlite:///labels.db?query=SELECT+1"),
+    ],
+)
 def test_a_source_is_shown_without_path_or_credential(source, shown):
     assert shown_source(source) == shown
     assert scrubbed({"source_uri": source}) == {"source_uri": shown}
@@ -151,6 +186,7 @@ class _Answer:
     def __init__(self, host: str, port: int, who: bytes, tls=None):
         import http.server
         import threading
+
         outer = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -163,6 +199,7 @@ class _Answer:
 
             def log_message(self, *args):
                 pass
+
         self.hosts: list[str] = []
         self.server = http.server.ThreadingHTTPServer((host, port), Handler)
         if tls is not None:
@@ -180,6 +217,7 @@ def test_the_checked_address_is_the_one_connected_to(monkeypatch):
     later (DNS rebinding) is still read from the checked address."""
     import socket as socket_module
     from gate.sources.egress import http_opener
+
     allowed = _Answer("127.0.0.2", 0, b"allowed")
     forbidden = _Answer("127.0.0.1", allowed.port, b"forbidden")
     real, answers = socket_module.getaddrinfo, iter(["127.0.0.2"])
@@ -188,10 +226,14 @@ def test_the_checked_address_is_the_one_connected_to(monkeypatch):
         if host == "rebind.example":
             host = next(answers, "127.0.0.1")
         return real(host, port, *args, **kwargs)
+
     monkeypatch.setattr(socket_module, "getaddrinfo", rebinding)
     try:
-        body = http_opener(Egress.parse("127.0.0.2/32"), "s").open(f"http://rebind.example:{allowed.port}/x",
-                                                                   timeout=5).read()
+        body = (
+            http_opener(Egress.parse("127.0.0.2/32"), "s")
+            .open(f"http://rebind.example:{allowed.port}/x", timeout=5)
+            .read()
+        )
     finally:
         allowed.close()
         forbidden.close()
@@ -203,13 +245,34 @@ def test_https_is_pinned_and_still_checks_the_name(tmp_path):
     import ssl
     import subprocess
     from gate.sources.egress import _PinnedHTTPS, http_opener
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", tmp_path / "k.pem",
-                    "-out", tmp_path / "c.pem", "-days", "1", "-subj", "/CN=localhost",
-                    "-addext", "subjectAltName=DNS:localhost"], check=True, capture_output=True)
+
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            tmp_path / "k.pem",
+            "-out",
+            tmp_path / "c.pem",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=DNS:localhost",
+        ],
+        check=True,
+        capture_output=True,
+    )
     tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     tls.load_cert_chain(tmp_path / "c.pem", tmp_path / "k.pem")
     import socket as socket_module
-    first = socket_module.getaddrinfo("localhost", 0, type=socket_module.SOCK_STREAM)[0][4][0]   # where it connects
+
+    first = socket_module.getaddrinfo("localhost", 0, type=socket_module.SOCK_STREAM)[0][4][0]  # where it connects
     server = _Answer(first, 0, b"over tls", tls)
     opener = http_opener(Egress.parse("127.0.0.0/8, ::1/128"), "s")
     for handler in opener.handlers:
@@ -228,10 +291,11 @@ def test_a_reader_opened_for_a_caller_reads_no_query_file(tmp_path):
     """Defence in depth behind the service's option check: the warehouse reader itself,
     opened with expansion off (for a caller), refuses ``query_file`` before reading it."""
     from gate.sources.warehouse import parse_warehouse_uri
+
     secret = tmp_path / "q.sql"
     secret.write_text("SELECT 'TOPSECRET' AS item_id")
     uri = f"sql+mysql+pymysql://u:p@203.0.113.9/db?query_file={secret}"
-    assert parse_warehouse_uri(uri)[1] == "SELECT 'TOPSECRET' AS item_id"      # the operator's CLI: read
+    assert parse_warehouse_uri(uri)[1] == "SELECT 'TOPSECRET' AS item_id"  # the operator's CLI: read
     with pytest.raises(DatasetError, match="never query_file") as refused:
         parse_warehouse_uri(uri, expand=False)
     assert "TOPSECRET" not in str(refused.value)
@@ -242,6 +306,7 @@ def test_an_s3_source_for_a_caller_needs_a_bucket_the_operator_lists(monkeypatch
     instance role): any bucket those reach, then previewable by a read token. Through the
     service, only buckets the operator lists."""
     from gate.server.sources import remote_source_problem
+
     monkeypatch.delenv("PROMPTGATE_SOURCE_S3_BUCKETS", raising=False)
     assert "PROMPTGATE_SOURCE_S3_BUCKETS" in remote_source_problem("s3://private-bucket/labels.csv")
     monkeypatch.setenv("PROMPTGATE_SOURCE_S3_BUCKETS", "labels, other")

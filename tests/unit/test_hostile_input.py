@@ -47,11 +47,15 @@ def refused(text: str, field: str | None = None, seconds: float = 1.0) -> SpecEr
 
 # --- 1: a prompt file cannot choose where requests go or which secret they carry ---------------
 
-@pytest.mark.parametrize("provider", [
-    '{base_url: "http://attacker.example/v1", api_key_env: GITHUB_TOKEN}',
-    '{base_url: "http://169.254.169.254/latest"}',
-    '{api_key_env: PROMPTGATE_DATABASE_URL}',
-])
+
+@pytest.mark.parametrize(
+    "provider",
+    [
+        '{base_url: "http://attacker.example/v1", api_key_env: GITHUB_TOKEN}',
+        '{base_url: "http://169.254.169.254/latest"}',
+        "{api_key_env: PROMPTGATE_DATABASE_URL}",
+    ],
+)
 def test_a_prompt_file_cannot_carry_a_url_or_a_key_variable(provider):
     err = refused(PROMPT + f"provider: {provider}\n", "provider")
     assert "may not carry a URL or a key variable" in err.reason
@@ -65,17 +69,20 @@ def test_a_prompt_names_only_declared_providers():
         resolve("attacker", "m", declared, environ={})
     with pytest.raises(UsageError, match="does not serve model 'other'"):
         resolve("local", "other", declared, environ={})
-    assert resolve(None, "m", declared, environ={}) is None        # the default provider
+    assert resolve(None, "m", declared, environ={}) is None  # the default provider
 
 
-@pytest.mark.parametrize("decl, field", [
-    ({"base_url": "file:///etc/passwd"}, "x.base_url"),
-    ({"base_url": "http://user:secret@host/v1"}, "x.base_url"),
-    ({"base_url": "https://h/v1", "api_key_env": "GITHUB_TOKEN"}, "x.api_key_env"),
-    ({"base_url": "https://h/v1", "api_key_env": "PROMPTGATE_DATABASE_URL"}, "x.api_key_env"),
-    ({"base_url": "https://h/v1", "api_key_env": "INPUT_GITHUB-TOKEN"}, "x.api_key_env"),
-    ({"base_url": "https://h/v1", "key": "sk-1"}, "x.key"),
-])
+@pytest.mark.parametrize(
+    "decl, field",
+    [
+        ({"base_url": "file:///etc/passwd"}, "x.base_url"),
+        ({"base_url": "http://user:secret@host/v1"}, "x.base_url"),
+        ({"base_url": "https://h/v1", "api_key_env": "GITHUB_TOKEN"}, "x.api_key_env"),
+        ({"base_url": "https://h/v1", "api_key_env": "PROMPTGATE_DATABASE_URL"}, "x.api_key_env"),
+        ({"base_url": "https://h/v1", "api_key_env": "INPUT_GITHUB-TOKEN"}, "x.api_key_env"),
+        ({"base_url": "https://h/v1", "key": "sk-1"}, "x.key"),
+    ],
+)
 def test_even_the_gate_config_cannot_aim_a_provider_at_the_gates_own_secrets(decl, field):
     with pytest.raises(SpecError) as info:
         parse_decl("x", decl, "gate.yaml", "x")
@@ -110,7 +117,7 @@ def pool():
 
 @pytest.mark.parametrize("template, what", BOMBS, ids=[w for _, w in BOMBS])
 def test_template_bombs_end_within_their_budget(pool, template, what):
-    parse_spec_text(PROMPT.replace("{{ item.text }}", template.replace('"', '\\"')))   # passes the submit checks
+    parse_spec_text(PROMPT.replace("{{ item.text }}", template.replace('"', '\\"')))  # passes the submit checks
     started = time.monotonic()
     with pytest.raises(TemplateProblem) as info:
         pool.render([template], {"text": "x"})
@@ -122,8 +129,12 @@ def test_template_bombs_end_within_their_budget(pool, template, what):
 
 def test_rendering_in_this_process_only_for_plain_lookups():
     assert plain_lookups("Subject: {{ item.subject }}\n{{ item['text'] }} {{ item.a.b }}") == 3
-    for template, _ in BOMBS + [("{{ item.text|upper }}", ""), ("{% if item.x %}y{% endif %}", ""),
-                                ("{{ item[item.k] }}", ""), ("{{ item.text ~ 'x' }}", "")]:
+    for template, _ in BOMBS + [
+        ("{{ item.text|upper }}", ""),
+        ("{% if item.x %}y{% endif %}", ""),
+        ("{{ item[item.k] }}", ""),
+        ("{{ item.text ~ 'x' }}", ""),
+    ]:
         assert plain_lookups(template) is None, template
 
 
@@ -132,13 +143,17 @@ def _prompt_with(*templates: str) -> str:
     return PROMPT.split("messages:")[0] + "messages:\n" + messages
 
 
-@pytest.mark.parametrize("templates, what", [
-    (["{{ item" + ".a" * 100 + " }}" * 1], "a lookup chain 100 deep"),
-    (["{{ " + "(" * 200 + "item.a" + ")" * 200 + " }}"], "parentheses 200 deep"),
-    (["{{ item.a" + "|upper" * 300 + " }}"], "300 filters in a chain"),
-    ([("{{ item" + ".a" * 15 + " }}") * 400], "400 lookups 15 deep"),
-    (["{{ item.a }}" * 1400] * 2, "two messages sharing the node budget"),
-], ids=lambda v: v if isinstance(v, str) else "")
+@pytest.mark.parametrize(
+    "templates, what",
+    [
+        (["{{ item" + ".a" * 100 + " }}" * 1], "a lookup chain 100 deep"),
+        (["{{ " + "(" * 200 + "item.a" + ")" * 200 + " }}"], "parentheses 200 deep"),
+        (["{{ item.a" + "|upper" * 300 + " }}"], "300 filters in a chain"),
+        ([("{{ item" + ".a" * 15 + " }}") * 400], "400 lookups 15 deep"),
+        (["{{ item.a }}" * 1400] * 2, "two messages sharing the node budget"),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
 def test_templates_nested_too_deep_or_too_big_are_refused_quickly(templates, what):
     """Jinja's compiler costs grow with the square of an expression's depth (300 lookups
     100 deep took 86 s to compile in a worker): the tree's depth and size are checked on
@@ -167,8 +182,7 @@ def test_the_sandbox_never_imports_a_checkouts_own_modules(tmp_path, monkeypatch
     marker = tmp_path / "imported"
     for package in ("jinja2", "gate", "markupsafe"):
         (tmp_path / package).mkdir()
-        (tmp_path / package / "__init__.py").write_text(
-            f"open({str(marker)!r}, 'a').write({package!r})\n")
+        (tmp_path / package / "__init__.py").write_text(f"open({str(marker)!r}, 'a').write({package!r})\n")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     fresh = RenderPool(RenderBudget(cpu_seconds=1.0, memory_mb=64, processes=1))
@@ -185,7 +199,7 @@ def test_the_sandbox_process_has_no_secrets_to_read(monkeypatch):
     fresh = RenderPool(RenderBudget(cpu_seconds=1.0, memory_mb=64, processes=1))
     try:
         fresh.render(["{{ item.x|upper }}"], {"x": "warm"})
-        child, = fresh._children
+        (child,) = fresh._children
         environ = Path(f"/proc/{child.proc.pid}/environ").read_bytes()
         assert b"sk-secret" not in environ and b"OPENAI" not in environ
     finally:
@@ -222,14 +236,22 @@ def test_a_process_that_starts_sandboxes_hides_its_keys_from_its_own_user():
     """An escape from Jinja's sandbox runs as the worker's user: the worker's environment
     (its keys) must not be readable through /proc by such a process, and the child itself
     holds no root to read them with."""
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(ROOT)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              text=True, env={**os.environ, "OPENAI_API_KEY": "sk-holder-secret"})
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(ROOT)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "OPENAI_API_KEY": "sk-holder-secret"},
+    )
     try:
         child_pid = int(holder.stdout.readline())
         seen = _read_as_an_escaped_child(f"/proc/{holder.pid}/environ")
         assert isinstance(seen, str) and "Permission denied" in seen, seen[:200]
-        uid = next(line.split()[1] for line in Path(f"/proc/{child_pid}/status").read_text().splitlines()
-                   if line.startswith("Uid:"))
+        uid = next(
+            line.split()[1]
+            for line in Path(f"/proc/{child_pid}/status").read_text().splitlines()
+            if line.startswith("Uid:")
+        )
         assert int(uid) == (65534 if os.geteuid() == 0 else os.geteuid())
     finally:
         holder.stdin.close()
@@ -238,17 +260,25 @@ def test_a_process_that_starts_sandboxes_hides_its_keys_from_its_own_user():
 
 def _parse_in_child(pattern: str, answer: str, timeout: float) -> float:
     """parse_decision in a child process (a catastrophic regex would hang this one)."""
-    code = ("import sys, time; from gate.decision import parse_decision; from gate.spec import Decision;"
-            "d = Decision('regex', pattern=sys.argv[1]); t = time.perf_counter();"
-            "parse_decision(d, ['a', 'b'], sys.argv[2]); print(time.perf_counter() - t)")
-    out = subprocess.run([sys.executable, "-c", code, pattern, answer], capture_output=True, text=True,
-                         timeout=timeout, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    code = (
+        "import sys, time; from gate.decision import parse_decision; from gate.spec import Decision;"
+        "d = Decision('regex', pattern=sys.argv[1]); t = time.perf_counter();"
+        "parse_decision(d, ['a', 'b'], sys.argv[2]); print(time.perf_counter() - t)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, pattern, answer],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert out.returncode == 0, out.stderr
     return float(out.stdout)
 
 
 def test_a_catastrophic_regex_cannot_backtrack():
-    parse_spec_text(PROMPT + "decision: {type: regex, pattern: '^(a+)+$'}\n")   # accepted: RE2 runs it linearly
+    parse_spec_text(PROMPT + "decision: {type: regex, pattern: '^(a+)+$'}\n")  # accepted: RE2 runs it linearly
     assert _parse_in_child("^(a+)+$", "a" * 40 + "b", timeout=20) < 0.1
     assert _parse_in_child("^(a+)+$", "a" * 30000 + "!", timeout=20) < 0.1
 
@@ -272,17 +302,23 @@ LAUGHS = """name: p
 model: m
 messages: [{role: user, content: "{{ item.text }}"}]
 response_format: &a0 {type: json_object, x: [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]}
-""" + "".join(f"x{i}: &a{i} [*a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, "
-              f"*a{i - 1}, *a{i - 1}, *a{i - 1}]\n" for i in range(1, 10))
+""" + "".join(
+    f"x{i}: &a{i} [*a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, "
+    f"*a{i - 1}, *a{i - 1}, *a{i - 1}]\n"
+    for i in range(1, 10)
+)
 
 
-@pytest.mark.parametrize("text, why", [
-    (LAUGHS, "anchor"),
-    (PROMPT + "response_format: &a {type: json_object, x: *a}\n", "anchor"),
-    (PROMPT + "response_format: " + "[" * 5000 + "]" * 5000 + "\n", "nested deeper"),
-    (PROMPT + "description: one\ndescription: two\n", "duplicate key"),
-    (PROMPT + "params: {seed: " + "9" * 5000 + "}\n", "malformed YAML"),
-])
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        (LAUGHS, "anchor"),
+        (PROMPT + "response_format: &a {type: json_object, x: *a}\n", "anchor"),
+        (PROMPT + "response_format: " + "[" * 5000 + "]" * 5000 + "\n", "nested deeper"),
+        (PROMPT + "description: one\ndescription: two\n", "duplicate key"),
+        (PROMPT + "params: {seed: " + "9" * 5000 + "}\n", "malformed YAML"),
+    ],
+)
 def test_yaml_that_expands_recurses_or_repeats_is_refused(text, why):
     err = refused(text)
     assert why in str(err)
@@ -290,7 +326,7 @@ def test_yaml_that_expands_recurses_or_repeats_is_refused(text, why):
 
 def test_a_huge_prompt_file_is_refused_after_reading_only_the_limit(tmp_path):
     huge = tmp_path / "huge.yaml"
-    with huge.open("wb") as fh:        # 200 MB, sparse: nothing is read past the limit
+    with huge.open("wb") as fh:  # 200 MB, sparse: nothing is read past the limit
         fh.truncate(200 * 1024 * 1024)
     started = time.monotonic()
     with pytest.raises(SpecError, match="over the 256 KiB limit"):
@@ -300,10 +336,13 @@ def test_a_huge_prompt_file_is_refused_after_reading_only_the_limit(tmp_path):
 
 # --- 8: a dataset row nested to the decoder's limit ------------------------------------------
 
+
 def test_a_row_nested_too_deep_is_a_dataset_error_naming_the_row(tmp_path):
     path = tmp_path / "d.jsonl"
-    path.write_text('{"item_id": "a", "expected_decision": "yes", "text": "ok"}\n'
-                    '{"item_id": "b", "expected_decision": "yes", "text": ' + "[" * 20000 + "]" * 20000 + "}\n")
+    path.write_text(
+        '{"item_id": "a", "expected_decision": "yes", "text": "ok"}\n'
+        '{"item_id": "b", "expected_decision": "yes", "text": ' + "[" * 20000 + "]" * 20000 + "}\n"
+    )
     reader = open_source(str(path), SourceOptions())
     with pytest.raises(DatasetError, match="line 2: row is nested deeper than 32 levels"):
         reader.read_page(None, 10)
@@ -311,15 +350,20 @@ def test_a_row_nested_too_deep_is_a_dataset_error_naming_the_row(tmp_path):
 
 # --- 9: a long answer --------------------------------------------------------------------------
 
-@pytest.mark.parametrize("answer", [
-    "<think>" * 16000,
-    "<think>" * 8000 + "</think>" + "yes",
-    "```" * 20000,
-    "{" * 50000,
-    "[" * 50000 + "yes",
-])
-@pytest.mark.parametrize("decision", [Decision(), Decision("json", field="decision"),
-                                      Decision("regex", pattern=r"(?i)\b(yes|no)\b")])
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "<think>" * 16000,
+        "<think>" * 8000 + "</think>" + "yes",
+        "```" * 20000,
+        "{" * 50000,
+        "[" * 50000 + "yes",
+    ],
+)
+@pytest.mark.parametrize(
+    "decision", [Decision(), Decision("json", field="decision"), Decision("regex", pattern=r"(?i)\b(yes|no)\b")]
+)
 def test_a_hostile_answer_is_parsed_in_bounded_time(answer, decision):
     started = time.perf_counter()
     parse_decision(decision, ["yes", "no"], answer)
@@ -333,20 +377,24 @@ def test_only_the_start_of_an_answer_is_read():
 
 # --- 10, 11: reserved labels, parameters out of range ---------------------------------------------
 
+
 @pytest.mark.parametrize("labels", ['["(invalid)", ok]', '["(none)", ok]', '["ok\\u001b[2J", no]'])
 def test_labels_cannot_look_like_the_gates_markers_or_hold_control_characters(labels):
     refused(PROMPT.replace("labels: [yes, no]", f"labels: {labels}"), "labels")
 
 
-@pytest.mark.parametrize("params, field", [
-    ("{temperature: .nan}", "params.temperature"),
-    ("{top_p: .inf}", "params.top_p"),
-    ("{max_tokens: 1000000000000}", "params.max_tokens"),
-    ("{seed: 100000000000000000000000000000}", "params.seed"),
-    ("{stop: [a, b, c, d, e]}", "params.stop"),
-    ("{logit_bias: {'x': 1}}", "params.logit_bias"),
-    ("{reasoning_effort: 'rm -rf'}", "params.reasoning_effort"),
-])
+@pytest.mark.parametrize(
+    "params, field",
+    [
+        ("{temperature: .nan}", "params.temperature"),
+        ("{top_p: .inf}", "params.top_p"),
+        ("{max_tokens: 1000000000000}", "params.max_tokens"),
+        ("{seed: 100000000000000000000000000000}", "params.seed"),
+        ("{stop: [a, b, c, d, e]}", "params.stop"),
+        ("{logit_bias: {'x': 1}}", "params.logit_bias"),
+        ("{reasoning_effort: 'rm -rf'}", "params.reasoning_effort"),
+    ],
+)
 def test_parameters_out_of_range_are_refused_at_submit(params, field):
     refused(PROMPT + f"params: {params}\n", field)
 
@@ -357,6 +405,7 @@ def test_yaml_1_2_reads_yes_and_no_as_the_labels_they_look_like():
 
 
 # --- 5, 12: untrusted text in a terminal and in the Actions log ------------------------------------
+
 
 def test_terminal_and_log_text_cannot_carry_commands_or_escapes():
     hostile = "row\x1b]0;pwned\x07\r\n::add-mask::secret\n##[warning]x\u202etxt"

@@ -15,15 +15,26 @@ from gate.itempolicy import ItemPolicy
 from gate.update_outcome import update_end
 
 FLIPS = {"fixed": 0, "broken": 2, "both_right": 8, "both_wrong": 0, "paired": 10}
-FIELDS = {"items": 20, "fields": [{"field": "amount", "type": "number", "right": 17, "wrong": 3, "missing": 1},
-                                  {"field": "order_id", "type": "exact", "right": 20, "wrong": 0, "missing": 0}],
-          "confusion": {}}
+FIELDS = {
+    "items": 20,
+    "fields": [
+        {"field": "amount", "type": "number", "right": 17, "wrong": 3, "missing": 1},
+        {"field": "order_id", "type": "exact", "right": 20, "wrong": 0, "missing": 0},
+    ],
+    "confusion": {},
+}
 
 
 def run(bars=None, **metrics):
     base = {"matches": 17, "scored": 20, "total": 20, "confusion": {}}
-    return SimpleNamespace(status="DONE", dataset_name="d", metrics={**base, **metrics}, min_accuracy=Decimal("0.8"),
-                           pinned={"bars": bars}, reason=None)
+    return SimpleNamespace(
+        status="DONE",
+        dataset_name="d",
+        metrics={**base, **metrics},
+        min_accuracy=Decimal("0.8"),
+        pinned={"bars": bars},
+        reason=None,
+    )
 
 
 def checks(bars, **metrics):
@@ -32,16 +43,20 @@ def checks(bars, **metrics):
 
 # --- min_field_accuracy ------------------------------------------------------------------------------
 
+
 def test_a_field_bar_fails_and_passes_at_a_looser_bar():
     status, reason = update_end("check", [run({"min_field_accuracy": {"amount": "0.9"}}, fields=FIELDS)])
     assert (status, reason) == ("REJECTED", "missed: d min_field_accuracy[amount] 85.0% < bar 90%")
     assert update_end("check", [run({"min_field_accuracy": {"amount": "0.85"}}, fields=FIELDS)])[0] == "PASSED"
 
 
-@pytest.mark.parametrize("fields, note", [
-    (FIELDS, "the candidate's decision has no field 'total'"),
-    (None, "the candidate does not decide field by field (decision: {type: fields})"),
-])
+@pytest.mark.parametrize(
+    "fields, note",
+    [
+        (FIELDS, "the candidate's decision has no field 'total'"),
+        (None, "the candidate does not decide field by field (decision: {type: fields})"),
+    ],
+)
 def test_a_field_the_candidate_does_not_decide_fails_its_bar(fields, note):
     c = checks({"min_field_accuracy": {"total": "0.5"}}, fields=fields)[("min_field_accuracy", "total")]
     assert (c.state, c.value, c.note) == ("fail", None, note)
@@ -49,9 +64,17 @@ def test_a_field_the_candidate_does_not_decide_fails_its_bar(fields, note):
 
 # --- slices ------------------------------------------------------------------------------------------
 
-SLICES = {"column": "channel", "min_items": 20, "too_many": False, "compared": True, "slices": [
-    {"value": "email", "items": 70, "matches": 68}, {"value": "chat", "items": 30, "matches": 24},
-    {"value": None, "items": 4, "matches": 0}]}
+SLICES = {
+    "column": "channel",
+    "min_items": 20,
+    "too_many": False,
+    "compared": True,
+    "slices": [
+        {"value": "email", "items": 70, "matches": 68},
+        {"value": "chat", "items": 30, "matches": 24},
+        {"value": None, "items": 4, "matches": 0},
+    ],
+}
 SLICE_BARS = {"slice_by": "channel", "min_slice_accuracy": "0.85"}
 
 
@@ -61,8 +84,9 @@ def test_a_slice_under_its_bar_is_named_while_overall_accuracy_clears():
 
 
 def test_slices_pass_with_the_small_ones_listed_as_too_small():
-    c = checks({**SLICE_BARS, "min_slice_accuracy": "0.8"}, flips=None, slices=SLICES)[("min_slice_accuracy",
-                                                                                          "channel")]
+    c = checks({**SLICE_BARS, "min_slice_accuracy": "0.8"}, flips=None, slices=SLICES)[
+        ("min_slice_accuracy", "channel")
+    ]
     assert (c.state, c.value, c.note) == ("pass", "80.0%", "2 slices judged, the lowest chat; 1 too small to judge")
 
 
@@ -77,9 +101,19 @@ def test_slices_pending_not_applied_and_too_many():
 
 # --- protected items and accepted breaks -------------------------------------------------------------
 
-PROTECTED = {"items": 3, "broken": 1, "samples": [{"item_id": "m7", "expected_decision": "yes",
-                                                   "live_decision": "yes", "candidate_decision": "no",
-                                                   "candidate_output": "no"}]}
+PROTECTED = {
+    "items": 3,
+    "broken": 1,
+    "samples": [
+        {
+            "item_id": "m7",
+            "expected_decision": "yes",
+            "live_decision": "yes",
+            "candidate_decision": "no",
+            "candidate_output": "no",
+        }
+    ],
+}
 
 
 def test_a_protected_item_that_broke_fails_an_update_every_other_bar_passes():
@@ -100,13 +134,15 @@ def test_protection_without_live_answers():
     why = "the live version could not be scored on this dataset version: 1 of 20 items could not be scored"
     status, reason = update_end("check", [run(flips=None, baseline_error=why, protected=unbroken)])
     assert (status, reason) == ("FAILED", f"could not be scored: d: {why} (protection needs it)")
-    listed = checks({"protected": ["a"]})[("protected", None)]       # before the comparison
+    listed = checks({"protected": ["a"]})[("protected", None)]  # before the comparison
     assert listed.state == "pending"
 
 
 def test_accepted_breaks_do_not_count_against_max_broken():
-    accepted = [{"item": "m2", "reason": "r", "commit": None, "state": "broke"},
-                {"item": "m9", "reason": "r", "commit": None, "state": "stale"}]
+    accepted = [
+        {"item": "m2", "reason": "r", "commit": None, "state": "broke"},
+        {"item": "m9", "reason": "r", "commit": None, "state": "stale"},
+    ]
     c = checks({"max_broken": 1}, flips=FLIPS, accepted_breaks=accepted)[("max_broken", None)]
     assert (c.state, c.value, c.note) == ("pass", "1", "2 broken, 1 of them accepted (accept_breaks)")
     assert checks({"max_broken": 0}, flips=FLIPS, accepted_breaks=accepted)[("max_broken", None)].state == "fail"
@@ -114,21 +150,25 @@ def test_accepted_breaks_do_not_count_against_max_broken():
 
 # --- parsing ------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("extra, problem", [
-    ({"min_slice_accuracy": "0.9"}, "need slice_by"),
-    ({"slice_by": "channel", "min_slice_items": 0}, "at least 1 item"),
-    ({"slice_by": 'a"b'}, "is not a column name"),
-    ({"min_field_accuracy": {"a b": 0.9}}, "is not a field name"),
-    ({"min_field_accuracy": {"a": 90}}, "outside [0, 1]"),
-    ({"protected": "m1"}, "protected must be a list"),
-    ({"protected": ["m1", "m1"]}, "protected lists an item twice"),
-    ({"protected": [f"m{i}" for i in range(1001)]}, "at most 1000"),
-    ({"accept_breaks": [{"item": "m1"}]}, "item m1: give a reason"),
-    ({"accept_breaks": [{"item": "m1", "reason": "two\nlines"}]}, "one line"),
-    ({"accept_breaks": [{"item": "m1", "reason": "x", "why": "y"}]}, "each entry is {item"),
-    ({"accept_breaks": [{"item": "m1", "reason": "x"}, {"item": "m1", "reason": "y"}]}, "listed twice"),
-    ({"accept_breaks": [{"item": "m1", "reason": "x", "commit": "HEAD"}]}, "not a full commit id"),
-])
+
+@pytest.mark.parametrize(
+    "extra, problem",
+    [
+        ({"min_slice_accuracy": "0.9"}, "need slice_by"),
+        ({"slice_by": "channel", "min_slice_items": 0}, "at least 1 item"),
+        ({"slice_by": 'a"b'}, "is not a column name"),
+        ({"min_field_accuracy": {"a b": 0.9}}, "is not a field name"),
+        ({"min_field_accuracy": {"a": 90}}, "outside [0, 1]"),
+        ({"protected": "m1"}, "protected must be a list"),
+        ({"protected": ["m1", "m1"]}, "protected lists an item twice"),
+        ({"protected": [f"m{i}" for i in range(1001)]}, "at most 1000"),
+        ({"accept_breaks": [{"item": "m1"}]}, "item m1: give a reason"),
+        ({"accept_breaks": [{"item": "m1", "reason": "two\nlines"}]}, "one line"),
+        ({"accept_breaks": [{"item": "m1", "reason": "x", "why": "y"}]}, "each entry is {item"),
+        ({"accept_breaks": [{"item": "m1", "reason": "x"}, {"item": "m1", "reason": "y"}]}, "listed twice"),
+        ({"accept_breaks": [{"item": "m1", "reason": "x", "commit": "HEAD"}]}, "not a full commit id"),
+    ],
+)
 def test_policy_and_new_bars_refuse_bad_shapes_in_one_line(extra, problem):
     with pytest.raises(UsageError, match=problem.replace("[", r"\[").replace("{", r"\{")):
         Bars.parse("0.5", extra)
@@ -139,7 +179,7 @@ def test_an_accepted_break_keeps_the_commit_that_accepted_it():
     now = ItemPolicy.parse({"accept_breaks": [{"item": "m1", "reason": "old"}, {"item": "m2", "reason": "new"}]})
     stamped = now.stamped(before, "b" * 40)
     assert [(a.item, a.commit) for a in stamped.accept_breaks] == [("m1", "a" * 40), ("m2", "b" * 40)]
-    assert stamped == now                      # the commit is a record, not part of what is declared
+    assert stamped == now  # the commit is a record, not part of what is declared
     reworded = ItemPolicy.parse({"accept_breaks": [{"item": "m1", "reason": "reworded"}]}).stamped(before, "c" * 40)
     assert reworded.accept_breaks[0].commit == "c" * 40
     bars = Bars.parse("0.5", {"accept_breaks": [a.to_json() for a in stamped.accept_breaks]})

@@ -22,10 +22,13 @@ def answer(user: str, system: str = SYSTEM):
 
 def test_patterns_keywords_and_defaults():
     assert answer("Order ORD-12: I was charged twice, 40.00 EUR.") == {
-        "order_id": "ORD-12", "amount": 40.0, "category": "billing"}
-    assert answer("Refunded? ORD-7, 12 EUR") == {"order_id": "ORD-7", "category": "billing"}   # no amount: left out
+        "order_id": "ORD-12",
+        "amount": 40.0,
+        "category": "billing",
+    }
+    assert answer("Refunded? ORD-7, 12 EUR") == {"order_id": "ORD-7", "category": "billing"}  # no amount: left out
     assert answer("My PARCEL is late") == {"category": "shipping"}
-    assert answer("hello") == {"category": "other"}                  # the part without "=" is the default
+    assert answer("hello") == {"category": "other"}  # the part without "=" is the default
 
 
 def test_no_extraction_rules_leaves_the_classification_rules_to_answer():

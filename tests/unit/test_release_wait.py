@@ -29,11 +29,11 @@ def test_a_later_check_never_stands_in_for_an_apply():
 def test_auto_answers_for_checks_only_when_the_commit_has_no_apply():
     checks = [update(1, "check", "REJECTED"), update(2, "check", "PASSED"), update(3, "check", "PASSED", "p2")]
     assert release_updates(checks, "auto") == ("check", checks[1:])
-    assert release_updates(checks, "apply") == ("apply", [])          # apply: waits for one to appear
-    assert release_updates(checks) == ("apply", [])                   # ... and is the default
+    assert release_updates(checks, "apply") == ("apply", [])  # apply: waits for one to appear
+    assert release_updates(checks) == ("apply", [])  # ... and is the default
     assert release_updates([], "auto") == (None, [])
     mixed = checks + [update(4, "apply", "APPLIED", "p2")]
-    assert release_updates(mixed, "auto") == ("apply", [mixed[3]])    # p1 has only checks: not answered for
+    assert release_updates(mixed, "auto") == ("apply", [mixed[3]])  # p1 has only checks: not answered for
     assert of_mode(mixed, "auto") == ("apply", [mixed[3]])
 
 
@@ -46,5 +46,8 @@ def test_modes_and_messages():
     announce = Announcer("a" * 40, "auto", said.append)
     for chosen in (None, "check", "check", "apply", "apply"):
         announce(chosen)
-    assert said == ["commit aaaaaaaaaaaa: waiting for its check-mode updates (it has no apply-mode update; "
-                    "`--mode apply` waits for one)", "commit aaaaaaaaaaaa: waiting for its apply-mode updates"]
+    assert said == [
+        "commit aaaaaaaaaaaa: waiting for its check-mode updates (it has no apply-mode update; "
+        "`--mode apply` waits for one)",
+        "commit aaaaaaaaaaaa: waiting for its apply-mode updates",
+    ]

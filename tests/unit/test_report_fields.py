@@ -20,81 +20,194 @@ from gate.service import UpdateReport, run_report
 from test_report_markdown import check_golden
 
 T0 = dt.datetime(2024, 5, 1, 12, 0, 0)
-DECISION = {"type": "fields", "fields": {"amount": {"type": "number", "tolerance": "0.01"},
-                                         "category": {"type": "label", "labels": ["billing", "shipping", "other"]},
-                                         "order_id": {"type": "exact"}}}
+DECISION = {
+    "type": "fields",
+    "fields": {
+        "amount": {"type": "number", "tolerance": "0.01"},
+        "category": {"type": "label", "labels": ["billing", "shipping", "other"]},
+        "order_id": {"type": "exact"},
+    },
+}
 
 
 def expected(order, category, amount):
-    return json.dumps({"amount": amount, "category": category, "order_id": order}, sort_keys=True,
-                      separators=(",", ":"))
+    return json.dumps(
+        {"amount": amount, "category": category, "order_id": order}, sort_keys=True, separators=(",", ":")
+    )
 
 
 def metrics(hostile: str = "") -> dict:
     """What finalize and reconcile write for a candidate that gets amount wrong on 3 of 40
     items (one of them protected, one an accepted break) and one category."""
     return {
-        "total": 40, "scored": 40, "matches": 36, "mismatches": 4, "errors": 0, "pending": 0, "invalid": 1,
-        "accuracy": 0.9, "confusion": {},
-        "fields": {"items": 40, "fields": [
-            {"field": "amount", "type": "number", "right": 37, "wrong": 3, "missing": 1},
-            {"field": "category", "type": "label", "right": 38, "wrong": 2, "missing": 1},
-            {"field": "order_id", "type": "exact", "right": 39, "wrong": 1, "missing": 1}],
-            "confusion": {"category": {"billing": {"billing": 20, "(missing)": 1},
-                                       "shipping": {"shipping": 14, "billing": 1}, "other": {"other": 4}}}},
+        "total": 40,
+        "scored": 40,
+        "matches": 36,
+        "mismatches": 4,
+        "errors": 0,
+        "pending": 0,
+        "invalid": 1,
+        "accuracy": 0.9,
+        "confusion": {},
+        "fields": {
+            "items": 40,
+            "fields": [
+                {"field": "amount", "type": "number", "right": 37, "wrong": 3, "missing": 1},
+                {"field": "category", "type": "label", "right": 38, "wrong": 2, "missing": 1},
+                {"field": "order_id", "type": "exact", "right": 39, "wrong": 1, "missing": 1},
+            ],
+            "confusion": {
+                "category": {
+                    "billing": {"billing": 20, "(missing)": 1},
+                    "shipping": {"shipping": 14, "billing": 1},
+                    "other": {"other": 4},
+                }
+            },
+        },
         "flips": {"fixed": 1, "broken": 3, "both_right": 35, "both_wrong": 1, "paired": 40},
         "live": {"matches": 38, "scored": 40, "update_id": 7, "run_id": 3, "live_version": 2},
-        "baseline_note": None, "baseline_error": None,
-        "field_flips": {"amount": {"paired": 40, "live_right": 40, "fixed": 0, "broken": 3},
-                        "category": {"paired": 40, "live_right": 38, "fixed": 1, "broken": 1},
-                        "order_id": {"paired": 40, "live_right": 39, "fixed": 0, "broken": 0}},
-        "slices": {"column": "channel", "min_items": 20, "too_many": False, "compared": True, "slices": [
-            {"value": "email", "items": 30, "matches": 29, "live_matches": 29, "fixed": 1, "broken": 1},
-            {"value": "chat" + hostile, "items": 8, "matches": 6, "live_matches": 8, "fixed": 0, "broken": 2},
-            {"value": None, "items": 2, "matches": 1, "live_matches": 1, "fixed": 0, "broken": 0}]},
-        "protected": {"items": 2, "broken": 1, "samples": [
-            {"item_id": "mail-007" + hostile, "expected_decision": expected("ORD-7", "billing", 40.0),
-             "live_decision": expected("ORD-7", "billing", 40.0),
-             "candidate_decision": json.dumps({"category": "billing", "order_id": "ORD-7"}, sort_keys=True),
-             "candidate_output": '{"order_id": "ORD-7", "category": "billing"}'}]},
+        "baseline_note": None,
+        "baseline_error": None,
+        "field_flips": {
+            "amount": {"paired": 40, "live_right": 40, "fixed": 0, "broken": 3},
+            "category": {"paired": 40, "live_right": 38, "fixed": 1, "broken": 1},
+            "order_id": {"paired": 40, "live_right": 39, "fixed": 0, "broken": 0},
+        },
+        "slices": {
+            "column": "channel",
+            "min_items": 20,
+            "too_many": False,
+            "compared": True,
+            "slices": [
+                {"value": "email", "items": 30, "matches": 29, "live_matches": 29, "fixed": 1, "broken": 1},
+                {"value": "chat" + hostile, "items": 8, "matches": 6, "live_matches": 8, "fixed": 0, "broken": 2},
+                {"value": None, "items": 2, "matches": 1, "live_matches": 1, "fixed": 0, "broken": 0},
+            ],
+        },
+        "protected": {
+            "items": 2,
+            "broken": 1,
+            "samples": [
+                {
+                    "item_id": "mail-007" + hostile,
+                    "expected_decision": expected("ORD-7", "billing", 40.0),
+                    "live_decision": expected("ORD-7", "billing", 40.0),
+                    "candidate_decision": json.dumps({"category": "billing", "order_id": "ORD-7"}, sort_keys=True),
+                    "candidate_output": '{"order_id": "ORD-7", "category": "billing"}',
+                }
+            ],
+        },
         "accepted_breaks": [
-            {"item": "mail-012", "reason": "two totals in the email: either is fair" + hostile, "commit": HEAD1,
-             "state": "broke"},
-            {"item": "mail-020", "reason": "the customer misspelt the order id", "commit": None, "state": "stale"}],
+            {
+                "item": "mail-012",
+                "reason": "two totals in the email: either is fair" + hostile,
+                "commit": HEAD1,
+                "state": "broke",
+            },
+            {"item": "mail-020", "reason": "the customer misspelt the order id", "commit": None, "state": "stale"},
+        ],
     }
 
 
 def report(hostile: str = "") -> UpdateReport:
-    pinned = {"decision": DECISION, "bars": {"min_field_accuracy": {"amount": "0.95"}, "slice_by": "channel",
-                                             "min_slice_accuracy": "0.8", "max_broken": 1,
-                                             "protected": ["mail-001"], "accept_breaks": [
-                                                 {"item": "mail-012", "reason": "x", "commit": HEAD1},
-                                                 {"item": "mail-020", "reason": "y"}]}}
-    run = Run(1, 41, 1, "support-emails", "/ws/d.jsonl", {}, "DONE", Decimal("0.85"), 40, "3f" * 32,
-              "sha256:" + "9e" * 32, None, T0, None, 1, metrics(hostile), None, T0, T0, T0, 5, pinned, "candidate", 2)
-    failures = [ItemSample("mail-003", expected("ORD-3", "billing", 12.5),
-                           json.dumps({"amount": 12.0, "category": "billing", "order_id": "ORD-3"}, sort_keys=True),
-                           "MISMATCH", '{"order_id": "ORD-3", "amount": 12}', None),
-                ItemSample("mail-009", expected("ORD-9", "other", 3.0), "(not a JSON object)", "MISMATCH",
-                           "Sorry, I cannot help with that.", None)]
-    broken = [FlipSample("mail-003", expected("ORD-3", "billing", 12.5), expected("ORD-3", "billing", 12.5),
-                         json.dumps({"amount": 12.0, "category": "billing", "order_id": "ORD-3"}, sort_keys=True),
-                         '{"order_id": "ORD-3", "amount": 12}')]
-    update = Update(41, "support-extract", "check", "REJECTED", {"name": "support-extract", "model": "gpt-4o-mini",
-                                                                 "messages": [], "decision": DECISION},
-                    "ab" * 32, 2, {"repo": REPO, "pr": 12, "sha": HEAD1, "path": "prompts/support-extract.yaml"},
-                    "missed: support-emails: 1 protected item broke (mail-007); support-emails "
-                    "min_field_accuracy[amount] 92.5% < bar 95%", T0, T0, T0)
+    pinned = {
+        "decision": DECISION,
+        "bars": {
+            "min_field_accuracy": {"amount": "0.95"},
+            "slice_by": "channel",
+            "min_slice_accuracy": "0.8",
+            "max_broken": 1,
+            "protected": ["mail-001"],
+            "accept_breaks": [
+                {"item": "mail-012", "reason": "x", "commit": HEAD1},
+                {"item": "mail-020", "reason": "y"},
+            ],
+        },
+    }
+    run = Run(
+        1,
+        41,
+        1,
+        "support-emails",
+        "/ws/d.jsonl",
+        {},
+        "DONE",
+        Decimal("0.85"),
+        40,
+        "3f" * 32,
+        "sha256:" + "9e" * 32,
+        None,
+        T0,
+        None,
+        1,
+        metrics(hostile),
+        None,
+        T0,
+        T0,
+        T0,
+        5,
+        pinned,
+        "candidate",
+        2,
+    )
+    failures = [
+        ItemSample(
+            "mail-003",
+            expected("ORD-3", "billing", 12.5),
+            json.dumps({"amount": 12.0, "category": "billing", "order_id": "ORD-3"}, sort_keys=True),
+            "MISMATCH",
+            '{"order_id": "ORD-3", "amount": 12}',
+            None,
+        ),
+        ItemSample(
+            "mail-009",
+            expected("ORD-9", "other", 3.0),
+            "(not a JSON object)",
+            "MISMATCH",
+            "Sorry, I cannot help with that.",
+            None,
+        ),
+    ]
+    broken = [
+        FlipSample(
+            "mail-003",
+            expected("ORD-3", "billing", 12.5),
+            expected("ORD-3", "billing", 12.5),
+            json.dumps({"amount": 12.0, "category": "billing", "order_id": "ORD-3"}, sort_keys=True),
+            '{"order_id": "ORD-3", "amount": 12}',
+        )
+    ]
+    update = Update(
+        41,
+        "support-extract",
+        "check",
+        "REJECTED",
+        {"name": "support-extract", "model": "gpt-4o-mini", "messages": [], "decision": DECISION},
+        "ab" * 32,
+        2,
+        {"repo": REPO, "pr": 12, "sha": HEAD1, "path": "prompts/support-extract.yaml"},
+        "missed: support-emails: 1 protected item broke (mail-007); support-emails "
+        "min_field_accuracy[amount] 92.5% < bar 95%",
+        T0,
+        T0,
+        T0,
+    )
     counts = RunCounts(total=40, match=36, mismatch=4)
-    attempts = {"retried_items": 0, "extra_attempts": 0, "max_attempt": 1, "throttled_calls": 0,
-                "throttle_wait_seconds": 0, "rate_limited_calls": 0}
+    attempts = {
+        "retried_items": 0,
+        "extra_attempts": 0,
+        "max_attempt": 1,
+        "throttled_calls": 0,
+        "throttle_wait_seconds": 0,
+        "rate_limited_calls": 0,
+    }
     return UpdateReport(update, [run_report(run, counts, failures, {}, broken)], attempts)
 
 
 def test_golden_fields_report_markdown():
     text = render_report_markdown(report())
     head = text.split("| dataset | accuracy |")[0]
-    assert "🛡️ **Protected items broken**" in head                    # listed first, before the figures
+    assert "🛡️ **Protected items broken**" in head  # listed first, before the figures
     check_golden("fields_report.md", text)
 
 
@@ -129,12 +242,18 @@ def test_status_json_of_the_new_sections_keeps_the_schema():
     run = document["runs"][0]
     assert [f["field"] for f in run["fields"]["fields"]] == ["amount", "category", "order_id"]
     assert run["fields"]["most_wrong"] == ["amount", "category", "order_id"]
-    assert run["fields"]["fields"][0]["live"] == {"accuracy": 1.0, "interval": run["fields"]["fields"][0]["live"]
-                                                  ["interval"], "fixed": 0, "broken": 3}
+    assert run["fields"]["fields"][0]["live"] == {
+        "accuracy": 1.0,
+        "interval": run["fields"]["fields"][0]["live"]["interval"],
+        "fixed": 0,
+        "broken": 3,
+    }
     assert [s["judged"] for s in run["slices"]["slices"]] == [True, False, False]
-    assert run["failures"][0]["wrong_fields"] == [{"field": "amount", "expected": 12.5, "actual": 12.0,
-                                                   "missing": False}]
+    assert run["failures"][0]["wrong_fields"] == [
+        {"field": "amount", "expected": 12.5, "actual": 12.0, "missing": False}
+    ]
     assert [w["missing"] for w in run["failures"][1]["wrong_fields"]] == [True, True, True]
-    assert run["protected"]["samples"][0]["wrong_fields"] == [{"field": "amount", "expected": 40.0, "actual": None,
-                                                               "missing": True}]
+    assert run["protected"]["samples"][0]["wrong_fields"] == [
+        {"field": "amount", "expected": 40.0, "actual": None, "missing": True}
+    ]
     assert [(a["item"], a["state"]) for a in run["accepted_breaks"]] == [("mail-012", "broke"), ("mail-020", "stale")]

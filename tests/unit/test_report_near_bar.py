@@ -24,8 +24,18 @@ from types import SimpleNamespace
 T0 = dt.datetime(2026, 12, 1, 12, 0, 0)
 
 
-@pytest.mark.parametrize("bar, shown", [("0.8667", "86.67%"), ("0.86700", "86.7%"), ("0.85", "85%"), ("0.8", "80%"),
-                                        ("1", "100%"), ("0", "0%"), ("0.123456789", "12.3456789%")])
+@pytest.mark.parametrize(
+    "bar, shown",
+    [
+        ("0.8667", "86.67%"),
+        ("0.86700", "86.7%"),
+        ("0.85", "85%"),
+        ("0.8", "80%"),
+        ("1", "100%"),
+        ("0", "0%"),
+        ("0.123456789", "12.3456789%"),
+    ],
+)
 def test_a_bar_prints_as_written(bar, shown):
     assert format_bar(Decimal(bar)) == shown
 
@@ -34,10 +44,16 @@ def test_the_issue_s_case_reads_right():
     metrics = {"matches": 26, "scored": 30, "total": 30, "confusion": {}}
     (accuracy,) = check(Bars(min_accuracy=Decimal("0.8667")), metrics)
     assert (accuracy.value, accuracy.limit, accuracy.state) == ("86.667%", "86.67%", "fail")
-    run = SimpleNamespace(status="DONE", dataset_name="hard", metrics=metrics, min_accuracy=Decimal("0.8667"),
-                          pinned={"bars": None}, reason=None)
+    run = SimpleNamespace(
+        status="DONE",
+        dataset_name="hard",
+        metrics=metrics,
+        min_accuracy=Decimal("0.8667"),
+        pinned={"bars": None},
+        reason=None,
+    )
     assert update_end("check", [run]) == ("REJECTED", "missed: hard 86.667% < bar 86.67%")
-    assert format_pct(26, 30) == "86.7%"          # no bar to stand against: one decimal, as before
+    assert format_pct(26, 30) == "86.7%"  # no bar to stand against: one decimal, as before
 
 
 def _shown(text: str) -> Fraction:
@@ -54,12 +70,25 @@ def test_no_printed_accuracy_sits_on_the_wrong_side_of_its_bar(bar):
 
 
 def _report(status: str, run_status: str, scored: int, errors: int, matches: int = 0) -> UpdateReport:
-    run = RunReport(run_id=1, dataset="hard", bar=Decimal("0.8667"), status=run_status, total=scored + errors,
-                    scored=scored, matches=matches, errors=errors, pending=0,
-                    accuracy=matches / scored if scored else None, passed=None if run_status != "DONE" else False,
-                    reason="30 of 30 items of hard could not be scored" if errors else None, row_count=scored + errors,
-                    content_hash=None, source_version=None, source_uri="hard.csv",
-                    metrics={"total": scored + errors, "scored": scored, "matches": matches, "errors": errors})
+    run = RunReport(
+        run_id=1,
+        dataset="hard",
+        bar=Decimal("0.8667"),
+        status=run_status,
+        total=scored + errors,
+        scored=scored,
+        matches=matches,
+        errors=errors,
+        pending=0,
+        accuracy=matches / scored if scored else None,
+        passed=None if run_status != "DONE" else False,
+        reason="30 of 30 items of hard could not be scored" if errors else None,
+        row_count=scored + errors,
+        content_hash=None,
+        source_version=None,
+        source_uri="hard.csv",
+        metrics={"total": scored + errors, "scored": scored, "matches": matches, "errors": errors},
+    )
     update = Update(7, "p1", "check", status, {"name": "p1"}, "h" * 64, 1, {}, "could not be scored", T0, T0, T0)
     return UpdateReport(update, [run], {})
 

@@ -40,5 +40,7 @@ def test_every_test_the_threat_model_names_exists():
 
 def test_a_renamed_test_is_caught():
     assert named_tests("`tests/unit/test_spec.py::test_bad_fields`, `::test_no_such_test`") == [
-        ("test_spec.py", "test_bad_fields"), ("test_spec.py", "test_no_such_test")]
+        ("test_spec.py", "test_bad_fields"),
+        ("test_spec.py", "test_no_such_test"),
+    ]
     assert "test_no_such_test" not in functions_of("test_spec.py")

@@ -12,19 +12,22 @@ from gate.errors import UsageError
 from gate.settings import CHOICES, RANGES, Settings
 
 
-@pytest.mark.parametrize("variable, value", [
-    ("PROMPTGATE_CHUNK_SIZE", "0"),
-    ("PROMPTGATE_PAGE_SIZE", "0"),
-    ("PROMPTGATE_LEASE_SECONDS", "-1"),
-    ("PROMPTGATE_LEASE_SECONDS", "nan"),
-    ("PROMPTGATE_REQUEST_TIMEOUT", "inf"),
-    ("PROMPTGATE_CONCURRENCY", "0"),
-    ("PROMPTGATE_ATTEMPT_CAP", "0"),
-    ("PROMPTGATE_HEARTBEAT_SECONDS", "0"),
-    ("PROMPTGATE_RATE_LIMIT_HEADROOM", "1.5"),
-    ("PROMPTGATE_SANDBOX_PROCESSES", "0"),
-    ("PROMPTGATE_RATE_LIMIT_BACKEND", "memcached"),
-])
+@pytest.mark.parametrize(
+    "variable, value",
+    [
+        ("PROMPTGATE_CHUNK_SIZE", "0"),
+        ("PROMPTGATE_PAGE_SIZE", "0"),
+        ("PROMPTGATE_LEASE_SECONDS", "-1"),
+        ("PROMPTGATE_LEASE_SECONDS", "nan"),
+        ("PROMPTGATE_REQUEST_TIMEOUT", "inf"),
+        ("PROMPTGATE_CONCURRENCY", "0"),
+        ("PROMPTGATE_ATTEMPT_CAP", "0"),
+        ("PROMPTGATE_HEARTBEAT_SECONDS", "0"),
+        ("PROMPTGATE_RATE_LIMIT_HEADROOM", "1.5"),
+        ("PROMPTGATE_SANDBOX_PROCESSES", "0"),
+        ("PROMPTGATE_RATE_LIMIT_BACKEND", "memcached"),
+    ],
+)
 def test_a_value_out_of_range_is_one_line_naming_the_variable_and_the_range(monkeypatch, variable, value):
     monkeypatch.setenv(variable, value)
     with pytest.raises(UsageError) as err:

@@ -22,6 +22,7 @@ ANSWERS = ("a", "b", "(invalid)")
 
 # --- the oracle: the bars of a finished run, from their definitions ----------------------------
 
+
 def final_passes(bars: Bars, items: list[tuple[str, str | None, bool]]) -> bool:
     """Whether a finished run clears every bar early stop judges. ``items``: (expected,
     answer or None for an ERROR, live right?) for every item of the run."""
@@ -43,15 +44,17 @@ def final_passes(bars: Bars, items: list[tuple[str, str | None, bool]]) -> bool:
     if bars.max_drop is not None:
         both_right = sum(1 for e, a, live in scored if live and a == e)
         fixed = sum(1 for e, a, live in scored if not live and a == e)
-        _, low, _ = paired_difference_interval(both_right, fixed, broken, len(scored) - both_right - fixed - broken,
-                                               float(bars.confidence))
+        _, low, _ = paired_difference_interval(
+            both_right, fixed, broken, len(scored) - both_right - fixed - broken, float(bars.confidence)
+        )
         if Fraction(low) < -Fraction(bars.max_drop) / 100:
             return False
     return True
 
 
-def outcomes_of(done: list[tuple[str, str | None, bool]], items: list[tuple[str, str | None, bool]],
-                paired: bool) -> Outcomes:
+def outcomes_of(
+    done: list[tuple[str, str | None, bool]], items: list[tuple[str, str | None, bool]], paired: bool
+) -> Outcomes:
     """The tally of the items written so far (``done``), as the executor keeps it."""
     rows = {}
     for expected, answer, live in done:
@@ -110,10 +113,10 @@ def test_a_settled_run_has_no_passing_completion_and_an_unsettled_one_has(seed):
             done, rest = items[:k], items[k:]
             could_pass = any(final_passes(bars, done + c) for c in completions(rest))
             stopped = bool(settled(bars, outcomes_of(done, items, paired)))
-            assert not (stopped and could_pass), (bars, done, rest)      # never stops towards a pass
-            assert stopped or could_pass, (bars, done, rest)             # stops as soon as it may
+            assert not (stopped and could_pass), (bars, done, rest)  # never stops towards a pass
+            assert stopped or could_pass, (bars, done, rest)  # stops as soon as it may
             cases, stops = cases + 1, stops + stopped
-    assert cases > 2000 and stops > cases // 10        # not vacuous: thousands of cases, many of them stops
+    assert cases > 2000 and stops > cases // 10  # not vacuous: thousands of cases, many of them stops
 
 
 def test_larger_runs_against_the_best_and_the_worst_completion():
@@ -140,22 +143,25 @@ def test_the_sentence_and_the_best_case():
     assert best_case(outcomes)["matches"] == 842 and best_case(outcomes)["scored"] == 1000
     missed = settled(Bars.parse("0.9"), outcomes)
     assert [c.name for c in missed] == ["min_accuracy"]
-    assert explain(outcomes, missed, 800) == ("stopped after 200 of 1,000 items: even if every remaining item "
-                                              "matched, accuracy would be at most 84.2 % < 90 % — 800 calls saved")
-    assert settled(Bars.parse("0.84"), outcomes) == []                 # 84.2 % can still clear 84 %
-    assert settled(Bars.parse("0.9"), Outcomes.from_rows(rows, 200, {"a": 200})) == []   # nothing left to save
+    assert explain(outcomes, missed, 800) == (
+        "stopped after 200 of 1,000 items: even if every remaining item "
+        "matched, accuracy would be at most 84.2 % < 90 % — 800 calls saved"
+    )
+    assert settled(Bars.parse("0.84"), outcomes) == []  # 84.2 % can still clear 84 %
+    assert settled(Bars.parse("0.9"), Outcomes.from_rows(rows, 200, {"a": 200})) == []  # nothing left to save
 
 
 def test_recall_precision_broken_and_drop_in_words():
     rows = [("MISMATCH", "urgent", "routine", "MATCH", 30), ("MATCH", "routine", "routine", "MATCH", 20)]
     outcomes = Outcomes.from_rows(rows, 100, {"urgent": 50, "routine": 50}, live_right=100)
-    bars = Bars.parse("0", {"min_recall": {"urgent": "0.5"}, "min_precision": {"routine": "0.9"}, "max_broken": 10,
-                            "max_drop": "2"})
+    bars = Bars.parse(
+        "0", {"min_recall": {"urgent": "0.5"}, "min_precision": {"routine": "0.9"}, "max_broken": 10, "max_drop": "2"}
+    )
     missed = {c.title: c for c in settled(bars, outcomes)}
     assert set(missed) == {"min_recall[urgent]", "min_precision[routine]", "max_broken", "max_drop"}
     sentence = explain(outcomes, list(missed.values()), 40)
     assert "recall of urgent would be at most 40.0 % < 50 %" in sentence
-    assert "precision of routine would be at most 62.5 % < 90 %" in sentence      # 50 of 80
+    assert "precision of routine would be at most 62.5 % < 90 %" in sentence  # 50 of 80
     assert "30 items would still be broken > max_broken 10" in sentence
     assert "max_drop would be missed: the difference is at most" in sentence and "the limit is \u22122" in sentence
 

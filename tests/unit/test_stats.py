@@ -6,8 +6,16 @@ import math
 
 import pytest
 
-from gate.stats import (Z95, label_metrics, mcnemar_exact, paired_difference_interval, percentile, significant,
-                        wilson_interval, z_for)
+from gate.stats import (
+    Z95,
+    label_metrics,
+    mcnemar_exact,
+    paired_difference_interval,
+    percentile,
+    significant,
+    wilson_interval,
+    z_for,
+)
 
 
 def test_mcnemar_exact_one_against_nine():
@@ -19,19 +27,19 @@ def test_mcnemar_exact_one_against_nine():
 
 def test_mcnemar_exact_edges():
     assert mcnemar_exact(0, 0) == 1.0
-    assert mcnemar_exact(3, 3) == 1.0                               # balanced: capped at 1
-    assert mcnemar_exact(0, 5) == pytest.approx(2 / 32)             # 0.0625: not significant at 5 %
+    assert mcnemar_exact(3, 3) == 1.0  # balanced: capped at 1
+    assert mcnemar_exact(0, 5) == pytest.approx(2 / 32)  # 0.0625: not significant at 5 %
     assert not significant(mcnemar_exact(0, 5))
-    assert mcnemar_exact(0, 6) == pytest.approx(2 / 64)             # 0.03125: significant
-    assert mcnemar_exact(4, 6) == pytest.approx(2 * 386 / 1024)     # 0.75390625
-    assert 0 < mcnemar_exact(0, 2000) < 1e-300 or mcnemar_exact(0, 2000) == 0.0   # no overflow, no error
+    assert mcnemar_exact(0, 6) == pytest.approx(2 / 64)  # 0.03125: significant
+    assert mcnemar_exact(4, 6) == pytest.approx(2 * 386 / 1024)  # 0.75390625
+    assert 0 < mcnemar_exact(0, 2000) < 1e-300 or mcnemar_exact(0, 2000) == 0.0  # no overflow, no error
 
 
 def test_wilson_intervals():
     low, high = wilson_interval(0, 10)
-    assert low == 0.0 and high == pytest.approx(0.2775, abs=1e-4)   # 0 %: not zero width
+    assert low == 0.0 and high == pytest.approx(0.2775, abs=1e-4)  # 0 %: not zero width
     low, high = wilson_interval(10, 10)
-    assert low == pytest.approx(0.7225, abs=1e-4) and high == 1.0   # 100 %
+    assert low == pytest.approx(0.7225, abs=1e-4) and high == 1.0  # 100 %
     low, high = wilson_interval(7, 16)
     # statsmodels.stats.proportion.proportion_confint(7, 16, method='wilson') = (0.2310, 0.6682)
     assert low == pytest.approx(0.2310, abs=1e-4) and high == pytest.approx(0.6682, abs=1e-4)
@@ -45,8 +53,13 @@ def test_label_metrics_from_a_confusion_matrix():
     assert m["yes"]["f1"] == pytest.approx(2 * (8 / 9) * 0.8 / (8 / 9 + 0.8))
     assert m["no"]["precision"] == pytest.approx(5 / 7) and m["no"]["recall"] == pytest.approx(5 / 7)
     assert m["(invalid)"]["recall"] is None and m["(invalid)"]["precision"] == 0.0
-    assert label_metrics({"a": {"b": 3}})["a"] == {"support": 3, "answered": 0, "precision": None, "recall": 0.0,
-                                                   "f1": None}
+    assert label_metrics({"a": {"b": 3}})["a"] == {
+        "support": 3,
+        "answered": 0,
+        "precision": None,
+        "recall": 0.0,
+        "f1": None,
+    }
 
 
 def test_nearest_rank_percentiles():
@@ -61,6 +74,7 @@ def test_mcnemar_is_linear_in_the_discordant_pairs():
     """A pull request sets the counts: 20,000 discordant pairs must not take seconds (the
     sum of binomial coefficients from scratch took 32 s)."""
     import time
+
     started = time.perf_counter()
     assert mcnemar_exact(10_000, 10_000) == 1.0 and mcnemar_exact(2_500, 47_500) == 0.0
     assert time.perf_counter() - started < 1.0
@@ -84,11 +98,11 @@ NEWCOMBE_1998_METHOD_10 = [
     ((18, 14, 0, 18), (0.1441, 0.3963)),
     ((2, 97, 1, 0), (0.8721, 0.9854)),
     ((1, 97, 1, 1), (0.8736, 0.9850)),
-    ((0, 29, 1, 0), (0.6666, 0.9882)),      # every pair discordant
+    ((0, 29, 1, 0), (0.6666, 0.9882)),  # every pair discordant
     ((2, 98, 0, 0), (0.9178, 0.9945)),
     ((1, 98, 0, 1), (0.9171, 0.9916)),
-    ((0, 30, 0, 0), (0.8395, 1.0)),         # every pair discordant, all one way
-    ((54, 0, 0, 0), (-0.0664, 0.0664)),     # no discordant pair: not zero-width
+    ((0, 30, 0, 0), (0.8395, 1.0)),  # every pair discordant, all one way
+    ((54, 0, 0, 0), (-0.0664, 0.0664)),  # no discordant pair: not zero-width
     ((53, 0, 0, 1), (-0.0729, 0.0729)),
     ((30, 0, 0, 24), (-0.0358, 0.0358)),
     ((29, 0, 0, 25), (-0.0354, 0.0354)),
@@ -121,13 +135,13 @@ def test_paired_interval_reproduces_fagerland_2014():
 
 def test_paired_interval_edges_and_confidence():
     assert paired_difference_interval(0, 0, 0, 0) is None
-    _, low, high = paired_difference_interval(0, 0, 0, 7)         # no discordant pair: ± the Wilson half of 0/7
+    _, low, high = paired_difference_interval(0, 0, 0, 7)  # no discordant pair: ± the Wilson half of 0/7
     assert low == -high and high == pytest.approx(wilson_interval(0, 7)[1])
-    _, low, high = paired_difference_interval(0, 0, 40, 0)        # every pair broken: near −1, inside [−1, 1]
+    _, low, high = paired_difference_interval(0, 0, 40, 0)  # every pair broken: near −1, inside [−1, 1]
     assert low == -1.0 and -1.0 < high < -0.8
     wide, narrow = paired_difference_interval(20, 12, 2, 16, 0.99), paired_difference_interval(20, 12, 2, 16, 0.9)
     assert wide[1] < 0.0562 < narrow[1] and narrow[2] < 0.3292 < wide[2]
-    assert z_for(0.95) == Z95 and z_for(0.99) == pytest.approx(2.5758293, abs=1e-7)   # the normal table's 2.576
+    assert z_for(0.95) == Z95 and z_for(0.99) == pytest.approx(2.5758293, abs=1e-7)  # the normal table's 2.576
     with pytest.raises(ValueError):
         z_for(1.0)
 

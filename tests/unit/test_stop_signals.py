@@ -59,9 +59,14 @@ def test_the_stop_handler_can_be_reentered_at_every_line(tmp_path):
     script = tmp_path / "reenter.py"
     script.write_text(SCRIPT)
     try:
-        out = subprocess.run([sys.executable, str(script), f"sqlite:///{tmp_path / 'g.db'}"], cwd=ROOT,
-                             env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, capture_output=True,
-                             text=True, timeout=20)
+        out = subprocess.run(
+            [sys.executable, str(script), f"sqlite:///{tmp_path / 'g.db'}"],
+            cwd=ROOT,
+            env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
     except subprocess.TimeoutExpired as exc:
         raise AssertionError(f"the worker never stopped: its handler deadlocked when re-entered\n{exc.stderr}")
     assert out.returncode == 0, out.stderr
@@ -90,10 +95,18 @@ LATE_SIGNAL = textwrap.dedent("""
 def test_a_late_signal_of_the_storm_cannot_kill_a_process_that_stopped():
     """30 storms on CI: one supervisor ended with exit -15 after a clean drain, killed by a
     signal that arrived while Python was exiting. Once stopped, a process ignores them."""
+
     def run(mode):
-        return subprocess.run([sys.executable, "-c", LATE_SIGNAL, mode], cwd=ROOT, capture_output=True, text=True,
-                              timeout=30, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+        return subprocess.run(
+            [sys.executable, "-c", LATE_SIGNAL, mode],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        )
+
     unheld = run("no-hold")
-    assert unheld.returncode == -15                       # the failure CI saw, reproduced
+    assert unheld.returncode == -15  # the failure CI saw, reproduced
     held = run("hold")
     assert (held.returncode, held.stdout.strip()) == (0, "exited cleanly"), held.stderr

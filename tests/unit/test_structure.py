@@ -44,7 +44,7 @@ def imports_of(name: str, path: Path, known: dict[str, Path]) -> list[tuple[str,
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                parts = package.split(".")[:len(package.split(".")) - node.level + 1]
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join(parts + ([node.module] if node.module else []))
             found.append((base, [alias.name for alias in node.names]))
     result = []
@@ -105,8 +105,13 @@ def test_the_cycle_finder_finds_one():
 
 @pytest.mark.parametrize("importer, forbidden", LAYERS, ids=[layer for layer, _ in LAYERS])
 def test_layers_import_only_downwards(importer, forbidden):
-    wrong = sorted(f"{src} -> {dst}" for src, targets in graph().items() if src.startswith(importer)
-                   for dst in targets if dst.startswith(forbidden))
+    wrong = sorted(
+        f"{src} -> {dst}"
+        for src, targets in graph().items()
+        if src.startswith(importer)
+        for dst in targets
+        if dst.startswith(forbidden)
+    )
     assert wrong == []
 
 
@@ -115,8 +120,9 @@ def test_no_module_imports_another_modules_private_names():
     wrong = []
     for name, path in known.items():
         for module, names in imports_of(name, path, known):
-            wrong += [f"{name}: from {module} import {n}" for n in names
-                      if n.startswith("_") and not n.startswith("__")]
+            wrong += [
+                f"{name}: from {module} import {n}" for n in names if n.startswith("_") and not n.startswith("__")
+            ]
     assert wrong == []
 
 

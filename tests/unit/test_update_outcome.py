@@ -10,10 +10,23 @@ from gate.update_outcome import update_end
 
 
 def run(bars=None, flips=None, baseline_error=None, matches=9, scored=10, confusion=None, calls=None):
-    metrics = {"matches": matches, "scored": scored, "total": scored, "confusion": confusion or {}, "flips": flips,
-               "baseline_error": baseline_error, "calls": calls}
-    return SimpleNamespace(status="DONE", dataset_name="d", metrics=metrics, min_accuracy=Decimal("0.8"),
-                           pinned={"bars": bars}, reason=None)
+    metrics = {
+        "matches": matches,
+        "scored": scored,
+        "total": scored,
+        "confusion": confusion or {},
+        "flips": flips,
+        "baseline_error": baseline_error,
+        "calls": calls,
+    }
+    return SimpleNamespace(
+        status="DONE",
+        dataset_name="d",
+        metrics=metrics,
+        min_accuracy=Decimal("0.8"),
+        pinned={"bars": bars},
+        reason=None,
+    )
 
 
 def test_accuracy_alone_as_before():
@@ -26,7 +39,7 @@ def test_max_broken_fails_passes_or_is_not_applied():
     flips = {"fixed": 1, "broken": 2, "both_right": 7, "both_wrong": 0, "paired": 10}
     assert update_end("check", [run({"max_broken": 1}, flips)]) == ("REJECTED", "missed: d max_broken 2 > bar 1")
     assert update_end("check", [run({"max_broken": 2}, flips)])[0] == "PASSED"
-    status, reason = update_end("apply", [run({"max_broken": 0})])        # no live answers: n/a
+    status, reason = update_end("apply", [run({"max_broken": 0})])  # no live answers: n/a
     assert status == "APPLIED" and reason.endswith("; not applied: max_broken")
 
 
@@ -51,17 +64,20 @@ def test_a_label_spelled_in_another_case_cannot_switch_a_per_label_bar_off():
     """Answers compare case-insensitively, so a prompt may write URGENT where the bar (and
     the dataset) say urgent: the bar still applies to it."""
     shouted = {"URGENT": {"URGENT": 3, "routine": 7}, "routine": {"routine": 10}}
-    status, reason = update_end("check", [run({"min_recall": {"urgent": "0.9"}}, confusion=shouted, matches=13,
-                                              scored=20)])
+    status, reason = update_end(
+        "check", [run({"min_recall": {"urgent": "0.9"}}, confusion=shouted, matches=13, scored=20)]
+    )
     assert (status, reason) == ("REJECTED", "missed: d 65.0% < bar 80%; d min_recall[urgent] 30.0% < bar 90%")
 
 
 def test_a_cost_that_cannot_be_computed_fails_its_bar():
     r = run({"max_cost_per_1k_items": "1"})
     r.metrics.update(cost_usd=None, cost_note="3 of 10 answers came without token counts", total=10)
-    assert update_end("check", [r]) == ("REJECTED", "missed: d max_cost_per_1k_items: 3 of 10 answers came without "
-                                                    "token counts")
-    r.metrics.update(cost_usd="0.0100", total=10)                   # $1.00 per 1,000 items: at the bar, exactly
+    assert update_end("check", [r]) == (
+        "REJECTED",
+        "missed: d max_cost_per_1k_items: 3 of 10 answers came without token counts",
+    )
+    r.metrics.update(cost_usd="0.0100", total=10)  # $1.00 per 1,000 items: at the bar, exactly
     assert update_end("check", [r])[0] == "PASSED"
     r.metrics.update(cost_usd="0.0100000001")
     assert update_end("check", [r])[0] == "REJECTED"
@@ -74,7 +90,7 @@ def test_a_precision_bar_on_a_label_never_answered_passes():
 
 def test_a_bar_not_yet_compared_never_passes():
     r = run({"max_broken": 0})
-    del r.metrics["flips"]                      # reconcile has not paired the answers
+    del r.metrics["flips"]  # reconcile has not paired the answers
     status, reason = update_end("check", [r])
     assert status == "REJECTED" and "max_broken" in reason
 
@@ -89,8 +105,9 @@ def test_max_drop_inconclusive_is_said_so_not_missed():
     status, reason = update_end("check", [run({"max_drop": "2"}, five_worse, matches=4400, scored=5000)])
     assert status == "REJECTED" and reason.startswith("missed: d max_drop \u22125.0 pts")
     same_rates_more_items = {"fixed": 150, "broken": 200, "both_right": 4350, "both_wrong": 300, "paired": 5000}
-    assert update_end("check", [run({"max_drop": "2"}, same_rates_more_items, matches=4500, scored=5000)])[0] == \
-        "PASSED"
+    assert (
+        update_end("check", [run({"max_drop": "2"}, same_rates_more_items, matches=4500, scored=5000)])[0] == "PASSED"
+    )
 
 
 def test_max_drop_needs_the_live_answers_like_max_broken():
@@ -106,14 +123,18 @@ def _stopped(kind, **stop):
 
 
 def test_a_run_settled_early_rejects_its_update_and_its_sibling_is_not_judged():
-    sentence = ("stopped after 20 of 1,000 items: even if every remaining item matched, accuracy would be at most "
-                "78.2 % < 80 % — 980 calls saved")
-    settled = _stopped("early_stop", missed=[{"bar": "min_accuracy"}], sentence=sentence,
-                       best={"matches": 782, "scored": 1000})
+    sentence = (
+        "stopped after 20 of 1,000 items: even if every remaining item matched, accuracy would be at most "
+        "78.2 % < 80 % — 980 calls saved"
+    )
+    settled = _stopped(
+        "early_stop", missed=[{"bar": "min_accuracy"}], sentence=sentence, best={"matches": 782, "scored": 1000}
+    )
     sibling = _stopped("with_update")
     sibling.dataset_name = "other"
     assert update_end("check", [sibling, settled]) == ("REJECTED", f"stopped early: d: {sentence}")
     from gate.update_outcome import run_checks
+
     assert run_checks(sibling) == []
     (accuracy,) = run_checks(settled)
     assert accuracy.state == "fail" and accuracy.value == "78.2%" and accuracy.note.startswith("stopped early")
@@ -126,5 +147,7 @@ def test_a_stop_the_final_figures_do_not_confirm_fails_rather_than_rejects():
 
 def test_the_spend_cap_fails_the_update_with_its_figures():
     capped = _stopped("spend_cap", sentence="max_calls_per_update 300: 300 calls made; 700 of 1,000 items not called")
-    assert update_end("check", [capped]) == ("FAILED", "spend cap reached: max_calls_per_update 300: 300 calls made; "
-                                                       "700 of 1,000 items not called")
+    assert update_end("check", [capped]) == (
+        "FAILED",
+        "spend cap reached: max_calls_per_update 300: 300 calls made; 700 of 1,000 items not called",
+    )

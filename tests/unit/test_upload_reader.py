@@ -13,12 +13,10 @@ from gate.importer import read_pages
 from gate.sources import ContentHash, SourceOptions, open_source, row_digests
 from gate.sources.upload import UploadReader, check_repo_path, repo_path_of
 
-CSV = ('item_id,expected_decision,text\n'
-       'a,yes,"two\nlines"\n'
-       '\n'
-       'b,no,"a ""quoted"" word"\n'
-       'c,yes,plain\n').encode()
-JSONL = b'{"item_id": "a", "expected_decision": "yes", "x": {"y": [1, 2]}}\n\n{"item_id": "b", "expected_decision": "no"}\n'
+CSV = ('item_id,expected_decision,text\na,yes,"two\nlines"\n\nb,no,"a ""quoted"" word"\nc,yes,plain\n').encode()
+JSONL = (
+    b'{"item_id": "a", "expected_decision": "yes", "x": {"y": [1, 2]}}\n\n{"item_id": "b", "expected_decision": "no"}\n'
+)
 
 
 def content(reader) -> tuple[str, list]:
@@ -55,7 +53,6 @@ def test_repository_paths_stay_inside_the_repository():
     for source in ("../a.csv", "/etc/passwd", "file:///etc/passwd", "datasets/../../a.csv"):
         with pytest.raises(UsageError, match="outside the gate config's folder|not a file's path"):
             repo_path_of("gate.yaml", source)
-    for path in ("", "/a.csv", "../a.csv", "a/../../b.csv", "a\\b.csv", "a\x00.csv", "./a.csv", "a//b.csv",
-                 "x" * 501):
+    for path in ("", "/a.csv", "../a.csv", "a/../../b.csv", "a\\b.csv", "a\x00.csv", "./a.csv", "a//b.csv", "x" * 501):
         with pytest.raises(UsageError):
             check_repo_path(path)

@@ -11,8 +11,13 @@ from gate.models import DatasetVersion, VersionRow
 from gate.service import DatasetPreview
 from gate.wire import decode, encode
 
-HOSTILE = {"$decimal": "not a number", "$map": {"$decimal": "1"}, "plain": {"$decimal": "x"},
-           "nested": [{"$decimal": "0.1"}, {"$map": 3}], "real": Decimal("0.125")}
+HOSTILE = {
+    "$decimal": "not a number",
+    "$map": {"$decimal": "1"},
+    "plain": {"$decimal": "x"},
+    "nested": [{"$decimal": "0.1"}, {"$map": 3}],
+    "real": Decimal("0.125"),
+}
 
 
 def through_json(cls, value):
@@ -22,8 +27,9 @@ def through_json(cls, value):
 def test_data_shaped_like_the_tags_stays_data():
     assert through_json(dict, HOSTILE) == HOSTILE
     row = VersionRow(0, "<i0>", "yes", {"text": {"$decimal": "boom"}, "n": Decimal("2.50")}, "h")
-    version = DatasetVersion(1, 1, "READY", "c" * 64, 1, {"yes": 1}, "s3://b/k", {}, None,
-                             dt.datetime(2026, 12, 1, 12, 0, 0, 123456))
+    version = DatasetVersion(
+        1, 1, "READY", "c" * 64, 1, {"yes": 1}, "s3://b/k", {}, None, dt.datetime(2026, 12, 1, 12, 0, 0, 123456)
+    )
     preview = DatasetPreview(version, [row])
     assert through_json(DatasetPreview, preview) == preview
 
