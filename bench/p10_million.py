@@ -53,8 +53,10 @@ def worker(url: str, chunk_size: int, concurrency: int, uid: int, progress, timi
     and its peak RSS at the end."""
     import resource
     import threading
-    from gate.service import Gate
+
     from store_timing import StoreTimer
+
+    from gate.service import Gate
     from workers.supervisor import ROLES, WorkerProcess
 
     gate = Gate.connect(url)

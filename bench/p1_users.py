@@ -30,6 +30,7 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
+from datetime import UTC
 from pathlib import Path
 
 from common import (
@@ -100,13 +101,13 @@ def gate_as_user(env: dict, prompt_file: Path, gate) -> float:
 
 
 def phases(gate, uid: int, began: float, submit_exit: float, wall: float) -> str:
-    from datetime import timezone
+
     from gate import store
 
     report = gate.status(uid)
     with gate.engine.connect() as conn:
         run = store.get_run(conn, report.runs[0].run_id)
-    at = lambda t: t.replace(tzinfo=timezone.utc).timestamp() - began  # noqa: E731
+    at = lambda t: t.replace(tzinfo=UTC).timestamp() - began  # noqa: E731
     u = report.update
     return (
         f"update {uid}: committed {at(u.created_at):.2f} s, submit exited {submit_exit:.2f}, run started "

@@ -85,6 +85,7 @@ def claimer(url: str, run_id: int, chunk: int, scored) -> None:
 def materialized_run(server_url: str, database: str, items: int) -> tuple[str, int]:
     """A fresh gate database with one run of ``items`` items materialized: (url, run id)."""
     import threading
+
     from gate import store
     from workers.materialize import Materializer
 

@@ -98,6 +98,7 @@ def scored_per_second(gate, uid: int, args, timings: bool, processes: int = 2) -
     terminal status, read by this process as ``promptgate wait`` would."""
     import multiprocessing
     import resource
+
     from store_timing import StoreTimer
 
     context = multiprocessing.get_context("fork")

@@ -27,7 +27,6 @@ from common import gated_dataset, mariadb, result, rules_spec
 
 from gate.stats import percentile
 
-
 SCOPE = {"check": "submit", "apply": "admin"}  # the scope a token needs for each mode
 
 

@@ -34,7 +34,6 @@ from common import gated_dataset, mariadb, rules_spec
 
 from gate.stats import percentile
 
-
 # --- the client process -----------------------------------------------------------------
 
 

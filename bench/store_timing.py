@@ -74,8 +74,9 @@ class StoreTimer:
         setattr(owner, name, timed)
         self.patched.append((owner, name, original))
 
-    def __enter__(self) -> "StoreTimer":
+    def __enter__(self) -> StoreTimer:
         import importlib
+
         from gate import store
 
         for name, fn in vars(store).items():

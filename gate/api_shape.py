@@ -16,8 +16,9 @@ command never loads SQLAlchemy (``tests/unit/test_cli_imports.py``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .release import DEFAULT_RELEASE_MODE, SHA_POLL
 from .update_report import SAMPLE_FAILURES

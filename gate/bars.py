@@ -27,13 +27,15 @@ change its verdict.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from fractions import Fraction
-from typing import Any, Mapping
+from typing import Any
 
 from .errors import UsageError
-from .itempolicy import KEYS as POLICY_KEYS, ItemPolicy
+from .itempolicy import KEYS as POLICY_KEYS
+from .itempolicy import ItemPolicy
 from .scoring import clears, format_bar, format_pct, parse_bar
 from .stats import paired_difference_interval
 
@@ -72,7 +74,7 @@ class Bars:
     early_stop: bool = True  # a run may stop once no outcome of its rest could clear its bars
 
     @classmethod
-    def parse(cls, min_accuracy: Any, extra: Mapping[str, Any] | None = None) -> "Bars":
+    def parse(cls, min_accuracy: Any, extra: Mapping[str, Any] | None = None) -> Bars:
         """From a gate config entry or `dataset map` options (untrusted shapes): each wrong
         value is one UsageError naming the bar."""
         extra = dict(extra or {})

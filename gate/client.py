@@ -19,15 +19,17 @@ import datetime as dt
 import json
 import re
 import time
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from . import __version__
-from .http_transport import Timeouts, Transport, TransportError
+from .api_shape import HISTORY_LIMIT
 from .errors import GateError, UsageError, first_line
 from .http_errors import error_class
+from .http_transport import Timeouts, Transport, TransportError
 from .models import (
     DataDiff,
     Dataset,
@@ -40,7 +42,6 @@ from .models import (
     Update,
     WorkerRow,
 )
-from .api_shape import HISTORY_LIMIT
 from .release import DEFAULT_RELEASE_MODE, SHA_POLL, deadline_after, expired, time_left, wait_for_release
 from .update_report import SAMPLE_FAILURES, UpdateReport
 from .wire import decode as wire_decode

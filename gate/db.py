@@ -246,7 +246,7 @@ def read(engine: Engine, work):
 
 
 def utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
 
 
 # --- migrations -----------------------------------------------------------------

@@ -32,7 +32,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .linear_regex import compile_pattern
 from .spec import Decision, PromptSpec

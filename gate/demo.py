@@ -15,8 +15,8 @@ import contextlib
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from .service import Gate
 from .settings import Settings

@@ -83,7 +83,7 @@ class DatabaseError(GateError):
     driver's first line."""
 
     @classmethod
-    def from_driver(cls, exc: BaseException) -> "DatabaseError":
+    def from_driver(cls, exc: BaseException) -> DatabaseError:
         return cls(f"database: {first_line(exc, 300)}")
 
 

@@ -15,7 +15,8 @@ treats as not covered, never as covered.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 MAX_FIELDS = 1000
 MAX_FIELD_CHARS = 191

@@ -15,8 +15,8 @@ the Action makes a handful of calls per run, far from GitHub's secondary rate li
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from github import Auth, Github, GithubException
 

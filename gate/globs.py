@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import re
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 
 def _expand_braces(pattern: str) -> list[str]:

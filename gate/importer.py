@@ -16,8 +16,8 @@ input changed; neither holds a whole version in memory.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Iterable, Iterator
 
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
@@ -139,7 +139,7 @@ class _Writers:
                 f"dataset {self.name}: duplicate item ids: {', '.join(dupes[:EXAMPLES]) or '(see the dataset)'}"
             ) from None
 
-    def __enter__(self) -> "_Writers":
+    def __enter__(self) -> _Writers:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:

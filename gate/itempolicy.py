@@ -28,8 +28,9 @@ accepted breaks per mapping, ids of at most 191 characters, reasons of at most
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from .errors import UsageError
 
@@ -63,7 +64,7 @@ class ItemPolicy:
     accept_breaks: tuple[AcceptedBreak, ...] = ()
 
     @classmethod
-    def parse(cls, extra: Mapping[str, Any]) -> "ItemPolicy":
+    def parse(cls, extra: Mapping[str, Any]) -> ItemPolicy:
         """From a mapping's bars (untrusted shapes): one UsageError naming the key."""
         return cls(
             slice_by=_column(extra.get("slice_by")),
@@ -93,7 +94,7 @@ class ItemPolicy:
             )
         return out
 
-    def stamped(self, before: "ItemPolicy | None", commit: str | None) -> "ItemPolicy":
+    def stamped(self, before: ItemPolicy | None, commit: str | None) -> ItemPolicy:
         """The accepted breaks with the commit that accepted each: the one recorded before
         for the same item and reason, else ``commit`` (the sync's)."""
         known = {(a.item, a.reason): a.commit for a in (before.accept_breaks if before else ())}

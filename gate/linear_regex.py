@@ -32,7 +32,7 @@ class PatternError(ValueError):
     """A pattern RE2 cannot take; the message says why in one line."""
 
 
-def _options() -> "re2.Options":
+def _options() -> re2.Options:
     options = re2.Options()
     options.log_errors = False  # RE2 would also print the error to stderr
     options.max_mem = MAX_PROGRAM_BYTES

@@ -47,10 +47,11 @@ import logging
 import re
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from datetime import datetime, timezone
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import openai
 
@@ -325,5 +326,5 @@ def retry_after_seconds(headers: Mapping[str, str] | None, now: datetime | None 
     except (TypeError, ValueError, IndexError):
         return None
     if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return max(0.0, (when - (now or datetime.now(timezone.utc))).total_seconds())
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())

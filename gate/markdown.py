@@ -24,17 +24,19 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from .report import difference as difference_text, spend_line
+from .report import difference as difference_text
+from .report import spend_line
 from .scoring import format_bar, format_pct
 from .stats import format_p
-from .update_report import RunReport, UpdateReport
 from .untrusted import CONTROL, LINE_BREAKS
+from .update_report import RunReport, UpdateReport
 
 MARKER = "<!-- prompt-gate:report -->"
 GITHUB_COMMENT_LIMIT = 65536

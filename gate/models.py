@@ -166,7 +166,7 @@ class ItemResult:
     retry_in: float | None = None  # seconds until the retry is visible (PENDING only)
     answer_key: str | None = None  # the request's reuse key (gate.reuse); of trial 1 with trials
     reused_update_id: int | None = None  # the update whose answer this is, when reused
-    trials: tuple["Trial", ...] | None = None  # each trial's answer, with trials > 1 (gate.trials)
+    trials: tuple[Trial, ...] | None = None  # each trial's answer, with trials > 1 (gate.trials)
     unstable: bool = False  # the trials' answers disagree
     fields_wrong: int | None = None  # a fields decision: bits of the fields that did not match
     fields_missing: int | None = None  # ... and of those the answer did not have (gate.structured.compare)

@@ -17,8 +17,9 @@ This module parses, describes and plans; ``gate.gateconfig`` wraps the plan in i
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
-from typing import Any, Mapping
+from typing import Any
 
 from .errors import SpecError
 from .models import Price

@@ -33,8 +33,9 @@ import fnmatch
 import json
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 from urllib.parse import urlsplit
 
 from .errors import SpecError, UsageError
@@ -68,7 +69,7 @@ class ProviderDecl:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "ProviderDecl":
+    def from_dict(cls, data: Mapping[str, Any]) -> ProviderDecl:
         return cls(data["name"], data["base_url"], data.get("api_key_env"), tuple(data.get("models") or ()))
 
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import re
 import time
-from typing import TYPE_CHECKING, Callable, Iterable, Protocol
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Protocol
 
 from .errors import NotFound, UsageError
 from .models import Update

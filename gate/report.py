@@ -13,8 +13,8 @@ from .bars import points
 from .itemreport import accepted_lines, answer, field_lines, protected_lines, slice_lines
 from .scoring import format_bar, format_pct
 from .stats import format_p
-from .update_report import UpdateReport
 from .untrusted import terminal_safe as safe
+from .update_report import UpdateReport
 
 
 def render_text(report: UpdateReport) -> str:

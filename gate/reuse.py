@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from . import __version__
 from .models import DatasetVersion
@@ -72,7 +73,7 @@ def request_key(spec: PromptSpec, messages: Sequence[Mapping[str, str]], base_ur
 
 
 _MARK = "\ue000promptgate-messages\ue001"
-_PREFIXES: dict[tuple[int, str | None], "_KeyPrefix"] = {}
+_PREFIXES: dict[tuple[int, str | None], _KeyPrefix] = {}
 
 
 class _KeyPrefix:

@@ -24,8 +24,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from .llm import CallResult, call_prompt
 from .providers import Endpoint
@@ -62,7 +63,7 @@ class PromptRuntime:
         self._cache: dict[str, LoadedPrompt] = {}
         self._lock = threading.Lock()
 
-    def prompt(self, name: str) -> "RuntimePrompt":
+    def prompt(self, name: str) -> RuntimePrompt:
         """A handle on the live prompt ``name``; raises NotFound when there is none."""
         self.load(name)
         return RuntimePrompt(self, name)

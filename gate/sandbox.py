@@ -48,10 +48,11 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from jinja2 import nodes
 
@@ -84,7 +85,7 @@ class RenderBudget:
     processes: int = 2
 
     @classmethod
-    def from_settings(cls, settings) -> "RenderBudget":
+    def from_settings(cls, settings) -> RenderBudget:
         return cls(settings.template_cpu_seconds, settings.template_memory_mb, settings.sandbox_processes)
 
     @property

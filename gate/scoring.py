@@ -7,9 +7,10 @@ float ever sits at the boundary. A zero denominator never reaches a division.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from fractions import Fraction
-from typing import Any, Iterable
+from typing import Any
 
 from .errors import UsageError
 from .states import RunStatus, Verdict

@@ -122,7 +122,7 @@ class Settings:
                 )
 
     @classmethod
-    def from_env(cls, **overrides) -> "Settings":
+    def from_env(cls, **overrides) -> Settings:
         values = {}
         for f in fields(cls):
             env_name = cls.ENV.get(f.name)
@@ -131,5 +131,5 @@ class Settings:
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 
-    def with_(self, **changes) -> "Settings":
+    def with_(self, **changes) -> Settings:
         return replace(self, **{k: v for k, v in changes.items() if v is not None})

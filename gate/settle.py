@@ -35,8 +35,9 @@ one scored in the same update is still being scored.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from .bars import BarCheck, Bars, check
 from .scoring import INVALID_DECISION
@@ -68,7 +69,7 @@ class Outcomes:
         total: int,
         label_totals: Mapping[str, int],
         live_right: int | None = None,
-    ) -> "Outcomes":
+    ) -> Outcomes:
         counts: dict[tuple[str, str, str | None, str], int] = {}
         for verdict, expected, actual, live, n in rows:
             if verdict in WRITTEN and n:

@@ -18,15 +18,17 @@ import hashlib
 import json
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 from .errors import SpecError
 from .linear_regex import PatternError, compile_pattern
 from .structured.rule import FieldsRule, parse_fields
-from .templating import MAX_NODES as MAX_TEMPLATE_NODES, TemplateProblem, check_template
+from .templating import MAX_NODES as MAX_TEMPLATE_NODES
+from .templating import TemplateProblem, check_template
 from .trials import DEFAULT_RULE, MAX_TRIALS, TRIAL_RULES, TrialRule
 from .yamlfile import parse_yaml, read_text_file
 

@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from typing import Any, Mapping
+from typing import Any
 
 from .errors import SpecError, UsageError
 
@@ -54,7 +55,7 @@ class SpendLimits:
         return self.max_calls_per_update is not None or self.max_cost_per_update_usd is not None
 
     @classmethod
-    def parse(cls, raw: Any, file: str | None = None) -> "SpendLimits":
+    def parse(cls, raw: Any, file: str | None = None) -> SpendLimits:
         """The ``limits:`` section (None: none); a wrong value is a SpecError naming it."""
         if raw is None:
             return cls()
@@ -71,11 +72,11 @@ class SpendLimits:
             raise SpecError(file, f"limits.{exc.args[0].split()[0]}", str(exc)) from None
 
     @classmethod
-    def from_values(cls, calls: Any, cost: Any) -> "SpendLimits":
+    def from_values(cls, calls: Any, cost: Any) -> SpendLimits:
         return cls(_calls(calls), _cost(cost))
 
     @classmethod
-    def from_rows(cls, rows: Mapping[str, str]) -> "SpendLimits":
+    def from_rows(cls, rows: Mapping[str, str]) -> SpendLimits:
         """From the gate's table (``store.list_limits``)."""
         return cls.from_values(rows.get("max_calls_per_update"), rows.get("max_cost_per_update_usd"))
 

@@ -24,9 +24,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from statistics import NormalDist
-from typing import Mapping, Sequence
 
 Z95 = 1.959963984540054  # the standard normal's 97.5th percentile
 SIGNIFICANCE = 0.05

@@ -27,7 +27,7 @@ no row has; naming the fields is always possible and makes the dependence visibl
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from jinja2 import TemplateSyntaxError, nodes
 

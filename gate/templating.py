@@ -8,8 +8,9 @@ still guards rendering.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import lru_cache
-from typing import Any, Mapping
+from typing import Any
 
 from jinja2 import StrictUndefined, TemplateSyntaxError, Undefined, meta, nodes
 from jinja2.exceptions import SecurityError, UndefinedError

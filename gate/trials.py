@@ -21,8 +21,8 @@ its answered trials do not all give the same decision.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 from .models import Trial
 from .states import Verdict

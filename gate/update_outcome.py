@@ -10,7 +10,7 @@ A baseline run that failed otherwise only shows in the report."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from .bars import BarCheck, check, pinned_bars
 from .states import Mode, RunStatus, UpdateStatus

@@ -14,12 +14,12 @@ from dataclasses import asdict, dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
-from .models import FlipSample, ItemSample, Run, UnstableItem, Update
 from .bars import DEFAULT_CONFIDENCE, pinned_bars
+from .models import FlipSample, ItemSample, Run, UnstableItem, Update
 from .report_figures import accepted_view, fields_view, protected_view, slices_view
+from .states import EXIT_CODES, UPDATE_TERMINAL, RunStatus, UpdateStatus
 from .stats import label_metrics, mcnemar_exact, paired_difference_interval, significant, wilson_interval
 from .update_outcome import run_checks
-from .states import EXIT_CODES, UPDATE_TERMINAL, RunStatus, UpdateStatus
 
 SAMPLE_FAILURES = 5  # failing items a report shows by default
 

@@ -17,7 +17,7 @@ import datetime as dt
 import types
 import typing
 from decimal import Decimal
-from functools import lru_cache
+from functools import cache
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -47,7 +47,7 @@ def decode(cls: type[T], data: Any) -> T:
     return _decode(cls, data)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _hints(cls) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 

@@ -10,9 +10,10 @@ import re
 import shutil
 from pathlib import Path
 
+from conftest import ROOT
+
 from gate.action import ActionOptions, run_action
 from gate.service import Gate
-from conftest import ROOT
 
 EXAMPLE = ROOT / "prompts-example"
 GOLDEN = Path(__file__).resolve().parent / "golden"

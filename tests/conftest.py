@@ -17,7 +17,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from mariadb_server import HOW, LocalMariaDB, create_database, running
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -99,7 +99,7 @@ class FakeGitHub:
         host, port = self.server.server_address[:2]
         return f"http://{host}:{port}"
 
-    def start(self) -> "FakeGitHub":
+    def start(self) -> FakeGitHub:
         self.thread.start()
         return self
 

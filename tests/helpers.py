@@ -69,6 +69,7 @@ def old_request_key(spec_, messages, base_url) -> str:
     with one trial must keep it, or the answers kept before would never be reused."""
     import hashlib
     import json
+
     from gate.reuse import CALL_PATH_VERSION, decision_rule
     from gate.spec import request_kwargs
 

@@ -154,7 +154,7 @@ class LocalMariaDB:
 
 
 @contextmanager
-def running(server: "LocalMariaDB | None" = None):
+def running(server: LocalMariaDB | None = None):
     """Install and start a LocalMariaDB (or the one given), yield it, clean it up."""
     server = server or LocalMariaDB()
     server.install()

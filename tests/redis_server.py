@@ -32,7 +32,7 @@ class LocalRedis:
         self.port = free_port()
         self.proc: subprocess.Popen | None = None
 
-    def start(self) -> "LocalRedis":
+    def start(self) -> LocalRedis:
         self.proc = subprocess.Popen(
             [
                 self.server,

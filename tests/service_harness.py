@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import httpx2
-
 from conftest import ROOT
 
 SCOPES = ("read", "submit", "admin")

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
 from conftest import ROOT
 
 

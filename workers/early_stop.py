@@ -17,11 +17,11 @@ dropped (their items are STOPPED, their write-back guarded by the lease token)."
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 from gate import store
-from gate.bars import Bars, BarCheck, pinned_bars
+from gate.bars import BarCheck, Bars, pinned_bars
 from gate.db import read, transaction
 from gate.errors import first_line
 from gate.models import ItemResult, Run
@@ -77,7 +77,7 @@ class RunContext:
     stopped: bool = False
 
     @classmethod
-    def load(cls, conn, run_id: int) -> "RunContext":
+    def load(cls, conn, run_id: int) -> RunContext:
         run = store.get_run(conn, run_id)
         upd = store.get_update(conn, run.update_id)
         limits = upd.limits or {}

@@ -39,10 +39,10 @@ from gate import store
 from gate.db import read, transaction
 from gate.errors import CallFailure, ModelCallError, UsageError, first_line
 from gate.llm import call_prompt, prepare_default_client, render_messages_many
-from gate.reuse import trial_keys
 from gate.models import Answer, ClaimedItem, ItemResult
 from gate.providers import ProviderDecl, endpoint_for
 from gate.ratelimit import CallLimiter
+from gate.reuse import trial_keys
 from gate.sandbox import RenderBudget, RenderPool
 from gate.spec import parse_spec
 from gate.states import Verdict

@@ -98,7 +98,7 @@ class Poller(ABC):
         self.stop = stop
         self.activity = activity
         self.wake = threading.Event()
-        self.peers: dict[str, "Poller"] = {}
+        self.peers: dict[str, Poller] = {}
         self._idle = self.settings.poll_interval
         self._opened_seen = 0
         if activity is not None:

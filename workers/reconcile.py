@@ -12,8 +12,8 @@ import logging
 from dataclasses import replace
 
 from gate import store
-from gate.db import transaction
 from gate.bars import pinned_bars
+from gate.db import transaction
 from gate.models import Run
 from gate.settle import Outcomes, best_case, explain, missed_bars
 from gate.spend import nano_text

@@ -13,7 +13,7 @@ calls on a flaky provider and keeps one rule: an item's trials are those of one 
 from __future__ import annotations
 
 import random
-from typing import Sequence
+from collections.abc import Sequence
 
 from gate.errors import ModelCallError
 from gate.llm import INVALID_DECISION

@@ -28,7 +28,7 @@ class StopSignals:
         for fd in (self._read, self._write):
             os.set_blocking(fd, False)
 
-    def install(self) -> "StopSignals":
+    def install(self) -> StopSignals:
         signal.set_wakeup_fd(self._write, warn_on_full_buffer=False)
         for sig in self.signals:
             signal.signal(sig, self._handle)

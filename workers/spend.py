@@ -14,8 +14,8 @@ import threading
 from gate import store
 from gate.db import read, transaction
 from gate.errors import first_line
-from gate.spend import call_bound, output_bound, usd_nano
 from gate.spec import request_kwargs
+from gate.spend import call_bound, output_bound, usd_nano
 from gate.update_outcome import SPEND_CAP
 
 log = logging.getLogger("promptgate.execute")

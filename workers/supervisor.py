@@ -14,7 +14,7 @@ import socket
 import threading
 import time
 import uuid
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from sqlalchemy.exc import DBAPIError
 
@@ -109,7 +109,7 @@ class WorkerProcess:
         self.threads: list[threading.Thread] = []
         self.role_label = "all" if set(self.roles) == set(ROLES) else ",".join(self.roles)
 
-    def start(self) -> "WorkerProcess":
+    def start(self) -> WorkerProcess:
         self._register()
         # one pooled connection per role and two spare, opened now: a connection costs a TLS
         # context and a handshake (PyMySQL; bench/README.md), which would otherwise land on

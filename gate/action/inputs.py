@@ -6,8 +6,9 @@ PROMPTGATE_DATABASE_URL, PROMPTGATE_URL and PROMPTGATE_TOKEN."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from ..errors import UsageError
 
@@ -87,7 +88,7 @@ class ActionOptions:
     INPUTS = tuple(i.name for i in INPUTS)
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str], **overrides) -> "ActionOptions":
+    def from_env(cls, env: Mapping[str, str], **overrides) -> ActionOptions:
         """INPUT_<NAME> with - or _ (INPUT_GATE_CONFIG or INPUT_GATE-CONFIG), then overrides."""
         raw: dict[str, Any] = {}
         for spec in INPUTS:
@@ -99,7 +100,7 @@ class ActionOptions:
         return cls.build(**raw)
 
     @classmethod
-    def build(cls, **raw) -> "ActionOptions":
+    def build(cls, **raw) -> ActionOptions:
         kinds = {spec.field: spec.kind for spec in INPUTS}
         return cls(**{key: _typed(kinds.get(key, "text"), key, value) for key, value in raw.items()})
 

@@ -3,7 +3,7 @@ status, from the updates' reports and the invalid files."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..release import combine_exit_codes
 from ..states import EXIT_CODES, UpdateStatus

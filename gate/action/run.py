@@ -7,24 +7,25 @@ from __future__ import annotations
 import json
 import tempfile
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence, TextIO
+from typing import Any, TextIO
 
 from .. import gateconfig
+from ..api_shape import GateAPI
 from ..errors import GateError, SpecError, UsageError
 from ..github import ChangedFile, GitHubClient
 from ..globs import PathFilter, split_patterns
 from ..markdown import GITHUB_COMMENT_LIMIT, STEP_SUMMARY_LIMIT, render_markdown
 from ..report import render_text
-from ..api_shape import GateAPI
 from ..service import Gate, UpdateReport
 from ..spec import PromptSpec, parse_spec_text
 from ..states import UpdateStatus
 from ..yamlfile import read_text_file
 from .inputs import DEFAULT_PROMPTS, ActionOptions
-from .problems import Problem, field_line, problem_from
 from .outcome import commit_state, exit_code_for, overall_status
+from .problems import Problem, field_line, problem_from
 from .workflow import (
     ActionLog,
     Event,

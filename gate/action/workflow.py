@@ -9,9 +9,10 @@ import json
 import os
 import secrets
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, TextIO
+from typing import TextIO
 
 from ..errors import SpecError, UsageError
 from ..untrusted import workflow_lines
@@ -54,7 +55,7 @@ class Event:
     api_url: str | None
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> "Event":
+    def from_env(cls, env: Mapping[str, str]) -> Event:
         name = env.get("GITHUB_EVENT_NAME", "")
         path = env.get("GITHUB_EVENT_PATH", "")
         if not name or not path:

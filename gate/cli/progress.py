@@ -26,7 +26,8 @@ import os
 import sys
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Callable, TextIO
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TextIO
 
 from ..untrusted import terminal_safe, workflow_safe
 
@@ -107,7 +108,7 @@ class WaitProgress:
         self.polls = 0
 
     @classmethod
-    def on_stderr(cls) -> "WaitProgress":
+    def on_stderr(cls) -> WaitProgress:
         stream = sys.stderr
         is_tty = stream.isatty()
         return cls(stream, is_tty, width=terminal_width(stream) if is_tty else None)

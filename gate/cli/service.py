@@ -104,6 +104,7 @@ def serve(
     /docs with --docs), the status page at /, /metrics, /healthz and /readyz. Callers send
     `Authorization: Bearer TOKEN`."""
     import uvicorn
+
     from ..server import ServiceConfig, create_app
     from ..server.edge import default_hosts, parse_hosts
     from ..server.protocol import with_header_timeout

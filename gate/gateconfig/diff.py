@@ -4,16 +4,17 @@ request changes compared with the gate's versions."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING
 
 from ..bars import Bars
 from ..errors import DatasetError
 from ..prices import price_changes
-from ..spend import limit_changes
 from ..providers import ProviderDecl
 from ..sources import DEFAULT_ID_COLUMN, DEFAULT_LABEL_COLUMN, resolve_path, scheme_of
+from ..spend import limit_changes
 from .changes import Change, SyncResult, redact, rows_change
 from .parse import BarDecl, GateConfig, load_config
 

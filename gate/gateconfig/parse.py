@@ -4,21 +4,22 @@ touches the database."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping as TMapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Mapping as TMapping
+from typing import Any
 
 from ..bars import EXTRA_KEYS, ITEM_KEYS, Bars
-from ..fieldcounts import MAX_FIELD_CHARS
 from ..errors import SpecError, UsageError
+from ..fieldcounts import MAX_FIELD_CHARS
 from ..models import Price
 from ..prices import parse_prices
 from ..providers import ProviderDecl, parse_decl
 from ..scoring import parse_bar
-from ..spend import SpendLimits
 from ..sources import DEFAULT_ID_COLUMN, DEFAULT_LABEL_COLUMN, absolute_source, scheme_of
 from ..spec import check_name
+from ..spend import SpendLimits
 from ..yamlfile import parse_yaml, read_text_file
 
 TOP_FIELDS = ("providers", "prices", "datasets", "prompts", "optional_fields", "limits")

@@ -17,8 +17,8 @@ request's config; the service refuses any other comparison."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
 from pathlib import Path
-from typing import Callable, Collection
 
 from ..errors import UsageError
 from ..sources import scheme_of

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Sequence
+from typing import Any
 
 from ..linear_regex import PatternError, compile_pattern
 from .policy import content_text, keywords_pattern

@@ -7,8 +7,8 @@ import random
 import threading
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from .policy import garbage_word
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 import random
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 MODEL_ID = "mock-llm"
 NO_RULE_ANSWER = "unknown"

@@ -38,7 +38,7 @@ class _Handler(BaseHTTPRequestHandler):
     server_version = "prompt-gate-mock-llm/1"
     timeout = 120  # idle keep-alive connections end after this
     disable_nagle_algorithm = True  # headers and body are separate writes
-    server: "_Server"
+    server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet by default
         if self.server.mock.verbose:
@@ -140,7 +140,7 @@ class _Server(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 256
 
-    def __init__(self, address, mock: "MockLLMServer"):
+    def __init__(self, address, mock: MockLLMServer):
         self.mock = mock
         super().__init__(address, _Handler)
 
@@ -202,7 +202,7 @@ class MockLLMServer:
         self._thread: threading.Thread | None = None
 
     # --- lifecycle
-    def start(self) -> "MockLLMServer":
+    def start(self) -> MockLLMServer:
         if self._server is not None:
             return self
         self._stop.clear()
@@ -232,7 +232,7 @@ class MockLLMServer:
         if self._thread is not None:
             self._thread.join(timeout=5)
 
-    def __enter__(self) -> "MockLLMServer":
+    def __enter__(self) -> MockLLMServer:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:
@@ -295,7 +295,7 @@ class MockLLMServer:
         else:
             handler._error(reply.status, reply.payload, reply.kind, reply.headers)
 
-    def _answer(self, handler: _Handler, body: bytes) -> "_Reply":
+    def _answer(self, handler: _Handler, body: bytes) -> _Reply:
         if self.api_key is not None and handler.headers.get("Authorization") != f"Bearer {self.api_key}":
             return _Reply("unauthorized", 401, "Incorrect API key provided.", "invalid_api_key")
         request, problem = _parse_request(body)

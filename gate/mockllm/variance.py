@@ -21,7 +21,7 @@ import random
 import re
 import threading
 from collections import Counter
-from typing import Sequence
+from collections.abc import Sequence
 
 from .policy import Policy, content_text
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections import defaultdict
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 from .. import db, store
 from ..errors import CallFailure, ModelCallError, first_line

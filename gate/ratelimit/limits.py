@@ -8,8 +8,9 @@ import fnmatch
 import hashlib
 import math
 import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 from urllib.parse import urlsplit
 
 from ..errors import UsageError
@@ -101,7 +102,7 @@ class Limits:
         self._lock = threading.Lock()
 
     @classmethod
-    def from_settings(cls, settings) -> "Limits":
+    def from_settings(cls, settings) -> Limits:
         return cls(parse_limits(settings.rate_limits), settings.rate_limit_headroom)
 
     def __bool__(self) -> bool:

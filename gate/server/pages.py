@@ -18,9 +18,10 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import re
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
 from fastapi import APIRouter, Request
@@ -35,9 +36,9 @@ from ..markdown import bar_pct, interval, num, pct, points, pvalue, ratio, run_p
 from ..states import UpdateStatus
 from ..untrusted import CONTROL, one_line
 from . import views
-from .sources import rows_readable
 from .auth import ANONYMOUS, PAGE_COOKIE, AuthError, Caller, bearer, page_caller
 from .edge import origin_allowed
+from .sources import rows_readable
 
 log = logging.getLogger("promptgate.server")
 router = APIRouter(include_in_schema=False)

@@ -18,7 +18,6 @@ source with it)."""
 from __future__ import annotations
 
 import os
-
 from urllib.parse import parse_qsl, unquote_plus, urlsplit
 
 from ..errors import UsageError

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from ..bars import Bars
 from ..errors import UsageError
@@ -27,7 +28,7 @@ HEAT_STEPS = 4
 
 def utc_now() -> dt.datetime:
     """Naive UTC, as the database hands out its timestamps."""
-    return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
 
 
 def dataset_source(ds) -> str:

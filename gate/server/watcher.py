@@ -61,7 +61,7 @@ class StatusWatcher:
             self.task = asyncio.create_task(self._watch())
         try:
             return await asyncio.wait_for(asyncio.shield(future), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return None
         finally:
             self._forget(update_id, future)

@@ -3,9 +3,9 @@ submissions, reports, the live table) and the reports it hands out. The CLI, the
 Action, the demo and the production runtime are thin over it; it raises only GateError."""
 
 from ..scoring import parse_bar
+from ..update_report import RunReport, UpdateReport, run_report
 from .datasets import DatasetPreview
 from .gate import SAMPLE_FAILURES, Gate, combine_exit_codes, latest_per_prompt
-from ..update_report import RunReport, UpdateReport, run_report
 
 __all__ = [
     "SAMPLE_FAILURES",

@@ -23,7 +23,7 @@
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 from sqlalchemy.engine import Engine
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 import logging
 import posixpath
 import re
+from collections.abc import Mapping as TMapping
 from pathlib import Path
-from typing import Any, BinaryIO, Mapping as TMapping
+from typing import Any, BinaryIO
 
 from .. import db, importer, store
 from ..bars import Bars
-from ..spend import KEYS as SPEND_KEYS, SpendLimits
 from ..errors import DatasetError, NotFound, UsageError, first_line
 from ..models import DataDiff, Dataset, DatasetPreview, DatasetVersion, Imported, Mapping, Price
 from ..providers import Endpoint, ProviderDecl, endpoint_for, resolve
@@ -27,6 +27,8 @@ from ..sources import (
 )
 from ..sources.upload import UPLOAD_SCHEME, UploadReader, check_repo_path, upload_uri
 from ..spec import PromptSpec, check_name
+from ..spend import KEYS as SPEND_KEYS
+from ..spend import SpendLimits
 from .boundary import driver_errors_become_gate_errors
 
 # A snapshot that names the content (a file's hash, an ETag): an import with the same one

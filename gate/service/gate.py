@@ -7,37 +7,37 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 
 from .. import db, store
 from ..bars import Bars
-from ..importer import discard_version
 from ..errors import Forbidden, SpecError, UsageError
+from ..importer import discard_version
 from ..models import DatasetVersion, FleetCounts, LivePrompt, Update, WorkerRow
 from ..providers import resolve
+from ..release import (
+    DEFAULT_RELEASE_MODE,
+    SHA_POLL,
+    latest_per_prompt,  # noqa: F401
+    of_mode,
+    wait_for_release,
+)
 from ..reuse import pin
 from ..settings import Settings
 from ..spec import PromptSpec, parse_spec
 from ..spend import SpendLimits
 from ..states import UPDATE_TERMINAL, Mode
+from ..update_report import SAMPLE_FAILURES, UpdateReport, run_report  # noqa: F401
 from .admission import check_expected, check_labels, count_unknown_fields, field_coverage, fields_read
-from .spending import check_cost_bounded, gate_limits, pinned_limits, run_calls, update_spend
 from .boundary import driver_errors_become_gate_errors
 from .datasets import DatasetsMixin
-from ..update_report import SAMPLE_FAILURES, UpdateReport, run_report  # noqa: F401
 from .live import LiveMixin
-from ..release import (
-    DEFAULT_RELEASE_MODE,
-    SHA_POLL,
-    combine_exit_codes,
-    latest_per_prompt,  # noqa: F401
-    of_mode,
-    wait_for_release,
-)
+from .spending import check_cost_bounded, gate_limits, pinned_limits, run_calls, update_spend
 from .tokens import TokensMixin
 
 PRUNE_BATCH = 5000
@@ -137,9 +137,7 @@ class Gate(DatasetsMixin, LiveMixin, TokensMixin):
         self.settings = settings
 
     @classmethod
-    def connect(
-        cls, database_url: str | None = None, settings: Settings | None = None, upgrade: bool = False
-    ) -> "Gate":
+    def connect(cls, database_url: str | None = None, settings: Settings | None = None, upgrade: bool = False) -> Gate:
         settings = settings or Settings.from_env()
         if database_url:
             settings = settings.with_(database_url=database_url)
@@ -362,7 +360,7 @@ class Gate(DatasetsMixin, LiveMixin, TokensMixin):
 
         db.transaction(self.engine, cancel)
 
-    def prune(self, older_than: float, dry_run: bool = False, batch: int = PRUNE_BATCH) -> "PruneReport":
+    def prune(self, older_than: float, dry_run: bool = False, batch: int = PRUNE_BATCH) -> PruneReport:
         """Delete what is older than ``older_than`` seconds and no longer needed (see
         ``gate.store.retention``): item rows of finished runs, dataset versions nobody
         current or open reads, kept answers; in transactions of at most ``batch`` rows.

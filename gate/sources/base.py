@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from ..errors import DatasetError
 from ..structured.expected import PROTECTED_COLUMN, checked_expected, expected_object, protected_flag

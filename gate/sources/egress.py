@@ -46,7 +46,7 @@ class Egress:
     names: frozenset = field(default_factory=frozenset)
 
     @classmethod
-    def parse(cls, text: str | None) -> "Egress":
+    def parse(cls, text: str | None) -> Egress:
         entries = [e.strip() for e in (PUBLIC if text is None else text).split(",") if e.strip()]
         if not entries:
             raise UsageError(f"--source-hosts / {ENV}: give host names, CIDRs or 'public' (comma-separated)")

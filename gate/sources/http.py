@@ -35,8 +35,6 @@ a subclass says how to fetch the body from an offset.
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-
 import hashlib
 import http.client
 import io
@@ -47,6 +45,7 @@ import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
+from abc import ABC, abstractmethod
 from pathlib import PurePosixPath
 
 from ..errors import DatasetError
@@ -331,7 +330,7 @@ class HttpReader(StreamedTextReader):
             raise DatasetError(self._status_message(exc.code)) from None
         except urllib.error.URLError as exc:
             raise DatasetError(f"{self.uri}: {connect_failure(exc.reason, self.timeout)}") from None
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             raise DatasetError(f"{self.uri}: timed out after {self.timeout:g}s waiting for the server") from None
         except http.client.HTTPException:  # its text is the server's bytes: not shown
             raise DatasetError(f"{self.uri}: the server's answer is not valid HTTP") from None

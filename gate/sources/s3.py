@@ -32,7 +32,6 @@ from .base import SourceOptions, register
 from .files import text_kind
 from .http import Body, StreamedTextReader, source_timeout
 
-
 _CLIENTS: dict[tuple, object] = {}
 _CREDENTIAL_ENV = (
     "AWS_ACCESS_KEY_ID",

@@ -17,9 +17,10 @@ import os
 import posixpath
 import re
 import stat
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO, Iterator
+from typing import BinaryIO
 
 from ..errors import DatasetError, UsageError
 from .base import Page, SourceOptions, register

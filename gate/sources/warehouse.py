@@ -48,8 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import DatasetError, first_line
-from .base import Page, SourceOptions, make_row, register
-from .base import shown_source
+from .base import Page, SourceOptions, make_row, register, shown_source
 from .http import expand_env, source_timeout
 from .warehouse_net import failure_kind, for_service, timeouts
 

@@ -41,6 +41,8 @@ from .datasets import (
     upsert_mapping,
 )
 from .dialect import db_now, seconds_since
+from .fields import field_counts, field_flips, label_confusion, structured_breakdown
+from .fleet import fleet_counts
 from .items import (
     call_stats,
     claim_items,
@@ -62,11 +64,12 @@ from .items import (
     save_answers,
     write_item_results,
 )
-from .fields import field_counts, field_flips, label_confusion, structured_breakdown
-from .fleet import fleet_counts
-from .policy import flagged_broken, items_by_id, items_by_id_query, slice_counts
 from .live import find_live, live_version, prompt_history, restore_live, write_live
 from .locks import ensure_prompt_lock, lock_prompt, prompt_lock
+from .policy import flagged_broken, items_by_id, items_by_id_query, slice_counts
+from .prices import delete_price, find_price, list_prices, upsert_price
+from .prompt_settings import delete_prompt_setting, list_optional_fields, optional_fields, set_optional_fields
+from .providers import delete_provider, list_providers, upsert_provider
 from .ratelimits import (
     RateBucketState,
     add_rate_limit_usage,
@@ -77,9 +80,17 @@ from .ratelimits import (
     rate_limit_stats,
     take_rate_tokens,
 )
-from .prices import delete_price, find_price, list_prices, upsert_price
-from .prompt_settings import delete_prompt_setting, list_optional_fields, optional_fields, set_optional_fields
-from .providers import delete_provider, list_providers, upsert_provider
+from .retention import (
+    count_prunable_answers,
+    count_run_items,
+    delete_answers,
+    delete_run_items,
+    lock_prunable_run,
+    prunable_answer_keys,
+    prunable_runs,
+    prunable_versions,
+    take_version,
+)
 from .runs import (
     BASELINE,
     CANDIDATE,
@@ -102,86 +113,32 @@ from .runs import (
     set_run_metrics,
     transition_run,
 )
-from .retention import (
-    count_prunable_answers,
-    count_run_items,
-    lock_prunable_run,
-    delete_answers,
-    delete_run_items,
-    prunable_answer_keys,
-    prunable_runs,
-    prunable_versions,
-    take_version,
-)
 from .schema import (
     EPOCH,
     Bar,
     JsonText,
     answer,
     api_token,
-    gate_counter,
-    gate_limit,
-    prompt_run_tally,
-    model_price,
     dataset,
     dataset_row,
     dataset_version,
+    gate_counter,
+    gate_limit,
     meta,
+    model_price,
     new_token,
     prompt,
-    prompt_setting,
     prompt_dataset,
     prompt_run,
     prompt_run_item,
+    prompt_run_tally,
+    prompt_setting,
     prompt_update,
     prompt_version,
     provider,
     rate_limit_bucket,
     rate_limit_usage,
     worker,
-)
-from .updates import (
-    any_open_update,
-    cancel_update,
-    find_update,
-    get_update,
-    insert_update,
-    list_updates,
-    lock_update_owner,
-    lock_update_query,
-    reconcilable_updates,
-    reconcile_candidates_query,
-    set_update_limits,
-    start_update,
-    superseded_updates,
-    transition_update,
-    update_status,
-    update_statuses,
-    updates_for_sha,
-)
-from .versions import (
-    IMPORTING,
-    READY,
-    create_version,
-    delete_version,
-    delete_version_rows,
-    existing_version_ids,
-    find_version_by_content,
-    find_version_by_number,
-    finish_version,
-    get_version,
-    insert_version_rows,
-    list_versions,
-    rows_with_labels,
-    set_current_version,
-    set_version_fields,
-    version_inputs,
-    version_labels,
-    version_rows,
-    lock_dataset,
-    version_keys,
-    version_status,
-    DELETING,
 )
 from .spend import (
     add_counters,
@@ -208,6 +165,49 @@ from .stops import (
 )
 from .tokens import find_token_by_hash, insert_token, list_tokens, revoke_token, touch_token
 from .trials import count_unstable, trial_call_stats, unstable_items
+from .updates import (
+    any_open_update,
+    cancel_update,
+    find_update,
+    get_update,
+    insert_update,
+    list_updates,
+    lock_update_owner,
+    lock_update_query,
+    reconcilable_updates,
+    reconcile_candidates_query,
+    set_update_limits,
+    start_update,
+    superseded_updates,
+    transition_update,
+    update_status,
+    update_statuses,
+    updates_for_sha,
+)
+from .versions import (
+    DELETING,
+    IMPORTING,
+    READY,
+    create_version,
+    delete_version,
+    delete_version_rows,
+    existing_version_ids,
+    find_version_by_content,
+    find_version_by_number,
+    finish_version,
+    get_version,
+    insert_version_rows,
+    list_versions,
+    lock_dataset,
+    rows_with_labels,
+    set_current_version,
+    set_version_fields,
+    version_inputs,
+    version_keys,
+    version_labels,
+    version_rows,
+    version_status,
+)
 from .workers import heartbeat_worker, live_workers, prune_workers, register_worker, remove_worker
 
 __all__ = [

@@ -5,7 +5,8 @@ the run's items (and, against the live version, over the pairs), whatever its si
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy import case, func, literal, select
 from sqlalchemy.engine import Connection

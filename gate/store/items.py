@@ -6,7 +6,8 @@ status and reports read."""
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy import (
     BigInteger,

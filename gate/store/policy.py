@@ -7,7 +7,7 @@ primary key; ``ID_CHUNK`` ids at a time) for the ids a gate config lists."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from sqlalchemy import case, func, literal, select
 from sqlalchemy.engine import Connection

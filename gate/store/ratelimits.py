@@ -13,8 +13,8 @@ sees the columns assigned before it), hence ``ordered_values`` with ``tokens`` f
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from sqlalchemy import Float, Integer, func, insert, literal, select, update
 from sqlalchemy.engine import Connection

@@ -7,7 +7,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import BigInteger, Float, Integer, String, Text, bindparam, exists, func, insert, select, update
+from sqlalchemy import BigInteger, Float, Integer, String, Text, bindparam, func, insert, select, update
 from sqlalchemy.engine import Connection
 
 from ..errors import IllegalTransition, NotFound
@@ -15,7 +15,6 @@ from ..models import Dataset, DatasetVersion, Run, RunCandidate
 from ..states import RUN_OPEN, RUN_TERMINAL, RunStatus, Verdict, run_sources
 from .dialect import db_now
 from .schema import EPOCH, dataset_version, new_token, prompt, prompt_run, prompt_run_item, prompt_update
-
 
 CANDIDATE, BASELINE = "candidate", "baseline"  # prompt_run.role
 BASELINE_LOOKBACK = 20  # the latest baseline runs of a prompt on a version looked at for one to reuse

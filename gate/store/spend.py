@@ -10,7 +10,7 @@ application. A cap is never exceeded: a call is made only after its reservation 
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.engine import Connection

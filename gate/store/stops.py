@@ -16,7 +16,8 @@ writes nothing: a stopped item is never resurrected or counted twice."""
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy import BigInteger, DateTime, Integer, String, and_, func, literal, select, union_all, update
 from sqlalchemy.dialects import mysql, sqlite

@@ -9,7 +9,7 @@ Other drivers and dialects (``string_literal`` answers None) take the SQLAlchemy
 from __future__ import annotations
 
 import json
-from typing import Sequence
+from collections.abc import Sequence
 
 from sqlalchemy.engine import Connection
 
@@ -21,7 +21,7 @@ _EPOCH_TEXT = EPOCH.strftime("%Y-%m-%d %H:%M:%S")  # the epoch as a MySQL DATETI
 MAX_INSERT_CHARS = 1_000_000  # one multi-row INSERT stays far below max_allowed_packet (16 MiB on MariaDB)
 
 
-def string_literal(conn: Connection) -> "Literals | None":
+def string_literal(conn: Connection) -> Literals | None:
     """What quotes a str as a MySQL string literal for this connection, or None where the
     caller should let the driver bind values.
 

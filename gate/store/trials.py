@@ -4,7 +4,8 @@ trials, counted per call (each trial is one), not per item."""
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.engine import Connection

@@ -13,7 +13,8 @@ can never be current or pinned and deleted at once."""
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.engine import Connection

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ..errors import DatasetError
 from .rule import MAX_FIELDS, MAX_VALUE_CHARS, NAME_RE, canonical

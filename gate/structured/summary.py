@@ -22,7 +22,8 @@ field's labels); a prompt decided by one label is refused on a dataset of object
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ..decision import first_word_label
 from ..errors import DatasetError, UsageError

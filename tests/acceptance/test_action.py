@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from action_harness import (
     BASE,
     HEAD1,
@@ -37,6 +36,7 @@ from action_harness import (
     use_candidate,
 )
 from fake_github import file_entry
+
 from gate import gateconfig
 from gate.errors import NotFound, UsageError
 from gate.llm import CallResult

@@ -8,8 +8,8 @@ import subprocess
 import time
 
 import pytest
-
 from conftest import run_cli
+
 from gate.errors import UsageError
 from gate.service.gate import check_commit_sha
 

@@ -12,13 +12,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from conftest import run_cli
-from gate.db import migrations
-from gate.mockllm import MockLLMServer
+from conftest import ROOT, run_cli
 from helpers import RULES, write_rule_rows
 from workers_harness import WorkerFleet, worker_env
-from conftest import ROOT
+
+from gate.db import migrations
+from gate.mockllm import MockLLMServer
 
 
 def prompt_file(path: Path, name="p1", rules=RULES) -> Path:
@@ -237,8 +236,9 @@ def test_concurrent_db_upgrade(mysql_url):
         results = list(pool.map(lambda _: cli(mysql_url, "db", "upgrade"), range(4)))
     assert all(r.returncode == 0 for r in results), [r.stderr for r in results]
     assert sum("applied migrations" in r.stdout for r in results) == 1
-    from gate.db import make_engine
     from sqlalchemy import text
+
+    from gate.db import make_engine
 
     engine = make_engine(mysql_url)
     with engine.connect() as conn:
@@ -311,8 +311,9 @@ def test_a_migration_missing_below_the_latest_is_still_asked_for(mysql_url):
     applied (0004 merged after 0005 went in) is still pending: the schema check must see
     it too, not only compare the highest version."""
     assert cli(mysql_url, "db", "upgrade").returncode == 0
-    from gate.db import make_engine
     from sqlalchemy import text
+
+    from gate.db import make_engine
 
     engine = make_engine(mysql_url)
     with engine.begin() as conn:

@@ -21,11 +21,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import ROOT, run_cli
+from workers_harness import WorkerFleet, worker_env
+
 from gate.service import Gate
 from gate.spec import load_spec
-from workers_harness import WorkerFleet, worker_env
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "prompts-example"
 LIVE = EXAMPLE / "prompts" / "ticket-urgency.yaml"
@@ -311,8 +311,9 @@ def test_a_wait_outlives_a_restart_of_the_service(service, tmp_path, no_gate_in_
 
 
 def test_rollback_through_the_service_records_the_token(service, tmp_path, no_gate_in_env, monkeypatch):
-    from gate.mockllm import MockLLMServer
     from helpers import rules_spec, write_rule_rows
+
+    from gate.mockllm import MockLLMServer
     from workers.supervisor import run_until_terminal
 
     gate = Gate.connect(service.db_url)

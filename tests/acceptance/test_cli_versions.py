@@ -8,10 +8,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from gate.mockllm import MockLLMServer
 from helpers import RULES
 from test_cli import cli, prompt_file
 from workers_harness import WorkerFleet, worker_env
+
+from gate.mockllm import MockLLMServer
 
 
 def write_rows(path: Path, rows: list[tuple[str, str, str]]) -> Path:

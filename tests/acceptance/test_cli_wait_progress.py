@@ -17,9 +17,10 @@ import threading
 import time
 
 from conftest import ROOT, run_cli
-from gate.mockllm import MockLLMServer
 from helpers import rules_spec, write_rule_rows
 from workers_harness import WorkerFleet, worker_env
+
+from gate.mockllm import MockLLMServer
 
 CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")  # anything but the newline
 ROWS = 200

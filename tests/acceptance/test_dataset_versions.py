@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 
 import yaml
-
 from action_harness import (
     BASE,
     HEAD1,
@@ -22,6 +21,7 @@ from action_harness import (
     read_outputs,
     use_candidate,
 )
+
 from gate import gateconfig
 from gate.mockllm import decide
 from gate.spec import load_spec

@@ -4,14 +4,15 @@ through the same call path the gate evaluated with."""
 from __future__ import annotations
 
 import pytest
+from conftest import run_cli
+from helpers import rules_spec, write_rule_rows
 
 import workers.execute
-from gate import llm as gate_llm, runtime as gate_runtime
-from conftest import run_cli
+from gate import llm as gate_llm
+from gate import runtime as gate_runtime
 from gate.errors import NotFound
 from gate.mockllm import MockLLMServer
 from gate.runtime import PromptRuntime
-from helpers import rules_spec, write_rule_rows
 from workers.supervisor import run_until_terminal
 
 

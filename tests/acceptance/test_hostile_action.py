@@ -8,9 +8,9 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from action_harness import HEAD1, act, fast, github_env, make_workspace, pr_payload
 from fake_github import FakeGitHub
+
 from gate import gateconfig
 from gate.llm import CallResult
 from gate.markdown import MARKER

@@ -10,14 +10,14 @@ import copy
 import json
 
 import pytest
-from jsonschema import Draft202012Validator
-
 from conftest import ROOT
-from gate.mockllm import MockLLMServer
-from gate.schemas import status_schema
 from helpers import write_rule_rows
+from jsonschema import Draft202012Validator
 from test_cli import cli, prompt_file
 from workers_harness import WorkerFleet, worker_env
+
+from gate.mockllm import MockLLMServer
+from gate.schemas import status_schema
 
 SCHEMA_FILE = ROOT / "gate" / "schemas" / "status.schema.json"
 # Answers i3 and i5 (live right) "no", i10 (live wrong) and i12 (live right) "yes":

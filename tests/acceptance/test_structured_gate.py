@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import yaml
+from helpers import rules_spec
 from jsonschema import Draft202012Validator
 
 from gate import gateconfig
@@ -17,7 +18,6 @@ from gate.markdown import render_report_markdown
 from gate.report import render_text
 from gate.schemas import status_schema
 from gate.spec import parse_spec
-from helpers import rules_spec
 from workers.supervisor import run_until_terminal
 
 FIELDS = {

@@ -24,9 +24,9 @@ import time
 from pathlib import Path
 
 import yaml
-
 from action_harness import BASE, HEAD1, HEAD2, TOKEN, github_env, pr_payload, push_payload, read_outputs
 from conftest import ROOT
+
 from gate.markdown import MARKER
 from gate.service import Gate
 

@@ -9,9 +9,10 @@ import re
 import time
 
 from conftest import run_cli
-from gate.mockllm import MockLLMServer
 from helpers import rules_spec, write_rule_rows
 from workers_harness import WorkerFleet, worker_env
+
+from gate.mockllm import MockLLMServer
 
 
 def workers_json(url: str) -> list[dict]:

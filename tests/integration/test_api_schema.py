@@ -21,19 +21,19 @@ from collections import Counter
 import httpx2
 import pytest
 import schemathesis
-from schemathesis import GenerationMode
+from helpers import rules_spec, write_rule_rows
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
+from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
     response_schema_conformance,
     status_code_conformance,
 )
+from service_harness import Service
 
 from gate.service import Gate
-from helpers import rules_spec, write_rule_rows
-from service_harness import Service
 
 # (token, generation mode, cases per operation): valid requests as an admin, then ones the
 # schema does not allow (each must be refused with a documented 4xx), then valid ones as read

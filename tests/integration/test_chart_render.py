@@ -16,8 +16,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-
 from conftest import ROOT
+
 from gate.markdown import mermaid_chart
 
 GOLDEN = ROOT / "tests" / "golden"

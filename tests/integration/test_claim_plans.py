@@ -9,11 +9,11 @@ from contextlib import contextmanager
 from datetime import datetime
 
 import pytest
+from helpers import setup_gate, spec
 from sqlalchemy import insert, text, update
 
 from gate import store
 from gate.states import RunStatus, UpdateStatus
-from helpers import setup_gate, spec
 
 E = datetime(2000, 1, 1)
 
@@ -132,9 +132,10 @@ def test_the_claim_from_a_position_reads_a_range_of_its_index_alone(big_tables):
 
 
 def _materialized(db_url, tmp_path, rows: int):
+    import threading
+
     from gate.service import Gate
     from workers.materialize import Materializer
-    import threading
 
     g = Gate.connect(db_url, upgrade=True)
     setup_gate(g, tmp_path, datasets=(("d1", rows, "0.5"),))
@@ -181,8 +182,9 @@ def test_a_claim_ends_an_item_at_its_attempt_cap_and_hands_out_the_rest_with_the
     g = Gate.connect(db_url, upgrade=True)
     setup_gate(g, tmp_path, datasets=(("d1", 3, "0.5"),))
     uid = g.submit(spec())
-    from workers.materialize import Materializer
     import threading
+
+    from workers.materialize import Materializer
 
     materializer = Materializer(g.engine, g.settings, threading.Event())
     while materializer.poll() == 0:
@@ -280,6 +282,7 @@ def test_a_frozen_transaction_does_not_hold_its_row_locks_forever(mysql_url):
     """A session idle inside a transaction (its process frozen) is ended by MariaDB after
     the bound, and the row it locked can be claimed again."""
     from sqlalchemy.exc import DBAPIError
+
     from gate.db import make_engine
 
     engine = make_engine(mysql_url, idle_transaction_seconds=2)

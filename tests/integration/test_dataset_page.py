@@ -12,12 +12,12 @@ import shutil
 
 import httpx2
 import pytest
-
 from conftest import run_cli
-from gate.service import Gate
 from helpers import rules_spec, write_rule_rows
 from service_harness import Service
 from test_status_page import ARTIFACTS, HOSTILE_ID, Browser, write_dataset
+
+from gate.service import Gate
 
 
 @pytest.fixture

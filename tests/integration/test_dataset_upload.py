@@ -7,18 +7,17 @@ datasets first; the server reads no file of its own."""
 from __future__ import annotations
 
 import copy
-
 import json
 from pathlib import Path
 
 import pytest
 import yaml
+from helpers import write_rule_rows
 
 from gate.client import RemoteGate
 from gate.errors import GateError, UsageError
 from gate.gateconfig import load_config
 from gate.service import Gate
-from helpers import write_rule_rows
 
 ROWS = "/v1/datasets/{}/rows"
 
@@ -260,6 +259,7 @@ def test_a_linked_dataset_file_is_never_sent(service, github, tmp_path):
     """A file of the checkout that is a symbolic link to a file outside it (a runner's
     secret) is not uploaded, neither by a sync nor by a pull request's comparison."""
     from action_harness import HEAD2, act, github_env, pr_payload
+
     from gate.gateconfig.remote import sync_remote
 
     secret = tmp_path / "runner-secret.csv"
@@ -289,7 +289,7 @@ def test_a_linked_dataset_file_is_never_sent(service, github, tmp_path):
         admin.close()
 
 
-def _stalled_upload(service, token: str, sent: bytes) -> "socket.socket":
+def _stalled_upload(service, token: str, sent: bytes) -> socket.socket:
     """A raw upload that announces more body than it sends, and then stalls."""
     import socket
 
@@ -321,6 +321,7 @@ def test_a_stalled_upload_is_ended_and_uploads_in_progress_are_capped(mysql_url,
     capped uploads in progress; a client that left mid-upload was an "internal error" with
     two tracebacks in the log."""
     import time
+
     from service_harness import Service
 
     service = Service(mysql_url, tmp_path, "--body-timeout", "1.5", "--max-uploads", "1")

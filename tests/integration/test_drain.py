@@ -9,14 +9,14 @@ import signal
 import threading
 import time
 
+from helpers import rules_spec, write_rule_rows
 from sqlalchemy import func, select
+from workers_harness import WorkerFleet, worker_env
 
 from gate import store
 from gate.mockllm import MockLLMServer
 from gate.states import UpdateStatus, Verdict
-from helpers import rules_spec, write_rule_rows
 from workers.materialize import Materializer
-from workers_harness import WorkerFleet, worker_env
 
 LEASE = 60
 LATENCY_MS = 2000

@@ -10,14 +10,14 @@ import csv
 import re
 
 import pytest
+from helpers import rules_spec, write_rule_rows
 from sqlalchemy import func, select
+from workers_harness import WorkerFleet, worker_env
 
 from gate import store
 from gate.mockllm import MockLLMServer
 from gate.spec import parse_spec
 from gate.states import UpdateStatus, Verdict
-from helpers import rules_spec, write_rule_rows
-from workers_harness import WorkerFleet, worker_env
 
 CHUNK, CONCURRENCY = 8, 4
 # what one executor process may hold claimed and not yet written back (workers/execute.py:

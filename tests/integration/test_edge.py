@@ -12,10 +12,10 @@ import time
 
 import httpx2
 import pytest
-
-from gate.service import Gate
 from helpers import rules_spec, write_rule_rows
 from service_harness import Service
+
+from gate.service import Gate
 
 BIG = 2**63  # one past BIGINT
 

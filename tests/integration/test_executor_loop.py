@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import time
 
+from helpers import rules_spec, write_rule_rows
+
 from gate.llm import CallResult
 from gate.service import Gate
-from helpers import rules_spec, write_rule_rows
 from workers.execute import Executor
 from workers.supervisor import run_until_terminal
 

@@ -7,8 +7,8 @@ from decimal import Decimal
 
 import pytest
 import yaml
-
 from action_harness import make_workspace
+
 from gate import gateconfig
 
 
@@ -264,10 +264,11 @@ def test_a_version_imported_before_fields_were_counted_is_counted_once_at_submit
     """A version whose fields are not stored (imported before migration 0011) is counted at
     the first submission that reads a field, in pages, and stored; a field only some rows
     have passes, with its coverage pinned."""
+    from helpers import rules_spec, write_rule_rows
     from sqlalchemy import text
+
     from gate.errors import UsageError
     from gate.service import admission
-    from helpers import rules_spec, write_rule_rows
 
     gate.register_dataset("d", str(write_rule_rows(tmp_path / "d.csv", 30)))
     gate.map_dataset("p1", "d", "0.5")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from action_harness import BASE, HEAD1, HEAD2, REPO, TOKEN
 from fake_github import file_entry
+
 from gate.github import GitHubClient
 from gate.markdown import MARKER
 

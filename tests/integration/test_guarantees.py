@@ -7,17 +7,17 @@ from __future__ import annotations
 
 from collections import Counter
 
-from sqlalchemy import select, update
-
 from conftest import run_cli
+from helpers import rules_spec, write_rule_rows
+from sqlalchemy import select, update
+from workers_harness import WorkerFleet, worker_env
+
 from gate import store
 from gate.mockllm import MockLLMServer
 from gate.scoring import INVALID_DECISION
 from gate.spec import parse_spec
 from gate.states import UpdateStatus, Verdict
-from helpers import rules_spec, write_rule_rows
 from workers.supervisor import run_until_terminal
-from workers_harness import WorkerFleet, worker_env
 
 LEASE = 1.0
 

@@ -13,15 +13,15 @@ from pathlib import Path
 
 import psutil
 import pytest
-
 from conftest import run_cli
+from helpers import rules_spec, write_rule_rows
+from workers_harness import WorkerFleet, worker_env
+
 from gate import store
 from gate.errors import DatasetError
 from gate.mockllm import MockLLMServer
 from gate.spec import parse_spec
-from helpers import rules_spec, write_rule_rows
 from workers.supervisor import run_until_terminal
-from workers_harness import WorkerFleet, worker_env
 
 LONG_A = "a" * 34 + "b"  # a label the model repeats; ^(a+)+$ backtracks 2**34 times on it in `re`
 

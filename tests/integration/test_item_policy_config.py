@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 import yaml
+from helpers import write_rule_rows
 
 from gate import gateconfig
 from gate.errors import SpecError, UsageError
-from helpers import write_rule_rows
 
 A, B = "a" * 40, "b" * 40
 

@@ -6,7 +6,7 @@ import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
 import pytest
@@ -17,8 +17,8 @@ import gate.runtime
 from gate.errors import ModelCallError, NotFound
 from gate.llm import INVALID_DECISION, CallResult, call_prompt, get_client, retry_after_seconds
 from gate.mockllm import MockLLMServer
-from gate.settings import Settings
 from gate.providers import Endpoint
+from gate.settings import Settings
 from gate.spec import parse_spec
 
 SETTINGS = Settings(request_timeout=5.0)
@@ -254,7 +254,7 @@ def test_one_client_per_endpoint_shared_by_threads():
 
 # ----------------------------------------------------------------------------- Retry-After
 
-NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=timezone.utc)
+NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
 
 
 @pytest.mark.parametrize(
@@ -278,7 +278,7 @@ def test_retry_after_parsing(headers, expected):
 
 
 def test_retry_after_http_date_relative_to_now():
-    when = datetime.now(timezone.utc) + timedelta(seconds=120)
+    when = datetime.now(UTC) + timedelta(seconds=120)
     value = retry_after_seconds({"Retry-After": when.strftime("%a, %d %b %Y %H:%M:%S GMT")})
     assert 115 <= value <= 121
 

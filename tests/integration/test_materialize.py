@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pymysql
 import pytest
+from helpers import spec
 from sqlalchemy import func, select, update
 from sqlalchemy.exc import OperationalError
 
 from gate import store
-from gate.service import Gate
 from gate.errors import DatasetError
+from gate.service import Gate
 from gate.sources import Row, content_hash, next_page_size, open_source
-from helpers import spec
 from workers.materialize import Materializer
 from workers.reconcile import Reconciler
 

@@ -10,15 +10,15 @@ import threading
 import time
 
 import httpx2
+from helpers import RULES, rules_spec, write_rule_rows
 from prometheus_client.parser import text_string_to_metric_families
+from service_harness import Service, free_port
+from workers_harness import WorkerFleet, worker_env
 
 from gate.mockllm import MockLLMServer
 from gate.server.metrics import FLEET_TTL
 from gate.service import Gate
 from gate.spec import parse_spec
-from helpers import RULES, rules_spec, write_rule_rows
-from service_harness import Service, free_port
-from workers_harness import WorkerFleet, worker_env
 
 
 def parse(text: str) -> dict[tuple[str, frozenset], float]:

@@ -5,11 +5,11 @@ half-way runs again to the end."""
 
 from __future__ import annotations
 
+from helpers import rules_spec, write_rule_rows
 from sqlalchemy import create_engine, text
 
 from gate import db
 from gate.service import Gate
-from helpers import rules_spec, write_rule_rows
 
 V3_DATA = [
     "INSERT INTO dataset (id, name, source_uri, options, created_at) VALUES (7, 'd', '{src}', '{{}}', '2026-01-01')",

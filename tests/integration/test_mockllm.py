@@ -14,10 +14,10 @@ import urllib.request
 
 import pytest
 import yaml
+from conftest import ROOT
 
 from gate import mockllm
 from gate.mockllm import FaultPlan, MockLLMServer, decide, parse_rules
-from conftest import ROOT
 
 EXAMPLES = ROOT / "prompts-example"
 

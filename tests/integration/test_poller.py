@@ -8,10 +8,10 @@ import threading
 import time
 
 import pytest
+from helpers import setup_gate, spec
 
 from gate import store
 from gate.service import Gate
-from helpers import setup_gate, spec
 from workers.supervisor import ROLES, build_pollers
 
 INTERVAL = 0.3

@@ -14,8 +14,8 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT
+
 from gate.errors import ModelCallError
 from gate.llm import call_prompt
 from gate.providers import ProviderDecl, default_endpoint, endpoint_for, endpoint_warning

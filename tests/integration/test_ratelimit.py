@@ -12,15 +12,15 @@ import time
 from collections import deque
 
 import pytest
+from helpers import rules_spec, write_rule_rows
 from sqlalchemy import select, update
 
 from gate import store
 from gate.errors import UsageError
 from gate.mockllm import FaultPlan, MockLLMServer
-from gate.ratelimit import AdaptiveConcurrency, Limits, RedisBucket, SqlBucket, TAKE_SCRIPT, parse_limits
+from gate.ratelimit import TAKE_SCRIPT, AdaptiveConcurrency, Limits, RedisBucket, SqlBucket, parse_limits
 from gate.service import Gate
 from gate.states import UpdateStatus
-from helpers import rules_spec, write_rule_rows
 from workers.supervisor import run_until_terminal
 
 CLIENTS = 8

@@ -8,14 +8,13 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
+from helpers import RULES, rules_spec, write_rule_rows
 from sqlalchemy import event, func, insert, select, text
 
 from gate import store
 from gate.mockllm import MockLLMServer
 from gate.spec import parse_spec
-from helpers import RULES, rules_spec, write_rule_rows
 from workers.supervisor import run_until_terminal
-
 
 LATER = datetime(2999, 1, 1)
 

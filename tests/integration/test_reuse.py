@@ -5,9 +5,10 @@ every item. The report says how many answers were reused and from which update."
 
 from __future__ import annotations
 
+from helpers import RULES, rules_spec, write_rule_rows
+
 from gate.mockllm import MockLLMServer
 from gate.spec import parse_spec
-from helpers import RULES, rules_spec, write_rule_rows
 from workers.supervisor import run_until_terminal
 
 ROWS = 24
@@ -76,10 +77,11 @@ def test_an_error_is_never_reused(gate, tmp_path, monkeypatch):
 def test_a_kept_answer_is_the_first_and_is_never_replaced(gate):
     """A key answered before keeps its first answer whatever is saved after it (a new key is
     inserted, a key of another chunk untouched): MariaDB's INSERT IGNORE, SQLite's OR IGNORE."""
+    from sqlalchemy import select
+
     from gate import store
     from gate.db import transaction
     from gate.models import Answer
-    from sqlalchemy import select
     from gate.store.schema import answer
 
     def kept(key, decision, update_id):

@@ -11,6 +11,7 @@ import threading
 import time
 
 import pytest
+from helpers import rules_spec, write_rule_rows
 
 from gate import db, store
 from gate.errors import IllegalTransition, UsageError
@@ -18,7 +19,6 @@ from gate.mockllm import MockLLMServer
 from gate.runtime import PromptRuntime
 from gate.service import Gate
 from gate.states import UpdateStatus
-from helpers import rules_spec, write_rule_rows
 from workers.reconcile import reconcile_batch
 from workers.supervisor import WorkerProcess, run_until_terminal
 

@@ -30,6 +30,7 @@ import uuid
 from datetime import datetime
 
 import pytest
+from mariadb_server import create_database
 from sqlalchemy import Float, Integer, String, UniqueConstraint, create_engine, inspect, text
 from sqlalchemy.dialects import mysql as mysql_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
@@ -37,7 +38,6 @@ from sqlalchemy.types import TypeDecorator
 
 from gate import db
 from gate.store import schema
-from mariadb_server import create_database
 
 RUNNER_TABLES = {db.MIGRATION_TABLE}
 MYSQL = mysql_dialect.dialect()

@@ -6,12 +6,12 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
+from helpers import setup_gate, spec, write_csv
 from sqlalchemy import func, select
 
 from gate import store
 from gate.errors import IllegalTransition, NotFound, SpecError, UsageError
 from gate.states import RUN_STEPS, UPDATE_STEPS, RunStatus, UpdateStatus
-from helpers import setup_gate, spec, write_csv
 
 
 def count(gate, table) -> int:

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import httpx2
 import pytest
+from helpers import rules_spec, write_rule_rows
+from service_harness import Service
 from sqlalchemy import text
 
 from gate.service import Gate, UpdateReport
 from gate.wire import decode
-from helpers import rules_spec, write_rule_rows
-from service_harness import Service
 from workers.supervisor import run_until_terminal
 
 PROMPT_YAML = """\
@@ -217,7 +217,7 @@ def test_sources_sent_to_the_service_read_nothing_of_the_servers(service, tmp_pa
         connection, _ = listener.accept()
         connection.close()
         raise AssertionError("the server connected to the caller's listener")
-    except socket.timeout:
+    except TimeoutError:
         pass
     finally:
         listener.close()

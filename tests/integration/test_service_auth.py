@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import httpx2
 import pytest
+from helpers import rules_spec, write_rule_rows
+from service_harness import SCOPES, Service
 
 from gate.server import create_app
 from gate.service import Gate
-from helpers import rules_spec, write_rule_rows
-from service_harness import SCOPES, Service
 
 # (method, route) -> the scope it needs; None: open to anyone (health, the API's schema)
 NEEDS = {

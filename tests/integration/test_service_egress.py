@@ -12,10 +12,10 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-
-from gate.service import Gate
 from helpers import rules_spec, write_rule_rows
 from service_harness import Service
+
+from gate.service import Gate
 
 CSV = b"item_id,expected_decision,text\ni1,yes,alpha\ni2,no,beta\n"
 POLICY = "the service's source policy"

@@ -13,13 +13,13 @@ import time
 from pathlib import Path
 
 import httpx2
+from conftest import ROOT, run_cli
+from helpers import rules_spec, write_rule_rows
 from sqlalchemy import select
 
-from conftest import ROOT, run_cli
 from gate.service import Gate
 from gate.spec import parse_spec
 from gate.store.schema import answer, prompt_update
-from helpers import rules_spec, write_rule_rows
 from workers.supervisor import run_until_terminal
 
 SHA = "c" * 40

@@ -15,12 +15,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from sqlalchemy import select
-
 from conftest import ROOT
+from sqlalchemy import select
+from workers_harness import worker_env
+
 from gate import store
 from gate.service import Gate
-from workers_harness import worker_env
 
 STORMS = 30
 LANES = 2

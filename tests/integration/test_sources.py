@@ -5,7 +5,6 @@ binaries are here, a throwaway PostgreSQL cluster."""
 from __future__ import annotations
 
 import csv
-from collections import Counter
 import hashlib
 import io
 import json
@@ -20,6 +19,7 @@ import threading
 import time
 import tracemalloc
 import urllib.parse
+from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -948,8 +948,9 @@ def test_each_source_kind_is_added_previewed_mapped_and_run_to_a_verdict(
     (add, preview, map) and a real gate run (materialize → execute → reconcile) to APPLIED,
     and the snapshot's content hash is that of the rows as the source gives them (the same
     file's, for a file served locally, over HTTP or from S3)."""
-    from gate.mockllm import MockLLMServer
     from helpers import rules_spec, write_rule_rows
+
+    from gate.mockllm import MockLLMServer
     from workers.supervisor import run_until_terminal
 
     data = write_rule_rows(tmp_path / "rules.csv", 30, wrong_every=10)  # 27 of 30 right

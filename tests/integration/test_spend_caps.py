@@ -10,6 +10,8 @@ from decimal import Decimal
 
 import pytest
 import yaml
+from helpers import RULES, rules_spec, write_rule_rows
+from workers_harness import WorkerFleet, worker_env
 
 from gate import gateconfig, store
 from gate.errors import UsageError
@@ -17,8 +19,6 @@ from gate.mockllm import MockLLMServer
 from gate.models import Price
 from gate.spec import parse_spec
 from gate.states import UpdateStatus
-from helpers import RULES, rules_spec, write_rule_rows
-from workers_harness import WorkerFleet, worker_env
 
 
 @pytest.fixture

@@ -16,14 +16,14 @@ from pathlib import Path
 
 import httpx2
 import pytest
-
 from conftest import ROOT
-from gate.mockllm import MockLLMServer
-from gate.service import Gate
-from gate.spec import parse_spec
 from helpers import rules_spec, write_rule_rows
 from service_harness import Service
 from workers_harness import WorkerFleet, worker_env
+
+from gate.mockllm import MockLLMServer
+from gate.service import Gate
+from gate.spec import parse_spec
 
 HOSTILE_ID = "<img src=x onerror=\"document.title='pwned'\">"
 HOSTILE_KEY = "<img src=x onerror=document.title='pwned'>"  # no double quote: JSON keeps it as written
@@ -56,7 +56,7 @@ class Browser:
         assert out.returncode == 0, f"chromium exited {out.returncode}: {out.stderr[-2000:]}"
         return out.stdout
 
-    def dom(self, url: str) -> "Page":
+    def dom(self, url: str) -> Page:
         """The DOM after load (a second of virtual time for any handler to have run)."""
         return Page(self._run(url, "--dump-dom", "--virtual-time-budget=1000"))
 

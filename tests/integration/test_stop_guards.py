@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import threading
 
+from helpers import rules_spec, write_rule_rows
+
 from gate import store
 from gate.db import transaction
 from gate.models import ItemResult
 from gate.states import Verdict
-from helpers import rules_spec, write_rule_rows
 from workers.materialize import Materializer
 
 

@@ -12,8 +12,8 @@ import pytest
 from sqlalchemy import insert, select, text
 
 from gate import store
-from gate.store import textsql
 from gate.models import ItemResult
+from gate.store import textsql
 
 TRICKY = [
     "plain",

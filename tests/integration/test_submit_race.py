@@ -11,10 +11,11 @@ import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
+from helpers import rules_spec, write_rule_rows
+
 from gate.mockllm import MockLLMServer
 from gate.service import Gate
 from gate.states import UpdateStatus
-from helpers import rules_spec, write_rule_rows
 from workers.supervisor import WorkerProcess
 
 PAIRS = 200

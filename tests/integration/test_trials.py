@@ -12,10 +12,12 @@ from __future__ import annotations
 import csv
 
 import pytest
+from conftest import run_cli
+from helpers import RULES, old_request_key, rules_spec, write_rule_rows
 from jsonschema import Draft202012Validator
 from sqlalchemy import select
+from test_reuse import evaluate
 
-from conftest import run_cli
 from gate import store
 from gate.markdown import render_report_markdown
 from gate.mockllm import MockLLMServer
@@ -27,8 +29,6 @@ from gate.service import UpdateReport
 from gate.spec import parse_spec
 from gate.stats import wilson_interval
 from gate.wire import decode, encode
-from helpers import RULES, old_request_key, rules_spec, write_rule_rows
-from test_reuse import evaluate
 from workers.supervisor import run_until_terminal
 
 SCRIPTS = {"a": "yes,yes,yes", "b": "yes,yes,no", "c": "no,yes,no", "d": "no,no,no"}  # all expect yes

@@ -8,12 +8,12 @@ from __future__ import annotations
 import shutil
 
 import pytest
+from helpers import rules_spec, write_rule_rows
 from sqlalchemy import func, select
 
 from gate import store
 from gate.errors import DatasetError, NotFound
 from gate.mockllm import MockLLMServer
-from helpers import rules_spec, write_rule_rows
 from workers.supervisor import run_until_terminal
 
 
@@ -166,6 +166,7 @@ def test_a_run_never_passes_on_part_of_its_pinned_rows(gate, tmp_path, monkeypat
 
 def test_an_item_whose_row_is_gone_ends_error_uncalled(gate, tmp_path, monkeypatch):
     import threading
+
     from workers.materialize import Materializer
 
     gate.register_dataset("d", str(write_rule_rows(tmp_path / "d.csv", 6)))

@@ -6,9 +6,10 @@ from __future__ import annotations
 import asyncio
 import time
 
+from helpers import rules_spec, setup_gate
+
 from gate import db
 from gate.server.watcher import StatusWatcher
-from helpers import rules_spec, setup_gate
 
 
 def test_a_waiter_arriving_while_the_watcher_closes_is_woken(gate, tmp_path, monkeypatch):

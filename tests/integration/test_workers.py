@@ -10,7 +10,9 @@ import threading
 import time
 
 import pytest
+from helpers import rules_spec, write_rule_rows
 from sqlalchemy import select, text
+from workers_harness import WorkerFleet, worker_env
 
 from gate import store
 from gate.mockllm import MockLLMServer
@@ -18,9 +20,7 @@ from gate.models import ItemResult
 from gate.service import Gate
 from gate.spec import parse_spec
 from gate.states import UpdateStatus, Verdict
-from helpers import rules_spec, write_rule_rows
 from workers.supervisor import WorkerProcess, run_until_terminal
-from workers_harness import WorkerFleet, worker_env
 
 
 @pytest.fixture

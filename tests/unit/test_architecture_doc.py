@@ -27,12 +27,11 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
 import gate.store
 from gate import states
 from gate.store import schema
-
-from conftest import ROOT
 
 DOC = ROOT / "docs" / "architecture.md"
 HELPER_MODULES = {"dialect", "textsql"}  # SQL spelled per dialect / as text: "no statements" of their own

@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import os
 import socket
-import ssl
 import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT
 
 DATABASE_SIDE = ("sqlalchemy", "pymysql", "gate.service", "gate.store", "gate.db", "gate.importer", "workers")

@@ -134,6 +134,7 @@ def test_a_sql_source_for_a_caller_names_host_and_credentials(source, why):
 
 def test_sql_connections_are_pinned_and_bounded():
     from sqlalchemy.engine import make_url
+
     from gate.sources.warehouse_net import for_service, timeouts
 
     url, args = for_service(make_url("postgresql+psycopg://u:p@127.0.0.1/db"), Egress.parse("127.0.0.1/32"), "s")
@@ -216,6 +217,7 @@ def test_the_checked_address_is_the_one_connected_to(monkeypatch):
     """A name that resolves to an allowed address for the check and to loopback a moment
     later (DNS rebinding) is still read from the checked address."""
     import socket as socket_module
+
     from gate.sources.egress import http_opener
 
     allowed = _Answer("127.0.0.2", 0, b"allowed")
@@ -244,6 +246,7 @@ def test_https_is_pinned_and_still_checks_the_name(tmp_path):
     """TLS to the checked address: SNI, the certificate check and Host use the name."""
     import ssl
     import subprocess
+
     from gate.sources.egress import _PinnedHTTPS, http_opener
 
     subprocess.run(

@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT
+
 from gate.decision import MAX_ANSWER_CHARS, parse_decision
 from gate.errors import DatasetError, SpecError, UsageError
 from gate.providers import ProviderDecl, endpoint_for, parse_decl, resolve

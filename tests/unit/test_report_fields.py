@@ -9,15 +9,15 @@ import datetime as dt
 import json
 from decimal import Decimal
 
-from jsonschema import Draft202012Validator
-
 from action_harness import HEAD1, HOSTILE, REPO, unescaped_pipes
+from jsonschema import Draft202012Validator
+from test_report_markdown import check_golden
+
 from gate.markdown import render_report_markdown
 from gate.models import FlipSample, ItemSample, Run, RunCounts, Update
 from gate.report import render_text
 from gate.schemas import status_schema
 from gate.service import UpdateReport, run_report
-from test_report_markdown import check_golden
 
 T0 = dt.datetime(2024, 5, 1, 12, 0, 0)
 DECISION = {

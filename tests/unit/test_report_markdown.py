@@ -10,10 +10,11 @@ from dataclasses import replace
 from decimal import Decimal
 
 import pytest
-
 from action_harness import GOLDEN, HEAD1, HEAD2, HOSTILE, REPO, ROOT, unescaped_pipes
+
 from gate import gateconfig
 from gate.action import Problem
+from gate.bars import drop_check
 from gate.markdown import (
     GITHUB_COMMENT_LIMIT,
     MARKER,
@@ -26,9 +27,7 @@ from gate.markdown import (
 from gate.models import FlipSample, ItemSample, Update
 from gate.service import RunReport, UpdateReport
 from gate.service.reports import comparison
-from gate.bars import drop_check
 from gate.stats import label_metrics
-
 
 T0 = dt.datetime(2024, 5, 1, 12, 0, 0)
 

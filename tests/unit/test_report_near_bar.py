@@ -9,6 +9,7 @@ import datetime as dt
 import re
 from decimal import Decimal
 from fractions import Fraction
+from types import SimpleNamespace
 
 import pytest
 
@@ -19,7 +20,6 @@ from gate.report import render_text
 from gate.scoring import format_bar, format_pct
 from gate.service.reports import RunReport, UpdateReport
 from gate.update_outcome import update_end
-from types import SimpleNamespace
 
 T0 = dt.datetime(2026, 12, 1, 12, 0, 0)
 

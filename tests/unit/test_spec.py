@@ -6,11 +6,11 @@ import json
 
 import jsonschema
 import pytest
+from conftest import ROOT
 
 from gate.errors import SpecError
 from gate.spec import Decision, Message, load_spec, parse_spec, parse_spec_text
 from gate.templating import TemplateProblem, check_template, render
-from conftest import ROOT
 
 SCHEMA = json.loads((ROOT / "gate" / "schemas" / "prompt.schema.json").read_text())
 EXAMPLE_PROMPTS = sorted((ROOT / "prompts-example").glob("**/*.yaml"))

@@ -9,7 +9,6 @@ import ast
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT
 
 PACKAGES = ("gate", "workers")

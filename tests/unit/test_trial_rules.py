@@ -5,12 +5,12 @@ reuse key it always had, and each trial of N has its own."""
 from __future__ import annotations
 
 import pytest
+from helpers import old_request_key
 
 from gate.errors import SpecError
 from gate.models import Trial
 from gate.reuse import request_key, trial_keys
 from gate.spec import parse_spec, parse_spec_text
-from helpers import old_request_key
 from gate.trials import ERROR_ANSWER, TrialRule, judge
 
 MESSAGES = [{"role": "user", "content": "{{ item.text }}"}]

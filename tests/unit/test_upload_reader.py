@@ -13,7 +13,7 @@ from gate.importer import read_pages
 from gate.sources import ContentHash, SourceOptions, open_source, row_digests
 from gate.sources.upload import UploadReader, check_repo_path, repo_path_of
 
-CSV = ('item_id,expected_decision,text\na,yes,"two\nlines"\n\nb,no,"a ""quoted"" word"\nc,yes,plain\n').encode()
+CSV = b'item_id,expected_decision,text\na,yes,"two\nlines"\n\nb,no,"a ""quoted"" word"\nc,yes,plain\n'
 JSONL = (
     b'{"item_id": "a", "expected_decision": "yes", "x": {"y": [1, 2]}}\n\n{"item_id": "b", "expected_decision": "no"}\n'
 )
