@@ -68,6 +68,8 @@ demo: $(STAMP)
 TEST_WORKERS ?= 3
 
 test: $(STAMP) server-binaries mermaid
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 bench: $(STAMP) server-binaries promptfoo

@@ -78,7 +78,7 @@ def prepared_gate(folder: Path) -> tuple[str, str, int]:
 
 def timed(argv: list[str], env: dict, expect: int) -> float:
     start = time.perf_counter()
-    proc = subprocess.run(argv, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.run(argv, env=env, cwd=ROOT, capture_output=True, text=True)
     took = time.perf_counter() - start
     if proc.returncode != expect:
         raise RuntimeError(f"{' '.join(argv)} exited {proc.returncode}, not {expect}: {proc.stderr[-800:]}")
@@ -107,7 +107,7 @@ def main() -> int:
                 ),
             }
             times: dict[str, list[float]] = {name: [] for name in cases}
-            for name, (argv, env, expect) in cases.items():  # once each, unmeasured: files in the page cache
+            for argv, env, expect in cases.values():  # once each, unmeasured: files in the page cache
                 timed(argv, env, expect)
             for _ in range(args.runs):
                 for name, (argv, env, expect) in cases.items():

@@ -80,7 +80,7 @@ def model_server(latency_ms: float = 0, **flags):
         except OSError:
             if time.monotonic() > deadline:
                 proc.kill()
-                raise RuntimeError("mock-llm did not start")
+                raise RuntimeError("mock-llm did not start") from None
             time.sleep(0.05)
     try:
         yield base

@@ -42,7 +42,7 @@ def main() -> int:
         )
         print(proc.stdout, end="", flush=True)
         lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT")]
-        results.append(f"{name}: {lines[-1] if lines else 'no RESULT line (exit %d)' % proc.returncode}")
+        results.append(f"{name}: {lines[-1] if lines else f'no RESULT line (exit {proc.returncode})'}")
         failed |= proc.returncode != 0
     print("\n== summary")
     print("\n".join(results))

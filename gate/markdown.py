@@ -11,7 +11,8 @@ loudly in the tests instead of shipping an injection.
 
 ``md`` makes a value inert inline Markdown: one line (line breaks become ``↵``), HTML
 special characters as entities, Markdown punctuation backslash-escaped (so ``|`` cannot
-end a table cell, backticks cannot open code and ``[`` cannot start a link or image), a zero-width joiner after ``@`` and
+end a table cell, backticks cannot open code and ``[`` cannot start a link or image), a zero-width joiner after
+``@`` and
 ``#`` (no @-mention of a person or team, no issue cross-reference), and URL schemes and
 ``www.`` broken with a zero-width space (no autolink). Control and bidi-override
 characters are dropped.

@@ -32,7 +32,8 @@ bench/README.md ("template sandbox").
 
 The child is ``child_main`` of this module in ``python -I`` (no working directory, no
 ``PYTHON*`` variables on its path: a checkout's ``gate/`` or ``jinja2/`` is never imported),
-started from ``/``; it imports only Jinja and ``gate.templating``. Frames on its stdin/stdout are a 4-byte length and UTF-8 JSON.
+started from ``/``; it imports only Jinja and ``gate.templating``. Frames on its stdin/stdout are a 4-byte length
+and UTF-8 JSON.
 """
 
 from __future__ import annotations

@@ -48,7 +48,7 @@ def _env(name: str, default, cast):
     except ValueError:
         from .errors import UsageError
 
-        raise UsageError(f"environment variable {name}={raw!r} is not a valid {cast.__name__}")
+        raise UsageError(f"environment variable {name}={raw!r} is not a valid {cast.__name__}") from None
 
 
 @dataclass(frozen=True)

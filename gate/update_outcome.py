@@ -122,7 +122,8 @@ def _missed(dataset: str, c: BarCheck) -> str:
     if c.value is None:  # a bar that applies and could not be computed
         return f"{dataset} {c.title}: {c.note}"
     if c.name == "protected":
-        return f"{dataset}: {c.value} protected item{'s' if c.value != '1' else ''} broke ({(c.note or '').removeprefix('broken: ')})"
+        items = "item" if c.value == "1" else "items"
+        return f"{dataset}: {c.value} protected {items} broke ({(c.note or '').removeprefix('broken: ')})"
     if c.name == "min_accuracy":
         return f"{dataset} {c.value} < bar {c.limit}"
     if c.name == "max_drop":

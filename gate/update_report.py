@@ -1,7 +1,8 @@
 """What the service hands out about an update: its report (per run: the counts, the
 accuracy, every bar and how the run stands against it, the comparison with the live
 version on the same items, per-label metrics, the calls' latency and tokens, a few failing
-and broken items; per field, per slice, protected items and accepted breaks) as frozen dataclasses, and ``to_dict`` for ``status --json`` (its
+and broken items; per field, per slice, protected items and accepted breaks) as frozen dataclasses, and ``to_dict``
+for ``status --json`` (its
 contract: gate/schemas/status.schema.json).
 
 No database here (``gate.service`` re-exports these): the CLI renders a service's answer

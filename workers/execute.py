@@ -19,7 +19,8 @@ memory budget per item, ``gate.sandbox``) and sent to the provider its update pi
 submit (``gate.providers``). Plain templates render in the call thread; the others render a
 chunk at a time in a render thread (one sandbox request per chunk, not per item: each
 round trip is a wait for the GIL among the call threads), which then hands the items to
-the call threads, so calls of other runs never wait on a sandbox. A template over its budget ends the item ERROR, not retried,
+the call threads, so calls of other runs never wait on a sandbox. A template over its budget ends the item ERROR,
+not retried,
 and the run's remaining items end ERROR without being rendered: the run's verdict is
 FAILED already, and a template that burns its budget on every row would otherwise hold the
 sandbox for the whole dataset while other prompts' updates wait.

@@ -147,7 +147,7 @@ class Poller(ABC):
         """Seconds since this poller's oldest model call in flight began (None: none)."""
         return None
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 (a poller that holds nothing releases nothing)
         """Release what this poller holds; called once after the loop ends."""
 
     def run(self) -> None:

@@ -32,9 +32,11 @@ class Change:
     """One difference between the file and the gate. ``kind`` is one of dataset-added,
     dataset-changed, dataset-undeclared, bar-added, bar-changed, bar-removed,
     provider-added, provider-changed, provider-removed, price-added, price-changed,
-    price-removed; limit-added, limit-changed, limit-removed (``limits:``); optional-fields (the fields a prompt's templates may read although no
-    dataset row has them; "none" before or after); dataset-rows (a pull request changes a dataset's file: its rows against
-    the gate's version) and dataset-version (a sync imported changed rows as a new version)."""
+    price-removed; limit-added, limit-changed, limit-removed (``limits:``); optional-fields
+    (the fields a prompt's templates may read although no dataset row has them; "none"
+    before or after); dataset-rows (a pull request changes a dataset's file: its rows
+    against the gate's version) and dataset-version (a sync imported changed rows as a new
+    version)."""
 
     kind: str
     subject: str  # dataset name, "prompt × dataset", or a prompt name

@@ -154,7 +154,7 @@ class Bucket(ABC):
     def _given_up(deadline: float | None, stop: threading.Event | None) -> bool:
         return (stop is not None and stop.is_set()) or (deadline is not None and time.monotonic() >= deadline)
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 (a bucket that holds nothing releases nothing)
         pass
 
 

@@ -399,7 +399,8 @@ def _take_upload(gate, name, spool, path, fmt, dry_run, id_column, label_column,
 def sync_config(request: Request, model: SyncBody, _caller: Caller = Depends(require("submit"))):
     """``{"config": the gate config's YAML text, "path": its path in the repository,
     "dry_run": only say what would change, "files": the file datasets whose rows the client
-    uploads, "commit": the commit it was read at}``: ``gateconfig.sync`` (or ``diff``) on the service's gate. A dry run needs the
+    uploads, "commit": the commit it was read at}``: ``gateconfig.sync`` (or ``diff``) on the service's gate. A dry
+    run needs the
     submit scope (a pull request's check shows what its config would change); a sync needs
     admin. Every other dataset source must be one the service may read for a caller
     (``sources``), checked before the config is parsed. A dataset named in ``files`` is

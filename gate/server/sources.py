@@ -3,7 +3,8 @@ through the service is read on the server with the server's environment, so a to
 must not be able to make it read anything of the server's:
 
 * no file: a path, ``file://`` or an SQLite database (``sql+sqlite:///path``);
-* no ``${VAR}``, in any part and after any percent-decoding: the CLI fills those in from its own environment (an operator's tokens on
+* no ``${VAR}``, in any part and after any percent-decoding: the CLI fills those in from its own environment (an
+operator's tokens on
   the operator's machine); on the server they would be the server's secrets (the database
   URL, provider keys), sent to a URL of the caller's choosing;
 * no ``query_file`` and no driver option outside a short list: ``query_file`` reads a file

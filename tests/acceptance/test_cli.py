@@ -280,14 +280,17 @@ def test_wheel_installs_into_a_fresh_venv_with_migrations(tmp_path):
         cwd=work,
         env={**env, "HOME": str(Path.home())},
     )
-    run = lambda *a: subprocess.run(
-        [venv / "bin" / "promptgate", "--database-url", "sqlite:///w.db", *a],
-        cwd=work,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+
+    def run(*a):
+        return subprocess.run(
+            [venv / "bin" / "promptgate", "--database-url", "sqlite:///w.db", *a],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
     shipped = ", ".join(str(version) for version, _, _ in migrations("sqlite"))
     assert run("db", "upgrade").stdout.strip() == f"applied migrations: {shipped}"  # every one, in order
     assert run("db", "upgrade").stdout.strip() == "schema is up to date"
@@ -373,7 +376,10 @@ def test_a_template_branching_on_a_field_no_row_has_is_refused_at_submit_unless_
     uid = json.loads(accepted.stdout)["id"]
     shown = cli(mysql_url, "status", uid).stdout
     for rows in (98, 16):  # urgency-regression.csv, urgency-hard.jsonl
-        line = f"    fields read: account_tier: 0 of {rows} rows (optional); subject: {rows} of {rows} rows; text: {rows} of {rows} rows"
+        line = (
+            f"    fields read: account_tier: 0 of {rows} rows (optional); subject: {rows} of {rows} rows; "
+            f"text: {rows} of {rows} rows"
+        )
         assert line in shown.splitlines(), shown
     runs = json.loads(cli(mysql_url, "status", uid, "--json").stdout)["runs"]
     assert {r["dataset"]: r["fields_read"][0] for r in runs} == {

@@ -80,7 +80,8 @@ def render_chart(chromium: str, tmp_path: Path, source: str, name: str) -> dict:
     page = tmp_path / f"{name}.html"
     page.write_text(f"""<!doctype html><html><head><meta charset="utf-8">
 <script src="{MERMAID_JS.as_uri()}"></script></head>
-<body style="margin:0;font-family:sans-serif"><div id="out" style="width:{COMMENT_WIDTH}px"></div><pre id="result"></pre>
+<body style="margin:0;font-family:sans-serif"><div id="out" style="width:{COMMENT_WIDTH}px"></div><pre
+id="result"></pre>
 <script>const SOURCE = {json.dumps(source)};{MEASURE}</script></body></html>""")
     dom = chromium_run(chromium, tmp_path / "profile", page.as_uri(), "--dump-dom")
     found = re.search(r'<pre id="result">(.*?)</pre>', dom, re.S)
@@ -173,8 +174,9 @@ def test_the_rendered_pr_comment_screenshot(chromium, node_modules, tmp_path):
     page = tmp_path / "comment.html"
     page.write_text(f"""<!doctype html><html><head><meta charset="utf-8">
 <script src="{MARKED_JS.as_uri()}"></script><script src="{MERMAID_JS.as_uri()}"></script>
-<style>body{{margin:0;font:14px/1.5 sans-serif;color:#1f2328}} #c{{width:{COMMENT_WIDTH}px;padding:0 20px}}
-table{{border-collapse:collapse}} td,th{{border:1px solid #d0d7de;padding:3px 8px}} code{{background:#eff1f3}}</style></head>
+<style>body{{margin:0;font:14px/1.5 sans-serif;color:#1f2328}}
+#c{{width:{COMMENT_WIDTH}px;padding:0 20px}} table{{border-collapse:collapse}}
+td,th{{border:1px solid #d0d7de;padding:3px 8px}} code{{background:#eff1f3}}</style></head>
 <body><article id="c"></article><script>
 const c = document.getElementById('c');
 c.innerHTML = marked.parse({json.dumps(text)});

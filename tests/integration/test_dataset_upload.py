@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+import socket
 from pathlib import Path
 
 import pytest
@@ -291,7 +292,6 @@ def test_a_linked_dataset_file_is_never_sent(service, github, tmp_path):
 
 def _stalled_upload(service, token: str, sent: bytes) -> socket.socket:
     """A raw upload that announces more body than it sends, and then stalls."""
-    import socket
 
     sock = socket.create_connection(("127.0.0.1", service.port), timeout=30)
     sock.sendall(

@@ -13,10 +13,12 @@ from gate.service import Gate
 
 V3_DATA = [
     "INSERT INTO dataset (id, name, source_uri, options, created_at) VALUES (7, 'd', '{src}', '{{}}', '2026-01-01')",
-    "INSERT INTO prompt_dataset (prompt_name, dataset_id, min_accuracy, created_at) VALUES ('p1', 7, 0.5, '2026-01-01')",
+    "INSERT INTO prompt_dataset (prompt_name, dataset_id, min_accuracy, created_at) "
+    "VALUES ('p1', 7, 0.5, '2026-01-01')",
     "INSERT INTO prompt_update (id, prompt_name, mode, status, candidate_config, candidate_hash, base_version, source, "
     "source_key, created_at) VALUES (3, 'p1', 'check', 'PASSED', '{{}}', '{hash}', 0, '{{}}', 'cli', '2026-01-01')",
-    "INSERT INTO prompt_run (id, update_id, dataset_id, dataset_name, source_uri, source_options, status, min_accuracy, "
+    "INSERT INTO prompt_run (id, update_id, dataset_id, dataset_name, source_uri, source_options, status, "
+    "min_accuracy, "
     "row_count, lease_until, created_at, finished_at) VALUES (5, 3, 7, 'd', '{src}', '{{}}', 'DONE', 0.5, 2, "
     "'2000-01-01', '2026-01-01', '2026-01-01')",
     "INSERT INTO prompt_run_item (id, run_id, item_id, input, expected_decision, actual_decision, verdict) VALUES "

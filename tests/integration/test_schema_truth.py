@@ -226,11 +226,13 @@ def test_every_dialect_migrated_from_empty_is_schema_py(db_url):
 
 
 FIRST_RELEASE_ROWS = [
-    "INSERT INTO prompt (name, version, config, config_hash, updated_at) VALUES ('p1', 1, '{}', '{hash}', '2026-01-01')",
+    "INSERT INTO prompt (name, version, config, config_hash, updated_at) "
+    "VALUES ('p1', 1, '{}', '{hash}', '2026-01-01')",
     "INSERT INTO prompt_version (prompt_name, version, config, config_hash, update_id, applied_at) "
     "VALUES ('p1', 1, '{}', '{hash}', 1, '2026-01-01')",
     "INSERT INTO dataset (id, name, source_uri, options, created_at) VALUES (7, 'd', 'd.csv', '{}', '2026-01-01')",
-    "INSERT INTO prompt_dataset (prompt_name, dataset_id, min_accuracy, created_at) VALUES ('p1', 7, 0.5, '2026-01-01')",
+    "INSERT INTO prompt_dataset (prompt_name, dataset_id, min_accuracy, created_at) "
+    "VALUES ('p1', 7, 0.5, '2026-01-01')",
     "INSERT INTO prompt_update (id, prompt_name, mode, status, candidate_config, candidate_hash, base_version, source, "
     "source_key, created_at) VALUES (1, 'p1', 'apply', 'APPLIED', '{}', '{hash}', 0, '{}', 'cli', '2026-01-01')",
     "INSERT INTO prompt_run (id, update_id, dataset_id, dataset_name, source_uri, source_options, status, "

@@ -202,7 +202,7 @@ def test_every_run_transition(gate, tmp_path, src, to):
 
 def test_run_transition_guarded_by_lease_token(gate, tmp_path):
     setup_gate(gate, tmp_path)
-    uid = gate.submit(spec())
+    gate.submit(spec())
     with gate.engine.begin() as conn:
         ((run, token),) = store.claim_materialize(conn, 30)
     with gate.engine.begin() as conn:

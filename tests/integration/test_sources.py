@@ -332,7 +332,7 @@ def _handler(site: Site):
                 return
             if mode == "slow":
                 time.sleep(1.0)
-            etag = '"%s"' % hashlib.sha1(data).hexdigest()[:16]
+            etag = f'"{hashlib.sha1(data).hexdigest()[:16]}"'
             status, body, headers = 200, data, {}
             if mode in ("ranged", "broken", "flaky", "stall", "secure"):
                 headers["Accept-Ranges"] = "bytes"
@@ -610,7 +610,7 @@ def s3(moto_endpoint, monkeypatch):
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     client = boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1")
-    bucket = "labels-%d" % (time.monotonic_ns() % 10**9)
+    bucket = f"labels-{time.monotonic_ns() % 10**9}"
     client.create_bucket(Bucket=bucket)
     return client, bucket
 

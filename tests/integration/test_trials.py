@@ -73,7 +73,7 @@ def test_each_rule_gives_the_verdict_it_promises_and_lists_the_unstable_items(my
         reports = run_until_terminal(mysql_gate, ids, timeout=60)
         assert llm.stats()["requests"] == len(RULE_CASES) * len(SCRIPTS) * 3
     schema = Draft202012Validator(status_schema())
-    for (name, (fields, matching)), report in zip(RULE_CASES.items(), reports):
+    for (name, (_fields, matching)), report in zip(RULE_CASES.items(), reports):
         run = report.runs[0]
         assert report.terminal and run.status == "DONE", (name, report.update.reason)
         failing = {f.item_id for f in run.failures}

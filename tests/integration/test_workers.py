@@ -15,6 +15,7 @@ from sqlalchemy import select, text
 from workers_harness import WorkerFleet, worker_env
 
 from gate import store
+from gate.errors import NotFound
 from gate.mockllm import MockLLMServer
 from gate.models import ItemResult
 from gate.service import Gate
@@ -92,7 +93,7 @@ def test_four_processes_three_updates_exactly_once(mysql_gate, mock_llm, fleet, 
         a, b = rep.runs
         assert (a.matches, a.scored, b.matches, b.scored) == (450, 500, 500, 500)
     assert gate.live("p1").version == 1 and len(versions(gate, "p1")) == 1
-    with pytest.raises(Exception):
+    with pytest.raises(NotFound):
         gate.live("p2")
     assert mock_llm.stats()["requests"] == 3000  # no faults, no crashes: one call per item
 

@@ -129,7 +129,8 @@ def test_options_from_env_inputs():
         ("datasets:\n  d1: {source: d.csv}\nprompts:\n  p: [{dataset: d1}]\n", "prompts.p[0].min_accuracy"),
         ("datasets:\n  d1: {source: d.csv}\nprompts:\n  p: []\n", "prompts.p"),
         (
-            "datasets:\n  d1: {source: d.csv}\nprompts:\n  p: [{dataset: d1, min_accuracy: 0.9}, {dataset: d1, min_accuracy: 0.8}]\n",
+            "datasets:\n  d1: {source: d.csv}\n"
+            "prompts:\n  p: [{dataset: d1, min_accuracy: 0.9}, {dataset: d1, min_accuracy: 0.8}]\n",
             "prompts.p[1].dataset",
         ),
     ],

@@ -133,11 +133,11 @@ def test_the_client_knows_every_public_name_of_gate():
 def test_an_http_gate_never_loads_the_ca_store(monkeypatch):
     """Loading the CA store is ~0.1 s of a command: a gate reached over plain HTTP, with no
     proxy, never builds a TLS context (an https:// gate does, on its first request)."""
-    from gate.http_transport import Transport
+    from gate.http_transport import Transport, TransportError
 
     for name in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
         monkeypatch.delenv(name, raising=False)
     transport = Transport(f"http://127.0.0.1:{closed_port()}", {})
-    with pytest.raises(Exception):
+    with pytest.raises(TransportError):
         transport.request("GET", "/healthz")
     assert transport._context is None and transport.proxy is None

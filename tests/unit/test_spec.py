@@ -2,6 +2,7 @@
 Schema shipped with the package (checked against the example prompts)."""
 
 import copy
+import dataclasses
 import json
 
 import jsonschema
@@ -114,7 +115,7 @@ def test_config_round_trip_and_hash():
 
 def test_spec_is_frozen():
     spec = parse_spec(minimal(params={"temperature": 0.2}))
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         spec.model = "other"
     with pytest.raises(TypeError):
         spec.params["temperature"] = 1.0

@@ -68,7 +68,9 @@ def test_the_stop_handler_can_be_reentered_at_every_line(tmp_path):
             timeout=20,
         )
     except subprocess.TimeoutExpired as exc:
-        raise AssertionError(f"the worker never stopped: its handler deadlocked when re-entered\n{exc.stderr}")
+        raise AssertionError(
+            f"the worker never stopped: its handler deadlocked when re-entered\n{exc.stderr}"
+        ) from None
     assert out.returncode == 0, out.stderr
     assert "stopped after" in out.stdout and "stopped after 0 " not in out.stdout, out.stdout
 
