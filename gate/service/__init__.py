@@ -5,7 +5,8 @@ Action, the demo and the production runtime are thin over it; it raises only Gat
 from ..scoring import parse_bar
 from ..update_report import RunReport, UpdateReport, run_report
 from .datasets import DatasetPreview
-from .gate import SAMPLE_FAILURES, Gate, combine_exit_codes, latest_per_prompt
+from ..release import combine_exit_codes
+from .gate import SAMPLE_FAILURES, Gate, latest_per_prompt
 
 __all__ = [
     "SAMPLE_FAILURES",
