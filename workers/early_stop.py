@@ -113,7 +113,7 @@ class Stopper:
             return
         try:
             if lost and read(self.engine, lambda conn: store.run_stopped(conn, run_id)):
-                self._mark(run.update_id)
+                self.mark(run.update_id)
                 return
             judge = run.context.judge
             if judge is None or not any(r.verdict in NOT_RIGHT for r in results):
@@ -135,7 +135,7 @@ class Stopper:
         stopped = transaction(
             self.engine, lambda conn: store.stop_update(conn, update_id, kind, run_id, info, sibling_kind)
         )
-        self._mark(update_id)
+        self.mark(update_id)
         if stopped:
             log.info(
                 "update %s stopped (%s, by run %s): %s item(s) not called",
@@ -146,6 +146,7 @@ class Stopper:
             )
         return bool(stopped)
 
-    def _mark(self, update_id: int) -> None:
+    def mark(self, update_id: int) -> None:
+        """This process's runs of the update make no further call."""
         for run in self.runs_of(update_id):
             run.stopped = True

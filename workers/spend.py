@@ -4,7 +4,8 @@ every worker process (``store.reserve_spend``); the cost is settled to the real 
 the answer comes. A reservation refused because the cap is spent stops the update (its
 remaining items are not called) and the call is not made; one refused only because calls
 in flight hold part of the budget (they may yet cost less than their most) waits for them
-to settle. An update without a cap costs nothing here: no database traffic per call."""
+to settle; one refused because the update is no longer open to calls (cancelled,
+superseded, ended, or stopped by another process) makes no call of it here any more. An update without a cap costs nothing here: no database traffic per call."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from gate.db import read, transaction
 from gate.errors import first_line
 from gate.spec import request_kwargs
 from gate.spend import call_bound, output_bound, usd_nano
+from gate.states import UpdateStatus
 from gate.update_outcome import SPEND_CAP
 
 log = logging.getLogger("promptgate.execute")
@@ -52,10 +54,19 @@ class SpendGuard:
                 ),
             ):
                 return cost
-            calls, reserved, in_flight = read(self.engine, lambda conn: store.spend_of_update(conn, run.update_id))
+            upd, (calls, reserved, in_flight) = read(
+                self.engine,
+                lambda conn: (store.get_update(conn, run.update_id), store.spend_of_update(conn, run.update_id)),
+            )
+            if upd.status != UpdateStatus.RUNNING or upd.stopped:
+                # refused for no cap: the update was cancelled (superseded), ended, or stopped
+                # by another process; no call of it begins here any more, and waiting for its
+                # budget would hold this call thread for good
+                self.stopper.mark(run.update_id)
+                return None
             if caps.max_calls_per_update is not None and calls + 1 > caps.max_calls_per_update:
                 return self._reached(run, item, None, "max_calls_per_update")
-            if caps.max_cost_nanousd is None or reserved - in_flight + cost > caps.max_cost_nanousd:
+            if caps.max_cost_nanousd is not None and reserved - in_flight + cost > caps.max_cost_nanousd:
                 return self._reached(run, item, None, "max_cost_per_update_usd")
             if self.halt.wait(SETTLE_WAIT):  # calls in flight hold it: they may cost less than their most
                 return None

@@ -6,6 +6,7 @@ come from the default branch's gate config only."""
 
 from __future__ import annotations
 
+import time
 from decimal import Decimal
 
 import pytest
@@ -135,3 +136,43 @@ def test_limits_come_from_the_default_branch_only(gate, tmp_path):
     path.write_text(yaml.safe_dump(config))
     assert gateconfig.sync(gate, path).lines() == ["limit max_calls_per_update: removed (was 100 calls)"]
     assert gate.limits() == {} and gate.status(uid).spend["max_calls_per_update"] == 100  # pinned at submit
+
+
+def _capped_spec(name: str):
+    return parse_spec(
+        {
+            "name": name,
+            "model": "mock-1",
+            "params": {"max_tokens": 5},
+            "messages": [{"role": "system", "content": RULES}, {"role": "user", "content": "{{ item.text }}"}],
+        }
+    )
+
+
+def test_a_cancelled_capped_update_never_holds_the_workers_call_threads(mysql_gate, tmp_path):
+    """Review: a call of an update under a cost cap whose reservation is refused because
+    the update is no longer RUNNING (cancelled: a new push supersedes a check) or was
+    stopped by another process found its budget unspent and waited for "calls in flight"
+    forever, holding its call thread (and its rate-limit slot): after one cancellation
+    the worker called nothing else."""
+    gate = mysql_gate
+    gate.register_dataset("big", str(write_rule_rows(tmp_path / "big.csv", 300)))
+    gate.register_dataset("small", str(write_rule_rows(tmp_path / "small.csv", 12)))
+    gate.map_dataset("p1", "big", "0.9")
+    gate.map_dataset("p2", "small", "0.9")
+    gate.set_price(Price("mock-1", Decimal("1"), Decimal("1")))
+    gate.set_limit("max_cost_per_update_usd", "100")  # never reached here
+    with MockLLMServer(latency_ms=150) as llm:
+        fleet = WorkerFleet(worker_env(gate.settings.database_url, llm.base_url, chunk_size=4, concurrency=2), tmp_path)
+        fleet.start(1)
+        try:
+            first = gate.submit(_capped_spec("p1"), reuse=False)
+            deadline = time.monotonic() + 60
+            while llm.stats()["requests"] < 4 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            gate.cancel(first)
+            second = gate.submit(_capped_spec("p2"), reuse=False)
+            report = gate.wait(second, timeout=45)
+            assert report.status == UpdateStatus.PASSED, (report.status, llm.stats()["requests"])
+        finally:
+            fleet.stop_all()
