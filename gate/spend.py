@@ -145,10 +145,12 @@ def limit_changes(registered: Mapping[str, str], declared: Mapping[str, str]) ->
 
 
 def output_bound(params: Mapping[str, Any] | None) -> int | None:
-    """The most output tokens a call may take: its max_tokens (or max_completion_tokens)."""
+    """The most output tokens a call may take: its max_tokens or max_completion_tokens, the
+    larger when it sets both (providers differ in which one they honour: vLLM takes
+    max_completion_tokens first)."""
     params = params or {}
-    found = params.get("max_tokens") or params.get("max_completion_tokens")
-    return int(found) if found else None
+    found = [int(params[k]) for k in ("max_tokens", "max_completion_tokens") if params.get(k)]
+    return max(found) if found else None
 
 
 def usd_nano(tokens_in: int, tokens_out: int, price: Mapping[str, str]) -> int:

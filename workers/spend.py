@@ -74,15 +74,15 @@ class SpendGuard:
 
     def settle(self, run, reserved: int, out) -> None:
         """The call answered (``out``: its answer; None: it failed): no longer in flight, and
-        what its reservation held beyond its cost goes back (a failed or unmetered call
-        keeps its whole reservation: it may have cost that much)."""
+        its reservation becomes what it cost (a failed or unmetered call keeps its whole
+        reservation: it may have cost that much). A call that cost more than its most (a
+        provider that answered past ``max_tokens``) is recorded at its cost: the figures
+        never hide that the bound did not hold."""
         if not reserved:
             return
         tokens_in, tokens_out = getattr(out, "prompt_tokens", None), getattr(out, "completion_tokens", None)
         spent = (
-            reserved
-            if tokens_in is None or tokens_out is None
-            else min(reserved, usd_nano(tokens_in, tokens_out, run.context.price))
+            reserved if tokens_in is None or tokens_out is None else usd_nano(tokens_in, tokens_out, run.context.price)
         )
         try:
             transaction(self.engine, lambda conn: store.settle_spend(conn, run.update_id, reserved, spent))

@@ -48,15 +48,16 @@ def reserve_spend(
 
 
 def settle_spend(conn: Connection, update_id: int, reserved_nanousd: int, spent_nanousd: int) -> int:
-    """A call reserved at ``reserved_nanousd`` answered: it is no longer in flight, and what
-    it held beyond what it cost (``spent_nanousd``, at most the reservation) goes back."""
+    """A call reserved at ``reserved_nanousd`` answered: it is no longer in flight, and its
+    reservation becomes what it cost (``spent_nanousd``: less goes back; more, when the
+    provider answered past the bound, is added, so the figures say what was spent)."""
     u = prompt_update
-    refund = max(0, int(reserved_nanousd) - int(spent_nanousd))
+    change = int(spent_nanousd) - int(reserved_nanousd)
     return conn.execute(
         update(u)
         .where(u.c.id == update_id)
         .values(
-            cost_reserved_nanousd=greatest(u.c.cost_reserved_nanousd - refund, 0),
+            cost_reserved_nanousd=greatest(u.c.cost_reserved_nanousd + change, 0),
             cost_in_flight_nanousd=greatest(u.c.cost_in_flight_nanousd - int(reserved_nanousd), 0),
         )
     ).rowcount

@@ -176,3 +176,35 @@ def test_a_cancelled_capped_update_never_holds_the_workers_call_threads(mysql_ga
             assert report.status == UpdateStatus.PASSED, (report.status, llm.stats()["requests"])
         finally:
             fleet.stop_all()
+
+
+def test_a_call_that_cost_more_than_its_bound_is_recorded_at_its_cost(mysql_gate, llm, workers, tmp_path):
+    """Review: settling kept min(reserved, cost), so a call whose provider answered past the
+    bound (here the local server, which ignores max_tokens, answering a 30-word label to a
+    max_tokens of 1) was recorded at its reservation: the update's spend said it stayed
+    under the cap while the answers cost more. The spend recorded is what the calls cost."""
+    gate = mysql_gate
+    long_label = " ".join(["yes"] * 30)
+    rules = f"Classify the message.\n- {long_label}: alpha\n- no: beta\ndefault: no"
+    path = tmp_path / "d.csv"
+    path.write_text("item_id,expected_decision,text\n" + "".join(f"i{i},no,beta message {i}\n" for i in range(40)))
+    gate.register_dataset("d", str(path))
+    gate.map_dataset("p1", "d", "0.9")
+    gate.set_price(Price("mock-1", Decimal("0"), Decimal("1000")))  # output only: $0.001 a token
+    gate.set_limit("max_cost_per_update_usd", "1000")
+    spec = parse_spec(
+        {
+            "name": "p1",
+            "model": "mock-1",
+            "params": {"max_tokens": 1},
+            "labels": [long_label, "no"],
+            "messages": [{"role": "system", "content": rules}, {"role": "user", "content": "{{ item.text }} alpha"}],
+        }
+    )
+    uid = gate.submit(spec, reuse=False)
+    workers(gate, llm, 1)
+    report = gate.wait(uid, timeout=60)
+    (run,) = report.runs
+    spent = Decimal(run.metrics["cost_usd"])  # the answers' tokens at the price
+    assert spent > Decimal("0.04")  # more than 40 answers of 1 token each: past the bound
+    assert Decimal(report.spend["cost_reserved_usd"]) >= spent, (report.spend, spent)

@@ -156,3 +156,16 @@ def test_price_changes_read_as_gate_config_changes():
         "price x: $0.15 in / $0.60 out per 1M tokens → $0.20 in / $0.60 out per 1M tokens",
         "price old: removed (was $1.00 in / $1.00 out per 1M tokens)",
     ]
+
+
+def test_a_calls_most_output_is_the_larger_of_its_two_limits():
+    """Review: a prompt may set both max_tokens and max_completion_tokens; providers that
+    honour max_completion_tokens first (vLLM: ``max_completion_tokens or max_tokens``; the
+    reasoning models) let a call answer up to the larger, so a cost cap's bound must be it.
+    ``max_tokens: 1, max_completion_tokens: 16384`` was bounded at 1 output token."""
+    from gate.spend import output_bound
+
+    assert output_bound({"max_tokens": 1, "max_completion_tokens": 16384}) == 16384
+    assert output_bound({"max_completion_tokens": 7, "max_tokens": 300}) == 300
+    assert output_bound({"max_tokens": 5}) == 5 and output_bound({"max_completion_tokens": 9}) == 9
+    assert output_bound({}) is None and output_bound(None) is None
