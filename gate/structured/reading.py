@@ -6,7 +6,8 @@ on it, so an answer reused by a later run is judged exactly as it was the first 
 
 A ``label`` field keeps the label its value names (as the rule spells it) when it names
 one, else the value as read. A value the gate would not compare — over
-``MAX_VALUE_CHARS`` as JSON, not finite, not JSON at all — is kept as a marker object
+``MAX_VALUE_CHARS`` as JSON, nested deeper than ``MAX_VALUE_DEPTH``, not finite, not JSON
+at all — is kept as a marker object
 (``{"(too long)": 5000}``), which equals no expected value. An answer that holds no
 JSON object is ``NOT_AN_OBJECT``; a declared field it lacks is simply absent (the
 comparison marks it missing). The answer is the model's, so this is bounded like every
@@ -24,6 +25,9 @@ from ..decision import MAX_ANSWER_CHARS, answer_json, first_word_label, strip_th
 from .rule import MAX_VALUE_CHARS, FieldsRule, canonical
 
 NOT_AN_OBJECT = "(not a JSON object)"
+# a kept value nests at most this deep: the object it is kept in adds one level, and the
+# database's JSON functions (MariaDB: 32 levels) read the other fields past it in SQL
+MAX_VALUE_DEPTH = 16
 MAX_READ_CHARS = 40_000  # > MAX_FIELDS × (MAX_VALUE_CHARS + a name and its quotes)
 
 
@@ -56,7 +60,27 @@ def kept(value: Any) -> Any:
         text = canonical(value)
     except (ValueError, TypeError, RecursionError):
         return {"(unreadable)": True}
-    return value if len(text) <= MAX_VALUE_CHARS else {"(too long)": len(text)}
+    if len(text) > MAX_VALUE_CHARS:
+        return {"(too long)": len(text)}
+    depth = nesting(text)
+    return value if depth <= MAX_VALUE_DEPTH else {"(too deep)": depth}
+
+
+def nesting(text: str) -> int:
+    """How deep canonical JSON ``text`` nests (brackets outside strings), in one scan."""
+    deepest = depth = 0
+    quoted = escaped = False
+    for ch in text:
+        if quoted:
+            escaped, quoted = (False, True) if escaped else (ch == "\\", ch != '"')
+        elif ch == '"':
+            quoted = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest
 
 
 def _as_label(value: Any, labels: tuple[str, ...]) -> Any:

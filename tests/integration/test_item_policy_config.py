@@ -180,3 +180,44 @@ def test_slices_and_label_confusion_read_json_alike_on_both_databases(gate):
             ("billing", "shipping", 1),
         ]
     )
+
+
+def test_an_answer_nested_past_the_databases_json_depth_still_counts_its_label_field(gate):
+    """Review: what a fields decision keeps of an answer (``reading.read_answer``) could nest
+    a declared ``exact`` field (named before the label field) 40 deep (1,000 characters allow 500), and MariaDB's JSON
+    functions give up past 32 levels (JSON_VALUE is NULL): the label field answered right
+    counted as "(other)" in the confusion matrix while its mask said right."""
+    from datetime import datetime
+
+    from sqlalchemy import insert
+
+    from gate import store
+    from gate.structured.compare import score
+    from gate.structured.reading import read_answer
+    from gate.structured.rule import parse_fields
+
+    rule = parse_fields({"category": {"type": "label", "labels": ["billing", "shipping"]}, "aside": "exact"})
+    answer = '{"category": "billing", "aside": ' + "[" * 40 + "]" * 40 + "}"
+    actual, expected = read_answer(rule, answer), '{"aside":1,"category":"billing"}'
+    outcome = score(rule, actual, expected)
+    epoch = datetime(2000, 1, 1)
+    with gate.engine.begin() as c:
+        c.execute(
+            insert(store.prompt_run_item).values(
+                run_id=1,
+                position=0,
+                item_id="i0",
+                expected_decision=expected,
+                actual_decision=actual,
+                verdict="MISMATCH",
+                attempt=1,
+                lease_until=epoch,
+                fields_wrong=outcome.wrong,
+                fields_missing=outcome.missing,
+            )
+        )
+    with gate.engine.connect() as conn:
+        confusion = store.label_confusion(
+            conn, 1, "category", rule.bit("category"), rule.get("category").labels, "(missing)", "(other)"
+        )
+    assert outcome.wrong == rule.bit("aside") and confusion == [("billing", "billing", 1)]
