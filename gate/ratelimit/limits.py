@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..errors import UsageError
+from ..spend import output_bound
 
 DEFAULT_HOST = "api.openai.com"
 DEFAULT_COMPLETION_TOKENS = 16
@@ -155,7 +156,6 @@ def endpoint_host(base_url: str | None) -> str:
 def estimate_tokens(spec, messages: Sequence[Mapping[str, Any]]) -> int:
     """A call's token cost before it is sent, from its rendered messages (see the
     ``gate.ratelimit`` docstring)."""
-    params = getattr(spec, "params", None) or {}
-    completion = params.get("max_tokens") or params.get("max_completion_tokens") or DEFAULT_COMPLETION_TOKENS
+    completion = output_bound(getattr(spec, "params", None)) or DEFAULT_COMPLETION_TOKENS  # the larger of the two
     chars = sum(len(m.get("content") or "") for m in messages)
     return math.ceil(chars / 4) + 4 * len(messages) + int(completion)

@@ -393,3 +393,17 @@ def test_gate_run_under_the_servers_rate_limit_sees_few_429s(db, items, request,
     assert bucket is not None and bucket.granted == calls
     if db == "sqlite":
         gate.close()
+
+
+def test_a_calls_token_estimate_takes_the_larger_of_its_output_limits():
+    """Review: ``max_tokens: 1`` beside ``max_completion_tokens: 16384`` was estimated at one
+    output token, so a pull request's prompt spent a sliver of the shared tokens-per-minute
+    budget per call while a provider honouring max_completion_tokens (vLLM, the reasoning
+    models) answered up to 16,384: the shared budget no longer protected the provider."""
+    from gate.ratelimit.limits import estimate_tokens
+
+    spec = rules_spec("p1")
+    messages = [{"role": "user", "content": "abcd"}]
+    both = type("Spec", (), {"params": {"max_tokens": 1, "max_completion_tokens": 16384}})()
+    assert estimate_tokens(both, messages) == 1 + 4 + 16384
+    assert estimate_tokens(spec, messages) == 1 + 4 + 16  # neither: the default
