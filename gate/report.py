@@ -103,8 +103,9 @@ def _stop_lines(r) -> list[str]:
 
 
 def spend_line(spend: dict) -> str:
-    """What an update's calls came to: "140 made, 0 reused, 860 saved by early stop; at most
-    1,000 (caps: 300 calls)"; at submit only the bound and the caps."""
+    """What an update's calls came to: "140 made, 0 reused, 860 saved by a stop (1,000 model
+    calls before retries; cap 300 calls per update)"; at submit only the bound and the caps.
+    The bound is items × trials: a retried call comes on top (a call cap counts it)."""
     done = [f"{spend.get(k) or 0:,} {word}" for k, word in (("calls_made", "made"), ("calls_reused", "reused"))]
     if spend.get("calls_saved"):
         done.append(f"{spend['calls_saved']:,} saved by a stop")
@@ -115,7 +116,7 @@ def spend_line(spend: dict) -> str:
     caps = [c for c in caps if c]
     bound = spend.get("calls_bound")
     limits = (
-        ([f"at most {bound:,} model calls"] if bound is not None else [])
+        ([f"{bound:,} model calls before retries"] if bound is not None else [])
         + ([f"cap {' and '.join(caps)} per update"] if caps else [])
         + (["every item called (--full)"] if spend.get("full") else [])
     )

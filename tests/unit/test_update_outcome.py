@@ -151,3 +151,24 @@ def test_the_spend_cap_fails_the_update_with_its_figures():
         "FAILED",
         "spend cap reached: max_calls_per_update 300: 300 calls made; 700 of 1,000 items not called",
     )
+
+
+def test_the_spend_line_never_calls_its_bound_a_most_that_retries_pass():
+    """Review: ``calls_bound`` is items × trials, but an item whose call failed retryably
+    is called again (up to the workers' attempt cap): with a flaky provider a report read
+    "91 made, 0 reused (at most 60 model calls …)". The bound says it is before retries."""
+    from gate.report import spend_line
+
+    line = spend_line(
+        {
+            "calls_bound": 60,
+            "max_calls_per_update": None,
+            "max_cost_per_update_usd": None,
+            "calls_made": 91,
+            "calls_reused": 0,
+            "calls_saved": 0,
+            "cost_reserved_usd": None,
+            "full": True,
+        }
+    )
+    assert line == "91 made, 0 reused (60 model calls before retries; every item called (--full))"
