@@ -5,7 +5,8 @@ the answer comes. A reservation refused because the cap is spent stops the updat
 remaining items are not called) and the call is not made; one refused only because calls
 in flight hold part of the budget (they may yet cost less than their most) waits for them
 to settle; one refused because the update is no longer open to calls (cancelled,
-superseded, ended, or stopped by another process) makes no call of it here any more. An update without a cap costs nothing here: no database traffic per call."""
+superseded, ended, or stopped by another process) makes no call of it here any more. An
+update without a cap costs nothing here: no database traffic per call."""
 
 from __future__ import annotations
 
