@@ -2,10 +2,10 @@
 submissions, reports, the live table) and the reports it hands out. The CLI, the GitHub
 Action, the demo and the production runtime are thin over it; it raises only GateError."""
 
+from ..release import combine_exit_codes
 from ..scoring import parse_bar
 from ..update_report import RunReport, UpdateReport, run_report
 from .datasets import DatasetPreview
-from ..release import combine_exit_codes
 from .gate import SAMPLE_FAILURES, Gate, latest_per_prompt
 
 __all__ = [
