@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from .bars import points
+from .barchecks import points
 from .itemreport import accepted_lines, answer, field_lines, protected_lines, slice_lines
 from .scoring import format_bar, format_pct
 from .stats import format_p
