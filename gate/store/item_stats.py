@@ -16,7 +16,7 @@ from ..states import Verdict
 from ..stats import nearest_rank
 from .schema import prompt_run_item
 
-LABEL_CHARS = 128  # a label's length at most (gate.spec)
+LABEL_CHARS = 128  # a label's length at most (gate.spec_settings)
 
 
 def run_breakdown(conn: Connection, run_id: int) -> list[tuple[str, str, str | None, int]]:
