@@ -3,11 +3,8 @@ the CLI calls, so `promptgate --gate-url URL ...` runs the very commands it runs
 database, to the same output and exit codes.
 
 Every answer is decoded by ``gate.wire`` into the same dataclasses ``Gate`` returns (the
-CLI renders them with the same code), and every refusal becomes the GateError ``Gate``
-raises, with the server's one line and exit code (``gate.http_errors``: the one table the
-server answers by; 401 a GateError saying why). An unreachable or
-silent server is one line too ("cannot reach the gate at URL: ..."). The token travels
-only in the Authorization header: no message, log or error ever shows it.
+CLI renders them with the same code); every refusal becomes the GateError ``Gate`` raises
+(the request and the judging of its answer: ``gate.client_session``).
 
 Waiting uses the service's long-poll (``/v1/updates/{id}/wait``): each request holds at
 most ``LONG_POLL`` seconds (``POLL_SLICE`` when the caller watches progress, ``on_poll``)
@@ -16,20 +13,14 @@ and the loop honours the caller's overall timeout."""
 from __future__ import annotations
 
 import datetime as dt
-import json
-import re
 import time
 from collections.abc import Callable
-from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, urlsplit, urlunsplit
 
-from . import __version__
 from .api_shape import HISTORY_LIMIT
-from .errors import GateError, UsageError, first_line
-from .http_errors import error_class
-from .http_transport import Timeouts, Transport, TransportError
+from .client_session import TIMEOUTS, ServiceSession, Unreachable, decode, path_segment
+from .errors import UsageError
 from .models import (
     DataDiff,
     Dataset,
@@ -44,7 +35,6 @@ from .models import (
 )
 from .release import DEFAULT_RELEASE_MODE, SHA_POLL, deadline_after, expired, time_left, wait_for_release
 from .update_report import SAMPLE_FAILURES, UpdateReport
-from .wire import decode as wire_decode
 
 if TYPE_CHECKING:
     from .spec import PromptSpec  # (jinja2, yaml, re2: the caller has loaded it to read the file)
@@ -52,8 +42,6 @@ if TYPE_CHECKING:
 LONG_POLL = 60.0  # seconds one long-poll request may hold (the server allows 120)
 POLL_SLICE = 2.0  # ... when the caller shows progress at each poll
 RECONNECT = 30.0  # seconds a wait tries again when the service that answered it goes away (a restart)
-TOKEN_RE = re.compile(r"[\x21-\x7e]{1,512}")
-TIMEOUTS = Timeouts(connect=10.0, read=60.0)
 # The public names of ``gate.service.Gate`` (tests/unit/test_cli_imports.py keeps this in step):
 # one the service does not offer is refused in one line, without importing Gate (SQLAlchemy).
 GATE_NAMES = frozenset(
@@ -111,33 +99,6 @@ GATE_NAMES = frozenset(
 )
 
 
-def shown_url(url: str) -> str:
-    """The URL fit for a message: any user:password part removed."""
-    parts = urlsplit(url)
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
-
-
-def check_gate_url(url: str) -> str:
-    parts = urlsplit(url.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise UsageError(
-            f"the gate URL {shown_url(url)[:120]!r} (--gate-url, PROMPTGATE_URL) is not an http:// or https:// URL"
-        )
-    return url.strip().rstrip("/")
-
-
-def _segment(name: Any) -> str:
-    """A name as one path segment (a "/" in it cannot reach another route)."""
-    return quote(str(name), safe="")
-
-
-def _json_value(value: Any) -> Any:
-    if isinstance(value, Decimal):
-        return format(value, "f")
-    raise TypeError(f"{type(value).__name__} is not JSON")
-
-
 def _history_row(row: dict) -> dict:
     """A history row with its times as datetimes again (an untyped dict on the wire)."""
     if isinstance(row.get("applied_at"), str):
@@ -148,40 +109,9 @@ def _history_row(row: dict) -> dict:
     return row
 
 
-class Unreachable(GateError):
-    """The service did not answer: refused, reset or timed out."""
-
-
-def decode(cls, data):
-    """``wire.decode``, but an answer that does not decode (a server of another version, a
-    proxy's page) is one GateError line, never a traceback."""
-    try:
-        return wire_decode(cls, data)
-    except (KeyError, TypeError, ValueError, AttributeError, ArithmeticError) as exc:
-        raise GateError(
-            f"the gate's answer cannot be read by this client ({type(exc).__name__}): is the "
-            "service the same version as this CLI?"
-        ) from None
-
-
-class RemoteGate:
-    """The gate's service at ``url``, called with bearer ``token`` (None: anonymous, what a
-    server with --public-read allows for reads)."""
-
-    def __init__(self, url: str, token: str | None = None):
-        self.url = check_gate_url(url)
-        headers = {"User-Agent": f"promptgate/{__version__}", "Accept": "application/json"}
-        if token:
-            if not TOKEN_RE.fullmatch(token.strip()):  # (never echoed: it may be a real token mangled)
-                raise UsageError(
-                    "PROMPTGATE_TOKEN is not a token: printable ASCII without spaces, as "
-                    "`promptgate token create` prints it"
-                )
-            headers["Authorization"] = f"Bearer {token.strip()}"
-        self.http = Transport(self.url, headers, TIMEOUTS)
-
-    def close(self) -> None:
-        self.http.close()
+class RemoteGate(ServiceSession):
+    """The Gate's methods, each one request to the gate's service at ``url`` (called with
+    bearer ``token``; None: anonymous, what a server with --public-read allows for reads)."""
 
     def __getattr__(self, name: str):
         """A ``Gate`` method the service does not offer fails in one line, not a traceback."""
@@ -195,52 +125,6 @@ class RemoteGate:
             )
 
         return database_only
-
-    # --- the one place a request is made and its answer judged -----------------------------
-
-    def _call(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: dict | None = None,
-        body: Any = None,
-        timeout: float | None = None,
-        upload: tuple[Any, int] | None = None,
-    ) -> Any:
-        """The answer's JSON, or the GateError the server's answer stands for. ``upload``:
-        (an open binary file, its size) streamed as the body instead of JSON."""
-        content = None if body is None else json.dumps(body, default=_json_value, ensure_ascii=True).encode()
-        headers = {"Content-Type": "application/json"} if body is not None else None
-        if upload is not None:
-            content, headers = upload[0], {"Content-Type": "application/octet-stream", "Content-Length": str(upload[1])}
-        params = {k: v for k, v in (params or {}).items() if v is not None}
-        try:
-            response = self.http.request(method, path, params=params, content=content, headers=headers, timeout=timeout)
-        except TransportError as exc:
-            raise Unreachable(
-                f"cannot reach the gate at {shown_url(self.url)}: {first_line(exc) or type(exc).__name__}"
-            ) from None
-        return self._answer(response)
-
-    def _answer(self, response) -> Any:
-        try:
-            data = json.loads(response.content) if response.content else None
-        except ValueError:
-            data = None
-        if response.status_code < 300 and data is not None:
-            return data
-        message = data.get("error") if isinstance(data, dict) else None
-        if not isinstance(message, str) or not message:
-            raise GateError(
-                f"the gate at {shown_url(self.url)} answered HTTP {response.status_code} "
-                f"{response.reason_phrase}".rstrip()
-            )
-        error = error_class(response.status_code)(first_line(message, 500))
-        code = data.get("exit_code")
-        if isinstance(code, int) and not isinstance(code, bool) and 0 < code < 256:
-            error.exit_code = code
-        raise error
 
     # --- submissions and their reports -----------------------------------------------------
 
@@ -373,11 +257,11 @@ class RemoteGate:
     # --- prompts ------------------------------------------------------------------------------
 
     def live(self, name: str) -> LivePrompt:
-        return decode(LivePrompt, self._call("GET", f"/v1/prompts/{_segment(name)}/live"))
+        return decode(LivePrompt, self._call("GET", f"/v1/prompts/{path_segment(name)}/live"))
 
     def history(self, name: str, limit: int = HISTORY_LIMIT) -> list[dict]:
         """A prompt's live versions, newest first, as ``Gate.history`` gives them."""
-        rows = self._call("GET", f"/v1/prompts/{_segment(name)}/history", params={"limit": limit})
+        rows = self._call("GET", f"/v1/prompts/{path_segment(name)}/history", params={"limit": limit})
         return [_history_row(decode(dict, row)) for row in rows[:limit]]
 
     def rollback(
@@ -387,7 +271,7 @@ class RemoteGate:
         ``actor``) as who."""
         body = {"reason": reason, "actor": actor, "to": to_version, "seen_version": seen_version}
         return self._call(
-            "POST", f"/v1/prompts/{_segment(name)}/rollback", body={k: v for k, v in body.items() if v is not None}
+            "POST", f"/v1/prompts/{path_segment(name)}/rollback", body={k: v for k, v in body.items() if v is not None}
         )
 
     # --- datasets, bars, prices, workers ----------------------------------------------------
@@ -453,7 +337,7 @@ class RemoteGate:
                 commit=None,
                 declared_in=ds.options.get("declared_in"),
             )
-        data = self._call("POST", f"/v1/datasets/{_segment(name)}/refresh")
+        data = self._call("POST", f"/v1/datasets/{path_segment(name)}/refresh")
         return decode(Dataset, data["dataset"]), decode(Imported, data.get("imported"))
 
     def upload_rows(
@@ -493,37 +377,32 @@ class RemoteGate:
         with open_upload(file) as (fh, size):
             return self._call(
                 "PUT",
-                f"/v1/datasets/{_segment(name)}/rows",
+                f"/v1/datasets/{path_segment(name)}/rows",
                 upload=(fh, size),
                 params={**params, "format": upload_format(file)},
                 timeout=10 * TIMEOUTS.read,
             )
 
     def dataset_versions(self, name: str) -> tuple[Dataset, list[DatasetVersion]]:
-        data = self._call("GET", f"/v1/datasets/{_segment(name)}/versions")
+        data = self._call("GET", f"/v1/datasets/{path_segment(name)}/versions")
         return decode(Dataset, data["dataset"]), decode(list[DatasetVersion], data["versions"])
 
     def dataset_version(self, name: str, version: int | str | None = None) -> DatasetVersion:
-        if (
-            version is not None and str(version).strip() == "0"
-        ):  # the route's 0 means "current": ask as the local gate does
+        if version is not None and str(version).strip() == "0":
+            # the route's 0 means "current": ask as the local gate does
             return self.preview_dataset(name, 0, 0).version
-        return decode(
-            DatasetVersion,
-            self._call(
-                "GET", f"/v1/datasets/{_segment(name)}/versions/{_segment(str(version if version is not None else 0))}"
-            ),
-        )
+        number = path_segment(str(version if version is not None else 0))
+        return decode(DatasetVersion, self._call("GET", f"/v1/datasets/{path_segment(name)}/versions/{number}"))
 
     def preview_dataset(self, name: str, rows: int = 10, version: int | str | None = None) -> DatasetPreview:
         data = self._call(
-            "GET", f"/v1/datasets/{_segment(name)}/preview", params={"rows": max(0, rows), "version": version}
+            "GET", f"/v1/datasets/{path_segment(name)}/preview", params={"rows": max(0, rows), "version": version}
         )
         return decode(DatasetPreview, data)
 
     def diff_versions(self, name: str, old: int | str, new: int | str) -> DataDiff:
         return decode(
-            DataDiff, self._call("GET", f"/v1/datasets/{_segment(name)}/diff", params={"old": old, "new": new})
+            DataDiff, self._call("GET", f"/v1/datasets/{path_segment(name)}/diff", params={"old": old, "new": new})
         )
 
     def map_dataset(
@@ -531,13 +410,13 @@ class RemoteGate:
     ) -> Mapping:
         data = self._call(
             "PUT",
-            f"/v1/prompts/{_segment(prompt_name)}/datasets/{_segment(dataset_name)}",
+            f"/v1/prompts/{path_segment(prompt_name)}/datasets/{path_segment(dataset_name)}",
             body={"min_accuracy": min_accuracy, "bars": bars},
         )
         return decode(Mapping, data)
 
     def unmap_dataset(self, prompt_name: str, dataset_name: str) -> bool:
-        path = f"/v1/prompts/{_segment(prompt_name)}/datasets/{_segment(dataset_name)}"
+        path = f"/v1/prompts/{path_segment(prompt_name)}/datasets/{path_segment(dataset_name)}"
         return bool(self._call("DELETE", path)["removed"])
 
     def prices(self) -> dict[str, Price]:

@@ -21,6 +21,7 @@ from pathlib import Path
 from .service import Gate
 from .settings import Settings
 from .spec import load_spec
+from .update_report import UpdateReport
 
 PROMPT = "ticket-urgency"
 WEAK = "candidates/ticket-urgency-v2-weak.yaml"
@@ -64,8 +65,6 @@ def run_demo(
     fmt: str = "markdown",
     echo: Callable[[str], None] = print,
 ) -> bool:
-    from workers.supervisor import run_until_terminal
-
     from .gateconfig import sync
     from .mockllm import MockLLMServer
 
@@ -84,43 +83,57 @@ def run_demo(
             result = sync(gate, root / "gate.yaml")
             echo(f"registered the example datasets and bars of {root / 'gate.yaml'}:\n")
             echo("\n".join(f"- {line}" for line in result.lines()) + "\n")
-
-            def evaluate(path: Path, title: str):
-                update_id = gate.submit(load_spec(path), "apply", {"path": str(path.relative_to(root)), "key": "demo"})
-                (report,) = run_until_terminal(gate, [update_id], timeout=60, concurrency=16)
-                echo(f"## {title}\n")
-                echo(_render(report, fmt) + "\n")
-                return report
-
-            for path in sorted((root / "prompts").glob("*.yaml")):
-                evaluate(path, f"the current {load_spec(path).name}, applied as the live version")
-            before = gate.live(PROMPT).version
-            weak = evaluate(root / WEAK, f"a candidate edit of {PROMPT} that drops keywords ({WEAK})")
-            after_weak = gate.live(PROMPT).version
-            good = evaluate(root / GOOD, f"a candidate edit of {PROMPT} that adds keywords ({GOOD})")
-            after_good = gate.live(PROMPT).version
-            extract = evaluate(
-                root / EXTRACT_CANDIDATE,
-                f"a candidate edit of {EXTRACT}, an extraction prompt decided "
-                f"field by field, that misreads amounts ({EXTRACT_CANDIDATE})",
-            )
-            ok = (
-                weak.status == "REJECTED"
-                and after_weak == before
-                and good.status == "APPLIED"
-                and after_good == before + 1
-                and extract.status == "REJECTED"
-                and gate.live(EXTRACT).version == 1
-            )
+            ok, summary = _walk_through(gate, root, lambda path, title: _evaluate(gate, root, path, title, fmt, echo))
             echo(
-                f"## result\n\n{PROMPT}: live v{before}; weak candidate {weak.status} (live stays v{after_weak}); "
-                f"good candidate {good.status} (live now v{after_good}). {EXTRACT}: candidate {extract.status} "
-                f"(live stays v{gate.live(EXTRACT).version}). "
-                f"{'As expected.' if ok else 'NOT as expected.'} ({time.monotonic() - started:.1f}s)"
+                f"## result\n\n{summary} {'As expected.' if ok else 'NOT as expected.'} "
+                f"({time.monotonic() - started:.1f}s)"
             )
             return ok
         finally:
             gate.close()
+
+
+def _evaluate(gate: Gate, root: Path, path: Path, title: str, fmt: str, echo: Callable[[str], None]) -> UpdateReport:
+    """Submit one prompt file to apply, run the workers until it ends, and show its report."""
+    from workers.supervisor import run_until_terminal
+
+    update_id = gate.submit(load_spec(path), "apply", {"path": str(path.relative_to(root)), "key": "demo"})
+    (report,) = run_until_terminal(gate, [update_id], timeout=60, concurrency=16)
+    echo(f"## {title}\n")
+    echo(_render(report, fmt) + "\n")
+    return report
+
+
+def _walk_through(gate: Gate, root: Path, evaluate: Callable[[Path, str], UpdateReport]) -> tuple[bool, str]:
+    """The example prompts applied as the live versions, then three candidate edits: one
+    that drops keywords and an extraction that misreads amounts (both rejected, live
+    unchanged), one that adds keywords (applied). Whether each went so, and in a sentence."""
+    for path in sorted((root / "prompts").glob("*.yaml")):
+        evaluate(path, f"the current {load_spec(path).name}, applied as the live version")
+    before = gate.live(PROMPT).version
+    weak = evaluate(root / WEAK, f"a candidate edit of {PROMPT} that drops keywords ({WEAK})")
+    after_weak = gate.live(PROMPT).version
+    good = evaluate(root / GOOD, f"a candidate edit of {PROMPT} that adds keywords ({GOOD})")
+    after_good = gate.live(PROMPT).version
+    extract = evaluate(
+        root / EXTRACT_CANDIDATE,
+        f"a candidate edit of {EXTRACT}, an extraction prompt decided "
+        f"field by field, that misreads amounts ({EXTRACT_CANDIDATE})",
+    )
+    ok = (
+        weak.status == "REJECTED"
+        and after_weak == before
+        and good.status == "APPLIED"
+        and after_good == before + 1
+        and extract.status == "REJECTED"
+        and gate.live(EXTRACT).version == 1
+    )
+    summary = (
+        f"{PROMPT}: live v{before}; weak candidate {weak.status} (live stays v{after_weak}); "
+        f"good candidate {good.status} (live now v{after_good}). {EXTRACT}: candidate {extract.status} "
+        f"(live stays v{gate.live(EXTRACT).version})."
+    )
+    return ok, summary
 
 
 def _render(report, fmt: str) -> str:

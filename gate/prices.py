@@ -23,7 +23,7 @@ from typing import Any
 
 from .errors import SpecError
 from .models import Price
-from .spec import MODEL_RE
+from .spec_settings import MODEL_RE
 
 FIELDS = ("input", "output")
 MAX_MODELS = 1_000

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from .bars import points
+from .barchecks import points
 from .itemreport import accepted_lines, answer, field_lines, protected_lines, slice_lines
 from .scoring import format_bar, format_pct
 from .stats import format_p
@@ -22,68 +22,87 @@ def render_text(report: UpdateReport) -> str:
     lines = [f"update {u.id}: {u.prompt_name} ({u.mode}) {u.status}" + (f" — {safe(u.reason)}" if u.reason else "")]
     lines += protected_lines(report)
     for r in report.runs:
-        verdict = {True: "pass", False: "FAIL", None: "stopped" if r.stop else r.status.lower()}[r.passed]
-        progress = f"{r.scored}/{r.total} scored" if r.total else "no items yet"  # as JSON's scored
+        lines += _run_lines(r)
+    lines += _attempts_lines(report.attempts)
+    if report.spend:
+        lines.append(f"  calls: {spend_line(report.spend)}")
+    return "\n".join(lines)
+
+
+def _run_lines(r) -> list[str]:
+    """One run: its accuracy against the bar and its verdict, then every detail it has."""
+    verdict = {True: "pass", False: "FAIL", None: "stopped" if r.stop else r.status.lower()}[r.passed]
+    progress = f"{r.scored}/{r.total} scored" if r.total else "no items yet"  # as JSON's scored
+    lines = [
+        f"  {safe(r.dataset)}: {format_pct(r.matches, r.scored, r.bar)} vs bar {format_bar(r.bar)} [{verdict}] "
+        f"{progress}, {r.errors} errors"
+        + (f", {r.stopped} not called" if r.stopped else "")
+        + (f" — {safe(r.reason)}" if r.reason and r.status == "ERROR" else "")
+    ]
+    lines += _stop_lines(r)
+    lines += _trials_lines(r)
+    lines += _fields_lines(r)
+    lines += _comparison_lines(r)
+    lines += field_lines(r) + slice_lines(r)
+    lines += _calls_lines(r)
+    lines += [
+        f"    bar {c['bar'] if c['label'] is None else c['bar'] + '[' + safe(c['label']) + ']'} "
+        f"{c['limit']}: {c['value'] or 'n/a'} [{c['state']}]" + (f" — {safe(c['note'])}" if c["note"] else "")
+        for c in r.checks
+        if c["bar"] != "min_accuracy"
+    ]
+    lines += accepted_lines(r)
+    if r.reused:
         lines.append(
-            f"  {safe(r.dataset)}: {format_pct(r.matches, r.scored, r.bar)} vs bar {format_bar(r.bar)} [{verdict}] "
-            f"{progress}, {r.errors} errors"
-            + (f", {r.stopped} not called" if r.stopped else "")
-            + (f" — {safe(r.reason)}" if r.reason and r.status == "ERROR" else "")
+            f"    {r.reused_total} of {r.total} answers reused from update "
+            + ", ".join(str(uid) for uid in sorted(r.reused))
         )
-        lines += _stop_lines(r)
-        lines += _trials_lines(r)
-        lines += _fields_lines(r)
-        lines += _comparison_lines(r)
-        lines += field_lines(r) + slice_lines(r)
-        lines += _calls_lines(r)
-        lines += [
-            f"    bar {c['bar'] if c['label'] is None else c['bar'] + '[' + safe(c['label']) + ']'} "
-            f"{c['limit']}: {c['value'] or 'n/a'} [{c['state']}]" + (f" — {safe(c['note'])}" if c["note"] else "")
-            for c in r.checks
-            if c["bar"] != "min_accuracy"
-        ]
-        lines += accepted_lines(r)
-        if r.reused:
+    return lines + _broken_lines(r) + _failure_lines(r)
+
+
+def _broken_lines(r) -> list[str]:
+    """The sampled items live answered right and the candidate wrong."""
+    lines = []
+    for b in r.broken:
+        if b.wrong_fields is not None:
             lines.append(
-                f"    {r.reused_total} of {r.total} answers reused from update "
-                + ", ".join(str(uid) for uid in sorted(r.reused))
+                f"    broken {safe(b.item_id)}: expected {answer(b.expected_decision, b.wrong_fields)}, "
+                f"candidate said {answer(b.candidate_decision, b.wrong_fields, True)}"
             )
-        for b in r.broken:
-            if b.wrong_fields is not None:
-                lines.append(
-                    f"    broken {safe(b.item_id)}: expected {answer(b.expected_decision, b.wrong_fields)}, "
-                    f"candidate said {answer(b.candidate_decision, b.wrong_fields, True)}"
-                )
-                continue
-            lines.append(
-                f"    broken {safe(b.item_id)}: expected {safe(b.expected_decision)}, live said "
-                f"{safe(b.live_decision or '')}, candidate said {safe(b.candidate_decision or '')}"
-            )
-        for f in r.failures:
-            out = safe(f.raw_output or f.error or "", 80)
-            got = (
-                answer(f.actual_decision, f.wrong_fields, True)
-                if f.wrong_fields is not None
-                else safe(f.actual_decision or f.verdict)
-            )
-            lines.append(
-                f"    {safe(f.item_id)}: expected {answer(f.expected_decision, f.wrong_fields)}, got {got}: {out}"
-            )
-    a = report.attempts
+            continue
+        lines.append(
+            f"    broken {safe(b.item_id)}: expected {safe(b.expected_decision)}, live said "
+            f"{safe(b.live_decision or '')}, candidate said {safe(b.candidate_decision or '')}"
+        )
+    return lines
+
+
+def _failure_lines(r) -> list[str]:
+    """The sampled failing items: what was expected, what came back."""
+    lines = []
+    for f in r.failures:
+        out = safe(f.raw_output or f.error or "", 80)
+        got = (
+            answer(f.actual_decision, f.wrong_fields, True)
+            if f.wrong_fields is not None
+            else safe(f.actual_decision or f.verdict)
+        )
+        lines.append(f"    {safe(f.item_id)}: expected {answer(f.expected_decision, f.wrong_fields)}, got {got}: {out}")
+    return lines
+
+
+def _attempts_lines(attempts: dict) -> list[str]:
+    """Calls beyond the first per item, and calls held back by rate limits, when any."""
     extra = [
-        f"{a[k]} {label}"
+        f"{attempts[k]} {label}"
         for k, label in (
             ("retried_items", "items retried"),
             ("throttled_calls", "calls throttled"),
             ("rate_limited_calls", "calls rate-limited (429)"),
         )
-        if a.get(k)
+        if attempts.get(k)
     ]
-    if extra:
-        lines.append("  " + ", ".join(extra))
-    if report.spend:
-        lines.append(f"  calls: {spend_line(report.spend)}")
-    return "\n".join(lines)
+    return ["  " + ", ".join(extra)] if extra else []
 
 
 STOPPED_WITH = {

@@ -39,7 +39,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .bars import BarCheck, Bars, check
+from .barchecks import BarCheck, check
+from .bars import Bars
 from .scoring import INVALID_DECISION
 from .states import Verdict
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .bars import BarCheck, check, pinned_bars
+from .barchecks import BarCheck, check
+from .bars import pinned_bars
 from .states import Mode, RunStatus, UpdateStatus
 
 EARLY_STOP, SPEND_CAP, WITH_UPDATE = "early_stop", "spend_cap", "with_update"  # a run's stop, by why

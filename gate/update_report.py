@@ -49,7 +49,7 @@ class RunReport:
     dataset_version_number: int | None = None  # its number in its dataset: outputs say "v3"
     pinned: dict | None = None  # what the verdict stands on (gate.reuse.pin)
     reused: dict[int, int] = field(default_factory=dict)  # update id -> answers reused from it
-    checks: list[dict] = field(default_factory=list)  # every bar against the run (gate.bars.BarCheck)
+    checks: list[dict] = field(default_factory=list)  # every bar against the run (gate.barchecks.BarCheck)
     comparison: dict | None = None  # live vs candidate on the same items (``comparison``)
     baseline_note: str | None = None  # why there is no comparison
     labels: dict = field(default_factory=dict)  # label -> support, precision, recall, F1

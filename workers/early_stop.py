@@ -21,7 +21,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from gate import store
-from gate.bars import BarCheck, Bars, pinned_bars
+from gate.barchecks import BarCheck
+from gate.bars import Bars, pinned_bars
 from gate.db import read, transaction
 from gate.errors import first_line
 from gate.models import ItemResult, Run

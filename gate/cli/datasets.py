@@ -355,7 +355,7 @@ def dataset_preview(ctx, name, rows, version, as_json):
 def prices_cmd(ctx, as_json):
     """The price table the gate config declares (USD per 1M input and output tokens), which
     a run's cost is computed with."""
-    from ..prices import describe_price  # (gate.prices reads gate.spec: jinja2, yaml, re2)
+    from ..prices import describe_price  # (only this command describes prices)
 
     prices = open_gate(ctx).prices()
     if as_json:

@@ -4,13 +4,21 @@ Request bodies are pydantic models, so the schema says what each field is; a fie
 the wrong kind is refused by a validator with the very line the route said before the
 models (``reason must be text of at most 2000 characters``): the app's error boundary
 prints a validator's message alone (``app.bad_request``). ``responses(...)`` lists a
-route's error statuses, each with the one error body every refusal has."""
+route's error statuses, each with the one error body every refusal has. ``field_text`` and
+``field_flag`` read a field of a body no model types (a YAML submission's query, a sync's
+JSON); ``json_bytes`` is every route's answer, encoded by ``gate.wire``."""
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
+from fastapi import Request, Response
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, WithJsonSchema, model_validator
+
+from ..errors import UsageError
+from ..wire import encode
+from .sources import scrubbed
 
 
 class ErrorBody(BaseModel):
@@ -210,3 +218,37 @@ SUBMIT_BODY = {
         },
     },
 }
+
+
+# --- reading a route's fields and answering ------------------------------------------------
+
+
+def field_text(fields: dict, key: str, limit: int = 255) -> str | None:
+    """``fields[key]``: None, or text of at most ``limit`` characters (one line otherwise)."""
+    value = fields.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str) or len(value) > limit:
+        raise UsageError(f"{key} must be text of at most {limit} characters")
+    return value
+
+
+def field_flag(value: Any, key: str) -> bool:
+    """A flag given as JSON or as a query word (``FLAG_WORDS``)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "1", "yes", "false", "0", "no"):
+        return value.lower() in ("true", "1", "yes")
+    raise UsageError(f"{key} must be true or false")
+
+
+def gate_of(request: Request):
+    return request.app.state.gate
+
+
+def json_bytes(value: Any, status: int = 200) -> Response:
+    return Response(
+        json.dumps(scrubbed(encode(value)), ensure_ascii=True, separators=(",", ":")),
+        status_code=status,
+        media_type="application/json",
+    )

@@ -32,7 +32,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from .. import __version__
 from ..errors import GateError, NotFound, first_line
 from ..http_errors import http_status
-from ..markdown import bar_pct, interval, num, pct, points, pvalue, ratio, run_pct, usd
+from ..markdown_filters import bar_pct, interval, num, pct, points, pvalue, ratio, run_pct, usd
 from ..states import UpdateStatus
 from ..untrusted import CONTROL, one_line
 from . import views

@@ -188,13 +188,8 @@ class Gate(DatasetsMixin, LiveMixin, TokensMixin):
         operator); check-mode submissions replace only those of the same submitter and key.
         ``full``: no run of it stops early (``submit --full``). The gate's spend caps
         (``limits:``) are pinned with it, with the upper bound of its calls (gate.spend)."""
-        try:
-            mode = Mode(mode)
-        except ValueError:
-            raise UsageError(f"mode {mode!r} is not check or apply") from None
-        source = dict(source or {}, **({"submitted_by": submitted_by} if submitted_by else {}))
-        check_commit_sha(source.get("sha"))
-        source_key = _source_key(source)
+        mode = _parse_mode(mode)
+        source, source_key = _submission_source(source, submitted_by)
         config = spec.to_config()
         check_labels(spec)
         read = fields_read(spec)  # admission: which item fields; each must be in some row
@@ -203,17 +198,9 @@ class Gate(DatasetsMixin, LiveMixin, TokensMixin):
 
         def stage(conn) -> int:
             store.lock_prompt(conn, spec.name)  # submissions of the prompt serialize: latest wins
-            mappings = store.list_mappings(conn, spec.name)
-            if not mappings:
-                raise UsageError(
-                    f"prompt {spec.name!r} has no mapped dataset, so nothing can clear it: map one with "
-                    f"`promptgate dataset map {spec.name} DATASET --min-accuracy 0.9`"
-                )
+            mappings = _mappings_of(conn, spec.name)
             provider = resolve(spec.provider, spec.model, store.list_providers(conn))
-            datasets = [store.get_dataset(conn, m.dataset_name) for m in mappings]
-            pinned = [(m, ds, _current_version(conn, ds)) for m, ds in zip(mappings, datasets)]
-            check_expected(spec, [(ds.name, version) for _, ds, version in pinned])
-            fields = field_coverage(conn, spec, read, [(ds.name, version) for _, ds, version in pinned])
+            pinned, fields = _pin_versions(conn, spec, mappings, read)
             older = store.superseded_updates(
                 conn, spec.name, mode, None if mode == Mode.APPLY else source_key, submitted_by
             )
@@ -415,6 +402,43 @@ class Gate(DatasetsMixin, LiveMixin, TokensMixin):
         """Worker processes whose heartbeat is fresh (three beats)."""
         with self.engine.connect() as conn:
             return store.live_workers(conn, self.settings.heartbeat_seconds * 3)
+
+
+def _parse_mode(mode: str) -> Mode:
+    try:
+        return Mode(mode)
+    except ValueError:
+        raise UsageError(f"mode {mode!r} is not check or apply") from None
+
+
+def _submission_source(source: dict | None, submitted_by: str | None) -> tuple[dict, str]:
+    """Where a submission came from (with who submitted it, a service token's name), its
+    commit SHA checked, and the key of the check-mode submissions it replaces."""
+    source = dict(source or {}, **({"submitted_by": submitted_by} if submitted_by else {}))
+    check_commit_sha(source.get("sha"))
+    return source, _source_key(source)
+
+
+def _mappings_of(conn, prompt_name: str) -> list:
+    """The prompt's mapped datasets; none is refused: nothing could clear the prompt."""
+    mappings = store.list_mappings(conn, prompt_name)
+    if not mappings:
+        raise UsageError(
+            f"prompt {prompt_name!r} has no mapped dataset, so nothing can clear it: map one with "
+            f"`promptgate dataset map {prompt_name} DATASET --min-accuracy 0.9`"
+        )
+    return mappings
+
+
+def _pin_versions(conn, spec: PromptSpec, mappings: list, read: tuple[str, ...]) -> tuple[list, dict]:
+    """Each mapping with its dataset and the version a submission pins, the candidate's
+    decision checked against their expected values, and the coverage of the item fields
+    its templates read (``read``)."""
+    datasets = [store.get_dataset(conn, m.dataset_name) for m in mappings]
+    pinned = [(m, ds, _current_version(conn, ds)) for m, ds in zip(mappings, datasets)]
+    check_expected(spec, [(ds.name, version) for _, ds, version in pinned])
+    fields = field_coverage(conn, spec, read, [(ds.name, version) for _, ds, version in pinned])
+    return pinned, fields
 
 
 def _stage_runs(conn, spec: PromptSpec, update_id: int, pinned: list, fields: dict, full: bool) -> None:

@@ -122,7 +122,6 @@ def parse_warehouse_uri(uri: str, base_dir: str | None = None, expand: bool = Tr
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError
 
-    expand_vars = expand
     if not uri.lower().startswith("sql+"):
         raise DatasetError(f"{uri}: a warehouse source starts with sql+ (e.g. sql+postgresql://...)")
     try:
@@ -130,8 +129,16 @@ def parse_warehouse_uri(uri: str, base_dir: str | None = None, expand: bool = Tr
     except ArgumentError as exc:
         raise DatasetError(f"{uri}: not a SQLAlchemy database URL after 'sql+': {exc}") from None
     params = dict(url.query)
-    query = params.pop("query", None)
-    query_file = params.pop("query_file", None)
+    query = _query_of(uri, params.pop("query", None), params.pop("query_file", None), base_dir, expand)
+    url = _url_expanded(url, params, uri) if expand else url.set(query=params)
+    if url.get_backend_name() == "sqlite":
+        url = _sqlite_file(url, uri, base_dir)
+    return url, query
+
+
+def _query_of(uri: str, query: Any, query_file: Any, base_dir: str | None, expand: bool) -> str:
+    """The URI's query, given as ``query=`` or (the operator's only) read from
+    ``query_file=``, without its trailing semicolon; a SELECT, WITH or VALUES."""
     if isinstance(query, tuple) or isinstance(query_file, tuple):
         raise DatasetError(f"{uri}: give the query once")
     if query_file and not expand:
@@ -154,34 +161,41 @@ def parse_warehouse_uri(uri: str, base_dir: str | None = None, expand: bool = Tr
     first = match.group(1).lower() if match else query[:10]
     if first not in ("select", "with", "values"):
         raise DatasetError(f"{uri}: the query must be a SELECT (or WITH ... SELECT), not {first.upper()!r}")
+    return query
+
+
+def _url_expanded(url, params: dict, uri: str):
+    """The URL with ``${VAR}`` in its user, password, host, database and driver options
+    filled in from the environment."""
 
     def expand(value):
-        if not expand_vars:
-            return value
         if isinstance(value, tuple):
             return tuple(expand_env(v, uri) for v in value)
         return expand_env(value, uri) if isinstance(value, str) else value
 
-    url = url.set(
+    return url.set(
         username=expand(url.username),
         password=expand(url.password),
         host=expand(url.host),
         database=expand(url.database),
         query={k: expand(v) for k, v in params.items()},
     )
-    if url.get_backend_name() == "sqlite":
-        database = url.database or ""
-        if database in ("", ":memory:") or database.startswith("file:"):
-            if database in ("", ":memory:"):
-                raise DatasetError(f"{uri}: an in-memory SQLite database holds no dataset: give a file path")
-        else:
-            path = Path(database)
-            if not path.is_absolute() and base_dir:
-                path = Path(base_dir) / path
-            if not path.is_file():
-                raise DatasetError(f"{uri}: no such SQLite database file {path}")
-            url = url.set(database=str(path))
-    return url, query
+
+
+def _sqlite_file(url, uri: str, base_dir: str | None):
+    """A SQLite source's database: a file that exists (relative to ``base_dir``), or a
+    ``file:`` URI; never in memory."""
+    database = url.database or ""
+    if database in ("", ":memory:"):
+        raise DatasetError(f"{uri}: an in-memory SQLite database holds no dataset: give a file path")
+    if database.startswith("file:"):
+        return url
+    path = Path(database)
+    if not path.is_absolute() and base_dir:
+        path = Path(base_dir) / path
+    if not path.is_file():
+        raise DatasetError(f"{uri}: no such SQLite database file {path}")
+    return url.set(database=str(path))
 
 
 @register("sql")

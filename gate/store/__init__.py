@@ -19,7 +19,8 @@ Modules, bottom up (each imports only the ones above it; this file imports them 
   ``versions`` (a dataset's imported, immutable versions and their rows), ``live``
   (the live ``prompt`` table and its ``prompt_version`` history), ``locks`` (the
   per-prompt lock rows submissions serialize on), ``providers``, ``updates``, ``runs``,
-  ``items`` (and the answers kept for reuse), ``stops`` (a run's running counts, the stop
+  ``items`` (claimed, leased, written back), ``answers`` (kept for reuse),
+  ``item_stats`` (what a run's items add up to), ``stops`` (a run's running counts, the stop
   of an update before all its items are called), ``spend`` (limits, reservations against
   them, counters), ``workers``, ``ratelimits`` (rate-limit
   buckets and usage), ``retention`` (what ``prune`` may delete), ``tokens`` (the HTTP
@@ -30,6 +31,7 @@ Modules, bottom up (each imports only the ones above it; this file imports them 
 
 from __future__ import annotations
 
+from .answers import find_answers, reuse_stats, save_answers
 from .datasets import (
     delete_dataset,
     delete_mapping,
@@ -43,25 +45,24 @@ from .datasets import (
 from .dialect import db_now, seconds_since
 from .fields import field_counts, field_flips, label_confusion, structured_breakdown
 from .fleet import fleet_counts
-from .items import (
+from .item_stats import (
     call_stats,
+    failing_items,
+    flip_counts,
+    flipped_items,
+    item_attempt_stats,
+    run_breakdown,
+    run_counts,
+)
+from .items import (
     claim_items,
     claim_items_from,
     copy_version_page,
     fail_exhausted_items,
     fail_unclaimed_items,
-    failing_items,
-    find_answers,
-    flip_counts,
-    flipped_items,
-    item_attempt_stats,
     item_claim_query,
     release_items,
     renew_item_leases,
-    reuse_stats,
-    run_breakdown,
-    run_counts,
-    save_answers,
     write_item_results,
 )
 from .live import find_live, live_version, prompt_history, restore_live, write_live

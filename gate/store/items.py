@@ -1,7 +1,7 @@
 """Items (``prompt_run_item``): a run's rows, copied page by page from its dataset version
 by materialize, claimed in chunks under a lease by execute and written back guarded by the
-lease token; the answers kept for reuse (``answer``); and the per-run aggregates finalize,
-status and reports read."""
+lease token, given back or ended ERROR. The answers kept for reuse: ``answers``; what a
+run's items add up to (finalize, status, reports): ``item_stats``."""
 
 from __future__ import annotations
 
@@ -25,14 +25,11 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Connection
 
-from ..models import Answer, ClaimedItem, FlipSample, ItemResult, ItemSample, RunCounts
-from ..states import RUN_TERMINAL, Verdict
-from ..stats import nearest_rank
+from ..models import ClaimedItem, ItemResult
+from ..states import Verdict
 from .dialect import db_now
-from .schema import EPOCH, answer, dataset_row, new_token, prompt_run, prompt_run_item
+from .schema import EPOCH, dataset_row, new_token, prompt_run, prompt_run_item
 from .textsql import (
-    answers_found_sql,
-    answers_insert_sql,
     item_claim_from_sql,
     item_lease_sql,
     item_results_sql,
@@ -72,11 +69,10 @@ def item_claim_query(run_id: int, limit: int, attempt_cap: int | None = None):
     return _ITEM_CLAIM.params(run_id=run_id, limit=limit)
 
 
-def _item_claim_statements():
-    """The claim's statements, built once with bound parameters: building them per claim
-    was a third of a claim's CPU (see bench/README.md)."""
-    i, r = prompt_run_item, dataset_row
-    claim = (
+def _claim_statement():
+    """The claim's locking read: a run's ready items in lease order (``item_claim_query``)."""
+    i = prompt_run_item
+    return (
         select(i.c.position)
         .where(
             i.c.run_id == bindparam("run_id", type_=BigInteger),
@@ -87,7 +83,12 @@ def _item_claim_statements():
         .limit(bindparam("limit", type_=Integer))
         .with_for_update(skip_locked=True)
     )
-    claim_from = (
+
+
+def _claim_from_statement():
+    """``claim_items_from``'s locking read: items never leased, from a position on."""
+    i = prompt_run_item
+    return (
         select(i.c.position)
         .with_hint(i, "FORCE INDEX (ix_item_ready)", "mysql")
         .with_hint(i, "INDEXED BY ix_item_ready", "sqlite")
@@ -103,7 +104,12 @@ def _item_claim_statements():
         .limit(bindparam("limit", type_=Integer))
         .with_for_update(skip_locked=True)
     )
-    lease = (
+
+
+def _lease_statement():
+    """The lease of the locked items under the attempt cap: a fresh token, one more attempt."""
+    i = prompt_run_item
+    return (
         update(i)
         .where(
             i.c.run_id == bindparam("claimed_run", type_=BigInteger),
@@ -116,8 +122,13 @@ def _item_claim_statements():
             attempt=i.c.attempt + 1,
         )
     )
+
+
+def _claimed_statement():
+    """The claimed items as the executor needs them, with their dataset row's input."""
+    i, r = prompt_run_item, dataset_row
     version = select(prompt_run.c.dataset_version_id).where(prompt_run.c.id == i.c.run_id).scalar_subquery()
-    claimed = (
+    return (
         select(
             i.c.position,
             i.c.item_id,
@@ -132,10 +143,12 @@ def _item_claim_statements():
             i.c.position.in_(bindparam("positions", expanding=True)),
         )
     )
-    return claim, claim_from, lease, claimed
 
 
-_ITEM_CLAIM, _ITEM_CLAIM_FROM, _ITEM_LEASE, _ITEM_CLAIMED = _item_claim_statements()
+# The claim's statements, built once with bound parameters: building them per claim was a
+# third of a claim's CPU (see bench/README.md).
+_ITEM_CLAIM, _ITEM_CLAIM_FROM = _claim_statement(), _claim_from_statement()
+_ITEM_LEASE, _ITEM_CLAIMED = _lease_statement(), _claimed_statement()
 EXHAUSTED = "no result after every attempt"
 
 
@@ -328,244 +341,3 @@ def fail_unclaimed_items(conn: Connection, run_id: int, reason: str) -> int:
         )
         .values(verdict=Verdict.ERROR, lease_token=None, error=reason)
     ).rowcount
-
-
-LABEL_CHARS = 128  # a label's length at most (gate.spec)
-
-
-def run_breakdown(conn: Connection, run_id: int) -> list[tuple[str, str, str | None, int]]:
-    """(verdict, expected, actual, count): the one GROUP BY finalize derives a label
-    decision's metrics from. Labels are at most 128 characters: grouping by that prefix of
-    the text columns keeps MariaDB's temporary table in memory (1,000,000 items: 0.6 s,
-    against 1.8 s grouping the columns themselves)."""
-    i = prompt_run_item
-    expected, actual = (func.substr(c, 1, LABEL_CHARS) for c in (i.c.expected_decision, i.c.actual_decision))
-    return [
-        tuple(r)
-        for r in conn.execute(
-            select(i.c.verdict, expected, actual, func.count())
-            .where(i.c.run_id == run_id)
-            .group_by(i.c.verdict, expected, actual)
-        )
-    ]
-
-
-def run_counts(conn: Connection, run_ids: Sequence[int]) -> dict[int, RunCounts]:
-    if not run_ids:
-        return {}
-    i = prompt_run_item
-    counts: dict[int, dict[str, int]] = {rid: {} for rid in run_ids}
-    for run_id, verdict, n in conn.execute(
-        select(i.c.run_id, i.c.verdict, func.count())
-        .where(i.c.run_id.in_(list(run_ids)))
-        .group_by(i.c.run_id, i.c.verdict)
-    ):
-        counts[run_id][verdict] = n
-    return {
-        rid: RunCounts(
-            total=sum(c.values()),
-            pending=c.get(Verdict.PENDING, 0),
-            match=c.get(Verdict.MATCH, 0),
-            mismatch=c.get(Verdict.MISMATCH, 0),
-            error=c.get(Verdict.ERROR, 0),
-            stopped=c.get(Verdict.STOPPED, 0),
-        )
-        for rid, c in counts.items()
-    }
-
-
-def failing_items(conn: Connection, run_id: int, limit: int, errors_only: bool = False) -> list[ItemSample]:
-    """The run's first ``limit`` MISMATCH and ERROR items (ERROR only with ``errors_only``)."""
-    i = prompt_run_item
-    verdicts = [Verdict.ERROR] if errors_only else [Verdict.MISMATCH, Verdict.ERROR]
-    rows = conn.execute(
-        select(i.c.item_id, i.c.expected_decision, i.c.actual_decision, i.c.verdict, i.c.raw_output, i.c.error)
-        .where(i.c.run_id == run_id, i.c.verdict.in_(verdicts))
-        .order_by(i.c.position)
-        .limit(limit)
-    )
-    return [ItemSample(*r) for r in rows]
-
-
-def flip_counts(conn: Connection, run_id: int, baseline_run_id: int) -> dict[str, int]:
-    """The run's items paired by position with the baseline's (same dataset version):
-    fixed (baseline wrong, run right), broken (baseline right, run wrong), both right,
-    both wrong. Only items both scored count (an ERROR item pairs with nothing)."""
-    cand, live = prompt_run_item.alias("cand"), prompt_run_item.alias("live")
-    right_now, right_before = cand.c.verdict == Verdict.MATCH, live.c.verdict == Verdict.MATCH
-    scored = [Verdict.MATCH, Verdict.MISMATCH]
-
-    def count(condition):
-        return func.coalesce(func.sum(case((condition, 1), else_=0)), 0)
-
-    row = conn.execute(
-        select(
-            count(right_now & ~right_before),
-            count(~right_now & right_before),
-            count(right_now & right_before),
-            count(~right_now & ~right_before),
-        )
-        .select_from(cand.join(live, (live.c.run_id == baseline_run_id) & (live.c.position == cand.c.position)))
-        .where(cand.c.run_id == run_id, cand.c.verdict.in_(scored), live.c.verdict.in_(scored))
-    ).first()
-    fixed, broken, both_right, both_wrong = (int(v) for v in row)
-    return {
-        "fixed": fixed,
-        "broken": broken,
-        "both_right": both_right,
-        "both_wrong": both_wrong,
-        "paired": fixed + broken + both_right + both_wrong,
-    }
-
-
-def flipped_items(
-    conn: Connection, run_id: int, baseline_run_id: int, limit: int, broken: bool = True
-) -> list[FlipSample]:
-    """The first ``limit`` items (by position) the run broke (baseline right, run wrong),
-    or with ``broken`` False fixed."""
-    cand, live = prompt_run_item.alias("cand"), prompt_run_item.alias("live")
-    now, before = (Verdict.MISMATCH, Verdict.MATCH) if broken else (Verdict.MATCH, Verdict.MISMATCH)
-    rows = conn.execute(
-        select(
-            cand.c.item_id, cand.c.expected_decision, live.c.actual_decision, cand.c.actual_decision, cand.c.raw_output
-        )
-        .select_from(cand.join(live, (live.c.run_id == baseline_run_id) & (live.c.position == cand.c.position)))
-        .where(cand.c.run_id == run_id, cand.c.verdict == now, live.c.verdict == before)
-        .order_by(cand.c.position)
-        .limit(limit)
-    )
-    return [FlipSample(*r) for r in rows]
-
-
-def call_stats(conn: Connection, run_id: int) -> dict[str, Any]:
-    """The run's model calls as the report shows them: latency p50/p95/max (ms, nearest
-    rank, read in the database: two ordered single-row reads, not every value), token
-    sums, answers reused (their latency and tokens are those of the call that paid for
-    them) and answered items with no token count (``unmetered``: no cost can be had)."""
-    i = prompt_run_item
-    answered = [i.c.run_id == run_id, i.c.verdict.in_([Verdict.MATCH, Verdict.MISMATCH])]
-    row = conn.execute(
-        select(
-            func.count(i.c.latency_ms),
-            func.max(i.c.latency_ms),
-            func.coalesce(func.sum(i.c.prompt_tokens), 0),
-            func.coalesce(func.sum(i.c.completion_tokens), 0),
-            func.coalesce(func.sum(case((i.c.reused_update_id.is_not(None), 1), else_=0)), 0),
-            func.coalesce(
-                func.sum(case(((i.c.prompt_tokens.is_(None)) | (i.c.completion_tokens.is_(None)), 1), else_=0)), 0
-            ),
-        ).where(*answered)
-    ).first()
-    timed = int(row[0])
-
-    def at_percentile(q: int) -> int | None:
-        if not timed:
-            return None
-        return conn.execute(
-            select(i.c.latency_ms)
-            .where(*answered, i.c.latency_ms.is_not(None))
-            .order_by(i.c.latency_ms)
-            .offset(nearest_rank(q, timed) - 1)
-            .limit(1)
-        ).scalar()
-
-    return {
-        "latency_ms": {"p50": at_percentile(50), "p95": at_percentile(95), "max": row[1], "timed": timed},
-        "prompt_tokens": int(row[2]),
-        "completion_tokens": int(row[3]),
-        "reused": int(row[4]),
-        "unmetered": int(row[5]),
-    }
-
-
-def reuse_stats(conn: Connection, run_ids: Sequence[int]) -> dict[int, dict[int, int]]:
-    """Per run: how many of its answers came from which earlier update."""
-    i = prompt_run_item
-    found: dict[int, dict[int, int]] = {rid: {} for rid in run_ids}
-    if run_ids:
-        for run_id, update_id, n in conn.execute(
-            select(i.c.run_id, i.c.reused_update_id, func.count())
-            .where(i.c.run_id.in_(list(run_ids)), i.c.reused_update_id.is_not(None))
-            .group_by(i.c.run_id, i.c.reused_update_id)
-        ):
-            found[run_id][update_id] = n
-    return found
-
-
-def find_answers(conn: Connection, keys: Sequence[str]) -> dict[str, Answer]:
-    """The answers already paid for among these request keys whose run is finished (a
-    primary-key lookup each, and the run's)."""
-    if not keys:
-        return {}
-    quote = string_literal(conn)
-    if quote is not None:
-        rows = conn.exec_driver_sql(
-            answers_found_sql(sorted(set(keys)), quote), execution_options={"no_parameters": True}
-        )
-        return {row[0]: Answer(*row) for row in rows}
-    a, r = answer, prompt_run
-    rows = conn.execute(
-        select(
-            a.c.request_key,
-            a.c.actual_decision,
-            a.c.raw_output,
-            a.c.latency_ms,
-            a.c.prompt_tokens,
-            a.c.completion_tokens,
-            a.c.update_id,
-            a.c.run_id,
-        )
-        .join(r, r.c.id == a.c.run_id)
-        .where(a.c.request_key.in_(sorted(set(keys))), r.c.status.in_(sorted(RUN_TERMINAL)))
-    )
-    return {row.request_key: Answer(*row) for row in rows}
-
-
-def save_answers(conn: Connection, answers: Sequence[Answer]) -> None:
-    """Keep new answers for reuse. A kept answer is the first the gate obtained for its
-    request and is never replaced (INSERT IGNORE): no sequence of submissions can swap in
-    an answer it liked better, so what an apply reuses cannot be cherry-picked. Runs that
-    asked for fresh calls (``--no-reuse``) keep theirs to themselves (the caller does not
-    save them)."""
-    if not answers:
-        return
-    answers = sorted(answers, key=lambda a: a.request_key)  # one key order: no deadlock
-    quote = string_literal(conn)
-    if quote is not None:
-        for statement in answers_insert_sql(answers, quote):
-            conn.exec_driver_sql(statement, execution_options={"no_parameters": True})
-        return
-    rows = [
-        {
-            "request_key": a.request_key,
-            "actual_decision": a.actual_decision,
-            "raw_output": a.raw_output,
-            "latency_ms": a.latency_ms,
-            "prompt_tokens": a.prompt_tokens,
-            "completion_tokens": a.completion_tokens,
-            "update_id": a.update_id,
-            "run_id": a.run_id,
-            "trial_of": a.trial_of,
-        }
-        for a in answers
-    ]
-    stmt = (
-        insert(answer)
-        .values(created_at=db_now())
-        .prefix_with("IGNORE", dialect="mysql")
-        .prefix_with("OR IGNORE", dialect="sqlite")
-    )
-    conn.execute(stmt, rows)
-
-
-def item_attempt_stats(conn: Connection, run_ids: Sequence[int]) -> dict[str, int]:
-    """Calls beyond the first per item (retries and re-claims), for status and reports."""
-    if not run_ids:
-        return {"retried_items": 0, "extra_attempts": 0, "max_attempt": 0}
-    i = prompt_run_item
-    retried = func.coalesce(func.sum(case((i.c.attempt > 1, 1), else_=0)), 0)
-    extra = func.coalesce(func.sum(case((i.c.attempt > 1, i.c.attempt - 1), else_=0)), 0)
-    row = conn.execute(
-        select(retried, extra, func.coalesce(func.max(i.c.attempt), 0)).where(i.c.run_id.in_(list(run_ids)))
-    ).first()
-    return {"retried_items": int(row[0]), "extra_attempts": int(row[1]), "max_attempt": int(row[2])}

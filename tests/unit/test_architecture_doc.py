@@ -354,7 +354,7 @@ def test_the_architecture_page_matches_the_code(doc, check):
 
 def test_a_function_missing_from_the_statement_table_is_named(doc):
     drifted = doc.replace("`flip_counts`, ", "").replace(", `flip_counts`", "")
-    assert any("lacks `flip_counts`" in p and "items.py" in p for p in statement_table_problems(drifted))
+    assert any("lacks `flip_counts`" in p and "item_stats.py" in p for p in statement_table_problems(drifted))
 
 
 def test_a_function_that_does_not_exist_is_named(doc):

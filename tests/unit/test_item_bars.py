@@ -1,5 +1,5 @@
 """The bars of a fields decision and of slices, protected items and accepted breaks
-(gate/bars.py, gate/itempolicy.py, gate/update_outcome.py): each fails, passes, waits or does not
+(gate/bars.py, gate/barchecks.py, gate/itempolicy.py, gate/update_outcome.py): each fails, passes, waits or does not
 apply as documented, and a pull request cannot switch one off by making it uncomputable."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from gate.bars import Bars, check
+from gate.barchecks import check
+from gate.bars import Bars
 from gate.errors import UsageError
 from gate.itempolicy import ItemPolicy
 from gate.update_outcome import update_end

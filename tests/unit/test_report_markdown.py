@@ -14,7 +14,7 @@ from action_harness import GOLDEN, HEAD1, HEAD2, HOSTILE, REPO, ROOT, unescaped_
 
 from gate import gateconfig
 from gate.action import Problem
-from gate.bars import drop_check
+from gate.barchecks import drop_check
 from gate.markdown import (
     GITHUB_COMMENT_LIMIT,
     MARKER,

@@ -13,7 +13,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from gate.bars import Bars, check
+from gate.barchecks import check
+from gate.bars import Bars
 from gate.markdown import render_report_markdown
 from gate.models import Update
 from gate.report import render_text

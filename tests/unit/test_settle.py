@@ -2,7 +2,7 @@
 a run it calls settled has no completion that clears its bars (it never stops a run that
 could still pass), and a run no completion can clear is called settled (it stops as soon as
 it may). The oracle judges the bars on its own, from the definitions (exact fractions, the
-paired interval of gate.stats), not through gate.bars."""
+paired interval of gate.stats), not through gate.barchecks."""
 
 from __future__ import annotations
 
