@@ -69,7 +69,7 @@ class ItemCaller:
         result says how many model calls it took (``calls``)."""
         made: list[int] = []
         result = self._result(run, item, messages, keys, known, made)
-        return replace(result, calls=len(made)) if made else result
+        return replace(result, calls=len(made)) if len(made) != result.calls else result
 
     def _result(
         self,
@@ -95,7 +95,7 @@ class ItemCaller:
         return (
             out
             if isinstance(out, ItemResult)
-            else called_result(item, out, keys[0] if keys else None, run.spec.decision)
+            else called_result(item, out, keys[0] if keys else None, run.spec.decision, len(made))
         )
 
     def _trials(

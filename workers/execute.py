@@ -32,7 +32,6 @@ import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 
 from sqlalchemy.exc import DBAPIError
 
@@ -285,7 +284,13 @@ class Executor(Poller):
         if not missing:
             return items
         inputs = read(self.engine, lambda conn: store.version_inputs(conn, run.version_id, missing))
-        return [i if i.input is not None else replace(i, input=inputs.get(i.position)) for i in items]
+        # the constructor, not dataclasses.replace: a tenth of the cost, on every item of a chunk
+        return [
+            i
+            if i.input is not None
+            else ClaimedItem(i.run_id, i.position, i.item_id, inputs.get(i.position), i.expected_decision, i.attempt)
+            for i in items
+        ]
 
     def _answers(self, keys: list[str]) -> dict[str, Answer]:
         if not keys:

@@ -42,8 +42,10 @@ def judged(decision: Decision | None, actual: str, expected: str) -> dict:
     }
 
 
-def called_result(item: ClaimedItem, out, key: str | None, decision: Decision | None = None) -> ItemResult:
-    """An item scored by the answer of its one call."""
+def called_result(
+    item: ClaimedItem, out, key: str | None, decision: Decision | None = None, calls: int = 0
+) -> ItemResult:
+    """An item scored by the answer of its one call (``calls``: the model calls it took)."""
     actual = out.decision[:MAX_READ_CHARS]
     return ItemResult(
         item.position,
@@ -53,6 +55,7 @@ def called_result(item: ClaimedItem, out, key: str | None, decision: Decision | 
         prompt_tokens=out.prompt_tokens,
         completion_tokens=out.completion_tokens,
         answer_key=key,
+        calls=calls,
         **judged(decision, actual, item.expected_decision),
     )
 

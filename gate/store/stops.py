@@ -16,12 +16,14 @@ writes nothing: a stopped item is never resurrected or counted twice."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import BigInteger, DateTime, Integer, String, and_, func, literal, select, union_all, update
+from sqlalchemy import BigInteger, DateTime, Integer, String, and_, bindparam, func, literal, select, union_all, update
 from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.engine import Connection
+from sqlalchemy.sql.elements import BindParameter
 
 from ..states import RUN_OPEN, UPDATE_OPEN, RunStatus, Verdict
 from .dialect import db_now
@@ -55,36 +57,56 @@ def add_tally(
     and read values are JSON objects: one per item, and longer than the tally's key):
     counted without them, as '' — the bars judged early then are accuracy and those
     against live (``gate.settle``: its labels are not complete)."""
+    counted, called = bool(positions), calls > 0
+    if not counted and not called:
+        return
+    stmt = _tally_statement(conn.dialect.name, counted, called, live_run_id is not None, by_label)
+    params: dict[str, Any] = {"tally_run": int(run_id), "tally_stripe": int(stripe)}
+    if counted:
+        params["tally_positions"] = [int(p) for p in positions]
+    if called:
+        params["tally_calls"] = int(calls)
+    if live_run_id is not None:
+        params["tally_live_run"] = int(live_run_id)
+    conn.execute(stmt, params)
+
+
+@functools.cache
+def _tally_statement(dialect: str, counted: bool, called: bool, live: bool, by_label: bool):
+    """``add_tally``'s statement for one shape, built once with its values as parameters:
+    on every write-back, building it anew (an alias, a join, a union, an upsert) was a
+    tenth of a P4 worker's GIL time (bench/README.md, the database path)."""
+    run_id, stripe = bindparam("tally_run", type_=BigInteger), bindparam("tally_stripe", type_=Integer)
     parts = []
-    if positions:
+    if counted:
+        live_run_id = bindparam("tally_live_run", type_=BigInteger) if live else None
+        positions = bindparam("tally_positions", expanding=True)
         parts.append(_outcome_rows(run_id, live_run_id, stripe, positions, by_label))
-    if calls > 0:
+    if called:
+        calls = bindparam("tally_calls", type_=BigInteger)
         parts.append(
             select(
-                literal(int(run_id), BigInteger),
-                literal(stripe, Integer),
+                run_id,
+                stripe,
                 literal(CALLS, String),
                 literal("", String),
                 literal("", String),
                 literal("", String),
-                literal(int(calls), BigInteger),
+                calls,
             )
         )
-    if not parts:
-        return
     rows = parts[0] if len(parts) == 1 else union_all(*parts)
-    conn.execute(_upsert(conn, rows))
+    return _upsert(dialect, rows)
 
 
-def _outcome_rows(
-    run_id: int, live_run_id: int | None, stripe: int, positions: Sequence[int] | None = None, by_label: bool = True
-):
+def _outcome_rows(run_id, live_run_id, stripe, positions=None, by_label: bool = True):
     """(run, stripe, verdict, expected, answer, live verdict, n) of a run's written items
-    (those at ``positions``; None: all); without ``by_label``, expected and answer ''."""
+    (those at ``positions``; None: all); without ``by_label``, expected and answer ''. The
+    ids, the stripe and the positions are values or (``add_tally``) bound parameters."""
     c = prompt_run_item.alias("c")
     where = [c.c.run_id == run_id, c.c.verdict.in_(WRITTEN)]
     if positions is not None:
-        where.append(c.c.position.in_(list(positions)))
+        where.append(c.c.position.in_(positions if isinstance(positions, BindParameter) else list(positions)))
     actual = func.coalesce(c.c.actual_decision, "") if by_label else literal("", String)
     expected = c.c.expected_decision if by_label else literal("", String)
     if live_run_id is None:
@@ -92,11 +114,11 @@ def _outcome_rows(
     else:
         live = prompt_run_item.alias("l")
         live_verdict = func.coalesce(live.c.verdict, "")
-        source = c.outerjoin(live, and_(live.c.run_id == int(live_run_id), live.c.position == c.c.position))
+        source = c.outerjoin(live, and_(live.c.run_id == live_run_id, live.c.position == c.c.position))
     return (
         select(
-            literal(int(run_id), BigInteger),
-            literal(stripe, Integer),
+            _column(run_id, BigInteger),
+            _column(stripe, Integer),
             c.c.verdict,
             expected,
             actual,
@@ -109,10 +131,14 @@ def _outcome_rows(
     )
 
 
-def _upsert(conn: Connection, rows):
+def _column(value, type_):
+    return value if isinstance(value, BindParameter) else literal(int(value), type_)
+
+
+def _upsert(dialect: str, rows):
     t = prompt_run_tally
     columns = [*TALLY_KEY, "n"]
-    if conn.dialect.name == "mysql":
+    if dialect == "mysql":
         stmt = mysql.insert(t).from_select(columns, rows)
         return stmt.on_duplicate_key_update(n=t.c.n + stmt.inserted.n)
     stmt = sqlite.insert(t).from_select(columns, select(rows.subquery()).where(literal(True)))
