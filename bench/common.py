@@ -203,3 +203,22 @@ def rules_spec(name: str):
     from helpers import rules_spec as make
 
     return make(name)
+
+
+def mariadb_process(port: int | None = None):
+    """The MariaDB server process listening on ``port`` (the bench's own; the first one
+    without), or None (psutil)."""
+    import psutil
+
+    servers = [p for p in psutil.process_iter(["name", "cmdline"]) if p.info["name"] in ("mariadbd", "mysqld")]
+    return next(
+        (p for p in servers if port is None or f"--port={port}" in (p.info["cmdline"] or [])),
+        servers[0] if servers and port is None else None,
+    )
+
+
+def server_seconds(process) -> float:
+    if process is None:
+        return 0.0
+    times = process.cpu_times()
+    return times.user + times.system

@@ -27,7 +27,7 @@ import tempfile
 import time
 from urllib.parse import urlsplit
 
-from common import gated_dataset, mariadb, result, rules_spec
+from common import gated_dataset, mariadb, mariadb_process, result, rules_spec, server_seconds
 
 CLAIM = (
     "SELECT position FROM prompt_run_item WHERE run_id = %s AND verdict = 'PENDING' "
@@ -108,7 +108,6 @@ def bare_ceiling(
     url, run_id = materialized_run(server_url, database, items)
     scored = multiprocessing.Value("q", 0)
     procs = [multiprocessing.Process(target=claimer, args=(url, run_id, chunk, scored)) for _ in range(processes)]
-    from p4_db_ceiling import mariadb_process, server_seconds
 
     server = mariadb_process(urlsplit(url).port)
     server_cpu, started = server_seconds(server), time.monotonic()

@@ -27,7 +27,7 @@ import threading
 import time
 from pathlib import Path
 
-from common import fresh_database, mariadb, result, rules_spec, write_dataset
+from common import fresh_database, mariadb, mariadb_process, result, rules_spec, server_seconds, write_dataset
 from p4_bare_ceiling import bare_ceiling
 
 TARGET_RATIO = 0.5
@@ -153,25 +153,6 @@ def scored_per_second(gate, uid: int, args, timings: bool, processes: int = 2) -
     if timer:
         timer.print(args.items)
     return scored / wall
-
-
-def mariadb_process(port: int | None = None):
-    """The MariaDB server process listening on ``port`` (the bench's own; the first one
-    without), or None (psutil)."""
-    import psutil
-
-    servers = [p for p in psutil.process_iter(["name", "cmdline"]) if p.info["name"] in ("mariadbd", "mysqld")]
-    return next(
-        (p for p in servers if port is None or f"--port={port}" in (p.info["cmdline"] or [])),
-        servers[0] if servers and port is None else None,
-    )
-
-
-def server_seconds(process) -> float:
-    if process is None:
-        return 0.0
-    times = process.cpu_times()
-    return times.user + times.system
 
 
 def gate_rate(server_url: str, kind: str, args, n: int) -> float:

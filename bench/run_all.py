@@ -23,6 +23,7 @@ BENCHES = [
     ["p4_bare_ceiling.py"],
     ["p1_users.py", "--promptfoo"],
     ["p10_million.py"],
+    ["connect_cost.py"],
 ]
 
 

@@ -110,7 +110,9 @@ def test_wait_progress_on_a_pipe_and_on_a_terminal(mysql_gate, tmp_path):
     # a terminal: the block is redrawn in place, with an ETA once items were scored
     drawn = on_terminal.decode()
     assert len(re.findall(r"\x1b\[3A\r\x1b\[J", drawn)) >= 3, drawn  # up over the 3 lines, clear, draw again
-    assert re.search(rf"  hard  \d+/{ROWS} scored  accuracy so far \d+\.\d%  ETA \d+:\d\d\r\n", drawn), drawn
+    # (which dataset is caught part-way depends on the redraws' timing: under load one can go
+    # from 0 to done between two of them)
+    assert re.search(rf"  (hard|easy)  \d+/{ROWS} scored  accuracy so far \d+\.\d%  ETA \d+:\d\d\r\n", drawn), drawn
     status, *datasets = drawn.rsplit("\x1b[3A\r\x1b[J", 1)[1].removesuffix("\r\n").split("\r\n")
     assert status == f"update {uid} p1: PASSED" and sorted(datasets) == [
         f"  easy  {ROWS}/{ROWS} scored  accuracy 100.0%  done",
