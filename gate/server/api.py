@@ -185,9 +185,11 @@ async def report(
     update_id: UpdateId,
     failures: int = Query(5, ge=0, le=100),
     view: str = Query("status", pattern="^(status|wire)$", description=REPORT_VIEWS),
-    _caller: Caller = Depends(require("read")),
+    caller: Caller = Depends(require("read")),
 ):
-    body = await request.app.state.reports.report_json(update_id, failures, view == "wire")
+    """A dataset's items (failing, broken samples) only for a reader who may read its rows."""
+    reports = request.app.state.reports
+    body = await reports.report_json(update_id, failures, view == "wire", caller.scope == "admin")
     return Response(body, media_type="application/json")
 
 
@@ -205,12 +207,12 @@ async def wait(
     caller: Caller = Depends(require("read")),
 ):
     """Waiting is reading: the read scope (a release pipeline's token) suffices."""
-    wire = view == "wire"
+    want = (failures, view == "wire", caller.scope == "admin")  # a holdout's items for admin only
     with request.app.state.wait_slots.hold(caller.name if caller.scope else None):  # per token (429); anonymous: one
-        status = await request.app.state.watcher.wait(update_id, timeout, want=(failures, wire))  # made before it wakes
+        status = await request.app.state.watcher.wait(update_id, timeout, want=want)  # made before it wakes
     if status == UNKNOWN:
         raise NotFound(f"unknown update {update_id}")
-    body = await request.app.state.reports.report_json(update_id, failures, wire)
+    body = await request.app.state.reports.report_json(update_id, *want)
     return Response(body, media_type="application/json")
 
 

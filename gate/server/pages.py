@@ -38,7 +38,7 @@ from ..untrusted import CONTROL, one_line
 from . import views
 from .auth import ANONYMOUS, PAGE_COOKIE, AuthError, Caller, bearer, page_caller
 from .edge import origin_allowed
-from .sources import rows_readable
+from .sources import holdout_items_hidden, rows_readable
 
 log = logging.getLogger("promptgate.server")
 router = APIRouter(include_in_schema=False)
@@ -239,6 +239,8 @@ def update_page(request: Request, update_id: int):
         if not 0 < update_id < 2**63:
             raise NotFound(f"unknown update {update_id}")
         report = gate_of(request).status(update_id, count)
+        if caller.scope != "admin":  # a holdout's items for admin only
+            report = holdout_items_hidden(report, gate_of(request))
         view = views.update_view(report)
         return page(
             "update.html.j2",

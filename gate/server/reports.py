@@ -10,7 +10,7 @@ import json
 import time
 
 from ..wire import encode
-from .sources import scrubbed
+from .sources import holdout_items_hidden, scrubbed
 
 TERMINAL_KEEP_SECONDS = 30.0
 
@@ -18,14 +18,15 @@ TERMINAL_KEEP_SECONDS = 30.0
 class ReportCache:
     def __init__(self, gate, keep: float = TERMINAL_KEEP_SECONDS, size: int = 512):
         self.gate, self.keep, self.size = gate, keep, size
-        self.done: dict[tuple[int, int, bool], tuple[float, bytes]] = {}
-        self.building: dict[tuple[int, int, bool], asyncio.Task] = {}
+        self.done: dict[tuple[int, int, bool, bool], tuple[float, bytes]] = {}
+        self.building: dict[tuple[int, int, bool, bool], asyncio.Task] = {}
 
-    async def report_json(self, update_id: int, failures: int, wire: bool = False) -> bytes:
+    async def report_json(self, update_id: int, failures: int, wire: bool = False, admin: bool = True) -> bytes:
         """The update's report as JSON bytes: the documented ``status --json`` form
         (gate/schemas/status.schema.json), or with ``wire`` the ``gate.wire`` encoding the
-        client decodes back into the very ``UpdateReport``."""
-        key = (update_id, failures, wire)
+        client decodes back into the very ``UpdateReport``. Not ``admin``: a holdout's
+        items left out (``sources.holdout_items_hidden``)."""
+        key = (update_id, failures, wire, admin)
         hit = self.done.get(key)
         if hit is not None and hit[0] > time.monotonic():
             return hit[1]
@@ -35,17 +36,19 @@ class ReportCache:
             task.add_done_callback(lambda _t: self.building.pop(key, None))
         return await asyncio.shield(task)
 
-    async def prepare(self, wanted: dict[int, set[tuple[int, bool]]]) -> None:
+    async def prepare(self, wanted: dict[int, set[tuple[int, bool, bool]]]) -> None:
         """Build (and keep) the reports of updates that just ended, each in the forms
-        (``(failures, wire)``) their waiters asked for: the status watcher awaits this
+        (``(failures, wire, admin)``) their waiters asked for: the status watcher awaits this
         before it wakes them. Errors are left to the waiters, who ask again."""
         await asyncio.gather(
-            *(self.report_json(uid, failures, wire) for uid, keys in wanted.items() for failures, wire in keys),
+            *(self.report_json(uid, *key) for uid, keys in wanted.items() for key in keys),
             return_exceptions=True,
         )
 
-    async def _build(self, key: tuple[int, int, bool]) -> bytes:
+    async def _build(self, key: tuple[int, int, bool, bool]) -> bytes:
         report = await asyncio.to_thread(self.gate.status, key[0], key[1])
+        if not key[3]:
+            report = await asyncio.to_thread(holdout_items_hidden, report, self.gate)
         data = scrubbed(encode(report) if key[2] else report.to_dict())
         body = json.dumps(data, ensure_ascii=True, separators=(",", ":"), default=str).encode()
         if report.terminal:

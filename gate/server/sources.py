@@ -161,3 +161,37 @@ HOLDOUT_ROWS = (
     "dataset {name}'s rows are not a repository's (the operator registered it from elsewhere, "
     "a holdout): reading them needs an admin token"
 )
+
+
+def holdout_items_hidden(report, gate):
+    """``report`` (a ``gate.update_report.UpdateReport``) as a reader who is not admin sees
+    it: of each run on a dataset whose rows that reader may not read (``rows_readable``),
+    no item — no failing, broken, wavering or protected sample (ids, expected labels and
+    the model's answers, which a pull request's prompt can make repeat the item). The
+    counts, bars and verdict stay. The dataset as registered now, as ``preview`` reads it;
+    one no longer registered is hidden too."""
+    from dataclasses import replace
+
+    from ..errors import NotFound
+
+    def readable(name: str) -> bool:
+        try:
+            return rows_readable(None, gate.get_dataset(name))
+        except NotFound:
+            return False
+
+    shown = {name: readable(name) for name in {r.dataset for r in report.runs}}
+    runs = [r if shown[r.dataset] else _without_items(r) for r in report.runs]
+    return replace(report, runs=runs)
+
+
+def _without_items(run):
+    from dataclasses import replace
+
+    metrics = dict(run.metrics or {})
+    if isinstance(metrics.get("protected"), dict):
+        metrics["protected"] = {**metrics["protected"], "samples": []}
+    protected = {**run.protected, "samples": []} if run.protected else run.protected
+    return replace(
+        run, failures=[], broken=[], unstable=[], protected=protected, metrics=metrics if run.metrics else run.metrics
+    )

@@ -19,6 +19,7 @@ from gate.client import RemoteGate
 from gate.errors import GateError, UsageError
 from gate.gateconfig import load_config
 from gate.service import Gate
+from gate.spec import parse_spec
 
 ROWS = "/v1/datasets/{}/rows"
 
@@ -376,5 +377,56 @@ def test_a_holdouts_rows_are_read_with_an_admin_token_only(service, tmp_path):
                 page = reader.get("/datasets/holdout")
                 assert page.status_code == 200 and "an admin token reads them" in page.text
                 assert "i1" not in page.text.split("Preview of", 1)[1]
+    finally:
+        gate.close()
+
+
+def test_a_holdouts_items_never_reach_a_non_admin_report(service, tmp_path, model):
+    """Hostile review: preview, diff and the dataset page kept a holdout's rows to admin, but
+    an update's report handed any read token (a pull request's submit token too) the items
+    it failed, broke or wavered on: their ids, expected labels and the model's answers — and
+    the pull request writes the prompt, so the answer can repeat the item's text. Its own
+    check against the holdout, ``failures=100``, then read the holdout back. A holdout's
+    item samples are for admin only; the counts, bars and verdict stay for every reader."""
+    from workers.supervisor import run_until_terminal
+
+    weak = parse_spec(
+        {
+            "name": "p1",
+            "model": "mock-1",
+            "messages": [
+                {"role": "system", "content": "Classify the message.\ndefault: yes"},
+                {"role": "user", "content": "{{ item.text }}"},
+            ],
+        }
+    )
+    gate = Gate.connect(service.db_url)
+    try:
+        gate.register_dataset("holdout", str(write_rule_rows(tmp_path / "h.csv", 20)))  # the operator's
+        gate.map_dataset("p1", "holdout", "0.9")
+        with service.client("submit") as ci:
+            posted = ci.post("/v1/updates", json={"prompt": weak.to_config(), "mode": "check"})
+            assert posted.status_code == 202, posted.text
+            update_id = posted.json()["id"]
+        (ended,) = run_until_terminal(gate, [update_id], timeout=120)
+        assert ended.status == "REJECTED" and ended.runs[0].failures  # half the items fail
+        with service.client("admin") as admin:
+            report = admin.get(f"/v1/updates/{update_id}", params={"failures": 100}).json()
+            assert {f["item_id"] for f in report["runs"][0]["failures"]} >= {"i0", "i2"}
+        for scope in ("read", "submit"):
+            with service.client(scope) as reader:
+                for route, params in (
+                    ("", {"failures": 100}),
+                    ("", {"failures": 100, "view": "wire"}),
+                    ("/wait", {"failures": 100, "timeout": 1}),
+                ):
+                    got = reader.get(f"/v1/updates/{update_id}{route}", params=params)
+                    assert got.status_code == 200, got.text
+                    text = got.text
+                    assert '"i0"' not in text and '"i2"' not in text, (scope, route, params)
+                    run = got.json()["runs"][0]
+                    assert run["matches"] == 10 and run["scored"] == 20  # the figures stay
+                page = reader.get(f"/updates/{update_id}", params={"samples": 100})
+                assert page.status_code == 200 and ">i2<" not in page.text and "i2</" not in page.text
     finally:
         gate.close()

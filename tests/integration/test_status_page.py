@@ -153,7 +153,9 @@ def test_the_status_page_in_chromium(public_service, chromium, tmp_path):
     fleet = None
     try:
         with MockLLMServer(latency_ms=1) as llm, httpx2.Client(base_url=svc.url, timeout=30) as web:
-            gate.register_dataset("tickets", str(write_dataset(tmp_path / "tickets.csv")))
+            gate.register_dataset(  # a repository's file (a gate config declares it): its items are shown
+                "tickets", str(write_dataset(tmp_path / "tickets.csv")), declared_in="gate.yaml"
+            )
             gate.map_dataset("support-triage", "tickets", "0.6", bars={"max_broken": 0})
             applied = gate.submit(
                 rules_spec("support-triage"), "apply", source={"sha": SHA_APPLIED, "pr": 12, "repo": "acme/prompts"}
