@@ -13,7 +13,7 @@ from ..bars import Bars
 from ..errors import DatasetError
 from ..prices import price_changes
 from ..providers import ProviderDecl
-from ..sources import DEFAULT_ID_COLUMN, DEFAULT_LABEL_COLUMN, resolve_path, scheme_of
+from ..sources import DEFAULT_ID_COLUMN, DEFAULT_LABEL_COLUMN, resolve_path, scheme_of, shown_source
 from ..spend import limit_changes
 from .changes import Change, SyncResult, redact, rows_change
 from .parse import BarDecl, GateConfig, load_config
@@ -154,8 +154,9 @@ def _dataset_changes(registered: dict, cfg: GateConfig) -> list[Change]:
             ds.options.get("id_column", DEFAULT_ID_COLUMN),
             ds.options.get("label_column", DEFAULT_LABEL_COLUMN),
         )
-        if want != have:
-            changes.append(Change("dataset-changed", name, _describe(*have), _describe(*want), (name,)))
+        if want != have:  # what is registered, as a reader sees it: a pull request's plan shows it
+            shown = (shown_source(ds.source_uri), *have[1:])
+            changes.append(Change("dataset-changed", name, _describe(*shown), _describe(*want), (name,)))
     return changes
 
 

@@ -302,3 +302,28 @@ def test_a_wrong_source_hosts_list_is_one_line(tmp_path):
         "serve", "--database-url", f"sqlite:///{tmp_path / 'g.db'}", env={"PROMPTGATE_SOURCE_HOSTS": "10.0.0.0/33"}
     )
     assert from_env.returncode == 2 and "neither a host name" in from_env.stderr, from_env.stderr
+
+
+def test_a_dry_run_sync_shows_no_registered_path_nor_credential(mysql_url, tmp_path, site):
+    """Hostile review: a pull request's token (submit) asks for the dry run of a config that
+    re-points the operator's datasets; the plan's "before" was the registered source with
+    only a user-info password masked, so it read back the server's folder and a signed
+    URL's query-string signature and token. The plan shows sources as every other
+    answer of the service does (``shown_source``)."""
+    folder = tmp_path / "operator-secret-folder"
+    folder.mkdir()
+    gate = Gate.connect(mysql_url, upgrade=True)
+    gate.register_dataset("local", str(write_rule_rows(folder / "labels.csv", 4)))
+    gate.register_dataset("signed", f"{site}/ok.csv?X-Amz-Signature=SIGNATURE123&token=TOKEN456")
+    gate.close()
+    config = "datasets:\n  local: https://example.com/a.csv\n  signed: https://example.com/b.csv?token=MINE\n"
+    svc = Service(mysql_url, tmp_path)
+    try:
+        with svc.client("submit") as ci:
+            plan = ci.post("/v1/sync", json={"config": config, "path": "gate.yaml", "dry_run": True})
+    finally:
+        svc.stop()
+    assert plan.status_code == 200, plan.text
+    assert "labels.csv" in plan.text and "/ok.csv" in plan.text  # which source, still said
+    for secret in (str(tmp_path), "operator-secret-folder", "SIGNATURE123", "TOKEN456"):
+        assert secret not in plan.text, secret
