@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ..errors import DatasetError, UsageError
+from ..untrusted import CONTROL, LINE_BREAKS
 from .base import Page, SourceOptions, register
 from .files import LineStream, TextDecoder, parse_cursor, read_text_page, text_kind
 
@@ -37,7 +38,9 @@ def upload_uri(repo_path: str) -> str:
 
 def check_repo_path(path: str | None) -> str:
     """A file's path in the repository as an upload names it: relative, "/"-separated,
-    normalised, inside the repository (no "..", no leading "/"), printable."""
+    normalised, inside the repository (no "..", no leading "/"), printable: no control,
+    line-break or bidi-override character (the path is echoed in the source, the plan and
+    the report, where U+202E would show one name as another)."""
     if not isinstance(path, str) or not path.strip():
         raise UsageError("give the uploaded file's path in the repository (path)")
     path = path.strip()
@@ -45,6 +48,8 @@ def check_repo_path(path: str | None) -> str:
     if (
         len(path) > MAX_REPO_PATH
         or not REPO_PATH_RE.fullmatch(path)
+        or CONTROL.search(path)
+        or LINE_BREAKS.search(path)
         or normal != path
         or path.startswith("/")
         or normal == ".."

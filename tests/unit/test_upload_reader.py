@@ -56,3 +56,12 @@ def test_repository_paths_stay_inside_the_repository():
     for path in ("", "/a.csv", "../a.csv", "a/../../b.csv", "a\\b.csv", "a\x00.csv", "./a.csv", "a//b.csv", "x" * 501):
         with pytest.raises(UsageError):
             check_repo_path(path)
+
+
+def test_a_repository_path_with_a_bidi_override_or_a_c1_control_is_refused():
+    """Echoed in the upload's source (upload://…), the plan and the report: a right-to-left
+    override would show '\u202e/vsc.x' as 'x.csv/'."""
+    for path in ("\u202e/gate.yaml", "data/\u2066a.csv", "a\x85b.csv", "a\u2028b.csv", "\ufeffa.csv", "a\x9b.csv"):
+        with pytest.raises(UsageError, match="not a file's path"):
+            check_repo_path(path)
+    assert check_repo_path("données/é.csv") == "données/é.csv"
