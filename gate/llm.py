@@ -59,6 +59,7 @@ from .decision import parse_decision
 from .errors import CallFailure, ModelCallError, UsageError
 from .providers import Endpoint, default_endpoint, endpoint_for, env_providers
 from .sandbox import BudgetExceeded, RenderPool, default_pool
+from .scoring import INVALID_DECISION  # one definition, where the figures read it
 from .settings import Settings
 from .spec import PromptSpec, request_kwargs
 from .structured.reading import NOT_AN_OBJECT, read_answer
@@ -66,7 +67,6 @@ from .templating import TemplateProblem
 from .untrusted import storable
 
 log = logging.getLogger("promptgate.llm")
-INVALID_DECISION = "(invalid)"
 ERROR_TYPE_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 

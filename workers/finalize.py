@@ -12,8 +12,7 @@ from decimal import Decimal
 
 from gate import store
 from gate.db import transaction
-from gate.llm import INVALID_DECISION
-from gate.scoring import metrics_from_breakdown, run_end
+from gate.scoring import INVALID_DECISION, metrics_from_breakdown, run_end
 from gate.structured.reading import NOT_AN_OBJECT
 from gate.structured.rule import rule_of
 from gate.update_outcome import SPEND_CAP

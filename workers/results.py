@@ -16,8 +16,8 @@ import random
 from collections.abc import Sequence
 
 from gate.errors import ModelCallError
-from gate.llm import INVALID_DECISION
 from gate.models import Answer, ClaimedItem, ItemResult, Trial
+from gate.scoring import INVALID_DECISION
 from gate.spec import Decision
 from gate.states import Verdict
 from gate.structured.compare import score

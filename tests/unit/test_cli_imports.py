@@ -141,3 +141,14 @@ def test_an_http_gate_never_loads_the_ca_store(monkeypatch):
     with pytest.raises(TransportError):
         transport.request("GET", "/healthz")
     assert transport._context is None and transport.proxy is None
+
+
+@pytest.mark.parametrize("roles", [("materialize",), ("finalize",), ("reconcile",), ("finalize", "reconcile")])
+def test_a_worker_that_calls_no_model_loads_no_model_client(roles):
+    """Only the execute role calls the model: a process of the other roles (each spawned
+    worker process imports its roles anew) does not load the openai SDK (0.6 s of CPU:
+    its pydantic types) nor gate.llm."""
+    modules = ", ".join(["workers.supervisor", *(f"workers.{role}" for role in roles)])
+    code = f"import sys, {modules}; print(sorted(m for m in ('openai', 'gate.llm') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
