@@ -23,7 +23,6 @@ from typing import Any
 from sqlalchemy import BigInteger, DateTime, Integer, String, and_, bindparam, func, literal, select, union_all, update
 from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.engine import Connection
-from sqlalchemy.sql.elements import BindParameter
 
 from ..states import RUN_OPEN, UPDATE_OPEN, RunStatus, Verdict
 from .dialect import db_now
@@ -61,14 +60,27 @@ def add_tally(
     if not counted and not called:
         return
     stmt = _tally_statement(conn.dialect.name, counted, called, live_run_id is not None, by_label)
-    params: dict[str, Any] = {"tally_run": int(run_id), "tally_stripe": int(stripe)}
+    params = _bound(run_id, stripe, live_run_id)
     if counted:
-        params["tally_positions"] = [int(p) for p in positions]
+        params[POSITIONS.key] = [int(p) for p in positions]
     if called:
-        params["tally_calls"] = int(calls)
-    if live_run_id is not None:
-        params["tally_live_run"] = int(live_run_id)
+        params[CALLED.key] = int(calls)
     conn.execute(stmt, params)
+
+
+def _bound(run_id: int, stripe: int, live_run_id: int | None) -> dict[str, Any]:
+    params: dict[str, Any] = {RUN.key: int(run_id), STRIPE.key: int(stripe)}
+    if live_run_id is not None:
+        params[LIVE_RUN.key] = int(live_run_id)
+    return params
+
+
+RUN, STRIPE, LIVE_RUN = (
+    bindparam("tally_run", type_=BigInteger),
+    bindparam("tally_stripe", type_=Integer),
+    bindparam("tally_live_run", type_=BigInteger),
+)
+POSITIONS, CALLED = bindparam("tally_positions", expanding=True), bindparam("tally_calls", type_=BigInteger)
 
 
 @functools.cache
@@ -76,63 +88,40 @@ def _tally_statement(dialect: str, counted: bool, called: bool, live: bool, by_l
     """``add_tally``'s statement for one shape, built once with its values as parameters:
     on every write-back, building it anew (an alias, a join, a union, an upsert) was a
     tenth of a P4 worker's GIL time (bench/README.md, the database path)."""
-    run_id, stripe = bindparam("tally_run", type_=BigInteger), bindparam("tally_stripe", type_=Integer)
     parts = []
     if counted:
-        live_run_id = bindparam("tally_live_run", type_=BigInteger) if live else None
-        positions = bindparam("tally_positions", expanding=True)
-        parts.append(_outcome_rows(run_id, live_run_id, stripe, positions, by_label))
+        parts.append(_outcome_rows(live, True, by_label))
     if called:
-        calls = bindparam("tally_calls", type_=BigInteger)
-        parts.append(
-            select(
-                run_id,
-                stripe,
-                literal(CALLS, String),
-                literal("", String),
-                literal("", String),
-                literal("", String),
-                calls,
-            )
-        )
+        blank = literal("", String)
+        parts.append(select(RUN, STRIPE, literal(CALLS, String), blank, blank, blank, CALLED))
     rows = parts[0] if len(parts) == 1 else union_all(*parts)
     return _upsert(dialect, rows)
 
 
-def _outcome_rows(run_id, live_run_id, stripe, positions=None, by_label: bool = True):
-    """(run, stripe, verdict, expected, answer, live verdict, n) of a run's written items
-    (those at ``positions``; None: all); without ``by_label``, expected and answer ''. The
-    ids, the stripe and the positions are values or (``add_tally``) bound parameters."""
+@functools.cache
+def _outcome_rows(live: bool, at_positions: bool, by_label: bool):
+    """(run, stripe, verdict, expected, answer, live verdict, n) of run ``RUN``'s written
+    items (those at ``POSITIONS`` when ``at_positions``), each paired with ``LIVE_RUN``'s
+    verdict at the same position when ``live``; without ``by_label``, expected and answer
+    ''. Built once per shape; the values are bound at execution."""
     c = prompt_run_item.alias("c")
-    where = [c.c.run_id == run_id, c.c.verdict.in_(WRITTEN)]
-    if positions is not None:
-        where.append(c.c.position.in_(positions if isinstance(positions, BindParameter) else list(positions)))
+    where = [c.c.run_id == RUN, c.c.verdict.in_(WRITTEN)]
+    if at_positions:
+        where.append(c.c.position.in_(POSITIONS))
     actual = func.coalesce(c.c.actual_decision, "") if by_label else literal("", String)
     expected = c.c.expected_decision if by_label else literal("", String)
-    if live_run_id is None:
+    if not live:
         live_verdict, source = literal("", String), c
     else:
-        live = prompt_run_item.alias("l")
-        live_verdict = func.coalesce(live.c.verdict, "")
-        source = c.outerjoin(live, and_(live.c.run_id == live_run_id, live.c.position == c.c.position))
+        other = prompt_run_item.alias("l")
+        live_verdict = func.coalesce(other.c.verdict, "")
+        source = c.outerjoin(other, and_(other.c.run_id == LIVE_RUN, other.c.position == c.c.position))
     return (
-        select(
-            _column(run_id, BigInteger),
-            _column(stripe, Integer),
-            c.c.verdict,
-            expected,
-            actual,
-            live_verdict,
-            func.count(),
-        )
+        select(RUN, STRIPE, c.c.verdict, expected, actual, live_verdict, func.count())
         .select_from(source)
         .where(*where)
         .group_by(c.c.verdict, expected, actual, live_verdict)
     )
-
-
-def _column(value, type_):
-    return value if isinstance(value, BindParameter) else literal(int(value), type_)
 
 
 def _upsert(dialect: str, rows):
@@ -169,7 +158,9 @@ def outcome_counts(
     early stop on them): (verdict, expected, answer or None, live verdict, items)."""
     return [
         (v, e, a or None, live, int(n))
-        for _, _, v, e, a, live, n in conn.execute(_outcome_rows(run_id, live_run_id, 0, by_label=by_label))
+        for _, _, v, e, a, live, n in conn.execute(
+            _outcome_rows(live_run_id is not None, False, by_label), _bound(run_id, 0, live_run_id)
+        )
     ]
 
 
