@@ -316,6 +316,33 @@ def _put_until(service, done, seconds: float = 10.0):
             time.sleep(0.2)
 
 
+def _upload_holding_the_slot(service, seconds: float = 10.0):
+    """A stalled upload that holds the one upload slot, and the 429 an admin's upload met
+    meanwhile. On a loaded machine the admin's upload can reach the server first, and the
+    stalled one is then the upload refused: it is opened again. A byte of it before each try
+    keeps it alive however slowly the tries are served; then it stalls."""
+    import select
+    import time
+
+    def opened():
+        return _stalled_upload(service, service.tokens["submit"], b"item_id,expected_decision\n")
+
+    deadline, stalled = time.monotonic() + seconds, opened()
+    with service.client("admin") as admin:
+        while True:
+            try:
+                stalled.sendall(b"x")
+            except OSError:
+                pass  # answered and closed: found just below
+            response = put(admin, "d", b"item_id,expected_decision\na,yes\n")
+            if response.status_code == 429 or time.monotonic() > deadline:
+                return stalled, response
+            if select.select([stalled], [], [], 0)[0]:  # answered: it was the upload refused
+                stalled.close()
+                stalled = opened()
+            time.sleep(0.2)
+
+
 def test_a_stalled_upload_is_ended_and_uploads_in_progress_are_capped(mysql_url, tmp_path):
     """Hostile review: an upload that trickled its body held a handler and a spool past the
     body deadline that every other route meets (a dry run needs only submit), and nothing
@@ -327,8 +354,7 @@ def test_a_stalled_upload_is_ended_and_uploads_in_progress_are_capped(mysql_url,
 
     service = Service(mysql_url, tmp_path, "--body-timeout", "1.5", "--max-uploads", "1")
     try:
-        stalled = _stalled_upload(service, service.tokens["submit"], b"item_id,expected_decision\n")
-        busy = _put_until(service, lambda r: r.status_code == 429)  # once the stalled one holds the slot
+        stalled, busy = _upload_holding_the_slot(service)
         assert busy.status_code == 429 and busy.headers["retry-after"], busy.text
         assert "1 uploads are in progress" in busy.json()["error"]
         started = time.monotonic()
