@@ -110,9 +110,9 @@ def test_the_header_deadline_is_ten_seconds_unless_told():
 def test_a_connection_whose_headers_never_finish_is_closed(mysql_url, tmp_path):
     svc = Service(mysql_url, tmp_path, "--header-timeout", "2")  # (the default, 10 s: the test above)
     try:
+        started = time.monotonic()  # before the connection: the server's clock starts at its accept
         with socket.create_connection(("127.0.0.1", svc.port)) as raw:
             raw.settimeout(20)
-            started = time.monotonic()
             raw.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
             for _ in range(3):  # a header line now and then, never the end
                 time.sleep(0.5)
