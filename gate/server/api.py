@@ -212,7 +212,7 @@ async def wait(
         status = await request.app.state.watcher.wait(update_id, timeout, want=want)  # made before it wakes
     if status == UNKNOWN:
         raise NotFound(f"unknown update {update_id}")
-    body = await request.app.state.reports.report_json(update_id, *want)
+    body = await request.app.state.reports.report_json(update_id, *want, recent_ok=status is None)  # timed out
     return Response(body, media_type="application/json")
 
 
