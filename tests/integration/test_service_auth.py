@@ -8,7 +8,7 @@ from __future__ import annotations
 import httpx2
 import pytest
 from helpers import rules_spec, write_rule_rows
-from service_harness import SCOPES, Service
+from service_harness import SCOPES, TLS, Service
 
 from gate.server import create_app
 from gate.service import Gate
@@ -147,7 +147,7 @@ class Calls:
 
 def call(service: Service, token: str | None, method: str, path: str, kwargs: dict) -> httpx2.Response:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    return httpx2.request(method, service.url + path, headers=headers, timeout=30, **kwargs)
+    return httpx2.request(method, service.url + path, headers=headers, timeout=30, verify=TLS, **kwargs)
 
 
 def allowed(granted: str, needed: str) -> bool:

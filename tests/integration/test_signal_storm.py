@@ -12,6 +12,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -28,19 +29,20 @@ STOP_WITHIN = 10.0
 GAPS = (0.0, 0.0001, 0.0005, 0.001, 0.002, 0.004)  # seconds between two signals of a storm
 
 
-def live_members(pgid: int) -> list[int]:
-    """Processes of the group that still run (zombies waiting for init to reap them are done)."""
+def live_members(pgid: int, among: Iterable[int] | None = None) -> list[int]:
+    """Processes of the group that still run (zombies waiting for init to reap them are done),
+    looked for ``among`` these pids (None: every process: each a file read, which polled every
+    20 ms was 40 s of the suite's CPU)."""
     alive = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+    pids = among if among is not None else (int(e.name) for e in Path("/proc").iterdir() if e.name.isdigit())
+    for pid in pids:
         try:
-            stat = (entry / "stat").read_text()
+            stat = Path(f"/proc/{pid}/stat").read_text()
         except OSError:
             continue
         fields = stat[stat.rindex(")") + 2 :].split()
         if int(fields[2]) == pgid and fields[0] != "Z":
-            alive.append(int(entry.name))
+            alive.append(pid)
     return alive
 
 
@@ -62,7 +64,7 @@ def wait_registered(gate: Gate, fleet: subprocess.Popen, n: int, timeout: float 
     while time.monotonic() < deadline:
         with gate.engine.connect() as conn:
             pids = set(conn.execute(select(store.worker.c.pid)).scalars())
-        if len(pids & set(live_members(fleet.pid))) >= n:
+        if len(live_members(fleet.pid, pids)) >= n:
             return
         time.sleep(0.02)
     raise AssertionError(f"the fleet did not start within {timeout} s")
