@@ -108,8 +108,8 @@ class BodyLimit:
         body = await self._read(receive, send)
         if body is None:
             return
-        if body and is_json(headers):
-            problem = json_problem(body)
+        if body and is_json(headers):  # off the event loop: before any token check, 1 MB of {} is 0.6 s of CPU
+            problem = await run_in_threadpool(json_problem, body)
             if problem:
                 return await _refuse(send, 400, problem)
         replayed = False
