@@ -19,9 +19,10 @@ source with it)."""
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from urllib.parse import parse_qsl, unquote_plus, urlsplit
 
-from ..errors import UsageError
+from ..errors import NotFound, UsageError
 from ..sources import scheme_of, shown_source
 
 SERVER_FILES = "the service reads no file on its machine: give an https://, s3:// or sql+ database source"
@@ -170,9 +171,6 @@ def holdout_items_hidden(report, gate):
     the model's answers, which a pull request's prompt can make repeat the item). The
     counts, bars and verdict stay. The dataset as registered now, as ``preview`` reads it;
     one no longer registered is hidden too."""
-    from dataclasses import replace
-
-    from ..errors import NotFound
 
     def readable(name: str) -> bool:
         try:
@@ -186,8 +184,6 @@ def holdout_items_hidden(report, gate):
 
 
 def _without_items(run):
-    from dataclasses import replace
-
     metrics = dict(run.metrics or {})
     if isinstance(metrics.get("protected"), dict):
         metrics["protected"] = {**metrics["protected"], "samples": []}
