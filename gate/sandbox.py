@@ -57,7 +57,7 @@ from typing import Any
 
 from jinja2 import nodes
 
-from .templating import TemplateProblem, parse_template, render, render_plain
+from .templating import TemplateProblem, parse_template, render, render_plain, unrenderable
 
 MAX_RENDERED_CHARS = 1_000_000  # all messages of one item, rendered
 PLAIN_MAX_LOOKUPS = 16  # lookups a prompt may print and still render in the worker
@@ -366,7 +366,7 @@ def _render_here(sources: Sequence[str], item: Mapping[str, Any]) -> Rendered:
     except TemplateProblem as exc:
         return exc
     except Exception as exc:  # a lookup on a value that has none (a str's attribute...)
-        return TemplateProblem(f"template cannot render this item: {type(exc).__name__}: {str(exc)[:300]}")
+        return TemplateProblem(unrenderable(exc))
 
 
 _default_pool: RenderPool | None = None
@@ -459,7 +459,7 @@ def _serve_one(templates: list[str], item_text: str, cpu_seconds: float) -> dict
     except RecursionError:
         return {"budget": "recursion"}
     except Exception as exc:  # TypeError comparing a str field with a number, ...
-        return {"problem": f"template cannot render this item: {type(exc).__name__}: {str(exc)[:300]}"}
+        return {"problem": unrenderable(exc)}
     finally:
         signal.setitimer(signal.ITIMER_PROF, 0)
 

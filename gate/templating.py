@@ -4,18 +4,30 @@ They render in Jinja2's sandbox with StrictUndefined, and the only name they may
 ``item``. ``check_template`` refuses, before anything is stored, a template that names
 anything else or reaches for a private attribute (``{{ ''.__class__ }}``); the sandbox
 still guards rendering.
+
+A render's problem never quotes the item. Jinja's own messages do: ``{{ {}[item.subject ~
+" | " ~ item.text] }}`` failed with "'dict object' has no attribute '<the row's subject |
+its text>'", and a KeyError or ValueError of a computed format quotes what it was given.
+So a looked-up key is quoted only when the template's source writes it (the author's own
+text: a typo such as ``item.subjet``), and another exception is named by its type, its
+message kept only in the few shapes that name types alone (``'<' not supported between
+instances of 'str' and 'int'``).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
+from contextvars import ContextVar
 from functools import lru_cache
 from typing import Any
 
 from jinja2 import StrictUndefined, TemplateSyntaxError, Undefined, meta, nodes
 from jinja2.compiler import CodeGenerator
 from jinja2.exceptions import SecurityError, UndefinedError
+from jinja2.runtime import missing
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2.utils import object_type_repr
 
 MAX_OUTPUT = 1_000_000  # characters one operator may produce ('a' * 10**9 is refused)
 MAX_POWER = 10_000
@@ -32,16 +44,53 @@ class _GateSandbox(ImmutableSandboxedEnvironment):
     def call_binop(self, context, operator, left, right):
         if operator == "**":
             if isinstance(right, (int, float)) and abs(right) > MAX_POWER:
-                raise SecurityError(f"exponent {right} is too large")
+                raise SecurityError(_Shown(f"an exponent over {MAX_POWER} is too large"))
             return left**right
         for seq, times in ((left, right), (right, left)):
             if isinstance(seq, (str, list, tuple)) and isinstance(times, int):
                 if len(seq) * max(times, 0) > MAX_OUTPUT:
-                    raise SecurityError("repetition result is too large")
+                    raise SecurityError(_Shown("repetition result is too large"))
         return left * right
 
 
-_ENV = _GateSandbox(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
+class _Shown(str):
+    """A render problem's message that quotes nothing of the item (``render`` shows it)."""
+
+
+# What the template being rendered writes itself (``_literals``): the keys a problem may quote.
+_WRITTEN: ContextVar[frozenset] = ContextVar("template_literals", default=frozenset())
+
+
+class _ItemUndefined(StrictUndefined):
+    """StrictUndefined whose message quotes the key looked up only when the template writes
+    it (``_WRITTEN``); a key the template computed, from the item or not, is not shown."""
+
+    __slots__ = ()
+
+    @property
+    def _undefined_message(self) -> str:
+        obj, name, hint = self._undefined_obj, self._undefined_name, self._undefined_hint
+        if hint and (obj is missing or name is None):
+            return _Shown(hint)  # Jinja's own words ("No first item, sequence was empty.")
+        shown = _quoted(name)
+        if obj is missing:
+            return _Shown(f"{shown} is undefined")
+        if hint:  # the sandbox's refusal of an unsafe attribute
+            return _Shown(f"access to attribute {shown} of {type(obj).__name__!r} object is unsafe")
+        if not isinstance(name, str):
+            return _Shown(f"{object_type_repr(obj)} has no element {shown}")
+        return _Shown(f"{object_type_repr(obj)!r} has no attribute {shown}")
+
+
+def _quoted(key: Any) -> str:
+    try:
+        written = key in _WRITTEN.get()
+    except TypeError:  # unhashable
+        written = False
+    return repr(key)[:200] if written else "(a key the template computed: not shown, it may hold the item's values)"
+
+
+_ENV = _GateSandbox(undefined=_ItemUndefined, autoescape=False, keep_trailing_newline=True)
 _ENV.globals.clear()
 ALLOWED_NAMES = frozenset({"item"})
 
@@ -144,15 +193,64 @@ def _compiled(source: str):
 
 
 def render(source: str, item: Mapping[str, Any]) -> str:
-    """Render one template over one dataset item; problems become TemplateProblem."""
+    """Render one template over one dataset item; problems become TemplateProblem, whose
+    message quotes nothing of the item (the module's docstring). MemoryError and
+    RecursionError are the sandbox's to tell (an item over its budget)."""
+    written = _WRITTEN.set(_literals(source))
     try:
         return _compiled(source).render(item=item)
-    except UndefinedError as exc:
-        raise TemplateProblem(f"template refers to a missing item field: {exc.message}") from None
-    except SecurityError as exc:
-        raise TemplateProblem(f"template refused by the sandbox: {exc}") from None
+    except (UndefinedError, SecurityError) as exc:
+        said = exc.message if isinstance(exc.message, _Shown) else "an operation it does not allow"
+        if isinstance(exc, SecurityError):
+            raise TemplateProblem(f"template refused by the sandbox: {said}") from None
+        raise TemplateProblem(f"template refers to a missing item field: {said}") from None
     except TemplateSyntaxError as exc:
         raise TemplateProblem(f"template syntax error on line {exc.lineno}: {exc.message}") from None
+    except (MemoryError, RecursionError):
+        raise
+    except Exception as exc:  # a TypeError comparing a text with a number, a KeyError of a format...
+        raise TemplateProblem(unrenderable(exc)) from None
+    finally:
+        _WRITTEN.reset(written)
+
+
+@lru_cache(maxsize=512)
+def _literals(source: str) -> frozenset:
+    """What the template's source writes that a lookup may use as a key: its constants,
+    the names after its dots and its variables' names."""
+    try:
+        tree = _ENV.parse(source)
+    except Exception:  # not a template: nothing of it is quoted
+        return frozenset()
+    found = {node.attr for node in tree.find_all(nodes.Getattr)} | {node.name for node in tree.find_all(nodes.Name)}
+    for node in tree.find_all(nodes.Const):
+        try:
+            found.add(node.value)
+        except TypeError:  # unhashable
+            continue
+    return frozenset(found)
+
+
+# Messages of the exceptions a render raises that name types and operators only.
+_TYPES_ONLY = re.compile(
+    r"'(<|<=|>|>=)' not supported between instances of '\w+' and '\w+'"
+    r"|unsupported operand type\(s\) for [^\w\s'\"]{1,3}: '\w+' and '\w+'"
+    r"|can only concatenate \w+ \(not \"\w+\"\) to \w+"
+    r"|'\w+' object is not (iterable|callable|subscriptable)"
+    r"|object of type '\w+' has no len\(\)"
+    r"|'in <string>' requires string as left operand, not \w+"
+    r"|(float |integer )?(division|modulo)( or modulo)? by zero"
+)
+
+
+def unrenderable(exc: Exception) -> str:
+    """Why a template could not render an item, from an exception rendering raised: its
+    type, and its message only when that names types alone (a KeyError or ValueError of a
+    computed format quotes what it was given: the item's values)."""
+    message = str(exc)
+    if _TYPES_ONLY.fullmatch(message):
+        return f"template cannot render this item: {type(exc).__name__}: {message}"
+    return f"template cannot render this item: {type(exc).__name__} (its message is not shown: it may quote the item)"
 
 
 # --- plain templates, without Jinja's per-render machinery ------------------------------
