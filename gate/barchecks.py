@@ -45,6 +45,7 @@ class BarCheck:
     reason: str | None = None  # a fail's: "missed", or "inconclusive" (the interval straddles the limit)
     interval: tuple[float, float] | None = None  # max_drop: the paired difference's interval (fractions)
     conclusive: bool | None = None  # max_drop: the interval lies wholly on one side of the limit
+    slice_of: str | None = None  # a slice's min_slice_accuracy: the column (its label names the value too)
 
     @property
     def title(self) -> str:
@@ -354,6 +355,7 @@ def _slice_checks(bars: Bars, metrics: Mapping[str, Any]) -> list[BarCheck]:
                 format_pct(s["matches"], s["items"], bar),
                 "fail",
                 f"{s['matches']} of {s['items']} items",
+                slice_of=column,
             )
             for s in failing
         ]
@@ -396,9 +398,9 @@ def _protected_check(bars: Bars, metrics: Mapping[str, Any]) -> BarCheck | None:
         if metrics.get("baseline_error"):
             return BarCheck("protected", None, "0", None, "fail", metrics["baseline_error"])
         return BarCheck("protected", None, "0", None, "n/a", metrics.get("baseline_note") or "no live version")
-    broken, samples = protected["broken"], protected.get("samples") or ()
+    broken = protected["broken"]
     items = f"{protected['items']} protected item{'s' if protected['items'] != 1 else ''}"
     if not broken:
         return BarCheck("protected", None, "0", "0", "pass", f"{items}, none broke")
-    ids = ", ".join(s["item_id"] for s in samples) + (", …" if broken > len(samples) else "")
-    return BarCheck("protected", None, "0", str(broken), "fail", f"broken: {ids}")
+    # which ones: the report's protected items (a holdout's for admin only), never this note
+    return BarCheck("protected", None, "0", str(broken), "fail", f"{broken} of {items} broke")

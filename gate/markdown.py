@@ -44,6 +44,7 @@ from .markdown_filters import (
     short_hash,
     usd,
 )
+from .reasons import detail_text
 from .report import spend_line
 from .update_report import RunReport, UpdateReport
 
@@ -151,6 +152,7 @@ def _run_view(run: RunReport, samples: int, excerpt: int) -> dict:
         "failures_cut": failing_total > len(shown),
         "excerpt": excerpt,
         "invalid": metrics.get("invalid", 0),
+        "detail": detail_text(metrics),
         "compared": run.comparison,
         "baseline_note": run.baseline_note if run.status == "DONE" else None,
         "bars": [c for c in run.checks if c["bar"] != "min_accuracy"],

@@ -11,6 +11,7 @@ from decimal import Decimal
 
 from .barchecks import points
 from .itemreport import accepted_lines, answer, field_lines, protected_lines, slice_lines
+from .reasons import detail_text
 from .scoring import format_bar, format_pct
 from .stats import format_p
 from .untrusted import terminal_safe as safe
@@ -38,6 +39,7 @@ def _run_lines(r) -> list[str]:
         f"{progress}, {r.errors} errors"
         + (f", {r.stopped} not called" if r.stopped else "")
         + (f" — {safe(r.reason)}" if r.reason and r.status == "ERROR" else "")
+        + (f" — {safe(detail)}" if r.status == "ERROR" and (detail := detail_text(r.metrics)) else "")
     ]
     lines += _stop_lines(r)
     lines += _trials_lines(r)

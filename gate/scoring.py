@@ -13,6 +13,7 @@ from fractions import Fraction
 from typing import Any
 
 from .errors import UsageError
+from .reasons import errors_reason
 from .states import RunStatus, Verdict
 
 INVALID_DECISION = "(invalid)"
@@ -66,22 +67,24 @@ def metrics_from_breakdown(rows: Iterable[tuple[str, str, str | None, int]], con
 
 
 def run_end(
-    metrics: dict, dataset_name: str, first_error: str | None = None, stopped: bool = False
+    metrics: dict,
+    dataset_name: str,
+    error_kinds: dict[str, int] | None = None,
+    stopped: bool = False,
+    budget: str | None = None,
 ) -> tuple[RunStatus, str | None]:
-    """How a fully scored run ends: DONE, or ERROR with a reason a person can act on
-    (``first_error``: the error of the first item that has one, e.g. a template over its
-    budget). A run that ``stopped`` before its items were all called is DONE: its update's
-    verdict is the stop's (gate/verdict.py), its errors are shown."""
+    """How a fully scored run ends: DONE, or ERROR with a reason a person can act on: how
+    many items could not be scored and of which kinds (``error_kinds``: kind -> items),
+    never which items nor what they said (``gate.reasons``; ``budget``: the first budget
+    error, the gate's own words of the run's template). A run that ``stopped``
+    before its items were all called is DONE: its update's verdict is the stop's
+    (gate/verdict.py), its errors are shown."""
     if stopped:
         return RunStatus.DONE, None
     if metrics["total"] == 0:
         return RunStatus.ERROR, f"dataset {dataset_name} has no rows: nothing to score"
     if metrics["errors"]:
-        first = f"; the first: {first_error[:300]}" if first_error else ""
-        return RunStatus.ERROR, (
-            f"{metrics['errors']} of {metrics['total']} items of {dataset_name} could not be "
-            f"scored{first} (see the failing items)"
-        )
+        return RunStatus.ERROR, errors_reason(metrics["errors"], metrics["total"], dataset_name, error_kinds, budget)
     return RunStatus.DONE, None
 
 

@@ -6,7 +6,11 @@ the protection of protected items) needs could not be had; REJECTED when any bar
 run fails — "missed" (the figure is on the wrong side; a protected item that broke is
 named first), or for ``max_drop`` "inconclusive" (the interval straddles the limit: the
 dataset cannot tell) — a bar n/a does not block; else PASSED (check) or APPLIED (apply).
-A baseline run that failed otherwise only shows in the report."""
+A baseline run that failed otherwise only shows in the report.
+
+The reason is composed from the runs' reasons, which name no item (``gate.reasons``), and
+names none itself: how many protected items broke, not which; a slice that missed its bar
+by its column, not its value. Any reader of the update reads it, of a holdout too."""
 
 from __future__ import annotations
 
@@ -122,9 +126,11 @@ def _live_bars(run) -> list[str]:
 def _missed(dataset: str, c: BarCheck) -> str:
     if c.value is None:  # a bar that applies and could not be computed
         return f"{dataset} {c.title}: {c.note}"
-    if c.name == "protected":
+    if c.name == "protected":  # which ones: the report's protected items, for who may read them
         items = "item" if c.value == "1" else "items"
-        return f"{dataset}: {c.value} protected {items} broke ({(c.note or '').removeprefix('broken: ')})"
+        return f"{dataset}: {c.value} protected {items} broke"
+    if c.slice_of is not None:  # a slice by its column, not its value (a holdout's values are its rows')
+        return f"{dataset} min_slice_accuracy[{c.slice_of}]: a slice at {c.value} < bar {c.limit}"
     if c.name == "min_accuracy":
         return f"{dataset} {c.value} < bar {c.limit}"
     if c.name == "max_drop":

@@ -308,11 +308,9 @@ class Executor(Poller):
         """The run's template overran its budget: the run is FAILED whatever else happens, so
         its other items end ERROR uncalled and unrendered (those queued here, and every one
         nobody holds, in one statement)."""
-        run.over_budget = (
-            f"not rendered: {why}"
-            if why
-            else f"not rendered: the template exceeded its budget on item {item.item_id[:80]} of this run"
-        )
+        # no item named: a run's reason says its first budget error (gate.reasons)
+        elsewhere = "the template exceeded its budget on another item of this run"
+        run.over_budget = f"not rendered: {why or elsewhere}"
         try:
             failed = transaction(
                 self.engine, lambda conn: store.fail_unclaimed_items(conn, item.run_id, f"budget: {run.over_budget}")

@@ -1,6 +1,8 @@
 """Finalize: a RUNNING run with every page in and no item left to score gets its metrics
 from one GROUP BY (a fields decision: and one aggregate of its fields, ``figures``) and
-ends DONE, or ERROR (no items, or an item that exhausted its attempts). A run stopped
+ends DONE, or ERROR (no items, or an item that exhausted its attempts: its reason says
+how many items and of which kinds of error, the first one's id and error go to the
+metrics' item detail, ``gate.reasons``). A run stopped
 before every item was called (early stop, a spend cap) ends DONE: its update's verdict is
 the stop's; its figures say what was called, reused and saved, and the counters /metrics
 reads grow by them."""
@@ -12,6 +14,8 @@ from decimal import Decimal
 
 from gate import store
 from gate.db import transaction
+from gate.errors import CallFailure
+from gate.reasons import ITEM_DETAIL, first_error_detail
 from gate.scoring import INVALID_DECISION, metrics_from_breakdown, run_end
 from gate.structured.reading import NOT_AN_OBJECT
 from gate.structured.rule import rule_of
@@ -98,11 +102,14 @@ def finalize_batch(conn) -> list[int]:
             continue
         if rule is not None:
             metrics["fields"] = fields_metrics(conn, run_id, rule)
-        first_error = None
-        if metrics["errors"]:
+        kinds, budget = None, None
+        if metrics["errors"]:  # the reason says how many and of which kinds; which ones, the detail
+            kinds = store.error_kinds(conn, run_id)
+            budget = store.first_error_of(conn, run_id, CallFailure.BUDGET) if kinds.get(CallFailure.BUDGET) else None
             first = store.failing_items(conn, run_id, 1, errors_only=True)
-            first_error = f"item {first[0].item_id}: {first[0].error}" if first else None
-        status, reason = run_end(metrics, run.dataset_name, first_error, stopped=bool(run.stopped))
+            if first:
+                metrics[ITEM_DETAIL] = first_error_detail(first[0].item_id, first[0].error)
+        status, reason = run_end(metrics, run.dataset_name, kinds, stopped=bool(run.stopped), budget=budget)
         metrics.update(call_metrics(conn, run, metrics["total"]))
         metrics.update(spend_figures(conn, run, metrics))
         store.transition_run(conn, run_id, status, reason=reason, metrics=metrics)

@@ -15,7 +15,8 @@ Before the first page, the version's labels are checked against the prompt's (on
 over the version; a label spelled in another case is mapped to the prompt's spelling in
 the copy) and the candidate's templates are rendered over its first ``PRECHECK_ROWS`` rows
 through the template sandbox: a template that exceeds its budget there (a CPU or memory
-bomb) ends the run in ERROR before any item exists or any model is called.
+bomb) ends the run in ERROR before any item exists or any model is called. Such a run's
+reason names no row (``gate.reasons``): the rows go to its metrics' item detail.
 
 A run whose update stopped (early stop, a spend cap: its ``stopped`` set) gets no further
 page: the cursor's advance is guarded by it, and the run is marked materialized as it is.
@@ -30,6 +31,7 @@ from gate import store
 from gate.db import transaction
 from gate.errors import DatasetError, IllegalTransition, UsageError, first_line
 from gate.models import DatasetVersion, Run
+from gate.reasons import DETAIL_CHARS, ITEM_DETAIL, first_error_detail, unknown_labels_reason
 from gate.sandbox import BudgetExceeded, RenderBudget, RenderPool
 from gate.states import RunStatus
 from gate.structured.rule import rule_of
@@ -46,6 +48,15 @@ PRECHECK_ROWS = 3
 
 class LeaseLost(Exception):
     pass
+
+
+class ItemDetailError(DatasetError):
+    """A run's end whose reason names no item (any reader of the update sees it) and whose
+    ``detail`` does (the run's metrics' item detail: admin, or a reader of the dataset's rows)."""
+
+    def __init__(self, reason: str, detail: dict):
+        super().__init__(reason)
+        self.detail = detail
 
 
 class Materializer(Poller):
@@ -76,7 +87,7 @@ class Materializer(Poller):
                 raise LeaseLost
             self._copy_all_pages(run, token)
         except DatasetError as exc:
-            self._fail(run, token, str(exc))
+            self._fail(run, token, str(exc), getattr(exc, "detail", None))
         except LeaseLost:
             if self._stopped(run):
                 self._finish_stopped(run, token)
@@ -155,33 +166,38 @@ class Materializer(Poller):
 
     def _label_map(self, run: Run, version: DatasetVersion, prompt_labels: list[str]) -> dict[str, str]:
         """The version's labels in the prompt's spelling (labels compare case-insensitively):
-        the ones that differ, for the copy to map; a label the prompt does not have ends
-        the run with examples of its rows."""
+        the ones that differ, for the copy to map. A label the prompt does not have ends the
+        run: its reason says how many rows and labels, the labels and example rows go to
+        the item detail (a holdout's labels are its values: ``gate.reasons``)."""
         known = {label.casefold(): label for label in prompt_labels}
         unknown = [label for label in version.labels if label.casefold() not in known]
         if unknown:
             with self.engine.connect() as conn:
                 rows = store.rows_with_labels(conn, version.id, unknown, EXAMPLES)
-            examples = "; ".join(f"item {r.item_id}: {r.expected!r}" for r in rows)
             count = sum(version.labels[label] for label in unknown)
-            raise DatasetError(
-                f"dataset {run.dataset_name}: {count} row(s) with a label the prompt does not have "
-                f"(labels: {', '.join(prompt_labels)}): {examples}"
+            raise ItemDetailError(
+                unknown_labels_reason(run.dataset_name, count, len(unknown), prompt_labels),
+                {
+                    "unknown_labels": {label[:DETAIL_CHARS]: version.labels[label] for label in sorted(unknown)[:20]},
+                    "examples": [{"item_id": r.item_id, "expected": r.expected} for r in rows],
+                },
             )
         return {label: known[label.casefold()] for label in version.labels if known[label.casefold()] != label}
 
     def _precheck_templates(self, run: Run, version: DatasetVersion, templates: list[str]) -> None:
         """Render the templates over the first rows: a template over its budget ends the
-        run now, before any model call. Other template problems are the items' own (they
-        show on each item)."""
+        run now, before any model call (which row, in the item detail). Other template
+        problems are the items' own (they show on each item)."""
         with self.engine.connect() as conn:
             rows = store.version_rows(conn, version.id, -1, PRECHECK_ROWS)
         for row in rows:
             try:
                 self.renderer.render(templates, row.input)
             except BudgetExceeded as exc:
-                raise DatasetError(
-                    f"dataset {run.dataset_name}: item {row.item_id}: {exc}; the run was stopped before any model call"
+                raise ItemDetailError(
+                    f"dataset {run.dataset_name}: {exc} on one of its first {PRECHECK_ROWS} rows; the run was "
+                    "stopped before any model call",
+                    first_error_detail(row.item_id, str(exc)),
                 ) from None
             except TemplateProblem:
                 continue
@@ -228,13 +244,15 @@ class Materializer(Poller):
         elif status != RunStatus.RUNNING:
             raise LeaseLost
 
-    def _fail(self, run: Run, token: str, reason: str) -> None:
-        """End the run in ERROR (through RUNNING, as the state machine goes) and release it."""
+    def _fail(self, run: Run, token: str, reason: str, detail: dict | None = None) -> None:
+        """End the run in ERROR (through RUNNING, as the state machine goes) and release it;
+        ``detail``: what the reason leaves out (``gate.reasons``), kept in its metrics."""
         log.info("run %s: %s", run.id, reason)
+        metrics = {ITEM_DETAIL: detail} if detail else None
 
         def fail(conn) -> None:
             self._ensure_running(conn, run, token)
-            store.transition_run(conn, run.id, RunStatus.ERROR, reason=reason[:2000], token=token)
+            store.transition_run(conn, run.id, RunStatus.ERROR, reason=reason[:2000], metrics=metrics, token=token)
 
         try:
             transaction(self.engine, fail)

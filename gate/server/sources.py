@@ -23,6 +23,7 @@ from dataclasses import replace
 from urllib.parse import parse_qsl, unquote_plus, urlsplit
 
 from ..errors import NotFound, UsageError
+from ..reasons import ITEM_DETAIL
 from ..sources import scheme_of, shown_source
 
 SERVER_FILES = "the service reads no file on its machine: give an https://, s3:// or sql+ database source"
@@ -168,7 +169,8 @@ def holdout_items_hidden(report, gate):
     """``report`` (a ``gate.update_report.UpdateReport``) as a reader who is not admin sees
     it: of each run on a dataset whose rows that reader may not read (``rows_readable``),
     no item — no failing, broken, wavering or protected sample (ids, expected labels and
-    the model's answers, which a pull request's prompt can make repeat the item). The
+    the model's answers, which a pull request's prompt can make repeat the item), no item
+    detail (what its reason leaves out: ``gate.reasons``). The
     counts, bars and verdict stay. The dataset as registered now, as ``preview`` reads it;
     one no longer registered is hidden too."""
 
@@ -185,6 +187,7 @@ def holdout_items_hidden(report, gate):
 
 def _without_items(run):
     metrics = dict(run.metrics or {})
+    metrics.pop(ITEM_DETAIL, None)  # the ids and values its reason leaves out (gate.reasons)
     if isinstance(metrics.get("protected"), dict):
         metrics["protected"] = {**metrics["protected"], "samples": []}
     protected = {**run.protected, "samples": []} if run.protected else run.protected

@@ -16,6 +16,7 @@ from typing import Any
 from ..bars import Bars
 from ..errors import UsageError
 from ..models import FleetCounts, Mapping, Update, WorkerRow
+from ..reasons import detail_text
 from ..report import difference, spend_line
 from ..scoring import format_bar
 from ..service import RunReport, UpdateReport
@@ -123,6 +124,7 @@ def run_view(run: RunReport) -> dict[str, Any]:
         "trials": run.trials,
         "unstable": run.unstable,
         "invalid": metrics.get("invalid", 0),
+        "detail": detail_text(metrics),
         "reused": sorted(run.reused.items()),
     }
 

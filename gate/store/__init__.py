@@ -47,7 +47,9 @@ from .fields import field_counts, field_flips, label_confusion, structured_break
 from .fleet import fleet_counts
 from .item_stats import (
     call_stats,
+    error_kinds,
     failing_items,
+    first_error_of,
     flip_counts,
     flipped_items,
     item_attempt_stats,
@@ -358,7 +360,9 @@ __all__ = [
     "copy_version_page",
     "fail_exhausted_items",
     "fail_unclaimed_items",
+    "error_kinds",
     "failing_items",
+    "first_error_of",
     "find_answers",
     "reuse_stats",
     "save_answers",

@@ -11,9 +11,11 @@ from typing import Any
 from sqlalchemy import case, func, select
 from sqlalchemy.engine import Connection
 
+from ..errors import CallFailure
 from ..models import FlipSample, ItemSample, RunCounts
 from ..states import Verdict
 from ..stats import nearest_rank
+from .items import EXHAUSTED
 from .schema import prompt_run_item
 
 LABEL_CHARS = 128  # a label's length at most (gate.spec_settings)
@@ -71,6 +73,39 @@ def failing_items(conn: Connection, run_id: int, limit: int, errors_only: bool =
         .limit(limit)
     )
     return [ItemSample(*r) for r in rows]
+
+
+ERROR_KINDS = tuple(kind.value for kind in CallFailure)  # an item's error begins "<kind>: "
+
+
+def error_kinds(conn: Connection, run_id: int) -> dict[str, int]:
+    """The run's ERROR items by kind (one GROUP BY): the ``CallFailure`` their error begins
+    with (``template: ...``), ``exhausted`` (no result after every attempt), ``internal``,
+    or ``other``. What a run's reason may say of its errors: never an item's own words."""
+    error = prompt_run_item.c.error
+    kind = case(
+        *((error.like(f"{k}:%"), k) for k in ERROR_KINDS),
+        (error == EXHAUSTED, "exhausted"),
+        (error.like("internal error:%"), "internal"),
+        else_="other",
+    ).label("kind")
+    rows = conn.execute(
+        select(kind, func.count())
+        .where(prompt_run_item.c.run_id == run_id, prompt_run_item.c.verdict == Verdict.ERROR)
+        .group_by(kind)
+    )
+    return {k: int(n) for k, n in rows}
+
+
+def first_error_of(conn: Connection, run_id: int, kind: str) -> str | None:
+    """The error of the run's first ERROR item of ``kind`` (as ``error_kinds`` reads it)."""
+    i = prompt_run_item
+    return conn.execute(
+        select(i.c.error)
+        .where(i.c.run_id == run_id, i.c.verdict == Verdict.ERROR, i.c.error.like(f"{kind}:%"))
+        .order_by(i.c.position)
+        .limit(1)
+    ).scalar()
 
 
 def flip_counts(conn: Connection, run_id: int, baseline_run_id: int) -> dict[str, int]:

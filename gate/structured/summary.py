@@ -16,7 +16,9 @@ values: what a ``label`` field is checked against)::
 At submit (``check_rule``), a prompt decided field by field is refused, in one line, on a
 dataset whose rows give labels, or that lacks a declared field, or whose values the
 field's comparator cannot read (text for a number, a value that names none of a label
-field's labels); a prompt decided by one label is refused on a dataset of objects.
+field's labels); a prompt decided by one label is refused on a dataset of objects. The
+line quotes no row's value: a pull request's token gets it, and the dataset may be a
+holdout (``gate.reasons``).
 """
 
 from __future__ import annotations
@@ -167,7 +169,7 @@ def check_rule(rule: FieldsRule | None, version_fields: Mapping[str, Any] | None
 def _unreadable(spec, stats: Mapping[str, Any]) -> str | None:
     kinds = set(stats.get("kinds") or ()) - {"null"}
     if spec.type == "number" and not stats.get("numeric"):
-        return f"an expected value is not a number ({stats.get('not_numeric')})"
+        return "an expected value is not a number"
     if spec.type == "list" and kinds - {"list"}:
         return "an expected value is not a list"
     if spec.type in ("text", "label") and "list" in kinds:
@@ -178,5 +180,9 @@ def _unreadable(spec, stats: Mapping[str, Any]) -> str | None:
             return f"its expected values are not labels (over {MAX_DISTINCT} distinct values, or not text)"
         unknown = [v for v in values if first_word_label(v, spec.labels) is None]
         if unknown:
-            return f"expected value {unknown[0][:40]!r} is none of the labels ({', '.join(spec.labels)})"
+            rows = sum(int(values[v]) for v in unknown)
+            return (
+                f"{rows:,} row(s) expect one of {len(unknown):,} value(s) that are none of the labels "
+                f"({', '.join(spec.labels)})"
+            )
     return None

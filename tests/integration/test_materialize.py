@@ -17,6 +17,8 @@ from sqlalchemy.exc import OperationalError
 
 from gate import store
 from gate.errors import DatasetError
+from gate.reasons import ITEM_DETAIL
+from gate.report import render_text
 from gate.service import Gate
 from gate.sources import Row, content_hash, next_page_size, open_source
 from workers.materialize import Materializer
@@ -74,9 +76,15 @@ def test_a_label_the_prompt_lacks_ends_the_run_error_and_the_update_failed(gate,
     report = g.status(uid)
     run = report.runs[0]
     assert run.status == "ERROR" and report.status == "FAILED", (run.status, run.reason)
-    assert (
-        "dataset d: 1 row(s) with a label the prompt does not have (labels: yes, no): item i13: 'maybe'" in run.reason
-    )
+    # the reason says how many rows and labels, not which: any reader of the update reads it,
+    # and a holdout's labels are its values (issue 33); which, the run's item detail says
+    assert run.reason == "dataset d: 1 row(s) with 1 label(s) the prompt does not have (its labels: yes, no)"
+    assert report.update.reason == f"could not be scored: d: {run.reason}"
+    assert run.metrics[ITEM_DETAIL] == {
+        "unknown_labels": {"maybe": 1},
+        "examples": [{"item_id": "i13", "expected": "maybe"}],
+    }
+    assert "item i13: 'maybe'" in render_text(report)  # this reader may read the rows: the report says it
     assert run.scored == 0 and run.total == 0  # stopped before the first page
 
 

@@ -113,8 +113,9 @@ def test_labels_in_another_case_are_mapped_and_unknown_labels_end_the_run(gate, 
         monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
         good, odd = run_until_terminal(gate, ids, timeout=60)
     assert good.status == "PASSED" and good.runs[0].matches == 2
-    assert odd.status == "FAILED" and "1 row(s) with a label the prompt does not have" in odd.runs[0].reason
-    assert "item b: 'maybe'" in odd.runs[0].reason
+    assert odd.status == "FAILED" and "1 row(s) with 1 label(s) the prompt does not have" in odd.runs[0].reason
+    assert "maybe" not in odd.runs[0].reason and "maybe" not in odd.update.reason  # which: the item detail
+    assert odd.runs[0].metrics["item_detail"]["examples"] == [{"item_id": "b", "expected": "maybe"}]
 
 
 def test_versions_are_previewed_and_compared(gate, tmp_path):

@@ -80,8 +80,12 @@ SLICE_BARS = {"slice_by": "channel", "min_slice_accuracy": "0.85"}
 
 
 def test_a_slice_under_its_bar_is_named_while_overall_accuracy_clears():
+    """By its column, not its value: the update's reason reaches any reader, and a holdout's
+    values are its rows' (issue 33, finding 4); the report's check names it for who may read."""
     status, reason = update_end("check", [run(SLICE_BARS, flips=None, slices=SLICES, matches=92, scored=104)])
-    assert (status, reason) == ("REJECTED", "missed: d min_slice_accuracy[channel=chat] 80.0% < bar 85%")
+    assert (status, reason) == ("REJECTED", "missed: d min_slice_accuracy[channel]: a slice at 80.0% < bar 85%")
+    failing = checks(SLICE_BARS, flips=None, slices=SLICES)[("min_slice_accuracy", "channel=chat")]
+    assert (failing.state, failing.value, failing.note) == ("fail", "80.0%", "24 of 30 items")
 
 
 def test_slices_pass_with_the_small_ones_listed_as_too_small():
@@ -119,12 +123,14 @@ PROTECTED = {
 
 def test_a_protected_item_that_broke_fails_an_update_every_other_bar_passes():
     status, reason = update_end("check", [run({"max_broken": 5}, flips=FLIPS, protected=PROTECTED, matches=19)])
-    assert (status, reason) == ("REJECTED", "missed: d: 1 protected item broke (m7)")
+    assert (status, reason) == ("REJECTED", "missed: d: 1 protected item broke")  # which: the report's samples
+    note = checks({"max_broken": 5}, flips=FLIPS, protected=PROTECTED)[("protected", None)].note
+    assert note == "1 of 3 protected items broke" and "m7" not in reason
 
 
 def test_the_protected_item_is_named_first():
     status, reason = update_end("check", [run({"max_broken": 0}, flips=FLIPS, protected=PROTECTED, matches=1)])
-    assert reason == "missed: d: 1 protected item broke (m7); d 5.0% < bar 80%; d max_broken 2 > bar 0"
+    assert reason == "missed: d: 1 protected item broke; d 5.0% < bar 80%; d max_broken 2 > bar 0"
 
 
 def test_protection_without_live_answers():

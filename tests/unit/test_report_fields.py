@@ -186,8 +186,7 @@ def report(hostile: str = "") -> UpdateReport:
         "ab" * 32,
         2,
         {"repo": REPO, "pr": 12, "sha": HEAD1, "path": "prompts/support-extract.yaml"},
-        "missed: support-emails: 1 protected item broke (mail-007); support-emails "
-        "min_field_accuracy[amount] 92.5% < bar 95%",
+        "missed: support-emails: 1 protected item broke; support-emails min_field_accuracy[amount] 92.5% < bar 95%",
         T0,
         T0,
         T0,

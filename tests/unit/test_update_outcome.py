@@ -172,3 +172,24 @@ def test_the_spend_line_never_calls_its_bound_a_most_that_retries_pass():
         }
     )
     assert line == "91 made, 0 reused (60 model calls before retries; every item called (--full))"
+
+
+def test_a_run_that_could_not_be_scored_says_how_many_items_and_of_which_kinds():
+    """Not which items nor what they said: the reason reaches any reader of the update, of a
+    holdout too (issue 33); the first one's id and error went into it before."""
+    from gate.scoring import run_end
+
+    metrics = {"total": 20, "errors": 3}
+    status, reason = run_end(metrics, "hold", {"template": 2, "timeout": 1})
+    assert (status, reason) == (
+        "ERROR",
+        "3 of 20 items of hold could not be scored (template: 2, timeout: 1; see the failing items)",
+    )
+    broken = SimpleNamespace(status="ERROR", dataset_name="hold", metrics=metrics, reason=reason, pinned={})
+    assert update_end("check", [broken]) == ("FAILED", f"could not be scored: hold: {reason}")
+    budget = "budget: template exceeded its budget of 2 s of CPU, 64 MiB per item (out of CPU time)"
+    _, reason = run_end(metrics, "hold", {"budget": 3}, budget=budget)
+    assert reason.endswith(
+        "(budget: 3; see the failing items): template exceeded its budget of 2 s of CPU, 64 MiB "
+        "per item (out of CPU time)"
+    )

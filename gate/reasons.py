@@ -1,0 +1,70 @@
+"""Why a run or an update ended, in the words every reader gets, and the item detail only
+some may read.
+
+A run's ``reason`` and its update's (composed from it: ``gate.update_outcome``) reach any
+reader of the update — the API, ``/wait``, the updates list, the status page, the pull
+request's comment — whichever dataset the run was on, a holdout too (a dataset whose rows
+only admin reads: ``gate.server.sources.rows_readable``). So a reason says counts and kinds
+and never an item's id or value: "3 of 20 items of d could not be scored (template: 2,
+timeout: 1; see the failing items)". Which items, and what they said, go to the run's
+metrics under ``ITEM_DETAIL``, which the service leaves out for a reader who may not read
+the dataset's rows, as it leaves out the failing items themselves; the reports show it to
+the others (``detail_text``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+ITEM_DETAIL = "item_detail"  # a run's metrics: what its reason leaves out (ids, values, errors)
+DETAIL_EXAMPLES = 3
+DETAIL_CHARS = 300
+
+
+def kinds_text(kinds: Mapping[str, int]) -> str:
+    """``{"template": 2, "timeout": 1}`` as "template: 2, timeout: 1", the most first."""
+    return ", ".join(f"{kind}: {n:,}" for kind, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def errors_reason(
+    errors: int, total: int, dataset: str, kinds: Mapping[str, int] | None = None, budget: str | None = None
+) -> str:
+    """A run with items that could not be scored, by count and kind of error; ``budget``:
+    the first budget error, which the gate words itself and which names no item (the
+    template sandbox's budget, or a run's mean render time), so it may be said."""
+    by_kind = f"{kinds_text(kinds)}; " if kinds else ""
+    said = f": {budget.removeprefix('budget: ')[:DETAIL_CHARS]}" if budget else ""
+    return f"{errors:,} of {total:,} items of {dataset} could not be scored ({by_kind}see the failing items){said}"
+
+
+def unknown_labels_reason(dataset: str, rows: int, labels: int, prompt_labels: list[str]) -> str:
+    """A dataset version whose rows give labels the prompt does not have: how many rows and
+    how many labels, never which (a holdout's labels are its values)."""
+    return (
+        f"dataset {dataset}: {rows:,} row(s) with {labels:,} label(s) the prompt does not have "
+        f"(its labels: {', '.join(prompt_labels)})"
+    )
+
+
+def first_error_detail(item_id: str, error: str | None) -> dict[str, Any]:
+    return {"first_error": {"item_id": item_id, "error": (error or "")[:DETAIL_CHARS]}}
+
+
+def detail_text(metrics: Mapping[str, Any] | None) -> str | None:
+    """A run's item detail in one line for the reports (None: none, or left out for this
+    reader)."""
+    detail = (metrics or {}).get(ITEM_DETAIL)
+    if not isinstance(detail, Mapping):
+        return None
+    parts = []
+    first = detail.get("first_error")
+    if isinstance(first, Mapping):
+        parts.append(f"the first: item {first.get('item_id')}: {first.get('error')}")
+    labels = detail.get("unknown_labels")
+    if isinstance(labels, Mapping) and labels:
+        parts.append("labels the prompt does not have: " + ", ".join(f"{k!r} ({n:,} rows)" for k, n in labels.items()))
+    examples = [e for e in detail.get("examples") or () if isinstance(e, Mapping)]
+    if examples:
+        parts.append("e.g. " + "; ".join(f"item {e.get('item_id')}: {e.get('expected')!r}" for e in examples))
+    return "; ".join(parts) or None
