@@ -14,6 +14,7 @@ the others (``detail_text``).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -68,3 +69,29 @@ def detail_text(metrics: Mapping[str, Any] | None) -> str | None:
     if examples:
         parts.append("e.g. " + "; ".join(f"item {e.get('item_id')}: {e.get('expected')!r}" for e in examples))
     return "; ".join(parts) or None
+
+
+# Where a reason written before reasons named no item (issue 33) began to name one, and the
+# words that stand for what is cut, in this order: finalize's first failing item, the rows
+# with labels the prompt lacked, an item over its budget, the protected items that broke.
+_LEGACY_ITEMS = (
+    ("; the first: ", " (see the failing items)"),
+    ("): item ", ")"),
+    (": item ", ": (an item's detail, left out)"),
+    (" broke (", " broke"),
+)
+_LEGACY_SLICE = re.compile(r"min_slice_accuracy\[(?![^\]]*\]: a slice at )")
+
+
+def without_legacy_items(reason: str | None) -> str | None:
+    """A stored reason as it is read: one written by an earlier version of the gate, which
+    copied items into reasons, cut where it named the first one (from there to its end,
+    which may drop the reasons of later runs: better than an item). A reason written now
+    holds none of these words and is read as it is."""
+    if not reason:
+        return reason
+    for marker, instead in _LEGACY_ITEMS:
+        if marker in reason:
+            reason = reason[: reason.index(marker)] + instead
+    found = _LEGACY_SLICE.search(reason)
+    return reason[: found.start()] + "min_slice_accuracy (a slice's value, left out)" if found else reason

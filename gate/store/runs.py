@@ -12,6 +12,7 @@ from sqlalchemy.engine import Connection
 
 from ..errors import IllegalTransition, NotFound
 from ..models import Dataset, DatasetVersion, Run, RunCandidate
+from ..reasons import without_legacy_items
 from ..states import RUN_OPEN, RUN_TERMINAL, RunStatus, Verdict, run_sources
 from .dialect import db_now
 from .schema import EPOCH, dataset_version, new_token, prompt, prompt_run, prompt_run_item, prompt_update
@@ -45,7 +46,7 @@ def _run(row) -> Run:
         row.lease_token,
         row.attempt,
         row.metrics,
-        row.reason,
+        without_legacy_items(row.reason),  # one written before reasons named no item: cut
         row.created_at,
         row.started_at,
         row.finished_at,

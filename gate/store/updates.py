@@ -11,6 +11,7 @@ from sqlalchemy.engine import Connection
 
 from ..errors import IllegalTransition, NotFound
 from ..models import Update
+from ..reasons import without_legacy_items
 from ..states import RUN_OPEN, UPDATE_OPEN, RunStatus, UpdateStatus, update_sources
 from .dialect import db_now
 from .schema import prompt_run, prompt_update
@@ -26,7 +27,7 @@ def _update(row) -> Update:
         row.candidate_hash,
         row.base_version,
         row.source or {},
-        row.reason,
+        without_legacy_items(row.reason),  # one written before reasons named no item: cut
         row.created_at,
         row.started_at,
         row.finished_at,
