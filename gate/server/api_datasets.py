@@ -6,6 +6,8 @@ source the service reads for a caller must be one it may read (``sources``)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.concurrency import run_in_threadpool
 
@@ -14,7 +16,7 @@ from ..sources import scheme_of
 from .auth import Caller, authorize, require
 from .bodies import BODY, DatasetBody, MappingBody, SyncBody, field_flag, field_text, gate_of, json_bytes, responses
 from .limits import spool_upload
-from .sources import HOLDOUT_ROWS, check_remote_source, rows_readable, uploaded_source
+from .sources import HOLDOUT_ROWS, check_remote_source, rows_readable, uploaded_source, version_shown
 
 router = APIRouter()
 
@@ -171,17 +173,19 @@ def sync_config(request: Request, model: SyncBody, _caller: Caller = Depends(req
 
 
 @router.get("/datasets/{name}/versions", summary="A dataset's versions", responses=responses(404))
-def dataset_versions(request: Request, name: str, _caller: Caller = Depends(require("read"))):
+def dataset_versions(request: Request, name: str, caller: Caller = Depends(require("read"))):
     ds, versions = gate_of(request).dataset_versions(name)
-    return json_bytes({"dataset": ds, "versions": versions})
+    return json_bytes({"dataset": ds, "versions": [version_shown(caller.scope, ds, v) for v in versions]})
 
 
 @router.get(
     "/datasets/{name}/versions/{version}", summary="One version of a dataset (current if 0)", responses=responses(404)
 )
-def dataset_version(request: Request, name: str, version: str, _caller: Caller = Depends(require("read"))):
+def dataset_version(request: Request, name: str, version: str, caller: Caller = Depends(require("read"))):
     """``version``: "v3" (the dataset's third version), a version id, or 0 (the current one)."""
-    return json_bytes(gate_of(request).dataset_version(name, None if version.strip() in ("", "0") else version))
+    gate = gate_of(request)
+    found = gate.dataset_version(name, None if version.strip() in ("", "0") else version)
+    return json_bytes(version_shown(caller.scope, gate.get_dataset(name), found))
 
 
 @router.get("/datasets/{name}/preview", summary="A version's first rows and label counts", responses=responses(404))
@@ -195,9 +199,11 @@ def preview(
     """Rows of a dataset no repository holds (a holdout) need admin (``sources.rows_readable``);
     its counts (``rows=0``) any reader."""
     gate = gate_of(request)
-    if rows and not rows_readable(caller.scope, gate.get_dataset(name)):
+    ds = gate.get_dataset(name)
+    if rows and not rows_readable(caller.scope, ds):
         raise Forbidden(HOLDOUT_ROWS.format(name=name))
-    return json_bytes(gate.preview_dataset(name, rows, version))
+    found = gate.preview_dataset(name, rows, version)
+    return json_bytes(replace(found, version=version_shown(caller.scope, ds, found.version)))
 
 
 @router.get("/datasets/{name}/diff", summary="How two versions of a dataset differ", responses=responses(404))

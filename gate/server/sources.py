@@ -162,6 +162,22 @@ def rows_readable(scope: str | None, ds) -> bool:
     return scheme == "upload" or (scheme == "file" and bool((ds.options or {}).get("declared_in")))
 
 
+def version_shown(scope: str | None, ds, version):
+    """A version of ``ds`` as a caller of ``scope`` sees it: for one who may not read its rows
+    (``rows_readable``), the summary of its expected objects (``fields["expected"]``) without
+    the values — per field, how many rows expect each text value and the first that is not a
+    number are the rows' own. The kinds of each field, whether all read as numbers, the
+    field counts and the label counts stay (the counts any reader gets)."""
+    expected = (version.fields or {}).get("expected") if version is not None else None
+    if not isinstance(expected, dict) or rows_readable(scope, ds):
+        return version
+    fields = {
+        name: {**stats, "values": None, "not_numeric": None} if isinstance(stats, dict) else stats
+        for name, stats in (expected.get("fields") or {}).items()
+    }
+    return replace(version, fields={**version.fields, "expected": {**expected, "fields": fields}})
+
+
 HOLDOUT_ROWS = (
     "dataset {name}'s rows are not a repository's (the operator registered it from elsewhere, "
     "a holdout): reading them needs an admin token"
