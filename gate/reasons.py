@@ -19,7 +19,6 @@ from collections.abc import Mapping
 from typing import Any
 
 ITEM_DETAIL = "item_detail"  # a run's metrics: what its reason leaves out (ids, values, errors)
-DETAIL_EXAMPLES = 3
 DETAIL_CHARS = 300
 
 

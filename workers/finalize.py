@@ -1,11 +1,11 @@
 """Finalize: a RUNNING run with every page in and no item left to score gets its metrics
 from one GROUP BY (a fields decision: and one aggregate of its fields, ``figures``) and
-ends DONE, or ERROR (no items, or an item that exhausted its attempts: its reason says
-how many items and of which kinds of error, the first one's id and error go to the
-metrics' item detail, ``gate.reasons``). A run stopped
-before every item was called (early stop, a spend cap) ends DONE: its update's verdict is
-the stop's; its figures say what was called, reused and saved, and the counters /metrics
-reads grow by them."""
+ends DONE, or ERROR (no items, or an item that exhausted its attempts: its reason says how
+many items and of which kinds of error, from one more GROUP BY; the first one's id and
+error go to the metrics' item detail, ``gate.reasons``). A run stopped before every item
+was called (early stop, a spend cap) ends DONE: its update's verdict is the stop's; its
+figures say what was called, reused and saved, and the counters /metrics reads grow by
+them."""
 
 from __future__ import annotations
 
