@@ -26,6 +26,7 @@ from collections import Counter
 from pathlib import PurePosixPath
 
 from ..errors import DatasetError
+from ..fieldcounts import MAX_FIELD_CHARS
 from ..structured.expected import EXPECTED_PREFIX, PROTECTED_COLUMN
 from .base import MAX_ROW_DEPTH, Page, Row, SourceOptions, json_quote, make_row, register, resolve_path
 
@@ -151,7 +152,16 @@ class TextDecoder:
     def _check_header(self, header: list[str]) -> None:
         """Each column named once (a second one silently replaced the first), and the id
         and label columns there (or, for the label, ``expected.<field>`` columns), or the
-        error that names them (line 1)."""
+        error that names them (line 1). A column's name is at most ``MAX_FIELD_CHARS``
+        characters: every row repeats it in its stored JSON, so one 65,000-character name made
+        each 14-byte row store 65 KB (issue 33)."""
+        long = next((name for name in header if len(name) > MAX_FIELD_CHARS), None)
+        if long is not None:
+            self.header = None
+            raise DatasetError(
+                f"{self.uri}: line 1: a column name is {len(long)} characters long ({long[:40]!r}...): "
+                f"at most {MAX_FIELD_CHARS}"
+            )
         counts = Counter(header)
         twice = [name for name in header if counts[name] > 1]
         if twice:
