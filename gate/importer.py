@@ -6,7 +6,8 @@ connection and transaction (two writers while the next page is read; one on SQLi
 hashes the rows' digests in order into the content hash. Only then is the version READY; if the
 dataset already has a READY version with that content, the new one is discarded and the
 existing one returned, so importing identical content creates no new version. A failure
-half-way discards what was written: a version is whole or absent.
+half-way discards what was written: a version is whole or absent. Pages are sized by bytes
+(``read_pages``), the first one too.
 
 ``diff_ordered`` (two versions, streamed by item id) and ``diff_against`` (a proposed file
 against a version) compare rows: added, removed and relabelled items, and items whose
@@ -27,7 +28,7 @@ from .db import is_sqlite, transaction
 from .errors import DatasetError
 from .fieldcounts import FieldCounter
 from .models import EXAMPLES, DataDiff, Imported  # noqa: F401 (DataDiff: its old path)
-from .sources import ContentHash, Reader, Row, next_page_size, row_digests
+from .sources import DEFAULT_MAX_ROW_BYTES, ContentHash, Reader, Row, first_page_size, next_page_size, row_digests
 from .structured.summary import ExpectedSummary
 
 WRITERS = 2
@@ -43,6 +44,8 @@ def import_version(
     reader: Reader,
     page_size: int,
     page_bytes: int,
+    *,
+    max_row_bytes: int = DEFAULT_MAX_ROW_BYTES,
 ) -> Imported:
     """The source's rows as a READY version of the dataset (see the module docstring)."""
     source_version = reader.snapshot_version()
@@ -50,7 +53,8 @@ def import_version(
         engine, lambda conn: store.create_version(conn, dataset_id, source_uri, options, source_version)
     )
     try:
-        content_hash, rows, labels, fields = _write_rows(engine, version_id, name, reader, page_size, page_bytes)
+        pages = read_pages(reader, page_size, page_bytes, max_row_bytes)
+        content_hash, rows, labels, fields = _write_rows(engine, version_id, name, pages)
         if not rows:
             raise DatasetError(f"dataset {name} has no rows: nothing to evaluate")
         return _finish(engine, dataset_id, version_id, content_hash, rows, labels, fields)
@@ -60,12 +64,12 @@ def import_version(
 
 
 def _write_rows(
-    engine: Engine, version_id: int, name: str, reader: Reader, page_size: int, page_bytes: int
+    engine: Engine, version_id: int, name: str, pages: Iterable[list[Row]]
 ) -> tuple[str, int, dict[str, int], dict]:
     digest, labels, fields, position = ContentHash(), Counter(), FieldCounter(), 0
     expected, protected = ExpectedSummary(name), 0
     with _Writers(engine, version_id, name) as writers:
-        for page in read_pages(reader, page_size, page_bytes):
+        for page in pages:
             ids = [r.item_id for r in page]
             if len(set(ids)) < len(ids):
                 dupes = [i for i, n in Counter(ids).items() if n > 1]
@@ -101,9 +105,15 @@ def _version_fields(fields: FieldCounter, expected: ExpectedSummary, protected: 
     return out
 
 
-def read_pages(reader: Reader, page_size: int, page_bytes: int) -> Iterator[list[Row]]:
-    """The source's rows a page at a time, pages sized by the rows read so far."""
-    cursor, size = None, page_size
+def read_pages(
+    reader: Reader,
+    page_size: int,
+    page_bytes: int,
+    max_row_bytes: int = DEFAULT_MAX_ROW_BYTES,
+) -> Iterator[list[Row]]:
+    """The source's rows a page at a time, pages sized by bytes: the first by the widest a
+    row may be, the others by the rows read so far."""
+    cursor, size = None, first_page_size(page_size, page_bytes, max_row_bytes)
     while True:
         page = reader.read_page(cursor, size)
         if page.rows:
@@ -257,9 +267,11 @@ def _compare(result: DataDiff, old: tuple[str, str, str], new: tuple[str, str, s
         result.note("changed", old[0])
 
 
-def source_rows(reader: Reader, page_size: int, page_bytes: int) -> Iterator[tuple[str, str, str]]:
+def source_rows(
+    reader: Reader, page_size: int, page_bytes: int, max_row_bytes: int = DEFAULT_MAX_ROW_BYTES
+) -> Iterator[tuple[str, str, str]]:
     """(item_id, label, row hash) of a source's rows, for ``diff_against``."""
-    for page in read_pages(reader, page_size, page_bytes):
+    for page in read_pages(reader, page_size, page_bytes, max_row_bytes):
         for row, digest in zip(page, row_digests(page)):
             yield row.item_id, row.expected, digest.hex()
 

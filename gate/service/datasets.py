@@ -134,6 +134,7 @@ class DatasetsMixin:
         """A reader's options from a dataset's (which also say where an upload came from)."""
         return SourceOptions(
             max_row_bytes=self.settings.max_row_bytes,
+            page_bytes=self.settings.page_bytes,
             **{k: v for k, v in options.items() if k in SOURCE_OPTION_KEYS},
             expand_env=self.source_egress is None,
             egress=self.source_egress,
@@ -162,6 +163,7 @@ class DatasetsMixin:
                 reader,
                 self.settings.page_size,
                 self.settings.page_bytes,
+                max_row_bytes=self.settings.max_row_bytes,
             )
         finally:
             reader.close()
@@ -288,14 +290,10 @@ class DatasetsMixin:
         current = self.dataset_version(name)
         if scheme_of(source_uri) != "file":
             raise DatasetError(f"dataset {name}: only local files are compared in a pull request")
-        reader = open_source(source_uri, SourceOptions(max_row_bytes=self.settings.max_row_bytes, **options))
+        limits = {"max_row_bytes": self.settings.max_row_bytes, "page_bytes": self.settings.page_bytes}
+        reader = open_source(source_uri, SourceOptions(**limits, **options))
         try:
-            return importer.diff_against(
-                self.engine,
-                current.id,
-                importer.source_rows(reader, self.settings.page_size, self.settings.page_bytes),
-                MAX_DIFF_ROWS,
-            )
+            return importer.diff_against(self.engine, current.id, self._proposed_rows(name, reader), MAX_DIFF_ROWS)
         finally:
             reader.close()
 
@@ -323,12 +321,13 @@ class DatasetsMixin:
         ds = self.check_upload(name, repo_path, kind, dry_run=True)
         current = self.dataset_version(name)
         reader = UploadReader(stream, repo_path, self._source_options(ds.options), kind)
-        return importer.diff_against(
-            self.engine,
-            current.id,
-            importer.source_rows(reader, self.settings.page_size, self.settings.page_bytes),
-            MAX_DIFF_ROWS,
-        )
+        return importer.diff_against(self.engine, current.id, self._proposed_rows(name, reader), MAX_DIFF_ROWS)
+
+    def _proposed_rows(self, name: str, reader):
+        """A proposed copy's rows for ``importer.diff_against``, read in the pages an import
+        of them would read."""
+        s = self.settings
+        return importer.source_rows(reader, s.page_size, s.page_bytes, s.max_row_bytes)
 
     # --- providers -----------------------------------------------------------------------------
 

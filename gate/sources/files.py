@@ -125,6 +125,7 @@ class TextDecoder:
         self.budget = options.max_row_bytes * 2 + 1024
         self.header: list[str] | None = None
         self.data_start = 0
+        self.row_overhead = 0  # bytes each row's JSON holds beyond its line's own: the header's names
 
     @property
     def needs_header(self) -> bool:
@@ -148,6 +149,7 @@ class TextDecoder:
             self.header = None
             raise DatasetError(f"{self.uri}: the CSV file has no header row")
         self._check_header(self.header)
+        self.row_overhead = sum(len(name.encode()) + 4 for name in self.header)  # "name": and a comma
 
     def _check_header(self, header: list[str]) -> None:
         """Each column named once (a second one silently replaced the first), and the id
@@ -330,9 +332,11 @@ class TextDecoder:
 
 
 def read_text_page(stream: LineStream, decoder: TextDecoder, limit: int) -> Page:
-    """Up to ``limit`` rows from ``stream``. The next cursor is where the next non-blank
-    record starts (None when there is none); that record is pushed back onto the stream,
-    so a caller that keeps the stream can go on reading from the cursor.
+    """Up to ``limit`` rows from ``stream``, fewer once their records and the header's
+    names each row repeats (``row_overhead``) come to ``options.page_bytes``: the page's
+    rows hold about that much, however few or wide they are. The next cursor is where the
+    next non-blank record starts (None when there is none); that record is pushed back onto
+    the stream, so a caller that keeps the stream can go on reading from the cursor.
 
     Records are split off line by line (cheap byte work), then decoded a page at a time.
     Lines that are whole records (the usual case) are taken by a tight loop over the raw
@@ -342,10 +346,11 @@ def read_text_page(stream: LineStream, decoder: TextDecoder, limit: int) -> Page
     texts: list[str] = []
     line_nos: list[int] = []
     readline, budget, csv_kind = stream.raw.readline, decoder.budget, decoder.kind == "csv"
+    size, page_bytes, overhead = 0, decoder.options.page_bytes, decoder.row_overhead
     while True:
         if not stream.has_pushed_back():
             offset, line_no, line = stream.offset, stream.line, None
-            while len(texts) < limit:
+            while len(texts) < limit and size < page_bytes:
                 line = readline(budget + 1)
                 if (
                     not line
@@ -363,6 +368,7 @@ def read_text_page(stream: LineStream, decoder: TextDecoder, limit: int) -> Page
                 texts.append(text)
                 line_nos.append(line_no)
                 offset += len(line)
+                size += len(line) + overhead
                 line_no += 1
                 line = None
             stream.offset, stream.line = offset, line_no
@@ -377,11 +383,12 @@ def read_text_page(stream: LineStream, decoder: TextDecoder, limit: int) -> Page
         text = decoder.text_of(b"".join(lines) if len(lines) > 1 else lines[0], start_line)
         if text is None:
             continue
-        if len(texts) >= limit:
+        if len(texts) >= limit or size >= page_bytes:
             stream.unread(lines)
             return Page(decoder.rows(texts, line_nos), f"{start_offset}:{start_line}")
         texts.append(text)
         line_nos.append(start_line)
+        size += sum(map(len, lines)) + overhead
 
 
 @register("file")

@@ -1,6 +1,7 @@
 """What a dataset file may cost (issue 33, finding 3): a CSV header's names are repeated in
-every row's stored JSON, so one 65,000-character name made each 14-byte row store 65 KB.
-Column names are capped."""
+every row's stored JSON, so one 65,000-character name made each 14-byte row store 65 KB,
+and a page of 5,000 such rows held 320 MB. Column names are capped, and pages are sized by
+bytes, the first one too."""
 
 from __future__ import annotations
 
@@ -51,3 +52,13 @@ def test_a_column_name_over_191_characters_is_refused_in_one_line(service):
         sent = admin.put("/v1/datasets/d/rows", content=long_name_csv(1000), params={"path": "d.csv"})
         assert sent.status_code == 400 and "at most 191" in sent.json()["error"], sent.text
         assert admin.get("/v1/datasets/d/versions").status_code == 404  # nothing stored, nothing registered
+
+
+def test_every_page_of_a_wide_header_holds_about_page_bytes_the_first_one_too():
+    """The importer asked for 5,000 rows first whatever their width; the reader now ends a
+    page once its lines and the names each row repeats come to page_bytes."""
+    reader = UploadReader(io.BytesIO(wide_header_csv(300)), "d.csv", SourceOptions())  # page_bytes: 4 MiB
+    pages = [sum(len(r.input_json) for r in page) for page in read_pages(reader, 5000, PAGE_BYTES)]
+    row = WIDE * (191 + 5) + WIDE - 1 + 2  # one row's JSON: "name":"" per column, commas, braces
+    assert sum(pages) == 300 * row and len(pages) >= 4, pages
+    assert max(pages) <= PAGE_BYTES + row, pages  # about page_bytes: one row more at most
