@@ -7,7 +7,8 @@ hashes the rows' digests in order into the content hash. Only then is the versio
 dataset already has a READY version with that content, the new one is discarded and the
 existing one returned, so importing identical content creates no new version. A failure
 half-way discards what was written: a version is whole or absent. Pages are sized by bytes
-(``read_pages``), the first one too.
+(``read_pages``), the first one too, and a version stores at most ``max_version_bytes``
+of rows (``StoredBytes``): a CSV header repeated into every row cannot fill the database.
 
 ``diff_ordered`` (two versions, streamed by item id) and ``diff_against`` (a proposed file
 against a version) compare rows: added, removed and relabelled items, and items whose
@@ -33,6 +34,31 @@ from .structured.summary import ExpectedSummary
 
 WRITERS = 2
 DELETE_BATCH = 5000
+MAX_VERSION_BYTES_SETTING = "PROMPTGATE_MAX_VERSION_BYTES"
+
+
+class StoredBytes:
+    """What a version's rows store (ids, labels, inputs, in UTF-8 bytes), counted page by
+    page: a DatasetError naming the setting once past ``limit`` (None: no limit)."""
+
+    def __init__(self, name: str, limit: int | None):
+        self.name, self.limit, self.total = name, limit, 0
+
+    def add(self, rows: list[Row]) -> None:
+        if self.limit is None:
+            return
+        self.total += _utf8_bytes(rows)
+        if self.total > self.limit:
+            raise DatasetError(
+                f"dataset {self.name}: its rows come to more than {self.limit} bytes as stored (at "
+                f"{rows[-1].position}), over {MAX_VERSION_BYTES_SETTING}, the cap on one version: nothing was stored"
+            )
+
+
+def _utf8_bytes(rows: list[Row]) -> int:
+    """The rows' ids, labels and inputs in UTF-8 bytes (a join per page: ~80 ns a row)."""
+    inputs, keys = "".join([r.input_json for r in rows]), "".join([r.item_id + r.expected for r in rows])
+    return sum(len(t) if t.isascii() else len(t.encode()) for t in (inputs, keys))
 
 
 def import_version(
@@ -46,6 +72,7 @@ def import_version(
     page_bytes: int,
     *,
     max_row_bytes: int = DEFAULT_MAX_ROW_BYTES,
+    max_version_bytes: int | None = None,
 ) -> Imported:
     """The source's rows as a READY version of the dataset (see the module docstring)."""
     source_version = reader.snapshot_version()
@@ -53,7 +80,7 @@ def import_version(
         engine, lambda conn: store.create_version(conn, dataset_id, source_uri, options, source_version)
     )
     try:
-        pages = read_pages(reader, page_size, page_bytes, max_row_bytes)
+        pages = read_pages(reader, page_size, page_bytes, max_row_bytes, StoredBytes(name, max_version_bytes))
         content_hash, rows, labels, fields = _write_rows(engine, version_id, name, pages)
         if not rows:
             raise DatasetError(f"dataset {name} has no rows: nothing to evaluate")
@@ -110,13 +137,16 @@ def read_pages(
     page_size: int,
     page_bytes: int,
     max_row_bytes: int = DEFAULT_MAX_ROW_BYTES,
+    stored: StoredBytes | None = None,
 ) -> Iterator[list[Row]]:
     """The source's rows a page at a time, pages sized by bytes: the first by the widest a
-    row may be, the others by the rows read so far."""
+    row may be, the others by the rows read so far; each page counted into ``stored``."""
     cursor, size = None, first_page_size(page_size, page_bytes, max_row_bytes)
     while True:
         page = reader.read_page(cursor, size)
         if page.rows:
+            if stored is not None:
+                stored.add(page.rows)
             yield page.rows
         if page.next_cursor is None:
             return
@@ -268,10 +298,15 @@ def _compare(result: DataDiff, old: tuple[str, str, str], new: tuple[str, str, s
 
 
 def source_rows(
-    reader: Reader, page_size: int, page_bytes: int, max_row_bytes: int = DEFAULT_MAX_ROW_BYTES
+    reader: Reader,
+    page_size: int,
+    page_bytes: int,
+    max_row_bytes: int = DEFAULT_MAX_ROW_BYTES,
+    stored: StoredBytes | None = None,
 ) -> Iterator[tuple[str, str, str]]:
-    """(item_id, label, row hash) of a source's rows, for ``diff_against``."""
-    for page in read_pages(reader, page_size, page_bytes, max_row_bytes):
+    """(item_id, label, row hash) of a source's rows, for ``diff_against``; ``stored``: the
+    rows an import would store, bounded as there (a dry run reads no more than it would)."""
+    for page in read_pages(reader, page_size, page_bytes, max_row_bytes, stored):
         for row, digest in zip(page, row_digests(page)):
             yield row.item_id, row.expected, digest.hex()
 
@@ -279,6 +314,7 @@ def source_rows(
 __all__ = [
     "DataDiff",
     "Imported",
+    "StoredBytes",
     "count_fields",
     "diff_against",
     "diff_ordered",

@@ -164,6 +164,7 @@ class DatasetsMixin:
                 self.settings.page_size,
                 self.settings.page_bytes,
                 max_row_bytes=self.settings.max_row_bytes,
+                max_version_bytes=self.settings.max_version_bytes,
             )
         finally:
             reader.close()
@@ -324,10 +325,11 @@ class DatasetsMixin:
         return importer.diff_against(self.engine, current.id, self._proposed_rows(name, reader), MAX_DIFF_ROWS)
 
     def _proposed_rows(self, name: str, reader):
-        """A proposed copy's rows for ``importer.diff_against``, read in the pages an import
-        of them would read."""
+        """A proposed copy's rows for ``importer.diff_against``, read within the bounds an
+        import of them would meet (a dry run reads no more than it would store)."""
         s = self.settings
-        return importer.source_rows(reader, s.page_size, s.page_bytes, s.max_row_bytes)
+        stored = importer.StoredBytes(name, s.max_version_bytes)
+        return importer.source_rows(reader, s.page_size, s.page_bytes, s.max_row_bytes, stored)
 
     # --- providers -----------------------------------------------------------------------------
 
