@@ -17,6 +17,7 @@ input changed; neither holds a whole version in memory.
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -35,6 +36,7 @@ from .structured.summary import ExpectedSummary
 WRITERS = 2
 DELETE_BATCH = 5000
 MAX_VERSION_BYTES_SETTING = "PROMPTGATE_MAX_VERSION_BYTES"
+HELD_LABEL = 191  # characters of a label a diff holds whole
 
 
 class StoredBytes:
@@ -272,22 +274,32 @@ def diff_ordered(base: Iterable[tuple[str, str, str]], proposed: Iterable[tuple[
 def diff_against(engine: Engine, version_id: int, rows: Iterable[tuple[str, str, str]], max_rows: int) -> DataDiff:
     """Rows from elsewhere (a pull request's copy of a file, in file order) against a
     stored version: the proposed rows are held (at most ``max_rows``: beyond that the diff
-    says it is too large), the version streamed by item id."""
+    says it is too large), the version streamed by item id. A long label is held by its
+    digest (``held_label``): the rows held cost their ids, not the file's size."""
     proposed: dict[str, tuple[str, str]] = {}
     for item_id, label, row_hash in rows:
         if len(proposed) >= max_rows:
             return DataDiff(too_large=max_rows)
-        proposed[item_id] = (label, row_hash)
+        proposed[item_id] = (held_label(label), row_hash)
     result = DataDiff(rows=len(proposed))
     for old in version_keys(engine, version_id):
         new = proposed.pop(old[0], None)
         if new is None:
-            result.note("removed", f"{old[0]} ({old[1]})")
+            result.note("removed", f"{old[0]} ({held_label(old[1])})")
         else:
-            _compare(result, old, (old[0], *new))
+            _compare(result, (old[0], held_label(old[1]), old[2]), (old[0], *new))
     for item_id, (label, _) in proposed.items():
         result.note("added", f"{item_id} ({label})")
     return result
+
+
+def held_label(label: str) -> str:
+    """A label as a diff holds and shows it: itself, or when over ``HELD_LABEL`` characters
+    its start and a digest of the whole (equal labels stay equal; a hostile file of 4 KB
+    labels held each one whole: +63 MiB of the server's RSS for a 48 MiB dry run)."""
+    if len(label) <= HELD_LABEL:
+        return label
+    return f"{label[:64]}… (sha256 {hashlib.sha256(label.encode()).hexdigest()[:32]})"
 
 
 def _compare(result: DataDiff, old: tuple[str, str, str], new: tuple[str, str, str]) -> None:

@@ -121,3 +121,29 @@ def test_a_wide_header_dry_run_costs_bounded_memory_and_stops_at_the_cap(mysql_u
 def _kib(status_file: str, field: str) -> int:
     with open(status_file) as fh:
         return next(int(line.split()[1]) for line in fh if line.startswith(field + ":"))
+
+
+def test_a_dry_run_holds_a_long_label_by_its_digest(gate, tmp_path):
+    """Hostile review of this change: a dry run held each proposed row's label whole, so a
+    file of 4 KB labels cost its own size in the server's memory (+115 MiB of RSS for a
+    96 MiB upload). A label over 191 characters is held, compared and shown by its start
+    and a digest: a changed one is still a relabel."""
+    import tracemalloc
+
+    long = "L" * 4000
+    (tmp_path / "d.csv").write_text(f"item_id,expected_decision,text\na,{long}x,t\n")
+    gate.register_dataset("d", str(tmp_path / "d.csv"))
+    proposed = tmp_path / "pr.csv"
+    proposed.write_text(
+        f"item_id,expected_decision,text\na,{long}y,t\n" + "".join(f"n{i},{long}{i},t\n" for i in range(20_000))
+    )
+    tracemalloc.start()
+    try:
+        diff = gate.diff_source("d", str(proposed), {})
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert (diff.added, diff.relabelled, diff.removed) == (20_000, 1, 0)
+    assert peak < 32 << 20, f"the dry run's peak: {peak >> 20} MiB for {len(long) * 20_000 >> 20} MiB of labels"
+    (shown,) = diff.examples["relabelled"]
+    assert len(shown) < 300 and "sha256" in shown, shown[:300]
