@@ -48,6 +48,7 @@ GATE_NAMES = frozenset(
     {
         "authenticate",
         "cancel",
+        "check_upload",
         "close",
         "connect",
         "create_token",

@@ -31,6 +31,8 @@ RANGES: dict[str, tuple[float, float]] = {
     "template_memory_mb": (1, 1 << 20),
     "template_mean_seconds": (0.001, 3600),
     "sandbox_processes": (1, 64),
+    "upload_min_rate": (1, 1 << 30),
+    "max_version_bytes": (1, 1 << 40),
 }
 CHOICES: dict[str, tuple[str, ...]] = {"rate_limit_backend": ("sql", "redis")}
 
@@ -76,6 +78,14 @@ class Settings:
     template_memory_mb: int = 64  # memory they may take, beyond the sandbox process's own
     template_mean_seconds: float = 0.1  # a run's templates may take this long per item on average
     sandbox_processes: int = 2  # sandbox processes per worker process (for templates beyond item lookups)
+    # The service: an upload's body must average this many bytes per second, after its first
+    # --body-timeout seconds (gate/server/limits.py UploadPace). 64 KiB/s is half a megabit;
+    # the largest upload (256 MiB) then has 68 minutes, a trickle a few seconds past the grace.
+    upload_min_rate: int = 64 * 1024
+    # The most row data one dataset version may store (ids, labels and inputs as stored):
+    # four times the largest upload, so an honest file fits however its CSV columns expand
+    # into JSON; a header that multiplies every row meets it (gate/importer.py).
+    max_version_bytes: int = 1 << 30
 
     ENV = {
         "database_url": "PROMPTGATE_DATABASE_URL",
@@ -101,6 +111,8 @@ class Settings:
         "template_memory_mb": "PROMPTGATE_TEMPLATE_MEMORY_MB",
         "template_mean_seconds": "PROMPTGATE_TEMPLATE_MEAN_SECONDS",
         "sandbox_processes": "PROMPTGATE_SANDBOX_PROCESSES",
+        "upload_min_rate": "PROMPTGATE_UPLOAD_MIN_RATE",
+        "max_version_bytes": "PROMPTGATE_MAX_VERSION_BYTES",
     }
 
     def __post_init__(self) -> None:

@@ -81,7 +81,15 @@ from .common import database_option, echo_json, open_database
     type=click.IntRange(1),
     default=4,
     show_default=True,
-    help="Dataset uploads in progress at once, server-wide (beyond: 429).",
+    help="Dataset uploads in progress at once, server-wide (beyond: 429). An admin's import (a sync) "
+    "is never refused because of other tokens' uploads: it meets only --max-uploads-per-token.",
+)
+@click.option(
+    "--max-uploads-per-token",
+    type=click.IntRange(1),
+    default=2,
+    show_default=True,
+    help="Dataset uploads one token may have in progress at once (beyond: 429).",
 )
 @click.pass_context
 def serve(
@@ -99,6 +107,7 @@ def serve(
     docs,
     max_upload_bytes,
     max_uploads,
+    max_uploads_per_token,
 ):
     """Serve the gate over HTTP: JSON under /v1 (OpenAPI at /openapi.json; Swagger UI at
     /docs with --docs), the status page at /, /metrics, /healthz and /readyz. Callers send
@@ -124,6 +133,7 @@ def serve(
             docs=docs,
             max_upload_bytes=max_upload_bytes,
             max_uploads=max_uploads,
+            max_uploads_per_token=max_uploads_per_token,
         ),
     )
     uvicorn.run(

@@ -68,34 +68,29 @@ async def upload_rows(
     commit: str | None = Query(None, max_length=64),
     declared_in: str | None = Query(None, max_length=255),
     dry_run: bool = False,
-    _caller: Caller = Depends(require("submit")),
+    caller: Caller = Depends(require("submit")),
 ):
-    """The body is the file's bytes, up to ``serve --max-upload-bytes``, streamed to a
-    spooled temporary file once the token has been checked; ``path`` is the file's path in
-    the repository, ``commit`` the commit it was read at. The rows are read as a local
-    import reads a file (formats, row size, duplicate ids) and imported as the dataset's
-    version (admin): the dataset is registered as ``upload://PATH`` when new. With
-    ``dry_run=true`` (submit) nothing is stored: the answer is how the rows differ from the
-    current version, for a dataset a gate config declares from that path only."""
+    """The body is the file's bytes, up to ``serve --max-upload-bytes``; ``path`` is the
+    file's path in the repository, ``commit`` the commit it was read at. Before a byte of
+    the body is read: the token's scope, the dataset's name, the path and format (and, for
+    a dry run, that a gate config declares the dataset from that path), then an upload slot
+    (``limits.UploadSlots``); the body is then streamed to a spooled temporary file at the
+    pace ``limits.UploadPace`` asks. The rows are read as a local import reads a file
+    (formats, row size, duplicate ids) and imported as the dataset's version (admin): the
+    dataset is registered as ``upload://PATH`` when new. With ``dry_run=true`` (submit)
+    nothing is stored: the answer is how the rows differ from the current version."""
     if not dry_run:
         authorize(request, "admin", why="an upload (it imports the rows as the dataset's version)")
-    config = request.app.state.config
-    with request.app.state.upload_slots.hold(None):  # at most --max-uploads at once, server-wide (429)
-        spool = await spool_upload(request.stream(), config.max_upload_bytes, config.body_timeout)
+    config, gate = request.app.state.config, gate_of(request)
+    await run_in_threadpool(gate.check_upload, name, path, fmt, dry_run)
+    with request.app.state.upload_slots.hold(caller.name, importing=not dry_run):
+        spool = await spool_upload(
+            request.stream(), config.max_upload_bytes, config.body_timeout, gate.settings.upload_min_rate
+        )
         try:
             return json_bytes(
                 await run_in_threadpool(
-                    _take_upload,
-                    gate_of(request),
-                    name,
-                    spool,
-                    path,
-                    fmt,
-                    dry_run,
-                    id_column,
-                    label_column,
-                    commit,
-                    declared_in,
+                    _take_upload, gate, name, spool, path, fmt, dry_run, id_column, label_column, commit, declared_in
                 )
             )
         finally:

@@ -22,8 +22,16 @@ from .. import __version__, db
 from ..errors import GateError, first_line
 from ..http_errors import http_status
 from .auth import AuthError, TokenCache
-from .edge import DEFAULT_MAX_UPLOADS, DEFAULT_MAX_WAITS, LOOPBACK_HOSTS, AllowedHosts, EdgeRefusal, WaitSlots
-from .limits import BODY_TIMEOUT_SECONDS, MAX_BODY_BYTES, MAX_UPLOAD_BYTES, BodyLimit
+from .edge import DEFAULT_MAX_WAITS, LOOPBACK_HOSTS, AllowedHosts, EdgeRefusal, WaitSlots
+from .limits import (
+    BODY_TIMEOUT_SECONDS,
+    DEFAULT_MAX_UPLOADS,
+    DEFAULT_MAX_UPLOADS_PER_TOKEN,
+    MAX_BODY_BYTES,
+    MAX_UPLOAD_BYTES,
+    BodyLimit,
+    UploadSlots,
+)
 from .reports import ReportCache
 from .watcher import StatusWatcher
 
@@ -43,7 +51,8 @@ class ServiceConfig:
     max_waits_per_token: int = DEFAULT_MAX_WAITS  # long-polls one token may hold open (else 429)
     docs: bool = False  # /docs (Swagger UI from the package's own files)
     max_upload_bytes: int = MAX_UPLOAD_BYTES  # a dataset file uploaded to PUT /v1/datasets/{name}/rows
-    max_uploads: int = DEFAULT_MAX_UPLOADS  # uploads in progress at once, server-wide (else 429)
+    max_uploads: int = DEFAULT_MAX_UPLOADS  # uploads at once, server-wide (else 429; an import may go beyond)
+    max_uploads_per_token: int = DEFAULT_MAX_UPLOADS_PER_TOKEN  # ... and per token (else 429)
 
 
 def create_app(gate, config: ServiceConfig | None = None) -> FastAPI:
@@ -65,7 +74,7 @@ def create_app(gate, config: ServiceConfig | None = None) -> FastAPI:
     app.state.reports = ReportCache(gate)
     app.state.watcher = StatusWatcher(gate.engine, config.watch_interval, prepare=app.state.reports.prepare)
     app.state.wait_slots = WaitSlots(config.max_waits_per_token)
-    app.state.upload_slots = WaitSlots(config.max_uploads, "{n} uploads are in progress")
+    app.state.upload_slots = UploadSlots(config.max_uploads, config.max_uploads_per_token)
     app.add_middleware(
         BodyLimit, limit=config.max_body_bytes, timeout=config.body_timeout, upload_limit=config.max_upload_bytes
     )

@@ -27,7 +27,6 @@ MAX_ID = 2**63 - 1  # BIGINT
 MAX_VERSION = 2**31 - 1  # a prompt's version: INT
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
 DEFAULT_MAX_WAITS = 100
-DEFAULT_MAX_UPLOADS = 4
 RETRY_AFTER_SECONDS = 5
 
 
@@ -136,8 +135,8 @@ class AllowedHosts:
 
 
 class WaitSlots:
-    """Slots per holder (a token's name): its open long-polls, or, held by None, the uploads
-    in progress server-wide (``what`` names them in the refusal)."""
+    """Slots per holder (a token's name): its open long-polls (``what`` names them in the
+    refusal). Uploads have slots of their own (``limits.UploadSlots``)."""
 
     def __init__(self, per_token: int = DEFAULT_MAX_WAITS, what: str = "this token already holds {n} open waits"):
         self.per_token, self.what = per_token, what

@@ -14,14 +14,17 @@ that is not JSON at all is left to the route, which says so in its own words.
 
 The one exception is a dataset upload (``PUT /v1/datasets/{name}/rows``): its body is a
 file, up to its own cap (``serve --max-upload-bytes``). It is not read here: a declared
-length over that cap is refused at once, and the route, once the token has been checked,
-streams the body to a spooled file, counting it against the cap (``spool_upload``)."""
+length over that cap is refused at once, and the route, once the token, the dataset and
+the path have been checked and an upload slot is held (``UploadSlots``), streams the body
+to a spooled file, counting it against the cap and its pace (``spool_upload``)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import re
+from collections import Counter
+from contextlib import contextmanager
 from tempfile import SpooledTemporaryFile
 from typing import Any
 
@@ -29,10 +32,13 @@ from starlette.concurrency import run_in_threadpool
 
 from ..errors import TooLarge, TooSlow, UsageError
 from ..yamlfile import MAX_DEPTH
+from .edge import RETRY_AFTER_SECONDS, EdgeRefusal
 
 MAX_BODY_BYTES = 1024 * 1024
 BODY_TIMEOUT_SECONDS = 30.0
 MAX_UPLOAD_BYTES = 256 * 1024 * 1024
+DEFAULT_MAX_UPLOADS = 4  # uploads in progress at once, server-wide (an admin's import may go beyond)
+DEFAULT_MAX_UPLOADS_PER_TOKEN = 2  # ... and per token: one token never holds them all
 SPOOL_IN_MEMORY = 4 * 1024 * 1024  # an upload's bytes held in memory before they go to a temporary file
 WRITE_BLOCK = 1024 * 1024
 UPLOAD_PATH = re.compile(r"/v1/datasets/[^/]+/rows")
@@ -161,15 +167,51 @@ async def _refuse(send, status: int, message: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-async def spool_upload(chunks, limit: int, idle: float = BODY_TIMEOUT_SECONDS) -> SpooledTemporaryFile:
+class UploadSlots:
+    """Uploads in progress, per token and server-wide. A token holds at most ``per_token``
+    of them, so one token's uploads (dry runs included) never hold every slot; all tokens
+    together at most ``total``, except an import (admin: the default branch's sync), which
+    meets only its own token's cap: no other token's uploads can keep it out, and a sync
+    uploads its files one at a time, so it always finds a slot. Beyond either cap: 429."""
+
+    def __init__(self, total: int = DEFAULT_MAX_UPLOADS, per_token: int = DEFAULT_MAX_UPLOADS_PER_TOKEN):
+        self.total, self.per_token = total, per_token
+        self.held: Counter[str] = Counter()
+
+    @contextmanager
+    def hold(self, token_name: str, importing: bool):
+        """One upload's slot for ``token_name`` (``importing``: an admin's import), or
+        EdgeRefusal 429. Taken and given back on the event loop: no lock needed."""
+        if self.held[token_name] >= self.per_token:
+            _busy(f"this token has {self.per_token} uploads in progress (the service's --max-uploads-per-token)")
+        if not importing and sum(self.held.values()) >= self.total:
+            _busy(f"{self.total} uploads are in progress (the service's --max-uploads)")
+        self.held[token_name] += 1
+        try:
+            yield
+        finally:
+            self.held[token_name] -= 1
+            if self.held[token_name] <= 0:
+                del self.held[token_name]
+
+
+def _busy(message: str):
+    raise EdgeRefusal(429, f"{message}: retry later", {"Retry-After": str(RETRY_AFTER_SECONDS)})
+
+
+async def spool_upload(
+    chunks, limit: int, idle: float = BODY_TIMEOUT_SECONDS, min_rate: float | None = None
+) -> SpooledTemporaryFile:
     """An upload's body (an async iterator of byte chunks) in a spooled temporary file,
     rewound; TooLarge past ``limit`` bytes, TooSlow when no byte arrives for ``idle``
-    seconds (a large file may take long, a stalled one may not hold a handler and a spool),
-    UsageError when the client leaves. At most ``SPOOL_IN_MEMORY`` bytes are held in
-    memory: the rest goes to disk, and the file is gone when closed."""
+    seconds or, after the first ``idle`` seconds, when the body has come at fewer than
+    ``min_rate`` bytes per second on average since it began (``UploadPace``: a byte now
+    and then must not hold a slot and a handler for ever), UsageError when the client
+    leaves. At most ``SPOOL_IN_MEMORY`` bytes are held in memory: the rest goes to disk,
+    and the file is gone when closed."""
     spool, size, pending = SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY), 0, []
     try:
-        async for chunk in _paced(chunks, idle):
+        async for chunk in UploadPace(idle, min_rate).paced(chunks):
             size += len(chunk)
             if size > limit:
                 raise TooLarge(f"the uploaded file is larger than {limit} bytes (the service's --max-upload-bytes)")
@@ -185,19 +227,47 @@ async def spool_upload(chunks, limit: int, idle: float = BODY_TIMEOUT_SECONDS) -
         raise
 
 
-async def _paced(chunks, idle: float):
-    """``chunks`` while each arrives within ``idle`` seconds of the one before."""
-    from starlette.requests import ClientDisconnect
+class UploadPace:
+    """The pace an upload's body must keep: a byte at least every ``idle`` seconds, and,
+    ``idle`` seconds after it began, ``min_rate`` bytes per second on average since then:
+    by time ``t`` at least ``min_rate * (t - idle)`` bytes. So a body of ``n`` bytes has
+    at most ``idle + n / min_rate`` seconds in all, however its bytes are spaced."""
 
-    stream = chunks.__aiter__()
-    while True:
-        try:
-            async with asyncio.timeout(idle):
-                chunk = await stream.__anext__()
-        except StopAsyncIteration:
-            return
-        except TimeoutError:
-            raise TooSlow(f"the upload stopped: no byte for {idle:g} s (the service's --body-timeout)") from None
-        except ClientDisconnect:
-            raise UsageError("the client left before its upload ended: nothing was stored") from None
-        yield chunk
+    def __init__(self, idle: float, min_rate: float | None):
+        self.idle, self.min_rate, self.received = idle, min_rate, 0
+        self.started = asyncio.get_running_loop().time()
+
+    def _wait(self) -> tuple[float, bool]:
+        """How long the next chunk may take, and whether the average rate is what ends it."""
+        if not self.min_rate:
+            return self.idle, False
+        left = self.started + self.idle + self.received / self.min_rate - asyncio.get_running_loop().time()
+        return (left, True) if left < self.idle else (self.idle, False)
+
+    async def paced(self, chunks):
+        """``chunks`` while they keep the pace."""
+        from starlette.requests import ClientDisconnect
+
+        stream = chunks.__aiter__()
+        while True:
+            wait, by_rate = self._wait()
+            try:
+                async with asyncio.timeout(max(0.0, wait)):
+                    chunk = await stream.__anext__()
+            except StopAsyncIteration:
+                return
+            except TimeoutError:
+                raise TooSlow(self._too_slow(by_rate)) from None
+            except ClientDisconnect:
+                raise UsageError("the client left before its upload ended: nothing was stored") from None
+            self.received += len(chunk)
+            yield chunk
+
+    def _too_slow(self, by_rate: bool) -> str:
+        if not by_rate:
+            return f"the upload stopped: no byte for {self.idle:g} s (the service's --body-timeout)"
+        took = asyncio.get_running_loop().time() - self.started
+        return (
+            f"the upload is too slow: {self.received} bytes in {took:.0f} s, under {self.min_rate:g} bytes per "
+            f"second after the first {self.idle:g} s (the service's PROMPTGATE_UPLOAD_MIN_RATE, --body-timeout)"
+        )

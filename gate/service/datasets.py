@@ -25,6 +25,7 @@ from ..sources import (
     resolve_path,
     scheme_of,
 )
+from ..sources.files import text_kind
 from ..sources.upload import UPLOAD_SCHEME, UploadReader, check_repo_path, upload_uri
 from ..spec import PromptSpec, check_name
 from ..spend import KEYS as SPEND_KEYS
@@ -133,6 +134,7 @@ class DatasetsMixin:
         """A reader's options from a dataset's (which also say where an upload came from)."""
         return SourceOptions(
             max_row_bytes=self.settings.max_row_bytes,
+            page_bytes=self.settings.page_bytes,
             **{k: v for k, v in options.items() if k in SOURCE_OPTION_KEYS},
             expand_env=self.source_egress is None,
             egress=self.source_egress,
@@ -161,6 +163,8 @@ class DatasetsMixin:
                 reader,
                 self.settings.page_size,
                 self.settings.page_bytes,
+                max_row_bytes=self.settings.max_row_bytes,
+                max_version_bytes=self.settings.max_version_bytes,
             )
         finally:
             reader.close()
@@ -287,37 +291,45 @@ class DatasetsMixin:
         current = self.dataset_version(name)
         if scheme_of(source_uri) != "file":
             raise DatasetError(f"dataset {name}: only local files are compared in a pull request")
-        reader = open_source(source_uri, SourceOptions(max_row_bytes=self.settings.max_row_bytes, **options))
+        limits = {"max_row_bytes": self.settings.max_row_bytes, "page_bytes": self.settings.page_bytes}
+        reader = open_source(source_uri, SourceOptions(**limits, **options))
         try:
-            return importer.diff_against(
-                self.engine,
-                current.id,
-                importer.source_rows(reader, self.settings.page_size, self.settings.page_bytes),
-                MAX_DIFF_ROWS,
-            )
+            return importer.diff_against(self.engine, current.id, self._proposed_rows(name, reader), MAX_DIFF_ROWS)
         finally:
             reader.close()
 
-    def diff_upload(self, name: str, stream: BinaryIO, repo_path: str, kind: str | None = None) -> importer.DataDiff:
-        """How an uploaded copy of a dataset's file (a pull request's) differs from the
-        dataset's current version. Nothing is stored. Which dataset may be compared comes
-        from the gate: one a gate config declares, registered from the file at
-        ``repo_path`` (uploaded, or synced from a file); never one registered from
-        elsewhere (a private holdout)."""
+    def check_upload(self, name: str, repo_path: str, kind: str | None = None, dry_run: bool = False) -> Dataset | None:
+        """What an upload names, checked before a byte of it is read: the dataset's name,
+        the file's repository path and format and, for a dry run (a pull request's), that a
+        gate config declares the dataset from that very path, never one registered from
+        elsewhere (a private holdout). The dataset a dry run compares with, or None."""
+        check_name(name, "dataset name")
+        repo_path = check_repo_path(repo_path)
+        text_kind(repo_path, repo_path, kind)
+        if not dry_run:
+            return None
         ds = self.get_dataset(name)
-        if registered_repo_path(ds) != check_repo_path(repo_path):
+        if registered_repo_path(ds) != repo_path:
             raise DatasetError(
                 f"dataset {name} is not registered from {repo_path} by a gate config: a pull request "
                 "compares only the dataset files its gate config declares"
             )
+        return ds
+
+    def diff_upload(self, name: str, stream: BinaryIO, repo_path: str, kind: str | None = None) -> importer.DataDiff:
+        """How an uploaded copy of a dataset's file (a pull request's) differs from the
+        dataset's current version (the dataset as ``check_upload`` allows). Nothing is stored."""
+        ds = self.check_upload(name, repo_path, kind, dry_run=True)
         current = self.dataset_version(name)
         reader = UploadReader(stream, repo_path, self._source_options(ds.options), kind)
-        return importer.diff_against(
-            self.engine,
-            current.id,
-            importer.source_rows(reader, self.settings.page_size, self.settings.page_bytes),
-            MAX_DIFF_ROWS,
-        )
+        return importer.diff_against(self.engine, current.id, self._proposed_rows(name, reader), MAX_DIFF_ROWS)
+
+    def _proposed_rows(self, name: str, reader):
+        """A proposed copy's rows for ``importer.diff_against``, read within the bounds an
+        import of them would meet (a dry run reads no more than it would store)."""
+        s = self.settings
+        stored = importer.StoredBytes(name, s.max_version_bytes)
+        return importer.source_rows(reader, s.page_size, s.page_bytes, s.max_row_bytes, stored)
 
     # --- providers -----------------------------------------------------------------------------
 

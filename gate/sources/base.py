@@ -17,6 +17,7 @@ from ..structured.expected import PROTECTED_COLUMN, checked_expected, expected_o
 DEFAULT_ID_COLUMN = "item_id"
 DEFAULT_LABEL_COLUMN = "expected_decision"
 DEFAULT_MAX_ROW_BYTES = 65536
+DEFAULT_PAGE_BYTES = 4 * 1024 * 1024  # Settings.page_bytes
 MAX_ROW_DEPTH = 32
 
 
@@ -46,6 +47,7 @@ class SourceOptions:
     id_column: str = DEFAULT_ID_COLUMN
     label_column: str = DEFAULT_LABEL_COLUMN
     max_row_bytes: int = DEFAULT_MAX_ROW_BYTES
+    page_bytes: int = DEFAULT_PAGE_BYTES  # a text page ends once its rows come to about this much (files.py)
     base_dir: str | None = None  # relative file paths resolve here (the gate config's folder)
     declared_in: str | None = None  # the gate config that declared the dataset (not read by a reader)
     extra: dict[str, Any] = field(default_factory=dict)
@@ -228,6 +230,13 @@ def content_hash(rows: list[Row]) -> str:
     hasher = ContentHash()
     hasher.update(row_digests(rows))
     return hasher.hexdigest()
+
+
+def first_page_size(page_size: int, page_bytes: int, max_row_bytes: int) -> int:
+    """Rows for the first page, before any row was read: as many as ``page_bytes`` holds
+    of rows as wide as a row may be. (A first page of ``page_size`` rows of 64 KiB each
+    held 320 MB; a CSV header can make every row that wide, issue 33.)"""
+    return max(1, min(page_size, page_bytes // max(1, max_row_bytes)))
 
 
 def next_page_size(rows: list[Row], page_size: int, page_bytes: int) -> int:

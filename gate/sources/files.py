@@ -26,6 +26,7 @@ from collections import Counter
 from pathlib import PurePosixPath
 
 from ..errors import DatasetError
+from ..fieldcounts import MAX_FIELD_CHARS
 from ..structured.expected import EXPECTED_PREFIX, PROTECTED_COLUMN
 from .base import MAX_ROW_DEPTH, Page, Row, SourceOptions, json_quote, make_row, register, resolve_path
 
@@ -124,6 +125,7 @@ class TextDecoder:
         self.budget = options.max_row_bytes * 2 + 1024
         self.header: list[str] | None = None
         self.data_start = 0
+        self.row_overhead = 0  # bytes each row's JSON holds beyond its line's own: the header's names
 
     @property
     def needs_header(self) -> bool:
@@ -147,11 +149,21 @@ class TextDecoder:
             self.header = None
             raise DatasetError(f"{self.uri}: the CSV file has no header row")
         self._check_header(self.header)
+        self.row_overhead = sum(len(name.encode()) + 4 for name in self.header)  # "name": and a comma
 
     def _check_header(self, header: list[str]) -> None:
         """Each column named once (a second one silently replaced the first), and the id
         and label columns there (or, for the label, ``expected.<field>`` columns), or the
-        error that names them (line 1)."""
+        error that names them (line 1). A column's name is at most ``MAX_FIELD_CHARS``
+        characters: every row repeats it in its stored JSON, so one 65,000-character name made
+        each 14-byte row store 65 KB (issue 33)."""
+        long = next((name for name in header if len(name) > MAX_FIELD_CHARS), None)
+        if long is not None:
+            self.header = None
+            raise DatasetError(
+                f"{self.uri}: line 1: a column name is {len(long)} characters long ({long[:40]!r}...): "
+                f"at most {MAX_FIELD_CHARS}"
+            )
         counts = Counter(header)
         twice = [name for name in header if counts[name] > 1]
         if twice:
@@ -320,9 +332,11 @@ class TextDecoder:
 
 
 def read_text_page(stream: LineStream, decoder: TextDecoder, limit: int) -> Page:
-    """Up to ``limit`` rows from ``stream``. The next cursor is where the next non-blank
-    record starts (None when there is none); that record is pushed back onto the stream,
-    so a caller that keeps the stream can go on reading from the cursor.
+    """Up to ``limit`` rows from ``stream``, fewer once their records and the header's
+    names each row repeats (``row_overhead``) come to ``options.page_bytes``: the page's
+    rows hold about that much, however few or wide they are. The next cursor is where the
+    next non-blank record starts (None when there is none); that record is pushed back onto
+    the stream, so a caller that keeps the stream can go on reading from the cursor.
 
     Records are split off line by line (cheap byte work), then decoded a page at a time.
     Lines that are whole records (the usual case) are taken by a tight loop over the raw
@@ -332,10 +346,11 @@ def read_text_page(stream: LineStream, decoder: TextDecoder, limit: int) -> Page
     texts: list[str] = []
     line_nos: list[int] = []
     readline, budget, csv_kind = stream.raw.readline, decoder.budget, decoder.kind == "csv"
+    size, page_bytes, overhead = 0, decoder.options.page_bytes, decoder.row_overhead
     while True:
         if not stream.has_pushed_back():
             offset, line_no, line = stream.offset, stream.line, None
-            while len(texts) < limit:
+            while len(texts) < limit and size < page_bytes:
                 line = readline(budget + 1)
                 if (
                     not line
@@ -353,6 +368,7 @@ def read_text_page(stream: LineStream, decoder: TextDecoder, limit: int) -> Page
                 texts.append(text)
                 line_nos.append(line_no)
                 offset += len(line)
+                size += len(line) + overhead
                 line_no += 1
                 line = None
             stream.offset, stream.line = offset, line_no
@@ -367,11 +383,12 @@ def read_text_page(stream: LineStream, decoder: TextDecoder, limit: int) -> Page
         text = decoder.text_of(b"".join(lines) if len(lines) > 1 else lines[0], start_line)
         if text is None:
             continue
-        if len(texts) >= limit:
+        if len(texts) >= limit or size >= page_bytes:
             stream.unread(lines)
             return Page(decoder.rows(texts, line_nos), f"{start_offset}:{start_line}")
         texts.append(text)
         line_nos.append(start_line)
+        size += sum(map(len, lines)) + overhead
 
 
 @register("file")

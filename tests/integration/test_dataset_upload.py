@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import json
-import socket
 from pathlib import Path
 
 import pytest
@@ -289,90 +288,6 @@ def test_a_linked_dataset_file_is_never_sent(service, github, tmp_path):
         assert admin.dataset_versions("a")[1] == before
     finally:
         admin.close()
-
-
-def _stalled_upload(service, token: str, sent: bytes) -> socket.socket:
-    """A raw upload that announces more body than it sends, and then stalls."""
-
-    sock = socket.create_connection(("127.0.0.1", service.port), timeout=30)
-    sock.sendall(
-        b"PUT /v1/datasets/d/rows?path=datasets/d.csv&dry_run=true HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-        b"Authorization: Bearer " + token.encode() + b"\r\nContent-Type: text/csv\r\n"
-        b"Content-Length: 100000\r\n\r\n" + sent
-    )
-    return sock
-
-
-def _put_until(service, done, seconds: float = 10.0):
-    """An admin's small upload, again every 0.2 s until ``done(response)`` or ``seconds``."""
-    import time
-
-    deadline = time.monotonic() + seconds
-    with service.client("admin") as admin:
-        while True:
-            response = put(admin, "d", b"item_id,expected_decision\na,yes\n")
-            if done(response) or time.monotonic() > deadline:
-                return response
-            time.sleep(0.2)
-
-
-def _upload_holding_the_slot(service, seconds: float = 10.0):
-    """A stalled upload that holds the one upload slot, and the 429 an admin's upload met
-    meanwhile. On a loaded machine the admin's upload can reach the server first, and the
-    stalled one is then the upload refused: it is opened again. A byte of it before each try
-    keeps it alive however slowly the tries are served; then it stalls."""
-    import select
-    import time
-
-    def opened():
-        return _stalled_upload(service, service.tokens["submit"], b"item_id,expected_decision\n")
-
-    deadline, stalled = time.monotonic() + seconds, opened()
-    with service.client("admin") as admin:
-        while True:
-            try:
-                stalled.sendall(b"x")
-            except OSError:
-                pass  # answered and closed: found just below
-            response = put(admin, "d", b"item_id,expected_decision\na,yes\n")
-            if response.status_code == 429 or time.monotonic() > deadline:
-                return stalled, response
-            if select.select([stalled], [], [], 0)[0]:  # answered: it was the upload refused
-                stalled.close()
-                stalled = opened()
-            time.sleep(0.2)
-
-
-def test_a_stalled_upload_is_ended_and_uploads_in_progress_are_capped(mysql_url, tmp_path):
-    """Hostile review: an upload that trickled its body held a handler and a spool past the
-    body deadline that every other route meets (a dry run needs only submit), and nothing
-    capped uploads in progress; a client that left mid-upload was an "internal error" with
-    two tracebacks in the log."""
-    import time
-
-    from service_harness import Service
-
-    service = Service(mysql_url, tmp_path, "--body-timeout", "1.5", "--max-uploads", "1")
-    try:
-        stalled, busy = _upload_holding_the_slot(service)
-        assert busy.status_code == 429 and busy.headers["retry-after"], busy.text
-        assert "1 uploads are in progress" in busy.json()["error"]
-        started = time.monotonic()
-        answer = b""
-        while b"--body-timeout" not in answer and time.monotonic() - started < 15:
-            chunk = stalled.recv(4096)  # the head and the body may come in two segments
-            if not chunk:
-                break
-            answer += chunk
-        assert answer.startswith(b"HTTP/1.1 408") and time.monotonic() - started < 10, answer[:200]
-        assert b"--body-timeout" in answer
-        stalled.close()
-        left = _stalled_upload(service, service.tokens["submit"], b"item_id,expected")
-        left.close()  # the client leaves mid-upload: its slot is freed
-        assert _put_until(service, lambda r: r.status_code != 429).status_code == 200
-    finally:
-        service.stop()
-    assert "internal error" not in service.log() and "Traceback" not in service.log(), service.log()
 
 
 def test_a_holdouts_rows_are_read_with_an_admin_token_only(service, tmp_path):

@@ -26,6 +26,8 @@ from gate.settings import CHOICES, RANGES, Settings
         ("PROMPTGATE_RATE_LIMIT_HEADROOM", "1.5"),
         ("PROMPTGATE_SANDBOX_PROCESSES", "0"),
         ("PROMPTGATE_RATE_LIMIT_BACKEND", "memcached"),
+        ("PROMPTGATE_UPLOAD_MIN_RATE", "0"),
+        ("PROMPTGATE_MAX_VERSION_BYTES", "0"),
     ],
 )
 def test_a_value_out_of_range_is_one_line_naming_the_variable_and_the_range(monkeypatch, variable, value):
