@@ -16,9 +16,9 @@ from sqlalchemy.exc import DBAPIError
 
 from .. import db, store
 from ..bars import Bars
-from ..errors import Forbidden, SpecError, UsageError
+from ..errors import Forbidden, UsageError
 from ..importer import discard_version
-from ..models import DatasetVersion, FleetCounts, LivePrompt, Update, WorkerRow
+from ..models import DatasetVersion, FleetCounts, Update, WorkerRow
 from ..providers import resolve
 from ..release import (
     DEFAULT_RELEASE_MODE,
@@ -29,11 +29,11 @@ from ..release import (
 )
 from ..reuse import pin
 from ..settings import Settings
-from ..spec import PromptSpec, parse_spec
-from ..spend import SpendLimits
+from ..spec import PromptSpec
 from ..states import UPDATE_TERMINAL, Mode
 from ..update_report import SAMPLE_FAILURES, UpdateReport, run_report  # noqa: F401
 from .admission import check_expected, check_labels, count_unknown_fields, field_coverage, fields_read
+from .baseline import baseline_of, model_price
 from .boundary import driver_errors_become_gate_errors
 from .datasets import DatasetsMixin
 from .live import LiveMixin
@@ -63,52 +63,6 @@ def check_commit_sha(sha: Any) -> None:
     (64 hex), what `wait --sha` and the Action look updates up by."""
     if sha not in (None, "") and not COMMIT_SHA_RE.fullmatch(str(sha)):
         raise UsageError(f"commit SHA {str(sha)[:80]!r} is not a full commit id: use its 40 or 64 hex characters")
-
-
-def _baseline(
-    conn, spec: PromptSpec, live: LivePrompt | None, update_id: int, ds, mapping, version, limits: SpendLimits
-) -> dict:
-    """What the candidate's run on ``version`` is compared with, pinned with it as
-    ``pinned["baseline"]`` (run_id: the run whose answers are compared; update_id: the
-    update that made the live version live; live_version; scored_now or same_config):
-    the live version's finished answers on that very version (``store.baseline_run``);
-    else a baseline run staged in this update to score the live version there (its
-    answers reused wherever the same request was answered before; ``calls``: the most it
-    calls). No live version: none. A live version that cannot be scored any more:
-    ``baseline_error`` (a max_broken or max_drop bar then fails rather than go unchecked)."""
-    if live is None:
-        return {"baseline": None, "baseline_note": "no live version yet"}
-    if live.config_hash == spec.config_hash:
-        return {"baseline": {"same_config": True, "live_version": live.version, "update_id": live.applied_update_id}}
-    ref = {"update_id": live.applied_update_id, "live_version": live.version}
-    found = store.baseline_run(conn, spec.name, ds.id, version.id, live.config_hash)
-    if found is not None:
-        return {"baseline": {"run_id": found.id, **ref}}
-    try:
-        live_spec = parse_spec(live.config)
-        provider = resolve(live_spec.provider, live_spec.model, store.list_providers(conn))
-    except (SpecError, UsageError) as exc:
-        why = f"the live version cannot be scored on this dataset version: {exc}"
-        return {"baseline": None, "baseline_note": why, "baseline_error": why}
-    price = _price(conn, live_spec.model)
-    check_cost_bounded(limits, live_spec, price, f"the live version (v{live.version}), scored alongside,")
-    run_id = store.insert_run(
-        conn,
-        update_id,
-        ds,
-        mapping.min_accuracy,
-        version,
-        {**pin(live_spec, version, mapping.min_accuracy), "live_version": live.version, "price": price},
-        baseline_of=(live.config, provider.to_dict() if provider else None),
-    )
-    return {"baseline": {"run_id": run_id, **ref, "scored_now": True}, "calls": run_calls(live_spec, version.row_count)}
-
-
-def _price(conn, model: str) -> dict | None:
-    """The model's price from the gate's table, pinned with the run (a later change of the
-    table does not change its cost); None: no price, the cost bar is n/a."""
-    price = store.find_price(conn, model)
-    return price.to_dict() if price else None
 
 
 def _broken_items(conn, run, limit: int) -> list:
@@ -219,7 +173,7 @@ class Gate(DatasetsMixin, LiveMixin, TokensMixin):
                 submitted_by=submitted_by,
                 full=full,
             )
-            _stage_runs(conn, spec, update_id, pinned, fields, full)
+            _stage_runs(conn, spec, update_id, pinned, fields, full, provider.to_dict() if provider else None)
             for old_id in older:
                 store.cancel_update(conn, old_id, f"superseded by update {update_id}")
             return update_id
@@ -441,15 +395,17 @@ def _pin_versions(conn, spec: PromptSpec, mappings: list, read: tuple[str, ...])
     return pinned, fields
 
 
-def _stage_runs(conn, spec: PromptSpec, update_id: int, pinned: list, fields: dict, full: bool) -> None:
+def _stage_runs(
+    conn, spec: PromptSpec, update_id: int, pinned: list, fields: dict, full: bool, provider: dict | None
+) -> None:
     """The update's runs: per mapping, the candidate's run (its bars, price, fields read and
-    whether it may stop early pinned) and what it is compared with (``_baseline``); then
+    whether it may stop early pinned) and what it is compared with (``baseline_of``); then
     the gate's spend caps and the upper bound of the update's calls, pinned with it."""
-    limits, price = gate_limits(conn), _price(conn, spec.model)
+    limits, price = gate_limits(conn), model_price(conn, spec.model)
     check_cost_bounded(limits, spec, price, "the candidate")
     live, calls = store.find_live(conn, spec.name), 0
     for mapping, ds, version in pinned:
-        baseline = _baseline(conn, spec, live, update_id, ds, mapping, version, limits)
+        baseline = baseline_of(conn, spec, provider, live, update_id, ds, mapping, version, limits)
         calls += baseline.pop("calls", 0) + run_calls(spec, version.row_count)
         early = Bars.parse(mapping.min_accuracy, mapping.bars).early_stop and not full
         store.insert_run(

@@ -65,7 +65,15 @@ from .items import (
     renew_item_leases,
     write_item_results,
 )
-from .live import find_live, live_version, prompt_history, restore_live, write_live
+from .live import (
+    find_live,
+    live_providers,
+    live_version,
+    prompt_history,
+    restore_live,
+    version_provider,
+    write_live,
+)
 from .locks import ensure_prompt_lock, lock_prompt, prompt_lock
 from .policy import flagged_broken, items_by_id, items_by_id_query, slice_counts
 from .prices import delete_price, find_price, list_prices, upsert_price
@@ -280,9 +288,11 @@ __all__ = [
     "take_version",
     # the live table
     "find_live",
+    "live_providers",
     "live_version",
     "prompt_history",
     "restore_live",
+    "version_provider",
     "write_live",
     # per-prompt locks
     "ensure_prompt_lock",
