@@ -131,6 +131,7 @@ class Gate(DatasetsMixin, LiveMixin, TokensMixin):
         *,
         submitted_by: str | None = None,
         full: bool = False,
+        may_read: Callable[[Any], bool] | None = None,
     ) -> int:
         """Stage a candidate: the update, one run per mapped dataset and the latest-wins
         cancellation, in one transaction. Returns the tracking id. Each run pins the
@@ -141,7 +142,10 @@ class Gate(DatasetsMixin, LiveMixin, TokensMixin):
         ``submitted_by``: the service token's name (None: the CLI on the database, the
         operator); check-mode submissions replace only those of the same submitter and key.
         ``full``: no run of it stops early (``submit --full``). The gate's spend caps
-        (``limits:``) are pinned with it, with the upper bound of its calls (gate.spend)."""
+        (``limits:``) are pinned with it, with the upper bound of its calls (gate.spend).
+        ``may_read(dataset)``: whether the submitter may read that dataset's rows (None:
+        all, the CLI on the database); the item-field check then counts only those
+        (``admission.field_coverage``)."""
         mode = _parse_mode(mode)
         source, source_key = _submission_source(source, submitted_by)
         config = spec.to_config()
@@ -154,7 +158,7 @@ class Gate(DatasetsMixin, LiveMixin, TokensMixin):
             store.lock_prompt(conn, spec.name)  # submissions of the prompt serialize: latest wins
             mappings = _mappings_of(conn, spec.name)
             provider = resolve(spec.provider, spec.model, store.list_providers(conn))
-            pinned, fields = _pin_versions(conn, spec, mappings, read)
+            pinned, fields = _pin_versions(conn, spec, mappings, read, may_read)
             older = store.superseded_updates(
                 conn, spec.name, mode, None if mode == Mode.APPLY else source_key, submitted_by
             )
@@ -384,14 +388,15 @@ def _mappings_of(conn, prompt_name: str) -> list:
     return mappings
 
 
-def _pin_versions(conn, spec: PromptSpec, mappings: list, read: tuple[str, ...]) -> tuple[list, dict]:
+def _pin_versions(conn, spec: PromptSpec, mappings: list, read: tuple[str, ...], may_read=None) -> tuple[list, dict]:
     """Each mapping with its dataset and the version a submission pins, the candidate's
     decision checked against their expected values, and the coverage of the item fields
-    its templates read (``read``)."""
+    its templates read (``read``), counted on the datasets the submitter may read."""
     datasets = [store.get_dataset(conn, m.dataset_name) for m in mappings]
     pinned = [(m, ds, _current_version(conn, ds)) for m, ds in zip(mappings, datasets)]
     check_expected(spec, [(ds.name, version) for _, ds, version in pinned])
-    fields = field_coverage(conn, spec, read, [(ds.name, version) for _, ds, version in pinned])
+    hidden = {ds.name for ds in datasets if may_read is not None and not may_read(ds)}
+    fields = field_coverage(conn, spec, read, [(ds.name, version) for _, ds, version in pinned], hidden)
     return pinned, fields
 
 
