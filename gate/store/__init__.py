@@ -136,6 +136,7 @@ from .schema import (
     meta,
     model_price,
     new_token,
+    page_session,
     prompt,
     prompt_dataset,
     prompt_run,
@@ -173,7 +174,17 @@ from .stops import (
     stripe_of,
     update_has_uncalled,
 )
-from .tokens import find_token_by_hash, insert_token, list_tokens, revoke_token, touch_token
+from .tokens import (
+    delete_session,
+    find_session,
+    find_token_by_hash,
+    insert_session,
+    insert_token,
+    list_tokens,
+    prune_sessions,
+    revoke_token,
+    touch_token,
+)
 from .trials import count_unstable, trial_call_stats, unstable_items
 from .updates import (
     any_open_update,
@@ -227,6 +238,7 @@ __all__ = [
     "JsonText",
     "answer",
     "api_token",
+    "page_session",
     "model_price",
     "dataset",
     "dataset_row",
@@ -331,6 +343,10 @@ __all__ = [
     # the service's tokens
     "find_token_by_hash",
     "insert_token",
+    "insert_session",
+    "find_session",
+    "delete_session",
+    "prune_sessions",
     "list_tokens",
     "revoke_token",
     "touch_token",

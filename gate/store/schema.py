@@ -386,6 +386,16 @@ api_token = Table(
     UniqueConstraint("name", name="uq_api_token_name"),
     UniqueConstraint("token_hash", name="uq_api_token_hash"),
 )
+page_session = Table(  # the status page's sign-in: the SHA-256 of the cookie's value, never a token
+    "page_session",
+    meta,
+    Column("session_hash", HASH, primary_key=True),
+    Column("token_id", BigInteger, **NOT_NULL),
+    Column("created_at", T, **NOT_NULL),
+    Column("expires_at", T, **NOT_NULL),
+    Index("ix_page_session_token", "token_id", "created_at"),
+    Index("ix_page_session_expires", "expires_at"),
+)
 rate_limit_usage = Table(
     "rate_limit_usage",
     meta,
