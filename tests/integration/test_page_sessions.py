@@ -24,7 +24,8 @@ def signed_in(service, scope: str):
     with httpx2.Client(base_url=service.url, timeout=30, follow_redirects=False) as browser:
         answer = browser.post("/login", data={"token": service.tokens[scope]})
         assert answer.status_code == 303, answer.text
-        yield browser, browser.cookies[COOKIE]
+        (value,) = browser.cookies.values()  # the one cookie sign-in sets
+        yield browser, value
 
 
 def test_the_sign_in_cookie_is_a_session_never_the_token(service):
@@ -33,6 +34,7 @@ def test_the_sign_in_cookie_is_a_session_never_the_token(service):
     token = service.tokens["read"]
     with signed_in(service, "read") as (browser, session):
         assert session.startswith("pgs_") and token not in session and session != token
+        assert list(browser.cookies) == [COOKIE]
         assert browser.get("/").status_code == 200
         with httpx2.Client(base_url=service.url, timeout=30) as thief:
             stolen = thief.get("/v1/updates", headers={"Authorization": f"Bearer {session}"})
