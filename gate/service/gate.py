@@ -141,23 +141,20 @@ class Gate(DatasetsMixin, LiveMixin, TokensMixin):
         ``reuse`` False: every item is called afresh (no answer already paid for is used).
         ``submitted_by``: the service token's name (None: the CLI on the database, the
         operator); check-mode submissions replace only those of the same submitter and key.
-        ``full``: no run of it stops early (``submit --full``). The gate's spend caps
-        (``limits:``) are pinned with it, with the upper bound of its calls (gate.spend).
-        ``may_read(dataset)``: whether the submitter may read that dataset's rows (None:
-        all, the CLI on the database); the item-field check then counts only those
-        (``admission.field_coverage``)."""
-        mode = _parse_mode(mode)
-        source, source_key = _submission_source(source, submitted_by)
-        config = spec.to_config()
+        ``full``: no run of it stops early (``submit --full``). The spend caps (``limits:``)
+        are pinned with it, with the upper bound of its calls (gate.spend). ``may_read(ds)``:
+        may the submitter read its rows (None: all); only those count for the field check."""
+        mode, (source, source_key) = _parse_mode(mode), _submission_source(source, submitted_by)
         check_labels(spec)
-        read = fields_read(spec)  # admission: which item fields; each must be in some row
+        config, read = spec.to_config(), fields_read(spec)  # admission: the item fields it reads
         if read:
             count_unknown_fields(self.engine, spec.name)
 
         def stage(conn) -> int:
             store.lock_prompt(conn, spec.name)  # submissions of the prompt serialize: latest wins
             mappings = _mappings_of(conn, spec.name)
-            provider = resolve(spec.provider, spec.model, store.list_providers(conn))
+            decl = resolve(spec.provider, spec.model, store.list_providers(conn))
+            provider = decl.to_dict() if decl else None
             pinned, fields = _pin_versions(conn, spec, mappings, read, may_read)
             older = store.superseded_updates(
                 conn, spec.name, mode, None if mode == Mode.APPLY else source_key, submitted_by
@@ -172,19 +169,18 @@ class Gate(DatasetsMixin, LiveMixin, TokensMixin):
                 source=source,
                 source_key=source_key,
                 source_sha=source.get("sha"),
-                provider=provider.to_dict() if provider else None,
+                provider=provider,
                 reuse=reuse,
                 submitted_by=submitted_by,
                 full=full,
             )
-            _stage_runs(conn, spec, update_id, pinned, fields, full, provider.to_dict() if provider else None)
+            _stage_runs(conn, spec, update_id, pinned, fields, full, provider)
             for old_id in older:
                 store.cancel_update(conn, old_id, f"superseded by update {update_id}")
             return update_id
 
         db.transaction(self.engine, lambda conn: store.ensure_prompt_lock(conn, spec.name))
-        update_id = db.transaction(self.engine, stage)
-        return update_id
+        return db.transaction(self.engine, stage)
 
     def status(self, update_id: int, failures: int = SAMPLE_FAILURES) -> UpdateReport:
         with self.engine.connect() as conn:
