@@ -64,3 +64,19 @@ def test_a_json_number_too_long_to_read_is_refused_in_the_services_own_words(ser
             error = response.json()["error"]
             assert error == "the JSON body has a number of more than 100 digits", (path, error[:200])
     assert "Traceback" not in served.log()
+
+
+def test_a_long_number_in_a_yaml_prompt_or_a_jsonl_upload_is_refused_in_one_line(served):
+    """The same hint came through a YAML prompt body (\"malformed YAML: ValueError: Exceeds
+    the limit …\"), and a JSONL dataset upload with such a number was an internal error."""
+    long_number = "9" * 100_000
+    prompt = "name: p1\nmodel: m\nparams: {max_tokens: " + long_number + "}\nmessages: [{role: user, content: hi}]\n"
+    rows = '{"item_id": "a", "expected_decision": "yes", "n": ' + long_number + "}\n"
+    with served.client("admin") as client:
+        posted = client.post("/v1/updates", content=prompt, headers={"content-type": "application/yaml"})
+        assert posted.status_code == 400
+        assert posted.json()["error"] == "prompt: line 3, column 22: a number longer than 100 characters"
+        uploaded = client.put("/v1/datasets/d/rows", params={"path": "d.jsonl"}, content=rows.encode())
+        assert uploaded.status_code == 400, uploaded.text[:300]
+        assert uploaded.json()["error"] == "d.jsonl: line 1: a number longer than 4,300 digits"
+    assert "Traceback" not in served.log()
