@@ -13,8 +13,12 @@ evaluated it.
 ``rt.prompt(name)`` returns a handle; the handle re-reads the live row at most once per
 ``ttl`` seconds, so an applied change reaches production within ``ttl``. ``decide`` goes
 through ``gate.llm.call_prompt``, the very function the executor scores candidates with,
-to the prompt's provider as the gate declares it (re-read with the row; the key from
-this process's environment), rendering templates under the same budget.
+rendering templates under the same budget, to the provider the live version was
+evaluated with: the declaration pinned with the update that applied it (URL, models, the
+*name* of the key's variable; the key from this process's environment). A later change of
+the gate config's providers does not move production's calls; applying the prompt again
+through the gate does. A version live since before the gate pinned providers has none on
+record: its provider is resolved as the gate declares it now, and the log says so once.
 If the database cannot be read on a refresh, the last loaded version keeps serving (and
 the failure is logged); only the first load of a name raises.
 """
@@ -62,6 +66,7 @@ class PromptRuntime:
         self._gate = gate
         self._cache: dict[str, LoadedPrompt] = {}
         self._lock = threading.Lock()
+        self._unpinned_said: set[tuple[str, int]] = set()  # (name, version) whose fallback was logged
 
     def prompt(self, name: str) -> RuntimePrompt:
         """A handle on the live prompt ``name``; raises NotFound when there is none."""
@@ -108,7 +113,17 @@ class PromptRuntime:
             spec = cached.spec
         else:
             spec = parse_spec(live.config, file=f"live prompt {name}")
-        return LoadedPrompt(live.name, live.version, live.config_hash, spec, time.monotonic(), service.endpoint(spec))
+        endpoint, pinned = service.live_endpoint(live, spec)
+        if not pinned and (live.name, live.version) not in self._unpinned_said:
+            self._unpinned_said.add((live.name, live.version))
+            log.warning(
+                "prompt %s v%s has no provider pinned with it (it went live before the gate pinned providers): "
+                "its calls go to provider %s as the gate declares it now; apply it again through the gate to pin it",
+                live.name,
+                live.version,
+                endpoint.provider,
+            )
+        return LoadedPrompt(live.name, live.version, live.config_hash, spec, time.monotonic(), endpoint)
 
     def _service(self) -> Any:
         if self._gate is None:

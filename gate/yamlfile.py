@@ -11,6 +11,8 @@ control, and YAML has features that cost far more than the text they take:
 * **size**: a file over ``MAX_FILE_BYTES`` is refused, and only that much is ever read
   (``submit /dev/zero`` ends at once).
 * **duplicate keys** silently kept the last value; they are refused, naming the key.
+* **long numbers**: an integer of 100,000 digits took Python's own refusal, which names
+  its internals; a number longer than ``MAX_NUMBER_CHARS`` is refused with its line.
 * **YAML 1.1 scalars**: ``yes``/``no``/``on``/``off`` were booleans and ``2024-01-01`` a
   date. Values here follow YAML 1.2's core schema: only ``true``/``false`` are booleans
   and dates stay strings, so ``labels: [yes, no]`` means the two labels it shows.
@@ -30,6 +32,7 @@ from .errors import SpecError
 
 MAX_FILE_BYTES = 256 * 1024
 MAX_DEPTH = 32
+MAX_NUMBER_CHARS = 100
 
 BOOL_TAG = "tag:yaml.org,2002:bool"
 TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
@@ -78,6 +81,20 @@ class UntrustedLoader(yaml.SafeLoader):
             raise Refused(f"nested deeper than {MAX_DEPTH} levels", self.get_mark())
         super().fetch_flow_collection_start(TokenClass)
 
+    def construct_yaml_int(self, node):
+        self._bounded_number(node)
+        return super().construct_yaml_int(node)
+
+    def construct_yaml_float(self, node):
+        self._bounded_number(node)
+        return super().construct_yaml_float(node)
+
+    def _bounded_number(self, node) -> None:
+        """A number longer than ``MAX_NUMBER_CHARS`` is refused with its line: Python's own
+        refusal of an integer past 4,300 digits names its internals, and no field needs more."""
+        if len(str(node.value)) > MAX_NUMBER_CHARS:
+            raise Refused(f"a number longer than {MAX_NUMBER_CHARS} characters", node.start_mark)
+
     def construct_mapping(self, node, deep=False):
         if isinstance(node, yaml.MappingNode):
             seen: set[Any] = set()
@@ -95,6 +112,10 @@ class UntrustedLoader(yaml.SafeLoader):
 
 # the resolver lists above are copies: adding to them leaves SafeLoader as it is
 UntrustedLoader.add_implicit_resolver(BOOL_TAG, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+
+
+UntrustedLoader.add_constructor("tag:yaml.org,2002:int", UntrustedLoader.construct_yaml_int)
+UntrustedLoader.add_constructor("tag:yaml.org,2002:float", UntrustedLoader.construct_yaml_float)
 
 
 def read_text_file(path: str | Path, file: str, limit: int = MAX_FILE_BYTES) -> str:

@@ -145,6 +145,8 @@ class ItemCaller:
                 )
             reserved = self.spend.reserve(run, item, messages) if self.spend else 0
             if reserved is None or run.stopped:  # its update reached a cap, or stopped meanwhile
+                if reserved is not None and self.spend:
+                    self.spend.release(run, reserved)  # granted, but no call follows it
                 return ItemResult(item.position, Verdict.PENDING, retry_in=0.0, error="not called: its update stopped")
             metrics.count_wait(slot.waited)
             made.append(1)

@@ -5,8 +5,10 @@ the answer comes. A reservation refused because the cap is spent stops the updat
 remaining items are not called) and the call is not made; one refused only because calls
 in flight hold part of the budget (they may yet cost less than their most) waits for them
 to settle; one refused because the update is no longer open to calls (cancelled,
-superseded, ended, or stopped by another process) makes no call of it here any more. An
-update without a cap costs nothing here: no database traffic per call."""
+superseded, ended, or stopped by another process) makes no call of it here any more. A
+reservation granted to a call that is then not made (its update stopped meanwhile) is
+given back: what is reserved is what was called. An update without a cap costs nothing
+here: no database traffic per call."""
 
 from __future__ import annotations
 
@@ -72,6 +74,18 @@ class SpendGuard:
             if self.halt.wait(SETTLE_WAIT):  # calls in flight hold it: they may cost less than their most
                 return None
         return None
+
+    def release(self, run, reserved: int) -> None:
+        """A reservation was granted but its call is not made (the update stopped between the
+        grant and the call: another call thread's refusal, another process's stop): give it
+        back, so the calls reserved are the calls made ("15 calls made" said 15 where 14 had
+        been). Failing that, it stays reserved: the cap only binds sooner."""
+        if not run.context.caps:
+            return
+        try:
+            transaction(self.engine, lambda conn: store.release_spend(conn, run.update_id, 1, reserved))
+        except Exception as exc:
+            log.warning("update %s: could not give back an unused reservation: %s", run.update_id, first_line(exc))
 
     def settle(self, run, reserved: int, out) -> None:
         """The call answered (``out``: its answer; None: it failed): no longer in flight, and

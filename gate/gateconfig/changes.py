@@ -19,6 +19,8 @@ CHANGE_TEXT = {
     "provider-added": "provider {subject}: new, {after}",
     "provider-changed": "provider {subject}: {before} → {after}",
     "provider-removed": "provider {subject}: removed (was {before})",
+    "provider-pinned": "provider {subject}: live prompts keep calling the declaration they were evaluated with "
+    "until an update applies them again through the gate: {after}",
     "dataset-rows": "dataset {subject}: {after} against the gate's version {before}",
     "dataset-version": "dataset {subject}: new version {after} (was {before})",
     **PRICE_TEXT,
@@ -31,7 +33,9 @@ CHANGE_TEXT = {
 class Change:
     """One difference between the file and the gate. ``kind`` is one of dataset-added,
     dataset-changed, dataset-undeclared, bar-added, bar-changed, bar-removed,
-    provider-added, provider-changed, provider-removed, price-added, price-changed,
+    provider-added, provider-changed, provider-removed, provider-pinned (not a change: the
+    live prompts pinned to another declaration of a provider the file changes, which keep
+    calling it), price-added, price-changed,
     price-removed; limit-added, limit-changed, limit-removed (``limits:``); optional-fields
     (the fields a prompt's templates may read although no dataset row has them; "none"
     before or after); dataset-rows (a pull request changes a dataset's file: its rows

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from ..bars import Bars
 from ..errors import DatasetError
 from ..prices import price_changes
-from ..providers import ProviderDecl
+from ..providers import ProviderDecl, display_url
 from ..sources import DEFAULT_ID_COLUMN, DEFAULT_LABEL_COLUMN, resolve_path, scheme_of, shown_source
 from ..spend import limit_changes
 from .changes import Change, SyncResult, redact, rows_change
@@ -132,7 +132,27 @@ def _provider_changes(gate: Gate, cfg: GateConfig) -> list[Change]:
             )
     for name in sorted(registered.keys() - cfg.providers.keys()):
         changes.append(Change("provider-removed", name, _describe_provider(registered[name]), None, (name,)))
-    return changes
+    return changes + _pinned_live(gate, cfg, [c.subject for c in changes])
+
+
+def _pinned_live(gate: Gate, cfg: GateConfig, changed: list[str]) -> list[Change]:
+    """For each provider the file changes (or adds back, or removes): the live prompts
+    pinned to another declaration of it. Production keeps calling the declaration a live
+    version was evaluated with (``gate.runtime``) until an update applies the prompt again
+    through the gate; the plan says so, so nobody expects the sync to move their calls."""
+    if not changed:
+        return []
+    pinned = [(prompt, ProviderDecl.from_dict(decl)) for prompt, decl in sorted(gate.live_providers().items()) if decl]
+    notes = []
+    for name in changed:
+        kept = [
+            f"{prompt} at {display_url(decl.base_url)}"
+            for prompt, decl in pinned
+            if decl.name == name and decl != cfg.providers.get(name)
+        ]
+        if kept:
+            notes.append(Change("provider-pinned", name, None, ", ".join(kept), (name,)))
+    return notes
 
 
 def _describe_provider(decl: ProviderDecl) -> str:

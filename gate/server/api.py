@@ -24,6 +24,7 @@ from .auth import Caller, authorize, require
 from .bodies import BODY, SUBMIT_BODY, RollbackBody, TokenBody, field_flag, field_text, gate_of, json_bytes, responses
 from .edge import MAX_ID, MAX_VERSION, in_range, update_id_path
 from .limits import strict_json
+from .sources import rows_readable
 from .watcher import UNKNOWN
 
 router = APIRouter(prefix="/v1")
@@ -75,6 +76,7 @@ async def submit(request: Request, caller: Caller = Depends(require("submit"))):
         fields["reuse"],
         submitted_by=caller.name,
         full=fields["full"],
+        may_read=lambda ds: rows_readable(caller.scope, ds),  # no holdout's columns told field by field
     )  # its key is this token's: none replaces another's
     return json_bytes(
         {

@@ -61,6 +61,30 @@ class TokenCache:
             self.entries[key] = (now + self.ttl, found)
         return found
 
+    def session(self, value: str) -> ApiToken | None:
+        """The live token a status-page session was opened with (``Gate.session_token``),
+        cached as token look-ups are; a revocation through this server forgets it at once."""
+        key = "session:" + hash_token(value)
+        now = time.monotonic()
+        with self.lock:
+            hit = self.entries.get(key)
+        if hit is not None and hit[0] > now:
+            return hit[1]
+        try:
+            found = self.gate.session_token(value)
+        except DatabaseError:
+            raise AuthError(503, "the gate's database is unreachable; try again shortly") from None
+        with self.lock:
+            if len(self.entries) > 10_000:
+                self.entries.clear()
+            self.entries[key] = (now + self.ttl, found)
+        return found
+
+    def forget(self, value: str) -> None:
+        """Forget a session at once (signed out here)."""
+        with self.lock:
+            self.entries.pop("session:" + hash_token(value), None)
+
     def forget_all(self) -> None:
         with self.lock:
             self.entries.clear()
@@ -101,14 +125,16 @@ def require(needed: str):
 
 # --- the status page: a browser sends a cookie, never an Authorization header -----------
 
-PAGE_COOKIE = "promptgate_token"
+PAGE_COOKIE = "promptgate_session"
+PAGE_SCOPES = ("read", "submit")  # who signs in at /login: the pages only read; admin uses a read token there
 
 
 def page_caller(request: Request) -> Caller:
     """The caller of a status page (read scope): the bearer header or the HttpOnly,
-    SameSite=Strict cookie the page's /login sets. Only the pages read the cookie:
-    ``authorize`` (every JSON route) reads the header alone, so a cookie a browser sends
-    on its own can never submit, cancel or administer anything (no CSRF). With
+    SameSite=Strict cookie the page's /login sets, which holds a session (never the token:
+    ``Gate.open_session``). Only the pages read the cookie: ``authorize`` (every JSON
+    route) reads the header alone, so a cookie a browser sends on its own can never submit,
+    cancel or administer anything (no CSRF), and a stolen one is no API token. With
     ``public_read``, a cookie that is no longer valid reads anonymously."""
     state = request.app.state
     header, cookie = bearer(request), request.cookies.get(PAGE_COOKIE) or None
@@ -116,9 +142,9 @@ def page_caller(request: Request) -> Caller:
         return authorize(request, "read")
     if cookie is None:
         return authorize(request, "read")  # anonymous when public, else 401
-    found = state.tokens.lookup(cookie)
-    if found is not None and scope_allows(found.scope, "read"):
+    found = state.tokens.session(cookie)
+    if found is not None and found.scope in PAGE_SCOPES:
         return Caller(found.name, found.scope)
     if state.config.public_read:
         return Caller(ANONYMOUS, None)
-    raise AuthError(401, "invalid or revoked token: sign in again")
+    raise AuthError(401, "the session has ended (signed out, expired, or its token revoked): sign in again")

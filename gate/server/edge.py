@@ -4,8 +4,9 @@ ids inside their columns' ranges, and a bound on the long-polls one token holds 
 * **Hosts.** A browser sends whatever Host a page's name resolved to: a name an attacker
   controls, re-pointed at this server (DNS rebinding), reads a ``--public-read`` gate as
   if it were that attacker's site. ``AllowedHosts`` answers 400 to any Host not in the
-  operator's list (``serve --allowed-host``), on every request; ``/login``'s Origin check
-  compares against the same list (``origin_allowed``).
+  operator's list (``serve --allowed-host``), on every request, and to one that is not a
+  single host name or address with an optional port (``request_host``: no userinfo, no
+  path); ``/login``'s Origin check compares against the same list (``origin_allowed``).
 * **Ids.** Ids are BIGINT (1..2**63-1), prompt versions INT: a number outside that range
   names nothing, so it is a 404 before any query (SQLite cannot even bind it).
 * **Long-polls.** Each open wait holds a future, a socket and a slot in the shared
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import re
 from collections import Counter
 from contextlib import contextmanager
 from urllib.parse import urlsplit
@@ -96,14 +98,47 @@ def parse_hosts(values) -> tuple[str, ...]:
     return tuple(dict.fromkeys([*found, *LOOPBACK_HOSTS])) if found else ()
 
 
+_HOST_RE = re.compile(r"(?:\[(?P<ip6>[0-9a-f:.]{2,45})\]|(?P<name>[a-z0-9._-]{1,253}))(?::(?P<port>[0-9]{1,5}))?")
+
+
+def request_host(value: str) -> str | None:
+    """The name a Host header (or an Origin's authority) names, lower case (``[::1]:8080``
+    → ``::1``); None for anything but a host name or address and an optional port: userinfo
+    (``localhost:80@evil``: a reader that splits at the first ``:`` sees localhost, one
+    that parses it as a URL sees evil), a path, spaces, an IPv6 address without brackets,
+    a port out of range."""
+    match = _HOST_RE.fullmatch(value.lower())
+    if match is None or (match.group("port") is not None and not 0 < int(match.group("port")) < 65536):
+        return None
+    if match.group("ip6") is None:
+        return match.group("name")
+    try:
+        return str(ipaddress.IPv6Address(match.group("ip6")))
+    except ValueError:
+        return None
+
+
 def origin_allowed(origin: str, allowed: tuple[str, ...]) -> bool:
-    """An Origin header naming one of the allowed hosts (scheme http or https)."""
-    parts = urlsplit(origin)
-    return parts.scheme in ("http", "https") and host_name(parts.netloc) in allowed
+    """An Origin header naming one of the allowed hosts: scheme http or https and a host
+    with an optional port, nothing else (no userinfo, no path)."""
+    try:
+        parts = urlsplit(origin)
+    except ValueError:
+        return False
+    return (
+        parts.scheme in ("http", "https")
+        and origin == f"{parts.scheme}://{parts.netloc}"
+        and request_host(parts.netloc) in allowed
+    )
+
+
+NOT_ANSWERED = "this server does not answer for that Host (serve --allowed-host)"
+NOT_A_HOST = "the Host header must be one host name or address, with an optional port"
 
 
 class AllowedHosts:
-    """A pure ASGI middleware: 400 (one JSON line) for a request whose Host is not allowed."""
+    """A pure ASGI middleware: 400 (one JSON line) for a request whose Host is not allowed,
+    is not one host with an optional port (``request_host``), or comes twice."""
 
     def __init__(self, app, hosts: tuple[str, ...]):
         self.app, self.hosts = app, frozenset(hosts)
@@ -111,12 +146,12 @@ class AllowedHosts:
     async def __call__(self, scope, receive, send):
         if scope["type"] not in ("http", "websocket"):
             return await self.app(scope, receive, send)
-        host = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1")
-        if host_name(host) in self.hosts:
+        hosts = [value for key, value in scope.get("headers") or () if key == b"host"]
+        name = request_host(hosts[0].decode("latin-1")) if len(hosts) == 1 else None
+        if name is not None and name in self.hosts:
             return await self.app(scope, receive, send)
-        body = json.dumps(
-            {"error": "this server does not answer for that Host (serve --allowed-host)", "exit_code": 2}
-        ).encode()
+        why = NOT_ANSWERED if name is not None or not hosts else NOT_A_HOST
+        body = json.dumps({"error": why, "exit_code": 2}).encode()
         await send(
             {
                 "type": "http.response.start",

@@ -12,6 +12,9 @@ readers could disagree on what was sent). One loader, ``strict_json``, for every
 the middleware refuses a body it finds over those limits with 400 and one line; a body
 that is not JSON at all is left to the route, which says so in its own words.
 
+A number longer than ``MAX_NUMBER_DIGITS`` characters is over those limits too (Python
+refuses an integer past 4,300 digits, in words of its own that hint at its internals).
+
 The one exception is a dataset upload (``PUT /v1/datasets/{name}/rows``): its body is a
 file, up to its own cap (``serve --max-upload-bytes``). It is not read here: a declared
 length over that cap is refused at once, and the route, once the token, the dataset and
@@ -57,11 +60,24 @@ def _object(pairs: list[tuple[str, Any]]) -> dict:
     return found
 
 
+MAX_NUMBER_DIGITS = 100  # no field of any body needs more; Python refuses ints past 4,300 in its own words
+
+
+def _number(kind: type):
+    def read(text: str) -> Any:
+        if len(text) > MAX_NUMBER_DIGITS:
+            raise JsonRefused(f"the JSON body has a number of more than {MAX_NUMBER_DIGITS} digits")
+        return kind(text)
+
+    return read
+
+
 def strict_json(text: str | bytes) -> Any:
-    """The JSON document; JsonRefused when nested deeper than ``MAX_DEPTH`` or when an
-    object repeats a key; ValueError when it is not JSON."""
+    """The JSON document; JsonRefused when nested deeper than ``MAX_DEPTH``, when an
+    object repeats a key, or a number is longer than ``MAX_NUMBER_DIGITS``; ValueError
+    when it is not JSON."""
     try:
-        data = json.loads(text, object_pairs_hook=_object)
+        data = json.loads(text, object_pairs_hook=_object, parse_int=_number(int), parse_float=_number(float))
     except RecursionError:
         raise JsonRefused(f"the JSON body is nested deeper than {MAX_DEPTH} levels") from None
     stack = [(data, 1)]

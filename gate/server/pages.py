@@ -10,8 +10,10 @@ bidi-override characters are dropped (``gate.untrusted``). The responses carry a
 Content-Security-Policy without any script source, a second wall behind the escaping.
 
 Who may look: the read scope (``auth.page_caller``): a bearer header, or the HttpOnly,
-SameSite=Strict cookie ``/login`` sets once it has checked the token; anonymous with
-``--public-read``. The cookie authorizes these pages only, never the JSON API."""
+SameSite=Strict cookie ``/login`` sets once it has checked the token, which holds a
+session, never the token (``Gate.open_session``); anonymous with ``--public-read``. A read
+or submit token signs in; an admin token does not (the pages only read: an admin reads
+them with a read token). The cookie authorizes these pages only, never the JSON API."""
 
 from __future__ import annotations
 
@@ -36,7 +38,7 @@ from ..markdown_filters import bar_pct, interval, num, pct, points, pvalue, rati
 from ..states import UpdateStatus
 from ..untrusted import CONTROL, one_line
 from . import views
-from .auth import ANONYMOUS, PAGE_COOKIE, AuthError, Caller, bearer, page_caller
+from .auth import ANONYMOUS, PAGE_COOKIE, PAGE_SCOPES, AuthError, Caller, bearer, page_caller
 from .edge import origin_allowed
 from .sources import holdout_items_hidden, rows_readable
 
@@ -361,7 +363,12 @@ def workers_page(request: Request):
     return guarded(request, build)
 
 
-# --- signing in: a token in an HttpOnly, SameSite=Strict cookie ------------------------------
+# --- signing in: a session in an HttpOnly, SameSite=Strict cookie ----------------------------
+
+NOT_HERE = (
+    "a token of scope {scope} does not sign in here: the status page only reads, so sign in with a "
+    "read token (promptgate token create NAME --scope read)"
+)
 
 
 def safe_next(target: str | None) -> str:
@@ -405,10 +412,13 @@ async def login(request: Request):
     found = await run_in_threadpool(request.app.state.tokens.lookup, token) if token else None
     if found is None:
         return page("signin.html.j2", None, status=401, message="invalid token", next=target)
+    if found.scope not in PAGE_SCOPES:
+        return page("signin.html.j2", None, status=403, message=NOT_HERE.format(scope=found.scope), next=target)
+    session = await run_in_threadpool(request.app.state.gate.open_session, found, COOKIE_SECONDS)
     response = RedirectResponse(target, status_code=303, headers={"Cache-Control": "no-store"})
     response.set_cookie(
         PAGE_COOKIE,
-        token,
+        session,
         max_age=COOKIE_SECONDS,
         path="/",
         httponly=True,
@@ -419,7 +429,15 @@ async def login(request: Request):
 
 
 @router.api_route("/logout", methods=["GET", "POST"])
-def logout():
+def logout(request: Request):
+    """Sign out: the session ends on the server too (a copy of the cookie opens nothing)."""
+    session = request.cookies.get(PAGE_COOKIE)
+    if session:
+        try:
+            request.app.state.gate.close_session(session)
+        except GateError as exc:  # the cookie goes anyway; the session expires on its own
+            log.warning("could not end a status-page session: %s", first_line(exc))
+        request.app.state.tokens.forget(session)
     response = RedirectResponse("/login", status_code=303, headers={"Cache-Control": "no-store"})
     response.delete_cookie(PAGE_COOKIE, path="/", httponly=True, samesite="strict")
     return response

@@ -17,13 +17,15 @@
   (default branch) declares it optional for the prompt (``optional_fields``). A template
   that touches the item in a way that names no field is refused too. What was read, and
   by how many rows of each version, is pinned with each run (``pinned["fields"]``) and
-  shown by the reports.
+  shown by the reports. For a submitter that may read some of the datasets but not all
+  (a pull request's token, a holdout), only the ones it may read count: a refusal must not
+  tell it which columns a holdout has.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 from sqlalchemy.engine import Engine
 
@@ -105,12 +107,22 @@ def count_unknown_fields(engine: Engine, prompt_name: str) -> None:
 
 
 def field_coverage(
-    conn, spec: PromptSpec, read: Iterable[str], versions: list[tuple[str, DatasetVersion]]
+    conn,
+    spec: PromptSpec,
+    read: Iterable[str],
+    versions: list[tuple[str, DatasetVersion]],
+    hidden: Collection[str] = (),
 ) -> dict[str, dict]:
     """dataset name → what its run pins as ``fields``: {"read": {field: rows having it
     (None: not counted)}, "rows": the version's rows, "optional": the fields read that the
     gate config declares optional}. Raises UsageError (one line) when a field read is had
-    by no row of any of the datasets and is not optional."""
+    by no row of any of the datasets and is not optional.
+
+    ``hidden``: the datasets whose rows the submitter may not read (a holdout, for a pull
+    request's token). When it may read some of the others, only those count: whether a
+    submission is refused then says nothing of which columns a holdout has, so a submit
+    token cannot learn them field by field. A field only a holdout has is refused for it
+    (an admin's submission, or ``optional_fields``, lets it through)."""
     read = sorted(read)
     optional = set(store.optional_fields(conn, spec.name)) if read else set()
     pinned: dict[str, dict] = {}
@@ -121,9 +133,13 @@ def field_coverage(
             )
         counts = {f: rows_having(version.fields, f) for f in read} if read else {}
         pinned[name] = {"read": counts, "rows": version.row_count, "optional": sorted(optional & set(read))}
-    missing = [f for f in read if f not in optional and not any(p["read"][f] for p in pinned.values())]
+    readable = sorted(set(pinned) - set(hidden))
+    evidence = readable if hidden and readable else sorted(pinned)
+    missing = [f for f in read if f not in optional and not any(pinned[n]["read"][f] for n in evidence)]
     if missing:
-        shown, names = ", ".join(_shown(f) for f in missing[:5]), ", ".join(sorted(pinned))
+        shown, names = ", ".join(_shown(f) for f in missing[:5]), ", ".join(evidence)
+        if evidence != sorted(pinned):
+            names = f"the datasets this token may read ({names})"
         one = len(missing) == 1
         raise UsageError(
             f"the gate cannot evaluate what {shown} change{'s' if one else ''}: no row of {names} has "

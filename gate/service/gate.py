@@ -16,9 +16,9 @@ from sqlalchemy.exc import DBAPIError
 
 from .. import db, store
 from ..bars import Bars
-from ..errors import Forbidden, SpecError, UsageError
+from ..errors import Forbidden, UsageError
 from ..importer import discard_version
-from ..models import DatasetVersion, FleetCounts, LivePrompt, Update, WorkerRow
+from ..models import DatasetVersion, FleetCounts, Update, WorkerRow
 from ..providers import resolve
 from ..release import (
     DEFAULT_RELEASE_MODE,
@@ -29,11 +29,11 @@ from ..release import (
 )
 from ..reuse import pin
 from ..settings import Settings
-from ..spec import PromptSpec, parse_spec
-from ..spend import SpendLimits
+from ..spec import PromptSpec
 from ..states import UPDATE_TERMINAL, Mode
 from ..update_report import SAMPLE_FAILURES, UpdateReport, run_report  # noqa: F401
 from .admission import check_expected, check_labels, count_unknown_fields, field_coverage, fields_read
+from .baseline import baseline_of, model_price
 from .boundary import driver_errors_become_gate_errors
 from .datasets import DatasetsMixin
 from .live import LiveMixin
@@ -63,52 +63,6 @@ def check_commit_sha(sha: Any) -> None:
     (64 hex), what `wait --sha` and the Action look updates up by."""
     if sha not in (None, "") and not COMMIT_SHA_RE.fullmatch(str(sha)):
         raise UsageError(f"commit SHA {str(sha)[:80]!r} is not a full commit id: use its 40 or 64 hex characters")
-
-
-def _baseline(
-    conn, spec: PromptSpec, live: LivePrompt | None, update_id: int, ds, mapping, version, limits: SpendLimits
-) -> dict:
-    """What the candidate's run on ``version`` is compared with, pinned with it as
-    ``pinned["baseline"]`` (run_id: the run whose answers are compared; update_id: the
-    update that made the live version live; live_version; scored_now or same_config):
-    the live version's finished answers on that very version (``store.baseline_run``);
-    else a baseline run staged in this update to score the live version there (its
-    answers reused wherever the same request was answered before; ``calls``: the most it
-    calls). No live version: none. A live version that cannot be scored any more:
-    ``baseline_error`` (a max_broken or max_drop bar then fails rather than go unchecked)."""
-    if live is None:
-        return {"baseline": None, "baseline_note": "no live version yet"}
-    if live.config_hash == spec.config_hash:
-        return {"baseline": {"same_config": True, "live_version": live.version, "update_id": live.applied_update_id}}
-    ref = {"update_id": live.applied_update_id, "live_version": live.version}
-    found = store.baseline_run(conn, spec.name, ds.id, version.id, live.config_hash)
-    if found is not None:
-        return {"baseline": {"run_id": found.id, **ref}}
-    try:
-        live_spec = parse_spec(live.config)
-        provider = resolve(live_spec.provider, live_spec.model, store.list_providers(conn))
-    except (SpecError, UsageError) as exc:
-        why = f"the live version cannot be scored on this dataset version: {exc}"
-        return {"baseline": None, "baseline_note": why, "baseline_error": why}
-    price = _price(conn, live_spec.model)
-    check_cost_bounded(limits, live_spec, price, f"the live version (v{live.version}), scored alongside,")
-    run_id = store.insert_run(
-        conn,
-        update_id,
-        ds,
-        mapping.min_accuracy,
-        version,
-        {**pin(live_spec, version, mapping.min_accuracy), "live_version": live.version, "price": price},
-        baseline_of=(live.config, provider.to_dict() if provider else None),
-    )
-    return {"baseline": {"run_id": run_id, **ref, "scored_now": True}, "calls": run_calls(live_spec, version.row_count)}
-
-
-def _price(conn, model: str) -> dict | None:
-    """The model's price from the gate's table, pinned with the run (a later change of the
-    table does not change its cost); None: no price, the cost bar is n/a."""
-    price = store.find_price(conn, model)
-    return price.to_dict() if price else None
 
 
 def _broken_items(conn, run, limit: int) -> list:
@@ -177,6 +131,7 @@ class Gate(DatasetsMixin, LiveMixin, TokensMixin):
         *,
         submitted_by: str | None = None,
         full: bool = False,
+        may_read: Callable[[Any], bool] | None = None,
     ) -> int:
         """Stage a candidate: the update, one run per mapped dataset and the latest-wins
         cancellation, in one transaction. Returns the tracking id. Each run pins the
@@ -186,21 +141,21 @@ class Gate(DatasetsMixin, LiveMixin, TokensMixin):
         ``reuse`` False: every item is called afresh (no answer already paid for is used).
         ``submitted_by``: the service token's name (None: the CLI on the database, the
         operator); check-mode submissions replace only those of the same submitter and key.
-        ``full``: no run of it stops early (``submit --full``). The gate's spend caps
-        (``limits:``) are pinned with it, with the upper bound of its calls (gate.spend)."""
-        mode = _parse_mode(mode)
-        source, source_key = _submission_source(source, submitted_by)
-        config = spec.to_config()
+        ``full``: no run of it stops early (``submit --full``). The spend caps (``limits:``)
+        are pinned with it, with the upper bound of its calls (gate.spend). ``may_read(ds)``:
+        may the submitter read its rows (None: all); only those count for the field check."""
+        mode, (source, source_key) = _parse_mode(mode), _submission_source(source, submitted_by)
         check_labels(spec)
-        read = fields_read(spec)  # admission: which item fields; each must be in some row
+        config, read = spec.to_config(), fields_read(spec)  # admission: the item fields it reads
         if read:
             count_unknown_fields(self.engine, spec.name)
 
         def stage(conn) -> int:
             store.lock_prompt(conn, spec.name)  # submissions of the prompt serialize: latest wins
             mappings = _mappings_of(conn, spec.name)
-            provider = resolve(spec.provider, spec.model, store.list_providers(conn))
-            pinned, fields = _pin_versions(conn, spec, mappings, read)
+            decl = resolve(spec.provider, spec.model, store.list_providers(conn))
+            provider = decl.to_dict() if decl else None
+            pinned, fields = _pin_versions(conn, spec, mappings, read, may_read)
             older = store.superseded_updates(
                 conn, spec.name, mode, None if mode == Mode.APPLY else source_key, submitted_by
             )
@@ -214,19 +169,18 @@ class Gate(DatasetsMixin, LiveMixin, TokensMixin):
                 source=source,
                 source_key=source_key,
                 source_sha=source.get("sha"),
-                provider=provider.to_dict() if provider else None,
+                provider=provider,
                 reuse=reuse,
                 submitted_by=submitted_by,
                 full=full,
             )
-            _stage_runs(conn, spec, update_id, pinned, fields, full)
+            _stage_runs(conn, spec, update_id, pinned, fields, full, provider)
             for old_id in older:
                 store.cancel_update(conn, old_id, f"superseded by update {update_id}")
             return update_id
 
         db.transaction(self.engine, lambda conn: store.ensure_prompt_lock(conn, spec.name))
-        update_id = db.transaction(self.engine, stage)
-        return update_id
+        return db.transaction(self.engine, stage)
 
     def status(self, update_id: int, failures: int = SAMPLE_FAILURES) -> UpdateReport:
         with self.engine.connect() as conn:
@@ -430,26 +384,29 @@ def _mappings_of(conn, prompt_name: str) -> list:
     return mappings
 
 
-def _pin_versions(conn, spec: PromptSpec, mappings: list, read: tuple[str, ...]) -> tuple[list, dict]:
+def _pin_versions(conn, spec: PromptSpec, mappings: list, read: tuple[str, ...], may_read=None) -> tuple[list, dict]:
     """Each mapping with its dataset and the version a submission pins, the candidate's
     decision checked against their expected values, and the coverage of the item fields
-    its templates read (``read``)."""
+    its templates read (``read``), counted on the datasets the submitter may read."""
     datasets = [store.get_dataset(conn, m.dataset_name) for m in mappings]
     pinned = [(m, ds, _current_version(conn, ds)) for m, ds in zip(mappings, datasets)]
     check_expected(spec, [(ds.name, version) for _, ds, version in pinned])
-    fields = field_coverage(conn, spec, read, [(ds.name, version) for _, ds, version in pinned])
+    hidden = {ds.name for ds in datasets if may_read is not None and not may_read(ds)}
+    fields = field_coverage(conn, spec, read, [(ds.name, version) for _, ds, version in pinned], hidden)
     return pinned, fields
 
 
-def _stage_runs(conn, spec: PromptSpec, update_id: int, pinned: list, fields: dict, full: bool) -> None:
+def _stage_runs(
+    conn, spec: PromptSpec, update_id: int, pinned: list, fields: dict, full: bool, provider: dict | None
+) -> None:
     """The update's runs: per mapping, the candidate's run (its bars, price, fields read and
-    whether it may stop early pinned) and what it is compared with (``_baseline``); then
+    whether it may stop early pinned) and what it is compared with (``baseline_of``); then
     the gate's spend caps and the upper bound of the update's calls, pinned with it."""
-    limits, price = gate_limits(conn), _price(conn, spec.model)
+    limits, price = gate_limits(conn), model_price(conn, spec.model)
     check_cost_bounded(limits, spec, price, "the candidate")
     live, calls = store.find_live(conn, spec.name), 0
     for mapping, ds, version in pinned:
-        baseline = _baseline(conn, spec, live, update_id, ds, mapping, version, limits)
+        baseline = baseline_of(conn, spec, provider, live, update_id, ds, mapping, version, limits)
         calls += baseline.pop("calls", 0) + run_calls(spec, version.row_count)
         early = Bars.parse(mapping.min_accuracy, mapping.bars).early_stop and not full
         store.insert_run(

@@ -17,6 +17,8 @@ from .. import db, store
 from ..api_shape import HISTORY_LIMIT
 from ..errors import IllegalTransition, NotFound, UsageError
 from ..models import LivePrompt
+from ..providers import Endpoint, ProviderDecl, endpoint_for
+from ..spec import PromptSpec
 from ..states import Mode
 from .boundary import driver_errors_become_gate_errors
 
@@ -33,6 +35,24 @@ class LiveMixin:
         if found is None:
             raise NotFound(f"prompt {name!r} has no live version yet: submit it with --mode apply")
         return found
+
+    def live_endpoint(self, live: LivePrompt, spec: PromptSpec) -> tuple[Endpoint, bool]:
+        """Where production sends the calls of the live version ``live`` (its config parsed:
+        ``spec``), and whether that is pinned: the provider declaration it was evaluated
+        with (``store.version_provider``), the key from this process's environment. A
+        version with none on record (live since before the gate pinned providers) gets its
+        provider as declared now (``endpoint``), and False says so."""
+        with self.engine.connect() as conn:
+            pinned, decl = store.version_provider(conn, live.name, live.version)
+        if not pinned:
+            return self.endpoint(spec), False
+        return endpoint_for(ProviderDecl.from_dict(decl) if decl else None), True
+
+    def live_providers(self) -> dict[str, dict | None]:
+        """Prompt name → the provider declaration its live version was evaluated with (None:
+        the default provider), for every live version that has one on record."""
+        with self.engine.connect() as conn:
+            return store.live_providers(conn)
 
     def history(self, name: str, limit: int = HISTORY_LIMIT) -> list[dict]:
         """The prompt's live versions, newest first (``store.prompt_history``), each with

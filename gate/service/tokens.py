@@ -7,7 +7,12 @@ hash is compared with ``hmac.compare_digest``: what a guesser can time is a look
 hash they cannot steer, never a prefix match of the secret.
 
 Scopes nest: ``read`` (every GET and the status page) < ``submit`` (read, and submit,
-cancel, wait) < ``admin`` (everything: datasets, bars, sync, tokens)."""
+cancel, wait) < ``admin`` (everything: datasets, bars, sync, tokens).
+
+The status page signs a browser in with a **session**, never the token: ``pgs_`` and 43
+random characters in its cookie, of which the database keeps the SHA-256 and the token it
+was opened with. A stolen cookie reads pages as that token until the session expires or
+the token is revoked, and is no API token: it cannot be presented as a bearer token."""
 
 from __future__ import annotations
 
@@ -23,6 +28,8 @@ from .boundary import driver_errors_become_gate_errors
 
 SCOPES = ("read", "submit", "admin")
 TOKEN_PREFIX = "pgt_"
+SESSION_PREFIX = "pgs_"
+SESSIONS_PER_TOKEN = 20  # a token signed in again and again keeps its newest sessions only
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
@@ -73,3 +80,27 @@ class TokensMixin:
             return None
         db.transaction(self.engine, lambda conn: store.touch_token(conn, found.id))
         return found
+
+    def open_session(self, token: ApiToken, seconds: float) -> str:
+        """A new status-page session for the live token ``token``, valid for ``seconds``;
+        returns the value for the cookie (never stored: its SHA-256 is)."""
+        value = SESSION_PREFIX + secrets.token_urlsafe(32)
+
+        def store_it(conn) -> None:
+            store.insert_session(conn, hash_token(value), token.id, seconds)
+            store.prune_sessions(conn, token.id, SESSIONS_PER_TOKEN)
+
+        db.transaction(self.engine, store_it)
+        return value
+
+    def session_token(self, value: str | None) -> ApiToken | None:
+        """The live token a session value was opened with, else None (unknown, expired, its
+        token revoked, or not a session value at all: a token is not a session)."""
+        if not value or not value.startswith(SESSION_PREFIX) or len(value) > 200:
+            return None
+        with self.engine.connect() as conn:
+            return store.find_session(conn, hash_token(value))
+
+    def close_session(self, value: str | None) -> None:
+        if value and value.startswith(SESSION_PREFIX) and len(value) <= 200:
+            db.transaction(self.engine, lambda conn: store.delete_session(conn, hash_token(value)))

@@ -314,6 +314,8 @@ class TextDecoder:
             return json.loads(text)
         except json.JSONDecodeError as exc:
             raise DatasetError(f"{self.uri}: line {line_no}: malformed JSON: {exc.msg}") from None
+        except ValueError:  # Python refuses an integer past 4,300 digits, in words about its internals
+            raise DatasetError(f"{self.uri}: line {line_no}: a number longer than 4,300 digits") from None
         except RecursionError:
             raise DatasetError(
                 f"{self.uri}: line {line_no}: row is nested deeper than {MAX_ROW_DEPTH} levels"

@@ -67,7 +67,15 @@ from .items import (
     renew_item_leases,
     write_item_results,
 )
-from .live import find_live, live_version, prompt_history, restore_live, write_live
+from .live import (
+    find_live,
+    live_providers,
+    live_version,
+    prompt_history,
+    restore_live,
+    version_provider,
+    write_live,
+)
 from .locks import ensure_prompt_lock, lock_prompt, prompt_lock
 from .policy import flagged_broken, items_by_id, items_by_id_query, slice_counts
 from .prices import delete_price, find_price, list_prices, upsert_price
@@ -130,6 +138,7 @@ from .schema import (
     meta,
     model_price,
     new_token,
+    page_session,
     prompt,
     prompt_dataset,
     prompt_run,
@@ -148,6 +157,7 @@ from .spend import (
     delete_limit,
     list_limits,
     read_counters,
+    release_spend,
     reserve_spend,
     set_limit,
     settle_spend,
@@ -166,7 +176,17 @@ from .stops import (
     stripe_of,
     update_has_uncalled,
 )
-from .tokens import find_token_by_hash, insert_token, list_tokens, revoke_token, touch_token
+from .tokens import (
+    delete_session,
+    find_session,
+    find_token_by_hash,
+    insert_session,
+    insert_token,
+    list_tokens,
+    prune_sessions,
+    revoke_token,
+    touch_token,
+)
 from .trials import count_unstable, trial_call_stats, unstable_items
 from .updates import (
     any_open_update,
@@ -220,6 +240,7 @@ __all__ = [
     "JsonText",
     "answer",
     "api_token",
+    "page_session",
     "model_price",
     "dataset",
     "dataset_row",
@@ -282,9 +303,11 @@ __all__ = [
     "take_version",
     # the live table
     "find_live",
+    "live_providers",
     "live_version",
     "prompt_history",
     "restore_live",
+    "version_provider",
     "write_live",
     # per-prompt locks
     "ensure_prompt_lock",
@@ -322,6 +345,10 @@ __all__ = [
     # the service's tokens
     "find_token_by_hash",
     "insert_token",
+    "insert_session",
+    "find_session",
+    "delete_session",
+    "prune_sessions",
     "list_tokens",
     "revoke_token",
     "touch_token",
@@ -397,6 +424,7 @@ __all__ = [
     "delete_limit",
     "list_limits",
     "read_counters",
+    "release_spend",
     "reserve_spend",
     "set_limit",
     "settle_spend",

@@ -2,7 +2,12 @@
 ``prompt_version`` history. Two writers only: reconcile applies an update that cleared
 every bar (``write_live``), and a rollback restores an earlier version's config as a new
 version (``restore_live``); both guard on the version the writer saw, so of two racing
-writers exactly one moves the version on."""
+writers exactly one moves the version on.
+
+Each version carries the provider declaration it was evaluated with (``provider``,
+``provider_pinned``): the one its applying update pinned at submit, and for a rollback the
+restored version's. Production's runtime calls that one (``version_provider``), whatever
+the gate config's providers say later."""
 
 from __future__ import annotations
 
@@ -13,7 +18,7 @@ from sqlalchemy.exc import IntegrityError
 from ..errors import IllegalTransition, NotFound
 from ..models import LivePrompt, Update
 from .dialect import db_now
-from .schema import prompt, prompt_version
+from .schema import prompt, prompt_update, prompt_version
 
 
 def find_live(conn: Connection, name: str) -> LivePrompt | None:
@@ -49,8 +54,13 @@ def live_version(conn: Connection, name: str) -> int:
 
 def write_live(conn: Connection, upd: Update) -> bool:
     """Apply an update's candidate to the live table, guarded by ``version = base_version``,
-    and record the history row. False when the live row moved on since submit."""
+    and record the history row, both with the provider declaration the update pinned.
+    False when the live row moved on since submit."""
     new_version = upd.base_version + 1
+    pinned = {
+        "provider": conn.execute(select(prompt_update.c.provider).where(prompt_update.c.id == upd.id)).scalar(),
+        "provider_pinned": 1,
+    }
     if upd.base_version == 0:
         try:
             with conn.begin_nested():
@@ -62,6 +72,7 @@ def write_live(conn: Connection, upd: Update) -> bool:
                         config_hash=upd.candidate_hash,
                         applied_update_id=upd.id,
                         updated_at=db_now(),
+                        **pinned,
                     )
                 )
         except IntegrityError:
@@ -76,6 +87,7 @@ def write_live(conn: Connection, upd: Update) -> bool:
                 config_hash=upd.candidate_hash,
                 applied_update_id=upd.id,
                 updated_at=db_now(),
+                **pinned,
             )
         ).rowcount
         if moved != 1:
@@ -88,22 +100,25 @@ def write_live(conn: Connection, upd: Update) -> bool:
             config_hash=upd.candidate_hash,
             update_id=upd.id,
             applied_at=db_now(),
+            **pinned,
         )
     )
     return True
 
 
 def restore_live(conn: Connection, name: str, seen_version: int, target_version: int, actor: str, reason: str) -> int:
-    """Make version ``target_version``'s config live again as version ``seen_version + 1``,
-    guarded by the live version still being ``seen_version``; record it in the history as a
-    rollback (who, why). Returns the new version. IllegalTransition when the live version
-    moved on; NotFound when there is no such version."""
+    """Make version ``target_version``'s config (and the provider it was evaluated with)
+    live again as version ``seen_version + 1``, guarded by the live version still being
+    ``seen_version``; record it in the history as a rollback (who, why). Returns the new
+    version. IllegalTransition when the live version moved on; NotFound when there is no
+    such version."""
     target = conn.execute(
         select(prompt_version).where(prompt_version.c.prompt_name == name, prompt_version.c.version == target_version)
     ).first()
     if target is None:
         raise NotFound(f"prompt {name!r} has no version {target_version}")
     new_version = seen_version + 1
+    pinned = {"provider": target.provider, "provider_pinned": target.provider_pinned}
     moved = conn.execute(
         update(prompt)
         .where(prompt.c.name == name, prompt.c.version == seen_version)
@@ -113,6 +128,7 @@ def restore_live(conn: Connection, name: str, seen_version: int, target_version:
             config_hash=target.config_hash,
             applied_update_id=target.update_id,
             updated_at=db_now(),
+            **pinned,
         )
     ).rowcount
     if moved != 1:
@@ -133,6 +149,7 @@ def restore_live(conn: Connection, name: str, seen_version: int, target_version:
             restored_version=target_version,
             actor=actor,
             reason=reason,
+            **pinned,
         )
     )
     return new_version
@@ -145,4 +162,26 @@ def prompt_history(conn: Connection, name: str) -> list[dict]:
     rows = conn.execute(
         select(prompt_version).where(prompt_version.c.prompt_name == name).order_by(prompt_version.c.version.desc())
     )
-    return [{k: v for k, v in r._mapping.items() if k != "id"} for r in rows]
+    return [{k: v for k, v in r._mapping.items() if k not in HISTORY_HIDDEN} for r in rows]
+
+
+HISTORY_HIDDEN = ("id", "provider", "provider_pinned")  # a provider's URL and key variable: not for every reader
+
+
+def version_provider(conn: Connection, name: str, version: int) -> tuple[bool, dict | None]:
+    """(pinned, declaration) of version ``version`` of the prompt: the provider declaration
+    it was evaluated with (None: the default provider); pinned False when none is on record
+    (it went live before the gate pinned providers, with no update to take it from)."""
+    row = conn.execute(
+        select(prompt_version.c.provider, prompt_version.c.provider_pinned).where(
+            prompt_version.c.prompt_name == name, prompt_version.c.version == version
+        )
+    ).first()
+    return (False, None) if row is None or not row.provider_pinned else (True, row.provider)
+
+
+def live_providers(conn: Connection) -> dict[str, dict | None]:
+    """Prompt name → the provider declaration its live version is pinned to (None: the
+    default provider), for every live version that has one on record."""
+    rows = conn.execute(select(prompt.c.name, prompt.c.provider).where(prompt.c.provider_pinned == 1))
+    return {r.name: r.provider for r in rows}

@@ -110,11 +110,18 @@ def set_run_metrics(conn: Connection, run_id: int, metrics: dict) -> int:
 
 
 def baseline_run(
-    conn: Connection, prompt_name: str, dataset_id: int, version_id: int, live_config_hash: str
+    conn: Connection,
+    prompt_name: str,
+    dataset_id: int,
+    version_id: int,
+    live_config_hash: str,
+    live_provider: tuple[bool, dict | None] = (False, None),
 ) -> Run | None:
     """The live version's finished answers on this dataset version: the run of the update
     that applied it (its answers on exactly these rows), else the latest finished baseline
-    run an earlier update staged for the same live config on this version, or None."""
+    run an earlier update staged for the same live config on this version — on the same
+    provider when the live version has one pinned (``live_provider``: pinned, declaration)
+    — or None."""
     applied = select(prompt.c.applied_update_id).where(prompt.c.name == prompt_name).scalar_subquery()
     on_version = [
         prompt_run.c.dataset_id == dataset_id,
@@ -136,7 +143,15 @@ def baseline_run(
             .order_by(prompt_run.c.id.desc())
             .limit(BASELINE_LOOKBACK)
         ).all()
-        row = next((r for r in staged if (r.pinned or {}).get("config_hash") == live_config_hash), None)
+        pinned, provider = live_provider
+        row = next(
+            (
+                r
+                for r in staged
+                if (r.pinned or {}).get("config_hash") == live_config_hash and (not pinned or r.provider == provider)
+            ),
+            None,
+        )
     return _run(row) if row is not None and _whole(conn, row) else None
 
 

@@ -110,6 +110,8 @@ prompt = Table(
     Column("config_hash", HASH, **NOT_NULL),
     Column("applied_update_id", BigInteger),
     Column("updated_at", T, **NOT_NULL),
+    Column("provider", JsonText),  # the declaration its applying update pinned (NULL: the default)
+    Column("provider_pinned", FLAG, server_default="0", **NOT_NULL),  # 0: none on record (before migration 15)
     UniqueConstraint("name", name="uq_prompt_name"),
 )
 prompt_version = Table(
@@ -126,6 +128,8 @@ prompt_version = Table(
     Column("restored_version", Integer),
     Column("actor", String(191)),
     Column("reason", Text),
+    Column("provider", JsonText),
+    Column("provider_pinned", FLAG, server_default="0", **NOT_NULL),
     UniqueConstraint("prompt_name", "version", name="uq_prompt_version"),
 )
 prompt_lock = Table("prompt_lock", meta, Column("prompt_name", String(128), primary_key=True))
@@ -381,6 +385,16 @@ api_token = Table(
     Column("revoked_at", T),
     UniqueConstraint("name", name="uq_api_token_name"),
     UniqueConstraint("token_hash", name="uq_api_token_hash"),
+)
+page_session = Table(  # the status page's sign-in: the SHA-256 of the cookie's value, never a token
+    "page_session",
+    meta,
+    Column("session_hash", HASH, primary_key=True),
+    Column("token_id", BigInteger, **NOT_NULL),
+    Column("created_at", T, **NOT_NULL),
+    Column("expires_at", T, **NOT_NULL),
+    Index("ix_page_session_token", "token_id", "created_at"),
+    Index("ix_page_session_expires", "expires_at"),
 )
 rate_limit_usage = Table(
     "rate_limit_usage",

@@ -47,6 +47,22 @@ def reserve_spend(
     )
 
 
+def release_spend(conn: Connection, update_id: int, calls: int, cost_nanousd: int) -> int:
+    """Give back a reservation whose call was not made (its update stopped between the grant
+    and the call): ``calls_reserved`` counts the calls begun, which the spend cap's
+    reason reports as the calls made."""
+    u = prompt_update
+    return conn.execute(
+        update(u)
+        .where(u.c.id == update_id)
+        .values(
+            calls_reserved=greatest(u.c.calls_reserved - int(calls), 0),
+            cost_reserved_nanousd=greatest(u.c.cost_reserved_nanousd - int(cost_nanousd), 0),
+            cost_in_flight_nanousd=greatest(u.c.cost_in_flight_nanousd - int(cost_nanousd), 0),
+        )
+    ).rowcount
+
+
 def settle_spend(conn: Connection, update_id: int, reserved_nanousd: int, spent_nanousd: int) -> int:
     """A call reserved at ``reserved_nanousd`` answered: it is no longer in flight, and its
     reservation becomes what it cost (``spent_nanousd``: less goes back; more, when the

@@ -1,17 +1,19 @@
 """The HTTP service's bearer tokens (``api_token``): a name, a scope and the SHA-256 of
 the token (never the token); revoked tokens keep their row, so a name is never reused
-and the list shows when each was revoked."""
+and the list shows when each was revoked. And the status page's sign-in sessions
+(``page_session``): the SHA-256 of the cookie's value and the token it was opened with; a
+session reads as that token while the token is live and the session unexpired."""
 
 from __future__ import annotations
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import delete, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from ..errors import NotFound, UsageError
 from ..models import ApiToken
 from .dialect import db_now
-from .schema import api_token
+from .schema import api_token, page_session
 
 
 def insert_token(conn: Connection, name: str, scope: str, token_hash: str) -> None:
@@ -62,3 +64,49 @@ def _token(r) -> ApiToken:
         last_used_at=r.last_used_at,
         revoked_at=r.revoked_at,
     )
+
+
+# --- the status page's sessions ---------------------------------------------------------------
+
+
+def insert_session(conn: Connection, session_hash: str, token_id: int, seconds: float) -> None:
+    conn.execute(
+        insert(page_session).values(
+            session_hash=session_hash, token_id=token_id, created_at=db_now(), expires_at=db_now(seconds)
+        )
+    )
+
+
+def find_session(conn: Connection, session_hash: str) -> ApiToken | None:
+    """The live token a session was opened with, or None (no such session, expired, or its
+    token revoked): one primary-key read joined to the token's row."""
+    row = conn.execute(
+        select(api_token)
+        .join(page_session, page_session.c.token_id == api_token.c.id)
+        .where(
+            page_session.c.session_hash == session_hash,
+            page_session.c.expires_at > db_now(),
+            api_token.c.revoked_at.is_(None),
+        )
+    ).first()
+    return _token(row) if row else None
+
+
+def delete_session(conn: Connection, session_hash: str) -> bool:
+    return conn.execute(delete(page_session).where(page_session.c.session_hash == session_hash)).rowcount == 1
+
+
+def prune_sessions(conn: Connection, token_id: int, keep: int) -> int:
+    """Delete the expired sessions, and the token's sessions past its ``keep`` newest (one
+    token signing in again and again holds at most ``keep`` rows)."""
+    gone = conn.execute(delete(page_session).where(page_session.c.expires_at <= db_now())).rowcount
+    newest = conn.execute(
+        select(page_session.c.session_hash)
+        .where(page_session.c.token_id == token_id)
+        .order_by(page_session.c.created_at.desc())
+        .offset(keep)
+    ).scalars()
+    extra = list(newest)
+    if extra:
+        gone += conn.execute(delete(page_session).where(page_session.c.session_hash.in_(extra))).rowcount
+    return gone

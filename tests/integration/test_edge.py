@@ -225,7 +225,7 @@ def test_a_wrong_host_is_refused_and_login_checks_origin_against_the_allowed_hos
             content=f"token={served.tokens['read']}&next=/",
             headers={"Origin": served.url, "Content-Type": "application/x-www-form-urlencoded"},
         )
-        assert own.status_code == 303 and "promptgate_token" in own.headers.get("set-cookie", "")
+        assert own.status_code == 303 and "promptgate_session=pgs_" in own.headers.get("set-cookie", "")
 
 
 def test_an_allowed_host_is_answered(mysql_url, tmp_path):

@@ -309,6 +309,9 @@ class FakeGate:
     def endpoint(self, spec):
         return gate.llm.resolve_endpoint(spec)
 
+    def live_endpoint(self, live, spec):
+        return self.endpoint(spec), True
+
 
 def test_runtime_reads_the_live_version_with_a_ttl(clean):
     config = make_spec(clean.base_url).to_config()

@@ -15,11 +15,16 @@ from helpers import RULES, rules_spec, write_rule_rows
 from workers_harness import WorkerFleet, worker_env
 
 from gate import gateconfig, store
+from gate.db import read
 from gate.errors import UsageError
 from gate.mockllm import MockLLMServer
 from gate.models import Price
+from gate.service import Gate
 from gate.spec import parse_spec
 from gate.states import UpdateStatus
+from workers import ROLES
+from workers.spend import SpendGuard
+from workers.supervisor import WorkerProcess
 
 
 @pytest.fixture
@@ -208,3 +213,48 @@ def test_a_call_that_cost_more_than_its_bound_is_recorded_at_its_cost(mysql_gate
     spent = Decimal(run.metrics["cost_usd"])  # the answers' tokens at the price
     assert spent > Decimal("0.04")  # more than 40 answers of 1 token each: past the bound
     assert Decimal(report.spend["cost_reserved_usd"]) >= spent, (report.spend, spent)
+
+
+class StoppedRightAfterTheLastGrant(SpendGuard):
+    """The interleaving the review met, made certain: the reservation that takes the cap's
+    last call is granted, and before its call begins the update is stopped, as another call
+    thread whose reservation was refused at that moment stops it (``_reached``)."""
+
+    def reserve(self, run, item, messages):
+        granted = super().reserve(run, item, messages)
+        if granted is not None:
+            calls, _, _ = read(self.engine, lambda conn: store.spend_of_update(conn, run.update_id))
+            if calls == run.context.caps.max_calls_per_update:
+                self._reached(run, item, None, "max_calls_per_update")
+        return granted
+
+
+def test_the_spend_caps_reason_counts_the_calls_made_not_the_reservations(db_url, llm, monkeypatch, tmp_path):
+    """Review: the reason read "15 calls made" where the model server had received 14: a
+    reservation granted to a call its update's stop then kept from being made stayed
+    counted. It is given back; the reason, the spend and the server agree."""
+    monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    gate = Gate.connect(db_url, upgrade=True)
+    try:
+        gate.register_dataset("d", str(write_rule_rows(tmp_path / "d.csv", 40)))  # 100 %: no early stop
+        gate.map_dataset("p1", "d", "0.9")
+        gate.set_limit("max_calls_per_update", "15")
+        uid = gate.submit(rules_spec("p1"), reuse=False)
+        worker = WorkerProcess(gate.engine, gate.settings, ROLES, concurrency=1)
+        executor = next(p for p in worker.pollers if p.role == "execute")
+        executor.caller.spend = StoppedRightAfterTheLastGrant(gate.engine, executor.stopper, worker.stop)
+        worker.start()
+        try:
+            report = gate.wait(uid, timeout=60)
+        finally:
+            worker.shutdown()
+        made = llm.stats()["requests"]
+        assert made == 14 and report.status == UpdateStatus.FAILED, (made, report.status)
+        (run,) = report.runs
+        assert report.update.reason == (
+            f"spend cap reached: max_calls_per_update 15: 14 calls made; {run.stopped:,} of 40 items of d not called"
+        )
+        assert report.spend["calls_made"] == 14
+    finally:
+        gate.close()

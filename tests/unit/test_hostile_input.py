@@ -344,7 +344,7 @@ response_format: &a0 {type: json_object, x: [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]}
         (PROMPT + "response_format: &a {type: json_object, x: *a}\n", "anchor"),
         (PROMPT + "response_format: " + "[" * 5000 + "]" * 5000 + "\n", "nested deeper"),
         (PROMPT + "description: one\ndescription: two\n", "duplicate key"),
-        (PROMPT + "params: {seed: " + "9" * 5000 + "}\n", "malformed YAML"),
+        (PROMPT + "params: {seed: " + "9" * 5000 + "}\n", "a number longer than 100 characters"),
     ],
 )
 def test_yaml_that_expands_recurses_or_repeats_is_refused(text, why):

@@ -1,0 +1,56 @@
+"""A submission's field check tells no token which columns a holdout has (issue 33.6): a
+pull request's submit token, gated on a dataset it may read and on a holdout it may not,
+gets the same answer for a field only the holdout has as for a field nobody has."""
+
+from __future__ import annotations
+
+from helpers import RULES, write_rule_rows
+
+from gate.service import Gate
+
+
+def prompt_reading(field: str) -> dict:
+    return {
+        "name": "p1",
+        "model": "mock-1",
+        "messages": [
+            {"role": "system", "content": RULES},
+            {"role": "user", "content": "{{ item.text }} {{ item." + field + " }}"},
+        ],
+    }
+
+
+def test_a_submit_token_learns_no_holdout_column_from_the_field_check(service, tmp_path):
+    """Review: the check refused a template reading a field no row has and accepted one the
+    holdout's rows have, so a submit token probed the holdout's columns one submission at a
+    time, at no cost (a refusal stages nothing)."""
+    holdout = tmp_path / "holdout.csv"
+    holdout.write_text(
+        "item_id,expected_decision,text,customer_ssn\n" + "".join(f"h{i},no,beta {i},{i:09d}\n" for i in range(6))
+    )
+    gate = Gate.connect(service.db_url)
+    try:
+        gate.register_dataset("holdout", str(holdout))  # the operator's: rows for admin only
+        gate.register_dataset("repo", str(write_rule_rows(tmp_path / "d.csv", 6)), declared_in="gate.yaml")
+        gate.map_dataset("p1", "holdout", "0.5")
+        gate.map_dataset("p1", "repo", "0.5")
+    finally:
+        gate.close()
+    with service.client("submit") as ci, service.client("admin") as admin:
+        answers = {}
+        for field in ("customer_ssn", "no_such_column"):
+            refused = ci.post("/v1/updates", json={"prompt": prompt_reading(field)})
+            assert refused.status_code == 400, (field, refused.text)
+            answers[field] = refused.json()["error"].replace(field, "FIELD")
+        assert (
+            answers["customer_ssn"]
+            == answers["no_such_column"]
+            == (
+                "the gate cannot evaluate what FIELD changes: no row of the datasets this token may read (repo) has "
+                "it (add rows that do, or declare it under optional_fields: p1: in the gate config)"
+            )
+        )
+        assert admin.get("/v1/updates").json() == []  # nothing staged
+        assert ci.post("/v1/updates", json={"prompt": prompt_reading("text")}).status_code == 202
+        accepted = admin.post("/v1/updates", json={"prompt": prompt_reading("customer_ssn")})
+        assert accepted.status_code == 202, accepted.text  # admin reads the holdout: its rows count
