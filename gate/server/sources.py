@@ -235,7 +235,18 @@ def _without_items(run):
         slices=slices,
         checks=checks,
         metrics=metrics if run.metrics else run.metrics,
+        fields_read=None,
+        pinned=_without_field_counts(run.pinned),
     )
+
+
+def _without_field_counts(pinned: dict | None) -> dict | None:
+    """What the run pinned, less how many of the dataset's rows have each field its templates
+    read: for a holdout, that count tells a template's author which columns the holdout has
+    (the field check at submit tells them nothing either: ``gate.service.admission``)."""
+    if not pinned or "fields" not in pinned:
+        return pinned
+    return {key: value for key, value in pinned.items() if key != "fields"}
 
 
 def _ranked(sliced: dict) -> dict:

@@ -54,3 +54,31 @@ def test_a_submit_token_learns_no_holdout_column_from_the_field_check(service, t
         assert ci.post("/v1/updates", json={"prompt": prompt_reading("text")}).status_code == 202
         accepted = admin.post("/v1/updates", json={"prompt": prompt_reading("customer_ssn")})
         assert accepted.status_code == 202, accepted.text  # admin reads the holdout: its rows count
+
+
+def test_a_holdout_runs_field_counts_reach_admin_only(service, tmp_path):
+    """Review: the report of an accepted submission said, per field its templates read, how
+    many of the holdout's rows have it ("fields read: customer_ssn: 6 of 6 rows"): a submit
+    token submitting the same prompt as admin learned the holdout's columns from its report."""
+    holdout = tmp_path / "holdout.csv"
+    holdout.write_text(
+        "item_id,expected_decision,text,note\n" + "".join(f"h{i},no,beta {i},{i % 2}\n" for i in range(6))
+    )
+    gate = Gate.connect(service.db_url)
+    try:
+        gate.register_dataset("holdout", str(holdout))
+        gate.register_dataset("repo", str(write_rule_rows(tmp_path / "d.csv", 6)), declared_in="gate.yaml")
+        gate.map_dataset("p1", "holdout", "0.5")
+        gate.map_dataset("p1", "repo", "0.5")
+    finally:
+        gate.close()
+    with service.client("submit") as ci, service.client("admin") as admin:
+        submitted = ci.post("/v1/updates", json={"prompt": prompt_reading("text")})
+        assert submitted.status_code == 202, submitted.text
+        uid = submitted.json()["id"]
+        runs = {r["dataset"]: r for r in ci.get(f"/v1/updates/{uid}").json()["runs"]}
+        assert runs["holdout"]["fields_read"] is None
+        assert "fields" not in (runs["holdout"]["pinned"] or {})
+        assert runs["repo"]["fields_read"]  # a repository's dataset: the counts stay
+        admin_runs = {r["dataset"]: r for r in admin.get(f"/v1/updates/{uid}").json()["runs"]}
+        assert {f["field"]: f["rows"] for f in admin_runs["holdout"]["fields_read"]} == {"text": 6}
