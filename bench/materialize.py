@@ -1,7 +1,7 @@
 """Import and materialize throughput and memory, on MariaDB, for 10,000 and 100,000 rows:
 
 * import: a CSV of N rows registered as a dataset version (read, hashed, written by
-  ``gate.importer``), in this process. Target: ≥ 50,000 rows/s at 100,000 rows.
+  ``gate.datasets.importer``), in this process. Target: ≥ 50,000 rows/s at 100,000 rows.
 * materialize: a run's items copied from that stored version by the materialize worker in
   its own process (server-side ``INSERT … SELECT`` per page). Targets: ≥ 100,000 rows/s at
   100,000 rows; the worker's peak RSS at 100,000 within ±20 % of the one at 10,000.

@@ -34,7 +34,7 @@ def instant(spec, item, settings=None, **_):
 
 
 def _answers():
-    from gate.llm import CallResult
+    from gate.calls.llm import CallResult
 
     return {
         right: CallResult(

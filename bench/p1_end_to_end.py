@@ -4,7 +4,7 @@ is read after the clock stops) vs the ideal ⌈1000/32⌉ × 0.2 s. Target: ≤ 
 
 ``--template filtered`` makes the user message ``{{ item.text | trim }}``: not a plain item
 lookup, so every item renders in the worker's template sandbox (a child process with a
-CPU-time and memory budget, gate/sandbox.py): that run measures the sandbox's overhead.
+CPU-time and memory budget, gate/prompt/sandbox.py): that run measures the sandbox's overhead.
 
 One run submits ``--submissions`` updates (default 3, one prompt each over the same
 dataset) one after another, each at a random moment of the workers' probe cycle, and
@@ -44,7 +44,7 @@ def candidate(name: str, template: str):
     spec = rules_spec(name)
     if template == "plain":
         return spec
-    from gate.spec import parse_spec
+    from gate.prompt.spec import parse_spec
 
     config = spec.to_config()
     config["messages"][-1]["content"] = "{{ item.text | trim }}"

@@ -56,7 +56,7 @@ def rows(dataset: Path) -> list[dict]:
 
 
 def messages_of(spec, row: dict) -> list[dict]:
-    from gate.llm import render_messages
+    from gate.calls.llm import render_messages
 
     return render_messages(spec, {"text": row["text"]})
 

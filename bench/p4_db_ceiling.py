@@ -39,7 +39,7 @@ def instant(spec, item, settings=None, **_):
 
 
 def _answers():
-    from gate.llm import CallResult
+    from gate.calls.llm import CallResult
 
     return {
         right: CallResult(
@@ -189,7 +189,7 @@ def main() -> bool:
     ap.add_argument("--timings", action="store_true", help="where the time went (one worker, in this process)")
     args = ap.parse_args()
     kinds = [k.strip() for k in args.modes.split(",") if k.strip()]
-    import workers.execute  # noqa: F401  (the model client's imports, ~1-2 s, before any clock starts)
+    import workers.execute.executor  # noqa: F401  (the model client's imports, ~1-2 s, before any clock starts)
 
     ok = True
     with mariadb() as (server_url, _):

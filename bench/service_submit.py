@@ -25,7 +25,7 @@ from pathlib import Path
 import httpx2
 from common import gated_dataset, mariadb, result, rules_spec
 
-from gate.stats import percentile
+from gate.verdict.stats import percentile
 
 SCOPE = {"check": "submit", "apply": "admin"}  # the scope a token needs for each mode
 

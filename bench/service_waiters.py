@@ -32,7 +32,7 @@ from pathlib import Path
 
 from common import gated_dataset, mariadb, rules_spec
 
-from gate.stats import percentile
+from gate.verdict.stats import percentile
 
 # --- the client process -----------------------------------------------------------------
 

@@ -19,14 +19,14 @@ import threading
 import time
 from collections import defaultdict
 
-# the executor's own steps, beside its store calls (names in workers.execute / .results / .calls)
+# the executor's own steps, beside its store calls (names in workers.execute.executor / .results / .calls)
 EXECUTOR_STEPS = {
-    "workers.execute": ["render_messages_many", "trial_keys", "new_answers", "reused_item"],
-    "workers.calls": [],
-    "workers.results": [],
+    "workers.execute.executor": ["render_messages_many", "trial_keys", "new_answers", "reused_item"],
+    "workers.execute.calls": [],
+    "workers.execute.results": [],
 }
 TRANSACTION_USERS = [
-    "workers.execute",
+    "workers.execute.executor",
     "workers.finalize",
     "workers.reconcile",
     "workers.materialize",

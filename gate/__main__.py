@@ -1,5 +1,5 @@
 """`python -m gate`: the `promptgate` command."""
 
-from .cli import main
+from gate.cli import main
 
 main()

@@ -18,7 +18,7 @@ from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
 
-from .errors import MigrationError, UsageError, first_line
+from gate.errors import MigrationError, UsageError, first_line
 
 log = logging.getLogger("promptgate.db")
 
@@ -75,7 +75,7 @@ def _share_preferred_tls_context(engine: Engine) -> None:
 
     @event.listens_for(engine, "do_connect")
     def _connect(_dialect, _record, cargs, cparams):
-        from .mysql_tls import PreferredTLSConnection
+        from gate.mysql_tls import PreferredTLSConnection
 
         return PreferredTLSConnection(*cargs, **cparams)
 

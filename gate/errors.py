@@ -13,7 +13,7 @@
     ├── DatabaseError             the database failed (the driver's first line, never SQL)
     ├── GitHubError               a GitHub API call failed (status and GitHub's message)
     └── ModelCallError            a model call that failed: ``kind`` (a ``CallFailure``) and
-                                  ``retryable`` (see gate.llm)
+                                  ``retryable`` (see gate.calls.llm)
 
 The service API raises only these: a driver error becomes a ``DatabaseError`` where it
 leaves the service (``gate.service``), as httpx maps transport errors at one boundary. The

@@ -12,7 +12,7 @@ evaluated it.
 
 ``rt.prompt(name)`` returns a handle; the handle re-reads the live row at most once per
 ``ttl`` seconds, so an applied change reaches production within ``ttl``. ``decide`` goes
-through ``gate.llm.call_prompt``, the very function the executor scores candidates with,
+through ``gate.calls.llm.call_prompt``, the very function the executor scores candidates with,
 rendering templates under the same budget, to the provider the live version was
 evaluated with: the declaration pinned with the update that applied it (URL, models, the
 *name* of the key's variable; the key from this process's environment). A later change of
@@ -32,10 +32,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .llm import CallResult, call_prompt
-from .providers import Endpoint
-from .settings import Settings
-from .spec import PromptSpec, parse_spec
+from gate.calls.llm import CallResult, call_prompt
+from gate.calls.providers import Endpoint
+from gate.prompt.spec import PromptSpec, parse_spec
+from gate.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +127,7 @@ class PromptRuntime:
 
     def _service(self) -> Any:
         if self._gate is None:
-            from .service import Gate  # imported late: the runtime needs no CLI deps
+            from gate.service import Gate  # imported late: the runtime needs no CLI deps
 
             self._gate = Gate.connect(self._database_url, settings=self.settings)
         return self._gate
@@ -160,7 +160,7 @@ class RuntimePrompt:
         return self.current.spec.labels
 
     def decide(self, item: Mapping[str, Any]) -> CallResult:
-        """Call the live version on one item (see ``gate.llm.call_prompt``)."""
+        """Call the live version on one item (see ``gate.calls.llm.call_prompt``)."""
         current = self.current
         return call_prompt(current.spec, item, settings=self._runtime.settings, endpoint=current.endpoint)
 

@@ -48,7 +48,7 @@ def _env(name: str, default, cast):
     try:
         return cast(raw)
     except ValueError:
-        from .errors import UsageError
+        from gate.errors import UsageError
 
         raise UsageError(f"environment variable {name}={raw!r} is not a valid {cast.__name__}") from None
 
@@ -74,17 +74,17 @@ class Settings:
     rate_limit_backend: str = "sql"  # where the shared buckets live: sql (the gate database) or redis
     redis_url: str = "redis://127.0.0.1:6379/0"  # with rate_limit_backend=redis
     rate_limit_headroom: float = 0.97  # the share of each limit the gate spends (providers count on their clock)
-    template_cpu_seconds: float = 2.0  # CPU time one item's templates may take to render (gate/sandbox.py)
+    template_cpu_seconds: float = 2.0  # CPU time one item's templates may take to render (gate/prompt/sandbox.py)
     template_memory_mb: int = 64  # memory they may take, beyond the sandbox process's own
     template_mean_seconds: float = 0.1  # a run's templates may take this long per item on average
     sandbox_processes: int = 2  # sandbox processes per worker process (for templates beyond item lookups)
     # The service: an upload's body must average this many bytes per second, after its first
-    # --body-timeout seconds (gate/server/limits.py UploadPace). 64 KiB/s is half a megabit;
+    # --body-timeout seconds (gate/server/body_limits.py UploadPace). 64 KiB/s is half a megabit;
     # the largest upload (256 MiB) then has 68 minutes, a trickle a few seconds past the grace.
     upload_min_rate: int = 64 * 1024
     # The most row data one dataset version may store (ids, labels and inputs as stored):
     # four times the largest upload, so an honest file fits however its CSV columns expand
-    # into JSON; a header that multiplies every row meets it (gate/importer.py).
+    # into JSON; a header that multiplies every row meets it (gate/datasets/importer.py).
     max_version_bytes: int = 1 << 30
 
     ENV = {
@@ -117,7 +117,7 @@ class Settings:
 
     def __post_init__(self) -> None:
         """Every value in its range (``RANGES``, ``CHOICES``), or a UsageError naming the variable."""
-        from .errors import UsageError
+        from gate.errors import UsageError
 
         for name, (low, high) in RANGES.items():
             value = getattr(self, name)

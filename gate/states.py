@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from .errors import IllegalTransition
+from gate.errors import IllegalTransition
 
 
 class Mode(StrEnum):

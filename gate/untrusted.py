@@ -6,7 +6,7 @@ what shows them: a terminal obeys escape sequences (``\\x1b]0;title\\x07`` retit
 ``\\x1b[2J`` clears it), and a GitHub Actions log obeys any line that starts with ``::``
 (``::add-mask::``, ``::warning``, ``::stop-commands::``) or ``##[`` (the older form). One
 module says how each medium is neutralised; the Markdown report has its own escaping in
-``gate.markdown_filters``, which shares the control-character set below.
+``gate.report.markdown_filters``, which shares the control-character set below.
 
 * ``one_line(text)``: line breaks become `` ↵ `` and control / bidi-override characters
   are dropped, so a value can never start a line of its own.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from gate.spec import parse_spec
+from gate.prompt.spec import parse_spec
 
 
 def spec(name="p1", labels=("yes", "no"), content="Answer yes or no: {{ item.text }}", **extra):
@@ -65,13 +65,13 @@ def write_rule_rows(path: Path, n: int, wrong_every: int = 0) -> Path:
 
 
 def old_request_key(spec_, messages, base_url) -> str:
-    """The reuse key's formula before trials existed (gate/reuse.py at 297a3e8): a prompt
+    """The reuse key's formula before trials existed (gate/prompt/request_keys.py at 297a3e8): a prompt
     with one trial must keep it, or the answers kept before would never be reused."""
     import hashlib
     import json
 
-    from gate.reuse import CALL_PATH_VERSION, decision_rule
-    from gate.spec import request_kwargs
+    from gate.prompt.request_keys import CALL_PATH_VERSION, decision_rule
+    from gate.prompt.spec import request_kwargs
 
     canonical = json.dumps(
         {

@@ -10,11 +10,11 @@ from dataclasses import asdict
 from typing import Any
 
 from gate import store
-from gate.bars import pinned_bars
-from gate.models import FlipSample, Run
+from gate.prompt.structured.compare import label_named
+from gate.prompt.structured.rule import FieldsRule, rule_of
+from gate.records import FlipSample, Run
 from gate.states import Verdict
-from gate.structured.compare import label_named
-from gate.structured.rule import FieldsRule, rule_of
+from gate.verdict.bars import pinned_bars
 
 MISSING, OTHER = "(missing)", "(other)"  # a label field's answer: not given, or none of its labels
 MAX_SLICES = 200

@@ -2,7 +2,7 @@
 from one GROUP BY (a fields decision: and one aggregate of its fields, ``figures``) and
 ends DONE, or ERROR (no items, or an item that exhausted its attempts: its reason says how
 many items and of which kinds of error, from one more GROUP BY; the first one's id and
-error go to the metrics' item detail, ``gate.reasons``). A run stopped before every item
+error go to the metrics' item detail, ``gate.verdict.reasons``). A run stopped before every item
 was called (early stop, a spend cap) ends DONE: its update's verdict is the stop's; its
 figures say what was called, reused and saved, and the counters /metrics reads grow by
 them."""
@@ -15,14 +15,13 @@ from decimal import Decimal
 from gate import store
 from gate.db import transaction
 from gate.errors import CallFailure
-from gate.reasons import ITEM_DETAIL, first_error_detail
-from gate.scoring import INVALID_DECISION, metrics_from_breakdown, run_end
-from gate.structured.reading import NOT_AN_OBJECT
-from gate.structured.rule import rule_of
-from gate.update_outcome import SPEND_CAP
-
-from .figures import fields_metrics
-from .poller import Poller
+from gate.prompt.structured.reading import NOT_AN_OBJECT
+from gate.prompt.structured.rule import rule_of
+from gate.verdict.reasons import ITEM_DETAIL, first_error_detail
+from gate.verdict.scoring import INVALID_DECISION, metrics_from_breakdown, run_end
+from gate.verdict.update_outcome import SPEND_CAP
+from workers.figures import fields_metrics
+from workers.poller import Poller
 
 BATCH = 20
 
@@ -94,7 +93,7 @@ def finalize_batch(conn) -> list[int]:
         rule = rule_of((run.pinned or {}).get("decision"))
         if rule is None:
             metrics = metrics_from_breakdown(store.run_breakdown(conn, run_id))
-        else:  # decided field by field: the counts, and per field (gate.structured)
+        else:  # decided field by field: the counts, and per field (gate.prompt.structured)
             metrics = metrics_from_breakdown(
                 store.structured_breakdown(conn, run_id, NOT_AN_OBJECT, INVALID_DECISION), confusion_matrix=False
             )

@@ -2,7 +2,7 @@
 after a cursor.
 
 The rows were imported into the gate when the dataset was registered or refreshed
-(``gate.importer``): a run never reads a source, a pull request's files or a path on any
+(``gate.datasets.importer``): a run never reads a source, a pull request's files or a path on any
 machine, so any worker anywhere runs any dataset. Each page is one server-side
 ``INSERT ... SELECT`` of a range of the version's positions plus the cursor advance (guarded
 by the lease token, which also renews the lease), in one transaction: a worker killed
@@ -16,7 +16,7 @@ over the version; a label spelled in another case is mapped to the prompt's spel
 the copy) and the candidate's templates are rendered over its first ``PRECHECK_ROWS`` rows
 through the template sandbox: a template that exceeds its budget there (a CPU or memory
 bomb) ends the run in ERROR before any item exists or any model is called. Such a run's
-reason names no row (``gate.reasons``): the rows go to its metrics' item detail.
+reason names no row (``gate.verdict.reasons``): the rows go to its metrics' item detail.
 
 A run whose update stopped (early stop, a spend cap: its ``stopped`` set) gets no further
 page: the cursor's advance is guarded by it, and the run is marked materialized as it is.
@@ -30,15 +30,14 @@ import logging
 from gate import store
 from gate.db import transaction
 from gate.errors import DatasetError, IllegalTransition, UsageError, first_line
-from gate.models import DatasetVersion, Run
-from gate.reasons import DETAIL_CHARS, ITEM_DETAIL, first_error_detail, unknown_labels_reason
-from gate.sandbox import BudgetExceeded, RenderBudget, RenderPool
+from gate.prompt.sandbox import BudgetExceeded, RenderBudget, RenderPool
+from gate.prompt.structured.rule import rule_of
+from gate.prompt.structured.summary import check_rule
+from gate.prompt.templating import TemplateProblem
+from gate.records import DatasetVersion, Run
 from gate.states import RunStatus
-from gate.structured.rule import rule_of
-from gate.structured.summary import check_rule
-from gate.templating import TemplateProblem
-
-from .poller import Poller
+from gate.verdict.reasons import DETAIL_CHARS, ITEM_DETAIL, first_error_detail, unknown_labels_reason
+from workers.poller import Poller
 
 log = logging.getLogger("promptgate.materialize")
 EXAMPLES = 3
@@ -168,7 +167,7 @@ class Materializer(Poller):
         """The version's labels in the prompt's spelling (labels compare case-insensitively):
         the ones that differ, for the copy to map. A label the prompt does not have ends the
         run: its reason says how many rows and labels, the labels and example rows go to
-        the item detail (a holdout's labels are its values: ``gate.reasons``)."""
+        the item detail (a holdout's labels are its values: ``gate.verdict.reasons``)."""
         known = {label.casefold(): label for label in prompt_labels}
         unknown = [label for label in version.labels if label.casefold() not in known]
         if unknown:
@@ -246,7 +245,7 @@ class Materializer(Poller):
 
     def _fail(self, run: Run, token: str, reason: str, detail: dict | None = None) -> None:
         """End the run in ERROR (through RUNNING, as the state machine goes) and release it;
-        ``detail``: what the reason leaves out (``gate.reasons``), kept in its metrics."""
+        ``detail``: what the reason leaves out (``gate.verdict.reasons``), kept in its metrics."""
         log.info("run %s: %s", run.id, reason)
         metrics = {ITEM_DETAIL: detail} if detail else None
 

@@ -12,18 +12,17 @@ import logging
 from dataclasses import replace
 
 from gate import store
-from gate.bars import pinned_bars
+from gate.calls.spend_caps import nano_text
 from gate.db import transaction
-from gate.models import Run
-from gate.settle import Outcomes, best_case, explain, missed_bars
-from gate.spend import nano_text
+from gate.prompt.structured.rule import rule_of
+from gate.records import Run
 from gate.states import RunStatus, UpdateStatus
-from gate.structured.rule import rule_of
-from gate.update_outcome import EARLY_STOP, SPEND_CAP, update_end
-
-from .early_stop import live_pair
-from .figures import policy_metrics
-from .poller import Poller
+from gate.verdict.bars import pinned_bars
+from gate.verdict.early_stop import Outcomes, best_case, explain, missed_bars
+from gate.verdict.update_outcome import EARLY_STOP, SPEND_CAP, update_end
+from workers.execute.early_stop import live_pair
+from workers.figures import policy_metrics
+from workers.poller import Poller
 
 log = logging.getLogger("promptgate.reconcile")
 BATCH = 20
@@ -79,7 +78,7 @@ def _compared(conn, run: Run, upd) -> Run:
 
 def stop_figures(conn, run: Run, metrics: dict, upd) -> dict:
     """A stopped run's stop, confirmed on its final figures and said in words. Settled
-    early (``early_stop``): the bars its best completion misses (gate/settle.py:
+    early (``early_stop``): the bars its best completion misses (gate/verdict/early_stop.py:
     ``missed_bars``), that completion's figures (``best``) and the sentence; none missed
     (never expected) and the verdict is FAILED, not REJECTED. Stopped at a spend cap: the
     cap and the figures."""

@@ -21,13 +21,12 @@ from sqlalchemy.exc import DBAPIError
 from gate import store
 from gate.db import KeptConnection, make_engine, transaction, warm_pool
 from gate.errors import UsageError, first_line
-from gate.sandbox import RenderBudget, RenderPool
+from gate.prompt.sandbox import RenderBudget, RenderPool
+from gate.report.update import UpdateReport
 from gate.settings import Settings
-from gate.update_report import UpdateReport
-
-from . import ROLES
-from .poller import Activity, Poller, log
-from .signals import StopSignals
+from workers import ROLES
+from workers.poller import Activity, Poller, log
+from workers.signals import StopSignals
 
 
 def parse_roles(role: str | Iterable[str]) -> list[str]:
@@ -75,21 +74,21 @@ def make_poller(
     process of quick roles (finalize, reconcile) starts without the model client's imports
     (the openai SDK is most of a worker's start-up time)."""
     if role == "execute":
-        from .execute import Executor
+        from workers.execute.executor import Executor
 
         kwargs = {"concurrency": concurrency, "renderer": renderer}
         if call is not None:
             kwargs["call"] = call
         return Executor(engine, settings, stop, activity=activity, **kwargs)
     if role == "materialize":
-        from .materialize import Materializer
+        from workers.materialize import Materializer
 
         return Materializer(engine, settings, stop, activity=activity, renderer=renderer)
     if role == "finalize":
-        from .finalize import Finalizer
+        from workers.finalize import Finalizer
 
         return Finalizer(engine, settings, stop, activity=activity)
-    from .reconcile import Reconciler
+    from workers.reconcile import Reconciler
 
     return Reconciler(engine, settings, stop, activity=activity)
 

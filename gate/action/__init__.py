@@ -55,8 +55,9 @@ def __getattr__(name: str):
 
         return getattr(run, name)
     if name in PART_NAMES:
-        from .. import globs, release
-        from . import outcome, problems, workflow
+        from gate.api import release
+
+        from . import globs, outcome, problems, workflow
 
         return next(getattr(m, name) for m in (globs, release, problems, outcome, workflow) if hasattr(m, name))
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

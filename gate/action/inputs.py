@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import UsageError
+from gate.errors import UsageError
 
 DEFAULT_PROMPTS = "prompts/**/*.yaml"
 MODES = ("auto", "check", "apply")

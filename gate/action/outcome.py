@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..release import combine_exit_codes
-from ..states import EXIT_CODES, UpdateStatus
-from ..update_report import UpdateReport
+from gate.api.release import combine_exit_codes
+from gate.report.update import UpdateReport
+from gate.states import EXIT_CODES, UpdateStatus
+
 from .problems import Problem
 
 

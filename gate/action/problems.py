@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 import yaml
 
-from ..errors import SpecError
-from ..yamlfile import UntrustedLoader
+from gate.errors import SpecError
+from gate.prompt.yaml_file import UntrustedLoader
 
 
 @dataclass(frozen=True)

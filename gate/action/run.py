@@ -12,17 +12,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from .. import gateconfig
-from ..api_shape import GateAPI
-from ..errors import GateError, SpecError, UsageError
-from ..github import ChangedFile, GitHubClient
-from ..globs import PathFilter, split_patterns
-from ..markdown import GITHUB_COMMENT_LIMIT, STEP_SUMMARY_LIMIT, render_markdown
-from ..report import render_text
-from ..service import Gate, UpdateReport
-from ..spec import PromptSpec, parse_spec_text
-from ..states import UpdateStatus
-from ..yamlfile import read_text_file
+from gate import gateconfig
+from gate.api.shape import GateAPI
+from gate.errors import GateError, SpecError, UsageError
+from gate.prompt.spec import PromptSpec, parse_spec_text
+from gate.prompt.yaml_file import read_text_file
+from gate.report.markdown import GITHUB_COMMENT_LIMIT, STEP_SUMMARY_LIMIT, render_markdown
+from gate.report.text import render_text
+from gate.service import Gate, UpdateReport
+from gate.states import UpdateStatus
+
+from .github import ChangedFile, GitHubClient
+from .globs import PathFilter, split_patterns
 from .inputs import DEFAULT_PROMPTS, ActionOptions
 from .outcome import commit_state, exit_code_for, overall_status
 from .problems import Problem, field_line, problem_from
@@ -79,7 +80,7 @@ def run_action(
     client_factory: Callable[..., Any] | None = None,
 ) -> int:
     """Run the Action for the event described by ``env`` (GITHUB_*). Returns the exit code.
-    ``client`` (a gate.github.GitHubClient) is made from the token and GITHUB_API_URL
+    ``client`` (a gate.action.github.GitHubClient) is made from the token and GITHUB_API_URL
     unless given."""
     event = Event.from_env(env)
     mode = effective_mode(options.mode, event)
@@ -185,7 +186,7 @@ def _service_sync(run: ActionRun, full: Path, cfg) -> gateconfig.SyncResult:
     uploaded from this checkout and the service syncs the file's text (``gateconfig.remote``);
     on a pull request, the service diffs the config when it changed, and compares the rows
     of the dataset files the pull request changes with the gate's versions."""
-    from ..gateconfig.remote import row_changes_remote, sync_remote
+    from gate.gateconfig.remote import row_changes_remote, sync_remote
 
     text = read_text_file(full, cfg.path)
     if run.mode == "apply":

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from ..errors import SpecError, UsageError
-from ..untrusted import workflow_lines
-from ..yamlfile import read_text_file
+from gate.errors import SpecError, UsageError
+from gate.prompt.yaml_file import read_text_file
+from gate.untrusted import workflow_lines
+
 from .problems import command_data
 
 PR_EVENTS = ("pull_request",)

@@ -16,9 +16,10 @@ import logging
 import click
 from click.core import ParameterSource
 
-from .. import __version__
-from ..mockllm import command as mock_llm
-from ..settings import Settings
+from gate import __version__
+from gate.mockllm import command as mock_llm
+from gate.settings import Settings
+
 from .action_command import action_cmd
 from .common import TARGET_HELP, GateGroup, remember_target
 from .datasets import dataset, db, prices_cmd, sync_cmd

@@ -8,9 +8,10 @@ import os
 
 import click
 
-from ..action.inputs import INPUTS, MODES, ActionInput, ActionOptions
-from ..errors import UsageError
-from ..settings import DEFAULT_DATABASE_URL
+from gate.action.inputs import INPUTS, MODES, ActionInput, ActionOptions
+from gate.errors import UsageError
+from gate.settings import DEFAULT_DATABASE_URL
+
 from .common import TOKEN_ENV, database_option, open_database, open_gate
 
 
@@ -34,7 +35,7 @@ def _input_option(spec: ActionInput):
 @click.pass_context
 def action_cmd(ctx, **inputs):
     """Run the GitHub Action for the current event (reads GITHUB_* and INPUT_*)."""
-    from ..action.run import run_action  # PyGithub, only for this command
+    from gate.action.run import run_action  # PyGithub, only for this command
 
     options = ActionOptions.build(**{k: v for k, v in inputs.items() if v is not None})
     ctx.exit(run_action(os.environ, _action_gate(ctx, options), options))

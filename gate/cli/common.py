@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ..errors import GateError, UsageError
-from ..settings import DEFAULT_DATABASE_URL, Settings
-from ..untrusted import terminal_safe
+from gate.errors import GateError, UsageError
+from gate.settings import DEFAULT_DATABASE_URL, Settings
+from gate.untrusted import terminal_safe
 
 if TYPE_CHECKING:  # the database's Gate loads SQLAlchemy: imported where a command opens it
-    from ..api_shape import GateAPI
-    from ..service import Gate
-    from ..update_report import UpdateReport
+    from gate.api.shape import GateAPI
+    from gate.report.update import UpdateReport
+    from gate.service import Gate
 
 
 class GateGroup(click.Group):
@@ -46,7 +46,7 @@ TARGET_HELP = (
     "PROMPTGATE_URL wins over PROMPTGATE_DATABASE_URL."
 )
 TOKEN_ENV = "PROMPTGATE_TOKEN"
-CLIENT_MODULE = __name__.rsplit(".", 2)[0] + ".client"  # gate.client: RemoteGate
+CLIENT_MODULE = "gate.client.remote"  # RemoteGate
 
 
 def open_gate(ctx: click.Context, check_schema: bool = True) -> GateAPI:
@@ -57,7 +57,7 @@ def open_gate(ctx: click.Context, check_schema: bool = True) -> GateAPI:
     if "gate" not in obj:
         if not _uses_service(obj):
             return open_database(ctx, check_schema)
-        from ..client import RemoteGate  # the HTTP client is imported only when the service is used
+        from gate.client.remote import RemoteGate  # the HTTP client is imported only when the service is used
 
         gate = obj["gate"] = RemoteGate(obj["gate_url"], os.environ.get(TOKEN_ENV) or None)
         ctx.call_on_close(gate.close)
@@ -72,7 +72,7 @@ def open_database(ctx: click.Context, check_schema: bool = True) -> Gate:
     obj = ctx.find_root().obj
     if "gate" not in obj:
         settings = database_settings(ctx)
-        from ..service import Gate
+        from gate.service import Gate
 
         default_file = _default_file(settings.database_url)
         new = default_file is not None and not default_file.exists()
@@ -169,10 +169,10 @@ def print_report(report: UpdateReport, fmt: str) -> None:
     if fmt == "json":
         echo_json(report.to_dict())
     elif fmt == "markdown":
-        from ..markdown import render_report_markdown
+        from gate.report.markdown import render_report_markdown
 
         click.echo(render_report_markdown(report))
     else:
-        from ..report import render_text
+        from gate.report.text import render_text
 
         click.echo(render_text(report))

@@ -7,8 +7,9 @@ import json
 
 import click
 
-from ..errors import UsageError
-from ..untrusted import terminal_safe
+from gate.errors import UsageError
+from gate.untrusted import terminal_safe
+
 from .common import database_option, echo_json, is_remote, open_database, open_gate
 
 
@@ -257,7 +258,7 @@ def _label_bars(option: str, values: tuple[str, ...]) -> dict[str, str] | None:
 
 def _describe_bars(m) -> list[str]:
     """The mapping's bars beyond min accuracy as short phrases, fit for a terminal."""
-    from ..bars import Bars
+    from gate.verdict.bars import Bars
 
     return [terminal_safe(phrase, 200) for phrase in Bars.parse(m.min_accuracy, m.bars).describe()]
 
@@ -355,7 +356,7 @@ def dataset_preview(ctx, name, rows, version, as_json):
 def prices_cmd(ctx, as_json):
     """The price table the gate config declares (USD per 1M input and output tokens), which
     a run's cost is computed with."""
-    from ..prices import describe_price  # (only this command describes prices)
+    from gate.calls.prices import describe_price  # (only this command describes prices)
 
     prices = open_gate(ctx).prices()
     if as_json:
@@ -383,13 +384,13 @@ def prices_cmd(ctx, as_json):
 def sync_cmd(ctx, gate_config, dry_run, commit, as_json):
     """Make the gate's datasets and bars match GATE_CONFIG (idempotent). Mappings the file
     does not declare are removed: the file is the whole truth for the gate's bars."""
-    from .. import gateconfig
+    from gate import gateconfig
 
     gate = open_gate(ctx)
     if is_remote(gate):  # file datasets' rows uploaded from here, the rest read by the service
-        from ..gateconfig.remote import sync_remote
-        from ..sources.upload import local_repo_path
-        from ..yamlfile import read_text_file
+        from gate.datasets.sources.upload import local_repo_path
+        from gate.gateconfig.remote import sync_remote
+        from gate.prompt.yaml_file import read_text_file
 
         cfg = gateconfig.load_config(gate_config)
         result = sync_remote(

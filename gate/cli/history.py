@@ -8,8 +8,9 @@ import os
 
 import click
 
-from ..scoring import format_bar, format_pct
-from ..untrusted import terminal_safe
+from gate.untrusted import terminal_safe
+from gate.verdict.scoring import format_bar, format_pct
+
 from .common import database_option, echo_json, open_gate
 
 

@@ -29,10 +29,10 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
-from ..untrusted import terminal_safe, workflow_safe
+from gate.untrusted import terminal_safe, workflow_safe
 
 if TYPE_CHECKING:  # (the reports' dataclasses: loaded by whoever hands one over)
-    from ..update_report import RunReport, UpdateReport
+    from gate.report.update import RunReport, UpdateReport
 
 PLAIN_EVERY = 10.0  # seconds between two plain lines of one dataset
 RATE_WINDOW = 30.0  # seconds of polls the scoring rate is measured over

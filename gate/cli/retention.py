@@ -6,7 +6,8 @@ import re
 
 import click
 
-from ..errors import UsageError
+from gate.errors import UsageError
+
 from .common import database_option, echo_json, open_database
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}

@@ -7,7 +7,8 @@ import os
 
 import click
 
-from ..untrusted import terminal_safe
+from gate.untrusted import terminal_safe
+
 from .common import database_option, echo_json, open_database
 
 
@@ -114,10 +115,10 @@ def serve(
     `Authorization: Bearer TOKEN`."""
     import uvicorn
 
-    from ..server import ServiceConfig, create_app
-    from ..server.edge import default_hosts, parse_hosts
-    from ..server.protocol import with_header_timeout
-    from ..sources.egress import Egress
+    from gate.datasets.sources.egress import Egress
+    from gate.server import ServiceConfig, create_app
+    from gate.server.edge import default_hosts, parse_hosts
+    from gate.server.protocol import with_header_timeout
 
     Egress.parse(source_hosts)  # a wrong list stops here, in one line, before anything opens
     hosts = parse_hosts([*allowed_hosts, os.environ.get("PROMPTGATE_ALLOWED_HOSTS", "")]) or default_hosts(host)

@@ -7,8 +7,9 @@ import json
 
 import click
 
-from ..errors import UsageError
-from ..untrusted import terminal_safe
+from gate.errors import UsageError
+from gate.untrusted import terminal_safe
+
 from .common import database_option, echo_json, open_gate, print_report
 from .progress import WaitProgress
 
@@ -43,7 +44,7 @@ from .progress import WaitProgress
 def submit(ctx, file, mode, source_key, sha, reuse, full, as_json):
     """Stage the prompt in FILE for evaluation; prints the tracking id (and on stderr the
     most model calls it may make)."""
-    from ..spec import load_spec  # jinja2, yaml, re2: only the commands that read a prompt
+    from gate.prompt.spec import load_spec  # jinja2, yaml, re2: only the commands that read a prompt
 
     spec = load_spec(file)
     source = {"path": file, **({"key": source_key} if source_key else {}), **({"sha": sha} if sha else {})}
@@ -53,7 +54,7 @@ def submit(ctx, file, mode, source_key, sha, reuse, full, as_json):
     if as_json:
         echo_json({"id": update_id, "prompt": spec.name, "mode": mode, "spend": spend})
     else:
-        from ..report import spend_line
+        from gate.report.text import spend_line
 
         click.echo(update_id)
         click.echo(f"update {update_id}: {spend_line(spend)}", err=True)
@@ -119,7 +120,7 @@ def wait(ctx, update_id, sha, prompt_name, sha_mode, timeout, as_json, show_prog
             progress.finish(report)
         print_report(report, "json" if as_json else "text")
         ctx.exit(report.exit_code)
-    from ..release import DEFAULT_RELEASE_MODE
+    from gate.api.release import DEFAULT_RELEASE_MODE
 
     code, reports = open_gate(ctx).wait_for_sha(
         sha,
@@ -194,8 +195,8 @@ def live(ctx, name, as_json):
 @click.pass_context
 def report_cmd(ctx, update_ids, sha, output, marker):
     """The Markdown report (the PR comment's format) of updates UPDATE_IDS or of --sha."""
-    from ..markdown import render_markdown
-    from ..release import latest_per_prompt
+    from gate.api.release import latest_per_prompt
+    from gate.report.markdown import render_markdown
 
     gate = open_gate(ctx)
     ids = list(update_ids)

@@ -7,7 +7,8 @@ from contextlib import nullcontext
 
 import click
 
-from ..providers import endpoint_warning
+from gate.calls.providers import endpoint_warning
+
 from .common import database_option, database_settings, echo_json, open_gate
 
 
@@ -56,7 +57,7 @@ def worker(ctx, role, processes, concurrency, metrics_port, metrics_host):
         click.echo(warning, err=True)
     exposed = nullcontext()
     if metrics_port is not None:  # imported only then: prometheus_client is ~50 ms of a quick role's start
-        from workers.metrics import serving
+        from workers.execute.metrics import serving
 
         exposed = serving(metrics_port, metrics_host, processes)
     with exposed:
@@ -100,7 +101,7 @@ def workers_cmd(ctx, as_json):
 @click.option("--format", "fmt", type=click.Choice(["markdown", "text"]), default="markdown", show_default=True)
 def demo(demo_db, examples, fmt):
     """Show the gate end to end in under 30 s: one change REJECTED, one APPLIED."""
-    from ..demo import run_demo
+    from .demo import run_demo
 
     ok = run_demo(database_url=demo_db, examples=examples, fmt=fmt, echo=click.echo)
     sys.exit(0 if ok else 1)

@@ -6,7 +6,7 @@ prompt, kept in the prompts' repository and synced into the gate from the defaul
     # gate.yaml (sources are relative to this file's folder)
     providers:                     # optional: where prompts that name one send their calls
       azure-east: {base_url: "https://east.example/openai/v1", api_key_env: AZURE_EAST_KEY}
-    prices: {gpt-4o-mini: {input: 0.15, output: 0.60}}   # optional: USD per 1M tokens (gate.prices)
+    prices: {gpt-4o-mini: {input: 0.15, output: 0.60}}   # optional: USD per 1M tokens (gate.calls.prices)
     datasets:
       urgency-regression: {source: datasets/urgency-regression.csv}
       urgency-hard: {source: datasets/urgency-hard.jsonl, id_column: id, label_column: label}
@@ -18,7 +18,7 @@ prompt, kept in the prompts' repository and synced into the gate from the defaul
            accept_breaks: [{item: urg-hard-11, reason: "the customer says urgent, the text says routine"}]}
     optional_fields:               # optional: item fields a prompt's templates may read
       ticket-urgency: [account_tier]   # although no dataset row has them (else refused at submit)
-    limits:                        # optional: what one update may spend (gate.spend)
+    limits:                        # optional: what one update may spend (gate.calls.spend_caps)
       max_calls_per_update: 2000
       max_cost_per_update_usd: 5
 
@@ -33,8 +33,8 @@ without changing anything (a pull request shows it as "takes effect after merge"
   carry ``max_broken``, ``min_recall`` / ``min_precision`` (label → fraction),
   ``max_latency_p95_ms``, ``max_cost_per_1k_items``, ``min_field_accuracy`` (field →
   fraction, for a fields decision), ``min_slice_accuracy`` / ``min_slice_items`` (see
-  ``gate.bars``), and what it says of items: ``slice_by``, ``protected`` ids and
-  ``accept_breaks`` (see ``gate.itempolicy``); a bar left out of the entry is dropped from
+  ``gate.verdict.bars``), and what it says of items: ``slice_by``, ``protected`` ids and
+  ``accept_breaks`` (see ``gate.verdict.item_policy``); a bar left out of the entry is dropped from
   the mapping. ``sync(..., commit=SHA)`` records the commit with each break the file newly
   accepts (a break accepted before keeps its commit);
 * **the file is the whole truth for the gate's bars**: every mapping the file does not
@@ -46,7 +46,7 @@ without changing anything (a pull request shows it as "takes effect after merge"
 * every declared provider is registered (or changed), and a registered provider the file
   no longer declares is removed: prompts that name it are refused at submit. Providers
   say where model calls go and which key variable they carry, which is why they live
-  here, on the default branch, and never in a prompt file (see ``gate.providers``). Prices
+  here, on the default branch, and never in a prompt file (see ``gate.calls.providers``). Prices
   likewise: every declared one is set (or changed), an undeclared one removed.
 * every prompt's ``optional_fields`` are set (stored per prompt, ``prompt_setting``); a
   prompt the file does not list has none. A submission whose templates read a field that
@@ -55,7 +55,7 @@ without changing anything (a pull request shows it as "takes effect after merge"
   request's (a pull request shows the change as "takes effect after merge").
 * ``limits:`` (``max_calls_per_update``, ``max_cost_per_update_usd``) are set, or removed
   when the file no longer declares them: the spend caps every submission pins
-  (``gate.spend``), again only ever the default branch's.
+  (``gate.calls.spend_caps``), again only ever the default branch's.
 
 Sync is idempotent: a second sync of the same file changes nothing and reports nothing.
 It calls the service API one step at a time after the whole file has been validated, so

@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..prices import CHANGE_TEXT as PRICE_TEXT
-from ..spend import CHANGE_TEXT as LIMIT_TEXT
+from gate.calls.prices import CHANGE_TEXT as PRICE_TEXT
+from gate.calls.spend_caps import CHANGE_TEXT as LIMIT_TEXT
 
 CHANGE_TEXT = {
     "dataset-added": "dataset {subject}: new, source {after}",

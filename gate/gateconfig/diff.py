@@ -9,17 +9,18 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..bars import Bars
-from ..errors import DatasetError
-from ..prices import price_changes
-from ..providers import ProviderDecl, display_url
-from ..sources import DEFAULT_ID_COLUMN, DEFAULT_LABEL_COLUMN, resolve_path, scheme_of, shown_source
-from ..spend import limit_changes
+from gate.calls.prices import price_changes
+from gate.calls.providers import ProviderDecl, display_url
+from gate.calls.spend_caps import limit_changes
+from gate.datasets.sources import DEFAULT_ID_COLUMN, DEFAULT_LABEL_COLUMN, resolve_path, scheme_of, shown_source
+from gate.errors import DatasetError
+from gate.verdict.bars import Bars
+
 from .changes import Change, SyncResult, redact, rows_change
 from .parse import BarDecl, GateConfig, load_config
 
 if TYPE_CHECKING:  # the database's Gate: only its annotations here, so a sync
-    from ..service import Gate  # through the service (gateconfig.remote) never loads SQLAlchemy
+    from gate.service import Gate  # through the service (gateconfig.remote) never loads SQLAlchemy
 
 
 def as_config(source: str | Path | GateConfig) -> GateConfig:

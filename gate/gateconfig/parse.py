@@ -10,17 +10,17 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from ..bars import EXTRA_KEYS, ITEM_KEYS, Bars
-from ..errors import SpecError, UsageError
-from ..fieldcounts import MAX_FIELD_CHARS
-from ..models import Price
-from ..prices import parse_prices
-from ..providers import ProviderDecl, parse_decl
-from ..scoring import parse_bar
-from ..sources import DEFAULT_ID_COLUMN, DEFAULT_LABEL_COLUMN, absolute_source, scheme_of
-from ..spec import check_name
-from ..spend import SpendLimits
-from ..yamlfile import parse_yaml, read_text_file
+from gate.calls.prices import parse_prices
+from gate.calls.providers import ProviderDecl, parse_decl
+from gate.calls.spend_caps import SpendLimits
+from gate.datasets.field_counts import MAX_FIELD_CHARS
+from gate.datasets.sources import DEFAULT_ID_COLUMN, DEFAULT_LABEL_COLUMN, absolute_source, scheme_of
+from gate.errors import SpecError, UsageError
+from gate.prompt.spec import check_name
+from gate.prompt.yaml_file import parse_yaml, read_text_file
+from gate.records import Price
+from gate.verdict.bars import EXTRA_KEYS, ITEM_KEYS, Bars
+from gate.verdict.scoring import parse_bar
 
 TOP_FIELDS = ("providers", "prices", "datasets", "prompts", "optional_fields", "limits")
 MAX_OPTIONAL_FIELDS = 100  # per prompt
@@ -56,7 +56,7 @@ class GateConfig:
     prices: dict[str, Price] = field(default_factory=dict)
     # prompt -> item fields its templates may read although no dataset row has them
     optional_fields: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    limits: SpendLimits = field(default_factory=SpendLimits)  # spend caps per update (gate.spend)
+    limits: SpendLimits = field(default_factory=SpendLimits)  # spend caps per update (gate.calls.spend_caps)
 
     @property
     def prompts(self) -> list[str]:

@@ -20,9 +20,10 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from pathlib import Path
 
-from ..errors import UsageError
-from ..sources import scheme_of
-from ..sources.upload import repo_path_of
+from gate.datasets.sources import scheme_of
+from gate.datasets.sources.upload import repo_path_of
+from gate.errors import UsageError
+
 from .changes import Change, SyncResult, rows_change
 from .parse import DatasetDecl, GateConfig
 

@@ -6,18 +6,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..bars import Bars
-from ..errors import UsageError
-from ..itempolicy import COMMIT_RE
-from ..prices import apply_price_change
-from ..sources import DEFAULT_ID_COLUMN, DEFAULT_LABEL_COLUMN, scheme_of
-from ..sources.upload import UPLOAD_SCHEME
+from gate.calls.prices import apply_price_change
+from gate.datasets.sources import DEFAULT_ID_COLUMN, DEFAULT_LABEL_COLUMN, scheme_of
+from gate.datasets.sources.upload import UPLOAD_SCHEME
+from gate.errors import UsageError
+from gate.verdict.bars import Bars
+from gate.verdict.item_policy import COMMIT_RE
+
 from .changes import Change, SyncResult
 from .diff import as_config, diff
 from .parse import GateConfig
 
 if TYPE_CHECKING:  # the database's Gate: only its annotations here, so a sync
-    from ..service import Gate  # through the service (gateconfig.remote) never loads SQLAlchemy
+    from gate.service import Gate  # through the service (gateconfig.remote) never loads SQLAlchemy
 
 
 def sync(gate: Gate, config: str | Path | GateConfig, commit: str | None = None) -> SyncResult:

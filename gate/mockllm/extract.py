@@ -1,6 +1,6 @@
 """The mock server's extraction rules: a system message with lines ``- extract <field>:
 ...`` is answered with a JSON object of those fields, read from the user messages, for
-prompts decided field by field (``gate.structured``)::
+prompts decided field by field (``gate.prompt.structured``)::
 
     - extract order_id: /ORD-[0-9]+/
     - extract amount: /([0-9]+[.][0-9]{2}) EUR/ as number
@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from ..linear_regex import PatternError, compile_pattern
+from gate.prompt.linear_regex import PatternError, compile_pattern
+
 from .policy import content_text, keywords_pattern
 
 EXTRACT_RE = re.compile(r"^\s*[-*\u2022]\s*extract\s+(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*:\s*(?P<spec>.+?)\s*$")

@@ -1,4 +1,4 @@
-"""Models that do not answer the same way twice, for the tests of trials (gate/trials.py).
+"""Models that do not answer the same way twice, for the tests of trials (gate/prompt/trials.py).
 
 * **A flaky model**: a model named ``mock-flaky-<percent>`` (e.g. ``mock-flaky-30``)
   answers that share of the items (chosen by a hash of the user messages, so the same items

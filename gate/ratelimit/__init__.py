@@ -80,7 +80,7 @@ from .buckets import (
     make_bucket,
 )
 from .limiter import DEFAULT_PAUSE, THROTTLE_NOTICE, AdaptiveConcurrency, CallLimiter, Slot, Usage
-from .limits import (
+from .rules import (
     DEFAULT_COMPLETION_TOKENS,
     DEFAULT_HOST,
     KEY_LIMIT,

@@ -14,8 +14,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from .. import db, store
-from ..errors import UsageError, first_line
+from gate import db, store
+from gate.errors import UsageError, first_line
 
 log = logging.getLogger("promptgate.ratelimit")
 

@@ -12,10 +12,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from .. import db, store
-from ..errors import CallFailure, ModelCallError, first_line
+from gate import db, store
+from gate.errors import CallFailure, ModelCallError, first_line
+
 from .buckets import Bucket, make_bucket
-from .limits import BucketSpec, Limits, endpoint_host, estimate_tokens
+from .rules import BucketSpec, Limits, endpoint_host, estimate_tokens
 
 log = logging.getLogger("promptgate.ratelimit")
 

@@ -1,5 +1,5 @@
 """The JSON API under ``/v1``: each route checks its scope (``auth.require``), calls the
-service API ``Gate`` and returns what it returned, encoded by ``gate.wire`` (the client
+service API ``Gate`` and returns what it returned, encoded by ``gate.api.codec`` (the client
 decodes it back into the same dataclasses). Errors leave through the app's one boundary
 (``app.py``) as ``{"error": one line, "exit_code": n}``.
 
@@ -14,17 +14,18 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
-from ..errors import NotFound, UsageError
-from ..spec import parse_spec, parse_spec_text
-from ..states import UpdateStatus
-from ..wire import encode
-from ..yamlfile import MAX_FILE_BYTES
+from gate.api.codec import encode
+from gate.errors import NotFound, UsageError
+from gate.prompt.spec import parse_spec, parse_spec_text
+from gate.prompt.yaml_file import MAX_FILE_BYTES
+from gate.states import UpdateStatus
+
 from .api_datasets import router as datasets_router
 from .auth import Caller, authorize, require
 from .bodies import BODY, SUBMIT_BODY, RollbackBody, TokenBody, field_flag, field_text, gate_of, json_bytes, responses
+from .body_limits import strict_json
+from .dataset_access import rows_readable
 from .edge import MAX_ID, MAX_VERSION, in_range, update_id_path
-from .limits import strict_json
-from .sources import rows_readable
 from .watcher import UNKNOWN
 
 router = APIRouter(prefix="/v1")

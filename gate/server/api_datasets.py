@@ -11,12 +11,13 @@ from dataclasses import replace
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.concurrency import run_in_threadpool
 
-from ..errors import Forbidden, UsageError
-from ..sources import scheme_of
+from gate.datasets.sources import scheme_of
+from gate.errors import Forbidden, UsageError
+
 from .auth import Caller, authorize, require
 from .bodies import BODY, DatasetBody, MappingBody, SyncBody, field_flag, field_text, gate_of, json_bytes, responses
-from .limits import spool_upload
-from .sources import HOLDOUT_ROWS, check_remote_source, rows_readable, uploaded_source, version_shown
+from .body_limits import spool_upload
+from .dataset_access import HOLDOUT_ROWS, check_remote_source, rows_readable, uploaded_source, version_shown
 
 router = APIRouter()
 
@@ -129,8 +130,8 @@ def sync_config(request: Request, model: SyncBody, _caller: Caller = Depends(req
     (``sources``), checked before the config is parsed. A dataset named in ``files`` is
     declared as ``upload://`` its file's repository path: a sync needs its rows uploaded
     first (``PUT /v1/datasets/{name}/rows``) and imports nothing for it."""
-    from .. import gateconfig
-    from ..yamlfile import parse_yaml
+    from gate import gateconfig
+    from gate.prompt.yaml_file import parse_yaml
 
     body = model.model_dump()
     dry_run = field_flag(body.get("dry_run", False), "dry_run")

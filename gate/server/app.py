@@ -18,12 +18,12 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from .. import __version__, db
-from ..errors import GateError, first_line
-from ..http_errors import http_status
+from gate import __version__, db
+from gate.api.http_status import http_status
+from gate.errors import GateError, first_line
+
 from .auth import AuthError, TokenCache
-from .edge import DEFAULT_MAX_WAITS, LOOPBACK_HOSTS, AllowedHosts, EdgeRefusal, WaitSlots
-from .limits import (
+from .body_limits import (
     BODY_TIMEOUT_SECONDS,
     DEFAULT_MAX_UPLOADS,
     DEFAULT_MAX_UPLOADS_PER_TOKEN,
@@ -32,6 +32,7 @@ from .limits import (
     BodyLimit,
     UploadSlots,
 )
+from .edge import DEFAULT_MAX_WAITS, LOOPBACK_HOSTS, AllowedHosts, EdgeRefusal, WaitSlots
 from .reports import ReportCache
 from .watcher import StatusWatcher
 
@@ -45,7 +46,7 @@ class ServiceConfig:
     token_ttl: float = 5.0  # seconds a token look-up is trusted (auth.TokenCache)
     watch_interval: float = 0.25  # seconds between the shared watcher's status reads
     max_body_bytes: int = MAX_BODY_BYTES
-    source_hosts: str = "public"  # where sources read for callers may connect (gate.sources.egress)
+    source_hosts: str = "public"  # where sources read for callers may connect (gate.datasets.sources.egress)
     body_timeout: float = BODY_TIMEOUT_SECONDS  # seconds for a whole request body to arrive (else 408)
     allowed_hosts: tuple[str, ...] = LOOPBACK_HOSTS  # Host names answered (edge.AllowedHosts; /login's Origin)
     max_waits_per_token: int = DEFAULT_MAX_WAITS  # long-polls one token may hold open (else 429)
@@ -67,7 +68,7 @@ def create_app(gate, config: ServiceConfig | None = None) -> FastAPI:
         "bearer tokens with scopes read < submit < admin.",
     )
     app.state.gate, app.state.config = gate, config
-    from ..sources.egress import Egress
+    from gate.datasets.sources.egress import Egress
 
     gate.source_egress = Egress.parse(config.source_hosts)  # no ${VAR}, no reach into the server's network
     app.state.tokens = TokenCache(gate, config.token_ttl)

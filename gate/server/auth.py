@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 from fastapi import Request
 
-from ..errors import DatabaseError
-from ..models import ApiToken
-from ..service.tokens import hash_token, scope_allows
+from gate.errors import DatabaseError
+from gate.records import ApiToken
+from gate.service.tokens import hash_token, scope_allows
 
 ANONYMOUS = "anonymous"
 

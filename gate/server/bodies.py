@@ -6,7 +6,7 @@ models (``reason must be text of at most 2000 characters``): the app's error bou
 prints a validator's message alone (``app.bad_request``). ``responses(...)`` lists a
 route's error statuses, each with the one error body every refusal has. ``field_text`` and
 ``field_flag`` read a field of a body no model types (a YAML submission's query, a sync's
-JSON); ``json_bytes`` is every route's answer, encoded by ``gate.wire``."""
+JSON); ``json_bytes`` is every route's answer, encoded by ``gate.api.codec``."""
 
 from __future__ import annotations
 
@@ -16,9 +16,10 @@ from typing import Annotated, Any
 from fastapi import Request, Response
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, WithJsonSchema, model_validator
 
-from ..errors import UsageError
-from ..wire import encode
-from .sources import scrubbed
+from gate.api.codec import encode
+from gate.errors import UsageError
+
+from .dataset_access import scrubbed
 
 
 class ErrorBody(BaseModel):
@@ -148,7 +149,7 @@ class SyncBody(Body):
 class MappingBody(Body):
     min_accuracy: Bar = Field(description="the accuracy bar")
     bars: Annotated[dict[str, Any] | None, WithJsonSchema({"type": "object"})] = Field(
-        None, description="further bars (gate.bars.EXTRA_KEYS)"
+        None, description="further bars (gate.verdict.bars.EXTRA_KEYS)"
     )
 
     @model_validator(mode="before")

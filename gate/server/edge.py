@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 from fastapi import Path
 
-from ..errors import NotFound
+from gate.errors import NotFound
 
 MAX_ID = 2**63 - 1  # BIGINT
 MAX_VERSION = 2**31 - 1  # a prompt's version: INT

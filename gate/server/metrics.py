@@ -35,9 +35,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import choose_encoder
 from sqlalchemy.exc import DBAPIError
 
-from ..errors import GateError, first_line
-from ..models import FleetCounts
-from ..states import RunStatus, UpdateStatus
+from gate.errors import GateError, first_line
+from gate.records import FleetCounts
+from gate.states import RunStatus, UpdateStatus
+
 from .auth import require
 
 log = logging.getLogger("promptgate.server")

@@ -1,4 +1,4 @@
-"""The status page: server-rendered HTML (Jinja, ``gate/templates/html``), no script, one
+"""The status page: server-rendered HTML (Jinja, ``gate/server/templates``), no script, one
 small stylesheet. ``/`` the updates (filter by prompt, status, commit SHA), ``/updates/ID``
 an update's report (what the pull-request comment shows, with the progress of open runs),
 ``/datasets`` datasets and the bars each prompt is mapped with, ``/prompts/NAME`` a
@@ -31,20 +31,21 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from .. import __version__
-from ..errors import GateError, NotFound, first_line
-from ..http_errors import http_status
-from ..markdown_filters import bar_pct, interval, num, pct, points, pvalue, ratio, run_pct, usd
-from ..states import UpdateStatus
-from ..untrusted import CONTROL, one_line
+from gate import __version__
+from gate.api.http_status import http_status
+from gate.errors import GateError, NotFound, first_line
+from gate.report.markdown_filters import bar_pct, interval, num, pct, points, pvalue, ratio, run_pct, usd
+from gate.states import UpdateStatus
+from gate.untrusted import CONTROL, one_line
+
 from . import views
 from .auth import ANONYMOUS, PAGE_COOKIE, PAGE_SCOPES, AuthError, Caller, bearer, page_caller
+from .dataset_access import holdout_items_hidden, rows_readable
 from .edge import origin_allowed
-from .sources import holdout_items_hidden, rows_readable
 
 log = logging.getLogger("promptgate.server")
 router = APIRouter(include_in_schema=False)
-HTML_DIR = Path(__file__).resolve().parent.parent / "templates" / "html"
+HTML_DIR = Path(__file__).resolve().parent / "templates"
 CSP = (
     "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 )

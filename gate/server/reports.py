@@ -16,8 +16,9 @@ import asyncio
 import json
 import time
 
-from ..wire import encode
-from .sources import holdout_items_hidden, scrubbed
+from gate.api.codec import encode
+
+from .dataset_access import holdout_items_hidden, scrubbed
 
 TERMINAL_KEEP_SECONDS = 30.0
 OPEN_KEEP_SECONDS = 1.0
@@ -34,7 +35,7 @@ class ReportCache:
         self, update_id: int, failures: int, wire: bool = False, admin: bool = True, recent_ok: bool = False
     ) -> bytes:
         """The update's report as JSON bytes: the documented ``status --json`` form
-        (gate/schemas/status.schema.json), or with ``wire`` the ``gate.wire`` encoding the
+        (gate/schemas/status.schema.json), or with ``wire`` the ``gate.api.codec`` encoding the
         client decodes back into the very ``UpdateReport``. Not ``admin``: a holdout's
         items left out (``sources.holdout_items_hidden``). ``recent_ok``: an open update's
         report up to ``OPEN_KEEP_SECONDS`` old will do (a wait that timed out)."""

@@ -1,4 +1,4 @@
-"""What the status page shows, as plain values for its templates (``gate/templates/html``):
+"""What the status page shows, as plain values for its templates (``gate/server/templates``):
 the same report the pull-request comment is made of (``Gate.status`` → ``UpdateReport``),
 plus the progress of a run still open and the geometry of the accuracy chart (inline SVG:
 no script, no external file).
@@ -13,15 +13,15 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from ..bars import Bars
-from ..errors import UsageError
-from ..models import FleetCounts, Mapping, Update, WorkerRow
-from ..reasons import detail_text
-from ..report import difference, spend_line
-from ..scoring import format_bar
-from ..service import RunReport, UpdateReport
-from ..sources import shown_source
-from ..states import UPDATE_OPEN, RunStatus
+from gate.datasets.sources import shown_source
+from gate.errors import UsageError
+from gate.records import FleetCounts, Mapping, Update, WorkerRow
+from gate.report.text import difference, spend_line
+from gate.service import RunReport, UpdateReport
+from gate.states import UPDATE_OPEN, RunStatus
+from gate.verdict.bars import Bars
+from gate.verdict.reasons import detail_text
+from gate.verdict.scoring import format_bar
 
 CHART_LEFT, CHART_WIDTH, CHART_ROW, CHART_TOP = 170, 500, 46, 26
 HEAT_STEPS = 4

@@ -26,8 +26,9 @@ from collections.abc import Awaitable, Callable, Hashable
 
 from sqlalchemy.exc import DBAPIError
 
-from .. import db, store
-from ..states import UPDATE_TERMINAL
+from gate import db, store
+from gate.states import UPDATE_TERMINAL
+
 from .edge import MAX_ID
 
 log = logging.getLogger("promptgate.server")

@@ -2,9 +2,10 @@
 submissions, reports, the live table) and the reports it hands out. The CLI, the GitHub
 Action, the demo and the production runtime are thin over it; it raises only GateError."""
 
-from ..release import combine_exit_codes
-from ..scoring import parse_bar
-from ..update_report import RunReport, UpdateReport, run_report
+from gate.api.release import combine_exit_codes
+from gate.report.update import RunReport, UpdateReport, run_report
+from gate.verdict.scoring import parse_bar
+
 from .datasets import DatasetPreview
 from .gate import SAMPLE_FAILURES, Gate, latest_per_prompt
 

@@ -1,16 +1,16 @@
 """What a submission must satisfy before it is staged, beyond a valid prompt file:
 
-* **Labels the decision step tells apart.** Two labels that ``gate.decision`` reads as the
+* **Labels the decision step tells apart.** Two labels that ``gate.prompt.decision`` reads as the
   same (``label_key``: case, surrounding punctuation and markdown, ``not eligible`` /
   ``not-eligible`` / ``not_eligible``) would make one of them unreachable: refused, naming
   both.
 * **Expected values the decision reads.** A prompt decided field by field needs datasets
   whose rows give an expected object with each declared field, of values its comparator
   can read; a prompt decided by one label needs rows that give labels
-  (``gate.structured.summary``).
+  (``gate.prompt.structured.summary``).
 * **Every branch the template takes was evaluated.** The item fields the templates read
-  (``gate.template_fields``) are compared with the fields the rows of the datasets' pinned
-  versions have (``gate.fieldcounts``): a field that no row of any mapped dataset has
+  (``gate.prompt.template_fields``) are compared with the fields the rows of the datasets' pinned
+  versions have (``gate.datasets.field_counts``): a field that no row of any mapped dataset has
   means the template does something on those rows that the gate never saw (``{% if
   item.account_tier is defined %}...{% else %}<the original>{% endif %}`` is judged on its
   else-branch only). Refused, naming the field and the datasets, unless the gate config
@@ -29,16 +29,16 @@ from collections.abc import Collection, Iterable
 
 from sqlalchemy.engine import Engine
 
-from .. import db, store
-from ..decision import same_reading
-from ..errors import SpecError, UsageError
-from ..fieldcounts import rows_having
-from ..importer import count_fields
-from ..models import DatasetVersion
-from ..spec import PromptSpec
-from ..structured.summary import check_rule
-from ..template_fields import template_fields
-from ..templating import TemplateProblem
+from gate import db, store
+from gate.datasets.field_counts import rows_having
+from gate.datasets.importer import count_fields
+from gate.errors import SpecError, UsageError
+from gate.prompt.decision import same_reading
+from gate.prompt.spec import PromptSpec
+from gate.prompt.structured.summary import check_rule
+from gate.prompt.template_fields import template_fields
+from gate.prompt.templating import TemplateProblem
+from gate.records import DatasetVersion
 
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 FIELD_PAGE = 1000  # rows per read when counting an older version's fields
@@ -77,7 +77,7 @@ def _distinct(labels, where: str) -> None:
 def check_expected(spec: PromptSpec, versions: list[tuple[str, DatasetVersion]]) -> None:
     """Each pinned version's expected values are what the prompt's decision reads: labels
     for a label decision; for a fields decision, objects with every declared field, of
-    values its comparator can read (``gate.structured.summary.check_rule``)."""
+    values its comparator can read (``gate.prompt.structured.summary.check_rule``)."""
     for name, version in versions:
         check_rule(spec.decision.fields, version.fields, name)
 

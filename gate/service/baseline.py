@@ -8,13 +8,14 @@ provider) is a change: it is compared with the live version's answers, not with 
 
 from __future__ import annotations
 
-from .. import store
-from ..errors import SpecError, UsageError
-from ..models import LivePrompt
-from ..providers import resolve
-from ..reuse import pin
-from ..spec import PromptSpec, parse_spec
-from ..spend import SpendLimits
+from gate import store
+from gate.calls.providers import resolve
+from gate.calls.spend_caps import SpendLimits
+from gate.errors import SpecError, UsageError
+from gate.prompt.request_keys import pin
+from gate.prompt.spec import PromptSpec, parse_spec
+from gate.records import LivePrompt
+
 from .spending import check_cost_bounded, run_calls
 
 

@@ -9,7 +9,7 @@ import functools
 
 from sqlalchemy.exc import DBAPIError
 
-from ..errors import DatabaseError
+from gate.errors import DatabaseError
 
 
 def driver_errors_become_gate_errors(cls):

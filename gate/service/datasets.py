@@ -1,5 +1,5 @@
 """The service's datasets, bars, providers and prices: registering a dataset imports its rows as a
-version (``gate.importer``), a refresh imports again, and versions are listed, previewed
+version (``gate.datasets.importer``), a refresh imports again, and versions are listed, previewed
 and compared. A run never reads a source: it reads the version its submission pinned."""
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from collections.abc import Mapping as TMapping
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from .. import db, importer, store
-from ..bars import Bars
-from ..errors import DatasetError, NotFound, UsageError, first_line
-from ..models import DataDiff, Dataset, DatasetPreview, DatasetVersion, Imported, Mapping, Price
-from ..providers import Endpoint, ProviderDecl, endpoint_for, resolve
-from ..sources import (
+from gate import db, store
+from gate.calls.providers import Endpoint, ProviderDecl, endpoint_for, resolve
+from gate.calls.spend_caps import KEYS as SPEND_KEYS
+from gate.calls.spend_caps import SpendLimits
+from gate.datasets import importer
+from gate.datasets.sources import (
     DEFAULT_ID_COLUMN,
     DEFAULT_LABEL_COLUMN,
     SourceOptions,
@@ -25,11 +25,13 @@ from ..sources import (
     resolve_path,
     scheme_of,
 )
-from ..sources.files import text_kind
-from ..sources.upload import UPLOAD_SCHEME, UploadReader, check_repo_path, upload_uri
-from ..spec import PromptSpec, check_name
-from ..spend import KEYS as SPEND_KEYS
-from ..spend import SpendLimits
+from gate.datasets.sources.files import text_kind
+from gate.datasets.sources.upload import UPLOAD_SCHEME, UploadReader, check_repo_path, upload_uri
+from gate.errors import DatasetError, NotFound, UsageError, first_line
+from gate.prompt.spec import PromptSpec, check_name
+from gate.records import DataDiff, Dataset, DatasetPreview, DatasetVersion, Imported, Mapping, Price
+from gate.verdict.bars import Bars
+
 from .boundary import driver_errors_become_gate_errors
 
 # A snapshot that names the content (a file's hash, an ETag): an import with the same one
@@ -51,7 +53,7 @@ class DatasetsMixin:
 
     engine: Any
     settings: Any
-    # Set by the HTTP service (``gate.sources.egress.Egress``): sources are then read for
+    # Set by the HTTP service (``gate.datasets.sources.egress.Egress``): sources are then read for
     # callers, with no ${VAR} filled in and connections only where the policy allows.
     source_egress: Any = None
 
@@ -207,7 +209,7 @@ class DatasetsMixin:
         self, prompt_name: str, dataset_name: str, min_accuracy: Any, *, bars: dict[str, Any] | None = None
     ) -> Mapping:
         """Gate ``prompt_name`` on ``dataset_name``: ``min_accuracy`` and the optional
-        ``bars`` beyond it (``gate.bars.EXTRA_KEYS``), validated by ``Bars.parse``. The
+        ``bars`` beyond it (``gate.verdict.bars.EXTRA_KEYS``), validated by ``Bars.parse``. The
         mapping's bars are replaced as a whole: a bar left out is dropped."""
         check_name(prompt_name, "prompt name")
         parsed = Bars.parse(min_accuracy, bars)
@@ -334,7 +336,7 @@ class DatasetsMixin:
     # --- providers -----------------------------------------------------------------------------
 
     def providers(self) -> dict[str, ProviderDecl]:
-        """The providers the gate config declared (``gate.providers``)."""
+        """The providers the gate config declared (``gate.calls.providers``)."""
         with self.engine.connect() as conn:
             return store.list_providers(conn)
 
@@ -352,7 +354,7 @@ class DatasetsMixin:
     # --- prices --------------------------------------------------------------------------------
 
     def prices(self) -> dict[str, Price]:
-        """The price table the gate config declared (``gate.prices``): model → Price."""
+        """The price table the gate config declared (``gate.calls.prices``): model → Price."""
         with self.engine.connect() as conn:
             return store.list_prices(conn)
 
@@ -366,7 +368,7 @@ class DatasetsMixin:
     # --- limits ---------------------------------------------------------------------------------
 
     def limits(self) -> dict[str, str]:
-        """The spend caps the gate config declared (``gate.spend``): name → value text."""
+        """The spend caps the gate config declared (``gate.calls.spend_caps``): name → value text."""
         with self.engine.connect() as conn:
             return store.list_limits(conn)
 

@@ -14,24 +14,25 @@ from typing import Any
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 
-from .. import db, store
-from ..bars import Bars
-from ..errors import Forbidden, UsageError
-from ..importer import discard_version
-from ..models import DatasetVersion, FleetCounts, Update, WorkerRow
-from ..providers import resolve
-from ..release import (
+from gate import db, store
+from gate.api.release import (
     DEFAULT_RELEASE_MODE,
     SHA_POLL,
     latest_per_prompt,  # noqa: F401
     of_mode,
     wait_for_release,
 )
-from ..reuse import pin
-from ..settings import Settings
-from ..spec import PromptSpec
-from ..states import UPDATE_TERMINAL, Mode
-from ..update_report import SAMPLE_FAILURES, UpdateReport, run_report  # noqa: F401
+from gate.calls.providers import resolve
+from gate.datasets.importer import discard_version
+from gate.errors import Forbidden, UsageError
+from gate.prompt.request_keys import pin
+from gate.prompt.spec import PromptSpec
+from gate.records import DatasetVersion, FleetCounts, Update, WorkerRow
+from gate.report.update import SAMPLE_FAILURES, UpdateReport, run_report  # noqa: F401
+from gate.settings import Settings
+from gate.states import UPDATE_TERMINAL, Mode
+from gate.verdict.bars import Bars
+
 from .admission import check_expected, check_labels, count_unknown_fields, field_coverage, fields_read
 from .baseline import baseline_of, model_price
 from .boundary import driver_errors_become_gate_errors
@@ -135,14 +136,14 @@ class Gate(DatasetsMixin, LiveMixin, TokensMixin):
     ) -> int:
         """Stage a candidate: the update, one run per mapped dataset and the latest-wins
         cancellation, in one transaction. Returns the tracking id. Each run pins the
-        dataset's current version, its bar and what the verdict stands on (``gate.reuse``);
+        dataset's current version, its bar and what the verdict stands on (``gate.prompt.request_keys``);
         the prompt's provider is resolved from the gate's declarations and pinned in the
         update: the workers send its calls there, and nowhere a pull request chose.
         ``reuse`` False: every item is called afresh (no answer already paid for is used).
         ``submitted_by``: the service token's name (None: the CLI on the database, the
         operator); check-mode submissions replace only those of the same submitter and key.
         ``full``: no run of it stops early (``submit --full``). The spend caps (``limits:``)
-        are pinned with it, with the upper bound of its calls (gate.spend). ``may_read(ds)``:
+        are pinned with it, with the upper bound of its calls (gate.calls.spend_caps). ``may_read(ds)``:
         may the submitter read its rows (None: all); only those count for the field check."""
         mode, (source, source_key) = _parse_mode(mode), _submission_source(source, submitted_by)
         check_labels(spec)

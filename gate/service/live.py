@@ -13,13 +13,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import db, store
-from ..api_shape import HISTORY_LIMIT
-from ..errors import IllegalTransition, NotFound, UsageError
-from ..models import LivePrompt
-from ..providers import Endpoint, ProviderDecl, endpoint_for
-from ..spec import PromptSpec
-from ..states import Mode
+from gate import db, store
+from gate.api.shape import HISTORY_LIMIT
+from gate.calls.providers import Endpoint, ProviderDecl, endpoint_for
+from gate.errors import IllegalTransition, NotFound, UsageError
+from gate.prompt.spec import PromptSpec
+from gate.records import LivePrompt
+from gate.states import Mode
+
 from .boundary import driver_errors_become_gate_errors
 
 MAX_REASON = 2000

@@ -1,4 +1,4 @@
-"""What a submission pins about spending (gate.spend): the gate's spend caps as the
+"""What a submission pins about spending (gate.calls.spend_caps): the gate's spend caps as the
 default branch's gate config set them, and the upper bound of the update's calls — items ×
 trials of each candidate run, plus those of each live version it scores alongside (a live
 version already scored on the pinned dataset version needs none). A cost cap needs every
@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import store
-from ..errors import UsageError
-from ..spec import PromptSpec
-from ..spend import SpendLimits, nano_text, output_bound
+from gate import store
+from gate.calls.spend_caps import SpendLimits, nano_text, output_bound
+from gate.errors import UsageError
+from gate.prompt.spec import PromptSpec
 
 
 def gate_limits(conn) -> SpendLimits:

@@ -21,9 +21,10 @@ import hmac
 import re
 import secrets
 
-from .. import db, store
-from ..errors import UsageError
-from ..models import ApiToken
+from gate import db, store
+from gate.errors import UsageError
+from gate.records import ApiToken
+
 from .boundary import driver_errors_become_gate_errors
 
 SCOPES = ("read", "submit", "admin")

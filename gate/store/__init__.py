@@ -333,7 +333,7 @@ __all__ = [
     "updates_for_sha",
     # the fleet at a glance
     "fleet_counts",
-    # the figures of a fields decision, slices and items by id (gate.structured, gate.itempolicy)
+    # the figures of a fields decision, slices and items by id (gate.prompt.structured, gate.verdict.item_policy)
     "field_counts",
     "field_flips",
     "label_confusion",

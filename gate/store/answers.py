@@ -1,5 +1,5 @@
 """Answers kept for reuse (``answer``): a model's answer to one request, kept under its
-request key (``gate.reuse.request_key``), saved by execute with the chunk that paid for it
+request key (``gate.prompt.request_keys.request_key``), saved by execute with the chunk that paid for it
 and found again when a later run sends the very same request; and how many of each run's
 answers were reused."""
 
@@ -10,8 +10,9 @@ from collections.abc import Sequence
 from sqlalchemy import func, insert, select
 from sqlalchemy.engine import Connection
 
-from ..models import Answer
-from ..states import RUN_TERMINAL
+from gate.records import Answer
+from gate.states import RUN_TERMINAL
+
 from .dialect import db_now
 from .schema import answer, prompt_run, prompt_run_item
 from .textsql import answers_found_sql, answers_insert_sql, string_literal

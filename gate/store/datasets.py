@@ -9,8 +9,9 @@ from sqlalchemy import delete, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
-from ..errors import NotFound
-from ..models import Dataset, Mapping
+from gate.errors import NotFound
+from gate.records import Dataset, Mapping
+
 from .dialect import db_now
 from .schema import dataset, prompt_dataset
 

@@ -1,4 +1,4 @@
-"""The per-field figures of a run decided field by field (``gate.structured``), counted in
+"""The per-field figures of a run decided field by field (``gate.prompt.structured``), counted in
 the database from the items' masks (``fields_wrong``, ``fields_missing``: bit *i* is the
 *i*-th field in name order) once per run, by finalize and reconcile: one aggregate over
 the run's items (and, against the live version, over the pairs), whatever its size."""
@@ -11,7 +11,8 @@ from typing import Any
 from sqlalchemy import case, func, literal, select
 from sqlalchemy.engine import Connection
 
-from ..states import Verdict
+from gate.states import Verdict
+
 from .dialect import json_text
 from .schema import prompt_run_item
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 from sqlalchemy import and_, case, func, select
 from sqlalchemy.engine import Connection
 
-from ..models import FleetCounts
-from ..states import RUN_OPEN, UpdateStatus, Verdict
+from gate.records import FleetCounts
+from gate.states import RUN_OPEN, UpdateStatus, Verdict
+
 from .dialect import db_now, seconds_since
 from .schema import prompt_run, prompt_run_item, prompt_update, worker
 from .spend import read_counters

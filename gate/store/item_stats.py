@@ -11,14 +11,15 @@ from typing import Any
 from sqlalchemy import case, func, select
 from sqlalchemy.engine import Connection
 
-from ..errors import CallFailure
-from ..models import FlipSample, ItemSample, RunCounts
-from ..states import Verdict
-from ..stats import nearest_rank
+from gate.errors import CallFailure
+from gate.records import FlipSample, ItemSample, RunCounts
+from gate.states import Verdict
+from gate.verdict.stats import nearest_rank
+
 from .items import EXHAUSTED
 from .schema import prompt_run_item
 
-LABEL_CHARS = 128  # a label's length at most (gate.spec_settings)
+LABEL_CHARS = 128  # a label's length at most (gate.prompt.call_settings)
 
 
 def run_breakdown(conn: Connection, run_id: int) -> list[tuple[str, str, str | None, int]]:

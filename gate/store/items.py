@@ -25,8 +25,9 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Connection
 
-from ..models import ClaimedItem, ItemResult
-from ..states import Verdict
+from gate.records import ClaimedItem, ItemResult
+from gate.states import Verdict
+
 from .dialect import db_now
 from .schema import EPOCH, dataset_row, new_token, prompt_run, prompt_run_item
 from .textsql import (

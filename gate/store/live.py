@@ -15,8 +15,9 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
-from ..errors import IllegalTransition, NotFound
-from ..models import LivePrompt, Update
+from gate.errors import IllegalTransition, NotFound
+from gate.records import LivePrompt, Update
+
 from .dialect import db_now
 from .schema import prompt, prompt_update, prompt_version
 

@@ -1,5 +1,5 @@
 """A run's items by slice and by name, against the live version's answers on the same items
-(``gate.itempolicy``): accuracy per value of a slice column, the protected items that
+(``gate.verdict.item_policy``): accuracy per value of a slice column, the protected items that
 broke, and what became of the items a mapping accepts breaking. Reconcile reads these once
 per run: one GROUP BY for the slices, one read for the flagged protected items that broke,
 and reads by item id (the version's ``(version_id, item_id)`` key, then the items'
@@ -12,8 +12,9 @@ from collections.abc import Sequence
 from sqlalchemy import case, func, literal, select
 from sqlalchemy.engine import Connection
 
-from ..models import FlipSample
-from ..states import Verdict
+from gate.records import FlipSample
+from gate.states import Verdict
+
 from .dialect import json_text
 from .schema import dataset_row, prompt_run_item
 

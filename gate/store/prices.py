@@ -7,7 +7,8 @@ from decimal import Decimal
 from sqlalchemy import delete, select
 from sqlalchemy.engine import Connection
 
-from ..models import Price
+from gate.records import Price
+
 from .dialect import db_now, update_or_insert
 from .schema import model_price
 

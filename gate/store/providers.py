@@ -1,11 +1,12 @@
-"""The providers the gate config declares (``gate.providers``): one row per name."""
+"""The providers the gate config declares (``gate.calls.providers``): one row per name."""
 
 from __future__ import annotations
 
 from sqlalchemy import delete, select
 from sqlalchemy.engine import Connection
 
-from ..providers import ProviderDecl
+from gate.calls.providers import ProviderDecl
+
 from .dialect import db_now, update_or_insert
 from .schema import provider
 

@@ -20,7 +20,8 @@ from sqlalchemy import Float, Integer, func, insert, literal, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
-from ..errors import NotFound
+from gate.errors import NotFound
+
 from .dialect import db_now, floor_div, greatest, least, seconds_since
 from .schema import EPOCH, rate_limit_bucket, rate_limit_usage
 

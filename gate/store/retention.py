@@ -9,7 +9,8 @@ from __future__ import annotations
 from sqlalchemy import delete, exists, func, select, update
 from sqlalchemy.engine import Connection
 
-from ..states import RUN_OPEN, RUN_TERMINAL, UPDATE_OPEN
+from gate.states import RUN_OPEN, RUN_TERMINAL, UPDATE_OPEN
+
 from .dialect import db_now
 from .schema import answer, dataset, dataset_version, prompt, prompt_run, prompt_run_item, prompt_update
 from .versions import DELETING, IMPORTING, READY, lock_dataset

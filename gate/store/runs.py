@@ -10,10 +10,11 @@ from typing import Any
 from sqlalchemy import BigInteger, Float, Integer, String, Text, bindparam, func, insert, select, update
 from sqlalchemy.engine import Connection
 
-from ..errors import IllegalTransition, NotFound
-from ..models import Dataset, DatasetVersion, Run, RunCandidate
-from ..reasons import without_legacy_items
-from ..states import RUN_OPEN, RUN_TERMINAL, RunStatus, Verdict, run_sources
+from gate.errors import IllegalTransition, NotFound
+from gate.records import Dataset, DatasetVersion, Run, RunCandidate
+from gate.states import RUN_OPEN, RUN_TERMINAL, RunStatus, Verdict, run_sources
+from gate.verdict.reasons import without_legacy_items
+
 from .dialect import db_now
 from .schema import EPOCH, dataset_version, new_token, prompt, prompt_run, prompt_run_item, prompt_update
 

@@ -72,7 +72,7 @@ class Bar(TypeDecorator):
 
 class LabelText(TypeDecorator):
     """An expected or read decision: a label, or a fields decision's canonical JSON
-    (``gate.structured``): ``MEDIUMTEXT`` on MySQL since migration 0014; SQLite does not
+    (``gate.prompt.structured``): ``MEDIUMTEXT`` on MySQL since migration 0014; SQLite does not
     bound its ``VARCHAR(128)``, so that column was left as declared."""
 
     impl = Text

@@ -16,7 +16,8 @@ from sqlalchemy import delete, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
-from ..states import UpdateStatus
+from gate.states import UpdateStatus
+
 from .dialect import db_now, greatest, update_or_insert
 from .schema import gate_counter, gate_limit, prompt_update
 

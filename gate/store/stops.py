@@ -1,5 +1,5 @@
 """A run's running counts (``prompt_run_tally``) and the stop of an update before all its
-items are called (early stop, gate/settle.py; a spend cap, gate/spend.py).
+items are called (early stop, gate/verdict/early_stop.py; a spend cap, gate/calls/spend_caps.py).
 
 The tally is added to in each executor write-back's own transaction, by one
 ``INSERT … SELECT … ON DUPLICATE KEY UPDATE`` (SQLite: ``ON CONFLICT DO UPDATE``) that
@@ -24,7 +24,8 @@ from sqlalchemy import BigInteger, DateTime, Integer, String, and_, bindparam, f
 from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.engine import Connection
 
-from ..states import RUN_OPEN, UPDATE_OPEN, RunStatus, Verdict
+from gate.states import RUN_OPEN, UPDATE_OPEN, RunStatus, Verdict
+
 from .dialect import db_now
 from .runs import pending_items
 from .schema import EPOCH, prompt_run, prompt_run_item, prompt_run_tally, prompt_update
@@ -55,7 +56,7 @@ def add_tally(
     ``calls`` model calls. ``by_label`` False (a decision field by field, whose expected
     and read values are JSON objects: one per item, and longer than the tally's key):
     counted without them, as '' — the bars judged early then are accuracy and those
-    against live (``gate.settle``: its labels are not complete)."""
+    against live (``gate.verdict.early_stop``: its labels are not complete)."""
     counted, called = bool(positions), calls > 0
     if not counted and not called:
         return

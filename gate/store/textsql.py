@@ -13,8 +13,9 @@ from collections.abc import Sequence
 
 from sqlalchemy.engine import Connection
 
-from ..models import ItemResult
-from ..states import RUN_TERMINAL, Verdict
+from gate.records import ItemResult
+from gate.states import RUN_TERMINAL, Verdict
+
 from .schema import EPOCH
 
 _EPOCH_TEXT = EPOCH.strftime("%Y-%m-%d %H:%M:%S")  # the epoch as a MySQL DATETIME literal's text
@@ -90,7 +91,7 @@ RESULT_COLUMNS = (
     "reused_update_id",
 )
 TRIAL_COLUMNS = ("trials", "unstable")  # set only by a chunk of a prompt with trials: one call's UPDATE is unchanged
-FIELD_COLUMNS = ("fields_wrong", "fields_missing")  # set only by a chunk of a fields decision (gate.structured)
+FIELD_COLUMNS = ("fields_wrong", "fields_missing")  # set only by a chunk of a fields decision (gate.prompt.structured)
 
 
 def result_columns(results: Sequence[ItemResult]) -> tuple[str, ...]:

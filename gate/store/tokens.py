@@ -10,8 +10,9 @@ from sqlalchemy import delete, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
-from ..errors import NotFound, UsageError
-from ..models import ApiToken
+from gate.errors import NotFound, UsageError
+from gate.records import ApiToken
+
 from .dialect import db_now
 from .schema import api_token, page_session
 

@@ -1,4 +1,4 @@
-"""The trials of a run's items (``prompt_run_item.trials``, gate/trials.py): the unstable
+"""The trials of a run's items (``prompt_run_item.trials``, gate/prompt/trials.py): the unstable
 items (their trials disagree) a report lists first, and the calls behind a run with
 trials, counted per call (each trial is one), not per item."""
 
@@ -10,10 +10,11 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
 
-from ..models import UnstableItem
-from ..states import Verdict
-from ..stats import nearest_rank
-from ..trials import answers_shown
+from gate.prompt.trials import answers_shown
+from gate.records import UnstableItem
+from gate.states import Verdict
+from gate.verdict.stats import nearest_rank
+
 from .schema import prompt_run_item
 
 

@@ -9,10 +9,11 @@ from typing import Any
 from sqlalchemy import exists, insert, select, update
 from sqlalchemy.engine import Connection
 
-from ..errors import IllegalTransition, NotFound
-from ..models import Update
-from ..reasons import without_legacy_items
-from ..states import RUN_OPEN, UPDATE_OPEN, RunStatus, UpdateStatus, update_sources
+from gate.errors import IllegalTransition, NotFound
+from gate.records import Update
+from gate.states import RUN_OPEN, UPDATE_OPEN, RunStatus, UpdateStatus, update_sources
+from gate.verdict.reasons import without_legacy_items
+
 from .dialect import db_now
 from .schema import prompt_run, prompt_update
 
@@ -58,7 +59,7 @@ def insert_update(
     default provider); ``reuse``: whether answers already paid for may stand in for calls;
     ``submitted_by``: the service token's name (None: the CLI on the database); ``full``:
     no run of it stops early; ``limits``: its spend caps and the upper bound of its calls
-    (gate.spend), pinned."""
+    (gate.calls.spend_caps), pinned."""
     result = conn.execute(
         insert(prompt_update).values(
             prompt_name=prompt_name,

@@ -19,8 +19,9 @@ from typing import Any
 from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.engine import Connection
 
-from ..errors import NotFound
-from ..models import DatasetVersion, VersionRow
+from gate.errors import NotFound
+from gate.records import DatasetVersion, VersionRow
+
 from .dialect import db_now
 from .schema import dataset, dataset_row, dataset_version
 from .textsql import MAX_INSERT_CHARS, multi_row_statements, string_literal, version_inputs_sql

@@ -6,7 +6,8 @@ from __future__ import annotations
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.engine import Connection
 
-from ..models import WorkerRow
+from gate.records import WorkerRow
+
 from .dialect import db_now
 from .schema import worker
 

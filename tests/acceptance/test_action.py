@@ -38,11 +38,11 @@ from action_harness import (
 from fake_github import file_entry
 
 from gate import gateconfig
+from gate.calls.llm import CallResult
 from gate.errors import NotFound, UsageError
-from gate.llm import CallResult
-from gate.markdown import GITHUB_COMMENT_LIMIT, MARKER
+from gate.prompt.spec import load_spec
+from gate.report.markdown import GITHUB_COMMENT_LIMIT, MARKER
 from gate.service import Gate
-from gate.spec import load_spec
 
 
 def test_pull_request_check_comment_status_outputs(mysql_gate, model, github, tmp_path):

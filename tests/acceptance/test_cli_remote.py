@@ -24,8 +24,8 @@ import yaml
 from conftest import ROOT, run_cli
 from workers_harness import WorkerFleet, worker_env
 
+from gate.prompt.spec import load_spec
 from gate.service import Gate
-from gate.spec import load_spec
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "prompts-example"
 LIVE = EXAMPLE / "prompts" / "ticket-urgency.yaml"

@@ -24,8 +24,8 @@ from action_harness import (
 
 from gate import gateconfig
 from gate.mockllm import decide
-from gate.spec import load_spec
-from gate.templating import render
+from gate.prompt.spec import load_spec
+from gate.prompt.templating import render
 
 
 def mock_answer(spec, row: dict) -> str:

@@ -7,9 +7,9 @@ import pytest
 from conftest import run_cli
 from helpers import rules_spec, write_rule_rows
 
-import workers.execute
-from gate import llm as gate_llm
+import workers.execute.executor
 from gate import runtime as gate_runtime
+from gate.calls import llm as gate_llm
 from gate.errors import NotFound
 from gate.mockllm import MockLLMServer
 from gate.runtime import PromptRuntime
@@ -29,7 +29,7 @@ def test_demo_shows_one_rejected_and_one_applied_change(tmp_path):
 
 def test_runtime_reads_the_live_version_and_uses_the_gate_call_path(gate, tmp_path, monkeypatch):
     # production and the executor call the very same function object, not a copy
-    assert gate_runtime.call_prompt is gate_llm.call_prompt is workers.execute.call_prompt
+    assert gate_runtime.call_prompt is gate_llm.call_prompt is workers.execute.executor.call_prompt
     gate_ = gate
     gate_.register_dataset("d", str(write_rule_rows(tmp_path / "d.csv", 10)))
     gate_.map_dataset("p1", "d", "0.9")

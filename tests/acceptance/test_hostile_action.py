@@ -12,9 +12,9 @@ from action_harness import HEAD1, act, fast, github_env, make_workspace, pr_payl
 from fake_github import FakeGitHub
 
 from gate import gateconfig
-from gate.llm import CallResult
-from gate.markdown import MARKER
+from gate.calls.llm import CallResult
 from gate.mockllm import MockLLMServer
+from gate.report.markdown import MARKER
 from gate.service import Gate
 
 OUR_COMMANDS = re.compile(r"^::(error|warning|notice) (file=[^:\n]*,)?(line=\d+,)?title=prompt-gate::")

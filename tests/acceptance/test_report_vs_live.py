@@ -13,12 +13,12 @@ from pathlib import Path
 
 from jsonschema import Draft202012Validator
 
-from gate.markdown import render_report_markdown
 from gate.mockllm import decide
-from gate.report import render_text
+from gate.prompt.spec import load_spec, parse_spec
+from gate.prompt.templating import render
+from gate.report.markdown import render_report_markdown
+from gate.report.text import render_text
 from gate.schemas import status_schema
-from gate.spec import load_spec, parse_spec
-from gate.templating import render
 from workers.supervisor import run_until_terminal
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "prompts-example"
@@ -160,7 +160,7 @@ def test_cost_from_the_price_table_and_its_bar(mysql_gate, model):
     pull request chooses the model, so naming an unpriced one must not switch it off."""
     from decimal import Decimal
 
-    from gate.models import Price
+    from gate.records import Price
 
     gate = mysql_gate
     gate.register_dataset("urgency-regression", str(DATASET))

@@ -14,10 +14,10 @@ from helpers import rules_spec
 from jsonschema import Draft202012Validator
 
 from gate import gateconfig
-from gate.markdown import render_report_markdown
-from gate.report import render_text
+from gate.prompt.spec import parse_spec
+from gate.report.markdown import render_report_markdown
+from gate.report.text import render_text
 from gate.schemas import status_schema
-from gate.spec import parse_spec
 from workers.supervisor import run_until_terminal
 
 FIELDS = {

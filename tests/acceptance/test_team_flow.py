@@ -27,7 +27,7 @@ import yaml
 from action_harness import BASE, HEAD1, HEAD2, TOKEN, github_env, pr_payload, push_payload, read_outputs
 from conftest import ROOT
 
-from gate.markdown import MARKER
+from gate.report.markdown import MARKER
 from gate.service import Gate
 
 EXAMPLE = ROOT / "prompts-example"

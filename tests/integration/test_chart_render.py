@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import pytest
 from conftest import ROOT
 
-from gate.markdown import mermaid_chart
+from gate.report.markdown import mermaid_chart
 
 GOLDEN = ROOT / "tests" / "golden"
 ARTIFACTS = ROOT / "test-artifacts"

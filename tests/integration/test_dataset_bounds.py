@@ -12,11 +12,11 @@ import pytest
 from helpers import write_csv
 from sqlalchemy import text
 
+from gate.datasets.importer import read_pages
+from gate.datasets.sources import SourceOptions
+from gate.datasets.sources.upload import UploadReader
 from gate.errors import DatasetError
-from gate.importer import read_pages
 from gate.service import Gate
-from gate.sources import SourceOptions
-from gate.sources.upload import UploadReader
 
 PAGE_BYTES = 4 << 20  # the default
 WIDE = 332  # columns of 191-character names: each row's JSON just under 64 KiB

@@ -14,11 +14,11 @@ import pytest
 import yaml
 from helpers import write_rule_rows
 
-from gate.client import RemoteGate
+from gate.client.remote import RemoteGate
 from gate.errors import GateError, UsageError
 from gate.gateconfig import load_config
+from gate.prompt.spec import parse_spec
 from gate.service import Gate
-from gate.spec import parse_spec
 
 ROWS = "/v1/datasets/{}/rows"
 

@@ -16,11 +16,11 @@ from workers_harness import WorkerFleet, worker_env
 
 from gate import store
 from gate.mockllm import MockLLMServer
-from gate.spec import parse_spec
+from gate.prompt.spec import parse_spec
 from gate.states import UpdateStatus, Verdict
 
 CHUNK, CONCURRENCY = 8, 4
-# what one executor process may hold claimed and not yet written back (workers/execute.py:
+# what one executor process may hold claimed and not yet written back (workers/execute/executor.py:
 # max_held): the calls "in flight" when a stop lands, at most
 IN_FLIGHT = 4 * (CONCURRENCY + 2 * CHUNK)
 

@@ -10,13 +10,13 @@ import time
 
 from helpers import rules_spec, write_rule_rows
 
-from gate.llm import CallResult
+from gate.calls.llm import CallResult
 from gate.service import Gate
-from workers.execute import Executor
+from workers.execute.executor import Executor
 from workers.supervisor import run_until_terminal
 
 ITEMS, CHUNK, CONCURRENCY = 3000, 64, 8
-WAIT = 0.05  # the executor's longest wait for room (``workers.ledger.ROOM_WAIT``)
+WAIT = 0.05  # the executor's longest wait for room (``workers.execute.ledger.ROOM_WAIT``)
 
 
 def instant(spec, item, settings=None, **_):

@@ -110,7 +110,7 @@ def test_extra_bars_are_synced_and_a_change_of_any_is_bar_changed(gate, tmp_path
 
 
 def test_prices_are_synced_changed_by_value_and_removed(gate, tmp_path):
-    from gate.models import Price
+    from gate.records import Price
 
     path = tmp_path / "gate.yaml"
     path.write_text("prices:\n  gpt-4o-mini: {input: 0.15, output: 0.60}\n  mock-1: {input: 1, output: 2}\n")
@@ -149,7 +149,7 @@ def test_prices_are_synced_changed_by_value_and_removed(gate, tmp_path):
 
 
 def test_the_service_sets_and_removes_a_price(gate):
-    from gate.models import Price
+    from gate.records import Price
 
     assert gate.set_price(Price("m1", Decimal("0.5"), Decimal("1.5"))) is True
     assert gate.set_price(Price("m1", Decimal("0.25"), Decimal("1.5"))) is False
@@ -195,7 +195,7 @@ def test_a_pull_requests_row_diff_reads_no_file_it_points_elsewhere(gate, tmp_pa
 
 
 def account_tier_spec(name: str = "ticket-urgency"):
-    from gate.spec import parse_spec
+    from gate.prompt.spec import parse_spec
 
     return parse_spec(
         {

@@ -6,8 +6,8 @@ from __future__ import annotations
 from action_harness import BASE, HEAD1, HEAD2, REPO, TOKEN
 from fake_github import file_entry
 
-from gate.github import GitHubClient
-from gate.markdown import MARKER
+from gate.action.github import GitHubClient
+from gate.report.markdown import MARKER
 
 
 def test_changed_files_are_listed_across_pages(github):

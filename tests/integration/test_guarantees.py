@@ -14,9 +14,9 @@ from workers_harness import WorkerFleet, worker_env
 
 from gate import store
 from gate.mockllm import MockLLMServer
-from gate.scoring import INVALID_DECISION
-from gate.spec import parse_spec
+from gate.prompt.spec import parse_spec
 from gate.states import UpdateStatus, Verdict
+from gate.verdict.scoring import INVALID_DECISION
 from workers.supervisor import run_until_terminal
 
 LEASE = 1.0

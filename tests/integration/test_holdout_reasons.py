@@ -23,9 +23,9 @@ from sqlalchemy import update
 from workers_harness import WorkerFleet, worker_env
 
 from gate import store
-from gate.client import RemoteGate
-from gate.markdown import render_report_markdown
-from gate.report import render_text
+from gate.client.remote import RemoteGate
+from gate.report.markdown import render_report_markdown
+from gate.report.text import render_text
 from gate.service import Gate
 
 ROWS = 20
@@ -173,7 +173,7 @@ def admin_sees_which_items_and_what_they_said(service, ids: dict) -> None:
 
 def a_reason_an_older_gate_wrote_is_read_without_its_items(service, gate, ids: dict) -> None:
     """Reasons stored before this change held the rows: they are read cut where they began
-    to name one (``gate.reasons.without_legacy_items``), for every reader."""
+    to name one (``gate.verdict.reasons.without_legacy_items``), for every reader."""
     old_run = (
         "20 of 20 items of holdout could not be scored; the first: item hold-00: template: template refers to a "
         "missing item field: 'dict object' has no attribute 'HOLDSUBJ-00 | Our store is down, SECRET-HOLDOUT-00' "

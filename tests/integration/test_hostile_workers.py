@@ -20,7 +20,7 @@ from workers_harness import WorkerFleet, worker_env
 from gate import store
 from gate.errors import DatasetError
 from gate.mockllm import MockLLMServer
-from gate.spec import parse_spec
+from gate.prompt.spec import parse_spec
 from workers.supervisor import run_until_terminal
 
 LONG_A = "a" * 34 + "b"  # a label the model repeats; ^(a+)+$ backtracks 2**34 times on it in `re`
@@ -236,7 +236,7 @@ SLOW = "{% for a in 'x'*4000 %}{% for b in 'x'*1000 %}{% endfor %}{% endfor %}{{
 
 def render_seconds(template: str, items: int = 8) -> float:
     """What one render of ``template`` takes on this machine, in the sandbox the workers use."""
-    from gate.sandbox import RenderPool
+    from gate.prompt.sandbox import RenderPool
 
     pool, spent = RenderPool(), []
     pool.render_many([template], [{"text": f"t{i}"} for i in range(items)], None, spent)

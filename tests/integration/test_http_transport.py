@@ -1,4 +1,4 @@
-"""The CLI's HTTP transport (``gate.http_transport``) against real local servers: a plain
+"""The CLI's HTTP transport (``gate.client.transport``) against real local servers: a plain
 HTTP server, an HTTPS one with a certificate made for the test, and a forwarding proxy
 that speaks both absolute-URL requests and CONNECT tunnels. What it must do: reuse a
 connection for reads only, send a read again once when the server closed it while idle,
@@ -19,7 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from gate.http_transport import Timeouts, Transport, TransportError
+from gate.client.transport import Timeouts, Transport, TransportError
 
 PROXY_VARS = (
     "http_proxy",

@@ -192,9 +192,9 @@ def test_an_answer_nested_past_the_databases_json_depth_still_counts_its_label_f
     from sqlalchemy import insert
 
     from gate import store
-    from gate.structured.compare import score
-    from gate.structured.reading import read_answer
-    from gate.structured.rule import parse_fields
+    from gate.prompt.structured.compare import score
+    from gate.prompt.structured.reading import read_answer
+    from gate.prompt.structured.rule import parse_fields
 
     rule = parse_fields({"category": {"type": "label", "labels": ["billing", "shipping"]}, "aside": "exact"})
     answer = '{"category": "billing", "aside": ' + "[" * 40 + "]" * 40 + "}"

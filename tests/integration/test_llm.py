@@ -11,15 +11,15 @@ from types import SimpleNamespace
 
 import pytest
 
-import gate.llm
-import gate.providers
+import gate.calls.llm
+import gate.calls.providers
 import gate.runtime
+from gate.calls.llm import INVALID_DECISION, CallResult, call_prompt, get_client, retry_after_seconds
+from gate.calls.providers import Endpoint
 from gate.errors import ModelCallError, NotFound
-from gate.llm import INVALID_DECISION, CallResult, call_prompt, get_client, retry_after_seconds
 from gate.mockllm import MockLLMServer
-from gate.providers import Endpoint
+from gate.prompt.spec import parse_spec
 from gate.settings import Settings
-from gate.spec import parse_spec
 
 SETTINGS = Settings(request_timeout=5.0)
 SYSTEM = """Answer urgent or routine.
@@ -210,8 +210,8 @@ def test_endpoint_from_environment(monkeypatch, clean):
             "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "{{ item.text }}"}],
         }
     )
-    assert gate.llm.resolve_endpoint(spec) == Endpoint(
-        "default", clean.base_url, gate.providers.PLACEHOLDER_API_KEY, "from OPENAI_BASE_URL"
+    assert gate.calls.llm.resolve_endpoint(spec) == Endpoint(
+        "default", clean.base_url, gate.calls.providers.PLACEHOLDER_API_KEY, "from OPENAI_BASE_URL"
     )
     assert call_prompt(spec, {"text": "site is down"}, settings=SETTINGS).decision == "urgent"
 
@@ -287,7 +287,7 @@ def test_retry_after_http_date_relative_to_now():
 
 
 def test_runtime_uses_the_same_call_path():
-    assert gate.runtime.call_prompt is gate.llm.call_prompt
+    assert gate.runtime.call_prompt is gate.calls.llm.call_prompt
 
 
 class FakeGate:
@@ -307,7 +307,7 @@ class FakeGate:
         )
 
     def endpoint(self, spec):
-        return gate.llm.resolve_endpoint(spec)
+        return gate.calls.llm.resolve_endpoint(spec)
 
     def live_endpoint(self, live, spec):
         return self.endpoint(spec), True

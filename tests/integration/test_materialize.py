@@ -16,11 +16,11 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import OperationalError
 
 from gate import store
+from gate.datasets.sources import Row, content_hash, next_page_size, open_source
 from gate.errors import DatasetError
-from gate.reasons import ITEM_DETAIL
-from gate.report import render_text
+from gate.report.text import render_text
 from gate.service import Gate
-from gate.sources import Row, content_hash, next_page_size, open_source
+from gate.verdict.reasons import ITEM_DETAIL
 from workers.materialize import Materializer
 from workers.reconcile import Reconciler
 
@@ -179,7 +179,7 @@ def test_import_pages_hold_about_page_bytes_the_first_one_too(gate, tmp_path, mo
     """The first page, before any row was read, is as many rows as page_bytes holds of the
     widest row allowed (it was page_size rows whatever their width: issue 33); the others
     are sized by the rows read so far."""
-    from gate.sources.files import FileReader
+    from gate.datasets.sources.files import FileReader
 
     asked = []
     read_page = FileReader.read_page

@@ -16,9 +16,9 @@ from service_harness import Service, free_port
 from workers_harness import WorkerFleet, worker_env
 
 from gate.mockllm import MockLLMServer
+from gate.prompt.spec import parse_spec
 from gate.server.metrics import FLEET_TTL
 from gate.service import Gate
-from gate.spec import parse_spec
 
 
 def parse(text: str) -> dict[tuple[str, frozenset], float]:

@@ -300,8 +300,8 @@ def read_rows(path):
 def predict(spec, row):
     """What the call path answers for a row with the mock as the model, computed without HTTP
     (render -> the mock's policy -> parse_decision); the test checks a sample over HTTP."""
-    from gate.decision import parse_decision
-    from gate.llm import render_messages
+    from gate.calls.llm import render_messages
+    from gate.prompt.decision import parse_decision
 
     answer, _ = decide(render_messages(spec, item_of(row)))
     return parse_decision(spec, spec.labels, answer)
@@ -336,9 +336,9 @@ DEMO_EXPECTATIONS = {
 
 
 def test_example_prompts_score_as_the_demo_needs(monkeypatch, server):
-    from gate.llm import call_prompt
+    from gate.calls.llm import call_prompt
+    from gate.prompt.spec import load_spec
     from gate.settings import Settings
-    from gate.spec import load_spec
 
     monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
     config = yaml.safe_load((EXAMPLES / "gate.yaml").read_text())

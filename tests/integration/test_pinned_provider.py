@@ -16,9 +16,9 @@ from sqlalchemy import create_engine, text
 
 from gate import db, gateconfig
 from gate.mockllm import MockLLMServer
+from gate.prompt.spec import parse_spec
 from gate.runtime import PromptRuntime
 from gate.service import Gate
-from gate.spec import parse_spec
 from gate.states import UpdateStatus
 from workers.supervisor import run_until_terminal
 

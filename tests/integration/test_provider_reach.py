@@ -16,11 +16,11 @@ import sys
 import pytest
 from conftest import ROOT
 
+from gate.calls.llm import call_prompt
+from gate.calls.providers import ProviderDecl, default_endpoint, endpoint_for, endpoint_warning
 from gate.errors import ModelCallError
-from gate.llm import call_prompt
-from gate.providers import ProviderDecl, default_endpoint, endpoint_for, endpoint_warning
+from gate.prompt.spec import parse_spec
 from gate.settings import Settings
-from gate.spec import parse_spec
 
 SPEC = parse_spec(
     {

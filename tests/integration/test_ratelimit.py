@@ -400,7 +400,7 @@ def test_a_calls_token_estimate_takes_the_larger_of_its_output_limits():
     output token, so a pull request's prompt spent a sliver of the shared tokens-per-minute
     budget per call while a provider honouring max_completion_tokens (vLLM, the reasoning
     models) answered up to 16,384: the shared budget no longer protected the provider."""
-    from gate.ratelimit.limits import estimate_tokens
+    from gate.ratelimit.rules import estimate_tokens
 
     spec = rules_spec("p1")
     messages = [{"role": "user", "content": "abcd"}]

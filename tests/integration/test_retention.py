@@ -13,7 +13,7 @@ from sqlalchemy import event, func, insert, select, text
 
 from gate import store
 from gate.mockllm import MockLLMServer
-from gate.spec import parse_spec
+from gate.prompt.spec import parse_spec
 from workers.supervisor import run_until_terminal
 
 LATER = datetime(2999, 1, 1)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from helpers import RULES, rules_spec, write_rule_rows
 
 from gate.mockllm import MockLLMServer
-from gate.spec import parse_spec
+from gate.prompt.spec import parse_spec
 from workers.supervisor import run_until_terminal
 
 ROWS = 24
@@ -81,7 +81,7 @@ def test_a_kept_answer_is_the_first_and_is_never_replaced(gate):
 
     from gate import store
     from gate.db import transaction
-    from gate.models import Answer
+    from gate.records import Answer
     from gate.store.schema import answer
 
     def kept(key, decision, update_id):

@@ -212,7 +212,7 @@ def test_run_transition_guarded_by_lease_token(gate, tmp_path):
 
 
 def test_spec_errors_name_file_and_field(tmp_path):
-    from gate.spec import load_spec
+    from gate.prompt.spec import load_spec
 
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: p1\nmodel: m\nmessages: [{role: user, content: hi}]\ntemperature: 1\n")

@@ -15,8 +15,8 @@ from helpers import rules_spec, write_rule_rows
 from service_harness import Service
 from sqlalchemy import text
 
+from gate.api.codec import decode
 from gate.service import Gate, UpdateReport
-from gate.wire import decode
 from workers.supervisor import run_until_terminal
 
 PROMPT_YAML = """\
@@ -383,7 +383,7 @@ def test_list_updates_and_updates_for_sha_answer_alike_on_the_database_and_throu
     """One API shape: RemoteGate takes ``list_updates``'s filters as Gate does (status, SHA
     prefix, the page before an id) and ``updates_for_sha``'s release mode, and answers the
     same updates."""
-    from gate.client import RemoteGate
+    from gate.client.remote import RemoteGate
     from gate.errors import UsageError
 
     gate = mapped_gate(service, tmp_path)

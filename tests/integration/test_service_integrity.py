@@ -17,8 +17,8 @@ from conftest import ROOT, run_cli
 from helpers import rules_spec, write_rule_rows
 from sqlalchemy import select
 
+from gate.prompt.spec import parse_spec
 from gate.service import Gate
-from gate.spec import parse_spec
 from gate.store.schema import answer, prompt_update
 from workers.supervisor import run_until_terminal
 

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
+from gate.datasets.sources import Page, SourceOptions, content_hash, open_source
 from gate.errors import DatasetError
-from gate.sources import Page, SourceOptions, content_hash, open_source
 
 # -- helpers ------------------------------------------------------------------------------
 
@@ -419,7 +419,7 @@ def test_http_streams_one_response_across_pages(site):
 
 
 def test_http_resume_uses_range_with_if_range(site, monkeypatch):
-    import gate.sources.http as http_source
+    import gate.datasets.sources.http as http_source
 
     records = make_records(100)
     site.files["d.jsonl"] = jsonl_bytes(records)

@@ -1,4 +1,4 @@
-"""Spend caps (the gate config's `limits:`, gate/spend.py) on MariaDB with real worker
+"""Spend caps (the gate config's `limits:`, gate/calls/spend_caps.py) on MariaDB with real worker
 processes and the local model server: a cap on calls is never exceeded across two worker
 processes and ends the update FAILED with the figures; a cost cap reserves each call's
 most before making it; a cost cap refuses a call whose cost cannot be bounded; the limits
@@ -18,12 +18,12 @@ from gate import gateconfig, store
 from gate.db import read
 from gate.errors import UsageError
 from gate.mockllm import MockLLMServer
-from gate.models import Price
+from gate.prompt.spec import parse_spec
+from gate.records import Price
 from gate.service import Gate
-from gate.spec import parse_spec
 from gate.states import UpdateStatus
 from workers import ROLES
-from workers.spend import SpendGuard
+from workers.execute.spend import SpendGuard
 from workers.supervisor import WorkerProcess
 
 

@@ -22,8 +22,8 @@ from service_harness import Service
 from workers_harness import WorkerFleet, worker_env
 
 from gate.mockllm import MockLLMServer
+from gate.prompt.spec import parse_spec
 from gate.service import Gate
-from gate.spec import parse_spec
 
 HOSTILE_ID = "<img src=x onerror=\"document.title='pwned'\">"
 HOSTILE_KEY = "<img src=x onerror=document.title='pwned'>"  # no double quote: JSON keeps it as written

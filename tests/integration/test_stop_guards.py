@@ -12,7 +12,7 @@ from helpers import rules_spec, write_rule_rows
 
 from gate import store
 from gate.db import transaction
-from gate.models import ItemResult
+from gate.records import ItemResult
 from gate.states import Verdict
 from workers.materialize import Materializer
 

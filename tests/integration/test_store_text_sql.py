@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import insert, select, text
 
 from gate import store
-from gate.models import ItemResult
+from gate.records import ItemResult
 from gate.store import textsql
 
 TRICKY = [
@@ -197,7 +197,7 @@ def test_write_item_results_needs_the_token_and_a_live_lease(gate):
 
 
 def _answers(values=TRICKY):
-    from gate.models import Answer
+    from gate.records import Answer
 
     return [
         Answer(

@@ -19,16 +19,16 @@ from sqlalchemy import select
 from test_reuse import evaluate
 
 from gate import store
-from gate.markdown import render_report_markdown
+from gate.api.codec import decode, encode
+from gate.calls.providers import default_endpoint
 from gate.mockllm import MockLLMServer
 from gate.mockllm.variance import is_flaky_item
-from gate.providers import default_endpoint
-from gate.report import render_text
+from gate.prompt.spec import parse_spec
+from gate.report.markdown import render_report_markdown
+from gate.report.text import render_text
 from gate.schemas import status_schema
 from gate.service import UpdateReport
-from gate.spec import parse_spec
-from gate.stats import wilson_interval
-from gate.wire import decode, encode
+from gate.verdict.stats import wilson_interval
 from workers.supervisor import run_until_terminal
 
 SCRIPTS = {"a": "yes,yes,yes", "b": "yes,yes,no", "c": "no,yes,no", "d": "no,no,no"}  # all expect yes

@@ -1,5 +1,5 @@
 """Reports survive the wire: real reports of real runs (in-process workers, the local model
-server), encoded by ``gate.wire``, sent through JSON and decoded, are the very same
+server), encoded by ``gate.api.codec``, sent through JSON and decoded, are the very same
 reports, so the CLI prints a report it read over HTTP to the same text, Markdown and
 ``--json`` as one read from the database."""
 
@@ -10,13 +10,13 @@ import time
 from decimal import Decimal
 from pathlib import Path
 
+from gate.api.codec import decode, encode
 from gate.gateconfig import Change, SyncResult
-from gate.markdown import render_markdown, render_report_markdown
-from gate.models import Price
-from gate.report import render_text
+from gate.prompt.spec import load_spec, parse_spec
+from gate.records import Price
+from gate.report.markdown import render_markdown, render_report_markdown
+from gate.report.text import render_text
 from gate.service import UpdateReport
-from gate.spec import load_spec, parse_spec
-from gate.wire import decode, encode
 from workers.supervisor import WorkerProcess, run_until_terminal
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "prompts-example"

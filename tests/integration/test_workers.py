@@ -17,9 +17,9 @@ from workers_harness import WorkerFleet, worker_env
 from gate import store
 from gate.errors import NotFound
 from gate.mockllm import MockLLMServer
-from gate.models import ItemResult
+from gate.prompt.spec import parse_spec
+from gate.records import ItemResult
 from gate.service import Gate
-from gate.spec import parse_spec
 from gate.states import UpdateStatus, Verdict
 from workers.supervisor import WorkerProcess, run_until_terminal
 

@@ -10,7 +10,7 @@ import json
 
 from gate import gateconfig
 from gate.mockllm import MockLLMServer
-from gate.spec import load_spec
+from gate.prompt.spec import load_spec
 from gate.states import UpdateStatus
 from workers.supervisor import run_until_terminal
 

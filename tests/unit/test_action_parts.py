@@ -10,7 +10,7 @@ import pytest
 from gate import gateconfig
 from gate.action import ActionOptions, PathFilter, Problem, compile_glob, exit_code_for, field_line
 from gate.errors import SpecError, UsageError
-from gate.models import Update
+from gate.records import Update
 from gate.service import UpdateReport, combine_exit_codes
 
 

@@ -1,5 +1,5 @@
 """One API shape for local and remote: the database's ``Gate`` and the service's
-``RemoteGate`` both have every method of ``gate.api_shape.GateAPI`` with the same
+``RemoteGate`` both have every method of ``gate.api.shape.GateAPI`` with the same
 parameters (names, kinds, defaults, annotations) and the same return annotation; one may
 add only keyword-only parameters with defaults. The release wait is one loop over a small
 interface, and the HTTP status of an error one table, read by the server and the client."""
@@ -12,8 +12,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from gate.api_shape import GateAPI
-from gate.client import RemoteGate
+from gate.api.http_status import error_class, http_status
+from gate.api.release import wait_for_release
+from gate.api.shape import GateAPI
+from gate.client.remote import RemoteGate
 from gate.errors import (
     DatabaseError,
     DatasetError,
@@ -27,8 +29,6 @@ from gate.errors import (
     TooSlow,
     UsageError,
 )
-from gate.http_errors import error_class, http_status
-from gate.release import wait_for_release
 from gate.service import Gate
 
 IMPLEMENTATIONS = [Gate, RemoteGate]
@@ -97,7 +97,7 @@ def test_the_shape_lists_what_the_cli_and_the_action_call():
 @pytest.mark.parametrize("name", shape_methods())
 def test_gate_and_remote_gate_have_the_shape(impl, name):
     member = vars(impl).get(name) or next((vars(base)[name] for base in impl.__mro__ if name in vars(base)), None)
-    assert inspect.isfunction(member), f"{impl.__name__} has no method {name} (gate/api_shape.py: GateAPI.{name})"
+    assert inspect.isfunction(member), f"{impl.__name__} has no method {name} (gate/api/shape.py: GateAPI.{name})"
     assert mismatches(getattr(GateAPI, name), member) == [], f"{impl.__name__}.{name}"
 
 

@@ -374,7 +374,9 @@ def test_a_stale_state_a_missing_step_and_a_moved_function_are_named(doc):
     problems = transition_table_problems(drifted)
     assert any("names dataset version state BUILDING" in p for p in problems), problems
     assert any("no row for the update step RUNNING → APPLIED" in p for p in problems), problems
-    assert any("names `Executor._write_results` in workers/execute.py, which is not there" in p for p in problems)
+    assert any(
+        "names `Executor._write_results` in workers/execute/executor.py, which is not there" in p for p in problems
+    )
 
 
 def test_a_diagram_arrow_and_a_table_column_that_drifted_are_named(doc):

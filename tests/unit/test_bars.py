@@ -1,4 +1,4 @@
-"""Declaring a mapping's bars (``gate.bars.Bars``): what ``parse`` accepts, the one-line
+"""Declaring a mapping's bars (``gate.verdict.bars.Bars``): what ``parse`` accepts, the one-line
 message of every value it refuses, and the JSON (``extra``) and phrases (``describe``) it
 gives back."""
 
@@ -9,9 +9,9 @@ from fractions import Fraction
 
 import pytest
 
-from gate.barchecks import check
-from gate.bars import EXTRA_KEYS, MAX_LABEL_BARS, Bars
 from gate.errors import UsageError
+from gate.verdict.bar_checks import check
+from gate.verdict.bars import EXTRA_KEYS, MAX_LABEL_BARS, Bars
 
 ALL = {
     "max_broken": 0,
@@ -186,7 +186,7 @@ def test_max_drop_passes_misses_or_is_inconclusive_by_the_interval():
 def test_max_drop_boundary_is_exact_and_printed_on_its_side():
     """A lower limit a hair below −2 points fails, and is printed with the digits that show
     it below (never "−2.0" against a limit of −2)."""
-    from gate.barchecks import points
+    from gate.verdict.bar_checks import points
 
     bound = -Fraction(2, 100)
     assert points(-0.0200001, bound) == "\u22122.00001" and points(-0.0199, bound) == "\u22122.0"

@@ -1,4 +1,4 @@
-"""The executor's chunk ledger (workers/ledger.py), on its own: what is claimed, in flight,
+"""The executor's chunk ledger (workers/execute/ledger.py), on its own: what is claimed, in flight,
 answered, given back and written back, the room for the next claim, and the drain. No
 database: items are plain ``ClaimedItem``s, results plain ``ItemResult``s; threads where a
 race is the point."""
@@ -9,9 +9,9 @@ import random
 import threading
 import time
 
-from gate.models import ClaimedItem, ItemResult
+from gate.records import ClaimedItem, ItemResult
 from gate.states import Verdict
-from workers.ledger import Chunk, ChunkLedger
+from workers.execute.ledger import Chunk, ChunkLedger
 
 RUN = 7
 

@@ -17,19 +17,19 @@ import sys
 import pytest
 from conftest import ROOT
 
-DATABASE_SIDE = ("sqlalchemy", "pymysql", "gate.service", "gate.store", "gate.db", "gate.importer", "workers")
+DATABASE_SIDE = ("sqlalchemy", "pymysql", "gate.service", "gate.store", "gate.db", "gate.datasets.importer", "workers")
 SERVER_SIDE = ("fastapi", "starlette", "uvicorn", "pydantic", "gate.server", "http.server")
 # PyGithub: the Action's phases only; httpx2/httpcore2: the HTTP client is the standard library's
 FOR_A_SERVICE_COMMAND = DATABASE_SIDE + SERVER_SIDE + ("github", "httpx2", "httpcore2", "anyio", "certifi")
 FOR_VERSION_AND_HELP = FOR_A_SERVICE_COMMAND + (
-    "gate.client",
-    "gate.http_transport",
+    "gate.client.remote",
+    "gate.client.transport",
     "http.client",
     "jinja2",
     "yaml",
     "re2",
-    "gate.spec",
-    "gate.models",
+    "gate.prompt.spec",
+    "gate.records",
 )
 SHA = "0123456789abcdef0123456789abcdef01234567"
 PROMPT = str(ROOT / "prompts-example" / "prompts" / "ticket-urgency.yaml")
@@ -103,7 +103,7 @@ def test_a_service_command_loads_neither_the_database_nor_the_service(args):
     proc, loaded = run_cli("--gate-url", url, *args)
     assert proc.returncode == 2, (proc.stdout, errors_of(proc))
     assert errors_of(proc) == [f"error: cannot reach the gate at {url}: [Errno 111] Connection refused"]
-    assert "gate.client" in loaded and "gate.http_transport" in loaded  # it went through the service's client
+    assert "gate.client.remote" in loaded and "gate.client.transport" in loaded  # it went through the service's client
     assert forbidden(loaded, FOR_A_SERVICE_COMMAND) == []
 
 
@@ -118,13 +118,13 @@ def test_the_database_path_still_loads_the_database(tmp_path):
     proc, loaded = run_cli("--database-url", f"sqlite:///{tmp_path / 'g.db'}", "status", "1")
     assert proc.returncode == 2 and errors_of(proc)[-1] == "error: unknown update 1", errors_of(proc)
     assert {"sqlalchemy", "gate.service", "gate.store"} <= loaded
-    assert forbidden(loaded, ("httpx2", "gate.client")) == []
+    assert forbidden(loaded, ("httpx2", "gate.client.remote")) == []
 
 
 def test_the_client_knows_every_public_name_of_gate():
     """``RemoteGate`` refuses a database-only method in one line by these names, without
     importing ``Gate``: they must stay Gate's public names."""
-    from gate.client import GATE_NAMES
+    from gate.client.remote import GATE_NAMES
     from gate.service import Gate
 
     assert GATE_NAMES == {name for name in dir(Gate) if not name.startswith("_")}
@@ -133,7 +133,7 @@ def test_the_client_knows_every_public_name_of_gate():
 def test_an_http_gate_never_loads_the_ca_store(monkeypatch):
     """Loading the CA store is ~0.1 s of a command: a gate reached over plain HTTP, with no
     proxy, never builds a TLS context (an https:// gate does, on its first request)."""
-    from gate.http_transport import Transport, TransportError
+    from gate.client.transport import Transport, TransportError
 
     for name in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
         monkeypatch.delenv(name, raising=False)
@@ -147,8 +147,8 @@ def test_an_http_gate_never_loads_the_ca_store(monkeypatch):
 def test_a_worker_that_calls_no_model_loads_no_model_client(roles):
     """Only the execute role calls the model: a process of the other roles (each spawned
     worker process imports its roles anew) does not load the openai SDK (0.6 s of CPU:
-    its pydantic types) nor gate.llm."""
+    its pydantic types) nor gate.calls.llm."""
     modules = ", ".join(["workers.supervisor", *(f"workers.{role}" for role in roles)])
-    code = f"import sys, {modules}; print(sorted(m for m in ('openai', 'gate.llm') if m in sys.modules))"
+    code = f"import sys, {modules}; print(sorted(m for m in ('openai', 'gate.calls.llm') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout

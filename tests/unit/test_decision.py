@@ -2,8 +2,8 @@
 
 import pytest
 
-from gate.decision import parse_decision
-from gate.spec import Decision, parse_spec
+from gate.prompt.decision import parse_decision
+from gate.prompt.spec import Decision, parse_spec
 
 YES_NO = ("yes", "no")
 URGENCY = ("urgent", "routine")

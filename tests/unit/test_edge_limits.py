@@ -7,9 +7,9 @@ import json
 
 import pytest
 
+from gate.prompt.yaml_file import MAX_DEPTH
+from gate.server.body_limits import JsonRefused, json_problem, strict_json
 from gate.server.edge import default_hosts, host_name, origin_allowed, parse_hosts
-from gate.server.limits import JsonRefused, json_problem, strict_json
-from gate.yamlfile import MAX_DEPTH
 
 
 def nested(depth: int) -> str:
@@ -77,7 +77,7 @@ def test_a_json_body_is_checked_off_the_event_loop(monkeypatch):
     import asyncio
     import threading
 
-    from gate.server import limits
+    from gate.server import body_limits
 
     checked_on = []
 
@@ -85,7 +85,7 @@ def test_a_json_body_is_checked_off_the_event_loop(monkeypatch):
         checked_on.append(threading.get_ident())
         return None
 
-    monkeypatch.setattr(limits, "json_problem", recording)
+    monkeypatch.setattr(body_limits, "json_problem", recording)
 
     async def app(scope, receive, send):
         await receive()
@@ -105,7 +105,7 @@ def test_a_json_body_is_checked_off_the_event_loop(monkeypatch):
             "path": "/v1/updates",
             "headers": [(b"content-type", b"application/json")],
         }
-        await limits.BodyLimit(app)(scope, receive, send)
+        await body_limits.BodyLimit(app)(scope, receive, send)
         return threading.get_ident()
 
     loop_thread = asyncio.run(scenario())

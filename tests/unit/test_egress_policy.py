@@ -1,4 +1,4 @@
-"""The service's egress policy (gate/sources/egress.py, warehouse_net.py) and what the
+"""The service's egress policy (gate/datasets/sources/egress.py, warehouse_net.py) and what the
 service takes and shows of a source: no ${VAR} after any decoding, only allowed
 addresses after resolution, a sql+ source with host and credentials, no path nor
 credential shown."""
@@ -9,10 +9,10 @@ import ipaddress
 
 import pytest
 
+from gate.datasets.sources import SourceOptions, open_source, shown_source
+from gate.datasets.sources.egress import Egress
 from gate.errors import DatasetError, UsageError
-from gate.server.sources import remote_source_problem, scrubbed
-from gate.sources import SourceOptions, open_source, shown_source
-from gate.sources.egress import Egress
+from gate.server.dataset_access import remote_source_problem, scrubbed
 
 
 @pytest.mark.parametrize(
@@ -43,7 +43,7 @@ def test_readers_opened_for_the_service_expand_nothing(monkeypatch):
         "https://203.0.113.9/x.csv?t=${SECRET_FOR_TEST}", SourceOptions(expand_env=False, egress=Egress.parse("public"))
     )
     assert "hunter2" not in reader.url and "${SECRET_FOR_TEST}" in reader.url
-    from gate.sources.warehouse import parse_warehouse_uri
+    from gate.datasets.sources.warehouse import parse_warehouse_uri
 
     url, _ = parse_warehouse_uri("sql+mysql+pymysql://u:${SECRET_FOR_TEST}@h/db?query=SELECT+1", expand=False)
     assert url.password == "${SECRET_FOR_TEST}"
@@ -96,7 +96,7 @@ def test_the_servers_own_address_is_refused(monkeypatch):
     """An address of the server itself is told by binding to it (nothing is sent); a global
     address the server holds is refused under the default policy. (It ran once as a skip
     when the machine had no route out: it no longer needs one.)"""
-    from gate.sources import egress
+    from gate.datasets.sources import egress
 
     assert egress.is_own_address(ipaddress.ip_address("127.0.0.1"))
     assert not egress.is_own_address(ipaddress.ip_address("192.0.2.1"))  # TEST-NET-1: nobody's
@@ -135,7 +135,7 @@ def test_a_sql_source_for_a_caller_names_host_and_credentials(source, why):
 def test_sql_connections_are_pinned_and_bounded():
     from sqlalchemy.engine import make_url
 
-    from gate.sources.warehouse_net import for_service, timeouts
+    from gate.datasets.sources.warehouse_net import for_service, timeouts
 
     url, args = for_service(make_url("postgresql+psycopg://u:p@127.0.0.1/db"), Egress.parse("127.0.0.1/32"), "s")
     assert args == {"hostaddr": "127.0.0.1"} and url.host == "127.0.0.1"
@@ -218,7 +218,7 @@ def test_the_checked_address_is_the_one_connected_to(monkeypatch):
     later (DNS rebinding) is still read from the checked address."""
     import socket as socket_module
 
-    from gate.sources.egress import http_opener
+    from gate.datasets.sources.egress import http_opener
 
     allowed = _Answer("127.0.0.2", 0, b"allowed")
     forbidden = _Answer("127.0.0.1", allowed.port, b"forbidden")
@@ -247,7 +247,7 @@ def test_https_is_pinned_and_still_checks_the_name(tmp_path):
     import ssl
     import subprocess
 
-    from gate.sources.egress import _PinnedHTTPS, http_opener
+    from gate.datasets.sources.egress import _PinnedHTTPS, http_opener
 
     subprocess.run(
         [
@@ -293,7 +293,7 @@ def test_https_is_pinned_and_still_checks_the_name(tmp_path):
 def test_a_reader_opened_for_a_caller_reads_no_query_file(tmp_path):
     """Defence in depth behind the service's option check: the warehouse reader itself,
     opened with expansion off (for a caller), refuses ``query_file`` before reading it."""
-    from gate.sources.warehouse import parse_warehouse_uri
+    from gate.datasets.sources.warehouse import parse_warehouse_uri
 
     secret = tmp_path / "q.sql"
     secret.write_text("SELECT 'TOPSECRET' AS item_id")
@@ -308,7 +308,7 @@ def test_an_s3_source_for_a_caller_needs_a_bucket_the_operator_lists(monkeypatch
     """Hostile review: an s3:// source is read with the server's own AWS credentials (its
     instance role): any bucket those reach, then previewable by a read token. Through the
     service, only buckets the operator lists."""
-    from gate.server.sources import remote_source_problem
+    from gate.server.dataset_access import remote_source_problem
 
     monkeypatch.delenv("PROMPTGATE_SOURCE_S3_BUCKETS", raising=False)
     assert "PROMPTGATE_SOURCE_S3_BUCKETS" in remote_source_problem("s3://private-bucket/labels.csv")

@@ -1,4 +1,4 @@
-"""A dataset's expected objects as the import reads them (gate/structured/expected.py and
+"""A dataset's expected objects as the import reads them (gate/prompt/structured/expected.py and
 summary.py): the JSONL `expected` object and the CSV `expected.<field>` columns, each
 problem one line naming the row and the field, the summary stored with the version, and a
 fields rule held against it at submit. The file readers themselves, no database."""
@@ -9,10 +9,10 @@ import json
 
 import pytest
 
+from gate.datasets.sources import open_source, row_digests
 from gate.errors import DatasetError, UsageError
-from gate.sources import open_source, row_digests
-from gate.structured.rule import parse_fields
-from gate.structured.summary import ExpectedSummary, check_rule
+from gate.prompt.structured.rule import parse_fields
+from gate.prompt.structured.summary import ExpectedSummary, check_rule
 
 
 def rows_of(path):

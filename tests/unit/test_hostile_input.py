@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from gate.decision import MAX_ANSWER_CHARS, parse_decision
+from gate.calls.providers import ProviderDecl, endpoint_for, parse_decl, resolve
+from gate.datasets.sources import SourceOptions, open_source
 from gate.errors import DatasetError, SpecError, UsageError
-from gate.providers import ProviderDecl, endpoint_for, parse_decl, resolve
-from gate.sandbox import RenderBudget, RenderPool, plain_lookups, renders_here
-from gate.sources import SourceOptions, open_source
-from gate.spec import Decision, load_spec, parse_spec_text
-from gate.templating import TemplateProblem
+from gate.prompt.decision import MAX_ANSWER_CHARS, parse_decision
+from gate.prompt.sandbox import RenderBudget, RenderPool, plain_lookups, renders_here
+from gate.prompt.spec import Decision, load_spec, parse_spec_text
+from gate.prompt.templating import TemplateProblem
 from gate.untrusted import terminal_safe, workflow_lines
 
 PROMPT = """name: p
@@ -237,7 +237,7 @@ def test_the_sandbox_process_has_no_secrets_to_read(monkeypatch):
 HOLDER = """
 import sys
 sys.path.insert(0, sys.argv[1])
-from gate.sandbox import RenderBudget, RenderPool
+from gate.prompt.sandbox import RenderBudget, RenderPool
 pool = RenderPool(RenderBudget(cpu_seconds=1.0, memory_mb=64, processes=1))
 pool.render(["{{ item.x|upper }}"], {"x": "warm"})
 child, = pool._children
@@ -289,7 +289,7 @@ def test_a_process_that_starts_sandboxes_hides_its_keys_from_its_own_user():
 def _parse_in_child(pattern: str, answer: str, timeout: float) -> float:
     """parse_decision in a child process (a catastrophic regex would hang this one)."""
     code = (
-        "import sys, time; from gate.decision import parse_decision; from gate.spec import Decision;"
+        "import sys, time; from gate.prompt.decision import parse_decision; from gate.prompt.spec import Decision;"
         "d = Decision('regex', pattern=sys.argv[1]); t = time.perf_counter();"
         "parse_decision(d, ['a', 'b'], sys.argv[2]); print(time.perf_counter() - t)"
     )

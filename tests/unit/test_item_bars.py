@@ -1,6 +1,6 @@
 """The bars of a fields decision and of slices, protected items and accepted breaks
-(gate/bars.py, gate/barchecks.py, gate/itempolicy.py, gate/update_outcome.py): each fails, passes, waits or does not
-apply as documented, and a pull request cannot switch one off by making it uncomputable."""
+(gate/verdict/: bars.py, bar_checks.py, item_policy.py, update_outcome.py): each fails, passes, waits or
+does not apply as documented, and a pull request cannot switch one off by making it uncomputable."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from gate.barchecks import check
-from gate.bars import Bars
 from gate.errors import UsageError
-from gate.itempolicy import ItemPolicy
-from gate.update_outcome import update_end
+from gate.verdict.bar_checks import check
+from gate.verdict.bars import Bars
+from gate.verdict.item_policy import ItemPolicy
+from gate.verdict.update_outcome import update_end
 
 FLIPS = {"fixed": 0, "broken": 2, "both_right": 8, "both_wrong": 0, "paired": 10}
 FIELDS = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gate.templating import TemplateProblem, render, render_plain
+from gate.prompt.templating import TemplateProblem, render, render_plain
 
 TEMPLATES = [
     "Answer yes or no: {{ item.text }}",

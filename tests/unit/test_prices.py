@@ -9,10 +9,10 @@ from decimal import Decimal
 import pytest
 
 from gate import gateconfig
+from gate.calls.prices import CHANGE_TEXT, describe_price, money, parse_prices, price_changes
 from gate.errors import SpecError
-from gate.models import Price
-from gate.prices import CHANGE_TEXT, describe_price, money, parse_prices, price_changes
-from gate.yamlfile import parse_yaml
+from gate.prompt.yaml_file import parse_yaml
+from gate.records import Price
 
 
 def price(model: str, i: str, o: str) -> Price:
@@ -163,7 +163,7 @@ def test_a_calls_most_output_is_the_larger_of_its_two_limits():
     honour max_completion_tokens first (vLLM: ``max_completion_tokens or max_tokens``; the
     reasoning models) let a call answer up to the larger, so a cost cap's bound must be it.
     ``max_tokens: 1, max_completion_tokens: 16384`` was bounded at 1 output token."""
-    from gate.spend import output_bound
+    from gate.calls.spend_caps import output_bound
 
     assert output_bound({"max_tokens": 1, "max_completion_tokens": 16384}) == 16384
     assert output_bound({"max_completion_tokens": 7, "max_tokens": 300}) == 300

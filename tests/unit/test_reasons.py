@@ -1,11 +1,11 @@
 """Reasons an older gate stored named items (issue 33): they are read cut where they began
-to (``gate.reasons.without_legacy_items``); a reason written now is read as it is."""
+to (``gate.verdict.reasons.without_legacy_items``); a reason written now is read as it is."""
 
 from __future__ import annotations
 
 import pytest
 
-from gate.reasons import detail_text, errors_reason, unknown_labels_reason, without_legacy_items
+from gate.verdict.reasons import detail_text, errors_reason, unknown_labels_reason, without_legacy_items
 
 OLD = [
     (

@@ -13,9 +13,9 @@ from action_harness import HEAD1, HOSTILE, REPO, unescaped_pipes
 from jsonschema import Draft202012Validator
 from test_report_markdown import check_golden
 
-from gate.markdown import render_report_markdown
-from gate.models import FlipSample, ItemSample, Run, RunCounts, Update
-from gate.report import render_text
+from gate.records import FlipSample, ItemSample, Run, RunCounts, Update
+from gate.report.markdown import render_report_markdown
+from gate.report.text import render_text
 from gate.schemas import status_schema
 from gate.service import UpdateReport, run_report
 

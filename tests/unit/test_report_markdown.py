@@ -14,8 +14,8 @@ from action_harness import GOLDEN, HEAD1, HEAD2, HOSTILE, REPO, ROOT, unescaped_
 
 from gate import gateconfig
 from gate.action import Problem
-from gate.barchecks import drop_check
-from gate.markdown import (
+from gate.records import FlipSample, ItemSample, Update
+from gate.report.markdown import (
     GITHUB_COMMENT_LIMIT,
     MARKER,
     UnescapedOutput,
@@ -24,10 +24,10 @@ from gate.markdown import (
     render_markdown,
     render_report_markdown,
 )
-from gate.models import FlipSample, ItemSample, Update
 from gate.service import RunReport, UpdateReport
 from gate.service.reports import comparison
-from gate.stats import label_metrics
+from gate.verdict.bar_checks import drop_check
+from gate.verdict.stats import label_metrics
 
 T0 = dt.datetime(2024, 5, 1, 12, 0, 0)
 

@@ -13,14 +13,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from gate.barchecks import check
-from gate.bars import Bars
-from gate.markdown import render_report_markdown
-from gate.models import Update
-from gate.report import render_text
-from gate.scoring import format_bar, format_pct
+from gate.records import Update
+from gate.report.markdown import render_report_markdown
+from gate.report.text import render_text
 from gate.service.reports import RunReport, UpdateReport
-from gate.update_outcome import update_end
+from gate.verdict.bar_checks import check
+from gate.verdict.bars import Bars
+from gate.verdict.scoring import format_bar, format_pct
+from gate.verdict.update_outcome import update_end
 
 T0 = dt.datetime(2026, 12, 1, 12, 0, 0)
 

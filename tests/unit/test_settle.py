@@ -1,8 +1,8 @@
-"""Early stop's rule (gate/settle.py) against a brute-force search over the remaining items:
+"""Early stop's rule (gate/verdict/early_stop.py) against a brute-force search over the remaining items:
 a run it calls settled has no completion that clears its bars (it never stops a run that
 could still pass), and a run no completion can clear is called settled (it stops as soon as
 it may). The oracle judges the bars on its own, from the definitions (exact fractions, the
-paired interval of gate.stats), not through gate.barchecks."""
+paired interval of gate.verdict.stats), not through gate.verdict.bar_checks."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from fractions import Fraction
 
 import pytest
 
-from gate.bars import Bars
-from gate.settle import Outcomes, best_case, explain, settled
-from gate.stats import paired_difference_interval
+from gate.verdict.bars import Bars
+from gate.verdict.early_stop import Outcomes, best_case, explain, settled
+from gate.verdict.stats import paired_difference_interval
 
 LABELS = ("a", "b")
 ANSWERS = ("a", "b", "(invalid)")

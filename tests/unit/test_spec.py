@@ -10,8 +10,8 @@ import pytest
 from conftest import ROOT
 
 from gate.errors import SpecError
-from gate.spec import Decision, Message, load_spec, parse_spec, parse_spec_text
-from gate.templating import TemplateProblem, check_template, render
+from gate.prompt.spec import Decision, Message, load_spec, parse_spec, parse_spec_text
+from gate.prompt.templating import TemplateProblem, check_template, render
 
 SCHEMA = json.loads((ROOT / "gate" / "schemas" / "prompt.schema.json").read_text())
 EXAMPLE_PROMPTS = sorted((ROOT / "prompts-example").glob("**/*.yaml"))
@@ -337,8 +337,8 @@ def test_schema_is_valid_draft_2020_12():
 
 
 def test_schema_lists_exactly_the_spec_fields():
-    from gate.spec import ROLES, TOP_FIELDS
-    from gate.spec_settings import PARAMS
+    from gate.prompt.call_settings import PARAMS
+    from gate.prompt.spec import ROLES, TOP_FIELDS
 
     assert set(SCHEMA["properties"]) == set(TOP_FIELDS)
     assert set(SCHEMA["properties"]["params"]["properties"]) == set(PARAMS)

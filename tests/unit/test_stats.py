@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from gate.stats import (
+from gate.verdict.stats import (
     Z95,
     label_metrics,
     mcnemar_exact,
@@ -147,7 +147,7 @@ def test_paired_interval_edges_and_confidence():
 
 
 def test_paired_lower_limit_never_falls_when_an_answer_turns_right():
-    """Early stop (gate/settle.py) takes "every remaining item right" as the best case for
+    """Early stop (gate/verdict/early_stop.py) takes "every remaining item right" as the best case for
     max_drop: that needs the lower limit to rise (or stay) whenever one pair's candidate
     answer goes from wrong to right — broken → both right, or both wrong → fixed — for
     every table. Checked exhaustively up to 45 pairs."""

@@ -1,4 +1,4 @@
-"""Answers decided field by field (gate/structured): each comparator at its edges, the
+"""Answers decided field by field (gate/prompt/structured): each comparator at its edges, the
 reading of an answer (not an object, missing fields, bounds), the rule's parsing, and the
 masks an item keeps."""
 
@@ -10,10 +10,10 @@ import time
 import pytest
 
 from gate.errors import SpecError
-from gate.spec import parse_spec
-from gate.structured.compare import field_matches, same_value, score, to_decimal
-from gate.structured.reading import MAX_READ_CHARS, NOT_AN_OBJECT, parse_read, read_answer
-from gate.structured.rule import MAX_FIELDS, FieldSpec, parse_fields, rule_of
+from gate.prompt.spec import parse_spec
+from gate.prompt.structured.compare import field_matches, same_value, score, to_decimal
+from gate.prompt.structured.reading import MAX_READ_CHARS, NOT_AN_OBJECT, parse_read, read_answer
+from gate.prompt.structured.rule import MAX_FIELDS, FieldSpec, parse_fields, rule_of
 
 NUMBER = FieldSpec("amount", "number")
 
@@ -331,9 +331,9 @@ def test_a_rule_the_gate_refuses_names_the_field(decision, extra, where, reason)
 def test_an_items_result_keeps_the_masks_and_trials_judge_field_by_field():
     from types import SimpleNamespace
 
-    from gate.models import Answer, ClaimedItem, Trial
-    from gate.trials import TrialRule
-    from workers.results import called_result, reused_result, trials_result
+    from gate.prompt.trials import TrialRule
+    from gate.records import Answer, ClaimedItem, Trial
+    from workers.execute.results import called_result, reused_result, trials_result
 
     decision = spec_with(
         {"type": "fields", "fields": {"amount": {"type": "number", "tolerance": "0.01"}, "order_id": "exact"}}

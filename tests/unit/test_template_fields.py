@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import pytest
 
-from gate.decision import label_key, parse_decision, same_reading
+from gate.datasets.field_counts import MAX_FIELDS, FieldCounter, rows_having
 from gate.errors import SpecError
-from gate.fieldcounts import MAX_FIELDS, FieldCounter, rows_having
 from gate.gateconfig import parse_config
+from gate.prompt.decision import label_key, parse_decision, same_reading
+from gate.prompt.spec import parse_spec
+from gate.prompt.template_fields import DynamicAccess, template_fields
 from gate.service.admission import check_labels, fields_read
-from gate.spec import parse_spec
-from gate.template_fields import DynamicAccess, template_fields
 
 
 @pytest.mark.parametrize(

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from gate.sandbox import RenderBudget, RenderPool
-from gate.templating import TemplateProblem, check_template, render, render_plain
+from gate.prompt.sandbox import RenderBudget, RenderPool
+from gate.prompt.templating import TemplateProblem, check_template, render, render_plain
 
 SECRET = "SECRET-HOLDOUT-00"
 ITEM = {

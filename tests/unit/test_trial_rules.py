@@ -1,4 +1,4 @@
-"""Trials (gate/trials.py): a prompt file's trials, trial_rule and k are bounded and refused
+"""Trials (gate/prompt/trials.py): a prompt file's trials, trial_rule and k are bounded and refused
 in one line; each rule turns trials into the verdict it promises; one trial keeps the
 reuse key it always had, and each trial of N has its own."""
 
@@ -8,10 +8,10 @@ import pytest
 from helpers import old_request_key
 
 from gate.errors import SpecError
-from gate.models import Trial
-from gate.reuse import request_key, trial_keys
-from gate.spec import parse_spec, parse_spec_text
-from gate.trials import ERROR_ANSWER, TrialRule, judge
+from gate.prompt.request_keys import request_key, trial_keys
+from gate.prompt.spec import parse_spec, parse_spec_text
+from gate.prompt.trials import ERROR_ANSWER, TrialRule, judge
+from gate.records import Trial
 
 MESSAGES = [{"role": "user", "content": "{{ item.text }}"}]
 

@@ -1,4 +1,4 @@
-"""The verdict over every bar (gate/update_outcome.py): a bar n/a does not block; a failed live
+"""The verdict over every bar (gate/verdict/update_outcome.py): a bar n/a does not block; a failed live
 baseline fails the update only when a bar needs it."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from decimal import Decimal
 from types import SimpleNamespace
 
-from gate.update_outcome import update_end
+from gate.verdict.update_outcome import update_end
 
 
 def run(bars=None, flips=None, baseline_error=None, matches=9, scored=10, confusion=None, calls=None):
@@ -133,7 +133,7 @@ def test_a_run_settled_early_rejects_its_update_and_its_sibling_is_not_judged():
     sibling = _stopped("with_update")
     sibling.dataset_name = "other"
     assert update_end("check", [sibling, settled]) == ("REJECTED", f"stopped early: d: {sentence}")
-    from gate.update_outcome import run_checks
+    from gate.verdict.update_outcome import run_checks
 
     assert run_checks(sibling) == []
     (accuracy,) = run_checks(settled)
@@ -157,7 +157,7 @@ def test_the_spend_line_never_calls_its_bound_a_most_that_retries_pass():
     """Review: ``calls_bound`` is items × trials, but an item whose call failed retryably
     is called again (up to the workers' attempt cap): with a flaky provider a report read
     "91 made, 0 reused (at most 60 model calls …)". The bound says it is before retries."""
-    from gate.report import spend_line
+    from gate.report.text import spend_line
 
     line = spend_line(
         {
@@ -177,7 +177,7 @@ def test_the_spend_line_never_calls_its_bound_a_most_that_retries_pass():
 def test_a_run_that_could_not_be_scored_says_how_many_items_and_of_which_kinds():
     """Not which items nor what they said: the reason reaches any reader of the update, of a
     holdout too (issue 33); the first one's id and error went into it before."""
-    from gate.scoring import run_end
+    from gate.verdict.scoring import run_end
 
     metrics = {"total": 20, "errors": 3}
     status, reason = run_end(metrics, "hold", {"template": 2, "timeout": 1})

@@ -8,10 +8,10 @@ import io
 
 import pytest
 
+from gate.datasets.importer import read_pages
+from gate.datasets.sources import ContentHash, SourceOptions, open_source, row_digests
+from gate.datasets.sources.upload import UploadReader, check_repo_path, repo_path_of
 from gate.errors import DatasetError, UsageError
-from gate.importer import read_pages
-from gate.sources import ContentHash, SourceOptions, open_source, row_digests
-from gate.sources.upload import UploadReader, check_repo_path, repo_path_of
 
 CSV = b'item_id,expected_decision,text\na,yes,"two\nlines"\n\nb,no,"a ""quoted"" word"\nc,yes,plain\n'
 JSONL = (

@@ -10,7 +10,7 @@ import re
 from decimal import Decimal
 
 from gate.cli.progress import ScoringRate, WaitProgress, format_eta
-from gate.models import Update
+from gate.records import Update
 from gate.service import RunReport, UpdateReport
 
 CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")  # anything but the newline

@@ -1,4 +1,4 @@
-"""gate.wire: the service's dataclasses to JSON and back, exactly; untrusted data shaped
+"""gate.api.codec: the service's dataclasses to JSON and back, exactly; untrusted data shaped
 like the wire's own tags stays data."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import datetime as dt
 import json
 from decimal import Decimal
 
-from gate.models import DatasetVersion, VersionRow
+from gate.api.codec import decode, encode
+from gate.records import DatasetVersion, VersionRow
 from gate.service import DatasetPreview
-from gate.wire import decode, encode
 
 HOSTILE = {
     "$decimal": "not a number",

@@ -1,0 +1,455 @@
+"""``RemoteGate``: the gate's HTTP service (``gate.server``) behind the methods of ``Gate``
+the CLI calls, so `promptgate --gate-url URL ...` runs the very commands it runs on a
+database, to the same output and exit codes.
+
+Every answer is decoded by ``gate.api.codec`` into the same dataclasses ``Gate`` returns (the
+CLI renders them with the same code); every refusal becomes the GateError ``Gate`` raises
+(the request and the judging of its answer: ``gate.client.session``).
+
+Waiting uses the service's long-poll (``/v1/updates/{id}/wait``): each request holds at
+most ``LONG_POLL`` seconds (``POLL_SLICE`` when the caller watches progress, ``on_poll``)
+and the loop honours the caller's overall timeout."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gate.api.release import DEFAULT_RELEASE_MODE, SHA_POLL, deadline_after, expired, time_left, wait_for_release
+from gate.api.shape import HISTORY_LIMIT
+from gate.errors import UsageError
+from gate.records import (
+    DataDiff,
+    Dataset,
+    DatasetPreview,
+    DatasetVersion,
+    Imported,
+    LivePrompt,
+    Mapping,
+    Price,
+    Update,
+    WorkerRow,
+)
+from gate.report.update import SAMPLE_FAILURES, UpdateReport
+
+from .session import TIMEOUTS, ServiceSession, Unreachable, decode, path_segment
+
+if TYPE_CHECKING:
+    from gate.prompt.spec import PromptSpec  # (jinja2, yaml, re2: the caller has loaded it to read the file)
+
+LONG_POLL = 60.0  # seconds one long-poll request may hold (the server allows 120)
+POLL_SLICE = 2.0  # ... when the caller shows progress at each poll
+RECONNECT = 30.0  # seconds a wait tries again when the service that answered it goes away (a restart)
+# The public names of ``gate.service.Gate`` (tests/unit/test_cli_imports.py keeps this in step):
+# one the service does not offer is refused in one line, without importing Gate (SQLAlchemy).
+GATE_NAMES = frozenset(
+    {
+        "authenticate",
+        "cancel",
+        "check_upload",
+        "close",
+        "close_session",
+        "connect",
+        "create_token",
+        "dataset_version",
+        "dataset_versions",
+        "diff_source",
+        "diff_upload",
+        "diff_versions",
+        "endpoint",
+        "ensure_schema",
+        "fleet",
+        "get_dataset",
+        "history",
+        "import_upload",
+        "list_datasets",
+        "list_tokens",
+        "list_updates",
+        "limits",
+        "live",
+        "live_endpoint",
+        "live_providers",
+        "live_workers",
+        "map_dataset",
+        "mappings",
+        "open_session",
+        "optional_fields",
+        "preview_dataset",
+        "prices",
+        "providers",
+        "prune",
+        "refresh_dataset",
+        "register_dataset",
+        "register_provider",
+        "remove_limit",
+        "remove_price",
+        "remove_provider",
+        "revoke_token",
+        "rollback",
+        "set_limit",
+        "set_optional_fields",
+        "session_token",
+        "set_price",
+        "source_egress",
+        "status",
+        "submit",
+        "unmap_dataset",
+        "updates_for_sha",
+        "upgrade",
+        "wait",
+        "wait_for_sha",
+        "wait_status",
+    }
+)
+
+
+def _history_row(row: dict) -> dict:
+    """A history row with its times as datetimes again (an untyped dict on the wire)."""
+    if isinstance(row.get("applied_at"), str):
+        row["applied_at"] = dt.datetime.fromisoformat(row["applied_at"])
+    update = row.get("update")
+    if isinstance(update, dict) and isinstance(update.get("finished_at"), str):
+        update["finished_at"] = dt.datetime.fromisoformat(update["finished_at"])
+    return row
+
+
+class RemoteGate(ServiceSession):
+    """The Gate's methods, each one request to the gate's service at ``url`` (called with
+    bearer ``token``; None: anonymous, what a server with --public-read allows for reads)."""
+
+    def __getattr__(self, name: str):
+        """A ``Gate`` method the service does not offer fails in one line, not a traceback."""
+        if name.startswith("_") or name not in GATE_NAMES:
+            raise AttributeError(name)
+
+        def database_only(*_args, **_kwargs):
+            raise UsageError(
+                f"this works on the gate's database, not through its service ({name}): give "
+                "--database-url URL (or PROMPTGATE_DATABASE_URL)"
+            )
+
+        return database_only
+
+    # --- submissions and their reports -----------------------------------------------------
+
+    def submit(
+        self,
+        spec: PromptSpec,
+        mode: str = "check",
+        source: dict | None = None,
+        reuse: bool = True,
+        *,
+        full: bool = False,
+    ) -> int:
+        """Submit the prompt (its canonical config, which the server parses as it parses a
+        file). ``source``: its ``key``, ``sha``, ``path`` (and ``repo``, ``pr``) as the local
+        gate takes them; the service records who submitted it."""
+        source = source or {}
+        body = {
+            "prompt": spec.to_config(),
+            "mode": mode,
+            "reuse": reuse,
+            "full": full or None,
+            "source_key": source.get("key"),
+            **{k: source.get(k) for k in ("sha", "repo", "pr", "path")},
+        }
+        return int(self._call("POST", "/v1/updates", body={k: v for k, v in body.items() if v is not None})["id"])
+
+    def status(self, update_id: int, failures: int = SAMPLE_FAILURES) -> UpdateReport:
+        data = self._call("GET", f"/v1/updates/{int(update_id)}", params={"failures": failures, "view": "wire"})
+        return decode(UpdateReport, data)
+
+    def _long_poll(
+        self, update_id: int, seconds: float, failures: int = SAMPLE_FAILURES, patient: bool = False
+    ) -> UpdateReport:
+        """The report once the update is terminal, or after ``seconds``. ``patient``: the
+        service answered this wait before, so a service that goes away (a restart) is
+        asked again for up to ``RECONNECT`` seconds before the wait gives up."""
+        give_up = time.monotonic() + (RECONNECT if patient else 0.0)
+        while True:
+            try:
+                data = self._call(
+                    "GET",
+                    f"/v1/updates/{int(update_id)}/wait",
+                    timeout=seconds + TIMEOUTS.read,
+                    params={"timeout": round(seconds, 3), "failures": failures, "view": "wire"},
+                )
+                return decode(UpdateReport, data)
+            except Unreachable:
+                if time.monotonic() >= give_up:
+                    raise
+                time.sleep(1.0)
+
+    def wait(
+        self,
+        update_id: int,
+        timeout: float | None = None,
+        poll: float = 0.25,
+        on_poll: Callable[[UpdateReport], Any] | None = None,
+    ) -> UpdateReport:
+        """Long-poll until the update is terminal or ``timeout`` seconds pass. With ``on_poll``
+        the polls are short (``POLL_SLICE``) and it is called with each open report."""
+        deadline = deadline_after(timeout)
+        step = LONG_POLL if on_poll is None else POLL_SLICE
+        report = None
+        while True:
+            report = self._long_poll(update_id, time_left(deadline, step), patient=report is not None)
+            if report.terminal or expired(deadline):
+                return report
+            if on_poll is not None:
+                on_poll(report)
+
+    def wait_status(
+        self,
+        update_id: int,
+        timeout: float | None = None,
+        poll: float = 0.25,
+        on_status: Callable[[str], Any] | None = None,
+    ) -> str:
+        on_poll = (lambda report: on_status(report.status)) if on_status else None
+        return self.wait(update_id, timeout, poll, on_poll).status
+
+    def updates_for_sha(self, sha: str, prompt_name: str | None = None, mode: str | None = None) -> list[Update]:
+        """The commit's updates (``mode``: those a release wait of that mode answers for)."""
+        return decode(
+            list[Update], self._call("GET", "/v1/updates", params={"sha": sha, "prompt": prompt_name, "mode": mode})
+        )
+
+    def wait_for_sha(
+        self,
+        sha: str,
+        prompt: str | None = None,
+        timeout: float | None = None,
+        poll: float = SHA_POLL,
+        mode: str | None = DEFAULT_RELEASE_MODE,
+        on_select: Callable[[str], object] | None = None,
+    ) -> tuple[int, list[UpdateReport]]:
+        """As ``Gate.wait_for_sha`` (the one loop, ``release.wait_for_release``): the commit's
+        updates are looked up until some appear (up to ``timeout``), then each open one is
+        long-polled until it is terminal."""
+
+        def watch(report: UpdateReport, deadline: float | None) -> None:
+            self._long_poll(report.update.id, time_left(deadline, LONG_POLL), failures=0, patient=True)
+
+        return wait_for_release(self, sha, prompt, timeout, poll, mode, on_select, watch)
+
+    def list_updates(
+        self,
+        limit: int = 20,
+        prompt_name: str | None = None,
+        *,
+        status: str | None = None,
+        sha_prefix: str | None = None,
+        before_id: int | None = None,
+    ) -> list[Update]:
+        """Newest first, optionally of one prompt, in one status, of commits whose SHA
+        starts with ``sha_prefix`` (hex digits), older than update ``before_id``."""
+        params = {
+            "limit": limit,
+            "prompt": prompt_name,
+            "status": status,
+            "sha_prefix": sha_prefix,
+            "before_id": before_id,
+        }
+        return decode(list[Update], self._call("GET", "/v1/updates", params=params))
+
+    def cancel(self, update_id: int, reason: str = "cancelled by a user") -> None:
+        """Cancel the update (the service records who cancelled it as the reason, and lets a
+        submit token cancel only its own: ``Forbidden`` otherwise)."""
+        self._call("POST", f"/v1/updates/{int(update_id)}/cancel")
+
+    # --- prompts ------------------------------------------------------------------------------
+
+    def live(self, name: str) -> LivePrompt:
+        return decode(LivePrompt, self._call("GET", f"/v1/prompts/{path_segment(name)}/live"))
+
+    def history(self, name: str, limit: int = HISTORY_LIMIT) -> list[dict]:
+        """A prompt's live versions, newest first, as ``Gate.history`` gives them."""
+        rows = self._call("GET", f"/v1/prompts/{path_segment(name)}/history", params={"limit": limit})
+        return [_history_row(decode(dict, row)) for row in rows[:limit]]
+
+    def rollback(
+        self, name: str, reason: str, actor: str, to_version: int | None = None, seen_version: int | None = None
+    ) -> dict:
+        """An earlier version live again; the service records its token's name (and
+        ``actor``) as who."""
+        body = {"reason": reason, "actor": actor, "to": to_version, "seen_version": seen_version}
+        return self._call(
+            "POST", f"/v1/prompts/{path_segment(name)}/rollback", body={k: v for k, v in body.items() if v is not None}
+        )
+
+    # --- datasets, bars, prices, workers ----------------------------------------------------
+
+    def list_datasets(self) -> list[tuple[Dataset, list[Mapping]]]:
+        return [
+            (decode(Dataset, d["dataset"]), decode(list[Mapping], d["mappings"]))
+            for d in self._call("GET", "/v1/datasets")
+        ]
+
+    def mappings(self, prompt_name: str | None = None) -> list[Mapping]:
+        return [m for _, maps in self.list_datasets() for m in maps if prompt_name in (None, m.prompt_name)]
+
+    def get_dataset(self, name: str) -> Dataset:
+        return self.dataset_versions(name)[0]
+
+    def register_dataset(
+        self,
+        name: str,
+        source_uri: str,
+        *,
+        id_column: str | None = None,
+        label_column: str | None = None,
+        base_dir: str | Path | None = None,
+        declared_in: str | None = None,
+    ) -> Dataset:
+        """Register a dataset the server reads (https://, s3://, sql+...; the service
+        refuses a file on its machine). ``base_dir`` and ``declared_in`` serve the local
+        gate's file sources only, so they are not sent. A local file (a path, file://) is
+        read here and its rows uploaded (``upload_rows``), named by its path as given."""
+        from gate.datasets.sources import scheme_of
+        from gate.datasets.sources.upload import local_repo_path
+
+        if scheme_of(source_uri.strip()) == "file":
+            path = source_uri.strip().removeprefix("file://")
+            return self.upload_rows(
+                name,
+                path,
+                local_repo_path(path),
+                id_column=id_column,
+                label_column=label_column,
+                declared_in=declared_in,
+            )[0]
+        body = {"name": name, "source": source_uri, "id_column": id_column, "label_column": label_column}
+        data = self._call("POST", "/v1/datasets", body={k: v for k, v in body.items() if v is not None})
+        return decode(Dataset, data["dataset"])
+
+    def refresh_dataset(self, name: str, *, file: str | None = None) -> tuple[Dataset, Imported | None]:
+        """Import the dataset's source again; ``file``: a local file whose rows are
+        uploaded instead (a dataset registered from an upload is refreshed only so), under
+        the path the gate recorded for it."""
+        if file is not None:
+            from gate.datasets.sources.upload import local_repo_path
+
+            ds = self.get_dataset(name)
+            repo_path = ds.options.get("upload_path") or local_repo_path(file)
+            return self.upload_rows(
+                name,
+                file,
+                repo_path,
+                id_column=ds.options.get("id_column"),
+                label_column=ds.options.get("label_column"),
+                commit=None,
+                declared_in=ds.options.get("declared_in"),
+            )
+        data = self._call("POST", f"/v1/datasets/{path_segment(name)}/refresh")
+        return decode(Dataset, data["dataset"]), decode(Imported, data.get("imported"))
+
+    def upload_rows(
+        self,
+        name: str,
+        file: str | Path,
+        repo_path: str,
+        *,
+        id_column: str | None = None,
+        label_column: str | None = None,
+        commit: str | None = None,
+        declared_in: str | None = None,
+    ) -> tuple[Dataset, Imported | None]:
+        """Send the rows of the local ``file`` (CSV or JSONL, streamed) to the service, which
+        imports them as the dataset's version as a local import would (admin). ``repo_path``
+        and ``commit`` say where they came from."""
+        params = {
+            "path": repo_path,
+            "id_column": id_column,
+            "label_column": label_column,
+            "commit": commit,
+            "declared_in": declared_in,
+        }
+        data = self._put_rows(name, file, params)
+        return decode(Dataset, data["dataset"]), decode(Imported, data.get("imported"))
+
+    def diff_upload(self, name: str, file: str | Path, repo_path: str) -> DataDiff:
+        """How the rows of the local ``file`` (a pull request's copy of the dataset's file at
+        ``repo_path``) differ from the gate's version; nothing is stored (submit)."""
+        return decode(DataDiff, self._put_rows(name, file, {"path": repo_path, "dry_run": "true"}))
+
+    def _put_rows(self, name: str, file: str | Path, params: dict) -> Any:
+        """The rows of the local ``file`` (CSV or JSONL) streamed to the dataset's rows route.
+        (The sources are imported here: no other command of the service needs them.)"""
+        from gate.datasets.sources.upload import open_upload, upload_format
+
+        with open_upload(file) as (fh, size):
+            return self._call(
+                "PUT",
+                f"/v1/datasets/{path_segment(name)}/rows",
+                upload=(fh, size),
+                params={**params, "format": upload_format(file)},
+                timeout=10 * TIMEOUTS.read,
+            )
+
+    def dataset_versions(self, name: str) -> tuple[Dataset, list[DatasetVersion]]:
+        data = self._call("GET", f"/v1/datasets/{path_segment(name)}/versions")
+        return decode(Dataset, data["dataset"]), decode(list[DatasetVersion], data["versions"])
+
+    def dataset_version(self, name: str, version: int | str | None = None) -> DatasetVersion:
+        if version is not None and str(version).strip() == "0":
+            # the route's 0 means "current": ask as the local gate does
+            return self.preview_dataset(name, 0, 0).version
+        number = path_segment(str(version if version is not None else 0))
+        return decode(DatasetVersion, self._call("GET", f"/v1/datasets/{path_segment(name)}/versions/{number}"))
+
+    def preview_dataset(self, name: str, rows: int = 10, version: int | str | None = None) -> DatasetPreview:
+        data = self._call(
+            "GET", f"/v1/datasets/{path_segment(name)}/preview", params={"rows": max(0, rows), "version": version}
+        )
+        return decode(DatasetPreview, data)
+
+    def diff_versions(self, name: str, old: int | str, new: int | str) -> DataDiff:
+        return decode(
+            DataDiff, self._call("GET", f"/v1/datasets/{path_segment(name)}/diff", params={"old": old, "new": new})
+        )
+
+    def map_dataset(
+        self, prompt_name: str, dataset_name: str, min_accuracy: Any, *, bars: dict[str, Any] | None = None
+    ) -> Mapping:
+        data = self._call(
+            "PUT",
+            f"/v1/prompts/{path_segment(prompt_name)}/datasets/{path_segment(dataset_name)}",
+            body={"min_accuracy": min_accuracy, "bars": bars},
+        )
+        return decode(Mapping, data)
+
+    def unmap_dataset(self, prompt_name: str, dataset_name: str) -> bool:
+        path = f"/v1/prompts/{path_segment(prompt_name)}/datasets/{path_segment(dataset_name)}"
+        return bool(self._call("DELETE", path)["removed"])
+
+    def prices(self) -> dict[str, Price]:
+        return decode(dict[str, Price], self._call("GET", "/v1/prices"))
+
+    def live_workers(self) -> list[WorkerRow]:
+        return decode(list[WorkerRow], self._call("GET", "/v1/workers"))
+
+    # --- the gate config ----------------------------------------------------------------------
+
+    def sync_config(
+        self, text: str, path: str, dry_run: bool = False, files: list[str] | None = None, commit: str | None = None
+    ):
+        """``gateconfig.sync`` (or with ``dry_run`` ``gateconfig.diff``) of the gate config
+        ``text``, run by the service; ``path`` is its path in the repository. The service
+        reads the remote sources itself; ``files``: the file datasets whose rows this client
+        uploaded (``gateconfig.remote`` does both); ``commit``: the commit the text was read
+        at (recorded with the breaks it newly accepts)."""
+        from gate.gateconfig import SyncResult
+
+        body = {
+            "config": text,
+            "path": path,
+            "dry_run": dry_run,
+            **({"files": files} if files else {}),
+            **({"commit": commit} if commit else {}),
+        }
+        data = self._call("POST", "/v1/sync", body=body, timeout=10 * TIMEOUTS.read)
+        return decode(SyncResult, data)

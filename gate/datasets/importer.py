@@ -1,0 +1,339 @@
+"""Importing a dataset source into the gate as a version, and comparing rows with a version.
+
+``import_version`` reads the source page by page through its reader (the row contract,
+the size and depth limits), writes each page of rows into ``dataset_row`` on its own
+connection and transaction (two writers while the next page is read; one on SQLite), and
+hashes the rows' digests in order into the content hash. Only then is the version READY; if the
+dataset already has a READY version with that content, the new one is discarded and the
+existing one returned, so importing identical content creates no new version. A failure
+half-way discards what was written: a version is whole or absent. Pages are sized by bytes
+(``read_pages``), the first one too, and a version stores at most ``max_version_bytes``
+of rows (``StoredBytes``): a CSV header repeated into every row cannot fill the database.
+
+``diff_ordered`` (two versions, streamed by item id) and ``diff_against`` (a proposed file
+against a version) compare rows: added, removed and relabelled items, and items whose
+input changed; neither holds a whole version in memory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
+
+from gate import store
+from gate.db import is_sqlite, transaction
+from gate.errors import DatasetError
+from gate.prompt.structured.summary import ExpectedSummary
+from gate.records import EXAMPLES, DataDiff, Imported  # noqa: F401 (DataDiff: its old path)
+
+from .field_counts import FieldCounter
+from .sources import DEFAULT_MAX_ROW_BYTES, ContentHash, Reader, Row, first_page_size, next_page_size, row_digests
+
+WRITERS = 2
+DELETE_BATCH = 5000
+MAX_VERSION_BYTES_SETTING = "PROMPTGATE_MAX_VERSION_BYTES"
+HELD_LABEL = 191  # characters of a label a diff holds whole
+
+
+class StoredBytes:
+    """What a version's rows store (ids, labels, inputs, in UTF-8 bytes), counted page by
+    page: a DatasetError naming the setting once past ``limit`` (None: no limit)."""
+
+    def __init__(self, name: str, limit: int | None):
+        self.name, self.limit, self.total = name, limit, 0
+
+    def add(self, rows: list[Row]) -> None:
+        if self.limit is None:
+            return
+        self.total += _utf8_bytes(rows)
+        if self.total > self.limit:
+            raise DatasetError(
+                f"dataset {self.name}: its rows come to more than {self.limit} bytes as stored (at "
+                f"{rows[-1].position}), over {MAX_VERSION_BYTES_SETTING}, the cap on one version: nothing was stored"
+            )
+
+
+def _utf8_bytes(rows: list[Row]) -> int:
+    """The rows' ids, labels and inputs in UTF-8 bytes (a join per page: ~80 ns a row)."""
+    inputs, keys = "".join([r.input_json for r in rows]), "".join([r.item_id + r.expected for r in rows])
+    return sum(len(t) if t.isascii() else len(t.encode()) for t in (inputs, keys))
+
+
+def import_version(
+    engine: Engine,
+    dataset_id: int,
+    name: str,
+    source_uri: str,
+    options: dict,
+    reader: Reader,
+    page_size: int,
+    page_bytes: int,
+    *,
+    max_row_bytes: int = DEFAULT_MAX_ROW_BYTES,
+    max_version_bytes: int | None = None,
+) -> Imported:
+    """The source's rows as a READY version of the dataset (see the module docstring)."""
+    source_version = reader.snapshot_version()
+    version_id = transaction(
+        engine, lambda conn: store.create_version(conn, dataset_id, source_uri, options, source_version)
+    )
+    try:
+        pages = read_pages(reader, page_size, page_bytes, max_row_bytes, StoredBytes(name, max_version_bytes))
+        content_hash, rows, labels, fields = _write_rows(engine, version_id, name, pages)
+        if not rows:
+            raise DatasetError(f"dataset {name} has no rows: nothing to evaluate")
+        return _finish(engine, dataset_id, version_id, content_hash, rows, labels, fields)
+    except BaseException:
+        discard_version(engine, version_id)
+        raise
+
+
+def _write_rows(
+    engine: Engine, version_id: int, name: str, pages: Iterable[list[Row]]
+) -> tuple[str, int, dict[str, int], dict]:
+    digest, labels, fields, position = ContentHash(), Counter(), FieldCounter(), 0
+    expected, protected = ExpectedSummary(name), 0
+    with _Writers(engine, version_id, name) as writers:
+        for page in pages:
+            ids = [r.item_id for r in page]
+            if len(set(ids)) < len(ids):
+                dupes = [i for i, n in Counter(ids).items() if n > 1]
+                raise DatasetError(f"dataset {name}: duplicate item ids: {', '.join(dupes[:EXAMPLES])}")
+            digests = row_digests(page)
+            digest.update(digests)
+            for r in page:
+                fields.add(r.input)
+                expected.add(r.item_id, r.position, r.expected, r.structured)
+                protected += r.protected
+            if not page[0].structured:  # an object per row: no label to count (the summary says what they hold)
+                labels.update(r.expected for r in page)
+            writers.submit(
+                [
+                    (position + k, r.item_id, r.expected, r.input_json, d.hex(), int(r.protected))
+                    for k, (r, d) in enumerate(zip(page, digests))
+                ]
+            )
+            position += len(page)
+    return digest.hexdigest(), position, dict(labels), _version_fields(fields, expected, protected)
+
+
+def _version_fields(fields: FieldCounter, expected: ExpectedSummary, protected: int) -> dict:
+    """What is stored as ``dataset_version.fields``: the item fields (``gate.datasets.field_counts``)
+    and, where the rows have them, the summary of their expected objects
+    (``gate.prompt.structured.summary``) and how many rows are protected."""
+    out = fields.to_json()
+    summary = expected.to_json()
+    if summary is not None:
+        out["expected"] = summary
+    if protected:
+        out["protected"] = protected
+    return out
+
+
+def read_pages(
+    reader: Reader,
+    page_size: int,
+    page_bytes: int,
+    max_row_bytes: int = DEFAULT_MAX_ROW_BYTES,
+    stored: StoredBytes | None = None,
+) -> Iterator[list[Row]]:
+    """The source's rows a page at a time, pages sized by bytes: the first by the widest a
+    row may be, the others by the rows read so far; each page counted into ``stored``."""
+    cursor, size = None, first_page_size(page_size, page_bytes, max_row_bytes)
+    while True:
+        page = reader.read_page(cursor, size)
+        if page.rows:
+            if stored is not None:
+                stored.add(page.rows)
+            yield page.rows
+        if page.next_cursor is None:
+            return
+        cursor = page.next_cursor
+        size = next_page_size(page.rows, page_size, page_bytes)
+
+
+class _Writers:
+    """Pages written on their own connections while the next is read; the first error is
+    raised (a duplicate id across pages is the unique index's IntegrityError)."""
+
+    def __init__(self, engine: Engine, version_id: int, name: str):
+        self.engine, self.version_id, self.name = engine, version_id, name
+        self.count = 1 if is_sqlite(engine) else WRITERS
+        self.pool = ThreadPoolExecutor(self.count, thread_name_prefix="import-writer")
+        self.in_flight: list[Future] = []
+
+    def submit(self, rows) -> None:
+        while len(self.in_flight) >= self.count:
+            self.in_flight.pop(0).result()
+        self.in_flight.append(self.pool.submit(self._write, rows))
+
+    def _write(self, rows) -> None:
+        try:
+            transaction(self.engine, lambda conn: store.insert_version_rows(conn, self.version_id, rows))
+        except IntegrityError:
+            with self.engine.connect() as conn:
+                dupes = store.existing_version_ids(conn, self.version_id, [r[1] for r in rows])
+            raise DatasetError(
+                f"dataset {self.name}: duplicate item ids: {', '.join(dupes[:EXAMPLES]) or '(see the dataset)'}"
+            ) from None
+
+    def __enter__(self) -> _Writers:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            for future in self.in_flight:
+                if exc_type is None:
+                    future.result()
+                else:  # failing already: let the pages end, keep that error
+                    future.exception()
+        finally:
+            self.pool.shutdown(wait=True)
+
+
+def _finish(
+    engine: Engine, dataset_id: int, version_id: int, content_hash: str, rows: int, labels: dict[str, int], fields: dict
+) -> Imported:
+    def finish(conn) -> Imported:
+        store.lock_dataset(conn, dataset_id)  # the number: the dataset's next, one at a time
+        existing = store.find_version_by_content(conn, dataset_id, content_hash)
+        if existing is not None:
+            return Imported(existing, created=False)
+        if not store.finish_version(conn, version_id, dataset_id, content_hash, rows, labels, fields):
+            raise DatasetError("the import was taken away while it ran (a prune of stale imports?): run it again")
+        return Imported(store.get_version(conn, version_id), created=True)
+
+    try:
+        imported = transaction(engine, finish)
+    except IntegrityError:  # the same content went READY meanwhile, by another import
+        imported = transaction(engine, finish)
+    if not imported.created:
+        discard_version(engine, version_id)
+    return imported
+
+
+def discard_version(engine: Engine, version_id: int, batch: int = DELETE_BATCH) -> None:
+    """Delete a version's rows in bounded batches, then the version."""
+    while transaction(engine, lambda conn: store.delete_version_rows(conn, version_id, batch)):
+        pass
+    transaction(engine, lambda conn: store.delete_version(conn, version_id))
+
+
+# --- diffs (``DataDiff``, in gate.records: the service's client decodes it too) ------------------
+
+
+def count_fields(engine: Engine, version_id: int, page: int = 1000) -> dict:
+    """The fields of a stored version's rows (``gate.datasets.field_counts``), read page by page:
+    for a version imported before the gate counted them at import."""
+    counter, after = FieldCounter(), -1
+    while True:
+        with engine.connect() as conn:
+            rows = store.version_rows(conn, version_id, after, page)
+        for row in rows:
+            counter.add(row.input)
+        if len(rows) < page:
+            return counter.to_json()
+        after = rows[-1].position
+
+
+def version_keys(engine: Engine, version_id: int, page: int = 10000) -> Iterator[tuple[str, str, str]]:
+    """(item_id, label, row hash) of a stored version in item-id order, page by page."""
+    after = None
+    while True:
+        with engine.connect() as conn:
+            rows = store.version_keys(conn, version_id, after, page)
+        yield from rows
+        if len(rows) < page:
+            return
+        after = rows[-1][0]
+
+
+def diff_ordered(base: Iterable[tuple[str, str, str]], proposed: Iterable[tuple[str, str, str]]) -> DataDiff:
+    """Two row streams, each in item-id order, merged in constant memory (two versions)."""
+    result, base, proposed = DataDiff(), iter(base), iter(proposed)
+    old, new = next(base, None), next(proposed, None)
+    while old is not None or new is not None:
+        if new is not None and (old is None or new[0] < old[0]):
+            result.rows += 1
+            result.note("added", f"{new[0]} ({new[1]})")
+            new = next(proposed, None)
+        elif old is not None and (new is None or old[0] < new[0]):
+            result.note("removed", f"{old[0]} ({old[1]})")
+            old = next(base, None)
+        else:
+            result.rows += 1
+            _compare(result, old, new)
+            old, new = next(base, None), next(proposed, None)
+    return result
+
+
+def diff_against(engine: Engine, version_id: int, rows: Iterable[tuple[str, str, str]], max_rows: int) -> DataDiff:
+    """Rows from elsewhere (a pull request's copy of a file, in file order) against a
+    stored version: the proposed rows are held (at most ``max_rows``: beyond that the diff
+    says it is too large), the version streamed by item id. A long label is held by its
+    digest (``held_label``): the rows held cost their ids, not the file's size."""
+    proposed: dict[str, tuple[str, str]] = {}
+    for item_id, label, row_hash in rows:
+        if len(proposed) >= max_rows:
+            return DataDiff(too_large=max_rows)
+        proposed[item_id] = (held_label(label), row_hash)
+    result = DataDiff(rows=len(proposed))
+    for old in version_keys(engine, version_id):
+        new = proposed.pop(old[0], None)
+        if new is None:
+            result.note("removed", f"{old[0]} ({held_label(old[1])})")
+        else:
+            _compare(result, (old[0], held_label(old[1]), old[2]), (old[0], *new))
+    for item_id, (label, _) in proposed.items():
+        result.note("added", f"{item_id} ({label})")
+    return result
+
+
+def held_label(label: str) -> str:
+    """A label as a diff holds and shows it: itself, or when over ``HELD_LABEL`` characters
+    its start and a digest of the whole (equal labels stay equal; a hostile file of 4 KB
+    labels held each one whole: +63 MiB of the server's RSS for a 48 MiB dry run)."""
+    if len(label) <= HELD_LABEL:
+        return label
+    return f"{label[:64]}… (sha256 {hashlib.sha256(label.encode()).hexdigest()[:32]})"
+
+
+def _compare(result: DataDiff, old: tuple[str, str, str], new: tuple[str, str, str]) -> None:
+    if old[1] != new[1]:
+        result.note("relabelled", f"{old[0]}: {old[1]} → {new[1]}")
+    elif old[2] != new[2]:
+        result.note("changed", old[0])
+
+
+def source_rows(
+    reader: Reader,
+    page_size: int,
+    page_bytes: int,
+    max_row_bytes: int = DEFAULT_MAX_ROW_BYTES,
+    stored: StoredBytes | None = None,
+) -> Iterator[tuple[str, str, str]]:
+    """(item_id, label, row hash) of a source's rows, for ``diff_against``; ``stored``: the
+    rows an import would store, bounded as there (a dry run reads no more than it would)."""
+    for page in read_pages(reader, page_size, page_bytes, max_row_bytes, stored):
+        for row, digest in zip(page, row_digests(page)):
+            yield row.item_id, row.expected, digest.hex()
+
+
+__all__ = [
+    "DataDiff",
+    "Imported",
+    "StoredBytes",
+    "count_fields",
+    "diff_against",
+    "diff_ordered",
+    "discard_version",
+    "import_version",
+    "read_pages",
+    "source_rows",
+    "version_keys",
+]

@@ -1,0 +1,385 @@
+"""Rows as frozen dataclasses: what the store returns and the service hands out."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Dataset:
+    id: int
+    name: str
+    source_uri: str
+    options: dict[str, Any]
+    created_at: dt.datetime
+    current_version_id: int | None = None
+
+
+@dataclass(frozen=True)
+class DatasetVersion:
+    """An immutable import of a dataset's rows, keyed by its content hash."""
+
+    id: int
+    dataset_id: int
+    status: str  # IMPORTING, READY
+    content_hash: str | None
+    row_count: int
+    labels: dict[str, int]  # label -> rows
+    source_uri: str
+    source_options: dict[str, Any]
+    source_version: str | None
+    created_at: dt.datetime
+    fields: dict | None = (
+        None  # which item fields its rows have (gate.datasets.importer.FieldCounter); None: not counted yet
+    )
+    number: int | None = None  # 1, 2, 3 … per dataset, given when it went READY ("v3")
+
+    @property
+    def label(self) -> str:
+        """How outputs name it: "v3" (its number in its dataset), or "id 12" before it has one."""
+        return f"v{self.number}" if self.number is not None else f"id {self.id}"
+
+
+@dataclass(frozen=True)
+class VersionRow:
+    position: int
+    item_id: str
+    expected: str
+    input: dict[str, Any]
+    row_hash: str
+
+
+@dataclass(frozen=True)
+class Mapping:
+    prompt_name: str
+    dataset_id: int
+    dataset_name: str
+    min_accuracy: Decimal
+    bars: dict | None = None  # the bars beyond min_accuracy (gate.verdict.bars.Bars.extra)
+
+
+@dataclass(frozen=True)
+class LivePrompt:
+    name: str
+    version: int
+    config: dict[str, Any]
+    config_hash: str
+    applied_update_id: int | None
+    updated_at: dt.datetime
+    kind: str = "apply"  # how this version went live: 'apply' or 'rollback'
+    restored_version: int | None = None  # a rollback: the version whose config it made live again
+    actor: str | None = None  # a rollback: who
+    reason: str | None = None  # a rollback: why
+
+    def how(self) -> str:
+        """How this version went live, in words: "rollback to v1 by ci, reason: …" or
+        "applied by update #7"."""
+        if self.kind == "rollback":
+            return f"rollback to v{self.restored_version} by {self.actor or '?'}, reason: {(self.reason or '').strip()}"
+        return f"applied by update #{self.applied_update_id}" if self.applied_update_id else "applied"
+
+
+@dataclass(frozen=True)
+class Update:
+    id: int
+    prompt_name: str
+    mode: str
+    status: str
+    candidate_config: dict[str, Any]
+    candidate_hash: str
+    base_version: int
+    source: dict[str, Any]
+    reason: str | None
+    created_at: dt.datetime
+    started_at: dt.datetime | None
+    finished_at: dt.datetime | None
+    full: bool = False  # `submit --full`: no run of it stops early
+    limits: dict[str, Any] | None = (
+        None  # the spend caps pinned at submit and its calls' upper bound (gate.calls.spend_caps)
+    )
+    stopped: dict[str, Any] | None = None  # why it stopped before every item was called (early stop, spend cap)
+
+
+@dataclass(frozen=True)
+class Run:
+    id: int
+    update_id: int
+    dataset_id: int
+    dataset_name: str
+    source_uri: str
+    source_options: dict[str, Any]
+    status: str
+    min_accuracy: Decimal
+    row_count: int
+    content_hash: str | None
+    source_version: str | None
+    materialize_cursor: str | None
+    materialized_at: dt.datetime | None
+    lease_token: str | None
+    attempt: int
+    metrics: dict[str, Any] | None
+    reason: str | None
+    created_at: dt.datetime
+    started_at: dt.datetime | None
+    finished_at: dt.datetime | None
+    dataset_version_id: int | None = None
+    pinned: dict[str, Any] | None = None  # what the verdict stands on (see gate.prompt.request_keys.pin)
+    role: str = "candidate"  # or "baseline": the live version, for the comparison
+    dataset_version_number: int | None = None  # that version's number in its dataset ("v3")
+    stopped: str | None = None  # early_stop, with_update or spend_cap: its items were not all called
+
+
+@dataclass(frozen=True)
+class RunCandidate:
+    """What a run evaluates: the update's prompt name, candidate config, and the provider
+    declaration it was submitted with (None: the default provider)."""
+
+    prompt_name: str
+    config: dict[str, Any]
+    provider: dict[str, Any] | None
+    update_id: int = 0
+    reuse: bool = True  # may answers already paid for be reused
+    dataset_version_id: int | None = None
+
+
+@dataclass(frozen=True)
+class ClaimedItem:
+    run_id: int
+    position: int  # the row's place in the run's dataset version: the item's key
+    item_id: str
+    input: dict[str, Any] | None  # None: read from the dataset version's row
+    expected_decision: str
+    attempt: int
+
+
+@dataclass(frozen=True)
+class ItemResult:
+    """What the executor writes back for one claimed item (of the chunk's run)."""
+
+    position: int
+    verdict: str  # MATCH / MISMATCH / ERROR, or PENDING for a retry
+    actual_decision: str | None = None
+    raw_output: str | None = None
+    latency_ms: int | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    error: str | None = None
+    retry_in: float | None = None  # seconds until the retry is visible (PENDING only)
+    answer_key: str | None = None  # the request's reuse key (gate.prompt.request_keys); of trial 1 with trials
+    reused_update_id: int | None = None  # the update whose answer this is, when reused
+    trials: tuple[Trial, ...] | None = None  # each trial's answer, with trials > 1 (gate.prompt.trials)
+    unstable: bool = False  # the trials' answers disagree
+    fields_wrong: int | None = None  # a fields decision: bits of the fields that did not match
+    fields_missing: int | None = None  # ... and of those the answer did not have (gate.prompt.structured.compare)
+    calls: int = 0  # model calls made for it (0: reused, or not called)
+
+
+TRIAL_OUTPUT_LIMIT = 200  # characters of each trial's output kept with its item
+TRIAL_ERROR_LIMIT = 300
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One of an item's trials (gate.prompt.trials): its answer, or why its call failed. ``key``
+    (its reuse key) and ``reused_update_id`` say where the answer is kept or came from."""
+
+    decision: str | None
+    raw_output: str | None = None
+    latency_ms: int | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    error: str | None = None
+    key: str | None = None
+    reused_update_id: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stored form (``prompt_run_item.trials``): outputs and errors bounded."""
+        stored: dict[str, Any] = {
+            "decision": self.decision,
+            "raw_output": (self.raw_output or "")[:TRIAL_OUTPUT_LIMIT] or None,
+            "latency_ms": self.latency_ms,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+        }
+        if self.error is not None:
+            stored["error"] = self.error[:TRIAL_ERROR_LIMIT]
+        if self.reused_update_id is not None:
+            stored["reused_update_id"] = self.reused_update_id
+        return stored
+
+
+@dataclass(frozen=True)
+class ItemSample:
+    item_id: str
+    expected_decision: str
+    actual_decision: str | None
+    verdict: str
+    raw_output: str | None
+    error: str | None
+    wrong_fields: list[dict] | None = (
+        None  # a fields decision: the fields that did not match (gate.prompt.structured.samples)
+    )
+
+
+@dataclass(frozen=True)
+class UnstableItem:
+    """An item whose trials disagree: what each trial answered (``(error)``: its call failed)."""
+
+    item_id: str
+    expected_decision: str
+    actual_decision: str | None
+    verdict: str
+    answers: list[str]
+
+
+@dataclass(frozen=True)
+class Price:
+    """US dollars per million input and output tokens of a model (the gate config's
+    ``prices:``)."""
+
+    model: str
+    input_per_million: Decimal
+    output_per_million: Decimal
+
+    def to_dict(self) -> dict[str, str]:
+        return {
+            "model": self.model,
+            "input_per_million": f"{self.input_per_million:f}",
+            "output_per_million": f"{self.output_per_million:f}",
+        }
+
+
+@dataclass(frozen=True)
+class FlipSample:
+    """An item live answered right and the candidate wrong (or the reverse)."""
+
+    item_id: str
+    expected_decision: str
+    live_decision: str | None
+    candidate_decision: str | None
+    candidate_output: str | None
+    wrong_fields: list[dict] | None = None  # a fields decision: the candidate's fields that did not match
+
+
+@dataclass(frozen=True)
+class RunCounts:
+    total: int = 0
+    pending: int = 0
+    match: int = 0
+    mismatch: int = 0
+    error: int = 0
+    stopped: int = 0
+
+    @property
+    def scored(self) -> int:
+        return self.match + self.mismatch
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An answer already paid for, by request key (gate.prompt.request_keys)."""
+
+    request_key: str
+    actual_decision: str
+    raw_output: str | None
+    latency_ms: int | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    update_id: int
+    run_id: int  # the run that paid for it: reused once that run is finished
+    trial_of: str | None = None  # trials 2..N: the key of trial 1 (retention keeps them together)
+
+
+@dataclass(frozen=True)
+class WorkerRow:
+    id: str
+    role: str
+    host: str
+    pid: int
+    started_at: dt.datetime
+    heartbeat_at: dt.datetime
+    oldest_call_seconds: float | None = None  # age of its oldest model call in flight, at the last heartbeat
+
+
+@dataclass(frozen=True)
+class ApiToken:
+    """A bearer token of the HTTP service, as stored: its hash, never the token."""
+
+    id: int
+    name: str
+    scope: str  # read, submit or admin (gate.service.tokens.SCOPES)
+    token_hash: str
+    created_at: dt.datetime
+    last_used_at: dt.datetime | None
+    revoked_at: dt.datetime | None
+
+
+@dataclass(frozen=True)
+class FleetCounts:
+    """The fleet at a glance (``store.fleet_counts``): what the status page and /metrics show."""
+
+    updates: dict[str, int]  # status -> updates
+    runs: dict[str, int]  # status -> runs
+    items: dict[str, int]  # items of open runs: pending, leased, MATCH, MISMATCH, ERROR
+    oldest_pending_seconds: float | None  # the oldest submission no worker has started
+    workers: int  # live worker processes
+    oldest_heartbeat_seconds: float | None
+    calls_saved: dict[str, int] = field(default_factory=dict)  # reason -> model calls not made, ever (gate_counter)
+
+
+@dataclass(frozen=True)
+class DatasetPreview:
+    """A version's first rows, row count and label counts (most frequent first)."""
+
+    version: DatasetVersion
+    first_rows: list[VersionRow]
+
+    @property
+    def row_count(self) -> int:
+        return self.version.row_count
+
+    @property
+    def label_counts(self) -> dict[str, int]:
+        return dict(sorted(self.version.labels.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+@dataclass(frozen=True)
+class Imported:
+    version: DatasetVersion
+    created: bool  # False: the dataset had a version with this content already
+
+
+EXAMPLES = 3  # examples of each kind a DataDiff keeps
+
+
+@dataclass
+class DataDiff:
+    """How rows differ from a stored version, with the first examples of each kind."""
+
+    added: int = 0
+    removed: int = 0
+    relabelled: int = 0
+    changed: int = 0  # same id and label, other input
+    rows: int = 0  # rows of the proposed data
+    too_large: int = 0  # not compared: the proposed data has over this many rows
+    examples: dict[str, list[str]] = field(
+        default_factory=lambda: {"added": [], "removed": [], "relabelled": [], "changed": []}
+    )
+
+    @property
+    def any(self) -> bool:
+        return bool(self.added or self.removed or self.relabelled or self.changed or self.too_large)
+
+    def note(self, kind: str, text: str) -> None:
+        setattr(self, kind, getattr(self, kind) + 1)
+        if len(self.examples[kind]) < EXAMPLES:
+            self.examples[kind].append(text)
+
+    def summary(self) -> str:
+        if self.too_large:
+            return f"over {self.too_large:,} rows: too large to compare here"
+        parts = [f"{getattr(self, k)} {k}" for k in ("added", "removed", "relabelled", "changed") if getattr(self, k)]
+        return ", ".join(parts) or "no change"

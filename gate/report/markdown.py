@@ -1,0 +1,357 @@
+"""Markdown reports: one Jinja source (``gate/report/templates/*.md.j2``) for the pull-request
+comment, the commit comment, the Actions step summary, ``promptgate demo`` and
+``promptgate status --format markdown``.
+
+Everything that comes from a dataset row, a model's output, a prompt file or a pull
+request is untrusted. The environment has autoescape off (this is Markdown, not HTML) and
+instead a ``finalize`` hook that refuses to print any plain string: every ``{{ ... }}``
+must go through the ``md`` filter (escape untrusted text) or one of the formatting
+filters (``gate.report.markdown_filters``, which also says what ``md`` makes inert), which return
+:class:`Safe`. A template that prints a raw value fails loudly in the tests instead of
+shipping an injection.
+
+The comment stays under GitHub's 65,536-character limit: when it would not, failing-item
+samples are cut first (with a note saying so), then output excerpts, then the details.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+from gate.verdict.reasons import detail_text
+
+from .markdown_filters import (
+    Safe,
+    UnescapedOutput,
+    bar_pct,
+    chart_pct,
+    code,
+    decided,
+    difference,
+    interval,
+    link,
+    md,
+    mermaid_label,
+    num,
+    pct,
+    points,
+    pvalue,
+    ratio,
+    run_pct,
+    short_hash,
+    usd,
+)
+from .text import spend_line
+from .update import RunReport, UpdateReport
+
+MARKER = "<!-- prompt-gate:report -->"
+GITHUB_COMMENT_LIMIT = 65536
+STEP_SUMMARY_LIMIT = 1024 * 1024 - 1024  # GitHub refuses a step summary over 1 MiB
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+DEFAULT_SAMPLES = 5
+DEFAULT_EXCERPT = 160
+
+
+# --- the environment: every print through a filter ------------------------------------------------
+
+
+def _finalize(value: Any) -> Any:
+    if isinstance(value, Safe):
+        return value
+    if value is None:
+        return ""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value
+    raise UnescapedOutput(
+        f"template printed an unescaped {type(value).__name__} {str(value)[:40]!r}: "
+        "pass it through |md (untrusted) or a formatting filter"
+    )
+
+
+def environment() -> Environment:
+    env = Environment(
+        loader=FileSystemLoader(str(TEMPLATES)),
+        autoescape=False,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        finalize=_finalize,
+    )
+    env.filters.update(
+        md=md,
+        code=code,
+        short_hash=short_hash,
+        mermaid_label=mermaid_label,
+        mermaid_chart=mermaid_chart,
+        num=num,
+        pct=pct,
+        run_pct=run_pct,
+        chart_pct=chart_pct,
+        bar_pct=bar_pct,
+        link=link,
+        points=points,
+        interval=interval,
+        pvalue=pvalue,
+        ratio=ratio,
+        usd=usd,
+        decided=decided,
+        difference=difference,
+    )
+    return env
+
+
+_ENV: Environment | None = None
+
+
+def _env() -> Environment:
+    global _ENV
+    if _ENV is None:
+        _ENV = environment()
+    return _ENV
+
+
+# --- view model ------------------------------------------------------------------------------
+
+ICONS = {
+    "APPLIED": "✅",
+    "PASSED": "✅",
+    "REJECTED": "❌",
+    "FAILED": "💥",
+    "CANCELLED": "⏹️",
+    "PENDING": "⏳",
+    "RUNNING": "⏳",
+}
+
+
+def _run_view(run: RunReport, samples: int, excerpt: int) -> dict:
+    metrics = run.metrics or {}
+    confusion = metrics.get("confusion") or {}
+    actual_labels = sorted({a for row in confusion.values() for a in row})
+    failing_total = (metrics.get("mismatches", run.scored - run.matches) or 0) + (run.errors or 0)
+    shown = list(run.failures[: max(0, samples)])
+    if run.passed is True:
+        result = "pass"
+    elif run.passed is False:
+        result = "fail"
+    elif run.stop:
+        result = "stopped"
+    else:
+        result = run.status.lower()
+    return {
+        "run": run,
+        "result": result,
+        "confusion": [(exp, [confusion[exp].get(a, 0) for a in actual_labels]) for exp in sorted(confusion)],
+        "actual_labels": actual_labels,
+        "failures": shown,
+        "failing_total": failing_total,
+        "failures_cut": failing_total > len(shown),
+        "excerpt": excerpt,
+        "invalid": metrics.get("invalid", 0),
+        "detail": detail_text(metrics),
+        "compared": run.comparison,
+        "baseline_note": run.baseline_note if run.status == "DONE" else None,
+        "bars": [c for c in run.checks if c["bar"] != "min_accuracy"],
+        "labels": sorted(run.labels.items()),
+        "calls": run.calls if run.status == "DONE" else None,
+        "broken": run.broken[: max(0, samples)],
+        "trials": run.trials,
+        "unstable": run.unstable[: max(0, samples)],
+        "fields": run.fields,
+        "slices": run.slices,
+        "protected": run.protected,
+        "accepted": run.accepted_breaks,
+    }
+
+
+def _update_view(report: UpdateReport, samples: int, excerpt: int, details: bool, charts: bool) -> dict:
+    u = report.update
+    config = u.candidate_config or {}
+    attempts = {k: v for k, v in (report.attempts or {}).items() if isinstance(v, int)}
+    return {
+        "u": u,
+        "icon": Safe(ICONS.get(u.status, "•")),
+        "model": config.get("model"),
+        "path": (u.source or {}).get("path"),
+        "runs": [_run_view(r, samples, excerpt) for r in report.runs],
+        "attempts": attempts,
+        "terminal": report.terminal,
+        "details": details,
+        # inside the details, bars only: no line joins two datasets
+        "chart": report.runs if charts and any(r.accuracy is not None for r in report.runs) else None,
+        "spend": spend_line(report.spend) if report.spend else None,
+    }
+
+
+CHART_TOP, CHART_ROW, CHART_WIDTH, CHART_NAME = 110, 30, 700, 24  # px, px, px, characters
+
+
+def mermaid_chart(runs: Sequence[Any]) -> Safe:
+    """The accuracy chart as a Mermaid block: ONE horizontal bar series with one bar per
+    dataset × version — "hard · live", "hard · candidate", "hard · bar" — each named on
+    its axis and labelled with its value. Mermaid's ``xychart-beta`` draws several series
+    on top of one another in one colour and without a legend (a bar of 85 % hid a candidate
+    of 66.7 %), so every bar gets a place and a name of its own; horizontal, so the names
+    read at GitHub's comment width however many datasets there are. A dataset the live
+    version was not compared on has no live bar, one with nothing scored no candidate bar
+    (rather than a zero)."""
+    bars = []
+    for r in runs:
+        name = re.sub(r"[^A-Za-z0-9._ -]", "", str(r.dataset or ""))[:CHART_NAME] or "?"
+        if r.comparison and r.comparison.get("live_accuracy") is not None:
+            bars.append((f"{name} · live", r.comparison["live_accuracy"]))
+        if r.accuracy is not None:  # nothing scored: no bar, rather than a zero
+            bars.append((f"{name} · candidate", r.accuracy))
+        bars.append((f"{name} · bar", r.bar))
+    what = "live, candidate and bar" if any(r.comparison for r in runs) else "candidate and bar"
+    lines = [
+        "```mermaid",
+        "---",
+        "config:",
+        "  xyChart:",
+        f"    width: {CHART_WIDTH}",
+        f"    height: {CHART_TOP + CHART_ROW * len(bars)}",
+        "    showDataLabel: true",
+        "  themeVariables:",
+        "    xyChart:",
+        '      plotColorPalette: "#9DB9E0"',
+        "---",
+        "xychart-beta horizontal",
+        f'    title "Accuracy (%): {what}, per dataset"',
+        "    x-axis [" + ", ".join(f'"{label}"' for label, _ in bars) + "]",
+        '    y-axis "%" 0 --> 100',
+        "    bar [" + ", ".join(chart_pct(value) for _, value in bars) + "]",
+        "```",
+    ]
+    return Safe("\n".join(lines))
+
+
+def _headline(reports: Sequence[UpdateReport], problems: int) -> str:
+    counts: dict[str, int] = {}
+    for r in reports:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    order = ["APPLIED", "PASSED", "REJECTED", "FAILED", "CANCELLED", "RUNNING", "PENDING"]
+    words = {"RUNNING": "still running", "PENDING": "still pending"}
+    parts = [f"{counts[s]} {words.get(s, s.lower())}" for s in order if counts.get(s)]
+    if problems:
+        parts.append(f"{problems} invalid file{'s' if problems != 1 else ''}")
+    return " · ".join(parts) or "no prompt to evaluate"
+
+
+def overall_icon(reports: Sequence[UpdateReport], problems: int) -> str:
+    statuses = {r.status for r in reports}
+    if problems or statuses & {"FAILED", "CANCELLED"}:
+        return "💥" if statuses & {"FAILED"} or problems else "⏹️"
+    if "REJECTED" in statuses:
+        return "❌"
+    if statuses & {"PENDING", "RUNNING"}:
+        return "⏳"
+    return "✅"
+
+
+def _render(
+    reports, problems, config, context, samples, excerpt, details, charts, marker, truncated, limit=GITHUB_COMMENT_LIMIT
+) -> str:
+    ctx = dict(context or {})
+    data = {
+        "marker": Safe(MARKER) if marker else None,
+        "headline": Safe(_headline(reports, len(problems))),
+        "icon": Safe(overall_icon(reports, len(problems))),
+        "ref": ctx.get("ref"),
+        "mode": ctx.get("mode") or "",
+        "sha": ctx.get("sha"),
+        "pr": ctx.get("pr") if isinstance(ctx.get("pr"), int) else None,
+        "event": ctx.get("event"),
+        "title": ctx.get("title"),
+        "notes": list(ctx.get("notes") or ()),
+        "skipped": list(ctx.get("skipped") or ()),
+        "run_url": ctx.get("run_url"),
+        "problems": problems,
+        "config": config,
+        "updates": [_update_view(r, samples, excerpt, details, charts) for r in reports],
+        "truncated": truncated,
+        "limit": limit,
+    }
+    return _env().get_template("report.md.j2").render(**data)
+
+
+def render_markdown(
+    reports: Iterable[UpdateReport],
+    *,
+    validation_errors: Iterable[Any] = (),
+    config_changes: Any = None,
+    context: Mapping[str, Any] | None = None,
+    samples: int = DEFAULT_SAMPLES,
+    excerpt_chars: int = DEFAULT_EXCERPT,
+    max_chars: int = GITHUB_COMMENT_LIMIT,
+    marker: bool = True,
+) -> str:
+    """The whole report: one section per update, the invalid files, the gate config
+    changes. ``validation_errors`` are objects with file, line, field, reason;
+    ``config_changes`` is a :class:`gate.gateconfig.SyncResult` (``applied`` False: shown
+    as "takes effect after merge"); ``context`` may hold event, repo, pr, sha, run_url,
+    title, notes (list of str) and skipped (list of (path, reason)). The result is at
+    most ``max_chars`` characters."""
+    reports = list(reports)
+    problems = list(validation_errors or ())
+    attempts = []
+    for n in sorted({samples, min(samples, 3), min(samples, 1), 0}, reverse=True):
+        attempts.append((n, excerpt_chars, True, True))
+    attempts += [(0, excerpt_chars, False, True), (0, excerpt_chars, False, False)]
+    text = ""
+    for i, (n, excerpt, details, charts) in enumerate(attempts):
+        truncated = i > 0
+        text = _render(
+            reports, problems, config_changes, context, n, excerpt, details, charts, marker, truncated, max_chars
+        )
+        if len(text) <= max_chars:
+            return text
+    return hard_cut(text, max_chars)
+
+
+def hard_cut(text: str, max_chars: int) -> str:
+    """Cut at a line boundary, close an open code fence, and say so."""
+    note = (
+        f"\n\n> ✂️ This report was cut to stay under GitHub's {max_chars}-character limit; "
+        "the workflow run's step summary and `promptgate report ID` show all of it.\n"
+    )
+    budget = max(0, max_chars - len(note) - 8)
+    cut = text[:budget]
+    if "\n" in cut:
+        cut = cut[: cut.rfind("\n")]
+    if sum(1 for line in cut.splitlines() if line.startswith("```")) % 2:
+        cut += "\n```"
+    return cut + note
+
+
+def render_report_markdown(
+    report: UpdateReport,
+    *,
+    context: Mapping[str, Any] | None = None,
+    samples: int = DEFAULT_SAMPLES,
+    marker: bool = False,
+) -> str:
+    """One update as Markdown: for `promptgate demo` and `promptgate status --format markdown`."""
+    return render_markdown([report], context=context, samples=samples, marker=marker)
+
+
+render_report = render_report_markdown  # the name gate/cli/demo.py imports
+
+
+__all__ = [
+    "GITHUB_COMMENT_LIMIT",
+    "MARKER",
+    "Safe",
+    "UnescapedOutput",
+    "code",
+    "environment",
+    "md",
+    "render_markdown",
+    "render_report",
+    "render_report_markdown",
+]

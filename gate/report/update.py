@@ -1,0 +1,302 @@
+"""What the service hands out about an update: its report (per run: the counts, the
+accuracy, every bar and how the run stands against it, the comparison with the live
+version on the same items, per-label metrics, the calls' latency and tokens, a few failing
+and broken items; per field, per slice, protected items and accepted breaks) as frozen dataclasses, and ``to_dict``
+for ``status --json`` (its
+contract: gate/schemas/status.schema.json).
+
+No database here (``gate.service`` re-exports these): the CLI renders a service's answer
+with them without loading SQLAlchemy."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import asdict, dataclass, field, replace
+from decimal import Decimal
+from typing import Any
+
+from gate.records import FlipSample, ItemSample, Run, UnstableItem, Update
+from gate.states import EXIT_CODES, UPDATE_TERMINAL, RunStatus, UpdateStatus
+from gate.verdict.bars import DEFAULT_CONFIDENCE, pinned_bars
+from gate.verdict.stats import label_metrics, mcnemar_exact, paired_difference_interval, significant, wilson_interval
+from gate.verdict.update_outcome import run_checks
+
+from .figures import accepted_view, fields_view, protected_view, slices_view
+
+SAMPLE_FAILURES = 5  # failing items a report shows by default
+
+
+@dataclass(frozen=True)
+class RunReport:
+    run_id: int
+    dataset: str
+    bar: Decimal
+    status: str
+    total: int
+    scored: int
+    matches: int
+    errors: int
+    pending: int
+    accuracy: float | None  # raw matches / scored, for display; the gate uses exact fractions
+    passed: bool | None  # None until the run is DONE
+    reason: str | None
+    row_count: int
+    content_hash: str | None
+    source_version: str | None
+    source_uri: str
+    metrics: dict | None
+    failures: list[ItemSample] = field(default_factory=list)
+    dataset_version_id: int | None = None
+    dataset_version_number: int | None = None  # its number in its dataset: outputs say "v3"
+    pinned: dict | None = None  # what the verdict stands on (gate.prompt.request_keys.pin)
+    reused: dict[int, int] = field(default_factory=dict)  # update id -> answers reused from it
+    checks: list[dict] = field(default_factory=list)  # every bar against the run (gate.verdict.bar_checks.BarCheck)
+    comparison: dict | None = None  # live vs candidate on the same items (``comparison``)
+    baseline_note: str | None = None  # why there is no comparison
+    labels: dict = field(default_factory=dict)  # label -> support, precision, recall, F1
+    calls: dict | None = None  # latency p50/p95/max (ms) and tokens of the answers
+    broken: list[FlipSample] = field(default_factory=list)  # the first items live got right and this wrong
+    cost: dict | None = None  # usd, per_1k_items (decimal text) and the price pinned at submit
+    trials: dict | None = None  # calls per item and their rule (gate.prompt.trials), unstable items; None: one call
+    unstable: list[UnstableItem] = field(default_factory=list)  # the first items whose trials disagree
+    fields_read: list[dict] | None = None  # item fields the templates read, rows having each (None: not pinned)
+    fields: dict | None = None  # a fields decision: per field (gate.report.figures.fields_view)
+    slices: dict | None = None  # per value of the mapping's slice_by column
+    protected: dict | None = None  # the protected items, and those that broke
+    accepted_breaks: list[dict] = field(default_factory=list)  # the mapping's accepted breaks, and what became of each
+    stopped: int = 0  # items never answered: the run stopped first (early stop, spend cap)
+    stop: dict | None = None  # why it stopped: kind, sentence, calls saved; None: it did not
+
+    @property
+    def reused_total(self) -> int:
+        return sum(self.reused.values())
+
+
+@dataclass(frozen=True)
+class UpdateReport:
+    update: Update
+    runs: list[RunReport]
+    attempts: dict[str, int]
+    spend: dict = field(default_factory=dict)  # calls: the upper bound and caps pinned at submit, made, reused, saved
+
+    @property
+    def status(self) -> str:
+        return self.update.status
+
+    @property
+    def terminal(self) -> bool:
+        return self.update.status in UPDATE_TERMINAL
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[UpdateStatus(self.update.status)]
+
+    def to_dict(self) -> dict[str, Any]:
+        def plain(value):
+            if isinstance(value, dict):
+                return {k: plain(v) for k, v in value.items()}
+            if isinstance(value, (list, tuple)):
+                return [plain(v) for v in value]
+            if isinstance(value, Decimal):
+                return float(value)
+            if isinstance(value, dt.datetime):
+                return value.isoformat() + "Z"
+            return value
+
+        u = asdict(self.update)
+        return plain(
+            {
+                "id": u.pop("id"),
+                **u,
+                "runs": [asdict(r) for r in self.runs],
+                "attempts": self.attempts,
+                **({"spend": self.spend} if self.spend else {}),
+            }
+        )
+
+
+def run_report(
+    run: Run,
+    counts,
+    failures: list[ItemSample],
+    reused: dict[int, int] | None = None,
+    broken: list[FlipSample] | None = None,
+    unstable: list[UnstableItem] | None = None,
+) -> RunReport:
+    metrics = run.metrics or {}
+    failures, broken, protected = _with_wrong_fields(run, failures, broken or [], protected_view(metrics))
+    matches = metrics.get("matches", counts.match)
+    scored = metrics.get("scored", counts.scored)
+    checks = [c.to_dict() for c in run_checks(run)] if run.status == RunStatus.DONE else []
+    stop = _stop(metrics, run)
+    passed = all(c["state"] != "fail" for c in checks) if run.status == RunStatus.DONE else None
+    if stop is not None and run.status == RunStatus.DONE:  # settled early: failed; else not judged
+        passed = False if stop["kind"] == "early_stop" else None
+    return RunReport(
+        run_id=run.id,
+        dataset=run.dataset_name,
+        bar=run.min_accuracy,
+        status=run.status,
+        total=metrics.get("total", counts.total),
+        scored=scored,
+        matches=matches,
+        errors=metrics.get("errors", counts.error),
+        pending=counts.pending,
+        accuracy=(matches / scored) if scored else None,
+        passed=passed,
+        reason=run.reason,
+        row_count=run.row_count,
+        content_hash=run.content_hash,
+        source_version=run.source_version,
+        source_uri=run.source_uri,
+        metrics=run.metrics,
+        failures=failures,
+        dataset_version_id=run.dataset_version_id,
+        dataset_version_number=run.dataset_version_number,
+        pinned=run.pinned,
+        reused=reused or {},
+        checks=checks,
+        comparison=comparison(metrics, pinned_bars(run.pinned, run.min_accuracy).confidence),
+        baseline_note=metrics.get("baseline_note") if "flips" in metrics else (run.pinned or {}).get("baseline_note"),
+        labels=label_metrics(metrics.get("confusion") or {}),
+        calls=metrics.get("calls"),
+        broken=broken or [],
+        cost=_cost(metrics, run.pinned),
+        trials=_trials(metrics, run.pinned),
+        unstable=unstable or [],
+        fields_read=_fields_read(run.pinned),
+        fields=fields_view(metrics),
+        slices=slices_view(metrics),
+        protected=protected,
+        accepted_breaks=accepted_view(metrics),
+        stopped=metrics.get("stopped", counts.stopped),
+        stop=stop,
+    )
+
+
+def _with_wrong_fields(run: Run, failures: list[ItemSample], broken: list[FlipSample], protected: dict | None):
+    """A fields decision's sample items, each with the fields it got wrong."""
+    from gate.prompt.structured.rule import rule_of
+
+    rule = rule_of((run.pinned or {}).get("decision"))
+    if rule is None:
+        return failures, broken, protected
+    from gate.prompt.structured.samples import wrong_fields
+
+    failures = [
+        replace(f, wrong_fields=wrong_fields(rule, f.actual_decision, f.expected_decision))
+        if f.verdict == "MISMATCH"
+        else f
+        for f in failures
+    ]
+    broken = [replace(b, wrong_fields=wrong_fields(rule, b.candidate_decision, b.expected_decision)) for b in broken]
+    if protected:
+        protected = {
+            **protected,
+            "samples": [
+                {**s, "wrong_fields": wrong_fields(rule, s["candidate_decision"], s["expected_decision"])}
+                for s in protected["samples"]
+            ],
+        }
+    return failures, broken, protected
+
+
+def _stop(metrics: dict, run: Run) -> dict | None:
+    """A stopped run's stop as the report says it: why (early_stop: its verdict was
+    settled; with_update: another run of its update settled it; spend_cap), in a sentence
+    once reconcile confirmed it, and the calls it saved; None for a run not stopped."""
+    stop = metrics.get("stop")
+    if not stop and not run.stopped:
+        return None
+    kind = (stop or {}).get("kind") or run.stopped
+    return {"kind": kind, "sentence": (stop or {}).get("sentence"), "calls_saved": metrics.get("calls_saved")}
+
+
+def _fields_read(pinned: dict | None) -> list[dict] | None:
+    """The item fields the candidate's templates read, as pinned at submit
+    (``gate.service.admission``): per field, how many of the version's rows have it
+    (None: not counted) and whether the gate config declares it optional."""
+    fields = (pinned or {}).get("fields")
+    if fields is None:
+        return None
+    optional = set(fields.get("optional") or ())
+    return [
+        {"field": name, "rows": rows, "of": fields.get("rows"), "optional": name in optional}
+        for name, rows in sorted((fields.get("read") or {}).items())
+    ]
+
+
+def _trials(metrics: dict, pinned: dict | None) -> dict | None:
+    """A run with trials: n, rule, k, how many must match, and how many items are
+    unstable (None until the run is finalized)."""
+    trials = (pinned or {}).get("trials")
+    if not trials:
+        return None
+    return {
+        "n": trials["n"],
+        "rule": trials["rule"],
+        "k": trials.get("k"),
+        "needed": trials["needed"],
+        "unstable": metrics.get("unstable"),
+    }
+
+
+def _cost(metrics: dict, pinned: dict | None) -> dict | None:
+    """The cost as shown: exact dollars, per 1,000 items to 9 decimals (the cost bar
+    compares the exact figures), and the price it was computed at."""
+    answered = metrics.get("total", 0) - metrics.get("stopped", 0)  # a stopped run's rows not called cost nothing
+    if metrics.get("cost_usd") is None or answered <= 0:
+        return None
+    per_1k = Decimal(metrics["cost_usd"]) * 1000 / answered
+    return {"usd": metrics["cost_usd"], "per_1k_items": f"{per_1k:.9f}", "price": (pinned or {}).get("price")}
+
+
+def comparison(metrics: dict, confidence: Decimal = DEFAULT_CONFIDENCE) -> dict | None:
+    """Live against candidate on the same items, from finalize's flips: each accuracy with
+    its Wilson 95 % interval, the change in points, the paired difference's interval at
+    ``confidence`` (Newcombe's method 10: the resolution the dataset gives), fixed and
+    broken counts, and McNemar's exact p-value on them."""
+    flips, live = metrics.get("flips"), metrics.get("live")
+    if not flips or not live:
+        return None
+    matches, scored = metrics.get("matches", 0), metrics.get("scored", 0)
+    live_accuracy = live["matches"] / live["scored"] if live["scored"] else None
+    accuracy = matches / scored if scored else None
+    p_value = mcnemar_exact(flips["fixed"], flips["broken"])
+    return {
+        "live_update_id": live.get("update_id"),
+        "live_version": live.get("live_version"),
+        "live_run_id": live.get("run_id"),
+        "live_scored_now": bool(live.get("scored_now")),
+        "live_accuracy": live_accuracy,
+        "live_interval": _interval(live["matches"], live["scored"]),
+        "accuracy": accuracy,
+        "interval": _interval(matches, scored),
+        "delta_points": None
+        if live_accuracy is None or accuracy is None
+        else round(100 * (accuracy - live_accuracy), 9),
+        "fixed": flips["fixed"],
+        "broken": flips["broken"],
+        "both_right": flips["both_right"],
+        "both_wrong": flips["both_wrong"],
+        "paired": flips["paired"],
+        "p_value": p_value,
+        "significant": significant(p_value),
+        "difference_points": round(100 * (flips["fixed"] - flips["broken"]) / flips["paired"], 9)
+        if flips["paired"]
+        else None,
+        "difference_interval": _difference(flips, confidence),
+        "confidence": float(confidence),
+    }
+
+
+def _difference(flips: dict, confidence: Decimal) -> list[float] | None:
+    found = paired_difference_interval(
+        flips["both_right"], flips["fixed"], flips["broken"], flips["both_wrong"], float(confidence)
+    )
+    return None if found is None else [found[1], found[2]]
+
+
+def _interval(successes: int, n: int) -> list[float] | None:
+    found = wilson_interval(successes, n)
+    return list(found) if found else None

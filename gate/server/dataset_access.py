@@ -1,0 +1,254 @@
+"""Which dataset sources the service may read for a caller. A source registered, or synced,
+through the service is read on the server with the server's environment, so a token holder
+must not be able to make it read anything of the server's:
+
+* no file: a path, ``file://`` or an SQLite database (``sql+sqlite:///path``);
+* no ``${VAR}``, in any part and after any percent-decoding: the CLI fills those in from its own environment (an
+operator's tokens on
+  the operator's machine); on the server they would be the server's secrets (the database
+  URL, provider keys), sent to a URL of the caller's choosing;
+* no ``query_file`` and no driver option outside a short list: ``query_file`` reads a file
+  of the server's, and driver options such as ``local_infile`` or ``read_default_file``
+  make the driver read them.
+
+What such sources need (a token in an environment variable, a query in a file) is for the
+CLI on the database (``--database-url``). Where the readers may connect, and the
+readers' own refusal to expand, is ``gate.datasets.sources.egress`` (the service opens every
+source with it)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from types import SimpleNamespace
+from urllib.parse import parse_qsl, unquote_plus, urlsplit
+
+from gate.datasets.sources import scheme_of, shown_source
+from gate.errors import NotFound, UsageError
+from gate.states import RunStatus
+from gate.verdict.reasons import ITEM_DETAIL
+from gate.verdict.update_outcome import run_checks
+
+SERVER_FILES = "the service reads no file on its machine: give an https://, s3:// or sql+ database source"
+SQL_PARAMS = frozenset({"query", "sslmode", "connect_timeout", "charset", "application_name"})
+BY_DATABASE = "or register it with --database-url"
+
+
+def reads_server_files(source: str) -> bool:
+    """Would reading ``source`` read a file of the server's: a path, file://, SQLite?"""
+    scheme = scheme_of(source.strip())
+    return scheme == "file" or scheme.startswith("sql+sqlite")
+
+
+MAX_DECODINGS = 8
+
+
+def decoded_forms(uri: str) -> list[str]:
+    """``uri`` and its percent-decodings, each round decoding the last, until stable (at
+    most ``MAX_DECODINGS`` rounds; a form still changing after them is returned too)."""
+    forms = [uri]
+    for _ in range(MAX_DECODINGS):
+        decoded = unquote_plus(forms[-1])
+        if decoded == forms[-1]:
+            break
+        forms.append(decoded)
+    return forms
+
+
+def remote_source_problem(source: str) -> str | None:
+    """Why the service will not read ``source`` for a caller (None: it may)."""
+    uri = source.strip()
+    scheme = scheme_of(uri)
+    if reads_server_files(uri):
+        return SERVER_FILES
+    forms = decoded_forms(uri)
+    if any("${" in form for form in forms):
+        return (
+            "${VAR} in a source sent to the service (in any part, percent-encoded or not) would be filled "
+            "in from the server's environment"
+        )
+    if len(forms) > MAX_DECODINGS:
+        return f"a source sent to the service is percent-encoded more than {MAX_DECODINGS} times over"
+    if scheme == "s3" and not s3_bucket_allowed(urlsplit(uri).netloc):
+        return (
+            "an s3:// source is read with the server's own AWS credentials, so the service reads one for a "
+            "caller only from a bucket the operator lists (PROMPTGATE_SOURCE_S3_BUCKETS)"
+        )
+    if scheme.startswith("sql+"):
+        if "#" in uri:  # urlsplit stops at a fragment, SQLAlchemy's URL parser does not
+            return "a sql+ source sent to the service cannot hold '#' (a database URL has no fragment)"
+        refused = sorted(sql_option_names(uri) - SQL_PARAMS)
+        if refused:
+            return (
+                f"the service takes no {refused[0][:40]!r} option in a sql+ source (only "
+                f"{', '.join(sorted(SQL_PARAMS))})"
+            )
+    return None
+
+
+S3_BUCKETS_ENV = "PROMPTGATE_SOURCE_S3_BUCKETS"
+
+
+def s3_bucket_allowed(bucket: str) -> bool:
+    """Is ``bucket`` one the operator lets callers read with the server's AWS credentials
+    (``PROMPTGATE_SOURCE_S3_BUCKETS``: names, comma-separated, or ``*``; default none)?"""
+    listed = {name.strip() for name in os.environ.get(S3_BUCKETS_ENV, "").split(",") if name.strip()}
+    return "*" in listed or bucket in listed
+
+
+def sql_option_names(uri: str) -> set[str]:
+    """The option names of a ``sql+`` source as the reader will see them: SQLAlchemy's own
+    parser (``make_url``), and ``urlsplit``'s for good measure."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    names = {key for key, _ in parse_qsl(urlsplit(uri).query, keep_blank_values=True)}
+    try:
+        names |= set(make_url(uri[len("sql+") :]).query)
+    except (ArgumentError, ValueError):
+        pass  # not a URL the reader could open either: it refuses it by itself
+    return names
+
+
+def uploaded_source(config_path: str, source: str) -> str:
+    """A file dataset of a gate config synced through the service, whose rows the client
+    uploads: ``upload://`` its repository path (the config's path, then the source's)."""
+    from gate.datasets.sources.upload import repo_path_of, upload_uri
+
+    return upload_uri(repo_path_of(config_path, source.strip()))
+
+
+def check_remote_source(source: str, where: str = "") -> None:
+    problem = remote_source_problem(source)
+    if problem:
+        raise UsageError(f"{where}{problem}, {BY_DATABASE}")
+
+
+SOURCE_KEYS = frozenset({"source_uri", "source"})
+OPTION_KEYS = frozenset({"options", "source_options"})
+
+
+def scrubbed(data):
+    """Encoded data as the service shows it to any caller: a source URI as
+    ``sources.shown_source`` shows it (no password, no query-string token, a file by its
+    name only: a reader of the status page or the API needs which source, not its
+    credentials nor the server's paths), and no ``base_dir`` (a folder of the machine
+    that registered it)."""
+    if isinstance(data, list):
+        return [scrubbed(v) for v in data]
+    if not isinstance(data, dict):
+        return data
+    out = {}
+    for key, value in data.items():
+        if key in SOURCE_KEYS and isinstance(value, str):
+            out[key] = shown_source(value)
+        elif key in OPTION_KEYS and isinstance(value, dict):
+            out[key] = scrubbed({k: v for k, v in value.items() if k != "base_dir"})
+        else:
+            out[key] = scrubbed(value)
+    return out
+
+
+def rows_readable(scope: str | None, ds) -> bool:
+    """May a caller of ``scope`` (None: anonymous) read the rows of dataset ``ds``? An admin
+    token always; any other only the rows a repository holds anyway: a file a gate config
+    declared, uploaded or synced from the checkout (``upload://``, or a file with
+    ``declared_in``). A dataset the operator registered from elsewhere (a private holdout,
+    a warehouse query) shows its counts, never its rows: a pull request's token must not
+    learn the items it is judged on."""
+    if scope == "admin":
+        return True
+    scheme = scheme_of(ds.source_uri or "")
+    return scheme == "upload" or (scheme == "file" and bool((ds.options or {}).get("declared_in")))
+
+
+def version_shown(scope: str | None, ds, version):
+    """A version of ``ds`` as a caller of ``scope`` sees it: for one who may not read its rows
+    (``rows_readable``), the summary of its expected objects (``fields["expected"]``) without
+    the values — per field, how many rows expect each text value and the first that is not a
+    number are the rows' own. The kinds of each field, whether all read as numbers, the
+    field counts and the label counts stay (the counts any reader gets)."""
+    expected = (version.fields or {}).get("expected") if version is not None else None
+    if not isinstance(expected, dict) or rows_readable(scope, ds):
+        return version
+    fields = {
+        name: {**stats, "values": None, "not_numeric": None} if isinstance(stats, dict) else stats
+        for name, stats in (expected.get("fields") or {}).items()
+    }
+    return replace(version, fields={**version.fields, "expected": {**expected, "fields": fields}})
+
+
+HOLDOUT_ROWS = (
+    "dataset {name}'s rows are not a repository's (the operator registered it from elsewhere, "
+    "a holdout): reading them needs an admin token"
+)
+
+
+def holdout_items_hidden(report, gate):
+    """``report`` (a ``gate.report.update.UpdateReport``) as a reader who is not admin sees
+    it: of each run on a dataset whose rows that reader may not read (``rows_readable``),
+    no item — no failing, broken, wavering or protected sample (ids, expected labels and
+    the model's answers, which a pull request's prompt can make repeat the item), no item
+    detail (what its reason leaves out: ``gate.verdict.reasons``) — and its slices by rank, not by
+    value ("slice 1", "slice 2" …: a slice's value is a cell of the dataset; the checks of
+    ``min_slice_accuracy`` are said again over those names). The counts, bars and verdict
+    stay. The dataset as registered now, as ``preview`` reads it; one no longer registered
+    is hidden too.
+
+    The run's and the update's ``reason`` go out as they are: they are built naming no
+    item (``gate.verdict.reasons``; the tests of issue 33 hold each way a reason is made), so there
+    is nothing in them to hide. A filter here could not tell an item's value in a sentence
+    from the gate's own words without reading the rows (an item id "20" against "20 rows"),
+    and the update's reason is listed (``GET /v1/updates``, the status page's list) where
+    no report is built."""
+
+    def readable(name: str) -> bool:
+        try:
+            return rows_readable(None, gate.get_dataset(name))
+        except NotFound:
+            return False
+
+    shown = {name: readable(name) for name in {r.dataset for r in report.runs}}
+    runs = [r if shown[r.dataset] else _without_items(r) for r in report.runs]
+    return replace(report, runs=runs)
+
+
+def _without_items(run):
+    metrics = dict(run.metrics or {})
+    metrics.pop(ITEM_DETAIL, None)  # the ids and values its reason leaves out (gate.verdict.reasons)
+    if isinstance(metrics.get("protected"), dict):
+        metrics["protected"] = {**metrics["protected"], "samples": []}
+    protected = {**run.protected, "samples": []} if run.protected else run.protected
+    slices, checks = run.slices, run.checks
+    if isinstance(metrics.get("slices"), dict):
+        metrics["slices"] = _ranked(metrics["slices"])
+        slices = _ranked(run.slices) if run.slices else run.slices
+        if run.status == RunStatus.DONE:  # the checks as run_report makes them, over the ranks
+            judged = SimpleNamespace(metrics=metrics, pinned=run.pinned, min_accuracy=run.bar)
+            checks = [c.to_dict() for c in run_checks(judged)]
+    return replace(
+        run,
+        failures=[],
+        broken=[],
+        unstable=[],
+        protected=protected,
+        slices=slices,
+        checks=checks,
+        metrics=metrics if run.metrics else run.metrics,
+        fields_read=None,
+        pinned=_without_field_counts(run.pinned),
+    )
+
+
+def _without_field_counts(pinned: dict | None) -> dict | None:
+    """What the run pinned, less how many of the dataset's rows have each field its templates
+    read: for a holdout, that count tells a template's author which columns the holdout has
+    (the field check at submit tells them nothing either: ``gate.service.admission``)."""
+    if not pinned or "fields" not in pinned:
+        return pinned
+    return {key: value for key, value in pinned.items() if key != "fields"}
+
+
+def _ranked(sliced: dict) -> dict:
+    """Slices named by their rank ("slice 1" the largest), not their value."""
+    return {**sliced, "slices": [{**s, "value": f"slice {n}"} for n, s in enumerate(sliced.get("slices") or (), 1)]}

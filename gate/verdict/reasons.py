@@ -1,0 +1,96 @@
+"""Why a run or an update ended, in the words every reader gets, and the item detail only
+some may read.
+
+A run's ``reason`` and its update's (composed from it: ``gate.verdict.update_outcome``) reach any
+reader of the update — the API, ``/wait``, the updates list, the status page, the pull
+request's comment — whichever dataset the run was on, a holdout too (a dataset whose rows
+only admin reads: ``gate.server.dataset_access.rows_readable``). So a reason says counts and kinds
+and never an item's id or value: "3 of 20 items of d could not be scored (template: 2,
+timeout: 1; see the failing items)". Which items, and what they said, go to the run's
+metrics under ``ITEM_DETAIL``, which the service leaves out for a reader who may not read
+the dataset's rows, as it leaves out the failing items themselves; the reports show it to
+the others (``detail_text``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+ITEM_DETAIL = "item_detail"  # a run's metrics: what its reason leaves out (ids, values, errors)
+DETAIL_CHARS = 300
+
+
+def kinds_text(kinds: Mapping[str, int]) -> str:
+    """``{"template": 2, "timeout": 1}`` as "template: 2, timeout: 1", the most first."""
+    return ", ".join(f"{kind}: {n:,}" for kind, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def errors_reason(
+    errors: int, total: int, dataset: str, kinds: Mapping[str, int] | None = None, budget: str | None = None
+) -> str:
+    """A run with items that could not be scored, by count and kind of error; ``budget``:
+    the first budget error, which the gate words itself and which names no item (the
+    template sandbox's budget, or a run's mean render time), so it may be said."""
+    by_kind = f"{kinds_text(kinds)}; " if kinds else ""
+    said = f": {budget.removeprefix('budget: ')[:DETAIL_CHARS]}" if budget else ""
+    return f"{errors:,} of {total:,} items of {dataset} could not be scored ({by_kind}see the failing items){said}"
+
+
+def unknown_labels_reason(dataset: str, rows: int, labels: int, prompt_labels: list[str]) -> str:
+    """A dataset version whose rows give labels the prompt does not have: how many rows and
+    how many labels, never which (a holdout's labels are its values)."""
+    return (
+        f"dataset {dataset}: {rows:,} row(s) with {labels:,} label(s) the prompt does not have "
+        f"(its labels: {', '.join(prompt_labels)})"
+    )
+
+
+def first_error_detail(item_id: str, error: str | None) -> dict[str, Any]:
+    return {"first_error": {"item_id": item_id, "error": (error or "")[:DETAIL_CHARS]}}
+
+
+def detail_text(metrics: Mapping[str, Any] | None) -> str | None:
+    """A run's item detail in one line for the reports (None: none, or left out for this
+    reader)."""
+    detail = (metrics or {}).get(ITEM_DETAIL)
+    if not isinstance(detail, Mapping):
+        return None
+    parts = []
+    first = detail.get("first_error")
+    if isinstance(first, Mapping):
+        parts.append(f"the first: item {first.get('item_id')}: {first.get('error')}")
+    labels = detail.get("unknown_labels")
+    if isinstance(labels, Mapping) and labels:
+        parts.append("labels the prompt does not have: " + ", ".join(f"{k!r} ({n:,} rows)" for k, n in labels.items()))
+    examples = [e for e in detail.get("examples") or () if isinstance(e, Mapping)]
+    if examples:
+        parts.append("e.g. " + "; ".join(f"item {e.get('item_id')}: {e.get('expected')!r}" for e in examples))
+    return "; ".join(parts) or None
+
+
+# Where a reason written before reasons named no item (issue 33) began to name one, and the
+# words that stand for what is cut, in this order: finalize's first failing item, the rows
+# with labels the prompt lacked, an item over its budget, the protected items that broke.
+_LEGACY_ITEMS = (
+    ("; the first: ", " (see the failing items)"),
+    ("): item ", ")"),
+    (": item ", ": (an item's detail, left out)"),
+    (" broke (", " broke"),
+)
+_LEGACY_SLICE = re.compile(r"min_slice_accuracy\[(?![^\]]*\]: a slice at )")
+
+
+def without_legacy_items(reason: str | None) -> str | None:
+    """A stored reason as it is read: one written by an earlier version of the gate, which
+    copied items into reasons, cut where it named the first one (from there to its end,
+    which may drop the reasons of later runs: better than an item). A reason written now
+    holds none of these words and is read as it is."""
+    if not reason:
+        return reason
+    for marker, instead in _LEGACY_ITEMS:
+        if marker in reason:
+            reason = reason[: reason.index(marker)] + instead
+    found = _LEGACY_SLICE.search(reason)
+    return reason[: found.start()] + "min_slice_accuracy (a slice's value, left out)" if found else reason

@@ -1,0 +1,140 @@
+"""How an update whose runs are all terminal ends (``update_end``; an item's verdict is
+``states.Verdict``): REJECTED when a run stopped early because no outcome of its remaining
+items could clear its bars (gate/verdict/early_stop.py); FAILED when its spend cap stopped it, when a
+run could not be scored, or when the live version's answers a bar compared with live (or
+the protection of protected items) needs could not be had; REJECTED when any bar of any
+run fails — "missed" (the figure is on the wrong side; a protected item that broke is
+named first), or for ``max_drop`` "inconclusive" (the interval straddles the limit: the
+dataset cannot tell) — a bar n/a does not block; else PASSED (check) or APPLIED (apply).
+A baseline run that failed otherwise only shows in the report.
+
+The reason is composed from the runs' reasons, which name no item (``gate.verdict.reasons``), and
+names none itself: how many protected items broke, not which; a slice that missed its bar
+by its column, not its value. Any reader of the update reads it, of a holdout too."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gate.states import Mode, RunStatus, UpdateStatus
+
+from .bar_checks import BarCheck, check
+from .bars import pinned_bars
+
+EARLY_STOP, SPEND_CAP, WITH_UPDATE = "early_stop", "spend_cap", "with_update"  # a run's stop, by why
+
+
+def run_checks(run) -> list[BarCheck]:
+    """A finished run against the bars pinned with it. A run that stopped early is held
+    against its best completion (every remaining item right: what settled it), with the
+    figures that completion would have; a run stopped with its update is not judged."""
+    metrics = run.metrics or {}
+    stop = metrics.get("stop")
+    if stop is None:
+        return check(pinned_bars(run.pinned, run.min_accuracy), metrics)
+    if stop.get("kind") != EARLY_STOP or not stop.get("best"):
+        return []
+    early = "stopped early: even if every remaining item matched"
+    return [
+        c if c.state != "fail" else BarCheck(c.name, c.label, c.limit, c.value, c.state, early, c.reason)
+        for c in check(pinned_bars(run.pinned, run.min_accuracy), {**metrics, **stop["best"]})
+    ]
+
+
+def stop_kind(run) -> str | None:
+    return ((run.metrics or {}).get("stop") or {}).get("kind")
+
+
+def update_end(mode: str, runs: Sequence) -> tuple[UpdateStatus, str]:
+    """``runs`` have .status, .dataset_name, .metrics, .min_accuracy, .pinned and .reason."""
+    if not runs:
+        return UpdateStatus.FAILED, "no runs"
+    stopped = _stopped_end(runs)
+    if stopped is not None:
+        return stopped
+    broken = [r for r in runs if r.status != RunStatus.DONE]
+    if broken:
+        why = "; ".join(f"{r.dataset_name}: {r.reason or r.status}" for r in broken)
+        return UpdateStatus.FAILED, f"could not be scored: {why}"
+    unanswered = [(r, name) for r in runs if (r.metrics or {}).get("baseline_error") for name in _live_bars(r)]
+    if unanswered:
+        why = "; ".join(f"{r.dataset_name}: {r.metrics['baseline_error']} ({name} needs it)" for r, name in unanswered)
+        return UpdateStatus.FAILED, f"could not be scored: {why}"
+    checks = [(r, run_checks(r)) for r in runs]
+    # a bar still pending (not compared yet) never passes: reconcile compares first, so
+    # this only guards against a verdict taken too early
+    # a protected item that broke is named first (sorted is stable: the rest keep their order)
+    failing = sorted(
+        ((r.dataset_name, c) for r, cs in checks for c in cs if c.state in ("fail", "pending")),
+        key=lambda f: f[1].name != "protected",
+    )
+    missed = [_missed(ds, c) for ds, c in failing if c.reason != "inconclusive"]
+    inconclusive = [
+        f"{ds} {c.title} {c.value} ({c.note.removeprefix('inconclusive: ')})"
+        for ds, c in failing
+        if c.reason == "inconclusive"
+    ]
+    if missed or inconclusive:
+        return UpdateStatus.REJECTED, "; ".join(
+            ([f"missed: {'; '.join(missed)}"] if missed else [])
+            + ([f"inconclusive: {'; '.join(inconclusive)}"] if inconclusive else [])
+        )
+    cleared = "; ".join(
+        f"{r.dataset_name} {c.value} ≥ {c.limit}" for r, cs in checks for c in cs if c.name == "min_accuracy"
+    )
+    skipped = sorted({c.title for _, cs in checks for c in cs if c.state == "n/a"})
+    tail = f"; not applied: {', '.join(skipped)}" if skipped else ""
+    return (UpdateStatus.APPLIED if mode == Mode.APPLY else UpdateStatus.PASSED), f"every bar cleared ({cleared}){tail}"
+
+
+def _stopped_end(runs: Sequence) -> tuple[UpdateStatus, str] | None:
+    """The end of an update some of whose runs stopped before every item was called: a run
+    settled early (confirmed on its final figures by reconcile) rejects it, the spend cap
+    fails it. A run that stopped early but whose final figures do not settle it (never
+    expected: its tally would have been wrong) fails it rather than reject on a guess."""
+    settled = [r for r in runs if stop_kind(r) == EARLY_STOP]
+    confirmed = [r for r in settled if r.metrics["stop"].get("missed")]
+    if confirmed:
+        return UpdateStatus.REJECTED, "stopped early: " + "; ".join(
+            f"{r.dataset_name}: {r.metrics['stop']['sentence']}" for r in confirmed
+        )
+    if settled:
+        return UpdateStatus.FAILED, (
+            "stopped early, but the items answered do not settle the verdict: "
+            + ", ".join(r.dataset_name for r in settled)
+            + "; resubmit with --full"
+        )
+    capped = [r for r in runs if stop_kind(r) == SPEND_CAP]
+    if capped:
+        return UpdateStatus.FAILED, f"spend cap reached: {capped[0].metrics['stop'].get('sentence') or ''}".rstrip()
+    if any(stop_kind(r) for r in runs):  # stopped with a run that ended otherwise: never a pass
+        return UpdateStatus.FAILED, "stopped before every item was called: " + ", ".join(
+            r.dataset_name for r in runs if stop_kind(r)
+        )
+    return None
+
+
+def _live_bars(run) -> list[str]:
+    """What of a run needs the live version's answers (a missing answer fails them): its
+    max_broken and max_drop bars, and the protection of its protected items."""
+    bars = pinned_bars(run.pinned, run.min_accuracy)
+    names = [
+        name for name, limit in (("max_broken", bars.max_broken), ("max_drop", bars.max_drop)) if limit is not None
+    ]
+    return names + (["protection"] if ((run.metrics or {}).get("protected") or {}).get("items") else [])
+
+
+def _missed(dataset: str, c: BarCheck) -> str:
+    if c.value is None:  # a bar that applies and could not be computed
+        return f"{dataset} {c.title}: {c.note}"
+    if c.name == "protected":  # which ones: the report's protected items, for who may read them
+        items = "item" if c.value == "1" else "items"
+        return f"{dataset}: {c.value} protected {items} broke"
+    if c.slice_of is not None:  # a slice by its column, not its value (a holdout's values are its rows')
+        return f"{dataset} min_slice_accuracy[{c.slice_of}]: a slice at {c.value} < bar {c.limit}"
+    if c.name == "min_accuracy":
+        return f"{dataset} {c.value} < bar {c.limit}"
+    if c.name == "max_drop":
+        return f"{dataset} max_drop {c.value} ({c.note})"
+    relation = ">" if c.name.startswith("max_") else "<"
+    return f"{dataset} {c.title} {c.value} {relation} bar {c.limit}"
