@@ -136,12 +136,12 @@ def stop(procs) -> None:
 
 
 def wait_for_workers(gate, n: int, timeout: float = 30) -> None:
-    from gate import store
+    from gate.store.workers import live_workers
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         with gate.engine.connect() as conn:
-            if len(store.live_workers(conn, 30)) >= n:
+            if len(live_workers(conn, 30)) >= n:
                 pause_at_random_probe_phase(gate)
                 return
         time.sleep(0.1)

@@ -81,8 +81,8 @@ def worker(url: str, chunk_size: int, concurrency: int, uid: int, progress, timi
 
 
 def one_run(server_url: str, items: int, args, name: str) -> dict:
-    from gate import store
     from gate.service import Gate
+    from gate.store.runs import runs_of_update
 
     url = fresh_database(server_url, name)
     gate = Gate.connect(url, upgrade=True)
@@ -101,7 +101,7 @@ def one_run(server_url: str, items: int, args, name: str) -> dict:
     materialized_at = None
     while materialized_at is None:
         with gate.engine.connect() as conn:
-            run = store.runs_of_update(conn, uid)[0]
+            run = runs_of_update(conn, uid)[0]
         if run.materialized_at is not None:
             materialized_at = time.monotonic()
         time.sleep(0.2)
@@ -176,15 +176,16 @@ def window_timings(samples: list, items: int) -> None:
 def explain_claims(gate, run_id: int) -> bool:
     """EXPLAIN of the claim queries on the full tables: each should read a range of an index
     with no filesort. Returns whether they all do."""
-    from gate import store
     from gate.states import RunStatus
+    from gate.store.items import item_claim_query
+    from gate.store.runs import finalize_candidates_query, materialize_claim_query
     from gate.store.textsql import item_claim_from_sql
 
     statements = {
         "item claim from a position": item_claim_from_sql(run_id, 500_000, 256),
-        "item claim": store.item_claim_query(run_id, 256, 5),
-        "materialize claim": store.materialize_claim_query(RunStatus.PENDING, 1),
-        "finalize candidates": store.finalize_candidates_query(20),
+        "item claim": item_claim_query(run_id, 256, 5),
+        "materialize claim": materialize_claim_query(RunStatus.PENDING, 1),
+        "finalize candidates": finalize_candidates_query(20),
     }
     ok = True
     with gate.engine.connect() as conn:

@@ -36,7 +36,7 @@ from common import (
     worker_processes,
 )
 
-from gate import store  # noqa: E402  (common puts the repo on sys.path)
+from gate.store.runs import get_run
 
 
 def candidate(name: str, template: str):
@@ -61,7 +61,7 @@ def one_submission(gate, name: str, ideal: float, template: str = "plain") -> fl
     u = report.update
     assert report.status == "APPLIED", u.reason
     with gate.engine.connect() as conn:
-        run = store.get_run(conn, report.runs[0].run_id)
+        run = get_run(conn, report.runs[0].run_id)
     t0 = u.created_at
     print(
         f"{name}: wall={wall:.2f}s ({wall / ideal:.3f}x ideal; report in hand at {with_report:.2f}s); "

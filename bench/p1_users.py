@@ -102,11 +102,11 @@ def gate_as_user(env: dict, prompt_file: Path, gate) -> float:
 
 def phases(gate, uid: int, began: float, submit_exit: float, wall: float) -> str:
 
-    from gate import store
+    from gate.store.runs import get_run
 
     report = gate.status(uid)
     with gate.engine.connect() as conn:
-        run = store.get_run(conn, report.runs[0].run_id)
+        run = get_run(conn, report.runs[0].run_id)
     at = lambda t: t.replace(tzinfo=UTC).timestamp() - began  # noqa: E731
     u = report.update
     return (

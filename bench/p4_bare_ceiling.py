@@ -86,7 +86,7 @@ def materialized_run(server_url: str, database: str, items: int) -> tuple[str, i
     """A fresh gate database with one run of ``items`` items materialized: (url, run id)."""
     import threading
 
-    from gate import store
+    from gate.store.runs import runs_of_update
     from workers.materialize import Materializer
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -96,7 +96,7 @@ def materialized_run(server_url: str, database: str, items: int) -> tuple[str, i
     while materializer.poll() == 0:
         pass
     with gate.engine.connect() as conn:
-        (run_id,) = [r.id for r in store.runs_of_update(conn, uid)]
+        (run_id,) = [r.id for r in runs_of_update(conn, uid)]
     gate.close()
     return url.replace("mysql+pymysql://", "mysql://"), run_id
 

@@ -31,7 +31,7 @@ def main() -> bool:
     ap = argparse.ArgumentParser()
     ap.add_argument("--idle-seconds", type=float, default=10)
     args = ap.parse_args()
-    from gate import store
+    from gate.store.runs import get_run
 
     with mariadb() as (server_url, _), model_server(0) as base, tempfile.TemporaryDirectory() as tmp:
         url, gate = gated_dataset(server_url, "bench_pickup", tmp, 20, "0.5")
@@ -50,7 +50,7 @@ def main() -> bool:
                 run_id = gate.status(uid).runs[0].run_id
                 while True:
                     with gate.engine.connect() as conn:
-                        if store.get_run(conn, run_id).attempt > 0:
+                        if get_run(conn, run_id).attempt > 0:
                             break
                     time.sleep(0.005)
                 pickups.append(time.monotonic() - submitted)

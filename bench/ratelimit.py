@@ -127,9 +127,9 @@ def main() -> bool:
             done.set()
             sampler.join(5)
         with gate.engine.connect() as conn:
-            from gate import store
+            from gate.store.ratelimits import rate_limit_stats
 
-            usage = store.rate_limit_stats(conn, [r.run_id for r in report.runs])
+            usage = rate_limit_stats(conn, [r.run_id for r in report.runs])
         gate.close()
     assert report.status == "APPLIED", report.update.reason
     rate, span = achieved_per_minute(samples)

@@ -1,4 +1,4 @@
-"""Where a run's time goes on the gate's side: every ``gate.store`` function, every
+"""Where a run's time goes on the gate's side: every ``gate.store`` function the workers call, every
 transaction of the workers, the driver's COMMIT and the executor's own steps, timed per
 call (wall time on the calling thread) while a benchmark runs in this process.
 
@@ -77,13 +77,11 @@ class StoreTimer:
     def __enter__(self) -> StoreTimer:
         import importlib
 
-        from gate import store
-
-        for name, fn in vars(store).items():
-            if inspect.isfunction(fn) and fn.__module__.startswith("gate.store") and not name.startswith("_"):
-                self._wrap(store, name, f"store.{name}")
         for module_name in TRANSACTION_USERS:
             module = importlib.import_module(module_name)
+            for name, fn in vars(module).items():  # the statements it imported from gate.store
+                if inspect.isfunction(fn) and fn.__module__.startswith("gate.store") and not name.startswith("_"):
+                    self._wrap(module, name, f"{fn.__module__.removeprefix('gate.')}.{name}")
             for helper in ("transaction", "read"):
                 if hasattr(module, helper):
                     self._wrap(module, helper, f"{helper}() [{module_name.rsplit('.', 1)[-1]}]")

@@ -319,7 +319,7 @@ class ApiToken:
 
 @dataclass(frozen=True)
 class FleetCounts:
-    """The fleet at a glance (``store.fleet_counts``): what the status page and /metrics show."""
+    """The fleet at a glance (``store.fleet.fleet_counts``): what the status page and /metrics show."""
 
     updates: dict[str, int]  # status -> updates
     runs: dict[str, int]  # status -> runs

@@ -9,11 +9,14 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from gate import store
 from gate.prompt.structured.compare import label_named
 from gate.prompt.structured.rule import FieldsRule, rule_of
 from gate.records import FlipSample, Run
 from gate.states import Verdict
+from gate.store.fields import field_counts, field_flips, label_confusion
+from gate.store.policy import flagged_broken, items_by_id, slice_counts
+from gate.store.runs import get_run
+from gate.store.versions import get_version
 from gate.verdict.bars import pinned_bars
 
 MISSING, OTHER = "(missing)", "(other)"  # a label field's answer: not given, or none of its labels
@@ -24,7 +27,7 @@ PROTECTED_SAMPLES = 20
 def fields_metrics(conn, run_id: int, rule: FieldsRule) -> dict[str, Any]:
     """Per field: right, wrong and missing over the items scored; per label field its
     confusion matrix (expected label → answered label, ``(missing)`` or ``(other)``)."""
-    counts = store.field_counts(conn, run_id, len(rule.fields))
+    counts = field_counts(conn, run_id, len(rule.fields))
     scored = counts["scored"]
     fields = [
         {
@@ -40,7 +43,7 @@ def fields_metrics(conn, run_id: int, rule: FieldsRule) -> dict[str, Any]:
     for f in rule.fields:
         if f.type == "label":
             matrix: dict[str, dict[str, int]] = {}
-            for expected, actual, n in store.label_confusion(
+            for expected, actual, n in label_confusion(
                 conn, run_id, f.name, rule.bit(f.name), f.labels, MISSING, OTHER
             ):
                 row = matrix.setdefault(label_named(expected, f.labels) or str(expected), {})
@@ -77,16 +80,16 @@ def _field_flips(conn, run: Run, live_id: int | None, metrics: dict) -> dict | N
     rule = rule_of((run.pinned or {}).get("decision"))
     if rule is None or live_id is None or not metrics.get("fields"):
         return None
-    live_rule = rule if live_id == run.id else rule_of((store.get_run(conn, live_id).pinned or {}).get("decision"))
+    live_rule = rule if live_id == run.id else rule_of((get_run(conn, live_id).pinned or {}).get("decision"))
     names = [n for n in rule.names if live_rule is not None and n in live_rule.names]
     if not names:
         return {}
-    found = store.field_flips(conn, run.id, live_id, [(rule.bit(n), live_rule.bit(n)) for n in names])
+    found = field_flips(conn, run.id, live_id, [(rule.bit(n), live_rule.bit(n)) for n in names])
     return dict(zip(names, found))
 
 
 def _slices(conn, run: Run, live_id: int | None, column: str, min_items: int) -> dict[str, Any]:
-    found = store.slice_counts(conn, run.id, run.dataset_version_id, column, live_id, MAX_SLICES + 1)
+    found = slice_counts(conn, run.id, run.dataset_version_id, column, live_id, MAX_SLICES + 1)
     return {
         "column": column,
         "min_items": min_items,
@@ -103,12 +106,12 @@ def _protected_and_accepted(conn, run: Run, live_id: int | None, bars) -> dict[s
     policy = bars.policy
     if run.dataset_version_id is None:  # a run from before versions: nothing to read items by
         return {}
-    version = store.get_version(conn, run.dataset_version_id)
+    version = get_version(conn, run.dataset_version_id)
     flagged = int((version.fields or {}).get("protected") or 0)
     accepted = {a.item: a for a in policy.accept_breaks}
     named = {
         r["item_id"]: r
-        for r in store.items_by_id(
+        for r in items_by_id(
             conn, run.id, live_id, run.dataset_version_id, sorted(set(policy.protected) | set(accepted))
         )
     }
@@ -129,7 +132,7 @@ def _protected_and_accepted(conn, run: Run, live_id: int | None, bars) -> dict[s
         return out
     broken, samples = 0, []
     if live_id is not None:
-        broken, samples = store.flagged_broken(
+        broken, samples = flagged_broken(
             conn, run.id, live_id, run.dataset_version_id, sorted(accepted), PROTECTED_SAMPLES
         )
         extra = [r for r in listed if _broke(r) and r["item_id"] not in accepted]

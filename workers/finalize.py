@@ -12,11 +12,17 @@ from __future__ import annotations
 import time
 from decimal import Decimal
 
-from gate import store
 from gate.db import transaction
 from gate.errors import CallFailure
 from gate.prompt.structured.reading import NOT_AN_OBJECT
 from gate.prompt.structured.rule import rule_of
+from gate.store.fields import structured_breakdown
+from gate.store.item_stats import call_stats, error_kinds, failing_items, first_error_of, run_breakdown
+from gate.store.items import fail_exhausted_items
+from gate.store.runs import finalizable_runs, get_run, running_runs, transition_run
+from gate.store.spend import add_counters
+from gate.store.stops import count_uncalled, read_tally
+from gate.store.trials import count_unstable, trial_call_stats
 from gate.verdict.reasons import ITEM_DETAIL, first_error_detail
 from gate.verdict.scoring import INVALID_DECISION, metrics_from_breakdown, run_end
 from gate.verdict.update_outcome import SPEND_CAP
@@ -48,8 +54,8 @@ class Finalizer(Poller):
         self.swept_at = time.monotonic()
 
         def sweep(conn) -> None:
-            for run_id in store.running_runs(conn):
-                store.fail_exhausted_items(conn, run_id, self.settings.attempt_cap)
+            for run_id in running_runs(conn):
+                fail_exhausted_items(conn, run_id, self.settings.attempt_cap)
 
         transaction(self.engine, sweep)
 
@@ -60,8 +66,8 @@ def call_metrics(conn, run, total: int) -> dict:
     (``cost_usd``, exact decimal text), else why there is none (``cost_note``). With
     trials, per call over every trial (``calls``: how many), and the unstable items."""
     trials = (run.pinned or {}).get("trials")
-    calls = store.trial_call_stats(conn, run.id) if trials else store.call_stats(conn, run.id)
-    extra = {"unstable": store.count_unstable(conn, run.id)} if trials else {}
+    calls = trial_call_stats(conn, run.id) if trials else call_stats(conn, run.id)
+    extra = {"unstable": count_unstable(conn, run.id)} if trials else {}
     unmetered = calls.pop("unmetered")
     price = (run.pinned or {}).get("price")
     if not price:
@@ -88,14 +94,14 @@ def call_metrics(conn, run, total: int) -> dict:
 def finalize_batch(conn) -> list[int]:
     """Finalize up to BATCH runs in one transaction; returns their ids."""
     ids = []
-    for run_id in store.finalizable_runs(conn, BATCH):
-        run = store.get_run(conn, run_id)
+    for run_id in finalizable_runs(conn, BATCH):
+        run = get_run(conn, run_id)
         rule = rule_of((run.pinned or {}).get("decision"))
         if rule is None:
-            metrics = metrics_from_breakdown(store.run_breakdown(conn, run_id))
+            metrics = metrics_from_breakdown(run_breakdown(conn, run_id))
         else:  # decided field by field: the counts, and per field (gate.prompt.structured)
             metrics = metrics_from_breakdown(
-                store.structured_breakdown(conn, run_id, NOT_AN_OBJECT, INVALID_DECISION), confusion_matrix=False
+                structured_breakdown(conn, run_id, NOT_AN_OBJECT, INVALID_DECISION), confusion_matrix=False
             )
         if metrics["pending"]:  # cannot happen under the lock; never score a run that is not done
             continue
@@ -103,16 +109,16 @@ def finalize_batch(conn) -> list[int]:
             metrics["fields"] = fields_metrics(conn, run_id, rule)
         kinds, budget = None, None
         if metrics["errors"]:  # the reason says how many and of which kinds; which ones, the detail
-            kinds = store.error_kinds(conn, run_id)
-            budget = store.first_error_of(conn, run_id, CallFailure.BUDGET) if kinds.get(CallFailure.BUDGET) else None
-            first = store.failing_items(conn, run_id, 1, errors_only=True)
+            kinds = error_kinds(conn, run_id)
+            budget = first_error_of(conn, run_id, CallFailure.BUDGET) if kinds.get(CallFailure.BUDGET) else None
+            first = failing_items(conn, run_id, 1, errors_only=True)
             if first:
                 metrics[ITEM_DETAIL] = first_error_detail(first[0].item_id, first[0].error)
         status, reason = run_end(metrics, run.dataset_name, kinds, stopped=bool(run.stopped), budget=budget)
         metrics.update(call_metrics(conn, run, metrics["total"]))
         metrics.update(spend_figures(conn, run, metrics))
-        store.transition_run(conn, run_id, status, reason=reason, metrics=metrics)
-        store.add_counters(conn, saved_counters(run, metrics))
+        transition_run(conn, run_id, status, reason=reason, metrics=metrics)
+        add_counters(conn, saved_counters(run, metrics))
         ids.append(run_id)
     return ids
 
@@ -122,7 +128,7 @@ def spend_figures(conn, run, metrics: dict) -> dict:
     from its tally), reused (answers already paid for), and saved by a stop — its items
     never called, times its trials; a stopped run's rows never copied count as items, its
     ``total`` is its dataset version's rows and ``stop`` says why it stopped."""
-    _, made = store.read_tally(conn, run.id)
+    _, made = read_tally(conn, run.id)
     out = {"calls_made": made, "calls_reused": int((metrics.get("calls") or {}).get("reused", 0)), "calls_saved": 0}
     if not run.stopped:
         return out
@@ -133,7 +139,7 @@ def spend_figures(conn, run, metrics: dict) -> dict:
         **out,
         "total": max(rows, metrics["total"]),
         "stopped": metrics.get("stopped", 0) + never_copied,
-        "calls_saved": (store.count_uncalled(conn, run.id) + never_copied) * trials,
+        "calls_saved": (count_uncalled(conn, run.id) + never_copied) * trials,
         "stop": {"kind": run.stopped},
     }
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 import itertools
 import logging
 
-from gate import store
 from gate.db import transaction
 from gate.errors import DatasetError, IllegalTransition, UsageError, first_line
 from gate.prompt.sandbox import BudgetExceeded, RenderBudget, RenderPool
@@ -36,6 +35,20 @@ from gate.prompt.structured.summary import check_rule
 from gate.prompt.templating import TemplateProblem
 from gate.records import DatasetVersion, Run
 from gate.states import RunStatus
+from gate.store.items import copy_version_page
+from gate.store.runs import (
+    advance_materialize,
+    candidate_of_run,
+    claim_materialize,
+    finish_materialize,
+    get_run,
+    page_committed,
+    release_run_lease,
+    transition_run,
+)
+from gate.store.stops import run_stopped
+from gate.store.updates import start_update
+from gate.store.versions import READY, get_version, rows_with_labels, version_rows
 from gate.verdict.reasons import DETAIL_CHARS, ITEM_DETAIL, first_error_detail, unknown_labels_reason
 from workers.poller import Poller
 
@@ -72,7 +85,7 @@ class Materializer(Poller):
 
     def poll(self) -> float:
         claimed = transaction(
-            self.engine, lambda conn: store.claim_materialize(conn, self.settings.lease_seconds, 1), wrote=bool
+            self.engine, lambda conn: claim_materialize(conn, self.settings.lease_seconds, 1), wrote=bool
         )
         if not claimed:
             return self.idle()
@@ -97,7 +110,7 @@ class Materializer(Poller):
 
     def _stopped(self, run: Run) -> bool:
         with self.engine.connect() as conn:
-            return store.run_stopped(conn, run.id)
+            return run_stopped(conn, run.id)
 
     def _finish_stopped(self, run: Run, token: str) -> None:
         """A run whose update stopped (settled early, or at its spend cap) gets no further
@@ -106,7 +119,7 @@ class Materializer(Poller):
 
         def finish(conn) -> None:
             self._ensure_running(conn, run, token)
-            store.finish_materialize(conn, run.id, token)
+            finish_materialize(conn, run.id, token)
 
         try:
             transaction(self.engine, finish)
@@ -118,7 +131,7 @@ class Materializer(Poller):
         """Draining: the run's lease goes back now (guarded by its token), so another worker
         copies the next page at once rather than after the lease."""
         try:
-            transaction(self.engine, lambda conn: store.release_run_lease(conn, run.id, token))
+            transaction(self.engine, lambda conn: release_run_lease(conn, run.id, token))
             log.info("run %s: draining; its materialize lease is given back", run.id)
         except Exception as exc:  # the lease runs out instead
             log.warning("run %s: could not give back its lease: %s", run.id, first_line(exc))
@@ -130,9 +143,9 @@ class Materializer(Poller):
                 "the gate; submit the prompt again"
             )
         with self.engine.connect() as conn:
-            config = store.candidate_of_run(conn, run.id).config
-            version = store.get_version(conn, run.dataset_version_id)
-        if version.status != store.READY:
+            config = candidate_of_run(conn, run.id).config
+            version = get_version(conn, run.dataset_version_id)
+        if version.status != READY:
             raise DatasetError(f"dataset {run.dataset_name}: pinned version {version.id} is {version.status}")
         if not version.row_count:
             raise DatasetError(f"dataset {run.dataset_name} has no rows: nothing to score")
@@ -172,7 +185,7 @@ class Materializer(Poller):
         unknown = [label for label in version.labels if label.casefold() not in known]
         if unknown:
             with self.engine.connect() as conn:
-                rows = store.rows_with_labels(conn, version.id, unknown, EXAMPLES)
+                rows = rows_with_labels(conn, version.id, unknown, EXAMPLES)
             count = sum(version.labels[label] for label in unknown)
             raise ItemDetailError(
                 unknown_labels_reason(run.dataset_name, count, len(unknown), prompt_labels),
@@ -188,7 +201,7 @@ class Materializer(Poller):
         run now, before any model call (which row, in the item detail). Other template
         problems are the items' own (they show on each item)."""
         with self.engine.connect() as conn:
-            rows = store.version_rows(conn, version.id, -1, PRECHECK_ROWS)
+            rows = version_rows(conn, version.id, -1, PRECHECK_ROWS)
         for row in rows:
             try:
                 self.renderer.render(templates, row.input)
@@ -212,21 +225,21 @@ class Materializer(Poller):
         runs = itertools.count()
 
         def commit(conn) -> None:
-            if next(runs) and store.page_committed(conn, run.id, cursor):
+            if next(runs) and page_committed(conn, run.id, cursor):
                 return  # in already: copying it again would fail on (run_id, position)
             if first:  # the first page moves the update and the run to RUNNING
                 self._ensure_running(conn, run, token)
-            copied = store.copy_version_page(conn, run.id, version.id, start, end, labels)
+            copied = copy_version_page(conn, run.id, version.id, start, end, labels)
             if copied != end - start:  # the pinned rows are not all there: never judge on part of them
                 raise DatasetError(
                     f"dataset {run.dataset_name}: version {version.id} is missing rows "
                     f"{start}..{end - 1} ({copied} of {end - start} found)"
                 )
-            if not store.advance_materialize(
+            if not advance_materialize(
                 conn, run.id, token, cursor=cursor, added_rows=copied, lease_seconds=self.settings.lease_seconds
             ):
                 raise LeaseLost
-            if last and not store.finish_materialize(conn, run.id, token):
+            if last and not finish_materialize(conn, run.id, token):
                 raise LeaseLost
 
         transaction(self.engine, commit)
@@ -235,11 +248,11 @@ class Materializer(Poller):
     def _ensure_running(self, conn, run: Run, token: str) -> None:
         """Update first, then run: the lock order of cancel and submit, so a page commit
         and a cancellation cannot deadlock. A cancelled update stops the page."""
-        if not store.start_update(conn, run.update_id):
+        if not start_update(conn, run.update_id):
             raise LeaseLost
-        status = store.get_run(conn, run.id).status
+        status = get_run(conn, run.id).status
         if status == RunStatus.PENDING:
-            store.transition_run(conn, run.id, RunStatus.RUNNING, token=token)
+            transition_run(conn, run.id, RunStatus.RUNNING, token=token)
         elif status != RunStatus.RUNNING:
             raise LeaseLost
 
@@ -251,7 +264,7 @@ class Materializer(Poller):
 
         def fail(conn) -> None:
             self._ensure_running(conn, run, token)
-            store.transition_run(conn, run.id, RunStatus.ERROR, reason=reason[:2000], metrics=metrics, token=token)
+            transition_run(conn, run.id, RunStatus.ERROR, reason=reason[:2000], metrics=metrics, token=token)
 
         try:
             transaction(self.engine, fail)

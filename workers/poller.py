@@ -21,10 +21,10 @@ import threading
 import time
 from abc import ABC, abstractmethod
 
-from gate import store
 from gate.db import KeptConnection, is_retryable
 from gate.errors import first_line
 from gate.settings import Settings
+from gate.store.updates import any_open_update
 
 log = logging.getLogger("promptgate.worker")
 
@@ -75,7 +75,7 @@ class Activity:
             return max(0.005, self.checked_at + self.due_in - time.monotonic())
 
     def _probe(self) -> bool:
-        return self.reader.run(store.any_open_update)
+        return self.reader.run(any_open_update)
 
     def close(self) -> None:
         self.reader.close()

@@ -11,12 +11,18 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
-from gate import store
 from gate.calls.spend_caps import nano_text
 from gate.db import transaction
 from gate.prompt.structured.rule import rule_of
 from gate.records import Run
 from gate.states import RunStatus, UpdateStatus
+from gate.store.item_stats import flip_counts
+from gate.store.live import live_version, write_live
+from gate.store.runs import get_run, runs_of_update, set_run_metrics
+from gate.store.spend import spend_of_update
+from gate.store.stops import outcome_counts
+from gate.store.updates import get_update, reconcilable_updates, transition_update
+from gate.store.versions import get_version
 from gate.verdict.bars import pinned_bars
 from gate.verdict.early_stop import Outcomes, best_case, explain, missed_bars
 from gate.verdict.update_outcome import EARLY_STOP, SPEND_CAP, update_end
@@ -37,18 +43,18 @@ class Reconciler(Poller):
 
 
 def reconcile_batch(conn) -> list[int]:
-    ids = store.reconcilable_updates(conn, BATCH)
+    ids = reconcilable_updates(conn, BATCH)
     for update_id in ids:
         reconcile_one(conn, update_id)
     return ids
 
 
 def reconcile_one(conn, update_id: int) -> UpdateStatus:
-    upd = store.get_update(conn, update_id)
-    runs = [_compared(conn, run, upd) for run in store.runs_of_update(conn, update_id)]
+    upd = get_update(conn, update_id)
+    runs = [_compared(conn, run, upd) for run in runs_of_update(conn, update_id)]
     status, reason = update_end(upd.mode, runs)
-    if status == UpdateStatus.APPLIED and not store.write_live(conn, upd):
-        live = store.live_version(conn, upd.prompt_name)
+    if status == UpdateStatus.APPLIED and not write_live(conn, upd):
+        live = live_version(conn, upd.prompt_name)
         status, reason = (
             UpdateStatus.FAILED,
             (
@@ -56,7 +62,7 @@ def reconcile_one(conn, update_id: int) -> UpdateStatus:
                 "submit (another change went live first); resubmit to evaluate against it"
             ),
         )
-    store.transition_update(conn, update_id, status, reason)
+    transition_update(conn, update_id, status, reason)
     log.info("update %s: %s (%s)", update_id, status, reason)
     return status
 
@@ -72,7 +78,7 @@ def _compared(conn, run: Run, upd) -> Run:
     metrics.update(policy_metrics(conn, run, metrics))  # fields, slices, protected, accepted
     if metrics.get("stop"):
         metrics["stop"] = stop_figures(conn, run, metrics, upd)
-    store.set_run_metrics(conn, run.id, metrics)
+    set_run_metrics(conn, run.id, metrics)
     return replace(run, metrics=metrics)
 
 
@@ -84,11 +90,11 @@ def stop_figures(conn, run: Run, metrics: dict, upd) -> dict:
     cap and the figures."""
     stop = dict(metrics["stop"])
     if stop.get("kind") == EARLY_STOP:
-        version = store.get_version(conn, run.dataset_version_id)
+        version = get_version(conn, run.dataset_version_id)
         live_id, live_right = live_pair(conn, run)
-        by_label = rule_of((run.pinned or {}).get("decision")) is None  # fields: no labels (store.add_tally)
+        by_label = rule_of((run.pinned or {}).get("decision")) is None  # fields: no labels (add_tally)
         outcomes = Outcomes.from_rows(
-            store.outcome_counts(conn, run.id, live_id, by_label),
+            outcome_counts(conn, run.id, live_id, by_label),
             version.row_count,
             (version.labels or {}) if by_label else {},
             live_right,
@@ -102,7 +108,7 @@ def stop_figures(conn, run: Run, metrics: dict, upd) -> dict:
         )
     elif stop.get("kind") == SPEND_CAP:
         cap = upd.stopped or {}
-        calls, cost, _ = store.spend_of_update(conn, upd.id)
+        calls, cost, _ = spend_of_update(conn, upd.id)
         spent = (
             f"${nano_text(cost)} reserved for {calls:,} calls"
             if cap.get("cap") == "max_cost_per_update_usd"
@@ -139,20 +145,20 @@ def comparison_metrics(conn, run: Run) -> dict:
             "baseline_note": None,
             "live": {"matches": matches, "scored": scored, **baseline},
         }
-    live_run = store.get_run(conn, baseline["run_id"])
+    live_run = get_run(conn, baseline["run_id"])
     if metrics.get("stop"):  # stopped: the items answered, against live where it is whole
         if live_run.status != RunStatus.DONE or live_run.stopped:
             return {"flips": None, "baseline_note": "not compared: the live version's run stopped too"}
         live = live_run.metrics or {}
         return {
-            "flips": store.flip_counts(conn, run.id, live_run.id),
+            "flips": flip_counts(conn, run.id, live_run.id),
             "baseline_note": None,
             "live": {"matches": live.get("matches", 0), "scored": live.get("scored", 0), **baseline},
         }
     if live_run.status != RunStatus.DONE:
         why = f"the live version could not be scored on this dataset version: {live_run.reason or live_run.status}"
         return {"flips": None, "baseline_note": why, "baseline_error": why}
-    flips = store.flip_counts(conn, run.id, live_run.id)
+    flips = flip_counts(conn, run.id, live_run.id)
     live = live_run.metrics or {}
     if not flips["paired"] or flips["paired"] != metrics.get("scored") or flips["paired"] != live.get("scored"):
         why = (

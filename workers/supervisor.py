@@ -18,12 +18,12 @@ from collections.abc import Iterable, Sequence
 
 from sqlalchemy.exc import DBAPIError
 
-from gate import store
 from gate.db import KeptConnection, make_engine, transaction, warm_pool
 from gate.errors import UsageError, first_line
 from gate.prompt.sandbox import RenderBudget, RenderPool
 from gate.report.update import UpdateReport
 from gate.settings import Settings
+from gate.store.workers import heartbeat_worker, prune_workers, register_worker, remove_worker
 from workers import ROLES
 from workers.poller import Activity, Poller, log
 from workers.signals import StopSignals
@@ -132,7 +132,7 @@ class WorkerProcess:
             self.pollers[0].activity.close()
         self.renderer.close()
         try:  # best effort, briefly: a row left behind is pruned once its heartbeats stop
-            transaction(self.engine, lambda conn: store.remove_worker(conn, self.id), give_up_after=1.0)
+            transaction(self.engine, lambda conn: remove_worker(conn, self.id), give_up_after=1.0)
         except DBAPIError:
             pass
 
@@ -169,7 +169,7 @@ class WorkerProcess:
             log.warning("could not register worker (will retry with the heartbeat): %s", exc)
 
     def _insert_row(self, conn) -> None:
-        store.register_worker(conn, self.id, self.role_label, socket.gethostname()[:255], os.getpid())
+        register_worker(conn, self.id, self.role_label, socket.gethostname()[:255], os.getpid())
 
     def oldest_call_age(self) -> float | None:
         """Seconds since the process's oldest model call in flight began (None: none): a
@@ -186,10 +186,10 @@ class WorkerProcess:
             beats += 1
             try:
                 oldest = self.oldest_call_age()
-                if not kept.run(lambda conn: store.heartbeat_worker(conn, self.id, oldest)):
+                if not kept.run(lambda conn: heartbeat_worker(conn, self.id, oldest)):
                     kept.run(self._insert_row)
                 if beats % 6 == 0:  # rows silent for 6 beats go; no need to look every beat
-                    kept.run(lambda conn: store.prune_workers(conn, interval * 6))
+                    kept.run(lambda conn: prune_workers(conn, interval * 6))
             except DBAPIError as exc:  # the next beat tries again
                 log.warning("heartbeat failed: %s", first_line(exc))
         kept.close()

@@ -9,7 +9,7 @@ Both are pinned with the update at submit (a pull request cannot raise its own c
 config is only diffed), with the upper bound of its calls (items × trials of every run,
 less the runs known to need none: a live version already scored on the pinned dataset
 version). The executor reserves every call before it makes it, atomically across every
-worker process (``store.reserve_spend``: one conditional UPDATE of the update's row): the
+worker process (``store.spend.reserve_spend``: one conditional UPDATE of the update's row): the
 call count by one, the cost by the most the call can cost — its request's bytes as input
 tokens (a token is at least a byte) plus framing, and its ``max_tokens`` as output, at the
 model's price — settled to the real cost when the answer comes. So execution never
@@ -77,7 +77,7 @@ class SpendLimits:
 
     @classmethod
     def from_rows(cls, rows: Mapping[str, str]) -> SpendLimits:
-        """From the gate's table (``store.list_limits``)."""
+        """From the gate's table (``store.spend.list_limits``)."""
         return cls.from_values(rows.get("max_calls_per_update"), rows.get("max_cost_per_update_usd"))
 
     def rows(self) -> dict[str, str]:

@@ -25,11 +25,23 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
-from gate import store
 from gate.db import is_sqlite, transaction
 from gate.errors import DatasetError
 from gate.prompt.structured.summary import ExpectedSummary
 from gate.records import EXAMPLES, DataDiff, Imported  # noqa: F401 (DataDiff: its old path)
+from gate.store import versions
+from gate.store.versions import (
+    create_version,
+    delete_version,
+    delete_version_rows,
+    existing_version_ids,
+    find_version_by_content,
+    finish_version,
+    get_version,
+    insert_version_rows,
+    lock_dataset,
+    version_rows,
+)
 
 from .field_counts import FieldCounter
 from .sources import DEFAULT_MAX_ROW_BYTES, ContentHash, Reader, Row, first_page_size, next_page_size, row_digests
@@ -79,9 +91,7 @@ def import_version(
 ) -> Imported:
     """The source's rows as a READY version of the dataset (see the module docstring)."""
     source_version = reader.snapshot_version()
-    version_id = transaction(
-        engine, lambda conn: store.create_version(conn, dataset_id, source_uri, options, source_version)
-    )
+    version_id = transaction(engine, lambda conn: create_version(conn, dataset_id, source_uri, options, source_version))
     try:
         pages = read_pages(reader, page_size, page_bytes, max_row_bytes, StoredBytes(name, max_version_bytes))
         content_hash, rows, labels, fields = _write_rows(engine, version_id, name, pages)
@@ -174,10 +184,10 @@ class _Writers:
 
     def _write(self, rows) -> None:
         try:
-            transaction(self.engine, lambda conn: store.insert_version_rows(conn, self.version_id, rows))
+            transaction(self.engine, lambda conn: insert_version_rows(conn, self.version_id, rows))
         except IntegrityError:
             with self.engine.connect() as conn:
-                dupes = store.existing_version_ids(conn, self.version_id, [r[1] for r in rows])
+                dupes = existing_version_ids(conn, self.version_id, [r[1] for r in rows])
             raise DatasetError(
                 f"dataset {self.name}: duplicate item ids: {', '.join(dupes[:EXAMPLES]) or '(see the dataset)'}"
             ) from None
@@ -200,13 +210,13 @@ def _finish(
     engine: Engine, dataset_id: int, version_id: int, content_hash: str, rows: int, labels: dict[str, int], fields: dict
 ) -> Imported:
     def finish(conn) -> Imported:
-        store.lock_dataset(conn, dataset_id)  # the number: the dataset's next, one at a time
-        existing = store.find_version_by_content(conn, dataset_id, content_hash)
+        lock_dataset(conn, dataset_id)  # the number: the dataset's next, one at a time
+        existing = find_version_by_content(conn, dataset_id, content_hash)
         if existing is not None:
             return Imported(existing, created=False)
-        if not store.finish_version(conn, version_id, dataset_id, content_hash, rows, labels, fields):
+        if not finish_version(conn, version_id, dataset_id, content_hash, rows, labels, fields):
             raise DatasetError("the import was taken away while it ran (a prune of stale imports?): run it again")
-        return Imported(store.get_version(conn, version_id), created=True)
+        return Imported(get_version(conn, version_id), created=True)
 
     try:
         imported = transaction(engine, finish)
@@ -219,9 +229,9 @@ def _finish(
 
 def discard_version(engine: Engine, version_id: int, batch: int = DELETE_BATCH) -> None:
     """Delete a version's rows in bounded batches, then the version."""
-    while transaction(engine, lambda conn: store.delete_version_rows(conn, version_id, batch)):
+    while transaction(engine, lambda conn: delete_version_rows(conn, version_id, batch)):
         pass
-    transaction(engine, lambda conn: store.delete_version(conn, version_id))
+    transaction(engine, lambda conn: delete_version(conn, version_id))
 
 
 # --- diffs (``DataDiff``, in gate.records: the service's client decodes it too) ------------------
@@ -233,7 +243,7 @@ def count_fields(engine: Engine, version_id: int, page: int = 1000) -> dict:
     counter, after = FieldCounter(), -1
     while True:
         with engine.connect() as conn:
-            rows = store.version_rows(conn, version_id, after, page)
+            rows = version_rows(conn, version_id, after, page)
         for row in rows:
             counter.add(row.input)
         if len(rows) < page:
@@ -246,7 +256,7 @@ def version_keys(engine: Engine, version_id: int, page: int = 10000) -> Iterator
     after = None
     while True:
         with engine.connect() as conn:
-            rows = store.version_keys(conn, version_id, after, page)
+            rows = versions.version_keys(conn, version_id, after, page)
         yield from rows
         if len(rows) < page:
             return

@@ -14,8 +14,9 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from gate import db, store
+from gate import db
 from gate.errors import UsageError, first_line
+from gate.store.ratelimits import ensure_rate_bucket, pause_rate_bucket, rate_bucket_state, take_rate_tokens
 
 log = logging.getLogger("promptgate.ratelimit")
 
@@ -178,15 +179,15 @@ class SqlBucket(Bucket):
 
     def _ensure(self, key: str) -> None:
         if key not in self._ensured:
-            self._transaction(lambda conn: store.ensure_rate_bucket(conn, key, *self.config(key)))
+            self._transaction(lambda conn: ensure_rate_bucket(conn, key, *self.config(key)))
             self._ensured.add(key)
 
     def take(self, key: str, cost: float = 1.0, up_to: int = 1) -> tuple[int, float]:
         self._ensure(key)
 
         def spend(conn):
-            granted = store.take_rate_tokens(conn, key, cost, up_to)
-            return granted, None if granted else store.rate_bucket_state(conn, key)
+            granted = take_rate_tokens(conn, key, cost, up_to)
+            return granted, None if granted else rate_bucket_state(conn, key)
 
         granted, state = self._transaction(spend)
         if granted:
@@ -198,11 +199,11 @@ class SqlBucket(Bucket):
 
     def pause(self, key: str, seconds: float) -> None:
         self._ensure(key)
-        self._transaction(lambda conn: store.pause_rate_bucket(conn, key, seconds))
+        self._transaction(lambda conn: pause_rate_bucket(conn, key, seconds))
 
     def state(self, key: str):
         with self.engine.connect() as conn:
-            return store.rate_bucket_state(conn, key)
+            return rate_bucket_state(conn, key)
 
 
 # Both scripts read the time from the Redis server, take every key from KEYS and every

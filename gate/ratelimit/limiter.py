@@ -12,8 +12,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from gate import db, store
+from gate import db
 from gate.errors import CallFailure, ModelCallError, first_line
+from gate.store.ratelimits import add_rate_limit_usage
 
 from .buckets import Bucket, make_bucket
 from .rules import BucketSpec, Limits, endpoint_host, estimate_tokens
@@ -192,7 +193,7 @@ class CallLimiter:
         for rid, usage in pending.items():
 
             def add(conn, rid=rid, usage=usage) -> None:
-                store.add_rate_limit_usage(
+                add_rate_limit_usage(
                     conn,
                     rid,
                     throttled=usage.throttled,

@@ -26,8 +26,9 @@ from collections.abc import Awaitable, Callable, Hashable
 
 from sqlalchemy.exc import DBAPIError
 
-from gate import db, store
+from gate import db
 from gate.states import UPDATE_TERMINAL
+from gate.store.updates import update_statuses
 
 from .edge import MAX_ID
 
@@ -81,7 +82,7 @@ class StatusWatcher:
                 started = time.monotonic()
                 ids = list(self.waiters)
                 try:
-                    statuses = await asyncio.to_thread(reader.run, lambda conn: store.update_statuses(conn, ids))
+                    statuses = await asyncio.to_thread(reader.run, lambda conn: update_statuses(conn, ids))
                     self.polls += 1
                 except DBAPIError as exc:  # the database away: keep waiting, read again next beat
                     log.warning("status watcher: %s", str(exc.orig or exc).splitlines()[0][:200])
@@ -106,7 +107,7 @@ class StatusWatcher:
         found: dict[int, str] = {}
         for update_id in ids:
             try:
-                found.update(await asyncio.to_thread(reader.run, lambda c, i=update_id: store.update_statuses(c, [i])))
+                found.update(await asyncio.to_thread(reader.run, lambda c, i=update_id: update_statuses(c, [i])))
             except DBAPIError:
                 return None
             except Exception:

@@ -29,7 +29,7 @@ from collections.abc import Collection, Iterable
 
 from sqlalchemy.engine import Engine
 
-from gate import db, store
+from gate import db
 from gate.datasets.field_counts import rows_having
 from gate.datasets.importer import count_fields
 from gate.errors import SpecError, UsageError
@@ -39,6 +39,9 @@ from gate.prompt.structured.summary import check_rule
 from gate.prompt.template_fields import template_fields
 from gate.prompt.templating import TemplateProblem
 from gate.records import DatasetVersion
+from gate.store.datasets import get_dataset, list_mappings
+from gate.store.prompt_settings import optional_fields
+from gate.store.versions import READY, get_version, set_version_fields
 
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 FIELD_PAGE = 1000  # rows per read when counting an older version's fields
@@ -96,14 +99,12 @@ def count_unknown_fields(engine: Engine, prompt_name: str) -> None:
     imported before the gate counted fields at import (page by page, outside the
     submission's transaction), and store them with the version."""
     with engine.connect() as conn:
-        ids = [
-            store.get_dataset(conn, m.dataset_name).current_version_id for m in store.list_mappings(conn, prompt_name)
-        ]
-        versions = [store.get_version(conn, i) for i in ids if i is not None]
+        ids = [get_dataset(conn, m.dataset_name).current_version_id for m in list_mappings(conn, prompt_name)]
+        versions = [get_version(conn, i) for i in ids if i is not None]
     for version in versions:
-        if version.fields is None and version.status == store.READY:
+        if version.fields is None and version.status == READY:
             fields = count_fields(engine, version.id, FIELD_PAGE)
-            db.transaction(engine, lambda conn: store.set_version_fields(conn, version.id, fields))
+            db.transaction(engine, lambda conn: set_version_fields(conn, version.id, fields))
 
 
 def field_coverage(
@@ -124,7 +125,7 @@ def field_coverage(
     token cannot learn them field by field. A field only a holdout has is refused for it
     (an admin's submission, or ``optional_fields``, lets it through)."""
     read = sorted(read)
-    optional = set(store.optional_fields(conn, spec.name)) if read else set()
+    optional = set(optional_fields(conn, spec.name)) if read else set()
     pinned: dict[str, dict] = {}
     for name, version in versions:
         if read and version.fields is None:

@@ -2,19 +2,22 @@
 version), staged with the run at submit (``Gate.submit``).
 
 The live version is compared as production calls it: its config with the provider
-declaration it was evaluated with (pinned with it, ``store.version_provider``). A candidate
+declaration it was evaluated with (pinned with it, ``version_provider``). A candidate
 of the same config on another provider (applied again after the gate config moved the
 provider) is a change: it is compared with the live version's answers, not with itself."""
 
 from __future__ import annotations
 
-from gate import store
 from gate.calls.providers import resolve
 from gate.calls.spend_caps import SpendLimits
 from gate.errors import SpecError, UsageError
 from gate.prompt.request_keys import pin
 from gate.prompt.spec import PromptSpec, parse_spec
 from gate.records import LivePrompt
+from gate.store.live import version_provider
+from gate.store.prices import find_price
+from gate.store.providers import list_providers
+from gate.store.runs import baseline_run, insert_run
 
 from .spending import check_cost_bounded, run_calls
 
@@ -33,7 +36,7 @@ def baseline_of(
     """What the candidate's run on ``version`` is compared with, pinned with it as
     ``pinned["baseline"]`` (run_id: the run whose answers are compared; update_id: the
     update that made the live version live; live_version; scored_now or same_config):
-    the live version's finished answers on that very version (``store.baseline_run``);
+    the live version's finished answers on that very version (``baseline_run``);
     else a baseline run staged in this update to score the live version there (its
     answers reused wherever the same request was answered before; ``calls``: the most it
     calls). No live version: none. A live version that cannot be scored any more:
@@ -41,24 +44,24 @@ def baseline_of(
     ``provider``: the declaration the candidate's calls go to."""
     if live is None:
         return {"baseline": None, "baseline_note": "no live version yet"}
-    pinned, live_provider = store.version_provider(conn, live.name, live.version)
+    pinned, live_provider = version_provider(conn, live.name, live.version)
     if live.config_hash == spec.config_hash and (not pinned or live_provider == provider):
         return {"baseline": {"same_config": True, "live_version": live.version, "update_id": live.applied_update_id}}
     ref = {"update_id": live.applied_update_id, "live_version": live.version}
-    found = store.baseline_run(conn, spec.name, ds.id, version.id, live.config_hash, (pinned, live_provider))
+    found = baseline_run(conn, spec.name, ds.id, version.id, live.config_hash, (pinned, live_provider))
     if found is not None:
         return {"baseline": {"run_id": found.id, **ref}}
     try:
         live_spec = parse_spec(live.config)
         if not pinned:  # live since before providers were pinned: as production resolves it
-            decl = resolve(live_spec.provider, live_spec.model, store.list_providers(conn))
+            decl = resolve(live_spec.provider, live_spec.model, list_providers(conn))
             live_provider = decl.to_dict() if decl else None
     except (SpecError, UsageError) as exc:
         why = f"the live version cannot be scored on this dataset version: {exc}"
         return {"baseline": None, "baseline_note": why, "baseline_error": why}
     price = model_price(conn, live_spec.model)
     check_cost_bounded(limits, live_spec, price, f"the live version (v{live.version}), scored alongside,")
-    run_id = store.insert_run(
+    run_id = insert_run(
         conn,
         update_id,
         ds,
@@ -73,5 +76,5 @@ def baseline_of(
 def model_price(conn, model: str) -> dict | None:
     """The model's price from the gate's table, pinned with the run (a later change of the
     table does not change its cost); None: no price, the cost bar is n/a."""
-    price = store.find_price(conn, model)
+    price = find_price(conn, model)
     return price.to_dict() if price else None

@@ -11,7 +11,7 @@ from collections.abc import Mapping as TMapping
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from gate import db, store
+from gate import db
 from gate.calls.providers import Endpoint, ProviderDecl, endpoint_for, resolve
 from gate.calls.spend_caps import KEYS as SPEND_KEYS
 from gate.calls.spend_caps import SpendLimits
@@ -30,6 +30,28 @@ from gate.datasets.sources.upload import UPLOAD_SCHEME, UploadReader, check_repo
 from gate.errors import DatasetError, NotFound, UsageError, first_line
 from gate.prompt.spec import PromptSpec, check_name
 from gate.records import DataDiff, Dataset, DatasetPreview, DatasetVersion, Imported, Mapping, Price
+from gate.store.datasets import (
+    delete_dataset,
+    delete_mapping,
+    ensure_dataset,
+    get_dataset,
+    list_datasets,
+    list_mappings,
+    upsert_mapping,
+)
+from gate.store.prices import delete_price, list_prices, upsert_price
+from gate.store.prompt_settings import delete_prompt_setting, list_optional_fields, set_optional_fields
+from gate.store.providers import delete_provider, list_providers, upsert_provider
+from gate.store.spend import delete_limit, list_limits, set_limit
+from gate.store.versions import (
+    READY,
+    find_version_by_number,
+    get_version,
+    list_versions,
+    set_current_version,
+    version_labels,
+    version_rows,
+)
 from gate.verdict.bars import Bars
 
 from .boundary import driver_errors_become_gate_errors
@@ -90,13 +112,13 @@ class DatasetsMixin:
     def _register(self, name: str, source_uri: str, options: dict, reader=None) -> importer.Imported | None:
         """The dataset registered (or re-pointed) with its rows imported; a dataset whose first
         import failed is not left registered."""
-        ds, created = db.transaction(self.engine, lambda conn: store.ensure_dataset(conn, name, source_uri, options))
+        ds, created = db.transaction(self.engine, lambda conn: ensure_dataset(conn, name, source_uri, options))
         try:
             return self._import(ds, source_uri, options, reader)
         except BaseException:
             if created:
                 try:
-                    db.transaction(self.engine, lambda conn: store.delete_dataset(conn, ds.id))
+                    db.transaction(self.engine, lambda conn: delete_dataset(conn, ds.id))
                 except Exception as exc:  # (mapped meanwhile): keep the import's error, the useful one
                     log.warning("dataset %s: could not remove it after its import failed: %s", name, first_line(exc))
             raise
@@ -172,7 +194,7 @@ class DatasetsMixin:
             reader.close()
         made_current = db.transaction(
             self.engine,
-            lambda conn: store.set_current_version(
+            lambda conn: set_current_version(
                 conn, ds.id, imported.version.id, source_uri, options, seen=ds.current_version_id
             ),
         )
@@ -191,10 +213,10 @@ class DatasetsMixin:
             return False
         with self.engine.connect() as conn:
             try:
-                current = store.get_version(conn, ds.current_version_id)
+                current = get_version(conn, ds.current_version_id)
             except NotFound:
                 return False
-        if current.status != store.READY:
+        if current.status != READY:
             return False
         snapshot = reader.snapshot_version()
         return (current.source_uri, _same_rows(current.source_options), current.source_version) == (
@@ -216,11 +238,9 @@ class DatasetsMixin:
         extra = parsed.extra()
 
         def map_it(conn) -> Dataset:
-            ds = store.get_dataset(conn, dataset_name)
-            _check_bar_labels(
-                parsed, ds, store.version_labels(conn, ds.current_version_id) if ds.current_version_id else {}
-            )
-            store.upsert_mapping(conn, prompt_name, ds.id, parsed.min_accuracy, extra)
+            ds = get_dataset(conn, dataset_name)
+            _check_bar_labels(parsed, ds, version_labels(conn, ds.current_version_id) if ds.current_version_id else {})
+            upsert_mapping(conn, prompt_name, ds.id, parsed.min_accuracy, extra)
             return ds
 
         ds = db.transaction(self.engine, map_it)
@@ -228,30 +248,30 @@ class DatasetsMixin:
 
     def unmap_dataset(self, prompt_name: str, dataset_name: str) -> bool:
         def unmap(conn) -> bool:
-            return store.delete_mapping(conn, prompt_name, store.get_dataset(conn, dataset_name).id)
+            return delete_mapping(conn, prompt_name, get_dataset(conn, dataset_name).id)
 
         return db.transaction(self.engine, unmap)
 
     def list_datasets(self) -> list[tuple[Dataset, list[Mapping]]]:
         with self.engine.connect() as conn:
-            mappings = store.list_mappings(conn)
-            return [(ds, [m for m in mappings if m.dataset_id == ds.id]) for ds in store.list_datasets(conn)]
+            mappings = list_mappings(conn)
+            return [(ds, [m for m in mappings if m.dataset_id == ds.id]) for ds in list_datasets(conn)]
 
     def mappings(self, prompt_name: str | None = None) -> list[Mapping]:
         with self.engine.connect() as conn:
-            return store.list_mappings(conn, prompt_name)
+            return list_mappings(conn, prompt_name)
 
     def get_dataset(self, name: str) -> Dataset:
         with self.engine.connect() as conn:
-            return store.get_dataset(conn, name)
+            return get_dataset(conn, name)
 
     # --- versions --------------------------------------------------------------------------
 
     def dataset_versions(self, name: str) -> tuple[Dataset, list[DatasetVersion]]:
         """The dataset and its versions, newest first."""
         with self.engine.connect() as conn:
-            ds = store.get_dataset(conn, name)
-            return ds, store.list_versions(conn, ds.id)
+            ds = get_dataset(conn, name)
+            return ds, list_versions(conn, ds.id)
 
     def dataset_version(self, name: str, version: int | str | None = None) -> DatasetVersion:
         """A version of the dataset: the current one when ``version`` is None, else as
@@ -259,18 +279,18 @@ class DatasetsMixin:
         global id 12, as accepted before versions had numbers)."""
         ref = version_ref(version)
         with self.engine.connect() as conn:
-            ds = store.get_dataset(conn, name)
+            ds = get_dataset(conn, name)
             if ref is None:
                 if ds.current_version_id is None:
                     raise NotFound(f"dataset {name} has no version: import it with `promptgate dataset refresh {name}`")
-                found = store.get_version(conn, ds.current_version_id)
+                found = get_version(conn, ds.current_version_id)
             elif ref[0] == "number":
-                found = store.find_version_by_number(conn, ds.id, ref[1])
+                found = find_version_by_number(conn, ds.id, ref[1])
                 if found is None:
                     raise NotFound(f"dataset {name} has no version v{ref[1]}")
             else:
-                found = store.get_version(conn, ref[1])
-        if found.dataset_id != ds.id or found.status != store.READY:
+                found = get_version(conn, ref[1])
+        if found.dataset_id != ds.id or found.status != READY:
             raise NotFound(f"dataset {name} has no version with id {found.id}")
         return found
 
@@ -278,7 +298,7 @@ class DatasetsMixin:
         """A stored version's first rows, row count and label counts."""
         found = self.dataset_version(name, version)
         with self.engine.connect() as conn:
-            return DatasetPreview(found, store.version_rows(conn, found.id, -1, max(0, rows)))
+            return DatasetPreview(found, version_rows(conn, found.id, -1, max(0, rows)))
 
     def diff_versions(self, name: str, old: int | str, new: int | str) -> DataDiff:
         """How version ``new`` of the dataset differs from version ``old``."""
@@ -338,13 +358,13 @@ class DatasetsMixin:
     def providers(self) -> dict[str, ProviderDecl]:
         """The providers the gate config declared (``gate.calls.providers``)."""
         with self.engine.connect() as conn:
-            return store.list_providers(conn)
+            return list_providers(conn)
 
     def register_provider(self, decl: ProviderDecl) -> None:
-        db.transaction(self.engine, lambda conn: store.upsert_provider(conn, decl))
+        db.transaction(self.engine, lambda conn: upsert_provider(conn, decl))
 
     def remove_provider(self, name: str) -> bool:
-        return db.transaction(self.engine, lambda conn: store.delete_provider(conn, name))
+        return db.transaction(self.engine, lambda conn: delete_provider(conn, name))
 
     def endpoint(self, spec: PromptSpec) -> Endpoint:
         """Where this process sends the calls of ``spec`` (the production runtime): its
@@ -356,45 +376,45 @@ class DatasetsMixin:
     def prices(self) -> dict[str, Price]:
         """The price table the gate config declared (``gate.calls.prices``): model → Price."""
         with self.engine.connect() as conn:
-            return store.list_prices(conn)
+            return list_prices(conn)
 
     def set_price(self, price: Price) -> bool:
         """Set (or change) a model's price; True when the model had none."""
-        return db.transaction(self.engine, lambda conn: store.upsert_price(conn, price))
+        return db.transaction(self.engine, lambda conn: upsert_price(conn, price))
 
     def remove_price(self, model: str) -> bool:
-        return db.transaction(self.engine, lambda conn: store.delete_price(conn, model))
+        return db.transaction(self.engine, lambda conn: delete_price(conn, model))
 
     # --- limits ---------------------------------------------------------------------------------
 
     def limits(self) -> dict[str, str]:
         """The spend caps the gate config declared (``gate.calls.spend_caps``): name → value text."""
         with self.engine.connect() as conn:
-            return store.list_limits(conn)
+            return list_limits(conn)
 
     def set_limit(self, name: str, value: str) -> bool:
         """Set (or change) one spend cap, checked as the gate config checks it."""
         if name not in SPEND_KEYS:
             raise UsageError(f"unknown limit {name!r}: use {', '.join(SPEND_KEYS)}")
         checked = SpendLimits.from_values(*(value if key == name else None for key in SPEND_KEYS)).rows()[name]
-        return db.transaction(self.engine, lambda conn: store.set_limit(conn, name, checked))
+        return db.transaction(self.engine, lambda conn: set_limit(conn, name, checked))
 
     def remove_limit(self, name: str) -> bool:
-        return db.transaction(self.engine, lambda conn: store.delete_limit(conn, name))
+        return db.transaction(self.engine, lambda conn: delete_limit(conn, name))
 
     def optional_fields(self) -> dict[str, list[str]]:
         """prompt → the item fields its templates may read although no dataset row has
         them (the gate config's ``optional_fields``; ``gate.service.admission``)."""
         with self.engine.connect() as conn:
-            return store.list_optional_fields(conn)
+            return list_optional_fields(conn)
 
     def set_optional_fields(self, prompt_name: str, fields: list[str]) -> None:
         """Set a prompt's optional fields; none: the prompt's setting is removed."""
         check_name(prompt_name, "prompt name")
         if fields:
-            db.transaction(self.engine, lambda conn: store.set_optional_fields(conn, prompt_name, list(fields)))
+            db.transaction(self.engine, lambda conn: set_optional_fields(conn, prompt_name, list(fields)))
         else:
-            db.transaction(self.engine, lambda conn: store.delete_prompt_setting(conn, prompt_name))
+            db.transaction(self.engine, lambda conn: delete_prompt_setting(conn, prompt_name))
 
 
 def _same_rows(options: dict | None) -> dict:

@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 
-from gate import db, store
+from gate import db
 from gate.api.release import (
     DEFAULT_RELEASE_MODE,
     SHA_POLL,
@@ -31,6 +31,41 @@ from gate.records import DatasetVersion, FleetCounts, Update, WorkerRow
 from gate.report.update import SAMPLE_FAILURES, UpdateReport, run_report  # noqa: F401
 from gate.settings import Settings
 from gate.states import UPDATE_TERMINAL, Mode
+from gate.store.answers import reuse_stats
+from gate.store.datasets import get_dataset, list_mappings
+from gate.store.fleet import fleet_counts
+from gate.store.item_stats import failing_items, flipped_items, item_attempt_stats, run_counts
+from gate.store.live import find_live, live_version
+from gate.store.locks import ensure_prompt_lock, lock_prompt
+from gate.store.providers import list_providers
+from gate.store.ratelimits import rate_limit_stats
+from gate.store.retention import (
+    count_prunable_answers,
+    count_run_items,
+    delete_answers,
+    delete_run_items,
+    lock_prunable_run,
+    prunable_answer_keys,
+    prunable_runs,
+    prunable_versions,
+    take_version,
+)
+from gate.store.runs import BASELINE, insert_run, runs_of_update
+from gate.store.stops import delete_tally
+from gate.store.trials import unstable_items
+from gate.store.updates import (
+    cancel_update,
+    get_update,
+    insert_update,
+    list_updates,
+    lock_update_owner,
+    set_update_limits,
+    superseded_updates,
+    update_status,
+    updates_for_sha,
+)
+from gate.store.versions import READY, get_version, lock_dataset
+from gate.store.workers import live_workers
 from gate.verdict.bars import Bars
 
 from .admission import check_expected, check_labels, count_unknown_fields, field_coverage, fields_read
@@ -68,19 +103,19 @@ def check_commit_sha(sha: Any) -> None:
 
 def _broken_items(conn, run, limit: int) -> list:
     """The first items the live version answered right and the run wrong (none before the
-    run is compared: reconcile pairs the answers, ``store.flip_counts``)."""
+    run is compared: reconcile pairs the answers, ``flip_counts``)."""
     metrics = run.metrics or {}
     live_run_id = (metrics.get("live") or {}).get("run_id")
     if not live_run_id or not limit or not (metrics.get("flips") or {}).get("broken"):
         return []  # nothing broken: no scan of the run's items for none
-    return store.flipped_items(conn, run.id, live_run_id, limit)
+    return flipped_items(conn, run.id, live_run_id, limit)
 
 
 def _unstable_items(conn, run, limit: int) -> list:
     """The first items whose trials disagree (a run with trials only: no scan otherwise)."""
     if not (run.pinned or {}).get("trials") or not limit or (run.metrics or {}).get("unstable") == 0:
         return []
-    return store.unstable_items(conn, run.id, limit)
+    return unstable_items(conn, run.id, limit)
 
 
 @driver_errors_become_gate_errors
@@ -152,21 +187,19 @@ class Gate(DatasetsMixin, LiveMixin, TokensMixin):
             count_unknown_fields(self.engine, spec.name)
 
         def stage(conn) -> int:
-            store.lock_prompt(conn, spec.name)  # submissions of the prompt serialize: latest wins
+            lock_prompt(conn, spec.name)  # submissions of the prompt serialize: latest wins
             mappings = _mappings_of(conn, spec.name)
-            decl = resolve(spec.provider, spec.model, store.list_providers(conn))
+            decl = resolve(spec.provider, spec.model, list_providers(conn))
             provider = decl.to_dict() if decl else None
             pinned, fields = _pin_versions(conn, spec, mappings, read, may_read)
-            older = store.superseded_updates(
-                conn, spec.name, mode, None if mode == Mode.APPLY else source_key, submitted_by
-            )
-            update_id = store.insert_update(
+            older = superseded_updates(conn, spec.name, mode, None if mode == Mode.APPLY else source_key, submitted_by)
+            update_id = insert_update(
                 conn,
                 prompt_name=spec.name,
                 mode=mode,
                 config=config,
                 config_hash=spec.config_hash,
-                base_version=store.live_version(conn, spec.name),
+                base_version=live_version(conn, spec.name),
                 source=source,
                 source_key=source_key,
                 source_sha=source.get("sha"),
@@ -177,23 +210,23 @@ class Gate(DatasetsMixin, LiveMixin, TokensMixin):
             )
             _stage_runs(conn, spec, update_id, pinned, fields, full, provider)
             for old_id in older:
-                store.cancel_update(conn, old_id, f"superseded by update {update_id}")
+                cancel_update(conn, old_id, f"superseded by update {update_id}")
             return update_id
 
-        db.transaction(self.engine, lambda conn: store.ensure_prompt_lock(conn, spec.name))
+        db.transaction(self.engine, lambda conn: ensure_prompt_lock(conn, spec.name))
         return db.transaction(self.engine, stage)
 
     def status(self, update_id: int, failures: int = SAMPLE_FAILURES) -> UpdateReport:
         with self.engine.connect() as conn:
-            upd = store.get_update(conn, update_id)
-            runs = store.runs_of_update(conn, update_id)
-            counts = store.run_counts(conn, [r.id for r in runs])
-            reused = store.reuse_stats(conn, [r.id for r in runs])
+            upd = get_update(conn, update_id)
+            runs = runs_of_update(conn, update_id)
+            counts = run_counts(conn, [r.id for r in runs])
+            reused = reuse_stats(conn, [r.id for r in runs])
             reports = [
                 run_report(
                     r,
                     counts[r.id],
-                    store.failing_items(conn, r.id, failures),
+                    failing_items(conn, r.id, failures),
                     reused[r.id],
                     _broken_items(conn, r, failures),
                     _unstable_items(conn, r, failures),
@@ -201,10 +234,8 @@ class Gate(DatasetsMixin, LiveMixin, TokensMixin):
                 for r in runs
             ]
             ids = [r.id for r in runs]
-            spend = update_spend(conn, upd, runs + store.runs_of_update(conn, update_id, store.BASELINE))
-            return UpdateReport(
-                upd, reports, {**store.item_attempt_stats(conn, ids), **store.rate_limit_stats(conn, ids)}, spend
-            )
+            spend = update_spend(conn, upd, runs + runs_of_update(conn, update_id, BASELINE))
+            return UpdateReport(upd, reports, {**item_attempt_stats(conn, ids), **rate_limit_stats(conn, ids)}, spend)
 
     def wait(
         self,
@@ -230,7 +261,7 @@ class Gate(DatasetsMixin, LiveMixin, TokensMixin):
         it is terminal or ``timeout`` seconds pass; returns the last status read."""
         deadline = None if timeout is None else time.monotonic() + timeout
         reader = db.KeptConnection(self.engine)
-        read = lambda conn: store.update_status(conn, update_id)  # noqa: E731
+        read = lambda conn: update_status(conn, update_id)  # noqa: E731
         try:
             while True:
                 try:
@@ -249,7 +280,7 @@ class Gate(DatasetsMixin, LiveMixin, TokensMixin):
         """The commit's updates, oldest first (``mode``: those a release wait of that mode
         answers for, ``release.of_mode``)."""
         with self.engine.connect() as conn:
-            found = store.updates_for_sha(conn, sha, prompt_name)
+            found = updates_for_sha(conn, sha, prompt_name)
         return found if mode is None else of_mode(found, mode)[1]
 
     def wait_for_sha(
@@ -282,9 +313,7 @@ class Gate(DatasetsMixin, LiveMixin, TokensMixin):
         if sha_prefix is not None and not re.fullmatch(r"[0-9a-fA-F]{1,64}", sha_prefix):
             raise UsageError(f"{sha_prefix[:80]!r} is not the start of a commit SHA (hex digits)")
         with self.engine.connect() as conn:
-            return store.list_updates(
-                conn, limit, prompt_name, status=status, sha_prefix=sha_prefix, before_id=before_id
-            )
+            return list_updates(conn, limit, prompt_name, status=status, sha_prefix=sha_prefix, before_id=before_id)
 
     def cancel(self, update_id: int, reason: str = "cancelled by a user", *, owner: str | None = None) -> None:
         """Cancel an open update. ``owner``: the caller may cancel only updates the token of
@@ -292,13 +321,13 @@ class Gate(DatasetsMixin, LiveMixin, TokensMixin):
         any (the CLI on the database, an admin token)."""
 
         def cancel(conn):
-            submitted_by = store.lock_update_owner(conn, update_id)
+            submitted_by = lock_update_owner(conn, update_id)
             if owner is not None and submitted_by != owner:
                 raise Forbidden(
                     f"update {update_id} was not submitted by this token: a submit token cancels only "
                     "its own updates (an admin token cancels any)"
                 )
-            store.cancel_update(conn, update_id, reason)
+            cancel_update(conn, update_id, reason)
 
         db.transaction(self.engine, cancel)
 
@@ -308,10 +337,10 @@ class Gate(DatasetsMixin, LiveMixin, TokensMixin):
         current or open reads, kept answers; in transactions of at most ``batch`` rows.
         With ``dry_run``, only count them."""
         with self.engine.connect() as conn:
-            runs = store.prunable_runs(conn, older_than, 1_000_000)
-            items = store.count_run_items(conn, runs)
-            versions = store.prunable_versions(conn, older_than)
-            answers = store.count_prunable_answers(conn, older_than) if dry_run else 0
+            runs = prunable_runs(conn, older_than, 1_000_000)
+            items = count_run_items(conn, runs)
+            versions = prunable_versions(conn, older_than)
+            answers = count_prunable_answers(conn, older_than) if dry_run else 0
         report = PruneReport(
             runs=len(runs),
             items=items,
@@ -325,15 +354,15 @@ class Gate(DatasetsMixin, LiveMixin, TokensMixin):
         for run_id in runs:  # each batch checks again that no open update reads the run
             while db.transaction(
                 self.engine,
-                lambda conn: store.lock_prunable_run(conn, run_id) and store.delete_run_items(conn, run_id, batch),
+                lambda conn: lock_prunable_run(conn, run_id) and delete_run_items(conn, run_id, batch),
             ):
                 pass
             db.transaction(
-                self.engine, lambda conn: store.lock_prunable_run(conn, run_id) and store.delete_tally(conn, run_id)
+                self.engine, lambda conn: lock_prunable_run(conn, run_id) and delete_tally(conn, run_id)
             )  # its running counts go with its items
         report.versions, report.version_rows = self._take_versions(versions, older_than, batch)
-        while keys := db.transaction(self.engine, lambda conn: store.prunable_answer_keys(conn, older_than, batch)):
-            report.answers += db.transaction(self.engine, lambda conn: store.delete_answers(conn, keys))
+        while keys := db.transaction(self.engine, lambda conn: prunable_answer_keys(conn, older_than, batch)):
+            report.answers += db.transaction(self.engine, lambda conn: delete_answers(conn, keys))
         return report
 
     def _take_versions(self, versions: list[tuple[int, int, int]], older_than: float, batch: int) -> tuple[int, int]:
@@ -342,7 +371,7 @@ class Gate(DatasetsMixin, LiveMixin, TokensMixin):
         listed). Returns (versions, rows) deleted."""
         taken = rows_taken = 0
         for version_id, dataset_id, rows in versions:
-            if db.transaction(self.engine, lambda conn: store.take_version(conn, version_id, dataset_id, older_than)):
+            if db.transaction(self.engine, lambda conn: take_version(conn, version_id, dataset_id, older_than)):
                 discard_version(self.engine, version_id, batch)
                 taken, rows_taken = taken + 1, rows_taken + rows
         return taken, rows_taken
@@ -351,12 +380,12 @@ class Gate(DatasetsMixin, LiveMixin, TokensMixin):
         """Updates and runs by status, open runs' items by state, the oldest waiting
         submission, live workers and their stalest heartbeat (three beats count as live)."""
         with self.engine.connect() as conn:
-            return store.fleet_counts(conn, self.settings.heartbeat_seconds * 3)
+            return fleet_counts(conn, self.settings.heartbeat_seconds * 3)
 
     def live_workers(self) -> list[WorkerRow]:
         """Worker processes whose heartbeat is fresh (three beats)."""
         with self.engine.connect() as conn:
-            return store.live_workers(conn, self.settings.heartbeat_seconds * 3)
+            return live_workers(conn, self.settings.heartbeat_seconds * 3)
 
 
 def _parse_mode(mode: str) -> Mode:
@@ -376,7 +405,7 @@ def _submission_source(source: dict | None, submitted_by: str | None) -> tuple[d
 
 def _mappings_of(conn, prompt_name: str) -> list:
     """The prompt's mapped datasets; none is refused: nothing could clear the prompt."""
-    mappings = store.list_mappings(conn, prompt_name)
+    mappings = list_mappings(conn, prompt_name)
     if not mappings:
         raise UsageError(
             f"prompt {prompt_name!r} has no mapped dataset, so nothing can clear it: map one with "
@@ -389,7 +418,7 @@ def _pin_versions(conn, spec: PromptSpec, mappings: list, read: tuple[str, ...],
     """Each mapping with its dataset and the version a submission pins, the candidate's
     decision checked against their expected values, and the coverage of the item fields
     its templates read (``read``), counted on the datasets the submitter may read."""
-    datasets = [store.get_dataset(conn, m.dataset_name) for m in mappings]
+    datasets = [get_dataset(conn, m.dataset_name) for m in mappings]
     pinned = [(m, ds, _current_version(conn, ds)) for m, ds in zip(mappings, datasets)]
     check_expected(spec, [(ds.name, version) for _, ds, version in pinned])
     hidden = {ds.name for ds in datasets if may_read is not None and not may_read(ds)}
@@ -405,12 +434,12 @@ def _stage_runs(
     the gate's spend caps and the upper bound of the update's calls, pinned with it."""
     limits, price = gate_limits(conn), model_price(conn, spec.model)
     check_cost_bounded(limits, spec, price, "the candidate")
-    live, calls = store.find_live(conn, spec.name), 0
+    live, calls = find_live(conn, spec.name), 0
     for mapping, ds, version in pinned:
         baseline = baseline_of(conn, spec, provider, live, update_id, ds, mapping, version, limits)
         calls += baseline.pop("calls", 0) + run_calls(spec, version.row_count)
         early = Bars.parse(mapping.min_accuracy, mapping.bars).early_stop and not full
-        store.insert_run(
+        insert_run(
             conn,
             update_id,
             ds,
@@ -426,18 +455,18 @@ def _stage_runs(
             },
             baseline_run_id=(baseline["baseline"] or {}).get("run_id"),
         )
-    store.set_update_limits(conn, update_id, pinned_limits(limits, calls))
+    set_update_limits(conn, update_id, pinned_limits(limits, calls))
 
 
 def _current_version(conn, ds) -> DatasetVersion:
     """The version a submission pins: the dataset's current one, read under a shared lock
     of the dataset's row (so prune, which needs it exclusively, cannot take the version
     before this transaction's run pinning it commits), and READY."""
-    current = store.lock_dataset(conn, ds.id, share=True)
+    current = lock_dataset(conn, ds.id, share=True)
     if current is None:
         raise UsageError(f"dataset {ds.name} has no imported version: run `promptgate dataset refresh {ds.name}`")
-    version = store.get_version(conn, current)
-    if version.status != store.READY:
+    version = get_version(conn, current)
+    if version.status != READY:
         raise UsageError(
             f"dataset {ds.name}'s current version {current} is not ready ({version.status}): run "
             f"`promptgate dataset refresh {ds.name}`"

@@ -13,13 +13,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from gate import db, store
+from gate import db
 from gate.api.shape import HISTORY_LIMIT
 from gate.calls.providers import Endpoint, ProviderDecl, endpoint_for
 from gate.errors import IllegalTransition, NotFound, UsageError
 from gate.prompt.spec import PromptSpec
 from gate.records import LivePrompt
 from gate.states import Mode
+from gate.store.live import find_live, live_providers, prompt_history, restore_live, version_provider
+from gate.store.locks import ensure_prompt_lock, lock_prompt
+from gate.store.runs import runs_of_update
+from gate.store.updates import cancel_update, find_update, superseded_updates
 
 from .boundary import driver_errors_become_gate_errors
 
@@ -32,7 +36,7 @@ class LiveMixin:
 
     def live(self, name: str) -> LivePrompt:
         with self.engine.connect() as conn:
-            found = store.find_live(conn, name)
+            found = find_live(conn, name)
         if found is None:
             raise NotFound(f"prompt {name!r} has no live version yet: submit it with --mode apply")
         return found
@@ -40,11 +44,11 @@ class LiveMixin:
     def live_endpoint(self, live: LivePrompt, spec: PromptSpec) -> tuple[Endpoint, bool]:
         """Where production sends the calls of the live version ``live`` (its config parsed:
         ``spec``), and whether that is pinned: the provider declaration it was evaluated
-        with (``store.version_provider``), the key from this process's environment. A
+        with (``version_provider``), the key from this process's environment. A
         version with none on record (live since before the gate pinned providers) gets its
         provider as declared now (``endpoint``), and False says so."""
         with self.engine.connect() as conn:
-            pinned, decl = store.version_provider(conn, live.name, live.version)
+            pinned, decl = version_provider(conn, live.name, live.version)
         if not pinned:
             return self.endpoint(spec), False
         return endpoint_for(ProviderDecl.from_dict(decl) if decl else None), True
@@ -53,14 +57,14 @@ class LiveMixin:
         """Prompt name → the provider declaration its live version was evaluated with (None:
         the default provider), for every live version that has one on record."""
         with self.engine.connect() as conn:
-            return store.live_providers(conn)
+            return live_providers(conn)
 
     def history(self, name: str, limit: int = HISTORY_LIMIT) -> list[dict]:
-        """The prompt's live versions, newest first (``store.prompt_history``), each with
+        """The prompt's live versions, newest first (``prompt_history``), each with
         ``update``: the update whose candidate it is — status, mode, commit, pull request,
         reason and per dataset its accuracy against its bar — or None."""
         with self.engine.connect() as conn:
-            rows = store.prompt_history(conn, name)[:limit]
+            rows = prompt_history(conn, name)[:limit]
             return [{**row, "update": _update_summary(conn, row["update_id"])} for row in rows]
 
     def rollback(
@@ -77,8 +81,8 @@ class LiveMixin:
             raise UsageError(f"the reason is longer than {MAX_REASON} characters")
 
         def roll(conn) -> dict:
-            store.lock_prompt(conn, name)
-            live = store.find_live(conn, name)
+            lock_prompt(conn, name)
+            live = find_live(conn, name)
             if live is None:
                 raise NotFound(f"prompt {name!r} has no live version to roll back")
             if seen_version is not None and seen_version != live.version:
@@ -89,19 +93,19 @@ class LiveMixin:
             seen = live.version
             target = seen - 1 if to_version is None else to_version
             _check_target(name, live, target)
-            cancelled = store.superseded_updates(conn, name, Mode.APPLY, None)
+            cancelled = superseded_updates(conn, name, Mode.APPLY, None)
             for update_id in cancelled:
-                store.cancel_update(
+                cancel_update(
                     conn,
                     update_id,
                     f"cancelled: prompt {name} was rolled back to version {target} "
                     f"(by {actor}); this update was judged against version "
                     f"{live.version}, which is no longer live",
                 )
-            version = store.restore_live(conn, name, seen, target, actor, reason)
+            version = restore_live(conn, name, seen, target, actor, reason)
             return {"version": version, "restored_version": target, "cancelled": cancelled}
 
-        db.transaction(self.engine, lambda conn: store.ensure_prompt_lock(conn, name))
+        db.transaction(self.engine, lambda conn: ensure_prompt_lock(conn, name))
         return db.transaction(self.engine, roll)
 
 
@@ -115,7 +119,7 @@ def _check_target(name: str, live: LivePrompt, target: int) -> None:
 def _update_summary(conn, update_id: int | None) -> dict | None:
     if update_id is None:
         return None
-    upd = store.find_update(conn, update_id)
+    upd = find_update(conn, update_id)
     if upd is None:
         return None
     runs = [
@@ -126,7 +130,7 @@ def _update_summary(conn, update_id: int | None) -> dict | None:
             "bar": r.min_accuracy,
             "status": r.status,
         }
-        for r in store.runs_of_update(conn, update_id)
+        for r in runs_of_update(conn, update_id)
     ]
     source = upd.source or {}
     return {

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from gate import store
 from gate.calls.spend_caps import SpendLimits, nano_text, output_bound
 from gate.errors import UsageError
 from gate.prompt.spec import PromptSpec
+from gate.store.answers import reuse_stats
+from gate.store.spend import list_limits, spend_of_update
+from gate.store.stops import read_tally
 
 
 def gate_limits(conn) -> SpendLimits:
-    return SpendLimits.from_rows(store.list_limits(conn))
+    return SpendLimits.from_rows(list_limits(conn))
 
 
 def check_cost_bounded(limits: SpendLimits, spec: PromptSpec, price: dict | None, whose: str) -> None:
@@ -58,10 +60,10 @@ def update_spend(conn, upd, runs: list) -> dict[str, Any]:
     its tally and its items."""
     made = reused = saved = 0
     open_runs = [r.id for r in runs if "calls_made" not in (r.metrics or {})]
-    reuse = store.reuse_stats(conn, open_runs)
+    reuse = reuse_stats(conn, open_runs)
     for run in runs:
         metrics = run.metrics or {}
-        made += max(store.read_tally(conn, run.id)[1], metrics.get("calls_made", 0))
+        made += max(read_tally(conn, run.id)[1], metrics.get("calls_made", 0))
         if run.id in reuse:
             reused += sum(reuse[run.id].values())
         else:
@@ -75,6 +77,6 @@ def update_spend(conn, upd, runs: list) -> dict[str, Any]:
         "calls_made": made,
         "calls_reused": reused,
         "calls_saved": saved,
-        "cost_reserved_usd": nano_text(store.spend_of_update(conn, upd.id)[1]) if cost_cap else None,
+        "cost_reserved_usd": nano_text(spend_of_update(conn, upd.id)[1]) if cost_cap else None,
         "full": bool(upd.full),
     }

@@ -21,9 +21,20 @@ import hmac
 import re
 import secrets
 
-from gate import db, store
+from gate import db
 from gate.errors import UsageError
 from gate.records import ApiToken
+from gate.store.tokens import (
+    delete_session,
+    find_session,
+    find_token_by_hash,
+    insert_session,
+    insert_token,
+    list_tokens,
+    prune_sessions,
+    revoke_token,
+    touch_token,
+)
 
 from .boundary import driver_errors_become_gate_errors
 
@@ -59,16 +70,16 @@ class TokensMixin:
             raise UsageError(f"token name {str(name)[:80]!r} is not 1-128 letters, digits, '.', '_' or '-'")
         check_scope(scope)
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
-        db.transaction(self.engine, lambda conn: store.insert_token(conn, name, scope, hash_token(token)))
+        db.transaction(self.engine, lambda conn: insert_token(conn, name, scope, hash_token(token)))
         return token
 
     def list_tokens(self) -> list[ApiToken]:
         with self.engine.connect() as conn:
-            return store.list_tokens(conn)
+            return list_tokens(conn)
 
     def revoke_token(self, name: str) -> bool:
         """Revoke token NAME; False when it was revoked already."""
-        return db.transaction(self.engine, lambda conn: store.revoke_token(conn, name))
+        return db.transaction(self.engine, lambda conn: revoke_token(conn, name))
 
     def authenticate(self, token: str | None) -> ApiToken | None:
         """The live (not revoked) token this is, else None. Marks it used."""
@@ -76,10 +87,10 @@ class TokensMixin:
             return None
         presented = hash_token(token)
         with self.engine.connect() as conn:
-            found = store.find_token_by_hash(conn, presented)
+            found = find_token_by_hash(conn, presented)
         if found is None or not hmac.compare_digest(found.token_hash, presented) or found.revoked_at is not None:
             return None
-        db.transaction(self.engine, lambda conn: store.touch_token(conn, found.id))
+        db.transaction(self.engine, lambda conn: touch_token(conn, found.id))
         return found
 
     def open_session(self, token: ApiToken, seconds: float) -> str:
@@ -88,8 +99,8 @@ class TokensMixin:
         value = SESSION_PREFIX + secrets.token_urlsafe(32)
 
         def store_it(conn) -> None:
-            store.insert_session(conn, hash_token(value), token.id, seconds)
-            store.prune_sessions(conn, token.id, SESSIONS_PER_TOKEN)
+            insert_session(conn, hash_token(value), token.id, seconds)
+            prune_sessions(conn, token.id, SESSIONS_PER_TOKEN)
 
         db.transaction(self.engine, store_it)
         return value
@@ -100,8 +111,8 @@ class TokensMixin:
         if not value or not value.startswith(SESSION_PREFIX) or len(value) > 200:
             return None
         with self.engine.connect() as conn:
-            return store.find_session(conn, hash_token(value))
+            return find_session(conn, hash_token(value))
 
     def close_session(self, value: str | None) -> None:
         if value and value.startswith(SESSION_PREFIX) and len(value) <= 200:
-            db.transaction(self.engine, lambda conn: store.delete_session(conn, hash_token(value)))
+            db.transaction(self.engine, lambda conn: delete_session(conn, hash_token(value)))

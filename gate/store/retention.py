@@ -57,7 +57,7 @@ def prunable_runs(conn: Connection, older_than: float, limit: int) -> list[int]:
 def lock_prunable_run(conn: Connection, run_id: int) -> bool:
     """Lock the run's row if its items may still go (no open update reads it since the
     list was made): a submission pinning it as a baseline locks the same row first
-    (``store.baseline_run``), so the two never cross."""
+    (``store.runs.baseline_run``), so the two never cross."""
     r = prompt_run
     return (
         conn.execute(

@@ -158,7 +158,7 @@ def baseline_run(
 
 def _whole(conn: Connection, row) -> bool:
     """The run still holds every item (prune has not begun on it), its row locked so that
-    prune (``store.lock_prunable_run``) cannot begin now."""
+    prune (``store.retention.lock_prunable_run``) cannot begin now."""
     conn.execute(select(prompt_run.c.id).where(prompt_run.c.id == row.id).with_for_update())
     kept = conn.execute(select(func.count()).where(prompt_run_item.c.run_id == row.id)).scalar()
     return kept == (row.metrics or {}).get("total")

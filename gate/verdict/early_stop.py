@@ -24,7 +24,7 @@ remaining, as finalize counts it.
 
 The figures come from a run's **tally** (``Outcomes``): items written back so far by
 (verdict, expected label, answer, live's verdict on the same item), kept as running counts
-in each write-back's own transaction (``store.add_tally``): deciding costs one read of a
+in each write-back's own transaction (``store.stops.add_tally``): deciding costs one read of a
 handful of rows per chunk however many items the run has scored — never a count over the
 run's items. A tally may lag (a write-back whose lease was lost is not counted, nor an item
 a sweep ended ERROR): a lagging tally makes more items look remaining, so it can only stop

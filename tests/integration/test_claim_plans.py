@@ -12,8 +12,19 @@ import pytest
 from helpers import setup_gate, spec
 from sqlalchemy import insert, text, update
 
-from gate import store
 from gate.states import RunStatus, UpdateStatus
+from gate.store.items import claim_items, claim_items_from, item_claim_query, release_items
+from gate.store.runs import (
+    finalizable_runs,
+    finalize_candidates_query,
+    get_run,
+    lock_run_query,
+    materialize_claim_query,
+    transition_run,
+)
+from gate.store.schema import dataset, prompt_run, prompt_run_item, prompt_update
+from gate.store.updates import get_update, lock_update_query, reconcilable_updates, reconcile_candidates_query
+from gate.store.versions import version_inputs
 
 E = datetime(2000, 1, 1)
 
@@ -23,9 +34,9 @@ def big_tables(mysql_gate):
     """2,000 updates, 4,000 runs, 8,000 items in a mix of states, analyzed."""
     g = mysql_gate
     with g.engine.begin() as c:
-        c.execute(insert(store.dataset).values(id=1, name="d", source_uri="x", options={}, created_at=E))
+        c.execute(insert(dataset).values(id=1, name="d", source_uri="x", options={}, created_at=E))
         c.execute(
-            insert(store.prompt_update),
+            insert(prompt_update),
             [
                 dict(
                     id=u,
@@ -43,7 +54,7 @@ def big_tables(mysql_gate):
             ],
         )
         c.execute(
-            insert(store.prompt_run),
+            insert(prompt_run),
             [
                 dict(
                     id=u * 2 + k,
@@ -65,7 +76,7 @@ def big_tables(mysql_gate):
             ],
         )
         c.execute(
-            insert(store.prompt_run_item),
+            insert(prompt_run_item),
             [
                 dict(
                     run_id=r,
@@ -86,13 +97,13 @@ def big_tables(mysql_gate):
 
 
 CLAIMS = {
-    "execute: ready items of a run": lambda: store.item_claim_query(3, 32, 3),
-    "materialize: RUNNING runs needing pages": lambda: store.materialize_claim_query(RunStatus.RUNNING, 1),
-    "materialize: PENDING runs": lambda: store.materialize_claim_query(RunStatus.PENDING, 1),
-    "finalize: candidate runs": lambda: store.finalize_candidates_query(20),
-    "finalize: lock one run": lambda: store.lock_run_query(3),
-    "reconcile: candidate updates": lambda: store.reconcile_candidates_query(20),
-    "reconcile: lock one update": lambda: store.lock_update_query(1),
+    "execute: ready items of a run": lambda: item_claim_query(3, 32, 3),
+    "materialize: RUNNING runs needing pages": lambda: materialize_claim_query(RunStatus.RUNNING, 1),
+    "materialize: PENDING runs": lambda: materialize_claim_query(RunStatus.PENDING, 1),
+    "finalize: candidate runs": lambda: finalize_candidates_query(20),
+    "finalize: lock one run": lambda: lock_run_query(3),
+    "reconcile: candidate updates": lambda: reconcile_candidates_query(20),
+    "reconcile: lock one update": lambda: lock_update_query(1),
 }
 
 
@@ -112,7 +123,7 @@ def test_the_item_claim_reads_its_index_alone(big_tables):
     it steps over the entries that scored items leave behind until purge (and, in a run
     of a million items, over more of them the longer the run) at the index's cost only,
     never reading an item's row to reject it."""
-    sql = str(store.item_claim_query(3, 32, 3).compile(big_tables.engine, compile_kwargs={"literal_binds": True}))
+    sql = str(item_claim_query(3, 32, 3).compile(big_tables.engine, compile_kwargs={"literal_binds": True}))
     with big_tables.engine.connect() as conn:
         (plan,) = conn.execute(text("EXPLAIN " + sql)).mappings().all()
     assert plan["key"] == "ix_item_ready" and "Using index" in (plan["Extra"] or "").split("; "), plan
@@ -152,7 +163,7 @@ def test_a_claim_from_a_position_takes_never_leased_items_from_there_in_order(db
     items before the position, are not its to take: ``claim_items`` takes them (the
     executor falls back to it once this finds nothing)."""
     g, run_id = _materialized(db_url, tmp_path, 10)
-    items = store.prompt_run_item
+    items = prompt_run_item
     with g.engine.begin() as c:  # item 7: leased by a worker whose lease ran out
         c.execute(
             update(items)
@@ -160,19 +171,19 @@ def test_a_claim_from_a_position_takes_never_leased_items_from_there_in_order(db
             .values(lease_until=datetime(2001, 1, 1), attempt=1)
         )
     with g.engine.begin() as c:
-        token, first = store.claim_items_from(c, run_id, 3, 3, 30, 3)
+        token, first = claim_items_from(c, run_id, 3, 3, 30, 3)
     assert [(i.position, i.item_id, i.attempt) for i in first] == [(3, "i3", 1), (4, "i4", 1), (5, "i5", 1)]
     with g.engine.connect() as c:  # the inputs: with the items (SQLite), else read by the chunk's renderer
-        version = store.get_run(c, run_id).dataset_version_id
-        inputs = {i.position: i.input or store.version_inputs(c, version, [i.position])[i.position] for i in first}
+        version = get_run(c, run_id).dataset_version_id
+        inputs = {i.position: i.input or version_inputs(c, version, [i.position])[i.position] for i in first}
     assert inputs == {n: {"text": f"item number {n}"} for n in (3, 4, 5)}
     with g.engine.begin() as c:
-        assert store.release_items(c, token, run_id, [4]) == 1
+        assert release_items(c, token, run_id, [4]) == 1
     with g.engine.begin() as c:
-        _, again = store.claim_items_from(c, run_id, 4, 10, 30, 3)
+        _, again = claim_items_from(c, run_id, 4, 10, 30, 3)
     assert [i.position for i in again] == [4, 6, 8, 9]  # 7's lease ran out: not a never-leased item
     with g.engine.begin() as c:
-        _, rest = store.claim_items(c, run_id, 10, 30, 3)
+        _, rest = claim_items(c, run_id, 10, 30, 3)
     assert sorted(i.position for i in rest) == [0, 1, 2, 7]
 
 
@@ -192,12 +203,12 @@ def test_a_claim_ends_an_item_at_its_attempt_cap_and_hands_out_the_rest_with_the
     run_id = g.status(uid).runs[0].run_id
     with g.engine.begin() as c:  # item i0: every attempt claimed and lost
         c.execute(
-            update(store.prompt_run_item)
-            .where(store.prompt_run_item.c.run_id == run_id, store.prompt_run_item.c.position == 0)
+            update(prompt_run_item)
+            .where(prompt_run_item.c.run_id == run_id, prompt_run_item.c.position == 0)
             .values(attempt=3)
         )
     with g.engine.begin() as c:
-        token, items = store.claim_items(c, run_id, 10, 30, 3)
+        token, items = claim_items(c, run_id, 10, 30, 3)
     assert [(i.item_id, i.attempt, i.input) for i in items] == [
         ("i1", 1, {"text": "item number 1"}),
         ("i2", 1, {"text": "item number 2"}),
@@ -205,9 +216,7 @@ def test_a_claim_ends_an_item_at_its_attempt_cap_and_hands_out_the_rest_with_the
     with g.engine.connect() as c:
         rows = (
             c.execute(
-                store.prompt_run_item.select()
-                .where(store.prompt_run_item.c.run_id == run_id)
-                .order_by(store.prompt_run_item.c.position)
+                prompt_run_item.select().where(prompt_run_item.c.run_id == run_id).order_by(prompt_run_item.c.position)
             )
             .mappings()
             .all()
@@ -227,17 +236,15 @@ def _running_run_with_one_pending_item(g, tmp_path):
     run_id = g.status(uid).runs[0].run_id
     with g.engine.begin() as c:
         c.execute(
-            insert(store.prompt_run_item),
+            insert(prompt_run_item),
             [
                 dict(run_id=run_id, position=k, item_id=item_id, input={}, expected_decision="yes", lease_until=E)
                 for k, item_id in enumerate(("a", "b"))
             ],
         )
-        c.execute(update(store.prompt_update).where(store.prompt_update.c.id == uid).values(status="RUNNING"))
-        c.execute(
-            update(store.prompt_run).where(store.prompt_run.c.id == run_id).values(status="RUNNING", materialized_at=E)
-        )
-        c.execute(update(store.prompt_run_item).where(store.prompt_run_item.c.item_id == "a").values(verdict="MATCH"))
+        c.execute(update(prompt_update).where(prompt_update.c.id == uid).values(status="RUNNING"))
+        c.execute(update(prompt_run).where(prompt_run.c.id == run_id).values(status="RUNNING", materialized_at=E))
+        c.execute(update(prompt_run_item).where(prompt_run_item.c.item_id == "a").values(verdict="MATCH"))
     return uid, run_id
 
 
@@ -258,24 +265,24 @@ def test_a_claim_in_progress_does_not_make_a_run_look_finished(mysql_gate, tmp_p
     g = mysql_gate
     uid, run_id = _running_run_with_one_pending_item(g, tmp_path)
     with _open_transaction(g) as claimer:
-        token, items = store.claim_items(claimer, run_id, 10, 30, 3)  # holds the PENDING item's lock
+        token, items = claim_items(claimer, run_id, 10, 30, 3)  # holds the PENDING item's lock
         assert [i.item_id for i in items] == ["b"]
         with g.engine.begin() as c:
-            assert store.finalizable_runs(c, 20) == []
+            assert finalizable_runs(c, 20) == []
 
 
 def test_a_locked_running_run_does_not_make_its_update_look_done(mysql_gate, tmp_path):
     g = mysql_gate
     uid, run_id = _running_run_with_one_pending_item(g, tmp_path)
     with _open_transaction(g) as holder:
-        assert holder.execute(store.lock_run_query(run_id)).first() is not None  # e.g. a finalizer at work
+        assert holder.execute(lock_run_query(run_id)).first() is not None  # e.g. a finalizer at work
         with g.engine.begin() as c:
-            assert store.reconcilable_updates(c, 20) == []
+            assert reconcilable_updates(c, 20) == []
     with g.engine.begin() as c:
-        store.transition_run(c, run_id, RunStatus.DONE, metrics={"matches": 1, "scored": 1})
+        transition_run(c, run_id, RunStatus.DONE, metrics={"matches": 1, "scored": 1})
     with g.engine.begin() as c:
-        assert store.reconcilable_updates(c, 20) == [uid]
-        assert store.get_update(c, uid).status == UpdateStatus.RUNNING
+        assert reconcilable_updates(c, 20) == [uid]
+        assert get_update(c, uid).status == UpdateStatus.RUNNING
 
 
 def test_a_frozen_transaction_does_not_hold_its_row_locks_forever(mysql_url):

@@ -13,9 +13,10 @@ from helpers import rules_spec, write_rule_rows
 from sqlalchemy import func, select
 from workers_harness import WorkerFleet, worker_env
 
-from gate import store
 from gate.mockllm import MockLLMServer
 from gate.states import UpdateStatus, Verdict
+from gate.store.runs import claim_materialize
+from gate.store.schema import prompt_run_item
 from workers.materialize import Materializer
 
 LEASE = 60
@@ -23,7 +24,7 @@ LATENCY_MS = 2000
 
 
 def held_items(gate, run_id: int) -> int:
-    i = store.prompt_run_item
+    i = prompt_run_item
     with gate.engine.connect() as conn:
         return conn.execute(select(func.count()).where(i.c.run_id == run_id, i.c.lease_token.is_not(None))).scalar()
 
@@ -69,7 +70,7 @@ def test_sigterm_gives_back_the_items_not_yet_called(mysql_gate, tmp_path):
     assert drained == 0 and exited < LATENCY_MS / 1000 + 4  # its one call, not its whole queue
     assert ended < LEASE / 2
     assert calls == 24  # nothing given back was called as well
-    i = store.prompt_run_item
+    i = prompt_run_item
     with gate.engine.connect() as conn:
         rows = conn.execute(select(i.c.verdict, i.c.attempt).where(i.c.run_id == run_id)).all()
     assert {(r.verdict, r.attempt) for r in rows} == {(Verdict.MATCH, 1)}  # a give-back is not an attempt
@@ -87,5 +88,5 @@ def test_a_draining_materializer_gives_its_run_lease_back(mysql_gate, tmp_path):
     Materializer(gate.engine, gate.settings, stop).poll()
     run = gate.status(uid).runs[0]
     with gate.engine.begin() as conn:
-        claimed = store.claim_materialize(conn, gate.settings.lease_seconds, 1)
+        claimed = claim_materialize(conn, gate.settings.lease_seconds, 1)
     assert [r.id for r, _ in claimed] == [run.run_id], "the run stayed leased to the stopped worker"

@@ -14,10 +14,12 @@ from helpers import rules_spec, write_rule_rows
 from sqlalchemy import func, select
 from workers_harness import WorkerFleet, worker_env
 
-from gate import store
 from gate.mockllm import MockLLMServer
 from gate.prompt.spec import parse_spec
 from gate.states import UpdateStatus, Verdict
+from gate.store.schema import prompt_run_item
+from gate.store.spend import read_counters
+from gate.store.stops import count_uncalled, read_tally
 
 CHUNK, CONCURRENCY = 8, 4
 # what one executor process may hold claimed and not yet written back (workers/execute/executor.py:
@@ -54,7 +56,7 @@ def fleet(tmp_path):
 
 
 def verdicts(gate, run_id) -> dict[str, int]:
-    i = store.prompt_run_item
+    i = prompt_run_item
     with gate.engine.connect() as conn:
         return dict(
             conn.execute(select(i.c.verdict, func.count()).where(i.c.run_id == run_id).group_by(i.c.verdict)).all()
@@ -63,7 +65,7 @@ def verdicts(gate, run_id) -> dict[str, int]:
 
 def uncalled(gate, run_id) -> int:
     with gate.engine.connect() as conn:
-        return store.count_uncalled(conn, run_id)
+        return count_uncalled(conn, run_id)
 
 
 def test_a_candidate_that_misses_its_bar_stops_once_settled(mysql_gate, llm, fleet, tmp_path):
@@ -98,7 +100,7 @@ def test_a_candidate_that_misses_its_bar_stops_once_settled(mysql_gate, llm, fle
     assert report.spend["calls_made"] == calls and report.spend["calls_saved"] == saved  # counted exactly
     assert run.passed is False and [c["bar"] for c in run.checks if c["state"] == "fail"] == ["min_accuracy"]
     with gate.engine.connect() as conn:
-        assert store.read_counters(conn, ["calls_saved_early_stop"])["calls_saved_early_stop"] == saved
+        assert read_counters(conn, ["calls_saved_early_stop"])["calls_saved_early_stop"] == saved
 
 
 @pytest.mark.parametrize("how", ["early_stop: false", "submit --full"])
@@ -223,11 +225,11 @@ def test_stopped_items_on_either_backend_with_reuse_and_prune(gate, tmp_path, mo
         assert (again.scored, again.matches) == (300, 150) and again.stopped == 0
         assert again.reused_total >= run.scored and server.stats()["requests"] - called == 300 - again.reused_total
     with gate.engine.connect() as conn:
-        assert store.read_tally(conn, run.run_id)[1] == called
+        assert read_tally(conn, run.run_id)[1] == called
     gate.prune(older_than=0)
     assert verdicts(gate, run.run_id) == {}
     with gate.engine.connect() as conn:
-        assert store.read_tally(conn, run.run_id) == ([], 0)
+        assert read_tally(conn, run.run_id) == ([], 0)
 
 
 EXTRACT = """Extract the order id, the category and the amount of a support email, as JSON.

@@ -12,10 +12,11 @@ from helpers import rules_spec, write_rule_rows
 from sqlalchemy import select, update
 from workers_harness import WorkerFleet, worker_env
 
-from gate import store
 from gate.mockllm import MockLLMServer
 from gate.prompt.spec import parse_spec
 from gate.states import UpdateStatus, Verdict
+from gate.store import schema
+from gate.store.schema import prompt_run_item
 from gate.verdict.scoring import INVALID_DECISION
 from workers.supervisor import run_until_terminal
 
@@ -59,8 +60,8 @@ def test_a_live_row_changed_behind_the_gate_fails_the_update_and_stays(mysql_gat
         behind = {"description": "written behind the gate", "labels": ["yes", "no"]}
         with gate.engine.begin() as conn:  # someone writes the live row directly
             conn.execute(
-                update(store.prompt)
-                .where(store.prompt.c.name == "p1")
+                update(schema.prompt)
+                .where(schema.prompt.c.name == "p1")
                 .values(version=2, config=behind, config_hash="x" * 64)
             )
         (report,) = run_until_terminal(gate, [uid], timeout=60)
@@ -80,7 +81,7 @@ def test_the_confusion_matrix_is_the_one_the_item_rows_give(mysql_gate, tmp_path
         monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
         (report,) = run_until_terminal(gate, [gate.submit(rules_spec("p1"), "check")], timeout=90)
     run = report.runs[0]
-    i = store.prompt_run_item
+    i = prompt_run_item
     with gate.engine.connect() as conn:
         rows = conn.execute(
             select(i.c.expected_decision, i.c.actual_decision, i.c.verdict).where(i.c.run_id == run.run_id)

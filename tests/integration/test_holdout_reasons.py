@@ -22,11 +22,11 @@ import pytest
 from sqlalchemy import update
 from workers_harness import WorkerFleet, worker_env
 
-from gate import store
 from gate.client.remote import RemoteGate
 from gate.report.markdown import render_report_markdown
 from gate.report.text import render_text
 from gate.service import Gate
+from gate.store.schema import prompt_run, prompt_update
 
 ROWS = 20
 SHAS = {"template": "5e" * 20, "labels": "6e" * 20, "slices": "7e" * 20}  # and a source each: none supersedes
@@ -181,13 +181,11 @@ def a_reason_an_older_gate_wrote_is_read_without_its_items(service, gate, ids: d
     )
     with gate.engine.begin() as conn:
         conn.execute(
-            update(store.prompt_update)
-            .where(store.prompt_update.c.id == ids["template"])
+            update(prompt_update)
+            .where(prompt_update.c.id == ids["template"])
             .values(reason=f"could not be scored: holdout: {old_run}")
         )
-        conn.execute(
-            update(store.prompt_run).where(store.prompt_run.c.update_id == ids["template"]).values(reason=old_run)
-        )
+        conn.execute(update(prompt_run).where(prompt_run.c.update_id == ids["template"]).values(reason=old_run))
     with service.client("read") as reader:
         listed = reader.get("/v1/updates", params={"sha": SHAS["template"]}).text
         report = reader.get(f"/v1/updates/{ids['template']}", params={"failures": 3}).json()  # not the cached one

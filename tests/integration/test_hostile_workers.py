@@ -17,10 +17,10 @@ from conftest import run_cli
 from helpers import rules_spec, write_rule_rows
 from workers_harness import WorkerFleet, worker_env
 
-from gate import store
 from gate.errors import DatasetError
 from gate.mockllm import MockLLMServer
 from gate.prompt.spec import parse_spec
+from gate.store.workers import live_workers
 from workers.supervisor import run_until_terminal
 
 LONG_A = "a" * 34 + "b"  # a label the model repeats; ^(a+)+$ backtracks 2**34 times on it in `re`
@@ -149,7 +149,7 @@ def test_bombs_end_in_budget_while_another_update_finishes_and_the_worker_stops_
         assert peak < 400 * 1024 * 1024, f"worker peak RSS {peak / 2**20:.0f} MiB"
 
         with gate.engine.connect() as conn:
-            (beat,) = store.live_workers(conn, 3.0)  # heartbeating through it all
+            (beat,) = live_workers(conn, 3.0)  # heartbeating through it all
         assert beat.pid == proc.pid
         started = time.monotonic()
         proc.send_signal(signal.SIGTERM)

@@ -94,7 +94,9 @@ def test_slices_and_label_confusion_read_json_alike_on_both_databases(gate):
 
     from sqlalchemy import insert
 
-    from gate import store
+    from gate.store.fields import label_confusion
+    from gate.store.policy import slice_counts
+    from gate.store.schema import dataset, dataset_row, dataset_version, prompt_run_item
 
     epoch = datetime(2000, 1, 1)
     values = ["email", "email", 3, True, False, None, "chat", "chat"]
@@ -110,9 +112,9 @@ def test_slices_and_label_confusion_read_json_alike_on_both_databases(gate):
         '{"category":"shipping"}',
     ]
     with gate.engine.begin() as c:
-        c.execute(insert(store.dataset).values(id=1, name="d", source_uri="x", options={}, created_at=epoch))
+        c.execute(insert(dataset).values(id=1, name="d", source_uri="x", options={}, created_at=epoch))
         c.execute(
-            insert(store.dataset_version).values(
+            insert(dataset_version).values(
                 id=1,
                 dataset_id=1,
                 status="READY",
@@ -125,7 +127,7 @@ def test_slices_and_label_confusion_read_json_alike_on_both_databases(gate):
             )
         )
         c.execute(
-            insert(store.dataset_row),
+            insert(dataset_row),
             [
                 dict(
                     version_id=1,
@@ -140,7 +142,7 @@ def test_slices_and_label_confusion_read_json_alike_on_both_databases(gate):
             ],
         )
         c.execute(
-            insert(store.prompt_run_item),
+            insert(prompt_run_item),
             [
                 dict(
                     run_id=run,
@@ -159,8 +161,8 @@ def test_slices_and_label_confusion_read_json_alike_on_both_databases(gate):
             ],
         )
     with gate.engine.connect() as conn:
-        slices = store.slice_counts(conn, 1, 1, "channel", 2, 10)
-        confusion = store.label_confusion(conn, 1, "category", 1, ["billing", "shipping"], "(missing)", "(other)")
+        slices = slice_counts(conn, 1, 1, "channel", 2, 10)
+        confusion = label_confusion(conn, 1, "category", 1, ["billing", "shipping"], "(missing)", "(other)")
     assert sorted((s["value"] or "", s["items"]) for s in slices) == [
         ("", 1),
         ("3", 1),
@@ -191,10 +193,11 @@ def test_an_answer_nested_past_the_databases_json_depth_still_counts_its_label_f
 
     from sqlalchemy import insert
 
-    from gate import store
     from gate.prompt.structured.compare import score
     from gate.prompt.structured.reading import read_answer
     from gate.prompt.structured.rule import parse_fields
+    from gate.store.fields import label_confusion
+    from gate.store.schema import prompt_run_item
 
     rule = parse_fields({"category": {"type": "label", "labels": ["billing", "shipping"]}, "aside": "exact"})
     answer = '{"category": "billing", "aside": ' + "[" * 40 + "]" * 40 + "}"
@@ -203,7 +206,7 @@ def test_an_answer_nested_past_the_databases_json_depth_still_counts_its_label_f
     epoch = datetime(2000, 1, 1)
     with gate.engine.begin() as c:
         c.execute(
-            insert(store.prompt_run_item).values(
+            insert(prompt_run_item).values(
                 run_id=1,
                 position=0,
                 item_id="i0",
@@ -217,7 +220,7 @@ def test_an_answer_nested_past_the_databases_json_depth_still_counts_its_label_f
             )
         )
     with gate.engine.connect() as conn:
-        confusion = store.label_confusion(
+        confusion = label_confusion(
             conn, 1, "category", rule.bit("category"), rule.get("category").labels, "(missing)", "(other)"
         )
     assert outcome.wrong == rule.bit("aside") and confusion == [("billing", "billing", 1)]

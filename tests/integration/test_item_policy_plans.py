@@ -8,7 +8,8 @@ from datetime import datetime
 
 from sqlalchemy import insert, text
 
-from gate import store
+from gate.store.policy import items_by_id, items_by_id_query
+from gate.store.schema import dataset, dataset_row, dataset_version, prompt_run_item
 
 E = datetime(2000, 1, 1)
 
@@ -16,9 +17,9 @@ E = datetime(2000, 1, 1)
 def test_items_by_id_reads_by_key_not_by_scanning_the_run(mysql_gate):
     g = mysql_gate
     with g.engine.begin() as c:
-        c.execute(insert(store.dataset).values(id=1, name="d", source_uri="x", options={}, created_at=E))
+        c.execute(insert(dataset).values(id=1, name="d", source_uri="x", options={}, created_at=E))
         c.execute(
-            insert(store.dataset_version).values(
+            insert(dataset_version).values(
                 id=1,
                 dataset_id=1,
                 status="READY",
@@ -31,7 +32,7 @@ def test_items_by_id_reads_by_key_not_by_scanning_the_run(mysql_gate):
             )
         )
         c.execute(
-            insert(store.dataset_row),
+            insert(dataset_row),
             [
                 dict(
                     version_id=1,
@@ -46,7 +47,7 @@ def test_items_by_id_reads_by_key_not_by_scanning_the_run(mysql_gate):
             ],
         )
         c.execute(
-            insert(store.prompt_run_item),
+            insert(prompt_run_item),
             [
                 dict(
                     run_id=r,
@@ -63,11 +64,11 @@ def test_items_by_id_reads_by_key_not_by_scanning_the_run(mysql_gate):
         )
         c.execute(text("ANALYZE TABLE dataset_row, prompt_run_item"))
     ids = ["i10", "i4000", "nope"]
-    query = store.items_by_id_query(7, 8, 1, ids)
+    query = items_by_id_query(7, 8, 1, ids)
     sql = str(query.compile(g.engine, compile_kwargs={"literal_binds": True}))
     with g.engine.connect() as conn:
         plan = conn.execute(text("EXPLAIN " + sql)).mappings().all()
-        found = store.items_by_id(conn, 7, 8, 1, ids)
+        found = items_by_id(conn, 7, 8, 1, ids)
     assert [(r["item_id"], r["position"], r["live_verdict"]) for r in found] == [
         ("i10", 10, "MATCH"),
         ("i4000", 4000, "MATCH"),

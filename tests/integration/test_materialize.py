@@ -15,12 +15,14 @@ from helpers import spec
 from sqlalchemy import func, select, update
 from sqlalchemy.exc import OperationalError
 
-from gate import store
 from gate.datasets.sources import Row, content_hash, next_page_size, open_source
 from gate.errors import DatasetError
 from gate.report.text import render_text
 from gate.service import Gate
+from gate.store.runs import advance_materialize
+from gate.store.schema import EPOCH, prompt_run, prompt_run_item
 from gate.verdict.reasons import ITEM_DETAIL
+from workers import materialize
 from workers.materialize import Materializer
 from workers.reconcile import Reconciler
 
@@ -91,7 +93,7 @@ def test_a_label_the_prompt_lacks_ends_the_run_error_and_the_update_failed(gate,
 def test_a_page_that_fails_mid_transaction_is_read_again_without_duplicates(gate, tmp_path, monkeypatch):
     g = _gate(gate)
     uid = _submit(g, tmp_path, GOOD)
-    real, calls = store.advance_materialize, []
+    real, calls = advance_materialize, []
 
     def crash_on_the_third_page(conn, run_id, token, **kw):
         calls.append(kw["cursor"])
@@ -99,17 +101,17 @@ def test_a_page_that_fails_mid_transaction_is_read_again_without_duplicates(gate
             raise RuntimeError("worker died mid-page")
         return real(conn, run_id, token, **kw)
 
-    monkeypatch.setattr(store, "advance_materialize", crash_on_the_third_page)
+    monkeypatch.setattr(materialize, "advance_materialize", crash_on_the_third_page)
     with pytest.raises(RuntimeError, match="died"):
         _materialize(g)
     run_id = g.status(uid).runs[0].run_id
-    i, r = store.prompt_run_item, store.prompt_run
+    i, r = prompt_run_item, prompt_run
     with g.engine.begin() as conn:
         committed = conn.execute(select(func.count()).where(i.c.run_id == run_id)).scalar()
         cursor_rows = conn.execute(select(r.c.row_count).where(r.c.id == run_id)).scalar()
         assert committed == cursor_rows == 2 * PAGE  # pages 1-2 in; 3 and the one after it rolled back
-        conn.execute(update(r).where(r.c.id == run_id).values(lease_until=store.EPOCH))  # the lease runs out
-    monkeypatch.setattr(store, "advance_materialize", real)
+        conn.execute(update(r).where(r.c.id == run_id).values(lease_until=EPOCH))  # the lease runs out
+    monkeypatch.setattr(materialize, "advance_materialize", real)
     _materialize(g)
     with g.engine.connect() as conn:
         ids = conn.execute(select(i.c.item_id).where(i.c.run_id == run_id)).scalars().all()
@@ -125,7 +127,7 @@ def test_a_page_whose_commit_was_lost_in_flight_is_not_inserted_again(gate, tmp_
     finds the page in instead of inserting it again (its own item ids would end the run)."""
     g = _gate(gate)
     uid = _submit(g, tmp_path, GOOD)
-    real, calls = store.advance_materialize, []
+    real, calls = advance_materialize, []
 
     def commit_then_lose_the_connection(conn, run_id, token, **kw):
         calls.append(kw["cursor"])
@@ -141,15 +143,11 @@ def test_a_page_whose_commit_was_lost_in_flight_is_not_inserted_again(gate, tmp_
             )
         return moved
 
-    monkeypatch.setattr(store, "advance_materialize", commit_then_lose_the_connection)
+    monkeypatch.setattr(materialize, "advance_materialize", commit_then_lose_the_connection)
     _materialize(g)
     run_id = g.status(uid).runs[0].run_id
     with g.engine.connect() as conn:
-        ids = (
-            conn.execute(select(store.prompt_run_item.c.item_id).where(store.prompt_run_item.c.run_id == run_id))
-            .scalars()
-            .all()
-        )
+        ids = conn.execute(select(prompt_run_item.c.item_id).where(prompt_run_item.c.run_id == run_id)).scalars().all()
     assert sorted(ids) == sorted(i for i, _ in GOOD)  # every item once
     run = g.status(uid).runs[0]
     assert (run.status, run.reason, run.row_count) == ("RUNNING", None, len(GOOD))

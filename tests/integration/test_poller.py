@@ -10,8 +10,10 @@ import time
 import pytest
 from helpers import setup_gate, spec
 
-from gate import store
 from gate.service import Gate
+from gate.store.runs import get_run
+from gate.store.updates import any_open_update
+from workers import poller
 from workers.supervisor import ROLES, build_pollers
 
 INTERVAL = 0.3
@@ -21,13 +23,13 @@ INTERVAL = 0.3
 def process(gate, monkeypatch):
     """Every role of one process, on threads, and the times of its probes."""
     probes = []
-    original = store.any_open_update
+    original = any_open_update
 
     def counted(conn):
         probes.append(time.monotonic())
         return original(conn)
 
-    monkeypatch.setattr(store, "any_open_update", counted)
+    monkeypatch.setattr(poller, "any_open_update", counted)
     g = Gate(gate.engine, gate.settings.with_(idle_probe_interval=INTERVAL))
     stop = threading.Event()
     pollers = build_pollers(g.engine, g.settings, stop, ROLES, concurrency=2)
@@ -63,7 +65,7 @@ def test_a_submission_is_picked_up_within_about_one_interval(process, tmp_path):
         run_id = g.status(uid).runs[0].run_id
         while time.monotonic() - submitted < 5:
             with g.engine.connect() as conn:
-                if store.get_run(conn, run_id).attempt > 0:
+                if get_run(conn, run_id).attempt > 0:
                     break
             time.sleep(0.01)
         pickups.append(time.monotonic() - submitted)

@@ -15,12 +15,13 @@ import pytest
 from helpers import rules_spec, write_rule_rows
 from sqlalchemy import select, update
 
-from gate import store
 from gate.errors import UsageError
 from gate.mockllm import FaultPlan, MockLLMServer
 from gate.ratelimit import TAKE_SCRIPT, AdaptiveConcurrency, Limits, RedisBucket, SqlBucket, parse_limits
 from gate.service import Gate
 from gate.states import UpdateStatus
+from gate.store.ratelimits import ensure_rate_bucket, rate_bucket_state, rate_limit_stats
+from gate.store.schema import rate_limit_bucket
 from workers.supervisor import run_until_terminal
 
 CLIENTS = 8
@@ -190,9 +191,9 @@ def test_naive_get_compare_incr_overshoots_its_cap(redis_client):
 def test_naive_select_then_update_overshoots_on_mariadb(mysql_gate):
     """The same bug on the database, as an ORM writes it: SELECT the tokens, compare in
     the app, write back the value it computed (``bucket.tokens -= 1; commit``)."""
-    cap, key, b = 50, fresh_key("naive-sql"), store.rate_limit_bucket
+    cap, key, b = 50, fresh_key("naive-sql"), rate_limit_bucket
     with mysql_gate.engine.begin() as conn:
-        store.ensure_rate_bucket(conn, key, cap, 0.0)
+        ensure_rate_bucket(conn, key, cap, 0.0)
 
     def naive_client(_):
         granted = 0
@@ -386,8 +387,8 @@ def test_gate_run_under_the_servers_rate_limit_sees_few_429s(db, items, request,
     assert rate_limited <= 0.05 * calls, stats
     assert elapsed >= (items - 1) / (rpm / 60) * 0.9  # the budget was respected...
     with gate.engine.connect() as conn:
-        counts = store.rate_limit_stats(conn, [report.runs[0].run_id])
-        bucket = store.rate_bucket_state(conn, f"{server.base_url.split('/')[2]}|mock-1|rpm")
+        counts = rate_limit_stats(conn, [report.runs[0].run_id])
+        bucket = rate_bucket_state(conn, f"{server.base_url.split('/')[2]}|mock-1|rpm")
     assert counts["throttled_calls"] > items / 2  # ...by waiting, and it shows
     assert counts["rate_limited_calls"] == rate_limited
     assert bucket is not None and bucket.granted == calls

@@ -11,9 +11,9 @@ from datetime import datetime
 from helpers import RULES, rules_spec, write_rule_rows
 from sqlalchemy import event, func, insert, select, text
 
-from gate import store
 from gate.mockllm import MockLLMServer
 from gate.prompt.spec import parse_spec
+from gate.store.schema import EPOCH, answer, dataset_row, dataset_version, prompt_run_item
 from workers.supervisor import run_until_terminal
 
 LATER = datetime(2999, 1, 1)
@@ -65,17 +65,17 @@ def test_prune_keeps_the_live_evidence_and_what_is_open(gate, tmp_path, monkeypa
     live, check, open_id, (v1, v2, v3) = scenario(gate, tmp_path, monkeypatch)
     dry = gate.prune(0, dry_run=True)
     assert (dry.runs, dry.items, dry.versions) == (1, 12, 1)
-    assert count(gate, store.prompt_run_item, run_id=check.runs[0].run_id) == 12  # nothing deleted yet
+    assert count(gate, prompt_run_item, run_id=check.runs[0].run_id) == 12  # nothing deleted yet
     done = gate.prune(0, batch=5)
     assert (done.runs, done.items, done.versions, done.version_rows) == (1, 12, 1, 14)
-    assert count(gate, store.prompt_run_item, run_id=check.runs[0].run_id) == 0
-    assert count(gate, store.prompt_run_item, run_id=live.runs[0].run_id) == 12  # the live version's evidence
+    assert count(gate, prompt_run_item, run_id=check.runs[0].run_id) == 0
+    assert count(gate, prompt_run_item, run_id=live.runs[0].run_id) == 12  # the live version's evidence
     assert gate.status(check.update.id).runs[0].metrics["matches"] == 12  # summaries stay
-    assert count(gate, store.dataset_version, id=v3) == 0 and count(gate, store.dataset_row, version_id=v3) == 0
-    assert count(gate, store.dataset_row, version_id=v1) == 12  # read by the live version
-    assert count(gate, store.dataset_row, version_id=v2) == 13  # current, and pinned
-    assert count(gate, store.answer, update_id=live.update.id) == 12
-    assert count(gate, store.answer, update_id=check.update.id) == 0
+    assert count(gate, dataset_version, id=v3) == 0 and count(gate, dataset_row, version_id=v3) == 0
+    assert count(gate, dataset_row, version_id=v1) == 12  # read by the live version
+    assert count(gate, dataset_row, version_id=v2) == 13  # current, and pinned
+    assert count(gate, answer, update_id=live.update.id) == 12
+    assert count(gate, answer, update_id=check.update.id) == 0
     assert gate.prune(0).items == 0  # idempotent
     assert gate.status(open_id).runs[0].dataset_version_id == v2
 
@@ -95,7 +95,7 @@ def test_a_version_made_current_again_while_prune_runs_is_kept(gate, tmp_path, m
     monkeypatch.setattr(gate, "_take_versions", revert_then_take)
     report = gate.prune(0, batch=5)
     assert report.versions == 0
-    assert gate.dataset_version("d").id == v3 and count(gate, store.dataset_row, version_id=v3) == 14
+    assert gate.dataset_version("d").id == v3 and count(gate, dataset_row, version_id=v3) == 14
     assert gate.status(gate.submit(rules_spec("p1"), "check")).runs[0].dataset_version_id == v3
 
 
@@ -110,15 +110,15 @@ def test_every_delete_of_prune_uses_an_index(mysql_gate, tmp_path, monkeypatch):
     scenario(gate, tmp_path, monkeypatch)
     with gate.engine.begin() as conn:  # tables of a real size, so that a scan would cost
         conn.execute(
-            insert(store.prompt_run_item),
+            insert(prompt_run_item),
             [
-                dict(run_id=1000 + r, position=i, item_id=f"{r}-{i}", expected_decision="yes", lease_until=store.EPOCH)
+                dict(run_id=1000 + r, position=i, item_id=f"{r}-{i}", expected_decision="yes", lease_until=EPOCH)
                 for r in range(40)
                 for i in range(500)
             ],
         )
         conn.execute(
-            insert(store.dataset_row),
+            insert(dataset_row),
             [
                 dict(
                     version_id=1000 + v,
@@ -133,7 +133,7 @@ def test_every_delete_of_prune_uses_an_index(mysql_gate, tmp_path, monkeypatch):
             ],
         )
         conn.execute(
-            insert(store.answer),
+            insert(answer),
             [
                 dict(request_key=f"{k:064x}", actual_decision="yes", update_id=999, run_id=999, created_at=LATER)
                 for k in range(20000)
@@ -176,15 +176,12 @@ def test_prune_keeps_the_live_answers_an_open_update_is_compared_with(gate, tmp_
         gate.refresh_dataset("d")  # the live version never saw this one
         (earlier,) = run_until_terminal(gate, [gate.submit(other_template(), "check")], timeout=60)
         baseline_id = earlier.runs[0].comparison["live_run_id"]
-        assert (
-            earlier.runs[0].comparison["live_scored_now"]
-            and count(gate, store.prompt_run_item, run_id=baseline_id) == 13
-        )
+        assert earlier.runs[0].comparison["live_scored_now"] and count(gate, prompt_run_item, run_id=baseline_id) == 13
         later = gate.submit(rules_spec("p1", description="later"), "check")  # open, compared with it
         assert gate.status(later).runs[0].pinned["baseline"]["run_id"] == baseline_id  # reused, not staged again
         pruned = gate.prune(0, batch=5)
-        assert count(gate, store.prompt_run_item, run_id=baseline_id) == 13
-        assert pruned.items == 13 and count(gate, store.prompt_run_item, run_id=earlier.runs[0].run_id) == 0
+        assert count(gate, prompt_run_item, run_id=baseline_id) == 13
+        assert pruned.items == 13 and count(gate, prompt_run_item, run_id=earlier.runs[0].run_id) == 0
         (report,) = run_until_terminal(gate, [later], timeout=60)
     c = report.runs[0].comparison
     assert report.status == "PASSED" and (c["paired"], c["broken"]) == (13, 0)

@@ -79,9 +79,9 @@ def test_a_kept_answer_is_the_first_and_is_never_replaced(gate):
     inserted, a key of another chunk untouched): MariaDB's INSERT IGNORE, SQLite's OR IGNORE."""
     from sqlalchemy import select
 
-    from gate import store
     from gate.db import transaction
     from gate.records import Answer
+    from gate.store.answers import save_answers
     from gate.store.schema import answer
 
     def kept(key, decision, update_id):
@@ -96,9 +96,9 @@ def test_a_kept_answer_is_the_first_and_is_never_replaced(gate):
             run_id=update_id,
         )
 
-    transaction(gate.engine, lambda c: store.save_answers(c, [kept("a" * 64, "yes", 1), kept("c" * 64, "no", 1)]))
-    transaction(gate.engine, lambda c: store.save_answers(c, [kept("a" * 64, "no", 2)]))  # first kept
-    transaction(gate.engine, lambda c: store.save_answers(c, [kept("b" * 64, "maybe", 3), kept("a" * 64, "no", 3)]))
+    transaction(gate.engine, lambda c: save_answers(c, [kept("a" * 64, "yes", 1), kept("c" * 64, "no", 1)]))
+    transaction(gate.engine, lambda c: save_answers(c, [kept("a" * 64, "no", 2)]))  # first kept
+    transaction(gate.engine, lambda c: save_answers(c, [kept("b" * 64, "maybe", 3), kept("a" * 64, "no", 3)]))
     with gate.engine.connect() as conn:
         rows = {r.request_key[0]: (r.actual_decision, r.update_id) for r in conn.execute(select(answer))}
     assert rows == {"a": ("yes", 1), "b": ("maybe", 3), "c": ("no", 1)}

@@ -13,12 +13,13 @@ import time
 import pytest
 from helpers import rules_spec, write_rule_rows
 
-from gate import db, store
+from gate import db
 from gate.errors import IllegalTransition, UsageError
 from gate.mockllm import MockLLMServer
 from gate.runtime import PromptRuntime
 from gate.service import Gate
 from gate.states import UpdateStatus
+from gate.store.runs import BASELINE, runs_of_update
 from workers.reconcile import reconcile_batch
 from workers.supervisor import WorkerProcess, run_until_terminal
 
@@ -120,7 +121,7 @@ def runs_done(gate: Gate, update_id: int, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while True:
         with gate.engine.connect() as conn:
-            runs = store.runs_of_update(conn, update_id) + store.runs_of_update(conn, update_id, store.BASELINE)
+            runs = runs_of_update(conn, update_id) + runs_of_update(conn, update_id, BASELINE)
         if runs and all(r.status == "DONE" for r in runs):
             return
         assert time.monotonic() < deadline, f"update {update_id}'s runs did not finish"

@@ -9,9 +9,13 @@ import pytest
 from helpers import setup_gate, spec, write_csv
 from sqlalchemy import func, select
 
-from gate import store
 from gate.errors import IllegalTransition, NotFound, SpecError, UsageError
+from gate.service import gate as service_gate
 from gate.states import RUN_STEPS, UPDATE_STEPS, RunStatus, UpdateStatus
+from gate.store.datasets import list_datasets
+from gate.store.runs import claim_materialize, insert_run, transition_run
+from gate.store.schema import dataset, prompt_run, prompt_update
+from gate.store.updates import transition_update
 
 
 def count(gate, table) -> int:
@@ -22,7 +26,7 @@ def count(gate, table) -> int:
 def test_upgrade_is_idempotent(gate):
     assert gate.upgrade() == []
     with gate.engine.connect() as conn:
-        assert store.list_datasets(conn) == []
+        assert list_datasets(conn) == []
 
 
 def test_register_map_and_list(gate, tmp_path):
@@ -71,7 +75,7 @@ def test_bad_extra_bars_are_refused_and_nothing_written(gate, tmp_path, bars):
 def test_bad_names_are_refused(gate, tmp_path, name):
     with pytest.raises(UsageError):
         gate.register_dataset(name, str(write_csv(tmp_path / "d.csv", 1)))
-    assert count(gate, store.dataset) == 0
+    assert count(gate, dataset) == 0
 
 
 def test_unknown_dataset_and_update(gate):
@@ -86,7 +90,7 @@ def test_unknown_dataset_and_update(gate):
 def test_submit_without_mapping_says_how_to_map(gate):
     with pytest.raises(UsageError, match="promptgate dataset map p1"):
         gate.submit(spec())
-    assert count(gate, store.prompt_update) == 0
+    assert count(gate, prompt_update) == 0
 
 
 def test_submit_creates_one_run_per_dataset_with_bar_copied(gate, tmp_path):
@@ -107,7 +111,7 @@ def test_submit_creates_one_run_per_dataset_with_bar_copied(gate, tmp_path):
 def test_submit_is_atomic_when_it_fails_half_way(gate, tmp_path, monkeypatch):
     setup_gate(gate, tmp_path, datasets=(("d1", 3, "0.9"), ("d2", 3, "0.95")))
     first = gate.submit(spec(), "apply")
-    real = store.insert_run
+    real = insert_run
     calls = []
 
     def failing_insert_run(conn, *args, **kwargs):
@@ -116,11 +120,11 @@ def test_submit_is_atomic_when_it_fails_half_way(gate, tmp_path, monkeypatch):
             raise RuntimeError("injected fault between the inserts")
         return real(conn, *args, **kwargs)
 
-    monkeypatch.setattr(store, "insert_run", failing_insert_run)
+    monkeypatch.setattr(service_gate, "insert_run", failing_insert_run)
     with pytest.raises(RuntimeError, match="injected"):
         gate.submit(spec(), "apply")
-    assert count(gate, store.prompt_update) == 1
-    assert count(gate, store.prompt_run) == 2
+    assert count(gate, prompt_update) == 1
+    assert count(gate, prompt_run) == 2
     assert gate.status(first).status == UpdateStatus.PENDING  # its cancellation rolled back too
 
 
@@ -163,7 +167,7 @@ def _force_update_status(gate, uid, status):
     from sqlalchemy import update
 
     with gate.engine.begin() as conn:
-        conn.execute(update(store.prompt_update).where(store.prompt_update.c.id == uid).values(status=status))
+        conn.execute(update(prompt_update).where(prompt_update.c.id == uid).values(status=status))
 
 
 @pytest.mark.parametrize("src,to", [(s, t) for s in UpdateStatus for t in UpdateStatus])
@@ -174,10 +178,10 @@ def test_every_update_transition(gate, tmp_path, src, to):
     legal = (src, to) in _legal_update_pairs()
     with gate.engine.begin() as conn:
         if legal:
-            store.transition_update(conn, uid, to, "r")
+            transition_update(conn, uid, to, "r")
         else:
             with pytest.raises(IllegalTransition):
-                store.transition_update(conn, uid, to, "r")
+                transition_update(conn, uid, to, "r")
     assert gate.status(uid).status == (to if legal else src)
 
 
@@ -189,14 +193,14 @@ def test_every_run_transition(gate, tmp_path, src, to):
     uid = gate.submit(spec())
     run_id = gate.status(uid).runs[0].run_id
     with gate.engine.begin() as conn:
-        conn.execute(update(store.prompt_run).where(store.prompt_run.c.id == run_id).values(status=src))
+        conn.execute(update(prompt_run).where(prompt_run.c.id == run_id).values(status=src))
     legal = src in RUN_STEPS.get(to, ())
     with gate.engine.begin() as conn:
         if legal:
-            store.transition_run(conn, run_id, to)
+            transition_run(conn, run_id, to)
         else:
             with pytest.raises(IllegalTransition):
-                store.transition_run(conn, run_id, to)
+                transition_run(conn, run_id, to)
     assert gate.status(uid).runs[0].status == (to if legal else src)
 
 
@@ -204,11 +208,11 @@ def test_run_transition_guarded_by_lease_token(gate, tmp_path):
     setup_gate(gate, tmp_path)
     gate.submit(spec())
     with gate.engine.begin() as conn:
-        ((run, token),) = store.claim_materialize(conn, 30)
+        ((run, token),) = claim_materialize(conn, 30)
     with gate.engine.begin() as conn:
         with pytest.raises(IllegalTransition, match="lease"):
-            store.transition_run(conn, run.id, RunStatus.RUNNING, token="0" * 32)
-        store.transition_run(conn, run.id, RunStatus.RUNNING, token=token)
+            transition_run(conn, run.id, RunStatus.RUNNING, token="0" * 32)
+        transition_run(conn, run.id, RunStatus.RUNNING, token=token)
 
 
 def test_spec_errors_name_file_and_field(tmp_path):

@@ -20,8 +20,8 @@ from conftest import ROOT
 from sqlalchemy import select
 from workers_harness import worker_env
 
-from gate import store
 from gate.service import Gate
+from gate.store.schema import worker
 
 STORMS = 30
 LANES = 2
@@ -63,7 +63,7 @@ def wait_registered(gate: Gate, fleet: subprocess.Popen, n: int, timeout: float 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         with gate.engine.connect() as conn:
-            pids = set(conn.execute(select(store.worker.c.pid)).scalars())
+            pids = set(conn.execute(select(worker.c.pid)).scalars())
         if len(live_members(fleet.pid, pids)) >= n:
             return
         time.sleep(0.02)

@@ -14,7 +14,7 @@ import yaml
 from helpers import RULES, rules_spec, write_rule_rows
 from workers_harness import WorkerFleet, worker_env
 
-from gate import gateconfig, store
+from gate import gateconfig
 from gate.db import read
 from gate.errors import UsageError
 from gate.mockllm import MockLLMServer
@@ -22,6 +22,7 @@ from gate.prompt.spec import parse_spec
 from gate.records import Price
 from gate.service import Gate
 from gate.states import UpdateStatus
+from gate.store.spend import spend_of_update
 from workers import ROLES
 from workers.execute.spend import SpendGuard
 from workers.supervisor import WorkerProcess
@@ -66,7 +67,7 @@ def test_a_call_cap_is_never_exceeded_across_two_worker_processes(mysql_gate, ll
     assert run.stop["kind"] == "spend_cap" and run.passed is None and run.scored + run.errors + run.stopped == 1000
     assert report.spend["calls_made"] == calls and calls >= run.scored  # every call counted
     with gate.engine.connect() as conn:
-        assert store.spend_of_update(conn, uid)[0] == 300  # reserved: exactly the cap
+        assert spend_of_update(conn, uid)[0] == 300  # reserved: exactly the cap
 
 
 def test_a_cost_cap_reserves_each_calls_most_and_settles_to_its_cost(mysql_gate, llm, workers, tmp_path):
@@ -93,7 +94,7 @@ def test_a_cost_cap_reserves_each_calls_most_and_settles_to_its_cost(mysql_gate,
     spent = Decimal(run.metrics["cost_usd"])  # what the answers written back cost, at the price
     assert spent <= cost <= Decimal("0.05") and 20 < run.scored < 400 and llm.stats()["requests"] < 400
     with gate.engine.connect() as conn:
-        calls, reserved, in_flight = store.spend_of_update(conn, uid)
+        calls, reserved, in_flight = spend_of_update(conn, uid)
     assert in_flight == 0 and calls == llm.stats()["requests"]  # every call settled, none left in flight
 
 
@@ -223,7 +224,7 @@ class StoppedRightAfterTheLastGrant(SpendGuard):
     def reserve(self, run, item, messages):
         granted = super().reserve(run, item, messages)
         if granted is not None:
-            calls, _, _ = read(self.engine, lambda conn: store.spend_of_update(conn, run.update_id))
+            calls, _, _ = read(self.engine, lambda conn: spend_of_update(conn, run.update_id))
             if calls == run.context.caps.max_calls_per_update:
                 self._reached(run, item, None, "max_calls_per_update")
         return granted

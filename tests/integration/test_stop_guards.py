@@ -10,10 +10,14 @@ import threading
 
 from helpers import rules_spec, write_rule_rows
 
-from gate import store
 from gate.db import transaction
 from gate.records import ItemResult
 from gate.states import Verdict
+from gate.store.items import claim_items, write_item_results
+from gate.store.runs import finalizable_runs, get_run, runs_of_update
+from gate.store.schema import prompt_run_item
+from gate.store.stops import add_tally, read_tally, stop_update, stripe_of
+from gate.store.updates import get_update
 from workers.materialize import Materializer
 
 
@@ -26,9 +30,9 @@ def staged(gate, tmp_path, datasets=("d1", "d2")):
 
 
 def verdicts(gate, run_id):
-    i = store.prompt_run_item
+    i = prompt_run_item
     with gate.engine.connect() as conn:
-        rows = conn.execute(store.prompt_run_item.select().where(i.c.run_id == run_id)).all()
+        rows = conn.execute(prompt_run_item.select().where(i.c.run_id == run_id)).all()
     return sorted(r.verdict for r in rows)
 
 
@@ -37,45 +41,45 @@ def test_a_write_back_in_flight_cannot_resurrect_a_stopped_item(gate, tmp_path):
     Materializer(
         gate.engine, gate.settings, threading.Event()
     ).poll()  # the first run's items; the second stays PENDING
-    token, items = transaction(gate.engine, lambda conn: store.claim_items(conn, first, 4, 30, 3))
+    token, items = transaction(gate.engine, lambda conn: claim_items(conn, first, 4, 30, 3))
     assert len(items) == 4
     stopped = transaction(
         gate.engine,
-        lambda conn: store.stop_update(
+        lambda conn: stop_update(
             conn, uid, "early_stop", first, {"kind": "early_stop", "run_id": first}, "with_update"
         ),
     )
     assert stopped == {first: 12, second: 0}  # claimed ones too: their calls' answers are dropped
-    again = transaction(gate.engine, lambda conn: store.stop_update(conn, uid, "spend_cap", second, {}, "spend_cap"))
+    again = transaction(gate.engine, lambda conn: stop_update(conn, uid, "spend_cap", second, {}, "spend_cap"))
     assert again == {}  # one stopper wins
 
     results = [ItemResult(i.position, Verdict.MATCH, actual_decision=i.expected_decision, calls=1) for i in items]
 
     def write(conn):
-        written = store.write_item_results(conn, first, token, results)
-        store.add_tally(conn, first, store.stripe_of(token), [i.position for i in items] if written else None, None, 4)
+        written = write_item_results(conn, first, token, results)
+        add_tally(conn, first, stripe_of(token), [i.position for i in items] if written else None, None, 4)
         return written
 
     assert transaction(gate.engine, write) == 0  # the lease token is gone: nothing written
     assert verdicts(gate, first) == ["STOPPED"] * 12
     with gate.engine.connect() as conn:
-        assert store.read_tally(conn, first) == ([], 4)  # the calls were made; no outcome counted
-        runs = {r.id: r for r in store.runs_of_update(conn, uid)}
+        assert read_tally(conn, first) == ([], 4)  # the calls were made; no outcome counted
+        runs = {r.id: r for r in runs_of_update(conn, uid)}
         assert runs[first].stopped == "early_stop" and runs[second].stopped == "with_update"
         assert runs[first].materialized_at is not None and runs[second].status == "PENDING"
-        assert store.get_update(conn, uid).stopped == {"kind": "early_stop", "run_id": first}
-        assert store.finalizable_runs(conn, 10) == [first]  # nothing PENDING: finalize may take it at once
+        assert get_update(conn, uid).stopped == {"kind": "early_stop", "run_id": first}
+        assert finalizable_runs(conn, 10) == [first]  # nothing PENDING: finalize may take it at once
 
 
 def test_a_stopped_run_not_yet_materialized_gets_no_page(gate, tmp_path):
     uid, (first, second) = staged(gate, tmp_path)
     Materializer(gate.engine, gate.settings, threading.Event()).poll()
     transaction(
-        gate.engine, lambda conn: store.stop_update(conn, uid, "spend_cap", first, {"kind": "spend_cap"}, "spend_cap")
+        gate.engine, lambda conn: stop_update(conn, uid, "spend_cap", first, {"kind": "spend_cap"}, "spend_cap")
     )
     Materializer(gate.engine, gate.settings, threading.Event()).poll()  # claims the second run: stopped, so no page
     assert verdicts(gate, second) == []
     with gate.engine.connect() as conn:
-        run = store.get_run(conn, second)
+        run = get_run(conn, second)
         assert run.status == "RUNNING" and run.materialized_at is not None and run.stopped == "spend_cap"
-        assert sorted(store.finalizable_runs(conn, 10)) == [first, second]
+        assert sorted(finalizable_runs(conn, 10)) == [first, second]

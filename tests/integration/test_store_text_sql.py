@@ -11,9 +11,13 @@ from datetime import datetime, timedelta
 import pytest
 from sqlalchemy import insert, select, text
 
-from gate import store
 from gate.records import ItemResult
 from gate.store import textsql
+from gate.store.answers import save_answers
+from gate.store.dialect import db_now
+from gate.store.items import claim_items, write_item_results
+from gate.store.schema import EPOCH, answer, dataset_row, prompt_run_item
+from gate.store.versions import insert_version_rows
 
 TRICKY = [
     "plain",
@@ -51,7 +55,7 @@ def _rows(n_repeat: int = 1, values=TRICKY):
 
 def _insert(conn, version_id, rows) -> int:
     """The rows as a page of a dataset version: (position, item_id, label, input, row hash, protected)."""
-    return store.insert_version_rows(
+    return insert_version_rows(
         conn,
         version_id,
         [(k, item_id, label, input_json, "0" * 64, k % 2) for k, (item_id, input_json, label) in enumerate(rows)],
@@ -59,7 +63,7 @@ def _insert(conn, version_id, rows) -> int:
 
 
 def _read_back(conn, version_id):
-    r = store.dataset_row
+    r = dataset_row
     return sorted(
         conn.execute(select(r.c.item_id, r.c.input, r.c.expected_decision).where(r.c.version_id == version_id)).all()
     )
@@ -115,7 +119,7 @@ def test_multi_row_statements_cut_by_length(limit, expected):
 def _claimed(g, run_id: int, n: int):
     with g.engine.begin() as conn:
         conn.execute(
-            insert(store.prompt_run_item),
+            insert(prompt_run_item),
             [
                 dict(
                     run_id=run_id,
@@ -123,13 +127,13 @@ def _claimed(g, run_id: int, n: int):
                     item_id=f"it{i}",
                     input={},
                     expected_decision="yes",
-                    lease_until=store.EPOCH,
+                    lease_until=EPOCH,
                 )
                 for i in range(n)
             ],
         )
     with g.engine.begin() as conn:
-        return store.claim_items(conn, run_id, n, 30, 3)
+        return claim_items(conn, run_id, n, 30, 3)
 
 
 def test_write_item_results_writes_every_field_under_the_lease(gate):
@@ -150,9 +154,9 @@ def test_write_item_results_writes_every_field_under_the_lease(gate):
     results.append(ItemResult(items[-2].position, "PENDING", error="timeout: 50% \\ 'x'", retry_in=120.0))
     results.append(ItemResult(items[-1].position, "ERROR", error="auth: it's over"))
     with gate.engine.begin() as conn:
-        assert store.write_item_results(conn, 11, token, results) == len(results)
-        now = conn.execute(select(store.db_now())).scalar()
-    i = store.prompt_run_item
+        assert write_item_results(conn, 11, token, results) == len(results)
+        now = conn.execute(select(db_now())).scalar()
+    i = prompt_run_item
     with gate.engine.connect() as conn:
         rows = {r.position: r for r in conn.execute(select(i).where(i.c.run_id == 11))}
     for r in results:
@@ -187,13 +191,13 @@ def test_write_item_results_needs_the_token_and_a_live_lease(gate):
     token, items = _claimed(gate, 12, 3)
     results = [ItemResult(it.position, "MATCH", actual_decision="yes") for it in items]
     with gate.engine.begin() as conn:
-        assert store.write_item_results(conn, 12, "someone-else", results) == 0
+        assert write_item_results(conn, 12, "someone-else", results) == 0
         conn.execute(
-            store.prompt_run_item.update()
-            .where(store.prompt_run_item.c.run_id == 12, store.prompt_run_item.c.position == items[0].position)
+            prompt_run_item.update()
+            .where(prompt_run_item.c.run_id == 12, prompt_run_item.c.position == items[0].position)
             .values(lease_until=datetime(2001, 1, 1))
         )  # its lease ran out
-        assert store.write_item_results(conn, 12, token, results) == 2
+        assert write_item_results(conn, 12, token, results) == 2
 
 
 def _answers(values=TRICKY):
@@ -216,7 +220,7 @@ def _answers(values=TRICKY):
 
 
 def _kept(conn) -> list[tuple]:
-    a = store.answer
+    a = answer
     return sorted(
         tuple(r)
         for r in conn.execute(
@@ -261,7 +265,7 @@ def _check_save_answers(db_url: str, mode: str) -> None:
             conn.execute(text(f"SET SESSION sql_mode = CONCAT(@@sql_mode, ',{mode}')"))
             conn.execute(text("SELECT 1"))
         before = inserts(conn)
-        store.save_answers(conn, answers)
+        save_answers(conn, answers)
         sent = inserts(conn) - before
         if mode:
             conn.execute(text(f"SET SESSION sql_mode = REPLACE(@@sql_mode, '{mode}', '')"))
@@ -280,8 +284,8 @@ def _check_save_answers(db_url: str, mode: str) -> None:
             )
             for a in answers
         )
-        stamped = conn.execute(select(store.answer.c.created_at).limit(1)).scalar()
-        now = conn.execute(select(store.db_now())).scalar()
+        stamped = conn.execute(select(answer.c.created_at).limit(1)).scalar()
+        now = conn.execute(select(db_now())).scalar()
     assert abs((now - stamped).total_seconds()) < 60
     if mysql:
         assert sent == 1, f"{sent} INSERT statements for {len(answers)} answers"

@@ -18,7 +18,6 @@ from jsonschema import Draft202012Validator
 from sqlalchemy import select
 from test_reuse import evaluate
 
-from gate import store
 from gate.api.codec import decode, encode
 from gate.calls.providers import default_endpoint
 from gate.mockllm import MockLLMServer
@@ -28,6 +27,7 @@ from gate.report.markdown import render_report_markdown
 from gate.report.text import render_text
 from gate.schemas import status_schema
 from gate.service import UpdateReport
+from gate.store.schema import answer, prompt_run_item
 from gate.verdict.stats import wilson_interval
 from workers.supervisor import run_until_terminal
 
@@ -174,9 +174,9 @@ def test_a_trial_that_fails_retryably_retries_the_item_until_the_cap(mysql_gate,
     cap = mysql_gate.settings.attempt_cap
     with mysql_gate.engine.connect() as conn:
         items = conn.execute(
-            select(
-                store.prompt_run_item.c.verdict, store.prompt_run_item.c.attempt, store.prompt_run_item.c.trials
-            ).where(store.prompt_run_item.c.run_id == report.runs[0].run_id)
+            select(prompt_run_item.c.verdict, prompt_run_item.c.attempt, prompt_run_item.c.trials).where(
+                prompt_run_item.c.run_id == report.runs[0].run_id
+            )
         ).all()
     assert report.attempts["retried_items"] > 0 and calls > 3 * rows
     for verdict, attempt, trials in items:
@@ -189,7 +189,7 @@ def test_a_trial_that_fails_retryably_retries_the_item_until_the_cap(mysql_gate,
 
 def kept_keys(gate) -> set[str]:
     with gate.engine.connect() as conn:
-        return set(conn.execute(select(store.answer.c.request_key)).scalars())
+        return set(conn.execute(select(answer.c.request_key)).scalars())
 
 
 @pytest.mark.parametrize(

@@ -11,16 +11,16 @@ import pytest
 from helpers import rules_spec, write_rule_rows
 from sqlalchemy import func, select
 
-from gate import store
 from gate.errors import DatasetError, NotFound
 from gate.mockllm import MockLLMServer
+from gate.store.schema import dataset_row, dataset_version
 from workers.supervisor import run_until_terminal
 
 
 def version_rows(gate, version_id) -> int:
     with gate.engine.connect() as conn:
         return conn.execute(
-            select(func.count()).select_from(store.dataset_row).where(store.dataset_row.c.version_id == version_id)
+            select(func.count()).select_from(dataset_row).where(dataset_row.c.version_id == version_id)
         ).scalar()
 
 
@@ -63,8 +63,8 @@ def test_a_failed_import_leaves_nothing(gate, tmp_path, content, problem):
     with pytest.raises(NotFound):
         gate.get_dataset("bad")  # a new dataset whose first import failed is not registered
     with gate.engine.connect() as conn:
-        assert conn.execute(select(func.count()).select_from(store.dataset_version)).scalar() == 0
-        assert conn.execute(select(func.count()).select_from(store.dataset_row)).scalar() == 0
+        assert conn.execute(select(func.count()).select_from(dataset_version)).scalar() == 0
+        assert conn.execute(select(func.count()).select_from(dataset_row)).scalar() == 0
 
 
 def test_a_duplicate_across_pages_is_caught_by_the_version(gate, tmp_path):
@@ -146,7 +146,7 @@ def test_submit_pins_the_current_version_and_needs_one(gate, tmp_path):
 
 
 def _delete_rows(gate, version_id: int, positions: list[int]) -> None:
-    r = store.dataset_row
+    r = dataset_row
     with gate.engine.begin() as conn:
         conn.execute(r.delete().where(r.c.version_id == version_id, r.c.position.in_(positions)))
 

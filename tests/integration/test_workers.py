@@ -14,13 +14,14 @@ from helpers import rules_spec, write_rule_rows
 from sqlalchemy import select, text
 from workers_harness import WorkerFleet, worker_env
 
-from gate import store
 from gate.errors import NotFound
 from gate.mockllm import MockLLMServer
 from gate.prompt.spec import parse_spec
 from gate.records import ItemResult
 from gate.service import Gate
 from gate.states import UpdateStatus, Verdict
+from gate.store.items import claim_items, write_item_results
+from gate.store.schema import prompt_run_item
 from workers.supervisor import WorkerProcess, run_until_terminal
 
 
@@ -56,7 +57,7 @@ def wait_all(gate, ids, timeout):
 
 
 def item_rows(gate, run_ids):
-    i = store.prompt_run_item
+    i = prompt_run_item
     with gate.engine.connect() as conn:
         return conn.execute(
             select(i.c.run_id, i.c.item_id, i.c.verdict, i.c.attempt).where(i.c.run_id.in_(run_ids))
@@ -156,22 +157,22 @@ def test_stalled_lease_cannot_write_late_results(gate, tmp_path):
     Materializer(gate.engine, gate.settings, threading.Event()).poll()
     run_id = gate.status(uid).runs[0].run_id
     with gate.engine.begin() as conn:
-        token_a, items_a = store.claim_items(conn, run_id, 10, 0.3, 3)
+        token_a, items_a = claim_items(conn, run_id, 10, 0.3, 3)
     assert len(items_a) == 4
     time.sleep(0.5)
     with gate.engine.begin() as conn:
-        token_b, items_b = store.claim_items(conn, run_id, 10, 30, 3)
+        token_b, items_b = claim_items(conn, run_id, 10, 30, 3)
     assert {i.position for i in items_b} == {i.position for i in items_a}
     with gate.engine.begin() as conn:
         assert (
-            store.write_item_results(
+            write_item_results(
                 conn, run_id, token_b, [ItemResult(i.position, Verdict.MATCH, actual_decision="b") for i in items_b]
             )
             == 4
         )
     with gate.engine.begin() as conn:
         assert (
-            store.write_item_results(
+            write_item_results(
                 conn, run_id, token_a, [ItemResult(i.position, Verdict.MISMATCH, actual_decision="a") for i in items_a]
             )
             == 0

@@ -13,7 +13,7 @@ its tables are read as data and compared with inventories built from the code it
 * The state diagrams draw exactly the steps of ``gate/states.py``.
 * "Tables": one row per table of ``gate/store/schema.py``; every column a row names (outside
   its prose in parentheses) is a column of that table.
-* Anywhere in the page, ``store.x`` names something ``gate.store`` has.
+* Anywhere in the page, ``store.module.x`` names something gate/store/module.py has.
 
 Each failure says which name is missing or stale, and where in the page to put it right."""
 
@@ -100,12 +100,10 @@ def steps() -> dict[str, set[tuple[str, str]]]:
 
 
 def resolve_store(path: str) -> bool:
-    target = gate
-    for part in path.split("."):
-        if not hasattr(target, part):
-            return False
-        target = getattr(target, part)
-    return True
+    """``store.module.name``: a name gate/store/module.py defines (``store.module``: the module)."""
+    _, module, *rest = path.split(".")
+    found = store_modules().get(module)
+    return found is not None and all(hasattr(found, name) for name in rest[:1])
 
 
 def qualnames(path: Path) -> set[str]:
@@ -150,7 +148,7 @@ def statement_table_problems(text: str) -> list[str]:
         if name in HELPER_MODULES:
             if not cell.startswith("no statements"):
                 problems.append(f"{where}: the row `{name}.py` must start 'no statements' (a helper module)")
-            stale = [n for n in names(cell) if not hasattr(module, n) and not hasattr(gate.store, n)]
+            stale = [n for n in names(cell) if not any(hasattr(m, n) for m in store_modules().values())]
         else:
             listed = set(names(outside_prose(cell)))
             problems += [
@@ -251,7 +249,7 @@ def transition_table_problems(text: str) -> list[str]:
             if (subject, f, to) not in covered:
                 problems.append(
                     f"{where}: no row for the {subject} step {f} → {to} (gate/states.py): add "
-                    f"| {subject} {f} → {to} | `file: function` | `store.statement` |"
+                    f"| {subject} {f} → {to} | `file: function` | `store.module.statement` |"
                 )
     return problems
 

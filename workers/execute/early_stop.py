@@ -7,7 +7,7 @@ When: after a write-back that committed an item answered wrong (MISMATCH) or not
 needs no look — the run's tally is read (one read of a few dozen rows, whatever the number
 of items scored: see gate/verdict/early_stop.py) and judged. Settled, and with an item of the update
 still to call (a stop must save a call: with every remaining item in flight the run just
-ends, and its verdict is the same): the update is stopped (``store.stop_update``: one
+ends, and its verdict is the same): the update is stopped (``stop_update``: one
 winner, its runs' remaining items STOPPED), and this process's calls of its runs not yet
 begun are not made. A write-back that lost its lease asks
 whether its run was stopped, so a process learns of another's stop at its next write-back
@@ -20,13 +20,16 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from gate import store
 from gate.calls.spend_caps import SpendLimits
 from gate.db import read, transaction
 from gate.errors import first_line
 from gate.prompt.structured.rule import rule_of
 from gate.records import ItemResult, Run
 from gate.states import RunStatus, Verdict
+from gate.store.runs import CANDIDATE, get_run
+from gate.store.stops import read_tally, run_stopped, stop_update, update_has_uncalled
+from gate.store.updates import get_update
+from gate.store.versions import get_version
 from gate.verdict.bar_checks import BarCheck
 from gate.verdict.bars import Bars, pinned_bars
 from gate.verdict.early_stop import Outcomes, settled
@@ -50,7 +53,7 @@ class RunJudge:
     by_label: bool = True  # False: a decision field by field (its tally counts no labels)
 
     def settled(self, conn) -> list[BarCheck]:
-        rows, _ = store.read_tally(conn, self.run_id)
+        rows, _ = read_tally(conn, self.run_id)
         return settled(self.bars, Outcomes.from_rows(rows, self.total, self.label_totals, self.live_right))
 
 
@@ -61,7 +64,7 @@ def live_pair(conn, run: Run) -> tuple[int | None, int | None]:
     baseline = (run.pinned or {}).get("baseline") or {}
     if not baseline.get("run_id") or baseline.get("scored_now"):
         return None, None
-    live = store.get_run(conn, baseline["run_id"])
+    live = get_run(conn, baseline["run_id"])
     metrics = live.metrics or {}
     if live.status != RunStatus.DONE or live.stopped or metrics.get("scored") != metrics.get("total"):
         return None, None
@@ -79,14 +82,14 @@ class RunContext:
 
     @classmethod
     def load(cls, conn, run_id: int) -> RunContext:
-        run = store.get_run(conn, run_id)
-        upd = store.get_update(conn, run.update_id)
+        run = get_run(conn, run_id)
+        upd = get_update(conn, run.update_id)
         limits = upd.limits or {}
         caps = SpendLimits.from_values(limits.get("max_calls_per_update"), limits.get("max_cost_per_update_usd"))
         pinned = run.pinned or {}
         judge = None
-        if pinned.get("early_stop") and run.role == store.CANDIDATE:
-            version = store.get_version(conn, run.dataset_version_id)
+        if pinned.get("early_stop") and run.role == CANDIDATE:
+            version = get_version(conn, run.dataset_version_id)
             live_id, live_right = live_pair(conn, run)
             by_label = rule_of(pinned.get("decision")) is None
             judge = RunJudge(
@@ -113,14 +116,14 @@ class Stopper:
         if run is None or run.stopped:
             return
         try:
-            if lost and read(self.engine, lambda conn: store.run_stopped(conn, run_id)):
+            if lost and read(self.engine, lambda conn: run_stopped(conn, run_id)):
                 self.mark(run.update_id)
                 return
             judge = run.context.judge
             if judge is None or not any(r.verdict in NOT_RIGHT for r in results):
                 return
             missed = read(self.engine, judge.settled)
-            if missed and read(self.engine, lambda conn: store.update_has_uncalled(conn, run.update_id)):
+            if missed and read(self.engine, lambda conn: update_has_uncalled(conn, run.update_id)):
                 self.stop(
                     run.update_id,
                     run_id,
@@ -133,9 +136,7 @@ class Stopper:
 
     def stop(self, update_id: int, run_id: int, kind: str, sibling_kind: str, info: dict) -> bool:
         """Stop the update (its runs' remaining items STOPPED); True when this call did."""
-        stopped = transaction(
-            self.engine, lambda conn: store.stop_update(conn, update_id, kind, run_id, info, sibling_kind)
-        )
+        stopped = transaction(self.engine, lambda conn: stop_update(conn, update_id, kind, run_id, info, sibling_kind))
         self.mark(update_id)
         if stopped:
             log.info(

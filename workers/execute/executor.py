@@ -10,7 +10,7 @@ big dataset does not starve a small one. A retryable failure (timeout, connectio
 provider's Retry-After); at the attempt cap its ERROR is final. Leases of calls that
 outlive half the lease are renewed. One item's call, or its N calls for a prompt with
 ``trials: N``, is ``workers.execute.calls``; the result made of its answers, ``workers.execute.results``.
-Each write-back also adds to its run's running counts (``store.add_tally``), from which
+Each write-back also adds to its run's running counts (``add_tally``), from which
 ``workers.execute.early_stop`` judges whether the run's verdict is settled and stops its update;
 a call of an update with a spend cap is reserved first (``workers.execute.spend``).
 
@@ -35,7 +35,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 from sqlalchemy.exc import DBAPIError
 
-from gate import store
 from gate.calls.llm import call_prompt, prepare_default_client, render_messages_many
 from gate.calls.providers import ProviderDecl, endpoint_for
 from gate.db import read, transaction
@@ -46,6 +45,18 @@ from gate.prompt.spec import parse_spec
 from gate.ratelimit import CallLimiter
 from gate.records import Answer, ClaimedItem, ItemResult
 from gate.states import Verdict
+from gate.store.answers import find_answers, save_answers
+from gate.store.items import (
+    claim_items,
+    claim_items_from,
+    fail_unclaimed_items,
+    release_items,
+    renew_item_leases,
+    write_item_results,
+)
+from gate.store.runs import candidate_of_run, running_runs
+from gate.store.stops import add_tally, stripe_of
+from gate.store.versions import version_inputs
 from workers.poller import Poller
 
 from .call_threads import CallThreads
@@ -134,7 +145,7 @@ class Executor(Poller):
     def _running_runs(self) -> list[int]:
         if time.monotonic() - self.runs_at > RUN_LIST_TTL:
             with self.engine.connect() as conn:
-                self.runs = store.running_runs(conn)
+                self.runs = running_runs(conn)
             self.runs_at = time.monotonic()
             self.claim_from = {run: start for run, start in self.claim_from.items() if run in self.runs}
         return self.runs
@@ -153,15 +164,15 @@ class Executor(Poller):
 
     def _claim_run(self, run_id: int, limit: int):
         """Claim from where this executor's last claim of the run ended while the run has
-        items never leased there (``store.claim_items_from``: the scan does not step over
+        items never leased there (``claim_items_from``: the scan does not step over
         the index entries of every item claimed before), then from the run's first ready
         item (retries, leases run out, items given back)."""
         settings, start = self.settings, self.claim_from.get(run_id, 0)
 
         def claim(conn):
             if start is not None:
-                return store.claim_items_from(conn, run_id, start, limit, settings.lease_seconds, settings.attempt_cap)
-            return store.claim_items(conn, run_id, limit, settings.lease_seconds, settings.attempt_cap)
+                return claim_items_from(conn, run_id, start, limit, settings.lease_seconds, settings.attempt_cap)
+            return claim_items(conn, run_id, limit, settings.lease_seconds, settings.attempt_cap)
 
         token, items = transaction(self.engine, claim, wrote=lambda claimed: bool(claimed[1]))
         if start is not None:
@@ -186,7 +197,7 @@ class Executor(Poller):
         run = self.run_calls.get(run_id)
         if run is None:
             with self.engine.connect() as conn:
-                candidate = store.candidate_of_run(conn, run_id)
+                candidate = candidate_of_run(conn, run_id)
                 known = RunContext.load(conn, run_id)
             spec = parse_spec(candidate.config)
             decl = ProviderDecl.from_dict(candidate.provider) if candidate.provider else None
@@ -283,7 +294,7 @@ class Executor(Poller):
         missing = [i.position for i in items if i.input is None]
         if not missing:
             return items
-        inputs = read(self.engine, lambda conn: store.version_inputs(conn, run.version_id, missing))
+        inputs = read(self.engine, lambda conn: version_inputs(conn, run.version_id, missing))
         # the constructor, not dataclasses.replace: a tenth of the cost, on every item of a chunk
         return [
             i
@@ -295,7 +306,7 @@ class Executor(Poller):
     def _answers(self, keys: list[str]) -> dict[str, Answer]:
         if not keys:
             return {}
-        return read(self.engine, lambda conn: store.find_answers(conn, keys))
+        return read(self.engine, lambda conn: find_answers(conn, keys))
 
     def _abandon(self, chunk: Chunk, exc: BaseException) -> None:
         """The chunk could not be prepared for a reason outside its items (the database was
@@ -313,7 +324,7 @@ class Executor(Poller):
         run.over_budget = f"not rendered: {why or elsewhere}"
         try:
             failed = transaction(
-                self.engine, lambda conn: store.fail_unclaimed_items(conn, item.run_id, f"budget: {run.over_budget}")
+                self.engine, lambda conn: fail_unclaimed_items(conn, item.run_id, f"budget: {run.over_budget}")
             )
             log.info("run %s: template over budget; %d unclaimed items end ERROR uncalled", item.run_id, failed)
         except Exception as exc:  # they still fail one by one, unrendered, as they are claimed
@@ -365,15 +376,15 @@ class Executor(Poller):
         calls = sum(r.calls for r in chunk.results)
 
         def write(conn) -> int:
-            written = store.write_item_results(conn, run_id, chunk.token, chunk.results)
+            written = write_item_results(conn, run_id, chunk.token, chunk.results)
             whole = written == len(chunk.results)
             if whole:  # kept only from a write-back that held its lease throughout
-                store.save_answers(conn, answers)
+                save_answers(conn, answers)
             # the run's running counts (gate/verdict/early_stop.py), and the calls it made, lease or not
-            store.add_tally(
+            add_tally(
                 conn,
                 run_id,
-                store.stripe_of(chunk.token),
+                stripe_of(chunk.token),
                 scored if whole else None,
                 judge.live_run_id if judge else None,
                 calls,
@@ -401,7 +412,7 @@ class Executor(Poller):
         for chunk in self.ledger.due_for_renewal(self.settings.lease_seconds / 2):
             transaction(
                 self.engine,
-                lambda conn: store.renew_item_leases(
+                lambda conn: renew_item_leases(
                     conn, chunk.run_id, [i.position for i in chunk.items], chunk.token, self.settings.lease_seconds
                 ),
             )
@@ -417,7 +428,7 @@ class Executor(Poller):
         for chunk, positions in given_back:
             try:
                 given += transaction(
-                    self.engine, lambda conn: store.release_items(conn, chunk.token, chunk.run_id, positions)
+                    self.engine, lambda conn: release_items(conn, chunk.token, chunk.run_id, positions)
                 )
             except Exception as exc:  # their lease runs out instead
                 log.warning("drain: could not give back %d item(s): %s", len(positions), first_line(exc))

@@ -1,6 +1,6 @@
 """The spend caps at the call (gate/calls/spend_caps.py): before each model call of an update with a
 cap, the call and the most it can cost are reserved in the gate database, atomically across
-every worker process (``store.reserve_spend``); the cost is settled to the real one when
+every worker process (``reserve_spend``); the cost is settled to the real one when
 the answer comes. A reservation refused because the cap is spent stops the update (its
 remaining items are not called) and the call is not made; one refused only because calls
 in flight hold part of the budget (they may yet cost less than their most) waits for them
@@ -15,12 +15,13 @@ from __future__ import annotations
 import logging
 import threading
 
-from gate import store
 from gate.calls.spend_caps import call_bound, output_bound, usd_nano
 from gate.db import read, transaction
 from gate.errors import first_line
 from gate.prompt.spec import request_kwargs
 from gate.states import UpdateStatus
+from gate.store.spend import release_spend, reserve_spend, settle_spend, spend_of_update
+from gate.store.updates import get_update
 from gate.verdict.update_outcome import SPEND_CAP
 
 log = logging.getLogger("promptgate.execute")
@@ -52,14 +53,14 @@ class SpendGuard:
         while not run.stopped:
             if transaction(
                 self.engine,
-                lambda conn: store.reserve_spend(
+                lambda conn: reserve_spend(
                     conn, run.update_id, 1, cost, caps.max_calls_per_update, caps.max_cost_nanousd
                 ),
             ):
                 return cost
             upd, (calls, reserved, in_flight) = read(
                 self.engine,
-                lambda conn: (store.get_update(conn, run.update_id), store.spend_of_update(conn, run.update_id)),
+                lambda conn: (get_update(conn, run.update_id), spend_of_update(conn, run.update_id)),
             )
             if upd.status != UpdateStatus.RUNNING or upd.stopped:
                 # refused for no cap: the update was cancelled (superseded), ended, or stopped
@@ -83,7 +84,7 @@ class SpendGuard:
         if not run.context.caps:
             return
         try:
-            transaction(self.engine, lambda conn: store.release_spend(conn, run.update_id, 1, reserved))
+            transaction(self.engine, lambda conn: release_spend(conn, run.update_id, 1, reserved))
         except Exception as exc:
             log.warning("update %s: could not give back an unused reservation: %s", run.update_id, first_line(exc))
 
@@ -100,7 +101,7 @@ class SpendGuard:
             reserved if tokens_in is None or tokens_out is None else usd_nano(tokens_in, tokens_out, run.context.price)
         )
         try:
-            transaction(self.engine, lambda conn: store.settle_spend(conn, run.update_id, reserved, spent))
+            transaction(self.engine, lambda conn: settle_spend(conn, run.update_id, reserved, spent))
         except Exception as exc:  # kept reserved and in flight: the cap only binds sooner
             log.warning("update %s: could not settle a call's cost: %s", run.update_id, first_line(exc))
 
