@@ -19,7 +19,8 @@ from gate.prompt.spec import PromptSpec, parse_spec_text
 from gate.prompt.yaml_file import read_text_file
 from gate.report.markdown import GITHUB_COMMENT_LIMIT, STEP_SUMMARY_LIMIT, render_markdown
 from gate.report.text import render_text
-from gate.service import Gate, UpdateReport
+from gate.report.update import UpdateReport
+from gate.service import Gate
 from gate.states import UpdateStatus
 
 from .github import ChangedFile, GitHubClient

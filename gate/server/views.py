@@ -17,7 +17,7 @@ from gate.datasets.sources import shown_source
 from gate.errors import UsageError
 from gate.records import FleetCounts, Mapping, Update, WorkerRow
 from gate.report.text import difference, spend_line
-from gate.service import RunReport, UpdateReport
+from gate.report.update import RunReport, UpdateReport
 from gate.states import UPDATE_OPEN, RunStatus
 from gate.verdict.bars import Bars
 from gate.verdict.reasons import detail_text

@@ -8,7 +8,6 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.engine import Engine
@@ -18,17 +17,15 @@ from gate import db
 from gate.api.release import (
     DEFAULT_RELEASE_MODE,
     SHA_POLL,
-    latest_per_prompt,  # noqa: F401
     of_mode,
     wait_for_release,
 )
 from gate.calls.providers import resolve
-from gate.datasets.importer import discard_version
 from gate.errors import Forbidden, UsageError
 from gate.prompt.request_keys import pin
 from gate.prompt.spec import PromptSpec
 from gate.records import DatasetVersion, FleetCounts, Update, WorkerRow
-from gate.report.update import SAMPLE_FAILURES, UpdateReport, run_report  # noqa: F401
+from gate.report.update import SAMPLE_FAILURES, UpdateReport, run_report
 from gate.settings import Settings
 from gate.states import UPDATE_TERMINAL, Mode
 from gate.store.answers import reuse_stats
@@ -39,19 +36,7 @@ from gate.store.live import find_live, live_version
 from gate.store.locks import ensure_prompt_lock, lock_prompt
 from gate.store.providers import list_providers
 from gate.store.ratelimits import rate_limit_stats
-from gate.store.retention import (
-    count_prunable_answers,
-    count_run_items,
-    delete_answers,
-    delete_run_items,
-    lock_prunable_run,
-    prunable_answer_keys,
-    prunable_runs,
-    prunable_versions,
-    take_version,
-)
 from gate.store.runs import BASELINE, insert_run, runs_of_update
-from gate.store.stops import delete_tally
 from gate.store.trials import unstable_items
 from gate.store.updates import (
     cancel_update,
@@ -71,25 +56,12 @@ from gate.verdict.bars import Bars
 from .admission import check_expected, check_labels, count_unknown_fields, field_coverage, fields_read
 from .baseline import baseline_of, model_price
 from .boundary import driver_errors_become_gate_errors
+from .config import ConfigMixin
 from .datasets import DatasetsMixin
 from .live import LiveMixin
+from .retention import RetentionMixin
 from .spending import check_cost_bounded, gate_limits, pinned_limits, run_calls, update_spend
 from .tokens import TokensMixin
-
-PRUNE_BATCH = 5000
-
-
-@dataclass
-class PruneReport:
-    """What ``prune`` deleted (or, with ``dry_run``, would delete)."""
-
-    runs: int = 0
-    items: int = 0
-    versions: int = 0
-    version_rows: int = 0
-    answers: int = 0
-    dry_run: bool = False
-
 
 COMMIT_SHA_RE = re.compile(r"[0-9a-fA-F]{40}(?:[0-9a-fA-F]{24})?")
 
@@ -119,7 +91,7 @@ def _unstable_items(conn, run, limit: int) -> list:
 
 
 @driver_errors_become_gate_errors
-class Gate(DatasetsMixin, LiveMixin, TokensMixin):
+class Gate(DatasetsMixin, ConfigMixin, LiveMixin, RetentionMixin, TokensMixin):
     """A handle on one gate database."""
 
     def __init__(self, engine: Engine, settings: Settings):
@@ -330,51 +302,6 @@ class Gate(DatasetsMixin, LiveMixin, TokensMixin):
             cancel_update(conn, update_id, reason)
 
         db.transaction(self.engine, cancel)
-
-    def prune(self, older_than: float, dry_run: bool = False, batch: int = PRUNE_BATCH) -> PruneReport:
-        """Delete what is older than ``older_than`` seconds and no longer needed (see
-        ``gate.store.retention``): item rows of finished runs, dataset versions nobody
-        current or open reads, kept answers; in transactions of at most ``batch`` rows.
-        With ``dry_run``, only count them."""
-        with self.engine.connect() as conn:
-            runs = prunable_runs(conn, older_than, 1_000_000)
-            items = count_run_items(conn, runs)
-            versions = prunable_versions(conn, older_than)
-            answers = count_prunable_answers(conn, older_than) if dry_run else 0
-        report = PruneReport(
-            runs=len(runs),
-            items=items,
-            versions=len(versions),
-            version_rows=sum(n for *_, n in versions),
-            answers=answers,
-            dry_run=dry_run,
-        )
-        if dry_run:
-            return report
-        for run_id in runs:  # each batch checks again that no open update reads the run
-            while db.transaction(
-                self.engine,
-                lambda conn: lock_prunable_run(conn, run_id) and delete_run_items(conn, run_id, batch),
-            ):
-                pass
-            db.transaction(
-                self.engine, lambda conn: lock_prunable_run(conn, run_id) and delete_tally(conn, run_id)
-            )  # its running counts go with its items
-        report.versions, report.version_rows = self._take_versions(versions, older_than, batch)
-        while keys := db.transaction(self.engine, lambda conn: prunable_answer_keys(conn, older_than, batch)):
-            report.answers += db.transaction(self.engine, lambda conn: delete_answers(conn, keys))
-        return report
-
-    def _take_versions(self, versions: list[tuple[int, int, int]], older_than: float, batch: int) -> tuple[int, int]:
-        """Delete the listed versions that are still prunable when taken (each is checked
-        again under its dataset's lock: it may have become current or pinned since it was
-        listed). Returns (versions, rows) deleted."""
-        taken = rows_taken = 0
-        for version_id, dataset_id, rows in versions:
-            if db.transaction(self.engine, lambda conn: take_version(conn, version_id, dataset_id, older_than)):
-                discard_version(self.engine, version_id, batch)
-                taken, rows_taken = taken + 1, rows_taken + rows
-        return taken, rows_taken
 
     def fleet(self) -> FleetCounts:
         """Updates and runs by status, open runs' items by state, the oldest waiting

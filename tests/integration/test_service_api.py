@@ -16,7 +16,8 @@ from service_harness import Service
 from sqlalchemy import text
 
 from gate.api.codec import decode
-from gate.service import Gate, UpdateReport
+from gate.report.update import UpdateReport
+from gate.service import Gate
 from workers.supervisor import run_until_terminal
 
 PROMPT_YAML = """\

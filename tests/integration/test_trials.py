@@ -25,8 +25,8 @@ from gate.mockllm.variance import is_flaky_item
 from gate.prompt.spec import parse_spec
 from gate.report.markdown import render_report_markdown
 from gate.report.text import render_text
+from gate.report.update import UpdateReport
 from gate.schemas import status_schema
-from gate.service import UpdateReport
 from gate.store.schema import answer, prompt_run_item
 from gate.verdict.stats import wilson_interval
 from workers.supervisor import run_until_terminal

@@ -16,7 +16,7 @@ from gate.prompt.spec import load_spec, parse_spec
 from gate.records import Price
 from gate.report.markdown import render_markdown, render_report_markdown
 from gate.report.text import render_text
-from gate.service import UpdateReport
+from gate.report.update import UpdateReport
 from workers.supervisor import WorkerProcess, run_until_terminal
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "prompts-example"

@@ -21,9 +21,9 @@ from gate.api.codec import encode
 from gate.records import Dataset, ItemSample, Run, RunCounts, Update
 from gate.report.markdown import render_report_markdown
 from gate.report.text import render_text
+from gate.report.update import UpdateReport, run_report
 from gate.schemas import status_schema
 from gate.server.dataset_access import holdout_items_hidden
-from gate.service import UpdateReport, run_report
 from gate.verdict.reasons import ITEM_DETAIL
 
 T0 = dt.datetime(2024, 5, 1, 12, 0, 0)

@@ -16,8 +16,8 @@ from test_report_markdown import check_golden
 from gate.records import FlipSample, ItemSample, Run, RunCounts, Update
 from gate.report.markdown import render_report_markdown
 from gate.report.text import render_text
+from gate.report.update import UpdateReport, run_report
 from gate.schemas import status_schema
-from gate.service import UpdateReport, run_report
 
 T0 = dt.datetime(2024, 5, 1, 12, 0, 0)
 DECISION = {

@@ -24,8 +24,7 @@ from gate.report.markdown import (
     render_markdown,
     render_report_markdown,
 )
-from gate.service import RunReport, UpdateReport
-from gate.service.reports import comparison
+from gate.report.update import RunReport, UpdateReport, comparison
 from gate.verdict.bar_checks import drop_check
 from gate.verdict.stats import label_metrics
 

@@ -16,7 +16,7 @@ import pytest
 from gate.records import Update
 from gate.report.markdown import render_report_markdown
 from gate.report.text import render_text
-from gate.service.reports import RunReport, UpdateReport
+from gate.report.update import RunReport, UpdateReport
 from gate.verdict.bar_checks import check
 from gate.verdict.bars import Bars
 from gate.verdict.scoring import format_bar, format_pct

@@ -11,7 +11,7 @@ from decimal import Decimal
 
 from gate.cli.progress import ScoringRate, WaitProgress, format_eta
 from gate.records import Update
-from gate.service import RunReport, UpdateReport
+from gate.report.update import RunReport, UpdateReport
 
 CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")  # anything but the newline
 

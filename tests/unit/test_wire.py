@@ -8,8 +8,7 @@ import json
 from decimal import Decimal
 
 from gate.api.codec import decode, encode
-from gate.records import DatasetVersion, VersionRow
-from gate.service import DatasetPreview
+from gate.records import DatasetPreview, DatasetVersion, VersionRow
 
 HOSTILE = {
     "$decimal": "not a number",
