@@ -20,9 +20,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # gate, and the tests' harness (support)
 
-from mariadb_server import LocalMariaDB, create_database, running  # noqa: E402
+from support.mariadb_server import LocalMariaDB, create_database, running  # noqa: E402
 
 
 @contextmanager
@@ -200,7 +200,7 @@ def result(name: str, figure: float, unit: str, target: float, higher_is_better:
 
 
 def rules_spec(name: str):
-    from helpers import rules_spec as make
+    from support.helpers import rules_spec as make
 
     return make(name)
 

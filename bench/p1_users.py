@@ -120,7 +120,7 @@ def phases(gate, uid: int, began: float, submit_exit: float, wall: float) -> str
 def service(db_url: str, folder: Path):
     """``promptgate serve`` on a free port and an admin token (an apply is submitted):
     the environment a CI job has for it."""
-    from service_harness import Service
+    from support.service_harness import Service
 
     served = Service(db_url, folder)
     try:

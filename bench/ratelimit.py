@@ -43,7 +43,7 @@ def redis_server():
     if url:
         yield url
         return
-    from redis_server import LocalRedis
+    from support.redis_server import LocalRedis
 
     server = LocalRedis().start()
     try:

@@ -76,7 +76,7 @@ def main() -> bool:
     ap.add_argument("--warmup", type=float, default=3)
     ap.add_argument("--mode", choices=("check", "apply"), default="check")
     args = ap.parse_args()
-    from service_harness import Service
+    from support.service_harness import Service
 
     names = [f"svc{i:03d}" for i in range(args.prompts)]
     bodies = [

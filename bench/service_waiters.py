@@ -188,7 +188,7 @@ def main() -> bool:
     ap.add_argument("--settle", type=float, default=1)
     args = ap.parse_args()
     raise_open_files(2 * args.waiters + 512)
-    from service_harness import Service
+    from support.service_harness import Service
 
     prompts = [f"wait{i:02d}" for i in range(args.updates)]
     with mariadb() as (server_url, _), tempfile.TemporaryDirectory() as tmp:

@@ -1,25 +1,23 @@
 """Fixtures: a real MariaDB server for the session, a fresh database per test on MariaDB
-and SQLite, the local model server and a fake GitHub, and helpers to run the real CLI.
+and SQLite, the local model server, a fake GitHub and the service. The harness they stand
+on is ``tests/support/`` (``support.cli``: the repository's ``ROOT`` and the real CLI).
 
 The tests are in three folders, each a marker too (``pytest -m unit``): ``unit`` (no
 server: parsing, escaping, the sandbox, the shape of the code), ``integration`` (real
 MariaDB, SQLite, PostgreSQL, Redis, an S3 stand-in, the model server, worker processes)
 and ``acceptance`` (the CLI as subprocesses, the Action, the demo). `make test` runs all
-of them. ``ROOT`` is the repository's root for every test and helper."""
+of them."""
 
 from __future__ import annotations
 
 import itertools
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from mariadb_server import HOW, LocalMariaDB, create_database, running
+from support.mariadb_server import HOW, LocalMariaDB, create_database, running
 
-ROOT = Path(__file__).resolve().parents[1]
 _counter = itertools.count()
 
 
@@ -128,26 +126,11 @@ def model(llm, monkeypatch):
 
 @pytest.fixture
 def github():
-    from action_harness import REPO, TOKEN
-    from fake_github import FakeGitHub
+    from support.action_harness import REPO, TOKEN
+    from support.fake_github import FakeGitHub
 
     with FakeGitHub(REPO, token=TOKEN) as fake:
         yield fake
-
-
-def run_cli(*args, env=None, input=None, timeout=120, cwd=None):
-    """Run the real `promptgate` CLI as a subprocess."""
-    full_env = {**os.environ, **(env or {})}
-    full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), full_env.get("PYTHONPATH")]))
-    return subprocess.run(
-        [sys.executable, "-m", "gate.cli", *map(str, args)],
-        capture_output=True,
-        text=True,
-        env=full_env,
-        input=input,
-        timeout=timeout,
-        cwd=cwd or ROOT,
-    )
 
 
 @pytest.fixture(scope="module")
@@ -164,8 +147,8 @@ def chromium() -> str:
 
 @pytest.fixture
 def service(mysql_url, tmp_path):
-    """`promptgate serve` on a fresh MariaDB database (tests/service_harness.py)."""
-    from service_harness import Service
+    """`promptgate serve` on a fresh MariaDB database (tests/support/service_harness.py)."""
+    from support.service_harness import Service
 
     svc = Service(mysql_url, tmp_path)
     yield svc

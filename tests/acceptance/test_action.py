@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from action_harness import (
+from support.action_harness import (
     BASE,
     HEAD1,
     HEAD2,
@@ -35,7 +35,7 @@ from action_harness import (
     unescaped_pipes,
     use_candidate,
 )
-from fake_github import file_entry
+from support.fake_github import file_entry
 
 from gate import gateconfig
 from gate.calls.llm import CallResult
@@ -408,8 +408,8 @@ def test_end_to_end_with_the_gate_service_and_no_database_url(mysql_url, llm, gi
     """The recommended workflow: gate-url + gate-token, the service and the workers run
     elsewhere (here: a real `promptgate serve` and a real worker process on the gate's
     database), and no database URL anywhere in the job's environment."""
-    from service_harness import Service
-    from workers_harness import WorkerFleet, worker_env
+    from support.service_harness import Service
+    from support.workers_harness import WorkerFleet, worker_env
 
     setup = Gate.connect(mysql_url, upgrade=True)
     ws = make_workspace(tmp_path)

@@ -8,7 +8,7 @@ import subprocess
 import time
 
 import pytest
-from conftest import run_cli
+from support.cli import run_cli
 
 from gate.errors import UsageError
 from gate.service.gate import check_commit_sha

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT, run_cli
-from helpers import RULES, write_rule_rows
-from workers_harness import WorkerFleet, worker_env
+from support.cli import ROOT, run_cli
+from support.helpers import RULES, write_rule_rows
+from support.workers_harness import WorkerFleet, worker_env
 
 from gate.db import migrations
 from gate.mockllm import MockLLMServer
@@ -346,7 +346,7 @@ def test_a_template_branching_on_a_field_no_row_has_is_refused_at_submit_unless_
     """On MariaDB through the CLI: refused naming the field and both datasets, nothing
     staged; accepted once the gate config declares it optional, and the report shows what
     the templates read and how many rows have it."""
-    from action_harness import make_workspace
+    from support.action_harness import make_workspace
 
     ws = make_workspace(tmp_path)
     assert cli(mysql_url, "db", "upgrade").returncode == 0

@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 
-from conftest import ROOT
+from support.cli import ROOT
 
 
 def promptgate(cwd, *args):

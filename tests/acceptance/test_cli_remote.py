@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT, run_cli
-from workers_harness import WorkerFleet, worker_env
+from support.cli import ROOT, run_cli
+from support.workers_harness import WorkerFleet, worker_env
 
 from gate.prompt.spec import load_spec
 from gate.service import Gate
@@ -159,7 +159,7 @@ def csv_site(tmp_path):
 @pytest.fixture
 def loopback_service(mysql_url, tmp_path):
     """The service allowing sources on loopback (where the tests' dataset server runs)."""
-    import service_harness
+    from support import service_harness
 
     svc = service_harness.Service(mysql_url, tmp_path, "--source-hosts", "127.0.0.1/32")
     yield svc
@@ -275,7 +275,7 @@ def test_refusals_are_one_line_and_exit_2(service, tmp_path, no_gate_in_env):
 
 def test_a_wait_outlives_a_restart_of_the_service(service, tmp_path, no_gate_in_env, monkeypatch):
     """A wait the service has answered asks again while the service restarts (a deploy)."""
-    import service_harness
+    from support import service_harness
 
     gate = Gate.connect(service.db_url)
     try:
@@ -311,7 +311,7 @@ def test_a_wait_outlives_a_restart_of_the_service(service, tmp_path, no_gate_in_
 
 
 def test_rollback_through_the_service_records_the_token(service, tmp_path, no_gate_in_env, monkeypatch):
-    from helpers import rules_spec, write_rule_rows
+    from support.helpers import rules_spec, write_rule_rows
 
     from gate.mockllm import MockLLMServer
     from workers.supervisor import run_until_terminal

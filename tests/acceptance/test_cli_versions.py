@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from helpers import RULES
+from support.helpers import RULES
+from support.workers_harness import WorkerFleet, worker_env
 from test_cli import cli, prompt_file
-from workers_harness import WorkerFleet, worker_env
 
 from gate.mockllm import MockLLMServer
 

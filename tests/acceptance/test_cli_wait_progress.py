@@ -16,9 +16,9 @@ import termios
 import threading
 import time
 
-from conftest import ROOT, run_cli
-from helpers import rules_spec, write_rule_rows
-from workers_harness import WorkerFleet, worker_env
+from support.cli import ROOT, run_cli
+from support.helpers import rules_spec, write_rule_rows
+from support.workers_harness import WorkerFleet, worker_env
 
 from gate.mockllm import MockLLMServer
 

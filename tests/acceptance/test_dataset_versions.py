@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import yaml
-from action_harness import (
+from support.action_harness import (
     BASE,
     HEAD1,
     HEAD2,

@@ -4,8 +4,8 @@ through the same call path the gate evaluated with."""
 from __future__ import annotations
 
 import pytest
-from conftest import run_cli
-from helpers import rules_spec, write_rule_rows
+from support.cli import run_cli
+from support.helpers import rules_spec, write_rule_rows
 
 import workers.execute.executor
 from gate import runtime as gate_runtime

@@ -8,8 +8,8 @@ from __future__ import annotations
 import re
 
 import pytest
-from action_harness import HEAD1, act, fast, github_env, make_workspace, pr_payload
-from fake_github import FakeGitHub
+from support.action_harness import HEAD1, act, fast, github_env, make_workspace, pr_payload
+from support.fake_github import FakeGitHub
 
 from gate import gateconfig
 from gate.calls.llm import CallResult

@@ -4,7 +4,7 @@ one line and exit 2, never a traceback; item ids with terminal escapes print ine
 
 from __future__ import annotations
 
-from conftest import run_cli
+from support.cli import run_cli
 
 PROMPT = """name: p
 model: m
@@ -23,7 +23,7 @@ def test_the_cli_refuses_them_in_one_line_without_a_traceback(tmp_path):
 
 
 def test_status_and_preview_print_no_terminal_escapes(tmp_path, monkeypatch):
-    from helpers import rules_spec
+    from support.helpers import rules_spec
 
     from gate.mockllm import MockLLMServer
     from gate.service import Gate

@@ -10,11 +10,11 @@ import copy
 import json
 
 import pytest
-from conftest import ROOT
-from helpers import write_rule_rows
 from jsonschema import Draft202012Validator
+from support.cli import ROOT
+from support.helpers import write_rule_rows
+from support.workers_harness import WorkerFleet, worker_env
 from test_cli import cli, prompt_file
-from workers_harness import WorkerFleet, worker_env
 
 from gate.mockllm import MockLLMServer
 from gate.schemas import status_schema

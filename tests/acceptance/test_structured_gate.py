@@ -10,8 +10,8 @@ import json
 from pathlib import Path
 
 import yaml
-from helpers import rules_spec
 from jsonschema import Draft202012Validator
+from support.helpers import rules_spec
 
 from gate import gateconfig
 from gate.prompt.spec import parse_spec

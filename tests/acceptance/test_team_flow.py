@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 
 import yaml
-from action_harness import BASE, HEAD1, HEAD2, TOKEN, github_env, pr_payload, push_payload, read_outputs
-from conftest import ROOT
+from support.action_harness import BASE, HEAD1, HEAD2, TOKEN, github_env, pr_payload, push_payload, read_outputs
+from support.cli import ROOT
 
 from gate.report.markdown import MARKER
 from gate.service import Gate
@@ -148,8 +148,8 @@ def change_rows(path: Path) -> None:
 
 
 def test_the_recommended_setup_end_to_end(mysql_url, llm, github, tmp_path):
-    from service_harness import Service
-    from workers_harness import WorkerFleet, worker_env
+    from support.service_harness import Service
+    from support.workers_harness import WorkerFleet, worker_env
 
     ws = workspace(tmp_path)
     service = Service(mysql_url, tmp_path)  # the operator: db upgrade, tokens, serve

@@ -8,9 +8,9 @@ import json
 import re
 import time
 
-from conftest import run_cli
-from helpers import rules_spec, write_rule_rows
-from workers_harness import WorkerFleet, worker_env
+from support.cli import run_cli
+from support.helpers import rules_spec, write_rule_rows
+from support.workers_harness import WorkerFleet, worker_env
 
 from gate.mockllm import MockLLMServer
 

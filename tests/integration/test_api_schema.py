@@ -21,7 +21,6 @@ from collections import Counter
 import httpx2
 import pytest
 import schemathesis
-from helpers import rules_spec, write_rule_rows
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
@@ -31,7 +30,8 @@ from schemathesis.specs.openapi.checks import (
     response_schema_conformance,
     status_code_conformance,
 )
-from service_harness import Service
+from support.helpers import rules_spec, write_rule_rows
+from support.service_harness import Service
 
 from gate.service import Gate
 

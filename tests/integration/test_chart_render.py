@@ -16,7 +16,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from conftest import ROOT
+from support.cli import ROOT
 
 from gate.report.markdown import mermaid_chart
 

@@ -9,8 +9,8 @@ from contextlib import contextmanager
 from datetime import datetime
 
 import pytest
-from helpers import setup_gate, spec
 from sqlalchemy import insert, text, update
+from support.helpers import setup_gate, spec
 
 from gate.states import RunStatus, UpdateStatus
 from gate.store.items import claim_items, claim_items_from, item_claim_query, release_items

@@ -9,8 +9,8 @@ from __future__ import annotations
 import io
 
 import pytest
-from helpers import write_csv
 from sqlalchemy import text
+from support.helpers import write_csv
 
 from gate.datasets.importer import read_pages
 from gate.datasets.sources import SourceOptions
@@ -91,7 +91,7 @@ def test_a_wide_header_dry_run_costs_bounded_memory_and_stops_at_the_cap(mysql_u
     121 MiB (four at once: 284 to 1,340 MiB). A dry run of the widest header allowed now
     holds a page of about 4 MiB of rows; one whose rows would be over the version cap is
     refused there, so its CPU is bounded by the cap, not by the upload."""
-    from service_harness import Service
+    from support.service_harness import Service
 
     service = Service(mysql_url, tmp_path, env={"PROMPTGATE_MAX_VERSION_BYTES": str(128 << 20)})
     try:

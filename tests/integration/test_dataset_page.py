@@ -12,9 +12,9 @@ import shutil
 
 import httpx2
 import pytest
-from conftest import run_cli
-from helpers import rules_spec, write_rule_rows
-from service_harness import Service
+from support.cli import run_cli
+from support.helpers import rules_spec, write_rule_rows
+from support.service_harness import Service
 from test_status_page import ARTIFACTS, HOSTILE_ID, Browser, write_dataset
 
 from gate.service import Gate

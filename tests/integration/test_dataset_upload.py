@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import write_rule_rows
+from support.helpers import write_rule_rows
 
 from gate.client.remote import RemoteGate
 from gate.errors import GateError, UsageError
@@ -89,7 +89,7 @@ def test_an_upload_is_imported_as_a_local_import_would_be(service, tmp_path):
 
 
 def test_an_upload_over_the_cap_is_refused_before_it_is_stored(mysql_url, tmp_path):
-    from service_harness import Service
+    from support.service_harness import Service
 
     service = Service(mysql_url, tmp_path, "--max-upload-bytes", "4000")
     try:
@@ -220,7 +220,7 @@ def test_a_sync_through_the_service_uploads_its_files_and_a_failure_is_completed
 
 
 def test_the_cli_uploads_a_file_through_the_service_and_shows_where_it_came_from(service, tmp_path):
-    from conftest import run_cli
+    from support.cli import run_cli
 
     env = {"PROMPTGATE_URL": service.url, "PROMPTGATE_TOKEN": service.tokens["admin"], "PROMPTGATE_DATABASE_URL": ""}
     data = write_rule_rows(tmp_path / "d.csv", 6)
@@ -259,7 +259,7 @@ def test_the_cli_uploads_a_file_through_the_service_and_shows_where_it_came_from
 def test_a_linked_dataset_file_is_never_sent(service, github, tmp_path):
     """A file of the checkout that is a symbolic link to a file outside it (a runner's
     secret) is not uploaded, neither by a sync nor by a pull request's comparison."""
-    from action_harness import HEAD2, act, github_env, pr_payload
+    from support.action_harness import HEAD2, act, github_env, pr_payload
 
     from gate.gateconfig.remote import sync_remote
 

@@ -9,9 +9,9 @@ import signal
 import threading
 import time
 
-from helpers import rules_spec, write_rule_rows
 from sqlalchemy import func, select
-from workers_harness import WorkerFleet, worker_env
+from support.helpers import rules_spec, write_rule_rows
+from support.workers_harness import WorkerFleet, worker_env
 
 from gate.mockllm import MockLLMServer
 from gate.states import UpdateStatus, Verdict

@@ -10,9 +10,9 @@ import csv
 import re
 
 import pytest
-from helpers import rules_spec, write_rule_rows
 from sqlalchemy import func, select
-from workers_harness import WorkerFleet, worker_env
+from support.helpers import rules_spec, write_rule_rows
+from support.workers_harness import WorkerFleet, worker_env
 
 from gate.mockllm import MockLLMServer
 from gate.prompt.spec import parse_spec

@@ -12,8 +12,8 @@ import time
 
 import httpx2
 import pytest
-from helpers import rules_spec, write_rule_rows
-from service_harness import Service
+from support.helpers import rules_spec, write_rule_rows
+from support.service_harness import Service
 
 from gate.service import Gate
 

@@ -8,7 +8,7 @@ import socket
 
 import httpx2
 import pytest
-from service_harness import Service
+from support.service_harness import Service
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 
-from helpers import rules_spec, write_rule_rows
+from support.helpers import rules_spec, write_rule_rows
 
 from gate.calls.llm import CallResult
 from gate.service import Gate

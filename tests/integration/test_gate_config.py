@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pytest
 import yaml
-from action_harness import make_workspace
+from support.action_harness import make_workspace
 
 from gate import gateconfig
 
@@ -51,7 +51,7 @@ def test_sync_is_idempotent_and_the_file_is_the_whole_truth(gate, tmp_path):
 
 
 def test_extra_bars_are_synced_and_a_change_of_any_is_bar_changed(gate, tmp_path):
-    from helpers import write_rule_rows
+    from support.helpers import write_rule_rows
 
     write_rule_rows(tmp_path / "d.csv", 4)
     write_rule_rows(tmp_path / "e.csv", 4)
@@ -165,7 +165,7 @@ def test_a_pull_requests_row_diff_reads_no_file_it_points_elsewhere(gate, tmp_pa
     """The pull request's gate.yaml re-declares a registered dataset on a link to a file
     outside its checkout, with that file's columns: the diff must not read it (nor show
     anything of it); the file compared is the registered one's place in the checkout."""
-    from helpers import write_rule_rows
+    from support.helpers import write_rule_rows
 
     main = tmp_path / "main"
     (main / "data").mkdir(parents=True)
@@ -264,8 +264,8 @@ def test_a_version_imported_before_fields_were_counted_is_counted_once_at_submit
     """A version whose fields are not stored (imported before migration 0011) is counted at
     the first submission that reads a field, in pages, and stored; a field only some rows
     have passes, with its coverage pinned."""
-    from helpers import rules_spec, write_rule_rows
     from sqlalchemy import text
+    from support.helpers import rules_spec, write_rule_rows
 
     from gate.errors import UsageError
     from gate.service import admission

@@ -3,8 +3,8 @@ pages, a push's files, the one report comment found by its marker."""
 
 from __future__ import annotations
 
-from action_harness import BASE, HEAD1, HEAD2, REPO, TOKEN
-from fake_github import file_entry
+from support.action_harness import BASE, HEAD1, HEAD2, REPO, TOKEN
+from support.fake_github import file_entry
 
 from gate.action.github import GitHubClient
 from gate.report.markdown import MARKER

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from collections import Counter
 
-from conftest import run_cli
-from helpers import rules_spec, write_rule_rows
 from sqlalchemy import select, update
-from workers_harness import WorkerFleet, worker_env
+from support.cli import run_cli
+from support.helpers import rules_spec, write_rule_rows
+from support.workers_harness import WorkerFleet, worker_env
 
 from gate.mockllm import MockLLMServer
 from gate.prompt.spec import parse_spec

@@ -4,7 +4,7 @@ gets the same answer for a field only the holdout has as for a field nobody has.
 
 from __future__ import annotations
 
-from helpers import RULES, write_rule_rows
+from support.helpers import RULES, write_rule_rows
 
 from gate.service import Gate
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import update
-from workers_harness import WorkerFleet, worker_env
+from support.workers_harness import WorkerFleet, worker_env
 
 from gate.client.remote import RemoteGate
 from gate.report.markdown import render_report_markdown

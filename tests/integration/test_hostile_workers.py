@@ -13,9 +13,9 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import run_cli
-from helpers import rules_spec, write_rule_rows
-from workers_harness import WorkerFleet, worker_env
+from support.cli import run_cli
+from support.helpers import rules_spec, write_rule_rows
+from support.workers_harness import WorkerFleet, worker_env
 
 from gate.errors import DatasetError
 from gate.mockllm import MockLLMServer

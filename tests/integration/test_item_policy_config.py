@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from helpers import write_rule_rows
+from support.helpers import write_rule_rows
 
 from gate import gateconfig
 from gate.errors import SpecError, UsageError

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pymysql
 import pytest
-from helpers import spec
 from sqlalchemy import func, select, update
 from sqlalchemy.exc import OperationalError
+from support.helpers import spec
 
 from gate.datasets.sources import Row, content_hash, next_page_size, open_source
 from gate.errors import DatasetError

@@ -10,10 +10,10 @@ import threading
 import time
 
 import httpx2
-from helpers import RULES, rules_spec, write_rule_rows
 from prometheus_client.parser import text_string_to_metric_families
-from service_harness import Service, free_port
-from workers_harness import WorkerFleet, worker_env
+from support.helpers import RULES, rules_spec, write_rule_rows
+from support.service_harness import Service, free_port
+from support.workers_harness import WorkerFleet, worker_env
 
 from gate.mockllm import MockLLMServer
 from gate.prompt.spec import parse_spec

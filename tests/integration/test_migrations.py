@@ -5,8 +5,8 @@ half-way runs again to the end."""
 
 from __future__ import annotations
 
-from helpers import rules_spec, write_rule_rows
 from sqlalchemy import create_engine, text
+from support.helpers import rules_spec, write_rule_rows
 
 from gate import db
 from gate.service import Gate

@@ -14,7 +14,7 @@ import urllib.request
 
 import pytest
 import yaml
-from conftest import ROOT
+from support.cli import ROOT
 
 from gate import mockllm
 from gate.mockllm import FaultPlan, MockLLMServer, decide, parse_rules

@@ -11,8 +11,8 @@ import json
 import logging
 
 import yaml
-from helpers import RULES, write_rule_rows
 from sqlalchemy import create_engine, text
+from support.helpers import RULES, write_rule_rows
 
 from gate import db, gateconfig
 from gate.mockllm import MockLLMServer

@@ -8,7 +8,7 @@ import threading
 import time
 
 import pytest
-from helpers import setup_gate, spec
+from support.helpers import setup_gate, spec
 
 from gate.service import Gate
 from gate.store.runs import get_run

@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT
+from support.cli import ROOT
 
 from gate.calls.llm import call_prompt
 from gate.calls.providers import ProviderDecl, default_endpoint, endpoint_for, endpoint_warning

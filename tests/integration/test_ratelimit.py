@@ -12,8 +12,8 @@ import time
 from collections import deque
 
 import pytest
-from helpers import rules_spec, write_rule_rows
 from sqlalchemy import select, update
+from support.helpers import rules_spec, write_rule_rows
 
 from gate.errors import UsageError
 from gate.mockllm import FaultPlan, MockLLMServer
@@ -44,7 +44,7 @@ def redis_url():
     if url:
         yield url
         return
-    from redis_server import LocalRedis
+    from support.redis_server import LocalRedis
 
     try:
         server = LocalRedis().start()

@@ -8,8 +8,8 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-from helpers import RULES, rules_spec, write_rule_rows
 from sqlalchemy import event, func, insert, select, text
+from support.helpers import RULES, rules_spec, write_rule_rows
 
 from gate.mockllm import MockLLMServer
 from gate.prompt.spec import parse_spec

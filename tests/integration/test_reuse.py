@@ -5,7 +5,7 @@ every item. The report says how many answers were reused and from which update."
 
 from __future__ import annotations
 
-from helpers import RULES, rules_spec, write_rule_rows
+from support.helpers import RULES, rules_spec, write_rule_rows
 
 from gate.mockllm import MockLLMServer
 from gate.prompt.spec import parse_spec

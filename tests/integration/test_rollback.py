@@ -11,7 +11,7 @@ import threading
 import time
 
 import pytest
-from helpers import rules_spec, write_rule_rows
+from support.helpers import rules_spec, write_rule_rows
 
 from gate import db
 from gate.errors import IllegalTransition, UsageError
@@ -84,7 +84,7 @@ def test_rollback_restores_an_earlier_config_as_a_new_version(mysql_gate, tmp_pa
 def test_a_rollback_reads_as_one_in_the_cli_the_api_and_the_page(service, tmp_path, live_model):
     """`promptgate live`, GET /v1/prompts/NAME/live and the prompt page say "rollback to v1
     by alice, reason: …", not "applied by update #1" (the update whose config it restored)."""
-    from conftest import run_cli
+    from support.cli import run_cli
 
     gate = Gate.connect(service.db_url)
     try:

@@ -30,11 +30,11 @@ import uuid
 from datetime import datetime
 
 import pytest
-from mariadb_server import create_database
 from sqlalchemy import Float, Integer, String, UniqueConstraint, create_engine, inspect, text
 from sqlalchemy.dialects import mysql as mysql_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.types import TypeDecorator
+from support.mariadb_server import create_database
 
 from gate import db
 from gate.store import schema

@@ -6,8 +6,8 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
-from helpers import setup_gate, spec, write_csv
 from sqlalchemy import func, select
+from support.helpers import setup_gate, spec, write_csv
 
 from gate.errors import IllegalTransition, NotFound, SpecError, UsageError
 from gate.service import gate as service_gate

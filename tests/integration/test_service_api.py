@@ -11,9 +11,9 @@ from pathlib import Path
 
 import httpx2
 import pytest
-from helpers import rules_spec, write_rule_rows
-from service_harness import Service
 from sqlalchemy import text
+from support.helpers import rules_spec, write_rule_rows
+from support.service_harness import Service
 
 from gate.api.codec import decode
 from gate.report.update import UpdateReport

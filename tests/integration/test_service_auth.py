@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import httpx2
 import pytest
-from helpers import rules_spec, write_rule_rows
-from service_harness import SCOPES, TLS, Service
+from support.helpers import rules_spec, write_rule_rows
+from support.service_harness import SCOPES, TLS, Service
 
 from gate.server import create_app
 from gate.service import Gate

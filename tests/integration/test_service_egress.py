@@ -12,8 +12,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from helpers import rules_spec, write_rule_rows
-from service_harness import Service
+from support.helpers import rules_spec, write_rule_rows
+from support.service_harness import Service
 
 from gate.service import Gate
 
@@ -294,7 +294,7 @@ def test_a_read_token_sees_no_path_nor_credential(mysql_url, tmp_path, site):
 
 
 def test_a_wrong_source_hosts_list_is_one_line(tmp_path):
-    from conftest import run_cli
+    from support.cli import run_cli
 
     wrong = run_cli("serve", "--database-url", f"sqlite:///{tmp_path / 'g.db'}", "--source-hosts", "public,not a host!")
     assert wrong.returncode == 2 and wrong.stderr.count("\n") == 1 and "neither a host name" in wrong.stderr

@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 
 import httpx2
-from conftest import ROOT, run_cli
-from helpers import rules_spec, write_rule_rows
 from sqlalchemy import select
+from support.cli import ROOT, run_cli
+from support.helpers import rules_spec, write_rule_rows
 
 from gate.prompt.spec import parse_spec
 from gate.service import Gate

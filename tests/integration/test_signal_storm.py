@@ -16,9 +16,9 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from conftest import ROOT
 from sqlalchemy import select
-from workers_harness import worker_env
+from support.cli import ROOT
+from support.workers_harness import worker_env
 
 from gate.service import Gate
 from gate.store.schema import worker

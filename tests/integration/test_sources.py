@@ -948,7 +948,7 @@ def test_each_source_kind_is_added_previewed_mapped_and_run_to_a_verdict(
     (add, preview, map) and a real gate run (materialize → execute → reconcile) to APPLIED,
     and the snapshot's content hash is that of the rows as the source gives them (the same
     file's, for a file served locally, over HTTP or from S3)."""
-    from helpers import rules_spec, write_rule_rows
+    from support.helpers import rules_spec, write_rule_rows
 
     from gate.mockllm import MockLLMServer
     from workers.supervisor import run_until_terminal

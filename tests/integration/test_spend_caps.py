@@ -11,8 +11,8 @@ from decimal import Decimal
 
 import pytest
 import yaml
-from helpers import RULES, rules_spec, write_rule_rows
-from workers_harness import WorkerFleet, worker_env
+from support.helpers import RULES, rules_spec, write_rule_rows
+from support.workers_harness import WorkerFleet, worker_env
 
 from gate import gateconfig
 from gate.db import read

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import httpx2
 import pytest
-from conftest import ROOT
-from helpers import rules_spec, write_rule_rows
-from service_harness import Service
-from workers_harness import WorkerFleet, worker_env
+from support.cli import ROOT
+from support.helpers import rules_spec, write_rule_rows
+from support.service_harness import Service
+from support.workers_harness import WorkerFleet, worker_env
 
 from gate.mockllm import MockLLMServer
 from gate.prompt.spec import parse_spec
@@ -305,7 +305,7 @@ def test_pages_need_a_token_and_the_cookie_opens_only_the_pages(service):
 def test_behind_a_tls_proxy_the_sign_in_cookie_is_secure(mysql_url, tmp_path):
     """With --forwarded-allow-ips the proxy's X-Forwarded-Proto is trusted: a browser that
     came over https gets a Secure cookie; a server not told so ignores the header."""
-    from service_harness import Service
+    from support.service_harness import Service
 
     for args, secure in ((("--forwarded-allow-ips", "127.0.0.1"), True), ((), False)):
         service = Service(mysql_url, tmp_path, *args)

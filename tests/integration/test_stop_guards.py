@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 
-from helpers import rules_spec, write_rule_rows
+from support.helpers import rules_spec, write_rule_rows
 
 from gate.db import transaction
 from gate.records import ItemResult

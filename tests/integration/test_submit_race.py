@@ -11,7 +11,7 @@ import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
-from helpers import rules_spec, write_rule_rows
+from support.helpers import rules_spec, write_rule_rows
 
 from gate.mockllm import MockLLMServer
 from gate.service import Gate

@@ -12,10 +12,10 @@ from __future__ import annotations
 import csv
 
 import pytest
-from conftest import run_cli
-from helpers import RULES, old_request_key, rules_spec, write_rule_rows
 from jsonschema import Draft202012Validator
 from sqlalchemy import select
+from support.cli import run_cli
+from support.helpers import RULES, old_request_key, rules_spec, write_rule_rows
 from test_reuse import evaluate
 
 from gate.api.codec import decode, encode

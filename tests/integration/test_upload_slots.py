@@ -17,7 +17,7 @@ import socket
 import time
 from urllib.parse import quote
 
-from service_harness import Service
+from support.service_harness import Service
 
 from gate.service import Gate
 

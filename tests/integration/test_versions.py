@@ -8,8 +8,8 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from helpers import rules_spec, write_rule_rows
 from sqlalchemy import func, select
+from support.helpers import rules_spec, write_rule_rows
 
 from gate.errors import DatasetError, NotFound
 from gate.mockllm import MockLLMServer

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from helpers import rules_spec, setup_gate
+from support.helpers import rules_spec, setup_gate
 
 from gate import db
 from gate.server.watcher import StatusWatcher

@@ -10,9 +10,9 @@ import threading
 import time
 
 import pytest
-from helpers import rules_spec, write_rule_rows
 from sqlalchemy import select, text
-from workers_harness import WorkerFleet, worker_env
+from support.helpers import rules_spec, write_rule_rows
+from support.workers_harness import WorkerFleet, worker_env
 
 from gate.errors import NotFound
 from gate.mockllm import MockLLMServer
@@ -235,7 +235,7 @@ def test_stopped_worker_process_loses_its_chunk(mysql_gate, fleet, tmp_path):
 
 def test_mariadb_restart_mid_run(fleet, tmp_path):
     """Its own server (the session's is shared by the other tests), restarted mid-run."""
-    from mariadb_server import create_database, running
+    from support.mariadb_server import create_database, running
 
     with running() as server:
         url = create_database(server.url(), "restart")

@@ -27,7 +27,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from support.cli import ROOT
 
 import gate.store
 from gate import states

@@ -15,7 +15,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT
+from support.cli import ROOT
 
 DATABASE_SIDE = ("sqlalchemy", "pymysql", "gate.service", "gate.store", "gate.db", "gate.datasets.importer", "workers")
 SERVER_SIDE = ("fastapi", "starlette", "uvicorn", "pydantic", "gate.server", "http.server")

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from support.cli import ROOT
 
 from gate.calls.providers import ProviderDecl, endpoint_for, parse_decl, resolve
 from gate.datasets.sources import SourceOptions, open_source

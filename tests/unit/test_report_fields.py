@@ -9,8 +9,8 @@ import datetime as dt
 import json
 from decimal import Decimal
 
-from action_harness import HEAD1, HOSTILE, REPO, unescaped_pipes
 from jsonschema import Draft202012Validator
+from support.action_harness import HEAD1, HOSTILE, REPO, unescaped_pipes
 from test_report_markdown import check_golden
 
 from gate.records import FlipSample, ItemSample, Run, RunCounts, Update

@@ -10,7 +10,7 @@ from dataclasses import replace
 from decimal import Decimal
 
 import pytest
-from action_harness import GOLDEN, HEAD1, HEAD2, HOSTILE, REPO, ROOT, unescaped_pipes
+from support.action_harness import GOLDEN, HEAD1, HEAD2, HOSTILE, REPO, ROOT, unescaped_pipes
 
 from gate import gateconfig
 from gate.action import Problem

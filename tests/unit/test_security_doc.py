@@ -7,7 +7,7 @@ import ast
 import re
 from functools import lru_cache
 
-from conftest import ROOT
+from support.cli import ROOT
 
 REFERENCE = re.compile(r"`((?:[\w/]+/)?(test_\w+\.py))?::(test_\w+)(?:\[[^\]`]*\])?`")
 

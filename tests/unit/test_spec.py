@@ -7,7 +7,7 @@ import json
 
 import jsonschema
 import pytest
-from conftest import ROOT
+from support.cli import ROOT
 
 from gate.errors import SpecError
 from gate.prompt.spec import Decision, Message, load_spec, parse_spec, parse_spec_text

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import textwrap
 
-from conftest import ROOT
+from support.cli import ROOT
 
 SCRIPT = textwrap.dedent("""
     import os, signal, sys, threading

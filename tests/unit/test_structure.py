@@ -9,7 +9,7 @@ import ast
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from support.cli import ROOT
 
 PACKAGES = ("gate", "workers")
 MAX_MODULE_LINES = 500

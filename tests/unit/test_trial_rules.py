@@ -5,7 +5,7 @@ reuse key it always had, and each trial of N has its own."""
 from __future__ import annotations
 
 import pytest
-from helpers import old_request_key
+from support.helpers import old_request_key
 
 from gate.errors import SpecError
 from gate.prompt.request_keys import request_key, trial_keys

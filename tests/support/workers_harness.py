@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import ROOT
+from support.cli import ROOT
 
 
 def worker_env(db_url: str, base_url: str, **settings) -> dict:

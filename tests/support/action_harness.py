@@ -10,13 +10,12 @@ import re
 import shutil
 from pathlib import Path
 
-from conftest import ROOT
-
 from gate.action import ActionOptions, run_action
 from gate.service import Gate
+from support.cli import ROOT
 
 EXAMPLE = ROOT / "prompts-example"
-GOLDEN = Path(__file__).resolve().parent / "golden"
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 REPO = "acme/prompts"
 TOKEN = "test-token"
 HEAD1, HEAD2, BASE = "a1" * 20, "b2" * 20, "c3" * 20

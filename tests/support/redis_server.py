@@ -13,7 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from mariadb_server import find_binary, free_port
+from support.mariadb_server import find_binary, free_port
 
 HOW = (
     "install redis-server (apt-get install redis-server; `make test` does it) or set "

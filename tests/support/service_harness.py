@@ -12,7 +12,8 @@ import time
 from pathlib import Path
 
 import httpx2
-from conftest import ROOT
+
+from support.cli import ROOT
 
 # One TLS context for every client of the harness: httpx2 builds one per client otherwise,
 # loading the CA store each time (30 ms of CPU; the start-up poll below made one every
