@@ -22,12 +22,15 @@ from gate.settings import Settings
 
 from .action_command import action_cmd
 from .common import TARGET_HELP, GateGroup, remember_target
-from .datasets import dataset, db, prices_cmd, sync_cmd
+from .database import db
+from .datasets import dataset
+from .demo import demo
+from .gate_config import prices_cmd, sync_cmd
 from .history import history, rollback
 from .retention import prune
 from .service import serve, token
 from .updates import cancel, live, report_cmd, status, submit, wait
-from .workers import demo, worker, workers_cmd
+from .workers import worker, workers_cmd
 
 
 @click.group(cls=GateGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -1,8 +1,7 @@
-"""Commands that run things: the worker processes, the list of live ones, and the demo."""
+"""Commands over the worker processes: running them, and the list of live ones."""
 
 from __future__ import annotations
 
-import sys
 from contextlib import nullcontext
 
 import click
@@ -82,26 +81,3 @@ def workers_cmd(ctx, as_json):
             f"{r.id}\t{r.role}\t{r.host}\tpid {r.pid}\tup since {r.started_at:%H:%M:%S}\t"
             f"beat {r.heartbeat_at:%H:%M:%S}\t{calls}"
         )
-
-
-@click.command()
-@click.option(
-    "--database-url",
-    "demo_db",
-    default=None,
-    metavar="URL",
-    help="Run against this database instead of a temporary SQLite file.",
-)
-@click.option(
-    "--examples",
-    type=click.Path(file_okay=False, exists=True),
-    default=None,
-    help="The example folder (default: ./prompts-example, else the packaged copy).",
-)
-@click.option("--format", "fmt", type=click.Choice(["markdown", "text"]), default="markdown", show_default=True)
-def demo(demo_db, examples, fmt):
-    """Show the gate end to end in under 30 s: one change REJECTED, one APPLIED."""
-    from .demo import run_demo
-
-    ok = run_demo(database_url=demo_db, examples=examples, fmt=fmt, echo=click.echo)
-    sys.exit(0 if ok else 1)

@@ -340,9 +340,6 @@ def render_report_markdown(
     return render_markdown([report], context=context, samples=samples, marker=marker)
 
 
-render_report = render_report_markdown  # the name gate/cli/demo.py imports
-
-
 __all__ = [
     "GITHUB_COMMENT_LIMIT",
     "MARKER",
@@ -352,6 +349,5 @@ __all__ = [
     "environment",
     "md",
     "render_markdown",
-    "render_report",
     "render_report_markdown",
 ]

@@ -1,0 +1,146 @@
+"""`promptgate demo`: the whole gate on one machine in under 30 seconds.
+
+Embedded SQLite in a temporary folder (or --database-url), the local model server started
+and stopped here, the example datasets and bars registered, the live prompts applied,
+then two candidate edits of ticket-urgency: one that misses the hard-cases bar (REJECTED,
+live unchanged) and one that clears every bar (APPLIED, live version +1), and a candidate
+edit of support-extract, an extraction prompt decided field by field, that fixes two
+categories and misreads amounts (REJECTED: protected emails broke, the amount field missed
+its bar). Each gets the report a pull request would get.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from gate.prompt.spec import load_spec
+from gate.report.update import UpdateReport
+from gate.service import Gate
+from gate.settings import Settings
+
+PROMPT = "ticket-urgency"
+WEAK = "candidates/ticket-urgency-v2-weak.yaml"
+GOOD = "candidates/ticket-urgency-v2.yaml"
+EXTRACT = "support-extract"
+EXTRACT_CANDIDATE = "candidates/support-extract-v2.yaml"
+
+
+def locate_examples(examples: str | Path | None) -> Path:
+    """./prompts-example when run from a checkout, else the copy shipped in the package."""
+    if examples:
+        return Path(examples)
+    here = Path.cwd() / "prompts-example"
+    if (here / "gate.yaml").is_file():
+        return here
+    from importlib import resources
+
+    try:
+        return Path(str(resources.files("gate.example")))
+    except ModuleNotFoundError:  # a source checkout run from another folder
+        return Path(__file__).resolve().parents[2] / "prompts-example"
+
+
+@contextlib.contextmanager
+def _environ(**values):
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in old.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def run_demo(
+    database_url: str | None = None,
+    examples: str | Path | None = None,
+    fmt: str = "markdown",
+    echo: Callable[[str], None] = print,
+) -> bool:
+    from gate.gateconfig import sync
+    from gate.mockllm import MockLLMServer
+
+    root = locate_examples(examples)
+    started = time.monotonic()
+    with (
+        tempfile.TemporaryDirectory(prefix="promptgate-demo-") as tmp,
+        MockLLMServer(latency_ms=20, jitter_ms=20, seed=1) as llm,
+        _environ(OPENAI_BASE_URL=llm.base_url, OPENAI_API_KEY="demo-key"),
+    ):
+        url = database_url or f"sqlite:///{tmp}/demo.db"
+        settings = Settings.from_env().with_(database_url=url, poll_interval=0.02, poll_max_interval=0.1)
+        gate = Gate.connect(settings=settings, upgrade=True)
+        try:
+            echo(f"# prompt-gate demo\n\ndatabase: {url}\nmodel server: {llm.base_url} (local stand-in)\n")
+            result = sync(gate, root / "gate.yaml")
+            echo(f"registered the example datasets and bars of {root / 'gate.yaml'}:\n")
+            echo("\n".join(f"- {line}" for line in result.lines()) + "\n")
+            ok, summary = _walk_through(gate, root, lambda path, title: _evaluate(gate, root, path, title, fmt, echo))
+            echo(
+                f"## result\n\n{summary} {'As expected.' if ok else 'NOT as expected.'} "
+                f"({time.monotonic() - started:.1f}s)"
+            )
+            return ok
+        finally:
+            gate.close()
+
+
+def _evaluate(gate: Gate, root: Path, path: Path, title: str, fmt: str, echo: Callable[[str], None]) -> UpdateReport:
+    """Submit one prompt file to apply, run the workers until it ends, and show its report."""
+    from workers.supervisor import run_until_terminal
+
+    update_id = gate.submit(load_spec(path), "apply", {"path": str(path.relative_to(root)), "key": "demo"})
+    (report,) = run_until_terminal(gate, [update_id], timeout=60, concurrency=16)
+    echo(f"## {title}\n")
+    echo(_render(report, fmt) + "\n")
+    return report
+
+
+def _walk_through(gate: Gate, root: Path, evaluate: Callable[[Path, str], UpdateReport]) -> tuple[bool, str]:
+    """The example prompts applied as the live versions, then three candidate edits: one
+    that drops keywords and an extraction that misreads amounts (both rejected, live
+    unchanged), one that adds keywords (applied). Whether each went so, and in a sentence."""
+    for path in sorted((root / "prompts").glob("*.yaml")):
+        evaluate(path, f"the current {load_spec(path).name}, applied as the live version")
+    before = gate.live(PROMPT).version
+    weak = evaluate(root / WEAK, f"a candidate edit of {PROMPT} that drops keywords ({WEAK})")
+    after_weak = gate.live(PROMPT).version
+    good = evaluate(root / GOOD, f"a candidate edit of {PROMPT} that adds keywords ({GOOD})")
+    after_good = gate.live(PROMPT).version
+    extract = evaluate(
+        root / EXTRACT_CANDIDATE,
+        f"a candidate edit of {EXTRACT}, an extraction prompt decided "
+        f"field by field, that misreads amounts ({EXTRACT_CANDIDATE})",
+    )
+    ok = (
+        weak.status == "REJECTED"
+        and after_weak == before
+        and good.status == "APPLIED"
+        and after_good == before + 1
+        and extract.status == "REJECTED"
+        and gate.live(EXTRACT).version == 1
+    )
+    summary = (
+        f"{PROMPT}: live v{before}; weak candidate {weak.status} (live stays v{after_weak}); "
+        f"good candidate {good.status} (live now v{after_good}). {EXTRACT}: candidate {extract.status} "
+        f"(live stays v{gate.live(EXTRACT).version})."
+    )
+    return ok, summary
+
+
+def _render(report, fmt: str) -> str:
+    if fmt == "text":
+        from gate.report.text import render_text
+
+        return render_text(report)
+    from gate.report.markdown import render_report_markdown
+
+    return render_report_markdown(report)
