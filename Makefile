@@ -50,7 +50,7 @@ $(MERMAID_JS) $(MARKED_JS):
 
 mermaid: $(MERMAID_JS) $(MARKED_JS)
 
-# P2 (bench/p1_users.py --promptfoo) measures promptfoo 0.121's eval against the gate: from
+# P2 (bench/user_submit_wait.py --promptfoo) measures promptfoo 0.121's eval against the gate: from
 # the npm registry into .cache/promptfoo, once, for `make bench` only.
 PROMPTFOO_DIR := .cache/promptfoo
 PROMPTFOO_BIN := $(PROMPTFOO_DIR)/node_modules/.bin/promptfoo

@@ -9,10 +9,10 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 BENCHES = [
-    ["p1_end_to_end.py"],
-    ["p1_end_to_end.py", "--template", "filtered"],
-    ["p3_commits.py"],
-    ["p4_db_ceiling.py"],
+    ["submit_to_verdict.py"],
+    ["submit_to_verdict.py", "--template", "filtered"],
+    ["commits_per_item.py"],
+    ["db_ceiling.py"],
     ["pickup_idle.py"],
     ["materialize.py"],
     ["ratelimit.py"],
@@ -20,9 +20,9 @@ BENCHES = [
     ["service_waiters.py"],
     ["service_submit.py"],
     ["cli_start.py"],
-    ["p4_bare_ceiling.py"],
-    ["p1_users.py", "--promptfoo"],
-    ["p10_million.py"],
+    ["db_bare_ceiling.py"],
+    ["user_submit_wait.py", "--promptfoo"],
+    ["million_rows.py"],
     ["connect_cost.py"],
 ]
 

@@ -13,9 +13,9 @@ Two processes, each looping on its own connection:
 No model, no render, no answers kept, no Python of the gate on the path: items per second
 is the most the claim pattern can give on this server (durable commits, as every bench).
 
-    python bench/p4_bare_ceiling.py [--items 20000] [--chunk-size 256] [--processes 2]
+    python bench/db_bare_ceiling.py [--items 20000] [--chunk-size 256] [--processes 2]
 
-``p4_db_ceiling.py`` runs this on the same server in the same run and prints its ratio.
+``db_ceiling.py`` runs this on the same server in the same run and prints its ratio.
 """
 
 from __future__ import annotations

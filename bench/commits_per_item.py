@@ -1,7 +1,7 @@
 """P3 commits per item: durable commits (MariaDB Com_commit and Handler_commit, read
 before and after) per scored item over a whole gate run. Target: ≤ 0.1.
 
-    python bench/p3_commits.py [--items 2000] [--latency-ms 20] [--concurrency 32]
+    python bench/commits_per_item.py [--items 2000] [--latency-ms 20] [--concurrency 32]
 """
 
 from __future__ import annotations

@@ -1,14 +1,14 @@
 """P4 database ceiling: with an in-process model that answers instantly, items scored per
 second by the workers (every role, in as many processes as the bare loop has: two)
 against the bare claim pattern on the same MariaDB in the same run
-(``p4_bare_ceiling.py``). Target: ≥ 0.5 of the bare ceiling,
+(``db_bare_ceiling.py``). Target: ≥ 0.5 of the bare ceiling,
 for each kind of run:
 
 * ``fresh``: submitted with ``--no-reuse`` (fresh answers, none kept);
 * ``kept``: the default submit with nothing to reuse yet (fresh answers, each kept for reuse);
 * ``reused``: the apply after a passing check of the same prompt (every answer reused).
 
-    python bench/p4_db_ceiling.py [--items 20000] [--concurrency 32] [--chunk-size 256]
+    python bench/db_ceiling.py [--items 20000] [--concurrency 32] [--chunk-size 256]
                                   [--modes fresh,kept,reused] [--processes 2] [--timings]
 
 Each run is materialized first, so the figure is the scoring rate (P4 is about claims and
@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from common import fresh_database, mariadb, mariadb_process, result, rules_spec, server_seconds, write_dataset
-from p4_bare_ceiling import bare_ceiling
+from db_bare_ceiling import bare_ceiling
 
 TARGET_RATIO = 0.5
 

@@ -8,7 +8,7 @@ rows already scored), the worker's peak RSS against the same run at ``--baseline
 EXPLAIN of the claim queries at the end (a range of an index, no filesort), then ``prune``
 of the run's rows and its kept answers in bounded batches, timed.
 
-    python bench/p10_million.py [--items 1000000] [--baseline 100000] [--chunk-size 256]
+    python bench/million_rows.py [--items 1000000] [--baseline 100000] [--chunk-size 256]
 
 Targets: import + materialize + score ≤ 180 s; the last tenth's rate ≥ 0.8 of the first
 tenth's after warm-up (the second); peak RSS ≤ 1.2× the baseline run's; claim plans use an

@@ -13,7 +13,7 @@ server, in turn (the order rotates), with fresh calls (``--no-reuse``: no answer
 an earlier round stands in for a call). The wall of each is from its first process's start
 to its last process's exit.
 
-    python bench/p1_users.py [--items 1000] [--latency-ms 200] [--rounds 3] [--promptfoo]
+    python bench/user_submit_wait.py [--items 1000] [--latency-ms 200] [--rounds 3] [--promptfoo]
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ judges the median: pickup alone varies by up to one probe interval (0.25 s, ~4 %
 ideal) with that moment. The workers are two processes of 16 calls in flight, one per core
 of this machine as README advises; ``--processes 1`` measures one process of 32.
 
-    python bench/p1_end_to_end.py [--items 1000] [--latency-ms 200] [--concurrency 32] [--processes 2]
+    python bench/submit_to_verdict.py [--items 1000] [--latency-ms 200] [--concurrency 32] [--processes 2]
                                   [--submissions 3] [--template plain|filtered]
 """
 
