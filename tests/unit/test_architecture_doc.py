@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pytest
 from support.cli import ROOT
+from test_structure import FLOORS, LIBRARIES
 
 import gate.store
 from gate import states
@@ -331,7 +332,30 @@ def file_reference_problems(text: str) -> list[str]:
     return problems
 
 
+def layers_table_problems(text: str) -> list[str]:
+    """The layers table: one row per floor of ``test_structure.FLOORS``, in its order, naming
+    exactly its packages, and each row's libraries exactly ``test_structure.LIBRARIES``'."""
+    where = "docs/architecture.md, section 'Layout and layers'"
+    rows = table_rows(section(text, "Layout and layers"))
+    problems = []
+    if [r[0] for r in rows] != [name for name, _ in FLOORS]:
+        problems.append(f"{where}: the floors are {[r[0] for r in rows]}, the code's {[n for n, _ in FLOORS]}")
+    for cells in rows:
+        floor, packages, libraries = cells[0], cells[1], cells[-1]
+        prefixes = dict(FLOORS).get(floor, ())
+        named = {".".join(p.removesuffix(".py").removesuffix("/").split("/")) for p in TICKED.findall(packages)}
+        if named != set(prefixes):
+            problems.append(f"{where}: the row '{floor}' names {sorted(named)}, the floor holds {sorted(prefixes)}")
+        allowed = {lib for lib, users in LIBRARIES.items() if any(p in users for p in prefixes)}
+        if set(TICKED.findall(libraries)) != allowed:
+            problems.append(
+                f"{where}: the row '{floor}' allows {sorted(TICKED.findall(libraries))}, the code {sorted(allowed)}"
+            )
+    return problems
+
+
 CHECKS = [
+    layers_table_problems,
     statement_table_problems,
     transition_table_problems,
     diagram_problems,
@@ -383,3 +407,13 @@ def test_a_diagram_arrow_and_a_table_column_that_drifted_are_named(doc):
     )
     assert any("prompt_update diagram lacks RUNNING --> PASSED" in p for p in diagram_problems(drifted))
     assert any("names column `source_url`" in p for p in tables_problems(drifted))
+
+
+def test_a_layers_table_that_drifted_is_named(doc):
+    drifted = doc.replace("| verdict | `gate/verdict/` |", "| verdict | `gate/verdict/`, `gate/stats.py` |").replace(
+        "| calls | `gate/calls/` | the call path production and the executor share | `openai` |",
+        "| calls | `gate/calls/` | the call path production and the executor share | — |",
+    )
+    problems = layers_table_problems(drifted)
+    assert any("the row 'verdict' names ['gate.stats', 'gate.verdict']" in p for p in problems), problems
+    assert any("the row 'calls' allows [], the code ['openai']" in p for p in problems), problems

@@ -1,0 +1,1 @@
+"""The Markdown reports' Jinja templates (``gate.report.markdown`` renders them)."""

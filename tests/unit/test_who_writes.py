@@ -1,0 +1,163 @@
+"""Who may touch what, by imports: a statement of ``gate/store/`` that moves a guarded row
+(the live table, item verdicts, a run's or an update's status, a dataset version) may be
+imported only by the modules docs/architecture.md's "Who may touch what" table gives it to,
+and the table lists exactly these statements per role. So "only the reconcile worker writes
+the live ``prompt`` table" is a rule the code cannot break quietly: a second importer of
+``write_live`` fails here."""
+
+from __future__ import annotations
+
+import re
+
+from support.cli import ROOT
+from test_structure import modules, raw_imports
+
+# statement -> the modules that may import it
+WRITERS = {
+    # the live table and its history: reconcile applies, a rollback restores
+    "gate.store.live.write_live": {"workers.reconcile"},
+    "gate.store.live.restore_live": {"gate.service.live"},
+    # item verdicts: the executor writes them; finalize only ends items whose attempts ran out
+    "gate.store.items.write_item_results": {"workers.execute.executor"},
+    "gate.store.items.fail_unclaimed_items": {"workers.execute.executor"},
+    "gate.store.items.release_items": {"workers.execute.executor"},
+    "gate.store.stops.stop_update": {"workers.execute.early_stop"},
+    "gate.store.items.fail_exhausted_items": {"workers.finalize"},
+    # items come only from materialize
+    "gate.store.items.copy_version_page": {"workers.materialize"},
+    # runs: materialize starts one (or ends it on bad data), finalize closes it, reconcile
+    # writes its comparison
+    "gate.store.runs.transition_run": {"workers.materialize", "workers.finalize"},
+    "gate.store.runs.set_run_metrics": {"workers.reconcile"},
+    # updates: the service stages and cancels, materialize starts, reconcile ends
+    "gate.store.updates.insert_update": {"gate.service.gate"},
+    "gate.store.runs.insert_run": {"gate.service.gate", "gate.service.baseline"},  # a submission stages its runs
+    "gate.store.updates.cancel_update": {"gate.service.gate", "gate.service.live"},
+    "gate.store.updates.start_update": {"workers.materialize"},
+    "gate.store.updates.transition_update": {"workers.reconcile"},
+    # dataset versions: the importer writes them, the service makes one current
+    "gate.store.versions.create_version": {"gate.datasets.importer"},
+    "gate.store.versions.insert_version_rows": {"gate.datasets.importer"},
+    "gate.store.versions.finish_version": {"gate.datasets.importer"},
+    "gate.store.versions.delete_version_rows": {"gate.datasets.importer"},
+    "gate.store.versions.delete_version": {"gate.datasets.importer"},
+    "gate.store.versions.set_current_version": {"gate.service.datasets"},
+}
+
+ROLE_ROW = re.compile(r"`((?:gate|workers)/[\w/]+(?:\.py|/))`")
+STATEMENT = re.compile(r"`store\.(\w+)\.(\w+)`")
+
+
+def statement_importers() -> dict[str, set[str]]:
+    """statement of gate.store -> the modules (outside it) that import it."""
+    found: dict[str, set[str]] = {}
+    for name, path in modules().items():
+        if name == "gate.store" or name.startswith("gate.store."):
+            continue
+        for module, names in raw_imports(name, path):
+            for n in names:
+                found.setdefault(f"{module}.{n}", set()).add(name)
+    return found
+
+
+def trespasses(importers: dict[str, set[str]]) -> list[str]:
+    return [
+        f"{who} imports {statement}, which only {', '.join(sorted(WRITERS[statement]))} may"
+        for statement, whos in sorted(importers.items())
+        if statement in WRITERS
+        for who in sorted(whos - WRITERS[statement])
+    ]
+
+
+def table_of_roles() -> dict[frozenset[str], set[str]]:
+    """The "Who may touch what" table: (modules of a row) -> the statements its last column names."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    body = re.search(r"^## Who may touch what\n(.*?)(?=^## )", text, re.S | re.M).group(1)
+    rows = {}
+    for line in body.splitlines():
+        if not line.startswith("| ") or line.startswith("| role") or set(line) <= set("|-: "):
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        paths = ROLE_ROW.findall(cells[0])
+        mods = frozenset(".".join(p.removesuffix(".py").removesuffix("/").split("/")) for p in paths)
+        rows[mods] = {f"gate.store.{m}.{f}" for m, f in STATEMENT.findall(cells[-1])}
+    return rows
+
+
+def covers(prefixes: frozenset[str], module: str) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def table_problems(rows: dict[frozenset[str], set[str]]) -> list[str]:
+    problems = []
+    for statement, allowed in sorted(WRITERS.items()):
+        for module in sorted(allowed):
+            row = next((r for r in rows if covers(r, module)), None)
+            if row is None:
+                problems.append(f"no row of the table holds {module}")
+            elif statement not in rows[row]:
+                problems.append(f"the row of {module} does not name `store.{statement.removeprefix('gate.store.')}`")
+    for row, statements in rows.items():
+        for statement in sorted(statements):
+            if not any(covers(row, m) for m in WRITERS.get(statement, ())):
+                problems.append(
+                    f"the row of {', '.join(sorted(row))} names {statement}, which WRITERS does not give it"
+                )
+    return problems
+
+
+def test_only_their_writers_import_the_guarded_statements():
+    assert trespasses(statement_importers()) == []
+
+
+def test_every_guarded_statement_exists():
+    store = modules()
+    missing = []
+    for statement in WRITERS:
+        module, _, name = statement.rpartition(".")
+        if name not in {d for d in re.findall(r"^def (\w+)", store[module].read_text(), re.M)}:
+            missing.append(statement)
+    assert missing == []
+
+
+def test_a_role_reaching_a_statement_it_must_not_is_named():
+    importers = {
+        "gate.store.live.write_live": {"workers.reconcile", "gate.service.gate"},  # a second writer of live
+        "gate.store.items.write_item_results": {"workers.execute.executor", "workers.finalize"},
+        "gate.store.items.find_answers": {"gate.server.api"},  # reading is anyone's
+    }
+    assert trespasses(importers) == [
+        "workers.finalize imports gate.store.items.write_item_results, which only workers.execute.executor may",
+        "gate.service.gate imports gate.store.live.write_live, which only workers.reconcile may",
+    ]
+
+
+def test_the_who_may_touch_what_table_lists_exactly_the_writers():
+    assert table_problems(table_of_roles()) == []
+
+
+def test_a_table_that_drifted_from_the_writers_is_named():
+    rows = table_of_roles()
+    reconcile = next(r for r in rows if "workers.reconcile" in r)
+    rows[reconcile] = (rows[reconcile] - {"gate.store.live.write_live"}) | {"gate.store.items.write_item_results"}
+    problems = table_problems(rows)
+    assert "the row of workers.reconcile does not name `store.live.write_live`" in problems
+    assert any("names gate.store.items.write_item_results, which WRITERS does not give it" in p for p in problems)
+
+
+def test_the_store_is_imported_by_module_never_as_a_whole():
+    """``from gate import store`` (or ``import gate.store``) would reach every statement
+    through one name, past the rule above: each statement is imported from its module."""
+    whole = sorted(
+        name
+        for name, path in modules().items()
+        if not name.startswith("gate.store")
+        for module, names in raw_imports(name, path)
+        if (module == "gate" and "store" in names)
+        or (module == "gate.store" and not names)
+        or (
+            module == "gate.store"
+            and set(names) - {m.rpartition(".")[2] for m in modules() if m.startswith("gate.store.")}
+        )
+    )
+    assert whole == []
