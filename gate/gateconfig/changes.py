@@ -13,6 +13,9 @@ CHANGE_TEXT = {
     "dataset-added": "dataset {subject}: new, source {after}",
     "dataset-changed": "dataset {subject}: {before} → {after}",
     "dataset-undeclared": "dataset {subject}: no longer declared (stays registered, gates nothing)",
+    "dataset-published": "dataset {subject}: a holdout now (registered from outside the repository, its rows "
+    "for admin only); declared from {after}, its new versions' rows are readable by every token (its older "
+    "versions, and the items of the runs on them, stay admin-only)",
     "bar-added": "bar {subject}: new, min accuracy {after}",
     "bar-changed": "bar {subject}: min accuracy {before} → {after}",
     "bar-removed": "bar {subject}: removed (was {before})",
@@ -36,7 +39,9 @@ class Change:
     provider-added, provider-changed, provider-removed, provider-pinned (not a change: the
     live prompts pinned to another declaration of a provider the file changes, which keep
     calling it), price-added, price-changed,
-    price-removed; limit-added, limit-changed, limit-removed (``limits:``); optional-fields
+    price-removed; limit-added, limit-changed, limit-removed (``limits:``); dataset-published
+    (not a change: a dataset-changed that points a holdout, registered from outside the
+    repository, at a repository's file, so that its next versions are anyone's to read); optional-fields
     (the fields a prompt's templates may read although no dataset row has them; "none"
     before or after); dataset-rows (a pull request changes a dataset's file: its rows
     against the gate's version) and dataset-version (a sync imported changed rows as a new

@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING
 from gate.calls.prices import price_changes
 from gate.calls.providers import ProviderDecl, display_url
 from gate.calls.spend_caps import limit_changes
+from gate.datasets.readability import repository_holds
 from gate.datasets.sources import DEFAULT_ID_COLUMN, DEFAULT_LABEL_COLUMN, resolve_path, scheme_of, shown_source
+from gate.datasets.sources.upload import UPLOAD_SCHEME
 from gate.errors import DatasetError
 from gate.verdict.bars import Bars
 
@@ -178,7 +180,16 @@ def _dataset_changes(registered: dict, cfg: GateConfig) -> list[Change]:
         if want != have:  # what is registered, as a reader sees it: a pull request's plan shows it
             shown = (shown_source(ds.source_uri), *have[1:])
             changes.append(Change("dataset-changed", name, _describe(*shown), _describe(*want), (name,)))
+            if _publishes(ds, decl):
+                changes.append(Change("dataset-published", name, None, redact(decl.source), (name,)))
     return changes
+
+
+def _publishes(ds, decl) -> bool:
+    """Would registering ``decl`` point a holdout (rows the operator registered from outside
+    the repository) at a repository's file, whose versions every token reads
+    (``gate.datasets.readability``)?"""
+    return not repository_holds(ds.source_uri, ds.options) and scheme_of(decl.source_uri) in ("file", UPLOAD_SCHEME)
 
 
 def _undeclared_datasets(registered: dict, cfg: GateConfig) -> list[Change]:

@@ -15,6 +15,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
 from gate.api.codec import encode
+from gate.datasets.readability import version_readable
 from gate.errors import NotFound, UsageError
 from gate.prompt.spec import parse_spec, parse_spec_text
 from gate.prompt.yaml_file import MAX_FILE_BYTES
@@ -24,7 +25,6 @@ from .api_datasets import router as datasets_router
 from .auth import Caller, authorize, require
 from .bodies import BODY, SUBMIT_BODY, RollbackBody, TokenBody, field_flag, field_text, gate_of, json_bytes, responses
 from .body_limits import strict_json
-from .dataset_access import rows_readable
 from .edge import MAX_ID, MAX_VERSION, in_range, update_id_path
 from .watcher import UNKNOWN
 
@@ -77,7 +77,7 @@ async def submit(request: Request, caller: Caller = Depends(require("submit"))):
         fields["reuse"],
         submitted_by=caller.name,
         full=fields["full"],
-        may_read=lambda ds: rows_readable(caller.scope, ds),  # no holdout's columns told field by field
+        may_read=lambda version: version_readable(caller.scope, version),  # no holdout's columns or values told
     )  # its key is this token's: none replaces another's
     return json_bytes(
         {

@@ -11,13 +11,14 @@ from dataclasses import replace
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.concurrency import run_in_threadpool
 
+from gate.datasets.readability import version_readable
 from gate.datasets.sources import scheme_of
 from gate.errors import Forbidden, UsageError
 
 from .auth import Caller, authorize, require
 from .bodies import BODY, DatasetBody, MappingBody, SyncBody, field_flag, field_text, gate_of, json_bytes, responses
 from .body_limits import spool_upload
-from .dataset_access import HOLDOUT_ROWS, check_remote_source, rows_readable, uploaded_source, version_shown
+from .dataset_access import HOLDOUT_ROWS, check_remote_source, uploaded_source, version_shown
 
 router = APIRouter()
 
@@ -171,7 +172,7 @@ def sync_config(request: Request, model: SyncBody, _caller: Caller = Depends(req
 @router.get("/datasets/{name}/versions", summary="A dataset's versions", responses=responses(404))
 def dataset_versions(request: Request, name: str, caller: Caller = Depends(require("read"))):
     ds, versions = gate_of(request).dataset_versions(name)
-    return json_bytes({"dataset": ds, "versions": [version_shown(caller.scope, ds, v) for v in versions]})
+    return json_bytes({"dataset": ds, "versions": [version_shown(caller.scope, v) for v in versions]})
 
 
 @router.get(
@@ -181,7 +182,7 @@ def dataset_version(request: Request, name: str, version: str, caller: Caller = 
     """``version``: "v3" (the dataset's third version), a version id, or 0 (the current one)."""
     gate = gate_of(request)
     found = gate.dataset_version(name, None if version.strip() in ("", "0") else version)
-    return json_bytes(version_shown(caller.scope, gate.get_dataset(name), found))
+    return json_bytes(version_shown(caller.scope, found))
 
 
 @router.get("/datasets/{name}/preview", summary="A version's first rows and label counts", responses=responses(404))
@@ -192,22 +193,24 @@ def preview(
     version: str | None = None,
     caller: Caller = Depends(require("read")),
 ):
-    """Rows of a dataset no repository holds (a holdout) need admin (``sources.rows_readable``);
-    its counts (``rows=0``) any reader."""
+    """Rows of a version no repository holds (a holdout's) need admin
+    (``readability.version_readable``, decided on the version shown); its counts
+    (``rows=0``) any reader."""
     gate = gate_of(request)
-    ds = gate.get_dataset(name)
-    if rows and not rows_readable(caller.scope, ds):
-        raise Forbidden(HOLDOUT_ROWS.format(name=name))
-    found = gate.preview_dataset(name, rows, version)
-    return json_bytes(replace(found, version=version_shown(caller.scope, ds, found.version)))
+    shown = gate.dataset_version(name, version)
+    if rows and not version_readable(caller.scope, shown):
+        raise Forbidden(HOLDOUT_ROWS.format(name=name, version=shown.label))
+    found = gate.preview_dataset(name, rows, shown.id)
+    return json_bytes(replace(found, version=version_shown(caller.scope, found.version)))
 
 
 @router.get("/datasets/{name}/diff", summary="How two versions of a dataset differ", responses=responses(404))
 def diff(request: Request, name: str, old: str, new: str, caller: Caller = Depends(require("read"))):
-    """The counts for any reader; the example rows of a holdout for admin only."""
+    """The counts for any reader; the example rows for one who may read both versions'
+    rows (admin's only when either is a holdout's)."""
     gate = gate_of(request)
     found = gate.diff_versions(name, old, new)
-    if not rows_readable(caller.scope, gate.get_dataset(name)):
+    if not all(version_readable(caller.scope, gate.dataset_version(name, v)) for v in (old, new)):
         found.examples = {kind: [] for kind in found.examples}
     return json_bytes(found)
 

@@ -23,6 +23,7 @@ from dataclasses import replace
 from types import SimpleNamespace
 from urllib.parse import parse_qsl, unquote_plus, urlsplit
 
+from gate.datasets.readability import version_readable
 from gate.datasets.sources import scheme_of, shown_source
 from gate.errors import NotFound, UsageError
 from gate.states import RunStatus
@@ -149,27 +150,15 @@ def scrubbed(data):
     return out
 
 
-def rows_readable(scope: str | None, ds) -> bool:
-    """May a caller of ``scope`` (None: anonymous) read the rows of dataset ``ds``? An admin
-    token always; any other only the rows a repository holds anyway: a file a gate config
-    declared, uploaded or synced from the checkout (``upload://``, or a file with
-    ``declared_in``). A dataset the operator registered from elsewhere (a private holdout,
-    a warehouse query) shows its counts, never its rows: a pull request's token must not
-    learn the items it is judged on."""
-    if scope == "admin":
-        return True
-    scheme = scheme_of(ds.source_uri or "")
-    return scheme == "upload" or (scheme == "file" and bool((ds.options or {}).get("declared_in")))
-
-
-def version_shown(scope: str | None, ds, version):
-    """A version of ``ds`` as a caller of ``scope`` sees it: for one who may not read its rows
-    (``rows_readable``), the summary of its expected objects (``fields["expected"]``) without
-    the values — per field, how many rows expect each text value and the first that is not a
-    number are the rows' own. The kinds of each field, whether all read as numbers, the
-    field counts and the label counts stay (the counts any reader gets)."""
+def version_shown(scope: str | None, version):
+    """A version as a caller of ``scope`` sees it: for one who may not read its rows
+    (``readability.version_readable``), the summary of its expected objects
+    (``fields["expected"]``) without the values — per field, how many rows expect each text
+    value and the first that is not a number are the rows' own. The kinds of each field,
+    whether all read as numbers, the field counts and the label counts stay (the counts any
+    reader gets)."""
     expected = (version.fields or {}).get("expected") if version is not None else None
-    if not isinstance(expected, dict) or rows_readable(scope, ds):
+    if not isinstance(expected, dict) or version_readable(scope, version):
         return version
     fields = {
         name: {**stats, "values": None, "not_numeric": None} if isinstance(stats, dict) else stats
@@ -179,21 +168,21 @@ def version_shown(scope: str | None, ds, version):
 
 
 HOLDOUT_ROWS = (
-    "dataset {name}'s rows are not a repository's (the operator registered it from elsewhere, "
-    "a holdout): reading them needs an admin token"
+    "dataset {name}'s version {version} was not imported from a repository's file (the operator "
+    "registered it from elsewhere, a holdout): reading its rows needs an admin token"
 )
 
 
 def holdout_items_hidden(report, gate):
     """``report`` (a ``gate.report.update.UpdateReport``) as a reader who is not admin sees
-    it: of each run on a dataset whose rows that reader may not read (``rows_readable``),
-    no item — no failing, broken, wavering or protected sample (ids, expected labels and
-    the model's answers, which a pull request's prompt can make repeat the item), no item
-    detail (what its reason leaves out: ``gate.verdict.reasons``) — and its slices by rank, not by
-    value ("slice 1", "slice 2" …: a slice's value is a cell of the dataset; the checks of
-    ``min_slice_accuracy`` are said again over those names). The counts, bars and verdict
-    stay. The dataset as registered now, as ``preview`` reads it; one no longer registered
-    is hidden too.
+    it: of each run on a version whose rows that reader may not read
+    (``readability.version_readable``: the version the run pinned, imported from a source
+    no repository holds), no item — no failing, broken, wavering or protected sample (ids,
+    expected labels and the model's answers, which a pull request's prompt can make repeat
+    the item), no item detail (what its reason leaves out: ``gate.verdict.reasons``) — and
+    its slices by rank, not by value ("slice 1", "slice 2" …: a slice's value is a cell of
+    the dataset; the checks of ``min_slice_accuracy`` are said again over those names). The
+    counts, bars and verdict stay. A run whose version is gone (pruned) is hidden too.
 
     The run's and the update's ``reason`` go out as they are: they are built naming no
     item (``gate.verdict.reasons``; the tests of issue 33 hold each way a reason is made), so there
@@ -202,14 +191,15 @@ def holdout_items_hidden(report, gate):
     and the update's reason is listed (``GET /v1/updates``, the status page's list) where
     no report is built."""
 
-    def readable(name: str) -> bool:
+    def readable(run) -> bool:
+        if run.dataset_version_id is None:
+            return False
         try:
-            return rows_readable(None, gate.get_dataset(name))
+            return version_readable(None, gate.dataset_version(run.dataset, run.dataset_version_id))
         except NotFound:
             return False
 
-    shown = {name: readable(name) for name in {r.dataset for r in report.runs}}
-    runs = [r if shown[r.dataset] else _without_items(r) for r in report.runs]
+    runs = [r if readable(r) else _without_items(r) for r in report.runs]
     return replace(report, runs=runs)
 
 

@@ -33,6 +33,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from gate import __version__
 from gate.api.http_status import http_status
+from gate.datasets.readability import version_readable
 from gate.errors import GateError, NotFound, first_line
 from gate.report.markdown_filters import bar_pct, interval, num, pct, points, pvalue, ratio, run_pct, usd
 from gate.states import UpdateStatus
@@ -40,7 +41,7 @@ from gate.untrusted import CONTROL, one_line
 
 from . import views
 from .auth import ANONYMOUS, PAGE_COOKIE, PAGE_SCOPES, AuthError, Caller, bearer, page_caller
-from .dataset_access import holdout_items_hidden, rows_readable
+from .dataset_access import holdout_items_hidden
 from .edge import origin_allowed
 
 log = logging.getLogger("promptgate.server")
@@ -292,7 +293,8 @@ def dataset_page(request: Request, name: str):
             raise NotFound(f"no dataset named {one_line(name, 128)!r}")
         ds, versions = gate.dataset_versions(name)
         mappings = next((maps for d, maps in gate.list_datasets() if d.name == ds.name), [])
-        shown = PREVIEW_ROWS if rows_readable(caller.scope, ds) else 0  # a holdout's rows: admin only
+        current = next((v for v in versions if v.id == ds.current_version_id), None)
+        shown = PREVIEW_ROWS if version_readable(caller.scope, current) else 0  # a holdout's rows: admin only
         preview = gate.preview_dataset(name, shown) if ds.current_version_id else None
         return page(
             "dataset.html.j2",

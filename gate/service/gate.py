@@ -150,8 +150,9 @@ class Gate(DatasetsMixin, ConfigMixin, LiveMixin, RetentionMixin, TokensMixin):
         ``submitted_by``: the service token's name (None: the CLI on the database, the
         operator); check-mode submissions replace only those of the same submitter and key.
         ``full``: no run of it stops early (``submit --full``). The spend caps (``limits:``)
-        are pinned with it, with the upper bound of its calls (gate.calls.spend_caps). ``may_read(ds)``:
-        may the submitter read its rows (None: all); only those count for the field check."""
+        are pinned with it, with the upper bound of its calls (gate.calls.spend_caps). ``may_read(version)``:
+        may the submitter read the rows of a version it pins (None: all); only those count for the
+        field check."""
         mode, (source, source_key) = _parse_mode(mode), _submission_source(source, submitted_by)
         check_labels(spec)
         config, read = spec.to_config(), fields_read(spec)  # admission: the item fields it reads
@@ -348,7 +349,7 @@ def _pin_versions(conn, spec: PromptSpec, mappings: list, read: tuple[str, ...],
     datasets = [get_dataset(conn, m.dataset_name) for m in mappings]
     pinned = [(m, ds, _current_version(conn, ds)) for m, ds in zip(mappings, datasets)]
     check_expected(spec, [(ds.name, version) for _, ds, version in pinned])
-    hidden = {ds.name for ds in datasets if may_read is not None and not may_read(ds)}
+    hidden = {ds.name for _, ds, version in pinned if may_read is not None and not may_read(version)}
     fields = field_coverage(conn, spec, read, [(ds.name, version) for _, ds, version in pinned], hidden)
     return pinned, fields
 

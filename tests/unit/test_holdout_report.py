@@ -18,7 +18,7 @@ from jsonschema import Draft202012Validator
 from test_report_fields import DECISION, metrics
 
 from gate.api.codec import encode
-from gate.records import Dataset, ItemSample, Run, RunCounts, Update
+from gate.records import ItemSample, Run, RunCounts, Update
 from gate.report.markdown import render_report_markdown
 from gate.report.text import render_text
 from gate.report.update import UpdateReport, run_report
@@ -72,7 +72,10 @@ def report(dataset: str) -> UpdateReport:
 
 
 def as_reader(dataset: str) -> UpdateReport:
-    gate = SimpleNamespace(get_dataset=lambda name: Dataset(1, name, SOURCES[name], {}, T0))
+    """The version each run pinned is what says whether its rows are readable."""
+    gate = SimpleNamespace(
+        dataset_version=lambda name, vid: SimpleNamespace(source_uri=SOURCES[name], source_options={})
+    )
     return holdout_items_hidden(report(dataset), gate)
 
 
