@@ -27,11 +27,12 @@ from __future__ import annotations
 import itertools
 import logging
 
+from gate.datasets.readability import version_readable
 from gate.db import transaction
-from gate.errors import DatasetError, IllegalTransition, UsageError, first_line
+from gate.errors import DatasetError, IllegalTransition, first_line
 from gate.prompt.sandbox import BudgetExceeded, RenderBudget, RenderPool
 from gate.prompt.structured.rule import rule_of
-from gate.prompt.structured.summary import check_rule
+from gate.prompt.structured.summary import RuleMisfit, check_rule
 from gate.prompt.templating import TemplateProblem
 from gate.records import DatasetVersion, Run
 from gate.states import RunStatus
@@ -172,8 +173,10 @@ class Materializer(Poller):
         rule = rule_of(config.get("decision"))
         try:
             check_rule(rule, version.fields, run.dataset_name)
-        except UsageError as exc:
-            raise DatasetError(str(exc)) from None
+        except RuleMisfit as exc:
+            if version_readable(None, version):
+                raise DatasetError(str(exc)) from None
+            raise ItemDetailError(exc.withheld, {"misfit": str(exc)[:DETAIL_CHARS]}) from None  # a holdout's fields
         return {} if rule is not None else self._label_map(run, version, config.get("labels") or [])
 
     def _label_map(self, run: Run, version: DatasetVersion, prompt_labels: list[str]) -> dict[str, str]:

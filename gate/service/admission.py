@@ -20,6 +20,9 @@
   shown by the reports. For a submitter that may read some of the datasets but not all
   (a pull request's token, a holdout), only the ones it may read count: a refusal must not
   tell it which columns a holdout has.
+
+A refusal about a dataset whose rows the submitter may not read names none of its fields,
+values or counts (``check_expected``, ``field_coverage``).
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from gate.datasets.importer import count_fields
 from gate.errors import SpecError, UsageError
 from gate.prompt.decision import same_reading
 from gate.prompt.spec import PromptSpec
-from gate.prompt.structured.summary import check_rule
+from gate.prompt.structured.summary import RuleMisfit, check_rule
 from gate.prompt.template_fields import template_fields
 from gate.prompt.templating import TemplateProblem
 from gate.records import DatasetVersion
@@ -77,12 +80,22 @@ def _distinct(labels, where: str) -> None:
     )
 
 
-def check_expected(spec: PromptSpec, versions: list[tuple[str, DatasetVersion]]) -> None:
+def check_expected(spec: PromptSpec, versions: list[tuple[str, DatasetVersion]], hidden: Collection[str] = ()) -> None:
     """Each pinned version's expected values are what the prompt's decision reads: labels
     for a label decision; for a fields decision, objects with every declared field, of
-    values its comparator can read (``gate.prompt.structured.summary.check_rule``)."""
+    values its comparator can read (``gate.prompt.structured.summary.check_rule``).
+
+    ``hidden``: the datasets whose rows the submitter may not read (a holdout, for a pull
+    request's token). A refusal about one of them is a fixed line naming the dataset only
+    (``RuleMisfit.withheld``): no field, value or count of its rows, whatever was guessed.
+    What is left is one bit per submission: the rule fits the holdout or not."""
     for name, version in versions:
-        check_rule(spec.decision.fields, version.fields, name)
+        try:
+            check_rule(spec.decision.fields, version.fields, name)
+        except RuleMisfit as exc:
+            if name in hidden:
+                raise UsageError(exc.withheld) from None
+            raise
 
 
 def fields_read(spec: PromptSpec) -> tuple[str, ...]:

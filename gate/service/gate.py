@@ -152,7 +152,7 @@ class Gate(DatasetsMixin, ConfigMixin, LiveMixin, RetentionMixin, TokensMixin):
         ``full``: no run of it stops early (``submit --full``). The spend caps (``limits:``)
         are pinned with it, with the upper bound of its calls (gate.calls.spend_caps). ``may_read(version)``:
         may the submitter read the rows of a version it pins (None: all); only those count for the
-        field check."""
+        field check, and a refusal about another names none of its fields, values or counts."""
         mode, (source, source_key) = _parse_mode(mode), _submission_source(source, submitted_by)
         check_labels(spec)
         config, read = spec.to_config(), fields_read(spec)  # admission: the item fields it reads
@@ -344,12 +344,13 @@ def _mappings_of(conn, prompt_name: str) -> list:
 
 def _pin_versions(conn, spec: PromptSpec, mappings: list, read: tuple[str, ...], may_read=None) -> tuple[list, dict]:
     """Each mapping with its dataset and the version a submission pins, the candidate's
-    decision checked against their expected values, and the coverage of the item fields
-    its templates read (``read``), counted on the datasets the submitter may read."""
+    decision checked against their expected values (in words the submitter may read), and
+    the coverage of the item fields its templates read (``read``), counted on the datasets
+    the submitter may read."""
     datasets = [get_dataset(conn, m.dataset_name) for m in mappings]
     pinned = [(m, ds, _current_version(conn, ds)) for m, ds in zip(mappings, datasets)]
-    check_expected(spec, [(ds.name, version) for _, ds, version in pinned])
     hidden = {ds.name for _, ds, version in pinned if may_read is not None and not may_read(version)}
+    check_expected(spec, [(ds.name, version) for _, ds, version in pinned], hidden)
     fields = field_coverage(conn, spec, read, [(ds.name, version) for _, ds, version in pinned], hidden)
     return pinned, fields
 

@@ -64,6 +64,9 @@ def detail_text(metrics: Mapping[str, Any] | None) -> str | None:
     labels = detail.get("unknown_labels")
     if isinstance(labels, Mapping) and labels:
         parts.append("labels the prompt does not have: " + ", ".join(f"{k!r} ({n:,} rows)" for k, n in labels.items()))
+    misfit = detail.get("misfit")  # the decision that cannot read a holdout's expected values, and why
+    if isinstance(misfit, str):
+        parts.append(misfit)
     examples = [e for e in detail.get("examples") or () if isinstance(e, Mapping)]
     if examples:
         parts.append("e.g. " + "; ".join(f"item {e.get('item_id')}: {e.get('expected')!r}" for e in examples))

@@ -4,6 +4,9 @@ gets the same answer for a field only the holdout has as for a field nobody has.
 
 from __future__ import annotations
 
+import json
+import re
+
 from support.helpers import RULES, write_rule_rows
 
 from gate.service import Gate
@@ -82,3 +85,76 @@ def test_a_holdout_runs_field_counts_reach_admin_only(service, tmp_path):
         assert runs["repo"]["fields_read"]  # a repository's dataset: the counts stay
         admin_runs = {r["dataset"]: r for r in admin.get(f"/v1/updates/{uid}").json()["runs"]}
         assert {f["field"]: f["rows"] for f in admin_runs["holdout"]["fields_read"]} == {"text": 6}
+
+
+# --- a holdout whose rows give expected objects (issue 33 review, findings 1 and 2) -------------
+
+
+def write_field_holdout(path) -> None:
+    """Eight rows: an input column only the holdout has, and expected objects whose
+    category is one of three secret values (3, 3 and 2 rows)."""
+    with path.open("w") as fh:
+        for i in range(8):
+            expected = {"zq_secret_category": f"SECRETCAT-{i % 3}", "zq_secret_order": f"ORD-{1000 + i}"}
+            row = {"item_id": f"fh-{i}", "text": f"order {i} refund", "zq_secret_note": f"n{i}", "expected": expected}
+            fh.write(json.dumps(row) + "\n")
+
+
+def fields_prompt(name: str, fields: dict) -> dict:
+    return {
+        "name": name,
+        "model": "mock-1",
+        "messages": [{"role": "user", "content": "{{ item.text }}"}],
+        "decision": {"type": "fields", "fields": fields},
+    }
+
+
+def register_field_holdout(service, tmp_path, repo: bool = False) -> None:
+    """``fholdout`` from a path of the server's (the operator's), gating prompt ``extract``;
+    with ``repo``, ``extract2`` gated on it and on ``frepo``, a file a gate config declares
+    (readable by every token), whose rows all expect category "other"."""
+    write_field_holdout(tmp_path / "fholdout.jsonl")
+    gate = Gate.connect(service.db_url)
+    try:
+        gate.register_dataset("fholdout", str(tmp_path / "fholdout.jsonl"))
+        gate.map_dataset("extract", "fholdout", "0.5")
+        if repo:
+            with (tmp_path / "frepo.jsonl").open("w") as fh:
+                for i in range(4):
+                    expected = {"zq_secret_category": "other", "zq_secret_order": f"ORD-{i}"}
+                    fh.write(json.dumps({"item_id": f"r{i}", "text": f"repo {i}", "expected": expected}) + "\n")
+            gate.register_dataset("frepo", str(tmp_path / "frepo.jsonl"), declared_in="gate.yaml")
+            gate.map_dataset("extract2", "fholdout", "0.5")
+            gate.map_dataset("extract2", "frepo", "0.5")
+    finally:
+        gate.close()
+
+
+def test_a_submit_check_tells_no_holdout_value_nor_how_many_rows_expect_it(service, tmp_path):
+    """Review of issue 33: the submit check's refusal of a fields decision said how many of
+    the holdout's rows expect values none of the labels ("8 row(s) expect one of 3
+    value(s)"), so a submit token guessed the holdout's values one free, unstaged
+    submission at a time, and learned how many rows expect each. Gated on the holdout
+    alone or beside a dataset it may read, every guess now gets the same line: which
+    dataset, no count, no value, no field. What is left is one bit per submission (the
+    whole rule fits the holdout or not), as docs/security.md says."""
+    register_field_holdout(service, tmp_path, repo=True)
+    guesses = (["nope"], ["SECRETCAT-0"], ["SECRETCAT-2"], ["SECRETCAT-0", "SECRETCAT-1"], ["zz"])
+    with service.client("submit") as ci:
+        for prompt_name in ("extract", "extract2"):
+            answers = set()
+            for guess in guesses:
+                fields = {"zq_secret_category": {"type": "label", "labels": [*guess, "other"]}}
+                refused = ci.post("/v1/updates", json={"prompt": fields_prompt(prompt_name, fields)})
+                assert refused.status_code == 400, refused.text
+                answers.add(refused.json()["error"])
+            assert len(answers) == 1, (prompt_name, answers)
+            (answer,) = answers
+            assert "fholdout" in answer and "SECRETCAT" not in answer and not re.search(r"\d", answer), answer
+        with service.client("admin") as admin:
+            assert admin.get("/v1/updates").json() == []  # nothing staged
+        every = {
+            "zq_secret_category": {"type": "label", "labels": ["SECRETCAT-0", "SECRETCAT-1", "SECRETCAT-2", "other"]}
+        }
+        accepted = ci.post("/v1/updates", json={"prompt": fields_prompt("extract2", every)})
+        assert accepted.status_code == 202, accepted.text  # the bit that is left: the rule fits

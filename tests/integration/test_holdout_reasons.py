@@ -229,7 +229,12 @@ def test_a_holdouts_expected_values_reach_no_reader_through_its_versions_nor_a_s
             "messages": [{"role": "user", "content": "{{ item.text }}"}],
             "decision": {"type": "fields", "fields": fields},
         }
-        with service.client("submit") as ci:
+        with service.client("submit") as ci, service.client("admin") as admin:
             refused = ci.post("/v1/updates", json={"prompt": prompt, "mode": "check"})
-        assert refused.status_code == 400 and "SECRET" not in refused.text, refused.text
-        assert "none of the labels" in refused.text or "not a number" in refused.text, refused.text
+            told = admin.post("/v1/updates", json={"prompt": prompt, "mode": "check"})
+        assert refused.status_code == told.status_code == 400 and "SECRET" not in refused.text + told.text
+        assert refused.json()["error"] == (  # which field and why, or how many rows: admin's (test_holdout_columns)
+            "dataset fholdout: its expected values do not fit this prompt's decision (its rows are not a "
+            "repository's: which field, and why, is said to an admin token only)"
+        )
+        assert "none of the labels" in told.text or "not a number" in told.text, told.text

@@ -73,3 +73,5 @@ def test_the_item_detail_in_one_line_for_the_reports():
     assert detail_text(first) == "the first: item i3: timeout: t"
     labels = {"item_detail": {"unknown_labels": {"maybe": 2}, "examples": [{"item_id": "i1", "expected": "maybe"}]}}
     assert detail_text(labels) == "labels the prompt does not have: 'maybe' (2 rows); e.g. item i1: 'maybe'"
+    misfit = {"item_detail": {"misfit": "dataset h: field c (label): 2 row(s) expect one of 1 value(s) ..."}}
+    assert detail_text(misfit) == "dataset h: field c (label): 2 row(s) expect one of 1 value(s) ..."

@@ -17,8 +17,11 @@ At submit (``check_rule``), a prompt decided field by field is refused, in one l
 dataset whose rows give labels, or that lacks a declared field, or whose values the
 field's comparator cannot read (text for a number, a value that names none of a label
 field's labels); a prompt decided by one label is refused on a dataset of objects. The
-line quotes no row's value: a pull request's token gets it, and the dataset may be a
-holdout (``gate.verdict.reasons``).
+line quotes no row's value. It names the dataset's fields and counts its rows, which is
+right for one who may read the rows and wrong for a holdout's (a pull request's token
+guessed a holdout's values one refusal at a time, from how many rows expected a value
+none of its labels): so the refusal (``RuleMisfit``) carries a second line, ``withheld``,
+for a submitter who may not read them — which dataset, and no field, value or count.
 """
 
 from __future__ import annotations
@@ -133,38 +136,57 @@ class ExpectedSummary:
         return {"fields": {name: stats.to_json() for name, stats in sorted(self.fields.items())}}
 
 
+WITHHELD = (
+    "dataset {dataset}: its expected values do not fit this prompt's decision (its rows are not a "
+    "repository's: which field, and why, is said to an admin token only)"
+)
+
+
+class RuleMisfit(UsageError):
+    """A decision that cannot read a version's expected values: ``str()`` says why, naming
+    fields and counts; ``withheld`` says only which dataset, for a submitter who may not
+    read its rows."""
+
+    def __init__(self, message: str, dataset: str):
+        super().__init__(message)
+        self.withheld = WITHHELD.format(dataset=dataset)
+
+
 def expected_summary(version_fields: Mapping[str, Any] | None) -> dict | None:
     """A version's summary of expected objects; None when its rows give labels."""
     return (version_fields or {}).get("expected")
 
 
 def check_rule(rule: FieldsRule | None, version_fields: Mapping[str, Any] | None, dataset: str) -> None:
-    """Refuse (UsageError, one line) a prompt whose decision cannot read this version's
+    """Refuse (RuleMisfit, one line) a prompt whose decision cannot read this version's
     expected values (see the module docstring)."""
     summary = expected_summary(version_fields)
     if rule is None:
         if summary is not None:
-            raise UsageError(
+            raise RuleMisfit(
                 f"dataset {dataset} gives an expected object per row ({', '.join(summary['fields'])}): "
-                "decide it field by field (decision: {type: fields, fields: {...}})"
+                "decide it field by field (decision: {type: fields, fields: {...}})",
+                dataset,
             )
         return
     if summary is None:
-        raise UsageError(
+        raise RuleMisfit(
             f"dataset {dataset} gives one label per row, not an expected object: a fields decision needs "
-            "rows with an expected object (JSONL) or expected.<field> columns (CSV)"
+            "rows with an expected object (JSONL) or expected.<field> columns (CSV)",
+            dataset,
         )
     have = summary.get("fields") or {}
     for spec in rule.fields:
         stats = have.get(spec.name)
         if stats is None:
-            raise UsageError(
+            raise RuleMisfit(
                 f"dataset {dataset}: its expected objects have no field {spec.name} (they have "
-                f"{', '.join(sorted(have))})"
+                f"{', '.join(sorted(have))})",
+                dataset,
             )
         problem = _unreadable(spec, stats)
         if problem:
-            raise UsageError(f"dataset {dataset}: field {spec.name} ({spec.type}): {problem}")
+            raise RuleMisfit(f"dataset {dataset}: field {spec.name} ({spec.type}): {problem}", dataset)
 
 
 def _unreadable(spec, stats: Mapping[str, Any]) -> str | None:
