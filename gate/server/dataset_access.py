@@ -151,20 +151,22 @@ def scrubbed(data):
 
 
 def version_shown(scope: str | None, version):
-    """A version as a caller of ``scope`` sees it: for one who may not read its rows
-    (``readability.version_readable``), the summary of its expected objects
-    (``fields["expected"]``) without the values — per field, how many rows expect each text
-    value and the first that is not a number are the rows' own. The kinds of each field,
-    whether all read as numbers, the field counts and the label counts stay (the counts any
-    reader gets)."""
-    expected = (version.fields or {}).get("expected") if version is not None else None
-    if not isinstance(expected, dict) or version_readable(scope, version):
+    """A version as a caller of ``scope`` sees it. One who may not read its rows
+    (``readability.version_readable``: a holdout's) gets its totals only: how many rows,
+    how many item fields they have and whether those were too many to count, how many
+    expected fields, how many rows are protected. Not a field's name, nor how many rows
+    have it (``fields["counts"]``), nor anything of an expected field (its name, kinds,
+    values and how many rows expect each): a pull request's token must not learn a
+    holdout's columns. The label counts stay (every report says them)."""
+    if version is None or not version.fields or version_readable(scope, version):
         return version
-    fields = {
-        name: {**stats, "values": None, "not_numeric": None} if isinstance(stats, dict) else stats
-        for name, stats in (expected.get("fields") or {}).items()
-    }
-    return replace(version, fields={**version.fields, "expected": {**expected, "fields": fields}})
+    fields = version.fields
+    shown = {key: fields[key] for key in ("rows", "capped", "protected") if key in fields}
+    shown["field_count"] = len(fields.get("counts") or {})
+    expected = fields.get("expected")
+    if isinstance(expected, dict):
+        shown["expected"] = {"fields": None, "field_count": len(expected.get("fields") or {})}
+    return replace(version, fields=shown)
 
 
 HOLDOUT_ROWS = (

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 
+from support.cli import run_cli
 from support.helpers import RULES, write_rule_rows
 
 from gate.service import Gate
@@ -89,6 +90,8 @@ def test_a_holdout_runs_field_counts_reach_admin_only(service, tmp_path):
 
 # --- a holdout whose rows give expected objects (issue 33 review, findings 1 and 2) -------------
 
+COLUMNS = ("zq_secret_note", "zq_secret_category", "zq_secret_order")  # an input column, two expected fields
+
 
 def write_field_holdout(path) -> None:
     """Eight rows: an input column only the holdout has, and expected objects whose
@@ -128,6 +131,51 @@ def register_field_holdout(service, tmp_path, repo: bool = False) -> None:
             gate.map_dataset("extract2", "frepo", "0.5")
     finally:
         gate.close()
+
+
+def test_a_holdouts_column_names_reach_no_reader_but_admin(service, tmp_path):
+    """Review of issue 33: any read token got every column name of a holdout, and how many
+    rows have each, from ``/versions``, ``/versions/N`` and ``preview?rows=0``
+    (``fields.counts`` and the names under ``fields.expected.fields``); and a submit token's
+    refusal listed the holdout's expected fields ("they have ..."). Now a reader who may
+    not read the rows gets totals only, and a refusal about a holdout names none of its
+    fields; admin still gets both."""
+    register_field_holdout(service, tmp_path)
+    routes = [f"/v1/datasets/fholdout/{r}" for r in ("versions", "versions/v1", "versions/0", "preview")]
+    for scope in ("read", "submit", "admin"):
+        with service.client(scope) as reader:
+            answers = [reader.get(route, params={"rows": 0}) for route in routes]
+        assert [a.status_code for a in answers] == [200] * 4, [a.text for a in answers]
+        shown = "".join(a.text for a in answers)
+        assert all((c in shown) == (scope == "admin") for c in COLUMNS), (scope, shown[:600])
+        fields = answers[0].json()["versions"][0]["fields"]
+        assert fields["rows"] == 8  # the totals every reader gets
+        if scope != "admin":
+            assert "counts" not in fields and fields["expected"] == {"fields": None, "field_count": 2}, fields
+    listed = run_cli(
+        "dataset",
+        "versions",
+        "fholdout",
+        "--json",
+        "--gate-url",
+        service.url,
+        env={"PROMPTGATE_TOKEN": service.tokens["read"]},
+    )
+    assert listed.returncode == 0 and not any(c in listed.stdout for c in COLUMNS), listed.stdout + listed.stderr
+    misfits = (
+        fields_prompt("extract", {"no_such_field": "text"}),  # "its expected objects have no field ..."
+        {**fields_prompt("extract", {}), "labels": ["yes", "no"], "decision": None},  # "gives an expected object"
+    )
+    for prompt in misfits:
+        prompt = {k: v for k, v in prompt.items() if v is not None}
+        with service.client("submit") as ci, service.client("admin") as admin:
+            refused, told = (
+                ci.post("/v1/updates", json={"prompt": prompt}),
+                admin.post("/v1/updates", json={"prompt": prompt}),
+            )
+        assert refused.status_code == told.status_code == 400, (refused.text, told.text)
+        assert not any(c in refused.text for c in COLUMNS), refused.text
+        assert "zq_secret_category" in told.json()["error"], told.text  # admin may read the rows: the detail stays
 
 
 def test_a_submit_check_tells_no_holdout_value_nor_how_many_rows_expect_it(service, tmp_path):

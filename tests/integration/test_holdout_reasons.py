@@ -221,7 +221,8 @@ def test_a_holdouts_expected_values_reach_no_reader_through_its_versions_nor_a_s
         with service.client(scope) as reader:
             shown = "".join(reader.get(route, params={"rows": 0}).text for route in routes)
         assert ("SECRETCAT" in shown and "SECRETAMT" in shown) == (scope == "admin"), scope
-        assert '"kinds":["string"]' in shown  # what every reader gets: the kinds, the counts
+        assert ('"kinds":["string"]' in shown) == (scope == "admin")  # a field's kinds name it: admin's
+        assert ('"field_count":2' in shown) == (scope != "admin")  # the others: totals (test_holdout_columns)
     for fields in ({"category": {"type": "label", "labels": ["billing", "other"]}}, {"amount": "number"}):
         prompt = {
             "name": "extract",

@@ -109,6 +109,7 @@ def test_a_holdout_repointed_at_a_repository_file_keeps_its_old_versions_and_run
     )
     for name, got in after.items():
         assert not any(s in got.text for s in SECRETS), (name, got.text[:600])
+    assert "counts" not in after["old version"].json()["fields"]  # the old version: its totals only
     current = after["versions"].json()["versions"][0]
     assert current["number"] == 2 and current["fields"]["counts"] == {"text": 1}  # the repository's: all of it
     with service.client("read") as reader:
