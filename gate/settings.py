@@ -32,6 +32,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "template_mean_seconds": (0.001, 3600),
     "sandbox_processes": (1, 64),
     "upload_min_rate": (1, 1 << 30),
+    "dry_run_seconds": (1, 86400),
     "max_version_bytes": (1, 1 << 40),
 }
 CHOICES: dict[str, tuple[str, ...]] = {"rate_limit_backend": ("sql", "redis")}
@@ -82,6 +83,10 @@ class Settings:
     # --body-timeout seconds (gate/server/body_limits.py UploadPace). 64 KiB/s is half a megabit;
     # the largest upload (256 MiB) then has 68 minutes, a trickle a few seconds past the grace.
     upload_min_rate: int = 64 * 1024
+    # ... and a dry run's body (a pull request's copy of a dataset file, compared, never stored)
+    # must have come whole within this many seconds: 60 s is 240 MB at 4 MB/s, and a slot
+    # taken by a trickle is free again within a minute, not the 68 minutes the rate allows.
+    dry_run_seconds: float = 60.0
     # The most row data one dataset version may store (ids, labels and inputs as stored):
     # four times the largest upload, so an honest file fits however its CSV columns expand
     # into JSON; a header that multiplies every row meets it (gate/datasets/importer.py).
@@ -112,6 +117,7 @@ class Settings:
         "template_mean_seconds": "PROMPTGATE_TEMPLATE_MEAN_SECONDS",
         "sandbox_processes": "PROMPTGATE_SANDBOX_PROCESSES",
         "upload_min_rate": "PROMPTGATE_UPLOAD_MIN_RATE",
+        "dry_run_seconds": "PROMPTGATE_DRY_RUN_SECONDS",
         "max_version_bytes": "PROMPTGATE_MAX_VERSION_BYTES",
     }
 

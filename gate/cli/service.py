@@ -82,7 +82,8 @@ from .common import database_option, echo_json, open_database
     type=click.IntRange(1),
     default=4,
     show_default=True,
-    help="Dataset uploads in progress at once, server-wide (beyond: 429). An admin's import (a sync) "
+    help="Dataset uploads in progress at once, server-wide (beyond: 429); a token with one in progress "
+    "takes another only while more than half stay free. An admin's import (a sync) "
     "is never refused because of other tokens' uploads: it meets only --max-uploads-per-token.",
 )
 @click.option(

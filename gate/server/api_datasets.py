@@ -76,18 +76,23 @@ async def upload_rows(
     file's path in the repository, ``commit`` the commit it was read at. Before a byte of
     the body is read: the token's scope, the dataset's name, the path and format (and, for
     a dry run, that a gate config declares the dataset from that path), then an upload slot
-    (``limits.UploadSlots``); the body is then streamed to a spooled temporary file at the
-    pace ``limits.UploadPace`` asks. The rows are read as a local import reads a file
-    (formats, row size, duplicate ids) and imported as the dataset's version (admin): the
-    dataset is registered as ``upload://PATH`` when new. With ``dry_run=true`` (submit)
-    nothing is stored: the answer is how the rows differ from the current version."""
+    (``body_limits.UploadSlots``); the body is then streamed to a spooled temporary file at
+    the pace ``body_limits.UploadPace`` asks, a dry run's within ``PROMPTGATE_DRY_RUN_SECONDS``.
+    The rows are read as a local import reads a file (formats, row size, duplicate ids) and
+    imported as the dataset's version (admin): the dataset is registered as
+    ``upload://PATH`` when new. With ``dry_run=true`` (submit) nothing is stored: the
+    answer is how the rows differ from the current version."""
     if not dry_run:
         authorize(request, "admin", why="an upload (it imports the rows as the dataset's version)")
     config, gate = request.app.state.config, gate_of(request)
     await run_in_threadpool(gate.check_upload, name, path, fmt, dry_run)
     with request.app.state.upload_slots.hold(caller.name, importing=not dry_run):
         spool = await spool_upload(
-            request.stream(), config.max_upload_bytes, config.body_timeout, gate.settings.upload_min_rate
+            request.stream(),
+            config.max_upload_bytes,
+            config.body_timeout,
+            gate.settings.upload_min_rate,
+            gate.settings.dry_run_seconds if dry_run else None,  # a pull request's copy: small, and soon here
         )
         try:
             return json_bytes(

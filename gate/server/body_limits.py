@@ -19,7 +19,8 @@ The one exception is a dataset upload (``PUT /v1/datasets/{name}/rows``): its bo
 file, up to its own cap (``serve --max-upload-bytes``). It is not read here: a declared
 length over that cap is refused at once, and the route, once the token, the dataset and
 the path have been checked and an upload slot is held (``UploadSlots``), streams the body
-to a spooled file, counting it against the cap and its pace (``spool_upload``)."""
+to a spooled file, counting it against the cap and its pace (``spool_upload``), and a dry
+run's against its own deadline (``PROMPTGATE_DRY_RUN_SECONDS``)."""
 
 from __future__ import annotations
 
@@ -186,23 +187,33 @@ async def _refuse(send, status: int, message: str) -> None:
 
 class UploadSlots:
     """Uploads in progress, per token and server-wide. A token holds at most ``per_token``
-    of them, so one token's uploads (dry runs included) never hold every slot; all tokens
-    together at most ``total``, except an import (admin: the default branch's sync), which
-    meets only its own token's cap: no other token's uploads can keep it out, and a sync
-    uploads its files one at a time, so it always finds a slot. Beyond either cap: 429."""
+    of them; all tokens together at most ``total``; and a token that already holds one
+    takes another only while more than half of ``total`` stay free, the rest being kept
+    for tokens with no upload in progress: two tokens' dry runs (two pull requests'
+    tokens, held open as long as their pace allows) never hold every slot, and another
+    pull request's dry run finds one. An import (admin: the default branch's sync) meets
+    only its own token's cap: no other token's uploads can keep it out, and a sync uploads
+    its files one at a time, so it always finds a slot. Beyond any cap: 429."""
 
     def __init__(self, total: int = DEFAULT_MAX_UPLOADS, per_token: int = DEFAULT_MAX_UPLOADS_PER_TOKEN):
         self.total, self.per_token = total, per_token
+        self.kept = total // 2  # slots a token already uploading may not take
         self.held: Counter[str] = Counter()
 
     @contextmanager
     def hold(self, token_name: str, importing: bool):
         """One upload's slot for ``token_name`` (``importing``: an admin's import), or
         EdgeRefusal 429. Taken and given back on the event loop: no lock needed."""
-        if self.held[token_name] >= self.per_token:
+        mine, in_progress = self.held[token_name], sum(self.held.values())
+        if mine >= self.per_token:
             _busy(f"this token has {self.per_token} uploads in progress (the service's --max-uploads-per-token)")
-        if not importing and sum(self.held.values()) >= self.total:
+        if not importing and in_progress >= self.total:
             _busy(f"{self.total} uploads are in progress (the service's --max-uploads)")
+        if not importing and mine and in_progress >= self.total - self.kept:
+            _busy(
+                f"this token has an upload in progress, and the last {self.kept} of the service's "
+                f"--max-uploads ({self.total}) are kept for tokens with no upload in progress"
+            )
         self.held[token_name] += 1
         try:
             yield
@@ -217,18 +228,23 @@ def _busy(message: str):
 
 
 async def spool_upload(
-    chunks, limit: int, idle: float = BODY_TIMEOUT_SECONDS, min_rate: float | None = None
+    chunks,
+    limit: int,
+    idle: float = BODY_TIMEOUT_SECONDS,
+    min_rate: float | None = None,
+    deadline: float | None = None,
 ) -> SpooledTemporaryFile:
     """An upload's body (an async iterator of byte chunks) in a spooled temporary file,
     rewound; TooLarge past ``limit`` bytes, TooSlow when no byte arrives for ``idle``
     seconds or, after the first ``idle`` seconds, when the body has come at fewer than
     ``min_rate`` bytes per second on average since it began (``UploadPace``: a byte now
-    and then must not hold a slot and a handler for ever), UsageError when the client
-    leaves. At most ``SPOOL_IN_MEMORY`` bytes are held in memory: the rest goes to disk,
-    and the file is gone when closed."""
+    and then must not hold a slot and a handler for ever), or when it has not ended
+    ``deadline`` seconds after it began (a dry run's: ``PROMPTGATE_DRY_RUN_SECONDS``),
+    UsageError when the client leaves. At most ``SPOOL_IN_MEMORY`` bytes are held in
+    memory: the rest goes to disk, and the file is gone when closed."""
     spool, size, pending = SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY), 0, []
     try:
-        async for chunk in UploadPace(idle, min_rate).paced(chunks):
+        async for chunk in UploadPace(idle, min_rate, deadline).paced(chunks):
             size += len(chunk)
             if size > limit:
                 raise TooLarge(f"the uploaded file is larger than {limit} bytes (the service's --max-upload-bytes)")
@@ -248,18 +264,25 @@ class UploadPace:
     """The pace an upload's body must keep: a byte at least every ``idle`` seconds, and,
     ``idle`` seconds after it began, ``min_rate`` bytes per second on average since then:
     by time ``t`` at least ``min_rate * (t - idle)`` bytes. So a body of ``n`` bytes has
-    at most ``idle + n / min_rate`` seconds in all, however its bytes are spaced."""
+    at most ``idle + n / min_rate`` seconds in all, however its bytes are spaced; with a
+    ``deadline`` (a dry run's), at most that many seconds whatever its size."""
 
-    def __init__(self, idle: float, min_rate: float | None):
-        self.idle, self.min_rate, self.received = idle, min_rate, 0
+    def __init__(self, idle: float, min_rate: float | None, deadline: float | None = None):
+        self.idle, self.min_rate, self.deadline, self.received = idle, min_rate, deadline, 0
         self.started = asyncio.get_running_loop().time()
 
-    def _wait(self) -> tuple[float, bool]:
-        """How long the next chunk may take, and whether the average rate is what ends it."""
-        if not self.min_rate:
-            return self.idle, False
-        left = self.started + self.idle + self.received / self.min_rate - asyncio.get_running_loop().time()
-        return (left, True) if left < self.idle else (self.idle, False)
+    def _wait(self) -> tuple[float, str]:
+        """How long the next chunk may take, and what ends it then: "idle", "rate" or
+        "deadline"."""
+        wait, why = self.idle, "idle"
+        now = asyncio.get_running_loop().time()
+        if self.min_rate:
+            left = self.started + self.idle + self.received / self.min_rate - now
+            if left < wait:
+                wait, why = left, "rate"
+        if self.deadline is not None and self.started + self.deadline - now < wait:
+            wait, why = self.started + self.deadline - now, "deadline"
+        return wait, why
 
     async def paced(self, chunks):
         """``chunks`` while they keep the pace."""
@@ -267,23 +290,29 @@ class UploadPace:
 
         stream = chunks.__aiter__()
         while True:
-            wait, by_rate = self._wait()
+            wait, why = self._wait()
             try:
                 async with asyncio.timeout(max(0.0, wait)):
                     chunk = await stream.__anext__()
             except StopAsyncIteration:
                 return
             except TimeoutError:
-                raise TooSlow(self._too_slow(by_rate)) from None
+                raise TooSlow(self._too_slow(why)) from None
             except ClientDisconnect:
                 raise UsageError("the client left before its upload ended: nothing was stored") from None
             self.received += len(chunk)
             yield chunk
 
-    def _too_slow(self, by_rate: bool) -> str:
-        if not by_rate:
+    def _too_slow(self, why: str) -> str:
+        if why == "idle":
             return f"the upload stopped: no byte for {self.idle:g} s (the service's --body-timeout)"
         took = asyncio.get_running_loop().time() - self.started
+        if why == "deadline":
+            return (
+                f"the dry run's upload did not end within {self.deadline:g} s ({self.received} bytes came): "
+                "a pull request's copy of a file is compared only if it comes within the service's "
+                "PROMPTGATE_DRY_RUN_SECONDS"
+            )
         return (
             f"the upload is too slow: {self.received} bytes in {took:.0f} s, under {self.min_rate:g} bytes per "
             f"second after the first {self.idle:g} s (the service's PROMPTGATE_UPLOAD_MIN_RATE, --body-timeout)"

@@ -57,7 +57,7 @@ def answer(sock: socket.socket, seconds: float = 20.0) -> tuple[int, str]:
         if not chunk:
             break
         body += chunk
-    return status, json.loads(body)["error"]
+    return status, json.loads(body).get("error", "")
 
 
 def holding(service, token: str, **upload) -> socket.socket:
@@ -107,21 +107,21 @@ def test_one_tokens_trickled_dry_runs_never_keep_an_admins_import_out(mysql_url,
     """Hostile review: four chunked dry runs of one submit token, a byte every 20 s, held the
     service's four upload slots: the admin's upload (the default branch's sync) met 429 for
     as long as they went on. Now a token holds at most --max-uploads-per-token (2) of the
-    --max-uploads (4); with every slot held by two tokens, an admin's import still goes
-    through, and any other upload meets 429."""
+    --max-uploads (4); with every slot held, an admin's import still goes through, and any
+    other upload meets 429."""
     service = Service(mysql_url, tmp_path, "--body-timeout", "30")
     held: list[socket.socket] = []
     try:
         declare(service)
-        attacker, second, third = submit_tokens(service, 3)
+        attacker, second, third, fourth = submit_tokens(service, 4)
         held += [holding(service, attacker), holding(service, attacker)]
         for _ in range(2):  # the attack's third and fourth dry runs
             status, error = refused(service, attacker)
             assert status == 429 and "this token has 2 uploads in progress" in error, (status, error)
             assert "--max-uploads-per-token" in error
-        held += [holding(service, second), holding(service, second)]  # every slot is held now
+        held += [holding(service, second), holding(service, third)]  # every slot is held now
         trickle(held)
-        status, error = refused(service, third)
+        status, error = refused(service, fourth)
         assert status == 429 and "4 uploads are in progress" in error, (status, error)
         status, error = refused(service, service.tokens["admin"])  # an admin's dry run shares the slots
         assert status == 429, (status, error)
@@ -138,12 +138,88 @@ def test_one_tokens_trickled_dry_runs_never_keep_an_admins_import_out(mysql_url,
             sock.close()
         held = held[2:]
         deadline = time.monotonic() + 15
-        while (status := refused(service, third)[0]) == 429 and time.monotonic() < deadline:
+        while (status := refused(service, fourth)[0]) == 429 and time.monotonic() < deadline:
             time.sleep(0.1)  # its leaving reaches the service a moment later
-        assert status == 100  # the third token's dry run is asked for its body: it holds a slot
+        assert status == 100  # the fourth token's dry run is asked for its body: it holds a slot
     finally:
         for sock in held:
             sock.close()
+        service.stop()
+    assert "Traceback" not in service.log(), service.log()
+
+
+def test_two_tokens_never_hold_every_upload_slot(mysql_url, tmp_path):
+    """Review of issue 33: two submit tokens held all four non-admin upload slots (two each),
+    so every other pull request's dry run met 429 for as long as theirs lasted. A token
+    that holds an upload takes another only while more than half the slots are free (the
+    rest are kept for tokens that hold none): two tokens hold three slots at most, and a
+    third token's dry run is asked for its body."""
+    service = Service(mysql_url, tmp_path, "--body-timeout", "30")
+    held: list[socket.socket] = []
+    try:
+        declare(service)
+        first, second, third, fourth = submit_tokens(service, 4)
+        held += [holding(service, first), holding(service, first), holding(service, second)]
+        status, error = refused(service, second)
+        assert status == 429 and "kept for tokens with no upload in progress" in error, (status, error)
+        assert "--max-uploads" in error
+        held.append(holding(service, third))  # another pull request's dry run goes in
+        status, error = refused(service, fourth)
+        assert status == 429 and "4 uploads are in progress" in error, (status, error)
+        trickle(held)
+        with service.client("admin") as admin:  # and the default branch's import, as ever
+            synced = admin.put(
+                "/v1/datasets/d/rows",
+                content=ROWS + b"c,no\n",
+                params={"path": "datasets/d.csv", "declared_in": "gate.yaml"},
+            )
+            assert synced.status_code == 200, synced.text
+    finally:
+        for sock in held:
+            sock.close()
+        service.stop()
+    assert "Traceback" not in service.log(), service.log()
+
+
+def paced(sock: socket.socket, rows: int, every: float) -> tuple[int, str, float]:
+    """A CSV body sent one row a chunk, one chunk every ``every`` seconds, then its end: the
+    service's answer (status, error) and how long it took; (status, error) as soon as the
+    service answers before the body ended."""
+    started = time.monotonic()
+    sock.sendall(b"1a\r\nitem_id,expected_decision\n\r\n")
+    for n in range(rows):
+        row = b"r%d,yes\n" % n
+        sock.sendall(b"%x\r\n%s\r\n" % (len(row), row))
+        status, error = answer(sock, every)
+        if status:
+            return status, error, time.monotonic() - started
+    sock.sendall(b"0\r\n\r\n")
+    status, error = answer(sock)
+    return status, error, time.monotonic() - started
+
+
+def test_a_dry_run_has_a_total_deadline_and_an_import_has_not(mysql_url, tmp_path):
+    """Review of issue 33: a dry run that kept the minimum rate (64 KiB/s after its first
+    30 s) could last 30 s + 256 MiB / 64 KiB/s, about 68 minutes, holding its slot
+    throughout. A dry run (a pull request's copy of a file) now has
+    PROMPTGATE_DRY_RUN_SECONDS in all for its body, however fast it comes; an admin's
+    import, at the same pace, is not held to it."""
+    service = Service(
+        mysql_url,
+        tmp_path,
+        "--body-timeout",
+        "30",
+        env={"PROMPTGATE_DRY_RUN_SECONDS": "3", "PROMPTGATE_UPLOAD_MIN_RATE": "1"},
+    )
+    try:
+        declare(service)
+        status, error, took = paced(holding(service, service.tokens["submit"]), 60, 0.3)
+        assert status == 408 and "PROMPTGATE_DRY_RUN_SECONDS" in error, (status, error)
+        assert 2.5 < took < 15, took
+        importing = holding(service, service.tokens["admin"], dry_run=False)
+        status, error, took = paced(importing, 20, 0.3)  # ~6 s: past the dry runs' deadline
+        assert status == 200 and took > 4, (status, error, took)
+    finally:
         service.stop()
     assert "Traceback" not in service.log(), service.log()
 
