@@ -33,6 +33,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "sandbox_processes": (1, 64),
     "upload_min_rate": (1, 1 << 30),
     "dry_run_seconds": (1, 86400),
+    "diff_cache_bytes": (0, 1 << 40),
     "max_version_bytes": (1, 1 << 40),
 }
 CHOICES: dict[str, tuple[str, ...]] = {"rate_limit_backend": ("sql", "redis")}
@@ -87,6 +88,10 @@ class Settings:
     # must have come whole within this many seconds: 60 s is 240 MB at 4 MB/s, and a slot
     # taken by a trickle is free again within a minute, not the 68 minutes the rate allows.
     dry_run_seconds: float = 60.0
+    # The service keeps the keys of the versions dry runs compare with (about 80 bytes a row),
+    # at most this many bytes of them: 64 MiB holds some 800,000 rows; 0 keeps none
+    # (gate/datasets/version_index.py).
+    diff_cache_bytes: int = 64 * 1024 * 1024
     # The most row data one dataset version may store (ids, labels and inputs as stored):
     # four times the largest upload, so an honest file fits however its CSV columns expand
     # into JSON; a header that multiplies every row meets it (gate/datasets/importer.py).
@@ -118,6 +123,7 @@ class Settings:
         "sandbox_processes": "PROMPTGATE_SANDBOX_PROCESSES",
         "upload_min_rate": "PROMPTGATE_UPLOAD_MIN_RATE",
         "dry_run_seconds": "PROMPTGATE_DRY_RUN_SECONDS",
+        "diff_cache_bytes": "PROMPTGATE_DIFF_CACHE_BYTES",
         "max_version_bytes": "PROMPTGATE_MAX_VERSION_BYTES",
     }
 

@@ -24,6 +24,7 @@ from gate.datasets.sources import (
 )
 from gate.datasets.sources.files import text_kind
 from gate.datasets.sources.upload import UPLOAD_SCHEME, UploadReader, check_repo_path, upload_uri
+from gate.datasets.version_index import diff_against_index
 from gate.errors import DatasetError, NotFound, UsageError, first_line
 from gate.prompt.spec import check_name
 from gate.records import DataDiff, Dataset, DatasetPreview, DatasetVersion, Imported, Mapping
@@ -303,13 +304,13 @@ class DatasetsMixin:
     def diff_source(self, name: str, source_uri: str, options: dict) -> importer.DataDiff:
         """How the rows of ``source_uri`` (a pull request's copy of the dataset) differ from
         the dataset's current version. Nothing is stored."""
-        current = self.dataset_version(name)
+        self.dataset_version(name)  # one to compare with, before the file is opened
         if scheme_of(source_uri) != "file":
             raise DatasetError(f"dataset {name}: only local files are compared in a pull request")
         limits = {"max_row_bytes": self.settings.max_row_bytes, "page_bytes": self.settings.page_bytes}
         reader = open_source(source_uri, SourceOptions(**limits, **options))
         try:
-            return importer.diff_against(self.engine, current.id, self._proposed_rows(name, reader), MAX_DIFF_ROWS)
+            return self._diff_current(name, self._proposed_rows(name, reader))
         finally:
             reader.close()
 
@@ -335,9 +336,18 @@ class DatasetsMixin:
         """How an uploaded copy of a dataset's file (a pull request's) differs from the
         dataset's current version (the dataset as ``check_upload`` allows). Nothing is stored."""
         ds = self.check_upload(name, repo_path, kind, dry_run=True)
-        current = self.dataset_version(name)
         reader = UploadReader(stream, repo_path, self._source_options(ds.options), kind)
-        return importer.diff_against(self.engine, current.id, self._proposed_rows(name, reader), MAX_DIFF_ROWS)
+        return self._diff_current(name, self._proposed_rows(name, reader))
+
+    def _diff_current(self, name: str, rows) -> importer.DataDiff:
+        """``rows`` (a copy's) against the dataset's current version: its keys as kept in
+        memory (``version_index``; read from the database once), or, for a version too big
+        to keep, streamed from there."""
+        current = self.dataset_version(name)
+        index = self.version_indexes.index_of(current, lambda: importer.version_keys(self.engine, current.id))
+        if index is None:
+            return importer.diff_against(self.engine, current.id, rows, MAX_DIFF_ROWS)
+        return diff_against_index(index, rows, MAX_DIFF_ROWS)
 
     def _proposed_rows(self, name: str, reader):
         """A proposed copy's rows for ``importer.diff_against``, read within the bounds an

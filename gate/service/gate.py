@@ -21,6 +21,7 @@ from gate.api.release import (
     wait_for_release,
 )
 from gate.calls.providers import resolve
+from gate.datasets.version_index import VersionIndexes
 from gate.errors import Forbidden, UsageError
 from gate.prompt.request_keys import pin
 from gate.prompt.spec import PromptSpec
@@ -97,6 +98,7 @@ class Gate(DatasetsMixin, ConfigMixin, LiveMixin, RetentionMixin, TokensMixin):
     def __init__(self, engine: Engine, settings: Settings):
         self.engine = engine
         self.settings = settings
+        self.version_indexes = VersionIndexes(settings.diff_cache_bytes)  # what dry runs compare with
 
     @classmethod
     def connect(cls, database_url: str | None = None, settings: Settings | None = None, upgrade: bool = False) -> Gate:
