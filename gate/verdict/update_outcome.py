@@ -14,6 +14,7 @@ by its column, not its value. Any reader of the update reads it, of a holdout to
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 from gate.states import Mode, RunStatus, UpdateStatus
@@ -68,12 +69,14 @@ def update_end(mode: str, runs: Sequence) -> tuple[UpdateStatus, str]:
         ((r.dataset_name, c) for r, cs in checks for c in cs if c.state in ("fail", "pending")),
         key=lambda f: f[1].name != "protected",
     )
-    missed = [_missed(ds, c) for ds, c in failing if c.reason != "inconclusive"]
-    inconclusive = [
-        f"{ds} {c.title} {c.value} ({c.note.removeprefix('inconclusive: ')})"
-        for ds, c in failing
-        if c.reason == "inconclusive"
-    ]
+    missed = _said_once([(_missed(ds, c), c.slice_of is not None) for ds, c in failing if c.reason != "inconclusive"])
+    inconclusive = _said_once(
+        [
+            (f"{ds} {c.title} {c.value} ({c.note.removeprefix('inconclusive: ')})", False)
+            for ds, c in failing
+            if c.reason == "inconclusive"
+        ]
+    )
     if missed or inconclusive:
         return UpdateStatus.REJECTED, "; ".join(
             ([f"missed: {'; '.join(missed)}"] if missed else [])
@@ -122,6 +125,17 @@ def _live_bars(run) -> list[str]:
         name for name, limit in (("max_broken", bars.max_broken), ("max_drop", bars.max_drop)) if limit is not None
     ]
     return names + (["protection"] if ((run.metrics or {}).get("protected") or {}).get("items") else [])
+
+
+def _said_once(clauses: list[tuple[str, bool]]) -> list[str]:
+    """Clauses (text, whether it is a slice's) that read the same said once, in their first
+    place, with how many they stand for: twenty slices of a free-text column that miss their
+    bar alike are one clause, not twenty."""
+    counts = Counter(text for text, _ in clauses)
+    return [
+        text if counts[text] == 1 else f"{text} ({counts[text]} {'slices' if is_slice else 'times'})"
+        for text, is_slice in dict.fromkeys(clauses)
+    ]
 
 
 def _missed(dataset: str, c: BarCheck) -> str:

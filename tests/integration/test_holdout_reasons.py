@@ -148,7 +148,10 @@ def readers_get_counts_and_kinds(service, ids: dict, scope: str) -> None:
     assert labelled["runs"][0]["reason"] == (
         "dataset holdout: 10 row(s) with 1 label(s) the prompt does not have (its labels: urgent, nope)"
     )
-    assert sliced["reason"].startswith("missed: holdout min_slice_accuracy[text]: a slice at 0.0% < bar 90%")
+    assert sliced["reason"].startswith(
+        "missed: holdout min_slice_accuracy[text]: a slice at 0.0% < bar 90% (10 slices)"
+    )
+    assert sliced["reason"].count("a slice at") == 1  # said once for the ten slices that miss alike
     run = sliced["runs"][0]
     assert [s["value"] for s in run["slices"]["slices"]] == [f"slice {n}" for n in range(1, ROWS + 1)]
     assert (run["matches"], run["scored"]) == (10, 20)

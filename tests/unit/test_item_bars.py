@@ -88,6 +88,27 @@ def test_a_slice_under_its_bar_is_named_while_overall_accuracy_clears():
     assert (failing.state, failing.value, failing.note) == ("fail", "80.0%", "24 of 30 items")
 
 
+def test_slices_missing_their_bar_alike_are_said_once_with_their_number():
+    """Review of issue 33: the update's reason said "a slice at 0.0% < bar 90%" once per
+    failing slice (twenty times for a free-text column); clauses that read the same are
+    said once, with how many slices they stand for."""
+    sliced = {
+        **SLICES,
+        "slices": [
+            {"value": "a", "items": 30, "matches": 0},
+            {"value": "b", "items": 30, "matches": 0},
+            {"value": "c", "items": 30, "matches": 24},
+            {"value": "d", "items": 30, "matches": 0},
+        ],
+    }
+    status, reason = update_end("check", [run(SLICE_BARS, flips=None, slices=sliced, matches=92, scored=104)])
+    assert (status, reason) == (
+        "REJECTED",
+        "missed: d min_slice_accuracy[channel]: a slice at 0.0% < bar 85% (3 slices); "
+        "d min_slice_accuracy[channel]: a slice at 80.0% < bar 85%",
+    )
+
+
 def test_slices_pass_with_the_small_ones_listed_as_too_small():
     c = checks({**SLICE_BARS, "min_slice_accuracy": "0.8"}, flips=None, slices=SLICES)[
         ("min_slice_accuracy", "channel")
