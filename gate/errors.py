@@ -87,6 +87,13 @@ class DatabaseError(GateError):
         return cls(f"database: {first_line(exc, 300)}")
 
 
+class WaitTimedOut(GateError):
+    """A release wait whose timeout passed before anything answered for the commit (no
+    update, no record of the push job): exit 3, as any wait that runs out of time."""
+
+    exit_code = 3
+
+
 class GitHubError(GateError):
     """A GitHub API call failed (status and message from GitHub)."""
 
