@@ -39,9 +39,14 @@ from .progress import WaitProgress
     help="Call every item: no run of this update stops early once its verdict is "
     "settled (each mapping's early_stop is on by default).",
 )
+@click.option(
+    "--override-rollback",
+    is_flag=True,
+    help="Apply a config a rollback moved away from (it is held: refused without this; admin through the service).",
+)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def submit(ctx, file, mode, source_key, sha, reuse, full, as_json):
+def submit(ctx, file, mode, source_key, sha, reuse, full, override_rollback, as_json):
     """Stage the prompt in FILE for evaluation; prints the tracking id (and on stderr the
     most model calls it may make)."""
     from gate.prompt.spec import load_spec  # jinja2, yaml, re2: only the commands that read a prompt
@@ -49,7 +54,7 @@ def submit(ctx, file, mode, source_key, sha, reuse, full, as_json):
     spec = load_spec(file)
     source = {"path": file, **({"key": source_key} if source_key else {}), **({"sha": sha} if sha else {})}
     gate = open_gate(ctx)
-    update_id = gate.submit(spec, mode=mode, source=source, reuse=reuse, full=full)
+    update_id = gate.submit(spec, mode=mode, source=source, reuse=reuse, full=full, override_rollback=override_rollback)
     spend = gate.status(update_id, failures=0).spend
     if as_json:
         echo_json({"id": update_id, "prompt": spec.name, "mode": mode, "spend": spend})
