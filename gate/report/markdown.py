@@ -173,9 +173,11 @@ def _update_view(report: UpdateReport, samples: int, excerpt: int, details: bool
     u = report.update
     config = u.candidate_config or {}
     attempts = {k: v for k, v in (report.attempts or {}).items() if isinstance(v, int)}
+    proposed = _on_proposed_bars(report)
     return {
         "u": u,
-        "icon": Safe(ICONS.get(u.status, "•")),
+        "icon": Safe(PROPOSED_ICON if proposed and u.status == "PASSED" else ICONS.get(u.status, "•")),
+        "proposed": proposed,
         "model": config.get("model"),
         "path": (u.source or {}).get("path"),
         "runs": [_run_view(r, samples, excerpt) for r in report.runs],
@@ -238,9 +240,20 @@ def _headline(reports: Sequence[UpdateReport], problems: int) -> str:
     order = ["APPLIED", "PASSED", "REJECTED", "FAILED", "CANCELLED", "RUNNING", "PENDING"]
     words = {"RUNNING": "still running", "PENDING": "still pending"}
     parts = [f"{counts[s]} {words.get(s, s.lower())}" for s in order if counts.get(s)]
+    proposed = sum(1 for r in reports if _on_proposed_bars(r))
+    if proposed:
+        parts.append(f"{proposed} on the bars this pull request proposes")
     if problems:
         parts.append(f"{problems} invalid file{'s' if problems != 1 else ''}")
     return " · ".join(parts) or "no prompt to evaluate"
+
+
+PROPOSED_ICON = "☑️"  # passed the bars a pull request proposes: never ✅, the gate's own bars
+
+
+def _on_proposed_bars(report: UpdateReport) -> bool:
+    """Judged on the bars its pull request proposes (the gate had none for the prompt)."""
+    return bool((report.update.source or {}).get("proposed_bars"))
 
 
 def overall_icon(reports: Sequence[UpdateReport], problems: int) -> str:
@@ -251,7 +264,7 @@ def overall_icon(reports: Sequence[UpdateReport], problems: int) -> str:
         return "❌"
     if statuses & {"PENDING", "RUNNING"}:
         return "⏳"
-    return "✅"
+    return PROPOSED_ICON if any(_on_proposed_bars(r) for r in reports) else "✅"
 
 
 def _render(
