@@ -16,7 +16,7 @@ lacks the scope.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gate import gateconfig
 from gate.client.session import Unreachable
@@ -30,7 +30,8 @@ if TYPE_CHECKING:
     from gate.prompt.spec import PromptSpec
 
     from .github import ChangedFile
-    from .run import ActionRun
+
+ActionRun = Any  # gate.action.run.ActionRun (which imports this module)
 
 GATE_DOWN = (Unreachable, DatabaseError)  # the gate's service, or its database, did not answer
 GATE_DOWN_STATUS = "the gate could not be reached"
