@@ -62,7 +62,7 @@ def submit(ctx, file, mode, source_key, sha, reuse, full, override_rollback, as_
         from gate.report.text import spend_line
 
         click.echo(update_id)
-        click.echo(f"update {update_id}: {spend_line(spend)}", err=True)
+        click.echo(f"update {update_id}: {spend_line(spend, started=False)}", err=True)
 
 
 @click.command()
