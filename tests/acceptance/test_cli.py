@@ -418,8 +418,7 @@ def test_max_drop_early_stop_and_full_from_the_command_line(sqlite_url, tmp_path
     sub = cli(db_url, "submit", prompt_file(tmp_path / "p.yaml"), "--full")
     assert sub.returncode == 0 and sub.stdout.strip().isdigit(), sub.stderr
     assert (
-        f"update {sub.stdout.strip()}: at most 40 model calls before retries (every item called (--full))"
-        in sub.stderr
+        f"update {sub.stdout.strip()}: at most 40 model calls before retries (every item called (--full))" in sub.stderr
     )  # issue 35.8: it said "0 made, 0 reused" before anything ran
     shown = json.loads(cli(db_url, "status", sub.stdout.strip(), "--json").stdout)
     assert shown["full"] is True and shown["spend"]["calls_bound"] == 40
