@@ -60,3 +60,29 @@ def test_runtime_reads_the_live_version_and_uses_the_gate_call_path(gate, tmp_pa
         assert rt.prompt("p1").version == 2  # ttl 0: re-read at once
         cached = PromptRuntime(gate_.settings.database_url, ttl=3600)
         assert cached.prompt("p1").version == 2
+
+
+def test_a_runtime_call_that_cannot_connect_is_one_line(gate, tmp_path, monkeypatch):
+    """Issue 35.9: without a reachable OPENAI_BASE_URL production got a long chained traceback;
+    the ModelCallError now stands alone (no SDK exception chained behind it), one line naming
+    the provider, its URL and where the URL came from."""
+    import socket
+
+    from gate.errors import ModelCallError
+
+    gate.register_dataset("d", str(write_rule_rows(tmp_path / "d.csv", 4)))
+    gate.map_dataset("p1", "d", "0.5")
+    with MockLLMServer() as llm:
+        monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
+        (applied,) = run_until_terminal(gate, [gate.submit(rules_spec("p1", "v1"), "apply")], timeout=60)
+        assert applied.status == "APPLIED"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    monkeypatch.setenv("OPENAI_BASE_URL", closed)
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    with pytest.raises(ModelCallError) as failed:
+        PromptRuntime(gate.settings.database_url, ttl=0).prompt("p1").decide({"text": "alpha"})
+    assert failed.value.__cause__ is None and failed.value.__suppress_context__
+    assert "\n" not in str(failed.value) and "cannot reach provider default" in str(failed.value)
+    assert closed in str(failed.value) and "OPENAI_BASE_URL" in str(failed.value)
