@@ -119,9 +119,10 @@ def test_every_command_prints_the_same_through_the_service(service, llm, tmp_pat
     assert json.loads(both.same("status", candidate_id, "--json", code=1))["status"] == "REJECTED"
     assert both.same("report", live_id, candidate_id).count("ticket-urgency") >= 2
     assert (
-        both.same("wait", "--sha", "c" * 40, "--timeout", "0.3", code=2, stderr=True)
-        == f"error: no apply-mode update was submitted for commit {'c' * 40} (wait needs the full SHA the Action "
-        "or `promptgate submit --sha` used; `--mode check` answers for its checks)\n"
+        both.same("wait", "--sha", "c" * 40, "--timeout", "0.3", code=3, stderr=True)
+        == f"error: no apply-mode update was submitted for commit {'c' * 40} and the Action's push job recorded "
+        "nothing for it (wait needs the full SHA the Action or `promptgate submit --sha` used; `--mode check` "
+        "answers for its checks)\n"
     )
     assert both.same("status", "999999", code=2, stderr=True) == "error: unknown update 999999\n"
 
