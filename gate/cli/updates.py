@@ -94,9 +94,9 @@ def status(ctx, update_id, as_json, fmt):
     "sha_mode",
     type=click.Choice(["auto", "apply", "check"]),
     default=None,
-    help="With --sha: apply (default) answers for the commit's apply-mode updates only, waiting for one "
-    "to appear; check asks about its checks; auto: its apply-mode updates when it has any, else its "
-    "checks.",
+    help="With --sha: apply (default) answers for the commit's apply-mode updates only, or the Action "
+    "push job's record of the commit, waiting for one to appear; check asks about its checks; auto: its "
+    "apply-mode updates when it has any, else its checks.",
 )
 @click.option("--timeout", type=float, default=None, help="Seconds to wait (default: until terminal).")
 @click.option("--json", "as_json", is_flag=True)
@@ -111,7 +111,9 @@ def status(ctx, update_id, as_json, fmt):
 @click.pass_context
 def wait(ctx, update_id, sha, prompt_name, sha_mode, timeout, as_json, show_progress):
     """Wait for update UPDATE_ID (or the updates of --sha) to end: exit 0 cleared, 1 rejected,
-    2 failed/cancelled, 3 timeout. With --sha a check never stands in for an apply: see --mode."""
+    2 failed/cancelled, 3 timeout. With --sha a check never stands in for an apply (see --mode);
+    it waits until the commit has an apply-mode update or the Action push job's record, then
+    for the verdict: 2 also when the push job could not gate the commit, 4 nothing to gate."""
     if (update_id is None) == (sha is None):
         raise click.UsageError("give an UPDATE_ID or --sha SHA (not both)")
     if sha_mode is not None and sha is None:
