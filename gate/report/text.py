@@ -133,7 +133,7 @@ def spend_line(spend: dict, *, started: bool = True) -> str:
     trials: a retried call comes on top (a call cap counts it)."""
     if not started:
         bound = spend.get("calls_bound")
-        rest = spend_line({k: v for k, v in spend.items() if k != "calls_bound"}).partition(" (")[2].rstrip(")")
+        rest = spend_line({k: v for k, v in spend.items() if k != "calls_bound"}).partition(" (")[2][:-1]
         head = f"at most {bound:,} model calls before retries" if bound is not None else "staged"
         return head + (f" ({rest})" if rest else "")
     done = [f"{spend.get(k) or 0:,} {word}" for k, word in (("calls_made", "made"), ("calls_reused", "reused"))]
