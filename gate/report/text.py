@@ -21,7 +21,11 @@ from .update import UpdateReport
 
 def render_text(report: UpdateReport) -> str:
     u = report.update
-    lines = [f"update {u.id}: {u.prompt_name} ({u.mode}) {u.status}" + (f" — {safe(u.reason)}" if u.reason else "")]
+    on_proposed = (u.source or {}).get("proposed_bars")
+    proposed = " on the bars its pull request proposes, not yet the gate's" if on_proposed else ""
+    lines = [
+        f"update {u.id}: {u.prompt_name} ({u.mode}) {u.status}{proposed}" + (f" — {safe(u.reason)}" if u.reason else "")
+    ]
     lines += protected_lines(report)
     for r in report.runs:
         lines += _run_lines(r)
