@@ -179,7 +179,10 @@ def test_dataset_map_declares_the_extra_bars(sqlite_url, tmp_path):
         cli(sqlite_url, "dataset", "map", "p2", "d1", "--min-accuracy", "0.5").stdout.strip()
         == "p2 × d1: min accuracy 0.5"
     )  # accuracy only: as before
-    assert cli(sqlite_url, "dataset", "list").stdout.split("\t")[-1].strip() == f"p1 ≥ 0.9 ({phrases}), p2 ≥ 0.5"
+    assert (
+        cli(sqlite_url, "dataset", "list").stdout.split("\t")[-1].strip()
+        == f"p1 ≥ 0.9 ({phrases}) [dataset map], p2 ≥ 0.5 [dataset map]"
+    )
     listed = json.loads(cli(sqlite_url, "dataset", "list", "--json").stdout)
     assert listed[0]["gates"] == [
         {
