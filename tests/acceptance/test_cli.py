@@ -43,7 +43,7 @@ def test_submit_worker_wait_to_applied_and_rejected(db_url, tmp_path):
     assert cli(db_url, "dataset", "add", "d1", "--source", str(data)).returncode == 0
     assert cli(db_url, "dataset", "map", "p1", "d1", "--min-accuracy", "0.9").returncode == 0
     listed = json.loads(cli(db_url, "dataset", "list", "--json").stdout)
-    assert listed[0]["gates"] == [{"prompt": "p1", "min_accuracy": "0.9", "bars": None}]
+    assert listed[0]["gates"] == [{"prompt": "p1", "min_accuracy": "0.9", "bars": None, "declared_in": None}]
 
     good = prompt_file(tmp_path / "good.yaml")
     sub = cli(db_url, "submit", good, "--mode", "apply", "--json")
@@ -195,8 +195,9 @@ def test_dataset_map_declares_the_extra_bars(sqlite_url, tmp_path):
                 "max_latency_p95_ms": 250,
                 "max_cost_per_1k_items": "0.10",
             },
+            "declared_in": None,  # the CLI's mapping: a sync leaves it alone
         },
-        {"prompt": "p2", "min_accuracy": "0.5", "bars": None},
+        {"prompt": "p2", "min_accuracy": "0.5", "bars": None, "declared_in": None},
     ]
     # mapping again replaces the bars as a whole
     assert (
