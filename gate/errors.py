@@ -87,6 +87,13 @@ class DatabaseError(GateError):
         return cls(f"database: {first_line(exc, 300)}")
 
 
+class WaitTimedOut(GateError):
+    """A release wait whose timeout passed before anything answered for the commit (no
+    update, no record of the push job): exit 3, as any wait that runs out of time."""
+
+    exit_code = 3
+
+
 class GitHubError(GateError):
     """A GitHub API call failed (status and message from GitHub)."""
 
@@ -125,3 +132,11 @@ class ModelCallError(GateError):
         self.retry_after = retry_after
         self.status_code = status_code
         self.kind = CallFailure(kind)
+
+
+def did_you_mean(word: object, choices) -> str:
+    """ "; did you mean X?" when one of ``choices`` is close to ``word`` (a typo), else ""."""
+    import difflib
+
+    close = difflib.get_close_matches(str(word)[:80], [str(c) for c in choices], n=1, cutoff=0.75)
+    return f"; did you mean {close[0]}?" if close else ""

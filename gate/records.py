@@ -59,6 +59,7 @@ class Mapping:
     dataset_name: str
     min_accuracy: Decimal
     bars: dict | None = None  # the bars beyond min_accuracy (gate.verdict.bars.Bars.extra)
+    declared_in: str | None = None  # the gate config that declared it (None: the CLI's, `dataset map`)
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,44 @@ class LivePrompt:
         if self.kind == "rollback":
             return f"rollback to v{self.restored_version} by {self.actor or '?'}, reason: {(self.reason or '').strip()}"
         return f"applied by update #{self.applied_update_id}" if self.applied_update_id else "applied"
+
+
+@dataclass(frozen=True)
+class Hold:
+    """A config a rollback moved away from: its apply is refused until a submission
+    overrides the rollback."""
+
+    prompt_name: str
+    config_hash: str
+    held_version: int  # the version rolled back away from
+    rollback_version: int  # the version the rollback made
+    actor: str | None
+    reason: str | None
+    created_at: dt.datetime
+
+    def line(self) -> str:
+        """The rollback in words: who, when, why."""
+        when = f"{self.created_at:%Y-%m-%d %H:%M} UTC" if isinstance(self.created_at, dt.datetime) else self.created_at
+        return (
+            f"v{self.held_version}'s config was rolled back by {self.actor or '?'} at {when} "
+            f"(v{self.rollback_version}): {(self.reason or '').strip()}"
+        )
+
+
+@dataclass(frozen=True)
+class CommitRecord:
+    """What the Action's push job did for a commit: ``outcome`` submitted (``update_ids``),
+    nothing (nothing needed gating) or not-gated (an ungated or invalid prompt file, a gate
+    config that could not be synced: ``detail`` says which, in one line)."""
+
+    sha: str
+    outcome: str
+    update_ids: tuple[int, ...] = ()
+    detail: str | None = None
+    repo: str | None = None
+    ref: str | None = None
+    recorded_by: str | None = None
+    recorded_at: dt.datetime | None = None
 
 
 @dataclass(frozen=True)

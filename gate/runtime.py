@@ -34,6 +34,7 @@ from typing import Any
 
 from gate.calls.llm import CallResult, call_prompt
 from gate.calls.providers import Endpoint
+from gate.errors import ModelCallError
 from gate.prompt.spec import PromptSpec, parse_spec
 from gate.settings import Settings
 
@@ -160,9 +161,17 @@ class RuntimePrompt:
         return self.current.spec.labels
 
     def decide(self, item: Mapping[str, Any]) -> CallResult:
-        """Call the live version on one item (see ``gate.calls.llm.call_prompt``)."""
+        """Call the live version on one item (see ``gate.calls.llm.call_prompt``). A call that
+        fails raises ModelCallError whose one line names the provider, its URL and where the URL
+        came from (OPENAI_BASE_URL unset: the SDK's default), without the SDK's chained
+        traceback behind it."""
         current = self.current
-        return call_prompt(current.spec, item, settings=self._runtime.settings, endpoint=current.endpoint)
+        try:
+            return call_prompt(current.spec, item, settings=self._runtime.settings, endpoint=current.endpoint)
+        except ModelCallError as exc:
+            failure = exc
+        failure.__cause__, failure.__suppress_context__ = None, True
+        raise failure
 
     def __repr__(self) -> str:
         cached = self._runtime._cache.get(self.name)

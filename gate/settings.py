@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 
 DEFAULT_DATABASE_URL = "sqlite:///promptgate.db"
@@ -157,3 +158,24 @@ class Settings:
 
     def with_(self, **changes) -> Settings:
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+
+TARGET_VARIABLES = ("PROMPTGATE_DATABASE_URL", "PROMPTGATE_URL")
+
+
+def misspelt_target(env: Mapping[str, str]) -> str | None:
+    """A variable set in ``env`` whose name is close to PROMPTGATE_DATABASE_URL or
+    PROMPTGATE_URL but is neither (PROMPTGATE_DATABSE_URL): the one line saying so, for a
+    command about to fall back to the default SQLite file in the current folder."""
+    import difflib
+
+    for name in sorted(env):
+        if name in TARGET_VARIABLES or not env[name].strip() or "PROMPTGATE" not in name.upper():
+            continue
+        close = difflib.get_close_matches(name.upper(), TARGET_VARIABLES, n=1, cutoff=0.8)
+        if close:
+            return (
+                f"{name} is set, but no setting has that name: did you mean {close[0]}? (without it "
+                f"the gate would be {DEFAULT_DATABASE_URL}, a new file in this folder)"
+            )
+    return None

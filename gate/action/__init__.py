@@ -13,14 +13,22 @@ On a **push to the default branch** (mode apply): sync the gate config first, th
 the prompts the push changed in apply mode and report the same way (a commit comment and
 the step summary). A push to another branch is evaluated in check mode.
 
-Exit codes: 0 every candidate cleared (or nothing to evaluate), 1 a candidate was rejected
-(only with fail-on-reject), 2 an invalid file, a failed or cancelled update, or an error,
-3 still running when the timeout passed. The commit status reports the verdict whatever
-fail-on-reject says.
+Nothing is a success that was not judged: a changed prompt the gate has no bars for fails
+with one line saying what to add, unless its pull request's gate config proposes bars for it
+(then it is checked on those, labelled so); on the default branch the push job records per
+commit what it did, so `wait --sha` answers for every commit (``gating``). `mode: wait` is a
+release job's `promptgate wait --sha` of the commit.
+
+Exit codes: 0 every changed prompt cleared its bars (or no prompt changed), 1 a candidate was
+rejected (only with fail-on-reject), 2 an invalid or ungated file, a failed or cancelled
+update, the gate or GitHub unreachable, the token's scope, or an error, 3 still running when
+the timeout passed. The commit status reports the verdict whatever fail-on-reject says (an
+``error`` status when the gate could not be reached).
 
 Modules: ``inputs`` (the inputs, declared once), ``workflow`` (the event, the mode, the
 log, outputs and summary), ``problems`` (annotations), ``run`` (the phases and
-``run_action``), ``outcome`` (status output, exit code, commit status).
+``run_action``), ``gating`` (ungated prompts, proposed bars, the commit record, outages),
+``outcome`` (status output, exit code, commit status).
 """
 
 from .inputs import DEFAULT_PROMPTS, INPUTS, ActionInput, ActionOptions, parse_bool

@@ -10,7 +10,9 @@
 * the ``prompt-gate`` commit status, and a commit comment for pushes.
 
 The client is lazy (no request until one is needed) and does not sleep between requests:
-the Action makes a handful of calls per run, far from GitHub's secondary rate limits.
+the Action makes a handful of calls per run, far from GitHub's secondary rate limits. A
+request that cannot reach the API is not tried again (``RETRY``), never ten times with backoff
+as PyGithub would, and fails as one GitHubError line, never a traceback.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from github import Auth, Github, GithubException
+from requests.exceptions import RequestException
+from urllib3.util.retry import Retry
 
 from gate.errors import GateError, GitHubError
 from gate.report.markdown import MARKER
@@ -31,6 +35,9 @@ NULL_SHA = "0" * 40
 # GET /user (403), so this is its identity when that fails; a reserved "[bot]" login no
 # person can take.
 ACTIONS_BOT_LOGIN = "github-actions[bot]"
+# No retry: the Action's few calls are cheap to fail and to run again, and a retry storm (PyGithub
+# tries ten times with backoff, a warning each) against an API that is down helps nobody.
+RETRY = Retry(total=0, connect=0, read=0, status=0, redirect=0, raise_on_status=False)
 
 
 @dataclass(frozen=True)
@@ -44,7 +51,14 @@ class ChangedFile:
         return self.status != "removed"
 
 
-def _wrap(what: str, exc: GithubException) -> GitHubError:
+API_ERRORS = (GithubException, RequestException)
+
+
+def _wrap(what: str, exc: Exception) -> GitHubError:
+    if isinstance(exc, RequestException):
+        url = getattr(getattr(exc, "request", None), "url", None) or "the GitHub API"
+        reason = type(exc).__name__.replace("Error", " error").strip()
+        return GitHubError(f"GitHub: {what} failed: cannot reach {url.split('?')[0]} ({reason})")
     message = exc.data.get("message") if isinstance(exc.data, dict) else None
     return GitHubError(f"GitHub: {what} failed: {exc.status} {message or exc}")
 
@@ -81,6 +95,7 @@ class GitHubClient:
             lazy=True,
             seconds_between_requests=None,
             seconds_between_writes=None,
+            retry=RETRY,
         )
         self.repo = self.gh.get_repo(repository)
         self._own_login = comment_author or None
@@ -94,13 +109,13 @@ class GitHubClient:
         """Every file the pull request changes, all pages."""
         try:
             return _changed(self.repo.get_pull(number).get_files())
-        except GithubException as exc:
+        except API_ERRORS as exc:
             raise _wrap(f"listing the files of pull request #{number}", exc) from None
 
     def commit_files(self, sha: str) -> list[ChangedFile]:
         try:
             return _changed(self.repo.get_commit(sha).files)
-        except GithubException as exc:
+        except API_ERRORS as exc:
             raise _wrap(f"listing the files of commit {sha[:12]}", exc) from None
 
     def push_files(self, before: str | None, after: str) -> list[ChangedFile]:
@@ -112,8 +127,8 @@ class GitHubClient:
         try:
             comparison = self.repo.compare(before, after)
             files = comparison.files
-        except GithubException as exc:
-            if exc.status in (404, 422):
+        except API_ERRORS as exc:
+            if getattr(exc, "status", None) in (404, 422):
                 return self.commit_files(after)
             raise _wrap(f"comparing {before[:12]}...{after[:12]}", exc) from None
         if len(files) < 300:
@@ -124,7 +139,7 @@ class GitHubClient:
                 for f in self.commit_files(commit.sha):
                     merged[f.path] = f
             return list(merged.values())
-        except GithubException as exc:
+        except API_ERRORS as exc:
             raise _wrap("listing the pushed commits", exc) from None
 
     # --- reporting -------------------------------------------------------------------------------
@@ -135,8 +150,8 @@ class GitHubClient:
         if self._own_login is None:
             try:
                 self._own_login = self.gh.get_user().login
-            except GithubException as exc:
-                if exc.status not in (401, 403, 404):
+            except API_ERRORS as exc:
+                if getattr(exc, "status", None) not in (401, 403, 404):
                     raise _wrap("reading the token's user", exc) from None
                 self._own_login = ACTIONS_BOT_LOGIN
         return self._own_login
@@ -150,7 +165,7 @@ class GitHubClient:
             for comment in self.repo.get_issue(number).get_comments():
                 if (comment.body or "").startswith(marker) and (comment.user.login or "").lower() == mine:
                     return comment
-        except GithubException as exc:
+        except API_ERRORS as exc:
             raise _wrap(f"listing the comments of #{number}", exc) from None
         return None
 
@@ -170,7 +185,7 @@ class GitHubClient:
                 return None, False
             created = self.repo.get_issue(number).create_comment(body)
             return created.id, True
-        except GithubException as exc:
+        except API_ERRORS as exc:
             raise _wrap(f"writing the report comment on #{number}", exc) from None
 
     def set_status(
@@ -183,11 +198,11 @@ class GitHubClient:
         kwargs = {"target_url": target_url} if target_url else {}
         try:
             self.repo.get_commit(sha).create_status(state, description=description, context=context, **kwargs)
-        except GithubException as exc:
+        except API_ERRORS as exc:
             raise _wrap(f"setting the {context} status on {sha[:12]}", exc) from None
 
     def commit_comment(self, sha: str, body: str) -> int:
         try:
             return self.repo.get_commit(sha).create_comment(body).id
-        except GithubException as exc:
+        except API_ERRORS as exc:
             raise _wrap(f"commenting on commit {sha[:12]}", exc) from None

@@ -13,7 +13,7 @@ from typing import Any
 from gate.errors import UsageError
 
 DEFAULT_PROMPTS = "prompts/**/*.yaml"
-MODES = ("auto", "check", "apply")
+MODES = ("auto", "check", "apply", "wait")
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,12 @@ class ActionInput:
 INPUTS = (
     ActionInput("prompts", f"Globs of prompt files, one per line; ! excludes (default {DEFAULT_PROMPTS})."),
     ActionInput("gate-config", "Repository path of the gate config (providers, datasets and bars)."),
-    ActionInput("mode", "auto: check on pull requests, apply on a push to the default branch.", "mode"),
+    ActionInput(
+        "mode",
+        "auto: check on pull requests, apply on a push to the default branch; wait: a release job's "
+        "`promptgate wait --sha` of the commit (a read token).",
+        "mode",
+    ),
     ActionInput("run-workers", "Run the workers in this process while waiting.", "flag"),
     ActionInput("timeout", "Seconds to wait (default 600).", "seconds"),
     ActionInput("fail-on-reject", "Exit 1 when a candidate is rejected (default on).", "flag"),
@@ -52,6 +57,11 @@ INPUTS = (
         "flag",
     ),
     ActionInput("full", "Call every item: no run stops early once its verdict is settled (default off).", "flag"),
+    ActionInput(
+        "override-rollback",
+        "Apply a config a rollback moved away from (held: refused without this; admin). Default off.",
+        "flag",
+    ),
 )
 
 
@@ -82,6 +92,7 @@ class ActionOptions:
     comment_author: str = ""  # our comments' login; default: the token's user
     reuse: bool = True  # answers already paid for may stand in for calls
     full: bool = False  # no run stops early (submit --full)
+    override_rollback: bool = False  # apply a config a rollback moved away from (admin)
     samples: int = 5  # failing items shown per dataset
     concurrency: int | None = None  # model calls in flight with run-workers
 
@@ -119,6 +130,6 @@ def _typed(kind: str, key: str, value: Any) -> Any:
         return seconds
     if kind == "mode":
         if str(value) not in MODES:
-            raise UsageError(f"mode {value!r} is not auto, check or apply")
+            raise UsageError(f"mode {value!r} is not auto, check, apply or wait")
         return str(value)
     return value

@@ -12,10 +12,11 @@ from gate.states import EXIT_CODES, UpdateStatus
 from .problems import Problem
 
 
-def overall_status(reports: Sequence[UpdateReport], problems: Sequence[Problem]) -> str:
-    """The `status` output: failed, cancelled, invalid, rejected, timeout, applied, passed or skipped."""
+def overall_status(reports: Sequence[UpdateReport], problems: Sequence[Problem], blocked: str | None = None) -> str:
+    """The `status` output: failed, cancelled, invalid, rejected, timeout, applied, passed or
+    skipped (``blocked``: the run could not gate at all, e.g. the token's scope: failed)."""
     statuses = {r.status for r in reports}
-    if UpdateStatus.FAILED in statuses:
+    if blocked or UpdateStatus.FAILED in statuses:
         return "failed"
     if UpdateStatus.CANCELLED in statuses:
         return "cancelled"
@@ -32,33 +33,50 @@ def overall_status(reports: Sequence[UpdateReport], problems: Sequence[Problem])
     return "skipped"
 
 
-def exit_code_for(reports: Sequence[UpdateReport], problems: Sequence[Problem], fail_on_reject: bool = True) -> int:
+def exit_code_for(
+    reports: Sequence[UpdateReport],
+    problems: Sequence[Problem],
+    fail_on_reject: bool = True,
+    blocked: str | None = None,
+) -> int:
+    """0 every changed prompt cleared its bars (or none changed), 1 a rejection (with
+    fail-on-reject), 2 an invalid or ungated file, a failure, or a run that could not gate
+    (``blocked``), 3 still open at the timeout."""
     codes = [EXIT_CODES[UpdateStatus(r.status)] for r in reports]
-    if any(p.severity == "error" for p in problems):
+    if blocked or any(p.severity == "error" for p in problems):
         codes.append(2)
     if not fail_on_reject:
         codes = [0 if c == 1 else c for c in codes]
     return combine_exit_codes(codes)
 
 
-def commit_state(reports: Sequence[UpdateReport], problems: Sequence[Problem], timeout: float) -> tuple[str, str]:
-    """(state, description) of the prompt-gate commit status."""
-    status = overall_status(reports, problems)
-    n_err = sum(1 for p in problems if p.severity == "error")
+def commit_state(
+    reports: Sequence[UpdateReport], problems: Sequence[Problem], timeout: float, blocked: str | None = None
+) -> tuple[str, str]:
+    """(state, description) of the prompt-gate commit status. Success only for what was
+    judged: a changed prompt the gate has no bars for is a problem (failure, its one line);
+    a prompt judged on the bars its pull request proposes says so."""
+    status = overall_status(reports, problems, blocked)
+    errors = [p for p in problems if p.severity == "error"]
     by = {}
     for r in reports:
         by.setdefault(r.status, []).append(r.update.prompt_name)
+    if blocked:
+        return "error", blocked
     if status == "skipped":
-        return "success", "no gated prompt changed"
+        return "success", "no prompt changed"
     if status == "failed":
         return "error", f"could not be scored: {', '.join(by[UpdateStatus.FAILED])}"
     if status == "cancelled":
         return "error", f"cancelled (superseded?): {', '.join(by[UpdateStatus.CANCELLED])}"
     if status == "invalid":
-        return "failure", f"{n_err} invalid prompt file{'s' if n_err != 1 else ''}"
+        first = f"{errors[0].file}: {errors[0].reason}"
+        return "failure", first if len(errors) == 1 else f"{len(errors)} invalid files; first: {first}"
     if status == "rejected":
         return "failure", f"rejected: {', '.join(by[UpdateStatus.REJECTED])}"
     if status == "timeout":
         return "error", f"still running after {timeout:g}s; see `promptgate wait`"
     word = "applied" if status == "applied" else "passed"
-    return "success", f"{len(reports)} prompt{'s' if len(reports) != 1 else ''} {word} every bar"
+    proposed = [r.update.prompt_name for r in reports if (r.update.source or {}).get("proposed_bars")]
+    on_proposed = f"; {', '.join(proposed)} on the bars this PR proposes (judged again after merge)" if proposed else ""
+    return "success", f"{len(reports)} prompt{'s' if len(reports) != 1 else ''} {word} every bar{on_proposed}"

@@ -14,15 +14,15 @@ from typing import Any, TextIO
 
 from gate import gateconfig
 from gate.api.shape import GateAPI
-from gate.errors import GateError, SpecError, UsageError
+from gate.errors import GateError, GitHubError, SpecError, UsageError
 from gate.prompt.spec import PromptSpec, parse_spec_text
 from gate.prompt.yaml_file import read_text_file
 from gate.report.markdown import GITHUB_COMMENT_LIMIT, STEP_SUMMARY_LIMIT, render_markdown
 from gate.report.text import render_text
 from gate.report.update import UpdateReport
-from gate.service import Gate
 from gate.states import UpdateStatus
 
+from .gating import GATE_DOWN, gate_down, github_down, proposed_bars, record_commit, scope_refusal
 from .github import ChangedFile, GitHubClient
 from .globs import PathFilter, split_patterns
 from .inputs import DEFAULT_PROMPTS, ActionOptions
@@ -65,6 +65,8 @@ class ActionRun:
     notes: list[str] = field(default_factory=list)
     config_result: Any = None
     ids: list[int] = field(default_factory=list)
+    blocked: str | None = None  # why the run could not gate at all (the token's scope), in one line
+    proposed: dict | None = None  # prompt -> the bars the checkout's gate config declares (read once)
 
     @property
     def config_changed(self) -> bool:
@@ -91,14 +93,23 @@ def run_action(
             token, event.repository, event.api_url, comment_author=options.comment_author or None
         )
     run = ActionRun(env, gate, options, event, mode, client, ActionLog(out))
-    candidates = list_changes(run)
-    if sync_config(run) or mode != "apply":
-        submit_candidates(run, candidates)
-    for p in run.problems:
-        run.log.command(p.annotation())
-    for path, reason in run.skipped:
-        run.log.command(Problem(path, None, None, reason, "warning").annotation())
-    reports = wait(run)
+    try:
+        candidates = list_changes(run)
+    except GitHubError as exc:  # GitHub's API down: one line (gating.github_down)
+        return github_down(run, exc)
+    try:
+        if sync_config(run) or mode != "apply":
+            submit_candidates(run, candidates)
+        record_commit(run)  # apply: what this push did for the commit (`wait --sha`)
+        for p in run.problems:
+            run.log.command(p.annotation())
+        for path, reason in run.skipped:
+            run.log.command(Problem(path, None, None, reason, "warning").annotation())
+        if run.blocked:
+            run.log.command(f"::error title=prompt-gate::{run.blocked}")
+        reports = wait(run)
+    except GATE_DOWN as exc:  # an error status, one line (gating.gate_down)
+        return gate_down(run, exc)
     return publish(run, reports)
 
 
@@ -153,7 +164,9 @@ def sync_config(run: ActionRun) -> bool:
         return True
     try:
         cfg = gateconfig.load_config(full, display_path=path)
-        if not isinstance(run.gate, Gate):
+        if not _dataset_files_import(run, cfg):
+            return mode != "apply"  # a pull request's prompts are still checked
+        if is_remote(run.gate):
             result = _service_sync(run, full, cfg)
         else:
             result = (
@@ -163,13 +176,39 @@ def sync_config(run: ActionRun) -> bool:
             )
     except SpecError as exc:
         return _config_problem(run, problem_from(exc, path, text_or_none(full, path)))
-    except GateError as exc:  # a dataset file of the pull request that cannot be read
+    except GATE_DOWN:
+        raise
+    except GateError as exc:  # a dataset file of the pull request that cannot be read; the token's scope
+        if scope_refusal(run, exc):
+            return False
         return _config_problem(run, Problem(path, None, None, str(exc)))
     verb = "synced" if mode == "apply" else "would change (after merge)"
     run.log.say(f"gate config {path}: {verb}: {len(result.changes)} changes")
     keep = run.config_changed or bool(result.changes)
     run.config_result = result if keep else None
     return True
+
+
+def is_remote(gate) -> bool:
+    """The service's RemoteGate (gate-url), not the database's Gate: asked without importing
+    the service (SQLAlchemy), which a job with gate-url never installs."""
+    from gate.client.remote import RemoteGate
+
+    return isinstance(gate, RemoteGate)
+
+
+def _dataset_files_import(run: ActionRun, cfg) -> bool:
+    """Every dataset file the gate config declares, read as its import would read it
+    (``gateconfig.datafiles``): each that would not import is a problem on its file and
+    line, naming the gate config key; on apply nothing is then synced or submitted."""
+    from gate.gateconfig.datafiles import check_dataset_files
+
+    found = check_dataset_files(cfg, run.config_path)
+    for p in found:
+        run.problems.append(Problem(p.file, p.line, p.key, p.reason))
+    if found and run.mode == "apply":
+        run.notes.append("Nothing was submitted: a dataset file of the gate config would not import.")
+    return not found
 
 
 def _pull_request_diff(run: ActionRun, cfg) -> gateconfig.SyncResult:
@@ -233,8 +272,12 @@ def submit_candidates(run: ActionRun, candidates: Sequence[ChangedFile]) -> None
             )
             continue
         seen[spec.name] = f.path
-        if _gated(run, f, spec):
+        if run.gate.mappings(spec.name):
             _submit(run, f, spec)
+        else:  # judged on the bars its pull request proposes, or a problem (gating)
+            bars = proposed_bars(run, f, spec, text)
+            if bars is not None:
+                _submit(run, f, spec, bars)
 
 
 def _load_candidate(run: ActionRun, f: ChangedFile) -> tuple[PromptSpec, str] | None:
@@ -255,20 +298,7 @@ def _load_candidate(run: ActionRun, f: ChangedFile) -> tuple[PromptSpec, str] | 
         return None
 
 
-def _gated(run: ActionRun, f: ChangedFile, spec: PromptSpec) -> bool:
-    if run.gate.mappings(spec.name):
-        return True
-    where = f" in {run.config_path}" if run.config_path else ""
-    later = (
-        " (the bars this change declares take effect after merge)" if run.config_changed and run.mode == "check" else ""
-    )
-    run.skipped.append(
-        (f.path, f"prompt {spec.name} is not gated: no dataset is mapped to it; declare its bars{where}{later}")
-    )
-    return False
-
-
-def _submit(run: ActionRun, f: ChangedFile, spec: PromptSpec) -> None:
+def _submit(run: ActionRun, f: ChangedFile, spec: PromptSpec, proposed: list[dict] | None = None) -> None:
     source = {"repo": run.event.repository, "pr": run.number, "sha": run.sha, "path": f.path, "author": run.author}
     if run.number is None and run.mode == "check":
         source["key"] = f"{run.event.repository}@{run.ref}"
@@ -279,9 +309,14 @@ def _submit(run: ActionRun, f: ChangedFile, spec: PromptSpec) -> None:
             source={k: v for k, v in source.items() if v is not None},
             reuse=run.options.reuse,
             full=run.options.full,
+            override_rollback=run.options.override_rollback,
+            proposed_bars=proposed,
         )
-    except GateError as exc:  # refused (unknown provider, no bar...): this file only
-        run.problems.append(Problem(f.path, None, None, str(exc)))
+    except GATE_DOWN:
+        raise
+    except GateError as exc:  # refused (unknown provider, a held config...): this file only; or the token's scope
+        if not scope_refusal(run, exc):
+            run.problems.append(Problem(f.path, None, None, str(exc)))
         return
     run.ids.append(update_id)
     run.log.say(f"{f.path}: submitted {spec.name} in {run.mode} mode as update {update_id}")
@@ -345,10 +380,10 @@ def publish(run: ActionRun, reports: Sequence[UpdateReport]) -> int:
     report_path.write_text(full, encoding="utf-8")
     append_summary(run.env, full)
     _comment(run, reports, body)
-    _set_status(run, *commit_state(reports, run.problems, run.options.timeout))
-    status = overall_status(reports, run.problems)
+    _set_status(run, *commit_state(reports, run.problems, run.options.timeout, run.blocked))
+    status = overall_status(reports, run.problems, run.blocked)
     write_output(run.env, {"status": status, "tracking-ids": json.dumps(run.ids), "report-path": str(report_path)})
-    code = exit_code_for(reports, run.problems, run.options.fail_on_reject)
+    code = exit_code_for(reports, run.problems, run.options.fail_on_reject, run.blocked)
     run.log.say(f"prompt-gate: {status} (exit {code})")
     return code
 
@@ -363,7 +398,7 @@ def _render(run: ActionRun, reports: Sequence[UpdateReport]) -> tuple[str, str]:
         "ref": run.ref,
         "mode": run.mode,
         "run_url": run.event.run_url,
-        "notes": run.notes,
+        "notes": ([run.blocked] if run.blocked else []) + run.notes,
         "skipped": run.skipped,
     }
     kwargs = dict(
@@ -382,7 +417,7 @@ def _comment(run: ActionRun, reports: Sequence[UpdateReport], body: str) -> None
         return
     if not run.options.comment:
         return
-    has_content = bool(reports or run.problems or run.skipped or run.config_result)
+    has_content = bool(reports or run.problems or run.skipped or run.config_result or run.blocked)
     try:
         if run.number is not None:
             comment_id, created = run.client.upsert_comment(run.number, body, create=has_content)

@@ -10,7 +10,14 @@ default) answers for the commit's apply-mode updates only, waiting for one to ap
 ``check`` for its check-mode ones only (a team that gates with checks alone asks so);
 ``auto`` for its apply-mode updates when it has any, else its check-mode ones, saying
 which. ``auto`` is not the default: between a merge and the push job's apply, any submit
-token's check for the commit (its SHA and content the caller's choice) would answer."""
+token's check for the commit (its SHA and content the caller's choice) would answer.
+
+A commit that changed no prompt has no update at all: the Action's push job records, per
+commit, what it did (``CommitRecord``: submitted, nothing to gate, or not gated and why), so
+``apply`` and ``auto`` answer for every commit the Action saw: its apply-mode updates when it
+has any, else that record (nothing to gate: ``EXIT_NOTHING_TO_GATE``; not gated: 2). Until
+one of them appears the wait waits (no timeout: for as long as it takes); a timeout that
+passes first is ``WaitTimedOut`` (exit 3)."""
 
 from __future__ import annotations
 
@@ -19,8 +26,8 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Protocol
 
-from gate.errors import NotFound, UsageError
-from gate.records import Update
+from gate.errors import UsageError, WaitTimedOut
+from gate.records import CommitRecord, Update
 from gate.states import Mode
 
 if TYPE_CHECKING:
@@ -30,6 +37,7 @@ RELEASE_MODES = ("auto", "apply", "check")
 DEFAULT_RELEASE_MODE = "apply"
 SHA_RE = re.compile(r"[0-9a-fA-F]{7,64}")  # what `wait --sha` accepts as a commit
 SHA_POLL = 0.5  # seconds between two look-ups of a commit's updates before any appears
+EXIT_NOTHING_TO_GATE = 4  # `wait --sha`: the push job recorded that the commit needed no gating
 
 
 def combine_exit_codes(codes: Iterable[int]) -> int:
@@ -80,16 +88,41 @@ def release_updates(
     return chosen, latest_per_prompt(found)
 
 
-def no_update(sha: str, prompt: str | None, mode: str | None) -> NotFound:
-    """The one line when the commit has no update the wait may answer for."""
+def no_update(sha: str, prompt: str | None, mode: str | None) -> WaitTimedOut:
+    """The one line when the timeout passed before the commit had an update the wait may
+    answer for (or, apply and auto, the push job's record)."""
     what = f" for prompt {prompt}" if prompt else ""
     mode = check_release_mode(mode)
     kind = "" if mode == "auto" else f"{mode}-mode "
+    record = "" if mode == Mode.CHECK else " and the Action's push job recorded nothing for it"
     hint = "; `--mode check` answers for its checks" if mode == Mode.APPLY else ""
-    return NotFound(
-        f"no {kind}update was submitted for commit {sha}{what} (wait needs the full SHA the "
+    return WaitTimedOut(
+        f"no {kind}update was submitted for commit {sha}{what}{record} (wait needs the full SHA the "
         f"Action or `promptgate submit --sha` used{hint})"
     )
+
+
+def record_line(record: CommitRecord) -> str:
+    """What the push job's record of a commit says, in one line."""
+    who = f" (recorded by {record.recorded_by})" if record.recorded_by else ""
+    if record.outcome == "nothing":
+        return f"commit {record.sha[:12]}: nothing to gate: the Action's push job found no prompt change{who}"
+    if record.outcome == "not-gated":
+        return f"commit {record.sha[:12]}: not gated: {record.detail or 'see the push job'}{who}"
+    ids = ", ".join(map(str, record.update_ids))
+    return f"commit {record.sha[:12]}: the Action's push job submitted update(s) {ids}"
+
+
+def record_answer(record: CommitRecord | None, prompt: str | None = None) -> int | None:
+    """The exit code a record gives: 4 nothing to gate (for any one prompt too: none
+    changed), 2 not gated; None: no answer (no record, or its updates answer)."""
+    if record is None:
+        return None
+    if record.outcome == "nothing":
+        return EXIT_NOTHING_TO_GATE
+    if record.outcome == "not-gated":
+        return 2
+    return None  # submitted: its updates answer (they are listed under the commit)
 
 
 class Announcer:
@@ -138,6 +171,8 @@ class ReleaseSource(Protocol):
 
     def status(self, update_id: int, failures: int = ...) -> UpdateReport: ...
 
+    def commit_record(self, sha: str) -> CommitRecord | None: ...
+
 
 def wait_for_release(
     gate: ReleaseSource,
@@ -152,27 +187,49 @@ def wait_for_release(
     """Wait for the updates submitted for commit ``sha`` that ``release_updates`` picks for
     ``mode``, the latest one per prompt, until each is terminal, and return (the exit code as
     `wait ID` gives it, combined by ``combine_exit_codes``; their reports). ``on_select`` is
-    told, in a line, which updates. Until one appears, it is looked for every ``poll``
-    seconds up to ``timeout``; with no timeout, or when none appears in time, NotFound.
+    told, in a line, which updates, or what the push job recorded. Until an update or a
+    record answers, the commit is looked up every ``poll`` seconds, without a timeout for as
+    long as it takes; when ``timeout`` passes first, ``WaitTimedOut`` (exit 3).
 
     While one is open, ``watch(open_report, deadline)`` waits for it to change (the service's
     client: a long-poll); without one, the loop sleeps ``poll`` seconds and looks again."""
     sha = (sha or "").strip()
     if not SHA_RE.fullmatch(sha):
         raise UsageError(f"{sha!r} is not a commit SHA")
-    announce = Announcer(sha, mode, on_select)
+    announce, said = Announcer(sha, mode, on_select), set()
     deadline = deadline_after(timeout)
     while True:
         chosen, updates = release_updates(gate.updates_for_sha(sha, prompt, mode or DEFAULT_RELEASE_MODE), mode)
         out_of_time = expired(deadline)
+        recorded = _recorded(gate, sha, mode, bool(updates), on_select, said)
+        if recorded is not None and not updates:
+            return recorded, []
         if updates:
             announce(chosen)
             reports = [gate.status(u.id) for u in updates]
             if out_of_time or all(r.terminal for r in reports):
-                return combine_exit_codes(r.exit_code for r in reports), reports
+                return combine_exit_codes([*(r.exit_code for r in reports), *([recorded] if recorded else [])]), reports
             if watch is not None:
                 watch(next(r for r in reports if not r.terminal), deadline)
                 continue
-        elif deadline is None or out_of_time:
+        elif out_of_time:
             raise no_update(sha, prompt, mode)
         time.sleep(time_left(deadline, poll))
+
+
+def _recorded(gate: ReleaseSource, sha: str, mode: str | None, has_updates: bool, say, said: set) -> int | None:
+    """The exit code the push job's record adds to the wait (apply and auto only): nothing to
+    gate when the commit has no apply-mode update, not gated whatever it has; None: none.
+    Said once, through ``say``."""
+    if check_release_mode(mode) == Mode.CHECK:
+        return None
+    record = gate.commit_record(sha)
+    code = record_answer(record)
+    if record is not None and record.outcome == "submitted" and not has_updates:
+        code = EXIT_NOTHING_TO_GATE  # (--prompt) that prompt did not change in the commit
+    if code is None or (code == EXIT_NOTHING_TO_GATE and has_updates):
+        return None
+    if say is not None and record.outcome not in said:
+        said.add(record.outcome)
+        say(record_line(record))
+    return code

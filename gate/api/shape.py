@@ -27,6 +27,7 @@ from .release import DEFAULT_RELEASE_MODE, SHA_POLL
 if TYPE_CHECKING:
     from gate.prompt.spec import PromptSpec
     from gate.records import (
+        CommitRecord,
         DataDiff,
         Dataset,
         DatasetPreview,
@@ -59,6 +60,8 @@ class GateAPI(Protocol):
         reuse: bool = True,
         *,
         full: bool = False,
+        override_rollback: bool = False,
+        proposed_bars: list[dict] | None = None,
     ) -> int: ...
 
     def status(self, update_id: int, failures: int = SAMPLE_FAILURES) -> UpdateReport: ...
@@ -90,6 +93,18 @@ class GateAPI(Protocol):
         mode: str | None = DEFAULT_RELEASE_MODE,
         on_select: Callable[[str], object] | None = None,
     ) -> tuple[int, list[UpdateReport]]: ...
+
+    def record_commit(
+        self,
+        sha: str,
+        outcome: str,
+        update_ids: list[int] | tuple[int, ...] = (),
+        detail: str | None = None,
+        repo: str | None = None,
+        ref: str | None = None,
+    ) -> CommitRecord: ...
+
+    def commit_record(self, sha: str) -> CommitRecord | None: ...
 
     def list_updates(
         self,

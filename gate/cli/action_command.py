@@ -35,10 +35,30 @@ def _input_option(spec: ActionInput):
 @click.pass_context
 def action_cmd(ctx, **inputs):
     """Run the GitHub Action for the current event (reads GITHUB_* and INPUT_*)."""
+    options = ActionOptions.build(**{k: v for k, v in inputs.items() if v is not None})
+    if options.mode == "wait":
+        ctx.exit(_release_wait(ctx, options))
     from gate.action.run import run_action  # PyGithub, only for this command
 
-    options = ActionOptions.build(**{k: v for k, v in inputs.items() if v is not None})
     ctx.exit(run_action(os.environ, _action_gate(ctx, options), options))
+
+
+def _release_wait(ctx, options: ActionOptions) -> int:
+    """mode: wait — a release job's `promptgate wait --sha $GITHUB_SHA --timeout TIMEOUT`: the
+    commit's apply-mode updates or the push job's record, then the verdict (exit 0 applied,
+    1 rejected, 2 failed or not gated, 3 timeout, 4 nothing to gate). A read token is enough."""
+    from gate.report.text import render_text
+
+    sha = os.environ.get("GITHUB_SHA", "")
+    if not sha:
+        raise UsageError("mode wait answers for GITHUB_SHA, which is not set")
+    code, reports = open_gate(ctx).wait_for_sha(
+        sha, timeout=options.timeout, on_select=lambda line: click.echo(line, err=True)
+    )
+    for report in reports:
+        click.echo(render_text(report))
+    click.echo(f"prompt-gate: wait --sha {sha[:12]}: exit {code}")
+    return code
 
 
 def _action_gate(ctx, options: ActionOptions):

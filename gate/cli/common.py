@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import click
 
 from gate.errors import GateError, UsageError
-from gate.settings import DEFAULT_DATABASE_URL, Settings
+from gate.settings import DEFAULT_DATABASE_URL, Settings, misspelt_target
 from gate.untrusted import terminal_safe
 
 if TYPE_CHECKING:  # the database's Gate loads SQLAlchemy: imported where a command opens it
@@ -75,6 +75,9 @@ def open_database(ctx: click.Context, check_schema: bool = True) -> Gate:
         from gate.service import Gate
 
         default_file = _default_file(settings.database_url)
+        typo = misspelt_target(os.environ) if default_file is not None else None
+        if typo:  # a misspelt PROMPTGATE_DATABASE_URL would silently make ./promptgate.db
+            raise UsageError(typo)
         new = default_file is not None and not default_file.exists()
         gate = obj["gate"] = Gate.connect(settings=settings)
         ctx.call_on_close(gate.close)

@@ -275,7 +275,13 @@ def dataset_list(ctx, as_json):
                     "source_uri": ds.source_uri,
                     "options": ds.options,
                     "gates": [
-                        {"prompt": m.prompt_name, "min_accuracy": str(m.min_accuracy), "bars": m.bars} for m in maps
+                        {
+                            "prompt": m.prompt_name,
+                            "min_accuracy": str(m.min_accuracy),
+                            "bars": m.bars,
+                            "declared_in": m.declared_in,
+                        }
+                        for m in maps
                     ],
                 }
                 for ds, maps in rows
@@ -290,9 +296,11 @@ def dataset_list(ctx, as_json):
 
 
 def _gate_text(m) -> str:
-    """ "p1 ≥ 0.9", and the other bars in brackets: "p1 ≥ 0.9 (max broken 0)"."""
+    """ "p1 ≥ 0.9", and the other bars in brackets: "p1 ≥ 0.9 (max broken 0)"; a mapping the
+    CLI added (not a gate config's, which a sync leaves alone) says so: "[dataset map]"."""
     extra = _describe_bars(m)
-    return f"{m.prompt_name} ≥ {m.min_accuracy}" + (f" ({', '.join(extra)})" if extra else "")
+    origin = "" if getattr(m, "declared_in", None) else " [dataset map]"
+    return f"{m.prompt_name} ≥ {m.min_accuracy}" + (f" ({', '.join(extra)})" if extra else "") + origin
 
 
 @dataset.command("preview")

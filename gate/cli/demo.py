@@ -21,9 +21,17 @@ import click
     default=None,
     help="The example folder (default: ./prompts-example, else the packaged copy).",
 )
-@click.option("--format", "fmt", type=click.Choice(["markdown", "text"]), default="markdown", show_default=True)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "markdown"]),
+    default="text",
+    show_default=True,
+    help="text: the reports as `promptgate status` prints them; markdown: as the pull request's comment.",
+)
 def demo(demo_db, examples, fmt):
-    """Show the gate end to end in under 30 s: one change REJECTED, one APPLIED."""
+    """Show the gate end to end in under 30 s: three candidate changes, two REJECTED and one
+    APPLIED."""
     from .demo_run import run_demo
 
     ok = run_demo(database_url=demo_db, examples=examples, fmt=fmt, echo=click.echo)

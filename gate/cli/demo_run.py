@@ -62,7 +62,7 @@ def _environ(**values):
 def run_demo(
     database_url: str | None = None,
     examples: str | Path | None = None,
-    fmt: str = "markdown",
+    fmt: str = "text",
     echo: Callable[[str], None] = print,
 ) -> bool:
     from gate.gateconfig import sync
@@ -79,13 +79,17 @@ def run_demo(
         settings = Settings.from_env().with_(database_url=url, poll_interval=0.02, poll_max_interval=0.1)
         gate = Gate.connect(settings=settings, upgrade=True)
         try:
-            echo(f"# prompt-gate demo\n\ndatabase: {url}\nmodel server: {llm.base_url} (local stand-in)\n")
+            heading = "# " if fmt == "markdown" else ""
+            echo(f"{heading}prompt-gate demo: database {url}, model server {llm.base_url} (a local stand-in)\n")
             result = sync(gate, root / "gate.yaml")
-            echo(f"registered the example datasets and bars of {root / 'gate.yaml'}:\n")
-            echo("\n".join(f"- {line}" for line in result.lines()) + "\n")
+            kinds = [c.kind for c in result.changes]
+            echo(
+                f"synced {root / 'gate.yaml'}: {kinds.count('dataset-added')} datasets, "
+                f"{kinds.count('bar-added')} bars\n"
+            )
             ok, summary = _walk_through(gate, root, lambda path, title: _evaluate(gate, root, path, title, fmt, echo))
             echo(
-                f"## result\n\n{summary} {'As expected.' if ok else 'NOT as expected.'} "
+                f"{'## ' if fmt == 'markdown' else ''}result: {summary} {'As expected.' if ok else 'NOT as expected.'} "
                 f"({time.monotonic() - started:.1f}s)"
             )
             return ok
@@ -94,14 +98,21 @@ def run_demo(
 
 
 def _evaluate(gate: Gate, root: Path, path: Path, title: str, fmt: str, echo: Callable[[str], None]) -> UpdateReport:
-    """Submit one prompt file to apply, run the workers until it ends, and show its report."""
+    """Submit one prompt file to apply, run the workers until it ends, and show its report
+    (the live versions applied first: one line each)."""
     from workers.supervisor import run_until_terminal
 
     update_id = gate.submit(load_spec(path), "apply", {"path": str(path.relative_to(root)), "key": "demo"})
     (report,) = run_until_terminal(gate, [update_id], timeout=60, concurrency=16)
-    echo(f"## {title}\n")
-    echo(_render(report, fmt) + "\n")
+    if title.startswith(LIVE_TITLE):
+        echo(f"{title}: update {update_id} {report.status}")
+        return report
+    echo(f"\n{'## ' if fmt == 'markdown' else '== '}{title}\n")
+    echo(_render(report, fmt))
     return report
+
+
+LIVE_TITLE = "the current "
 
 
 def _walk_through(gate: Gate, root: Path, evaluate: Callable[[Path, str], UpdateReport]) -> tuple[bool, str]:
@@ -128,10 +139,11 @@ def _walk_through(gate: Gate, root: Path, evaluate: Callable[[Path, str], Update
         and extract.status == "REJECTED"
         and gate.live(EXTRACT).version == 1
     )
+    statuses = [weak.status, good.status, extract.status]
     summary = (
-        f"{PROMPT}: live v{before}; weak candidate {weak.status} (live stays v{after_weak}); "
-        f"good candidate {good.status} (live now v{after_good}). {EXTRACT}: candidate {extract.status} "
-        f"(live stays v{gate.live(EXTRACT).version})."
+        f"{statuses.count('REJECTED')} changes REJECTED, {statuses.count('APPLIED')} APPLIED — {PROMPT}: weak "
+        f"candidate {weak.status} (live stays v{after_weak}), good candidate {good.status} (live now "
+        f"v{after_good}); {EXTRACT}: candidate {extract.status} (live stays v{gate.live(EXTRACT).version})."
     )
     return ok, summary
 

@@ -29,6 +29,20 @@ def prices_cmd(ctx, as_json):
         click.echo(f"{terminal_safe(model)}\t{describe_price(price)}")
 
 
+def check_data_files(cfg, gate_config: str) -> None:
+    """Every dataset file the config declares, read as its import would read it: one that
+    would not import fails here, naming its file, line and gate config key, before anything
+    is changed or uploaded (a dry run included)."""
+    from gate.datasets.sources.upload import local_repo_path
+    from gate.errors import DatasetError
+    from gate.gateconfig.datafiles import check_dataset_files
+
+    problems = check_dataset_files(cfg, local_repo_path(gate_config))
+    if problems:
+        head = "" if len(problems) == 1 else f"{len(problems)} dataset files would not import: "
+        raise DatasetError(head + "; ".join(str(p) for p in problems))
+
+
 @click.command("sync")
 @database_option
 @click.argument("gate_config", metavar="GATE_CONFIG", type=click.Path(dir_okay=False))
@@ -43,10 +57,12 @@ def prices_cmd(ctx, as_json):
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def sync_cmd(ctx, gate_config, dry_run, commit, as_json):
-    """Make the gate's datasets and bars match GATE_CONFIG (idempotent). Mappings the file
-    does not declare are removed: the file is the whole truth for the gate's bars."""
+    """Make the gate's datasets and bars match GATE_CONFIG (idempotent). Mappings a gate
+    config declared that the file no longer declares are removed; mappings added with
+    `dataset map` are kept apart and left alone (remove them with `dataset unmap`)."""
     from gate import gateconfig
 
+    check_data_files(gateconfig.load_config(gate_config), gate_config)
     gate = open_gate(ctx)
     if is_remote(gate):  # file datasets' rows uploaded from here, the rest read by the service
         from gate.datasets.sources.upload import local_repo_path

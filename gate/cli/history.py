@@ -54,6 +54,10 @@ def rollback(ctx, name, to_version, seen_version, reason, actor, as_json):
         echo_json({"prompt": name, **done})
         return
     click.echo(f"{name}: version {done['version']} is live (the config of version {done['restored_version']})")
+    click.echo(
+        f"{name}: the config rolled back away from is held: an apply of it is refused unless it overrides the "
+        "rollback (`submit --override-rollback`, admin)"
+    )
     for update_id in done["cancelled"]:
         click.echo(f"update {update_id}: CANCELLED (judged against a version no longer live)")
 
@@ -78,6 +82,21 @@ def history(ctx, name, limit, as_json):
 
 
 def history_line(row: dict, live: bool = False) -> str:
+    return _version_line(row, live) + hold_text(row.get("hold"))
+
+
+def hold_text(hold: dict | None) -> str:
+    """A held version's note: the rollback that moved away from it (who, when, why)."""
+    if not hold:
+        return ""
+    when = f"{hold['at']:%Y-%m-%d %H:%M} UTC" if hasattr(hold.get("at"), "strftime") else str(hold.get("at"))
+    return (
+        f"  [held: rolled back by {hold.get('actor') or '?'} at {when} (v{hold.get('rollback_version')}): "
+        f"{(hold.get('reason') or '').strip()}; an apply of this config needs --override-rollback]"
+    )
+
+
+def _version_line(row: dict, live: bool) -> str:
     head = f"v{row['version']}{' (live)' if live else ''}  {row['applied_at']:%Y-%m-%d %H:%M:%S}  "
     if row.get("kind") == "rollback":
         return head + (

@@ -39,9 +39,14 @@ from .progress import WaitProgress
     help="Call every item: no run of this update stops early once its verdict is "
     "settled (each mapping's early_stop is on by default).",
 )
+@click.option(
+    "--override-rollback",
+    is_flag=True,
+    help="Apply a config a rollback moved away from (it is held: refused without this; admin through the service).",
+)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def submit(ctx, file, mode, source_key, sha, reuse, full, as_json):
+def submit(ctx, file, mode, source_key, sha, reuse, full, override_rollback, as_json):
     """Stage the prompt in FILE for evaluation; prints the tracking id (and on stderr the
     most model calls it may make)."""
     from gate.prompt.spec import load_spec  # jinja2, yaml, re2: only the commands that read a prompt
@@ -49,7 +54,7 @@ def submit(ctx, file, mode, source_key, sha, reuse, full, as_json):
     spec = load_spec(file)
     source = {"path": file, **({"key": source_key} if source_key else {}), **({"sha": sha} if sha else {})}
     gate = open_gate(ctx)
-    update_id = gate.submit(spec, mode=mode, source=source, reuse=reuse, full=full)
+    update_id = gate.submit(spec, mode=mode, source=source, reuse=reuse, full=full, override_rollback=override_rollback)
     spend = gate.status(update_id, failures=0).spend
     if as_json:
         echo_json({"id": update_id, "prompt": spec.name, "mode": mode, "spend": spend})
@@ -57,7 +62,7 @@ def submit(ctx, file, mode, source_key, sha, reuse, full, as_json):
         from gate.report.text import spend_line
 
         click.echo(update_id)
-        click.echo(f"update {update_id}: {spend_line(spend)}", err=True)
+        click.echo(f"update {update_id}: {spend_line(spend, started=False)}", err=True)
 
 
 @click.command()
@@ -89,9 +94,9 @@ def status(ctx, update_id, as_json, fmt):
     "sha_mode",
     type=click.Choice(["auto", "apply", "check"]),
     default=None,
-    help="With --sha: apply (default) answers for the commit's apply-mode updates only, waiting for one "
-    "to appear; check asks about its checks; auto: its apply-mode updates when it has any, else its "
-    "checks.",
+    help="With --sha: apply (default) answers for the commit's apply-mode updates only, or the Action "
+    "push job's record of the commit, waiting for one to appear; check asks about its checks; auto: its "
+    "apply-mode updates when it has any, else its checks.",
 )
 @click.option("--timeout", type=float, default=None, help="Seconds to wait (default: until terminal).")
 @click.option("--json", "as_json", is_flag=True)
@@ -106,7 +111,9 @@ def status(ctx, update_id, as_json, fmt):
 @click.pass_context
 def wait(ctx, update_id, sha, prompt_name, sha_mode, timeout, as_json, show_progress):
     """Wait for update UPDATE_ID (or the updates of --sha) to end: exit 0 cleared, 1 rejected,
-    2 failed/cancelled, 3 timeout. With --sha a check never stands in for an apply: see --mode."""
+    2 failed/cancelled, 3 timeout. With --sha a check never stands in for an apply (see --mode);
+    it waits until the commit has an apply-mode update or the Action push job's record, then
+    for the verdict: 2 also when the push job could not gate the commit, 4 nothing to gate."""
     if (update_id is None) == (sha is None):
         raise click.UsageError("give an UPDATE_ID or --sha SHA (not both)")
     if sha_mode is not None and sha is None:

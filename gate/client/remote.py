@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 from gate.api.release import DEFAULT_RELEASE_MODE, SHA_POLL, deadline_after, expired, time_left, wait_for_release
 from gate.api.shape import HISTORY_LIMIT
-from gate.errors import UsageError
+from gate.errors import NotFound, UsageError
 from gate.records import (
+    CommitRecord,
     DataDiff,
     Dataset,
     DatasetPreview,
@@ -52,6 +53,7 @@ GATE_NAMES = frozenset(
         "check_upload",
         "close",
         "close_session",
+        "commit_record",
         "connect",
         "create_token",
         "dataset_version",
@@ -64,6 +66,7 @@ GATE_NAMES = frozenset(
         "fleet",
         "get_dataset",
         "history",
+        "holds",
         "import_upload",
         "list_datasets",
         "list_tokens",
@@ -81,6 +84,7 @@ GATE_NAMES = frozenset(
         "prices",
         "providers",
         "prune",
+        "record_commit",
         "refresh_dataset",
         "register_dataset",
         "register_provider",
@@ -113,6 +117,9 @@ def _history_row(row: dict) -> dict:
     update = row.get("update")
     if isinstance(update, dict) and isinstance(update.get("finished_at"), str):
         update["finished_at"] = dt.datetime.fromisoformat(update["finished_at"])
+    hold = row.get("hold")
+    if isinstance(hold, dict) and isinstance(hold.get("at"), str):
+        hold["at"] = dt.datetime.fromisoformat(hold["at"])
     return row
 
 
@@ -143,6 +150,8 @@ class RemoteGate(ServiceSession):
         reuse: bool = True,
         *,
         full: bool = False,
+        override_rollback: bool = False,
+        proposed_bars: list[dict] | None = None,
     ) -> int:
         """Submit the prompt (its canonical config, which the server parses as it parses a
         file). ``source``: its ``key``, ``sha``, ``path`` (and ``repo``, ``pr``) as the local
@@ -153,6 +162,8 @@ class RemoteGate(ServiceSession):
             "mode": mode,
             "reuse": reuse,
             "full": full or None,
+            "override_rollback": override_rollback or None,
+            "proposed_bars": proposed_bars,
             "source_key": source.get("key"),
             **{k: source.get(k) for k in ("sha", "repo", "pr", "path")},
         }
@@ -235,6 +246,27 @@ class RemoteGate(ServiceSession):
             self._long_poll(report.update.id, time_left(deadline, LONG_POLL), failures=0, patient=True)
 
         return wait_for_release(self, sha, prompt, timeout, poll, mode, on_select, watch)
+
+    def record_commit(
+        self,
+        sha: str,
+        outcome: str,
+        update_ids: list[int] | tuple[int, ...] = (),
+        detail: str | None = None,
+        repo: str | None = None,
+        ref: str | None = None,
+    ) -> CommitRecord:
+        """Record what the push job did for commit ``sha`` (an admin token: the push job's)."""
+        body = {"outcome": outcome, "update_ids": list(update_ids), "detail": detail, "repo": repo, "ref": ref}
+        path = f"/v1/commits/{path_segment(sha)}/record"
+        return decode(CommitRecord, self._call("PUT", path, body={k: v for k, v in body.items() if v is not None}))
+
+    def commit_record(self, sha: str) -> CommitRecord | None:
+        """The push job's record of commit ``sha``, or None."""
+        try:
+            return decode(CommitRecord, self._call("GET", f"/v1/commits/{path_segment(sha)}/record"))
+        except NotFound:
+            return None
 
     def list_updates(
         self,

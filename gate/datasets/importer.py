@@ -18,7 +18,6 @@ input changed; neither holds a whole version in memory.
 from __future__ import annotations
 
 import hashlib
-from collections import Counter
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -44,36 +43,12 @@ from gate.store.versions import (
 )
 
 from .field_counts import FieldCounter
-from .sources import DEFAULT_MAX_ROW_BYTES, ContentHash, Reader, Row, first_page_size, next_page_size, row_digests
+from .rows import MAX_VERSION_BYTES_SETTING, RowTally, StoredBytes, read_pages
+from .sources import DEFAULT_MAX_ROW_BYTES, Reader, Row, row_digests
 
 WRITERS = 2
 DELETE_BATCH = 5000
-MAX_VERSION_BYTES_SETTING = "PROMPTGATE_MAX_VERSION_BYTES"
 HELD_LABEL = 191  # characters of a label a diff holds whole
-
-
-class StoredBytes:
-    """What a version's rows store (ids, labels, inputs, in UTF-8 bytes), counted page by
-    page: a DatasetError naming the setting once past ``limit`` (None: no limit)."""
-
-    def __init__(self, name: str, limit: int | None):
-        self.name, self.limit, self.total = name, limit, 0
-
-    def add(self, rows: list[Row]) -> None:
-        if self.limit is None:
-            return
-        self.total += _utf8_bytes(rows)
-        if self.total > self.limit:
-            raise DatasetError(
-                f"dataset {self.name}: its rows come to more than {self.limit} bytes as stored (at "
-                f"{rows[-1].position}), over {MAX_VERSION_BYTES_SETTING}, the cap on one version: nothing was stored"
-            )
-
-
-def _utf8_bytes(rows: list[Row]) -> int:
-    """The rows' ids, labels and inputs in UTF-8 bytes (a join per page: ~80 ns a row)."""
-    inputs, keys = "".join([r.input_json for r in rows]), "".join([r.item_id + r.expected for r in rows])
-    return sum(len(t) if t.isascii() else len(t.encode()) for t in (inputs, keys))
 
 
 def import_version(
@@ -106,22 +81,10 @@ def import_version(
 def _write_rows(
     engine: Engine, version_id: int, name: str, pages: Iterable[list[Row]]
 ) -> tuple[str, int, dict[str, int], dict]:
-    digest, labels, fields, position = ContentHash(), Counter(), FieldCounter(), 0
-    expected, protected = ExpectedSummary(name), 0
+    tally, position = RowTally(name), 0
     with _Writers(engine, version_id, name) as writers:
         for page in pages:
-            ids = [r.item_id for r in page]
-            if len(set(ids)) < len(ids):
-                dupes = [i for i, n in Counter(ids).items() if n > 1]
-                raise DatasetError(f"dataset {name}: duplicate item ids: {', '.join(dupes[:EXAMPLES])}")
-            digests = row_digests(page)
-            digest.update(digests)
-            for r in page:
-                fields.add(r.input)
-                expected.add(r.item_id, r.position, r.expected, r.structured)
-                protected += r.protected
-            if not page[0].structured:  # an object per row: no label to count (the summary says what they hold)
-                labels.update(r.expected for r in page)
+            digests = tally.add(page)
             writers.submit(
                 [
                     (position + k, r.item_id, r.expected, r.input_json, d.hex(), int(r.protected))
@@ -129,7 +92,12 @@ def _write_rows(
                 ]
             )
             position += len(page)
-    return digest.hexdigest(), position, dict(labels), _version_fields(fields, expected, protected)
+    return (
+        tally.digest.hexdigest(),
+        position,
+        dict(tally.labels),
+        _version_fields(tally.fields, tally.expected, tally.protected),
+    )
 
 
 def _version_fields(fields: FieldCounter, expected: ExpectedSummary, protected: int) -> dict:
@@ -143,28 +111,6 @@ def _version_fields(fields: FieldCounter, expected: ExpectedSummary, protected: 
     if protected:
         out["protected"] = protected
     return out
-
-
-def read_pages(
-    reader: Reader,
-    page_size: int,
-    page_bytes: int,
-    max_row_bytes: int = DEFAULT_MAX_ROW_BYTES,
-    stored: StoredBytes | None = None,
-) -> Iterator[list[Row]]:
-    """The source's rows a page at a time, pages sized by bytes: the first by the widest a
-    row may be, the others by the rows read so far; each page counted into ``stored``."""
-    cursor, size = None, first_page_size(page_size, page_bytes, max_row_bytes)
-    while True:
-        page = reader.read_page(cursor, size)
-        if page.rows:
-            if stored is not None:
-                stored.add(page.rows)
-            yield page.rows
-        if page.next_cursor is None:
-            return
-        cursor = page.next_cursor
-        size = next_page_size(page.rows, page_size, page_bytes)
 
 
 class _Writers:
@@ -335,6 +281,7 @@ def source_rows(
 
 
 __all__ = [
+    "MAX_VERSION_BYTES_SETTING",
     "DataDiff",
     "Imported",
     "StoredBytes",

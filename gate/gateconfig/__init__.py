@@ -37,10 +37,12 @@ without changing anything (a pull request shows it as "takes effect after merge"
   ``accept_breaks`` (see ``gate.verdict.item_policy``); a bar left out of the entry is dropped from
   the mapping. ``sync(..., commit=SHA)`` records the commit with each break the file newly
   accepts (a break accepted before keeps its commit);
-* **the file is the whole truth for the gate's bars**: every mapping the file does not
-  declare is unmapped, including every mapping of a prompt the file does not list at all
-  (such a prompt is no longer gated, and a submission of it is refused until a bar is
-  declared again);
+* **the file is the whole truth for the bars it manages**: every mapping a gate config
+  declared (``prompt_dataset.declared_in``) that the file does not declare is unmapped,
+  including those of a prompt the file does not list (such a prompt is no longer gated, and
+  a submission of it is refused until a bar is declared again). A mapping added with
+  `promptgate dataset map` (the CLI's: ``declared_in`` NULL) is kept apart: a sync leaves
+  it alone, and a declaration of the same pair takes it over;
 * datasets the file no longer declares stay registered (past runs refer to them) but no
   prompt is gated on them any more; ``diff`` lists them so nobody is surprised;
 * every declared provider is registered (or changed), and a registered provider the file

@@ -211,6 +211,8 @@ def _bar_changes(gate: Gate, cfg: GateConfig) -> list[Change]:
         want, have = declared.get(key), current.get(key)
         if have is None:
             changes.append(Change("bar-added", subject, None, _fmt_bars(want.min_accuracy, want.bars), key))
+        elif want is None and have.declared_in is None:  # the CLI's (`dataset map`): not the file's to remove
+            continue
         elif want is None:
             changes.append(Change("bar-removed", subject, _fmt_bars(have.min_accuracy, have.bars), None, key))
         elif not _same_bars(have, want):

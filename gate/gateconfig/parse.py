@@ -15,7 +15,7 @@ from gate.calls.providers import ProviderDecl, parse_decl
 from gate.calls.spend_caps import SpendLimits
 from gate.datasets.field_counts import MAX_FIELD_CHARS
 from gate.datasets.sources import DEFAULT_ID_COLUMN, DEFAULT_LABEL_COLUMN, absolute_source, scheme_of
-from gate.errors import SpecError, UsageError
+from gate.errors import SpecError, UsageError, did_you_mean
 from gate.prompt.spec import check_name
 from gate.prompt.yaml_file import parse_yaml, read_text_file
 from gate.records import Price
@@ -79,7 +79,8 @@ def parse_config(data: Any, file: str | None = None, base_dir: str | Path | None
         raise SpecError(file, None, "a gate config must be a mapping with datasets and prompts")
     unknown = [k for k in data if k not in TOP_FIELDS]
     if unknown:
-        raise SpecError(file, str(unknown[0])[:80], f"unknown field; known fields are {', '.join(TOP_FIELDS)}")
+        hint = did_you_mean(unknown[0], TOP_FIELDS)
+        raise SpecError(file, str(unknown[0])[:80], f"unknown field{hint}; known fields are {', '.join(TOP_FIELDS)}")
     providers = _parse_providers(
         _section(data, "providers", "provider name → {base_url, api_key_env?, models?}", file), file
     )
@@ -125,7 +126,9 @@ def _parse_datasets(raw: TMapping, file: str | None, base_dir: str | Path | None
         extra = [k for k in decl if k not in DATASET_FIELDS]
         if extra:
             raise SpecError(
-                file, f"{where}.{str(extra[0])[:80]}", f"unknown field; a dataset has {', '.join(DATASET_FIELDS)}"
+                file,
+                f"{where}.{str(extra[0])[:80]}",
+                f"unknown field{did_you_mean(extra[0], DATASET_FIELDS)}; a dataset has {', '.join(DATASET_FIELDS)}",
             )
         source = decl.get("source")
         if not isinstance(source, str) or not source.strip():
@@ -187,7 +190,8 @@ def _parse_bar_entry(entry: Any, at: str, prompt: str, datasets: dict[str, Datas
         raise SpecError(file, at, "must be a mapping with dataset and min_accuracy")
     extra = [k for k in entry if k not in BAR_FIELDS]
     if extra:
-        raise SpecError(file, f"{at}.{str(extra[0])[:80]}", f"unknown field; a bar has {', '.join(BAR_FIELDS)}")
+        hint = did_you_mean(extra[0], BAR_FIELDS)
+        raise SpecError(file, f"{at}.{str(extra[0])[:80]}", f"unknown field{hint}; a bar has {', '.join(BAR_FIELDS)}")
     ds = entry.get("dataset")
     if not isinstance(ds, str) or not ds:
         raise SpecError(file, f"{at}.dataset", "is required")

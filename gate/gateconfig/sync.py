@@ -25,8 +25,9 @@ def sync(gate: Gate, config: str | Path | GateConfig, commit: str | None = None)
     """Make the gate's providers, prices, datasets and bars match the file (see the module
     docstring): register declared providers and datasets (importing their rows), import
     the rows of the others again (a new version when they changed), map declared bars,
-    remove undeclared providers and unmap every mapping the file does not declare,
-    including all mappings of prompts the file does not list. Idempotent. ``commit``: the
+    remove undeclared providers and unmap every mapping a gate config declared that the
+    file no longer declares, including those of prompts the file does not list (a mapping
+    the CLI added, `dataset map`, is left alone: ``diff`` lists it as kept). Idempotent. ``commit``: the
     commit the file was read at (full hex id), recorded with each break the file newly
     accepts (``accept_breaks``)."""
     commit = check_commit(commit)
@@ -64,7 +65,12 @@ def sync(gate: Gate, config: str | Path | GateConfig, commit: str | None = None)
     for change in planned.changes:
         if change.kind in ("bar-added", "bar-changed"):
             bar = bars[change.key]
-            gate.map_dataset(*change.key, bar.min_accuracy, bars=_stamped(bar, mapped.get(change.key), commit))
+            gate.map_dataset(
+                *change.key,
+                bar.min_accuracy,
+                bars=_stamped(bar, mapped.get(change.key), commit),
+                declared_in=cfg.path,
+            )
         elif change.kind == "bar-removed":
             gate.unmap_dataset(*change.key)
         elif change.kind == "optional-fields":

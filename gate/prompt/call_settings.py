@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from gate.errors import SpecError
+from gate.errors import SpecError, did_you_mean
 
 from .trials import DEFAULT_RULE, MAX_TRIALS, TRIAL_RULES
 
@@ -70,7 +70,8 @@ def parse_params(value: Any, file: str | None) -> dict[str, Any]:
     params = _parse_mapping(value, "params", file) or {}
     for key, val in params.items():
         if key not in PARAMS:
-            raise SpecError(file, f"params.{str(key)[:80]}", f"unknown parameter; known are {', '.join(PARAMS)}")
+            hint = did_you_mean(key, PARAMS)
+            raise SpecError(file, f"params.{str(key)[:80]}", f"unknown parameter{hint}; known are {', '.join(PARAMS)}")
         params[key] = _parse_param(key, val, file)
     return params
 

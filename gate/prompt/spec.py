@@ -24,7 +24,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from gate.errors import SpecError
+from gate.errors import SpecError, did_you_mean
 from gate.prompt.structured.rule import FieldsRule, parse_fields
 
 from .call_settings import (
@@ -185,7 +185,8 @@ def parse_spec(data: Any, file: str | None = None) -> PromptSpec:
         raise SpecError(file, None, "a prompt file must be a mapping of fields")
     unknown = [k for k in data if k not in TOP_FIELDS]
     if unknown:
-        raise SpecError(file, str(unknown[0])[:80], f"unknown field; known fields are {', '.join(TOP_FIELDS)}")
+        hint = did_you_mean(unknown[0], TOP_FIELDS)
+        raise SpecError(file, str(unknown[0])[:80], f"unknown field{hint}; known fields are {', '.join(TOP_FIELDS)}")
     for required in ("name", "model", "messages"):
         if data.get(required) in (None, "", []):
             raise SpecError(file, required, "is required")
@@ -237,7 +238,8 @@ def _parse_message(msg: Any, where: str, file: str | None) -> tuple[Message, int
         raise SpecError(file, where, "must be a mapping with role and content")
     extra = [k for k in msg if k not in ("role", "content")]
     if extra:
-        raise SpecError(file, f"{where}.{str(extra[0])[:80]}", "unknown field; a message has role and content")
+        hint = did_you_mean(extra[0], ("role", "content"))
+        raise SpecError(file, f"{where}.{str(extra[0])[:80]}", f"unknown field{hint}; a message has role and content")
     role, content = msg.get("role"), msg.get("content")
     if role not in ROLES:
         raise SpecError(file, f"{where}.role", f"must be one of {', '.join(ROLES)}")

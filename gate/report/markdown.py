@@ -134,7 +134,9 @@ def _run_view(run: RunReport, samples: int, excerpt: int) -> dict:
     confusion = metrics.get("confusion") or {}
     actual_labels = sorted({a for row in confusion.values() for a in row})
     failing_total = (metrics.get("mismatches", run.scored - run.matches) or 0) + (run.errors or 0)
-    shown = list(run.failures[: max(0, samples)])
+    broken = run.broken[: max(0, samples)]
+    listed = {b.item_id for b in broken}  # a broken item is failing too: listed once, under broken
+    shown = [f for f in run.failures if f.item_id not in listed][: max(0, samples)]
     if run.passed is True:
         result = "pass"
     elif run.passed is False:
@@ -150,7 +152,8 @@ def _run_view(run: RunReport, samples: int, excerpt: int) -> dict:
         "actual_labels": actual_labels,
         "failures": shown,
         "failing_total": failing_total,
-        "failures_cut": failing_total > len(shown),
+        "failures_cut": failing_total > len(shown) + len(listed),
+        "failing_broken": len(listed),
         "excerpt": excerpt,
         "invalid": metrics.get("invalid", 0),
         "detail": detail_text(metrics),
@@ -159,7 +162,7 @@ def _run_view(run: RunReport, samples: int, excerpt: int) -> dict:
         "bars": [c for c in run.checks if c["bar"] != "min_accuracy"],
         "labels": sorted(run.labels.items()),
         "calls": run.calls if run.status == "DONE" else None,
-        "broken": run.broken[: max(0, samples)],
+        "broken": broken,
         "trials": run.trials,
         "unstable": run.unstable[: max(0, samples)],
         "fields": run.fields,
@@ -173,9 +176,11 @@ def _update_view(report: UpdateReport, samples: int, excerpt: int, details: bool
     u = report.update
     config = u.candidate_config or {}
     attempts = {k: v for k, v in (report.attempts or {}).items() if isinstance(v, int)}
+    proposed = _on_proposed_bars(report)
     return {
         "u": u,
-        "icon": Safe(ICONS.get(u.status, "•")),
+        "icon": Safe(PROPOSED_ICON if proposed and u.status == "PASSED" else ICONS.get(u.status, "•")),
+        "proposed": proposed,
         "model": config.get("model"),
         "path": (u.source or {}).get("path"),
         "runs": [_run_view(r, samples, excerpt) for r in report.runs],
@@ -193,22 +198,28 @@ CHART_TOP, CHART_ROW, CHART_WIDTH, CHART_NAME = 110, 30, 700, 24  # px, px, px, 
 
 def mermaid_chart(runs: Sequence[Any]) -> Safe:
     """The accuracy chart as a Mermaid block: ONE horizontal bar series with one bar per
-    dataset × version — "hard · live", "hard · candidate", "hard · bar" — each named on
-    its axis and labelled with its value. Mermaid's ``xychart-beta`` draws several series
-    on top of one another in one colour and without a legend (a bar of 85 % hid a candidate
-    of 66.7 %), so every bar gets a place and a name of its own; horizontal, so the names
-    read at GitHub's comment width however many datasets there are. A dataset the live
-    version was not compared on has no live bar, one with nothing scored no candidate bar
-    (rather than a zero)."""
-    bars = []
+    dataset × version — "hard · live", "hard · candidate" — each named on its axis and
+    labelled with its value, and the bar each must clear drawn as a threshold: a line series
+    in a colour of its own, at the dataset's bar across its rows (it steps from one dataset's
+    bar to the next), never as a third bar that reads as a measurement. Mermaid's
+    ``xychart-beta`` draws several bar series on top of one another in one colour and
+    without a legend (a bar of 85 % hid a candidate of 66.7 %), so every measured bar gets a
+    place and a name of its own; horizontal, so the names read at GitHub's comment width
+    however many datasets there are. A dataset the live version was not compared on has no
+    live bar, one with nothing scored no candidate bar (rather than a zero)."""
+    bars, bar_line = [], []
     for r in runs:
         name = re.sub(r"[^A-Za-z0-9._ -]", "", str(r.dataset or ""))[:CHART_NAME] or "?"
+        rows = []
         if r.comparison and r.comparison.get("live_accuracy") is not None:
-            bars.append((f"{name} · live", r.comparison["live_accuracy"]))
+            rows.append((f"{name} · live", r.comparison["live_accuracy"]))
         if r.accuracy is not None:  # nothing scored: no bar, rather than a zero
-            bars.append((f"{name} · candidate", r.accuracy))
-        bars.append((f"{name} · bar", r.bar))
-    what = "live, candidate and bar" if any(r.comparison for r in runs) else "candidate and bar"
+            rows.append((f"{name} · candidate", r.accuracy))
+        if not rows:  # still a row, so that its bar shows
+            rows.append((f"{name} · nothing scored", 0))
+        bars += rows
+        bar_line += [r.bar] * len(rows)
+    what = "live and candidate" if any(r.comparison for r in runs) else "candidate"
     lines = [
         "```mermaid",
         "---",
@@ -219,16 +230,20 @@ def mermaid_chart(runs: Sequence[Any]) -> Safe:
         "    showDataLabel: true",
         "  themeVariables:",
         "    xyChart:",
-        '      plotColorPalette: "#9DB9E0"',
+        f'      plotColorPalette: "{CHART_BAR_COLOUR}, {CHART_LINE_COLOUR}"',
         "---",
         "xychart-beta horizontal",
-        f'    title "Accuracy (%): {what}, per dataset"',
+        f'    title "Accuracy (%): {what} per dataset; the red line is its bar"',
         "    x-axis [" + ", ".join(f'"{label}"' for label, _ in bars) + "]",
         '    y-axis "%" 0 --> 100',
         "    bar [" + ", ".join(chart_pct(value) for _, value in bars) + "]",
+        "    line [" + ", ".join(chart_pct(value) for value in bar_line) + "]",
         "```",
     ]
     return Safe("\n".join(lines))
+
+
+CHART_BAR_COLOUR, CHART_LINE_COLOUR = "#9DB9E0", "#D1242F"  # measured: pale blue; the bar to clear: red
 
 
 def _headline(reports: Sequence[UpdateReport], problems: int) -> str:
@@ -238,9 +253,20 @@ def _headline(reports: Sequence[UpdateReport], problems: int) -> str:
     order = ["APPLIED", "PASSED", "REJECTED", "FAILED", "CANCELLED", "RUNNING", "PENDING"]
     words = {"RUNNING": "still running", "PENDING": "still pending"}
     parts = [f"{counts[s]} {words.get(s, s.lower())}" for s in order if counts.get(s)]
+    proposed = sum(1 for r in reports if _on_proposed_bars(r))
+    if proposed:
+        parts.append(f"{proposed} on the bars this pull request proposes")
     if problems:
         parts.append(f"{problems} invalid file{'s' if problems != 1 else ''}")
     return " · ".join(parts) or "no prompt to evaluate"
+
+
+PROPOSED_ICON = "☑️"  # passed the bars a pull request proposes: never ✅, the gate's own bars
+
+
+def _on_proposed_bars(report: UpdateReport) -> bool:
+    """Judged on the bars its pull request proposes (the gate had none for the prompt)."""
+    return bool((report.update.source or {}).get("proposed_bars"))
 
 
 def overall_icon(reports: Sequence[UpdateReport], problems: int) -> str:
@@ -251,7 +277,7 @@ def overall_icon(reports: Sequence[UpdateReport], problems: int) -> str:
         return "❌"
     if statuses & {"PENDING", "RUNNING"}:
         return "⏳"
-    return "✅"
+    return PROPOSED_ICON if any(_on_proposed_bars(r) for r in reports) else "✅"
 
 
 def _render(

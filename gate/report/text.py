@@ -21,7 +21,11 @@ from .update import UpdateReport
 
 def render_text(report: UpdateReport) -> str:
     u = report.update
-    lines = [f"update {u.id}: {u.prompt_name} ({u.mode}) {u.status}" + (f" — {safe(u.reason)}" if u.reason else "")]
+    on_proposed = (u.source or {}).get("proposed_bars")
+    proposed = " on the bars its pull request proposes, not yet the gate's" if on_proposed else ""
+    lines = [
+        f"update {u.id}: {u.prompt_name} ({u.mode}) {u.status}{proposed}" + (f" — {safe(u.reason)}" if u.reason else "")
+    ]
     lines += protected_lines(report)
     for r in report.runs:
         lines += _run_lines(r)
@@ -82,8 +86,10 @@ def _broken_lines(r) -> list[str]:
 
 def _failure_lines(r) -> list[str]:
     """The sampled failing items: what was expected, what came back."""
-    lines = []
+    lines, broken = [], {b.item_id for b in r.broken}  # a broken item is failing too: listed once
     for f in r.failures:
+        if f.item_id in broken:
+            continue
         out = safe(f.raw_output or f.error or "", 80)
         got = (
             answer(f.actual_decision, f.wrong_fields, True)
@@ -124,10 +130,16 @@ def _stop_lines(r) -> list[str]:
     return [f"    {STOPPED_WITH.get(r.stop['kind'], 'stopped')}"]
 
 
-def spend_line(spend: dict) -> str:
+def spend_line(spend: dict, *, started: bool = True) -> str:
     """What an update's calls came to: "140 made, 0 reused, 860 saved by a stop (1,000 model
-    calls before retries; cap 300 calls per update)"; at submit only the bound and the caps.
-    The bound is items × trials: a retried call comes on top (a call cap counts it)."""
+    calls before retries; cap 300 calls per update)"; at submit (``started`` False) only the
+    bound and the caps: "at most 1,000 model calls before retries (...)". The bound is items ×
+    trials: a retried call comes on top (a call cap counts it)."""
+    if not started:
+        bound = spend.get("calls_bound")
+        rest = spend_line({k: v for k, v in spend.items() if k != "calls_bound"}).partition(" (")[2][:-1]
+        head = f"at most {bound:,} model calls before retries" if bound is not None else "staged"
+        return head + (f" ({rest})" if rest else "")
     done = [f"{spend.get(k) or 0:,} {word}" for k, word in (("calls_made", "made"), ("calls_reused", "reused"))]
     if spend.get("calls_saved"):
         done.append(f"{spend['calls_saved']:,} saved by a stop")
@@ -184,10 +196,9 @@ def _comparison_lines(r) -> list[str]:
     verdict = "is" if c["significant"] else "is not"
     return [
         f"    vs live (update {c['live_update_id']}): {_pct_ci(c['live_accuracy'], c['live_interval'])} → "
-        f"{_pct_ci(c['accuracy'], c['interval'])} ({_points(c['delta_points'])}); "
-        f"fixed {c['fixed']}, broken {c['broken']}; McNemar p = {format_p(c['p_value'])}: "
-        f"the difference {verdict} significant at 5%",
-        f"    difference vs live: {difference(c)}",
+        f"{_pct_ci(c['accuracy'], c['interval'])}; fixed {c['fixed']}, broken {c['broken']}",
+        f"    difference vs live: {difference(c)}; McNemar p = {format_p(c['p_value'])}: it {verdict} "
+        "significant at 5%",
     ]
 
 
@@ -200,10 +211,6 @@ def difference(c: dict) -> str:
         f"{points(c['difference_points'] / 100)} pts [{points(interval[0])}, {points(interval[1])}] "
         f"({format_bar(Decimal(str(c.get('confidence', 0.95))))} interval)"
     )
-
-
-def _points(delta) -> str:
-    return "n/a" if delta is None else f"{delta:+.1f} points"
 
 
 def _pct_ci(value, interval) -> str:

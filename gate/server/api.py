@@ -21,6 +21,7 @@ from gate.prompt.spec import parse_spec, parse_spec_text
 from gate.prompt.yaml_file import MAX_FILE_BYTES
 from gate.states import UpdateStatus
 
+from .api_commits import router as commits_router
 from .api_datasets import router as datasets_router
 from .auth import Caller, authorize, require
 from .bodies import BODY, SUBMIT_BODY, RollbackBody, TokenBody, field_flag, field_text, gate_of, json_bytes, responses
@@ -51,11 +52,14 @@ async def submit(request: Request, caller: Caller = Depends(require("submit"))):
 
     Check mode needs the submit scope (what pull-request CI holds); **apply mode needs
     admin**: it publishes to production when the bars clear, which only the default
-    branch's job may ask for. The update records the token's name (``submitted_by``);
+    branch's job may ask for, and so does ``override_rollback`` (an apply of a config a
+    rollback moved away from). The update records the token's name (``submitted_by``);
     a check replaces only the same token's open checks of the same key."""
     fields = await _submission(request)
     if fields["mode"] == "apply":
         authorize(request, "admin", why="apply mode (it goes live when every bar clears)")
+    if fields["override_rollback"]:
+        authorize(request, "admin", why="override_rollback (it applies a config a rollback moved away from)")
     spec = fields.pop("spec")
     source = {
         k: v
@@ -78,6 +82,8 @@ async def submit(request: Request, caller: Caller = Depends(require("submit"))):
         submitted_by=caller.name,
         full=fields["full"],
         may_read=lambda version: version_readable(caller.scope, version),  # no holdout's columns or values told
+        override_rollback=fields["override_rollback"],
+        proposed_bars=fields["proposed_bars"],
     )  # its key is this token's: none replaces another's
     return json_bytes(
         {
@@ -119,6 +125,8 @@ async def _submission(request: Request) -> dict:
         "pr": _pr(fields.get("pr")),
         "reuse": field_flag(fields.get("reuse", True), "reuse"),
         "full": field_flag(fields.get("full", False), "full"),
+        "override_rollback": field_flag(fields.get("override_rollback", False), "override_rollback"),
+        "proposed_bars": fields.get("proposed_bars") if kind == "application/json" else None,
     }
 
 
@@ -268,6 +276,7 @@ def rollback(request: Request, name: str, model: RollbackBody, caller: Caller = 
 # --- datasets and bars: api_datasets.py (mounted here, in this place of the API's order) ---
 
 router.include_router(datasets_router)
+router.include_router(commits_router)
 
 
 @router.get("/prices", summary="The model price table", responses=responses())

@@ -116,6 +116,16 @@ class RollbackBody(Body):
     actor: Text(100) = Field(None, description="who, beside the token's name")
 
 
+class CommitRecordBody(Body):
+    outcome: Text(16) = Field(None, description="submitted, nothing (nothing needed gating) or not-gated")
+    update_ids: list[Annotated[int, Field(ge=1)]] | None = Field(
+        None, max_length=1000, description="the commit's apply-mode updates the push job submitted"
+    )
+    detail: Text(500) = Field(None, description="not-gated: why, in one line")
+    repo: Text(191) = None
+    ref: Text(191) = None
+
+
 class DatasetBody(Body):
     name: Text(128) = Field(None, description="the dataset's name (required)")
     source: Text(2000) = Field(None, description="where its rows are read from (required)")
@@ -185,6 +195,7 @@ SUBMIT_BODY = {
         _query("pr", {"type": "integer", "minimum": 1, "maximum": 2**31 - 1}),
         _query("reuse", {"type": "boolean"}),
         _query("full", {"type": "boolean"}),
+        _query("override_rollback", {"type": "boolean"}),
     ],
     "requestBody": {
         "required": True,
@@ -210,6 +221,17 @@ SUBMIT_BODY = {
                         "sha": {"type": "string", "maxLength": 255},
                         "reuse": {"type": "boolean"},
                         "full": {"type": "boolean"},
+                        "override_rollback": {
+                            "type": "boolean",
+                            "description": "apply a config a rollback moved away from (admin)",
+                        },
+                        "proposed_bars": {
+                            "type": "array",
+                            "maxItems": 50,
+                            "items": {"type": "object"},
+                            "description": "a check of a prompt the gate does not gate yet, on the bars its pull "
+                            "request's gate config proposes: [{dataset, min_accuracy, bars}]",
+                        },
                         "repo": {"type": "string", "maxLength": 255},
                         "pr": {"type": "integer", "minimum": 1, "maximum": 2**31 - 1},
                         "path": {"type": "string", "maxLength": 255},

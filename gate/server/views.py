@@ -235,9 +235,10 @@ def mapping_view(m: Mapping) -> dict[str, Any]:
 
 
 def history(rows: Iterable[dict]) -> list[dict[str, Any]]:
-    """A prompt's live versions, newest first: which update's candidate each is, when, and
-    for a rollback the version it restored, who and why."""
-    keys = ("version", "update_id", "applied_at", "config_hash", "kind", "restored_version", "actor", "reason")
+    """A prompt's live versions, newest first: which update's candidate each is, when, for a
+    rollback the version it restored, who and why, and for a version rolled back away from
+    its hold (an apply of its config is refused until overridden)."""
+    keys = ("version", "update_id", "applied_at", "config_hash", "kind", "restored_version", "actor", "reason", "hold")
     return sorted(({k: row.get(k) for k in keys} for row in rows), key=lambda h: h["version"] or 0, reverse=True)
 
 

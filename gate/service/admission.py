@@ -35,7 +35,7 @@ from sqlalchemy.engine import Engine
 from gate import db
 from gate.datasets.field_counts import rows_having
 from gate.datasets.importer import count_fields
-from gate.errors import SpecError, UsageError
+from gate.errors import SpecError, UsageError, did_you_mean
 from gate.prompt.decision import same_reading
 from gate.prompt.spec import PromptSpec
 from gate.prompt.structured.summary import RuleMisfit, check_rule
@@ -155,9 +155,12 @@ def field_coverage(
         if evidence != sorted(pinned):
             names = f"the datasets this token may read ({names})"
         one = len(missing) == 1
+        # a close name among the fields of the datasets the submitter may read (never a holdout's)
+        known = {f for n, version in versions if n in readable for f in (version.fields or {}).get("counts") or {}}
+        hint = did_you_mean(missing[0], sorted(known)) if one else ""
         raise UsageError(
             f"the gate cannot evaluate what {shown} change{'s' if one else ''}: no row of {names} has "
-            f"{'it' if one else 'them'} (add rows that do, or declare {'it' if one else 'them'} under "
+            f"{'it' if one else 'them'}{hint} (add rows that do, or declare {'it' if one else 'them'} under "
             f"optional_fields: {spec.name}: in the gate config)"
         )
     return pinned

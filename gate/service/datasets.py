@@ -222,11 +222,19 @@ class DatasetsMixin:
     # --- bars --------------------------------------------------------------------------------
 
     def map_dataset(
-        self, prompt_name: str, dataset_name: str, min_accuracy: Any, *, bars: dict[str, Any] | None = None
+        self,
+        prompt_name: str,
+        dataset_name: str,
+        min_accuracy: Any,
+        *,
+        bars: dict[str, Any] | None = None,
+        declared_in: str | None = None,
     ) -> Mapping:
         """Gate ``prompt_name`` on ``dataset_name``: ``min_accuracy`` and the optional
         ``bars`` beyond it (``gate.verdict.bars.EXTRA_KEYS``), validated by ``Bars.parse``. The
-        mapping's bars are replaced as a whole: a bar left out is dropped."""
+        mapping's bars are replaced as a whole: a bar left out is dropped. ``declared_in``:
+        the gate config declaring it (a sync's; it manages those), None for the CLI's
+        `dataset map` (a sync leaves those alone)."""
         check_name(prompt_name, "prompt name")
         parsed = Bars.parse(min_accuracy, bars)
         extra = parsed.extra()
@@ -234,11 +242,11 @@ class DatasetsMixin:
         def map_it(conn) -> Dataset:
             ds = get_dataset(conn, dataset_name)
             _check_bar_labels(parsed, ds, version_labels(conn, ds.current_version_id) if ds.current_version_id else {})
-            upsert_mapping(conn, prompt_name, ds.id, parsed.min_accuracy, extra)
+            upsert_mapping(conn, prompt_name, ds.id, parsed.min_accuracy, extra, declared_in)
             return ds
 
         ds = db.transaction(self.engine, map_it)
-        return Mapping(prompt_name, ds.id, ds.name, parsed.min_accuracy, extra)
+        return Mapping(prompt_name, ds.id, ds.name, parsed.min_accuracy, extra, declared_in)
 
     def unmap_dataset(self, prompt_name: str, dataset_name: str) -> bool:
         def unmap(conn) -> bool:

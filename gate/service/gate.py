@@ -59,7 +59,9 @@ from .baseline import baseline_of, model_price
 from .boundary import driver_errors_become_gate_errors
 from .config import ConfigMixin
 from .datasets import DatasetsMixin
-from .live import LiveMixin
+from .live import LiveMixin, check_hold
+from .proposed import proposed_mappings
+from .releases import ReleasesMixin
 from .retention import RetentionMixin
 from .spending import check_cost_bounded, gate_limits, pinned_limits, run_calls, update_spend
 from .tokens import TokensMixin
@@ -92,7 +94,7 @@ def _unstable_items(conn, run, limit: int) -> list:
 
 
 @driver_errors_become_gate_errors
-class Gate(DatasetsMixin, ConfigMixin, LiveMixin, RetentionMixin, TokensMixin):
+class Gate(DatasetsMixin, ConfigMixin, LiveMixin, ReleasesMixin, RetentionMixin, TokensMixin):
     """A handle on one gate database."""
 
     def __init__(self, engine: Engine, settings: Settings):
@@ -142,20 +144,20 @@ class Gate(DatasetsMixin, ConfigMixin, LiveMixin, RetentionMixin, TokensMixin):
         submitted_by: str | None = None,
         full: bool = False,
         may_read: Callable[[Any], bool] | None = None,
+        override_rollback: bool = False,
+        proposed_bars: list[dict] | None = None,
     ) -> int:
         """Stage a candidate: the update, one run per mapped dataset and the latest-wins
-        cancellation, in one transaction. Returns the tracking id. Each run pins the
-        dataset's current version, its bar and what the verdict stands on (``gate.prompt.request_keys``);
-        the prompt's provider is resolved from the gate's declarations and pinned in the
-        update: the workers send its calls there, and nowhere a pull request chose.
-        ``reuse`` False: every item is called afresh (no answer already paid for is used).
-        ``submitted_by``: the service token's name (None: the CLI on the database, the
-        operator); check-mode submissions replace only those of the same submitter and key.
-        ``full``: no run of it stops early (``submit --full``). The spend caps (``limits:``)
-        are pinned with it, with the upper bound of its calls (gate.calls.spend_caps). ``may_read(version)``:
-        may the submitter read the rows of a version it pins (None: all); only those count for the
-        field check, and a refusal about another names none of its fields, values or counts."""
-        mode, (source, source_key) = _parse_mode(mode), _submission_source(source, submitted_by)
+        cancellation, in one transaction; returns the tracking id. Each run pins its dataset's
+        current version, bar and what the verdict stands on (``gate.prompt.request_keys``) and
+        the provider from the gate's declarations. ``reuse`` False: every item called afresh.
+        ``submitted_by``: the service token (None: the CLI on the database). ``full``: no run
+        stops early. ``may_read(version)``: may the submitter read a pinned version's rows (None:
+        all; only those count for the field check). ``override_rollback``: apply a config a
+        rollback moved away from (``check_hold``). ``proposed_bars``: a pull request's bars for
+        an ungated prompt (``proposed``)."""
+        mode = _parse_mode(mode)
+        source, source_key = _submission_source(source, submitted_by, override_rollback, proposed_bars is not None)
         check_labels(spec)
         config, read = spec.to_config(), fields_read(spec)  # admission: the item fields it reads
         if read:
@@ -163,7 +165,8 @@ class Gate(DatasetsMixin, ConfigMixin, LiveMixin, RetentionMixin, TokensMixin):
 
         def stage(conn) -> int:
             lock_prompt(conn, spec.name)  # submissions of the prompt serialize: latest wins
-            mappings = _mappings_of(conn, spec.name)
+            check_hold(conn, spec, mode, override_rollback, submitted_by)  # an apply of a rolled-back config
+            mappings = _mappings_of(conn, spec.name, mode, proposed_bars, may_read)
             decl = resolve(spec.provider, spec.model, list_providers(conn))
             provider = decl.to_dict() if decl else None
             pinned, fields = _pin_versions(conn, spec, mappings, read, may_read)
@@ -325,16 +328,23 @@ def _parse_mode(mode: str) -> Mode:
         raise UsageError(f"mode {mode!r} is not check or apply") from None
 
 
-def _submission_source(source: dict | None, submitted_by: str | None) -> tuple[dict, str]:
-    """Where a submission came from (with who submitted it, a service token's name), its
-    commit SHA checked, and the key of the check-mode submissions it replaces."""
+def _submission_source(
+    source: dict | None, submitted_by: str | None, override: bool = False, proposed: bool = False
+) -> tuple[dict, str]:
+    """Where a submission came from (with who submitted it, a service token's name, whether
+    it overrides a rollback or is judged on proposed bars), its commit SHA checked, and the
+    key of the check-mode submissions it replaces."""
     source = dict(source or {}, **({"submitted_by": submitted_by} if submitted_by else {}))
+    source.update({k: True for k, on in (("override_rollback", override), ("proposed_bars", proposed)) if on})
     check_commit_sha(source.get("sha"))
     return source, _source_key(source)
 
 
-def _mappings_of(conn, prompt_name: str) -> list:
-    """The prompt's mapped datasets; none is refused: nothing could clear the prompt."""
+def _mappings_of(conn, prompt_name: str, mode: str = "check", proposed=None, may_read=None) -> list:
+    """The prompt's mapped datasets (or the bars a pull request proposes for it:
+    ``proposed_mappings``); none is refused: nothing could clear the prompt."""
+    if proposed is not None:
+        return proposed_mappings(conn, prompt_name, mode, proposed, may_read)
     mappings = list_mappings(conn, prompt_name)
     if not mappings:
         raise UsageError(

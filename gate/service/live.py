@@ -18,8 +18,9 @@ from gate.api.shape import HISTORY_LIMIT
 from gate.calls.providers import Endpoint, ProviderDecl, endpoint_for
 from gate.errors import IllegalTransition, NotFound, UsageError
 from gate.prompt.spec import PromptSpec
-from gate.records import LivePrompt
+from gate.records import Hold, LivePrompt
 from gate.states import Mode
+from gate.store.holds import add_hold, holds_of, release_holds
 from gate.store.live import find_live, live_providers, prompt_history, restore_live, version_provider
 from gate.store.locks import ensure_prompt_lock, lock_prompt
 from gate.store.runs import runs_of_update
@@ -65,7 +66,16 @@ class LiveMixin:
         reason and per dataset its accuracy against its bar — or None."""
         with self.engine.connect() as conn:
             rows = prompt_history(conn, name)[:limit]
-            return [{**row, "update": _update_summary(conn, row["update_id"])} for row in rows]
+            held = {h.config_hash: h for h in reversed(holds_of(conn, name))}  # the newest hold of each config
+            return [
+                {**row, "update": _update_summary(conn, row["update_id"]), "hold": _hold_of(row, held)} for row in rows
+            ]
+
+    def holds(self, name: str) -> list[Hold]:
+        """The prompt's configs held by a rollback (newest first): an apply of one is
+        refused until a submission overrides the rollback."""
+        with self.engine.connect() as conn:
+            return holds_of(conn, name)
 
     def rollback(
         self, name: str, reason: str, actor: str, to_version: int | None = None, seen_version: int | None = None
@@ -103,10 +113,47 @@ class LiveMixin:
                     f"{live.version}, which is no longer live",
                 )
             version = restore_live(conn, name, seen, target, actor, reason)
+            if live.config_hash != _config_hash_of(conn, name, target):  # the config rolled back away from is held
+                add_hold(conn, name, live.config_hash, seen, version, actor, reason)
             return {"version": version, "restored_version": target, "cancelled": cancelled}
 
         db.transaction(self.engine, lambda conn: ensure_prompt_lock(conn, name))
         return db.transaction(self.engine, roll)
+
+
+def check_hold(conn, spec: PromptSpec, mode: str, override: bool, submitted_by: str | None) -> None:
+    """An apply of a config a rollback moved away from is refused, naming the rollback,
+    unless the submission overrides it (which releases the hold: the team chose to apply it
+    again). Under the prompt's lock (the submission's transaction); a check is never held."""
+    if mode != Mode.APPLY:
+        return
+    name, config_hash = spec.name, spec.config_hash
+    held = holds_of(conn, name, config_hash)
+    if not held:
+        return
+    if not override:
+        raise IllegalTransition(
+            f"prompt {name}: {held[0].line()}; this apply submits that config again: submit it with "
+            "--override-rollback (admin) to apply it anyway"
+        )
+    release_holds(conn, name, config_hash, submitted_by or "the CLI on the database")
+
+
+def _config_hash_of(conn, name: str, version: int) -> str | None:
+    return next((r["config_hash"] for r in prompt_history(conn, name) if r["version"] == version), None)
+
+
+def _hold_of(row: dict, held: dict) -> dict | None:
+    """The hold on a history row's config, when it is the version rolled back away from."""
+    hold = held.get(row["config_hash"])
+    if hold is None or row.get("kind") == "rollback" or hold.held_version != row["version"]:
+        return None
+    return {
+        "actor": hold.actor,
+        "reason": hold.reason,
+        "at": hold.created_at,
+        "rollback_version": hold.rollback_version,
+    }
 
 
 def _check_target(name: str, live: LivePrompt, target: int) -> None:

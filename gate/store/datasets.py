@@ -67,6 +67,7 @@ def list_mappings(conn: Connection, prompt_name: str | None = None) -> list[Mapp
             dataset.c.name,
             prompt_dataset.c.min_accuracy,
             prompt_dataset.c.bars,
+            prompt_dataset.c.declared_in,
         )
         .join(dataset, dataset.c.id == prompt_dataset.c.dataset_id)
         .order_by(prompt_dataset.c.prompt_name, dataset.c.name)
@@ -77,19 +78,30 @@ def list_mappings(conn: Connection, prompt_name: str | None = None) -> list[Mapp
 
 
 def upsert_mapping(
-    conn: Connection, prompt_name: str, dataset_id: int, min_accuracy: Decimal, bars: dict | None = None
+    conn: Connection,
+    prompt_name: str,
+    dataset_id: int,
+    min_accuracy: Decimal,
+    bars: dict | None = None,
+    declared_in: str | None = None,
 ) -> bool:
-    """Map a prompt to a dataset with its bars, or change them. Returns True when created."""
+    """Map a prompt to a dataset with its bars, or change them; ``declared_in``: the gate
+    config declaring it (None: the CLI's). Returns True when created."""
     changed = conn.execute(
         update(prompt_dataset)
         .where(prompt_dataset.c.prompt_name == prompt_name, prompt_dataset.c.dataset_id == dataset_id)
-        .values(min_accuracy=min_accuracy, bars=bars)
+        .values(min_accuracy=min_accuracy, bars=bars, declared_in=declared_in)
     ).rowcount
     if changed:
         return False
     conn.execute(
         insert(prompt_dataset).values(
-            prompt_name=prompt_name, dataset_id=dataset_id, min_accuracy=min_accuracy, bars=bars, created_at=db_now()
+            prompt_name=prompt_name,
+            dataset_id=dataset_id,
+            min_accuracy=min_accuracy,
+            bars=bars,
+            created_at=db_now(),
+            declared_in=declared_in,
         )
     )
     return True

@@ -186,6 +186,7 @@ prompt_dataset = Table(
     Column("min_accuracy", Bar, **NOT_NULL),
     Column("created_at", T, **NOT_NULL),
     Column("bars", JsonText),
+    Column("declared_in", String(500)),  # the gate config that declared it (NULL: the CLI's, `dataset map`)
     UniqueConstraint("prompt_name", "dataset_id", name="uq_prompt_dataset"),
     Index("ix_prompt_dataset_dataset", "dataset_id"),
     ForeignKeyConstraint(["dataset_id"], ["dataset.id"], name="fk_prompt_dataset_dataset"),
@@ -395,6 +396,33 @@ page_session = Table(  # the status page's sign-in: the SHA-256 of the cookie's 
     Column("expires_at", T, **NOT_NULL),
     Index("ix_page_session_token", "token_id", "created_at"),
     Index("ix_page_session_expires", "expires_at"),
+)
+commit_record = Table(  # what the Action's push job did for a commit (`wait --sha` answers from it)
+    "commit_record",
+    meta,
+    Column("sha", String(64), primary_key=True),
+    Column("outcome", String(16), **NOT_NULL),
+    Column("update_ids", JsonText),
+    Column("detail", Text),
+    Column("repo", String(191)),
+    Column("ref", String(191)),
+    Column("recorded_by", String(191)),
+    Column("recorded_at", T, **NOT_NULL),
+)
+prompt_hold = Table(  # a config a rollback moved away from: its apply is refused until overridden
+    "prompt_hold",
+    meta,
+    _id(),
+    Column("prompt_name", String(128), **NOT_NULL),
+    Column("config_hash", HASH, **NOT_NULL),
+    Column("held_version", Integer, **NOT_NULL),
+    Column("rollback_version", Integer, **NOT_NULL),
+    Column("actor", String(191)),
+    Column("reason", Text),
+    Column("created_at", T, **NOT_NULL),
+    Column("released_at", T),
+    Column("released_by", String(191)),
+    Index("ix_prompt_hold_config", "prompt_name", "config_hash"),
 )
 rate_limit_usage = Table(
     "rate_limit_usage",

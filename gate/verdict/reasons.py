@@ -4,7 +4,7 @@ some may read.
 A run's ``reason`` and its update's (composed from it: ``gate.verdict.update_outcome``) reach any
 reader of the update — the API, ``/wait``, the updates list, the status page, the pull
 request's comment — whichever dataset the run was on, a holdout too (a dataset whose rows
-only admin reads: ``gate.server.dataset_access.rows_readable``). So a reason says counts and kinds
+only admin reads: ``gate.datasets.readability.version_readable``). So a reason says counts and kinds
 and never an item's id or value: "3 of 20 items of d could not be scored (template: 2,
 timeout: 1; see the failing items)". Which items, and what they said, go to the run's
 metrics under ``ITEM_DETAIL``, which the service leaves out for a reader who may not read

@@ -39,7 +39,7 @@ from support.fake_github import file_entry
 
 from gate import gateconfig
 from gate.calls.llm import CallResult
-from gate.errors import NotFound, UsageError
+from gate.errors import NotFound, UsageError, WaitTimedOut
 from gate.prompt.spec import load_spec
 from gate.report.markdown import GITHUB_COMMENT_LIMIT, MARKER
 from gate.service import Gate
@@ -108,7 +108,7 @@ def test_pull_request_check_comment_status_outputs(mysql_gate, model, github, tm
     exit_code, reports = gate.wait_for_sha(HEAD2, timeout=5, mode="check")
     assert exit_code == 1 and [r.status for r in reports] == ["REJECTED"]
     assert gate.wait_for_sha(HEAD1, prompt="ticket-urgency", mode="check")[0] == 0
-    with pytest.raises(NotFound):
+    with pytest.raises(WaitTimedOut):
         gate.wait_for_sha("f" * 40, timeout=0.2)
 
 
@@ -137,12 +137,15 @@ def test_invalid_prompt_gets_an_annotation_and_nothing_is_submitted(tmp_path, gi
     assert code == 2, log
     assert "::error file=prompts/broken.yaml,line=5,title=prompt-gate::params.temprature: unknown parameter" in log
     assert "::error file=prompts/twin.yaml,line=" in log and "also defined in prompts/refund-eligibility.yaml" in log
-    assert "::warning file=prompts/ungated.yaml,title=prompt-gate::prompt ungated is not gated" in log
+    assert (
+        "::error file=prompts/ungated.yaml,line=1,title=prompt-gate::name: prompt ungated is not gated: the gate has "
+        "no bars for it; add them to gate.yaml under prompts: ungated: [{dataset: NAME, min_accuracy: 0.9}]" in log
+    )  # issue 35.1: it was a warning, and the run could pass
     assert "::warning file=prompts/gone.yaml" in log
     outputs = read_outputs(env["GITHUB_OUTPUT"])
     assert outputs["status"] == "invalid" and len(json.loads(outputs["tracking-ids"])) == 1  # the valid one ran
     body = github.comments_on(7)[0]["body"]
-    assert "Invalid prompt files" in body and "temprature" in body and "Not evaluated" in body
+    assert "Invalid files" in body and "temprature" in body and "Not evaluated" in body and "ungated" in body
     assert github.repo.statuses[-1]["state"] == "failure"
     assert [u.prompt_name for u in gate.list_updates()] == ["refund-eligibility"]
     gate.close()
@@ -293,6 +296,7 @@ def test_action_yml_passes_inputs_only_through_env():
         "comment-author",
         "reuse",
         "full",
+        "override-rollback",
     }
     assert set(action["outputs"]) == {"status", "tracking-ids", "report-path"}
     for step in action["runs"]["steps"]:
@@ -339,7 +343,7 @@ def run_action_yml(heading: str, ws: Path, env: dict, tmp_path: Path, wf_ctx: di
             # only effect, its `python` output, is what it would be in a venv with it installed.
             probe = subprocess.run([sys.executable, "-c", "import gate.cli"], env=job_env, cwd=ws)
             assert probe.returncode == 0
-            out_file.write_text(f"python={sys.executable}\n")
+            out_file.write_text(f"python={sys.executable}\npath={ROOT}\n")
         else:
             assert step["shell"] == "bash"
             script = tmp_path / f"step-{step['id']}.sh"

@@ -43,7 +43,7 @@ def test_submit_worker_wait_to_applied_and_rejected(db_url, tmp_path):
     assert cli(db_url, "dataset", "add", "d1", "--source", str(data)).returncode == 0
     assert cli(db_url, "dataset", "map", "p1", "d1", "--min-accuracy", "0.9").returncode == 0
     listed = json.loads(cli(db_url, "dataset", "list", "--json").stdout)
-    assert listed[0]["gates"] == [{"prompt": "p1", "min_accuracy": "0.9", "bars": None}]
+    assert listed[0]["gates"] == [{"prompt": "p1", "min_accuracy": "0.9", "bars": None, "declared_in": None}]
 
     good = prompt_file(tmp_path / "good.yaml")
     sub = cli(db_url, "submit", good, "--mode", "apply", "--json")
@@ -179,7 +179,10 @@ def test_dataset_map_declares_the_extra_bars(sqlite_url, tmp_path):
         cli(sqlite_url, "dataset", "map", "p2", "d1", "--min-accuracy", "0.5").stdout.strip()
         == "p2 × d1: min accuracy 0.5"
     )  # accuracy only: as before
-    assert cli(sqlite_url, "dataset", "list").stdout.split("\t")[-1].strip() == f"p1 ≥ 0.9 ({phrases}), p2 ≥ 0.5"
+    assert (
+        cli(sqlite_url, "dataset", "list").stdout.split("\t")[-1].strip()
+        == f"p1 ≥ 0.9 ({phrases}) [dataset map], p2 ≥ 0.5 [dataset map]"
+    )
     listed = json.loads(cli(sqlite_url, "dataset", "list", "--json").stdout)
     assert listed[0]["gates"] == [
         {
@@ -192,8 +195,9 @@ def test_dataset_map_declares_the_extra_bars(sqlite_url, tmp_path):
                 "max_latency_p95_ms": 250,
                 "max_cost_per_1k_items": "0.10",
             },
+            "declared_in": None,  # the CLI's mapping: a sync leaves it alone
         },
-        {"prompt": "p2", "min_accuracy": "0.5", "bars": None},
+        {"prompt": "p2", "min_accuracy": "0.5", "bars": None, "declared_in": None},
     ]
     # mapping again replaces the bars as a whole
     assert (
@@ -418,8 +422,7 @@ def test_max_drop_early_stop_and_full_from_the_command_line(sqlite_url, tmp_path
     sub = cli(db_url, "submit", prompt_file(tmp_path / "p.yaml"), "--full")
     assert sub.returncode == 0 and sub.stdout.strip().isdigit(), sub.stderr
     assert (
-        f"update {sub.stdout.strip()}: 0 made, 0 reused (40 model calls before retries; every item called (--full))"
-        in sub.stderr
-    )
+        f"update {sub.stdout.strip()}: at most 40 model calls before retries (every item called (--full))" in sub.stderr
+    )  # issue 35.8: it said "0 made, 0 reused" before anything ran
     shown = json.loads(cli(db_url, "status", sub.stdout.strip(), "--json").stdout)
     assert shown["full"] is True and shown["spend"]["calls_bound"] == 40

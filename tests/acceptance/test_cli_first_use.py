@@ -43,3 +43,46 @@ def test_token_list_has_a_header_and_a_created_column(tmp_path):
     name, scope, created, used, state = listed[1].split("\t")
     assert (name, scope, used, state) == ("release", "read", "never used", "active")
     assert len(created) == 16 and created[4] == "-" and created[13] == ":", created  # 2026-12-01 12:00
+
+
+def test_a_misspelt_database_url_variable_is_named_not_a_new_file(tmp_path):
+    """Issue 35.9: PROMPTGATE_DATABSE_URL silently created ./promptgate.db and then suggested
+    commands against it; the variable is named, with the one it means, and nothing is made."""
+    env_typo = {"PROMPTGATE_DATABSE_URL": f"sqlite:///{tmp_path / 'meant.db'}"}
+    os.environ.update(env_typo)
+    try:
+        typo = promptgate(tmp_path, "dataset", "list")
+    finally:
+        del os.environ["PROMPTGATE_DATABSE_URL"]
+    assert typo.returncode == 2 and typo.stderr == (
+        "error: PROMPTGATE_DATABSE_URL is set, but no setting has that name: did you mean PROMPTGATE_DATABASE_URL? "
+        "(without it the gate would be sqlite:///promptgate.db, a new file in this folder)\n"
+    )
+    assert not list(tmp_path.iterdir())
+
+
+def test_unknown_fields_get_a_did_you_mean(tmp_path):
+    (tmp_path / "p.yaml").write_text("name: p\nmodel: m\nmesages: [{role: user, content: hi}]\n")
+    url = f"sqlite:///{tmp_path / 'gate.db'}"
+    spec = promptgate(tmp_path, "submit", "p.yaml", "--database-url", url)
+    assert spec.returncode == 2 and "p.yaml: mesages: unknown field; did you mean messages?" in spec.stderr
+    (tmp_path / "gate.yaml").write_text("datasets:\n  d: {source: d.csv, label_colum: label}\n")
+    (tmp_path / "d.csv").write_text("item_id,label,text\na,yes,hi\n")
+    cfg = promptgate(tmp_path, "sync", "gate.yaml", "--dry-run", "--database-url", url)
+    assert cfg.returncode == 2 and "datasets.d.label_colum: unknown field; did you mean label_column?" in cfg.stderr
+
+
+def test_an_item_field_the_rows_lack_gets_a_did_you_mean(tmp_path):
+    url = f"sqlite:///{tmp_path / 'gate.db'}"
+    (tmp_path / "d.csv").write_text("item_id,expected_decision,subject\na,yes,hi\nb,no,ho\n")
+    assert promptgate(tmp_path, "dataset", "add", "d", "--source", "d.csv", "--database-url", url).returncode == 0
+    assert (
+        promptgate(tmp_path, "dataset", "map", "p", "d", "--min-accuracy", "0.5", "--database-url", url).returncode == 0
+    )
+    (tmp_path / "p.yaml").write_text(
+        "name: p\nmodel: m\nlabels: [yes, no]\nmessages: [{role: user, content: '{{ item.subjct }}'}]\n"
+    )
+    refused = promptgate(tmp_path, "submit", "p.yaml", "--database-url", url)
+    assert refused.returncode == 2 and "no row of d has it; did you mean subject? (add rows" in refused.stderr, (
+        refused.stderr
+    )

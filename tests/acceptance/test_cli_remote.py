@@ -119,9 +119,10 @@ def test_every_command_prints_the_same_through_the_service(service, llm, tmp_pat
     assert json.loads(both.same("status", candidate_id, "--json", code=1))["status"] == "REJECTED"
     assert both.same("report", live_id, candidate_id).count("ticket-urgency") >= 2
     assert (
-        both.same("wait", "--sha", "c" * 40, "--timeout", "0.3", code=2, stderr=True)
-        == f"error: no apply-mode update was submitted for commit {'c' * 40} (wait needs the full SHA the Action "
-        "or `promptgate submit --sha` used; `--mode check` answers for its checks)\n"
+        both.same("wait", "--sha", "c" * 40, "--timeout", "0.3", code=3, stderr=True)
+        == f"error: no apply-mode update was submitted for commit {'c' * 40} and the Action's push job recorded "
+        "nothing for it (wait needs the full SHA the Action or `promptgate submit --sha` used; `--mode check` "
+        "answers for its checks)\n"
     )
     assert both.same("status", "999999", code=2, stderr=True) == "error: unknown update 999999\n"
 
@@ -333,7 +334,10 @@ def test_rollback_through_the_service_records_the_token(service, tmp_path, no_ga
         "error: prompt p1: the live version is 2, not 1 as seen: nothing was rolled back; look again and retry\n"
     )
     done = both.remote("rollback", "p1", "--if-live", "2", "--reason", "B is wrong", "--actor", "alice")
-    assert done.returncode == 0 and done.stdout == "p1: version 3 is live (the config of version 1)\n", done.stderr
+    assert done.returncode == 0 and done.stdout.startswith("p1: version 3 is live (the config of version 1)\n"), (
+        done.stderr
+    )
+    assert "p1: the config rolled back away from is held" in done.stdout  # issue 35.3
     history = both.same("history", "p1").splitlines()
     assert history[0].startswith("v3 (live)") and "rollback to v1 by token test-admin-" in history[0]
     assert history[0].endswith(" for alice: B is wrong")

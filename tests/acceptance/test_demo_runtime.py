@@ -4,7 +4,7 @@ through the same call path the gate evaluated with."""
 from __future__ import annotations
 
 import pytest
-from support.cli import run_cli
+from support.cli import ROOT, run_cli
 from support.helpers import rules_spec, write_rule_rows
 
 import workers.execute.executor
@@ -16,15 +16,26 @@ from gate.runtime import PromptRuntime
 from workers.supervisor import run_until_terminal
 
 
-def test_demo_shows_one_rejected_and_one_applied_change(tmp_path):
+def test_demo_shows_two_rejected_and_one_applied_change(tmp_path):
+    """Issue 35.8: `make demo` printed 675 lines of Markdown with raw Mermaid blocks and a
+    summary that did not match README: the readable text form by default, one summary line
+    as README says it, the pull request's Markdown on request (`--format markdown`)."""
     result = run_cli("demo", cwd=tmp_path, timeout=120)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     out = result.stdout
-    assert "weak candidate REJECTED (live stays v1)" in out
-    assert "good candidate APPLIED (live now v2)" in out
-    assert "As expected." in out
-    assert "| urgency-hard |" in out  # the pull-request report, per dataset
+    assert "```" not in out and "| urgency-hard |" not in out and len(out.splitlines()) < 150, out
+    (summary,) = [line for line in out.splitlines() if line.startswith("result: ")]
+    assert summary.startswith(
+        "result: 2 changes REJECTED, 1 APPLIED — ticket-urgency: weak candidate REJECTED "
+        "(live stays v1), good candidate APPLIED (live now v2); support-extract: candidate "
+        "REJECTED (live stays v1). As expected."
+    ), summary
+    readme = (ROOT / "README.md").read_text()
+    assert "make demo    # the gate end to end in under 30 s: two changes REJECTED, one APPLIED" in readme
+    assert "urgency-hard: 43.8% vs bar 80% [FAIL]" in out  # the text report, per dataset
     assert not list(tmp_path.iterdir())  # nothing left behind in the working directory
+    markdown = run_cli("demo", "--format", "markdown", cwd=tmp_path, timeout=120)
+    assert markdown.returncode == 0 and "| urgency-hard |" in markdown.stdout and "```mermaid" in markdown.stdout
 
 
 def test_runtime_reads_the_live_version_and_uses_the_gate_call_path(gate, tmp_path, monkeypatch):
@@ -49,3 +60,29 @@ def test_runtime_reads_the_live_version_and_uses_the_gate_call_path(gate, tmp_pa
         assert rt.prompt("p1").version == 2  # ttl 0: re-read at once
         cached = PromptRuntime(gate_.settings.database_url, ttl=3600)
         assert cached.prompt("p1").version == 2
+
+
+def test_a_runtime_call_that_cannot_connect_is_one_line(gate, tmp_path, monkeypatch):
+    """Issue 35.9: without a reachable OPENAI_BASE_URL production got a long chained traceback;
+    the ModelCallError now stands alone (no SDK exception chained behind it), one line naming
+    the provider, its URL and where the URL came from."""
+    import socket
+
+    from gate.errors import ModelCallError
+
+    gate.register_dataset("d", str(write_rule_rows(tmp_path / "d.csv", 4)))
+    gate.map_dataset("p1", "d", "0.5")
+    with MockLLMServer() as llm:
+        monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
+        (applied,) = run_until_terminal(gate, [gate.submit(rules_spec("p1", "v1"), "apply")], timeout=60)
+        assert applied.status == "APPLIED"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    monkeypatch.setenv("OPENAI_BASE_URL", closed)
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    with pytest.raises(ModelCallError) as failed:
+        PromptRuntime(gate.settings.database_url, ttl=0).prompt("p1").decide({"text": "alpha"})
+    assert failed.value.__cause__ is None and failed.value.__suppress_context__
+    assert "\n" not in str(failed.value) and "cannot reach provider default" in str(failed.value)
+    assert closed in str(failed.value) and "OPENAI_BASE_URL" in str(failed.value)

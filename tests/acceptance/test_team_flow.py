@@ -81,7 +81,7 @@ def start_gate_step(ws: Path, env: dict, inputs: dict, tmp_path: Path) -> tuple[
     out_file.write_text("")
     ctx = {
         "inputs": given,
-        "steps": {"install": {"outputs": {"python": sys.executable}}},
+        "steps": {"install": {"outputs": {"python": sys.executable, "path": str(ROOT)}}},
         "github": {"action_path": str(ROOT), "token": TOKEN},
     }
     step_env = {k: _evaluate(v, ctx) for k, v in step["env"].items()}

@@ -2,7 +2,9 @@
 drawn by a real Mermaid 11 (npm, installed by `make mermaid`) in Debian's headless
 Chromium at GitHub's comment width, and the rendered SVG measured — one bar series (no
 bar drawn on top of another), one bar per dataset × version, each bar its own row, as long
-as its value says, named by a readable label beside it and labelled with its value. And the
+as its value says, named by a readable label beside it and labelled with its value; and the
+bar each must clear drawn as a threshold (issue 35.8: it was a third bar of the same colour,
+read as a measurement): a line of another colour at the dataset's bar across its rows. And the
 whole comment, Markdown rendered by marked (GitHub-flavoured) with its chart, screenshot at
 800 px wide into test-artifacts/."""
 
@@ -70,6 +72,9 @@ mermaid.render('chart', SOURCE).then(({svg}) => {
   document.getElementById('result').textContent = JSON.stringify({
     svg: box(root), series: root.querySelectorAll('g.plot > g').length,
     bars: [...root.querySelectorAll('g.plot rect')].map(box),
+    fills: [...new Set([...root.querySelectorAll('g.plot rect')].map(r => r.getAttribute('fill')))],
+    lines: [...root.querySelectorAll('g.plot path')].map(
+      p => ({d: p.getAttribute('d'), stroke: p.getAttribute('stroke')})),
     labels: texts('g.left-axis g.label text'), values: texts('g.plot text'),
     title: root.querySelector('g.chart-title text')?.textContent || ''});
 }).catch(e => { document.getElementById('result').textContent = JSON.stringify({error: String(e)}); });
@@ -97,15 +102,17 @@ def mermaid_blocks(text: str) -> list[str]:
     return re.findall(r"```mermaid\n(.*?)```", text, re.S)
 
 
-def declared(source: str) -> tuple[list[str], list[float]]:
-    """The chart's categories and its one series' values, as the block declares them."""
+def declared(source: str, kind: str = "bar") -> tuple[list[str], list[float]]:
+    """The chart's categories and the values of its one series of ``kind`` (bar, line), as
+    the block declares them."""
     categories = re.findall(r'"([^"]*)"', re.search(r"x-axis \[(.*)\]", source).group(1))
-    series = re.findall(r"^\s*bar \[(.*)\]", source, re.M)
+    series = re.findall(rf"^\s*{kind} \[(.*)\]", source, re.M)
+    assert len(series) == 1, f"{len(series)} {kind} series"
     return categories, [float(v) for v in series[0].split(",")]
 
 
 def assert_reads_right(drawn: dict, source: str) -> None:
-    assert drawn["series"] == 1, f"{drawn['series']} series drawn on top of one another"
+    assert drawn["series"] == 2, f"{drawn['series']} series: one of bars and one line, the bar to clear"
     categories, values = declared(source)
     bars = sorted(drawn["bars"], key=lambda b: b["y"])
     assert len(bars) == len(categories) == len(values), (len(bars), categories, values)
@@ -134,6 +141,23 @@ def assert_reads_right(drawn: dict, source: str) -> None:
     for t in drawn["values"]:
         assert t["x"] >= drawn["svg"]["x"] and t["x"] + t["w"] <= drawn["svg"]["x"] + drawn["svg"]["w"] + 0.5, t
     assert drawn["title"].startswith("Accuracy (%)")
+    assert_the_bar_is_a_threshold(drawn, source, bars, values)
+
+
+def assert_the_bar_is_a_threshold(drawn: dict, source: str, bars: list, values: list) -> None:
+    """The bar to clear: one line, of a colour no measured bar has, through each row at its
+    dataset's bar on the bars' own scale."""
+    _, thresholds = declared(source, "line")
+    (line,) = drawn["lines"]
+    assert len(drawn["fills"]) == 1 and line["stroke"].lower() != drawn["fills"][0].lower(), (line, drawn["fills"])
+    points = [tuple(map(float, p.split(","))) for p in re.findall(r"[ML]([\d.]+,[\d.]+)", line["d"])]
+    assert len(points) == len(bars) == len(thresholds)
+    known = [(v, b["w"]) for v, b in zip(values, bars) if v > 0]
+    (v1, w1), (v2, w2) = min(known), max(known)
+    scale = (w2 - w1) / (v2 - v1) if v2 > v1 else w1 / v1
+    for (x, y), bar, threshold in zip(points, bars, thresholds):
+        assert abs(x - (bar["x"] + w1 + scale * (threshold - v1))) < 1.5, (x, bar, threshold)
+        assert bar["y"] <= y <= bar["y"] + bar["h"], (y, bar)
 
 
 @pytest.mark.parametrize("golden", ["pr_comment.md", "push_comment.md", "demo_report.md"])
@@ -160,10 +184,12 @@ def test_a_chart_of_many_long_named_datasets_still_reads_right(chromium, node_mo
     source = mermaid_chart(runs).strip("`").removeprefix("mermaid\n")
     categories, _ = declared(source)
     assert "support-tickets-4-xxxxxx · candidate" not in categories  # nothing scored: no bar, not a 0
-    assert len(categories) == 6 + 5 + 3 and categories[:2] == [
+    assert len(categories) == 5 + 3 + 1 and categories[:2] == [
         "support-tickets-0-xxxxxx · candidate",
-        "support-tickets-0-xxxxxx · bar",
+        "support-tickets-1-xxxxxx · live",
     ]
+    assert "support-tickets-4-xxxxxx · nothing scored" in categories  # its bar still shows
+    assert not any(c.endswith("· bar") for c in categories)  # the bar is no measurement
     assert_reads_right(render_chart(chromium, tmp_path, source, "long"), source)
 
 

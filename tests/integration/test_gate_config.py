@@ -1,5 +1,5 @@
 """Syncing the gate config into the gate (MariaDB and SQLite): idempotent, and the file is
-the whole truth for the bars."""
+the whole truth for the bars it manages (a mapping the CLI added is kept apart)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,9 @@ from gate import gateconfig
 
 
 def test_sync_is_idempotent_and_the_file_is_the_whole_truth(gate, tmp_path):
+    """Issue 35.9: README's quick start maps a dataset with `dataset map`; the next sync
+    removed it. A mapping records who declared it: a sync manages the gate config's and
+    leaves the CLI's alone."""
     ws = make_workspace(tmp_path)
     first = gateconfig.sync(gate, ws / "gate.yaml")
     assert first.applied and len(first.changes) == 10  # 5 datasets, 5 bars
@@ -21,7 +24,8 @@ def test_sync_is_idempotent_and_the_file_is_the_whole_truth(gate, tmp_path):
         ("ticket-urgency", "urgency-regression", Decimal("0.9")),
     }
     assert gateconfig.sync(gate, ws / "gate.yaml").changes == ()
-    # a bar the file does not declare, on a prompt the file does not list: unmapped by the next sync
+    assert {m.declared_in for m in gate.mappings()} == {str(ws / "gate.yaml")}
+    # a bar the CLI added (`dataset map`), on a prompt the file does not list: a sync leaves it alone
     gate.map_dataset("unlisted-prompt", "urgency-hard", "0.5")
     cfg = yaml.safe_load((ws / "gate.yaml").read_text())
     cfg["prompts"]["ticket-urgency"][1]["min_accuracy"] = 0.75
@@ -35,7 +39,6 @@ def test_sync_is_idempotent_and_the_file_is_the_whole_truth(gate, tmp_path):
             "bar refund-eligibility × refund-hard: removed (was 0.8)",
             "bar refund-eligibility × refund-regression: removed (was 0.9)",
             "bar ticket-urgency × urgency-hard: min accuracy 0.8 → 0.75",
-            "bar unlisted-prompt × urgency-hard: removed (was 0.5)",
             "dataset refund-hard: no longer declared (stays registered, gates nothing)",
         ]
     )
@@ -45,7 +48,9 @@ def test_sync_is_idempotent_and_the_file_is_the_whole_truth(gate, tmp_path):
         ("ticket-urgency", "urgency-hard", "0.75"),
         ("ticket-urgency", "urgency-regression", "0.9"),
         ("support-extract", "support-emails", "0.8"),
+        ("unlisted-prompt", "urgency-hard", "0.5"),
     }
+    assert [m.declared_in for m in gate.mappings("unlisted-prompt")] == [None]
     assert gateconfig.diff(gate, ws / "gate.yaml").changes == ()
     assert "refund-hard" in {ds.name for ds, _ in gate.list_datasets()}
 

@@ -103,7 +103,7 @@ def test_a_check_before_the_apply_never_answers_a_release_wait(service, tmp_path
         (passed,) = run_until_terminal(gate, [checked], timeout=120)
         assert passed.status == "PASSED"
         early = remote_cli(service, "wait", "--sha", SHA, "--timeout", "1")
-        assert early.returncode == 2 and "no apply-mode update was submitted" in early.stderr, (
+        assert early.returncode == 3 and "no apply-mode update was submitted" in early.stderr, (
             early.stdout,
             early.stderr,
         )
@@ -117,14 +117,14 @@ def test_a_check_before_the_apply_never_answers_a_release_wait(service, tmp_path
 
 def test_wait_mode_apply_waits_for_an_apply_to_appear(service, tmp_path, model):
     """A commit with only a check: `--mode apply` does not take it for an answer; it times
-    out looking for an apply (exit 2, one line), while auto answers for the check and says so."""
+    out looking for an apply (exit 3, a timeout, one line), while auto answers for the check and says so."""
     gate = mapped_gate(service, tmp_path)
     with service.client("submit") as ci:
         checked = post(ci, rules_spec(), "check", sha=SHA)
         run_until_terminal(gate, [checked], timeout=120)
     started = time.monotonic()
     strict = remote_cli(service, "wait", "--sha", SHA, "--mode", "apply", "--timeout", "1.5")
-    assert strict.returncode == 2 and time.monotonic() - started >= 1.5, (strict.stdout, strict.stderr)
+    assert strict.returncode == 3 and time.monotonic() - started >= 1.5, (strict.stdout, strict.stderr)
     assert (
         strict.stderr.strip().endswith("answers for its checks)")
         and "no apply-mode update was submitted for commit" in strict.stderr

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from gate.api.http_status import error_class, http_status
-from gate.api.release import wait_for_release
+from gate.api.release import EXIT_NOTHING_TO_GATE, wait_for_release
 from gate.api.shape import GateAPI
 from gate.client.remote import RemoteGate
 from gate.errors import (
@@ -28,7 +28,9 @@ from gate.errors import (
     TooLarge,
     TooSlow,
     UsageError,
+    WaitTimedOut,
 )
+from gate.records import CommitRecord
 from gate.service import Gate
 
 IMPLEMENTATIONS = [Gate, RemoteGate]
@@ -158,9 +160,14 @@ class Commit:
     """A ReleaseSource: the commit's update appears after ``appears`` look-ups, and ends
     after ``ends`` status reads."""
 
-    def __init__(self, appears: int = 0, ends: int = 2):
-        self.lookups = self.reads = 0
+    def __init__(self, appears: int = 0, ends: int = 2, record=None, recorded_after: int = 0):
+        self.lookups = self.reads = self.record_reads = 0
         self.appears, self.ends = appears, ends
+        self.record, self.recorded_after = record, recorded_after
+
+    def commit_record(self, sha):
+        self.record_reads += 1
+        return self.record if self.record_reads > self.recorded_after else None
 
     def updates_for_sha(self, sha, prompt_name=None, mode=None):
         self.lookups += 1
@@ -181,7 +188,46 @@ def test_the_release_wait_watches_an_open_update_instead_of_sleeping():
 
 
 def test_the_release_wait_gives_up_when_no_update_appears_in_time():
+    """A timeout that passes before anything answers for the commit is a timeout: exit 3."""
     started = time.monotonic()
-    with pytest.raises(NotFound, match="no apply-mode update was submitted for commit"):
+    with pytest.raises(WaitTimedOut, match="no apply-mode update was submitted for commit") as caught:
         wait_for_release(Commit(appears=10**6), "ab" * 20, None, 0.2, 0.05, "apply", None)
-    assert 0.2 <= time.monotonic() - started < 1.0
+    assert 0.2 <= time.monotonic() - started < 1.0 and caught.value.exit_code == 3
+
+
+def record(outcome, ids=(), detail=None):
+    return CommitRecord("ab" * 20, outcome, tuple(ids), detail, recorded_by="push")
+
+
+def test_without_a_timeout_the_release_wait_waits_for_the_push_jobs_record():
+    """Issue 35.2: `wait --sha` without --timeout exited 2 at once; it waits until the commit
+    has an apply-mode update or the push job's record: nothing to gate is its own code, 4."""
+    said = []
+    commit = Commit(appears=10**6, record=record("nothing"), recorded_after=5)
+    code, reports = wait_for_release(commit, "ab" * 20, None, None, 0.01, "apply", said.append)
+    assert (code, reports, commit.record_reads) == (EXIT_NOTHING_TO_GATE, [], 6)
+    assert said == [
+        f"commit {'ab' * 6}: nothing to gate: the Action's push job found no prompt change (recorded by push)"
+    ]
+
+
+def test_a_commit_the_push_job_could_not_gate_fails_the_release_wait():
+    said = []
+    commit = Commit(appears=10**6, record=record("not-gated", detail="prompts/x.yaml: prompt x is not gated"))
+    assert wait_for_release(commit, "ab" * 20, None, None, 0.01, "apply", said.append) == (2, [])
+    assert said == [f"commit {'ab' * 6}: not gated: prompts/x.yaml: prompt x is not gated (recorded by push)"]
+    with_apply = Commit(appears=0, ends=1, record=record("not-gated", [7], "y is not gated"))
+    code, reports = wait_for_release(with_apply, "ab" * 20, None, None, 0.01, "apply", None)
+    assert (code, len(reports)) == (2, 1)  # its apply passed; the prompt it could not gate fails the release
+
+
+def test_a_prompt_the_commit_did_not_change_has_nothing_to_gate():
+    commit = Commit(appears=10**6, record=record("submitted", [7]))
+    assert wait_for_release(commit, "ab" * 20, "other", None, 0.01, "apply", None) == (EXIT_NOTHING_TO_GATE, [])
+
+
+def test_a_check_mode_wait_reads_no_record():
+    commit = Commit(appears=10**6, record=record("nothing"))
+    with pytest.raises(WaitTimedOut):
+        wait_for_release(commit, "ab" * 20, None, 0.1, 0.02, "check", None)
+    assert commit.record_reads == 0

@@ -85,7 +85,11 @@ def test_max_drop_confidence_and_early_stop_in_a_gate_config(tmp_path):
         ({"max_drop": 0.02 * -1}, "max_drop", "is out of range: 0 to 100 accuracy points"),
         ({"confidence": 0.3}, "confidence", "is out of range: at least 0.5 and below 1"),
         ({"early_stop": "off"}, "early_stop", "is not true or false"),
-        ({"max_brokn": 0}, "max_brokn", "unknown field; a bar has dataset, min_accuracy, max_broken, min_recall"),
+        (
+            {"max_brokn": 0},
+            "max_brokn",
+            "unknown field; did you mean max_broken?; a bar has dataset, min_accuracy, max_broken, min_recall",
+        ),
     ],
 )
 def test_a_bad_extra_bar_names_its_field(tmp_path, entry, field, reason):

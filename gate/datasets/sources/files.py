@@ -181,7 +181,7 @@ class TextDecoder:
                 shown = ", ".join(repr(name[:40]) for name in header[:8]) + (", ..." if len(header) > 8 else "")
                 raise DatasetError(
                     f"{self.uri}: line 1: no {role} column {column!r} in the header (it has {shown}); "
-                    f"name the {role} column with --{role}-column"
+                    f"name the {role} column: {role}_column: in the gate config, or --{role}-column"
                 )
 
     def next_record(self, stream: LineStream) -> list[bytes]:
