@@ -99,11 +99,12 @@ class TemplateProblem(ValueError):
     """Why a template cannot be used; the caller adds file and field."""
 
 
-def check_template(source: str) -> int:
+def check_template(source: str, names: frozenset[str] = ALLOWED_NAMES) -> int:
     """Refuse, before anything is stored, a template that is malformed, too deep or too big
     to compile cheaply (Jinja's optimizer costs grow with the square of a chain's depth:
     300 lookups 100 deep took 86 s), or that reaches beyond ``item``. Returns its number
-    of nodes (a prompt's messages share ``MAX_NODES``)."""
+    of nodes (a prompt's messages share ``MAX_NODES``). ``names``: the names it may read (a
+    judge's templates also read the answer they grade, ``gate.prompt.judge``)."""
     try:
         ast = _ENV.parse(source)
     except TemplateSyntaxError as exc:
@@ -114,11 +115,12 @@ def check_template(source: str) -> int:
         raise TemplateProblem(f"template cannot be parsed: {type(exc).__name__}") from None
     count = _check_shape(ast)
     try:
-        unknown = _names_read(ast) - ALLOWED_NAMES
+        unknown = _names_read(ast) - names
     except Exception as exc:  # nothing under the shape limits raises here; no traceback if it did
         raise TemplateProblem(f"template cannot be checked: {type(exc).__name__}") from None
     if unknown:
-        raise TemplateProblem(f"template uses {', '.join(sorted(unknown))}; only 'item' is available")
+        available = " and ".join(repr(n) for n in sorted(names)) + (" is" if len(names) == 1 else " are")
+        raise TemplateProblem(f"template uses {', '.join(sorted(unknown))}; only {available} available")
     for node in ast.find_all((nodes.Getattr, nodes.Getitem, nodes.Filter)):
         if isinstance(node, nodes.Getattr):
             attrs = [node.attr]
@@ -163,6 +165,11 @@ def _names_read(ast: nodes.Template) -> set[str]:
     return tracker.undeclared_identifiers
 
 
+def names_read(source: str) -> set[str]:
+    """The names a checked template reads that it does not set (``item``, a judge's answers)."""
+    return _names_read(_ENV.parse(source))
+
+
 def _check_shape(ast: nodes.Template) -> int:
     """At most ``MAX_NODES`` nodes, nested at most ``MAX_DEPTH`` deep (counted without
     recursion); returns the count."""
@@ -192,13 +199,14 @@ def _compiled(source: str):
     return _ENV.from_string(source)
 
 
-def render(source: str, item: Mapping[str, Any]) -> str:
-    """Render one template over one dataset item; problems become TemplateProblem, whose
-    message quotes nothing of the item (the module's docstring). MemoryError and
-    RecursionError are the sandbox's to tell (an item over its budget)."""
+def render(source: str, item: Mapping[str, Any], variables: Mapping[str, str] | None = None) -> str:
+    """Render one template over one dataset item (and a judge's ``variables``: the answers
+    it grades, strings); problems become TemplateProblem, whose message quotes nothing of
+    the item (the module's docstring). MemoryError and RecursionError are the sandbox's to
+    tell (an item over its budget)."""
     written = _WRITTEN.set(_literals(source))
     try:
-        return _compiled(source).render(item=item)
+        return _compiled(source).render(**(variables or {}), item=item)
     except (UndefinedError, SecurityError) as exc:
         said = exc.message if isinstance(exc.message, _Shown) else "an operation it does not allow"
         if isinstance(exc, SecurityError):
