@@ -20,8 +20,10 @@ from gate.states import Mode, RunStatus, UpdateStatus
 
 from .bar_checks import BarCheck, check
 from .bars import pinned_bars
+from .judge_bars import drifted_runs
 
 EARLY_STOP, SPEND_CAP, WITH_UPDATE = "early_stop", "spend_cap", "with_update"  # a run's stop, by why
+JUDGE_DRIFT = "judge_drift"  # a run's judge drifted on its sentinels (gate.verdict.judge_stats.drift)
 
 
 def run_checks(run) -> list[BarCheck]:
@@ -49,6 +51,9 @@ def update_end(mode: str, runs: Sequence) -> tuple[UpdateStatus, str]:
     """``runs`` have .status, .dataset_name, .metrics, .min_accuracy, .pinned and .reason."""
     if not runs:
         return UpdateStatus.FAILED, "no runs"
+    drifted = drifted_runs(runs)  # never a pass, nor a rejection, on a judge that no longer agrees
+    if drifted:
+        return UpdateStatus.FAILED, "; ".join(f"{r.dataset_name}: {r.reason}" for r in drifted)
     stopped = _stopped_end(runs)
     if stopped is not None:
         return stopped
