@@ -22,6 +22,7 @@ from gate.verdict.stats import label_metrics, mcnemar_exact, paired_difference_i
 from gate.verdict.update_outcome import run_checks
 
 from .figures import accepted_view, fields_view, protected_view, slices_view
+from .judge_view import judge_view
 
 SAMPLE_FAILURES = 5  # failing items a report shows by default
 
@@ -66,6 +67,7 @@ class RunReport:
     accepted_breaks: list[dict] = field(default_factory=list)  # the mapping's accepted breaks, and what became of each
     stopped: int = 0  # items never answered: the run stopped first (early stop, spend cap)
     stop: dict | None = None  # why it stopped: kind, sentence, calls saved; None: it did not
+    judge: dict | None = None  # a judged run: its judge, agreement, corrected rate, sentinels (gate.report.judge_view)
 
     @property
     def reused_total(self) -> int:
@@ -171,6 +173,7 @@ def run_report(
         accepted_breaks=accepted_view(metrics),
         stopped=metrics.get("stopped", counts.stopped),
         stop=stop,
+        judge=judge_view(run.pinned, metrics),
     )
 
 
