@@ -75,13 +75,13 @@ def failing_items(conn: Connection, run_id: int, limit: int, errors_only: bool =
         .order_by(i.c.position)
         .limit(limit)
     )
-    return [ItemSample(*r[:6], judge=shown_judging(r[6])) for r in rows]
+    return [ItemSample(*r[:6], judge=_shown_judging(r[6])) for r in rows]
 
 
 ERROR_KINDS = tuple(kind.value for kind in CallFailure)  # an item's error begins "<kind>: "
 
 
-def shown_judging(judge: dict | None) -> dict | None:
+def _shown_judging(judge: dict | None) -> dict | None:
     """What a failing item's report shows of its judging: the judge's answers (and live's
     answer, compared); not its call counts."""
     if not judge:
