@@ -79,6 +79,8 @@ def rate_line(view: dict) -> str | None:
     """The pass rate as judged and, for a graded judge, corrected for its error rates."""
     if view["pass_rate"] is None:
         return None
+    if view["mode"] == "pairwise":
+        return f"not lost to live (won or tied) {_pct(view['pass_rate'])}{_interval(view['interval'])}"
     line = f"pass rate as judged {_pct(view['pass_rate'])}{_interval(view['interval'])}"
     corrected = view.get("corrected")
     if corrected:

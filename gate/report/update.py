@@ -160,7 +160,7 @@ def run_report(
         checks=checks,
         comparison=comparison(metrics, pinned_bars(run.pinned, run.min_accuracy).confidence),
         baseline_note=metrics.get("baseline_note") if "flips" in metrics else (run.pinned or {}).get("baseline_note"),
-        labels=label_metrics(metrics.get("confusion") or {}),
+        labels={} if run_is_judged(run) else label_metrics(metrics.get("confusion") or {}),  # a judge's labels
         calls=metrics.get("calls"),
         broken=broken or [],
         cost=_cost(metrics, run.pinned),
@@ -175,6 +175,10 @@ def run_report(
         stop=stop,
         judge=judge_view(run.pinned, metrics),
     )
+
+
+def run_is_judged(run: Run) -> bool:
+    return bool((run.pinned or {}).get("judge"))
 
 
 def _with_wrong_fields(run: Run, failures: list[ItemSample], broken: list[FlipSample], protected: dict | None):
