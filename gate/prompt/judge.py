@@ -28,10 +28,12 @@ from gate.errors import SpecError
 from gate.untrusted import CONTROL, storable
 
 from .call_settings import check_name
-from .templating import names_read
+from .templating import PLAIN_ROOTS, names_read
 
 KINDS = ("prompt", "judge")
-ANSWER_NAMES = ("answer", "answer_a", "answer_b")  # what a judge's templates may read besides item
+ANSWER_NAMES = tuple(
+    sorted(PLAIN_ROOTS - {"item"})
+)  # what a judge's templates read besides item: answer, answer_a, answer_b
 PAIR_NAMES = ("answer_a", "answer_b")
 MAX_ANSWER_BYTES = 32 * 1024
 MAX_PASS_LABELS = 64

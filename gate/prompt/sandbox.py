@@ -57,7 +57,7 @@ from typing import Any
 
 from jinja2 import nodes
 
-from .templating import TemplateProblem, parse_template, render, render_plain, unrenderable
+from .templating import PLAIN_ROOTS, TemplateProblem, parse_template, render, render_plain, unrenderable
 
 MAX_RENDERED_CHARS = 1_000_000  # all messages of one item, rendered
 PLAIN_MAX_LOOKUPS = 16  # lookups a prompt may print and still render in the worker
@@ -117,7 +117,7 @@ def plain_lookups(source: str) -> int | None:
     for node in tree.find_all(nodes.Node):
         if not isinstance(node, _PLAIN_NODES):
             return None
-        if isinstance(node, nodes.Name) and node.name != "item":
+        if isinstance(node, nodes.Name) and node.name not in PLAIN_ROOTS:
             return None
         if isinstance(node, nodes.Getitem) and not isinstance(node.arg, nodes.Const):
             return None
@@ -258,7 +258,7 @@ class RenderPool:
         per item, the names a judge's templates read besides ``item`` (the answers it grades)."""
         if renders_here(sources):
             self.stats["plain"] += len(items)
-            return [_render_here(sources, item) for item in items]
+            return [_render_here(sources, item, variables[i] if variables else None) for i, item in enumerate(items)]
         self.stats["sandboxed"] += len(items)
         results: list[Rendered | None] = [None] * len(items)
         asked: list[int] = []
@@ -364,10 +364,10 @@ def shield_this_process() -> bool:
     return _prctl(PR_SET_DUMPABLE, 0)
 
 
-def _render_here(sources: Sequence[str], item: Mapping[str, Any]) -> Rendered:
-    """Plain templates, in this process (their cost is linear in the item)."""
+def _render_here(sources: Sequence[str], item: Mapping[str, Any], variables=None) -> Rendered:
+    """Plain templates, in this process (their cost is linear in the item and the answers)."""
     try:
-        return [render_plain(s, item) for s in sources]
+        return [render_plain(s, item, variables) for s in sources]
     except TemplateProblem as exc:
         return exc
     except Exception as exc:  # a lookup on a value that has none (a str's attribute...)

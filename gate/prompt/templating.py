@@ -264,9 +264,12 @@ def unrenderable(exc: Exception) -> str:
 # --- plain templates, without Jinja's per-render machinery ------------------------------
 
 _FALLBACK = object()
+# what a plain template's lookups start from: the item, and the answers a judge's templates
+# read (gate.prompt.judge; a template of another prompt naming them is refused at submit)
+PLAIN_ROOTS = frozenset({"item", "answer", "answer_a", "answer_b"})
 
 
-def render_plain(source: str, item: Mapping[str, Any]) -> str:
+def render_plain(source: str, item: Mapping[str, Any], variables: Mapping[str, str] | None = None) -> str:
     """``render(source, item)`` for a plain template (text and ``item.a`` / ``item['a']``
     lookups, ``gate.prompt.sandbox.plain_lookups``), with the sandbox's own ``getattr`` and
     ``getitem`` and ``str`` of each value, as Jinja's compiled template does, but without a
@@ -275,17 +278,20 @@ def render_plain(source: str, item: Mapping[str, Any]) -> str:
     Jinja instead, so errors read exactly as Jinja says them."""
     parts = _plain_parts(source)
     if parts is None:
-        return render(source, item)
+        return render(source, item, variables)
     out = []
     for part in parts:
         if isinstance(part, str):
             out.append(part)
             continue
-        value = item
-        for is_attr, key in part:
+        root, path = part
+        value = item if root == "item" else (variables or {}).get(root, _FALLBACK)
+        if value is _FALLBACK:  # an answer the judge reads that it was not given: as Jinja says it
+            return render(source, item, variables)
+        for is_attr, key in path:
             value = _ENV.getattr(value, key) if is_attr else _ENV.getitem(value, key)
             if isinstance(value, Undefined):
-                return render(source, item)
+                return render(source, item, variables)
         out.append(str(value))
     return "".join(out)
 
@@ -322,6 +328,6 @@ def _lookup_path(node: nodes.Node) -> tuple | None:
         else:
             return None
         node = node.node
-    if not (isinstance(node, nodes.Name) and node.name == "item" and node.ctx == "load"):
+    if not (isinstance(node, nodes.Name) and node.name in PLAIN_ROOTS and node.ctx == "load"):
         return None
-    return tuple(reversed(steps))
+    return node.name, tuple(reversed(steps))

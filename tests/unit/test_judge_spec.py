@@ -110,9 +110,14 @@ def test_the_answer_is_a_value_never_a_template(tmp_path):
     source = JUDGE["messages"][0]["content"]
     assert render(source, {"ticket": "t"}, {"answer": hostile}) == f"Ticket: t\n<answer>{hostile}</answer>"
     pool = RenderPool()
-    try:
+    try:  # a plain template renders here, a filtered one in the sandbox process: alike
         (out,) = pool.render_many([source], [{"ticket": "t"}], variables=[{"answer": hostile}])
-        assert out == [f"Ticket: t\n<answer>{hostile}</answer>"]
+        assert out == [f"Ticket: t\n<answer>{hostile}</answer>"] and pool.stats["plain"] == 1
+        filtered = source.replace("{{ answer }}", "{{ answer | trim }}")
+        (out,) = pool.render_many([filtered], [{"ticket": "t"}], variables=[{"answer": f" {hostile} "}])
+        assert out == [f"Ticket: t\n<answer>{hostile}</answer>"] and pool.stats["sandboxed"] == 1
+        (missing,) = pool.render_many([source], [{"ticket": "t"}], variables=[{}])
+        assert "'answer' is undefined" in str(missing)  # a judge given no answer: an error, never an empty one
     finally:
         pool.close()
 
