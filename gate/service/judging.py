@@ -156,7 +156,7 @@ def _pin(conn, rule, judge: PromptSpec, live, confusion: dict, limits: SpendLimi
         "pass": list(rule.passing) if not rule.pairwise else None,
         "compare": rule.compare,
         "trials": rule.trials,
-        "agreement": {**figures, "confusion": confusion},
+        "agreement": figures,  # aggregates only: the judge's dataset may be a holdout
         "error_rates": None if rule.pairwise else list(error_rates(confusion, rule.passing)),
     }
 

@@ -14,6 +14,7 @@ from sqlalchemy import func, select
 from support.judging import JUDGE_RULES, judge_spec, live_judge, reply_spec, write_tickets
 from support.workers_harness import WorkerFleet, worker_env
 
+from gate.errors import UsageError
 from gate.mockllm import MockLLMServer
 from gate.prompt.judge import MAX_ANSWER_BYTES
 from gate.prompt.spec import parse_spec
@@ -107,9 +108,9 @@ def test_a_megabyte_answer_reaches_the_judge_cut_to_its_bound(mysql_gate, llm, f
     assert kept <= MAX_ANSWER_BYTES and shown <= 4000
 
 
-def test_the_judges_trials_take_the_majority(mysql_gate, llm, tmp_path):
-    """The judge is asked three times per verdict; a script makes its three answers differ."""
-    gate = mysql_gate
+def test_the_judges_trials_take_the_majority(gate, llm, tmp_path):
+    """The judge is asked three times per verdict; a script makes its three answers differ (on
+    MariaDB and SQLite)."""
     scripted = parse_spec(
         {
             "name": "reply-judge",
@@ -134,8 +135,7 @@ def test_the_judges_trials_take_the_majority(mysql_gate, llm, tmp_path):
     assert failing.item_id == "t1" and failing.judge["trials"] == ["bad", "bad", "good"]
 
 
-def test_judge_corrected_bars_the_pass_rate_corrected_for_the_judges_errors(mysql_gate, llm, tmp_path):
-    gate = mysql_gate
+def test_judge_corrected_bars_the_pass_rate_corrected_for_the_judges_errors(gate, llm, tmp_path):
     live_judge(gate, tmp_path, in_process(gate), disagree=14)  # sensitivity 93/100, specificity 93/100
     gate.register_dataset("tickets", str(write_tickets(tmp_path / "tickets.csv", 60)))
     two_thirds = "- reply when charged: A refund has been issued.\n- reply when password: Reset your password here."
@@ -148,3 +148,15 @@ def test_judge_corrected_bars_the_pass_rate_corrected_for_the_judges_errors(mysq
     gate.map_dataset("reply", "tickets", "0.69", bars=bars)
     raw = in_process(gate)(gate.submit(reply_spec(two_thirds)))
     assert raw.status == UpdateStatus.REJECTED and raw.update.reason == "missed: tickets 66.7% < bar 69%"
+
+
+def test_a_judge_whose_dataset_lacks_the_answer_it_reads_is_refused_at_submit(gate, tmp_path):
+    """A judge's own evaluation reads {{ answer }} from its rows: a dataset without that column
+    would fail every item on its template; refused at submit, naming the field."""
+    gate.register_dataset("reply-labels", str(write_tickets(tmp_path / "no-answers.csv", 4)))
+    gate.map_dataset("reply-judge", "reply-labels", "0.9")
+    with pytest.raises(
+        UsageError, match=r"the gate cannot evaluate what answer changes: no row of reply-labels has it"
+    ):
+        gate.submit(judge_spec(), "apply")
+    assert gate.list_updates() == []
