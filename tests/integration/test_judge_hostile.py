@@ -20,6 +20,7 @@ from gate.prompt.judge import MAX_ANSWER_BYTES
 from gate.prompt.spec import parse_spec
 from gate.states import UpdateStatus
 from gate.store.schema import answer, prompt_run_item
+from workers.execute.metrics import CALL_REGISTRY, ROLES
 from workers.supervisor import run_until_terminal
 
 HOSTILE_REPLIES = (
@@ -52,6 +53,10 @@ def start(fleets, gate, llm, tmp_path):
     fleet = WorkerFleet(worker_env(gate.settings.database_url, llm.base_url, chunk_size=4, concurrency=4), tmp_path)
     fleet.start(1)
     fleets.append(fleet)
+
+
+def role_calls(role: str) -> float:
+    return CALL_REGISTRY.get_sample_value("promptgate_model_calls_total", {"role": role})
 
 
 def in_process(gate):
@@ -127,9 +132,12 @@ def test_the_judges_trials_take_the_majority(gate, llm, tmp_path):
     gate.map_dataset("reply-judge", "reply-labels", "0.9")
     assert in_process(gate)(gate.submit(scripted, "apply")).status == UpdateStatus.APPLIED
     gate.register_dataset("tickets", str(write_tickets(tmp_path / "tickets.csv", 2)))
-    gate.map_dataset("reply", "tickets", "0.5", bars={"sentinels": 0, "early_stop": False})
+    gate.map_dataset("reply", "tickets", "0.5", bars={"sentinels": 2, "early_stop": False})
     rules = "- reply when charged: answers: good,bad,good\n- reply when password: answers: bad,bad,good"
+    calls = {role: role_calls(role) for role in ROLES}
     report = in_process(gate)(gate.submit(reply_spec(rules, judge_trials=3, **{"pass": ["good"]})))
+    made = {role: role_calls(role) - calls[role] for role in ROLES}  # the workers' metric, by role
+    assert made == {"candidate": 2, "judge": 6, "sentinel": 2 * 3, "live": 0}  # each sentinel judged 3 times
     assert report.runs[0].matches == 1 and report.runs[0].judge["trials"] == 3
     (failing,) = report.runs[0].failures
     assert failing.item_id == "t1" and failing.judge["trials"] == ["bad", "bad", "good"]
