@@ -12,7 +12,7 @@ from sqlalchemy import BigInteger, Integer, bindparam, delete, func, insert, lit
 from sqlalchemy.engine import Connection
 
 from gate.records import Sentinel, SentinelResult
-from gate.states import Verdict
+from gate.states import Verdict, sentinel_sources
 
 from .dialect import db_now
 from .schema import dataset_row, prompt_run_sentinel
@@ -54,10 +54,11 @@ def write_sentinel_results(conn: Connection, run_id: int, results: Sequence[Sent
     rows were written under their lease."""
     if not results:
         return 0
+    (source,) = {f for x in results for f in sentinel_sources(x.verdict)}  # PENDING: each is judged once
     s = prompt_run_sentinel
     statement = (
         update(s)
-        .where(s.c.run_id == bindparam("r"), s.c.sentinel == bindparam("n"), s.c.verdict == Verdict.PENDING)
+        .where(s.c.run_id == bindparam("r"), s.c.sentinel == bindparam("n"), s.c.verdict == source)
         .values(
             verdict=bindparam("v"),
             actual_decision=bindparam("a"),
