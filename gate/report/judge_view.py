@@ -51,6 +51,19 @@ def judge_view(pinned: dict | None, metrics: dict | None) -> dict | None:
     }
 
 
+def shown_pinned(pinned: dict | None) -> dict | None:
+    """What a run pinned, as a report shows it: a judge's (and a comparison's live version's)
+    provider declaration stays with the workers, as the update's own does (where calls go and
+    which key variable they carry are the gate's, not a reader's)."""
+    judge = (pinned or {}).get("judge")
+    if not judge:
+        return pinned
+    shown = {k: v for k, v in judge.items() if k != "provider"}
+    if judge.get("live"):
+        shown["live"] = {k: v for k, v in judge["live"].items() if k != "provider"}
+    return {**pinned, "judge": shown}
+
+
 def agreement_line(agreement: dict) -> str:
     """ "agrees with humans on 93% of 200 items, κ 0.85, sensitivity 0.95, specificity 0.90"."""
     if not agreement.get("n"):

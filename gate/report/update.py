@@ -22,7 +22,7 @@ from gate.verdict.stats import label_metrics, mcnemar_exact, paired_difference_i
 from gate.verdict.update_outcome import run_checks
 
 from .figures import accepted_view, fields_view, protected_view, slices_view
-from .judge_view import judge_view
+from .judge_view import judge_view, shown_pinned
 
 SAMPLE_FAILURES = 5  # failing items a report shows by default
 
@@ -155,7 +155,7 @@ def run_report(
         failures=failures,
         dataset_version_id=run.dataset_version_id,
         dataset_version_number=run.dataset_version_number,
-        pinned=run.pinned,
+        pinned=shown_pinned(run.pinned),
         reused=reused or {},
         checks=checks,
         comparison=comparison(metrics, pinned_bars(run.pinned, run.min_accuracy).confidence),

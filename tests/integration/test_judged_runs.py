@@ -74,6 +74,7 @@ def test_a_judged_candidate_passes_and_another_fails_on_their_pass_rates(mysql_g
     run = failed.runs[0]
     pinned = run.pinned["judge"]
     assert (pinned["name"], pinned["version"]) == ("reply-judge", 1) and len(pinned["config_hash"]) == 64
+    assert "provider" not in pinned  # where the judge's calls go stays with the workers
     assert pinned["agreement"]["n"] == 200 and pinned["agreement"]["agreed"] == 186
     view = run.judge
     assert view["agreement_line"].startswith("agrees with humans on 93% of 200 items, κ 0.86")
