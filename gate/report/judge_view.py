@@ -168,4 +168,5 @@ def judge_said(judge: dict | None) -> str | None:
     if judge.get("orders"):
         said = "; ".join(f"{o['a']} first: {o['label'] or '(invalid)'}" for o in judge["orders"])
         return f"{judge.get('outcome')} ({said})"
-    return f"{judge.get('label') or '(invalid)'}: {judge.get('said') or ''}"
+    label, said = judge.get("label") or "(invalid)", (judge.get("said") or "").strip()
+    return label if said in ("", label) else f"{label}: {said}"

@@ -86,7 +86,7 @@ def test_a_judged_candidate_passes_and_another_fails_on_their_pass_rates(mysql_g
     assert item.judge["label"] == "bad" and item.judge["said"] == "bad"
     text = render_text(failed)
     assert "judge reply-judge v1: agrees with humans on 93% of 200 items" in text
-    assert "corrected for the judge's error rates" in text and "— judge: bad: bad" in text
+    assert "corrected for the judge's error rates" in text and "— judge: bad" in text
     Draft202012Validator(status_schema()).validate(failed.to_dict())
     # every call went through the model server and is counted: the judge's evaluation, then each
     # candidate's replies and verdicts (a verdict both ask for may be answered once)
