@@ -11,6 +11,7 @@ HERE = Path(__file__).resolve().parent
 BENCHES = [
     ["submit_to_verdict.py"],
     ["submit_to_verdict.py", "--template", "filtered"],
+    ["judged_run.py"],
     ["commits_per_item.py"],
     ["db_ceiling.py"],
     ["pickup_idle.py"],

@@ -214,6 +214,33 @@ class ItemResult:
     fields_wrong: int | None = None  # a fields decision: bits of the fields that did not match
     fields_missing: int | None = None  # ... and of those the answer did not have (gate.prompt.structured.compare)
     calls: int = 0  # model calls made for it (0: reused, or not called)
+    judge: dict | None = None  # a judged item: what the report shows of its judging (gate.prompt.judge)
+    judging: Any = None  # and what its write-back keeps besides (workers.execute.judging.Judged)
+
+
+@dataclass(frozen=True)
+class Sentinel:
+    """One sentinel of a run: its number, the run's item it is judged beside, the judge's
+    dataset row (id, input, the humans' verdict)."""
+
+    number: int
+    ride_position: int
+    item_id: str
+    input: dict[str, Any]
+    expected_decision: str
+
+
+@dataclass(frozen=True)
+class SentinelResult:
+    """What the judge said of one sentinel (verdict MATCH: it agreed with the humans)."""
+
+    number: int
+    verdict: str
+    actual_decision: str | None
+    raw_output: str | None
+    calls: int = 0
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
 
 
 TRIAL_OUTPUT_LIMIT = 200  # characters of each trial's output kept with its item
@@ -261,6 +288,7 @@ class ItemSample:
     wrong_fields: list[dict] | None = (
         None  # a fields decision: the fields that did not match (gate.prompt.structured.samples)
     )
+    judge: dict | None = None  # a judged item: what the judge said (and, compared with live, live's answer)
 
 
 @dataclass(frozen=True)

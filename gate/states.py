@@ -55,6 +55,12 @@ RUN_STEPS: dict[RunStatus, frozenset[RunStatus]] = {
     R.ERROR: frozenset({R.RUNNING}),
     R.CANCELLED: frozenset({R.PENDING, R.RUNNING}),
 }
+# a judged run's sentinel (gate.store.sentinels): judged once, by the write-back of the item it rides on
+SENTINEL_STEPS: dict[Verdict, frozenset[Verdict]] = {
+    Verdict.MATCH: frozenset({Verdict.PENDING}),  # the judge agreed with the humans
+    Verdict.MISMATCH: frozenset({Verdict.PENDING}),
+    Verdict.ERROR: frozenset({Verdict.PENDING}),  # the judge gave no answer, for good: counts against it
+}
 UPDATE_TERMINAL = frozenset({U.APPLIED, U.PASSED, U.REJECTED, U.FAILED, U.CANCELLED})
 RUN_TERMINAL = frozenset({R.DONE, R.ERROR, R.CANCELLED})
 UPDATE_OPEN = frozenset({U.PENDING, U.RUNNING})
@@ -70,6 +76,13 @@ def update_sources(to: UpdateStatus) -> frozenset[UpdateStatus]:
         return UPDATE_STEPS[UpdateStatus(to)]
     except (KeyError, ValueError):
         raise IllegalTransition(f"no update ever moves to {to}") from None
+
+
+def sentinel_sources(to: Verdict) -> frozenset[Verdict]:
+    try:
+        return SENTINEL_STEPS[Verdict(to)]
+    except (KeyError, ValueError):
+        raise IllegalTransition(f"no sentinel ever moves to {to}") from None
 
 
 def run_sources(to: RunStatus) -> frozenset[RunStatus]:

@@ -27,6 +27,7 @@ from gate.verdict.reasons import ITEM_DETAIL, first_error_detail
 from gate.verdict.scoring import INVALID_DECISION, metrics_from_breakdown, run_end
 from gate.verdict.update_outcome import SPEND_CAP
 from workers.figures import fields_metrics
+from workers.judge_figures import calls_per_item, judged_end, judged_metrics
 from workers.poller import Poller
 
 BATCH = 20
@@ -117,6 +118,8 @@ def finalize_batch(conn) -> list[int]:
         status, reason = run_end(metrics, run.dataset_name, kinds, stopped=bool(run.stopped), budget=budget)
         metrics.update(call_metrics(conn, run, metrics["total"]))
         metrics.update(spend_figures(conn, run, metrics))
+        metrics.update(judged_metrics(conn, run, metrics))  # a judged run: its judge's figures, its sentinels
+        status, reason = judged_end(run, metrics, status, reason)
         transition_run(conn, run_id, status, reason=reason, metrics=metrics)
         add_counters(conn, saved_counters(run, metrics))
         ids.append(run_id)
@@ -126,7 +129,8 @@ def finalize_batch(conn) -> list[int]:
 def spend_figures(conn, run, metrics: dict) -> dict:
     """What the run's answers cost in calls: made (every call the executor began for it,
     from its tally), reused (answers already paid for), and saved by a stop — its items
-    never called, times its trials; a stopped run's rows never copied count as items, its
+    never called, times its calls per item (its trials, its judge's); a stopped run's rows
+    never copied count as items, its
     ``total`` is its dataset version's rows and ``stop`` says why it stopped."""
     _, made = read_tally(conn, run.id)
     out = {"calls_made": made, "calls_reused": int((metrics.get("calls") or {}).get("reused", 0)), "calls_saved": 0}
@@ -134,7 +138,7 @@ def spend_figures(conn, run, metrics: dict) -> dict:
         return out
     rows = int((run.pinned or {}).get("rows") or metrics["total"])
     never_copied = max(0, rows - metrics["total"])
-    trials = int(((run.pinned or {}).get("trials") or {}).get("n", 1))
+    trials = calls_per_item(run.pinned)
     return {
         **out,
         "total": max(rows, metrics["total"]),

@@ -169,7 +169,8 @@ class Materializer(Poller):
     def _expected_map(self, run: Run, version: DatasetVersion, config: dict) -> dict[str, str]:
         """The version's rows give what the prompt's decision reads (labels, or expected
         objects with its fields: checked at submit, and again here, since the run's end
-        rests on it); for labels, the label map of the copy (``_label_map``)."""
+        rests on it); for labels, the label map of the copy (``_label_map``). A judged
+        prompt's rows need no label of its own (gate/prompt/judge.py)."""
         rule = rule_of(config.get("decision"))
         try:
             check_rule(rule, version.fields, run.dataset_name)
@@ -177,7 +178,9 @@ class Materializer(Poller):
             if version_readable(None, version):
                 raise DatasetError(str(exc)) from None
             raise ItemDetailError(exc.withheld, {"misfit": str(exc)[:DETAIL_CHARS]}) from None  # a holdout's fields
-        return {} if rule is not None else self._label_map(run, version, config.get("labels") or [])
+        if rule is not None or (config.get("decision") or {}).get("type") == "judge":  # a judge reads the answers
+            return {}
+        return self._label_map(run, version, config.get("labels") or [])
 
     def _label_map(self, run: Run, version: DatasetVersion, prompt_labels: list[str]) -> dict[str, str]:
         """The version's labels in the prompt's spelling (labels compare case-insensitively):

@@ -57,6 +57,7 @@ import openai
 
 from gate.errors import CallFailure, ModelCallError, UsageError
 from gate.prompt.decision import parse_decision
+from gate.prompt.judge import bounded_answer, own_variables
 from gate.prompt.sandbox import BudgetExceeded, RenderPool, default_pool
 from gate.prompt.spec import PromptSpec, request_kwargs
 from gate.prompt.structured.reading import NOT_AN_OBJECT, read_answer
@@ -112,11 +113,12 @@ def call_prompt(
 
 
 def render_messages(
-    spec: PromptSpec, item: Mapping[str, Any], renderer: RenderPool | None = None, skip=None
+    spec: PromptSpec, item: Mapping[str, Any], renderer: RenderPool | None = None, skip=None, variables=None
 ) -> list[dict[str, str]]:
     """The prompt's messages over one item, rendered under the sandbox's budget (``skip``:
-    see ``RenderPool.render_many``). Raises ModelCallError (template or budget)."""
-    (result,) = render_messages_many(spec, [item], renderer, skip)
+    see ``RenderPool.render_many``; ``variables``: a judge's answers to grade). Raises
+    ModelCallError (template or budget)."""
+    (result,) = render_messages_many(spec, [item], renderer, skip, variables=None if variables is None else [variables])
     if isinstance(result, ModelCallError):
         raise result
     return result
@@ -128,10 +130,16 @@ def render_messages_many(
     renderer: RenderPool | None = None,
     skip=None,
     spent: list | None = None,
+    variables: Sequence[Mapping[str, str]] | None = None,
 ) -> list[list[dict[str, str]] | ModelCallError]:
     """The prompt's messages over each item (one sandbox request for all of them), or the
-    ModelCallError (kind template or budget, not retryable) of an item that has none."""
-    rendered = (renderer or default_pool()).render_many([m.content for m in spec.messages], items, skip, spent)
+    ModelCallError (kind template or budget, not retryable) of an item that has none. A
+    judge's templates also read the answers it grades (``variables``; in its own
+    evaluation, its dataset's answer columns: ``gate.prompt.judge.own_variables``)."""
+    if variables is None:
+        variables = own_variables(spec, items)
+    sources = [m.content for m in spec.messages]
+    rendered = (renderer or default_pool()).render_many(sources, items, skip, spent, variables)
     return [_as_messages(spec, texts) for texts in rendered]
 
 
@@ -159,7 +167,9 @@ def _result(spec: PromptSpec, completion: Any, latency_ms: int) -> CallResult:
             else str(raw)
         )
     raw = storable(raw)
-    if spec.decision.fields is not None:
+    if spec.decision.judge is not None:  # a generative answer: its text, as a judge will read it
+        label = bounded_answer(raw)
+    elif spec.decision.fields is not None:
         read = read_answer(spec.decision.fields, raw)
         label = None if read == NOT_AN_OBJECT else read
     else:

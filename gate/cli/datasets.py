@@ -194,6 +194,20 @@ def dataset_diff(ctx, name, old, new, as_json):
     show_default=True,
     help="Stop calling the model once no outcome of the remaining items could clear the bars.",
 )
+@click.option(
+    "--judge-corrected",
+    is_flag=True,
+    default=None,
+    help="A judged prompt: bar the pass rate corrected for the judge's own error rates, not the one as judged.",
+)
+@click.option("--max-loss-rate", metavar="X", default=None, help="A comparison with live: at most this share lost.")
+@click.option(
+    "--sentinels",
+    metavar="N",
+    type=int,
+    default=None,
+    help="A judged prompt: the judge's labelled items mixed in (20).",
+)
 @click.pass_context
 def dataset_map(
     ctx,
@@ -208,6 +222,9 @@ def dataset_map(
     max_drop,
     confidence,
     early_stop,
+    judge_corrected,
+    max_loss_rate,
+    sentinels,
 ):
     """Gate PROMPT on DATASET with a bar, and optionally more bars (all must clear). A
     bar not given is dropped from the mapping: the options replace its bars as a whole."""
@@ -220,6 +237,9 @@ def dataset_map(
         "max_drop": max_drop,
         "confidence": confidence,
         "early_stop": early_stop,
+        "judge_corrected": judge_corrected,
+        "max_loss_rate": max_loss_rate,
+        "sentinels": sentinels,
     }
     m = open_gate(ctx).map_dataset(prompt, dataset_name, min_accuracy, bars=bars)
     click.echo(

@@ -6,7 +6,10 @@ then two candidate edits of ticket-urgency: one that misses the hard-cases bar (
 live unchanged) and one that clears every bar (APPLIED, live version +1), and a candidate
 edit of support-extract, an extraction prompt decided field by field, that fixes two
 categories and misreads amounts (REJECTED: protected emails broke, the amount field missed
-its bar). Each gets the report a pull request would get.
+its bar), and a candidate edit of support-reply, a reply-drafting prompt graded by the
+judge reply-judge (itself gated on its agreement with people), whose vaguer replies the
+judge fails (REJECTED, with the judge's agreement and the pass rate corrected for its
+errors). Each gets the report a pull request would get.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ WEAK = "candidates/ticket-urgency-v2-weak.yaml"
 GOOD = "candidates/ticket-urgency-v2.yaml"
 EXTRACT = "support-extract"
 EXTRACT_CANDIDATE = "candidates/support-extract-v2.yaml"
+REPLY = "support-reply"  # a generative prompt, graded by the judge reply-judge
+REPLY_CANDIDATE = "candidates/support-reply-v2.yaml"
 
 
 def locate_examples(examples: str | Path | None) -> Path:
@@ -131,6 +136,11 @@ def _walk_through(gate: Gate, root: Path, evaluate: Callable[[Path, str], Update
         f"a candidate edit of {EXTRACT}, an extraction prompt decided "
         f"field by field, that misreads amounts ({EXTRACT_CANDIDATE})",
     )
+    reply = evaluate(
+        root / REPLY_CANDIDATE,
+        f"a candidate edit of {REPLY}, a reply-drafting prompt graded by the judge reply-judge, "
+        f"whose replies turn vague ({REPLY_CANDIDATE})",
+    )
     ok = (
         weak.status == "REJECTED"
         and after_weak == before
@@ -138,12 +148,15 @@ def _walk_through(gate: Gate, root: Path, evaluate: Callable[[Path, str], Update
         and after_good == before + 1
         and extract.status == "REJECTED"
         and gate.live(EXTRACT).version == 1
+        and reply.status == "REJECTED"
+        and gate.live(REPLY).version == 1
     )
-    statuses = [weak.status, good.status, extract.status]
+    statuses = [weak.status, good.status, extract.status, reply.status]
     summary = (
         f"{statuses.count('REJECTED')} changes REJECTED, {statuses.count('APPLIED')} APPLIED — {PROMPT}: weak "
         f"candidate {weak.status} (live stays v{after_weak}), good candidate {good.status} (live now "
-        f"v{after_good}); {EXTRACT}: candidate {extract.status} (live stays v{gate.live(EXTRACT).version})."
+        f"v{after_good}); {EXTRACT}: candidate {extract.status} (live stays v{gate.live(EXTRACT).version}); "
+        f"{REPLY}: candidate {reply.status} by its judge (live stays v{gate.live(REPLY).version})."
     )
     return ok, summary
 

@@ -58,6 +58,12 @@ server stops); ``garbage_rate`` (answers a word outside the labels); ``seed`` fo
 RNG; ``api_key`` (when set, any other bearer token gets 401). A model named
 ``mock-error-<status>`` (e.g. ``mock-error-400``) always gets that HTTP status.
 
+Drafting and judging (``judge.py``): ``- reply when <keywords>: <text>`` lines draft a
+reply; ``- judge pass <label>: <keywords>``, ``- judge otherwise: <label>``, ``- judge max
+chars: N``, ``- judge wrong: P%`` and ``- judge position bias: P%`` lines judge the answer
+between ``<answer>`` tags (or a pair between ``<answer_a>``/``<answer_b>``); a judge can be
+made to drift mid-run (``judge_drift_after``).
+
 Models that do not answer the same way twice (for trials; ``variance.py``): a model named
 ``mock-flaky-<percent>`` answers that share of the items (by a hash of their text) with a
 random label on each call; a user message with a line ``answers: yes,no,yes`` is answered
@@ -96,6 +102,7 @@ POLICY_NAMES = (
 @click.option("--hang-seconds", type=float, default=60.0, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--api-key", default=None, help="Require this bearer token.")
+@click.option("--judge-drift-after", type=int, default=None, help="Judging requests before every verdict flips.")
 @click.option("--verbose", is_flag=True, help="Log every request.")
 def command(**options):
     """Run the local OpenAI-compatible model server (a stand-in for tests and demos). The

@@ -16,6 +16,7 @@ from typing import Any
 
 from .extract import extract
 from .faults import FaultPlan
+from .judge import JudgeDrift, draft_reply, judge_answer
 from .policy import FORCED_ERROR_RE, MODEL_ID, content_text, count_tokens, decide, format_answer
 from .variance import AnswerVariance
 
@@ -175,6 +176,7 @@ class MockLLMServer:
         hang_seconds: float = 60.0,
         api_key: str | None = None,
         verbose: bool = False,
+        judge_drift_after: int | None = None,
     ):
         self.host, self.port = host, port
         self.faults = FaultPlan(
@@ -187,6 +189,7 @@ class MockLLMServer:
             seed=seed,
         )
         self.variance = AnswerVariance(seed)  # flaky models and scripted answers (variance.py)
+        self.drift = JudgeDrift(judge_drift_after)  # judges that drift mid-run (judge.py)
         self.hang_seconds = hang_seconds
         self.api_key = api_key
         self.verbose = verbose
@@ -256,6 +259,10 @@ class MockLLMServer:
         """The last 100 well-formed chat request bodies, oldest first (in-process only)."""
         with self._lock:
             return list(self._recent)
+
+    def drift_judges(self, after: int | None) -> None:
+        """From ``after`` more judging requests on, every judge's verdict flips (None: never)."""
+        self.drift.arm(after)
 
     def reset_stats(self) -> None:
         with self._lock:
@@ -334,7 +341,14 @@ class MockLLMServer:
         return reply
 
     def _content(self, request: dict, garbage: bool) -> str:
-        """The answer's text: extracted fields as JSON (``extract``), else a label."""
+        """The answer's text: a judge's verdict or a drafted reply (``judge``), extracted fields
+        as JSON (``extract``), else a label."""
+        judged = judge_answer(request["messages"], self.drift)
+        if judged is not None:
+            return format_answer(self.faults.pick(("maybe",)) if garbage else judged, request.get("response_format"))
+        reply = draft_reply(request["messages"])
+        if reply is not None:
+            return reply
         extracted = extract(request["messages"])
         if extracted is not None:
             return self.faults.pick(()) if garbage else extracted

@@ -48,6 +48,20 @@ RESERVED_LABEL_RE = re.compile(r"\(.*\)", re.DOTALL)
 LABEL_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
+NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,127}")  # fullmatch: "$" would let "name\n" through
+
+
+def check_name(value: Any, what: str = "name", file: str | None = None) -> str:
+    if not isinstance(value, str) or not NAME_RE.fullmatch(value):
+        raise SpecError(
+            file,
+            what,
+            f"{value!r} is not a valid name: use lowercase letters, digits, "
+            "'.', '_' or '-', starting with a letter or digit, at most 128 characters",
+        )
+    return value
+
+
 def parse_model(value: Any, file: str | None) -> str:
     if not isinstance(value, str) or not value.strip():
         raise SpecError(file, "model", "must be a non-empty string")

@@ -54,7 +54,8 @@ def _request(spec: PromptSpec, messages: Any, base_url: str | None) -> dict[str,
         "call_path": CALL_PATH_VERSION,
         "endpoint": base_url or "default",
         "request": request_kwargs(spec, messages),
-        "decision": decision_rule(spec),
+        # a judged prompt's answer is its text whoever judges it: a new judge reuses the answers
+        "decision": {"type": "judge"} if spec.decision.judge is not None else decision_rule(spec),
     }
 
 

@@ -57,7 +57,7 @@ from typing import Any
 
 from jinja2 import nodes
 
-from .templating import TemplateProblem, parse_template, render, render_plain, unrenderable
+from .templating import PLAIN_ROOTS, TemplateProblem, parse_template, render, render_plain, unrenderable
 
 MAX_RENDERED_CHARS = 1_000_000  # all messages of one item, rendered
 PLAIN_MAX_LOOKUPS = 16  # lookups a prompt may print and still render in the worker
@@ -117,7 +117,7 @@ def plain_lookups(source: str) -> int | None:
     for node in tree.find_all(nodes.Node):
         if not isinstance(node, _PLAIN_NODES):
             return None
-        if isinstance(node, nodes.Name) and node.name != "item":
+        if isinstance(node, nodes.Name) and node.name not in PLAIN_ROOTS:
             return None
         if isinstance(node, nodes.Getitem) and not isinstance(node.arg, nodes.Const):
             return None
@@ -248,31 +248,34 @@ class RenderPool:
         items: Sequence[Mapping[str, Any]],
         skip: Callable[[], str | None] | None = None,
         spent: list | None = None,
+        variables: Sequence[Mapping[str, str]] | None = None,
     ) -> list[Rendered]:
         """The sources rendered over each item, in one request to one sandbox process (the
         budget is per item). ``skip``, asked once a process is free, may give a reason not
         to render after all (the template overran its budget on another item meanwhile).
         After an item overruns, the items behind it are not rendered. ``spent`` gets the
-        seconds the sandbox process worked on them (not the wait for a free one)."""
+        seconds the sandbox process worked on them (not the wait for a free one). ``variables``:
+        per item, the names a judge's templates read besides ``item`` (the answers it grades)."""
         if renders_here(sources):
             self.stats["plain"] += len(items)
-            return [_render_here(sources, item) for item in items]
+            return [_render_here(sources, item, variables[i] if variables else None) for i, item in enumerate(items)]
         self.stats["sandboxed"] += len(items)
         results: list[Rendered | None] = [None] * len(items)
         asked: list[int] = []
         texts: list[str] = []
         for i, item in enumerate(items):
             try:
-                texts.append(json.dumps(item, ensure_ascii=False, allow_nan=False))
+                shown = item if variables is None else {"item": item, "vars": variables[i]}
+                texts.append(json.dumps(shown, ensure_ascii=False, allow_nan=False))
                 asked.append(i)
             except (TypeError, ValueError) as exc:
                 results[i] = TemplateProblem(f"template cannot render this item: {exc}")
         if asked:
-            for i, answer in zip(asked, self._in_child(list(sources), texts, skip, spent)):
+            for i, answer in zip(asked, self._in_child(list(sources), texts, skip, spent, variables is not None)):
                 results[i] = answer
         return results
 
-    def _in_child(self, sources: list[str], items: list[str], skip, spent: list | None) -> list[Rendered]:
+    def _in_child(self, sources: list[str], items: list[str], skip, spent: list | None, pairs=False) -> list[Rendered]:
         child = self._idle.get()
         reason = skip() if skip is not None else None
         if reason:
@@ -283,7 +286,7 @@ class RenderPool:
             if child is None or not child.alive:
                 child = self._start()
             started = time.monotonic()
-            sent = child.send({"templates": sources, "items": items})
+            sent = child.send({"templates": sources, "items": items, "vars": pairs})
             for _ in items:
                 answer = child.next_answer(self.budget.wall_seconds) if sent else None
                 if answer is None or "budget" in answer:
@@ -361,10 +364,10 @@ def shield_this_process() -> bool:
     return _prctl(PR_SET_DUMPABLE, 0)
 
 
-def _render_here(sources: Sequence[str], item: Mapping[str, Any]) -> Rendered:
-    """Plain templates, in this process (their cost is linear in the item)."""
+def _render_here(sources: Sequence[str], item: Mapping[str, Any], variables=None) -> Rendered:
+    """Plain templates, in this process (their cost is linear in the item and the answers)."""
     try:
-        return [render_plain(s, item) for s in sources]
+        return [render_plain(s, item, variables) for s in sources]
     except TemplateProblem as exc:
         return exc
     except Exception as exc:  # a lookup on a value that has none (a str's attribute...)
@@ -443,11 +446,11 @@ def _arm_cpu(seconds: float) -> None:
     signal.setitimer(signal.ITIMER_PROF, seconds)
 
 
-def _serve_one(templates: list[str], item_text: str, cpu_seconds: float) -> dict:
+def _serve_one(templates: list[str], item_text: str, cpu_seconds: float, pairs: bool = False) -> dict:
     try:
         _arm_cpu(cpu_seconds)
-        item = json.loads(item_text)
-        out = [render(s, item) for s in templates]
+        item = json.loads(item_text)  # with ``pairs``: {"item": ..., "vars": the judge's answers}
+        out = [render(s, item["item"], item["vars"]) if pairs else render(s, item) for s in templates]
         signal.setitimer(signal.ITIMER_PROF, 0)
         if sum(map(len, out)) > MAX_RENDERED_CHARS:
             return {"problem": f"the rendered messages are over {MAX_RENDERED_CHARS} characters"}
@@ -483,7 +486,7 @@ def child_main() -> None:
             return  # the parent is gone
         request = json.loads(stdin.read(HEADER.unpack(header)[0]))
         for item_text in request["items"]:  # an answer per item, as soon as it is ready
-            answer = _serve_one(request["templates"], item_text, float(cpu_seconds))
+            answer = _serve_one(request["templates"], item_text, float(cpu_seconds), bool(request.get("vars")))
             body = json.dumps(answer, ensure_ascii=False).encode()
             stdout.write(HEADER.pack(len(body)) + body)
             stdout.flush()

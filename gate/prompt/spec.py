@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,21 +26,22 @@ from typing import Any
 from gate.errors import SpecError, did_you_mean
 from gate.prompt.structured.rule import FieldsRule, parse_fields
 
-from .call_settings import (
+from .call_settings import (  # NAME_RE and check_name: every name of the gate, checked alike
     DEFAULT_LABELS,
+    check_name,
     parse_labels,
     parse_model,
     parse_params,
     parse_response_format,
     parse_trials,
 )
+from .judge import ANSWER_NAMES, JudgeRule, parse_judge_rule, parse_kind
 from .linear_regex import PatternError, compile_pattern
+from .templating import ALLOWED_NAMES, TemplateProblem, check_template
 from .templating import MAX_NODES as MAX_TEMPLATE_NODES
-from .templating import TemplateProblem, check_template
 from .trials import DEFAULT_RULE, TrialRule
 from .yaml_file import parse_yaml, read_text_file
 
-NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,127}")  # fullmatch: "$" would let "name\n" through
 TOP_FIELDS = (
     "name",
     "description",
@@ -55,23 +55,13 @@ TOP_FIELDS = (
     "trials",
     "trial_rule",
     "k",
+    "kind",
 )
 ROLES = ("system", "developer", "user", "assistant")
-DECISION_TYPES = ("first_word", "json", "regex", "fields")
+DECISION_TYPES = ("first_word", "json", "regex", "fields", "judge")
 MAX_MESSAGES = 64
 MAX_DESCRIPTION = 4000
 MAX_JSON_FIELD = 256
-
-
-def check_name(value: Any, what: str = "name", file: str | None = None) -> str:
-    if not isinstance(value, str) or not NAME_RE.fullmatch(value):
-        raise SpecError(
-            file,
-            what,
-            f"{value!r} is not a valid name: use lowercase letters, digits, "
-            "'.', '_' or '-', starting with a letter or digit, at most 128 characters",
-        )
-    return value
 
 
 def _freeze(value: Any) -> Any:
@@ -102,6 +92,7 @@ class Decision:
     field: str | None = None  # json: the field holding the label (dotted path)
     pattern: str | None = None  # regex: the first match (group 1 if any) is the label
     fields: FieldsRule | None = None  # fields: each field of the answer and its comparator (gate.prompt.structured)
+    judge: JudgeRule | None = None  # judge: a generative answer graded by a judge prompt (gate.prompt.judge)
 
     def to_dict(self) -> dict[str, Any]:
         """The rule as stored (in the config, pinned with a run): what is set."""
@@ -112,6 +103,8 @@ class Decision:
             out["pattern"] = self.pattern
         if self.fields is not None:
             out["fields"] = self.fields.to_dict()
+        if self.judge is not None:
+            out.update(self.judge.to_dict())
         return out
 
 
@@ -129,6 +122,7 @@ class PromptSpec:
     trials: int = 1  # calls per item (gate.prompt.trials), and the rule over them
     trial_rule: str = DEFAULT_RULE
     k: int | None = None  # k_of_n only
+    kind: str = "prompt"  # or "judge": a prompt that grades answers (gate.prompt.judge)
 
     @property
     def rule(self) -> TrialRule:
@@ -145,7 +139,7 @@ class PromptSpec:
             "labels": list(self.labels),
             "decision": self.decision.to_dict(),
         }
-        if self.decision.fields is not None:  # each label field has its own labels
+        if self.decision.fields is not None or self.decision.judge is not None:  # no labels of its own
             del config["labels"]
         if self.response_format is not None:
             config["response_format"] = _thaw(self.response_format)
@@ -158,6 +152,8 @@ class PromptSpec:
             config["trial_rule"] = self.trial_rule
         if self.k is not None:
             config["k"] = self.k
+        if self.kind != "prompt":
+            config["kind"] = self.kind
         return config
 
     @property
@@ -190,18 +186,33 @@ def parse_spec(data: Any, file: str | None = None) -> PromptSpec:
     for required in ("name", "model", "messages"):
         if data.get(required) in (None, "", []):
             raise SpecError(file, required, "is required")
-    return PromptSpec(
+    kind = parse_kind(data.get("kind"), file)
+    spec = PromptSpec(
         name=check_name(data["name"], "name", file),
         model=parse_model(data["model"], file),
         description=_parse_description(data.get("description"), file),
         params=_freeze(parse_params(data.get("params"), file)),
-        messages=_parse_messages(data["messages"], file),
+        messages=_parse_messages(
+            data["messages"], file, ALLOWED_NAMES | set(ANSWER_NAMES) if kind == "judge" else None
+        ),
         labels=parse_labels(data.get("labels"), file),
         decision=_parse_decision(data.get("decision"), file, "labels" in data),
         response_format=_freeze(parse_response_format(data.get("response_format"), file)),
         provider=_parse_provider(data.get("provider"), file),
+        kind=kind,
         **parse_trials(data, file),
     )
+    return _judged_checked(spec, file)
+
+
+def _judged_checked(spec: PromptSpec, file: str | None) -> PromptSpec:
+    """A judged prompt calls its candidate once per item (the judge's trials are its
+    decision's ``judge_trials``); a judge decides with labels of its own."""
+    if spec.decision.judge is not None and spec.trials != 1:
+        raise SpecError(file, "trials", "a judged prompt is called once per item: ask the judge more (judge_trials)")
+    if spec.kind == "judge" and spec.decision.type in ("fields", "judge"):
+        raise SpecError(file, "decision", "a judge decides with labels (first_word, json or regex)")
+    return spec
 
 
 def _parse_description(value: Any, file: str | None) -> str:
@@ -214,14 +225,14 @@ def _parse_description(value: Any, file: str | None) -> str:
     return value
 
 
-def _parse_messages(value: Any, file: str | None) -> tuple[Message, ...]:
+def _parse_messages(value: Any, file: str | None, names: frozenset[str] | None = None) -> tuple[Message, ...]:
     if not isinstance(value, list) or not value:
         raise SpecError(file, "messages", "must be a non-empty list of {role, content}")
     if len(value) > MAX_MESSAGES:
         raise SpecError(file, "messages", f"at most {MAX_MESSAGES} messages")
     messages, nodes = [], 0
     for i, msg in enumerate(value):
-        message, size = _parse_message(msg, f"messages[{i}]", file)
+        message, size = _parse_message(msg, f"messages[{i}]", file, names or ALLOWED_NAMES)
         nodes += size
         if nodes > MAX_TEMPLATE_NODES:
             raise SpecError(
@@ -233,7 +244,9 @@ def _parse_messages(value: Any, file: str | None) -> tuple[Message, ...]:
     return tuple(messages)
 
 
-def _parse_message(msg: Any, where: str, file: str | None) -> tuple[Message, int]:
+def _parse_message(
+    msg: Any, where: str, file: str | None, names: frozenset[str] = ALLOWED_NAMES
+) -> tuple[Message, int]:
     if not isinstance(msg, Mapping):
         raise SpecError(file, where, "must be a mapping with role and content")
     extra = [k for k in msg if k not in ("role", "content")]
@@ -246,7 +259,7 @@ def _parse_message(msg: Any, where: str, file: str | None) -> tuple[Message, int
     if not isinstance(content, str) or not content.strip():
         raise SpecError(file, f"{where}.content", "must be a non-empty string")
     try:
-        nodes = check_template(content)
+        nodes = check_template(content, names)
     except TemplateProblem as exc:
         raise SpecError(file, f"{where}.content", str(exc)) from None
     return Message(role, content), nodes
@@ -263,6 +276,12 @@ def _parse_decision(value: Any, file: str | None, has_labels: bool = False) -> D
             "decision",
             "must be first_word, or a mapping with type json (field), regex (pattern) or fields (fields)",
         )
+    if str(value.get("type")) == "judge":
+        if has_labels:
+            raise SpecError(
+                file, "labels", "a judged prompt's answer is text: the judge's labels decide (decision.pass)"
+            )
+        return Decision("judge", judge=parse_judge_rule(value, file))
     extra = [k for k in value if k not in ("type", "field", "pattern", "fields")]
     if extra:
         raise SpecError(

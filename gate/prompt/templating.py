@@ -99,11 +99,12 @@ class TemplateProblem(ValueError):
     """Why a template cannot be used; the caller adds file and field."""
 
 
-def check_template(source: str) -> int:
+def check_template(source: str, names: frozenset[str] = ALLOWED_NAMES) -> int:
     """Refuse, before anything is stored, a template that is malformed, too deep or too big
     to compile cheaply (Jinja's optimizer costs grow with the square of a chain's depth:
     300 lookups 100 deep took 86 s), or that reaches beyond ``item``. Returns its number
-    of nodes (a prompt's messages share ``MAX_NODES``)."""
+    of nodes (a prompt's messages share ``MAX_NODES``). ``names``: the names it may read (a
+    judge's templates also read the answer they grade, ``gate.prompt.judge``)."""
     try:
         ast = _ENV.parse(source)
     except TemplateSyntaxError as exc:
@@ -114,11 +115,12 @@ def check_template(source: str) -> int:
         raise TemplateProblem(f"template cannot be parsed: {type(exc).__name__}") from None
     count = _check_shape(ast)
     try:
-        unknown = _names_read(ast) - ALLOWED_NAMES
+        unknown = _names_read(ast) - names
     except Exception as exc:  # nothing under the shape limits raises here; no traceback if it did
         raise TemplateProblem(f"template cannot be checked: {type(exc).__name__}") from None
     if unknown:
-        raise TemplateProblem(f"template uses {', '.join(sorted(unknown))}; only 'item' is available")
+        available = " and ".join(repr(n) for n in sorted(names)) + (" is" if len(names) == 1 else " are")
+        raise TemplateProblem(f"template uses {', '.join(sorted(unknown))}; only {available} available")
     for node in ast.find_all((nodes.Getattr, nodes.Getitem, nodes.Filter)):
         if isinstance(node, nodes.Getattr):
             attrs = [node.attr]
@@ -163,6 +165,11 @@ def _names_read(ast: nodes.Template) -> set[str]:
     return tracker.undeclared_identifiers
 
 
+def names_read(source: str) -> set[str]:
+    """The names a checked template reads that it does not set (``item``, a judge's answers)."""
+    return _names_read(_ENV.parse(source))
+
+
 def _check_shape(ast: nodes.Template) -> int:
     """At most ``MAX_NODES`` nodes, nested at most ``MAX_DEPTH`` deep (counted without
     recursion); returns the count."""
@@ -192,13 +199,14 @@ def _compiled(source: str):
     return _ENV.from_string(source)
 
 
-def render(source: str, item: Mapping[str, Any]) -> str:
-    """Render one template over one dataset item; problems become TemplateProblem, whose
-    message quotes nothing of the item (the module's docstring). MemoryError and
-    RecursionError are the sandbox's to tell (an item over its budget)."""
+def render(source: str, item: Mapping[str, Any], variables: Mapping[str, str] | None = None) -> str:
+    """Render one template over one dataset item (and a judge's ``variables``: the answers
+    it grades, strings); problems become TemplateProblem, whose message quotes nothing of
+    the item (the module's docstring). MemoryError and RecursionError are the sandbox's to
+    tell (an item over its budget)."""
     written = _WRITTEN.set(_literals(source))
     try:
-        return _compiled(source).render(item=item)
+        return _compiled(source).render(**(variables or {}), item=item)
     except (UndefinedError, SecurityError) as exc:
         said = exc.message if isinstance(exc.message, _Shown) else "an operation it does not allow"
         if isinstance(exc, SecurityError):
@@ -256,9 +264,12 @@ def unrenderable(exc: Exception) -> str:
 # --- plain templates, without Jinja's per-render machinery ------------------------------
 
 _FALLBACK = object()
+# what a plain template's lookups start from: the item, and the answers a judge's templates
+# read (gate.prompt.judge; a template of another prompt naming them is refused at submit)
+PLAIN_ROOTS = frozenset({"item", "answer", "answer_a", "answer_b"})
 
 
-def render_plain(source: str, item: Mapping[str, Any]) -> str:
+def render_plain(source: str, item: Mapping[str, Any], variables: Mapping[str, str] | None = None) -> str:
     """``render(source, item)`` for a plain template (text and ``item.a`` / ``item['a']``
     lookups, ``gate.prompt.sandbox.plain_lookups``), with the sandbox's own ``getattr`` and
     ``getitem`` and ``str`` of each value, as Jinja's compiled template does, but without a
@@ -267,17 +278,20 @@ def render_plain(source: str, item: Mapping[str, Any]) -> str:
     Jinja instead, so errors read exactly as Jinja says them."""
     parts = _plain_parts(source)
     if parts is None:
-        return render(source, item)
+        return render(source, item, variables)
     out = []
     for part in parts:
         if isinstance(part, str):
             out.append(part)
             continue
-        value = item
-        for is_attr, key in part:
+        root, path = part
+        value = item if root == "item" else (variables or {}).get(root, _FALLBACK)
+        if value is _FALLBACK:  # an answer the judge reads that it was not given: as Jinja says it
+            return render(source, item, variables)
+        for is_attr, key in path:
             value = _ENV.getattr(value, key) if is_attr else _ENV.getitem(value, key)
             if isinstance(value, Undefined):
-                return render(source, item)
+                return render(source, item, variables)
         out.append(str(value))
     return "".join(out)
 
@@ -314,6 +328,6 @@ def _lookup_path(node: nodes.Node) -> tuple | None:
         else:
             return None
         node = node.node
-    if not (isinstance(node, nodes.Name) and node.name == "item" and node.ctx == "load"):
+    if not (isinstance(node, nodes.Name) and node.name in PLAIN_ROOTS and node.ctx == "load"):
         return None
-    return tuple(reversed(steps))
+    return node.name, tuple(reversed(steps))

@@ -25,6 +25,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from gate.verdict.reasons import detail_text
 
+from .judge_view import cost_line, judge_said, pairwise_line, rate_line, sentinel_line
 from .markdown_filters import (
     Safe,
     UnescapedOutput,
@@ -102,6 +103,11 @@ def environment() -> Environment:
         usd=usd,
         decided=decided,
         difference=difference,
+        judge_said=judge_said,
+        rate_line=rate_line,
+        pairwise_line=pairwise_line,
+        sentinel_line=sentinel_line,
+        cost_line=cost_line,
     )
     return env
 

@@ -15,6 +15,7 @@ from gate.verdict.reasons import detail_text
 from gate.verdict.scoring import format_bar, format_pct
 from gate.verdict.stats import format_p
 
+from .judge_view import judge_lines, judge_said
 from .text_sections import accepted_lines, answer, field_lines, protected_lines, slice_lines
 from .update import UpdateReport
 
@@ -50,6 +51,7 @@ def _run_lines(r) -> list[str]:
     lines += _trials_lines(r)
     lines += _fields_lines(r)
     lines += _comparison_lines(r)
+    lines += judge_lines(r)
     lines += field_lines(r) + slice_lines(r)
     lines += _calls_lines(r)
     lines += [
@@ -96,7 +98,11 @@ def _failure_lines(r) -> list[str]:
             if f.wrong_fields is not None
             else safe(f.actual_decision or f.verdict)
         )
-        lines.append(f"    {safe(f.item_id)}: expected {answer(f.expected_decision, f.wrong_fields)}, got {got}: {out}")
+        said = judge_said(f.judge)
+        lines.append(
+            f"    {safe(f.item_id)}: expected {answer(f.expected_decision, f.wrong_fields)}, got {got}: {out}"
+            + (f" — judge: {safe(said, 120)}" if said else "")
+        )
     return lines
 
 
@@ -118,6 +124,7 @@ STOPPED_WITH = {
     "with_update": "stopped with its update: another dataset settled the verdict, so its remaining "
     "items were not called",
     "spend_cap": "stopped: the update reached its spend cap, so its remaining items were not called",
+    "judge_drift": "stopped: its judge drifted on its sentinels, so its remaining items were not judged",
 }
 
 

@@ -22,6 +22,7 @@ from gate.verdict.stats import label_metrics, mcnemar_exact, paired_difference_i
 from gate.verdict.update_outcome import run_checks
 
 from .figures import accepted_view, fields_view, protected_view, slices_view
+from .judge_view import judge_view, shown_pinned
 
 SAMPLE_FAILURES = 5  # failing items a report shows by default
 
@@ -66,6 +67,7 @@ class RunReport:
     accepted_breaks: list[dict] = field(default_factory=list)  # the mapping's accepted breaks, and what became of each
     stopped: int = 0  # items never answered: the run stopped first (early stop, spend cap)
     stop: dict | None = None  # why it stopped: kind, sentence, calls saved; None: it did not
+    judge: dict | None = None  # a judged run: its judge, agreement, corrected rate, sentinels (gate.report.judge_view)
 
     @property
     def reused_total(self) -> int:
@@ -153,12 +155,12 @@ def run_report(
         failures=failures,
         dataset_version_id=run.dataset_version_id,
         dataset_version_number=run.dataset_version_number,
-        pinned=run.pinned,
+        pinned=shown_pinned(run.pinned),
         reused=reused or {},
         checks=checks,
         comparison=comparison(metrics, pinned_bars(run.pinned, run.min_accuracy).confidence),
         baseline_note=metrics.get("baseline_note") if "flips" in metrics else (run.pinned or {}).get("baseline_note"),
-        labels=label_metrics(metrics.get("confusion") or {}),
+        labels={} if run_is_judged(run) else label_metrics(metrics.get("confusion") or {}),  # a judge's labels
         calls=metrics.get("calls"),
         broken=broken or [],
         cost=_cost(metrics, run.pinned),
@@ -171,7 +173,12 @@ def run_report(
         accepted_breaks=accepted_view(metrics),
         stopped=metrics.get("stopped", counts.stopped),
         stop=stop,
+        judge=judge_view(run.pinned, metrics),
     )
+
+
+def run_is_judged(run: Run) -> bool:
+    return bool((run.pinned or {}).get("judge"))
 
 
 def _with_wrong_fields(run: Run, failures: list[ItemSample], broken: list[FlipSample], protected: dict | None):

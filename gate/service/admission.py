@@ -37,6 +37,7 @@ from gate.datasets.field_counts import rows_having
 from gate.datasets.importer import count_fields
 from gate.errors import SpecError, UsageError, did_you_mean
 from gate.prompt.decision import same_reading
+from gate.prompt.judge import answers_read
 from gate.prompt.spec import PromptSpec
 from gate.prompt.structured.summary import RuleMisfit, check_rule
 from gate.prompt.template_fields import template_fields
@@ -100,11 +101,13 @@ def check_expected(spec: PromptSpec, versions: list[tuple[str, DatasetVersion]],
 
 def fields_read(spec: PromptSpec) -> tuple[str, ...]:
     """The item fields the prompt's templates read; a SpecError when one of them touches
-    the item in a way that names no field."""
+    the item in a way that names no field. A judge in its own evaluation also reads the
+    answers it grades from its rows' columns of the same names (gate.prompt.judge)."""
     try:
-        return template_fields(m.content for m in spec.messages)
+        found = template_fields(m.content for m in spec.messages)
     except TemplateProblem as exc:
         raise SpecError(None, "messages", str(exc)) from None
+    return tuple(sorted({*found, *answers_read(spec)})) if spec.kind == "judge" else found
 
 
 def count_unknown_fields(engine: Engine, prompt_name: str) -> None:

@@ -59,6 +59,7 @@ from .baseline import baseline_of, model_price
 from .boundary import driver_errors_become_gate_errors
 from .config import ConfigMixin
 from .datasets import DatasetsMixin
+from .judging import judge_of, judged_baseline, run_pin, stage_sentinels
 from .live import LiveMixin, check_hold
 from .proposed import proposed_mappings
 from .releases import ReleasesMixin
@@ -375,12 +376,16 @@ def _stage_runs(
     the gate's spend caps and the upper bound of the update's calls, pinned with it."""
     limits, price = gate_limits(conn), model_price(conn, spec.model)
     check_cost_bounded(limits, spec, price, "the candidate")
-    live, calls = find_live(conn, spec.name), 0
+    live, calls, judge = find_live(conn, spec.name), 0, judge_of(conn, spec, limits)
     for mapping, ds, version in pinned:
-        baseline = baseline_of(conn, spec, provider, live, update_id, ds, mapping, version, limits)
-        calls += baseline.pop("calls", 0) + run_calls(spec, version.row_count)
-        early = Bars.parse(mapping.min_accuracy, mapping.bars).early_stop and not full
-        insert_run(
+        judged, sentinels, judging = run_pin(judge, mapping, version) if judge else ({}, 0, 0)
+        if judge:  # graded by a judge: compared with live by the judge, or not at all (gate/service/judging.py)
+            baseline = judged_baseline(judge, mapping)
+        else:
+            baseline = baseline_of(conn, spec, provider, live, update_id, ds, mapping, version, limits)
+        calls += baseline.pop("calls", 0) + run_calls(spec, version.row_count) + judging
+        early = Bars.parse(mapping.min_accuracy, mapping.bars).early_stop and not full and not judged.get("corrected")
+        run_id = insert_run(
             conn,
             update_id,
             ds,
@@ -393,9 +398,12 @@ def _stage_runs(
                 "fields": fields[ds.name],
                 "early_stop": early,
                 **baseline,
+                **({"judge": judged} if judge else {}),
             },
             baseline_run_id=(baseline["baseline"] or {}).get("run_id"),
         )
+        if sentinels:
+            stage_sentinels(conn, judge, run_id, sentinels, version.row_count, seed=run_id)
     set_update_limits(conn, update_id, pinned_limits(limits, calls))
 
 

@@ -19,6 +19,7 @@ from gate.store.retention import (
     prunable_versions,
     take_version,
 )
+from gate.store.sentinels import delete_run_sentinels
 from gate.store.stops import delete_tally
 
 from .boundary import driver_errors_become_gate_errors
@@ -71,9 +72,12 @@ class RetentionMixin:
                 lambda conn: lock_prunable_run(conn, run_id) and delete_run_items(conn, run_id, batch),
             ):
                 pass
-            db.transaction(
-                self.engine, lambda conn: lock_prunable_run(conn, run_id) and delete_tally(conn, run_id)
-            )  # its running counts go with its items
+            db.transaction(  # its running counts and its sentinels go with its items
+                self.engine,
+                lambda conn: (
+                    lock_prunable_run(conn, run_id) and delete_tally(conn, run_id) + delete_run_sentinels(conn, run_id)
+                ),
+            )
         report.versions, report.version_rows = self._take_versions(versions, older_than, batch)
         while keys := db.transaction(self.engine, lambda conn: prunable_answer_keys(conn, older_than, batch)):
             report.answers += db.transaction(self.engine, lambda conn: delete_answers(conn, keys))

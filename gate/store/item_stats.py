@@ -68,15 +68,25 @@ def failing_items(conn: Connection, run_id: int, limit: int, errors_only: bool =
     i = prompt_run_item
     verdicts = [Verdict.ERROR] if errors_only else [Verdict.MISMATCH, Verdict.ERROR]
     rows = conn.execute(
-        select(i.c.item_id, i.c.expected_decision, i.c.actual_decision, i.c.verdict, i.c.raw_output, i.c.error)
+        select(
+            i.c.item_id, i.c.expected_decision, i.c.actual_decision, i.c.verdict, i.c.raw_output, i.c.error, i.c.judge
+        )
         .where(i.c.run_id == run_id, i.c.verdict.in_(verdicts))
         .order_by(i.c.position)
         .limit(limit)
     )
-    return [ItemSample(*r) for r in rows]
+    return [ItemSample(*r[:6], judge=_shown_judging(r[6])) for r in rows]
 
 
 ERROR_KINDS = tuple(kind.value for kind in CallFailure)  # an item's error begins "<kind>: "
+
+
+def _shown_judging(judge: dict | None) -> dict | None:
+    """What a failing item's report shows of its judging: the judge's answers (and live's
+    answer, compared); not its call counts."""
+    if not judge:
+        return None
+    return {k: v for k, v in judge.items() if k in ("label", "said", "orders", "outcome", "live_answer", "trials")}
 
 
 def error_kinds(conn: Connection, run_id: int) -> dict[str, int]:

@@ -283,8 +283,28 @@ prompt_run_item = Table(
     Column("unstable", FLAG, server_default="0", **NOT_NULL),
     Column("fields_wrong", BigInteger),
     Column("fields_missing", BigInteger),
+    Column("judge", JsonText),  # a judged item's judging (gate.prompt.judge); NULL otherwise
     PrimaryKeyConstraint("run_id", "position"),
     Index("ix_item_ready", "run_id", "verdict", "lease_until"),
+)
+prompt_run_sentinel = Table(  # a judged run's sample of its judge's human-labelled items
+    "prompt_run_sentinel",
+    meta,
+    Column("run_id", BigInteger, **NOT_NULL),
+    Column("sentinel", Integer, **NOT_NULL),
+    Column("ride_position", BigInteger, **NOT_NULL),
+    Column("item_id", String(191), **NOT_NULL),
+    Column("input", JsonText, **NOT_NULL),
+    Column("expected_decision", LabelText, **NOT_NULL),
+    Column("actual_decision", LabelText),
+    Column("raw_output", Text),
+    Column("verdict", String(8), server_default="PENDING", **NOT_NULL),
+    Column("calls", Integer, server_default="0", **NOT_NULL),
+    Column("prompt_tokens", BigInteger),
+    Column("completion_tokens", BigInteger),
+    Column("judged_at", T),
+    PrimaryKeyConstraint("run_id", "sentinel"),
+    Index("ix_sentinel_ride", "run_id", "ride_position"),
 )
 prompt_run_tally = Table(
     "prompt_run_tally",

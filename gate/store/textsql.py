@@ -92,11 +92,13 @@ RESULT_COLUMNS = (
 )
 TRIAL_COLUMNS = ("trials", "unstable")  # set only by a chunk of a prompt with trials: one call's UPDATE is unchanged
 FIELD_COLUMNS = ("fields_wrong", "fields_missing")  # set only by a chunk of a fields decision (gate.prompt.structured)
+JUDGE_COLUMNS = ("judge",)  # set only by a chunk of a judged run (gate.prompt.judge)
 
 
 def result_columns(results: Sequence[ItemResult]) -> tuple[str, ...]:
     columns = RESULT_COLUMNS + TRIAL_COLUMNS if any(r.trials for r in results) else RESULT_COLUMNS
-    return columns + FIELD_COLUMNS if any(r.fields_wrong is not None for r in results) else columns
+    columns = columns + FIELD_COLUMNS if any(r.fields_wrong is not None for r in results) else columns
+    return columns + JUDGE_COLUMNS if any(r.judge is not None for r in results) else columns
 
 
 def stored_value(result: ItemResult, column: str):
@@ -141,7 +143,7 @@ def item_results_sql(run_id: int, token: str, results: Sequence[ItemResult], quo
 
 
 def _column(results: Sequence[ItemResult], column: str) -> list:
-    if column in ("trials", "unstable"):
+    if column in ("trials", "unstable", "judge"):
         return [stored_value(r, column) for r in results]
     return [getattr(r, column) for r in results]
 
@@ -149,12 +151,12 @@ def _column(results: Sequence[ItemResult], column: str) -> list:
 def _by_position(positions: list[str], values: list, quote) -> str:
     """One SQL value for the column if all its values are one, else a CASE on position."""
     first = values[0]
-    if all(v == first and type(v) is type(first) for v in values):
+    if all(v == first and type(v) is type(first) for v in values):  # dicts too: equal judging, one text
         return _sql_value(first, quote)
     texts: dict = {}
     branches = []
     for position, value in zip(positions, values):
-        key = (type(value), value if not isinstance(value, list) else repr(value))
+        key = (type(value), value if not isinstance(value, (list, dict)) else repr(value))
         text = texts.get(key)
         if text is None:
             text = texts[key] = _sql_value(value, quote)
@@ -167,7 +169,7 @@ def _sql_value(value, quote) -> str:
         return "NULL"
     if isinstance(value, str):
         return quote(value)
-    if isinstance(value, list):
+    if isinstance(value, (list, dict)):
         return quote(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
     return str(int(value))
 

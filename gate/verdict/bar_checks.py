@@ -25,6 +25,7 @@ from fractions import Fraction
 from typing import Any
 
 from .bars import Bars
+from .judge_bars import judged_checks
 from .scoring import clears, format_bar, format_pct
 from .stats import paired_difference_interval
 
@@ -98,7 +99,7 @@ def check(bars: Bars, metrics: Mapping[str, Any]) -> list[BarCheck]:
         out.append(_cost_check(bars.max_cost_per_1k_items, metrics))
     if bars.max_drop is not None:
         out.append(drop_check(bars.max_drop, bars.confidence, metrics))
-    return out + item_checks(bars, metrics)
+    return judged_checks(bars, metrics, out + item_checks(bars, metrics), BarCheck)
 
 
 def label_checks(bars: Bars, metrics: Mapping[str, Any]) -> list[BarCheck]:

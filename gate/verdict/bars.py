@@ -24,6 +24,8 @@ from gate.errors import UsageError
 
 from .item_policy import KEYS as POLICY_KEYS
 from .item_policy import ItemPolicy
+from .judge_bars import KEYS as JUDGE_KEYS
+from .judge_bars import JudgeBars
 from .scoring import format_bar, parse_bar
 
 EXTRA_KEYS = (
@@ -37,7 +39,7 @@ EXTRA_KEYS = (
     "early_stop",
 )
 # bars of a fields decision and of slices, and what a mapping says of items (gate.verdict.item_policy)
-ITEM_KEYS = ("min_field_accuracy", "min_slice_accuracy", "min_slice_items", *POLICY_KEYS)
+ITEM_KEYS = ("min_field_accuracy", "min_slice_accuracy", "min_slice_items", *POLICY_KEYS, *JUDGE_KEYS)
 MAX_LABEL_BARS = 64
 DEFAULT_SLICE_ITEMS = 20
 DEFAULT_CONFIDENCE = Decimal("0.95")
@@ -58,6 +60,7 @@ class Bars:
     max_drop: Decimal | None = None  # accuracy points live may lose, at the lower end of the interval
     confidence: Decimal = DEFAULT_CONFIDENCE  # of the paired difference's interval
     early_stop: bool = True  # a run may stop once no outcome of its rest could clear its bars
+    judge: JudgeBars = JudgeBars()  # what only a judged run reads (gate.verdict.judge_bars)
 
     @classmethod
     def parse(cls, min_accuracy: Any, extra: Mapping[str, Any] | None = None) -> Bars:
@@ -77,6 +80,7 @@ class Bars:
             max_drop=_points(extra.get("max_drop")),
             confidence=_confidence(extra.get("confidence")),
             early_stop=_flag(extra.get("early_stop"), "early_stop"),
+            judge=JudgeBars.parse(extra),
             **_item_bars(extra),
         )
 
@@ -110,7 +114,7 @@ class Bars:
             out["min_slice_accuracy"] = f"{self.min_slice_accuracy:f}"
         if self.min_slice_items is not None:
             out["min_slice_items"] = self.min_slice_items
-        return {**out, **self.policy.to_json()}
+        return {**out, **self.policy.to_json(), **self.judge.to_json()}
 
     @property
     def slice_items(self) -> int:
@@ -135,7 +139,7 @@ class Bars:
             out.append(f"confidence {format_bar(self.confidence)}")
         if not self.early_stop:
             out.append("early stop off")
-        return out + self.policy.describe()
+        return out + self.policy.describe() + self.judge.describe()
 
 
 def _count(value: Any, name: str) -> int | None:

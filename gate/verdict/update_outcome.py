@@ -21,8 +21,10 @@ from gate.states import Mode, RunStatus, UpdateStatus
 
 from .bar_checks import BarCheck, check
 from .bars import pinned_bars
+from .judge_bars import drifted_runs
 
 EARLY_STOP, SPEND_CAP, WITH_UPDATE = "early_stop", "spend_cap", "with_update"  # a run's stop, by why
+JUDGE_DRIFT = "judge_drift"  # a run's judge drifted on its sentinels (gate.verdict.judge_stats.drift)
 
 
 def run_checks(run) -> list[BarCheck]:
@@ -50,6 +52,9 @@ def update_end(mode: str, runs: Sequence) -> tuple[UpdateStatus, str]:
     """``runs`` have .status, .dataset_name, .metrics, .min_accuracy, .pinned and .reason."""
     if not runs:
         return UpdateStatus.FAILED, "no runs"
+    drifted = drifted_runs(runs)  # never a pass, nor a rejection, on a judge that no longer agrees
+    if drifted:
+        return UpdateStatus.FAILED, "; ".join(f"{r.dataset_name}: {r.reason}" for r in drifted)
     stopped = _stopped_end(runs)
     if stopped is not None:
         return stopped
@@ -83,7 +88,7 @@ def update_end(mode: str, runs: Sequence) -> tuple[UpdateStatus, str]:
             + ([f"inconclusive: {'; '.join(inconclusive)}"] if inconclusive else [])
         )
     cleared = "; ".join(
-        f"{r.dataset_name} {c.value} ≥ {c.limit}" for r, cs in checks for c in cs if c.name == "min_accuracy"
+        f"{r.dataset_name} {c.value or 'n/a'} ≥ {c.limit}" for r, cs in checks for c in cs if c.name == "min_accuracy"
     )
     skipped = sorted({c.title for _, cs in checks for c in cs if c.state == "n/a"})
     tail = f"; not applied: {', '.join(skipped)}" if skipped else ""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from support.cli import ROOT, run_cli
 from support.helpers import rules_spec, write_rule_rows
+from support.judging import live_judge, reply_spec, write_tickets
 
 import workers.execute.executor
 from gate import runtime as gate_runtime
@@ -23,16 +24,22 @@ def test_demo_shows_two_rejected_and_one_applied_change(tmp_path):
     result = run_cli("demo", cwd=tmp_path, timeout=120)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     out = result.stdout
-    assert "```" not in out and "| urgency-hard |" not in out and len(out.splitlines()) < 150, out
+    assert "```" not in out and "| urgency-hard |" not in out and len(out.splitlines()) < 200, out
     (summary,) = [line for line in out.splitlines() if line.startswith("result: ")]
     assert summary.startswith(
-        "result: 2 changes REJECTED, 1 APPLIED — ticket-urgency: weak candidate REJECTED "
+        "result: 3 changes REJECTED, 1 APPLIED — ticket-urgency: weak candidate REJECTED "
         "(live stays v1), good candidate APPLIED (live now v2); support-extract: candidate "
-        "REJECTED (live stays v1). As expected."
+        "REJECTED (live stays v1); support-reply: candidate REJECTED by its judge (live stays v1). As expected."
     ), summary
     readme = (ROOT / "README.md").read_text()
-    assert "make demo    # the gate end to end in under 30 s: two changes REJECTED, one APPLIED" in readme
+    assert (
+        "make demo    # the gate end to end in under 30 s: three changes REJECTED (one by a judge), one APPLIED"
+        in readme
+    )
     assert "urgency-hard: 43.8% vs bar 80% [FAIL]" in out  # the text report, per dataset
+    # a reply-drafting prompt graded by a judge: rejected, with the judge's figures and the corrected rate
+    assert "judge reply-judge v1: agrees with humans on 88.3% of 60 items" in out
+    assert "corrected for the judge's error rates 25.8%" in out
     assert not list(tmp_path.iterdir())  # nothing left behind in the working directory
     markdown = run_cli("demo", "--format", "markdown", cwd=tmp_path, timeout=120)
     assert markdown.returncode == 0 and "| urgency-hard |" in markdown.stdout and "```mermaid" in markdown.stdout
@@ -86,3 +93,19 @@ def test_a_runtime_call_that_cannot_connect_is_one_line(gate, tmp_path, monkeypa
     assert failed.value.__cause__ is None and failed.value.__suppress_context__
     assert "\n" not in str(failed.value) and "cannot reach provider default" in str(failed.value)
     assert closed in str(failed.value) and "OPENAI_BASE_URL" in str(failed.value)
+
+
+def test_runtime_returns_a_generative_prompts_answer_text(gate, tmp_path, monkeypatch):
+    """A prompt graded by a judge in the gate answers with its text in production."""
+    with MockLLMServer() as llm:
+        monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
+        live_judge(gate, tmp_path, lambda update_id: run_until_terminal(gate, [update_id], timeout=60)[0], rows=20)
+        gate.register_dataset("tickets", str(write_tickets(tmp_path / "tickets.csv", 6)))
+        gate.map_dataset("reply", "tickets", "0.5")
+        (applied,) = run_until_terminal(gate, [gate.submit(reply_spec(), "apply")], timeout=60)
+        assert applied.status == "APPLIED", applied.update.reason
+        result = PromptRuntime(gate.settings.database_url, ttl=0).prompt("reply").decide({"ticket": "refund please"})
+        assert (
+            result.valid
+            and result.decision == result.raw_output == "We are sorry: a refund has been issued to your card."
+        )

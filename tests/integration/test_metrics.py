@@ -135,6 +135,8 @@ def test_fleet_and_request_metrics_move_during_a_run(service, tmp_path):
     assert value(calls, "promptgate_rate_limit_wait_seconds_total") > 0
     assert value(calls, "promptgate_model_rate_limited_total") == 0
     assert value(calls, "promptgate_model_errors_total", kind="rate_limit") == 0
+    assert value(calls, "promptgate_model_calls_total", role="candidate") == 50  # by role: no judge here
+    assert value(calls, "promptgate_model_calls_total", role="judge") == 0
 
 
 def watch_run(reader, update_id: int, timeout: float = 60.0) -> dict[str, list[float]]:

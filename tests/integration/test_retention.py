@@ -155,7 +155,14 @@ def test_every_delete_of_prune_uses_an_index(mysql_gate, tmp_path, monkeypatch):
     finally:
         event.remove(gate.engine, "before_cursor_execute", explain)
     tables = {re.search(r"DELETE FROM (\w+)", sql).group(1) for sql, _ in plans}
-    assert tables == {"prompt_run_item", "prompt_run_tally", "dataset_row", "dataset_version", "answer"}
+    assert tables == {
+        "prompt_run_item",
+        "prompt_run_tally",
+        "prompt_run_sentinel",  # a judged run's sentinels go with its items
+        "dataset_row",
+        "dataset_version",
+        "answer",
+    }
     for sql, plan in plans:
         assert all(row["key"] for row in plan), (sql, plan)
         assert all(row["type"] in ("range", "ref", "const", "eq_ref") for row in plan), (sql, plan)

@@ -97,6 +97,7 @@ def steps() -> dict[str, set[tuple[str, str]]]:
     return {
         "update": {(str(f), str(t)) for t, froms in states.UPDATE_STEPS.items() for f in froms},
         "run": {(str(f), str(t)) for t, froms in states.RUN_STEPS.items() for f in froms},
+        "sentinel": {(str(f), str(t)) for t, froms in states.SENTINEL_STEPS.items() for f in froms},
     }
 
 
@@ -168,7 +169,7 @@ def statement_table_problems(text: str) -> list[str]:
 # --- "Where each transition lives" and the state diagrams ------------------------------------------
 
 SUBJECT = re.compile(
-    r"\b(dataset versions?|updates?|runs?|items?)((?:\s+[A-Z]+(?:\s*/\s*[A-Z]+)*)?)\s*→\s*"
+    r"\b(dataset versions?|updates?|runs?|items?|sentinels?)((?:\s+[A-Z]+(?:\s*/\s*[A-Z]+)*)?)\s*→\s*"
     r"([A-Z]+(?:\s*/\s*[A-Z]+)*)"
 )
 
@@ -177,9 +178,13 @@ def transition_cell(cell: str) -> list[tuple[str, list[str], list[str]]]:
     """(subject, from states, to states) of each ``subject [FROM] → TO / TO`` in a cell."""
     found = []
     for subject, froms, tos in SUBJECT.findall(cell):
-        subject = {"updates": "update", "runs": "run", "items": "item", "dataset versions": "dataset version"}.get(
-            subject, subject
-        )
+        subject = {
+            "updates": "update",
+            "runs": "run",
+            "items": "item",
+            "dataset versions": "dataset version",
+            "sentinels": "sentinel",
+        }.get(subject, subject)
         found.append((subject, re.findall(r"[A-Z]+", froms), re.findall(r"[A-Z]+", tos)))
     return found
 
@@ -190,6 +195,7 @@ def transition_table_problems(text: str) -> list[str]:
         "update": {str(s) for s in states.UpdateStatus},
         "run": {str(s) for s in states.RunStatus},
         "item": {str(s) for s in states.Verdict},
+        "sentinel": {str(s) for s in states.Verdict},
         "dataset version": {gate.store.versions.IMPORTING, gate.store.versions.READY, gate.store.versions.DELETING},
     }
     needed, problems, covered = steps(), [], set()
@@ -256,7 +262,7 @@ def transition_table_problems(text: str) -> list[str]:
 
 
 def diagram_problems(text: str) -> list[str]:
-    """The stateDiagram blocks of prompt_update and prompt_run draw exactly the steps."""
+    """The stateDiagram blocks of prompt_update, prompt_run and prompt_run_sentinel draw exactly the steps."""
     where = "docs/architecture.md, section 'State machines'"
     problems = []
     blocks = re.findall(r"```mermaid\n(stateDiagram-v2.*?)```", section(text, "State machines"), re.S)
@@ -264,7 +270,7 @@ def diagram_problems(text: str) -> list[str]:
     for block in blocks:
         title = re.search(r'state "([^"]+)" as', block).group(1)
         drawn[title] = {(a, b) for a, b in re.findall(r"^\s*(\S+) --> (\S+?):", block, re.M) if a != "[*]"}
-    for title, subject in (("prompt_update", "update"), ("prompt_run", "run")):
+    for title, subject in (("prompt_update", "update"), ("prompt_run", "run"), ("prompt_run_sentinel", "sentinel")):
         want, have = steps()[subject], drawn.get(title, set())
         problems += [
             f"{where}: the {title} diagram lacks {a} --> {b} (gate/states.py allows it): draw it"

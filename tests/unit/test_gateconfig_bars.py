@@ -60,6 +60,9 @@ def test_bar_fields_lists_the_extra_bars():
         "slice_by",
         "protected",
         "accept_breaks",
+        "judge_corrected",
+        "max_loss_rate",
+        "sentinels",
     )
 
 

@@ -23,6 +23,9 @@ WRITERS = {
     "gate.store.items.release_items": {"workers.execute.executor"},
     "gate.store.stops.stop_update": {"workers.execute.early_stop"},
     "gate.store.items.fail_exhausted_items": {"workers.finalize"},
+    # a judged run's sentinels: staged at submit, their verdicts written back by the executor
+    "gate.store.sentinels.insert_sentinels": {"gate.service.judging"},
+    "gate.store.sentinels.write_sentinel_results": {"workers.execute.judging"},
     # items come only from materialize
     "gate.store.items.copy_version_page": {"workers.materialize"},
     # runs: materialize starts one (or ends it on bad data), finalize closes it, reconcile

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from gate.calls.providers import Endpoint
 from gate.errors import CallFailure, ModelCallError
@@ -17,6 +18,17 @@ from gate.states import Verdict
 from . import metrics
 from .early_stop import RunContext
 from .results import answered_trial, called_result, failed_trial, failure_result, reused_trial, trials_result
+
+
+@dataclass(frozen=True)
+class CallTarget:
+    """A prompt a run calls besides its candidate (a judge, the live version compared
+    with): where its calls go, its price (for spend caps), its role (for the metrics)."""
+
+    spec: PromptSpec
+    endpoint: Endpoint
+    price: dict | None = None
+    role: str = "candidate"
 
 
 @dataclass
@@ -37,6 +49,7 @@ class RunCall:
     render_seconds: float = 0.0
     context: RunContext = field(default_factory=RunContext)  # its bars and tally to judge, its update's caps
     stopped: bool = False  # its update stopped: no call of it begins any more
+    judging: Any = None  # a judged run: its judge, sentinels, live version (workers.execute.judging.Judging)
 
     def __post_init__(self) -> None:
         self.stopped = self.stopped or self.context.stopped
@@ -91,6 +104,8 @@ class ItemCaller:
             return self.failure(item, messages)
         if run.spec.trials > 1:
             return self._trials(run, item, messages, keys, known, made)
+        if run.judging is not None:  # its answer graded by a judge (workers.execute.judging)
+            return run.judging.result(self, run, item, messages, keys, known, made)
         out = self._call(run, item, messages, made)
         return (
             out
@@ -129,13 +144,16 @@ class ItemCaller:
             trials.append(failed_trial(out, key) if isinstance(out, ItemResult) else answered_trial(out, key))
         return trials_result(item, run.spec.rule, trials, run.spec.decision)
 
-    def _call(self, run: RunCall, item: ClaimedItem, messages, made: list[int]):
+    def _call(self, run: RunCall, item: ClaimedItem, messages, made: list[int], target: CallTarget | None = None):
         """One model call under the rate limit and its update's spend cap: its answer, or
         the result that stands for it (a failure, final or to retry; PENDING when the worker
-        stopped while it waited, or when the cap stopped its update)."""
+        stopped while it waited, or when the cap stopped its update). ``target``: a prompt
+        other than the candidate (a judge's call), on its provider, at its price."""
         with self.lock:
             self.stats["calls"] += 1
-        with self.limiter.slot(run.spec, item, messages, run.endpoint.base_url) as slot:
+        spec, endpoint = (target.spec, target.endpoint) if target else (run.spec, run.endpoint)
+        price = target.price if target else None
+        with self.limiter.slot(spec, item, messages, endpoint.base_url) as slot:
             if not slot.granted:  # the worker stopped while this call waited for its budget
                 return ItemResult(
                     item.position,
@@ -143,17 +161,25 @@ class ItemCaller:
                     retry_in=0.0,
                     error="not called: the worker stopped while waiting for the rate limit",
                 )
-            reserved = self.spend.reserve(run, item, messages) if self.spend else 0
+            if not self.spend:
+                reserved = 0
+            else:  # a judge's call at the judge's price
+                reserved = (
+                    self.spend.reserve(run, item, messages, spec, price)
+                    if target
+                    else self.spend.reserve(run, item, messages)
+                )
             if reserved is None or run.stopped:  # its update reached a cap, or stopped meanwhile
                 if reserved is not None and self.spend:
                     self.spend.release(run, reserved)  # granted, but no call follows it
                 return ItemResult(item.position, Verdict.PENDING, retry_in=0.0, error="not called: its update stopped")
             metrics.count_wait(slot.waited)
+            metrics.count_role(target.role if target else "candidate")
             made.append(1)
             out = None
             try:
                 out = metrics.timed_call(
-                    self.call, run.spec, item.input, settings=self.settings, messages=messages, endpoint=run.endpoint
+                    self.call, spec, item.input, settings=self.settings, messages=messages, endpoint=endpoint
                 )
                 return out
             except ModelCallError as exc:
@@ -161,7 +187,7 @@ class ItemCaller:
                 return self.failure(item, exc)
             finally:
                 if reserved:
-                    self.spend.settle(run, reserved, out)
+                    self.spend.settle(run, reserved, out, price)
 
     def failure(self, item: ClaimedItem, exc: ModelCallError) -> ItemResult:
         result = failure_result(item, exc, self.settings.attempt_cap, self.settings)

@@ -62,6 +62,7 @@ from workers.poller import Poller
 from .call_threads import CallThreads
 from .calls import ItemCaller, RunCall
 from .early_stop import RunContext, Stopper
+from .judging import judged_answers, load_judging, watch_sentinels, write_judged
 from .ledger import Chunk, ChunkLedger
 from .results import new_answers, reused_item
 from .spend import SpendGuard
@@ -199,13 +200,15 @@ class Executor(Poller):
             with self.engine.connect() as conn:
                 candidate = candidate_of_run(conn, run_id)
                 known = RunContext.load(conn, run_id)
-            spec = parse_spec(candidate.config)
+                spec = parse_spec(candidate.config)
+                judging = load_judging(conn, run_id, spec, self.renderer, self._answers, candidate.reuse)
             decl = ProviderDecl.from_dict(candidate.provider) if candidate.provider else None
             context = {
                 "update_id": candidate.update_id,
                 "version_id": candidate.dataset_version_id,
                 "reuse": candidate.reuse,
                 "context": known,
+                "judging": judging,
             }
             try:
                 run = RunCall(spec, endpoint_for(decl), **context)
@@ -225,7 +228,7 @@ class Executor(Poller):
         chunk.prepared_at = time.monotonic()
         reused = []
         for item, messages, item_keys, known in zip(chunk.items, *prepared):
-            if item_keys and len(known) == len(item_keys):  # every trial answered before: no call
+            if item_keys and len(known) == len(item_keys) and run.judging is None:  # every trial answered before
                 reused.append(reused_item(item, run.spec.rule, item_keys, known, run.spec.decision))
             else:
                 self.pool.submit(self._score, chunk, run, item, messages, item_keys, known)
@@ -371,6 +374,7 @@ class Executor(Poller):
         # a --no-reuse run keeps its fresh answers to itself: a kept answer is the first the
         # gate obtained, so re-running until one passes cannot choose what an apply reuses
         answers = new_answers(chunk.results, run.update_id, run_id) if run and run.reuse else []
+        answers += judged_answers(chunk.results, run.update_id, run_id) if run and run.reuse else []
         judge = run.context.judge if run else None
         scored = [r.position for r in chunk.results if r.verdict != Verdict.PENDING] if judge else None
         calls = sum(r.calls for r in chunk.results)
@@ -380,6 +384,7 @@ class Executor(Poller):
             whole = written == len(chunk.results)
             if whole:  # kept only from a write-back that held its lease throughout
                 save_answers(conn, answers)
+                write_judged(conn, run_id, chunk.results)  # its sentinels' verdicts (a judged run)
             # the run's running counts (gate/verdict/early_stop.py), and the calls it made, lease or not
             add_tally(
                 conn,
@@ -405,6 +410,7 @@ class Executor(Poller):
             log.warning("chunk %s: %d result(s) dropped: the lease was lost", chunk.token[:8], lost)
         self.limiter.flush(run_id)
         self.stopper.after_write_back(run, run_id, chunk.results if written else [], lost)
+        watch_sentinels(self.engine, self.stopper, run, run_id, chunk.results if written == len(chunk.results) else [])
 
     # --- leases, the drain, the heartbeat -----------------------------------------------
 

@@ -11,6 +11,9 @@ What is counted (in ``CALL_REGISTRY``, a registry of this module's own, not the 
 * ``promptgate_model_rate_limited_total``: calls a provider answered 429.
 * ``promptgate_rate_limit_wait_seconds_total``: time calls spent waiting for the shared
   rate-limit buckets (``gate.ratelimit``) before they were sent.
+* ``promptgate_model_calls_total{role}``: calls made by role: ``candidate`` (the prompt
+  evaluated), ``judge`` (a judged run's judge), ``sentinel`` (the judge on its own
+  human-labelled items, mixed into the run), ``live`` (the live version a comparison reads).
 
 No label names a model, prompt or provider: those come from submitted prompt files, and a
 label set a pull request can grow is a Prometheus server's memory a pull request can take.
@@ -73,8 +76,12 @@ RATE_LIMIT_WAIT = Counter(
     "Seconds calls waited for the shared rate-limit buckets before they were sent.",
     registry=CALL_REGISTRY,
 )
+MODEL_CALLS = Counter("promptgate_model_calls", "Model calls made, by role.", ["role"], registry=CALL_REGISTRY)
+ROLES = ("candidate", "judge", "sentinel", "live")  # a fixed set: no label value comes from a prompt
 for _kind in CallFailure:  # every kind present from the start: a rate() over it needs no first error
     MODEL_ERRORS.labels(_kind.value)
+for _role in ROLES:
+    MODEL_CALLS.labels(_role)
 
 
 def timed_call(call, *args, **kwargs):
@@ -91,6 +98,11 @@ def timed_call(call, *args, **kwargs):
         raise
     finally:
         MODEL_CALL_SECONDS.observe(time.perf_counter() - started)
+
+
+def count_role(role: str) -> None:
+    """One call made, by its role (``ROLES``)."""
+    MODEL_CALLS.labels(role if role in ROLES else "candidate").inc()
 
 
 def count_failure(kind: CallFailure) -> None:

@@ -193,7 +193,7 @@ def new_answers(results: list[ItemResult], update_id: int, run_id: int) -> list[
     trial's so, under its own key."""
     kept = []
     for r in results:
-        if r.verdict not in (Verdict.MATCH, Verdict.MISMATCH):
+        if r.verdict not in (Verdict.MATCH, Verdict.MISMATCH) or r.judging is not None:  # judged: its own answers
             continue
         if r.trials is not None:
             kept += [

@@ -37,19 +37,21 @@ class SpendGuard:
         self.stopper = stopper
         self.halt = halt or threading.Event()
 
-    def reserve(self, run, item, messages) -> int | None:
+    def reserve(self, run, item, messages, spec=None, price=None) -> int | None:
         """Reserve one call of ``messages`` for ``run``'s update: the cost reserved (nano-
         dollars; 0 without a cost cap), or None when refused (the update is then stopped,
-        or the worker is stopping)."""
+        or the worker is stopping). ``spec`` and ``price``: the prompt called and its price
+        when it is not the run's candidate (a judge's call, workers.execute.judging)."""
         caps = run.context.caps
         if not caps:
             return 0
+        spec, price = spec or run.spec, price if spec is not None else run.context.price
         cost = 0
         if caps.max_cost_per_update_usd is not None:
-            bound = output_bound(run.spec.params)
-            if bound is None or not run.context.price:
+            bound = output_bound(spec.params)
+            if bound is None or not price:
                 return self._reached(run, item, "a call whose cost cannot be bounded (no price or no max_tokens)")
-            cost = call_bound(request_kwargs(run.spec, messages), bound, run.context.price)
+            cost = call_bound(request_kwargs(spec, messages), bound, price)
         while not run.stopped:
             if transaction(
                 self.engine,
@@ -88,7 +90,7 @@ class SpendGuard:
         except Exception as exc:
             log.warning("update %s: could not give back an unused reservation: %s", run.update_id, first_line(exc))
 
-    def settle(self, run, reserved: int, out) -> None:
+    def settle(self, run, reserved: int, out, price=None) -> None:
         """The call answered (``out``: its answer; None: it failed): no longer in flight, and
         its reservation becomes what it cost (a failed or unmetered call keeps its whole
         reservation: it may have cost that much). A call that cost more than its most (a
@@ -97,9 +99,8 @@ class SpendGuard:
         if not reserved:
             return
         tokens_in, tokens_out = getattr(out, "prompt_tokens", None), getattr(out, "completion_tokens", None)
-        spent = (
-            reserved if tokens_in is None or tokens_out is None else usd_nano(tokens_in, tokens_out, run.context.price)
-        )
+        price = price or run.context.price
+        spent = reserved if tokens_in is None or tokens_out is None else usd_nano(tokens_in, tokens_out, price)
         try:
             transaction(self.engine, lambda conn: settle_spend(conn, run.update_id, reserved, spent))
         except Exception as exc:  # kept reserved and in flight: the cap only binds sooner

@@ -1,0 +1,172 @@
+"""What a report says of a judged run (gate/prompt/judge.py): the judge and its agreement
+with the humans ("agrees with humans on 93% of 200 items, κ 0.85, sensitivity 0.95,
+specificity 0.90"), the pass rate as judged with its interval, the pass rate corrected for
+the judge's own error rates with its interval (``gate.verdict.judge_stats``), a
+comparison's wins, losses, ties and position-inconsistent items, the sentinels and their
+test, and the calls and cost by role. ``judge_view`` is the report's ``judge`` field
+(``status --json``); ``judge_lines`` the text report's lines; the Markdown report reads the
+view (templates/judge.md.j2).
+
+Of the judge's human-labelled datasets a report shows aggregates only (never a row, a
+sentinel or a count per label): they may be a holdout."""
+
+from __future__ import annotations
+
+from gate.untrusted import terminal_safe as safe
+
+ROLES = ("candidate", "judge", "sentinel", "live")
+
+
+def judge_view(pinned: dict | None, metrics: dict | None) -> dict | None:
+    """The report's ``judge`` field of a run (None: not judged)."""
+    judge = (pinned or {}).get("judge")
+    if not judge:
+        return None
+    figures = (metrics or {}).get("judge") or {}
+    agreement = dict(judge.get("agreement") or {})
+    agreement.pop("confusion", None)
+    rates = judge.get("error_rates")
+    if rates:
+        se_k, se_n, sp_k, sp_n = rates
+        agreement["sensitivity"] = se_k / se_n if se_n else None
+        agreement["specificity"] = sp_k / sp_n if sp_n else None
+    scored = figures.get("scored")
+    return {
+        "name": judge["name"],
+        "version": judge["version"],
+        "config_hash": judge.get("config_hash"),
+        "mode": "pairwise" if judge.get("compare") else "graded",
+        "pass": judge.get("pass"),
+        "trials": judge.get("trials", 1),
+        "agreement": agreement,
+        "agreement_line": agreement_line(agreement),
+        "pass_rate": figures["passed"] / scored if scored else None,
+        "interval": figures.get("interval"),
+        "corrected": {**figures["corrected"], "barred": bool(judge.get("corrected"))}
+        if figures.get("corrected")
+        else None,
+        "pairwise": figures.get("pairwise"),
+        "sentinels": figures.get("sentinels"),
+        "calls": figures.get("calls"),
+    }
+
+
+def shown_pinned(pinned: dict | None) -> dict | None:
+    """What a run pinned, as a report shows it: a judge's (and a comparison's live version's)
+    provider declaration stays with the workers, as the update's own does (where calls go and
+    which key variable they carry are the gate's, not a reader's)."""
+    judge = (pinned or {}).get("judge")
+    if not judge:
+        return pinned
+    shown = {k: v for k, v in judge.items() if k != "provider"}
+    if judge.get("live"):
+        shown["live"] = {k: v for k, v in judge["live"].items() if k != "provider"}
+    return {**pinned, "judge": shown}
+
+
+def agreement_line(agreement: dict) -> str:
+    """ "agrees with humans on 93% of 200 items, κ 0.85, sensitivity 0.95, specificity 0.90"."""
+    if not agreement.get("n"):
+        return "no agreement figures"
+    parts = [f"agrees with humans on {_pct(agreement['accuracy'])} of {agreement['n']:,} items"]
+    if agreement.get("kappa") is not None:
+        parts.append(f"κ {agreement['kappa']:.2f}")
+    for name in ("sensitivity", "specificity"):
+        if agreement.get(name) is not None:
+            parts.append(f"{name} {agreement[name]:.2f}")
+    return ", ".join(parts)
+
+
+def _pct(value: float | None) -> str:
+    if value is None:
+        return "n/a"
+    shown = f"{100 * value:.1f}".removesuffix(".0")
+    return f"{shown}%"
+
+
+def _interval(pair) -> str:
+    return f" [{100 * pair[0]:.1f}–{100 * pair[1]:.1f}]" if pair else ""
+
+
+def rate_line(view: dict) -> str | None:
+    """The pass rate as judged and, for a graded judge, corrected for its error rates."""
+    if view["pass_rate"] is None:
+        return None
+    if view["mode"] == "pairwise":
+        return f"not lost to live (won or tied) {_pct(view['pass_rate'])}{_interval(view['interval'])}"
+    line = f"pass rate as judged {_pct(view['pass_rate'])}{_interval(view['interval'])}"
+    corrected = view.get("corrected")
+    if corrected:
+        line += (
+            f"; corrected for the judge's error rates {_pct(corrected['estimate'])}{_interval(corrected['interval'])} "
+            f"(Rogan–Gladen; Lang–Reiczigel interval)"
+            + (" — the figure min_accuracy bars" if corrected["barred"] else "")
+        )
+    elif view["mode"] == "graded":
+        line += "; no corrected rate (the judge's figures give no sensitivity or specificity)"
+    return line
+
+
+def pairwise_line(view: dict) -> str | None:
+    pairwise = view.get("pairwise")
+    if not pairwise:
+        return None
+    if not pairwise["live"]:
+        return "vs live, judged in both orders: n/a — no live version to compare with"
+    return (
+        f"vs live, judged in both orders: {pairwise['wins']:,} won, {pairwise['losses']:,} lost, {pairwise['ties']:,} "
+        f"tied of {pairwise['compared']:,} ({pairwise['inconsistent']:,} position-inconsistent: the orders disagreed, "
+        "counted as ties)"
+    )
+
+
+def sentinel_line(view: dict) -> str | None:
+    found = view.get("sentinels")
+    if not found:
+        return None
+    verdict = "DRIFTED" if found["drifted"] else "no drift"
+    return (
+        f"sentinels: agreed on {found['agreed']} of {found['judged']} judged ({found['planned']} mixed in), pinned "
+        f"{_pct(found['pinned_accuracy'])} of {found['pinned_n']:,}; {found['test']}: "
+        f"p = {found['p_value']:.3g}, {verdict}"
+    )
+
+
+def cost_line(view: dict) -> str | None:
+    calls = view.get("calls")
+    if not calls:
+        return None
+    parts = []
+    for role in ROLES:
+        figures = calls.get(role)
+        if not figures or (role == "live" and not figures.get("calls") and not figures.get("prompt_tokens")):
+            continue
+        cost = figures.get("cost_usd")
+        parts.append(f"{role} {figures['calls']:,} calls" + (f" ${float(cost):.4f}" if cost is not None else ""))
+    return "calls by role: " + ", ".join(parts)
+
+
+def judge_lines(r) -> list[str]:
+    """The text report's lines of a judged run (``r``: a RunReport)."""
+    view = r.judge
+    if not view:
+        return []
+    head = f"    judge {safe(view['name'])} v{view['version']}: {view['agreement_line']}"
+    if view["trials"] > 1:
+        head += f"; {view['trials']} calls per verdict, the majority's"
+    lines = [head]
+    for line in (rate_line(view), pairwise_line(view), sentinel_line(view), cost_line(view)):
+        if line:
+            lines.append(f"    {line}")
+    return lines
+
+
+def judge_said(judge: dict | None) -> str | None:
+    """A failing item's judging in a line: what the judge said (each order, compared)."""
+    if not judge:
+        return None
+    if judge.get("orders"):
+        said = "; ".join(f"{o['a']} first: {o['label'] or '(invalid)'}" for o in judge["orders"])
+        return f"{judge.get('outcome')} ({said})"
+    label, said = judge.get("label") or "(invalid)", (judge.get("said") or "").strip()
+    return label if said in ("", label) else f"{label}: {said}"

@@ -1,0 +1,61 @@
+"""The real `promptgate` CLI with a judged prompt (gate/prompt/judge.py): the mapping's judged
+bars from the command line, and a judged submission refused in one line when its judge has
+no live version."""
+
+from __future__ import annotations
+
+import yaml
+from support.cli import run_cli
+from support.judging import GOOD_REPLIES, write_tickets
+
+
+def test_judged_bars_on_the_command_line_and_a_judge_that_is_not_live(sqlite_url, tmp_path):
+    tickets = write_tickets(tmp_path / "tickets.csv", 4)
+    assert run_cli("--database-url", sqlite_url, "dataset", "add", "tickets", "--source", str(tickets)).returncode == 0
+    mapped = run_cli(
+        "--database-url",
+        sqlite_url,
+        "dataset",
+        "map",
+        "reply",
+        "tickets",
+        "--min-accuracy",
+        "0.8",
+        "--judge-corrected",
+        "--max-loss-rate",
+        "0.1",
+        "--sentinels",
+        "10",
+    )
+    assert mapped.returncode == 0, mapped.stderr
+    assert "bars the judge-corrected pass rate, losses vs live ≤ 10%, 10 sentinels" in mapped.stdout
+    refused = run_cli(
+        "--database-url",
+        sqlite_url,
+        "dataset",
+        "map",
+        "reply",
+        "tickets",
+        "--min-accuracy",
+        "0.8",
+        "--sentinels",
+        "500",
+    )
+    assert refused.returncode == 2 and "sentinels 500 is out of range" in refused.stderr
+    prompt = tmp_path / "reply.yaml"
+    prompt.write_text(
+        yaml.safe_dump(
+            {
+                "name": "reply",
+                "model": "mock-1",
+                "messages": [
+                    {"role": "system", "content": GOOD_REPLIES},
+                    {"role": "user", "content": "{{ item.ticket }}"},
+                ],
+                "decision": {"type": "judge", "judge": "reply-judge", "pass": ["good"]},
+            }
+        )
+    )
+    submitted = run_cli("--database-url", sqlite_url, "submit", str(prompt))
+    assert submitted.returncode == 2 and submitted.stdout == ""
+    assert submitted.stderr.strip().splitlines()[-1].startswith("error: judge reply-judge has no live version")

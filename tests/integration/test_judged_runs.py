@@ -1,0 +1,210 @@
+"""Judged runs on MariaDB with the local model server and real worker processes
+(gate/prompt/judge.py): a reply-drafting candidate graded by a judge passes or fails on
+its pass rate, with both answers kept and the judge's figures pinned and reported; a judge
+without a live version is refused at submit; a pull request that lowers a judge's agreement
+is rejected on its own gate; a judge that drifts mid-run fails the update on its sentinels;
+a comparison with live counts a position-biased judge's disagreeing orders as ties; the
+spend cap holds with the judge's calls counted."""
+
+from __future__ import annotations
+
+import pytest
+from jsonschema import Draft202012Validator
+from sqlalchemy import func, select
+from support.judging import (
+    WEAK_REPLIES,
+    judge_spec,
+    live_judge,
+    pair_judge_spec,
+    reply_spec,
+    write_pairs,
+    write_tickets,
+)
+from support.workers_harness import WorkerFleet, worker_env
+
+from gate.errors import UsageError
+from gate.mockllm import MockLLMServer
+from gate.prompt.spec import parse_spec
+from gate.report.text import render_text
+from gate.schemas import status_schema
+from gate.states import UpdateStatus, Verdict
+from gate.store.schema import prompt_run_item, prompt_run_sentinel
+from workers.supervisor import run_until_terminal
+
+
+@pytest.fixture
+def llm(monkeypatch):
+    with MockLLMServer() as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+        yield server
+
+
+@pytest.fixture
+def workers(tmp_path):
+    fleets = []
+
+    def start(gate, llm, processes=1, **settings):
+        env = worker_env(gate.settings.database_url, llm.base_url, **{"chunk_size": 8, "concurrency": 4, **settings})
+        fleet = WorkerFleet(env, tmp_path)
+        fleet.start(processes)
+        fleets.append(fleet)
+        return fleet
+
+    yield start
+    for fleet in fleets:
+        fleet.stop_all()
+
+
+def in_process(gate):
+    return lambda update_id: run_until_terminal(gate, [update_id], timeout=60)[0]
+
+
+def test_a_judged_candidate_passes_and_another_fails_on_their_pass_rates(mysql_gate, llm, workers, tmp_path):
+    gate = mysql_gate
+    live_judge(gate, tmp_path, in_process(gate), disagree=14)  # agrees with the humans on 186 of 200
+    gate.register_dataset("tickets", str(write_tickets(tmp_path / "tickets.csv", 60)))
+    gate.map_dataset("reply", "tickets", "0.9", bars={"sentinels": 0, "early_stop": False})  # every figure, whole
+    good = gate.submit(reply_spec(), source={"key": "good"})
+    weak = gate.submit(reply_spec(WEAK_REPLIES), source={"key": "weak"})
+    workers(gate, llm)
+    passed, failed = gate.wait(good, timeout=60), gate.wait(weak, timeout=60)
+    assert passed.status == UpdateStatus.PASSED, passed.update.reason
+    assert failed.status == UpdateStatus.REJECTED and failed.update.reason == "missed: tickets 33.3% < bar 90%"
+    run = failed.runs[0]
+    pinned = run.pinned["judge"]
+    assert (pinned["name"], pinned["version"]) == ("reply-judge", 1) and len(pinned["config_hash"]) == 64
+    assert "provider" not in pinned  # where the judge's calls go stays with the workers
+    assert pinned["agreement"]["n"] == 200 and pinned["agreement"]["agreed"] == 186
+    view = run.judge
+    assert view["agreement_line"].startswith("agrees with humans on 93% of 200 items, κ 0.86")
+    assert view["agreement"]["sensitivity"] == pytest.approx(93 / 100) and view["pass_rate"] == pytest.approx(1 / 3)
+    assert view["corrected"]["interval"][0] < view["corrected"]["estimate"] < view["corrected"]["interval"][1]
+    # both answers kept: the candidate's reply and the judge's verdict; failing items show both
+    item = run.failures[0]
+    assert item.raw_output == "Thanks for writing; we will look into it." and item.actual_decision == "bad"
+    assert item.judge["label"] == "bad" and item.judge["said"] == "bad"
+    text = render_text(failed)
+    assert "judge reply-judge v1: agrees with humans on 93% of 200 items" in text
+    assert "corrected for the judge's error rates" in text and "— judge: bad" in text
+    Draft202012Validator(status_schema()).validate(failed.to_dict())
+    # every call went through the model server and is counted: the judge's evaluation, then each
+    # candidate's replies and verdicts (a verdict both ask for may be answered once)
+    roles = run.judge["calls"]
+    assert roles["candidate"]["calls"] == 60 and 0 < roles["judge"]["calls"] <= 60 and roles["sentinel"]["calls"] == 0
+    assert llm.stats()["requests"] == 200 + passed.spend["calls_made"] + failed.spend["calls_made"]
+
+
+def test_a_judge_without_a_live_version_is_refused_at_submit(mysql_gate, llm, tmp_path):
+    gate = mysql_gate
+    gate.register_dataset("tickets", str(write_tickets(tmp_path / "tickets.csv", 6)))
+    gate.map_dataset("reply", "tickets", "0.9")
+    with pytest.raises(UsageError, match=r"^judge reply-judge has no live version") as err:
+        gate.submit(reply_spec())
+    assert "\n" not in str(err.value)
+    gate.map_dataset("ticket-kind", "tickets", "0.5")  # a live prompt that is not a judge
+    kind = parse_spec(
+        {
+            "name": "ticket-kind",
+            "model": "mock-1",
+            "labels": ["good", "bad"],
+            "messages": [
+                {"role": "system", "content": "default: good"},
+                {"role": "user", "content": "{{ item.ticket }}"},
+            ],
+        }
+    )
+    assert in_process(gate)(gate.submit(kind, "apply")).status == UpdateStatus.APPLIED
+    with pytest.raises(UsageError, match="prompt ticket-kind is not a judge"):
+        gate.submit(reply_spec(judge="ticket-kind"))
+    live_judge(gate, tmp_path, in_process(gate))
+    gate.unmap_dataset("reply-judge", "reply-labels")  # its evaluation no longer stands on a mapped dataset
+    with pytest.raises(UsageError, match="judge reply-judge has no live version applied through its mapped datasets"):
+        gate.submit(reply_spec())
+    assert [u.prompt_name for u in gate.list_updates()] == ["reply-judge", "ticket-kind"]  # nothing staged for reply
+
+
+def test_a_pull_request_that_lowers_a_judges_agreement_below_its_bar_is_rejected(mysql_gate, llm, workers, tmp_path):
+    gate = mysql_gate
+    live_judge(gate, tmp_path, in_process(gate))
+    lenient = judge_spec(rules="Judge the support reply.\n- judge pass good: refund*, thanks\n- judge otherwise: bad")
+    update_id = gate.submit(lenient, "apply", {"pr": 7, "repo": "acme/prompts"})
+    workers(gate, llm)
+    report = gate.wait(update_id, timeout=60)
+    assert report.status == UpdateStatus.REJECTED, report.update.reason  # settled early: most items never called
+    assert report.update.reason.startswith("stopped early: reply-labels: ")
+    assert gate.live("reply-judge").version == 1  # the judge's gate held: candidates are still judged by v1
+
+
+def test_a_judge_that_drifts_mid_run_fails_the_update_on_its_sentinels(mysql_gate, llm, workers, tmp_path):
+    gate = mysql_gate
+    live_judge(gate, tmp_path, in_process(gate))
+    gate.register_dataset("tickets", str(write_tickets(tmp_path / "tickets.csv", 400)))
+    gate.map_dataset("reply", "tickets", "0.3")
+    llm.drift_judges(60)  # the judge's model changes behind its API after 60 more verdicts
+    update_id = gate.submit(reply_spec())
+    workers(gate, llm)
+    report = gate.wait(update_id, timeout=90)
+    (run,) = report.runs
+    assert report.status == UpdateStatus.FAILED and run.status == "ERROR"
+    assert report.update.reason.startswith("tickets: judge drifted: agreed on ")
+    assert report.update.reason.endswith(" sentinels, pinned 100 %")
+    sentinels = run.judge["sentinels"]
+    assert sentinels["drifted"] and sentinels["agreed"] < sentinels["judged"] and sentinels["planned"] == 20
+    assert run.stopped > 0  # stopped mid-run: the rest was never judged by the drifted judge
+    with gate.engine.connect() as conn:
+        calls = conn.execute(
+            select(func.sum(prompt_run_sentinel.c.calls)).where(prompt_run_sentinel.c.run_id == run.run_id)
+        ).scalar()
+    assert calls == sentinels["judged"]  # each sentinel called afresh, once
+
+
+def test_pairwise_with_a_position_biased_judge_counts_inconsistent_items_as_ties(mysql_gate, llm, workers, tmp_path):
+    gate = mysql_gate
+    gate.register_dataset("pairs", str(write_pairs(tmp_path / "pairs.csv", 60)))
+    gate.map_dataset("pair-judge", "pairs", "0.5")  # a lenient bar lets a position-biased judge go live
+    assert in_process(gate)(gate.submit(pair_judge_spec(bias=40), "apply")).status == UpdateStatus.APPLIED
+    gate.register_dataset("tickets", str(write_tickets(tmp_path / "tickets.csv", 90)))
+    gate.map_dataset("reply", "tickets", "0.5", bars={"max_loss_rate": 0.05, "sentinels": 0})
+    first = in_process(gate)(gate.submit(reply_spec(WEAK_REPLIES, "pair-judge", compare="live"), "apply"))
+    assert first.status == UpdateStatus.APPLIED and "not applied: max_loss_rate, min_accuracy" in first.update.reason
+    assert first.runs[0].judge["pairwise"]["live"] is False  # no live version yet: n/a, said so
+    update_id = gate.submit(reply_spec(judge="pair-judge", compare="live"))
+    workers(gate, llm)
+    report = gate.wait(update_id, timeout=60)
+    pairwise = report.runs[0].judge["pairwise"]
+    assert pairwise["live"] and pairwise["compared"] == 90 and pairwise["losses"] == 0
+    assert 15 < pairwise["inconsistent"] < 60  # about 40 % of pairs get "A" in both orders
+    with gate.engine.connect() as conn:
+        items = conn.execute(
+            select(prompt_run_item.c.actual_decision, prompt_run_item.c.verdict, prompt_run_item.c.judge).where(
+                prompt_run_item.c.run_id == report.runs[0].run_id
+            )
+        ).all()
+    inconsistent = [judge for outcome, _, judge in items if outcome == "inconsistent"]
+    assert len(inconsistent) == pairwise["inconsistent"] and all(v == Verdict.MATCH for _, v, _ in items)
+    assert all(j["orders"][0]["better"] != j["orders"][1]["better"] for j in inconsistent)  # the orders disagreed
+    assert all(j["orders"][0]["label"] == j["orders"][1]["label"] == "A" for j in inconsistent)  # A whatever came first
+    ties = sum(1 for outcome, _, _ in items if outcome == "tie")
+    assert pairwise["ties"] == ties + len(inconsistent) and pairwise["wins"] + pairwise["ties"] == 90
+    text = render_text(report)
+    assert f"({len(inconsistent)} position-inconsistent: the orders disagreed, counted as ties)" in text
+    assert report.status == UpdateStatus.PASSED, report.update.reason
+
+
+def test_the_spend_cap_holds_with_judge_calls_counted(mysql_gate, llm, workers, tmp_path):
+    gate = mysql_gate
+    live_judge(gate, tmp_path, in_process(gate))
+    gate.register_dataset("tickets", str(write_tickets(tmp_path / "tickets.csv", 300)))
+    gate.map_dataset("reply", "tickets", "0.1")
+    gate.set_limit("max_calls_per_update", "250")
+    update_id = gate.submit(reply_spec(), reuse=False)
+    assert gate.status(update_id).spend["calls_bound"] == 300 + 300 + 20  # replies, verdicts, sentinels
+    before = llm.stats()["requests"]
+    workers(gate, llm, 2)
+    report = gate.wait(update_id, timeout=60)
+    calls = llm.stats()["requests"] - before
+    assert report.status == UpdateStatus.FAILED and calls <= 250, (calls, report.update.reason)
+    assert report.update.reason.startswith("spend cap reached: max_calls_per_update 250: 250 calls made")
+    roles = report.runs[0].judge["calls"]
+    assert roles["judge"]["calls"] > 0 and report.spend["calls_made"] == calls
