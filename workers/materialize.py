@@ -30,8 +30,8 @@ import logging
 from gate.db import transaction
 from gate.errors import DatasetError, IllegalTransition, UsageError, first_line
 from gate.prompt.sandbox import BudgetExceeded, RenderBudget, RenderPool
+from gate.prompt.structured.expected_calls import check_decision
 from gate.prompt.structured.rule import rule_of
-from gate.prompt.structured.summary import check_rule
 from gate.prompt.templating import TemplateProblem
 from gate.records import DatasetVersion, Run
 from gate.states import RunStatus
@@ -152,7 +152,8 @@ class Materializer(Poller):
         labels = self._expected_map(run, version, config)
         start = int(run.materialize_cursor or 0)
         if start == 0:
-            self._precheck_templates(run, version, [m["content"] for m in config["messages"]])
+            templates = [m["content"] for m in config["messages"] if "history" not in m]  # not a conversation entry
+            self._precheck_templates(run, version, templates)
         size = (
             min(self.settings.page_size, FIRST_PAGE_ROWS)
             if run.status == RunStatus.PENDING
@@ -171,7 +172,7 @@ class Materializer(Poller):
         rests on it); for labels, the label map of the copy (``_label_map``)."""
         rule = rule_of(config.get("decision"))
         try:
-            check_rule(rule, version.fields, run.dataset_name)
+            check_decision(rule, version.fields, run.dataset_name)
         except UsageError as exc:
             raise DatasetError(str(exc)) from None
         return {} if rule is not None else self._label_map(run, version, config.get("labels") or [])

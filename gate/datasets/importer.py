@@ -27,6 +27,7 @@ from sqlalchemy.exc import IntegrityError
 
 from gate.db import is_sqlite, transaction
 from gate.errors import DatasetError
+from gate.prompt.structured.expected_calls import CallsSummary, function_of
 from gate.prompt.structured.summary import ExpectedSummary
 from gate.records import EXAMPLES, DataDiff, Imported  # noqa: F401 (DataDiff: its old path)
 from gate.store import versions
@@ -107,7 +108,7 @@ def _write_rows(
     engine: Engine, version_id: int, name: str, pages: Iterable[list[Row]]
 ) -> tuple[str, int, dict[str, int], dict]:
     digest, labels, fields, position = ContentHash(), Counter(), FieldCounter(), 0
-    expected, protected = ExpectedSummary(name), 0
+    expected, protected, calls = ExpectedSummary(name), 0, CallsSummary()
     with _Writers(engine, version_id, name) as writers:
         for page in pages:
             ids = [r.item_id for r in page]
@@ -119,9 +120,10 @@ def _write_rows(
             for r in page:
                 fields.add(r.input)
                 expected.add(r.item_id, r.position, r.expected, r.structured)
+                calls.add(r.position, r.expected, r.call, f"dataset {name}: {r.position}: item {r.item_id}")
                 protected += r.protected
             if not page[0].structured:  # an object per row: no label to count (the summary says what they hold)
-                labels.update(r.expected for r in page)
+                labels.update(function_of(r.expected) if r.call else r.expected for r in page)
             writers.submit(
                 [
                     (position + k, r.item_id, r.expected, r.input_json, d.hex(), int(r.protected))
@@ -129,17 +131,20 @@ def _write_rows(
                 ]
             )
             position += len(page)
-    return digest.hexdigest(), position, dict(labels), _version_fields(fields, expected, protected)
+    return digest.hexdigest(), position, dict(labels), _version_fields(fields, expected, protected, calls)
 
 
-def _version_fields(fields: FieldCounter, expected: ExpectedSummary, protected: int) -> dict:
+def _version_fields(fields: FieldCounter, expected: ExpectedSummary, protected: int, calls: CallsSummary) -> dict:
     """What is stored as ``dataset_version.fields``: the item fields (``gate.datasets.field_counts``)
     and, where the rows have them, the summary of their expected objects
-    (``gate.prompt.structured.summary``) and how many rows are protected."""
+    (``gate.prompt.structured.summary``) or tool calls (``...expected_calls``) and how many
+    rows are protected."""
     out = fields.to_json()
     summary = expected.to_json()
     if summary is not None:
         out["expected"] = summary
+    if calls.to_json() is not None:
+        out["calls"] = calls.to_json()
     if protected:
         out["protected"] = protected
     return out

@@ -35,7 +35,7 @@ from gate.datasets.importer import count_fields
 from gate.errors import SpecError, UsageError
 from gate.prompt.decision import same_reading
 from gate.prompt.spec import PromptSpec
-from gate.prompt.structured.summary import check_rule
+from gate.prompt.structured.expected_calls import check_decision
 from gate.prompt.template_fields import template_fields
 from gate.prompt.templating import TemplateProblem
 from gate.records import DatasetVersion
@@ -80,16 +80,19 @@ def _distinct(labels, where: str) -> None:
 def check_expected(spec: PromptSpec, versions: list[tuple[str, DatasetVersion]]) -> None:
     """Each pinned version's expected values are what the prompt's decision reads: labels
     for a label decision; for a fields decision, objects with every declared field, of
-    values its comparator can read (``gate.prompt.structured.summary.check_rule``)."""
+    values its comparator can read; for a tool call's, its arguments
+    (``gate.prompt.structured.expected_calls.check_decision``)."""
     for name, version in versions:
-        check_rule(spec.decision.fields, version.fields, name)
+        check_decision(spec.decision.fields, version.fields, name)
 
 
 def fields_read(spec: PromptSpec) -> tuple[str, ...]:
-    """The item fields the prompt's templates read; a SpecError when one of them touches
-    the item in a way that names no field."""
+    """The item fields the prompt's templates read, and the conversations its ``history``
+    entries insert (gate.prompt.conversation); a SpecError when a template touches the item
+    in a way that names no field."""
     try:
-        return template_fields(m.content for m in spec.messages)
+        read = template_fields(m.content for m in spec.messages if m.history is None)
+        return tuple(sorted(set(read) | {m.history for m in spec.messages if m.history is not None}))
     except TemplateProblem as exc:
         raise SpecError(None, "messages", str(exc)) from None
 
