@@ -17,6 +17,7 @@ from typing import Any
 from .extract import extract
 from .faults import FaultPlan
 from .policy import FORCED_ERROR_RE, MODEL_ID, content_text, count_tokens, decide, format_answer
+from .tools import tool_answer
 from .variance import AnswerVariance
 
 
@@ -175,6 +176,8 @@ class MockLLMServer:
         hang_seconds: float = 60.0,
         api_key: str | None = None,
         verbose: bool = False,
+        tool_wrong_rate: float = 0.0,
+        tool_skip_rate: float = 0.0,
     ):
         self.host, self.port = host, port
         self.faults = FaultPlan(
@@ -188,6 +191,7 @@ class MockLLMServer:
         )
         self.variance = AnswerVariance(seed)  # flaky models and scripted answers (variance.py)
         self.hang_seconds = hang_seconds
+        self.tool_rates = (tool_wrong_rate, tool_skip_rate)  # tool calls: wrong arguments, no call (tools.py)
         self.api_key = api_key
         self.verbose = verbose
         self._stop = threading.Event()
@@ -333,8 +337,12 @@ class MockLLMServer:
             return _Reply("aborted", None)
         return reply
 
-    def _content(self, request: dict, garbage: bool) -> str:
-        """The answer's text: extracted fields as JSON (``extract``), else a label."""
+    def _content(self, request: dict, garbage: bool) -> str | dict:
+        """The answer's text: a tool call (``tools``: a message), extracted fields as JSON
+        (``extract``), else a label."""
+        called = None if garbage else tool_answer(request, *self.tool_rates)
+        if called is not None:
+            return called
         extracted = extract(request["messages"])
         if extracted is not None:
             return self.faults.pick(()) if garbage else extracted
@@ -375,11 +383,17 @@ _ids = iter(range(1, 1 << 62))
 _ids_lock = threading.Lock()
 
 
-def _completion(request: dict, content: str) -> dict:
+def _completion(request: dict, content: str | dict) -> dict:
+    """A chat completion of ``content``: a text, or a message that calls tools."""
     with _ids_lock:
         n = next(_ids)
     prompt_tokens = sum(count_tokens(content_text(m.get("content"))) for m in request["messages"])
-    completion_tokens = count_tokens(content)
+    if isinstance(content, dict):
+        message, finish = content, "tool_calls" if content.get("tool_calls") else "stop"
+        said = " ".join(c["function"]["arguments"] for c in content.get("tool_calls") or ())
+    else:
+        message, finish, said = {"role": "assistant", "content": content, "refusal": None}, "stop", content
+    completion_tokens = count_tokens(said)
     return {
         "id": f"chatcmpl-mock-{n}",
         "object": "chat.completion",
@@ -388,9 +402,9 @@ def _completion(request: dict, content: str) -> dict:
         "choices": [
             {
                 "index": 0,
-                "finish_reason": "stop",
+                "finish_reason": finish,
                 "logprobs": None,
-                "message": {"role": "assistant", "content": content, "refusal": None},
+                "message": message,
             }
         ],
         "usage": {
