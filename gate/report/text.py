@@ -16,6 +16,7 @@ from gate.verdict.scoring import format_bar, format_pct
 from gate.verdict.stats import format_p
 
 from .text_sections import accepted_lines, answer, field_lines, protected_lines, slice_lines
+from .tool_calls import failure_line, tool_lines
 from .update import UpdateReport
 
 
@@ -54,7 +55,7 @@ def _run_lines(r) -> list[str]:
         for c in r.checks
         if c["bar"] != "min_accuracy"
     ]
-    lines += accepted_lines(r)
+    lines += accepted_lines(r) + tool_lines(r)
     if r.reused:
         lines.append(
             f"    {r.reused_total} of {r.total} answers reused from update "
@@ -84,6 +85,9 @@ def _failure_lines(r) -> list[str]:
     """The sampled failing items: what was expected, what came back."""
     lines = []
     for f in r.failures:
+        if f.call is not None or f.turns:  # a tool call side by side, a conversation's last turns
+            lines += failure_line(f)
+            continue
         out = safe(f.raw_output or f.error or "", 80)
         got = (
             answer(f.actual_decision, f.wrong_fields, True)

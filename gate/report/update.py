@@ -22,6 +22,7 @@ from gate.verdict.stats import label_metrics, mcnemar_exact, paired_difference_i
 from gate.verdict.update_outcome import run_checks
 
 from .figures import accepted_view, fields_view, protected_view, slices_view
+from .tool_calls import schema_view, tool_calls_view, with_calls
 
 SAMPLE_FAILURES = 5  # failing items a report shows by default
 
@@ -66,6 +67,8 @@ class RunReport:
     accepted_breaks: list[dict] = field(default_factory=list)  # the mapping's accepted breaks, and what became of each
     stopped: int = 0  # items never answered: the run stopped first (early stop, spend cap)
     stop: dict | None = None  # why it stopped: kind, sentence, calls saved; None: it did not
+    tool_calls: dict | None = None  # a tool_call decision: marked answers, parallel calls (gate.report.tool_calls)
+    schema: dict | None = None  # a strict response schema: the answers that broke it
 
     @property
     def reused_total(self) -> int:
@@ -125,6 +128,7 @@ def run_report(
 ) -> RunReport:
     metrics = run.metrics or {}
     failures, broken, protected = _with_wrong_fields(run, failures, broken or [], protected_view(metrics))
+    failures = with_calls((run.pinned or {}).get("decision"), failures)
     matches = metrics.get("matches", counts.match)
     scored = metrics.get("scored", counts.scored)
     checks = [c.to_dict() for c in run_checks(run)] if run.status == RunStatus.DONE else []
@@ -171,17 +175,22 @@ def run_report(
         accepted_breaks=accepted_view(metrics),
         stopped=metrics.get("stopped", counts.stopped),
         stop=stop,
+        tool_calls=tool_calls_view(metrics, fields_view(metrics)),
+        schema=schema_view(metrics),
     )
 
 
 def _with_wrong_fields(run: Run, failures: list[ItemSample], broken: list[FlipSample], protected: dict | None):
     """A fields decision's sample items, each with the fields it got wrong."""
-    from gate.prompt.structured.rule import rule_of
+    from gate.prompt.structured.rule import CallRule, rule_of
 
     rule = rule_of((run.pinned or {}).get("decision"))
     if rule is None:
         return failures, broken, protected
-    from gate.prompt.structured.samples import wrong_fields
+    from gate.prompt.structured.samples import wrong_fields as fields_wrong
+    from gate.prompt.tool_decision import wrong_calls
+
+    wrong_fields = wrong_calls if isinstance(rule, CallRule) else fields_wrong
 
     failures = [
         replace(f, wrong_fields=wrong_fields(rule, f.actual_decision, f.expected_decision))
