@@ -6,7 +6,10 @@ then two candidate edits of ticket-urgency: one that misses the hard-cases bar (
 live unchanged) and one that clears every bar (APPLIED, live version +1), and a candidate
 edit of support-extract, an extraction prompt decided field by field, that fixes two
 categories and misreads amounts (REJECTED: protected emails broke, the amount field missed
-its bar). Each gets the report a pull request would get.
+its bar), and a candidate edit of support-router, a router decided by its tool call over
+conversations from the dataset, that routes four more conversations right and reads
+amounts without their cents (REJECTED: the amount argument missed its bar). Each gets the
+report a pull request would get.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ WEAK = "candidates/ticket-urgency-v2-weak.yaml"
 GOOD = "candidates/ticket-urgency-v2.yaml"
 EXTRACT = "support-extract"
 EXTRACT_CANDIDATE = "candidates/support-extract-v2.yaml"
+ROUTER = "support-router"
+ROUTER_CANDIDATE = "candidates/support-router-v2.yaml"
 
 
 def locate_examples(examples: str | Path | None) -> Path:
@@ -133,7 +138,23 @@ def _walk_through(gate: Gate, root: Path, evaluate: Callable[[Path, str], Update
         f"good candidate {good.status} (live now v{after_good}). {EXTRACT}: candidate {extract.status} "
         f"(live stays v{gate.live(EXTRACT).version})."
     )
-    return ok, summary
+    router_ok, router_summary = _router_step(gate, root, evaluate)
+    return ok and router_ok, f"{summary} {router_summary}"
+
+
+def _router_step(gate: Gate, root: Path, evaluate: Callable[[Path, str], UpdateReport]) -> tuple[bool, str]:
+    """The router's candidate: better routing, a broken argument: REJECTED, live unchanged."""
+    before = gate.live(ROUTER).version
+    router = evaluate(
+        root / ROUTER_CANDIDATE,
+        f"a candidate edit of {ROUTER}, a router decided by its tool call, that routes better and "
+        f"reads amounts without their cents ({ROUTER_CANDIDATE})",
+    )
+    after = gate.live(ROUTER).version
+    return (
+        router.status == "REJECTED" and after == before,
+        f"{ROUTER}: candidate {router.status} (live stays v{after}).",
+    )
 
 
 def _render(report, fmt: str) -> str:

@@ -203,6 +203,7 @@ def test_the_recommended_setup_end_to_end(mysql_url, llm, github, tmp_path):
                 "refund-regression",
                 "refund-hard",
                 "support-emails",
+                "support-conversations",
             }
             urgency = datasets["urgency-regression"]
             assert urgency.source_uri == "upload://datasets/urgency-regression.csv"

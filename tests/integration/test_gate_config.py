@@ -15,7 +15,7 @@ from gate import gateconfig
 def test_sync_is_idempotent_and_the_file_is_the_whole_truth(gate, tmp_path):
     ws = make_workspace(tmp_path)
     first = gateconfig.sync(gate, ws / "gate.yaml")
-    assert first.applied and len(first.changes) == 10  # 5 datasets, 5 bars
+    assert first.applied and len(first.changes) == 12  # 6 datasets, 6 bars
     assert {(m.prompt_name, m.dataset_name, m.min_accuracy) for m in gate.mappings("ticket-urgency")} == {
         ("ticket-urgency", "urgency-hard", Decimal("0.8")),
         ("ticket-urgency", "urgency-regression", Decimal("0.9")),
@@ -39,12 +39,13 @@ def test_sync_is_idempotent_and_the_file_is_the_whole_truth(gate, tmp_path):
             "dataset refund-hard: no longer declared (stays registered, gates nothing)",
         ]
     )
-    assert len(gate.mappings()) == 6  # diff changed nothing
+    assert len(gate.mappings()) == 7  # diff changed nothing
     gateconfig.sync(gate, ws / "gate.yaml")
     assert {(m.prompt_name, m.dataset_name, str(Decimal(m.min_accuracy).normalize())) for m in gate.mappings()} == {
         ("ticket-urgency", "urgency-hard", "0.75"),
         ("ticket-urgency", "urgency-regression", "0.9"),
         ("support-extract", "support-emails", "0.8"),
+        ("support-router", "support-conversations", "0.75"),
     }
     assert gateconfig.diff(gate, ws / "gate.yaml").changes == ()
     assert "refund-hard" in {ds.name for ds, _ in gate.list_datasets()}
