@@ -183,3 +183,20 @@ def test_the_example_router_is_valid_for_the_prompt_schema():
 
     for path in (ROOT / "prompts-example").glob("*/support-router*.yaml"):
         assert list(jsonschema.Draft202012Validator(SCHEMA).iter_errors(yaml.safe_load(path.read_text()))) == []
+
+
+def test_a_calls_token_estimate_counts_the_tools_and_the_conversations_calls():
+    from gate.ratelimit.rules import estimate_tokens
+
+    plain = parse_spec({k: v for k, v in router().items() if k != "tools"})
+    tooled = parse_spec(router())
+    turn = {"role": "user", "content": "x" * 40}
+    call = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"function": {"name": "refund", "arguments": "y" * 400}}],
+    }
+    assert estimate_tokens(plain, [turn]) == 10 + 4 + 16
+    tools_chars = sum(len(json.dumps(t["parameters"], separators=(",", ":"))) for t in (TOOLS[0], TOOLS[1]["function"]))
+    assert estimate_tokens(tooled, [turn]) >= 10 + 4 + 16 + tools_chars // 4
+    assert estimate_tokens(plain, [turn, call]) == 10 + 100 + 8 + 16
