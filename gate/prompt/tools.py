@@ -221,15 +221,10 @@ def request_fields(tools: tuple[Tool, ...], tool_choice: Any, parallel: bool | N
     if not tools:
         return {}
     out: dict[str, Any] = {"tools": [t.to_dict() for t in tools]}
-    if tool_choice is not None:
-        out["tool_choice"] = (
-            tool_choice
-            if isinstance(tool_choice, str)
-            else {
-                "type": "function",
-                "function": {"name": tool_choice["function"]["name"]},
-            }
-        )
+    if isinstance(tool_choice, str):
+        out["tool_choice"] = tool_choice
+    elif tool_choice is not None:  # one function, in OpenAI's form (a frozen spec's mapping, rebuilt)
+        out["tool_choice"] = {"type": "function", "function": {"name": tool_choice["function"]["name"]}}
     if parallel is not None:
         out["parallel_tool_calls"] = parallel
     return out
