@@ -289,6 +289,10 @@ class ItemSample:
         None  # a fields decision: the fields that did not match (gate.prompt.structured.samples)
     )
     judge: dict | None = None  # a judged item: what the judge said (and, compared with live, live's answer)
+    call: dict | None = (
+        None  # a tool_call decision: the expected and the actual call, side by side (gate.report.tool_calls)
+    )
+    turns: list[dict] | None = None  # a prompt with a history entry: the conversation's last turns, role and text
 
 
 @dataclass(frozen=True)

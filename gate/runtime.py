@@ -10,6 +10,16 @@ evaluated it.
     result = urgency.decide({"subject": "Site down", "text": "Checkout returns 500"})
     print(urgency.version, result.decision)
 
+``decide`` returns the ``CallResult``: the decision, the answer's text (``raw_output``) and,
+for a prompt with tools, the calls the model made (``tool_calls``: each a name, its
+arguments parsed, and their problem, if they were not JSON or not of the function's
+schema), read as the gate read them when it judged the version::
+
+    router = rt.prompt("support-router")
+    result = router.decide({"messages": conversation})
+    for call in result.tool_calls:
+        handlers[call.name](**call.arguments)
+
 ``rt.prompt(name)`` returns a handle; the handle re-reads the live row at most once per
 ``ttl`` seconds, so an applied change reaches production within ``ttl``. ``decide`` goes
 through ``gate.calls.llm.call_prompt``, the very function the executor scores candidates with,
@@ -36,11 +46,12 @@ from gate.calls.llm import CallResult, call_prompt
 from gate.calls.providers import Endpoint
 from gate.errors import ModelCallError
 from gate.prompt.spec import PromptSpec, parse_spec
+from gate.prompt.tool_decision import ToolCall
 from gate.settings import Settings
 
 log = logging.getLogger(__name__)
 
-__all__ = ["PromptRuntime", "RuntimePrompt", "LoadedPrompt", "call_prompt"]
+__all__ = ["PromptRuntime", "RuntimePrompt", "LoadedPrompt", "CallResult", "ToolCall", "call_prompt"]
 
 
 @dataclass(frozen=True)

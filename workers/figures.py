@@ -10,12 +10,13 @@ from dataclasses import asdict
 from typing import Any
 
 from gate.prompt.structured.compare import label_named
-from gate.prompt.structured.rule import FieldsRule, rule_of
+from gate.prompt.structured.rule import CallRule, FieldsRule, rule_of
 from gate.records import FlipSample, Run
 from gate.states import Verdict
 from gate.store.fields import field_counts, field_flips, label_confusion
 from gate.store.policy import flagged_broken, items_by_id, slice_counts
 from gate.store.runs import get_run
+from gate.store.tool_calls import argument_flips
 from gate.store.versions import get_version
 from gate.verdict.bars import pinned_bars
 
@@ -84,7 +85,8 @@ def _field_flips(conn, run: Run, live_id: int | None, metrics: dict) -> dict | N
     names = [n for n in rule.names if live_rule is not None and n in live_rule.names]
     if not names:
         return {}
-    found = field_flips(conn, run.id, live_id, [(rule.bit(n), live_rule.bit(n)) for n in names])
+    flips = argument_flips if isinstance(rule, CallRule) else field_flips  # an argument: where both compared it
+    found = flips(conn, run.id, live_id, [(rule.bit(n), live_rule.bit(n)) for n in names])
     return dict(zip(names, found))
 
 

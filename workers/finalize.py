@@ -15,7 +15,7 @@ from decimal import Decimal
 from gate.db import transaction
 from gate.errors import CallFailure
 from gate.prompt.structured.reading import NOT_AN_OBJECT
-from gate.prompt.structured.rule import rule_of
+from gate.prompt.structured.rule import CallRule, rule_of
 from gate.store.fields import structured_breakdown
 from gate.store.item_stats import call_stats, error_kinds, failing_items, first_error_of, run_breakdown
 from gate.store.items import fail_exhausted_items
@@ -29,6 +29,7 @@ from gate.verdict.update_outcome import SPEND_CAP
 from workers.figures import fields_metrics
 from workers.judge_figures import calls_per_item, judged_end, judged_metrics
 from workers.poller import Poller
+from workers.tool_figures import call_fields_metrics, marks_metrics
 
 BATCH = 20
 
@@ -106,8 +107,11 @@ def finalize_batch(conn) -> list[int]:
             )
         if metrics["pending"]:  # cannot happen under the lock; never score a run that is not done
             continue
-        if rule is not None:
-            metrics["fields"] = fields_metrics(conn, run_id, rule)
+        if rule is not None:  # a tool call's arguments: counted over the items that expect each
+            metrics["fields"] = (call_fields_metrics if isinstance(rule, CallRule) else fields_metrics)(
+                conn, run_id, rule
+            )
+        metrics.update(marks_metrics(conn, run))
         kinds, budget = None, None
         if metrics["errors"]:  # the reason says how many and of which kinds; which ones, the detail
             kinds = error_kinds(conn, run_id)

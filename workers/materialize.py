@@ -31,8 +31,9 @@ from gate.datasets.readability import version_readable
 from gate.db import transaction
 from gate.errors import DatasetError, IllegalTransition, first_line
 from gate.prompt.sandbox import BudgetExceeded, RenderBudget, RenderPool
+from gate.prompt.structured.expected_calls import check_decision
 from gate.prompt.structured.rule import rule_of
-from gate.prompt.structured.summary import RuleMisfit, check_rule
+from gate.prompt.structured.summary import RuleMisfit
 from gate.prompt.templating import TemplateProblem
 from gate.records import DatasetVersion, Run
 from gate.states import RunStatus
@@ -153,7 +154,8 @@ class Materializer(Poller):
         labels = self._expected_map(run, version, config)
         start = int(run.materialize_cursor or 0)
         if start == 0:
-            self._precheck_templates(run, version, [m["content"] for m in config["messages"]])
+            templates = [m["content"] for m in config["messages"] if "history" not in m]  # not a conversation entry
+            self._precheck_templates(run, version, templates)
         size = (
             min(self.settings.page_size, FIRST_PAGE_ROWS)
             if run.status == RunStatus.PENDING
@@ -173,7 +175,7 @@ class Materializer(Poller):
         prompt's rows need no label of its own (gate/prompt/judge.py)."""
         rule = rule_of(config.get("decision"))
         try:
-            check_rule(rule, version.fields, run.dataset_name)
+            check_decision(rule, version.fields, run.dataset_name)
         except RuleMisfit as exc:
             if version_readable(None, version):
                 raise DatasetError(str(exc)) from None

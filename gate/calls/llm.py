@@ -18,7 +18,12 @@ run makes thousands of calls per process; the figures are in bench/README.md).
   none work. The SDK's own retries are off: the executor owns retries. The timeout is
   ``Settings.request_timeout``.
 * An answer outside the labels is not an error: the result has
-  ``decision == INVALID_DECISION`` and ``valid`` False.
+  ``decision == INVALID_DECISION`` and ``valid`` False. Every decision is read by
+  ``gate.prompt.answer_reading``: a label, fields, the tool call (``tool_calls``: the calls
+  the answer made, name and parsed arguments), each after a strict schema's check.
+* Messages: a ``history`` entry inserts the item's conversation where it stands
+  (``gate.prompt.conversation``; one that is not a conversation is the item's error, kind
+  template, not retryable).
 * Failure messages have a fixed form (``HTTP 400 from provider azure-east
   (invalid_request_error)``): a provider's response text, or the text of a connection
   error naming hosts of the worker's network, never reaches a report that a pull request's
@@ -56,12 +61,13 @@ from typing import Any
 import openai
 
 from gate.errors import CallFailure, ModelCallError, UsageError
-from gate.prompt.decision import parse_decision
-from gate.prompt.judge import bounded_answer, own_variables
+from gate.prompt.answer_reading import read_reply
+from gate.prompt.conversation import ConversationProblem, conversation_of
+from gate.prompt.judge import own_variables
 from gate.prompt.sandbox import BudgetExceeded, RenderPool, default_pool
 from gate.prompt.spec import PromptSpec, request_kwargs
-from gate.prompt.structured.reading import NOT_AN_OBJECT, read_answer
 from gate.prompt.templating import TemplateProblem
+from gate.prompt.tool_decision import ToolCall
 from gate.settings import Settings
 from gate.untrusted import storable
 from gate.verdict.scoring import INVALID_DECISION  # one definition, where the figures read it
@@ -75,12 +81,21 @@ ERROR_TYPE_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 @dataclass(frozen=True)
 class CallResult:
     decision: str  # a label as the spec spells it, or INVALID_DECISION; for a fields
-    # decision the fields read (canonical JSON), or NOT_AN_OBJECT
+    # decision the fields read (canonical JSON), or NOT_AN_OBJECT; a tool call's reading
     valid: bool
     raw_output: str
     latency_ms: int
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    tool_calls: tuple[
+        ToolCall, ...
+    ] = ()  # the calls the answer made: name, parsed arguments (gate.prompt.tool_decision)
+
+    @property
+    def output(self) -> str:
+        """The answer as the gate keeps and shows it: its text, then each call on a line."""
+        calls = "\n".join(f"→ {c.shown()}" for c in self.tool_calls)
+        return "\n".join(p for p in (self.raw_output, calls) if p)
 
 
 def call_prompt(
@@ -138,17 +153,28 @@ def render_messages_many(
     evaluation, its dataset's answer columns: ``gate.prompt.judge.own_variables``)."""
     if variables is None:
         variables = own_variables(spec, items)
-    sources = [m.content for m in spec.messages]
-    rendered = (renderer or default_pool()).render_many(sources, items, skip, spent, variables)
-    return [_as_messages(spec, texts) for texts in rendered]
+    templates = [m.content for m in spec.messages if m.history is None]
+    rendered = (renderer or default_pool()).render_many(templates, items, skip, spent, variables)
+    return [_as_messages(spec, texts, item) for texts, item in zip(rendered, items)]
 
 
-def _as_messages(spec: PromptSpec, texts) -> list[dict[str, str]] | ModelCallError:
+def _as_messages(spec: PromptSpec, texts, item: Mapping[str, Any]) -> list[dict[str, Any]] | ModelCallError:
+    """The rendered templates in order, and at each ``history`` entry the item's
+    conversation (gate.prompt.conversation)."""
     if isinstance(texts, BudgetExceeded):
         return ModelCallError(str(texts), retryable=False, kind=CallFailure.BUDGET)
     if isinstance(texts, TemplateProblem):
         return ModelCallError(str(texts), retryable=False, kind=CallFailure.TEMPLATE)
-    return [{"role": m.role, "content": text} for m, text in zip(spec.messages, texts)]
+    rendered, out = iter(texts), []
+    for m in spec.messages:
+        if m.history is None:
+            out.append({"role": m.role, "content": next(rendered)})
+            continue
+        try:
+            out += conversation_of(item, m.history)
+        except ConversationProblem as exc:
+            return ModelCallError(f"conversation: {exc}", retryable=False, kind=CallFailure.TEMPLATE)
+    return out
 
 
 def _result(spec: PromptSpec, completion: Any, latency_ms: int) -> CallResult:
@@ -167,22 +193,16 @@ def _result(spec: PromptSpec, completion: Any, latency_ms: int) -> CallResult:
             else str(raw)
         )
     raw = storable(raw)
-    if spec.decision.judge is not None:  # a generative answer: its text, as a judge will read it
-        label = bounded_answer(raw)
-    elif spec.decision.fields is not None:
-        read = read_answer(spec.decision.fields, raw)
-        label = None if read == NOT_AN_OBJECT else read
-    else:
-        label = parse_decision(spec, spec.labels, raw)
+    reading = read_reply(spec, raw, message)
     usage = completion.get("usage") if isinstance(completion.get("usage"), dict) else {}
-    invalid = NOT_AN_OBJECT if spec.decision.fields is not None else INVALID_DECISION
     return CallResult(
-        decision=label if label is not None else invalid,
-        valid=label is not None,
+        decision=reading.decision if reading.decision is not None else INVALID_DECISION,
+        valid=reading.valid,
         raw_output=raw,
         latency_ms=latency_ms,
         prompt_tokens=_int_or_none(usage.get("prompt_tokens")),
         completion_tokens=_int_or_none(usage.get("completion_tokens")),
+        tool_calls=reading.calls,
     )
 
 

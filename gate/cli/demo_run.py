@@ -6,10 +6,13 @@ then two candidate edits of ticket-urgency: one that misses the hard-cases bar (
 live unchanged) and one that clears every bar (APPLIED, live version +1), and a candidate
 edit of support-extract, an extraction prompt decided field by field, that fixes two
 categories and misreads amounts (REJECTED: protected emails broke, the amount field missed
-its bar), and a candidate edit of support-reply, a reply-drafting prompt graded by the
-judge reply-judge (itself gated on its agreement with people), whose vaguer replies the
-judge fails (REJECTED, with the judge's agreement and the pass rate corrected for its
-errors). Each gets the report a pull request would get.
+its bar), a candidate edit of support-reply, a reply-drafting prompt graded by the judge
+reply-judge (itself gated on its agreement with people), whose vaguer replies the judge
+fails (REJECTED, with the judge's agreement and the pass rate corrected for its errors),
+and a candidate edit of support-router, a router decided by its tool call over
+conversations from the dataset, that routes four more conversations right and reads
+amounts without their cents (REJECTED: the amount argument missed its bar). Each gets the
+report a pull request would get.
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ EXTRACT = "support-extract"
 EXTRACT_CANDIDATE = "candidates/support-extract-v2.yaml"
 REPLY = "support-reply"  # a generative prompt, graded by the judge reply-judge
 REPLY_CANDIDATE = "candidates/support-reply-v2.yaml"
+ROUTER = "support-router"
+ROUTER_CANDIDATE = "candidates/support-router-v2.yaml"
 
 
 def locate_examples(examples: str | Path | None) -> Path:
@@ -121,9 +126,10 @@ LIVE_TITLE = "the current "
 
 
 def _walk_through(gate: Gate, root: Path, evaluate: Callable[[Path, str], UpdateReport]) -> tuple[bool, str]:
-    """The example prompts applied as the live versions, then three candidate edits: one
-    that drops keywords and an extraction that misreads amounts (both rejected, live
-    unchanged), one that adds keywords (applied). Whether each went so, and in a sentence."""
+    """The example prompts applied as the live versions, then the candidate edits: one that
+    adds keywords (applied), and four rejected with live unchanged: one that drops keywords,
+    an extraction that misreads amounts, a reply its judge fails, a router that breaks an
+    argument. Whether each went so, and in a sentence."""
     for path in sorted((root / "prompts").glob("*.yaml")):
         evaluate(path, f"the current {load_spec(path).name}, applied as the live version")
     before = gate.live(PROMPT).version
@@ -151,14 +157,27 @@ def _walk_through(gate: Gate, root: Path, evaluate: Callable[[Path, str], Update
         and reply.status == "REJECTED"
         and gate.live(REPLY).version == 1
     )
-    statuses = [weak.status, good.status, extract.status, reply.status]
+    router_ok, router = _router_step(gate, root, evaluate)
+    statuses = [weak.status, good.status, extract.status, reply.status, router.status]
     summary = (
         f"{statuses.count('REJECTED')} changes REJECTED, {statuses.count('APPLIED')} APPLIED — {PROMPT}: weak "
         f"candidate {weak.status} (live stays v{after_weak}), good candidate {good.status} (live now "
         f"v{after_good}); {EXTRACT}: candidate {extract.status} (live stays v{gate.live(EXTRACT).version}); "
-        f"{REPLY}: candidate {reply.status} by its judge (live stays v{gate.live(REPLY).version})."
+        f"{REPLY}: candidate {reply.status} by its judge (live stays v{gate.live(REPLY).version}); "
+        f"{ROUTER}: candidate {router.status} (live stays v{gate.live(ROUTER).version})."
     )
-    return ok, summary
+    return ok and router_ok, summary
+
+
+def _router_step(gate: Gate, root: Path, evaluate: Callable[[Path, str], UpdateReport]) -> tuple[bool, UpdateReport]:
+    """The router's candidate: better routing, a broken argument: REJECTED, live unchanged."""
+    before = gate.live(ROUTER).version
+    router = evaluate(
+        root / ROUTER_CANDIDATE,
+        f"a candidate edit of {ROUTER}, a router decided by its tool call, that routes better and "
+        f"reads amounts without their cents ({ROUTER_CANDIDATE})",
+    )
+    return router.status == "REJECTED" and gate.live(ROUTER).version == before, router
 
 
 def _render(report, fmt: str) -> str:

@@ -26,6 +26,7 @@ from sqlalchemy.exc import IntegrityError
 
 from gate.db import is_sqlite, transaction
 from gate.errors import DatasetError
+from gate.prompt.structured.expected_calls import CallsSummary
 from gate.prompt.structured.summary import ExpectedSummary
 from gate.records import EXAMPLES, DataDiff, Imported  # noqa: F401 (DataDiff: its old path)
 from gate.store import versions
@@ -96,18 +97,21 @@ def _write_rows(
         tally.digest.hexdigest(),
         position,
         dict(tally.labels),
-        _version_fields(tally.fields, tally.expected, tally.protected),
+        _version_fields(tally.fields, tally.expected, tally.protected, tally.calls),
     )
 
 
-def _version_fields(fields: FieldCounter, expected: ExpectedSummary, protected: int) -> dict:
+def _version_fields(fields: FieldCounter, expected: ExpectedSummary, protected: int, calls: CallsSummary) -> dict:
     """What is stored as ``dataset_version.fields``: the item fields (``gate.datasets.field_counts``)
     and, where the rows have them, the summary of their expected objects
-    (``gate.prompt.structured.summary``) and how many rows are protected."""
+    (``gate.prompt.structured.summary``) or tool calls (``...expected_calls``) and how many
+    rows are protected."""
     out = fields.to_json()
     summary = expected.to_json()
     if summary is not None:
         out["expected"] = summary
+    if calls.to_json() is not None:
+        out["calls"] = calls.to_json()
     if protected:
         out["protected"] = protected
     return out

@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Iterator
 
 from gate.errors import DatasetError
+from gate.prompt.structured.expected_calls import CallsSummary, function_of
 from gate.prompt.structured.summary import ExpectedSummary
 from gate.records import EXAMPLES
 
@@ -69,13 +70,13 @@ def read_pages(
 
 class RowTally:
     """What an import checks and counts, page by page: no item id twice in a page (across
-    pages the database's unique key says it), the expected objects consistent, and the
-    content hash, labels, item fields and protected rows of the version."""
+    pages the database's unique key says it), the expected objects and tool calls
+    consistent, and the content hash, labels, item fields and protected rows of the version."""
 
     def __init__(self, name: str):
         self.name = name
         self.digest, self.labels, self.fields, self.rows = ContentHash(), Counter(), FieldCounter(), 0
-        self.expected, self.protected = ExpectedSummary(name), 0
+        self.expected, self.protected, self.calls = ExpectedSummary(name), 0, CallsSummary()
 
     def add(self, page: list[Row]) -> list:
         """Check and count a page; returns its rows' digests."""
@@ -87,9 +88,10 @@ class RowTally:
         for r in page:
             self.fields.add(r.input)
             self.expected.add(r.item_id, r.position, r.expected, r.structured)
+            self.calls.add(r.position, r.expected, r.call, f"dataset {self.name}: {r.position}: item {r.item_id}")
             self.protected += r.protected
         if not page[0].structured:  # an object per row: no label to count (the summary says what they hold)
-            self.labels.update(r.expected for r in page)
+            self.labels.update(function_of(r.expected) if r.call else r.expected for r in page)
         self.rows += len(page)
         return digests
 

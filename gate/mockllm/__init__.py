@@ -64,6 +64,13 @@ chars: N``, ``- judge wrong: P%`` and ``- judge position bias: P%`` lines judge 
 between ``<answer>`` tags (or a pair between ``<answer_a>``/``<answer_b>``); a judge can be
 made to drift mid-run (``judge_drift_after``).
 
+A request with ``tools`` is answered with a tool call (``tools.py``): the classification
+rules pick the function (a declared tool's name, or ``none``: no call), the extraction
+lines fill the arguments it declares; ``- parallel: yes`` calls every function whose rule
+matches; ``- wrong arguments: 20%``, ``- no call: 10%`` and ``- broken arguments: 5%``
+(system lines, or the ``tool_wrong_rate`` / ``tool_skip_rate`` options) spoil that share
+of the items, the same ones every time.
+
 Models that do not answer the same way twice (for trials; ``variance.py``): a model named
 ``mock-flaky-<percent>`` answers that share of the items (by a hash of their text) with a
 random label on each call; a user message with a line ``answers: yes,no,yes`` is answered
@@ -103,6 +110,8 @@ POLICY_NAMES = (
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--api-key", default=None, help="Require this bearer token.")
 @click.option("--judge-drift-after", type=int, default=None, help="Judging requests before every verdict flips.")
+@click.option("--tool-wrong-rate", type=float, default=0.0, help="Fraction of tool calls with one argument wrong.")
+@click.option("--tool-skip-rate", type=float, default=0.0, help="Fraction of tool requests answered with no call.")
 @click.option("--verbose", is_flag=True, help="Log every request.")
 def command(**options):
     """Run the local OpenAI-compatible model server (a stand-in for tests and demos). The

@@ -18,6 +18,7 @@ from .extract import extract
 from .faults import FaultPlan
 from .judge import JudgeDrift, draft_reply, judge_answer
 from .policy import FORCED_ERROR_RE, MODEL_ID, content_text, count_tokens, decide, format_answer
+from .tools import tool_answer
 from .variance import AnswerVariance
 
 
@@ -177,6 +178,8 @@ class MockLLMServer:
         api_key: str | None = None,
         verbose: bool = False,
         judge_drift_after: int | None = None,
+        tool_wrong_rate: float = 0.0,
+        tool_skip_rate: float = 0.0,
     ):
         self.host, self.port = host, port
         self.faults = FaultPlan(
@@ -191,6 +194,7 @@ class MockLLMServer:
         self.variance = AnswerVariance(seed)  # flaky models and scripted answers (variance.py)
         self.drift = JudgeDrift(judge_drift_after)  # judges that drift mid-run (judge.py)
         self.hang_seconds = hang_seconds
+        self.tool_rates = (tool_wrong_rate, tool_skip_rate)  # tool calls: wrong arguments, no call (tools.py)
         self.api_key = api_key
         self.verbose = verbose
         self._stop = threading.Event()
@@ -340,9 +344,12 @@ class MockLLMServer:
             return _Reply("aborted", None)
         return reply
 
-    def _content(self, request: dict, garbage: bool) -> str:
-        """The answer's text: a judge's verdict or a drafted reply (``judge``), extracted fields
-        as JSON (``extract``), else a label."""
+    def _content(self, request: dict, garbage: bool) -> str | dict:
+        """The answer's text: a tool call (``tools``: a message), a judge's verdict or a drafted
+        reply (``judge``), extracted fields as JSON (``extract``), else a label."""
+        called = None if garbage else tool_answer(request, *self.tool_rates)
+        if called is not None:
+            return called
         judged = judge_answer(request["messages"], self.drift)
         if judged is not None:
             return format_answer(self.faults.pick(("maybe",)) if garbage else judged, request.get("response_format"))
@@ -389,11 +396,17 @@ _ids = iter(range(1, 1 << 62))
 _ids_lock = threading.Lock()
 
 
-def _completion(request: dict, content: str) -> dict:
+def _completion(request: dict, content: str | dict) -> dict:
+    """A chat completion of ``content``: a text, or a message that calls tools."""
     with _ids_lock:
         n = next(_ids)
     prompt_tokens = sum(count_tokens(content_text(m.get("content"))) for m in request["messages"])
-    completion_tokens = count_tokens(content)
+    if isinstance(content, dict):
+        message, finish = content, "tool_calls" if content.get("tool_calls") else "stop"
+        said = " ".join(c["function"]["arguments"] for c in content.get("tool_calls") or ())
+    else:
+        message, finish, said = {"role": "assistant", "content": content, "refusal": None}, "stop", content
+    completion_tokens = count_tokens(said)
     return {
         "id": f"chatcmpl-mock-{n}",
         "object": "chat.completion",
@@ -402,9 +415,9 @@ def _completion(request: dict, content: str) -> dict:
         "choices": [
             {
                 "index": 0,
-                "finish_reason": "stop",
+                "finish_reason": finish,
                 "logprobs": None,
-                "message": {"role": "assistant", "content": content, "refusal": None},
+                "message": message,
             }
         ],
         "usage": {

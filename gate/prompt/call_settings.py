@@ -15,6 +15,7 @@ from typing import Any
 
 from gate.errors import SpecError, did_you_mean
 
+from .json_schema import parse_schema_format
 from .trials import DEFAULT_RULE, MAX_TRIALS, TRIAL_RULES
 
 # No classification needs more; each call's estimate spends the shared token budget
@@ -186,6 +187,8 @@ def parse_response_format(value: Any, file: str | None) -> dict | None:
         ) from None
     if size > MAX_RESPONSE_FORMAT_BYTES:
         raise SpecError(file, "response_format", f"is over {MAX_RESPONSE_FORMAT_BYTES // 1024} KiB as JSON")
+    if data["type"] == "json_schema":  # strict structured output: a schema the gate checks answers against
+        data["json_schema"] = parse_schema_format(data.get("json_schema"), file)
     return data
 
 

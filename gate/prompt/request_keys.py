@@ -6,12 +6,14 @@ call-path version (this package's version and the revision of the call path belo
 
 An item's answer is reused when the very same request was answered before (MATCH or
 MISMATCH, never ERROR): the request key (``request_key``) is the hash of the request body
-the provider would receive (model, params, rendered messages, response format), the
-decision rule and labels that read the answer, the provider's endpoint and the call-path
-version. So a merged pull request whose check passed makes no call when it is applied, an
-unchanged prompt re-run costs nothing, a changed template calls every item again and one
-changed dataset row calls one item. ``submit --no-reuse`` forces fresh calls (a model at
-temperature > 0 answers differently each time: a team may want every verdict fresh).
+the provider would receive (model, params, rendered messages with the conversation a
+``history`` entry inserts, response format, tools with their descriptions and schemas,
+tool_choice, parallel_tool_calls), the decision rule and labels that read the answer,
+the provider's endpoint and the call-path version. So a merged pull request whose check
+passed makes no call when it is applied, an unchanged prompt re-run costs nothing, a
+changed template calls every item again and one changed dataset row calls one item.
+``submit --no-reuse`` forces fresh calls (a model at temperature > 0 answers differently
+each time: a team may want every verdict fresh).
 
 With ``trials: N`` each trial is a distinct answer kept under its own key
 (``trial_keys``): trial 1 under the request's key, trial t > 1 under the hash of that key
@@ -31,6 +33,7 @@ from typing import Any
 from gate import __version__
 from gate.records import DatasetVersion
 
+from .answer_schema import response_schema
 from .spec import PromptSpec, request_kwargs
 
 # Bump when rendering, the request or the reading of an answer changes meaning: answers
@@ -44,8 +47,12 @@ def _canonical(value: Any) -> bytes:
 
 
 def decision_rule(spec: PromptSpec) -> dict[str, Any]:
-    """How the answer is read: the rule and the labels it reads."""
+    """How the answer is read: the rule and the labels it reads, and whether every answer
+    is checked against a strict schema first (gate.prompt.answer_schema; only then, so the
+    keys of every other prompt stay what they were)."""
     rule = spec.decision.to_dict()
+    if response_schema(spec.response_format) is not None:
+        rule["answer_schema"] = "checked"
     return rule if spec.decision.fields is not None else {**rule, "labels": list(spec.labels)}
 
 

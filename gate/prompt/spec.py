@@ -35,10 +35,12 @@ from .call_settings import (  # NAME_RE and check_name: every name of the gate, 
     parse_response_format,
     parse_trials,
 )
+from .conversation import parse_history
 from .judge import ANSWER_NAMES, JudgeRule, parse_judge_rule, parse_kind
 from .linear_regex import PatternError, compile_pattern
 from .templating import ALLOWED_NAMES, TemplateProblem, check_template
 from .templating import MAX_NODES as MAX_TEMPLATE_NODES
+from .tools import Tool, call_labels, parse_call_rule, parse_parallel, parse_tool_choice, parse_tools, request_fields
 from .trials import DEFAULT_RULE, TrialRule
 from .yaml_file import parse_yaml, read_text_file
 
@@ -56,9 +58,12 @@ TOP_FIELDS = (
     "trial_rule",
     "k",
     "kind",
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
 )
 ROLES = ("system", "developer", "user", "assistant")
-DECISION_TYPES = ("first_word", "json", "regex", "fields", "judge")
+DECISION_TYPES = ("first_word", "json", "regex", "fields", "judge", "tool_call")
 MAX_MESSAGES = 64
 MAX_DESCRIPTION = 4000
 MAX_JSON_FIELD = 256
@@ -84,6 +89,14 @@ def _thaw(value: Any) -> Any:
 class Message:
     role: str
     content: str
+    history: str | None = None  # ``- history: item.<field>``: the row's conversation here (gate.prompt.conversation)
+
+    def to_dict(self) -> dict[str, str]:
+        return (
+            {"history": f"item.{self.history}"}
+            if self.history is not None
+            else {"role": self.role, "content": self.content}
+        )
 
 
 @dataclass(frozen=True)
@@ -123,6 +136,9 @@ class PromptSpec:
     trial_rule: str = DEFAULT_RULE
     k: int | None = None  # k_of_n only
     kind: str = "prompt"  # or "judge": a prompt that grades answers (gate.prompt.judge)
+    tools: tuple[Tool, ...] = ()  # function tools the model may call (gate.prompt.tools)
+    tool_choice: Any = None  # auto, none, required, or one function (OpenAI's form)
+    parallel_tool_calls: bool | None = None
 
     @property
     def rule(self) -> TrialRule:
@@ -135,12 +151,14 @@ class PromptSpec:
             "description": self.description,
             "model": self.model,
             "params": _thaw(self.params),
-            "messages": [{"role": m.role, "content": m.content} for m in self.messages],
+            "messages": [m.to_dict() for m in self.messages],
             "labels": list(self.labels),
             "decision": self.decision.to_dict(),
         }
         if self.decision.fields is not None or self.decision.judge is not None:  # no labels of its own
             del config["labels"]
+        if self.tools:  # only when set: the config (and hash) of a prompt without tools is unchanged
+            config.update(_thaw(request_fields(self.tools, self.tool_choice, self.parallel_tool_calls)))
         if self.response_format is not None:
             config["response_format"] = _thaw(self.response_format)
         if self.provider is not None:
@@ -187,6 +205,8 @@ def parse_spec(data: Any, file: str | None = None) -> PromptSpec:
         if data.get(required) in (None, "", []):
             raise SpecError(file, required, "is required")
     kind = parse_kind(data.get("kind"), file)
+    tools = parse_tools(data.get("tools"), file)
+    decision = _parse_decision(data.get("decision"), file, "labels" in data, tools)
     spec = PromptSpec(
         name=check_name(data["name"], "name", file),
         model=parse_model(data["model"], file),
@@ -195,11 +215,16 @@ def parse_spec(data: Any, file: str | None = None) -> PromptSpec:
         messages=_parse_messages(
             data["messages"], file, ALLOWED_NAMES | set(ANSWER_NAMES) if kind == "judge" else None
         ),
-        labels=parse_labels(data.get("labels"), file),
-        decision=_parse_decision(data.get("decision"), file, "labels" in data),
+        labels=call_labels(data.get("labels"), tools, file)
+        if decision.type == "tool_call"
+        else parse_labels(data.get("labels"), file),
+        decision=decision,
         response_format=_freeze(parse_response_format(data.get("response_format"), file)),
         provider=_parse_provider(data.get("provider"), file),
         kind=kind,
+        tools=tools,
+        tool_choice=_freeze(parse_tool_choice(data.get("tool_choice"), tools, file)),
+        parallel_tool_calls=parse_parallel(data.get("parallel_tool_calls"), tools, file),
         **parse_trials(data, file),
     )
     return _judged_checked(spec, file)
@@ -249,6 +274,10 @@ def _parse_message(
 ) -> tuple[Message, int]:
     if not isinstance(msg, Mapping):
         raise SpecError(file, where, "must be a mapping with role and content")
+    if "history" in msg:
+        if len(msg) != 1:
+            raise SpecError(file, where, "a history entry has history alone: - history: item.messages")
+        return Message("history", "", parse_history(msg["history"], f"{where}.history", file)), 0
     extra = [k for k in msg if k not in ("role", "content")]
     if extra:
         hint = did_you_mean(extra[0], ("role", "content"))
@@ -265,7 +294,7 @@ def _parse_message(
     return Message(role, content), nodes
 
 
-def _parse_decision(value: Any, file: str | None, has_labels: bool = False) -> Decision:
+def _parse_decision(value: Any, file: str | None, has_labels: bool = False, tools: tuple[Tool, ...] = ()) -> Decision:
     if value is None:
         return Decision()
     if isinstance(value, str):
@@ -283,13 +312,15 @@ def _parse_decision(value: Any, file: str | None, has_labels: bool = False) -> D
             )
         return Decision("judge", judge=parse_judge_rule(value, file))
     extra = [k for k in value if k not in ("type", "field", "pattern", "fields")]
-    if extra:
+    if extra and str(value.get("type")) != "tool_call":
         raise SpecError(
             file, f"decision.{str(extra[0])[:80]}", "unknown field; decision has type, field, pattern, fields"
         )
     kind = str(value.get("type", "first_word")).replace("-", "_")
     if kind not in DECISION_TYPES:
         raise SpecError(file, "decision.type", f"must be one of {', '.join(DECISION_TYPES)}")
+    if kind == "tool_call":
+        return _call_decision(value, file, has_labels, tools)
     if (kind == "fields") != ("fields" in value):
         raise SpecError(file, "decision.fields", "goes with type fields, and type fields needs it")
     if kind == "fields":
@@ -318,6 +349,25 @@ def _parse_decision(value: Any, file: str | None, has_labels: bool = False) -> D
     return Decision()
 
 
+def _call_decision(value: Mapping, file: str | None, has_labels: bool, tools: tuple[Tool, ...]) -> Decision:
+    """``decision: {type: tool_call}``: the called function is the label; with ``fields``,
+    the call's arguments are compared too (gate.prompt.tools, gate.prompt.tool_decision)."""
+    if not tools:
+        raise SpecError(file, "decision.type", "tool_call reads the call of a tool: declare the tools (tools: [...])")
+    extra = [k for k in value if k not in ("type", "fields")]
+    if extra:
+        raise SpecError(
+            file, f"decision.{str(extra[0])[:80]}", "unknown field; a tool_call decision has type and fields"
+        )
+    if "fields" not in value:
+        return Decision("tool_call")
+    if has_labels:
+        raise SpecError(
+            file, "labels", "a tool_call decision with fields has no labels of its own: its function field has them"
+        )
+    return Decision("tool_call", fields=parse_call_rule(value["fields"], tools, file))
+
+
 def _parse_provider(value: Any, file: str | None) -> str | None:
     """A prompt names a provider; it never says where requests go or which key they carry."""
     if value is None:
@@ -339,6 +389,7 @@ def request_kwargs(spec: PromptSpec, messages: list[dict[str, str]]) -> dict[str
     kwargs.update(_plain(spec.params))
     if spec.response_format is not None:
         kwargs["response_format"] = _plain(spec.response_format)
+    kwargs.update(request_fields(spec.tools, _plain(spec.tool_choice), spec.parallel_tool_calls))
     return kwargs
 
 

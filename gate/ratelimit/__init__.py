@@ -28,9 +28,10 @@ Entries separated by ``;``, each ``PATTERN=OPTION:VALUE,...``::
 * The gate spends ``PROMPTGATE_RATE_LIMIT_HEADROOM`` (default 0.97) of each per-minute rate:
   a provider counts on its own clock and window, and the network jitters; running exactly
   at the cap turns that jitter into 429s.
-* A call's token cost is estimated before it is sent: the rendered messages' characters / 4
-  plus 4 per message, plus the larger of ``max_tokens`` and ``max_completion_tokens`` (else 16). A cost
-  larger than the token bucket is clamped to its size.
+* A call's token cost is estimated before it is sent: the characters of the rendered messages,
+  of their tool calls' arguments and of the prompt's tools / 4, plus 4 per message, plus the
+  larger of ``max_tokens`` and ``max_completion_tokens`` (else 16). A cost larger than the
+  token bucket is clamped to its size.
 
 Backends (``PROMPTGATE_RATE_LIMIT_BACKEND``)
 --------------------------------------------

@@ -154,8 +154,12 @@ def endpoint_host(base_url: str | None) -> str:
 
 
 def estimate_tokens(spec, messages: Sequence[Mapping[str, Any]]) -> int:
-    """A call's token cost before it is sent, from its rendered messages (see the
-    ``gate.ratelimit`` docstring)."""
+    """A call's token cost before it is sent, from its rendered messages, their tool calls'
+    arguments and the prompt's tools (see the ``gate.ratelimit`` docstring)."""
     completion = output_bound(getattr(spec, "params", None)) or DEFAULT_COMPLETION_TOKENS  # the larger of the two
     chars = sum(len(m.get("content") or "") for m in messages)
+    chars += sum(len(c["function"]["arguments"]) for m in messages for c in m.get("tool_calls") or ())
+    chars += sum(
+        len(t.name) + len(t.description or "") + len(t.parameters_json or "") for t in getattr(spec, "tools", ())
+    )
     return math.ceil(chars / 4) + 4 * len(messages) + int(completion)

@@ -32,15 +32,16 @@ def fields_view(metrics: dict) -> dict | None:
     rows = []
     for f in figures["fields"]:
         live = flips.get(f["field"])
+        of = f.get("compared", items)  # a tool call's argument: the items whose expected call has it
         rows.append(
             {
                 "field": f["field"],
                 "type": f["type"],
                 "right": f["right"],
-                "of": items,
+                "of": of,
                 "wrong": f["wrong"],
                 "missing": f["missing"],
-                **_share(f["right"], items),
+                **_share(f["right"], of),
                 "live": None
                 if not live
                 else {**_share(live["live_right"], live["paired"]), "fixed": live["fixed"], "broken": live["broken"]},

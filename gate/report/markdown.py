@@ -157,6 +157,8 @@ def _run_view(run: RunReport, samples: int, excerpt: int) -> dict:
         "confusion": [(exp, [confusion[exp].get(a, 0) for a in actual_labels]) for exp in sorted(confusion)],
         "actual_labels": actual_labels,
         "failures": shown,
+        "call_failures": any(f.call is not None or f.turns for f in shown),  # side by side (call_failures.md.j2)
+        "turns": any(f.turns for f in shown),
         "failing_total": failing_total,
         "failures_cut": failing_total > len(shown) + len(listed),
         "failing_broken": len(listed),

@@ -17,6 +17,7 @@ from gate.verdict.stats import format_p
 
 from .judge_view import judge_lines, judge_said
 from .text_sections import accepted_lines, answer, field_lines, protected_lines, slice_lines
+from .tool_calls import failure_line, tool_lines
 from .update import UpdateReport
 
 
@@ -60,7 +61,7 @@ def _run_lines(r) -> list[str]:
         for c in r.checks
         if c["bar"] != "min_accuracy"
     ]
-    lines += accepted_lines(r)
+    lines += accepted_lines(r) + tool_lines(r)
     if r.reused:
         lines.append(
             f"    {r.reused_total} of {r.total} answers reused from update "
@@ -91,6 +92,9 @@ def _failure_lines(r) -> list[str]:
     lines, broken = [], {b.item_id for b in r.broken}  # a broken item is failing too: listed once
     for f in r.failures:
         if f.item_id in broken:
+            continue
+        if f.call is not None or f.turns:  # a tool call side by side, a conversation's last turns
+            lines += failure_line(f)
             continue
         out = safe(f.raw_output or f.error or "", 80)
         got = (

@@ -23,6 +23,7 @@ from gate.verdict.update_outcome import run_checks
 
 from .figures import accepted_view, fields_view, protected_view, slices_view
 from .judge_view import judge_view, shown_pinned
+from .tool_calls import schema_view, tool_calls_view, with_calls
 
 SAMPLE_FAILURES = 5  # failing items a report shows by default
 
@@ -68,6 +69,8 @@ class RunReport:
     stopped: int = 0  # items never answered: the run stopped first (early stop, spend cap)
     stop: dict | None = None  # why it stopped: kind, sentence, calls saved; None: it did not
     judge: dict | None = None  # a judged run: its judge, agreement, corrected rate, sentinels (gate.report.judge_view)
+    tool_calls: dict | None = None  # a tool_call decision: marked answers, parallel calls (gate.report.tool_calls)
+    schema: dict | None = None  # a strict response schema: the answers that broke it
 
     @property
     def reused_total(self) -> int:
@@ -127,13 +130,11 @@ def run_report(
 ) -> RunReport:
     metrics = run.metrics or {}
     failures, broken, protected = _with_wrong_fields(run, failures, broken or [], protected_view(metrics))
+    failures = with_calls((run.pinned or {}).get("decision"), failures)
     matches = metrics.get("matches", counts.match)
     scored = metrics.get("scored", counts.scored)
     checks = [c.to_dict() for c in run_checks(run)] if run.status == RunStatus.DONE else []
     stop = _stop(metrics, run)
-    passed = all(c["state"] != "fail" for c in checks) if run.status == RunStatus.DONE else None
-    if stop is not None and run.status == RunStatus.DONE:  # settled early: failed; else not judged
-        passed = False if stop["kind"] == "early_stop" else None
     return RunReport(
         run_id=run.id,
         dataset=run.dataset_name,
@@ -145,7 +146,7 @@ def run_report(
         errors=metrics.get("errors", counts.error),
         pending=counts.pending,
         accuracy=(matches / scored) if scored else None,
-        passed=passed,
+        passed=_passed(run.status, checks, stop),
         reason=run.reason,
         row_count=run.row_count,
         content_hash=run.content_hash,
@@ -174,7 +175,18 @@ def run_report(
         stopped=metrics.get("stopped", counts.stopped),
         stop=stop,
         judge=judge_view(run.pinned, metrics),
+        tool_calls=tool_calls_view(metrics, fields_view(metrics)),
+        schema=schema_view(metrics),
     )
+
+
+def _passed(status: str, checks: list[dict], stop: dict | None) -> bool | None:
+    """A finished run passed when no check failed; one settled early failed; None: not judged."""
+    if status != RunStatus.DONE:
+        return None
+    if stop is not None:
+        return False if stop["kind"] == "early_stop" else None
+    return all(c["state"] != "fail" for c in checks)
 
 
 def run_is_judged(run: Run) -> bool:
@@ -183,12 +195,15 @@ def run_is_judged(run: Run) -> bool:
 
 def _with_wrong_fields(run: Run, failures: list[ItemSample], broken: list[FlipSample], protected: dict | None):
     """A fields decision's sample items, each with the fields it got wrong."""
-    from gate.prompt.structured.rule import rule_of
+    from gate.prompt.structured.rule import CallRule, rule_of
 
     rule = rule_of((run.pinned or {}).get("decision"))
     if rule is None:
         return failures, broken, protected
-    from gate.prompt.structured.samples import wrong_fields
+    from gate.prompt.structured.samples import wrong_fields as fields_wrong
+    from gate.prompt.tool_decision import wrong_calls
+
+    wrong_fields = wrong_calls if isinstance(rule, CallRule) else fields_wrong
 
     failures = [
         replace(f, wrong_fields=wrong_fields(rule, f.actual_decision, f.expected_decision))

@@ -39,7 +39,8 @@ from gate.errors import SpecError, UsageError, did_you_mean
 from gate.prompt.decision import same_reading
 from gate.prompt.judge import answers_read
 from gate.prompt.spec import PromptSpec
-from gate.prompt.structured.summary import RuleMisfit, check_rule
+from gate.prompt.structured.expected_calls import check_decision
+from gate.prompt.structured.summary import RuleMisfit
 from gate.prompt.template_fields import template_fields
 from gate.prompt.templating import TemplateProblem
 from gate.records import DatasetVersion
@@ -84,7 +85,8 @@ def _distinct(labels, where: str) -> None:
 def check_expected(spec: PromptSpec, versions: list[tuple[str, DatasetVersion]], hidden: Collection[str] = ()) -> None:
     """Each pinned version's expected values are what the prompt's decision reads: labels
     for a label decision; for a fields decision, objects with every declared field, of
-    values its comparator can read (``gate.prompt.structured.summary.check_rule``).
+    values its comparator can read (``gate.prompt.structured.summary.check_rule``); for a tool
+    call's, its arguments (``gate.prompt.structured.expected_calls.check_decision``).
 
     ``hidden``: the datasets whose rows the submitter may not read (a holdout, for a pull
     request's token). A refusal about one of them is a fixed line naming the dataset only
@@ -92,7 +94,7 @@ def check_expected(spec: PromptSpec, versions: list[tuple[str, DatasetVersion]],
     What is left is one bit per submission: the rule fits the holdout or not."""
     for name, version in versions:
         try:
-            check_rule(spec.decision.fields, version.fields, name)
+            check_decision(spec.decision.fields, version.fields, name)
         except RuleMisfit as exc:
             if name in hidden:
                 raise UsageError(exc.withheld) from None
@@ -100,14 +102,17 @@ def check_expected(spec: PromptSpec, versions: list[tuple[str, DatasetVersion]],
 
 
 def fields_read(spec: PromptSpec) -> tuple[str, ...]:
-    """The item fields the prompt's templates read; a SpecError when one of them touches
-    the item in a way that names no field. A judge in its own evaluation also reads the
-    answers it grades from its rows' columns of the same names (gate.prompt.judge)."""
+    """The item fields the prompt's templates read, and the conversations its ``history``
+    entries insert (gate.prompt.conversation); a SpecError when a template touches the item
+    in a way that names no field. A judge in its own evaluation also reads the answers it
+    grades from its rows' columns of the same names (gate.prompt.judge)."""
     try:
-        found = template_fields(m.content for m in spec.messages)
+        found = template_fields(m.content for m in spec.messages if m.history is None)
     except TemplateProblem as exc:
         raise SpecError(None, "messages", str(exc)) from None
-    return tuple(sorted({*found, *answers_read(spec)})) if spec.kind == "judge" else found
+    history = {m.history for m in spec.messages if m.history is not None}
+    answers = set(answers_read(spec)) if spec.kind == "judge" else set()
+    return tuple(sorted({*found, *history, *answers}))
 
 
 def count_unknown_fields(engine: Engine, prompt_name: str) -> None:

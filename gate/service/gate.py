@@ -58,6 +58,7 @@ from .admission import check_expected, check_labels, count_unknown_fields, field
 from .baseline import baseline_of, model_price
 from .boundary import driver_errors_become_gate_errors
 from .config import ConfigMixin
+from .conversations import with_last_turns
 from .datasets import DatasetsMixin
 from .judging import judge_of, judged_baseline, run_pin, stage_sentinels
 from .live import LiveMixin, check_hold
@@ -205,7 +206,7 @@ class Gate(DatasetsMixin, ConfigMixin, LiveMixin, ReleasesMixin, RetentionMixin,
                 run_report(
                     r,
                     counts[r.id],
-                    failing_items(conn, r.id, failures),
+                    with_last_turns(conn, r, upd.candidate_config, failing_items(conn, r.id, failures)),
                     reused[r.id],
                     _broken_items(conn, r, failures),
                     _unstable_items(conn, r, failures),

@@ -307,8 +307,9 @@ def item_checks(bars: Bars, metrics: Mapping[str, Any]) -> list[BarCheck]:
 
 
 def _field_check(name: str, bar: Decimal, metrics: Mapping[str, Any]) -> BarCheck:
-    """One field's accuracy over the items scored. A candidate that does not decide this
-    field (or no field at all) fails: a pull request must not drop a field to drop its bar."""
+    """One field's accuracy over the items scored (a tool call's argument: over the items
+    whose expected call has it, ``compared``). A candidate that does not decide this field
+    (or no field at all) fails: a pull request must not drop a field to drop its bar."""
     figures = metrics.get("fields")
     found = next((f for f in (figures or {}).get("fields") or () if f["field"] == name), None)
     if found is None:
@@ -318,7 +319,8 @@ def _field_check(name: str, bar: Decimal, metrics: Mapping[str, Any]) -> BarChec
             else "the candidate does not decide field by field (decision: {type: fields})"
         )
         return BarCheck("min_field_accuracy", name, format_bar(bar), None, "fail", why)
-    return _fraction_check("min_field_accuracy", name, bar, found["right"], figures["items"], "no item was scored")
+    of = found.get("compared", figures["items"])
+    return _fraction_check("min_field_accuracy", name, bar, found["right"], of, "no item was scored")
 
 
 def _slice_checks(bars: Bars, metrics: Mapping[str, Any]) -> list[BarCheck]:

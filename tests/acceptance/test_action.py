@@ -477,7 +477,7 @@ def test_cli_sync_report_and_action_errors(tmp_path, sqlite_url):
     assert dry.returncode == 0, dry.stderr
     assert "would: bar ticket-urgency × urgency-hard: new, min accuracy 0.8" in dry.stdout
     done = cli_action("sync", ws / "gate.yaml", "--json", "--database-url", sqlite_url)
-    assert done.returncode == 0 and len(json.loads(done.stdout)["changes"]) == 14  # 7 datasets, 7 bars
+    assert done.returncode == 0 and len(json.loads(done.stdout)["changes"]) == 16  # 8 datasets, 8 bars
     again = cli_action("sync", ws / "gate.yaml", "--database-url", sqlite_url)
     assert again.returncode == 0 and "already matches" in again.stdout
     (ws / "bad.yaml").write_text("datasets:\n  d: {source: nowhere.csv}\n")

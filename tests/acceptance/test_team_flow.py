@@ -205,6 +205,7 @@ def test_the_recommended_setup_end_to_end(mysql_url, llm, github, tmp_path):
                 "support-emails",
                 "reply-judge-labels",
                 "support-tickets",
+                "support-conversations",
             }
             urgency = datasets["urgency-regression"]
             assert urgency.source_uri == "upload://datasets/urgency-regression.csv"

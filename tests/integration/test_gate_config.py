@@ -18,7 +18,7 @@ def test_sync_is_idempotent_and_the_file_is_the_whole_truth(gate, tmp_path):
     leaves the CLI's alone."""
     ws = make_workspace(tmp_path)
     first = gateconfig.sync(gate, ws / "gate.yaml")
-    assert first.applied and len(first.changes) == 14  # 7 datasets, 7 bars
+    assert first.applied and len(first.changes) == 16  # 8 datasets, 8 bars
     assert {(m.prompt_name, m.dataset_name, m.min_accuracy) for m in gate.mappings("ticket-urgency")} == {
         ("ticket-urgency", "urgency-hard", Decimal("0.8")),
         ("ticket-urgency", "urgency-regression", Decimal("0.9")),
@@ -42,7 +42,7 @@ def test_sync_is_idempotent_and_the_file_is_the_whole_truth(gate, tmp_path):
             "dataset refund-hard: no longer declared (stays registered, gates nothing)",
         ]
     )
-    assert len(gate.mappings()) == 8  # diff changed nothing
+    assert len(gate.mappings()) == 9  # diff changed nothing
     gateconfig.sync(gate, ws / "gate.yaml")
     assert {(m.prompt_name, m.dataset_name, str(Decimal(m.min_accuracy).normalize())) for m in gate.mappings()} == {
         ("ticket-urgency", "urgency-hard", "0.75"),
@@ -51,6 +51,7 @@ def test_sync_is_idempotent_and_the_file_is_the_whole_truth(gate, tmp_path):
         ("unlisted-prompt", "urgency-hard", "0.5"),
         ("reply-judge", "reply-judge-labels", "0.85"),
         ("support-reply", "support-tickets", "0.75"),
+        ("support-router", "support-conversations", "0.75"),
     }
     assert [m.declared_in for m in gate.mappings("unlisted-prompt")] == [None]
     assert gateconfig.diff(gate, ws / "gate.yaml").changes == ()

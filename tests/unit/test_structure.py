@@ -49,6 +49,8 @@ LIBRARIES = {
     "sqlalchemy": ("gate.db", "gate.store", "gate.datasets", "gate.service", "gate.server", "workers"),
     "pymysql": ("gate.db", "gate.mysql_tls", "gate.store"),
     "openai": ("gate.calls",),
+    "jsonschema": ("gate.prompt",),
+    "referencing": ("gate.prompt",),
     "github": ("gate.action",),
     "fastapi": ("gate.server",),
     "starlette": ("gate.server",),

@@ -340,7 +340,9 @@ def test_an_items_result_keeps_the_masks_and_trials_judge_field_by_field():
     ).decision
     item = ClaimedItem(1, 0, "m1", {}, '{"amount":12.5,"order_id":"ORD-1"}', 1)
     near, far = '{"amount":12.49,"order_id":"ORD-1"}', '{"order_id":"ORD-1"}'
-    out = SimpleNamespace(decision=near, raw_output="{}", latency_ms=5, prompt_tokens=1, completion_tokens=1)
+    out = SimpleNamespace(
+        decision=near, raw_output="{}", output="{}", latency_ms=5, prompt_tokens=1, completion_tokens=1
+    )
     result = called_result(item, out, "k", decision)
     assert (result.verdict, result.fields_wrong, result.fields_missing) == ("MATCH", 0, 0)
     again = reused_result(item, "k", Answer("k", far, "{}", 5, 1, 1, 9, 9), decision)

@@ -16,9 +16,11 @@ import random
 from collections.abc import Sequence
 
 from gate.errors import ModelCallError
+from gate.prompt.answer_schema import schema_broken
 from gate.prompt.spec import Decision
 from gate.prompt.structured.compare import score
 from gate.prompt.structured.reading import MAX_READ_CHARS, NOT_AN_OBJECT
+from gate.prompt.tool_decision import score_calls
 from gate.prompt.trials import TrialRule, judge
 from gate.records import Answer, ClaimedItem, ItemResult, Trial
 from gate.states import Verdict
@@ -31,12 +33,15 @@ NOT_KEPT = (INVALID_DECISION, NOT_AN_OBJECT)  # answers not frozen for reuse: ma
 
 def judged(decision: Decision | None, actual: str, expected: str) -> dict:
     """An answer's verdict against the item's expected decision: equal labels, or, for a
-    fields decision, every field matching (with the masks of the wrong and missing ones)."""
+    fields decision, every field matching (with the masks of the wrong and missing ones; a
+    tool call's: gate.prompt.tool_decision); an answer off the prompt's strict schema
+    never matches (gate.prompt.answer_schema)."""
     if decision is None or decision.fields is None:
         return {"verdict": Verdict.MATCH if actual == expected else Verdict.MISMATCH}
-    outcome = score(decision.fields, actual, expected)
+    scorer = score_calls if decision.type == "tool_call" else score
+    outcome = scorer(decision.fields, actual, expected)
     return {
-        "verdict": Verdict.MATCH if outcome.match else Verdict.MISMATCH,
+        "verdict": Verdict.MATCH if outcome.match and not schema_broken(actual) else Verdict.MISMATCH,
         "fields_wrong": outcome.wrong,
         "fields_missing": outcome.missing,
     }
@@ -50,7 +55,7 @@ def called_result(
     return ItemResult(
         item.position,
         actual_decision=actual,
-        raw_output=(out.raw_output or "")[:RAW_OUTPUT_LIMIT],
+        raw_output=out.output[:RAW_OUTPUT_LIMIT],
         latency_ms=out.latency_ms,
         prompt_tokens=out.prompt_tokens,
         completion_tokens=out.completion_tokens,
@@ -113,7 +118,7 @@ def item_retry_delay(attempt: int, retry_after: float | None, settings) -> float
 def answered_trial(out, key: str) -> Trial:
     return Trial(
         out.decision[:MAX_READ_CHARS],
-        (out.raw_output or "")[:RAW_OUTPUT_LIMIT],
+        out.output[:RAW_OUTPUT_LIMIT],
         out.latency_ms,
         out.prompt_tokens,
         out.completion_tokens,

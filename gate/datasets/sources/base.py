@@ -12,7 +12,18 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
 from gate.errors import DatasetError
-from gate.prompt.structured.expected import PROTECTED_COLUMN, checked_expected, expected_object, protected_flag
+from gate.prompt.conversation import is_conversation_field
+from gate.prompt.structured.expected import (
+    EXPECTED_COLUMN,
+    EXPECTED_PREFIX,
+    PROTECTED_COLUMN,
+    checked_expected,
+    expected_object,
+    protected_flag,
+)
+from gate.prompt.structured.expected_calls import expected_calls
+
+from ..conversations import checked_conversations
 
 DEFAULT_ID_COLUMN = "item_id"
 DEFAULT_LABEL_COLUMN = "expected_decision"
@@ -29,6 +40,7 @@ class Row:
     position: str  # where the row stands in the source ("line 12"), for messages
     structured: bool = False  # ``expected`` is an expected object's canonical JSON (gate.prompt.structured)
     protected: bool = False  # the row's ``protected`` column: it may never break (gate.verdict.item_policy)
+    call: bool = False  # ``expected`` is an expected tool call with arguments (gate.prompt.structured.expected_calls)
 
     @property
     def input(self) -> dict[str, Any]:
@@ -99,6 +111,10 @@ def make_row(record: dict[str, Any], position: str, options: SourceOptions, sour
         raise DatasetError(f"{source}: {position}: missing item id (column {id_column!r})")
     expected = "" if expected is None else (expected if type(expected) is str else str(expected)).strip()
     skipped: tuple[str, ...] = ()
+    call, found = False, expected_calls(record, expected, f"{source}: {position}: item {item_id}")
+    if found is not None:  # a tool call's arguments, or several calls: canonical JSON; no argument: the label
+        expected, skipped = found
+        call = expected.startswith("{")
     structured = not expected
     if structured:
         expected, skipped = _expected_object(record, position, item_id, label_column, source)
@@ -112,6 +128,7 @@ def make_row(record: dict[str, Any], position: str, options: SourceOptions, sour
         inputs = {k: v for k, v in record.items() if k != id_column and k != label_column and k not in skipped}
     else:
         inputs = {k: v for k, v in record.items() if k != id_column and k != label_column}
+    inputs = checked_conversations(inputs, f"{source}: {position}: item {item_id}")
     try:
         input_json = canonical_json(inputs)
     except RecursionError:
@@ -119,7 +136,7 @@ def make_row(record: dict[str, Any], position: str, options: SourceOptions, sour
     try:
         size = len(input_json) if input_json.isascii() else len(input_json.encode())
         item_id.encode(), expected.encode()
-        if structured:
+        if structured or call:
             size += len(expected.encode())
     except UnicodeEncodeError:  # half of a surrogate pair (JSON's "\ud800"): no database can store it
         raise DatasetError(
@@ -132,7 +149,14 @@ def make_row(record: dict[str, Any], position: str, options: SourceOptions, sour
         )
     if input_json.count("[") + input_json.count("{") > MAX_ROW_DEPTH and nesting_depth(inputs) > MAX_ROW_DEPTH:
         raise DatasetError(f"{source}: {position}: item {item_id}: row is nested deeper than {MAX_ROW_DEPTH} levels")
-    return Row(item_id, expected, input_json, position, structured, protected)
+    return Row(item_id, expected, input_json, position, structured, protected, call)
+
+
+def read_by_contract(column: str) -> bool:
+    """Whether ``make_row`` reads the column itself beside a label: an expected call's
+    arguments (``expected``, ``expected.<argument>``) or a conversation (``messages``), so a
+    reader's shortcut around ``make_row`` must not take a row that has it."""
+    return column == EXPECTED_COLUMN or column.startswith(EXPECTED_PREFIX) or is_conversation_field(column)
 
 
 def _expected_object(

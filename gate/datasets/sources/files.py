@@ -29,7 +29,17 @@ from gate.datasets.field_counts import MAX_FIELD_CHARS
 from gate.errors import DatasetError
 from gate.prompt.structured.expected import EXPECTED_PREFIX, PROTECTED_COLUMN
 
-from .base import MAX_ROW_DEPTH, Page, Row, SourceOptions, json_quote, make_row, register, resolve_path
+from .base import (
+    MAX_ROW_DEPTH,
+    Page,
+    Row,
+    SourceOptions,
+    json_quote,
+    make_row,
+    read_by_contract,
+    register,
+    resolve_path,
+)
 
 TEXT_KINDS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
 
@@ -289,7 +299,8 @@ class TextDecoder:
             or label_column not in header
             or len(set(header)) < len(header)
             or PROTECTED_COLUMN in header
-        ):  # a protected column: make_row takes it out of the input
+            or any(read_by_contract(name) for name in header)
+        ):  # a protected column, an expected call's arguments, a conversation: make_row reads them
             return None
         id_at, label_at = header.index(id_column), header.index(label_column)
         keyed = sorted((name, at) for at, name in enumerate(header) if at not in (id_at, label_at))

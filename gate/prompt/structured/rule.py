@@ -111,11 +111,32 @@ class FieldsRule:
         return {f.name: f.to_dict() for f in self.fields}
 
 
+FUNCTION_FIELD = "function"  # a tool_call decision's field of the called function
+NO_CALL = "none"  # ... when the model called none
+
+
+@dataclass(frozen=True)
+class CallRule(FieldsRule):
+    """The fields of a decision read from a tool call (``decision: {type: tool_call,
+    fields: {...}}``, ``gate.prompt.tool_decision``): ``function`` (a label field over the
+    declared functions and ``none``) and the arguments compared, each as a fields decision
+    compares a field; an argument is compared on the items whose expected call has it."""
+
+    @property
+    def functions(self) -> tuple[str, ...]:
+        spec = self.get(FUNCTION_FIELD)
+        return tuple(label for label in spec.labels if label != NO_CALL) if spec else ()
+
+
 def rule_of(decision: Mapping[str, Any] | None) -> FieldsRule | None:
     """The fields rule of a stored decision (a prompt's config, a run's pinned rule), or
-    None when the decision is not a fields decision (or not one this code can read)."""
-    if not decision or decision.get("type") != "fields":
+    None when the decision is not a fields decision (or not one this code can read); a
+    tool_call decision with fields has a ``CallRule``."""
+    if not decision or decision.get("type") not in ("fields", "tool_call"):
         return None
+    if decision.get("type") == "tool_call":  # a decision by label alone, or one with fields
+        rule = rule_of({"type": "fields", "fields": decision["fields"]}) if decision.get("fields") else None
+        return CallRule(rule.fields) if rule is not None and rule.get(FUNCTION_FIELD) else None
     try:
         return parse_fields(decision.get("fields"))
     except SpecError:

@@ -40,7 +40,11 @@ MAX_DISTINCT = 256
 MAX_LABEL_VALUE = 128
 
 
-class _FieldStats:
+class FieldStats:
+    """One expected field over a version's rows: the kinds of its values, whether they all
+    read as numbers, how many rows hold each text (``ExpectedSummary``, and the arguments
+    of expected tool calls: ``gate.prompt.structured.expected_calls``)."""
+
     def __init__(self) -> None:
         self.kinds: set[str] = set()
         self.numeric, self.not_numeric = True, None
@@ -97,7 +101,7 @@ class ExpectedSummary:
         self.name = name
         self.form: str | None = None  # "label" or "fields", from the first row
         self.first: str | None = None  # where the first row stands ("line 2")
-        self.fields: dict[str, _FieldStats] | None = None
+        self.fields: dict[str, FieldStats] | None = None
 
     def add(self, item_id: str, position: str, expected: str, structured: bool) -> None:
         where = f"dataset {self.name}: {position}: item {item_id}"
@@ -114,7 +118,7 @@ class ExpectedSummary:
             return
         obj = json.loads(expected)
         if self.fields is None:
-            self.fields = {name: _FieldStats() for name in obj}
+            self.fields = {name: FieldStats() for name in obj}
         missing = sorted(set(self.fields) - set(obj))
         if missing:
             raise DatasetError(f"{where}: expected field {missing[0]} is missing ({self.first} has it)")
@@ -184,12 +188,13 @@ def check_rule(rule: FieldsRule | None, version_fields: Mapping[str, Any] | None
                 f"{', '.join(sorted(have))})",
                 dataset,
             )
-        problem = _unreadable(spec, stats)
+        problem = unreadable(spec, stats)
         if problem:
             raise RuleMisfit(f"dataset {dataset}: field {spec.name} ({spec.type}): {problem}", dataset)
 
 
-def _unreadable(spec, stats: Mapping[str, Any]) -> str | None:
+def unreadable(spec, stats: Mapping[str, Any]) -> str | None:
+    """Why ``spec``'s comparator cannot read the values a field's stats saw, or None."""
     kinds = set(stats.get("kinds") or ()) - {"null"}
     if spec.type == "number" and not stats.get("numeric"):
         return "an expected value is not a number"
