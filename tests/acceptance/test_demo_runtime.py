@@ -27,14 +27,15 @@ def test_demo_shows_two_rejected_and_one_applied_change(tmp_path):
     assert "```" not in out and "| urgency-hard |" not in out and len(out.splitlines()) < 200, out
     (summary,) = [line for line in out.splitlines() if line.startswith("result: ")]
     assert summary.startswith(
-        "result: 3 changes REJECTED, 1 APPLIED — ticket-urgency: weak candidate REJECTED "
+        "result: 4 changes REJECTED, 1 APPLIED — ticket-urgency: weak candidate REJECTED "
         "(live stays v1), good candidate APPLIED (live now v2); support-extract: candidate "
-        "REJECTED (live stays v1); support-reply: candidate REJECTED by its judge (live stays v1). As expected."
+        "REJECTED (live stays v1); support-reply: candidate REJECTED by its judge (live stays v1); "
+        "support-router: candidate REJECTED (live stays v1). As expected."
     ), summary
     readme = (ROOT / "README.md").read_text()
     assert (
-        "make demo    # the gate end to end in under 30 s: three changes REJECTED (one by a judge), one APPLIED"
-        in readme
+        "make demo    # the gate end to end in under 30 s: four changes REJECTED "
+        "(one by a judge, one on a tool call's argument), one APPLIED" in readme
     )
     assert "urgency-hard: 43.8% vs bar 80% [FAIL]" in out  # the text report, per dataset
     # a reply-drafting prompt graded by a judge: rejected, with the judge's figures and the corrected rate

@@ -72,10 +72,12 @@ def test_a_router_candidate_is_judged_on_the_function_and_each_argument(mysql_ga
     }
     assert [t["role"] for t in samples["conv-11"].turns] == ["assistant", "tool", "user"]
     markdown = render_report_markdown(gate.status(report.update.id, failures=10))
+    # a broken item is listed once, with the argument it broke; a failing one with both calls side by side
     assert (
-        '| conv-11 | refund(amount=35.5, order\\_id="ORD-2003") | refund(amount=35, order\\_id="ORD-2003") |'
+        '| conv-11 | amount: 35.5 | right | amount: 35 | → refund({"amount": 35, "order\\_id": "ORD-2003"}) |'
         in markdown
     )
+    assert '| conv-24 | none | lookup\\_order(order\\_id="ORD-4003") | **tool**: delivered<br>' in markdown
     assert "| support-conversations | min\\_field\\_accuracy[amount] | 85% | 50.0% | ❌ fail |" in markdown
     for r in (live, report):
         valid(r)
@@ -170,8 +172,8 @@ def test_a_strict_schema_candidate_that_breaks_its_schema_is_rejected_naming_the
     assert json.loads(samples[0].actual_decision)["(schema)"] == "amount: '10.00' is not of type 'number'"
     markdown = render_report_markdown(gate.status(report.update.id, failures=10))
     assert "🧾 emails: 3 answers broke the response schema" in markdown
-    row = [line for line in markdown.splitlines() if line.startswith("| mail-07 |")][-1]  # the failing items'
-    assert "| every field right | (schema): amount: '17.07' is not of type 'number' |" in row
+    row = [line for line in markdown.splitlines() if line.startswith("| mail-07 |")][-1]  # live got it: broken
+    assert "| every field right | right | (schema): amount: '17.07' is not of type 'number' |" in row
     valid(report)
 
 
