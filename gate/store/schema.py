@@ -216,6 +216,7 @@ prompt_update = Table(
     Column("cost_reserved_nanousd", BigInteger, server_default="0", **NOT_NULL),
     Column("cost_in_flight_nanousd", BigInteger, server_default="0", **NOT_NULL),
     Column("stopped", JsonText),
+    Column("rollout", JsonText),  # the gate config's rollout pinned at submit (apply mode; migration 25)
     Index("ix_update_status", "status", "id"),
     Index("ix_update_prompt", "prompt_name", "mode", "status"),
     Index("ix_update_sha", "source_sha"),
@@ -362,6 +363,7 @@ prompt_setting = Table(
     Column("prompt_name", String(128), primary_key=True),
     Column("optional_fields", JsonText),
     Column("updated_at", T, **NOT_NULL),
+    Column("rollout", JsonText),  # the gate config's rollout: for the prompt (migration 25)
 )
 gate_limit = Table(
     "gate_limit",
@@ -404,6 +406,65 @@ rate_limit_usage = Table(
     Column("throttled_ms", BigInteger, server_default="0", **NOT_NULL),
     Column("rate_limited", BigInteger, server_default="0", **NOT_NULL),
     Column("updated_at", T, **NOT_NULL),
+)
+
+# --- what production serves, canary rollouts and their feedback (issue 39) ---
+served_report = Table(  # one runtime process's report of what it serves of one prompt
+    "served_report",
+    meta,
+    Column("process_id", String(96), **NOT_NULL),
+    Column("prompt_name", String(128), **NOT_NULL),
+    Column("host", String(191), **NOT_NULL),
+    Column("pid", Integer, **NOT_NULL),
+    Column("version", Integer, **NOT_NULL),
+    Column("stable_version", Integer),
+    Column("rollout_id", BigInteger),
+    Column("loaded_at", T, **NOT_NULL),
+    Column("last_seen", T, **NOT_NULL),
+    Column("ttl_seconds", Double, **NOT_NULL),
+    Column("reported_by", String(128), **NOT_NULL),
+    PrimaryKeyConstraint("reported_by", "process_id", "prompt_name"),
+    Index("ix_served_prompt", "prompt_name", "last_seen"),
+    Index("ix_served_seen", "last_seen"),
+    Index("ix_served_reporter", "reported_by", "last_seen"),
+)
+prompt_rollout = Table(  # a canary rollout of an applied update (gate.states.RolloutStatus)
+    "prompt_rollout",
+    meta,
+    _id(),
+    Column("prompt_name", String(128), **NOT_NULL),
+    Column("update_id", BigInteger, **NOT_NULL),
+    Column("canary_version", Integer, **NOT_NULL),
+    Column("stable_version", Integer, **NOT_NULL),
+    Column("status", String(16), **NOT_NULL),
+    Column("config", JsonText, **NOT_NULL),
+    Column("started_at", T, **NOT_NULL),
+    Column("decided_at", T),
+    Column("figures", JsonText),
+    Column("reason", Text),
+    UniqueConstraint("update_id", name="uq_rollout_update"),
+    Index("ix_rollout_prompt", "prompt_name", "status"),
+    Index("ix_rollout_status", "status", "id"),
+)
+rollout_feedback = Table(  # one production outcome of a rollout's call, once per call id
+    "rollout_feedback",
+    meta,
+    Column("rollout_id", BigInteger, **NOT_NULL),
+    Column("call_id", String(64), **NOT_NULL),
+    Column("canary", FLAG, **NOT_NULL),
+    Column("correct", FLAG, **NOT_NULL),
+    Column("received_at", T, **NOT_NULL),
+    PrimaryKeyConstraint("rollout_id", "call_id"),
+)
+rollout_tally = Table(  # the running counts the rollout worker decides on (16 stripes)
+    "rollout_tally",
+    meta,
+    Column("rollout_id", BigInteger, **NOT_NULL),
+    Column("stripe", SmallInteger, **NOT_NULL),
+    Column("canary", FLAG, **NOT_NULL),
+    Column("n", BigInteger, **NOT_NULL),
+    Column("correct", BigInteger, **NOT_NULL),
+    PrimaryKeyConstraint("rollout_id", "stripe", "canary"),
 )
 
 
