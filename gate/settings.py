@@ -33,6 +33,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "sandbox_processes": (1, 64),
     "upload_min_rate": (1, 1 << 30),
     "max_version_bytes": (1, 1 << 40),
+    "rollout_interval": (0.01, 3600),
 }
 CHOICES: dict[str, tuple[str, ...]] = {"rate_limit_backend": ("sql", "redis")}
 
@@ -86,6 +87,7 @@ class Settings:
     # four times the largest upload, so an honest file fits however its CSV columns expand
     # into JSON; a header that multiplies every row meets it (gate/datasets/importer.py).
     max_version_bytes: int = 1 << 30
+    rollout_interval: float = 2.0  # the rollout worker looks at the canary rollouts this often (seconds)
 
     ENV = {
         "database_url": "PROMPTGATE_DATABASE_URL",
@@ -113,6 +115,7 @@ class Settings:
         "sandbox_processes": "PROMPTGATE_SANDBOX_PROCESSES",
         "upload_min_rate": "PROMPTGATE_UPLOAD_MIN_RATE",
         "max_version_bytes": "PROMPTGATE_MAX_VERSION_BYTES",
+        "rollout_interval": "PROMPTGATE_ROLLOUT_INTERVAL",
     }
 
     def __post_init__(self) -> None:

@@ -26,6 +26,7 @@ CHANGE_TEXT = {
     **PRICE_TEXT,
     **LIMIT_TEXT,
     "optional-fields": "prompt {subject}: optional fields {before} → {after}",
+    "rollout": "prompt {subject}: rollout {before} → {after}",
 }
 
 
@@ -38,7 +39,8 @@ class Change:
     calling it), price-added, price-changed,
     price-removed; limit-added, limit-changed, limit-removed (``limits:``); optional-fields
     (the fields a prompt's templates may read although no dataset row has them; "none"
-    before or after); dataset-rows (a pull request changes a dataset's file: its rows
+    before or after); rollout (a prompt's canary rollout, ``rollout:``);
+    dataset-rows (a pull request changes a dataset's file: its rows
     against the gate's version) and dataset-version (a sync imported changed rows as a new
     version)."""
 

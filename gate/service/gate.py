@@ -36,6 +36,7 @@ from gate.store.live import find_live, live_version
 from gate.store.locks import ensure_prompt_lock, lock_prompt
 from gate.store.providers import list_providers
 from gate.store.ratelimits import rate_limit_stats
+from gate.store.rollouts import pin_rollout
 from gate.store.runs import BASELINE, insert_run, runs_of_update
 from gate.store.trials import unstable_items
 from gate.store.updates import (
@@ -60,6 +61,8 @@ from .config import ConfigMixin
 from .datasets import DatasetsMixin
 from .live import LiveMixin
 from .retention import RetentionMixin
+from .rollouts import RolloutsMixin
+from .served import ServedMixin
 from .spending import check_cost_bounded, gate_limits, pinned_limits, run_calls, update_spend
 from .tokens import TokensMixin
 
@@ -91,7 +94,7 @@ def _unstable_items(conn, run, limit: int) -> list:
 
 
 @driver_errors_become_gate_errors
-class Gate(DatasetsMixin, ConfigMixin, LiveMixin, RetentionMixin, TokensMixin):
+class Gate(DatasetsMixin, ConfigMixin, LiveMixin, RetentionMixin, TokensMixin, ServedMixin, RolloutsMixin):
     """A handle on one gate database."""
 
     def __init__(self, engine: Engine, settings: Settings):
@@ -181,6 +184,8 @@ class Gate(DatasetsMixin, ConfigMixin, LiveMixin, RetentionMixin, TokensMixin):
                 full=full,
             )
             _stage_runs(conn, spec, update_id, pinned, fields, full, provider)
+            if mode == Mode.APPLY:
+                pin_rollout(conn, update_id, spec.name)  # a canary when it applies (gate config `rollout:`)
             for old_id in older:
                 cancel_update(conn, old_id, f"superseded by update {update_id}")
             return update_id
