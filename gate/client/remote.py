@@ -35,6 +35,7 @@ from gate.records import (
 )
 from gate.report.update import SAMPLE_FAILURES, UpdateReport
 
+from .served import ServedRemote
 from .session import TIMEOUTS, ServiceSession, Unreachable, decode, path_segment
 
 if TYPE_CHECKING:
@@ -49,6 +50,7 @@ GATE_NAMES = frozenset(
     {
         "authenticate",
         "cancel",
+        "canary_of",
         "check_upload",
         "close",
         "close_session",
@@ -66,6 +68,7 @@ GATE_NAMES = frozenset(
         "history",
         "import_upload",
         "list_datasets",
+        "list_live",
         "list_tokens",
         "list_updates",
         "limits",
@@ -83,16 +86,27 @@ GATE_NAMES = frozenset(
         "prune",
         "refresh_dataset",
         "register_dataset",
+        "record_feedback",
         "register_provider",
         "remove_limit",
         "remove_price",
         "remove_provider",
         "revoke_token",
+        "report_served",
         "rollback",
+        "rollout_of_update",
+        "rollout_settings",
+        "rollouts",
+        "serve_document",
+        "serve_tag",
+        "served",
+        "served_counts",
         "set_limit",
         "set_optional_fields",
         "session_token",
         "set_price",
+        "set_rollout",
+        "stale_processes",
         "source_egress",
         "status",
         "submit",
@@ -116,7 +130,7 @@ def _history_row(row: dict) -> dict:
     return row
 
 
-class RemoteGate(ServiceSession):
+class RemoteGate(ServedRemote, ServiceSession):
     """The Gate's methods, each one request to the gate's service at ``url`` (called with
     bearer ``token``; None: anonymous, what a server with --public-read allows for reads)."""
 
