@@ -13,7 +13,7 @@ from typing import Any
 from gate.errors import UsageError
 
 DEFAULT_PROMPTS = "prompts/**/*.yaml"
-MODES = ("auto", "check", "apply")
+MODES = ("auto", "check", "apply", "drift")
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,12 @@ class ActionInput:
 INPUTS = (
     ActionInput("prompts", f"Globs of prompt files, one per line; ! excludes (default {DEFAULT_PROMPTS})."),
     ActionInput("gate-config", "Repository path of the gate config (providers, datasets and bars)."),
-    ActionInput("mode", "auto: check on pull requests, apply on a push to the default branch.", "mode"),
+    ActionInput(
+        "mode",
+        "auto: check on pull requests, apply on a push to the default branch; drift: compare the prompt "
+        "files with live (a scheduled workflow).",
+        "mode",
+    ),
     ActionInput("run-workers", "Run the workers in this process while waiting.", "flag"),
     ActionInput("timeout", "Seconds to wait (default 600).", "seconds"),
     ActionInput("fail-on-reject", "Exit 1 when a candidate is rejected (default on).", "flag"),
@@ -72,7 +77,7 @@ class ActionOptions:
 
     prompts: str = DEFAULT_PROMPTS  # globs, one per line; a leading ! excludes
     gate_config: str = ""  # repository-relative path of the gate config
-    mode: str = "auto"  # auto | check | apply
+    mode: str = "auto"  # auto | check | apply | drift
     run_workers: bool = False
     timeout: float = 600.0
     fail_on_reject: bool = True
@@ -119,6 +124,6 @@ def _typed(kind: str, key: str, value: Any) -> Any:
         return seconds
     if kind == "mode":
         if str(value) not in MODES:
-            raise UsageError(f"mode {value!r} is not auto, check or apply")
+            raise UsageError(f"mode {value!r} is not auto, check, apply or drift")
         return str(value)
     return value
