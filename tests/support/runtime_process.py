@@ -9,6 +9,7 @@ errors, feedback sent) are written as JSON to a file every half second and at ex
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -112,19 +113,24 @@ def run(config: dict) -> None:
     write_stats(config["stats"], stats)
 
 
+STARTED = itertools.count()  # every process of every fleet its own files in a shared folder
+
+
 class RuntimeFleet:
     """Start and stop production processes (``support.runtime_process``)."""
 
     def __init__(self, folder: Path, env: dict):
         self.folder, self.env = folder, env
         self.procs: list[tuple[subprocess.Popen, Path]] = []
+        self.logs: list[Path] = []
 
     def start(self, **config) -> int:
-        n = len(self.procs)
-        stats = self.folder / f"runtime-{n}.json"
-        cfg = self.folder / f"runtime-{n}.config.json"
+        n, number = len(self.procs), next(STARTED)
+        stats = self.folder / f"runtime-{number}.json"
+        cfg = self.folder / f"runtime-{number}.config.json"
         cfg.write_text(json.dumps({**config, "stats": str(stats)}))
-        log = open(self.folder / f"runtime-{n}.log", "wb")
+        self.logs.append(self.folder / f"runtime-{number}.log")
+        log = open(self.logs[-1], "wb")
         env = {**os.environ, **self.env, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
         proc = subprocess.Popen(
             [sys.executable, "-m", "support.runtime_process", str(cfg)], env=env, stdout=log, stderr=subprocess.STDOUT
@@ -158,7 +164,7 @@ class RuntimeFleet:
                 proc.wait()
 
     def log(self, n: int) -> str:
-        return (self.folder / f"runtime-{n}.log").read_text(errors="replace")[-3000:]
+        return self.logs[n].read_text(errors="replace")[-3000:]
 
 
 if __name__ == "__main__":
