@@ -170,6 +170,10 @@ def test_a_canary_without_enough_feedback_ends_undecided_at_its_time_limit(mysql
     assert time.monotonic() - started < 40
     live = gate.live("p1")
     assert (live.version, live.restored_version, live.config["description"]) == (3, 1, "stable")
+    history = run_cli("--gate-url", service.url, "history", "p1", env={"PROMPTGATE_TOKEN": service.tokens["read"]})
+    lines = history.stdout.splitlines()
+    assert lines[0].startswith("v3 (live)") and "rollback to v1 by rollout worker: canary v2 undecided:" in lines[0]
+    assert "canary UNDECIDED: canary " in lines[1] and lines[1].startswith("v2 ")
     fleet.stop_all()
 
 

@@ -10,6 +10,7 @@ import time
 
 import pytest
 from support.canary import gate_config, prompt_spec
+from support.cli import run_cli
 from support.runtime_process import RuntimeFleet
 
 from gate import gateconfig
@@ -65,6 +66,13 @@ def test_a_call_counts_once_and_only_for_the_rollouts_versions(mysql_gate, servi
         assert ci.post("/v1/feedback", json={"events": [{**events[0], "call_id": "ci-1"}]}).json()["recorded"] == 1
     count, tally = stored(mysql_gate, canary)
     assert count == 51 and tally == {"canary": (31, 20), "stable": (20, 20)}
+    with service.client("read") as reader:  # the prompt's page: the rollout in progress and its interval now
+        page = reader.get("/prompts/p1").text
+    assert "Canary rollout in progress" in page and "answers 10 % of calls beside stable version 1" in page
+    assert '<td>canary v2</td><td class="num">31</td><td class="num">20</td>' in page
+    assert "95 % always-valid interval [" in page
+    live = run_cli("--gate-url", service.url, "live", "p1", env={"PROMPTGATE_TOKEN": service.tokens["read"]})
+    assert f"rollout {canary} CANARY: canary v2 at 10 % beside stable v1: canary 20/31, stable 20/20" in live.stdout
 
 
 def test_feedback_at_2000_a_second_from_8_processes_is_all_recorded_in_batches(mysql_gate, service, canary, tmp_path):
