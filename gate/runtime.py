@@ -185,10 +185,6 @@ class PromptRuntime:
             else:
                 self._cache.pop(name, None)
 
-    def _service(self) -> Any:
-        """The ``gate.service.Gate`` of a runtime on the database."""
-        return self._source.service()
-
 
 class RuntimePrompt:
     """A live prompt by name; every attribute read is at most ``ttl`` seconds old."""
