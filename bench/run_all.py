@@ -25,6 +25,8 @@ BENCHES = [
     ["user_submit_wait.py", "--promptfoo"],
     ["million_rows.py"],
     ["connect_cost.py"],
+    ["runtime_decide.py"],
+    ["feedback_ingest.py"],
 ]
 
 

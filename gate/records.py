@@ -454,3 +454,43 @@ class DataDiff:
             return f"over {self.too_large:,} rows: too large to compare here"
         parts = [f"{getattr(self, k)} {k}" for k in ("added", "removed", "relabelled", "changed") if getattr(self, k)]
         return ", ".join(parts) or "no change"
+
+
+@dataclass(frozen=True)
+class ServedProcess:
+    """One runtime process's last report of what it serves of a prompt (``served_report``):
+    ``version`` (the live version it loaded: during a canary rollout, the canary) and
+    ``stable_version`` (during a rollout, the stable version it routes the other calls to)."""
+
+    process_id: str
+    prompt_name: str
+    host: str
+    pid: int
+    version: int
+    stable_version: int | None
+    rollout_id: int | None
+    loaded_at: dt.datetime
+    last_seen: dt.datetime
+    ttl_seconds: float
+    reported_by: str
+    seen_seconds_ago: float = 0.0  # by the database's clock
+    stale: bool = False  # serving an older version than live for longer than 2 × its ttl
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """A canary rollout (``prompt_rollout``; ``gate.states.RolloutStatus``): the version an
+    update applied (``canary_version``) serves ``config['canary_percent']`` % of calls beside
+    ``stable_version`` until the rollout worker decides."""
+
+    id: int
+    prompt_name: str
+    update_id: int
+    canary_version: int
+    stable_version: int
+    status: str
+    config: dict[str, Any]
+    started_at: dt.datetime
+    decided_at: dt.datetime | None = None
+    figures: dict[str, Any] | None = None  # the sequential test's figures at the decision
+    reason: str | None = None

@@ -10,16 +10,6 @@ evaluated it.
     result = urgency.decide({"subject": "Site down", "text": "Checkout returns 500"})
     print(urgency.version, result.decision)
 
-``decide`` returns the ``CallResult``: the decision, the answer's text (``raw_output``) and,
-for a prompt with tools, the calls the model made (``tool_calls``: each a name, its
-arguments parsed, and their problem, if they were not JSON or not of the function's
-schema), read as the gate read them when it judged the version::
-
-    router = rt.prompt("support-router")
-    result = router.decide({"messages": conversation})
-    for call in result.tool_calls:
-        handlers[call.name](**call.arguments)
-
 ``rt.prompt(name)`` returns a handle; the handle re-reads the live row at most once per
 ``ttl`` seconds, so an applied change reaches production within ``ttl``. ``decide`` goes
 through ``gate.calls.llm.call_prompt``, the very function the executor scores candidates with,
@@ -29,8 +19,36 @@ evaluated with: the declaration pinned with the update that applied it (URL, mod
 the gate config's providers does not move production's calls; applying the prompt again
 through the gate does. A version live since before the gate pinned providers has none on
 record: its provider is resolved as the gate declares it now, and the log says so once.
+``decide`` returns the result of the call: the decision, the answer's text
+(``raw_output``) and, for a prompt with tools, the calls the model made (``tool_calls``:
+each a name, its arguments parsed, and their problem, if they were not JSON or not of the
+function's schema), read as the gate read them when it judged the version::
+
+    router = rt.prompt("support-router")
+    result = router.decide({"messages": conversation})
+    for call in result.tool_calls:
+        handlers[call.name](**call.arguments)
+
+A call that fails raises ``ModelCallError``: one line naming the provider, its URL and
+where the URL came from, without the SDK's chained traceback behind it.
 If the database cannot be read on a refresh, the last loaded version keeps serving (and
 the failure is logged); only the first load of a name raises.
+
+Through the gate's service instead of its database (no database credentials; a read
+token)::
+
+    rt = PromptRuntime(gate_url="https://gate.example.com", token=READ_TOKEN, feedback_token=FEEDBACK_TOKEN)
+
+the live version is read with a conditional request (an unchanged prompt: one round trip,
+answered 304 with no body), and a service that is down leaves the last version serving.
+Either way a background thread tells the gate what this process serves, at most once per
+``ttl`` per prompt (``gate.served.reporter``: `promptgate live NAME` lists the processes),
+never on a call's path. During a canary rollout (the gate config's ``rollout:``) the canary
+answers ``canary_percent`` of calls, chosen by a stable hash of ``key``
+(``decide(item, key=user_id)``: a user always meets the same version; no key: at random per
+call); every result says which version answered (``result.version``), and
+``rt.feedback(result, correct=True)`` tells the gate how it went (buffered, sent in batches
+by another background thread: ``gate.served.feedback``).
 """
 
 from __future__ import annotations
@@ -39,76 +57,146 @@ import logging
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any
 
 from gate.calls.llm import CallResult, call_prompt
-from gate.calls.providers import Endpoint
 from gate.errors import ModelCallError
-from gate.prompt.spec import PromptSpec, parse_spec
+from gate.prompt.spec import PromptSpec
 from gate.prompt.tool_decision import ToolCall
+from gate.served.feedback import FeedbackBuffer
+from gate.served.reporter import ServedReporter, process_identity
+from gate.served.result import ServedResult, served_result
+from gate.served.sources import DatabaseSource, ServiceSource
+from gate.served.versions import LoadedPrompt, route
 from gate.settings import Settings
 
 log = logging.getLogger(__name__)
 
-__all__ = ["PromptRuntime", "RuntimePrompt", "LoadedPrompt", "CallResult", "ToolCall", "call_prompt"]
-
-
-@dataclass(frozen=True)
-class LoadedPrompt:
-    """One live version, as loaded."""
-
-    name: str
-    version: int
-    config_hash: str
-    spec: PromptSpec
-    loaded_at: float  # time.monotonic() of the load
-    endpoint: Endpoint | None = None  # where its calls go
+__all__ = ["PromptRuntime", "RuntimePrompt", "LoadedPrompt", "ServedResult", "CallResult", "ToolCall", "call_prompt"]
 
 
 class PromptRuntime:
     def __init__(
-        self, database_url: str | None = None, *, ttl: float = 30.0, settings: Settings | None = None, gate: Any = None
+        self,
+        database_url: str | None = None,
+        *,
+        ttl: float = 30.0,
+        settings: Settings | None = None,
+        gate: Any = None,
+        gate_url: str | None = None,
+        token: str | None = None,
+        feedback_token: str | None = None,
+        report: bool = True,
     ):
         """``gate`` is a ready ``gate.service.Gate`` (else one is connected to
-        ``database_url``, default ``PROMPTGATE_DATABASE_URL``)."""
+        ``database_url``, default ``PROMPTGATE_DATABASE_URL``); or ``gate_url`` and ``token``
+        (a read token) to go through the service, ``feedback_token`` for feedback (default:
+        ``token``, which then needs the submit scope). ``report`` False: tell the gate
+        nothing of what this process serves."""
         self.settings = settings or Settings.from_env()
         self.ttl = float(ttl)
         self._database_url = database_url or self.settings.database_url
-        self._gate = gate
+        self._source = (
+            ServiceSource(gate_url, token, feedback_token)
+            if gate_url
+            else DatabaseSource(self._database_url, self.settings, gate)
+        )
         self._cache: dict[str, LoadedPrompt] = {}
         self._lock = threading.Lock()
-        self._unpinned_said: set[tuple[str, int]] = set()  # (name, version) whose fallback was logged
+        self.process_id, self.host, self.pid = process_identity()
+        self.reporter = ServedReporter(self.served_rows, self.refresh_due, self._source.report, ttl) if report else None
+        self.feedback_buffer = FeedbackBuffer(self._source.feedback, self._source.retryable)
 
     def prompt(self, name: str) -> RuntimePrompt:
         """A handle on the live prompt ``name``; raises NotFound when there is none."""
         self.load(name)
         return RuntimePrompt(self, name)
 
-    def decide(self, name: str, item: Mapping[str, Any]) -> CallResult:
+    def decide(self, name: str, item: Mapping[str, Any], key: object | None = None) -> ServedResult:
+        """Call the live version of ``name`` on ``item`` (during a canary rollout, the canary
+        or the stable version: by ``key``'s hash, else at random; ``result.version`` says)."""
         loaded = self.load(name)
-        return call_prompt(loaded.spec, item, settings=self.settings, endpoint=loaded.endpoint)
+        served, arm = route(loaded, key)
+        try:
+            result = call_prompt(served.spec, item, settings=self.settings, endpoint=served.endpoint)
+        except ModelCallError as exc:
+            failure = exc
+        else:
+            return served_result(result, name, served.version, loaded.rollout_id(), arm)
+        failure.__cause__, failure.__suppress_context__ = None, True  # one line: no SDK traceback chained
+        raise failure
 
-    def load(self, name: str) -> LoadedPrompt:
-        """The cached live version, re-read when older than ``ttl``."""
+    def feedback(self, result: ServedResult, correct: bool) -> bool:
+        """Tell the gate whether ``result`` was right, for the canary rollout it was routed
+        in (buffered; a background thread sends it in batches). False when the call was in
+        no rollout (nothing compares it) — nothing is sent then."""
+        if result.rollout_id is None:
+            return False
+        self.feedback_buffer.add(
+            {"prompt": result.prompt, "version": result.version, "call_id": result.call_id, "correct": bool(correct)}
+        )
+        return True
+
+    def served_rows(self) -> list[dict]:
+        """What this process serves, one report row per prompt it holds."""
+        now, interval = time.monotonic(), self.reporter.interval if self.reporter else self.ttl
+        return [
+            {
+                "process_id": self.process_id,
+                "host": self.host,
+                "pid": self.pid,
+                "prompt": p.name,
+                "version": p.version,
+                "stable_version": p.canary.stable.version if p.canary else None,
+                "rollout_id": p.rollout_id(),
+                "loaded_seconds_ago": round(max(0.0, now - p.since), 3),
+                "ttl_seconds": interval,
+            }
+            for p in list(self._cache.values())
+        ]
+
+    def refresh_due(self) -> None:
+        """Refresh every prompt this process holds whose cache is older than 0.8 × ttl (the
+        reporter's thread, a little before a call would: calls seldom wait for a refresh)."""
+        for name in list(self._cache):
+            self.load(name, 0.8 * self.ttl)
+
+    def close(self, timeout: float = 10.0) -> bool:
+        """Stop the background threads, sending the feedback still buffered first (True when
+        all of it went within ``timeout`` seconds)."""
+        if self.reporter is not None:
+            self.reporter.stop()
+        sent = self.feedback_buffer.stop(timeout)
+        self._source.close()
+        return sent
+
+    def load(self, name: str, due: float | None = None) -> LoadedPrompt:
+        """The cached live version, re-read when older than ``due`` seconds (default: the
+        ttl). A call that finds another thread refreshing (the reporter's, usually) serves
+        the cached version rather than wait for it, while that is younger than twice the
+        ttl."""
+        due = self.ttl if due is None else due
         cached = self._cache.get(name)
-        if cached is not None and time.monotonic() - cached.loaded_at < self.ttl:
-            return cached
+        if cached is not None:
+            age = time.monotonic() - cached.loaded_at
+            if age < due or (age < 2 * self.ttl and self._lock.locked()):
+                return cached
         with self._lock:
             cached = self._cache.get(name)
-            if cached is not None and time.monotonic() - cached.loaded_at < self.ttl:
+            if cached is not None and time.monotonic() - cached.loaded_at < due:
                 return cached
             try:
-                fresh = self._fetch(name)
+                fresh = self._source.fetch(name, cached)
             except Exception:
                 if cached is None:
                     raise
                 log.warning("cannot refresh prompt %s; serving version %s", name, cached.version, exc_info=True)
-                fresh = LoadedPrompt(
-                    cached.name, cached.version, cached.config_hash, cached.spec, time.monotonic(), cached.endpoint
-                )
+                fresh = replace(cached, loaded_at=time.monotonic())
             self._cache[name] = fresh
-            return fresh
+        if cached is None and self.reporter is not None:
+            self.reporter.first_load(name)
+        return fresh
 
     def invalidate(self, name: str | None = None) -> None:
         with self._lock:
@@ -116,33 +204,6 @@ class PromptRuntime:
                 self._cache.clear()
             else:
                 self._cache.pop(name, None)
-
-    def _fetch(self, name: str) -> LoadedPrompt:
-        service = self._service()
-        live = service.live(name)
-        cached = self._cache.get(name)
-        if cached is not None and cached.config_hash == live.config_hash:
-            spec = cached.spec
-        else:
-            spec = parse_spec(live.config, file=f"live prompt {name}")
-        endpoint, pinned = service.live_endpoint(live, spec)
-        if not pinned and (live.name, live.version) not in self._unpinned_said:
-            self._unpinned_said.add((live.name, live.version))
-            log.warning(
-                "prompt %s v%s has no provider pinned with it (it went live before the gate pinned providers): "
-                "its calls go to provider %s as the gate declares it now; apply it again through the gate to pin it",
-                live.name,
-                live.version,
-                endpoint.provider,
-            )
-        return LoadedPrompt(live.name, live.version, live.config_hash, spec, time.monotonic(), endpoint)
-
-    def _service(self) -> Any:
-        if self._gate is None:
-            from gate.service import Gate  # imported late: the runtime needs no CLI deps
-
-            self._gate = Gate.connect(self._database_url, settings=self.settings)
-        return self._gate
 
 
 class RuntimePrompt:
@@ -171,18 +232,10 @@ class RuntimePrompt:
     def labels(self) -> tuple[str, ...]:
         return self.current.spec.labels
 
-    def decide(self, item: Mapping[str, Any]) -> CallResult:
-        """Call the live version on one item (see ``gate.calls.llm.call_prompt``). A call that
-        fails raises ModelCallError whose one line names the provider, its URL and where the URL
-        came from (OPENAI_BASE_URL unset: the SDK's default), without the SDK's chained
-        traceback behind it."""
-        current = self.current
-        try:
-            return call_prompt(current.spec, item, settings=self._runtime.settings, endpoint=current.endpoint)
-        except ModelCallError as exc:
-            failure = exc
-        failure.__cause__, failure.__suppress_context__ = None, True
-        raise failure
+    def decide(self, item: Mapping[str, Any], key: object | None = None) -> ServedResult:
+        """Call the live version on one item (see ``gate.calls.llm.call_prompt`` and
+        ``PromptRuntime.decide``)."""
+        return self._runtime.decide(self.name, item, key)
 
     def __repr__(self) -> str:
         cached = self._runtime._cache.get(self.name)

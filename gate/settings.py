@@ -36,6 +36,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "dry_run_seconds": (1, 86400),
     "diff_cache_bytes": (0, 1 << 40),
     "max_version_bytes": (1, 1 << 40),
+    "rollout_interval": (0.01, 3600),
 }
 CHOICES: dict[str, tuple[str, ...]] = {"rate_limit_backend": ("sql", "redis")}
 
@@ -97,6 +98,7 @@ class Settings:
     # four times the largest upload, so an honest file fits however its CSV columns expand
     # into JSON; a header that multiplies every row meets it (gate/datasets/importer.py).
     max_version_bytes: int = 1 << 30
+    rollout_interval: float = 2.0  # the rollout worker looks at the canary rollouts this often (seconds)
 
     ENV = {
         "database_url": "PROMPTGATE_DATABASE_URL",
@@ -126,6 +128,7 @@ class Settings:
         "dry_run_seconds": "PROMPTGATE_DRY_RUN_SECONDS",
         "diff_cache_bytes": "PROMPTGATE_DIFF_CACHE_BYTES",
         "max_version_bytes": "PROMPTGATE_MAX_VERSION_BYTES",
+        "rollout_interval": "PROMPTGATE_ROLLOUT_INTERVAL",
     }
 
     def __post_init__(self) -> None:

@@ -90,3 +90,33 @@ def run_sources(to: RunStatus) -> frozenset[RunStatus]:
         return RUN_STEPS[RunStatus(to)]
     except (KeyError, ValueError):
         raise IllegalTransition(f"no run ever moves to {to}") from None
+
+
+class RolloutStatus(StrEnum):
+    """A canary rollout (docs/architecture.md, "State machines"): the applied version serves
+    ``canary_percent`` of calls beside the stable one until the rollout worker decides."""
+
+    CANARY = "CANARY"
+    PROMOTED = "PROMOTED"  # non-inferiority shown: the canary is the stable version
+    ROLLED_BACK = "ROLLED_BACK"  # inferiority shown: the stable version's config is live again
+    UNDECIDED = "UNDECIDED"  # max_hours passed, neither shown: the stable version serves
+    SUPERSEDED = "SUPERSEDED"  # an apply or a rollback during the canary ended it first
+
+
+RO = RolloutStatus
+ROLLOUT_STEPS: dict[RolloutStatus, frozenset[RolloutStatus]] = {
+    RO.PROMOTED: frozenset({RO.CANARY}),
+    RO.ROLLED_BACK: frozenset({RO.CANARY}),
+    RO.UNDECIDED: frozenset({RO.CANARY}),
+    RO.SUPERSEDED: frozenset({RO.CANARY}),
+}
+ROLLOUT_TERMINAL = frozenset({RO.PROMOTED, RO.ROLLED_BACK, RO.UNDECIDED, RO.SUPERSEDED})
+# `wait --sha --until promoted`: 0 promoted, 1 rolled back or undecided, 2 superseded, 3 still a canary
+ROLLOUT_EXIT_CODES = {RO.PROMOTED: 0, RO.ROLLED_BACK: 1, RO.UNDECIDED: 1, RO.SUPERSEDED: 2, RO.CANARY: 3}
+
+
+def rollout_sources(to: RolloutStatus) -> frozenset[RolloutStatus]:
+    try:
+        return ROLLOUT_STEPS[RolloutStatus(to)]
+    except (KeyError, ValueError):
+        raise IllegalTransition(f"no rollout ever moves to {to}") from None

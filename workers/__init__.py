@@ -1,7 +1,8 @@
-"""The four worker roles of prompt-gate, their shared poller and the supervisor.
+"""The five worker roles of prompt-gate, their shared poller and the supervisor.
 
 materialize → execute → finalize → reconcile: each polls rows in one state and moves them
-to the next with a guarded UPDATE. The database is the only coordination medium.
+to the next with a guarded UPDATE; rollout decides the canary rollouts an apply starts
+(``workers.rollout``). The database is the only coordination medium.
 """
 
-ROLES = ("materialize", "execute", "finalize", "reconcile")
+ROLES = ("materialize", "execute", "finalize", "reconcile", "rollout")

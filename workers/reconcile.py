@@ -4,7 +4,8 @@ items (the baseline pinned at submit, finished by now too), and a run stopped ea
 its stop confirmed on its final figures (one GROUP BY over its items, as the tally that
 stopped it counted them). Apply is one transaction guarded by the update's status (still RUNNING, so a
 cancelled update never applies) and by the live version still being ``base_version``.
-Only this worker writes the live ``prompt`` table."""
+Only this worker applies to the live ``prompt`` table; an apply of an update that pinned a
+``rollout:`` starts its canary rollout in the same transaction (``canary_on_apply``)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from gate.records import Run
 from gate.states import RunStatus, UpdateStatus
 from gate.store.item_stats import flip_counts
 from gate.store.live import live_version, write_live
+from gate.store.rollouts import get_rollout, start_rollout, supersede_rollout, update_rollout
 from gate.store.runs import get_run, runs_of_update, set_run_metrics
 from gate.store.spend import spend_of_update
 from gate.store.stops import outcome_counts
@@ -63,9 +65,26 @@ def reconcile_one(conn, update_id: int) -> UpdateStatus:
                 "submit (another change went live first); resubmit to evaluate against it"
             ),
         )
+    if status == UpdateStatus.APPLIED:
+        canary_on_apply(conn, upd)
     transition_update(conn, update_id, status, reason)
     log.info("update %s: %s (%s)", update_id, status, reason)
     return status
+
+
+def canary_on_apply(conn, upd) -> int | None:
+    """In the apply's transaction: a rollout in progress ends SUPERSEDED (this apply replaces
+    its canary), and an update that pinned a ``rollout:`` starts one, its version the canary
+    beside the stable one (the superseded rollout's stable version: its canary was never
+    shown good; else the version this apply replaced). A first version has nothing to be
+    compared with and goes live whole. Returns the new rollout's id."""
+    version = upd.base_version + 1
+    ended = supersede_rollout(conn, upd.prompt_name, f"superseded: update {upd.id} applied version {version}")
+    config = update_rollout(conn, upd.id)
+    if not config or upd.base_version < 1:
+        return None
+    stable = get_rollout(conn, ended).stable_version if ended else upd.base_version
+    return start_rollout(conn, upd.prompt_name, upd.id, version, stable, config)
 
 
 def _compared(conn, run: Run, upd) -> Run:

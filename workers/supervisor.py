@@ -88,6 +88,10 @@ def make_poller(
         from workers.finalize import Finalizer
 
         return Finalizer(engine, settings, stop, activity=activity)
+    if role == "rollout":  # on its own clock: its work outlives every open update (workers/rollout.py)
+        from workers.rollout import RolloutWorker
+
+        return RolloutWorker(engine, settings, stop)
     from workers.reconcile import Reconciler
 
     return Reconciler(engine, settings, stop, activity=activity)

@@ -13,7 +13,7 @@ from typing import Any
 from gate.errors import UsageError
 
 DEFAULT_PROMPTS = "prompts/**/*.yaml"
-MODES = ("auto", "check", "apply", "wait")
+MODES = ("auto", "check", "apply", "wait", "drift")
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,8 @@ INPUTS = (
     ActionInput(
         "mode",
         "auto: check on pull requests, apply on a push to the default branch; wait: a release job's "
-        "`promptgate wait --sha` of the commit (a read token).",
+        "`promptgate wait --sha` of the commit (a read token); drift: compare the prompt files with live "
+        "(a scheduled workflow).",
         "mode",
     ),
     ActionInput("run-workers", "Run the workers in this process while waiting.", "flag"),
@@ -82,7 +83,7 @@ class ActionOptions:
 
     prompts: str = DEFAULT_PROMPTS  # globs, one per line; a leading ! excludes
     gate_config: str = ""  # repository-relative path of the gate config
-    mode: str = "auto"  # auto | check | apply
+    mode: str = "auto"  # auto | check | apply | drift
     run_workers: bool = False
     timeout: float = 600.0
     fail_on_reject: bool = True
@@ -130,6 +131,6 @@ def _typed(kind: str, key: str, value: Any) -> Any:
         return seconds
     if kind == "mode":
         if str(value) not in MODES:
-            raise UsageError(f"mode {value!r} is not auto, check, apply or wait")
+            raise UsageError(f"mode {value!r} is not auto, check, apply, wait or drift")
         return str(value)
     return value

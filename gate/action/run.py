@@ -85,6 +85,10 @@ def run_action(
     """Run the Action for the event described by ``env`` (GITHUB_*). Returns the exit code.
     ``client`` (a gate.action.github.GitHubClient) is made from the token and GITHUB_API_URL
     unless given."""
+    if options.mode == "drift":  # a scheduled comparison with live, not an evaluation (drift.py)
+        from .drift import run_drift
+
+        return run_drift(env, gate, options, out=out, client=client, client_factory=client_factory)
     event = Event.from_env(env)
     mode = effective_mode(options.mode, event)
     if client is None:

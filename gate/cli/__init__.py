@@ -27,6 +27,7 @@ from .datasets import dataset
 from .demo import demo
 from .gate_config import prices_cmd, sync_cmd
 from .history import history, rollback
+from .production import drift
 from .retention import prune
 from .service import serve, token
 from .updates import cancel, live, report_cmd, status, submit, wait
@@ -77,6 +78,7 @@ for _command in (
     token,
     history,
     rollback,
+    drift,
 ):
     cli.add_command(_command)
 

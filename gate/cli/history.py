@@ -111,9 +111,13 @@ def _version_line(row: dict, live: bool) -> str:
         )
     )
     runs = ", ".join(_run_text(r) for r in upd["runs"])
-    return (
+    line = (
         head + f"update {upd['id']} {upd['status']}" + (f"  {where}" if where else "") + (f"  {runs}" if runs else "")
     )
+    rollout = row.get("rollout")
+    if rollout:
+        line += f"  canary {rollout['status']}" + (f": {rollout['reason']}" if rollout.get("reason") else "")
+    return line
 
 
 def _run_text(run: dict) -> str:

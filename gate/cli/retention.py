@@ -38,5 +38,6 @@ def prune(ctx, older_than, dry_run, as_json):
     verb = "would delete" if dry_run else "deleted"
     click.echo(
         f"{verb}: {report.items} items of {report.runs} runs, {report.versions} dataset versions "
-        f"({report.version_rows} rows), {report.answers} kept answers"
+        f"({report.version_rows} rows), {report.answers} kept answers, {report.served_reports} reports of "
+        f"runtime processes, {report.feedback} rollout outcomes"
     )

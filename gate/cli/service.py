@@ -153,7 +153,7 @@ def serve(
 
 @click.group()
 def token():
-    """The service's bearer tokens (scopes nest: read < submit < admin)."""
+    """The service's bearer tokens (scopes nest: read < submit < admin; feedback beside them)."""
 
 
 @token.command("create")
@@ -161,9 +161,10 @@ def token():
 @click.argument("name")
 @click.option(
     "--scope",
-    type=click.Choice(["read", "submit", "admin"]),
+    type=click.Choice(["read", "submit", "admin", "feedback"]),
     required=True,
-    help="read: every GET and the status page; submit: read, and submit, cancel, wait; admin: everything.",
+    help="read: every GET and the status page; submit: read, and submit, cancel, wait; admin: everything; "
+    "feedback: production's outcomes for a canary rollout (POST /v1/feedback) and nothing else.",
 )
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context

@@ -11,6 +11,7 @@ from gate.errors import UsageError
 from gate.untrusted import terminal_safe
 
 from .common import database_option, echo_json, open_gate, print_report
+from .production import rollout_line, served_lines
 from .progress import WaitProgress
 
 
@@ -99,6 +100,20 @@ def status(ctx, update_id, as_json, fmt):
     "apply-mode updates when it has any, else its checks.",
 )
 @click.option("--timeout", type=float, default=None, help="Seconds to wait (default: until terminal).")
+@click.option(
+    "--served",
+    is_flag=True,
+    help="With --sha: then wait until every runtime process that reported in the last interval serves "
+    "the version the commit applied (exit 1 if it was rolled back).",
+)
+@click.option(
+    "--until",
+    "until",
+    type=click.Choice(["promoted"]),
+    default=None,
+    help="With --sha: then wait until the commit's canary rollout ends: exit 0 promoted (or no rollout), "
+    "1 rolled back or undecided, 2 superseded.",
+)
 @click.option("--json", "as_json", is_flag=True)
 @click.option(
     "--progress/--no-progress",
@@ -109,15 +124,15 @@ def status(ctx, update_id, as_json, fmt):
     "stderr (redrawn on a terminal, plain lines every ~10 s otherwise).",
 )
 @click.pass_context
-def wait(ctx, update_id, sha, prompt_name, sha_mode, timeout, as_json, show_progress):
+def wait(ctx, update_id, sha, prompt_name, sha_mode, timeout, served, until, as_json, show_progress):
     """Wait for update UPDATE_ID (or the updates of --sha) to end: exit 0 cleared, 1 rejected,
     2 failed/cancelled, 3 timeout. With --sha a check never stands in for an apply (see --mode);
     it waits until the commit has an apply-mode update or the Action push job's record, then
     for the verdict: 2 also when the push job could not gate the commit, 4 nothing to gate."""
     if (update_id is None) == (sha is None):
         raise click.UsageError("give an UPDATE_ID or --sha SHA (not both)")
-    if sha_mode is not None and sha is None:
-        raise click.UsageError("--mode goes with --sha")
+    if sha is None and (sha_mode is not None or served or until):
+        raise click.UsageError("--mode, --served and --until go with --sha")
     if sha is None:
         progress = WaitProgress.on_stderr() if show_progress else None
         # a progress line needs the report (a dozen reads), not just the status: twice a second;
@@ -141,6 +156,8 @@ def wait(ctx, update_id, sha, prompt_name, sha_mode, timeout, as_json, show_prog
     else:
         for report in reports:
             print_report(report, "text")
+    if code == 0 and (served or until):
+        code = after_release(open_gate(ctx), reports, served, until, timeout)
     ctx.exit(code)
 
 
@@ -160,8 +177,12 @@ def cancel(ctx, update_id):
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def live(ctx, name, as_json):
-    """The live config of prompt NAME and its version."""
-    p = open_gate(ctx).live(name)
+    """The live config of prompt NAME and its version, what production serves of it (the
+    versions and by how many processes; the stale ones named) and a canary rollout in progress."""
+    gate = open_gate(ctx)
+    p = gate.live(name)
+    served = gate.served(name)
+    rollout = next((r for r in gate.rollouts(name, 1) if r["status"] == "CANARY"), None)
     if as_json:
         echo_json(
             {
@@ -175,6 +196,8 @@ def live(ctx, name, as_json):
                 "actor": p.actor,
                 "reason": p.reason,
                 "config": p.config,
+                "served": {**served, "processes": [vars(x) for x in served["processes"]]},
+                "rollout": rollout,
             }
         )
     else:
@@ -185,7 +208,23 @@ def live(ctx, name, as_json):
                 2000,
             )
         )
+        for line in [rollout_line(rollout), *served_lines(served)]:
+            if line:
+                click.echo(terminal_safe(line, 2000))
         click.echo(json.dumps(p.config, indent=2, ensure_ascii=True))
+
+
+def after_release(gate, reports, served: bool, until: str | None, timeout: float | None) -> int:
+    """`wait --sha --served` / `--until promoted` once the commit's updates ended APPLIED."""
+    from gate.api.after_release import wait_until_rollout_ends, wait_until_served
+
+    def say(line: str) -> None:
+        click.echo(terminal_safe(line, 2000), err=True)
+
+    code = wait_until_served(gate, reports, timeout, say) if served else 0
+    if code == 0 and until == "promoted":
+        code = wait_until_rollout_ends(gate, reports, timeout, say)
+    return code
 
 
 @click.command("report")

@@ -15,7 +15,6 @@ from __future__ import annotations
 import datetime as dt
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gate.api.release import DEFAULT_RELEASE_MODE, SHA_POLL, deadline_after, expired, time_left, wait_for_release
@@ -23,19 +22,15 @@ from gate.api.shape import HISTORY_LIMIT
 from gate.errors import NotFound, UsageError
 from gate.records import (
     CommitRecord,
-    DataDiff,
-    Dataset,
-    DatasetPreview,
-    DatasetVersion,
-    Imported,
     LivePrompt,
-    Mapping,
     Price,
     Update,
     WorkerRow,
 )
 from gate.report.update import SAMPLE_FAILURES, UpdateReport
 
+from .datasets import RemoteDatasets
+from .served import ServedRemote
 from .session import TIMEOUTS, ServiceSession, Unreachable, decode, path_segment
 
 if TYPE_CHECKING:
@@ -50,6 +45,7 @@ GATE_NAMES = frozenset(
     {
         "authenticate",
         "cancel",
+        "canary_of",
         "check_upload",
         "close",
         "close_session",
@@ -69,6 +65,7 @@ GATE_NAMES = frozenset(
         "holds",
         "import_upload",
         "list_datasets",
+        "list_live",
         "list_tokens",
         "list_updates",
         "limits",
@@ -87,16 +84,27 @@ GATE_NAMES = frozenset(
         "record_commit",
         "refresh_dataset",
         "register_dataset",
+        "record_feedback",
         "register_provider",
         "remove_limit",
         "remove_price",
         "remove_provider",
         "revoke_token",
+        "report_served",
         "rollback",
+        "rollout_of_update",
+        "rollout_settings",
+        "rollouts",
+        "serve_document",
+        "serve_tag",
+        "served",
+        "served_counts",
         "set_limit",
         "set_optional_fields",
         "session_token",
         "set_price",
+        "set_rollout",
+        "stale_processes",
         "source_egress",
         "status",
         "submit",
@@ -123,7 +131,7 @@ def _history_row(row: dict) -> dict:
     return row
 
 
-class RemoteGate(ServiceSession):
+class RemoteGate(RemoteDatasets, ServedRemote, ServiceSession):
     """The Gate's methods, each one request to the gate's service at ``url`` (called with
     bearer ``token``; None: anonymous, what a server with --public-read allows for reads)."""
 
@@ -314,149 +322,6 @@ class RemoteGate(ServiceSession):
         )
 
     # --- datasets, bars, prices, workers ----------------------------------------------------
-
-    def list_datasets(self) -> list[tuple[Dataset, list[Mapping]]]:
-        return [
-            (decode(Dataset, d["dataset"]), decode(list[Mapping], d["mappings"]))
-            for d in self._call("GET", "/v1/datasets")
-        ]
-
-    def mappings(self, prompt_name: str | None = None) -> list[Mapping]:
-        return [m for _, maps in self.list_datasets() for m in maps if prompt_name in (None, m.prompt_name)]
-
-    def get_dataset(self, name: str) -> Dataset:
-        return self.dataset_versions(name)[0]
-
-    def register_dataset(
-        self,
-        name: str,
-        source_uri: str,
-        *,
-        id_column: str | None = None,
-        label_column: str | None = None,
-        base_dir: str | Path | None = None,
-        declared_in: str | None = None,
-    ) -> Dataset:
-        """Register a dataset the server reads (https://, s3://, sql+...; the service
-        refuses a file on its machine). ``base_dir`` and ``declared_in`` serve the local
-        gate's file sources only, so they are not sent. A local file (a path, file://) is
-        read here and its rows uploaded (``upload_rows``), named by its path as given."""
-        from gate.datasets.sources import scheme_of
-        from gate.datasets.sources.upload import local_repo_path
-
-        if scheme_of(source_uri.strip()) == "file":
-            path = source_uri.strip().removeprefix("file://")
-            return self.upload_rows(
-                name,
-                path,
-                local_repo_path(path),
-                id_column=id_column,
-                label_column=label_column,
-                declared_in=declared_in,
-            )[0]
-        body = {"name": name, "source": source_uri, "id_column": id_column, "label_column": label_column}
-        data = self._call("POST", "/v1/datasets", body={k: v for k, v in body.items() if v is not None})
-        return decode(Dataset, data["dataset"])
-
-    def refresh_dataset(self, name: str, *, file: str | None = None) -> tuple[Dataset, Imported | None]:
-        """Import the dataset's source again; ``file``: a local file whose rows are
-        uploaded instead (a dataset registered from an upload is refreshed only so), under
-        the path the gate recorded for it."""
-        if file is not None:
-            from gate.datasets.sources.upload import local_repo_path
-
-            ds = self.get_dataset(name)
-            repo_path = ds.options.get("upload_path") or local_repo_path(file)
-            return self.upload_rows(
-                name,
-                file,
-                repo_path,
-                id_column=ds.options.get("id_column"),
-                label_column=ds.options.get("label_column"),
-                commit=None,
-                declared_in=ds.options.get("declared_in"),
-            )
-        data = self._call("POST", f"/v1/datasets/{path_segment(name)}/refresh")
-        return decode(Dataset, data["dataset"]), decode(Imported, data.get("imported"))
-
-    def upload_rows(
-        self,
-        name: str,
-        file: str | Path,
-        repo_path: str,
-        *,
-        id_column: str | None = None,
-        label_column: str | None = None,
-        commit: str | None = None,
-        declared_in: str | None = None,
-    ) -> tuple[Dataset, Imported | None]:
-        """Send the rows of the local ``file`` (CSV or JSONL, streamed) to the service, which
-        imports them as the dataset's version as a local import would (admin). ``repo_path``
-        and ``commit`` say where they came from."""
-        params = {
-            "path": repo_path,
-            "id_column": id_column,
-            "label_column": label_column,
-            "commit": commit,
-            "declared_in": declared_in,
-        }
-        data = self._put_rows(name, file, params)
-        return decode(Dataset, data["dataset"]), decode(Imported, data.get("imported"))
-
-    def diff_upload(self, name: str, file: str | Path, repo_path: str) -> DataDiff:
-        """How the rows of the local ``file`` (a pull request's copy of the dataset's file at
-        ``repo_path``) differ from the gate's version; nothing is stored (submit)."""
-        return decode(DataDiff, self._put_rows(name, file, {"path": repo_path, "dry_run": "true"}))
-
-    def _put_rows(self, name: str, file: str | Path, params: dict) -> Any:
-        """The rows of the local ``file`` (CSV or JSONL) streamed to the dataset's rows route.
-        (The sources are imported here: no other command of the service needs them.)"""
-        from gate.datasets.sources.upload import open_upload, upload_format
-
-        with open_upload(file) as (fh, size):
-            return self._call(
-                "PUT",
-                f"/v1/datasets/{path_segment(name)}/rows",
-                upload=(fh, size),
-                params={**params, "format": upload_format(file)},
-                timeout=10 * TIMEOUTS.read,
-            )
-
-    def dataset_versions(self, name: str) -> tuple[Dataset, list[DatasetVersion]]:
-        data = self._call("GET", f"/v1/datasets/{path_segment(name)}/versions")
-        return decode(Dataset, data["dataset"]), decode(list[DatasetVersion], data["versions"])
-
-    def dataset_version(self, name: str, version: int | str | None = None) -> DatasetVersion:
-        if version is not None and str(version).strip() == "0":
-            # the route's 0 means "current": ask as the local gate does
-            return self.preview_dataset(name, 0, 0).version
-        number = path_segment(str(version if version is not None else 0))
-        return decode(DatasetVersion, self._call("GET", f"/v1/datasets/{path_segment(name)}/versions/{number}"))
-
-    def preview_dataset(self, name: str, rows: int = 10, version: int | str | None = None) -> DatasetPreview:
-        data = self._call(
-            "GET", f"/v1/datasets/{path_segment(name)}/preview", params={"rows": max(0, rows), "version": version}
-        )
-        return decode(DatasetPreview, data)
-
-    def diff_versions(self, name: str, old: int | str, new: int | str) -> DataDiff:
-        return decode(
-            DataDiff, self._call("GET", f"/v1/datasets/{path_segment(name)}/diff", params={"old": old, "new": new})
-        )
-
-    def map_dataset(
-        self, prompt_name: str, dataset_name: str, min_accuracy: Any, *, bars: dict[str, Any] | None = None
-    ) -> Mapping:
-        data = self._call(
-            "PUT",
-            f"/v1/prompts/{path_segment(prompt_name)}/datasets/{path_segment(dataset_name)}",
-            body={"min_accuracy": min_accuracy, "bars": bars},
-        )
-        return decode(Mapping, data)
-
-    def unmap_dataset(self, prompt_name: str, dataset_name: str) -> bool:
-        path = f"/v1/prompts/{path_segment(prompt_name)}/datasets/{path_segment(dataset_name)}"
-        return bool(self._call("DELETE", path)["removed"])
 
     def prices(self) -> dict[str, Price]:
         return decode(dict[str, Price], self._call("GET", "/v1/prices"))

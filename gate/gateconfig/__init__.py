@@ -21,6 +21,8 @@ prompt, kept in the prompts' repository and synced into the gate from the defaul
     limits:                        # optional: what one update may spend (gate.calls.spend_caps)
       max_calls_per_update: 2000
       max_cost_per_update_usd: 5
+    rollout:                       # optional: an apply that clears every bar goes live as a canary
+      ticket-urgency: {canary_percent: 10, min_feedback: 400, max_drop: 0.02, confidence: 0.95, max_hours: 48}
 
 ``load_config`` validates the file (every problem is a SpecError naming the file, the field
 and the reason; nothing touches the database). ``diff`` says what a sync would change
@@ -58,6 +60,9 @@ without changing anything (a pull request shows it as "takes effect after merge"
 * ``limits:`` (``max_calls_per_update``, ``max_cost_per_update_usd``) are set, or removed
   when the file no longer declares them: the spend caps every submission pins
   (``gate.calls.spend_caps``), again only ever the default branch's.
+* ``rollout:`` per prompt is set (or cleared): an apply-mode submission pins it, and when
+  it clears every bar its version goes live as a canary beside the stable one until the
+  rollout worker promotes or rolls it back (``gate.rollout``, ``workers.rollout``).
 
 Sync is idempotent: a second sync of the same file changes nothing and reports nothing.
 It calls the service API one step at a time after the whole file has been validated, so

@@ -29,6 +29,7 @@ CHANGE_TEXT = {
     **PRICE_TEXT,
     **LIMIT_TEXT,
     "optional-fields": "prompt {subject}: optional fields {before} → {after}",
+    "rollout": "prompt {subject}: rollout {before} → {after}",
 }
 
 
@@ -43,7 +44,8 @@ class Change:
     (not a change: a dataset-changed that points a holdout, registered from outside the
     repository, at a repository's file, so that its next versions are anyone's to read); optional-fields
     (the fields a prompt's templates may read although no dataset row has them; "none"
-    before or after); dataset-rows (a pull request changes a dataset's file: its rows
+    before or after); rollout (a prompt's canary rollout, ``rollout:``);
+    dataset-rows (a pull request changes a dataset's file: its rows
     against the gate's version) and dataset-version (a sync imported changed rows as a new
     version)."""
 

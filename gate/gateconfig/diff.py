@@ -16,6 +16,7 @@ from gate.datasets.readability import repository_holds
 from gate.datasets.sources import DEFAULT_ID_COLUMN, DEFAULT_LABEL_COLUMN, resolve_path, scheme_of, shown_source
 from gate.datasets.sources.upload import UPLOAD_SCHEME
 from gate.errors import DatasetError
+from gate.rollout.rule import RolloutConfig
 from gate.verdict.bars import Bars
 
 from .changes import Change, SyncResult, redact, rows_change
@@ -57,6 +58,7 @@ def diff(gate: Gate, config: str | Path | GateConfig, changed_files: Iterable[st
         + _dataset_changes(registered, cfg)
         + _bar_changes(gate, cfg)
         + _optional_field_changes(gate, cfg)
+        + _rollout_changes(gate, cfg)
         + _undeclared_datasets(registered, cfg)
         + _row_changes(gate, cfg, registered, changed_files)
     )
@@ -240,6 +242,22 @@ def _optional_field_changes(gate: Gate, cfg: GateConfig) -> list[Change]:
         for prompt in sorted(have.keys() | want.keys())
         if have.get(prompt, ()) != want.get(prompt, ())
     ]
+
+
+def _rollout_changes(gate: Gate, cfg: GateConfig) -> list[Change]:
+    """Prompts whose canary rollout the file declares otherwise than the gate has it (a
+    prompt the file does not list goes live at 100 %)."""
+    have = {p: RolloutConfig.from_json(c) for p, c in gate.rollout_settings().items()}
+    want = cfg.rollouts
+    return [
+        Change("rollout", prompt, _describe_rollout(have.get(prompt)), _describe_rollout(want.get(prompt)), (prompt,))
+        for prompt in sorted(have.keys() | want.keys())
+        if have.get(prompt) != want.get(prompt)
+    ]
+
+
+def _describe_rollout(config: RolloutConfig | None) -> str:
+    return config.describe() if config else "none (live at 100 %)"
 
 
 def _describe_fields(fields) -> str:

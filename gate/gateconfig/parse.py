@@ -19,10 +19,11 @@ from gate.errors import SpecError, UsageError, did_you_mean
 from gate.prompt.spec import check_name
 from gate.prompt.yaml_file import parse_yaml, read_text_file
 from gate.records import Price
+from gate.rollout.rule import RolloutConfig
 from gate.verdict.bars import EXTRA_KEYS, ITEM_KEYS, Bars
 from gate.verdict.scoring import parse_bar
 
-TOP_FIELDS = ("providers", "prices", "datasets", "prompts", "optional_fields", "limits")
+TOP_FIELDS = ("providers", "prices", "datasets", "prompts", "optional_fields", "limits", "rollout")
 MAX_OPTIONAL_FIELDS = 100  # per prompt
 DATASET_FIELDS = ("source", "id_column", "label_column")
 BAR_FIELDS = ("dataset", "min_accuracy", *EXTRA_KEYS, *ITEM_KEYS)
@@ -57,6 +58,7 @@ class GateConfig:
     # prompt -> item fields its templates may read although no dataset row has them
     optional_fields: dict[str, tuple[str, ...]] = field(default_factory=dict)
     limits: SpendLimits = field(default_factory=SpendLimits)  # spend caps per update (gate.calls.spend_caps)
+    rollouts: dict[str, RolloutConfig] = field(default_factory=dict)  # prompt → its canary rollout (gate.rollout)
 
     @property
     def prompts(self) -> list[str]:
@@ -100,6 +102,7 @@ def parse_config(data: Any, file: str | None = None, base_dir: str | Path | None
         parse_prices(data.get("prices"), file),
         optional,
         SpendLimits.parse(data.get("limits"), file),
+        _parse_rollouts(_section(data, "rollout", "prompt name → {canary_percent, min_feedback, …}", file), file),
     )
 
 
@@ -248,6 +251,21 @@ def _parse_optional_fields(raw: TMapping, file: str | None) -> dict[str, tuple[s
         if fields:
             declared[prompt] = tuple(sorted(fields))
     return declared
+
+
+def _parse_rollouts(raw: TMapping, file: str | None) -> dict[str, RolloutConfig]:
+    """``rollout: {prompt: {canary_percent, min_feedback, max_drop, confidence, max_hours}}``:
+    an apply of the prompt that clears every bar goes live as a canary (``gate.rollout``)."""
+    rollouts: dict[str, RolloutConfig] = {}
+    for prompt, entry in raw.items():
+        where = f"rollout.{prompt}"
+        _check_name(prompt, where, "prompt name", file)
+        try:
+            rollouts[prompt] = RolloutConfig.parse(entry, where)
+        except UsageError as exc:
+            field, _, reason = str(exc).partition(": ")
+            raise SpecError(file, field, reason) from None
+    return rollouts
 
 
 def _check_name(value: Any, where: str, what: str, file: str | None) -> None:

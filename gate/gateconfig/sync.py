@@ -75,6 +75,9 @@ def sync(gate: Gate, config: str | Path | GateConfig, commit: str | None = None)
             gate.unmap_dataset(*change.key)
         elif change.kind == "optional-fields":
             gate.set_optional_fields(change.key[0], list(cfg.optional_fields.get(change.key[0], ())))
+        elif change.kind == "rollout":
+            declared = cfg.rollouts.get(change.key[0])
+            gate.set_rollout(change.key[0], declared.to_json() if declared else None)
     return SyncResult(planned.path, planned.changes, applied=True)
 
 

@@ -23,6 +23,7 @@ from gate.states import UpdateStatus
 
 from .api_commits import router as commits_router
 from .api_datasets import router as datasets_router
+from .api_served import router as served_router
 from .auth import Caller, authorize, require
 from .bodies import BODY, SUBMIT_BODY, RollbackBody, TokenBody, field_flag, field_text, gate_of, json_bytes, responses
 from .body_limits import strict_json
@@ -238,9 +239,16 @@ def cancel(request: Request, update_id: UpdateId, caller: Caller = Depends(requi
 # --- prompts ----------------------------------------------------------------------------
 
 
-@router.get("/prompts/{name}/live", summary="A prompt's live version", responses=responses(404))
+@router.get(
+    "/prompts/{name}/live", summary="A prompt's live version, and what production serves", responses=responses(404)
+)
 def live(request: Request, name: str, _caller: Caller = Depends(require("read"))):
-    return json_bytes(gate_of(request).live(name))
+    """The live version, with ``served`` (the versions production's processes serve, by how
+    many, the stale ones named) and ``rollout`` (a canary rollout in progress, or null)."""
+    gate = gate_of(request)
+    found = gate.live(name)
+    rollout = next((r for r in gate.rollouts(name, 1) if r["status"] == "CANARY"), None)
+    return json_bytes({**encode(found), "served": gate.served(name), "rollout": rollout})
 
 
 @router.get(
@@ -272,6 +280,10 @@ def rollback(request: Request, name: str, model: RollbackBody, caller: Caller = 
         )
     )
 
+
+# --- production: api_served.py (what a runtime loads, reports and feeds back; rollouts) ---
+
+router.include_router(served_router)
 
 # --- datasets and bars: api_datasets.py (mounted here, in this place of the API's order) ---
 

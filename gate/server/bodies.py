@@ -175,7 +175,21 @@ class MappingBody(Body):
 
 class TokenBody(Body):
     name: Text(128) = Field(None, description="the token's name (required)")
-    scope: Text(16) = Field(None, description="read, submit or admin")
+    scope: Text(16) = Field(None, description="read, submit, admin or feedback")
+
+
+class ServedBody(Body):
+    reports: list[dict[str, Any]] = Field(
+        max_length=100, description="one per prompt the process serves (gate.service.served.checked_report)"
+    )
+
+
+class FeedbackBody(Body):
+    events: list[dict[str, Any]] = Field(
+        max_length=1000,
+        description="each {prompt, version, call_id, correct}: the version that answered, the result's "
+        "call_id, whether the answer was right",
+    )
 
 
 def _query(name: str, schema: dict) -> dict:

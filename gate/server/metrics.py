@@ -40,6 +40,7 @@ from gate.records import FleetCounts
 from gate.states import RunStatus, UpdateStatus
 
 from .auth import require
+from .metrics_served import ServedCollector
 
 log = logging.getLogger("promptgate.server")
 router = APIRouter()
@@ -53,6 +54,7 @@ def install(app: FastAPI) -> None:
     registry = CollectorRegistry()
     registry.register(FleetCollector(app.state.gate))
     registry.register(WatcherCollector(app.state.watcher))
+    registry.register(ServedCollector(app.state.gate, FLEET_TTL))  # what production serves (metrics_served.py)
     ProcessCollector(registry=registry)
     requests = Counter(
         "promptgate_http_requests",

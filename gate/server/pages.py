@@ -332,6 +332,8 @@ def prompt_page(request: Request, name: str):
         mappings = gate.mappings(name)
         if not (live or history or updates or mappings):
             raise unknown
+        rollouts = [views.rollout_view(r) for r in gate.rollouts(name, 10)]
+        canary = next((r for r in rollouts if r["r"]["status"] == "CANARY"), None)
         return page(
             "prompt.html.j2",
             caller,
@@ -343,7 +345,10 @@ def prompt_page(request: Request, name: str):
             updates=updates,
             maps=[{"dataset": m.dataset_name, **views.mapping_view(m)} for m in mappings],
             live_json=views.pretty_json(live.config) if live else None,
-            refresh=OPEN_REFRESH_SECONDS if any(r["open"] for r in updates) else None,
+            refresh=OPEN_REFRESH_SECONDS if canary or any(r["open"] for r in updates) else None,
+            served=gate.served(name) if live else None,
+            canary=canary,
+            rollouts=rollouts,
         )
 
     return guarded(request, build)
@@ -361,6 +366,7 @@ def workers_page(request: Request):
             refresh=10,
             fleet=views.fleet_view(fleet),
             workers=[views.worker_view(w, now) for w in workers],
+            stale=gate.stale_processes(50),
         )
 
     return guarded(request, build)

@@ -236,10 +236,45 @@ def mapping_view(m: Mapping) -> dict[str, Any]:
 
 def history(rows: Iterable[dict]) -> list[dict[str, Any]]:
     """A prompt's live versions, newest first: which update's candidate each is, when, for a
-    rollback the version it restored, who and why, and for a version rolled back away from
-    its hold (an apply of its config is refused until overridden)."""
-    keys = ("version", "update_id", "applied_at", "config_hash", "kind", "restored_version", "actor", "reason", "hold")
+    rollback the version it restored, who and why, for a version rolled back away from its
+    hold (an apply of its config is refused until overridden), and the canary rollout it ran."""
+    keys = (
+        "version",
+        "update_id",
+        "applied_at",
+        "config_hash",
+        "kind",
+        "restored_version",
+        "actor",
+        "reason",
+        "hold",
+        "rollout",
+    )
     return sorted(({k: row.get(k) for k in keys} for row in rows), key=lambda h: h["version"] or 0, reverse=True)
+
+
+def rollout_view(rollout: dict) -> dict[str, Any]:
+    """A canary rollout for the prompt page: its arms' counts and rates, the difference and
+    its always-valid interval in points, against −max_drop."""
+    figures = rollout.get("figures") or {}
+    lo, hi = figures.get("interval") or (None, None)
+    config = rollout.get("config") or {}
+    canary, stable = figures.get("canary") or {"n": 0, "correct": 0}, figures.get("stable") or {"n": 0, "correct": 0}
+    return {
+        "r": rollout,
+        "canary_rate": canary["correct"] / canary["n"] if canary["n"] else None,
+        "stable_rate": stable["correct"] / stable["n"] if stable["n"] else None,
+        "percent": float(config.get("canary_percent", 10)),
+        "canary": canary,
+        "stable": stable,
+        "difference": None if figures.get("difference") is None else figures["difference"] * 100,
+        "interval": None if lo is None else (lo * 100, hi * 100),
+        "max_drop": float(config.get("max_drop", 0)) * 100,
+        "confidence": float(config.get("confidence", 0.95)) * 100,
+        "min_feedback": config.get("min_feedback"),
+        "max_hours": config.get("max_hours"),
+        "hours": figures.get("hours"),
+    }
 
 
 def worker_view(w: WorkerRow, now: dt.datetime) -> dict[str, Any]:

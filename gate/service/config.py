@@ -13,7 +13,7 @@ from gate.errors import UsageError
 from gate.prompt.spec import PromptSpec, check_name
 from gate.records import Price
 from gate.store.prices import delete_price, list_prices, upsert_price
-from gate.store.prompt_settings import delete_prompt_setting, list_optional_fields, set_optional_fields
+from gate.store.prompt_settings import list_optional_fields, set_optional_fields
 from gate.store.providers import delete_provider, list_providers, upsert_provider
 from gate.store.spend import delete_limit, list_limits, set_limit
 
@@ -77,9 +77,7 @@ class ConfigMixin:
             return list_optional_fields(conn)
 
     def set_optional_fields(self, prompt_name: str, fields: list[str]) -> None:
-        """Set a prompt's optional fields; none: the prompt's setting is removed."""
+        """Set a prompt's optional fields; none: cleared (the prompt's other settings, its
+        rollout, stay)."""
         check_name(prompt_name, "prompt name")
-        if fields:
-            db.transaction(self.engine, lambda conn: set_optional_fields(conn, prompt_name, list(fields)))
-        else:
-            db.transaction(self.engine, lambda conn: delete_prompt_setting(conn, prompt_name))
+        db.transaction(self.engine, lambda conn: set_optional_fields(conn, prompt_name, list(fields)))

@@ -37,6 +37,7 @@ from gate.store.live import find_live, live_version
 from gate.store.locks import ensure_prompt_lock, lock_prompt
 from gate.store.providers import list_providers
 from gate.store.ratelimits import rate_limit_stats
+from gate.store.rollouts import pin_rollout
 from gate.store.runs import BASELINE, insert_run, runs_of_update
 from gate.store.trials import unstable_items
 from gate.store.updates import (
@@ -65,6 +66,8 @@ from .live import LiveMixin, check_hold
 from .proposed import proposed_mappings
 from .releases import ReleasesMixin
 from .retention import RetentionMixin
+from .rollouts import RolloutsMixin
+from .served import ServedMixin
 from .spending import check_cost_bounded, gate_limits, pinned_limits, run_calls, update_spend
 from .tokens import TokensMixin
 
@@ -96,7 +99,9 @@ def _unstable_items(conn, run, limit: int) -> list:
 
 
 @driver_errors_become_gate_errors
-class Gate(DatasetsMixin, ConfigMixin, LiveMixin, ReleasesMixin, RetentionMixin, TokensMixin):
+class Gate(
+    DatasetsMixin, ConfigMixin, LiveMixin, ReleasesMixin, RetentionMixin, TokensMixin, ServedMixin, RolloutsMixin
+):
     """A handle on one gate database."""
 
     def __init__(self, engine: Engine, settings: Settings):
@@ -155,9 +160,8 @@ class Gate(DatasetsMixin, ConfigMixin, LiveMixin, ReleasesMixin, RetentionMixin,
         the provider from the gate's declarations. ``reuse`` False: every item called afresh.
         ``submitted_by``: the service token (None: the CLI on the database). ``full``: no run
         stops early. ``may_read(version)``: may the submitter read a pinned version's rows (None:
-        all; only those count for the field check). ``override_rollback``: apply a config a
-        rollback moved away from (``check_hold``). ``proposed_bars``: a pull request's bars for
-        an ungated prompt (``proposed``)."""
+        all). ``override_rollback``: apply a config a rollback left (``check_hold``).
+        ``proposed_bars``: a pull request's bars for an ungated prompt (``proposed``)."""
         mode = _parse_mode(mode)
         source, source_key = _submission_source(source, submitted_by, override_rollback, proposed_bars is not None)
         check_labels(spec)
@@ -189,6 +193,8 @@ class Gate(DatasetsMixin, ConfigMixin, LiveMixin, ReleasesMixin, RetentionMixin,
                 full=full,
             )
             _stage_runs(conn, spec, update_id, pinned, fields, full, provider)
+            if mode == Mode.APPLY:
+                pin_rollout(conn, update_id, spec.name)  # a canary when it applies (gate config `rollout:`)
             for old_id in older:
                 cancel_update(conn, old_id, f"superseded by update {update_id}")
             return update_id

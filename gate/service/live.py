@@ -7,7 +7,8 @@ it), guarded by the live version still being the one the caller saw, recorded wi
 when and why. It is not evaluated: that config cleared its bars when it first went live.
 Open apply-mode updates of the prompt are cancelled in the same transaction: they were
 judged against a live version that is no longer live (their apply would fail anyway, on
-the version guard, after spending their calls)."""
+the version guard, after spending their calls), and so is a canary rollout in progress
+(SUPERSEDED)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from gate.states import Mode
 from gate.store.holds import add_hold, holds_of, release_holds
 from gate.store.live import find_live, live_providers, prompt_history, restore_live, version_provider
 from gate.store.locks import ensure_prompt_lock, lock_prompt
+from gate.store.rollouts import rollouts_of_prompt, supersede_rollout
 from gate.store.runs import runs_of_update
 from gate.store.updates import cancel_update, find_update, superseded_updates
 
@@ -63,12 +65,20 @@ class LiveMixin:
     def history(self, name: str, limit: int = HISTORY_LIMIT) -> list[dict]:
         """The prompt's live versions, newest first (``prompt_history``), each with
         ``update``: the update whose candidate it is — status, mode, commit, pull request,
-        reason and per dataset its accuracy against its bar — or None."""
+        reason and per dataset its accuracy against its bar — or None; a version applied as
+        a canary with ``rollout``: how its rollout ended (status, reason, figures)."""
         with self.engine.connect() as conn:
             rows = prompt_history(conn, name)[:limit]
             held = {h.config_hash: h for h in reversed(holds_of(conn, name))}  # the newest hold of each config
+            canaries = {r.canary_version: r for r in rollouts_of_prompt(conn, name, limit)}
             return [
-                {**row, "update": _update_summary(conn, row["update_id"]), "hold": _hold_of(row, held)} for row in rows
+                {
+                    **row,
+                    "update": _update_summary(conn, row["update_id"]),
+                    "hold": _hold_of(row, held),
+                    **_rollout_of(canaries.get(row["version"])),
+                }
+                for row in rows
             ]
 
     def holds(self, name: str) -> list[Hold]:
@@ -115,7 +125,9 @@ class LiveMixin:
             version = restore_live(conn, name, seen, target, actor, reason)
             if live.config_hash != _config_hash_of(conn, name, target):  # the config rolled back away from is held
                 add_hold(conn, name, live.config_hash, seen, version, actor, reason)
-            return {"version": version, "restored_version": target, "cancelled": cancelled}
+            ended = supersede_rollout(conn, name, f"superseded: rolled back to version {target} by {actor}")
+            done = {"version": version, "restored_version": target, "cancelled": cancelled}
+            return {**done, "rollout_ended": ended} if ended else done
 
         db.transaction(self.engine, lambda conn: ensure_prompt_lock(conn, name))
         return db.transaction(self.engine, roll)
@@ -154,6 +166,13 @@ def _hold_of(row: dict, held: dict) -> dict | None:
         "at": hold.created_at,
         "rollback_version": hold.rollback_version,
     }
+
+
+def _rollout_of(found) -> dict:
+    if found is None:
+        return {}
+    keys = ("id", "status", "stable_version", "reason", "figures", "started_at", "decided_at")
+    return {"rollout": {k: getattr(found, k) for k in keys}}
 
 
 def _check_target(name: str, live: LivePrompt, target: int) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 
 from gate import db
 from gate.datasets.importer import discard_version
+from gate.store.feedback import delete_feedback, prunable_feedback
 from gate.store.retention import (
     count_prunable_answers,
     count_run_items,
@@ -20,6 +21,7 @@ from gate.store.retention import (
     take_version,
 )
 from gate.store.sentinels import delete_run_sentinels
+from gate.store.served import prune_served
 from gate.store.stops import delete_tally
 
 from .boundary import driver_errors_become_gate_errors
@@ -37,6 +39,8 @@ class PruneReport:
     version_rows: int = 0
     answers: int = 0
     dry_run: bool = False
+    served_reports: int = 0  # production's reports of processes silent since before the age
+    feedback: int = 0  # outcomes stored for canary rollouts decided before the age (their figures stay)
 
 
 @driver_errors_become_gate_errors
@@ -49,7 +53,9 @@ class RetentionMixin:
     def prune(self, older_than: float, dry_run: bool = False, batch: int = PRUNE_BATCH) -> PruneReport:
         """Delete what is older than ``older_than`` seconds and no longer needed (see
         ``gate.store.retention``): item rows of finished runs, dataset versions nobody
-        current or open reads, kept answers; in transactions of at most ``batch`` rows.
+        current or open reads, kept answers, the reports of runtime processes silent since
+        then and the feedback of rollouts decided before; in transactions of at most
+        ``batch`` rows.
         With ``dry_run``, only count them."""
         with self.engine.connect() as conn:
             runs = prunable_runs(conn, older_than, 1_000_000)
@@ -81,7 +87,19 @@ class RetentionMixin:
         report.versions, report.version_rows = self._take_versions(versions, older_than, batch)
         while keys := db.transaction(self.engine, lambda conn: prunable_answer_keys(conn, older_than, batch)):
             report.answers += db.transaction(self.engine, lambda conn: delete_answers(conn, keys))
+        report.served_reports, report.feedback = self._prune_production(older_than, batch)
         return report
+
+    def _prune_production(self, older_than: float, batch: int) -> tuple[int, int]:
+        """Reports of runtime processes silent for ``older_than`` seconds, and the stored
+        outcomes of rollouts decided that long ago, in batches. Returns (reports, outcomes)."""
+        reports = outcomes = 0
+        while deleted := db.transaction(self.engine, lambda conn: prune_served(conn, older_than, batch)):
+            reports += deleted
+        for rollout_id in db.transaction(self.engine, lambda conn: prunable_feedback(conn, older_than)):
+            while deleted := db.transaction(self.engine, lambda conn: delete_feedback(conn, rollout_id, batch)):
+                outcomes += deleted
+        return reports, outcomes
 
     def _take_versions(self, versions: list[tuple[int, int, int]], older_than: float, batch: int) -> tuple[int, int]:
         """Delete the listed versions that are still prunable when taken (each is checked

@@ -7,7 +7,9 @@ hash is compared with ``hmac.compare_digest``: what a guesser can time is a look
 hash they cannot steer, never a prefix match of the secret.
 
 Scopes nest: ``read`` (every GET and the status page) < ``submit`` (read, and submit,
-cancel, wait) < ``admin`` (everything: datasets, bars, sync, tokens).
+cancel, wait) < ``admin`` (everything: datasets, bars, sync, tokens). Beside them,
+``feedback`` is production's: it sends a canary rollout's outcomes (``POST /v1/feedback``)
+and nothing else, not even a read; submit and admin may send feedback too.
 
 The status page signs a browser in with a **session**, never the token: ``pgs_`` and 43
 random characters in its cookie, of which the database keeps the SHA-256 and the token it
@@ -38,7 +40,9 @@ from gate.store.tokens import (
 
 from .boundary import driver_errors_become_gate_errors
 
-SCOPES = ("read", "submit", "admin")
+SCOPES = ("read", "submit", "admin")  # nested, smallest first
+FEEDBACK = "feedback"  # beside the nest: feedback only (docs/security.md)
+ALL_SCOPES = (*SCOPES, FEEDBACK)
 TOKEN_PREFIX = "pgt_"
 SESSION_PREFIX = "pgs_"
 SESSIONS_PER_TOKEN = 20  # a token signed in again and again keeps its newest sessions only
@@ -50,13 +54,17 @@ def hash_token(token: str) -> str:
 
 
 def scope_allows(granted: str, needed: str) -> bool:
-    """Does a token of scope ``granted`` allow what needs ``needed``? Scopes nest."""
-    return granted in SCOPES and SCOPES.index(granted) >= SCOPES.index(needed)
+    """Does a token of scope ``granted`` allow what needs ``needed``? The nested scopes by
+    their order; feedback is allowed to a feedback, submit or admin token, and a feedback
+    token allows nothing else."""
+    if needed == FEEDBACK:
+        return granted in (FEEDBACK, "submit", "admin")
+    return granted in SCOPES and needed in SCOPES and SCOPES.index(granted) >= SCOPES.index(needed)
 
 
 def check_scope(scope: str) -> str:
-    if scope not in SCOPES:
-        raise UsageError(f"scope {scope!r} is not one of {', '.join(SCOPES)}")
+    if scope not in ALL_SCOPES:
+        raise UsageError(f"scope {scope!r} is not one of {', '.join(ALL_SCOPES)}")
     return scope
 
 

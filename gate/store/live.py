@@ -186,3 +186,24 @@ def live_providers(conn: Connection) -> dict[str, dict | None]:
     default provider), for every live version that has one on record."""
     rows = conn.execute(select(prompt.c.name, prompt.c.provider).where(prompt.c.provider_pinned == 1))
     return {r.name: r.provider for r in rows}
+
+
+def list_live(conn: Connection) -> list[dict]:
+    """Every live prompt: name, version, config_hash, updated_at (``drift``: live only)."""
+    rows = conn.execute(select(prompt.c.name, prompt.c.version, prompt.c.config_hash, prompt.c.updated_at))
+    return [dict(r._mapping) for r in rows]
+
+
+def version_config(conn: Connection, name: str, version: int) -> dict | None:
+    """One version of the prompt as its history keeps it: config, config_hash and the
+    provider it was evaluated with (``provider``, ``provider_pinned``): a canary rollout's
+    stable version, which the runtime serves beside the live one."""
+    row = conn.execute(
+        select(
+            prompt_version.c.config,
+            prompt_version.c.config_hash,
+            prompt_version.c.provider,
+            prompt_version.c.provider_pinned,
+        ).where(prompt_version.c.prompt_name == name, prompt_version.c.version == version)
+    ).first()
+    return None if row is None else dict(row._mapping)

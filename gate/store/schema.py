@@ -7,15 +7,13 @@ fails a test rather than a user). The store's statements name these columns.
 
 Types say what each dialect stores: a SHA-256 is ``CHAR(64)``; a time is ``DATETIME(6)``
 on MySQL (microseconds, UTC) and text on SQLite; JSON is ``LONGTEXT`` on MySQL and text
-on SQLite (``JsonText``); a bar is ``DECIMAL(10,9)`` on MySQL and text on SQLite (``Bar``);
+on SQLite; a bar is ``DECIMAL(10,9)`` on MySQL and text on SQLite (``column_types``);
 a flag is ``TINYINT`` on MySQL. Also the epoch and the lease token."""
 
 from __future__ import annotations
 
-import json
 import secrets
 from datetime import datetime
-from decimal import Decimal
 
 from sqlalchemy import (
     CHAR,
@@ -35,52 +33,8 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 from sqlalchemy.dialects import mysql
-from sqlalchemy.types import TypeDecorator
 
-
-class JsonText(TypeDecorator):
-    """JSON as text: ``LONGTEXT`` on MySQL, ``TEXT`` on SQLite."""
-
-    impl = Text
-    cache_ok = True
-
-    def load_dialect_impl(self, dialect):
-        return dialect.type_descriptor(mysql.LONGTEXT() if dialect.name == "mysql" else Text())
-
-    def process_bind_param(self, value, dialect):
-        return None if value is None else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-    def process_result_value(self, value, dialect):
-        return None if value is None else json.loads(value)
-
-
-class Bar(TypeDecorator):
-    """An accuracy bar as an exact Decimal (``DECIMAL(10,9)`` on MySQL, text on SQLite)."""
-
-    impl = Text
-    cache_ok = True
-
-    def load_dialect_impl(self, dialect):
-        return dialect.type_descriptor(mysql.DECIMAL(10, 9) if dialect.name == "mysql" else Text())
-
-    def process_bind_param(self, value, dialect):
-        return None if value is None else str(Decimal(str(value)))
-
-    def process_result_value(self, value, dialect):
-        return None if value is None else Decimal(str(value)).normalize()
-
-
-class LabelText(TypeDecorator):
-    """An expected or read decision: a label, or a fields decision's canonical JSON
-    (``gate.prompt.structured``): ``MEDIUMTEXT`` on MySQL since migration 0014; SQLite does not
-    bound its ``VARCHAR(128)``, so that column was left as declared."""
-
-    impl = Text
-    cache_ok = True
-
-    def load_dialect_impl(self, dialect):
-        return dialect.type_descriptor(mysql.MEDIUMTEXT() if dialect.name == "mysql" else String(128))
-
+from .column_types import Bar, JsonText, LabelText
 
 # A time far in the past: "visible now" for new items and released runs, "not paused" for
 # a new rate-limit bucket. The one epoch: every other form (a SQL text literal) derives from it.
@@ -217,6 +171,7 @@ prompt_update = Table(
     Column("cost_reserved_nanousd", BigInteger, server_default="0", **NOT_NULL),
     Column("cost_in_flight_nanousd", BigInteger, server_default="0", **NOT_NULL),
     Column("stopped", JsonText),
+    Column("rollout", JsonText),  # the gate config's rollout pinned at submit (apply mode; migration 25)
     Index("ix_update_status", "status", "id"),
     Index("ix_update_prompt", "prompt_name", "mode", "status"),
     Index("ix_update_sha", "source_sha"),
@@ -383,6 +338,7 @@ prompt_setting = Table(
     Column("prompt_name", String(128), primary_key=True),
     Column("optional_fields", JsonText),
     Column("updated_at", T, **NOT_NULL),
+    Column("rollout", JsonText),  # the gate config's rollout: for the prompt (migration 25)
 )
 gate_limit = Table(
     "gate_limit",
@@ -452,6 +408,65 @@ rate_limit_usage = Table(
     Column("throttled_ms", BigInteger, server_default="0", **NOT_NULL),
     Column("rate_limited", BigInteger, server_default="0", **NOT_NULL),
     Column("updated_at", T, **NOT_NULL),
+)
+
+# --- what production serves, canary rollouts and their feedback (issue 39) ---
+served_report = Table(  # one runtime process's report of what it serves of one prompt
+    "served_report",
+    meta,
+    Column("process_id", String(96), **NOT_NULL),
+    Column("prompt_name", String(128), **NOT_NULL),
+    Column("host", String(191), **NOT_NULL),
+    Column("pid", Integer, **NOT_NULL),
+    Column("version", Integer, **NOT_NULL),
+    Column("stable_version", Integer),
+    Column("rollout_id", BigInteger),
+    Column("loaded_at", T, **NOT_NULL),
+    Column("last_seen", T, **NOT_NULL),
+    Column("ttl_seconds", Double, **NOT_NULL),
+    Column("reported_by", String(128), **NOT_NULL),
+    PrimaryKeyConstraint("reported_by", "process_id", "prompt_name"),
+    Index("ix_served_prompt", "prompt_name", "last_seen"),
+    Index("ix_served_seen", "last_seen"),
+    Index("ix_served_reporter", "reported_by", "last_seen"),
+)
+prompt_rollout = Table(  # a canary rollout of an applied update (gate.states.RolloutStatus)
+    "prompt_rollout",
+    meta,
+    _id(),
+    Column("prompt_name", String(128), **NOT_NULL),
+    Column("update_id", BigInteger, **NOT_NULL),
+    Column("canary_version", Integer, **NOT_NULL),
+    Column("stable_version", Integer, **NOT_NULL),
+    Column("status", String(16), **NOT_NULL),
+    Column("config", JsonText, **NOT_NULL),
+    Column("started_at", T, **NOT_NULL),
+    Column("decided_at", T),
+    Column("figures", JsonText),
+    Column("reason", Text),
+    UniqueConstraint("update_id", name="uq_rollout_update"),
+    Index("ix_rollout_prompt", "prompt_name", "status"),
+    Index("ix_rollout_status", "status", "id"),
+)
+rollout_feedback = Table(  # one production outcome of a rollout's call, once per call id
+    "rollout_feedback",
+    meta,
+    Column("rollout_id", BigInteger, **NOT_NULL),
+    Column("call_id", String(64), **NOT_NULL),
+    Column("canary", FLAG, **NOT_NULL),
+    Column("correct", FLAG, **NOT_NULL),
+    Column("received_at", T, **NOT_NULL),
+    PrimaryKeyConstraint("rollout_id", "call_id"),
+)
+rollout_tally = Table(  # the running counts the rollout worker decides on (16 stripes)
+    "rollout_tally",
+    meta,
+    Column("rollout_id", BigInteger, **NOT_NULL),
+    Column("stripe", SmallInteger, **NOT_NULL),
+    Column("canary", FLAG, **NOT_NULL),
+    Column("n", BigInteger, **NOT_NULL),
+    Column("correct", BigInteger, **NOT_NULL),
+    PrimaryKeyConstraint("rollout_id", "stripe", "canary"),
 )
 
 

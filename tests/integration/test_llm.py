@@ -312,6 +312,9 @@ class FakeGate:
     def live_endpoint(self, live, spec):
         return self.endpoint(spec), True
 
+    def canary_of(self, name):  # no canary rollout in progress
+        return None
+
 
 def test_runtime_reads_the_live_version_with_a_ttl(clean):
     config = make_spec(clean.base_url).to_config()

@@ -5,8 +5,11 @@ added without a row here fails this test."""
 
 from __future__ import annotations
 
+import re
+
 import httpx2
 import pytest
+from support.cli import ROOT
 from support.helpers import rules_spec, write_rule_rows
 from support.service_harness import SCOPES, TLS, Service
 
@@ -22,6 +25,12 @@ NEEDS = {
     ("POST", "/v1/updates/{update_id}/cancel"): "submit",  # of its own updates (the matrix cancels one)
     ("GET", "/v1/prompts/{name}/live"): "read",
     ("GET", "/v1/prompts/{name}/history"): "read",
+    ("GET", "/v1/prompts"): "read",
+    ("GET", "/v1/prompts/{name}/serve"): "read",  # a token even with --public-read (test_served.py)
+    ("POST", "/v1/served"): "read",  # a runtime reports what it serves with its read token
+    ("POST", "/v1/feedback"): "feedback",  # the feedback scope, submit or admin; nothing else for feedback
+    ("GET", "/v1/prompts/{name}/rollouts"): "read",
+    ("GET", "/v1/updates/{update_id}/rollout"): "read",
     ("POST", "/v1/prompts/{name}/rollback"): "admin",
     ("POST", "/v1/sync"): "submit",  # the matrix's call is a dry run; a sync needs admin
     ("GET", "/v1/datasets"): "read",
@@ -132,6 +141,10 @@ class Calls:
             kwargs["json"] = {"min_accuracy": "0.5"}
         elif (method, route) == ("POST", "/v1/prompts/{name}/rollback"):
             kwargs["json"] = {"reason": "matrix"}
+        elif (method, route) == ("POST", "/v1/served"):
+            kwargs["json"] = {"reports": []}
+        elif (method, route) == ("POST", "/v1/feedback"):
+            kwargs["json"] = {"events": []}
         elif (method, route) == ("POST", "/v1/sync"):
             kwargs["json"] = {"config": "datasets: {}\nprompts: {}\n", "dry_run": True}
         elif (method, route) == ("PUT", "/v1/commits/{sha}/record"):
@@ -156,7 +169,12 @@ def call(service: Service, token: str | None, method: str, path: str, kwargs: di
 
 
 def allowed(granted: str, needed: str) -> bool:
-    return SCOPES.index(granted) >= SCOPES.index(needed)
+    """read < submit < admin nest; feedback is allowed to feedback, submit and admin, and a
+    feedback token is allowed nothing else."""
+    if needed == "feedback":
+        return granted in ("feedback", "submit", "admin")
+    nested = ("read", "submit", "admin")
+    return granted in nested and nested.index(granted) >= nested.index(needed)
 
 
 def test_auth_matrix(service, tmp_path):
@@ -192,6 +210,8 @@ def test_auth_matrix(service, tmp_path):
     gone = call(service, revoked, "GET", "/v1/datasets", {})
     assert unknown.json() == gone.json() == {"error": "invalid token", "exit_code": 2}
     assert unknown.headers["www-authenticate"] == "Bearer"
+    signed = httpx2.post(service.url + "/login", data={"token": service.tokens["feedback"]}, verify=TLS)
+    assert signed.status_code == 403 and "promptgate_session" not in signed.headers.get("set-cookie", "")
     gate.close()
 
 
@@ -218,6 +238,11 @@ def public_service(mysql_url, tmp_path):
     svc.stop()
 
 
+# production's routes need a token even on a public-read gate: /serve names a provider
+# declaration, and a report is recorded under the token that sent it (docs/security.md, 9)
+TOKEN_EVEN_WHEN_PUBLIC = {("GET", "/v1/prompts/{name}/serve"), ("POST", "/v1/served")}
+
+
 def test_public_read_opens_reads_only(public_service, tmp_path):
     gate = Gate.connect(public_service.db_url)
     calls = Calls(gate, tmp_path)
@@ -226,7 +251,37 @@ def test_public_read_opens_reads_only(public_service, tmp_path):
         if needed is None:
             continue
         status = call(public_service, None, *calls.request(method, route)).status_code
-        if (needed == "read") == (status == 401):
+        if (needed == "read" and (method, route) not in TOKEN_EVEN_WHEN_PUBLIC) == (status == 401):
             leaks.append(f"{method} {route} ({needed}) answered {status} with no token")
     assert leaks == []
     gate.close()
+
+
+def feedback_table() -> dict[tuple[str, str], str]:
+    """docs/security.md's "What a feedback token can and cannot do": each route it names
+    (`METHOD /path`) → can or cannot."""
+    text = (ROOT / "docs" / "security.md").read_text(encoding="utf-8")
+    body = re.search(r"^#### What a feedback token can and cannot do\n(.*?)(?=^`tests/)", text, re.S | re.M).group(1)
+    found = {}
+    for line in body.splitlines():
+        if not line.startswith("| `"):
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        verdict = "can" if cells[1].startswith("**can**") else "cannot"
+        for method, path in re.findall(r"`(GET|POST|PUT|DELETE) (/[^`]*)`", cells[0]):
+            found[(method, path)] = verdict
+    return found
+
+
+def test_the_threat_models_feedback_table_says_what_the_matrix_does():
+    table = feedback_table()
+    assert set(table) <= set(NEEDS) | SIGN_IN, set(table) - set(NEEDS)
+    assert table[("POST", "/login")] == "cannot"  # test_auth_matrix: a feedback token is refused there
+    can = {route for route, needed in NEEDS.items() if needed and allowed("feedback", needed)}
+    assert {route for route, verdict in table.items() if verdict == "can"} == can == {("POST", "/v1/feedback")}
+    assert all(
+        not allowed("feedback", NEEDS[route])
+        for route, verdict in table.items()
+        if route in NEEDS and verdict == "cannot"
+    )
+    assert len(table) >= 10

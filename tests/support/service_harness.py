@@ -20,7 +20,7 @@ from support.cli import ROOT
 # 50 ms: 82 s of the suite's CPU), though the services here speak plain HTTP.
 TLS = httpx2.create_ssl_context()
 
-SCOPES = ("read", "submit", "admin")
+SCOPES = ("read", "submit", "admin", "feedback")  # feedback: beside the nest, production's outcomes only
 
 
 def free_port() -> int:
@@ -30,9 +30,10 @@ def free_port() -> int:
 
 
 class Service:
-    """A running `promptgate serve` on ``url``; ``tokens[scope]`` is a live token of each scope."""
+    """A running `promptgate serve` on ``url``; ``tokens[scope]`` is a live token of each scope.
+    ``port``: the one to listen on (a service restarted where its clients expect it)."""
 
-    def __init__(self, db_url: str, log_dir: Path, *args: str, env: dict | None = None):
+    def __init__(self, db_url: str, log_dir: Path, *args: str, env: dict | None = None, port: int | None = None):
         from gate.service import Gate
 
         gate = Gate.connect(db_url, upgrade=True)
@@ -41,7 +42,7 @@ class Service:
             self.tokens = {scope: gate.create_token(f"test-{scope}-{suffix}", scope) for scope in SCOPES}
         finally:
             gate.close()
-        self.db_url, self.port = db_url, free_port()
+        self.db_url, self.port = db_url, port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_dir / f"serve-{self.port}.log"
         full_env = {**os.environ, "PROMPTGATE_DATABASE_URL": db_url, "PYTHONPATH": str(ROOT), **(env or {})}

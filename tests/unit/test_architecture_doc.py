@@ -7,7 +7,7 @@ its tables are read as data and compared with inventories built from the code it
   statement or builds one); the helper modules (``dialect``, ``textsql``) say "no
   statements" and name only what exists. ``schema`` is the tables, not statements.
 * "Where each transition lives": every step of ``gate/states.py`` (``UPDATE_STEPS``,
-  ``RUN_STEPS``) has a row; every state a row names exists (an item's in ``Verdict``, a
+  ``RUN_STEPS``, ``ROLLOUT_STEPS``) has a row; every state a row names exists (an item's in ``Verdict``, a
   dataset version's in ``gate.store.versions``); every ``store.x`` it names resolves, and
   every ``file: Class.method`` exists in that file.
 * The state diagrams draw exactly the steps of ``gate/states.py``.
@@ -35,7 +35,7 @@ from gate import states
 from gate.store import schema
 
 DOC = ROOT / "docs" / "architecture.md"
-HELPER_MODULES = {"dialect", "textsql"}  # SQL spelled per dialect / as text: "no statements" of their own
+HELPER_MODULES = {"dialect", "textsql", "column_types"}  # SQL spelled per dialect / as text: "no statements" of their own
 NOT_IN_THE_TABLE = {"schema"}  # the tables themselves (section "Tables")
 TICKED = re.compile(r"`([^`]+)`")
 
@@ -98,7 +98,11 @@ def steps() -> dict[str, set[tuple[str, str]]]:
         "update": {(str(f), str(t)) for t, froms in states.UPDATE_STEPS.items() for f in froms},
         "run": {(str(f), str(t)) for t, froms in states.RUN_STEPS.items() for f in froms},
         "sentinel": {(str(f), str(t)) for t, froms in states.SENTINEL_STEPS.items() for f in froms},
+        "rollout": {(str(f), str(t)) for t, froms in states.ROLLOUT_STEPS.items() for f in froms},
     }
+
+
+INSERTED = {"update": "PENDING", "run": "PENDING", "item": "PENDING", "rollout": "CANARY"}  # where a row starts
 
 
 def resolve_store(path: str) -> bool:
@@ -169,8 +173,8 @@ def statement_table_problems(text: str) -> list[str]:
 # --- "Where each transition lives" and the state diagrams ------------------------------------------
 
 SUBJECT = re.compile(
-    r"\b(dataset versions?|updates?|runs?|items?|sentinels?)((?:\s+[A-Z]+(?:\s*/\s*[A-Z]+)*)?)\s*→\s*"
-    r"([A-Z]+(?:\s*/\s*[A-Z]+)*)"
+    r"\b(dataset versions?|updates?|runs?|items?|sentinels?|rollouts?)((?:\s+[A-Z_]+(?:\s*/\s*[A-Z_]+)*)?)\s*→\s*"
+    r"([A-Z_]+(?:\s*/\s*[A-Z_]+)*)"
 )
 
 
@@ -182,10 +186,11 @@ def transition_cell(cell: str) -> list[tuple[str, list[str], list[str]]]:
             "updates": "update",
             "runs": "run",
             "items": "item",
+            "rollouts": "rollout",
             "dataset versions": "dataset version",
             "sentinels": "sentinel",
         }.get(subject, subject)
-        found.append((subject, re.findall(r"[A-Z]+", froms), re.findall(r"[A-Z]+", tos)))
+        found.append((subject, re.findall(r"[A-Z_]+", froms), re.findall(r"[A-Z_]+", tos)))
     return found
 
 
@@ -196,6 +201,7 @@ def transition_table_problems(text: str) -> list[str]:
         "run": {str(s) for s in states.RunStatus},
         "item": {str(s) for s in states.Verdict},
         "sentinel": {str(s) for s in states.Verdict},
+        "rollout": {str(s) for s in states.RolloutStatus},
         "dataset version": {gate.store.versions.IMPORTING, gate.store.versions.READY, gate.store.versions.DELETING},
     }
     needed, problems, covered = steps(), [], set()
@@ -212,8 +218,8 @@ def transition_table_problems(text: str) -> list[str]:
                     )
             if subject in needed:
                 for to in tos:
-                    if to == "PENDING" and not froms:
-                        continue  # inserted PENDING: the start, not a step
+                    if to == INSERTED.get(subject) and not froms:
+                        continue  # inserted in its first state: the start, not a step
                     legal = {f for f, t in needed[subject] if t == to}
                     if not legal:
                         problems.append(
@@ -270,7 +276,12 @@ def diagram_problems(text: str) -> list[str]:
     for block in blocks:
         title = re.search(r'state "([^"]+)" as', block).group(1)
         drawn[title] = {(a, b) for a, b in re.findall(r"^\s*(\S+) --> (\S+?):", block, re.M) if a != "[*]"}
-    for title, subject in (("prompt_update", "update"), ("prompt_run", "run"), ("prompt_run_sentinel", "sentinel")):
+    for title, subject in (
+        ("prompt_update", "update"),
+        ("prompt_run", "run"),
+        ("prompt_run_sentinel", "sentinel"),
+        ("prompt_rollout", "rollout"),
+    ):
         want, have = steps()[subject], drawn.get(title, set())
         problems += [
             f"{where}: the {title} diagram lacks {a} --> {b} (gate/states.py allows it): draw it"
@@ -413,6 +424,16 @@ def test_a_diagram_arrow_and_a_table_column_that_drifted_are_named(doc):
     )
     assert any("prompt_update diagram lacks RUNNING --> PASSED" in p for p in diagram_problems(drifted))
     assert any("names column `source_url`" in p for p in tables_problems(drifted))
+
+
+def test_a_rollout_step_missing_from_the_table_or_the_diagram_is_named(doc):
+    drifted = doc.replace(
+        "| rollout CANARY → PROMOTED / ROLLED_BACK / UNDECIDED |", "| rollout CANARY → PROMOTED / ROLLED_BACK |"
+    ).replace("    CANARY --> UNDECIDED: max_hours passed", "    CANARY --> HELD: max_hours passed")
+    assert any("no row for the rollout step CANARY → UNDECIDED" in p for p in transition_table_problems(drifted))
+    problems = diagram_problems(drifted)
+    assert any("prompt_rollout diagram lacks CANARY --> UNDECIDED" in p for p in problems), problems
+    assert any("prompt_rollout diagram draws CANARY --> HELD" in p for p in problems), problems
 
 
 def test_a_layers_table_that_drifted_is_named(doc):

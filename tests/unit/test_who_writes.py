@@ -14,9 +14,20 @@ from test_structure import modules, raw_imports
 
 # statement -> the modules that may import it
 WRITERS = {
-    # the live table and its history: reconcile applies, a rollback restores
+    # the live table and its history: reconcile applies, a rollback restores, and so does the
+    # rollout worker when a canary ends rolled back or undecided
     "gate.store.live.write_live": {"workers.reconcile"},
-    "gate.store.live.restore_live": {"gate.service.live"},
+    "gate.store.live.restore_live": {"gate.service.live", "workers.rollout"},
+    # canary rollouts: reconcile starts one with its apply and supersedes the one in progress
+    # (as a rollback does); only the rollout worker decides one
+    "gate.store.rollouts.start_rollout": {"workers.reconcile"},
+    "gate.store.rollouts.supersede_rollout": {"workers.reconcile", "gate.service.live"},
+    "gate.store.rollouts.end_rollout": {"workers.rollout"},
+    "gate.store.rollouts.pin_rollout": {"gate.service.gate"},  # an apply-mode submission pins the gate config's
+    "gate.store.rollouts.set_rollout_setting": {"gate.service.rollouts"},
+    # what production serves and its feedback: the service records them (through the service or not)
+    "gate.store.served.report_served": {"gate.service.served"},
+    "gate.store.feedback.record_feedback": {"gate.service.rollouts"},
     # item verdicts: the executor writes them; finalize only ends items whose attempts ran out
     "gate.store.items.write_item_results": {"workers.execute.executor"},
     "gate.store.items.fail_unclaimed_items": {"workers.execute.executor"},
@@ -35,7 +46,7 @@ WRITERS = {
     # updates: the service stages and cancels, materialize starts, reconcile ends
     "gate.store.updates.insert_update": {"gate.service.gate"},
     "gate.store.runs.insert_run": {"gate.service.gate", "gate.service.baseline"},  # a submission stages its runs
-    "gate.store.updates.cancel_update": {"gate.service.gate", "gate.service.live"},
+    "gate.store.updates.cancel_update": {"gate.service.gate", "gate.service.live", "workers.rollout"},
     "gate.store.updates.start_update": {"workers.materialize"},
     "gate.store.updates.transition_update": {"workers.reconcile"},
     # dataset versions: the importer writes them, the service makes one current

@@ -1,0 +1,150 @@
+"""A prompt's canary rollout as the gate config declares it (``RolloutConfig``) and the rule
+the rollout worker applies at each look (``decide``)::
+
+    rollout:
+      ticket-urgency: {canary_percent: 10, min_feedback: 400, max_drop: 0.02, confidence: 0.95, max_hours: 48}
+
+With ``Δ = canary rate − stable rate`` on production's feedback and ``[lo, hi]`` its
+always-valid interval at ``confidence`` (``gate.rollout.sequence``), once each arm has
+``min_feedback`` outcomes: **promote** when ``lo > −max_drop`` (the canary is shown no worse
+than the stable version by more than ``max_drop``: non-inferiority), **roll back** when
+``hi < −max_drop`` (shown worse by more than that: inferiority). Neither after
+``max_hours``: **undecided** (the stable version keeps serving). The chance that a rollout
+whose true ``Δ`` is exactly ``−max_drop`` ends promoted or rolled back is at most
+``1 − confidence``, however often the worker looks."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from gate.errors import UsageError
+from gate.states import RolloutStatus
+
+from .sequence import Arm, difference_interval
+
+METHOD = "always-valid confidence sequence (two-sided normal mixture, Howard et al. 2021, Ann. Statist. 49(2))"
+# field: (lowest, highest, lowest allowed itself, highest allowed itself, default)
+RANGES: dict[str, tuple[float, float, bool, bool, float]] = {
+    "canary_percent": (0, 100, False, False, 10),
+    "min_feedback": (1, 10_000_000, True, True, 400),
+    "max_drop": (0, 1, True, False, 0.02),
+    "confidence": (0.5, 1, False, False, 0.95),
+    "max_hours": (0, 8760, False, True, 48),
+}
+
+
+@dataclass(frozen=True)
+class RolloutConfig:
+    canary_percent: float = 10.0  # share of calls the canary answers
+    min_feedback: int = 400  # outcomes each arm needs before a decision
+    max_drop: float = 0.02  # how far below the stable rate the canary may be (a fraction)
+    confidence: float = 0.95  # the sequential test's level: 1 − its type-I error
+    max_hours: float = 48.0  # undecided after this long (fractions allowed: 0.01 h = 36 s)
+
+    @classmethod
+    def parse(cls, raw: Any, where: str = "rollout") -> RolloutConfig:
+        """A ``rollout:`` entry, each field checked and named when refused (UsageError)."""
+        if not isinstance(raw, Mapping):
+            raise UsageError(f"{where}: must be a mapping of {', '.join(RANGES)}")
+        unknown = [k for k in raw if k not in RANGES]
+        if unknown:
+            raise UsageError(f"{where}.{str(unknown[0])[:40]}: unknown field; a rollout has {', '.join(RANGES)}")
+        values = {key: _number(raw.get(key, spec[4]), key, spec, where) for key, spec in RANGES.items()}
+        values["min_feedback"] = int(values["min_feedback"])
+        if values["min_feedback"] != raw.get("min_feedback", 400):
+            raise UsageError(f"{where}.min_feedback: must be a whole number")
+        return cls(**values)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RolloutConfig:
+        return cls(**{k: data[k] for k in RANGES if k in data})
+
+    def describe(self) -> str:
+        return (
+            f"canary {_num(self.canary_percent)} %, min feedback {self.min_feedback:,}, max drop "
+            f"{_num(self.max_drop * 100)} points, confidence {_num(self.confidence * 100)} %, "
+            f"max {_num(self.max_hours)} h"
+        )
+
+
+def _number(value: Any, key: str, spec: tuple, where: str) -> float:
+    low, high, low_ok, high_ok, _ = spec
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise UsageError(f"{where}.{key}: must be a number")
+    if value < low or value > high or (value == low and not low_ok) or (value == high and not high_ok):
+        left, right = "[" if low_ok else "(", "]" if high_ok else ")"
+        raise UsageError(f"{where}.{key}: {value!r} is outside {left}{_num(low)}, {_num(high)}{right}")
+    return float(value)
+
+
+def _num(value: float) -> str:
+    return format(value, "g")
+
+
+@dataclass(frozen=True)
+class Decision:
+    status: RolloutStatus  # CANARY: hold (look again later)
+    figures: dict[str, Any]
+    reason: str
+
+
+def figures_of(config: RolloutConfig, canary: Arm, stable: Arm, hours: float) -> dict[str, Any]:
+    """What a look sees: each arm's counts, the difference and its interval."""
+    lo, hi = difference_interval(canary, stable, 1 - config.confidence, config.min_feedback / 4)
+    diff = None if not (canary.n and stable.n) else canary.correct / canary.n - stable.correct / stable.n
+    return {
+        "canary": {"n": canary.n, "correct": canary.correct},
+        "stable": {"n": stable.n, "correct": stable.correct},
+        "difference": diff,
+        "interval": [lo, hi],
+        "confidence": config.confidence,
+        "max_drop": config.max_drop,
+        "min_feedback": config.min_feedback,
+        "hours": round(hours, 6),
+        "method": METHOD,
+    }
+
+
+def decide(config: RolloutConfig, canary: Arm, stable: Arm, hours: float) -> Decision:
+    """The step a look takes: PROMOTED, ROLLED_BACK, UNDECIDED, or CANARY (hold)."""
+    figures = figures_of(config, canary, stable, hours)
+    lo, hi = figures["interval"]
+    enough = canary.n >= config.min_feedback and stable.n >= config.min_feedback
+    said = explain(figures)
+    if enough and lo > -config.max_drop:
+        return Decision(RolloutStatus.PROMOTED, figures, f"{said}: non-inferior, promoted")
+    if enough and hi < -config.max_drop:
+        return Decision(RolloutStatus.ROLLED_BACK, figures, f"{said}: inferior, rolled back to the stable version")
+    if hours >= config.max_hours:
+        why = "neither shown" if enough else f"fewer than {config.min_feedback:,} outcomes per version"
+        return Decision(
+            RolloutStatus.UNDECIDED,
+            figures,
+            f"{said}: undecided after {_num(config.max_hours)} h ({why}); the stable version serves",
+        )
+    return Decision(RolloutStatus.CANARY, figures, said)
+
+
+def explain(figures: dict[str, Any]) -> str:
+    """One line: each arm, the difference and its interval against −max_drop, in points."""
+    c, s = figures["canary"], figures["stable"]
+    lo, hi = figures["interval"]
+    diff = figures["difference"]
+    shown = "n/a" if diff is None else f"{diff * 100:+.1f} points"
+    return (
+        f"canary {_arm(c)} vs stable {_arm(s)}: difference {shown}, "
+        f"{_num(figures['confidence'] * 100)} % always-valid interval [{lo * 100:+.1f}, {hi * 100:+.1f}] "
+        f"points against −{_num(figures['max_drop'] * 100)}"
+    )
+
+
+def _arm(arm: Mapping[str, int]) -> str:
+    if not arm["n"]:
+        return "0/0"
+    return f"{arm['correct']:,}/{arm['n']:,} ({arm['correct'] / arm['n'] * 100:.1f} %)"

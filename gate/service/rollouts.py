@@ -1,0 +1,216 @@
+"""Canary rollouts on the service API (``RolloutsMixin`` of ``Gate``): production's feedback
+(``record_feedback``), what a reader sees of a prompt's rollouts (``rollouts``: the one in
+progress with its interval now, the decided ones with their figures), what the runtime
+loads to serve a prompt (``canary_of`` on the database, ``serve_document`` through the
+service, with its ETag ``serve_tag``), and the gate config's ``rollout:`` per prompt.
+
+Feedback is untrusted input: at most ``MAX_FEEDBACK_EVENTS`` events a request, each a
+prompt, the version that answered, the call's id and whether the answer was correct. An
+event counts for the prompt's rollout in CANARY when its version is that rollout's canary
+or stable version; any other is ignored (and counted as such), never stored. A call id
+counts once however often it is sent."""
+
+from __future__ import annotations
+
+import random
+import re
+from typing import Any
+
+from gate import db
+from gate.calls.providers import ProviderDecl, endpoint_for, resolve
+from gate.errors import NotFound, UsageError
+from gate.prompt.call_settings import NAME_RE, check_name
+from gate.prompt.spec import parse_spec
+from gate.records import Rollout
+from gate.rollout.rule import RolloutConfig, figures_of
+from gate.rollout.sequence import Arm
+from gate.store.feedback import read_tally, record_feedback
+from gate.store.live import find_live, version_config, version_provider
+from gate.store.providers import list_providers
+from gate.store.rollouts import (
+    active_rollout,
+    active_rollouts,
+    rollout_hours,
+    rollout_of_update,
+    rollout_settings,
+    rollouts_of_prompt,
+    set_rollout_setting,
+)
+from gate.store.updates import find_update
+
+from .boundary import driver_errors_become_gate_errors
+
+MAX_FEEDBACK_EVENTS = 1000
+CALL_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def checked_event(raw: Any) -> tuple[str, int, str, bool]:
+    """(prompt, version, call id, correct) of one feedback event (UsageError naming a field)."""
+    if not isinstance(raw, dict):
+        raise UsageError("a feedback event is an object: prompt, version, call_id, correct")
+    name, version, call_id, correct = (raw.get(k) for k in ("prompt", "version", "call_id", "correct"))
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
+        raise UsageError("prompt: not a prompt name")
+    if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version < 2**31:
+        raise UsageError("version: the version that answered (a whole number)")
+    if not isinstance(call_id, str) or not CALL_ID_RE.fullmatch(call_id):
+        raise UsageError("call_id: 1-64 letters, digits, '_' or '-' (the result's call_id)")
+    if not isinstance(correct, bool):
+        raise UsageError("correct: true or false")
+    return name, version, call_id, correct
+
+
+def rollout_view(rollout: Rollout, tally: dict | None = None, hours: float | None = None) -> dict:
+    """A rollout as readers see it; one in CANARY with its figures now (``tally``)."""
+    view = {
+        "id": rollout.id,
+        "prompt": rollout.prompt_name,
+        "update_id": rollout.update_id,
+        "canary_version": rollout.canary_version,
+        "stable_version": rollout.stable_version,
+        "status": rollout.status,
+        "config": rollout.config,
+        "started_at": rollout.started_at,
+        "decided_at": rollout.decided_at,
+        "figures": rollout.figures,
+        "reason": rollout.reason,
+    }
+    if tally is not None:
+        config = RolloutConfig.from_json(rollout.config)
+        view["figures"] = figures_of(config, Arm(*tally["canary"]), Arm(*tally["stable"]), hours or 0.0)
+    return view
+
+
+@driver_errors_become_gate_errors
+class RolloutsMixin:
+    engine: Any
+
+    def record_feedback(self, events: list) -> dict[str, int]:
+        """Store production's outcomes (see the module docstring) in one transaction.
+        Returns {"recorded", "duplicates", "ignored"}."""
+        if not isinstance(events, list) or len(events) > MAX_FEEDBACK_EVENTS:
+            raise UsageError(f"send at most {MAX_FEEDBACK_EVENTS} feedback events at once")
+        parsed = [checked_event(e) for e in events]
+
+        def store(conn) -> dict[str, int]:
+            rollouts = active_rollouts(conn, sorted({p for p, *_ in parsed}))
+            by_rollout: dict[int, list[tuple[str, bool, bool]]] = {}
+            ignored = 0
+            for name, version, call_id, correct in parsed:
+                found = rollouts.get(name)
+                if found is None or version not in (found.canary_version, found.stable_version):
+                    ignored += 1
+                    continue
+                by_rollout.setdefault(found.id, []).append((call_id, version == found.canary_version, correct))
+            recorded = duplicates = 0
+            stripe = random.randrange(1 << 16)
+            for rollout_id, batch in sorted(by_rollout.items()):
+                new, again = record_feedback(conn, rollout_id, batch, stripe)
+                recorded, duplicates = recorded + new, duplicates + again
+            return {"recorded": recorded, "duplicates": duplicates, "ignored": ignored}
+
+        return db.transaction(self.engine, store) if parsed else {"recorded": 0, "duplicates": 0, "ignored": 0}
+
+    def rollouts(self, name: str, limit: int = 20) -> list[dict]:
+        """The prompt's rollouts, newest first; one in CANARY with its interval now."""
+        with self.engine.connect() as conn:
+            found = rollouts_of_prompt(conn, name, limit)
+            return [
+                rollout_view(r, read_tally(conn, r.id), rollout_hours(conn, r.id))
+                if r.status == "CANARY"
+                else rollout_view(r)
+                for r in found
+            ]
+
+    def rollout_of_update(self, update_id: int) -> dict | None:
+        """The rollout an apply started (None: it went live at 100 %, or not yet)."""
+        with self.engine.connect() as conn:
+            if find_update(conn, update_id) is None:
+                raise NotFound(f"unknown update {update_id}")
+            found = rollout_of_update(conn, update_id)
+            if found is None:
+                return None
+            live = found.status == "CANARY"
+            return rollout_view(found, read_tally(conn, found.id) if live else None, rollout_hours(conn, found.id))
+
+    def rollout_settings(self) -> dict[str, dict]:
+        """prompt → the rollout the gate config gives it."""
+        with self.engine.connect() as conn:
+            return rollout_settings(conn)
+
+    def set_rollout(self, prompt_name: str, config: dict | None) -> None:
+        """Set (None: clear) a prompt's rollout, checked as the gate config checks it."""
+        check_name(prompt_name, "prompt name")
+        checked = None if config is None else RolloutConfig.parse(config, f"rollout.{prompt_name}").to_json()
+        db.transaction(self.engine, lambda conn: set_rollout_setting(conn, prompt_name, checked))
+
+    # --- what the runtime loads -------------------------------------------------------------
+
+    def canary_of(self, name: str) -> dict | None:
+        """The prompt's rollout in CANARY as the runtime on the database routes it: id,
+        canary_percent, and the stable version (``stable_version``, its ``config``,
+        ``config_hash`` and ``endpoint``: the provider it was evaluated with, the key from
+        this process's environment); None when none is in progress."""
+        with self.engine.connect() as conn:
+            found = active_rollout(conn, name)
+            stable = version_config(conn, name, found.stable_version) if found else None
+        if found is None or stable is None:
+            return None
+        decl = ProviderDecl.from_dict(stable["provider"]) if stable["provider"] else None
+        endpoint = endpoint_for(decl) if stable["provider_pinned"] else self.endpoint(parse_spec(stable["config"]))
+        return {**_route(found, stable), "endpoint": endpoint}
+
+    def serve_tag(self, name: str) -> str:
+        """What changes when what the runtime serves of ``name`` changes: the live version and
+        config, the rollout in progress (its ETag)."""
+        with self.engine.connect() as conn:
+            live = find_live(conn, name)
+            found = active_rollout(conn, name) if live else None
+        if live is None:
+            raise NotFound(f"prompt {name!r} has no live version yet: submit it with --mode apply")
+        return f'"{live.version}-{live.config_hash[:16]}-{found.id if found else 0}"'
+
+    def serve_document(self, name: str) -> dict:
+        """Everything a runtime needs to serve ``name`` through the service: the live version
+        and its config, the provider declaration its calls go to (never a key: the runtime
+        reads the key from its own environment), and a rollout in progress with its stable
+        version's config and declaration; with ``etag`` (``serve_tag``)."""
+        live = self.live(name)
+        with self.engine.connect() as conn:
+            pinned, decl = version_provider(conn, name, live.version)
+            found = active_rollout(conn, name)
+            stable = version_config(conn, name, found.stable_version) if found else None
+            providers = list_providers(conn)
+        document = {
+            "name": live.name,
+            "version": live.version,
+            "config": live.config,
+            "config_hash": live.config_hash,
+            **_declaration(live.config, pinned, decl, providers),
+            "rollout": None,
+            "etag": f'"{live.version}-{live.config_hash[:16]}-{found.id if found else 0}"',
+        }
+        if found is not None and stable is not None:
+            declared = _declaration(stable["config"], bool(stable["provider_pinned"]), stable["provider"], providers)
+            document["rollout"] = {**_route(found, stable), **declared}
+        return document
+
+
+def _route(found: Rollout, stable: dict) -> dict:
+    return {
+        "id": found.id,
+        "canary_percent": float(found.config.get("canary_percent", 10)),
+        "stable_version": found.stable_version,
+        "config": stable["config"],
+        "config_hash": stable["config_hash"],
+    }
+
+
+def _declaration(config: dict, pinned: bool, decl: dict | None, providers) -> dict:
+    """The provider a version's calls go to, as a declaration: the one pinned with it, else
+    (a version live since before providers were pinned) the one declared now."""
+    if not pinned:
+        spec = parse_spec(config)
+        now = resolve(spec.provider, spec.model, providers)
+        decl = now.to_dict() if now else None
+    return {"provider": decl, "provider_pinned": bool(pinned)}
