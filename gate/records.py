@@ -152,7 +152,9 @@ class ClaimedItem:
     item_id: str
     input: dict[str, Any] | None  # None: read from the dataset version's row
     expected_decision: str
-    attempt: int
+    attempt: int  # the attempt a call of this claim would be: its attempts recorded so far, plus one
+    claims: int = 1  # its claims in a row without a write-back, this one included (> 1: a claim of it was lost)
+    throttled_for: float | None = None  # seconds since the provider first asked it to wait (a 429), at the claim
 
 
 @dataclass(frozen=True)
@@ -175,6 +177,7 @@ class ItemResult:
     fields_wrong: int | None = None  # a fields decision: bits of the fields that did not match
     fields_missing: int | None = None  # ... and of those the answer did not have (gate.prompt.structured.compare)
     calls: int = 0  # model calls made for it (0: reused, or not called)
+    backpressure: bool = False  # the provider answered 429 with a Retry-After: waiting, not an attempt
 
 
 TRIAL_OUTPUT_LIMIT = 200  # characters of each trial's output kept with its item

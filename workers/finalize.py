@@ -47,15 +47,16 @@ class Finalizer(Poller):
         return self.busy() if len(ids) == BATCH else (self.idle() if not ids else self.settings.poll_interval)
 
     def _sweep_exhausted(self) -> None:
-        """Items whose every attempt was claimed by workers that died: final ERROR, so the
-        run can end. Runs at most once per half lease."""
+        """Items at a cap that nobody claims any more — their attempts spent, or their last
+        claims all lost to workers that died: final ERROR, so the run can end. Runs at most
+        once per half lease."""
         if time.monotonic() - self.swept_at < self.settings.lease_seconds / 2:
             return
         self.swept_at = time.monotonic()
 
         def sweep(conn) -> None:
             for run_id in running_runs(conn):
-                fail_exhausted_items(conn, run_id, self.settings.attempt_cap)
+                fail_exhausted_items(conn, run_id, self.settings.attempt_cap, self.settings.claim_cap)
 
         transaction(self.engine, sweep)
 

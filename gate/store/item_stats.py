@@ -81,12 +81,14 @@ ERROR_KINDS = tuple(kind.value for kind in CallFailure)  # an item's error begin
 
 def error_kinds(conn: Connection, run_id: int) -> dict[str, int]:
     """The run's ERROR items by kind (one GROUP BY): the ``CallFailure`` their error begins
-    with (``template: ...``), ``exhausted`` (no result after every attempt), ``internal``,
-    or ``other``. What a run's reason may say of its errors: never an item's own words."""
+    with (``template: ...``), ``exhausted`` (no result after every attempt), ``lost`` (its
+    claims lost in a row: ``items.LOST``), ``internal``, or ``other``. What a run's reason
+    may say of its errors: never an item's own words."""
     error = prompt_run_item.c.error
     kind = case(
         *((error.like(f"{k}:%"), k) for k in ERROR_KINDS),
         (error == EXHAUSTED, "exhausted"),
+        (error.like("lost:%"), "lost"),
         (error.like("internal error:%"), "internal"),
         else_="other",
     ).label("kind")

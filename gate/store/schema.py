@@ -282,6 +282,8 @@ prompt_run_item = Table(
     Column("unstable", FLAG, server_default="0", **NOT_NULL),
     Column("fields_wrong", BigInteger),
     Column("fields_missing", BigInteger),
+    Column("claims", Integer, server_default="0", **NOT_NULL),
+    Column("throttled_since", T),
     PrimaryKeyConstraint("run_id", "position"),
     Index("ix_item_ready", "run_id", "verdict", "lease_until"),
 )

@@ -391,7 +391,7 @@ def test_a_stale_state_a_missing_step_and_a_moved_function_are_named(doc):
     drifted = (
         doc.replace("IMPORTING → READY", "BUILDING → READY")
         .replace("| update → APPLIED / PASSED / REJECTED / FAILED |", "| update → PASSED / REJECTED / FAILED |")
-        .replace("`Executor._write_back`", "`Executor._write_results`")
+        .replace("`Executor._stop_run_over_budget`", "`Executor._write_results`")
     )
     problems = transition_table_problems(drifted)
     assert any("names dataset version state BUILDING" in p for p in problems), problems
