@@ -331,6 +331,7 @@ class FleetCounts:
     workers: int  # live worker processes
     oldest_heartbeat_seconds: float | None
     calls_saved: dict[str, int] = field(default_factory=dict)  # reason -> model calls not made, ever (gate_counter)
+    calls: dict[str, int] = field(default_factory=dict)  # recorded, unrecorded (at most) -> calls of finished runs
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from gate.store.item_stats import call_stats, error_kinds, failing_items, first_
 from gate.store.items import fail_exhausted_items
 from gate.store.runs import finalizable_runs, get_run, running_runs, transition_run
 from gate.store.spend import add_counters
-from gate.store.stops import count_uncalled, read_tally
+from gate.store.stops import count_uncalled, read_tally, unrecorded_claims
 from gate.store.trials import count_unstable, trial_call_stats
 from gate.verdict.reasons import ITEM_DETAIL, first_error_detail
 from gate.verdict.scoring import INVALID_DECISION, metrics_from_breakdown, run_end
@@ -119,23 +119,30 @@ def finalize_batch(conn) -> list[int]:
         metrics.update(call_metrics(conn, run, metrics["total"]))
         metrics.update(spend_figures(conn, run, metrics))
         transition_run(conn, run_id, status, reason=reason, metrics=metrics)
-        add_counters(conn, saved_counters(run, metrics))
+        add_counters(conn, run_counters(run, metrics))
         ids.append(run_id)
     return ids
 
 
 def spend_figures(conn, run, metrics: dict) -> dict:
-    """What the run's answers cost in calls: made (every call the executor began for it,
-    from its tally), reused (answers already paid for), and saved by a stop — its items
+    """What the run's answers cost in calls: made (every call the executor recorded for
+    it, from its tally), at most how many more may have been made and never recorded
+    (``calls_unrecorded``: its claims no write-back settled — workers killed holding them —
+    times its trials), reused (answers already paid for), and saved by a stop — its items
     never called, times its trials; a stopped run's rows never copied count as items, its
     ``total`` is its dataset version's rows and ``stop`` says why it stopped."""
     _, made = read_tally(conn, run.id)
-    out = {"calls_made": made, "calls_reused": int((metrics.get("calls") or {}).get("reused", 0)), "calls_saved": 0}
+    trials = int(((run.pinned or {}).get("trials") or {}).get("n", 1))
+    out = {
+        "calls_made": made,
+        "calls_unrecorded": unrecorded_claims(conn, run.id) * trials,
+        "calls_reused": int((metrics.get("calls") or {}).get("reused", 0)),
+        "calls_saved": 0,
+    }
     if not run.stopped:
         return out
     rows = int((run.pinned or {}).get("rows") or metrics["total"])
     never_copied = max(0, rows - metrics["total"])
-    trials = int(((run.pinned or {}).get("trials") or {}).get("n", 1))
     return {
         **out,
         "total": max(rows, metrics["total"]),
@@ -145,7 +152,13 @@ def spend_figures(conn, run, metrics: dict) -> dict:
     }
 
 
-def saved_counters(run, metrics: dict) -> dict[str, int]:
-    """The /metrics counters a finished run adds to (promptgate_model_calls_saved_total)."""
+def run_counters(run, metrics: dict) -> dict[str, int]:
+    """The /metrics counters a finished run adds to (promptgate_model_calls_saved_total,
+    promptgate_model_calls_recorded_total, promptgate_model_calls_unrecorded_max_total)."""
     stop = "spend_cap" if run.stopped == SPEND_CAP else "early_stop"
-    return {"calls_saved_reuse": metrics.get("calls_reused", 0), f"calls_saved_{stop}": metrics.get("calls_saved", 0)}
+    return {
+        "calls_saved_reuse": metrics.get("calls_reused", 0),
+        f"calls_saved_{stop}": metrics.get("calls_saved", 0),
+        "calls_recorded": metrics.get("calls_made", 0),
+        "calls_unrecorded": metrics.get("calls_unrecorded", 0),
+    }

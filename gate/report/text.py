@@ -27,7 +27,7 @@ def render_text(report: UpdateReport) -> str:
         lines += _run_lines(r)
     lines += _attempts_lines(report.attempts)
     if report.spend:
-        lines.append(f"  calls: {spend_line(report.spend)}")
+        lines.append(f"  calls: {spend_line(report.spend, report.terminal)}")
     return "\n".join(lines)
 
 
@@ -124,11 +124,19 @@ def _stop_lines(r) -> list[str]:
     return [f"    {STOPPED_WITH.get(r.stop['kind'], 'stopped')}"]
 
 
-def spend_line(spend: dict) -> str:
+def spend_line(spend: dict, terminal: bool = True) -> str:
     """What an update's calls came to: "140 made, 0 reused, 860 saved by a stop (1,000 model
     calls before retries; cap 300 calls per update)"; at submit only the bound and the caps.
-    The bound is items × trials: a retried call comes on top (a call cap counts it)."""
-    done = [f"{spend.get(k) or 0:,} {word}" for k, word in (("calls_made", "made"), ("calls_reused", "reused"))]
+    The bound is items × trials: a retried call comes on top (a call cap counts it). Calls
+    that may have been made and were never recorded (workers killed holding their items)
+    are said as such: "5,000 made (recorded); up to 511 more may have been made by workers
+    that died, 0 reused" (of an open update: "... more in flight or lost with a worker")."""
+    unrecorded = spend.get("calls_unrecorded") or 0
+    made = f"{spend.get('calls_made') or 0:,} made"
+    if unrecorded:
+        where = "may have been made by workers that died" if terminal else "in flight or lost with a worker"
+        made += f" (recorded); up to {unrecorded:,} more {where}"
+    done = [made, f"{spend.get('calls_reused') or 0:,} reused"]
     if spend.get("calls_saved"):
         done.append(f"{spend['calls_saved']:,} saved by a stop")
     caps = [
