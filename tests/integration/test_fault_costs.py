@@ -168,3 +168,44 @@ def test_an_item_that_kills_every_worker_ends_lost_and_the_rest_are_scored(mysql
     assert report.status == UpdateStatus.FAILED
     assert "1 of 64 items of d could not be scored (lost: 1" in report.update.reason
     assert "i5" not in report.update.reason
+
+
+def test_a_write_back_outlives_a_database_outage_shorter_than_its_lease(tmp_path):
+    """The database stopped for 15 s while 8 calls are in flight, at the defaults (lease
+    30 s): their answers come during the outage and their write-back retries until the
+    database is back, well within the lease, and writes them: 16 calls for 16 items, nothing
+    said lost. (A write-back gave up after 12 runs, ~8 s: it logged "the lease was lost",
+    and the items were called again once their lease ran out.) Its own server: the session's
+    is shared."""
+    from support.mariadb_server import create_database, running
+
+    from gate.service import Gate
+
+    with running() as server:
+        url = create_database(server.url(), "outage")
+        gate = Gate.connect(url, upgrade=True)
+        gate.register_dataset("d", str(write_rows(tmp_path / "d.csv", 16)))
+        gate.map_dataset("p1", "d", "1")
+        with MockLLMServer(latency_ms=2000) as llm:
+            fleet = WorkerFleet(worker_env(url, llm.base_url), tmp_path)
+            try:
+                fleet.start(1)
+                uid = gate.submit(rules_spec("p1"), "apply", reuse=False)
+                deadline = time.monotonic() + 60
+                while llm.stats()["requests"] < 8:
+                    assert time.monotonic() < deadline, llm.stats()
+                    time.sleep(0.02)
+                server.stop()
+                time.sleep(15)
+                server.start()
+                gate.engine.dispose()
+                report = gate.wait(uid, timeout=120)
+                calls = llm.stats()["requests"]
+            finally:
+                fleet.stop_all()
+        gate.close()
+    logs = fleet.logs()
+    assert report.status == UpdateStatus.APPLIED, report.update.reason
+    assert calls == 16, f"{calls} calls for 16 items"
+    assert "database error in transaction run" in logs  # the outage was met, and retried
+    assert "dropped" not in logs and "not written" not in logs, logs
