@@ -62,7 +62,8 @@ server stops); ``garbage_rate`` (answers a word outside the labels); ``rate_limi
 function called with each chat request before it is answered.
 
 One item singled out (``faults.ItemScript``), by a line of its user message: ``status: 500``
-answers its every request with that HTTP status; ``delay_ms: 20000,0`` delays the k-th
+answers its every request with that HTTP status (``status: 429`` as a rate limit: with a
+``Retry-After`` of ``retry_after_ms``); ``delay_ms: 20000,0`` delays the k-th
 request with that very text by the k-th value (the last one repeats).
 
 Models that do not answer the same way twice (for trials; ``variance.py``): a model named

@@ -316,6 +316,8 @@ class MockLLMServer:
         text = user_text(request["messages"])
         forced = FORCED_ERROR_RE.match(request["model"])
         status = int(forced.group(1)) if forced else self.script.status(text)
+        if status == 429 and not forced:  # an item's 429 asks to wait, as a provider's does
+            return _rate_limited(self.faults.retry_after_ms / 1000.0)
         if status:
             why = f"model {request['model']}" if forced else "the item's status line"
             return _Reply("forced_error", status, f"forced error {status} ({why})", "forced_error")
