@@ -1,8 +1,9 @@
 """Finalize: a RUNNING run with every page in and no item left to score gets its metrics
 from one GROUP BY (a fields decision: and one aggregate of its fields, ``figures``) and
-ends DONE, or ERROR (no items, or an item that exhausted its attempts: its reason says how
-many items and of which kinds of error, from one more GROUP BY; the first one's id and
-error go to the metrics' item detail, ``gate.verdict.reasons``). A run stopped before every item
+ends DONE, or ERROR (no items, or items that could not be scored beyond the mapping's
+``max_error_rate``, 0 by default: its reason says how many items and of which kinds of
+error, from one more GROUP BY; the first one's id and error go to the metrics' item
+detail, ``gate.verdict.reasons``). A run stopped before every item
 was called (early stop, a spend cap) ends DONE: its update's verdict is the stop's; its
 figures say what was called, reused and saved, and the counters /metrics reads grow by
 them."""
@@ -23,6 +24,7 @@ from gate.store.runs import finalizable_runs, get_run, running_runs, transition_
 from gate.store.spend import add_counters
 from gate.store.stops import count_uncalled, read_tally, unrecorded_claims
 from gate.store.trials import count_unstable, trial_call_stats
+from gate.verdict.bars import pinned_bars
 from gate.verdict.reasons import ITEM_DETAIL, first_error_detail
 from gate.verdict.scoring import INVALID_DECISION, metrics_from_breakdown, run_end
 from gate.verdict.update_outcome import SPEND_CAP
@@ -115,7 +117,12 @@ def finalize_batch(conn) -> list[int]:
             first = failing_items(conn, run_id, 1, errors_only=True)
             if first:
                 metrics[ITEM_DETAIL] = first_error_detail(first[0].item_id, first[0].error)
-        status, reason = run_end(metrics, run.dataset_name, kinds, stopped=bool(run.stopped), budget=budget)
+        if kinds:  # counts by kind, never which items: any reader of the report may read them
+            metrics["error_kinds"] = kinds
+        error_rate = pinned_bars(run.pinned, run.min_accuracy).max_error_rate
+        status, reason = run_end(
+            metrics, run.dataset_name, kinds, stopped=bool(run.stopped), budget=budget, max_error_rate=error_rate
+        )
         metrics.update(call_metrics(conn, run, metrics["total"]))
         metrics.update(spend_figures(conn, run, metrics))
         transition_run(conn, run_id, status, reason=reason, metrics=metrics)
