@@ -39,9 +39,11 @@ TALLY_KEY = ("run_id", "stripe", "verdict", "expected_decision", "actual_decisio
 WRITTEN = [Verdict.MATCH, Verdict.MISMATCH, Verdict.ERROR]
 
 
-def stripe_of(token: str) -> int:
-    """The tally stripe a write-back adds to: from its claim's random token."""
-    return int(token[:2], 16) % STRIPES if token else 0
+def stripe_of(token: str, part: int = 0) -> int:
+    """The tally stripe a write-back adds to: from its claim's random token, and which of
+    the claim's write-backs it is (``part``: write-backs of one claim at once add to
+    different rows, so neither waits for the other's lock)."""
+    return (int(token[:2], 16) + part) % STRIPES if token else part % STRIPES
 
 
 def add_tally(

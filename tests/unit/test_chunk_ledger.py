@@ -36,7 +36,7 @@ def answer_all(ledger: ChunkLedger, c: Chunk) -> list[bool]:
 def write_all(ledger: ChunkLedger, c: Chunk) -> list[list[int]]:
     """A write-back as the executor runs it: batches taken and written until none is left."""
     batches = []
-    while batch := ledger.take(c):
+    while batch := ledger.take(c)[0]:
         batches.append([r.position for r in batch])
         ledger.written(c, batch)
     return batches
@@ -47,7 +47,7 @@ def test_an_item_is_in_flight_until_answered_and_held_until_it_is_written_back()
     c = chunk("a", [0, 1, 2])
     ledger.add(c)
     assert (ledger.in_flight, ledger.held) == (3, 3)
-    assert answer_all(ledger, c) == [True, False, False]  # the first answer schedules the write-back, once
+    assert answer_all(ledger, c) == [True, True, False]  # a write-back scheduled, and a second beside it
     assert (ledger.in_flight, ledger.held, ledger.unrecorded) == (0, 3, 3)
     assert not ledger.all_written()
     assert write_all(ledger, c) == [[0, 1, 2]]
@@ -57,21 +57,22 @@ def test_an_item_is_in_flight_until_answered_and_held_until_it_is_written_back()
 def test_the_answered_part_of_a_chunk_is_written_back_before_its_slowest_call():
     """Issue 38: a chunk's answers waited for its slowest call, and a process killed
     meanwhile lost them all (~160 answered items). Now each answer goes to a write-back at
-    once, and the chunk leaves the ledger when its last item is written."""
+    once (at most two of a chunk at work: the answers that come during one commit go in the
+    next), and the chunk leaves the ledger when its last item is written."""
     ledger = ChunkLedger(concurrency=4, chunk_size=4)
     c = chunk("a", [0, 1, 2, 3])
     ledger.add(c)
     for item in c.items:
         assert ledger.begin(c, item)
     assert ledger.answered(c, result(0)) is True  # schedule a write-back now
-    assert ledger.answered(c, result(1)) is False  # it is scheduled: this one rides along
-    assert ledger.take(c) == [result(0), result(1)]
-    assert ledger.answered(c, result(2)) is False  # the write-back is running: it takes this next
-    assert ledger.written(c, [result(0), result(1)]) is False
-    assert [r.position for r in ledger.take(c)] == [2]
-    ledger.written(c, [result(2)])
-    assert ledger.take(c) == []  # nothing left: the write-back ends ...
-    assert ledger.answered(c, result(3)) is True  # ... and the slowest answer schedules another
+    assert ledger.take(c) == ([result(0)], 1)  # it takes what is in: part 1
+    assert ledger.answered(c, result(1)) is True  # one is at work: a second beside it
+    assert ledger.answered(c, result(2)) is False  # two at work: this one waits for either
+    assert ledger.take(c) == ([result(1), result(2)], 2)
+    assert ledger.written(c, [result(0)]) is False
+    ledger.written(c, [result(1), result(2)])
+    assert ledger.take(c) == ([], 2) and ledger.take(c) == ([], 2)  # both end
+    assert ledger.answered(c, result(3)) is True  # the slowest answer schedules another
     assert "a" in ledger.chunks and ledger.held == 1
     assert write_all(ledger, c) == [[3]]
     assert ledger.chunks == {} and ledger.all_written()
@@ -90,7 +91,7 @@ def test_a_call_slot_is_free_only_once_its_answer_is_written_back():
     thread = threading.Thread(target=lambda: ledger.begin(c, c.items[2]) and began.set())
     thread.start()
     assert not began.wait(0.2), "a third call began with two answers unwritten"
-    batch = ledger.take(c)
+    batch, _ = ledger.take(c)
     ledger.written(c, batch)
     assert began.wait(5), "the write-back did not free the slots"
     thread.join()
@@ -113,10 +114,10 @@ def test_written_back_says_whether_anything_is_still_held():
     ledger.add(first)
     ledger.add(second)
     answer_all(ledger, first)
-    batch = ledger.take(first)
+    batch, _ = ledger.take(first)
     assert ledger.written(first, batch) is False  # the second is still held
     answer_all(ledger, second)
-    batch = ledger.take(second)
+    batch, _ = ledger.take(second)
     assert ledger.written(second, batch) is True
 
 
@@ -129,7 +130,7 @@ def test_reused_items_are_begun_and_answered_together():
     assert c.started == {0, 1, 2} and ledger.in_flight == 1
     assert ledger.calls_began == {} and ledger.unrecorded == 0  # no call: no call's age, no slot
     assert ledger.begin(c, c.items[3])
-    assert ledger.answered(c, result(3)) is False  # the write-back is scheduled already
+    assert ledger.answered(c, result(3)) is True  # one write-back is scheduled: a second beside it
     assert write_all(ledger, c) == [[0, 1, 2, 3]]
     assert ledger.in_flight == 0 and "a" not in ledger.chunks
 
@@ -202,7 +203,7 @@ def test_with_no_room_it_waits_while_answered_items_wait_for_their_write_back():
     started = time.monotonic()
     assert ledger.room(wait=0.2) == 0
     assert time.monotonic() - started >= 0.15
-    ledger.written(chunks[0], ledger.take(chunks[0]))
+    ledger.written(chunks[0], ledger.take(chunks[0])[0])
     assert ledger.room() == 2  # a chunk's room: claim
 
 
@@ -212,7 +213,7 @@ def test_a_write_back_wakes_the_claimer_waiting_for_room():
     for c in chunks:
         ledger.add(c)
         ledger.reused(c, [result(i.position, 0) for i in c.items])  # answered, waiting for their write-back
-    timer = threading.Timer(0.2, lambda: ledger.written(chunks[0], ledger.take(chunks[0])))
+    timer = threading.Timer(0.2, lambda: ledger.written(chunks[0], ledger.take(chunks[0])[0]))
     timer.start()
     started = time.monotonic()
     try:
@@ -272,7 +273,7 @@ def test_the_drain_gives_back_the_items_not_begun_and_no_others():
     assert write_all(ledger, answered) == [[7]]
     # the calls in flight finish and are written back
     assert ledger.answered(calling, result(0)) is True
-    assert ledger.answered(calling, result(1)) is False
+    assert ledger.answered(calling, result(1)) is True
     assert ledger.answered(begun, result(9)) is True
     assert ledger.in_flight == 0
     write_all(ledger, calling)
@@ -368,7 +369,7 @@ def test_under_racing_calls_write_backs_and_a_drain_each_item_is_answered_or_giv
         written_lock = threading.Lock()
 
         def write_back(c: Chunk) -> None:
-            while batch := ledger.take(c):
+            while batch := ledger.take(c)[0]:
                 with written_lock:
                     written.extend((c.token, r.position) for r in batch)
                 ledger.written(c, batch)

@@ -34,6 +34,7 @@ from gate.records import ClaimedItem, ItemResult
 from gate.store.items import SUSPECT_AFTER
 
 ROOM_WAIT = 0.05  # the longest wait for room (tests/integration/test_executor_loop.py)
+PARALLEL_WRITES = 2  # write-backs of one chunk at once: the next batch commits while one does
 
 
 @dataclass
@@ -47,7 +48,8 @@ class Chunk:
     claimed_at: float = field(default_factory=time.monotonic)
     prepared_at: float | None = None  # its items handed to the call threads
     unwritten: list[ItemResult] = field(default_factory=list)  # answered, not yet taken by a write-back
-    writing: bool = False  # a write-back of it is scheduled or running
+    writing: int = 0  # its write-backs scheduled or running (at most PARALLEL_WRITES)
+    parts: int = 0  # its write-backs so far (each adds to its own tally stripe)
     written: int = 0  # answers whose write-back ended (written or not)
 
     @property
@@ -74,7 +76,8 @@ class ChunkLedger:
         self.concurrency = concurrency
         self.chunk_size = chunk_size
         self.lock = threading.Lock()
-        self.capacity = threading.Condition(self.lock)
+        self.capacity = threading.Condition(self.lock)  # the claimer waits here for room
+        self.slots = threading.Condition(self.lock)  # call threads wait here for a call slot
         self.in_flight = 0  # items claimed and not yet answered (nor given back)
         self.held = 0  # items claimed and not yet written back (nor given back)
         self.unrecorded = 0  # calls begun whose answers are not written back yet: at most ``concurrency``
@@ -135,9 +138,9 @@ class ChunkLedger:
         """The item's call (or its reuse) begins once a call slot is free (every call begun
         and not yet written back holds one), unless a drain has begun (which gave the item
         back): False then."""
-        with self.capacity:
+        with self.lock:
             while self.unrecorded >= self.concurrency and not self.draining:
-                self.capacity.wait()
+                self.slots.wait()
             if self.draining:
                 return False
             self.unrecorded += 1
@@ -160,7 +163,7 @@ class ChunkLedger:
                 return False
             if not result.calls:
                 self.unrecorded -= 1
-                self.capacity.notify_all()  # its slot: a call waiting for one may begin
+                self.slots.notify()  # its slot: a call waiting for one may begin
             return self._add_results(chunk, [result])
 
     def reused(self, chunk: Chunk, results: list[ItemResult]) -> bool:
@@ -190,10 +193,13 @@ class ChunkLedger:
 
     @staticmethod
     def _schedule(chunk: Chunk) -> bool:
-        """(Under the lock.) Whether a write-back of the chunk is to be scheduled now."""
-        if chunk.writing or not chunk.unwritten:
+        """(Under the lock.) Whether a write-back of the chunk is to be scheduled now: there
+        are answers to write and fewer than ``PARALLEL_WRITES`` write-backs of it at work (a
+        call slot is free only once its answer is written, so with a fast provider the
+        answers of one commit wait for the next one rather than for the one before it)."""
+        if chunk.writing >= PARALLEL_WRITES or not chunk.unwritten:
             return False
-        chunk.writing = True
+        chunk.writing += 1
         return True
 
     def _judge_pipeline(self, chunk: Chunk) -> None:
@@ -203,14 +209,17 @@ class ChunkLedger:
             now = time.monotonic()
             self.prep_bound = now - chunk.prepared_at < chunk.prepared_at - chunk.claimed_at
 
-    def take(self, chunk: Chunk) -> list[ItemResult]:
-        """For the chunk's write-back: its answers not yet taken (empty: nothing more to
-        write, and the write-back ends; an answer after this schedules a new one)."""
+    def take(self, chunk: Chunk) -> tuple[list[ItemResult], int]:
+        """For a write-back of the chunk: its answers not yet taken, and which part of the
+        chunk's write-backs they are (empty: nothing more to write, and this write-back
+        ends; an answer after this schedules a new one)."""
         with self.lock:
             batch, chunk.unwritten = chunk.unwritten, []
             if not batch:
-                chunk.writing = False
-            return batch
+                chunk.writing -= 1
+                return batch, chunk.parts
+            chunk.parts += 1
+            return batch, chunk.parts
 
     def written(self, chunk: Chunk, batch: list[ItemResult]) -> bool:
         """A write-back of ``batch`` ended (written or not): those items are no longer held,
@@ -218,8 +227,10 @@ class ChunkLedger:
         with self.capacity:
             chunk.written += len(batch)
             self.held -= len(batch)
-            self.unrecorded -= sum(1 for r in batch if r.calls)
+            freed = sum(1 for r in batch if r.calls)
+            self.unrecorded -= freed
             self._leave_if_settled(chunk)
+            self.slots.notify(freed)  # as many calls as slots freed (not every waiter: 32 threads woken for 1)
             self.capacity.notify_all()
             return self.held == 0
 
@@ -256,7 +267,7 @@ class ChunkLedger:
             if self.draining:
                 return [], []
             self.draining = True
-            self.capacity.notify_all()  # a call waiting for a slot does not begin
+            self.slots.notify_all()  # a call waiting for a slot does not begin
             given, to_write = [], []
             for chunk in list(self.chunks.values()):
                 positions = [i.position for i in chunk.items if i.position not in chunk.started]
@@ -265,7 +276,7 @@ class ChunkLedger:
                 self.held -= len(positions)
                 if positions:
                     given.append((chunk, positions))
-                if self._schedule(chunk):
+                if not chunk.writing and self._schedule(chunk):  # (an answer always has one scheduled)
                     to_write.append(chunk)
                 self._leave_if_settled(chunk)
             return given, to_write

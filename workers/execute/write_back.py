@@ -53,21 +53,24 @@ class WriteBacks:
     def chunk(self, chunk: Chunk) -> None:
         """Write back the chunk's answered items, as many as are in each time, until none is
         left (an answer that comes after schedules the next write-back)."""
-        while batch := self.ledger.take(chunk):
+        while True:
+            batch, part = self.ledger.take(chunk)
+            if not batch:
+                return
             try:
-                self._write(chunk, batch)
+                self._write(chunk, batch, part)
             finally:
                 if self.ledger.written(chunk, batch):
                     self.nudge("finalize")
 
-    def _write(self, chunk: Chunk, batch: list[ItemResult]) -> None:
+    def _write(self, chunk: Chunk, batch: list[ItemResult], part: int = 0) -> None:
         """One guarded UPDATE, run again on a deadlock or a lost connection while the lease
         lasts. Running it again is safe even when a lost COMMIT did commit: the lease token
         guards it, so the second run writes nothing."""
         run_id = chunk.run_id
         run = self.run_calls.get(run_id)
         try:
-            written = self._commit(chunk, batch, run)
+            written = self._commit(chunk, batch, run, part)
         except Exception as exc:
             self._not_written(chunk, batch, exc)
             written = None
@@ -81,7 +84,7 @@ class WriteBacks:
             why = "their update stopped (their items are STOPPED)" if stopped else "the lease was lost"
             log.warning("chunk %s: %d result(s) dropped: %s", chunk.token[:8], lost, why)
 
-    def _commit(self, chunk: Chunk, batch: list[ItemResult], run) -> int:
+    def _commit(self, chunk: Chunk, batch: list[ItemResult], run, part: int = 0) -> int:
         run_id = chunk.run_id
         # a --no-reuse run keeps its fresh answers to itself: a kept answer is the first the
         # gate obtained, so re-running until one passes cannot choose what an apply reuses
@@ -99,7 +102,7 @@ class WriteBacks:
             add_tally(
                 conn,
                 run_id,
-                stripe_of(chunk.token),
+                stripe_of(chunk.token, part),  # two write-backs of a chunk at once: two rows, no lock wait
                 scored if whole else None,
                 judge.live_run_id if judge else None,
                 calls,
