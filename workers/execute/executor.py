@@ -1,13 +1,18 @@
 """Execute: claim chunks of ready items, render them, call the model outside any
-transaction, write each chunk's results back in one statement guarded by the lease token.
-The methods of ``Executor`` follow an item's way in that order: claim → render (prepare)
-→ call → write back, then the leases and the drain. What is claimed, in flight, answered
-and given back, and whether there is room for the next claim, is ``workers.execute.ledger``.
+transaction, write the results back as they come, guarded by the lease token
+(``workers.execute.write_back``). The methods of ``Executor`` follow an item's way in that
+order: claim → render (prepare) → call, then the leases and the drain. What is claimed, in
+flight, answered, written and given back, whether a call may begin and whether there is
+room for the next claim, is ``workers.execute.ledger``.
 
-Up to ``concurrency`` calls are in flight per process. Runs are served in rotation, so a
-big dataset does not starve a small one. A retryable failure (timeout, connection, 429,
-5xx) makes the item visible again after an exponential backoff with jitter (at least the
-provider's Retry-After); at the attempt cap its ERROR is final. Leases of calls that
+Up to ``concurrency`` calls are made and not yet recorded per process (a call's slot is
+free once its answer is written back). Runs are served in rotation, so a big dataset does
+not starve a small one. A claim adds its items to the run's tally, so the calls a worker
+that dies with them may have made are counted. A retryable failure (timeout, connection,
+5xx, a 429 without a Retry-After) makes the item visible again after an exponential
+backoff with jitter; at the attempt cap its ERROR is final. A 429 with a Retry-After spends
+no attempt (``workers.execute.results``: backpressure). An item whose last claims were lost
+with their workers is claimed alone (``store.items.claim_items``). Leases of calls that
 outlive half the lease are renewed. One item's call, or its N calls for a prompt with
 ``trials: N``, is ``workers.execute.calls``; the result made of its answers, ``workers.execute.results``.
 Each write-back also adds to its run's running counts (``add_tally``), from which
