@@ -191,7 +191,9 @@ class ClaimedItem:
     item_id: str
     input: dict[str, Any] | None  # None: read from the dataset version's row
     expected_decision: str
-    attempt: int
+    attempt: int  # the attempt a call of this claim would be: its attempts recorded so far, plus one
+    claims: int = 1  # its claims in a row without a write-back, this one included (> 1: a claim of it was lost)
+    throttled_for: float | None = None  # seconds since the provider first asked it to wait (a 429), at the claim
 
 
 @dataclass(frozen=True)
@@ -216,6 +218,7 @@ class ItemResult:
     calls: int = 0  # model calls made for it (0: reused, or not called)
     judge: dict | None = None  # a judged item: what the report shows of its judging (gate.prompt.judge)
     judging: Any = None  # and what its write-back keeps besides (workers.execute.judging.Judged)
+    backpressure: bool = False  # the provider answered 429 with a Retry-After: waiting, not an attempt
 
 
 @dataclass(frozen=True)
@@ -399,6 +402,7 @@ class FleetCounts:
     workers: int  # live worker processes
     oldest_heartbeat_seconds: float | None
     calls_saved: dict[str, int] = field(default_factory=dict)  # reason -> model calls not made, ever (gate_counter)
+    calls: dict[str, int] = field(default_factory=dict)  # recorded, unrecorded (at most) -> calls of finished runs
 
 
 @dataclass(frozen=True)

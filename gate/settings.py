@@ -17,6 +17,8 @@ RANGES: dict[str, tuple[float, float]] = {
     "chunk_size": (1, 10000),
     "concurrency": (1, 4096),
     "attempt_cap": (1, 100),
+    "claim_cap": (1, 100),
+    "backpressure_seconds": (0, 7 * 86400),
     "page_size": (1, 1_000_000),
     "page_bytes": (1, 1 << 30),
     "poll_interval": (0.001, 60),
@@ -63,7 +65,9 @@ class Settings:
     lease_seconds: float = 30.0  # how long a claim owns its rows
     chunk_size: int = 32  # items claimed by one execute claim
     concurrency: int = 8  # model calls in flight per execute process
-    attempt_cap: int = 3  # attempts per item before its ERROR is final
+    attempt_cap: int = 3  # attempts (calls made and recorded) per item before its ERROR is final
+    claim_cap: int = 5  # claims of an item in a row lost without a write-back (its worker died) before it ends ERROR
+    backpressure_seconds: float = 900.0  # how long an item may wait on a provider's 429s with Retry-After
     page_size: int = 5000  # most dataset rows per materialize page
     page_bytes: int = 4 * 1024 * 1024  # a page holds about this much row data at most (memory bound)
     poll_interval: float = 0.05  # first delay after an empty poll while work is open (seconds)
@@ -106,6 +110,8 @@ class Settings:
         "chunk_size": "PROMPTGATE_CHUNK_SIZE",
         "concurrency": "PROMPTGATE_CONCURRENCY",
         "attempt_cap": "PROMPTGATE_ATTEMPT_CAP",
+        "claim_cap": "PROMPTGATE_CLAIM_CAP",
+        "backpressure_seconds": "PROMPTGATE_BACKPRESSURE_SECONDS",
         "page_size": "PROMPTGATE_PAGE_SIZE",
         "page_bytes": "PROMPTGATE_PAGE_BYTES",
         "poll_interval": "PROMPTGATE_POLL_INTERVAL",

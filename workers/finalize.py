@@ -1,8 +1,9 @@
 """Finalize: a RUNNING run with every page in and no item left to score gets its metrics
 from one GROUP BY (a fields decision: and one aggregate of its fields, ``figures``) and
-ends DONE, or ERROR (no items, or an item that exhausted its attempts: its reason says how
-many items and of which kinds of error, from one more GROUP BY; the first one's id and
-error go to the metrics' item detail, ``gate.verdict.reasons``). A run stopped before every item
+ends DONE, or ERROR (no items, or items that could not be scored beyond the mapping's
+``max_error_rate``, 0 by default: its reason says how many items and of which kinds of
+error, from one more GROUP BY; the first one's id and error go to the metrics' item
+detail, ``gate.verdict.reasons``). A run stopped before every item
 was called (early stop, a spend cap) ends DONE: its update's verdict is the stop's; its
 figures say what was called, reused and saved, and the counters /metrics reads grow by
 them."""
@@ -21,8 +22,9 @@ from gate.store.item_stats import call_stats, error_kinds, failing_items, first_
 from gate.store.items import fail_exhausted_items
 from gate.store.runs import finalizable_runs, get_run, running_runs, transition_run
 from gate.store.spend import add_counters
-from gate.store.stops import count_uncalled, read_tally
+from gate.store.stops import count_uncalled, read_tally, unrecorded_claims
 from gate.store.trials import count_unstable, trial_call_stats
+from gate.verdict.bars import pinned_bars
 from gate.verdict.reasons import ITEM_DETAIL, first_error_detail
 from gate.verdict.scoring import INVALID_DECISION, metrics_from_breakdown, run_end
 from gate.verdict.update_outcome import SPEND_CAP
@@ -49,15 +51,16 @@ class Finalizer(Poller):
         return self.busy() if len(ids) == BATCH else (self.idle() if not ids else self.settings.poll_interval)
 
     def _sweep_exhausted(self) -> None:
-        """Items whose every attempt was claimed by workers that died: final ERROR, so the
-        run can end. Runs at most once per half lease."""
+        """Items at a cap that nobody claims any more — their attempts spent, or their last
+        claims all lost to workers that died: final ERROR, so the run can end. Runs at most
+        once per half lease."""
         if time.monotonic() - self.swept_at < self.settings.lease_seconds / 2:
             return
         self.swept_at = time.monotonic()
 
         def sweep(conn) -> None:
             for run_id in running_runs(conn):
-                fail_exhausted_items(conn, run_id, self.settings.attempt_cap)
+                fail_exhausted_items(conn, run_id, self.settings.attempt_cap, self.settings.claim_cap)
 
         transaction(self.engine, sweep)
 
@@ -119,30 +122,42 @@ def finalize_batch(conn) -> list[int]:
             first = failing_items(conn, run_id, 1, errors_only=True)
             if first:
                 metrics[ITEM_DETAIL] = first_error_detail(first[0].item_id, first[0].error)
-        status, reason = run_end(metrics, run.dataset_name, kinds, stopped=bool(run.stopped), budget=budget)
+        if kinds:  # counts by kind, never which items: any reader of the report may read them
+            metrics["error_kinds"] = kinds
+        error_rate = pinned_bars(run.pinned, run.min_accuracy).max_error_rate
+        status, reason = run_end(
+            metrics, run.dataset_name, kinds, stopped=bool(run.stopped), budget=budget, max_error_rate=error_rate
+        )
         metrics.update(call_metrics(conn, run, metrics["total"]))
         metrics.update(spend_figures(conn, run, metrics))
         metrics.update(judged_metrics(conn, run, metrics))  # a judged run: its judge's figures, its sentinels
         status, reason = judged_end(run, metrics, status, reason)
         transition_run(conn, run_id, status, reason=reason, metrics=metrics)
-        add_counters(conn, saved_counters(run, metrics))
+        add_counters(conn, run_counters(run, metrics))
         ids.append(run_id)
     return ids
 
 
 def spend_figures(conn, run, metrics: dict) -> dict:
-    """What the run's answers cost in calls: made (every call the executor began for it,
-    from its tally), reused (answers already paid for), and saved by a stop — its items
-    never called, times its calls per item (its trials, its judge's); a stopped run's rows
-    never copied count as items, its
+    """What the run's answers cost in calls: made (every call the executor recorded for
+    it, from its tally), at most how many more may have been made and never recorded
+    (``calls_unrecorded``: its claims no write-back settled — workers killed holding them —
+    times its calls per item), reused (answers already paid for), and saved by a stop — its
+    items never called, times its calls per item (its trials, its judge's); a stopped run's
+    rows never copied count as items, its
     ``total`` is its dataset version's rows and ``stop`` says why it stopped."""
     _, made = read_tally(conn, run.id)
-    out = {"calls_made": made, "calls_reused": int((metrics.get("calls") or {}).get("reused", 0)), "calls_saved": 0}
+    trials = calls_per_item(run.pinned)
+    out = {
+        "calls_made": made,
+        "calls_unrecorded": unrecorded_claims(conn, run.id) * trials,
+        "calls_reused": int((metrics.get("calls") or {}).get("reused", 0)),
+        "calls_saved": 0,
+    }
     if not run.stopped:
         return out
     rows = int((run.pinned or {}).get("rows") or metrics["total"])
     never_copied = max(0, rows - metrics["total"])
-    trials = calls_per_item(run.pinned)
     return {
         **out,
         "total": max(rows, metrics["total"]),
@@ -152,7 +167,13 @@ def spend_figures(conn, run, metrics: dict) -> dict:
     }
 
 
-def saved_counters(run, metrics: dict) -> dict[str, int]:
-    """The /metrics counters a finished run adds to (promptgate_model_calls_saved_total)."""
+def run_counters(run, metrics: dict) -> dict[str, int]:
+    """The /metrics counters a finished run adds to (promptgate_model_calls_saved_total,
+    promptgate_model_calls_recorded_total, promptgate_model_calls_unrecorded_max_total)."""
     stop = "spend_cap" if run.stopped == SPEND_CAP else "early_stop"
-    return {"calls_saved_reuse": metrics.get("calls_reused", 0), f"calls_saved_{stop}": metrics.get("calls_saved", 0)}
+    return {
+        "calls_saved_reuse": metrics.get("calls_reused", 0),
+        f"calls_saved_{stop}": metrics.get("calls_saved", 0),
+        "calls_recorded": metrics.get("calls_made", 0),
+        "calls_unrecorded": metrics.get("calls_unrecorded", 0),
+    }

@@ -189,6 +189,13 @@ def dataset_diff(ctx, name, old, new, as_json):
 )
 @click.option("--confidence", metavar="X", default=None, help="The confidence of that interval (default 0.95).")
 @click.option(
+    "--max-error-rate",
+    metavar="X",
+    default=None,
+    help="The share of items that may end in an error (unscorable) with the run still judged on the items "
+    "scored, a fraction below 1 (default 0: one error fails the update).",
+)
+@click.option(
     "--early-stop/--no-early-stop",
     default=True,
     show_default=True,
@@ -221,6 +228,7 @@ def dataset_map(
     max_cost_per_1k_items,
     max_drop,
     confidence,
+    max_error_rate,
     early_stop,
     judge_corrected,
     max_loss_rate,
@@ -240,6 +248,7 @@ def dataset_map(
         "judge_corrected": judge_corrected,
         "max_loss_rate": max_loss_rate,
         "sentinels": sentinels,
+        "max_error_rate": max_error_rate,
     }
     m = open_gate(ctx).map_dataset(prompt, dataset_name, min_accuracy, bars=bars)
     click.echo(

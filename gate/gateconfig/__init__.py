@@ -12,7 +12,8 @@ prompt, kept in the prompts' repository and synced into the gate from the defaul
       urgency-hard: {source: datasets/urgency-hard.jsonl, id_column: id, label_column: label}
     prompts:
       ticket-urgency:
-        - {dataset: urgency-regression, min_accuracy: 0.90, max_drop: 2}   # at most 2 points below live
+        - {dataset: urgency-regression, min_accuracy: 0.90, max_drop: 2,   # at most 2 points below live
+           max_error_rate: 0.02}   # up to 2 % of items unscorable, judged on the rest
         - {dataset: urgency-hard, min_accuracy: 0.80, max_broken: 0, min_recall: {urgent: 0.9},
            slice_by: channel, min_slice_accuracy: 0.75, protected: [urg-hard-03],
            accept_breaks: [{item: urg-hard-11, reason: "the customer says urgent, the text says routine"}]}
@@ -33,7 +34,8 @@ without changing anything (a pull request shows it as "takes effect after merge"
   relative file sources resolve against the config file's folder;
 * every declared bar is mapped (or its bars changed). Besides ``min_accuracy`` an entry may
   carry ``max_broken``, ``min_recall`` / ``min_precision`` (label → fraction),
-  ``max_latency_p95_ms``, ``max_cost_per_1k_items``, ``min_field_accuracy`` (field →
+  ``max_latency_p95_ms``, ``max_cost_per_1k_items``, ``max_error_rate`` (the share of items
+  that may end ERROR, judged on the rest; 0 by default), ``min_field_accuracy`` (field →
   fraction, for a fields decision), ``min_slice_accuracy`` / ``min_slice_items`` (see
   ``gate.verdict.bars``), and what it says of items: ``slice_by``, ``protected`` ids and
   ``accept_breaks`` (see ``gate.verdict.item_policy``); a bar left out of the entry is dropped from

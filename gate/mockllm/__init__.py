@@ -54,9 +54,17 @@ answer is prepared, then waits out the rest); ``error_rate`` (500);
 ``rate_limit_rpm`` (requests per minute in a sliding window, then 429 with
 ``Retry-After`` and ``retry-after-ms``); ``timeout_rate`` (the request hangs for
 ``hang_seconds``, default 60, longer than a sane client timeout, and stops hanging when the
-server stops); ``garbage_rate`` (answers a word outside the labels); ``seed`` for the fault
-RNG; ``api_key`` (when set, any other bearer token gets 401). A model named
-``mock-error-<status>`` (e.g. ``mock-error-400``) always gets that HTTP status.
+server stops); ``garbage_rate`` (answers a word outside the labels); ``rate_limit_rate``
+(that share of requests answered 429 at once, asking to wait ``retry_after_ms``, default
+1000, in ``Retry-After`` and ``retry-after-ms``); ``seed`` for the fault RNG; ``api_key``
+(when set, any other bearer token gets 401). A model named ``mock-error-<status>`` (e.g.
+``mock-error-400``) always gets that HTTP status. ``on_request`` (in-process only): a
+function called with each chat request before it is answered.
+
+One item singled out (``faults.ItemScript``), by a line of its user message: ``status: 500``
+answers its every request with that HTTP status (``status: 429`` as a rate limit: with a
+``Retry-After`` of ``retry_after_ms``); ``delay_ms: 20000,0`` delays the k-th
+request with that very text by the k-th value (the last one repeats).
 
 Drafting and judging (``judge.py``): ``- reply when <keywords>: <text>`` lines draft a
 reply; ``- judge pass <label>: <keywords>``, ``- judge otherwise: <label>``, ``- judge max
@@ -106,6 +114,8 @@ POLICY_NAMES = (
 @click.option("--rate-limit-rpm", type=int, default=0, help="Requests per minute before 429 + Retry-After.")
 @click.option("--timeout-rate", type=float, default=0.0, help="Fraction that hang past the client timeout.")
 @click.option("--garbage-rate", type=float, default=0.0, help="Fraction answered outside the labels.")
+@click.option("--rate-limit-rate", type=float, default=0.0, help="Fraction answered 429 with a Retry-After.")
+@click.option("--retry-after-ms", type=float, default=1000.0, show_default=True, help="The wait those 429s ask for.")
 @click.option("--hang-seconds", type=float, default=60.0, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--api-key", default=None, help="Require this bearer token.")

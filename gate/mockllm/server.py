@@ -10,16 +10,17 @@ import sys
 import threading
 import time
 from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from .extract import extract
-from .faults import FaultPlan
+from .faults import Fault, FaultPlan, ItemScript
 from .judge import JudgeDrift, draft_reply, judge_answer
 from .policy import FORCED_ERROR_RE, MODEL_ID, content_text, count_tokens, decide, format_answer
 from .tools import tool_answer
-from .variance import AnswerVariance
+from .variance import AnswerVariance, user_text
 
 
 class _Headers(dict):
@@ -173,6 +174,8 @@ class MockLLMServer:
         rate_limit_rpm: int = 0,
         timeout_rate: float = 0.0,
         garbage_rate: float = 0.0,
+        rate_limit_rate: float = 0.0,
+        retry_after_ms: float = 1000.0,
         seed: int = 0,
         hang_seconds: float = 60.0,
         api_key: str | None = None,
@@ -180,6 +183,7 @@ class MockLLMServer:
         judge_drift_after: int | None = None,
         tool_wrong_rate: float = 0.0,
         tool_skip_rate: float = 0.0,
+        on_request: Callable[[dict], None] | None = None,
     ):
         self.host, self.port = host, port
         self.faults = FaultPlan(
@@ -189,10 +193,14 @@ class MockLLMServer:
             rate_limit_rpm=rate_limit_rpm,
             timeout_rate=timeout_rate,
             garbage_rate=garbage_rate,
+            rate_limit_rate=rate_limit_rate,
+            retry_after_ms=retry_after_ms,
             seed=seed,
         )
         self.variance = AnswerVariance(seed)  # flaky models and scripted answers (variance.py)
         self.drift = JudgeDrift(judge_drift_after)  # judges that drift mid-run (judge.py)
+        self.script = ItemScript()  # an item's own delay or status (faults.py)
+        self.on_request = on_request  # a test's hook: called with each chat request, before it is answered
         self.hang_seconds = hang_seconds
         self.tool_rates = (tool_wrong_rate, tool_skip_rate)  # tool calls: wrong arguments, no call (tools.py)
         self.api_key = api_key
@@ -314,17 +322,25 @@ class MockLLMServer:
             return _Reply("bad_request", 400, problem, "invalid_request_error")
         with self._lock:
             self._recent.append(request)
+        if self.on_request is not None:
+            self.on_request(request)
+        text = user_text(request["messages"])
         forced = FORCED_ERROR_RE.match(request["model"])
-        if forced:
-            status = int(forced.group(1))
-            return _Reply("forced_error", status, f"forced error {status} (model {request['model']})", "forced_error")
+        status = int(forced.group(1)) if forced else self.script.status(text)
+        if status == 429 and not forced:  # an item's 429 asks to wait, as a provider's does
+            return _rate_limited(self.faults.retry_after_ms / 1000.0)
+        if status:
+            why = f"model {request['model']}" if forced else "the item's status line"
+            return _Reply("forced_error", status, f"forced error {status} ({why})", "forced_error")
         wait = self.faults.rate_limited()
         if wait is not None:
-            headers = {"Retry-After": str(max(1, int(wait + 0.999))), "retry-after-ms": str(int(wait * 1000))}
-            return _Reply(
-                "rate_limited", 429, "Rate limit reached for requests; try again later.", "rate_limit_exceeded", headers
-            )
+            return _rate_limited(wait)
         fault = self.faults.draw()
+        if fault.kind == "rate_limited":
+            return _rate_limited(self.faults.retry_after_ms / 1000.0)
+        scripted = self.script.delay(text)
+        if scripted is not None:
+            fault = Fault(fault.kind, scripted)
         if fault.kind == "timeout":
             self._count("timeout")  # counted when the hang starts
             self._stop.wait(fault.delay + self.hang_seconds)
@@ -364,6 +380,15 @@ class MockLLMServer:
         if garbage:
             label = self.faults.pick(policy.labels or (label,))
         return format_answer(label, request.get("response_format"))
+
+
+def _rate_limited(wait: float) -> _Reply:
+    """A 429 asking the client to wait ``wait`` seconds (Retry-After in whole seconds, at
+    least 1, and the exact wait in retry-after-ms, as OpenAI sends them)."""
+    headers = {"Retry-After": str(max(1, int(wait + 0.999))), "retry-after-ms": str(int(wait * 1000))}
+    return _Reply(
+        "rate_limited", 429, "Rate limit reached for requests; try again later.", "rate_limit_exceeded", headers
+    )
 
 
 @dataclass(frozen=True)

@@ -52,8 +52,11 @@ writes a pause into the shared bucket: a 429 with Retry-After stops that limit f
 worker, and the bucket refills from the end of the pause rather than in one burst.
 ``AdaptiveConcurrency`` bounds the calls in flight of one executor: halved on a 429 (once
 per round of calls), plus one per round of successful calls, never above ``concurrency``.
-Without any limit configured there is no database or Redis traffic at all; the executor
-still adapts its concurrency to 429s.
+A 429 where no limit is configured teaches one: the shared bucket ``HOST|MODEL|429`` (no rate
+of its own, ``LEARNED_SIZE``), paused as the provider asked, which every process that met a
+429 there in the last ``LEARNED_TTL`` seconds consults before each call. Without any limit
+configured and before any 429 there is no database or Redis traffic at all. (The item the
+429 answered spends no attempt: the executor's backpressure, ``workers.execute.results``.)
 
 Modules
 -------
@@ -80,7 +83,17 @@ from .buckets import (
     SqlBucket,
     make_bucket,
 )
-from .limiter import DEFAULT_PAUSE, THROTTLE_NOTICE, AdaptiveConcurrency, CallLimiter, Slot, Usage
+from .limiter import (
+    DEFAULT_PAUSE,
+    LEARNED_SIZE,
+    LEARNED_SUFFIX,
+    LEARNED_TTL,
+    THROTTLE_NOTICE,
+    AdaptiveConcurrency,
+    CallLimiter,
+    Slot,
+    Usage,
+)
 from .rules import (
     DEFAULT_COMPLETION_TOKENS,
     DEFAULT_HOST,
@@ -124,6 +137,9 @@ __all__ = [
     "make_bucket",
     # the executor's limiter
     "DEFAULT_PAUSE",
+    "LEARNED_SIZE",
+    "LEARNED_SUFFIX",
+    "LEARNED_TTL",
     "THROTTLE_NOTICE",
     "AdaptiveConcurrency",
     "CallLimiter",

@@ -1,11 +1,15 @@
 """What the executor holds per process: ``AdaptiveConcurrency`` (calls in flight, halved
 on a 429) and ``CallLimiter`` (a concurrency slot, then the budget of every bucket of the
-prompt's model, per call; the counts it writes to ``rate_limit_usage``)."""
+prompt's model, per call; the counts it writes to ``rate_limit_usage``). A 429 pauses the
+call's limits for every worker; where none is configured, it teaches one: the shared
+bucket ``HOST|MODEL|429``, paused as the provider asks and consulted by each process that
+met a 429 there in the last ``LEARNED_TTL`` seconds."""
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -17,12 +21,15 @@ from gate.errors import CallFailure, ModelCallError, first_line
 from gate.store.ratelimits import add_rate_limit_usage
 
 from .buckets import Bucket, make_bucket
-from .rules import BucketSpec, Limits, endpoint_host, estimate_tokens
+from .rules import BucketSpec, Limits, bucket_key, endpoint_host, estimate_tokens
 
 log = logging.getLogger("promptgate.ratelimit")
 
 THROTTLE_NOTICE = 0.01  # a call that waited longer than this for its budget counts as throttled
 DEFAULT_PAUSE = 1.0  # a 429 without Retry-After pauses its limits this long
+LEARNED_SUFFIX = "429"  # the shared limit a 429 teaches, where none is configured: HOST|MODEL|429
+LEARNED_SIZE = 1000.0  # its size and refill per second: no rate of its own, only the provider's pauses
+LEARNED_TTL = 300.0  # seconds after its last 429 there that a process still consults it
 
 
 class AdaptiveConcurrency:
@@ -107,9 +114,11 @@ class CallLimiter:
     def __init__(
         self, settings, engine, concurrency: int, stop: threading.Event | None = None, bucket: Bucket | None = None
     ):
+        self.settings = settings
         self.limits = Limits.from_settings(settings)
         self.bucket = bucket if bucket is not None else (make_bucket(settings, engine) if self.limits else None)
         self.engine = engine
+        self.learned: dict[str, float] = {}  # a learned limit's key -> when this process last met a 429 there
         self.adaptive = AdaptiveConcurrency(concurrency)
         self.stop = stop
         self._lock = threading.Lock()
@@ -117,13 +126,37 @@ class CallLimiter:
         self.totals = {"throttled": 0, "throttled_ms": 0, "rate_limited": 0, "paused": 0}
 
     def buckets(self, spec, base_url: str | None) -> list[BucketSpec]:
-        if not self.limits or self.bucket is None:
-            return []
-        specs = self.limits.buckets_for(endpoint_host(base_url), spec.model)
+        """The buckets a call spends from: its configured limits; else, for a while after a
+        429 there, the limit that 429 taught (``learned``)."""
+        specs = self.limits.buckets_for(endpoint_host(base_url), spec.model) if self.limits else []
+        if not specs:
+            learned = self.learned_bucket(spec, base_url)
+            at = self.learned.get(learned.key)
+            specs = [learned] if at is not None and time.monotonic() - at < LEARNED_TTL else []
         for b in specs:
             if not self.bucket.is_configured(b.key):
                 self.bucket.configure(b.key, b.capacity, b.refill_per_second)
         return specs
+
+    @staticmethod
+    def learned_bucket(spec, base_url: str | None) -> BucketSpec:
+        """The shared limit a 429 teaches for a model at an endpoint with no limit configured:
+        no rate of its own (``LEARNED_SIZE``), only the pauses the provider asks for, which
+        every worker that met a 429 there in the last ``LEARNED_TTL`` seconds obeys."""
+        key = bucket_key(endpoint_host(base_url), spec.model, LEARNED_SUFFIX)
+        return BucketSpec(key, LEARNED_SIZE, LEARNED_SIZE, "requests")
+
+    def _learn(self, spec, base_url: str | None) -> list[BucketSpec]:
+        """A 429 where no limit is configured: from now on this process consults the shared
+        limit it teaches (made at once: the database, or Redis, is reached only from now)."""
+        learned = self.learned_bucket(spec, base_url)
+        with self._lock:
+            if self.bucket is None:
+                self.bucket = make_bucket(self.settings, self.engine)
+            self.learned[learned.key] = time.monotonic()
+        if not self.bucket.is_configured(learned.key):
+            self.bucket.configure(learned.key, learned.capacity, learned.refill_per_second)
+        return [learned]
 
     @contextmanager
     def slot(self, spec, item, messages: Sequence[Mapping[str, Any]], base_url: str | None) -> Iterator[Slot]:
@@ -153,7 +186,8 @@ class CallLimiter:
                 raise
         finally:
             if slot.rate_limited:
-                self._pause(buckets, slot.retry_after)
+                configured = [b for b in buckets if not b.key.endswith(f"|{LEARNED_SUFFIX}")]
+                self._pause(configured or self._learn(spec, base_url), slot.retry_after)
             ok = slot.granted and not slot.rate_limited and not slot.failed_other
             self.adaptive.release(ticket, "rate_limited" if slot.rate_limited else "ok" if ok else "other")
             self._count(slot)

@@ -197,7 +197,7 @@ def _update_view(report: UpdateReport, samples: int, excerpt: int, details: bool
         "details": details,
         # inside the details, bars only: no line joins two datasets
         "chart": report.runs if charts and any(r.accuracy is not None for r in report.runs) else None,
-        "spend": spend_line(report.spend) if report.spend else None,
+        "spend": spend_line(report.spend, report.terminal) if report.spend else None,
     }
 
 

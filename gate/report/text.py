@@ -33,7 +33,7 @@ def render_text(report: UpdateReport) -> str:
         lines += _run_lines(r)
     lines += _attempts_lines(report.attempts)
     if report.spend:
-        lines.append(f"  calls: {spend_line(report.spend)}")
+        lines.append(f"  calls: {spend_line(report.spend, report.terminal)}")
     return "\n".join(lines)
 
 
@@ -45,6 +45,7 @@ def _run_lines(r) -> list[str]:
         f"  {safe(r.dataset)}: {format_pct(r.matches, r.scored, r.bar)} vs bar {format_bar(r.bar)} [{verdict}] "
         f"{progress}, {r.errors} errors"
         + (f", {r.stopped} not called" if r.stopped else "")
+        + ("".join(f" ({safe(c['note'])})" for c in r.checks if c["bar"] == "min_accuracy" and c["note"]))
         + (f" — {safe(r.reason)}" if r.reason and r.status == "ERROR" else "")
         + (f" — {safe(detail)}" if r.status == "ERROR" and (detail := detail_text(r.metrics)) else "")
     ]
@@ -141,17 +142,25 @@ def _stop_lines(r) -> list[str]:
     return [f"    {STOPPED_WITH.get(r.stop['kind'], 'stopped')}"]
 
 
-def spend_line(spend: dict, *, started: bool = True) -> str:
+def spend_line(spend: dict, terminal: bool = True, *, started: bool = True) -> str:
     """What an update's calls came to: "140 made, 0 reused, 860 saved by a stop (1,000 model
     calls before retries; cap 300 calls per update)"; at submit (``started`` False) only the
     bound and the caps: "at most 1,000 model calls before retries (...)". The bound is items ×
-    trials: a retried call comes on top (a call cap counts it)."""
+    trials: a retried call comes on top (a call cap counts it). Calls that may have been made
+    and were never recorded (workers killed holding their items) are said as such: "5,000
+    made (recorded); up to 511 more may have been made by workers that died, 0 reused" (of an
+    open update, ``terminal`` False: "... more in flight or lost with a worker")."""
     if not started:
         bound = spend.get("calls_bound")
         rest = spend_line({k: v for k, v in spend.items() if k != "calls_bound"}).partition(" (")[2][:-1]
         head = f"at most {bound:,} model calls before retries" if bound is not None else "staged"
         return head + (f" ({rest})" if rest else "")
-    done = [f"{spend.get(k) or 0:,} {word}" for k, word in (("calls_made", "made"), ("calls_reused", "reused"))]
+    unrecorded = spend.get("calls_unrecorded") or 0
+    made = f"{spend.get('calls_made') or 0:,} made"
+    if unrecorded:
+        where = "may have been made by workers that died" if terminal else "in flight or lost with a worker"
+        made += f" (recorded); up to {unrecorded:,} more {where}"
+    done = [made, f"{spend.get('calls_reused') or 0:,} reused"]
     if spend.get("calls_saved"):
         done.append(f"{spend['calls_saved']:,} saved by a stop")
     caps = [

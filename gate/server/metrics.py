@@ -10,7 +10,10 @@ global one, so two apps in one process, as in the tests, never share a series):
   STOPPED),
   ``promptgate_workers``, ``promptgate_worker_oldest_heartbeat_seconds``,
   ``promptgate_oldest_pending_submission_seconds``, ``promptgate_model_calls_saved_total{reason}``
-  (early_stop, reuse, spend_cap: counters finalize adds to as each run ends) and
+  (early_stop, reuse, spend_cap: counters finalize adds to as each run ends),
+  ``promptgate_model_calls_recorded_total`` and ``promptgate_model_calls_unrecorded_max_total``
+  (calls made and recorded; at most how many more were made by workers that died and never
+  recorded: counted as each run ends) and
   ``promptgate_fleet_up`` (0 when the
   database did not answer: the figures above are then absent, never stale or made up).
   One read serves every scrape within ``FLEET_TTL`` seconds, so several Prometheus
@@ -155,6 +158,18 @@ def fleet_families(counts: FleetCounts):
     for reason, value in sorted(counts.calls_saved.items()):
         saved.add_metric([reason], value)
     yield saved
+    yield CounterMetricFamily(
+        "promptgate_model_calls_recorded",
+        "Model calls the workers made and recorded, over every finished run (counted as each run ends).",
+        value=counts.calls.get("recorded", 0),
+    )
+    yield CounterMetricFamily(
+        "promptgate_model_calls_unrecorded_max",
+        "Model calls that may have been made and were never recorded, at most: claims lost with workers "
+        "that died (times trials), over every finished run. The provider may have billed up to this many "
+        "calls beyond promptgate_model_calls_recorded_total.",
+        value=counts.calls.get("unrecorded", 0),
+    )
 
 
 def by_label(name: str, documentation: str, label: str, values: dict[str, int]) -> GaugeMetricFamily:

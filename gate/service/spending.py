@@ -14,7 +14,7 @@ from gate.errors import UsageError
 from gate.prompt.spec import PromptSpec
 from gate.store.answers import reuse_stats
 from gate.store.spend import list_limits, spend_of_update
-from gate.store.stops import read_tally
+from gate.store.stops import read_tally, unrecorded_claims
 
 
 def gate_limits(conn) -> SpendLimits:
@@ -53,17 +53,20 @@ def pinned_limits(limits: SpendLimits, calls_bound: int) -> dict[str, Any]:
 
 def update_spend(conn, upd, runs: list) -> dict[str, Any]:
     """What the update spent on calls, over all its runs (the live version's scored
-    alongside too): calls made, answers reused, calls saved by a stop; with the upper bound
-    and the caps pinned at submit, and the cost reserved under a cost cap. A finished run's
+    alongside too): calls made (recorded), at most how many more may have been made and
+    not recorded (claims no write-back settled: of a finished run, lost with workers that
+    died; of an open one, in flight too), answers reused, calls saved by a stop; with the
+    upper bound and the caps pinned at submit, and the cost reserved under a cost cap. A finished run's
     figures are finalize's, its calls counted again from its tally (a call in flight when
     its run stopped is counted when it answers, after finalize); an open run's are read from
     its tally and its items."""
-    made = reused = saved = 0
+    made = unrecorded = reused = saved = 0
     open_runs = [r.id for r in runs if "calls_made" not in (r.metrics or {})]
     reuse = reuse_stats(conn, open_runs)
     for run in runs:
         metrics = run.metrics or {}
         made += max(read_tally(conn, run.id)[1], metrics.get("calls_made", 0))
+        unrecorded += unrecorded_claims(conn, run.id) * int(((run.pinned or {}).get("trials") or {}).get("n", 1))
         if run.id in reuse:
             reused += sum(reuse[run.id].values())
         else:
@@ -75,6 +78,7 @@ def update_spend(conn, upd, runs: list) -> dict[str, Any]:
         "max_calls_per_update": limits.get("max_calls_per_update"),
         "max_cost_per_update_usd": cost_cap,
         "calls_made": made,
+        "calls_unrecorded": unrecorded,
         "calls_reused": reused,
         "calls_saved": saved,
         "cost_reserved_usd": nano_text(spend_of_update(conn, upd.id)[1]) if cost_cap else None,

@@ -1,6 +1,7 @@
 """The fleet at a glance, for the status page and /metrics: updates and runs by status,
 the items of open runs by state, the oldest submission still waiting, the workers and
-their oldest heartbeat, and the model calls never made, by why (counters). A handful of
+their oldest heartbeat, the model calls never made, by why, and those made: recorded, and
+at most how many more lost with workers that died (counters). A handful of
 grouped reads on indexed columns; items are counted only for open runs (the finished ones
 carry their counts in their metrics)."""
 
@@ -25,6 +26,7 @@ def fleet_counts(conn: Connection, stale_seconds: float) -> FleetCounts:
         oldest_pending_seconds=_oldest_pending(conn),
         **_workers(conn, stale_seconds),
         calls_saved=_calls_saved(conn),
+        calls=_calls(conn),
     )
 
 
@@ -36,6 +38,14 @@ def _calls_saved(conn: Connection) -> dict[str, int]:
     a read of three rows, not a sum over the runs)."""
     counts = read_counters(conn, [f"calls_saved_{reason}" for reason in SAVED_REASONS])
     return {reason: counts[f"calls_saved_{reason}"] for reason in SAVED_REASONS}
+
+
+def _calls(conn: Connection) -> dict[str, int]:
+    """Model calls of every finished run: recorded, and at most how many more may have been
+    made and never recorded (claims lost with workers that died: ``stops.unrecorded_claims``);
+    counters finalize adds to as each run ends."""
+    counts = read_counters(conn, ["calls_recorded", "calls_unrecorded"])
+    return {"recorded": counts["calls_recorded"], "unrecorded": counts["calls_unrecorded"]}
 
 
 def _by_status(conn: Connection, table) -> dict[str, int]:

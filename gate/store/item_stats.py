@@ -91,12 +91,14 @@ def _shown_judging(judge: dict | None) -> dict | None:
 
 def error_kinds(conn: Connection, run_id: int) -> dict[str, int]:
     """The run's ERROR items by kind (one GROUP BY): the ``CallFailure`` their error begins
-    with (``template: ...``), ``exhausted`` (no result after every attempt), ``internal``,
-    or ``other``. What a run's reason may say of its errors: never an item's own words."""
+    with (``template: ...``), ``exhausted`` (no result after every attempt), ``lost`` (its
+    claims lost in a row: ``items.LOST``), ``internal``, or ``other``. What a run's reason
+    may say of its errors: never an item's own words."""
     error = prompt_run_item.c.error
     kind = case(
         *((error.like(f"{k}:%"), k) for k in ERROR_KINDS),
         (error == EXHAUSTED, "exhausted"),
+        (error.like("lost:%"), "lost"),
         (error.like("internal error:%"), "internal"),
         else_="other",
     ).label("kind")

@@ -15,11 +15,13 @@ from sqlalchemy import (
     Float,
     Integer,
     String,
+    and_,
     bindparam,
     case,
     func,
     insert,
     literal,
+    or_,
     select,
     update,
 )
@@ -28,9 +30,10 @@ from sqlalchemy.engine import Connection
 from gate.records import ClaimedItem, ItemResult
 from gate.states import Verdict
 
-from .dialect import db_now
+from .dialect import db_now, seconds_since
 from .schema import EPOCH, dataset_row, new_token, prompt_run, prompt_run_item
 from .textsql import (
+    attempt_spent,
     item_claim_from_sql,
     item_lease_sql,
     item_results_sql,
@@ -108,7 +111,10 @@ def _claim_from_statement():
 
 
 def _lease_statement():
-    """The lease of the locked items under the attempt cap: a fresh token, one more attempt."""
+    """The lease of the locked items under the caps: a fresh token, one more claim in a row
+    (1 when the item's last claim was written back or given back: its token is NULL then).
+    ``claims`` is set before the token: MySQL's SET reads the columns assigned before it.
+    The attempt is not counted here: a claim is not a call (the write-back counts it)."""
     i = prompt_run_item
     return (
         update(i)
@@ -116,17 +122,21 @@ def _lease_statement():
             i.c.run_id == bindparam("claimed_run", type_=BigInteger),
             i.c.position.in_(bindparam("positions", expanding=True)),
             i.c.attempt < bindparam("attempt_cap", type_=Integer),
+            or_(i.c.lease_token.is_(None), i.c.claims < bindparam("claim_cap", type_=Integer)),
         )
-        .values(
-            lease_token=bindparam("token", type_=String),
-            lease_until=db_now(bindparam("lease_seconds", type_=Float)),
-            attempt=i.c.attempt + 1,
+        .ordered_values(
+            (i.c.claims, case((i.c.lease_token.is_(None), 1), else_=i.c.claims + 1)),
+            (i.c.lease_token, bindparam("token", type_=String)),
+            (i.c.lease_until, db_now(bindparam("lease_seconds", type_=Float))),
         )
     )
 
 
 def _claimed_statement():
-    """The claimed items as the executor needs them, with their dataset row's input."""
+    """The locked items as the executor needs them, with their dataset row's input, read
+    before their lease: whether the last claim of each was lost (its token still set), its
+    claims in a row and attempts so far, and how long the provider has been asking it to
+    wait (seconds since ``throttled_since``)."""
     i, r = prompt_run_item, dataset_row
     version = select(prompt_run.c.dataset_version_id).where(prompt_run.c.id == i.c.run_id).scalar_subquery()
     return (
@@ -135,7 +145,9 @@ def _claimed_statement():
             i.c.item_id,
             i.c.expected_decision,
             i.c.attempt,
-            i.c.lease_token,
+            i.c.lease_token.is_not(None).label("lost"),
+            i.c.claims,
+            seconds_since(i.c.throttled_since).label("throttled_for"),
             func.coalesce(i.c.input, r.c.input, type_=i.c.input.type).label("input"),
         )
         .select_from(i.outerjoin(r, (r.c.version_id == version) & (r.c.position == i.c.position)))
@@ -151,22 +163,41 @@ def _claimed_statement():
 _ITEM_CLAIM, _ITEM_CLAIM_FROM = _claim_statement(), _claim_from_statement()
 _ITEM_LEASE, _ITEM_CLAIMED = _lease_statement(), _claimed_statement()
 EXHAUSTED = "no result after every attempt"
+LOST = "lost: every claim of it in a row ended without a result (its worker died or lost its lease each time)"
+SUSPECT_AFTER = 2  # claims lost in a row after which an item is claimed alone (a suspect)
 
 
 def claim_items(
-    conn: Connection, run_id: int, limit: int, lease_seconds: float, attempt_cap: int
+    conn: Connection,
+    run_id: int,
+    limit: int,
+    lease_seconds: float,
+    attempt_cap: int,
+    claim_cap: int = 5,
+    suspects: bool = True,
 ) -> tuple[str, list[ClaimedItem]]:
     """Claim up to ``limit`` ready items of one run: lock them (``item_claim_query``),
-    lease those under the attempt cap with one UPDATE and a fresh random token, then read
-    what the executor needs of them — the item and its dataset row's input — in one
-    non-locking read. A locked item at the cap (every attempt claimed and lost) ends
-    ERROR here, as finalize's sweep would end it, rather than fill every claim meanwhile."""
+    lease those under the caps with one UPDATE and a fresh random token, and return what
+    the executor needs of them, with their dataset row's input (read in one non-locking
+    read before the lease). An item whose last ``SUSPECT_AFTER`` claims were lost (a
+    **suspect**: its workers died holding it, perhaps because of it) is claimed alone, so
+    an item that kills every worker that calls it stops taking the items claimed with it
+    along (once lost, they come back together; twice, each alone); ``suspects`` False
+    (the caller holds one already) claims none of them. A locked item at a cap — its attempts
+    spent, or ``claim_cap`` claims in a row lost — ends ERROR here, as finalize's sweep
+    would end it, rather than fill every claim meanwhile."""
     positions = list(conn.execute(_ITEM_CLAIM, {"run_id": run_id, "limit": limit}).scalars())
-    return _lease_claimed(conn, run_id, positions, lease_seconds, attempt_cap)
+    return _lease_claimed(conn, run_id, positions, lease_seconds, attempt_cap, claim_cap, suspects)
 
 
 def claim_items_from(
-    conn: Connection, run_id: int, from_position: int, limit: int, lease_seconds: float, attempt_cap: int
+    conn: Connection,
+    run_id: int,
+    from_position: int,
+    limit: int,
+    lease_seconds: float,
+    attempt_cap: int,
+    claim_cap: int = 5,
 ) -> tuple[str, list[ClaimedItem]]:
     """``claim_items`` for the items of one run never leased yet (``lease_until`` still
     EPOCH) at ``from_position`` or after, in position order: what an executor claims
@@ -179,14 +210,15 @@ def claim_items_from(
     up, 12 ms with ~85 commits unpurged, on the bench server: bench/README.md, the database
     path). Starting at the position after the caller's last claim bounds that to what
     other claimers took since. Items given back, retried or whose lease ran out are not
-    here: the caller claims with ``claim_items`` once this finds nothing."""
+    here: the caller claims with ``claim_items`` once this finds nothing. (An item never
+    leased has lost no claim: none is a suspect, and ``claim_cap`` never binds here.)"""
     quote = string_literal(conn)
     if quote is not None:
         return _claim_from_text(conn, quote, run_id, from_position, limit, lease_seconds, attempt_cap)
     positions = list(
         conn.execute(_ITEM_CLAIM_FROM, {"run_id": run_id, "limit": limit, "from_position": from_position}).scalars()
     )
-    return _lease_claimed(conn, run_id, positions, lease_seconds, attempt_cap)
+    return _lease_claimed(conn, run_id, positions, lease_seconds, attempt_cap, claim_cap, False)
 
 
 def _claim_from_text(
@@ -201,44 +233,91 @@ def _claim_from_text(
     rows = run(item_claim_from_sql(run_id, from_position, limit)).all()
     if not rows:
         return token, []
-    exhausted = [position for position, _, _, attempt, _ in rows if attempt >= attempt_cap]
+    exhausted = [row[0] for row in rows if row[3] >= attempt_cap]
     leased = [row for row in rows if row[3] < attempt_cap]
     if leased:
         run(item_lease_sql(run_id, [row[0] for row in leased], token, lease_seconds, attempt_cap, quote))
     if exhausted:
-        _fail_exhausted(conn, run_id, exhausted)
+        _fail_exhausted(conn, run_id, exhausted, attempt_cap)
     return token, [
-        ClaimedItem(run_id, position, item_id, None if text is None else json.loads(text), expected, attempt + 1)
-        for position, item_id, expected, attempt, text in leased
+        ClaimedItem(
+            run_id,
+            position,
+            item_id,
+            None if text is None else json.loads(text),
+            expected,
+            attempt + 1,
+            1,
+            None if throttled is None else float(throttled),
+        )
+        for position, item_id, expected, attempt, text, throttled in leased
     ]
 
 
 def _lease_claimed(
-    conn: Connection, run_id: int, positions: list[int], lease_seconds: float, attempt_cap: int
+    conn: Connection,
+    run_id: int,
+    positions: list[int],
+    lease_seconds: float,
+    attempt_cap: int,
+    claim_cap: int,
+    suspects: bool,
 ) -> tuple[str, list[ClaimedItem]]:
-    """Lease the locked ``positions`` under a fresh token and read them with their inputs."""
+    """Lease the locked ``positions`` under a fresh token (a suspect alone, when the claim
+    may take one: see ``claim_items``) and return them with their inputs; the ones at a cap
+    end ERROR."""
     token = new_token()
     if not positions:
         return token, []
     claimed = {"claimed_run": run_id, "positions": positions}
-    conn.execute(_ITEM_LEASE, {**claimed, "token": token, "lease_seconds": lease_seconds, "attempt_cap": attempt_cap})
-    items, exhausted = [], []
-    for row in conn.execute(_ITEM_CLAIMED, claimed):
-        if row.lease_token == token:
-            items.append(ClaimedItem(run_id, row.position, row.item_id, row.input, row.expected_decision, row.attempt))
-        else:
-            exhausted.append(row.position)
+    rows = conn.execute(_ITEM_CLAIMED, claimed).all()
+    order = {p: n for n, p in enumerate(positions)}
+    rows.sort(key=lambda row: order[row.position])  # the claim's order: the longest ready first
+    exhausted = [r.position for r in rows if r.attempt >= attempt_cap or (r.lost and r.claims >= claim_cap)]
+    ready = [r for r in rows if r.position not in exhausted]
+    suspect = [r for r in ready if r.lost and r.claims >= SUSPECT_AFTER]
+    take = suspect[:1] if suspects and suspect else [r for r in ready if r not in suspect]
+    if take:
+        conn.execute(
+            _ITEM_LEASE,
+            {
+                "claimed_run": run_id,
+                "positions": [r.position for r in take],
+                "token": token,
+                "lease_seconds": lease_seconds,
+                "attempt_cap": attempt_cap,
+                "claim_cap": claim_cap,
+            },
+        )
     if exhausted:
-        _fail_exhausted(conn, run_id, exhausted)
-    return token, items
+        _fail_exhausted(conn, run_id, exhausted, attempt_cap)
+    return token, [
+        ClaimedItem(
+            run_id,
+            r.position,
+            r.item_id,
+            r.input,
+            r.expected_decision,
+            r.attempt + 1,
+            r.claims + 1 if r.lost else 1,
+            None if r.throttled_for is None else float(r.throttled_for),
+        )
+        for r in sorted(take, key=lambda r: r.position)
+    ]
 
 
-def _fail_exhausted(conn: Connection, run_id: int, positions: list[int]) -> int:
+def _fail_exhausted(conn: Connection, run_id: int, positions: list[int], attempt_cap: int) -> int:
+    """Items at a cap: final ERROR. Their attempts spent: the last failure's error stays
+    (else "no result after every attempt"); their claims lost in a row: ``LOST``."""
     i = prompt_run_item
     return conn.execute(
         update(i)
         .where(i.c.run_id == run_id, i.c.position.in_(positions), i.c.verdict == Verdict.PENDING)
-        .values(verdict=Verdict.ERROR, lease_token=None, error=func.coalesce(i.c.error, EXHAUSTED))
+        .values(
+            verdict=Verdict.ERROR,
+            lease_token=None,
+            error=case((i.c.attempt >= attempt_cap, func.coalesce(i.c.error, EXHAUSTED)), else_=LOST),
+        )
     ).rowcount
 
 
@@ -281,6 +360,15 @@ def write_item_results(conn: Connection, run_id: int, token: str, results: Seque
 
     retry_at = {r.position: db_now(r.retry_in) for r in results if r.verdict == Verdict.PENDING}
     values: dict[str, Any] = {column: by_position(column) for column in result_columns(results)}
+    spent = {r.position: attempt_spent(r) for r in results}
+    if any(spent.values()):
+        values["attempt"] = prompt_run_item.c.attempt + case(spent, value=key, else_=0)
+    throttled = [r.position for r in results if r.backpressure]
+    if throttled:
+        values["throttled_since"] = case(
+            (key.in_(throttled), func.coalesce(prompt_run_item.c.throttled_since, db_now())),
+            else_=prompt_run_item.c.throttled_since,
+        )
     values["lease_token"] = None
     if retry_at:
         visible = case(retry_at, value=key, else_=literal(EPOCH, DateTime()))
@@ -304,28 +392,35 @@ def release_items(
     conn: Connection, token: str, run_id: int | None = None, positions: Sequence[int] | None = None
 ) -> int:
     """Give back a claim (or its items at ``positions`` of run ``run_id``) uncalled, guarded
-    by the claim's token (a draining worker): visible again at once, the attempt not counted."""
+    by the claim's token (a draining worker): visible again at once, the claim not counted
+    (nor was an attempt: a claim is not a call)."""
     where = [prompt_run_item.c.lease_token == token]
     if positions is not None:
         where += [prompt_run_item.c.run_id == run_id, prompt_run_item.c.position.in_(list(positions))]
     return conn.execute(
         update(prompt_run_item)
         .where(*where)
-        .values(lease_token=None, lease_until=literal(EPOCH, DateTime()), attempt=prompt_run_item.c.attempt - 1)
+        .values(lease_token=None, lease_until=literal(EPOCH, DateTime()), claims=prompt_run_item.c.claims - 1)
     ).rowcount
 
 
-def fail_exhausted_items(conn: Connection, run_id: int, attempt_cap: int) -> int:
-    """Items whose every attempt was claimed and lost (crashed workers): final ERROR."""
+def fail_exhausted_items(conn: Connection, run_id: int, attempt_cap: int, claim_cap: int = 5) -> int:
+    """Items at a cap that nobody holds: their attempts spent, or their last ``claim_cap``
+    claims lost in a row (crashed workers): final ERROR (``_fail_exhausted``'s errors)."""
+    i = prompt_run_item
     return conn.execute(
-        update(prompt_run_item)
+        update(i)
         .where(
-            prompt_run_item.c.run_id == run_id,
-            prompt_run_item.c.verdict == Verdict.PENDING,
-            prompt_run_item.c.lease_until <= db_now(),
-            prompt_run_item.c.attempt >= attempt_cap,
+            i.c.run_id == run_id,
+            i.c.verdict == Verdict.PENDING,
+            i.c.lease_until <= db_now(),
+            or_(i.c.attempt >= attempt_cap, and_(i.c.lease_token.is_not(None), i.c.claims >= claim_cap)),
         )
-        .values(verdict=Verdict.ERROR, lease_token=None, error=func.coalesce(prompt_run_item.c.error, EXHAUSTED))
+        .values(
+            verdict=Verdict.ERROR,
+            lease_token=None,
+            error=case((i.c.attempt >= attempt_cap, func.coalesce(i.c.error, EXHAUSTED)), else_=LOST),
+        )
     ).rowcount
 
 

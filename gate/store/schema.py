@@ -239,6 +239,8 @@ prompt_run_item = Table(
     Column("fields_wrong", BigInteger),
     Column("fields_missing", BigInteger),
     Column("judge", JsonText),  # a judged item's judging (gate.prompt.judge); NULL otherwise
+    Column("claims", Integer, server_default="0", **NOT_NULL),
+    Column("throttled_since", T),
     PrimaryKeyConstraint("run_id", "position"),
     Index("ix_item_ready", "run_id", "verdict", "lease_until"),
 )

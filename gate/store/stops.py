@@ -30,15 +30,20 @@ from .dialect import db_now
 from .runs import pending_items
 from .schema import EPOCH, prompt_run, prompt_run_item, prompt_run_tally, prompt_update
 
-CALLS = "CALLS"  # the tally row of the model calls a run made
+CALLS = "CALLS"  # the tally row of the model calls a run made (recorded by its write-backs)
+CLAIMED = "CLAIMED"  # ... of its items' claims (added by each claim, less those given back uncalled)
+SETTLED = "SETTLED"  # ... of the claims whose write-back recorded their calls (written or not)
+COUNTS = (CALLS, CLAIMED, SETTLED)  # rows that count, not items by verdict
 STRIPES = 16
 TALLY_KEY = ("run_id", "stripe", "verdict", "expected_decision", "actual_decision", "live_verdict")
 WRITTEN = [Verdict.MATCH, Verdict.MISMATCH, Verdict.ERROR]
 
 
-def stripe_of(token: str) -> int:
-    """The tally stripe a write-back adds to: from its claim's random token."""
-    return int(token[:2], 16) % STRIPES if token else 0
+def stripe_of(token: str, part: int = 0) -> int:
+    """The tally stripe a write-back adds to: from its claim's random token, and which of
+    the claim's write-backs it is (``part``: write-backs of one claim at once add to
+    different rows, so neither waits for the other's lock)."""
+    return (int(token[:2], 16) + part) % STRIPES if token else part % STRIPES
 
 
 def add_tally(
@@ -49,23 +54,28 @@ def add_tally(
     live_run_id: int | None,
     calls: int,
     by_label: bool = True,
+    *,
+    claimed: int = 0,
+    settled: int = 0,
 ) -> None:
-    """Add a write-back to its run's tally, in the write-back's transaction: the items at
+    """Add a write-back (or a claim) to its run's tally, in its transaction: the items at
     ``positions`` (just written: MATCH, MISMATCH, ERROR; None: none to count) by verdict,
-    expected label, answer and ``live_run_id``'s verdict at the same position; and
-    ``calls`` model calls. ``by_label`` False (a decision field by field, whose expected
-    and read values are JSON objects: one per item, and longer than the tally's key):
-    counted without them, as '' — the bars judged early then are accuracy and those
-    against live (``gate.verdict.early_stop``: its labels are not complete)."""
-    counted, called = bool(positions), calls > 0
-    if not counted and not called:
+    expected label, answer and ``live_run_id``'s verdict at the same position; ``calls``
+    model calls; ``claimed`` claims of items (negative: claims given back uncalled) and
+    ``settled`` claims whose calls this write-back records. ``by_label`` False (a decision
+    field by field, whose expected and read values are JSON objects: one per item, and
+    longer than the tally's key): counted without them, as '' — the bars judged early
+    then are accuracy and those against live (``gate.verdict.early_stop``: its labels are
+    not complete)."""
+    amounts = {name: int(n) for name, n in ((CALLS, calls), (CLAIMED, claimed), (SETTLED, settled)) if n}
+    counted = bool(positions)
+    if not counted and not amounts:
         return
-    stmt = _tally_statement(conn.dialect.name, counted, called, live_run_id is not None, by_label)
+    stmt = _tally_statement(conn.dialect.name, counted, tuple(amounts), live_run_id is not None, by_label)
     params = _bound(run_id, stripe, live_run_id)
     if counted:
         params[POSITIONS.key] = [int(p) for p in positions]
-    if called:
-        params[CALLED.key] = int(calls)
+    params.update({AMOUNT[name].key: n for name, n in amounts.items()})
     conn.execute(stmt, params)
 
 
@@ -81,20 +91,20 @@ RUN, STRIPE, LIVE_RUN = (
     bindparam("tally_stripe", type_=Integer),
     bindparam("tally_live_run", type_=BigInteger),
 )
-POSITIONS, CALLED = bindparam("tally_positions", expanding=True), bindparam("tally_calls", type_=BigInteger)
+POSITIONS = bindparam("tally_positions", expanding=True)
+AMOUNT = {name: bindparam(f"tally_{name.lower()}", type_=BigInteger) for name in COUNTS}
 
 
 @functools.cache
-def _tally_statement(dialect: str, counted: bool, called: bool, live: bool, by_label: bool):
+def _tally_statement(dialect: str, counted: bool, amounts: tuple[str, ...], live: bool, by_label: bool):
     """``add_tally``'s statement for one shape, built once with its values as parameters:
     on every write-back, building it anew (an alias, a join, a union, an upsert) was a
     tenth of a P4 worker's GIL time (bench/README.md, the database path)."""
     parts = []
     if counted:
         parts.append(_outcome_rows(live, True, by_label))
-    if called:
-        blank = literal("", String)
-        parts.append(select(RUN, STRIPE, literal(CALLS, String), blank, blank, blank, CALLED))
+    blank = literal("", String)
+    parts += [select(RUN, STRIPE, literal(name, String), blank, blank, blank, AMOUNT[name]) for name in amounts]
     rows = parts[0] if len(parts) == 1 else union_all(*parts)
     return _upsert(dialect, rows)
 
@@ -147,9 +157,26 @@ def read_tally(conn: Connection, run_id: int) -> tuple[list[tuple[str, str, str 
     ):
         if verdict == CALLS:
             calls += int(n)
-        else:
+        elif verdict not in COUNTS:
             rows.append((verdict, expected, actual or None, live, int(n)))
     return rows, calls
+
+
+def unrecorded_claims(conn: Connection, run_id: int) -> int:
+    """The run's claims whose calls were never recorded: claimed and not given back, and
+    no write-back of them reached the database (a worker killed holding them, a
+    write-back that never got through; of an open run, the claims in hand too). Each may
+    have made its item's calls: the bound on calls made and not counted. (A run tallied
+    before migration 17 counted no claims: none.)"""
+    t = prompt_run_tally
+    found = dict(
+        conn.execute(
+            select(t.c.verdict, func.sum(t.c.n))
+            .where(t.c.run_id == run_id, t.c.verdict.in_([CLAIMED, SETTLED]))
+            .group_by(t.c.verdict)
+        ).all()
+    )
+    return max(0, int(found.get(CLAIMED) or 0) - int(found.get(SETTLED) or 0))
 
 
 def outcome_counts(
@@ -251,10 +278,14 @@ def run_stopped(conn: Connection, run_id: int) -> bool:
 
 
 def count_uncalled(conn: Connection, run_id: int) -> int:
-    """Stopped items never claimed (attempt 0): no call was ever made for them."""
+    """Stopped items never claimed (no claim, or each one given back uncalled) and without
+    an attempt on record (before migration 17 a claim counted one): no call was ever made
+    for them."""
     i = prompt_run_item
     return int(
         conn.execute(
-            select(func.count()).where(i.c.run_id == run_id, i.c.verdict == Verdict.STOPPED, i.c.attempt == 0)
+            select(func.count()).where(
+                i.c.run_id == run_id, i.c.verdict == Verdict.STOPPED, i.c.claims == 0, i.c.attempt == 0
+            )
         ).scalar_one()
     )

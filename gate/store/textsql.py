@@ -101,6 +101,13 @@ def result_columns(results: Sequence[ItemResult]) -> tuple[str, ...]:
     return columns + JUDGE_COLUMNS if any(r.judge is not None for r in results) else columns
 
 
+def attempt_spent(result: ItemResult) -> int:
+    """1 when the result counts as one of its item's attempts: a call was made for it and
+    it was not the provider asking to wait (a 429 with a Retry-After); else 0 (reused, not
+    called, backpressure)."""
+    return 1 if result.calls and not result.backpressure else 0
+
+
 def stored_value(result: ItemResult, column: str):
     """The value a result writes to ``column`` (trials: their stored JSON form)."""
     if column == "trials":
@@ -123,6 +130,15 @@ def item_results_sql(run_id: int, token: str, results: Sequence[ItemResult], quo
     sets = [
         f"{column} = {_by_position(positions, _column(results, column), quote)}" for column in result_columns(results)
     ]
+    spent = [attempt_spent(r) for r in results]
+    if any(spent):
+        sets.append(f"attempt = attempt + {_by_position(positions, spent, quote)}")
+    throttled = [position for position, r in zip(positions, results) if r.backpressure]
+    if throttled:
+        sets.append(
+            f"throttled_since = CASE WHEN position IN ({','.join(throttled)}) "
+            "THEN COALESCE(throttled_since, UTC_TIMESTAMP(6)) ELSE throttled_since END"
+        )
     sets.append("lease_token = NULL")
     retry = [
         (position, round(float(r.retry_in or 0) * 1_000_000))
@@ -217,7 +233,9 @@ def item_claim_from_sql(run_id: int, from_position: int, limit: int) -> str:
     dataset row's input is read by whoever renders the chunk (``version_inputs``), off
     the claimer's path."""
     return (
-        "SELECT position, item_id, expected_decision, attempt, input FROM prompt_run_item FORCE INDEX (ix_item_ready) "
+        "SELECT position, item_id, expected_decision, attempt, input, "
+        "TIMESTAMPDIFF(MICROSECOND, throttled_since, UTC_TIMESTAMP(6)) * 1e-6 "
+        "FROM prompt_run_item FORCE INDEX (ix_item_ready) "
         f"WHERE run_id = {int(run_id)} AND verdict = 'PENDING' AND lease_until = '{_EPOCH_TEXT}' "
         f"AND position >= {int(from_position)} ORDER BY lease_until, position LIMIT {int(limit)} "
         "FOR UPDATE SKIP LOCKED"
@@ -228,10 +246,12 @@ def item_lease_sql(
     run_id: int, positions: Sequence[int], token: str, lease_seconds: float, attempt_cap: int, quote
 ) -> str:
     """The claim's lease UPDATE, as text: on 256 positions, binding them through SQLAlchemy's
-    expanding IN and the driver's escaping cost more CPU than the statement's round trip."""
+    expanding IN and the driver's escaping cost more CPU than the statement's round trip.
+    Its items were never leased: their claims in a row start at 1 (``items._lease_statement``)."""
     return (
-        f"UPDATE prompt_run_item SET lease_token = {quote(token)}, lease_until = TIMESTAMPADD(MICROSECOND, "
-        f"{round(float(lease_seconds) * 1_000_000)}, UTC_TIMESTAMP(6)), attempt = attempt + 1 "
+        "UPDATE prompt_run_item SET claims = IF(lease_token IS NULL, 1, claims + 1), "
+        f"lease_token = {quote(token)}, lease_until = TIMESTAMPADD(MICROSECOND, "
+        f"{round(float(lease_seconds) * 1_000_000)}, UTC_TIMESTAMP(6)) "
         f"WHERE run_id = {int(run_id)} AND position IN ({','.join(str(int(p)) for p in positions)}) "
         f"AND attempt < {int(attempt_cap)}"
     )

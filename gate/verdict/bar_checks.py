@@ -26,6 +26,7 @@ from typing import Any
 
 from .bars import Bars
 from .judge_bars import judged_checks
+from .reasons import kinds_text
 from .scoring import clears, format_bar, format_pct
 from .stats import paired_difference_interval
 
@@ -71,6 +72,7 @@ def check(bars: Bars, metrics: Mapping[str, Any]) -> list[BarCheck]:
     """Every bar against a finished run's metrics (finalize's: matches, scored, confusion,
     and where computed flips, calls and cost)."""
     matches, scored = metrics.get("matches", 0), metrics.get("scored", 0)
+    errors, total = metrics.get("errors", 0), metrics.get("total", 0)
     out = [
         BarCheck(
             "min_accuracy",
@@ -78,8 +80,11 @@ def check(bars: Bars, metrics: Mapping[str, Any]) -> list[BarCheck]:
             format_bar(bars.min_accuracy),
             format_pct(matches, scored, bars.min_accuracy),
             "pass" if clears(matches, scored, bars.min_accuracy) else "fail",
+            f"of the {scored:,} items scored; {errors:,} could not be scored" if errors else None,
         )
     ]
+    if bars.max_error_rate or errors:
+        out.append(error_rate_check(bars.max_error_rate, errors, total, metrics.get("error_kinds")))
     if bars.max_broken is not None:
         out.append(_broken_check(bars.max_broken, metrics))
     out += label_checks(bars, metrics)
@@ -100,6 +105,22 @@ def check(bars: Bars, metrics: Mapping[str, Any]) -> list[BarCheck]:
     if bars.max_drop is not None:
         out.append(drop_check(bars.max_drop, bars.confidence, metrics))
     return judged_checks(bars, metrics, out + item_checks(bars, metrics), BarCheck)
+
+
+def error_rate_check(limit: Decimal, errors: int, total: int, kinds: Mapping[str, int] | None) -> BarCheck:
+    """The error budget: at most ``limit`` of the run's items ended ERROR (compared exactly).
+    The errors were counted apart: every other bar is computed on the items scored. The
+    note says how many and of which kinds, never which (``gate.verdict.reasons``)."""
+    by_kind = f" ({kinds_text(kinds)})" if kinds else ""
+    within = total > 0 and Fraction(errors, total) <= Fraction(limit)
+    return BarCheck(
+        "max_error_rate",
+        None,
+        format_bar(limit),
+        format_pct(errors, total, limit),
+        "pass" if within else "fail",
+        f"{errors:,} of {total:,} items could not be scored{by_kind}; see the failing items" if errors else None,
+    )
 
 
 def label_checks(bars: Bars, metrics: Mapping[str, Any]) -> list[BarCheck]:

@@ -5,9 +5,12 @@ too: ``max_broken`` (items live answered right and the candidate wrong: 0 means 
 regression on this set"), ``min_recall`` / ``min_precision`` per label,
 ``max_latency_p95_ms``, ``max_cost_per_1k_items``, and ``max_drop``: a non-inferiority bar
 against live, in accuracy points, judged at the mapping's ``confidence`` (0.95 by
-default). A mapping also says whether its runs may stop early (``early_stop``, on by
-default: gate/verdict/early_stop.py); that is a setting, not a bar, kept with the bars so that it is
-pinned with them. The bars a run is judged by are pinned with it at submit
+default). ``max_error_rate`` (0 by default) is the error budget: the share of items that
+may end ERROR — unscorable after every attempt — with the run still judged on the items
+scored (errors are counted apart, never as matches); above it, or at 0 with one error,
+the run ends ERROR and its update FAILED. A mapping also says whether its runs may stop
+early (``early_stop``, on by default: gate/verdict/early_stop.py); that is a setting, not a
+bar, kept with the bars so that it is pinned with them. The bars a run is judged by are pinned with it at submit
 (``pinned["bars"]``): a bar changed later does not change its verdict. How a finished run
 is held against them: gate/verdict/bar_checks.py.
 """
@@ -37,6 +40,7 @@ EXTRA_KEYS = (
     "max_drop",
     "confidence",
     "early_stop",
+    "max_error_rate",
 )
 # bars of a fields decision and of slices, and what a mapping says of items (gate.verdict.item_policy)
 ITEM_KEYS = ("min_field_accuracy", "min_slice_accuracy", "min_slice_items", *POLICY_KEYS, *JUDGE_KEYS)
@@ -61,6 +65,7 @@ class Bars:
     confidence: Decimal = DEFAULT_CONFIDENCE  # of the paired difference's interval
     early_stop: bool = True  # a run may stop once no outcome of its rest could clear its bars
     judge: JudgeBars = JudgeBars()  # what only a judged run reads (gate.verdict.judge_bars)
+    max_error_rate: Decimal = Decimal(0)  # the share of items that may end ERROR (unscored) and the run still judged
 
     @classmethod
     def parse(cls, min_accuracy: Any, extra: Mapping[str, Any] | None = None) -> Bars:
@@ -81,6 +86,7 @@ class Bars:
             confidence=_confidence(extra.get("confidence")),
             early_stop=_flag(extra.get("early_stop"), "early_stop"),
             judge=JudgeBars.parse(extra),
+            max_error_rate=_error_rate(extra.get("max_error_rate")),
             **_item_bars(extra),
         )
 
@@ -103,6 +109,8 @@ class Bars:
             out["confidence"] = f"{self.confidence:f}"
         if not self.early_stop:
             out["early_stop"] = False
+        if self.max_error_rate:
+            out["max_error_rate"] = f"{self.max_error_rate:f}"
         out.update(self._item_extra())
         return out or None
 
@@ -139,6 +147,8 @@ class Bars:
             out.append(f"confidence {format_bar(self.confidence)}")
         if not self.early_stop:
             out.append("early stop off")
+        if self.max_error_rate:
+            out.append(f"at most {format_bar(self.max_error_rate)} of items unscorable")
         return out + self.policy.describe() + self.judge.describe()
 
 
@@ -188,6 +198,17 @@ def _confidence(value: Any) -> Decimal:
     if not Decimal("0.5") <= confidence < 1:
         raise UsageError(f"confidence {value!r} is out of range: at least 0.5 and below 1, e.g. 0.95")
     return confidence
+
+
+def _error_rate(value: Any) -> Decimal:
+    """max_error_rate: the share of a run's items that may end ERROR, a fraction in [0, 1)
+    (0, the default: one item that cannot be scored fails the update)."""
+    if value is None:
+        return Decimal(0)
+    rate = parse_bar(value, "max_error_rate")
+    if rate >= 1:
+        raise UsageError(f"max_error_rate {value!r} is out of range: below 1 (a run needs an item scored), e.g. 0.02")
+    return rate
 
 
 def _flag(value: Any, name: str) -> bool:

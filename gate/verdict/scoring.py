@@ -12,7 +12,7 @@ from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from fractions import Fraction
 from typing import Any
 
-from gate.errors import UsageError
+from gate.errors import CallFailure, UsageError
 from gate.states import RunStatus, Verdict
 
 from .reasons import errors_reason
@@ -73,20 +73,34 @@ def run_end(
     error_kinds: dict[str, int] | None = None,
     stopped: bool = False,
     budget: str | None = None,
+    max_error_rate: Decimal = Decimal(0),
 ) -> tuple[RunStatus, str | None]:
     """How a fully scored run ends: DONE, or ERROR with a reason a person can act on: how
     many items could not be scored and of which kinds (``error_kinds``: kind -> items),
     never which items nor what they said (``gate.verdict.reasons``; ``budget``: the first budget
     error, the gate's own words of the run's template). A run that ``stopped``
     before its items were all called is DONE: its update's verdict is the stop's
-    (gate/verdict.py), its errors are shown."""
+    (gate/verdict.py), its errors are shown. Errors within the mapping's ``max_error_rate``
+    (the share of items, compared exactly) leave the run DONE, judged on the items scored:
+    never a template over its budget, which makes every item of the run unscorable."""
     if stopped:
         return RunStatus.DONE, None
     if metrics["total"] == 0:
         return RunStatus.ERROR, f"dataset {dataset_name} has no rows: nothing to score"
-    if metrics["errors"]:
-        return RunStatus.ERROR, errors_reason(metrics["errors"], metrics["total"], dataset_name, error_kinds, budget)
+    errors, total = metrics["errors"], metrics["total"]
+    if errors and within_error_budget(errors, total, max_error_rate, error_kinds):
+        return RunStatus.DONE, None
+    if errors:
+        over = f"; more than its max_error_rate of {format_bar(max_error_rate)}" if max_error_rate else ""
+        return RunStatus.ERROR, errors_reason(errors, total, dataset_name, error_kinds, budget) + over
     return RunStatus.DONE, None
+
+
+def within_error_budget(errors: int, total: int, max_error_rate: Decimal, error_kinds: dict | None) -> bool:
+    """Whether a run's ERROR items are within its error budget (see ``run_end``)."""
+    if not max_error_rate or (error_kinds or {}).get(CallFailure.BUDGET.value):
+        return False
+    return Fraction(errors, total) <= Fraction(max_error_rate)
 
 
 def format_pct(matches: int, scored: int, bar: Any = None) -> str:

@@ -88,7 +88,10 @@ def update_end(mode: str, runs: Sequence) -> tuple[UpdateStatus, str]:
             + ([f"inconclusive: {'; '.join(inconclusive)}"] if inconclusive else [])
         )
     cleared = "; ".join(
-        f"{r.dataset_name} {c.value or 'n/a'} ≥ {c.limit}" for r, cs in checks for c in cs if c.name == "min_accuracy"
+        f"{r.dataset_name} {c.value or 'n/a'} ≥ {c.limit}" + (f" {c.note}" if c.note else "")
+        for r, cs in checks
+        for c in cs
+        if c.name == "min_accuracy"
     )
     skipped = sorted({c.title for _, cs in checks for c in cs if c.state == "n/a"})
     tail = f"; not applied: {', '.join(skipped)}" if skipped else ""

@@ -58,7 +58,10 @@ def test_a_pull_request_cannot_pass_by_deleting_the_rows_it_fails(gate, model, g
     assert report.status == "REJECTED"
     (hard,) = [r for r in report.runs if r.dataset == "urgency-hard"]
     assert (hard.total, hard.dataset_version_id) == (len(rows), stored.id)  # judged on every stored row
-    assert hard.matches == len(kept)
+    # answered wrong on rows the pull request deleted (every row it kept is answered right);
+    # answers are written back as they come, so early stop may end the run before every row
+    # is called
+    assert hard.scored > hard.matches and hard.matches <= len(kept)
     (body,) = [c["body"] for c in github.comments_on(14)]
     assert f"dataset urgency-hard: {len(rows) - len(kept)} removed against the gate's version {stored.label}" in body
     assert stored.label == "v1"

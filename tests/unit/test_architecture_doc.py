@@ -35,7 +35,11 @@ from gate import states
 from gate.store import schema
 
 DOC = ROOT / "docs" / "architecture.md"
-HELPER_MODULES = {"dialect", "textsql", "column_types"}  # SQL spelled per dialect / as text: "no statements" of their own
+HELPER_MODULES = {
+    "dialect",
+    "textsql",
+    "column_types",
+}  # SQL spelled per dialect / as text: "no statements" of their own
 NOT_IN_THE_TABLE = {"schema"}  # the tables themselves (section "Tables")
 TICKED = re.compile(r"`([^`]+)`")
 
@@ -408,7 +412,7 @@ def test_a_stale_state_a_missing_step_and_a_moved_function_are_named(doc):
     drifted = (
         doc.replace("IMPORTING → READY", "BUILDING → READY")
         .replace("| update → APPLIED / PASSED / REJECTED / FAILED |", "| update → PASSED / REJECTED / FAILED |")
-        .replace("`Executor._write_back`", "`Executor._write_results`")
+        .replace("`Executor._stop_run_over_budget`", "`Executor._write_results`")
     )
     problems = transition_table_problems(drifted)
     assert any("names dataset version state BUILDING" in p for p in problems), problems

@@ -54,6 +54,7 @@ def test_bar_fields_lists_the_extra_bars():
         "max_drop",
         "confidence",
         "early_stop",
+        "max_error_rate",
         "min_field_accuracy",
         "min_slice_accuracy",
         "min_slice_items",

@@ -174,6 +174,22 @@ def test_the_spend_line_never_calls_its_bound_a_most_that_retries_pass():
     assert line == "91 made, 0 reused (60 model calls before retries; every item called (--full))"
 
 
+def test_the_spend_line_says_the_calls_that_may_have_been_made_beyond_those_recorded():
+    """Issue 38: reports said "5,000 made" while the model server saw 5,511; the claims lost
+    with killed workers bound the rest, said as such (and, while the update is open, as in
+    flight or lost)."""
+    from gate.report.text import spend_line
+
+    spend = {"calls_made": 5000, "calls_unrecorded": 511, "calls_reused": 0, "calls_saved": 0}
+    assert (
+        spend_line(spend) == "5,000 made (recorded); up to 511 more may have been made by workers that died, 0 reused"
+    )
+    assert spend_line(spend, terminal=False) == (
+        "5,000 made (recorded); up to 511 more in flight or lost with a worker, 0 reused"
+    )
+    assert spend_line({**spend, "calls_unrecorded": 0}) == "5,000 made, 0 reused"
+
+
 def test_a_run_that_could_not_be_scored_says_how_many_items_and_of_which_kinds():
     """Not which items nor what they said: the reason reaches any reader of the update, of a
     holdout too (issue 33); the first one's id and error went into it before."""

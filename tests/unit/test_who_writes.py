@@ -29,7 +29,7 @@ WRITERS = {
     "gate.store.served.report_served": {"gate.service.served"},
     "gate.store.feedback.record_feedback": {"gate.service.rollouts"},
     # item verdicts: the executor writes them; finalize only ends items whose attempts ran out
-    "gate.store.items.write_item_results": {"workers.execute.executor"},
+    "gate.store.items.write_item_results": {"workers.execute.write_back"},
     "gate.store.items.fail_unclaimed_items": {"workers.execute.executor"},
     "gate.store.items.release_items": {"workers.execute.executor"},
     "gate.store.stops.stop_update": {"workers.execute.early_stop"},
@@ -137,11 +137,11 @@ def test_every_guarded_statement_exists():
 def test_a_role_reaching_a_statement_it_must_not_is_named():
     importers = {
         "gate.store.live.write_live": {"workers.reconcile", "gate.service.gate"},  # a second writer of live
-        "gate.store.items.write_item_results": {"workers.execute.executor", "workers.finalize"},
+        "gate.store.items.write_item_results": {"workers.execute.write_back", "workers.finalize"},
         "gate.store.items.find_answers": {"gate.server.api"},  # reading is anyone's
     }
     assert trespasses(importers) == [
-        "workers.finalize imports gate.store.items.write_item_results, which only workers.execute.executor may",
+        "workers.finalize imports gate.store.items.write_item_results, which only workers.execute.write_back may",
         "gate.service.gate imports gate.store.live.write_live, which only workers.reconcile may",
     ]
 

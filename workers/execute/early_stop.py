@@ -112,16 +112,18 @@ class Stopper:
         self.engine = engine
         self.runs_of = runs_of
 
-    def after_write_back(self, run, run_id: int, results: Sequence[ItemResult], lost: int) -> None:
+    def after_write_back(self, run, run_id: int, results: Sequence[ItemResult], lost: int) -> bool:
+        """Judge the run after a write-back (see the module docstring); True when its update
+        is known to be stopped (a write-back that lost items learns why)."""
         if run is None or run.stopped:
-            return
+            return bool(run and run.stopped)
         try:
             if lost and read(self.engine, lambda conn: run_stopped(conn, run_id)):
                 self.mark(run.update_id)
-                return
+                return True
             judge = run.context.judge
             if judge is None or not any(r.verdict in NOT_RIGHT for r in results):
-                return
+                return False
             missed = read(self.engine, judge.settled)
             if missed and read(self.engine, lambda conn: update_has_uncalled(conn, run.update_id)):
                 self.stop(
@@ -133,6 +135,7 @@ class Stopper:
                 )
         except Exception as exc:  # judging again at the next write-back is enough
             log.warning("run %s: could not judge whether it is settled: %s", run_id, first_line(exc))
+        return bool(run.stopped)
 
     def stop(self, update_id: int, run_id: int, kind: str, sibling_kind: str, info: dict) -> bool:
         """Stop the update (its runs' remaining items STOPPED); True when this call did."""

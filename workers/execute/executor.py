@@ -1,13 +1,18 @@
 """Execute: claim chunks of ready items, render them, call the model outside any
-transaction, write each chunk's results back in one statement guarded by the lease token.
-The methods of ``Executor`` follow an item's way in that order: claim → render (prepare)
-→ call → write back, then the leases and the drain. What is claimed, in flight, answered
-and given back, and whether there is room for the next claim, is ``workers.execute.ledger``.
+transaction, write the results back as they come, guarded by the lease token
+(``workers.execute.write_back``). The methods of ``Executor`` follow an item's way in that
+order: claim → render (prepare) → call, then the leases and the drain. What is claimed, in
+flight, answered, written and given back, whether a call may begin and whether there is
+room for the next claim, is ``workers.execute.ledger``.
 
-Up to ``concurrency`` calls are in flight per process. Runs are served in rotation, so a
-big dataset does not starve a small one. A retryable failure (timeout, connection, 429,
-5xx) makes the item visible again after an exponential backoff with jitter (at least the
-provider's Retry-After); at the attempt cap its ERROR is final. Leases of calls that
+Up to ``concurrency`` calls are made and not yet recorded per process (a call's slot is
+free once its answer is written back). Runs are served in rotation, so a big dataset does
+not starve a small one. A claim adds its items to the run's tally, so the calls a worker
+that dies with them may have made are counted. A retryable failure (timeout, connection,
+5xx, a 429 without a Retry-After) makes the item visible again after an exponential
+backoff with jitter; at the attempt cap its ERROR is final. A 429 with a Retry-After spends
+no attempt (``workers.execute.results``: backpressure). An item whose last claims were lost
+with their workers is claimed alone (``store.items.claim_items``). Leases of calls that
 outlive half the lease are renewed. One item's call, or its N calls for a prompt with
 ``trials: N``, is ``workers.execute.calls``; the result made of its answers, ``workers.execute.results``.
 Each write-back also adds to its run's running counts (``add_tally``), from which
@@ -45,14 +50,13 @@ from gate.prompt.spec import parse_spec
 from gate.ratelimit import CallLimiter
 from gate.records import Answer, ClaimedItem, ItemResult
 from gate.states import Verdict
-from gate.store.answers import find_answers, save_answers
+from gate.store.answers import find_answers
 from gate.store.items import (
     claim_items,
     claim_items_from,
     fail_unclaimed_items,
     release_items,
     renew_item_leases,
-    write_item_results,
 )
 from gate.store.runs import candidate_of_run, running_runs
 from gate.store.stops import add_tally, stripe_of
@@ -62,10 +66,11 @@ from workers.poller import Poller
 from .call_threads import CallThreads
 from .calls import ItemCaller, RunCall
 from .early_stop import RunContext, Stopper
-from .judging import judged_answers, load_judging, watch_sentinels, write_judged
+from .judging import load_judging
 from .ledger import Chunk, ChunkLedger
-from .results import new_answers, reused_item
+from .results import reused_item
 from .spend import SpendGuard
+from .write_back import WriteBacks
 
 log = logging.getLogger("promptgate.execute")
 RUN_LIST_TTL = 1.0
@@ -122,6 +127,17 @@ class Executor(Poller):
             self._stop_run_over_budget,
             spend=SpendGuard(self.engine, self.stopper, stop),
         )
+        self.write_backs = WriteBacks(
+            self.engine,
+            self.settings,
+            self.ledger,
+            self.run_calls,
+            self.limiter,
+            self.stopper,
+            self.stats,
+            self.counting,
+            self.nudge,
+        )
 
     def warm_up(self) -> None:
         if self.call is call_prompt:
@@ -170,10 +186,17 @@ class Executor(Poller):
         item (retries, leases run out, items given back)."""
         settings, start = self.settings, self.claim_from.get(run_id, 0)
 
+        caps = (settings.lease_seconds, settings.attempt_cap, settings.claim_cap)
+        suspects = self.ledger.suspects == 0  # one item whose last claim was lost at a time
+
         def claim(conn):
             if start is not None:
-                return claim_items_from(conn, run_id, start, limit, settings.lease_seconds, settings.attempt_cap)
-            return claim_items(conn, run_id, limit, settings.lease_seconds, settings.attempt_cap)
+                token, items = claim_items_from(conn, run_id, start, limit, *caps)
+            else:
+                token, items = claim_items(conn, run_id, limit, *caps, suspects=suspects)
+            if items:  # counted before any call: what a worker that dies with them may have called
+                add_tally(conn, run_id, stripe_of(token), None, None, 0, claimed=len(items))
+            return token, items
 
         token, items = transaction(self.engine, claim, wrote=lambda claimed: bool(claimed[1]))
         if start is not None:
@@ -233,7 +256,7 @@ class Executor(Poller):
             else:
                 self.pool.submit(self._score, chunk, run, item, messages, item_keys, known)
         if self.ledger.reused(chunk, reused):
-            self.writers.submit(self._finish_chunk, chunk)
+            self.writers.submit(self.write_backs.chunk, chunk)
 
     def _prepare(self, chunk: Chunk, run: RunCall) -> tuple[list, list, list] | None:
         """The chunk's inputs (from its dataset version's rows), its messages (one sandbox
@@ -344,8 +367,8 @@ class Executor(Poller):
         keys: tuple[str, ...] | None = None,
         known: dict[str, Answer] | None = None,
     ) -> None:
-        """The item's call (``workers.execute.calls``) and its result into the ledger; the chunk is
-        written back once all of its items are answered."""
+        """The item's call (``workers.execute.calls``) and its result into the ledger, which
+        hands it to the chunk's write-back (its call slot is free once it is written)."""
         if not self.ledger.begin(chunk, item):
             return  # a drain gave it back uncalled
         try:
@@ -354,63 +377,7 @@ class Executor(Poller):
             log.exception("item %s: unexpected error", item.item_id)
             result = ItemResult(item.position, Verdict.ERROR, error=f"internal error: {exc}"[:1000])
         if self.ledger.answered(chunk, result):
-            self.writers.submit(self._finish_chunk, chunk)
-
-    # --- write back, in a write-back thread ---------------------------------------------
-
-    def _finish_chunk(self, chunk: Chunk) -> None:
-        try:
-            self._write_back(chunk)
-        finally:
-            if self.ledger.written_back(chunk):
-                self.nudge("finalize")
-
-    def _write_back(self, chunk: Chunk) -> None:
-        """One guarded UPDATE, run again by ``transaction`` on a deadlock or a lost connection
-        (the database may be restarting). Running it again is safe even when a lost COMMIT
-        did commit: the lease token guards it, so the second run writes nothing."""
-        run_id = chunk.run_id
-        run = self.run_calls.get(run_id)
-        # a --no-reuse run keeps its fresh answers to itself: a kept answer is the first the
-        # gate obtained, so re-running until one passes cannot choose what an apply reuses
-        answers = new_answers(chunk.results, run.update_id, run_id) if run and run.reuse else []
-        answers += judged_answers(chunk.results, run.update_id, run_id) if run and run.reuse else []
-        judge = run.context.judge if run else None
-        scored = [r.position for r in chunk.results if r.verdict != Verdict.PENDING] if judge else None
-        calls = sum(r.calls for r in chunk.results)
-
-        def write(conn) -> int:
-            written = write_item_results(conn, run_id, chunk.token, chunk.results)
-            whole = written == len(chunk.results)
-            if whole:  # kept only from a write-back that held its lease throughout
-                save_answers(conn, answers)
-                write_judged(conn, run_id, chunk.results)  # its sentinels' verdicts (a judged run)
-            # the run's running counts (gate/verdict/early_stop.py), and the calls it made, lease or not
-            add_tally(
-                conn,
-                run_id,
-                stripe_of(chunk.token),
-                scored if whole else None,
-                judge.live_run_id if judge else None,
-                calls,
-                judge.by_label if judge else True,
-            )
-            return written
-
-        try:
-            written = transaction(self.engine, write)
-        except Exception as exc:  # retries spent, or a bug: the leases run out and the items are claimed again
-            log.warning("write-back failed: %s", first_line(exc))
-            written = 0
-        lost = len(chunk.results) - written
-        with self.counting:
-            self.stats["written"] += written
-            self.stats["lost"] += lost
-        if lost:
-            log.warning("chunk %s: %d result(s) dropped: the lease was lost", chunk.token[:8], lost)
-        self.limiter.flush(run_id)
-        self.stopper.after_write_back(run, run_id, chunk.results if written else [], lost)
-        watch_sentinels(self.engine, self.stopper, run, run_id, chunk.results if written == len(chunk.results) else [])
+            self.writers.submit(self.write_backs.chunk, chunk)
 
     # --- leases, the drain, the heartbeat -----------------------------------------------
 
@@ -426,20 +393,23 @@ class Executor(Poller):
 
     def _give_back_unstarted(self) -> None:
         """Draining: no call begins any more, and the claimed items whose call has not begun
-        go back at once (guarded by their claim's token, their attempt not counted), for
-        another worker to take now rather than after the lease. A chunk left with nothing
-        in flight is written back now."""
-        given_back, whole = self.ledger.give_back_unstarted()
+        go back at once (guarded by their claim's token, the claim not counted), for
+        another worker to take now rather than after the lease."""
+        given_back, to_write = self.ledger.give_back_unstarted()
         given = 0
         for chunk, positions in given_back:
+
+            def release(conn, chunk=chunk, positions=positions) -> int:
+                released = release_items(conn, chunk.token, chunk.run_id, positions)
+                add_tally(conn, chunk.run_id, stripe_of(chunk.token), None, None, 0, claimed=-released)
+                return released
+
             try:
-                given += transaction(
-                    self.engine, lambda conn: release_items(conn, chunk.token, chunk.run_id, positions)
-                )
+                given += transaction(self.engine, release)
             except Exception as exc:  # their lease runs out instead
                 log.warning("drain: could not give back %d item(s): %s", len(positions), first_line(exc))
-        for chunk in whole:
-            self.writers.submit(self._finish_chunk, chunk)
+        for chunk in to_write:
+            self.writers.submit(self.write_backs.chunk, chunk)
         if given:
             log.info("drain: gave back %d claimed item(s) not yet called", given)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from gate.errors import ModelCallError
+from gate.errors import CallFailure, ModelCallError
 from gate.prompt.answer_schema import schema_broken
 from gate.prompt.spec import Decision
 from gate.prompt.structured.compare import score
@@ -91,8 +91,11 @@ def reused_item(
 
 def failure_result(item: ClaimedItem, exc: ModelCallError, attempt_cap: int, settings) -> ItemResult:
     """A failed call: retried after a backoff (PENDING), or, not retryable or at the attempt
-    cap, final (ERROR)."""
+    cap, final (ERROR). A 429 with a Retry-After is the provider asking to wait: it spends
+    no attempt (``backpressure``), within the item's time budget (``backpressure_result``)."""
     message = f"{exc.kind}: {exc}"[:ERROR_LIMIT]
+    if exc.kind is CallFailure.RATE_LIMIT and exc.retry_after is not None and settings.backpressure_seconds > 0:
+        return backpressure_result(item, exc, message, settings)
     if not exc.retryable or item.attempt >= attempt_cap:
         return ItemResult(item.position, Verdict.ERROR, error=message)
     return ItemResult(
@@ -101,6 +104,26 @@ def failure_result(item: ClaimedItem, exc: ModelCallError, attempt_cap: int, set
         error=message,
         retry_in=item_retry_delay(item.attempt, exc.retry_after, settings),
     )
+
+
+def backpressure_result(item: ClaimedItem, exc: ModelCallError, message: str, settings) -> ItemResult:
+    """A 429 with a Retry-After: the item waits what the provider asked (spread by up to a
+    quarter, so the items it asked at once do not come back as one), its attempts untouched,
+    for as long as its budget allows (``PROMPTGATE_BACKPRESSURE_SECONDS``, counted from its
+    first such 429: ``throttled_since``); then it ends ERROR, saying so."""
+    waited = item.throttled_for or 0.0
+    if waited >= settings.backpressure_seconds:
+        return ItemResult(
+            item.position,
+            Verdict.ERROR,
+            error=(
+                f"{CallFailure.RATE_LIMIT}: the provider kept asking to wait (HTTP 429 with Retry-After) for "
+                f"{waited:.0f} s, past the item's backpressure budget of {settings.backpressure_seconds:g} s "
+                "(PROMPTGATE_BACKPRESSURE_SECONDS)"
+            )[:ERROR_LIMIT],
+        )
+    delay = exc.retry_after * random.uniform(1.0, 1.25) + random.uniform(0.0, 0.05)
+    return ItemResult(item.position, Verdict.PENDING, error=message, retry_in=delay, backpressure=True)
 
 
 def item_retry_delay(attempt: int, retry_after: float | None, settings) -> float:

@@ -1,0 +1,146 @@
+"""The executor's write-backs, in its write-back threads: a chunk's answered items written
+in one guarded transaction (``store.items.write_item_results``, with the answers kept for
+reuse and the run's tally), as many as are in each time, until none is left.
+
+**Retried while the lease lasts.** A write-back that meets a deadlock, a lost connection
+or a database restarting runs again (``gate.db.transaction``) until its chunk's lease is
+about to run out (``LEASE_MARGIN`` before its end, by this process's clock from the last
+claim or renewal): the answers are paid for, and until then no other worker may have the
+items. Past that, the guard would refuse them anyway (``lease_until > now``), and another
+worker calls the items again. What happened is said as it was: results dropped because
+their lease ran out (or their update stopped, their items STOPPED), or not written because
+the database did not answer until the lease was at risk, or a bug. A write-back that
+records nothing leaves its items' claims unsettled in the tally: their calls count among
+the ones that may have been made (``store.stops.unrecorded_claims``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from gate.db import is_retryable, transaction
+from gate.errors import first_line
+from gate.records import ItemResult
+from gate.states import Verdict
+from gate.store.answers import save_answers
+from gate.store.items import write_item_results
+from gate.store.stops import add_tally, stripe_of
+
+from .judging import judged_answers, watch_sentinels, write_judged
+from .ledger import Chunk, ChunkLedger
+from .results import new_answers
+
+log = logging.getLogger("promptgate.execute")
+LEASE_MARGIN = 0.05  # of the lease: a write-back starts no new try this close to its end (at most 1 s)
+FOREVER = 10**9  # runs of the transaction: the lease's end bounds them, not a count
+
+
+class WriteBacks:
+    """``chunk(c)`` writes back chunk ``c``'s answers (scheduled by the ledger, which says
+    when one is due). ``run_calls``: the executor's RunCalls by run; ``stopper`` judges
+    each write-back (workers.execute.early_stop); ``nudge(role)`` wakes a role of the
+    process; ``stats`` and ``counting``: the executor's counts and their lock."""
+
+    def __init__(
+        self, engine, settings, ledger: ChunkLedger, run_calls: dict, limiter, stopper, stats, counting, nudge
+    ):
+        self.engine, self.settings, self.ledger = engine, settings, ledger
+        self.run_calls, self.limiter, self.stopper = run_calls, limiter, stopper
+        self.stats, self.counting = stats, counting
+        self.nudge: Callable[[str], None] = nudge
+
+    def chunk(self, chunk: Chunk) -> None:
+        """Write back the chunk's answered items, as many as are in each time, until none is
+        left (an answer that comes after schedules the next write-back)."""
+        while True:
+            batch, part = self.ledger.take(chunk)
+            if not batch:
+                return
+            try:
+                self._write(chunk, batch, part)
+            finally:
+                if self.ledger.written(chunk, batch):
+                    self.nudge("finalize")
+
+    def _write(self, chunk: Chunk, batch: list[ItemResult], part: int = 0) -> None:
+        """One guarded UPDATE, run again on a deadlock or a lost connection while the lease
+        lasts. Running it again is safe even when a lost COMMIT did commit: the lease token
+        guards it, so the second run writes nothing."""
+        run_id = chunk.run_id
+        run = self.run_calls.get(run_id)
+        try:
+            written = self._commit(chunk, batch, run, part)
+        except Exception as exc:
+            self._not_written(chunk, batch, exc)
+            written = None
+        lost = len(batch) - (written or 0)
+        with self.counting:
+            self.stats["written"] += written or 0
+            self.stats["lost"] += lost
+        self.limiter.flush(run_id)
+        stopped = self.stopper.after_write_back(run, run_id, batch if written else [], lost)
+        watch_sentinels(self.engine, self.stopper, run, run_id, batch if written == len(batch) else [])
+        if written is not None and lost:
+            why = "their update stopped (their items are STOPPED)" if stopped else "the lease was lost"
+            log.warning("chunk %s: %d result(s) dropped: %s", chunk.token[:8], lost, why)
+
+    def _commit(self, chunk: Chunk, batch: list[ItemResult], run, part: int = 0) -> int:
+        run_id = chunk.run_id
+        # a --no-reuse run keeps its fresh answers to itself: a kept answer is the first the
+        # gate obtained, so re-running until one passes cannot choose what an apply reuses
+        answers = new_answers(batch, run.update_id, run_id) if run and run.reuse else []
+        answers += judged_answers(batch, run.update_id, run_id) if run and run.reuse else []
+        judge = run.context.judge if run else None
+        scored = [r.position for r in batch if r.verdict != Verdict.PENDING] if judge else None
+        calls = sum(r.calls for r in batch)
+
+        def write(conn) -> int:
+            written = write_item_results(conn, run_id, chunk.token, batch)
+            whole = written == len(batch)
+            if whole:  # kept only from a write-back that held its lease throughout
+                save_answers(conn, answers)
+                write_judged(conn, run_id, batch)  # its sentinels' verdicts (a judged run)
+            # the run's running counts (gate/verdict/early_stop.py), and the calls it made, lease or not
+            add_tally(
+                conn,
+                run_id,
+                stripe_of(chunk.token, part),  # two write-backs of a chunk at once: two rows, no lock wait
+                scored if whole else None,
+                judge.live_run_id if judge else None,
+                calls,
+                judge.by_label if judge else True,
+                settled=len(batch),  # their claims' calls are on record now, written or not
+            )
+            return written
+
+        while True:
+            renewed_at = chunk.renewed_at
+            try:
+                return transaction(self.engine, write, attempts=FOREVER, give_up_after=self._lease_left(chunk))
+            except Exception as exc:
+                if not is_retryable(exc) or chunk.renewed_at == renewed_at:
+                    raise  # a bug; or the lease is at risk, and was not renewed meanwhile
+                # renewed meanwhile (the database answers the renewals): the lease lasts longer
+
+    def _lease_left(self, chunk: Chunk) -> float:
+        """Seconds left for a new try: to the lease's end by this process's clock, less the margin."""
+        lease = self.settings.lease_seconds
+        return max(0.0, chunk.renewed_at + lease - min(1.0, LEASE_MARGIN * lease) - time.monotonic())
+
+    def _not_written(self, chunk: Chunk, batch: list[ItemResult], exc: BaseException) -> None:
+        """Nothing of the batch was written: say why, as it was."""
+        if is_retryable(exc):
+            held = time.monotonic() - chunk.renewed_at
+            log.warning(
+                "chunk %s: %d result(s) not written: the database did not answer until their lease was "
+                "about to run out (%.0f s of %g s; last error: %s); another worker calls them again",
+                chunk.token[:8],
+                len(batch),
+                held,
+                self.settings.lease_seconds,
+                first_line(exc),
+            )
+        else:
+            log.error("chunk %s: %d result(s) not written: %s", chunk.token[:8], len(batch), first_line(exc))
