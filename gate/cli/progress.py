@@ -187,7 +187,7 @@ class WaitProgress:
         else:
             parts += [f"accuracy {accuracy}", run.status.lower()]
         if run.stop:  # stopped before every item was called: say so, and how many were not
-            parts.append(f"stopped, {run.stopped} not called")
+            parts.append(f"stopped, {run.stopped} not scored")
         return sep.join(parts)
 
     def eta(self, run: RunReport, done: int) -> float | None:

@@ -44,7 +44,7 @@ def _run_lines(r) -> list[str]:
     lines = [
         f"  {safe(r.dataset)}: {format_pct(r.matches, r.scored, r.bar)} vs bar {format_bar(r.bar)} [{verdict}] "
         f"{progress}, {r.errors} errors"
-        + (f", {r.stopped} not called" if r.stopped else "")
+        + (f", {r.stopped} not scored" if r.stopped else "")
         + ("".join(f" ({safe(c['note'])})" for c in r.checks if c["bar"] == "min_accuracy" and c["note"]))
         + (f" — {safe(r.reason)}" if r.reason and r.status == "ERROR" else "")
         + (f" — {safe(detail)}" if r.status == "ERROR" and (detail := detail_text(r.metrics)) else "")

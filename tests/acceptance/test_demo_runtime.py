@@ -3,6 +3,8 @@ through the same call path the gate evaluated with."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from support.cli import ROOT, run_cli
 from support.helpers import rules_spec, write_rule_rows
@@ -37,7 +39,9 @@ def test_demo_shows_two_rejected_and_one_applied_change(tmp_path):
         "make demo    # the gate end to end in under 30 s: four changes REJECTED "
         "(one by a judge, one on a tool call's argument), one APPLIED" in readme
     )
-    assert "urgency-hard: 43.8% vs bar 80% [FAIL]" in out  # the text report, per dataset
+    # the text report, per dataset; whether the weak candidate's hard run stops early depends on
+    # how its answers arrive, so its figure does too, and a stopped run's items are "not scored"
+    assert re.search(r"^  urgency-hard: \d+\.\d% vs bar 80% \[FAIL\] \d+/16 scored", out, re.M), out
     # a reply-drafting prompt graded by a judge: rejected, with the judge's figures and the corrected rate
     assert "judge reply-judge v1: agrees with humans on 88.3% of 60 items" in out
     assert "corrected for the judge's error rates 25.8%" in out
