@@ -275,10 +275,12 @@ def test_a_429_pauses_the_limit_for_every_worker(bucket_factory):
     started = time.monotonic()
     assert b.take(key, 1)[1] > 0.5  # worker B is told to wait...
     assert b.acquire(key, 1, timeout=3)  # ...and waits out the pause
-    assert time.monotonic() - started >= 0.55
-    # the bucket refills from the end of the pause: no burst of its 50 tokens right after it
+    resumed = time.monotonic()
+    assert resumed - started >= 0.55
+    # the bucket refills from the end of the pause: no burst of its 50 tokens right after it,
+    # only what 20 tokens/s refilled while the ten takes ran (a loaded machine makes them slow)
     burst = sum(a.take(key, 1)[0] for _ in range(10))
-    assert burst <= 3
+    assert burst <= 2 + 20.0 * (time.monotonic() - resumed), burst
 
 
 def test_redis_scripts_run_by_sha_reload_after_noscript_and_stay_two(redis_client, redis_url):
