@@ -84,11 +84,28 @@ def field_flips(
     """Per (candidate bit, live bit) of a field both decide: over the items both scored,
     how many live had right, and fixed (live wrong, candidate right) and broken (the
     reverse)."""
-    cand, live = prompt_run_item.alias("cand"), prompt_run_item.alias("live")
+    cand, live = paired_items()
     columns = [func.count()]
     for cand_bit, live_bit in pairs:
         right_now, right_before = ~_has(cand.c.fields_wrong, cand_bit), ~_has(live.c.fields_wrong, live_bit)
         columns += [_count(right_before), _count(right_now & ~right_before), _count(~right_now & right_before)]
+    values = paired_counts(conn, run_id, baseline_run_id, (cand, live), columns)
+    return [
+        {"paired": values[0], "live_right": values[1 + 3 * k], "fixed": values[2 + 3 * k], "broken": values[3 + 3 * k]}
+        for k in range(len(pairs))
+    ]
+
+
+def paired_items():
+    """The candidate's items and live's, aliased for ``paired_counts``."""
+    return prompt_run_item.alias("cand"), prompt_run_item.alias("live")
+
+
+def paired_counts(conn: Connection, run_id: int, baseline_run_id: int, aliases, columns: list) -> list[int]:
+    """``columns`` (counts over ``aliases``, the pair ``paired_items`` gave) over the items at
+    the same position that the candidate's run and live's both scored, both with their
+    fields compared."""
+    cand, live = aliases
     row = conn.execute(
         select(*columns)
         .select_from(cand.join(live, (live.c.run_id == baseline_run_id) & (live.c.position == cand.c.position)))
@@ -100,8 +117,4 @@ def field_flips(
             live.c.fields_wrong.is_not(None),
         )
     ).first()
-    values = [int(v) for v in row]
-    return [
-        {"paired": values[0], "live_right": values[1 + 3 * k], "fixed": values[2 + 3 * k], "broken": values[3 + 3 * k]}
-        for k in range(len(pairs))
-    ]
+    return [int(v) for v in row]

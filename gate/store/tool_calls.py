@@ -25,6 +25,7 @@ from sqlalchemy.engine import Connection
 from gate.states import Verdict
 
 from .dialect import json_text
+from .fields import paired_counts, paired_items
 from .schema import prompt_run_item
 
 SCORED = (Verdict.MATCH, Verdict.MISMATCH)
@@ -92,7 +93,7 @@ def argument_flips(
 ) -> list[dict[str, int]]:
     """Per (candidate bit, live bit) of a field both decide, over the items both scored
     and both compared it on: how many, live right, fixed, broken."""
-    cand, live = prompt_run_item.alias("cand"), prompt_run_item.alias("live")
+    cand, live = paired_items()
     columns = []
     for cand_bit, live_bit in pairs:
         both = _compared(cand, cand_bit) & _compared(live, live_bit)
@@ -103,18 +104,7 @@ def argument_flips(
             _count(both & right_now & ~right_before),
             _count(both & ~right_now & right_before),
         ]
-    row = conn.execute(
-        select(*columns)
-        .select_from(cand.join(live, (live.c.run_id == baseline_run_id) & (live.c.position == cand.c.position)))
-        .where(
-            cand.c.run_id == run_id,
-            cand.c.verdict.in_(SCORED),
-            live.c.verdict.in_(SCORED),
-            cand.c.fields_wrong.is_not(None),
-            live.c.fields_wrong.is_not(None),
-        )
-    ).first()
-    values = [int(v) for v in row]
+    values = paired_counts(conn, run_id, baseline_run_id, (cand, live), columns)
     keys = ("paired", "live_right", "fixed", "broken")
     return [dict(zip(keys, values[4 * k : 4 * k + 4])) for k in range(len(pairs))]
 
