@@ -39,16 +39,26 @@ ACTOR = "rollout worker"
 
 
 class RolloutWorker(Poller):
+    """Looks at the rollouts in CANARY a page of ``BATCH`` at a time, each page after the
+    last one's ids, and sleeps ``rollout_interval`` once it has looked at them all: every
+    rollout is looked at once a round, however many there are (a page read from the
+    oldest each time would look at the same ``BATCH`` again and again, without a pause)."""
+
     role = "rollout"
+    after = 0  # the last id of the page looked at; 0: a round starts from the oldest
 
     def poll(self) -> float:
         with self.engine.connect() as conn:
-            ids = canary_rollouts(conn, BATCH)
+            ids = canary_rollouts(conn, BATCH, self.after)
         for rollout_id in ids:
             if self.stop.is_set():
                 break
             look(self.engine, rollout_id)
-        return 0.0 if len(ids) == BATCH else self.settings.rollout_interval
+        if len(ids) == BATCH:
+            self.after = ids[-1]
+            return 0.0
+        self.after = 0
+        return self.settings.rollout_interval
 
 
 def look(engine, rollout_id: int) -> RolloutStatus | None:

@@ -199,9 +199,14 @@ def wait_for_release(
     announce, said = Announcer(sha, mode, on_select), set()
     deadline = deadline_after(timeout)
     while True:
+        # The record first: the push job records a commit after submitting its applies, so
+        # updates read after a record of "submitted" include the ones it names (read the
+        # other way round, both could land between the reads: no update, "submitted", and
+        # the wait said nothing to gate of a commit whose apply was never judged).
+        record = None if check_release_mode(mode) == Mode.CHECK else gate.commit_record(sha)
         chosen, updates = release_updates(gate.updates_for_sha(sha, prompt, mode or DEFAULT_RELEASE_MODE), mode)
         out_of_time = expired(deadline)
-        recorded = _recorded(gate, sha, mode, bool(updates), on_select, said)
+        recorded = _recorded(record, bool(updates), on_select, said)
         if recorded is not None and not updates:
             return recorded, []
         if updates:
@@ -217,13 +222,10 @@ def wait_for_release(
         time.sleep(time_left(deadline, poll))
 
 
-def _recorded(gate: ReleaseSource, sha: str, mode: str | None, has_updates: bool, say, said: set) -> int | None:
-    """The exit code the push job's record adds to the wait (apply and auto only): nothing to
-    gate when the commit has no apply-mode update, not gated whatever it has; None: none.
-    Said once, through ``say``."""
-    if check_release_mode(mode) == Mode.CHECK:
-        return None
-    record = gate.commit_record(sha)
+def _recorded(record: CommitRecord | None, has_updates: bool, say, said: set) -> int | None:
+    """The exit code the push job's ``record`` (read before the updates; None in check mode)
+    adds to the wait: nothing to gate when the commit has no apply-mode update, not gated
+    whatever it has; None: none. Said once, through ``say``."""
     code = record_answer(record)
     if record is not None and record.outcome == "submitted" and not has_updates:
         code = EXIT_NOTHING_TO_GATE  # (--prompt) that prompt did not change in the commit

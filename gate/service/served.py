@@ -4,9 +4,11 @@ versions served and by how many processes, the stale ones named; ``served_counts
 /metrics).
 
 A report is untrusted input (through the service, any read token's): every field is
-checked and bounded, at most ``MAX_REPORT_PROMPTS`` prompts a report, and one token may
-speak for at most ``MAX_PROCESSES_PER_REPORTER`` active processes; its rows are keyed by
-the token, so no token's report overwrites another's."""
+checked and bounded, at most ``MAX_REPORT_PROMPTS`` prompts a report, a row only for a
+prompt that has a live version (a runtime serves nothing else; a row for any other name is
+not stored), and one token may speak for at most ``MAX_PROCESSES_PER_REPORTER`` active
+processes: so what a token keeps is at most that many processes × the live prompts. Its
+rows are keyed by the token, so no token's report overwrites another's."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from gate import db
 from gate.errors import UsageError
 from gate.prompt.call_settings import NAME_RE
 from gate.records import ServedProcess
-from gate.store.live import find_live, list_live
+from gate.store.live import find_live, list_live, live_names
 from gate.store.served import processes_of_reporter, report_served, served_counts, served_of_prompt, stale_processes
 
 from .boundary import driver_errors_become_gate_errors
@@ -87,12 +89,17 @@ class ServedMixin:
 
     def report_served(self, reports: list, reported_by: str = DATABASE_REPORTER) -> int:
         """Record what a runtime process serves (one row per prompt it reports), under
-        ``reported_by`` (the service token's name). Returns the rows written."""
+        ``reported_by`` (the service token's name). Returns the rows written: those of
+        prompts with a live version."""
         if not isinstance(reports, list) or len(reports) > MAX_REPORT_PROMPTS:
             raise UsageError(f"a report lists at most {MAX_REPORT_PROMPTS} prompts")
-        rows = [checked_report(r) for r in reports]
+        checked = [checked_report(r) for r in reports]
 
         def store(conn) -> int:
+            live = live_names(conn, sorted({r["prompt_name"] for r in checked}))
+            rows = [r for r in checked if r["prompt_name"] in live]
+            if not rows:
+                return 0
             ids = sorted({r["process_id"] for r in rows})
             token = reported_by != DATABASE_REPORTER
             if token and processes_of_reporter(conn, reported_by, ids) + len(ids) > MAX_PROCESSES_PER_REPORTER:
@@ -102,7 +109,7 @@ class ServedMixin:
                 )
             return report_served(conn, reported_by, rows)
 
-        return db.transaction(self.engine, store) if rows else 0
+        return db.transaction(self.engine, store) if checked else 0
 
     def served(self, name: str) -> dict:
         """What production serves of prompt ``name``: the live version, each active process

@@ -5,7 +5,8 @@ commit; a re-run of the job replaces it."""
 
 from __future__ import annotations
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import select
+from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.engine import Connection
 
 from gate.records import CommitRecord
@@ -24,7 +25,9 @@ def write_commit_record(
     ref: str | None,
     recorded_by: str | None,
 ) -> None:
-    """Record (or replace) the commit's record."""
+    """Record (or replace) the commit's record, in one upsert: two records of one commit at
+    once (a re-run of the push job beside the first) end with one of them, never with a
+    duplicate key (an update then an insert raced: the second insert failed)."""
     values = {
         "outcome": outcome,
         "update_ids": list(update_ids),
@@ -34,8 +37,12 @@ def write_commit_record(
         "recorded_by": recorded_by,
         "recorded_at": db_now(),
     }
-    if conn.execute(update(commit_record).where(commit_record.c.sha == sha).values(**values)).rowcount == 0:
-        conn.execute(insert(commit_record).values(sha=sha, **values))
+    if conn.dialect.name == "mysql":
+        stmt = mysql.insert(commit_record).values(sha=sha, **values)
+        conn.execute(stmt.on_duplicate_key_update(**{k: stmt.inserted[k] for k in values}))
+        return
+    stmt = sqlite.insert(commit_record).values(sha=sha, **values)
+    conn.execute(stmt.on_conflict_do_update(index_elements=["sha"], set_={k: stmt.excluded[k] for k in values}))
 
 
 def find_commit_record(conn: Connection, sha: str) -> CommitRecord | None:

@@ -188,6 +188,13 @@ def live_providers(conn: Connection) -> dict[str, dict | None]:
     return {r.name: r.provider for r in rows}
 
 
+def live_names(conn: Connection, names: list[str]) -> set[str]:
+    """Those of ``names`` that have a live version."""
+    if not names:
+        return set()
+    return set(conn.execute(select(prompt.c.name).where(prompt.c.name.in_(names))).scalars())
+
+
 def list_live(conn: Connection) -> list[dict]:
     """Every live prompt: name, version, config_hash, updated_at (``drift``: live only)."""
     rows = conn.execute(select(prompt.c.name, prompt.c.version, prompt.c.config_hash, prompt.c.updated_at))

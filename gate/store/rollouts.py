@@ -133,14 +133,15 @@ def rollouts_of_prompt(conn: Connection, prompt_name: str, limit: int = 20) -> l
     return [_rollout(r) for r in rows]
 
 
-def canary_rollouts(conn: Connection, limit: int) -> list[int]:
-    """Rollouts in CANARY, oldest first: the rollout worker's candidates (a plain read; each
-    is locked by ``lock_rollout`` before a decision)."""
+def canary_rollouts(conn: Connection, limit: int, after: int = 0) -> list[int]:
+    """Rollouts in CANARY with an id above ``after``, oldest first: the rollout worker's
+    candidates, a page at a time (a plain read; each is locked by ``lock_rollout`` before a
+    decision)."""
     return [
         int(i)
         for i in conn.execute(
             select(prompt_rollout.c.id)
-            .where(prompt_rollout.c.status == RolloutStatus.CANARY)
+            .where(prompt_rollout.c.status == RolloutStatus.CANARY, prompt_rollout.c.id > after)
             .order_by(prompt_rollout.c.id)
             .limit(limit)
         ).scalars()

@@ -10,6 +10,7 @@ a service that is down leaves the last version serving and loses no feedback."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -215,3 +216,24 @@ def test_reports_are_bounded_and_keyed_by_their_token(mysql_gate, service, tmp_p
         assert over.status_code == 400 and "already reports for 1,000 processes" in over.json()["error"]
     assert gate.prune(3600).served_reports == 0  # every one of them reported within the hour
     assert gate.prune(0).served_reports == 1001  # silent since before now: all go
+
+
+def test_a_token_keeps_no_rows_for_prompts_that_are_not_live(mysql_gate, service, tmp_path, llm):
+    """Review of issue 39: the bound was 1,000 processes a token, but one process could report
+    any number of prompt names, live or not: one read token's single "process" stored 5,000
+    active rows for made-up prompts in 50 requests, each counted in
+    ``promptgate_runtime_processes`` for two hours. A row is kept only for a prompt with a
+    live version, so a token keeps at most 1,000 processes × the live prompts."""
+    gate = mysql_gate
+    gateconfig.sync(gate, gate_config(tmp_path))
+    run_until_terminal(gate, [gate.submit(prompt_spec("v1"), "apply")])
+    with service.client("read") as runtime:
+        for start in range(0, 300, 100):
+            ghosts = [report("one-process", 1, prompt=f"ghost{i}", ttl_seconds=3600) for i in range(start, start + 100)]
+            assert runtime.post("/v1/served", json={"reports": ghosts}).status_code == 200
+        mixed = [report("one-process", 1, ttl_seconds=3600), report("one-process", 1, prompt="ghost-x")]
+        assert runtime.post("/v1/served", json={"reports": mixed}).json() == {"recorded": 1}
+        metrics = runtime.get("/metrics").text
+    assert gate.served_counts() == {"served": 1, "stale": 0}
+    assert re.search(r"^promptgate_runtime_processes 1\.0$", metrics, re.M), metrics
+    assert [p.prompt_name for p in gate.served("p1")["processes"]] == ["p1"]
