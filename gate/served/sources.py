@@ -110,7 +110,7 @@ class DatabaseSource:
 
 class ServiceSource:
     """The gate's service at ``url``: ``token`` (read scope) loads and reports,
-    ``feedback_token`` (feedback scope, or admin) sends feedback; it defaults to ``token``."""
+    ``feedback_token`` (feedback scope, or submit) sends feedback; it defaults to ``token``."""
 
     def __init__(self, url: str, token: str | None, feedback_token: str | None = None):
         from gate.client.served import ServedClient

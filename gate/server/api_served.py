@@ -1,7 +1,7 @@
 """The JSON API's routes for production (issue 39) under ``/v1``: what a runtime loads to
 serve a prompt (``/prompts/{name}/serve``, answered 304 with no body when the caller's
 ``If-None-Match`` is still current), what it reports it serves (``/served``), production's
-feedback on a canary rollout (``/feedback``: the feedback scope, or admin), the live
+feedback on a canary rollout (``/feedback``: the feedback scope, or submit), the live
 prompts (``/prompts``: drift's "live only"), a prompt's rollouts and an update's.
 
 The runtime's routes need a token even on a ``--public-read`` server: ``/serve`` names the
@@ -64,8 +64,7 @@ def served(request: Request, body: ServedBody, caller: Caller = Depends(require(
 )
 def feedback(request: Request, body: FeedbackBody, _caller: Caller = Depends(require("feedback"))):
     """At most 1,000 events, each {prompt, version, call_id, correct}; a call id counts once.
-    The feedback scope (production's token: it can do nothing else) or admin; never submit
-    (a pull request's token must not decide a production rollout)."""
+    The feedback scope (production's token: it can do nothing else), submit or admin."""
     return json_bytes(gate_of(request).record_feedback(body.events))
 
 

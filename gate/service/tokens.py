@@ -9,8 +9,7 @@ hash they cannot steer, never a prefix match of the secret.
 Scopes nest: ``read`` (every GET and the status page) < ``submit`` (read, and submit,
 cancel, wait) < ``admin`` (everything: datasets, bars, sync, tokens). Beside them,
 ``feedback`` is production's: it sends a canary rollout's outcomes (``POST /v1/feedback``)
-and nothing else, not even a read; admin may send feedback too, submit may not (a pull
-request's token must not decide a production rollout that an admin's apply started).
+and nothing else, not even a read; submit and admin may send feedback too.
 
 The status page signs a browser in with a **session**, never the token: ``pgs_`` and 43
 random characters in its cookie, of which the database keeps the SHA-256 and the token it
@@ -56,11 +55,10 @@ def hash_token(token: str) -> str:
 
 def scope_allows(granted: str, needed: str) -> bool:
     """Does a token of scope ``granted`` allow what needs ``needed``? The nested scopes by
-    their order; feedback is allowed to a feedback or admin token (never submit: a pull
-    request's token would decide production's rollouts), and a feedback token allows nothing
-    else."""
+    their order; feedback is allowed to a feedback, submit or admin token, and a feedback
+    token allows nothing else."""
     if needed == FEEDBACK:
-        return granted in (FEEDBACK, "admin")
+        return granted in (FEEDBACK, "submit", "admin")
     return granted in SCOPES and needed in SCOPES and SCOPES.index(granted) >= SCOPES.index(needed)
 
 

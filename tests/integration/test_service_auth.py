@@ -28,7 +28,7 @@ NEEDS = {
     ("GET", "/v1/prompts"): "read",
     ("GET", "/v1/prompts/{name}/serve"): "read",  # a token even with --public-read (test_served.py)
     ("POST", "/v1/served"): "read",  # a runtime reports what it serves with its read token
-    ("POST", "/v1/feedback"): "feedback",  # the feedback scope or admin (not submit); nothing else for feedback
+    ("POST", "/v1/feedback"): "feedback",  # the feedback scope, submit or admin; nothing else for feedback
     ("GET", "/v1/prompts/{name}/rollouts"): "read",
     ("GET", "/v1/updates/{update_id}/rollout"): "read",
     ("POST", "/v1/prompts/{name}/rollback"): "admin",
@@ -169,10 +169,10 @@ def call(service: Service, token: str | None, method: str, path: str, kwargs: di
 
 
 def allowed(granted: str, needed: str) -> bool:
-    """read < submit < admin nest; feedback is allowed to feedback and admin (not submit), and
-    a feedback token is allowed nothing else."""
+    """read < submit < admin nest; feedback is allowed to feedback, submit and admin, and a
+    feedback token is allowed nothing else."""
     if needed == "feedback":
-        return granted in ("feedback", "admin")
+        return granted in ("feedback", "submit", "admin")
     nested = ("read", "submit", "admin")
     return granted in nested and nested.index(granted) >= nested.index(needed)
 
