@@ -62,10 +62,12 @@ def served(request: Request, body: ServedBody, caller: Caller = Depends(require(
     summary="Production's outcomes of a canary rollout's calls",
     responses=responses(403, *BODY),
 )
-def feedback(request: Request, body: FeedbackBody, _caller: Caller = Depends(require("feedback"))):
+def feedback(request: Request, body: FeedbackBody, caller: Caller = Depends(require("feedback"))):
     """At most 1,000 events, each {prompt, version, call_id, correct}; a call id counts once.
-    The feedback scope (production's token: it can do nothing else), submit or admin."""
-    return json_bytes(gate_of(request).record_feedback(body.events))
+    The feedback scope (production's token: it can do nothing else) or admin for any rollout;
+    a submit token for the rollouts its own applies started (others' events: ``refused``)."""
+    submitter = named(caller).name if caller.scope == "submit" else None
+    return json_bytes(gate_of(request).record_feedback(body.events, submitter=submitter))
 
 
 @router.get("/prompts/{name}/rollouts", summary="A prompt's canary rollouts, newest first", responses=responses())

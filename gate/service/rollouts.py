@@ -8,7 +8,10 @@ Feedback is untrusted input: at most ``MAX_FEEDBACK_EVENTS`` events a request, e
 prompt, the version that answered, the call's id and whether the answer was correct. An
 event counts for the prompt's rollout in CANARY when its version is that rollout's canary
 or stable version; any other is ignored (and counted as such), never stored. A call id
-counts once however often it is sent."""
+counts once however often it is sent. Which rollout a sender may inform is per object: a
+feedback or admin token any; a submit token only those its own applies started (others'
+events are counted as refused, never stored), so a pull request's token cannot decide a
+rollout somebody else's apply started."""
 
 from __future__ import annotations
 
@@ -33,6 +36,7 @@ from gate.store.rollouts import (
     rollout_hours,
     rollout_of_update,
     rollout_settings,
+    rollout_submitters,
     rollouts_of_prompt,
     set_rollout_setting,
 )
@@ -85,31 +89,38 @@ def rollout_view(rollout: Rollout, tally: dict | None = None, hours: float | Non
 class RolloutsMixin:
     engine: Any
 
-    def record_feedback(self, events: list) -> dict[str, int]:
+    def record_feedback(self, events: list, *, submitter: str | None = None) -> dict[str, int]:
         """Store production's outcomes (see the module docstring) in one transaction.
-        Returns {"recorded", "duplicates", "ignored"}."""
+        ``submitter``: the name of the submit token that sends them (its events count only
+        for rollouts its own applies started); None for a feedback or admin token. Returns
+        {"recorded", "duplicates", "ignored", "refused"}."""
         if not isinstance(events, list) or len(events) > MAX_FEEDBACK_EVENTS:
             raise UsageError(f"send at most {MAX_FEEDBACK_EVENTS} feedback events at once")
         parsed = [checked_event(e) for e in events]
 
         def store(conn) -> dict[str, int]:
             rollouts = active_rollouts(conn, sorted({p for p, *_ in parsed}))
+            owners = rollout_submitters(conn, [r.id for r in rollouts.values()]) if submitter is not None else {}
+            theirs = {rid for rid, who in owners.items() if who != submitter}
             by_rollout: dict[int, list[tuple[str, bool, bool]]] = {}
-            ignored = 0
+            ignored = refused = 0
             for name, version, call_id, correct in parsed:
                 found = rollouts.get(name)
                 if found is None or version not in (found.canary_version, found.stable_version):
                     ignored += 1
-                    continue
-                by_rollout.setdefault(found.id, []).append((call_id, version == found.canary_version, correct))
+                elif found.id in theirs:
+                    refused += 1
+                else:
+                    by_rollout.setdefault(found.id, []).append((call_id, version == found.canary_version, correct))
             recorded = duplicates = 0
             stripe = random.randrange(1 << 16)
             for rollout_id, batch in sorted(by_rollout.items()):
                 new, again = record_feedback(conn, rollout_id, batch, stripe)
                 recorded, duplicates = recorded + new, duplicates + again
-            return {"recorded": recorded, "duplicates": duplicates, "ignored": ignored}
+            return {"recorded": recorded, "duplicates": duplicates, "ignored": ignored, "refused": refused}
 
-        return db.transaction(self.engine, store) if parsed else {"recorded": 0, "duplicates": 0, "ignored": 0}
+        nothing = {"recorded": 0, "duplicates": 0, "ignored": 0, "refused": 0}
+        return db.transaction(self.engine, store) if parsed else nothing
 
     def rollouts(self, name: str, limit: int = 20) -> list[dict]:
         """The prompt's rollouts, newest first; one in CANARY with its interval now."""

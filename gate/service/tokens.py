@@ -9,7 +9,8 @@ hash they cannot steer, never a prefix match of the secret.
 Scopes nest: ``read`` (every GET and the status page) < ``submit`` (read, and submit,
 cancel, wait) < ``admin`` (everything: datasets, bars, sync, tokens). Beside them,
 ``feedback`` is production's: it sends a canary rollout's outcomes (``POST /v1/feedback``)
-and nothing else, not even a read; submit and admin may send feedback too.
+and nothing else, not even a read; admin may send feedback too, and submit for the rollouts
+its own applies started (``RolloutsMixin.record_feedback`` asks which).
 
 The status page signs a browser in with a **session**, never the token: ``pgs_`` and 43
 random characters in its cookie, of which the database keeps the SHA-256 and the token it

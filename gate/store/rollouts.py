@@ -112,6 +112,19 @@ def active_rollouts(conn: Connection, prompt_names: list[str]) -> dict[str, Roll
     return {r.prompt_name: _rollout(r) for r in rows}
 
 
+def rollout_submitters(conn: Connection, rollout_ids: list[int]) -> dict[int, str | None]:
+    """rollout id → the name of the token that submitted the apply that started it (None:
+    the CLI on the database)."""
+    if not rollout_ids:
+        return {}
+    rows = conn.execute(
+        select(prompt_rollout.c.id, prompt_update.c.submitted_by)
+        .join(prompt_update, prompt_update.c.id == prompt_rollout.c.update_id)
+        .where(prompt_rollout.c.id.in_(rollout_ids))
+    )
+    return {int(rid): who for rid, who in rows}
+
+
 def get_rollout(conn: Connection, rollout_id: int) -> Rollout | None:
     row = conn.execute(select(prompt_rollout).where(prompt_rollout.c.id == rollout_id)).first()
     return _rollout(row) if row else None

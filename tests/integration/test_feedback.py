@@ -21,17 +21,22 @@ from workers.supervisor import run_until_terminal
 ROLLOUT = {"canary_percent": 10, "min_feedback": 10_000_000, "max_drop": 0.02, "confidence": 0.95, "max_hours": 1}
 
 
-@pytest.fixture
-def canary(mysql_gate, tmp_path, monkeypatch):
-    """p1 v2 in a canary rollout beside stable v1 that no feedback here can decide."""
+def start_canary(gate, tmp_path, monkeypatch, submitted_by: str | None = None) -> int:
+    """p1 v2 in a canary rollout beside stable v1 that no feedback here can decide, v2's
+    apply submitted by the token ``submitted_by`` (None: the CLI on the database)."""
     with MockLLMServer(latency_ms=0) as llm:
         monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
         monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-        gateconfig.sync(mysql_gate, gate_config(tmp_path, ROLLOUT))
-        run_until_terminal(mysql_gate, [mysql_gate.submit(prompt_spec("v1"), "apply")])
-        second = mysql_gate.submit(prompt_spec("v2"), "apply")
-        run_until_terminal(mysql_gate, [second])
-    return mysql_gate.rollout_of_update(second)["id"]
+        gateconfig.sync(gate, gate_config(tmp_path, ROLLOUT))
+        run_until_terminal(gate, [gate.submit(prompt_spec("v1"), "apply")])
+        second = gate.submit(prompt_spec("v2"), "apply", submitted_by=submitted_by)
+        run_until_terminal(gate, [second])
+    return gate.rollout_of_update(second)["id"]
+
+
+@pytest.fixture
+def canary(mysql_gate, tmp_path, monkeypatch):
+    return start_canary(mysql_gate, tmp_path, monkeypatch)
 
 
 def stored(gate, rollout_id: int) -> tuple[int, dict]:
@@ -44,9 +49,10 @@ def test_a_call_counts_once_and_only_for_the_rollouts_versions(mysql_gate, servi
     events += [{"prompt": "p1", "version": 1, "call_id": f"s{i}", "correct": True} for i in range(20)]
     with service.client("feedback") as production:
         first = production.post("/v1/feedback", json={"events": events})
-        assert first.status_code == 200 and first.json() == {"recorded": 50, "duplicates": 0, "ignored": 0}
+        assert first.status_code == 200
+        assert first.json() == {"recorded": 50, "duplicates": 0, "ignored": 0, "refused": 0}
         again = production.post("/v1/feedback", json={"events": events[:10] + events[40:]})
-        assert again.json() == {"recorded": 0, "duplicates": 20, "ignored": 0}
+        assert again.json() == {"recorded": 0, "duplicates": 20, "ignored": 0, "refused": 0}
         other = [
             {"prompt": "p1", "version": 7, "call_id": "x1", "correct": True},  # no such version in the rollout
             {"prompt": "p9", "version": 1, "call_id": "x2", "correct": False},  # no rollout of p9
@@ -62,8 +68,8 @@ def test_a_call_counts_once_and_only_for_the_rollouts_versions(mysql_gate, servi
         ):
             answer = production.post("/v1/feedback", json={"events": [bad]})
             assert answer.status_code == 400 and says in answer.json()["error"], answer.text
-    with service.client("submit") as ci:  # submit may send feedback too
-        assert ci.post("/v1/feedback", json={"events": [{**events[0], "call_id": "ci-1"}]}).json()["recorded"] == 1
+    with service.client("admin") as admin:  # admin may send feedback too (submit: for its own rollouts, below)
+        assert admin.post("/v1/feedback", json={"events": [{**events[0], "call_id": "ci-1"}]}).json()["recorded"] == 1
     count, tally = stored(mysql_gate, canary)
     assert count == 51 and tally == {"canary": (31, 20), "stable": (20, 20)}
     with service.client("read") as reader:  # the prompt's page: the rollout in progress and its interval now
@@ -73,6 +79,33 @@ def test_a_call_counts_once_and_only_for_the_rollouts_versions(mysql_gate, servi
     assert "95 % always-valid interval [" in page
     live = run_cli("--gate-url", service.url, "live", "p1", env={"PROMPTGATE_TOKEN": service.tokens["read"]})
     assert f"rollout {canary} CANARY: canary v2 at 10 % beside stable v1: canary 20/31, stable 20/20" in live.stdout
+
+
+MADE_UP = [{"prompt": "p1", "version": 2, "call_id": f"pr-c{i}", "correct": False} for i in range(500)] + [
+    {"prompt": "p1", "version": 1, "call_id": f"pr-s{i}", "correct": True} for i in range(500)
+]
+
+
+def test_a_submit_token_cannot_decide_a_rollout_another_tokens_apply_started(mysql_gate, service, canary):
+    """A pull request's submit token sent made-up outcomes (the canary all wrong, the stable
+    version all right) and the rollout worker rolled back a canary the operator's apply had
+    started. A submit token's events count only for rollouts its own applies started: these
+    are refused, and nothing of them is stored."""
+    with service.client("submit") as ci:
+        answer = ci.post("/v1/feedback", json={"events": MADE_UP})
+    assert answer.status_code == 200
+    assert answer.json() == {"recorded": 0, "duplicates": 0, "ignored": 0, "refused": 1000}
+    assert stored(mysql_gate, canary) == (0, {"canary": (0, 0), "stable": (0, 0)})
+
+
+def test_a_submit_token_sends_feedback_for_the_rollout_its_apply_started(mysql_gate, service, tmp_path, monkeypatch):
+    """The issue's promise: production may send feedback with the submit token whose apply
+    started the rollout (a dedicated feedback token is the better choice: it can do nothing else)."""
+    own = start_canary(mysql_gate, tmp_path, monkeypatch, submitted_by=service.names["submit"])
+    with service.client("submit") as release:
+        answer = release.post("/v1/feedback", json={"events": MADE_UP[:3] + MADE_UP[-2:]})
+    assert answer.json() == {"recorded": 5, "duplicates": 0, "ignored": 0, "refused": 0}, answer.text
+    assert stored(mysql_gate, own) == (5, {"canary": (3, 0), "stable": (2, 2)})
 
 
 def test_feedback_at_2000_a_second_from_8_processes_is_all_recorded_in_batches(mysql_gate, service, canary, tmp_path):

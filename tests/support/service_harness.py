@@ -30,7 +30,8 @@ def free_port() -> int:
 
 
 class Service:
-    """A running `promptgate serve` on ``url``; ``tokens[scope]`` is a live token of each scope.
+    """A running `promptgate serve` on ``url``; ``tokens[scope]`` is a live token of each scope
+    (``names[scope]`` its name).
     ``port``: the one to listen on (a service restarted where its clients expect it)."""
 
     def __init__(self, db_url: str, log_dir: Path, *args: str, env: dict | None = None, port: int | None = None):
@@ -39,7 +40,8 @@ class Service:
         gate = Gate.connect(db_url, upgrade=True)
         try:
             suffix = f"{os.getpid()}-{time.monotonic_ns()}"
-            self.tokens = {scope: gate.create_token(f"test-{scope}-{suffix}", scope) for scope in SCOPES}
+            self.names = {scope: f"test-{scope}-{suffix}" for scope in SCOPES}
+            self.tokens = {scope: gate.create_token(self.names[scope], scope) for scope in SCOPES}
         finally:
             gate.close()
         self.db_url, self.port = db_url, port or free_port()

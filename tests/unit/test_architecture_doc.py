@@ -31,6 +31,7 @@ from support.cli import ROOT
 from test_structure import FLOORS, LIBRARIES
 
 import gate.store
+import gate.store.versions
 from gate import states
 from gate.store import schema
 
