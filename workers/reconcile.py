@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
+from typing import cast
 
 from gate.calls.spend_caps import nano_text
 from gate.db import transaction
 from gate.prompt.structured.rule import rule_of
 from gate.records import Run
+from gate.records.metrics import RunMetrics
 from gate.states import RunStatus, UpdateStatus
 from gate.store.item_stats import flip_counts
 from gate.store.live import live_version, write_live
@@ -100,7 +102,7 @@ def _compared(conn, run: Run, upd) -> Run:
     if metrics.get("stop"):
         metrics["stop"] = stop_figures(conn, run, metrics, upd)
     set_run_metrics(conn, run.id, metrics)
-    return replace(run, metrics=metrics)
+    return replace(run, metrics=cast(RunMetrics, metrics))
 
 
 def stop_figures(conn, run: Run, metrics: dict, upd) -> dict:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from .metrics import RunMetrics
 from .pinned import Pinned
 
 
@@ -159,7 +160,7 @@ class Run:
     materialized_at: dt.datetime | None
     lease_token: str | None
     attempt: int
-    metrics: dict[str, Any] | None
+    metrics: RunMetrics | None  # what finalize and reconcile figured (gate.records.metrics)
     reason: str | None
     created_at: dt.datetime
     started_at: dt.datetime | None
@@ -288,9 +289,8 @@ class ItemSample:
     verdict: str
     raw_output: str | None
     error: str | None
-    wrong_fields: list[dict] | None = (
-        None  # a fields decision: the fields that did not match (gate.prompt.structured.samples)
-    )
+    # a fields decision: the fields that did not match (gate.prompt.structured.samples)
+    wrong_fields: list[dict] | None = None
     judge: dict | None = None  # a judged item: what the judge said (and, compared with live, live's answer)
     call: dict | None = (
         None  # a tool_call decision: the expected and the actual call, side by side (gate.report.tool_calls)

@@ -12,13 +12,14 @@ sentinel or a count per label): they may be a holdout."""
 
 from __future__ import annotations
 
+from gate.records.metrics import RunMetrics
 from gate.records.pinned import Pinned
 from gate.untrusted import terminal_safe as safe
 
 ROLES = ("candidate", "judge", "sentinel", "live")
 
 
-def judge_view(pinned: Pinned, metrics: dict | None) -> dict | None:
+def judge_view(pinned: Pinned, metrics: RunMetrics | None) -> dict | None:
     """The report's ``judge`` field of a run (None: not judged)."""
     judge = pinned.judge
     if not judge:

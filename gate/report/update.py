@@ -13,9 +13,10 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import asdict, dataclass, field, replace
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 from gate.records import FlipSample, ItemSample, Run, UnstableItem, Update
+from gate.records.metrics import RunMetrics
 from gate.records.pinned import Pinned
 from gate.states import EXIT_CODES, UPDATE_TERMINAL, RunStatus, UpdateStatus
 from gate.verdict.bars import DEFAULT_CONFIDENCE, pinned_bars
@@ -153,7 +154,7 @@ def run_report(
         content_hash=run.content_hash,
         source_version=run.source_version,
         source_uri=run.source_uri,
-        metrics=run.metrics,
+        metrics=cast("dict | None", run.metrics),  # on the wire as the JSON it is
         failures=failures,
         dataset_version_id=run.dataset_version_id,
         dataset_version_number=run.dataset_version_number,
@@ -224,7 +225,7 @@ def _with_wrong_fields(run: Run, failures: list[ItemSample], broken: list[FlipSa
     return failures, broken, protected
 
 
-def _stop(metrics: dict, run: Run) -> dict | None:
+def _stop(metrics: RunMetrics, run: Run) -> dict | None:
     """A stopped run's stop as the report says it: why (early_stop: its verdict was
     settled; with_update: another run of its update settled it; spend_cap), in a sentence
     once reconcile confirmed it, and the calls it saved; None for a run not stopped."""
@@ -249,7 +250,7 @@ def _fields_read(pinned: Pinned) -> list[dict] | None:
     ]
 
 
-def _trials(metrics: dict, pinned: Pinned) -> dict | None:
+def _trials(metrics: RunMetrics, pinned: Pinned) -> dict | None:
     """A run with trials: n, rule, k, how many must match, and how many items are
     unstable (None until the run is finalized)."""
     trials = pinned.trials
@@ -264,17 +265,18 @@ def _trials(metrics: dict, pinned: Pinned) -> dict | None:
     }
 
 
-def _cost(metrics: dict, pinned: Pinned) -> dict | None:
+def _cost(metrics: RunMetrics, pinned: Pinned) -> dict | None:
     """The cost as shown: exact dollars, per 1,000 items to 9 decimals (the cost bar
     compares the exact figures), and the price it was computed at."""
     answered = metrics.get("total", 0) - metrics.get("stopped", 0)  # a stopped run's rows not called cost nothing
-    if metrics.get("cost_usd") is None or answered <= 0:
+    usd = metrics.get("cost_usd")
+    if usd is None or answered <= 0:
         return None
-    per_1k = Decimal(metrics["cost_usd"]) * 1000 / answered
-    return {"usd": metrics["cost_usd"], "per_1k_items": f"{per_1k:.9f}", "price": pinned.price}
+    per_1k = Decimal(usd) * 1000 / answered
+    return {"usd": usd, "per_1k_items": f"{per_1k:.9f}", "price": pinned.price}
 
 
-def comparison(metrics: dict, confidence: Decimal = DEFAULT_CONFIDENCE) -> dict | None:
+def comparison(metrics: RunMetrics, confidence: Decimal = DEFAULT_CONFIDENCE) -> dict | None:
     """Live against candidate on the same items, from finalize's flips: each accuracy with
     its Wilson 95 % interval, the change in points, the paired difference's interval at
     ``confidence`` (Newcombe's method 10: the resolution the dataset gives), fixed and
