@@ -23,6 +23,7 @@ a user's mistake. ``first_line(exc)`` is how any error is quoted in one line.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from enum import StrEnum
 
 
@@ -134,7 +135,7 @@ class ModelCallError(GateError):
         self.kind = CallFailure(kind)
 
 
-def did_you_mean(word: object, choices) -> str:
+def did_you_mean(word: object, choices: Iterable[object]) -> str:
     """ "; did you mean X?" when one of ``choices`` is close to ``word`` (a typo), else ""."""
     import difflib
 

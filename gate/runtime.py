@@ -138,7 +138,7 @@ class PromptRuntime:
         )
         return True
 
-    def served_rows(self) -> list[dict]:
+    def served_rows(self) -> list[dict[str, Any]]:
         """What this process serves, one report row per prompt it holds."""
         now, interval = time.monotonic(), self.reporter.interval if self.reporter else self.ttl
         return [

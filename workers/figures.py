@@ -72,16 +72,16 @@ def _live_run(run: Run, metrics: dict) -> int | None:
     the candidate is the live config; None without a comparison."""
     if not metrics.get("flips"):
         return None
-    baseline = (run.pinned or {}).get("baseline") or {}
+    baseline = run.pinned.baseline or {}
     return run.id if baseline.get("same_config") else (metrics.get("live") or {}).get("run_id")
 
 
 def _field_flips(conn, run: Run, live_id: int | None, metrics: dict) -> dict | None:
     """Per field both the candidate and live decide: live's right answers, fixed, broken."""
-    rule = rule_of((run.pinned or {}).get("decision"))
+    rule = rule_of(run.pinned.decision)
     if rule is None or live_id is None or not metrics.get("fields"):
         return None
-    live_rule = rule if live_id == run.id else rule_of((get_run(conn, live_id).pinned or {}).get("decision"))
+    live_rule = rule if live_id == run.id else rule_of(get_run(conn, live_id).pinned.decision)
     names = [n for n in rule.names if live_rule is not None and n in live_rule.names]
     if not names:
         return {}

@@ -70,17 +70,17 @@ def call_metrics(conn, run, total: int) -> dict:
     latency bar; with the price pinned at submit and every answer metered, their cost
     (``cost_usd``, exact decimal text), else why there is none (``cost_note``). With
     trials, per call over every trial (``calls``: how many), and the unstable items."""
-    trials = (run.pinned or {}).get("trials")
+    trials = run.pinned.trials
     calls = trial_call_stats(conn, run.id) if trials else call_stats(conn, run.id)
     extra = {"unstable": count_unstable(conn, run.id)} if trials else {}
     unmetered = calls.pop("unmetered")
-    price = (run.pinned or {}).get("price")
+    price = run.pinned.price
     if not price:
         return {
             "calls": calls,
             "cost_usd": None,
             **extra,
-            "cost_note": f"no price for model {(run.pinned or {}).get('model')!r} in the gate's price table",
+            "cost_note": f"no price for model {run.pinned.model!r} in the gate's price table",
         }
     if unmetered:
         return {
@@ -101,7 +101,7 @@ def finalize_batch(conn) -> list[int]:
     ids = []
     for run_id in finalizable_runs(conn, BATCH):
         run = get_run(conn, run_id)
-        rule = rule_of((run.pinned or {}).get("decision"))
+        rule = rule_of(run.pinned.decision)
         if rule is None:
             metrics = metrics_from_breakdown(run_breakdown(conn, run_id))
         else:  # decided field by field: the counts, and per field (gate.prompt.structured)
@@ -156,7 +156,7 @@ def spend_figures(conn, run, metrics: dict) -> dict:
     }
     if not run.stopped:
         return out
-    rows = int((run.pinned or {}).get("rows") or metrics["total"])
+    rows = int(run.pinned.rows or metrics["total"])
     never_copied = max(0, rows - metrics["total"])
     return {
         **out,

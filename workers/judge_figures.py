@@ -12,6 +12,7 @@ from decimal import Decimal
 from typing import Any
 
 from gate.records import Run
+from gate.records.pinned import Pinned
 from gate.states import RunStatus
 from gate.store.judges import judged_calls
 from gate.store.sentinels import sentinel_calls, sentinel_counts
@@ -23,11 +24,11 @@ from gate.verdict.update_outcome import JUDGE_DRIFT
 OUTCOMES = ("win", "loss", "tie", "inconsistent")
 
 
-def calls_per_item(pinned: dict | None) -> int:
+def calls_per_item(pinned: Pinned) -> int:
     """The most calls one item of a run makes: its trials; judged, its judge's calls too
     (both orders and live's answer for a comparison; sentinels come on top)."""
-    calls = int(((pinned or {}).get("trials") or {}).get("n", 1))
-    judge = (pinned or {}).get("judge")
+    calls = int((pinned.trials or {}).get("n", 1))
+    judge = pinned.judge
     if judge:
         calls += judge["trials"] * (2 if judge.get("compare") else 1) + (1 if judge.get("live") else 0)
     return calls
@@ -35,7 +36,7 @@ def calls_per_item(pinned: dict | None) -> int:
 
 def judged_metrics(conn, run: Run, metrics: dict) -> dict[str, Any]:
     """finalize: ``{"judge": ...}`` for a judged run; nothing for another."""
-    pinned = (run.pinned or {}).get("judge")
+    pinned = run.pinned.judge
     if not pinned:
         return {}
     confidence = float(pinned_bars(run.pinned, run.min_accuracy).confidence)

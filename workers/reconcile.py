@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
+from typing import cast
 
 from gate.calls.spend_caps import nano_text
 from gate.db import transaction
 from gate.prompt.structured.rule import rule_of
 from gate.records import Run
+from gate.records.metrics import RunMetrics
 from gate.states import RunStatus, UpdateStatus
 from gate.store.item_stats import flip_counts
 from gate.store.live import live_version, write_live
@@ -100,7 +102,7 @@ def _compared(conn, run: Run, upd) -> Run:
     if metrics.get("stop"):
         metrics["stop"] = stop_figures(conn, run, metrics, upd)
     set_run_metrics(conn, run.id, metrics)
-    return replace(run, metrics=metrics)
+    return replace(run, metrics=cast(RunMetrics, metrics))
 
 
 def stop_figures(conn, run: Run, metrics: dict, upd) -> dict:
@@ -113,7 +115,7 @@ def stop_figures(conn, run: Run, metrics: dict, upd) -> dict:
     if stop.get("kind") == EARLY_STOP:
         version = get_version(conn, run.dataset_version_id)
         live_id, live_right = live_pair(conn, run)
-        by_label = rule_of((run.pinned or {}).get("decision")) is None  # fields: no labels (add_tally)
+        by_label = rule_of(run.pinned.decision) is None  # fields: no labels (add_tally)
         outcomes = Outcomes.from_rows(
             outcome_counts(conn, run.id, live_id, by_label),
             version.row_count,
@@ -150,14 +152,14 @@ def comparison_metrics(conn, run: Run) -> dict:
     version (the baseline pinned at submit): fixed, broken, both right, both wrong, and
     the live accuracy; or why there is no comparison (``baseline_note``;
     ``baseline_error`` when the live version's run failed)."""
-    pinned = run.pinned or {}
-    baseline = pinned.get("baseline")
+    pinned = run.pinned
+    baseline = pinned.baseline
     metrics = run.metrics or {}
     if not baseline:
         return {
             "flips": None,
-            "baseline_note": pinned.get("baseline_note") or "no live version to compare with",
-            "baseline_error": pinned.get("baseline_error"),
+            "baseline_note": pinned.baseline_note or "no live version to compare with",
+            "baseline_error": pinned.baseline_error,
         }
     if baseline.get("same_config"):  # the candidate is the live config: every item agrees with itself
         matches, scored = metrics.get("matches", 0), metrics.get("scored", 0)

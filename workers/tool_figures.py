@@ -48,7 +48,7 @@ def call_fields_metrics(conn, run_id: int, rule: CallRule) -> dict[str, Any]:
 def marks_metrics(conn, run: Run) -> dict[str, Any]:
     """A tool_call decision's marked answers and parallel calls (``tool_calls``), and the
     answers off a strict schema (``schema``); nothing for a run that has neither."""
-    decision = (run.pinned or {}).get("decision") or {}
+    decision = run.pinned.decision or {}
     out: dict[str, Any] = {}
     if decision.get("type") == "tool_call":
         figures = marked_counts(conn, run.id, MARKERS)

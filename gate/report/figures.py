@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gate.records.metrics import RunMetrics
 from gate.verdict.stats import wilson_interval
 
 MOST_WRONG = 3
@@ -23,7 +24,7 @@ def _share(successes: int, n: int) -> dict[str, Any]:
     return {"accuracy": successes / n if n else None, "interval": _interval(successes, n)}
 
 
-def fields_view(metrics: dict) -> dict | None:
+def fields_view(metrics: RunMetrics) -> dict | None:
     """Per field of a fields decision, live beside it where compared; None otherwise."""
     figures = metrics.get("fields")
     if not figures:
@@ -66,7 +67,7 @@ def _matrix(matrix: dict[str, dict[str, int]]) -> dict[str, Any]:
     }
 
 
-def slices_view(metrics: dict) -> dict | None:
+def slices_view(metrics: RunMetrics) -> dict | None:
     sliced = metrics.get("slices")
     if not sliced:
         return None
@@ -91,12 +92,12 @@ def slices_view(metrics: dict) -> dict | None:
     }
 
 
-def protected_view(metrics: dict) -> dict | None:
+def protected_view(metrics: RunMetrics) -> dict | None:
     protected = metrics.get("protected")
     if not protected or not protected.get("items"):
         return None
     return {"items": protected["items"], "broken": protected["broken"], "samples": protected.get("samples") or []}
 
 
-def accepted_view(metrics: dict) -> list[dict]:
+def accepted_view(metrics: RunMetrics) -> list[dict]:
     return [dict(a) for a in metrics.get("accepted_breaks") or ()]

@@ -12,14 +12,16 @@ sentinel or a count per label): they may be a holdout."""
 
 from __future__ import annotations
 
+from gate.records.metrics import RunMetrics
+from gate.records.pinned import Pinned
 from gate.untrusted import terminal_safe as safe
 
 ROLES = ("candidate", "judge", "sentinel", "live")
 
 
-def judge_view(pinned: dict | None, metrics: dict | None) -> dict | None:
+def judge_view(pinned: Pinned, metrics: RunMetrics | None) -> dict | None:
     """The report's ``judge`` field of a run (None: not judged)."""
-    judge = (pinned or {}).get("judge")
+    judge = pinned.judge
     if not judge:
         return None
     figures = (metrics or {}).get("judge") or {}
@@ -51,17 +53,17 @@ def judge_view(pinned: dict | None, metrics: dict | None) -> dict | None:
     }
 
 
-def shown_pinned(pinned: dict | None) -> dict | None:
+def shown_pinned(pinned: Pinned) -> dict | None:
     """What a run pinned, as a report shows it: a judge's (and a comparison's live version's)
     provider declaration stays with the workers, as the update's own does (where calls go and
     which key variable they carry are the gate's, not a reader's)."""
-    judge = (pinned or {}).get("judge")
+    judge = pinned.judge
     if not judge:
-        return pinned
+        return pinned.stored
     shown = {k: v for k, v in judge.items() if k != "provider"}
     if judge.get("live"):
         shown["live"] = {k: v for k, v in judge["live"].items() if k != "provider"}
-    return {**pinned, "judge": shown}
+    return {**(pinned.stored or {}), "judge": shown}
 
 
 def agreement_line(agreement: dict) -> str:

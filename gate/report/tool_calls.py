@@ -15,13 +15,14 @@ from gate.prompt.structured.reading import parse_read
 from gate.prompt.structured.rule import FUNCTION_FIELD, NO_CALL
 from gate.prompt.tool_decision import PROBLEM_KEY, expected_object, shown_calls
 from gate.records import ItemSample
+from gate.records.metrics import RunMetrics
 from gate.untrusted import terminal_safe as safe
 
 MOST_WRONG = 3
 CALL_LINE = "→ "  # an answer's call, as the executor keeps it after the text (gate.calls.llm.CallResult.output)
 
 
-def tool_calls_view(metrics: dict, fields: dict | None) -> dict | None:
+def tool_calls_view(metrics: RunMetrics, fields: dict | None) -> dict | None:
     """A tool_call decision's marked answers, parallel calls and arguments most often
     wrong; None for a run of another decision (or not finalized)."""
     figures = metrics.get("tool_calls")
@@ -39,7 +40,7 @@ def tool_calls_view(metrics: dict, fields: dict | None) -> dict | None:
     }
 
 
-def schema_view(metrics: dict) -> dict | None:
+def schema_view(metrics: RunMetrics) -> dict | None:
     """How many answers broke the prompt's strict schema (``response_format: json_schema``)."""
     figures = metrics.get("schema")
     return {"broken": figures.get("broken", 0)} if figures else None

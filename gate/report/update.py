@@ -13,9 +13,11 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import asdict, dataclass, field, replace
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 from gate.records import FlipSample, ItemSample, Run, UnstableItem, Update
+from gate.records.metrics import RunMetrics
+from gate.records.pinned import Pinned
 from gate.states import EXIT_CODES, UPDATE_TERMINAL, RunStatus, UpdateStatus
 from gate.verdict.bars import DEFAULT_CONFIDENCE, pinned_bars
 from gate.verdict.stats import label_metrics, mcnemar_exact, paired_difference_interval, significant, wilson_interval
@@ -130,7 +132,7 @@ def run_report(
 ) -> RunReport:
     metrics = run.metrics or {}
     failures, broken, protected = _with_wrong_fields(run, failures, broken or [], protected_view(metrics))
-    failures = with_calls((run.pinned or {}).get("decision"), failures)
+    failures = with_calls(run.pinned.decision, failures)
     matches = metrics.get("matches", counts.match)
     scored = metrics.get("scored", counts.scored)
     checks = [c.to_dict() for c in run_checks(run)] if run.status == RunStatus.DONE else []
@@ -152,7 +154,7 @@ def run_report(
         content_hash=run.content_hash,
         source_version=run.source_version,
         source_uri=run.source_uri,
-        metrics=run.metrics,
+        metrics=cast("dict | None", run.metrics),  # on the wire as the JSON it is
         failures=failures,
         dataset_version_id=run.dataset_version_id,
         dataset_version_number=run.dataset_version_number,
@@ -160,7 +162,7 @@ def run_report(
         reused=reused or {},
         checks=checks,
         comparison=comparison(metrics, pinned_bars(run.pinned, run.min_accuracy).confidence),
-        baseline_note=metrics.get("baseline_note") if "flips" in metrics else (run.pinned or {}).get("baseline_note"),
+        baseline_note=metrics.get("baseline_note") if "flips" in metrics else run.pinned.baseline_note,
         labels={} if run_is_judged(run) else label_metrics(metrics.get("confusion") or {}),  # a judge's labels
         calls=metrics.get("calls"),
         broken=broken or [],
@@ -190,14 +192,14 @@ def _passed(status: str, checks: list[dict], stop: dict | None) -> bool | None:
 
 
 def run_is_judged(run: Run) -> bool:
-    return bool((run.pinned or {}).get("judge"))
+    return bool(run.pinned.judge)
 
 
 def _with_wrong_fields(run: Run, failures: list[ItemSample], broken: list[FlipSample], protected: dict | None):
     """A fields decision's sample items, each with the fields it got wrong."""
     from gate.prompt.structured.rule import CallRule, rule_of
 
-    rule = rule_of((run.pinned or {}).get("decision"))
+    rule = rule_of(run.pinned.decision)
     if rule is None:
         return failures, broken, protected
     from gate.prompt.structured.samples import wrong_fields as fields_wrong
@@ -223,7 +225,7 @@ def _with_wrong_fields(run: Run, failures: list[ItemSample], broken: list[FlipSa
     return failures, broken, protected
 
 
-def _stop(metrics: dict, run: Run) -> dict | None:
+def _stop(metrics: RunMetrics, run: Run) -> dict | None:
     """A stopped run's stop as the report says it: why (early_stop: its verdict was
     settled; with_update: another run of its update settled it; spend_cap), in a sentence
     once reconcile confirmed it, and the calls it saved; None for a run not stopped."""
@@ -234,11 +236,11 @@ def _stop(metrics: dict, run: Run) -> dict | None:
     return {"kind": kind, "sentence": (stop or {}).get("sentence"), "calls_saved": metrics.get("calls_saved")}
 
 
-def _fields_read(pinned: dict | None) -> list[dict] | None:
+def _fields_read(pinned: Pinned) -> list[dict] | None:
     """The item fields the candidate's templates read, as pinned at submit
     (``gate.service.admission``): per field, how many of the version's rows have it
     (None: not counted) and whether the gate config declares it optional."""
-    fields = (pinned or {}).get("fields")
+    fields = pinned.fields
     if fields is None:
         return None
     optional = set(fields.get("optional") or ())
@@ -248,10 +250,10 @@ def _fields_read(pinned: dict | None) -> list[dict] | None:
     ]
 
 
-def _trials(metrics: dict, pinned: dict | None) -> dict | None:
+def _trials(metrics: RunMetrics, pinned: Pinned) -> dict | None:
     """A run with trials: n, rule, k, how many must match, and how many items are
     unstable (None until the run is finalized)."""
-    trials = (pinned or {}).get("trials")
+    trials = pinned.trials
     if not trials:
         return None
     return {
@@ -263,17 +265,18 @@ def _trials(metrics: dict, pinned: dict | None) -> dict | None:
     }
 
 
-def _cost(metrics: dict, pinned: dict | None) -> dict | None:
+def _cost(metrics: RunMetrics, pinned: Pinned) -> dict | None:
     """The cost as shown: exact dollars, per 1,000 items to 9 decimals (the cost bar
     compares the exact figures), and the price it was computed at."""
     answered = metrics.get("total", 0) - metrics.get("stopped", 0)  # a stopped run's rows not called cost nothing
-    if metrics.get("cost_usd") is None or answered <= 0:
+    usd = metrics.get("cost_usd")
+    if usd is None or answered <= 0:
         return None
-    per_1k = Decimal(metrics["cost_usd"]) * 1000 / answered
-    return {"usd": metrics["cost_usd"], "per_1k_items": f"{per_1k:.9f}", "price": (pinned or {}).get("price")}
+    per_1k = Decimal(usd) * 1000 / answered
+    return {"usd": usd, "per_1k_items": f"{per_1k:.9f}", "price": pinned.price}
 
 
-def comparison(metrics: dict, confidence: Decimal = DEFAULT_CONFIDENCE) -> dict | None:
+def comparison(metrics: RunMetrics, confidence: Decimal = DEFAULT_CONFIDENCE) -> dict | None:
     """Live against candidate on the same items, from finalize's flips: each accuracy with
     its Wilson 95 % interval, the change in points, the paired difference's interval at
     ``confidence`` (Newcombe's method 10: the resolution the dataset gives), fixed and

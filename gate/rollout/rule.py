@@ -73,7 +73,7 @@ class RolloutConfig:
         )
 
 
-def _number(value: Any, key: str, spec: tuple, where: str) -> float:
+def _number(value: Any, key: str, spec: tuple[Any, ...], where: str) -> float:
     low, high, low_ok, high_ok, _ = spec
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise UsageError(f"{where}.{key}: must be a number")

@@ -93,7 +93,7 @@ def _broken_items(conn, run, limit: int) -> list:
 
 def _unstable_items(conn, run, limit: int) -> list:
     """The first items whose trials disagree (a run with trials only: no scan otherwise)."""
-    if not (run.pinned or {}).get("trials") or not limit or (run.metrics or {}).get("unstable") == 0:
+    if not run.pinned.trials or not limit or (run.metrics or {}).get("unstable") == 0:
         return []
     return unstable_items(conn, run.id, limit)
 

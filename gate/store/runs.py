@@ -12,6 +12,7 @@ from sqlalchemy.engine import Connection
 
 from gate.errors import IllegalTransition, NotFound
 from gate.records import Dataset, DatasetVersion, Run, RunCandidate
+from gate.records.pinned import Pinned
 from gate.states import RUN_OPEN, RUN_TERMINAL, RunStatus, Verdict, run_sources
 from gate.verdict.reasons import without_legacy_items
 
@@ -52,7 +53,7 @@ def _run(row) -> Run:
         row.started_at,
         row.finished_at,
         row.dataset_version_id,
-        row.pinned,
+        Pinned.of(row.pinned),
         row.role or CANDIDATE,
         row._mapping.get("dataset_version_number"),
         row.stopped,
@@ -149,7 +150,7 @@ def baseline_run(
             (
                 r
                 for r in staged
-                if (r.pinned or {}).get("config_hash") == live_config_hash and (not pinned or r.provider == provider)
+                if Pinned.of(r.pinned).config_hash == live_config_hash and (not pinned or r.provider == provider)
             ),
             None,
         )

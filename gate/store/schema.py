@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import secrets
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import (
     CHAR,
@@ -45,7 +46,7 @@ T = DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql")  # a time: UTC, micr
 FLAG = Integer().with_variant(mysql.TINYINT(), "mysql")  # 0 or 1
 HASH = CHAR(64)  # a SHA-256, hex
 TOKEN = CHAR(32)  # a lease token (``new_token``)
-NOT_NULL = {"nullable": False}
+NOT_NULL: dict[str, Any] = {"nullable": False}  # typed Any: Column takes it as **kwargs
 NEVER_LEASED = str(EPOCH)  # EPOCH as the DDL's default: 2000-01-01 00:00:00
 
 

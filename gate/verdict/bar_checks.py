@@ -24,6 +24,8 @@ from decimal import ROUND_HALF_EVEN, Decimal
 from fractions import Fraction
 from typing import Any
 
+from gate.records.metrics import RunMetrics
+
 from .bars import Bars
 from .judge_bars import judged_checks
 from .reasons import kinds_text
@@ -68,7 +70,7 @@ class BarCheck:
         return out
 
 
-def check(bars: Bars, metrics: Mapping[str, Any]) -> list[BarCheck]:
+def check(bars: Bars, metrics: RunMetrics) -> list[BarCheck]:
     """Every bar against a finished run's metrics (finalize's: matches, scored, confusion,
     and where computed flips, calls and cost)."""
     matches, scored = metrics.get("matches", 0), metrics.get("scored", 0)
@@ -123,7 +125,7 @@ def error_rate_check(limit: Decimal, errors: int, total: int, kinds: Mapping[str
     )
 
 
-def label_checks(bars: Bars, metrics: Mapping[str, Any]) -> list[BarCheck]:
+def label_checks(bars: Bars, metrics: RunMetrics) -> list[BarCheck]:
     """``min_recall`` and ``min_precision`` per label, over the run's confusion matrix."""
     out = []
     confusion = _folded(metrics.get("confusion") or {})
@@ -169,7 +171,7 @@ def _folded(confusion: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, i
     return out
 
 
-def _broken_check(limit: int, metrics: Mapping[str, Any]) -> BarCheck:
+def _broken_check(limit: int, metrics: RunMetrics) -> BarCheck:
     """Items live got right and the candidate wrong, at most ``limit``. Not yet compared
     (reconcile pairs the answers when every run is done): pending. No live version: n/a.
     Live answers that should exist and cannot be had: a fail, never a silent n/a."""
@@ -199,18 +201,19 @@ def _broken_check(limit: int, metrics: Mapping[str, Any]) -> BarCheck:
     )
 
 
-def accepted_broken(metrics: Mapping[str, Any]) -> int:
+def accepted_broken(metrics: RunMetrics) -> int:
     """How many of the run's broken items the mapping accepts breaking (``accept_breaks``)."""
     return sum(1 for a in metrics.get("accepted_breaks") or () if a.get("state") == "broke")
 
 
-def _cost_check(limit: Decimal, metrics: Mapping[str, Any]) -> BarCheck:
+def _cost_check(limit: Decimal, metrics: RunMetrics) -> BarCheck:
     """Cost per 1,000 items at the price pinned at submit, compared exactly
     (cost × 1000 ≤ limit × items). A cost that cannot be computed — the model has no
     price, or answers came without token counts — fails: the pull request chooses the
     model, so it must not be able to switch the bar off."""
     shown = f"${limit:f}"
-    if metrics.get("cost_usd") is None:
+    usd = metrics.get("cost_usd")
+    if usd is None:
         return BarCheck(
             "max_cost_per_1k_items",
             None,
@@ -219,7 +222,7 @@ def _cost_check(limit: Decimal, metrics: Mapping[str, Any]) -> BarCheck:
             "fail",
             metrics.get("cost_note") or "no price for the model in the gate's price table",
         )
-    cost, total = Fraction(Decimal(metrics["cost_usd"])), metrics.get("total", 0)
+    cost, total = Fraction(Decimal(usd)), metrics.get("total", 0)
     per_1k = float(cost * 1000 / total) if total else 0.0
     return BarCheck(
         "max_cost_per_1k_items",
@@ -243,7 +246,7 @@ def _fraction_check(name: str, label: str, bar: Decimal, hits: int, of: int, emp
     )
 
 
-def drop_check(max_drop: Decimal, confidence: Decimal, metrics: Mapping[str, Any]) -> BarCheck:
+def drop_check(max_drop: Decimal, confidence: Decimal, metrics: RunMetrics) -> BarCheck:
     """The non-inferiority bar: the lower end of the paired difference's interval (candidate
     − live on the same items) at least −``max_drop`` points, compared exactly (the float
     limit as the exact fraction it is). Wholly below: missed; straddling: inconclusive.
@@ -285,7 +288,7 @@ def drop_check(max_drop: Decimal, confidence: Decimal, metrics: Mapping[str, Any
     )
 
 
-def paired_difference(metrics: Mapping[str, Any], confidence: Decimal) -> tuple[float, float, float] | None:
+def paired_difference(metrics: RunMetrics, confidence: Decimal) -> tuple[float, float, float] | None:
     """(difference, low, high) of the run's paired answers against live (its ``flips``), or
     None when there are none."""
     flips = metrics.get("flips")
@@ -318,7 +321,7 @@ def points(fraction: float, bound: Fraction | None = None) -> str:
 # --- bars of a fields decision, of slices, and protected items ------------------------------
 
 
-def item_checks(bars: Bars, metrics: Mapping[str, Any]) -> list[BarCheck]:
+def item_checks(bars: Bars, metrics: RunMetrics) -> list[BarCheck]:
     """``min_field_accuracy`` per field, ``min_slice_accuracy`` and the protected items."""
     out = [_field_check(name, bar, metrics) for name, bar in sorted(bars.min_field_accuracy.items())]
     if bars.min_slice_accuracy is not None:
@@ -327,12 +330,12 @@ def item_checks(bars: Bars, metrics: Mapping[str, Any]) -> list[BarCheck]:
     return out + ([protected] if protected else [])
 
 
-def _field_check(name: str, bar: Decimal, metrics: Mapping[str, Any]) -> BarCheck:
+def _field_check(name: str, bar: Decimal, metrics: RunMetrics) -> BarCheck:
     """One field's accuracy over the items scored (a tool call's argument: over the items
     whose expected call has it, ``compared``). A candidate that does not decide this field
     (or no field at all) fails: a pull request must not drop a field to drop its bar."""
-    figures = metrics.get("fields")
-    found = next((f for f in (figures or {}).get("fields") or () if f["field"] == name), None)
+    figures = metrics.get("fields") or {}
+    found = next((f for f in figures.get("fields") or () if f["field"] == name), None)
     if found is None:
         why = (
             f"the candidate's decision has no field {name!r}"
@@ -344,7 +347,7 @@ def _field_check(name: str, bar: Decimal, metrics: Mapping[str, Any]) -> BarChec
     return _fraction_check("min_field_accuracy", name, bar, found["right"], of, "no item was scored")
 
 
-def _slice_checks(bars: Bars, metrics: Mapping[str, Any]) -> list[BarCheck]:
+def _slice_checks(bars: Bars, metrics: RunMetrics) -> list[BarCheck]:
     """Every slice of at least ``slice_items`` items against the bar: one failing check per
     slice that misses it, else one passing check (its value: the lowest slice)."""
     bar, limit, column = bars.min_slice_accuracy, format_bar(bars.min_slice_accuracy), bars.policy.slice_by
@@ -402,7 +405,7 @@ def slice_name(value: Any) -> str:
     return "(none)" if value is None else str(value)
 
 
-def _protected_check(bars: Bars, metrics: Mapping[str, Any]) -> BarCheck | None:
+def _protected_check(bars: Bars, metrics: RunMetrics) -> BarCheck | None:
     """Protected items (the dataset's protected rows, the mapping's ``protected`` ids): any
     that live answered right and the candidate wrong, unless accepted, fails. None when
     the run has no protected item."""

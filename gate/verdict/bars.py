@@ -24,6 +24,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from gate.errors import UsageError
+from gate.records.pinned import Pinned
 
 from .item_policy import KEYS as POLICY_KEYS
 from .item_policy import ItemPolicy
@@ -266,7 +267,7 @@ def _per_field(value: Any) -> dict[str, Decimal]:
     return out
 
 
-def pinned_bars(pinned: Mapping[str, Any] | None, min_accuracy: Decimal) -> Bars:
+def pinned_bars(pinned: Pinned, min_accuracy: Decimal) -> Bars:
     """The bars a run was submitted under (older runs pinned none beyond accuracy)."""
-    extra = (pinned or {}).get("bars") or {}
+    extra = pinned.bars or {}
     return Bars.parse(min_accuracy, extra)

@@ -37,8 +37,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
+from gate.records.metrics import RunMetrics
 from gate.states import Verdict
 
 from .bar_checks import BarCheck, check
@@ -163,7 +164,9 @@ def missed_bars(bars: Bars, outcomes: Outcomes) -> list[BarCheck]:
     on the figures themselves). Reconcile confirms a stop with it on the final figures."""
     best = best_case(outcomes)
     judged = STOPPABLE if best["labels_complete"] else ("min_accuracy", "max_broken", "max_drop")
-    return [c for c in check(bars, best) if c.name in judged and c.state == "fail" and c.value is not None]
+    return [
+        c for c in check(bars, cast(RunMetrics, best)) if c.name in judged and c.state == "fail" and c.value is not None
+    ]
 
 
 def explain(outcomes: Outcomes, missed: list[BarCheck], saved: int) -> str:

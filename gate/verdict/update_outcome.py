@@ -16,7 +16,9 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from typing import cast
 
+from gate.records.metrics import RunMetrics
 from gate.states import Mode, RunStatus, UpdateStatus
 
 from .bar_checks import BarCheck, check
@@ -31,7 +33,7 @@ def run_checks(run) -> list[BarCheck]:
     """A finished run against the bars pinned with it. A run that stopped early is held
     against its best completion (every remaining item right: what settled it), with the
     figures that completion would have; a run stopped with its update is not judged."""
-    metrics = run.metrics or {}
+    metrics = cast(RunMetrics, run.metrics or {})
     stop = metrics.get("stop")
     if stop is None:
         return check(pinned_bars(run.pinned, run.min_accuracy), metrics)
@@ -40,7 +42,7 @@ def run_checks(run) -> list[BarCheck]:
     early = "stopped early: even if every remaining item matched"
     return [
         c if c.state != "fail" else BarCheck(c.name, c.label, c.limit, c.value, c.state, early, c.reason)
-        for c in check(pinned_bars(run.pinned, run.min_accuracy), {**metrics, **stop["best"]})
+        for c in check(pinned_bars(run.pinned, run.min_accuracy), cast(RunMetrics, {**metrics, **stop["best"]}))
     ]
 
 

@@ -8,6 +8,8 @@ spend cap holds with the judge's calls counted."""
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 import pytest
 from jsonschema import Draft202012Validator
 from sqlalchemy import func, select
@@ -25,6 +27,7 @@ from support.workers_harness import WorkerFleet, worker_env
 from gate.errors import UsageError
 from gate.mockllm import MockLLMServer
 from gate.prompt.spec import parse_spec
+from gate.records.pinned import Pinned
 from gate.report.text import render_text
 from gate.schemas import status_schema
 from gate.states import UpdateStatus, Verdict
@@ -72,6 +75,7 @@ def test_a_judged_candidate_passes_and_another_fails_on_their_pass_rates(mysql_g
     assert passed.status == UpdateStatus.PASSED, passed.update.reason
     assert failed.status == UpdateStatus.REJECTED and failed.update.reason == "missed: tickets 33.3% < bar 90%"
     run = failed.runs[0]
+    assert set(run.pinned) <= {f.name for f in fields(Pinned)}  # every key submit pins is a field of the record
     pinned = run.pinned["judge"]
     assert (pinned["name"], pinned["version"]) == ("reply-judge", 1) and len(pinned["config_hash"]) == 64
     assert "provider" not in pinned  # where the judge's calls go stays with the workers

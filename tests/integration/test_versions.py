@@ -6,6 +6,7 @@ version), and versions are listed, previewed and compared."""
 from __future__ import annotations
 
 import shutil
+from dataclasses import fields
 
 import pytest
 from sqlalchemy import func, select
@@ -13,6 +14,7 @@ from support.helpers import rules_spec, write_rule_rows
 
 from gate.errors import DatasetError, NotFound
 from gate.mockllm import MockLLMServer
+from gate.records.pinned import Pinned
 from gate.store.schema import dataset_row, dataset_version
 from workers.supervisor import run_until_terminal
 
@@ -99,6 +101,7 @@ def test_a_run_reads_its_pinned_version_even_after_the_file_is_gone(gate, tmp_pa
     assert run.dataset_version_id == pinned.id and (run.matches, run.scored) == (16, 20)
     assert run.content_hash == pinned.content_hash and run.pinned["rows"] == 20
     assert run.pinned["call_path"].endswith("call-path-1") and run.pinned["model"] == "mock-1"
+    assert set(run.pinned) <= {f.name for f in fields(Pinned)}  # every key submit pins is a field of the record
 
 
 def test_labels_in_another_case_are_mapped_and_unknown_labels_end_the_run(gate, tmp_path, monkeypatch):

@@ -19,6 +19,7 @@ from test_report_fields import DECISION, metrics
 
 from gate.api.codec import encode
 from gate.records import ItemSample, Run, RunCounts, Update
+from gate.records.pinned import Pinned
 from gate.report.markdown import render_report_markdown
 from gate.report.text import render_text
 from gate.report.update import UpdateReport, run_report
@@ -49,7 +50,7 @@ def report(dataset: str) -> UpdateReport:
     }
     run = Run(
         *(1, 41, 1, dataset, SOURCES[dataset], {}, "DONE", Decimal("0.85"), 40, "3f" * 32, None, None, T0, None, 1),
-        *(holdout_metrics(), None, T0, T0, T0, 5, pinned, "candidate", 2),
+        *(holdout_metrics(), None, T0, T0, T0, 5, Pinned.of(pinned), "candidate", 2),
     )
     failures = [ItemSample("hold-03", "yes", "no", "MISMATCH", "no", None)]
     update = Update(

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from gate.errors import UsageError
+from gate.records.pinned import Pinned
 from gate.verdict.bar_checks import check
 from gate.verdict.bars import Bars
 from gate.verdict.item_policy import ItemPolicy
@@ -33,7 +34,7 @@ def run(bars=None, **metrics):
         dataset_name="d",
         metrics={**base, **metrics},
         min_accuracy=Decimal("0.8"),
-        pinned={"bars": bars},
+        pinned=Pinned.of({"bars": bars}),
         reason=None,
     )
 

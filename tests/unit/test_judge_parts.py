@@ -10,6 +10,7 @@ import pytest
 
 from gate.errors import UsageError
 from gate.mockllm.judge import JudgeDrift, draft_reply, judge_answer
+from gate.records.pinned import Pinned
 from gate.report.judge_view import agreement_line, judge_lines, judge_said, judge_view
 from gate.verdict.bar_checks import check
 from gate.verdict.bars import Bars
@@ -130,12 +131,12 @@ def test_the_report_view_of_a_judged_run():
             },
         }
     }
-    view = judge_view(pinned, judged({"estimate": 0.4, "exact": [2, 5], "interval": [0.2, 0.6]}) | {})
+    view = judge_view(Pinned.of(pinned), judged({"estimate": 0.4, "exact": [2, 5], "interval": [0.2, 0.6]}) | {})
     assert (
         view["agreement_line"] == "agrees with humans on 93% of 200 items, κ 0.85, sensitivity 0.95, specificity 0.90"
     )
     assert "confusion" not in view["agreement"]  # a judge's dataset may be a holdout: aggregates only
-    assert agreement_line({}) == "no agreement figures" and judge_view({}, {}) is None
+    assert agreement_line({}) == "no agreement figures" and judge_view(Pinned.of({}), {}) is None
     assert judge_said({"label": "bad", "said": "bad, too short"}) == "bad: bad, too short"
     assert judge_said(
         {"orders": [{"a": "live", "label": "A"}, {"a": "candidate", "label": "A"}], "outcome": "inconsistent"}

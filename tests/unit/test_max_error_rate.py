@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from gate.errors import UsageError
+from gate.records.pinned import Pinned
 from gate.states import RunStatus, UpdateStatus
 from gate.verdict.bar_checks import check
 from gate.verdict.bars import Bars
@@ -89,7 +90,7 @@ def test_the_update_clears_on_the_items_scored_and_says_so():
         dataset_name="d",
         metrics={**metrics(2, 20), "error_kinds": {"server": 2}},
         min_accuracy=Decimal("0.9"),
-        pinned={"bars": {"max_error_rate": "0.1"}},
+        pinned=Pinned.of({"bars": {"max_error_rate": "0.1"}}),
         reason=None,
     )
     status, reason = update_end("apply", [run])

@@ -14,6 +14,7 @@ from support.action_harness import HEAD1, HOSTILE, REPO, unescaped_pipes
 from test_report_markdown import check_golden
 
 from gate.records import FlipSample, ItemSample, Run, RunCounts, Update
+from gate.records.pinned import Pinned
 from gate.report.markdown import render_report_markdown
 from gate.report.text import render_text
 from gate.report.update import UpdateReport, run_report
@@ -146,7 +147,7 @@ def report(hostile: str = "") -> UpdateReport:
         T0,
         T0,
         5,
-        pinned,
+        Pinned.of(pinned),
         "candidate",
         2,
     )

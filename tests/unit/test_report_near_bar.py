@@ -14,6 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 from gate.records import Update
+from gate.records.pinned import Pinned
 from gate.report.markdown import render_report_markdown
 from gate.report.text import render_text
 from gate.report.update import RunReport, UpdateReport
@@ -50,7 +51,7 @@ def test_the_issue_s_case_reads_right():
         dataset_name="hard",
         metrics=metrics,
         min_accuracy=Decimal("0.8667"),
-        pinned={"bars": None},
+        pinned=Pinned.of({"bars": None}),
         reason=None,
     )
     assert update_end("check", [run]) == ("REJECTED", "missed: hard 86.667% < bar 86.67%")

@@ -17,6 +17,7 @@ from support.action_harness import HOSTILE, unescaped_pipes
 
 from gate.prompt.spec import parse_spec
 from gate.records import ItemSample, Run, RunCounts, Update
+from gate.records.pinned import Pinned
 from gate.report.markdown import render_report_markdown
 from gate.report.text import render_text
 from gate.report.update import UpdateReport, run_report
@@ -119,7 +120,7 @@ def run(pinned_bars: dict | None = None) -> Run:
         T0,
         T0,
         5,
-        pinned,
+        Pinned.of(pinned),
         "candidate",
         2,
     )
@@ -202,7 +203,8 @@ def test_a_failing_items_calls_side_by_side_with_its_last_turns():
 
 def test_a_decision_by_label_shows_the_call_the_answer_made():
     update = Update(41, "router", "check", "REJECTED", {}, "ab" * 32, 2, {}, None, T0, T0, T0)
-    labelled = replace(run(), pinned={"decision": {"type": "tool_call", "labels": ["refund", "lookup_order", "none"]}})
+    decision = {"type": "tool_call", "labels": ["refund", "lookup_order", "none"]}
+    labelled = replace(run(), pinned=Pinned.of({"decision": decision}))
     sample = ItemSample(
         "c-1", "refund", "lookup_order", "MISMATCH", 'Let me check.\n→ lookup_order({"order_id": "ORD-1"})', None
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 from decimal import Decimal
 from types import SimpleNamespace
 
+from gate.records.pinned import Pinned
 from gate.verdict.update_outcome import update_end
 
 
@@ -24,7 +25,7 @@ def run(bars=None, flips=None, baseline_error=None, matches=9, scored=10, confus
         dataset_name="d",
         metrics=metrics,
         min_accuracy=Decimal("0.8"),
-        pinned={"bars": bars},
+        pinned=Pinned.of({"bars": bars}),
         reason=None,
     )
 
@@ -201,7 +202,7 @@ def test_a_run_that_could_not_be_scored_says_how_many_items_and_of_which_kinds()
         "ERROR",
         "3 of 20 items of hold could not be scored (template: 2, timeout: 1; see the failing items)",
     )
-    broken = SimpleNamespace(status="ERROR", dataset_name="hold", metrics=metrics, reason=reason, pinned={})
+    broken = SimpleNamespace(status="ERROR", dataset_name="hold", metrics=metrics, reason=reason, pinned=Pinned())
     assert update_end("check", [broken]) == ("FAILED", f"could not be scored: hold: {reason}")
     budget = "budget: template exceeded its budget of 2 s of CPU, 64 MiB per item (out of CPU time)"
     _, reason = run_end(metrics, "hold", {"budget": 3}, budget=budget)

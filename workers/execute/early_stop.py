@@ -61,7 +61,7 @@ def live_pair(conn, run: Run) -> tuple[int | None, int | None]:
     """(run id, items it answered right) of the live run a candidate run is paired with for
     early stop: one that was finished when the update was submitted (a live version scored
     alongside is still being scored), whole, not stopped; else (None, None)."""
-    baseline = (run.pinned or {}).get("baseline") or {}
+    baseline = run.pinned.baseline or {}
     if not baseline.get("run_id") or baseline.get("scored_now"):
         return None, None
     live = get_run(conn, baseline["run_id"])
@@ -86,12 +86,12 @@ class RunContext:
         upd = get_update(conn, run.update_id)
         limits = upd.limits or {}
         caps = SpendLimits.from_values(limits.get("max_calls_per_update"), limits.get("max_cost_per_update_usd"))
-        pinned = run.pinned or {}
+        pinned = run.pinned
         judge = None
-        if pinned.get("early_stop") and run.role == CANDIDATE:
+        if pinned.early_stop and run.role == CANDIDATE:
             version = get_version(conn, run.dataset_version_id)
             live_id, live_right = live_pair(conn, run)
-            by_label = rule_of(pinned.get("decision")) is None
+            by_label = rule_of(pinned.decision) is None
             judge = RunJudge(
                 run.id,
                 pinned_bars(pinned, run.min_accuracy),
@@ -101,7 +101,7 @@ class RunContext:
                 live_right,
                 by_label,
             )
-        return cls(caps, pinned.get("price"), judge, bool(run.stopped or upd.stopped))
+        return cls(caps, pinned.price, judge, bool(run.stopped or upd.stopped))
 
 
 class Stopper:

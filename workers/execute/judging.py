@@ -39,6 +39,7 @@ from gate.prompt.judge import answer_variables, answers_read, bounded_answer, ma
 from gate.prompt.request_keys import request_key, trial_keys
 from gate.prompt.spec import PromptSpec, parse_spec
 from gate.records import Answer, ClaimedItem, ItemResult, Sentinel, SentinelResult
+from gate.records.pinned import Pinned
 from gate.states import Verdict
 from gate.store.judges import version_record
 from gate.store.runs import get_run
@@ -127,9 +128,9 @@ class Judging:
     error: str | None = None  # why no judging call can be made here (a provider's key unset)
 
     @classmethod
-    def load(cls, conn, spec: PromptSpec, pinned: dict, run_id: int, renderer, answers_of, reuse: bool):
+    def load(cls, conn, spec: PromptSpec, pinned: Pinned, run_id: int, renderer, answers_of, reuse: bool):
         """The run's judging, from what its submission pinned; None for a run not judged."""
-        judged = pinned.get("judge")
+        judged = pinned.judge
         if not judged:
             return None
         by_ride: dict[int, list[Sentinel]] = {}
@@ -300,9 +301,7 @@ def load_judging(conn, run_id: int, spec: PromptSpec, renderer, answers_of, reus
     """A run's judging as its submission pinned it (None: a run not judged)."""
     run = get_run(conn, run_id)
     return (
-        Judging.load(conn, spec, run.pinned or {}, run_id, renderer, answers_of, reuse)
-        if run.role == "candidate"
-        else None
+        Judging.load(conn, spec, run.pinned, run_id, renderer, answers_of, reuse) if run.role == "candidate" else None
     )
 
 

@@ -7,6 +7,9 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from .metrics import RunMetrics
+from .pinned import Pinned
+
 
 @dataclass(frozen=True)
 class Dataset:
@@ -32,9 +35,8 @@ class DatasetVersion:
     source_options: dict[str, Any]
     source_version: str | None
     created_at: dt.datetime
-    fields: dict | None = (
-        None  # which item fields its rows have (gate.datasets.importer.FieldCounter); None: not counted yet
-    )
+    # which item fields its rows have (gate.datasets.importer.FieldCounter); None: not counted yet
+    fields: dict | None = None
     number: int | None = None  # 1, 2, 3 … per dataset, given when it went READY ("v3")
 
     @property
@@ -136,9 +138,8 @@ class Update:
     started_at: dt.datetime | None
     finished_at: dt.datetime | None
     full: bool = False  # `submit --full`: no run of it stops early
-    limits: dict[str, Any] | None = (
-        None  # the spend caps pinned at submit and its calls' upper bound (gate.calls.spend_caps)
-    )
+    # the spend caps pinned at submit and its calls' upper bound (gate.calls.spend_caps)
+    limits: dict[str, Any] | None = None
     stopped: dict[str, Any] | None = None  # why it stopped before every item was called (early stop, spend cap)
 
 
@@ -159,13 +160,13 @@ class Run:
     materialized_at: dt.datetime | None
     lease_token: str | None
     attempt: int
-    metrics: dict[str, Any] | None
+    metrics: RunMetrics | None  # what finalize and reconcile figured (gate.records.metrics)
     reason: str | None
     created_at: dt.datetime
     started_at: dt.datetime | None
     finished_at: dt.datetime | None
     dataset_version_id: int | None = None
-    pinned: dict[str, Any] | None = None  # what the verdict stands on (see gate.prompt.request_keys.pin)
+    pinned: Pinned = field(default_factory=Pinned)  # what the verdict stands on (gate.records.pinned)
     role: str = "candidate"  # or "baseline": the live version, for the comparison
     dataset_version_number: int | None = None  # that version's number in its dataset ("v3")
     stopped: str | None = None  # early_stop, with_update or spend_cap: its items were not all called
@@ -288,9 +289,8 @@ class ItemSample:
     verdict: str
     raw_output: str | None
     error: str | None
-    wrong_fields: list[dict] | None = (
-        None  # a fields decision: the fields that did not match (gate.prompt.structured.samples)
-    )
+    # a fields decision: the fields that did not match (gate.prompt.structured.samples)
+    wrong_fields: list[dict] | None = None
     judge: dict | None = None  # a judged item: what the judge said (and, compared with live, live's answer)
     call: dict | None = (
         None  # a tool_call decision: the expected and the actual call, side by side (gate.report.tool_calls)
