@@ -38,11 +38,11 @@ def write_commit_record(
         "recorded_at": db_now(),
     }
     if conn.dialect.name == "mysql":
-        stmt = mysql.insert(commit_record).values(sha=sha, **values)
-        conn.execute(stmt.on_duplicate_key_update(**{k: stmt.inserted[k] for k in values}))
+        upsert = mysql.insert(commit_record).values(sha=sha, **values)
+        conn.execute(upsert.on_duplicate_key_update(**{k: upsert.inserted[k] for k in values}))
         return
-    stmt = sqlite.insert(commit_record).values(sha=sha, **values)
-    conn.execute(stmt.on_conflict_do_update(index_elements=["sha"], set_={k: stmt.excluded[k] for k in values}))
+    insert = sqlite.insert(commit_record).values(sha=sha, **values)
+    conn.execute(insert.on_conflict_do_update(index_elements=["sha"], set_={k: insert.excluded[k] for k in values}))
 
 
 def find_commit_record(conn: Connection, sha: str) -> CommitRecord | None:

@@ -116,5 +116,5 @@ def paired_counts(conn: Connection, run_id: int, baseline_run_id: int, aliases, 
             cand.c.fields_wrong.is_not(None),
             live.c.fields_wrong.is_not(None),
         )
-    ).first()
+    ).one()  # counts: always one row
     return [int(v) for v in row]

@@ -122,7 +122,7 @@ def rollout_submitters(conn: Connection, rollout_ids: list[int]) -> dict[int, st
         .join(prompt_update, prompt_update.c.id == prompt_rollout.c.update_id)
         .where(prompt_rollout.c.id.in_(rollout_ids))
     )
-    return {int(rid): who for rid, who in rows}
+    return {int(rid): None if who is None else str(who) for rid, who in rows.tuples()}
 
 
 def get_rollout(conn: Connection, rollout_id: int) -> Rollout | None:
