@@ -20,6 +20,7 @@ from gate.api.release import (
     of_mode,
     wait_for_release,
 )
+from gate.calls.providers import resolve
 from gate.datasets.version_index import VersionIndexes
 from gate.errors import Forbidden, UsageError
 from gate.records import DatasetVersion, FleetCounts, Update, WorkerRow
@@ -57,11 +58,12 @@ from .config import ConfigMixin
 from .conversations import with_last_turns
 from .datasets import DatasetsMixin
 from .live import LiveMixin, check_hold
+from .proposed import proposed_mappings
 from .releases import ReleasesMixin
 from .retention import RetentionMixin
 from .rollouts import RolloutsMixin
 from .served import ServedMixin
-from .spending import update_spend
+from .spending import check_cost_bounded, gate_limits, pinned_limits, run_calls, update_spend
 from .tokens import TokensMixin
 
 if TYPE_CHECKING:
@@ -339,8 +341,6 @@ def _admitted(engine: Engine, spec: PromptSpec) -> tuple[str, ...]:
 
 def _provider_of(conn, spec: PromptSpec) -> dict | None:
     """The provider declaration the gate has for the candidate's provider and model, pinned with it."""
-    from gate.calls.providers import resolve
-
     decl = resolve(spec.provider, spec.model, list_providers(conn))
     return decl.to_dict() if decl else None
 
@@ -368,8 +368,6 @@ def _mappings_of(conn, prompt_name: str, mode: str = "check", proposed=None, may
     """The prompt's mapped datasets (or the bars a pull request proposes for it:
     ``proposed_mappings``); none is refused: nothing could clear the prompt."""
     if proposed is not None:
-        from .proposed import proposed_mappings
-
         return proposed_mappings(conn, prompt_name, mode, proposed, may_read)
     mappings = list_mappings(conn, prompt_name)
     if not mappings:
@@ -405,7 +403,6 @@ def _stage_runs(
 
     from .baseline import baseline_of, model_price
     from .judging import judge_of, judged_baseline, run_pin, stage_sentinels
-    from .spending import check_cost_bounded, gate_limits, pinned_limits, run_calls
 
     limits, price = gate_limits(conn), model_price(conn, spec.model)
     check_cost_bounded(limits, spec, price, "the candidate")
