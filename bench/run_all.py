@@ -27,6 +27,7 @@ BENCHES = [
     ["connect_cost.py"],
     ["runtime_decide.py"],
     ["feedback_ingest.py"],
+    ["action_job.py"],
 ]
 
 

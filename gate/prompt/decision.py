@@ -33,10 +33,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .linear_regex import compile_pattern
-from .spec import Decision, PromptSpec
+
+if TYPE_CHECKING:  # the spec's parser loads Jinja2 and YAML: a report reads answers without it
+    from .spec import Decision, PromptSpec
 
 MAX_ANSWER_CHARS = 32 * 1024  # the part of an answer that is read; labels come first
 _THINK_OPEN, _THINK_CLOSE = "<think>", "</think>"
@@ -52,9 +54,9 @@ def parse_decision(
 ) -> str | None:
     """The canonical label the answer names, or None when it names none of ``labels``
     (``labels`` may be None when a PromptSpec is given: its labels are used)."""
-    decision = spec_or_decision.decision if isinstance(spec_or_decision, PromptSpec) else spec_or_decision
+    decision = getattr(spec_or_decision, "decision", None) or spec_or_decision  # a PromptSpec's, or itself
     if labels is None:
-        labels = spec_or_decision.labels if isinstance(spec_or_decision, PromptSpec) else ()
+        labels = getattr(spec_or_decision, "labels", ())
     if not raw_text or not labels:
         return None
     text = strip_think(raw_text[:MAX_ANSWER_CHARS])

@@ -3,14 +3,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gate import db
 from gate.calls.providers import Endpoint, ProviderDecl, endpoint_for, resolve
 from gate.calls.spend_caps import KEYS as SPEND_KEYS
 from gate.calls.spend_caps import SpendLimits
 from gate.errors import UsageError
-from gate.prompt.spec import PromptSpec, check_name
+from gate.prompt.call_settings import check_name
 from gate.records import Price
 from gate.store.prices import delete_price, list_prices, upsert_price
 from gate.store.prompt_settings import list_optional_fields, set_optional_fields
@@ -18,6 +18,9 @@ from gate.store.providers import delete_provider, list_providers, upsert_provide
 from gate.store.spend import delete_limit, list_limits, set_limit
 
 from .boundary import driver_errors_become_gate_errors
+
+if TYPE_CHECKING:  # the prompt's parser (Jinja2, YAML) is loaded by what reads a prompt, not by this module
+    from gate.prompt.spec import PromptSpec
 
 
 @driver_errors_become_gate_errors

@@ -26,7 +26,7 @@ from gate.datasets.sources.files import text_kind
 from gate.datasets.sources.upload import UPLOAD_SCHEME, UploadReader, check_repo_path, upload_uri
 from gate.datasets.version_index import diff_against_index
 from gate.errors import DatasetError, NotFound, UsageError, first_line
-from gate.prompt.spec import check_name
+from gate.prompt.call_settings import check_name
 from gate.records import DataDiff, Dataset, DatasetPreview, DatasetVersion, Imported, Mapping
 from gate.store.datasets import (
     delete_dataset,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
@@ -23,8 +23,6 @@ from gate.api.release import (
 from gate.calls.providers import resolve
 from gate.datasets.version_index import VersionIndexes
 from gate.errors import Forbidden, UsageError
-from gate.prompt.request_keys import pin
-from gate.prompt.spec import PromptSpec
 from gate.records import DatasetVersion, FleetCounts, Update, WorkerRow
 from gate.report.update import SAMPLE_FAILURES, UpdateReport, run_report
 from gate.settings import Settings
@@ -55,13 +53,10 @@ from gate.store.versions import READY, get_version, lock_dataset
 from gate.store.workers import live_workers
 from gate.verdict.bars import Bars
 
-from .admission import check_expected, check_labels, count_unknown_fields, field_coverage, fields_read
-from .baseline import baseline_of, model_price
 from .boundary import driver_errors_become_gate_errors
 from .config import ConfigMixin
 from .conversations import with_last_turns
 from .datasets import DatasetsMixin
-from .judging import judge_of, judged_baseline, run_pin, stage_sentinels
 from .live import LiveMixin, check_hold
 from .proposed import proposed_mappings
 from .releases import ReleasesMixin
@@ -70,6 +65,13 @@ from .rollouts import RolloutsMixin
 from .served import ServedMixin
 from .spending import check_cost_bounded, gate_limits, pinned_limits, run_calls, update_spend
 from .tokens import TokensMixin
+
+if TYPE_CHECKING:
+    from gate.prompt.spec import PromptSpec
+
+# What only a submission or a dataset's diff uses (the prompt's parser, Jinja2 and YAML, the
+# dataset importer, the judge and baseline rules) is imported where it is used: `status` and
+# `wait` on the database load the store and the report, not those (tests/unit/test_cli_imports.py).
 
 COMMIT_SHA_RE = re.compile(r"[0-9a-fA-F]{40}(?:[0-9a-fA-F]{24})?")
 
@@ -164,17 +166,14 @@ class Gate(
         ``proposed_bars``: a pull request's bars for an ungated prompt (``proposed``)."""
         mode = _parse_mode(mode)
         source, source_key = _submission_source(source, submitted_by, override_rollback, proposed_bars is not None)
-        check_labels(spec)
-        config, read = spec.to_config(), fields_read(spec)  # admission: the item fields it reads
-        if read:
-            count_unknown_fields(self.engine, spec.name)
+        read = _admitted(self.engine, spec)  # the item fields its templates read
+        config = spec.to_config()
 
         def stage(conn) -> int:
             lock_prompt(conn, spec.name)  # submissions of the prompt serialize: latest wins
             check_hold(conn, spec, mode, override_rollback, submitted_by)  # an apply of a rolled-back config
             mappings = _mappings_of(conn, spec.name, mode, proposed_bars, may_read)
-            decl = resolve(spec.provider, spec.model, list_providers(conn))
-            provider = decl.to_dict() if decl else None
+            provider = _provider_of(conn, spec)
             pinned, fields = _pin_versions(conn, spec, mappings, read, may_read)
             older = superseded_updates(conn, spec.name, mode, None if mode == Mode.APPLY else source_key, submitted_by)
             update_id = insert_update(
@@ -329,6 +328,23 @@ class Gate(
             return live_workers(conn, self.settings.heartbeat_seconds * 3)
 
 
+def _admitted(engine: Engine, spec: PromptSpec) -> tuple[str, ...]:
+    """A candidate's labels checked, and the item fields its templates read (admission)."""
+    from .admission import check_labels, count_unknown_fields, fields_read
+
+    check_labels(spec)
+    read = fields_read(spec)
+    if read:
+        count_unknown_fields(engine, spec.name)
+    return read
+
+
+def _provider_of(conn, spec: PromptSpec) -> dict | None:
+    """The provider declaration the gate has for the candidate's provider and model, pinned with it."""
+    decl = resolve(spec.provider, spec.model, list_providers(conn))
+    return decl.to_dict() if decl else None
+
+
 def _parse_mode(mode: str) -> Mode:
     try:
         return Mode(mode)
@@ -367,6 +383,8 @@ def _pin_versions(conn, spec: PromptSpec, mappings: list, read: tuple[str, ...],
     decision checked against their expected values (in words the submitter may read), and
     the coverage of the item fields its templates read (``read``), counted on the datasets
     the submitter may read."""
+    from .admission import check_expected, field_coverage
+
     datasets = [get_dataset(conn, m.dataset_name) for m in mappings]
     pinned = [(m, ds, _current_version(conn, ds)) for m, ds in zip(mappings, datasets)]
     hidden = {ds.name for _, ds, version in pinned if may_read is not None and not may_read(version)}
@@ -381,6 +399,11 @@ def _stage_runs(
     """The update's runs: per mapping, the candidate's run (its bars, price, fields read and
     whether it may stop early pinned) and what it is compared with (``baseline_of``); then
     the gate's spend caps and the upper bound of the update's calls, pinned with it."""
+    from gate.prompt.request_keys import pin
+
+    from .baseline import baseline_of, model_price
+    from .judging import judge_of, judged_baseline, run_pin, stage_sentinels
+
     limits, price = gate_limits(conn), model_price(conn, spec.model)
     check_cost_bounded(limits, spec, price, "the candidate")
     live, calls, judge = find_live(conn, spec.name), 0, judge_of(conn, spec, limits)

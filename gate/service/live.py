@@ -12,13 +12,12 @@ the version guard, after spending their calls), and so is a canary rollout in pr
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gate import db
 from gate.api.shape import HISTORY_LIMIT
 from gate.calls.providers import Endpoint, ProviderDecl, endpoint_for
 from gate.errors import IllegalTransition, NotFound, UsageError
-from gate.prompt.spec import PromptSpec
 from gate.records import Hold, LivePrompt
 from gate.states import Mode
 from gate.store.holds import add_hold, holds_of, release_holds
@@ -29,6 +28,9 @@ from gate.store.runs import runs_of_update
 from gate.store.updates import cancel_update, find_update, superseded_updates
 
 from .boundary import driver_errors_become_gate_errors
+
+if TYPE_CHECKING:  # the prompt's parser (Jinja2, YAML) is loaded by what reads a prompt, not by this module
+    from gate.prompt.spec import PromptSpec
 
 MAX_REASON = 2000
 

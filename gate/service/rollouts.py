@@ -23,7 +23,6 @@ from gate import db
 from gate.calls.providers import ProviderDecl, endpoint_for, resolve
 from gate.errors import NotFound, UsageError
 from gate.prompt.call_settings import NAME_RE, check_name
-from gate.prompt.spec import parse_spec
 from gate.records import Rollout
 from gate.rollout.rule import RolloutConfig, figures_of
 from gate.rollout.sequence import Arm
@@ -167,6 +166,8 @@ class RolloutsMixin:
             stable = version_config(conn, name, found.stable_version) if found else None
         if found is None or stable is None:
             return None
+        from gate.prompt.spec import parse_spec  # Jinja2 and YAML: loaded by what reads a config
+
         decl = ProviderDecl.from_dict(stable["provider"]) if stable["provider"] else None
         endpoint = endpoint_for(decl) if stable["provider_pinned"] else self.endpoint(parse_spec(stable["config"]))
         return {**_route(found, stable), "endpoint": endpoint}
@@ -221,6 +222,8 @@ def _declaration(config: dict, pinned: bool, decl: dict | None, providers) -> di
     """The provider a version's calls go to, as a declaration: the one pinned with it, else
     (a version live since before providers were pinned) the one declared now."""
     if not pinned:
+        from gate.prompt.spec import parse_spec  # Jinja2 and YAML: loaded by what reads a config
+
         spec = parse_spec(config)
         now = resolve(spec.provider, spec.model, providers)
         decl = now.to_dict() if now else None

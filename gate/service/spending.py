@@ -7,14 +7,16 @@ call's cost bounded before it is made, so a candidate or live version without a 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gate.calls.spend_caps import SpendLimits, nano_text, output_bound
 from gate.errors import UsageError
-from gate.prompt.spec import PromptSpec
 from gate.store.answers import reuse_stats
 from gate.store.spend import list_limits, spend_of_update
 from gate.store.stops import read_tally, unrecorded_claims
+
+if TYPE_CHECKING:  # the prompt's parser (Jinja2, YAML) is loaded by what reads a prompt, not by this module
+    from gate.prompt.spec import PromptSpec
 
 
 def gate_limits(conn) -> SpendLimits:
