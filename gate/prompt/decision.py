@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .linear_regex import compile_pattern
 
@@ -54,7 +54,8 @@ def parse_decision(
 ) -> str | None:
     """The canonical label the answer names, or None when it names none of ``labels``
     (``labels`` may be None when a PromptSpec is given: its labels are used)."""
-    decision = getattr(spec_or_decision, "decision", None) or spec_or_decision  # a PromptSpec's, or itself
+    # a PromptSpec's, or itself (no isinstance: the spec's module loads Jinja2 and YAML)
+    decision = cast("Decision", getattr(spec_or_decision, "decision", None) or spec_or_decision)
     if labels is None:
         labels = getattr(spec_or_decision, "labels", ())
     if not raw_text or not labels:
