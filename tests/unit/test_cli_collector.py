@@ -1,0 +1,60 @@
+"""A command's start without the cycle collector's passes (issue 40): what it imports and
+builds is never garbage, so `main` turns the collector off for its first seconds and a
+timer turns it back on (a worker, a service or a long `wait` must not run without it).
+
+Each check runs `gate.cli.main` in a real process with a counter on ``gc.callbacks``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+from support.cli import ROOT
+
+COUNT_COLLECTIONS = textwrap.dedent(
+    """
+    import gc, json, sys, time
+    from gate.cli import main
+    passes = []
+    gc.callbacks.append(lambda phase, info: phase == "start" and passes.append(info["generation"]))
+    code = 0
+    try:
+        main(sys.argv[1:])
+    except SystemExit as exc:
+        code = exc.code
+    during = list(passes)
+    enabled_at_exit = gc.isenabled()
+    time.sleep(float({after!r}))
+    print(json.dumps({{"code": code, "passes": during, "enabled_at_exit": enabled_at_exit,
+                       "enabled_later": gc.isenabled()}}))
+    """
+)
+
+
+def run_command(args: list[str], after: float = 0.0) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-c", COUNT_COLLECTIONS.format(after=after), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_a_short_command_on_the_database_starts_and_ends_without_a_collector_pass(tmp_path):
+    db = f"sqlite:///{tmp_path / 'gate.db'}"
+    assert run_command(["--database-url", db, "db", "upgrade"])["code"] in (0, None)
+    seen = run_command(["--database-url", db, "status", "1"])
+    assert seen["code"] == 2  # unknown update: one line, after loading everything a status needs
+    assert seen["passes"] == [], f"{len(seen['passes'])} collector passes while the command ran"
+    assert seen["enabled_at_exit"] is False
+
+
+def test_the_collector_is_back_once_the_start_is_over(tmp_path):
+    from gate.cli import COLLECTOR_OFF_AT_START
+
+    seen = run_command(["--version"], after=COLLECTOR_OFF_AT_START + 1.0)
+    assert seen["enabled_later"] is True
