@@ -10,6 +10,7 @@ of them."""
 
 from __future__ import annotations
 
+import gc
 import itertools
 import os
 import shutil
@@ -27,6 +28,14 @@ def pytest_collection_modifyitems(items):
         folder = Path(str(item.fspath)).parent.name
         if folder in ("unit", "integration", "acceptance"):
             item.add_marker(folder)
+
+
+def pytest_collection_finish(session):
+    """What collection built (the modules, ~2,300 test items and their marks) lives to the
+    end: frozen out of the cycle collector's full passes, 40-75 of them per test process in a
+    full run (gc.callbacks: 11-23 s of CPU each process before, 11-12 s after)."""
+    gc.collect()
+    gc.freeze()
 
 
 def memory_folder(needed_bytes: int = 4 << 30) -> str | None:
