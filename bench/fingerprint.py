@@ -59,6 +59,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "prompts-example"
 SEED = 7
+SHA = "f1e2d3c4b5a69788796a5b4c3d2e1f0011223344"  # the commit the APPLIED label run says it comes from
 
 # --- normalisation -------------------------------------------------------------------------
 
@@ -375,9 +376,9 @@ def write_compare_inputs(folder: Path) -> dict[str, Path]:
 # --- the steps -----------------------------------------------------------------------------
 
 
-def evaluate(out: Out, run: Run, path: Path, mode: str, label: str, updates: list) -> int:
+def evaluate(out: Out, run: Run, path: Path, mode: str, label: str, updates: list, *extra: str) -> int:
     """Submit one prompt file, wait for its update to end, record both outputs."""
-    done = out.command(run, "submit", str(path), "--mode", mode, "--full", "--json", keys=OPEN_SPEND)
+    done = out.command(run, "submit", str(path), "--mode", mode, "--full", *extra, "--json", keys=OPEN_SPEND)
     update_id = json.loads(done.stdout)["id"]
     out.command(run, "wait", str(update_id), "--json", "--no-progress", "--timeout", "240", ok=(0, 1, 2))
     updates.append((update_id, label))
@@ -494,7 +495,9 @@ def walk(out: Out, run: Run, inputs: dict[str, Path]) -> list:
     out.section("candidates: label, fields, tool-call and judged runs")
     c = EXAMPLES / "candidates"
     evaluate(out, run, c / "ticket-urgency-v2-weak.yaml", "apply", "label run, first_word: REJECTED", updates)
-    evaluate(out, run, c / "ticket-urgency-v2.yaml", "apply", "label run, first_word: APPLIED", updates)
+    evaluate(out, run, c / "ticket-urgency-v2.yaml", "apply", "label run, first_word: APPLIED", updates, "--sha", SHA)
+    out.command(run, "wait", "--sha", SHA, "--json", "--timeout", "60")
+    out.command(run, "report", "--sha", SHA)
     evaluate(out, run, c / "support-extract-v2.yaml", "apply", "fields run", updates)
     evaluate(out, run, c / "support-router-v2.yaml", "apply", "tool-call run", updates)
     evaluate(out, run, c / "support-reply-v2.yaml", "apply", "judged run, pass: [good]", updates)
@@ -534,6 +537,42 @@ def other_json(out: Out, run: Run, inputs: dict[str, Path]) -> None:
     out.command(run, "history", "ticket-urgency", "--json")
 
 
+def summary(out: Out) -> str:
+    """Bytes per kind of section (the title up to its colon), in order."""
+    sizes: dict[str, list[int]] = {}
+    bounds = [start for _, start in out.sections] + [len(out.parts)]
+    for (title, start), end in zip(out.sections, bounds[1:]):
+        kind = sizes.setdefault(title.split(":")[0], [0, 0])
+        kind[0] += 1
+        kind[1] += sum(len(part.encode()) for part in out.parts[start:end])
+    text = out.text()
+    parts = ", ".join(f"{kind} ×{n} {size:,} B" if n > 1 else f"{kind} {size:,} B" for kind, (n, size) in sizes.items())
+    return f"{len(text.encode()):,} bytes, {text.count(chr(10)):,} lines; {parts}"
+
+
+def through_the_service(out: Out, run: Run, updates: list, inputs: dict[str, Path]) -> None:
+    """`promptgate serve` with a read token: each update's reports and page, the OpenAPI
+    document, then the other --json commands and the stored rows."""
+    token = json.loads(run.cli("token", "create", "fingerprint-read", "--scope", "read", "--json").stdout)["token"]
+    Scrubber.add(token, "<TOKEN>")
+    out.section("token create --json")
+    out.command(run, "token", "create", "fingerprint-admin", "--scope", "admin", "--json")
+    port = free_port()
+    run.spawn("serve", "--database-url", run.url, "serve", "--port", str(port), "--log-level", "warning")
+    base = f"http://127.0.0.1:{port}"
+    wait_http(base + "/healthz")
+    reports(out, run, updates, base, token)
+    out.section("openapi: GET /openapi.json")
+    status, body = http_get(base + "/openapi.json", token)
+    try:
+        body = json.dumps(json.loads(body), indent=2, sort_keys=True, ensure_ascii=False)
+    except ValueError:
+        pass
+    out.block("openapi.json", f"HTTP {status}\n{scrub_text(body)}")
+    other_json(out, run, inputs)
+    stored_runs(out, run)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None, help="Write here (default: stdout).")
@@ -541,9 +580,7 @@ def main() -> None:
     args = parser.parse_args()
     started = time.monotonic()
     tmp = Path(tempfile.mkdtemp(prefix="promptgate-fingerprint-"))
-    run = Run(tmp)
-    out = Out()
-    maria: dict = {}
+    run, out, maria = Run(tmp), Out(), {}
     maria_thread = threading.Thread(target=mariadb_ddl, args=(maria, run.env), daemon=True)
     maria_thread.start()
     try:
@@ -553,30 +590,12 @@ def main() -> None:
         run.cli("db", "upgrade")
         run.spawn("worker", "--database-url", run.url, "worker", "--role", "all", "--concurrency", "8")
         updates = walk(out, run, inputs)
-        token = json.loads(run.cli("token", "create", "fingerprint-read", "--scope", "read", "--json").stdout)
-        secret = token.get("token") or next(v for v in token.values() if isinstance(v, str) and len(v) > 20)
-        Scrubber.add(secret, "<TOKEN>")
-        out.section("token create --json")
-        out.command(run, "token", "create", "fingerprint-admin", "--scope", "admin", "--json")
-        port = free_port()
-        run.spawn("serve", "--database-url", run.url, "serve", "--port", str(port), "--log-level", "warning")
-        base = f"http://127.0.0.1:{port}"
-        wait_http(base + "/healthz")
-        reports(out, run, updates, base, secret)
-        out.section("openapi: GET /openapi.json")
-        status, body = http_get(base + "/openapi.json", secret)
-        try:
-            body = json.dumps(json.loads(body), indent=2, sort_keys=True, ensure_ascii=False)
-        except ValueError:
-            pass
-        out.block("openapi.json", f"HTTP {status}\n{scrub_text(body)}")
-        other_json(out, run, inputs)
-        stored_runs(out, run)
+        through_the_service(out, run, updates, inputs)
     finally:
         run.stop()
+        maria_thread.join(600)  # its server stopped and removed, also when this run failed
     out.section("ddl: SQLite (sqlite_master of the migrated database)")
     out.block("sqlite", sqlite_ddl(run))
-    maria_thread.join(600)
     out.section("ddl: MariaDB (SHOW CREATE TABLE of a database migrated by promptgate db upgrade)")
     out.block(f"mariadb {maria.get('server', '(none)')}", maria.get("text", "MariaDB DDL not taken: timed out\n"))
     text = out.text()
@@ -584,12 +603,7 @@ def main() -> None:
         args.out.write_text(text)
     else:
         sys.stdout.write(text)
-    summary = ", ".join(f"{title.split(':')[0]}" for title, _ in out.sections)
-    print(
-        f"fingerprint: {len(text.encode())} bytes, {text.count(chr(10))} lines, {len(out.sections)} sections "
-        f"({summary}) in {time.monotonic() - started:.0f} s",
-        file=sys.stderr,
-    )
+    print(f"fingerprint: {summary(out)} in {time.monotonic() - started:.0f} s", file=sys.stderr)
     if args.keep:
         print(f"kept {tmp}", file=sys.stderr)
     else:
