@@ -29,12 +29,14 @@ and by small named regexes in text (``SCRUB_TEXT``).
 Use: run it on two commits with each commit's own install and diff the outputs; two runs of
 the same commit give byte-identical output::
 
-    git stash -u; git checkout BASE && .venv/bin/python bench/fingerprint.py --out /tmp/base.txt
-    git checkout NEW && .venv/bin/python bench/fingerprint.py --out /tmp/new.txt
+    cp bench/fingerprint.py /tmp/fingerprint.py     # one copy of the script for both commits
+    git checkout BASE && .venv/bin/python /tmp/fingerprint.py --repo . --out /tmp/base.txt
+    git checkout NEW && .venv/bin/python /tmp/fingerprint.py --repo . --out /tmp/new.txt
     diff /tmp/base.txt /tmp/new.txt && echo "no behaviour change seen"
 
-(Keep one copy of this script, e.g. outside the repo, if the commits' copies differ.) It takes
-about a minute or two; ``--keep`` leaves the temp folder (database, logs) for a look.
+(or two worktrees, each with its own ``make install``, and ``--repo`` pointing at each). The
+subprocesses run the checkout's code (``PYTHONPATH`` is set to it). It takes a minute on a quiet
+machine, a few under load; ``--keep`` leaves the temp folder (database, logs) for a look.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[1]  # the checkout whose behaviour is printed (--repo)
 EXAMPLES = ROOT / "prompts-example"
 SEED = 7
 SHA = "f1e2d3c4b5a69788796a5b4c3d2e1f0011223344"  # the commit the APPLIED label run says it comes from
@@ -577,7 +579,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None, help="Write here (default: stdout).")
     parser.add_argument("--keep", action="store_true", help="Keep the temp folder (database, logs).")
+    parser.add_argument(
+        "--repo", type=Path, default=None, help="The checkout to run (default: the one this script is in)."
+    )
     args = parser.parse_args()
+    global ROOT, EXAMPLES
+    if args.repo is not None:
+        ROOT, EXAMPLES = args.repo.resolve(), args.repo.resolve() / "prompts-example"
+    if not (ROOT / "gate" / "cli").is_dir() or not (EXAMPLES / "gate.yaml").is_file():
+        raise SystemExit(f"{ROOT} is not a prompt-gate checkout: give --repo")
     started = time.monotonic()
     tmp = Path(tempfile.mkdtemp(prefix="promptgate-fingerprint-"))
     run, out, maria = Run(tmp), Out(), {}
