@@ -5,9 +5,10 @@
 the variance, with no plug-in estimate. Howard, Ramdas, McAuliffe and Sekhon, "Time-uniform,
 nonparametric, nonasymptotic confidence sequences", *The Annals of Statistics* 49(2):1055–1080
 (2021), give for a sub-Bernoulli sum (increments in ``[−g, h]``) the two-sided
-**beta-binomial conjugate mixture** (their Section 3's conjugate mixtures; the closed form
-below is the one their reference implementation, confseq, codes as
-``BetaBinomialMixture::log_superMG`` with ``x = 1``): with ``B`` the beta function and ``r``
+**beta-binomial conjugate mixture**; the closed form below is the one their reference
+implementation, confseq, codes (``uniform_boundaries.h``, ``BetaBinomialMixture::log_superMG``
+with ``x = 1``, and the paper's equation number is not repeated here because it was not
+checked against the published text): with ``B`` the beta function and ``r``
 tuned to ``v_opt`` (``r = max(ρ − gh, 10⁻³ gh)``, ``ρ = best_rho(v_opt, α_opt)``),
 
     log M(s, v) = v/(gh) · log(g + h) − (v + hs)/(h(g + h)) · log g − (v − gs)/(g(g + h)) · log h
@@ -38,10 +39,10 @@ most ``α`` (the infimum over a composite null of test martingales: Ramdas, Grü
 and Shafer, "Game-theoretic statistics and safe anytime-valid inference", *Statistical
 Science* 38(4), 2023). The difference's interval is ``{d : E_n(d) < 1/α}``: both arms'
 evidence adds up under one ``α`` instead of each arm spending ``α/2`` and the two widths
-adding. Each ``log M(p)`` is convex in ``p`` (checked numerically over the range the rollout
-sees), so ``log E_n(d)`` is convex in ``d``, the set is an interval around the observed
-difference, and a golden-section search and a bisection find it; each end is reported on
-its wide side.
+adding. Each ``log M(p)`` is convex in ``p`` (``−log`` of the likelihood is; the test checks
+the whole, prior included, on random tallies), so ``log E_n(d)`` is convex in ``d``, the set
+is an interval around the observed difference, and a golden-section search (over ``p_s``)
+and a regula falsi (for each end) find it; each end is reported on its wide side.
 
 **Why not the betting or empirical-Bernstein sequences** (Waudby-Smith & Ramdas, JRSS-B
 86(1), 2024): they depend on the order of the outcomes, and the rollout keeps a tally per

@@ -76,6 +76,23 @@ def test_the_evidence_is_the_mixture_in_its_bernoulli_form():
             assert log_evidence(Arm(n, k), k / n, prior_size(t_opt, 0.05)) <= 1e-9
 
 
+def test_the_evidence_is_convex_so_the_searches_find_the_minimum_and_the_edges():
+    """The golden-section search over the stable rate and the regula falsi for the
+    interval's ends rely on convexity: of log M(p) in p, hence of log E(d) in d."""
+    rng = random.Random(7)
+    grid = [i / 200 for i in range(1, 200)]
+    for _ in range(150):
+        n = rng.choice([1, 7, 100, 1000, 40_000])
+        arm, c = Arm(n, rng.randint(0, n)), prior_size(rng.choice([1, 100, 400, 36_000, 9e7]), 0.05)
+        values = [log_evidence(arm, p, c) for p in grid]
+        # (to within rounding: with a prior of 10^7 outcomes the log-gammas cancel to ~1e-7)
+        assert all(a - 2 * b + c_ >= -1e-6 * max(1.0, abs(b)) for a, b, c_ in zip(values, values[1:], values[2:]))
+    canary, stable = Arm(900, 790), Arm(8100, 7300)
+    ds = [-0.2 + i / 200 for i in range(81)]
+    evidence = [difference_evidence(canary, stable, d, prior_size(400, 0.05), prior_size(36_000, 0.05)) for d in ds]
+    assert all(a - 2 * b + c_ >= -1e-6 for a, b, c_ in zip(evidence, evidence[1:], evidence[2:]))
+
+
 def test_the_vectorised_copy_agrees_with_the_gate():
     """The simulations below run support.sequence_numpy; on random tallies, many near the
     boundary, it gives the gate's evidence and the gate's decisions."""
