@@ -28,6 +28,7 @@ BENCHES = [
     ["runtime_decide.py"],
     ["feedback_ingest.py"],
     ["action_job.py"],
+    ["rollout_power.py"],
 ]
 
 
