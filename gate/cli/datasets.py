@@ -4,6 +4,7 @@ versions of one and the difference between two."""
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING, cast
 
 import click
 
@@ -11,6 +12,9 @@ from gate.errors import UsageError
 from gate.untrusted import terminal_safe
 
 from .common import database_option, echo_json, is_remote, open_gate
+
+if TYPE_CHECKING:
+    from gate.client.remote import RemoteGate
 
 
 @click.group()
@@ -63,7 +67,10 @@ def dataset_refresh(ctx, name, file, as_json):
             "--file uploads a file to the gate's service: give --gate-url (on the database, "
             "`dataset add NAME --source PATH` re-reads a file)"
         )
-    ds, _ = gate.refresh_dataset(name, file=file) if file is not None else gate.refresh_dataset(name)
+    # --file: the service's RemoteGate (refused above otherwise)
+    ds, _ = (
+        cast("RemoteGate", gate).refresh_dataset(name, file=file) if file is not None else gate.refresh_dataset(name)
+    )
     _echo_dataset(ds, gate.dataset_version(name), as_json)
 
 
