@@ -134,6 +134,7 @@ def dataset_versions(ctx, name, as_json):
     for v in versions:
         labels = ", ".join(f"{terminal_safe(label, 40)} {n}" for label, n in sorted(v.labels.items()))
         mark = "*" if v.id == ds.current_version_id else " "
+        assert v.content_hash is not None  # only READY versions are listed: store.versions.finish_version hashed each
         click.echo(
             f"{mark} {v.label}	{v.content_hash[:12]}	{v.row_count} rows	{labels}	"
             f"{_source_text(v)}	{v.created_at:%Y-%m-%d %H:%M:%S}"
@@ -369,6 +370,7 @@ def dataset_preview(ctx, name, rows, version, as_json):
             }
         )
         return
+    assert p.version.content_hash is not None  # a READY version (dataset_version refuses others) has its hash
     click.echo(
         f"{name}: {p.row_count} rows, labels "
         + ", ".join(f"{terminal_safe(label, 40)} {n}" for label, n in p.label_counts.items())
