@@ -59,14 +59,14 @@ def record_feedback(
 def _tally_upsert(dialect: str, rows: list[dict]):
     t = rollout_tally
     if dialect == "mysql":
-        upsert = mysql.insert(t).values(rows)
-        return upsert.on_duplicate_key_update(
-            n=t.c.n + upsert.inserted.n, correct=t.c.correct + upsert.inserted.correct
+        mysql_upsert = mysql.insert(t).values(rows)
+        return mysql_upsert.on_duplicate_key_update(
+            n=t.c.n + mysql_upsert.inserted.n, correct=t.c.correct + mysql_upsert.inserted.correct
         )
-    insert = sqlite.insert(t).values(rows)
-    return insert.on_conflict_do_update(
+    sqlite_upsert = sqlite.insert(t).values(rows)
+    return sqlite_upsert.on_conflict_do_update(
         index_elements=["rollout_id", "stripe", "canary"],
-        set_={"n": t.c.n + insert.excluded.n, "correct": t.c.correct + insert.excluded.correct},
+        set_={"n": t.c.n + sqlite_upsert.excluded.n, "correct": t.c.correct + sqlite_upsert.excluded.correct},
     )
 
 

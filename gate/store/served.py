@@ -47,18 +47,18 @@ def report_served(conn: Connection, reported_by: str, rows: Sequence[dict]) -> i
         for row in rows
     ]
     if conn.dialect.name == "mysql":
-        upsert = mysql.insert(served_report).values(values)
+        mysql_upsert = mysql.insert(served_report).values(values)
         conn.execute(
-            upsert.on_duplicate_key_update(
-                last_seen=db_now(), **{c: getattr(upsert.inserted, c) for c in REPORT_COLUMNS}
+            mysql_upsert.on_duplicate_key_update(
+                last_seen=db_now(), **{c: getattr(mysql_upsert.inserted, c) for c in REPORT_COLUMNS}
             )
         )
     else:
-        insert = sqlite.insert(served_report).values(values)
+        sqlite_upsert = sqlite.insert(served_report).values(values)
         conn.execute(
-            insert.on_conflict_do_update(
+            sqlite_upsert.on_conflict_do_update(
                 index_elements=["reported_by", "process_id", "prompt_name"],
-                set_={"last_seen": db_now(), **{c: getattr(insert.excluded, c) for c in REPORT_COLUMNS}},
+                set_={"last_seen": db_now(), **{c: getattr(sqlite_upsert.excluded, c) for c in REPORT_COLUMNS}},
             )
         )
     return len(values)

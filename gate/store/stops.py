@@ -145,10 +145,12 @@ def _upsert(dialect: str, rows):
     t = prompt_run_tally
     columns = [*TALLY_KEY, "n"]
     if dialect == "mysql":
-        upsert = mysql.insert(t).from_select(columns, rows)
-        return upsert.on_duplicate_key_update(n=t.c.n + upsert.inserted.n)
-    insert = sqlite.insert(t).from_select(columns, select(rows.subquery()).where(literal(True)))
-    return insert.on_conflict_do_update(index_elements=list(TALLY_KEY), set_={"n": t.c.n + insert.excluded.n})
+        mysql_upsert = mysql.insert(t).from_select(columns, rows)
+        return mysql_upsert.on_duplicate_key_update(n=t.c.n + mysql_upsert.inserted.n)
+    sqlite_upsert = sqlite.insert(t).from_select(columns, select(rows.subquery()).where(literal(True)))
+    return sqlite_upsert.on_conflict_do_update(
+        index_elements=list(TALLY_KEY), set_={"n": t.c.n + sqlite_upsert.excluded.n}
+    )
 
 
 def read_tally(conn: Connection, run_id: int) -> tuple[list[tuple[str, str, str | None, str, int]], int]:
