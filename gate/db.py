@@ -17,6 +17,7 @@ from importlib import resources
 from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
+from sqlalchemy.pool import QueuePool
 
 from gate.errors import MigrationError, UsageError, first_line
 
@@ -103,8 +104,10 @@ def warm_pool(engine: Engine, connections: int) -> None:
     if is_sqlite(engine):
         return
     held = []
+    pool = engine.pool
+    assert isinstance(pool, QueuePool)  # a server database's engine: create_engine's default pool
     try:
-        for _ in range(min(connections, engine.pool.size())):
+        for _ in range(min(connections, pool.size())):
             held.append(engine.connect())
     finally:
         for conn in held:
@@ -363,6 +366,7 @@ def _run_migration_statement(conn: Connection, statement: str, dialect: str) -> 
         code = exc.orig.args[0] if exc.orig is not None and exc.orig.args else None
         if code not in ALREADY_APPLIED_MYSQL:
             raise
+        assert exc.orig is not None  # the code was read from it
         log.warning(
             "migration statement already applied, skipped: %s (%s)", statement.split("\n")[0][:80], first_line(exc.orig)
         )
@@ -373,7 +377,7 @@ def pending_versions(engine: Engine) -> list[int]:
     so one numbered below the highest applied (merged later) is pending too."""
     with engine.connect() as conn:
         try:
-            done = set(conn.execute(text(f"SELECT version FROM {MIGRATION_TABLE}")).scalars())
+            done: set[int] = set(conn.execute(text(f"SELECT version FROM {MIGRATION_TABLE}")).scalars())
         except Exception:
             done = set()
     return [v for v, _, _ in migrations(engine.dialect.name) if v not in done]

@@ -159,7 +159,7 @@ class Settings:
     def from_env(cls, **overrides) -> Settings:
         values = {}
         for f in fields(cls):
-            env_name = cls.ENV.get(f.name)
+            env_name = cls.ENV[f.name]  # every field has its variable
             cast = type(f.default)
             values[f.name] = _env(env_name, f.default, cast)
         values.update({k: v for k, v in overrides.items() if v is not None})

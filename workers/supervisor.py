@@ -76,10 +76,11 @@ def make_poller(
     if role == "execute":
         from workers.execute.executor import Executor
 
-        kwargs = {"concurrency": concurrency, "renderer": renderer}
         if call is not None:
-            kwargs["call"] = call
-        return Executor(engine, settings, stop, activity=activity, **kwargs)
+            return Executor(
+                engine, settings, stop, activity=activity, concurrency=concurrency, renderer=renderer, call=call
+            )
+        return Executor(engine, settings, stop, activity=activity, concurrency=concurrency, renderer=renderer)
     if role == "materialize":
         from workers.materialize import Materializer
 

@@ -12,7 +12,7 @@ import re
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from gate.api.drift import STATES, Drift, compare, exit_code
 from gate.errors import GateError, UsageError
@@ -22,6 +22,9 @@ from gate.untrusted import CONTROL
 from .globs import PathFilter
 from .inputs import DEFAULT_PROMPTS, ActionOptions
 from .workflow import SECRET_EVENTS_ON_FORK_CODE, ActionLog, Event, append_summary, inside_workspace, write_output
+
+if TYPE_CHECKING:
+    from gate.prompt.spec import PromptSpec
 
 STATUS_CONTEXT = "prompt-gate drift"
 MAX_FILES = 5000
@@ -41,11 +44,11 @@ def workspace_prompts(workspace: Path, patterns: str) -> list[str]:
     return sorted(found)[:MAX_FILES]
 
 
-def read_workspace_prompts(workspace: Path, paths: list[str]) -> list[tuple[str, Any]]:
+def read_workspace_prompts(workspace: Path, paths: list[str]) -> list[tuple[str, PromptSpec | GateError]]:
     from gate.prompt.spec import parse_spec_text
     from gate.prompt.yaml_file import read_text_file
 
-    found = []
+    found: list[tuple[str, PromptSpec | GateError]] = []
     for path in paths:
         try:
             found.append((path, parse_spec_text(read_text_file(inside_workspace(workspace, path), path), file=path)))

@@ -54,7 +54,7 @@ class ChangedFile:
 API_ERRORS = (GithubException, RequestException)
 
 
-def _wrap(what: str, exc: Exception) -> GitHubError:
+def _wrap(what: str, exc: GithubException | RequestException) -> GitHubError:
     if isinstance(exc, RequestException):
         url = getattr(getattr(exc, "request", None), "url", None) or "the GitHub API"
         reason = type(exc).__name__.replace("Error", " error").strip()

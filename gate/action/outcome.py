@@ -58,7 +58,7 @@ def commit_state(
     a prompt judged on the bars its pull request proposes says so."""
     status = overall_status(reports, problems, blocked)
     errors = [p for p in problems if p.severity == "error"]
-    by = {}
+    by: dict[str, list[str]] = {}
     for r in reports:
         by.setdefault(r.status, []).append(r.update.prompt_name)
     if blocked:

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from gate import gateconfig
 from gate.api.shape import GateAPI
@@ -38,6 +38,9 @@ from .workflow import (
     text_or_none,
     write_output,
 )
+
+if TYPE_CHECKING:
+    from gate.service import Gate
 
 REPORT_FILE = "prompt-gate-report.md"
 NOT_CHECKED_OUT = "not in the checkout (did the workflow run actions/checkout?)"
@@ -174,7 +177,7 @@ def sync_config(run: ActionRun) -> bool:
             result = _service_sync(run, full, cfg)
         else:
             result = (
-                gateconfig.sync(run.gate, cfg, commit=run.sha or None)
+                gateconfig.sync(cast("Gate", run.gate), cfg, commit=run.sha or None)  # not remote: the database's
                 if mode == "apply"
                 else _pull_request_diff(run, cfg)
             )
@@ -219,7 +222,7 @@ def _pull_request_diff(run: ActionRun, cfg) -> gateconfig.SyncResult:
     """The pull request's gate config against the gate, with the rows of the dataset files
     it changes; when the config itself is unchanged, only those rows."""
     files = [run.event.workspace / f.path for f in run.changed if f.exists]
-    result = gateconfig.diff(run.gate, cfg, changed_files=files)
+    result = gateconfig.diff(cast("Gate", run.gate), cfg, changed_files=files)  # not remote (sync_config)
     if run.config_changed:
         return result
     return gateconfig.SyncResult(result.path, tuple(c for c in result.changes if c.kind == "dataset-rows"))

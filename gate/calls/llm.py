@@ -103,7 +103,7 @@ def call_prompt(
     item: Mapping[str, Any],
     *,
     settings: Settings | None = None,
-    messages: Sequence[Mapping[str, str]] | None = None,
+    messages: list[dict[str, str]] | None = None,
     endpoint: Endpoint | None = None,
     renderer: RenderPool | None = None,
 ) -> CallResult:

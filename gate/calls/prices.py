@@ -93,6 +93,7 @@ def _amount(value: Any, where: str, file: str | None) -> Decimal:
     if amount == 0:
         return Decimal(0)
     _, digits, exponent = amount.as_tuple()
+    assert isinstance(exponent, int)  # finite: NaN and the infinities were refused above
     if exponent + len(digits) - len("".join(map(str, digits)).rstrip("0")) < -MAX_DECIMALS:
         raise SpecError(file, where, f"{text[:40]} has more than {MAX_DECIMALS} decimal places")
     return Decimal(format(amount.normalize(), "f"))  # 1E+3 → 1000, 0.150 → 0.15

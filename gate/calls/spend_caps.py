@@ -115,7 +115,8 @@ def _cost(value: Any) -> Decimal | None:
         )
     except (InvalidOperation, ValueError):
         raise UsageError(f"max_cost_per_update_usd {value!r} is not a number of US dollars") from None
-    if not amount.is_finite() or amount <= 0 or amount > MAX_COST or amount.as_tuple().exponent < -9:
+    exponent = amount.as_tuple().exponent  # an int; 'n', 'N' or 'F' when not finite (refused first)
+    if not amount.is_finite() or amount <= 0 or amount > MAX_COST or (isinstance(exponent, int) and exponent < -9):
         raise UsageError(
             f"max_cost_per_update_usd {value!r} is out of range: above 0, at most {MAX_COST:,} "
             "dollars, at most 9 decimals"
@@ -136,7 +137,7 @@ def limit_changes(registered: Mapping[str, str], declared: Mapping[str, str]) ->
             out.append(("limit-added", name, None, describe(name, want), (name,)))
         elif have is not None and want is None:
             out.append(("limit-removed", name, describe(name, have), None, (name,)))
-        elif have is not None and Decimal(have) != Decimal(want):
+        elif have is not None and want is not None and Decimal(have) != Decimal(want):
             out.append(("limit-changed", name, describe(name, have), describe(name, want), (name,)))
     return out
 

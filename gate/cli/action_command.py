@@ -16,18 +16,15 @@ from .common import TOKEN_ENV, database_option, open_database, open_gate
 
 
 def _input_option(spec: ActionInput):
-    kwargs = {
-        "envvar": spec.env_names + (["GITHUB_TOKEN"] if spec.name == "github-token" else []),
-        "default": None,
-        "help": spec.help,
-    }
+    envvar = spec.env_names + (["GITHUB_TOKEN"] if spec.name == "github-token" else [])
     if spec.kind == "flag":
-        return click.option(f"--{spec.name}/--no-{spec.name}", spec.field, **kwargs)
+        return click.option(f"--{spec.name}/--no-{spec.name}", spec.field, envvar=envvar, default=None, help=spec.help)
+    kind: click.ParamType | type[float] | None = None  # None: click's default, as when no type is given
     if spec.kind == "mode":
-        kwargs["type"] = click.Choice(MODES)
+        kind = click.Choice(MODES)
     elif spec.kind == "seconds":
-        kwargs["type"] = float
-    return click.option(f"--{spec.name}", spec.field, **kwargs)
+        kind = float
+    return click.option(f"--{spec.name}", spec.field, envvar=envvar, default=None, help=spec.help, type=kind)
 
 
 @click.command("action")

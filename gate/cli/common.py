@@ -83,7 +83,7 @@ def open_database(ctx: click.Context, check_schema: bool = True) -> Gate:
         ctx.call_on_close(gate.close)
         if new:
             gate.engine.connect().close()  # SQLite creates the file on first connection: now
-        if new and default_file.exists():
+        if new and default_file is not None and default_file.exists():  # new: it is not None
             click.echo(
                 f"promptgate: created the SQLite database {default_file} (the default, "
                 f"{DEFAULT_DATABASE_URL}; PROMPTGATE_DATABASE_URL or --database-url names another)",

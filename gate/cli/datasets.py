@@ -4,6 +4,7 @@ versions of one and the difference between two."""
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING, cast
 
 import click
 
@@ -11,6 +12,9 @@ from gate.errors import UsageError
 from gate.untrusted import terminal_safe
 
 from .common import database_option, echo_json, is_remote, open_gate
+
+if TYPE_CHECKING:
+    from gate.client.remote import RemoteGate
 
 
 @click.group()
@@ -63,7 +67,10 @@ def dataset_refresh(ctx, name, file, as_json):
             "--file uploads a file to the gate's service: give --gate-url (on the database, "
             "`dataset add NAME --source PATH` re-reads a file)"
         )
-    ds, _ = gate.refresh_dataset(name, file=file) if file is not None else gate.refresh_dataset(name)
+    # --file: the service's RemoteGate (refused above otherwise)
+    ds, _ = (
+        cast("RemoteGate", gate).refresh_dataset(name, file=file) if file is not None else gate.refresh_dataset(name)
+    )
     _echo_dataset(ds, gate.dataset_version(name), as_json)
 
 
@@ -127,6 +134,7 @@ def dataset_versions(ctx, name, as_json):
     for v in versions:
         labels = ", ".join(f"{terminal_safe(label, 40)} {n}" for label, n in sorted(v.labels.items()))
         mark = "*" if v.id == ds.current_version_id else " "
+        assert v.content_hash is not None  # only READY versions are listed: store.versions.finish_version hashed each
         click.echo(
             f"{mark} {v.label}	{v.content_hash[:12]}	{v.row_count} rows	{labels}	"
             f"{_source_text(v)}	{v.created_at:%Y-%m-%d %H:%M:%S}"
@@ -362,6 +370,7 @@ def dataset_preview(ctx, name, rows, version, as_json):
             }
         )
         return
+    assert p.version.content_hash is not None  # a READY version (dataset_version refuses others) has its hash
     click.echo(
         f"{name}: {p.row_count} rows, labels "
         + ", ".join(f"{terminal_safe(label, 40)} {n}" for label, n in p.label_counts.items())

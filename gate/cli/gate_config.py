@@ -3,11 +3,16 @@ gate config declares) and `prices` (its price table)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
 import click
 
 from gate.untrusted import terminal_safe
 
 from .common import database_option, echo_json, is_remote, open_gate
+
+if TYPE_CHECKING:
+    from gate.service import Gate
 
 
 @click.command("prices")
@@ -80,7 +85,8 @@ def sync_cmd(ctx, gate_config, dry_run, commit, as_json):
         )
     else:
         cfg = gateconfig.load_config(gate_config)
-        result = gateconfig.diff(gate, cfg) if dry_run else gateconfig.sync(gate, cfg, commit=commit)
+        local = cast("Gate", gate)  # not remote: the database's Gate
+        result = gateconfig.diff(local, cfg) if dry_run else gateconfig.sync(local, cfg, commit=commit)
     if as_json:
         echo_json(
             {

@@ -5,6 +5,7 @@ canary rollout in progress (``served_lines``, ``rollout_line``)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import click
 
@@ -12,6 +13,9 @@ from gate.errors import GateError
 from gate.untrusted import terminal_safe
 
 from .common import database_option, echo_json, open_gate
+
+if TYPE_CHECKING:
+    from gate.prompt.spec import PromptSpec
 
 DEFAULT_PROMPTS = "prompts/**/*.yaml"
 MAX_FILES = 5000
@@ -40,7 +44,7 @@ def rollout_line(rollout: dict | None) -> str | None:
         return None
     figures = rollout.get("figures") or {}
     lo, hi = figures.get("interval") or (None, None)
-    interval = "" if lo is None else f", interval [{lo * 100:+.1f}, {hi * 100:+.1f}] points"
+    interval = "" if lo is None else f", interval [{lo * 100:+.1f}, {cast(float, hi) * 100:+.1f}] points"  # a pair
     c, s = figures.get("canary") or {}, figures.get("stable") or {}
     counts = f": canary {c.get('correct', 0)}/{c.get('n', 0)}, stable {s.get('correct', 0)}/{s.get('n', 0)}"
     return (
@@ -58,12 +62,12 @@ def files_or_default(paths: tuple[str, ...]) -> list[str]:
     return sorted(str(p) for p in Path(".").glob(DEFAULT_PROMPTS) if p.is_file())[:MAX_FILES]
 
 
-def read_prompts(paths: list[str]) -> list[tuple[str, object]]:
+def read_prompts(paths: list[str]) -> list[tuple[str, PromptSpec | GateError]]:
     """(path, PromptSpec or the GateError reading it) for each file."""
     from gate.prompt.spec import parse_spec_text
     from gate.prompt.yaml_file import read_text_file
 
-    found = []
+    found: list[tuple[str, PromptSpec | GateError]] = []
     for path in paths:
         try:
             found.append((path, parse_spec_text(read_text_file(path, path), file=path)))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 
 import click
 
@@ -54,7 +54,7 @@ def worker(ctx, role, processes, concurrency, metrics_port, metrics_host):
     warning = endpoint_warning() if "execute" in roles else None
     if warning:
         click.echo(warning, err=True)
-    exposed = nullcontext()
+    exposed: AbstractContextManager[None] = nullcontext()
     if metrics_port is not None:  # imported only then: prometheus_client is ~50 ms of a quick role's start
         from workers.execute.metrics import serving
 

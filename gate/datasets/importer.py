@@ -226,6 +226,7 @@ def diff_ordered(base: Iterable[tuple[str, str, str]], proposed: Iterable[tuple[
             result.note("removed", f"{old[0]} ({old[1]})")
             old = next(base, None)
         else:
+            assert old is not None and new is not None  # neither ran out first: the same id in both
             result.rows += 1
             _compare(result, old, new)
             old, new = next(base, None), next(proposed, None)

@@ -75,6 +75,7 @@ class RowTally:
 
     def __init__(self, name: str):
         self.name = name
+        self.labels: Counter[str]
         self.digest, self.labels, self.fields, self.rows = ContentHash(), Counter(), FieldCounter(), 0
         self.expected, self.protected, self.calls = ExpectedSummary(name), 0, CallsSummary()
 
@@ -116,6 +117,7 @@ def check_rows(
     """Read the source to the end as an import would and check what it checks (the row
     contract and limits, duplicate ids across the whole file, the expected objects, no
     rows); nothing is stored. Its tally, or the import's DatasetError."""
+    seen: set[str]
     tally, seen = RowTally(name), set()
     for page in read_pages(reader, page_size, page_bytes, max_row_bytes, StoredBytes(name, max_version_bytes)):
         tally.add(page)

@@ -82,6 +82,7 @@ def _row_changes(gate: Gate, cfg: GateConfig, registered: dict, changed_files: I
         proposed = _proposed_copy(ds, cfg)
         if proposed is None or _real_folder(proposed) not in changed:
             continue
+        assert cfg.base_dir is not None  # _proposed_copy finds no copy without it
         _refuse_links(proposed, Path(cfg.base_dir))
         options = {k: ds.options[k] for k in ("id_column", "label_column") if k in ds.options}
         rows = gate.diff_source(name, str(proposed), options)
@@ -212,6 +213,7 @@ def _bar_changes(gate: Gate, cfg: GateConfig) -> list[Change]:
         subject = f"{key[0]} × {key[1]}"
         want, have = declared.get(key), current.get(key)
         if have is None:
+            assert want is not None  # the key is declared, registered, or both
             changes.append(Change("bar-added", subject, None, _fmt_bars(want.min_accuracy, want.bars), key))
         elif want is None and have.declared_in is None:  # the CLI's (`dataset map`): not the file's to remove
             continue

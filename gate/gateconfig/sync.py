@@ -64,11 +64,13 @@ def sync(gate: Gate, config: str | Path | GateConfig, commit: str | None = None)
     )
     for change in planned.changes:
         if change.kind in ("bar-added", "bar-changed"):
-            bar = bars[change.key]
+            prompt_name, dataset_name = change.key  # a bar's change: (prompt, dataset)
+            bar = bars[(prompt_name, dataset_name)]
             gate.map_dataset(
-                *change.key,
+                prompt_name,
+                dataset_name,
                 bar.min_accuracy,
-                bars=_stamped(bar, mapped.get(change.key), commit),
+                bars=_stamped(bar, mapped.get((prompt_name, dataset_name)), commit),
                 declared_in=cfg.path,
             )
         elif change.kind == "bar-removed":

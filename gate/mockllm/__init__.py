@@ -137,14 +137,18 @@ def __getattr__(name: str):
     only when one is run or asked for, not with every `promptgate` command (the CLI lists
     `mock-llm` with its options)."""
     if name in SERVER_NAMES:
-        from . import server as part
-    elif name in FAULT_NAMES:
-        from . import faults as part
-    elif name in POLICY_NAMES:
-        from . import policy as part
-    else:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(part, name)
+        from . import server
+
+        return getattr(server, name)
+    if name in FAULT_NAMES:
+        from . import faults
+
+        return getattr(faults, name)
+    if name in POLICY_NAMES:
+        from . import policy
+
+        return getattr(policy, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [

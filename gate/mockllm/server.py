@@ -57,8 +57,10 @@ class _Handler(BaseHTTPRequestHandler):
         The server stands in for a provider in benchmarks that share the machine's cores
         with the gate."""
         self.received_at = time.monotonic()  # the latency counts from here
-        line = str(self.raw_requestline, "iso-8859-1").rstrip("\r\n")
-        self.requestline, self.command, self.request_version = line, None, "HTTP/1.1"  # errors get a status line
+        # raw_requestline: set by handle_one_request, undeclared in typeshed; command None: as
+        # http.server's own parse_request starts (typeshed says str)
+        line = str(self.raw_requestline, "iso-8859-1").rstrip("\r\n")  # type: ignore[attr-defined]
+        self.requestline, self.command, self.request_version = line, None, "HTTP/1.1"  # type: ignore[assignment]  # errors get a status line
         self.close_connection = True
         parts = line.split()
         if len(parts) != 3 or not parts[2].startswith("HTTP/1."):

@@ -134,6 +134,8 @@ class CallLimiter:
             at = self.learned.get(learned.key)
             specs = [learned] if at is not None and time.monotonic() - at < LEARNED_TTL else []
         for b in specs:
+            # made with the first limit: configured (__init__) or learned (learned_bucket)
+            assert self.bucket is not None
             if not self.bucket.is_configured(b.key):
                 self.bucket.configure(b.key, b.capacity, b.refill_per_second)
         return specs
@@ -174,6 +176,8 @@ class CallLimiter:
             slot.granted = True
             for b in buckets:
                 cost = 1.0 if b.unit == "requests" else float(estimate_tokens(spec, messages))
+                # made with the first limit: configured (__init__) or learned (learned_bucket)
+                assert self.bucket is not None
                 grant = self.bucket.acquire(b.key, cost, stop=self.stop)
                 slot.waited += grant.waited
                 if not grant:
@@ -196,6 +200,8 @@ class CallLimiter:
         seconds = retry_after if retry_after is not None and retry_after > 0 else DEFAULT_PAUSE
         for b in buckets:
             try:
+                # made with the first limit: configured (__init__) or learned (learned_bucket)
+                assert self.bucket is not None
                 self.bucket.pause(b.key, seconds)
                 with self._lock:
                     self.totals["paused"] += 1

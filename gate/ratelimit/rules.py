@@ -66,8 +66,8 @@ def parse_limits(text: str | None) -> list[Limit]:
         if "=" not in entry:
             raise UsageError(f"{where}: expected MODEL=rpm:N,tpm:N (e.g. gpt-4o-mini=rpm:500,tpm:200000)")
         left, right = (part.strip() for part in entry.split("=", 1))
-        pattern, _, host = left.partition("@")
-        pattern, host = pattern.strip(), host.strip() or None
+        pattern, _, at_host = left.partition("@")
+        pattern, host = pattern.strip(), at_host.strip() or None
         if not pattern:
             raise UsageError(f"{where}: the model name (or * for every model) is missing")
         values: dict[str, float] = {}

@@ -122,6 +122,7 @@ class ServiceSource:
     def fetch(self, name: str, cached: LoadedPrompt | None) -> LoadedPrompt:
         doc = self.loader.serve_document(name, cached.etag if cached is not None else None)
         if doc is None:  # 304: unchanged since the last load
+            assert cached is not None  # a 304 answers the etag of a cached prompt
             return replace(cached, loaded_at=time.monotonic())
         spec = spec_of(doc["config"], doc["config_hash"], name, cached)
         endpoint = self._endpoint(name, doc["version"], doc)

@@ -134,7 +134,7 @@ def _honest_schema(app: FastAPI) -> None:
                 schema.get("components", {}).get("schemas", {}).pop(name, None)
         return schema
 
-    app.openapi = openapi
+    app.openapi = openapi  # type: ignore[method-assign]  # FastAPI's documented way to shape the schema
 
 
 def error_json(status: int, message: str, exit_code: int = 2, headers: dict | None = None) -> JSONResponse:

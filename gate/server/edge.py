@@ -19,6 +19,7 @@ import json
 import re
 from collections import Counter
 from contextlib import contextmanager
+from typing import TypeVar
 from urllib.parse import urlsplit
 
 from fastapi import Path
@@ -43,7 +44,10 @@ class EdgeRefusal(Exception):
 # --- ids ----------------------------------------------------------------------------------
 
 
-def in_range(value: int | None, what: str, high: int = MAX_ID, low: int = 1) -> int | None:
+IdOrNone = TypeVar("IdOrNone", int, None)
+
+
+def in_range(value: IdOrNone, what: str, high: int = MAX_ID, low: int = 1) -> IdOrNone:
     """``value`` if it can name a row (``low``..``high``), else NotFound ("unknown WHAT N")."""
     if value is not None and not low <= value <= high:
         raise NotFound(f"unknown {what} {value}"[:200])

@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, quote, urlsplit
 
 from fastapi import APIRouter, Request
@@ -43,6 +43,9 @@ from . import views
 from .auth import ANONYMOUS, PAGE_COOKIE, PAGE_SCOPES, AuthError, Caller, bearer, page_caller
 from .dataset_access import holdout_items_hidden
 from .edge import origin_allowed
+
+if TYPE_CHECKING:
+    from gate.records import Mapping
 
 log = logging.getLogger("promptgate.server")
 router = APIRouter(include_in_schema=False)
@@ -292,7 +295,7 @@ def dataset_page(request: Request, name: str):
         if len(name) > 128:
             raise NotFound(f"no dataset named {one_line(name, 128)!r}")
         ds, versions = gate.dataset_versions(name)
-        mappings = next((maps for d, maps in gate.list_datasets() if d.name == ds.name), [])
+        mappings: list[Mapping] = next((maps for d, maps in gate.list_datasets() if d.name == ds.name), [])
         current = next((v for v in versions if v.id == ds.current_version_id), None)
         shown = PREVIEW_ROWS if version_readable(caller.scope, current) else 0  # a holdout's rows: admin only
         preview = gate.preview_dataset(name, shown) if ds.current_version_id else None

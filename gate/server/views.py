@@ -11,7 +11,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Iterable
-from typing import Any
+from decimal import Decimal
+from typing import Any, cast
 
 from gate.datasets.sources import shown_source
 from gate.errors import UsageError
@@ -163,7 +164,7 @@ def _step(n: int, most: int) -> int:
 # --- the chart: accuracy per dataset against its bar ---------------------------------------
 
 
-def _x(fraction: float | None) -> float:
+def _x(fraction: float | Decimal | None) -> float:
     return round(CHART_LEFT + CHART_WIDTH * max(0.0, min(1.0, float(fraction or 0))), 1)
 
 
@@ -268,7 +269,7 @@ def rollout_view(rollout: dict) -> dict[str, Any]:
         "canary": canary,
         "stable": stable,
         "difference": None if figures.get("difference") is None else figures["difference"] * 100,
-        "interval": None if lo is None else (lo * 100, hi * 100),
+        "interval": None if lo is None else (lo * 100, cast(float, hi) * 100),  # a pair: hi is there with lo
         "max_drop": float(config.get("max_drop", 0)) * 100,
         "confidence": float(config.get("confidence", 0.95)) * 100,
         "min_feedback": config.get("min_feedback"),

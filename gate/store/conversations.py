@@ -5,8 +5,8 @@ rows by item id (the version's unique key), a handful per report."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import Any, cast
 
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
@@ -22,8 +22,8 @@ def row_fields(conn: Connection, version_id: int, item_ids: Sequence[str], field
     rows = conn.execute(
         select(r.c.item_id, r.c.input).where(r.c.version_id == version_id, r.c.item_id.in_(list(item_ids)))
     )
-    out = {}
-    for item_id, text in rows:
+    out: dict[str, Any] = {}
+    for item_id, text in cast("Iterable[tuple[str, dict[str, Any] | str]]", rows):  # the columns' types
         value = text if isinstance(text, dict) else json.loads(text)
         if isinstance(value, dict) and field in value:
             out[item_id] = value[field]

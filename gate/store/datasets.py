@@ -74,7 +74,7 @@ def list_mappings(conn: Connection, prompt_name: str | None = None) -> list[Mapp
     )
     if prompt_name is not None:
         stmt = stmt.where(prompt_dataset.c.prompt_name == prompt_name)
-    return [Mapping(*row) for row in conn.execute(stmt)]
+    return [Mapping(row[0], row[1], row[2], row[3], row[4], row[5]) for row in conn.execute(stmt)]
 
 
 def upsert_mapping(

@@ -9,7 +9,9 @@ concurrent batches of one rollout from waiting on one row; a look sums them."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from decimal import Decimal
+from typing import cast
 
 from sqlalchemy import delete, func, insert, select
 from sqlalchemy.dialects import mysql, sqlite
@@ -29,8 +31,8 @@ def record_feedback(
     """Store ``events`` — (call id, canary?, correct?) — of one rollout and add those new to
     its tally (stripe ``stripe``). Returns (recorded, duplicates)."""
     groups: dict[tuple[int, int], list[str]] = {}
-    for call_id, canary, correct in events:
-        groups.setdefault((int(bool(canary)), int(bool(correct))), []).append(call_id)
+    for call_id, on_canary, was_correct in events:
+        groups.setdefault((int(bool(on_canary)), int(bool(was_correct))), []).append(call_id)
     added: dict[int, list[int]] = {}  # canary → [n, correct]
     for (canary, correct), ids in sorted(groups.items()):
         row = {"rollout_id": rollout_id, "canary": canary, "correct": correct, "received_at": db_now()}
@@ -57,12 +59,14 @@ def record_feedback(
 def _tally_upsert(dialect: str, rows: list[dict]):
     t = rollout_tally
     if dialect == "mysql":
-        stmt = mysql.insert(t).values(rows)
-        return stmt.on_duplicate_key_update(n=t.c.n + stmt.inserted.n, correct=t.c.correct + stmt.inserted.correct)
-    stmt = sqlite.insert(t).values(rows)
-    return stmt.on_conflict_do_update(
+        mysql_upsert = mysql.insert(t).values(rows)
+        return mysql_upsert.on_duplicate_key_update(
+            n=t.c.n + mysql_upsert.inserted.n, correct=t.c.correct + mysql_upsert.inserted.correct
+        )
+    sqlite_upsert = sqlite.insert(t).values(rows)
+    return sqlite_upsert.on_conflict_do_update(
         index_elements=["rollout_id", "stripe", "canary"],
-        set_={"n": t.c.n + stmt.excluded.n, "correct": t.c.correct + stmt.excluded.correct},
+        set_={"n": t.c.n + sqlite_upsert.excluded.n, "correct": t.c.correct + sqlite_upsert.excluded.correct},
     )
 
 
@@ -70,11 +74,13 @@ def read_tally(conn: Connection, rollout_id: int) -> dict[str, tuple[int, int]]:
     """The rollout's outcomes so far, stripes summed: {"canary": (n, correct), "stable": …}."""
     t = rollout_tally
     found = {"canary": (0, 0), "stable": (0, 0)}
-    for canary, n, correct in conn.execute(
+    sums = conn.execute(
         select(t.c.canary, func.sum(t.c.n), func.sum(t.c.correct))
         .where(t.c.rollout_id == rollout_id)
         .group_by(t.c.canary)
-    ):
+    )
+    # the columns' types; a SUM is a Decimal on MySQL
+    for canary, n, correct in cast("Iterable[tuple[int, int | Decimal | None, int | Decimal | None]]", sums):
         found["canary" if canary else "stable"] = (int(n or 0), int(correct or 0))
     return found
 
@@ -89,22 +95,20 @@ def prunable_feedback(conn: Connection, older_than: float) -> list[int]:
     """Rollouts decided more than ``older_than`` seconds ago that still have outcomes stored
     (their tally and figures stay)."""
     r = prompt_rollout
-    return [
-        int(i)
-        for i in conn.execute(
-            select(r.c.id).where(
-                r.c.status.in_([str(s) for s in ROLLOUT_TERMINAL]),
-                r.c.decided_at < db_now(-float(older_than)),
-                select(rollout_feedback.c.rollout_id).where(rollout_feedback.c.rollout_id == r.c.id).exists(),
-            )
-        ).scalars()
-    ]
+    ids: Iterable[int] = conn.execute(
+        select(r.c.id).where(
+            r.c.status.in_([str(s) for s in ROLLOUT_TERMINAL]),
+            r.c.decided_at < db_now(-float(older_than)),
+            select(rollout_feedback.c.rollout_id).where(rollout_feedback.c.rollout_id == r.c.id).exists(),
+        )
+    ).scalars()
+    return [int(i) for i in ids]
 
 
 def delete_feedback(conn: Connection, rollout_id: int, limit: int) -> int:
     """Delete up to ``limit`` stored outcomes of a decided rollout (never of one in CANARY)."""
     f = rollout_feedback
-    ids = (
+    ids: Sequence[str] = (
         conn.execute(
             select(f.c.call_id)
             .where(

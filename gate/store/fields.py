@@ -5,8 +5,8 @@ the run's items (and, against the live version, over the pairs), whatever its si
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import Any, cast
 
 from sqlalchemy import case, func, literal, select
 from sqlalchemy.engine import Connection
@@ -36,12 +36,10 @@ def structured_breakdown(
     item: no confusion matrix of whole objects)."""
     i = prompt_run_item
     marker = case((i.c.actual_decision == not_an_object, literal(invalid)), else_=None)
-    return [
-        (v, None, m, n)
-        for v, m, n in conn.execute(
-            select(i.c.verdict, marker, func.count()).where(i.c.run_id == run_id).group_by(i.c.verdict, marker)
-        )
-    ]
+    rows = conn.execute(
+        select(i.c.verdict, marker, func.count()).where(i.c.run_id == run_id).group_by(i.c.verdict, marker)
+    )
+    return [(v, None, m, n) for v, m, n in cast("Iterable[tuple[str, str | None, int]]", rows)]  # the columns' types
 
 
 def field_counts(conn: Connection, run_id: int, fields: int) -> dict[str, Any]:
@@ -52,6 +50,7 @@ def field_counts(conn: Connection, run_id: int, fields: int) -> dict[str, Any]:
     for bit in range(fields):
         columns += [_count(_has(i.c.fields_wrong, 1 << bit)), _count(_has(i.c.fields_missing, 1 << bit))]
     row = conn.execute(select(*columns).where(i.c.run_id == run_id, scored)).first()
+    assert row is not None  # counts without GROUP BY: always one row
     values = [int(v) for v in row]
     return {"scored": values[0], "wrong": values[1::2], "missing": values[2::2]}
 
@@ -75,7 +74,7 @@ def label_confusion(
         .where(i.c.run_id == run_id, i.c.verdict.in_(SCORED), i.c.expected_decision.like("{%"))
         .group_by(expected, actual)
     )
-    return [(e, a, int(n)) for e, a, n in rows]
+    return [(e, a, int(n)) for e, a, n in cast("Iterable[tuple[str | None, str, int]]", rows)]  # the columns' types
 
 
 def field_flips(

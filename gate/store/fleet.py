@@ -7,6 +7,9 @@ carry their counts in their metrics)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import cast
+
 from sqlalchemy import and_, case, func, select
 from sqlalchemy.engine import Connection
 
@@ -73,7 +76,7 @@ def _open_items(conn: Connection) -> dict[str, int]:
         Verdict.ERROR.value: 0,
         Verdict.STOPPED.value: 0,
     }
-    counts.update({str(s): n for s, n in rows})
+    counts.update({str(s): n for s, n in cast("Iterable[tuple[str, int]]", rows)})  # the columns' types
     return counts
 
 
@@ -88,7 +91,8 @@ def _oldest_pending(conn: Connection) -> float | None:
 def _workers(conn: Connection, stale_seconds: float) -> dict:
     """Live workers (a heartbeat within ``stale_seconds``) and the age of the stalest beat."""
     w = worker
-    count, oldest = conn.execute(
+    row = conn.execute(
         select(func.count(), func.max(seconds_since(w.c.heartbeat_at))).where(w.c.heartbeat_at > db_now(-stale_seconds))
     ).one()
+    count, oldest = cast("tuple[int, float | None]", row)  # the columns' types
     return {"workers": count, "oldest_heartbeat_seconds": None if oldest is None else max(0.0, float(oldest))}

@@ -5,8 +5,8 @@ baseline's."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import Any, cast
 
 from sqlalchemy import case, func, select
 from sqlalchemy.engine import Connection
@@ -29,14 +29,12 @@ def run_breakdown(conn: Connection, run_id: int) -> list[tuple[str, str, str | N
     against 1.8 s grouping the columns themselves)."""
     i = prompt_run_item
     expected, actual = (func.substr(c, 1, LABEL_CHARS) for c in (i.c.expected_decision, i.c.actual_decision))
-    return [
-        tuple(r)
-        for r in conn.execute(
-            select(i.c.verdict, expected, actual, func.count())
-            .where(i.c.run_id == run_id)
-            .group_by(i.c.verdict, expected, actual)
-        )
-    ]
+    rows = conn.execute(
+        select(i.c.verdict, expected, actual, func.count())
+        .where(i.c.run_id == run_id)
+        .group_by(i.c.verdict, expected, actual)
+    )
+    return cast("list[tuple[str, str, str | None, int]]", [tuple(r) for r in rows])  # the columns' types
 
 
 def run_counts(conn: Connection, run_ids: Sequence[int]) -> dict[int, RunCounts]:
@@ -44,11 +42,12 @@ def run_counts(conn: Connection, run_ids: Sequence[int]) -> dict[int, RunCounts]
         return {}
     i = prompt_run_item
     counts: dict[int, dict[str, int]] = {rid: {} for rid in run_ids}
-    for run_id, verdict, n in conn.execute(
+    rows = conn.execute(
         select(i.c.run_id, i.c.verdict, func.count())
         .where(i.c.run_id.in_(list(run_ids)))
         .group_by(i.c.run_id, i.c.verdict)
-    ):
+    )
+    for run_id, verdict, n in cast("Iterable[tuple[int, str, int]]", rows):  # the columns' types
         counts[run_id][verdict] = n
     return {
         rid: RunCounts(
@@ -75,7 +74,7 @@ def failing_items(conn: Connection, run_id: int, limit: int, errors_only: bool =
         .order_by(i.c.position)
         .limit(limit)
     )
-    return [ItemSample(*r[:6], judge=_shown_judging(r[6])) for r in rows]
+    return [ItemSample(r[0], r[1], r[2], r[3], r[4], r[5], judge=_shown_judging(r[6])) for r in rows]
 
 
 ERROR_KINDS = tuple(kind.value for kind in CallFailure)  # an item's error begins "<kind>: "
@@ -107,7 +106,7 @@ def error_kinds(conn: Connection, run_id: int) -> dict[str, int]:
         .where(prompt_run_item.c.run_id == run_id, prompt_run_item.c.verdict == Verdict.ERROR)
         .group_by(kind)
     )
-    return {k: int(n) for k, n in rows}
+    return {k: int(n) for k, n in cast("Iterable[tuple[str, int]]", rows)}  # the columns' types
 
 
 def first_error_of(conn: Connection, run_id: int, kind: str) -> str | None:
@@ -142,6 +141,7 @@ def flip_counts(conn: Connection, run_id: int, baseline_run_id: int) -> dict[str
         .select_from(cand.join(live, (live.c.run_id == baseline_run_id) & (live.c.position == cand.c.position)))
         .where(cand.c.run_id == run_id, cand.c.verdict.in_(scored), live.c.verdict.in_(scored))
     ).first()
+    assert row is not None  # sums without GROUP BY: always one row
     fixed, broken, both_right, both_wrong = (int(v) for v in row)
     return {
         "fixed": fixed,
@@ -168,7 +168,7 @@ def flipped_items(
         .order_by(cand.c.position)
         .limit(limit)
     )
-    return [FlipSample(*r) for r in rows]
+    return [FlipSample(r[0], r[1], r[2], r[3], r[4]) for r in rows]
 
 
 def call_stats(conn: Connection, run_id: int) -> dict[str, Any]:
@@ -190,6 +190,7 @@ def call_stats(conn: Connection, run_id: int) -> dict[str, Any]:
             ),
         ).where(*answered)
     ).first()
+    assert row is not None  # aggregates without GROUP BY: always one row
     timed = int(row[0])
 
     def at_percentile(q: int) -> int | None:
@@ -222,4 +223,5 @@ def item_attempt_stats(conn: Connection, run_ids: Sequence[int]) -> dict[str, in
     row = conn.execute(
         select(retried, extra, func.coalesce(func.max(i.c.attempt), 0)).where(i.c.run_id.in_(list(run_ids)))
     ).first()
+    assert row is not None  # aggregates without GROUP BY: always one row
     return {"retried_items": int(row[0]), "extra_attempts": int(row[1]), "max_attempt": int(row[2])}

@@ -72,13 +72,13 @@ def judged_calls(conn: Connection, run_id: int) -> dict[str, dict[str, int]]:
             func.coalesce(func.sum(case((used > 0, unmetered), else_=0)), 0),
         ]
     row = conn.execute(select(*columns).where(*answered)).one()
-    out = {}
+    out: dict[str, dict[str, int]] = {}
     for k, role in enumerate(ROLE_KEYS):
-        calls, tokens_in, tokens_out, unmetered = (int(x) for x in row[4 * k : 4 * k + 4])
+        made, prompt_tokens, completion_tokens, without_counts = (int(x) for x in row[4 * k : 4 * k + 4])
         out[role] = {
-            "calls": calls,
-            "prompt_tokens": tokens_in,
-            "completion_tokens": tokens_out,
-            "unmetered": unmetered,
+            "calls": made,
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "unmetered": without_counts,
         }
     return out

@@ -7,10 +7,12 @@ primary key; ``ID_CHUNK`` ids at a time) for the ids a gate config lists."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from sqlalchemy import case, func, literal, select
 from sqlalchemy.engine import Connection
+from sqlalchemy.sql.elements import ColumnElement
 
 from gate.records import FlipSample
 from gate.states import Verdict
@@ -89,7 +91,8 @@ def flagged_broken(
     if excluded:
         where = (*where, cand.c.item_id.not_in(list(excluded)))
     count = conn.execute(select(func.count()).select_from(joined).where(*where)).scalar() or 0
-    rows = (
+    # (position, item id, expected, live's answer, the run's answer, its output): the columns' types
+    rows: Iterable[tuple[int, str, str, str | None, str | None, str | None]] = (
         conn.execute(
             select(cand.c.position, *columns).select_from(joined).where(*where).order_by(cand.c.position).limit(limit)
         )
@@ -103,7 +106,7 @@ def items_by_id_query(run_id: int, baseline_run_id: int | None, version_id: int,
     """The statement of ``items_by_id`` for one chunk of ids (its plan is tested)."""
     cand, r = prompt_run_item.alias("cand"), dataset_row
     joined = r.join(cand, (cand.c.run_id == run_id) & (cand.c.position == r.c.position))
-    columns = [
+    columns: list[ColumnElement[Any]] = [
         r.c.item_id,
         cand.c.position,
         r.c.protected,

@@ -113,7 +113,9 @@ def take_rate_tokens(conn: Connection, name: str, cost: float, up_to: int = 1) -
         return 0
     if up_to == 1:
         return 1
-    return int(conn.execute(select(b.c.last_grant).where(b.c.name == name)).scalar())
+    granted = conn.execute(select(b.c.last_grant).where(b.c.name == name)).scalar()
+    assert granted is not None  # the row this transaction just updated
+    return int(granted)
 
 
 def rate_bucket_state(conn: Connection, name: str) -> RateBucketState | None:
@@ -163,7 +165,9 @@ def pause_rate_bucket(conn: Connection, name: str, seconds: float) -> bool:
 
 
 def rate_buckets(conn: Connection) -> list[RateBucketState]:
-    names = conn.execute(select(rate_limit_bucket.c.name).order_by(rate_limit_bucket.c.name)).scalars().all()
+    names: Sequence[str] = (
+        conn.execute(select(rate_limit_bucket.c.name).order_by(rate_limit_bucket.c.name)).scalars().all()
+    )
     return [s for s in (rate_bucket_state(conn, n) for n in names) if s is not None]
 
 
@@ -216,6 +220,7 @@ def rate_limit_stats(conn: Connection, run_ids: Sequence[int]) -> dict[str, int]
             func.coalesce(func.sum(u.c.rate_limited), 0),
         ).where(u.c.run_id.in_(list(run_ids)))
     ).first()
+    assert row is not None  # sums without GROUP BY: always one row
     return {
         "throttled_calls": int(row[0]),
         "throttle_wait_seconds": round(int(row[1]) / 1000),

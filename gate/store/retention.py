@@ -6,6 +6,8 @@ current or pinned by an open run; update and run rows (the summaries) always sta
 
 from __future__ import annotations
 
+from typing import cast
+
 from sqlalchemy import delete, exists, func, select, update
 from sqlalchemy.engine import Connection
 
@@ -72,7 +74,9 @@ def lock_prunable_run(conn: Connection, run_id: int) -> bool:
 def count_run_items(conn: Connection, run_ids: list[int]) -> int:
     if not run_ids:
         return 0
-    return conn.execute(select(func.count()).where(prompt_run_item.c.run_id.in_(run_ids))).scalar()
+    count = conn.execute(select(func.count()).where(prompt_run_item.c.run_id.in_(run_ids))).scalar()
+    assert count is not None  # COUNT without GROUP BY: always one row
+    return count
 
 
 def delete_run_items(conn: Connection, run_id: int, limit: int) -> int:
@@ -113,12 +117,10 @@ def _version_prunable(older_than: float):
 def prunable_versions(conn: Connection, older_than: float) -> list[tuple[int, int, int]]:
     """(version id, dataset id, rows) of the versions prune may take, oldest first."""
     v = dataset_version
-    return [
-        tuple(row)
-        for row in conn.execute(
-            select(v.c.id, v.c.dataset_id, v.c.row_count).where(_version_prunable(older_than)).order_by(v.c.id)
-        )
-    ]
+    rows = conn.execute(
+        select(v.c.id, v.c.dataset_id, v.c.row_count).where(_version_prunable(older_than)).order_by(v.c.id)
+    )
+    return cast("list[tuple[int, int, int]]", [tuple(row) for row in rows])  # the columns' types
 
 
 def take_version(conn: Connection, version_id: int, dataset_id: int, older_than: float) -> bool:

@@ -9,6 +9,7 @@ as does a rollback; the rollout worker ends one PROMOTED, ROLLED_BACK or UNDECID
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from sqlalchemy import insert, select, update
@@ -76,7 +77,7 @@ def start_rollout(
 ) -> int:
     """A new rollout in CANARY: version ``canary`` (just applied by ``update_id``) beside
     ``stable``. Run in the apply's transaction."""
-    return conn.execute(
+    key = conn.execute(
         insert(prompt_rollout).values(
             prompt_name=prompt_name,
             update_id=update_id,
@@ -86,7 +87,9 @@ def start_rollout(
             config=config,
             started_at=db_now(),
         )
-    ).inserted_primary_key[0]
+    ).inserted_primary_key
+    assert key is not None  # an INSERT of one row
+    return key[0]
 
 
 def active_rollout(conn: Connection, prompt_name: str) -> Rollout | None:
@@ -150,15 +153,13 @@ def canary_rollouts(conn: Connection, limit: int, after: int = 0) -> list[int]:
     """Rollouts in CANARY with an id above ``after``, oldest first: the rollout worker's
     candidates, a page at a time (a plain read; each is locked by ``lock_rollout`` before a
     decision)."""
-    return [
-        int(i)
-        for i in conn.execute(
-            select(prompt_rollout.c.id)
-            .where(prompt_rollout.c.status == RolloutStatus.CANARY, prompt_rollout.c.id > after)
-            .order_by(prompt_rollout.c.id)
-            .limit(limit)
-        ).scalars()
-    ]
+    ids: Iterable[int] = conn.execute(
+        select(prompt_rollout.c.id)
+        .where(prompt_rollout.c.status == RolloutStatus.CANARY, prompt_rollout.c.id > after)
+        .order_by(prompt_rollout.c.id)
+        .limit(limit)
+    ).scalars()
+    return [int(i) for i in ids]
 
 
 def lock_rollout(conn: Connection, rollout_id: int) -> tuple[Rollout, float] | None:

@@ -4,6 +4,7 @@ that are done."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -98,7 +99,9 @@ def insert_run(
             **role,
         )
     )
-    return result.inserted_primary_key[0]
+    key = result.inserted_primary_key
+    assert key is not None  # an INSERT of one row
+    return key[0]
 
 
 def set_run_metrics(conn: Connection, run_id: int, metrics: dict) -> int:
@@ -427,7 +430,8 @@ def finalizable_runs(conn: Connection, limit: int) -> list[int]:
     """Runs to finalize in this transaction: candidates, each locked (SKIP LOCKED: another
     finalizer takes it) and checked again under the lock."""
     ready = []
-    for run_id in conn.execute(finalize_candidates_query(limit)).scalars().all():
+    candidates: Sequence[int] = conn.execute(finalize_candidates_query(limit)).scalars().all()
+    for run_id in candidates:
         if conn.execute(lock_run_query(run_id)).first() is not None and not run_has_unscored_items(conn, run_id):
             ready.append(run_id)
     return ready

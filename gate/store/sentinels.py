@@ -7,6 +7,7 @@ drift)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 from sqlalchemy import BigInteger, Integer, bindparam, delete, func, insert, literal, select, update
 from sqlalchemy.engine import Connection
@@ -45,7 +46,7 @@ def run_sentinels(conn: Connection, run_id: int) -> list[Sentinel]:
         .where(s.c.run_id == run_id, s.c.verdict == Verdict.PENDING)
         .order_by(s.c.sentinel)
     )
-    return [Sentinel(*row) for row in rows]
+    return [Sentinel(row[0], row[1], row[2], row[3], row[4]) for row in rows]
 
 
 def write_sentinel_results(conn: Connection, run_id: int, results: Sequence[SentinelResult]) -> int:
@@ -89,7 +90,7 @@ def sentinel_counts(conn: Connection, run_id: int) -> tuple[int, int, int]:
     """(agreed, judged, staged): MATCH, answered (MATCH, MISMATCH, ERROR), and all."""
     s = prompt_run_sentinel
     rows = conn.execute(select(s.c.verdict, func.count()).where(s.c.run_id == run_id).group_by(s.c.verdict)).all()
-    counts = {verdict: int(n) for verdict, n in rows}
+    counts = {verdict: int(n) for verdict, n in cast("list[tuple[str, int]]", rows)}  # the columns' types
     judged = sum(n for verdict, n in counts.items() if verdict != Verdict.PENDING)
     return counts.get(Verdict.MATCH, 0), judged, sum(counts.values())
 

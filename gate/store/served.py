@@ -47,17 +47,20 @@ def report_served(conn: Connection, reported_by: str, rows: Sequence[dict]) -> i
         for row in rows
     ]
     if conn.dialect.name == "mysql":
-        stmt = mysql.insert(served_report).values(values)
-        stmt = stmt.on_duplicate_key_update(
-            last_seen=db_now(), **{c: getattr(stmt.inserted, c) for c in REPORT_COLUMNS}
+        mysql_upsert = mysql.insert(served_report).values(values)
+        conn.execute(
+            mysql_upsert.on_duplicate_key_update(
+                last_seen=db_now(), **{c: getattr(mysql_upsert.inserted, c) for c in REPORT_COLUMNS}
+            )
         )
     else:
-        stmt = sqlite.insert(served_report).values(values)
-        stmt = stmt.on_conflict_do_update(
-            index_elements=["reported_by", "process_id", "prompt_name"],
-            set_={"last_seen": db_now(), **{c: getattr(stmt.excluded, c) for c in REPORT_COLUMNS}},
+        sqlite_upsert = sqlite.insert(served_report).values(values)
+        conn.execute(
+            sqlite_upsert.on_conflict_do_update(
+                index_elements=["reported_by", "process_id", "prompt_name"],
+                set_={"last_seen": db_now(), **{c: getattr(sqlite_upsert.excluded, c) for c in REPORT_COLUMNS}},
+            )
         )
-    conn.execute(stmt)
     return len(values)
 
 

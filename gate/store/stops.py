@@ -17,12 +17,15 @@ writes nothing: a stopped item is never resurrected or counted twice."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
+from decimal import Decimal
+from typing import Any, cast
 
 from sqlalchemy import BigInteger, DateTime, Integer, String, and_, bindparam, func, literal, select, union_all, update
 from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.engine import Connection
+from sqlalchemy.sql.elements import BindParameter, ColumnElement
+from sqlalchemy.sql.selectable import FromClause
 
 from gate.states import RUN_OPEN, UPDATE_OPEN, RunStatus, Verdict
 
@@ -74,6 +77,7 @@ def add_tally(
     stmt = _tally_statement(conn.dialect.name, counted, tuple(amounts), live_run_id is not None, by_label)
     params = _bound(run_id, stripe, live_run_id)
     if counted:
+        assert positions is not None  # counted: positions given, and not empty
         params[POSITIONS.key] = [int(p) for p in positions]
     params.update({AMOUNT[name].key: n for name, n in amounts.items()})
     conn.execute(stmt, params)
@@ -91,7 +95,7 @@ RUN, STRIPE, LIVE_RUN = (
     bindparam("tally_stripe", type_=Integer),
     bindparam("tally_live_run", type_=BigInteger),
 )
-POSITIONS = bindparam("tally_positions", expanding=True)
+POSITIONS: BindParameter[int] = bindparam("tally_positions", expanding=True)
 AMOUNT = {name: bindparam(f"tally_{name.lower()}", type_=BigInteger) for name in COUNTS}
 
 
@@ -121,6 +125,8 @@ def _outcome_rows(live: bool, at_positions: bool, by_label: bool):
         where.append(c.c.position.in_(POSITIONS))
     actual = func.coalesce(c.c.actual_decision, "") if by_label else literal("", String)
     expected = c.c.expected_decision if by_label else literal("", String)
+    live_verdict: ColumnElement[str]
+    source: FromClause
     if not live:
         live_verdict, source = literal("", String), c
     else:
@@ -139,22 +145,27 @@ def _upsert(dialect: str, rows):
     t = prompt_run_tally
     columns = [*TALLY_KEY, "n"]
     if dialect == "mysql":
-        stmt = mysql.insert(t).from_select(columns, rows)
-        return stmt.on_duplicate_key_update(n=t.c.n + stmt.inserted.n)
-    stmt = sqlite.insert(t).from_select(columns, select(rows.subquery()).where(literal(True)))
-    return stmt.on_conflict_do_update(index_elements=list(TALLY_KEY), set_={"n": t.c.n + stmt.excluded.n})
+        mysql_upsert = mysql.insert(t).from_select(columns, rows)
+        return mysql_upsert.on_duplicate_key_update(n=t.c.n + mysql_upsert.inserted.n)
+    sqlite_upsert = sqlite.insert(t).from_select(columns, select(rows.subquery()).where(literal(True)))
+    return sqlite_upsert.on_conflict_do_update(
+        index_elements=list(TALLY_KEY), set_={"n": t.c.n + sqlite_upsert.excluded.n}
+    )
 
 
 def read_tally(conn: Connection, run_id: int) -> tuple[list[tuple[str, str, str | None, str, int]], int]:
     """The run's tally, its stripes summed: (verdict, expected, answer or None, live verdict,
     items) rows, and the model calls it made."""
     t = prompt_run_tally
-    rows, calls = [], 0
-    for verdict, expected, actual, live, n in conn.execute(
+    rows: list[tuple[str, str, str | None, str, int]] = []
+    calls = 0
+    summed = conn.execute(
         select(t.c.verdict, t.c.expected_decision, t.c.actual_decision, t.c.live_verdict, func.sum(t.c.n))
         .where(t.c.run_id == run_id)
         .group_by(t.c.verdict, t.c.expected_decision, t.c.actual_decision, t.c.live_verdict)
-    ):
+    )
+    # the columns' types; a SUM is a Decimal on MySQL
+    for verdict, expected, actual, live, n in cast("Iterable[tuple[str, str, str, str, int | Decimal]]", summed):
         if verdict == CALLS:
             calls += int(n)
         elif verdict not in COUNTS:
@@ -169,7 +180,7 @@ def unrecorded_claims(conn: Connection, run_id: int) -> int:
     have made its item's calls: the bound on calls made and not counted. (A run tallied
     before migration 17 counted no claims: none.)"""
     t = prompt_run_tally
-    found = dict(
+    found: dict[str, int | Decimal | None] = dict(
         conn.execute(
             select(t.c.verdict, func.sum(t.c.n))
             .where(t.c.run_id == run_id, t.c.verdict.in_([CLAIMED, SETTLED]))
@@ -186,8 +197,9 @@ def outcome_counts(
     early stop on them): (verdict, expected, answer or None, live verdict, items)."""
     return [
         (v, e, a or None, live, int(n))
-        for _, _, v, e, a, live, n in conn.execute(
-            _outcome_rows(live_run_id is not None, False, by_label), _bound(run_id, 0, live_run_id)
+        for _, _, v, e, a, live, n in cast(
+            "Iterable[tuple[int, int, str, str, str, str, int]]",  # the columns' types
+            conn.execute(_outcome_rows(live_run_id is not None, False, by_label), _bound(run_id, 0, live_run_id)),
         )
     ]
 
@@ -218,13 +230,14 @@ def stop_update(
         != 1
     ):
         return {}
-    stopped = {}
-    for rid, status in conn.execute(
+    stopped: dict[int, int] = {}
+    runs = conn.execute(
         select(r.c.id, r.c.status)
         .where(r.c.update_id == update_id, r.c.status.in_(sorted(RUN_OPEN)))
         .order_by(r.c.id)
         .with_for_update()
-    ).all():
+    ).all()
+    for rid, status in cast("list[tuple[int, str]]", runs):  # the columns' types
         values: dict[str, Any] = {"stopped": kind if rid == run_id else sibling_kind}
         if status == RunStatus.RUNNING:  # no further page: finalize takes it once its items are stopped
             values.update(

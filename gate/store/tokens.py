@@ -6,6 +6,8 @@ session reads as that token while the token is live and the session unexpired.""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
@@ -101,7 +103,7 @@ def prune_sessions(conn: Connection, token_id: int, keep: int) -> int:
     """Delete the expired sessions, and the token's sessions past its ``keep`` newest (one
     token signing in again and again holds at most ``keep`` rows)."""
     gone = conn.execute(delete(page_session).where(page_session.c.expires_at <= db_now())).rowcount
-    newest = conn.execute(
+    newest: Iterable[str] = conn.execute(
         select(page_session.c.session_hash)
         .where(page_session.c.token_id == token_id)
         .order_by(page_session.c.created_at.desc())

@@ -16,8 +16,8 @@ per run by finalize and reconcile, one aggregate each, whatever the run's size:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import Any, cast
 
 from sqlalchemy import and_, case, func, literal, not_, or_, select
 from sqlalchemy.engine import Connection
@@ -58,6 +58,7 @@ def argument_counts(conn: Connection, run_id: int, fields: int) -> dict[str, Any
             _count(_has(i.c.fields_wrong, flag) & _has(i.c.fields_missing, flag)),
         ]
     row = conn.execute(select(*columns).where(i.c.run_id == run_id, i.c.verdict.in_(SCORED))).first()
+    assert row is not None  # counts without GROUP BY: always one row
     values = [int(v) for v in row]
     return {"scored": values[0], "compared": values[1::3], "wrong": values[2::3], "missing": values[3::3]}
 
@@ -85,7 +86,7 @@ def function_confusion(
         .where(i.c.run_id == run_id, i.c.verdict.in_(SCORED))
         .group_by(expected, actual)
     )
-    return [(e, a, int(n)) for e, a, n in rows]
+    return [(e, a, int(n)) for e, a, n in cast("Iterable[tuple[str, str, int]]", rows)]  # the columns' types
 
 
 def argument_flips(
@@ -117,7 +118,8 @@ def marked_counts(conn: Connection, run_id: int, markers: dict[str, tuple[str, s
     names = list(markers)
     columns = [_count(or_(actual == markers[n][0], actual.like(markers[n][1] + "%"))) for n in names]
     row = conn.execute(select(*columns).where(i.c.run_id == run_id, i.c.verdict.in_(SCORED))).first()
-    return {n: int(v) for n, v in zip(names, row)}
+    assert row is not None  # counts without GROUP BY: always one row
+    return {n: int(v) for n, v in zip(names, cast("tuple[int, ...]", row))}  # counts
 
 
 def parallel_counts(conn: Connection, run_id: int, pattern: str) -> dict[str, int]:
@@ -130,4 +132,5 @@ def parallel_counts(conn: Connection, run_id: int, pattern: str) -> dict[str, in
             i.c.run_id == run_id, i.c.verdict.in_(SCORED)
         )
     ).first()
+    assert row is not None  # counts without GROUP BY: always one row
     return {"expected": int(row[0]), "answered": int(row[1]), "right": int(row[2])}

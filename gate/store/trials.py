@@ -4,8 +4,8 @@ trials, counted per call (each trial is one), not per item."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import Any, cast
 
 from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
@@ -49,7 +49,8 @@ def trial_call_stats(conn: Connection, run_id: int) -> dict[str, Any]:
     rows = conn.execute(
         select(i.c.trials).where(i.c.run_id == run_id, i.c.verdict.in_([Verdict.MATCH, Verdict.MISMATCH]))
     )
-    trials = [t for (stored,) in rows for t in stored or []]
+    # the column's type: a JSON list of the item's trials, or NULL
+    trials = [t for (stored,) in cast("Iterable[tuple[list[dict[str, Any]] | None]]", rows) for t in stored or []]
     answered = [t for t in trials if not t.get("error") and t.get("decision") is not None]
     return {
         "latency_ms": _latency(sorted(t["latency_ms"] for t in answered if t.get("latency_ms") is not None)),

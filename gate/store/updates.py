@@ -4,6 +4,7 @@ whose runs have all ended."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import exists, insert, select, update
@@ -79,7 +80,9 @@ def insert_update(
             created_at=db_now(),
         )
     )
-    return result.inserted_primary_key[0]
+    key = result.inserted_primary_key
+    assert key is not None  # an INSERT of one row
+    return key[0]
 
 
 def set_update_limits(conn: Connection, update_id: int, limits: dict) -> int:
@@ -256,12 +259,13 @@ def reconcilable_updates(conn: Connection, limit: int) -> list[int]:
     """Updates to reconcile in this transaction: candidates, each locked (SKIP LOCKED:
     another reconciler takes it) and checked again under the lock with a plain read."""
     ready = []
-    for update_id in conn.execute(reconcile_candidates_query(limit)).scalars().all():
+    candidates: Sequence[int] = conn.execute(reconcile_candidates_query(limit)).scalars().all()
+    for update_id in candidates:
         if conn.execute(lock_update_query(update_id)).first() is None:
             continue
-        if all(
-            status not in RUN_OPEN
-            for status in conn.execute(select(prompt_run.c.status).where(prompt_run.c.update_id == update_id)).scalars()
-        ):
+        statuses: Iterable[str] = conn.execute(
+            select(prompt_run.c.status).where(prompt_run.c.update_id == update_id)
+        ).scalars()
+        if all(status not in RUN_OPEN for status in statuses):
             ready.append(update_id)
     return ready

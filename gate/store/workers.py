@@ -40,7 +40,7 @@ def live_workers(conn: Connection, stale_seconds: float) -> list[WorkerRow]:
         .where(worker.c.heartbeat_at > db_now(-stale_seconds))
         .order_by(worker.c.role, worker.c.started_at)
     )
-    return [WorkerRow(*r) for r in rows]
+    return [WorkerRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6]) for r in rows]  # the table's columns, in order
 
 
 def prune_workers(conn: Connection, stale_seconds: float) -> int:

@@ -4,7 +4,8 @@ shrink: ``types_baseline.txt`` beside this file lists the errors the code has, o
 without line numbers (so an edit above an error does not move it). A new error fails; so does
 a listed error that no longer occurs (it was fixed: take it off the list, so that it cannot
 come back unnoticed). ``python tests/unit/test_types.py`` writes the list from the code as it
-is; what it adds shows in the diff.
+is; what it adds shows in the diff. The comment at the top of the file (every line up to the
+first error) says why what is left is left, by group: the rewrite keeps it as it is.
 
 One test: the check takes ~25 s of CPU and runs in one worker of the pool."""
 
@@ -44,6 +45,20 @@ def normalised(output: str) -> list[str]:
     return sorted(found)
 
 
+HEADER = "# mypy's errors on gate/ and workers/ (tests/unit/test_types.py): fix one, take it off.\n"
+
+
+def header_of(text: str) -> str:
+    """The comment lines at the top of a baseline (up to its first error), which a rewrite
+    keeps; the one-line default when there are none."""
+    kept = []
+    for line in text.splitlines(keepends=True):
+        if not line.startswith("#"):
+            break
+        kept.append(line if line.endswith("\n") else line + "\n")
+    return "".join(kept) or HEADER
+
+
 def baseline() -> list[str]:
     return [line for line in BASELINE.read_text().splitlines() if line and not line.startswith("#")]
 
@@ -64,6 +79,12 @@ def test_no_type_error_beyond_the_baseline_and_the_baseline_only_shrinks():
     )
 
 
+def test_a_rewrite_keeps_the_header_comment():
+    text = "# first\n# why the rest is left\ngate/a.py: old  [x]\n# not the header\n"
+    assert header_of(text) == "# first\n# why the rest is left\n"
+    assert header_of("gate/a.py: old  [x]\n") == header_of("") == HEADER
+
+
 def test_a_new_error_and_a_fixed_one_are_both_named():
     listed = ["gate/a.py: old  [x]", "gate/a.py: old  [x]", "gate/b.py: gone  [y]"]
     found = normalised(
@@ -75,8 +96,6 @@ def test_a_new_error_and_a_fixed_one_are_both_named():
 
 if __name__ == "__main__":
     errors = type_errors()
-    BASELINE.write_text(
-        "# mypy's errors on gate/ and workers/ (tests/unit/test_types.py): fix one, take it off.\n"
-        + "".join(f"{e}\n" for e in errors)
-    )
+    kept = header_of(BASELINE.read_text()) if BASELINE.exists() else HEADER
+    BASELINE.write_text(kept + "".join(f"{e}\n" for e in errors))
     print(f"{len(errors)} errors in {BASELINE.relative_to(ROOT)}")

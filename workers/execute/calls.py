@@ -103,6 +103,7 @@ class ItemCaller:
                 self.stop_run(run, item)
             return self.failure(item, messages)
         if run.spec.trials > 1:
+            assert keys is not None  # rendered messages come with their trial keys (Executor._prepare)
             return self._trials(run, item, messages, keys, known, made)
         if run.judging is not None:  # its answer graded by a judge (workers.execute.judging)
             return run.judging.result(self, run, item, messages, keys, known, made)
@@ -152,6 +153,7 @@ class ItemCaller:
         with self.lock:
             self.stats["calls"] += 1
         spec, endpoint = (target.spec, target.endpoint) if target else (run.spec, run.endpoint)
+        assert endpoint is not None  # a run without one ends before any call (_result)
         price = target.price if target else None
         with self.limiter.slot(spec, item, messages, endpoint.base_url) as slot:
             if not slot.granted:  # the worker stopped while this call waited for its budget

@@ -33,6 +33,7 @@ sandbox for the whole dataset while other prompts' updates wait.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -226,17 +227,18 @@ class Executor(Poller):
                 spec = parse_spec(candidate.config)
                 judging = load_judging(conn, run_id, spec, self.renderer, self._answers, candidate.reuse)
             decl = ProviderDecl.from_dict(candidate.provider) if candidate.provider else None
-            context = {
-                "update_id": candidate.update_id,
-                "version_id": candidate.dataset_version_id,
-                "reuse": candidate.reuse,
-                "context": known,
-                "judging": judging,
-            }
+            run_call = functools.partial(
+                RunCall,
+                update_id=candidate.update_id,
+                version_id=candidate.dataset_version_id,
+                reuse=candidate.reuse,
+                context=known,
+                judging=judging,
+            )
             try:
-                run = RunCall(spec, endpoint_for(decl), **context)
+                run = run_call(spec, endpoint_for(decl))
             except UsageError as exc:  # the key variable the declaration names is not set here
-                run = RunCall(spec, None, endpoint_error=str(exc), **context)
+                run = run_call(spec, None, endpoint_error=str(exc))
             self.run_calls[run_id] = run
         return run
 
@@ -277,6 +279,7 @@ class Executor(Poller):
                 )
                 for i, m in zip(chunk.items, rendered)
             ]
+            assert run.endpoint is not None  # _dispatch renders only a run that has one
             keys = [
                 None if isinstance(m, ModelCallError) else trial_keys(run.spec, m, run.endpoint.base_url)
                 for m in rendered
@@ -320,7 +323,9 @@ class Executor(Poller):
         missing = [i.position for i in items if i.input is None]
         if not missing:
             return items
-        inputs = read(self.engine, lambda conn: version_inputs(conn, run.version_id, missing))
+        version_id = run.version_id
+        assert version_id is not None  # an item claimed without its input points at a row of its run's version
+        inputs = read(self.engine, lambda conn: version_inputs(conn, version_id, missing))
         # the constructor, not dataclasses.replace: a tenth of the cost, on every item of a chunk
         return [
             i

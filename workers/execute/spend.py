@@ -50,7 +50,8 @@ class SpendGuard:
         if caps.max_cost_per_update_usd is not None:
             bound = output_bound(spec.params)
             if bound is None or not price:
-                return self._reached(run, item, "a call whose cost cannot be bounded (no price or no max_tokens)")
+                self._reached(run, item, "a call whose cost cannot be bounded (no price or no max_tokens)")
+                return None
             cost = call_bound(request_kwargs(spec, messages), bound, price)
         while not run.stopped:
             if transaction(
@@ -71,9 +72,11 @@ class SpendGuard:
                 self.stopper.mark(run.update_id)
                 return None
             if caps.max_calls_per_update is not None and calls + 1 > caps.max_calls_per_update:
-                return self._reached(run, item, None, "max_calls_per_update")
+                self._reached(run, item, None, "max_calls_per_update")
+                return None
             if caps.max_cost_nanousd is not None and reserved - in_flight + cost > caps.max_cost_nanousd:
-                return self._reached(run, item, None, "max_cost_per_update_usd")
+                self._reached(run, item, None, "max_cost_per_update_usd")
+                return None
             if self.halt.wait(SETTLE_WAIT):  # calls in flight hold it: they may cost less than their most
                 return None
         return None

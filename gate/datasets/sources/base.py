@@ -196,7 +196,8 @@ def _canonical_encoder() -> Callable[[Any], str]:
     from json import encoder as json_encoder
 
     general = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str).encode
-    make, quote = json_encoder.c_make_encoder, json_encoder.c_encode_basestring
+    # json.encoder's C accelerators (None without _json); typeshed does not declare them
+    make, quote = json_encoder.c_make_encoder, json_encoder.c_encode_basestring  # type: ignore[attr-defined]
     if make is None or quote is None:
         return general
     one_shot = make(None, str, quote, None, ":", ",", True, False, True)
@@ -210,7 +211,7 @@ def _canonical_encoder() -> Callable[[Any], str]:
 
 
 canonical_json = _canonical_encoder()
-json_quote = json.encoder.c_encode_basestring or json.encoder.py_encode_basestring
+json_quote = json.encoder.c_encode_basestring or json.encoder.py_encode_basestring  # type: ignore[attr-defined]  # as above
 
 
 def row_digests(rows: list[Row]) -> list[bytes]:

@@ -184,7 +184,8 @@ class _PinnedHTTPS(urllib.request.HTTPSHandler):
         self.make = _pinned(http.client.HTTPSConnection, egress, source)
 
     def https_open(self, req):
-        return self.do_open(self.make, req, context=self._context)
+        # HTTPSHandler.__init__ sets _context (its SSL context); typeshed does not declare it
+        return self.do_open(self.make, req, context=self._context)  # type: ignore[attr-defined]
 
 
 class _CheckedRedirects(urllib.request.HTTPRedirectHandler):

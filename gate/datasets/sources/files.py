@@ -274,6 +274,7 @@ class TextDecoder:
         reading is not one row of the header's width per record (then each record is
         decoded alone, for an error that names its line). A text yields one row at most,
         so as many rows as texts means one each."""
+        assert self.header is not None  # a CSV record is read after its header (read_header)
         reader = csv.reader(texts)
         try:
             values = list(reader)
@@ -293,6 +294,7 @@ class TextDecoder:
         if not values:
             return []
         header, limit = self.header, self.options.max_row_bytes
+        assert header is not None  # a CSV page is read after its header (read_header)
         id_column, label_column = self.options.id_column, self.options.label_column
         if (
             id_column not in header
@@ -334,6 +336,7 @@ class TextDecoder:
             ) from None
 
     def _decode_csv(self, text: str, line_no: int) -> dict:
+        assert self.header is not None  # a CSV record is read after its header (read_header)
         try:
             values = next(csv.reader(io.StringIO(text)))
         except csv.Error as exc:

@@ -47,6 +47,7 @@ import urllib.parse
 import urllib.request
 from abc import ABC, abstractmethod
 from pathlib import PurePosixPath
+from typing import TypeGuard
 
 from gate.errors import DatasetError
 
@@ -177,6 +178,7 @@ class StreamedTextReader(ABC):
             reused = self._live is not None
             try:
                 stream = self._position(cursor)
+                assert self.decoder is not None  # _position refused a source without one
                 page = read_text_page(stream, self.decoder, limit)
             except StreamBroken as exc:
                 self._drop_live()
@@ -217,6 +219,7 @@ class StreamedTextReader(ABC):
             if self.decoder is None:
                 raise DatasetError(f"{self.uri}: cannot tell CSV from JSONL: name the format")
             if self.decoder.needs_header:
+                assert self._live is not None  # at offset 0: kept, or opened just above
                 self.decoder.read_header(self._live)
         offset, line = parse_cursor(cursor, self.decoder.data_start, self.decoder.first_line)
         live = self._live
@@ -240,8 +243,8 @@ class StreamedTextReader(ABC):
         self._live = self._live_raw = None
 
 
-def _strong(etag: str | None) -> bool:
-    return bool(etag) and not etag.startswith("W/")
+def _strong(etag: str | None) -> TypeGuard[str]:
+    return bool(etag and not etag.startswith("W/"))
 
 
 @register("http", "https")

@@ -44,14 +44,18 @@ import hashlib
 import json
 import re
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gate.errors import DatasetError, first_line
 
 from .base import Page, SourceOptions, make_row, register, shown_source
 from .http import expand_env, source_timeout
 from .warehouse_net import failure_kind, for_service, timeouts
+
+if TYPE_CHECKING:
+    from sqlalchemy import Select
 
 RESERVED_PARAMS = ("query", "query_file")
 
@@ -104,13 +108,14 @@ def decode_cursor(cursor: str) -> Any:
         raise DatasetError(f"invalid cursor {cursor!r} for a warehouse source") from None
     if isinstance(value, dict) and len(value) == 1:
         ((tag, text),) = value.items()
-        decode = {
+        decoders: dict[str, Callable[[str], object]] = {
             "$decimal": decimal.Decimal,
             "$datetime": dt.datetime.fromisoformat,
             "$date": dt.date.fromisoformat,
             "$uuid": uuid.UUID,
             "$bytes": base64.b64decode,
-        }.get(tag)
+        }
+        decode = decoders.get(tag)
         if decode:
             return decode(text)
     return value
@@ -241,7 +246,7 @@ class WarehouseReader:
 
         src = self._subquery()
         key = src.c[self.options.id_column]
-        stmt = select(literal_column("*")).select_from(src)
+        stmt: Select[*tuple[Any, ...]] = select(literal_column("*")).select_from(src)
         if after:
             stmt = stmt.where(key > bindparam("cursor"))
         return stmt.order_by(key).limit(bindparam("n", type_=Integer(), literal_execute=True))

@@ -32,7 +32,7 @@ def timeouts(url, seconds: float) -> dict:
     if backend in ("mysql", "mariadb") and driver in ("pymysql", "mysqldb"):
         return {"connect_timeout": whole, "read_timeout": whole, "write_timeout": whole}
     if backend == "postgresql" and driver in ("psycopg", "psycopg2"):
-        args = {"connect_timeout": max(2, whole)}
+        args: dict[str, int | str] = {"connect_timeout": max(2, whole)}
         if "options" not in url.query:
             args["options"] = f"-c statement_timeout={whole * 1000}"
         return args
