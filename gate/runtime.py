@@ -73,6 +73,8 @@ from gate.settings import Settings
 
 log = logging.getLogger(__name__)
 
+EXIT_TIMEOUT = 5.0  # seconds the interpreter's exit waits for buffered feedback (``flush_at_exit``)
+
 __all__ = ["PromptRuntime", "RuntimePrompt", "LoadedPrompt", "ServedResult", "CallResult", "ToolCall", "call_prompt"]
 
 
@@ -88,12 +90,16 @@ class PromptRuntime:
         token: str | None = None,
         feedback_token: str | None = None,
         report: bool = True,
+        flush_at_exit: float | None = EXIT_TIMEOUT,
     ):
         """``gate`` is a ready ``gate.service.Gate`` (else one is connected to
         ``database_url``, default ``PROMPTGATE_DATABASE_URL``); or ``gate_url`` and ``token``
         (a read token) to go through the service, ``feedback_token`` for feedback (default:
         ``token``, which then needs the submit scope). ``report`` False: tell the gate
-        nothing of what this process serves."""
+        nothing of what this process serves. ``flush_at_exit``: seconds the interpreter's exit
+        waits for the feedback still buffered to be sent when ``close()`` was not called (an
+        ``atexit`` hook; None: no hook, and what ``close()`` does not send is lost); what is
+        not sent by then is counted and logged ("N feedback events not sent")."""
         self.settings = settings or Settings.from_env()
         self.ttl = float(ttl)
         self._database_url = database_url or self.settings.database_url
@@ -106,7 +112,7 @@ class PromptRuntime:
         self._lock = threading.Lock()
         self.process_id, self.host, self.pid = process_identity()
         self.reporter = ServedReporter(self.served_rows, self.refresh_due, self._source.report, ttl) if report else None
-        self.feedback_buffer = FeedbackBuffer(self._source.feedback, self._source.retryable)
+        self.feedback_buffer = FeedbackBuffer(self._source.feedback, self._source.retryable, exit_timeout=flush_at_exit)
 
     def prompt(self, name: str) -> RuntimePrompt:
         """A handle on the live prompt ``name``; raises NotFound when there is none."""
@@ -164,7 +170,8 @@ class PromptRuntime:
 
     def close(self, timeout: float = 10.0) -> bool:
         """Stop the background threads, sending the feedback still buffered first (True when
-        all of it went within ``timeout`` seconds)."""
+        all of it went within ``timeout`` seconds; else the number left is logged and kept in
+        ``feedback_buffer.unsent``). The exit hook no longer covers this runtime."""
         if self.reporter is not None:
             self.reporter.stop()
         sent = self.feedback_buffer.stop(timeout)

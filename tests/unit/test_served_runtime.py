@@ -5,13 +5,17 @@ a failure reach the caller and ends with its runtime; a key always meets the sam
 from __future__ import annotations
 
 import gc
+import logging
 import threading
 import time
+import weakref
 
 from gate.calls.llm import CallResult
 from gate.client.session import Unreachable
 from gate.errors import Forbidden
 from gate.rollout.routing import goes_to_canary, key_share
+from gate.runtime import PromptRuntime
+from gate.served import feedback
 from gate.served.feedback import FeedbackBuffer
 from gate.served.reporter import ServedReporter
 from gate.served.result import ServedResult, served_result
@@ -68,6 +72,42 @@ def test_the_buffer_stays_bounded_while_the_gate_is_away():
     time.sleep(0.3)
     assert buffer.pending() <= 1000 and buffer.dropped >= 4000
     buffer.stopping.set()
+
+
+def test_at_exit_what_waits_is_sent_and_what_the_gate_did_not_take_is_counted_and_logged(caplog):
+    """The exit hook (what ``atexit`` calls): every registered buffer at once, each for at
+    most its exit_timeout, so two buffers on a gate that is away cost one wait, not two."""
+    taking, away = Gate(away_for=2), Gate(away_for=10**9)
+    sent = FeedbackBuffer(taking.take, ServiceSource.retryable, flush_seconds=60, exit_timeout=10)
+    lost = [FeedbackBuffer(away.take, ServiceSource.retryable, batch=100, exit_timeout=0.6) for _ in range(2)]
+    for buffer, n in ((sent, 120), (lost[0], 300), (lost[1], 50)):
+        for event in events(n):
+            buffer.add(event)
+    began = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="gate.runtime"):
+        feedback.flush_at_exit()
+    assert time.monotonic() - began < 1.1 + 5  # (the sent buffer's retries: two back-offs at most)
+    assert (sent.sent, sent.unsent) == (120, 0)
+    assert [(b.sent, b.unsent) for b in lost] == [(0, 300), (0, 50)]
+    said = [r.getMessage() for r in caplog.records if "not sent" in r.getMessage()]
+    assert len(said) == 2 and said[0].startswith("300 feedback events not sent: the gate did not take them within 0.6")
+    assert "cannot reach the gate" in said[0] and all(r.levelno == logging.WARNING for r in caplog.records)
+    assert not any(b in feedback._at_exit for b in (sent, *lost))  # once: a second call does nothing
+    feedback.flush_at_exit()
+
+
+def test_the_exit_hook_keeps_no_runtime_alive_and_close_takes_it_off():
+    rt = PromptRuntime(gate_url="http://127.0.0.1:9", token="t0ken", report=False)
+    assert rt.feedback_buffer in feedback._at_exit and rt.feedback_buffer.exit_timeout == 5.0
+    gone, buffer_gone = weakref.ref(rt), weakref.ref(rt.feedback_buffer)
+    del rt
+    gc.collect()
+    assert gone() is None and buffer_gone() is None
+    closed = PromptRuntime(gate_url="http://127.0.0.1:9", token="t0ken", report=False, flush_at_exit=1.0)
+    assert closed.close(timeout=1) and closed.feedback_buffer not in feedback._at_exit
+    unhooked = PromptRuntime(gate_url="http://127.0.0.1:9", token="t0ken", report=False, flush_at_exit=None)
+    assert unhooked.feedback_buffer not in feedback._at_exit
+    unhooked.close()
 
 
 def test_a_report_that_fails_never_reaches_the_caller_and_the_thread_ends_with_its_runtime():
