@@ -49,6 +49,14 @@ answers ``canary_percent`` of calls, chosen by a stable hash of ``key``
 call); every result says which version answered (``result.version``), and
 ``rt.feedback(result, correct=True)`` tells the gate how it went (buffered, sent in batches
 by another background thread: ``gate.served.feedback``).
+
+``rt.close()`` when the process ends sends what is still buffered and stops the threads. A
+process that ends without it is covered by an ``atexit`` hook that sends what every runtime
+holds, waiting at most ``flush_at_exit`` seconds (default 5; None: no hook); what the gate
+did not take is counted and logged ("N feedback events not sent: ..."). No signal handler
+is installed: SIGKILL, SIGTERM's default action and ``os._exit`` run no hook (README,
+"Feedback at shutdown", shows the gunicorn and uvicorn hooks that call ``close()``). After
+``fork`` a child's buffer starts empty: the parent's buffered events are the parent's to send.
 """
 
 from __future__ import annotations
