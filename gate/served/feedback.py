@@ -7,7 +7,7 @@ database away) is put back at the head of the queue and sent again after a back-
 short outage loses nothing; one it refused (a token that may not send feedback, an event it
 does not accept) is dropped and counted (``refused``), said in the log. Beyond ``capacity``
 events waiting, the oldest are dropped and counted (``dropped``): memory stays bounded
-whatever the outage.
+whatever the outage; the log says so at the first drop, then every ``SAY_DROPS`` drops.
 
 The end of the process (issue 46): the sending thread is a daemon, so it dies with the
 interpreter. A buffer made with ``exit_timeout`` is registered (weakly: a buffer nobody holds
@@ -41,6 +41,7 @@ log = logging.getLogger("gate.runtime")
 
 _every: weakref.WeakSet[FeedbackBuffer] = weakref.WeakSet()  # reset in a forked child
 _at_exit: weakref.WeakSet[FeedbackBuffer] = weakref.WeakSet()  # sent by flush_at_exit
+SAY_DROPS = 10_000
 _hooked = False  # flush_at_exit registered with atexit (once per process, on the first buffer)
 
 
@@ -80,10 +81,12 @@ class FeedbackBuffer:
         self._thread: threading.Thread | None = None
 
     def add(self, event: dict) -> None:
+        dropped = 0
         with self.lock:
             if len(self.queue) >= self.capacity:
                 self.queue.popleft()
                 self.dropped += 1
+                dropped = self.dropped
             self.queue.append(event)
             self.idle.clear()
             full = len(self.queue) >= self.batch
@@ -92,6 +95,13 @@ class FeedbackBuffer:
                 self._thread.start()
         if full:
             self.wake.set()
+        if dropped % SAY_DROPS == 1:  # the first drop, then every SAY_DROPS
+            log.warning(
+                "feedback buffer full (%d events waiting): the oldest dropped, %d so far (last error sending: %s)",
+                self.capacity,
+                dropped,
+                self.last_error or "none",
+            )
 
     def pending(self) -> int:
         with self.lock:

@@ -64,13 +64,16 @@ def test_feedback_the_gate_refuses_is_counted_and_dropped_not_retried_forever():
     assert (buffer.sent, buffer.refused, buffer.pending()) == (0, 120, 0)
 
 
-def test_the_buffer_stays_bounded_while_the_gate_is_away():
+def test_the_buffer_stays_bounded_while_the_gate_is_away(caplog):
     gate = Gate(away_for=10**9)
     buffer = FeedbackBuffer(gate.take, ServiceSource.retryable, capacity=1000, batch=100, flush_seconds=0.05)
-    for event in events(5000):
-        buffer.add(event)
+    with caplog.at_level(logging.WARNING, logger="gate.runtime"):
+        for event in events(5000):
+            buffer.add(event)
     time.sleep(0.3)
     assert buffer.pending() <= 1000 and buffer.dropped >= 4000
+    said = [r.getMessage() for r in caplog.records if "buffer full" in r.getMessage()]
+    assert said and said[0].startswith("feedback buffer full (1000 events waiting): the oldest dropped, 1 so far")
     buffer.stopping.set()
 
 
