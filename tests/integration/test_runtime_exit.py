@@ -49,8 +49,11 @@ def send(rt, loaded, prefix, n):
 EXIT_WITHOUT_CLOSE = (
     PRELUDE
     + """
-url, read, feedback = sys.argv[1:4]
-rt = PromptRuntime(gate_url=url, token=read, feedback_token=feedback, ttl=30)
+if len(sys.argv) > 2:  # through the service
+    url, read, feedback = sys.argv[1:4]
+    rt = PromptRuntime(gate_url=url, token=read, feedback_token=feedback, ttl=30)
+else:  # on the database
+    rt = PromptRuntime(sys.argv[1], ttl=30)
 loaded = rt.load("p1")
 send(rt, loaded, "user", 4000)
 print("offered", flush=True)
@@ -153,8 +156,14 @@ def stored(gate, rollout_id: int) -> int:
         return count_feedback(conn, rollout_id)
 
 
-def test_a_process_that_exits_without_close_sends_all_4000_events(mysql_gate, service, canary):
-    proc = python(EXIT_WITHOUT_CLOSE, service.url, service.tokens["read"], service.tokens["feedback"])
+@pytest.mark.parametrize("through", ["service", "database"])
+def test_a_process_that_exits_without_close_sends_all_4000_events(mysql_gate, mysql_url, canary, request, through):
+    if through == "service":
+        service = request.getfixturevalue("service")
+        args = [service.url, service.tokens["read"], service.tokens["feedback"]]
+    else:
+        args = [mysql_url]
+    proc = python(EXIT_WITHOUT_CLOSE, *args)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0 and "offered" in out, err
     assert stored(mysql_gate, canary) == 4000, err
