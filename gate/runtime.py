@@ -56,14 +56,17 @@ holds, waiting at most ``flush_at_exit`` seconds (default 5; None: no hook); wha
 did not take is counted and logged ("N feedback events not sent: ..."). No signal handler
 is installed: SIGKILL, SIGTERM's default action and ``os._exit`` run no hook (README,
 "Feedback at shutdown", shows the gunicorn and uvicorn hooks that call ``close()``). After
-``fork`` a child's buffer starts empty: the parent's buffered events are the parent's to send.
+``fork`` a child's buffer starts empty (the parent's buffered events are the parent's to
+send), and its runtime has locks, connections and a process identity of its own.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
+import weakref
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -82,6 +85,8 @@ from gate.settings import Settings
 log = logging.getLogger(__name__)
 
 EXIT_TIMEOUT = 5.0  # seconds the interpreter's exit waits for buffered feedback (``flush_at_exit``)
+
+_runtimes: weakref.WeakSet[PromptRuntime] = weakref.WeakSet()  # reset in a forked child
 
 __all__ = ["PromptRuntime", "RuntimePrompt", "LoadedPrompt", "ServedResult", "CallResult", "ToolCall", "call_prompt"]
 
@@ -121,6 +126,18 @@ class PromptRuntime:
         self.process_id, self.host, self.pid = process_identity()
         self.reporter = ServedReporter(self.served_rows, self.refresh_due, self._source.report, ttl) if report else None
         self.feedback_buffer = FeedbackBuffer(self._source.feedback, self._source.retryable, exit_timeout=flush_at_exit)
+        self._forked = False  # a forked child that has not told the gate yet what it serves
+        _runtimes.add(self)
+
+    def _after_fork_in_child(self) -> None:
+        """A forked child's runtime: a lock of its own (one the parent's reporter held at the
+        fork would never be released), its own process identity and connections; it reports
+        what it serves as its own process at its next call (``gate.served.reporter`` and
+        ``gate.served.feedback`` reset their threads and buffer themselves)."""
+        self._lock = threading.Lock()
+        self.process_id, self.host, self.pid = process_identity()
+        self._source.after_fork_in_child()
+        self._forked = self.reporter is not None and bool(self._cache)
 
     def prompt(self, name: str) -> RuntimePrompt:
         """A handle on the live prompt ``name``; raises NotFound when there is none."""
@@ -191,6 +208,9 @@ class PromptRuntime:
         ttl). A call that finds another thread refreshing (the reporter's, usually) serves
         the cached version rather than wait for it, while that is younger than twice the
         ttl."""
+        if self._forked and self.reporter is not None:
+            self._forked = False
+            self.reporter.first_load(name)  # started anew in this child: it reports every prompt held
         due = self.ttl if due is None else due
         cached = self._cache.get(name)
         if cached is not None:
@@ -219,6 +239,14 @@ class PromptRuntime:
                 self._cache.clear()
             else:
                 self._cache.pop(name, None)
+
+
+def _after_fork_in_child() -> None:
+    for runtime in list(_runtimes):
+        runtime._after_fork_in_child()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class RuntimePrompt:

@@ -112,6 +112,65 @@ print("parent", json.dumps({"child_status": status, "flushed": flushed, "sent": 
 """
 )
 
+# The parent has loaded p1 and reported it; a thread of it holds the runtime's lock (as its
+# reporter does during a refresh) when it forks. The child loads p1 anew (taking that lock)
+# and reports what it serves as its own process.
+FORKED_RUNTIME = (
+    PRELUDE
+    + """
+url, read = sys.argv[1:3]
+rt = PromptRuntime(gate_url=url, token=read, ttl=30)
+rt.load("p1")
+
+
+def reported(within):
+    deadline = time.monotonic() + within
+    while rt.reporter.sent < 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return rt.reporter.sent
+
+
+reported(20)
+held, release = threading.Event(), threading.Event()
+
+
+def hold():
+    with rt._lock:
+        held.set()
+        release.wait()
+
+
+threading.Thread(target=hold, daemon=True).start()
+held.wait()
+pid = os.fork()
+if pid == 0:
+    code = 1
+    try:
+        rt.invalidate("p1")
+        loaded = rt.load("p1")
+        child = {"pid": os.getpid(), "version": loaded.version, "reported": reported(20)}
+        print("child", json.dumps({**child, "process_id": rt.process_id}), flush=True)
+        code = 0
+    finally:
+        os._exit(code)
+release.set()
+deadline = time.monotonic() + 30
+while True:
+    done, status = os.waitpid(pid, os.WNOHANG)
+    if done:
+        break
+    if time.monotonic() > deadline:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        print("child hung", flush=True)
+        status = -1
+        break
+    time.sleep(0.05)
+print("parent", json.dumps({"pid": os.getpid(), "process_id": rt.process_id, "child_status": status}), flush=True)
+rt.close()
+"""
+)
+
 # Feedback for a gate that is not there (refused, or a socket that never answers), then the
 # end of the script. ``argv[2]``: the runtime's flush_at_exit ("" for its default).
 GATE_DOWN = (
@@ -179,6 +238,18 @@ def test_a_forked_childs_buffer_starts_empty_and_sends_its_own_events(mysql_gate
     assert child == {"pending_at_start": 0, "flushed": True, "sent": 50, "dropped": 0, "refused": 0}, (out, err)
     assert parent == {"child_status": 0, "flushed": True, "sent": 100}, (out, err)
     assert stored(mysql_gate, canary) == 150  # the parent's 100 once (by the parent), the child's 50
+
+
+def test_a_forked_childs_runtime_takes_its_own_lock_and_reports_as_its_own_process(mysql_gate, service, canary):
+    proc = python(FORKED_RUNTIME, service.url, service.tokens["read"])
+    out, err = proc.communicate(timeout=120)
+    assert "child hung" not in out, f"the child blocked on the runtime (a lock held at fork?)\n{out}\n{err}"
+    said = {line.split(" ", 1)[0]: json.loads(line.split(" ", 1)[1]) for line in out.splitlines() if " " in line}
+    child, parent = said["child"], said["parent"]
+    assert parent["child_status"] == 0 and child["version"] in (1, 2) and child["reported"] >= 1, (out, err)
+    assert child["process_id"] != parent["process_id"]
+    processes = {(p.process_id, p.pid) for p in mysql_gate.served("p1")["processes"]}
+    assert {(child["process_id"], child["pid"]), (parent["process_id"], parent["pid"])} <= processes, processes
 
 
 class Silent:
