@@ -118,8 +118,10 @@ print("parent", json.dumps({"child_status": status, "flushed": flushed, "sent": 
 FORKED_RUNTIME = (
     PRELUDE
     + """
-url, read = sys.argv[1:3]
-rt = PromptRuntime(gate_url=url, token=read, ttl=30)
+if len(sys.argv) > 2:  # through the service
+    rt = PromptRuntime(gate_url=sys.argv[1], token=sys.argv[2], ttl=30)
+else:  # on the database
+    rt = PromptRuntime(sys.argv[1], ttl=30)
 rt.load("p1")
 
 
@@ -240,8 +242,16 @@ def test_a_forked_childs_buffer_starts_empty_and_sends_its_own_events(mysql_gate
     assert stored(mysql_gate, canary) == 150  # the parent's 100 once (by the parent), the child's 50
 
 
-def test_a_forked_childs_runtime_takes_its_own_lock_and_reports_as_its_own_process(mysql_gate, service, canary):
-    proc = python(FORKED_RUNTIME, service.url, service.tokens["read"])
+@pytest.mark.parametrize("through", ["service", "database"])
+def test_a_forked_childs_runtime_takes_its_own_lock_and_reports_as_its_own_process(
+    mysql_gate, mysql_url, canary, request, through
+):
+    if through == "service":
+        service = request.getfixturevalue("service")
+        args = [service.url, service.tokens["read"]]
+    else:
+        args = [mysql_url]
+    proc = python(FORKED_RUNTIME, *args)
     out, err = proc.communicate(timeout=120)
     assert "child hung" not in out, f"the child blocked on the runtime (a lock held at fork?)\n{out}\n{err}"
     said = {line.split(" ", 1)[0]: json.loads(line.split(" ", 1)[1]) for line in out.splitlines() if " " in line}
