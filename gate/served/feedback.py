@@ -117,7 +117,7 @@ class FeedbackBuffer:
         """Send what waits (within ``timeout`` seconds), then end the thread; what was not
         sent is counted (``unsent``) and logged. The exit hook no longer covers this buffer."""
         _at_exit.discard(self)
-        return self.finish(time.monotonic() + timeout, "on close", join=2.0)
+        return self.finish(time.monotonic() + timeout, f"within {timeout:g} s of close()", join=2.0)
 
     def finish(self, deadline: float, when: str, join: float | None = None) -> bool:
         """Send what waits until ``deadline`` (``time.monotonic()``), then end the thread
