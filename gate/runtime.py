@@ -49,13 +49,24 @@ answers ``canary_percent`` of calls, chosen by a stable hash of ``key``
 call); every result says which version answered (``result.version``), and
 ``rt.feedback(result, correct=True)`` tells the gate how it went (buffered, sent in batches
 by another background thread: ``gate.served.feedback``).
+
+``rt.close()`` when the process ends sends what is still buffered and stops the threads. A
+process that ends without it is covered by an ``atexit`` hook that sends what every runtime
+holds, waiting at most ``flush_at_exit`` seconds (default 5; None: no hook); what the gate
+did not take is counted and logged ("N feedback events not sent: ..."). No signal handler
+is installed: SIGKILL, SIGTERM's default action and ``os._exit`` run no hook (README,
+"Feedback at shutdown", shows the gunicorn and uvicorn hooks that call ``close()``). After
+``fork`` a child's buffer starts empty (the parent's buffered events are the parent's to
+send), and its runtime has locks, connections and a process identity of its own.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
+import weakref
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -73,6 +84,10 @@ from gate.settings import Settings
 
 log = logging.getLogger(__name__)
 
+EXIT_TIMEOUT = 5.0  # seconds the interpreter's exit waits for buffered feedback (``flush_at_exit``)
+
+_runtimes: weakref.WeakSet[PromptRuntime] = weakref.WeakSet()  # reset in a forked child
+
 __all__ = ["PromptRuntime", "RuntimePrompt", "LoadedPrompt", "ServedResult", "CallResult", "ToolCall", "call_prompt"]
 
 
@@ -88,12 +103,16 @@ class PromptRuntime:
         token: str | None = None,
         feedback_token: str | None = None,
         report: bool = True,
+        flush_at_exit: float | None = EXIT_TIMEOUT,
     ):
         """``gate`` is a ready ``gate.service.Gate`` (else one is connected to
         ``database_url``, default ``PROMPTGATE_DATABASE_URL``); or ``gate_url`` and ``token``
         (a read token) to go through the service, ``feedback_token`` for feedback (default:
         ``token``, which then needs the submit scope). ``report`` False: tell the gate
-        nothing of what this process serves."""
+        nothing of what this process serves. ``flush_at_exit``: seconds the interpreter's exit
+        waits for the feedback still buffered to be sent when ``close()`` was not called (an
+        ``atexit`` hook; None: no hook, and what ``close()`` does not send is lost); what is
+        not sent by then is counted and logged ("N feedback events not sent")."""
         self.settings = settings or Settings.from_env()
         self.ttl = float(ttl)
         self._database_url = database_url or self.settings.database_url
@@ -106,7 +125,19 @@ class PromptRuntime:
         self._lock = threading.Lock()
         self.process_id, self.host, self.pid = process_identity()
         self.reporter = ServedReporter(self.served_rows, self.refresh_due, self._source.report, ttl) if report else None
-        self.feedback_buffer = FeedbackBuffer(self._source.feedback, self._source.retryable)
+        self.feedback_buffer = FeedbackBuffer(self._source.feedback, self._source.retryable, exit_timeout=flush_at_exit)
+        self._forked = False  # a forked child that has not told the gate yet what it serves
+        _runtimes.add(self)
+
+    def _after_fork_in_child(self) -> None:
+        """A forked child's runtime: a lock of its own (one the parent's reporter held at the
+        fork would never be released), its own process identity and connections; it reports
+        what it serves as its own process at its next call (``gate.served.reporter`` and
+        ``gate.served.feedback`` reset their threads and buffer themselves)."""
+        self._lock = threading.Lock()
+        self.process_id, self.host, self.pid = process_identity()
+        self._source.after_fork_in_child()
+        self._forked = self.reporter is not None and bool(self._cache)
 
     def prompt(self, name: str) -> RuntimePrompt:
         """A handle on the live prompt ``name``; raises NotFound when there is none."""
@@ -164,7 +195,8 @@ class PromptRuntime:
 
     def close(self, timeout: float = 10.0) -> bool:
         """Stop the background threads, sending the feedback still buffered first (True when
-        all of it went within ``timeout`` seconds)."""
+        all of it went within ``timeout`` seconds; else the number left is logged and kept in
+        ``feedback_buffer.unsent``). The exit hook no longer covers this runtime."""
         if self.reporter is not None:
             self.reporter.stop()
         sent = self.feedback_buffer.stop(timeout)
@@ -176,6 +208,9 @@ class PromptRuntime:
         ttl). A call that finds another thread refreshing (the reporter's, usually) serves
         the cached version rather than wait for it, while that is younger than twice the
         ttl."""
+        if self._forked and self.reporter is not None:
+            self._forked = False
+            self.reporter.first_load(name)  # started anew in this child: it reports every prompt held
         due = self.ttl if due is None else due
         cached = self._cache.get(name)
         if cached is not None:
@@ -204,6 +239,14 @@ class PromptRuntime:
                 self._cache.clear()
             else:
                 self._cache.pop(name, None)
+
+
+def _after_fork_in_child() -> None:
+    for runtime in list(_runtimes):
+        runtime._after_fork_in_child()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class RuntimePrompt:

@@ -103,6 +103,11 @@ class Transport:
             self._kept.close()
             self._kept = None
 
+    def forget(self) -> None:
+        """Drop the kept connection without a word on it: after ``fork`` it is the parent's
+        (a request of the child on it would mix the two processes' answers)."""
+        self._kept = None
+
     def request(
         self,
         method: str,

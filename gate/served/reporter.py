@@ -30,6 +30,8 @@ class Orphaned(Exception):
 MIN_INTERVAL = 1.0
 QUIET = 60
 
+_every: weakref.WeakSet[ServedReporter] = weakref.WeakSet()  # reset in a forked child
+
 
 def process_identity() -> tuple[str, str, int]:
     """(process id, host, pid): the id unique to this process's life."""
@@ -53,6 +55,18 @@ class ServedReporter:
         self._told: set[str] = set()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        _every.add(self)
+
+    def after_fork_in_child(self) -> None:
+        """A forked child's reporter: no thread (the parent's does not exist in the child), a
+        lock of its own, nothing told yet (the child is another process: it reports itself)."""
+        stopped = self.stopping.is_set()
+        self.wake, self.stopping = threading.Event(), threading.Event()
+        if stopped:
+            self.stopping.set()
+        self._thread, self._lock = None, threading.Lock()
+        self._told, self._said = set(), {}
+        self.sent = self.failed = 0
 
     def start(self) -> None:
         with self._lock:
@@ -122,3 +136,11 @@ class ServedReporter:
                 log.warning("could not %s what this process serves (%s): %s", what, type(exc).__name__, str(exc)[:300])
             self._said[kind] = said + 1
             return None
+
+
+def _after_fork_in_child() -> None:
+    for reporter in list(_every):
+        reporter.after_fork_in_child()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

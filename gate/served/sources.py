@@ -104,6 +104,13 @@ class DatabaseSource:
     def retryable(exc: BaseException) -> bool:
         return isinstance(exc, DatabaseError) or not isinstance(exc, GateError)
 
+    def after_fork_in_child(self) -> None:
+        """The pool's connections are the parent's: the child opens its own (left open for
+        the parent, as SQLAlchemy's ``dispose(close=False)`` is meant for)."""
+        engine = getattr(self.gate, "engine", None)
+        if engine is not None:
+            engine.dispose(close=False)
+
     def close(self) -> None:
         pass
 
@@ -154,6 +161,11 @@ class ServiceSource:
         from gate.client.session import Unreachable
 
         return isinstance(exc, (Unreachable, DatabaseError)) or not isinstance(exc, GateError)
+
+    def after_fork_in_child(self) -> None:
+        """A connection kept for the next read is the parent's: the child connects anew."""
+        for client in (self.loader, self.reporter, self.sender):
+            client.http.forget()
 
     def close(self) -> None:
         for client in (self.loader, self.reporter, self.sender):

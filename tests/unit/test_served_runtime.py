@@ -5,13 +5,17 @@ a failure reach the caller and ends with its runtime; a key always meets the sam
 from __future__ import annotations
 
 import gc
+import logging
 import threading
 import time
+import weakref
 
 from gate.calls.llm import CallResult
 from gate.client.session import Unreachable
 from gate.errors import Forbidden
 from gate.rollout.routing import goes_to_canary, key_share
+from gate.runtime import PromptRuntime
+from gate.served import feedback
 from gate.served.feedback import FeedbackBuffer
 from gate.served.reporter import ServedReporter
 from gate.served.result import ServedResult, served_result
@@ -60,14 +64,54 @@ def test_feedback_the_gate_refuses_is_counted_and_dropped_not_retried_forever():
     assert (buffer.sent, buffer.refused, buffer.pending()) == (0, 120, 0)
 
 
-def test_the_buffer_stays_bounded_while_the_gate_is_away():
+def test_the_buffer_stays_bounded_while_the_gate_is_away(caplog):
     gate = Gate(away_for=10**9)
     buffer = FeedbackBuffer(gate.take, ServiceSource.retryable, capacity=1000, batch=100, flush_seconds=0.05)
-    for event in events(5000):
-        buffer.add(event)
+    with caplog.at_level(logging.WARNING, logger="gate.runtime"):
+        for event in events(5000):
+            buffer.add(event)
     time.sleep(0.3)
     assert buffer.pending() <= 1000 and buffer.dropped >= 4000
+    said = [r.getMessage() for r in caplog.records if "buffer full" in r.getMessage()]
+    assert said and said[0].startswith("feedback buffer full (1000 events waiting): the oldest dropped, 1 so far")
     buffer.stopping.set()
+
+
+def test_at_exit_what_waits_is_sent_and_what_the_gate_did_not_take_is_counted_and_logged(caplog):
+    """The exit hook (what ``atexit`` calls): every registered buffer at once, each for at
+    most its exit_timeout, so two buffers on a gate that is away cost one wait, not two."""
+    taking, away = Gate(away_for=2), Gate(away_for=10**9)
+    sent = FeedbackBuffer(taking.take, ServiceSource.retryable, flush_seconds=60, exit_timeout=10)
+    lost = [FeedbackBuffer(away.take, ServiceSource.retryable, batch=100, exit_timeout=0.6) for _ in range(2)]
+    for buffer, n in ((sent, 120), (lost[0], 300), (lost[1], 50)):
+        for event in events(n):
+            buffer.add(event)
+    began = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="gate.runtime"):
+        feedback.flush_at_exit()
+    assert time.monotonic() - began < 1.1 + 5  # (the sent buffer's retries: two back-offs at most)
+    assert (sent.sent, sent.unsent) == (120, 0)
+    assert [(b.sent, b.unsent) for b in lost] == [(0, 300), (0, 50)]
+    said = sorted((r.getMessage() for r in caplog.records if "not sent" in r.getMessage()), key=len)
+    assert [s.split(":")[0] for s in said] == ["50 feedback events not sent", "300 feedback events not sent"]
+    assert said[1].startswith("300 feedback events not sent: the gate did not take them within 0.6 s of this process's")
+    assert "cannot reach the gate" in said[1] and all(r.levelno == logging.WARNING for r in caplog.records)
+    assert not any(b in feedback._at_exit for b in (sent, *lost))  # once: a second call does nothing
+    feedback.flush_at_exit()
+
+
+def test_the_exit_hook_keeps_no_runtime_alive_and_close_takes_it_off():
+    rt = PromptRuntime(gate_url="http://127.0.0.1:9", token="t0ken", report=False)
+    assert rt.feedback_buffer in feedback._at_exit and rt.feedback_buffer.exit_timeout == 5.0
+    gone, buffer_gone = weakref.ref(rt), weakref.ref(rt.feedback_buffer)
+    del rt
+    gc.collect()
+    assert gone() is None and buffer_gone() is None
+    closed = PromptRuntime(gate_url="http://127.0.0.1:9", token="t0ken", report=False, flush_at_exit=1.0)
+    assert closed.close(timeout=1) and closed.feedback_buffer not in feedback._at_exit
+    unhooked = PromptRuntime(gate_url="http://127.0.0.1:9", token="t0ken", report=False, flush_at_exit=None)
+    assert unhooked.feedback_buffer not in feedback._at_exit
+    unhooked.close()
 
 
 def test_a_report_that_fails_never_reaches_the_caller_and_the_thread_ends_with_its_runtime():
