@@ -15,7 +15,8 @@ client composes it of other operations) and the least scope the route needs.
 method of ``GateAPI`` with the same positional parameters (names, defaults, annotations) and
 return, ``RemoteGate`` and ``ServedClient`` those of theirs; the HTTP service has exactly the
 routes of the table under ``/v1``, each needing the scope the table says; the client's methods
-are exactly the table's and each calls its route, and no path the table lacks. An
+are exactly the table's and each calls its route, and no path the table lacks (and the auth
+matrix, ``tests/integration/test_service_auth.py``, calls each route with each scope). An
 implementation may add keyword-only parameters with defaults that only it takes:
 ``Gate.submit``'s ``submitted_by`` and ``Gate.cancel``'s ``owner`` (the service passes its
 caller's token name), ``RemoteGate.refresh_dataset``'s ``file`` (rows uploaded from the

@@ -80,7 +80,9 @@ def delegate(service: str, method: Callable[Concatenate[Any, P], R]) -> Callable
 class Gate:
     """A handle on one gate database: the services over it, each built with what it needs
     (the engine, the settings, the other services it asks), and every public method of the
-    service API, ``submit`` its own and each of the others one service's (``delegate``)."""
+    service API. ``submit``, ``wait_for_sha`` and the engine's (``connect``, ``close``,
+    ``upgrade``, ``ensure_schema``) are its own; each of the others is one service's
+    (``delegate``), grouped below by service."""
 
     def __init__(self, engine: Engine, settings: Settings):
         self.engine = engine
