@@ -5,14 +5,14 @@ raises only GateError: this class is the boundary where a driver error becomes a
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Engine
 
 from gate import db
+from gate.api.delegation import delegate
 from gate.api.release import DEFAULT_RELEASE_MODE, SHA_POLL, wait_for_release
 from gate.calls.providers import resolve
 from gate.errors import UsageError
@@ -58,22 +58,6 @@ def check_commit_sha(sha: Any) -> None:
     (64 hex), what `wait --sha` and the Action look updates up by."""
     if sha not in (None, "") and not COMMIT_SHA_RE.fullmatch(str(sha)):
         raise UsageError(f"commit SHA {str(sha)[:80]!r} is not a full commit id: use its 40 or 64 hex characters")
-
-
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-def delegate(service: str, method: Callable[Concatenate[Any, P], R]) -> Callable[Concatenate[Any, P], R]:
-    """A method of ``Gate`` that is ``method`` of its service ``service`` (an attribute of the
-    Gate): the same name, parameters, answer and docstring, declared once, in the service."""
-    name = method.__name__
-
-    def call(self: Any, *args: P.args, **kwargs: P.kwargs) -> R:
-        return getattr(getattr(self, service), name)(*args, **kwargs)
-
-    functools.update_wrapper(call, method)
-    return call
 
 
 @driver_errors_become_gate_errors

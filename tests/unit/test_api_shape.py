@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import inspect
 import re
+import sys
 import textwrap
 import time
 from types import SimpleNamespace
@@ -205,8 +206,12 @@ def paths_called(cls, name: str, seen: frozenset = frozenset()) -> set[tuple[str
     """(verb, path template) of every request ``cls.name`` makes: its ``_call`` and
     ``http.request`` calls, and those of the private helpers it calls (the public methods it
     calls are operations of their own)."""
+    fn = methods_of(cls)[name]
+    if inspect.unwrap(fn) is not fn:  # a delegate: the part's method, read in the part's class
+        fn = inspect.unwrap(fn)
+        cls = getattr(sys.modules[fn.__module__], fn.__qualname__.split(".")[0])
     methods = methods_of(cls)
-    tree = ast.parse(textwrap.dedent(inspect.getsource(methods[name])))
+    tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
     named = {  # path = f"..." before the call
         node.targets[0].id: node.value
         for node in ast.walk(tree)
@@ -284,6 +289,7 @@ def test_the_declaration_checks_see_a_route_and_a_path_that_drifted():
 
     assert paths_called(Drifted, "status") == {("GET", "/v1/update/{}")}
     assert paths_called(RemoteGate, "wait") == {("GET", "/v1/updates/{}/wait")}  # through _long_poll
+    assert paths_called(RemoteGate, "upload_rows") == {("PUT", "/v1/datasets/{}/rows")}  # RemoteDatasets._put_rows
     assert paths_called(ServedClient, "serve_document") == {("GET", "/v1/prompts/{}/serve")}
     assert app_routes()[("POST", "/v1/updates/{update_id}/cancel")] == "submit"
 

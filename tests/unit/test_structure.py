@@ -291,7 +291,10 @@ def classes_of(path: Path) -> list[ast.ClassDef]:
 def test_no_mixins_gate_is_composed_of_services():
     """Issue 45.4: ``Gate`` is a facade over services built with their dependencies passed
     explicitly, not a stack of mixins that reach each other through ``self``: no class in
-    gate/ is named *Mixin, and ``Gate`` inherits from nothing (but object)."""
+    gate/ is named *Mixin, ``Gate`` inherits from nothing (but object), and the client's
+    ``RemoteGate`` only from its session (its parts are built with the session's request)."""
+    from gate.client.remote import RemoteGate
+    from gate.client.session import ServiceSession
     from gate.service import Gate
 
     mixins = [
@@ -303,3 +306,4 @@ def test_no_mixins_gate_is_composed_of_services():
     ]
     assert mixins == []
     assert Gate.__bases__ == (object,), [base.__qualname__ for base in Gate.__bases__]
+    assert RemoteGate.__bases__ == (ServiceSession,), [base.__qualname__ for base in RemoteGate.__bases__]
