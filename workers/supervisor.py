@@ -39,6 +39,16 @@ def parse_roles(role: str | Iterable[str]) -> list[str]:
     return names
 
 
+def worker_settings(settings: Settings, concurrency: int | None = None) -> Settings:
+    """The settings a worker process runs with: the one place the executor's concurrency (model
+    calls in flight per process) is decided. An explicit ``concurrency`` (the worker's
+    ``--concurrency``; a caller's of ``run_until_terminal`` or ``WorkerProcess``: the demo, the
+    Action, the tests) wins over ``settings.concurrency`` (``PROMPTGATE_CONCURRENCY``, else 8);
+    None or 0 keeps the settings'. From here on it travels in the settings alone: the executor
+    sizes its call threads, its ledger and its adaptive limit by ``settings.concurrency``."""
+    return settings.with_(concurrency=concurrency or None)
+
+
 def build_pollers(
     engine,
     settings: Settings,
@@ -49,11 +59,12 @@ def build_pollers(
     renderer: RenderPool | None = None,
 ) -> list[Poller]:
     """The pollers of one process, sharing one activity probe and one template sandbox, and
-    able to nudge each other."""
+    able to nudge each other; ``concurrency``: as ``worker_settings`` decides."""
+    settings = worker_settings(settings, concurrency)
     activity = Activity(engine, settings.idle_probe_interval)
     pollers = []
     for role in roles:
-        pollers.append(make_poller(role, engine, settings, stop, activity, concurrency, call, renderer))
+        pollers.append(make_poller(role, engine, settings, stop, activity, call, renderer))
     peers = {p.role: p for p in pollers}
     for poller in pollers:
         poller.peers = peers
@@ -66,7 +77,6 @@ def make_poller(
     settings: Settings,
     stop: threading.Event,
     activity: Activity,
-    concurrency: int | None,
     call,
     renderer: RenderPool | None,
 ) -> Poller:
@@ -77,10 +87,8 @@ def make_poller(
         from workers.execute.executor import Executor
 
         if call is not None:
-            return Executor(
-                engine, settings, stop, activity=activity, concurrency=concurrency, renderer=renderer, call=call
-            )
-        return Executor(engine, settings, stop, activity=activity, concurrency=concurrency, renderer=renderer)
+            return Executor(engine, settings, stop, activity=activity, renderer=renderer, call=call)
+        return Executor(engine, settings, stop, activity=activity, renderer=renderer)
     if role == "materialize":
         from workers.materialize import Materializer
 
@@ -200,25 +208,25 @@ class WorkerProcess:
         kept.close()
 
 
-def run_process(settings: Settings, roles: Sequence[str], concurrency: int | None = None) -> None:
+def run_process(settings: Settings, roles: Sequence[str]) -> None:
     engine = make_engine(settings.database_url)
     try:
-        WorkerProcess(engine, settings, roles, concurrency).run_forever()
+        WorkerProcess(engine, settings, roles).run_forever()
     finally:
         engine.dispose()
 
 
-def supervise(settings: Settings, roles: Sequence[str], processes: int = 1, concurrency: int | None = None) -> None:
+def supervise(settings: Settings, roles: Sequence[str], processes: int = 1) -> None:
     """Run ``processes`` worker processes; restart one that dies; on SIGTERM/SIGINT pass
-    the signal on and wait for them to drain."""
+    the signal on and wait for them to drain. ``settings``: a worker's (``worker_settings``)."""
     if processes <= 1:
-        run_process(settings, roles, concurrency)
+        run_process(settings, roles)
         return
     ctx = multiprocessing.get_context("spawn")
     signals = StopSignals().install()  # the handler records the signal; this loop acts on it
 
     def spawn():
-        proc = ctx.Process(target=run_process, args=(settings, list(roles), concurrency), daemon=False)
+        proc = ctx.Process(target=run_process, args=(settings, list(roles)), daemon=False)
         proc.start()
         return proc
 

@@ -45,7 +45,7 @@ from .common import database_option, database_settings, echo_json, open_gate
 @click.pass_context
 def worker(ctx, role, processes, concurrency, metrics_port, metrics_host):
     """Run workers until SIGTERM/SIGINT (then drain)."""
-    from workers.supervisor import parse_roles, supervise
+    from workers.supervisor import parse_roles, supervise, worker_settings
 
     settings = database_settings(ctx)
     if processes < 1 or (concurrency is not None and concurrency < 1):
@@ -60,7 +60,7 @@ def worker(ctx, role, processes, concurrency, metrics_port, metrics_host):
 
         exposed = serving(metrics_port, metrics_host, processes)
     with exposed:
-        supervise(settings.with_(concurrency=concurrency), roles, processes, concurrency)
+        supervise(worker_settings(settings, concurrency), roles, processes)
 
 
 @click.command("workers")

@@ -1,8 +1,10 @@
-"""The dataset methods of ``RemoteGate`` (``RemoteDatasets``): datasets, their versions and rows, uploads of a
-repository's files, and the prompt-dataset bars, each a request of the client's session."""
+"""The dataset requests of ``RemoteGate`` (``RemoteDatasets``, a part of it): datasets, their versions
+and rows, uploads of a repository's files, and the prompt-dataset bars, each a request of the client's
+session."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,11 @@ from .session import TIMEOUTS, decode, path_segment
 
 
 class RemoteDatasets:
-    """Dataset and bar methods of ``RemoteGate`` (it brings ``_call``, its session's request)."""
+    """Dataset and bar requests, each made with ``call`` (a session's ``_call``: the request and
+    the judging of its answer, ``gate.client.session``)."""
+
+    def __init__(self, call: Callable[..., Any]):
+        self._call = call
 
     def list_datasets(self) -> list[tuple[Dataset, list[Mapping]]]:
         return [

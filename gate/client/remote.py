@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from gate.api.delegation import delegate
 from gate.api.release import DEFAULT_RELEASE_MODE, SHA_POLL, deadline_after, expired, time_left, wait_for_release
 from gate.api.shape import HISTORY_LIMIT
 from gate.errors import NotFound, UsageError
@@ -131,9 +132,16 @@ def _history_row(row: dict) -> dict:
     return row
 
 
-class RemoteGate(RemoteDatasets, ServedRemote, ServiceSession):
+class RemoteGate(ServiceSession):
     """The Gate's methods, each one request to the gate's service at ``url`` (called with
-    bearer ``token``; None: anonymous, what a server with --public-read allows for reads)."""
+    bearer ``token``; None: anonymous, what a server with --public-read allows for reads).
+    Its parts make their requests with this session's: the datasets' (``RemoteDatasets``)
+    and the reads of what production serves (``ServedRemote``)."""
+
+    def __init__(self, url: str, token: str | None = None):
+        super().__init__(url, token)
+        self._datasets = RemoteDatasets(self._call)
+        self._served = ServedRemote(self._call)
 
     def __getattr__(self, name: str):
         """A ``Gate`` method the service does not offer fails in one line, not a traceback."""
@@ -321,7 +329,28 @@ class RemoteGate(RemoteDatasets, ServedRemote, ServiceSession):
             "POST", f"/v1/prompts/{path_segment(name)}/rollback", body={k: v for k, v in body.items() if v is not None}
         )
 
-    # --- datasets, bars, prices, workers ----------------------------------------------------
+    # --- after the merge: what production serves, canary rollouts (gate/client/served.py) ----
+
+    served = delegate("_served", ServedRemote.served)
+    rollouts = delegate("_served", ServedRemote.rollouts)
+    rollout_of_update = delegate("_served", ServedRemote.rollout_of_update)
+    list_live = delegate("_served", ServedRemote.list_live)
+
+    # --- datasets, bars (gate/client/datasets.py), prices, workers ---------------------------
+
+    list_datasets = delegate("_datasets", RemoteDatasets.list_datasets)
+    mappings = delegate("_datasets", RemoteDatasets.mappings)
+    get_dataset = delegate("_datasets", RemoteDatasets.get_dataset)
+    register_dataset = delegate("_datasets", RemoteDatasets.register_dataset)
+    refresh_dataset = delegate("_datasets", RemoteDatasets.refresh_dataset)
+    upload_rows = delegate("_datasets", RemoteDatasets.upload_rows)
+    diff_upload = delegate("_datasets", RemoteDatasets.diff_upload)
+    dataset_versions = delegate("_datasets", RemoteDatasets.dataset_versions)
+    dataset_version = delegate("_datasets", RemoteDatasets.dataset_version)
+    preview_dataset = delegate("_datasets", RemoteDatasets.preview_dataset)
+    diff_versions = delegate("_datasets", RemoteDatasets.diff_versions)
+    map_dataset = delegate("_datasets", RemoteDatasets.map_dataset)
+    unmap_dataset = delegate("_datasets", RemoteDatasets.unmap_dataset)
 
     def prices(self) -> dict[str, Price]:
         return decode(dict[str, Price], self._call("GET", "/v1/prices"))

@@ -6,6 +6,8 @@ CLI reads of the fleet and the rollouts through ``RemoteGate``."""
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
+from typing import Any
 
 from gate.api.codec import decode as wire_decode
 from gate.errors import first_line
@@ -51,7 +53,11 @@ def _times(view: dict, *keys: str) -> dict:
 
 
 class ServedRemote:
-    """``RemoteGate``'s reads of what production serves and of the canary rollouts."""
+    """``RemoteGate``'s reads of what production serves and of the canary rollouts, each made
+    with ``call`` (a session's ``_call``)."""
+
+    def __init__(self, call: Callable[..., Any]):
+        self._call = call
 
     def served(self, name: str) -> dict:
         data = self._call("GET", f"/v1/prompts/{path_segment(name)}/live")["served"]

@@ -1,9 +1,11 @@
-"""What the gate config declares beyond datasets and bars, on the service API (``ConfigMixin`` of
-``Gate``): providers, the price table, the spend caps and each prompt's optional fields."""
+"""What the gate config declares beyond datasets and bars, on the service API (``Config``, a
+service of ``Gate``): providers, the price table, the spend caps and each prompt's optional fields."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from sqlalchemy.engine import Engine
 
 from gate import db
 from gate.calls.providers import Endpoint, ProviderDecl, endpoint_for, resolve
@@ -24,11 +26,11 @@ if TYPE_CHECKING:  # the prompt's parser (Jinja2, YAML) is loaded by what reads 
 
 
 @driver_errors_become_gate_errors
-class ConfigMixin:
-    """Provider, price, limit and optional-field methods of ``Gate`` (it brings ``engine`` and ``settings``)."""
+class Config:
+    """Providers, prices, limits and optional fields, on one gate database (``engine``)."""
 
-    engine: Any
-    settings: Any
+    def __init__(self, engine: Engine):
+        self.engine = engine
 
     def providers(self) -> dict[str, ProviderDecl]:
         """The providers the gate config declared (``gate.calls.providers``)."""

@@ -11,6 +11,8 @@ from collections.abc import Mapping as TMapping
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from sqlalchemy.engine import Engine
+
 from gate import db
 from gate.datasets import importer
 from gate.datasets.sources import (
@@ -24,10 +26,11 @@ from gate.datasets.sources import (
 )
 from gate.datasets.sources.files import text_kind
 from gate.datasets.sources.upload import UPLOAD_SCHEME, UploadReader, check_repo_path, upload_uri
-from gate.datasets.version_index import diff_against_index
+from gate.datasets.version_index import VersionIndexes, diff_against_index
 from gate.errors import DatasetError, NotFound, UsageError, first_line
 from gate.prompt.call_settings import check_name
 from gate.records import DataDiff, Dataset, DatasetPreview, DatasetVersion, Imported, Mapping
+from gate.settings import Settings
 from gate.store.datasets import (
     delete_dataset,
     delete_mapping,
@@ -64,14 +67,17 @@ SOURCE_OPTION_KEYS = (
 
 
 @driver_errors_become_gate_errors
-class DatasetsMixin:
-    """Dataset and bar methods of ``Gate`` (it brings ``engine`` and ``settings``)."""
+class Datasets:
+    """Datasets, their versions and the bars, on one gate database (``engine``), read and
+    imported within ``settings``' bounds."""
 
-    engine: Any
-    settings: Any
-    # Set by the HTTP service (``gate.datasets.sources.egress.Egress``): sources are then read for
-    # callers, with no ${VAR} filled in and connections only where the policy allows.
-    source_egress: Any = None
+    def __init__(self, engine: Engine, settings: Settings):
+        self.engine = engine
+        self.settings = settings
+        self.version_indexes = VersionIndexes(settings.diff_cache_bytes)  # what dry runs compare with
+        # Set by the HTTP service (``gate.datasets.sources.egress.Egress``, through ``Gate.source_egress``):
+        # sources are then read for callers, with no ${VAR} filled in and connections only where the policy allows.
+        self.source_egress: Any = None
 
     # --- registering and refreshing: a version of the rows ---------------------------------
 
@@ -316,7 +322,7 @@ class DatasetsMixin:
         if scheme_of(source_uri) != "file":
             raise DatasetError(f"dataset {name}: only local files are compared in a pull request")
         limits = {"max_row_bytes": self.settings.max_row_bytes, "page_bytes": self.settings.page_bytes}
-        reader = open_source(source_uri, SourceOptions(**limits, **options))
+        reader = open_source(source_uri, SourceOptions(**limits, **options))  # type: ignore[arg-type]
         try:
             return self._diff_current(name, self._proposed_rows(name, reader))
         finally:
@@ -363,12 +369,6 @@ class DatasetsMixin:
         s = self.settings
         stored = importer.StoredBytes(name, s.max_version_bytes)
         return importer.source_rows(reader, s.page_size, s.page_bytes, s.max_row_bytes, stored)
-
-    # --- providers -----------------------------------------------------------------------------
-
-    # --- prices --------------------------------------------------------------------------------
-
-    # --- limits ---------------------------------------------------------------------------------
 
 
 def _same_rows(options: dict | None) -> dict:

@@ -6,65 +6,42 @@ raises only GateError: this class is the boundary where a driver error becomes a
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import DBAPIError
 
 from gate import db
-from gate.api.release import (
-    DEFAULT_RELEASE_MODE,
-    SHA_POLL,
-    of_mode,
-    wait_for_release,
-)
+from gate.api.delegation import delegate
+from gate.api.release import DEFAULT_RELEASE_MODE, SHA_POLL, wait_for_release
 from gate.calls.providers import resolve
-from gate.datasets.version_index import VersionIndexes
-from gate.errors import Forbidden, UsageError
-from gate.records import DatasetVersion, FleetCounts, Update, WorkerRow
-from gate.report.update import SAMPLE_FAILURES, UpdateReport, run_report
+from gate.errors import UsageError
+from gate.records import DatasetVersion
+from gate.report.update import UpdateReport
 from gate.settings import Settings
-from gate.states import UPDATE_TERMINAL, Mode
-from gate.store.answers import reuse_stats
+from gate.states import Mode
 from gate.store.datasets import get_dataset, list_mappings
-from gate.store.fleet import fleet_counts
-from gate.store.item_stats import failing_items, flipped_items, item_attempt_stats, run_counts
 from gate.store.live import find_live, live_version
 from gate.store.locks import ensure_prompt_lock, lock_prompt
 from gate.store.providers import list_providers
-from gate.store.ratelimits import rate_limit_stats
 from gate.store.rollouts import pin_rollout
-from gate.store.runs import BASELINE, insert_run, runs_of_update
-from gate.store.trials import unstable_items
-from gate.store.updates import (
-    cancel_update,
-    get_update,
-    insert_update,
-    list_updates,
-    lock_update_owner,
-    set_update_limits,
-    superseded_updates,
-    update_status,
-    updates_for_sha,
-)
+from gate.store.runs import insert_run
+from gate.store.updates import cancel_update, insert_update, set_update_limits, superseded_updates
 from gate.store.versions import READY, get_version, lock_dataset
-from gate.store.workers import live_workers
 from gate.verdict.bars import Bars
 
 from .boundary import driver_errors_become_gate_errors
-from .config import ConfigMixin
-from .conversations import with_last_turns
-from .datasets import DatasetsMixin
-from .live import LiveMixin, check_hold
+from .config import Config
+from .datasets import Datasets
+from .live import Live, check_hold
 from .proposed import proposed_mappings
-from .releases import ReleasesMixin
-from .retention import RetentionMixin
-from .rollouts import RolloutsMixin
-from .served import ServedMixin
-from .spending import check_cost_bounded, gate_limits, pinned_limits, run_calls, update_spend
-from .tokens import TokensMixin
+from .releases import Releases
+from .retention import Retention
+from .rollouts import Rollouts
+from .served import Served
+from .spending import check_cost_bounded, gate_limits, pinned_limits, run_calls
+from .tokens import Tokens
+from .updates import Updates
 
 if TYPE_CHECKING:
     from gate.prompt.spec import PromptSpec
@@ -83,33 +60,26 @@ def check_commit_sha(sha: Any) -> None:
         raise UsageError(f"commit SHA {str(sha)[:80]!r} is not a full commit id: use its 40 or 64 hex characters")
 
 
-def _broken_items(conn, run, limit: int) -> list:
-    """The first items the live version answered right and the run wrong (none before the
-    run is compared: reconcile pairs the answers, ``flip_counts``)."""
-    metrics = run.metrics or {}
-    live_run_id = (metrics.get("live") or {}).get("run_id")
-    if not live_run_id or not limit or not (metrics.get("flips") or {}).get("broken"):
-        return []  # nothing broken: no scan of the run's items for none
-    return flipped_items(conn, run.id, live_run_id, limit)
-
-
-def _unstable_items(conn, run, limit: int) -> list:
-    """The first items whose trials disagree (a run with trials only: no scan otherwise)."""
-    if not run.pinned.trials or not limit or (run.metrics or {}).get("unstable") == 0:
-        return []
-    return unstable_items(conn, run.id, limit)
-
-
 @driver_errors_become_gate_errors
-class Gate(
-    DatasetsMixin, ConfigMixin, LiveMixin, ReleasesMixin, RetentionMixin, TokensMixin, ServedMixin, RolloutsMixin
-):
-    """A handle on one gate database."""
+class Gate:
+    """A handle on one gate database: the services over it, each built with what it needs
+    (the engine, the settings, the other services it asks), and every public method of the
+    service API. ``submit``, ``wait_for_sha`` and the engine's (``connect``, ``close``,
+    ``upgrade``, ``ensure_schema``) are its own; each of the others is one service's
+    (``delegate``), grouped below by service."""
 
     def __init__(self, engine: Engine, settings: Settings):
         self.engine = engine
         self.settings = settings
-        self.version_indexes = VersionIndexes(settings.diff_cache_bytes)  # what dry runs compare with
+        self._config = Config(engine)
+        self._datasets = Datasets(engine, settings)
+        self._live = Live(engine, self._config)
+        self._releases = Releases(engine)
+        self._retention = Retention(engine)
+        self._rollouts = Rollouts(engine, self._config, self._live)
+        self._served = Served(engine)
+        self._tokens = Tokens(engine)
+        self._updates = Updates(engine, settings)
 
     @classmethod
     def connect(cls, database_url: str | None = None, settings: Settings | None = None, upgrade: bool = False) -> Gate:
@@ -201,73 +171,6 @@ class Gate(
         db.transaction(self.engine, lambda conn: ensure_prompt_lock(conn, spec.name))
         return db.transaction(self.engine, stage)
 
-    def status(self, update_id: int, failures: int = SAMPLE_FAILURES) -> UpdateReport:
-        with self.engine.connect() as conn:
-            upd = get_update(conn, update_id)
-            runs = runs_of_update(conn, update_id)
-            counts = run_counts(conn, [r.id for r in runs])
-            reused = reuse_stats(conn, [r.id for r in runs])
-            reports = [
-                run_report(
-                    r,
-                    counts[r.id],
-                    with_last_turns(conn, r, upd.candidate_config, failing_items(conn, r.id, failures)),
-                    reused[r.id],
-                    _broken_items(conn, r, failures),
-                    _unstable_items(conn, r, failures),
-                )
-                for r in runs
-            ]
-            ids = [r.id for r in runs]
-            spend = update_spend(conn, upd, runs + runs_of_update(conn, update_id, BASELINE))
-            return UpdateReport(upd, reports, {**item_attempt_stats(conn, ids), **rate_limit_stats(conn, ids)}, spend)
-
-    def wait(
-        self,
-        update_id: int,
-        timeout: float | None = None,
-        poll: float = 0.25,
-        on_poll: Callable[[UpdateReport], Any] | None = None,
-    ) -> UpdateReport:
-        """Poll until the update is terminal or ``timeout`` seconds pass, then build its
-        report (at each poll as well for an ``on_poll`` callback)."""
-        on_status = (lambda _status: on_poll(self.status(update_id))) if on_poll else None
-        self.wait_status(update_id, timeout, poll, on_status)
-        return self.status(update_id)
-
-    def wait_status(
-        self,
-        update_id: int,
-        timeout: float | None = None,
-        poll: float = 0.25,
-        on_status: Callable[[str], Any] | None = None,
-    ) -> str:
-        """Poll the update's status alone (release pipelines may wait on many updates) until
-        it is terminal or ``timeout`` seconds pass; returns the last status read."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        reader = db.KeptConnection(self.engine)
-        read = lambda conn: update_status(conn, update_id)  # noqa: E731
-        try:
-            while True:
-                try:
-                    status = reader.run(read)
-                except DBAPIError:  # a dropped connection (server restart): once more on a fresh one
-                    status = reader.run(read)
-                if status in UPDATE_TERMINAL or (deadline is not None and time.monotonic() >= deadline):
-                    return status
-                if on_status:
-                    on_status(status)
-                time.sleep(poll if deadline is None else max(0.0, min(poll, deadline - time.monotonic())))
-        finally:
-            reader.close()
-
-    def updates_for_sha(self, sha: str, prompt_name: str | None = None, mode: str | None = None) -> list[Update]:
-        """The commit's updates, oldest first (``mode``: those a release wait of that mode
-        answers for, ``release.of_mode``)."""
-        with self.engine.connect() as conn:
-            found = updates_for_sha(conn, sha, prompt_name)
-        return found if mode is None else of_mode(found, mode)[1]
-
     def wait_for_sha(
         self,
         sha: str,
@@ -284,48 +187,106 @@ class Gate(
         database every ``poll`` seconds."""
         return wait_for_release(self, sha, prompt, timeout, poll, mode, on_select)
 
-    def list_updates(
-        self,
-        limit: int = 20,
-        prompt_name: str | None = None,
-        *,
-        status: str | None = None,
-        sha_prefix: str | None = None,
-        before_id: int | None = None,
-    ) -> list[Update]:
-        """Newest first, optionally of one prompt, in one status, of commits whose SHA
-        starts with ``sha_prefix`` (hex digits), older than update ``before_id``."""
-        if sha_prefix is not None and not re.fullmatch(r"[0-9a-fA-F]{1,64}", sha_prefix):
-            raise UsageError(f"{sha_prefix[:80]!r} is not the start of a commit SHA (hex digits)")
-        with self.engine.connect() as conn:
-            return list_updates(conn, limit, prompt_name, status=status, sha_prefix=sha_prefix, before_id=before_id)
+    # --- an update once submitted: gate/service/updates.py ---------------------------------
 
-    def cancel(self, update_id: int, reason: str = "cancelled by a user", *, owner: str | None = None) -> None:
-        """Cancel an open update. ``owner``: the caller may cancel only updates the token of
-        that name submitted (a submit token through the service); else Forbidden. None:
-        any (the CLI on the database, an admin token)."""
+    status = delegate("_updates", Updates.status)
+    wait = delegate("_updates", Updates.wait)
+    wait_status = delegate("_updates", Updates.wait_status)
+    updates_for_sha = delegate("_updates", Updates.updates_for_sha)
+    list_updates = delegate("_updates", Updates.list_updates)
+    cancel = delegate("_updates", Updates.cancel)
+    fleet = delegate("_updates", Updates.fleet)
+    live_workers = delegate("_updates", Updates.live_workers)
 
-        def cancel(conn):
-            submitted_by = lock_update_owner(conn, update_id)
-            if owner is not None and submitted_by != owner:
-                raise Forbidden(
-                    f"update {update_id} was not submitted by this token: a submit token cancels only "
-                    "its own updates (an admin token cancels any)"
-                )
-            cancel_update(conn, update_id, reason)
+    # --- what the push job did for a commit: gate/service/releases.py ----------------------
 
-        db.transaction(self.engine, cancel)
+    record_commit = delegate("_releases", Releases.record_commit)
+    commit_record = delegate("_releases", Releases.commit_record)
 
-    def fleet(self) -> FleetCounts:
-        """Updates and runs by status, open runs' items by state, the oldest waiting
-        submission, live workers and their stalest heartbeat (three beats count as live)."""
-        with self.engine.connect() as conn:
-            return fleet_counts(conn, self.settings.heartbeat_seconds * 3)
+    # --- datasets and bars: gate/service/datasets.py --------------------------------------
 
-    def live_workers(self) -> list[WorkerRow]:
-        """Worker processes whose heartbeat is fresh (three beats)."""
-        with self.engine.connect() as conn:
-            return live_workers(conn, self.settings.heartbeat_seconds * 3)
+    register_dataset = delegate("_datasets", Datasets.register_dataset)
+    import_upload = delegate("_datasets", Datasets.import_upload)
+    refresh_dataset = delegate("_datasets", Datasets.refresh_dataset)
+    map_dataset = delegate("_datasets", Datasets.map_dataset)
+    unmap_dataset = delegate("_datasets", Datasets.unmap_dataset)
+    list_datasets = delegate("_datasets", Datasets.list_datasets)
+    mappings = delegate("_datasets", Datasets.mappings)
+    get_dataset = delegate("_datasets", Datasets.get_dataset)
+    dataset_versions = delegate("_datasets", Datasets.dataset_versions)
+    dataset_version = delegate("_datasets", Datasets.dataset_version)
+    preview_dataset = delegate("_datasets", Datasets.preview_dataset)
+    diff_versions = delegate("_datasets", Datasets.diff_versions)
+    diff_source = delegate("_datasets", Datasets.diff_source)
+    check_upload = delegate("_datasets", Datasets.check_upload)
+    diff_upload = delegate("_datasets", Datasets.diff_upload)
+
+    @property
+    def source_egress(self) -> Any:
+        """Where sources read for a caller may connect (set by the HTTP service; None: the
+        CLI's own reads, ${VAR} filled in): ``Datasets.source_egress``."""
+        return self._datasets.source_egress
+
+    @source_egress.setter
+    def source_egress(self, egress: Any) -> None:
+        self._datasets.source_egress = egress
+
+    # --- providers, prices, limits, optional fields: gate/service/config.py ----------------
+
+    providers = delegate("_config", Config.providers)
+    register_provider = delegate("_config", Config.register_provider)
+    remove_provider = delegate("_config", Config.remove_provider)
+    endpoint = delegate("_config", Config.endpoint)
+    prices = delegate("_config", Config.prices)
+    set_price = delegate("_config", Config.set_price)
+    remove_price = delegate("_config", Config.remove_price)
+    limits = delegate("_config", Config.limits)
+    set_limit = delegate("_config", Config.set_limit)
+    remove_limit = delegate("_config", Config.remove_limit)
+    optional_fields = delegate("_config", Config.optional_fields)
+    set_optional_fields = delegate("_config", Config.set_optional_fields)
+
+    # --- the live version, its history, rollback: gate/service/live.py ---------------------
+
+    live = delegate("_live", Live.live)
+    live_endpoint = delegate("_live", Live.live_endpoint)
+    live_providers = delegate("_live", Live.live_providers)
+    history = delegate("_live", Live.history)
+    holds = delegate("_live", Live.holds)
+    rollback = delegate("_live", Live.rollback)
+
+    # --- what production serves: gate/service/served.py ------------------------------------
+
+    report_served = delegate("_served", Served.report_served)
+    served = delegate("_served", Served.served)
+    served_counts = delegate("_served", Served.served_counts)
+    stale_processes = delegate("_served", Served.stale_processes)
+    list_live = delegate("_served", Served.list_live)
+
+    # --- canary rollouts and what the runtime loads: gate/service/rollouts.py --------------
+
+    record_feedback = delegate("_rollouts", Rollouts.record_feedback)
+    rollouts = delegate("_rollouts", Rollouts.rollouts)
+    rollout_of_update = delegate("_rollouts", Rollouts.rollout_of_update)
+    rollout_settings = delegate("_rollouts", Rollouts.rollout_settings)
+    set_rollout = delegate("_rollouts", Rollouts.set_rollout)
+    canary_of = delegate("_rollouts", Rollouts.canary_of)
+    serve_tag = delegate("_rollouts", Rollouts.serve_tag)
+    serve_document = delegate("_rollouts", Rollouts.serve_document)
+
+    # --- retention: gate/service/retention.py ------------------------------------------------
+
+    prune = delegate("_retention", Retention.prune)
+
+    # --- the HTTP service's tokens and sessions: gate/service/tokens.py --------------------
+
+    create_token = delegate("_tokens", Tokens.create_token)
+    list_tokens = delegate("_tokens", Tokens.list_tokens)
+    revoke_token = delegate("_tokens", Tokens.revoke_token)
+    authenticate = delegate("_tokens", Tokens.authenticate)
+    open_session = delegate("_tokens", Tokens.open_session)
+    session_token = delegate("_tokens", Tokens.session_token)
+    close_session = delegate("_tokens", Tokens.close_session)
 
 
 def _admitted(engine: Engine, spec: PromptSpec) -> tuple[str, ...]:

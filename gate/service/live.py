@@ -1,5 +1,5 @@
-"""The live version of a prompt on the service API (``LiveMixin`` of ``Gate``): what is live,
-its history, and rollback.
+"""The live version of a prompt on the service API (``Live``, a service of ``Gate``): what is
+live, its history, and rollback.
 
 A rollback makes an earlier version's config live again as a **new** version number (the
 history only grows), in one transaction: under the prompt's lock (submissions serialize on
@@ -12,7 +12,9 @@ the version guard, after spending their calls), and so is a canary rollout in pr
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from sqlalchemy.engine import Engine
 
 from gate import db
 from gate.api.shape import HISTORY_LIMIT
@@ -28,6 +30,7 @@ from gate.store.runs import runs_of_update
 from gate.store.updates import cancel_update, find_update, superseded_updates
 
 from .boundary import driver_errors_become_gate_errors
+from .config import Config
 
 if TYPE_CHECKING:  # the prompt's parser (Jinja2, YAML) is loaded by what reads a prompt, not by this module
     from gate.prompt.spec import PromptSpec
@@ -36,8 +39,13 @@ MAX_REASON = 2000
 
 
 @driver_errors_become_gate_errors
-class LiveMixin:
-    engine: Any
+class Live:
+    """What is live, its history and holds, and rollback, on one gate database (``engine``);
+    a version with no provider on record is sent where ``config`` declares its provider now."""
+
+    def __init__(self, engine: Engine, config: Config):
+        self.engine = engine
+        self.config = config
 
     def live(self, name: str) -> LivePrompt:
         with self.engine.connect() as conn:
@@ -55,7 +63,7 @@ class LiveMixin:
         with self.engine.connect() as conn:
             pinned, decl = version_provider(conn, live.name, live.version)
         if not pinned:
-            return self.endpoint(spec), False
+            return self.config.endpoint(spec), False
         return endpoint_for(ProviderDecl.from_dict(decl) if decl else None), True
 
     def live_providers(self) -> dict[str, dict | None]:

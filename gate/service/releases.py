@@ -1,4 +1,4 @@
-"""What the Action's push job did for each commit (``ReleasesMixin`` of ``Gate``): it records
+"""What the Action's push job did for each commit (``Releases``, a service of ``Gate``): it records
 the apply-mode updates it submitted, that nothing needed gating, or that it could not gate
 the commit (``not-gated``: an ungated or invalid prompt file, a gate config that could not be
 synced), so `wait --sha` answers for every commit the Action saw (``gate.api.release``).
@@ -10,7 +10,7 @@ refused for a commit that has some (they answer for it)."""
 
 from __future__ import annotations
 
-from typing import Any
+from sqlalchemy.engine import Engine
 
 from gate import db
 from gate.errors import IllegalTransition, UsageError
@@ -28,8 +28,11 @@ MAX_DETAIL = 500
 
 
 @driver_errors_become_gate_errors
-class ReleasesMixin:
-    engine: Any
+class Releases:
+    """The push job's commit records, on one gate database (``engine``)."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
 
     def record_commit(
         self,

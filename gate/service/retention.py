@@ -1,10 +1,11 @@
-"""Retention on the service API (``RetentionMixin`` of ``Gate``): ``prune`` deletes what is older than an age
+"""Retention on the service API (``Retention``, a service of ``Gate``): ``prune`` deletes what is older than an age
 and no longer needed (``gate.store.retention`` says what), in bounded transactions."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+
+from sqlalchemy.engine import Engine
 
 from gate import db
 from gate.datasets.importer import discard_version
@@ -44,11 +45,11 @@ class PruneReport:
 
 
 @driver_errors_become_gate_errors
-class RetentionMixin:
-    """Retention methods of ``Gate`` (it brings ``engine`` and ``settings``)."""
+class Retention:
+    """``prune``, on one gate database (``engine``)."""
 
-    engine: Any
-    settings: Any
+    def __init__(self, engine: Engine):
+        self.engine = engine
 
     def prune(self, older_than: float, dry_run: bool = False, batch: int = PRUNE_BATCH) -> PruneReport:
         """Delete what is older than ``older_than`` seconds and no longer needed (see

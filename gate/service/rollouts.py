@@ -1,4 +1,4 @@
-"""Canary rollouts on the service API (``RolloutsMixin`` of ``Gate``): production's feedback
+"""Canary rollouts on the service API (``Rollouts``, a service of ``Gate``): production's feedback
 (``record_feedback``), what a reader sees of a prompt's rollouts (``rollouts``: the one in
 progress with its interval now, the decided ones with their figures), what the runtime
 loads to serve a prompt (``canary_of`` on the database, ``serve_document`` through the
@@ -18,6 +18,8 @@ from __future__ import annotations
 import random
 import re
 from typing import Any
+
+from sqlalchemy.engine import Engine
 
 from gate import db
 from gate.calls.providers import ProviderDecl, endpoint_for, resolve
@@ -42,6 +44,8 @@ from gate.store.rollouts import (
 from gate.store.updates import find_update
 
 from .boundary import driver_errors_become_gate_errors
+from .config import Config
+from .live import Live
 
 MAX_FEEDBACK_EVENTS = 1000
 CALL_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -85,8 +89,15 @@ def rollout_view(rollout: Rollout, tally: dict | None = None, hours: float | Non
 
 
 @driver_errors_become_gate_errors
-class RolloutsMixin:
-    engine: Any
+class Rollouts:
+    """Canary rollouts, on one gate database (``engine``): the runtime's view of one needs the
+    live version (``live``) and, for a version with no provider on record, where ``config``
+    declares its provider now."""
+
+    def __init__(self, engine: Engine, config: Config, live: Live):
+        self.engine = engine
+        self.config = config
+        self.live = live
 
     def record_feedback(self, events: list, *, submitter: str | None = None) -> dict[str, int]:
         """Store production's outcomes (see the module docstring) in one transaction.
@@ -169,7 +180,9 @@ class RolloutsMixin:
         from gate.prompt.spec import parse_spec  # Jinja2 and YAML: loaded by what reads a config
 
         decl = ProviderDecl.from_dict(stable["provider"]) if stable["provider"] else None
-        endpoint = endpoint_for(decl) if stable["provider_pinned"] else self.endpoint(parse_spec(stable["config"]))
+        endpoint = (
+            endpoint_for(decl) if stable["provider_pinned"] else self.config.endpoint(parse_spec(stable["config"]))
+        )
         return {**_route(found, stable), "endpoint": endpoint}
 
     def serve_tag(self, name: str) -> str:
@@ -187,7 +200,7 @@ class RolloutsMixin:
         and its config, the provider declaration its calls go to (never a key: the runtime
         reads the key from its own environment), and a rollout in progress with its stable
         version's config and declaration; with ``etag`` (``serve_tag``)."""
-        live = self.live(name)
+        live = self.live.live(name)
         with self.engine.connect() as conn:
             pinned, decl = version_provider(conn, name, live.version)
             found = active_rollout(conn, name)

@@ -1,4 +1,4 @@
-"""What production serves, on the service API (``ServedMixin`` of ``Gate``): the runtime's
+"""What production serves, on the service API (``Served``, a service of ``Gate``): the runtime's
 reports (``report_served``) and what a reader sees of them (``served``: per prompt the
 versions served and by how many processes, the stale ones named; ``served_counts`` for
 /metrics).
@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import re
 from typing import Any
+
+from sqlalchemy.engine import Engine
 
 from gate import db
 from gate.errors import UsageError
@@ -84,8 +86,11 @@ def versions_served(processes: list[ServedProcess]) -> list[dict]:
 
 
 @driver_errors_become_gate_errors
-class ServedMixin:
-    engine: Any
+class Served:
+    """Production's reports and what readers see of them, on one gate database (``engine``)."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
 
     def report_served(self, reports: list, reported_by: str = DATABASE_REPORTER) -> int:
         """Record what a runtime process serves (one row per prompt it reports), under

@@ -1,4 +1,4 @@
-"""The HTTP service's bearer tokens, on the service API (``TokensMixin`` of ``Gate``).
+"""The HTTP service's bearer tokens, on the service API (``Tokens``, a service of ``Gate``).
 
 A token is ``pgt_`` and 43 random URL-safe characters (256 bits), printed once at
 creation; the database keeps only its SHA-256, so a leaked database leaks no token. A
@@ -10,7 +10,7 @@ Scopes nest: ``read`` (every GET and the status page) < ``submit`` (read, and su
 cancel, wait) < ``admin`` (everything: datasets, bars, sync, tokens). Beside them,
 ``feedback`` is production's: it sends a canary rollout's outcomes (``POST /v1/feedback``)
 and nothing else, not even a read; admin may send feedback too, and submit for the rollouts
-its own applies started (``RolloutsMixin.record_feedback`` asks which).
+its own applies started (``Rollouts.record_feedback`` asks which).
 
 The status page signs a browser in with a **session**, never the token: ``pgs_`` and 43
 random characters in its cookie, of which the database keeps the SHA-256 and the token it
@@ -23,6 +23,8 @@ import hashlib
 import hmac
 import re
 import secrets
+
+from sqlalchemy.engine import Engine
 
 from gate import db
 from gate.errors import UsageError
@@ -70,8 +72,11 @@ def check_scope(scope: str) -> str:
 
 
 @driver_errors_become_gate_errors
-class TokensMixin:
-    """Create, list, revoke and check the service's tokens (``Gate`` has these)."""
+class Tokens:
+    """Create, list, revoke and check the service's tokens and sessions, on one gate database (``engine``)."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
 
     def create_token(self, name: str, scope: str) -> str:
         """A new token NAME of ``scope``; returns the token, which is never stored."""

@@ -84,7 +84,7 @@ def test_a_version_made_current_again_while_prune_runs_is_kept(gate, tmp_path, m
     """Prune lists v3, then (before it takes v3) a refresh brings v3's rows back: v3 is
     current again, so prune must leave it whole and the dataset usable."""
     live, check, open_id, (v1, v2, v3) = scenario(gate, tmp_path, monkeypatch)
-    take = gate._take_versions
+    take = gate._retention._take_versions
 
     def revert_then_take(versions, older_than, batch):
         assert v3 in [v for v, *_ in versions]
@@ -92,7 +92,7 @@ def test_a_version_made_current_again_while_prune_runs_is_kept(gate, tmp_path, m
         gate.refresh_dataset("d")  # v3's rows again: v3 is current
         return take(versions, older_than, batch)
 
-    monkeypatch.setattr(gate, "_take_versions", revert_then_take)
+    monkeypatch.setattr(gate._retention, "_take_versions", revert_then_take)
     report = gate.prune(0, batch=5)
     assert report.versions == 0
     assert gate.dataset_version("d").id == v3 and count(gate, dataset_row, version_id=v3) == 14

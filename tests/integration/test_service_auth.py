@@ -13,43 +13,19 @@ from support.cli import ROOT
 from support.helpers import rules_spec, write_rule_rows
 from support.service_harness import SCOPES, TLS, Service
 
+from gate.api.shape import OPERATIONS
 from gate.server import create_app
 from gate.service import Gate
 
-# (method, route) -> the scope it needs; None: open to anyone (health, the API's schema)
+# (method, route) -> the scope it needs; None: open to anyone (health, the API's schema). The
+# JSON API's rows are its declaration's (gate/api/shape.py: OPERATIONS): a submit route that
+# stores (an apply, an upload that is no dry run, a sync) asks admin on top (the matrix's calls
+# are check-mode submits and dry runs); waiting is reading (a release pipeline); a runtime's
+# routes need a token even with --public-read (test_served.py); feedback is the feedback scope's,
+# submit's or admin's; a commit's record is the push job's (admin: "nothing to gate" lets a
+# release go); cancel is tried on the submit token's own update (test_service_integrity.py).
 NEEDS = {
-    ("POST", "/v1/updates"): "submit",
-    ("GET", "/v1/updates"): "read",
-    ("GET", "/v1/updates/{update_id}"): "read",
-    ("GET", "/v1/updates/{update_id}/wait"): "read",  # waiting is reading (a release pipeline)
-    ("POST", "/v1/updates/{update_id}/cancel"): "submit",  # of its own updates (the matrix cancels one)
-    ("GET", "/v1/prompts/{name}/live"): "read",
-    ("GET", "/v1/prompts/{name}/history"): "read",
-    ("GET", "/v1/prompts"): "read",
-    ("GET", "/v1/prompts/{name}/serve"): "read",  # a token even with --public-read (test_served.py)
-    ("POST", "/v1/served"): "read",  # a runtime reports what it serves with its read token
-    ("POST", "/v1/feedback"): "feedback",  # the feedback scope, submit or admin; nothing else for feedback
-    ("GET", "/v1/prompts/{name}/rollouts"): "read",
-    ("GET", "/v1/updates/{update_id}/rollout"): "read",
-    ("POST", "/v1/prompts/{name}/rollback"): "admin",
-    ("POST", "/v1/sync"): "submit",  # the matrix's call is a dry run; a sync needs admin
-    ("GET", "/v1/datasets"): "read",
-    ("POST", "/v1/datasets"): "admin",
-    ("POST", "/v1/datasets/{name}/refresh"): "admin",
-    ("PUT", "/v1/datasets/{name}/rows"): "submit",  # the matrix's call is a dry run; storing needs admin
-    ("GET", "/v1/datasets/{name}/versions"): "read",
-    ("GET", "/v1/datasets/{name}/versions/{version}"): "read",
-    ("GET", "/v1/datasets/{name}/preview"): "read",
-    ("GET", "/v1/datasets/{name}/diff"): "read",
-    ("PUT", "/v1/prompts/{prompt}/datasets/{dataset}"): "admin",
-    ("DELETE", "/v1/prompts/{prompt}/datasets/{dataset}"): "admin",
-    ("GET", "/v1/prices"): "read",
-    ("GET", "/v1/workers"): "read",
-    ("PUT", "/v1/commits/{sha}/record"): "admin",  # the push job's: "nothing to gate" lets a release go
-    ("GET", "/v1/commits/{sha}/record"): "read",
-    ("GET", "/v1/tokens"): "admin",
-    ("POST", "/v1/tokens"): "admin",
-    ("POST", "/v1/tokens/{name}/revoke"): "admin",
+    **{(op.verb, op.path): op.scope for op in OPERATIONS if op.path is not None},
     ("GET", "/metrics"): "read",
     ("GET", "/healthz"): None,
     ("GET", "/readyz"): None,

@@ -1,12 +1,18 @@
-"""One API shape for local and remote: the database's ``Gate`` and the service's
-``RemoteGate`` both have every method of ``gate.api.shape.GateAPI`` with the same
-parameters (names, kinds, defaults, annotations) and the same return annotation; one may
-add only keyword-only parameters with defaults. The release wait is one loop over a small
-interface, and the HTTP status of an error one table, read by the server and the client."""
+"""One API, declared once (``gate.api.shape``): the database's ``Gate`` and the service's
+``RemoteGate`` both have every method of ``GateAPI`` with the same parameters (names, kinds,
+defaults, annotations) and the same return annotation; one may add only keyword-only
+parameters with defaults. The HTTP service's routes under /v1 are exactly those of
+``OPERATIONS``, each needing its scope; the clients' methods are exactly its operations, each
+calling its route and no path it lacks. The release wait is one loop over a small interface,
+and the HTTP status of an error one table, read by the server and the client."""
 
 from __future__ import annotations
 
+import ast
 import inspect
+import re
+import sys
+import textwrap
 import time
 from types import SimpleNamespace
 
@@ -14,8 +20,10 @@ import pytest
 
 from gate.api.http_status import error_class, http_status
 from gate.api.release import EXIT_NOTHING_TO_GATE, wait_for_release
-from gate.api.shape import GateAPI
+from gate.api.shape import OPERATIONS, GateAPI, RuntimeAPI, ServiceOnly
 from gate.client.remote import RemoteGate
+from gate.client.served import ServedClient
+from gate.client.session import ServiceSession
 from gate.errors import (
     DatabaseError,
     DatasetError,
@@ -122,6 +130,168 @@ def test_the_conformance_check_sees_a_departure():
     assert mismatches(GateAPI.history, Drifted.history) == [
         "parameter 2: the shape has limit: 'int' = 50, the implementation limit: 'int' = 20"
     ]
+
+
+# --- one declaration: the routes and the clients against OPERATIONS --------------------------------
+
+CLIENTS = {GateAPI: RemoteGate, ServiceOnly: RemoteGate, RuntimeAPI: ServedClient}
+SESSION = set(vars(ServiceSession))  # the connection's own (close): declared once, on RemoteGate's side
+
+
+def declared_routes() -> dict[tuple[str, str], set[str]]:
+    """(verb, path) → the scopes the operations served by it declare."""
+    routes: dict[tuple[str, str], set[str]] = {}
+    for op in OPERATIONS:
+        if op.path is not None:
+            routes.setdefault((op.verb, op.path), set()).add(op.scope)
+    return routes
+
+
+def flat_routes(routes) -> list:
+    """The app's routes, included routers opened (FastAPI ≥ 0.160 keeps them lazily)."""
+    flat = []
+    for route in routes:
+        nested = getattr(route, "effective_candidates", None)
+        flat.extend(flat_routes(nested()) if nested else [route])
+    return flat
+
+
+def scope_of(dependant) -> str | None:
+    """The scope a route's ``Depends(require(scope))`` asks (``auth.require`` names it)."""
+    for dep in dependant.dependencies:
+        name = getattr(dep.call, "__name__", "")
+        if name.startswith("require_"):
+            return name.removeprefix("require_")
+        found = scope_of(dep)
+        if found:
+            return found
+    return None
+
+
+def app_routes() -> dict[tuple[str, str], str | None]:
+    """The HTTP service's JSON routes (under /v1): (verb, path) → the scope it requires."""
+    from gate.server.app import create_app
+
+    app = create_app(SimpleNamespace(engine=None, settings=None))  # routes only: no request is served
+    return {
+        (verb, route.path): scope_of(route.dependant)
+        for route in flat_routes(app.routes)
+        if route.path.startswith("/v1/")
+        for verb in route.methods - {"HEAD"}
+    }
+
+
+def template(path: str) -> str:
+    return re.sub(r"\{[^}]*\}", "{}", path)
+
+
+def path_text(node: ast.expr) -> str | None:
+    """A literal path, an f-string's with each placeholder as {}."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        return "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)
+    return None
+
+
+def methods_of(cls) -> dict[str, object]:
+    """Every method of a client class and its bases (the nearest definition wins)."""
+    found: dict[str, object] = {}
+    for base in reversed(cls.__mro__[:-1]):
+        found.update({n: m for n, m in vars(base).items() if inspect.isfunction(m)})
+    return found
+
+
+def paths_called(cls, name: str, seen: frozenset = frozenset()) -> set[tuple[str, str]]:
+    """(verb, path template) of every request ``cls.name`` makes: its ``_call`` and
+    ``http.request`` calls, and those of the private helpers it calls (the public methods it
+    calls are operations of their own)."""
+    fn = methods_of(cls)[name]
+    if inspect.unwrap(fn) is not fn:  # a delegate: the part's method, read in the part's class
+        fn = inspect.unwrap(fn)
+        cls = getattr(sys.modules[fn.__module__], fn.__qualname__.split(".")[0])
+    methods = methods_of(cls)
+    tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    named = {  # path = f"..." before the call
+        node.targets[0].id: node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+    }
+    found = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+            continue
+        attr = node.func.attr
+        if attr in ("_call", "request") and len(node.args) >= 2:
+            arg = node.args[1]
+            verb, path = node.args[0], path_text(named.get(arg.id, arg) if isinstance(arg, ast.Name) else arg)
+            if isinstance(verb, ast.Constant) and path is not None:
+                found.add((verb.value, template(path)))
+        elif attr.startswith("_") and attr in methods and attr not in ("_call", "_answer") and attr not in seen:
+            found |= paths_called(cls, attr, seen | {name})
+    return found
+
+
+def public_methods(cls) -> set[str]:
+    return {n for n in methods_of(cls) if not n.startswith("_")}
+
+
+def test_each_operation_is_declared_once_and_names_a_protocol_method():
+    names = [op.name for op in OPERATIONS]
+    assert sorted(n for n in set(names) if names.count(n) > 1) == []
+    for op in OPERATIONS:
+        assert (op.verb is None) == (op.path is None) == (op.scope is None), op
+        if op.api is not None:
+            assert inspect.isfunction(vars(op.api).get(op.name)), f"{op.api.__name__} has no {op.name}"
+    for api in CLIENTS:
+        declared = {op.name for op in OPERATIONS if op.api is api}
+        assert set(n for n, m in vars(api).items() if inspect.isfunction(m) and not n.startswith("_")) == declared
+
+
+def test_the_http_routes_are_exactly_the_declared_ones_with_their_scopes():
+    declared, routes = declared_routes(), app_routes()
+    assert sorted(set(declared) - set(routes)) == [], "declared operations the service has no route for"
+    assert sorted(set(routes) - set(declared)) == [], "routes gate/api/shape.py OPERATIONS does not declare"
+    wrong = {r: (declared[r], routes[r]) for r in declared if declared[r] != {routes[r]}}
+    assert wrong == {}, "(verb, path): (the scopes declared, the scope the route requires)"
+
+
+@pytest.mark.parametrize("api", list(CLIENTS), ids=lambda api: api.__name__)
+def test_each_client_has_exactly_the_declared_methods_with_their_parameters(api):
+    client = CLIENTS[api]
+    own = {op.name for op in OPERATIONS if op.api is not None and CLIENTS[op.api] is client}
+    extra = public_methods(client) - own - (SESSION if client is ServedClient else set())
+    assert sorted(extra) == [], f"{client.__name__} methods gate/api/shape.py OPERATIONS does not declare"
+    for op in OPERATIONS:
+        if op.api is api:
+            member = methods_of(client).get(op.name)
+            assert member is not None, f"{client.__name__} has no {op.name} ({api.__name__}.{op.name})"
+            assert mismatches(getattr(api, op.name), member) == [], f"{client.__name__}.{op.name}"
+
+
+@pytest.mark.parametrize("op", [op for op in OPERATIONS if op.api is not None], ids=lambda op: op.name)
+def test_each_client_method_calls_its_route_and_no_undeclared_path(op):
+    client = CLIENTS[op.api]
+    if op.name not in methods_of(client) or op.name in SESSION:
+        assert op.path is None, f"{client.__name__}.{op.name} is not a request of the client"
+        return
+    called = paths_called(client, op.name)
+    known = {(verb, template(path)) for verb, path in declared_routes()}
+    assert sorted(called - known) == [], f"{client.__name__}.{op.name} calls paths OPERATIONS does not declare"
+    if op.path is not None:  # (one with none is composed of other operations: wait_for_sha long-polls as wait)
+        assert (op.verb, template(op.path)) in called, f"{client.__name__}.{op.name} never calls {op.verb} {op.path}"
+
+
+def test_the_declaration_checks_see_a_route_and_a_path_that_drifted():
+    class Drifted(RemoteGate):
+        def status(self, update_id: int, failures: int = 5):
+            return self._call("GET", f"/v1/update/{int(update_id)}")
+
+    assert paths_called(Drifted, "status") == {("GET", "/v1/update/{}")}
+    assert paths_called(RemoteGate, "wait") == {("GET", "/v1/updates/{}/wait")}  # through _long_poll
+    assert paths_called(RemoteGate, "upload_rows") == {("PUT", "/v1/datasets/{}/rows")}  # RemoteDatasets._put_rows
+    assert paths_called(ServedClient, "serve_document") == {("GET", "/v1/prompts/{}/serve")}
+    assert app_routes()[("POST", "/v1/updates/{update_id}/cancel")] == "submit"
 
 
 # --- one status table ----------------------------------------------------------------------------

@@ -55,3 +55,22 @@ def test_every_setting_declares_what_it_allows():
     assert numeric == set(RANGES)
     assert set(Settings.ENV) == {f.name for f in fields(Settings)}
     assert set(CHOICES) <= {f.name for f in fields(Settings) if isinstance(f.default, str)}
+
+
+def test_the_executors_concurrency_is_decided_in_one_place():
+    """Issue 45.4: ``worker --concurrency``, ``run_until_terminal(concurrency=)`` (the demo, the
+    Action) and ``PROMPTGATE_CONCURRENCY`` reach the executor by one path: ``worker_settings``
+    decides, and the executor reads ``settings.concurrency`` alone."""
+    import inspect
+
+    from workers.execute.executor import Executor
+    from workers.supervisor import make_poller, worker_settings
+
+    base = Settings().with_(concurrency=3)
+    assert worker_settings(base, 16).concurrency == 16  # an explicit value wins
+    assert worker_settings(base, None).concurrency == 3  # none: the settings' (the variable's, else 8)
+    assert worker_settings(base, 0).concurrency == 3  # as `concurrency or settings.concurrency` did
+    with pytest.raises(UsageError, match="PROMPTGATE_CONCURRENCY"):
+        worker_settings(base, 5000)  # held to the setting's range
+    for fn in (Executor.__init__, make_poller):
+        assert "concurrency" not in inspect.signature(fn).parameters, fn.__qualname__

@@ -282,3 +282,28 @@ def test_modules_and_functions_stay_readable():
 def test_each_floor_has_code(floor):
     prefixes = dict(FLOORS)[floor]
     assert any(floor_of(m) is not None and any(m == p or m.startswith(p + ".") for p in prefixes) for m in modules())
+
+
+def classes_of(path: Path) -> list[ast.ClassDef]:
+    return [node for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.ClassDef)]
+
+
+def test_no_mixins_gate_is_composed_of_services():
+    """Issue 45.4: ``Gate`` is a facade over services built with their dependencies passed
+    explicitly, not a stack of mixins that reach each other through ``self``: no class in
+    gate/ is named *Mixin, ``Gate`` inherits from nothing (but object), and the client's
+    ``RemoteGate`` only from its session (its parts are built with the session's request)."""
+    from gate.client.remote import RemoteGate
+    from gate.client.session import ServiceSession
+    from gate.service import Gate
+
+    mixins = [
+        f"{name}.{node.name}"
+        for name, path in modules().items()
+        if name.startswith("gate.")
+        for node in classes_of(path)
+        if node.name.endswith("Mixin")
+    ]
+    assert mixins == []
+    assert Gate.__bases__ == (object,), [base.__qualname__ for base in Gate.__bases__]
+    assert RemoteGate.__bases__ == (ServiceSession,), [base.__qualname__ for base in RemoteGate.__bases__]

@@ -46,7 +46,12 @@ WRITERS = {
     # updates: the service stages and cancels, materialize starts, reconcile ends
     "gate.store.updates.insert_update": {"gate.service.gate"},
     "gate.store.runs.insert_run": {"gate.service.gate", "gate.service.baseline"},  # a submission stages its runs
-    "gate.store.updates.cancel_update": {"gate.service.gate", "gate.service.live", "workers.rollout"},
+    "gate.store.updates.cancel_update": {
+        "gate.service.gate",  # latest wins: a submission cancels the updates it replaces
+        "gate.service.updates",  # a user cancels one
+        "gate.service.live",  # a rollback cancels the open applies
+        "workers.rollout",
+    },
     "gate.store.updates.start_update": {"workers.materialize"},
     "gate.store.updates.transition_update": {"workers.reconcile"},
     # dataset versions: the importer writes them, the service makes one current

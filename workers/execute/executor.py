@@ -87,13 +87,12 @@ class Executor(Poller):
         engine,
         settings,
         stop,
-        concurrency: int | None = None,
         call=call_prompt,
         activity=None,
         renderer: RenderPool | None = None,
     ):
         super().__init__(engine, settings, stop, activity)
-        self.concurrency = concurrency or self.settings.concurrency
+        self.concurrency = self.settings.concurrency  # decided once: workers.supervisor.worker_settings
         self.call = call
         self.owns_renderer = renderer is None
         self.renderer = renderer or RenderPool(RenderBudget.from_settings(self.settings))
