@@ -15,7 +15,7 @@ from typing import cast
 
 from gate.calls.spend_caps import nano_text
 from gate.db import transaction
-from gate.prompt.structured.rule import rule_of
+from gate.kinds import kind_of
 from gate.records import Run
 from gate.records.metrics import RunMetrics
 from gate.states import RunStatus, UpdateStatus
@@ -115,7 +115,7 @@ def stop_figures(conn, run: Run, metrics: dict, upd) -> dict:
     if stop.get("kind") == EARLY_STOP:
         version = get_version(conn, run.dataset_version_id)
         live_id, live_right = live_pair(conn, run)
-        by_label = rule_of(run.pinned.decision) is None  # fields: no labels (add_tally)
+        by_label = kind_of(run.pinned.decision).counts_by_label(run.pinned.decision)  # fields: no labels (add_tally)
         outcomes = Outcomes.from_rows(
             outcome_counts(conn, run.id, live_id, by_label),
             version.row_count,

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from gate.calls.spend_caps import SpendLimits
 from gate.db import read, transaction
 from gate.errors import first_line
-from gate.prompt.structured.rule import rule_of
+from gate.kinds import kind_of
 from gate.records import ItemResult, Run
 from gate.states import RunStatus, Verdict
 from gate.store.runs import CANDIDATE, get_run
@@ -91,7 +91,7 @@ class RunContext:
         if pinned.early_stop and run.role == CANDIDATE:
             version = get_version(conn, run.dataset_version_id)
             live_id, live_right = live_pair(conn, run)
-            by_label = rule_of(pinned.decision) is None
+            by_label = kind_of(pinned.decision).counts_by_label(pinned.decision)
             judge = RunJudge(
                 run.id,
                 pinned_bars(pinned, run.min_accuracy),

@@ -34,8 +34,9 @@ from gate.calls.llm import render_messages
 from gate.calls.providers import ProviderDecl, endpoint_for
 from gate.db import read
 from gate.errors import ModelCallError, UsageError, first_line
+from gate.kinds import kind_of
 from gate.prompt.decision import label_key
-from gate.prompt.judge import answer_variables, answers_read, bounded_answer, majority
+from gate.prompt.judge import answer_variables, answers_read, majority
 from gate.prompt.request_keys import request_key, trial_keys
 from gate.prompt.spec import PromptSpec, parse_spec
 from gate.records import Answer, ClaimedItem, ItemResult, Sentinel, SentinelResult
@@ -205,7 +206,7 @@ class Judging:
                 raise Failed(replace(out, error=f"live version: {out.error}"[:1000]))
             answer = Answered.of(out, key)
             judged.answers.append((answer, None))
-        text = answer.text if self.live.spec.decision.judge is not None else bounded_answer(answer.raw)
+        text = kind_of(self.live.spec.decision).judge_reads(answer.text, answer.raw)
         return replace(answer, text=text)
 
     def _verdict(
