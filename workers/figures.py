@@ -105,8 +105,8 @@ def _live_run(run: Run, metrics: dict) -> int | None:
     the candidate is the live config; None without a comparison."""
     if not metrics.get("flips"):
         return None
-    baseline = run.pinned.baseline or {}
-    return run.id if baseline.get("same_config") else (metrics.get("live") or {}).get("run_id")
+    baseline = run.pinned.baseline
+    return run.id if baseline and baseline.same_config else (metrics.get("live") or {}).get("run_id")
 
 
 def _field_flips(conn, run: Run, live_id: int | None, metrics: dict) -> dict | None:

@@ -161,14 +161,14 @@ def comparison_metrics(conn, run: Run) -> dict:
             "baseline_note": pinned.baseline_note or "no live version to compare with",
             "baseline_error": pinned.baseline_error,
         }
-    if baseline.get("same_config"):  # the candidate is the live config: every item agrees with itself
+    if baseline.same_config:  # the candidate is the live config: every item agrees with itself
         matches, scored = metrics.get("matches", 0), metrics.get("scored", 0)
         return {
             "flips": {"fixed": 0, "broken": 0, "both_right": matches, "both_wrong": scored - matches, "paired": scored},
             "baseline_note": None,
-            "live": {"matches": matches, "scored": scored, **baseline},
+            "live": {"matches": matches, "scored": scored, **baseline.to_json()},
         }
-    live_run = get_run(conn, baseline["run_id"])
+    live_run = get_run(conn, cast(int, baseline.run_id))
     if metrics.get("stop"):  # stopped: the items answered, against live where it is whole
         if live_run.status != RunStatus.DONE or live_run.stopped:
             return {"flips": None, "baseline_note": "not compared: the live version's run stopped too"}
@@ -176,7 +176,7 @@ def comparison_metrics(conn, run: Run) -> dict:
         return {
             "flips": flip_counts(conn, run.id, live_run.id),
             "baseline_note": None,
-            "live": {"matches": live.get("matches", 0), "scored": live.get("scored", 0), **baseline},
+            "live": {"matches": live.get("matches", 0), "scored": live.get("scored", 0), **baseline.to_json()},
         }
     if live_run.status != RunStatus.DONE:
         why = f"the live version could not be scored on this dataset version: {live_run.reason or live_run.status}"
@@ -192,5 +192,5 @@ def comparison_metrics(conn, run: Run) -> dict:
     return {
         "flips": flips,
         "baseline_note": None,
-        "live": {"matches": live.get("matches", 0), "scored": live.get("scored", 0), **baseline},
+        "live": {"matches": live.get("matches", 0), "scored": live.get("scored", 0), **baseline.to_json()},
     }

@@ -19,6 +19,7 @@ from gate.prompt.structured.expected_calls import check_fields_rows
 from gate.prompt.structured.rule import FieldsRule
 from gate.prompt.tool_decision import ToolCall
 from gate.prompt.tools import Tool
+from gate.records.pinned import PinnedJudge
 from gate.states import Verdict
 from gate.verdict.scoring import metrics_from_breakdown
 
@@ -145,6 +146,16 @@ class DecisionKind(ABC):
         """What a judge reads of an answer (its decision, its raw text): the raw text, bounded
         (``gate.prompt.judge.bounded_answer``)."""
         return bounded_answer(raw)
+
+    def judge_calls(self, trials: int) -> int:
+        """A judged kind: the judge's calls on one item (sentinels come on top); 0 for another."""
+        return 0
+
+    def judged_figures(
+        self, pinned: PinnedJudge, passed: int, scored: int, confidence: float, metrics: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """finalize, a judged kind: its judge's figures of the kind (``workers.judge_figures``)."""
+        return {}
 
     # -- the stored rule
     def fields_rule(self, stored: StoredDecision) -> FieldsRule | None:

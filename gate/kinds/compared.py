@@ -4,7 +4,33 @@ candidate's, a loss live's, and the run's wins and losses are its flips against 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
+from gate.records.pinned import PinnedJudge
+
 from .judged import JudgedKind
+
+OUTCOMES = ("win", "loss", "tie", "inconsistent")
+
+
+def pairwise_counts(confusion: Mapping[str, Mapping[str, int]], live: bool) -> dict[str, Any]:
+    """Wins, losses, ties and position-inconsistent items (counted as ties) of a comparison,
+    from the run's answers (expected label × outcome)."""
+    counts = dict.fromkeys(OUTCOMES, 0)
+    for row in confusion.values():
+        for outcome, n in row.items():
+            if outcome in counts:
+                counts[outcome] += int(n)
+    compared = sum(counts.values())
+    return {
+        "live": live,
+        "wins": counts["win"],
+        "losses": counts["loss"],
+        "ties": counts["tie"] + counts["inconsistent"],
+        "inconsistent": counts["inconsistent"],
+        "compared": compared,
+    }
 
 
 class ComparedKind(JudgedKind):
@@ -12,6 +38,11 @@ class ComparedKind(JudgedKind):
 
     def judge_calls(self, trials: int) -> int:
         return trials * 2  # both orders
+
+    def judged_figures(
+        self, pinned: PinnedJudge, passed: int, scored: int, confidence: float, metrics: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        return {"pairwise": pairwise_counts(metrics.get("confusion") or {}, bool(pinned.live))}
 
 
 COMPARED = ComparedKind()

@@ -6,12 +6,14 @@ when it is one of ``pass``. The candidate is called once per item (the judge's t
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from gate.errors import SpecError
 from gate.prompt.judge import bounded_answer, parse_judge_rule
 from gate.prompt.tool_decision import ToolCall
 from gate.prompt.tools import Tool
+from gate.records.pinned import PinnedJudge
+from gate.verdict.judge_stats import corrected
 
 from .base import Decision, DecisionKind, Reading, SpecView, StoredDecision
 
@@ -50,6 +52,19 @@ class JudgedKind(DecisionKind):
     def judge_calls(self, trials: int) -> int:
         """The judge's calls on one item (sentinels come on top)."""
         return trials
+
+    def judged_figures(
+        self, pinned: PinnedJudge, passed: int, scored: int, confidence: float, metrics: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """finalize: the judge's figures of the kind: the pass rate corrected for the judge's
+        error rates (``gate.verdict.judge_stats``), when it has them."""
+        if not pinned.error_rates:
+            return {}
+        return {
+            "corrected": corrected(
+                passed, scored, cast("tuple[int, int, int, int]", tuple(pinned.error_rates)), confidence
+            )
+        }
 
 
 JUDGED = JudgedKind()

@@ -8,6 +8,7 @@ database here."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -46,7 +47,7 @@ def schema_view(metrics: RunMetrics) -> dict | None:
     return {"broken": figures.get("broken", 0)} if figures else None
 
 
-def with_calls(decision: dict | None, samples: list[ItemSample]) -> list[ItemSample]:
+def with_calls(decision: Mapping[str, Any] | None, samples: list[ItemSample]) -> list[ItemSample]:
     """A tool_call decision's failing items, each with its expected and actual call side by
     side (``call``: expected, actual, and the problem of the arguments, if any)."""
     from gate.kinds import kind_of  # the prompt's parts: only for a report that shows items

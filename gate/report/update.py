@@ -253,10 +253,10 @@ def _trials(metrics: RunMetrics, pinned: Pinned) -> dict | None:
     if not trials:
         return None
     return {
-        "n": trials["n"],
-        "rule": trials["rule"],
-        "k": trials.get("k"),
-        "needed": trials["needed"],
+        "n": trials.n,
+        "rule": trials.rule,
+        "k": trials.k,
+        "needed": trials.needed,
         "unstable": metrics.get("unstable"),
     }
 

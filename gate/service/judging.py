@@ -181,11 +181,11 @@ def _compared_with_live(conn, spec: PromptSpec, pin: JudgePin, limits: SpendLimi
     pin.pinned["live"] = {**pin.live, "provider": provider, "price": price, "model": live_spec.model}
 
 
-def run_pin(pin: JudgePin, mapping, version) -> tuple[dict[str, Any], int, int]:
+def run_pin(pin: JudgePin, mapping, version, bars: Bars) -> tuple[dict[str, Any], int, int]:
     """What one run pins of the judge (``pinned["judge"]``), the sentinels it mixes in, and
     the most judging calls it makes. A judge that reads an item field no row of the run's
-    dataset version has is refused: it would judge every item on a template error."""
-    bars = Bars.parse(mapping.min_accuracy, mapping.bars)
+    dataset version has is refused: it would judge every item on a template error (``bars``:
+    the mapping's, parsed once for the run)."""
     for name in template_fields(m.content for m in pin.spec.messages):
         if version.fields is not None and not rows_having(version.fields, name):
             raise UsageError(
@@ -215,14 +215,13 @@ def stage_sentinels(conn, pin: JudgePin, run_id: int, count: int, rows: int, see
     return staged
 
 
-def judged_baseline(pin: JudgePin, mapping) -> dict[str, Any]:
+def judged_baseline(pin: JudgePin, bars: Bars) -> dict[str, Any]:
     """What a judged run is compared with: live's answers, by the judge (a comparison); for
     a graded run nothing, and a bar that needs live's answers (max_broken, max_drop) fails
     rather than go unchecked."""
     if pin.pinned.get("compare"):
         note = None if pin.pinned.get("live") else "no live version yet"
         return {"baseline": None, "baseline_note": note or "compared by the judge, in both orders"}
-    bars = Bars.parse(mapping.min_accuracy, mapping.bars)
     live_bars = [n for n, v in (("max_broken", bars.max_broken), ("max_drop", bars.max_drop)) if v is not None]
     error = f"{GRADED_NOTE}: {' and '.join(live_bars)} cannot be judged on a graded run" if live_bars else None
     return {"baseline": None, "baseline_note": GRADED_NOTE, "baseline_error": error}
