@@ -16,6 +16,7 @@ from decimal import Decimal
 from gate.db import transaction
 from gate.errors import CallFailure
 from gate.kinds import kind_of
+from gate.records.metrics import RunFigures
 from gate.store.item_stats import call_stats, error_kinds, failing_items, first_error_of
 from gate.store.items import fail_exhausted_items
 from gate.store.runs import finalizable_runs, get_run, running_runs, transition_run
@@ -123,7 +124,7 @@ def finalize_batch(conn) -> list[int]:
         metrics.update(spend_figures(conn, run, metrics))
         metrics.update(judged_metrics(conn, run, metrics))  # a judged run: its judge's figures, its sentinels
         status, reason = judged_end(run, metrics, status, reason)
-        transition_run(conn, run_id, status, reason=reason, metrics=metrics)
+        transition_run(conn, run_id, status, reason=reason, metrics=RunFigures.of(metrics).to_json())
         add_counters(conn, run_counters(run, metrics))
         ids.append(run_id)
     return ids

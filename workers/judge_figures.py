@@ -14,6 +14,7 @@ from typing import Any
 
 from gate.kinds import kind_of
 from gate.records import Run
+from gate.records.metrics import RunFigures
 from gate.records.pinned import Pinned, PinnedJudge
 from gate.states import RunStatus
 from gate.store.judges import judged_calls
@@ -106,30 +107,32 @@ def _cost(figures: dict, price: Mapping[str, Any] | None) -> str | None:
 
 def judged_end(run: Run, metrics: dict, status: RunStatus, reason: str | None) -> tuple[RunStatus, str | None]:
     """A run whose judge drifted on its sentinels ends ERROR with the figures, never DONE."""
-    sentinels = (metrics.get("judge") or {}).get("sentinels")
-    if not sentinels or not sentinels["drifted"]:
+    judge = RunFigures.of(metrics).judge
+    sentinels = judge.sentinels if judge else None
+    if not sentinels or not sentinels.drifted:
         return status, reason
-    pinned = f"{Decimal(str(round(100 * sentinels['pinned_accuracy'], 1))).normalize():f}"
+    pinned = f"{Decimal(str(round(100 * (sentinels.pinned_accuracy or 0), 1))).normalize():f}"
     return (
         RunStatus.ERROR,
-        f"judge drifted: agreed on {sentinels['agreed']} of {sentinels['judged']} sentinels, pinned {pinned} %",
+        f"judge drifted: agreed on {sentinels.agreed} of {sentinels.judged} sentinels, pinned {pinned} %",
     )
 
 
 def judged_comparison(run: Run, metrics: dict) -> dict[str, Any]:
     """reconcile: a comparison's wins and losses as the flips its bars read (ties split
     between both right and both wrong: the widest interval); with no live version, none."""
-    pairwise = ((metrics.get("judge") or {}).get("pairwise")) if metrics else None
+    judge = RunFigures.of(metrics).judge
+    pairwise = judge.pairwise if judge else None
     if pairwise is None:
         return {}
-    if not pairwise["live"]:
+    if not pairwise.live:
         return {"flips": None, "baseline_note": "no live version to compare with", "baseline_error": None}
-    ties = pairwise["ties"]
+    ties = pairwise.ties
     flips = {
-        "fixed": pairwise["wins"],
-        "broken": pairwise["losses"],
+        "fixed": pairwise.wins,
+        "broken": pairwise.losses,
         "both_right": ties - ties // 2,
         "both_wrong": ties // 2,
-        "paired": pairwise["compared"],
+        "paired": pairwise.compared,
     }
     return {"flips": flips, "baseline_note": None, "baseline_error": None, "live": None}

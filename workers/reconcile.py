@@ -17,7 +17,7 @@ from gate.calls.spend_caps import nano_text
 from gate.db import transaction
 from gate.kinds import kind_of
 from gate.records import Run
-from gate.records.metrics import RunMetrics
+from gate.records.metrics import RunFigures, RunMetrics
 from gate.states import RunStatus, UpdateStatus
 from gate.store.item_stats import flip_counts
 from gate.store.live import live_version, write_live
@@ -101,6 +101,7 @@ def _compared(conn, run: Run, upd) -> Run:
     metrics.update(policy_metrics(conn, run, metrics))  # fields, slices, protected, accepted
     if metrics.get("stop"):
         metrics["stop"] = stop_figures(conn, run, metrics, upd)
+    metrics = RunFigures.of(metrics).to_json()  # written through the figures' codec
     set_run_metrics(conn, run.id, metrics)
     return replace(run, metrics=cast(RunMetrics, metrics))
 

@@ -16,54 +16,14 @@ a provider's declaration; figures)."""
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, TypeVar, cast
+from typing import Any
 
-JSON = Mapping[str, Any]  # another record's stored JSON, kept as stored
+from .json_codec import JSON, Convert, decoded, encoded, listed, tupled
+
 _EMPTY: JSON = MappingProxyType({})
-_ATTRIBUTES = {"pass": "passing"}  # a stored key that is no Python name -> its attribute
-Convert = dict[str, Callable[[Any], Any]]
-_R = TypeVar("_R")
-
-
-def _same(value: Any) -> Any:
-    return value
-
-
-def _decode(cls: Callable[..., _R], data: Mapping[str, Any], convert: Convert) -> _R:
-    """The record of stored JSON: each known key converted to its attribute, the rest kept."""
-    known = {f.name for f in dataclasses.fields(cast(Any, cls))} - {"keys", "extra", "memo"}
-    values, extra = {}, {}
-    for key, value in data.items():
-        attr = _ATTRIBUTES.get(key, key)
-        if attr in known:
-            values[attr] = convert.get(attr, _same)(value)
-        else:
-            extra[key] = value
-    return cls(**values, keys=tuple(data), extra=MappingProxyType(extra))
-
-
-def _encode(record: Any, convert: Convert) -> dict[str, Any]:
-    """The stored JSON of a record: its keys as stored, in their order."""
-    out = {}
-    for key in record.keys:
-        if key in record.extra:
-            out[key] = record.extra[key]
-        else:
-            attr = _ATTRIBUTES.get(key, key)
-            out[key] = convert.get(attr, _same)(getattr(record, attr))
-    return out
-
-
-def _listed(value: Any) -> Any:
-    return None if value is None else list(value)
-
-
-def _tupled(value: Any) -> Any:
-    return None if value is None else tuple(value)
 
 
 @dataclass(frozen=True)
@@ -79,10 +39,10 @@ class PinnedTrials:
 
     @classmethod
     def of(cls, data: Mapping[str, Any]) -> PinnedTrials:
-        return _decode(cls, data, {})
+        return decoded(cls, data, {})
 
     def to_json(self) -> dict[str, Any]:
-        return _encode(self, {})
+        return encoded(self, {})
 
     def __bool__(self) -> bool:  # as the JSON it was: an empty mapping is no pin
         return bool(self.keys)
@@ -102,10 +62,10 @@ class PinnedBaseline:
 
     @classmethod
     def of(cls, data: Mapping[str, Any]) -> PinnedBaseline:
-        return _decode(cls, data, {})
+        return decoded(cls, data, {})
 
     def to_json(self) -> dict[str, Any]:
-        return _encode(self, {})
+        return encoded(self, {})
 
     def __bool__(self) -> bool:  # as the JSON it was: an empty mapping is no pin
         return bool(self.keys)
@@ -125,10 +85,10 @@ class PinnedLive:
 
     @classmethod
     def of(cls, data: Mapping[str, Any]) -> PinnedLive:
-        return _decode(cls, data, {})
+        return decoded(cls, data, {})
 
     def to_json(self) -> dict[str, Any]:
-        return _encode(self, {})
+        return encoded(self, {})
 
     def __bool__(self) -> bool:  # as the JSON it was: an empty mapping is no pin
         return bool(self.keys)
@@ -142,8 +102,8 @@ def _live_json(value: PinnedLive | None) -> Any:
     return None if value is None else value.to_json()
 
 
-_JUDGE_JSON: Convert = {"passing": _listed, "error_rates": _listed, "live": _live_json}
-_JUDGE_OF: Convert = {"passing": _tupled, "error_rates": _tupled, "live": _live_of}
+_JUDGE_JSON: Convert = {"passing": listed, "error_rates": listed, "live": _live_json}
+_JUDGE_OF: Convert = {"passing": tupled, "error_rates": tupled, "live": _live_of}
 
 
 @dataclass(frozen=True)
@@ -172,10 +132,10 @@ class PinnedJudge:
 
     @classmethod
     def of(cls, data: Mapping[str, Any]) -> PinnedJudge:
-        return _decode(cls, data, _JUDGE_OF)
+        return decoded(cls, data, _JUDGE_OF)
 
     def to_json(self) -> dict[str, Any]:
-        return _encode(self, _JUDGE_JSON)
+        return encoded(self, _JUDGE_JSON)
 
     def __bool__(self) -> bool:  # as the JSON it was: an empty mapping is no pin
         return bool(self.keys)
@@ -232,11 +192,11 @@ class Pinned:
         """The record of a run's stored ``pinned`` JSON (None: a row with none)."""
         if stored is None:
             return cls()
-        return _decode(cls, stored, _PINNED_OF)
+        return decoded(cls, stored, _PINNED_OF)
 
     def to_json(self) -> dict[str, Any] | None:
         """The stored JSON (None for a row with none), as ``of`` read it."""
-        return None if self.keys is None else _encode(self, _PINNED_JSON)
+        return None if self.keys is None else encoded(self, _PINNED_JSON)
 
     @property
     def stored(self) -> dict[str, Any] | None:

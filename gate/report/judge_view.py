@@ -12,7 +12,7 @@ sentinel or a count per label): they may be a holdout."""
 
 from __future__ import annotations
 
-from gate.records.metrics import RunMetrics
+from gate.records.metrics import JudgeFigures, RunFigures, RunMetrics
 from gate.records.pinned import Pinned
 from gate.untrusted import terminal_safe as safe
 
@@ -24,7 +24,7 @@ def judge_view(pinned: Pinned, metrics: RunMetrics | None) -> dict | None:
     judge = pinned.judge
     if not judge:
         return None
-    figures = (metrics or {}).get("judge") or {}
+    figures = RunFigures.of(metrics).judge or JudgeFigures()
     agreement = dict(judge.agreement or {})
     agreement.pop("confusion", None)
     rates = judge.error_rates
@@ -32,7 +32,7 @@ def judge_view(pinned: Pinned, metrics: RunMetrics | None) -> dict | None:
         se_k, se_n, sp_k, sp_n = rates
         agreement["sensitivity"] = se_k / se_n if se_n else None
         agreement["specificity"] = sp_k / sp_n if sp_n else None
-    scored = figures.get("scored")
+    scored = figures.scored
     return {
         "name": judge.name,
         "version": judge.version,
@@ -42,12 +42,12 @@ def judge_view(pinned: Pinned, metrics: RunMetrics | None) -> dict | None:
         "trials": judge.trials,
         "agreement": agreement,
         "agreement_line": agreement_line(agreement),
-        "pass_rate": figures["passed"] / scored if scored else None,
-        "interval": figures.get("interval"),
-        "corrected": {**figures["corrected"], "barred": bool(judge.corrected)} if figures.get("corrected") else None,
-        "pairwise": figures.get("pairwise"),
-        "sentinels": figures.get("sentinels"),
-        "calls": figures.get("calls"),
+        "pass_rate": figures.passed / scored if scored else None,
+        "interval": None if figures.interval is None else list(figures.interval),
+        "corrected": {**figures.corrected, "barred": bool(judge.corrected)} if figures.corrected else None,
+        "pairwise": None if figures.pairwise is None else figures.pairwise.to_json(),
+        "sentinels": None if figures.sentinels is None else figures.sentinels.to_json(),
+        "calls": figures.calls,
     }
 
 

@@ -16,7 +16,7 @@ from decimal import Decimal
 from typing import Any, cast
 
 from gate.records import FlipSample, ItemSample, Run, UnstableItem, Update
-from gate.records.metrics import RunMetrics
+from gate.records.metrics import RunFigures, RunMetrics
 from gate.records.pinned import Pinned
 from gate.states import EXIT_CODES, UPDATE_TERMINAL, RunStatus, UpdateStatus
 from gate.verdict.bars import DEFAULT_CONFIDENCE, pinned_bars
@@ -225,11 +225,11 @@ def _stop(metrics: RunMetrics, run: Run) -> dict | None:
     """A stopped run's stop as the report says it: why (early_stop: its verdict was
     settled; with_update: another run of its update settled it; spend_cap), in a sentence
     once reconcile confirmed it, and the calls it saved; None for a run not stopped."""
-    stop = metrics.get("stop")
+    stop = RunFigures.of(metrics).stop
     if not stop and not run.stopped:
         return None
-    kind = (stop or {}).get("kind") or run.stopped
-    return {"kind": kind, "sentence": (stop or {}).get("sentence"), "calls_saved": metrics.get("calls_saved")}
+    kind = (stop.kind if stop else None) or run.stopped
+    return {"kind": kind, "sentence": stop.sentence if stop else None, "calls_saved": metrics.get("calls_saved")}
 
 
 def _fields_read(pinned: Pinned) -> list[dict] | None:
