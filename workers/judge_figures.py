@@ -3,8 +3,9 @@ finalize adds the pass rate as judged with its interval, the rate corrected for 
 error rates with its interval (``gate.verdict.judge_stats``), a comparison's wins, losses,
 ties and position-inconsistent items, the sentinels' test, and the calls and cost by role;
 and ends a run whose judge drifted on its sentinels ERROR, saying so. Reconcile gives a
-comparison's items the shape of the comparison with live (wins fixed, losses broken), so
-its ``max_drop`` and ``max_broken`` bars read them as they read any run's flips."""
+comparison's items the shape of the comparison with live (wins fixed, losses broken:
+``gate.kinds.live.JudgedPairs``), so its ``max_drop`` and ``max_broken`` bars read them as
+they read any run's flips."""
 
 from __future__ import annotations
 
@@ -116,23 +117,3 @@ def judged_end(run: Run, metrics: dict, status: RunStatus, reason: str | None) -
         RunStatus.ERROR,
         f"judge drifted: agreed on {sentinels.agreed} of {sentinels.judged} sentinels, pinned {pinned} %",
     )
-
-
-def judged_comparison(run: Run, metrics: dict) -> dict[str, Any]:
-    """reconcile: a comparison's wins and losses as the flips its bars read (ties split
-    between both right and both wrong: the widest interval); with no live version, none."""
-    judge = RunFigures.of(metrics).judge
-    pairwise = judge.pairwise if judge else None
-    if pairwise is None:
-        return {}
-    if not pairwise.live:
-        return {"flips": None, "baseline_note": "no live version to compare with", "baseline_error": None}
-    ties = pairwise.ties
-    flips = {
-        "fixed": pairwise.wins,
-        "broken": pairwise.losses,
-        "both_right": ties - ties // 2,
-        "both_wrong": ties // 2,
-        "paired": pairwise.compared,
-    }
-    return {"flips": flips, "baseline_note": None, "baseline_error": None, "live": None}

@@ -32,7 +32,6 @@ from gate.verdict.early_stop import Outcomes, best_case, explain, missed_bars
 from gate.verdict.update_outcome import EARLY_STOP, SPEND_CAP, update_end
 from workers.execute.early_stop import live_pair
 from workers.figures import policy_metrics
-from workers.judge_figures import judged_comparison
 from workers.poller import Poller
 
 log = logging.getLogger("promptgate.reconcile")
@@ -97,7 +96,7 @@ def _compared(conn, run: Run, upd) -> Run:
     if run.status != RunStatus.DONE:
         return run
     metrics = {**(run.metrics or {}), **comparison_metrics(conn, run)}
-    metrics.update(judged_comparison(run, metrics))  # a comparison by a judge: its wins and losses
+    metrics.update(kind_of(run.pinned.decision).live.compared(RunFigures.of(metrics)))  # a judge's: wins, losses
     metrics.update(policy_metrics(conn, run, metrics))  # fields, slices, protected, accepted
     if metrics.get("stop"):
         metrics["stop"] = stop_figures(conn, run, metrics, upd)

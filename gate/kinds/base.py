@@ -23,6 +23,8 @@ from gate.records.pinned import PinnedJudge
 from gate.states import Verdict
 from gate.verdict.scoring import metrics_from_breakdown
 
+from .live import PAIRED_ITEMS, LiveComparison
+
 StoredDecision = Mapping[str, Any] | None  # a config's or a pinned run's decision, as stored
 
 
@@ -93,6 +95,7 @@ class DecisionKind(ABC):
     judge_may_decide: bool = True  # a judge prompt (kind: judge) may decide by it
     one_call_per_item: bool = False  # the candidate is called once per item (its trials are a judge's)
     shows_labels: bool = True  # the report shows the run's label figures
+    live: LiveComparison = PAIRED_ITEMS  # how the run is compared with live (gate.kinds.live)
 
     # -- the prompt file
     @abstractmethod

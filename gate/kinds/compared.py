@@ -10,6 +10,7 @@ from typing import Any
 from gate.records.pinned import PinnedJudge
 
 from .judged import JudgedKind
+from .live import JUDGED_PAIRS
 
 OUTCOMES = ("win", "loss", "tie", "inconsistent")
 
@@ -35,6 +36,7 @@ def pairwise_counts(confusion: Mapping[str, Mapping[str, int]], live: bool) -> d
 
 class ComparedKind(JudgedKind):
     name = "compared"
+    live = JUDGED_PAIRS  # the judge's wins and losses are the flips
 
     def judge_calls(self, trials: int) -> int:
         return trials * 2  # both orders
