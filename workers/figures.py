@@ -14,6 +14,7 @@ from gate.prompt.structured.compare import label_named
 from gate.prompt.structured.reading import NOT_AN_OBJECT
 from gate.prompt.structured.rule import CallRule, FieldsRule
 from gate.records import FlipSample, Run
+from gate.records.metrics import RunFigures
 from gate.states import Verdict
 from gate.store.fields import field_counts, field_flips, label_confusion, structured_breakdown
 from gate.store.item_stats import run_breakdown
@@ -106,7 +107,8 @@ def _live_run(run: Run, metrics: dict) -> int | None:
     if not metrics.get("flips"):
         return None
     baseline = run.pinned.baseline
-    return run.id if baseline and baseline.same_config else (metrics.get("live") or {}).get("run_id")
+    live = RunFigures.of(metrics).live
+    return run.id if baseline and baseline.same_config else (live.run_id if live else None)
 
 
 def _field_flips(conn, run: Run, live_id: int | None, metrics: dict) -> dict | None:

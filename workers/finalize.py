@@ -143,7 +143,7 @@ def spend_figures(conn, run, metrics: dict) -> dict:
     out = {
         "calls_made": made,
         "calls_unrecorded": unrecorded_claims(conn, run.id) * trials,
-        "calls_reused": int((metrics.get("calls") or {}).get("reused", 0)),
+        "calls_reused": _reused(metrics),
         "calls_saved": 0,
     }
     if not run.stopped:
@@ -157,6 +157,12 @@ def spend_figures(conn, run, metrics: dict) -> dict:
         "calls_saved": (count_uncalled(conn, run.id) + never_copied) * trials,
         "stop": {"kind": run.stopped},
     }
+
+
+def _reused(metrics: dict) -> int:
+    """The answers reused (``call_metrics``' ``calls``)."""
+    calls = RunFigures.of(metrics).calls
+    return int(calls.reused or 0) if calls else 0
 
 
 def run_counters(run, metrics: dict) -> dict[str, int]:

@@ -179,8 +179,68 @@ class StopFigures:
         return bool(self.keys)
 
 
-_RUN_OF: Convert = {"judge": _of(JudgeFigures), "stop": _of(StopFigures)}
-_RUN_JSON: Convert = {"judge": _record_json, "stop": _record_json}
+@dataclass(frozen=True)
+class CallFigures:
+    """The calls' latency (ms: p50, p95, max, timed) and tokens, and the answers reused
+    (``workers.finalize.call_metrics``); with trials, how many calls."""
+
+    latency_ms: JSON | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    reused: int | None = None
+    calls: int | None = None
+    keys: tuple[str, ...] = _keys()
+    extra: JSON = _extra()
+
+    @classmethod
+    def of(cls, data: Mapping[str, Any]) -> CallFigures:
+        return decoded(cls, data, {})
+
+    def to_json(self) -> dict[str, Any]:
+        return encoded(self, {})
+
+    def __bool__(self) -> bool:  # as the JSON it was: an empty mapping is no figures
+        return bool(self.keys)
+
+    @property
+    def p95_ms(self) -> Any:
+        """The calls' 95th percentile latency in ms (None: not timed)."""
+        return self.latency_ms.get("p95") if self.latency_ms else None
+
+
+@dataclass(frozen=True)
+class LiveFigures:
+    """The live version's side of a comparison: its matches and items scored, and what the
+    run pinned of it (``gate.records.pinned.PinnedBaseline``)."""
+
+    matches: int | None = None
+    scored: int | None = None
+    run_id: int | None = None
+    update_id: int | None = None
+    live_version: int | None = None
+    scored_now: bool | None = None
+    same_config: bool | None = None
+    keys: tuple[str, ...] = _keys()
+    extra: JSON = _extra()
+
+    @classmethod
+    def of(cls, data: Mapping[str, Any]) -> LiveFigures:
+        return decoded(cls, data, {})
+
+    def to_json(self) -> dict[str, Any]:
+        return encoded(self, {})
+
+    def __bool__(self) -> bool:  # as the JSON it was: an empty mapping is no figures
+        return bool(self.keys)
+
+
+_RUN_OF: Convert = {
+    "judge": _of(JudgeFigures),
+    "stop": _of(StopFigures),
+    "calls": _of(CallFigures),
+    "live": _of(LiveFigures),
+}
+_RUN_JSON: Convert = {"judge": _record_json, "stop": _record_json, "calls": _record_json, "live": _record_json}
 
 
 @dataclass(frozen=True)
@@ -204,7 +264,7 @@ class RunFigures:
     item_detail: JSON | None = None
     tool_calls: JSON | None = None
     schema: JSON | None = None
-    calls: JSON | None = None
+    calls: CallFigures | None = None
     cost_usd: str | None = None
     cost_note: str | None = None
     unstable: int | None = None
@@ -214,7 +274,7 @@ class RunFigures:
     calls_saved: int | None = None
     judge: JudgeFigures | None = None
     flips: JSON | None = None
-    live: JSON | None = None
+    live: LiveFigures | None = None
     baseline_note: str | None = None
     baseline_error: str | None = None
     field_flips: JSON | None = None

@@ -30,6 +30,7 @@ from gate.prompt.decision import label_key
 from gate.prompt.judge import PAIR_LABELS
 from gate.prompt.spec import PromptSpec, parse_spec
 from gate.prompt.template_fields import template_fields
+from gate.records.metrics import RunFigures
 from gate.states import RunStatus
 from gate.store.datasets import list_mappings
 from gate.store.judges import version_record
@@ -104,7 +105,7 @@ def _evaluations(conn, name: str, version: int) -> list:
     runs = [
         r
         for r in runs
-        if r.status == RunStatus.DONE and r.dataset_id in mapped and not r.stopped and (r.metrics or {}).get("scored")
+        if r.status == RunStatus.DONE and r.dataset_id in mapped and not r.stopped and RunFigures.of(r.metrics).scored
     ]
     if not runs:
         raise UsageError(
