@@ -21,6 +21,7 @@ from gate.prompt.tool_decision import ToolCall
 from gate.prompt.tools import Tool
 from gate.records.pinned import PinnedJudge
 from gate.states import Verdict
+from gate.verdict.bars import Bars
 from gate.verdict.scoring import metrics_from_breakdown
 
 from .live import PAIRED_ITEMS, LiveComparison
@@ -158,6 +159,11 @@ class DecisionKind(ABC):
         self, pinned: PinnedJudge, passed: int, scored: int, confidence: float, metrics: Mapping[str, Any]
     ) -> dict[str, Any]:
         """finalize, a judged kind: its judge's figures of the kind (``workers.judge_figures``)."""
+        return {}
+
+    def judged_baseline(self, live: bool, bars: Bars) -> dict[str, Any]:
+        """submit, a judged kind: what a judged run is compared with (``gate.service.judging``;
+        ``live``: the candidate has a live version the judge compares it with)."""
         return {}
 
     # -- the stored rule

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gate.records.pinned import PinnedJudge
+from gate.verdict.bars import Bars
 
 from .judged import JudgedKind
 from .live import JUDGED_PAIRS
@@ -40,6 +41,11 @@ class ComparedKind(JudgedKind):
 
     def judge_calls(self, trials: int) -> int:
         return trials * 2  # both orders
+
+    def judged_baseline(self, live: bool, bars: Bars) -> dict[str, Any]:
+        """Live's answers, by the judge (none yet: said so)."""
+        note = None if live else "no live version yet"
+        return {"baseline": None, "baseline_note": note or "compared by the judge, in both orders"}
 
     def judged_figures(
         self, pinned: PinnedJudge, passed: int, scored: int, confidence: float, metrics: Mapping[str, Any]

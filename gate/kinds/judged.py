@@ -13,9 +13,12 @@ from gate.prompt.judge import bounded_answer, parse_judge_rule
 from gate.prompt.tool_decision import ToolCall
 from gate.prompt.tools import Tool
 from gate.records.pinned import PinnedJudge
+from gate.verdict.bars import Bars
 from gate.verdict.judge_stats import corrected
 
 from .base import Decision, DecisionKind, Reading, SpecView, StoredDecision
+
+GRADED_NOTE = "a judged run is compared with live by the judge itself (decision compare: live)"
 
 
 class JudgedKind(DecisionKind):
@@ -52,6 +55,13 @@ class JudgedKind(DecisionKind):
     def judge_calls(self, trials: int) -> int:
         """The judge's calls on one item (sentinels come on top)."""
         return trials
+
+    def judged_baseline(self, live: bool, bars: Bars) -> dict[str, Any]:
+        """Graded: nothing, and a bar that needs live's answers (max_broken, max_drop) fails
+        rather than go unchecked."""
+        live_bars = [n for n, v in (("max_broken", bars.max_broken), ("max_drop", bars.max_drop)) if v is not None]
+        error = f"{GRADED_NOTE}: {' and '.join(live_bars)} cannot be judged on a graded run" if live_bars else None
+        return {"baseline": None, "baseline_note": GRADED_NOTE, "baseline_error": error}
 
     def judged_figures(
         self, pinned: PinnedJudge, passed: int, scored: int, confidence: float, metrics: Mapping[str, Any]
