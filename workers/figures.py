@@ -7,22 +7,56 @@ items that broke and what became of the accepted breaks (``policy_metrics``)."""
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Any
+from typing import Any, cast
 
+from gate.kinds import kind_of
 from gate.prompt.structured.compare import label_named
-from gate.prompt.structured.rule import CallRule, FieldsRule, rule_of
+from gate.prompt.structured.reading import NOT_AN_OBJECT
+from gate.prompt.structured.rule import CallRule, FieldsRule
 from gate.records import FlipSample, Run
+from gate.records.metrics import RunFigures
 from gate.states import Verdict
-from gate.store.fields import field_counts, field_flips, label_confusion
+from gate.store.fields import field_counts, field_flips, label_confusion, structured_breakdown
+from gate.store.item_stats import run_breakdown
 from gate.store.policy import flagged_broken, items_by_id, slice_counts
 from gate.store.runs import get_run
 from gate.store.tool_calls import argument_flips
 from gate.store.versions import get_version
 from gate.verdict.bars import pinned_bars
+from gate.verdict.scoring import INVALID_DECISION
+from workers.tool_figures import call_fields_metrics, call_marks
 
 MISSING, OTHER = "(missing)", "(other)"  # a label field's answer: not given, or none of its labels
 MAX_SLICES = 200
 PROTECTED_SAMPLES = 20
+
+
+class StoreFigures:
+    """The store's counts a decision's kind makes its figures of (``gate.kinds.FigureSource``)."""
+
+    def __init__(self, conn):
+        self.conn = conn
+
+    def label_breakdown(self, run_id: int) -> list[tuple[str, str, str | None, int]]:
+        return run_breakdown(self.conn, run_id)
+
+    def fields_breakdown(self, run_id: int) -> list[tuple[str, None, str | None, int]]:
+        return structured_breakdown(self.conn, run_id, NOT_AN_OBJECT, INVALID_DECISION)
+
+    def fields_figures(self, run_id: int, rule: FieldsRule) -> dict[str, Any]:
+        return fields_metrics(self.conn, run_id, rule)
+
+    def call_figures(self, run_id: int, rule: FieldsRule) -> dict[str, Any]:
+        return call_fields_metrics(self.conn, run_id, cast(CallRule, rule))
+
+    def call_marks(self, run_id: int, with_fields: bool) -> dict[str, Any]:
+        return call_marks(self.conn, run_id, with_fields)
+
+    def field_flips(self, run_id: int, live_id: int, bits: list[tuple[int, int]]) -> list[Any]:
+        return field_flips(self.conn, run_id, live_id, bits)
+
+    def argument_flips(self, run_id: int, live_id: int, bits: list[tuple[int, int]]) -> list[Any]:
+        return argument_flips(self.conn, run_id, live_id, bits)
 
 
 def fields_metrics(conn, run_id: int, rule: FieldsRule) -> dict[str, Any]:
@@ -72,22 +106,20 @@ def _live_run(run: Run, metrics: dict) -> int | None:
     the candidate is the live config; None without a comparison."""
     if not metrics.get("flips"):
         return None
-    baseline = run.pinned.baseline or {}
-    return run.id if baseline.get("same_config") else (metrics.get("live") or {}).get("run_id")
+    baseline = run.pinned.baseline
+    live = RunFigures.of(metrics).live
+    return run.id if baseline and baseline.same_config else (live.run_id if live else None)
 
 
 def _field_flips(conn, run: Run, live_id: int | None, metrics: dict) -> dict | None:
     """Per field both the candidate and live decide: live's right answers, fixed, broken."""
-    rule = rule_of(run.pinned.decision)
+    kind = kind_of(run.pinned.decision)
+    rule = kind.fields_rule(run.pinned.decision)
     if rule is None or live_id is None or not metrics.get("fields"):
         return None
-    live_rule = rule if live_id == run.id else rule_of(get_run(conn, live_id).pinned.decision)
-    names = [n for n in rule.names if live_rule is not None and n in live_rule.names]
-    if not names:
-        return {}
-    flips = argument_flips if isinstance(rule, CallRule) else field_flips  # an argument: where both compared it
-    found = flips(conn, run.id, live_id, [(rule.bit(n), live_rule.bit(n)) for n in names])
-    return dict(zip(names, found))
+    live = run.pinned.decision if live_id == run.id else get_run(conn, live_id).pinned.decision
+    live_rule = rule if live_id == run.id else kind_of(live).fields_rule(live)
+    return kind.field_flips(StoreFigures(conn), run.id, live_id, rule, live_rule)
 
 
 def _slices(conn, run: Run, live_id: int | None, column: str, min_items: int) -> dict[str, Any]:

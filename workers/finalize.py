@@ -15,10 +15,9 @@ from decimal import Decimal
 
 from gate.db import transaction
 from gate.errors import CallFailure
-from gate.prompt.structured.reading import NOT_AN_OBJECT
-from gate.prompt.structured.rule import CallRule, rule_of
-from gate.store.fields import structured_breakdown
-from gate.store.item_stats import call_stats, error_kinds, failing_items, first_error_of, run_breakdown
+from gate.kinds import kind_of
+from gate.records.metrics import RunFigures
+from gate.store.item_stats import call_stats, error_kinds, failing_items, first_error_of
 from gate.store.items import fail_exhausted_items
 from gate.store.runs import finalizable_runs, get_run, running_runs, transition_run
 from gate.store.spend import add_counters
@@ -26,12 +25,12 @@ from gate.store.stops import count_uncalled, read_tally, unrecorded_claims
 from gate.store.trials import count_unstable, trial_call_stats
 from gate.verdict.bars import pinned_bars
 from gate.verdict.reasons import ITEM_DETAIL, first_error_detail
-from gate.verdict.scoring import INVALID_DECISION, metrics_from_breakdown, run_end
+from gate.verdict.scoring import run_end
 from gate.verdict.update_outcome import SPEND_CAP
-from workers.figures import fields_metrics
+from workers.figures import StoreFigures
 from workers.judge_figures import calls_per_item, judged_end, judged_metrics
 from workers.poller import Poller
-from workers.tool_figures import call_fields_metrics, marks_metrics
+from workers.tool_figures import schema_metrics
 
 BATCH = 20
 
@@ -101,20 +100,13 @@ def finalize_batch(conn) -> list[int]:
     ids = []
     for run_id in finalizable_runs(conn, BATCH):
         run = get_run(conn, run_id)
-        rule = rule_of(run.pinned.decision)
-        if rule is None:
-            metrics = metrics_from_breakdown(run_breakdown(conn, run_id))
-        else:  # decided field by field: the counts, and per field (gate.prompt.structured)
-            metrics = metrics_from_breakdown(
-                structured_breakdown(conn, run_id, NOT_AN_OBJECT, INVALID_DECISION), confusion_matrix=False
-            )
+        kind, source = kind_of(run.pinned.decision), StoreFigures(conn)
+        metrics = kind.counts(source, run_id, run.pinned.decision)  # by label, or field by field
         if metrics["pending"]:  # cannot happen under the lock; never score a run that is not done
             continue
-        if rule is not None:  # a tool call's arguments: counted over the items that expect each
-            metrics["fields"] = (call_fields_metrics if isinstance(rule, CallRule) else fields_metrics)(
-                conn, run_id, rule
-            )
-        metrics.update(marks_metrics(conn, run))
+        metrics.update(kind.figures(source, run_id, run.pinned.decision))  # a fields decision's, per field
+        metrics.update(kind.marks(source, run_id, run.pinned.decision))
+        metrics.update(schema_metrics(conn, run))
         kinds, budget = None, None
         if metrics["errors"]:  # the reason says how many and of which kinds; which ones, the detail
             kinds = error_kinds(conn, run_id)
@@ -132,7 +124,7 @@ def finalize_batch(conn) -> list[int]:
         metrics.update(spend_figures(conn, run, metrics))
         metrics.update(judged_metrics(conn, run, metrics))  # a judged run: its judge's figures, its sentinels
         status, reason = judged_end(run, metrics, status, reason)
-        transition_run(conn, run_id, status, reason=reason, metrics=metrics)
+        transition_run(conn, run_id, status, reason=reason, metrics=RunFigures.of(metrics).to_json())
         add_counters(conn, run_counters(run, metrics))
         ids.append(run_id)
     return ids
@@ -151,7 +143,7 @@ def spend_figures(conn, run, metrics: dict) -> dict:
     out = {
         "calls_made": made,
         "calls_unrecorded": unrecorded_claims(conn, run.id) * trials,
-        "calls_reused": int((metrics.get("calls") or {}).get("reused", 0)),
+        "calls_reused": _reused(metrics),
         "calls_saved": 0,
     }
     if not run.stopped:
@@ -165,6 +157,12 @@ def spend_figures(conn, run, metrics: dict) -> dict:
         "calls_saved": (count_uncalled(conn, run.id) + never_copied) * trials,
         "stop": {"kind": run.stopped},
     }
+
+
+def _reused(metrics: dict) -> int:
+    """The answers reused (``call_metrics``' ``calls``)."""
+    calls = RunFigures.of(metrics).calls
+    return int(calls.reused or 0) if calls else 0
 
 
 def run_counters(run, metrics: dict) -> dict[str, int]:

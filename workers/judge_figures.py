@@ -3,34 +3,36 @@ finalize adds the pass rate as judged with its interval, the rate corrected for 
 error rates with its interval (``gate.verdict.judge_stats``), a comparison's wins, losses,
 ties and position-inconsistent items, the sentinels' test, and the calls and cost by role;
 and ends a run whose judge drifted on its sentinels ERROR, saying so. Reconcile gives a
-comparison's items the shape of the comparison with live (wins fixed, losses broken), so
-its ``max_drop`` and ``max_broken`` bars read them as they read any run's flips."""
+comparison's items the shape of the comparison with live (wins fixed, losses broken:
+``gate.kinds.live.JudgedPairs``), so its ``max_drop`` and ``max_broken`` bars read them as
+they read any run's flips."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
+from gate.kinds import kind_of
 from gate.records import Run
-from gate.records.pinned import Pinned
+from gate.records.metrics import RunFigures
+from gate.records.pinned import Pinned, PinnedJudge
 from gate.states import RunStatus
 from gate.store.judges import judged_calls
 from gate.store.sentinels import sentinel_calls, sentinel_counts
 from gate.verdict.bars import pinned_bars
-from gate.verdict.judge_stats import corrected, drift
+from gate.verdict.judge_stats import drift
 from gate.verdict.stats import wilson_interval, z_for
 from gate.verdict.update_outcome import JUDGE_DRIFT
-
-OUTCOMES = ("win", "loss", "tie", "inconsistent")
 
 
 def calls_per_item(pinned: Pinned) -> int:
     """The most calls one item of a run makes: its trials; judged, its judge's calls too
     (both orders and live's answer for a comparison; sentinels come on top)."""
-    calls = int((pinned.trials or {}).get("n", 1))
+    calls = pinned.calls_per_item
     judge = pinned.judge
     if judge:
-        calls += judge["trials"] * (2 if judge.get("compare") else 1) + (1 if judge.get("live") else 0)
+        calls += kind_of(pinned.decision).judge_calls(judge.trials) + (1 if judge.live else 0)
     return calls
 
 
@@ -43,56 +45,34 @@ def judged_metrics(conn, run: Run, metrics: dict) -> dict[str, Any]:
     passed, scored = metrics.get("matches", 0), metrics.get("scored", 0)
     interval = wilson_interval(passed, scored, z_for(confidence))
     out: dict[str, Any] = {
-        "name": pinned["name"],
-        "version": pinned["version"],
+        "name": pinned.name,
+        "version": pinned.version,
         "passed": passed,
         "scored": scored,
         "interval": list(interval) if interval else None,
         "corrected": None,
         "pairwise": None,
     }
-    if pinned.get("compare"):
-        out["pairwise"] = pairwise_counts(metrics.get("confusion") or {}, bool(pinned.get("live")))
-    elif pinned.get("error_rates"):
-        out["corrected"] = corrected(passed, scored, tuple(pinned["error_rates"]), confidence)
+    out.update(kind_of(run.pinned.decision).judged_figures(pinned, passed, scored, confidence, metrics))
     out["sentinels"] = sentinel_figures(conn, run, pinned)
     out["calls"] = role_calls(conn, run, metrics, pinned)
     return {"judge": out}
 
 
-def pairwise_counts(confusion: dict, live: bool) -> dict[str, Any]:
-    """Wins, losses, ties and position-inconsistent items (counted as ties) of a comparison,
-    from the run's answers (expected label × outcome)."""
-    counts = dict.fromkeys(OUTCOMES, 0)
-    for row in confusion.values():
-        for outcome, n in row.items():
-            if outcome in counts:
-                counts[outcome] += int(n)
-    compared = sum(counts.values())
-    return {
-        "live": live,
-        "wins": counts["win"],
-        "losses": counts["loss"],
-        "ties": counts["tie"] + counts["inconsistent"],
-        "inconsistent": counts["inconsistent"],
-        "compared": compared,
-    }
-
-
-def sentinel_figures(conn, run: Run, pinned: dict) -> dict[str, Any] | None:
+def sentinel_figures(conn, run: Run, pinned: PinnedJudge) -> dict[str, Any] | None:
     """The sentinels' agreement and the drift test against the pinned agreement (a run its
     judge's drift stopped drifted, whatever the count says)."""
     agreed, judged, planned = sentinel_counts(conn, run.id)
     if not planned:
         return None
-    figures = pinned["agreement"]
+    figures = pinned.agreement or {}
     found = drift(agreed, judged, planned, figures["agreed"], figures["n"])
     if run.stopped == JUDGE_DRIFT:
         found["drifted"] = True
     return {**found, "pinned_accuracy": figures["accuracy"], "pinned_n": figures["n"]}
 
 
-def role_calls(conn, run: Run, metrics: dict, pinned: dict) -> dict[str, Any]:
+def role_calls(conn, run: Run, metrics: dict, pinned: PinnedJudge) -> dict[str, Any]:
     """Calls and cost by role: the candidate (the run's own figures), the judge, the judge
     on sentinels, and live (a comparison's answers), each at its pinned price."""
     roles = judged_calls(conn, run.id)
@@ -106,11 +86,7 @@ def role_calls(conn, run: Run, metrics: dict, pinned: dict) -> dict[str, Any]:
         "completion_tokens": own.get("completion_tokens", 0),
         "cost_usd": metrics.get("cost_usd"),
     }
-    prices = {
-        "judge": pinned.get("price"),
-        "sentinel": pinned.get("price"),
-        "live": (pinned.get("live") or {}).get("price"),
-    }
+    prices = {"judge": pinned.price, "sentinel": pinned.price, "live": pinned.live.price if pinned.live else None}
     for role, price in prices.items():
         roles[role]["cost_usd"] = _cost(roles[role], price)
     made = sum(roles[r]["calls"] for r in ("judge", "sentinel", "live"))
@@ -118,7 +94,7 @@ def role_calls(conn, run: Run, metrics: dict, pinned: dict) -> dict[str, Any]:
     return roles
 
 
-def _cost(figures: dict, price: dict | None) -> str | None:
+def _cost(figures: dict, price: Mapping[str, Any] | None) -> str | None:
     if not figures.get("calls") and not figures.get("prompt_tokens"):
         return "0"
     if not price or figures.get("unmetered"):
@@ -132,30 +108,12 @@ def _cost(figures: dict, price: dict | None) -> str | None:
 
 def judged_end(run: Run, metrics: dict, status: RunStatus, reason: str | None) -> tuple[RunStatus, str | None]:
     """A run whose judge drifted on its sentinels ends ERROR with the figures, never DONE."""
-    sentinels = (metrics.get("judge") or {}).get("sentinels")
-    if not sentinels or not sentinels["drifted"]:
+    judge = RunFigures.of(metrics).judge
+    sentinels = judge.sentinels if judge else None
+    if not sentinels or not sentinels.drifted:
         return status, reason
-    pinned = f"{Decimal(str(round(100 * sentinels['pinned_accuracy'], 1))).normalize():f}"
+    pinned = f"{Decimal(str(round(100 * (sentinels.pinned_accuracy or 0), 1))).normalize():f}"
     return (
         RunStatus.ERROR,
-        f"judge drifted: agreed on {sentinels['agreed']} of {sentinels['judged']} sentinels, pinned {pinned} %",
+        f"judge drifted: agreed on {sentinels.agreed} of {sentinels.judged} sentinels, pinned {pinned} %",
     )
-
-
-def judged_comparison(run: Run, metrics: dict) -> dict[str, Any]:
-    """reconcile: a comparison's wins and losses as the flips its bars read (ties split
-    between both right and both wrong: the widest interval); with no live version, none."""
-    pairwise = ((metrics.get("judge") or {}).get("pairwise")) if metrics else None
-    if pairwise is None:
-        return {}
-    if not pairwise["live"]:
-        return {"flips": None, "baseline_note": "no live version to compare with", "baseline_error": None}
-    ties = pairwise["ties"]
-    flips = {
-        "fixed": pairwise["wins"],
-        "broken": pairwise["losses"],
-        "both_right": ties - ties // 2,
-        "both_wrong": ties // 2,
-        "paired": pairwise["compared"],
-    }
-    return {"flips": flips, "baseline_note": None, "baseline_error": None, "live": None}

@@ -30,9 +30,8 @@ import logging
 from gate.datasets.readability import version_readable
 from gate.db import transaction
 from gate.errors import DatasetError, IllegalTransition, first_line
+from gate.kinds import kind_of
 from gate.prompt.sandbox import BudgetExceeded, RenderBudget, RenderPool
-from gate.prompt.structured.expected_calls import check_decision
-from gate.prompt.structured.rule import rule_of
 from gate.prompt.structured.summary import RuleMisfit
 from gate.prompt.templating import TemplateProblem
 from gate.records import DatasetVersion, Run
@@ -173,14 +172,14 @@ class Materializer(Poller):
         objects with its fields: checked at submit, and again here, since the run's end
         rests on it); for labels, the label map of the copy (``_label_map``). A judged
         prompt's rows need no label of its own (gate/prompt/judge.py)."""
-        rule = rule_of(config.get("decision"))
+        kind = kind_of(config.get("decision"))
         try:
-            check_decision(rule, version.fields, run.dataset_name)
+            kind.check_rows(kind.fields_rule(config.get("decision")), version.fields, run.dataset_name)
         except RuleMisfit as exc:
             if version_readable(None, version):
                 raise DatasetError(str(exc)) from None
             raise ItemDetailError(exc.withheld, {"misfit": str(exc)[:DETAIL_CHARS]}) from None  # a holdout's fields
-        if rule is not None or (config.get("decision") or {}).get("type") == "judge":  # a judge reads the answers
+        if not kind.maps_row_labels(config.get("decision")):  # fields; a judge reads the answers
             return {}
         return self._label_map(run, version, config.get("labels") or [])
 

@@ -15,9 +15,9 @@ from typing import cast
 
 from gate.calls.spend_caps import nano_text
 from gate.db import transaction
-from gate.prompt.structured.rule import rule_of
+from gate.kinds import kind_of
 from gate.records import Run
-from gate.records.metrics import RunMetrics
+from gate.records.metrics import RunFigures, RunMetrics
 from gate.states import RunStatus, UpdateStatus
 from gate.store.item_stats import flip_counts
 from gate.store.live import live_version, write_live
@@ -32,7 +32,6 @@ from gate.verdict.early_stop import Outcomes, best_case, explain, missed_bars
 from gate.verdict.update_outcome import EARLY_STOP, SPEND_CAP, update_end
 from workers.execute.early_stop import live_pair
 from workers.figures import policy_metrics
-from workers.judge_figures import judged_comparison
 from workers.poller import Poller
 
 log = logging.getLogger("promptgate.reconcile")
@@ -97,10 +96,11 @@ def _compared(conn, run: Run, upd) -> Run:
     if run.status != RunStatus.DONE:
         return run
     metrics = {**(run.metrics or {}), **comparison_metrics(conn, run)}
-    metrics.update(judged_comparison(run, metrics))  # a comparison by a judge: its wins and losses
+    metrics.update(kind_of(run.pinned.decision).live.compared(RunFigures.of(metrics)))  # a judge's: wins, losses
     metrics.update(policy_metrics(conn, run, metrics))  # fields, slices, protected, accepted
     if metrics.get("stop"):
         metrics["stop"] = stop_figures(conn, run, metrics, upd)
+    metrics = RunFigures.of(metrics).to_json()  # written through the figures' codec
     set_run_metrics(conn, run.id, metrics)
     return replace(run, metrics=cast(RunMetrics, metrics))
 
@@ -115,7 +115,7 @@ def stop_figures(conn, run: Run, metrics: dict, upd) -> dict:
     if stop.get("kind") == EARLY_STOP:
         version = get_version(conn, run.dataset_version_id)
         live_id, live_right = live_pair(conn, run)
-        by_label = rule_of(run.pinned.decision) is None  # fields: no labels (add_tally)
+        by_label = kind_of(run.pinned.decision).counts_by_label(run.pinned.decision)  # fields: no labels (add_tally)
         outcomes = Outcomes.from_rows(
             outcome_counts(conn, run.id, live_id, by_label),
             version.row_count,
@@ -161,14 +161,14 @@ def comparison_metrics(conn, run: Run) -> dict:
             "baseline_note": pinned.baseline_note or "no live version to compare with",
             "baseline_error": pinned.baseline_error,
         }
-    if baseline.get("same_config"):  # the candidate is the live config: every item agrees with itself
+    if baseline.same_config:  # the candidate is the live config: every item agrees with itself
         matches, scored = metrics.get("matches", 0), metrics.get("scored", 0)
         return {
             "flips": {"fixed": 0, "broken": 0, "both_right": matches, "both_wrong": scored - matches, "paired": scored},
             "baseline_note": None,
-            "live": {"matches": matches, "scored": scored, **baseline},
+            "live": {"matches": matches, "scored": scored, **baseline.to_json()},
         }
-    live_run = get_run(conn, baseline["run_id"])
+    live_run = get_run(conn, cast(int, baseline.run_id))
     if metrics.get("stop"):  # stopped: the items answered, against live where it is whole
         if live_run.status != RunStatus.DONE or live_run.stopped:
             return {"flips": None, "baseline_note": "not compared: the live version's run stopped too"}
@@ -176,7 +176,7 @@ def comparison_metrics(conn, run: Run) -> dict:
         return {
             "flips": flip_counts(conn, run.id, live_run.id),
             "baseline_note": None,
-            "live": {"matches": live.get("matches", 0), "scored": live.get("scored", 0), **baseline},
+            "live": {"matches": live.get("matches", 0), "scored": live.get("scored", 0), **baseline.to_json()},
         }
     if live_run.status != RunStatus.DONE:
         why = f"the live version could not be scored on this dataset version: {live_run.reason or live_run.status}"
@@ -192,5 +192,5 @@ def comparison_metrics(conn, run: Run) -> dict:
     return {
         "flips": flips,
         "baseline_note": None,
-        "live": {"matches": live.get("matches", 0), "scored": live.get("scored", 0), **baseline},
+        "live": {"matches": live.get("matches", 0), "scored": live.get("scored", 0), **baseline.to_json()},
     }

@@ -2,7 +2,7 @@
 to a strict schema (``gate.prompt.answer_schema``), each counted once per run in the database
 (``gate.store.tool_calls``): finalize's per-argument figures and the function's confusion
 matrix (``call_fields_metrics``, in place of a fields decision's), the marked answers
-(``marks_metrics``); reconcile's per-argument flips against live are
+(``call_marks``, ``schema_metrics``); reconcile's per-argument flips against live are
 ``gate.store.tool_calls.argument_flips`` (``workers.figures``)."""
 
 from __future__ import annotations
@@ -45,16 +45,18 @@ def call_fields_metrics(conn, run_id: int, rule: CallRule) -> dict[str, Any]:
     return {"items": counts["scored"], "fields": fields, "confusion": {FUNCTION_FIELD: matrix}}
 
 
-def marks_metrics(conn, run: Run) -> dict[str, Any]:
-    """A tool_call decision's marked answers and parallel calls (``tool_calls``), and the
-    answers off a strict schema (``schema``); nothing for a run that has neither."""
+def call_marks(conn, run_id: int, with_fields: bool) -> dict[str, Any]:
+    """A tool_call decision's marked answers and parallel calls (its kind's ``tool_calls``,
+    ``gate.kinds.tool_call``)."""
+    figures = marked_counts(conn, run_id, MARKERS)
+    figures["parallel"] = parallel_counts(conn, run_id, '{"calls":%' if with_fields else "%+%")
+    return figures
+
+
+def schema_metrics(conn, run: Run) -> dict[str, Any]:
+    """The answers off a strict schema (``schema``); nothing for a run without one."""
     decision = run.pinned.decision or {}
     out: dict[str, Any] = {}
-    if decision.get("type") == "tool_call":
-        figures = marked_counts(conn, run.id, MARKERS)
-        fields = decision.get("fields") is not None
-        figures["parallel"] = parallel_counts(conn, run.id, '{"calls":%' if fields else "%+%")
-        out["tool_calls"] = figures
     if decision.get("answer_schema"):
         out["schema"] = marked_counts(conn, run.id, SCHEMA_MARKERS)
     return out

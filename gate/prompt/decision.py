@@ -1,7 +1,9 @@
 """Reading a model's answer as one of the prompt's labels.
 
-``parse_decision`` returns the label as the spec spells it, or ``None`` when the answer is
-not one of the labels (the caller records that as an invalid answer, not an error).
+The label kind (``gate.kinds.label``: ``parse_decision``) reads an answer with one of the
+readers below (``first_word_label``, ``json_label``, ``regex_label``): each returns the label
+as the spec spells it, or ``None`` when the answer is not one of the labels (the caller
+records that as an invalid answer, not an error).
 
 * ``first_word`` (the default): a ``<think>...</think>`` block and leading markdown,
   quotes and punctuation are dropped (``**Yes.**``, ``"no"``, ``> Urgent!``); then the
@@ -33,12 +35,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 from .linear_regex import compile_pattern
-
-if TYPE_CHECKING:  # the spec's parser loads Jinja2 and YAML: a report reads answers without it
-    from .spec import Decision, PromptSpec
 
 MAX_ANSWER_CHARS = 32 * 1024  # the part of an answer that is read; labels come first
 _THINK_OPEN, _THINK_CLOSE = "<think>", "</think>"
@@ -47,25 +46,6 @@ _LEAD_NOISE = " \t\r\n*_`\"'“”‘’#>([{:.,;!?~|-"
 _TRAIL_NOISE = " \t\r\n*_`\"'“”‘’)]}.,;:!?~|"
 _SEP_RE = re.compile(r"[\s_\-]+")
 _FENCE_RE = re.compile(r"```[ \t]*(?:json|JSON)?[ \t]*\n?(.*?)```", re.DOTALL)
-
-
-def parse_decision(
-    spec_or_decision: PromptSpec | Decision, labels: Sequence[str] | None, raw_text: str | None
-) -> str | None:
-    """The canonical label the answer names, or None when it names none of ``labels``
-    (``labels`` may be None when a PromptSpec is given: its labels are used)."""
-    # a PromptSpec's, or itself (no isinstance: the spec's module loads Jinja2 and YAML)
-    decision = cast("Decision", getattr(spec_or_decision, "decision", None) or spec_or_decision)
-    if labels is None:
-        labels = getattr(spec_or_decision, "labels", ())
-    if not raw_text or not labels:
-        return None
-    text = strip_think(raw_text[:MAX_ANSWER_CHARS])
-    if decision.type == "json":
-        return _from_json(text, decision.field or "decision", labels)
-    if decision.type == "regex":
-        return _from_regex(text, decision.pattern or "", labels)
-    return _from_first_word(text, labels)
 
 
 def strip_think(text: str) -> str:
@@ -140,6 +120,16 @@ def _from_first_word(text: str, labels: Sequence[str]) -> str | None:
 
 def _is_word_char(ch: str) -> bool:
     return bool(ch) and (ch.isalnum() or ch == "_")
+
+
+def regex_label(text: str, pattern: str, labels: Sequence[str]) -> str | None:
+    """The label the first match of ``pattern`` names, as ``regex`` reads an answer, or None."""
+    return _from_regex(text, pattern, labels)
+
+
+def json_label(text: str, path: str, labels: Sequence[str]) -> str | None:
+    """The label at ``path`` of the JSON the answer holds, as ``json`` reads it, or None."""
+    return _from_json(text, path, labels)
 
 
 def _from_regex(text: str, pattern: str, labels: Sequence[str]) -> str | None:

@@ -31,6 +31,7 @@ from decimal import Decimal
 from typing import Any
 
 from gate import __version__
+from gate.kinds import kind_of
 from gate.records import DatasetVersion
 
 from .answer_schema import response_schema
@@ -53,7 +54,7 @@ def decision_rule(spec: PromptSpec) -> dict[str, Any]:
     rule = spec.decision.to_dict()
     if response_schema(spec.response_format) is not None:
         rule["answer_schema"] = "checked"
-    return rule if spec.decision.fields is not None else {**rule, "labels": list(spec.labels)}
+    return {**rule, "labels": list(spec.labels)} if kind_of(spec.decision).pins_labels(spec.decision) else rule
 
 
 def _request(spec: PromptSpec, messages: Any, base_url: str | None) -> dict[str, Any]:
@@ -61,8 +62,7 @@ def _request(spec: PromptSpec, messages: Any, base_url: str | None) -> dict[str,
         "call_path": CALL_PATH_VERSION,
         "endpoint": base_url or "default",
         "request": request_kwargs(spec, messages),
-        # a judged prompt's answer is its text whoever judges it: a new judge reuses the answers
-        "decision": {"type": "judge"} if spec.decision.judge is not None else decision_rule(spec),
+        "decision": kind_of(spec.decision).keyed_rule(decision_rule(spec)),
     }
 
 

@@ -24,23 +24,21 @@ from types import MappingProxyType
 from typing import Any
 
 from gate.errors import SpecError, did_you_mean
-from gate.prompt.structured.rule import FieldsRule, parse_fields
+from gate.kinds import Decision, kind_of, parse_rule
 
 from .call_settings import (  # NAME_RE and check_name: every name of the gate, checked alike
     DEFAULT_LABELS,
     check_name,
-    parse_labels,
     parse_model,
     parse_params,
     parse_response_format,
     parse_trials,
 )
 from .conversation import parse_history
-from .judge import ANSWER_NAMES, JudgeRule, parse_judge_rule, parse_kind
-from .linear_regex import PatternError, compile_pattern
+from .judge import ANSWER_NAMES, parse_kind
 from .templating import ALLOWED_NAMES, TemplateProblem, check_template
 from .templating import MAX_NODES as MAX_TEMPLATE_NODES
-from .tools import Tool, call_labels, parse_call_rule, parse_parallel, parse_tool_choice, parse_tools, request_fields
+from .tools import Tool, parse_parallel, parse_tool_choice, parse_tools, request_fields
 from .trials import DEFAULT_RULE, TrialRule
 from .yaml_file import parse_yaml, read_text_file
 
@@ -63,10 +61,8 @@ TOP_FIELDS = (
     "parallel_tool_calls",
 )
 ROLES = ("system", "developer", "user", "assistant")
-DECISION_TYPES = ("first_word", "json", "regex", "fields", "judge", "tool_call")
 MAX_MESSAGES = 64
 MAX_DESCRIPTION = 4000
-MAX_JSON_FIELD = 256
 
 
 def _freeze(value: Any) -> Any:
@@ -97,28 +93,6 @@ class Message:
             if self.history is not None
             else {"role": self.role, "content": self.content}
         )
-
-
-@dataclass(frozen=True)
-class Decision:
-    type: str = "first_word"
-    field: str | None = None  # json: the field holding the label (dotted path)
-    pattern: str | None = None  # regex: the first match (group 1 if any) is the label
-    fields: FieldsRule | None = None  # fields: each field of the answer and its comparator (gate.prompt.structured)
-    judge: JudgeRule | None = None  # judge: a generative answer graded by a judge prompt (gate.prompt.judge)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The rule as stored (in the config, pinned with a run): what is set."""
-        out: dict[str, Any] = {"type": self.type}
-        if self.field is not None:
-            out["field"] = self.field
-        if self.pattern is not None:
-            out["pattern"] = self.pattern
-        if self.fields is not None:
-            out["fields"] = self.fields.to_dict()
-        if self.judge is not None:
-            out.update(self.judge.to_dict())
-        return out
 
 
 @dataclass(frozen=True)
@@ -155,7 +129,7 @@ class PromptSpec:
             "labels": list(self.labels),
             "decision": self.decision.to_dict(),
         }
-        if self.decision.fields is not None or self.decision.judge is not None:  # no labels of its own
+        if not kind_of(self.decision).keeps_labels(self.decision):  # no labels of its own
             del config["labels"]
         if self.tools:  # only when set: the config (and hash) of a prompt without tools is unchanged
             config.update(_thaw(request_fields(self.tools, self.tool_choice, self.parallel_tool_calls)))
@@ -206,7 +180,7 @@ def parse_spec(data: Any, file: str | None = None) -> PromptSpec:
             raise SpecError(file, required, "is required")
     kind = parse_kind(data.get("kind"), file)
     tools = parse_tools(data.get("tools"), file)
-    decision = _parse_decision(data.get("decision"), file, "labels" in data, tools)
+    decision = parse_rule(data.get("decision"), file, "labels" in data, tools)
     spec = PromptSpec(
         name=check_name(data["name"], "name", file),
         model=parse_model(data["model"], file),
@@ -215,9 +189,7 @@ def parse_spec(data: Any, file: str | None = None) -> PromptSpec:
         messages=_parse_messages(
             data["messages"], file, ALLOWED_NAMES | set(ANSWER_NAMES) if kind == "judge" else None
         ),
-        labels=call_labels(data.get("labels"), tools, file)
-        if decision.type == "tool_call"
-        else parse_labels(data.get("labels"), file),
+        labels=kind_of(decision).parse_labels(data.get("labels"), tools, file),
         decision=decision,
         response_format=_freeze(parse_response_format(data.get("response_format"), file)),
         provider=_parse_provider(data.get("provider"), file),
@@ -231,12 +203,9 @@ def parse_spec(data: Any, file: str | None = None) -> PromptSpec:
 
 
 def _judged_checked(spec: PromptSpec, file: str | None) -> PromptSpec:
-    """A judged prompt calls its candidate once per item (the judge's trials are its
-    decision's ``judge_trials``); a judge decides with labels of its own."""
-    if spec.decision.judge is not None and spec.trials != 1:
-        raise SpecError(file, "trials", "a judged prompt is called once per item: ask the judge more (judge_trials)")
-    if spec.kind == "judge" and spec.decision.type in ("fields", "judge"):
-        raise SpecError(file, "decision", "a judge decides with labels (first_word, json or regex)")
+    """What the decision's kind cannot do beside the rest of the file (a judged prompt is
+    called once per item; a judge decides with labels of its own): refused by the kind."""
+    kind_of(spec.decision).check_spec(spec.decision, spec.trials, spec.kind, file)
     return spec
 
 
@@ -292,80 +261,6 @@ def _parse_message(
     except TemplateProblem as exc:
         raise SpecError(file, f"{where}.content", str(exc)) from None
     return Message(role, content), nodes
-
-
-def _parse_decision(value: Any, file: str | None, has_labels: bool = False, tools: tuple[Tool, ...] = ()) -> Decision:
-    if value is None:
-        return Decision()
-    if isinstance(value, str):
-        value = {"type": value}
-    if not isinstance(value, Mapping):
-        raise SpecError(
-            file,
-            "decision",
-            "must be first_word, or a mapping with type json (field), regex (pattern) or fields (fields)",
-        )
-    if str(value.get("type")) == "judge":
-        if has_labels:
-            raise SpecError(
-                file, "labels", "a judged prompt's answer is text: the judge's labels decide (decision.pass)"
-            )
-        return Decision("judge", judge=parse_judge_rule(value, file))
-    extra = [k for k in value if k not in ("type", "field", "pattern", "fields")]
-    if extra and str(value.get("type")) != "tool_call":
-        raise SpecError(
-            file, f"decision.{str(extra[0])[:80]}", "unknown field; decision has type, field, pattern, fields"
-        )
-    kind = str(value.get("type", "first_word")).replace("-", "_")
-    if kind not in DECISION_TYPES:
-        raise SpecError(file, "decision.type", f"must be one of {', '.join(DECISION_TYPES)}")
-    if kind == "tool_call":
-        return _call_decision(value, file, has_labels, tools)
-    if (kind == "fields") != ("fields" in value):
-        raise SpecError(file, "decision.fields", "goes with type fields, and type fields needs it")
-    if kind == "fields":
-        if has_labels:
-            raise SpecError(
-                file,
-                "labels",
-                "a fields decision has no labels of its own: give a label field its "
-                "labels (decision.fields.<name>: {type: label, labels: [...]})",
-            )
-        return Decision("fields", fields=parse_fields(value["fields"], file))
-    if kind == "json":
-        fld = value.get("field", "decision")
-        if not isinstance(fld, str) or not fld or len(fld) > MAX_JSON_FIELD:
-            raise SpecError(file, "decision.field", "must name the JSON field that holds the label")
-        return Decision("json", field=fld)
-    if kind == "regex":
-        pattern = value.get("pattern")
-        if not isinstance(pattern, str) or not pattern:
-            raise SpecError(file, "decision.pattern", "is required for a regex decision")
-        try:
-            compile_pattern(pattern)
-        except PatternError as exc:
-            raise SpecError(file, "decision.pattern", f"invalid regular expression: {exc}") from None
-        return Decision("regex", pattern=pattern)
-    return Decision()
-
-
-def _call_decision(value: Mapping, file: str | None, has_labels: bool, tools: tuple[Tool, ...]) -> Decision:
-    """``decision: {type: tool_call}``: the called function is the label; with ``fields``,
-    the call's arguments are compared too (gate.prompt.tools, gate.prompt.tool_decision)."""
-    if not tools:
-        raise SpecError(file, "decision.type", "tool_call reads the call of a tool: declare the tools (tools: [...])")
-    extra = [k for k in value if k not in ("type", "fields")]
-    if extra:
-        raise SpecError(
-            file, f"decision.{str(extra[0])[:80]}", "unknown field; a tool_call decision has type and fields"
-        )
-    if "fields" not in value:
-        return Decision("tool_call")
-    if has_labels:
-        raise SpecError(
-            file, "labels", "a tool_call decision with fields has no labels of its own: its function field has them"
-        )
-    return Decision("tool_call", fields=parse_call_rule(value["fields"], tools, file))
 
 
 def _parse_provider(value: Any, file: str | None) -> str | None:

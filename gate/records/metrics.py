@@ -1,13 +1,20 @@
 """What a run's figures hold (``prompt_run.metrics``), key by key: finalize writes the counts,
 the calls, the cost and the spend; reconcile adds the comparison with live, the policy's
-figures and a stop's confirmation. A TypedDict, not a record: the figures are JSON all the
-way (stored, handed out in reports as they are, merged with a stop's best case), so the type
-names the keys and what each holds, and the type checker holds every read to them. A row
+figures and a stop's confirmation. A TypedDict names the keys and what each holds (the
+figures are handed out in reports as the JSON they are, merged with a stop's best case);
+``RunFigures`` is the same as a record, with one codec (``gate.records.json_codec``): what
+finalize and reconcile write goes through it, and a figure is read off it by attribute
+(``RunFigures.of(run.metrics).judge.sentinels``), never by a chain of ``.get``. A row
 written before a key existed lacks it: every key is optional."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, TypedDict
+
+from .json_codec import JSON, Convert, decoded, encoded, listed, tupled
 
 
 class RunMetrics(TypedDict, total=False):
@@ -47,3 +54,246 @@ class RunMetrics(TypedDict, total=False):
     protected: dict[str, Any]
     accepted_breaks: list[dict[str, Any]]
     stop: dict[str, Any]  # kind; once confirmed: sentence, missed, best
+
+
+def _keys() -> Any:
+    return field(default=(), repr=False)
+
+
+def _extra() -> Any:
+    return field(default_factory=lambda: MappingProxyType({}), repr=False)
+
+
+@dataclass(frozen=True)
+class SentinelFigures:
+    """The sentinels' test against the pinned agreement (``gate.verdict.judge_stats.drift``)."""
+
+    agreed: int = 0
+    judged: int = 0
+    planned: int = 0
+    p_value: float | None = None
+    drifted: bool = False
+    settled: bool = False
+    test: str | None = None
+    pinned_accuracy: float | None = None
+    pinned_n: int | None = None
+    keys: tuple[str, ...] = _keys()
+    extra: JSON = _extra()
+
+    @classmethod
+    def of(cls, data: Mapping[str, Any]) -> SentinelFigures:
+        return decoded(cls, data, {})
+
+    def to_json(self) -> dict[str, Any]:
+        return encoded(self, {})
+
+    def __bool__(self) -> bool:  # as the JSON it was: an empty mapping is no figures
+        return bool(self.keys)
+
+
+@dataclass(frozen=True)
+class PairwiseFigures:
+    """A comparison by the judge: wins, losses, ties (the inconsistent ones among them)."""
+
+    live: bool = False  # was there a live version to compare with
+    wins: int = 0
+    losses: int = 0
+    ties: int = 0
+    inconsistent: int = 0
+    compared: int = 0
+    keys: tuple[str, ...] = _keys()
+    extra: JSON = _extra()
+
+    @classmethod
+    def of(cls, data: Mapping[str, Any]) -> PairwiseFigures:
+        return decoded(cls, data, {})
+
+    def to_json(self) -> dict[str, Any]:
+        return encoded(self, {})
+
+    def __bool__(self) -> bool:  # as the JSON it was: an empty mapping is no figures
+        return bool(self.keys)
+
+
+def _record_json(value: Any) -> Any:
+    return value.to_json() if hasattr(value, "to_json") else value
+
+
+def _of(cls: Any) -> Any:
+    return lambda value: None if value is None else cls.of(value)
+
+
+_JUDGE_OF: Convert = {"pairwise": _of(PairwiseFigures), "sentinels": _of(SentinelFigures), "interval": tupled}
+_JUDGE_JSON: Convert = {"pairwise": _record_json, "sentinels": _record_json, "interval": listed}
+
+
+@dataclass(frozen=True)
+class JudgeFigures:
+    """A judged run's figures (``workers.judge_figures``): the pass rate as judged with its
+    interval, corrected for the judge's error rates (JSON: estimate, exact, interval), a
+    comparison's counts, the sentinels' test and the calls by role (JSON)."""
+
+    name: str = ""
+    version: int = 0
+    passed: int = 0
+    scored: int = 0
+    interval: tuple[float, float] | None = None
+    corrected: JSON | None = None
+    pairwise: PairwiseFigures | None = None
+    sentinels: SentinelFigures | None = None
+    calls: JSON | None = None
+    keys: tuple[str, ...] = _keys()
+    extra: JSON = _extra()
+
+    @classmethod
+    def of(cls, data: Mapping[str, Any]) -> JudgeFigures:
+        return decoded(cls, data, _JUDGE_OF)
+
+    def to_json(self) -> dict[str, Any]:
+        return encoded(self, _JUDGE_JSON)
+
+    def __bool__(self) -> bool:  # as the JSON it was: an empty mapping is no figures
+        return bool(self.keys)
+
+
+@dataclass(frozen=True)
+class StopFigures:
+    """A stopped run's stop: its kind; once reconcile confirmed it, the sentence, the bars
+    missed and the best completion's figures (early stop), or the cap (spend cap)."""
+
+    kind: str | None = None
+    sentence: str | None = None
+    missed: list[Any] | None = None
+    best: JSON | None = None
+    keys: tuple[str, ...] = _keys()
+    extra: JSON = _extra()
+
+    @classmethod
+    def of(cls, data: Mapping[str, Any]) -> StopFigures:
+        return decoded(cls, data, {})
+
+    def to_json(self) -> dict[str, Any]:
+        return encoded(self, {})
+
+    def __bool__(self) -> bool:  # as the JSON it was: an empty mapping is no figures
+        return bool(self.keys)
+
+
+@dataclass(frozen=True)
+class CallFigures:
+    """The calls' latency (ms: p50, p95, max, timed) and tokens, and the answers reused
+    (``workers.finalize.call_metrics``); with trials, how many calls."""
+
+    latency_ms: JSON | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    reused: int | None = None
+    calls: int | None = None
+    keys: tuple[str, ...] = _keys()
+    extra: JSON = _extra()
+
+    @classmethod
+    def of(cls, data: Mapping[str, Any]) -> CallFigures:
+        return decoded(cls, data, {})
+
+    def to_json(self) -> dict[str, Any]:
+        return encoded(self, {})
+
+    def __bool__(self) -> bool:  # as the JSON it was: an empty mapping is no figures
+        return bool(self.keys)
+
+    @property
+    def p95_ms(self) -> Any:
+        """The calls' 95th percentile latency in ms (None: not timed)."""
+        return self.latency_ms.get("p95") if self.latency_ms else None
+
+
+@dataclass(frozen=True)
+class LiveFigures:
+    """The live version's side of a comparison: its matches and items scored, and what the
+    run pinned of it (``gate.records.pinned.PinnedBaseline``)."""
+
+    matches: int | None = None
+    scored: int | None = None
+    run_id: int | None = None
+    update_id: int | None = None
+    live_version: int | None = None
+    scored_now: bool | None = None
+    same_config: bool | None = None
+    keys: tuple[str, ...] = _keys()
+    extra: JSON = _extra()
+
+    @classmethod
+    def of(cls, data: Mapping[str, Any]) -> LiveFigures:
+        return decoded(cls, data, {})
+
+    def to_json(self) -> dict[str, Any]:
+        return encoded(self, {})
+
+    def __bool__(self) -> bool:  # as the JSON it was: an empty mapping is no figures
+        return bool(self.keys)
+
+
+_RUN_OF: Convert = {
+    "judge": _of(JudgeFigures),
+    "stop": _of(StopFigures),
+    "calls": _of(CallFigures),
+    "live": _of(LiveFigures),
+}
+_RUN_JSON: Convert = {"judge": _record_json, "stop": _record_json, "calls": _record_json, "live": _record_json}
+
+
+@dataclass(frozen=True)
+class RunFigures:
+    """A run's figures (``RunMetrics``) as a record, with one codec: ``of`` reads the stored
+    JSON, ``to_json`` writes it back key for key in the order stored (finalize and reconcile
+    write through it). Absent keys read as None."""
+
+    total: int | None = None
+    scored: int | None = None
+    matches: int | None = None
+    mismatches: int | None = None
+    errors: int | None = None
+    pending: int | None = None
+    stopped: int | None = None
+    invalid: int | None = None
+    accuracy: float | None = None
+    confusion: JSON | None = None
+    fields: JSON | None = None
+    error_kinds: JSON | None = None
+    item_detail: JSON | None = None
+    tool_calls: JSON | None = None
+    schema: JSON | None = None
+    calls: CallFigures | None = None
+    cost_usd: str | None = None
+    cost_note: str | None = None
+    unstable: int | None = None
+    calls_made: int | None = None
+    calls_unrecorded: int | None = None
+    calls_reused: int | None = None
+    calls_saved: int | None = None
+    judge: JudgeFigures | None = None
+    flips: JSON | None = None
+    live: LiveFigures | None = None
+    baseline_note: str | None = None
+    baseline_error: str | None = None
+    field_flips: JSON | None = None
+    slices: JSON | None = None
+    protected: JSON | None = None
+    accepted_breaks: list[Any] | None = None
+    stop: StopFigures | None = None
+    keys: tuple[str, ...] = _keys()
+    extra: JSON = _extra()
+
+    @classmethod
+    def of(cls, data: Mapping[str, Any] | None) -> RunFigures:
+        """The record of a run's stored metrics (None: a run not finalized: no figures)."""
+        return decoded(cls, data or {}, _RUN_OF)
+
+    def to_json(self) -> dict[str, Any]:
+        return encoded(self, _RUN_JSON)
+
+    @property
+    def drifted(self) -> bool:
+        """Did the run's judge drift on its sentinels."""
+        return bool(self.judge and self.judge.sentinels and self.judge.sentinels.drifted)

@@ -12,7 +12,7 @@ sentinel or a count per label): they may be a holdout."""
 
 from __future__ import annotations
 
-from gate.records.metrics import RunMetrics
+from gate.records.metrics import JudgeFigures, RunFigures, RunMetrics
 from gate.records.pinned import Pinned
 from gate.untrusted import terminal_safe as safe
 
@@ -24,32 +24,30 @@ def judge_view(pinned: Pinned, metrics: RunMetrics | None) -> dict | None:
     judge = pinned.judge
     if not judge:
         return None
-    figures = (metrics or {}).get("judge") or {}
-    agreement = dict(judge.get("agreement") or {})
+    figures = RunFigures.of(metrics).judge or JudgeFigures()
+    agreement = dict(judge.agreement or {})
     agreement.pop("confusion", None)
-    rates = judge.get("error_rates")
+    rates = judge.error_rates
     if rates:
         se_k, se_n, sp_k, sp_n = rates
         agreement["sensitivity"] = se_k / se_n if se_n else None
         agreement["specificity"] = sp_k / sp_n if sp_n else None
-    scored = figures.get("scored")
+    scored = figures.scored
     return {
-        "name": judge["name"],
-        "version": judge["version"],
-        "config_hash": judge.get("config_hash"),
-        "mode": "pairwise" if judge.get("compare") else "graded",
-        "pass": judge.get("pass"),
-        "trials": judge.get("trials", 1),
+        "name": judge.name,
+        "version": judge.version,
+        "config_hash": judge.config_hash,
+        "mode": "pairwise" if judge.compare else "graded",
+        "pass": None if judge.passing is None else list(judge.passing),
+        "trials": judge.trials,
         "agreement": agreement,
         "agreement_line": agreement_line(agreement),
-        "pass_rate": figures["passed"] / scored if scored else None,
-        "interval": figures.get("interval"),
-        "corrected": {**figures["corrected"], "barred": bool(judge.get("corrected"))}
-        if figures.get("corrected")
-        else None,
-        "pairwise": figures.get("pairwise"),
-        "sentinels": figures.get("sentinels"),
-        "calls": figures.get("calls"),
+        "pass_rate": figures.passed / scored if scored else None,
+        "interval": None if figures.interval is None else list(figures.interval),
+        "corrected": {**figures.corrected, "barred": bool(judge.corrected)} if figures.corrected else None,
+        "pairwise": None if figures.pairwise is None else figures.pairwise.to_json(),
+        "sentinels": None if figures.sentinels is None else figures.sentinels.to_json(),
+        "calls": figures.calls,
     }
 
 
@@ -59,11 +57,11 @@ def shown_pinned(pinned: Pinned) -> dict | None:
     which key variable they carry are the gate's, not a reader's)."""
     judge = pinned.judge
     if not judge:
-        return pinned.stored
-    shown = {k: v for k, v in judge.items() if k != "provider"}
-    if judge.get("live"):
-        shown["live"] = {k: v for k, v in judge["live"].items() if k != "provider"}
-    return {**(pinned.stored or {}), "judge": shown}
+        return pinned.to_json()
+    shown = {k: v for k, v in judge.to_json().items() if k != "provider"}
+    if judge.live:
+        shown["live"] = {k: v for k, v in judge.live.to_json().items() if k != "provider"}
+    return {**(pinned.to_json() or {}), "judge": shown}
 
 
 def agreement_line(agreement: dict) -> str:

@@ -8,6 +8,7 @@ database here."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -46,12 +47,15 @@ def schema_view(metrics: RunMetrics) -> dict | None:
     return {"broken": figures.get("broken", 0)} if figures else None
 
 
-def with_calls(decision: dict | None, samples: list[ItemSample]) -> list[ItemSample]:
+def with_calls(decision: Mapping[str, Any] | None, samples: list[ItemSample]) -> list[ItemSample]:
     """A tool_call decision's failing items, each with its expected and actual call side by
     side (``call``: expected, actual, and the problem of the arguments, if any)."""
-    if not decision or decision.get("type") != "tool_call":
+    from gate.kinds import kind_of  # the prompt's parts: only for a report that shows items
+
+    view = kind_of(decision).call_view(decision)
+    if view is None:
         return samples
-    by_fields = decision.get("fields") is not None
+    by_fields = view == "fields"
     return [
         replace(s, call=_fields_call(s) if by_fields else _label_call(s)) if s.verdict == "MISMATCH" else s
         for s in samples

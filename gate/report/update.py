@@ -16,7 +16,7 @@ from decimal import Decimal
 from typing import Any, cast
 
 from gate.records import FlipSample, ItemSample, Run, UnstableItem, Update
-from gate.records.metrics import RunMetrics
+from gate.records.metrics import RunFigures, RunMetrics
 from gate.records.pinned import Pinned
 from gate.states import EXIT_CODES, UPDATE_TERMINAL, RunStatus, UpdateStatus
 from gate.verdict.bars import DEFAULT_CONFIDENCE, pinned_bars
@@ -163,7 +163,7 @@ def run_report(
         checks=checks,
         comparison=comparison(metrics, pinned_bars(run.pinned, run.min_accuracy).confidence),
         baseline_note=metrics.get("baseline_note") if "flips" in metrics else run.pinned.baseline_note,
-        labels={} if run_is_judged(run) else label_metrics(metrics.get("confusion") or {}),  # a judge's labels
+        labels=label_metrics(metrics.get("confusion") or {}) if _shows_labels(run) else {},
         calls=metrics.get("calls"),
         broken=broken or [],
         cost=_cost(metrics, run.pinned),
@@ -191,34 +191,30 @@ def _passed(status: str, checks: list[dict], stop: dict | None) -> bool | None:
     return all(c["state"] != "fail" for c in checks)
 
 
-def run_is_judged(run: Run) -> bool:
-    return bool(run.pinned.judge)
+def _shows_labels(run: Run) -> bool:
+    """Whether the run's own labels are shown (a judged run's are its judge's)."""
+    from gate.kinds import kind_of
+
+    return kind_of(run.pinned.decision).shows_labels
 
 
 def _with_wrong_fields(run: Run, failures: list[ItemSample], broken: list[FlipSample], protected: dict | None):
     """A fields decision's sample items, each with the fields it got wrong."""
-    from gate.prompt.structured.rule import CallRule, rule_of
+    from gate.kinds import kind_of  # the prompt's parts (Jinja2, YAML): only for a report that shows items
 
-    rule = rule_of(run.pinned.decision)
-    if rule is None:
+    wrong_fields = kind_of(run.pinned.decision).wrong_fields(run.pinned.decision)
+    if wrong_fields is None:
         return failures, broken, protected
-    from gate.prompt.structured.samples import wrong_fields as fields_wrong
-    from gate.prompt.tool_decision import wrong_calls
-
-    wrong_fields = wrong_calls if isinstance(rule, CallRule) else fields_wrong
-
     failures = [
-        replace(f, wrong_fields=wrong_fields(rule, f.actual_decision, f.expected_decision))
-        if f.verdict == "MISMATCH"
-        else f
+        replace(f, wrong_fields=wrong_fields(f.actual_decision, f.expected_decision)) if f.verdict == "MISMATCH" else f
         for f in failures
     ]
-    broken = [replace(b, wrong_fields=wrong_fields(rule, b.candidate_decision, b.expected_decision)) for b in broken]
+    broken = [replace(b, wrong_fields=wrong_fields(b.candidate_decision, b.expected_decision)) for b in broken]
     if protected:
         protected = {
             **protected,
             "samples": [
-                {**s, "wrong_fields": wrong_fields(rule, s["candidate_decision"], s["expected_decision"])}
+                {**s, "wrong_fields": wrong_fields(s["candidate_decision"], s["expected_decision"])}
                 for s in protected["samples"]
             ],
         }
@@ -229,11 +225,11 @@ def _stop(metrics: RunMetrics, run: Run) -> dict | None:
     """A stopped run's stop as the report says it: why (early_stop: its verdict was
     settled; with_update: another run of its update settled it; spend_cap), in a sentence
     once reconcile confirmed it, and the calls it saved; None for a run not stopped."""
-    stop = metrics.get("stop")
+    stop = RunFigures.of(metrics).stop
     if not stop and not run.stopped:
         return None
-    kind = (stop or {}).get("kind") or run.stopped
-    return {"kind": kind, "sentence": (stop or {}).get("sentence"), "calls_saved": metrics.get("calls_saved")}
+    kind = (stop.kind if stop else None) or run.stopped
+    return {"kind": kind, "sentence": stop.sentence if stop else None, "calls_saved": metrics.get("calls_saved")}
 
 
 def _fields_read(pinned: Pinned) -> list[dict] | None:
@@ -257,10 +253,10 @@ def _trials(metrics: RunMetrics, pinned: Pinned) -> dict | None:
     if not trials:
         return None
     return {
-        "n": trials["n"],
-        "rule": trials["rule"],
-        "k": trials.get("k"),
-        "needed": trials["needed"],
+        "n": trials.n,
+        "rule": trials.rule,
+        "k": trials.k,
+        "needed": trials.needed,
         "unstable": metrics.get("unstable"),
     }
 

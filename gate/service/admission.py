@@ -36,10 +36,10 @@ from gate import db
 from gate.datasets.field_counts import rows_having
 from gate.datasets.importer import count_fields
 from gate.errors import SpecError, UsageError, did_you_mean
+from gate.kinds import kind_of
 from gate.prompt.decision import same_reading
 from gate.prompt.judge import answers_read
 from gate.prompt.spec import PromptSpec
-from gate.prompt.structured.expected_calls import check_decision
 from gate.prompt.structured.summary import RuleMisfit
 from gate.prompt.template_fields import template_fields
 from gate.prompt.templating import TemplateProblem
@@ -55,12 +55,8 @@ FIELD_PAGE = 1000  # rows per read when counting an older version's fields
 def check_labels(spec: PromptSpec) -> None:
     """Refuse labels the decision step would read as the same (naming both); for a fields
     decision, those of each label field."""
-    if spec.decision.fields is None:
-        _distinct(spec.labels, "labels")
-        return
-    for f in spec.decision.fields.fields:
-        if f.type == "label":
-            _distinct(f.labels, f"decision.fields.{f.name}.labels")
+    for labels, where in kind_of(spec.decision).check_labels(spec.decision, spec.labels):
+        _distinct(labels, where)
 
 
 def _distinct(labels, where: str) -> None:
@@ -84,17 +80,18 @@ def _distinct(labels, where: str) -> None:
 
 def check_expected(spec: PromptSpec, versions: list[tuple[str, DatasetVersion]], hidden: Collection[str] = ()) -> None:
     """Each pinned version's expected values are what the prompt's decision reads: labels
-    for a label decision; for a fields decision, objects with every declared field, of
-    values its comparator can read (``gate.prompt.structured.summary.check_rule``); for a tool
-    call's, its arguments (``gate.prompt.structured.expected_calls.check_decision``).
+        for a label decision; for a fields decision, objects with every declared field, of
+        values its comparator can read (``gate.prompt.structured.summary.check_rule``); for a tool
+        call's, its arguments (``gate.prompt.structured.expected_calls.check_call_rows``): each as its
+    kind checks them (``gate.kinds``).
 
-    ``hidden``: the datasets whose rows the submitter may not read (a holdout, for a pull
-    request's token). A refusal about one of them is a fixed line naming the dataset only
-    (``RuleMisfit.withheld``): no field, value or count of its rows, whatever was guessed.
-    What is left is one bit per submission: the rule fits the holdout or not."""
+        ``hidden``: the datasets whose rows the submitter may not read (a holdout, for a pull
+        request's token). A refusal about one of them is a fixed line naming the dataset only
+        (``RuleMisfit.withheld``): no field, value or count of its rows, whatever was guessed.
+        What is left is one bit per submission: the rule fits the holdout or not."""
     for name, version in versions:
         try:
-            check_decision(spec.decision.fields, version.fields, name)
+            kind_of(spec.decision).check_rows(spec.decision.fields, version.fields, name)
         except RuleMisfit as exc:
             if name in hidden:
                 raise UsageError(exc.withheld) from None

@@ -361,6 +361,7 @@ def _stage_runs(
     whether it may stop early pinned) and what it is compared with (``baseline_of``); then
     the gate's spend caps and the upper bound of the update's calls, pinned with it."""
     from gate.prompt.request_keys import pin
+    from gate.records.pinned import Pinned
 
     from .baseline import baseline_of, model_price
     from .judging import judge_of, judged_baseline, run_pin, stage_sentinels
@@ -369,19 +370,15 @@ def _stage_runs(
     check_cost_bounded(limits, spec, price, "the candidate")
     live, calls, judge = find_live(conn, spec.name), 0, judge_of(conn, spec, limits)
     for mapping, ds, version in pinned:
-        judged, sentinels, judging = run_pin(judge, mapping, version) if judge else ({}, 0, 0)
+        bars = Bars.parse(mapping.min_accuracy, mapping.bars)  # once per run
+        judged, sentinels, judging = run_pin(judge, mapping, version, bars) if judge else ({}, 0, 0)
         if judge:  # graded by a judge: compared with live by the judge, or not at all (gate/service/judging.py)
-            baseline = judged_baseline(judge, mapping)
+            baseline = judged_baseline(judge, bars)
         else:
             baseline = baseline_of(conn, spec, provider, live, update_id, ds, mapping, version, limits)
         calls += baseline.pop("calls", 0) + run_calls(spec, version.row_count) + judging
-        early = Bars.parse(mapping.min_accuracy, mapping.bars).early_stop and not full and not judged.get("corrected")
-        run_id = insert_run(
-            conn,
-            update_id,
-            ds,
-            mapping.min_accuracy,
-            version,
+        early = bars.early_stop and not full and not judged.get("corrected")
+        run = Pinned.of(
             {
                 **pin(spec, version, mapping.min_accuracy),
                 "bars": mapping.bars or None,
@@ -390,8 +387,16 @@ def _stage_runs(
                 "early_stop": early,
                 **baseline,
                 **({"judge": judged} if judge else {}),
-            },
-            baseline_run_id=(baseline["baseline"] or {}).get("run_id"),
+            }
+        )
+        run_id = insert_run(
+            conn,
+            update_id,
+            ds,
+            mapping.min_accuracy,
+            version,
+            run.to_json() or {},
+            baseline_run_id=run.baseline.run_id if run.baseline else None,
         )
         if sentinels:
             stage_sentinels(conn, judge, run_id, sentinels, version.row_count, seed=run_id)

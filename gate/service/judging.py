@@ -26,10 +26,12 @@ from gate.calls.providers import resolve
 from gate.calls.spend_caps import SpendLimits
 from gate.datasets.field_counts import rows_having
 from gate.errors import SpecError, UsageError
+from gate.kinds import DecisionKind, kind_of
 from gate.prompt.decision import label_key
 from gate.prompt.judge import PAIR_LABELS
 from gate.prompt.spec import PromptSpec, parse_spec
 from gate.prompt.template_fields import template_fields
+from gate.records.metrics import RunFigures
 from gate.states import RunStatus
 from gate.store.datasets import list_mappings
 from gate.store.judges import version_record
@@ -42,8 +44,6 @@ from gate.verdict.judge_stats import agreement, error_rates
 
 from .baseline import model_price
 from .spending import check_cost_bounded
-
-GRADED_NOTE = "a judged run is compared with live by the judge itself (decision compare: live)"
 
 
 @dataclass
@@ -59,12 +59,13 @@ class JudgePin:
     )  # (dataset version id, rows) the judge was evaluated on
     live: dict[str, Any] | None = None  # a comparison: the candidate prompt's live version
     live_spec: PromptSpec | None = None
+    kind: DecisionKind | None = None  # the candidate's decision's kind (judged, or compared with live)
 
     def calls(self, rows: int, sentinels: int) -> int:
         """The most judging calls a run of ``rows`` items with ``sentinels`` makes."""
-        rule = self.pinned
-        per_item = rule["trials"] * (2 if rule.get("compare") else 1) + (1 if self.live else 0)
-        return rows * per_item + sentinels * rule["trials"]
+        trials = self.pinned["trials"]
+        per_item = (self.kind.judge_calls(trials) if self.kind else trials) + (1 if self.live else 0)
+        return rows * per_item + sentinels * trials
 
 
 def judge_of(conn, spec: PromptSpec, limits: SpendLimits) -> JudgePin | None:
@@ -89,7 +90,8 @@ def judge_of(conn, spec: PromptSpec, limits: SpendLimits) -> JudgePin | None:
     runs = _evaluations(conn, rule.judge, live.version)
     confusion = _merged([r.metrics.get("confusion") or {} for r in runs])
     pinned = _pin(conn, rule, judge, live, confusion, limits)
-    pin = JudgePin(rule.judge, live.version, judge, pinned, [(r.dataset_version_id, r.row_count) for r in runs])
+    evaluated = [(r.dataset_version_id, r.row_count) for r in runs]
+    pin = JudgePin(rule.judge, live.version, judge, pinned, evaluated, kind=kind_of(spec.decision))
     if rule.pairwise:
         _compared_with_live(conn, spec, pin, limits)
     return pin
@@ -104,7 +106,7 @@ def _evaluations(conn, name: str, version: int) -> list:
     runs = [
         r
         for r in runs
-        if r.status == RunStatus.DONE and r.dataset_id in mapped and not r.stopped and (r.metrics or {}).get("scored")
+        if r.status == RunStatus.DONE and r.dataset_id in mapped and not r.stopped and RunFigures.of(r.metrics).scored
     ]
     if not runs:
         raise UsageError(
@@ -181,11 +183,11 @@ def _compared_with_live(conn, spec: PromptSpec, pin: JudgePin, limits: SpendLimi
     pin.pinned["live"] = {**pin.live, "provider": provider, "price": price, "model": live_spec.model}
 
 
-def run_pin(pin: JudgePin, mapping, version) -> tuple[dict[str, Any], int, int]:
+def run_pin(pin: JudgePin, mapping, version, bars: Bars) -> tuple[dict[str, Any], int, int]:
     """What one run pins of the judge (``pinned["judge"]``), the sentinels it mixes in, and
     the most judging calls it makes. A judge that reads an item field no row of the run's
-    dataset version has is refused: it would judge every item on a template error."""
-    bars = Bars.parse(mapping.min_accuracy, mapping.bars)
+    dataset version has is refused: it would judge every item on a template error (``bars``:
+    the mapping's, parsed once for the run)."""
     for name in template_fields(m.content for m in pin.spec.messages):
         if version.fields is not None and not rows_having(version.fields, name):
             raise UsageError(
@@ -215,14 +217,9 @@ def stage_sentinels(conn, pin: JudgePin, run_id: int, count: int, rows: int, see
     return staged
 
 
-def judged_baseline(pin: JudgePin, mapping) -> dict[str, Any]:
+def judged_baseline(pin: JudgePin, bars: Bars) -> dict[str, Any]:
     """What a judged run is compared with: live's answers, by the judge (a comparison); for
     a graded run nothing, and a bar that needs live's answers (max_broken, max_drop) fails
     rather than go unchecked."""
-    if pin.pinned.get("compare"):
-        note = None if pin.pinned.get("live") else "no live version yet"
-        return {"baseline": None, "baseline_note": note or "compared by the judge, in both orders"}
-    bars = Bars.parse(mapping.min_accuracy, mapping.bars)
-    live_bars = [n for n, v in (("max_broken", bars.max_broken), ("max_drop", bars.max_drop)) if v is not None]
-    error = f"{GRADED_NOTE}: {' and '.join(live_bars)} cannot be judged on a graded run" if live_bars else None
-    return {"baseline": None, "baseline_note": GRADED_NOTE, "baseline_error": error}
+    assert pin.kind is not None  # a judged candidate's
+    return pin.kind.judged_baseline(bool(pin.pinned.get("live")), bars)

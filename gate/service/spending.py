@@ -68,7 +68,7 @@ def update_spend(conn, upd, runs: list) -> dict[str, Any]:
     for run in runs:
         metrics = run.metrics or {}
         made += max(read_tally(conn, run.id)[1], metrics.get("calls_made", 0))
-        unrecorded += unrecorded_claims(conn, run.id) * int((run.pinned.trials or {}).get("n", 1))
+        unrecorded += unrecorded_claims(conn, run.id) * run.pinned.calls_per_item
         if run.id in reuse:
             reused += sum(reuse[run.id].values())
         else:

@@ -24,7 +24,7 @@ from decimal import ROUND_HALF_EVEN, Decimal
 from fractions import Fraction
 from typing import Any
 
-from gate.records.metrics import RunMetrics
+from gate.records.metrics import RunFigures, RunMetrics
 
 from .bars import Bars
 from .judge_bars import judged_checks
@@ -91,7 +91,8 @@ def check(bars: Bars, metrics: RunMetrics) -> list[BarCheck]:
         out.append(_broken_check(bars.max_broken, metrics))
     out += label_checks(bars, metrics)
     if bars.max_latency_p95_ms is not None:
-        p95 = ((metrics.get("calls") or {}).get("latency_ms") or {}).get("p95")
+        calls = RunFigures.of(metrics).calls
+        p95 = calls.p95_ms if calls else None
         out.append(
             BarCheck(
                 "max_latency_p95_ms",

@@ -21,7 +21,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import Any, cast
 
 from gate.errors import UsageError
 from gate.records.pinned import Pinned
@@ -268,6 +268,9 @@ def _per_field(value: Any) -> dict[str, Decimal]:
 
 
 def pinned_bars(pinned: Pinned, min_accuracy: Decimal) -> Bars:
-    """The bars a run was submitted under (older runs pinned none beyond accuracy)."""
-    extra = pinned.bars or {}
-    return Bars.parse(min_accuracy, extra)
+    """The bars a run was submitted under (older runs pinned none beyond accuracy), parsed
+    once per record of its pin (``Pinned.memo``)."""
+    key = ("bars", min_accuracy)
+    if key not in pinned.memo:
+        pinned.memo[key] = Bars.parse(min_accuracy, pinned.bars or {})
+    return cast(Bars, pinned.memo[key])

@@ -25,6 +25,7 @@ from fractions import Fraction
 from typing import Any
 
 from gate.errors import UsageError
+from gate.records.metrics import JudgeFigures, RunFigures
 
 from .scoring import format_bar, format_pct, parse_bar
 
@@ -74,12 +75,12 @@ def judged_checks(bars, metrics: Mapping[str, Any], checks: list, BarCheck) -> l
     """A judged run's checks (``BarCheck``: gate.verdict.bar_checks', which calls this):
     ``min_accuracy`` on the corrected rate when the mapping says so, on a comparison with
     no live version n/a; ``max_loss_rate``. Runs not judged keep their checks."""
-    judged = metrics.get("judge")
+    judged = RunFigures.of(metrics).judge
     if not judged:
         return checks
     out = []
     for c in checks:
-        if c.name == "min_accuracy" and judged.get("pairwise") is not None and not judged["pairwise"].get("live"):
+        if c.name == "min_accuracy" and judged.pairwise is not None and not judged.pairwise.live:
             c = BarCheck(c.name, None, c.limit, None, "n/a", NO_LIVE)
         elif c.name == "min_accuracy" and bars.judge.corrected:
             c = _corrected_check(bars.min_accuracy, judged, BarCheck)
@@ -89,26 +90,26 @@ def judged_checks(bars, metrics: Mapping[str, Any], checks: list, BarCheck) -> l
     return out
 
 
-def _corrected_check(bar: Decimal, judged: Mapping[str, Any], make) -> Any:
-    found = judged.get("corrected")
+def _corrected_check(bar: Decimal, judged: JudgeFigures, make) -> Any:
+    found = judged.corrected
     if not found:
         why = "the judge's pinned figures give no corrected rate (no sensitivity or specificity, or Se + Sp ≤ 1)"
         return make("min_accuracy", None, format_bar(bar), None, "fail", why)
     exact = Fraction(*found["exact"])
     shown = format_pct(exact.numerator, exact.denominator, bar)
-    note = f"corrected for the judge's error rates; as judged {format_pct(judged['passed'], judged['scored'], bar)}"
+    note = f"corrected for the judge's error rates; as judged {format_pct(judged.passed, judged.scored, bar)}"
     return make("min_accuracy", None, format_bar(bar), shown, "pass" if exact >= Fraction(bar) else "fail", note)
 
 
-def _loss_check(limit: Decimal, judged: Mapping[str, Any], make) -> Any:
-    pairwise = judged.get("pairwise")
+def _loss_check(limit: Decimal, judged: JudgeFigures, make) -> Any:
+    pairwise = judged.pairwise
     if pairwise is None:
         return make(
             "max_loss_rate", None, format_bar(limit), None, "fail", "the run is not a comparison (compare: live)"
         )
-    if not pairwise.get("live"):
+    if not pairwise.live:
         return make("max_loss_rate", None, format_bar(limit), None, "n/a", NO_LIVE)
-    losses, compared = pairwise["losses"], pairwise["compared"]
+    losses, compared = pairwise.losses, pairwise.compared
     if not compared:
         return make("max_loss_rate", None, format_bar(limit), None, "n/a", "no item was compared")
     state = "pass" if Fraction(losses, compared) <= Fraction(limit) else "fail"
@@ -117,4 +118,4 @@ def _loss_check(limit: Decimal, judged: Mapping[str, Any], make) -> Any:
 
 def drifted_runs(runs) -> list:
     """The runs whose judge drifted on its sentinels (finalize ended them ERROR)."""
-    return [r for r in runs if (((r.metrics or {}).get("judge") or {}).get("sentinels") or {}).get("drifted")]
+    return [r for r in runs if RunFigures.of(r.metrics).drifted]

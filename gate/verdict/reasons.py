@@ -54,7 +54,9 @@ def first_error_detail(item_id: str, error: str | None) -> dict[str, Any]:
 def detail_text(metrics: Mapping[str, Any] | None) -> str | None:
     """A run's item detail in one line for the reports (None: none, or left out for this
     reader)."""
-    detail = (metrics or {}).get(ITEM_DETAIL)
+    from gate.records.metrics import RunFigures  # the records: not for a command that prints its version
+
+    detail = RunFigures.of(metrics).item_detail
     if not isinstance(detail, Mapping):
         return None
     parts = []

@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import cast
 
-from gate.records.metrics import RunMetrics
+from gate.records.metrics import RunFigures, RunMetrics
 from gate.states import Mode, RunStatus, UpdateStatus
 
 from .bar_checks import BarCheck, check
@@ -47,7 +47,8 @@ def run_checks(run) -> list[BarCheck]:
 
 
 def stop_kind(run) -> str | None:
-    return ((run.metrics or {}).get("stop") or {}).get("kind")
+    stop = RunFigures.of(run.metrics).stop
+    return stop.kind if stop else None
 
 
 def update_end(mode: str, runs: Sequence) -> tuple[UpdateStatus, str]:
@@ -64,7 +65,7 @@ def update_end(mode: str, runs: Sequence) -> tuple[UpdateStatus, str]:
     if broken:
         why = "; ".join(f"{r.dataset_name}: {r.reason or r.status}" for r in broken)
         return UpdateStatus.FAILED, f"could not be scored: {why}"
-    unanswered = [(r, name) for r in runs if (r.metrics or {}).get("baseline_error") for name in _live_bars(r)]
+    unanswered = [(r, name) for r in runs if RunFigures.of(r.metrics).baseline_error for name in _live_bars(r)]
     if unanswered:
         why = "; ".join(f"{r.dataset_name}: {r.metrics['baseline_error']} ({name} needs it)" for r, name in unanswered)
         return UpdateStatus.FAILED, f"could not be scored: {why}"
@@ -134,7 +135,8 @@ def _live_bars(run) -> list[str]:
     names = [
         name for name, limit in (("max_broken", bars.max_broken), ("max_drop", bars.max_drop)) if limit is not None
     ]
-    return names + (["protection"] if ((run.metrics or {}).get("protected") or {}).get("items") else [])
+    protected = RunFigures.of(run.metrics).protected
+    return names + (["protection"] if protected and protected.get("items") else [])
 
 
 def _said_once(clauses: list[tuple[str, bool]]) -> list[str]:

@@ -301,7 +301,7 @@ def predict(spec, row):
     """What the call path answers for a row with the mock as the model, computed without HTTP
     (render -> the mock's policy -> parse_decision); the test checks a sample over HTTP."""
     from gate.calls.llm import render_messages
-    from gate.prompt.decision import parse_decision
+    from gate.kinds.label import parse_decision
 
     answer, _ = decide(render_messages(spec, item_of(row)))
     return parse_decision(spec, spec.labels, answer)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from gate.prompt.decision import parse_decision
+from gate.kinds.label import parse_decision
 from gate.prompt.spec import Decision, parse_spec
 
 YES_NO = ("yes", "no")

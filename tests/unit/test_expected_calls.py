@@ -13,8 +13,9 @@ import pytest
 
 from gate.datasets.sources import open_source
 from gate.errors import DatasetError, UsageError
+from gate.kinds.tool_call import TOOL_CALL
 from gate.prompt.spec import parse_spec
-from gate.prompt.structured.expected_calls import CallsSummary, check_decision
+from gate.prompt.structured.expected_calls import CallsSummary
 
 TOOLS = [
     {
@@ -150,15 +151,15 @@ def test_a_version_of_calls_is_summarised_and_decisions_held_against_it(tmp_path
     fields = summary(tmp_path, *ROWS)
     assert fields["calls"]["functions"] == {"lookup_order": 1, "none": 1, "refund": 1}
     assert set(fields["calls"]["fields"]) == {"amount", "order_id"} and fields["calls"]["rows"] == 2
-    check_decision(router({"order_id": "exact", "amount": "number"}).decision.fields, fields, "d")
+    TOOL_CALL.check_rows(router({"order_id": "exact", "amount": "number"}).decision.fields, fields, "d")
     with pytest.raises(
         UsageError, match="dataset d gives expected arguments of tool calls: decide them field by field"
     ):
-        check_decision(router().decision.fields, fields, "d")
+        TOOL_CALL.check_rows(router().decision.fields, fields, "d")
     with pytest.raises(UsageError, match=r"dataset d: no row expects argument note \(they give amount, order_id\)"):
-        check_decision(router({"note": "text"}).decision.fields, fields, "d")
+        TOOL_CALL.check_rows(router({"note": "text"}).decision.fields, fields, "d")
     with pytest.raises(UsageError, match=r"dataset d gives no expected arguments"):
-        check_decision(router({"order_id": "exact"}).decision.fields, {}, "d")
+        TOOL_CALL.check_rows(router({"order_id": "exact"}).decision.fields, {}, "d")
 
 
 def test_rows_expecting_undeclared_functions_are_counted_not_quoted(tmp_path):
@@ -166,7 +167,7 @@ def test_rows_expecting_undeclared_functions_are_counted_not_quoted(tmp_path):
         tmp_path, *ROWS, {"item_id": "d", "expected_decision": "wire_money_secretly", "expected": {"x": 1}}
     )
     with pytest.raises(UsageError) as caught:
-        check_decision(router({"order_id": "exact"}).decision.fields, fields, "d")
+        TOOL_CALL.check_rows(router({"order_id": "exact"}).decision.fields, fields, "d")
     assert str(caught.value) == (
         "dataset d: 1 row(s) expect one of 1 function(s) the prompt does not declare (its tools: refund, lookup_order)"
     )
@@ -178,4 +179,4 @@ def test_an_argument_its_comparator_cannot_read_is_refused(tmp_path):
         tmp_path, {"item_id": "a", "expected_decision": "refund", "expected": {"order_id": "ORD-1", "amount": "twelve"}}
     )
     with pytest.raises(UsageError, match=r"dataset d: argument amount \(number\): an expected value is not a number"):
-        check_decision(router({"amount": "number"}).decision.fields, fields, "d")
+        TOOL_CALL.check_rows(router({"amount": "number"}).decision.fields, fields, "d")

@@ -19,7 +19,8 @@ from support.cli import ROOT
 from gate.calls.providers import ProviderDecl, endpoint_for, parse_decl, resolve
 from gate.datasets.sources import SourceOptions, open_source
 from gate.errors import DatasetError, SpecError, UsageError
-from gate.prompt.decision import MAX_ANSWER_CHARS, parse_decision
+from gate.kinds.label import parse_decision
+from gate.prompt.decision import MAX_ANSWER_CHARS
 from gate.prompt.sandbox import RenderBudget, RenderPool, plain_lookups, renders_here
 from gate.prompt.spec import Decision, load_spec, parse_spec_text
 from gate.prompt.templating import TemplateProblem
@@ -289,7 +290,7 @@ def test_a_process_that_starts_sandboxes_hides_its_keys_from_its_own_user():
 def _parse_in_child(pattern: str, answer: str, timeout: float) -> float:
     """parse_decision in a child process (a catastrophic regex would hang this one)."""
     code = (
-        "import sys, time; from gate.prompt.decision import parse_decision; from gate.prompt.spec import Decision;"
+        "import sys, time; from gate.kinds.label import parse_decision; from gate.prompt.spec import Decision;"
         "d = Decision('regex', pattern=sys.argv[1]); t = time.perf_counter();"
         "parse_decision(d, ['a', 'b'], sys.argv[2]); print(time.perf_counter() - t)"
     )

@@ -1,6 +1,7 @@
 """A run's pinned inputs as a record (gate/records/pinned.py): every key submit writes is a
-field of it; a row written before a key existed reads it as None; a key the record does not
-know stays in what a report shows, in its place, so the report's JSON keeps its shape."""
+field of it, and the record writes it back as it was; a row written before a key existed
+reads it as None; a key the record does not know stays in what a report shows, in its place,
+so the report's JSON keeps its shape."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from gate.records import DatasetVersion
 from gate.records.pinned import Pinned
 from gate.report.judge_view import shown_pinned
 
-FIELDS = {f.name for f in dataclasses.fields(Pinned)} - {"stored"}
+FIELDS = {f.name for f in dataclasses.fields(Pinned)} - {"keys", "extra", "memo"}
 VERSION = DatasetVersion(
     7, 1, "READY", "c" * 64, 20, {"yes": 10, "no": 10}, "file://d.csv", {}, None, dt.datetime(2026, 1, 1)
 )
@@ -32,7 +33,8 @@ def test_every_key_the_pin_writes_is_a_field():
         assert ("trials" in written) == (made.trials > 1)
         assert set(written) <= FIELDS, set(written) - FIELDS
         record = Pinned.of(written)
-        assert {k: getattr(record, k) for k in written} == written and record.stored == written
+        assert record.to_json() == written and list(record.to_json()) == list(written) and record.stored == written
+        assert all(getattr(record, k) is not None for k in written if written[k] is not None)
 
 
 def test_an_old_row_reads_missing_keys_as_none_and_keeps_unknown_ones():

@@ -26,6 +26,9 @@ FLOORS = [
     ("prompt", ("gate.prompt",)),
     ("verdict", ("gate.verdict",)),
     ("rollout", ("gate.rollout",)),
+    ("kinds", ("gate.kinds",)),
+    # the prompt file read whole, its answers read and its runs pinned: each asks the decision's kind
+    ("prompt file", ("gate.prompt.spec", "gate.prompt.answer_reading", "gate.prompt.request_keys")),
     ("report", ("gate.report",)),
     ("calls", ("gate.calls",)),
     ("mockllm", ("gate.mockllm",)),
@@ -216,13 +219,13 @@ def test_every_package_imports_only_from_its_floor_and_below():
 
 def test_an_upward_import_and_a_module_on_no_floor_are_named():
     edges = {
-        "gate.prompt.spec": {"gate.store.items", "gate.errors"},  # the prompt format reaching for SQL
+        "gate.prompt.templating": {"gate.store.items", "gate.errors"},  # the prompt format reaching for SQL
         "gate.verdict.bars": {"gate", "gate.states"},  # the face and a lower floor: fine
         "gate.newthing": set(),
     }
     assert upward_imports(edges) == [
         "gate.newthing stands on no floor: add it to FLOORS (and to docs/architecture.md)",
-        "gate.prompt.spec (prompt) -> gate.store.items (store)",
+        "gate.prompt.templating (prompt) -> gate.store.items (store)",
     ]
 
 

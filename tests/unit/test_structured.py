@@ -10,10 +10,11 @@ import time
 import pytest
 
 from gate.errors import SpecError
+from gate.kinds import rule_of
 from gate.prompt.spec import parse_spec
 from gate.prompt.structured.compare import field_matches, same_value, score, to_decimal
 from gate.prompt.structured.reading import MAX_READ_CHARS, NOT_AN_OBJECT, parse_read, read_answer
-from gate.prompt.structured.rule import MAX_FIELDS, FieldSpec, parse_fields, rule_of
+from gate.prompt.structured.rule import MAX_FIELDS, FieldSpec, parse_fields
 
 NUMBER = FieldSpec("amount", "number")
 

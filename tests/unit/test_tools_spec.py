@@ -13,9 +13,10 @@ import pytest
 from support.cli import ROOT
 
 from gate.errors import SpecError
+from gate.kinds import rule_of
 from gate.prompt.request_keys import decision_rule, request_key
 from gate.prompt.spec import parse_spec, request_kwargs
-from gate.prompt.structured.rule import CallRule, rule_of
+from gate.prompt.structured.rule import CallRule
 
 SCHEMA = json.loads((ROOT / "gate" / "schemas" / "prompt.schema.json").read_text())
 TOOLS = [

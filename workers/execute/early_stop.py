@@ -17,13 +17,14 @@ dropped (their items are STOPPED, their write-back guarded by the lease token)."
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from gate.calls.spend_caps import SpendLimits
 from gate.db import read, transaction
 from gate.errors import first_line
-from gate.prompt.structured.rule import rule_of
+from gate.kinds import kind_of
 from gate.records import ItemResult, Run
 from gate.states import RunStatus, Verdict
 from gate.store.runs import CANDIDATE, get_run
@@ -61,10 +62,10 @@ def live_pair(conn, run: Run) -> tuple[int | None, int | None]:
     """(run id, items it answered right) of the live run a candidate run is paired with for
     early stop: one that was finished when the update was submitted (a live version scored
     alongside is still being scored), whole, not stopped; else (None, None)."""
-    baseline = run.pinned.baseline or {}
-    if not baseline.get("run_id") or baseline.get("scored_now"):
+    baseline = run.pinned.baseline
+    if not baseline or not baseline.run_id or baseline.scored_now:
         return None, None
-    live = get_run(conn, baseline["run_id"])
+    live = get_run(conn, baseline.run_id)
     metrics = live.metrics or {}
     if live.status != RunStatus.DONE or live.stopped or metrics.get("scored") != metrics.get("total"):
         return None, None
@@ -76,7 +77,7 @@ class RunContext:
     """What the executor knows of a run beyond its prompt."""
 
     caps: SpendLimits = field(default_factory=SpendLimits)
-    price: dict | None = None
+    price: Mapping[str, Any] | None = None
     judge: RunJudge | None = None
     stopped: bool = False
 
@@ -91,7 +92,7 @@ class RunContext:
         if pinned.early_stop and run.role == CANDIDATE:
             version = get_version(conn, run.dataset_version_id)
             live_id, live_right = live_pair(conn, run)
-            by_label = rule_of(pinned.decision) is None
+            by_label = kind_of(pinned.decision).counts_by_label(pinned.decision)
             judge = RunJudge(
                 run.id,
                 pinned_bars(pinned, run.min_accuracy),

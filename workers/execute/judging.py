@@ -34,12 +34,13 @@ from gate.calls.llm import render_messages
 from gate.calls.providers import ProviderDecl, endpoint_for
 from gate.db import read
 from gate.errors import ModelCallError, UsageError, first_line
+from gate.kinds import kind_of
 from gate.prompt.decision import label_key
-from gate.prompt.judge import answer_variables, answers_read, bounded_answer, majority
+from gate.prompt.judge import answer_variables, answers_read, majority
 from gate.prompt.request_keys import request_key, trial_keys
 from gate.prompt.spec import PromptSpec, parse_spec
 from gate.records import Answer, ClaimedItem, ItemResult, Sentinel, SentinelResult
-from gate.records.pinned import Pinned
+from gate.records.pinned import Pinned, PinnedJudge, PinnedLive
 from gate.states import Verdict
 from gate.store.judges import version_record
 from gate.store.runs import get_run
@@ -118,7 +119,7 @@ class Judging:
     """What every judged call of one run shares: the judge, the live version a comparison
     reads, the sentinels by the item they ride on."""
 
-    pinned: dict[str, Any]
+    pinned: PinnedJudge
     judge: CallTarget | None
     live: CallTarget | None
     sentinels: dict[int, list[Sentinel]]
@@ -138,9 +139,9 @@ class Judging:
             by_ride.setdefault(sentinel.ride_position, []).append(sentinel)
         made = cls(judged, None, None, by_ride, renderer, answers_of, reuse)
         try:
-            made.judge = _target(conn, judged["name"], judged, "judge")
-            if judged.get("live"):
-                made.live = _target(conn, spec.name, judged["live"], "live")
+            made.judge = _target(conn, judged.name, judged, "judge")
+            if judged.live:
+                made.live = _target(conn, spec.name, judged.live, "live")
         except UsageError as exc:  # the key variable a provider names is not set in this process
             made.error = f"config: {exc}"[:1000]
         return made
@@ -151,7 +152,7 @@ class Judging:
             if self.error:
                 raise Failed(ItemResult(item.position, Verdict.ERROR, error=self.error))
             candidate = self._candidate(caller, run, item, messages, keys, known, made, judged)
-            outcome = self._compare(caller, run, item, candidate, made, judged) if self.pinned.get("compare") else None
+            outcome = self._compare(caller, run, item, candidate, made, judged) if self.pinned.compare else None
             if outcome is None:
                 outcome = self._grade(caller, run, item, candidate, made, judged)
             judged.sentinels = self._sentinels(caller, run, item, made)
@@ -205,7 +206,7 @@ class Judging:
                 raise Failed(replace(out, error=f"live version: {out.error}"[:1000]))
             answer = Answered.of(out, key)
             judged.answers.append((answer, None))
-        text = answer.text if self.live.spec.decision.judge is not None else bounded_answer(answer.raw)
+        text = kind_of(self.live.spec.decision).judge_reads(answer.text, answer.raw)
         return replace(answer, text=text)
 
     def _verdict(
@@ -215,7 +216,7 @@ class Judging:
         the answers it stands on."""
         spec = self.judge.spec
         messages = self._render(spec, rendered_for, variables, item)
-        keys = trial_keys(replace(spec, trials=self.pinned["trials"]), messages, self.judge.endpoint.base_url)
+        keys = trial_keys(replace(spec, trials=self.pinned.trials), messages, self.judge.endpoint.base_url)
         found = {} if fresh or not self.reuse else self.answers_of(list(keys))
         answers = []
         for n, key in enumerate(keys):
@@ -243,7 +244,7 @@ class Judging:
 
     def _grade(self, caller, run, item, candidate: Answered, made, judged) -> tuple[str, str, dict]:
         label, answers = self._verdict(caller, run, item, item.input, {"answer": candidate.text or ""}, made, judged)
-        passing = {label_key(p) for p in self.pinned["pass"]}
+        passing = {label_key(p) for p in self.pinned.passing or ()}
         verdict = Verdict.MATCH if label is not None and label_key(label) in passing else Verdict.MISMATCH
         shown = {"label": label, "said": _said(answers), **_role_figures("judge", answers)}
         if len(answers) > 1:
@@ -323,12 +324,13 @@ def watch_sentinels(engine, stopper, run, run_id: int, results: list[ItemResult]
         log.warning("run %s: could not read its sentinels: %s", run_id, first_line(exc))
 
 
-def _target(conn, name: str, pinned: dict, role: str) -> CallTarget:
-    record = version_record(conn, name, pinned["version"])
+def _target(conn, name: str, pinned: PinnedJudge | PinnedLive, role: str) -> CallTarget:
+    record = version_record(conn, name, pinned.version)
     if record is None:
-        raise UsageError(f"version {pinned['version']} of {name} is not in the prompt history")
-    decl = ProviderDecl.from_dict(pinned["provider"]) if pinned.get("provider") else None
-    return CallTarget(parse_spec(record["config"]), endpoint_for(decl), pinned.get("price"), role)
+        raise UsageError(f"version {pinned.version} of {name} is not in the prompt history")
+    decl = ProviderDecl.from_dict(dict(pinned.provider)) if pinned.provider else None
+    price = None if pinned.price is None else dict(pinned.price)
+    return CallTarget(parse_spec(record["config"]), endpoint_for(decl), price, role)
 
 
 def _outcome(first: str, second: str) -> str:

@@ -16,11 +16,8 @@ import random
 from collections.abc import Sequence
 
 from gate.errors import CallFailure, ModelCallError
-from gate.prompt.answer_schema import schema_broken
-from gate.prompt.spec import Decision
-from gate.prompt.structured.compare import score
+from gate.kinds import Decision, kind_of
 from gate.prompt.structured.reading import MAX_READ_CHARS, NOT_AN_OBJECT
-from gate.prompt.tool_decision import score_calls
 from gate.prompt.trials import TrialRule, judge
 from gate.records import Answer, ClaimedItem, ItemResult, Trial
 from gate.states import Verdict
@@ -35,16 +32,8 @@ def judged(decision: Decision | None, actual: str, expected: str) -> dict:
     """An answer's verdict against the item's expected decision: equal labels, or, for a
     fields decision, every field matching (with the masks of the wrong and missing ones; a
     tool call's: gate.prompt.tool_decision); an answer off the prompt's strict schema
-    never matches (gate.prompt.answer_schema)."""
-    if decision is None or decision.fields is None:
-        return {"verdict": Verdict.MATCH if actual == expected else Verdict.MISMATCH}
-    scorer = score_calls if decision.type == "tool_call" else score
-    outcome = scorer(decision.fields, actual, expected)
-    return {
-        "verdict": Verdict.MATCH if outcome.match and not schema_broken(actual) else Verdict.MISMATCH,
-        "fields_wrong": outcome.wrong,
-        "fields_missing": outcome.missing,
-    }
+    never matches (gate.prompt.answer_schema); the decision's kind scores it (gate.kinds)."""
+    return kind_of(decision).score(decision, actual, expected)
 
 
 def called_result(
@@ -173,11 +162,8 @@ def trials_result(
     the latency of its slowest call (latency is a per-call figure: reports read it from
     the trials), trial 1's key (retention keeps the others with it); reused only when no
     trial was called."""
-    matches = (
-        None
-        if decision is None or decision.fields is None
-        else (lambda d: judged(decision, d, item.expected_decision)["verdict"] == Verdict.MATCH)
-    )
+    match = kind_of(decision).matcher(decision)
+    matches = None if match is None else (lambda d: match(d, item.expected_decision))
     outcome = judge(trials, item.expected_decision, rule, matches)
     answered = [t for t in trials if t.error is None]
     shown = next((t for t in answered if t.decision == outcome.decision), answered[0] if answered else None)

@@ -20,7 +20,7 @@ expected object's field is (a name the gate can address, a value a comparator co
 
 The import summarises a version's calls (``CallsSummary``, stored as
 ``dataset_version.fields["calls"]``): rows per expected function and, per argument, the
-values' kinds (``summary.FieldStats``). At submit (``check_decision``) a decision is held
+values' kinds (``summary.FieldStats``). At submit (``check_call_rows``) a decision is held
 against it, in one line that quotes no row's value: a decision by label refuses rows that
 give arguments (they would be ignored), a decision with fields needs rows that expect each
 declared argument, values its comparator reads, and functions among the declared ones.
@@ -146,20 +146,23 @@ def calls_summary(version_fields: Mapping[str, Any] | None) -> dict | None:
     return (version_fields or {}).get("calls")
 
 
-def check_decision(rule: FieldsRule | None, version_fields: Mapping[str, Any] | None, dataset: str) -> None:
-    """Refuse (RuleMisfit, one line; its ``withheld`` names only the dataset) a decision that
-    cannot read this version's expected values: a fields decision's (``summary.check_rule``),
-    a tool call's (the module docstring)."""
+def check_fields_rows(rule: FieldsRule | None, version_fields: Mapping[str, Any] | None, dataset: str) -> None:
+    """Refuse (RuleMisfit, one line; its ``withheld`` names only the dataset) a decision by
+    label (``rule`` None) or field by field that cannot read this version's expected values
+    (``summary.check_rule``); the kinds call it (``gate.kinds``)."""
+    if rule is None and calls_summary(version_fields) is not None:
+        raise RuleMisfit(
+            f"dataset {dataset} gives expected arguments of tool calls: decide them field by field "
+            "(decision: {type: tool_call, fields: {...}}), or use a dataset of labels",
+            dataset,
+        )
+    check_rule(rule, version_fields, dataset)
+
+
+def check_call_rows(rule: CallRule, version_fields: Mapping[str, Any] | None, dataset: str) -> None:
+    """Refuse (RuleMisfit, as ``check_fields_rows``) a tool call's decision with fields that
+    cannot read this version's expected calls (the module docstring)."""
     calls = calls_summary(version_fields)
-    if not isinstance(rule, CallRule):
-        if rule is None and calls is not None:
-            raise RuleMisfit(
-                f"dataset {dataset} gives expected arguments of tool calls: decide them field by field "
-                "(decision: {type: tool_call, fields: {...}}), or use a dataset of labels",
-                dataset,
-            )
-        check_rule(rule, version_fields, dataset)
-        return
     if calls is None:
         raise RuleMisfit(
             f"dataset {dataset} gives no expected arguments: a tool_call decision with fields needs rows "

@@ -128,21 +128,6 @@ class CallRule(FieldsRule):
         return tuple(label for label in spec.labels if label != NO_CALL) if spec else ()
 
 
-def rule_of(decision: Mapping[str, Any] | None) -> FieldsRule | None:
-    """The fields rule of a stored decision (a prompt's config, a run's pinned rule), or
-    None when the decision is not a fields decision (or not one this code can read); a
-    tool_call decision with fields has a ``CallRule``."""
-    if not decision or decision.get("type") not in ("fields", "tool_call"):
-        return None
-    if decision.get("type") == "tool_call":  # a decision by label alone, or one with fields
-        rule = rule_of({"type": "fields", "fields": decision["fields"]}) if decision.get("fields") else None
-        return CallRule(rule.fields) if rule is not None and rule.get(FUNCTION_FIELD) else None
-    try:
-        return parse_fields(decision.get("fields"))
-    except SpecError:
-        return None
-
-
 def parse_fields(value: Any, file: str | None = None, where: str = "decision.fields") -> FieldsRule:
     """The ``fields`` mapping of a decision, validated (each problem a SpecError naming the
     field)."""

@@ -1,0 +1,80 @@
+"""A generative answer graded by a judge (``decision: {type: judge, judge: <name>, pass:
+[...]}``, ``gate.prompt.judge``): the answer is its text; the judge's label decides, a pass
+when it is one of ``pass``. The candidate is called once per item (the judge's trials are
+``judge_trials``); its labels are the judge's, so the run shows none of its own."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, cast
+
+from gate.errors import SpecError
+from gate.prompt.judge import bounded_answer, parse_judge_rule
+from gate.prompt.tool_decision import ToolCall
+from gate.prompt.tools import Tool
+from gate.records.pinned import PinnedJudge
+from gate.verdict.bars import Bars
+from gate.verdict.judge_stats import corrected
+
+from .base import Decision, DecisionKind, Reading, SpecView, StoredDecision
+
+GRADED_NOTE = "a judged run is compared with live by the judge itself (decision compare: live)"
+
+
+class JudgedKind(DecisionKind):
+    name = "judged"
+    judge_may_decide = False
+    one_call_per_item = True
+    shows_labels = False  # a judge's labels
+
+    def parse(
+        self, value: Mapping[str, Any], kind: str, file: str | None, has_labels: bool, tools: tuple[Tool, ...]
+    ) -> Decision:
+        if has_labels:
+            raise SpecError(
+                file, "labels", "a judged prompt's answer is text: the judge's labels decide (decision.pass)"
+            )
+        return Decision("judge", judge=parse_judge_rule(value, file))
+
+    def keeps_labels(self, decision: Decision) -> bool:
+        return False
+
+    def keyed_rule(self, pinned_rule: dict[str, Any]) -> dict[str, Any]:
+        # a judged prompt's answer is its text whoever judges it: a new judge reuses the answers
+        return {"type": "judge"}
+
+    def read(self, spec: SpecView, text: str, calls: tuple[ToolCall, ...], too_many: bool) -> Reading:
+        return Reading(bounded_answer(text), True, calls)  # a generative answer: its text, as a judge will read it
+
+    def judge_reads(self, decision: str | None, raw: str | None) -> str | None:
+        return decision  # the answer's decision is its text, bounded as a judge reads it
+
+    def maps_row_labels(self, stored: StoredDecision) -> bool:
+        return False  # a judge reads the answers: the rows need no label of their own
+
+    def judge_calls(self, trials: int) -> int:
+        """The judge's calls on one item (sentinels come on top)."""
+        return trials
+
+    def judged_baseline(self, live: bool, bars: Bars) -> dict[str, Any]:
+        """Graded: nothing, and a bar that needs live's answers (max_broken, max_drop) fails
+        rather than go unchecked."""
+        live_bars = [n for n, v in (("max_broken", bars.max_broken), ("max_drop", bars.max_drop)) if v is not None]
+        error = f"{GRADED_NOTE}: {' and '.join(live_bars)} cannot be judged on a graded run" if live_bars else None
+        return {"baseline": None, "baseline_note": GRADED_NOTE, "baseline_error": error}
+
+    def judged_figures(
+        self, pinned: PinnedJudge, passed: int, scored: int, confidence: float, metrics: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """finalize: the judge's figures of the kind: the pass rate corrected for the judge's
+        error rates (``gate.verdict.judge_stats``), when it has them."""
+        if not pinned.error_rates:
+            return {}
+        return {
+            "corrected": corrected(
+                passed, scored, cast("tuple[int, int, int, int]", tuple(pinned.error_rates)), confidence
+            )
+        }
+
+
+JUDGED = JudgedKind()

@@ -1,0 +1,71 @@
+"""The kinds by the decision ``type`` stored (``kind_of``), and a ``decision:`` mapping parsed
+by its kind (``parse_rule``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from gate.errors import SpecError
+from gate.prompt.structured.rule import FieldsRule
+from gate.prompt.tools import Tool
+
+from .base import Decision, DecisionKind, StoredDecision
+from .compared import COMPARED
+from .fields import FIELDS
+from .judged import JUDGED
+from .label import LABEL, TYPES
+from .tool_call import TOOL_CALL
+
+KINDS: dict[str, DecisionKind] = {
+    **dict.fromkeys(TYPES, LABEL),
+    "fields": FIELDS,
+    "judge": JUDGED,
+    "tool_call": TOOL_CALL,
+}
+DECISION_TYPES = ("first_word", "json", "regex", "fields", "judge", "tool_call")  # in the order errors name them
+
+
+def kind_of(decision: Decision | StoredDecision) -> DecisionKind:
+    """The kind of a parsed or stored decision (None, or a type this code does not know:
+    the default, one label by its first word)."""
+    if decision is None:
+        return LABEL
+    if isinstance(decision, Decision):
+        kind, compare = decision.type, decision.judge is not None and decision.judge.compare is not None
+    else:
+        kind, compare = str(decision.get("type")), decision.get("compare") is not None
+    found = KINDS.get(kind, LABEL)
+    return COMPARED if found is JUDGED and compare else found
+
+
+def rule_of(decision: StoredDecision) -> FieldsRule | None:
+    """The fields rule of a stored decision (a prompt's config, a run's pinned rule), or
+    None when it is decided by one label (or not one this code can read); a tool_call
+    decision with fields has a ``CallRule``."""
+    return kind_of(decision).fields_rule(decision)
+
+
+def parse_rule(value: Any, file: str | None, has_labels: bool = False, tools: tuple[Tool, ...] = ()) -> Decision:
+    """A prompt file's ``decision:``, validated by its kind."""
+    if value is None:
+        return Decision()
+    if isinstance(value, str):
+        value = {"type": value}
+    if not isinstance(value, Mapping):
+        raise SpecError(
+            file,
+            "decision",
+            "must be first_word, or a mapping with type json (field), regex (pattern) or fields (fields)",
+        )
+    if str(value.get("type")) == "judge":
+        return JUDGED.parse(value, "judge", file, has_labels, tools)
+    extra = [k for k in value if k not in ("type", "field", "pattern", "fields")]
+    if extra and str(value.get("type")) != "tool_call":
+        raise SpecError(
+            file, f"decision.{str(extra[0])[:80]}", "unknown field; decision has type, field, pattern, fields"
+        )
+    kind = str(value.get("type", "first_word")).replace("-", "_")
+    if kind not in DECISION_TYPES:
+        raise SpecError(file, "decision.type", f"must be one of {', '.join(DECISION_TYPES)}")
+    return KINDS[kind].parse(value, kind, file, has_labels, tools)

@@ -1,0 +1,86 @@
+"""A decision read from the model's tool call (``decision: {type: tool_call}``,
+``gate.prompt.tool_decision``): the called function is the label; with ``fields``, the call's
+arguments are compared too, each as a fields decision compares a field (a ``CallRule``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, cast
+
+from gate.errors import SpecError
+from gate.prompt.structured.expected_calls import check_call_rows
+from gate.prompt.structured.rule import FUNCTION_FIELD, CallRule, FieldsRule
+from gate.prompt.tool_decision import ToolCall, call_label, call_reading, score_calls, wrong_calls
+from gate.prompt.tools import Tool, call_labels, parse_call_rule
+
+from .base import Decision, FigureSource, Reading, SpecView, StoredDecision
+from .fields import FIELDS, FieldsKind
+
+
+class ToolCallKind(FieldsKind):
+    name = "tool_call"
+    judge_may_decide = True
+
+    def parse(
+        self, value: Mapping[str, Any], kind: str, file: str | None, has_labels: bool, tools: tuple[Tool, ...]
+    ) -> Decision:
+        if not tools:
+            raise SpecError(
+                file, "decision.type", "tool_call reads the call of a tool: declare the tools (tools: [...])"
+            )
+        extra = [k for k in value if k not in ("type", "fields")]
+        if extra:
+            raise SpecError(
+                file, f"decision.{str(extra[0])[:80]}", "unknown field; a tool_call decision has type and fields"
+            )
+        if "fields" not in value:
+            return Decision("tool_call")
+        if has_labels:
+            raise SpecError(
+                file, "labels", "a tool_call decision with fields has no labels of its own: its function field has them"
+            )
+        return Decision("tool_call", fields=parse_call_rule(value["fields"], tools, file))
+
+    def parse_labels(self, value: Any, tools: tuple[Tool, ...], file: str | None) -> tuple[str, ...]:
+        return call_labels(value, tools, file)
+
+    def read(self, spec: SpecView, text: str, calls: tuple[ToolCall, ...], too_many: bool) -> Reading:
+        if spec.decision.fields is not None:
+            return Reading(call_reading(cast(CallRule, spec.decision.fields), calls, too_many), True, calls)
+        label = call_label(calls, spec.labels, too_many)
+        return Reading(label, label is not None, calls)
+
+    def scorer(self, rule: FieldsRule, actual: str, expected: str) -> Any:
+        return score_calls(cast(CallRule, rule), actual, expected)
+
+    def fields_rule(self, stored: StoredDecision) -> FieldsRule | None:
+        """A decision by label alone (None), or one with fields: its ``CallRule``."""
+        if not (stored or {}).get("fields"):
+            return None
+        rule = FIELDS.fields_rule({"type": "fields", "fields": (stored or {})["fields"]})
+        return CallRule(rule.fields) if rule is not None and rule.get(FUNCTION_FIELD) else None
+
+    def check_rows(self, rule: FieldsRule | None, version_fields: Mapping[str, Any] | None, dataset: str) -> None:
+        if isinstance(rule, CallRule):
+            check_call_rows(rule, version_fields, dataset)
+        else:
+            super().check_rows(rule, version_fields, dataset)
+
+    def field_figures(self, source: FigureSource, run_id: int, rule: FieldsRule) -> dict[str, Any]:
+        # a tool call's arguments: counted over the items that expect each
+        return source.call_figures(run_id, rule)
+
+    def marks(self, source: FigureSource, run_id: int, stored: StoredDecision) -> dict[str, Any]:
+        return {"tool_calls": source.call_marks(run_id, (stored or {}).get("fields") is not None)}
+
+    def flips(self, source: FigureSource, run_id: int, live_id: int, bits: list[tuple[int, int]]) -> list[Any]:
+        return source.argument_flips(run_id, live_id, bits)  # an argument: where both compared it
+
+    def call_view(self, stored: StoredDecision) -> str | None:
+        return "fields" if (stored or {}).get("fields") is not None else "label"
+
+    def namer(self, rule: FieldsRule, actual: str | None, expected: str) -> Any:
+        return wrong_calls(cast(CallRule, rule), actual, expected)
+
+
+TOOL_CALL = ToolCallKind()

@@ -1,0 +1,54 @@
+"""One codec for the records kept as JSON in a row (a run's ``pinned``, its ``metrics``): a
+record decodes its stored JSON key by key (``decoded``: each known key converted to its
+attribute, the keys it does not know kept as they were, in ``extra``) and encodes it back
+(``encoded``) with the keys as stored, in their order (``keys``), so a row re-encodes byte
+for byte: the fingerprint compares the stored text."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import Any, TypeVar, cast
+
+JSON = Mapping[str, Any]  # another record's stored JSON, kept as stored
+Convert = dict[str, Callable[[Any], Any]]
+_R = TypeVar("_R")
+_ATTRIBUTES = {"pass": "passing"}  # a stored key that is no Python name -> its attribute
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def decoded(cls: Callable[..., _R], data: Mapping[str, Any], convert: Convert) -> _R:
+    """The record of stored JSON: each known key converted to its attribute, the rest kept."""
+    known = {f.name for f in dataclasses.fields(cast(Any, cls))} - {"keys", "extra", "memo"}
+    values, extra = {}, {}
+    for key, value in data.items():
+        attr = _ATTRIBUTES.get(key, key)
+        if attr in known:
+            values[attr] = convert.get(attr, _same)(value)
+        else:
+            extra[key] = value
+    return cls(**values, keys=tuple(data), extra=MappingProxyType(extra))
+
+
+def encoded(record: Any, convert: Convert) -> dict[str, Any]:
+    """The stored JSON of a record: its keys as stored, in their order."""
+    out = {}
+    for key in record.keys:
+        if key in record.extra:
+            out[key] = record.extra[key]
+        else:
+            attr = _ATTRIBUTES.get(key, key)
+            out[key] = convert.get(attr, _same)(getattr(record, attr))
+    return out
+
+
+def listed(value: Any) -> Any:
+    return None if value is None else list(value)
+
+
+def tupled(value: Any) -> Any:
+    return None if value is None else tuple(value)
