@@ -76,7 +76,7 @@ def main() -> bool:
     from support.fake_github import FakeGitHub
     from support.service_harness import Service
 
-    from gate.service import Gate
+    from gate.domain import Gate
 
     overheads = []
     with mariadb() as (server_url, _), model_server(args.latency_ms) as base, tempfile.TemporaryDirectory() as tmp:

@@ -70,7 +70,7 @@ def prepared_gate(folder: Path) -> tuple[str, str, int, int]:
     open update's id, the cancelled one's)."""
     import yaml
 
-    from gate.service import Gate
+    from gate.domain import Gate
 
     url = f"sqlite:///{folder / 'gate.db'}"
     gate = Gate.connect(url, upgrade=True)

@@ -45,7 +45,7 @@ def fresh_database(server_url: str, name: str) -> str:
 def gated_dataset(server_url: str, database: str, folder, items: int, bar: str = "0.99", prompts=("p1",)):
     """A fresh migrated database with dataset ``d`` of ``items`` rows gating each prompt of
     ``prompts``: returns (url, gate)."""
-    from gate.service import Gate
+    from gate.domain import Gate
 
     url = fresh_database(server_url, database)
     gate = Gate.connect(url, upgrade=True)

@@ -77,7 +77,7 @@ def prepared_worker(gate, concurrency: int):
 def worker_process(url: str, chunk_size: int, uid: int, concurrency: int, ready, go) -> None:
     """One worker process of every role with the instant model, until update ``uid`` ends:
     prepared, then ``ready`` set, then started when ``go`` is set."""
-    from gate.service import Gate
+    from gate.domain import Gate
 
     gate = Gate.connect(url)
     gate = Gate(gate.engine, gate.settings.with_(chunk_size=chunk_size))
@@ -156,7 +156,7 @@ def scored_per_second(gate, uid: int, args, timings: bool, processes: int = 2) -
 
 
 def gate_rate(server_url: str, kind: str, args, n: int) -> float:
-    from gate.service import Gate
+    from gate.domain import Gate
 
     with tempfile.TemporaryDirectory() as tmp:
         url = fresh_database(server_url, f"bench_p4_{kind}_{n}")

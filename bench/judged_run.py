@@ -35,7 +35,7 @@ from common import (
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from support.judging import judge_spec, reply_spec, write_labels, write_tickets  # noqa: E402
 
-from gate.service import Gate  # noqa: E402
+from gate.domain import Gate  # noqa: E402
 from gate.store.runs import get_run  # noqa: E402
 
 

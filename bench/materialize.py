@@ -25,7 +25,7 @@ from common import ROOT, fresh_database, mariadb, result, rules_spec, write_data
 CHILD = r"""
 import json, resource, sys, threading, time
 sys.path[:0] = [sys.argv[3]]
-from gate.service import Gate
+from gate.domain import Gate
 from workers.materialize import Materializer
 gate = Gate.connect(sys.argv[1])
 m = Materializer(gate.engine, gate.settings, threading.Event())
@@ -38,7 +38,7 @@ print(json.dumps({"wall": wall, "maxrss_kb": resource.getrusage(resource.RUSAGE_
 
 
 def run_size(server_url: str, n: int, tmp: Path) -> dict:
-    from gate.service import Gate
+    from gate.domain import Gate
 
     url = fresh_database(server_url, f"bench_mat_{n}")
     gate = Gate.connect(url, upgrade=True)

@@ -56,7 +56,7 @@ def worker(url: str, chunk_size: int, concurrency: int, uid: int, progress, timi
 
     from store_timing import StoreTimer
 
-    from gate.service import Gate
+    from gate.domain import Gate
     from workers.supervisor import ROLES, WorkerProcess
 
     gate = Gate.connect(url)
@@ -81,7 +81,7 @@ def worker(url: str, chunk_size: int, concurrency: int, uid: int, progress, timi
 
 
 def one_run(server_url: str, items: int, args, name: str) -> dict:
-    from gate.service import Gate
+    from gate.domain import Gate
     from gate.store.runs import runs_of_update
 
     url = fresh_database(server_url, name)

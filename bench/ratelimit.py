@@ -88,7 +88,7 @@ def main() -> bool:
     ap.add_argument("--latency-ms", type=float, default=100)
     ap.add_argument("--headroom", type=float, default=None, help="PROMPTGATE_RATE_LIMIT_HEADROOM (default 0.97)")
     args = ap.parse_args()
-    from gate.service import Gate
+    from gate.domain import Gate
 
     items = int(args.rpm * args.seconds / 60)
     with (

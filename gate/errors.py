@@ -15,8 +15,8 @@
     └── ModelCallError            a model call that failed: ``kind`` (a ``CallFailure``) and
                                   ``retryable`` (see gate.calls.llm)
 
-The service API raises only these: a driver error becomes a ``DatabaseError`` where it
-leaves the service (``gate.service``), as httpx maps transport errors at one boundary. The
+The domain API raises only these: a driver error becomes a ``DatabaseError`` where it
+leaves the service (``gate.domain``), as httpx maps transport errors at one boundary. The
 CLI maps every GateError to one line on stderr and an exit code; nothing else it raises is
 a user's mistake. ``first_line(exc)`` is how any error is quoted in one line.
 """

@@ -42,13 +42,13 @@ token)::
 the live version is read with a conditional request (an unchanged prompt: one round trip,
 answered 304 with no body), and a service that is down leaves the last version serving.
 Either way a background thread tells the gate what this process serves, at most once per
-``ttl`` per prompt (``gate.served.reporter``: `promptgate live NAME` lists the processes),
+``ttl`` per prompt (``gate.production.reporter``: `promptgate live NAME` lists the processes),
 never on a call's path. During a canary rollout (the gate config's ``rollout:``) the canary
 answers ``canary_percent`` of calls, chosen by a stable hash of ``key``
 (``decide(item, key=user_id)``: a user always meets the same version; no key: at random per
 call); every result says which version answered (``result.version``), and
 ``rt.feedback(result, correct=True)`` tells the gate how it went (buffered, sent in batches
-by another background thread: ``gate.served.feedback``).
+by another background thread: ``gate.production.feedback``).
 
 ``rt.close()`` when the process ends sends what is still buffered and stops the threads. A
 process that ends without it is covered by an ``atexit`` hook that sends what every runtime
@@ -73,13 +73,13 @@ from typing import Any
 
 from gate.calls.llm import CallResult, call_prompt
 from gate.errors import ModelCallError
+from gate.production.feedback import FeedbackBuffer
+from gate.production.reporter import ServedReporter, process_identity
+from gate.production.result import ServedResult, served_result
+from gate.production.sources import DatabaseSource, ServiceSource
+from gate.production.versions import LoadedPrompt, route
 from gate.prompt.spec import PromptSpec
 from gate.prompt.tool_decision import ToolCall
-from gate.served.feedback import FeedbackBuffer
-from gate.served.reporter import ServedReporter, process_identity
-from gate.served.result import ServedResult, served_result
-from gate.served.sources import DatabaseSource, ServiceSource
-from gate.served.versions import LoadedPrompt, route
 from gate.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -105,7 +105,7 @@ class PromptRuntime:
         report: bool = True,
         flush_at_exit: float | None = EXIT_TIMEOUT,
     ):
-        """``gate`` is a ready ``gate.service.Gate`` (else one is connected to
+        """``gate`` is a ready ``gate.domain.Gate`` (else one is connected to
         ``database_url``, default ``PROMPTGATE_DATABASE_URL``); or ``gate_url`` and ``token``
         (a read token) to go through the service, ``feedback_token`` for feedback (default:
         ``token``, which then needs the submit scope). ``report`` False: tell the gate
@@ -132,8 +132,8 @@ class PromptRuntime:
     def _after_fork_in_child(self) -> None:
         """A forked child's runtime: a lock of its own (one the parent's reporter held at the
         fork would never be released), its own process identity and connections; it reports
-        what it serves as its own process at its next call (``gate.served.reporter`` and
-        ``gate.served.feedback`` reset their threads and buffer themselves)."""
+        what it serves as its own process at its next call (``gate.production.reporter`` and
+        ``gate.production.feedback`` reset their threads and buffer themselves)."""
         self._lock = threading.Lock()
         self.process_id, self.host, self.pid = process_identity()
         self._source.after_fork_in_child()

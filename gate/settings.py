@@ -87,7 +87,7 @@ class Settings:
     template_mean_seconds: float = 0.1  # a run's templates may take this long per item on average
     sandbox_processes: int = 2  # sandbox processes per worker process (for templates beyond item lookups)
     # The service: an upload's body must average this many bytes per second, after its first
-    # --body-timeout seconds (gate/server/body_limits.py UploadPace). 64 KiB/s is half a megabit;
+    # --body-timeout seconds (gate/service/body_limits.py UploadPace). 64 KiB/s is half a megabit;
     # the largest upload (256 MiB) then has 68 minutes, a trickle a few seconds past the grace.
     upload_min_rate: int = 64 * 1024
     # ... and a dry run's body (a pull request's copy of a dataset file, compared, never stored)

@@ -98,7 +98,7 @@ def db_url(request, tmp_path):
 
 @pytest.fixture
 def gate(db_url):
-    from gate.service import Gate
+    from gate.domain import Gate
 
     g = Gate.connect(db_url, upgrade=True)
     yield g
@@ -107,7 +107,7 @@ def gate(db_url):
 
 @pytest.fixture
 def mysql_gate(mysql_url):
-    from gate.service import Gate
+    from gate.domain import Gate
 
     g = Gate.connect(mysql_url, upgrade=True)
     yield g

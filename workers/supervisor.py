@@ -1,7 +1,7 @@
 """Run worker roles: in threads of this process (``WorkerProcess``), in several child
 processes (``supervise``), or until given updates are terminal (``run_until_terminal``,
 for tests, the demo and the Action). All three run the same pollers, each built from the
-gate database's engine and the settings: no role goes through the service (``gate.service``);
+gate database's engine and the settings: no role goes through the service (``gate.domain``);
 only ``run_until_terminal`` is handed a ``Gate``, to wait on its updates' reports."""
 
 from __future__ import annotations
@@ -249,7 +249,7 @@ def run_until_terminal(
 ) -> list[UpdateReport]:
     """Run every role in this process until the given updates are terminal (or the
     timeout passes), then drain. Returns their final reports. ``gate`` is a
-    ``gate.service.Gate``: the roles run on its engine and settings, and its ``wait``
+    ``gate.domain.Gate``: the roles run on its engine and settings, and its ``wait``
     gives the reports."""
     worker = WorkerProcess(gate.engine, gate.settings, ROLES, concurrency, call).start()
     try:

@@ -1,4 +1,4 @@
-"""`promptgate action`: the GitHub Action's logic, thin over the service API.
+"""`promptgate action`: the GitHub Action's logic, thin over the domain API.
 
 On a **pull request** (mode check): list the files the PR changes (PyGithub), keep the
 ones the ``prompts`` globs match, validate each (problems become ``::error`` annotations
@@ -63,7 +63,7 @@ def __getattr__(name: str):
 
         return getattr(run, name)
     if name in PART_NAMES:
-        from gate.api import release
+        from gate.contract import release
 
         from . import globs, outcome, problems, workflow
 

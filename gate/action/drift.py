@@ -1,5 +1,5 @@
 """The Action's ``mode: drift``, for a scheduled workflow: every prompt file the ``prompts``
-globs match in the checkout, compared with what is live (``gate.api.drift``). It writes the
+globs match in the checkout, compared with what is live (``gate.contract.drift``). It writes the
 step summary (a table, then each diff), a ``prompt-gate drift`` commit status on the
 checked-out commit (success when all are in step), the ``status`` output (``in-step`` or
 ``drift``) and the report file; never a comment. Exit 0 when all are in step, else 1 (0
@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from gate.api.drift import STATES, Drift, compare, exit_code
+from gate.contract.drift import STATES, Drift, compare, exit_code
 from gate.errors import GateError, UsageError
 from gate.report.markdown_filters import code, md
 from gate.untrusted import CONTROL

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gate.api.release import combine_exit_codes
+from gate.contract.release import combine_exit_codes
 from gate.report.update import UpdateReport
 from gate.states import EXIT_CODES, UpdateStatus
 

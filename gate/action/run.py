@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from gate import gateconfig
-from gate.api.shape import GateAPI
+from gate.contract.shape import GateAPI
 from gate.errors import GateError, GitHubError, SpecError, UsageError
 from gate.prompt.spec import PromptSpec, parse_spec_text
 from gate.prompt.yaml_file import read_text_file
@@ -40,7 +40,7 @@ from .workflow import (
 )
 
 if TYPE_CHECKING:
-    from gate.service import Gate
+    from gate.domain import Gate
 
 REPORT_FILE = "prompt-gate-report.md"
 NOT_CHECKED_OUT = "not in the checkout (did the workflow run actions/checkout?)"

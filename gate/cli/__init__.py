@@ -1,4 +1,4 @@
-"""The `promptgate` command: parse, call the service API, print (text or --json).
+"""The `promptgate` command: parse, call the domain API, print (text or --json).
 
 Every GateError becomes one line on stderr and exit code 2 (usage errors included);
 `wait` and `status` exit 0 APPLIED/PASSED, 1 REJECTED, 2 FAILED/CANCELLED, 3 still open.

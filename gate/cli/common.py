@@ -19,14 +19,14 @@ from gate.settings import DEFAULT_DATABASE_URL, Settings, misspelt_target
 from gate.untrusted import terminal_safe
 
 if TYPE_CHECKING:  # the database's Gate loads SQLAlchemy: imported where a command opens it
-    from gate.api.shape import GateAPI
+    from gate.contract.shape import GateAPI
+    from gate.domain import Gate
     from gate.report.update import UpdateReport
-    from gate.service import Gate
 
 
 class GateGroup(click.Group):
     """Maps library errors to one line and an exit code; no tracebacks for user mistakes.
-    The service API raises only GateError (a driver error arrives as a DatabaseError)."""
+    The domain API raises only GateError (a driver error arrives as a DatabaseError)."""
 
     def invoke(self, ctx):
         try:
@@ -72,7 +72,7 @@ def open_database(ctx: click.Context, check_schema: bool = True) -> Gate:
     obj = ctx.find_root().obj
     if "gate" not in obj:
         settings = database_settings(ctx)
-        from gate.service import Gate
+        from gate.domain import Gate
 
         default_file = _default_file(settings.database_url)
         typo = misspelt_target(os.environ) if default_file is not None else None

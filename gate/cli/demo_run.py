@@ -24,9 +24,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from gate.domain import Gate
 from gate.prompt.spec import load_spec
 from gate.report.update import UpdateReport
-from gate.service import Gate
 from gate.settings import Settings
 
 PROMPT = "ticket-urgency"

@@ -12,7 +12,7 @@ from gate.untrusted import terminal_safe
 from .common import database_option, echo_json, is_remote, open_gate
 
 if TYPE_CHECKING:
-    from gate.service import Gate
+    from gate.domain import Gate
 
 
 @click.command("prices")

@@ -1,5 +1,5 @@
 """What production serves and whether the repository says the same: ``drift`` (the prompt
-files against live, ``gate.api.drift``), and the lines `live` prints of the fleet and of a
+files against live, ``gate.contract.drift``), and the lines `live` prints of the fleet and of a
 canary rollout in progress (``served_lines``, ``rollout_line``)."""
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ def drift(ctx, prompt_files, gate_config, as_json):
     """Compare prompt files (default: prompts/**/*.yaml) with what is live: in-step, differs
     (the live version, what made it, a diff), live-only, file-only, pending (an apply of the
     file's config still open), invalid. Exit 0 when all are in step, 1 otherwise."""
-    from gate.api.drift import compare, exit_code, text_lines
+    from gate.contract.drift import compare, exit_code, text_lines
 
     declared = declared_prompts(gate_config)
     entries = compare(open_gate(ctx), read_prompts(files_or_default(prompt_files)), declared)

@@ -117,9 +117,9 @@ def serve(
     import uvicorn
 
     from gate.datasets.sources.egress import Egress
-    from gate.server import ServiceConfig, create_app
-    from gate.server.edge import default_hosts, parse_hosts
-    from gate.server.protocol import with_header_timeout
+    from gate.service import ServiceConfig, create_app
+    from gate.service.edge import default_hosts, parse_hosts
+    from gate.service.protocol import with_header_timeout
 
     Egress.parse(source_hosts)  # a wrong list stops here, in one line, before anything opens
     hosts = parse_hosts([*allowed_hosts, os.environ.get("PROMPTGATE_ALLOWED_HOSTS", "")]) or default_hosts(host)

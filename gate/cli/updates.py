@@ -143,7 +143,7 @@ def wait(ctx, update_id, sha, prompt_name, sha_mode, timeout, served, until, as_
             progress.finish(report)
         print_report(report, "json" if as_json else "text")
         ctx.exit(report.exit_code)
-    from gate.api.release import DEFAULT_RELEASE_MODE
+    from gate.contract.release import DEFAULT_RELEASE_MODE
 
     code, reports = open_gate(ctx).wait_for_sha(
         sha,
@@ -217,7 +217,7 @@ def live(ctx, name, as_json):
 
 def after_release(gate, reports, served: bool, until: str | None, timeout: float | None) -> int:
     """`wait --sha --served` / `--until promoted` once the commit's updates ended APPLIED."""
-    from gate.api.after_release import wait_until_rollout_ends, wait_until_served
+    from gate.contract.after_release import wait_until_rollout_ends, wait_until_served
 
     def say(line: str) -> None:
         click.echo(terminal_safe(line, 2000), err=True)
@@ -242,7 +242,7 @@ def after_release(gate, reports, served: bool, until: str | None, timeout: float
 @click.pass_context
 def report_cmd(ctx, update_ids, sha, output, marker):
     """The Markdown report (the PR comment's format) of updates UPDATE_IDS or of --sha."""
-    from gate.api.release import latest_per_prompt
+    from gate.contract.release import latest_per_prompt
     from gate.report.markdown import render_markdown
 
     gate = open_gate(ctx)

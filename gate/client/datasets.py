@@ -11,10 +11,10 @@ from typing import Any
 from gate.records import (
     DataDiff,
     Dataset,
+    DatasetMapping,
     DatasetPreview,
     DatasetVersion,
     Imported,
-    Mapping,
 )
 
 from .session import TIMEOUTS, decode, path_segment
@@ -27,13 +27,13 @@ class RemoteDatasets:
     def __init__(self, call: Callable[..., Any]):
         self._call = call
 
-    def list_datasets(self) -> list[tuple[Dataset, list[Mapping]]]:
+    def list_datasets(self) -> list[tuple[Dataset, list[DatasetMapping]]]:
         return [
-            (decode(Dataset, d["dataset"]), decode(list[Mapping], d["mappings"]))
+            (decode(Dataset, d["dataset"]), decode(list[DatasetMapping], d["mappings"]))
             for d in self._call("GET", "/v1/datasets")
         ]
 
-    def mappings(self, prompt_name: str | None = None) -> list[Mapping]:
+    def mappings(self, prompt_name: str | None = None) -> list[DatasetMapping]:
         return [m for _, maps in self.list_datasets() for m in maps if prompt_name in (None, m.prompt_name)]
 
     def get_dataset(self, name: str) -> Dataset:
@@ -158,13 +158,13 @@ class RemoteDatasets:
 
     def map_dataset(
         self, prompt_name: str, dataset_name: str, min_accuracy: Any, *, bars: dict[str, Any] | None = None
-    ) -> Mapping:
+    ) -> DatasetMapping:
         data = self._call(
             "PUT",
             f"/v1/prompts/{path_segment(prompt_name)}/datasets/{path_segment(dataset_name)}",
             body={"min_accuracy": min_accuracy, "bars": bars},
         )
-        return decode(Mapping, data)
+        return decode(DatasetMapping, data)
 
     def unmap_dataset(self, prompt_name: str, dataset_name: str) -> bool:
         path = f"/v1/prompts/{path_segment(prompt_name)}/datasets/{path_segment(dataset_name)}"

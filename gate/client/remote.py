@@ -1,8 +1,8 @@
-"""``RemoteGate``: the gate's HTTP service (``gate.server``) behind the methods of ``Gate``
+"""``RemoteGate``: the gate's HTTP service (``gate.service``) behind the methods of ``Gate``
 the CLI calls, so `promptgate --gate-url URL ...` runs the very commands it runs on a
 database, to the same output and exit codes.
 
-Every answer is decoded by ``gate.api.codec`` into the same dataclasses ``Gate`` returns (the
+Every answer is decoded by ``gate.contract.codec`` into the same dataclasses ``Gate`` returns (the
 CLI renders them with the same code); every refusal becomes the GateError ``Gate`` raises
 (the request and the judging of its answer: ``gate.client.session``).
 
@@ -17,9 +17,9 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from gate.api.delegation import delegate
-from gate.api.release import DEFAULT_RELEASE_MODE, SHA_POLL, deadline_after, expired, time_left, wait_for_release
-from gate.api.shape import HISTORY_LIMIT
+from gate.contract.delegation import delegate
+from gate.contract.release import DEFAULT_RELEASE_MODE, SHA_POLL, deadline_after, expired, time_left, wait_for_release
+from gate.contract.shape import HISTORY_LIMIT
 from gate.errors import NotFound, UsageError
 from gate.records import (
     CommitRecord,
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 LONG_POLL = 60.0  # seconds one long-poll request may hold (the server allows 120)
 POLL_SLICE = 2.0  # ... when the caller shows progress at each poll
 RECONNECT = 30.0  # seconds a wait tries again when the service that answered it goes away (a restart)
-# The public names of ``gate.service.Gate`` (tests/unit/test_cli_imports.py keeps this in step):
+# The public names of ``gate.domain.Gate`` (tests/unit/test_cli_imports.py keeps this in step):
 # one the service does not offer is refused in one line, without importing Gate (SQLAlchemy).
 GATE_NAMES = frozenset(
     {

@@ -9,7 +9,7 @@ import datetime as dt
 from collections.abc import Callable
 from typing import Any
 
-from gate.api.codec import decode as wire_decode
+from gate.contract.codec import decode as wire_decode
 from gate.errors import first_line
 from gate.records import ServedProcess
 

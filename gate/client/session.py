@@ -1,9 +1,9 @@
-"""``ServiceSession``: one client's connection to the gate's HTTP service (``gate.server``),
+"""``ServiceSession``: one client's connection to the gate's HTTP service (``gate.service``),
 the one place a request is made and its answer judged; ``RemoteGate`` (``gate.client.remote``) is
 the Gate's methods on top of it.
 
 Every refusal becomes the GateError ``Gate`` raises, with the server's one line and exit
-code (``gate.api.http_status``: the one table the server answers by; 401 a GateError saying
+code (``gate.contract.http_status``: the one table the server answers by; 401 a GateError saying
 why). An unreachable or silent server is one line too ("cannot reach the gate at URL:
 ..."), and so is an answer this client cannot decode. The token travels only in the
 Authorization header: no message, log or error ever shows it."""
@@ -17,8 +17,8 @@ from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from gate import __version__
-from gate.api.codec import decode as wire_decode
-from gate.api.http_status import error_class
+from gate.contract.codec import decode as wire_decode
+from gate.contract.http_status import error_class
 from gate.errors import GateError, UsageError, first_line
 
 from .transport import Timeouts, Transport, TransportError

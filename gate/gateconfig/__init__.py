@@ -57,7 +57,7 @@ without changing anything (a pull request shows it as "takes effect after merge"
 * every prompt's ``optional_fields`` are set (stored per prompt, ``prompt_setting``); a
   prompt the file does not list has none. A submission whose templates read a field that
   no row of any mapped dataset has is refused unless it is listed here
-  (``gate.service.admission``): this too is the default branch's word, never a pull
+  (``gate.domain.admission``): this too is the default branch's word, never a pull
   request's (a pull request shows the change as "takes effect after merge").
 * ``limits:`` (``max_calls_per_update``, ``max_cost_per_update_usd``) are set, or removed
   when the file no longer declares them: the spend caps every submission pins
@@ -67,7 +67,7 @@ without changing anything (a pull request shows it as "takes effect after merge"
   rollout worker promotes or rolls it back (``gate.rollout``, ``workers.rollout``).
 
 Sync is idempotent: a second sync of the same file changes nothing and reports nothing.
-It calls the service API one step at a time after the whole file has been validated, so
+It calls the domain API one step at a time after the whole file has been validated, so
 a database error half-way leaves a partial sync that the next sync completes.
 """
 

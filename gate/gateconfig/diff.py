@@ -23,7 +23,7 @@ from .changes import Change, SyncResult, redact, rows_change
 from .parse import BarDecl, GateConfig, load_config
 
 if TYPE_CHECKING:  # the database's Gate: only its annotations here, so a sync
-    from gate.service import Gate  # through the service (gateconfig.remote) never loads SQLAlchemy
+    from gate.domain import Gate  # through the service (gateconfig.remote) never loads SQLAlchemy
 
 
 def as_config(source: str | Path | GateConfig) -> GateConfig:

@@ -231,7 +231,7 @@ def _parse_extra_bars(entry: TMapping, at: str, file: str | None) -> dict | None
 def _parse_optional_fields(raw: TMapping, file: str | None) -> dict[str, tuple[str, ...]]:
     """``optional_fields: {prompt: [field, ...]}``: the fields a prompt's templates may
     read although no row of its datasets has them (the submission is otherwise refused:
-    ``gate.service.admission``)."""
+    ``gate.domain.admission``)."""
     declared: dict[str, tuple[str, ...]] = {}
     for prompt, fields in raw.items():
         where = f"optional_fields.{prompt}"

@@ -18,7 +18,7 @@ from .diff import as_config, diff
 from .parse import GateConfig
 
 if TYPE_CHECKING:  # the database's Gate: only its annotations here, so a sync
-    from gate.service import Gate  # through the service (gateconfig.remote) never loads SQLAlchemy
+    from gate.domain import Gate  # through the service (gateconfig.remote) never loads SQLAlchemy
 
 
 def sync(gate: Gate, config: str | Path | GateConfig, commit: str | None = None) -> SyncResult:

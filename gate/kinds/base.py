@@ -162,7 +162,7 @@ class DecisionKind(ABC):
         return {}
 
     def judged_baseline(self, live: bool, bars: Bars) -> dict[str, Any]:
-        """submit, a judged kind: what a judged run is compared with (``gate.service.judging``;
+        """submit, a judged kind: what a judged run is compared with (``gate.domain.judging``;
         ``live``: the candidate has a live version the judge compares it with)."""
         return {}
 

@@ -3,7 +3,7 @@
 The gate can only vouch for a branch of a template that its datasets make it take: a
 template that reads ``item.account_tier`` when no row has that field is evaluated on its
 other branch only, and in production, where the field exists, it behaves as nobody tested.
-So at submit (``gate.service.fields``) the fields a template reads are compared with the
+So at submit (``gate.domain.fields``) the fields a template reads are compared with the
 fields the mapped datasets' rows have; this module names them.
 
 A field is read by any of these forms, wherever it stands (in a loop, a condition, a

@@ -55,7 +55,7 @@ class VersionRow:
 
 
 @dataclass(frozen=True)
-class Mapping:
+class DatasetMapping:
     prompt_name: str
     dataset_id: int
     dataset_name: str
@@ -384,7 +384,7 @@ class ApiToken:
 
     id: int
     name: str
-    scope: str  # read, submit or admin (gate.service.tokens.SCOPES)
+    scope: str  # read, submit or admin (gate.domain.tokens.SCOPES)
     token_hash: str
     created_at: dt.datetime
     last_used_at: dt.datetime | None

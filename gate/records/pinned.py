@@ -50,7 +50,7 @@ class PinnedTrials:
 
 @dataclass(frozen=True)
 class PinnedBaseline:
-    """What a run is compared with (``gate.service.baseline.baseline_of``)."""
+    """What a run is compared with (``gate.domain.baseline.baseline_of``)."""
 
     run_id: int | None = None  # the run whose answers are live's
     update_id: int | None = None  # the update that made the live version live
@@ -108,7 +108,7 @@ _JUDGE_OF: Convert = {"passing": tupled, "error_rates": tupled, "live": _live_of
 
 @dataclass(frozen=True)
 class PinnedJudge:
-    """A judged run's judge (``gate.service.judging``): its live version, provider, model and
+    """A judged run's judge (``gate.domain.judging``): its live version, provider, model and
     price, the candidate's pass labels or its comparison, its trials, its agreement with the
     humans (aggregates) and error rates, a comparison's live version, the sentinels mixed in
     and whether the corrected pass rate is barred."""
@@ -176,12 +176,12 @@ class Pinned:
     trials: PinnedTrials | None = None  # absent: one call
     bars: JSON | None = None  # the mapping's bars beyond min_accuracy, as stored (gate.verdict.bars parses them)
     price: JSON | None = None  # the model's price (gate.records.Price.to_dict); None: no price
-    fields: JSON | None = None  # the item fields the templates read (gate.service.admission)
+    fields: JSON | None = None  # the item fields the templates read (gate.domain.admission)
     early_stop: bool | None = None  # may the run stop once its verdict is settled
-    baseline: PinnedBaseline | None = None  # what it is compared with (gate.service.baseline)
+    baseline: PinnedBaseline | None = None  # what it is compared with (gate.domain.baseline)
     baseline_note: str | None = None  # why there is no comparison
     baseline_error: str | None = None  # why a bar needing one cannot be judged
-    judge: PinnedJudge | None = None  # a judged run's judge (gate.service.judging)
+    judge: PinnedJudge | None = None  # a judged run's judge (gate.domain.judging)
     live_version: int | None = None  # a live version's run scored alongside: its version
     keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)  # None: a row with NULL
     extra: JSON = field(default_factory=lambda: _EMPTY, repr=False, compare=False)

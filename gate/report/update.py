@@ -5,7 +5,7 @@ and broken items; per field, per slice, protected items and accepted breaks) as 
 for ``status --json`` (its
 contract: gate/schemas/status.schema.json).
 
-No database here (``gate.service`` re-exports these): the CLI renders a service's answer
+No database here (``gate.domain`` re-exports these): the CLI renders a service's answer
 with them without loading SQLAlchemy."""
 
 from __future__ import annotations
@@ -234,7 +234,7 @@ def _stop(metrics: RunMetrics, run: Run) -> dict | None:
 
 def _fields_read(pinned: Pinned) -> list[dict] | None:
     """The item fields the candidate's templates read, as pinned at submit
-    (``gate.service.admission``): per field, how many of the version's rows have it
+    (``gate.domain.admission``): per field, how many of the version's rows have it
     (None: not counted) and whether the gate config declares it optional."""
     fields = pinned.fields
     if fields is None:

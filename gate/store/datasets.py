@@ -10,7 +10,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from gate.errors import NotFound
-from gate.records import Dataset, Mapping
+from gate.records import Dataset, DatasetMapping
 
 from .dialect import db_now
 from .schema import dataset, prompt_dataset
@@ -59,7 +59,7 @@ def list_datasets(conn: Connection) -> list[Dataset]:
     return [_dataset(r) for r in conn.execute(select(dataset).order_by(dataset.c.name))]
 
 
-def list_mappings(conn: Connection, prompt_name: str | None = None) -> list[Mapping]:
+def list_mappings(conn: Connection, prompt_name: str | None = None) -> list[DatasetMapping]:
     stmt = (
         select(
             prompt_dataset.c.prompt_name,
@@ -74,7 +74,7 @@ def list_mappings(conn: Connection, prompt_name: str | None = None) -> list[Mapp
     )
     if prompt_name is not None:
         stmt = stmt.where(prompt_dataset.c.prompt_name == prompt_name)
-    return [Mapping(row[0], row[1], row[2], row[3], row[4], row[5]) for row in conn.execute(stmt)]
+    return [DatasetMapping(row[0], row[1], row[2], row[3], row[4], row[5]) for row in conn.execute(stmt)]
 
 
 def upsert_mapping(

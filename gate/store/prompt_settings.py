@@ -1,6 +1,6 @@
 """Per-prompt settings the gate config declares (``prompt_setting``): one row per prompt
 that has any. Today one setting: ``optional_fields``, the item fields a prompt's templates
-may read although no row of its datasets has them (``gate.service.admission``)."""
+may read although no row of its datasets has them (``gate.domain.admission``)."""
 
 from __future__ import annotations
 

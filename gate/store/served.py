@@ -66,7 +66,7 @@ def report_served(conn: Connection, reported_by: str, rows: Sequence[dict]) -> i
 
 def processes_of_reporter(conn: Connection, reported_by: str, besides: Sequence[str] = ()) -> int:
     """How many distinct active processes ``reported_by`` reports for, not counting those in
-    ``besides`` (a token's bound: ``gate.service.served``)."""
+    ``besides`` (a token's bound: ``gate.domain.served``)."""
     r = served_report
     where = [r.c.reported_by == reported_by, _active()]
     if besides:

@@ -39,10 +39,10 @@ from support.fake_github import file_entry
 
 from gate import gateconfig
 from gate.calls.llm import CallResult
+from gate.domain import Gate
 from gate.errors import NotFound, UsageError, WaitTimedOut
 from gate.prompt.spec import load_spec
 from gate.report.markdown import GITHUB_COMMENT_LIMIT, MARKER
-from gate.service import Gate
 
 
 def test_pull_request_check_comment_status_outputs(mysql_gate, model, github, tmp_path):

@@ -49,7 +49,7 @@ from support.cli import ROOT
 from support.fake_github import FakeGitHub
 from support.service_harness import Service, free_port
 
-from gate.service import Gate
+from gate.domain import Gate
 
 ACT = Path(sys.executable).with_name("act")
 EXAMPLE = ROOT / "prompts-example"

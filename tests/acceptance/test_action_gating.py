@@ -26,9 +26,9 @@ from support.action_harness import (
 )
 
 from gate import gateconfig
-from gate.api.release import EXIT_NOTHING_TO_GATE
 from gate.client.remote import RemoteGate
-from gate.service import Gate
+from gate.contract.release import EXIT_NOTHING_TO_GATE
+from gate.domain import Gate
 
 UNGATED = "name: ungated\nmodel: m\nmessages:\n  - {role: user, content: hi}\n"
 

@@ -10,8 +10,8 @@ import time
 import pytest
 from support.cli import run_cli
 
+from gate.domain.gate import check_commit_sha
 from gate.errors import UsageError
-from gate.service.gate import check_commit_sha
 
 
 def refused(result, *words: str) -> None:

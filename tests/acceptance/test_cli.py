@@ -362,7 +362,7 @@ def test_a_template_branching_on_a_field_no_row_has_is_refused_at_submit_unless_
         "error: the gate cannot evaluate what account_tier changes: no row of urgency-hard, urgency-regression has "
         "it (add rows that do, or declare it under optional_fields: ticket-urgency: in the gate config)"
     ]
-    from gate.service import Gate
+    from gate.domain import Gate
 
     gate = Gate.connect(mysql_url)
     try:

@@ -24,8 +24,8 @@ import yaml
 from support.cli import ROOT, run_cli
 from support.workers_harness import WorkerFleet, worker_env
 
+from gate.domain import Gate
 from gate.prompt.spec import load_spec
-from gate.service import Gate
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "prompts-example"
 LIVE = EXAMPLE / "prompts" / "ticket-urgency.yaml"

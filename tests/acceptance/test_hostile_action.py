@@ -13,9 +13,9 @@ from support.fake_github import FakeGitHub
 
 from gate import gateconfig
 from gate.calls.llm import CallResult
+from gate.domain import Gate
 from gate.mockllm import MockLLMServer
 from gate.report.markdown import MARKER
-from gate.service import Gate
 
 OUR_COMMANDS = re.compile(r"^::(error|warning|notice) (file=[^:\n]*,)?(line=\d+,)?title=prompt-gate::")
 INJECTED = "x\n::warning file=README.md,line=1::pwned\r::add-mask::hunter2\n##[error]fake"

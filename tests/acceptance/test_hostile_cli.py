@@ -25,8 +25,8 @@ def test_the_cli_refuses_them_in_one_line_without_a_traceback(tmp_path):
 def test_status_and_preview_print_no_terminal_escapes(tmp_path, monkeypatch):
     from support.helpers import rules_spec
 
+    from gate.domain import Gate
     from gate.mockllm import MockLLMServer
-    from gate.service import Gate
     from workers.supervisor import run_until_terminal
 
     db = f"sqlite:///{tmp_path / 'g.db'}"

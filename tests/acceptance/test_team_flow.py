@@ -27,8 +27,8 @@ import yaml
 from support.action_harness import BASE, HEAD1, HEAD2, TOKEN, github_env, pr_payload, push_payload, read_outputs
 from support.cli import ROOT
 
+from gate.domain import Gate
 from gate.report.markdown import MARKER
-from gate.service import Gate
 
 EXAMPLE = ROOT / "prompts-example"
 EXPR = re.compile(r"\$\{\{\s*([\w.-]+)\s*\}\}")

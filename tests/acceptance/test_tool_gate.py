@@ -19,12 +19,12 @@ from jsonschema import Draft202012Validator
 from support.action_harness import HEAD1, act, fast, github_env, make_workspace, pr_payload
 
 from gate import gateconfig
+from gate.domain import Gate
 from gate.errors import DatasetError, UsageError
 from gate.prompt.spec import load_spec, parse_spec
 from gate.report.markdown import render_report_markdown
 from gate.runtime import PromptRuntime
 from gate.schemas import status_schema
-from gate.service import Gate
 from workers.supervisor import run_until_terminal
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "prompts-example"

@@ -33,7 +33,7 @@ from schemathesis.specs.openapi.checks import (
 from support.helpers import rules_spec, write_rule_rows
 from support.service_harness import Service
 
-from gate.service import Gate
+from gate.domain import Gate
 
 # (token, generation mode, cases per operation): valid requests as an admin, then ones the
 # schema does not allow (each must be refused with a documented 4xx), then valid ones as read

@@ -145,7 +145,7 @@ def test_the_claim_from_a_position_reads_a_range_of_its_index_alone(big_tables):
 def _materialized(db_url, tmp_path, rows: int):
     import threading
 
-    from gate.service import Gate
+    from gate.domain import Gate
     from workers.materialize import Materializer
 
     g = Gate.connect(db_url, upgrade=True)
@@ -188,7 +188,7 @@ def test_a_claim_from_a_position_takes_never_leased_items_from_there_in_order(db
 
 
 def test_a_claim_ends_an_item_at_its_attempt_cap_and_hands_out_the_rest_with_their_inputs(db_url, tmp_path):
-    from gate.service import Gate
+    from gate.domain import Gate
 
     g = Gate.connect(db_url, upgrade=True)
     setup_gate(g, tmp_path, datasets=(("d1", 3, "0.5"),))

@@ -15,8 +15,8 @@ from support.helpers import write_csv
 from gate.datasets.importer import read_pages
 from gate.datasets.sources import SourceOptions
 from gate.datasets.sources.upload import UploadReader
+from gate.domain import Gate
 from gate.errors import DatasetError
-from gate.service import Gate
 
 PAGE_BYTES = 4 << 20  # the default
 WIDE = 332  # columns of 191-character names: each row's JSON just under 64 KiB

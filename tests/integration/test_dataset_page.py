@@ -17,7 +17,7 @@ from support.helpers import rules_spec, write_rule_rows
 from support.service_harness import Service
 from test_status_page import ARTIFACTS, HOSTILE_ID, Browser, write_dataset
 
-from gate.service import Gate
+from gate.domain import Gate
 
 
 @pytest.fixture

@@ -15,10 +15,10 @@ import yaml
 from support.helpers import write_rule_rows
 
 from gate.client.remote import RemoteGate
+from gate.domain import Gate
 from gate.errors import GateError, UsageError
 from gate.gateconfig import load_config
 from gate.prompt.spec import parse_spec
-from gate.service import Gate
 
 ROWS = "/v1/datasets/{}/rows"
 

@@ -15,7 +15,7 @@ import pytest
 from support.helpers import rules_spec, write_rule_rows
 from support.service_harness import Service
 
-from gate.service import Gate
+from gate.domain import Gate
 
 BIG = 2**63  # one past BIGINT
 
@@ -101,7 +101,7 @@ def test_a_waiter_wakes_promptly_while_a_bad_one_is_tried(on_each_dialect):
 
 def test_the_header_deadline_is_ten_seconds_unless_told():
     from gate.cli.service import serve
-    from gate.server.protocol import HEADER_TIMEOUT_SECONDS
+    from gate.service.protocol import HEADER_TIMEOUT_SECONDS
 
     option = next(p for p in serve.params if p.name == "header_timeout")
     assert option.default == HEADER_TIMEOUT_SECONDS == 10.0

@@ -11,7 +11,7 @@ import time
 from support.helpers import rules_spec, write_rule_rows
 
 from gate.calls.llm import CallResult
-from gate.service import Gate
+from gate.domain import Gate
 from workers.execute.executor import Executor
 from workers.supervisor import run_until_terminal
 

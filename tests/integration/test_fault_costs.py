@@ -179,7 +179,7 @@ def test_a_write_back_outlives_a_database_outage_shorter_than_its_lease(tmp_path
     is shared."""
     from support.mariadb_server import create_database, running
 
-    from gate.service import Gate
+    from gate.domain import Gate
 
     with running() as server:
         url = create_database(server.url(), "outage")

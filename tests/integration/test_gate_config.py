@@ -275,8 +275,8 @@ def test_a_version_imported_before_fields_were_counted_is_counted_once_at_submit
     from sqlalchemy import text
     from support.helpers import rules_spec, write_rule_rows
 
+    from gate.domain import admission
     from gate.errors import UsageError
-    from gate.service import admission
 
     gate.register_dataset("d", str(write_rule_rows(tmp_path / "d.csv", 30)))
     gate.map_dataset("p1", "d", "0.5")

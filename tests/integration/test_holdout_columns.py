@@ -10,7 +10,7 @@ import re
 from support.cli import run_cli
 from support.helpers import RULES, write_rule_rows
 
-from gate.service import Gate
+from gate.domain import Gate
 
 
 def prompt_reading(field: str) -> dict:

@@ -23,9 +23,9 @@ from sqlalchemy import update
 from support.workers_harness import WorkerFleet, worker_env
 
 from gate.client.remote import RemoteGate
+from gate.domain import Gate
 from gate.report.markdown import render_report_markdown
 from gate.report.text import render_text
-from gate.service import Gate
 from gate.store.schema import prompt_run, prompt_update
 
 ROWS = 20

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from support.workers_harness import WorkerFleet, worker_env
 
+from gate.domain import Gate
 from gate.gateconfig.changes import Change
-from gate.service import Gate
 
 ROWS = 6
 SECRETS = ("H2SECRET", "h2-")

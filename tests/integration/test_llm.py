@@ -291,7 +291,7 @@ def test_runtime_uses_the_same_call_path():
 
 
 class FakeGate:
-    """Stands in for gate.service.Gate (the DB-backed test lives with the service)."""
+    """Stands in for gate.domain.Gate (the DB-backed test lives with the service)."""
 
     def __init__(self, config):
         self.config, self.version, self.calls, self.fail = config, 1, 0, False

@@ -16,9 +16,9 @@ from sqlalchemy.exc import OperationalError
 from support.helpers import spec
 
 from gate.datasets.sources import Row, content_hash, next_page_size, open_source
+from gate.domain import Gate
 from gate.errors import DatasetError
 from gate.report.text import render_text
-from gate.service import Gate
 from gate.store.runs import advance_materialize
 from gate.store.schema import EPOCH, prompt_run, prompt_run_item
 from gate.verdict.reasons import ITEM_DETAIL

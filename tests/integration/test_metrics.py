@@ -15,10 +15,10 @@ from support.helpers import RULES, rules_spec, write_rule_rows
 from support.service_harness import Service, free_port
 from support.workers_harness import WorkerFleet, worker_env
 
+from gate.domain import Gate
 from gate.mockllm import MockLLMServer
 from gate.prompt.spec import parse_spec
-from gate.server.metrics import FLEET_TTL
-from gate.service import Gate
+from gate.service.metrics import FLEET_TTL
 
 
 def parse(text: str) -> dict[tuple[str, frozenset], float]:

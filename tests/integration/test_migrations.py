@@ -9,7 +9,7 @@ from sqlalchemy import create_engine, text
 from support.helpers import rules_spec, write_rule_rows
 
 from gate import db
-from gate.service import Gate
+from gate.domain import Gate
 
 V3_DATA = [
     "INSERT INTO dataset (id, name, source_uri, options, created_at) VALUES (7, 'd', '{src}', '{{}}', '2026-01-01')",

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 import httpx2
 from sqlalchemy import text
 
-from gate.service import Gate
+from gate.domain import Gate
 
 COOKIE = "promptgate_session"
 

@@ -15,10 +15,10 @@ from sqlalchemy import create_engine, text
 from support.helpers import RULES, write_rule_rows
 
 from gate import db, gateconfig
+from gate.domain import Gate
 from gate.mockllm import MockLLMServer
 from gate.prompt.spec import parse_spec
 from gate.runtime import PromptRuntime
-from gate.service import Gate
 from gate.states import UpdateStatus
 from workers.supervisor import run_until_terminal
 

@@ -10,7 +10,7 @@ import time
 import pytest
 from support.helpers import setup_gate, spec
 
-from gate.service import Gate
+from gate.domain import Gate
 from gate.store.runs import get_run
 from gate.store.updates import any_open_update
 from workers import poller

@@ -15,10 +15,10 @@ import pytest
 from sqlalchemy import select, update
 from support.helpers import rules_spec, write_rule_rows
 
+from gate.domain import Gate
 from gate.errors import UsageError
 from gate.mockllm import FaultPlan, MockLLMServer
 from gate.ratelimit import TAKE_SCRIPT, AdaptiveConcurrency, Limits, RedisBucket, SqlBucket, parse_limits
-from gate.service import Gate
 from gate.states import UpdateStatus
 from gate.store.ratelimits import ensure_rate_bucket, rate_bucket_state, rate_limit_stats
 from gate.store.schema import rate_limit_bucket

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from support.helpers import rules_spec, setup_gate
 
-from gate.api.release import EXIT_NOTHING_TO_GATE, wait_for_release
+from gate.contract.release import EXIT_NOTHING_TO_GATE, wait_for_release
 
 SHA = "ab" * 20
 

@@ -14,10 +14,10 @@ import pytest
 from support.helpers import rules_spec, write_rule_rows
 
 from gate import db
+from gate.domain import Gate
 from gate.errors import IllegalTransition, UsageError
 from gate.mockllm import MockLLMServer
 from gate.runtime import PromptRuntime
-from gate.service import Gate
 from gate.states import UpdateStatus
 from gate.store.runs import BASELINE, runs_of_update
 from workers.reconcile import reconcile_batch

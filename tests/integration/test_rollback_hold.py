@@ -65,7 +65,7 @@ def test_the_service_shows_the_hold_and_keeps_records_and_overrides_to_admin(mys
     reads a record (a release pipeline's)."""
     from support.service_harness import Service
 
-    from gate.service import Gate
+    from gate.domain import Gate
 
     gate = Gate.connect(mysql_url, upgrade=True)
     gate.register_dataset("d1", str(write_rule_rows(tmp_path / "d1.csv", 4)))

@@ -33,8 +33,8 @@ PRELUDE = """
 import json, os, sys, threading, time
 from gate.calls.llm import CallResult
 from gate.runtime import PromptRuntime
-from gate.served.result import served_result
-from gate.served.versions import route
+from gate.production.result import served_result
+from gate.production.versions import route
 
 CALL = CallResult("yes", True, "yes", 1)
 

@@ -9,8 +9,8 @@ import pytest
 from sqlalchemy import func, select
 from support.helpers import setup_gate, spec, write_csv
 
+from gate.domain import gate as service_gate
 from gate.errors import IllegalTransition, NotFound, SpecError, UsageError
-from gate.service import gate as service_gate
 from gate.states import RUN_STEPS, UPDATE_STEPS, RunStatus, UpdateStatus
 from gate.store.datasets import list_datasets
 from gate.store.runs import claim_materialize, insert_run, transition_run

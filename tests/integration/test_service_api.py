@@ -15,9 +15,9 @@ from sqlalchemy import text
 from support.helpers import rules_spec, write_rule_rows
 from support.service_harness import Service
 
-from gate.api.codec import decode
+from gate.contract.codec import decode
+from gate.domain import Gate
 from gate.report.update import UpdateReport
-from gate.service import Gate
 from workers.supervisor import run_until_terminal
 
 PROMPT_YAML = """\

@@ -13,12 +13,12 @@ from support.cli import ROOT
 from support.helpers import rules_spec, write_rule_rows
 from support.service_harness import SCOPES, TLS, Service
 
-from gate.api.shape import OPERATIONS
-from gate.server import create_app
-from gate.service import Gate
+from gate.contract.shape import OPERATIONS
+from gate.domain import Gate
+from gate.service import create_app
 
 # (method, route) -> the scope it needs; None: open to anyone (health, the API's schema). The
-# JSON API's rows are its declaration's (gate/api/shape.py: OPERATIONS): a submit route that
+# JSON API's rows are its declaration's (gate/contract/shape.py: OPERATIONS): a submit route that
 # stores (an apply, an upload that is no dry run, a sync) asks admin on top (the matrix's calls
 # are check-mode submits and dry runs); waiting is reading (a release pipeline); a runtime's
 # routes need a token even with --public-read (test_served.py); feedback is the feedback scope's,

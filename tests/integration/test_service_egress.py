@@ -15,7 +15,7 @@ import pytest
 from support.helpers import rules_spec, write_rule_rows
 from support.service_harness import Service
 
-from gate.service import Gate
+from gate.domain import Gate
 
 CSV = b"item_id,expected_decision,text\ni1,yes,alpha\ni2,no,beta\n"
 POLICY = "the service's source policy"

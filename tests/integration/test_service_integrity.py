@@ -17,8 +17,8 @@ from sqlalchemy import select
 from support.cli import ROOT, run_cli
 from support.helpers import rules_spec, write_rule_rows
 
+from gate.domain import Gate
 from gate.prompt.spec import parse_spec
-from gate.service import Gate
 from gate.store.schema import answer, prompt_update
 from workers.supervisor import run_until_terminal
 

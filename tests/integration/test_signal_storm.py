@@ -20,7 +20,7 @@ from sqlalchemy import select
 from support.cli import ROOT
 from support.workers_harness import worker_env
 
-from gate.service import Gate
+from gate.domain import Gate
 from gate.store.schema import worker
 
 STORMS = 30

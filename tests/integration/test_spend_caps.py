@@ -16,11 +16,11 @@ from support.workers_harness import WorkerFleet, worker_env
 
 from gate import gateconfig
 from gate.db import read
+from gate.domain import Gate
 from gate.errors import UsageError
 from gate.mockllm import MockLLMServer
 from gate.prompt.spec import parse_spec
 from gate.records import Price
-from gate.service import Gate
 from gate.states import UpdateStatus
 from gate.store.spend import spend_of_update
 from workers import ROLES

@@ -21,9 +21,9 @@ from support.helpers import rules_spec, write_rule_rows
 from support.service_harness import Service
 from support.workers_harness import WorkerFleet, worker_env
 
+from gate.domain import Gate
 from gate.mockllm import MockLLMServer
 from gate.prompt.spec import parse_spec
-from gate.service import Gate
 
 HOSTILE_ID = "<img src=x onerror=\"document.title='pwned'\">"
 HOSTILE_KEY = "<img src=x onerror=document.title='pwned'>"  # no double quote: JSON keeps it as written

@@ -251,7 +251,7 @@ def test_save_answers_under_no_backslash_escapes(mysql_url):
 
 
 def _check_save_answers(db_url: str, mode: str) -> None:
-    from gate.service import Gate
+    from gate.domain import Gate
 
     g = Gate.connect(db_url, upgrade=True)
     mysql = db_url.startswith("mysql")

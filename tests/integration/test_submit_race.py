@@ -13,8 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from support.helpers import rules_spec, write_rule_rows
 
+from gate.domain import Gate
 from gate.mockllm import MockLLMServer
-from gate.service import Gate
 from gate.states import UpdateStatus
 from workers.supervisor import WorkerProcess
 

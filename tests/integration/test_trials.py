@@ -18,8 +18,8 @@ from support.cli import run_cli
 from support.helpers import RULES, old_request_key, rules_spec, write_rule_rows
 from test_reuse import evaluate
 
-from gate.api.codec import decode, encode
 from gate.calls.providers import default_endpoint
+from gate.contract.codec import decode, encode
 from gate.mockllm import MockLLMServer
 from gate.mockllm.variance import is_flaky_item
 from gate.prompt.spec import parse_spec
@@ -120,7 +120,7 @@ def test_a_flaky_model_lists_unstable_items_and_every_figure_counts_items(mysql_
     assert c["live_interval"] == list(wilson_interval(rows, rows))
     assert f"{run.trials['unstable']} unstable item" in render_text(report)
     # the status page shows them too, escaped
-    from gate.server import pages, views
+    from gate.service import pages, views
 
     html = pages.page("update.html.j2", None, v=views.update_view(report), samples=5).body.decode()
     assert f"<strong>{run.trials['unstable']}</strong> unstable item" in html and "Unstable items" in html

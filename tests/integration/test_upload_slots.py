@@ -19,7 +19,7 @@ from urllib.parse import quote
 
 from support.service_harness import Service
 
-from gate.service import Gate
+from gate.domain import Gate
 
 ROWS = b"item_id,expected_decision\na,yes\n"
 

@@ -9,7 +9,7 @@ import time
 from support.helpers import rules_spec, setup_gate
 
 from gate import db
-from gate.server.watcher import StatusWatcher
+from gate.service.watcher import StatusWatcher
 
 
 def test_a_waiter_arriving_while_the_watcher_closes_is_woken(gate, tmp_path, monkeypatch):

@@ -1,5 +1,5 @@
 """Reports survive the wire: real reports of real runs (in-process workers, the local model
-server), encoded by ``gate.api.codec``, sent through JSON and decoded, are the very same
+server), encoded by ``gate.contract.codec``, sent through JSON and decoded, are the very same
 reports, so the CLI prints a report it read over HTTP to the same text, Markdown and
 ``--json`` as one read from the database."""
 
@@ -10,7 +10,7 @@ import time
 from decimal import Decimal
 from pathlib import Path
 
-from gate.api.codec import decode, encode
+from gate.contract.codec import decode, encode
 from gate.gateconfig import Change, SyncResult
 from gate.prompt.spec import load_spec, parse_spec
 from gate.records import Price

@@ -14,11 +14,11 @@ from sqlalchemy import select, text
 from support.helpers import rules_spec, write_rule_rows
 from support.workers_harness import WorkerFleet, worker_env
 
+from gate.domain import Gate
 from gate.errors import NotFound
 from gate.mockllm import MockLLMServer
 from gate.prompt.spec import parse_spec
 from gate.records import ItemResult
-from gate.service import Gate
 from gate.states import UpdateStatus, Verdict
 from gate.store.items import claim_items, write_item_results
 from gate.store.schema import prompt_run_item

@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 
 from gate.action import ActionOptions, run_action
-from gate.service import Gate
+from gate.domain import Gate
 from support.cli import ROOT
 
 EXAMPLE = ROOT / "prompts-example"

@@ -42,8 +42,8 @@ def feedback_only(config: dict) -> None:
     a call of the rollout in progress, as ``decide`` would have returned it (the model call
     is not what is measured here), sent through ``PromptRuntime.feedback``."""
     from gate.calls.llm import CallResult
-    from gate.served.result import served_result
-    from gate.served.versions import route
+    from gate.production.result import served_result
+    from gate.production.versions import route
 
     begun = time.monotonic()
     rt = runtime_of(config)

@@ -35,7 +35,7 @@ class Service:
     ``port``: the one to listen on (a service restarted where its clients expect it)."""
 
     def __init__(self, db_url: str, log_dir: Path, *args: str, env: dict | None = None, port: int | None = None):
-        from gate.service import Gate
+        from gate.domain import Gate
 
         gate = Gate.connect(db_url, upgrade=True)
         try:

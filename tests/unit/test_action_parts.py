@@ -9,7 +9,7 @@ import pytest
 
 from gate import gateconfig
 from gate.action import ActionOptions, PathFilter, Problem, compile_glob, exit_code_for, field_line
-from gate.api.release import combine_exit_codes
+from gate.contract.release import combine_exit_codes
 from gate.errors import SpecError, UsageError
 from gate.records import Update
 from gate.report.update import UpdateReport

@@ -1,4 +1,4 @@
-"""One API, declared once (``gate.api.shape``): the database's ``Gate`` and the service's
+"""One API, declared once (``gate.contract.shape``): the database's ``Gate`` and the service's
 ``RemoteGate`` both have every method of ``GateAPI`` with the same parameters (names, kinds,
 defaults, annotations) and the same return annotation; one may add only keyword-only
 parameters with defaults. The HTTP service's routes under /v1 are exactly those of
@@ -18,12 +18,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from gate.api.http_status import error_class, http_status
-from gate.api.release import EXIT_NOTHING_TO_GATE, wait_for_release
-from gate.api.shape import OPERATIONS, GateAPI, RuntimeAPI, ServiceOnly
 from gate.client.remote import RemoteGate
 from gate.client.served import ServedClient
 from gate.client.session import ServiceSession
+from gate.contract.http_status import error_class, http_status
+from gate.contract.release import EXIT_NOTHING_TO_GATE, wait_for_release
+from gate.contract.shape import OPERATIONS, GateAPI, RuntimeAPI, ServiceOnly
+from gate.domain import Gate
 from gate.errors import (
     DatabaseError,
     DatasetError,
@@ -39,7 +40,6 @@ from gate.errors import (
     WaitTimedOut,
 )
 from gate.records import CommitRecord
-from gate.service import Gate
 
 IMPLEMENTATIONS = [Gate, RemoteGate]
 
@@ -107,7 +107,7 @@ def test_the_shape_lists_what_the_cli_and_the_action_call():
 @pytest.mark.parametrize("name", shape_methods())
 def test_gate_and_remote_gate_have_the_shape(impl, name):
     member = vars(impl).get(name) or next((vars(base)[name] for base in impl.__mro__ if name in vars(base)), None)
-    assert inspect.isfunction(member), f"{impl.__name__} has no method {name} (gate/api/shape.py: GateAPI.{name})"
+    assert inspect.isfunction(member), f"{impl.__name__} has no method {name} (gate/contract/shape.py: GateAPI.{name})"
     assert mismatches(getattr(GateAPI, name), member) == [], f"{impl.__name__}.{name}"
 
 
@@ -170,7 +170,7 @@ def scope_of(dependant) -> str | None:
 
 def app_routes() -> dict[tuple[str, str], str | None]:
     """The HTTP service's JSON routes (under /v1): (verb, path) → the scope it requires."""
-    from gate.server.app import create_app
+    from gate.service.app import create_app
 
     app = create_app(SimpleNamespace(engine=None, settings=None))  # routes only: no request is served
     return {
@@ -251,7 +251,7 @@ def test_each_operation_is_declared_once_and_names_a_protocol_method():
 def test_the_http_routes_are_exactly_the_declared_ones_with_their_scopes():
     declared, routes = declared_routes(), app_routes()
     assert sorted(set(declared) - set(routes)) == [], "declared operations the service has no route for"
-    assert sorted(set(routes) - set(declared)) == [], "routes gate/api/shape.py OPERATIONS does not declare"
+    assert sorted(set(routes) - set(declared)) == [], "routes gate/contract/shape.py OPERATIONS does not declare"
     wrong = {r: (declared[r], routes[r]) for r in declared if declared[r] != {routes[r]}}
     assert wrong == {}, "(verb, path): (the scopes declared, the scope the route requires)"
 
@@ -261,7 +261,7 @@ def test_each_client_has_exactly_the_declared_methods_with_their_parameters(api)
     client = CLIENTS[api]
     own = {op.name for op in OPERATIONS if op.api is not None and CLIENTS[op.api] is client}
     extra = public_methods(client) - own - (SESSION if client is ServedClient else set())
-    assert sorted(extra) == [], f"{client.__name__} methods gate/api/shape.py OPERATIONS does not declare"
+    assert sorted(extra) == [], f"{client.__name__} methods gate/contract/shape.py OPERATIONS does not declare"
     for op in OPERATIONS:
         if op.api is api:
             member = methods_of(client).get(op.name)

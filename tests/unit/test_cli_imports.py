@@ -17,8 +17,8 @@ import sys
 import pytest
 from support.cli import ROOT
 
-DATABASE_SIDE = ("sqlalchemy", "pymysql", "gate.service", "gate.store", "gate.db", "gate.datasets.importer", "workers")
-SERVER_SIDE = ("fastapi", "starlette", "uvicorn", "pydantic", "gate.server", "http.server")
+DATABASE_SIDE = ("sqlalchemy", "pymysql", "gate.domain", "gate.store", "gate.db", "gate.datasets.importer", "workers")
+SERVER_SIDE = ("fastapi", "starlette", "uvicorn", "pydantic", "gate.service", "http.server")
 # PyGithub: the Action's phases only; httpx2/httpcore2: the HTTP client is the standard library's
 FOR_A_SERVICE_COMMAND = DATABASE_SIDE + SERVER_SIDE + ("github", "httpx2", "httpcore2", "anyio", "certifi")
 FOR_VERSION_AND_HELP = FOR_A_SERVICE_COMMAND + (
@@ -117,7 +117,7 @@ def test_the_url_from_the_environment_is_the_same_light_path():
 def test_the_database_path_still_loads_the_database(tmp_path):
     proc, loaded = run_cli("--database-url", f"sqlite:///{tmp_path / 'g.db'}", "status", "1")
     assert proc.returncode == 2 and errors_of(proc)[-1] == "error: unknown update 1", errors_of(proc)
-    assert {"sqlalchemy", "gate.service", "gate.store"} <= loaded
+    assert {"sqlalchemy", "gate.domain", "gate.store"} <= loaded
     assert forbidden(loaded, ("httpx2", "gate.client.remote")) == []
 
 
@@ -125,21 +125,21 @@ def test_the_database_path_still_loads_the_database(tmp_path):
 # the service's client; `status` and `wait` read no prompt, so not its parser either (Jinja2,
 # YAML: ~55 ms of a command's ~0.4 s, issue 40)
 FOR_A_DATABASE_COMMAND = SERVER_SIDE + ("openai", "gate.calls.llm", "github", "httpx2", "gate.client", "workers")
-PROMPT_PARSER = ("jinja2", "yaml", "gate.prompt.spec", "gate.prompt.templating", "gate.service.admission")
+PROMPT_PARSER = ("jinja2", "yaml", "gate.prompt.spec", "gate.prompt.templating", "gate.domain.admission")
 
 
 @pytest.mark.parametrize("args", [["status", "1"], ["wait", "1", "--timeout", "0"]], ids=" ".join)
 def test_status_and_wait_on_the_database_load_no_prompt_parser(args, tmp_path):
     proc, loaded = run_cli("--database-url", f"sqlite:///{tmp_path / 'g.db'}", *args)
     assert proc.returncode == 2 and errors_of(proc)[-1] == "error: unknown update 1", errors_of(proc)
-    assert {"sqlalchemy", "gate.service", "gate.store.updates", "gate.report.update"} <= loaded
+    assert {"sqlalchemy", "gate.domain", "gate.store.updates", "gate.report.update"} <= loaded
     assert forbidden(loaded, FOR_A_DATABASE_COMMAND + PROMPT_PARSER) == []
 
 
 def test_submit_on_the_database_loads_the_prompt_parser_and_no_server(tmp_path):
     proc, loaded = run_cli("--database-url", f"sqlite:///{tmp_path / 'g.db'}", "submit", PROMPT)
     assert proc.returncode == 2 and "has no mapped dataset" in errors_of(proc)[-1], errors_of(proc)
-    assert {"gate.prompt.spec", "gate.service.admission", "sqlalchemy"} <= loaded
+    assert {"gate.prompt.spec", "gate.domain.admission", "sqlalchemy"} <= loaded
     assert forbidden(loaded, FOR_A_DATABASE_COMMAND) == []
 
 
@@ -147,7 +147,7 @@ def test_the_client_knows_every_public_name_of_gate():
     """``RemoteGate`` refuses a database-only method in one line by these names, without
     importing ``Gate``: they must stay Gate's public names."""
     from gate.client.remote import GATE_NAMES
-    from gate.service import Gate
+    from gate.domain import Gate
 
     assert GATE_NAMES == {name for name in dir(Gate) if not name.startswith("_")}
 

@@ -12,10 +12,10 @@ import pytest
 
 from gate.calls.llm import render_messages
 from gate.datasets.sources import open_source
+from gate.domain.admission import fields_read
 from gate.errors import DatasetError, ModelCallError, SpecError
 from gate.prompt.conversation import MAX_TURNS, ConversationProblem, check_conversation, last_turns
 from gate.prompt.spec import parse_spec
-from gate.service.admission import fields_read
 
 SECRET = "my card number is 4111 1111 1111 1111"
 TURNS = [

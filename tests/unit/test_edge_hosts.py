@@ -1,11 +1,11 @@
-"""The Host header and Origin the service answers (``gate.server.edge``): what two readers
+"""The Host header and Origin the service answers (``gate.service.edge``): what two readers
 would read as different hosts is refused."""
 
 from __future__ import annotations
 
 import pytest
 
-from gate.server.edge import origin_allowed, request_host
+from gate.service.edge import origin_allowed, request_host
 
 ALLOWED = ("gate.example.com", "localhost", "127.0.0.1", "::1")
 

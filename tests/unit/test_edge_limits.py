@@ -8,8 +8,8 @@ import json
 import pytest
 
 from gate.prompt.yaml_file import MAX_DEPTH
-from gate.server.body_limits import JsonRefused, json_problem, strict_json
-from gate.server.edge import default_hosts, host_name, origin_allowed, parse_hosts
+from gate.service.body_limits import JsonRefused, json_problem, strict_json
+from gate.service.edge import default_hosts, host_name, origin_allowed, parse_hosts
 
 
 def nested(depth: int) -> str:
@@ -77,7 +77,7 @@ def test_a_json_body_is_checked_off_the_event_loop(monkeypatch):
     import asyncio
     import threading
 
-    from gate.server import body_limits
+    from gate.service import body_limits
 
     checked_on = []
 

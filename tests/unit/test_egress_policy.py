@@ -12,7 +12,7 @@ import pytest
 from gate.datasets.sources import SourceOptions, open_source, shown_source
 from gate.datasets.sources.egress import Egress
 from gate.errors import DatasetError, UsageError
-from gate.server.dataset_access import remote_source_problem, scrubbed
+from gate.service.dataset_access import remote_source_problem, scrubbed
 
 
 @pytest.mark.parametrize(
@@ -308,7 +308,7 @@ def test_an_s3_source_for_a_caller_needs_a_bucket_the_operator_lists(monkeypatch
     """Hostile review: an s3:// source is read with the server's own AWS credentials (its
     instance role): any bucket those reach, then previewable by a read token. Through the
     service, only buckets the operator lists."""
-    from gate.server.dataset_access import remote_source_problem
+    from gate.service.dataset_access import remote_source_problem
 
     monkeypatch.delenv("PROMPTGATE_SOURCE_S3_BUCKETS", raising=False)
     assert "PROMPTGATE_SOURCE_S3_BUCKETS" in remote_source_problem("s3://private-bucket/labels.csv")

@@ -1,5 +1,5 @@
 """What a reader who is not admin gets of a report on a holdout (a dataset whose rows only
-admin reads: ``gate.server.dataset_access.holdout_items_hidden``), built by the real ``run_report``
+admin reads: ``gate.service.dataset_access.holdout_items_hidden``), built by the real ``run_report``
 from a run's metrics as finalize and reconcile write them (issue 33, findings 1 and 4): no
 item detail (the first failing item and its error, which the run's reason leaves out), and
 the slices by rank, not by value — a slice's value is a cell of the holdout, and ``slice_by``
@@ -17,14 +17,14 @@ import pytest
 from jsonschema import Draft202012Validator
 from test_report_fields import DECISION, metrics
 
-from gate.api.codec import encode
+from gate.contract.codec import encode
 from gate.records import ItemSample, Run, RunCounts, Update
 from gate.records.pinned import Pinned
 from gate.report.markdown import render_report_markdown
 from gate.report.text import render_text
 from gate.report.update import UpdateReport, run_report
 from gate.schemas import status_schema
-from gate.server.dataset_access import holdout_items_hidden
+from gate.service.dataset_access import holdout_items_hidden
 from gate.verdict.reasons import ITEM_DETAIL
 
 T0 = dt.datetime(2024, 5, 1, 12, 0, 0)

@@ -1,4 +1,4 @@
-"""A number too long for Python to read, in a JSON body (``gate.server.body_limits``) or a YAML
+"""A number too long for Python to read, in a JSON body (``gate.service.body_limits``) or a YAML
 file (``gate.prompt.yaml_file``): refused in one line of the gate's own, never with Python's hint
 about its internals (``sys.set_int_max_str_digits``)."""
 
@@ -8,7 +8,7 @@ import pytest
 
 from gate.errors import SpecError
 from gate.prompt.yaml_file import parse_yaml
-from gate.server.body_limits import JsonRefused, strict_json
+from gate.service.body_limits import JsonRefused, strict_json
 
 
 def test_a_json_number_longer_than_a_hundred_characters_is_refused_in_one_line():

@@ -1,4 +1,4 @@
-"""What a release wait answers for (gate/api/release.py): the rule both
+"""What a release wait answers for (gate/contract/release.py): the rule both
 ``Gate.wait_for_sha`` and ``RemoteGate.wait_for_sha`` apply. A check never stands in for an
 apply, in either direction: a passing check after a rejected apply, or a failing check
 after an applied one, does not change what `wait --sha` says."""
@@ -9,7 +9,7 @@ import datetime as dt
 
 import pytest
 
-from gate.api.release import Announcer, no_update, of_mode, release_updates
+from gate.contract.release import Announcer, no_update, of_mode, release_updates
 from gate.errors import UsageError
 from gate.records import Update
 

@@ -13,13 +13,13 @@ import weakref
 from gate.calls.llm import CallResult
 from gate.client.session import Unreachable
 from gate.errors import Forbidden
+from gate.production import feedback
+from gate.production.feedback import FeedbackBuffer
+from gate.production.reporter import ServedReporter
+from gate.production.result import ServedResult, served_result
+from gate.production.sources import ServiceSource
 from gate.rollout.routing import goes_to_canary, key_share
 from gate.runtime import PromptRuntime
-from gate.served import feedback
-from gate.served.feedback import FeedbackBuffer
-from gate.served.reporter import ServedReporter
-from gate.served.result import ServedResult, served_result
-from gate.served.sources import ServiceSource
 
 
 class Gate:

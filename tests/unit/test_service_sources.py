@@ -1,11 +1,11 @@
-"""What the service reads for a caller (gate/server/dataset_access.py) and what it shows of a
+"""What the service reads for a caller (gate/service/dataset_access.py) and what it shows of a
 source: no file, environment or driver option of the server's; no password."""
 
 from __future__ import annotations
 
 import pytest
 
-from gate.server.dataset_access import remote_source_problem, scrubbed
+from gate.service.dataset_access import remote_source_problem, scrubbed
 
 
 @pytest.mark.parametrize(

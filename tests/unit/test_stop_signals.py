@@ -16,7 +16,7 @@ from support.cli import ROOT
 
 SCRIPT = textwrap.dedent("""
     import os, signal, sys, threading
-    from gate.service import Gate
+    from gate.domain import Gate
     from workers.supervisor import WorkerProcess
 
     gate = Gate.connect(sys.argv[1], upgrade=True)

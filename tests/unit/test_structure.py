@@ -37,12 +37,12 @@ FLOORS = [
     ("datasets", ("gate.datasets",)),
     ("ratelimit", ("gate.ratelimit",)),
     ("gateconfig", ("gate.gateconfig",)),
-    ("api", ("gate.api",)),
+    ("contract", ("gate.contract",)),
     ("client", ("gate.client",)),
     ("workers", ("workers",)),
-    ("service", ("gate.service",)),
-    ("runtime", ("gate.runtime", "gate.served")),
-    ("server", ("gate.server", "gate.schemas")),
+    ("domain", ("gate.domain",)),
+    ("runtime", ("gate.runtime", "gate.production")),
+    ("service", ("gate.service", "gate.schemas")),
     ("action", ("gate.action",)),
     ("cli", ("gate.cli", "gate.__main__")),
 ]
@@ -50,16 +50,16 @@ FACE = "gate"  # gate/__init__.py: the version, under every floor
 
 # A library is imported only by the packages that are about it (prefixes).
 LIBRARIES = {
-    "sqlalchemy": ("gate.db", "gate.store", "gate.datasets", "gate.service", "gate.server", "workers"),
+    "sqlalchemy": ("gate.db", "gate.store", "gate.datasets", "gate.domain", "gate.service", "workers"),
     "pymysql": ("gate.db", "gate.mysql_tls", "gate.store"),
     "openai": ("gate.calls",),
     "jsonschema": ("gate.prompt",),
     "referencing": ("gate.prompt",),
     "github": ("gate.action",),
-    "fastapi": ("gate.server",),
-    "starlette": ("gate.server",),
-    "uvicorn": ("gate.server", "gate.cli"),
-    "prometheus_client": ("gate.server", "workers"),
+    "fastapi": ("gate.service",),
+    "starlette": ("gate.service",),
+    "uvicorn": ("gate.service", "gate.cli"),
+    "prometheus_client": ("gate.service", "workers"),
 }
 
 
@@ -236,7 +236,7 @@ def test_libraries_are_imported_only_where_they_belong():
 def test_a_library_imported_where_it_does_not_belong_is_named():
     assert library_misuse({"gate.report.markdown": ["sqlalchemy", "jinja2"], "gate.store.items": ["sqlalchemy"]}) == [
         "gate.report.markdown imports sqlalchemy, which only "
-        "gate.db, gate.store, gate.datasets, gate.service, gate.server, workers may"
+        "gate.db, gate.store, gate.datasets, gate.domain, gate.service, workers may"
     ]
 
 
@@ -298,7 +298,7 @@ def test_no_mixins_gate_is_composed_of_services():
     ``RemoteGate`` only from its session (its parts are built with the session's request)."""
     from gate.client.remote import RemoteGate
     from gate.client.session import ServiceSession
-    from gate.service import Gate
+    from gate.domain import Gate
 
     mixins = [
         f"{name}.{node.name}"

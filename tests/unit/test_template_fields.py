@@ -8,13 +8,13 @@ from __future__ import annotations
 import pytest
 
 from gate.datasets.field_counts import MAX_FIELDS, FieldCounter, rows_having
+from gate.domain.admission import check_labels, fields_read
 from gate.errors import SpecError
 from gate.gateconfig import parse_config
 from gate.kinds.label import parse_decision
 from gate.prompt.decision import label_key, same_reading
 from gate.prompt.spec import parse_spec
 from gate.prompt.template_fields import DynamicAccess, template_fields
-from gate.service.admission import check_labels, fields_read
 
 
 @pytest.mark.parametrize(

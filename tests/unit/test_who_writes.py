@@ -17,17 +17,17 @@ WRITERS = {
     # the live table and its history: reconcile applies, a rollback restores, and so does the
     # rollout worker when a canary ends rolled back or undecided
     "gate.store.live.write_live": {"workers.reconcile"},
-    "gate.store.live.restore_live": {"gate.service.live", "workers.rollout"},
+    "gate.store.live.restore_live": {"gate.domain.live", "workers.rollout"},
     # canary rollouts: reconcile starts one with its apply and supersedes the one in progress
     # (as a rollback does); only the rollout worker decides one
     "gate.store.rollouts.start_rollout": {"workers.reconcile"},
-    "gate.store.rollouts.supersede_rollout": {"workers.reconcile", "gate.service.live"},
+    "gate.store.rollouts.supersede_rollout": {"workers.reconcile", "gate.domain.live"},
     "gate.store.rollouts.end_rollout": {"workers.rollout"},
-    "gate.store.rollouts.pin_rollout": {"gate.service.gate"},  # an apply-mode submission pins the gate config's
-    "gate.store.rollouts.set_rollout_setting": {"gate.service.rollouts"},
+    "gate.store.rollouts.pin_rollout": {"gate.domain.gate"},  # an apply-mode submission pins the gate config's
+    "gate.store.rollouts.set_rollout_setting": {"gate.domain.rollouts"},
     # what production serves and its feedback: the service records them (through the service or not)
-    "gate.store.served.report_served": {"gate.service.served"},
-    "gate.store.feedback.record_feedback": {"gate.service.rollouts"},
+    "gate.store.served.report_served": {"gate.domain.served"},
+    "gate.store.feedback.record_feedback": {"gate.domain.rollouts"},
     # item verdicts: the executor writes them; finalize only ends items whose attempts ran out
     "gate.store.items.write_item_results": {"workers.execute.write_back"},
     "gate.store.items.fail_unclaimed_items": {"workers.execute.executor"},
@@ -35,7 +35,7 @@ WRITERS = {
     "gate.store.stops.stop_update": {"workers.execute.early_stop"},
     "gate.store.items.fail_exhausted_items": {"workers.finalize"},
     # a judged run's sentinels: staged at submit, their verdicts written back by the executor
-    "gate.store.sentinels.insert_sentinels": {"gate.service.judging"},
+    "gate.store.sentinels.insert_sentinels": {"gate.domain.judging"},
     "gate.store.sentinels.write_sentinel_results": {"workers.execute.judging"},
     # items come only from materialize
     "gate.store.items.copy_version_page": {"workers.materialize"},
@@ -44,12 +44,12 @@ WRITERS = {
     "gate.store.runs.transition_run": {"workers.materialize", "workers.finalize"},
     "gate.store.runs.set_run_metrics": {"workers.reconcile"},
     # updates: the service stages and cancels, materialize starts, reconcile ends
-    "gate.store.updates.insert_update": {"gate.service.gate"},
-    "gate.store.runs.insert_run": {"gate.service.gate", "gate.service.baseline"},  # a submission stages its runs
+    "gate.store.updates.insert_update": {"gate.domain.gate"},
+    "gate.store.runs.insert_run": {"gate.domain.gate", "gate.domain.baseline"},  # a submission stages its runs
     "gate.store.updates.cancel_update": {
-        "gate.service.gate",  # latest wins: a submission cancels the updates it replaces
-        "gate.service.updates",  # a user cancels one
-        "gate.service.live",  # a rollback cancels the open applies
+        "gate.domain.gate",  # latest wins: a submission cancels the updates it replaces
+        "gate.domain.updates",  # a user cancels one
+        "gate.domain.live",  # a rollback cancels the open applies
         "workers.rollout",
     },
     "gate.store.updates.start_update": {"workers.materialize"},
@@ -60,7 +60,7 @@ WRITERS = {
     "gate.store.versions.finish_version": {"gate.datasets.importer"},
     "gate.store.versions.delete_version_rows": {"gate.datasets.importer"},
     "gate.store.versions.delete_version": {"gate.datasets.importer"},
-    "gate.store.versions.set_current_version": {"gate.service.datasets"},
+    "gate.store.versions.set_current_version": {"gate.domain.datasets"},
 }
 
 ROLE_ROW = re.compile(r"`((?:gate|workers)/[\w/]+(?:\.py|/))`")
@@ -141,13 +141,13 @@ def test_every_guarded_statement_exists():
 
 def test_a_role_reaching_a_statement_it_must_not_is_named():
     importers = {
-        "gate.store.live.write_live": {"workers.reconcile", "gate.service.gate"},  # a second writer of live
+        "gate.store.live.write_live": {"workers.reconcile", "gate.domain.gate"},  # a second writer of live
         "gate.store.items.write_item_results": {"workers.execute.write_back", "workers.finalize"},
-        "gate.store.items.find_answers": {"gate.server.api"},  # reading is anyone's
+        "gate.store.items.find_answers": {"gate.service.api"},  # reading is anyone's
     }
     assert trespasses(importers) == [
         "workers.finalize imports gate.store.items.write_item_results, which only workers.execute.write_back may",
-        "gate.service.gate imports gate.store.live.write_live, which only workers.reconcile may",
+        "gate.domain.gate imports gate.store.live.write_live, which only workers.reconcile may",
     ]
 
 

@@ -1,4 +1,4 @@
-"""gate.api.codec: the service's dataclasses to JSON and back, exactly; untrusted data shaped
+"""gate.contract.codec: the service's dataclasses to JSON and back, exactly; untrusted data shaped
 like the wire's own tags stays data."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import datetime as dt
 import json
 from decimal import Decimal
 
-from gate.api.codec import decode, encode
+from gate.contract.codec import decode, encode
 from gate.records import DatasetPreview, DatasetVersion, VersionRow
 
 HOSTILE = {

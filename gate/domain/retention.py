@@ -1,4 +1,4 @@
-"""Retention on the service API (``Retention``, a service of ``Gate``): ``prune`` deletes what is older than an age
+"""Retention on the domain API (``Retention``, a service of ``Gate``): ``prune`` deletes what is older than an age
 and no longer needed (``gate.store.retention`` says what), in bounded transactions."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What the gate config declares beyond datasets and bars, on the service API (``Config``, a
+"""What the gate config declares beyond datasets and bars, on the domain API (``Config``, a
 service of ``Gate``): providers, the price table, the spend caps and each prompt's optional fields."""
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ class Config:
 
     def optional_fields(self) -> dict[str, list[str]]:
         """prompt → the item fields its templates may read although no dataset row has
-        them (the gate config's ``optional_fields``; ``gate.service.admission``)."""
+        them (the gate config's ``optional_fields``; ``gate.domain.admission``)."""
         with self.engine.connect() as conn:
             return list_optional_fields(conn)
 

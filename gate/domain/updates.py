@@ -1,4 +1,4 @@
-"""An update once submitted, on the service API (``Updates``, a service of ``Gate``): its
+"""An update once submitted, on the domain API (``Updates``, a service of ``Gate``): its
 report (``status``), waiting for it to end, the updates of a commit or in a list, cancelling
 one, and the fleet that works on them."""
 
@@ -13,7 +13,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 
 from gate import db
-from gate.api.release import of_mode
+from gate.contract.release import of_mode
 from gate.errors import Forbidden, UsageError
 from gate.records import FleetCounts, Update, WorkerRow
 from gate.report.update import SAMPLE_FAILURES, UpdateReport, run_report

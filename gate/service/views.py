@@ -1,4 +1,4 @@
-"""What the status page shows, as plain values for its templates (``gate/server/templates``):
+"""What the status page shows, as plain values for its templates (``gate/service/templates``):
 the same report the pull-request comment is made of (``Gate.status`` → ``UpdateReport``),
 plus the progress of a run still open and the geometry of the accuracy chart (inline SVG:
 no script, no external file).
@@ -16,7 +16,7 @@ from typing import Any, cast
 
 from gate.datasets.sources import shown_source
 from gate.errors import UsageError
-from gate.records import FleetCounts, Mapping, Update, WorkerRow
+from gate.records import DatasetMapping, FleetCounts, Update, WorkerRow
 from gate.report.text import difference, spend_line
 from gate.report.update import RunReport, UpdateReport
 from gate.states import UPDATE_OPEN, RunStatus
@@ -226,7 +226,7 @@ def chart_view(runs: Iterable[RunReport]) -> dict | None:
 # --- datasets, prompts, workers ---------------------------------------------------------
 
 
-def mapping_view(m: Mapping) -> dict[str, Any]:
+def mapping_view(m: DatasetMapping) -> dict[str, Any]:
     """A prompt's bars on a dataset: accuracy and each further bar in a few words."""
     try:
         more = Bars.parse(m.min_accuracy, m.bars).describe()

@@ -1,4 +1,4 @@
-"""Who may call what: bearer tokens with nested scopes (``gate.service.tokens``).
+"""Who may call what: bearer tokens with nested scopes (``gate.domain.tokens``).
 
 ``require(scope)`` is the dependency each route declares. No token: 401; a token that is
 not a live one (unknown, revoked, malformed): 401 with the same words whatever the
@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 from fastapi import Request
 
+from gate.domain.tokens import hash_token, scope_allows
 from gate.errors import DatabaseError
 from gate.records import ApiToken
-from gate.service.tokens import hash_token, scope_allows
 
 ANONYMOUS = "anonymous"
 

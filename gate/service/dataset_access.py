@@ -236,7 +236,7 @@ def _without_items(run):
 def _without_field_counts(pinned: dict | None) -> dict | None:
     """What the run pinned, less how many of the dataset's rows have each field its templates
     read: for a holdout, that count tells a template's author which columns the holdout has
-    (the field check at submit tells them nothing either: ``gate.service.admission``)."""
+    (the field check at submit tells them nothing either: ``gate.domain.admission``)."""
     if not pinned or "fields" not in pinned:
         return pinned
     return {key: value for key, value in pinned.items() if key != "fields"}

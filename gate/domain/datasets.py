@@ -29,7 +29,7 @@ from gate.datasets.sources.upload import UPLOAD_SCHEME, UploadReader, check_repo
 from gate.datasets.version_index import VersionIndexes, diff_against_index
 from gate.errors import DatasetError, NotFound, UsageError, first_line
 from gate.prompt.call_settings import check_name
-from gate.records import DataDiff, Dataset, DatasetPreview, DatasetVersion, Imported, Mapping
+from gate.records import DataDiff, Dataset, DatasetMapping, DatasetPreview, DatasetVersion, Imported
 from gate.settings import Settings
 from gate.store.datasets import (
     delete_dataset,
@@ -235,7 +235,7 @@ class Datasets:
         *,
         bars: dict[str, Any] | None = None,
         declared_in: str | None = None,
-    ) -> Mapping:
+    ) -> DatasetMapping:
         """Gate ``prompt_name`` on ``dataset_name``: ``min_accuracy`` and the optional
         ``bars`` beyond it (``gate.verdict.bars.EXTRA_KEYS``), validated by ``Bars.parse``. The
         mapping's bars are replaced as a whole: a bar left out is dropped. ``declared_in``:
@@ -252,7 +252,7 @@ class Datasets:
             return ds
 
         ds = db.transaction(self.engine, map_it)
-        return Mapping(prompt_name, ds.id, ds.name, parsed.min_accuracy, extra, declared_in)
+        return DatasetMapping(prompt_name, ds.id, ds.name, parsed.min_accuracy, extra, declared_in)
 
     def unmap_dataset(self, prompt_name: str, dataset_name: str) -> bool:
         def unmap(conn) -> bool:
@@ -260,12 +260,12 @@ class Datasets:
 
         return db.transaction(self.engine, unmap)
 
-    def list_datasets(self) -> list[tuple[Dataset, list[Mapping]]]:
+    def list_datasets(self) -> list[tuple[Dataset, list[DatasetMapping]]]:
         with self.engine.connect() as conn:
             mappings = list_mappings(conn)
             return [(ds, [m for m in mappings if m.dataset_id == ds.id]) for ds in list_datasets(conn)]
 
-    def mappings(self, prompt_name: str | None = None) -> list[Mapping]:
+    def mappings(self, prompt_name: str | None = None) -> list[DatasetMapping]:
         with self.engine.connect() as conn:
             return list_mappings(conn, prompt_name)
 

@@ -1,7 +1,7 @@
 """A report's failing items of a prompt that inserts the row's conversation (``history:
 item.messages``, ``gate.prompt.conversation``): each shown with the conversation's last
 turns, read from its dataset row. The items are the report's sample, and a reader who may
-not read the dataset's rows gets no sample at all (``gate.server.dataset_access``)."""
+not read the dataset's rows gets no sample at all (``gate.service.dataset_access``)."""
 
 from __future__ import annotations
 

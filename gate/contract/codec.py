@@ -1,7 +1,7 @@
-"""The service's values on the wire: ``encode`` turns the service API's frozen dataclasses
+"""The service's values on the wire: ``encode`` turns the domain API's frozen dataclasses
 (reports, datasets, versions, live prompts, tokens) into JSON-ready data, and
 ``decode(cls, data)`` builds the very same dataclass back from it, guided by its field
-types. The HTTP service (``gate.server``) encodes what ``Gate`` returns and the client
+types. The HTTP service (``gate.service``) encodes what ``Gate`` returns and the client
 (``gate.client.remote``) decodes it, so the CLI renders a report read over HTTP with the same
 code, to the same text, as one read from the database.
 

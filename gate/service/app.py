@@ -1,4 +1,4 @@
-"""The application: ``create_app(gate, config)`` wires the service API ``Gate`` to HTTP.
+"""The application: ``create_app(gate, config)`` wires the domain API ``Gate`` to HTTP.
 
 Its one error boundary: a GateError is ``{"error": its one line, "exit_code": the CLI's}``
 with a status that says what kind (400 usage, 404 unknown, 409 a refused transition, 503
@@ -19,7 +19,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gate import __version__, db
-from gate.api.http_status import http_status
+from gate.contract.http_status import http_status
 from gate.errors import GateError, first_line
 
 from .auth import AuthError, TokenCache

@@ -1,4 +1,4 @@
-"""The HTTP service's bearer tokens, on the service API (``Tokens``, a service of ``Gate``).
+"""The HTTP service's bearer tokens, on the domain API (``Tokens``, a service of ``Gate``).
 
 A token is ``pgt_`` and 43 random URL-safe characters (256 bits), printed once at
 creation; the database keeps only its SHA-256, so a leaked database leaks no token. A

@@ -1,4 +1,4 @@
-"""What production serves, on the service API (``Served``, a service of ``Gate``): the runtime's
+"""What production serves, on the domain API (``Served``, a service of ``Gate``): the runtime's
 reports (``report_served``) and what a reader sees of them (``served``: per prompt the
 versions served and by how many processes, the stale ones named; ``served_counts`` for
 /metrics).

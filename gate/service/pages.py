@@ -1,4 +1,4 @@
-"""The status page: server-rendered HTML (Jinja, ``gate/server/templates``), no script, one
+"""The status page: server-rendered HTML (Jinja, ``gate/service/templates``), no script, one
 small stylesheet. ``/`` the updates (filter by prompt, status, commit SHA), ``/updates/ID``
 an update's report (what the pull-request comment shows, with the progress of open runs),
 ``/datasets`` datasets and the bars each prompt is mapped with, ``/prompts/NAME`` a
@@ -32,7 +32,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from gate import __version__
-from gate.api.http_status import http_status
+from gate.contract.http_status import http_status
 from gate.datasets.readability import version_readable
 from gate.errors import GateError, NotFound, first_line
 from gate.report.markdown_filters import bar_pct, interval, num, pct, points, pvalue, ratio, run_pct, usd
@@ -45,7 +45,7 @@ from .dataset_access import holdout_items_hidden
 from .edge import origin_allowed
 
 if TYPE_CHECKING:
-    from gate.records import Mapping
+    from gate.records import DatasetMapping
 
 log = logging.getLogger("promptgate.server")
 router = APIRouter(include_in_schema=False)
@@ -295,7 +295,7 @@ def dataset_page(request: Request, name: str):
         if len(name) > 128:
             raise NotFound(f"no dataset named {one_line(name, 128)!r}")
         ds, versions = gate.dataset_versions(name)
-        mappings: list[Mapping] = next((maps for d, maps in gate.list_datasets() if d.name == ds.name), [])
+        mappings: list[DatasetMapping] = next((maps for d, maps in gate.list_datasets() if d.name == ds.name), [])
         current = next((v for v in versions if v.id == ds.current_version_id), None)
         shown = PREVIEW_ROWS if version_readable(caller.scope, current) else 0  # a holdout's rows: admin only
         preview = gate.preview_dataset(name, shown) if ds.current_version_id else None

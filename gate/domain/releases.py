@@ -1,7 +1,7 @@
 """What the Action's push job did for each commit (``Releases``, a service of ``Gate``): it records
 the apply-mode updates it submitted, that nothing needed gating, or that it could not gate
 the commit (``not-gated``: an ungated or invalid prompt file, a gate config that could not be
-synced), so `wait --sha` answers for every commit the Action saw (``gate.api.release``).
+synced), so `wait --sha` answers for every commit the Action saw (``gate.contract.release``).
 
 Only admin may record (the push job's token): a record of ``nothing`` lets a release go
 ahead, so a pull request's submit token must not be able to claim it for a commit of the

@@ -6,7 +6,7 @@ models (``reason must be text of at most 2000 characters``): the app's error bou
 prints a validator's message alone (``app.bad_request``). ``responses(...)`` lists a
 route's error statuses, each with the one error body every refusal has. ``field_text`` and
 ``field_flag`` read a field of a body no model types (a YAML submission's query, a sync's
-JSON); ``json_bytes`` is every route's answer, encoded by ``gate.api.codec``."""
+JSON); ``json_bytes`` is every route's answer, encoded by ``gate.contract.codec``."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typing import Annotated, Any
 from fastapi import Request, Response
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, WithJsonSchema, model_validator
 
-from gate.api.codec import encode
+from gate.contract.codec import encode
 from gate.errors import UsageError
 
 from .dataset_access import scrubbed
@@ -187,7 +187,7 @@ class TokenBody(Body):
 
 class ServedBody(Body):
     reports: list[dict[str, Any]] = Field(
-        max_length=100, description="one per prompt the process serves (gate.service.served.checked_report)"
+        max_length=100, description="one per prompt the process serves (gate.domain.served.checked_report)"
     )
 
 

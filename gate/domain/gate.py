@@ -1,4 +1,4 @@
-"""``Gate``: the service API over one gate database, what the CLI, the GitHub Action, the
+"""``Gate``: the domain API over one gate database, what the CLI, the GitHub Action, the
 demo and the production runtime call. Each public method is one transaction (or none) and
 raises only GateError: this class is the boundary where a driver error becomes a
 ``DatabaseError`` (``boundary.driver_errors_become_gate_errors``)."""
@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.engine import Engine
 
 from gate import db
-from gate.api.delegation import delegate
-from gate.api.release import DEFAULT_RELEASE_MODE, SHA_POLL, wait_for_release
 from gate.calls.providers import resolve
+from gate.contract.delegation import delegate
+from gate.contract.release import DEFAULT_RELEASE_MODE, SHA_POLL, wait_for_release
 from gate.errors import UsageError
 from gate.records import DatasetVersion
 from gate.report.update import UpdateReport
@@ -64,7 +64,7 @@ def check_commit_sha(sha: Any) -> None:
 class Gate:
     """A handle on one gate database: the services over it, each built with what it needs
     (the engine, the settings, the other services it asks), and every public method of the
-    service API. ``submit``, ``wait_for_sha`` and the engine's (``connect``, ``close``,
+    domain API. ``submit``, ``wait_for_sha`` and the engine's (``connect``, ``close``,
     ``upgrade``, ``ensure_schema``) are its own; each of the others is one service's
     (``delegate``), grouped below by service."""
 
@@ -187,7 +187,7 @@ class Gate:
         database every ``poll`` seconds."""
         return wait_for_release(self, sha, prompt, timeout, poll, mode, on_select)
 
-    # --- an update once submitted: gate/service/updates.py ---------------------------------
+    # --- an update once submitted: gate/domain/updates.py ---------------------------------
 
     status = delegate("_updates", Updates.status)
     wait = delegate("_updates", Updates.wait)
@@ -198,12 +198,12 @@ class Gate:
     fleet = delegate("_updates", Updates.fleet)
     live_workers = delegate("_updates", Updates.live_workers)
 
-    # --- what the push job did for a commit: gate/service/releases.py ----------------------
+    # --- what the push job did for a commit: gate/domain/releases.py ----------------------
 
     record_commit = delegate("_releases", Releases.record_commit)
     commit_record = delegate("_releases", Releases.commit_record)
 
-    # --- datasets and bars: gate/service/datasets.py --------------------------------------
+    # --- datasets and bars: gate/domain/datasets.py --------------------------------------
 
     register_dataset = delegate("_datasets", Datasets.register_dataset)
     import_upload = delegate("_datasets", Datasets.import_upload)
@@ -231,7 +231,7 @@ class Gate:
     def source_egress(self, egress: Any) -> None:
         self._datasets.source_egress = egress
 
-    # --- providers, prices, limits, optional fields: gate/service/config.py ----------------
+    # --- providers, prices, limits, optional fields: gate/domain/config.py ----------------
 
     providers = delegate("_config", Config.providers)
     register_provider = delegate("_config", Config.register_provider)
@@ -246,7 +246,7 @@ class Gate:
     optional_fields = delegate("_config", Config.optional_fields)
     set_optional_fields = delegate("_config", Config.set_optional_fields)
 
-    # --- the live version, its history, rollback: gate/service/live.py ---------------------
+    # --- the live version, its history, rollback: gate/domain/live.py ---------------------
 
     live = delegate("_live", Live.live)
     live_endpoint = delegate("_live", Live.live_endpoint)
@@ -255,7 +255,7 @@ class Gate:
     holds = delegate("_live", Live.holds)
     rollback = delegate("_live", Live.rollback)
 
-    # --- what production serves: gate/service/served.py ------------------------------------
+    # --- what production serves: gate/domain/served.py ------------------------------------
 
     report_served = delegate("_served", Served.report_served)
     served = delegate("_served", Served.served)
@@ -263,7 +263,7 @@ class Gate:
     stale_processes = delegate("_served", Served.stale_processes)
     list_live = delegate("_served", Served.list_live)
 
-    # --- canary rollouts and what the runtime loads: gate/service/rollouts.py --------------
+    # --- canary rollouts and what the runtime loads: gate/domain/rollouts.py --------------
 
     record_feedback = delegate("_rollouts", Rollouts.record_feedback)
     rollouts = delegate("_rollouts", Rollouts.rollouts)
@@ -274,11 +274,11 @@ class Gate:
     serve_tag = delegate("_rollouts", Rollouts.serve_tag)
     serve_document = delegate("_rollouts", Rollouts.serve_document)
 
-    # --- retention: gate/service/retention.py ------------------------------------------------
+    # --- retention: gate/domain/retention.py ------------------------------------------------
 
     prune = delegate("_retention", Retention.prune)
 
-    # --- the HTTP service's tokens and sessions: gate/service/tokens.py --------------------
+    # --- the HTTP service's tokens and sessions: gate/domain/tokens.py --------------------
 
     create_token = delegate("_tokens", Tokens.create_token)
     list_tokens = delegate("_tokens", Tokens.list_tokens)
@@ -372,7 +372,7 @@ def _stage_runs(
     for mapping, ds, version in pinned:
         bars = Bars.parse(mapping.min_accuracy, mapping.bars)  # once per run
         judged, sentinels, judging = run_pin(judge, mapping, version, bars) if judge else ({}, 0, 0)
-        if judge:  # graded by a judge: compared with live by the judge, or not at all (gate/service/judging.py)
+        if judge:  # graded by a judge: compared with live by the judge, or not at all (gate/domain/judging.py)
             baseline = judged_baseline(judge, bars)
         else:
             baseline = baseline_of(conn, spec, provider, live, update_id, ds, mapping, version, limits)

@@ -1,5 +1,5 @@
 """The JSON API under ``/v1``: each route checks its scope (``auth.require``), calls the
-service API ``Gate`` and returns what it returned, encoded by ``gate.api.codec`` (the client
+domain API ``Gate`` and returns what it returned, encoded by ``gate.contract.codec`` (the client
 decodes it back into the same dataclasses). Errors leave through the app's one boundary
 (``app.py``) as ``{"error": one line, "exit_code": n}``.
 
@@ -14,7 +14,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
-from gate.api.codec import encode
+from gate.contract.codec import encode
 from gate.datasets.readability import version_readable
 from gate.errors import NotFound, UsageError
 from gate.prompt.spec import parse_spec, parse_spec_text

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gate.errors import UsageError
-from gate.records import Mapping
+from gate.records import DatasetMapping
 from gate.states import Mode
 from gate.store.datasets import find_dataset, list_mappings
 from gate.store.versions import get_version
@@ -25,7 +25,7 @@ MAX_PROPOSED = 50
 
 def proposed_mappings(
     conn, prompt_name: str, mode: str, proposed: list[dict], may_read: Callable[[Any], bool] | None
-) -> list[Mapping]:
+) -> list[DatasetMapping]:
     """The proposed bars as the mappings a submission pins (see the module docstring)."""
     if mode != Mode.CHECK:
         raise UsageError("proposed bars are for a check (a pull request's): an apply is judged on the gate's bars")
@@ -48,5 +48,5 @@ def proposed_mappings(
             )
         seen.add(ds.id)
         bars = Bars.parse(entry.get("min_accuracy"), entry.get("bars"))
-        mappings.append(Mapping(prompt_name, ds.id, ds.name, bars.min_accuracy, bars.extra()))
+        mappings.append(DatasetMapping(prompt_name, ds.id, ds.name, bars.min_accuracy, bars.extra()))
     return mappings

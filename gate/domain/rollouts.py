@@ -1,4 +1,4 @@
-"""Canary rollouts on the service API (``Rollouts``, a service of ``Gate``): production's feedback
+"""Canary rollouts on the domain API (``Rollouts``, a service of ``Gate``): production's feedback
 (``record_feedback``), what a reader sees of a prompt's rollouts (``rollouts``: the one in
 progress with its interval now, the decided ones with their figures), what the runtime
 loads to serve a prompt (``canary_of`` on the database, ``serve_document`` through the

@@ -16,7 +16,7 @@ import asyncio
 import json
 import time
 
-from gate.api.codec import encode
+from gate.contract.codec import encode
 
 from .dataset_access import holdout_items_hidden, scrubbed
 
@@ -35,7 +35,7 @@ class ReportCache:
         self, update_id: int, failures: int, wire: bool = False, admin: bool = True, recent_ok: bool = False
     ) -> bytes:
         """The update's report as JSON bytes: the documented ``status --json`` form
-        (gate/schemas/status.schema.json), or with ``wire`` the ``gate.api.codec`` encoding the
+        (gate/schemas/status.schema.json), or with ``wire`` the ``gate.contract.codec`` encoding the
         client decodes back into the very ``UpdateReport``. Not ``admin``: a holdout's
         items left out (``sources.holdout_items_hidden``). ``recent_ok``: an open update's
         report up to ``OPEN_KEEP_SECONDS`` old will do (a wait that timed out)."""

@@ -1,5 +1,5 @@
 """Where the runtime loads a live prompt from, reports what it serves and sends feedback:
-the gate's database (``DatabaseSource``: a ``gate.service.Gate``) or its HTTP service
+the gate's database (``DatabaseSource``: a ``gate.domain.Gate``) or its HTTP service
 (``ServiceSource``: a read token, no database credentials; SQLAlchemy is never imported).
 
 Through the service a prompt is read with a conditional request: the ETag of what was last
@@ -65,7 +65,7 @@ def loaded(name: str, version: int, config_hash: str, spec, endpoint, canary, ca
 
 
 class DatabaseSource:
-    """The gate's database: ``gate`` (a ready ``gate.service.Gate``), else one connected to
+    """The gate's database: ``gate`` (a ready ``gate.domain.Gate``), else one connected to
     ``database_url`` when first needed."""
 
     def __init__(self, database_url: str | None, settings, gate: Any = None):
@@ -74,7 +74,7 @@ class DatabaseSource:
 
     def service(self) -> Any:
         if self.gate is None:
-            from gate.service import Gate  # imported late: the runtime needs no CLI deps
+            from gate.domain import Gate  # imported late: the runtime needs no CLI deps
 
             self.gate = Gate.connect(self.database_url, settings=self.settings)
         return self.gate

@@ -2,7 +2,7 @@
 route that serves it (``OPERATIONS``).
 
 ``GateAPI`` is the shape of a gate as the CLI and the Action call it, which the database's
-``Gate`` (``gate.service``) and the service's ``RemoteGate`` (``gate.client.remote``) both have,
+``Gate`` (``gate.domain``) and the service's ``RemoteGate`` (``gate.client.remote``) both have,
 method by method, with the same parameters, defaults and answers. A command written against it
 runs on either (`--database-url` or `--gate-url`) to the same output. ``ServiceOnly`` is what
 only ``RemoteGate`` offers (uploads, ``sync_config``), ``RuntimeAPI`` what production's
@@ -42,11 +42,11 @@ if TYPE_CHECKING:
         CommitRecord,
         DataDiff,
         Dataset,
+        DatasetMapping,
         DatasetPreview,
         DatasetVersion,
         Imported,
         LivePrompt,
-        Mapping,
         Price,
         Update,
         WorkerRow,
@@ -152,9 +152,9 @@ class GateAPI(Protocol):
 
     # --- datasets, bars, prices, workers ---------------------------------------------------------
 
-    def list_datasets(self) -> list[tuple[Dataset, list[Mapping]]]: ...
+    def list_datasets(self) -> list[tuple[Dataset, list[DatasetMapping]]]: ...
 
-    def mappings(self, prompt_name: str | None = None) -> list[Mapping]: ...
+    def mappings(self, prompt_name: str | None = None) -> list[DatasetMapping]: ...
 
     def get_dataset(self, name: str) -> Dataset: ...
 
@@ -181,7 +181,7 @@ class GateAPI(Protocol):
 
     def map_dataset(
         self, prompt_name: str, dataset_name: str, min_accuracy: Any, *, bars: dict[str, Any] | None = None
-    ) -> Mapping: ...
+    ) -> DatasetMapping: ...
 
     def unmap_dataset(self, prompt_name: str, dataset_name: str) -> bool: ...
 
@@ -227,7 +227,7 @@ class RuntimeAPI(Protocol):
 class Operation:
     """One operation: ``name``, its method in ``api`` (None: the route is HTTP's only), its
     route (``verb`` and ``path``; None: no route of its own, the client composes it of other
-    operations) and the least scope the route needs (``gate.server.auth.require``; a route
+    operations) and the least scope the route needs (``gate.service.auth.require``; a route
     may ask more of some calls, as an apply-mode submit asks admin)."""
 
     name: str

@@ -1,5 +1,5 @@
 """Which HTTP status a GateError answers with, and which GateError a status stands for: one
-table read both ways, by the service (``gate.server``: the JSON API and the status page)
+table read both ways, by the service (``gate.service``: the JSON API and the status page)
 and by its client (``gate.client.remote``), so the two ends cannot drift apart.
 
 404 an unknown name or id, 403 another caller's object (``Forbidden``), 409 a state change

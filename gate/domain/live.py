@@ -1,4 +1,4 @@
-"""The live version of a prompt on the service API (``Live``, a service of ``Gate``): what is
+"""The live version of a prompt on the domain API (``Live``, a service of ``Gate``): what is
 live, its history, and rollback.
 
 A rollback makes an earlier version's config live again as a **new** version number (the
@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 from sqlalchemy.engine import Engine
 
 from gate import db
-from gate.api.shape import HISTORY_LIMIT
 from gate.calls.providers import Endpoint, ProviderDecl, endpoint_for
+from gate.contract.shape import HISTORY_LIMIT
 from gate.errors import IllegalTransition, NotFound, UsageError
 from gate.records import Hold, LivePrompt
 from gate.states import Mode
