@@ -420,7 +420,12 @@ def _results_shape(results: Sequence[ItemResult]) -> tuple:
 def _result_values(results: Sequence[ItemResult], shape: tuple) -> dict[str, dict]:
     """The values of the statement's ``by_position`` cells, {position: value} each."""
     columns, spent, _, retry = shape
-    values = {column: {r.position: stored_value(r, column) for r in results} for column in columns}
+    values = {
+        column: {r.position: stored_value(r, column) for r in results}
+        if column in ("trials", "unstable")
+        else {r.position: getattr(r, column) for r in results}
+        for column in columns
+    }
     if spent:
         values["attempt"] = {r.position: attempt_spent(r) for r in results}
     if retry:

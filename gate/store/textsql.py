@@ -133,6 +133,8 @@ class _Param:
             if not value:
                 raise ValueError(f"an empty list for {self.name}: the caller returns before the statement")
             if process is None:
+                if set(map(type, value)) == {int}:  # positions, ids: the usual list
+                    return ",".join(map(str, value))
                 return ",".join([sql_literal(v, quote) for v in value])
             return ",".join([sql_literal(process(v), quote) for v in value])
         return sql_literal(value if process is None else process(value), quote)
@@ -231,23 +233,33 @@ class RowsTemplate:
         assert not head.holes, "a multi-row INSERT's head takes no parameters"
         self.head = head.texts[0]
         self.row = Template(sql[cut:], compiled.positiontup, compiled.binds, dialect, quote)
-        # the row as a format string: its texts around one {} per parameter
-        self.format = "{}".join(text.replace("{", "{{").replace("}", "}}") for text in self.row.texts)
+        self.texts = [text.replace("{", "{{").replace("}", "}}") for text in self.row.texts]  # (for str.format)
 
-    def statements(self, columns: dict[str, Sequence], max_chars: int = MAX_INSERT_CHARS) -> list[str]:
-        """The INSERTs of the rows whose values are given by column (a sequence each, all of
-        one length), as few as keep each within ``max_chars``."""
+    def statements(self, columns: dict[str, Any], max_chars: int = MAX_INSERT_CHARS) -> list[str]:
+        """The INSERTs of the rows whose values are given by column: a sequence each, all of
+        one length, or one value (a list or tuple is a column) that every row takes; as
+        few statements as keep each within ``max_chars``."""
         quote = self.row.quote
         rendered = []
-        for hole in self.row.holes:
+        row_format = [self.texts[0]]  # the row as a format string: "{}" per column, a shared value in place
+        for hole, text in zip(self.row.holes, self.texts[1:]):
             values = columns[hole.name]
-            if hole.process is None and all(type(v) is str for v in values):
-                rendered.append(["'" + text + "'" for text in quote.escape_all(values)])
-            elif all(type(v) is int for v in values):
-                rendered.append(list(map(str, values)))
+            if not isinstance(values, (list, tuple)):  # one value for every row
+                row_format.append(hole.render(values, quote).replace("{", "{{").replace("}", "}}"))
             else:
-                rendered.append([hole.render(v, quote) for v in values])
-        rows = [self.format.format(*row) for row in zip(*rendered)]
+                types = set(map(type, values)) if hole.process is None else None
+                if types == {str}:  # the quotes in the format, the column escaped in one pass
+                    rendered.append(quote.escape_all(values))
+                    row_format.append("'{}'")
+                elif types == {int}:
+                    rendered.append(values)
+                    row_format.append("{}")
+                else:
+                    rendered.append([hole.render(v, quote) for v in values])
+                    row_format.append("{}")
+            row_format.append(text)
+        fill = "".join(row_format).format
+        rows = [fill(*row) for row in zip(*rendered)]
         return list(multi_row_statements(self.head, rows, max_chars))
 
 
@@ -329,22 +341,29 @@ class Slot:
             return Template(compiled.string, compiled.positiontup, compiled.binds, dialect, quote)
 
         self.key = part(element.key)({})  # (a column: no parameters)
-        self.branch = part(element.branch(bindparam("v", type_=element.type)))
+        branch = part(element.branch(bindparam("v", type_=element.type)))
+        if branch.texts == ["", ""]:  # the value alone: no template to fill
+            hole = branch.holes[0]
+            self.branch = lambda value: hole.render(value, quote)
+        else:
+            self.branch = lambda value: branch({"v": value})
         self.else_ = part(element.else_)({})
 
-    def fill(self, values: dict, rows: int) -> str:
-        """The slot's SQL for ``values`` ({key: v}, ``rows`` rows in the statement)."""
+    def fill(self, values: dict, rows: int, whens: dict[int, str]) -> str:
+        """The slot's SQL for ``values`` ({key: v}, ``rows`` rows in the statement; ``whens``:
+        each key's "WHEN k THEN ", made once for the statement's slots)."""
         branch = self.branch
-        if len(values) == rows and _all_one(list(values.values())):
-            return branch({"v": next(iter(values.values()))})
+        column = list(values.values())
+        if len(column) == rows and _all_one(column):
+            return branch(column[0])
         texts: dict = {}
         out = []
         for k, value in values.items():
-            tkey = (type(value), value if not isinstance(value, (list, dict)) else repr(value))
+            tkey = (type(value), repr(value) if type(value) in (list, dict) else value)
             text = texts.get(tkey)
             if text is None:
-                text = texts[tkey] = branch({"v": value})
-            out.append(f"WHEN {int(k)} THEN {text}")
+                text = texts[tkey] = branch(value)
+            out.append(whens[k] + text)
         return f"CASE {self.key} {' '.join(out)} ELSE {self.else_} END"
 
 
@@ -358,7 +377,13 @@ class UpdateTemplate:
         self.slots = {name: element.slot(dialect, quote) for name, element in elements.items()}
 
     def __call__(self, params: dict, values: dict[str, dict], rows: int) -> str:
-        return self.statement(params, {name: slot.fill(values[name], rows) for name, slot in self.slots.items()})
+        """The UPDATE's text: ``params`` its parameters, ``values`` each slot's {key: value}
+        (``rows`` rows in the statement)."""
+        whens: dict[int, str] = {}
+        for column in values.values():
+            if len(column) > len(whens):
+                whens.update((k, f"WHEN {int(k)} THEN ") for k in column if k not in whens)
+        return self.statement(params, {name: slot.fill(values[name], rows, whens) for name, slot in self.slots.items()})
 
 
 def update_template(key, build: Callable[[], Any], conn: Connection, quote: Literals) -> UpdateTemplate:

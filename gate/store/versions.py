@@ -91,7 +91,7 @@ def insert_version_rows(conn: Connection, version_id: int, rows: Sequence[tuple[
         )
         return len(rows)
     columns = {
-        "version_id": [int(version_id)] * len(rows),
+        "version_id": int(version_id),
         "position": positions,
         "item_id": ids,
         "expected_decision": labels,
