@@ -446,7 +446,7 @@ def _results_statement(shape: tuple, values: dict[str, dict] | None = None, rows
     i = prompt_run_item
     key = i.c.position
 
-    def cell(name: str, type_, **kw) -> by_position:
+    def cell(name: str, type_, **kw):
         return by_position(name, key, type_, None if values is None else values[name], rows, **kw)
 
     sets: dict[str, Any] = {column: cell(column, i.c[column].type, else_=i.c[column]) for column in columns}

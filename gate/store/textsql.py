@@ -289,42 +289,46 @@ def multi_row_statements(head: str, values: list[str], max_chars: int):
 # --- a value per row of an UPDATE ---------------------------------------------------------------
 
 
-class by_position(ColumnElement):
+def by_position(name: str, key, type_, values: dict | None = None, rows: int | None = None, branch=None, else_=None):
     """A SET value that differs by row: ``CASE key WHEN k THEN branch(v) ... ELSE else_ END``
     over ``values`` ({key value: v}), or ``branch(v)`` alone when every row of the
     statement (``rows`` of them) takes one v. ``branch`` makes the SQL of one value
     (``literal(v, type_)`` unless told: ``db_now`` for a time ahead).
 
-    Built with ``values`` it compiles like any expression (the SQLAlchemy form). Built
-    without (``values=None``), in a statement compiled for a ``Template``, it is a slot
-    named ``name``: the template's text for it is made per call by ``fill`` from the same
-    ``key``, ``branch`` and ``else_``, compiled once."""
+    With ``values`` it is that expression (the SQLAlchemy form: plain constructs, so the
+    statement caches as any other). Without (``values=None``), in a statement compiled
+    for a ``Template``, it is a slot named ``name``: its text is made per call by
+    ``Slot.fill`` from the same ``key``, ``branch`` and ``else_``, compiled once."""
+    cell = _PositionCell(name, key, type_, branch, else_)
+    return cell if values is None else cell.expression(values, rows)
 
-    inherit_cache = False
 
-    def __init__(self, name, key, type_, values=None, rows=None, branch=None, else_=None):
+class _PositionCell(ColumnElement):
+    """``by_position`` without its values: a template's slot."""
+
+    inherit_cache = False  # (never executed: compiled once into a template)
+
+    def __init__(self, name, key, type_, branch=None, else_=None):
         self.name, self.key, self.type = name, key, type_
-        self.values, self.rows = values, rows
-        self.branch = branch or (lambda v: literal(v, type_) if not isinstance(v, ColumnElement) else v)
+        self.branch = branch or (lambda v: v if isinstance(v, ColumnElement) else literal(v, type_))
         self.else_ = null() if else_ is None else else_
 
-    def expression(self) -> ColumnElement:
-        values = self.values
-        if len(values) == self.rows and _all_one(list(values.values())):
-            return self.branch(next(iter(values.values())))
+    def expression(self, values: dict, rows: int | None) -> ColumnElement:
+        column = list(values.values())
+        if len(column) == rows and _all_one(column):
+            return self.branch(column[0])
         return case({k: self.branch(v) for k, v in values.items()}, value=self.key, else_=self.else_)
 
     def slot(self, dialect, quote: Literals) -> Slot:
         return Slot(self, dialect, quote)
 
 
-@compiles(by_position)
-def _by_position(element, compiler, **kw):
-    if element.values is None:  # a template's slot
-        compiler._by_position_slots = getattr(compiler, "_by_position_slots", {})
-        compiler._by_position_slots[element.name] = element
-        return f"\x01{element.name}\x01"
-    return compiler.process(element.expression(), **kw)
+@compiles(_PositionCell)
+def _position_cell(element, compiler, **kw):
+    """The slot's mark in the compiled text (cut out by ``Template``), noted on the compiler."""
+    compiler._by_position_slots = getattr(compiler, "_by_position_slots", {})
+    compiler._by_position_slots[element.name] = element
+    return f"\x01{element.name}\x01"
 
 
 def _all_one(values: list) -> bool:
@@ -335,7 +339,7 @@ def _all_one(values: list) -> bool:
 class Slot:
     """A ``by_position``'s text per call, from its key, branch and else compiled once."""
 
-    def __init__(self, element: by_position, dialect, quote: Literals):
+    def __init__(self, element: _PositionCell, dialect, quote: Literals):
         def part(expr) -> Template:
             compiled = expr.compile(dialect=dialect)
             return Template(compiled.string, compiled.positiontup, compiled.binds, dialect, quote)
