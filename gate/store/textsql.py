@@ -194,7 +194,7 @@ class Template:
         out = [self.texts[0]]
         quote = self.quote
         for hole, text in zip(self.holes, self.texts[1:]):
-            out.append(slots[hole] if isinstance(hole, str) else hole.render(params[hole.name], quote))
+            out.append((slots or {})[hole] if isinstance(hole, str) else hole.render(params[hole.name], quote))
             out.append(text)
         return "".join(out)
 
@@ -234,15 +234,17 @@ class RowsTemplate:
         self.head = head.texts[0]
         self.row = Template(sql[cut:], compiled.positiontup, compiled.binds, dialect, quote)
         self.texts = [text.replace("{", "{{").replace("}", "}}") for text in self.row.texts]  # (for str.format)
+        self.params = [hole for hole in self.row.holes if isinstance(hole, _Param)]
+        assert len(self.params) == len(self.row.holes), "a row takes parameters, no slots"
 
     def statements(self, columns: dict[str, Any], max_chars: int = MAX_INSERT_CHARS) -> list[str]:
         """The INSERTs of the rows whose values are given by column: a sequence each, all of
         one length, or one value (a list or tuple is a column) that every row takes; as
         few statements as keep each within ``max_chars``."""
         quote = self.row.quote
-        rendered = []
+        rendered: list[Sequence[Any]] = []
         row_format = [self.texts[0]]  # the row as a format string: "{}" per column, a shared value in place
-        for hole, text in zip(self.row.holes, self.texts[1:]):
+        for hole, text in zip(self.params, self.texts[1:]):
             values = columns[hole.name]
             if not isinstance(values, (list, tuple)):  # one value for every row
                 row_format.append(hole.render(values, quote).replace("{", "{{").replace("}", "}}"))
@@ -300,7 +302,7 @@ def by_position(name: str, key, type_, values: dict | None = None, rows: int | N
     for a ``Template``, it is a slot named ``name``: its text is made per call by
     ``Slot.fill`` from the same ``key``, ``branch`` and ``else_``, compiled once."""
     cell = _PositionCell(name, key, type_, branch, else_)
-    return cell if values is None else cell.expression(values, rows)
+    return cell if values is None else cell.filled(values, rows)
 
 
 class _PositionCell(ColumnElement):
@@ -313,7 +315,7 @@ class _PositionCell(ColumnElement):
         self.branch = branch or (lambda v: v if isinstance(v, ColumnElement) else literal(v, type_))
         self.else_ = null() if else_ is None else else_
 
-    def expression(self, values: dict, rows: int | None) -> ColumnElement:
+    def filled(self, values: dict, rows: int | None) -> ColumnElement:
         column = list(values.values())
         if len(column) == rows and _all_one(column):
             return self.branch(column[0])
@@ -346,8 +348,8 @@ class Slot:
 
         self.key = part(element.key)({})  # (a column: no parameters)
         branch = part(element.branch(bindparam("v", type_=element.type)))
-        if branch.texts == ["", ""]:  # the value alone: no template to fill
-            hole = branch.holes[0]
+        hole = branch.holes[0]
+        if branch.texts == ["", ""] and isinstance(hole, _Param):  # the value alone: no template to fill
             self.branch = lambda value: hole.render(value, quote)
         else:
             self.branch = lambda value: branch({"v": value})
