@@ -102,6 +102,8 @@ def sql_literal(value: Any, quote: Literals) -> str:
             raise ValueError(f"{text} has no MySQL literal")
         return text if "e" in text else text + "e0"  # a DOUBLE, as PyMySQL sends it
     if isinstance(value, Decimal):
+        if not value.is_finite():
+            raise ValueError(f"{value} has no MySQL literal")
         return str(value)  # (its str is digits, a point, a sign, an exponent)
     if isinstance(value, datetime):
         text = f"{value.year:04}-{value.month:02}-{value.day:02} {value.hour:02}:{value.minute:02}:{value.second:02}"
@@ -122,8 +124,8 @@ class _Param:
 
     __slots__ = ("name", "process", "expanding")
 
-    def __init__(self, bind: BindParameter, dialect):
-        self.name = bind.key
+    def __init__(self, bind: BindParameter, dialect, name: str | None = None):
+        self.name = name or bind.key
         self.process = bind.type._cached_bind_processor(dialect)
         self.expanding = bind.expanding
 
@@ -171,14 +173,15 @@ class Template:
                 name = match.group(1)
             else:  # format (each %s the next of positiontup), or an expanding bind (named in both)
                 name = match.group(2) or next(names)
-                if match.group(2) and positional:
-                    assert next(names) == name
+                if match.group(2) and positional:  # (an expanding bind is in positiontup too)
+                    listed = next(names)
+                    assert listed == name, (listed, name)
             bind = binds[name]
             if not bind.required:  # a constant of the definition (a list: an IN of constants)
                 text.append(_Param(bind, dialect).render(bind.effective_value, quote))
                 continue
             self.texts.append("".join(text))
-            self.holes.append(_Param(bind, dialect))
+            self.holes.append(_Param(bind, dialect, name))
             text = []
         text.append(sql[at:])
         self.texts.append("".join(text))

@@ -12,6 +12,7 @@ import json
 from contextlib import contextmanager
 from dataclasses import asdict, replace
 from datetime import datetime
+from decimal import Decimal
 
 import pytest
 from sqlalchemy import insert, select, text
@@ -434,6 +435,6 @@ def test_a_value_without_a_mysql_literal_is_refused():
     quote = textsql.Literals(False)
     assert textsql.sql_literal("it's", quote) == "'it\\'s'"
     assert textsql.sql_literal(1.5, quote) == "1.5e0" and textsql.sql_literal(True, quote) == "1"
-    for value in (object(), b"bytes", float("nan")):
+    for value in (object(), b"bytes", float("nan"), Decimal("NaN"), Decimal("-Infinity")):
         with pytest.raises((TypeError, ValueError)):
             textsql.sql_literal(value, quote)
