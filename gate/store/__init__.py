@@ -13,8 +13,9 @@ Modules, bottom up (each imports only the ones above it):
 * ``schema``: the tables and their column types, ``EPOCH``, ``new_token``.
 * ``dialect``: SQL spelled per dialect: ``db_now``, ``seconds_since``, ``least``,
   ``greatest``, ``floor_div``, ``json_text``.
-* ``textsql``: the PyMySQL text fast path of the two hot statements (literal escaping,
-  multi-row INSERTs, the chunk's result UPDATE).
+* ``textsql``: the PyMySQL text form of the hot statements, compiled once per shape from
+  their one SQLAlchemy definition (in ``versions``, ``items``, ``answers``) and filled with
+  MySQL literals.
 * one module per domain noun: ``datasets`` (datasets and prompt-dataset bars),
   ``versions`` (a dataset's imported, immutable versions and their rows), ``live``
   (the live ``prompt`` table and its ``prompt_version`` history), ``locks`` (the

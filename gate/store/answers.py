@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import func, insert, select
+from sqlalchemy import bindparam, func, insert, select
 from sqlalchemy.engine import Connection
 
 from gate.records import Answer
@@ -15,7 +15,7 @@ from gate.states import RUN_TERMINAL
 
 from .dialect import db_now
 from .schema import answer, prompt_run, prompt_run_item
-from .textsql import answers_found_sql, answers_insert_sql, string_literal
+from .textsql import execute_text, rows_template, string_literal, template
 
 
 def reuse_stats(conn: Connection, run_ids: Sequence[int]) -> dict[int, dict[int, int]]:
@@ -37,14 +37,18 @@ def find_answers(conn: Connection, keys: Sequence[str]) -> dict[str, Answer]:
     primary-key lookup each, and the run's)."""
     if not keys:
         return {}
+    params = {"keys": sorted(set(keys))}
     quote = string_literal(conn)
-    if quote is not None:
-        rows = conn.exec_driver_sql(
-            answers_found_sql(sorted(set(keys)), quote), execution_options={"no_parameters": True}
-        )
+    if quote is not None:  # the text form (a chunk's 256 keys bound through SQLAlchemy cost more CPU than the read)
+        rows = execute_text(conn, template("find_answers", lambda: _FIND_ANSWERS, conn, quote)(params))
         return {row[0]: Answer(*row) for row in rows}
+    return {row.request_key: Answer(*row) for row in conn.execute(_FIND_ANSWERS, params)}
+
+
+def _find_answers_statement():
+    """``find_answers``' read: the one definition of its SQLAlchemy and text forms."""
     a, r = answer, prompt_run
-    rows = conn.execute(
+    return (
         select(
             a.c.request_key,
             a.c.actual_decision,
@@ -55,10 +59,23 @@ def find_answers(conn: Connection, keys: Sequence[str]) -> dict[str, Answer]:
             a.c.update_id,
             a.c.run_id,
         )
+        .select_from(a)
         .join(r, r.c.id == a.c.run_id)
-        .where(a.c.request_key.in_(sorted(set(keys))), r.c.status.in_(sorted(RUN_TERMINAL)))
+        .where(a.c.request_key.in_(bindparam("keys", expanding=True)), r.c.status.in_(sorted(RUN_TERMINAL)))
     )
-    return {row.request_key: Answer(*row) for row in rows}
+
+
+ANSWER_COLUMNS = (
+    "request_key",
+    "actual_decision",
+    "raw_output",
+    "latency_ms",
+    "prompt_tokens",
+    "completion_tokens",
+    "update_id",
+    "run_id",
+    "trial_of",
+)
 
 
 def save_answers(conn: Connection, answers: Sequence[Answer]) -> None:
@@ -66,33 +83,34 @@ def save_answers(conn: Connection, answers: Sequence[Answer]) -> None:
     request and is never replaced (INSERT IGNORE): no sequence of submissions can swap in
     an answer it liked better, so what an apply reuses cannot be cherry-picked. Runs that
     asked for fresh calls (``--no-reuse``) keep theirs to themselves (the caller does not
-    save them)."""
+    save them).
+
+    On PyMySQL the chunk's answers go as one multi-row statement (a few for very long
+    answers): bound through the driver, the statement's ``UTC_TIMESTAMP(6)`` among the
+    VALUES kept PyMySQL's ``executemany`` from folding the rows into one INSERT, one
+    statement per answer (bench/README.md, the database path)."""
     if not answers:
         return
     answers = sorted(answers, key=lambda a: a.request_key)  # one key order: no deadlock
     quote = string_literal(conn)
     if quote is not None:
-        for statement in answers_insert_sql(answers, quote):
-            conn.exec_driver_sql(statement, execution_options={"no_parameters": True})
+        columns = {column: [getattr(a, column) for a in answers] for column in ANSWER_COLUMNS}
+        for statement in rows_template("save_answers", lambda: _SAVE_ANSWERS, conn, quote).statements(columns):
+            execute_text(conn, statement)
         return
-    rows = [
-        {
-            "request_key": a.request_key,
-            "actual_decision": a.actual_decision,
-            "raw_output": a.raw_output,
-            "latency_ms": a.latency_ms,
-            "prompt_tokens": a.prompt_tokens,
-            "completion_tokens": a.completion_tokens,
-            "update_id": a.update_id,
-            "run_id": a.run_id,
-            "trial_of": a.trial_of,
-        }
-        for a in answers
-    ]
-    stmt = (
+    conn.execute(_SAVE_ANSWERS, [{column: getattr(a, column) for column in ANSWER_COLUMNS} for a in answers])
+
+
+def _save_answers_statement():
+    """``save_answers``' INSERT IGNORE of one answer, ``created_at`` the database's clock: the
+    one definition of its SQLAlchemy form (executemany) and its text form's rows."""
+    values = {column: bindparam(column, type_=answer.c[column].type) for column in ANSWER_COLUMNS}
+    return (
         insert(answer)
-        .values(created_at=db_now())
+        .values(**values, created_at=db_now())
         .prefix_with("IGNORE", dialect="mysql")
         .prefix_with("OR IGNORE", dialect="sqlite")
     )
-    conn.execute(stmt, rows)
+
+
+_FIND_ANSWERS, _SAVE_ANSWERS = _find_answers_statement(), _save_answers_statement()

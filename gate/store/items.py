@@ -11,6 +11,7 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     DateTime,
     Float,
     Integer,
@@ -26,6 +27,8 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.engine import Connection
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.expression import FunctionElement
 
 from gate.records import ClaimedItem, ItemResult
 from gate.states import Verdict
@@ -34,12 +37,13 @@ from .dialect import db_now, seconds_since
 from .schema import EPOCH, dataset_row, new_token, prompt_run, prompt_run_item
 from .textsql import (
     attempt_spent,
-    item_claim_from_sql,
-    item_lease_sql,
-    item_results_sql,
+    by_position,
+    execute_text,
     result_columns,
     stored_value,
     string_literal,
+    template,
+    update_template,
 )
 
 
@@ -89,19 +93,52 @@ def _claim_statement():
     )
 
 
+class _never_leased(FunctionElement):
+    """``lease_until`` still EPOCH (an item never leased, or given back): on MySQL "= EPOCH",
+    one range of ``ix_item_ready`` whose order then is the position's (no filesort); on
+    SQLite "<= EPOCH", since its text spells EPOCH two ways (the column's default and a
+    bound datetime)."""
+
+    type = Boolean()
+    inherit_cache = True
+    name = "never_leased"
+    _is_implicitly_boolean = True  # a comparison: no "= 1" after it where booleans are not native
+
+
+@compiles(_never_leased, "mysql")
+def _never_leased_mysql(element, compiler, **kw):
+    (column,) = list(element.clauses)
+    return f"{compiler.process(column, **kw)} = {compiler.process(literal(EPOCH, DateTime()), **kw)}"
+
+
+@compiles(_never_leased)
+def _never_leased_other(element, compiler, **kw):
+    (column,) = list(element.clauses)
+    return f"{compiler.process(column, **kw)} <= {compiler.process(literal(EPOCH, DateTime()), **kw)}"
+
+
 def _claim_from_statement():
-    """``claim_items_from``'s locking read: items never leased, from a position on."""
+    """``claim_items_from``'s locking read: items never leased, from a position on, with what
+    the executor needs of each (a locking read through the index locks each item's row as
+    well, so reading its columns costs no more lookups; the dataset row's input is read by
+    whoever renders the chunk: ``versions.version_inputs``). The one definition of its
+    SQLAlchemy and text forms (``textsql``)."""
     i = prompt_run_item
     return (
-        select(i.c.position)
+        select(
+            i.c.position,
+            i.c.item_id,
+            i.c.expected_decision,
+            i.c.attempt,
+            i.c.input,
+            seconds_since(i.c.throttled_since).label("throttled_for"),
+        )
         .with_hint(i, "FORCE INDEX (ix_item_ready)", "mysql")
         .with_hint(i, "INDEXED BY ix_item_ready", "sqlite")
         .where(
             i.c.run_id == bindparam("run_id", type_=BigInteger),
             i.c.verdict == Verdict.PENDING,
-            # never leased: EPOCH, spelt two ways in SQLite's text (the column's default and
-            # a bound datetime); MySQL takes the text form (textsql), one range: "= EPOCH"
-            i.c.lease_until <= literal(EPOCH, DateTime()),
+            _never_leased(i.c.lease_until),
             i.c.position >= bindparam("from_position", type_=BigInteger),
         )
         .order_by(i.c.lease_until, i.c.position)
@@ -114,7 +151,8 @@ def _lease_statement():
     """The lease of the locked items under the caps: a fresh token, one more claim in a row
     (1 when the item's last claim was written back or given back: its token is NULL then).
     ``claims`` is set before the token: MySQL's SET reads the columns assigned before it.
-    The attempt is not counted here: a claim is not a call (the write-back counts it)."""
+    The attempt is not counted here: a claim is not a call (the write-back counts it).
+    The one definition of its SQLAlchemy and text forms (``textsql``)."""
     i = prompt_run_item
     return (
         update(i)
@@ -214,29 +252,44 @@ def claim_items_from(
     leased has lost no claim: none is a suspect, and ``claim_cap`` never binds here.)"""
     quote = string_literal(conn)
     if quote is not None:
-        return _claim_from_text(conn, quote, run_id, from_position, limit, lease_seconds, attempt_cap)
-    positions = list(
-        conn.execute(_ITEM_CLAIM_FROM, {"run_id": run_id, "limit": limit, "from_position": from_position}).scalars()
-    )
-    return _lease_claimed(conn, run_id, positions, lease_seconds, attempt_cap, claim_cap, False)
+        return _claim_from_text(conn, quote, run_id, from_position, limit, lease_seconds, attempt_cap, claim_cap)
+    rows = conn.execute(_ITEM_CLAIM_FROM, {"run_id": run_id, "limit": limit, "from_position": from_position})
+    return _lease_claimed(conn, run_id, [row.position for row in rows], lease_seconds, attempt_cap, claim_cap, False)
 
 
 def _claim_from_text(
-    conn: Connection, quote, run_id: int, from_position: int, limit: int, lease_seconds: float, attempt_cap: int
+    conn: Connection,
+    quote,
+    run_id: int,
+    from_position: int,
+    limit: int,
+    lease_seconds: float,
+    attempt_cap: int,
+    claim_cap: int,
 ) -> tuple[str, list[ClaimedItem]]:
     """``claim_items_from`` on PyMySQL, as the bare claim pattern: the locking read (with
-    each item's own columns), the lease, as text; rows read as tuples. Inputs the item
-    does not carry are left None, for the render thread to read (``version_inputs``):
-    the claimer, one thread per worker, is a process's serial step (bench/README.md)."""
+    each item's own columns) and the lease, their text forms; rows read as tuples. Inputs
+    the item does not carry are left None, for the render thread to read
+    (``version_inputs``): the claimer, one thread per worker, is a process's serial step
+    (bench/README.md)."""
     token = new_token()
-    run = lambda sql: conn.exec_driver_sql(sql, execution_options={"no_parameters": True})  # noqa: E731
-    rows = run(item_claim_from_sql(run_id, from_position, limit)).all()
+    claim = template("claim_from", _claim_from_statement, conn, quote)
+    rows = execute_text(conn, claim({"run_id": run_id, "from_position": from_position, "limit": limit})).all()
     if not rows:
         return token, []
     exhausted = [row[0] for row in rows if row[3] >= attempt_cap]
     leased = [row for row in rows if row[3] < attempt_cap]
     if leased:
-        run(item_lease_sql(run_id, [row[0] for row in leased], token, lease_seconds, attempt_cap, quote))
+        lease = template("lease", _lease_statement, conn, quote)
+        params = {
+            "claimed_run": run_id,
+            "positions": [row[0] for row in leased],
+            "token": token,
+            "lease_seconds": float(lease_seconds),
+            "attempt_cap": attempt_cap,
+            "claim_cap": claim_cap,
+        }
+        execute_text(conn, lease(params))
     if exhausted:
         _fail_exhausted(conn, run_id, exhausted, attempt_cap)
     return token, [
@@ -341,51 +394,85 @@ def write_item_results(conn: Connection, run_id: int, token: str, results: Seque
     asked = ownership lost."""
     if not results:
         return 0
+    shape = _results_shape(results)
+    values = _result_values(results, shape)
+    params: dict[str, Any] = {"chunk_run": run_id, "positions": [r.position for r in results], "token": token}
+    if shape[2]:
+        params["throttled"] = [r.position for r in results if r.backpressure]
     quote = string_literal(conn)
     if quote is not None:
-        sql = item_results_sql(run_id, token, results, quote)
-        return conn.exec_driver_sql(sql, execution_options={"no_parameters": True}).rowcount
-    positions = [r.position for r in results]
-    key = prompt_run_item.c.position
+        update_sql = update_template(shape, lambda: _results_statement(shape), conn, quote)
+        return execute_text(conn, update_sql(params, values, len(results))).rowcount
+    return conn.execute(_results_statement(shape, values, len(results)), params).rowcount
 
-    def by_position(column: str):
-        values = {r.position: stored_value(r, column) for r in results}
-        col = prompt_run_item.c[column]
-        if len(set(map(repr, values.values()))) == 1:
-            value = next(iter(values.values()))
-            return literal(value, col.type) if value is not None else None
-        return case(
-            {i: literal(v, col.type) if v is not None else None for i, v in values.items()}, value=key, else_=col
-        )
 
-    retry_at = {r.position: db_now(r.retry_in) for r in results if r.verdict == Verdict.PENDING}
-    values: dict[str, Any] = {column: by_position(column) for column in result_columns(results)}
-    spent = {r.position: attempt_spent(r) for r in results}
-    if any(spent.values()):
-        values["attempt"] = prompt_run_item.c.attempt + case(spent, value=key, else_=0)
-    throttled = [r.position for r in results if r.backpressure]
+def _results_shape(results: Sequence[ItemResult]) -> tuple:
+    """What of ``_results_statement`` a chunk's results take: the columns they set, whether
+    any spent an attempt, any was throttled (backpressure), any is to be retried (PENDING)."""
+    return (
+        result_columns(results),
+        any(attempt_spent(r) for r in results),
+        any(r.backpressure for r in results),
+        any(r.verdict == Verdict.PENDING for r in results),
+    )
+
+
+def _result_values(results: Sequence[ItemResult], shape: tuple) -> dict[str, dict]:
+    """The values of the statement's ``by_position`` cells, {position: value} each."""
+    columns, spent, _, retry = shape
+    values = {
+        column: {r.position: stored_value(r, column) for r in results}
+        if column in ("trials", "unstable")
+        else {r.position: getattr(r, column) for r in results}
+        for column in columns
+    }
+    if spent:
+        values["attempt"] = {r.position: attempt_spent(r) for r in results}
+    if retry:
+        values["lease_until"] = values["next_attempt_at"] = {
+            r.position: float(r.retry_in or 0) for r in results if r.verdict == Verdict.PENDING
+        }
+    return values
+
+
+def _results_statement(shape: tuple, values: dict[str, dict] | None = None, rows: int | None = None):
+    """A chunk's result UPDATE, the one definition of its SQLAlchemy form (``values``: the
+    cells' values, ``rows``: the chunk's results) and its text form (no values: the cells
+    are a template's slots, filled per chunk by ``textsql``). Each column a result sets takes
+    its value by position (one value for all when they agree); a spent attempt counts; a
+    throttled item keeps the time the provider first asked it to wait; an item to retry is
+    hidden until its retry time, the others' lease ends (EPOCH); the token is cleared."""
+    columns, spent, throttled, retry = shape
+    i = prompt_run_item
+    key = i.c.position
+
+    def cell(name: str, type_, **kw):
+        return by_position(name, key, type_, None if values is None else values[name], rows, **kw)
+
+    sets: dict[str, Any] = {column: cell(column, i.c[column].type, else_=i.c[column]) for column in columns}
+    if spent:
+        sets["attempt"] = i.c.attempt + cell("attempt", Integer(), else_=literal(0))
     if throttled:
-        values["throttled_since"] = case(
-            (key.in_(throttled), func.coalesce(prompt_run_item.c.throttled_since, db_now())),
-            else_=prompt_run_item.c.throttled_since,
+        sets["throttled_since"] = case(
+            (key.in_(bindparam("throttled", expanding=True)), func.coalesce(i.c.throttled_since, db_now())),
+            else_=i.c.throttled_since,
         )
-    values["lease_token"] = None
-    if retry_at:
-        visible = case(retry_at, value=key, else_=literal(EPOCH, DateTime()))
-        values["lease_until"] = visible
-        values["next_attempt_at"] = case(retry_at, value=key, else_=None)
+    sets["lease_token"] = None
+    if retry:
+        sets["lease_until"] = cell("lease_until", Float(), branch=db_now, else_=literal(EPOCH, DateTime()))
+        sets["next_attempt_at"] = cell("next_attempt_at", Float(), branch=db_now)
     else:
-        values["lease_until"] = literal(EPOCH, DateTime())
-    return conn.execute(
-        update(prompt_run_item)
+        sets["lease_until"] = literal(EPOCH, DateTime())
+    return (
+        update(i)
         .where(
-            prompt_run_item.c.run_id == run_id,
-            key.in_(positions),
-            prompt_run_item.c.lease_token == token,
-            prompt_run_item.c.lease_until > db_now(),
+            i.c.run_id == bindparam("chunk_run", type_=BigInteger),
+            key.in_(bindparam("positions", expanding=True)),
+            i.c.lease_token == bindparam("token", type_=String),
+            i.c.lease_until > db_now(),
         )
-        .values(**values)
-    ).rowcount
+        .values(sets)
+    )
 
 
 def release_items(

@@ -16,7 +16,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import BigInteger, Integer, String, Text, bindparam, delete, func, insert, select, update
 from sqlalchemy.engine import Connection
 
 from gate.errors import NotFound
@@ -24,7 +24,7 @@ from gate.records import DatasetVersion, VersionRow
 
 from .dialect import db_now
 from .schema import dataset, dataset_row, dataset_version
-from .textsql import MAX_INSERT_CHARS, multi_row_statements, string_literal, version_inputs_sql
+from .textsql import execute_text, rows_template, string_literal, template
 
 IMPORTING, READY, DELETING = "IMPORTING", "READY", "DELETING"
 
@@ -67,27 +67,58 @@ def create_version(
 def insert_version_rows(conn: Connection, version_id: int, rows: Sequence[tuple[int, str, str, str, str, int]]) -> int:
     """One page of (position, item_id, expected, input JSON, row hash, protected 0/1). The
     import's hot path: on PyMySQL over utf8 the page goes as multi-row INSERTs of quoted
-    literals (see ``textsql``), elsewhere as the driver's executemany."""
+    literals (the text form of ``_rows_insert``: ``textsql``), elsewhere as the driver's
+    executemany of it."""
     if not rows:
         return 0
+    positions, ids, labels, inputs, hashes, protected = zip(*rows)
     literal = string_literal(conn)
-    columns = "(version_id, position, item_id, expected_decision, input, row_hash, protected)"
     if literal is None:
-        mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
-        conn.exec_driver_sql(
-            f"INSERT INTO dataset_row {columns} VALUES ({', '.join([mark] * 7)})", [(version_id, *row) for row in rows]
+        conn.execute(
+            _ROWS_INSERT,
+            [
+                {
+                    "version_id": version_id,
+                    "position": p,
+                    "item_id": i,
+                    "expected_decision": e,
+                    "input": j,
+                    "row_hash": h,
+                    "protected": k,
+                }
+                for p, i, e, j, h, k in rows
+            ],
         )
         return len(rows)
-    version = int(version_id)
-    positions, ids, labels, inputs, hashes, protected = zip(*rows)
-    ids, labels, inputs = (literal.escape_all(column) for column in (ids, labels, inputs))
-    values = [
-        f"({version},{int(p)},'{i}','{e}','{j}','{h}',{int(k)})"
-        for p, i, e, j, h, k in zip(positions, ids, labels, inputs, hashes, protected)
-    ]
-    for statement in multi_row_statements(f"INSERT INTO dataset_row {columns} VALUES ", values, MAX_INSERT_CHARS):
-        conn.exec_driver_sql(statement, execution_options={"no_parameters": True})
+    columns = {
+        "version_id": int(version_id),
+        "position": positions,
+        "item_id": ids,
+        "expected_decision": labels,
+        "input": inputs,
+        "row_hash": hashes,
+        "protected": protected,
+    }
+    for statement in rows_template("dataset_rows", lambda: _ROWS_INSERT, conn, literal).statements(columns):
+        execute_text(conn, statement)
     return len(rows)
+
+
+def _rows_insert():
+    """A dataset row, as a page inserts it (its input is JSON text already): the one
+    definition of the SQLAlchemy form and the text form's rows (``textsql``)."""
+    return insert(dataset_row).values(
+        version_id=bindparam("version_id", type_=BigInteger),
+        position=bindparam("position", type_=Integer),
+        item_id=bindparam("item_id", type_=String),
+        expected_decision=bindparam("expected_decision", type_=String),
+        input=bindparam("input", type_=Text),
+        row_hash=bindparam("row_hash", type_=String),
+        protected=bindparam("protected", type_=Integer),
+    )
+
+
+_ROWS_INSERT = _rows_insert()
 
 
 def existing_version_ids(conn: Connection, version_id: int, item_ids: Sequence[str]) -> list[str]:
@@ -238,17 +269,24 @@ def version_inputs(conn: Connection, version_id: int, positions: Sequence[int]) 
     the executor's render thread reads for a chunk claimed without them."""
     if not positions:
         return {}
-    if string_literal(conn) is not None:
-        rows = conn.exec_driver_sql(
-            version_inputs_sql(version_id, positions), execution_options={"no_parameters": True}
-        )
+    params = {"version_id": version_id, "positions": list(positions)}
+    quote = string_literal(conn)
+    if quote is not None:  # the text form: rows come back as (position, input JSON text)
+        rows = execute_text(conn, template("version_inputs", lambda: _VERSION_INPUTS, conn, quote)(params))
         return {position: json.loads(text) for position, text in rows}
+    return dict(conn.execute(_VERSION_INPUTS, params).all())
+
+
+def _version_inputs_statement():
+    """``version_inputs``' read: the one definition of its SQLAlchemy and text forms."""
     r = dataset_row
-    return dict(
-        conn.execute(
-            select(r.c.position, r.c.input).where(r.c.version_id == version_id, r.c.position.in_(list(positions)))
-        ).all()
+    return select(r.c.position, r.c.input).where(
+        r.c.version_id == bindparam("version_id", type_=BigInteger),
+        r.c.position.in_(bindparam("positions", expanding=True)),
     )
+
+
+_VERSION_INPUTS = _version_inputs_statement()
 
 
 def version_labels(conn: Connection, version_id: int) -> dict[str, int]:
