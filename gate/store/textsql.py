@@ -441,18 +441,3 @@ def stored_value(result: ItemResult, column: str):
     if column == "unstable":
         return int(result.unstable)
     return getattr(result, column)
-
-
-def item_claim_from_sql(run_id: int, from_position: int, limit: int) -> str:
-    """``items.claim_items_from``' locking read as MySQL text, for an EXPLAIN
-    (bench/million_rows.py, tests/integration/test_claim_plans.py): its template, from the
-    definition in ``items``, with PyMySQL's dialect."""
-    from sqlalchemy.dialects.mysql import pymysql
-
-    from .items import _claim_from_statement  # (the definition lives with its noun; only an EXPLAIN asks here)
-
-    quote = _LITERALS[False]
-    dialect = pymysql.dialect()
-    return Template.of(_claim_from_statement(), dialect, quote)(
-        {"run_id": run_id, "from_position": from_position, "limit": limit}
-    )

@@ -134,7 +134,7 @@ def test_the_claim_from_a_position_reads_a_range_of_its_index_alone(big_tables):
     back) is a range of ix_item_ready from the position given, in the index's order (no
     filesort): its scan starts past the entries the items claimed before left behind,
     rather than stepping over every one purge has not taken yet."""
-    from gate.store.textsql import item_claim_from_sql
+    from gate.store.item_claims import item_claim_from_sql
 
     with big_tables.engine.connect() as conn:
         (plan,) = conn.execute(text("EXPLAIN " + item_claim_from_sql(3, 5, 32))).mappings().all()

@@ -19,8 +19,8 @@ from sqlalchemy import insert, select, text
 
 from gate.records import Answer, ItemResult, Trial
 from gate.store import answers as answers_module
+from gate.store import item_claims, textsql
 from gate.store import items as items_module
-from gate.store import textsql
 from gate.store import versions as versions_module
 from gate.store.answers import find_answers, save_answers
 from gate.store.dialect import db_now
@@ -51,9 +51,13 @@ MODES = ["", "NO_BACKSLASH_ESCAPES"]
 RUN = 11
 
 
-@pytest.fixture(params=MODES, ids=["backslash escapes", "NO_BACKSLASH_ESCAPES"])
-def mode(request):
-    return request.param
+# (database, sql_mode): each form on each database, and MySQL's other escaping mode (only MySQL has it)
+IN_EACH_MODE = pytest.mark.parametrize(
+    ("db_url", "mode"),
+    [("mariadb", MODES[0]), ("mariadb", MODES[1]), ("sqlite", MODES[0])],
+    ids=["mariadb, backslash escapes", "mariadb, NO_BACKSLASH_ESCAPES", "sqlite"],
+    indirect=["db_url"],
+)
 
 
 @contextmanager
@@ -145,10 +149,9 @@ def page(values=HOSTILE):
     ]
 
 
+@IN_EACH_MODE
 @pytest.mark.parametrize("values", [HOSTILE, [v for v in HOSTILE if "\x00" not in v]], ids=["NUL", "no NUL"])
 def test_insert_version_rows_round_trips(gate, monkeypatch, mode, values):
-    if mode and gate.engine.dialect.name != "mysql":
-        pytest.skip("an escaping mode of MySQL's")
     rows = page(values)
     inserted, stored = both_forms(
         gate,
@@ -178,9 +181,8 @@ def test_a_page_split_in_statements_round_trips(mysql_gate, monkeypatch):
 # --- the rows' inputs --------------------------------------------------------------------------
 
 
+@IN_EACH_MODE
 def test_version_inputs_round_trips(gate, monkeypatch, mode):
-    if mode and gate.engine.dialect.name != "mysql":
-        pytest.skip("an escaping mode of MySQL's")
     rows = page()
     with gate.engine.begin() as conn:
         insert_version_rows(conn, 7, rows)
@@ -210,9 +212,8 @@ def kept_answers(values=HOSTILE) -> list[Answer]:
     ]
 
 
+@IN_EACH_MODE
 def test_save_answers_round_trips_and_never_replaces(gate, monkeypatch, mode):
-    if mode and gate.engine.dialect.name != "mysql":
-        pytest.skip("an escaping mode of MySQL's")
     first = kept_answers()[0]
     committed(gate, (insert(answer), [dict(asdict(first), created_at=datetime(2020, 1, 1))]))
     later = [replace(first, actual_decision="a better one", raw_output="'; --")] + kept_answers()[1:]
@@ -223,9 +224,8 @@ def test_save_answers_round_trips_and_never_replaces(gate, monkeypatch, mode):
     assert [row[8] for row in stored] == [datetime(2020, 1, 1)] + [0] * (len(stored) - 1)  # the clock's, at the INSERT
 
 
+@IN_EACH_MODE
 def test_find_answers_round_trips(gate, monkeypatch, mode):
-    if mode and gate.engine.dialect.name != "mysql":
-        pytest.skip("an escaping mode of MySQL's")
     run = dict(
         update_id=1,
         dataset_id=1,
@@ -275,11 +275,10 @@ def items(n: int, changes: dict | None = None) -> list[dict]:
     return rows
 
 
+@IN_EACH_MODE
 def test_claim_items_from_round_trips(gate, monkeypatch, mode):
     """The locking read of the items never leased from a position on, the lease of those
     under the attempt cap, the others ended ERROR: the same items, the same rows after."""
-    if mode and gate.engine.dialect.name != "mysql":
-        pytest.skip("an escaping mode of MySQL's")
     changes = {
         1: dict(lease_until=datetime(2031, 1, 1), lease_token="x" * 32),  # leased: not claimed
         3: dict(verdict="MATCH"),  # scored
@@ -323,7 +322,7 @@ def test_the_claim_read_is_one_statement_in_both_forms(mysql_gate):
     params = {"run_id": RUN, "from_position": 1, "limit": 4}
     with mysql_gate.engine.begin() as conn:
         through_sqlalchemy = [tuple(row) for row in conn.execute(items_module._ITEM_CLAIM_FROM, params)]
-        sql = textsql.template("claim_from", items_module._claim_from_statement, conn, textsql.string_literal(conn))
+        sql = textsql.template("claim_from", item_claims.claim_from_statement, conn, textsql.string_literal(conn))
         as_text = [tuple(row) for row in textsql.execute_text(conn, sql(params))]
     assert [r[:4] for r in as_text] == [r[:4] for r in through_sqlalchemy] and len(as_text) == 4
     assert [None if r[4] is None else json.loads(r[4]) for r in as_text] == [r[4] for r in through_sqlalchemy]
@@ -379,9 +378,8 @@ def chunk_results() -> list[ItemResult]:
     ],
     ids=["every kind", "alike", "all throttled"],
 )
+@IN_EACH_MODE
 def test_write_item_results_round_trips(gate, monkeypatch, mode, results):
-    if mode and gate.engine.dialect.name != "mysql":
-        pytest.skip("an escaping mode of MySQL's")
     token = leased(gate, 8)
     written, stored = both_forms(
         gate,
