@@ -288,6 +288,7 @@ class Datasets:
         ref = version_ref(version)
         with self.engine.connect() as conn:
             ds = get_dataset(conn, name)
+            found: DatasetVersion | None
             if ref is None:
                 if ds.current_version_id is None:
                     raise NotFound(f"dataset {name} has no version: import it with `promptgate dataset refresh {name}`")
@@ -350,6 +351,7 @@ class Datasets:
         """How an uploaded copy of a dataset's file (a pull request's) differs from the
         dataset's current version (the dataset as ``check_upload`` allows). Nothing is stored."""
         ds = self.check_upload(name, repo_path, kind, dry_run=True)
+        assert ds is not None  # a dry run's check answers the dataset it compares with
         reader = UploadReader(stream, repo_path, self._source_options(ds.options), kind)
         return self._diff_current(name, self._proposed_rows(name, reader))
 
