@@ -322,8 +322,9 @@ class Datasets:
         self.dataset_version(name)  # one to compare with, before the file is opened
         if scheme_of(source_uri) != "file":
             raise DatasetError(f"dataset {name}: only local files are compared in a pull request")
-        limits = {"max_row_bytes": self.settings.max_row_bytes, "page_bytes": self.settings.page_bytes}
-        reader = open_source(source_uri, SourceOptions(**limits, **options))  # type: ignore[arg-type]
+        settings = self.settings
+        options_read = SourceOptions(max_row_bytes=settings.max_row_bytes, page_bytes=settings.page_bytes, **options)
+        reader = open_source(source_uri, options_read)
         try:
             return self._diff_current(name, self._proposed_rows(name, reader))
         finally:
