@@ -121,14 +121,15 @@ class ServiceSession:
             data = None
         if response.status_code < 300 and data is not None:
             return data
-        message = data.get("error") if isinstance(data, dict) else None
+        fields = data if isinstance(data, dict) else {}
+        message = fields.get("error")
         if not isinstance(message, str) or not message:
             raise GateError(
                 f"the gate at {shown_url(self.url)} answered HTTP {response.status_code} "
                 f"{response.reason_phrase}".rstrip()
             )
         error = error_class(response.status_code)(first_line(message, 500))
-        code = data.get("exit_code")
+        code = fields.get("exit_code")
         if isinstance(code, int) and not isinstance(code, bool) and 0 < code < 256:
             error.exit_code = code
         raise error

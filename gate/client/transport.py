@@ -61,7 +61,8 @@ def proxy_for(url: str) -> str | None:
 
     parts = urlsplit(url)
     proxies = urllib.request.getproxies_environment()
-    if urllib.request.proxy_bypass_environment(parts.hostname or "", proxies):
+    # typeshed omits proxy_bypass_environment (not in urllib.request's __all__; it is there since 3.0)
+    if urllib.request.proxy_bypass_environment(parts.hostname or "", proxies):  # type: ignore[attr-defined]
         return None
     return proxies.get(parts.scheme) or proxies.get("all")
 
@@ -171,15 +172,18 @@ class Transport:
             conn.connect()
             return conn
         proxy = _proxy_parts(self.proxy)
-        proxy_class = http.client.HTTPSConnection if proxy.scheme == "https" else http.client.HTTPConnection
         if self.scheme == "https":
             conn = http.client.HTTPSConnection(
                 proxy.hostname, proxy.port or _default_port(proxy.scheme), timeout=timeout, context=self._tls()
             )
             conn.set_tunnel(self.host, self.port or 443, headers=self.proxy_auth)
         else:
-            kwargs = {"context": self._tls()} if proxy_class is http.client.HTTPSConnection else {}
-            conn = proxy_class(proxy.hostname, proxy.port or _default_port(proxy.scheme), timeout=timeout, **kwargs)
+            port = proxy.port or _default_port(proxy.scheme)
+            conn = (
+                http.client.HTTPSConnection(proxy.hostname, port, timeout=timeout, context=self._tls())
+                if proxy.scheme == "https"
+                else http.client.HTTPConnection(proxy.hostname, port, timeout=timeout)
+            )
         conn.connect()
         return conn
 

@@ -69,7 +69,8 @@ def wait_until_served(
         for r in reports
         if r.status == UpdateStatus.APPLIED
     ]
-    codes, said = {}, {}
+    codes: dict[str, int] = {}
+    said: dict[str, str] = {}
     while True:
         for name, version in targets:
             if name in codes or version is None:
@@ -93,7 +94,8 @@ def wait_until_rollout_ends(
     """Wait until the canary rollout of each APPLIED update has ended (none: at once)."""
     deadline = deadline_after(timeout)
     open_ids = [r.update.id for r in reports if r.status == UpdateStatus.APPLIED]
-    codes, said = {}, {}
+    codes: dict[int, int] = {}
+    said: dict[int, str] = {}
     while True:
         for update_id in open_ids:
             if update_id in codes:
@@ -103,8 +105,10 @@ def wait_until_rollout_ends(
             if say is not None and said.get(update_id) != status:
                 say(_rollout_line(update_id, found))
                 said[update_id] = status
-            if found is None or status != "CANARY":
-                codes[update_id] = 0 if found is None else ROLLOUT_EXIT_CODES[status]
+            if found is None:
+                codes[update_id] = 0
+            elif status != "CANARY":
+                codes[update_id] = ROLLOUT_EXIT_CODES[found["status"]]  # a RolloutStatus's str, as the service sends it
         if len(codes) == len(open_ids):
             return combine_exit_codes(codes.values())
         if expired(deadline):

@@ -59,7 +59,7 @@ def _decode(tp: Any, data: Any) -> Any:
     if origin in (typing.Union, types.UnionType):
         options = [a for a in typing.get_args(tp) if a is not type(None)]
         return _decode(options[0], data) if len(options) == 1 else _untyped(data)
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):  # a hint is a class, never an instance
         hints = _hints(tp)
         return tp(**{f.name: _decode(hints[f.name], data[f.name]) for f in dataclasses.fields(tp) if f.name in data})
     if origin in (list, tuple):

@@ -196,7 +196,8 @@ def wait_for_release(
     sha = (sha or "").strip()
     if not SHA_RE.fullmatch(sha):
         raise UsageError(f"{sha!r} is not a commit SHA")
-    announce, said = Announcer(sha, mode, on_select), set()
+    announce = Announcer(sha, mode, on_select)
+    said: set[str] = set()
     deadline = deadline_after(timeout)
     while True:
         # The record first: the push job records a commit after submitting its applies, so
@@ -222,7 +223,7 @@ def wait_for_release(
         time.sleep(time_left(deadline, poll))
 
 
-def _recorded(record: CommitRecord | None, has_updates: bool, say, said: set) -> int | None:
+def _recorded(record: CommitRecord | None, has_updates: bool, say, said: set[str]) -> int | None:
     """The exit code the push job's ``record`` (read before the updates; None in check mode)
     adds to the wait: nothing to gate when the commit has no apply-mode update, not gated
     whatever it has; None: none. Said once, through ``say``."""
@@ -231,6 +232,7 @@ def _recorded(record: CommitRecord | None, has_updates: bool, say, said: set) ->
         code = EXIT_NOTHING_TO_GATE  # (--prompt) that prompt did not change in the commit
     if code is None or (code == EXIT_NOTHING_TO_GATE and has_updates):
         return None
+    assert record is not None  # record_answer answers None for no record
     if say is not None and record.outcome not in said:
         said.add(record.outcome)
         say(record_line(record))

@@ -288,6 +288,7 @@ class Datasets:
         ref = version_ref(version)
         with self.engine.connect() as conn:
             ds = get_dataset(conn, name)
+            found: DatasetVersion | None
             if ref is None:
                 if ds.current_version_id is None:
                     raise NotFound(f"dataset {name} has no version: import it with `promptgate dataset refresh {name}`")
@@ -321,8 +322,9 @@ class Datasets:
         self.dataset_version(name)  # one to compare with, before the file is opened
         if scheme_of(source_uri) != "file":
             raise DatasetError(f"dataset {name}: only local files are compared in a pull request")
-        limits = {"max_row_bytes": self.settings.max_row_bytes, "page_bytes": self.settings.page_bytes}
-        reader = open_source(source_uri, SourceOptions(**limits, **options))  # type: ignore[arg-type]
+        settings = self.settings
+        options_read = SourceOptions(max_row_bytes=settings.max_row_bytes, page_bytes=settings.page_bytes, **options)
+        reader = open_source(source_uri, options_read)
         try:
             return self._diff_current(name, self._proposed_rows(name, reader))
         finally:
@@ -350,6 +352,7 @@ class Datasets:
         """How an uploaded copy of a dataset's file (a pull request's) differs from the
         dataset's current version (the dataset as ``check_upload`` allows). Nothing is stored."""
         ds = self.check_upload(name, repo_path, kind, dry_run=True)
+        assert ds is not None  # a dry run's check answers the dataset it compares with
         reader = UploadReader(stream, repo_path, self._source_options(ds.options), kind)
         return self._diff_current(name, self._proposed_rows(name, reader))
 

@@ -69,7 +69,9 @@ class Releases:
             write_commit_record(conn, sha, outcome, ids, detail, _short(repo), _short(ref), _short(recorded_by))
 
         db.transaction(self.engine, record)
-        return self.commit_record(sha)
+        recorded = self.commit_record(sha)
+        assert recorded is not None  # just written, and a commit's record is never deleted
+        return recorded
 
     def commit_record(self, sha: str) -> CommitRecord | None:
         """The push job's record of commit ``sha``, or None."""

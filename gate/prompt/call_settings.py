@@ -22,7 +22,7 @@ from .trials import DEFAULT_RULE, MAX_TRIALS, TRIAL_RULES
 # (gate.ratelimit), so a pull request must not set it huge.
 MAX_TOKENS = 1 << 14
 INT64 = (-(1 << 63), (1 << 63) - 1)
-PARAMS = {
+PARAMS: dict[str, tuple[type[Any], float | None, float | None]] = {  # (type, lowest, highest)
     "temperature": (float, 0.0, 2.0),
     "top_p": (float, 0.0, 1.0),
     "max_tokens": (int, 1, MAX_TOKENS),

@@ -128,7 +128,7 @@ def renders_here(sources: Sequence[str]) -> bool:
     """Plain templates printing at most ``PLAIN_MAX_LOOKUPS`` lookups in all: bounded time
     and output (each lookup at most a row of ``max_row_bytes``), so no sandbox process."""
     counts = [plain_lookups(s) for s in sources]
-    return None not in counts and sum(counts) <= PLAIN_MAX_LOOKUPS
+    return None not in counts and sum(c or 0 for c in counts) <= PLAIN_MAX_LOOKUPS
 
 
 # ----------------------------------------------------------------------------- the parent side
@@ -161,6 +161,7 @@ class _Child:
     def send(self, request: dict) -> bool:
         try:
             body = json.dumps(request, ensure_ascii=False).encode()
+            assert self.proc.stdin is not None  # started with stdin=PIPE
             self.proc.stdin.write(HEADER.pack(len(body)) + body)
             self.proc.stdin.flush()
             return True
@@ -172,6 +173,7 @@ class _Child:
         ``wall_seconds``. Reads what the pipe holds in one go: the answers of a batch
         arrive back to back, and every read is a wait for the GIL among busy threads."""
         deadline = time.monotonic() + wall_seconds
+        assert self.proc.stdout is not None  # started with stdout=PIPE
         fd = self.proc.stdout.fileno()
         while True:
             if len(self.buffer) >= HEADER.size:
@@ -202,7 +204,7 @@ class _Child:
             self.proc.wait(5)
         except subprocess.TimeoutExpired:
             pass
-        for stream in (self.proc.stdin, self.proc.stdout):
+        for stream in filter(None, (self.proc.stdin, self.proc.stdout)):  # both pipes, never None
             try:
                 stream.close()
             except OSError:
@@ -273,14 +275,14 @@ class RenderPool:
         if asked:
             for i, answer in zip(asked, self._in_child(list(sources), texts, skip, spent, variables is not None)):
                 results[i] = answer
-        return results
+        return [r for r in results if r is not None]  # all are: each item failed to encode, or was answered
 
     def _in_child(self, sources: list[str], items: list[str], skip, spent: list | None, pairs=False) -> list[Rendered]:
         child = self._idle.get()
         reason = skip() if skip is not None else None
         if reason:
             self._idle.put(child)
-            return [BudgetExceeded(reason)] * len(items)
+            return [BudgetExceeded(reason) for _ in items]
         answers: list[Rendered] = []
         try:
             if child is None or not child.alive:
@@ -306,7 +308,7 @@ class RenderPool:
         self._idle.put(child)
         return answers
 
-    def _overrun(self, answer: dict | None, left: int) -> list[Rendered]:
+    def _overrun(self, answer: dict | None, left: int) -> Sequence[Rendered]:
         """The item that overran and the ones behind it that were not rendered."""
         self.stats["over_budget"] += 1
         spent = OVERRUNS.get((answer or {}).get("budget"), OVERRUNS[None])

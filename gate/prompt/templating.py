@@ -127,6 +127,7 @@ def check_template(source: str, names: frozenset[str] = ALLOWED_NAMES) -> int:
         elif isinstance(node, nodes.Getitem):
             attrs = [_const(node.arg)]
         else:  # |attr('x') reaches attributes by name
+            assert isinstance(node, nodes.Filter)  # find_all yields only the kinds it is asked for
             attrs = [_const(a) for a in node.args] if node.name == "attr" else []
         for attr in attrs:
             if isinstance(attr, str) and attr.startswith("_"):
@@ -173,7 +174,8 @@ def names_read(source: str) -> set[str]:
 def _check_shape(ast: nodes.Template) -> int:
     """At most ``MAX_NODES`` nodes, nested at most ``MAX_DEPTH`` deep (counted without
     recursion); returns the count."""
-    count, stack = 0, [(ast, 1)]
+    count = 0
+    stack: list[tuple[nodes.Node, int]] = [(ast, 1)]
     while stack:
         node, depth = stack.pop()
         count += 1
@@ -285,7 +287,11 @@ def render_plain(source: str, item: Mapping[str, Any], variables: Mapping[str, s
             out.append(part)
             continue
         root, path = part
-        value = item if root == "item" else (variables or {}).get(root, _FALLBACK)
+        value: Any  # whatever an item's data holds
+        if root == "item":
+            value = item
+        else:
+            value = (variables or {}).get(root, _FALLBACK)
         if value is _FALLBACK:  # an answer the judge reads that it was not given: as Jinja says it
             return render(source, item, variables)
         for is_attr, key in path:

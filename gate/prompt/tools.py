@@ -181,10 +181,15 @@ def call_labels(value: Any, tools: tuple[Tool, ...], file: str | None) -> tuple[
     if not isinstance(value, list) or len(value) < 2:
         raise SpecError(file, "labels", "must be a list of two or more labels")
     for label in value:
-        parts = label.split(CALL_SEPARATOR) if isinstance(label, str) else [None]
+        parts = label.split(CALL_SEPARATOR) if isinstance(label, str) else None
         if label == NO_CALL:
             continue
-        if any(p not in names for p in parts) or parts != sorted(parts) or len(set(parts)) != len(parts):
+        if (
+            parts is None
+            or any(p not in names for p in parts)
+            or parts != sorted(parts)
+            or len(set(parts)) != len(parts)
+        ):
             raise SpecError(
                 file,
                 "labels",

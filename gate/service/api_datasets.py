@@ -151,10 +151,11 @@ def sync_config(request: Request, model: SyncBody, _caller: Caller = Depends(req
         raise UsageError("files must be a list of dataset names")
     data = parse_yaml(text, path)
     declared = data.get("datasets") if isinstance(data, dict) else None
-    for name, decl in declared.items() if isinstance(declared, dict) else ():
+    declarations = declared if isinstance(declared, dict) else {}
+    for name, decl in declarations.items():
         source = decl.get("source") if isinstance(decl, dict) else decl
         if name in files and isinstance(source, str) and scheme_of(source.strip()) == "file":
-            declared[name] = (
+            declarations[name] = (
                 {**decl, "source": uploaded_source(path, source)}
                 if isinstance(decl, dict)
                 else uploaded_source(path, source)

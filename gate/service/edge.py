@@ -44,7 +44,7 @@ class EdgeRefusal(Exception):
 # --- ids ----------------------------------------------------------------------------------
 
 
-IdOrNone = TypeVar("IdOrNone", int, None)
+IdOrNone = TypeVar("IdOrNone", bound=int | None)
 
 
 def in_range(value: IdOrNone, what: str, high: int = MAX_ID, low: int = 1) -> IdOrNone:

@@ -90,6 +90,7 @@ class RunContext:
         pinned = run.pinned
         judge = None
         if pinned.early_stop and run.role == CANDIDATE:
+            assert run.dataset_version_id is not None  # its items were copied from it (materialize)
             version = get_version(conn, run.dataset_version_id)
             live_id, live_right = live_pair(conn, run)
             by_label = kind_of(pinned.decision).counts_by_label(pinned.decision)

@@ -50,7 +50,7 @@ from gate.verdict.scoring import INVALID_DECISION
 from gate.verdict.update_outcome import JUDGE_DRIFT, WITH_UPDATE
 
 from .calls import CallTarget
-from .results import RAW_OUTPUT_LIMIT
+from .results import RAW_OUTPUT_LIMIT, token_total
 
 log = logging.getLogger("promptgate.execute")
 SAID_LIMIT = 1000  # characters of a judge's (or live's) answer kept with the item for the report
@@ -183,7 +183,7 @@ class Judging:
 
     def _candidate(self, caller, run, item, messages, keys, known, made, judged) -> Answered:
         key = keys[0] if keys else None
-        if key in known:
+        if key is not None and key in known:
             return Answered.kept(known[key], key)
         out = caller._call(run, item, messages, made)
         if isinstance(out, ItemResult):
@@ -195,18 +195,20 @@ class Judging:
     def _live(self, caller, run, item, made, judged) -> Answered:
         """Live's answer on the item: kept from before under its request's key (its own run
         answered it), else called on its pinned provider."""
-        messages = self._render(self.live.spec, item.input, None, item)
-        key = request_key(self.live.spec, messages, self.live.endpoint.base_url)
+        live = self.live
+        assert live is not None  # _compare asks only when there is a live version
+        messages = self._render(live.spec, item.input, None, item)
+        key = request_key(live.spec, messages, live.endpoint.base_url)
         found = self.answers_of([key]) if self.reuse else {}
         if key in found:
             answer = Answered.kept(found[key], key)
         else:
-            out = caller._call(run, item, messages, made, self.live)
+            out = caller._call(run, item, messages, made, live)
             if isinstance(out, ItemResult):
                 raise Failed(replace(out, error=f"live version: {out.error}"[:1000]))
             answer = Answered.of(out, key)
             judged.answers.append((answer, None))
-        text = kind_of(self.live.spec.decision).judge_reads(answer.text, answer.raw)
+        text = kind_of(live.spec.decision).judge_reads(answer.text, answer.raw)
         return replace(answer, text=text)
 
     def _verdict(
@@ -214,16 +216,17 @@ class Judging:
     ) -> tuple[str | None, list]:
         """The judge's label on one rendering (its trials' majority, None without one) and
         the answers it stands on."""
-        spec = self.judge.spec
+        judge = self._judge()
+        spec = judge.spec
         messages = self._render(spec, rendered_for, variables, item)
-        keys = trial_keys(replace(spec, trials=self.pinned.trials), messages, self.judge.endpoint.base_url)
+        keys = trial_keys(replace(spec, trials=self.pinned.trials), messages, judge.endpoint.base_url)
         found = {} if fresh or not self.reuse else self.answers_of(list(keys))
         answers = []
         for n, key in enumerate(keys):
             if key in found:
                 answers.append(Answered.kept(found[key], key))
                 continue
-            target = self.judge if not fresh else replace(self.judge, role="sentinel")
+            target = judge if not fresh else replace(judge, role="sentinel")
             out = caller._call(run, item, messages, made, target)
             if isinstance(out, ItemResult):
                 raise Failed(replace(out, error=f"judge: {out.error}"[:1000]))
@@ -233,11 +236,17 @@ class Judging:
                 judged.answers.append((answer, keys[0] if n else None))
         return majority([a.text for a in answers]), answers
 
+    def _judge(self) -> CallTarget:
+        """The judge's call target: load sets it, or says in ``error`` why not (and then no
+        judging call is made)."""
+        assert self.judge is not None, self.error
+        return self.judge
+
     def _render(self, spec: PromptSpec, row, variables, item):
         try:
             return render_messages(spec, row or {}, self.renderer, variables=variables)
         except ModelCallError as exc:
-            who = "judge" if spec is self.judge.spec else "live version"
+            who = "judge" if spec is self._judge().spec else "live version"
             raise Failed(ItemResult(item.position, Verdict.ERROR, error=f"{exc.kind}: {who}: {exc}"[:1000])) from None
 
     # --- the verdicts -----------------------------------------------------------------------
@@ -246,7 +255,7 @@ class Judging:
         label, answers = self._verdict(caller, run, item, item.input, {"answer": candidate.text or ""}, made, judged)
         passing = {label_key(p) for p in self.pinned.passing or ()}
         verdict = Verdict.MATCH if label is not None and label_key(label) in passing else Verdict.MISMATCH
-        shown = {"label": label, "said": _said(answers), **_role_figures("judge", answers)}
+        shown: dict[str, Any] = {"label": label, "said": _said(answers), **_role_figures("judge", answers)}
         if len(answers) > 1:
             shown["trials"] = [a.text for a in answers]
         return verdict, label if label is not None else INVALID_DECISION, shown
@@ -255,7 +264,8 @@ class Judging:
         if self.live is None:  # no live version: nothing to compare with (the bars say n/a)
             return Verdict.MATCH, NO_LIVE, {"outcome": NO_LIVE}
         live = self._live(caller, run, item, made, judged)
-        orders, used = [], []
+        orders: list[dict[str, Any]] = []
+        used: list[Answered] = []
         for first, a, b in ((LIVE, live, candidate), (CANDIDATE, candidate, live)):
             variables = {"answer_a": a.text or "", "answer_b": b.text or ""}
             label, answers = self._verdict(caller, run, item, item.input, variables, made, judged)
@@ -263,7 +273,7 @@ class Judging:
             orders.append({"a": first, "label": label, "better": better, "said": _said(answers)})
             used += answers
         outcome = _outcome(orders[0]["better"], orders[1]["better"])
-        shown = {"orders": orders, "outcome": outcome, "live_answer": (live.text or "")[:SAID_LIMIT]}
+        shown: dict[str, Any] = {"orders": orders, "outcome": outcome, "live_answer": (live.text or "")[:SAID_LIMIT]}
         shown.update(_role_figures("judge", used), **_role_figures("live", [live]))
         return (Verdict.MISMATCH if outcome == "loss" else Verdict.MATCH), outcome, shown
 
@@ -271,7 +281,7 @@ class Judging:
         """The judge on the sentinels riding on this item, afresh; an answer it failed to give
         for good counts against it (a retryable failure retries the item, sentinels too)."""
         out = []
-        names = answers_read(self.judge.spec)
+        names = answers_read(self._judge().spec)
         for sentinel in self.sentinels.get(item.position, ()):
             calls = len(made)
             variables = answer_variables(names, sentinel.input)
@@ -347,13 +357,11 @@ def _said(answers: list[Answered]) -> str | None:
 
 def _role_figures(role: str, answers: list[Answered]) -> dict[str, int | None]:
     """Calls made and tokens of the answers used, as the item's judge column counts them."""
-    tokens_in = [a.prompt_tokens for a in answers]
-    tokens_out = [a.completion_tokens for a in answers]
     return {
         f"{role}_calls": sum(1 for a in answers if a.called),
         f"{role}_answers": len(answers),
-        f"{role}_in": None if None in tokens_in else sum(tokens_in),
-        f"{role}_out": None if None in tokens_out else sum(tokens_out),
+        f"{role}_in": token_total(a.prompt_tokens for a in answers),
+        f"{role}_out": token_total(a.completion_tokens for a in answers),
     }
 
 

@@ -13,7 +13,8 @@ calls on a flaky provider and keeps one rule: an item's trials are those of one 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from functools import partial
 
 from gate.errors import CallFailure, ModelCallError
 from gate.kinds import Decision, kind_of
@@ -111,6 +112,7 @@ def backpressure_result(item: ClaimedItem, exc: ModelCallError, message: str, se
                 "(PROMPTGATE_BACKPRESSURE_SECONDS)"
             )[:ERROR_LIMIT],
         )
+    assert exc.retry_after is not None  # failure_result's condition: a 429 that said how long
     delay = exc.retry_after * random.uniform(1.0, 1.25) + random.uniform(0.0, 0.05)
     return ItemResult(item.position, Verdict.PENDING, error=message, retry_in=delay, backpressure=True)
 
@@ -168,33 +170,35 @@ def trials_result(
     answered = [t for t in trials if t.error is None]
     shown = next((t for t in answered if t.decision == outcome.decision), answered[0] if answered else None)
     reused = [t.reused_update_id for t in trials]
-    common = {
-        "answer_key": trials[0].key,
-        "trials": tuple(trials),
-        "unstable": outcome.unstable,
-        "reused_update_id": reused[0] if None not in reused else None,
-    }
+    result = partial(
+        ItemResult,
+        answer_key=trials[0].key,
+        trials=tuple(trials),
+        unstable=outcome.unstable,
+        reused_update_id=reused[0] if None not in reused else None,
+    )
     if outcome.verdict == Verdict.ERROR:
-        return ItemResult(item.position, Verdict.ERROR, error=(outcome.error or "")[:ERROR_LIMIT], **common)
+        return result(item.position, Verdict.ERROR, error=(outcome.error or "")[:ERROR_LIMIT])
+    assert outcome.decision is not None  # an Outcome's decision is None for ERROR only
     fields = judged(decision, outcome.decision, item.expected_decision)
     fields.pop("verdict")  # the rule's verdict stands; the masks are those of its decision
-    return ItemResult(
+    return result(
         item.position,
         outcome.verdict,
         actual_decision=outcome.decision[:MAX_READ_CHARS],
         **fields,
         raw_output=(shown.raw_output or "")[:RAW_OUTPUT_LIMIT] if shown else None,
         latency_ms=max((t.latency_ms for t in answered if t.latency_ms is not None), default=None),
-        prompt_tokens=_total(t.prompt_tokens for t in answered),
-        completion_tokens=_total(t.completion_tokens for t in answered),
-        **common,
+        prompt_tokens=token_total(t.prompt_tokens for t in answered),
+        completion_tokens=token_total(t.completion_tokens for t in answered),
     )
 
 
-def _total(counts) -> int | None:
+def token_total(counts: Iterable[int | None]) -> int | None:
     """A sum of token counts; None when one is missing (no cost can be had)."""
-    counts = list(counts)
-    return None if None in counts else sum(counts)
+    known = list(counts)
+    counted = [c for c in known if c is not None]
+    return None if len(counted) < len(known) else sum(counted)
 
 
 # --- answers kept for reuse ------------------------------------------------------------------
@@ -223,9 +227,18 @@ def new_answers(results: list[ItemResult], update_id: int, run_id: int) -> list[
                     trial_of=None if n == 0 else r.answer_key,
                 )
                 for n, t in enumerate(r.trials)
-                if t.key and t.error is None and t.reused_update_id is None and t.decision not in NOT_KEPT
+                if t.key
+                and t.error is None
+                and t.decision is not None  # (an answered trial has one)
+                and t.reused_update_id is None
+                and t.decision not in NOT_KEPT
             ]
-        elif r.answer_key and r.reused_update_id is None and r.actual_decision not in NOT_KEPT:
+        elif (
+            r.answer_key
+            and r.reused_update_id is None
+            and r.actual_decision is not None  # (a MATCH or MISMATCH has one)
+            and r.actual_decision not in NOT_KEPT
+        ):
             kept.append(
                 Answer(
                     r.answer_key,

@@ -22,7 +22,7 @@ from typing import Any
 from gate.prompt.decision import first_word_label
 
 from .reading import parse_read
-from .rule import FieldSpec, FieldsRule, normal_text
+from .rule import FieldSpec, FieldsRule, NormalForm, normal_text
 
 _NUMBER_RE = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]{1,4})?")
 _CONTEXT = Context(prec=120)
@@ -137,7 +137,7 @@ def label_named(value: Any, labels: tuple[str, ...]) -> str | None:
     return first_word_label(value, labels) if isinstance(value, str) else None
 
 
-def _text(value: Any, form: str | None) -> str:
+def _text(value: Any, form: NormalForm | None) -> str:
     if not isinstance(value, str):
         value = json.dumps(value)
     return normal_text(value, form)

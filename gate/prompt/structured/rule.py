@@ -36,7 +36,7 @@ import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import Any, Literal
 
 from gate.errors import SpecError
 
@@ -45,7 +45,8 @@ MAX_FIELDS = 32  # a field is a bit of a BIGINT mask
 MAX_LABELS = 256
 MAX_LABEL_CHARS = 128
 NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")  # fullmatch; safe in a JSON path
-NORMAL_FORMS = ("NFC", "NFD", "NFKC", "NFKD")
+NormalForm = Literal["NFC", "NFD", "NFKC", "NFKD"]
+NORMAL_FORMS: tuple[NormalForm, ...] = ("NFC", "NFD", "NFKC", "NFKD")
 LIST_ITEMS = ("exact", "text")
 OPTIONS = {
     "exact": (),
@@ -66,7 +67,7 @@ class FieldSpec:
     labels: tuple[str, ...] = ()
     tolerance: Decimal | None = None
     relative: Decimal | None = None
-    normalize: str | None = None
+    normalize: NormalForm | None = None
     ordered: bool = False
     items: str = "exact"
 
@@ -222,12 +223,13 @@ def _amount(value: Any, file: str | None, where: str, most: Decimal | None) -> D
         amount = Decimal(str(value).strip())
     except (InvalidOperation, ValueError):
         raise SpecError(file, where, f"{str(value)[:40]!r} is not a number") from None
+    exponent = amount.as_tuple().exponent  # an int when finite ("n", "N" or "F" when not)
     if (
         not amount.is_finite()
         or amount < 0
         or (most is not None and amount > most)
         or amount > 10**12
-        or amount.as_tuple().exponent < -12
+        or (isinstance(exponent, int) and exponent < -12)
     ):
         upper = f" and at most {most}" if most is not None else ""
         raise SpecError(file, where, f"{str(value)[:40]!r} is out of range: a number ≥ 0{upper}, at most 12 decimals")
@@ -239,7 +241,7 @@ def canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
-def normal_text(value: str, form: str | None) -> str:
+def normal_text(value: str, form: NormalForm | None) -> str:
     """A text value as the ``text`` comparator reads it."""
     if form:
         value = unicodedata.normalize(form, value)

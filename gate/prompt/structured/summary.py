@@ -47,7 +47,8 @@ class FieldStats:
 
     def __init__(self) -> None:
         self.kinds: set[str] = set()
-        self.numeric, self.not_numeric = True, None
+        self.numeric = True
+        self.not_numeric: str | None = None
         self.values: dict[str, int] | None = {}
         self.list_at: str | None = None
         self.scalar_at: str | None = None
