@@ -85,3 +85,26 @@ def test_a_pin_written_by_attribute_is_stored_in_the_order_given():
     again = extended(run, bars={"max_broken": 1})
     assert list(again.to_json() or {}) == list(stored) and again.memo is not run.memo
     assert Pinned.of(stored).to_json() == stored
+
+
+def test_submit_writes_a_pin_with_its_bars_parsed_once_beside_it():
+    from gate.kinds.pin import RunPin
+    from gate.records.json_codec import made as built
+    from gate.records.pinned import PinnedJudge
+    from gate.verdict.bars import Bars
+
+    made_spec = spec()
+    raw = {"max_broken": 2, "early_stop": False}
+    bars = Bars.parse(Decimal("0.9"), raw)
+    run = RunPin.begun(pin(made_spec, VERSION, Decimal("0.9")), bars, raw, made_spec.decision)
+    assert run.bars is bars and run.kind.name == "label" and run.rule == made_spec.decision
+    assert not run.may_stop_early(False, None)  # the bars say no
+    run = run.extended(price=None, early_stop=False, baseline=None, baseline_note="no live version yet")
+    stored = run.stored.to_json()
+    assert stored is not None and stored["bars"] == raw
+    assert list(stored)[-5:] == ["bars", "price", "early_stop", "baseline", "baseline_note"]
+    open_bars = RunPin.begun(pin(made_spec, VERSION, Decimal("0.9")), Bars.parse("0.9"), None, made_spec.decision)
+    assert open_bars.stored.bars is None and open_bars.may_stop_early(False, None)
+    assert not open_bars.may_stop_early(True, None)  # --full
+    assert not open_bars.may_stop_early(False, built(PinnedJudge, name="j", corrected=True))
+    assert open_bars.may_stop_early(False, built(PinnedJudge, name="j", corrected=False))
