@@ -164,7 +164,8 @@ def _protected_and_accepted(conn, run: Run, live_id: int | None, bars) -> dict[s
     items = flagged + len(listed)
     if not items:
         return out
-    broken, samples = 0, []
+    broken: int = 0
+    samples: list[Any] = []
     if live_id is not None:
         broken, samples = flagged_broken(
             conn, run.id, live_id, run.dataset_version_id, sorted(accepted), PROTECTED_SAMPLES

@@ -75,7 +75,7 @@ def sentinel_figures(conn, run: Run, pinned: PinnedJudge) -> dict[str, Any] | No
 def role_calls(conn, run: Run, metrics: dict, pinned: PinnedJudge) -> dict[str, Any]:
     """Calls and cost by role: the candidate (the run's own figures), the judge, the judge
     on sentinels, and live (a comparison's answers), each at its pinned price."""
-    roles = judged_calls(conn, run.id)
+    roles: dict[str, dict[str, Any]] = judged_calls(conn, run.id)
     calls, tokens_in, tokens_out, unmetered = sentinel_calls(conn, run.id)
     roles["sentinel"] = {"calls": calls, "prompt_tokens": tokens_in, "completion_tokens": tokens_out}
     roles["sentinel"]["unmetered"] = unmetered

@@ -48,7 +48,7 @@ def call_fields_metrics(conn, run_id: int, rule: CallRule) -> dict[str, Any]:
 def call_marks(conn, run_id: int, with_fields: bool) -> dict[str, Any]:
     """A tool_call decision's marked answers and parallel calls (its kind's ``tool_calls``,
     ``gate.kinds.tool_call``)."""
-    figures = marked_counts(conn, run_id, MARKERS)
+    figures: dict[str, Any] = marked_counts(conn, run_id, MARKERS)
     figures["parallel"] = parallel_counts(conn, run_id, '{"calls":%' if with_fields else "%+%")
     return figures
 

@@ -150,7 +150,7 @@ def field_coverage(
             raise UsageError(
                 f"dataset {name}'s version {version.id} changed while the gate counted its fields: submit again"
             )
-        counts = {f: rows_having(version.fields, f) for f in read} if read else {}
+        counts = {f: rows_having(version.fields, f) for f in read} if read and version.fields is not None else {}
         pinned[name] = {"read": counts, "rows": version.row_count, "optional": sorted(optional & set(read))}
     readable = sorted(set(pinned) - set(hidden))
     evidence = readable if hidden and readable else sorted(pinned)

@@ -14,12 +14,18 @@ from gate.errors import SpecError, UsageError
 from gate.prompt.request_keys import pin
 from gate.prompt.spec import PromptSpec, parse_spec
 from gate.records import LivePrompt
+from gate.records.json_codec import extended, made
+from gate.records.pinned import PinnedBaseline
 from gate.store.live import version_provider
 from gate.store.prices import find_price
 from gate.store.providers import list_providers
 from gate.store.runs import baseline_run, insert_run
 
 from .spending import check_cost_bounded, run_calls
+
+# What a run is compared with, pinned with it, by attribute of ``Pinned`` (``baseline``,
+# ``baseline_note``, ``baseline_error``): the keys given, in their order.
+Compared = dict[str, PinnedBaseline | str | None]
 
 
 def baseline_of(
@@ -32,7 +38,7 @@ def baseline_of(
     mapping,
     version,
     limits: SpendLimits,
-) -> dict:
+) -> tuple[Compared, int]:
     """What the candidate's run on ``version`` is compared with, pinned with it as
     ``pinned["baseline"]`` (run_id: the run whose answers are compared; update_id: the
     update that made the live version live; live_version; scored_now or same_config):
@@ -41,16 +47,17 @@ def baseline_of(
     answers reused wherever the same request was answered before; ``calls``: the most it
     calls). No live version: none. A live version that cannot be scored any more:
     ``baseline_error`` (a max_broken or max_drop bar then fails rather than go unchecked).
-    ``provider``: the declaration the candidate's calls go to."""
+    ``provider``: the declaration the candidate's calls go to. With it, the most calls it adds."""
     if live is None:
-        return {"baseline": None, "baseline_note": "no live version yet"}
+        return {"baseline": None, "baseline_note": "no live version yet"}, 0
     pinned, live_provider = version_provider(conn, live.name, live.version)
     if live.config_hash == spec.config_hash and (not pinned or live_provider == provider):
-        return {"baseline": {"same_config": True, "live_version": live.version, "update_id": live.applied_update_id}}
+        same = made(PinnedBaseline, same_config=True, live_version=live.version, update_id=live.applied_update_id)
+        return {"baseline": same}, 0
     ref = {"update_id": live.applied_update_id, "live_version": live.version}
     found = baseline_run(conn, spec.name, ds.id, version.id, live.config_hash, (pinned, live_provider))
     if found is not None:
-        return {"baseline": {"run_id": found.id, **ref}}
+        return {"baseline": made(PinnedBaseline, run_id=found.id, **ref)}, 0
     try:
         live_spec = parse_spec(live.config)
         if not pinned:  # live since before providers were pinned: as production resolves it
@@ -58,7 +65,7 @@ def baseline_of(
             live_provider = decl.to_dict() if decl else None
     except (SpecError, UsageError) as exc:
         why = f"the live version cannot be scored on this dataset version: {exc}"
-        return {"baseline": None, "baseline_note": why, "baseline_error": why}
+        return {"baseline": None, "baseline_note": why, "baseline_error": why}, 0
     price = model_price(conn, live_spec.model)
     check_cost_bounded(limits, live_spec, price, f"the live version (v{live.version}), scored alongside,")
     run_id = insert_run(
@@ -67,10 +74,11 @@ def baseline_of(
         ds,
         mapping.min_accuracy,
         version,
-        {**pin(live_spec, version, mapping.min_accuracy), "live_version": live.version, "price": price},
+        extended(pin(live_spec, version, mapping.min_accuracy), live_version=live.version, price=price).to_json() or {},
         baseline_of=(live.config, live_provider),
     )
-    return {"baseline": {"run_id": run_id, **ref, "scored_now": True}, "calls": run_calls(live_spec, version.row_count)}
+    staged = made(PinnedBaseline, run_id=run_id, **ref, scored_now=True)
+    return {"baseline": staged}, run_calls(live_spec, version.row_count)
 
 
 def model_price(conn, model: str) -> dict | None:

@@ -357,11 +357,12 @@ def _pin_versions(conn, spec: PromptSpec, mappings: list, read: tuple[str, ...],
 def _stage_runs(
     conn, spec: PromptSpec, update_id: int, pinned: list, fields: dict, full: bool, provider: dict | None
 ) -> None:
-    """The update's runs: per mapping, the candidate's run (its bars, price, fields read and
-    whether it may stop early pinned) and what it is compared with (``baseline_of``); then
+    """The update's runs: per mapping, the candidate's run (its pin, ``gate.kinds.pin.RunPin``:
+    its bars parsed once, price, fields read and whether it may stop early) and what it is
+    compared with (``baseline_of``); then
     the gate's spend caps and the upper bound of the update's calls, pinned with it."""
+    from gate.kinds.pin import RunPin
     from gate.prompt.request_keys import pin
-    from gate.records.pinned import Pinned
 
     from .baseline import baseline_of, model_price
     from .judging import judge_of, judged_baseline, run_pin, stage_sentinels
@@ -371,23 +372,20 @@ def _stage_runs(
     live, calls, judge = find_live(conn, spec.name), 0, judge_of(conn, spec, limits)
     for mapping, ds, version in pinned:
         bars = Bars.parse(mapping.min_accuracy, mapping.bars)  # once per run
-        judged, sentinels, judging = run_pin(judge, mapping, version, bars) if judge else ({}, 0, 0)
+        run = RunPin.begun(pin(spec, version, mapping.min_accuracy), bars, mapping.bars, spec.decision)
         if judge:  # graded by a judge: compared with live by the judge, or not at all (gate/domain/judging.py)
-            baseline = judged_baseline(judge, bars)
+            judged, sentinels, judging = run_pin(judge, mapping, version, bars)
+            baseline, staged = judged_baseline(judge, bars), 0
         else:
-            baseline = baseline_of(conn, spec, provider, live, update_id, ds, mapping, version, limits)
-        calls += baseline.pop("calls", 0) + run_calls(spec, version.row_count) + judging
-        early = bars.early_stop and not full and not judged.get("corrected")
-        run = Pinned.of(
-            {
-                **pin(spec, version, mapping.min_accuracy),
-                "bars": mapping.bars or None,
-                "price": price,
-                "fields": fields[ds.name],
-                "early_stop": early,
-                **baseline,
-                **({"judge": judged} if judge else {}),
-            }
+            judged, sentinels, judging = None, 0, 0
+            baseline, staged = baseline_of(conn, spec, provider, live, update_id, ds, mapping, version, limits)
+        calls += staged + run_calls(spec, version.row_count) + judging
+        run = run.extended(
+            price=price,
+            fields=fields[ds.name],
+            early_stop=run.may_stop_early(full, judged),
+            **baseline,
+            **({"judge": judged} if judged is not None else {}),
         )
         run_id = insert_run(
             conn,
@@ -395,10 +393,10 @@ def _stage_runs(
             ds,
             mapping.min_accuracy,
             version,
-            run.to_json() or {},
-            baseline_run_id=run.baseline.run_id if run.baseline else None,
+            run.stored.to_json() or {},
+            baseline_run_id=run.stored.baseline.run_id if run.stored.baseline else None,
         )
-        if sentinels:
+        if judge and sentinels:
             stage_sentinels(conn, judge, run_id, sentinels, version.row_count, seed=run_id)
     set_update_limits(conn, update_id, pinned_limits(limits, calls))
 

@@ -31,7 +31,9 @@ from gate.prompt.decision import label_key
 from gate.prompt.judge import PAIR_LABELS
 from gate.prompt.spec import PromptSpec, parse_spec
 from gate.prompt.template_fields import template_fields
+from gate.records.json_codec import extended, made
 from gate.records.metrics import RunFigures
+from gate.records.pinned import PinnedJudge, PinnedLive
 from gate.states import RunStatus
 from gate.store.datasets import list_mappings
 from gate.store.judges import version_record
@@ -53,7 +55,7 @@ class JudgePin:
     name: str
     version: int
     spec: PromptSpec
-    pinned: dict[str, Any]
+    pinned: PinnedJudge  # what its runs pin of it (each adds its sentinels: ``run_pin``)
     evaluated: list[tuple[int, int]] = field(
         default_factory=list
     )  # (dataset version id, rows) the judge was evaluated on
@@ -63,7 +65,7 @@ class JudgePin:
 
     def calls(self, rows: int, sentinels: int) -> int:
         """The most judging calls a run of ``rows`` items with ``sentinels`` makes."""
-        trials = self.pinned["trials"]
+        trials = self.pinned.trials
         per_item = (self.kind.judge_calls(trials) if self.kind else trials) + (1 if self.live else 0)
         return rows * per_item + sentinels * trials
 
@@ -140,7 +142,7 @@ def _merged(confusions: list[dict]) -> dict[str, dict[str, int]]:
     return out
 
 
-def _pin(conn, rule, judge: PromptSpec, live, confusion: dict, limits: SpendLimits) -> dict[str, Any]:
+def _pin(conn, rule, judge: PromptSpec, live, confusion: dict, limits: SpendLimits) -> PinnedJudge:
     pinned, provider = version_provider(conn, rule.judge, live.version)
     if not pinned:  # live since before providers were pinned: as production resolves it
         decl = resolve(judge.provider, judge.model, list_providers(conn))
@@ -148,26 +150,27 @@ def _pin(conn, rule, judge: PromptSpec, live, confusion: dict, limits: SpendLimi
     price = model_price(conn, judge.model)
     check_cost_bounded(limits, judge, price, f"the judge {rule.judge} (v{live.version})")
     figures = agreement(confusion)
-    return {
-        "name": rule.judge,
-        "version": live.version,
-        "config_hash": live.config_hash,
-        "provider": provider,
-        "model": judge.model,
-        "price": price,
-        "pass": list(rule.passing) if not rule.pairwise else None,
-        "compare": rule.compare,
-        "trials": rule.trials,
-        "agreement": figures,  # aggregates only: the judge's dataset may be a holdout
-        "error_rates": None if rule.pairwise else list(error_rates(confusion, rule.passing)),
-    }
+    return made(
+        PinnedJudge,
+        name=rule.judge,
+        version=live.version,
+        config_hash=live.config_hash,
+        provider=provider,
+        model=judge.model,
+        price=price,
+        passing=tuple(rule.passing) if not rule.pairwise else None,  # stored as "pass"
+        compare=rule.compare,
+        trials=rule.trials,
+        agreement=figures,  # aggregates only: the judge's dataset may be a holdout
+        error_rates=None if rule.pairwise else tuple(error_rates(confusion, rule.passing)),
+    )
 
 
 def _compared_with_live(conn, spec: PromptSpec, pin: JudgePin, limits: SpendLimits) -> None:
     """A comparison: the candidate prompt's live version (none yet: n/a, said so)."""
     live = find_live(conn, spec.name)
     if live is None:
-        pin.pinned["live"] = None
+        pin.pinned = extended(pin.pinned, live=None)
         return
     try:
         live_spec = parse_spec(live.config)
@@ -180,10 +183,18 @@ def _compared_with_live(conn, spec: PromptSpec, pin: JudgePin, limits: SpendLimi
     price = model_price(conn, live_spec.model)
     check_cost_bounded(limits, live_spec, price, f"the live version (v{live.version}), compared with,")
     pin.live, pin.live_spec = {"version": live.version, "config_hash": live.config_hash}, live_spec
-    pin.pinned["live"] = {**pin.live, "provider": provider, "price": price, "model": live_spec.model}
+    live_pin = made(
+        PinnedLive,
+        version=live.version,
+        config_hash=live.config_hash,
+        provider=provider,
+        price=price,
+        model=live_spec.model,
+    )
+    pin.pinned = extended(pin.pinned, live=live_pin)
 
 
-def run_pin(pin: JudgePin, mapping, version, bars: Bars) -> tuple[dict[str, Any], int, int]:
+def run_pin(pin: JudgePin, mapping, version, bars: Bars) -> tuple[PinnedJudge, int, int]:
     """What one run pins of the judge (``pinned["judge"]``), the sentinels it mixes in, and
     the most judging calls it makes. A judge that reads an item field no row of the run's
     dataset version has is refused: it would judge every item on a template error (``bars``:
@@ -194,7 +205,7 @@ def run_pin(pin: JudgePin, mapping, version, bars: Bars) -> tuple[dict[str, Any]
                 f"judge {pin.name} reads item field {name}, which no row of dataset {mapping.dataset_name} has"
             )
     sentinels = min(bars.judge.sentinels, sum(rows for _, rows in pin.evaluated))
-    pinned = {**pin.pinned, "sentinels": sentinels, "corrected": bars.judge.corrected}
+    pinned = extended(pin.pinned, sentinels=sentinels, corrected=bars.judge.corrected)
     return pinned, sentinels, pin.calls(version.row_count, sentinels)
 
 
@@ -222,4 +233,4 @@ def judged_baseline(pin: JudgePin, bars: Bars) -> dict[str, Any]:
     a graded run nothing, and a bar that needs live's answers (max_broken, max_drop) fails
     rather than go unchecked."""
     assert pin.kind is not None  # a judged candidate's
-    return pin.kind.judged_baseline(bool(pin.pinned.get("live")), bars)
+    return pin.kind.judged_baseline(bool(pin.pinned.live), bars)

@@ -21,6 +21,7 @@ from gate.calls.providers import Endpoint, ProviderDecl, endpoint_for
 from gate.contract.shape import HISTORY_LIMIT
 from gate.errors import IllegalTransition, NotFound, UsageError
 from gate.records import Hold, LivePrompt
+from gate.records.metrics import RunFigures
 from gate.states import Mode
 from gate.store.holds import add_hold, holds_of, release_holds
 from gate.store.live import find_live, live_providers, prompt_history, restore_live, version_provider
@@ -201,8 +202,8 @@ def _update_summary(conn, update_id: int | None) -> dict | None:
     runs = [
         {
             "dataset": r.dataset_name,
-            "matches": (r.metrics or {}).get("matches"),
-            "scored": (r.metrics or {}).get("scored"),
+            "matches": RunFigures.of(r.metrics).matches,
+            "scored": RunFigures.of(r.metrics).scored,
             "bar": r.min_accuracy,
             "status": r.status,
         }

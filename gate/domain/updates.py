@@ -16,6 +16,7 @@ from gate import db
 from gate.contract.release import of_mode
 from gate.errors import Forbidden, UsageError
 from gate.records import FleetCounts, Update, WorkerRow
+from gate.records.metrics import RunFigures
 from gate.report.update import SAMPLE_FAILURES, UpdateReport, run_report
 from gate.settings import Settings
 from gate.states import UPDATE_TERMINAL
@@ -43,16 +44,16 @@ from .spending import update_spend
 def _broken_items(conn, run, limit: int) -> list:
     """The first items the live version answered right and the run wrong (none before the
     run is compared: reconcile pairs the answers, ``flip_counts``)."""
-    metrics = run.metrics or {}
-    live_run_id = (metrics.get("live") or {}).get("run_id")
-    if not live_run_id or not limit or not (metrics.get("flips") or {}).get("broken"):
+    figures = RunFigures.of(run.metrics)
+    live_run_id = figures.live.run_id if figures.live else None
+    if not live_run_id or not limit or not figures.flipped("broken"):
         return []  # nothing broken: no scan of the run's items for none
     return flipped_items(conn, run.id, live_run_id, limit)
 
 
 def _unstable_items(conn, run, limit: int) -> list:
     """The first items whose trials disagree (a run with trials only: no scan otherwise)."""
-    if not run.pinned.trials or not limit or (run.metrics or {}).get("unstable") == 0:
+    if not run.pinned.trials or not limit or RunFigures.of(run.metrics).unstable == 0:
         return []
     return unstable_items(conn, run.id, limit)
 

@@ -28,6 +28,15 @@ from .live import PAIRED_ITEMS, LiveComparison
 
 StoredDecision = Mapping[str, Any] | None  # a config's or a pinned run's decision, as stored
 
+# The bars every kind's run computes: its items scored or not, its calls timed and priced,
+# its slices and protected items counted (gate.verdict.bars; settings such as confidence,
+# early_stop, min_slice_items, slice_by and accept_breaks are not bars).
+EVERY_KIND_BARS = frozenset(
+    {"min_accuracy", "max_latency_p95_ms", "max_cost_per_1k_items", "max_error_rate", "min_slice_accuracy", "protected"}
+)
+# The bars that read the paired comparison with live (its fixed and broken items).
+LIVE_BARS = frozenset({"max_broken", "max_drop"})
+
 
 @dataclass(frozen=True)
 class Decision:
@@ -89,14 +98,26 @@ class DecisionKind(ABC):
     ``pins_labels``, ``keyed_rule``, ``check_spec``), read and score an answer (``read``,
     ``score``), the stored rule (``fields_rule``, ``counts_by_label``, ``maps_row_labels``),
     what rows and labels it needs (``check_labels``, ``check_rows``), its figures
-    (``counts``, ``figures``, ``marks``, ``field_flips``) and its report (``shows_labels``,
+    (``counts``, ``figures``, ``marks``, ``field_flips``) and its report (``report_sections``, ``shows_labels``,
     ``wrong_fields``)."""
 
     name: str = ""
     judge_may_decide: bool = True  # a judge prompt (kind: judge) may decide by it
     one_call_per_item: bool = False  # the candidate is called once per item (its trials are a judge's)
-    shows_labels: bool = True  # the report shows the run's label figures
+    # The report's sections of the kind's own figures, which the report renders for its runs
+    # (gate.report.update.run_report): "labels" (per label), "fields" (per field), "tool_calls"
+    # (marked answers), "judge" (the judge's figures). A kind's figures outside them are not shown.
+    report_sections: frozenset[str] = frozenset({"labels"})
+
+    @property
+    def shows_labels(self) -> bool:
+        """The report shows the run's label figures (a judged run's labels are its judge's)."""
+        return "labels" in self.report_sections
+
     live: LiveComparison = PAIRED_ITEMS  # how the run is compared with live (gate.kinds.live)
+    # The bars a run of the kind computes today, as data: nothing refuses the others yet (a
+    # mapping may still set them; their check says why it cannot be had, or is n/a).
+    bars_computable: frozenset[str] = EVERY_KIND_BARS | LIVE_BARS | {"min_recall", "min_precision"}
 
     # -- the prompt file
     @abstractmethod

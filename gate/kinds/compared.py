@@ -10,6 +10,7 @@ from typing import Any
 from gate.records.pinned import PinnedJudge
 from gate.verdict.bars import Bars
 
+from .base import EVERY_KIND_BARS, LIVE_BARS
 from .judged import JudgedKind
 from .live import JUDGED_PAIRS
 
@@ -38,6 +39,8 @@ def pairwise_counts(confusion: Mapping[str, Mapping[str, int]], live: bool) -> d
 class ComparedKind(JudgedKind):
     name = "compared"
     live = JUDGED_PAIRS  # the judge's wins and losses are the flips
+    # wins and losses read as fixed and broken; no corrected pass rate (no error rates of a comparison)
+    bars_computable = EVERY_KIND_BARS | LIVE_BARS | {"max_loss_rate", "sentinels"}
 
     def judge_calls(self, trials: int) -> int:
         return trials * 2  # both orders

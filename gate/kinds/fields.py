@@ -19,11 +19,24 @@ from gate.prompt.tools import Tool
 from gate.states import Verdict
 from gate.verdict.scoring import metrics_from_breakdown
 
-from .base import Decision, DecisionKind, FigureSource, Reading, SpecView, StoredDecision, WrongFields
+from .base import (
+    EVERY_KIND_BARS,
+    LIVE_BARS,
+    Decision,
+    DecisionKind,
+    FigureSource,
+    Reading,
+    SpecView,
+    StoredDecision,
+    WrongFields,
+)
 
 
 class FieldsKind(DecisionKind):
     name = "fields"
+    # per field, not per label: no confusion matrix for recall or precision
+    bars_computable = EVERY_KIND_BARS | LIVE_BARS | {"min_field_accuracy"}
+    report_sections = frozenset({"labels", "fields"})
     judge_may_decide = False
 
     def parse(

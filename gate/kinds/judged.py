@@ -16,7 +16,7 @@ from gate.records.pinned import PinnedJudge
 from gate.verdict.bars import Bars
 from gate.verdict.judge_stats import corrected
 
-from .base import Decision, DecisionKind, Reading, SpecView, StoredDecision
+from .base import EVERY_KIND_BARS, Decision, DecisionKind, Reading, SpecView, StoredDecision
 
 GRADED_NOTE = "a judged run is compared with live by the judge itself (decision compare: live)"
 
@@ -25,7 +25,9 @@ class JudgedKind(DecisionKind):
     name = "judged"
     judge_may_decide = False
     one_call_per_item = True
-    shows_labels = False  # a judge's labels
+    # graded: no live answers to pair (max_broken, max_drop fail, GRADED_NOTE), no labels of its own
+    bars_computable = EVERY_KIND_BARS | {"judge_corrected", "sentinels"}
+    report_sections = frozenset({"judge"})
 
     def parse(
         self, value: Mapping[str, Any], kind: str, file: str | None, has_labels: bool, tools: tuple[Tool, ...]

@@ -13,12 +13,15 @@ from gate.prompt.structured.rule import FUNCTION_FIELD, CallRule, FieldsRule
 from gate.prompt.tool_decision import ToolCall, call_label, call_reading, score_calls, wrong_calls
 from gate.prompt.tools import Tool, call_labels, parse_call_rule
 
-from .base import Decision, FigureSource, Reading, SpecView, StoredDecision
+from .base import EVERY_KIND_BARS, LIVE_BARS, Decision, FigureSource, Reading, SpecView, StoredDecision
 from .fields import FIELDS, FieldsKind
 
 
 class ToolCallKind(FieldsKind):
     name = "tool_call"
+    # by the function called (a label: recall, precision) or, with fields, its arguments too
+    bars_computable = EVERY_KIND_BARS | LIVE_BARS | {"min_recall", "min_precision", "min_field_accuracy"}
+    report_sections = frozenset({"labels", "fields", "tool_calls"})
     judge_may_decide = True
 
     def parse(

@@ -33,6 +33,8 @@ from typing import Any
 from gate import __version__
 from gate.kinds import kind_of
 from gate.records import DatasetVersion
+from gate.records.json_codec import made
+from gate.records.pinned import Pinned, PinnedTrials
 
 from .answer_schema import response_schema
 from .spec import PromptSpec, request_kwargs
@@ -120,18 +122,20 @@ def trial_keys(spec: PromptSpec, messages: Sequence[Mapping[str, str]], base_url
     )
 
 
-def pin(spec: PromptSpec, version: DatasetVersion, bar: Decimal) -> dict[str, Any]:
-    """What a run's verdict stands on, stored with the run."""
-    pinned = {
-        "dataset_version_id": version.id,
-        "content_hash": version.content_hash,
-        "rows": version.row_count,
-        "bar": str(bar),
-        "model": spec.model,
-        "config_hash": spec.config_hash,
-        "decision": decision_rule(spec),
-        "call_path": CALL_PATH_VERSION,
-    }
-    if spec.trials > 1:
-        pinned["trials"] = spec.rule.pinned()
-    return pinned
+def pin(spec: PromptSpec, version: DatasetVersion, bar: Decimal) -> Pinned:
+    """What a run's verdict stands on, stored with the run: the first keys of its pin
+    (``Gate.submit`` extends it, ``gate.records.json_codec.extended``)."""
+    rule = spec.rule  # gate.prompt.trials.TrialRule.pinned's keys, in its order
+    trials = {"trials": made(PinnedTrials, n=rule.trials, rule=rule.rule, k=rule.k, needed=rule.needed)}
+    return made(
+        Pinned,
+        dataset_version_id=version.id,
+        content_hash=version.content_hash,
+        rows=version.row_count,
+        bar=str(bar),
+        model=spec.model,
+        config_hash=spec.config_hash,
+        decision=decision_rule(spec),
+        call_path=CALL_PATH_VERSION,
+        **(trials if spec.trials > 1 else {}),
+    )

@@ -36,7 +36,7 @@ class DatasetVersion:
     source_version: str | None
     created_at: dt.datetime
     # which item fields its rows have (gate.datasets.importer.FieldCounter); None: not counted yet
-    fields: dict | None = None
+    fields: dict[str, Any] | None = None
     number: int | None = None  # 1, 2, 3 … per dataset, given when it went READY ("v3")
 
     @property
@@ -60,7 +60,7 @@ class DatasetMapping:
     dataset_id: int
     dataset_name: str
     min_accuracy: Decimal
-    bars: dict | None = None  # the bars beyond min_accuracy (gate.verdict.bars.Bars.extra)
+    bars: dict[str, Any] | None = None  # the bars beyond min_accuracy (gate.verdict.bars.Bars.extra)
     declared_in: str | None = None  # the gate config that declared it (None: the CLI's, `dataset map`)
 
 
@@ -217,7 +217,7 @@ class ItemResult:
     fields_wrong: int | None = None  # a fields decision: bits of the fields that did not match
     fields_missing: int | None = None  # ... and of those the answer did not have (gate.prompt.structured.compare)
     calls: int = 0  # model calls made for it (0: reused, or not called)
-    judge: dict | None = None  # a judged item: what the report shows of its judging (gate.prompt.judge)
+    judge: dict[str, Any] | None = None  # a judged item: what the report shows of its judging (gate.prompt.judge)
     judging: Any = None  # and what its write-back keeps besides (workers.execute.judging.Judged)
     backpressure: bool = False  # the provider answered 429 with a Retry-After: waiting, not an attempt
 
@@ -290,12 +290,12 @@ class ItemSample:
     raw_output: str | None
     error: str | None
     # a fields decision: the fields that did not match (gate.prompt.structured.samples)
-    wrong_fields: list[dict] | None = None
-    judge: dict | None = None  # a judged item: what the judge said (and, compared with live, live's answer)
-    call: dict | None = (
+    wrong_fields: list[dict[str, Any]] | None = None
+    judge: dict[str, Any] | None = None  # a judged item: what the judge said (and, compared with live, live's answer)
+    call: dict[str, Any] | None = (
         None  # a tool_call decision: the expected and the actual call, side by side (gate.report.tool_calls)
     )
-    turns: list[dict] | None = None  # a prompt with a history entry: the conversation's last turns, role and text
+    turns: list[dict[str, Any]] | None = None  # a prompt with a history: its last turns, role and text
 
 
 @dataclass(frozen=True)
@@ -335,7 +335,7 @@ class FlipSample:
     live_decision: str | None
     candidate_decision: str | None
     candidate_output: str | None
-    wrong_fields: list[dict] | None = None  # a fields decision: the candidate's fields that did not match
+    wrong_fields: list[dict[str, Any]] | None = None  # a fields decision: the candidate's fields that did not match
 
 
 @dataclass(frozen=True)

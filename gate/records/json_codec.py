@@ -2,7 +2,9 @@
 record decodes its stored JSON key by key (``decoded``: each known key converted to its
 attribute, the keys it does not know kept as they were, in ``extra``) and encodes it back
 (``encoded``) with the keys as stored, in their order (``keys``), so a row re-encodes byte
-for byte: the fingerprint compares the stored text."""
+for byte: the fingerprint compares the stored text. What writes a record builds it
+(``made``: its keys in the order given, as the dict it replaces was written; ``extended``:
+keys added after the ones it has), never a dict to decode."""
 
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ JSON = Mapping[str, Any]  # another record's stored JSON, kept as stored
 Convert = dict[str, Callable[[Any], Any]]
 _R = TypeVar("_R")
 _ATTRIBUTES = {"pass": "passing"}  # a stored key that is no Python name -> its attribute
+_KEYS = {attr: key for key, attr in _ATTRIBUTES.items()}
+_FRESH = ("memo",)  # a field that is no value of the record's: a new one per record
 
 
 def _same(value: Any) -> Any:
@@ -32,6 +36,22 @@ def decoded(cls: Callable[..., _R], data: Mapping[str, Any], convert: Convert) -
         else:
             extra[key] = value
     return cls(**values, keys=tuple(data), extra=MappingProxyType(extra))
+
+
+def made(cls: Callable[..., _R], **values: Any) -> _R:
+    """The record written with ``values`` (by attribute): stored with those keys, in the order
+    given (a value None is stored as null; an attribute not given is stored absent)."""
+    return cls(**values, keys=tuple(_KEYS.get(attr, attr) for attr in values), extra=MappingProxyType({}))
+
+
+def extended(record: _R, **values: Any) -> _R:
+    """The record with ``values`` (by attribute) set: a key it had keeps its place, a new one
+    comes after the rest, in the order given."""
+    written = cast(Any, record)
+    keys = tuple(written.keys or ())
+    added = tuple(k for k in (_KEYS.get(attr, attr) for attr in values) if k not in keys)
+    fresh: dict[str, Any] = {name: {} for name in _FRESH if name in {f.name for f in dataclasses.fields(written)}}
+    return cast(_R, dataclasses.replace(written, **values, **fresh, keys=keys + added))
 
 
 def encoded(record: Any, convert: Convert) -> dict[str, Any]:

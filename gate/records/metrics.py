@@ -203,6 +203,11 @@ class CallFigures:
         return bool(self.keys)
 
     @property
+    def timed(self) -> bool:
+        """Were the calls timed (a run whose answers were all reused was not)."""
+        return bool(self.latency_ms and self.latency_ms.get("timed"))
+
+    @property
     def p95_ms(self) -> Any:
         """The calls' 95th percentile latency in ms (None: not timed)."""
         return self.latency_ms.get("p95") if self.latency_ms else None
@@ -292,6 +297,10 @@ class RunFigures:
 
     def to_json(self) -> dict[str, Any]:
         return encoded(self, _RUN_JSON)
+
+    def flipped(self, key: str) -> int:
+        """The comparison with live's count of ``key`` (fixed, broken, ...; 0: not compared)."""
+        return int(self.flips.get(key) or 0) if self.flips else 0
 
     @property
     def drifted(self) -> bool:

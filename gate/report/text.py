@@ -163,11 +163,11 @@ def spend_line(spend: dict, terminal: bool = True, *, started: bool = True) -> s
     done = [made, f"{spend.get('calls_reused') or 0:,} reused"]
     if spend.get("calls_saved"):
         done.append(f"{spend['calls_saved']:,} saved by a stop")
-    caps = [
+    set_caps = [
         f"{spend['max_calls_per_update']:,} calls" if spend.get("max_calls_per_update") else None,
         f"${spend['max_cost_per_update_usd']}" if spend.get("max_cost_per_update_usd") else None,
     ]
-    caps = [c for c in caps if c]
+    caps = [c for c in set_caps if c]
     bound = spend.get("calls_bound")
     limits = (
         ([f"{bound:,} model calls before retries"] if bound is not None else [])

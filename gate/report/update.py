@@ -137,6 +137,8 @@ def run_report(
     scored = metrics.get("scored", counts.scored)
     checks = [c.to_dict() for c in run_checks(run)] if run.status == RunStatus.DONE else []
     stop = _stop(metrics, run)
+    sections = _sections(run)
+    fields = fields_view(metrics) if "fields" in sections else None
     return RunReport(
         run_id=run.id,
         dataset=run.dataset_name,
@@ -163,21 +165,21 @@ def run_report(
         checks=checks,
         comparison=comparison(metrics, pinned_bars(run.pinned, run.min_accuracy).confidence),
         baseline_note=metrics.get("baseline_note") if "flips" in metrics else run.pinned.baseline_note,
-        labels=label_metrics(metrics.get("confusion") or {}) if _shows_labels(run) else {},
+        labels=label_metrics(metrics.get("confusion") or {}) if "labels" in sections else {},
         calls=metrics.get("calls"),
         broken=broken or [],
         cost=_cost(metrics, run.pinned),
         trials=_trials(metrics, run.pinned),
         unstable=unstable or [],
         fields_read=_fields_read(run.pinned),
-        fields=fields_view(metrics),
+        fields=fields,
         slices=slices_view(metrics),
         protected=protected,
         accepted_breaks=accepted_view(metrics),
         stopped=metrics.get("stopped", counts.stopped),
         stop=stop,
-        judge=judge_view(run.pinned, metrics),
-        tool_calls=tool_calls_view(metrics, fields_view(metrics)),
+        judge=judge_view(run.pinned, metrics) if "judge" in sections else None,
+        tool_calls=tool_calls_view(metrics, fields) if "tool_calls" in sections else None,
         schema=schema_view(metrics),
     )
 
@@ -191,11 +193,12 @@ def _passed(status: str, checks: list[dict], stop: dict | None) -> bool | None:
     return all(c["state"] != "fail" for c in checks)
 
 
-def _shows_labels(run: Run) -> bool:
-    """Whether the run's own labels are shown (a judged run's are its judge's)."""
+def _sections(run: Run) -> frozenset[str]:
+    """The report's sections of the run's kind (``DecisionKind.report_sections``): a judged
+    run's labels are its judge's, not shown; a fields decision's fields are."""
     from gate.kinds import kind_of
 
-    return kind_of(run.pinned.decision).shows_labels
+    return kind_of(run.pinned.decision).report_sections
 
 
 def _with_wrong_fields(run: Run, failures: list[ItemSample], broken: list[FlipSample], protected: dict | None):

@@ -56,10 +56,16 @@ class RolloutConfig:
         if unknown:
             raise UsageError(f"{where}.{str(unknown[0])[:40]}: unknown field; a rollout has {', '.join(RANGES)}")
         values = {key: _number(raw.get(key, spec[4]), key, spec, where) for key, spec in RANGES.items()}
-        values["min_feedback"] = int(values["min_feedback"])
-        if values["min_feedback"] != raw.get("min_feedback", 400):
+        min_feedback = int(values["min_feedback"])
+        if min_feedback != raw.get("min_feedback", 400):
             raise UsageError(f"{where}.min_feedback: must be a whole number")
-        return cls(**values)
+        return cls(
+            canary_percent=values["canary_percent"],
+            min_feedback=min_feedback,
+            max_drop=values["max_drop"],
+            confidence=values["confidence"],
+            max_hours=values["max_hours"],
+        )
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

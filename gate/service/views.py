@@ -17,6 +17,8 @@ from typing import Any, cast
 from gate.datasets.sources import shown_source
 from gate.errors import UsageError
 from gate.records import DatasetMapping, FleetCounts, Update, WorkerRow
+from gate.records.metrics import CallFigures
+from gate.records.pinned import Pinned
 from gate.report.text import difference, spend_line
 from gate.report.update import RunReport, UpdateReport
 from gate.states import UPDATE_OPEN, RunStatus
@@ -92,7 +94,7 @@ def update_view(report: UpdateReport) -> dict[str, Any]:
 def run_view(run: RunReport) -> dict[str, Any]:
     metrics = run.metrics or {}
     done = run.status == RunStatus.DONE
-    expected = max(run.total or 0, run.row_count or 0, int((run.pinned or {}).get("rows") or 0))
+    expected = max(run.total or 0, run.row_count or 0, int(Pinned.of(run.pinned).rows or 0))
     handled = (run.scored or 0) + (run.errors or 0)
     failing_total = (metrics.get("mismatches", run.scored - run.matches) or 0) + (run.errors or 0)
     actual_labels, confusion = confusion_view(metrics.get("confusion") or {})
@@ -118,7 +120,7 @@ def run_view(run: RunReport) -> dict[str, Any]:
         "actual_labels": actual_labels,
         "confusion": confusion,
         "labels": sorted(run.labels.items()),
-        "calls": run.calls if done and (run.calls or {}).get("latency_ms", {}).get("timed") else None,
+        "calls": run.calls if done and CallFigures.of(run.calls or {}).timed else None,
         "failures": run.failures,
         "failing_total": failing_total,
         "broken": run.broken,

@@ -13,6 +13,7 @@ from sqlalchemy.engine import Connection
 
 from gate.errors import IllegalTransition, NotFound
 from gate.records import Dataset, DatasetVersion, Run, RunCandidate
+from gate.records.metrics import RunFigures
 from gate.records.pinned import Pinned
 from gate.states import RUN_OPEN, RUN_TERMINAL, RunStatus, Verdict, run_sources
 from gate.verdict.reasons import without_legacy_items
@@ -165,7 +166,7 @@ def _whole(conn: Connection, row) -> bool:
     prune (``store.retention.lock_prunable_run``) cannot begin now."""
     conn.execute(select(prompt_run.c.id).where(prompt_run.c.id == row.id).with_for_update())
     kept = conn.execute(select(func.count()).where(prompt_run_item.c.run_id == row.id)).scalar()
-    return kept == (row.metrics or {}).get("total")
+    return kept == RunFigures.of(row.metrics).total
 
 
 def runs_of_update(conn: Connection, update_id: int, role: str = CANDIDATE) -> list[Run]:

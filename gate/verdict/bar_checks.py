@@ -56,7 +56,7 @@ class BarCheck:
         return f"{self.name}[{self.label}]" if self.label is not None else self.name
 
     def to_dict(self) -> dict[str, Any]:
-        out = {
+        out: dict[str, Any] = {
             "bar": self.name,
             "label": self.label,
             "limit": self.limit,
@@ -350,8 +350,11 @@ def _field_check(name: str, bar: Decimal, metrics: RunMetrics) -> BarCheck:
 
 def _slice_checks(bars: Bars, metrics: RunMetrics) -> list[BarCheck]:
     """Every slice of at least ``slice_items`` items against the bar: one failing check per
-    slice that misses it, else one passing check (its value: the lowest slice)."""
-    bar, limit, column = bars.min_slice_accuracy, format_bar(bars.min_slice_accuracy), bars.policy.slice_by
+    slice that misses it, else one passing check (its value: the lowest slice). Asked only
+    of bars with a min_slice_accuracy."""
+    bar = bars.min_slice_accuracy
+    assert bar is not None
+    limit, column = format_bar(bar), bars.policy.slice_by
     if "slices" not in metrics:
         return [BarCheck("min_slice_accuracy", column, limit, None, "pending", "sliced once every run has finished")]
     sliced = metrics["slices"]

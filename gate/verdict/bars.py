@@ -30,7 +30,7 @@ from .item_policy import KEYS as POLICY_KEYS
 from .item_policy import ItemPolicy
 from .judge_bars import KEYS as JUDGE_KEYS
 from .judge_bars import JudgeBars
-from .scoring import format_bar, parse_bar
+from .scoring import decimal_places, format_bar, parse_bar
 
 EXTRA_KEYS = (
     "max_broken",
@@ -171,7 +171,7 @@ def _money(value: Any, name: str) -> Decimal | None:
         amount = Decimal(str(value).strip())
     except (InvalidOperation, ValueError):
         raise UsageError(f"{name} {value!r} is not a number of US dollars") from None
-    if not amount.is_finite() or amount < 0 or amount > 10**9 or amount.as_tuple().exponent < -9:
+    if not amount.is_finite() or amount < 0 or amount > 10**9 or decimal_places(amount) > 9:
         raise UsageError(f"{name} {value!r} is out of range: 0 to 1000000000 dollars, at most 9 decimals")
     return amount
 
@@ -184,7 +184,7 @@ def _points(value: Any) -> Decimal | None:
         points = Decimal(str(value).strip()) if not isinstance(value, bool) else Decimal("NaN")
     except (InvalidOperation, ValueError):
         raise UsageError(f"max_drop {value!r} is not a number of accuracy points, e.g. 2") from None
-    if not points.is_finite() or points < 0 or points > 100 or points.as_tuple().exponent < -9:
+    if not points.is_finite() or points < 0 or points > 100 or decimal_places(points) > 9:
         raise UsageError(
             f"max_drop {value!r} is out of range: 0 to 100 accuracy points (2 = two points, not 0.02), "
             "at most 9 decimals"

@@ -179,7 +179,8 @@ def explain(outcomes: Outcomes, missed: list[BarCheck], saved: int) -> str:
     )
 
 
-def _spaced(text: str) -> str:
+def _spaced(text: str | None) -> str:
+    text = text or ""  # a check a stop names has its value and its limit
     return text[:-1] + " %" if text.endswith("%") else text
 
 

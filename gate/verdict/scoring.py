@@ -20,6 +20,12 @@ from .reasons import errors_reason
 INVALID_DECISION = "(invalid)"
 
 
+def decimal_places(value: Decimal) -> int:
+    """The decimal places a finite number is written with (0 for an integer's)."""
+    exponent = value.as_tuple().exponent
+    return -exponent if isinstance(exponent, int) and exponent < 0 else 0
+
+
 def parse_bar(value: Any, what: str = "min accuracy") -> Decimal:
     try:
         bar = Decimal(str(value).strip())
@@ -27,7 +33,7 @@ def parse_bar(value: Any, what: str = "min accuracy") -> Decimal:
         raise UsageError(f"{what} {value!r} is not a number: use a fraction in [0, 1], e.g. 0.9") from None
     if not bar.is_finite() or bar < 0 or bar > 1:
         raise UsageError(f"{what} {value!r} is outside [0, 1]: use a fraction such as 0.9 (not 90)")
-    if bar.as_tuple().exponent < -9:
+    if decimal_places(bar) > 9:
         raise UsageError(f"{what} {value!r} has more than 9 decimal places")
     return bar
 
@@ -98,7 +104,7 @@ def run_end(
 
 def within_error_budget(errors: int, total: int, max_error_rate: Decimal, error_kinds: dict | None) -> bool:
     """Whether a run's ERROR items are within its error budget (see ``run_end``)."""
-    if not max_error_rate or (error_kinds or {}).get(CallFailure.BUDGET.value):
+    if not max_error_rate or (error_kinds and error_kinds.get(CallFailure.BUDGET.value)):
         return False
     return Fraction(errors, total) <= Fraction(max_error_rate)
 

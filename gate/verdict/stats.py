@@ -82,7 +82,7 @@ def paired_difference_interval(
     l1, u1 = _wilson_limits(e + f, n, z)
     l2, u2 = _wilson_limits(e + g, n, z)
     margins = (e + f) * (g + h) * (e + g) * (f + h)
-    numerator = e * h - f * g
+    numerator: float = e * h - f * g
     if numerator > 0:
         numerator = max(numerator - n / 2, 0.0)
     phi = numerator / math.sqrt(margins) if margins else 0.0

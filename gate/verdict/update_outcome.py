@@ -80,7 +80,7 @@ def update_end(mode: str, runs: Sequence) -> tuple[UpdateStatus, str]:
     missed = _said_once([(_missed(ds, c), c.slice_of is not None) for ds, c in failing if c.reason != "inconclusive"])
     inconclusive = _said_once(
         [
-            (f"{ds} {c.title} {c.value} ({c.note.removeprefix('inconclusive: ')})", False)
+            (f"{ds} {c.title} {c.value} ({(c.note or '').removeprefix('inconclusive: ')})", False)
             for ds, c in failing
             if c.reason == "inconclusive"
         ]

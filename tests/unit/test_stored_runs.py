@@ -71,3 +71,21 @@ def test_figures_of_no_row_and_a_drifted_judge():
     drifted = {"judge": {"name": "j", "sentinels": {"agreed": 1, "judged": 9, "drifted": True}}, "later": 1}
     figures = RunFigures.of(drifted)
     assert figures.drifted and figures.to_json() == drifted and figures.extra == {"later": 1}
+
+
+@pytest.mark.parametrize("row", STORED, ids=[r["kind"] for r in STORED])
+def test_a_stored_pin_written_by_attribute_is_the_same_text(row):
+    """Submit writes a pin by attribute (``made`` the first keys, ``extended`` the rest, as
+    ``request_keys.pin`` and ``Gate.submit`` do): the text is the one stored."""
+    from gate.records.json_codec import extended, made
+
+    def values(record, keys):
+        return {attr: getattr(record, attr) for attr in ("passing" if k == "pass" else k for k in keys)}
+
+    stored = Pinned.of(json.loads(row["pinned"]))
+    assert stored.keys is not None
+    written = extended(made(Pinned, **values(stored, stored.keys[:8])), **values(stored, stored.keys[8:]))
+    assert json.dumps(written.to_json()) == row["pinned"]
+    if stored.judge:
+        judge = made(PinnedJudge, **values(stored.judge, stored.judge.keys))
+        assert json.dumps(judge.to_json()) == json.dumps(json.loads(row["pinned"])["judge"])
