@@ -449,3 +449,68 @@ def test_a_layers_table_that_drifted_is_named(doc):
     problems = layers_table_problems(drifted)
     assert any("the row 'verdict' names ['gate.stats', 'gate.verdict']" in p for p in problems), problems
     assert any("the row 'calls' allows [], the code ['openai']" in p for p in problems), problems
+
+
+# --- "How a verdict is made" ------------------------------------------------------------------
+
+CODE_REF = re.compile(r"`((?:gate|workers)/[\w/]+\.py)(?::\s*(\w+))?`")
+MEMBER_REF = re.compile(r"`([A-Z]\w+)\.(\w+)`")
+
+
+def defined_names(path: Path) -> dict[str, set[str]]:
+    """{top-level name: its members} of a module: functions, classes (with their methods and
+    class attributes) and assignments."""
+    names: dict[str, set[str]] = {}
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names[node.name] = set()
+        elif isinstance(node, ast.ClassDef):
+            members = {n.name for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+            members |= {
+                t.id for n in node.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)
+            }
+            members |= {
+                n.target.id for n in node.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
+            }
+            names[node.name] = members
+        elif isinstance(node, ast.Assign):
+            names.update({t.id: set() for t in node.targets if isinstance(t, ast.Name)})
+    return names
+
+
+def verdict_walk_problems(text: str) -> list[str]:
+    """Every `path.py` and `path.py: name` the walk names exists; every `Class.member` it names is
+    a member of a class of one of the modules it names, or of a base class in gate/kinds/base.py."""
+    walk = section(text, "How a verdict is made")
+    where = "docs/architecture.md, How a verdict is made"
+    problems, defined = [], {}
+    for path, name in CODE_REF.findall(walk):
+        file = ROOT / path
+        if not file.is_file():
+            problems.append(f"{where}: names {path}, which is not there")
+            continue
+        defined.setdefault(path, defined_names(file))
+        if name and name not in defined[path]:
+            problems.append(f"{where}: names {path}: {name}, which {path} does not define")
+    classes: dict[str, set[str]] = {}
+    for names in [*defined.values(), defined_names(ROOT / "gate/kinds/base.py")]:
+        for cls, members in names.items():
+            classes.setdefault(cls, set()).update(members)
+    base = classes.get("DecisionKind", set())
+    for cls, member in MEMBER_REF.findall(walk):
+        if cls not in classes or member not in classes[cls] | base:
+            problems.append(f"{where}: names {cls}.{member}, which no module it names defines")
+    return problems
+
+
+def test_the_walk_from_the_yaml_to_the_report_names_what_exists(doc):
+    assert verdict_walk_problems(doc) == []
+
+
+def test_a_walk_that_drifted_is_named(doc):
+    drifted = doc.replace("`gate/kinds/judged.py: JudgedKind`", "`gate/kinds/judged.py: GradedKind`").replace(
+        "`JudgedKind.judged_baseline`", "`JudgedKind.baseline_of`"
+    )
+    problems = verdict_walk_problems(drifted)
+    assert any("gate/kinds/judged.py: GradedKind, which gate/kinds/judged.py does not define" in p for p in problems)
+    assert any("JudgedKind.baseline_of, which no module it names defines" in p for p in problems), problems
