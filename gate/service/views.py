@@ -86,6 +86,8 @@ def update_view(report: UpdateReport) -> dict[str, Any]:
         ),
         "config_json": pretty_json(config),
         "spend": spend_line(report.spend) if report.spend else None,
+        "outcome": report.outcome,  # the badge: an APPLIED update's canary's state (gate.report.canary)
+        "in_production": report.outcome_sentence,
     }
 
 
