@@ -15,11 +15,15 @@ import json
 
 import pytest
 from jsonschema import Draft202012Validator
-from support.canary import SHA, WORSE_RULES, gate_config, prompt_spec, wait_until
+from support.action_harness import TOKEN, github_env, push_payload
+from support.canary import SHA, WORSE_RULES, gate_config, prompt_spec, wait_until, write_prompt
 from support.cli import run_cli
 from support.workers_harness import WorkerFleet, worker_env
 
 from gate import gateconfig
+from gate.action.inputs import ActionOptions
+from gate.action.run import run_action
+from gate.client.remote import RemoteGate
 from gate.mockllm import MockLLMServer
 from gate.schemas import status_schema
 from gate.states import RolloutStatus
@@ -117,3 +121,40 @@ def test_a_canary_rolled_back_is_no_applied_in_any_output(mysql_gate, service, t
     with service.client("read") as web:
         page = web.get(f"/updates/{second}").text
     assert 'class="badge st-rolled_back">ROLLED_BACK' in page and said in page
+
+
+def test_the_action_s_next_look_says_on_github_that_the_canary_was_rolled_back(
+    mysql_gate, service, tmp_path, llm, github
+):
+    """The push job said ✅ on the commit; after the rollback the release job's `mode: wait`
+    (a read token for the gate, the job's token for GitHub) sets the commit's prompt-gate
+    status to a failure and comments, and the scheduled `mode: drift` marks the commit that
+    applied it."""
+    gate = mysql_gate
+    _, second = canary(gate, tmp_path)
+    rollout = roll_back(gate, tmp_path, llm, second)
+    said = f"applied, then rolled back by rollout {rollout['id']}: canary 50.0 %"
+    ws = tmp_path / "ws"
+    write_prompt(ws / "prompts" / "p1.yaml", prompt_spec("canary", WORSE_RULES))  # the merged file: v2
+    release_env = github_env(tmp_path, github, ws, "push", push_payload(SHA[1], SHA[2]), SHA[2], "refs/heads/main")
+    released = run_cli(
+        "--gate-url", service.url, "action", "--mode", "wait", "--timeout", "10",
+        env={**release_env, "PROMPTGATE_TOKEN": service.tokens["read"], "GITHUB_TOKEN": TOKEN},
+    )  # fmt: skip
+    assert released.returncode == 1, released.stdout + released.stderr
+    assert said in released.stdout and "exit 1" in released.stdout
+    statuses = [(s["sha"], s["state"], s["context"], s["description"]) for s in github.repo.statuses]
+    assert [s[:3] for s in statuses] == [(SHA[2], "failure", "prompt-gate")], statuses
+    assert statuses[0][3].startswith("p1 applied, then rolled back by rollout"), statuses
+    (comment,) = github.repo.commit_comments
+    assert comment["sha"] == SHA[2] and said in comment["body"] and "APPLIED, then rolled back" in comment["body"]
+
+    drift_env = github_env(tmp_path, github, ws, "schedule", {"schedule": "0 6 * * *"}, SHA[3], "refs/heads/main")
+    remote = RemoteGate(service.url, service.tokens["read"])
+    try:
+        code = run_action(drift_env, remote, ActionOptions.build(github_token=TOKEN, mode="drift"))
+    finally:
+        remote.close()
+    assert code == 1
+    looked = [(s["sha"], s["state"], s["context"]) for s in github.repo.statuses[1:]]
+    assert looked == [(SHA[3], "failure", "prompt-gate drift"), (SHA[2], "failure", "prompt-gate")], looked
