@@ -87,4 +87,7 @@ def commit_state(
     word = "applied" if status == "applied" else "passed"
     proposed = [r.update.prompt_name for r in reports if (r.update.source or {}).get("proposed_bars")]
     on_proposed = f"; {', '.join(proposed)} on the bars this PR proposes (judged again after merge)" if proposed else ""
-    return "success", f"{len(reports)} prompt{'s' if len(reports) != 1 else ''} {word} every bar{on_proposed}"
+    canaries = [r.update.prompt_name for r in reports if r.outcome == "CANARY"]
+    in_canary = f"; {', '.join(canaries)} canary in progress, not yet judged by production" if canaries else ""
+    plural = "s" if len(reports) != 1 else ""
+    return "success", f"{len(reports)} prompt{plural} {word} every bar{on_proposed}{in_canary}"
