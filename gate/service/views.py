@@ -17,6 +17,7 @@ from typing import Any, cast
 from gate.datasets.sources import shown_source
 from gate.errors import UsageError
 from gate.records import DatasetMapping, FleetCounts, Update, WorkerRow
+from gate.report import canary
 from gate.report.text import difference, spend_line
 from gate.report.update import RunReport, UpdateReport
 from gate.states import UPDATE_OPEN, RunStatus
@@ -49,8 +50,9 @@ def compact_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
 
 
-def update_row(u: Update) -> dict[str, Any]:
-    """One line of the updates list."""
+def update_row(u: Update, rollout_state: str | None = None) -> dict[str, Any]:
+    """One line of the updates list; ``rollout_state``: its apply's rollout's (its badge beside
+    the status: an APPLIED update rolled back by its canary is no ✅, gate.report.canary)."""
     source = u.source or {}
     took = (u.finished_at - u.started_at).total_seconds() if u.finished_at and u.started_at else None
     pr = source.get("pr")
@@ -63,6 +65,7 @@ def update_row(u: Update) -> dict[str, Any]:
         "path": source.get("path"),
         "who": source.get("submitted_by"),
         "took": took,
+        "outcome": canary.outcome(u.status, {"status": rollout_state} if rollout_state else None),
     }
 
 

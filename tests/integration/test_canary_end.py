@@ -118,9 +118,13 @@ def test_a_canary_rolled_back_is_no_applied_in_any_output(mysql_gate, service, t
     by_sha = run_cli("--gate-url", service.url, "wait", "--sha", SHA[2], "--timeout", "5", env=env)
     assert by_sha.returncode == 1 and said in by_sha.stdout, by_sha.stdout + by_sha.stderr
 
+    badge = 'class="badge st-rolled_back">ROLLED_BACK'
     with service.client("read") as web:
-        page = web.get(f"/updates/{second}").text
-    assert 'class="badge st-rolled_back">ROLLED_BACK' in page and said in page
+        page, listed, prompt_page = (web.get(path).text for path in (f"/updates/{second}", "/", "/prompts/p1"))
+    assert badge in page and said in page
+    for html in (listed, prompt_page):  # the lists: its row has the badge beside APPLIED
+        row = next(r for r in html.split("<tr>") if f'href="/updates/{second}"' in r and "st-applied" in r)
+        assert 'st-applied">APPLIED</span> <span class="badge st-rolled_back' in row, row
 
 
 def test_the_action_s_next_look_says_on_github_that_the_canary_was_rolled_back(
