@@ -114,12 +114,18 @@ def run_drift(
     drifted = exit_code(entries)
     for e in entries:
         log.say(f"{e.state}: {e.prompt}" + (f" (live v{e.live_version})" if e.live_version is not None else ""))
-    _status(log, env, event, options, client, client_factory, drifted, entries)
+    client = _status(log, env, event, options, client, client_factory, drifted, entries)
+    out_of_step = [e.prompt for e in entries if e.state != "in-step" and e.live_version is not None]
+    if client is not None and out_of_step:  # a canary rolled back since: its commit's status says so
+        from .canary_end import mark_drift_canary_ends
+
+        mark_drift_canary_ends(gate, out_of_step, log, client, options)
     write_output(env, {"status": "drift" if drifted else "in-step", "report-path": str(report_path)})
     return drifted if options.fail_on_reject else 0
 
 
-def _status(log, env, event, options, client, client_factory, drifted: int, entries: list[Drift]) -> None:
+def _status(log, env, event, options, client, client_factory, drifted: int, entries: list[Drift]):
+    """The ``prompt-gate drift`` status; returns the GitHub client (None: none could be made)."""
     out_of_step = sum(e.state != "in-step" for e in entries)
     state, said = ("failure", f"{out_of_step} prompts out of step with live") if drifted else ("success", "in step")
     try:
@@ -131,3 +137,4 @@ def _status(log, env, event, options, client, client_factory, drifted: int, entr
         client.set_status(event.sha, state, said, event.run_url, context=STATUS_CONTEXT)
     except GateError as exc:
         log.warn(f"could not set the {STATUS_CONTEXT} commit status: {exc}")
+    return client

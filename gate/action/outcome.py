@@ -6,14 +6,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gate.contract.release import combine_exit_codes
+from gate.report.canary import ENDED_BADLY
 from gate.report.update import UpdateReport
-from gate.states import EXIT_CODES, UpdateStatus
+from gate.states import UpdateStatus
 
 from .problems import Problem
 
 
 def overall_status(reports: Sequence[UpdateReport], problems: Sequence[Problem], blocked: str | None = None) -> str:
-    """The `status` output: failed, cancelled, invalid, rejected, timeout, applied, passed or
+    """The `status` output: failed, cancelled, invalid, rejected, rolled-back (applied, then
+    its canary rolled back or undecided: gate.report.canary), timeout, applied, passed or
     skipped (``blocked``: the run could not gate at all, e.g. the token's scope: failed)."""
     statuses = {r.status for r in reports}
     if blocked or UpdateStatus.FAILED in statuses:
@@ -24,6 +26,8 @@ def overall_status(reports: Sequence[UpdateReport], problems: Sequence[Problem],
         return "invalid"
     if UpdateStatus.REJECTED in statuses:
         return "rejected"
+    if any(r.outcome in ENDED_BADLY for r in reports):
+        return "rolled-back"
     if statuses & {UpdateStatus.PENDING, UpdateStatus.RUNNING}:
         return "timeout"
     if UpdateStatus.APPLIED in statuses:
@@ -42,7 +46,7 @@ def exit_code_for(
     """0 every changed prompt cleared its bars (or none changed), 1 a rejection (with
     fail-on-reject), 2 an invalid or ungated file, a failure, or a run that could not gate
     (``blocked``), 3 still open at the timeout."""
-    codes = [EXIT_CODES[UpdateStatus(r.status)] for r in reports]
+    codes = [r.exit_code for r in reports]  # 1 for an update whose canary was rolled back
     if blocked or any(p.severity == "error" for p in problems):
         codes.append(2)
     if not fail_on_reject:
@@ -74,9 +78,16 @@ def commit_state(
         return "failure", first if len(errors) == 1 else f"{len(errors)} invalid files; first: {first}"
     if status == "rejected":
         return "failure", f"rejected: {', '.join(by[UpdateStatus.REJECTED])}"
+    if status == "rolled-back":
+        back = [r for r in reports if r.outcome in ENDED_BADLY]
+        said = f"{back[0].update.prompt_name} {back[0].outcome_sentence}"
+        return "failure", said if len(back) == 1 else f"{len(back)} rolled back in production; first: {said}"
     if status == "timeout":
         return "error", f"still running after {timeout:g}s; see `promptgate wait`"
     word = "applied" if status == "applied" else "passed"
     proposed = [r.update.prompt_name for r in reports if (r.update.source or {}).get("proposed_bars")]
     on_proposed = f"; {', '.join(proposed)} on the bars this PR proposes (judged again after merge)" if proposed else ""
-    return "success", f"{len(reports)} prompt{'s' if len(reports) != 1 else ''} {word} every bar{on_proposed}"
+    canaries = [r.update.prompt_name for r in reports if r.outcome == "CANARY"]
+    in_canary = f"; {', '.join(canaries)} canary in progress, not yet judged by production" if canaries else ""
+    plural = "s" if len(reports) != 1 else ""
+    return "success", f"{len(reports)} prompt{plural} {word} every bar{on_proposed}{in_canary}"

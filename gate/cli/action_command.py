@@ -43,7 +43,9 @@ def action_cmd(ctx, **inputs):
 def _release_wait(ctx, options: ActionOptions) -> int:
     """mode: wait — a release job's `promptgate wait --sha $GITHUB_SHA --timeout TIMEOUT`: the
     commit's apply-mode updates or the push job's record, then the verdict (exit 0 applied,
-    1 rejected, 2 failed or not gated, 3 timeout, 4 nothing to gate). A read token is enough."""
+    1 rejected or its canary rolled back, 2 failed or not gated, 3 timeout, 4 nothing to
+    gate). A read token is enough; a rolled-back canary also sets the commit's status and
+    comments, with the job's GitHub token (gate.action.canary_end)."""
     from gate.report.text import render_text
 
     sha = os.environ.get("GITHUB_SHA", "")
@@ -55,6 +57,12 @@ def _release_wait(ctx, options: ActionOptions) -> int:
     for report in reports:
         click.echo(render_text(report))
     click.echo(f"prompt-gate: wait --sha {sha[:12]}: exit {code}")
+    from gate.action.canary_end import ended_badly, publish_canary_end
+
+    if ended_badly(reports):  # the push job's ✅ on the commit, corrected with this job's GitHub token
+        from gate.action.workflow import ActionLog
+
+        publish_canary_end(os.environ, options, reports, ActionLog())
     return code
 
 

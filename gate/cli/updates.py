@@ -79,7 +79,8 @@ def submit(ctx, file, mode, source_key, sha, reuse, full, override_rollback, as_
 )
 @click.pass_context
 def status(ctx, update_id, as_json, fmt):
-    """Where update UPDATE_ID stands (exit 0 cleared, 1 rejected, 2 failed/cancelled, 3 open)."""
+    """Where update UPDATE_ID stands (exit 0 cleared, 1 rejected or its canary rolled back,
+    2 failed/cancelled, 3 open)."""
     report = open_gate(ctx).status(update_id)
     print_report(report, "json" if as_json else (fmt or "text"))
     ctx.exit(report.exit_code)
@@ -111,8 +112,9 @@ def status(ctx, update_id, as_json, fmt):
     "until",
     type=click.Choice(["promoted"]),
     default=None,
-    help="With --sha: then wait until the commit's canary rollout ends: exit 0 promoted (or no rollout), "
-    "1 rolled back or undecided, 2 superseded.",
+    help="Then wait until the canary rollout (of UPDATE_ID, or of the commit's updates) ends: exit 0 promoted "
+    "(or no rollout), 1 rolled back or undecided, 2 superseded. Without it a canary in progress exits 0; "
+    "one already rolled back or undecided exits 1.",
 )
 @click.option("--json", "as_json", is_flag=True)
 @click.option(
@@ -125,14 +127,15 @@ def status(ctx, update_id, as_json, fmt):
 )
 @click.pass_context
 def wait(ctx, update_id, sha, prompt_name, sha_mode, timeout, served, until, as_json, show_progress):
-    """Wait for update UPDATE_ID (or the updates of --sha) to end: exit 0 cleared, 1 rejected,
-    2 failed/cancelled, 3 timeout. With --sha a check never stands in for an apply (see --mode);
+    """Wait for update UPDATE_ID (or the updates of --sha) to end: exit 0 cleared, 1 rejected
+    (or applied, then rolled back by its canary rollout), 2 failed/cancelled, 3 timeout. With
+    --sha a check never stands in for an apply (see --mode);
     it waits until the commit has an apply-mode update or the Action push job's record, then
     for the verdict: 2 also when the push job could not gate the commit, 4 nothing to gate."""
     if (update_id is None) == (sha is None):
         raise click.UsageError("give an UPDATE_ID or --sha SHA (not both)")
-    if sha is None and (sha_mode is not None or served or until):
-        raise click.UsageError("--mode, --served and --until go with --sha")
+    if sha is None and (sha_mode is not None or served):
+        raise click.UsageError("--mode and --served go with --sha")
     if sha is None:
         progress = WaitProgress.on_stderr() if show_progress else None
         # a progress line needs the report (a dozen reads), not just the status: twice a second;
@@ -142,7 +145,10 @@ def wait(ctx, update_id, sha, prompt_name, sha_mode, timeout, served, until, as_
         if progress is not None:
             progress.finish(report)
         print_report(report, "json" if as_json else "text")
-        ctx.exit(report.exit_code)
+        code = report.exit_code
+        if until and applied_then(code, [report]):
+            code = after_release(open_gate(ctx), [report], False, until, timeout, code)
+        ctx.exit(code)
     from gate.contract.release import DEFAULT_RELEASE_MODE
 
     code, reports = open_gate(ctx).wait_for_sha(
@@ -157,8 +163,8 @@ def wait(ctx, update_id, sha, prompt_name, sha_mode, timeout, served, until, as_
     else:
         for report in reports:
             print_report(report, "text")
-    if code == 0 and (served or until):
-        code = after_release(open_gate(ctx), reports, served, until, timeout)
+    if (served or until) and applied_then(code, reports):
+        code = after_release(open_gate(ctx), reports, served, until, timeout, code)
     ctx.exit(code)
 
 
@@ -215,17 +221,28 @@ def live(ctx, name, as_json):
         click.echo(json.dumps(p.config, indent=2, ensure_ascii=True))
 
 
-def after_release(gate, reports, served: bool, until: str | None, timeout: float | None) -> int:
-    """`wait --sha --served` / `--until promoted` once the commit's updates ended APPLIED."""
+def applied_then(code: int, reports) -> bool:
+    """Whether a wait's answer is about what happened after the apply: every update cleared
+    (0), or the only no is a canary's end (1), which `--served` / `--until` then say in their
+    own words."""
+    from gate.report.canary import ENDED_BADLY
+
+    return code == 0 or (code == 1 and all(r.exit_code == 0 or r.outcome in ENDED_BADLY for r in reports))
+
+
+def after_release(gate, reports, served: bool, until: str | None, timeout: float | None, code: int = 0) -> int:
+    """`wait --sha --served` / `--until promoted` once the commit's updates ended APPLIED
+    (``code``: the wait's answer so far, combined with theirs)."""
     from gate.contract.after_release import wait_until_rollout_ends, wait_until_served
+    from gate.contract.release import combine_exit_codes
 
     def say(line: str) -> None:
         click.echo(terminal_safe(line, 2000), err=True)
 
-    code = wait_until_served(gate, reports, timeout, say) if served else 0
-    if code == 0 and until == "promoted":
-        code = wait_until_rollout_ends(gate, reports, timeout, say)
-    return code
+    after = wait_until_served(gate, reports, timeout, say) if served else 0
+    if after == 0 and until == "promoted":
+        after = wait_until_rollout_ends(gate, reports, timeout, say)
+    return combine_exit_codes([code, after])
 
 
 @click.command("report")

@@ -268,6 +268,7 @@ class Gate:
     record_feedback = delegate("_rollouts", Rollouts.record_feedback)
     rollouts = delegate("_rollouts", Rollouts.rollouts)
     rollout_of_update = delegate("_rollouts", Rollouts.rollout_of_update)
+    rollout_states = delegate("_rollouts", Rollouts.rollout_states)
     rollout_settings = delegate("_rollouts", Rollouts.rollout_settings)
     set_rollout = delegate("_rollouts", Rollouts.set_rollout)
     canary_of = delegate("_rollouts", Rollouts.canary_of)

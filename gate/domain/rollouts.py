@@ -37,6 +37,7 @@ from gate.store.rollouts import (
     rollout_hours,
     rollout_of_update,
     rollout_settings,
+    rollout_states,
     rollout_submitters,
     rollouts_of_prompt,
     set_rollout_setting,
@@ -153,6 +154,11 @@ class Rollouts:
                 return None
             live = found.status == "CANARY"
             return rollout_view(found, read_tally(conn, found.id) if live else None, rollout_hours(conn, found.id))
+
+    def rollout_states(self, update_ids: list[int]) -> dict[int, str]:
+        """update id → its rollout's state, for those of ``update_ids`` whose apply started one."""
+        with self.engine.connect() as conn:
+            return rollout_states(conn, update_ids)
 
     def rollout_settings(self) -> dict[str, dict]:
         """prompt → the rollout the gate config gives it."""

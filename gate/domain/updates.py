@@ -17,13 +17,15 @@ from gate.contract.release import of_mode
 from gate.errors import Forbidden, UsageError
 from gate.records import FleetCounts, Update, WorkerRow
 from gate.records.metrics import RunFigures
+from gate.report.canary import rollout_summary
 from gate.report.update import SAMPLE_FAILURES, UpdateReport, run_report
 from gate.settings import Settings
-from gate.states import UPDATE_TERMINAL
+from gate.states import UPDATE_TERMINAL, UpdateStatus
 from gate.store.answers import reuse_stats
 from gate.store.fleet import fleet_counts
 from gate.store.item_stats import failing_items, flipped_items, item_attempt_stats, run_counts
 from gate.store.ratelimits import rate_limit_stats
+from gate.store.rollouts import rollout_of_update
 from gate.store.runs import BASELINE, runs_of_update
 from gate.store.trials import unstable_items
 from gate.store.updates import (
@@ -85,7 +87,9 @@ class Updates:
             ]
             ids = [r.id for r in runs]
             spend = update_spend(conn, upd, runs + runs_of_update(conn, update_id, BASELINE))
-            return UpdateReport(upd, reports, {**item_attempt_stats(conn, ids), **rate_limit_stats(conn, ids)}, spend)
+            rollout = rollout_of_update(conn, update_id) if upd.status == UpdateStatus.APPLIED else None
+            attempts = {**item_attempt_stats(conn, ids), **rate_limit_stats(conn, ids)}
+            return UpdateReport(upd, reports, attempts, spend, rollout_summary(rollout))
 
     def wait(
         self,

@@ -25,6 +25,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from gate.verdict.reasons import detail_text
 
+from . import canary
 from .judge_view import cost_line, judge_said, pairwise_line, rate_line, sentinel_line
 from .markdown_filters import (
     Safe,
@@ -135,6 +136,12 @@ ICONS = {
 }
 
 
+def _icon(report: UpdateReport) -> str:
+    """The status's icon; an APPLIED update's canary's once it has one (never ✅ for a canary
+    rolled back, undecided or still in progress: gate.report.canary)."""
+    return canary.icon(report.status, report.rollout, ICONS.get(report.status, "•"))
+
+
 def _run_view(run: RunReport, samples: int, excerpt: int) -> dict:
     metrics = run.metrics or {}
     confusion = metrics.get("confusion") or {}
@@ -187,7 +194,9 @@ def _update_view(report: UpdateReport, samples: int, excerpt: int, details: bool
     proposed = _on_proposed_bars(report)
     return {
         "u": u,
-        "icon": Safe(PROPOSED_ICON if proposed and u.status == "PASSED" else ICONS.get(u.status, "•")),
+        "icon": Safe(PROPOSED_ICON if proposed and u.status == "PASSED" else _icon(report)),
+        "outcome": canary.heading(u.status, report.rollout),  # an APPLIED one's canary
+        "in_production": report.outcome_sentence,
         "proposed": proposed,
         "model": config.get("model"),
         "path": (u.source or {}).get("path"),
@@ -257,9 +266,10 @@ CHART_BAR_COLOUR, CHART_LINE_COLOUR = "#9DB9E0", "#D1242F"  # measured: pale blu
 def _headline(reports: Sequence[UpdateReport], problems: int) -> str:
     counts: dict[str, int] = {}
     for r in reports:
-        counts[r.status] = counts.get(r.status, 0) + 1
-    order = ["APPLIED", "PASSED", "REJECTED", "FAILED", "CANCELLED", "RUNNING", "PENDING"]
-    words = {"RUNNING": "still running", "PENDING": "still pending"}
+        counts[_counted(r)] = counts.get(_counted(r), 0) + 1
+    order = ["APPLIED", "PROMOTED", "CANARY", "ROLLED_BACK", "UNDECIDED", "SUPERSEDED"]
+    order += ["PASSED", "REJECTED", "FAILED", "CANCELLED", "RUNNING", "PENDING"]
+    words = {"RUNNING": "still running", "PENDING": "still pending", **{str(k): v for k, v in canary.WORDS.items()}}
     parts = [f"{counts[s]} {words.get(s, s.lower())}" for s in order if counts.get(s)]
     proposed = sum(1 for r in reports if _on_proposed_bars(r))
     if proposed:
@@ -277,14 +287,24 @@ def _on_proposed_bars(report: UpdateReport) -> bool:
     return bool((report.update.source or {}).get("proposed_bars"))
 
 
+def _counted(report: UpdateReport) -> str:
+    """What the headline counts an update as: its status, an APPLIED one's canary's state."""
+    return report.outcome
+
+
 def overall_icon(reports: Sequence[UpdateReport], problems: int) -> str:
     statuses = {r.status for r in reports}
+    outcomes = {r.outcome for r in reports}
     if problems or statuses & {"FAILED", "CANCELLED"}:
         return "💥" if statuses & {"FAILED"} or problems else "⏹️"
     if "REJECTED" in statuses:
         return "❌"
+    if outcomes & canary.ENDED_BADLY:  # production showed it worse, or never showed it good
+        return canary.ICONS[canary.RO.ROLLED_BACK]
     if statuses & {"PENDING", "RUNNING"}:
         return "⏳"
+    if "CANARY" in outcomes:
+        return canary.ICONS[canary.RO.CANARY]
     return PROPOSED_ICON if any(_on_proposed_bars(r) for r in reports) else "✅"
 
 

@@ -25,9 +25,11 @@ def render_text(report: UpdateReport) -> str:
     u = report.update
     on_proposed = (u.source or {}).get("proposed_bars")
     proposed = " on the bars its pull request proposes, not yet the gate's" if on_proposed else ""
-    lines = [
-        f"update {u.id}: {u.prompt_name} ({u.mode}) {u.status}{proposed}" + (f" — {safe(u.reason)}" if u.reason else "")
-    ]
+    status = u.status if report.outcome == u.status else f"{u.status} → {report.outcome}"
+    reason = f" — {safe(u.reason)}" if u.reason else ""
+    lines = [f"update {u.id}: {u.prompt_name} ({u.mode}) {status}{proposed}{reason}"]
+    if report.outcome_sentence:  # what production made of it (gate.report.canary)
+        lines.append(f"  in production: {safe(report.outcome_sentence)}")
     lines += protected_lines(report)
     for r in report.runs:
         lines += _run_lines(r)

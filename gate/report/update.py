@@ -23,6 +23,7 @@ from gate.verdict.bars import DEFAULT_CONFIDENCE, pinned_bars
 from gate.verdict.stats import label_metrics, mcnemar_exact, paired_difference_interval, significant, wilson_interval
 from gate.verdict.update_outcome import run_checks
 
+from . import canary
 from .figures import accepted_view, fields_view, protected_view, slices_view
 from .judge_view import judge_view, shown_pinned
 from .tool_calls import schema_view, tool_calls_view, with_calls
@@ -85,10 +86,20 @@ class UpdateReport:
     runs: list[RunReport]
     attempts: dict[str, int]
     spend: dict = field(default_factory=dict)  # calls: the upper bound and caps pinned at submit, made, reused, saved
+    rollout: dict | None = None  # an APPLIED update's canary rollout (gate.report.canary.rollout_summary)
 
     @property
     def status(self) -> str:
         return self.update.status
+
+    @property
+    def outcome(self) -> str:
+        """The status, or what its canary made of an APPLIED one (gate.report.canary)."""
+        return canary.outcome(self.update.status, self.rollout)
+
+    @property
+    def outcome_sentence(self) -> str | None:
+        return canary.sentence(self.update.status, self.rollout)
 
     @property
     def terminal(self) -> bool:
@@ -96,7 +107,8 @@ class UpdateReport:
 
     @property
     def exit_code(self) -> int:
-        return EXIT_CODES[UpdateStatus(self.update.status)]
+        """`wait`'s and `status`'s: the status's, 1 once its canary was rolled back or ended undecided."""
+        return canary.exit_code(self.update.status, self.rollout, EXIT_CODES[UpdateStatus(self.update.status)])
 
     def to_dict(self) -> dict[str, Any]:
         def plain(value):
@@ -118,6 +130,9 @@ class UpdateReport:
                 "runs": [asdict(r) for r in self.runs],
                 "attempts": self.attempts,
                 **({"spend": self.spend} if self.spend else {}),
+                "outcome": self.outcome,
+                "outcome_sentence": self.outcome_sentence,
+                "rollout": self.rollout,
             }
         )
 

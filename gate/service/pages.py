@@ -218,7 +218,8 @@ def updates_page(request: Request):
                 before_id=filters["before"],
             )
         )
-        rows = [views.update_row(u) for u in found]
+        states = gate_of(request).rollout_states([u.id for u in found])
+        rows = [views.update_row(u, states.get(u.id)) for u in found]
         older = found[-1].id if len(found) == PAGE_SIZE else None
         more = {k: v for k, v in filters.items() if v and k != "before"}
         older_url = "/?" + "&".join(f"{k}={quote(str(v))}" for k, v in {**more, "before": older}.items())
@@ -331,7 +332,9 @@ def prompt_page(request: Request, name: str):
         except NotFound:
             live = None
         history = views.history(gate.history(name))
-        updates = [views.update_row(u) for u in gate.list_updates(20, name)]
+        listed = gate.list_updates(20, name)
+        states = gate.rollout_states([u.id for u in listed])
+        updates = [views.update_row(u, states.get(u.id)) for u in listed]
         mappings = gate.mappings(name)
         if not (live or history or updates or mappings):
             raise unknown

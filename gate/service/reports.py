@@ -65,7 +65,9 @@ class ReportCache:
             report = await asyncio.to_thread(holdout_items_hidden, report, self.gate)
         data = scrubbed(encode(report) if key[2] else report.to_dict())
         body = json.dumps(data, ensure_ascii=True, separators=(",", ":"), default=str).encode()
-        kept, keep = (self.done, self.keep) if report.terminal else (self.recent, OPEN_KEEP_SECONDS)
+        # a canary's end changes an APPLIED update's report (gate.report.canary): kept as an open one's
+        settled = report.terminal and report.outcome != "CANARY"
+        kept, keep = (self.done, self.keep) if settled else (self.recent, OPEN_KEEP_SECONDS)
         if len(kept) >= self.size:
             kept.clear()
         kept[key] = (time.monotonic() + keep, body)

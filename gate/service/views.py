@@ -19,6 +19,7 @@ from gate.errors import UsageError
 from gate.records import DatasetMapping, FleetCounts, Update, WorkerRow
 from gate.records.metrics import CallFigures
 from gate.records.pinned import Pinned
+from gate.report import canary
 from gate.report.text import difference, spend_line
 from gate.report.update import RunReport, UpdateReport
 from gate.states import UPDATE_OPEN, RunStatus
@@ -51,8 +52,9 @@ def compact_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
 
 
-def update_row(u: Update) -> dict[str, Any]:
-    """One line of the updates list."""
+def update_row(u: Update, rollout_state: str | None = None) -> dict[str, Any]:
+    """One line of the updates list; ``rollout_state``: its apply's rollout's (its badge beside
+    the status: an APPLIED update rolled back by its canary is no ✅, gate.report.canary)."""
     source = u.source or {}
     took = (u.finished_at - u.started_at).total_seconds() if u.finished_at and u.started_at else None
     pr = source.get("pr")
@@ -65,6 +67,7 @@ def update_row(u: Update) -> dict[str, Any]:
         "path": source.get("path"),
         "who": source.get("submitted_by"),
         "took": took,
+        "outcome": canary.outcome(u.status, {"status": rollout_state} if rollout_state else None),
     }
 
 
@@ -88,6 +91,8 @@ def update_view(report: UpdateReport) -> dict[str, Any]:
         ),
         "config_json": pretty_json(config),
         "spend": spend_line(report.spend) if report.spend else None,
+        "outcome": report.outcome,  # the badge: an APPLIED update's canary's state (gate.report.canary)
+        "in_production": report.outcome_sentence,
     }
 
 

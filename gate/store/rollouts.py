@@ -138,6 +138,18 @@ def rollout_of_update(conn: Connection, update_id: int) -> Rollout | None:
     return _rollout(row) if row else None
 
 
+def rollout_states(conn: Connection, update_ids: Iterable[int]) -> dict[int, str]:
+    """update id → the state of the rollout its apply started, for those of ``update_ids``
+    that started one (the status page's lists: one indexed read per page)."""
+    ids = sorted({int(i) for i in update_ids})
+    if not ids:
+        return {}
+    rows = conn.execute(
+        select(prompt_rollout.c.update_id, prompt_rollout.c.status).where(prompt_rollout.c.update_id.in_(ids))
+    )
+    return {int(r.update_id): str(r.status) for r in rows}
+
+
 def rollouts_of_prompt(conn: Connection, prompt_name: str, limit: int = 20) -> list[Rollout]:
     """The prompt's rollouts, newest first."""
     rows = conn.execute(

@@ -9,6 +9,7 @@ import pytest
 
 from gate import gateconfig
 from gate.action import ActionOptions, PathFilter, Problem, compile_glob, exit_code_for, field_line
+from gate.action.outcome import commit_state, overall_status
 from gate.contract.release import combine_exit_codes
 from gate.errors import SpecError, UsageError
 from gate.records import Update
@@ -77,6 +78,29 @@ def test_exit_codes():
     assert exit_code_for([rep("PASSED")], [Problem("f", None, None, "bad")]) == 2
     assert exit_code_for([], [Problem("f", None, None, "not gated", "warning")]) == 0
     assert combine_exit_codes([0, 3, 1]) == 1 and combine_exit_codes([]) == 0
+
+
+def test_a_canary_s_state_is_in_the_commit_status_and_a_rollback_is_no_success():
+    """An APPLIED update's canary (gate.report.canary): in progress the status says it is not
+    yet judged by production; rolled back or undecided it is a failure with the figures."""
+    u = Update(1, "p", "apply", "APPLIED", {}, "h", 0, {}, None, T0, None, None)
+    rollout = {"id": 3, "status": "CANARY", "canary_version": 2, "stable_version": 1, "canary_percent": 10}
+    during = UpdateReport(u, [], {}, rollout=rollout)
+    assert during.exit_code == 0 and overall_status([during], []) == "applied"
+    assert commit_state([during], [], 60) == (
+        "success",
+        "1 prompt applied every bar; p canary in progress, not yet judged by production",
+    )
+    arms = {"canary": {"n": 200, "correct": 119}, "stable": {"n": 1000, "correct": 919}}
+    for status in ("ROLLED_BACK", "UNDECIDED"):
+        ended = UpdateReport(u, [], {}, rollout={**rollout, **arms, "status": status})
+        assert ended.exit_code == 1 and exit_code_for([ended], []) == 1
+        assert overall_status([ended], []) == "rolled-back"
+        state, said = commit_state([ended], [], 60)
+        assert state == "failure" and said.startswith("p applied, then rolled back by rollout 3")
+        assert "canary 59.5 % (200 outcomes) vs stable 91.9 % (1,000 outcomes)" in said
+    promoted = UpdateReport(u, [], {}, rollout={**rollout, **arms, "status": "PROMOTED"})
+    assert promoted.exit_code == 0 and commit_state([promoted], [], 60)[0] == "success"
 
 
 def test_options_from_env_inputs():
