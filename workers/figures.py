@@ -123,7 +123,9 @@ def _field_flips(conn, run: Run, live_id: int | None, metrics: dict) -> dict | N
 
 
 def _slices(conn, run: Run, live_id: int | None, column: str, min_items: int) -> dict[str, Any]:
-    found = slice_counts(conn, run.id, run.dataset_version_id, column, live_id, MAX_SLICES + 1)
+    version_id = run.dataset_version_id
+    # a run from before versions: no rows to slice (as the query found joining on a NULL version)
+    found = [] if version_id is None else slice_counts(conn, run.id, version_id, column, live_id, MAX_SLICES + 1)
     return {
         "column": column,
         "min_items": min_items,

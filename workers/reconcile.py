@@ -84,7 +84,11 @@ def canary_on_apply(conn, upd) -> int | None:
     config = update_rollout(conn, upd.id)
     if not config or upd.base_version < 1:
         return None
-    stable = get_rollout(conn, ended).stable_version if ended else upd.base_version
+    stable = upd.base_version
+    if ended:
+        superseded = get_rollout(conn, ended)
+        assert superseded is not None  # its UPDATE just moved it, in this transaction (no rollout is ever deleted)
+        stable = superseded.stable_version
     return start_rollout(conn, upd.prompt_name, upd.id, version, stable, config)
 
 
@@ -113,6 +117,8 @@ def stop_figures(conn, run: Run, metrics: dict, upd) -> dict:
     cap and the figures."""
     stop = dict(metrics["stop"])
     if stop.get("kind") == EARLY_STOP:
+        # stopped early by its judge, which counts against its version (execute's RunContext.load)
+        assert run.dataset_version_id is not None
         version = get_version(conn, run.dataset_version_id)
         live_id, live_right = live_pair(conn, run)
         by_label = kind_of(run.pinned.decision).counts_by_label(run.pinned.decision)  # fields: no labels (add_tally)

@@ -5,7 +5,8 @@ answers were reused."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import cast
 
 from sqlalchemy import bindparam, func, insert, select
 from sqlalchemy.engine import Connection
@@ -23,11 +24,12 @@ def reuse_stats(conn: Connection, run_ids: Sequence[int]) -> dict[int, dict[int,
     i = prompt_run_item
     found: dict[int, dict[int, int]] = {rid: {} for rid in run_ids}
     if run_ids:
-        for run_id, update_id, n in conn.execute(
+        rows = conn.execute(
             select(i.c.run_id, i.c.reused_update_id, func.count())
             .where(i.c.run_id.in_(list(run_ids)), i.c.reused_update_id.is_not(None))
             .group_by(i.c.run_id, i.c.reused_update_id)
-        ):
+        )
+        for run_id, update_id, n in cast("Iterable[tuple[int, int, int]]", rows):  # the columns' types
             found[run_id][update_id] = n
     return found
 
@@ -41,8 +43,14 @@ def find_answers(conn: Connection, keys: Sequence[str]) -> dict[str, Answer]:
     quote = string_literal(conn)
     if quote is not None:  # the text form (a chunk's 256 keys bound through SQLAlchemy cost more CPU than the read)
         rows = execute_text(conn, template("find_answers", lambda: _FIND_ANSWERS, conn, quote)(params))
-        return {row[0]: Answer(*row) for row in rows}
-    return {row.request_key: Answer(*row) for row in conn.execute(_FIND_ANSWERS, params)}
+    else:
+        rows = conn.execute(_FIND_ANSWERS, params)
+    return {
+        key: Answer(key, decision, raw, latency, prompt, completion, update_id, run_id)
+        for key, decision, raw, latency, prompt, completion, update_id, run_id in cast(
+            "Iterable[tuple[str, str, str | None, int | None, int | None, int | None, int, int]]", rows
+        )  # the columns' types (_find_answers_statement's, in its order)
+    }
 
 
 def _find_answers_statement():

@@ -26,6 +26,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.engine import Connection
+from sqlalchemy.sql.expression import ColumnElement
 
 from gate.records import ClaimedItem, ItemResult
 from gate.states import Verdict
@@ -54,7 +55,7 @@ def copy_version_page(
     ``labels`` maps a dataset label to the prompt's spelling where they differ in case.
     Verdict, attempt and lease_until take their defaults (PENDING, 0, EPOCH: ready)."""
     r = dataset_row
-    expected = r.c.expected_decision
+    expected: ColumnElement[Any] = r.c.expected_decision
     if labels:
         expected = case(labels, value=r.c.expected_decision, else_=r.c.expected_decision)
     rows = select(literal(int(run_id), BigInteger), r.c.position, r.c.item_id, expected).where(
@@ -103,7 +104,7 @@ def claim_items(
     (the caller holds one already) claims none of them. A locked item at a cap — its attempts
     spent, or ``claim_cap`` claims in a row lost — ends ERROR here, as finalize's sweep
     would end it, rather than fill every claim meanwhile."""
-    positions = list(conn.execute(_ITEM_CLAIM, {"run_id": run_id, "limit": limit}).scalars())
+    positions: list[int] = list(conn.execute(_ITEM_CLAIM, {"run_id": run_id, "limit": limit}).scalars())
     return _lease_claimed(conn, run_id, positions, lease_seconds, attempt_cap, claim_cap, suspects)
 
 
@@ -202,9 +203,9 @@ def _lease_claimed(
     if not positions:
         return token, []
     claimed = {"claimed_run": run_id, "positions": positions}
-    rows = conn.execute(_ITEM_CLAIMED, claimed).all()
     order = {p: n for n, p in enumerate(positions)}
-    rows.sort(key=lambda row: order[row.position])  # the claim's order: the longest ready first
+    # the claim's order: the longest ready first
+    rows = sorted(conn.execute(_ITEM_CLAIMED, claimed).all(), key=lambda row: order[row.position])
     exhausted = [r.position for r in rows if r.attempt >= attempt_cap or (r.lost and r.claims >= claim_cap)]
     ready = [r for r in rows if r.position not in exhausted]
     suspect = [r for r in ready if r.lost and r.claims >= SUSPECT_AFTER]

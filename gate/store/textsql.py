@@ -49,7 +49,11 @@ def string_literal(conn: Connection) -> Literals | None:
     connections; multi-byte charsets whose characters can contain the byte 0x5C (GBK,
     SJIS...) are left to the driver."""
     driver = conn.connection.dbapi_connection
-    if conn.dialect.driver != "pymysql" or getattr(driver, "charset", None) not in ("utf8mb4", "utf8", "utf8mb3"):
+    if (
+        driver is None
+        or conn.dialect.driver != "pymysql"
+        or getattr(driver, "charset", None) not in ("utf8mb4", "utf8", "utf8mb3")
+    ):
         return None
     from pymysql.constants import SERVER_STATUS  # (loaded with the driver: a SQLite gate never imports it)
 
@@ -422,7 +426,7 @@ JUDGE_COLUMNS = ("judge",)  # set only by a chunk of a judged run (gate.prompt.j
 
 
 def result_columns(results: Sequence[ItemResult]) -> tuple[str, ...]:
-    columns = RESULT_COLUMNS + TRIAL_COLUMNS if any(r.trials for r in results) else RESULT_COLUMNS
+    columns: tuple[str, ...] = RESULT_COLUMNS + TRIAL_COLUMNS if any(r.trials for r in results) else RESULT_COLUMNS
     columns = columns + FIELD_COLUMNS if any(r.fields_wrong is not None for r in results) else columns
     return columns + JUDGE_COLUMNS if any(r.judge is not None for r in results) else columns
 

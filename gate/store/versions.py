@@ -13,8 +13,8 @@ can never be current or pinned and deleted at once."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import Any, cast
 
 from sqlalchemy import BigInteger, Integer, String, Text, bindparam, delete, func, insert, select, update
 from sqlalchemy.engine import Connection
@@ -61,7 +61,9 @@ def create_version(
             created_at=db_now(),
         )
     )
-    return result.inserted_primary_key[0]
+    key = result.inserted_primary_key
+    assert key is not None  # an INSERT of one row
+    return key[0]
 
 
 def insert_version_rows(conn: Connection, version_id: int, rows: Sequence[tuple[int, str, str, str, str, int]]) -> int:
@@ -251,7 +253,15 @@ def version_rows(conn: Connection, version_id: int, after: int = -1, limit: int 
         .order_by(r.c.position)
         .limit(limit)
     )
-    return [VersionRow(*row) for row in rows]
+    return _version_rows(rows)
+
+
+def _version_rows(rows: Iterable[Any]) -> list[VersionRow]:
+    """VersionRows of (position, item_id, expected_decision, input, row_hash) rows."""
+    typed = cast("Iterable[tuple[int, str, str, dict[str, Any], str]]", rows)  # the columns' types
+    return [
+        VersionRow(position, item_id, expected, data, row_hash) for position, item_id, expected, data, row_hash in typed
+    ]
 
 
 def version_keys(conn: Connection, version_id: int, after_item: str | None, limit: int) -> list[tuple[str, str, str]]:
@@ -261,7 +271,8 @@ def version_keys(conn: Connection, version_id: int, after_item: str | None, limi
     stmt = select(r.c.item_id, r.c.expected_decision, r.c.row_hash).where(r.c.version_id == version_id)
     if after_item is not None:
         stmt = stmt.where(r.c.item_id > after_item)
-    return [tuple(row) for row in conn.execute(stmt.order_by(r.c.item_id).limit(limit))]
+    rows = conn.execute(stmt.order_by(r.c.item_id).limit(limit))
+    return cast("list[tuple[str, str, str]]", [tuple(row) for row in rows])  # the columns' types
 
 
 def version_inputs(conn: Connection, version_id: int, positions: Sequence[int]) -> dict[int, Any]:
@@ -292,14 +303,10 @@ _VERSION_INPUTS = _version_inputs_statement()
 def version_labels(conn: Connection, version_id: int) -> dict[str, int]:
     """Rows per expected label (one GROUP BY over the version)."""
     r = dataset_row
-    return {
-        label: n
-        for label, n in conn.execute(
-            select(r.c.expected_decision, func.count())
-            .where(r.c.version_id == version_id)
-            .group_by(r.c.expected_decision)
-        )
-    }
+    rows = conn.execute(
+        select(r.c.expected_decision, func.count()).where(r.c.version_id == version_id).group_by(r.c.expected_decision)
+    )
+    return {label: n for label, n in cast("Iterable[tuple[str, int]]", rows)}  # the columns' types
 
 
 def rows_with_labels(conn: Connection, version_id: int, labels: Sequence[str], limit: int) -> list[VersionRow]:
@@ -311,7 +318,7 @@ def rows_with_labels(conn: Connection, version_id: int, labels: Sequence[str], l
         .order_by(r.c.position)
         .limit(limit)
     )
-    return [VersionRow(*row) for row in rows]
+    return _version_rows(rows)
 
 
 def delete_version_rows(conn: Connection, version_id: int, limit: int) -> int:
