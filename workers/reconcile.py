@@ -15,7 +15,7 @@ from typing import cast
 
 from gate.calls.spend_caps import nano_text
 from gate.db import transaction
-from gate.kinds import kind_of
+from gate.kinds import checks_of, kind_of
 from gate.records import Run
 from gate.records.metrics import RunFigures, RunMetrics
 from gate.states import RunStatus, UpdateStatus
@@ -56,7 +56,7 @@ def reconcile_batch(conn) -> list[int]:
 def reconcile_one(conn, update_id: int) -> UpdateStatus:
     upd = get_update(conn, update_id)
     runs = [_compared(conn, run, upd) for run in runs_of_update(conn, update_id)]
-    status, reason = update_end(upd.mode, runs)
+    status, reason = update_end(upd.mode, runs, checks_of)
     if status == UpdateStatus.APPLIED and not write_live(conn, upd):
         live = live_version(conn, upd.prompt_name)
         status, reason = (
@@ -122,7 +122,7 @@ def stop_figures(conn, run: Run, metrics: dict, upd) -> dict:
             (version.labels or {}) if by_label else {},
             live_right,
         )
-        missed = missed_bars(pinned_bars(run.pinned, run.min_accuracy), outcomes)
+        missed = missed_bars(pinned_bars(run.pinned, run.min_accuracy), outcomes, checks_of(run))
         best = best_case(outcomes)
         stop.update(
             missed=[c.to_dict() for c in missed],
