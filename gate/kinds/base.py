@@ -19,7 +19,7 @@ from gate.prompt.structured.expected_calls import check_fields_rows
 from gate.prompt.structured.rule import FieldsRule
 from gate.prompt.tool_decision import ToolCall
 from gate.prompt.tools import Tool
-from gate.records.metrics import RunMetrics
+from gate.records.metrics import RunFigures, RunMetrics
 from gate.records.pinned import PinnedJudge
 from gate.states import Verdict
 from gate.verdict.bar_checks import BarCheck
@@ -179,9 +179,10 @@ class DecisionKind(ABC):
         return 0
 
     def judged_figures(
-        self, pinned: PinnedJudge, passed: int, scored: int, confidence: float, metrics: Mapping[str, Any]
+        self, pinned: PinnedJudge, passed: int, scored: int, confidence: float, figures: RunFigures
     ) -> dict[str, Any]:
-        """finalize, a judged kind: its judge's figures of the kind (``workers.judge_figures``)."""
+        """finalize, a judged kind: its judge's figures of the kind (``workers.judge_figures``;
+        ``figures``: the run's so far)."""
         return {}
 
     def judged_baseline(self, live: bool, bars: Bars) -> dict[str, Any]:

@@ -76,7 +76,7 @@ class JudgedKind(DecisionKind):
         return {"baseline": None, "baseline_note": GRADED_NOTE, "baseline_error": error}
 
     def judged_figures(
-        self, pinned: PinnedJudge, passed: int, scored: int, confidence: float, metrics: Mapping[str, Any]
+        self, pinned: PinnedJudge, passed: int, scored: int, confidence: float, figures: RunFigures
     ) -> dict[str, Any]:
         """finalize: the judge's figures of the kind: the pass rate corrected for the judge's
         error rates (``gate.verdict.judge_stats``), when it has them."""
