@@ -178,6 +178,10 @@ class StopFigures:
         """The stop written with ``values`` (by key, in the order given)."""
         return made(cls, **values)
 
+    def extended(self, **values: Any) -> StopFigures:
+        """The stop with ``values`` written (a key it had keeps its place, a new one comes after)."""
+        return extended(self, **values)
+
     def to_json(self) -> dict[str, Any]:
         return encoded(self, {})
 
