@@ -15,7 +15,7 @@ from typing import Any
 
 from gate.kinds import kind_of
 from gate.records import Run
-from gate.records.metrics import RunFigures
+from gate.records.metrics import JudgeFigures, RunFigures, SentinelFigures
 from gate.records.pinned import Pinned, PinnedJudge
 from gate.states import RunStatus
 from gate.store.judges import judged_calls
@@ -36,7 +36,7 @@ def calls_per_item(pinned: Pinned) -> int:
     return calls
 
 
-def judged_metrics(conn, run: Run, figures: RunFigures) -> dict[str, Any]:
+def judged_metrics(conn, run: Run, figures: RunFigures) -> dict[str, JudgeFigures]:
     """finalize: ``{"judge": ...}`` for a judged run; nothing for another."""
     pinned = run.pinned.judge
     if not pinned:
@@ -44,22 +44,21 @@ def judged_metrics(conn, run: Run, figures: RunFigures) -> dict[str, Any]:
     confidence = float(pinned_bars(run.pinned, run.min_accuracy).confidence)
     passed, scored = figures.matches or 0, figures.scored or 0
     interval = wilson_interval(passed, scored, z_for(confidence))
-    out: dict[str, Any] = {
-        "name": pinned.name,
-        "version": pinned.version,
-        "passed": passed,
-        "scored": scored,
-        "interval": list(interval) if interval else None,
-        "corrected": None,
-        "pairwise": None,
-    }
-    out.update(kind_of(run.pinned.decision).judged_figures(pinned, passed, scored, confidence, figures))
-    out["sentinels"] = sentinel_figures(conn, run, pinned)
-    out["calls"] = role_calls(conn, run, figures, pinned)
-    return {"judge": out}
+    judge = JudgeFigures.made(
+        name=pinned.name,
+        version=pinned.version,
+        passed=passed,
+        scored=scored,
+        interval=tuple(interval) if interval else None,
+        corrected=None,
+        pairwise=None,
+    )
+    judge = judge.extended(**kind_of(run.pinned.decision).judged_figures(pinned, passed, scored, confidence, figures))
+    judge = judge.extended(sentinels=sentinel_figures(conn, run, pinned), calls=role_calls(conn, run, figures, pinned))
+    return {"judge": judge}
 
 
-def sentinel_figures(conn, run: Run, pinned: PinnedJudge) -> dict[str, Any] | None:
+def sentinel_figures(conn, run: Run, pinned: PinnedJudge) -> SentinelFigures | None:
     """The sentinels' agreement and the drift test against the pinned agreement (a run its
     judge's drift stopped drifted, whatever the count says)."""
     agreed, judged, planned = sentinel_counts(conn, run.id)
@@ -69,7 +68,7 @@ def sentinel_figures(conn, run: Run, pinned: PinnedJudge) -> dict[str, Any] | No
     found = drift(agreed, judged, planned, figures["agreed"], figures["n"])
     if run.stopped == JUDGE_DRIFT:
         found["drifted"] = True
-    return {**found, "pinned_accuracy": figures["accuracy"], "pinned_n": figures["n"]}
+    return SentinelFigures.made(**{**found, "pinned_accuracy": figures["accuracy"], "pinned_n": figures["n"]})
 
 
 def role_calls(conn, run: Run, figures: RunFigures, pinned: PinnedJudge) -> dict[str, Any]:

@@ -181,8 +181,8 @@ class DecisionKind(ABC):
     def judged_figures(
         self, pinned: PinnedJudge, passed: int, scored: int, confidence: float, figures: RunFigures
     ) -> dict[str, Any]:
-        """finalize, a judged kind: its judge's figures of the kind (``workers.judge_figures``;
-        ``figures``: the run's so far)."""
+        """finalize, a judged kind: its judge's figures of the kind by key, a part as its record
+        (``workers.judge_figures``; ``figures``: the run's so far)."""
         return {}
 
     def judged_baseline(self, live: bool, bars: Bars) -> dict[str, Any]:

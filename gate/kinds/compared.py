@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gate.records.metrics import JudgeFigures, RunFigures
+from gate.records.metrics import JudgeFigures, PairwiseFigures, RunFigures
 from gate.records.pinned import PinnedJudge
 from gate.verdict.bar_checks import BarCheck
 from gate.verdict.bars import Bars
@@ -59,7 +59,7 @@ class ComparedKind(JudgedKind):
     def judged_figures(
         self, pinned: PinnedJudge, passed: int, scored: int, confidence: float, figures: RunFigures
     ) -> dict[str, Any]:
-        return {"pairwise": pairwise_counts(figures.confusion or {}, bool(pinned.live))}
+        return {"pairwise": PairwiseFigures.made(**pairwise_counts(figures.confusion or {}, bool(pinned.live)))}
 
     def accuracy_check(self, bars: Bars, judged: JudgeFigures, check: BarCheck) -> BarCheck:
         """n/a with no live version to compare with; else as a judged run's."""

@@ -85,6 +85,11 @@ class SentinelFigures:
     def of(cls, data: Mapping[str, Any]) -> SentinelFigures:
         return decoded(cls, data, {})
 
+    @classmethod
+    def made(cls, **values: Any) -> SentinelFigures:
+        """The figures written with ``values`` (by key, in the order given)."""
+        return made(cls, **values)
+
     def to_json(self) -> dict[str, Any]:
         return encoded(self, {})
 
@@ -108,6 +113,11 @@ class PairwiseFigures:
     @classmethod
     def of(cls, data: Mapping[str, Any]) -> PairwiseFigures:
         return decoded(cls, data, {})
+
+    @classmethod
+    def made(cls, **values: Any) -> PairwiseFigures:
+        """The figures written with ``values`` (by key, in the order given)."""
+        return made(cls, **values)
 
     def to_json(self) -> dict[str, Any]:
         return encoded(self, {})
@@ -149,6 +159,15 @@ class JudgeFigures:
     @classmethod
     def of(cls, data: Mapping[str, Any]) -> JudgeFigures:
         return decoded(cls, data, _JUDGE_OF)
+
+    @classmethod
+    def made(cls, **values: Any) -> JudgeFigures:
+        """The figures written with ``values`` (by key, in the order given)."""
+        return made(cls, **values)
+
+    def extended(self, **values: Any) -> JudgeFigures:
+        """The figures with ``values`` written (a key it had keeps its place, a new one comes after)."""
+        return extended(self, **values)
 
     def to_json(self) -> dict[str, Any]:
         return encoded(self, _JUDGE_JSON)
