@@ -87,12 +87,13 @@ def fields_metrics(conn, run_id: int, rule: FieldsRule) -> dict[str, Any]:
     return {"items": scored, "fields": fields, "confusion": confusion}
 
 
-def policy_metrics(conn, run: Run, metrics: dict) -> dict[str, Any]:
-    """What reconcile adds beside the comparison (``metrics``: the run's, with it)."""
-    live_id = _live_run(run, metrics)
+def policy_metrics(conn, run: Run, figures: RunFigures) -> dict[str, Any]:
+    """What reconcile adds beside the comparison (``figures``: the run's, with it), by key
+    in the order written (``RunFigures.extended``)."""
+    live_id = _live_run(run, figures)
     bars = pinned_bars(run.pinned, run.min_accuracy)
     out: dict[str, Any] = {}
-    flips = _field_flips(conn, run, live_id, metrics)
+    flips = _field_flips(conn, run, live_id, figures)
     if flips is not None:
         out["field_flips"] = flips
     if bars.policy.slice_by is not None:
@@ -101,21 +102,21 @@ def policy_metrics(conn, run: Run, metrics: dict) -> dict[str, Any]:
     return out
 
 
-def _live_run(run: Run, metrics: dict) -> int | None:
+def _live_run(run: Run, figures: RunFigures) -> int | None:
     """The run whose answers are live's on these items: the baseline, or the run itself when
     the candidate is the live config; None without a comparison."""
-    if not metrics.get("flips"):
+    if not figures.flips:
         return None
     baseline = run.pinned.baseline
-    live = RunFigures.of(metrics).live
+    live = figures.live
     return run.id if baseline and baseline.same_config else (live.run_id if live else None)
 
 
-def _field_flips(conn, run: Run, live_id: int | None, metrics: dict) -> dict | None:
+def _field_flips(conn, run: Run, live_id: int | None, figures: RunFigures) -> dict | None:
     """Per field both the candidate and live decide: live's right answers, fixed, broken."""
     kind = kind_of(run.pinned.decision)
     rule = kind.fields_rule(run.pinned.decision)
-    if rule is None or live_id is None or not metrics.get("fields"):
+    if rule is None or live_id is None or not figures.fields:
         return None
     live = run.pinned.decision if live_id == run.id else get_run(conn, live_id).pinned.decision
     live_rule = rule if live_id == run.id else kind_of(live).fields_rule(live)

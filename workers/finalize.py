@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import time
 from decimal import Decimal
+from typing import Any
 
 from gate.db import transaction
 from gate.errors import CallFailure
 from gate.kinds import kind_of
-from gate.records.metrics import RunFigures
+from gate.records.metrics import RunFigures, StopFigures
 from gate.store.item_stats import call_stats, error_kinds, failing_items, first_error_of
 from gate.store.items import fail_exhausted_items
 from gate.store.runs import finalizable_runs, get_run, running_runs, transition_run
@@ -64,7 +65,7 @@ class Finalizer(Poller):
         transaction(self.engine, sweep)
 
 
-def call_metrics(conn, run, total: int) -> dict:
+def call_metrics(conn, run, total: int) -> dict[str, Any]:
     """The calls' latency (p50, p95, max in ms) and token sums, for the report and the
     latency bar; with the price pinned at submit and every answer metered, their cost
     (``cost_usd``, exact decimal text), else why there is none (``cost_note``). With
@@ -101,77 +102,84 @@ def finalize_batch(conn) -> list[int]:
     for run_id in finalizable_runs(conn, BATCH):
         run = get_run(conn, run_id)
         kind, source = kind_of(run.pinned.decision), StoreFigures(conn)
-        metrics = kind.counts(source, run_id, run.pinned.decision)  # by label, or field by field
-        if metrics["pending"]:  # cannot happen under the lock; never score a run that is not done
+        figures = RunFigures.made(**kind.counts(source, run_id, run.pinned.decision))  # by label, or field by field
+        if figures.pending:  # cannot happen under the lock; never score a run that is not done
             continue
-        metrics.update(kind.figures(source, run_id, run.pinned.decision))  # a fields decision's, per field
-        metrics.update(kind.marks(source, run_id, run.pinned.decision))
-        metrics.update(schema_metrics(conn, run))
+        figures = figures.extended(**kind.figures(source, run_id, run.pinned.decision))  # a fields decision's
+        figures = figures.extended(**kind.marks(source, run_id, run.pinned.decision))
+        figures = figures.extended(**schema_metrics(conn, run))
         kinds, budget = None, None
-        if metrics["errors"]:  # the reason says how many and of which kinds; which ones, the detail
+        if figures.errors:  # the reason says how many and of which kinds; which ones, the detail
             kinds = error_kinds(conn, run_id)
             budget = first_error_of(conn, run_id, CallFailure.BUDGET) if kinds.get(CallFailure.BUDGET) else None
             first = failing_items(conn, run_id, 1, errors_only=True)
             if first:
-                metrics[ITEM_DETAIL] = first_error_detail(first[0].item_id, first[0].error)
+                figures = figures.extended(**{ITEM_DETAIL: first_error_detail(first[0].item_id, first[0].error)})
         if kinds:  # counts by kind, never which items: any reader of the report may read them
-            metrics["error_kinds"] = kinds
+            figures = figures.extended(error_kinds=kinds)
         error_rate = pinned_bars(run.pinned, run.min_accuracy).max_error_rate
         status, reason = run_end(
-            metrics, run.dataset_name, kinds, stopped=bool(run.stopped), budget=budget, max_error_rate=error_rate
+            {"total": figures.total, "errors": figures.errors},
+            run.dataset_name,
+            kinds,
+            stopped=bool(run.stopped),
+            budget=budget,
+            max_error_rate=error_rate,
         )
-        metrics.update(call_metrics(conn, run, metrics["total"]))
-        metrics.update(spend_figures(conn, run, metrics))
-        metrics.update(judged_metrics(conn, run, metrics))  # a judged run: its judge's figures, its sentinels
-        status, reason = judged_end(run, metrics, status, reason)
-        transition_run(conn, run_id, status, reason=reason, metrics=RunFigures.of(metrics).to_json())
-        add_counters(conn, run_counters(run, metrics))
+        figures = figures.extended(**call_metrics(conn, run, int(figures.total or 0)))
+        figures = figures.extended(**spend_figures(conn, run, figures))
+        figures = figures.extended(**judged_metrics(conn, run, figures))  # a judged run: its judge's, its sentinels
+        status, reason = judged_end(run, figures, status, reason)
+        transition_run(conn, run_id, status, reason=reason, metrics=figures.to_json())
+        add_counters(conn, run_counters(run, figures))
         ids.append(run_id)
     return ids
 
 
-def spend_figures(conn, run, metrics: dict) -> dict:
+def spend_figures(conn, run, figures: RunFigures) -> dict[str, Any]:
     """What the run's answers cost in calls: made (every call the executor recorded for
     it, from its tally), at most how many more may have been made and never recorded
     (``calls_unrecorded``: its claims no write-back settled — workers killed holding them —
     times its calls per item), reused (answers already paid for), and saved by a stop — its
     items never called, times its calls per item (its trials, its judge's); a stopped run's
     rows never copied count as items, its
-    ``total`` is its dataset version's rows and ``stop`` says why it stopped."""
+    ``total`` is its dataset version's rows and ``stop`` says why it stopped. The values by
+    key, in the order written, for ``RunFigures.extended``."""
     _, made = read_tally(conn, run.id)
     trials = calls_per_item(run.pinned)
     out = {
         "calls_made": made,
         "calls_unrecorded": unrecorded_claims(conn, run.id) * trials,
-        "calls_reused": _reused(metrics),
+        "calls_reused": _reused(figures),
         "calls_saved": 0,
     }
     if not run.stopped:
         return out
-    rows = int(run.pinned.rows or metrics["total"])
-    never_copied = max(0, rows - metrics["total"])
+    total = int(figures.total or 0)
+    rows = int(run.pinned.rows or total)
+    never_copied = max(0, rows - total)
     return {
         **out,
-        "total": max(rows, metrics["total"]),
-        "stopped": metrics.get("stopped", 0) + never_copied,
+        "total": max(rows, total),
+        "stopped": (figures.stopped or 0) + never_copied,
         "calls_saved": (count_uncalled(conn, run.id) + never_copied) * trials,
-        "stop": {"kind": run.stopped},
+        "stop": StopFigures.made(kind=run.stopped),
     }
 
 
-def _reused(metrics: dict) -> int:
+def _reused(figures: RunFigures) -> int:
     """The answers reused (``call_metrics``' ``calls``)."""
-    calls = RunFigures.of(metrics).calls
+    calls = figures.calls
     return int(calls.reused or 0) if calls else 0
 
 
-def run_counters(run, metrics: dict) -> dict[str, int]:
+def run_counters(run, figures: RunFigures) -> dict[str, int]:
     """The /metrics counters a finished run adds to (promptgate_model_calls_saved_total,
     promptgate_model_calls_recorded_total, promptgate_model_calls_unrecorded_max_total)."""
     stop = "spend_cap" if run.stopped == SPEND_CAP else "early_stop"
     return {
-        "calls_saved_reuse": metrics.get("calls_reused", 0),
-        f"calls_saved_{stop}": metrics.get("calls_saved", 0),
-        "calls_recorded": metrics.get("calls_made", 0),
-        "calls_unrecorded": metrics.get("calls_unrecorded", 0),
+        "calls_saved_reuse": figures.calls_reused or 0,
+        f"calls_saved_{stop}": figures.calls_saved or 0,
+        "calls_recorded": figures.calls_made or 0,
+        "calls_unrecorded": figures.calls_unrecorded or 0,
     }

@@ -15,7 +15,7 @@ from typing import Any
 
 from gate.kinds import kind_of
 from gate.records import Run
-from gate.records.metrics import RunFigures
+from gate.records.metrics import JudgeFigures, RunFigures, SentinelFigures
 from gate.records.pinned import Pinned, PinnedJudge
 from gate.states import RunStatus
 from gate.store.judges import judged_calls
@@ -36,30 +36,29 @@ def calls_per_item(pinned: Pinned) -> int:
     return calls
 
 
-def judged_metrics(conn, run: Run, metrics: dict) -> dict[str, Any]:
+def judged_metrics(conn, run: Run, figures: RunFigures) -> dict[str, JudgeFigures]:
     """finalize: ``{"judge": ...}`` for a judged run; nothing for another."""
     pinned = run.pinned.judge
     if not pinned:
         return {}
     confidence = float(pinned_bars(run.pinned, run.min_accuracy).confidence)
-    passed, scored = metrics.get("matches", 0), metrics.get("scored", 0)
+    passed, scored = figures.matches or 0, figures.scored or 0
     interval = wilson_interval(passed, scored, z_for(confidence))
-    out: dict[str, Any] = {
-        "name": pinned.name,
-        "version": pinned.version,
-        "passed": passed,
-        "scored": scored,
-        "interval": list(interval) if interval else None,
-        "corrected": None,
-        "pairwise": None,
-    }
-    out.update(kind_of(run.pinned.decision).judged_figures(pinned, passed, scored, confidence, metrics))
-    out["sentinels"] = sentinel_figures(conn, run, pinned)
-    out["calls"] = role_calls(conn, run, metrics, pinned)
-    return {"judge": out}
+    judge = JudgeFigures.made(
+        name=pinned.name,
+        version=pinned.version,
+        passed=passed,
+        scored=scored,
+        interval=tuple(interval) if interval else None,
+        corrected=None,
+        pairwise=None,
+    )
+    judge = judge.extended(**kind_of(run.pinned.decision).judged_figures(pinned, passed, scored, confidence, figures))
+    judge = judge.extended(sentinels=sentinel_figures(conn, run, pinned), calls=role_calls(conn, run, figures, pinned))
+    return {"judge": judge}
 
 
-def sentinel_figures(conn, run: Run, pinned: PinnedJudge) -> dict[str, Any] | None:
+def sentinel_figures(conn, run: Run, pinned: PinnedJudge) -> SentinelFigures | None:
     """The sentinels' agreement and the drift test against the pinned agreement (a run its
     judge's drift stopped drifted, whatever the count says)."""
     agreed, judged, planned = sentinel_counts(conn, run.id)
@@ -69,22 +68,22 @@ def sentinel_figures(conn, run: Run, pinned: PinnedJudge) -> dict[str, Any] | No
     found = drift(agreed, judged, planned, figures["agreed"], figures["n"])
     if run.stopped == JUDGE_DRIFT:
         found["drifted"] = True
-    return {**found, "pinned_accuracy": figures["accuracy"], "pinned_n": figures["n"]}
+    return SentinelFigures.made(**{**found, "pinned_accuracy": figures["accuracy"], "pinned_n": figures["n"]})
 
 
-def role_calls(conn, run: Run, metrics: dict, pinned: PinnedJudge) -> dict[str, Any]:
+def role_calls(conn, run: Run, figures: RunFigures, pinned: PinnedJudge) -> dict[str, Any]:
     """Calls and cost by role: the candidate (the run's own figures), the judge, the judge
     on sentinels, and live (a comparison's answers), each at its pinned price."""
     roles: dict[str, dict[str, Any]] = judged_calls(conn, run.id)
     calls, tokens_in, tokens_out, unmetered = sentinel_calls(conn, run.id)
     roles["sentinel"] = {"calls": calls, "prompt_tokens": tokens_in, "completion_tokens": tokens_out}
     roles["sentinel"]["unmetered"] = unmetered
-    own = metrics.get("calls") or {}
+    own = figures.calls.to_json() if figures.calls else {}  # as stored: a key absent reads 0
     roles["candidate"] = {
-        "calls": metrics.get("calls_made", 0),
+        "calls": figures.calls_made or 0,
         "prompt_tokens": own.get("prompt_tokens", 0),
         "completion_tokens": own.get("completion_tokens", 0),
-        "cost_usd": metrics.get("cost_usd"),
+        "cost_usd": figures.cost_usd,
     }
     prices = {"judge": pinned.price, "sentinel": pinned.price, "live": pinned.live.price if pinned.live else None}
     for role, price in prices.items():
@@ -106,9 +105,9 @@ def _cost(figures: dict, price: Mapping[str, Any] | None) -> str | None:
     return f"{cost:f}"
 
 
-def judged_end(run: Run, metrics: dict, status: RunStatus, reason: str | None) -> tuple[RunStatus, str | None]:
+def judged_end(run: Run, figures: RunFigures, status: RunStatus, reason: str | None) -> tuple[RunStatus, str | None]:
     """A run whose judge drifted on its sentinels ends ERROR with the figures, never DONE."""
-    judge = RunFigures.of(metrics).judge
+    judge = figures.judge
     sentinels = judge.sentinels if judge else None
     if not sentinels or not sentinels.drifted:
         return status, reason

@@ -15,9 +15,9 @@ from typing import cast
 
 from gate.calls.spend_caps import nano_text
 from gate.db import transaction
-from gate.kinds import kind_of
+from gate.kinds import checks_of, kind_of
 from gate.records import Run
-from gate.records.metrics import RunFigures, RunMetrics
+from gate.records.metrics import RunFigures, RunMetrics, StopFigures
 from gate.states import RunStatus, UpdateStatus
 from gate.store.item_stats import flip_counts
 from gate.store.live import live_version, write_live
@@ -56,7 +56,7 @@ def reconcile_batch(conn) -> list[int]:
 def reconcile_one(conn, update_id: int) -> UpdateStatus:
     upd = get_update(conn, update_id)
     runs = [_compared(conn, run, upd) for run in runs_of_update(conn, update_id)]
-    status, reason = update_end(upd.mode, runs)
+    status, reason = update_end(upd.mode, runs, checks_of)
     if status == UpdateStatus.APPLIED and not write_live(conn, upd):
         live = live_version(conn, upd.prompt_name)
         status, reason = (
@@ -99,24 +99,24 @@ def _compared(conn, run: Run, upd) -> Run:
     (``stop_figures``)."""
     if run.status != RunStatus.DONE:
         return run
-    metrics = {**(run.metrics or {}), **comparison_metrics(conn, run)}
-    metrics.update(kind_of(run.pinned.decision).live.compared(RunFigures.of(metrics)))  # a judge's: wins, losses
-    metrics.update(policy_metrics(conn, run, metrics))  # fields, slices, protected, accepted
-    if metrics.get("stop"):
-        metrics["stop"] = stop_figures(conn, run, metrics, upd)
-    metrics = RunFigures.of(metrics).to_json()  # written through the figures' codec
+    figures = RunFigures.of(run.metrics).extended(**comparison_metrics(conn, run))
+    figures = figures.extended(**kind_of(run.pinned.decision).live.compared(figures))  # a judge's: wins, losses
+    figures = figures.extended(**policy_metrics(conn, run, figures))  # fields, slices, protected, accepted
+    if figures.stop:
+        figures = figures.extended(stop=stop_figures(conn, run, figures, upd))
+    metrics = figures.to_json()  # written through the figures' codec
     set_run_metrics(conn, run.id, metrics)
     return replace(run, metrics=cast(RunMetrics, metrics))
 
 
-def stop_figures(conn, run: Run, metrics: dict, upd) -> dict:
+def stop_figures(conn, run: Run, figures: RunFigures, upd) -> StopFigures:
     """A stopped run's stop, confirmed on its final figures and said in words. Settled
     early (``early_stop``): the bars its best completion misses (gate/verdict/early_stop.py:
     ``missed_bars``), that completion's figures (``best``) and the sentence; none missed
     (never expected) and the verdict is FAILED, not REJECTED. Stopped at a spend cap: the
     cap and the figures."""
-    stop = dict(metrics["stop"])
-    if stop.get("kind") == EARLY_STOP:
+    stop = figures.stop or StopFigures()
+    if stop.kind == EARLY_STOP:
         # stopped early by its judge, which counts against its version (execute's RunContext.load)
         assert run.dataset_version_id is not None
         version = get_version(conn, run.dataset_version_id)
@@ -128,14 +128,14 @@ def stop_figures(conn, run: Run, metrics: dict, upd) -> dict:
             (version.labels or {}) if by_label else {},
             live_right,
         )
-        missed = missed_bars(pinned_bars(run.pinned, run.min_accuracy), outcomes)
+        missed = missed_bars(pinned_bars(run.pinned, run.min_accuracy), outcomes, checks_of(run))
         best = best_case(outcomes)
-        stop.update(
+        stop = stop.extended(
             missed=[c.to_dict() for c in missed],
-            sentence=explain(outcomes, missed, metrics["calls_saved"]) if missed else None,
+            sentence=explain(outcomes, missed, int(figures.calls_saved or 0)) if missed else None,
             best={k: best[k] for k in ("matches", "scored", "confusion", "flips")},
         )
-    elif stop.get("kind") == SPEND_CAP:
+    elif stop.kind == SPEND_CAP:
         cap = upd.stopped or {}
         calls, cost, _ = spend_of_update(conn, upd.id)
         spent = (
@@ -145,10 +145,12 @@ def stop_figures(conn, run: Run, metrics: dict, upd) -> dict:
         )
         limit = cap.get("limit")
         limit = f"${limit}" if cap.get("cap") == "max_cost_per_update_usd" else f"{int(limit or 0):,}"
-        stop["sentence"] = (
-            f"{cap.get('cap')} {limit}: {spent}; {metrics.get('stopped', 0):,} of "
-            f"{metrics.get('total', 0):,} items of {run.dataset_name} not called"
-            + (f" ({cap['why']})" if cap.get("why") else "")
+        stop = stop.extended(
+            sentence=(
+                f"{cap.get('cap')} {limit}: {spent}; {figures.stopped or 0:,} of "
+                f"{figures.total or 0:,} items of {run.dataset_name} not called"
+                + (f" ({cap['why']})" if cap.get("why") else "")
+            )
         )
     return stop
 

@@ -3,6 +3,6 @@ scored, counted, checked and shown (``base.DecisionKind``), and the registry tha
 stored decision to its kind (``registry.kind_of``). The rest of the code asks the kind."""
 
 from .base import Decision, DecisionKind, FigureSource, Reading
-from .registry import kind_of, parse_rule, rule_of
+from .registry import checks_of, kind_of, parse_rule, rule_of
 
-__all__ = ["Decision", "DecisionKind", "FigureSource", "Reading", "kind_of", "parse_rule", "rule_of"]
+__all__ = ["Decision", "DecisionKind", "FigureSource", "Reading", "checks_of", "kind_of", "parse_rule", "rule_of"]

@@ -19,8 +19,10 @@ from gate.prompt.structured.expected_calls import check_fields_rows
 from gate.prompt.structured.rule import FieldsRule
 from gate.prompt.tool_decision import ToolCall
 from gate.prompt.tools import Tool
+from gate.records.metrics import RunFigures, RunMetrics
 from gate.records.pinned import PinnedJudge
 from gate.states import Verdict
+from gate.verdict.bar_checks import BarCheck
 from gate.verdict.bars import Bars
 from gate.verdict.scoring import metrics_from_breakdown
 
@@ -98,8 +100,8 @@ class DecisionKind(ABC):
     ``pins_labels``, ``keyed_rule``, ``check_spec``), read and score an answer (``read``,
     ``score``), the stored rule (``fields_rule``, ``counts_by_label``, ``maps_row_labels``),
     what rows and labels it needs (``check_labels``, ``check_rows``), its figures
-    (``counts``, ``figures``, ``marks``, ``field_flips``) and its report (``report_sections``, ``shows_labels``,
-    ``wrong_fields``)."""
+    (``counts``, ``figures``, ``marks``, ``field_flips``), its run's checks (``checks``) and
+    its report (``report_sections``, ``shows_labels``, ``wrong_fields``)."""
 
     name: str = ""
     judge_may_decide: bool = True  # a judge prompt (kind: judge) may decide by it
@@ -177,9 +179,10 @@ class DecisionKind(ABC):
         return 0
 
     def judged_figures(
-        self, pinned: PinnedJudge, passed: int, scored: int, confidence: float, metrics: Mapping[str, Any]
+        self, pinned: PinnedJudge, passed: int, scored: int, confidence: float, figures: RunFigures
     ) -> dict[str, Any]:
-        """finalize, a judged kind: its judge's figures of the kind (``workers.judge_figures``)."""
+        """finalize, a judged kind: its judge's figures of the kind by key, a part as its record
+        (``workers.judge_figures``; ``figures``: the run's so far)."""
         return {}
 
     def judged_baseline(self, live: bool, bars: Bars) -> dict[str, Any]:
@@ -230,6 +233,13 @@ class DecisionKind(ABC):
         """reconcile: per field both decide (``rule``: the run's, ``live_rule``: live's),
         live's right answers, fixed, broken."""
         return {}
+
+    # -- the verdict
+    def checks(self, bars: Bars, metrics: RunMetrics, base_checks: list[BarCheck]) -> list[BarCheck]:
+        """A run's checks (``gate.verdict.bar_checks.check``, given them as ``kind_checks``):
+        the checks every kind makes (``base_checks``), as the kind holds its bars; by
+        default unchanged."""
+        return base_checks
 
     def call_view(self, stored: StoredDecision) -> str | None:
         """How the report shows a failing item's tool calls (``gate.report.tool_calls``):

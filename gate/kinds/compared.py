@@ -1,17 +1,23 @@
 """A generative answer compared with live's by a judge (``decision: {type: judge, judge:
 <name>, compare: live}``): the judge reads both answers, in both orders; a win is the
-candidate's, a loss live's, and the run's wins and losses are its flips against live."""
+candidate's, a loss live's, and the run's wins and losses are its flips against live.
+
+Its checks (``ComparedKind.checks``, the judged kind's): with no live version to compare
+with, ``min_accuracy`` (the share not lost) and ``max_loss_rate`` are n/a; with one,
+``max_loss_rate`` bars the share lost."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
+from gate.records.metrics import JudgeFigures, PairwiseFigures, RunFigures
 from gate.records.pinned import PinnedJudge
+from gate.verdict.bar_checks import BarCheck
 from gate.verdict.bars import Bars
 
 from .base import EVERY_KIND_BARS, LIVE_BARS
-from .judged import JudgedKind
+from .judged import NO_LIVE, JudgedKind
 from .live import JUDGED_PAIRS
 
 OUTCOMES = ("win", "loss", "tie", "inconsistent")
@@ -51,9 +57,15 @@ class ComparedKind(JudgedKind):
         return {"baseline": None, "baseline_note": note or "compared by the judge, in both orders"}
 
     def judged_figures(
-        self, pinned: PinnedJudge, passed: int, scored: int, confidence: float, metrics: Mapping[str, Any]
+        self, pinned: PinnedJudge, passed: int, scored: int, confidence: float, figures: RunFigures
     ) -> dict[str, Any]:
-        return {"pairwise": pairwise_counts(metrics.get("confusion") or {}, bool(pinned.live))}
+        return {"pairwise": PairwiseFigures.made(**pairwise_counts(figures.confusion or {}, bool(pinned.live)))}
+
+    def accuracy_check(self, bars: Bars, judged: JudgeFigures, check: BarCheck) -> BarCheck:
+        """n/a with no live version to compare with; else as a judged run's."""
+        if judged.pairwise is not None and not judged.pairwise.live:
+            return BarCheck(check.name, None, check.limit, None, "n/a", NO_LIVE)
+        return super().accuracy_check(bars, judged, check)
 
 
 COMPARED = ComparedKind()

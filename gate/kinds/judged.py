@@ -1,24 +1,34 @@
 """A generative answer graded by a judge (``decision: {type: judge, judge: <name>, pass:
 [...]}``, ``gate.prompt.judge``): the answer is its text; the judge's label decides, a pass
 when it is one of ``pass``. The candidate is called once per item (the judge's trials are
-``judge_trials``); its labels are the judge's, so the run shows none of its own."""
+``judge_trials``); its labels are the judge's, so the run shows none of its own.
+
+Its checks (``JudgedKind.checks``): ``min_accuracy`` bars the pass rate corrected for the
+judge's error rates when the mapping says so (``judge_corrected: true``; a corrected rate
+that cannot be had fails the bar), and ``max_loss_rate`` fails: the run is not a comparison."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from decimal import Decimal
+from fractions import Fraction
 from typing import Any, cast
 
 from gate.errors import SpecError
 from gate.prompt.judge import bounded_answer, parse_judge_rule
 from gate.prompt.tool_decision import ToolCall
 from gate.prompt.tools import Tool
+from gate.records.metrics import JudgeFigures, RunFigures, RunMetrics
 from gate.records.pinned import PinnedJudge
+from gate.verdict.bar_checks import BarCheck
 from gate.verdict.bars import Bars
 from gate.verdict.judge_stats import corrected
+from gate.verdict.scoring import format_bar, format_pct
 
 from .base import EVERY_KIND_BARS, Decision, DecisionKind, Reading, SpecView, StoredDecision
 
 GRADED_NOTE = "a judged run is compared with live by the judge itself (decision compare: live)"
+NO_LIVE = "no live version to compare with: the comparison's bars are not applied"
 
 
 class JudgedKind(DecisionKind):
@@ -66,7 +76,7 @@ class JudgedKind(DecisionKind):
         return {"baseline": None, "baseline_note": GRADED_NOTE, "baseline_error": error}
 
     def judged_figures(
-        self, pinned: PinnedJudge, passed: int, scored: int, confidence: float, metrics: Mapping[str, Any]
+        self, pinned: PinnedJudge, passed: int, scored: int, confidence: float, figures: RunFigures
     ) -> dict[str, Any]:
         """finalize: the judge's figures of the kind: the pass rate corrected for the judge's
         error rates (``gate.verdict.judge_stats``), when it has them."""
@@ -77,6 +87,53 @@ class JudgedKind(DecisionKind):
                 passed, scored, cast("tuple[int, int, int, int]", tuple(pinned.error_rates)), confidence
             )
         }
+
+    def checks(self, bars: Bars, metrics: RunMetrics, base_checks: list[BarCheck]) -> list[BarCheck]:
+        """``min_accuracy`` as the kind holds it (``accuracy_check``), and ``max_loss_rate``
+        (``loss_check``); a run without the judge's figures keeps its checks."""
+        judged = RunFigures.of(metrics).judge
+        if not judged:
+            return base_checks
+        out = [self.accuracy_check(bars, judged, c) if c.name == "min_accuracy" else c for c in base_checks]
+        if bars.judge.max_loss_rate is not None:
+            out.append(loss_check(bars.judge.max_loss_rate, judged))
+        return out
+
+    def accuracy_check(self, bars: Bars, judged: JudgeFigures, check: BarCheck) -> BarCheck:
+        """``min_accuracy`` on the corrected rate when the mapping says so."""
+        return corrected_check(bars.min_accuracy, judged) if bars.judge.corrected else check
+
+
+def corrected_check(bar: Decimal, judged: JudgeFigures) -> BarCheck:
+    """``min_accuracy`` on the pass rate corrected for the judge's error rates; failed when
+    the judge's pinned figures give none."""
+    found = judged.corrected
+    if not found:
+        why = "the judge's pinned figures give no corrected rate (no sensitivity or specificity, or Se + Sp ≤ 1)"
+        return BarCheck("min_accuracy", None, format_bar(bar), None, "fail", why)
+    exact = Fraction(*found["exact"])
+    shown = format_pct(exact.numerator, exact.denominator, bar)
+    note = f"corrected for the judge's error rates; as judged {format_pct(judged.passed, judged.scored, bar)}"
+    return BarCheck("min_accuracy", None, format_bar(bar), shown, "pass" if exact >= Fraction(bar) else "fail", note)
+
+
+def loss_check(limit: Decimal, judged: JudgeFigures) -> BarCheck:
+    """``max_loss_rate``: at most this share of the items compared lost to live; n/a with
+    no live version, failed on a run that is not a comparison."""
+    pairwise = judged.pairwise
+    if pairwise is None:
+        return BarCheck(
+            "max_loss_rate", None, format_bar(limit), None, "fail", "the run is not a comparison (compare: live)"
+        )
+    if not pairwise.live:
+        return BarCheck("max_loss_rate", None, format_bar(limit), None, "n/a", NO_LIVE)
+    losses, compared = pairwise.losses, pairwise.compared
+    if not compared:
+        return BarCheck("max_loss_rate", None, format_bar(limit), None, "n/a", "no item was compared")
+    state = "pass" if Fraction(losses, compared) <= Fraction(limit) else "fail"
+    return BarCheck(
+        "max_loss_rate", None, format_bar(limit), format_pct(losses, compared, limit), state, f"{losses} lost"
+    )
 
 
 JUDGED = JudgedKind()

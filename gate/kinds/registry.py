@@ -1,5 +1,5 @@
-"""The kinds by the decision ``type`` stored (``kind_of``), and a ``decision:`` mapping parsed
-by its kind (``parse_rule``)."""
+"""The kinds by the decision ``type`` stored (``kind_of``), a run's kind's checks
+(``checks_of``), and a ``decision:`` mapping parsed by its kind (``parse_rule``)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 from gate.errors import SpecError
 from gate.prompt.structured.rule import FieldsRule
 from gate.prompt.tools import Tool
+from gate.verdict.bar_checks import KindChecks
 
 from .base import Decision, DecisionKind, StoredDecision
 from .compared import COMPARED
@@ -37,6 +38,12 @@ def kind_of(decision: Decision | StoredDecision) -> DecisionKind:
         kind, compare = str(decision.get("type")), decision.get("compare") is not None
     found = KINDS.get(kind, LABEL)
     return COMPARED if found is JUDGED and compare else found
+
+
+def checks_of(run: Any) -> KindChecks:
+    """A run's checks as its kind holds its bars (``DecisionKind.checks``), for the verdict
+    (``gate.verdict.update_outcome.run_checks``, ``update_end``; ``run.pinned``: its pin)."""
+    return kind_of(run.pinned.decision).checks
 
 
 def rule_of(decision: StoredDecision) -> FieldsRule | None:

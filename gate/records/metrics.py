@@ -3,7 +3,8 @@ the calls, the cost and the spend; reconcile adds the comparison with live, the 
 figures and a stop's confirmation. A TypedDict names the keys and what each holds (the
 figures are handed out in reports as the JSON they are, merged with a stop's best case);
 ``RunFigures`` is the same as a record, with one codec (``gate.records.json_codec``): what
-finalize and reconcile write goes through it, and a figure is read off it by attribute
+finalize and reconcile write is built as the record (``RunFigures.made``, ``extended``: keys
+in the order written, as the dict it replaces was updated), and a figure is read off it by attribute
 (``RunFigures.of(run.metrics).judge.sentinels``), never by a chain of ``.get``. A row
 written before a key existed lacks it: every key is optional."""
 
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, TypedDict
 
-from .json_codec import JSON, Convert, decoded, encoded, listed, tupled
+from .json_codec import JSON, Convert, decoded, encoded, extended, listed, made, tupled
 
 
 class RunMetrics(TypedDict, total=False):
@@ -84,6 +85,11 @@ class SentinelFigures:
     def of(cls, data: Mapping[str, Any]) -> SentinelFigures:
         return decoded(cls, data, {})
 
+    @classmethod
+    def made(cls, **values: Any) -> SentinelFigures:
+        """The figures written with ``values`` (by key, in the order given)."""
+        return made(cls, **values)
+
     def to_json(self) -> dict[str, Any]:
         return encoded(self, {})
 
@@ -107,6 +113,11 @@ class PairwiseFigures:
     @classmethod
     def of(cls, data: Mapping[str, Any]) -> PairwiseFigures:
         return decoded(cls, data, {})
+
+    @classmethod
+    def made(cls, **values: Any) -> PairwiseFigures:
+        """The figures written with ``values`` (by key, in the order given)."""
+        return made(cls, **values)
 
     def to_json(self) -> dict[str, Any]:
         return encoded(self, {})
@@ -149,6 +160,15 @@ class JudgeFigures:
     def of(cls, data: Mapping[str, Any]) -> JudgeFigures:
         return decoded(cls, data, _JUDGE_OF)
 
+    @classmethod
+    def made(cls, **values: Any) -> JudgeFigures:
+        """The figures written with ``values`` (by key, in the order given)."""
+        return made(cls, **values)
+
+    def extended(self, **values: Any) -> JudgeFigures:
+        """The figures with ``values`` written (a key it had keeps its place, a new one comes after)."""
+        return extended(self, **values)
+
     def to_json(self) -> dict[str, Any]:
         return encoded(self, _JUDGE_JSON)
 
@@ -171,6 +191,15 @@ class StopFigures:
     @classmethod
     def of(cls, data: Mapping[str, Any]) -> StopFigures:
         return decoded(cls, data, {})
+
+    @classmethod
+    def made(cls, **values: Any) -> StopFigures:
+        """The stop written with ``values`` (by key, in the order given)."""
+        return made(cls, **values)
+
+    def extended(self, **values: Any) -> StopFigures:
+        """The stop with ``values`` written (a key it had keeps its place, a new one comes after)."""
+        return extended(self, **values)
 
     def to_json(self) -> dict[str, Any]:
         return encoded(self, {})
@@ -248,6 +277,12 @@ _RUN_OF: Convert = {
 _RUN_JSON: Convert = {"judge": _record_json, "stop": _record_json, "calls": _record_json, "live": _record_json}
 
 
+def _parts(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Figures by attribute, a part (judge, stop, calls, live) given as its JSON read as its
+    record (``_RUN_OF``); a record, or None, as given."""
+    return {k: _RUN_OF[k](v) if k in _RUN_OF and isinstance(v, Mapping) else v for k, v in values.items()}
+
+
 @dataclass(frozen=True)
 class RunFigures:
     """A run's figures (``RunMetrics``) as a record, with one codec: ``of`` reads the stored
@@ -297,6 +332,17 @@ class RunFigures:
 
     def to_json(self) -> dict[str, Any]:
         return encoded(self, _RUN_JSON)
+
+    @classmethod
+    def made(cls, **values: Any) -> RunFigures:
+        """The figures written with ``values`` (by key, in the order given: as a dict of them
+        was written; a part given as its JSON is read by its codec)."""
+        return made(cls, **_parts(values))
+
+    def extended(self, **values: Any) -> RunFigures:
+        """The figures with ``values`` written: a key it had keeps its place, a new one comes
+        after the rest, in the order given (as ``dict.update`` writes them)."""
+        return extended(self, **_parts(values))
 
     def flipped(self, key: str) -> int:
         """The comparison with live's count of ``key`` (fixed, broken, ...; 0: not compared)."""

@@ -150,7 +150,7 @@ def run_report(
     failures = with_calls(run.pinned.decision, failures)
     matches = metrics.get("matches", counts.match)
     scored = metrics.get("scored", counts.scored)
-    checks = [c.to_dict() for c in run_checks(run)] if run.status == RunStatus.DONE else []
+    checks = _checks(run)
     stop = _stop(metrics, run)
     sections = _sections(run)
     fields = fields_view(metrics) if "fields" in sections else None
@@ -206,6 +206,13 @@ def _passed(status: str, checks: list[dict], stop: dict | None) -> bool | None:
     if stop is not None:
         return False if stop["kind"] == "early_stop" else None
     return all(c["state"] != "fail" for c in checks)
+
+
+def _checks(run: Run) -> list[dict[str, Any]]:
+    """A finished run's checks, as its kind holds its bars (``DecisionKind.checks``)."""
+    from gate.kinds import checks_of
+
+    return [c.to_dict() for c in run_checks(run, checks_of(run))] if run.status == RunStatus.DONE else []
 
 
 def _sections(run: Run) -> frozenset[str]:

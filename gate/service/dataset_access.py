@@ -26,6 +26,7 @@ from urllib.parse import parse_qsl, unquote_plus, urlsplit
 from gate.datasets.readability import version_readable
 from gate.datasets.sources import scheme_of, shown_source
 from gate.errors import NotFound, UsageError
+from gate.kinds import checks_of
 from gate.records.pinned import Pinned
 from gate.states import RunStatus
 from gate.verdict.reasons import ITEM_DETAIL
@@ -218,7 +219,7 @@ def _without_items(run):
         slices = _ranked(run.slices) if run.slices else run.slices
         if run.status == RunStatus.DONE:  # the checks as run_report makes them, over the ranks
             judged = SimpleNamespace(metrics=metrics, pinned=Pinned.of(run.pinned), min_accuracy=run.bar)
-            checks = [c.to_dict() for c in run_checks(judged)]
+            checks = [c.to_dict() for c in run_checks(judged, checks_of(judged))]
     return replace(
         run,
         failures=[],

@@ -14,11 +14,16 @@ block, and the report says so. A bar that applies but cannot be computed for a r
 pull request could choose — a model with no price, answers without token counts, live
 answers that should exist and cannot be had — fails: a pull request must never be able
 to switch a bar off. Labels compare case-insensitively, as answers do.
+
+A kind may hold a run to its bars its own way (a judged run's ``min_accuracy`` on the
+corrected pass rate, a comparison's ``max_loss_rate``): ``check`` takes the kind's checks
+(``KindChecks``, ``DecisionKind.checks`` in gate.kinds, a floor above) as an argument and
+hands them the checks every kind makes; ``kept``, the default, keeps them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from decimal import ROUND_HALF_EVEN, Decimal
 from fractions import Fraction
@@ -27,7 +32,6 @@ from typing import Any
 from gate.records.metrics import RunFigures, RunMetrics
 
 from .bars import Bars
-from .judge_bars import judged_checks
 from .reasons import kinds_text
 from .scoring import clears, format_bar, format_pct
 from .stats import paired_difference_interval
@@ -70,9 +74,19 @@ class BarCheck:
         return out
 
 
-def check(bars: Bars, metrics: RunMetrics) -> list[BarCheck]:
+# A kind's checks: (the run's bars, its metrics, the checks every kind makes) -> the run's checks.
+KindChecks = Callable[[Bars, RunMetrics, list["BarCheck"]], list["BarCheck"]]
+
+
+def kept(bars: Bars, metrics: RunMetrics, checks: list[BarCheck]) -> list[BarCheck]:
+    """The checks of a kind that makes none of its own: every kind's, unchanged."""
+    return checks
+
+
+def check(bars: Bars, metrics: RunMetrics, kind_checks: KindChecks = kept) -> list[BarCheck]:
     """Every bar against a finished run's metrics (finalize's: matches, scored, confusion,
-    and where computed flips, calls and cost)."""
+    and where computed flips, calls and cost), as the run's kind holds them (``kind_checks``:
+    its ``DecisionKind.checks``)."""
     matches, scored = metrics.get("matches", 0), metrics.get("scored", 0)
     errors, total = metrics.get("errors", 0), metrics.get("total", 0)
     out = [
@@ -107,7 +121,7 @@ def check(bars: Bars, metrics: RunMetrics) -> list[BarCheck]:
         out.append(_cost_check(bars.max_cost_per_1k_items, metrics))
     if bars.max_drop is not None:
         out.append(drop_check(bars.max_drop, bars.confidence, metrics))
-    return judged_checks(bars, metrics, out + item_checks(bars, metrics), BarCheck)
+    return kind_checks(bars, metrics, out + item_checks(bars, metrics))
 
 
 def error_rate_check(limit: Decimal, errors: int, total: int, kinds: Mapping[str, int] | None) -> BarCheck:

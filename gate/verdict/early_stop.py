@@ -42,7 +42,7 @@ from typing import Any, cast
 from gate.records.metrics import RunMetrics
 from gate.states import Verdict
 
-from .bar_checks import BarCheck, check
+from .bar_checks import BarCheck, KindChecks, check, kept
 from .bars import Bars
 from .scoring import INVALID_DECISION
 
@@ -152,20 +152,23 @@ def _best_flips(outcomes: Outcomes, remaining: int) -> dict[str, Any]:
     return {"flips": {**pairs, "paired": sum(pairs.values())}}
 
 
-def settled(bars: Bars, outcomes: Outcomes) -> list[BarCheck]:
+def settled(bars: Bars, outcomes: Outcomes, kind_checks: KindChecks = kept) -> list[BarCheck]:
     """The bars the run can no longer clear, whatever its remaining items answer (empty:
     it may still pass, or nothing remains to be saved). Each as ``check`` holds it against
-    the best completion."""
-    return missed_bars(bars, outcomes) if outcomes.remaining > 0 else []
+    the best completion (``kind_checks``: the run's kind's checks)."""
+    return missed_bars(bars, outcomes, kind_checks) if outcomes.remaining > 0 else []
 
 
-def missed_bars(bars: Bars, outcomes: Outcomes) -> list[BarCheck]:
+def missed_bars(bars: Bars, outcomes: Outcomes, kind_checks: KindChecks = kept) -> list[BarCheck]:
     """The bars early stop judges that fail on the best completion (with nothing remaining:
-    on the figures themselves). Reconcile confirms a stop with it on the final figures."""
+    on the figures themselves), as the run's kind holds them (``kind_checks``). Reconcile
+    confirms a stop with it on the final figures."""
     best = best_case(outcomes)
     judged = STOPPABLE if best["labels_complete"] else ("min_accuracy", "max_broken", "max_drop")
     return [
-        c for c in check(bars, cast(RunMetrics, best)) if c.name in judged and c.state == "fail" and c.value is not None
+        c
+        for c in check(bars, cast(RunMetrics, best), kind_checks)
+        if c.name in judged and c.state == "fail" and c.value is not None
     ]
 
 

@@ -13,7 +13,8 @@ parsed from untrusted config and pinned with the run like every bar:
 A comparison's items are MATCH unless lost, so ``min_accuracy`` bars the share not lost,
 and its ``max_drop`` and ``max_broken`` read the wins and losses as the comparison with
 live reads fixed and broken items. With no live version to compare with they are n/a, and
-the report says so.
+the report says so. The checks these bars make are the kinds' (``JudgedKind.checks``,
+``ComparedKind.checks`` in gate.kinds), which ``gate.verdict.bar_checks.check`` is given.
 """
 
 from __future__ import annotations
@@ -21,18 +22,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from fractions import Fraction
 from typing import Any
 
 from gate.errors import UsageError
-from gate.records.metrics import JudgeFigures, RunFigures
+from gate.records.metrics import RunFigures
 
-from .scoring import format_bar, format_pct, parse_bar
+from .scoring import format_bar, parse_bar
 
 KEYS = ("judge_corrected", "max_loss_rate", "sentinels")
 DEFAULT_SENTINELS = 20
 MAX_SENTINELS = 200
-NO_LIVE = "no live version to compare with: the comparison's bars are not applied"
 
 
 @dataclass(frozen=True)
@@ -69,51 +68,6 @@ class JudgeBars:
         if self.sentinels != DEFAULT_SENTINELS:
             out.append(f"{self.sentinels} sentinels")
         return out
-
-
-def judged_checks(bars, metrics: Mapping[str, Any], checks: list, BarCheck) -> list:  # noqa: N803
-    """A judged run's checks (``BarCheck``: gate.verdict.bar_checks', which calls this):
-    ``min_accuracy`` on the corrected rate when the mapping says so, on a comparison with
-    no live version n/a; ``max_loss_rate``. Runs not judged keep their checks."""
-    judged = RunFigures.of(metrics).judge
-    if not judged:
-        return checks
-    out = []
-    for c in checks:
-        if c.name == "min_accuracy" and judged.pairwise is not None and not judged.pairwise.live:
-            c = BarCheck(c.name, None, c.limit, None, "n/a", NO_LIVE)
-        elif c.name == "min_accuracy" and bars.judge.corrected:
-            c = _corrected_check(bars.min_accuracy, judged, BarCheck)
-        out.append(c)
-    if bars.judge.max_loss_rate is not None:
-        out.append(_loss_check(bars.judge.max_loss_rate, judged, BarCheck))
-    return out
-
-
-def _corrected_check(bar: Decimal, judged: JudgeFigures, make) -> Any:
-    found = judged.corrected
-    if not found:
-        why = "the judge's pinned figures give no corrected rate (no sensitivity or specificity, or Se + Sp ≤ 1)"
-        return make("min_accuracy", None, format_bar(bar), None, "fail", why)
-    exact = Fraction(*found["exact"])
-    shown = format_pct(exact.numerator, exact.denominator, bar)
-    note = f"corrected for the judge's error rates; as judged {format_pct(judged.passed, judged.scored, bar)}"
-    return make("min_accuracy", None, format_bar(bar), shown, "pass" if exact >= Fraction(bar) else "fail", note)
-
-
-def _loss_check(limit: Decimal, judged: JudgeFigures, make) -> Any:
-    pairwise = judged.pairwise
-    if pairwise is None:
-        return make(
-            "max_loss_rate", None, format_bar(limit), None, "fail", "the run is not a comparison (compare: live)"
-        )
-    if not pairwise.live:
-        return make("max_loss_rate", None, format_bar(limit), None, "n/a", NO_LIVE)
-    losses, compared = pairwise.losses, pairwise.compared
-    if not compared:
-        return make("max_loss_rate", None, format_bar(limit), None, "n/a", "no item was compared")
-    state = "pass" if Fraction(losses, compared) <= Fraction(limit) else "fail"
-    return make("max_loss_rate", None, format_bar(limit), format_pct(losses, compared, limit), state, f"{losses} lost")
 
 
 def drifted_runs(runs) -> list:

@@ -10,39 +10,52 @@ A baseline run that failed otherwise only shows in the report.
 
 The reason is composed from the runs' reasons, which name no item (``gate.verdict.reasons``), and
 names none itself: how many protected items broke, not which; a slice that missed its bar
-by its column, not its value. Any reader of the update reads it, of a holdout too."""
+by its column, not its value. Any reader of the update reads it, of a holdout too.
+
+A run is held to its bars as its decision's kind holds them (``gate.bar_checks.KindChecks``):
+this floor is below the kinds', so its callers pass them in (``run_checks(run, kind_checks)``,
+``update_end(mode, runs, checks_of)``, ``checks_of``: a run's kind's checks,
+``gate.kinds.registry.checks_of``)."""
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
-from typing import cast
+from collections.abc import Callable, Sequence
+from typing import Any, cast
 
 from gate.records.metrics import RunFigures, RunMetrics
 from gate.states import Mode, RunStatus, UpdateStatus
 
-from .bar_checks import BarCheck, check
+from .bar_checks import BarCheck, KindChecks, check, kept
 from .bars import pinned_bars
 from .judge_bars import drifted_runs
 
 EARLY_STOP, SPEND_CAP, WITH_UPDATE = "early_stop", "spend_cap", "with_update"  # a run's stop, by why
 JUDGE_DRIFT = "judge_drift"  # a run's judge drifted on its sentinels (gate.verdict.judge_stats.drift)
+ChecksOf = Callable[[Any], KindChecks]  # a run -> its kind's checks (gate.kinds.registry.checks_of)
 
 
-def run_checks(run) -> list[BarCheck]:
-    """A finished run against the bars pinned with it. A run that stopped early is held
-    against its best completion (every remaining item right: what settled it), with the
-    figures that completion would have; a run stopped with its update is not judged."""
+def _kept_of(run: Any) -> KindChecks:
+    return kept
+
+
+def run_checks(run, kind_checks: KindChecks = kept) -> list[BarCheck]:
+    """A finished run against the bars pinned with it, as its kind holds them
+    (``kind_checks``). A run that stopped early is held against its best completion (every
+    remaining item right: what settled it), with the figures that completion would have; a
+    run stopped with its update is not judged."""
     metrics = cast(RunMetrics, run.metrics or {})
     stop = metrics.get("stop")
     if stop is None:
-        return check(pinned_bars(run.pinned, run.min_accuracy), metrics)
+        return check(pinned_bars(run.pinned, run.min_accuracy), metrics, kind_checks)
     if stop.get("kind") != EARLY_STOP or not stop.get("best"):
         return []
     early = "stopped early: even if every remaining item matched"
     return [
         c if c.state != "fail" else BarCheck(c.name, c.label, c.limit, c.value, c.state, early, c.reason)
-        for c in check(pinned_bars(run.pinned, run.min_accuracy), cast(RunMetrics, {**metrics, **stop["best"]}))
+        for c in check(
+            pinned_bars(run.pinned, run.min_accuracy), cast(RunMetrics, {**metrics, **stop["best"]}), kind_checks
+        )
     ]
 
 
@@ -51,8 +64,9 @@ def stop_kind(run) -> str | None:
     return stop.kind if stop else None
 
 
-def update_end(mode: str, runs: Sequence) -> tuple[UpdateStatus, str]:
-    """``runs`` have .status, .dataset_name, .metrics, .min_accuracy, .pinned and .reason."""
+def update_end(mode: str, runs: Sequence, checks_of: ChecksOf = _kept_of) -> tuple[UpdateStatus, str]:
+    """``runs`` have .status, .dataset_name, .metrics, .min_accuracy, .pinned and .reason;
+    ``checks_of``: a run's kind's checks."""
     if not runs:
         return UpdateStatus.FAILED, "no runs"
     drifted = drifted_runs(runs)  # never a pass, nor a rejection, on a judge that no longer agrees
@@ -69,7 +83,7 @@ def update_end(mode: str, runs: Sequence) -> tuple[UpdateStatus, str]:
     if unanswered:
         why = "; ".join(f"{r.dataset_name}: {r.metrics['baseline_error']} ({name} needs it)" for r, name in unanswered)
         return UpdateStatus.FAILED, f"could not be scored: {why}"
-    checks = [(r, run_checks(r)) for r in runs]
+    checks = [(r, run_checks(r, checks_of(r))) for r in runs]
     # a bar still pending (not compared yet) never passes: reconcile compares first, so
     # this only guards against a verdict taken too early
     # a protected item that broke is named first (sorted is stable: the rest keep their order)

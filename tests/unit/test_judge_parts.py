@@ -9,6 +9,8 @@ from decimal import Decimal
 import pytest
 
 from gate.errors import UsageError
+from gate.kinds.compared import COMPARED
+from gate.kinds.judged import JUDGED
 from gate.mockllm.judge import JudgeDrift, draft_reply, judge_answer
 from gate.records.pinned import Pinned
 from gate.report.judge_view import agreement_line, judge_lines, judge_said, judge_view
@@ -86,15 +88,17 @@ def test_the_corrected_rate_is_barred_exactly_when_the_mapping_says_so():
     bars = Bars.parse("0.7", {"judge_corrected": True})
     (acc,) = [
         c
-        for c in check(bars, judged({"estimate": 0.72, "exact": [18, 25], "interval": [0.5, 0.9]}))
+        for c in check(bars, judged({"estimate": 0.72, "exact": [18, 25], "interval": [0.5, 0.9]}), JUDGED.checks)
         if c.name == "min_accuracy"
     ]
     assert acc.state == "pass" and acc.value == "72.0%" and "as judged 60.0%" in acc.note
-    (acc,) = [c for c in check(bars, judged(None)) if c.name == "min_accuracy"]
+    (acc,) = [c for c in check(bars, judged(None), JUDGED.checks) if c.name == "min_accuracy"]
     assert acc.state == "fail" and acc.value is None  # no corrected rate: the bar fails, never n/a
     (raw,) = [
         c
-        for c in check(Bars.parse("0.7", {}), judged({"estimate": 0.72, "exact": [18, 25], "interval": [0, 1]}))
+        for c in check(
+            Bars.parse("0.7", {}), judged({"estimate": 0.72, "exact": [18, 25], "interval": [0, 1]}), JUDGED.checks
+        )
         if c.name == "min_accuracy"
     ]
     assert raw.state == "fail"
@@ -103,12 +107,13 @@ def test_the_corrected_rate_is_barred_exactly_when_the_mapping_says_so():
 def test_a_comparisons_bars_and_no_live_version():
     bars = Bars.parse("0.5", {"max_loss_rate": "0.1"})
     pairwise = {"live": True, "wins": 5, "losses": 2, "ties": 3, "inconsistent": 1, "compared": 10}
-    (loss,) = [c for c in check(bars, judged(pairwise=pairwise)) if c.name == "max_loss_rate"]
+    (loss,) = [c for c in check(bars, judged(pairwise=pairwise), COMPARED.checks) if c.name == "max_loss_rate"]
     assert loss.state == "fail" and loss.value == "20.0%"
-    checks = check(bars, judged(pairwise={**pairwise, "live": False}))
+    checks = check(bars, judged(pairwise={**pairwise, "live": False}), COMPARED.checks)
     assert {c.name: c.state for c in checks} == {"min_accuracy": "n/a", "max_loss_rate": "n/a"}
-    (loss,) = [c for c in check(bars, judged()) if c.name == "max_loss_rate"]
+    (loss,) = [c for c in check(bars, judged(), JUDGED.checks) if c.name == "max_loss_rate"]
     assert loss.state == "fail"  # a graded run cannot switch a comparison's bar off
+    assert [c.name for c in check(bars, judged(pairwise=pairwise))] == ["min_accuracy"]  # a label kind's: kept
 
 
 def test_the_report_view_of_a_judged_run():

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gate.kinds import kind_of
-from gate.records.metrics import JudgeFigures, RunFigures
+from gate.records.metrics import JudgeFigures, RunFigures, StopFigures
 from gate.records.pinned import Pinned, PinnedJudge
 
 STORED = json.loads((Path(__file__).parent / "stored" / "runs.json").read_text())
@@ -89,3 +89,23 @@ def test_a_stored_pin_written_by_attribute_is_the_same_text(row):
     if stored.judge:
         judge = made(PinnedJudge, **values(stored.judge, stored.judge.keys))
         assert json.dumps(judge.to_json()) == json.dumps(json.loads(row["pinned"])["judge"])
+
+
+@pytest.mark.parametrize("row", STORED, ids=[r["kind"] for r in STORED])
+def test_figures_built_as_the_record_write_the_bytes_the_dict_did(row):
+    """finalize and reconcile build the record (``made``, then ``extended`` as they once
+    updated a dict): the same keys in the same order, a key written again in its place."""
+    stored = json.loads(row["metrics"])
+    keys = list(stored)
+    half = len(keys) // 2
+    figures = RunFigures.made(**{k: stored[k] for k in keys[:half]})
+    figures = figures.extended(**{k: stored[k] for k in keys[half:]}).extended(**{keys[0]: stored[keys[0]]})
+    assert json.dumps(figures.to_json()) == row["metrics"]
+    assert figures.calls is None or not isinstance(figures.calls, dict)  # a part is its record
+
+
+def test_a_stop_is_built_as_its_record():
+    stop = StopFigures.made(kind="early_stop").extended(missed=[], sentence=None, best={"matches": 1})
+    assert stop.to_json() == {"kind": "early_stop", "missed": [], "sentence": None, "best": {"matches": 1}}
+    figures = RunFigures.made(total=3, stop=stop).extended(stop=stop.extended(sentence="s"), total=4)
+    assert list(figures.to_json()) == ["total", "stop"] and figures.to_json()["stop"]["sentence"] == "s"

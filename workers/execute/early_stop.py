@@ -31,7 +31,7 @@ from gate.store.runs import CANDIDATE, get_run
 from gate.store.stops import read_tally, run_stopped, stop_update, update_has_uncalled
 from gate.store.updates import get_update
 from gate.store.versions import get_version
-from gate.verdict.bar_checks import BarCheck
+from gate.verdict.bar_checks import BarCheck, KindChecks, kept
 from gate.verdict.bars import Bars, pinned_bars
 from gate.verdict.early_stop import Outcomes, settled
 from gate.verdict.update_outcome import EARLY_STOP, WITH_UPDATE
@@ -52,10 +52,12 @@ class RunJudge:
     live_run_id: int | None = None
     live_right: int | None = None
     by_label: bool = True  # False: a decision field by field (its tally counts no labels)
+    kind_checks: KindChecks = kept  # the checks of the run's kind (DecisionKind.checks)
 
     def settled(self, conn) -> list[BarCheck]:
         rows, _ = read_tally(conn, self.run_id)
-        return settled(self.bars, Outcomes.from_rows(rows, self.total, self.label_totals, self.live_right))
+        outcomes = Outcomes.from_rows(rows, self.total, self.label_totals, self.live_right)
+        return settled(self.bars, outcomes, self.kind_checks)
 
 
 def live_pair(conn, run: Run) -> tuple[int | None, int | None]:
@@ -93,7 +95,8 @@ class RunContext:
             assert run.dataset_version_id is not None  # its items were copied from it (materialize)
             version = get_version(conn, run.dataset_version_id)
             live_id, live_right = live_pair(conn, run)
-            by_label = kind_of(pinned.decision).counts_by_label(pinned.decision)
+            kind = kind_of(pinned.decision)
+            by_label = kind.counts_by_label(pinned.decision)
             judge = RunJudge(
                 run.id,
                 pinned_bars(pinned, run.min_accuracy),
@@ -102,6 +105,7 @@ class RunContext:
                 live_id,
                 live_right,
                 by_label,
+                kind.checks,
             )
         return cls(caps, pinned.price, judge, bool(run.stopped or upd.stopped))
 
