@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any, TypeVar, cast
+from typing import Any, ClassVar, Self, TypeVar, cast
 
 JSON = Mapping[str, Any]  # another record's stored JSON, kept as stored
 Convert = dict[str, Callable[[Any], Any]]
@@ -72,3 +72,33 @@ def listed(value: Any) -> Any:
 
 def tupled(value: Any) -> Any:
     return None if value is None else tuple(value)
+
+
+class JsonRecord:
+    """A record kept as JSON: read from it (``of``), built by what writes it (``made``,
+    ``extended``), written back (``to_json``), and false when its JSON was an empty mapping. A
+    subclass is a frozen dataclass with ``keys`` and ``extra`` fields; ``DECODE`` and
+    ``ENCODE`` say how an attribute that is not plain JSON converts."""
+
+    DECODE: ClassVar[Convert] = {}
+    ENCODE: ClassVar[Convert] = {}
+    keys: tuple[str, ...]
+
+    @classmethod
+    def of(cls, data: Mapping[str, Any]) -> Self:
+        return decoded(cls, data, cls.DECODE)
+
+    @classmethod
+    def made(cls, **values: Any) -> Self:
+        """The record written with ``values`` (by attribute, in the order given)."""
+        return made(cls, **values)
+
+    def extended(self, **values: Any) -> Self:
+        """The record with ``values`` written (a key it had keeps its place, a new one comes after)."""
+        return extended(self, **values)
+
+    def to_json(self) -> dict[str, Any]:
+        return encoded(self, self.ENCODE)
+
+    def __bool__(self) -> bool:  # as the JSON it was: an empty mapping is no record
+        return bool(self.keys)

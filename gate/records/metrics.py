@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, TypedDict
 
-from .json_codec import JSON, Convert, decoded, encoded, extended, listed, made, tupled
+from .json_codec import JSON, Convert, JsonRecord, decoded, encoded, extended, listed, made, tupled
 
 
 class RunMetrics(TypedDict, total=False):
@@ -66,7 +66,7 @@ def _extra() -> Any:
 
 
 @dataclass(frozen=True)
-class SentinelFigures:
+class SentinelFigures(JsonRecord):
     """The sentinels' test against the pinned agreement (``gate.verdict.judge_stats.drift``)."""
 
     agreed: int = 0
@@ -81,24 +81,9 @@ class SentinelFigures:
     keys: tuple[str, ...] = _keys()
     extra: JSON = _extra()
 
-    @classmethod
-    def of(cls, data: Mapping[str, Any]) -> SentinelFigures:
-        return decoded(cls, data, {})
-
-    @classmethod
-    def made(cls, **values: Any) -> SentinelFigures:
-        """The figures written with ``values`` (by key, in the order given)."""
-        return made(cls, **values)
-
-    def to_json(self) -> dict[str, Any]:
-        return encoded(self, {})
-
-    def __bool__(self) -> bool:  # as the JSON it was: an empty mapping is no figures
-        return bool(self.keys)
-
 
 @dataclass(frozen=True)
-class PairwiseFigures:
+class PairwiseFigures(JsonRecord):
     """A comparison by the judge: wins, losses, ties (the inconsistent ones among them)."""
 
     live: bool = False  # was there a live version to compare with
@@ -109,21 +94,6 @@ class PairwiseFigures:
     compared: int = 0
     keys: tuple[str, ...] = _keys()
     extra: JSON = _extra()
-
-    @classmethod
-    def of(cls, data: Mapping[str, Any]) -> PairwiseFigures:
-        return decoded(cls, data, {})
-
-    @classmethod
-    def made(cls, **values: Any) -> PairwiseFigures:
-        """The figures written with ``values`` (by key, in the order given)."""
-        return made(cls, **values)
-
-    def to_json(self) -> dict[str, Any]:
-        return encoded(self, {})
-
-    def __bool__(self) -> bool:  # as the JSON it was: an empty mapping is no figures
-        return bool(self.keys)
 
 
 def _record_json(value: Any) -> Any:
@@ -139,7 +109,7 @@ _JUDGE_JSON: Convert = {"pairwise": _record_json, "sentinels": _record_json, "in
 
 
 @dataclass(frozen=True)
-class JudgeFigures:
+class JudgeFigures(JsonRecord):
     """A judged run's figures (``workers.judge_figures``): the pass rate as judged with its
     interval, corrected for the judge's error rates (JSON: estimate, exact, interval), a
     comparison's counts, the sentinels' test and the calls by role (JSON)."""
@@ -155,29 +125,12 @@ class JudgeFigures:
     calls: JSON | None = None
     keys: tuple[str, ...] = _keys()
     extra: JSON = _extra()
-
-    @classmethod
-    def of(cls, data: Mapping[str, Any]) -> JudgeFigures:
-        return decoded(cls, data, _JUDGE_OF)
-
-    @classmethod
-    def made(cls, **values: Any) -> JudgeFigures:
-        """The figures written with ``values`` (by key, in the order given)."""
-        return made(cls, **values)
-
-    def extended(self, **values: Any) -> JudgeFigures:
-        """The figures with ``values`` written (a key it had keeps its place, a new one comes after)."""
-        return extended(self, **values)
-
-    def to_json(self) -> dict[str, Any]:
-        return encoded(self, _JUDGE_JSON)
-
-    def __bool__(self) -> bool:  # as the JSON it was: an empty mapping is no figures
-        return bool(self.keys)
+    DECODE = _JUDGE_OF
+    ENCODE = _JUDGE_JSON
 
 
 @dataclass(frozen=True)
-class StopFigures:
+class StopFigures(JsonRecord):
     """A stopped run's stop: its kind; once reconcile confirmed it, the sentence, the bars
     missed and the best completion's figures (early stop), or the cap (spend cap)."""
 
@@ -188,28 +141,9 @@ class StopFigures:
     keys: tuple[str, ...] = _keys()
     extra: JSON = _extra()
 
-    @classmethod
-    def of(cls, data: Mapping[str, Any]) -> StopFigures:
-        return decoded(cls, data, {})
-
-    @classmethod
-    def made(cls, **values: Any) -> StopFigures:
-        """The stop written with ``values`` (by key, in the order given)."""
-        return made(cls, **values)
-
-    def extended(self, **values: Any) -> StopFigures:
-        """The stop with ``values`` written (a key it had keeps its place, a new one comes after)."""
-        return extended(self, **values)
-
-    def to_json(self) -> dict[str, Any]:
-        return encoded(self, {})
-
-    def __bool__(self) -> bool:  # as the JSON it was: an empty mapping is no figures
-        return bool(self.keys)
-
 
 @dataclass(frozen=True)
-class CallFigures:
+class CallFigures(JsonRecord):
     """The calls' latency (ms: p50, p95, max, timed) and tokens, and the answers reused
     (``workers.finalize.call_metrics``); with trials, how many calls."""
 
@@ -220,16 +154,6 @@ class CallFigures:
     calls: int | None = None
     keys: tuple[str, ...] = _keys()
     extra: JSON = _extra()
-
-    @classmethod
-    def of(cls, data: Mapping[str, Any]) -> CallFigures:
-        return decoded(cls, data, {})
-
-    def to_json(self) -> dict[str, Any]:
-        return encoded(self, {})
-
-    def __bool__(self) -> bool:  # as the JSON it was: an empty mapping is no figures
-        return bool(self.keys)
 
     @property
     def timed(self) -> bool:
@@ -243,7 +167,7 @@ class CallFigures:
 
 
 @dataclass(frozen=True)
-class LiveFigures:
+class LiveFigures(JsonRecord):
     """The live version's side of a comparison: its matches and items scored, and what the
     run pinned of it (``gate.records.pinned.PinnedBaseline``)."""
 
@@ -256,16 +180,6 @@ class LiveFigures:
     same_config: bool | None = None
     keys: tuple[str, ...] = _keys()
     extra: JSON = _extra()
-
-    @classmethod
-    def of(cls, data: Mapping[str, Any]) -> LiveFigures:
-        return decoded(cls, data, {})
-
-    def to_json(self) -> dict[str, Any]:
-        return encoded(self, {})
-
-    def __bool__(self) -> bool:  # as the JSON it was: an empty mapping is no figures
-        return bool(self.keys)
 
 
 _RUN_OF: Convert = {

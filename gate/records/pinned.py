@@ -21,13 +21,13 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from .json_codec import JSON, Convert, decoded, encoded, listed, tupled
+from .json_codec import JSON, Convert, JsonRecord, decoded, encoded, listed, tupled
 
 _EMPTY: JSON = MappingProxyType({})
 
 
 @dataclass(frozen=True)
-class PinnedTrials:
+class PinnedTrials(JsonRecord):
     """A run's trials (``gate.prompt.trials.TrialRule.pinned``)."""
 
     n: int = 1
@@ -37,19 +37,9 @@ class PinnedTrials:
     keys: tuple[str, ...] = field(default=(), repr=False)
     extra: JSON = field(default_factory=lambda: _EMPTY, repr=False)
 
-    @classmethod
-    def of(cls, data: Mapping[str, Any]) -> PinnedTrials:
-        return decoded(cls, data, {})
-
-    def to_json(self) -> dict[str, Any]:
-        return encoded(self, {})
-
-    def __bool__(self) -> bool:  # as the JSON it was: an empty mapping is no pin
-        return bool(self.keys)
-
 
 @dataclass(frozen=True)
-class PinnedBaseline:
+class PinnedBaseline(JsonRecord):
     """What a run is compared with (``gate.domain.baseline.baseline_of``)."""
 
     run_id: int | None = None  # the run whose answers are live's
@@ -60,19 +50,9 @@ class PinnedBaseline:
     keys: tuple[str, ...] = field(default=(), repr=False)
     extra: JSON = field(default_factory=lambda: _EMPTY, repr=False)
 
-    @classmethod
-    def of(cls, data: Mapping[str, Any]) -> PinnedBaseline:
-        return decoded(cls, data, {})
-
-    def to_json(self) -> dict[str, Any]:
-        return encoded(self, {})
-
-    def __bool__(self) -> bool:  # as the JSON it was: an empty mapping is no pin
-        return bool(self.keys)
-
 
 @dataclass(frozen=True)
-class PinnedLive:
+class PinnedLive(JsonRecord):
     """A judge's comparison: the candidate prompt's live version it is compared with."""
 
     version: int = 0
@@ -82,16 +62,6 @@ class PinnedLive:
     model: str | None = None
     keys: tuple[str, ...] = field(default=(), repr=False)
     extra: JSON = field(default_factory=lambda: _EMPTY, repr=False)
-
-    @classmethod
-    def of(cls, data: Mapping[str, Any]) -> PinnedLive:
-        return decoded(cls, data, {})
-
-    def to_json(self) -> dict[str, Any]:
-        return encoded(self, {})
-
-    def __bool__(self) -> bool:  # as the JSON it was: an empty mapping is no pin
-        return bool(self.keys)
 
 
 def _live_of(value: Any) -> PinnedLive | None:
@@ -107,7 +77,7 @@ _JUDGE_OF: Convert = {"passing": tupled, "error_rates": tupled, "live": _live_of
 
 
 @dataclass(frozen=True)
-class PinnedJudge:
+class PinnedJudge(JsonRecord):
     """A judged run's judge (``gate.domain.judging``): its live version, provider, model and
     price, the candidate's pass labels or its comparison, its trials, its agreement with the
     humans (aggregates) and error rates, a comparison's live version, the sentinels mixed in
@@ -129,16 +99,8 @@ class PinnedJudge:
     corrected: bool = False
     keys: tuple[str, ...] = field(default=(), repr=False)
     extra: JSON = field(default_factory=lambda: _EMPTY, repr=False)
-
-    @classmethod
-    def of(cls, data: Mapping[str, Any]) -> PinnedJudge:
-        return decoded(cls, data, _JUDGE_OF)
-
-    def to_json(self) -> dict[str, Any]:
-        return encoded(self, _JUDGE_JSON)
-
-    def __bool__(self) -> bool:  # as the JSON it was: an empty mapping is no pin
-        return bool(self.keys)
+    DECODE = _JUDGE_OF
+    ENCODE = _JUDGE_JSON
 
 
 def _judge_of(value: Any) -> PinnedJudge | None:
