@@ -75,7 +75,7 @@ from gate.calls.llm import CallResult, call_prompt
 from gate.errors import ModelCallError
 from gate.production.feedback import FeedbackBuffer
 from gate.production.reporter import ServedReporter, process_identity
-from gate.production.result import ServedResult, served_result
+from gate.production.result import Invalid, InvalidKind, ServedResult, served_result
 from gate.production.sources import DatabaseSource, ServiceSource
 from gate.production.versions import LoadedPrompt, route
 from gate.prompt.spec import PromptSpec
@@ -88,7 +88,17 @@ EXIT_TIMEOUT = 5.0  # seconds the interpreter's exit waits for buffered feedback
 
 _runtimes: weakref.WeakSet[PromptRuntime] = weakref.WeakSet()  # reset in a forked child
 
-__all__ = ["PromptRuntime", "RuntimePrompt", "LoadedPrompt", "ServedResult", "CallResult", "ToolCall", "call_prompt"]
+__all__ = [
+    "PromptRuntime",
+    "RuntimePrompt",
+    "LoadedPrompt",
+    "ServedResult",
+    "Invalid",
+    "InvalidKind",
+    "CallResult",
+    "ToolCall",
+    "call_prompt",
+]
 
 
 class PromptRuntime:
@@ -154,7 +164,7 @@ class PromptRuntime:
         except ModelCallError as exc:
             failure = exc
         else:
-            return served_result(result, name, served.version, loaded.rollout_id(), arm)
+            return served_result(result, name, served.version, loaded.rollout_id(), arm, served.spec)
         failure.__cause__, failure.__suppress_context__ = None, True  # one line: no SDK traceback chained
         raise failure
 
