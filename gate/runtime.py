@@ -22,7 +22,11 @@ record: its provider is resolved as the gate declares it now, and the log says s
 ``decide`` returns the result of the call: the decision, the answer's text
 (``raw_output``) and, for a prompt with tools, the calls the model made (``tool_calls``:
 each a name, its arguments parsed, and their problem, if they were not JSON or not of the
-function's schema), read as the gate read them when it judged the version::
+function's schema), read as the gate read them when it judged the version. An answer
+off the prompt's strict schema, with no label, not an object or with a failed call is
+``valid=False`` and ``result.invalid`` says why (``Invalid``: an ``InvalidKind`` and the
+problem's message; None when valid); the decision carries none of the gate's marks
+(``gate.production.result``)::
 
     router = rt.prompt("support-router")
     result = router.decide({"messages": conversation})

@@ -15,37 +15,15 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, fields
-from enum import StrEnum
 
 from gate.calls.llm import CallResult
-from gate.kinds import kind_of
-from gate.prompt.answer_schema import SCHEMA_MARK, response_schema, schema_broken, schema_problem
+from gate.kinds import Reading, kind_of
+from gate.kinds.validity import Invalid, InvalidKind
 from gate.prompt.spec import PromptSpec
-from gate.prompt.structured.reading import NOT_AN_OBJECT, parse_read
-from gate.prompt.structured.rule import canonical
-from gate.prompt.tool_decision import LABEL_NOT_JSON, LABEL_OFF_SCHEMA, NOT_JSON, OFF_SCHEMA, PROBLEM_KEY
-from gate.verdict.scoring import INVALID_DECISION
 
 CALL_FIELDS = tuple(f.name for f in fields(CallResult))
-SCHEMA_MARKED = ("label", "fields")  # the kinds that check the strict schema (their ``read``)
 
-
-class InvalidKind(StrEnum):
-    """Why an answer is not one production may act on."""
-
-    SCHEMA = "schema"  # off the prompt's strict schema (``response_format: json_schema``)
-    NO_LABEL = "no_label"  # a label decision (or a tool call's by label) read none of the labels
-    NOT_AN_OBJECT = "not_an_object"  # a fields decision's answer is not a JSON object
-    TOOL_CALL = "tool_call"  # a call's arguments not JSON or off the function's schema, or too many calls
-
-
-@dataclass(frozen=True)
-class Invalid:
-    kind: InvalidKind
-    message: str  # the problem in one line: the schema's message, "not JSON", "off schema", ...
-
-    def __str__(self) -> str:
-        return f"{self.kind.value}: {self.message}"
+__all__ = ["Invalid", "InvalidKind", "ServedResult", "answer_validity", "served_result"]
 
 
 @dataclass(frozen=True)
@@ -87,26 +65,9 @@ def served_result(
 
 def answer_validity(spec: PromptSpec, result: CallResult) -> tuple[str, Invalid | None]:
     """The decision without the gate's markers and why the answer is invalid (None: it is
-    valid), from what the answer's kind read (``result.decision``, ``result.valid``)."""
-    decision, kind = result.decision, kind_of(spec.decision).name
-    read = parse_read(decision) if spec.decision.fields is not None else None
-    if kind in SCHEMA_MARKED and schema_broken(decision):
-        if read is not None:
-            message = str(read.pop(SCHEMA_MARK, ""))
-            return canonical(read), Invalid(InvalidKind.SCHEMA, message)
-        schema = response_schema(spec.response_format)
-        problem = schema_problem(schema, result.raw_output) if schema is not None else None
-        return INVALID_DECISION, Invalid(InvalidKind.SCHEMA, problem or "off the schema")
-    if kind == "tool_call" and decision in (LABEL_NOT_JSON, LABEL_OFF_SCHEMA):
-        return INVALID_DECISION, Invalid(InvalidKind.TOOL_CALL, NOT_JSON if decision == LABEL_NOT_JSON else OFF_SCHEMA)
-    if kind == "tool_call" and read is not None and PROBLEM_KEY in read:
-        problem = str(read.pop(PROBLEM_KEY))
-        return canonical(read), Invalid(InvalidKind.TOOL_CALL, problem)
-    if result.valid:
-        return decision, None
-    if decision == NOT_AN_OBJECT:
-        return "{}", Invalid(InvalidKind.NOT_AN_OBJECT, "not a JSON object")
-    return INVALID_DECISION, Invalid(InvalidKind.NO_LABEL, f"none of the labels {', '.join(spec.labels)}")
+    valid), as the answer's kind tells it from what it read (``DecisionKind.served``)."""
+    reading = Reading(result.decision, result.valid, result.tool_calls)
+    return kind_of(spec.decision).served(spec, reading, result.raw_output)
 
 
 def new_call_id() -> str:
