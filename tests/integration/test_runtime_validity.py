@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import json
 
+from sqlalchemy import select
 from support.helpers import rules_spec, write_rule_rows
 
 from gate.mockllm import MockLLMServer
 from gate.prompt.spec import parse_spec
 from gate.runtime import Invalid, InvalidKind, PromptRuntime
+from gate.states import Verdict
+from gate.store import schema
 from workers.supervisor import run_until_terminal
 
 EXTRACT = """Extract the order id and the total of an order email, as JSON.
@@ -48,18 +51,36 @@ def test_an_answer_off_the_strict_schema_is_invalid_with_the_schemas_message(gat
         }
         for i in range(6)
     ]
+    rows.append(
+        {
+            "item_id": "o-late",
+            "email": "Order ORD-99, total to follow",
+            "expected": {"order_id": "ORD-99", "total": 1.0},
+        }
+    )
     (tmp_path / "orders.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     gate.register_dataset("orders", str(tmp_path / "orders.jsonl"))
     gate.map_dataset("orders", "orders", "0.5")
     with MockLLMServer() as llm:
         monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
-        (applied,) = run_until_terminal(gate, [gate.submit(extract_spec(), "apply")], timeout=60)
+        (applied,) = run_until_terminal(gate, [gate.submit(extract_spec(), "apply", full=True)], timeout=60)
         assert applied.status == "APPLIED", applied.update.reason
         handle = PromptRuntime(gate.settings.database_url, ttl=0, report=False).prompt("orders")
         good = handle.decide({"email": "Order ORD-7: 12.50 EUR"})
         assert good.valid and good.invalid is None
         assert json.loads(good.decision) == {"order_id": "ORD-7", "total": 12.5}
         off = handle.decide({"email": "Order ORD-8, total to follow"})  # the model leaves the total out
+    # the gate's own scoring keeps its mark: the run's off-schema answer is stored with it, a MISMATCH
+    (run,) = applied.runs
+    item = schema.prompt_run_item
+    with gate.engine.connect() as conn:
+        stored = conn.execute(
+            select(item.c.actual_decision, item.c.verdict).where(
+                item.c.run_id == run.run_id, item.c.item_id == "o-late"
+            )
+        ).one()
+    assert json.loads(stored.actual_decision) == {"(schema)": "'total' is a required property", "order_id": "ORD-99"}
+    assert stored.verdict == Verdict.MISMATCH
     assert not off.valid
     assert off.invalid == Invalid(InvalidKind.SCHEMA, "'total' is a required property")
     assert "(schema)" not in off.decision and json.loads(off.decision) == {"order_id": "ORD-8"}
