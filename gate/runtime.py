@@ -22,7 +22,11 @@ record: its provider is resolved as the gate declares it now, and the log says s
 ``decide`` returns the result of the call: the decision, the answer's text
 (``raw_output``) and, for a prompt with tools, the calls the model made (``tool_calls``:
 each a name, its arguments parsed, and their problem, if they were not JSON or not of the
-function's schema), read as the gate read them when it judged the version::
+function's schema), read as the gate read them when it judged the version. An answer
+off the prompt's strict schema, with no label, not an object or with a failed call is
+``valid=False`` and ``result.invalid`` says why (``Invalid``: an ``InvalidKind`` and the
+problem's message; None when valid); the decision carries none of the gate's marks
+(``gate.production.result``)::
 
     router = rt.prompt("support-router")
     result = router.decide({"messages": conversation})
@@ -75,7 +79,7 @@ from gate.calls.llm import CallResult, call_prompt
 from gate.errors import ModelCallError
 from gate.production.feedback import FeedbackBuffer
 from gate.production.reporter import ServedReporter, process_identity
-from gate.production.result import ServedResult, served_result
+from gate.production.result import Invalid, InvalidKind, ServedResult, served_result
 from gate.production.sources import DatabaseSource, ServiceSource
 from gate.production.versions import LoadedPrompt, route
 from gate.prompt.spec import PromptSpec
@@ -88,7 +92,17 @@ EXIT_TIMEOUT = 5.0  # seconds the interpreter's exit waits for buffered feedback
 
 _runtimes: weakref.WeakSet[PromptRuntime] = weakref.WeakSet()  # reset in a forked child
 
-__all__ = ["PromptRuntime", "RuntimePrompt", "LoadedPrompt", "ServedResult", "CallResult", "ToolCall", "call_prompt"]
+__all__ = [
+    "PromptRuntime",
+    "RuntimePrompt",
+    "LoadedPrompt",
+    "ServedResult",
+    "Invalid",
+    "InvalidKind",
+    "CallResult",
+    "ToolCall",
+    "call_prompt",
+]
 
 
 class PromptRuntime:
@@ -154,7 +168,7 @@ class PromptRuntime:
         except ModelCallError as exc:
             failure = exc
         else:
-            return served_result(result, name, served.version, loaded.rollout_id(), arm)
+            return served_result(result, name, served.version, loaded.rollout_id(), arm, served.spec)
         failure.__cause__, failure.__suppress_context__ = None, True  # one line: no SDK traceback chained
         raise failure
 

@@ -24,9 +24,10 @@ from gate.records.pinned import PinnedJudge
 from gate.states import Verdict
 from gate.verdict.bar_checks import BarCheck
 from gate.verdict.bars import Bars
-from gate.verdict.scoring import metrics_from_breakdown
+from gate.verdict.scoring import INVALID_DECISION, metrics_from_breakdown
 
 from .live import PAIRED_ITEMS, LiveComparison
+from .validity import Invalid, InvalidKind
 
 StoredDecision = Mapping[str, Any] | None  # a config's or a pinned run's decision, as stored
 
@@ -157,6 +158,14 @@ class DecisionKind(ABC):
     @abstractmethod
     def read(self, spec: SpecView, text: str, calls: tuple[ToolCall, ...], too_many: bool) -> Reading:
         """The decision of one answer (``gate.prompt.answer_reading.read_reply``)."""
+
+    def served(self, spec: SpecView, reading: Reading, raw: str) -> tuple[str, Invalid | None]:
+        """What production gets of an answer the gate read as ``reading`` (its decision,
+        ``INVALID_DECISION`` when None): the decision without the gate's marks, and why the
+        answer is invalid (None: valid; ``gate.production.result``)."""
+        if reading.valid and reading.decision is not None:
+            return reading.decision, None
+        return INVALID_DECISION, Invalid(InvalidKind.NO_LABEL, f"none of the labels {', '.join(spec.labels)}")
 
     def score(self, decision: Decision | None, actual: str, expected: str) -> dict[str, Any]:
         """An answer's verdict against the item's expected decision (``workers.execute.results``)."""

@@ -9,10 +9,10 @@ from functools import partial
 from typing import Any, cast
 
 from gate.errors import SpecError
-from gate.prompt.answer_schema import response_schema, schema_broken, schema_marked, schema_problem
+from gate.prompt.answer_schema import SCHEMA_MARK, response_schema, schema_broken, schema_marked, schema_problem
 from gate.prompt.structured.compare import score
-from gate.prompt.structured.reading import NOT_AN_OBJECT, read_answer
-from gate.prompt.structured.rule import FieldsRule, parse_fields
+from gate.prompt.structured.reading import NOT_AN_OBJECT, parse_read, read_answer
+from gate.prompt.structured.rule import FieldsRule, canonical, parse_fields
 from gate.prompt.structured.samples import wrong_fields
 from gate.prompt.tool_decision import ToolCall
 from gate.prompt.tools import Tool
@@ -30,6 +30,7 @@ from .base import (
     StoredDecision,
     WrongFields,
 )
+from .validity import Invalid, InvalidKind
 
 
 class FieldsKind(DecisionKind):
@@ -62,6 +63,15 @@ class FieldsKind(DecisionKind):
         if problem is not None:
             return Reading(schema_marked(read if read != NOT_AN_OBJECT else "{}", problem), True, calls)
         return Reading(read, read != NOT_AN_OBJECT, calls)
+
+    def served(self, spec: SpecView, reading: Reading, raw: str) -> tuple[str, Invalid | None]:
+        read = parse_read(reading.decision)
+        if read is not None and schema_broken(reading.decision):
+            problem = str(read.pop(SCHEMA_MARK, ""))
+            return canonical(read), Invalid(InvalidKind.SCHEMA, problem)
+        if reading.valid and reading.decision is not None:
+            return reading.decision, None
+        return "{}", Invalid(InvalidKind.NOT_AN_OBJECT, "not a JSON object")
 
     def score(self, decision: Decision | None, actual: str, expected: str) -> dict[str, Any]:
         if decision is None or decision.fields is None:

@@ -13,8 +13,10 @@ from gate.prompt.decision import MAX_ANSWER_CHARS, first_word_label, json_label,
 from gate.prompt.linear_regex import PatternError, compile_pattern
 from gate.prompt.tool_decision import ToolCall
 from gate.prompt.tools import Tool
+from gate.verdict.scoring import INVALID_DECISION
 
 from .base import Decision, DecisionKind, Reading, SpecView
+from .validity import Invalid, InvalidKind
 
 MAX_JSON_FIELD = 256
 TYPES = ("first_word", "json", "regex")
@@ -67,6 +69,13 @@ class LabelKind(DecisionKind):
             return Reading(SCHEMA_MARK, True, calls)
         label = parse_decision(spec, spec.labels, text)
         return Reading(label, label is not None, calls)
+
+    def served(self, spec: SpecView, reading: Reading, raw: str) -> tuple[str, Invalid | None]:
+        if reading.decision == SCHEMA_MARK:
+            schema = response_schema(spec.response_format)
+            problem = schema_problem(schema, raw) if schema is not None else None
+            return INVALID_DECISION, Invalid(InvalidKind.SCHEMA, problem or "off the schema")
+        return super().served(spec, reading, raw)
 
 
 LABEL = LabelKind()

@@ -9,12 +9,35 @@ from typing import Any, cast
 
 from gate.errors import SpecError
 from gate.prompt.structured.expected_calls import check_call_rows
-from gate.prompt.structured.rule import FUNCTION_FIELD, CallRule, FieldsRule
-from gate.prompt.tool_decision import ToolCall, call_label, call_reading, score_calls, wrong_calls
+from gate.prompt.structured.reading import parse_read
+from gate.prompt.structured.rule import FUNCTION_FIELD, CallRule, FieldsRule, canonical
+from gate.prompt.tool_decision import (
+    LABEL_NOT_JSON,
+    LABEL_OFF_SCHEMA,
+    NOT_JSON,
+    OFF_SCHEMA,
+    PROBLEM_KEY,
+    ToolCall,
+    call_label,
+    call_reading,
+    score_calls,
+    wrong_calls,
+)
 from gate.prompt.tools import Tool, call_labels, parse_call_rule
+from gate.verdict.scoring import INVALID_DECISION
 
-from .base import EVERY_KIND_BARS, LIVE_BARS, Decision, FigureSource, Reading, SpecView, StoredDecision
+from .base import (
+    EVERY_KIND_BARS,
+    LIVE_BARS,
+    Decision,
+    DecisionKind,
+    FigureSource,
+    Reading,
+    SpecView,
+    StoredDecision,
+)
 from .fields import FIELDS, FieldsKind
+from .validity import Invalid, InvalidKind
 
 
 class ToolCallKind(FieldsKind):
@@ -52,6 +75,17 @@ class ToolCallKind(FieldsKind):
             return Reading(call_reading(cast(CallRule, spec.decision.fields), calls, too_many), True, calls)
         label = call_label(calls, spec.labels, too_many)
         return Reading(label, label is not None, calls)
+
+    def served(self, spec: SpecView, reading: Reading, raw: str) -> tuple[str, Invalid | None]:
+        problems = [c.problem for c in reading.calls if c.problem]
+        if reading.decision in (LABEL_NOT_JSON, LABEL_OFF_SCHEMA):
+            fallback = NOT_JSON if reading.decision == LABEL_NOT_JSON else OFF_SCHEMA
+            return INVALID_DECISION, Invalid(InvalidKind.TOOL_CALL, problems[0] if problems else fallback)
+        read = parse_read(reading.decision) if spec.decision.fields is not None else None
+        if read is not None and PROBLEM_KEY in read:
+            problem = str(read.pop(PROBLEM_KEY))
+            return canonical(read), Invalid(InvalidKind.TOOL_CALL, problem)
+        return DecisionKind.served(self, spec, reading, raw)
 
     def scorer(self, rule: FieldsRule, actual: str, expected: str) -> Any:
         return score_calls(cast(CallRule, rule), actual, expected)
