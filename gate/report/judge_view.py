@@ -93,6 +93,15 @@ def rate_line(view: dict) -> str | None:
     if view["pass_rate"] is None:
         return None
     if view["mode"] == "pairwise":
+        pairwise = view.get("pairwise") or {}
+        if not pairwise.get("live") or not pairwise.get("compared"):
+            return "not lost to live: n/a — nothing was compared"
+        if pairwise.get("inconsistent"):  # they never count as not lost (issue 46.5)
+            kept = pairwise["compared"] - pairwise["losses"] - pairwise["inconsistent"]
+            return (
+                f"not lost to live (won or tied, both orders agreeing) {kept:,} of {pairwise['compared']:,}; "
+                f"{pairwise['inconsistent']:,} position-inconsistent never count"
+            )
         return f"not lost to live (won or tied) {_pct(view['pass_rate'])}{_interval(view['interval'])}"
     line = f"pass rate as judged {_pct(view['pass_rate'])}{_interval(view['interval'])}"
     corrected = view.get("corrected")
@@ -116,7 +125,7 @@ def pairwise_line(view: dict) -> str | None:
     return (
         f"vs live, judged in both orders: {pairwise['wins']:,} won, {pairwise['losses']:,} lost, {pairwise['ties']:,} "
         f"tied of {pairwise['compared']:,} ({pairwise['inconsistent']:,} position-inconsistent: the orders disagreed, "
-        "counted as ties)"
+        "counted as ties, never as not lost)"
     )
 
 

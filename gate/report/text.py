@@ -39,12 +39,23 @@ def render_text(report: UpdateReport) -> str:
     return "\n".join(lines)
 
 
+def _accuracy(r) -> str:
+    """The run's accuracy as its min_accuracy bar reads it: a comparison's share consistently
+    not lost, or n/a when its bar could not be judged (nothing compared); else matches/scored."""
+    check = next((c for c in r.checks if c["bar"] == "min_accuracy"), None)
+    if check and check.get("reason") == "unjudged":
+        return "n/a"
+    if check and check["value"] and (r.judge or {}).get("mode") == "pairwise":
+        return check["value"]
+    return format_pct(r.matches, r.scored, r.bar)
+
+
 def _run_lines(r) -> list[str]:
     """One run: its accuracy against the bar and its verdict, then every detail it has."""
     verdict = {True: "pass", False: "FAIL", None: "stopped" if r.stop else r.status.lower()}[r.passed]
     progress = f"{r.scored}/{r.total} scored" if r.total else "no items yet"  # as JSON's scored
     lines = [
-        f"  {safe(r.dataset)}: {format_pct(r.matches, r.scored, r.bar)} vs bar {format_bar(r.bar)} [{verdict}] "
+        f"  {safe(r.dataset)}: {_accuracy(r)} vs bar {format_bar(r.bar)} [{verdict}] "
         f"{progress}, {r.errors} errors"
         + (f", {r.stopped} not scored" if r.stopped else "")
         + ("".join(f" ({safe(c['note'])})" for c in r.checks if c["bar"] == "min_accuracy" and c["note"]))
