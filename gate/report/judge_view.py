@@ -88,6 +88,18 @@ def _interval(pair) -> str:
     return f" [{100 * pair[0]:.1f}–{100 * pair[1]:.1f}]" if pair else ""
 
 
+def compared_accuracy(run) -> str | None:
+    """A comparison's accuracy as its min_accuracy bar reads it (issue 46): the share of the
+    items compared consistently not lost, or n/a when the bar could not be judged (nothing
+    was compared); None for another run (its matches over the items scored)."""
+    check = next((c for c in run.checks if c["bar"] == "min_accuracy"), None)
+    if check and check.get("reason") == "unjudged":
+        return "n/a"
+    if check and check["value"] and (run.judge or {}).get("mode") == "pairwise":
+        return str(check["value"])
+    return None
+
+
 def rate_line(view: dict) -> str | None:
     """The pass rate as judged and, for a graded judge, corrected for its error rates."""
     if view["pass_rate"] is None:

@@ -15,7 +15,7 @@ from gate.verdict.reasons import detail_text
 from gate.verdict.scoring import format_bar, format_pct
 from gate.verdict.stats import format_p
 
-from .judge_view import judge_lines, judge_said
+from .judge_view import compared_accuracy, judge_lines, judge_said
 from .text_sections import accepted_lines, answer, field_lines, protected_lines, slice_lines
 from .tool_calls import failure_line, tool_lines
 from .update import UpdateReport
@@ -40,14 +40,7 @@ def render_text(report: UpdateReport) -> str:
 
 
 def _accuracy(r) -> str:
-    """The run's accuracy as its min_accuracy bar reads it: a comparison's share consistently
-    not lost, or n/a when its bar could not be judged (nothing compared); else matches/scored."""
-    check = next((c for c in r.checks if c["bar"] == "min_accuracy"), None)
-    if check and check.get("reason") == "unjudged":
-        return "n/a"
-    if check and check["value"] and (r.judge or {}).get("mode") == "pairwise":
-        return check["value"]
-    return format_pct(r.matches, r.scored, r.bar)
+    return compared_accuracy(r) or format_pct(r.matches, r.scored, r.bar)
 
 
 def _run_lines(r) -> list[str]:

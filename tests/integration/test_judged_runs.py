@@ -30,6 +30,7 @@ from gate.errors import NotFound, UsageError
 from gate.mockllm import MockLLMServer
 from gate.prompt.spec import parse_spec
 from gate.records.pinned import Pinned
+from gate.report.markdown import render_markdown
 from gate.report.text import render_text
 from gate.schemas import status_schema
 from gate.states import UpdateStatus
@@ -182,8 +183,9 @@ def test_a_compared_prompt_with_no_live_version_is_never_applied(mysql_gate, llm
     with pytest.raises(NotFound):  # nothing applied
         gate.live("reply")
     text = render_text(report)
-    print(text)
-    assert why in text and "✅" not in text
+    assert why in text and "✅" not in text and "tickets: n/a vs bar 80% [FAIL]" in text
+    comment = render_markdown([report])
+    assert "| tickets | n/a | 80% | ❌ fail |" in comment and "✅" not in comment
     checks = {c["bar"]: c for c in report.to_dict()["runs"][0]["checks"]}
     assert checks["min_accuracy"]["state"] == "fail" and checks["min_accuracy"]["reason"] == "unjudged"
     Draft202012Validator(status_schema()).validate(report.to_dict())
@@ -253,6 +255,9 @@ def test_a_worse_candidate_under_a_judge_biased_on_the_slice_it_loses_is_not_pas
     assert "missed: tickets 66.7% < bar 90%" in report.update.reason and said in report.update.reason
     text = render_text(report)
     assert said in text and "not lost on 40 of 60 compared; 20 position-inconsistent never count" in text
+    assert "tickets: 66.7% vs bar 90% [FAIL]" in text
+    comment = render_markdown([report])
+    assert "| tickets | 66.7% | 90% | ❌ fail |" in comment and "✅" not in comment
 
 
 def test_the_spend_cap_holds_with_judge_calls_counted(mysql_gate, llm, workers, tmp_path):
