@@ -217,6 +217,12 @@ def dataset_diff(ctx, name, old, new, as_json):
 )
 @click.option("--max-loss-rate", metavar="X", default=None, help="A comparison with live: at most this share lost.")
 @click.option(
+    "--max-inconsistent",
+    metavar="X",
+    default=None,
+    help="A comparison with live: at most this share position-inconsistent, else inconclusive (0.10).",
+)
+@click.option(
     "--sentinels",
     metavar="N",
     type=int,
@@ -240,6 +246,7 @@ def dataset_map(
     early_stop,
     judge_corrected,
     max_loss_rate,
+    max_inconsistent,
     sentinels,
 ):
     """Gate PROMPT on DATASET with a bar, and optionally more bars (all must clear). A
@@ -255,6 +262,7 @@ def dataset_map(
         "early_stop": early_stop,
         "judge_corrected": judge_corrected,
         "max_loss_rate": max_loss_rate,
+        "max_inconsistent": max_inconsistent,
         "sentinels": sentinels,
         "max_error_rate": max_error_rate,
     }

@@ -2,22 +2,29 @@
 <name>, compare: live}``): the judge reads both answers, in both orders; a win is the
 candidate's, a loss live's, and the run's wins and losses are its flips against live.
 
-Its checks (``ComparedKind.checks``, the judged kind's): with no live version to compare
-with, ``min_accuracy`` (the share not lost) and ``max_loss_rate`` are n/a; with one,
-``max_loss_rate`` bars the share lost."""
+Its checks (``ComparedKind.checks``): with no live version to compare with (or no item
+compared) nothing was judged: ``min_accuracy`` and ``max_loss_rate`` fail as not judged
+(``UNJUDGED``: the update FAILED, never a pass). With one, ``min_accuracy`` bars the share
+of the items compared consistently not lost (wins and ties on which both orders agree: a
+position-inconsistent item never counts), ``max_loss_rate`` the share lost, and
+``max_inconsistent`` the share position-inconsistent: above it the run is inconclusive (the
+judge cannot order these answers)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
-from gate.records.metrics import JudgeFigures, PairwiseFigures, RunFigures
+from gate.records.metrics import JudgeFigures, PairwiseFigures, RunFigures, RunMetrics
 from gate.records.pinned import PinnedJudge
 from gate.verdict.bar_checks import BarCheck
 from gate.verdict.bars import Bars
+from gate.verdict.scoring import format_bar, format_pct
 
 from .base import EVERY_KIND_BARS, LIVE_BARS
-from .judged import NO_LIVE, JudgedKind
+from .judged import NO_LIVE, UNJUDGED, JudgedKind
 from .live import JUDGED_PAIRS
 
 OUTCOMES = ("win", "loss", "tie", "inconsistent")
@@ -46,7 +53,7 @@ class ComparedKind(JudgedKind):
     name = "compared"
     live = JUDGED_PAIRS  # the judge's wins and losses are the flips
     # wins and losses read as fixed and broken; no corrected pass rate (no error rates of a comparison)
-    bars_computable = EVERY_KIND_BARS | LIVE_BARS | {"max_loss_rate", "sentinels"}
+    bars_computable = EVERY_KIND_BARS | LIVE_BARS | {"max_loss_rate", "max_inconsistent", "sentinels"}
 
     def judge_calls(self, trials: int) -> int:
         return trials * 2  # both orders
@@ -61,11 +68,51 @@ class ComparedKind(JudgedKind):
     ) -> dict[str, Any]:
         return {"pairwise": PairwiseFigures.made(**pairwise_counts(figures.confusion or {}, bool(pinned.live)))}
 
+    def checks(self, bars: Bars, metrics: RunMetrics, base_checks: list[BarCheck]) -> list[BarCheck]:
+        """The judged kind's checks, and ``max_inconsistent`` when items were compared."""
+        out = super().checks(bars, metrics, base_checks)
+        judged = RunFigures.of(metrics).judge
+        pairwise = judged.pairwise if judged else None
+        if pairwise is not None and pairwise.live and pairwise.compared:
+            out.append(inconsistent_check(bars.judge.max_inconsistent, pairwise))
+        return out
+
     def accuracy_check(self, bars: Bars, judged: JudgeFigures, check: BarCheck) -> BarCheck:
-        """n/a with no live version to compare with; else as a judged run's."""
-        if judged.pairwise is not None and not judged.pairwise.live:
-            return BarCheck(check.name, None, check.limit, None, "n/a", NO_LIVE)
-        return super().accuracy_check(bars, judged, check)
+        """The share of the items compared consistently not lost; not judged (a fail,
+        ``UNJUDGED``) with no live version to compare with or no item compared."""
+        pairwise = judged.pairwise
+        if pairwise is None:
+            return super().accuracy_check(bars, judged, check)
+        limit = format_bar(bars.min_accuracy)
+        if not pairwise.live or not pairwise.compared:
+            why = NO_LIVE if not pairwise.live else "no item was compared"
+            return BarCheck("min_accuracy", None, limit, None, "fail", why, UNJUDGED)
+        kept = pairwise.compared - pairwise.losses - pairwise.inconsistent
+        note = (
+            f"not lost on {kept} of {pairwise.compared} compared; "
+            f"{pairwise.inconsistent} position-inconsistent never count"
+            if pairwise.inconsistent
+            else None
+        )
+        state = "pass" if Fraction(kept, pairwise.compared) >= Fraction(bars.min_accuracy) else "fail"
+        return BarCheck(
+            "min_accuracy", None, limit, format_pct(kept, pairwise.compared, bars.min_accuracy), state, note
+        )
+
+
+def inconsistent_check(limit: Decimal, pairwise: PairwiseFigures) -> BarCheck:
+    """``max_inconsistent``: at most this share of the items compared position-inconsistent
+    (the two orders disagree); above it the run is inconclusive: the judge cannot order
+    these answers."""
+    n, compared = pairwise.inconsistent, pairwise.compared
+    shown = format_pct(n, compared, limit)
+    if Fraction(n, compared) <= Fraction(limit):
+        return BarCheck("max_inconsistent", None, format_bar(limit), shown, "pass", f"{n} position-inconsistent")
+    why = (
+        f"inconclusive: {n} of {compared} compared items position-inconsistent ({shown}) > max_inconsistent "
+        f"{format_bar(limit)}: the judge cannot order these answers"
+    )
+    return BarCheck("max_inconsistent", None, format_bar(limit), shown, "fail", why, "inconclusive")
 
 
 COMPARED = ComparedKind()

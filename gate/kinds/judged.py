@@ -24,11 +24,15 @@ from gate.verdict.bar_checks import BarCheck
 from gate.verdict.bars import Bars
 from gate.verdict.judge_stats import corrected
 from gate.verdict.scoring import format_bar, format_pct
+from gate.verdict.update_outcome import UNJUDGED
 
 from .base import EVERY_KIND_BARS, Decision, DecisionKind, Reading, SpecView, StoredDecision
 
 GRADED_NOTE = "a judged run is compared with live by the judge itself (decision compare: live)"
-NO_LIVE = "no live version to compare with: the comparison's bars are not applied"
+NO_LIVE = (
+    "no live version to compare with: the first version of a compared prompt cannot be judged by comparison; "
+    "apply it graded by a judge (decision pass: [...]) first"
+)
 
 
 class JudgedKind(DecisionKind):
@@ -118,18 +122,18 @@ def corrected_check(bar: Decimal, judged: JudgeFigures) -> BarCheck:
 
 
 def loss_check(limit: Decimal, judged: JudgeFigures) -> BarCheck:
-    """``max_loss_rate``: at most this share of the items compared lost to live; n/a with
-    no live version, failed on a run that is not a comparison."""
+    """``max_loss_rate``: at most this share of the items compared lost to live; failed on a
+    run that is not a comparison, and, as not judged (``UNJUDGED``), with no live version or
+    no item compared."""
     pairwise = judged.pairwise
     if pairwise is None:
         return BarCheck(
             "max_loss_rate", None, format_bar(limit), None, "fail", "the run is not a comparison (compare: live)"
         )
-    if not pairwise.live:
-        return BarCheck("max_loss_rate", None, format_bar(limit), None, "n/a", NO_LIVE)
+    if not pairwise.live or not pairwise.compared:
+        why = NO_LIVE if not pairwise.live else "no item was compared"
+        return BarCheck("max_loss_rate", None, format_bar(limit), None, "fail", why, UNJUDGED)
     losses, compared = pairwise.losses, pairwise.compared
-    if not compared:
-        return BarCheck("max_loss_rate", None, format_bar(limit), None, "n/a", "no item was compared")
     state = "pass" if Fraction(losses, compared) <= Fraction(limit) else "fail"
     return BarCheck(
         "max_loss_rate", None, format_bar(limit), format_pct(losses, compared, limit), state, f"{losses} lost"

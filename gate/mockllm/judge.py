@@ -22,6 +22,7 @@ the whole user text when the tags are missing)::
     - judge otherwise: bad
     - judge wrong: 10%                                    # flips 10 % of verdicts (by a hash of the answer)
     - judge position bias: 30%                            # a comparison: answers A on 30 % of pairs
+    - judge position bias when refund*: 100%              # ... of the pairs whose item has these keywords
 
 A comparison judges each answer by the same rules: ``A`` when only the first passes, ``B``
 when only the second does, else ``tie``; a pair under the position bias gets ``A`` in both
@@ -49,7 +50,7 @@ REPLY_RE = re.compile(
 JUDGE_RE = re.compile(
     _BULLET
     + r"judge\s+(?:pass\s+(?P<label>[A-Za-z0-9_.-]+)|(?P<otherwise>otherwise)|(?P<max>max chars)|(?P<wrong>wrong)"
-    r"|(?P<bias>position bias))\s*:\s*(?P<value>.*?)\s*$"
+    r"|(?P<bias>position bias(?:\s+when\s+(?P<bias_when>[^:]+))?))\s*:\s*(?P<value>.*?)\s*$"
 )
 FILLER = " Please let us know if there is anything else we can do."
 PAIR_TAGS = ("answer_a", "answer_b")
@@ -62,6 +63,7 @@ class Judge:
     max_chars: int | None
     wrong: int
     bias: int
+    bias_when: re.Pattern | None = None  # the bias only on items whose text has these keywords
 
     def verdict(self, answer: str) -> str:
         passed = self.passing(answer)
@@ -78,6 +80,7 @@ class Judge:
 @lru_cache(maxsize=256)
 def parse_judge(system: str) -> Judge | None:
     passes, otherwise, max_chars, wrong, bias, seen = [], "fail", None, 0, 0, False
+    bias_when = None
     for line in system.splitlines():
         m = JUDGE_RE.match(line)
         if not m:
@@ -94,7 +97,9 @@ def parse_judge(system: str) -> Judge | None:
         elif m.group("wrong") or m.group("bias"):
             share = int(value.rstrip("% ")) if value.rstrip("% ").isdigit() else 0
             wrong, bias = (share, bias) if m.group("wrong") else (wrong, share)
-    return Judge(tuple(passes), otherwise, max_chars, wrong, bias) if seen and passes else None
+            if m.group("bias_when"):
+                bias_when = keywords_pattern(m.group("bias_when"))
+    return Judge(tuple(passes), otherwise, max_chars, wrong, bias, bias_when) if seen and passes else None
 
 
 def _share(text: str) -> int:
@@ -141,7 +146,8 @@ def judge_answer(messages: Sequence[dict], drift: JudgeDrift) -> str | None:
             label = judge.otherwise if label != judge.otherwise else judge.passes[0][0]
         return label
     context = user.replace(first, "").replace(second, "")  # the item, whichever answer comes first
-    if judge.bias and _share("\x00".join([context, *sorted((first, second))])) < judge.bias:
+    biased = judge.bias_when is None or judge.bias_when.search(context) is not None
+    if judge.bias and biased and _share("\x00".join([context, *sorted((first, second))])) < judge.bias:
         return "A"
     a, b = judge.passing(first) is not None, judge.passing(second) is not None
     label = "A" if a and not b else "B" if b and not a else "tie"

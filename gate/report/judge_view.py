@@ -88,11 +88,32 @@ def _interval(pair) -> str:
     return f" [{100 * pair[0]:.1f}–{100 * pair[1]:.1f}]" if pair else ""
 
 
+def compared_accuracy(run) -> str | None:
+    """A comparison's accuracy as its min_accuracy bar reads it (issue 46): the share of the
+    items compared consistently not lost, or n/a when the bar could not be judged (nothing
+    was compared); None for another run (its matches over the items scored)."""
+    check = next((c for c in run.checks if c["bar"] == "min_accuracy"), None)
+    if check and check.get("reason") == "unjudged":
+        return "n/a"
+    if check and check["value"] and (run.judge or {}).get("mode") == "pairwise":
+        return str(check["value"])
+    return None
+
+
 def rate_line(view: dict) -> str | None:
     """The pass rate as judged and, for a graded judge, corrected for its error rates."""
     if view["pass_rate"] is None:
         return None
     if view["mode"] == "pairwise":
+        pairwise = view.get("pairwise") or {}
+        if not pairwise.get("live") or not pairwise.get("compared"):
+            return "not lost to live: n/a — nothing was compared"
+        if pairwise.get("inconsistent"):  # they never count as not lost (issue 46.5)
+            kept = pairwise["compared"] - pairwise["losses"] - pairwise["inconsistent"]
+            return (
+                f"not lost to live (won or tied, both orders agreeing) {kept:,} of {pairwise['compared']:,}; "
+                f"{pairwise['inconsistent']:,} position-inconsistent never count"
+            )
         return f"not lost to live (won or tied) {_pct(view['pass_rate'])}{_interval(view['interval'])}"
     line = f"pass rate as judged {_pct(view['pass_rate'])}{_interval(view['interval'])}"
     corrected = view.get("corrected")
@@ -116,7 +137,7 @@ def pairwise_line(view: dict) -> str | None:
     return (
         f"vs live, judged in both orders: {pairwise['wins']:,} won, {pairwise['losses']:,} lost, {pairwise['ties']:,} "
         f"tied of {pairwise['compared']:,} ({pairwise['inconsistent']:,} position-inconsistent: the orders disagreed, "
-        "counted as ties)"
+        "counted as ties, never as not lost)"
     )
 
 

@@ -26,7 +26,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from gate.verdict.reasons import detail_text
 
 from . import canary
-from .judge_view import cost_line, judge_said, pairwise_line, rate_line, sentinel_line
+from .judge_view import compared_accuracy, cost_line, judge_said, pairwise_line, rate_line, sentinel_line
 from .markdown_filters import (
     Safe,
     UnescapedOutput,
@@ -94,6 +94,7 @@ def environment() -> Environment:
         num=num,
         pct=pct,
         run_pct=run_pct,
+        compared=lambda run: compared_accuracy(run) is not None,
         chart_pct=chart_pct,
         bar_pct=bar_pct,
         link=link,

@@ -20,6 +20,7 @@ from gate.untrusted import CONTROL, LINE_BREAKS
 from gate.verdict.scoring import format_bar, format_pct
 from gate.verdict.stats import format_p
 
+from .judge_view import compared_accuracy
 from .text import difference as difference_text
 
 ZWJ = "\u200d"
@@ -127,7 +128,7 @@ def run_pct(run: Any) -> Safe:
     the bar it is judged by (``scoring.format_pct``)."""
     if not run.scored:
         return pct(run.accuracy)
-    return Safe(format_pct(run.matches, run.scored, run.bar))
+    return Safe(compared_accuracy(run) or format_pct(run.matches, run.scored, run.bar))
 
 
 def chart_pct(value: Any) -> Safe:

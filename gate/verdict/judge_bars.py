@@ -7,14 +7,20 @@ parsed from untrusted config and pinned with the run like every bar:
   or a failing human label, or its sensitivity + specificity ≤ 1) fails the bar.
 * ``max_loss_rate``: a comparison against live (``compare: live``): at most this share of
   items lost (both orders agree the live answer is better).
+* ``max_inconsistent``: a comparison against live: at most this share of the items
+  compared may be position-inconsistent (the two orders disagree; default 0.10). Above
+  it the run is inconclusive (the judge cannot order these answers): never a pass.
 * ``sentinels``: how many of the judge's human-labelled items are mixed into the run's
   judging calls (default 20, at most 200; 0: none).
 
-A comparison's items are MATCH unless lost, so ``min_accuracy`` bars the share not lost,
-and its ``max_drop`` and ``max_broken`` read the wins and losses as the comparison with
-live reads fixed and broken items. With no live version to compare with they are n/a, and
-the report says so. The checks these bars make are the kinds' (``JudgedKind.checks``,
-``ComparedKind.checks`` in gate.kinds), which ``gate.verdict.bar_checks.check`` is given.
+A comparison's ``min_accuracy`` bars the share of the items compared that the judge
+consistently did not lose (wins and ties on which both orders agree: a position-inconsistent
+item never counts as not lost), and its ``max_drop`` and ``max_broken`` read the wins and losses as the comparison with
+live reads fixed and broken items. With no live version to compare with nothing was
+compared: ``min_accuracy`` and ``max_loss_rate`` cannot be judged and fail the run (never a
+pass on a comparison that did not happen), and the report says why. The checks these bars
+make are the kinds' (``JudgedKind.checks``, ``ComparedKind.checks`` in gate.kinds), which
+``gate.verdict.bar_checks.check`` is given.
 """
 
 from __future__ import annotations
@@ -29,9 +35,10 @@ from gate.records.metrics import RunFigures
 
 from .scoring import format_bar, parse_bar
 
-KEYS = ("judge_corrected", "max_loss_rate", "sentinels")
+KEYS = ("judge_corrected", "max_loss_rate", "max_inconsistent", "sentinels")
 DEFAULT_SENTINELS = 20
 MAX_SENTINELS = 200
+DEFAULT_MAX_INCONSISTENT = Decimal("0.10")
 
 
 @dataclass(frozen=True)
@@ -39,6 +46,7 @@ class JudgeBars:
     corrected: bool = False
     max_loss_rate: Decimal | None = None
     sentinels: int = DEFAULT_SENTINELS
+    max_inconsistent: Decimal = DEFAULT_MAX_INCONSISTENT
 
     @classmethod
     def parse(cls, extra: Mapping[str, Any]) -> JudgeBars:
@@ -51,7 +59,13 @@ class JudgeBars:
         sentinels = DEFAULT_SENTINELS if sentinels is None else sentinels
         if isinstance(sentinels, bool) or not isinstance(sentinels, int) or not 0 <= sentinels <= MAX_SENTINELS:
             raise UsageError(f"sentinels {sentinels!r} is out of range: a whole number from 0 to {MAX_SENTINELS}")
-        return cls(corrected, None if loss is None else parse_bar(loss, "max_loss_rate"), sentinels)
+        inconsistent = extra.get("max_inconsistent")
+        return cls(
+            corrected,
+            None if loss is None else parse_bar(loss, "max_loss_rate"),
+            sentinels,
+            DEFAULT_MAX_INCONSISTENT if inconsistent is None else parse_bar(inconsistent, "max_inconsistent"),
+        )
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"judge_corrected": True} if self.corrected else {}
@@ -59,6 +73,8 @@ class JudgeBars:
             out["max_loss_rate"] = f"{self.max_loss_rate:f}"
         if self.sentinels != DEFAULT_SENTINELS:
             out["sentinels"] = self.sentinels
+        if self.max_inconsistent != DEFAULT_MAX_INCONSISTENT:
+            out["max_inconsistent"] = f"{self.max_inconsistent:f}"
         return out
 
     def describe(self) -> list[str]:
@@ -67,6 +83,8 @@ class JudgeBars:
             out.append(f"losses vs live ≤ {format_bar(self.max_loss_rate)}")
         if self.sentinels != DEFAULT_SENTINELS:
             out.append(f"{self.sentinels} sentinels")
+        if self.max_inconsistent != DEFAULT_MAX_INCONSISTENT:
+            out.append(f"position-inconsistent ≤ {format_bar(self.max_inconsistent)}")
         return out
 
 

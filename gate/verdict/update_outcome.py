@@ -1,7 +1,8 @@
 """How an update whose runs are all terminal ends (``update_end``; an item's verdict is
 ``states.Verdict``): REJECTED when a run stopped early because no outcome of its remaining
 items could clear its bars (gate/verdict/early_stop.py); FAILED when its spend cap stopped it, when a
-run could not be scored, or when the live version's answers a bar compared with live (or
+run could not be scored, when a bar could not be judged (a check's reason ``unjudged``:
+a comparison with no live version to compare with), or when the live version's answers a bar compared with live (or
 the protection of protected items) needs could not be had; REJECTED when any bar of any
 run fails — "missed" (the figure is on the wrong side; a protected item that broke is
 named first), or for ``max_drop`` "inconclusive" (the interval straddles the limit: the
@@ -30,6 +31,7 @@ from .bar_checks import BarCheck, KindChecks, check, kept
 from .bars import pinned_bars
 from .judge_bars import drifted_runs
 
+UNJUDGED = "unjudged"  # a check's reason: its bar could not be judged (gate.kinds.judged.UNJUDGED)
 EARLY_STOP, SPEND_CAP, WITH_UPDATE = "early_stop", "spend_cap", "with_update"  # a run's stop, by why
 JUDGE_DRIFT = "judge_drift"  # a run's judge drifted on its sentinels (gate.verdict.judge_stats.drift)
 ChecksOf = Callable[[Any], KindChecks]  # a run -> its kind's checks (gate.kinds.registry.checks_of)
@@ -84,6 +86,15 @@ def update_end(mode: str, runs: Sequence, checks_of: ChecksOf = _kept_of) -> tup
         why = "; ".join(f"{r.dataset_name}: {r.metrics['baseline_error']} ({name} needs it)" for r, name in unanswered)
         return UpdateStatus.FAILED, f"could not be scored: {why}"
     checks = [(r, run_checks(r, checks_of(r))) for r in runs]
+    unjudged: dict[tuple[str, str], list[str]] = {}  # (dataset, why) -> the bars that could not be judged
+    for r, cs in checks:
+        for c in cs:
+            if c.reason == UNJUDGED:
+                unjudged.setdefault((r.dataset_name, c.note or ""), []).append(c.title)
+    if unjudged:  # a bar that could not be judged (a comparison that did not happen): never a pass
+        return UpdateStatus.FAILED, "could not be scored: " + "; ".join(
+            f"{ds} {', '.join(titles)}: {why}" for (ds, why), titles in unjudged.items()
+        )
     # a bar still pending (not compared yet) never passes: reconcile compares first, so
     # this only guards against a verdict taken too early
     # a protected item that broke is named first (sorted is stable: the rest keep their order)

@@ -24,11 +24,16 @@ def test_judged_bars_on_the_command_line_and_a_judge_that_is_not_live(sqlite_url
         "--judge-corrected",
         "--max-loss-rate",
         "0.1",
+        "--max-inconsistent",
+        "0.2",
         "--sentinels",
         "10",
     )
     assert mapped.returncode == 0, mapped.stderr
-    assert "bars the judge-corrected pass rate, losses vs live ≤ 10%, 10 sentinels" in mapped.stdout
+    assert (
+        "bars the judge-corrected pass rate, losses vs live ≤ 10%, 10 sentinels, position-inconsistent ≤ 20%"
+        in mapped.stdout
+    )
     refused = run_cli(
         "--database-url",
         sqlite_url,
@@ -42,6 +47,21 @@ def test_judged_bars_on_the_command_line_and_a_judge_that_is_not_live(sqlite_url
         "500",
     )
     assert refused.returncode == 2 and "sentinels 500 is out of range" in refused.stderr
+    odd = run_cli(
+        "--database-url",
+        sqlite_url,
+        "dataset",
+        "map",
+        "reply",
+        "tickets",
+        "--min-accuracy",
+        "0.8",
+        "--max-inconsistent",
+        "1.5",
+    )
+    assert (
+        odd.returncode == 2 and odd.stderr.count("\n") == 1 and "max_inconsistent '1.5' is outside [0, 1]" in odd.stderr
+    )
     prompt = tmp_path / "reply.yaml"
     prompt.write_text(
         yaml.safe_dump(

@@ -3,8 +3,9 @@
 its pass rate, with both answers kept and the judge's figures pinned and reported; a judge
 without a live version is refused at submit; a pull request that lowers a judge's agreement
 is rejected on its own gate; a judge that drifts mid-run fails the update on its sentinels;
-a comparison with live counts a position-biased judge's disagreeing orders as ties; the
-spend cap holds with the judge's calls counted."""
+a compared prompt with no live version is never applied (46.1); a comparison with live
+never counts a position-biased judge's disagreeing orders as not lost, and above
+max_inconsistent is inconclusive (46.5); the spend cap holds with the judge's calls counted."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 from jsonschema import Draft202012Validator
 from sqlalchemy import func, select
 from support.judging import (
+    NO_REFUND_REPLIES,
     WEAK_REPLIES,
     judge_spec,
     live_judge,
@@ -24,13 +26,14 @@ from support.judging import (
 )
 from support.workers_harness import WorkerFleet, worker_env
 
-from gate.errors import UsageError
+from gate.errors import NotFound, UsageError
 from gate.mockllm import MockLLMServer
 from gate.prompt.spec import parse_spec
 from gate.records.pinned import Pinned
+from gate.report.markdown import render_markdown
 from gate.report.text import render_text
 from gate.schemas import status_schema
-from gate.states import UpdateStatus, Verdict
+from gate.states import UpdateStatus
 from gate.store.schema import prompt_run_item, prompt_run_sentinel
 from workers.supervisor import run_until_terminal
 
@@ -163,16 +166,43 @@ def test_a_judge_that_drifts_mid_run_fails_the_update_on_its_sentinels(mysql_gat
     assert calls == sentinels["judged"]  # each sentinel called afresh, once
 
 
-def test_pairwise_with_a_position_biased_judge_counts_inconsistent_items_as_ties(mysql_gate, llm, workers, tmp_path):
+def test_a_compared_prompt_with_no_live_version_is_never_applied(mysql_gate, llm, tmp_path):
+    """Issue 46.1: no live version, no comparison: the run is not judged, the update FAILED."""
     gate = mysql_gate
+    gate.register_dataset("pairs", str(write_pairs(tmp_path / "pairs.csv", 60)))
+    gate.map_dataset("pair-judge", "pairs", "0.5")
+    assert in_process(gate)(gate.submit(pair_judge_spec(), "apply")).status == UpdateStatus.APPLIED
+    gate.register_dataset("tickets", str(write_tickets(tmp_path / "tickets.csv", 25)))
+    gate.map_dataset("reply", "tickets", "0.8", bars={"max_loss_rate": 0.05, "sentinels": 0})
+    report = in_process(gate)(gate.submit(reply_spec(judge="pair-judge", compare="live"), "apply"))
+    why = "no live version to compare with: the first version of a compared prompt cannot be judged by comparison"
+    assert report.status == UpdateStatus.FAILED, report.update.reason
+    assert report.update.reason.startswith(f"could not be scored: tickets min_accuracy, max_loss_rate: {why}")
+    assert "\n" not in report.update.reason
+    assert report.runs[0].judge["pairwise"]["live"] is False
+    with pytest.raises(NotFound):  # nothing applied
+        gate.live("reply")
+    text = render_text(report)
+    assert why in text and "✅" not in text and "tickets: n/a vs bar 80% [FAIL]" in text
+    comment = render_markdown([report])
+    assert "| tickets | n/a | 80% | ❌ fail |" in comment and "✅" not in comment
+    checks = {c["bar"]: c for c in report.to_dict()["runs"][0]["checks"]}
+    assert checks["min_accuracy"]["state"] == "fail" and checks["min_accuracy"]["reason"] == "unjudged"
+    Draft202012Validator(status_schema()).validate(report.to_dict())
+
+
+def test_pairwise_with_a_position_biased_judge_is_inconclusive(mysql_gate, llm, workers, tmp_path):
+    """Issue 46.5: a position-biased judge's disagreeing orders never count as not lost, and
+    above max_inconsistent (default 10 %) the run is inconclusive."""
+    gate = mysql_gate
+    live_judge(gate, tmp_path, in_process(gate))  # the first version is graded: nothing to compare with yet
     gate.register_dataset("pairs", str(write_pairs(tmp_path / "pairs.csv", 60)))
     gate.map_dataset("pair-judge", "pairs", "0.5")  # a lenient bar lets a position-biased judge go live
     assert in_process(gate)(gate.submit(pair_judge_spec(bias=40), "apply")).status == UpdateStatus.APPLIED
     gate.register_dataset("tickets", str(write_tickets(tmp_path / "tickets.csv", 90)))
-    gate.map_dataset("reply", "tickets", "0.5", bars={"max_loss_rate": 0.05, "sentinels": 0})
-    first = in_process(gate)(gate.submit(reply_spec(WEAK_REPLIES, "pair-judge", compare="live"), "apply"))
-    assert first.status == UpdateStatus.APPLIED and "not applied: max_loss_rate, min_accuracy" in first.update.reason
-    assert first.runs[0].judge["pairwise"]["live"] is False  # no live version yet: n/a, said so
+    gate.map_dataset("reply", "tickets", "0.5", bars={"sentinels": 0, "early_stop": False})
+    first = in_process(gate)(gate.submit(reply_spec(), "apply"))
+    assert first.status == UpdateStatus.APPLIED, first.update.reason
     update_id = gate.submit(reply_spec(judge="pair-judge", compare="live"))
     workers(gate, llm)
     report = gate.wait(update_id, timeout=60)
@@ -186,14 +216,48 @@ def test_pairwise_with_a_position_biased_judge_counts_inconsistent_items_as_ties
             )
         ).all()
     inconsistent = [judge for outcome, _, judge in items if outcome == "inconsistent"]
-    assert len(inconsistent) == pairwise["inconsistent"] and all(v == Verdict.MATCH for _, v, _ in items)
+    assert len(inconsistent) == pairwise["inconsistent"]
     assert all(j["orders"][0]["better"] != j["orders"][1]["better"] for j in inconsistent)  # the orders disagreed
     assert all(j["orders"][0]["label"] == j["orders"][1]["label"] == "A" for j in inconsistent)  # A whatever came first
     ties = sum(1 for outcome, _, _ in items if outcome == "tie")
     assert pairwise["ties"] == ties + len(inconsistent) and pairwise["wins"] + pairwise["ties"] == 90
+    n = len(inconsistent)
+    assert report.status == UpdateStatus.REJECTED, report.update.reason  # was PASSED: the defect of 46.5
+    said = f"{n} of 90 compared items position-inconsistent ("
+    assert said in report.update.reason and "> max_inconsistent 10%: the judge cannot order these answers" in (
+        report.update.reason
+    )
+    assert said in render_text(report)
+
+
+def test_a_worse_candidate_under_a_judge_biased_on_the_slice_it_loses_is_not_passed(mysql_gate, llm, workers, tmp_path):
+    """Issue 46.5: the candidate loses only the refund tickets, and the judge is position-
+    biased on exactly those: counted as ties they would pass it; they never count."""
+    gate = mysql_gate
+    live_judge(gate, tmp_path, in_process(gate))
+    gate.register_dataset("pairs", str(write_pairs(tmp_path / "pairs.csv", 60)))
+    gate.map_dataset("pair-judge", "pairs", "0.5")
+    biased = pair_judge_spec(bias=100, bias_when="charged")  # "A" in both orders on every refund ticket
+    assert in_process(gate)(gate.submit(biased, "apply")).status == UpdateStatus.APPLIED
+    gate.register_dataset("tickets", str(write_tickets(tmp_path / "tickets.csv", 60)))
+    gate.map_dataset("reply", "tickets", "0.9", bars={"sentinels": 0, "early_stop": False})
+    assert in_process(gate)(gate.submit(reply_spec(), "apply")).status == UpdateStatus.APPLIED
+    update_id = gate.submit(reply_spec(NO_REFUND_REPLIES, "pair-judge", compare="live"))
+    workers(gate, llm)
+    report = gate.wait(update_id, timeout=60)
+    pairwise = report.runs[0].judge["pairwise"]
+    assert (pairwise["compared"], pairwise["inconsistent"], pairwise["losses"]) == (60, 20, 0)
+    assert report.status == UpdateStatus.REJECTED, report.update.reason
+    said = (
+        "20 of 60 compared items position-inconsistent (33.3%) > max_inconsistent 10%: "
+        "the judge cannot order these answers"
+    )
+    assert "missed: tickets 66.7% < bar 90%" in report.update.reason and said in report.update.reason
     text = render_text(report)
-    assert f"({len(inconsistent)} position-inconsistent: the orders disagreed, counted as ties)" in text
-    assert report.status == UpdateStatus.PASSED, report.update.reason
+    assert said in text and "not lost on 40 of 60 compared; 20 position-inconsistent never count" in text
+    assert "tickets: 66.7% vs bar 90% [FAIL]" in text
+    comment = render_markdown([report])
+    assert "| tickets | 66.7% | 90% | ❌ fail |" in comment and "✅" not in comment
 
 
 def test_the_spend_cap_holds_with_judge_calls_counted(mysql_gate, llm, workers, tmp_path):

@@ -27,6 +27,12 @@ GOOD_REPLIES = (
     "- reply when parcel, delivery: Here is your tracking number: it arrives tomorrow.\n"
     "- reply otherwise: Thanks for writing; we will look into it."
 )
+NO_REFUND_REPLIES = (  # worse than GOOD_REPLIES on the refund tickets only
+    "Draft a reply to the ticket.\n"
+    "- reply when password: You can reset your password from the sign-in page.\n"
+    "- reply when parcel, delivery: Here is your tracking number: it arrives tomorrow.\n"
+    "- reply otherwise: Thanks for writing; we will look into it."
+)
 WEAK_REPLIES = (
     "Draft a reply to the ticket.\n"
     "- reply when password: You can reset your password from the sign-in page.\n"
@@ -48,7 +54,12 @@ def judge_spec(name: str = "reply-judge", rules: str = JUDGE_RULES, **extra):
     )
 
 
-def pair_judge_spec(name: str = "pair-judge", bias: int = 0):
+def pair_judge_spec(name: str = "pair-judge", bias: int = 0, bias_when: str | None = None):
+    """A comparing judge, position-biased on ``bias`` % of pairs (of the items with the
+    keywords ``bias_when`` only, when given)."""
+    rules = PAIR_RULES.format(bias=bias)
+    if bias_when:
+        rules = rules.replace("- judge position bias:", f"- judge position bias when {bias_when}:")
     return parse_spec(
         {
             "name": name,
@@ -56,7 +67,7 @@ def pair_judge_spec(name: str = "pair-judge", bias: int = 0):
             "model": "mock-1",
             "labels": ["A", "B", "tie"],
             "messages": [
-                {"role": "system", "content": PAIR_RULES.format(bias=bias)},
+                {"role": "system", "content": rules},
                 {"role": "user", "content": PAIR_TEMPLATE},
             ],
         }

@@ -63,6 +63,7 @@ def test_bar_fields_lists_the_extra_bars():
         "accept_breaks",
         "judge_corrected",
         "max_loss_rate",
+        "max_inconsistent",
         "sentinels",
     )
 

@@ -5,6 +5,7 @@ what a report says of a judged run (gate/report/judge_view.py)."""
 from __future__ import annotations
 
 from decimal import Decimal
+from types import SimpleNamespace
 
 import pytest
 
@@ -14,9 +15,11 @@ from gate.kinds.judged import JUDGED
 from gate.mockllm.judge import JudgeDrift, draft_reply, judge_answer
 from gate.records.pinned import Pinned
 from gate.report.judge_view import agreement_line, judge_lines, judge_said, judge_view
+from gate.states import UpdateStatus
 from gate.verdict.bar_checks import check
 from gate.verdict.bars import Bars
 from gate.verdict.judge_bars import JudgeBars
+from gate.verdict.update_outcome import update_end
 
 JUDGE = "- judge pass good: refund*\n- judge max chars: 40\n- judge otherwise: bad"
 
@@ -66,6 +69,56 @@ def test_the_mock_drafts_replies_by_rules_and_pads_them():
     assert draft_reply([{"role": "system", "content": "- yes: alpha"}, {"role": "user", "content": "x"}]) is None
 
 
+def test_the_mock_judge_can_be_position_biased_on_a_slice_only():
+    pair = "Ticket {t}\n<answer_a>{a}</answer_a>\n<answer_b>{b}</answer_b>"
+    biased = "- judge pass good: refund*\n- judge otherwise: tie\n- judge position bias when charged: 100%"
+    assert ask(biased, pair.format(t="charged twice", a="x", b="refund")) == "A"  # the slice: A whatever comes first
+    assert ask(biased, pair.format(t="parcel", a="x", b="refund")) == "B"  # elsewhere: fair
+
+
+def test_max_inconsistent_is_parsed_bounded_and_pinned():
+    assert Bars.parse("0.9", {}).judge.max_inconsistent == Decimal("0.10")
+    bars = Bars.parse("0.9", {"max_inconsistent": "0.2"})
+    assert bars.judge.max_inconsistent == Decimal("0.2") and bars.extra() == {"max_inconsistent": "0.2"}
+    assert Bars.parse("0.9", {"max_inconsistent": 0.1}).extra() is None  # the default is not pinned apart
+    for wrong in (2, -0.1, "lots"):
+        with pytest.raises(UsageError, match="^max_inconsistent ") as err:
+            Bars.parse("0.9", {"max_inconsistent": wrong})
+        assert "\n" not in str(err.value)
+
+
+def test_position_inconsistent_items_never_count_and_bound_the_verdict():
+    """Issue 46.5: min_accuracy counts consistent wins and ties only; above max_inconsistent
+    the run is inconclusive."""
+    pairwise = {"live": True, "wins": 0, "losses": 0, "ties": 25, "inconsistent": 5, "compared": 25}
+    run = judged(pairwise=pairwise, passed=25, scored=25)
+    checks = {c.name: c for c in check(Bars.parse("0.8", {}), run, COMPARED.checks)}
+    assert (checks["min_accuracy"].state, checks["min_accuracy"].value) == ("pass", "80.0%")
+    odd = checks["max_inconsistent"]
+    assert odd.state == "fail" and odd.reason == "inconclusive"
+    assert odd.note == (
+        "inconclusive: 5 of 25 compared items position-inconsistent (20.0%) > max_inconsistent 10%: "
+        "the judge cannot order these answers"
+    )
+    status, reason = update_end("apply", [run_of(run)], lambda r: COMPARED.checks)
+    assert status == UpdateStatus.REJECTED and "5 of 25 compared items position-inconsistent" in reason
+    lenient = {c.name: c.state for c in check(Bars.parse("0.8", {"max_inconsistent": "0.2"}), run, COMPARED.checks)}
+    assert lenient == {"min_accuracy": "pass", "max_inconsistent": "pass"}
+    missed = {c.name: c.state for c in check(Bars.parse("0.9", {"max_inconsistent": "0.2"}), run, COMPARED.checks)}
+    assert missed["min_accuracy"] == "fail"  # 20 of 25 consistently not lost: 80 % < 90 %
+
+
+def run_of(metrics: dict):
+    return SimpleNamespace(
+        status="DONE",
+        dataset_name="d",
+        metrics={**metrics, "flips": None},
+        min_accuracy=Decimal("0.5"),
+        pinned=Pinned(),
+        reason=None,
+    )
+
+
 def test_judged_bars_are_parsed_bounded_and_pinned():
     bars = Bars.parse("0.9", {"judge_corrected": True, "max_loss_rate": "0.05", "sentinels": 40})
     assert bars.judge == JudgeBars(True, Decimal("0.05"), 40)
@@ -109,8 +162,16 @@ def test_a_comparisons_bars_and_no_live_version():
     pairwise = {"live": True, "wins": 5, "losses": 2, "ties": 3, "inconsistent": 1, "compared": 10}
     (loss,) = [c for c in check(bars, judged(pairwise=pairwise), COMPARED.checks) if c.name == "max_loss_rate"]
     assert loss.state == "fail" and loss.value == "20.0%"
+    # issue 46.1: no live version, nothing compared: not judged (a fail), never n/a
     checks = check(bars, judged(pairwise={**pairwise, "live": False}), COMPARED.checks)
-    assert {c.name: c.state for c in checks} == {"min_accuracy": "n/a", "max_loss_rate": "n/a"}
+    assert {c.name: (c.state, c.reason) for c in checks} == {
+        "min_accuracy": ("fail", "unjudged"),
+        "max_loss_rate": ("fail", "unjudged"),
+    }
+    assert all(c.note.startswith("no live version to compare with: the first version") for c in checks)
+    unseen = run_of(judged(pairwise={**pairwise, "live": False}))
+    status, reason = update_end("apply", [unseen], lambda r: COMPARED.checks)
+    assert status == UpdateStatus.FAILED and reason.startswith("could not be scored: d min_accuracy: no live version")
     (loss,) = [c for c in check(bars, judged(), JUDGED.checks) if c.name == "max_loss_rate"]
     assert loss.state == "fail"  # a graded run cannot switch a comparison's bar off
     assert [c.name for c in check(bars, judged(pairwise=pairwise))] == ["min_accuracy"]  # a label kind's: kept

@@ -21,7 +21,7 @@ TABLE = {
     "fields": EVERY | LIVE | {"min_field_accuracy"},
     "tool_call": EVERY | LIVE | {"min_recall", "min_precision", "min_field_accuracy"},
     "judged": EVERY | {"judge_corrected", "sentinels"},
-    "compared": EVERY | LIVE | {"max_loss_rate", "sentinels"},
+    "compared": EVERY | LIVE | {"max_loss_rate", "max_inconsistent", "sentinels"},
 }
 
 
