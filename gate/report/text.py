@@ -12,7 +12,7 @@ from decimal import Decimal
 from gate.untrusted import terminal_safe as safe
 from gate.verdict.bar_checks import points
 from gate.verdict.reasons import detail_text
-from gate.verdict.scoring import format_bar, format_pct
+from gate.verdict.scoring import format_bar
 from gate.verdict.stats import format_p
 
 from .judge_view import judge_lines, judge_said
@@ -44,7 +44,7 @@ def _run_lines(r) -> list[str]:
     verdict = {True: "pass", False: "FAIL", None: "stopped" if r.stop else r.status.lower()}[r.passed]
     progress = f"{r.scored}/{r.total} scored" if r.total else "no items yet"  # as JSON's scored
     lines = [
-        f"  {safe(r.dataset)}: {format_pct(r.matches, r.scored, r.bar)} vs bar {format_bar(r.bar)} [{verdict}] "
+        f"  {safe(r.dataset)}: {r.figure['shown']} vs bar {format_bar(r.bar)} [{verdict}] "
         f"{progress}, {r.errors} errors"
         + (f", {r.stopped} not scored" if r.stopped else "")
         + ("".join(f" ({safe(c['note'])})" for c in r.checks if c["bar"] == "min_accuracy" and c["note"]))

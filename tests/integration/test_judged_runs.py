@@ -28,6 +28,7 @@ from gate.errors import UsageError
 from gate.mockllm import MockLLMServer
 from gate.prompt.spec import parse_spec
 from gate.records.pinned import Pinned
+from gate.report.markdown import render_markdown, render_report_markdown
 from gate.report.text import render_text
 from gate.schemas import status_schema
 from gate.states import UpdateStatus, Verdict
@@ -212,3 +213,46 @@ def test_the_spend_cap_holds_with_judge_calls_counted(mysql_gate, llm, workers, 
     assert report.update.reason.startswith("spend cap reached: max_calls_per_update 250: 250 calls made")
     roles = report.runs[0].judge["calls"]
     assert roles["judge"]["calls"] > 0 and report.spend["calls_made"] == calls
+
+
+MOSTLY_GOOD_REPLIES = (  # two tickets in three get a reply the judge passes: 40 of 60
+    "Draft a reply to the ticket.\n"
+    "- reply when refund*, charged: We are sorry: a refund has been issued to your card.\n"
+    "- reply when password: You can reset your password from the sign-in page.\n"
+    "- reply otherwise: Thanks for writing; we will look into it."
+)
+
+
+def test_a_corrected_pass_rate_is_the_figure_shown_against_its_bar_everywhere(
+    mysql_gate, llm, workers, service, tmp_path
+):
+    """Issue 46.3: with judge_corrected the bar compares the corrected rate (69.4%); every
+    output shows that figure first against the bar, the pass rate as judged (66.7%, below
+    the bar) labelled beside it, never "66.7% vs bar 68% [pass]"."""
+    gate = mysql_gate
+    live_judge(gate, tmp_path, in_process(gate), disagree=14)  # sensitivity = specificity = 0.93
+    gate.register_dataset("tickets", str(write_tickets(tmp_path / "tickets.csv", 60)))
+    bars = {"sentinels": 0, "early_stop": False, "judge_corrected": True}
+    gate.map_dataset("reply", "tickets", "0.68", bars=bars)
+    update_id = gate.submit(reply_spec(MOSTLY_GOOD_REPLIES))
+    workers(gate, llm)
+    report = gate.wait(update_id, timeout=60)
+    assert report.status == UpdateStatus.PASSED, report.update.reason  # (2/3 + 0.93 − 1) / 0.86 = 69.4% ≥ 68%
+    run = report.runs[0]
+    assert (run.matches, run.scored) == (40, 60)
+    text = render_text(report)
+    line = next(x for x in text.splitlines() if x.startswith("  tickets: "))
+    assert line.startswith("  tickets: 69.4% vs bar 68% [pass]"), line
+    assert "as judged 66.7%" in line and "66.7% vs bar" not in text
+    markdown = render_report_markdown(report)
+    assert "| tickets | 69.4% (as judged 66.7%, 40/60) | 68% | ✅ pass |" in markdown, markdown
+    comment = render_markdown([report])  # the pull request's comment
+    assert "| tickets | 69.4% (as judged 66.7%, 40/60) | 68% | ✅ pass |" in comment and "| 66.7%" not in comment
+    doc = report.to_dict()
+    Draft202012Validator(status_schema()).validate(doc)
+    assert doc["runs"][0]["figure"] == {"of": "corrected", "shown": "69.4%", "as_judged": "as judged 66.7%"}
+    assert list(doc["runs"][0])[0] == "figure"  # the JSON's first word on a run
+    with service.client("read") as web:
+        page = web.get(f"/updates/{update_id}").text
+    assert "<strong>69.4%</strong>" in page and "as judged 66.7%, 40/60" in page
+    assert "<strong>66.7%</strong>" not in page
