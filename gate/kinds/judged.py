@@ -22,7 +22,7 @@ from gate.records.metrics import JudgeFigures, RunFigures, RunMetrics
 from gate.records.pinned import PinnedJudge
 from gate.verdict.bar_checks import BarCheck
 from gate.verdict.bars import Bars
-from gate.verdict.judge_stats import corrected
+from gate.verdict.judge_stats import corrected, uncorrectable
 from gate.verdict.scoring import format_bar, format_pct
 from gate.verdict.update_outcome import UNJUDGED
 
@@ -86,10 +86,10 @@ class JudgedKind(DecisionKind):
         error rates (``gate.verdict.judge_stats``), when it has them."""
         if not pinned.error_rates:
             return {}
+        rates = cast("tuple[int, int, int, int]", tuple(pinned.error_rates))
         return {
-            "corrected": corrected(
-                passed, scored, cast("tuple[int, int, int, int]", tuple(pinned.error_rates)), confidence
-            )
+            "corrected": corrected(passed, scored, rates, confidence),
+            "uncorrected": uncorrectable(passed, scored, rates, confidence),
         }
 
     def checks(self, bars: Bars, metrics: RunMetrics, base_checks: list[BarCheck]) -> list[BarCheck]:
@@ -113,7 +113,9 @@ def corrected_check(bar: Decimal, judged: JudgeFigures) -> BarCheck:
     the judge's pinned figures give none."""
     found = judged.corrected
     if not found:
-        why = "the judge's pinned figures give no corrected rate (no sensitivity or specificity, or Se + Sp ≤ 1)"
+        why = "no corrected rate: " + (
+            judged.uncorrected or "the judge's pinned figures give no sensitivity or specificity"
+        )
         return BarCheck("min_accuracy", None, format_bar(bar), None, "fail", why)
     exact = Fraction(*found["exact"])
     shown = format_pct(exact.numerator, exact.denominator, bar)

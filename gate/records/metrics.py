@@ -120,6 +120,7 @@ class JudgeFigures(JsonRecord):
     scored: int = 0
     interval: tuple[float, float] | None = None
     corrected: JSON | None = None
+    uncorrected: str | None = None  # why there is no corrected rate, naming the figure that failed
     pairwise: PairwiseFigures | None = None
     sentinels: SentinelFigures | None = None
     calls: JSON | None = None

@@ -45,6 +45,7 @@ def judge_view(pinned: Pinned, metrics: RunMetrics | None) -> dict | None:
         "pass_rate": figures.passed / scored if scored else None,
         "interval": None if figures.interval is None else list(figures.interval),
         "corrected": {**figures.corrected, "barred": bool(judge.corrected)} if figures.corrected else None,
+        "uncorrected": figures.uncorrected,
         "pairwise": None if figures.pairwise is None else figures.pairwise.to_json(),
         "sentinels": None if figures.sentinels is None else figures.sentinels.to_json(),
         "calls": figures.calls,
@@ -124,7 +125,8 @@ def rate_line(view: dict) -> str | None:
             + (" — the figure min_accuracy bars" if corrected["barred"] else "")
         )
     elif view["mode"] == "graded":
-        line += "; no corrected rate (the judge's figures give no sensitivity or specificity)"
+        why = view.get("uncorrected") or "the judge's figures give no sensitivity or specificity"
+        line += f"; no corrected rate ({why})"
     return line
 
 

@@ -26,7 +26,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from gate.verdict.reasons import detail_text
 
 from . import canary
-from .judge_view import compared_accuracy, cost_line, judge_said, pairwise_line, rate_line, sentinel_line
+from .judge_view import cost_line, judge_said, pairwise_line, rate_line, sentinel_line
 from .markdown_filters import (
     Safe,
     UnescapedOutput,
@@ -44,6 +44,7 @@ from .markdown_filters import (
     points,
     pvalue,
     ratio,
+    run_counts,
     run_pct,
     short_hash,
     usd,
@@ -94,7 +95,7 @@ def environment() -> Environment:
         num=num,
         pct=pct,
         run_pct=run_pct,
-        compared=lambda run: compared_accuracy(run) is not None,
+        run_counts=run_counts,
         chart_pct=chart_pct,
         bar_pct=bar_pct,
         link=link,

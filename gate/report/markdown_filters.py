@@ -126,9 +126,18 @@ def pct(value: Any) -> Safe:
 def run_pct(run: Any) -> Safe:
     """A run's accuracy against its bar: never a number that rounds onto the other side of
     the bar it is judged by (``scoring.format_pct``)."""
+    figure = run.figure  # the figure min_accuracy compares (a judge-corrected pass rate: it, not matches / scored)
+    if figure["as_judged"]:
+        return Safe(f"{figure['shown']} ({figure['as_judged']}, {run.matches:,}/{run.scored:,})")
     if not run.scored:
         return pct(run.accuracy)
     return Safe(compared_accuracy(run) or format_pct(run.matches, run.scored, run.bar))
+
+
+def run_counts(run: Any) -> Safe:
+    """ "(20/30)" after a run's figure, when that figure is matches / scored (a corrected rate's
+    run_pct says them; a comparison's are the items compared, not these)."""
+    return Safe(f" ({run.matches:,}/{run.scored:,})" if run.scored and run.figure["of"] == "accuracy" else "")
 
 
 def chart_pct(value: Any) -> Safe:

@@ -12,10 +12,10 @@ from decimal import Decimal
 from gate.untrusted import terminal_safe as safe
 from gate.verdict.bar_checks import points
 from gate.verdict.reasons import detail_text
-from gate.verdict.scoring import format_bar, format_pct
+from gate.verdict.scoring import format_bar
 from gate.verdict.stats import format_p
 
-from .judge_view import compared_accuracy, judge_lines, judge_said
+from .judge_view import judge_lines, judge_said
 from .text_sections import accepted_lines, answer, field_lines, protected_lines, slice_lines
 from .tool_calls import failure_line, tool_lines
 from .update import UpdateReport
@@ -39,16 +39,12 @@ def render_text(report: UpdateReport) -> str:
     return "\n".join(lines)
 
 
-def _accuracy(r) -> str:
-    return compared_accuracy(r) or format_pct(r.matches, r.scored, r.bar)
-
-
 def _run_lines(r) -> list[str]:
     """One run: its accuracy against the bar and its verdict, then every detail it has."""
     verdict = {True: "pass", False: "FAIL", None: "stopped" if r.stop else r.status.lower()}[r.passed]
     progress = f"{r.scored}/{r.total} scored" if r.total else "no items yet"  # as JSON's scored
     lines = [
-        f"  {safe(r.dataset)}: {_accuracy(r)} vs bar {format_bar(r.bar)} [{verdict}] "
+        f"  {safe(r.dataset)}: {r.figure['shown']} vs bar {format_bar(r.bar)} [{verdict}] "
         f"{progress}, {r.errors} errors"
         + (f", {r.stopped} not scored" if r.stopped else "")
         + ("".join(f" ({safe(c['note'])})" for c in r.checks if c["bar"] == "min_accuracy" and c["note"]))

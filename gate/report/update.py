@@ -20,12 +20,13 @@ from gate.records.metrics import RunFigures, RunMetrics
 from gate.records.pinned import Pinned
 from gate.states import EXIT_CODES, UPDATE_TERMINAL, RunStatus, UpdateStatus
 from gate.verdict.bars import DEFAULT_CONFIDENCE, pinned_bars
+from gate.verdict.scoring import format_pct
 from gate.verdict.stats import label_metrics, mcnemar_exact, paired_difference_interval, significant, wilson_interval
 from gate.verdict.update_outcome import run_checks
 
 from . import canary
 from .figures import accepted_view, fields_view, protected_view, slices_view
-from .judge_view import judge_view, shown_pinned
+from .judge_view import compared_accuracy, judge_view, shown_pinned
 from .tool_calls import schema_view, tool_calls_view, with_calls
 
 SAMPLE_FAILURES = 5  # failing items a report shows by default
@@ -79,6 +80,25 @@ class RunReport:
     def reused_total(self) -> int:
         return sum(self.reused.values())
 
+    @property
+    def figure(self) -> dict[str, Any]:
+        """The figure ``min_accuracy`` compares, as every output shows it first (issue 46.3):
+        ``of`` (``accuracy``: matches / scored; ``not_lost``: a comparison's items consistently not
+        lost, ``compared_accuracy``; ``corrected``: a judged run's pass rate
+        corrected for the judge's error rates, ``judge_corrected``), ``shown`` (the
+        percentage, "n/a" when there is none yet) and ``as_judged`` (the other figure,
+        labelled: "as judged 66.7%"; None when the bar compares matches / scored)."""
+        compared = compared_accuracy(self)  # a comparison's: the share consistently not lost
+        if compared is not None:
+            return {"of": "not_lost", "shown": compared, "as_judged": None}
+        judge = Pinned.of(self.pinned).judge
+        if not (judge and judge.corrected):
+            shown = format_pct(self.matches, self.scored, self.bar) if self.scored else "n/a"
+            return {"of": "accuracy", "shown": shown, "as_judged": None}
+        check = next((c for c in self.checks if c["bar"] == "min_accuracy"), None)
+        as_judged = f"as judged {format_pct(self.matches, self.scored, self.bar)}" if self.scored else None
+        return {"of": "corrected", "shown": (check or {}).get("value") or "n/a", "as_judged": as_judged}
+
 
 @dataclass(frozen=True)
 class UpdateReport:
@@ -127,7 +147,7 @@ class UpdateReport:
             {
                 "id": u.pop("id"),
                 **u,
-                "runs": [asdict(r) for r in self.runs],
+                "runs": [{"figure": r.figure, **asdict(r)} for r in self.runs],
                 "attempts": self.attempts,
                 **({"spend": self.spend} if self.spend else {}),
                 "outcome": self.outcome,

@@ -161,6 +161,35 @@ def corrected(passed: int, scored: int, rates: tuple[int, int, int, int], confid
     }
 
 
+def uncorrectable(passed: int, scored: int, rates: tuple[int, int, int, int], confidence: float = 0.95) -> str | None:
+    """Why ``corrected`` gives no rate, naming the figure that failed (issue 46.2); None when
+    it gives one. A judge that says good to everything (sensitivity 1, specificity 0) cannot
+    tell: its Youden's J is 0 and the correction divides by it."""
+    se_k, se_n, sp_k, sp_n = rates
+    if not se_n or not sp_n:
+        missing = " and ".join(
+            name
+            for name, n in (("sensitivity (no item the humans passed)", se_n), ("specificity (none they failed)", sp_n))
+            if not n
+        )
+        return f"the judge's human-labelled items give no {missing}"
+    if not scored:
+        return "no item was scored"
+    se, sp = Fraction(se_k, se_n), Fraction(sp_k, sp_n)
+    youden = se + sp - 1
+    if youden <= 0:
+        return (
+            f"the judge cannot tell: Youden's J = sensitivity + specificity − 1 = {float(youden):.2f} "
+            f"(sensitivity {float(se):.2f}, specificity {float(sp):.2f}), the correction divides by it"
+        )
+    if corrected(passed, scored, rates, confidence) is None:
+        return (
+            f"the judge cannot tell: Youden's J = {float(youden):.2f} of {se_n:,} + {sp_n:,} human items is ≤ 0 once "
+            "adjusted for their number (Lang–Reiczigel), the correction divides by it"
+        )
+    return None
+
+
 def fisher_lower(agreed: int, n: int, pinned_agreed: int, pinned_n: int) -> Fraction:
     """One-sided Fisher exact p-value (exact) that ``agreed`` of ``n`` sentinels agree less
     often than ``pinned_agreed`` of ``pinned_n`` evaluation items did: P(X ≤ agreed) for X

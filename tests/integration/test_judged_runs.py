@@ -30,7 +30,7 @@ from gate.errors import NotFound, UsageError
 from gate.mockllm import MockLLMServer
 from gate.prompt.spec import parse_spec
 from gate.records.pinned import Pinned
-from gate.report.markdown import render_markdown
+from gate.report.markdown import render_markdown, render_report_markdown
 from gate.report.text import render_text
 from gate.schemas import status_schema
 from gate.states import UpdateStatus
@@ -276,3 +276,74 @@ def test_the_spend_cap_holds_with_judge_calls_counted(mysql_gate, llm, workers, 
     assert report.update.reason.startswith("spend cap reached: max_calls_per_update 250: 250 calls made")
     roles = report.runs[0].judge["calls"]
     assert roles["judge"]["calls"] > 0 and report.spend["calls_made"] == calls
+
+
+MOSTLY_GOOD_REPLIES = (  # two tickets in three get a reply the judge passes: 40 of 60
+    "Draft a reply to the ticket.\n"
+    "- reply when refund*, charged: We are sorry: a refund has been issued to your card.\n"
+    "- reply when password: You can reset your password from the sign-in page.\n"
+    "- reply otherwise: Thanks for writing; we will look into it."
+)
+
+
+def test_a_corrected_pass_rate_is_the_figure_shown_against_its_bar_everywhere(
+    mysql_gate, llm, workers, service, tmp_path
+):
+    """Issue 46.3: with judge_corrected the bar compares the corrected rate (69.4%); every
+    output shows that figure first against the bar, the pass rate as judged (66.7%, below
+    the bar) labelled beside it, never "66.7% vs bar 68% [pass]"."""
+    gate = mysql_gate
+    live_judge(gate, tmp_path, in_process(gate), disagree=14)  # sensitivity = specificity = 0.93
+    gate.register_dataset("tickets", str(write_tickets(tmp_path / "tickets.csv", 60)))
+    bars = {"sentinels": 0, "early_stop": False, "judge_corrected": True}
+    gate.map_dataset("reply", "tickets", "0.68", bars=bars)
+    update_id = gate.submit(reply_spec(MOSTLY_GOOD_REPLIES))
+    workers(gate, llm)
+    report = gate.wait(update_id, timeout=60)
+    assert report.status == UpdateStatus.PASSED, report.update.reason  # (2/3 + 0.93 − 1) / 0.86 = 69.4% ≥ 68%
+    run = report.runs[0]
+    assert (run.matches, run.scored) == (40, 60)
+    text = render_text(report)
+    line = next(x for x in text.splitlines() if x.startswith("  tickets: "))
+    assert line.startswith("  tickets: 69.4% vs bar 68% [pass]"), line
+    assert "as judged 66.7%" in line and "66.7% vs bar" not in text
+    markdown = render_report_markdown(report)
+    assert "| tickets | 69.4% (as judged 66.7%, 40/60) | 68% | ✅ pass |" in markdown, markdown
+    comment = render_markdown([report])  # the pull request's comment
+    assert "| tickets | 69.4% (as judged 66.7%, 40/60) | 68% | ✅ pass |" in comment and "| 66.7%" not in comment
+    doc = report.to_dict()
+    Draft202012Validator(status_schema()).validate(doc)
+    assert doc["runs"][0]["figure"] == {"of": "corrected", "shown": "69.4%", "as_judged": "as judged 66.7%"}
+    assert list(doc["runs"][0])[0] == "figure"  # the JSON's first word on a run
+    with service.client("read") as web:
+        page = web.get(f"/updates/{update_id}").text
+    assert "<strong>69.4%</strong>" in page and "as judged 66.7%, 40/60" in page
+    assert "<strong>66.7%</strong>" not in page
+
+
+def test_a_judge_that_says_good_to_everything_is_refused_for_the_figure_that_failed(mysql_gate, llm, workers, tmp_path):
+    """Issue 46.2: a judge that passes every reply (sensitivity 1, specificity 0) cannot tell a
+    good reply from a bad one: the corrected rate divides by its Youden's J, 0. The run fails
+    its bar saying so, not "no sensitivity or specificity" while both are shown."""
+    gate = mysql_gate
+    lenient = judge_spec(rules="Judge the support reply.\n- judge pass good: refund*\n- judge otherwise: good")
+    live_judge(gate, tmp_path, in_process(gate), bar="0.4", spec=lenient)  # agrees on the 100 good of 200
+    gate.register_dataset("tickets", str(write_tickets(tmp_path / "tickets.csv", 30)))
+    bars = {"sentinels": 0, "early_stop": False, "judge_corrected": True}
+    gate.map_dataset("reply", "tickets", "0.7", bars=bars)
+    update_id = gate.submit(reply_spec(WEAK_REPLIES))
+    workers(gate, llm)
+    report = gate.wait(update_id, timeout=60)
+    assert report.status == UpdateStatus.REJECTED, report.update.reason
+    run = report.runs[0]
+    assert run.judge["agreement_line"].endswith("sensitivity 1.00, specificity 0.00")
+    said = (
+        "the judge cannot tell: Youden's J = sensitivity + specificity − 1 = 0.00 "
+        "(sensitivity 1.00, specificity 0.00), the correction divides by it"
+    )
+    check = next(c for c in run.checks if c["bar"] == "min_accuracy")
+    assert check["state"] == "fail" and check["note"] == f"no corrected rate: {said}", check
+    assert "no sensitivity or specificity" not in render_text(report)
+    assert said in render_text(report) and said in render_report_markdown(report)
+    assert run.judge["uncorrected"] == said
+    Draft202012Validator(status_schema()).validate(report.to_dict())
