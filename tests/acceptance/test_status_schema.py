@@ -248,6 +248,7 @@ def test_metrics_and_pinned_are_open():
         ),
         "runs": [
             {
+                "figure": {"of": "accuracy", "shown": "n/a", "as_judged": None},
                 "run_id": 1,
                 "dataset": "d1",
                 "bar": 0.9,
