@@ -271,7 +271,8 @@ def below_floors(conn, declared: Mapping[tuple[str, str], Bars]) -> list[tuple[s
             confusion = merged(r.metrics.get("confusion") or {} for r in _evaluations(conn, name, version.version))
         except UsageError:
             continue  # no evaluation on its mapped datasets: submit refuses it, saying so
-        missed = _own_miss(conn, name, judge, confusion, declared) or _judged_miss(conn, name, live, confusion, declared)
+        missed = _own_miss(conn, name, judge, confusion, declared)
+        missed = missed or _judged_miss(conn, name, live, confusion, declared)
         if missed:
             out.append((name, f"live v{version.version} is below the floors of {missed}"))
     return out

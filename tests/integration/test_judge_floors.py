@@ -139,7 +139,9 @@ def test_a_prompt_naming_a_judge_live_below_the_floors_is_refused_at_submit(
     assert [u.prompt_name for u in gate.list_updates()] == ["reply-judge"]  # nothing staged for reply
 
 
-def test_sync_dry_run_names_a_judge_live_below_the_floors_in_one_line(mysql_gate, mysql_url, llm, tmp_path, monkeypatch):
+def test_sync_dry_run_names_a_judge_live_below_the_floors_in_one_line(
+    mysql_gate, mysql_url, llm, tmp_path, monkeypatch
+):
     gate = mysql_gate
     live_before_the_floors(gate, tmp_path, monkeypatch, judge_spec(rules=LENIENT))
     write_tickets(tmp_path / "tickets.csv", 30)
