@@ -11,6 +11,12 @@ how many sentinels the run mixes in (copied now, server side, from the rows the 
 evaluated on: ``store.sentinels.insert_sentinels``) and, for a comparison, the live version
 of the candidate's own prompt that it is compared with.
 
+A judge decides only above the floors of each of the candidate's mappings (Youden's J for
+the candidate's pass labels, κ, human items: ``gate.verdict.judge_floors``): below, submit
+refuses in one line with the judge's figures and the floor that failed. A judge prompt's own
+runs pin ``as_judge`` (its own gate holds it to its floors: ``update_outcome``), and
+``below_floors`` names the live judges below them for ``sync --dry-run``.
+
 The upper bound of the update's calls counts the judge: per item its trials (twice, in both
 orders, for a comparison, plus live's answer), and per sentinel its trials. Under a cost
 cap the judge's (and live's) calls need a price and a ``max_tokens`` like the candidate's.

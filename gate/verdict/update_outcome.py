@@ -6,7 +6,9 @@ a comparison with no live version to compare with), or when the live version's a
 the protection of protected items) needs could not be had; REJECTED when any bar of any
 run fails — "missed" (the figure is on the wrong side; a protected item that broke is
 named first), or for ``max_drop`` "inconclusive" (the interval straddles the limit: the
-dataset cannot tell) — a bar n/a does not block; else PASSED (check) or APPLIED (apply).
+dataset cannot tell) — a bar n/a does not block — or when the update applies a judge (runs
+pinned ``as_judge``) whose agreement over its runs is below its floors (the judge cannot
+tell: ``gate.verdict.judge_floors``); else PASSED (check) or APPLIED (apply).
 A baseline run that failed otherwise only shows in the report.
 
 The reason is composed from the runs' reasons, which name no item (``gate.verdict.reasons``), and
