@@ -229,6 +229,21 @@ def dataset_diff(ctx, name, old, new, as_json):
     default=None,
     help="A judged prompt: the judge's labelled items mixed in (20).",
 )
+@click.option(
+    "--min-judge-j",
+    metavar="X",
+    default=None,
+    help="The judge's Youden's J (sensitivity + specificity − 1) at least X (0.5; never below 0.2).",
+)
+@click.option(
+    "--min-judge-kappa", metavar="X", default=None, help="The judge's Cohen's κ at least X (0.4; never below 0.2)."
+)
+@click.option(
+    "--min-judge-items",
+    metavar="N",
+    default=None,
+    help="The judge's figures stand on at least N human-labelled items (30; never below 20).",
+)
 @click.pass_context
 def dataset_map(
     ctx,
@@ -248,6 +263,9 @@ def dataset_map(
     max_loss_rate,
     max_inconsistent,
     sentinels,
+    min_judge_j,
+    min_judge_kappa,
+    min_judge_items,
 ):
     """Gate PROMPT on DATASET with a bar, and optionally more bars (all must clear). A
     bar not given is dropped from the mapping: the options replace its bars as a whole."""
@@ -264,6 +282,9 @@ def dataset_map(
         "max_loss_rate": max_loss_rate,
         "max_inconsistent": max_inconsistent,
         "sentinels": sentinels,
+        "min_judge_j": min_judge_j,
+        "min_judge_kappa": min_judge_kappa,
+        "min_judge_items": min_judge_items,
         "max_error_rate": max_error_rate,
     }
     m = open_gate(ctx).map_dataset(prompt, dataset_name, min_accuracy, bars=bars)

@@ -251,6 +251,7 @@ class Gate:
     live = delegate("_live", Live.live)
     live_endpoint = delegate("_live", Live.live_endpoint)
     live_providers = delegate("_live", Live.live_providers)
+    judges_below_floors = delegate("_live", Live.judges_below_floors)
     history = delegate("_live", Live.history)
     holds = delegate("_live", Live.holds)
     rollback = delegate("_live", Live.rollback)
@@ -366,7 +367,7 @@ def _stage_runs(
     from gate.prompt.request_keys import pin
 
     from .baseline import baseline_of, model_price
-    from .judging import judge_of, judged_baseline, run_pin, stage_sentinels
+    from .judging import as_judge, judge_of, judged_baseline, run_pin, stage_sentinels
 
     limits, price = gate_limits(conn), model_price(conn, spec.model)
     check_cost_bounded(limits, spec, price, "the candidate")
@@ -387,6 +388,7 @@ def _stage_runs(
             early_stop=run.may_stop_early(full, judged),
             **baseline,
             **({"judge": judged} if judged is not None else {}),
+            **as_judge(spec),
         )
         run_id = insert_run(
             conn,

@@ -11,6 +11,12 @@ how many sentinels the run mixes in (copied now, server side, from the rows the 
 evaluated on: ``store.sentinels.insert_sentinels``) and, for a comparison, the live version
 of the candidate's own prompt that it is compared with.
 
+A judge decides only above the floors of each of the candidate's mappings (Youden's J for
+the candidate's pass labels, κ, human items: ``gate.verdict.judge_floors``): below, submit
+refuses in one line with the judge's figures and the floor that failed. A judge prompt's own
+runs pin ``as_judge`` (its own gate holds it to its floors: ``update_outcome``), and
+``below_floors`` names the live judges below them for ``sync --dry-run``.
+
 The upper bound of the update's calls counts the judge: per item its trials (twice, in both
 orders, for a comparison, plus live's answer), and per sentinel its trials. Under a cost
 cap the judge's (and live's) calls need a price and a ``max_tokens`` like the candidate's.
@@ -19,6 +25,7 @@ cap the judge's (and live's) calls need a price and a ``max_tokens`` like the ca
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,11 +44,12 @@ from gate.records.pinned import PinnedJudge, PinnedLive
 from gate.states import RunStatus
 from gate.store.datasets import list_mappings
 from gate.store.judges import version_record
-from gate.store.live import find_live, version_provider
+from gate.store.live import find_live, list_live, version_provider
 from gate.store.providers import list_providers
 from gate.store.runs import runs_of_update
 from gate.store.sentinels import insert_sentinels
 from gate.verdict.bars import Bars
+from gate.verdict.judge_floors import JudgeFloors, merged, own_figures, submit_figures
 from gate.verdict.judge_stats import agreement, error_rates
 
 from .baseline import model_price
@@ -90,7 +98,7 @@ def judge_of(conn, spec: PromptSpec, limits: SpendLimits) -> JudgePin | None:
         raise UsageError(f"prompt {rule.judge} is not a judge: its live version does not say kind: judge")
     _check_labels(rule, judge)
     runs = _evaluations(conn, rule.judge, live.version)
-    confusion = _merged([r.metrics.get("confusion") or {} for r in runs])
+    confusion = merged([r.metrics.get("confusion") or {} for r in runs])
     pinned = _pin(conn, rule, judge, live, confusion, limits)
     evaluated = [(r.dataset_version_id, r.row_count) for r in runs]
     pin = JudgePin(rule.judge, live.version, judge, pinned, evaluated, kind=kind_of(spec.decision))
@@ -130,16 +138,6 @@ def _check_labels(rule, judge: PromptSpec) -> None:
     unknown = [p for p in rule.passing if label_key(p) not in keys]
     if unknown:
         raise UsageError(f"decision.pass names {unknown[0][:60]!r}, which is not a label of judge {rule.judge}")
-
-
-def _merged(confusions: list[dict]) -> dict[str, dict[str, int]]:
-    out: dict[str, dict[str, int]] = {}
-    for confusion in confusions:
-        for expected, row in confusion.items():
-            merged = out.setdefault(expected, {})
-            for actual, n in row.items():
-                merged[actual] = merged.get(actual, 0) + int(n)
-    return out
 
 
 def _pin(conn, rule, judge: PromptSpec, live, confusion: dict, limits: SpendLimits) -> PinnedJudge:
@@ -204,9 +202,34 @@ def run_pin(pin: JudgePin, mapping, version, bars: Bars) -> tuple[PinnedJudge, i
             raise UsageError(
                 f"judge {pin.name} reads item field {name}, which no row of dataset {mapping.dataset_name} has"
             )
+    _check_floors(pin, mapping, bars)
     sentinels = min(bars.judge.sentinels, sum(rows for _, rows in pin.evaluated))
     pinned = extended(pin.pinned, sentinels=sentinels, corrected=bars.judge.corrected)
     return pinned, sentinels, pin.calls(version.row_count, sentinels)
+
+
+def _check_floors(pin: JudgePin, mapping, bars: Bars) -> None:
+    """A judge decides only when its pinned agreement clears the mapping's floors
+    (``gate.verdict.judge_floors``): else the submit is refused in one line with its figures
+    and the floor that failed."""
+    figures = submit_figures(pin.pinned.agreement, pin.pinned.error_rates)
+    missed = bars.judge.floors.miss(figures)
+    if missed:
+        raise UsageError(
+            f"judge {pin.name} v{pin.version} cannot tell well enough to decide {mapping.prompt_name} × "
+            f"{mapping.dataset_name}: {missed} (its figures: {figures.describe()}); give it a better prompt or more "
+            "human-labelled items and apply it again"
+        )
+
+
+def as_judge(spec: PromptSpec) -> dict[str, Any]:
+    """What a run of a judge prompt pins of it (``pinned["as_judge"]``): its own gate holds
+    its agreement with the humans to the floors, a pairwise judge (labels A and B) on κ and
+    items only (``gate.verdict.judge_floors.own_figures``); nothing for another prompt."""
+    if spec.kind != "judge":
+        return {}
+    keys = {label_key(label) for label in spec.labels}
+    return {"as_judge": {"pairwise": set(PAIR_LABELS) <= keys}}
 
 
 def stage_sentinels(conn, pin: JudgePin, run_id: int, count: int, rows: int, seed: int) -> int:
@@ -234,3 +257,66 @@ def judged_baseline(pin: JudgePin, bars: Bars) -> dict[str, Any]:
     rather than go unchecked."""
     assert pin.kind is not None  # a judged candidate's
     return pin.kind.judged_baseline(bool(pin.pinned.live), bars)
+
+
+def below_floors(conn, declared: Mapping[tuple[str, str], Bars]) -> list[tuple[str, str]]:
+    """The live judges whose agreement with the humans is below floors (issue 46.2): their
+    own (their mappings', as at their own gate) or those of a live prompt they judge (for
+    its pass labels, its mappings' floors). ``declared``: bars by (prompt, dataset) that
+    replace the gate's (a gate config about to be synced). (judge, one line saying which
+    figure failed where), one per judge, for ``sync --dry-run``; submit refuses the prompts
+    it judges (``run_pin``)."""
+    found = {row["name"]: find_live(conn, row["name"]) for row in list_live(conn)}
+    live = {name: _spec_of(version) for name, version in found.items()}
+    out = []
+    for name, judge in sorted(live.items()):
+        version = found[name]
+        if judge is None or judge.kind != "judge" or version is None:
+            continue
+        try:
+            confusion = merged(r.metrics.get("confusion") or {} for r in _evaluations(conn, name, version.version))
+        except UsageError:
+            continue  # no evaluation on its mapped datasets: submit refuses it, saying so
+        missed = _own_miss(conn, name, judge, confusion, declared)
+        missed = missed or _judged_miss(conn, name, live, confusion, declared)
+        if missed:
+            out.append((name, f"live v{version.version} is below the floors of {missed}"))
+    return out
+
+
+def _spec_of(live) -> PromptSpec | None:
+    try:
+        return parse_spec(live.config) if live is not None else None
+    except SpecError:
+        return None
+
+
+def _floors_of(conn, prompt: str, declared: Mapping[tuple[str, str], Bars]) -> list[tuple[str, JudgeFloors]]:
+    """(dataset, floors) of each of the prompt's mappings, as declared or else as mapped."""
+    mapped = {m.dataset_name: Bars.parse(m.min_accuracy, m.bars) for m in list_mappings(conn, prompt)}
+    mapped.update({ds: bars for (p, ds), bars in declared.items() if p == prompt})
+    return [(ds, bars.judge.floors) for ds, bars in sorted(mapped.items())]
+
+
+def _own_miss(conn, name: str, judge: PromptSpec, confusion: dict, declared) -> str | None:
+    pairwise = bool(as_judge(judge)["as_judge"]["pairwise"])
+    figures = own_figures(confusion, pairwise)
+    for dataset, floors in _floors_of(conn, name, declared):
+        missed = floors.miss(figures)
+        if missed:
+            return f"its own gate ({name} × {dataset}): {missed}"
+    return None
+
+
+def _judged_miss(conn, name: str, live: Mapping[str, PromptSpec | None], confusion: dict, declared) -> str | None:
+    figures = agreement(confusion)
+    for prompt, spec in sorted(live.items()):
+        rule = spec.decision.judge if spec is not None else None
+        if rule is None or rule.judge != name:
+            continue
+        rates = None if rule.pairwise else error_rates(confusion, rule.passing)
+        for dataset, floors in _floors_of(conn, prompt, declared):
+            missed = floors.miss(submit_figures(figures, rates))
+            if missed:
+                return f"{prompt} × {dataset}, which it judges: {missed}"
+    return None

@@ -73,6 +73,15 @@ class Live:
         with self.engine.connect() as conn:
             return live_providers(conn)
 
+    def judges_below_floors(self, declared: dict | None = None) -> list[tuple[str, str]]:
+        """The live judges below the floors of their own mappings or of a live prompt they
+        judge (``declared``: (prompt, dataset) → Bars replacing the gate's), each with one
+        line saying which figure failed where (``gate.domain.judging.below_floors``)."""
+        from .judging import below_floors
+
+        with self.engine.connect() as conn:
+            return below_floors(conn, declared or {})
+
     def history(self, name: str, limit: int = HISTORY_LIMIT) -> list[dict]:
         """The prompt's live versions, newest first (``prompt_history``), each with
         ``update``: the update whose candidate it is — status, mode, commit, pull request,

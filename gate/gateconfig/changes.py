@@ -30,6 +30,8 @@ CHANGE_TEXT = {
     **LIMIT_TEXT,
     "optional-fields": "prompt {subject}: optional fields {before} → {after}",
     "rollout": "prompt {subject}: rollout {before} → {after}",
+    "judge-below-floors": "judge {subject}: warning: {after}; every prompt it judges is refused at submit "
+    "until it is applied again above them (CHANGELOG: judge floors)",
 }
 
 
@@ -44,7 +46,9 @@ class Change:
     (not a change: a dataset-changed that points a holdout, registered from outside the
     repository, at a repository's file, so that its next versions are anyone's to read); optional-fields
     (the fields a prompt's templates may read although no dataset row has them; "none"
-    before or after); rollout (a prompt's canary rollout, ``rollout:``);
+    before or after); rollout (a prompt's canary rollout, ``rollout:``); judge-below-floors
+    (not a change: a live judge whose agreement with the humans is below the floors of the
+    bars the file declares or the gate keeps, ``gate.verdict.judge_floors``);
     dataset-rows (a pull request changes a dataset's file: its rows
     against the gate's version) and dataset-version (a sync imported changed rows as a new
     version)."""

@@ -61,6 +61,7 @@ def diff(gate: Gate, config: str | Path | GateConfig, changed_files: Iterable[st
         + _rollout_changes(gate, cfg)
         + _undeclared_datasets(registered, cfg)
         + _row_changes(gate, cfg, registered, changed_files)
+        + _judges_below_floors(gate, cfg)
     )
     return SyncResult(cfg.path, tuple(changes), applied=False)
 
@@ -159,6 +160,13 @@ def _pinned_live(gate: Gate, cfg: GateConfig, changed: list[str]) -> list[Change
         if kept:
             notes.append(Change("provider-pinned", name, None, ", ".join(kept), (name,)))
     return notes
+
+
+def _judges_below_floors(gate: Gate, cfg: GateConfig) -> list[Change]:
+    """The live judges below the floors the file's bars (or the gate's, for the mappings it
+    does not declare) set: a warning each, in one line (issue 46.2)."""
+    declared = {(b.prompt, b.dataset): Bars.parse(b.min_accuracy, b.bars) for b in cfg.bars}
+    return [Change("judge-below-floors", name, None, why, (name,)) for name, why in gate.judges_below_floors(declared)]
 
 
 def _describe_provider(decl: ProviderDecl) -> str:

@@ -7,7 +7,8 @@ the order it was stored, so a row re-encodes byte for byte (the fingerprint comp
 model, config hash, decision rule, call path, trials); ``Gate.submit`` adds the bars beyond
 accuracy, the price, the fields the templates read, whether it may stop early, what it is
 compared with (``baseline``, ``baseline_note``, ``baseline_error``) and a judged run's
-``judge`` (``PinnedJudge``); a live version's run scored alongside carries ``live_version``.
+``judge`` (``PinnedJudge``); a live version's run scored alongside carries ``live_version``;
+a run of a judge prompt (kind judge) on its human-labelled dataset carries ``as_judge``.
 A row written before a key existed reads it as None and writes it back absent (``keys``: the
 keys as stored, in their order); a key this record does not know is kept as it was
 (``extra``). The values that are other records' JSON stay JSON (``JSON``: the decision rule,
@@ -145,6 +146,7 @@ class Pinned:
     baseline_error: str | None = None  # why a bar needing one cannot be judged
     judge: PinnedJudge | None = None  # a judged run's judge (gate.domain.judging)
     live_version: int | None = None  # a live version's run scored alongside: its version
+    as_judge: JSON | None = None  # a judge prompt's own run: {"pairwise": bool} (its floors: gate.verdict.judge_floors)
     keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)  # None: a row with NULL
     extra: JSON = field(default_factory=lambda: _EMPTY, repr=False, compare=False)
     memo: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)  # what is parsed once of it

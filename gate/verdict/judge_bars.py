@@ -10,6 +10,9 @@ parsed from untrusted config and pinned with the run like every bar:
 * ``max_inconsistent``: a comparison against live: at most this share of the items
   compared may be position-inconsistent (the two orders disagree; default 0.10). Above
   it the run is inconclusive (the judge cannot order these answers): never a pass.
+* ``min_judge_j``, ``min_judge_kappa``, ``min_judge_items``: the floors the judge's
+  agreement with the humans must clear (``gate.verdict.judge_floors``): at submit for a
+  judged candidate, at its own gate for a judge.
 * ``sentinels``: how many of the judge's human-labelled items are mixed into the run's
   judging calls (default 20, at most 200; 0: none).
 
@@ -33,9 +36,11 @@ from typing import Any
 from gate.errors import UsageError
 from gate.records.metrics import RunFigures
 
+from .judge_floors import KEYS as FLOOR_KEYS
+from .judge_floors import JudgeFloors
 from .scoring import format_bar, parse_bar
 
-KEYS = ("judge_corrected", "max_loss_rate", "max_inconsistent", "sentinels")
+KEYS = ("judge_corrected", "max_loss_rate", "max_inconsistent", "sentinels", *FLOOR_KEYS)
 DEFAULT_SENTINELS = 20
 MAX_SENTINELS = 200
 DEFAULT_MAX_INCONSISTENT = Decimal("0.10")
@@ -47,6 +52,7 @@ class JudgeBars:
     max_loss_rate: Decimal | None = None
     sentinels: int = DEFAULT_SENTINELS
     max_inconsistent: Decimal = DEFAULT_MAX_INCONSISTENT
+    floors: JudgeFloors = JudgeFloors()  # what the judge's agreement must clear
 
     @classmethod
     def parse(cls, extra: Mapping[str, Any]) -> JudgeBars:
@@ -65,6 +71,7 @@ class JudgeBars:
             None if loss is None else parse_bar(loss, "max_loss_rate"),
             sentinels,
             DEFAULT_MAX_INCONSISTENT if inconsistent is None else parse_bar(inconsistent, "max_inconsistent"),
+            JudgeFloors.parse(extra),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -75,7 +82,7 @@ class JudgeBars:
             out["sentinels"] = self.sentinels
         if self.max_inconsistent != DEFAULT_MAX_INCONSISTENT:
             out["max_inconsistent"] = f"{self.max_inconsistent:f}"
-        return out
+        return {**out, **self.floors.to_json()}
 
     def describe(self) -> list[str]:
         out = ["bars the judge-corrected pass rate"] if self.corrected else []
@@ -85,7 +92,7 @@ class JudgeBars:
             out.append(f"{self.sentinels} sentinels")
         if self.max_inconsistent != DEFAULT_MAX_INCONSISTENT:
             out.append(f"position-inconsistent ≤ {format_bar(self.max_inconsistent)}")
-        return out
+        return out + self.floors.describe()
 
 
 def drifted_runs(runs) -> list:

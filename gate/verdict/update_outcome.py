@@ -6,7 +6,9 @@ a comparison with no live version to compare with), or when the live version's a
 the protection of protected items) needs could not be had; REJECTED when any bar of any
 run fails — "missed" (the figure is on the wrong side; a protected item that broke is
 named first), or for ``max_drop`` "inconclusive" (the interval straddles the limit: the
-dataset cannot tell) — a bar n/a does not block; else PASSED (check) or APPLIED (apply).
+dataset cannot tell) — a bar n/a does not block — or when the update applies a judge (runs
+pinned ``as_judge``) whose agreement over its runs is below its floors (the judge cannot
+tell: ``gate.verdict.judge_floors``); else PASSED (check) or APPLIED (apply).
 A baseline run that failed otherwise only shows in the report.
 
 The reason is composed from the runs' reasons, which name no item (``gate.verdict.reasons``), and
@@ -20,6 +22,7 @@ this floor is below the kinds', so its callers pass them in (``run_checks(run, k
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any, cast
@@ -30,6 +33,7 @@ from gate.states import Mode, RunStatus, UpdateStatus
 from .bar_checks import BarCheck, KindChecks, check, kept
 from .bars import pinned_bars
 from .judge_bars import drifted_runs
+from .judge_floors import JudgeFloors, merged, own_figures
 
 UNJUDGED = "unjudged"  # a check's reason: its bar could not be judged (gate.kinds.judged.UNJUDGED)
 EARLY_STOP, SPEND_CAP, WITH_UPDATE = "early_stop", "spend_cap", "with_update"  # a run's stop, by why
@@ -103,6 +107,7 @@ def update_end(mode: str, runs: Sequence, checks_of: ChecksOf = _kept_of) -> tup
         key=lambda f: f[1].name != "protected",
     )
     missed = _said_once([(_missed(ds, c), c.slice_of is not None) for ds, c in failing if c.reason != "inconclusive"])
+    missed += _judge_below_floors(runs)
     inconclusive = _said_once(
         [
             (f"{ds} {c.title} {c.value} ({(c.note or '').removeprefix('inconclusive: ')})", False)
@@ -124,6 +129,20 @@ def update_end(mode: str, runs: Sequence, checks_of: ChecksOf = _kept_of) -> tup
     skipped = sorted({c.title for _, cs in checks for c in cs if c.state == "n/a"})
     tail = f"; not applied: {', '.join(skipped)}" if skipped else ""
     return (UpdateStatus.APPLIED if mode == Mode.APPLY else UpdateStatus.PASSED), f"every bar cleared ({cleared}){tail}"
+
+
+def _judge_below_floors(runs: Sequence) -> list[str]:
+    """A judge's own gate (runs pinned ``as_judge``): its agreement with the humans over
+    all its runs, against the strictest of their mappings' floors; the figure that failed,
+    with its value, or nothing (``gate.verdict.judge_floors``)."""
+    own = [r for r in runs if r.pinned.as_judge is not None]
+    if not own:
+        return []
+    floors = functools.reduce(JudgeFloors.stricter, (pinned_bars(r.pinned, r.min_accuracy).judge.floors for r in own))
+    pairwise = any(bool(r.pinned.as_judge.get("pairwise")) for r in own)
+    figures = own_figures(merged(RunFigures.of(r.metrics).confusion or {} for r in own), pairwise)
+    miss = floors.miss(figures)
+    return [f"the judge cannot tell: {miss}"] if miss else []
 
 
 def _stopped_end(runs: Sequence) -> tuple[UpdateStatus, str] | None:

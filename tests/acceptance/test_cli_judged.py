@@ -79,3 +79,22 @@ def test_judged_bars_on_the_command_line_and_a_judge_that_is_not_live(sqlite_url
     submitted = run_cli("--database-url", sqlite_url, "submit", str(prompt))
     assert submitted.returncode == 2 and submitted.stdout == ""
     assert submitted.stderr.strip().splitlines()[-1].startswith("error: judge reply-judge has no live version")
+
+
+def test_judge_floors_on_the_command_line_and_below_their_hard_minimums(sqlite_url, tmp_path):
+    """Issue 46.2: `dataset map --min-judge-j/--min-judge-kappa/--min-judge-items` set a
+    mapping's judge floors; one below its hard minimum is refused in one line, no traceback."""
+    tickets = write_tickets(tmp_path / "tickets.csv", 4)
+    assert run_cli("--database-url", sqlite_url, "dataset", "add", "tickets", "--source", str(tickets)).returncode == 0
+    base = ("--database-url", sqlite_url, "dataset", "map", "reply", "tickets", "--min-accuracy", "0.8")
+    mapped = run_cli(*base, "--min-judge-j", "0.6", "--min-judge-kappa", "0.5", "--min-judge-items", "40")
+    assert mapped.returncode == 0, mapped.stderr
+    assert "judge floors J ≥ 0.6, κ ≥ 0.5, 40 items" in mapped.stdout
+    for option, value, said in (
+        ("--min-judge-j", "0.1", "min_judge_j '0.1' is below the hard minimum 0.2"),
+        ("--min-judge-kappa", "0.05", "min_judge_kappa '0.05' is below the hard minimum 0.2"),
+        ("--min-judge-items", "10", "min_judge_items '10' is below the hard minimum 20"),
+    ):
+        refused = run_cli(*base, option, value)
+        assert refused.returncode == 2 and said in refused.stderr, refused.stderr
+        assert "Traceback" not in refused.stderr and len(refused.stderr.strip().splitlines()) == 1

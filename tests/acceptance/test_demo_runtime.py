@@ -104,7 +104,7 @@ def test_runtime_returns_a_generative_prompts_answer_text(gate, tmp_path, monkey
     """A prompt graded by a judge in the gate answers with its text in production."""
     with MockLLMServer() as llm:
         monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
-        live_judge(gate, tmp_path, lambda update_id: run_until_terminal(gate, [update_id], timeout=60)[0], rows=20)
+        live_judge(gate, tmp_path, lambda update_id: run_until_terminal(gate, [update_id], timeout=60)[0], rows=30)
         gate.register_dataset("tickets", str(write_tickets(tmp_path / "tickets.csv", 6)))
         gate.map_dataset("reply", "tickets", "0.5")
         (applied,) = run_until_terminal(gate, [gate.submit(reply_spec(), "apply")], timeout=60)

@@ -70,7 +70,7 @@ def judged_texts(llm) -> list[str]:
 
 def test_hostile_answers_reach_the_judge_as_bounded_text_and_its_rule_decides(mysql_gate, llm, fleet, tmp_path):
     gate = mysql_gate
-    live_judge(gate, tmp_path, in_process(gate), rows=20)
+    live_judge(gate, tmp_path, in_process(gate), rows=30)
     gate.register_dataset("tickets", str(write_tickets(tmp_path / "tickets.csv", 3)))
     gate.map_dataset("reply", "tickets", "0.5", bars={"sentinels": 0, "early_stop": False})
     # a pull request edits the judge too: it is only ever checked; the candidate is judged by live v1
@@ -95,7 +95,7 @@ def test_hostile_answers_reach_the_judge_as_bounded_text_and_its_rule_decides(my
 
 def test_a_megabyte_answer_reaches_the_judge_cut_to_its_bound(mysql_gate, llm, fleet, tmp_path):
     gate = mysql_gate
-    live_judge(gate, tmp_path, in_process(gate), rows=20)
+    live_judge(gate, tmp_path, in_process(gate), rows=30)
     gate.register_dataset("tickets", str(write_tickets(tmp_path / "tickets.csv", 2)))
     gate.map_dataset("reply", "tickets", "0.5", bars={"sentinels": 0, "early_stop": False})
     huge = "Draft a reply.\n- reply otherwise: A refund has been issued to your card.\n- reply pad: 1048576"
@@ -126,7 +126,7 @@ def test_the_judges_trials_take_the_majority(gate, llm, tmp_path):
         }
     )
     with (tmp_path / "labels.jsonl").open("w") as fh:
-        for i, label in enumerate(["good", "bad"] * 5):
+        for i, label in enumerate(["good", "bad"] * 15):
             fh.write(json.dumps({"item_id": f"h{i}", "expected_decision": label, "answer": f"answers: {label}"}) + "\n")
     gate.register_dataset("reply-labels", str(tmp_path / "labels.jsonl"))
     gate.map_dataset("reply-judge", "reply-labels", "0.9")

@@ -319,31 +319,3 @@ def test_a_corrected_pass_rate_is_the_figure_shown_against_its_bar_everywhere(
         page = web.get(f"/updates/{update_id}").text
     assert "<strong>69.4%</strong>" in page and "as judged 66.7%, 40/60" in page
     assert "<strong>66.7%</strong>" not in page
-
-
-def test_a_judge_that_says_good_to_everything_is_refused_for_the_figure_that_failed(mysql_gate, llm, workers, tmp_path):
-    """Issue 46.2: a judge that passes every reply (sensitivity 1, specificity 0) cannot tell a
-    good reply from a bad one: the corrected rate divides by its Youden's J, 0. The run fails
-    its bar saying so, not "no sensitivity or specificity" while both are shown."""
-    gate = mysql_gate
-    lenient = judge_spec(rules="Judge the support reply.\n- judge pass good: refund*\n- judge otherwise: good")
-    live_judge(gate, tmp_path, in_process(gate), bar="0.4", spec=lenient)  # agrees on the 100 good of 200
-    gate.register_dataset("tickets", str(write_tickets(tmp_path / "tickets.csv", 30)))
-    bars = {"sentinels": 0, "early_stop": False, "judge_corrected": True}
-    gate.map_dataset("reply", "tickets", "0.7", bars=bars)
-    update_id = gate.submit(reply_spec(WEAK_REPLIES))
-    workers(gate, llm)
-    report = gate.wait(update_id, timeout=60)
-    assert report.status == UpdateStatus.REJECTED, report.update.reason
-    run = report.runs[0]
-    assert run.judge["agreement_line"].endswith("sensitivity 1.00, specificity 0.00")
-    said = (
-        "the judge cannot tell: Youden's J = sensitivity + specificity − 1 = 0.00 "
-        "(sensitivity 1.00, specificity 0.00), the correction divides by it"
-    )
-    check = next(c for c in run.checks if c["bar"] == "min_accuracy")
-    assert check["state"] == "fail" and check["note"] == f"no corrected rate: {said}", check
-    assert "no sensitivity or specificity" not in render_text(report)
-    assert said in render_text(report) and said in render_report_markdown(report)
-    assert run.judge["uncorrected"] == said
-    Draft202012Validator(status_schema()).validate(report.to_dict())

@@ -65,6 +65,9 @@ def test_bar_fields_lists_the_extra_bars():
         "max_loss_rate",
         "max_inconsistent",
         "sentinels",
+        "min_judge_j",
+        "min_judge_kappa",
+        "min_judge_items",
     )
 
 

@@ -28,6 +28,7 @@ from gate.verdict.judge_stats import (
     fisher_lower,
     lang_reiczigel,
     rogan_gladen,
+    uncorrectable,
 )
 
 # (apparent, n, Se, nSe, Sp, nSp) -> the 95 % interval Lang & Reiczigel (2014) report, to their digits
@@ -60,6 +61,17 @@ def test_a_judge_whose_errors_carry_no_information_gives_no_corrected_rate():
     assert rogan_gladen(Fraction(1, 2), Fraction(1, 2), Fraction(1, 2)) is None
     assert corrected(5, 10, (1, 2, 1, 2)) is None
     assert corrected(5, 10, (0, 0, 5, 5)) is None  # no human-passed item: no sensitivity
+
+
+def test_a_run_pinned_with_a_judge_that_cannot_tell_names_its_youden_j():
+    """A judge that says good to everything can no longer be pinned (its floors refuse it at
+    its own gate and at submit: tests/integration/test_judge_floors.py); a run pinned with one
+    before the floors still says why it has no corrected rate, naming the figure."""
+    assert uncorrectable(30, 30, (100, 100, 0, 100)) == (
+        "the judge cannot tell: Youden's J = sensitivity + specificity − 1 = 0.00 "
+        "(sensitivity 1.00, specificity 0.00), the correction divides by it"
+    )
+    assert uncorrectable(30, 30, (93, 100, 93, 100)) is None
 
 
 def test_corrected_figures_from_counts_follow_the_published_example():
