@@ -63,6 +63,7 @@ GATE_NAMES = frozenset(
         "fleet",
         "get_dataset",
         "history",
+        "judges_below_floors",
         "holds",
         "import_upload",
         "limits",
