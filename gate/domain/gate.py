@@ -366,7 +366,7 @@ def _stage_runs(
     from gate.prompt.request_keys import pin
 
     from .baseline import baseline_of, model_price
-    from .judging import judge_of, judged_baseline, run_pin, stage_sentinels
+    from .judging import BaselineStage, judge_of, judged_baseline, run_pin, stage_sentinels
 
     limits, price = gate_limits(conn), model_price(conn, spec.model)
     check_cost_bounded(limits, spec, price, "the candidate")
@@ -376,7 +376,8 @@ def _stage_runs(
         run = RunPin.begun(pin(spec, version, mapping.min_accuracy), bars, mapping.bars, spec.decision)
         if judge:  # graded by a judge: compared with live by the judge, or not at all (gate/domain/judging.py)
             judged, sentinels, judging = run_pin(judge, mapping, version, bars)
-            baseline, staged = judged_baseline(judge, bars), 0
+            stage = BaselineStage(spec, provider, live, update_id, ds, mapping, version, limits)
+            baseline, staged = judged_baseline(conn, judge, bars, stage)
         else:
             judged, sentinels, judging = None, 0, 0
             baseline, staged = baseline_of(conn, spec, provider, live, update_id, ds, mapping, version, limits)

@@ -194,9 +194,14 @@ class DecisionKind(ABC):
         (``workers.judge_figures``; ``figures``: the run's so far)."""
         return {}
 
+    # submit, a judged kind: compared with live's answers graded by the same judge version (a
+    # baseline run of live pinned with the judge: ``gate.domain.judging.judged_baseline``)
+    grades_live: bool = False
+
     def judged_baseline(self, live: bool, bars: Bars) -> dict[str, Any]:
-        """submit, a judged kind: what a judged run is compared with (``gate.domain.judging``;
-        ``live``: the candidate has a live version the judge compares it with)."""
+        """submit, a judged kind: what a judged run is compared with when no baseline run
+        grades live's answers (``gate.domain.judging``; ``live``: the candidate has a live
+        version the judge compares it with)."""
         return {}
 
     # -- the stored rule
