@@ -11,11 +11,11 @@ from __future__ import annotations
 from gate.calls.providers import resolve
 from gate.calls.spend_caps import SpendLimits
 from gate.errors import SpecError, UsageError
+from gate.prompt.decision import label_key
 from gate.prompt.request_keys import pin
 from gate.prompt.spec import PromptSpec, parse_spec
 from gate.records import LivePrompt
 from gate.records.json_codec import extended, made
-from gate.prompt.decision import label_key
 from gate.records.pinned import PinnedBaseline, PinnedJudge
 from gate.store.live import version_provider
 from gate.store.prices import find_price

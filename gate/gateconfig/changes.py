@@ -19,6 +19,7 @@ CHANGE_TEXT = {
     "bar-added": "bar {subject}: new, min accuracy {after}",
     "bar-changed": "bar {subject}: min accuracy {before} → {after}",
     "bar-removed": "bar {subject}: removed (was {before})",
+    "bar-unfit": "warning: {after}; until then its submits are refused",
     "provider-added": "provider {subject}: new, {after}",
     "provider-changed": "provider {subject}: {before} → {after}",
     "provider-removed": "provider {subject}: removed (was {before})",
@@ -44,7 +45,8 @@ class Change:
     (not a change: a dataset-changed that points a holdout, registered from outside the
     repository, at a repository's file, so that its next versions are anyone's to read); optional-fields
     (the fields a prompt's templates may read although no dataset row has them; "none"
-    before or after); rollout (a prompt's canary rollout, ``rollout:``);
+    before or after); rollout (a prompt's canary rollout, ``rollout:``); bar-unfit (not a
+    change: a mapping the gate holds with a bar its prompt's kind cannot compute, said once);
     dataset-rows (a pull request changes a dataset's file: its rows
     against the gate's version) and dataset-version (a sync imported changed rows as a new
     version)."""

@@ -43,6 +43,7 @@ NO_LIVE = (
 
 class JudgedKind(DecisionKind):
     name = "judged"
+    bar_scope = "graded by a judge, decision pass:"  # how a refused bar names the kind (gate.kinds.bar_fit)
     judge_may_decide = False
     one_call_per_item = True
     # graded: live's answers graded by the same judge are paired with the candidate's (max_broken,

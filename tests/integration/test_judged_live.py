@@ -8,6 +8,7 @@ mappings; with no live version they are n/a, never a pass."""
 from __future__ import annotations
 
 import csv
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -31,7 +32,11 @@ LIVE_REPLIES = (
     "- reply when password: You can reset your password from the sign-in page.\n"
     "- reply otherwise: Thanks for writing; we will look into it."
 )
-TOPICS = (("I was charged twice for order {i}", 10), ("I forgot my password, account {i}", 12), ("Where is my parcel {i}?", 8))
+TOPICS = (
+    ("I was charged twice for order {i}", 10),
+    ("I forgot my password, account {i}", 12),
+    ("Where is my parcel {i}?", 8),
+)
 
 
 @pytest.fixture
@@ -85,7 +90,9 @@ def _live_applied(gate, tmp_path):
     assert first.runs[0].comparison is None  # nothing to compare the first version with
 
 
-def test_a_judged_candidate_worse_than_live_is_rejected_on_broken_items_and_the_drop(mysql_gate, llm, workers, tmp_path):
+def test_a_judged_candidate_worse_than_live_is_rejected_on_broken_items_and_the_drop(
+    mysql_gate, llm, workers, tmp_path
+):
     """The issue's case: live judged 73.3 %, the candidate 66.7 % as judged; with
     ``max_broken 0`` and ``max_drop 2`` it is REJECTED naming the broken items and the drop
     (before: FAILED "could not be scored"), live's answers graded once: its applied run's
@@ -156,3 +163,49 @@ def test_a_judged_prompt_with_no_live_version_has_no_live_figures_and_no_live_pa
     assert states["max_broken"][0] == "n/a" and states["max_drop"][0] == "n/a"
     assert "no live version" in states["max_broken"][1]
     assert "not applied: max_broken, max_drop" in report.update.reason
+
+
+def test_a_bar_the_kind_cannot_compute_is_refused_at_map_sync_and_submit(mysql_gate, llm, tmp_path):
+    """Issue 46.4: a bar the prompt's kind cannot compute (``bars_computable``) is refused in
+    one line naming the bar and the kind: at `dataset map`, at `sync` (and its dry run) for
+    a declared mapping; one the gate holds already is warned of by the dry run and refuses
+    the submit in one line (not FAILED "could not be scored" after the calls)."""
+    from gate.db import transaction
+    from gate.errors import UsageError
+    from gate.gateconfig import diff, sync
+    from gate.gateconfig.parse import parse_config
+    from gate.store.datasets import upsert_mapping
+
+    gate = mysql_gate
+    _live_applied(gate, tmp_path)
+    why = (
+        "reply × tickets: bar max_loss_rate cannot be computed for a judged prompt (graded by a judge, decision pass:)"
+    )
+    with pytest.raises(UsageError) as refused:
+        gate.map_dataset("reply", "tickets", "0.6", bars={"max_loss_rate": "0.1", "max_broken": 0})
+    assert str(refused.value).startswith(why) and "\n" not in str(refused.value)
+    declared = parse_config(
+        {
+            "datasets": {"tickets": {"source": str(tmp_path / "tickets.csv")}},
+            "prompts": {
+                "reply": [{"dataset": "tickets", "min_accuracy": 0.6, "judge_corrected": True, "max_inconsistent": 0.2}]
+            },
+        },
+        "gate.yaml",
+    )
+    for plan in (diff, sync):
+        with pytest.raises(UsageError, match=r"^reply × tickets: bar max_inconsistent cannot be computed for a judged"):
+            plan(gate, declared)
+    ds = gate.get_dataset("tickets")
+    transaction(
+        gate.engine, lambda conn: upsert_mapping(conn, "reply", ds.id, Decimal("0.6"), {"max_loss_rate": "0.1"})
+    )
+    kept = parse_config(
+        {"datasets": {"tickets": {"source": str(tmp_path / "tickets.csv")}}, "prompts": {}}, "gate.yaml"
+    )
+    lines = [line for line in diff(gate, kept).lines() if line.startswith("warning:")]
+    assert lines == [f"warning: {why}: drop it from the mapping; until then its submits are refused"]
+    with pytest.raises(UsageError) as submit:
+        gate.submit(reply_spec(NO_REFUND_REPLIES))
+    assert str(submit.value) == f"{why}: drop it from the mapping"
+    assert [u.prompt_name for u in gate.list_updates()].count("reply") == 1  # nothing staged
