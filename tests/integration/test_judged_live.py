@@ -91,7 +91,7 @@ def _live_applied(gate, tmp_path):
 
 
 def test_a_judged_candidate_worse_than_live_is_rejected_on_broken_items_and_the_drop(
-    mysql_gate, llm, workers, tmp_path
+    mysql_gate, llm, workers, service, tmp_path
 ):
     """The issue's case: live judged 73.3 %, the candidate 66.7 % as judged; with
     ``max_broken 0`` and ``max_drop 2`` it is REJECTED naming the broken items and the drop
@@ -123,8 +123,17 @@ def test_a_judged_candidate_worse_than_live_is_rejected_on_broken_items_and_the_
     assert "vs live (update 2): 73.3% [55.6–85.8] → 66.7% [48.8–80.8]; fixed 8, broken 10" in text, text
     assert "McNemar p = 0.815" in text and "broken t0: expected good, live said good, candidate said bad" in text
     markdown = render_report_markdown(report)
-    assert "73.3%" in markdown and "66.7%" in markdown
-    Draft202012Validator(status_schema()).validate(report.to_dict())
+    row = next(x for x in markdown.splitlines() if x.startswith("| tickets | 73.3% → 66.7% |"))
+    assert "| 8 / 10 | 0.815 (not significant) |" in row, row
+    assert "Broken items — live answered right, this candidate wrong (first 5 of 10)" in markdown, markdown
+    doc = report.to_dict()
+    Draft202012Validator(status_schema()).validate(doc)
+    assert doc["runs"][0]["comparison"]["broken"] == 10
+    with service.client("read") as web:
+        page = web.get(f"/updates/{update_id}").text
+    table = page.split("Against the live version, on the same items", 1)[1].split("</table>", 1)[0]
+    cells = [c.split("<", 1)[0].strip() for c in table.split('<td class="num">')[1:]]
+    assert cells[0] == "73.3%" and cells[1] == "66.7%" and cells[-2:] == ["8", "10"], cells
 
 
 def test_live_graded_on_a_new_dataset_version_is_staged_once_and_reused(mysql_gate, llm, workers, tmp_path):
