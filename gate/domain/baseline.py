@@ -74,23 +74,19 @@ def baseline_of(
         return {"baseline": None, "baseline_note": why, "baseline_error": why}, 0
     price = model_price(conn, live_spec.model)
     check_cost_bounded(limits, live_spec, price, f"the live version (v{live.version}), scored alongside,")
+    pinned_run = _baseline_pin(live_spec, version, mapping.min_accuracy, live.version, price, judge)
     run_id = insert_run(
-        conn,
-        update_id,
-        ds,
-        mapping.min_accuracy,
-        version,
-        extended(
-            pin(live_spec, version, mapping.min_accuracy),
-            live_version=live.version,
-            price=price,
-            **({"judge": judge} if judge is not None else {}),
-        ).to_json()
-        or {},
-        baseline_of=(live.config, live_provider),
+        conn, update_id, ds, mapping.min_accuracy, version, pinned_run, baseline_of=(live.config, live_provider)
     )
     staged = made(PinnedBaseline, run_id=run_id, **ref, scored_now=True)
     return {"baseline": staged}, run_calls(live_spec, version.row_count)
+
+
+def _baseline_pin(live_spec, version, bar, live_version: int, price, judge: PinnedJudge | None) -> dict:
+    """A baseline run's pin: live's config on the version, at its price (a graded
+    candidate's: with the judge that grades live's answers there)."""
+    extra = {"judge": judge} if judge is not None else {}
+    return extended(pin(live_spec, version, bar), live_version=live_version, price=price, **extra).to_json() or {}
 
 
 def same_judging(a: PinnedJudge, b: PinnedJudge) -> bool:
