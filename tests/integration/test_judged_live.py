@@ -156,6 +156,7 @@ def test_live_graded_on_a_new_dataset_version_is_staged_once_and_reused(mysql_ga
     second = gate.wait(again, timeout=90)
     assert second.status == UpdateStatus.REJECTED, second.update.reason
     assert second.runs[0].comparison["live_run_id"] == cmp["live_run_id"]  # the same graded answers
+    assert second.spend["calls_made"] <= 33  # its candidate's replies at most: live and its grading not paid again
 
 
 def test_a_judged_prompt_with_no_live_version_has_no_live_figures_and_no_live_pass(mysql_gate, llm, tmp_path):
@@ -218,3 +219,15 @@ def test_a_bar_the_kind_cannot_compute_is_refused_at_map_sync_and_submit(mysql_g
         gate.submit(reply_spec(NO_REFUND_REPLIES))
     assert str(submit.value) == f"{why}: drop it from the mapping"
     assert [u.prompt_name for u in gate.list_updates()].count("reply") == 1  # nothing staged
+
+
+def test_with_early_stop_on_the_worse_judged_candidate_is_rejected_too(mysql_gate, llm, workers, tmp_path):
+    """The mapping's defaults (early stop on, sentinels mixed in): never a pass, never FAILED."""
+    gate = mysql_gate
+    _live_applied(gate, tmp_path)
+    gate.map_dataset("reply", "tickets", "0.6", bars={"max_broken": 0, "max_drop": 2})
+    update_id = gate.submit(reply_spec(NO_REFUND_REPLIES))
+    workers(gate, llm)
+    report = gate.wait(update_id, timeout=90)
+    assert report.status == UpdateStatus.REJECTED, report.update.reason
+    assert "max_broken" in report.update.reason, report.update.reason
