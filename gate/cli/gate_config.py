@@ -101,5 +101,5 @@ def sync_cmd(ctx, gate_config, dry_run, commit, as_json):
         return
     if not result.changes:
         click.echo(f"{gate_config}: the gate already matches")
-    for line in result.lines():
-        click.echo(("would: " if dry_run else "") + terminal_safe(line, 1000))
+    for line in result.lines():  # a warning is said as it is: nothing would change
+        click.echo(("would: " if dry_run and not line.startswith("warning:") else "") + terminal_safe(line, 1000))

@@ -45,6 +45,7 @@ RECONNECT = 30.0  # seconds a wait tries again when the service that answered it
 GATE_NAMES = frozenset(
     {
         "authenticate",
+        "bar_refusal",
         "canary_of",
         "cancel",
         "check_upload",

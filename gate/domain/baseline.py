@@ -11,11 +11,12 @@ from __future__ import annotations
 from gate.calls.providers import resolve
 from gate.calls.spend_caps import SpendLimits
 from gate.errors import SpecError, UsageError
+from gate.prompt.decision import label_key
 from gate.prompt.request_keys import pin
 from gate.prompt.spec import PromptSpec, parse_spec
 from gate.records import LivePrompt
 from gate.records.json_codec import extended, made
-from gate.records.pinned import PinnedBaseline
+from gate.records.pinned import PinnedBaseline, PinnedJudge
 from gate.store.live import version_provider
 from gate.store.prices import find_price
 from gate.store.providers import list_providers
@@ -38,6 +39,7 @@ def baseline_of(
     mapping,
     version,
     limits: SpendLimits,
+    judge: PinnedJudge | None = None,
 ) -> tuple[Compared, int]:
     """What the candidate's run on ``version`` is compared with, pinned with it as
     ``pinned["baseline"]`` (run_id: the run whose answers are compared; update_id: the
@@ -47,7 +49,10 @@ def baseline_of(
     answers reused wherever the same request was answered before; ``calls``: the most it
     calls). No live version: none. A live version that cannot be scored any more:
     ``baseline_error`` (a max_broken or max_drop bar then fails rather than go unchecked).
-    ``provider``: the declaration the candidate's calls go to. With it, the most calls it adds."""
+    ``provider``: the declaration the candidate's calls go to. With it, the most calls it adds.
+    ``judge``: a graded candidate's (``gate.domain.judging.judged_baseline``): live's answers
+    graded by this judge, so only a run pinned with the same judging is reused, and a
+    baseline run staged is pinned with it (the judge grades live's answers there)."""
     if live is None:
         return {"baseline": None, "baseline_note": "no live version yet"}, 0
     pinned, live_provider = version_provider(conn, live.name, live.version)
@@ -55,7 +60,8 @@ def baseline_of(
         same = made(PinnedBaseline, same_config=True, live_version=live.version, update_id=live.applied_update_id)
         return {"baseline": same}, 0
     ref = {"update_id": live.applied_update_id, "live_version": live.version}
-    found = baseline_run(conn, spec.name, ds.id, version.id, live.config_hash, (pinned, live_provider))
+    judged = None if judge is None else (lambda p: p.judge is not None and same_judging(p.judge, judge))
+    found = baseline_run(conn, spec.name, ds.id, version.id, live.config_hash, (pinned, live_provider), judged)
     if found is not None:
         return {"baseline": made(PinnedBaseline, run_id=found.id, **ref)}, 0
     try:
@@ -68,17 +74,32 @@ def baseline_of(
         return {"baseline": None, "baseline_note": why, "baseline_error": why}, 0
     price = model_price(conn, live_spec.model)
     check_cost_bounded(limits, live_spec, price, f"the live version (v{live.version}), scored alongside,")
+    pinned_run = _baseline_pin(live_spec, version, mapping.min_accuracy, live.version, price, judge)
     run_id = insert_run(
-        conn,
-        update_id,
-        ds,
-        mapping.min_accuracy,
-        version,
-        extended(pin(live_spec, version, mapping.min_accuracy), live_version=live.version, price=price).to_json() or {},
-        baseline_of=(live.config, live_provider),
+        conn, update_id, ds, mapping.min_accuracy, version, pinned_run, baseline_of=(live.config, live_provider)
     )
     staged = made(PinnedBaseline, run_id=run_id, **ref, scored_now=True)
     return {"baseline": staged}, run_calls(live_spec, version.row_count)
+
+
+def _baseline_pin(live_spec, version, bar, live_version: int, price, judge: PinnedJudge | None) -> dict:
+    """A baseline run's pin: live's config on the version, at its price (a graded
+    candidate's: with the judge that grades live's answers there)."""
+    extra = {"judge": judge} if judge is not None else {}
+    return extended(pin(live_spec, version, bar), live_version=live_version, price=price, **extra).to_json() or {}
+
+
+def same_judging(a: PinnedJudge, b: PinnedJudge) -> bool:
+    """Two runs' answers graded alike: the same judge version on the same provider, the same
+    pass labels and trials (its sentinels and bars aside)."""
+    passing = [None if j.passing is None else sorted(label_key(p) for p in j.passing) for j in (a, b)]
+    return (a.name, a.version, a.config_hash, a.provider, a.trials) == (
+        b.name,
+        b.version,
+        b.config_hash,
+        b.provider,
+        b.trials,
+    ) and passing[0] == passing[1]
 
 
 def model_price(conn, model: str) -> dict | None:

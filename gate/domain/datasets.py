@@ -27,7 +27,7 @@ from gate.datasets.sources import (
 from gate.datasets.sources.files import text_kind
 from gate.datasets.sources.upload import UPLOAD_SCHEME, UploadReader, check_repo_path, upload_uri
 from gate.datasets.version_index import VersionIndexes, diff_against_index
-from gate.errors import DatasetError, NotFound, UsageError, first_line
+from gate.errors import DatasetError, NotFound, SpecError, UsageError, first_line
 from gate.prompt.call_settings import check_name
 from gate.records import DataDiff, Dataset, DatasetMapping, DatasetPreview, DatasetVersion, Imported
 from gate.settings import Settings
@@ -40,6 +40,7 @@ from gate.store.datasets import (
     list_mappings,
     upsert_mapping,
 )
+from gate.store.live import known_config
 from gate.store.versions import (
     READY,
     find_version_by_number,
@@ -247,12 +248,21 @@ class Datasets:
 
         def map_it(conn) -> Dataset:
             ds = get_dataset(conn, dataset_name)
+            why = bar_refusal(conn, prompt_name, ds.name, parsed)
+            if why:
+                raise UsageError(why)
             _check_bar_labels(parsed, ds, version_labels(conn, ds.current_version_id) if ds.current_version_id else {})
             upsert_mapping(conn, prompt_name, ds.id, parsed.min_accuracy, extra, declared_in)
             return ds
 
         ds = db.transaction(self.engine, map_it)
         return DatasetMapping(prompt_name, ds.id, ds.name, parsed.min_accuracy, extra, declared_in)
+
+    def bar_refusal(self, prompt_name: str, dataset_name: str, min_accuracy: Any, bars: dict | None) -> str | None:
+        """Why a mapping's bars do not fit its prompt's kind (one line), or None (``sync``'s
+        plan asks: ``gate.gateconfig.diff``)."""
+        parsed = Bars.parse(min_accuracy, bars)
+        return db.read(self.engine, lambda conn: bar_refusal(conn, prompt_name, dataset_name, parsed))
 
     def unmap_dataset(self, prompt_name: str, dataset_name: str) -> bool:
         def unmap(conn) -> bool:
@@ -397,6 +407,25 @@ def registered_repo_path(ds: Dataset) -> str | None:
     except ValueError:
         return None
     return posixpath.normpath(posixpath.join(posixpath.dirname(declared_in), relative.as_posix()))
+
+
+def bar_refusal(conn, prompt_name: str, dataset_name: str, bars: Bars) -> str | None:
+    """One line naming a bar the prompt's kind cannot compute (``gate.kinds.bar_fit``), the
+    kind read from the config the gate knows (its live version's, else its latest
+    submission's); None when every bar fits or the prompt was never submitted (submit
+    checks it then)."""
+    from gate.kinds import kind_of
+    from gate.kinds.bar_fit import refusal
+    from gate.prompt.spec import parse_spec
+
+    config = known_config(conn, prompt_name)
+    if config is None:
+        return None
+    try:
+        kind = kind_of(parse_spec(config).decision)
+    except (SpecError, UsageError):  # a config this code cannot read: its submit says why
+        return None
+    return refusal(prompt_name, dataset_name, kind, bars)
 
 
 def _check_bar_labels(bars: Bars, ds: Dataset, labels: TMapping[str, int]) -> None:

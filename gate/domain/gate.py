@@ -210,6 +210,7 @@ class Gate:
     refresh_dataset = delegate("_datasets", Datasets.refresh_dataset)
     map_dataset = delegate("_datasets", Datasets.map_dataset)
     unmap_dataset = delegate("_datasets", Datasets.unmap_dataset)
+    bar_refusal = delegate("_datasets", Datasets.bar_refusal)
     list_datasets = delegate("_datasets", Datasets.list_datasets)
     mappings = delegate("_datasets", Datasets.mappings)
     get_dataset = delegate("_datasets", Datasets.get_dataset)
@@ -363,21 +364,27 @@ def _stage_runs(
     its bars parsed once, price, fields read and whether it may stop early) and what it is
     compared with (``baseline_of``); then
     the gate's spend caps and the upper bound of the update's calls, pinned with it."""
+    from gate.kinds import kind_of
+    from gate.kinds.bar_fit import refusal
     from gate.kinds.pin import RunPin
     from gate.prompt.request_keys import pin
 
     from .baseline import baseline_of, model_price
-    from .judging import as_judge, judge_of, judged_baseline, run_pin, stage_sentinels
+    from .judging import BaselineStage, as_judge, judge_of, judged_baseline, run_pin, stage_sentinels
 
     limits, price = gate_limits(conn), model_price(conn, spec.model)
     check_cost_bounded(limits, spec, price, "the candidate")
     live, calls, judge = find_live(conn, spec.name), 0, judge_of(conn, spec, limits)
     for mapping, ds, version in pinned:
         bars = Bars.parse(mapping.min_accuracy, mapping.bars)  # once per run
+        unfit = refusal(spec.name, ds.name, kind_of(spec.decision), bars)
+        if unfit:  # a bar the run could not compute: refused now, not "could not be scored" after the calls
+            raise UsageError(unfit)
         run = RunPin.begun(pin(spec, version, mapping.min_accuracy), bars, mapping.bars, spec.decision)
         if judge:  # graded by a judge: compared with live by the judge, or not at all (gate/domain/judging.py)
             judged, sentinels, judging = run_pin(judge, mapping, version, bars)
-            baseline, staged = judged_baseline(judge, bars), 0
+            stage = BaselineStage(spec, provider, live, update_id, ds, mapping, version, limits)
+            baseline, staged = judged_baseline(conn, judge, bars, stage)
         else:
             judged, sentinels, judging = None, 0, 0
             baseline, staged = baseline_of(conn, spec, provider, live, update_id, ds, mapping, version, limits)

@@ -18,7 +18,9 @@ runs pin ``as_judge`` (its own gate holds it to its floors: ``update_outcome``),
 ``below_floors`` names the live judges below them for ``sync --dry-run``.
 
 The upper bound of the update's calls counts the judge: per item its trials (twice, in both
-orders, for a comparison, plus live's answer), and per sentinel its trials. Under a cost
+orders, for a comparison, plus live's answer), and per sentinel its trials; for a graded
+candidate with a live version whose graded answers must be had, live's answer and the
+judge's trials on it per item (``graded_live``). Under a cost
 cap the judge's (and live's) calls need a price and a ``max_tokens`` like the candidate's.
 """
 
@@ -52,7 +54,7 @@ from gate.verdict.bars import Bars
 from gate.verdict.judge_floors import JudgeFloors, merged, own_figures, submit_figures
 from gate.verdict.judge_stats import agreement, error_rates
 
-from .baseline import model_price
+from .baseline import baseline_of, model_price
 from .spending import check_cost_bounded
 
 
@@ -70,6 +72,11 @@ class JudgePin:
     live: dict[str, Any] | None = None  # a comparison: the candidate prompt's live version
     live_spec: PromptSpec | None = None
     kind: DecisionKind | None = None  # the candidate's decision's kind (judged, or compared with live)
+
+    def graded_live_calls(self, rows: int) -> int:
+        """The most calls grading live's answers on ``rows`` items takes (a graded candidate's
+        baseline run): live's answer and the judge's trials on it, per item."""
+        return rows * (1 + self.pinned.trials)
 
     def calls(self, rows: int, sentinels: int) -> int:
         """The most judging calls a run of ``rows`` items with ``sentinels`` makes."""
@@ -251,12 +258,64 @@ def stage_sentinels(conn, pin: JudgePin, run_id: int, count: int, rows: int, see
     return staged
 
 
-def judged_baseline(pin: JudgePin, bars: Bars) -> dict[str, Any]:
-    """What a judged run is compared with: live's answers, by the judge (a comparison); for
-    a graded run nothing, and a bar that needs live's answers (max_broken, max_drop) fails
-    rather than go unchecked."""
+def judged_baseline(conn, pin: JudgePin, bars: Bars, stage: BaselineStage) -> tuple[dict[str, Any], int]:
+    """What a judged run is compared with, and the most calls it adds. A comparison by the
+    judge (``compare: live``): live's answers read by the judge beside the candidate's (the
+    kind's, no run of its own). Graded (``pass:``, ``DecisionKind.grades_live``): live's
+    answers on the same dataset version graded by the same judge version, as the label kinds
+    are compared (``graded_live``); no live version: n/a, said so."""
     assert pin.kind is not None  # a judged candidate's
-    return pin.kind.judged_baseline(bool(pin.pinned.live), bars)
+    if not pin.kind.grades_live or stage.live is None:
+        return pin.kind.judged_baseline(bool(pin.pinned.live), bars), 0
+    return graded_live(conn, pin, stage)
+
+
+@dataclass(frozen=True)
+class BaselineStage:
+    """Where a run's baseline would be staged (``Gate._stage_runs``'s, for ``baseline_of``)."""
+
+    spec: PromptSpec
+    provider: dict | None
+    live: Any  # LivePrompt | None
+    update_id: int
+    ds: Any
+    mapping: Any
+    version: Any
+    limits: SpendLimits
+
+
+def graded_live(conn, pin: JudgePin, stage: BaselineStage) -> tuple[dict[str, Any], int]:
+    """Live's answers on the candidate's dataset version graded by the candidate's pinned
+    judge: the live version's run there when the same judging graded it (the update that
+    applied it, or a baseline run an earlier update staged), else a baseline run staged
+    now, pinned with the judge (no sentinels: its drift is watched on the candidate's run),
+    whose answers and judge's verdicts are reused wherever the same requests were answered
+    before. Its most calls: live's and the judge's on each item. A live version whose
+    answers a judge cannot grade as the candidate's (another kind of decision): why, as a
+    ``baseline_error`` (a live bar then fails rather than go unchecked)."""
+    live = stage.live
+    try:
+        live_kind = kind_of(parse_spec(live.config).decision)
+    except SpecError as exc:
+        live_kind, why = None, f"the live version cannot be graded on this dataset version: {exc}"
+    else:
+        why = f"the live version v{live.version} is not graded by a judge (decision pass:): not compared"
+    if live_kind is not pin.kind:
+        return {"baseline": None, "baseline_note": why, "baseline_error": why}, 0
+    judge = extended(pin.pinned, sentinels=0, corrected=False, live=None)
+    compared, staged = baseline_of(
+        conn,
+        stage.spec,
+        stage.provider,
+        live,
+        stage.update_id,
+        stage.ds,
+        stage.mapping,
+        stage.version,
+        stage.limits,
+        judge,
+    )
+    return compared, pin.graded_live_calls(stage.version.row_count) if staged else 0
 
 
 def below_floors(conn, declared: Mapping[tuple[str, str], Bars]) -> list[tuple[str, str]]:

@@ -19,6 +19,7 @@ CHANGE_TEXT = {
     "bar-added": "bar {subject}: new, min accuracy {after}",
     "bar-changed": "bar {subject}: min accuracy {before} → {after}",
     "bar-removed": "bar {subject}: removed (was {before})",
+    "bar-unfit": "warning: {after}; until then its submits are refused",
     "provider-added": "provider {subject}: new, {after}",
     "provider-changed": "provider {subject}: {before} → {after}",
     "provider-removed": "provider {subject}: removed (was {before})",
@@ -48,7 +49,8 @@ class Change:
     (the fields a prompt's templates may read although no dataset row has them; "none"
     before or after); rollout (a prompt's canary rollout, ``rollout:``); judge-below-floors
     (not a change: a live judge whose agreement with the humans is below the floors of the
-    bars the file declares or the gate keeps, ``gate.verdict.judge_floors``);
+    bars the file declares or the gate keeps, ``gate.verdict.judge_floors``); bar-unfit (not a
+    change: a mapping the gate holds with a bar its prompt's kind cannot compute, said once);
     dataset-rows (a pull request changes a dataset's file: its rows
     against the gate's version) and dataset-version (a sync imported changed rows as a new
     version)."""

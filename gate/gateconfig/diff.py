@@ -15,7 +15,7 @@ from gate.calls.spend_caps import limit_changes
 from gate.datasets.readability import repository_holds
 from gate.datasets.sources import DEFAULT_ID_COLUMN, DEFAULT_LABEL_COLUMN, resolve_path, scheme_of, shown_source
 from gate.datasets.sources.upload import UPLOAD_SCHEME
-from gate.errors import DatasetError
+from gate.errors import DatasetError, UsageError
 from gate.rollout.rule import RolloutConfig
 from gate.verdict.bars import Bars
 
@@ -220,6 +220,10 @@ def _bar_changes(gate: Gate, cfg: GateConfig) -> list[Change]:
     for key in sorted(declared.keys() | current.keys()):
         subject = f"{key[0]} × {key[1]}"
         want, have = declared.get(key), current.get(key)
+        if want is not None and (have is None or not _same_bars(have, want)):
+            _refuse_unfit(gate, key, want)
+        elif have is not None:
+            changes += _unfit(gate, key, subject, have)
         if have is None:
             assert want is not None  # the key is declared, registered, or both
             changes.append(Change("bar-added", subject, None, _fmt_bars(want.min_accuracy, want.bars), key))
@@ -238,6 +242,21 @@ def _bar_changes(gate: Gate, cfg: GateConfig) -> list[Change]:
                 )
             )
     return changes
+
+
+def _refuse_unfit(gate: Gate, key: tuple[str, str], want: BarDecl) -> None:
+    """A declared mapping, new or changed, with a bar its prompt's kind cannot compute: the
+    whole sync (and its dry run) refused in one line, before anything changes."""
+    why = gate.bar_refusal(key[0], key[1], want.min_accuracy, want.bars)
+    if why:
+        raise UsageError(why)
+
+
+def _unfit(gate: Gate, key: tuple[str, str], subject: str, have) -> list[Change]:
+    """A mapping the gate holds already with a bar its prompt's kind cannot compute: said in
+    one line (``bar-unfit``, not a change); its prompt's submit is refused until it goes."""
+    why = gate.bar_refusal(key[0], key[1], have.min_accuracy, have.bars)
+    return [Change("bar-unfit", subject, None, why, key)] if why else []
 
 
 def _optional_field_changes(gate: Gate, cfg: GateConfig) -> list[Change]:

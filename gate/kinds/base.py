@@ -105,6 +105,7 @@ class DecisionKind(ABC):
     its report (``report_sections``, ``shows_labels``, ``wrong_fields``)."""
 
     name: str = ""
+    bar_scope: str = ""  # what the kind decides by, as a refused bar names it (gate.kinds.bar_fit)
     judge_may_decide: bool = True  # a judge prompt (kind: judge) may decide by it
     one_call_per_item: bool = False  # the candidate is called once per item (its trials are a judge's)
     # The report's sections of the kind's own figures, which the report renders for its runs
@@ -118,8 +119,8 @@ class DecisionKind(ABC):
         return "labels" in self.report_sections
 
     live: LiveComparison = PAIRED_ITEMS  # how the run is compared with live (gate.kinds.live)
-    # The bars a run of the kind computes today, as data: nothing refuses the others yet (a
-    # mapping may still set them; their check says why it cannot be had, or is n/a).
+    # The bars a run of the kind computes, as data: `dataset map`, `sync` and submit refuse the
+    # others in one line naming the bar and the kind (gate.kinds.bar_fit).
     bars_computable: frozenset[str] = EVERY_KIND_BARS | LIVE_BARS | {"min_recall", "min_precision"}
 
     # -- the prompt file
@@ -194,9 +195,14 @@ class DecisionKind(ABC):
         (``workers.judge_figures``; ``figures``: the run's so far)."""
         return {}
 
+    # submit, a judged kind: compared with live's answers graded by the same judge version (a
+    # baseline run of live pinned with the judge: ``gate.domain.judging.judged_baseline``)
+    grades_live: bool = False
+
     def judged_baseline(self, live: bool, bars: Bars) -> dict[str, Any]:
-        """submit, a judged kind: what a judged run is compared with (``gate.domain.judging``;
-        ``live``: the candidate has a live version the judge compares it with)."""
+        """submit, a judged kind: what a judged run is compared with when no baseline run
+        grades live's answers (``gate.domain.judging``; ``live``: the candidate has a live
+        version the judge compares it with)."""
         return {}
 
     # -- the stored rule

@@ -51,7 +51,11 @@ def pairwise_counts(confusion: Mapping[str, Mapping[str, int]], live: bool) -> d
 
 class ComparedKind(JudgedKind):
     name = "compared"
+    bar_scope = (
+        "compared with live by a judge, decision compare: live"  # how a refused bar names the kind (gate.kinds.bar_fit)
+    )
     live = JUDGED_PAIRS  # the judge's wins and losses are the flips
+    grades_live = False  # the judge reads live's answer beside the candidate's, item by item
     # wins and losses read as fixed and broken; no corrected pass rate (no error rates of a comparison)
     bars_computable = EVERY_KIND_BARS | LIVE_BARS | {"max_loss_rate", "max_inconsistent", "sentinels"}
 

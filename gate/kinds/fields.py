@@ -35,6 +35,7 @@ from .validity import Invalid, InvalidKind
 
 class FieldsKind(DecisionKind):
     name = "fields"
+    bar_scope = "decided field by field"  # how a refused bar names the kind (gate.kinds.bar_fit)
     # per field, not per label: no confusion matrix for recall or precision
     bars_computable = EVERY_KIND_BARS | LIVE_BARS | {"min_field_accuracy"}
     report_sections = frozenset({"labels", "fields"})

@@ -3,6 +3,12 @@
 when it is one of ``pass``. The candidate is called once per item (the judge's trials are
 ``judge_trials``); its labels are the judge's, so the run shows none of its own.
 
+Compared with live as the label kinds are (``grades_live``): live's answers on the same
+items, graded by the same judge version (a baseline run, ``gate.domain.judging.
+judged_baseline``), paired with the candidate's item by item: fixed, broken, McNemar, the
+paired interval, and so ``max_broken`` and ``max_drop``. With no live version they are n/a
+(nothing to compare with), never a pass.
+
 Its checks (``JudgedKind.checks``): ``min_accuracy`` bars the pass rate corrected for the
 judge's error rates when the mapping says so (``judge_corrected: true``; a corrected rate
 that cannot be had fails the bar), and ``max_loss_rate`` fails: the run is not a comparison."""
@@ -26,9 +32,9 @@ from gate.verdict.judge_stats import corrected, uncorrectable
 from gate.verdict.scoring import format_bar, format_pct
 from gate.verdict.update_outcome import UNJUDGED
 
-from .base import EVERY_KIND_BARS, Decision, DecisionKind, Reading, SpecView, StoredDecision
+from .base import EVERY_KIND_BARS, LIVE_BARS, Decision, DecisionKind, Reading, SpecView, StoredDecision
 
-GRADED_NOTE = "a judged run is compared with live by the judge itself (decision compare: live)"
+NOT_COMPARED = "no live version yet: nothing to compare with (not judged)"
 NO_LIVE = (
     "no live version to compare with: the first version of a compared prompt cannot be judged by comparison; "
     "apply it graded by a judge (decision pass: [...]) first"
@@ -37,10 +43,13 @@ NO_LIVE = (
 
 class JudgedKind(DecisionKind):
     name = "judged"
+    bar_scope = "graded by a judge, decision pass:"  # how a refused bar names the kind (gate.kinds.bar_fit)
     judge_may_decide = False
     one_call_per_item = True
-    # graded: no live answers to pair (max_broken, max_drop fail, GRADED_NOTE), no labels of its own
-    bars_computable = EVERY_KIND_BARS | {"judge_corrected", "sentinels"}
+    # graded: live's answers graded by the same judge are paired with the candidate's (max_broken,
+    # max_drop); no labels of its own, no comparison by the judge (max_loss_rate, max_inconsistent)
+    bars_computable = EVERY_KIND_BARS | LIVE_BARS | {"judge_corrected", "sentinels"}
+    grades_live = True  # compared with live's answers graded by the same judge (a baseline run)
     report_sections = frozenset({"judge"})
 
     def parse(
@@ -73,11 +82,9 @@ class JudgedKind(DecisionKind):
         return trials
 
     def judged_baseline(self, live: bool, bars: Bars) -> dict[str, Any]:
-        """Graded: nothing, and a bar that needs live's answers (max_broken, max_drop) fails
-        rather than go unchecked."""
-        live_bars = [n for n, v in (("max_broken", bars.max_broken), ("max_drop", bars.max_drop)) if v is not None]
-        error = f"{GRADED_NOTE}: {' and '.join(live_bars)} cannot be judged on a graded run" if live_bars else None
-        return {"baseline": None, "baseline_note": GRADED_NOTE, "baseline_error": error}
+        """Graded with no live version: nothing to compare with, said so (max_broken and
+        max_drop n/a). With one, live's graded answers are staged by ``gate.domain.judging``."""
+        return {"baseline": None, "baseline_note": NOT_COMPARED}
 
     def judged_figures(
         self, pinned: PinnedJudge, passed: int, scored: int, confidence: float, figures: RunFigures

@@ -41,6 +41,7 @@ def parse_decision(spec_or_decision: Any, labels: Sequence[str] | None, raw_text
 
 class LabelKind(DecisionKind):
     name = "label"
+    bar_scope = "decided by one label"  # how a refused bar names the kind (gate.kinds.bar_fit)
 
     def parse(
         self, value: Mapping[str, Any], kind: str, file: str | None, has_labels: bool, tools: tuple[Tool, ...]

@@ -42,6 +42,7 @@ from .validity import Invalid, InvalidKind
 
 class ToolCallKind(FieldsKind):
     name = "tool_call"
+    bar_scope = "decided by its tool calls"  # how a refused bar names the kind (gate.kinds.bar_fit)
     # by the function called (a label: recall, precision) or, with fields, its arguments too
     bars_computable = EVERY_KIND_BARS | LIVE_BARS | {"min_recall", "min_precision", "min_field_accuracy"}
     report_sections = frozenset({"labels", "fields", "tool_calls"})

@@ -214,3 +214,17 @@ def version_config(conn: Connection, name: str, version: int) -> dict | None:
         ).where(prompt_version.c.prompt_name == name, prompt_version.c.version == version)
     ).first()
     return None if row is None else dict(row._mapping)
+
+
+def known_config(conn: Connection, name: str) -> dict | None:
+    """The prompt's config as the gate knows it: its live version's, else its latest
+    submission's (None: never submitted). What `dataset map` reads the prompt's kind from."""
+    row = conn.execute(select(prompt.c.config).where(prompt.c.name == name)).first()
+    if row is None:
+        row = conn.execute(
+            select(prompt_update.c.candidate_config.label("config"))
+            .where(prompt_update.c.prompt_name == name)
+            .order_by(prompt_update.c.id.desc())
+            .limit(1)
+        ).first()
+    return None if row is None else row.config

@@ -4,7 +4,7 @@ that are done."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -122,12 +122,14 @@ def baseline_run(
     version_id: int,
     live_config_hash: str,
     live_provider: tuple[bool, dict | None] = (False, None),
+    judged: Callable[[Pinned], bool] | None = None,
 ) -> Run | None:
     """The live version's finished answers on this dataset version: the run of the update
     that applied it (its answers on exactly these rows), else the latest finished baseline
     run an earlier update staged for the same live config on this version — on the same
     provider when the live version has one pinned (``live_provider``: pinned, declaration)
-    — or None."""
+    — or None. ``judged``: a graded comparison's, whether a run's answers were graded as
+    the candidate's are (the same judge version, pass labels and trials)."""
     applied = select(prompt.c.applied_update_id).where(prompt.c.name == prompt_name).scalar_subquery()
     on_version = [
         prompt_run.c.dataset_id == dataset_id,
@@ -141,6 +143,8 @@ def baseline_run(
         .order_by(prompt_run.c.id.desc())
         .limit(1)
     ).first()
+    if row is not None and judged is not None and not judged(Pinned.of(row.pinned)):
+        row = None  # graded by another judge: its verdicts are not the ones compared
     if row is None:
         staged = conn.execute(
             select(prompt_run)
@@ -154,7 +158,9 @@ def baseline_run(
             (
                 r
                 for r in staged
-                if Pinned.of(r.pinned).config_hash == live_config_hash and (not pinned or r.provider == provider)
+                if Pinned.of(r.pinned).config_hash == live_config_hash
+                and (not pinned or r.provider == provider)
+                and (judged is None or judged(Pinned.of(r.pinned)))
             ),
             None,
         )

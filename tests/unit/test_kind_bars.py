@@ -20,7 +20,7 @@ TABLE = {
     "label": EVERY | LIVE | {"min_recall", "min_precision"},
     "fields": EVERY | LIVE | {"min_field_accuracy"},
     "tool_call": EVERY | LIVE | {"min_recall", "min_precision", "min_field_accuracy"},
-    "judged": EVERY | {"judge_corrected", "sentinels"},
+    "judged": EVERY | LIVE | {"judge_corrected", "sentinels"},
     "compared": EVERY | LIVE | {"max_loss_rate", "max_inconsistent", "sentinels"},
 }
 
@@ -36,8 +36,9 @@ def test_the_bars_named_are_bars():
         assert bars <= known, (name, bars - known)
 
 
-def test_a_graded_judge_computes_no_bar_on_live_answers():
-    assert not LIVE & TABLE["judged"]
+def test_a_graded_judge_computes_the_bars_on_live_answers():
+    """Issue 46.4: live's answers graded by the same judge are paired with the candidate's."""
+    assert LIVE <= TABLE["judged"]
 
 
 def _compared():

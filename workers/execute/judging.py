@@ -309,11 +309,11 @@ class Judging:
 
 
 def load_judging(conn, run_id: int, spec: PromptSpec, renderer, answers_of, reuse: bool) -> Judging | None:
-    """A run's judging as its submission pinned it (None: a run not judged)."""
+    """A run's judging as its submission pinned it (None: a run not judged): a judged
+    candidate's, or a baseline run grading live's answers for one (its judge pinned with it,
+    ``gate.domain.judging.graded_live``)."""
     run = get_run(conn, run_id)
-    return (
-        Judging.load(conn, spec, run.pinned, run_id, renderer, answers_of, reuse) if run.role == "candidate" else None
-    )
+    return Judging.load(conn, spec, run.pinned, run_id, renderer, answers_of, reuse)
 
 
 def watch_sentinels(engine, stopper, run, run_id: int, results: list[ItemResult]) -> None:
