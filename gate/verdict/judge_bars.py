@@ -11,7 +11,11 @@ parsed from untrusted config and pinned with the run like every bar:
   compared may be position-inconsistent (the two orders disagree; default 0.10). Above
   it the run is inconclusive (the judge cannot order these answers): never a pass.
 * ``sentinels``: how many of the judge's human-labelled items are mixed into the run's
-  judging calls (default 20, at most 200; 0: none).
+  judging calls, spread over the run (default 40, at most 200, at most the judge's
+  evaluated rows; 0: none). 40 is what a drift over the last quarter of a run needs
+  (``gate.verdict.sentinel_drift``): a judge pinned at 93 % of 200 items that flips its
+  verdicts there is caught with probability 0.998 (with 20 sentinels, 0.72), at most 1 %
+  false alarms; a mapping raises it for more power.
 
 A comparison's ``min_accuracy`` bars the share of the items compared that the judge
 consistently did not lose (wins and ties on which both orders agree: a position-inconsistent
@@ -36,7 +40,7 @@ from gate.records.metrics import RunFigures
 from .scoring import format_bar, parse_bar
 
 KEYS = ("judge_corrected", "max_loss_rate", "max_inconsistent", "sentinels")
-DEFAULT_SENTINELS = 20
+DEFAULT_SENTINELS = 40  # the power a late drift needs: gate.verdict.sentinel_drift
 MAX_SENTINELS = 200
 DEFAULT_MAX_INCONSISTENT = Decimal("0.10")
 
