@@ -162,8 +162,8 @@ def sentinel_line(view: dict) -> str | None:
 def sentinel_power_line(view: dict) -> str | None:
     """What the run's sentinels could have caught: the smallest drift over the last quarter
     of the run caught with 90 % probability, and their false-alarm bound."""
-    found = view.get("sentinels")
-    power = found.get("power") if found else None
+    found = view.get("sentinels") or {}
+    power = found.get("power")
     if not power:
         return None
     late = "the last quarter" if power["late"] == 0.25 else f"the last {_whole_pct(power['late'])}"

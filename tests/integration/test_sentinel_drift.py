@@ -11,12 +11,14 @@ from __future__ import annotations
 import threading
 
 import pytest
+from jsonschema import Draft202012Validator
 from support.judging import live_judge, reply_spec, write_tickets
 from support.workers_harness import WorkerFleet, worker_env
 
 from gate.mockllm import MockLLMServer
 from gate.report.markdown import render_report_markdown as render_markdown
 from gate.report.text import render_text
+from gate.schemas import status_schema
 from gate.states import UpdateStatus
 from gate.verdict.judge_bars import DEFAULT_SENTINELS
 from workers.supervisor import run_until_terminal
@@ -126,7 +128,7 @@ def test_a_judge_that_drifts_late_is_caught_at_the_default_budget(mysql_gate, ll
     assert "judge drifted" in render_text(report) and "judge drifted" in render_markdown(report)
 
 
-def test_an_honest_judge_passes_and_its_sentinels_state_their_power(mysql_gate, llm, calls, workers, tmp_path):
+def test_an_honest_judge_passes_and_its_sentinels_state_their_power(mysql_gate, llm, calls, workers, service, tmp_path):
     gate = mysql_gate
     update_id = judged_run(gate, llm, calls, tmp_path, None)
     workers(gate, llm)
@@ -141,4 +143,10 @@ def test_an_honest_judge_passes_and_its_sentinels_state_their_power(mysql_gate, 
     for shown in (text, markdown):
         assert "would catch, with 90 % probability, a judge whose agreement fell from 93 % to" in shown
         assert "false alarms at most 1 %" in shown
-    assert report.to_dict()["runs"][0]["judge"]["sentinels"]["power"] == power
+    doc = report.to_dict()
+    Draft202012Validator(status_schema()).validate(doc)
+    assert doc["runs"][0]["judge"]["sentinels"]["power"] == power
+    with service.client("read") as web:
+        page = web.get(f"/updates/{update_id}").text
+    assert "would catch, with 90 % probability, a judge whose agreement fell from 93 % to" in page
+    assert "false alarms at most 1 %" in page
