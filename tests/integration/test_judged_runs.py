@@ -159,6 +159,7 @@ def test_a_judge_that_drifts_mid_run_fails_the_update_on_its_sentinels(mysql_gat
     sentinels = run.judge["sentinels"]
     assert sentinels["drifted"] and sentinels["agreed"] < sentinels["judged"] and sentinels["planned"] == 40
     assert run.stopped > 0  # stopped mid-run: the rest was never judged by the drifted judge
+    assert run.stop and run.stop["kind"] == "judge_drift", run.stop  # by the drift alarm, not another stop
     with gate.engine.connect() as conn:
         calls = conn.execute(
             select(func.sum(prompt_run_sentinel.c.calls)).where(prompt_run_sentinel.c.run_id == run.run_id)

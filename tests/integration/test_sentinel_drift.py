@@ -111,11 +111,14 @@ def calls_before(item: int, items: int = 40) -> int:
     return item + sum(1 for k in range(count) if (2 * k + 1) * items // (2 * count) < item)
 
 
-def test_a_judge_that_drifts_late_is_caught_at_the_default_budget(mysql_gate, llm, calls, workers, tmp_path):
+@pytest.mark.parametrize("late", [30, 32])
+def test_a_judge_that_drifts_late_is_caught_at_the_default_budget(mysql_gate, llm, calls, workers, tmp_path, late):
     """The judge agrees as pinned on the first 30 of 40 items, then flips every verdict
-    (issue 46.6: 9 of 10 sentinels agreed, p = 0.758, PASSED with verdicts flipped)."""
+    (issue 46.6: 9 of 10 sentinels agreed, p = 0.758, PASSED with verdicts flipped); and on
+    the first 32, the last fifth (a count over the whole run's 20 sentinels saw 16 agree,
+    p = 0.066, and passed it)."""
     gate = mysql_gate
-    update_id = judged_run(gate, llm, calls, tmp_path, drift_after=calls_before(30))
+    update_id = judged_run(gate, llm, calls, tmp_path, drift_after=calls_before(late))
     workers(gate, llm, concurrency=1)  # one call at a time: the drift falls where it is meant to
     report = gate.wait(update_id, timeout=90)
     (run,) = report.runs

@@ -325,8 +325,10 @@ def watch_sentinels(engine, stopper, run, run_id: int, results: list[ItemResult]
     if run is None or run.judging is None or run.stopped or not any(r.judging and r.judging.sentinels for r in results):
         return
     try:
+        pinned = run.judging.pinned.agreement  # a record (was read as a dict: every look failed)
+        if not pinned:
+            return
         outcomes, planned = read(engine, lambda conn: sentinel_outcomes(conn, run_id))
-        pinned = run.judging.pinned["agreement"]
         found = drift(outcomes, planned, pinned["agreed"], pinned["n"])
         if found["settled"]:
             info = {"kind": JUDGE_DRIFT, "run_id": run_id, **{k: found[k] for k in ("agreed", "judged", "planned")}}
