@@ -156,7 +156,10 @@ def sentinel_line(view: dict) -> str | None:
     )
     if found.get("threshold") is None:  # a run finalized before the drift test read the call order
         return head + f"p = {found['p_value']:.3g}, {verdict}"
-    return head + f"{found['cusum']} of {found['threshold']}, {verdict} (whole run: Fisher p = {found['p_value']:.3g})"
+    return (
+        head + f"statistic {found['cusum']}, alarms at {found['threshold']}: {verdict} "
+        f"(whole run: Fisher p = {found['p_value']:.3g})"
+    )
 
 
 def sentinel_power_line(view: dict) -> str | None:

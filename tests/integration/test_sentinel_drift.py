@@ -8,10 +8,13 @@ could have caught and their false-alarm rate."""
 
 from __future__ import annotations
 
+import signal
 import threading
+import time
 
 import pytest
 from jsonschema import Draft202012Validator
+from sqlalchemy import select
 from support.judging import live_judge, reply_spec, write_tickets
 from support.workers_harness import WorkerFleet, worker_env
 
@@ -20,6 +23,7 @@ from gate.report.markdown import render_report_markdown as render_markdown
 from gate.report.text import render_text
 from gate.schemas import status_schema
 from gate.states import UpdateStatus
+from gate.store.schema import prompt_run_sentinel
 from gate.verdict.judge_bars import DEFAULT_SENTINELS
 from workers.supervisor import run_until_terminal
 
@@ -65,8 +69,8 @@ def llm(monkeypatch, calls):
 def workers(tmp_path):
     fleets = []
 
-    def start(gate, llm, concurrency=4):
-        env = worker_env(gate.settings.database_url, llm.base_url, chunk_size=8, concurrency=concurrency)
+    def start(gate, llm, concurrency=4, **settings):
+        env = worker_env(gate.settings.database_url, llm.base_url, chunk_size=8, concurrency=concurrency, **settings)
         fleet = WorkerFleet(env, tmp_path)
         fleet.start(1)
         fleets.append(fleet)
@@ -153,3 +157,32 @@ def test_an_honest_judge_passes_and_its_sentinels_state_their_power(mysql_gate, 
         page = web.get(f"/updates/{update_id}").text
     assert "would catch, with 90 % probability, a judge whose agreement fell from 93 % to" in page
     assert "false alarms at most 1 %" in page
+
+
+def test_sentinels_survive_a_killed_worker(mysql_gate, llm, calls, workers, tmp_path):
+    """A worker killed halfway through a judged run: its claimed items and the sentinels
+    riding on them are judged by the next worker, each sentinel written once, and an honest
+    judge's run still passes (a lost sentinel neither alarms nor goes missing)."""
+    gate = mysql_gate
+    llm.faults.latency_ms = 20  # calls in flight when the kill comes
+    update_id = judged_run(gate, llm, calls, tmp_path, None)
+    fleet = workers(gate, llm, lease_seconds=2)
+    deadline = time.monotonic() + 60
+    while len(calls.seen) < 40:
+        assert time.monotonic() < deadline, calls.seen
+        time.sleep(0.02)
+    fleet.kill(fleet.procs[0], signal.SIGKILL)
+    fleet.start(1)
+    report = gate.wait(update_id, timeout=90)
+    assert report.status == UpdateStatus.PASSED, report.update.reason
+    (run,) = report.runs
+    sentinels = run.judge["sentinels"]
+    assert sentinels["judged"] == sentinels["planned"] == DEFAULT_SENTINELS and not sentinels["drifted"]
+    with gate.engine.connect() as conn:
+        rows = conn.execute(
+            select(prompt_run_sentinel.c.verdict, prompt_run_sentinel.c.calls).where(
+                prompt_run_sentinel.c.run_id == run.run_id
+            )
+        ).all()
+    assert len(rows) == DEFAULT_SENTINELS and all(v != "PENDING" and c >= 1 for v, c in rows)
+    assert calls.seen.count("sentinel") >= DEFAULT_SENTINELS  # a killed call may be made again
