@@ -81,10 +81,12 @@ def workers(tmp_path):
         fleet.stop_all()
 
 
-def judged_run(gate, llm, calls, tmp_path, drift_after: int | None):
-    """A 40-ticket run of a good drafter under a judge that agrees with the humans on 93 % of
-    200 items; ``drift_after``: judging calls of the run before every verdict flips."""
-    live_judge(gate, tmp_path, lambda u: run_until_terminal(gate, [u], timeout=60)[0], disagree=14)
+def judged_run(gate, llm, calls, tmp_path, drift_after: int | None, disagree: int = 14):
+    """A 40-ticket run of a good drafter under a judge that agrees with the humans on all but
+    ``disagree`` of 200 items (93 %); ``drift_after``: judging calls of the run before every
+    verdict flips."""
+    run = lambda u: run_until_terminal(gate, [u], timeout=60)[0]  # noqa: E731
+    live_judge(gate, tmp_path, run, disagree=disagree)
     gate.register_dataset("tickets", str(write_tickets(tmp_path / "tickets.csv", 40)))
     gate.map_dataset("reply", "tickets", "0.7", bars={"early_stop": False})
     calls.clear()
@@ -115,14 +117,15 @@ def calls_before(item: int, items: int = 40) -> int:
     return item + sum(1 for k in range(count) if (2 * k + 1) * items // (2 * count) < item)
 
 
-@pytest.mark.parametrize("late", [30, 32])
-def test_a_judge_that_drifts_late_is_caught_at_the_default_budget(mysql_gate, llm, calls, workers, tmp_path, late):
+@pytest.mark.parametrize(("late", "disagree"), [(30, 14), (32, 14), (30, 20)])  # pinned 93 % or 90 %
+def test_a_judge_that_drifts_late_is_caught_at_the_default_budget(
+    mysql_gate, llm, calls, workers, tmp_path, late, disagree
+):
     """The judge agrees as pinned on the first 30 of 40 items, then flips every verdict
-    (issue 46.6: 9 of 10 sentinels agreed, p = 0.758, PASSED with verdicts flipped); and on
-    the first 32, the last fifth (a count over the whole run's 20 sentinels saw 16 agree,
-    p = 0.066, and passed it)."""
+    (issue 46.6: 9 of 10 sentinels agreed, p = 0.758, PASSED with verdicts flipped); on the
+    first 32, the last fifth; and a judge pinned at 90 % (10 % agreement once flipped)."""
     gate = mysql_gate
-    update_id = judged_run(gate, llm, calls, tmp_path, drift_after=calls_before(late))
+    update_id = judged_run(gate, llm, calls, tmp_path, drift_after=calls_before(late), disagree=disagree)
     workers(gate, llm, concurrency=1)  # one call at a time: the drift falls where it is meant to
     report = gate.wait(update_id, timeout=90)
     (run,) = report.runs
@@ -130,8 +133,8 @@ def test_a_judge_that_drifts_late_is_caught_at_the_default_budget(mysql_gate, ll
     assert report.update.reason.startswith("tickets: judge drifted: "), report.update.reason
     sentinels = run.judge["sentinels"]
     assert sentinels["drifted"] and sentinels["cusum"] >= sentinels["threshold"]
-    # a flip from 93 % to 7 % over the last quarter is within what the run says it catches
-    assert sentinels["power"]["to"] >= 0.07 and sentinels["power"]["false_alarm"] <= 0.01
+    # a flip (from 93 % to 7 %, or 90 % to 10 %) over the last quarter is within what the run says it catches
+    assert sentinels["power"]["to"] >= disagree / 200 and sentinels["power"]["false_alarm"] <= 0.01
     assert "judge drifted" in render_text(report) and "judge drifted" in render_markdown(report)
 
 
