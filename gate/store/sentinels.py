@@ -95,7 +95,7 @@ def sentinel_outcomes(conn: Connection, run_id: int) -> tuple[list[bool], int]:
         .where(s.c.run_id == run_id)
         .order_by(s.c.judged_at, s.c.ride_position, s.c.sentinel)
     ).all()
-    judged = [verdict == Verdict.MATCH for verdict, at in rows if verdict != Verdict.PENDING]
+    judged = [verdict == Verdict.MATCH for verdict, _judged_at in rows if verdict != Verdict.PENDING]
     return judged, len(rows)
 
 
