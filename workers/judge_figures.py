@@ -19,7 +19,7 @@ from gate.records.metrics import JudgeFigures, RunFigures, SentinelFigures
 from gate.records.pinned import Pinned, PinnedJudge
 from gate.states import RunStatus
 from gate.store.judges import judged_calls
-from gate.store.sentinels import sentinel_calls, sentinel_counts
+from gate.store.sentinels import sentinel_calls, sentinel_outcomes
 from gate.verdict.bars import pinned_bars
 from gate.verdict.judge_stats import drift
 from gate.verdict.stats import wilson_interval, z_for
@@ -61,11 +61,11 @@ def judged_metrics(conn, run: Run, figures: RunFigures) -> dict[str, JudgeFigure
 def sentinel_figures(conn, run: Run, pinned: PinnedJudge) -> SentinelFigures | None:
     """The sentinels' agreement and the drift test against the pinned agreement (a run its
     judge's drift stopped drifted, whatever the count says)."""
-    agreed, judged, planned = sentinel_counts(conn, run.id)
+    outcomes, planned = sentinel_outcomes(conn, run.id)
     if not planned:
         return None
     figures = pinned.agreement or {}
-    found = drift(agreed, judged, planned, figures["agreed"], figures["n"])
+    found = drift(outcomes, planned, figures["agreed"], figures["n"])
     if run.stopped == JUDGE_DRIFT:
         found["drifted"] = True
     return SentinelFigures.made(**{**found, "pinned_accuracy": figures["accuracy"], "pinned_n": figures["n"]})

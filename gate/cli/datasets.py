@@ -227,7 +227,7 @@ def dataset_diff(ctx, name, old, new, as_json):
     metavar="N",
     type=int,
     default=None,
-    help="A judged prompt: the judge's labelled items mixed in (20).",
+    help="A judged prompt: the judge's labelled items mixed in over the run, for its drift test (40).",
 )
 @click.option(
     "--min-judge-j",

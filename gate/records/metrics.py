@@ -67,7 +67,9 @@ def _extra() -> Any:
 
 @dataclass(frozen=True)
 class SentinelFigures(JsonRecord):
-    """The sentinels' test against the pinned agreement (``gate.verdict.judge_stats.drift``)."""
+    """The sentinels' test against the pinned agreement (``gate.verdict.judge_stats.drift``):
+    the whole run's agreement with its Fisher p-value, the drift test over the sentinels in
+    judge-call order, and the run's stated power (absent from runs finalized before)."""
 
     agreed: int = 0
     judged: int = 0
@@ -78,6 +80,9 @@ class SentinelFigures(JsonRecord):
     test: str | None = None
     pinned_accuracy: float | None = None
     pinned_n: int | None = None
+    cusum: int | None = None  # the drift test's statistic: its largest value (gate.verdict.sentinel_drift)
+    threshold: int | None = None  # ... and the value it alarms at
+    power: dict[str, Any] | None = None  # what the run's sentinels could catch, and their false-alarm bound
     keys: tuple[str, ...] = _keys()
     extra: JSON = _extra()
 

@@ -12,6 +12,8 @@ sentinel or a count per label): they may be a holdout."""
 
 from __future__ import annotations
 
+import math
+
 from gate.records.metrics import JudgeFigures, RunFigures, RunMetrics
 from gate.records.pinned import Pinned
 from gate.untrusted import terminal_safe as safe
@@ -148,11 +150,42 @@ def sentinel_line(view: dict) -> str | None:
     if not found:
         return None
     verdict = "DRIFTED" if found["drifted"] else "no drift"
-    return (
+    head = (
         f"sentinels: agreed on {found['agreed']} of {found['judged']} judged ({found['planned']} mixed in), pinned "
         f"{_pct(found['pinned_accuracy'])} of {found['pinned_n']:,}; {found['test']}: "
-        f"p = {found['p_value']:.3g}, {verdict}"
     )
+    if found.get("threshold") is None:  # a run finalized before the drift test read the call order
+        return head + f"p = {found['p_value']:.3g}, {verdict}"
+    return (
+        head + f"statistic {found['cusum']}, alarms at {found['threshold']}: {verdict} "
+        f"(whole run: Fisher p = {found['p_value']:.3g})"
+    )
+
+
+def sentinel_power_line(view: dict) -> str | None:
+    """What the run's sentinels could have caught: the smallest drift over the last quarter
+    of the run caught with 90 % probability, and their false-alarm bound."""
+    found = view.get("sentinels") or {}
+    power = found.get("power")
+    if not power:
+        return None
+    late = "the last quarter" if power["late"] == 0.25 else f"the last {_whole_pct(power['late'])}"
+    alarms = f"false alarms at most {_whole_pct(power['false_alarm'], up=True)} ({100 * power['false_alarm']:.2f} %)"
+    if power["to"] is None:
+        return (
+            f"these {found['planned']} sentinels could not catch, with {_whole_pct(power['probability'])} probability, "
+            f"even a judge that stopped agreeing over {late} of the run (raise `sentinels`); {alarms}"
+        )
+    return (
+        f"these {found['planned']} sentinels would catch, with {_whole_pct(power['probability'])} probability, a judge "
+        f"whose agreement fell from {_whole_pct(power['from'])} to {_whole_pct(power['to'])} over {late} of the run; "
+        f"{alarms}"
+    )
+
+
+def _whole_pct(value: float, up: bool = False) -> str:
+    """A share as whole percent ("93 %"); ``up``: rounded up (a bound)."""
+    return f"{math.ceil(100 * value - 1e-9) if up else round(100 * value)} %"
 
 
 def cost_line(view: dict) -> str | None:
@@ -178,7 +211,7 @@ def judge_lines(r) -> list[str]:
     if view["trials"] > 1:
         head += f"; {view['trials']} calls per verdict, the majority's"
     lines = [head]
-    for line in (rate_line(view), pairwise_line(view), sentinel_line(view), cost_line(view)):
+    for line in (rate_line(view), pairwise_line(view), sentinel_line(view), sentinel_power_line(view), cost_line(view)):
         if line:
             lines.append(f"    {line}")
     return lines

@@ -26,7 +26,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from gate.verdict.reasons import detail_text
 
 from . import canary
-from .judge_view import cost_line, judge_said, pairwise_line, rate_line, sentinel_line
+from .judge_view import cost_line, judge_said, pairwise_line, rate_line, sentinel_line, sentinel_power_line
 from .markdown_filters import (
     Safe,
     UnescapedOutput,
@@ -110,6 +110,7 @@ def environment() -> Environment:
         rate_line=rate_line,
         pairwise_line=pairwise_line,
         sentinel_line=sentinel_line,
+        sentinel_power_line=sentinel_power_line,
         cost_line=cost_line,
     )
     return env

@@ -35,6 +35,7 @@ from gate import __version__
 from gate.contract.http_status import http_status
 from gate.datasets.readability import version_readable
 from gate.errors import GateError, NotFound, first_line
+from gate.report.judge_view import sentinel_line, sentinel_power_line
 from gate.report.markdown_filters import bar_pct, interval, num, pct, points, pvalue, ratio, run_pct, usd
 from gate.states import UpdateStatus
 from gate.untrusted import CONTROL, one_line
@@ -123,6 +124,8 @@ def environment() -> Environment:
         when=when,
         seconds=seconds,
         short=short,
+        sentinel_line=sentinel_line,
+        sentinel_power_line=sentinel_power_line,
     )
     return env
 

@@ -7,7 +7,6 @@ drift)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import cast
 
 from sqlalchemy import BigInteger, Integer, bindparam, delete, func, insert, literal, select, update
 from sqlalchemy.engine import Connection
@@ -86,13 +85,18 @@ def write_sentinel_results(conn: Connection, run_id: int, results: Sequence[Sent
     return conn.execute(statement, params).rowcount
 
 
-def sentinel_counts(conn: Connection, run_id: int) -> tuple[int, int, int]:
-    """(agreed, judged, staged): MATCH, answered (MATCH, MISMATCH, ERROR), and all."""
+def sentinel_outcomes(conn: Connection, run_id: int) -> tuple[list[bool], int]:
+    """The judged sentinels' outcomes in the order the judge answered them (True: it agreed;
+    by the write-back that recorded them, then by the item they rode on, as the executor
+    calls them) and how many were staged: what the drift test reads."""
     s = prompt_run_sentinel
-    rows = conn.execute(select(s.c.verdict, func.count()).where(s.c.run_id == run_id).group_by(s.c.verdict)).all()
-    counts = {verdict: int(n) for verdict, n in cast("list[tuple[str, int]]", rows)}  # the columns' types
-    judged = sum(n for verdict, n in counts.items() if verdict != Verdict.PENDING)
-    return counts.get(Verdict.MATCH, 0), judged, sum(counts.values())
+    rows = conn.execute(
+        select(s.c.verdict, s.c.judged_at)
+        .where(s.c.run_id == run_id)
+        .order_by(s.c.judged_at, s.c.ride_position, s.c.sentinel)
+    ).all()
+    judged = [verdict == Verdict.MATCH for verdict, _judged_at in rows if verdict != Verdict.PENDING]
+    return judged, len(rows)
 
 
 def sentinel_calls(conn: Connection, run_id: int) -> tuple[int, int, int, int]:

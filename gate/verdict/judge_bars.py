@@ -14,7 +14,11 @@ parsed from untrusted config and pinned with the run like every bar:
   agreement with the humans must clear (``gate.verdict.judge_floors``): at submit for a
   judged candidate, at its own gate for a judge.
 * ``sentinels``: how many of the judge's human-labelled items are mixed into the run's
-  judging calls (default 20, at most 200; 0: none).
+  judging calls, spread over the run (default 40, at most 200, at most the judge's
+  evaluated rows; 0: none). 40 is what a drift over the last quarter of a run needs
+  (``gate.verdict.sentinel_drift``): a judge pinned at 93 % of 200 items that flips its
+  verdicts there is caught with probability 0.998 (with 20 sentinels, 0.72), at most 1 %
+  false alarms; a mapping raises it for more power.
 
 A comparison's ``min_accuracy`` bars the share of the items compared that the judge
 consistently did not lose (wins and ties on which both orders agree: a position-inconsistent
@@ -41,7 +45,7 @@ from .judge_floors import JudgeFloors
 from .scoring import format_bar, parse_bar
 
 KEYS = ("judge_corrected", "max_loss_rate", "max_inconsistent", "sentinels", *FLOOR_KEYS)
-DEFAULT_SENTINELS = 20
+DEFAULT_SENTINELS = 40  # the power a late drift needs: gate.verdict.sentinel_drift
 MAX_SENTINELS = 200
 DEFAULT_MAX_INCONSISTENT = Decimal("0.10")
 

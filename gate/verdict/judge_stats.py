@@ -27,20 +27,21 @@ against published worked values in tests/unit/test_judge_stats.py.
   two samples, that the sentinels hold that few of them (hypergeometric lower tail). It
   needs no assumption that the evaluation's share is the true one (a judge that agreed on
   every item of its evaluation is not condemned by one miss among 20 sentinels).
-- ``drift``: the sentinels' verdict: drifted when that test rejects at α = 0.05; settled
-  early when it would reject even if every sentinel not yet answered agreed.
+- ``drift``: the sentinels' verdict: drifted when the CUSUM over the sentinels in the
+  order the judge answered them reaches its threshold (``gate.verdict.sentinel_drift``: a
+  late drift is not diluted by the agreement before it; false alarms ≤ 1 % per run), with
+  the Fisher p-value of the whole run beside it, and what the run's sentinels could catch.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
 
+from .sentinel_drift import DRIFT_TEST
+from .sentinel_drift import drift as cusum_drift
 from .stats import z_for
-
-DRIFT_ALPHA = Fraction(5, 100)
-DRIFT_TEST = "one-sided Fisher exact test against the pinned agreement, α = 0.05"
 
 
 def _folded(confusion: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:
@@ -202,17 +203,18 @@ def fisher_lower(agreed: int, n: int, pinned_agreed: int, pinned_n: int) -> Frac
     return Fraction(tail, math.comb(total, n))
 
 
-def drift(agreed: int, judged: int, planned: int, pinned_agreed: int, pinned_n: int) -> dict:
-    """The sentinels so far against the pinned agreement: the test's p-value, drifted
-    (it rejects), and settled (it rejects even if every sentinel still to come agrees)."""
-    p_value = fisher_lower(agreed, judged, pinned_agreed, pinned_n)
-    best = fisher_lower(agreed + (planned - judged), planned, pinned_agreed, pinned_n)
+def drift(outcomes: Sequence[bool], planned: int, pinned_agreed: int, pinned_n: int) -> dict:
+    """The sentinels so far, in the order the judge answered them (True: it agreed with the
+    humans), against the pinned agreement: drifted and settled (the CUSUM reached its
+    threshold: final), the whole run's Fisher p-value (shown, not the test), and the power
+    the run's sentinels have (``gate.verdict.sentinel_drift``)."""
+    agreed, judged = sum(outcomes), len(outcomes)
+    found = cusum_drift(outcomes, planned, pinned_agreed, pinned_n)
     return {
         "agreed": agreed,
         "judged": judged,
         "planned": planned,
-        "p_value": float(p_value),
-        "drifted": judged > 0 and p_value < DRIFT_ALPHA,
-        "settled": judged > 0 and best < DRIFT_ALPHA,
+        "p_value": float(fisher_lower(agreed, judged, pinned_agreed, pinned_n)),
+        **found,
         "test": DRIFT_TEST,
     }

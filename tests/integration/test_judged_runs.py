@@ -157,8 +157,9 @@ def test_a_judge_that_drifts_mid_run_fails_the_update_on_its_sentinels(mysql_gat
     assert report.update.reason.startswith("tickets: judge drifted: agreed on ")
     assert report.update.reason.endswith(" sentinels, pinned 100 %")
     sentinels = run.judge["sentinels"]
-    assert sentinels["drifted"] and sentinels["agreed"] < sentinels["judged"] and sentinels["planned"] == 20
+    assert sentinels["drifted"] and sentinels["agreed"] < sentinels["judged"] and sentinels["planned"] == 40
     assert run.stopped > 0  # stopped mid-run: the rest was never judged by the drifted judge
+    assert run.stop and run.stop["kind"] == "judge_drift", run.stop  # by the drift alarm, not another stop
     with gate.engine.connect() as conn:
         calls = conn.execute(
             select(func.sum(prompt_run_sentinel.c.calls)).where(prompt_run_sentinel.c.run_id == run.run_id)
@@ -267,7 +268,7 @@ def test_the_spend_cap_holds_with_judge_calls_counted(mysql_gate, llm, workers, 
     gate.map_dataset("reply", "tickets", "0.1")
     gate.set_limit("max_calls_per_update", "250")
     update_id = gate.submit(reply_spec(), reuse=False)
-    assert gate.status(update_id).spend["calls_bound"] == 300 + 300 + 20  # replies, verdicts, sentinels
+    assert gate.status(update_id).spend["calls_bound"] == 300 + 300 + 40  # replies, verdicts, sentinels
     before = llm.stats()["requests"]
     workers(gate, llm, 2)
     report = gate.wait(update_id, timeout=60)

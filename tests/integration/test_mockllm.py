@@ -318,7 +318,7 @@ def test_example_datasets_are_well_formed():
         ids = [r["item_id"] for r in rows]
         assert len(ids) == len(set(ids)), name
         assert all(r.get("expected_decision") or isinstance(r.get("expected"), dict) for r in rows), name
-        # a judge's labelled replies (an answer column): enough for its agreement and 20 sentinels
+        # a judge's labelled replies (an answer column): enough for its agreement and the default 40 sentinels
         limits = (
             (60, 120)
             if "regression" in name or "answer" in rows[0]

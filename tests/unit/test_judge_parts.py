@@ -120,10 +120,12 @@ def run_of(metrics: dict):
 
 
 def test_judged_bars_are_parsed_bounded_and_pinned():
-    bars = Bars.parse("0.9", {"judge_corrected": True, "max_loss_rate": "0.05", "sentinels": 40})
-    assert bars.judge == JudgeBars(True, Decimal("0.05"), 40)
-    assert bars.extra() == {"judge_corrected": True, "max_loss_rate": "0.05", "sentinels": 40}
-    assert Bars.parse("0.9", {}).judge == JudgeBars() and Bars.parse("0.9", {"sentinels": 20}).extra() is None
+    bars = Bars.parse("0.9", {"judge_corrected": True, "max_loss_rate": "0.05", "sentinels": 60})
+    assert bars.judge == JudgeBars(True, Decimal("0.05"), 60)
+    assert bars.extra() == {"judge_corrected": True, "max_loss_rate": "0.05", "sentinels": 60}
+    assert (
+        Bars.parse("0.9", {}).judge == JudgeBars() and Bars.parse("0.9", {"sentinels": 40}).extra() is None
+    )  # the default
     for wrong in ({"sentinels": 201}, {"sentinels": True}, {"judge_corrected": "yes"}, {"max_loss_rate": 2}):
         with pytest.raises(UsageError):
             Bars.parse("0.9", wrong)

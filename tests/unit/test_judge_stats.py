@@ -104,10 +104,22 @@ def test_fishers_exact_test_matches_the_lady_tasting_tea():
 
 
 def test_sentinels_drift_below_their_pinned_agreement():
-    found = drift(11, 20, 20, 186, 200)  # "agreed on 11 of 20 sentinels, pinned 93 %"
+    agreed = [True] * 11 + [False] * 9
+    found = drift(agreed, 20, 186, 200)  # "agreed on 11 of 20 sentinels, pinned 93 %"
     assert found["drifted"] and found["settled"] and found["p_value"] < 1e-4
-    assert not drift(18, 20, 20, 186, 200)["drifted"]
-    assert not drift(19, 20, 20, 200, 200)["drifted"]  # one miss against a perfect evaluation
-    early = drift(2, 8, 20, 186, 200)  # 6 of 8 missed: whatever the 12 to come say
+    assert (found["agreed"], found["judged"], found["planned"]) == (11, 20, 20)
+    assert not drift([True] * 18 + [False] * 2, 20, 186, 200)["drifted"]
+    assert not drift([True] * 19 + [False], 20, 200, 200)["drifted"]  # one miss against a perfect evaluation
+    early = drift([False] * 6 + [True] * 2, 20, 186, 200)  # 6 of 8 missed: whatever the 12 to come say
     assert early["settled"] and early["drifted"]
-    assert not drift(6, 8, 20, 186, 200)["settled"]  # 12 more agreeing would clear it
+    assert not drift([True, False] * 4, 20, 186, 200)["settled"]  # one miss in two: not yet
+
+
+def test_a_late_drift_is_caught_where_the_whole_run_is_not():
+    """The issue's case: agreeing as pinned, then flipping over the last quarter. The whole
+    run's Fisher test sees 32 of 40 (p = 0.016, not below 1 %); the drift test alarms."""
+    late = [True] * 30 + [True, True] + [False] * 8
+    found = drift(late, 40, 186, 200)
+    assert found["p_value"] > 0.01 and found["drifted"] and found["cusum"] >= found["threshold"]
+    spread = [n % 5 != 0 for n in range(40)]  # the same 8 misses spread evenly: no drift
+    assert not drift(spread, 40, 186, 200)["drifted"]

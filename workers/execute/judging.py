@@ -44,7 +44,7 @@ from gate.records.pinned import Pinned, PinnedJudge, PinnedLive
 from gate.states import Verdict
 from gate.store.judges import version_record
 from gate.store.runs import get_run
-from gate.store.sentinels import run_sentinels, sentinel_counts, write_sentinel_results
+from gate.store.sentinels import run_sentinels, sentinel_outcomes, write_sentinel_results
 from gate.verdict.judge_stats import drift
 from gate.verdict.scoring import INVALID_DECISION
 from gate.verdict.update_outcome import JUDGE_DRIFT, WITH_UPDATE
@@ -317,16 +317,19 @@ def load_judging(conn, run_id: int, spec: PromptSpec, renderer, answers_of, reus
 
 
 def watch_sentinels(engine, stopper, run, run_id: int, results: list[ItemResult]) -> None:
-    """After a write-back that committed sentinel verdicts: when even every sentinel still to
-    come agreeing could not clear the drift test, the run's update stops (its judge
-    drifted: finalize ends the run ERROR, reconcile the update FAILED) — the rest of its
-    items are not judged by a judge that no longer agrees with the humans."""
+    """After a write-back that committed sentinel verdicts: once the drift test over the
+    sentinels so far, in judge-call order, alarms (final: no sentinel to come can undo it),
+    the run's update stops (its judge drifted: finalize ends the run ERROR, reconcile the
+    update FAILED) — the rest of its items are not judged by a judge that no longer agrees
+    with the humans."""
     if run is None or run.judging is None or run.stopped or not any(r.judging and r.judging.sentinels for r in results):
         return
     try:
-        agreed, judged, planned = read(engine, lambda conn: sentinel_counts(conn, run_id))
-        pinned = run.judging.pinned["agreement"]
-        found = drift(agreed, judged, planned, pinned["agreed"], pinned["n"])
+        pinned = run.judging.pinned.agreement  # a record (was read as a dict: every look failed)
+        if not pinned:
+            return
+        outcomes, planned = read(engine, lambda conn: sentinel_outcomes(conn, run_id))
+        found = drift(outcomes, planned, pinned["agreed"], pinned["n"])
         if found["settled"]:
             info = {"kind": JUDGE_DRIFT, "run_id": run_id, **{k: found[k] for k in ("agreed", "judged", "planned")}}
             stopper.stop(run.update_id, run_id, JUDGE_DRIFT, WITH_UPDATE, info)
