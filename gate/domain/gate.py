@@ -364,16 +364,21 @@ def _stage_runs(
     the gate's spend caps and the upper bound of the update's calls, pinned with it."""
     from gate.kinds.pin import RunPin
     from gate.prompt.request_keys import pin
+    from gate.records.json_codec import extended
 
     from .baseline import baseline_of, model_price
-    from .judging import judge_of, judged_baseline, run_pin, stage_sentinels
+    from .judging import first_version, judge_of, judged_baseline, run_pin, stage_sentinels
 
     limits, price = gate_limits(conn), model_price(conn, spec.model)
     check_cost_bounded(limits, spec, price, "the candidate")
-    live, calls, judge = find_live(conn, spec.name), 0, judge_of(conn, spec, limits)
+    judged_as = first_version(conn, spec)  # a compared prompt's first version: graded by its first: judge
+    live, calls, judge = find_live(conn, spec.name), 0, judge_of(conn, judged_as, limits)
     for mapping, ds, version in pinned:
         bars = Bars.parse(mapping.min_accuracy, mapping.bars)  # once per run
-        run = RunPin.begun(pin(spec, version, mapping.min_accuracy), bars, mapping.bars, spec.decision)
+        head = pin(spec, version, mapping.min_accuracy)
+        if judged_as is not spec:  # the rule it is judged by; the config hash stays the candidate's
+            head = extended(head, decision=pin(judged_as, version, mapping.min_accuracy).decision)
+        run = RunPin.begun(head, bars, mapping.bars, judged_as.decision)
         if judge:  # graded by a judge: compared with live by the judge, or not at all (gate/domain/judging.py)
             judged, sentinels, judging = run_pin(judge, mapping, version, bars)
             baseline, staged = judged_baseline(judge, bars), 0

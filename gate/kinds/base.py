@@ -194,6 +194,11 @@ class DecisionKind(ABC):
         (``workers.judge_figures``; ``figures``: the run's so far)."""
         return {}
 
+    def first_version(self, decision: Decision) -> Decision | None:
+        """submit, a compared kind: the decision its prompt's first version is graded by
+        while it has no live version to compare with (its ``first:``); None: none."""
+        return None
+
     def judged_baseline(self, live: bool, bars: Bars) -> dict[str, Any]:
         """submit, a judged kind: what a judged run is compared with (``gate.domain.judging``;
         ``live``: the candidate has a live version the judge compares it with)."""

@@ -1,0 +1,91 @@
+"""A compared prompt's first-version judge in the prompt file (``decision.first``, issue 46.1)
+and the kind its first version's runs are pinned as (gate/kinds/first.py)."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+from support.cli import ROOT
+
+from gate.errors import SpecError
+from gate.kinds import kind_of
+from gate.kinds.compared import COMPARED
+from gate.kinds.first import FIRST, FIRST_NOTE
+from gate.kinds.judged import JUDGED
+from gate.prompt.request_keys import decision_rule
+from gate.prompt.spec import parse_spec
+from gate.verdict.bars import Bars
+
+SCHEMA = json.loads((ROOT / "gate" / "schemas" / "prompt.schema.json").read_text())
+
+
+def spec(**decision):
+    return {
+        "name": "reply",
+        "model": "m",
+        "messages": [{"role": "user", "content": "{{ item.ticket }}"}],
+        "decision": {"type": "judge", "judge": "pair-judge", "compare": "live", **decision},
+    }
+
+
+def test_first_names_a_graded_judge_and_is_kept_in_the_config():
+    data = spec(first={"judge": "reply-judge", "pass": ["good"], "judge_trials": 3})
+    jsonschema.validate(data, SCHEMA)
+    parsed = parse_spec(data)
+    assert parsed.to_config()["decision"] == data["decision"]
+    assert kind_of(parsed.decision) is COMPARED
+    graded = COMPARED.first_version(parsed.decision)
+    assert graded is not None and kind_of(graded) is FIRST
+    assert graded.to_dict() == {
+        "type": "judge",
+        "judge": "reply-judge",
+        "pass": ["good"],
+        "judge_trials": 3,
+        "first_version": True,
+    }
+    # the answer is kept under the same key whoever judges it: the first version's answers are reused
+    assert FIRST.keyed_rule(graded.to_dict()) == COMPARED.keyed_rule(decision_rule(parsed)) == {"type": "judge"}
+    assert COMPARED.first_version(parse_spec(spec()).decision) is None
+    assert JUDGED.first_version(parse_spec(spec()).decision) is None
+
+
+@pytest.mark.parametrize(
+    ("decision", "where"),
+    [
+        ({"first": "reply-judge"}, "decision.first: must be a mapping"),
+        ({"first": {"judge": "reply-judge"}}, "decision.first.pass: the first version's judge grades"),
+        ({"first": {"judge": "reply-judge", "pass": []}}, "decision.first.pass: must list 1 to 64"),
+        ({"first": {"judge": "reply-judge", "pass": ["good"], "compare": "live"}}, "decision.first.compare: unknown"),
+        ({"first": {"judge": "reply-judge", "pass": ["good"], "judge_trials": 2}}, "decision.first.judge_trials"),
+        ({"first": {"judge": "Bad Name", "pass": ["good"]}}, "decision.first.judge"),
+        ({"first_version": True}, "decision.first_version: unknown field"),  # never from a file
+    ],
+)
+def test_a_bad_first_is_refused_in_one_line(decision, where):
+    with pytest.raises(SpecError) as err:
+        parse_spec(spec(**decision))
+    assert where in str(err.value) and "\n" not in str(err.value)
+
+
+def test_only_a_compared_prompt_names_a_first_judge():
+    data = spec(first={"judge": "reply-judge", "pass": ["good"]})
+    del data["decision"]["compare"]
+    data["decision"]["pass"] = ["good"]
+    with pytest.raises(SpecError, match="decision.first: only a compared prompt"):
+        parse_spec(data)
+
+
+def test_a_stored_first_version_rule_is_the_first_kind():
+    assert kind_of({"type": "judge", "judge": "j", "pass": ["good"], "first_version": True}) is FIRST
+    assert kind_of({"type": "judge", "judge": "j", "pass": ["good"]}) is JUDGED
+    assert kind_of({"type": "judge", "judge": "j", "compare": "live", "first_version": True}) is COMPARED
+
+
+def test_the_first_versions_comparison_bars_are_not_applied():
+    bars = Bars.parse("0.8", {"max_loss_rate": 0.05, "max_broken": 0})
+    assert FIRST.judged_baseline(False, bars) == {"baseline": None, "baseline_note": FIRST_NOTE}  # no baseline_error
+    metrics = {"scored": 10, "matches": 9, "judge": {"passed": 9, "scored": 10}}
+    checks = {c.name: c for c in FIRST.checks(bars, metrics, [])}  # type: ignore[arg-type]
+    assert checks["max_loss_rate"].state == "n/a" and checks["max_loss_rate"].note == FIRST_NOTE
