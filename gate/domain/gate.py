@@ -29,6 +29,7 @@ from gate.store.runs import insert_run
 from gate.store.updates import cancel_update, insert_update, set_update_limits, superseded_updates
 from gate.store.versions import READY, get_version, lock_dataset
 from gate.verdict.bars import Bars
+from gate.verdict.update_outcome import ACCEPTED_UNJUDGED as ACCEPTED
 
 from .boundary import driver_errors_become_gate_errors
 from .config import Config
@@ -125,6 +126,8 @@ class Gate:
         may_read: Callable[[Any], bool] | None = None,
         override_rollback: bool = False,
         proposed_bars: list[dict] | None = None,
+        accept_unjudged: bool = False,
+        scope: str | None = None,
     ) -> int:
         """Stage a candidate: the update, one run per mapped dataset and the latest-wins
         cancellation, in one transaction; returns the tracking id. Each run pins its dataset's
@@ -133,15 +136,24 @@ class Gate:
         ``submitted_by``: the service token (None: the CLI on the database). ``full``: no run
         stops early. ``may_read(version)``: may the submitter read a pinned version's rows (None:
         all). ``override_rollback``: apply a config a rollback left (``check_hold``).
-        ``proposed_bars``: a pull request's bars for an ungated prompt (``proposed``)."""
+        ``proposed_bars``: a pull request's bars for an ungated prompt (``proposed``).
+        ``accept_unjudged``: an admin accepts a first version no bar can judge (``unjudged``;
+        ``scope``: the service token's, None: the CLI on the database)."""
         mode = _parse_mode(mode)
         source, source_key = _submission_source(source, submitted_by, override_rollback, proposed_bars is not None)
+        source.pop(ACCEPTED, None)  # said by the flag only
+        if accept_unjudged:
+            source[ACCEPTED] = True
         read = _admitted(self.engine, spec)  # the item fields its templates read
         config = spec.to_config()
 
         def stage(conn) -> int:
             lock_prompt(conn, spec.name)  # submissions of the prompt serialize: latest wins
             check_hold(conn, spec, mode, override_rollback, submitted_by)  # an apply of a rolled-back config
+            if accept_unjudged:  # an admin's, of a first version no bar can judge
+                from .unjudged import check_accept
+
+                check_accept(conn, spec, mode, scope)
             mappings = _mappings_of(conn, spec.name, mode, proposed_bars, may_read)
             provider = _provider_of(conn, spec)
             pinned, fields = _pin_versions(conn, spec, mappings, read, may_read)

@@ -118,6 +118,9 @@ class DecisionKind(ABC):
         return "labels" in self.report_sections
 
     live: LiveComparison = PAIRED_ITEMS  # how the run is compared with live (gate.kinds.live)
+    # Its first version has nothing to be judged against (a comparison with live): an admin may
+    # accept it unjudged (`submit --accept-unjudged`, gate.domain.unjudged).
+    first_unjudged: bool = False
     # The bars a run of the kind computes today, as data: nothing refuses the others yet (a
     # mapping may still set them; their check says why it cannot be had, or is n/a).
     bars_computable: frozenset[str] = EVERY_KIND_BARS | LIVE_BARS | {"min_recall", "min_precision"}

@@ -52,6 +52,7 @@ def pairwise_counts(confusion: Mapping[str, Mapping[str, int]], live: bool) -> d
 class ComparedKind(JudgedKind):
     name = "compared"
     live = JUDGED_PAIRS  # the judge's wins and losses are the flips
+    first_unjudged = True  # no live version: nothing compared (an admin may accept it: gate.domain.unjudged)
     # wins and losses read as fixed and broken; no corrected pass rate (no error rates of a comparison)
     bars_computable = EVERY_KIND_BARS | LIVE_BARS | {"max_loss_rate", "max_inconsistent", "sentinels"}
 

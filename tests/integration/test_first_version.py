@@ -6,6 +6,8 @@ the comparison is used (gate/kinds/first.py)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from jsonschema import Draft202012Validator
 from support.judging import (
@@ -107,3 +109,82 @@ def test_a_compared_prompts_first_version_is_graded_by_its_first_judge_and_appli
     assert run.judge["pairwise"]["losses"] == 10
     assert worse.status == UpdateStatus.REJECTED, worse.update.reason
     assert gate.live("reply").version == 1
+
+
+def test_an_admin_may_accept_a_first_version_unjudged_and_every_output_says_not_judged(
+    mysql_url, mysql_gate, llm, workers, tmp_path
+):
+    """`submit --accept-unjudged`: admin only (the route and the domain), apply mode only; the
+    update APPLIED is ☑️ "not judged" in text, Markdown, `report`, `status --json` and the
+    status page, never ✅, and `wait` exits 5 (0 with `wait --accept-unjudged`)."""
+    import yaml
+    from support.cli import run_cli
+    from support.service_harness import Service
+
+    from gate.errors import Forbidden, UsageError
+
+    gate = mysql_gate
+    judges(gate, tmp_path)
+    gate.register_dataset("tickets", str(write_tickets(tmp_path / "tickets.csv", 30)))
+    gate.map_dataset("reply", "tickets", "0.8", bars={"max_loss_rate": 0.05, "sentinels": 0})
+    prompt = tmp_path / "reply.yaml"
+    prompt.write_text(yaml.safe_dump(compared().to_config()))
+    with pytest.raises(Forbidden, match="needs an admin token"):  # the domain checks the authority too
+        gate.submit(compared(), "apply", accept_unjudged=True, scope="submit")
+    with pytest.raises(UsageError, match="submit it with --mode apply"):
+        gate.submit(compared(), "check", accept_unjudged=True)
+    with pytest.raises(UsageError, match="names a judge for its first version"):
+        gate.submit(compared(first=FIRST), "apply", accept_unjudged=True)
+    with pytest.raises(UsageError, match="can be judged by its bars"):
+        gate.submit(reply_spec(), "apply", accept_unjudged=True)
+    service = Service(mysql_url, tmp_path, "--public-read")
+    try:
+        with service.client("submit") as ci, service.client("admin") as admin:
+            body = {"prompt": compared().to_config(), "mode": "check", "accept_unjudged": True}
+            refused = ci.post("/v1/updates", json=body)
+            assert refused.status_code == 403 and "accept_unjudged" in refused.json()["error"]
+            assert "\n" not in refused.json()["error"]
+            check = admin.post("/v1/updates", json=body)
+            assert check.status_code == 400 and "--mode apply" in check.json()["error"]
+        remote = {"PROMPTGATE_URL": service.url, "PROMPTGATE_TOKEN": service.tokens["submit"]}
+        cli = run_cli("submit", prompt, "--mode", "apply", "--accept-unjudged", env=remote)
+        assert cli.returncode == 2 and "needs admin" in cli.stderr and len(cli.stderr.strip().splitlines()) == 1
+        assert gate.list_updates() and all(u.prompt_name != "reply" for u in gate.list_updates())  # nothing staged
+        db = ("--database-url", mysql_url)
+        submitted = run_cli(*db, "submit", prompt, "--mode", "apply", "--accept-unjudged")
+        assert submitted.returncode == 0, submitted.stderr
+        update_id = int(submitted.stdout.strip())
+        workers(gate, llm)
+        waited = run_cli(*db, "wait", update_id, "--timeout", "60", "--no-progress")
+        assert waited.returncode == 5, waited.stdout + waited.stderr  # applied, not judged: a pipeline can tell
+        assert "APPLIED → NOT_JUDGED — not judged: accepted by an admin without a judge" in waited.stdout
+        assert "☑️ applied, not judged" in waited.stdout and "✅" not in waited.stdout
+        assert "tickets: n/a vs bar 80% [not judged]" in waited.stdout
+        assert run_cli(*db, "wait", update_id, "--accept-unjudged", "--no-progress").returncode == 0
+        assert gate.live("reply").version == 1  # live: the next version is compared with it
+        status = run_cli(*db, "status", update_id, "--json")
+        assert status.returncode == 5
+        document = json.loads(status.stdout)
+        Draft202012Validator(status_schema()).validate(document)
+        assert (document["status"], document["outcome"]) == ("APPLIED", "NOT_JUDGED")
+        assert document["outcome_sentence"].startswith("applied, not judged: accepted by an admin")
+        (run,) = document["runs"]
+        states = {c["bar"]: c["state"] for c in run["checks"]}
+        assert states["min_accuracy"] == states["max_loss_rate"] == "not judged" and run["passed"] is None
+        for args in (("status", update_id, "--format", "markdown"), ("report", update_id)):
+            markdown = run_cli(*db, *args)
+            assert "☑️" in markdown.stdout and "✅" not in markdown.stdout, markdown.stdout
+            assert "| tickets | n/a | 80% | ☑️ not judged |" in markdown.stdout
+            assert "100.0%" not in markdown.stdout  # nothing compared: no figure, in the table nor the chart
+        assert "applied, not judged" in run_cli(*db, "report", update_id).stdout  # the comment's headline
+        with service.client("read") as reader:
+            page = reader.get(f"/updates/{update_id}").text
+            listed = reader.get("/").text
+        assert "NOT_JUDGED" in page and "☑️ not judged" in page and "✅" not in page
+        assert "NOT_JUDGED" in listed
+        # the next version is compared with the one accepted: its answers were kept
+        nxt = gate.wait(gate.submit(compared(NO_REFUND_REPLIES), "apply"), timeout=60)
+        assert nxt.runs[0].judge["pairwise"]["live"] is True and nxt.runs[0].judge["pairwise"]["losses"] == 10
+        assert nxt.status == UpdateStatus.REJECTED and nxt.exit_code == 1
+    finally:
+        service.stop()

@@ -89,3 +89,41 @@ def test_the_first_versions_comparison_bars_are_not_applied():
     metrics = {"scored": 10, "matches": 9, "judge": {"passed": 9, "scored": 10}}
     checks = {c.name: c for c in FIRST.checks(bars, metrics, [])}  # type: ignore[arg-type]
     assert checks["max_loss_rate"].state == "n/a" and checks["max_loss_rate"].note == FIRST_NOTE
+
+
+def _unseen(extra_bars=None, p95=None):
+    """A compared run with no live version (nothing compared), as reconcile reads it."""
+    from decimal import Decimal
+    from types import SimpleNamespace
+
+    from gate.records.pinned import Pinned
+
+    pairwise = {"live": False, "wins": 0, "losses": 0, "ties": 0, "inconsistent": 0, "compared": 0}
+    metrics = {"matches": 10, "scored": 10, "flips": None, "judge": {"passed": 10, "scored": 10, "pairwise": pairwise}}
+    if p95 is not None:
+        metrics["calls"] = {"latency_ms": {"p50": p95, "p95": p95, "max": p95}, "timed": 10}
+    bars = {"max_loss_rate": "0.1", **(extra_bars or {})}
+    return SimpleNamespace(
+        status="DONE",
+        dataset_name="d",
+        metrics=metrics,
+        min_accuracy=Decimal("0.8"),
+        pinned=Pinned.of({"bars": bars}),
+        reason=None,
+    )
+
+
+def test_an_accepted_update_is_applied_not_judged_and_its_other_bars_still_hold():
+    from gate.contract.release import combine_exit_codes
+    from gate.states import UpdateStatus
+    from gate.verdict.update_outcome import update_end
+
+    checks_of = lambda r: COMPARED.checks  # noqa: E731
+    assert update_end("apply", [_unseen()], checks_of)[0] == UpdateStatus.FAILED  # not accepted: never applied
+    status, reason = update_end("apply", [_unseen()], checks_of, accepted=True)
+    assert status == UpdateStatus.APPLIED
+    assert reason.startswith("not judged: accepted by an admin without a judge (d min_accuracy, max_loss_rate: no live")
+    assert reason.endswith("; every other bar cleared")
+    status, reason = update_end("apply", [_unseen({"max_latency_p95_ms": 100}, p95=900)], checks_of, accepted=True)
+    assert status == UpdateStatus.REJECTED and "max_latency_p95_ms" in reason  # the bars a run computes still hold
+    assert combine_exit_codes([0, 5]) == 5 and combine_exit_codes([5, 3]) == 3 and combine_exit_codes([5, 1]) == 1
