@@ -127,3 +127,29 @@ def test_an_accepted_update_is_applied_not_judged_and_its_other_bars_still_hold(
     status, reason = update_end("apply", [_unseen({"max_latency_p95_ms": 100}, p95=900)], checks_of, accepted=True)
     assert status == UpdateStatus.REJECTED and "max_latency_p95_ms" in reason  # the bars a run computes still hold
     assert combine_exit_codes([0, 5]) == 5 and combine_exit_codes([5, 3]) == 3 and combine_exit_codes([5, 1]) == 1
+
+
+def test_an_update_applied_not_judged_is_never_a_success_in_any_output():
+    import datetime as dt
+
+    from gate.action.outcome import commit_state, exit_code_for, overall_status
+    from gate.records import Update
+    from gate.report.markdown import render_markdown
+    from gate.report.text import render_text
+    from gate.report.update import UpdateReport
+
+    def report(source):
+        now = dt.datetime(2026, 12, 7)
+        update = Update(7, "reply", "apply", "APPLIED", {}, "h", 0, source, "not judged: …", now, now, now)
+        return UpdateReport(update, [], {})
+
+    accepted = report({"accept_unjudged": True, "submitted_by": "release-bot"})
+    assert (accepted.outcome, accepted.exit_code) == ("NOT_JUDGED", 5)
+    assert accepted.outcome_sentence.startswith("applied, not judged: accepted by admin token release-bot")
+    assert "APPLIED → NOT_JUDGED" in render_text(accepted) and "✅" not in render_text(accepted)
+    comment = render_markdown([accepted])
+    assert "## ☑️ prompt-gate: 1 applied, not judged" in comment and "✅" not in comment
+    assert overall_status([accepted], []) == "not-judged" and exit_code_for([accepted], []) == 5
+    assert commit_state([accepted], [], 60)[0] == "failure"
+    judged = report({})
+    assert (judged.outcome, judged.exit_code, overall_status([judged], [])) == ("APPLIED", 0, "applied")
