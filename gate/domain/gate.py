@@ -129,31 +129,23 @@ class Gate:
         accept_unjudged: bool = False,
         scope: str | None = None,
     ) -> int:
-        """Stage a candidate: the update, one run per mapped dataset and the latest-wins
-        cancellation, in one transaction; returns the tracking id. Each run pins its dataset's
-        current version, bar and what the verdict stands on (``gate.prompt.request_keys``) and
-        the provider from the gate's declarations. ``reuse`` False: every item called afresh.
-        ``submitted_by``: the service token (None: the CLI on the database). ``full``: no run
-        stops early. ``may_read(version)``: may the submitter read a pinned version's rows (None:
-        all). ``override_rollback``: apply a config a rollback left (``check_hold``).
-        ``proposed_bars``: a pull request's bars for an ungated prompt (``proposed``).
-        ``accept_unjudged``: an admin accepts a first version no bar can judge (``unjudged``;
-        ``scope``: the service token's, None: the CLI on the database)."""
+        """Stage a candidate: the update, one run per mapped dataset and the latest-wins cancellation, in one
+        transaction; returns the tracking id. Each run pins its dataset's current version, bar and what the verdict
+        stands on (``gate.prompt.request_keys``) and the provider from the gate's declarations. ``reuse`` False:
+        every item called afresh. ``submitted_by``: the service token (None: the CLI on the database; ``scope``:
+        its scope). ``full``: no run stops early. ``may_read(version)``: may the submitter read a pinned version's
+        rows (None: all). ``override_rollback``: apply a config a rollback left (``check_hold``). ``proposed_bars``:
+        a pull request's bars for an ungated prompt (``proposed``). ``accept_unjudged``: an admin accepts a first
+        version no bar can judge (``unjudged``)."""
         mode = _parse_mode(mode)
-        source, source_key = _submission_source(source, submitted_by, override_rollback, proposed_bars is not None)
-        source.pop(ACCEPTED, None)  # said by the flag only
-        if accept_unjudged:
-            source[ACCEPTED] = True
+        source, source_key = _submission_source(source, submitted_by, override_rollback, proposed_bars, accept_unjudged)
         read = _admitted(self.engine, spec)  # the item fields its templates read
         config = spec.to_config()
 
         def stage(conn) -> int:
             lock_prompt(conn, spec.name)  # submissions of the prompt serialize: latest wins
             check_hold(conn, spec, mode, override_rollback, submitted_by)  # an apply of a rolled-back config
-            if accept_unjudged:  # an admin's, of a first version no bar can judge
-                from .unjudged import check_accept
-
-                check_accept(conn, spec, mode, scope)
+            _check_accept(conn, spec, mode, scope, accept_unjudged)  # an admin's, of a first version
             mappings = _mappings_of(conn, spec.name, mode, proposed_bars, may_read)
             provider = _provider_of(conn, spec)
             pinned, fields = _pin_versions(conn, spec, mappings, read, may_read)
@@ -319,6 +311,15 @@ def _provider_of(conn, spec: PromptSpec) -> dict | None:
     return decl.to_dict() if decl else None
 
 
+def _check_accept(conn, spec: PromptSpec, mode: str, scope: str | None, accept: bool) -> None:
+    """An admin's acceptance of a first version no bar can judge, refused unless it may be
+    made (``gate.domain.unjudged``; imported only then: it loads the kinds)."""
+    if accept:
+        from .unjudged import check_accept
+
+        check_accept(conn, spec, mode, scope)
+
+
 def _parse_mode(mode: str) -> Mode:
     try:
         return Mode(mode)
@@ -327,13 +328,15 @@ def _parse_mode(mode: str) -> Mode:
 
 
 def _submission_source(
-    source: dict | None, submitted_by: str | None, override: bool = False, proposed: bool = False
+    source: dict | None, submitted_by: str | None, override: bool = False, proposed_bars=None, accept=False
 ) -> tuple[dict, str]:
     """Where a submission came from (with who submitted it, a service token's name, whether
-    it overrides a rollback or is judged on proposed bars), its commit SHA checked, and the
-    key of the check-mode submissions it replaces."""
+    it overrides a rollback, is judged on proposed bars or accepted unjudged: said by the
+    flags only), its commit SHA checked, and the key of the check-mode submissions it replaces."""
     source = dict(source or {}, **({"submitted_by": submitted_by} if submitted_by else {}))
-    source.update({k: True for k, on in (("override_rollback", override), ("proposed_bars", proposed)) if on})
+    source.pop(ACCEPTED, None)
+    flags = (("override_rollback", override), ("proposed_bars", proposed_bars is not None), (ACCEPTED, accept))
+    source.update({k: True for k, on in flags if on})
     check_commit_sha(source.get("sha"))
     return source, _source_key(source)
 

@@ -174,14 +174,12 @@ def run_report(
     reused: dict[int, int] | None = None,
     broken: list[FlipSample] | None = None,
     unstable: list[UnstableItem] | None = None,
-    accepted: bool = False,
+    accepted: bool = False,  # its update accepted unjudged by an admin (gate.report.unjudged)
 ) -> RunReport:
-    """``accepted``: its update was accepted unjudged by an admin (gate.report.unjudged)."""
     metrics = run.metrics or {}
     failures, broken, protected = _with_wrong_fields(run, failures, broken or [], protected_view(metrics))
     failures = with_calls(run.pinned.decision, failures)
-    matches = metrics.get("matches", counts.match)
-    scored = metrics.get("scored", counts.scored)
+    matches, scored = metrics.get("matches", counts.match), metrics.get("scored", counts.scored)
     checks = unjudged.shown_checks(_checks(run), accepted)
     stop = _stop(metrics, run)
     sections = _sections(run)
@@ -196,7 +194,6 @@ def run_report(
         matches=matches,
         errors=metrics.get("errors", counts.error),
         pending=counts.pending,
-        # no figure where nothing was judged (a comparison with no live version): never "100 %" of nothing
         accuracy=(matches / scored) if scored and not _unjudged_accuracy(checks) else None,
         passed=_passed(run.status, checks, stop),
         reason=run.reason,
@@ -233,7 +230,8 @@ def run_report(
 
 
 def _unjudged_accuracy(checks: list[dict]) -> bool:
-    """``min_accuracy`` could not be judged (its items were not compared: issue 46.1)."""
+    """``min_accuracy`` could not be judged (its items were not compared: issue 46.1): the run
+    shows no accuracy, never "100 %" of nothing."""
     return any(c["bar"] == "min_accuracy" and c.get("reason") == UNJUDGED for c in checks)
 
 

@@ -92,15 +92,10 @@ def update_end(
         why = "; ".join(f"{r.dataset_name}: {r.metrics['baseline_error']} ({name} needs it)" for r, name in unanswered)
         return UpdateStatus.FAILED, f"could not be scored: {why}"
     checks = [(r, run_checks(r, checks_of(r))) for r in runs]
-    unjudged: dict[tuple[str, str], list[str]] = {}  # (dataset, why) -> the bars that could not be judged
-    for r, cs in checks:
-        for c in cs:
-            if c.reason == UNJUDGED:
-                unjudged.setdefault((r.dataset_name, c.note or ""), []).append(c.title)
-    said = "; ".join(f"{ds} {', '.join(titles)}: {why}" for (ds, why), titles in unjudged.items())
-    if unjudged and not accepted:  # a bar that could not be judged (a comparison that did not happen): never a pass
+    said = _unjudged(checks)
+    if said and not accepted:  # a bar that could not be judged (a comparison that did not happen): never a pass
         return UpdateStatus.FAILED, "could not be scored: " + said
-    if unjudged:  # accepted by an admin: those bars never count, as a pass or otherwise
+    if said:  # accepted by an admin: those bars never count, as a pass or otherwise
         checks = [(r, [c for c in cs if c.reason != UNJUDGED]) for r, cs in checks]
     # a bar still pending (not compared yet) never passes: reconcile compares first, so
     # this only guards against a verdict taken too early
@@ -122,6 +117,12 @@ def update_end(
             ([f"missed: {'; '.join(missed)}"] if missed else [])
             + ([f"inconclusive: {'; '.join(inconclusive)}"] if inconclusive else [])
         )
+    return _cleared(mode, checks, said)
+
+
+def _cleared(mode: str, checks: list[tuple[Any, list[BarCheck]]], unjudged: str) -> tuple[UpdateStatus, str]:
+    """PASSED or APPLIED: every bar cleared, or (``unjudged``: the bars an admin accepted
+    unjudged) every other bar, the update not judged, said first."""
     cleared = "; ".join(
         f"{r.dataset_name} {c.value or 'n/a'} ≥ {c.limit}" + (f" {c.note}" if c.note else "")
         for r, cs in checks
@@ -133,8 +134,19 @@ def update_end(
     status = UpdateStatus.APPLIED if mode == Mode.APPLY else UpdateStatus.PASSED
     if unjudged:
         rest = f"every other bar cleared{f' ({cleared})' if cleared else ''}"
-        return status, f"{NOT_JUDGED}: accepted by an admin without a judge ({said}); {rest}{tail}"
+        return status, f"{NOT_JUDGED}: accepted by an admin without a judge ({unjudged}); {rest}{tail}"
     return status, f"every bar cleared ({cleared}){tail}"
+
+
+def _unjudged(checks: list[tuple[Any, list[BarCheck]]]) -> str:
+    """The bars that could not be judged (a comparison that did not happen), by dataset and
+    why ("d min_accuracy, max_loss_rate: no live version to compare with: …"); "" for none."""
+    unjudged: dict[tuple[str, str], list[str]] = {}  # (dataset, why) -> the bars
+    for r, cs in checks:
+        for c in cs:
+            if c.reason == UNJUDGED:
+                unjudged.setdefault((r.dataset_name, c.note or ""), []).append(c.title)
+    return "; ".join(f"{ds} {', '.join(titles)}: {why}" for (ds, why), titles in unjudged.items())
 
 
 def _stopped_end(runs: Sequence) -> tuple[UpdateStatus, str] | None:
