@@ -151,14 +151,16 @@ def test_an_admin_may_accept_a_first_version_unjudged_and_every_output_says_not_
         assert cli.returncode == 2 and "needs admin" in cli.stderr and len(cli.stderr.strip().splitlines()) == 1
         assert gate.list_updates() and all(u.prompt_name != "reply" for u in gate.list_updates())  # nothing staged
         db = ("--database-url", mysql_url)
-        submitted = run_cli(*db, "submit", prompt, "--mode", "apply", "--accept-unjudged")
+        admin = {**remote, "PROMPTGATE_TOKEN": service.tokens["admin"]}  # through the service, as a release job
+        submitted = run_cli("submit", prompt, "--mode", "apply", "--accept-unjudged", env=admin)
         assert submitted.returncode == 0, submitted.stderr
         update_id = int(submitted.stdout.strip())
         workers(gate, llm)
         waited = run_cli(*db, "wait", update_id, "--timeout", "60", "--no-progress")
         assert waited.returncode == 5, waited.stdout + waited.stderr  # applied, not judged: a pipeline can tell
         assert "APPLIED → NOT_JUDGED — not judged: accepted by an admin without a judge" in waited.stdout
-        assert "☑️ applied, not judged" in waited.stdout and "✅" not in waited.stdout
+        assert "☑️ applied, not judged: accepted by admin token test-admin-" in waited.stdout
+        assert "✅" not in waited.stdout
         assert "tickets: n/a vs bar 80% [not judged]" in waited.stdout
         assert run_cli(*db, "wait", update_id, "--accept-unjudged", "--no-progress").returncode == 0
         assert gate.live("reply").version == 1  # live: the next version is compared with it
@@ -167,7 +169,7 @@ def test_an_admin_may_accept_a_first_version_unjudged_and_every_output_says_not_
         document = json.loads(status.stdout)
         Draft202012Validator(status_schema()).validate(document)
         assert (document["status"], document["outcome"]) == ("APPLIED", "NOT_JUDGED")
-        assert document["outcome_sentence"].startswith("applied, not judged: accepted by an admin")
+        assert document["outcome_sentence"].startswith("applied, not judged: accepted by admin token test-admin-")
         (run,) = document["runs"]
         states = {c["bar"]: c["state"] for c in run["checks"]}
         assert states["min_accuracy"] == states["max_loss_rate"] == "not judged" and run["passed"] is None
@@ -184,7 +186,9 @@ def test_an_admin_may_accept_a_first_version_unjudged_and_every_output_says_not_
         assert "NOT_JUDGED" in listed
         # the next version is compared with the one accepted: its answers were kept
         nxt = gate.wait(gate.submit(compared(NO_REFUND_REPLIES), "apply"), timeout=60)
-        assert nxt.runs[0].judge["pairwise"]["live"] is True and nxt.runs[0].judge["pairwise"]["losses"] == 10
+        assert (
+            nxt.runs[0].judge["pairwise"]["live"] is True and nxt.runs[0].judge["pairwise"]["losses"] > 0
+        )  # may stop early
         assert nxt.status == UpdateStatus.REJECTED and nxt.exit_code == 1
     finally:
         service.stop()
