@@ -184,6 +184,10 @@ def test_an_admin_may_accept_a_first_version_unjudged_and_every_output_says_not_
             listed = reader.get("/").text
         assert "NOT_JUDGED" in page and "☑️ not judged" in page and "✅" not in page
         assert "NOT_JUDGED" in listed
+        history = run_cli(*db, "history", "reply").stdout
+        assert "APPLIED, ☑️ not judged (accepted by an admin without a judge)" in history and "%" not in history
+        with service.client("read") as reader:
+            assert 'applied, <span class="muted">☑️ not judged</span>' in reader.get("/prompts/reply").text
         # the next version is compared with the one accepted: its answers were kept
         nxt = gate.wait(gate.submit(compared(NO_REFUND_REPLIES), "apply"), timeout=60)
         assert (
