@@ -68,6 +68,10 @@ RUN_OPEN = frozenset({R.PENDING, R.RUNNING})
 
 # Exit codes of `promptgate wait` / `status`: 0 cleared, 1 rejected, 2 failed or cancelled, 3 still open.
 EXIT_CODES = {U.APPLIED: 0, U.PASSED: 0, U.REJECTED: 1, U.FAILED: 2, U.CANCELLED: 2, U.PENDING: 3, U.RUNNING: 3}
+# An update APPLIED without a judge, accepted by an admin (`submit --accept-unjudged`, issue 46.1):
+# live, but no bar judged it; `wait` / `status` exit 5 so a release pipeline can tell it from a
+# verdict (0 only with `wait --accept-unjudged`).
+EXIT_NOT_JUDGED = 5
 
 
 def update_sources(to: UpdateStatus) -> frozenset[UpdateStatus]:

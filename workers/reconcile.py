@@ -29,7 +29,7 @@ from gate.store.updates import get_update, reconcilable_updates, transition_upda
 from gate.store.versions import get_version
 from gate.verdict.bars import pinned_bars
 from gate.verdict.early_stop import Outcomes, best_case, explain, missed_bars
-from gate.verdict.update_outcome import EARLY_STOP, SPEND_CAP, update_end
+from gate.verdict.update_outcome import ACCEPTED_UNJUDGED, EARLY_STOP, SPEND_CAP, update_end
 from workers.execute.early_stop import live_pair
 from workers.figures import policy_metrics
 from workers.poller import Poller
@@ -56,7 +56,7 @@ def reconcile_batch(conn) -> list[int]:
 def reconcile_one(conn, update_id: int) -> UpdateStatus:
     upd = get_update(conn, update_id)
     runs = [_compared(conn, run, upd) for run in runs_of_update(conn, update_id)]
-    status, reason = update_end(upd.mode, runs, checks_of)
+    status, reason = update_end(upd.mode, runs, checks_of, accepted=bool((upd.source or {}).get(ACCEPTED_UNJUDGED)))
     if status == UpdateStatus.APPLIED and not write_live(conn, upd):
         live = live_version(conn, upd.prompt_name)
         status, reason = (

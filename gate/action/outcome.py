@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gate.contract.release import combine_exit_codes
+from gate.report import unjudged
 from gate.report.canary import ENDED_BADLY
 from gate.report.update import UpdateReport
 from gate.states import UpdateStatus
@@ -15,7 +16,8 @@ from .problems import Problem
 
 def overall_status(reports: Sequence[UpdateReport], problems: Sequence[Problem], blocked: str | None = None) -> str:
     """The `status` output: failed, cancelled, invalid, rejected, rolled-back (applied, then
-    its canary rolled back or undecided: gate.report.canary), timeout, applied, passed or
+    its canary rolled back or undecided: gate.report.canary), timeout, not-judged (applied
+    without a judge, an admin's acceptance: gate.report.unjudged), applied, passed or
     skipped (``blocked``: the run could not gate at all, e.g. the token's scope: failed)."""
     statuses = {r.status for r in reports}
     if blocked or UpdateStatus.FAILED in statuses:
@@ -30,6 +32,8 @@ def overall_status(reports: Sequence[UpdateReport], problems: Sequence[Problem],
         return "rolled-back"
     if statuses & {UpdateStatus.PENDING, UpdateStatus.RUNNING}:
         return "timeout"
+    if any(r.outcome == unjudged.OUTCOME for r in reports):  # live, but nothing judged it: no success
+        return "not-judged"
     if UpdateStatus.APPLIED in statuses:
         return "applied"
     if UpdateStatus.PASSED in statuses:
@@ -84,6 +88,9 @@ def commit_state(
         return "failure", said if len(back) == 1 else f"{len(back)} rolled back in production; first: {said}"
     if status == "timeout":
         return "error", f"still running after {timeout:g}s; see `promptgate wait`"
+    if status == "not-judged":  # never a success about what no bar judged
+        names = [r.update.prompt_name for r in reports if r.outcome == unjudged.OUTCOME]
+        return "failure", f"applied, not judged (accepted by an admin without a judge): {', '.join(names)}"
     word = "applied" if status == "applied" else "passed"
     proposed = [r.update.prompt_name for r in reports if (r.update.source or {}).get("proposed_bars")]
     on_proposed = f"; {', '.join(proposed)} on the bars this PR proposes (judged again after merge)" if proposed else ""

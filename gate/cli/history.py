@@ -110,10 +110,11 @@ def _version_line(row: dict, live: bool) -> str:
             None, [f"commit {upd['sha'][:12]}" if upd.get("sha") else "", f"PR #{upd['pr']}" if upd.get("pr") else ""]
         )
     )
-    runs = ", ".join(_run_text(r) for r in upd["runs"])
-    line = (
-        head + f"update {upd['id']} {upd['status']}" + (f"  {where}" if where else "") + (f"  {runs}" if runs else "")
-    )
+    if upd.get("not_judged"):  # no figure about what nothing judged (gate.report.unjudged)
+        runs, status = "", f"{upd['status']}, ☑️ not judged (accepted by an admin without a judge)"
+    else:
+        runs, status = ", ".join(_run_text(r) for r in upd["runs"]), upd["status"]
+    line = head + f"update {upd['id']} {status}" + (f"  {where}" if where else "") + (f"  {runs}" if runs else "")
     rollout = row.get("rollout")
     if rollout:
         line += f"  canary {rollout['status']}" + (f": {rollout['reason']}" if rollout.get("reason") else "")

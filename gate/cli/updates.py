@@ -45,9 +45,15 @@ from .progress import WaitProgress
     is_flag=True,
     help="Apply a config a rollback moved away from (it is held: refused without this; admin through the service).",
 )
+@click.option(
+    "--accept-unjudged",
+    is_flag=True,
+    help="Apply the first version of a compared prompt (compare: live), which no bar can judge, without a "
+    "judge: it goes live shown as not judged (☑️), and `wait` exits 5 (admin; --mode apply).",
+)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def submit(ctx, file, mode, source_key, sha, reuse, full, override_rollback, as_json):
+def submit(ctx, file, mode, source_key, sha, reuse, full, override_rollback, accept_unjudged, as_json):
     """Stage the prompt in FILE for evaluation; prints the tracking id (and on stderr the
     most model calls it may make)."""
     from gate.prompt.spec import load_spec  # jinja2, yaml, re2: only the commands that read a prompt
@@ -55,7 +61,15 @@ def submit(ctx, file, mode, source_key, sha, reuse, full, override_rollback, as_
     spec = load_spec(file)
     source = {"path": file, **({"key": source_key} if source_key else {}), **({"sha": sha} if sha else {})}
     gate = open_gate(ctx)
-    update_id = gate.submit(spec, mode=mode, source=source, reuse=reuse, full=full, override_rollback=override_rollback)
+    update_id = gate.submit(
+        spec,
+        mode=mode,
+        source=source,
+        reuse=reuse,
+        full=full,
+        override_rollback=override_rollback,
+        accept_unjudged=accept_unjudged,
+    )
     spend = gate.status(update_id, failures=0).spend
     if as_json:
         echo_json({"id": update_id, "prompt": spec.name, "mode": mode, "spend": spend})
@@ -80,7 +94,7 @@ def submit(ctx, file, mode, source_key, sha, reuse, full, override_rollback, as_
 @click.pass_context
 def status(ctx, update_id, as_json, fmt):
     """Where update UPDATE_ID stands (exit 0 cleared, 1 rejected or its canary rolled back,
-    2 failed/cancelled, 3 open)."""
+    2 failed/cancelled, 3 open, 5 applied not judged: an admin accepted it without a judge)."""
     report = open_gate(ctx).status(update_id)
     print_report(report, "json" if as_json else (fmt or "text"))
     ctx.exit(report.exit_code)
@@ -116,6 +130,12 @@ def status(ctx, update_id, as_json, fmt):
     "(or no rollout), 1 rolled back or undecided, 2 superseded. Without it a canary in progress exits 0; "
     "one already rolled back or undecided exits 1.",
 )
+@click.option(
+    "--accept-unjudged",
+    is_flag=True,
+    help="Exit 0, not 5, for an update applied not judged (an admin's `submit --accept-unjudged`): a release "
+    "pipeline that ships such a first version says so.",
+)
 @click.option("--json", "as_json", is_flag=True)
 @click.option(
     "--progress/--no-progress",
@@ -126,9 +146,10 @@ def status(ctx, update_id, as_json, fmt):
     "stderr (redrawn on a terminal, plain lines every ~10 s otherwise).",
 )
 @click.pass_context
-def wait(ctx, update_id, sha, prompt_name, sha_mode, timeout, served, until, as_json, show_progress):
+def wait(ctx, update_id, sha, prompt_name, sha_mode, timeout, served, until, accept_unjudged, as_json, show_progress):
     """Wait for update UPDATE_ID (or the updates of --sha) to end: exit 0 cleared, 1 rejected
-    (or applied, then rolled back by its canary rollout), 2 failed/cancelled, 3 timeout. With
+    (or applied, then rolled back by its canary rollout), 2 failed/cancelled, 3 timeout, 5
+    applied not judged (an admin accepted it without a judge; 0 with --accept-unjudged). With
     --sha a check never stands in for an apply (see --mode);
     it waits until the commit has an apply-mode update or the Action push job's record, then
     for the verdict: 2 also when the push job could not gate the commit, 4 nothing to gate."""
@@ -145,7 +166,7 @@ def wait(ctx, update_id, sha, prompt_name, sha_mode, timeout, served, until, as_
         if progress is not None:
             progress.finish(report)
         print_report(report, "json" if as_json else "text")
-        code = report.exit_code
+        code = _accepted(report.exit_code, accept_unjudged)
         if until and applied_then(code, [report]):
             code = after_release(open_gate(ctx), [report], False, until, timeout, code)
         ctx.exit(code)
@@ -163,9 +184,17 @@ def wait(ctx, update_id, sha, prompt_name, sha_mode, timeout, served, until, as_
     else:
         for report in reports:
             print_report(report, "text")
+    code = _accepted(code, accept_unjudged)
     if (served or until) and applied_then(code, reports):
         code = after_release(open_gate(ctx), reports, served, until, timeout, code)
     ctx.exit(code)
+
+
+def _accepted(code: int, accept_unjudged: bool) -> int:
+    """`wait --accept-unjudged`: an update applied not judged (5) answers 0."""
+    from gate.states import EXIT_NOT_JUDGED
+
+    return 0 if accept_unjudged and code == EXIT_NOT_JUDGED else code
 
 
 @click.command()

@@ -171,6 +171,7 @@ class RemoteGate(ServiceSession):
         full: bool = False,
         override_rollback: bool = False,
         proposed_bars: list[dict] | None = None,
+        accept_unjudged: bool = False,
     ) -> int:
         """Submit the prompt (its canonical config, which the server parses as it parses a
         file). ``source``: its ``key``, ``sha``, ``path`` (and ``repo``, ``pr``) as the local
@@ -182,6 +183,7 @@ class RemoteGate(ServiceSession):
             "reuse": reuse,
             "full": full or None,
             "override_rollback": override_rollback or None,
+            "accept_unjudged": accept_unjudged or None,
             "proposed_bars": proposed_bars,
             "source_key": source.get("key"),
             **{k: source.get(k) for k in ("sha", "repo", "pr", "path")},

@@ -42,9 +42,9 @@ EXIT_NOTHING_TO_GATE = 4  # `wait --sha`: the push job recorded that the commit 
 
 def combine_exit_codes(codes: Iterable[int]) -> int:
     """Several updates' exit codes as one: 2 (failed, cancelled, invalid) before 1
-    (rejected) before 3 (still open) before 0."""
+    (rejected) before 3 (still open) before 5 (applied, not judged) before 0."""
     codes = set(codes)
-    for code in (2, 1, 3):
+    for code in (2, 1, 3, 5):
         if code in codes:
             return code
     return 0

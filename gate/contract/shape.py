@@ -74,6 +74,7 @@ class GateAPI(Protocol):
         full: bool = False,
         override_rollback: bool = False,
         proposed_bars: list[dict] | None = None,
+        accept_unjudged: bool = False,
     ) -> int: ...
 
     def status(self, update_id: int, failures: int = SAMPLE_FAILURES) -> UpdateReport: ...

@@ -29,6 +29,7 @@ from gate.store.runs import insert_run
 from gate.store.updates import cancel_update, insert_update, set_update_limits, superseded_updates
 from gate.store.versions import READY, get_version, lock_dataset
 from gate.verdict.bars import Bars
+from gate.verdict.update_outcome import ACCEPTED_UNJUDGED as ACCEPTED
 
 from .boundary import driver_errors_become_gate_errors
 from .config import Config
@@ -125,23 +126,26 @@ class Gate:
         may_read: Callable[[Any], bool] | None = None,
         override_rollback: bool = False,
         proposed_bars: list[dict] | None = None,
+        accept_unjudged: bool = False,
+        scope: str | None = None,
     ) -> int:
-        """Stage a candidate: the update, one run per mapped dataset and the latest-wins
-        cancellation, in one transaction; returns the tracking id. Each run pins its dataset's
-        current version, bar and what the verdict stands on (``gate.prompt.request_keys``) and
-        the provider from the gate's declarations. ``reuse`` False: every item called afresh.
-        ``submitted_by``: the service token (None: the CLI on the database). ``full``: no run
-        stops early. ``may_read(version)``: may the submitter read a pinned version's rows (None:
-        all). ``override_rollback``: apply a config a rollback left (``check_hold``).
-        ``proposed_bars``: a pull request's bars for an ungated prompt (``proposed``)."""
+        """Stage a candidate: the update, one run per mapped dataset and the latest-wins cancellation, in one
+        transaction; returns the tracking id. Each run pins its dataset's current version, bar and what the verdict
+        stands on (``gate.prompt.request_keys``) and the provider from the gate's declarations. ``reuse`` False:
+        every item called afresh. ``submitted_by``: the service token (None: the CLI on the database; ``scope``:
+        its scope). ``full``: no run stops early. ``may_read(version)``: may the submitter read a pinned version's
+        rows (None: all). ``override_rollback``: apply a config a rollback left (``check_hold``). ``proposed_bars``:
+        a pull request's bars for an ungated prompt (``proposed``). ``accept_unjudged``: an admin accepts a first
+        version no bar can judge (``unjudged``)."""
         mode = _parse_mode(mode)
-        source, source_key = _submission_source(source, submitted_by, override_rollback, proposed_bars is not None)
+        source, source_key = _submission_source(source, submitted_by, override_rollback, proposed_bars, accept_unjudged)
         read = _admitted(self.engine, spec)  # the item fields its templates read
         config = spec.to_config()
 
         def stage(conn) -> int:
             lock_prompt(conn, spec.name)  # submissions of the prompt serialize: latest wins
             check_hold(conn, spec, mode, override_rollback, submitted_by)  # an apply of a rolled-back config
+            _check_accept(conn, spec, mode, scope, accept_unjudged)  # an admin's, of a first version
             mappings = _mappings_of(conn, spec.name, mode, proposed_bars, may_read)
             provider = _provider_of(conn, spec)
             pinned, fields = _pin_versions(conn, spec, mappings, read, may_read)
@@ -309,6 +313,15 @@ def _provider_of(conn, spec: PromptSpec) -> dict | None:
     return decl.to_dict() if decl else None
 
 
+def _check_accept(conn, spec: PromptSpec, mode: str, scope: str | None, accept: bool) -> None:
+    """An admin's acceptance of a first version no bar can judge, refused unless it may be
+    made (``gate.domain.unjudged``; imported only then: it loads the kinds)."""
+    if accept:
+        from .unjudged import check_accept
+
+        check_accept(conn, spec, mode, scope)
+
+
 def _parse_mode(mode: str) -> Mode:
     try:
         return Mode(mode)
@@ -317,13 +330,15 @@ def _parse_mode(mode: str) -> Mode:
 
 
 def _submission_source(
-    source: dict | None, submitted_by: str | None, override: bool = False, proposed: bool = False
+    source: dict | None, submitted_by: str | None, override: bool = False, proposed_bars=None, accept=False
 ) -> tuple[dict, str]:
     """Where a submission came from (with who submitted it, a service token's name, whether
-    it overrides a rollback or is judged on proposed bars), its commit SHA checked, and the
-    key of the check-mode submissions it replaces."""
+    it overrides a rollback, is judged on proposed bars or accepted unjudged: said by the
+    flags only), its commit SHA checked, and the key of the check-mode submissions it replaces."""
     source = dict(source or {}, **({"submitted_by": submitted_by} if submitted_by else {}))
-    source.update({k: True for k, on in (("override_rollback", override), ("proposed_bars", proposed)) if on})
+    source.pop(ACCEPTED, None)
+    flags = (("override_rollback", override), ("proposed_bars", proposed_bars is not None), (ACCEPTED, accept))
+    source.update({k: True for k, on in flags if on})
     check_commit_sha(source.get("sha"))
     return source, _source_key(source)
 
@@ -368,19 +383,24 @@ def _stage_runs(
     from gate.kinds.bar_fit import refusal
     from gate.kinds.pin import RunPin
     from gate.prompt.request_keys import pin
+    from gate.records.json_codec import extended
 
     from .baseline import baseline_of, model_price
-    from .judging import BaselineStage, as_judge, judge_of, judged_baseline, run_pin, stage_sentinels
+    from .judging import BaselineStage, as_judge, first_version, judge_of, judged_baseline, run_pin, stage_sentinels
 
     limits, price = gate_limits(conn), model_price(conn, spec.model)
     check_cost_bounded(limits, spec, price, "the candidate")
-    live, calls, judge = find_live(conn, spec.name), 0, judge_of(conn, spec, limits)
+    judged_as = first_version(conn, spec)  # a compared prompt's first version: graded by its first: judge
+    live, calls, judge = find_live(conn, spec.name), 0, judge_of(conn, judged_as, limits)
     for mapping, ds, version in pinned:
         bars = Bars.parse(mapping.min_accuracy, mapping.bars)  # once per run
         unfit = refusal(spec.name, ds.name, kind_of(spec.decision), bars)
         if unfit:  # a bar the run could not compute: refused now, not "could not be scored" after the calls
             raise UsageError(unfit)
-        run = RunPin.begun(pin(spec, version, mapping.min_accuracy), bars, mapping.bars, spec.decision)
+        head = pin(spec, version, mapping.min_accuracy)
+        if judged_as is not spec:  # the rule it is judged by; the config hash stays the candidate's
+            head = extended(head, decision=pin(judged_as, version, mapping.min_accuracy).decision)
+        run = RunPin.begun(head, bars, mapping.bars, judged_as.decision)
         if judge:  # graded by a judge: compared with live by the judge, or not at all (gate/domain/judging.py)
             judged, sentinels, judging = run_pin(judge, mapping, version, bars)
             stage = BaselineStage(spec, provider, live, update_id, ds, mapping, version, limits)

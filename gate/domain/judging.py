@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gate.calls.providers import resolve
@@ -112,6 +112,18 @@ def judge_of(conn, spec: PromptSpec, limits: SpendLimits) -> JudgePin | None:
     if rule.pairwise:
         _compared_with_live(conn, spec, pin, limits)
     return pin
+
+
+def first_version(conn, spec: PromptSpec) -> PromptSpec:
+    """The candidate its runs are pinned and judged as: a compared prompt with no live version
+    whose decision names a judge for its first version (``first:``) is graded by it
+    (``gate.kinds.first``: the rule pinned says so), its judge resolved by ``judge_of`` like
+    any; any other candidate as it is. Read under the prompt's lock (``Gate.submit``), and
+    the update's base version is none: a version applied meanwhile fails its apply."""
+    graded = kind_of(spec.decision).first_version(spec.decision)
+    if graded is None or find_live(conn, spec.name) is not None:
+        return spec
+    return replace(spec, decision=graded)
 
 
 def _evaluations(conn, name: str, version: int) -> list:

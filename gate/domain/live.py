@@ -22,6 +22,7 @@ from gate.contract.shape import HISTORY_LIMIT
 from gate.errors import IllegalTransition, NotFound, UsageError
 from gate.records import Hold, LivePrompt
 from gate.records.metrics import RunFigures
+from gate.report.unjudged import not_judged
 from gate.states import Mode
 from gate.store.holds import add_hold, holds_of, release_holds
 from gate.store.live import find_live, live_providers, prompt_history, restore_live, version_provider
@@ -229,4 +230,5 @@ def _update_summary(conn, update_id: int | None) -> dict | None:
         "reason": upd.reason,
         "finished_at": upd.finished_at,
         "runs": runs,
+        "not_judged": not_judged(upd),  # an admin applied it without a judge (gate.report.unjudged)
     }

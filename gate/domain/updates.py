@@ -18,6 +18,7 @@ from gate.errors import Forbidden, UsageError
 from gate.records import FleetCounts, Update, WorkerRow
 from gate.records.metrics import RunFigures
 from gate.report.canary import rollout_summary
+from gate.report.unjudged import accepted
 from gate.report.update import SAMPLE_FAILURES, UpdateReport, run_report
 from gate.settings import Settings
 from gate.states import UPDATE_TERMINAL, UpdateStatus
@@ -82,6 +83,7 @@ class Updates:
                     reused[r.id],
                     _broken_items(conn, r, failures),
                     _unstable_items(conn, r, failures),
+                    accepted=accepted(upd),
                 )
                 for r in runs
             ]

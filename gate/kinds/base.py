@@ -119,6 +119,9 @@ class DecisionKind(ABC):
         return "labels" in self.report_sections
 
     live: LiveComparison = PAIRED_ITEMS  # how the run is compared with live (gate.kinds.live)
+    # Its first version has nothing to be judged against (a comparison with live): an admin may
+    # accept it unjudged (`submit --accept-unjudged`, gate.domain.unjudged).
+    first_unjudged: bool = False
     # The bars a run of the kind computes, as data: `dataset map`, `sync` and submit refuse the
     # others in one line naming the bar and the kind (gate.kinds.bar_fit).
     bars_computable: frozenset[str] = EVERY_KIND_BARS | LIVE_BARS | {"min_recall", "min_precision"}
@@ -198,6 +201,11 @@ class DecisionKind(ABC):
     # submit, a judged kind: compared with live's answers graded by the same judge version (a
     # baseline run of live pinned with the judge: ``gate.domain.judging.judged_baseline``)
     grades_live: bool = False
+
+    def first_version(self, decision: Decision) -> Decision | None:
+        """submit, a compared kind: the decision its prompt's first version is graded by
+        while it has no live version to compare with (its ``first:``); None: none."""
+        return None
 
     def judged_baseline(self, live: bool, bars: Bars) -> dict[str, Any]:
         """submit, a judged kind: what a judged run is compared with when no baseline run

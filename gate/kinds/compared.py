@@ -23,7 +23,7 @@ from gate.verdict.bar_checks import BarCheck
 from gate.verdict.bars import Bars
 from gate.verdict.scoring import format_bar, format_pct
 
-from .base import EVERY_KIND_BARS, LIVE_BARS
+from .base import EVERY_KIND_BARS, LIVE_BARS, Decision
 from .judged import NO_LIVE, UNJUDGED, JudgedKind
 from .live import JUDGED_PAIRS
 
@@ -56,11 +56,17 @@ class ComparedKind(JudgedKind):
     )
     live = JUDGED_PAIRS  # the judge's wins and losses are the flips
     grades_live = False  # the judge reads live's answer beside the candidate's, item by item
+    first_unjudged = True  # no live version: nothing compared (an admin may accept it: gate.domain.unjudged)
     # wins and losses read as fixed and broken; no corrected pass rate (no error rates of a comparison)
     bars_computable = EVERY_KIND_BARS | LIVE_BARS | {"max_loss_rate", "max_inconsistent", "sentinels"}
 
     def judge_calls(self, trials: int) -> int:
         return trials * 2  # both orders
+
+    def first_version(self, decision: Decision) -> Decision | None:
+        """The graded rule its ``first:`` names, pinned as a first version's (``gate.kinds.first``)."""
+        graded = decision.judge.graded_first() if decision.judge else None
+        return Decision("judge", judge=graded) if graded else None
 
     def judged_baseline(self, live: bool, bars: Bars) -> dict[str, Any]:
         """Live's answers, by the judge (none yet: said so)."""

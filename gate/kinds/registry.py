@@ -14,6 +14,7 @@ from gate.verdict.bar_checks import KindChecks
 from .base import Decision, DecisionKind, StoredDecision
 from .compared import COMPARED
 from .fields import FIELDS
+from .first import FIRST
 from .judged import JUDGED
 from .label import LABEL, TYPES
 from .tool_call import TOOL_CALL
@@ -34,9 +35,16 @@ def kind_of(decision: Decision | StoredDecision) -> DecisionKind:
         return LABEL
     if isinstance(decision, Decision):
         kind, compare = decision.type, decision.judge is not None and decision.judge.compare is not None
+        first = decision.judge is not None and decision.judge.first_version
     else:
-        kind, compare = str(decision.get("type")), decision.get("compare") is not None
+        kind, compare, first = (
+            str(decision.get("type")),
+            decision.get("compare") is not None,
+            bool(decision.get("first_version")),
+        )
     found = KINDS.get(kind, LABEL)
+    if found is JUDGED and first and not compare:  # a compared prompt's first version, graded (submit's pin)
+        return FIRST
     return COMPARED if found is JUDGED and compare else found
 
 

@@ -38,7 +38,8 @@ PAIR_NAMES = ("answer_a", "answer_b")
 MAX_ANSWER_BYTES = 32 * 1024
 MAX_PASS_LABELS = 64
 MAX_JUDGE_TRIALS = 9
-JUDGE_KEYS = ("type", "judge", "pass", "compare", "judge_trials")
+JUDGE_KEYS = ("type", "judge", "pass", "compare", "judge_trials", "first")
+FIRST_KEYS = ("judge", "pass", "judge_trials")  # a compared prompt's first-version judge (``first:``)
 PAIR_LABELS = ("a", "b")  # a comparing judge's labels for "the first answer" and "the second" (label_key)
 
 
@@ -46,12 +47,19 @@ PAIR_LABELS = ("a", "b")  # a comparing judge's labels for "the first answer" an
 class JudgeRule:
     """How a generative prompt's answers are decided: by the live version of ``judge``,
     a pass when its label is one of ``passing`` (graded), or against live's answer
-    (``compare == "live"``); ``trials`` calls of the judge per verdict, the majority's."""
+    (``compare == "live"``); ``trials`` calls of the judge per verdict, the majority's.
+
+    A compared rule may name ``first``: the graded rule its prompt's first version is
+    judged by, while the prompt has no live version to compare with (the prompt file's
+    ``first: {judge, pass, judge_trials}``). Submit alone makes the rule a run pins for
+    that first version (``graded_first``): ``first_version`` is never read from a file."""
 
     judge: str
     passing: tuple[str, ...] = ()
     compare: str | None = None
     trials: int = 1
+    first: JudgeRule | None = None  # compared: the graded rule of the first version
+    first_version: bool = False  # graded as a compared prompt's first version (set by submit only)
 
     @property
     def pairwise(self) -> bool:
@@ -65,7 +73,18 @@ class JudgeRule:
             out["pass"] = list(self.passing)
         if self.trials != 1:
             out["judge_trials"] = self.trials
+        if self.first is not None:
+            out["first"] = self.first.to_dict()
+        if self.first_version:
+            out["first_version"] = True
         return out
+
+    def graded_first(self) -> JudgeRule | None:
+        """The rule a compared prompt's first version is graded by (its ``first``), marked
+        as such; None when it names none."""
+        if self.first is None:
+            return None
+        return JudgeRule(self.first.judge, self.first.passing, trials=self.first.trials, first_version=True)
 
 
 def parse_kind(value: Any, file: str | None) -> str:
@@ -83,7 +102,7 @@ def parse_judge_rule(value: Mapping[str, Any], file: str | None) -> JudgeRule:
         raise SpecError(
             file,
             f"decision.{str(extra[0])[:80]}",
-            "unknown field; a judge decision has judge, pass or compare, judge_trials",
+            "unknown field; a judge decision has judge, pass or compare, judge_trials, first",
         )
     judge = check_name(value.get("judge"), "decision.judge", file)
     if ("pass" in value) == ("compare" in value):
@@ -92,31 +111,58 @@ def parse_judge_rule(value: Mapping[str, Any], file: str | None) -> JudgeRule:
             "decision.pass",
             "a judge decision has either pass (the judge's labels that count as a pass) or compare: live",
         )
-    trials = value.get("judge_trials", 1)
+    trials = _judge_trials(value.get("judge_trials", 1), file, "decision.judge_trials")
+    if "compare" in value:
+        if value["compare"] != "live":
+            raise SpecError(file, "decision.compare", "must be live: the candidate is compared with the live version")
+        first = _first_rule(value["first"], file) if "first" in value else None
+        return JudgeRule(judge, compare="live", trials=trials, first=first)
+    if "first" in value:
+        raise SpecError(
+            file, "decision.first", "only a compared prompt (compare: live) names a judge for its first version"
+        )
+    return JudgeRule(judge, _pass_labels(value["pass"], file, "decision.pass"), trials=trials)
+
+
+def _first_rule(value: Any, file: str | None) -> JudgeRule:
+    """``first: {judge: NAME, pass: [...], judge_trials: N}``: the graded judge of a compared
+    prompt's first version, bounded as a decision's judge is."""
+    if not isinstance(value, Mapping):
+        raise SpecError(
+            file, "decision.first", "must be a mapping: {judge: NAME, pass: [labels]}, the first version's judge"
+        )
+    extra = [k for k in value if k not in FIRST_KEYS]
+    if extra:
+        raise SpecError(
+            file, f"decision.first.{str(extra[0])[:80]}", "unknown field; first has judge, pass, judge_trials"
+        )
+    judge = check_name(value.get("judge"), "decision.first.judge", file)
+    if "pass" not in value:
+        raise SpecError(file, "decision.first.pass", "the first version's judge grades: list its labels that pass")
+    return JudgeRule(
+        judge,
+        _pass_labels(value["pass"], file, "decision.first.pass"),
+        trials=_judge_trials(value.get("judge_trials", 1), file, "decision.first.judge_trials"),
+    )
+
+
+def _judge_trials(trials: Any, file: str | None, where: str) -> int:
     if (
         isinstance(trials, bool)
         or not isinstance(trials, int)
         or not 1 <= trials <= MAX_JUDGE_TRIALS
         or trials % 2 == 0
     ):
-        raise SpecError(
-            file, "decision.judge_trials", f"must be an odd whole number from 1 to {MAX_JUDGE_TRIALS} (a majority)"
-        )
-    if "compare" in value:
-        if value["compare"] != "live":
-            raise SpecError(file, "decision.compare", "must be live: the candidate is compared with the live version")
-        return JudgeRule(judge, compare="live", trials=trials)
-    return JudgeRule(judge, _pass_labels(value["pass"], file), trials=trials)
+        raise SpecError(file, where, f"must be an odd whole number from 1 to {MAX_JUDGE_TRIALS} (a majority)")
+    return trials
 
 
-def _pass_labels(value: Any, file: str | None) -> tuple[str, ...]:
+def _pass_labels(value: Any, file: str | None, where: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not value or len(value) > MAX_PASS_LABELS:
-        raise SpecError(file, "decision.pass", f"must list 1 to {MAX_PASS_LABELS} of the judge's labels")
+        raise SpecError(file, where, f"must list 1 to {MAX_PASS_LABELS} of the judge's labels")
     for label in value:
         if not isinstance(label, str) or not label.strip() or len(label) > 128 or CONTROL.search(label):
-            raise SpecError(
-                file, "decision.pass", "each entry must be one of the judge's labels (at most 128 characters)"
-            )
+            raise SpecError(file, where, "each entry must be one of the judge's labels (at most 128 characters)")
     return tuple(value)
 
 

@@ -25,7 +25,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from gate.verdict.reasons import detail_text
 
-from . import canary
+from . import canary, unjudged
 from .judge_view import cost_line, judge_said, pairwise_line, rate_line, sentinel_line, sentinel_power_line
 from .markdown_filters import (
     Safe,
@@ -142,6 +142,8 @@ ICONS = {
 def _icon(report: UpdateReport) -> str:
     """The status's icon; an APPLIED update's canary's once it has one (never ✅ for a canary
     rolled back, undecided or still in progress: gate.report.canary)."""
+    if report.outcome == unjudged.OUTCOME:  # applied without a judge: never ✅
+        return unjudged.ICON
     return canary.icon(report.status, report.rollout, ICONS.get(report.status, "•"))
 
 
@@ -153,7 +155,9 @@ def _run_view(run: RunReport, samples: int, excerpt: int) -> dict:
     broken = run.broken[: max(0, samples)]
     listed = {b.item_id for b in broken}  # a broken item is failing too: listed once, under broken
     shown = [f for f in run.failures if f.item_id not in listed][: max(0, samples)]
-    if run.passed is True:
+    if run.not_judged:  # accepted unjudged: neither a pass nor a fail (gate.report.unjudged)
+        result = unjudged.STATE
+    elif run.passed is True:
         result = "pass"
     elif run.passed is False:
         result = "fail"
@@ -198,8 +202,10 @@ def _update_view(report: UpdateReport, samples: int, excerpt: int, details: bool
     return {
         "u": u,
         "icon": Safe(PROPOSED_ICON if proposed and u.status == "PASSED" else _icon(report)),
-        "outcome": canary.heading(u.status, report.rollout),  # an APPLIED one's canary
-        "in_production": report.outcome_sentence,
+        "outcome": canary.heading(u.status, report.rollout)  # an APPLIED one's canary
+        or (unjudged.STATE if report.outcome == unjudged.OUTCOME else None),
+        "in_production": report.outcome_sentence if report.rollout else None,
+        "not_judged": unjudged.sentence(u),
         "proposed": proposed,
         "model": config.get("model"),
         "path": (u.source or {}).get("path"),
@@ -270,9 +276,10 @@ def _headline(reports: Sequence[UpdateReport], problems: int) -> str:
     counts: dict[str, int] = {}
     for r in reports:
         counts[_counted(r)] = counts.get(_counted(r), 0) + 1
-    order = ["APPLIED", "PROMOTED", "CANARY", "ROLLED_BACK", "UNDECIDED", "SUPERSEDED"]
+    order = ["APPLIED", unjudged.OUTCOME, "PROMOTED", "CANARY", "ROLLED_BACK", "UNDECIDED", "SUPERSEDED"]
     order += ["PASSED", "REJECTED", "FAILED", "CANCELLED", "RUNNING", "PENDING"]
     words = {"RUNNING": "still running", "PENDING": "still pending", **{str(k): v for k, v in canary.WORDS.items()}}
+    words[unjudged.OUTCOME] = unjudged.WORDS
     parts = [f"{counts[s]} {words.get(s, s.lower())}" for s in order if counts.get(s)]
     proposed = sum(1 for r in reports if _on_proposed_bars(r))
     if proposed:
@@ -308,6 +315,8 @@ def overall_icon(reports: Sequence[UpdateReport], problems: int) -> str:
         return "⏳"
     if "CANARY" in outcomes:
         return canary.ICONS[canary.RO.CANARY]
+    if unjudged.OUTCOME in outcomes:  # applied without a judge: never ✅
+        return unjudged.ICON
     return PROPOSED_ICON if any(_on_proposed_bars(r) for r in reports) else "✅"
 
 

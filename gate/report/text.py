@@ -15,6 +15,7 @@ from gate.verdict.reasons import detail_text
 from gate.verdict.scoring import format_bar
 from gate.verdict.stats import format_p
 
+from . import unjudged
 from .judge_view import judge_lines, judge_said
 from .text_sections import accepted_lines, answer, field_lines, protected_lines, slice_lines
 from .tool_calls import failure_line, tool_lines
@@ -28,8 +29,9 @@ def render_text(report: UpdateReport) -> str:
     status = u.status if report.outcome == u.status else f"{u.status} → {report.outcome}"
     reason = f" — {safe(u.reason)}" if u.reason else ""
     lines = [f"update {u.id}: {u.prompt_name} ({u.mode}) {status}{proposed}{reason}"]
-    if report.outcome_sentence:  # what production made of it (gate.report.canary)
-        lines.append(f"  in production: {safe(report.outcome_sentence)}")
+    if report.outcome_sentence:  # what production made of it (gate.report.canary), or that nothing judged it
+        said = "in production:" if report.rollout else unjudged.ICON
+        lines.append(f"  {said} {safe(report.outcome_sentence)}")
     lines += protected_lines(report)
     for r in report.runs:
         lines += _run_lines(r)
@@ -41,7 +43,8 @@ def render_text(report: UpdateReport) -> str:
 
 def _run_lines(r) -> list[str]:
     """One run: its accuracy against the bar and its verdict, then every detail it has."""
-    verdict = {True: "pass", False: "FAIL", None: "stopped" if r.stop else r.status.lower()}[r.passed]
+    unsaid = unjudged.STATE if r.not_judged else "stopped" if r.stop else r.status.lower()
+    verdict = {True: "pass", False: "FAIL", None: unsaid}[r.passed]
     progress = f"{r.scored}/{r.total} scored" if r.total else "no items yet"  # as JSON's scored
     lines = [
         f"  {safe(r.dataset)}: {r.figure['shown']} vs bar {format_bar(r.bar)} [{verdict}] "

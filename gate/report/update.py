@@ -18,13 +18,13 @@ from typing import Any, cast
 from gate.records import FlipSample, ItemSample, Run, UnstableItem, Update
 from gate.records.metrics import RunFigures, RunMetrics
 from gate.records.pinned import Pinned
-from gate.states import EXIT_CODES, UPDATE_TERMINAL, RunStatus, UpdateStatus
+from gate.states import EXIT_CODES, EXIT_NOT_JUDGED, UPDATE_TERMINAL, RunStatus, UpdateStatus
 from gate.verdict.bars import DEFAULT_CONFIDENCE, pinned_bars
 from gate.verdict.scoring import format_pct
 from gate.verdict.stats import label_metrics, mcnemar_exact, paired_difference_interval, significant, wilson_interval
-from gate.verdict.update_outcome import run_checks
+from gate.verdict.update_outcome import UNJUDGED, run_checks
 
-from . import canary
+from . import canary, unjudged
 from .figures import accepted_view, fields_view, protected_view, slices_view
 from .judge_view import compared_accuracy, judge_view, shown_pinned
 from .tool_calls import schema_view, tool_calls_view, with_calls
@@ -81,6 +81,11 @@ class RunReport:
         return sum(self.reused.values())
 
     @property
+    def not_judged(self) -> bool:
+        """Bars of the run were not judged, and an admin accepted them so (gate.report.unjudged)."""
+        return any(c["state"] == unjudged.STATE for c in self.checks)
+
+    @property
     def figure(self) -> dict[str, Any]:
         """The figure ``min_accuracy`` compares, as every output shows it first (issue 46.3):
         ``of`` (``accuracy``: matches / scored; ``not_lost``: a comparison's items consistently not
@@ -114,12 +119,14 @@ class UpdateReport:
 
     @property
     def outcome(self) -> str:
-        """The status, or what its canary made of an APPLIED one (gate.report.canary)."""
-        return canary.outcome(self.update.status, self.rollout)
+        """The status, or what its canary made of an APPLIED one (gate.report.canary), or
+        NOT_JUDGED for one an admin accepted without a judge (gate.report.unjudged)."""
+        found = canary.outcome(self.update.status, self.rollout)
+        return unjudged.OUTCOME if found == UpdateStatus.APPLIED and unjudged.not_judged(self.update) else found
 
     @property
     def outcome_sentence(self) -> str | None:
-        return canary.sentence(self.update.status, self.rollout)
+        return canary.sentence(self.update.status, self.rollout) or unjudged.sentence(self.update)
 
     @property
     def terminal(self) -> bool:
@@ -127,7 +134,10 @@ class UpdateReport:
 
     @property
     def exit_code(self) -> int:
-        """`wait`'s and `status`'s: the status's, 1 once its canary was rolled back or ended undecided."""
+        """`wait`'s and `status`'s: the status's, 1 once its canary was rolled back or ended undecided,
+        5 for an update APPLIED not judged (``EXIT_NOT_JUDGED``)."""
+        if self.outcome == unjudged.OUTCOME:
+            return EXIT_NOT_JUDGED
         return canary.exit_code(self.update.status, self.rollout, EXIT_CODES[UpdateStatus(self.update.status)])
 
     def to_dict(self) -> dict[str, Any]:
@@ -164,13 +174,13 @@ def run_report(
     reused: dict[int, int] | None = None,
     broken: list[FlipSample] | None = None,
     unstable: list[UnstableItem] | None = None,
+    accepted: bool = False,  # its update accepted unjudged by an admin (gate.report.unjudged)
 ) -> RunReport:
     metrics = run.metrics or {}
     failures, broken, protected = _with_wrong_fields(run, failures, broken or [], protected_view(metrics))
     failures = with_calls(run.pinned.decision, failures)
-    matches = metrics.get("matches", counts.match)
-    scored = metrics.get("scored", counts.scored)
-    checks = _checks(run)
+    matches, scored = metrics.get("matches", counts.match), metrics.get("scored", counts.scored)
+    checks = unjudged.shown_checks(_checks(run), accepted)
     stop = _stop(metrics, run)
     sections = _sections(run)
     fields = fields_view(metrics) if "fields" in sections else None
@@ -184,7 +194,7 @@ def run_report(
         matches=matches,
         errors=metrics.get("errors", counts.error),
         pending=counts.pending,
-        accuracy=(matches / scored) if scored else None,
+        accuracy=(matches / scored) if scored and not _unjudged_accuracy(checks) else None,
         passed=_passed(run.status, checks, stop),
         reason=run.reason,
         row_count=run.row_count,
@@ -219,12 +229,20 @@ def run_report(
     )
 
 
+def _unjudged_accuracy(checks: list[dict]) -> bool:
+    """``min_accuracy`` could not be judged (its items were not compared: issue 46.1): the run
+    shows no accuracy, never "100 %" of nothing."""
+    return any(c["bar"] == "min_accuracy" and c.get("reason") == UNJUDGED for c in checks)
+
+
 def _passed(status: str, checks: list[dict], stop: dict | None) -> bool | None:
     """A finished run passed when no check failed; one settled early failed; None: not judged."""
     if status != RunStatus.DONE:
         return None
     if stop is not None:
         return False if stop["kind"] == "early_stop" else None
+    if any(c["state"] == unjudged.STATE for c in checks):  # accepted unjudged: neither a pass nor a fail
+        return None
     return all(c["state"] != "fail" for c in checks)
 
 

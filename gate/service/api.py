@@ -54,13 +54,16 @@ async def submit(request: Request, caller: Caller = Depends(require("submit"))):
     Check mode needs the submit scope (what pull-request CI holds); **apply mode needs
     admin**: it publishes to production when the bars clear, which only the default
     branch's job may ask for, and so does ``override_rollback`` (an apply of a config a
-    rollback moved away from). The update records the token's name (``submitted_by``);
+    rollback moved away from), and ``accept_unjudged`` (a first version no bar can judge, applied
+    not judged: gate/domain/unjudged.py). The update records the token's name (``submitted_by``);
     a check replaces only the same token's open checks of the same key."""
     fields = await _submission(request)
     if fields["mode"] == "apply":
         authorize(request, "admin", why="apply mode (it goes live when every bar clears)")
     if fields["override_rollback"]:
         authorize(request, "admin", why="override_rollback (it applies a config a rollback moved away from)")
+    if fields["accept_unjudged"]:
+        authorize(request, "admin", why="accept_unjudged (it applies a version no bar judged)")
     spec = fields.pop("spec")
     source = {
         k: v
@@ -85,6 +88,8 @@ async def submit(request: Request, caller: Caller = Depends(require("submit"))):
         may_read=lambda version: version_readable(caller.scope, version),  # no holdout's columns or values told
         override_rollback=fields["override_rollback"],
         proposed_bars=fields["proposed_bars"],
+        accept_unjudged=fields["accept_unjudged"],
+        scope=caller.scope,  # the domain checks the acceptance's authority too
     )  # its key is this token's: none replaces another's
     return json_bytes(
         {
@@ -127,6 +132,7 @@ async def _submission(request: Request) -> dict:
         "reuse": field_flag(fields.get("reuse", True), "reuse"),
         "full": field_flag(fields.get("full", False), "full"),
         "override_rollback": field_flag(fields.get("override_rollback", False), "override_rollback"),
+        "accept_unjudged": field_flag(fields.get("accept_unjudged", False), "accept_unjudged"),
         "proposed_bars": fields.get("proposed_bars") if kind == "application/json" else None,
     }
 

@@ -217,6 +217,7 @@ SUBMIT_BODY = {
         _query("reuse", {"type": "boolean"}),
         _query("full", {"type": "boolean"}),
         _query("override_rollback", {"type": "boolean"}),
+        _query("accept_unjudged", {"type": "boolean"}),
     ],
     "requestBody": {
         "required": True,
@@ -245,6 +246,11 @@ SUBMIT_BODY = {
                         "override_rollback": {
                             "type": "boolean",
                             "description": "apply a config a rollback moved away from (admin)",
+                        },
+                        "accept_unjudged": {
+                            "type": "boolean",
+                            "description": "apply, not judged, the first version of a compared prompt, which no "
+                            "bar can judge (admin, apply mode)",
                         },
                         "proposed_bars": {
                             "type": "array",

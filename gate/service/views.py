@@ -19,10 +19,10 @@ from gate.errors import UsageError
 from gate.records import DatasetMapping, FleetCounts, Update, WorkerRow
 from gate.records.metrics import CallFigures
 from gate.records.pinned import Pinned
-from gate.report import canary
+from gate.report import canary, unjudged
 from gate.report.text import difference, spend_line
 from gate.report.update import RunReport, UpdateReport
-from gate.states import UPDATE_OPEN, RunStatus
+from gate.states import UPDATE_OPEN, RunStatus, UpdateStatus
 from gate.verdict.bars import Bars
 from gate.verdict.reasons import detail_text
 from gate.verdict.scoring import format_bar
@@ -67,8 +67,15 @@ def update_row(u: Update, rollout_state: str | None = None) -> dict[str, Any]:
         "path": source.get("path"),
         "who": source.get("submitted_by"),
         "took": took,
-        "outcome": canary.outcome(u.status, {"status": rollout_state} if rollout_state else None),
+        "outcome": _outcome(u, rollout_state),
     }
+
+
+def _outcome(u: Update, rollout_state: str | None) -> str:
+    """The badge beside the status: an APPLIED update's canary's state, or NOT_JUDGED for one an
+    admin accepted without a judge (gate.report.unjudged): no ✅ about what nothing judged."""
+    found = canary.outcome(u.status, {"status": rollout_state} if rollout_state else None)
+    return unjudged.OUTCOME if found == UpdateStatus.APPLIED and unjudged.not_judged(u) else found
 
 
 def update_view(report: UpdateReport) -> dict[str, Any]:
@@ -92,7 +99,8 @@ def update_view(report: UpdateReport) -> dict[str, Any]:
         "config_json": pretty_json(config),
         "spend": spend_line(report.spend) if report.spend else None,
         "outcome": report.outcome,  # the badge: an APPLIED update's canary's state (gate.report.canary)
-        "in_production": report.outcome_sentence,
+        "in_production": report.outcome_sentence if report.rollout else None,
+        "not_judged": unjudged.sentence(u),
     }
 
 
@@ -107,7 +115,9 @@ def run_view(run: RunReport) -> dict[str, Any]:
         "run": run,
         "done": done,
         "open": run.status in (RunStatus.PENDING, RunStatus.RUNNING),
-        "result": "pass"
+        "result": unjudged.STATE
+        if run.not_judged
+        else "pass"
         if run.passed is True
         else "fail"
         if run.passed is False

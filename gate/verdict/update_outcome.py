@@ -36,6 +36,8 @@ from .judge_bars import drifted_runs
 from .judge_floors import JudgeFloors, merged, own_figures
 
 UNJUDGED = "unjudged"  # a check's reason: its bar could not be judged (gate.kinds.judged.UNJUDGED)
+ACCEPTED_UNJUDGED = "accept_unjudged"  # an update's source: an admin accepted it unjudged (gate.domain.unjudged)
+NOT_JUDGED = "not judged"  # how an update APPLIED so reads, first in its reason and everywhere
 EARLY_STOP, SPEND_CAP, WITH_UPDATE = "early_stop", "spend_cap", "with_update"  # a run's stop, by why
 JUDGE_DRIFT = "judge_drift"  # a run's judge drifted on its sentinels (gate.verdict.judge_stats.drift)
 ChecksOf = Callable[[Any], KindChecks]  # a run -> its kind's checks (gate.kinds.registry.checks_of)
@@ -70,9 +72,13 @@ def stop_kind(run) -> str | None:
     return stop.kind if stop else None
 
 
-def update_end(mode: str, runs: Sequence, checks_of: ChecksOf = _kept_of) -> tuple[UpdateStatus, str]:
+def update_end(
+    mode: str, runs: Sequence, checks_of: ChecksOf = _kept_of, accepted: bool = False
+) -> tuple[UpdateStatus, str]:
     """``runs`` have .status, .dataset_name, .metrics, .min_accuracy, .pinned and .reason;
-    ``checks_of``: a run's kind's checks."""
+    ``checks_of``: a run's kind's checks. ``accepted``: an admin accepted the update unjudged
+    (gate.domain.unjudged): the bars that could not be judged do not block, every other bar
+    does, and the update ends APPLIED saying first that it was not judged and which bars."""
     if not runs:
         return UpdateStatus.FAILED, "no runs"
     drifted = drifted_runs(runs)  # never a pass, nor a rejection, on a judge that no longer agrees
@@ -90,15 +96,11 @@ def update_end(mode: str, runs: Sequence, checks_of: ChecksOf = _kept_of) -> tup
         why = "; ".join(f"{r.dataset_name}: {r.metrics['baseline_error']} ({name} needs it)" for r, name in unanswered)
         return UpdateStatus.FAILED, f"could not be scored: {why}"
     checks = [(r, run_checks(r, checks_of(r))) for r in runs]
-    unjudged: dict[tuple[str, str], list[str]] = {}  # (dataset, why) -> the bars that could not be judged
-    for r, cs in checks:
-        for c in cs:
-            if c.reason == UNJUDGED:
-                unjudged.setdefault((r.dataset_name, c.note or ""), []).append(c.title)
-    if unjudged:  # a bar that could not be judged (a comparison that did not happen): never a pass
-        return UpdateStatus.FAILED, "could not be scored: " + "; ".join(
-            f"{ds} {', '.join(titles)}: {why}" for (ds, why), titles in unjudged.items()
-        )
+    said = _unjudged(checks)
+    if said and not accepted:  # a bar that could not be judged (a comparison that did not happen): never a pass
+        return UpdateStatus.FAILED, "could not be scored: " + said
+    if said:  # accepted by an admin: those bars never count, as a pass or otherwise
+        checks = [(r, [c for c in cs if c.reason != UNJUDGED]) for r, cs in checks]
     # a bar still pending (not compared yet) never passes: reconcile compares first, so
     # this only guards against a verdict taken too early
     # a protected item that broke is named first (sorted is stable: the rest keep their order)
@@ -120,6 +122,12 @@ def update_end(mode: str, runs: Sequence, checks_of: ChecksOf = _kept_of) -> tup
             ([f"missed: {'; '.join(missed)}"] if missed else [])
             + ([f"inconclusive: {'; '.join(inconclusive)}"] if inconclusive else [])
         )
+    return _cleared(mode, checks, said)
+
+
+def _cleared(mode: str, checks: list[tuple[Any, list[BarCheck]]], unjudged: str) -> tuple[UpdateStatus, str]:
+    """PASSED or APPLIED: every bar cleared, or (``unjudged``: the bars an admin accepted
+    unjudged) every other bar, the update not judged, said first."""
     cleared = "; ".join(
         f"{r.dataset_name} {c.value or 'n/a'} ≥ {c.limit}" + (f" {c.note}" if c.note else "")
         for r, cs in checks
@@ -128,7 +136,22 @@ def update_end(mode: str, runs: Sequence, checks_of: ChecksOf = _kept_of) -> tup
     )
     skipped = sorted({c.title for _, cs in checks for c in cs if c.state == "n/a"})
     tail = f"; not applied: {', '.join(skipped)}" if skipped else ""
-    return (UpdateStatus.APPLIED if mode == Mode.APPLY else UpdateStatus.PASSED), f"every bar cleared ({cleared}){tail}"
+    status = UpdateStatus.APPLIED if mode == Mode.APPLY else UpdateStatus.PASSED
+    if unjudged:
+        rest = f"every other bar cleared{f' ({cleared})' if cleared else ''}"
+        return status, f"{NOT_JUDGED}: accepted by an admin without a judge ({unjudged}); {rest}{tail}"
+    return status, f"every bar cleared ({cleared}){tail}"
+
+
+def _unjudged(checks: list[tuple[Any, list[BarCheck]]]) -> str:
+    """The bars that could not be judged (a comparison that did not happen), by dataset and
+    why ("d min_accuracy, max_loss_rate: no live version to compare with: …"); "" for none."""
+    unjudged: dict[tuple[str, str], list[str]] = {}  # (dataset, why) -> the bars
+    for r, cs in checks:
+        for c in cs:
+            if c.reason == UNJUDGED:
+                unjudged.setdefault((r.dataset_name, c.note or ""), []).append(c.title)
+    return "; ".join(f"{ds} {', '.join(titles)}: {why}" for (ds, why), titles in unjudged.items())
 
 
 def _judge_below_floors(runs: Sequence) -> list[str]:
