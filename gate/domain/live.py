@@ -25,7 +25,7 @@ from gate.contract.shape import HISTORY_LIMIT
 from gate.errors import IllegalTransition, NotFound, UsageError
 from gate.records import Hold, LivePrompt
 from gate.records.metrics import RunFigures
-from gate.states import LiveRequestStatus, Mode
+from gate.states import LiveRequestStatus, Mode, RolloutStatus
 from gate.store.holds import holds_of, release_holds
 from gate.store.live import find_live, live_providers, prompt_history, version_provider
 from gate.store.live_requests import get_live_request, request_rollback
@@ -98,6 +98,7 @@ class Live:
                     "update": _update_summary(conn, row["update_id"]),
                     "hold": _hold_of(row, held),
                     **_rollout_of(canaries.get(row["version"])),
+                    **_rolled_back_by(row, canaries.get(row["version"] - 1)),
                 }
                 for row in rows
             ]
@@ -203,6 +204,15 @@ def _rollout_of(found) -> dict:
     return {"rollout": {k: getattr(found, k) for k in keys}}
 
 
+def _rolled_back_by(row: dict, canary) -> dict:
+    """A rollback the reconcile step made for a canary's decision: ``by_rollout``, the
+    rollout (its id, its end and the figures it ended on)."""
+    ended_here = canary is not None and canary.status in (RolloutStatus.ROLLED_BACK, RolloutStatus.UNDECIDED)
+    if row.get("kind") != "rollback" or not ended_here or row.get("restored_version") != canary.stable_version:
+        return {}
+    return {"by_rollout": {"id": canary.id, "status": canary.status, "figures": canary.figures}}
+
+
 def _check_target(name: str, live: LivePrompt, target: int) -> None:
     if target < 1:
         raise UsageError(f"prompt {name} has no version before {live.version} to roll back to")
@@ -235,6 +245,7 @@ def _update_summary(conn, update_id: int | None) -> dict | None:
         "pr": source.get("pr"),
         "repo": source.get("repo"),
         "reason": upd.reason,
+        "override_rollback": bool(source.get("override_rollback")),  # applied over a hold, on purpose
         "finished_at": upd.finished_at,
         "runs": runs,
     }

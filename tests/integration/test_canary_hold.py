@@ -4,25 +4,19 @@ config (the real CLI, `submit --mode apply`) is refused in one line naming the r
 figures, until an admin overrides; the hold shows in `history` and `live`. Before issue 47 the
 re-run was accepted and the rejected config went live again as a new canary.
 
-An UNDECIDED canary (not enough evidence) is rolled back without a hold, unless its rollout
-says ``hold_undecided: true``. And a rollout stays CANARY until its decision is carried out by
-the reconcile step, the one writer of the live table."""
+An UNDECIDED canary: ``test_canary_undecided.py``."""
 
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
-from support.canary import SHA, WORSE_RULES, gate_config, prompt_spec, write_prompt
+from support.canary import SHA, WORSE_RULES, prompt_spec, write_prompt
 from support.cli import run_cli
 from test_canary_end import canary, roll_back
 
-from gate import gateconfig
 from gate.mockllm import MockLLMServer
 from gate.states import RolloutStatus
-from workers.reconcile import carry_out_pending
-from workers.rollout import look
 from workers.supervisor import run_until_terminal
 
 
@@ -62,43 +56,16 @@ def test_the_push_job_s_apply_after_a_canary_rollback_is_refused_naming_the_roll
     as_json = json.loads(run_cli(*db, "live", "p1", "--json").stdout)
     assert [(h["version"], h["actor"]) for h in as_json["holds"]] == [(2, f"rollout {rollout['id']}")]
 
+    rows = json.loads(run_cli(*db, "history", "p1", "--json").stdout)
+    by = rows[0]["by_rollout"]  # the history says which rollout rolled it back, and on what
+    assert (by["id"], by["status"]) == (rollout["id"], "ROLLED_BACK")
+    assert by["figures"]["canary"]["n"] == 400
+    assert f"(rollout {rollout['id']} ROLLED_BACK)" in history[0]
+
     override = run_cli(*db, "submit", str(prompt_file), "--mode", "apply", "--override-rollback")
     assert override.returncode == 0, override.stdout + override.stderr
     assert gate.holds("p1") == []
-
-
-def undecided(gate, tmp_path, hold: bool) -> dict:
-    """v1 live, v2 a canary whose rollout ends UNDECIDED at once (no feedback, max_hours ~0.4 s):
-    the rollout worker's look asks for it; it stays CANARY until the reconcile step carries
-    it out."""
-    rollout = {"min_feedback": 100, "max_hours": 0.0001, **({"hold_undecided": True} if hold else {})}
-    gateconfig.sync(gate, gate_config(tmp_path, rollout))
-    run_until_terminal(gate, [gate.submit(prompt_spec("stable"), "apply")])
-    second = gate.submit(prompt_spec("canary", WORSE_RULES), "apply")
-    run_until_terminal(gate, [second])
-    rollout_id = gate.rollout_of_update(second)["id"]
-    time.sleep(0.5)
-    assert look(gate.engine, rollout_id) == RolloutStatus.UNDECIDED
-    waiting = gate.rollout_of_update(second)
-    assert waiting["status"] == RolloutStatus.CANARY and gate.live("p1").version == 2  # not yet carried out
-    assert look(gate.engine, rollout_id) is None  # asked once: its request waits
-    assert carry_out_pending(gate.engine) == 1
-    ended = gate.rollout_of_update(second)
-    assert ended["status"] == RolloutStatus.UNDECIDED and gate.live("p1").version == 3
-    return ended
-
-
-def test_an_undecided_canary_is_rolled_back_without_a_hold(mysql_gate, tmp_path, llm):
-    gate = mysql_gate
-    undecided(gate, tmp_path, hold=False)
-    assert gate.holds("p1") == []
-    again = gate.submit(prompt_spec("canary", WORSE_RULES), "apply")  # no hold: evaluated again
-    assert gate.status(again).update.status in ("PENDING", "RUNNING")
-
-
-def test_an_undecided_canary_holds_when_its_rollout_says_hold_undecided(mysql_gate, tmp_path, llm):
-    gate = mysql_gate
-    ended = undecided(gate, tmp_path, hold=True)
-    (held,) = gate.holds("p1")
-    assert (held.held_version, held.rollback_version, held.actor) == (2, 3, f"rollout {ended['id']}")
-    assert "canary v2 undecided: " in held.line()
+    (report,) = run_until_terminal(gate, [int(override.stdout.strip())])
+    assert report.status == "APPLIED"
+    top = run_cli(*db, "history", "p1").stdout.splitlines()[0]
+    assert top.startswith("v4 (live)") and "applied over a rollback's hold: --override-rollback" in top, top
