@@ -28,7 +28,7 @@ def llm(monkeypatch):
         yield server
 
 
-def test_the_push_job_s_apply_after_a_canary_rollback_is_refused_naming_the_rollout(mysql_gate, tmp_path, llm):
+def test_the_push_job_s_apply_after_a_canary_rollback_is_refused_naming_the_rollout(mysql_gate, service, tmp_path, llm):
     gate = mysql_gate
     _, second = canary(gate, tmp_path)
     rollout = roll_back(gate, tmp_path, llm, second)
@@ -55,6 +55,11 @@ def test_the_push_job_s_apply_after_a_canary_rollback_is_refused_naming_the_roll
     assert f"held: v2's config, rolled back by rollout {rollout['id']} (v3)" in live.stdout, live.stdout
     as_json = json.loads(run_cli(*db, "live", "p1", "--json").stdout)
     assert [(h["version"], h["actor"]) for h in as_json["holds"]] == [(2, f"rollout {rollout['id']}")]
+
+    with service.client("read") as web:  # the status page and the API show the hold too
+        page, api = web.get("/prompts/p1").text, web.get("/v1/prompts/p1/history").json()
+    assert "held</span>" in page and f"rolled back by rollout {rollout['id']}" in page
+    assert api[1]["hold"]["actor"] == f"rollout {rollout['id']}" and api[0]["by_rollout"]["id"] == rollout["id"]
 
     rows = json.loads(run_cli(*db, "history", "p1", "--json").stdout)
     by = rows[0]["by_rollout"]  # the history says which rollout rolled it back, and on what
