@@ -27,3 +27,4 @@ class LiveRequest:
     reason: str | None = None
     outcome: dict[str, Any] | None = None
     refusal: str | None = None
+    age_seconds: float = 0.0  # since it was asked, by the database's clock (when claimed)

@@ -10,6 +10,7 @@ states ``gate.states.LIVE_REQUEST_STEPS`` allows, its row count checked)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 
 from sqlalchemy import insert, select, update
 from sqlalchemy.engine import Connection
@@ -18,7 +19,7 @@ from gate.errors import IllegalTransition
 from gate.records.live_request import LiveRequest
 from gate.states import LiveRequestStatus, live_request_sources
 
-from .dialect import db_now
+from .dialect import db_now, seconds_since
 from .schema import live_request
 
 ROLLBACK = "rollback"
@@ -118,13 +119,14 @@ def pending_live_requests(conn: Connection, limit: int) -> list[int]:
 
 def claim_live_request(conn: Connection, request_id: int) -> LiveRequest | None:
     """The request locked until the caller's transaction ends (FOR UPDATE SKIP LOCKED: one
-    being carried out elsewhere is skipped); None when locked elsewhere or no longer PENDING."""
+        being carried out elsewhere is skipped), with its age by the database's clock; None when
+    locked elsewhere or no longer PENDING."""
     row = conn.execute(
-        select(live_request)
+        select(live_request, seconds_since(live_request.c.requested_at).label("age"))
         .where(live_request.c.id == request_id, live_request.c.status == LiveRequestStatus.PENDING)
         .with_for_update(skip_locked=True)
     ).first()
-    return _request(row) if row else None
+    return None if row is None else replace(_request(row), age_seconds=max(0.0, float(row.age or 0.0)))
 
 
 def end_live_request(

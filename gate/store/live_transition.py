@@ -37,6 +37,7 @@ from .locks import lock_prompt
 from .rollouts import end_rollout, get_rollout, start_rollout, supersede_rollout, update_rollout
 from .updates import cancel_update, superseded_updates
 
+ROLLBACK_EXPIRES_SECONDS = 60  # a person's rollback is carried out at once or not at all
 CANARY_ACTOR = "rollout worker"  # a canary's rollback in the history; its hold names the rollout
 
 
@@ -136,8 +137,15 @@ def _cancel_open_applies(conn, name: str, why: str) -> list[int]:
 
 def _roll_back(conn, request: LiveRequest) -> dict:
     """A person's rollback: the target's config live again as a new version; the config
-    moved away from held; a canary in progress SUPERSEDED."""
+    moved away from held; a canary in progress SUPERSEDED. One nobody carried out within
+    ``ROLLBACK_EXPIRES_SECONDS`` (its requester gone before running the step, no worker
+    running) is refused: a person's rollback never happens long after they asked."""
     name, target, actor = request.prompt_name, request.target_version, request.actor or "?"
+    if request.age_seconds > ROLLBACK_EXPIRES_SECONDS:
+        raise IllegalTransition(
+            f"prompt {name}: the rollback to version {target} asked by {actor} {request.age_seconds:.0f} s ago was "
+            f"not carried out within {ROLLBACK_EXPIRES_SECONDS} s: nothing was rolled back; ask again"
+        )
     live = _seen_still_live(conn, request, "nothing was rolled back")
     restored = _restored(conn, name, target)
     cancelled = _cancel_open_applies(

@@ -1,8 +1,9 @@
 """A rollback never waits for the fleet (issue 47 point 2), on MariaDB: a rollback is a
 request for the reconcile step; when a worker that runs reconcile is alive but does not
 claim it (here: a worker row whose process is busy elsewhere), the requester runs the same
-step itself after ~0.5 s; and two steps racing for one request (a worker's and the
-requester's) carry it out once — SKIP LOCKED, then the status guard."""
+step itself after ~0.5 s; two steps racing for one request (a worker's and the
+requester's) carry it out once — SKIP LOCKED, then the status guard; and a rollback nobody
+carried out within a minute is refused, never done late."""
 
 from __future__ import annotations
 
@@ -10,14 +11,19 @@ import threading
 import time
 
 import pytest
+from sqlalchemy import update
 from support.helpers import rules_spec, write_rule_rows
 
 from gate import db
 from gate.mockllm import MockLLMServer
 from gate.states import LiveRequestStatus, UpdateStatus
+from gate.store.dialect import db_now
 from gate.store.live_requests import get_live_request, request_rollback
+from gate.store.live_transition import ROLLBACK_EXPIRES_SECONDS as EXPIRES
 from gate.store.live_transition import carry_out_request
+from gate.store.schema import live_request
 from gate.store.workers import register_worker
+from workers.reconcile import carry_out_pending
 from workers.supervisor import run_until_terminal
 
 
@@ -73,3 +79,20 @@ def test_two_steps_racing_for_one_request_carry_it_out_once(mysql_gate, tmp_path
             assert get_live_request(conn, request_id).status == LiveRequestStatus.DONE
         assert gate.live("p1").version == seen + 1
         assert [h["version"] for h in gate.history("p1", limit=1000)] == list(range(seen + 1, 0, -1))
+
+
+def test_a_rollback_nobody_carried_out_in_time_is_refused_not_done_late(mysql_gate, tmp_path, live_model):
+    """Its requester died before running the step and no worker ran: a worker started a
+    minute later refuses it (the person was told it failed) rather than rolling back then."""
+    gate = mysql_gate
+    two_versions(gate, tmp_path)
+    request_id = db.transaction(gate.engine, lambda conn: request_rollback(conn, "p1", 2, 1, "alice", "gone"))
+    with gate.engine.begin() as conn:
+        conn.execute(
+            update(live_request).where(live_request.c.id == request_id).values(requested_at=db_now(-(EXPIRES + 5)))
+        )
+    assert carry_out_pending(gate.engine) == 1
+    with gate.engine.connect() as conn:
+        ended = get_live_request(conn, request_id)
+    assert ended.status == LiveRequestStatus.REFUSED and "not carried out within 60 s" in ended.refusal
+    assert gate.live("p1").version == 2 and gate.holds("p1") == []
