@@ -124,3 +124,28 @@ def rollout_sources(to: RolloutStatus) -> frozenset[RolloutStatus]:
         return ROLLOUT_STEPS[RolloutStatus(to)]
     except (KeyError, ValueError):
         raise IllegalTransition(f"no rollout ever moves to {to}") from None
+
+
+class LiveRequestStatus(StrEnum):
+    """A request to change the live row (``live_request``: a person's rollback, a canary's
+    decision), carried out by the reconcile step (``gate.domain.live_transition``) in one
+    transaction with the live row, its history row and its hold."""
+
+    PENDING = "PENDING"  # asked for: the live row unchanged, a canary still CANARY
+    DONE = "DONE"  # carried out: the live row, its history (and hold) written with it
+    REFUSED = "REFUSED"  # a guard failed (the live version moved on since the request saw it, ...): nothing changed
+
+
+LR = LiveRequestStatus
+LIVE_REQUEST_STEPS: dict[LiveRequestStatus, frozenset[LiveRequestStatus]] = {
+    LR.DONE: frozenset({LR.PENDING}),
+    LR.REFUSED: frozenset({LR.PENDING}),
+}
+LIVE_REQUEST_TERMINAL = frozenset({LR.DONE, LR.REFUSED})
+
+
+def live_request_sources(to: LiveRequestStatus) -> frozenset[LiveRequestStatus]:
+    try:
+        return LIVE_REQUEST_STEPS[LiveRequestStatus(to)]
+    except (KeyError, ValueError):
+        raise IllegalTransition(f"no live request ever moves to {to}") from None

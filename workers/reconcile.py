@@ -4,8 +4,11 @@ items (the baseline pinned at submit, finished by now too), and a run stopped ea
 its stop confirmed on its final figures (one GROUP BY over its items, as the tally that
 stopped it counted them). Apply is one transaction guarded by the update's status (still RUNNING, so a
 cancelled update never applies) and by the live version still being ``base_version``.
-Only this worker applies to the live ``prompt`` table; an apply of an update that pinned a
-``rollout:`` starts its canary rollout in the same transaction (``canary_on_apply``)."""
+This worker runs the reconcile step, the one writer of the live ``prompt`` table
+(``gate.domain.live_transition``): an apply (an update that pinned a ``rollout:`` starts its
+canary in the same transaction), and each PENDING ``live_request`` — a person's rollback, a
+canary's decision — which it carries out before the updates of its poll (the activity probe
+sees them, so an idle worker picks one up within one probe interval)."""
 
 from __future__ import annotations
 
@@ -20,8 +23,8 @@ from gate.records import Run
 from gate.records.metrics import RunFigures, RunMetrics, StopFigures
 from gate.states import RunStatus, UpdateStatus
 from gate.store.item_stats import flip_counts
-from gate.store.live import live_version, write_live
-from gate.store.rollouts import get_rollout, start_rollout, supersede_rollout, update_rollout
+from gate.store.live_requests import pending_live_requests
+from gate.store.live_transition import apply_update, carry_out_request
 from gate.store.runs import get_run, runs_of_update, set_run_metrics
 from gate.store.spend import spend_of_update
 from gate.store.stops import outcome_counts
@@ -42,8 +45,26 @@ class Reconciler(Poller):
     role = "reconcile"
 
     def poll(self) -> float:
+        carried = carry_out_pending(self.engine, BATCH)  # rollbacks and canary decisions first: a person waits
         ids = transaction(self.engine, reconcile_batch, wrote=bool)
-        return self.busy() if len(ids) == BATCH else (self.idle() if not ids else self.settings.poll_interval)
+        if len(ids) == BATCH or carried == BATCH:
+            return self.busy()
+        return self.idle() if not ids and not carried else self.settings.poll_interval
+
+
+def carry_out_pending(engine, limit: int = BATCH) -> int:
+    """The reconcile step for the PENDING live requests (rollbacks, canary decisions), oldest
+    first, each claimed and carried out in a transaction of its own; returns how many this
+    call carried out (one claimed by another process is skipped)."""
+    with engine.connect() as conn:
+        ids = pending_live_requests(conn, limit)
+    done = 0
+    for request_id in ids:
+        status = transaction(engine, lambda conn, i=request_id: carry_out_request(conn, i))
+        if status is not None:
+            done += 1
+            log.info("live request %s: %s", request_id, status)
+    return done
 
 
 def reconcile_batch(conn) -> list[int]:
@@ -57,39 +78,13 @@ def reconcile_one(conn, update_id: int) -> UpdateStatus:
     upd = get_update(conn, update_id)
     runs = [_compared(conn, run, upd) for run in runs_of_update(conn, update_id)]
     status, reason = update_end(upd.mode, runs, checks_of, accepted=bool((upd.source or {}).get(ACCEPTED_UNJUDGED)))
-    if status == UpdateStatus.APPLIED and not write_live(conn, upd):
-        live = live_version(conn, upd.prompt_name)
-        status, reason = (
-            UpdateStatus.FAILED,
-            (
-                f"cleared every bar but was not applied: the live version is {live}, not {upd.base_version} as at "
-                "submit (another change went live first); resubmit to evaluate against it"
-            ),
-        )
     if status == UpdateStatus.APPLIED:
-        canary_on_apply(conn, upd)
+        refused = apply_update(conn, upd)  # the live row, its history, the canary: gate.domain.live_transition
+        if refused:
+            status, reason = UpdateStatus.FAILED, refused
     transition_update(conn, update_id, status, reason)
     log.info("update %s: %s (%s)", update_id, status, reason)
     return status
-
-
-def canary_on_apply(conn, upd) -> int | None:
-    """In the apply's transaction: a rollout in progress ends SUPERSEDED (this apply replaces
-    its canary), and an update that pinned a ``rollout:`` starts one, its version the canary
-    beside the stable one (the superseded rollout's stable version: its canary was never
-    shown good; else the version this apply replaced). A first version has nothing to be
-    compared with and goes live whole. Returns the new rollout's id."""
-    version = upd.base_version + 1
-    ended = supersede_rollout(conn, upd.prompt_name, f"superseded: update {upd.id} applied version {version}")
-    config = update_rollout(conn, upd.id)
-    if not config or upd.base_version < 1:
-        return None
-    stable = upd.base_version
-    if ended:
-        superseded = get_rollout(conn, ended)
-        assert superseded is not None  # its UPDATE just moved it, in this transaction (no rollout is ever deleted)
-        stable = superseded.stable_version
-    return start_rollout(conn, upd.prompt_name, upd.id, version, stable, config)
 
 
 def _compared(conn, run: Run, upd) -> Run:

@@ -4,19 +4,22 @@ Why a role of its own and not reconcile's second duty: its work is driven by tim
 production's feedback, long after every update is finished, while reconcile's is driven by
 open updates and sleeps on the shared "any open update?" probe (``workers.poller.Activity``)
 when there is none. So it polls on its own clock (``PROMPTGATE_ROLLOUT_INTERVAL``, 2 s), one
-indexed read of the rollouts in CANARY when there is none, and it is the only writer of a
-rollout's decision (``store.rollouts.end_rollout``); reconcile keeps the apply.
+indexed read of the rollouts in CANARY when there is none, and it is the only one to ask
+for a rollout's decision (``store.live_requests.request_canary_decision``); the reconcile
+step carries it out, as it does every change of the live row.
 
 A look at a rollout reads its tally (a few rows) and the hours since it started (the
 database's clock) and applies the rule. A decision is one transaction, in the lock order of
 a rollback: the prompt's lock, then the rollout's row (SKIP LOCKED: another worker deciding
-it is skipped) with its status checked and the tally read again under it, then the step,
-guarded by the status: PROMOTED (the canary, already the live version, serves every call);
-ROLLED_BACK or UNDECIDED (the stable version's config live again as a new version, recorded
-in the prompt's history as a rollback by the rollout worker with the figures, guarded by
-the live version still being the canary; open apply-mode updates, judged against the
-canary, cancelled). A worker killed mid-decision leaves its transaction uncommitted: the
-rollout stays in CANARY with its feedback and the next look decides again."""
+it is skipped) with its status checked and the tally read again under it, then **a request**
+(``live_request``, one per rollout) for the reconcile step, the one writer of the live table
+(``gate.store.live_transition``): it ends the rollout PROMOTED, ROLLED_BACK or UNDECIDED, and
+for the last two makes the stable version's config live again as a new version (a rollback
+by the rollout worker in the prompt's history, with the figures), holds the canary's config
+(ROLLED_BACK always, UNDECIDED with ``hold_undecided``) and cancels the open apply-mode
+updates, all in one transaction. Until then the rollout stays CANARY: production routes it
+as before. A worker killed mid-decision leaves its transaction uncommitted: the rollout
+stays in CANARY with its feedback and the next look decides again."""
 
 from __future__ import annotations
 
@@ -25,17 +28,15 @@ import logging
 from gate.db import transaction
 from gate.rollout.rule import Decision, RolloutConfig, decide
 from gate.rollout.sequence import Arm
-from gate.states import Mode, RolloutStatus
+from gate.states import RolloutStatus
 from gate.store.feedback import read_tally
-from gate.store.live import restore_live
+from gate.store.live_requests import canary_request, request_canary_decision
 from gate.store.locks import lock_prompt
-from gate.store.rollouts import canary_rollouts, end_rollout, get_rollout, lock_rollout, rollout_hours
-from gate.store.updates import cancel_update, superseded_updates
+from gate.store.rollouts import canary_rollouts, get_rollout, lock_rollout, rollout_hours
 from workers.poller import Poller
 
 log = logging.getLogger("promptgate.rollout")
 BATCH = 50
-ACTOR = "rollout worker"
 
 
 class RolloutWorker(Poller):
@@ -53,7 +54,8 @@ class RolloutWorker(Poller):
         for rollout_id in ids:
             if self.stop.is_set():
                 break
-            look(self.engine, rollout_id)
+            if look(self.engine, rollout_id) not in (None, RolloutStatus.CANARY):
+                self.nudge("reconcile")  # its request: carried out now by this process's reconcile step
         if len(ids) == BATCH:
             self.after = ids[-1]
             return 0.0
@@ -66,12 +68,13 @@ def look(engine, rollout_id: int) -> RolloutStatus | None:
     (CANARY: held), None when it was no longer in CANARY."""
     with engine.connect() as conn:
         found = get_rollout(conn, rollout_id)
-        if found is None or found.status != RolloutStatus.CANARY:
-            return None
+        if found is None or found.status != RolloutStatus.CANARY or canary_request(conn, rollout_id) is not None:
+            return None  # decided, or its decision waits for the reconcile step
         decision = judge(conn, found, rollout_hours(conn, rollout_id))
     if decision.status == RolloutStatus.CANARY:
         return RolloutStatus.CANARY
-    return transaction(engine, lambda conn: decide_under_lock(conn, found.prompt_name, rollout_id))
+    decided = transaction(engine, lambda conn: decide_under_lock(conn, found.prompt_name, rollout_id))
+    return decided
 
 
 def judge(conn, rollout, hours: float) -> Decision:
@@ -80,7 +83,10 @@ def judge(conn, rollout, hours: float) -> Decision:
 
 
 def decide_under_lock(conn, prompt_name: str, rollout_id: int) -> RolloutStatus | None:
-    """The decision's transaction (see the module docstring)."""
+    """The decision's transaction (see the module docstring): the decision becomes a request
+    for the reconcile step, which alone moves the live row and ends the rollout. Returns the
+    decision (CANARY: held), None when the rollout is no longer in CANARY, is locked
+    elsewhere, or has its request already."""
     lock_prompt(conn, prompt_name)
     locked = lock_rollout(conn, rollout_id)
     if locked is None:
@@ -89,24 +95,18 @@ def decide_under_lock(conn, prompt_name: str, rollout_id: int) -> RolloutStatus 
     decision = judge(conn, rollout, hours)
     if decision.status == RolloutStatus.CANARY:
         return RolloutStatus.CANARY
-    end_rollout(conn, rollout_id, decision.status, decision.figures, decision.reason)
-    if decision.status != RolloutStatus.PROMOTED:
-        restore_stable(conn, rollout, decision)
-    log.info("rollout %s of %s: %s (%s)", rollout_id, prompt_name, decision.status, decision.reason)
+    target = rollout.canary_version if decision.status == RolloutStatus.PROMOTED else rollout.stable_version
+    asked = request_canary_decision(
+        conn,
+        prompt_name,
+        rollout_id,
+        rollout.canary_version,
+        target,
+        decision.status,
+        decision.figures,
+        decision.reason,
+    )
+    if asked is None:
+        return None  # its request is waiting for the reconcile step already
+    log.info("rollout %s of %s: %s asked (%s)", rollout_id, prompt_name, decision.status, decision.reason)
     return decision.status
-
-
-def restore_stable(conn, rollout, decision: Decision) -> int:
-    """The stable version's config live again as a new version, and the prompt's open
-    apply-mode updates cancelled (they were judged against the canary)."""
-    why = f"canary v{rollout.canary_version} {decision.status.lower().replace('_', ' ')}: {decision.reason}"
-    version = restore_live(conn, rollout.prompt_name, rollout.canary_version, rollout.stable_version, ACTOR, why)
-    for update_id in superseded_updates(conn, rollout.prompt_name, Mode.APPLY, None):
-        cancel_update(
-            conn,
-            update_id,
-            f"cancelled: the canary of prompt {rollout.prompt_name} ended {decision.status} and version "
-            f"{rollout.stable_version}'s config is live again as version {version}; this update was judged "
-            f"against version {rollout.canary_version}",
-        )
-    return version

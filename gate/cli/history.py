@@ -99,8 +99,10 @@ def hold_text(hold: dict | None) -> str:
 def _version_line(row: dict, live: bool) -> str:
     head = f"v{row['version']}{' (live)' if live else ''}  {row['applied_at']:%Y-%m-%d %H:%M:%S}  "
     if row.get("kind") == "rollback":
+        by_rollout = row.get("by_rollout")
         return head + (
             f"rollback to v{row['restored_version']} by {row.get('actor') or '?'}: {(row.get('reason') or '').strip()}"
+            + (f"  (rollout {by_rollout['id']} {by_rollout['status']})" if by_rollout else "")
         )
     upd = row.get("update")
     if upd is None:
@@ -115,6 +117,8 @@ def _version_line(row: dict, live: bool) -> str:
     else:
         runs, status = ", ".join(_run_text(r) for r in upd["runs"]), upd["status"]
     line = head + f"update {upd['id']} {status}" + (f"  {where}" if where else "") + (f"  {runs}" if runs else "")
+    if upd.get("override_rollback"):
+        line += "  (applied over a rollback's hold: --override-rollback)"
     rollout = row.get("rollout")
     if rollout:
         line += f"  canary {rollout['status']}" + (f": {rollout['reason']}" if rollout.get("reason") else "")

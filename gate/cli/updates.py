@@ -219,6 +219,7 @@ def live(ctx, name, as_json):
     p = gate.live(name)
     served = gate.served(name)
     rollout = next((r for r in gate.rollouts(name, 1) if r["status"] == "CANARY"), None)
+    held = held_versions(gate.history(name))
     if as_json:
         echo_json(
             {
@@ -234,6 +235,7 @@ def live(ctx, name, as_json):
                 "config": p.config,
                 "served": {**served, "processes": [vars(x) for x in served["processes"]]},
                 "rollout": rollout,
+                "holds": held,
             }
         )
     else:
@@ -244,10 +246,28 @@ def live(ctx, name, as_json):
                 2000,
             )
         )
-        for line in [rollout_line(rollout), *served_lines(served)]:
+        for line in [rollout_line(rollout), *served_lines(served), *map(held_line, held)]:
             if line:
                 click.echo(terminal_safe(line, 2000))
         click.echo(json.dumps(p.config, indent=2, ensure_ascii=True))
+
+
+def held_versions(history: list[dict]) -> list[dict]:
+    """The versions whose config a rollback holds (a person's or a canary's), newest first:
+    an apply of one is refused unless an admin overrides."""
+    return [
+        {"version": row["version"], "config_hash": row["config_hash"], **row["hold"]}
+        for row in history
+        if row.get("hold")
+    ]
+
+
+def held_line(held: dict) -> str:
+    return (
+        f"held: v{held['version']}'s config, rolled back by {held.get('actor') or '?'} "
+        f"(v{held.get('rollback_version')}): {(held.get('reason') or '').strip()}; "
+        "an apply of it needs --override-rollback"
+    )
 
 
 def applied_then(code: int, reports) -> bool:

@@ -74,7 +74,7 @@ class Gate:
         self.settings = settings
         self._config = Config(engine)
         self._datasets = Datasets(engine, settings)
-        self._live = Live(engine, self._config)
+        self._live = Live(engine, self._config, settings.heartbeat_seconds * 3)
         self._releases = Releases(engine)
         self._retention = Retention(engine)
         self._rollouts = Rollouts(engine, self._config, self._live)

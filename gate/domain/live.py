@@ -2,16 +2,19 @@
 live, its history, and rollback.
 
 A rollback makes an earlier version's config live again as a **new** version number (the
-history only grows), in one transaction: under the prompt's lock (submissions serialize on
-it), guarded by the live version still being the one the caller saw, recorded with who,
-when and why. It is not evaluated: that config cleared its bars when it first went live.
-Open apply-mode updates of the prompt are cancelled in the same transaction: they were
-judged against a live version that is no longer live (their apply would fail anyway, on
-the version guard, after spending their calls), and so is a canary rollout in progress
-(SUPERSEDED)."""
+history only grows). It is not evaluated: that config cleared its bars when it first went
+live. It is a request (``live_request``) for the reconcile step, the one writer of the live
+table (``gate.store.live_transition``), which carries it out in one transaction: under the
+prompt's lock, guarded by the live version still being the one the caller saw, recorded
+with who, when and why, the config moved away from held, the prompt's open apply-mode
+updates cancelled (they were judged against a live version that is no longer live) and a
+canary rollout in progress SUPERSEDED. A rollback never waits for the fleet: when no
+worker has claimed it within ``ROLLBACK_WAIT_SECONDS``, ``Live.rollback`` runs the same
+step itself, claimed with SKIP LOCKED, so it is carried out once."""
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 from sqlalchemy.engine import Engine
@@ -23,13 +26,16 @@ from gate.errors import IllegalTransition, NotFound, UsageError
 from gate.records import Hold, LivePrompt
 from gate.records.metrics import RunFigures
 from gate.report.unjudged import not_judged
-from gate.states import Mode
-from gate.store.holds import add_hold, holds_of, release_holds
-from gate.store.live import find_live, live_providers, prompt_history, restore_live, version_provider
-from gate.store.locks import ensure_prompt_lock, lock_prompt
-from gate.store.rollouts import rollouts_of_prompt, supersede_rollout
+from gate.states import LiveRequestStatus, Mode, RolloutStatus
+from gate.store.holds import holds_of, release_holds
+from gate.store.live import find_live, live_providers, prompt_history, version_provider
+from gate.store.live_requests import get_live_request, request_rollback
+from gate.store.live_transition import carry_out_request
+from gate.store.locks import ensure_prompt_lock
+from gate.store.rollouts import rollouts_of_prompt
 from gate.store.runs import runs_of_update
-from gate.store.updates import cancel_update, find_update, superseded_updates
+from gate.store.updates import find_update
+from gate.store.workers import any_live_worker_of
 
 from .boundary import driver_errors_become_gate_errors
 from .config import Config
@@ -38,6 +44,9 @@ if TYPE_CHECKING:  # the prompt's parser (Jinja2, YAML) is loaded by what reads 
     from gate.prompt.spec import PromptSpec
 
 MAX_REASON = 2000
+ROLLBACK_WAIT_SECONDS = 0.5  # a worker's reconcile step has this long to claim a rollback; then the requester runs it
+CLAIMED_ELSEWHERE_SECONDS = 0.5  # the requester's claim found it taken: the worker carrying it out ends it in that
+POLL_SECONDS = 0.01
 
 
 @driver_errors_become_gate_errors
@@ -45,9 +54,10 @@ class Live:
     """What is live, its history and holds, and rollback, on one gate database (``engine``);
     a version with no provider on record is sent where ``config`` declares its provider now."""
 
-    def __init__(self, engine: Engine, config: Config):
+    def __init__(self, engine: Engine, config: Config, stale_seconds: float = 15.0):
         self.engine = engine
         self.config = config
+        self.stale_seconds = stale_seconds  # a worker silent this long is not waited for
 
     def live(self, name: str) -> LivePrompt:
         with self.engine.connect() as conn:
@@ -98,6 +108,7 @@ class Live:
                     "update": _update_summary(conn, row["update_id"]),
                     "hold": _hold_of(row, held),
                     **_rollout_of(canaries.get(row["version"])),
+                    **_rolled_back_by(row, canaries.get(row["version"] - 1)),
                 }
                 for row in rows
             ]
@@ -121,37 +132,44 @@ class Live:
         if len(reason) > MAX_REASON:
             raise UsageError(f"the reason is longer than {MAX_REASON} characters")
 
-        def roll(conn) -> dict:
-            lock_prompt(conn, name)
+        def ask(conn) -> int:
             live = find_live(conn, name)
             if live is None:
                 raise NotFound(f"prompt {name!r} has no live version to roll back")
-            if seen_version is not None and seen_version != live.version:
+            seen = live.version if seen_version is None else seen_version
+            if seen != live.version:
                 raise IllegalTransition(
-                    f"prompt {name}: the live version is {live.version}, not {seen_version} as "
+                    f"prompt {name}: the live version is {live.version}, not {seen} as "
                     "seen: nothing was rolled back; look again and retry"
                 )
-            seen = live.version
             target = seen - 1 if to_version is None else to_version
             _check_target(name, live, target)
-            cancelled = superseded_updates(conn, name, Mode.APPLY, None)
-            for update_id in cancelled:
-                cancel_update(
-                    conn,
-                    update_id,
-                    f"cancelled: prompt {name} was rolled back to version {target} "
-                    f"(by {actor}); this update was judged against version "
-                    f"{live.version}, which is no longer live",
-                )
-            version = restore_live(conn, name, seen, target, actor, reason)
-            if live.config_hash != _config_hash_of(conn, name, target):  # the config rolled back away from is held
-                add_hold(conn, name, live.config_hash, seen, version, actor, reason)
-            ended = supersede_rollout(conn, name, f"superseded: rolled back to version {target} by {actor}")
-            done = {"version": version, "restored_version": target, "cancelled": cancelled}
-            return {**done, "rollout_ended": ended} if ended else done
+            return request_rollback(conn, name, seen, target, actor, reason)
 
         db.transaction(self.engine, lambda conn: ensure_prompt_lock(conn, name))
-        return db.transaction(self.engine, roll)
+        request_id = db.transaction(self.engine, ask)
+        with self.engine.connect() as conn:  # no reconcile worker alive: nothing to wait for
+            wait = ROLLBACK_WAIT_SECONDS if any_live_worker_of(conn, "reconcile", self.stale_seconds) else 0.0
+        return self._carried_out(request_id, wait)
+
+    def _carried_out(self, request_id: int, wait: float) -> dict:
+        """Wait for the reconcile step to carry the request out: a worker's, or, when none has
+        claimed it within ``wait`` seconds, this process's (the same step, claimed
+        with SKIP LOCKED: never carried out twice). Its outcome; IllegalTransition with the
+        reason when it was refused."""
+        deadline = time.monotonic() + wait
+        while True:
+            with self.engine.connect() as conn:
+                request = get_live_request(conn, request_id)
+            assert request is not None  # inserted above; a request is never deleted
+            if request.status == LiveRequestStatus.DONE:
+                return dict(request.outcome or {})
+            if request.status == LiveRequestStatus.REFUSED:
+                raise IllegalTransition(request.refusal or f"live request {request_id} was refused")
+            if time.monotonic() >= deadline:
+                db.transaction(self.engine, lambda conn: carry_out_request(conn, request_id))
+                deadline = time.monotonic() + CLAIMED_ELSEWHERE_SECONDS  # a worker holds it: it ends soon
+            time.sleep(POLL_SECONDS)
 
 
 def check_hold(conn, spec: PromptSpec, mode: str, override: bool, submitted_by: str | None) -> None:
@@ -196,6 +214,15 @@ def _rollout_of(found) -> dict:
     return {"rollout": {k: getattr(found, k) for k in keys}}
 
 
+def _rolled_back_by(row: dict, canary) -> dict:
+    """A rollback the reconcile step made for a canary's decision: ``by_rollout``, the
+    rollout (its id, its end and the figures it ended on)."""
+    ended_here = canary is not None and canary.status in (RolloutStatus.ROLLED_BACK, RolloutStatus.UNDECIDED)
+    if row.get("kind") != "rollback" or not ended_here or row.get("restored_version") != canary.stable_version:
+        return {}
+    return {"by_rollout": {"id": canary.id, "status": canary.status, "figures": canary.figures}}
+
+
 def _check_target(name: str, live: LivePrompt, target: int) -> None:
     if target < 1:
         raise UsageError(f"prompt {name} has no version before {live.version} to roll back to")
@@ -228,6 +255,7 @@ def _update_summary(conn, update_id: int | None) -> dict | None:
         "pr": source.get("pr"),
         "repo": source.get("repo"),
         "reason": upd.reason,
+        "override_rollback": bool(source.get("override_rollback")),  # applied over a hold, on purpose
         "finished_at": upd.finished_at,
         "runs": runs,
         "not_judged": not_judged(upd),  # an admin applied it without a judge (gate.report.unjudged)

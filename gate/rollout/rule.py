@@ -38,6 +38,8 @@ RANGES: dict[str, tuple[float, float, bool, bool, float]] = {
     "max_hours": (0, 8760, False, True, 48),
 }
 
+FIELDS = (*RANGES, "hold_undecided")
+
 
 @dataclass(frozen=True)
 class RolloutConfig:
@@ -46,15 +48,19 @@ class RolloutConfig:
     max_drop: float = 0.02  # how far below the stable rate the canary may be (a fraction)
     confidence: float = 0.95  # the sequential test's level: 1 − its type-I error
     max_hours: float = 48.0  # undecided after this long (fractions allowed: 0.01 h = 36 s)
+    hold_undecided: bool = False  # an UNDECIDED canary's config is held as a ROLLED_BACK one's always is
 
     @classmethod
     def parse(cls, raw: Any, where: str = "rollout") -> RolloutConfig:
         """A ``rollout:`` entry, each field checked and named when refused (UsageError)."""
         if not isinstance(raw, Mapping):
             raise UsageError(f"{where}: must be a mapping of {', '.join(RANGES)}")
-        unknown = [k for k in raw if k not in RANGES]
+        unknown = [k for k in raw if k not in FIELDS]
         if unknown:
-            raise UsageError(f"{where}.{str(unknown[0])[:40]}: unknown field; a rollout has {', '.join(RANGES)}")
+            raise UsageError(f"{where}.{str(unknown[0])[:40]}: unknown field; a rollout has {', '.join(FIELDS)}")
+        hold_undecided = raw.get("hold_undecided", False)
+        if not isinstance(hold_undecided, bool):
+            raise UsageError(f"{where}.hold_undecided: must be true or false")
         values = {key: _number(raw.get(key, spec[4]), key, spec, where) for key, spec in RANGES.items()}
         min_feedback = int(values["min_feedback"])
         if min_feedback != raw.get("min_feedback", 400):
@@ -65,20 +71,25 @@ class RolloutConfig:
             max_drop=values["max_drop"],
             confidence=values["confidence"],
             max_hours=values["max_hours"],
+            hold_undecided=hold_undecided,
         )
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        """Its fields; ``hold_undecided`` only when set (a config pinned before it existed reads the same)."""
+        found = asdict(self)
+        if not self.hold_undecided:
+            del found["hold_undecided"]
+        return found
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> RolloutConfig:
-        return cls(**{k: data[k] for k in RANGES if k in data})
+        return cls(**{k: data[k] for k in FIELDS if k in data})
 
     def describe(self) -> str:
         return (
             f"canary {_num(self.canary_percent)} %, min feedback {self.min_feedback:,}, max drop "
             f"{_num(self.max_drop * 100)} points, confidence {_num(self.confidence * 100)} %, "
-            f"max {_num(self.max_hours)} h"
+            f"max {_num(self.max_hours)} h" + (", an undecided canary held" if self.hold_undecided else "")
         )
 
 

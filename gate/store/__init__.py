@@ -27,5 +27,10 @@ Modules, bottom up (each imports only the ones above it):
   buckets and usage), ``retention`` (what ``prune`` may delete), ``tokens`` (the HTTP
   service's bearer tokens, as hashes), ``prompt_settings`` (what the gate config declares per
   prompt), ``fleet`` (counts for the status page and /metrics), ``fields`` (the per-field
-  figures of a fields decision), ``policy`` (slices, protected and accepted items).
+  figures of a fields decision), ``policy`` (slices, protected and accepted items),
+  ``holds`` (configs a rollback holds), ``rollouts`` (canary rollouts), ``live_requests``
+  (a rollback or a canary's decision waiting for the reconcile step).
+* ``live_transition``: the one writer of the live table, the reconcile step's statements
+  (an apply, a live request carried out), composed of ``live``, ``holds``, ``rollouts``,
+  ``live_requests``, ``locks`` and ``updates`` in the caller's transaction.
 """

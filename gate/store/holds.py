@@ -1,6 +1,9 @@
-"""``prompt_hold``: a config a rollback moved away from. While a hold is in force (not
-released) an apply-mode submission of the same config — the same config hash — is refused,
-naming the rollback; a submission that says it overrides the rollback releases it."""
+"""``prompt_hold``: a config a rollback moved away from — a person's rollback, a canary
+ROLLED_BACK (or UNDECIDED with ``hold_undecided``), added by ``gate.store.live_transition``
+in the rollback's transaction. While a hold is in force (not released) an apply-mode
+submission of the same config — the same config hash — is refused, naming the rollback (and
+so is its apply, should one slip past); a submission that says it overrides the rollback
+releases it."""
 
 from __future__ import annotations
 

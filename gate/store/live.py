@@ -1,8 +1,9 @@
 """The live ``prompt`` table (one row per prompt: the version in production) and its
-``prompt_version`` history. Two writers only: reconcile applies an update that cleared
-every bar (``write_live``), and a rollback restores an earlier version's config as a new
-version (``restore_live``); both guard on the version the writer saw, so of two racing
-writers exactly one moves the version on.
+``prompt_version`` history. Its two writing statements — an apply of an update that cleared
+every bar (``write_live``) and a rollback, a person's or a canary's, restoring an earlier
+version's config as a new version (``restore_live``) — are run by one module alone, the
+reconcile step's ``gate.store.live_transition`` (``tests/unit/test_who_writes.py``); both
+guard on the version the writer saw, so of two racing writers exactly one moves the version on.
 
 Each version carries the provider declaration it was evaluated with (``provider``,
 ``provider_pinned``): the one its applying update pinned at submit, and for a rollback the

@@ -2,10 +2,12 @@
 the gate config declares per prompt and an apply-mode update pins at submit.
 
 Every step is one guarded UPDATE from the states ``gate.states.ROLLOUT_STEPS`` allows, its
-row count checked: reconcile starts a rollout (``start_rollout``, in the transaction that
-applies the update) and ends the prompt's previous one SUPERSEDED (``supersede_rollout``),
-as does a rollback; the rollout worker ends one PROMOTED, ROLLED_BACK or UNDECIDED
-(``end_rollout``), the row locked with SKIP LOCKED first (``lock_rollout``)."""
+row count checked, and run by the reconcile step's ``gate.store.live_transition`` alone:
+it starts a rollout (``start_rollout``, in the transaction that applies the update) and
+ends the prompt's previous one SUPERSEDED (``supersede_rollout``), as does a rollback; it
+ends one PROMOTED, ROLLED_BACK or UNDECIDED (``end_rollout``) when it carries out the
+decision the rollout worker asked for, the rollout's row locked with SKIP LOCKED first
+(``lock_rollout``) by the worker that decided."""
 
 from __future__ import annotations
 

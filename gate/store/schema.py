@@ -451,6 +451,27 @@ prompt_rollout = Table(  # a canary rollout of an applied update (gate.states.Ro
     Index("ix_rollout_prompt", "prompt_name", "status"),
     Index("ix_rollout_status", "status", "id"),
 )
+live_request = Table(  # a rollback or a canary's decision, carried out by the reconcile step (migration 27)
+    "live_request",
+    meta,
+    _id(),
+    Column("prompt_name", String(128), **NOT_NULL),
+    Column("kind", String(16), **NOT_NULL),
+    Column("status", String(16), **NOT_NULL),
+    Column("seen_version", Integer, **NOT_NULL),
+    Column("target_version", Integer, **NOT_NULL),
+    Column("rollout_id", BigInteger),
+    Column("decision", String(16)),
+    Column("figures", JsonText),
+    Column("actor", String(191)),
+    Column("reason", Text),
+    Column("outcome", JsonText),
+    Column("refusal", Text),
+    Column("requested_at", T, **NOT_NULL),
+    Column("ended_at", T),
+    UniqueConstraint("rollout_id", name="uq_live_request_rollout"),
+    Index("ix_live_request_status", "status", "id"),
+)
 rollout_feedback = Table(  # one production outcome of a rollout's call, once per call id
     "rollout_feedback",
     meta,

@@ -12,11 +12,11 @@ from sqlalchemy.engine import Connection
 
 from gate.errors import IllegalTransition, NotFound
 from gate.records import Update
-from gate.states import RUN_OPEN, UPDATE_OPEN, RunStatus, UpdateStatus, update_sources
+from gate.states import RUN_OPEN, UPDATE_OPEN, LiveRequestStatus, RunStatus, UpdateStatus, update_sources
 from gate.verdict.reasons import without_legacy_items
 
 from .dialect import db_now
-from .schema import prompt_run, prompt_update
+from .schema import live_request, prompt_run, prompt_update
 
 
 def _update(row) -> Update:
@@ -223,15 +223,13 @@ def list_updates(
 
 
 def any_open_update(conn: Connection) -> bool:
-    """Is there work anywhere? One index probe on (status, id): what an idle fleet asks."""
-    return (
-        conn.execute(
-            select(prompt_update.c.id)
-            .where(prompt_update.c.status.in_([UpdateStatus.PENDING, UpdateStatus.RUNNING]))
-            .limit(1)
-        ).first()
-        is not None
-    )
+    """Is there work anywhere: an open update, or a live request (a rollback, a canary's
+    decision) waiting for the reconcile step? One statement of two index probes, on
+    (status, id) each: what an idle fleet asks."""
+    open_update = exists().where(prompt_update.c.status.in_([UpdateStatus.PENDING, UpdateStatus.RUNNING]))
+    waiting = exists().where(live_request.c.status == LiveRequestStatus.PENDING)
+    found = conn.execute(select(open_update.label("u"), waiting.label("r"))).first()
+    return found is not None and bool(found.u or found.r)
 
 
 def reconcile_candidates_query(limit: int):

@@ -45,3 +45,17 @@ def live_workers(conn: Connection, stale_seconds: float) -> list[WorkerRow]:
 
 def prune_workers(conn: Connection, stale_seconds: float) -> int:
     return conn.execute(delete(worker).where(worker.c.heartbeat_at <= db_now(-stale_seconds))).rowcount
+
+
+def any_live_worker_of(conn: Connection, role: str, stale_seconds: float) -> bool:
+    """Is a process running ``role`` alive (a heartbeat within ``stale_seconds``)? Its row's
+    role is 'all' or the roles it runs, comma-separated."""
+    found = conn.execute(
+        select(worker.c.id)
+        .where(
+            worker.c.heartbeat_at > db_now(-stale_seconds),
+            (worker.c.role == "all") | (("," + worker.c.role + ",").contains(f",{role},")),
+        )
+        .limit(1)
+    ).first()
+    return found is not None

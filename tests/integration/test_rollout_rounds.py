@@ -12,6 +12,7 @@ from gate.db import transaction
 from gate.settings import Settings
 from gate.states import RolloutStatus
 from gate.store.feedback import record_feedback
+from gate.store.live_requests import canary_request
 from gate.store.locks import ensure_prompt_lock
 from gate.store.rollouts import get_rollout, start_rollout
 from workers.rollout import BATCH, RolloutWorker
@@ -40,7 +41,7 @@ def test_a_rollout_past_the_first_page_is_decided_and_the_worker_rests(gate):
     decidable = canary(engine, "last", BATCH + 11, outcomes=1000)  # the canary far better: promoted when looked at
     worker = RolloutWorker(engine, Settings(rollout_interval=0.5), threading.Event())
     delays = [worker.poll() for _ in range(3)]
-    with engine.connect() as conn:
-        assert get_rollout(conn, decidable).status == RolloutStatus.PROMOTED
+    with engine.connect() as conn:  # decided: its request waits for the reconcile step (issue 47)
+        assert canary_request(conn, decidable).decision == RolloutStatus.PROMOTED
         assert all(get_rollout(conn, r).status == RolloutStatus.CANARY for r in waiting)
     assert delays == [0.0, 0.5, 0.0]  # a full page, then the rest and a pause; then the next round

@@ -7,9 +7,9 @@ its tables are read as data and compared with inventories built from the code it
   statement or builds one); the helper modules (``dialect``, ``textsql``) say "no
   statements" and name only what exists. ``schema`` is the tables, not statements.
 * "Where each transition lives": every step of ``gate/states.py`` (``UPDATE_STEPS``,
-  ``RUN_STEPS``, ``ROLLOUT_STEPS``) has a row; every state a row names exists (an item's in ``Verdict``, a
-  dataset version's in ``gate.store.versions``); every ``store.x`` it names resolves, and
-  every ``file: Class.method`` exists in that file.
+  ``RUN_STEPS``, ``ROLLOUT_STEPS``, ``LIVE_REQUEST_STEPS``) has a row; every state a row names
+  exists (an item's in ``Verdict``, a dataset version's in ``gate.store.versions``); every
+  ``store.x`` it names resolves, and every ``file: Class.method`` exists in that file.
 * The state diagrams draw exactly the steps of ``gate/states.py``.
 * "Tables": one row per table of ``gate/store/schema.py``; every column a row names (outside
   its prose in parentheses) is a column of that table.
@@ -104,10 +104,17 @@ def steps() -> dict[str, set[tuple[str, str]]]:
         "run": {(str(f), str(t)) for t, froms in states.RUN_STEPS.items() for f in froms},
         "sentinel": {(str(f), str(t)) for t, froms in states.SENTINEL_STEPS.items() for f in froms},
         "rollout": {(str(f), str(t)) for t, froms in states.ROLLOUT_STEPS.items() for f in froms},
+        "live request": {(str(f), str(t)) for t, froms in states.LIVE_REQUEST_STEPS.items() for f in froms},
     }
 
 
-INSERTED = {"update": "PENDING", "run": "PENDING", "item": "PENDING", "rollout": "CANARY"}  # where a row starts
+INSERTED = {
+    "update": "PENDING",
+    "run": "PENDING",
+    "item": "PENDING",
+    "rollout": "CANARY",
+    "live request": "PENDING",
+}  # where a row starts
 
 
 def resolve_store(path: str) -> bool:
@@ -178,7 +185,8 @@ def statement_table_problems(text: str) -> list[str]:
 # --- "Where each transition lives" and the state diagrams ------------------------------------------
 
 SUBJECT = re.compile(
-    r"\b(dataset versions?|updates?|runs?|items?|sentinels?|rollouts?)((?:\s+[A-Z_]+(?:\s*/\s*[A-Z_]+)*)?)\s*→\s*"
+    r"\b(dataset versions?|live requests?|updates?|runs?|items?|sentinels?|rollouts?)"
+    r"((?:\s+[A-Z_]+(?:\s*/\s*[A-Z_]+)*)?)\s*→\s*"
     r"([A-Z_]+(?:\s*/\s*[A-Z_]+)*)"
 )
 
@@ -194,6 +202,7 @@ def transition_cell(cell: str) -> list[tuple[str, list[str], list[str]]]:
             "rollouts": "rollout",
             "dataset versions": "dataset version",
             "sentinels": "sentinel",
+            "live requests": "live request",
         }.get(subject, subject)
         found.append((subject, re.findall(r"[A-Z_]+", froms), re.findall(r"[A-Z_]+", tos)))
     return found
@@ -207,6 +216,7 @@ def transition_table_problems(text: str) -> list[str]:
         "item": {str(s) for s in states.Verdict},
         "sentinel": {str(s) for s in states.Verdict},
         "rollout": {str(s) for s in states.RolloutStatus},
+        "live request": {str(s) for s in states.LiveRequestStatus},
         "dataset version": {gate.store.versions.IMPORTING, gate.store.versions.READY, gate.store.versions.DELETING},
     }
     needed, problems, covered = steps(), [], set()
@@ -286,6 +296,7 @@ def diagram_problems(text: str) -> list[str]:
         ("prompt_run", "run"),
         ("prompt_run_sentinel", "sentinel"),
         ("prompt_rollout", "rollout"),
+        ("live_request", "live request"),
     ):
         want, have = steps()[subject], drawn.get(title, set())
         problems += [

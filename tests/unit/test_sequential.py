@@ -201,6 +201,7 @@ def test_no_decision_before_min_feedback_and_undecided_at_max_hours():
         ({"min_feedback": 10.5}, "min_feedback: must be a whole number"),
         ({"canary": 10}, "unknown field"),
         ([1, 2], "must be a mapping"),
+        ({"hold_undecided": "yes"}, "hold_undecided: must be true or false"),
     ],
 )
 def test_a_rollout_entry_out_of_range_is_refused_naming_the_field(raw, says):
@@ -211,3 +212,13 @@ def test_a_rollout_entry_out_of_range_is_refused_naming_the_field(raw, says):
 def test_the_issues_example_parses():
     raw = {"canary_percent": 10, "min_feedback": 400, "max_drop": 0.02, "confidence": 0.95, "max_hours": 48}
     assert RolloutConfig.parse(raw).to_json() == {**raw, "canary_percent": 10.0, "max_hours": 48.0}
+
+
+def test_hold_undecided_is_kept_when_set_and_left_out_when_not():
+    """An UNDECIDED canary holds its config only when the rollout says so (issue 47); a
+    rollout pinned without the field reads as before."""
+    held = RolloutConfig.parse({"hold_undecided": True})
+    assert held.hold_undecided and held.to_json()["hold_undecided"] is True
+    assert RolloutConfig.from_json(held.to_json()) == held
+    assert "hold_undecided" not in RolloutConfig.parse({}).to_json()
+    assert not RolloutConfig.from_json({"max_hours": 1}).hold_undecided

@@ -1,9 +1,11 @@
 """Who may touch what, by imports: a statement of ``gate/store/`` that moves a guarded row
 (the live table, item verdicts, a run's or an update's status, a dataset version) may be
 imported only by the modules docs/architecture.md's "Who may touch what" table gives it to,
-and the table lists exactly these statements per role. So "only the reconcile worker writes
-the live ``prompt`` table" is a rule the code cannot break quietly: a second importer of
-``write_live`` fails here."""
+and the table lists exactly these statements per role. So "only the live-transition module
+(``gate.store.live_transition``, run by the reconcile step) writes the live ``prompt``
+table" is a rule the code cannot break quietly: a second importer of ``write_live``, inside
+the store or out, fails here, and so does a statement writing the live table's rows
+anywhere but ``gate/store/live.py``."""
 
 from __future__ import annotations
 
@@ -14,15 +16,23 @@ from test_structure import modules, raw_imports
 
 # statement -> the modules that may import it
 WRITERS = {
-    # the live table and its history: reconcile applies, a rollback restores, and so does the
-    # rollout worker when a canary ends rolled back or undecided
-    "gate.store.live.write_live": {"workers.reconcile"},
-    "gate.store.live.restore_live": {"gate.domain.live", "workers.rollout"},
-    # canary rollouts: reconcile starts one with its apply and supersedes the one in progress
-    # (as a rollback does); only the rollout worker decides one
-    "gate.store.rollouts.start_rollout": {"workers.reconcile"},
-    "gate.store.rollouts.supersede_rollout": {"workers.reconcile", "gate.domain.live"},
-    "gate.store.rollouts.end_rollout": {"workers.rollout"},
+    # the live table, its history and holds, and a rollout's end: written by the live-transition
+    # module alone (gate.store.live_transition; test_only_the_live_transition_module_writes_the_live_table
+    # holds the store's own modules to it), which the reconcile step runs: the reconcile worker, and for a person's
+    # rollback no worker claimed in time, the requester (``Live.rollback``: the same step)
+    "gate.store.live.write_live": {"gate.store.live_transition"},
+    "gate.store.live.restore_live": {"gate.store.live_transition"},
+    "gate.store.holds.add_hold": {"gate.store.live_transition"},
+    "gate.store.rollouts.start_rollout": {"gate.store.live_transition"},
+    "gate.store.rollouts.supersede_rollout": {"gate.store.live_transition"},
+    "gate.store.rollouts.end_rollout": {"gate.store.live_transition"},
+    "gate.store.live_requests.claim_live_request": {"gate.store.live_transition"},
+    "gate.store.live_requests.end_live_request": {"gate.store.live_transition"},
+    "gate.store.live_transition.apply_update": {"workers.reconcile"},
+    "gate.store.live_transition.carry_out_request": {"workers.reconcile", "gate.domain.live"},
+    # requests for it: a person's rollback (the service), a canary's decision (the rollout worker)
+    "gate.store.live_requests.request_rollback": {"gate.domain.live"},
+    "gate.store.live_requests.request_canary_decision": {"workers.rollout"},
     "gate.store.rollouts.pin_rollout": {"gate.domain.gate"},  # an apply-mode submission pins the gate config's
     "gate.store.rollouts.set_rollout_setting": {"gate.domain.rollouts"},
     # what production serves and its feedback: the service records them (through the service or not)
@@ -49,8 +59,6 @@ WRITERS = {
     "gate.store.updates.cancel_update": {
         "gate.domain.gate",  # latest wins: a submission cancels the updates it replaces
         "gate.domain.updates",  # a user cancels one
-        "gate.domain.live",  # a rollback cancels the open applies
-        "workers.rollout",
     },
     "gate.store.updates.start_update": {"workers.materialize"},
     "gate.store.updates.transition_update": {"workers.reconcile"},
@@ -81,7 +89,12 @@ def statement_importers() -> dict[str, set[str]]:
 
 def trespasses(importers: dict[str, set[str]]) -> list[str]:
     return [
-        f"{who} imports {statement}, which only {', '.join(sorted(WRITERS[statement]))} may"
+        f"{who} imports {statement}, which "
+        + (
+            f"only {', '.join(sorted(WRITERS[statement]))} may"
+            if WRITERS[statement]
+            else "no module outside gate/store may"
+        )
         for statement, whos in sorted(importers.items())
         if statement in WRITERS
         for who in sorted(whos - WRITERS[statement])
@@ -129,6 +142,33 @@ def test_only_their_writers_import_the_guarded_statements():
     assert trespasses(statement_importers()) == []
 
 
+LIVE_WRITES = ("write_live", "restore_live", "add_hold", "start_rollout", "supersede_rollout", "end_rollout")
+LIVE_TABLES = ("prompt", "prompt_version", "prompt_hold")
+
+
+def store_importers_of_live_writes() -> dict[str, set[str]]:
+    """statement of the live table (``LIVE_WRITES``) -> the modules inside gate/store that import it."""
+    found: dict[str, set[str]] = {}
+    for name, path in modules().items():
+        if not name.startswith("gate.store."):
+            continue
+        for _module, names in raw_imports(name, path):
+            for n in set(names) & set(LIVE_WRITES):
+                found.setdefault(n, set()).add(name)
+    return found
+
+
+def live_table_writers() -> set[str]:
+    """Modules of gate/store whose statements INSERT into or UPDATE a table of the live row."""
+    pattern = re.compile(rf"\b(?:insert|update)\(({'|'.join(LIVE_TABLES)})\)")
+    return {name for name, path in modules().items() if pattern.search(path.read_text())}
+
+
+def test_only_the_live_transition_module_writes_the_live_table():
+    assert live_table_writers() <= {"gate.store.live", "gate.store.holds"}
+    assert store_importers_of_live_writes() == {w: {"gate.store.live_transition"} for w in LIVE_WRITES}
+
+
 def test_every_guarded_statement_exists():
     store = modules()
     missing = []
@@ -141,13 +181,13 @@ def test_every_guarded_statement_exists():
 
 def test_a_role_reaching_a_statement_it_must_not_is_named():
     importers = {
-        "gate.store.live.write_live": {"workers.reconcile", "gate.domain.gate"},  # a second writer of live
+        "gate.store.live.write_live": {"workers.reconcile"},  # a writer of live beside the live-transition module
         "gate.store.items.write_item_results": {"workers.execute.write_back", "workers.finalize"},
         "gate.store.items.find_answers": {"gate.service.api"},  # reading is anyone's
     }
     assert trespasses(importers) == [
         "workers.finalize imports gate.store.items.write_item_results, which only workers.execute.write_back may",
-        "gate.domain.gate imports gate.store.live.write_live, which only workers.reconcile may",
+        "workers.reconcile imports gate.store.live.write_live, which only gate.store.live_transition may",
     ]
 
 
@@ -158,9 +198,11 @@ def test_the_who_may_touch_what_table_lists_exactly_the_writers():
 def test_a_table_that_drifted_from_the_writers_is_named():
     rows = table_of_roles()
     reconcile = next(r for r in rows if "workers.reconcile" in r)
-    rows[reconcile] = (rows[reconcile] - {"gate.store.live.write_live"}) | {"gate.store.items.write_item_results"}
+    rows[reconcile] = (rows[reconcile] - {"gate.store.live_transition.apply_update"}) | {
+        "gate.store.items.write_item_results"
+    }
     problems = table_problems(rows)
-    assert "the row of workers.reconcile does not name `store.live.write_live`" in problems
+    assert "the row of workers.reconcile does not name `store.live_transition.apply_update`" in problems
     assert any("names gate.store.items.write_item_results, which WRITERS does not give it" in p for p in problems)
 
 
