@@ -1,4 +1,4 @@
-"""An always-valid confidence sequence for a correctness rate, and for the difference of two.
+"""An always-valid confidence sequence for a correctness rate, and one-sided tests for the difference of two.
 
 **Method: an exact, variance-adaptive mixture martingale per arm.** A correctness outcome is
 0 or 1, so the rate ``p`` fixes its variance, ``p(1 − p)``: the likelihood itself adapts to
@@ -44,13 +44,45 @@ the whole, prior included, on random tallies), so ``log E_n(d)`` is convex in ``
 is an interval around the observed difference, and a golden-section search (over ``p_s``)
 and a regula falsi (for each end) find it; each end is reported on its wide side.
 
+**One side at a time: what the rollout decides with.** Promotion needs only ``Δ > −δ``
+(``δ = max_drop``) and roll-back only ``Δ < −δ``, so each is its own one-sided test at
+``α = 1 − confidence``, and the interval above, which spends evidence on both sides of each
+end, is not what decides. ``M+(p)`` is the mixture with its Beta prior truncated to
+``q > p`` (evidence that the rate is above ``p``: confseq's one-sided
+``BetaBinomialMixture``, checked against its published values), ``M−(p)`` the mirror; each
+is a likelihood-ratio mixture, a nonnegative martingale of mean 1 under rate ``p``. Each arm
+keeps ``w = NO_EVIDENCE_WEIGHT`` of its weight on the constant martingale 1,
+``F = (1 − w)·M + w`` (still a test martingale): at a rate of 0 or 1 an arm cannot show the
+side it is asked (``M−(0) = 0`` once one outcome is correct), and the floor makes that cost
+``log(1/w)``, not the whole test. The promotion test's null is the composite
+``Δ ≤ −δ``: every ``(p_c, p_s)`` with ``p_c ≤ p_s − δ``, under each of which
+``F_c+(p_c)·F_s−(p_s)`` is a test martingale; its evidence is the least of them,
+
+    log E+ = min over p_s in [δ, 1] of  log F_c+(p_s − δ) + log F_s−(p_s)  ≥  log(1/α),
+
+which is the infimum over the whole composite null because ``M+(p)`` never rises with
+``p`` and ``M−(p)`` never falls (the prior moves with ``p``, so this is not automatic: it
+is checked on 999-point grids for random tallies and priors in the test, and at run time on
+every rate the search samples, where a violation beyond rounding counts as no evidence).
+Monotone, but not convex (on most tallies), so the minimum is not searched for, it is
+bounded: on a cell ``[x0, x1]`` the sum is at least ``log F_c+(x1 − δ) + log F_s−(x0)``;
+``least_sum`` halves the cell with the lowest bound until that bound is within 10⁻³ of the
+lowest sum seen (or, deciding, until every cell is above ``log(1/α)`` or a sum below it is
+seen), and reports the bound: never more than the infimum. Roll-back is the mirror test
+(``F_c−``, ``F_s+``, null ``Δ ≥ −δ``) with its own ``α``; at the boundary ``Δ = −δ`` the
+two nulls meet, and each wrong decision has chance at most ``α``. A tail that underflows
+or cannot be computed (NaN) counts as ``M = 0``, i.e. ``F = w``: the safe side. The bounds
+reported, ``one_sided_bounds``, are where each test switches: the lower one at level
+``1 − α`` one-sided, the upper one likewise (``[lo, hi]`` covers ``Δ`` at ``1 − 2α``).
+
 **Why not the betting or empirical-Bernstein sequences** (Waudby-Smith & Ramdas, JRSS-B
 86(1), 2024): they depend on the order of the outcomes, and the rollout keeps a tally per
 arm (``store.feedback.read_tally``), not the sequence. On 0/1 outcomes every bet
 ``1 + λ(x − p)`` is a likelihood ratio, so a mixture of bets is a mixture of likelihood
 ratios: the beta-binomial mixture is that family's count-only member. ``t_opt``, the
 number of outcomes where an arm's sequence is tightest, is fixed from the config before any
-feedback arrives (``rule.figures_of``)."""
+feedback arrives (``rule.tuning``). The scipy import (the incomplete beta function) is done
+where the one-sided tests run: the production runtime never loads it."""
 
 from __future__ import annotations
 

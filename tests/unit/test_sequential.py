@@ -339,3 +339,14 @@ def test_a_rollout_entry_out_of_range_is_refused_naming_the_field(raw, says):
 def test_the_issues_example_parses():
     raw = {"canary_percent": 10, "min_feedback": 400, "max_drop": 0.02, "confidence": 0.95, "max_hours": 48}
     assert RolloutConfig.parse(raw).to_json() == {**raw, "canary_percent": 10.0, "max_hours": 48.0}
+
+
+def test_the_production_runtime_does_not_load_scipy():
+    """scipy is the rollout worker's (its one-sided tests), imported where they run: a process
+    that serves prompts (gate.runtime) or reads a rollout config never loads it."""
+    import subprocess
+    import sys
+
+    code = "import sys, gate.runtime, gate.rollout.rule, gate.rollout.sequence; print('scipy' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
