@@ -8,9 +8,10 @@ Scenario (the issue's): both versions 90 % correct, ``max_drop`` 5 points, confi
 95 %, the canary 10 % of the feedback, ``min_feedback`` 400, the rule applied after every
 outcome. Reported: the canary outcomes by which 50 % and 90 % of the rollouts are promoted,
 against a fixed-sample (one look) non-inferiority test with 90 % power at the same level,
-``n = (z_0.975 + z_0.9)² · Var / δ²``; the same for the method before (the normal mixture
-at Hoeffding's variance 1/4, each arm at α/2); and the wrong promotions at the boundary
-(the canary truly 5 points worse), with a naive fixed-sample interval looked at as often.
+``n = (z_0.975 + z_0.9)² · Var / δ²``; the same for the methods before (the two-sided
+beta-binomial interval of 89d05cf, and the normal mixture at Hoeffding's variance 1/4, each
+arm at α/2); and the wrong promotions and roll-backs at the boundary (the canary truly 5
+points worse), with a naive fixed-sample interval looked at as often.
 
     python bench/rollout_power.py [--rollouts 2000] [--min-feedback 400]
 """
@@ -50,17 +51,29 @@ def main() -> None:
         f"min_feedback {args.min_feedback}, {args.rollouts:,} rollouts, the rule after every outcome"
     )
     print(f"fixed-sample test, 90 % power: {fixed:,.0f} canary outcomes ({fixed / SHARE:,.0f} in all)")
+
+    def now(*tally):
+        return vec.one_sided_decisions(*tally, DROP, ALPHA, t_canary, t_stable, stable_guess=RATE)
+
     methods = [
-        ("beta-binomial mixtures, joined (now)", lambda *t: vec.decisions(*t, DROP, ALPHA, t_canary, t_stable)),
+        ("one-sided beta-binomial mixtures, joined (now)", now, 25),
+        (
+            "two-sided beta-binomial mixtures, joined (89d05cf)",
+            lambda *t: vec.decisions(*t, DROP, ALPHA, t_canary, t_stable),
+            None,
+        ),
         (
             "normal mixture at 1/4, alpha/2 each (before)",
             lambda *t: vec.normal_mixture_decisions(*t, DROP, ALPHA, args.min_feedback / 4),
+            None,
         ),
     ]
     needed = {}
-    for name, rule in methods:
+    for name, rule, block in methods:
         started = time.perf_counter()
-        first, at = vec.simulate(rule, RATE, RATE, args.rollouts, args.outcomes, SHARE, args.min_feedback, seed=46)
+        first, at = vec.simulate(
+            rule, RATE, RATE, args.rollouts, args.outcomes, SHARE, args.min_feedback, seed=46, block=block
+        )
         when = np.where(first == 1, at, np.inf)
         q50, q90 = float(np.quantile(when, 0.5)), float(np.quantile(when, 0.9))
         needed[name] = q90
@@ -70,7 +83,7 @@ def main() -> None:
             f"90 % by {q90:,.0f} ({q90 / fixed:.2f}x fixed)  [{time.perf_counter() - started:.1f} s]"
         )
     for name, rule in [
-        ("now", lambda *t: vec.decisions(*t, DROP, ALPHA, t_canary, t_stable, stable_guess=RATE)),
+        ("now", now),
         ("a fixed-sample (Wald) interval at every look", lambda *t: vec.wald_decisions(*t, DROP, ALPHA)),
     ]:
         started = time.perf_counter()
@@ -84,7 +97,8 @@ def main() -> None:
     ratio = now / fixed
     print(
         f"RESULT rollout_power: 90 % promoted by {now:,.0f} canary outcomes (target <= 2x the fixed-sample "
-        f"{fixed:,.0f}; before {needed[methods[1][0]]:,.0f}) ratio {ratio:.2f} {'PASS' if ratio <= 2 else 'FAIL'}"
+        f"{fixed:,.0f}; two-sided {needed[methods[1][0]]:,.0f}, before {needed[methods[2][0]]:,.0f}) "
+        f"ratio {ratio:.2f} {'PASS' if ratio <= 2 else 'FAIL'}"
     )
 
 

@@ -4,14 +4,20 @@ the rollout worker applies at each look (``decide``)::
     rollout:
       ticket-urgency: {canary_percent: 10, min_feedback: 400, max_drop: 0.02, confidence: 0.95, max_hours: 48}
 
-With ``Δ = canary rate − stable rate`` on production's feedback and ``[lo, hi]`` its
-always-valid interval at ``confidence`` (``gate.rollout.sequence``), once each arm has
-``min_feedback`` outcomes: **promote** when ``lo > −max_drop`` (the canary is shown no worse
-than the stable version by more than ``max_drop``: non-inferiority), **roll back** when
-``hi < −max_drop`` (shown worse by more than that: inferiority). Neither after
-``max_hours``: **undecided** (the stable version keeps serving). The chance that a rollout
-whose true ``Δ`` is exactly ``−max_drop`` ends promoted or rolled back is at most
-``1 − confidence``, however often the worker looks."""
+With ``Δ = canary rate − stable rate`` on production's feedback, once each arm has
+``min_feedback`` outcomes: **promote** when the one-sided always-valid test at ``confidence``
+shows ``Δ > −max_drop`` (the canary no worse than the stable version by more than
+``max_drop``: non-inferiority), **roll back** when the mirror test shows ``Δ < −max_drop``
+(worse by more than that: inferiority); each test spends ``1 − confidence``
+(``gate.rollout.sequence``: one-sided beta-binomial mixtures, joined without a union bound).
+Neither after ``max_hours``: **undecided** (the stable version keeps serving). The chance
+that a rollout whose true ``Δ`` is ``−max_drop`` or less ends promoted is at most
+``1 − confidence``, and so is the chance that one whose ``Δ`` is ``−max_drop`` or more ends
+rolled back, however often the worker looks. What a look reports as the interval
+``[lo, hi]`` is the two tests' bounds: ``lo`` the one-sided lower bound at ``confidence``
+(promoted exactly when ``lo > −max_drop``, to the bisection's 2⁻¹⁶), ``hi`` the one-sided
+upper bound at ``confidence`` (rolled back when ``hi < −max_drop``); together they cover
+``Δ`` at ``1 − 2·(1 − confidence)``."""
 
 from __future__ import annotations
 
@@ -23,12 +29,13 @@ from typing import Any
 from gate.errors import UsageError
 from gate.states import RolloutStatus
 
-from .sequence import Arm, difference_interval
+from .sequence import Arm, one_sided_bounds, one_sided_evidence, prior_size
 
 METHOD = (
-    "always-valid confidence sequence (a beta-binomial mixture per version, joined without a union bound; "
+    "always-valid one-sided tests (a one-sided beta-binomial mixture per version, joined without a union bound; "
     "Howard et al. 2021, Ann. Statist. 49(2))"
 )
+BOUNDS = "each end one-sided at confidence"
 # field: (lowest, highest, lowest allowed itself, highest allowed itself, default)
 RANGES: dict[str, tuple[float, float, bool, bool, float]] = {
     "canary_percent": (0, 100, False, False, 10),
@@ -127,14 +134,39 @@ def tuning(config: RolloutConfig) -> tuple[float, float]:
 
 
 def figures_of(config: RolloutConfig, canary: Arm, stable: Arm, hours: float) -> dict[str, Any]:
-    """What a look sees: each arm's counts, the difference and its interval."""
-    lo, hi = difference_interval(canary, stable, 1 - config.confidence, *tuning(config))
-    diff = None if not (canary.n and stable.n) else canary.correct / canary.n - stable.correct / stable.n
+    """What a look sees: each arm's counts, the difference, its one-sided bounds (``interval``:
+    each end at ``confidence``), the two tests' least log evidence at ``−max_drop``
+    (``evidence``, promotion's and roll-back's, to within 10⁻³ below) and which of them
+    reach ``threshold`` = ``log(1/(1 − confidence))`` (``decisive``: the search stops as
+    soon as it is sure either way)."""
+    alpha = 1 - config.confidence
+    t_canary, t_stable = tuning(config)
+    lo, hi = one_sided_bounds(canary, stable, alpha, t_canary, t_stable)
+    both = bool(canary.n and stable.n)
+    diff = None if not both else canary.correct / canary.n - stable.correct / stable.n
+    evidence = decisive = None
+    if both:
+        threshold = math.log(1 / alpha)
+        c_canary, c_stable = prior_size(t_canary, alpha), prior_size(t_stable, alpha)
+        sides = {"promote": True, "roll_back": False}
+        evidence = {
+            side: _finite(one_sided_evidence(canary, stable, -config.max_drop, c_canary, c_stable, above))
+            for side, above in sides.items()
+        }
+        decisive = [
+            side
+            for side, above in sides.items()
+            if one_sided_evidence(canary, stable, -config.max_drop, c_canary, c_stable, above, threshold) >= threshold
+        ]
     return {
         "canary": {"n": canary.n, "correct": canary.correct},
         "stable": {"n": stable.n, "correct": stable.correct},
         "difference": diff,
         "interval": [lo, hi],
+        "bounds": BOUNDS,
+        "evidence": evidence,
+        "decisive": decisive,
+        "threshold": math.log(1 / alpha),
         "confidence": config.confidence,
         "max_drop": config.max_drop,
         "min_feedback": config.min_feedback,
@@ -143,15 +175,20 @@ def figures_of(config: RolloutConfig, canary: Arm, stable: Arm, hours: float) ->
     }
 
 
+def _finite(value: float) -> float:
+    """JSON has no infinity: the evidence is stored clipped to ±1e300 (−inf: none at all)."""
+    return max(-1e300, min(1e300, value))
+
+
 def decide(config: RolloutConfig, canary: Arm, stable: Arm, hours: float) -> Decision:
     """The step a look takes: PROMOTED, ROLLED_BACK, UNDECIDED, or CANARY (hold)."""
     figures = figures_of(config, canary, stable, hours)
-    lo, hi = figures["interval"]
+    decisive = figures["decisive"] or []
     enough = canary.n >= config.min_feedback and stable.n >= config.min_feedback
     said = explain(figures)
-    if enough and lo > -config.max_drop:
+    if enough and "promote" in decisive:
         return Decision(RolloutStatus.PROMOTED, figures, f"{said}: non-inferior, promoted")
-    if enough and hi < -config.max_drop:
+    if enough and "roll_back" in decisive:
         return Decision(RolloutStatus.ROLLED_BACK, figures, f"{said}: inferior, rolled back to the stable version")
     if hours >= config.max_hours:
         why = "neither shown" if enough else f"fewer than {config.min_feedback:,} outcomes per version"
@@ -164,16 +201,24 @@ def decide(config: RolloutConfig, canary: Arm, stable: Arm, hours: float) -> Dec
 
 
 def explain(figures: dict[str, Any]) -> str:
-    """One line: each arm, the difference and its interval against −max_drop, in points."""
+    """One line: each arm, the difference and its bounds against −max_drop, in points (each
+    bound one-sided at the confidence; figures stored before the one-sided tests say nothing
+    of ``bounds`` and were a two-sided interval)."""
     c, s = figures["canary"], figures["stable"]
     lo, hi = figures["interval"]
     diff = figures["difference"]
     shown = "n/a" if diff is None else f"{diff * 100:+.1f} points"
     return (
         f"canary {_arm(c)} vs stable {_arm(s)}: difference {shown}, "
-        f"{_num(figures['confidence'] * 100)} % always-valid interval [{lo * 100:+.1f}, {hi * 100:+.1f}] "
-        f"points against −{_num(figures['max_drop'] * 100)}"
+        f"{_shown_bounds(figures)} [{lo * 100:+.1f}, {hi * 100:+.1f}] points against −{_num(figures['max_drop'] * 100)}"
     )
+
+
+def _shown_bounds(figures: Mapping[str, Any]) -> str:
+    level = _num(figures["confidence"] * 100)
+    if figures.get("bounds") == BOUNDS:
+        return f"always-valid bounds (each one-sided at {level} %)"
+    return f"{level} % always-valid interval"
 
 
 def _arm(arm: Mapping[str, int]) -> str:

@@ -273,7 +273,8 @@ def history(rows: Iterable[dict]) -> list[dict[str, Any]]:
 
 def rollout_view(rollout: dict) -> dict[str, Any]:
     """A canary rollout for the prompt page: its arms' counts and rates, the difference and
-    its always-valid interval in points, against −max_drop."""
+    its always-valid bounds in points (each one-sided at the confidence; a rollout decided
+    before the one-sided tests stored a two-sided interval, and says so), against −max_drop."""
     figures = rollout.get("figures") or {}
     lo, hi = figures.get("interval") or (None, None)
     config = rollout.get("config") or {}
@@ -287,6 +288,7 @@ def rollout_view(rollout: dict) -> dict[str, Any]:
         "stable": stable,
         "difference": None if figures.get("difference") is None else figures["difference"] * 100,
         "interval": None if lo is None else (lo * 100, cast(float, hi) * 100),  # a pair: hi is there with lo
+        "one_sided": figures.get("bounds") is not None,
         "max_drop": float(config.get("max_drop", 0)) * 100,
         "confidence": float(config.get("confidence", 0.95)) * 100,
         "min_feedback": config.get("min_feedback"),

@@ -76,7 +76,7 @@ def test_a_call_counts_once_and_only_for_the_rollouts_versions(mysql_gate, servi
         page = reader.get("/prompts/p1").text
     assert "Canary rollout in progress" in page and "answers 10 % of calls beside stable version 1" in page
     assert '<td>canary v2</td><td class="num">31</td><td class="num">20</td>' in page
-    assert "95 % always-valid interval [" in page
+    assert "always-valid bounds (each one-sided at 95 %) [" in page
     live = run_cli("--gate-url", service.url, "live", "p1", env={"PROMPTGATE_TOKEN": service.tokens["read"]})
     assert f"rollout {canary} CANARY: canary v2 at 10 % beside stable v1: canary 20/31, stable 20/20" in live.stdout
 
