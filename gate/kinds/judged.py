@@ -37,7 +37,8 @@ from .base import EVERY_KIND_BARS, LIVE_BARS, Decision, DecisionKind, Reading, S
 NOT_COMPARED = "no live version yet: nothing to compare with (not judged)"
 NO_LIVE = (
     "no live version to compare with: the first version of a compared prompt cannot be judged by comparison; "
-    "apply it graded by a judge (decision pass: [...]) first"
+    "name a judge for it (decision first: {judge: NAME, pass: [...]}), or have an admin accept it "
+    "not judged (submit --accept-unjudged)"
 )
 
 
