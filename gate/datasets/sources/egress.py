@@ -19,7 +19,6 @@ checks its host with ``pin`` (``warehouse.py``)."""
 
 from __future__ import annotations
 
-import http.client
 import ipaddress
 import re
 import socket
@@ -28,6 +27,8 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from gate.errors import DatasetError, UsageError
+
+from .deadline import DeadlineHTTPConnection, DeadlineHTTPSConnection
 
 PUBLIC = "public"
 ENV = "PROMPTGATE_SOURCE_HOSTS"
@@ -231,7 +232,7 @@ def _pinned(connection_class, egress: Egress, source: str):
 class _PinnedHTTP(urllib.request.HTTPHandler):
     def __init__(self, egress: Egress, source: str):
         super().__init__()
-        self.make = _pinned(http.client.HTTPConnection, egress, source)
+        self.make = _pinned(DeadlineHTTPConnection, egress, source)
 
     def http_open(self, req):
         return self.do_open(self.make, req)
@@ -240,7 +241,7 @@ class _PinnedHTTP(urllib.request.HTTPHandler):
 class _PinnedHTTPS(urllib.request.HTTPSHandler):
     def __init__(self, egress: Egress, source: str):
         super().__init__()
-        self.make = _pinned(http.client.HTTPSConnection, egress, source)
+        self.make = _pinned(DeadlineHTTPSConnection, egress, source)
 
     def https_open(self, req):
         # HTTPSHandler.__init__ sets _context (its SSL context); typeshed does not declare it
