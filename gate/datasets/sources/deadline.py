@@ -79,6 +79,24 @@ class FetchDeadline:
             _shut(sock)
 
 
+def timed_read(read, deadline: FetchDeadline, broken):
+    """``read`` that raises ``broken()`` once the deadline has passed (the timer shut the
+    socket: what a read got after it is no end of file)."""
+
+    def timed(n: int) -> bytes:
+        try:
+            data = read(n)
+        except Exception:
+            if deadline.expired:
+                raise broken() from None
+            raise
+        if deadline.expired:
+            raise broken()
+        return data
+
+    return timed
+
+
 def _shut(sock: socket.socket) -> None:
     try:  # the plain socket's shutdown: an SSLSocket's own would drop its state under a reader
         socket.socket.shutdown(sock, socket.SHUT_RDWR)

@@ -57,7 +57,7 @@ from gate.errors import DatasetError
 
 from .base import Page, SourceOptions, register, shown_source
 from .deadline import ENV as DEADLINE_ENV
-from .deadline import FetchDeadline, plain_opener, source_deadline
+from .deadline import FetchDeadline, plain_opener, source_deadline, timed_read
 from .egress import http_opener
 from .files import TEXT_KINDS, LineStream, TextDecoder, parse_cursor, read_text_page, text_kind
 
@@ -370,28 +370,12 @@ class HttpReader(StreamedTextReader):
             deadline.cancel()
             body.close()
 
-        return Body(self._timed_read(body.read, deadline), close, body.start, body.length)
+        read = timed_read(body.read, deadline, lambda: StreamBroken(self._past_deadline()))
+        return Body(read, close, body.start, body.length)
 
     def _past_deadline(self) -> str:
         limit = f"{self.deadline:g}s"
         return f"{self.uri}: the server took over {limit} to send it (the total deadline per fetch, {DEADLINE_ENV})"
-
-    def _timed_read(self, read, deadline: FetchDeadline):
-        """``read`` that fails, as a broken stream naming the deadline, once it has passed (the
-        timer shut the socket: what the read got after it is no end of file)."""
-
-        def timed(n: int) -> bytes:
-            try:
-                data = read(n)
-            except Exception:
-                if deadline.expired:
-                    raise StreamBroken(self._past_deadline()) from None
-                raise
-            if deadline.expired:
-                raise StreamBroken(self._past_deadline())
-            return data
-
-        return timed
 
     def _request(self, offset: int, deadline: FetchDeadline):
         """The response from ``offset``; a failure once the deadline passed names the deadline
