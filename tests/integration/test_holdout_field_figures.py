@@ -10,6 +10,8 @@ holdout's size and each bar's pass or fail; admin gets them all."""
 
 from __future__ import annotations
 
+import re
+
 from support.workers_harness import WorkerFleet, worker_env
 from test_holdout_columns import fields_prompt, register_field_holdout
 
@@ -24,12 +26,14 @@ GUESSES = ["SECRETCAT-0", "SECRETCAT-1", "SECRETCAT-2", "other"]
 def test_a_holdouts_confusion_matrix_and_field_counts_reach_admin_only(service, model, tmp_path):
     register_field_holdout(service, tmp_path, repo=True)
     gate = Gate.connect(service.db_url)
-    gate.map_dataset("extract2", "fholdout", "0.5", bars={"min_field_accuracy": {"zq_secret_category": "0.5"}})
+    gate.map_dataset("extract2", "fholdout", "0", bars={"min_field_accuracy": {"zq_secret_category": "0.5"}})
     fleet = WorkerFleet(worker_env(service.db_url, model.base_url), tmp_path)
     try:
         fields = {"zq_secret_category": {"type": "label", "labels": GUESSES}, "zq_secret_order": "text"}
         with service.client("submit") as ci:
-            posted = ci.post("/v1/updates", json={"prompt": fields_prompt("extract2", fields), "mode": "check"})
+            posted = ci.post(
+                "/v1/updates", json={"prompt": fields_prompt("extract2", fields), "mode": "check", "full": True}
+            )
             assert posted.status_code == 202, posted.text
         uid = posted.json()["id"]
         fleet.start(1)
@@ -39,7 +43,10 @@ def test_a_holdouts_confusion_matrix_and_field_counts_reach_admin_only(service, 
         fleet.stop_all()
         gate.close()
     with service.client("admin") as admin:
-        runs = {r["dataset"]: r for r in admin.get(f"/v1/updates/{uid}").json()["runs"]}
+        told = admin.get(f"/v1/updates/{uid}").json()
+    runs = {r["dataset"]: r for r in told["runs"]}
+    figure = re.compile(r"fholdout min_field_accuracy\[zq_secret_category\] [0-9.]+%")
+    assert figure.search(told["reason"] or ""), told["reason"]  # the bar failed: admin sees by how much
     hold = runs["fholdout"]
     assert "SECRETCAT-1" in render_report_markdown(RemoteGate(service.url, service.tokens["admin"]).status(uid, 100))
     assert "SECRETCAT-1" in str(hold["metrics"]["fields"]["confusion"])  # admin: all of it
@@ -59,6 +66,8 @@ def test_a_holdouts_confusion_matrix_and_field_counts_reach_admin_only(service, 
             r.dataset == "fholdout" for r in report.runs
         ]  # what the PR comment and `status` render from
         assert "SECRETCAT-1" not in render_report_markdown(report) + render_text(report)
+        assert not any(figure.search(a.text) for a in answers), scope  # the reason keeps the bar, not its figure
+        assert "min_field_accuracy[zq_secret_category] (figure left out)" in answers[0].text
         for answer in answers[:3]:
             hold = {r["dataset"]: r for r in answer.json()["runs"]}["fholdout"]
             shown = [p for k in ("confusion", "compared", "right") for p in _paths(hold, k)]
