@@ -6,8 +6,9 @@ only kind of string the reports' environment prints.
 special characters as entities, Markdown punctuation backslash-escaped (so ``|`` cannot
 end a table cell, backticks cannot open code and ``[`` cannot start a link or image), a
 zero-width joiner after ``@`` and ``#`` (no @-mention of a person or team, no issue
-cross-reference), and URL schemes and ``www.`` broken with a zero-width space (no
-autolink). Control and bidi-override characters are dropped."""
+cross-reference), and URL schemes and ``www.`` broken with a zero-width space wherever they
+stand (no autolink: checked through cmark-gfm, GitHub's renderer, in the tests). Control
+and bidi-override characters are dropped."""
 
 from __future__ import annotations
 
@@ -40,10 +41,13 @@ class Safe(str):
 _PUNCT = re.compile(r"([\\`*_\[\]|~$])")  # ( ) ! need a [ to make a link or image
 
 
-_SCHEME = re.compile(r"(?i)\b(https?|ftp|mailto|javascript|data|file|vbscript|ssh|git):")
+# Wherever it stands, not only at a word boundary: GitHub's renderer (cmark-gfm's autolink
+# extension) links ``https://`` after a letter, a digit or ``_`` too (``\\_https://``, ``1https://``,
+# ``éhttps://``: issue 48, finding 6), and ``www.`` after an escaped ``_``.
+_SCHEME = re.compile(r"(?i)(https?|ftp|mailto|xmpp|javascript|data|file|vbscript|ssh|git):")
 
 
-_WWW = re.compile(r"(?i)\bwww\.")
+_WWW = re.compile(r"(?i)www\.")
 
 
 _GH_REF = re.compile(r"(?i)\bGH-(?=\d)")
@@ -70,6 +74,10 @@ def md(value: Any, limit: int | None = None) -> Safe:
     text = re.sub(r"#(?=\w)", "#" + ZWJ, text)
     if text[:1] in ("-", "+", "#", "=", "."):
         text = "\\" + text
+    elif text[:1] == " ":  # four at a line's start would open a code block
+        text = "&#32;" + text[1:]
+    else:  # "1." or "2)" at a line's start would open an ordered list
+        text = re.sub(r"^([0-9]{1,9})([.)])(?= |$)", r"\1\\\2", text)
     if cut:
         text += "…"
     return Safe(text)

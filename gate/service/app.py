@@ -34,6 +34,7 @@ from .body_limits import (
 )
 from .edge import DEFAULT_MAX_WAITS, LOOPBACK_HOSTS, AllowedHosts, EdgeRefusal, WaitSlots
 from .reports import ReportCache
+from .shown_errors import shown
 from .watcher import StatusWatcher
 
 log = logging.getLogger("promptgate.server")
@@ -143,8 +144,9 @@ def error_json(status: int, message: str, exit_code: int = 2, headers: dict | No
 
 def _error_boundary(app: FastAPI) -> None:
     @app.exception_handler(GateError)
-    async def gate_error(_request: Request, exc: GateError):
-        return error_json(http_status(exc), first_line(exc, 500), exc.exit_code)
+    async def gate_error(request: Request, exc: GateError):
+        scope = getattr(request.state, "caller_scope", None)  # set by auth.authorize once known
+        return error_json(http_status(exc), shown(exc, scope, 500), exc.exit_code)
 
     @app.exception_handler(AuthError)
     async def auth_error(_request: Request, exc: AuthError):

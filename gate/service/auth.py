@@ -110,6 +110,7 @@ def authorize(request: Request, needed: str, why: str = "this") -> Caller:
         raise AuthError(401, "invalid token")
     if not scope_allows(found.scope, needed):
         raise AuthError(403, f"this token's scope ({found.scope}) does not allow {why}: it needs {needed}")
+    request.state.caller_scope = found.scope  # what an error is told (shown_errors.shown)
     return Caller(found.name, found.scope)
 
 

@@ -44,6 +44,7 @@ from . import views
 from .auth import ANONYMOUS, PAGE_COOKIE, PAGE_SCOPES, AuthError, Caller, bearer, page_caller
 from .dataset_access import holdout_items_hidden
 from .edge import origin_allowed
+from .shown_errors import shown
 
 if TYPE_CHECKING:
     from gate.records import DatasetMapping
@@ -165,7 +166,7 @@ def guarded(request: Request, build: Callable[[Caller], HTMLResponse]) -> HTMLRe
     try:
         return build(caller)
     except GateError as exc:
-        return page("error.html.j2", caller, status=http_status(exc), message=first_line(exc, 300))
+        return page("error.html.j2", caller, status=http_status(exc), message=shown(exc, caller.scope, 300))
     except Exception:  # the cause in the server's log only, as the JSON API does
         log.exception("status page %s", request.url.path)
         return page("error.html.j2", caller, status=500, message="internal error")

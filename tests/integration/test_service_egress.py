@@ -186,6 +186,22 @@ def test_the_default_policy_refuses_loopback(service, listener):
     assert listener.count == 0
 
 
+def test_the_default_policy_refuses_iana_special_purpose_blocks_whatever_python_says(mysql_url, tmp_path):
+    """Issue 48, finding 7: ``public`` relied on ``ipaddress.is_global``, which before Python
+    3.11.10 / 3.12.4 calls 192.0.0.192 (a cloud's metadata address) and 192.0.0.8 global; and
+    blocks IANA marks globally reachable (AS112, AMT, PCP and TURN anycast) are no dataset's
+    home either. Each is refused before any connection, by the service's default policy."""
+    svc = serve(mysql_url, tmp_path, "public")
+    try:
+        with svc.client("admin") as admin:
+            for address in ("192.0.0.192", "192.0.0.8", "192.0.0.9", "192.0.0.10", "192.31.196.1", "192.52.193.1"):
+                for source in (f"http://{address}/x.csv", f"sql+mysql+pymysql://u:p@{address}/db?query=SELECT+1"):
+                    error = refused(admin, source)
+                    assert POLICY in error and "special-purpose" in error and "\n" not in error, (source, error)
+    finally:
+        svc.stop()
+
+
 def test_a_query_file_hidden_behind_a_fragment_reads_no_file_of_the_servers(mysql_url, tmp_path, listener):
     """Hostile review: the option check split the URI at '#' (urlsplit), SQLAlchemy's parser
     did not, and the reader read ``query_file`` before any check: a file of the server's

@@ -19,7 +19,6 @@ checks its host with ``pin`` (``warehouse.py``)."""
 
 from __future__ import annotations
 
-import http.client
 import ipaddress
 import re
 import socket
@@ -28,6 +27,8 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from gate.errors import DatasetError, UsageError
+
+from .deadline import DeadlineHTTPConnection, DeadlineHTTPSConnection
 
 PUBLIC = "public"
 ENV = "PROMPTGATE_SOURCE_HOSTS"
@@ -122,6 +123,62 @@ def _unwrapped(address: IPAddress) -> IPAddress:
     return address
 
 
+# IANA's special-purpose address registries (iana-ipv4-special-registry, iana-ipv6-special-registry,
+# as of 2024), refused by the ``public`` policy whatever Python's ``ipaddress`` says: before 3.11.10 /
+# 3.12.4 its ``is_global`` held only 192.0.0.0/29 of 192.0.0.0/24 not global, so 192.0.0.192 (a
+# cloud's metadata address) and 192.0.0.8 passed (issue 48, finding 7). Blocks the registry marks
+# globally reachable (AS112, AMT) are refused too: no dataset is served from them. The blocks that
+# carry an IPv4 address (::ffff:0:0/96, 64:ff9b::/96, 2002::/16, Teredo's 2001::/32) are checked
+# as the IPv4 address they reach (``_unwrapped``), so they are not listed here.
+SPECIAL_PURPOSE = tuple(
+    (ipaddress.ip_network(block), name)
+    for block, name in (
+        ("0.0.0.0/8", "this network"),
+        ("10.0.0.0/8", "private-use"),
+        ("100.64.0.0/10", "shared address space"),
+        ("127.0.0.0/8", "loopback"),
+        ("169.254.0.0/16", "link local"),
+        ("172.16.0.0/12", "private-use"),
+        ("192.0.0.0/24", "IETF protocol assignments"),
+        ("192.0.2.0/24", "documentation (TEST-NET-1)"),
+        ("192.31.196.0/24", "AS112-v4"),
+        ("192.52.193.0/24", "AMT"),
+        ("192.88.99.0/24", "deprecated 6to4 relay anycast"),
+        ("192.168.0.0/16", "private-use"),
+        ("192.175.48.0/24", "direct delegation AS112 service"),
+        ("198.18.0.0/15", "benchmarking"),
+        ("198.51.100.0/24", "documentation (TEST-NET-2)"),
+        ("203.0.113.0/24", "documentation (TEST-NET-3)"),
+        ("224.0.0.0/4", "multicast"),
+        ("240.0.0.0/4", "reserved"),
+        ("255.255.255.255/32", "limited broadcast"),
+        ("::1/128", "loopback"),
+        ("::/128", "unspecified"),
+        ("::/96", "deprecated IPv4-compatible"),
+        ("64:ff9b:1::/48", "IPv4-IPv6 translation, local use"),
+        ("100::/64", "discard-only"),
+        ("100:0:0:1::/64", "dummy IPv6 prefix"),
+        ("2001::/23", "IETF protocol assignments"),
+        ("2001:db8::/32", "documentation"),
+        ("2620:4f:8000::/48", "direct delegation AS112 service"),
+        ("3fff::/20", "documentation"),
+        ("5f00::/16", "segment routing (SRv6) SIDs"),
+        ("fc00::/7", "unique-local"),
+        ("fe80::/10", "link-local unicast"),
+        ("fec0::/10", "deprecated site-local"),
+        ("ff00::/8", "multicast"),
+    )
+)
+
+
+def special_purpose(address: IPAddress) -> str | None:
+    """The IANA special-purpose block ``address`` is in, named (None: none)."""
+    for network, name in SPECIAL_PURPOSE:
+        if address.version == network.version and address in network:
+            return f"not a globally routable address: in {network} ({name}), an IANA special-purpose block"
+    return None
+
+
 def _not_global(address: IPAddress) -> str | None:
     for kind, test in (
         ("a loopback address", "is_loopback"),
@@ -133,6 +190,9 @@ def _not_global(address: IPAddress) -> str | None:
     ):
         if getattr(address, test):
             return kind
+    special = special_purpose(address)
+    if special:
+        return special
     if not address.is_global:
         return "not a globally routable address"
     return None
@@ -172,7 +232,7 @@ def _pinned(connection_class, egress: Egress, source: str):
 class _PinnedHTTP(urllib.request.HTTPHandler):
     def __init__(self, egress: Egress, source: str):
         super().__init__()
-        self.make = _pinned(http.client.HTTPConnection, egress, source)
+        self.make = _pinned(DeadlineHTTPConnection, egress, source)
 
     def http_open(self, req):
         return self.do_open(self.make, req)
@@ -181,7 +241,7 @@ class _PinnedHTTP(urllib.request.HTTPHandler):
 class _PinnedHTTPS(urllib.request.HTTPSHandler):
     def __init__(self, egress: Egress, source: str):
         super().__init__()
-        self.make = _pinned(http.client.HTTPSConnection, egress, source)
+        self.make = _pinned(DeadlineHTTPSConnection, egress, source)
 
     def https_open(self, req):
         # HTTPSHandler.__init__ sets _context (its SSL context); typeshed does not declare it

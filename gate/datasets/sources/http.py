@@ -26,8 +26,11 @@ against the pinned validator; ``options.extra["pinned_version"]`` (a version sto
 earlier process) pins it from the start.
 
 Settings: ``options.extra["timeout"]`` or ``PROMPTGATE_SOURCE_TIMEOUT`` (seconds, default
-30) bounds connecting and each read; ``options.extra["format"]`` (csv | jsonl) when the
-path has no suffix (otherwise the Content-Type decides).
+30) bounds connecting and each read; ``options.extra["deadline"]`` or
+``PROMPTGATE_SOURCE_DEADLINE`` (seconds, default 60) bounds one fetch in all, from the
+request to the body's last byte (``deadline.py``); a body with no validator (no ETag, no
+Last-Modified) is fetched once: hashed for its version into a spool the pages then read;
+``options.extra["format"]`` (csv | jsonl) when the path has no suffix (otherwise the Content-Type decides).
 
 ``StreamedTextReader`` is the part every byte-stream source shares (``s3.py`` uses it):
 a subclass says how to fetch the body from an offset.
@@ -42,6 +45,7 @@ import os
 import re
 import socket
 import ssl
+import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -52,11 +56,14 @@ from typing import TypeGuard
 from gate.errors import DatasetError
 
 from .base import Page, SourceOptions, register, shown_source
+from .deadline import ENV as DEADLINE_ENV
+from .deadline import FetchDeadline, plain_opener, source_deadline, timed_read
 from .egress import http_opener
 from .files import TEXT_KINDS, LineStream, TextDecoder, parse_cursor, read_text_page, text_kind
 
 DEFAULT_TIMEOUT = 30.0
 SKIP_RATHER_THAN_REFETCH = 1 << 20  # a live stream this close before the cursor reads on
+SPOOL_IN_MEMORY = 8 << 20  # a body without validators, kept for its pages: on disk past this
 USER_AGENT = "prompt-gate (dataset reader)"
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -260,7 +267,10 @@ class HttpReader(StreamedTextReader):
         kind = text_kind(parts.path, shown, hint) if hint or suffix in TEXT_KINDS else None
         super().__init__(shown, options, kind)
         self.timeout = source_timeout(options)
-        self._urlopen = urllib.request.urlopen if options.egress is None else http_opener(options.egress, shown).open
+        self.deadline = source_deadline(options.extra)
+        opener = plain_opener() if options.egress is None else http_opener(options.egress, shown)
+        self._urlopen = opener.open
+        self._spool: tempfile.SpooledTemporaryFile | None = None  # the one fetch of a body without validators
         self.etag: str | None = None
         self.last_modified: str | None = None
         self.accept_ranges: bool | None = None
@@ -295,16 +305,34 @@ class HttpReader(StreamedTextReader):
         return version
 
     def _content_hash(self) -> str:
+        """The body's SHA-256, read once: kept in a spool that the pages read after it (the
+        server is not asked for the body a second time)."""
         digest = hashlib.sha256()
         stream = self._live if self._live is not None and self._live.offset == 0 else self._open(0, 1)
+        spool = tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY)
         try:
             for block in iter(lambda: stream.raw.read(1 << 16), b""):
                 digest.update(block)
-        except StreamBroken as exc:
-            raise DatasetError(str(exc)) from None
+                spool.write(block)
+        except BaseException as exc:
+            spool.close()
+            if isinstance(exc, StreamBroken):
+                raise DatasetError(str(exc)) from None
+            raise
         finally:
             self._drop_live()
+        self._close_spool()
+        self._spool = spool
         return f"sha256:{digest.hexdigest()}"
+
+    def _close_spool(self) -> None:
+        if self._spool is not None:
+            self._spool.close()
+            self._spool = None
+
+    def close(self) -> None:
+        super().close()
+        self._close_spool()
 
     def _pin_from_version(self, version: str) -> None:
         self._pinned = version
@@ -319,6 +347,47 @@ class HttpReader(StreamedTextReader):
         return self.accept_ranges is not False
 
     def _fetch(self, offset: int) -> Body:
+        if self._spool is not None:  # the body was read once already (no validator)
+            spool = self._spool
+            start = min(offset, spool.seek(0, io.SEEK_END))
+            spool.seek(start)
+            return Body(spool.read, lambda: None, start, None)
+        deadline = FetchDeadline(self.deadline).start()
+        try:
+            response = self._request(offset, deadline)
+        except BaseException:
+            deadline.cancel()
+            raise
+        deadline.opened()
+        try:
+            body = self._accept(response, offset)
+        except BaseException:
+            deadline.cancel()
+            response.close()
+            raise
+
+        def close() -> None:
+            deadline.cancel()
+            body.close()
+
+        read = timed_read(body.read, deadline, lambda: StreamBroken(self._past_deadline()))
+        return Body(read, close, body.start, body.length)
+
+    def _past_deadline(self) -> str:
+        limit = f"{self.deadline:g}s"
+        return f"{self.uri}: the server took over {limit} to send it (the total deadline per fetch, {DEADLINE_ENV})"
+
+    def _request(self, offset: int, deadline: FetchDeadline):
+        """The response from ``offset``; a failure once the deadline passed names the deadline
+        (the timer shut the socket: the error that follows says nothing of the server)."""
+        try:
+            return self._send(offset)
+        except DatasetError:
+            if deadline.expired:
+                raise DatasetError(self._past_deadline()) from None
+            raise
+
+    def _send(self, offset: int):
         headers = {"User-Agent": USER_AGENT, "Accept-Encoding": "identity"}
         if offset > 0 and self.accept_ranges is not False:
             headers["Range"] = f"bytes={offset}-"
@@ -328,7 +397,7 @@ class HttpReader(StreamedTextReader):
                 headers["If-Range"] = self.last_modified
         request = urllib.request.Request(self.url, headers=headers)
         try:
-            response = self._urlopen(request, timeout=self.timeout)
+            return self._urlopen(request, timeout=self.timeout)
         except urllib.error.HTTPError as exc:
             exc.close()
             raise DatasetError(self._status_message(exc.code)) from None
@@ -340,11 +409,6 @@ class HttpReader(StreamedTextReader):
             raise DatasetError(f"{self.uri}: the server's answer is not valid HTTP") from None
         except OSError as exc:
             raise DatasetError(f"{self.uri}: {connect_failure(exc, self.timeout)}") from None
-        try:
-            return self._accept(response, offset)
-        except BaseException:
-            response.close()
-            raise
 
     def _accept(self, response, offset: int) -> Body:
         headers = response.headers
