@@ -28,8 +28,8 @@ class Trickle(BaseHTTPRequestHandler):
 
     def do_GET(self):  # noqa: N802 - the http.server interface
         Trickle.hits.append(self.path)
-        head = (
-            b"HTTP/1.1 200 OK\r\nContent-Type: text/csv\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % len(CSV)
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: text/csv\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % len(
+            CSV
         )
         try:
             if self.path.startswith("/slow-headers"):
