@@ -27,6 +27,7 @@ class CanaryRoute:
     rollout_id: int
     percent: float
     stable: ServedVersion
+    call_key: bytes | None = None  # the rollout's call key (a runtime token's load): call ids that verify
 
 
 @dataclass(frozen=True)

@@ -384,11 +384,12 @@ class ApiToken:
 
     id: int
     name: str
-    scope: str  # read, submit or admin (gate.domain.tokens.SCOPES)
+    scope: str  # read, submit, admin, feedback or runtime (gate.domain.tokens.ALL_SCOPES)
     token_hash: str
     created_at: dt.datetime
     last_used_at: dt.datetime | None
     revoked_at: dt.datetime | None
+    prompts: tuple[str, ...] | None = None  # a runtime token's prompts (None: any other scope)
 
 
 @dataclass(frozen=True)

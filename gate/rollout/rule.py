@@ -36,6 +36,8 @@ RANGES: dict[str, tuple[float, float, bool, bool, float]] = {
     "max_drop": (0, 1, True, False, 0.02),
     "confidence": (0.5, 1, False, False, 0.95),
     "max_hours": (0, 8760, False, True, 48),
+    "max_process_share": (0, 1, False, True, 0.5),  # one process's share of an arm's outcomes counted
+    "max_token_share": (0, 1, False, True, 1),  # one token's (1: a fleet on one runtime token decides)
 }
 
 
@@ -46,6 +48,8 @@ class RolloutConfig:
     max_drop: float = 0.02  # how far below the stable rate the canary may be (a fraction)
     confidence: float = 0.95  # the sequential test's level: 1 − its type-I error
     max_hours: float = 48.0  # undecided after this long (fractions allowed: 0.01 h = 36 s)
+    max_process_share: float = 0.5  # issue 48: the most of an arm's counted outcomes one process gives
+    max_token_share: float = 1.0  # the same for one token (store.feedback.read_tally applies both)
 
     @classmethod
     def parse(cls, raw: Any, where: str = "rollout") -> RolloutConfig:
@@ -65,6 +69,8 @@ class RolloutConfig:
             max_drop=values["max_drop"],
             confidence=values["confidence"],
             max_hours=values["max_hours"],
+            max_process_share=values["max_process_share"],
+            max_token_share=values["max_token_share"],
         )
 
     def to_json(self) -> dict[str, Any]:

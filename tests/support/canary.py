@@ -74,3 +74,20 @@ def wait_applied(gate, update_id: int, timeout: float = 120):
     report = gate.wait(update_id, timeout=timeout, poll=0.1)
     assert report.status == UpdateStatus.APPLIED, (report.status, report.update.reason)
     return report
+
+
+def call_key(service, prompt: str = "p1") -> tuple[int, bytes]:
+    """(rollout id, call key) of ``prompt``'s rollout in progress, as a runtime token loads it."""
+    import base64
+
+    with service.client("runtime") as runtime:
+        doc = runtime.get(f"/v1/prompts/{prompt}/serve").json()
+    return doc["rollout"]["id"], base64.urlsafe_b64decode(doc["rollout"]["call_key"])
+
+
+def minted(key: tuple[int, bytes], version: int, count: int, process: str = "proc-1", start: int = 1) -> list[str]:
+    """``count`` call ids a runtime process ``process`` would mint for ``version`` (issue 48)."""
+    from gate.production.call_ids import mint_call_id, process_tag
+
+    rollout_id, secret = key
+    return [mint_call_id(secret, rollout_id, version, process_tag(process), start + i) for i in range(count)]
