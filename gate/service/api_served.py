@@ -70,7 +70,7 @@ def served(request: Request, body: ServedBody, caller: Caller = Depends(require(
     for report in body.reports:
         if isinstance(report, dict) and isinstance(report.get("prompt"), str):
             in_reach(caller, report["prompt"])
-    written = gate_of(request).report_served(body.reports, reported_by=named(caller).name)
+    written = gate_of(request).report_served(body.reports, reported_by=named(caller).name, runs=caller.prompts or frozenset())
     return json_bytes({"recorded": written})
 
 

@@ -429,6 +429,7 @@ served_report = Table(  # one runtime process's report of what it serves of one 
     Column("last_seen", T, **NOT_NULL),
     Column("ttl_seconds", Double, **NOT_NULL),
     Column("reported_by", String(128), **NOT_NULL),
+    Column("counted", FLAG, nullable=False, server_default="0"),  # the reporter may run the prompt
     PrimaryKeyConstraint("reported_by", "process_id", "prompt_name"),
     Index("ix_served_prompt", "prompt_name", "last_seen"),
     Index("ix_served_seen", "last_seen"),

@@ -19,3 +19,8 @@ CREATE TABLE IF NOT EXISTS rollout_source_tally (
   correct BIGINT NOT NULL,
   PRIMARY KEY (rollout_id, token, process, canary)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+-- served_report.counted: 1 when the reporter may run the prompt (a runtime token whose
+-- prompts include it, or a runtime on the database); `wait --served` and the stale-runtime
+-- alert count only those. A read token's report is kept, not counted.
+ALTER TABLE served_report ADD COLUMN counted TINYINT NOT NULL DEFAULT 0;
+UPDATE served_report SET counted = 1 WHERE reported_by = 'database';

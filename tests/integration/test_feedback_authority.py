@@ -9,9 +9,13 @@ it which prompts had no canary."""
 from __future__ import annotations
 
 import re
+import time
 
+import httpx2
 import pytest
-from support.canary import call_key, gate_config, minted, prompt_spec
+from support.canary import SHA, call_key, gate_config, minted, prompt_spec
+from support.cli import run_cli
+from support.service_harness import TLS
 
 from gate import gateconfig
 from gate.mockllm import MockLLMServer
@@ -87,8 +91,8 @@ def test_one_process_cannot_be_most_of_a_decision(mysql_gate, service, canary):
     """Ids under the key count, once each; yet one process's outcomes alone decide nothing
     (max_process_share 0.5: the tally a decision reads caps them), and two processes' do."""
     key = call_key(service)
-    events = [{"prompt": "p1", "version": 2, "call_id": i, "correct": False} for i in minted(key, 2, 400, "a")]
-    events += [{"prompt": "p1", "version": 1, "call_id": i, "correct": True} for i in minted(key, 1, 400, "a")]
+    events = [{"prompt": "p1", "version": 2, "call_id": i, "correct": False} for i in minted(key, 2, 400, "a", spread=1)]
+    events += [{"prompt": "p1", "version": 1, "call_id": i, "correct": True} for i in minted(key, 1, 400, "a", spread=1)]
     with service.client("runtime") as runtime:
         first = runtime.post("/v1/feedback", json={"events": events}).json()
         again = runtime.post("/v1/feedback", json={"events": events[:100]}).json()
@@ -98,8 +102,8 @@ def test_one_process_cannot_be_most_of_a_decision(mysql_gate, service, canary):
         assert read_raw_tally(conn, canary) == {"canary": (400, 0), "stable": (400, 400)}
         assert read_tally(conn, canary) == {"canary": (0, 0), "stable": (0, 0)}
     assert look(mysql_gate.engine, canary) == RolloutStatus.CANARY
-    events = [{"prompt": "p1", "version": 2, "call_id": i, "correct": False} for i in minted(key, 2, 400, "b")]
-    events += [{"prompt": "p1", "version": 1, "call_id": i, "correct": True} for i in minted(key, 1, 400, "b")]
+    events = [{"prompt": "p1", "version": 2, "call_id": i, "correct": False} for i in minted(key, 2, 400, "b", spread=1)]
+    events += [{"prompt": "p1", "version": 1, "call_id": i, "correct": True} for i in minted(key, 1, 400, "b", spread=1)]
     with service.client("feedback") as relay:  # a feedback token may relay ids a runtime minted
         assert relay.post("/v1/feedback", json={"events": events}).json()["recorded"] == 800
     with mysql_gate.engine.connect() as conn:
@@ -126,3 +130,69 @@ def test_a_runtime_token_for_p1_cannot_load_report_or_send_feedback_for_p2(mysql
         assert runtime.get("/v1/updates").status_code == 403  # nothing else: not even a read
     served = mysql_gate.served("p1")["processes"]
     assert [p.process_id for p in served] == ["web-1"]
+
+
+FORGED_HOST = "<script>alert(1)</script>::warning::x:1"
+
+
+def forged(version: int = 1) -> dict:
+    """The finding's report: another team's read token says a process serves ``version``."""
+    return {
+        "process_id": "evil-1", "host": FORGED_HOST, "pid": 1, "prompt": "p1", "version": version,
+        "loaded_seconds_ago": 999999, "ttl_seconds": 1,
+    }  # fmt: skip
+
+
+def test_a_read_tokens_forged_reports_raise_no_alert_and_fail_no_release_wait(mysql_gate, service, tmp_path, monkeypatch):
+    """Finding 2: a read token's `/v1/served` every second set the stale-runtime alert and
+    failed the release pipeline's `wait --sha --served` with the forger's host text. Only a
+    token that may run the prompt is counted now, and a wait names the reporting token."""
+    gate = mysql_gate
+    with MockLLMServer(latency_ms=0) as llm:
+        monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+        gateconfig.sync(gate, gate_config(tmp_path))
+        run_until_terminal(gate, [gate.submit(prompt_spec("v1"), "apply", {"sha": SHA[1]})])
+        run_until_terminal(gate, [gate.submit(prompt_spec("v2"), "apply", {"sha": SHA[2]})])
+    forger = gate.create_token("another-team", "read")
+    honest = {**forged(2), "process_id": "web-1", "host": "web", "pid": 4242, "loaded_seconds_ago": 1, "ttl_seconds": 30}
+    env = {"PROMPTGATE_TOKEN": service.tokens["read"]}
+    wait = ("--gate-url", service.url, "wait", "--sha", SHA[2], "--served", "--timeout", "12")
+    with httpx2.Client(base_url=service.url, headers={"Authorization": f"Bearer {forger}"}, verify=TLS) as evil:
+        assert evil.post("/v1/served", json={"reports": [forged()]}).status_code == 200  # kept, not counted
+        none = run_cli(*wait, env=env)
+        assert none.returncode == 1, none.stderr  # no process that may run p1 counted: says so
+        assert "no runtime process that may run p1 has reported" in none.stderr and "--allow-none" in none.stderr
+        assert FORGED_HOST not in none.stderr and "<script>" not in none.stderr
+        assert run_cli(*wait, "--allow-none", env=env).returncode == 0
+        with service.client("runtime") as runtime:
+            assert runtime.post("/v1/served", json={"reports": [honest]}).json() == {"recorded": 1}
+        time.sleep(2.5)  # past twice the forged ttl: the forged row would be stale
+        assert evil.post("/v1/served", json={"reports": [forged()]}).status_code == 200
+        with service.client("read") as reader:
+            metrics = reader.get("/metrics").text
+            live = reader.get("/v1/prompts/p1/live").json()["served"]
+        done = run_cli(*wait, env=env)
+    assert re.search(r"^promptgate_stale_runtime_processes 0\.0$", metrics, re.M), metrics
+    assert (live["active"], live["stale"], live["uncounted"]) == (1, 0, 1)
+    assert done.returncode == 0, done.stderr
+    assert "all 1 processes serve v2" in done.stderr and "<script>" not in done.stderr + done.stdout
+
+
+def test_a_wait_names_the_reporting_token_never_the_host_it_sent(mysql_gate, service, tmp_path, monkeypatch):
+    """A process that may run the prompt and is behind is named by its token and pid."""
+    gate = mysql_gate
+    with MockLLMServer(latency_ms=0) as llm:
+        monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+        gateconfig.sync(gate, gate_config(tmp_path))
+        run_until_terminal(gate, [gate.submit(prompt_spec("v1"), "apply", {"sha": SHA[1]})])
+        run_until_terminal(gate, [gate.submit(prompt_spec("v2"), "apply", {"sha": SHA[2]})])
+    behind = {**forged(1), "process_id": "web-2", "ttl_seconds": 30}
+    with service.client("runtime") as runtime:
+        assert runtime.post("/v1/served", json={"reports": [behind]}).json() == {"recorded": 1}
+    env = {"PROMPTGATE_TOKEN": service.tokens["read"]}
+    waited = run_cli("--gate-url", service.url, "wait", "--sha", SHA[2], "--served", "--timeout", "3", env=env)
+    assert waited.returncode == 3, waited.stderr
+    assert f"waiting for {service.names['runtime']}:1 (v1)" in waited.stderr
+    assert "<script>" not in waited.stderr and "::warning" not in waited.stderr

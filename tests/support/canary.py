@@ -85,9 +85,13 @@ def call_key(service, prompt: str = "p1") -> tuple[int, bytes]:
     return doc["rollout"]["id"], base64.urlsafe_b64decode(doc["rollout"]["call_key"])
 
 
-def minted(key: tuple[int, bytes], version: int, count: int, process: str = "proc-1", start: int = 1) -> list[str]:
-    """``count`` call ids a runtime process ``process`` would mint for ``version`` (issue 48)."""
+def minted(
+    key: tuple[int, bytes], version: int, count: int, process: str = "proc", start: int = 1, spread: int = 4
+) -> list[str]:
+    """``count`` call ids runtime processes would mint for ``version`` (issue 48), taking turns
+    among ``spread`` processes (so no one process is most of an arm's outcomes)."""
     from gate.production.call_ids import mint_call_id, process_tag
 
     rollout_id, secret = key
-    return [mint_call_id(secret, rollout_id, version, process_tag(process), start + i) for i in range(count)]
+    tags = [process_tag(f"{process}-{n}") for n in range(spread)]
+    return [mint_call_id(secret, rollout_id, version, tags[i % spread], start + i) for i in range(count)]
