@@ -18,6 +18,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Query, Request, Response
 
 from gate.domain.tokens import SERVE
+from gate.prompt.call_settings import NAME_RE
 
 from .auth import ANONYMOUS, AuthError, Caller, require
 from .bodies import BODY, FeedbackBody, ServedBody, gate_of, json_bytes, responses
@@ -67,8 +68,8 @@ def serve(request: Request, name: str, caller: Caller = Depends(require(SERVE)))
 def served(request: Request, body: ServedBody, caller: Caller = Depends(require(SERVE))):
     """At most 100 prompts a report; recorded under the token's name (a token reports for
     its own processes only, at most 1,000 of them); a runtime token for its prompts only."""
-    for report in body.reports:
-        if isinstance(report, dict) and isinstance(report.get("prompt"), str):
+    for report in body.reports:  # a name that is no prompt name is refused as such (400), below
+        if isinstance(report, dict) and isinstance(report.get("prompt"), str) and NAME_RE.fullmatch(report["prompt"]):
             in_reach(caller, report["prompt"])
     written = gate_of(request).report_served(body.reports, reported_by=named(caller).name, runs=caller.prompts or frozenset())
     return json_bytes({"recorded": written})
