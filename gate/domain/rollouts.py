@@ -34,11 +34,11 @@ from sqlalchemy.engine import Engine
 from gate import db
 from gate.calls.providers import ProviderDecl, endpoint_for, resolve
 from gate.errors import NotFound, UsageError
+from gate.production.call_ids import rollout_call_key, verify_call_id
 from gate.prompt.call_settings import NAME_RE, check_name
 from gate.records import Rollout
 from gate.rollout.rule import RolloutConfig, figures_of
 from gate.rollout.sequence import Arm
-from gate.production.call_ids import rollout_call_key, verify_call_id
 from gate.store.feedback import call_secret, read_tally, record_feedback
 from gate.store.live import find_live, version_config, version_provider
 from gate.store.providers import list_providers
@@ -146,8 +146,8 @@ class Rollouts:
         parsed = [checked_event(e) for e in events]
         process: dict[int, str] = {}  # event index → its verified call id's process tag
         refused = 0
+        kept: list[tuple[str, int, str, bool, int | None]] = []
         if sender is not None:
-            kept = []
             for name, version, call_id, correct in parsed:
                 fields = verify_call_id(call_id, self.call_key)
                 if fields is None or fields.version != version or (prompts is not None and name not in prompts):
@@ -156,7 +156,7 @@ class Rollouts:
                 process[len(kept)] = fields.process
                 kept.append((name, version, call_id, correct, fields.rollout_id))
         else:
-            kept = [(*e, None) for e in parsed]
+            kept = [(name, version, call_id, correct, None) for name, version, call_id, correct in parsed]
 
         def store(conn) -> dict[str, int]:
             rollouts = active_rollouts(conn, sorted({p for p, *_ in kept}))

@@ -77,7 +77,7 @@ def scope_allows(granted: str, needed: str) -> bool:
 
 def token_prompts(token: ApiToken) -> frozenset[str] | None:
     """The prompts a token may run (a runtime token's); None: not a runtime token."""
-    return frozenset(token.prompts) if token.scope == RUNTIME else None
+    return frozenset(token.prompts or ()) if token.scope == RUNTIME else None
 
 
 def check_prompts(scope: str, prompts) -> list[str] | None:

@@ -71,7 +71,9 @@ def served(request: Request, body: ServedBody, caller: Caller = Depends(require(
     for report in body.reports:  # a name that is no prompt name is refused as such (400), below
         if isinstance(report, dict) and isinstance(report.get("prompt"), str) and NAME_RE.fullmatch(report["prompt"]):
             in_reach(caller, report["prompt"])
-    written = gate_of(request).report_served(body.reports, reported_by=named(caller).name, runs=caller.prompts or frozenset())
+    written = gate_of(request).report_served(
+        body.reports, reported_by=named(caller).name, runs=caller.prompts or frozenset()
+    )
     return json_bytes({"recorded": written})
 
 

@@ -103,9 +103,13 @@ def read_tally(conn: Connection, rollout_id: int) -> dict[str, tuple[int, int]]:
     config = conn.execute(select(prompt_rollout.c.config).where(prompt_rollout.c.id == rollout_id)).scalar()
     config = config if isinstance(config, dict) else {}
     s = rollout_source_tally
-    rows = conn.execute(
-        select(s.c.token, s.c.process, s.c.canary, s.c.n, s.c.correct).where(s.c.rollout_id == rollout_id)
-    ).all()
+    # the columns' types: token, process, canary flag, n, correct (a SUM-free read: plain ints)
+    rows = cast(
+        "list[tuple[str, str, int, int, int]]",
+        conn.execute(
+            select(s.c.token, s.c.process, s.c.canary, s.c.n, s.c.correct).where(s.c.rollout_id == rollout_id)
+        ).all(),
+    )
     if not rows:
         return raw
     shares = (float(config.get("max_process_share", 0.5)), float(config.get("max_token_share", 1.0)))

@@ -25,13 +25,15 @@ def insert_token(conn: Connection, name: str, scope: str, token_hash: str, promp
         raise UsageError(f"a token named {name!r} exists (names are never reused, even revoked): choose another name")
     try:
         with conn.begin_nested():
-            conn.execute(insert(api_token).values(
+            conn.execute(
+                insert(api_token).values(
                     name=name,
                     scope=scope,
                     token_hash=token_hash,
                     created_at=db_now(),
                     prompts=None if prompts is None else json.dumps(prompts),
-                ))
+                )
+            )
     except IntegrityError:
         raise UsageError(f"a token named {name!r} exists: choose another name") from None
 

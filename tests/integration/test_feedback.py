@@ -46,7 +46,9 @@ def stored(gate, rollout_id: int) -> tuple[int, dict]:
 
 def test_a_call_counts_once_and_only_for_the_rollouts_versions(mysql_gate, service, canary):
     key = call_key(service)  # ids a runtime on a runtime token mints (made-up ones: test_feedback_authority.py)
-    events = [{"prompt": "p1", "version": 2, "call_id": c, "correct": i % 3 != 0} for i, c in enumerate(minted(key, 2, 30))]
+    events = [
+        {"prompt": "p1", "version": 2, "call_id": c, "correct": i % 3 != 0} for i, c in enumerate(minted(key, 2, 30))
+    ]
     events += [{"prompt": "p1", "version": 1, "call_id": c, "correct": True} for c in minted(key, 1, 20, start=100)]
     with service.client("feedback") as production:
         first = production.post("/v1/feedback", json={"events": events})
@@ -59,7 +61,9 @@ def test_a_call_counts_once_and_only_for_the_rollouts_versions(mysql_gate, servi
             {"prompt": "p9", "version": 1, "call_id": minted(key, 1, 1, start=999)[0], "correct": False},  # no rollout
         ]
         assert production.post("/v1/feedback", json={"events": other}).json()["ignored"] == 2
-        too_many = [{"prompt": "p1", "version": 2, "call_id": c, "correct": True} for c in minted(key, 2, 1001, start=5000)]
+        too_many = [
+            {"prompt": "p1", "version": 2, "call_id": c, "correct": True} for c in minted(key, 2, 1001, start=5000)
+        ]
         refused = production.post("/v1/feedback", json={"events": too_many})
         assert refused.status_code == 400
         for bad, says in (

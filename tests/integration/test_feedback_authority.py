@@ -91,8 +91,12 @@ def test_one_process_cannot_be_most_of_a_decision(mysql_gate, service, canary):
     """Ids under the key count, once each; yet one process's outcomes alone decide nothing
     (max_process_share 0.5: the tally a decision reads caps them), and two processes' do."""
     key = call_key(service)
-    events = [{"prompt": "p1", "version": 2, "call_id": i, "correct": False} for i in minted(key, 2, 400, "a", spread=1)]
-    events += [{"prompt": "p1", "version": 1, "call_id": i, "correct": True} for i in minted(key, 1, 400, "a", spread=1)]
+    events = [
+        {"prompt": "p1", "version": 2, "call_id": i, "correct": False} for i in minted(key, 2, 400, "a", spread=1)
+    ]
+    events += [
+        {"prompt": "p1", "version": 1, "call_id": i, "correct": True} for i in minted(key, 1, 400, "a", spread=1)
+    ]
     with service.client("runtime") as runtime:
         first = runtime.post("/v1/feedback", json={"events": events}).json()
         again = runtime.post("/v1/feedback", json={"events": events[:100]}).json()
@@ -102,8 +106,12 @@ def test_one_process_cannot_be_most_of_a_decision(mysql_gate, service, canary):
         assert read_raw_tally(conn, canary) == {"canary": (400, 0), "stable": (400, 400)}
         assert read_tally(conn, canary) == {"canary": (0, 0), "stable": (0, 0)}
     assert look(mysql_gate.engine, canary) == RolloutStatus.CANARY
-    events = [{"prompt": "p1", "version": 2, "call_id": i, "correct": False} for i in minted(key, 2, 400, "b", spread=1)]
-    events += [{"prompt": "p1", "version": 1, "call_id": i, "correct": True} for i in minted(key, 1, 400, "b", spread=1)]
+    events = [
+        {"prompt": "p1", "version": 2, "call_id": i, "correct": False} for i in minted(key, 2, 400, "b", spread=1)
+    ]
+    events += [
+        {"prompt": "p1", "version": 1, "call_id": i, "correct": True} for i in minted(key, 1, 400, "b", spread=1)
+    ]
     with service.client("feedback") as relay:  # a feedback token may relay ids a runtime minted
         assert relay.post("/v1/feedback", json={"events": events}).json()["recorded"] == 800
     with mysql_gate.engine.connect() as conn:
@@ -143,7 +151,9 @@ def forged(version: int = 1) -> dict:
     }  # fmt: skip
 
 
-def test_a_read_tokens_forged_reports_raise_no_alert_and_fail_no_release_wait(mysql_gate, service, tmp_path, monkeypatch):
+def test_a_read_tokens_forged_reports_raise_no_alert_and_fail_no_release_wait(
+    mysql_gate, service, tmp_path, monkeypatch
+):
     """Finding 2: a read token's `/v1/served` every second set the stale-runtime alert and
     failed the release pipeline's `wait --sha --served` with the forger's host text. Only a
     token that may run the prompt is counted now, and a wait names the reporting token."""
@@ -155,7 +165,14 @@ def test_a_read_tokens_forged_reports_raise_no_alert_and_fail_no_release_wait(my
         run_until_terminal(gate, [gate.submit(prompt_spec("v1"), "apply", {"sha": SHA[1]})])
         run_until_terminal(gate, [gate.submit(prompt_spec("v2"), "apply", {"sha": SHA[2]})])
     forger = gate.create_token("another-team", "read")
-    honest = {**forged(2), "process_id": "web-1", "host": "web", "pid": 4242, "loaded_seconds_ago": 1, "ttl_seconds": 30}
+    honest = {
+        **forged(2),
+        "process_id": "web-1",
+        "host": "web",
+        "pid": 4242,
+        "loaded_seconds_ago": 1,
+        "ttl_seconds": 30,
+    }
     env = {"PROMPTGATE_TOKEN": service.tokens["read"]}
     wait = ("--gate-url", service.url, "wait", "--sha", SHA[2], "--served", "--timeout", "12")
     with httpx2.Client(base_url=service.url, headers={"Authorization": f"Bearer {forger}"}, verify=TLS) as evil:

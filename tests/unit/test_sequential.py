@@ -211,5 +211,9 @@ def test_a_rollout_entry_out_of_range_is_refused_naming_the_field(raw, says):
 def test_the_issues_example_parses():
     raw = {"canary_percent": 10, "min_feedback": 400, "max_drop": 0.02, "confidence": 0.95, "max_hours": 48}
     assert RolloutConfig.parse(raw).to_json() == {
-        **raw, "canary_percent": 10.0, "max_hours": 48.0, "max_process_share": 0.5, "max_token_share": 1.0
+        **raw,
+        "canary_percent": 10.0,
+        "max_hours": 48.0,
+        "max_process_share": 0.5,
+        "max_token_share": 1.0,
     }
