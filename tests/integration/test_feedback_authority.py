@@ -196,6 +196,27 @@ def test_a_read_tokens_forged_reports_raise_no_alert_and_fail_no_release_wait(
     assert "all 1 processes serve v2" in done.stderr and "<script>" not in done.stderr + done.stdout
 
 
+def test_a_read_tokens_forged_report_raises_no_stale_runtime_alert(mysql_gate, service, tmp_path, monkeypatch):
+    """Finding 2's alert: another team's read token says an old process serves v1 of p1, long
+    after v2 went live. It is not counted: no stale process, no alert."""
+    gate = mysql_gate
+    with MockLLMServer(latency_ms=0) as llm:
+        monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+        gateconfig.sync(gate, gate_config(tmp_path))
+        run_until_terminal(gate, [gate.submit(prompt_spec("v1"), "apply")])
+        run_until_terminal(gate, [gate.submit(prompt_spec("v2"), "apply")])
+    forger = gate.create_token("another-team", "read")
+    time.sleep(2.5)  # v2 live for longer than twice the forged ttl: the forged process would be stale
+    with httpx2.Client(base_url=service.url, headers={"Authorization": f"Bearer {forger}"}, verify=TLS) as evil:
+        assert evil.post("/v1/served", json={"reports": [forged()]}).status_code == 200
+        metrics = evil.get("/metrics").text
+        page = evil.get("/workers").text
+    assert re.search(r"^promptgate_stale_runtime_processes 0\.0$", metrics, re.M), metrics
+    assert "&lt;script&gt;" not in page and "<script>alert" not in page
+    assert gate.served_counts() == {"served": 0, "stale": 0}
+
+
 def test_a_wait_names_the_reporting_token_never_the_host_it_sent(mysql_gate, service, tmp_path, monkeypatch):
     """A process that may run the prompt and is behind is named by its token and pid."""
     gate = mysql_gate
