@@ -8,6 +8,7 @@ it which prompts had no canary."""
 
 from __future__ import annotations
 
+import json
 import re
 import time
 
@@ -234,3 +235,26 @@ def test_a_wait_names_the_reporting_token_never_the_host_it_sent(mysql_gate, ser
     assert waited.returncode == 3, waited.stderr
     assert f"waiting for {service.names['runtime']}:1 (v1)" in waited.stderr
     assert "<script>" not in waited.stderr and "::warning" not in waited.stderr
+
+
+def test_a_runtime_token_is_made_with_its_prompts_by_the_cli_and_the_api(mysql_gate, mysql_url, service):
+    env = {"PROMPTGATE_DATABASE_URL": mysql_url}
+    made = run_cli("token", "create", "checkout-web", "--scope", "runtime", "--prompts", "p1,p2", "--json", env=env)
+    assert made.returncode == 0, made.stderr
+    assert {k: v for k, v in json.loads(made.stdout).items() if k != "token"} == {
+        "name": "checkout-web", "scope": "runtime", "prompts": ["p1", "p2"],
+    }  # fmt: skip
+    for args, says in (
+        (("--scope", "runtime"), "needs --prompts"),
+        (("--scope", "read", "--prompts", "p1"), "--prompts is for a runtime token"),
+        (("--scope", "runtime", "--prompts", "p1,../x"), "is not a prompt name"),
+    ):
+        refused = run_cli("token", "create", "bad-one", *args, env=env)
+        assert refused.returncode != 0 and says in refused.stderr, refused.stderr
+    listed = run_cli("token", "list", env=env)
+    assert "checkout-web\truntime (p1,p2)\t" in listed.stdout, listed.stdout
+    with service.client("admin") as admin:
+        answer = admin.post("/v1/tokens", json={"name": "api-web", "scope": "runtime", "prompts": ["p1"]})
+        assert answer.status_code == 201 and answer.json()["prompts"] == ["p1"], answer.text
+        missing = admin.post("/v1/tokens", json={"name": "api-web-2", "scope": "runtime"})
+        assert missing.status_code == 400 and "needs --prompts" in missing.json()["error"], missing.text
