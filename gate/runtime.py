@@ -48,7 +48,7 @@ A read token still loads any prompt, but its loads carry no canary's call key: t
 of its calls (``result.call_id``) do not verify, and the gate refuses their feedback (issue
 48). With a runtime token each call of a canary rollout gets an id carrying the rollout, the
 version, this process and a sequence number under the rollout's call key
-(``gate.production.call_ids``); a forked child mints under a process tag of its own.
+(``gate.rollout.call_ids``); a forked child mints under a process tag of its own.
 
 the live version is read with a conditional request (an unchanged prompt: one round trip,
 answered 304 with no body), and a service that is down leaves the last version serving.
@@ -84,7 +84,7 @@ from typing import Any
 
 from gate.calls.llm import CallResult, call_prompt
 from gate.errors import ModelCallError
-from gate.production.call_ids import CallIds
+from gate.rollout.call_ids import CallIds
 from gate.production.feedback import FeedbackBuffer
 from gate.production.reporter import ServedReporter, process_identity
 from gate.production.result import Invalid, InvalidKind, ServedResult, served_result

@@ -14,7 +14,7 @@ events are counted as refused, never stored), so a pull request's token cannot d
 rollout somebody else's apply started.
 
 Through the service (``sender`` given: issue 48) an event counts only when its call id
-verifies (``gate.production.call_ids``): minted by a runtime that loaded the prompt with
+verifies (``gate.rollout.call_ids``): minted by a runtime that loaded the prompt with
 its rollout's call key, for that rollout, that prompt and the version it names. Any other
 event — a made-up id, one minted without the key (a fleet on read tokens), another
 rollout's, or a prompt outside a runtime token's reach — is refused (counted, never
@@ -34,7 +34,7 @@ from sqlalchemy.engine import Engine
 from gate import db
 from gate.calls.providers import ProviderDecl, endpoint_for, resolve
 from gate.errors import NotFound, UsageError
-from gate.production.call_ids import rollout_call_key, verify_call_id
+from gate.rollout.call_ids import rollout_call_key, verify_call_id
 from gate.prompt.call_settings import NAME_RE, check_name
 from gate.records import Rollout
 from gate.rollout.rule import RolloutConfig, figures_of
@@ -115,7 +115,7 @@ class Rollouts:
         self._keys: dict[int, bytes] = {}
 
     def call_key(self, rollout_id: int) -> bytes:
-        """Rollout ``rollout_id``'s call key (``gate.production.call_ids``): derived from the
+        """Rollout ``rollout_id``'s call key (``gate.rollout.call_ids``): derived from the
         gate's secret, read from the database once per process. Hand it only to a token
         allowed to run the rollout's prompt."""
         key = self._keys.get(rollout_id)

@@ -463,9 +463,8 @@ class DataDiff:
 
 @dataclass(frozen=True)
 class ServedProcess:
-    """One runtime process's last report of what it serves of a prompt (``served_report``):
-    ``version`` (the live version it loaded: during a canary rollout, the canary) and
-    ``stable_version`` (during a rollout, the stable version it routes the other calls to)."""
+    """One runtime process's last report of what it serves of a prompt (``served_report``): ``version``
+    (the live version it loaded: a rollout's canary) and ``stable_version`` (a rollout's other arm)."""
 
     process_id: str
     prompt_name: str

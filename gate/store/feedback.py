@@ -98,7 +98,7 @@ def _tally_upsert(dialect: str, rows: list[dict], t=rollout_tally):
 
 def read_tally(conn: Connection, rollout_id: int) -> dict[str, tuple[int, int]]:
     """The rollout's outcomes a decision counts, stripes summed: {"canary": (n, correct),
-    "stable": …}, each sender's share capped (the module docstring; ``capped``)."""
+    "stable": …}, each sender's share capped (the module docstring; ``_capped``)."""
     raw = read_raw_tally(conn, rollout_id)
     config = conn.execute(select(prompt_rollout.c.config).where(prompt_rollout.c.id == rollout_id)).scalar()
     config = config if isinstance(config, dict) else {}
@@ -116,11 +116,11 @@ def read_tally(conn: Connection, rollout_id: int) -> dict[str, tuple[int, int]]:
     found = {}
     for arm, flag in (("canary", 1), ("stable", 0)):
         senders = [(str(t), str(p), int(n), int(k)) for t, p, c, n, k in rows if int(c) == flag]
-        found[arm] = capped(raw[arm], senders, *shares)
+        found[arm] = _capped(raw[arm], senders, *shares)
     return found
 
 
-def capped(
+def _capped(
     raw: tuple[int, int], senders: list[tuple[str, str, int, int]], process_share: float, token_share: float
 ) -> tuple[int, int]:
     """An arm's (n, correct) with each process's outcomes cut to at most ``process_share`` of

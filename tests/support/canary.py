@@ -90,7 +90,7 @@ def minted(
 ) -> list[str]:
     """``count`` call ids runtime processes would mint for ``version`` (issue 48), taking turns
     among ``spread`` processes (so no one process is most of an arm's outcomes)."""
-    from gate.production.call_ids import mint_call_id, process_tag
+    from gate.rollout.call_ids import mint_call_id, process_tag
 
     rollout_id, secret = key
     tags = [process_tag(f"{process}-{n}") for n in range(spread)]
