@@ -84,7 +84,6 @@ from typing import Any
 
 from gate.calls.llm import CallResult, call_prompt
 from gate.errors import ModelCallError
-from gate.rollout.call_ids import CallIds
 from gate.production.feedback import FeedbackBuffer
 from gate.production.reporter import ServedReporter, process_identity
 from gate.production.result import Invalid, InvalidKind, ServedResult, served_result
@@ -92,6 +91,7 @@ from gate.production.sources import DatabaseSource, ServiceSource
 from gate.production.versions import LoadedPrompt, route
 from gate.prompt.spec import PromptSpec
 from gate.prompt.tool_decision import ToolCall
+from gate.rollout.call_ids import CallIds
 from gate.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -34,9 +34,9 @@ from sqlalchemy.engine import Engine
 from gate import db
 from gate.calls.providers import ProviderDecl, endpoint_for, resolve
 from gate.errors import NotFound, UsageError
-from gate.rollout.call_ids import rollout_call_key, verify_call_id
 from gate.prompt.call_settings import NAME_RE, check_name
 from gate.records import Rollout
+from gate.rollout.call_ids import rollout_call_key, verify_call_id
 from gate.rollout.rule import RolloutConfig, figures_of
 from gate.rollout.sequence import Arm
 from gate.store.feedback import call_secret, read_tally, record_feedback

@@ -21,6 +21,7 @@ import hmac
 import itertools
 import struct
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 PREFIX = "g1"
@@ -70,7 +71,7 @@ def parse_call_id(call_id: str) -> tuple[CallId, bytes, bytes] | None:
     return CallId(rollout_id, version, process.hex(), int.from_bytes(sequence, "big")), payload, mac
 
 
-def verify_call_id(call_id: str, key_of) -> CallId | None:
+def verify_call_id(call_id: str, key_of: Callable[[int], bytes | None]) -> CallId | None:
     """The id's fields when its MAC verifies under ``key_of(rollout_id)`` (None: no key for
     that rollout), else None. No database read: ``key_of`` derives the key."""
     parsed = parse_call_id(call_id)

@@ -65,9 +65,7 @@ def test_the_default_budget_catches_a_judge_that_flips_over_the_last_quarter():
     assert design(10, 186, 200).smallest_drift() is None  # the issue's 10 sentinels: nothing at 90 %
 
 
-def _alarms(
-    rng: random.Random, runs: int, planned: int, pinned: tuple[int, int] | None, p: float, late: float
-) -> float:
+def _alarms(rng: random.Random, runs: int, planned: int, pinned: tuple[int, int] | None, p: float, late: float) -> float:
     """The share of simulated runs that alarm: the pinned evaluation drawn (``pinned`` None:
     200 items at the judge's true ``p``), then ``planned`` sentinels at ``p`` and at ``late``
     over the last quarter."""
