@@ -39,6 +39,7 @@ RANGES: dict[str, tuple[float, float, bool, bool, float]] = {
     "max_process_share": (0, 1, False, True, 0.5),  # one process's share of an arm's outcomes counted
     "max_token_share": (0, 1, False, True, 1),  # one token's (1: a fleet on one runtime token decides)
 }
+SHARES = ("max_process_share", "max_token_share")
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,13 @@ class RolloutConfig:
         )
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        """The fields; the shares (issue 48) only when not at their defaults, so a rollout
+        stored before them reads, and syncs, as the same."""
+        found = asdict(self)
+        for key in SHARES:
+            if found[key] == RANGES[key][4]:
+                del found[key]
+        return found
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> RolloutConfig:

@@ -210,10 +210,15 @@ def test_a_rollout_entry_out_of_range_is_refused_naming_the_field(raw, says):
 
 def test_the_issues_example_parses():
     raw = {"canary_percent": 10, "min_feedback": 400, "max_drop": 0.02, "confidence": 0.95, "max_hours": 48}
-    assert RolloutConfig.parse(raw).to_json() == {
-        **raw,
-        "canary_percent": 10.0,
-        "max_hours": 48.0,
-        "max_process_share": 0.5,
-        "max_token_share": 1.0,
-    }
+    assert RolloutConfig.parse(raw).to_json() == {**raw, "canary_percent": 10.0, "max_hours": 48.0}
+
+
+def test_the_shares_are_stored_only_when_set():
+    """Issue 48's caps: a rollout without them stores (and syncs) as before; set, they are kept."""
+    raw = {"canary_percent": 10, "min_feedback": 400, "max_drop": 0.02, "confidence": 0.95, "max_hours": 48}
+    assert "max_process_share" not in RolloutConfig.parse(raw).to_json()
+    assert RolloutConfig.parse(raw).max_process_share == 0.5 and RolloutConfig.parse(raw).max_token_share == 1.0
+    shared = RolloutConfig.parse({**raw, "max_process_share": 1, "max_token_share": 0.5}).to_json()
+    assert (shared["max_process_share"], shared["max_token_share"]) == (1.0, 0.5)
+    with pytest.raises(UsageError, match="max_process_share: 0 is outside"):
+        RolloutConfig.parse({**raw, "max_process_share": 0})
