@@ -216,6 +216,10 @@ def test_a_read_tokens_forged_report_raises_no_stale_runtime_alert(mysql_gate, s
     assert re.search(r"^promptgate_stale_runtime_processes 0\.0$", metrics, re.M), metrics
     assert "&lt;script&gt;" not in page and "<script>alert" not in page
     assert gate.served_counts() == {"served": 0, "stale": 0}
+    live = run_cli("--gate-url", service.url, "live", "p1", env={"PROMPTGATE_TOKEN": service.tokens["read"]})
+    assert "no runtime process that may run this prompt has reported" in live.stdout, live.stdout
+    assert "1 more reported by tokens that may not run this prompt (read tokens): not counted" in live.stdout
+    assert "<script>" not in live.stdout and "::warning" not in live.stdout
 
 
 def test_a_wait_names_the_reporting_token_never_the_host_it_sent(mysql_gate, service, tmp_path, monkeypatch):
