@@ -4,6 +4,8 @@ canary rollout's outcomes at 300 events a second each (2,400 a second offered) f
 through ``PromptRuntime.feedback`` (buffered, batched). Measured: every event recorded
 (counted in `rollout_feedback` and in the rollout's tally), the rate they were recorded at
 (from the first event offered to the last one committed), and what it cost the database:
+each on a runtime token, so every call id is one minted under the rollout's call key and
+verified by the service (issue 48: two HMACs an event, no database read);
 MariaDB's commits and statements (``Com_commit``, ``Questions``) per event. Target: ≥ 2,000
 events/s recorded, nothing lost, and at most one commit per 20 events (batched).
 
@@ -24,10 +26,10 @@ ROLLOUT = {"canary_percent": 10, "min_feedback": 10_000_000, "max_drop": 0.02, "
 
 
 def recorded(g, rollout_id: int) -> tuple[int, int]:
-    from gate.store.feedback import count_feedback, read_tally
+    from gate.store.feedback import count_feedback, read_raw_tally
 
     with g.engine.connect() as conn:
-        return count_feedback(conn, rollout_id), sum(n for n, _ in read_tally(conn, rollout_id).values())
+        return count_feedback(conn, rollout_id), sum(n for n, _ in read_raw_tally(conn, rollout_id).values())
 
 
 def main() -> bool:
@@ -58,8 +60,7 @@ def main() -> bool:
             for _ in range(args.processes):
                 fleet.start(
                     gate_url=service.url,
-                    token=service.tokens["read"],
-                    feedback_token=service.tokens["feedback"],
+                    token=service.tokens["runtime"],  # call ids under the call key, verified (issue 48)
                     prompt="p1",
                     ttl=30.0,
                     events=per_process,

@@ -38,10 +38,17 @@ where the URL came from, without the SDK's chained traceback behind it.
 If the database cannot be read on a refresh, the last loaded version keeps serving (and
 the failure is logged); only the first load of a name raises.
 
-Through the gate's service instead of its database (no database credentials; a read
-token)::
+Through the gate's service instead of its database (no database credentials; a runtime
+token for the prompts this service runs, ``promptgate token create NAME --scope runtime
+--prompts a,b``, which also sends the feedback)::
 
-    rt = PromptRuntime(gate_url="https://gate.example.com", token=READ_TOKEN, feedback_token=FEEDBACK_TOKEN)
+    rt = PromptRuntime(gate_url="https://gate.example.com", token=RUNTIME_TOKEN)
+
+A read token still loads any prompt, but its loads carry no canary's call key: the call ids
+of its calls (``result.call_id``) do not verify, and the gate refuses their feedback (issue
+48). With a runtime token each call of a canary rollout gets an id carrying the rollout, the
+version, this process and a sequence number under the rollout's call key
+(``gate.rollout.call_ids``); a forked child mints under a process tag of its own.
 
 the live version is read with a conditional request (an unchanged prompt: one round trip,
 answered 304 with no body), and a service that is down leaves the last version serving.
@@ -84,6 +91,7 @@ from gate.production.sources import DatabaseSource, ServiceSource
 from gate.production.versions import LoadedPrompt, route
 from gate.prompt.spec import PromptSpec
 from gate.prompt.tool_decision import ToolCall
+from gate.rollout.call_ids import CallIds
 from gate.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -121,8 +129,9 @@ class PromptRuntime:
     ):
         """``gate`` is a ready ``gate.domain.Gate`` (else one is connected to
         ``database_url``, default ``PROMPTGATE_DATABASE_URL``); or ``gate_url`` and ``token``
-        (a read token) to go through the service, ``feedback_token`` for feedback (default:
-        ``token``, which then needs the submit scope). ``report`` False: tell the gate
+        (a runtime token for the prompts served; a read token loads too, but its calls'
+        feedback does not count) to go through the service, ``feedback_token`` for feedback
+        (default: ``token``). ``report`` False: tell the gate
         nothing of what this process serves. ``flush_at_exit``: seconds the interpreter's exit
         waits for the feedback still buffered to be sent when ``close()`` was not called (an
         ``atexit`` hook; None: no hook, and what ``close()`` does not send is lost); what is
@@ -138,6 +147,7 @@ class PromptRuntime:
         self._cache: dict[str, LoadedPrompt] = {}
         self._lock = threading.Lock()
         self.process_id, self.host, self.pid = process_identity()
+        self._call_ids = CallIds(self.process_id)
         self.reporter = ServedReporter(self.served_rows, self.refresh_due, self._source.report, ttl) if report else None
         self.feedback_buffer = FeedbackBuffer(self._source.feedback, self._source.retryable, exit_timeout=flush_at_exit)
         self._forked = False  # a forked child that has not told the gate yet what it serves
@@ -150,6 +160,7 @@ class PromptRuntime:
         ``gate.production.feedback`` reset their threads and buffer themselves)."""
         self._lock = threading.Lock()
         self.process_id, self.host, self.pid = process_identity()
+        self._call_ids.reset(self.process_id)
         self._source.after_fork_in_child()
         self._forked = self.reporter is not None and bool(self._cache)
 
@@ -168,7 +179,10 @@ class PromptRuntime:
         except ModelCallError as exc:
             failure = exc
         else:
-            return served_result(result, name, served.version, loaded.rollout_id(), arm, served.spec)
+            call_id = None
+            if loaded.canary is not None and loaded.canary.call_key is not None:
+                call_id = self._call_ids.mint(loaded.canary.call_key, loaded.canary.rollout_id, served.version)
+            return served_result(result, name, served.version, loaded.rollout_id(), arm, served.spec, call_id)
         failure.__cause__, failure.__suppress_context__ = None, True  # one line: no SDK traceback chained
         raise failure
 

@@ -23,8 +23,14 @@ MAX_FILES = 5000
 
 def served_lines(served: dict) -> list[str]:
     """The versions served and by how many processes, then each stale process."""
+    uncounted = served.get("uncounted") or 0
+    aside = (
+        [f"  {uncounted} more reported by tokens that may not run this prompt (read tokens): not counted"]
+        if uncounted
+        else []
+    )
     if not served["active"]:
-        return ["served: no runtime process has reported in the last interval"]
+        return ["served: no runtime process that may run this prompt has reported in the last interval", *aside]
     lines = [f"served by {served['active']} process{'es' if served['active'] != 1 else ''}:"]
     for group in served["versions"]:
         beside = f" (canary, stable v{group['stable_version']} beside it)" if group["stable_version"] else ""
@@ -33,10 +39,10 @@ def served_lines(served: dict) -> list[str]:
     for p in served["processes"]:
         if p.stale:
             lines.append(
-                f"  stale: {p.host} pid {p.pid} ({p.process_id}) serves v{p.version}, last seen "
-                f"{p.seen_seconds_ago:.0f} s ago, reported by {p.reported_by}"
+                f"  stale: pid {p.pid} reported by {p.reported_by} serves v{p.version}, last seen "
+                f"{p.seen_seconds_ago:.0f} s ago"
             )
-    return lines
+    return lines + aside
 
 
 def rollout_line(rollout: dict | None) -> str | None:

@@ -161,18 +161,23 @@ def token():
 @click.argument("name")
 @click.option(
     "--scope",
-    type=click.Choice(["read", "submit", "admin", "feedback"]),
+    type=click.Choice(["read", "submit", "admin", "feedback", "runtime"]),
     required=True,
     help="read: every GET and the status page; submit: read, and submit, cancel, wait; admin: everything; "
-    "feedback: production's outcomes for a canary rollout (POST /v1/feedback) and nothing else.",
+    "feedback: production's outcomes for a canary rollout (POST /v1/feedback) and nothing else; "
+    "runtime: production's runtime for --prompts only (load, report what it serves, feedback).",
 )
+@click.option("--prompts", default=None, help="a runtime token's prompts, by name: a,b (required with --scope runtime)")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def token_create(ctx, name, scope, as_json):
+def token_create(ctx, name, scope, prompts, as_json):
     """Create token NAME; prints the token once (only its hash is kept)."""
-    value = open_database(ctx).create_token(name, scope)
+    value = open_database(ctx).create_token(name, scope, prompts)
     if as_json:
-        echo_json({"name": name, "scope": scope, "token": value})
+        shown = {"name": name, "scope": scope, "token": value}
+        if prompts is not None:
+            shown["prompts"] = sorted({p.strip() for p in prompts.split(",")})
+        echo_json(shown)
     else:
         click.echo(value)
 
@@ -190,6 +195,7 @@ def token_list(ctx, as_json):
                 {
                     "name": t.name,
                     "scope": t.scope,
+                    "prompts": list(t.prompts) if t.prompts is not None else None,
                     "created_at": t.created_at,
                     "last_used_at": t.last_used_at,
                     "revoked_at": t.revoked_at,
@@ -205,7 +211,8 @@ def token_list(ctx, as_json):
     for t in tokens:
         used = f"{t.last_used_at:%Y-%m-%d %H:%M}" if t.last_used_at else "never used"
         state = f"revoked {t.revoked_at:%Y-%m-%d %H:%M}" if t.revoked_at else "active"
-        click.echo(f"{terminal_safe(t.name)}\t{t.scope}\t{t.created_at:%Y-%m-%d %H:%M}\t{used}\t{state}")
+        scope = f"{t.scope} ({','.join(t.prompts)})" if t.prompts else t.scope
+        click.echo(f"{terminal_safe(t.name)}\t{scope}\t{t.created_at:%Y-%m-%d %H:%M}\t{used}\t{state}")
 
 
 @token.command("revoke")

@@ -122,6 +122,12 @@ def status(ctx, update_id, as_json, fmt):
     "the version the commit applied (exit 1 if it was rolled back).",
 )
 @click.option(
+    "--allow-none",
+    is_flag=True,
+    help="With --served: exit 0 when no runtime process that may run the prompt (a runtime token's, or one "
+    "on the database) has reported; without it that exits 1.",
+)
+@click.option(
     "--until",
     "until",
     type=click.Choice(["promoted"]),
@@ -146,7 +152,9 @@ def status(ctx, update_id, as_json, fmt):
     "stderr (redrawn on a terminal, plain lines every ~10 s otherwise).",
 )
 @click.pass_context
-def wait(ctx, update_id, sha, prompt_name, sha_mode, timeout, served, until, accept_unjudged, as_json, show_progress):
+def wait(
+    ctx, update_id, sha, prompt_name, sha_mode, timeout, served, allow_none, until, accept_unjudged, as_json, show_progress
+):
     """Wait for update UPDATE_ID (or the updates of --sha) to end: exit 0 cleared, 1 rejected
     (or applied, then rolled back by its canary rollout), 2 failed/cancelled, 3 timeout, 5
     applied not judged (an admin accepted it without a judge; 0 with --accept-unjudged). With
@@ -186,7 +194,7 @@ def wait(ctx, update_id, sha, prompt_name, sha_mode, timeout, served, until, acc
             print_report(report, "text")
     code = _accepted(code, accept_unjudged)
     if (served or until) and applied_then(code, reports):
-        code = after_release(open_gate(ctx), reports, served, until, timeout, code)
+        code = after_release(open_gate(ctx), reports, served, until, timeout, code, allow_none)
     ctx.exit(code)
 
 
@@ -279,7 +287,9 @@ def applied_then(code: int, reports) -> bool:
     return code == 0 or (code == 1 and all(r.exit_code == 0 or r.outcome in ENDED_BADLY for r in reports))
 
 
-def after_release(gate, reports, served: bool, until: str | None, timeout: float | None, code: int = 0) -> int:
+def after_release(
+    gate, reports, served: bool, until: str | None, timeout: float | None, code: int = 0, allow_none: bool = False
+) -> int:
     """`wait --sha --served` / `--until promoted` once the commit's updates ended APPLIED
     (``code``: the wait's answer so far, combined with theirs)."""
     from gate.contract.after_release import wait_until_rollout_ends, wait_until_served
@@ -288,7 +298,7 @@ def after_release(gate, reports, served: bool, until: str | None, timeout: float
     def say(line: str) -> None:
         click.echo(terminal_safe(line, 2000), err=True)
 
-    after = wait_until_served(gate, reports, timeout, say) if served else 0
+    after = wait_until_served(gate, reports, timeout, say, allow_none=allow_none) if served else 0
     if after == 0 and until == "promoted":
         after = wait_until_rollout_ends(gate, reports, timeout, say)
     return combine_exit_codes([code, after])

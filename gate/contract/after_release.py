@@ -43,8 +43,11 @@ def rolled_back_past(gate, name: str, version: int) -> dict | None:
     return None
 
 
-def served_state(gate, name: str, version: int) -> tuple[int | None, str]:
-    """(exit code when settled, else None; a line saying where it stands)."""
+def served_state(gate, name: str, version: int, allow_none: bool = False) -> tuple[int | None, str]:
+    """(exit code when settled, else None; a line saying where it stands). Only processes
+    reported by a token that may run the prompt count (issue 48: a runtime token for it, or a
+    runtime on the database), and a line names each by its token, never by text the process
+    sent. None counted: 1, saying so (``allow_none``: 0, as before)."""
     back = rolled_back_past(gate, name, version)
     if back is not None:
         return 1, f"{name}: v{version} was rolled back (v{back['version']}: {back.get('reason') or ''})".strip()
@@ -52,15 +55,29 @@ def served_state(gate, name: str, version: int) -> tuple[int | None, str]:
     behind = [p for p in served["processes"] if p.version < version]
     active = served["active"]
     if not active:
-        return 0, f"{name}: v{version} is live; no runtime process has reported in the last interval"
+        uncounted = served.get("uncounted") or 0
+        line = f"{name}: v{version} is live; no runtime process that may run {name} has reported in the last interval"
+        if uncounted:
+            line += (
+                f" ({uncounted} reported by tokens that may not run it, which do not count: give the fleet a "
+                f"runtime token, promptgate token create NAME --scope runtime --prompts {name})"
+            )
+        if allow_none:
+            return 0, line
+        return 1, line + "; --allow-none accepts that"
     if not behind:
         return 0, f"{name}: all {active} processes serve v{version} or later"
-    hosts = ", ".join(sorted({f"{p.host}:{p.pid} (v{p.version})" for p in behind})[:5])
-    return None, f"{name}: {active - len(behind)} of {active} processes serve v{version}; waiting for {hosts}"
+    who = ", ".join(sorted({f"{p.reported_by}:{p.pid} (v{p.version})" for p in behind})[:5])
+    return None, f"{name}: {active - len(behind)} of {active} processes serve v{version}; waiting for {who}"
 
 
 def wait_until_served(
-    gate, reports, timeout: float | None, say: Callable[[str], object] | None = None, poll: float = SERVED_POLL
+    gate,
+    reports,
+    timeout: float | None,
+    say: Callable[[str], object] | None = None,
+    poll: float = SERVED_POLL,
+    allow_none: bool = False,
 ) -> int:
     """Wait until every active runtime process serves what each APPLIED update made live."""
     deadline = deadline_after(timeout)
@@ -75,7 +92,7 @@ def wait_until_served(
         for name, version in targets:
             if name in codes or version is None:
                 continue
-            code, line = served_state(gate, name, version)
+            code, line = served_state(gate, name, version, allow_none)
             if say is not None and said.get(name) != line:
                 say(line)
                 said[name] = line

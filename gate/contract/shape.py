@@ -285,8 +285,8 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("diff_upload", "PUT", DATASET + "/rows", "submit", ServiceOnly),
     Operation("sync_config", "POST", "/v1/sync", "submit", ServiceOnly),  # a sync, not a dry run: admin
     # production's runtime
-    Operation("serve_document", "GET", PROMPT + "/serve", "read", RuntimeAPI),
-    Operation("report_served", "POST", "/v1/served", "read", RuntimeAPI),
+    Operation("serve_document", "GET", PROMPT + "/serve", "serve", RuntimeAPI),  # read, or runtime (issue 48)
+    Operation("report_served", "POST", "/v1/served", "serve", RuntimeAPI),
     Operation("send_feedback", "POST", "/v1/feedback", "feedback", RuntimeAPI),
     # HTTP only: the service's tokens (the CLI manages them on the database)
     Operation("list_tokens", "GET", "/v1/tokens", "admin", None),

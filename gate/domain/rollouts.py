@@ -11,10 +11,20 @@ or stable version; any other is ignored (and counted as such), never stored. A c
 counts once however often it is sent. Which rollout a sender may inform is per object: a
 feedback or admin token any; a submit token only those its own applies started (others'
 events are counted as refused, never stored), so a pull request's token cannot decide a
-rollout somebody else's apply started."""
+rollout somebody else's apply started.
+
+Through the service (``sender`` given: issue 48) an event counts only when its call id
+verifies (``gate.rollout.call_ids``): minted by a runtime that loaded the prompt with
+its rollout's call key, for that rollout, that prompt and the version it names. Any other
+event — a made-up id, one minted without the key (a fleet on read tokens), another
+rollout's, or a prompt outside a runtime token's reach — is refused (counted, never
+stored), and ``ignored`` counts only verified events whose rollout is decided already, so
+the answer tells a sender nothing about prompts it cannot run. Verifying costs two HMACs
+and no database read (the call keys derive from a secret read once)."""
 
 from __future__ import annotations
 
+import base64
 import random
 import re
 from typing import Any
@@ -26,9 +36,10 @@ from gate.calls.providers import ProviderDecl, endpoint_for, resolve
 from gate.errors import NotFound, UsageError
 from gate.prompt.call_settings import NAME_RE, check_name
 from gate.records import Rollout
+from gate.rollout.call_ids import rollout_call_key, verify_call_id
 from gate.rollout.rule import RolloutConfig, figures_of
 from gate.rollout.sequence import Arm
-from gate.store.feedback import read_tally, record_feedback
+from gate.store.feedback import call_secret, read_tally, record_feedback
 from gate.store.live import find_live, version_config, version_provider
 from gate.store.providers import list_providers
 from gate.store.rollouts import (
@@ -49,6 +60,7 @@ from .config import Config
 from .live import Live
 
 MAX_FEEDBACK_EVENTS = 1000
+CALL_KEYS_CACHED = 4096
 CALL_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
@@ -99,39 +111,82 @@ class Rollouts:
         self.engine = engine
         self.config = config
         self.live = live
+        self._secret: bytes | None = None
+        self._keys: dict[int, bytes] = {}
 
-    def record_feedback(self, events: list, *, submitter: str | None = None) -> dict[str, int]:
+    def call_key(self, rollout_id: int) -> bytes:
+        """Rollout ``rollout_id``'s call key (``gate.rollout.call_ids``): derived from the
+        gate's secret, read from the database once per process. Hand it only to a token
+        allowed to run the rollout's prompt."""
+        key = self._keys.get(rollout_id)
+        if key is None:
+            if self._secret is None:
+                self._secret = db.transaction(self.engine, call_secret)
+            if len(self._keys) >= CALL_KEYS_CACHED:
+                self._keys.clear()
+            key = self._keys[rollout_id] = rollout_call_key(self._secret, rollout_id)
+        return key
+
+    def record_feedback(
+        self,
+        events: list,
+        *,
+        submitter: str | None = None,
+        sender: str | None = None,
+        prompts: frozenset[str] | None = None,
+    ) -> dict[str, int]:
         """Store production's outcomes (see the module docstring) in one transaction.
         ``submitter``: the name of the submit token that sends them (its events count only
-        for rollouts its own applies started); None for a feedback or admin token. Returns
-        {"recorded", "duplicates", "ignored", "refused"}."""
+        for rollouts its own applies started); None for a feedback or admin token.
+        ``sender``: the service token's name (every event's call id must verify; None: on
+        the database, trusted); ``prompts``: a runtime token's prompts (others' events are
+        refused). Returns {"recorded", "duplicates", "ignored", "refused"}."""
         if not isinstance(events, list) or len(events) > MAX_FEEDBACK_EVENTS:
             raise UsageError(f"send at most {MAX_FEEDBACK_EVENTS} feedback events at once")
         parsed = [checked_event(e) for e in events]
+        process: dict[int, str] = {}  # event index → its verified call id's process tag
+        refused = 0
+        kept: list[tuple[str, int, str, bool, int | None]] = []
+        if sender is not None:
+            for name, version, call_id, correct in parsed:
+                fields = verify_call_id(call_id, self.call_key)
+                if fields is None or fields.version != version or (prompts is not None and name not in prompts):
+                    refused += 1
+                    continue
+                process[len(kept)] = fields.process
+                kept.append((name, version, call_id, correct, fields.rollout_id))
+        else:
+            kept = [(name, version, call_id, correct, None) for name, version, call_id, correct in parsed]
 
         def store(conn) -> dict[str, int]:
-            rollouts = active_rollouts(conn, sorted({p for p, *_ in parsed}))
+            rollouts = active_rollouts(conn, sorted({p for p, *_ in kept}))
             owners = rollout_submitters(conn, [r.id for r in rollouts.values()]) if submitter is not None else {}
             theirs = {rid for rid, who in owners.items() if who != submitter}
-            by_rollout: dict[int, list[tuple[str, bool, bool]]] = {}
-            ignored = refused = 0
-            for name, version, call_id, correct in parsed:
+            by_rollout: dict[int, list[tuple]] = {}
+            ignored, refusing = 0, refused
+            for i, (name, version, call_id, correct, minted_for) in enumerate(kept):
                 found = rollouts.get(name)
-                if found is None or version not in (found.canary_version, found.stable_version):
+                if minted_for is not None and (found is None or found.id != minted_for):
+                    if found is None or found.id > minted_for:
+                        ignored += 1  # a verified id of a rollout decided since (or another prompt's: refused)
+                    else:
+                        refusing += 1
+                elif found is None or version not in (found.canary_version, found.stable_version):
                     ignored += 1
                 elif found.id in theirs:
-                    refused += 1
+                    refusing += 1
                 else:
-                    by_rollout.setdefault(found.id, []).append((call_id, version == found.canary_version, correct))
+                    event = (call_id, version == found.canary_version, correct)
+                    by_rollout.setdefault(found.id, []).append((*event, process[i]) if i in process else event)
             recorded = duplicates = 0
             stripe = random.randrange(1 << 16)
             for rollout_id, batch in sorted(by_rollout.items()):
-                new, again = record_feedback(conn, rollout_id, batch, stripe)
+                new, again = record_feedback(conn, rollout_id, batch, stripe, token=sender)
                 recorded, duplicates = recorded + new, duplicates + again
-            return {"recorded": recorded, "duplicates": duplicates, "ignored": ignored, "refused": refused}
+            return {"recorded": recorded, "duplicates": duplicates, "ignored": ignored, "refused": refusing}
 
-        nothing = {"recorded": 0, "duplicates": 0, "ignored": 0, "refused": 0}
-        return db.transaction(self.engine, store) if parsed else nothing
+        nothing = {"recorded": 0, "duplicates": 0, "ignored": 0, "refused": refused}
+        return db.transaction(self.engine, store) if kept else nothing
 
     def rollouts(self, name: str, limit: int = 20) -> list[dict]:
         """The prompt's rollouts, newest first; one in CANARY with its interval now."""
@@ -201,11 +256,13 @@ class Rollouts:
             raise NotFound(f"prompt {name!r} has no live version yet: submit it with --mode apply")
         return f'"{live.version}-{live.config_hash[:16]}-{found.id if found else 0}"'
 
-    def serve_document(self, name: str) -> dict:
+    def serve_document(self, name: str, call_key: bool = False) -> dict:
         """Everything a runtime needs to serve ``name`` through the service: the live version
         and its config, the provider declaration its calls go to (never a key: the runtime
         reads the key from its own environment), and a rollout in progress with its stable
-        version's config and declaration; with ``etag`` (``serve_tag``)."""
+        version's config and declaration; with ``etag`` (``serve_tag``). ``call_key``: the
+        caller may run ``name`` (a runtime token whose prompts include it), so the rollout's
+        call key goes with it (``rollout.call_key``, URL-safe base64)."""
         live = self.live.live(name)
         with self.engine.connect() as conn:
             pinned, decl = version_provider(conn, name, live.version)
@@ -224,6 +281,8 @@ class Rollouts:
         if found is not None and stable is not None:
             declared = _declaration(stable["config"], bool(stable["provider_pinned"]), stable["provider"], providers)
             document["rollout"] = {**_route(found, stable), **declared}
+            if call_key:
+                document["rollout"]["call_key"] = base64.urlsafe_b64encode(self.call_key(found.id)).decode()
         return document
 
 

@@ -8,7 +8,12 @@ checked and bounded, at most ``MAX_REPORT_PROMPTS`` prompts a report, a row only
 prompt that has a live version (a runtime serves nothing else; a row for any other name is
 not stored), and one token may speak for at most ``MAX_PROCESSES_PER_REPORTER`` active
 processes: so what a token keeps is at most that many processes × the live prompts. Its
-rows are keyed by the token, so no token's report overwrites another's."""
+rows are keyed by the token, so no token's report overwrites another's.
+
+Issue 48: a report counts (``served``, ``served_counts``, ``stale_processes``: what `wait
+--served`, the status page and the stale-runtime alert read) only when its reporter may
+run the prompt: a runtime on the database, or a runtime token whose prompts include it.
+A read token's report is kept and counted apart (``uncounted``), never as a process."""
 
 from __future__ import annotations
 
@@ -22,7 +27,14 @@ from gate.errors import UsageError
 from gate.prompt.call_settings import NAME_RE
 from gate.records import ServedProcess
 from gate.store.live import find_live, list_live, live_names
-from gate.store.served import processes_of_reporter, report_served, served_counts, served_of_prompt, stale_processes
+from gate.store.served import (
+    processes_of_reporter,
+    report_served,
+    served_counts,
+    served_of_prompt,
+    stale_processes,
+    uncounted_of_prompt,
+)
 
 from .boundary import driver_errors_become_gate_errors
 
@@ -92,13 +104,19 @@ class Served:
     def __init__(self, engine: Engine):
         self.engine = engine
 
-    def report_served(self, reports: list, reported_by: str = DATABASE_REPORTER) -> int:
+    def report_served(
+        self, reports: list, reported_by: str = DATABASE_REPORTER, runs: frozenset[str] | None = None
+    ) -> int:
         """Record what a runtime process serves (one row per prompt it reports), under
-        ``reported_by`` (the service token's name). Returns the rows written: those of
-        prompts with a live version."""
+        ``reported_by`` (the service token's name; ``runs``: the prompts it may run, a runtime
+        token's; the service passes an empty set for any other token: its rows are not counted;
+        None only on the database itself).
+        Returns the rows written: those of prompts with a live version."""
         if not isinstance(reports, list) or len(reports) > MAX_REPORT_PROMPTS:
             raise UsageError(f"a report lists at most {MAX_REPORT_PROMPTS} prompts")
         checked = [checked_report(r) for r in reports]
+        for row in checked:
+            row["counted"] = int(row["prompt_name"] in runs if runs is not None else reported_by == DATABASE_REPORTER)
 
         def store(conn) -> int:
             live = live_names(conn, sorted({r["prompt_name"] for r in checked}))
@@ -123,6 +141,7 @@ class Served:
         with self.engine.connect() as conn:
             live = find_live(conn, name)
             processes = served_of_prompt(conn, name)
+            uncounted = uncounted_of_prompt(conn, name)
         return {
             "prompt": name,
             "live_version": live.version if live else None,
@@ -130,6 +149,7 @@ class Served:
             "versions": versions_served(processes),
             "active": len(processes),
             "stale": sum(p.stale for p in processes),
+            "uncounted": uncounted,  # reported by tokens that may not run the prompt (read tokens)
         }
 
     def served_counts(self) -> dict[str, int]:

@@ -12,6 +12,11 @@ cancel, wait) < ``admin`` (everything: datasets, bars, sync, tokens). Beside the
 and nothing else, not even a read; admin may send feedback too, and submit for the rollouts
 its own applies started (``Rollouts.record_feedback`` asks which).
 
+``runtime`` (issue 48) is production's token scoped to prompts (``create_token(name,
+"runtime", prompts=[...])``): it loads those prompts (with a canary rollout's call key, so
+its runtime's call ids verify), reports what it serves of them and sends their feedback,
+and nothing else; a read token still loads any prompt, without the call key.
+
 The status page signs a browser in with a **session**, never the token: ``pgs_`` and 43
 random characters in its cookie, of which the database keeps the SHA-256 and the token it
 was opened with. A stolen cookie reads pages as that token until the session expires or
@@ -45,7 +50,10 @@ from .boundary import driver_errors_become_gate_errors
 
 SCOPES = ("read", "submit", "admin")  # nested, smallest first
 FEEDBACK = "feedback"  # beside the nest: feedback only (docs/security.md)
-ALL_SCOPES = (*SCOPES, FEEDBACK)
+RUNTIME = "runtime"  # beside the nest: load, report and send feedback for its prompts only
+SERVE = "serve"  # what a route needs to load a prompt or report what is served: read, or runtime
+ALL_SCOPES = (*SCOPES, FEEDBACK, RUNTIME)
+MAX_TOKEN_PROMPTS = 200
 TOKEN_PREFIX = "pgt_"
 SESSION_PREFIX = "pgs_"
 SESSIONS_PER_TOKEN = 20  # a token signed in again and again keeps its newest sessions only
@@ -61,8 +69,34 @@ def scope_allows(granted: str, needed: str) -> bool:
     their order; feedback is allowed to a feedback, submit or admin token, and a feedback
     token allows nothing else."""
     if needed == FEEDBACK:
-        return granted in (FEEDBACK, "submit", "admin")
+        return granted in (FEEDBACK, RUNTIME, "submit", "admin")
+    if needed == SERVE:
+        return granted in (RUNTIME, *SCOPES)
     return granted in SCOPES and needed in SCOPES and SCOPES.index(granted) >= SCOPES.index(needed)
+
+
+def token_prompts(token: ApiToken) -> frozenset[str] | None:
+    """The prompts a token may run (a runtime token's); None: not a runtime token."""
+    return frozenset(token.prompts or ()) if token.scope == RUNTIME else None
+
+
+def check_prompts(scope: str, prompts) -> list[str] | None:
+    """A runtime token's prompts, checked (each a prompt name, at least one); None for
+    every other scope, which takes none."""
+    from gate.prompt.call_settings import NAME_RE as PROMPT_NAME_RE
+
+    if scope != RUNTIME:
+        if prompts:
+            raise UsageError("--prompts is for a runtime token (--scope runtime)")
+        return None
+    if isinstance(prompts, str):
+        prompts = [p.strip() for p in prompts.split(",")]
+    if not isinstance(prompts, (list, tuple)) or not prompts or len(prompts) > MAX_TOKEN_PROMPTS:
+        raise UsageError(f"a runtime token needs --prompts a,b: 1 to {MAX_TOKEN_PROMPTS} prompt names")
+    for p in prompts:
+        if not isinstance(p, str) or not PROMPT_NAME_RE.fullmatch(p):
+            raise UsageError(f"--prompts: {str(p)[:80]!r} is not a prompt name")
+    return sorted(set(prompts))
 
 
 def check_scope(scope: str) -> str:
@@ -78,13 +112,15 @@ class Tokens:
     def __init__(self, engine: Engine):
         self.engine = engine
 
-    def create_token(self, name: str, scope: str) -> str:
-        """A new token NAME of ``scope``; returns the token, which is never stored."""
+    def create_token(self, name: str, scope: str, prompts: list[str] | str | None = None) -> str:
+        """A new token NAME of ``scope`` (a runtime token: for ``prompts`` only); returns the
+        token, which is never stored."""
         if not isinstance(name, str) or not NAME_RE.fullmatch(name):
             raise UsageError(f"token name {str(name)[:80]!r} is not 1-128 letters, digits, '.', '_' or '-'")
         check_scope(scope)
+        reach = check_prompts(scope, prompts)
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
-        db.transaction(self.engine, lambda conn: insert_token(conn, name, scope, hash_token(token)))
+        db.transaction(self.engine, lambda conn: insert_token(conn, name, scope, hash_token(token), reach))
         return token
 
     def list_tokens(self) -> list[ApiToken]:

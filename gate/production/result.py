@@ -43,6 +43,7 @@ def served_result(
     rollout_id: int | None = None,
     arm: str | None = None,
     spec: PromptSpec | None = None,
+    call_id: str | None = None,
 ) -> ServedResult:
     """The result production gets; with ``spec`` (the version that answered) an invalid
     answer is told from a valid one (``answer_validity``)."""
@@ -56,7 +57,7 @@ def served_result(
         **values,
         prompt=prompt,
         version=version,
-        call_id=new_call_id(),
+        call_id=call_id or new_call_id(),
         rollout_id=rollout_id,
         arm=arm,
         invalid=invalid,

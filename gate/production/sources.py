@@ -9,6 +9,7 @@ each runs on its own thread."""
 
 from __future__ import annotations
 
+import base64
 import logging
 import time
 from dataclasses import replace
@@ -116,8 +117,10 @@ class DatabaseSource:
 
 
 class ServiceSource:
-    """The gate's service at ``url``: ``token`` (read scope) loads and reports,
-    ``feedback_token`` (feedback scope, or submit) sends feedback; it defaults to ``token``."""
+    """The gate's service at ``url``: ``token`` (a runtime token for the prompts served, or a
+    read token) loads and reports, ``feedback_token`` (feedback scope, or submit) sends
+    feedback; it defaults to ``token``. Only a runtime token's load carries a canary's call
+    key, so only its calls' feedback counts (issue 48)."""
 
     def __init__(self, url: str, token: str | None, feedback_token: str | None = None):
         from gate.client.served import ServedClient
@@ -140,7 +143,8 @@ class ServiceSource:
             stable = ServedVersion(
                 r["stable_version"], r["config_hash"], stable_spec, self._endpoint(name, r["stable_version"], r)
             )
-            canary = CanaryRoute(int(r["id"]), float(r["canary_percent"]), stable)
+            key = base64.urlsafe_b64decode(r["call_key"]) if isinstance(r.get("call_key"), str) else None
+            canary = CanaryRoute(int(r["id"]), float(r["canary_percent"]), stable, key)
         return loaded(doc["name"], doc["version"], doc["config_hash"], spec, endpoint, canary, cached, doc["etag"])
 
     def _endpoint(self, name: str, version: int, declared: dict):

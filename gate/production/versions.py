@@ -4,7 +4,7 @@ answers a call (``route``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gate.calls.providers import Endpoint
 from gate.prompt.spec import PromptSpec
@@ -27,6 +27,7 @@ class CanaryRoute:
     rollout_id: int
     percent: float
     stable: ServedVersion
+    call_key: bytes | None = field(default=None, repr=False)  # the rollout's call key (a runtime token's load)
 
 
 @dataclass(frozen=True)

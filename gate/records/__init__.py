@@ -384,11 +384,12 @@ class ApiToken:
 
     id: int
     name: str
-    scope: str  # read, submit or admin (gate.domain.tokens.SCOPES)
+    scope: str  # read, submit, admin, feedback or runtime (gate.domain.tokens.ALL_SCOPES)
     token_hash: str
     created_at: dt.datetime
     last_used_at: dt.datetime | None
     revoked_at: dt.datetime | None
+    prompts: tuple[str, ...] | None = None  # a runtime token's prompts (None: any other scope)
 
 
 @dataclass(frozen=True)
@@ -462,9 +463,8 @@ class DataDiff:
 
 @dataclass(frozen=True)
 class ServedProcess:
-    """One runtime process's last report of what it serves of a prompt (``served_report``):
-    ``version`` (the live version it loaded: during a canary rollout, the canary) and
-    ``stable_version`` (during a rollout, the stable version it routes the other calls to)."""
+    """One runtime process's last report of what it serves of a prompt (``served_report``): ``version``
+    (the live version it loaded: a rollout's canary) and ``stable_version`` (a rollout's other arm)."""
 
     process_id: str
     prompt_name: str

@@ -43,7 +43,10 @@ RANGES: dict[str, tuple[float, float, bool, bool, float]] = {
     "max_drop": (0, 1, True, False, 0.02),
     "confidence": (0.5, 1, False, False, 0.95),
     "max_hours": (0, 8760, False, True, 48),
+    "max_process_share": (0, 1, False, True, 0.5),  # one process's share of an arm's outcomes counted
+    "max_token_share": (0, 1, False, True, 1),  # one token's (1: a fleet on one runtime token decides)
 }
+SHARES = ("max_process_share", "max_token_share")
 
 FIELDS = (*RANGES, "hold_undecided")
 
@@ -56,6 +59,8 @@ class RolloutConfig:
     confidence: float = 0.95  # the sequential test's level: 1 − its type-I error
     max_hours: float = 48.0  # undecided after this long (fractions allowed: 0.01 h = 36 s)
     hold_undecided: bool = False  # an UNDECIDED canary's config is held as a ROLLED_BACK one's always is
+    max_process_share: float = 0.5  # issue 48: the most of an arm's counted outcomes one process gives
+    max_token_share: float = 1.0  # the same for one token (store.feedback.read_tally applies both)
 
     @classmethod
     def parse(cls, raw: Any, where: str = "rollout") -> RolloutConfig:
@@ -79,13 +84,19 @@ class RolloutConfig:
             confidence=values["confidence"],
             max_hours=values["max_hours"],
             hold_undecided=hold_undecided,
+            max_process_share=values["max_process_share"],
+            max_token_share=values["max_token_share"],
         )
 
     def to_json(self) -> dict[str, Any]:
-        """Its fields; ``hold_undecided`` only when set (a config pinned before it existed reads the same)."""
+        """The fields; ``hold_undecided`` only when set, the shares (issue 48) only when not at
+        their defaults, so a rollout stored before them reads, and syncs, as the same."""
         found = asdict(self)
         if not self.hold_undecided:
             del found["hold_undecided"]
+        for key in SHARES:
+            if found[key] == RANGES[key][4]:
+                del found[key]
         return found
 
     @classmethod

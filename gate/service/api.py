@@ -325,8 +325,11 @@ def tokens(request: Request, _caller: Caller = Depends(require("admin"))):
 )
 def create_token(request: Request, body: TokenBody, _caller: Caller = Depends(require("admin"))):
     name, scope = body.name, body.scope
-    token = gate_of(request).create_token(name or "", scope or "")
-    return json_bytes({"name": name, "scope": scope, "token": token}, 201)
+    token = gate_of(request).create_token(name or "", scope or "", body.prompts)
+    answer = {"name": name, "scope": scope, "token": token}
+    if body.prompts is not None:
+        answer["prompts"] = sorted(set(body.prompts))
+    return json_bytes(answer, 201)
 
 
 @router.post("/tokens/{name}/revoke", summary="Revoke a token", responses=responses(403, 404))

@@ -6,11 +6,19 @@ prompts (``/prompts``: drift's "live only"), a prompt's rollouts and an update's
 
 The runtime's routes need a token even on a ``--public-read`` server: ``/serve`` names the
 provider declaration a prompt's calls go to (its URL and the name of its key's variable,
-never a key), and a report is recorded under the token that sent it."""
+never a key), and a report is recorded under the token that sent it.
+
+Issue 48: a runtime token (``--scope runtime --prompts a,b``) loads, reports and sends
+feedback for its prompts only, each route checking the prompt it names; only it gets a
+canary rollout's call key with the prompt (a read token loads as before, without it), and
+feedback counts only for call ids that verify under that key."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Query, Request, Response
+
+from gate.domain.tokens import SERVE
+from gate.prompt.call_settings import NAME_RE
 
 from .auth import ANONYMOUS, AuthError, Caller, require
 from .bodies import BODY, FeedbackBody, ServedBody, gate_of, json_bytes, responses
@@ -25,6 +33,12 @@ def named(caller: Caller) -> Caller:
     return caller
 
 
+def in_reach(caller: Caller, prompt: str) -> None:
+    """A runtime token names only its own prompts (403 naming the prompt it asked for)."""
+    if caller.prompts is not None and prompt not in caller.prompts:
+        raise AuthError(403, f"this runtime token may not run prompt {prompt[:128]!r}: it is not among its --prompts")
+
+
 @router.get("/prompts", summary="Every live prompt: name, version, config hash", responses=responses())
 def live_prompts(request: Request, _caller: Caller = Depends(require("read"))):
     return json_bytes(gate_of(request).list_live())
@@ -35,25 +49,31 @@ def live_prompts(request: Request, _caller: Caller = Depends(require("read"))):
     summary="What a runtime needs to serve a prompt (conditional: If-None-Match)",
     responses={**responses(404), 304: {"description": "unchanged since the ETag sent in If-None-Match"}},
 )
-def serve(request: Request, name: str, caller: Caller = Depends(require("read"))):
+def serve(request: Request, name: str, caller: Caller = Depends(require(SERVE))):
     """The live version, its config and provider declaration, and a canary rollout in
-    progress with its stable version; the ETag changes when any of it does."""
-    named(caller)
+    progress with its stable version (and its call key, for a runtime token that may run
+    the prompt); the ETag changes when any of it does."""
+    in_reach(named(caller), name)
     gate = gate_of(request)
     tag = gate.serve_tag(name)
     if request.headers.get("if-none-match") == tag:
         return Response(status_code=304, headers={"ETag": tag})
-    document = gate.serve_document(name)
+    document = gate.serve_document(name, call_key=caller.may_run(name))
     response = json_bytes(document)
     response.headers["ETag"] = document["etag"]
     return response
 
 
 @router.post("/served", summary="A runtime process's report of what it serves", responses=responses(*BODY))
-def served(request: Request, body: ServedBody, caller: Caller = Depends(require("read"))):
+def served(request: Request, body: ServedBody, caller: Caller = Depends(require(SERVE))):
     """At most 100 prompts a report; recorded under the token's name (a token reports for
-    its own processes only, at most 1,000 of them)."""
-    written = gate_of(request).report_served(body.reports, reported_by=named(caller).name)
+    its own processes only, at most 1,000 of them); a runtime token for its prompts only."""
+    for report in body.reports:  # a name that is no prompt name is refused as such (400), below
+        if isinstance(report, dict) and isinstance(report.get("prompt"), str) and NAME_RE.fullmatch(report["prompt"]):
+            in_reach(caller, report["prompt"])
+    written = gate_of(request).report_served(
+        body.reports, reported_by=named(caller).name, runs=caller.prompts or frozenset()
+    )
     return json_bytes({"recorded": written})
 
 
@@ -67,7 +87,13 @@ def feedback(request: Request, body: FeedbackBody, caller: Caller = Depends(requ
     The feedback scope (production's token: it can do nothing else) or admin for any rollout;
     a submit token for the rollouts its own applies started (others' events: ``refused``)."""
     submitter = named(caller).name if caller.scope == "submit" else None
-    return json_bytes(gate_of(request).record_feedback(body.events, submitter=submitter))
+    answer = gate_of(request).record_feedback(
+        body.events, submitter=submitter, sender=named(caller).name, prompts=caller.prompts
+    )
+    refused = getattr(request.app.state, "feedback_refused", None)
+    if answer["refused"] and refused is not None:
+        refused.inc(answer["refused"])
+    return json_bytes(answer)
 
 
 @router.get("/prompts/{name}/rollouts", summary="A prompt's canary rollouts, newest first", responses=responses())

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from fastapi import Request
 
-from gate.domain.tokens import hash_token, scope_allows
+from gate.domain.tokens import hash_token, scope_allows, token_prompts
 from gate.errors import DatabaseError
 from gate.records import ApiToken
 
@@ -36,6 +36,11 @@ class AuthError(Exception):
 class Caller:
     name: str
     scope: str | None  # None: anonymous (public read)
+    prompts: frozenset[str] | None = None  # a runtime token's prompts (None: not one)
+
+    def may_run(self, prompt: str) -> bool:
+        """May this caller run ``prompt`` (a runtime token whose prompts include it)?"""
+        return self.prompts is not None and prompt in self.prompts
 
 
 class TokenCache:
@@ -111,7 +116,7 @@ def authorize(request: Request, needed: str, why: str = "this") -> Caller:
     if not scope_allows(found.scope, needed):
         raise AuthError(403, f"this token's scope ({found.scope}) does not allow {why}: it needs {needed}")
     request.state.caller_scope = found.scope  # what an error is told (shown_errors.shown)
-    return Caller(found.name, found.scope)
+    return Caller(found.name, found.scope, token_prompts(found))
 
 
 def require(needed: str):

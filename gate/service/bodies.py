@@ -182,7 +182,10 @@ class MappingBody(Body):
 
 class TokenBody(Body):
     name: Text128 = Field(None, description="the token's name (required)")
-    scope: Text16 = Field(None, description="read, submit, admin or feedback")
+    scope: Text16 = Field(None, description="read, submit, admin, feedback or runtime")
+    prompts: list[Text128] | None = Field(
+        None, max_length=200, description="a runtime token's prompts (required for runtime, refused for the others)"
+    )
 
 
 class ServedBody(Body):

@@ -65,6 +65,12 @@ def install(app: FastAPI) -> None:
         ["route", "method", "status"],
         registry=registry,
     )
+    app.state.feedback_refused = Counter(
+        "promptgate_feedback_refused_events",
+        "Feedback events this server process refused: a call id that does not verify under its "
+        "rollout's call key, a prompt outside a runtime token's reach, or another's rollout (issue 48).",
+        registry=registry,
+    )
     app.state.metrics = registry
     app.add_middleware(RequestCounter, counter=requests)
     app.include_router(router)

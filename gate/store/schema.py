@@ -363,6 +363,7 @@ api_token = Table(
     Column("created_at", T, **NOT_NULL),
     Column("last_used_at", T),
     Column("revoked_at", T),
+    Column("prompts", Text),  # a runtime token's prompts, a JSON list (NULL: not a runtime token)
     UniqueConstraint("name", name="uq_api_token_name"),
     UniqueConstraint("token_hash", name="uq_api_token_hash"),
 )
@@ -428,6 +429,7 @@ served_report = Table(  # one runtime process's report of what it serves of one 
     Column("last_seen", T, **NOT_NULL),
     Column("ttl_seconds", Double, **NOT_NULL),
     Column("reported_by", String(128), **NOT_NULL),
+    Column("counted", FLAG, nullable=False, server_default="0"),  # the reporter may run the prompt
     PrimaryKeyConstraint("reported_by", "process_id", "prompt_name"),
     Index("ix_served_prompt", "prompt_name", "last_seen"),
     Index("ix_served_seen", "last_seen"),
@@ -491,6 +493,24 @@ rollout_tally = Table(  # the running counts the rollout worker decides on (16 s
     Column("n", BigInteger, **NOT_NULL),
     Column("correct", BigInteger, **NOT_NULL),
     PrimaryKeyConstraint("rollout_id", "stripe", "canary"),
+)
+
+rollout_source_tally = Table(  # a rollout's outcomes by sender (token, process tag): the shares capped
+    "rollout_source_tally",
+    meta,
+    Column("rollout_id", BigInteger, **NOT_NULL),
+    Column("token", String(128), **NOT_NULL),
+    Column("process", String(16), **NOT_NULL),
+    Column("canary", FLAG, **NOT_NULL),
+    Column("n", BigInteger, **NOT_NULL),
+    Column("correct", BigInteger, **NOT_NULL),
+    PrimaryKeyConstraint("rollout_id", "token", "process", "canary"),
+)
+gate_secret = Table(  # the server's secrets (the call keys' root); never printed nor logged
+    "gate_secret",
+    meta,
+    Column("name", String(64), primary_key=True),
+    Column("value", String(128), **NOT_NULL),
 )
 
 

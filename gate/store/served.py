@@ -19,11 +19,16 @@ from .dialect import db_now, seconds_since
 from .schema import prompt, served_report
 
 ACTIVE_GRACE = 1.0  # seconds beyond 2 × ttl before a silent process no longer counts
-REPORT_COLUMNS = ("host", "pid", "version", "stable_version", "rollout_id", "loaded_at", "ttl_seconds")
+REPORT_COLUMNS = ("host", "pid", "version", "stable_version", "rollout_id", "loaded_at", "ttl_seconds", "counted")
 
 
 def _active(r=served_report):
     return seconds_since(r.c.last_seen) <= r.c.ttl_seconds * 2 + ACTIVE_GRACE
+
+
+def _counted(r=served_report):
+    """Reports from a reporter that may run the prompt (issue 48): only they count."""
+    return r.c.counted == 1
 
 
 def _stale(r=served_report, p=prompt):
@@ -34,7 +39,8 @@ def report_served(conn: Connection, reported_by: str, rows: Sequence[dict]) -> i
     """Upsert one batch of reports under ``reported_by``, in one statement. Each row is a
     dict of ``process_id``, ``prompt_name``, ``REPORT_COLUMNS`` but ``loaded_at``, and
     ``loaded_seconds_ago`` (a process's own clock is never trusted: the database's now less
-    that age is when it loaded); ``last_seen`` is now."""
+    that age is when it loaded), and ``counted`` (1: the reporter may run the prompt);
+    ``last_seen`` is now."""
     if not rows:
         return 0
     values = [
@@ -84,10 +90,17 @@ def served_of_prompt(conn: Connection, prompt_name: str) -> list[ServedProcess]:
             case((_stale(), 1), else_=0).label("is_stale"),
         )
         .select_from(r.outerjoin(p, p.c.name == r.c.prompt_name))
-        .where(r.c.prompt_name == prompt_name, _active())
+        .where(r.c.prompt_name == prompt_name, _active(), _counted())
         .order_by(r.c.version.desc(), r.c.host, r.c.pid)
     )
     return [_process(row) for row in rows]
+
+
+def uncounted_of_prompt(conn: Connection, prompt_name: str) -> int:
+    """The prompt's active processes reported by tokens that may not run it (read tokens)."""
+    r = served_report
+    where = (r.c.prompt_name == prompt_name, _active(), r.c.counted == 0)
+    return int(conn.execute(select(func.count()).where(*where)).scalar() or 0)
 
 
 def _process(row) -> ServedProcess:
@@ -114,7 +127,7 @@ def stale_processes(conn: Connection, limit: int = 100) -> list[ServedProcess]:
     rows = conn.execute(
         select(r, seconds_since(r.c.last_seen).label("seen_ago"), literal(1).label("is_stale"))
         .select_from(r.join(p, p.c.name == r.c.prompt_name))
-        .where(_active(), _stale())
+        .where(_active(), _stale(), _counted())
         .order_by(r.c.prompt_name, r.c.host, r.c.pid)
         .limit(limit)
     )
@@ -127,7 +140,7 @@ def served_counts(conn: Connection) -> dict[str, int]:
     row = conn.execute(
         select(func.count(), func.coalesce(func.sum(case((_stale(), 1), else_=0)), 0))
         .select_from(r.outerjoin(p, p.c.name == r.c.prompt_name))
-        .where(_active())
+        .where(_active(), _counted())
     ).one()
     return {"served": int(row[0] or 0), "stale": int(row[1] or 0)}
 

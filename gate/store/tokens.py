@@ -6,6 +6,7 @@ session reads as that token while the token is live and the session unexpired.""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 
 from sqlalchemy import delete, insert, select, update
@@ -19,12 +20,20 @@ from .dialect import db_now
 from .schema import api_token, page_session
 
 
-def insert_token(conn: Connection, name: str, scope: str, token_hash: str) -> None:
+def insert_token(conn: Connection, name: str, scope: str, token_hash: str, prompts: list[str] | None = None) -> None:
     if conn.execute(select(api_token.c.id).where(api_token.c.name == name)).first() is not None:
         raise UsageError(f"a token named {name!r} exists (names are never reused, even revoked): choose another name")
     try:
         with conn.begin_nested():
-            conn.execute(insert(api_token).values(name=name, scope=scope, token_hash=token_hash, created_at=db_now()))
+            conn.execute(
+                insert(api_token).values(
+                    name=name,
+                    scope=scope,
+                    token_hash=token_hash,
+                    created_at=db_now(),
+                    prompts=None if prompts is None else json.dumps(prompts),
+                )
+            )
     except IntegrityError:
         raise UsageError(f"a token named {name!r} exists: choose another name") from None
 
@@ -66,6 +75,7 @@ def _token(r) -> ApiToken:
         created_at=r.created_at,
         last_used_at=r.last_used_at,
         revoked_at=r.revoked_at,
+        prompts=tuple(json.loads(r.prompts)) if r.prompts else None,
     )
 
 

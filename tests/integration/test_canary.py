@@ -24,7 +24,7 @@ from gate.mockllm import MockLLMServer
 from gate.rollout.routing import key_share
 from gate.runtime import PromptRuntime
 from gate.states import RolloutStatus
-from gate.store.feedback import count_feedback, read_tally
+from gate.store.feedback import count_feedback, read_raw_tally, read_tally
 from gate.store.schema import prompt
 from workers.rollout import look
 from workers.supervisor import run_until_terminal
@@ -77,16 +77,15 @@ def stable_then_canary(gate, tmp_path, workers, canary_rules: str, rollout: dict
 
 
 def production(runtimes, gate, service, n_db: int = 2, n_service: int = 2, **config):
-    """Runtime processes on the database and through the service (read token; feedback with
-    the feedback token), calling p1 on production's traffic with 1,000 users' keys."""
+    """Runtime processes on the database and through the service (a runtime token for p1,
+    which sends the feedback too: its call ids verify), calling p1 on production's traffic
+    with 1,000 users' keys."""
     fleet = runtimes()
     common = {"prompt": "p1", "ttl": 1.0, "items": TRAFFIC, "keys": 1000, "rate": 100, **config}
     for _ in range(n_db):
         fleet.start(db_url=gate.settings.database_url, **common)
     for _ in range(n_service):
-        fleet.start(
-            gate_url=service.url, token=service.tokens["read"], feedback_token=service.tokens["feedback"], **common
-        )
+        fleet.start(gate_url=service.url, token=service.tokens["runtime"], **common)
     return fleet
 
 
@@ -137,7 +136,7 @@ def test_a_canary_serves_ten_percent_by_key_and_feedback_promotes_it(mysql_gate,
 def test_feedback_that_shows_the_canary_worse_rolls_it_back(mysql_gate, service, tmp_path, procs):
     gate, (workers, runtimes) = mysql_gate, procs
     first, second = stable_then_canary(gate, tmp_path, workers, WORSE_RULES, ROLLOUT)
-    fleet = production(runtimes, gate, service)
+    fleet = production(runtimes, gate, service, n_db=0, n_service=3)  # only runtime tokens' calls decide it
     rollout = decided(gate, second)
     assert rollout["status"] == RolloutStatus.ROLLED_BACK, rollout
     assert "inferior, rolled back" in rollout["reason"] and rollout["figures"]["interval"][1] < -0.2
@@ -154,8 +153,9 @@ def test_feedback_that_shows_the_canary_worse_rolls_it_back(mysql_gate, service,
     assert served.returncode == 1 and "v2 was rolled back" in served.stderr, served.stderr
     stats = fleet.stop_all()
     assert all(s["errors"] == 0 and s["feedback"]["dropped"] == 0 for s in stats), stats
+    assert all(s["feedback"]["refused"] == 0 for s in stats), stats  # every call id verified
     with gate.engine.connect() as conn:  # every outcome sent was stored and counted once
-        tally, stored = read_tally(conn, rollout["id"]), count_feedback(conn, rollout["id"])
+        tally, stored = read_raw_tally(conn, rollout["id"]), count_feedback(conn, rollout["id"])
     assert stored == tally["canary"][0] + tally["stable"][0] > 0
 
 

@@ -9,13 +9,13 @@ import re
 import time
 
 import pytest
-from support.canary import gate_config, prompt_spec
+from support.canary import call_key, gate_config, minted, prompt_spec
 from support.cli import run_cli
 from support.runtime_process import RuntimeFleet
 
 from gate import gateconfig
 from gate.mockllm import MockLLMServer
-from gate.store.feedback import count_feedback, read_tally
+from gate.store.feedback import count_feedback, read_raw_tally
 from workers.supervisor import run_until_terminal
 
 ROLLOUT = {"canary_percent": 10, "min_feedback": 10_000_000, "max_drop": 0.02, "confidence": 0.95, "max_hours": 1}
@@ -41,12 +41,15 @@ def canary(mysql_gate, tmp_path, monkeypatch):
 
 def stored(gate, rollout_id: int) -> tuple[int, dict]:
     with gate.engine.connect() as conn:
-        return count_feedback(conn, rollout_id), read_tally(conn, rollout_id)
+        return count_feedback(conn, rollout_id), read_raw_tally(conn, rollout_id)
 
 
 def test_a_call_counts_once_and_only_for_the_rollouts_versions(mysql_gate, service, canary):
-    events = [{"prompt": "p1", "version": 2, "call_id": f"c{i}", "correct": i % 3 != 0} for i in range(30)]
-    events += [{"prompt": "p1", "version": 1, "call_id": f"s{i}", "correct": True} for i in range(20)]
+    key = call_key(service)  # ids a runtime on a runtime token mints (made-up ones: test_feedback_authority.py)
+    events = [
+        {"prompt": "p1", "version": 2, "call_id": c, "correct": i % 3 != 0} for i, c in enumerate(minted(key, 2, 30))
+    ]
+    events += [{"prompt": "p1", "version": 1, "call_id": c, "correct": True} for c in minted(key, 1, 20, start=100)]
     with service.client("feedback") as production:
         first = production.post("/v1/feedback", json={"events": events})
         assert first.status_code == 200
@@ -54,11 +57,13 @@ def test_a_call_counts_once_and_only_for_the_rollouts_versions(mysql_gate, servi
         again = production.post("/v1/feedback", json={"events": events[:10] + events[40:]})
         assert again.json() == {"recorded": 0, "duplicates": 20, "ignored": 0, "refused": 0}
         other = [
-            {"prompt": "p1", "version": 7, "call_id": "x1", "correct": True},  # no such version in the rollout
-            {"prompt": "p9", "version": 1, "call_id": "x2", "correct": False},  # no rollout of p9
+            {"prompt": "p1", "version": 7, "call_id": minted(key, 7, 1)[0], "correct": True},  # not the rollout's
+            {"prompt": "p9", "version": 1, "call_id": minted(key, 1, 1, start=999)[0], "correct": False},  # no rollout
         ]
         assert production.post("/v1/feedback", json={"events": other}).json()["ignored"] == 2
-        too_many = [{"prompt": "p1", "version": 2, "call_id": f"m{i}", "correct": True} for i in range(1001)]
+        too_many = [
+            {"prompt": "p1", "version": 2, "call_id": c, "correct": True} for c in minted(key, 2, 1001, start=5000)
+        ]
         refused = production.post("/v1/feedback", json={"events": too_many})
         assert refused.status_code == 400
         for bad, says in (
@@ -69,7 +74,8 @@ def test_a_call_counts_once_and_only_for_the_rollouts_versions(mysql_gate, servi
             answer = production.post("/v1/feedback", json={"events": [bad]})
             assert answer.status_code == 400 and says in answer.json()["error"], answer.text
     with service.client("admin") as admin:  # admin may send feedback too (submit: for its own rollouts, below)
-        assert admin.post("/v1/feedback", json={"events": [{**events[0], "call_id": "ci-1"}]}).json()["recorded"] == 1
+        one = {**events[0], "call_id": minted(key, 2, 1, "admin-proc")[0]}
+        assert admin.post("/v1/feedback", json={"events": [one]}).json()["recorded"] == 1
     count, tally = stored(mysql_gate, canary)
     assert count == 51 and tally == {"canary": (31, 20), "stable": (20, 20)}
     with service.client("read") as reader:  # the prompt's page: the rollout in progress and its interval now
@@ -102,8 +108,11 @@ def test_a_submit_token_sends_feedback_for_the_rollout_its_apply_started(mysql_g
     """The issue's promise: production may send feedback with the submit token whose apply
     started the rollout (a dedicated feedback token is the better choice: it can do nothing else)."""
     own = start_canary(mysql_gate, tmp_path, monkeypatch, submitted_by=service.names["submit"])
+    key = call_key(service)  # the calls a runtime on a runtime token served
+    events = [{**e, "call_id": c} for e, c in zip(MADE_UP[:3], minted(key, 2, 3), strict=True)]
+    events += [{**e, "call_id": c} for e, c in zip(MADE_UP[-2:], minted(key, 1, 2, start=10), strict=True)]
     with service.client("submit") as release:
-        answer = release.post("/v1/feedback", json={"events": MADE_UP[:3] + MADE_UP[-2:]})
+        answer = release.post("/v1/feedback", json={"events": events})
     assert answer.json() == {"recorded": 5, "duplicates": 0, "ignored": 0, "refused": 0}, answer.text
     assert stored(mysql_gate, own) == (5, {"canary": (3, 0), "stable": (2, 2)})
 
@@ -117,8 +126,7 @@ def test_feedback_at_2000_a_second_from_8_processes_is_all_recorded_in_batches(m
     for _ in range(8):
         fleet.start(
             gate_url=service.url,
-            token=service.tokens["read"],
-            feedback_token=service.tokens["feedback"],
+            token=service.tokens["runtime"],  # its load carries the call key: its ids verify (issue 48)
             prompt="p1",
             ttl=30.0,
             events=per_process,

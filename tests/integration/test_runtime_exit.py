@@ -40,9 +40,12 @@ CALL = CallResult("yes", True, "yes", 1)
 
 
 def send(rt, loaded, prefix, n):
+    key = loaded.canary.call_key if loaded.canary else None  # a runtime token's load (issue 48)
     for i in range(n):
         version, arm = route(loaded, f"{prefix}-{i}")
-        assert rt.feedback(served_result(CALL, "p1", version.version, loaded.rollout_id(), arm), i % 10 != 0)
+        call_id = rt._call_ids.mint(key, loaded.rollout_id(), version.version) if key else None
+        result = served_result(CALL, "p1", version.version, loaded.rollout_id(), arm, None, call_id)
+        assert rt.feedback(result, i % 10 != 0)
 """
 
 # 4,000 events offered as fast as the loop goes, then the end of the script: no close().
@@ -221,7 +224,7 @@ def stored(gate, rollout_id: int) -> int:
 def test_a_process_that_exits_without_close_sends_all_4000_events(mysql_gate, mysql_url, canary, request, through):
     if through == "service":
         service = request.getfixturevalue("service")
-        args = [service.url, service.tokens["read"], service.tokens["feedback"]]
+        args = [service.url, service.tokens["runtime"], service.tokens["runtime"]]
     else:
         args = [mysql_url]
     proc = python(EXIT_WITHOUT_CLOSE, *args)
@@ -232,7 +235,7 @@ def test_a_process_that_exits_without_close_sends_all_4000_events(mysql_gate, my
 
 
 def test_a_forked_childs_buffer_starts_empty_and_sends_its_own_events(mysql_gate, service, canary):
-    proc = python(FORKED, service.url, service.tokens["read"], service.tokens["feedback"])
+    proc = python(FORKED, service.url, service.tokens["runtime"], service.tokens["runtime"])
     out, err = proc.communicate(timeout=120)
     said = {line.split(" ", 1)[0]: line.split(" ", 1)[1] for line in out.splitlines() if " " in line}
     assert "child hung" not in out, f"the child blocked on its buffer (a lock held at fork?)\n{out}\n{err}"
@@ -248,7 +251,7 @@ def test_a_forked_childs_runtime_takes_its_own_lock_and_reports_as_its_own_proce
 ):
     if through == "service":
         service = request.getfixturevalue("service")
-        args = [service.url, service.tokens["read"]]
+        args = [service.url, service.tokens["runtime"]]  # counted: it may run p1 (issue 48)
     else:
         args = [mysql_url]
     proc = python(FORKED_RUNTIME, *args)

@@ -26,7 +26,7 @@ from support.workers_harness import WorkerFleet, worker_env
 from gate import gateconfig
 from gate.mockllm import MockLLMServer
 from gate.runtime import PromptRuntime
-from gate.store.feedback import count_feedback, read_tally
+from gate.store.feedback import count_feedback, read_raw_tally
 from workers.supervisor import run_until_terminal
 
 
@@ -71,7 +71,7 @@ def test_the_fleet_is_listed_a_stale_process_counted_and_wait_served_returns_onc
         wait_applied(gate, gate.submit(prompt_spec("v1"), "apply", {"sha": SHA[1]}))
         keyed, keyless = fleets({"ALT_KEY": "k"}), fleets({})
         common = {"prompt": "p1", "items": TRAFFIC, "keys": 50, "rate": 20, "feedback": False}
-        via_service = {"gate_url": service.url, "token": service.tokens["read"]}
+        via_service = {"gate_url": service.url, "token": service.tokens["runtime"]}  # counted: it may run p1
         keyed.start(**via_service, ttl=1.0, **common)
         keyed.start(db_url=gate.settings.database_url, ttl=4.0, **common)  # refreshes every 4 s
         keyless.start(**via_service, ttl=1.0, **common)
@@ -89,7 +89,7 @@ def test_the_fleet_is_listed_a_stale_process_counted_and_wait_served_returns_onc
         assert time.monotonic() - started >= 7
 
         stale = wait_until(lambda: [p for p in gate.served("p1")["processes"] if p.stale], 10, "a stale process")
-        assert [(p.pid, p.version) for p in stale] == [(pid, 1)] and stale[0].reported_by.startswith("test-read-")
+        assert [(p.pid, p.version) for p in stale] == [(pid, 1)] and stale[0].reported_by.startswith("test-runtime-")
         assert served_versions(gate) == [(2, 2, 0), (1, 1, 1)]
         with service.client("read") as reader:
             body = reader.get("/v1/prompts/p1/live").json()
@@ -147,9 +147,7 @@ def test_a_runtime_that_cannot_reach_the_service_keeps_serving_and_loses_no_feed
     run_until_terminal(gate, [gate.submit(prompt_spec("v1"), "apply")])
     second = gate.submit(prompt_spec("v2"), "apply")
     run_until_terminal(gate, [second])
-    runtime = PromptRuntime(
-        gate_url=service.url, token=service.tokens["read"], feedback_token=service.tokens["feedback"], ttl=0.2
-    )
+    runtime = PromptRuntime(gate_url=service.url, token=service.tokens["runtime"], ttl=0.2)
     again = None
     try:
         before = [runtime.decide("p1", {"text": "alpha"}, key=f"u{i}") for i in range(20)]
@@ -169,7 +167,7 @@ def test_a_runtime_that_cannot_reach_the_service_keeps_serving_and_loses_no_feed
         rollout_id = gate.rollout_of_update(second)["id"]
         with gate.engine.connect() as conn:
             assert count_feedback(conn, rollout_id) == 200
-            assert sum(n for n, _ in read_tally(conn, rollout_id).values()) == 200
+            assert sum(n for n, _ in read_raw_tally(conn, rollout_id).values()) == 200
     finally:
         runtime.close()
         if again is not None:
@@ -185,9 +183,10 @@ def test_reports_are_bounded_and_keyed_by_their_token(mysql_gate, service, tmp_p
     gate = mysql_gate
     gateconfig.sync(gate, gate_config(tmp_path))
     run_until_terminal(gate, [gate.submit(prompt_spec("v1"), "apply")])
-    other = gate.create_token("other-service", "read")
+    other = gate.create_token("other-service", "runtime", ["p1"])
     with (
-        service.client("read") as mine,
+        service.client("runtime") as mine,
+        service.client("read") as reader,
         httpx2.Client(base_url=service.url, headers={"Authorization": f"Bearer {other}"}, verify=TLS) as theirs,
     ):
         assert mine.post("/v1/served", json={"reports": [report("web-1-4242", 1)]}).json() == {"recorded": 1}
@@ -207,7 +206,7 @@ def test_reports_are_bounded_and_keyed_by_their_token(mysql_gate, service, tmp_p
             answer = mine.post("/v1/served", json={"reports": [bad]})
             assert answer.status_code == 400 and says in answer.json()["error"], answer.text
         many = [report("web-1", 1, prompt=f"p{i}") for i in range(101)]
-        assert mine.post("/v1/served", json={"reports": many}).status_code == 400
+        assert reader.post("/v1/served", json={"reports": many}).status_code == 400
         for start in range(0, 999, 100):  # one token speaks for at most 1,000 processes: 999 more
             batch = [report(f"bulk-{i}", 1) for i in range(start, min(start + 100, 999))]
             assert theirs.post("/v1/served", json={"reports": batch}).status_code == 200
@@ -234,6 +233,6 @@ def test_a_token_keeps_no_rows_for_prompts_that_are_not_live(mysql_gate, service
         mixed = [report("one-process", 1, ttl_seconds=3600), report("one-process", 1, prompt="ghost-x")]
         assert runtime.post("/v1/served", json={"reports": mixed}).json() == {"recorded": 1}
         metrics = runtime.get("/metrics").text
-    assert gate.served_counts() == {"served": 1, "stale": 0}
-    assert re.search(r"^promptgate_runtime_processes 1\.0$", metrics, re.M), metrics
-    assert [p.prompt_name for p in gate.served("p1")["processes"]] == ["p1"]
+    assert gate.served_counts() == {"served": 0, "stale": 0}  # a read token's reports are kept, not counted
+    assert re.search(r"^promptgate_runtime_processes 0\.0$", metrics, re.M), metrics
+    assert gate.served("p1")["uncounted"] == 1

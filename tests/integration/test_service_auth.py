@@ -145,10 +145,14 @@ def call(service: Service, token: str | None, method: str, path: str, kwargs: di
 
 
 def allowed(granted: str, needed: str) -> bool:
-    """read < submit < admin nest; feedback is allowed to feedback, submit and admin, and a
-    feedback token is allowed nothing else."""
+    """read < submit < admin nest; feedback is allowed to feedback, runtime, submit and admin,
+    and a feedback token is allowed nothing else; serve (load a prompt, report what is served)
+    to read and runtime (for its prompts: the matrix asks for p1, the harness's runtime
+    token's prompt), and a runtime token is allowed nothing else."""
     if needed == "feedback":
-        return granted in ("feedback", "submit", "admin")
+        return granted in ("feedback", "runtime", "submit", "admin")
+    if needed == "serve":
+        return granted in ("runtime", "read", "submit", "admin")
     nested = ("read", "submit", "admin")
     return granted in nested and nested.index(granted) >= nested.index(needed)
 

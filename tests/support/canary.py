@@ -74,3 +74,24 @@ def wait_applied(gate, update_id: int, timeout: float = 120):
     report = gate.wait(update_id, timeout=timeout, poll=0.1)
     assert report.status == UpdateStatus.APPLIED, (report.status, report.update.reason)
     return report
+
+
+def call_key(service, prompt: str = "p1") -> tuple[int, bytes]:
+    """(rollout id, call key) of ``prompt``'s rollout in progress, as a runtime token loads it."""
+    import base64
+
+    with service.client("runtime") as runtime:
+        doc = runtime.get(f"/v1/prompts/{prompt}/serve").json()
+    return doc["rollout"]["id"], base64.urlsafe_b64decode(doc["rollout"]["call_key"])
+
+
+def minted(
+    key: tuple[int, bytes], version: int, count: int, process: str = "proc", start: int = 1, spread: int = 4
+) -> list[str]:
+    """``count`` call ids runtime processes would mint for ``version`` (issue 48), taking turns
+    among ``spread`` processes (so no one process is most of an arm's outcomes)."""
+    from gate.rollout.call_ids import mint_call_id, process_tag
+
+    rollout_id, secret = key
+    tags = [process_tag(f"{process}-{n}") for n in range(spread)]
+    return [mint_call_id(secret, rollout_id, version, tags[i % spread], start + i) for i in range(count)]

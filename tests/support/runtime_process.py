@@ -53,7 +53,10 @@ def feedback_only(config: dict) -> None:
     loaded_after = started - begun
     for i in range(total):
         version, arm = route(loaded, f"user-{i}")
-        rt.feedback(served_result(call, config["prompt"], version.version, loaded.rollout_id(), arm), i % 10 != 0)
+        key = loaded.canary.call_key if loaded.canary else None  # a runtime token's load: ids that verify
+        call_id = rt._call_ids.mint(key, loaded.rollout_id(), version.version) if key else None
+        result = served_result(call, config["prompt"], version.version, loaded.rollout_id(), arm, None, call_id)
+        rt.feedback(result, i % 10 != 0)
         behind = started + (i + 1) / config["rate"] - time.monotonic()
         if behind > 0:
             time.sleep(behind)

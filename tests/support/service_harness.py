@@ -20,7 +20,8 @@ from support.cli import ROOT
 # 50 ms: 82 s of the suite's CPU), though the services here speak plain HTTP.
 TLS = httpx2.create_ssl_context()
 
-SCOPES = ("read", "submit", "admin", "feedback")  # feedback: beside the nest, production's outcomes only
+SCOPES = ("read", "submit", "admin", "feedback", "runtime")  # feedback, runtime: beside the nest
+RUNTIME_PROMPTS = ["p1"]  # the harness's runtime token runs p1 only
 
 
 def free_port() -> int:
@@ -41,7 +42,10 @@ class Service:
         try:
             suffix = f"{os.getpid()}-{time.monotonic_ns()}"
             self.names = {scope: f"test-{scope}-{suffix}" for scope in SCOPES}
-            self.tokens = {scope: gate.create_token(self.names[scope], scope) for scope in SCOPES}
+            self.tokens = {
+                scope: gate.create_token(self.names[scope], scope, RUNTIME_PROMPTS if scope == "runtime" else None)
+                for scope in SCOPES
+            }
         finally:
             gate.close()
         self.db_url, self.port = db_url, port or free_port()

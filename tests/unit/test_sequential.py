@@ -361,3 +361,14 @@ def test_the_production_runtime_does_not_load_scipy():
     code = "import sys, gate.runtime, gate.rollout.rule, gate.rollout.sequence; print('scipy' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_the_shares_are_stored_only_when_set():
+    """Issue 48's caps: a rollout without them stores (and syncs) as before; set, they are kept."""
+    raw = {"canary_percent": 10, "min_feedback": 400, "max_drop": 0.02, "confidence": 0.95, "max_hours": 48}
+    assert "max_process_share" not in RolloutConfig.parse(raw).to_json()
+    assert RolloutConfig.parse(raw).max_process_share == 0.5 and RolloutConfig.parse(raw).max_token_share == 1.0
+    shared = RolloutConfig.parse({**raw, "max_process_share": 1, "max_token_share": 0.5}).to_json()
+    assert (shared["max_process_share"], shared["max_token_share"]) == (1.0, 0.5)
+    with pytest.raises(UsageError, match="max_process_share: 0 is outside"):
+        RolloutConfig.parse({**raw, "max_process_share": 0})
