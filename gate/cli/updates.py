@@ -153,7 +153,18 @@ def status(ctx, update_id, as_json, fmt):
 )
 @click.pass_context
 def wait(
-    ctx, update_id, sha, prompt_name, sha_mode, timeout, served, allow_none, until, accept_unjudged, as_json, show_progress
+    ctx,
+    update_id,
+    sha,
+    prompt_name,
+    sha_mode,
+    timeout,
+    served,
+    allow_none,
+    until,
+    accept_unjudged,
+    as_json,
+    show_progress,
 ):
     """Wait for update UPDATE_ID (or the updates of --sha) to end: exit 0 cleared, 1 rejected
     (or applied, then rolled back by its canary rollout), 2 failed/cancelled, 3 timeout, 5
