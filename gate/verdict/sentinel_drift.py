@@ -52,22 +52,26 @@ DRIFT_TEST = "CUSUM of the sentinels in judge-call order against the pinned agre
 
 
 def binomial_upper(x: int, n: int, p: float) -> float:
-    """P(X ≥ x) for X ~ Binomial(n, p)."""
+    """P(X ≥ x) for X ~ Binomial(n, p): the regularized incomplete beta I_p(x, n − x + 1)
+    (scipy's, exact for any n: a sum of n terms overflows a float past ~1,000 items)."""
     if x <= 0:
         return 1.0
-    return math.fsum(math.comb(n, k) * p**k * (1 - p) ** (n - k) for k in range(x, n + 1))
+    if x > n:
+        return 0.0
+    from scipy.special import betainc  # the worker's, not production's (gate.runtime never loads scipy)
+
+    return float(betainc(x, n - x + 1, p))
 
 
 def clopper_pearson_lower(agreed: int, n: int, alpha: float = PIN_ALPHA) -> float:
     """The exact one-sided lower confidence bound (Clopper & Pearson 1934, Biometrika
-    26:404–413): the p at which ``agreed`` or more of ``n`` has probability ``alpha``."""
+    26:404–413): the p at which ``agreed`` or more of ``n`` has probability ``alpha``, the
+    ``alpha`` quantile of Beta(agreed, n − agreed + 1)."""
     if agreed <= 0 or n <= 0:
         return 0.0
-    low, high = 0.0, agreed / n
-    for _ in range(60):
-        mid = (low + high) / 2
-        low, high = (mid, high) if binomial_upper(agreed, n, mid) < alpha else (low, mid)
-    return low
+    from scipy.special import betaincinv
+
+    return float(betaincinv(agreed, n - agreed + 1, alpha))
 
 
 def weight(p0: float) -> int:

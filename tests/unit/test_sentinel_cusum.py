@@ -34,6 +34,17 @@ def test_a_binomial_tail_and_clopper_pearson_have_their_published_values():
     assert clopper_pearson_lower(0, 200) == 0.0
 
 
+def test_a_judge_evaluated_on_thousands_of_human_items_is_watched_too():
+    """A sum of ``math.comb`` terms overflowed a float past ~1,100–2,800 items (the hostile
+    review: a judged run then never finished); the tail is the incomplete beta function."""
+    assert clopper_pearson_lower(100_000, 100_000, 0.005) == pytest.approx(0.005 ** (1 / 100_000), abs=1e-12)
+    lower = clopper_pearson_lower(1200, 1500)
+    assert binomial_upper(1200, 1500, lower) == pytest.approx(0.005, rel=1e-6)  # its definition
+    assert 0.75 < lower < 0.8
+    said = drift([True] * 30 + [False] * 10, 40, 2800, 3000)
+    assert said["drifted"] and said["threshold"] > 0
+
+
 def _enumerated(n: int, p: float, w: int, h: int, switch: int | None = None, q: float = 0.0) -> float:
     """The alarm probability by summing over every one of the 2ⁿ outcome sequences."""
     total = 0.0
