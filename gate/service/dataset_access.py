@@ -218,12 +218,14 @@ def without_field_figures(reason: str, datasets: list[str]) -> str:
     min_field_accuracy[amount] (figure left out) < bar 80%"): a per-field figure of a holdout is
     admin's (issue 48, finding 4). The bar and that it failed stay."""
     for name in datasets:
-        reason = re.sub(
-            re.escape(name) + r" min_field_accuracy\[([^\]]*)\] [0-9.]+%",
-            lambda m, n=name: f"{n} min_field_accuracy[{m.group(1)}] (figure left out)",
-            reason,
-        )
+        pattern = re.escape(name) + r" (min_field_accuracy\[[^\]]*\]) [0-9.]+%"
+        reason = re.sub(pattern, rf"{_escaped(name)} \1 (figure left out)", reason)
     return reason
+
+
+def _escaped(text: str) -> str:
+    """``text`` as a literal in a ``re.sub`` replacement (a backslash is its one special)."""
+    return text.replace("\\", "\\\\")
 
 
 def _without_items(run):

@@ -16,6 +16,7 @@ from sqlalchemy.engine import make_url
 from support.service_harness import Service
 
 from gate.domain import Gate
+from gate.rollout.call_ids import mint_call_id
 
 ERROR_ID = re.compile(r"error id ([0-9a-f]{12})")
 
@@ -34,11 +35,14 @@ def test_a_database_fault_is_one_generic_line_with_an_id_for_every_token_but_adm
         with root.begin() as conn:  # the operator's slip
             conn.execute(text(f"REVOKE SELECT ON `{url.database}`.`prompt_update` FROM '{user}'@'%'"))
             conn.execute(text(f"REVOKE SELECT ON `{url.database}`.`prompt_rollout` FROM '{user}'@'%'"))
+            conn.execute(text(f"REVOKE SELECT ON `{url.database}`.`gate_secret` FROM '{user}'@'%'"))
         answers = {}
         for scope in ("read", "submit", "feedback", "admin"):
             with svc.client(scope) as caller:
                 if scope == "feedback":
-                    event = {"prompt": "p1", "version": 1, "call_id": "c-1", "correct": True}
+                    # an id of the runtime's form: checking it needs the gate's secret, read from the database
+                    call_id = mint_call_id(bytes(32), 1, 1, bytes(6), 1)
+                    event = {"prompt": "p1", "version": 1, "call_id": call_id, "correct": True}
                     answers[scope] = [caller.post("/v1/feedback", json={"events": [event]})]
                 else:
                     answers[scope] = [caller.get("/v1/updates"), caller.get("/v1/updates/1")]
