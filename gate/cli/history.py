@@ -54,10 +54,11 @@ def rollback(ctx, name, to_version, seen_version, reason, actor, as_json):
         echo_json({"prompt": name, **done})
         return
     click.echo(f"{name}: version {done['version']} is live (the config of version {done['restored_version']})")
-    click.echo(
-        f"{name}: the config rolled back away from is held: an apply of it is refused unless it overrides the "
-        "rollback (`submit --override-rollback`, admin)"
-    )
+    if done.get("held", True):  # nothing is held when the config restored is the live one's
+        click.echo(
+            f"{name}: the config rolled back away from is held: an apply of it is refused unless it overrides the "
+            "rollback (`submit --override-rollback`, admin)"
+        )
     for update_id in done["cancelled"]:
         click.echo(f"update {update_id}: CANCELLED (judged against a version no longer live)")
 

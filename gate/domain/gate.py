@@ -144,7 +144,7 @@ class Gate:
 
         def stage(conn) -> int:
             lock_prompt(conn, spec.name)  # submissions of the prompt serialize: latest wins
-            check_hold(conn, spec, mode, override_rollback, submitted_by)  # an apply of a rolled-back config
+            check_hold(conn, spec, mode, override_rollback)  # an apply of a rolled-back config
             _check_accept(conn, spec, mode, scope, accept_unjudged)  # an admin's, of a first version
             mappings = _mappings_of(conn, spec.name, mode, proposed_bars, may_read)
             provider = _provider_of(conn, spec)

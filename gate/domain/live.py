@@ -27,7 +27,7 @@ from gate.records import Hold, LivePrompt
 from gate.records.metrics import RunFigures
 from gate.report.unjudged import not_judged
 from gate.states import LiveRequestStatus, Mode, RolloutStatus
-from gate.store.holds import holds_of, release_holds
+from gate.store.holds import holds_of
 from gate.store.live import find_live, live_providers, prompt_history, version_provider
 from gate.store.live_requests import get_live_request, request_rollback
 from gate.store.live_transition import carry_out_request
@@ -172,10 +172,11 @@ class Live:
             time.sleep(POLL_SECONDS)
 
 
-def check_hold(conn, spec: PromptSpec, mode: str, override: bool, submitted_by: str | None) -> None:
+def check_hold(conn, spec: PromptSpec, mode: str, override: bool) -> None:
     """An apply of a config a rollback moved away from is refused, naming the rollback,
-    unless the submission overrides it (which releases the hold: the team chose to apply it
-    again). Under the prompt's lock (the submission's transaction); a check is never held."""
+    unless the submission overrides it (the hold is released when that update is applied,
+    ``gate.store.live_transition.apply_update``: an override cancelled or rejected leaves it
+    held). Under the prompt's lock (the submission's transaction); a check is never held."""
     if mode != Mode.APPLY:
         return
     name, config_hash = spec.name, spec.config_hash
@@ -187,7 +188,6 @@ def check_hold(conn, spec: PromptSpec, mode: str, override: bool, submitted_by: 
             f"prompt {name}: {held[0].line()}; this apply submits that config again: submit it with "
             "--override-rollback (admin) to apply it anyway"
         )
-    release_holds(conn, name, config_hash, submitted_by or "the CLI on the database")
 
 
 def _config_hash_of(conn, name: str, version: int) -> str | None:

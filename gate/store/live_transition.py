@@ -30,7 +30,7 @@ from gate.records.live_request import LiveRequest
 from gate.rollout.rule import RolloutConfig
 from gate.states import LiveRequestStatus, Mode, RolloutStatus
 
-from .holds import add_hold, holds_of
+from .holds import add_hold, holds_of, release_holds
 from .live import find_live, live_version, restore_live, version_config, write_live
 from .live_requests import ROLLBACK, claim_live_request, end_live_request
 from .locks import lock_prompt
@@ -48,7 +48,8 @@ def apply_update(conn, upd: Update) -> str | None:
     """Make an update that cleared every bar live, in the caller's transaction. None when
     applied; else why not, in one line (the update then ends FAILED)."""
     held = holds_of(conn, upd.prompt_name, upd.candidate_hash)
-    if held and not (upd.source or {}).get("override_rollback"):
+    overrides = bool((upd.source or {}).get("override_rollback"))
+    if held and not overrides:
         return f"cleared every bar but was not applied: {held[0].line()}; resubmit with --override-rollback (admin)"
     if not write_live(conn, upd):
         live = live_version(conn, upd.prompt_name)
@@ -56,6 +57,8 @@ def apply_update(conn, upd: Update) -> str | None:
             f"cleared every bar but was not applied: the live version is {live}, not {upd.base_version} as at "
             "submit (another change went live first); resubmit to evaluate against it"
         )
+    if held:  # released once the override is carried out, never at submit: a cancelled override holds on
+        release_holds(conn, upd.prompt_name, upd.candidate_hash, f"update {upd.id} (--override-rollback)")
     canary_on_apply(conn, upd)
     return None
 
@@ -148,6 +151,9 @@ def _roll_back(conn, request: LiveRequest) -> dict:
         )
     live = _seen_still_live(conn, request, "nothing was rolled back")
     restored = _restored(conn, name, target)
+    # a person's rollback to a version whose config an earlier rollback held is that person's
+    # override: the hold is released (a held config is never live), and says by whom
+    release_holds(conn, name, restored["config_hash"], f"{actor} (rolled back to version {target})")
     cancelled = _cancel_open_applies(
         conn,
         name,
@@ -155,10 +161,11 @@ def _roll_back(conn, request: LiveRequest) -> dict:
         f"against version {live.version}, which is no longer live",
     )
     version = restore_live(conn, name, live.version, target, actor, request.reason or "")
-    if live.config_hash != restored["config_hash"]:  # the config rolled back away from is held
+    held = live.config_hash != restored["config_hash"]  # the config rolled back away from is held
+    if held:
         add_hold(conn, name, live.config_hash, live.version, version, actor, request.reason or "")
     ended = supersede_rollout(conn, name, f"superseded: rolled back to version {target} by {actor}")
-    done = {"version": version, "restored_version": target, "cancelled": cancelled}
+    done = {"version": version, "restored_version": target, "cancelled": cancelled, "held": held}
     return {**done, "rollout_ended": ended} if ended else done
 
 

@@ -69,8 +69,8 @@ def test_the_push_job_s_apply_after_a_canary_rollback_is_refused_naming_the_roll
 
     override = run_cli(*db, "submit", str(prompt_file), "--mode", "apply", "--override-rollback")
     assert override.returncode == 0, override.stdout + override.stderr
-    assert gate.holds("p1") == []
+    assert len(gate.holds("p1")) == 1  # held until the override is applied (a cancelled one leaves it)
     (report,) = run_until_terminal(gate, [int(override.stdout.strip())])
-    assert report.status == "APPLIED"
+    assert report.status == "APPLIED" and gate.holds("p1") == []
     top = run_cli(*db, "history", "p1").stdout.splitlines()[0]
     assert top.startswith("v4 (live)") and "applied over a rollback's hold: --override-rollback" in top, top

@@ -50,7 +50,7 @@ def test_rollback_restores_an_earlier_config_as_a_new_version(mysql_gate, tmp_pa
     check_update = gate.submit(rules_spec("p1", "D"), "check")
 
     done = gate.rollback("p1", reason="B mislabels refunds", actor="alice")
-    assert done == {"version": 3, "restored_version": 1, "cancelled": [open_update]}
+    assert done == {"version": 3, "restored_version": 1, "cancelled": [open_update], "held": True}
     live = gate.live("p1")
     assert (live.version, live.config["description"], live.applied_update_id) == (3, "A", first)
     cancelled = gate.status(open_update)

@@ -59,6 +59,35 @@ def test_a_rolled_back_config_is_held_until_an_override(gate, tmp_path, live_mod
     assert gate.holds("p1") == [] and not any(row["hold"] for row in gate.history("p1"))
 
 
+def test_a_held_config_stays_held_until_an_override_is_applied_and_no_rollback_makes_it_live(
+    gate, tmp_path, live_model
+):
+    """The hostile review: an override released the hold at submit, so a cancelled override
+    left the config free for the next push job; and a person's rollback to a held version made
+    it live and still held. A held config goes live only through an applied override, or a
+    person's rollback that names its version (which releases the hold)."""
+    gate.register_dataset("d1", str(write_rule_rows(tmp_path / "d1.csv", 4)))
+    gate.map_dataset("p1", "d1", "0.5")
+    for description in ("A", "B"):
+        assert settle(gate, gate.submit(rules_spec("p1", description), "apply")) == UpdateStatus.APPLIED
+    gate.rollback("p1", reason="B mislabels refunds", actor="alice")  # v3: A again, B held
+
+    override = gate.submit(rules_spec("p1", "B"), "apply", override_rollback=True)
+    gate.cancel(override, "changed our mind")
+    assert gate.status(override).update.status == UpdateStatus.CANCELLED
+    with pytest.raises(IllegalTransition, match="v2's config was rolled back by alice"):
+        gate.submit(rules_spec("p1", "B"), "apply")  # still held: the override was never carried out
+
+    override = gate.submit(rules_spec("p1", "B"), "apply", override_rollback=True)
+    assert settle(gate, override) == UpdateStatus.APPLIED and gate.live("p1").version == 4
+    assert gate.holds("p1") == []  # released by the override once it was applied
+
+    gate.rollback("p1", reason="B mislabels refunds after all", actor="carol")  # v5: A again, B held again
+    gate.rollback("p1", reason="A was worse", actor="dan", to_version=4)  # v6: B, by a person who chose it
+    live = gate.live("p1")
+    assert live.version == 6 and live.config_hash not in {h.config_hash for h in gate.holds("p1")}
+
+
 def test_the_service_shows_the_hold_and_keeps_records_and_overrides_to_admin(mysql_url, tmp_path, live_model):
     """The status page and `history` through the service show the hold; the commit record and
     override_rollback are admin's (a pull request's submit token may do neither); a read token
