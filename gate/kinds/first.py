@@ -32,13 +32,16 @@ class FirstKind(JudgedKind):
         return {"baseline": None, "baseline_note": FIRST_NOTE}
 
     def checks(self, bars: Bars, metrics: RunMetrics, base_checks: list[BarCheck]) -> list[BarCheck]:
-        """``min_accuracy`` as a graded run holds it; ``max_loss_rate`` n/a: nothing was compared."""
+        """``min_accuracy`` as a graded run holds it; ``max_loss_rate`` and ``max_inconsistent``
+        n/a: nothing was compared."""
         judged = RunFigures.of(metrics).judge
         if not judged:
             return base_checks
         out = [self.accuracy_check(bars, judged, c) if c.name == "min_accuracy" else c for c in base_checks]
-        if bars.judge.max_loss_rate is not None:
-            out.append(BarCheck("max_loss_rate", None, format_bar(bars.judge.max_loss_rate), None, "n/a", FIRST_NOTE))
+        comparison = (("max_loss_rate", bars.judge.max_loss_rate), ("max_inconsistent", bars.judge.max_inconsistent))
+        for name, limit in comparison:  # the comparison's bars: nothing was compared
+            if limit is not None:
+                out.append(BarCheck(name, None, format_bar(limit), None, "n/a", FIRST_NOTE))
         return out
 
 

@@ -89,6 +89,7 @@ def test_the_first_versions_comparison_bars_are_not_applied():
     metrics = {"scored": 10, "matches": 9, "judge": {"passed": 9, "scored": 10}}
     checks = {c.name: c for c in FIRST.checks(bars, metrics, [])}  # type: ignore[arg-type]
     assert checks["max_loss_rate"].state == "n/a" and checks["max_loss_rate"].note == FIRST_NOTE
+    assert checks["max_inconsistent"].state == "n/a"  # shown, not dropped (the hostile review)
 
 
 def _unseen(extra_bars=None, p95=None):
