@@ -10,6 +10,7 @@ import json
 
 import pytest
 from jsonschema import Draft202012Validator
+from support import judged_env
 from support.judging import (
     NO_REFUND_REPLIES,
     WEAK_REPLIES,
@@ -19,41 +20,18 @@ from support.judging import (
     write_pairs,
     write_tickets,
 )
-from support.workers_harness import WorkerFleet, worker_env
 
 from gate.errors import NotFound
-from gate.mockllm import MockLLMServer
 from gate.report.markdown import render_markdown
 from gate.report.text import render_text
 from gate.schemas import status_schema
 from gate.states import UpdateStatus
 from workers.supervisor import run_until_terminal
 
+llm = judged_env.llm  # a shared fixture
+workers = judged_env.workers  # a shared fixture
+
 FIRST = {"judge": "reply-judge", "pass": ["good"]}
-
-
-@pytest.fixture
-def llm(monkeypatch):
-    with MockLLMServer() as server:
-        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
-        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-        yield server
-
-
-@pytest.fixture
-def workers(tmp_path):
-    fleets = []
-
-    def start(gate, llm, processes=1, **settings):
-        env = worker_env(gate.settings.database_url, llm.base_url, **{"chunk_size": 8, "concurrency": 4, **settings})
-        fleet = WorkerFleet(env, tmp_path)
-        fleet.start(processes)
-        fleets.append(fleet)
-        return fleet
-
-    yield start
-    for fleet in fleets:
-        fleet.stop_all()
 
 
 def in_process(gate):

@@ -10,42 +10,20 @@ their hard minimums."""
 from __future__ import annotations
 
 import pytest
+from support import judged_env
 from support.cli import run_cli
 from support.judging import WEAK_REPLIES, judge_spec, live_judge, reply_spec, write_labels, write_tickets
-from support.workers_harness import WorkerFleet, worker_env
 
 from gate import gateconfig
 from gate.errors import NotFound, UsageError
-from gate.mockllm import MockLLMServer
 from gate.states import UpdateStatus
 from workers.supervisor import run_until_terminal
 
+llm = judged_env.llm  # a shared fixture
+workers = judged_env.workers  # a shared fixture
+
 LENIENT = "Judge the support reply.\n- judge pass good: refund*\n- judge otherwise: good"  # good to everything
 SAID_J = "Youden's J 0.00 (sensitivity 1.00, specificity 0.00) < 0.5"
-
-
-@pytest.fixture
-def llm(monkeypatch):
-    with MockLLMServer() as server:
-        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
-        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-        yield server
-
-
-@pytest.fixture
-def workers(tmp_path):
-    fleets = []
-
-    def start(gate, llm, processes=1, **settings):
-        env = worker_env(gate.settings.database_url, llm.base_url, **{"chunk_size": 8, "concurrency": 4, **settings})
-        fleet = WorkerFleet(env, tmp_path)
-        fleet.start(processes)
-        fleets.append(fleet)
-        return fleet
-
-    yield start
-    for fleet in fleets:
-        fleet.stop_all()
 
 
 def in_process(gate):

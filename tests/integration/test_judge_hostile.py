@@ -11,17 +11,19 @@ import json
 
 import pytest
 from sqlalchemy import func, select
+from support import judged_env
 from support.judging import JUDGE_RULES, judge_spec, live_judge, reply_spec, write_tickets
 from support.workers_harness import WorkerFleet, worker_env
 
 from gate.errors import UsageError
-from gate.mockllm import MockLLMServer
 from gate.prompt.judge import MAX_ANSWER_BYTES
 from gate.prompt.spec import parse_spec
 from gate.states import UpdateStatus
 from gate.store.schema import answer, prompt_run_item
 from workers.execute.metrics import CALL_REGISTRY, ROLES
 from workers.supervisor import run_until_terminal
+
+llm = judged_env.llm  # a shared fixture
 
 HOSTILE_REPLIES = (
     "Draft a reply.\n"
@@ -31,14 +33,6 @@ HOSTILE_REPLIES = (
     "- reply when parcel: Here is your tracking number.\n"
     "- reply otherwise: Thanks."
 )
-
-
-@pytest.fixture
-def llm(monkeypatch):
-    with MockLLMServer() as server:
-        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
-        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-        yield server
 
 
 @pytest.fixture

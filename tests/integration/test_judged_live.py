@@ -13,15 +13,17 @@ from pathlib import Path
 
 import pytest
 from jsonschema import Draft202012Validator
+from support import judged_env
 from support.judging import NO_REFUND_REPLIES, live_judge, reply_spec
-from support.workers_harness import WorkerFleet, worker_env
 
-from gate.mockllm import MockLLMServer
 from gate.report.markdown import render_report_markdown
 from gate.report.text import render_text
 from gate.schemas import status_schema
 from gate.states import UpdateStatus
 from workers.supervisor import run_until_terminal
+
+llm = judged_env.llm  # a shared fixture
+workers = judged_env.workers  # a shared fixture
 
 # Live drafts refund and password replies the judge passes: 22 of 30 (73.3 %); the candidate
 # (NO_REFUND_REPLIES) password and parcel ones: 20 of 30 (66.7 %), breaking the 10 refunds
@@ -37,30 +39,6 @@ TOPICS = (
     ("I forgot my password, account {i}", 12),
     ("Where is my parcel {i}?", 8),
 )
-
-
-@pytest.fixture
-def llm(monkeypatch):
-    with MockLLMServer() as server:
-        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
-        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-        yield server
-
-
-@pytest.fixture
-def workers(tmp_path):
-    fleets = []
-
-    def start(gate, llm, processes=1):
-        env = worker_env(gate.settings.database_url, llm.base_url, chunk_size=8, concurrency=4)
-        fleet = WorkerFleet(env, tmp_path)
-        fleet.start(processes)
-        fleets.append(fleet)
-        return fleet
-
-    yield start
-    for fleet in fleets:
-        fleet.stop_all()
 
 
 def in_process(gate):

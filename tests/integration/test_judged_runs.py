@@ -14,6 +14,7 @@ from dataclasses import fields
 import pytest
 from jsonschema import Draft202012Validator
 from sqlalchemy import func, select
+from support import judged_env
 from support.judging import (
     NO_REFUND_REPLIES,
     WEAK_REPLIES,
@@ -24,10 +25,8 @@ from support.judging import (
     write_pairs,
     write_tickets,
 )
-from support.workers_harness import WorkerFleet, worker_env
 
 from gate.errors import NotFound, UsageError
-from gate.mockllm import MockLLMServer
 from gate.prompt.spec import parse_spec
 from gate.records.pinned import Pinned
 from gate.report.markdown import render_markdown, render_report_markdown
@@ -37,29 +36,8 @@ from gate.states import UpdateStatus
 from gate.store.schema import prompt_run_item, prompt_run_sentinel
 from workers.supervisor import run_until_terminal
 
-
-@pytest.fixture
-def llm(monkeypatch):
-    with MockLLMServer() as server:
-        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
-        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-        yield server
-
-
-@pytest.fixture
-def workers(tmp_path):
-    fleets = []
-
-    def start(gate, llm, processes=1, **settings):
-        env = worker_env(gate.settings.database_url, llm.base_url, **{"chunk_size": 8, "concurrency": 4, **settings})
-        fleet = WorkerFleet(env, tmp_path)
-        fleet.start(processes)
-        fleets.append(fleet)
-        return fleet
-
-    yield start
-    for fleet in fleets:
-        fleet.stop_all()
+llm = judged_env.llm  # a shared fixture
+workers = judged_env.workers  # a shared fixture
 
 
 def in_process(gate):

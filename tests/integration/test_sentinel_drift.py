@@ -15,8 +15,8 @@ import time
 import pytest
 from jsonschema import Draft202012Validator
 from sqlalchemy import select
+from support import judged_env
 from support.judging import live_judge, reply_spec, write_tickets
-from support.workers_harness import WorkerFleet, worker_env
 
 from gate.mockllm import MockLLMServer
 from gate.report.markdown import render_report_markdown as render_markdown
@@ -26,6 +26,8 @@ from gate.states import UpdateStatus
 from gate.store.schema import prompt_run_sentinel
 from gate.verdict.judge_bars import DEFAULT_SENTINELS
 from workers.supervisor import run_until_terminal
+
+workers = judged_env.workers  # a shared fixture
 
 LABEL_ANSWERS = ("A refund has been issued to your card.", "Thanks for writing; we will look into it.")
 
@@ -63,22 +65,6 @@ def llm(monkeypatch, calls):
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
         monkeypatch.setenv("OPENAI_API_KEY", "test-key")
         yield server
-
-
-@pytest.fixture
-def workers(tmp_path):
-    fleets = []
-
-    def start(gate, llm, concurrency=4, **settings):
-        env = worker_env(gate.settings.database_url, llm.base_url, chunk_size=8, concurrency=concurrency, **settings)
-        fleet = WorkerFleet(env, tmp_path)
-        fleet.start(1)
-        fleets.append(fleet)
-        return fleet
-
-    yield start
-    for fleet in fleets:
-        fleet.stop_all()
 
 
 def judged_run(gate, llm, calls, tmp_path, drift_after: int | None, disagree: int = 14):
