@@ -72,7 +72,7 @@ class Settings:
     page_bytes: int = 4 * 1024 * 1024  # a page holds about this much row data at most (memory bound)
     poll_interval: float = 0.05  # first delay after an empty poll while work is open (seconds)
     poll_max_interval: float = 1.0  # idle delay grows up to this
-    idle_probe_interval: float = 0.25  # an idle process asks "any open update?" this often
+    idle_probe_interval: float = 0.3  # an idle process asks "any open update?" this often (idle < 5 queries/s)
     backoff_base: float = 0.5  # first retry delay (seconds), doubled per attempt
     backoff_max: float = 30.0
     request_timeout: float = 30.0  # one model call

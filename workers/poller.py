@@ -5,7 +5,7 @@ and an error is logged and backed off, never fatal (a database that is busy or a
 
 Two things keep an idle fleet cheap and a busy one quick. The pollers of a process share
 an ``Activity`` probe: while no update is open anywhere, one indexed query per
-``idle_probe_interval`` (±25 %) answers for every role (4 queries/s at 0.25 s), and the
+``idle_probe_interval`` (±25 %) answers for every role (3.3 queries/s at 0.3 s), and the
 probe that first sees an open update wakes every poller of the process at once, so a new
 submission is picked up within one interval (half of it on average). While work is open,
 an empty poll waits ``poll_interval`` (0.05 s), growing to ``poll_max_interval``. And a
