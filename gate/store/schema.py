@@ -13,19 +13,14 @@ a flag is ``TINYINT`` on MySQL. Also the epoch and the lease token."""
 from __future__ import annotations
 
 import secrets
-from datetime import datetime
-from typing import Any
 
 from sqlalchemy import (
-    CHAR,
     BigInteger,
     Column,
-    DateTime,
     Double,
     ForeignKeyConstraint,
     Index,
     Integer,
-    MetaData,
     PrimaryKeyConstraint,
     SmallInteger,
     String,
@@ -33,32 +28,23 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
 )
-from sqlalchemy.dialects import mysql
 
 from .column_types import Bar, JsonText, LabelText
-
-# A time far in the past: "visible now" for new items and released runs, "not paused" for
-# a new rate-limit bucket. The one epoch: every other form (a SQL text literal) derives from it.
-EPOCH = datetime(2000, 1, 1)
-
-meta = MetaData()
-T = DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql")  # a time: UTC, microseconds
-FLAG = Integer().with_variant(mysql.TINYINT(), "mysql")  # 0 or 1
-HASH = CHAR(64)  # a SHA-256, hex
-TOKEN = CHAR(32)  # a lease token (``new_token``)
-NOT_NULL: dict[str, Any] = {"nullable": False}  # typed Any: Column takes it as **kwargs
-NEVER_LEASED = str(EPOCH)  # EPOCH as the DDL's default: 2000-01-01 00:00:00
-
-
-def _id() -> Column:
-    """The surrogate key: BIGINT AUTO_INCREMENT on MySQL, INTEGER PRIMARY KEY (the rowid) on SQLite."""
-    return Column("id", BigInteger, primary_key=True, autoincrement=True)
-
+from .schema_columns import EPOCH, FLAG, HASH, NEVER_LEASED, NOT_NULL, TOKEN, T, id_column, meta  # noqa: F401 (re-exported)
+from .schema_production import (  # noqa: F401 (re-exported: what production serves, rollouts, live requests)
+    gate_secret,
+    live_request,
+    prompt_rollout,
+    rollout_feedback,
+    rollout_source_tally,
+    rollout_tally,
+    served_report,
+)
 
 prompt = Table(
     "prompt",
     meta,
-    _id(),
+    id_column(),
     Column("name", String(128), **NOT_NULL),
     Column("version", Integer, **NOT_NULL),
     Column("config", JsonText, **NOT_NULL),
@@ -72,7 +58,7 @@ prompt = Table(
 prompt_version = Table(
     "prompt_version",
     meta,
-    _id(),
+    id_column(),
     Column("prompt_name", String(128), **NOT_NULL),
     Column("version", Integer, **NOT_NULL),
     Column("config", JsonText, **NOT_NULL),
@@ -91,7 +77,7 @@ prompt_lock = Table("prompt_lock", meta, Column("prompt_name", String(128), prim
 dataset = Table(
     "dataset",
     meta,
-    _id(),
+    id_column(),
     Column("name", String(128), **NOT_NULL),
     Column("source_uri", Text, **NOT_NULL),
     Column("options", JsonText, **NOT_NULL),
@@ -103,7 +89,7 @@ dataset = Table(
 dataset_version = Table(
     "dataset_version",
     meta,
-    _id(),
+    id_column(),
     Column("dataset_id", BigInteger, **NOT_NULL),
     Column("status", String(16), **NOT_NULL),
     Column("content_hash", HASH),
@@ -135,7 +121,7 @@ dataset_row = Table(
 prompt_dataset = Table(
     "prompt_dataset",
     meta,
-    _id(),
+    id_column(),
     Column("prompt_name", String(128), **NOT_NULL),
     Column("dataset_id", BigInteger, **NOT_NULL),
     Column("min_accuracy", Bar, **NOT_NULL),
@@ -149,7 +135,7 @@ prompt_dataset = Table(
 prompt_update = Table(
     "prompt_update",
     meta,
-    _id(),
+    id_column(),
     Column("prompt_name", String(128), **NOT_NULL),
     Column("mode", String(8), **NOT_NULL),
     Column("status", String(16), **NOT_NULL),
@@ -180,7 +166,7 @@ prompt_update = Table(
 prompt_run = Table(
     "prompt_run",
     meta,
-    _id(),
+    id_column(),
     Column("update_id", BigInteger, **NOT_NULL),
     Column("dataset_id", BigInteger, **NOT_NULL),
     Column("dataset_name", String(128), **NOT_NULL),
@@ -356,7 +342,7 @@ gate_counter = Table(
 api_token = Table(
     "api_token",
     meta,
-    _id(),
+    id_column(),
     Column("name", String(128), **NOT_NULL),
     Column("scope", String(16), **NOT_NULL),
     Column("token_hash", HASH, **NOT_NULL),
@@ -392,7 +378,7 @@ commit_record = Table(  # what the Action's push job did for a commit (`wait --s
 prompt_hold = Table(  # a config a rollback moved away from: its apply is refused until overridden
     "prompt_hold",
     meta,
-    _id(),
+    id_column(),
     Column("prompt_name", String(128), **NOT_NULL),
     Column("config_hash", HASH, **NOT_NULL),
     Column("held_version", Integer, **NOT_NULL),
@@ -412,105 +398,6 @@ rate_limit_usage = Table(
     Column("throttled_ms", BigInteger, server_default="0", **NOT_NULL),
     Column("rate_limited", BigInteger, server_default="0", **NOT_NULL),
     Column("updated_at", T, **NOT_NULL),
-)
-
-# --- what production serves, canary rollouts and their feedback (issue 39) ---
-served_report = Table(  # one runtime process's report of what it serves of one prompt
-    "served_report",
-    meta,
-    Column("process_id", String(96), **NOT_NULL),
-    Column("prompt_name", String(128), **NOT_NULL),
-    Column("host", String(191), **NOT_NULL),
-    Column("pid", Integer, **NOT_NULL),
-    Column("version", Integer, **NOT_NULL),
-    Column("stable_version", Integer),
-    Column("rollout_id", BigInteger),
-    Column("loaded_at", T, **NOT_NULL),
-    Column("last_seen", T, **NOT_NULL),
-    Column("ttl_seconds", Double, **NOT_NULL),
-    Column("reported_by", String(128), **NOT_NULL),
-    Column("counted", FLAG, nullable=False, server_default="0"),  # the reporter may run the prompt
-    PrimaryKeyConstraint("reported_by", "process_id", "prompt_name"),
-    Index("ix_served_prompt", "prompt_name", "last_seen"),
-    Index("ix_served_seen", "last_seen"),
-    Index("ix_served_reporter", "reported_by", "last_seen"),
-)
-prompt_rollout = Table(  # a canary rollout of an applied update (gate.states.RolloutStatus)
-    "prompt_rollout",
-    meta,
-    _id(),
-    Column("prompt_name", String(128), **NOT_NULL),
-    Column("update_id", BigInteger, **NOT_NULL),
-    Column("canary_version", Integer, **NOT_NULL),
-    Column("stable_version", Integer, **NOT_NULL),
-    Column("status", String(16), **NOT_NULL),
-    Column("config", JsonText, **NOT_NULL),
-    Column("started_at", T, **NOT_NULL),
-    Column("decided_at", T),
-    Column("figures", JsonText),
-    Column("reason", Text),
-    UniqueConstraint("update_id", name="uq_rollout_update"),
-    Index("ix_rollout_prompt", "prompt_name", "status"),
-    Index("ix_rollout_status", "status", "id"),
-)
-live_request = Table(  # a rollback or a canary's decision, carried out by the reconcile step (migration 27)
-    "live_request",
-    meta,
-    _id(),
-    Column("prompt_name", String(128), **NOT_NULL),
-    Column("kind", String(16), **NOT_NULL),
-    Column("status", String(16), **NOT_NULL),
-    Column("seen_version", Integer, **NOT_NULL),
-    Column("target_version", Integer, **NOT_NULL),
-    Column("rollout_id", BigInteger),
-    Column("decision", String(16)),
-    Column("figures", JsonText),
-    Column("actor", String(191)),
-    Column("reason", Text),
-    Column("outcome", JsonText),
-    Column("refusal", Text),
-    Column("requested_at", T, **NOT_NULL),
-    Column("ended_at", T),
-    UniqueConstraint("rollout_id", name="uq_live_request_rollout"),
-    Index("ix_live_request_status", "status", "id"),
-)
-rollout_feedback = Table(  # one production outcome of a rollout's call, once per call id
-    "rollout_feedback",
-    meta,
-    Column("rollout_id", BigInteger, **NOT_NULL),
-    Column("call_id", String(64), **NOT_NULL),
-    Column("canary", FLAG, **NOT_NULL),
-    Column("correct", FLAG, **NOT_NULL),
-    Column("received_at", T, **NOT_NULL),
-    PrimaryKeyConstraint("rollout_id", "call_id"),
-)
-rollout_tally = Table(  # the running counts the rollout worker decides on (16 stripes)
-    "rollout_tally",
-    meta,
-    Column("rollout_id", BigInteger, **NOT_NULL),
-    Column("stripe", SmallInteger, **NOT_NULL),
-    Column("canary", FLAG, **NOT_NULL),
-    Column("n", BigInteger, **NOT_NULL),
-    Column("correct", BigInteger, **NOT_NULL),
-    PrimaryKeyConstraint("rollout_id", "stripe", "canary"),
-)
-
-rollout_source_tally = Table(  # a rollout's outcomes by sender (token, process tag): the shares capped
-    "rollout_source_tally",
-    meta,
-    Column("rollout_id", BigInteger, **NOT_NULL),
-    Column("token", String(128), **NOT_NULL),
-    Column("process", String(16), **NOT_NULL),
-    Column("canary", FLAG, **NOT_NULL),
-    Column("n", BigInteger, **NOT_NULL),
-    Column("correct", BigInteger, **NOT_NULL),
-    PrimaryKeyConstraint("rollout_id", "token", "process", "canary"),
-)
-gate_secret = Table(  # the server's secrets (the call keys' root); never printed nor logged
-    "gate_secret",
-    meta,
-    Column("name", String(64), primary_key=True),
-    Column("value", String(128), **NOT_NULL),
 )
 
 
