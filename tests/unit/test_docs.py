@@ -294,6 +294,56 @@ def test_a_renamed_command_and_flag_are_named(texts):
     assert "docs/cli.md: `promptgate submit --fast`: --fast is no option of `promptgate submit`" in problems
 
 
+TARGET_OPTIONS = {"--database-url", "--gate-url"}  # every command's, said once above the table
+
+
+def leaf_commands(group: click.Group = cli, prefix: tuple[str, ...] = ()) -> dict[str, click.Command]:
+    found = {}
+    for name, command in group.commands.items():
+        if isinstance(command, click.Group):
+            found |= leaf_commands(command, (*prefix, name))
+        else:
+            found[" ".join(("promptgate", *prefix, name))] = command
+    return found
+
+
+def flag_table_problems(text: str) -> list[str]:
+    """docs/cli.md's "Every flag": a row per command naming exactly its flags (beside
+    --database-url and --gate-url), and the root group's row exactly the root's."""
+    where = "docs/cli.md, section 'Every flag'"
+    rows = {}
+    for line in section(text, "Every flag").splitlines()[2:]:
+        cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.startswith("| `") else []
+        if len(cells) == 2:
+            name = TICKED.findall(cells[0])[0]
+            rows[name] = {f for span in TICKED.findall(cells[1]) for f in span.split("/")}
+    commands = {**leaf_commands(), "promptgate": cli}
+    problems = [f"{where}: no row for `{c}`: add | `{c}` | its flags |" for c in sorted(set(commands) - set(rows))]
+    problems += [f"{where}: the row `{c}` names no command: remove it" for c in sorted(set(rows) - set(commands))]
+    for name in sorted(set(rows) & set(commands)):
+        have = options(commands[name]) - (TARGET_OPTIONS if name != "promptgate" else set())
+        problems += [f"{where}: the row `{name}` lacks `{f}`: add it" for f in sorted(have - rows[name])]
+        problems += [
+            f"{where}: the row `{name}` names `{f}`, which it does not take" for f in sorted(rows[name] - have)
+        ]
+    return problems
+
+
+def test_the_flag_table_names_every_flag_of_every_command():
+    problems = flag_table_problems(text_of(DOCS / "cli.md"))
+    assert problems == [], "\n".join(problems)
+
+
+def test_a_flag_missing_from_the_table_or_invented_is_named():
+    text = text_of(DOCS / "cli.md").replace("`--allow-none`, ", "").replace("`--rows`", "`--limit`")
+    assert flag_table_problems(text) == [
+        "docs/cli.md, section 'Every flag': the row `promptgate dataset preview` lacks `--rows`: add it",
+        "docs/cli.md, section 'Every flag': the row `promptgate dataset preview` names `--limit`, "
+        "which it does not take",
+        "docs/cli.md, section 'Every flag': the row `promptgate wait` lacks `--allow-none`: add it",
+    ]
+
+
 # --- environment variables -----------------------------------------------------------------------
 
 
