@@ -31,9 +31,11 @@ import pytest
 from support.cli import ROOT
 from test_security_doc import functions_of, named_tests
 
+from gate import states
 from gate.calls.providers import FIELDS as PROVIDER_FIELDS
 from gate.calls.spend_caps import KEYS as LIMIT_KEYS
 from gate.cli import cli
+from gate.contract import release
 from gate.gateconfig.parse import BAR_FIELDS, DATASET_FIELDS, TOP_FIELDS
 from gate.rollout.rule import FIELDS as ROLLOUT_FIELDS
 
@@ -341,6 +343,37 @@ def test_a_flag_missing_from_the_table_or_invented_is_named():
         "docs/cli.md, section 'Every flag': the row `promptgate dataset preview` names `--limit`, "
         "which it does not take",
         "docs/cli.md, section 'Every flag': the row `promptgate wait` lacks `--allow-none`: add it",
+    ]
+
+
+def exit_code_problems(text: str) -> list[str]:
+    """docs/cli.md's "Exit codes": each update state's row is the code gate/states.py gives it."""
+    where = "docs/cli.md, section 'Exit codes'"
+    rows = {}
+    for line in section(text, "Exit codes").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("| ") and cells[0].isdigit():
+            rows[int(cells[0])] = cells[1]
+    wanted = {str(status): code for status, code in states.EXIT_CODES.items()}
+    problems = [
+        f"{where}: {status} exits {code} (gate/states.py: EXIT_CODES), the row {code} does not say so"
+        for status, code in wanted.items()
+        if not re.search(rf"\b{status}\b", rows.get(code, "").split("(")[0])
+    ]
+    for code, words in ((states.EXIT_NOT_JUDGED, "not judged"), (release.EXIT_NOTHING_TO_GATE, "nothing to gate")):
+        if words not in rows.get(code, ""):
+            problems.append(f"{where}: the row {code} must say '{words}' (gate/states.py, gate/contract/release.py)")
+    return problems
+
+
+def test_the_exit_codes_are_the_codes_the_cli_gives():
+    assert exit_code_problems(text_of(DOCS / "cli.md")) == []
+
+
+def test_an_exit_code_that_drifted_is_named():
+    text = text_of(DOCS / "cli.md").replace("| 2 | FAILED or CANCELLED |", "| 2 | FAILED |")
+    assert exit_code_problems(text) == [
+        "docs/cli.md, section 'Exit codes': CANCELLED exits 2 (gate/states.py: EXIT_CODES), the row 2 does not say so"
     ]
 
 
