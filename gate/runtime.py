@@ -65,7 +65,7 @@ by another background thread: ``gate.production.feedback``).
 process that ends without it is covered by an ``atexit`` hook that sends what every runtime
 holds, waiting at most ``flush_at_exit`` seconds (default 5; None: no hook); what the gate
 did not take is counted and logged ("N feedback events not sent: ..."). No signal handler
-is installed: SIGKILL, SIGTERM's default action and ``os._exit`` run no hook (README,
+is installed: SIGKILL, SIGTERM's default action and ``os._exit`` run no hook (docs/production.md,
 "Feedback at shutdown", shows the gunicorn and uvicorn hooks that call ``close()``). After
 ``fork`` a child's buffer starts empty (the parent's buffered events are the parent's to
 send), and its runtime has locks, connections and a process identity of its own.

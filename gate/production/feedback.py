@@ -18,7 +18,7 @@ send by then (at exit or on ``stop()``) is counted (``unsent``) and logged as a 
 ``gate.runtime`` logger: "N feedback events not sent: ...". The hook is all: no signal
 handler is installed. A process killed by a signal it does not handle (SIGTERM's default,
 SIGKILL) or ended by ``os._exit`` runs no atexit hook; its server's shutdown hook should
-call ``PromptRuntime.close()`` (README: "Feedback at shutdown").
+call ``PromptRuntime.close()`` (docs/production.md: "Feedback at shutdown").
 
 ``fork``: a child starts with every buffer empty (the parent's queued events stay the
 parent's to send: sent by both, they would be sent twice), with a new lock, new events and

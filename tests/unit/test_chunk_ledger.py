@@ -80,7 +80,7 @@ def test_the_answered_part_of_a_chunk_is_written_back_before_its_slowest_call():
 
 def test_a_call_slot_is_free_only_once_its_answer_is_written_back():
     """At most ``concurrency`` calls made and not recorded: a process killed at any moment
-    loses at most that many answers (README's at-least-once bound)."""
+    loses at most that many answers (the at-least-once bound of docs/operations.md)."""
     ledger = ChunkLedger(concurrency=2, chunk_size=4)
     c = chunk("a", [0, 1, 2, 3])
     ledger.add(c)

@@ -14,7 +14,7 @@ chunk leaves the ledger when each of its items is written back or given back.
 its answer is written back (``begin`` waits for one): at any moment at most
 ``concurrency`` calls of this process were made and are not in the database. So a
 process killed at any moment loses at most ``concurrency`` calls' answers (× the trials
-of an item), which another worker then makes again: README's at-least-once bound.
+of an item), which another worker then makes again: the at-least-once bound (docs/operations.md).
 
 ``room`` is how many items the claimer may claim next, and waits when there is none; the
 condition it waits on is notified as calls answer and write-backs end. An item whose
