@@ -296,6 +296,7 @@ class ItemSample:
         None  # a tool_call decision: the expected and the actual call, side by side (gate.report.tool_calls)
     )
     turns: list[dict[str, Any]] | None = None  # a prompt with a history: its last turns, role and text
+    input: Any = None  # the item's input as the dataset row has it (the report shows its first lines)
 
 
 @dataclass(frozen=True)
@@ -336,6 +337,9 @@ class FlipSample:
     candidate_decision: str | None
     candidate_output: str | None
     wrong_fields: list[dict[str, Any]] | None = None  # a fields decision: the candidate's fields that did not match
+    input: Any = None  # the item's input as the dataset row has it
+    live_output: str | None = None  # live's raw answer (it was right)
+    judge: dict[str, Any] | None = None  # a judged item: what the judge said of the candidate's answer
 
 
 @dataclass(frozen=True)
