@@ -68,6 +68,7 @@ TOOL_CALLS = _update(Key.TOOL_CALLS, "Tool calls")
 LABELS = _run(Key.LABELS, "Confusion matrix")
 FUNCTIONS = _run(Key.LABELS, "Function confusion matrix")
 FIELD_CONFUSION = _run(Key.FIELD_CONFUSION, "Label fields: confusion matrices")
+CALL_CONFUSION = _run(Key.FIELD_CONFUSION, "Function confusion matrix")  # a tool call's with arguments
 
 ORDER = tuple(Key)
 

@@ -116,7 +116,7 @@ class ToolCallKind(FieldsKind):
         return source.argument_flips(run_id, live_id, bits)  # an argument: where both compared it
 
     def own_sections(self) -> tuple[sec.Section, ...]:
-        return (sec.FUNCTIONS, sec.ARGUMENTS, sec.FIELD_CONFUSION, sec.TOOL_CALLS)
+        return (sec.FUNCTIONS, sec.ARGUMENTS, sec.CALL_CONFUSION, sec.TOOL_CALLS)
 
     def call_view(self, stored: StoredDecision) -> str | None:
         return "fields" if (stored or {}).get("fields") is not None else "label"

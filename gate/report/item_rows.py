@@ -13,6 +13,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from gate.untrusted import CONTROL
+
 FIRST_LINES = 3  # the input's first lines (a conversation's last turns)
 LINE = 90  # characters of one input line
 CELL = 160  # characters of an answer
@@ -38,7 +40,7 @@ def _judging(sample: Any) -> bool:
 def one_line(value: Any, limit: int) -> str:
     """``value`` on one line (JSON for what is not text), at most ``limit`` characters."""
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
-    text = " ".join(text.split())
+    text = " ".join(CONTROL.sub("", text).split())  # no control or bidi-override character (gate.untrusted)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -65,8 +67,15 @@ def _conversation(value: dict) -> list[dict[str, str | None]]:
     """An input holding a conversation (a list of ``{role, content}``): its turns."""
     for v in value.values():
         if isinstance(v, list) and v and all(isinstance(t, dict) and "role" in t for t in v):
-            return [{"role": one_line(t.get("role"), 20), "text": one_line(t.get("content", ""), LINE)} for t in v]
+            return [{"role": one_line(t.get("role"), 20), "text": _turn_text(t)} for t in v]
     return []
+
+
+def _turn_text(turn: dict) -> str:
+    content = turn.get("content")
+    if content is None:  # an assistant's turn that only called tools
+        return "(a tool call)" if turn.get("tool_calls") else ""
+    return one_line(content, LINE)
 
 
 def turns_of(value: Any) -> list[dict[str, str | None]]:

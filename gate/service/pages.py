@@ -35,7 +35,7 @@ from gate import __version__
 from gate.contract.http_status import http_status
 from gate.datasets.readability import version_readable
 from gate.errors import GateError, NotFound, first_line
-from gate.report.judge_view import sentinel_line, sentinel_power_line
+from gate.report.judge_view import cost_line, pairwise_line, rate_line, sentinel_line, sentinel_power_line
 from gate.report.markdown_filters import bar_pct, interval, num, pct, points, pvalue, ratio, run_pct, usd
 from gate.states import UpdateStatus
 from gate.untrusted import CONTROL, one_line
@@ -127,6 +127,9 @@ def environment() -> Environment:
         short=short,
         sentinel_line=sentinel_line,
         sentinel_power_line=sentinel_power_line,
+        rate_line=rate_line,
+        pairwise_line=pairwise_line,
+        cost_line=cost_line,
     )
     return env
 
@@ -253,7 +256,7 @@ def update_page(request: Request, update_id: int):
         report = gate_of(request).status(update_id, count)
         if caller.scope != "admin":  # a holdout's items for admin only
             report = holdout_items_hidden(report, gate_of(request))
-        view = views.update_view(report)
+        view = views.update_view(report, count)
         return page(
             "update.html.j2",
             caller,

@@ -75,13 +75,12 @@ def failing_items(conn: Connection, run_id: int, limit: int, errors_only: bool =
             i.c.raw_output,
             i.c.error,
             i.c.judge,
-            i.c.input,
         )
         .where(i.c.run_id == run_id, i.c.verdict.in_(verdicts))
         .order_by(i.c.position)
         .limit(limit)
     )
-    return [ItemSample(r[0], r[1], r[2], r[3], r[4], r[5], judge=_shown_judging(r[6]), input=r[7]) for r in rows]
+    return [ItemSample(r[0], r[1], r[2], r[3], r[4], r[5], judge=_shown_judging(r[6])) for r in rows]
 
 
 ERROR_KINDS = tuple(kind.value for kind in CallFailure)  # an item's error begins "<kind>: "
@@ -173,7 +172,6 @@ def flipped_items(
             live.c.actual_decision,
             cand.c.actual_decision,
             cand.c.raw_output,
-            cand.c.input,
             live.c.raw_output,
             cand.c.judge,
         )
@@ -182,9 +180,7 @@ def flipped_items(
         .order_by(cand.c.position)
         .limit(limit)
     )
-    return [
-        FlipSample(r[0], r[1], r[2], r[3], r[4], input=r[5], live_output=r[6], judge=_shown_judging(r[7])) for r in rows
-    ]
+    return [FlipSample(r[0], r[1], r[2], r[3], r[4], live_output=r[5], judge=_shown_judging(r[6])) for r in rows]
 
 
 def call_stats(conn: Connection, run_id: int) -> dict[str, Any]:
