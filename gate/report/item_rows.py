@@ -78,10 +78,17 @@ def _turn_text(turn: dict) -> str:
     return one_line(content, LINE)
 
 
+MOST_TURNS = 12  # a conversation's turns the dataset page draws
+
+
 def turns_of(value: Any) -> list[dict[str, str | None]]:
-    """A dataset row's input as the dataset page draws it: its conversation's turns (all of
-    them, each line cut), or none when it holds no conversation."""
-    return _conversation(value) if isinstance(value, dict) else []
+    """A dataset row's input as the dataset page draws it: its conversation's first turns
+    (each line cut, at most ``MOST_TURNS``, then how many more), or none when it holds no
+    conversation."""
+    turns = _conversation(value) if isinstance(value, dict) else []
+    if len(turns) > MOST_TURNS:
+        return [*turns[:MOST_TURNS], {"role": "…", "text": f"{len(turns) - MOST_TURNS} more turns"}]
+    return turns
 
 
 def changes(wrong_fields: Sequence[dict] | None) -> list[dict[str, Any]]:

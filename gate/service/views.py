@@ -78,12 +78,13 @@ def _outcome(u: Update, rollout_state: str | None) -> str:
     return unjudged.OUTCOME if found == UpdateStatus.APPLIED and unjudged.not_judged(u) else found
 
 
-def update_view(report: UpdateReport, samples: int | None = None) -> dict[str, Any]:
-    """``samples``: the items each run's tables were asked for (a run that has more links to more)."""
+def update_view(report: UpdateReport, samples: int | None = None, page: int = 1) -> dict[str, Any]:
+    """``samples``: the items a page of each run's tables lists; ``page``: which page (the
+    report holds the first ``samples * page`` of each run's broken and failing items)."""
     u = report.update
     config = u.candidate_config or {}
     attempts = {k: v for k, v in (report.attempts or {}).items() if isinstance(v, (int, float))}
-    runs = [run_view(r, samples) for r in report.runs]
+    runs = [run_view(r, samples, page) for r in report.runs]
     shown = sections.update_sections(report.runs)  # the kinds' (gate.kinds.sections), as the comment's
     return {
         **update_row(u),
@@ -109,10 +110,7 @@ def update_view(report: UpdateReport, samples: int | None = None) -> dict[str, A
     }
 
 
-MORE_SAMPLES = 100  # the most items a run's tables list on the page (?samples=)
-
-
-def run_view(run: RunReport, samples: int | None = None) -> dict[str, Any]:
+def run_view(run: RunReport, samples: int | None = None, page: int = 1) -> dict[str, Any]:
     metrics = run.metrics or {}
     done = run.status == RunStatus.DONE
     expected = max(run.total or 0, run.row_count or 0, int(Pinned.of(run.pinned).rows or 0))
@@ -123,17 +121,15 @@ def run_view(run: RunReport, samples: int | None = None) -> dict[str, Any]:
     others = sections.other_failures(run)
     other_total = sections.other_failing_total(run)
     broken_total = (run.comparison or {}).get("broken") or len(run.broken)
-    more = (
-        samples is not None and samples < MORE_SAMPLES and (other_total > len(others) or broken_total > len(run.broken))
-    )
+    pages = items_pages(samples, page, max(broken_total, other_total))
+    shown = slice(pages["first"], pages["first"] + samples) if samples else slice(None)
     return {
         "sections": shown_sections,
         "mode": item_rows.table_mode(run),  # how its items are drawn side by side (sections/items.html.j2)
-        "broken_rows": [item_rows.broken_row(b) for b in run.broken],
-        "failing_rows": [item_rows.failing_row(f) for f in others],
+        "broken_rows": [item_rows.broken_row(b) for b in run.broken[shown]],
+        "failing_rows": [item_rows.failing_row(f) for f in others[shown]],
         "other_total": other_total,
-        "more_url": f"?samples={MORE_SAMPLES}" if more else None,
-        "more_count": MORE_SAMPLES,
+        "pages": pages,
         "run": run,
         "done": done,
         "open": run.status in (RunStatus.PENDING, RunStatus.RUNNING),
@@ -166,6 +162,25 @@ def run_view(run: RunReport, samples: int | None = None) -> dict[str, Any]:
         "invalid": metrics.get("invalid", 0),
         "detail": detail_text(metrics),
         "reused": sorted(run.reused.items()),
+    }
+
+
+MOST_PAGES = 50  # pages of a run's items (?page=): the report reads the first samples * page of them
+
+
+def items_pages(samples: int | None, page: int, total: int) -> dict[str, Any]:
+    """Which page of a run's broken and failing items the page lists: ``first`` (index),
+    ``page``, ``previous`` and ``next`` (None: none), ``of`` (pages in all, at most ``MOST_PAGES``)."""
+    if not samples:
+        return {"first": 0, "page": 1, "previous": None, "next": None, "of": 1}
+    of = min(MOST_PAGES, max(1, -(-total // samples)))
+    page = min(max(1, page), of)
+    return {
+        "first": (page - 1) * samples,
+        "page": page,
+        "previous": page - 1 if page > 1 else None,
+        "next": page + 1 if page < of else None,
+        "of": of,
     }
 
 

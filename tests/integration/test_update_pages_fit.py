@@ -98,6 +98,19 @@ def test_each_kind_shows_the_same_sections_in_the_comment_and_on_its_page(demo):
     assert {"Confusion matrix", "Against the live version, on the same items"} <= shown["label"]
 
 
+def test_a_runs_items_page_by_page(demo):
+    """The judged candidate's 12 broken items, 5 a page: three pages, none listed twice."""
+    gate, svc = demo
+    update_id = latest(gate)["support-reply"]
+    seen = []
+    with httpx2.Client(timeout=30) as web:
+        for page in (1, 2, 3):
+            text = web.get(f"{svc.url}/updates/{update_id}?samples=5&page={page}").text
+            assert f"Items page {page} of 3" in text
+            seen += re.findall(r'<td class="mono id" title="(ticket-[0-9]+)"', text)
+    assert len(seen) == len(set(seen)) >= 12, seen
+
+
 MEASURE = """
 const fit = doc => {
   const win = doc.defaultView;
