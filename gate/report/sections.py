@@ -14,13 +14,15 @@ from typing import Any
 
 from gate.kinds import kind_of
 from gate.kinds.sections import Key, Section, ordered
+from gate.records.metrics import RunFigures
+from gate.records.pinned import Pinned
 
 from .update import RunReport
 
 
 def kind_sections(run: RunReport) -> tuple[Section, ...]:
     """The sections of the run's kind, in order (a run without a pinned decision: a label's)."""
-    return kind_of((run.pinned or {}).get("decision")).sections()
+    return kind_of(Pinned.of(run.pinned).decision).sections()
 
 
 def other_failures(run: RunReport) -> list[Any]:
@@ -55,7 +57,7 @@ HAS: dict[Key, Callable[[RunReport], Any]] = {
     Key.SCHEMA: lambda r: r.schema,
     Key.JUDGE: lambda r: r.judge,
     Key.TOOL_CALLS: lambda r: r.tool_calls,
-    Key.LABELS: lambda r: r.labels or (r.metrics or {}).get("confusion"),
+    Key.LABELS: lambda r: r.labels or RunFigures.of(r.metrics).confusion,
     Key.FIELD_CONFUSION: lambda r: r.fields and r.fields.get("confusion"),
     Key.UNSTABLE: lambda r: r.unstable,
     Key.BROKEN: lambda r: r.broken,
