@@ -156,3 +156,8 @@ def failing_row(f: Any) -> dict[str, Any]:
         "reason": reason,
         "error": error,
     }
+
+
+def rows_of(broken: Sequence[Any], failing: Sequence[Any]) -> list[dict[str, Any]]:
+    """The rows of both tables, broken first."""
+    return [*map(broken_row, broken), *map(failing_row, failing)]

@@ -182,6 +182,7 @@ def _run_view(run: RunReport, samples: int, excerpt: int) -> dict:
         "mode": item_rows.table_mode(run),  # how its items are drawn side by side (items_table.md.j2)
         "broken_rows": [item_rows.broken_row(b) for b in broken],
         "failing_rows": [item_rows.failing_row(f) for f in shown],
+        "reasons": any(row["reason"] for row in item_rows.rows_of(broken, shown)),  # a judge gave one: its column
         "failing_total": failing_total,
         "other_total": other_total,
         "failures_cut": other_total > len(shown),

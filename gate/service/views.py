@@ -128,6 +128,7 @@ def run_view(run: RunReport, samples: int | None = None, page: int = 1) -> dict[
         "mode": item_rows.table_mode(run),  # how its items are drawn side by side (sections/items.html.j2)
         "broken_rows": [item_rows.broken_row(b) for b in run.broken[shown]],
         "failing_rows": [item_rows.failing_row(f) for f in others[shown]],
+        "reasons": any(row["reason"] for row in item_rows.rows_of(run.broken[shown], others[shown])),
         "other_total": other_total,
         "pages": pages,
         "run": run,
