@@ -200,8 +200,8 @@ def save_shots(gate: Gate, svc: Service, chromium: str, tmp_path: Path, shots: P
     """A screenshot of each candidate's page (served, at 1,200 px) and of its comment as GitHub
     draws it (details open)."""
     shots.mkdir(parents=True, exist_ok=True)
-    for prompt, kind in CANDIDATES.items():
-        update_id = latest(gate)[prompt]
+    weak = [u.id for u in gate.list_updates(50, None) if u.prompt_name == "ticket-urgency"][1]  # REJECTED
+    for kind, update_id in [*((k, latest(gate)[p]) for p, k in CANDIDATES.items()), ("label-rejected", weak)]:
         chromium_run(
             chromium,
             tmp_path / "profile",
