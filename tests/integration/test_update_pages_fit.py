@@ -175,6 +175,14 @@ def test_every_update_page_fits_1200_px(demo, chromium, tmp_path):
     with httpx2.Client(timeout=30) as web:
         css = web.get(f"{svc.url}/static/style.css").text
         pages = {f"update-{u.id}": web.get(f"{svc.url}/updates/{u.id}").text for u in gate.list_updates(50, None)}
+        names = sorted({u.prompt_name for u in gate.list_updates(50, None)})
+        pages |= {f"prompt-{n}": web.get(f"{svc.url}/prompts/{n}").text for n in names}
+        datasets = [ds.name for ds, _ in gate.list_datasets()]
+        pages |= {f"dataset-{n}": web.get(f"{svc.url}/datasets/{n}").text for n in datasets}
+        pages |= {"updates": web.get(f"{svc.url}/").text, "datasets": web.get(f"{svc.url}/datasets").text}
+        conversation = web.get(f"{svc.url}/datasets/support-conversations").text
+    # a conversation drawn as its turns, who spoke first (issue 49.2)
+    assert re.search(r'<div class="turn"><b>user</b>: [^<]+</div>', conversation), conversation[-3000:]
     fits = measured(chromium, tmp_path, pages, css)
     assert set(fits) == set(pages), f"measured {sorted(fits)} of {sorted(pages)}"
     problems = {n: f for n, f in fits.items() if f["scroll"] > f["inner"] or f["cells"] or f["tables"]}
