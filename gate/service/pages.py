@@ -254,13 +254,13 @@ def update_page(request: Request, update_id: int):
         samples = request.query_params.get("samples", "")
         count = max(1, min(100, int(samples))) if re.fullmatch(r"[0-9]{1,4}", samples) else SAMPLES
         asked = request.query_params.get("page", "")
-        page_no = min(views.MOST_PAGES, int(asked)) if re.fullmatch(r"[1-9][0-9]{0,3}", asked) else 1
+        page_no = min(views.MOST_ITEMS // count, int(asked)) if re.fullmatch(r"[1-9][0-9]{0,3}", asked) else 1
         if not 0 < update_id < 2**63:
             raise NotFound(f"unknown update {update_id}")
         report = gate_of(request).status(update_id, count * page_no)  # the pages before it too: deduplicated
         broken = max((r.comparison or {}).get("broken") or 0 for r in report.runs) if report.runs else 0
         if page_no > 1 and broken:  # the failing items besides the broken ones: read past the broken ones
-            report = gate_of(request).status(update_id, count * page_no + min(broken, count * views.MOST_PAGES))
+            report = gate_of(request).status(update_id, count * page_no + min(broken, views.MOST_ITEMS))
         if caller.scope != "admin":  # a holdout's items for admin only
             report = holdout_items_hidden(report, gate_of(request))
         view = views.update_view(report, count, page_no)

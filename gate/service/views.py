@@ -166,15 +166,16 @@ def run_view(run: RunReport, samples: int | None = None, page: int = 1) -> dict[
     }
 
 
-MOST_PAGES = 50  # pages of a run's items (?page=): the report reads the first samples * page of them
+MOST_ITEMS = 1000  # a run's items its pages reach (?page=): the report reads the first samples * page of them
 
 
 def items_pages(samples: int | None, page: int, total: int) -> dict[str, Any]:
     """Which page of a run's broken and failing items the page lists: ``first`` (index),
-    ``page``, ``previous`` and ``next`` (None: none), ``of`` (pages in all, at most ``MOST_PAGES``)."""
+    ``page``, ``previous`` and ``next`` (None: none), ``of`` (pages in all, reaching at most
+    ``MOST_ITEMS`` items)."""
     if not samples:
         return {"first": 0, "page": 1, "previous": None, "next": None, "of": 1}
-    of = min(MOST_PAGES, max(1, -(-total // samples)))
+    of = min(max(1, MOST_ITEMS // samples), max(1, -(-total // samples)))
     page = min(max(1, page), of)
     return {
         "first": (page - 1) * samples,
