@@ -10,7 +10,7 @@ from typing import Any
 
 from gate.prompt.conversation import HISTORY_RE, last_turns
 from gate.records import ItemSample, Run
-from gate.store.conversations import row_fields
+from gate.store.conversations import row_fields, row_inputs
 
 
 def history_field(config: dict[str, Any] | None) -> str | None:
@@ -28,3 +28,12 @@ def with_last_turns(conn, run: Run, config: dict[str, Any] | None, samples: list
         return samples
     found = row_fields(conn, run.dataset_version_id, [s.item_id for s in samples], field)
     return [replace(s, turns=last_turns(found[s.item_id])) if s.item_id in found else s for s in samples]
+
+
+def with_inputs(conn, run: Run, samples: list[Any]) -> list[Any]:
+    """The report's sample items (failing, broken) each with its row's input, which the report
+    shows the first lines of (``gate.report.item_rows``)."""
+    if not samples or run.dataset_version_id is None:
+        return samples
+    found = row_inputs(conn, run.dataset_version_id, [s.item_id for s in samples])
+    return [replace(s, input=found[s.item_id]) if s.item_id in found else s for s in samples]

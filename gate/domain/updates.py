@@ -40,7 +40,7 @@ from gate.store.updates import (
 from gate.store.workers import live_workers
 
 from .boundary import driver_errors_become_gate_errors
-from .conversations import with_last_turns
+from .conversations import with_inputs, with_last_turns
 from .spending import update_spend
 
 
@@ -79,9 +79,11 @@ class Updates:
                 run_report(
                     r,
                     counts[r.id],
-                    with_last_turns(conn, r, upd.candidate_config, failing_items(conn, r.id, failures)),
+                    with_inputs(
+                        conn, r, with_last_turns(conn, r, upd.candidate_config, failing_items(conn, r.id, failures))
+                    ),
                     reused[r.id],
-                    _broken_items(conn, r, failures),
+                    with_inputs(conn, r, _broken_items(conn, r, failures)),
                     _unstable_items(conn, r, failures),
                     accepted=accepted(upd),
                 )

@@ -26,6 +26,7 @@ from gate.verdict.bar_checks import BarCheck
 from gate.verdict.bars import Bars
 from gate.verdict.scoring import INVALID_DECISION, metrics_from_breakdown
 
+from . import sections as sec
 from .live import PAIRED_ITEMS, LiveComparison
 from .validity import Invalid, InvalidKind
 
@@ -102,7 +103,7 @@ class DecisionKind(ABC):
     ``score``), the stored rule (``fields_rule``, ``counts_by_label``, ``maps_row_labels``),
     what rows and labels it needs (``check_labels``, ``check_rows``), its figures
     (``counts``, ``figures``, ``marks``, ``field_flips``), its run's checks (``checks``) and
-    its report (``report_sections``, ``shows_labels``, ``wrong_fields``)."""
+    its report (``report_sections``, ``sections``, ``shows_labels``, ``wrong_fields``)."""
 
     name: str = ""
     bar_scope: str = ""  # what the kind decides by, as a refused bar names it (gate.kinds.bar_fit)
@@ -270,6 +271,15 @@ class DecisionKind(ABC):
         return None
 
     # -- the report
+    def sections(self) -> tuple[sec.Section, ...]:
+        """The report's sections of the kind's runs, in order, as both the comment and the
+        status page render them (``gate.kinds.sections``): every kind's and the kind's own."""
+        return sec.ordered([*sec.every_kind(), *self.own_sections()])
+
+    def own_sections(self) -> tuple[sec.Section, ...]:
+        """The sections of the kind's own figures (``report_sections``, titled)."""
+        return (sec.LABELS,)
+
     def wrong_fields(self, stored: StoredDecision) -> WrongFields | None:
         """How a sample item's wrong fields are named; None: decided by one label."""
         return None

@@ -19,6 +19,7 @@ from gate.prompt.tools import Tool
 from gate.states import Verdict
 from gate.verdict.scoring import metrics_from_breakdown
 
+from . import sections as sec
 from .base import (
     EVERY_KIND_BARS,
     LIVE_BARS,
@@ -118,6 +119,9 @@ class FieldsKind(DecisionKind):
 
     def flips(self, source: FigureSource, run_id: int, live_id: int, bits: list[tuple[int, int]]) -> list[Any]:
         return source.field_flips(run_id, live_id, bits)
+
+    def own_sections(self) -> tuple[sec.Section, ...]:
+        return (sec.LABELS, sec.FIELDS, sec.FIELD_CONFUSION)
 
     def wrong_fields(self, stored: StoredDecision) -> WrongFields | None:
         rule = self.fields_rule(stored)

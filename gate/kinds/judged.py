@@ -32,6 +32,7 @@ from gate.verdict.judge_stats import corrected, uncorrectable
 from gate.verdict.scoring import format_bar, format_pct
 from gate.verdict.update_outcome import UNJUDGED
 
+from . import sections as sec
 from .base import EVERY_KIND_BARS, LIVE_BARS, Decision, DecisionKind, Reading, SpecView, StoredDecision
 
 NOT_COMPARED = "no live version yet: nothing to compare with (not judged)"
@@ -61,6 +62,9 @@ class JudgedKind(DecisionKind):
                 file, "labels", "a judged prompt's answer is text: the judge's labels decide (decision.pass)"
             )
         return Decision("judge", judge=parse_judge_rule(value, file))
+
+    def own_sections(self) -> tuple[sec.Section, ...]:
+        return (sec.JUDGE,)
 
     def keeps_labels(self, decision: Decision) -> bool:
         return False

@@ -26,6 +26,7 @@ from gate.prompt.tool_decision import (
 from gate.prompt.tools import Tool, call_labels, parse_call_rule
 from gate.verdict.scoring import INVALID_DECISION
 
+from . import sections as sec
 from .base import (
     EVERY_KIND_BARS,
     LIVE_BARS,
@@ -113,6 +114,9 @@ class ToolCallKind(FieldsKind):
 
     def flips(self, source: FigureSource, run_id: int, live_id: int, bits: list[tuple[int, int]]) -> list[Any]:
         return source.argument_flips(run_id, live_id, bits)  # an argument: where both compared it
+
+    def own_sections(self) -> tuple[sec.Section, ...]:
+        return (sec.FUNCTIONS, sec.ARGUMENTS, sec.CALL_CONFUSION, sec.TOOL_CALLS)
 
     def call_view(self, stored: StoredDecision) -> str | None:
         return "fields" if (stored or {}).get("fields") is not None else "label"

@@ -289,13 +289,11 @@ class ItemSample:
     verdict: str
     raw_output: str | None
     error: str | None
-    # a fields decision: the fields that did not match (gate.prompt.structured.samples)
-    wrong_fields: list[dict[str, Any]] | None = None
+    wrong_fields: list[dict[str, Any]] | None = None  # a fields decision's (gate.prompt.structured.samples)
     judge: dict[str, Any] | None = None  # a judged item: what the judge said (and, compared with live, live's answer)
-    call: dict[str, Any] | None = (
-        None  # a tool_call decision: the expected and the actual call, side by side (gate.report.tool_calls)
-    )
+    call: dict[str, Any] | None = None  # a tool_call decision: the calls expected and made (gate.report.tool_calls)
     turns: list[dict[str, Any]] | None = None  # a prompt with a history: its last turns, role and text
+    input: Any = None  # the item's input as its dataset row has it (the report shows its first lines)
 
 
 @dataclass(frozen=True)
@@ -311,8 +309,7 @@ class UnstableItem:
 
 @dataclass(frozen=True)
 class Price:
-    """US dollars per million input and output tokens of a model (the gate config's
-    ``prices:``)."""
+    """US dollars per million input and output tokens of a model (the gate config's ``prices:``)."""
 
     model: str
     input_per_million: Decimal
@@ -336,6 +333,9 @@ class FlipSample:
     candidate_decision: str | None
     candidate_output: str | None
     wrong_fields: list[dict[str, Any]] | None = None  # a fields decision: the candidate's fields that did not match
+    input: Any = None  # the item's input as the dataset row has it
+    live_output: str | None = None  # live's raw answer (it was right); judge: what the judge said of the candidate's
+    judge: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

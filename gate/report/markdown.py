@@ -25,7 +25,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from gate.verdict.reasons import detail_text
 
-from . import canary, unjudged
+from . import canary, item_rows, sections, unjudged
 from .judge_view import cost_line, judge_said, pairwise_line, rate_line, sentinel_line, sentinel_power_line
 from .markdown_filters import (
     Safe,
@@ -112,8 +112,15 @@ def environment() -> Environment:
         sentinel_line=sentinel_line,
         sentinel_power_line=sentinel_power_line,
         cost_line=cost_line,
+        built=_built,
     )
     return env
+
+
+def _built(value: Any) -> Safe:
+    """A macro's output (items_table.md.j2's cells): made only of filtered prints, each
+    escaped when it was printed, so it is printed as it is."""
+    return Safe(str(value))
 
 
 _ENV: Environment | None = None
@@ -149,12 +156,13 @@ def _icon(report: UpdateReport) -> str:
 
 def _run_view(run: RunReport, samples: int, excerpt: int) -> dict:
     metrics = run.metrics or {}
-    confusion = metrics.get("confusion") or {}
+    shown_sections = sections.keyed(sections.run_sections(run))
+    confusion = (metrics.get("confusion") or {}) if "labels" in shown_sections else {}
     actual_labels = sorted({a for row in confusion.values() for a in row})
-    failing_total = (metrics.get("mismatches", run.scored - run.matches) or 0) + (run.errors or 0)
+    failing_total = sections.failing_total(run)
     broken = run.broken[: max(0, samples)]
-    listed = {b.item_id for b in broken}  # a broken item is failing too: listed once, under broken
-    shown = [f for f in run.failures if f.item_id not in listed][: max(0, samples)]
+    shown = sections.other_failures(run)[: max(0, samples)]  # a broken item is listed once, under broken
+    other_total = sections.other_failing_total(run)
     if run.not_judged:  # accepted unjudged: neither a pass nor a fail (gate.report.unjudged)
         result = unjudged.STATE
     elif run.passed is True:
@@ -170,12 +178,14 @@ def _run_view(run: RunReport, samples: int, excerpt: int) -> dict:
         "result": result,
         "confusion": [(exp, [confusion[exp].get(a, 0) for a in actual_labels]) for exp in sorted(confusion)],
         "actual_labels": actual_labels,
-        "failures": shown,
-        "call_failures": any(f.call is not None or f.turns for f in shown),  # side by side (call_failures.md.j2)
-        "turns": any(f.turns for f in shown),
+        "sections": shown_sections,
+        "mode": item_rows.table_mode(run),  # how its items are drawn side by side (items_table.md.j2)
+        "broken_rows": [item_rows.broken_row(b) for b in broken],
+        "failing_rows": [item_rows.failing_row(f) for f in shown],
+        "reasons": any(row["reason"] for row in item_rows.rows_of(broken, shown)),  # a judge gave one: its column
         "failing_total": failing_total,
-        "failures_cut": failing_total > len(shown) + len(listed),
-        "failing_broken": len(listed),
+        "other_total": other_total,
+        "failures_cut": other_total > len(shown),
         "excerpt": excerpt,
         "invalid": metrics.get("invalid", 0),
         "detail": detail_text(metrics),
@@ -210,6 +220,7 @@ def _update_view(report: UpdateReport, samples: int, excerpt: int, details: bool
         "model": config.get("model"),
         "path": (u.source or {}).get("path"),
         "runs": [_run_view(r, samples, excerpt) for r in report.runs],
+        "sections": sections.keyed(sections.update_sections(report.runs)),  # the kinds' (gate.kinds.sections)
         "attempts": attempts,
         "terminal": report.terminal,
         "details": details,

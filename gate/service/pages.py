@@ -35,7 +35,8 @@ from gate import __version__
 from gate.contract.http_status import http_status
 from gate.datasets.readability import version_readable
 from gate.errors import GateError, NotFound, first_line
-from gate.report.judge_view import sentinel_line, sentinel_power_line
+from gate.report.item_rows import changes, turns_of
+from gate.report.judge_view import cost_line, pairwise_line, rate_line, sentinel_line, sentinel_power_line
 from gate.report.markdown_filters import bar_pct, interval, num, pct, points, pvalue, ratio, run_pct, usd
 from gate.states import UpdateStatus
 from gate.untrusted import CONTROL, one_line
@@ -127,6 +128,10 @@ def environment() -> Environment:
         short=short,
         sentinel_line=sentinel_line,
         sentinel_power_line=sentinel_power_line,
+        rate_line=rate_line,
+        pairwise_line=pairwise_line,
+        cost_line=cost_line,
+        changes=changes,
     )
     return env
 
@@ -247,13 +252,18 @@ def updates_page(request: Request):
 def update_page(request: Request, update_id: int):
     def build(caller: Caller) -> HTMLResponse:
         samples = request.query_params.get("samples", "")
-        count = min(100, int(samples)) if re.fullmatch(r"[0-9]{1,4}", samples) else SAMPLES
+        count = max(1, min(100, int(samples))) if re.fullmatch(r"[0-9]{1,4}", samples) else SAMPLES
+        asked = request.query_params.get("page", "")
+        page_no = min(views.MOST_ITEMS // count, int(asked)) if re.fullmatch(r"[1-9][0-9]{0,3}", asked) else 1
         if not 0 < update_id < 2**63:
             raise NotFound(f"unknown update {update_id}")
-        report = gate_of(request).status(update_id, count)
+        report = gate_of(request).status(update_id, count * page_no)  # the pages before it too: deduplicated
+        broken = max((r.comparison or {}).get("broken") or 0 for r in report.runs) if report.runs else 0
+        if page_no > 1 and broken:  # the failing items besides the broken ones: read past the broken ones
+            report = gate_of(request).status(update_id, count * page_no + min(broken, views.MOST_ITEMS))
         if caller.scope != "admin":  # a holdout's items for admin only
             report = holdout_items_hidden(report, gate_of(request))
-        view = views.update_view(report)
+        view = views.update_view(report, count, page_no)
         return page(
             "update.html.j2",
             caller,
@@ -315,7 +325,12 @@ def dataset_page(request: Request, name: str):
             preview=preview,
             preview_rows=PREVIEW_ROWS,
             rows=[
-                {"item_id": r.item_id, "expected": r.expected, "input": views.compact_json(r.input)}
+                {
+                    "item_id": r.item_id,
+                    "expected": r.expected,
+                    "input": views.compact_json(r.input),
+                    "turns": turns_of(r.input),  # a conversation, drawn as its turns
+                }
                 for r in (preview.first_rows if preview else [])
             ],
             maps=[views.mapping_view(m) for m in sorted(mappings, key=lambda m: m.prompt_name)],

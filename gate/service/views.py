@@ -19,7 +19,7 @@ from gate.errors import UsageError
 from gate.records import DatasetMapping, FleetCounts, Update, WorkerRow
 from gate.records.metrics import CallFigures
 from gate.records.pinned import Pinned
-from gate.report import canary, unjudged
+from gate.report import canary, item_rows, sections, unjudged
 from gate.report.text import difference, spend_line
 from gate.report.update import RunReport, UpdateReport
 from gate.states import UPDATE_OPEN, RunStatus, UpdateStatus
@@ -78,15 +78,21 @@ def _outcome(u: Update, rollout_state: str | None) -> str:
     return unjudged.OUTCOME if found == UpdateStatus.APPLIED and unjudged.not_judged(u) else found
 
 
-def update_view(report: UpdateReport) -> dict[str, Any]:
+def update_view(report: UpdateReport, samples: int | None = None, page: int = 1) -> dict[str, Any]:
+    """``samples``: the items a page of each run's tables lists; ``page``: which page (the
+    report holds the first ``samples * page`` of each run's broken and failing items)."""
     u = report.update
     config = u.candidate_config or {}
     attempts = {k: v for k, v in (report.attempts or {}).items() if isinstance(v, (int, float))}
-    runs = [run_view(r) for r in report.runs]
+    runs = [run_view(r, samples, page) for r in report.runs]
+    shown = sections.update_sections(report.runs)  # the kinds' (gate.kinds.sections), as the comment's
     return {
         **update_row(u),
         "model": config.get("model"),
         "runs": runs,
+        "sections": sections.keyed(shown),
+        # the sections over the update's datasets after the bars (the comparison and the bars have their places)
+        "more_sections": [s for s in shown if s.scope == "update" and s.key.value not in ("compared", "checks")],
         "terminal": report.terminal,
         "chart": chart_view(report.runs),
         "compared": [r for r in runs if r["compared"] or r["baseline_note"]],
@@ -104,14 +110,27 @@ def update_view(report: UpdateReport) -> dict[str, Any]:
     }
 
 
-def run_view(run: RunReport) -> dict[str, Any]:
+def run_view(run: RunReport, samples: int | None = None, page: int = 1) -> dict[str, Any]:
     metrics = run.metrics or {}
     done = run.status == RunStatus.DONE
     expected = max(run.total or 0, run.row_count or 0, int(Pinned.of(run.pinned).rows or 0))
     handled = (run.scored or 0) + (run.errors or 0)
-    failing_total = (metrics.get("mismatches", run.scored - run.matches) or 0) + (run.errors or 0)
-    actual_labels, confusion = confusion_view(metrics.get("confusion") or {})
+    failing_total = sections.failing_total(run)
+    shown_sections = sections.keyed(sections.run_sections(run))
+    actual_labels, confusion = confusion_view(metrics.get("confusion") or {} if "labels" in shown_sections else {})
+    others = sections.other_failures(run)
+    other_total = sections.other_failing_total(run)
+    broken_total = (run.comparison or {}).get("broken") or len(run.broken)
+    pages = items_pages(samples, page, max(broken_total, other_total))
+    shown = slice(pages["first"], pages["first"] + samples) if samples else slice(None)
     return {
+        "sections": shown_sections,
+        "mode": item_rows.table_mode(run),  # how its items are drawn side by side (sections/items.html.j2)
+        "broken_rows": [item_rows.broken_row(b) for b in run.broken[shown]],
+        "failing_rows": [item_rows.failing_row(f) for f in others[shown]],
+        "reasons": any(row["reason"] for row in item_rows.rows_of(run.broken[shown], others[shown])),
+        "other_total": other_total,
+        "pages": pages,
         "run": run,
         "done": done,
         "open": run.status in (RunStatus.PENDING, RunStatus.RUNNING),
@@ -134,7 +153,7 @@ def run_view(run: RunReport) -> dict[str, Any]:
         "baseline_note": run.baseline_note if done else None,
         "actual_labels": actual_labels,
         "confusion": confusion,
-        "labels": sorted(run.labels.items()),
+        "labels": sorted(run.labels.items()) if "labels" in shown_sections else [],
         "calls": run.calls if done and CallFigures.of(run.calls or {}).timed else None,
         "failures": run.failures,
         "failing_total": failing_total,
@@ -144,6 +163,26 @@ def run_view(run: RunReport) -> dict[str, Any]:
         "invalid": metrics.get("invalid", 0),
         "detail": detail_text(metrics),
         "reused": sorted(run.reused.items()),
+    }
+
+
+MOST_ITEMS = 1000  # a run's items its pages reach (?page=): the report reads the first samples * page of them
+
+
+def items_pages(samples: int | None, page: int, total: int) -> dict[str, Any]:
+    """Which page of a run's broken and failing items the page lists: ``first`` (index),
+    ``page``, ``previous`` and ``next`` (None: none), ``of`` (pages in all, reaching at most
+    ``MOST_ITEMS`` items)."""
+    if not samples:
+        return {"first": 0, "page": 1, "previous": None, "next": None, "of": 1}
+    of = min(max(1, MOST_ITEMS // samples), max(1, -(-total // samples)))
+    page = min(max(1, page), of)
+    return {
+        "first": (page - 1) * samples,
+        "page": page,
+        "previous": page - 1 if page > 1 else None,
+        "next": page + 1 if page < of else None,
+        "of": of,
     }
 
 

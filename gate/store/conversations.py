@@ -28,3 +28,17 @@ def row_fields(conn: Connection, version_id: int, item_ids: Sequence[str], field
         if isinstance(value, dict) and field in value:
             out[item_id] = value[field]
     return out
+
+
+def row_inputs(conn: Connection, version_id: int, item_ids: Sequence[str]) -> dict[str, Any]:
+    """item id → its row's input (a report's sample items: a handful, by the version's unique key)."""
+    if not item_ids:
+        return {}
+    r = dataset_row
+    rows = conn.execute(
+        select(r.c.item_id, r.c.input).where(r.c.version_id == version_id, r.c.item_id.in_(list(item_ids)))
+    )
+    return {
+        item_id: (text if isinstance(text, (dict, list)) else json.loads(text))
+        for item_id, text in cast("Iterable[tuple[str, Any]]", rows)  # the columns' types
+    }

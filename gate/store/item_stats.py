@@ -68,7 +68,13 @@ def failing_items(conn: Connection, run_id: int, limit: int, errors_only: bool =
     verdicts = [Verdict.ERROR] if errors_only else [Verdict.MISMATCH, Verdict.ERROR]
     rows = conn.execute(
         select(
-            i.c.item_id, i.c.expected_decision, i.c.actual_decision, i.c.verdict, i.c.raw_output, i.c.error, i.c.judge
+            i.c.item_id,
+            i.c.expected_decision,
+            i.c.actual_decision,
+            i.c.verdict,
+            i.c.raw_output,
+            i.c.error,
+            i.c.judge,
         )
         .where(i.c.run_id == run_id, i.c.verdict.in_(verdicts))
         .order_by(i.c.position)
@@ -161,14 +167,20 @@ def flipped_items(
     now, before = (Verdict.MISMATCH, Verdict.MATCH) if broken else (Verdict.MATCH, Verdict.MISMATCH)
     rows = conn.execute(
         select(
-            cand.c.item_id, cand.c.expected_decision, live.c.actual_decision, cand.c.actual_decision, cand.c.raw_output
+            cand.c.item_id,
+            cand.c.expected_decision,
+            live.c.actual_decision,
+            cand.c.actual_decision,
+            cand.c.raw_output,
+            live.c.raw_output,
+            cand.c.judge,
         )
         .select_from(cand.join(live, (live.c.run_id == baseline_run_id) & (live.c.position == cand.c.position)))
         .where(cand.c.run_id == run_id, cand.c.verdict == now, live.c.verdict == before)
         .order_by(cand.c.position)
         .limit(limit)
     )
-    return [FlipSample(r[0], r[1], r[2], r[3], r[4]) for r in rows]
+    return [FlipSample(r[0], r[1], r[2], r[3], r[4], live_output=r[5], judge=_shown_judging(r[6])) for r in rows]
 
 
 def call_stats(conn: Connection, run_id: int) -> dict[str, Any]:

@@ -87,11 +87,12 @@ def test_candidate_against_live_on_the_same_items(mysql_gate, model):
     assert sorted(b.item_id for b in gate.status(second.update.id, failures=50).runs[0].broken) == broken
     assert all(b.live_decision == b.expected_decision != b.candidate_decision for b in run.broken)
 
-    assert "Broken items — live answered right, this candidate wrong (first 5 of 7):" in render_report_markdown(second)
+    shown = render_report_markdown(second)
+    assert "**Broken items** — live answered right, this candidate wrong (first 5 of 7):" in shown
     text, markdown = render_text(second), render_report_markdown(gate.status(second.update.id, failures=50), samples=50)
     assert "; fixed 2, broken 7\n" in text and "McNemar p = 0.18: it is not significant at 5%" in text
     assert "| 2 / 7 | 0.18 (not significant) |" in markdown
-    assert "Broken items — live answered right, this candidate wrong (7):" in markdown
+    assert "**Broken items** — live answered right, this candidate wrong (7):" in markdown
     for item_id in broken:
         assert f"| {item_id} |" in markdown
     assert "| max\\_broken | 0 | 7 | ❌ fail |" in markdown

@@ -103,7 +103,7 @@ def test_a_judged_candidate_worse_than_live_is_rejected_on_broken_items_and_the_
     markdown = render_report_markdown(report)
     row = next(x for x in markdown.splitlines() if x.startswith("| tickets | 73.3% → 66.7% |"))
     assert "| 8 / 10 | 0.815 (not significant) |" in row, row
-    assert "Broken items — live answered right, this candidate wrong (first 5 of 10)" in markdown, markdown
+    assert "**Broken items** — live answered right, this candidate wrong (first 5 of 10)" in markdown, markdown
     doc = report.to_dict()
     Draft202012Validator(status_schema()).validate(doc)
     assert doc["runs"][0]["comparison"]["broken"] == 10

@@ -93,7 +93,7 @@ def test_each_rule_gives_the_verdict_it_promises_and_lists_the_unstable_items(my
     assert "unstable c: expected yes, trials no, yes, no → MISMATCH" in text  # trial order: one thread calls them
     assert "calls: 12 (3 per item)" in text
     markdown = render_report_markdown(majority)
-    assert "Unstable items — the trials disagree (2)" in markdown and "| b | yes | MATCH |" in markdown
+    assert "**Unstable items** — the trials disagree (2)" in markdown and "| b | yes | MATCH |" in markdown
 
 
 def test_a_flaky_model_lists_unstable_items_and_every_figure_counts_items(mysql_gate, tmp_path, monkeypatch):

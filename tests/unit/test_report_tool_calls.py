@@ -183,12 +183,10 @@ def test_a_failing_items_calls_side_by_side_with_its_last_turns():
         and second.call["expected"] == "none"
     )
     markdown = render_report_markdown(report())
-    assert "| item | expected | actual | last turns |" in markdown
-    assert (
-        '| c-7 | refund(amount=12.5, order\\_id="ORD-7") | refund(amount=12, order\\_id="ORD-7") | '
-        "**user**: Refund ORD-7<br>**assistant**: lookup\\_order({}) |" in markdown
-    )
-    assert "⚠️ off schema: amount: 'x' is not of type 'number'" in markdown
+    # side by side: the conversation's last turns, only the argument that differs, marked (issue 49)
+    assert "| item | input | changed: expected → answered |" in markdown
+    assert "| c-7 | **user**: Refund ORD-7<br>**assistant**: lookup\\_order({}) | **amount** 12.5 → 12 |" in markdown
+    assert "**(arguments)** off schema: amount: 'x' is not of type 'number'" in markdown
     assert "🛠️ conversations: arguments not JSON 0, off their function's schema 1" in markdown
     assert (
         "several calls expected on 2 items (1 right), made on 2; arguments most often wrong: amount (3 of 8)"
