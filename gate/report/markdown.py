@@ -168,7 +168,8 @@ def _run_view(run: RunReport, samples: int, excerpt: int) -> dict:
     return {
         "run": run,
         "result": result,
-        "confusion": [(exp, [confusion[exp].get(a, 0) for a in actual_labels]) for exp in sorted(confusion)],
+        # rows without a label (a judged prompt's dataset) have no row in the matrix
+        "confusion": [(exp, [confusion[exp].get(a, 0) for a in actual_labels]) for exp in sorted(confusion) if exp],
         "actual_labels": actual_labels,
         "failures": shown,
         "call_failures": any(f.call is not None or f.turns for f in shown),  # side by side (call_failures.md.j2)

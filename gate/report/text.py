@@ -87,7 +87,7 @@ def _broken_lines(r) -> list[str]:
             )
             continue
         lines.append(
-            f"    broken {safe(b.item_id)}: expected {safe(b.expected_decision)}, live said "
+            f"    broken {safe(b.item_id)}: {expected_part(b.expected_decision)}live said "
             f"{safe(b.live_decision or '')}, candidate said {safe(b.candidate_decision or '')}"
         )
     return lines
@@ -110,10 +110,16 @@ def _failure_lines(r) -> list[str]:
         )
         said = judge_said(f.judge)
         lines.append(
-            f"    {safe(f.item_id)}: expected {answer(f.expected_decision, f.wrong_fields)}, got {got}: {out}"
+            f"    {safe(f.item_id)}: {expected_part(f.expected_decision, f.wrong_fields)}got {got}: {out}"
             + (f" — judge: {safe(said, 120)}" if said else "")
         )
     return lines
+
+
+def expected_part(expected: str | None, wrong: list[dict] | None = None) -> str:
+    """ "expected X, " of an item's line; nothing for a row without a label (a judged prompt's
+    dataset needs none: its judge reads the answer)."""
+    return f"expected {answer(expected, wrong)}, " if expected or wrong is not None else ""
 
 
 def _attempts_lines(attempts: dict) -> list[str]:
