@@ -176,6 +176,7 @@ class PromptRuntime:
         what it serves as its own process at its next call (``gate.production.reporter`` and
         ``gate.production.feedback`` reset their threads and buffer themselves)."""
         self._lock = threading.Lock()
+        self._refresh = Outage(self._refresh.what)  # its lock too is the parent's
         self.process_id, self.host, self.pid = process_identity()
         self._call_ids.reset(self.process_id)
         self._source.after_fork_in_child()

@@ -62,7 +62,6 @@ class FeedbackBuffer:
         self.sink, self.retryable = sink, retryable
         self.capacity, self.batch, self.flush_seconds = capacity, batch, flush_seconds
         self.exit_timeout = exit_timeout
-        self.outage = Outage("send feedback to the gate")  # one line while the gate is away, one when it is back
         self._fresh(stopped=False)
         _every.add(self)
         if exit_timeout is not None:
@@ -72,6 +71,7 @@ class FeedbackBuffer:
         """The buffer's state: empty, no thread (at its making, and in a forked child)."""
         self.queue: collections.deque[dict] = collections.deque()
         self.lock = threading.Lock()
+        self.outage = Outage("send feedback to the gate")  # one line while the gate is away, one when it is back
         self.wake, self.stopping, self.idle = threading.Event(), threading.Event(), threading.Event()
         self.idle.set()
         if stopped:
