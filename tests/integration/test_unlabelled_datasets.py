@@ -10,10 +10,12 @@ import csv
 
 import pytest
 import yaml
+from click.testing import CliRunner
 from support.helpers import spec
 from support.judging import TOPICS, WEAK_REPLIES, judge_spec, reply_spec, write_labels
 
 from gate import gateconfig
+from gate.cli import cli
 from gate.errors import DatasetError
 from gate.mockllm import MockLLMServer
 from gate.prompt.structured.summary import RuleMisfit
@@ -53,6 +55,8 @@ def test_a_judged_prompt_is_gated_on_tickets_without_labels(mysql_gate, tmp_path
     gateconfig.sync(gate, config)
     fields = gate.dataset_version("tickets").fields
     assert fields["unlabelled"] is True and fields["counts"]["ticket"] == 12
+    preview = CliRunner().invoke(cli, ["--database-url", gate.settings.database_url, "dataset", "preview", "tickets"])
+    assert preview.output.startswith("tickets: 12 rows, labels none (no label column: a dataset for judged prompts)")
 
     with pytest.raises(RuleMisfit, match="dataset tickets gives no label .* only a judged prompt's dataset"):
         gate.submit(spec("classifier", labels=("good", "bad"), content="{{ item.ticket }}"), "apply")
