@@ -60,7 +60,18 @@ def fresh_venv(tmp: Path, wheel: Path) -> Path:
     ).stdout.strip()
     Path(purelib, "test-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     installed = subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "--no-compile", str(wheel)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-compile",
+            str(wheel),
+        ],
         capture_output=True,
         text=True,
         timeout=180,
