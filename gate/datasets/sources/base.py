@@ -157,10 +157,10 @@ def make_row(record: dict[str, Any], position: str, options: SourceOptions, sour
 
 # Column names that say "the label" (any case): a file with one of them but not the label
 # column misnamed its label (or the gate config's label_column is wrong), it is not a dataset
-# without labels; nor is one whose column is a near miss of the label column's name.
-LABEL_LIKE = frozenset(
-    {"expected", "label", "labels", "decision", "expected_label", "expected_answer", "gold", "ideal"}
-)
+# without labels; nor is one whose column is a near miss of the label column's name. Kept
+# short: a judged prompt's rows may well carry a reference answer (``ideal``, ``gold``) for
+# its judge to read.
+LABEL_LIKE = frozenset({"expected", "label", "labels", "expected_label"})
 
 
 def label_like(columns: Iterable[Any], label_column: str) -> str | None:
