@@ -18,6 +18,7 @@ from gate.prompt.tool_decision import wrong_calls
 from gate.report.markdown_filters import decided
 from gate.report.text import spend_line
 from gate.report.text_sections import answer
+from gate.service.views import confusion_view
 
 MESSAGES = [{"role": "user", "content": "{{ item.ticket }}"}]
 
@@ -78,3 +79,11 @@ def test_the_drift_diff_shows_a_prompts_text_line_by_line():
         "     - no: beta",
         "     default: no",
     )
+
+
+def test_rows_without_a_label_have_no_row_in_the_status_pages_confusion_matrix():
+    """A judged prompt's dataset without labels: its rows' "" is no expected label (the
+    markdown report's matrix leaves it out too: tests/integration/test_unlabelled_datasets.py)."""
+    assert confusion_view({"": {"good": 16, "bad": 14}}) == (["bad", "good"], [])
+    _, rows = confusion_view({"good": {"good": 3}, "": {"bad": 1}})
+    assert [r["expected"] for r in rows] == ["good"]
