@@ -12,8 +12,9 @@ import logging
 import time
 
 import pytest
-from support.canary import gate_config, prompt_spec
+from support.canary import TRAFFIC, gate_config, prompt_spec
 from support.mariadb_server import create_database
+from support.runtime_process import RuntimeFleet
 from support.service_harness import Service
 
 from gate import gateconfig
@@ -40,6 +41,7 @@ def served(mysql_server, tmp_path_factory):
         run_until_terminal(gate, [gate.submit(prompt_spec("v1"), "apply")])
         gate.close()
         service = Service(url, folder)
+        service.llm_url = llm.base_url  # type: ignore[attr-defined]  # for the production processes
         try:
             yield service
         finally:
@@ -96,6 +98,31 @@ def test_the_runtime_reads_the_service_from_the_environment_with_its_own_token(s
     finally:
         on_db.close()
         explicit.close()
+
+
+def test_a_production_process_configured_by_its_environment_alone(served, tmp_path):
+    """A real process (support.runtime_process) with the CLI's variables and production's
+    token: it serves through the service on its runtime token, loads no database client, and
+    says which gate and why."""
+    env = {
+        "OPENAI_BASE_URL": served.llm_url,
+        "OPENAI_API_KEY": "test-key",
+        "PROMPTGATE_URL": served.url,
+        "PROMPTGATE_TOKEN": served.tokens["admin"],
+        "PROMPTGATE_RUNTIME_TOKEN": served.tokens["runtime"],
+        "PROMPTGATE_DATABASE_URL": "",
+    }
+    fleet = RuntimeFleet(tmp_path, env)
+    try:
+        fleet.start(from_env=True, ttl=5, prompt="p1", items=TRAFFIC, keys=10, rate=50, duration=1.5)
+        stats = fleet.finish(0, timeout=60)
+    finally:
+        fleet.kill_all()
+    assert stats.get("done") and stats["calls"] > 0 and stats["errors"] == 0, (stats, fleet.log(0))
+    assert stats["by_version"] == {"1": stats["calls"]} and stats["sqlalchemy_loaded"] is False
+    assert (
+        stats["target"] == f"the gate's service {served.url} (PROMPTGATE_URL; its token from PROMPTGATE_RUNTIME_TOKEN)"
+    )
 
 
 def test_a_gate_that_is_down_is_said_once_and_once_when_it_is_back(served, env, caplog):
