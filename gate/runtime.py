@@ -44,6 +44,13 @@ token for the prompts this service runs, ``promptgate token create NAME --scope 
 
     rt = PromptRuntime(gate_url="https://gate.example.com", token=RUNTIME_TOKEN)
 
+With no argument naming the gate, ``PromptRuntime()`` reads the environment as the CLI does:
+``PROMPTGATE_URL`` and production's own token ``PROMPTGATE_RUNTIME_TOKEN`` (never the CLI's
+``PROMPTGATE_TOKEN``), else ``PROMPTGATE_DATABASE_URL``; it logs once which it chose and why
+(``gate.production.target``, docs/runtime-environment.md). While the gate does not answer, one
+line says so and one when it answers again, however many refreshes fail between
+(``gate.production.outage``).
+
 A read token still loads any prompt, but its loads carry no canary's call key: the call ids
 of its calls (``result.call_id``) do not verify, and the gate refuses their feedback (issue
 48). With a runtime token each call of a canary rollout gets an id carrying the rollout, the
@@ -85,9 +92,11 @@ from typing import Any
 from gate.calls.llm import CallResult, call_prompt
 from gate.errors import ModelCallError
 from gate.production.feedback import FeedbackBuffer
+from gate.production.outage import Outage
 from gate.production.reporter import ServedReporter, process_identity
 from gate.production.result import Invalid, InvalidKind, ServedResult, served_result
 from gate.production.sources import DatabaseSource, ServiceSource
+from gate.production.target import resolve_target
 from gate.production.versions import LoadedPrompt, route
 from gate.prompt.spec import PromptSpec
 from gate.prompt.tool_decision import ToolCall
@@ -128,22 +137,30 @@ class PromptRuntime:
         flush_at_exit: float | None = EXIT_TIMEOUT,
     ):
         """``gate`` is a ready ``gate.domain.Gate`` (else one is connected to
-        ``database_url``, default ``PROMPTGATE_DATABASE_URL``); or ``gate_url`` and ``token``
-        (a runtime token for the prompts served; a read token loads too, but its calls'
-        feedback does not count) to go through the service, ``feedback_token`` for feedback
-        (default: ``token``). ``report`` False: tell the gate
+        ``database_url``); or ``gate_url`` and ``token`` (a runtime token for the prompts
+        served; a read token loads too, but its calls' feedback does not count) to go through
+        the service, ``feedback_token`` for feedback (default: ``token``). None of them given:
+        the environment, as the CLI reads it (``PROMPTGATE_URL`` with a token of production's
+        own, ``PROMPTGATE_RUNTIME_TOKEN``, never the CLI's ``PROMPTGATE_TOKEN``; else
+        ``PROMPTGATE_DATABASE_URL``; ``gate.production.target``); which one, and why, is logged
+        once (``self.target.reason``). ``report`` False: tell the gate
         nothing of what this process serves. ``flush_at_exit``: seconds the interpreter's exit
         waits for the feedback still buffered to be sent when ``close()`` was not called (an
         ``atexit`` hook; None: no hook, and what ``close()`` does not send is lost); what is
         not sent by then is counted and logged ("N feedback events not sent")."""
+        self.target = resolve_target(
+            database_url=database_url, gate_url=gate_url, token=token, gate=gate, settings=settings
+        )
         self.settings = settings or Settings.from_env()
         self.ttl = float(ttl)
-        self._database_url = database_url or self.settings.database_url
-        self._source = (
-            ServiceSource(gate_url, token, feedback_token)
-            if gate_url
-            else DatabaseSource(self._database_url, self.settings, gate)
-        )
+        self._source: DatabaseSource | ServiceSource
+        if self.target.kind == "service":
+            assert self.target.url is not None  # a service target has its URL (gate.production.target)
+            self._source = ServiceSource(self.target.url, self.target.token, feedback_token)
+        else:
+            self._source = DatabaseSource(self.target.url or self.settings.database_url, self.settings, gate)
+        log.info("prompt-gate runtime: reading prompts from %s", self.target.reason)
+        self._refresh = Outage("refresh prompts from the gate")
         self._cache: dict[str, LoadedPrompt] = {}
         self._lock = threading.Lock()
         self.process_id, self.host, self.pid = process_identity()
@@ -159,6 +176,7 @@ class PromptRuntime:
         what it serves as its own process at its next call (``gate.production.reporter`` and
         ``gate.production.feedback`` reset their threads and buffer themselves)."""
         self._lock = threading.Lock()
+        self._refresh = Outage(self._refresh.what)  # its lock too is the parent's
         self.process_id, self.host, self.pid = process_identity()
         self._call_ids.reset(self.process_id)
         self._source.after_fork_in_child()
@@ -251,11 +269,13 @@ class PromptRuntime:
                 return cached
             try:
                 fresh = self._source.fetch(name, cached)
-            except Exception:
+            except Exception as exc:
                 if cached is None:
                     raise
-                log.warning("cannot refresh prompt %s; serving version %s", name, cached.version, exc_info=True)
+                self._refresh.failed(name, exc, f"prompt {name} keeps serving version {cached.version}")
                 fresh = replace(cached, loaded_at=time.monotonic())
+            else:
+                self._refresh.worked(name)
             self._cache[name] = fresh
         if cached is None and self.reporter is not None:
             self.reporter.first_load(name)

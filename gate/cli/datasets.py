@@ -400,10 +400,11 @@ def dataset_preview(ctx, name, rows, version, as_json):
         )
         return
     assert p.version.content_hash is not None  # a READY version (dataset_version refuses others) has its hash
+    labels = ", ".join(f"{terminal_safe(label, 40)} {n}" for label, n in p.label_counts.items())
+    if (p.version.fields or {}).get("unlabelled"):
+        labels = "none (no label column: a dataset for judged prompts)"
     click.echo(
-        f"{name}: {p.row_count} rows, labels "
-        + ", ".join(f"{terminal_safe(label, 40)} {n}" for label, n in p.label_counts.items())
-        + f" (version {p.version.label}, {p.version.content_hash[:12]})"
+        f"{name}: {p.row_count} rows, labels {labels} (version {p.version.label}, {p.version.content_hash[:12]})"
     )
     for r in p.first_rows:
         fields = terminal_safe(json.dumps(r.input, ensure_ascii=False), 120)

@@ -41,18 +41,34 @@ ROUTER_CANDIDATE = "candidates/support-router-v2.yaml"
 
 
 def locate_examples(examples: str | Path | None) -> Path:
-    """./prompts-example when run from a checkout, else the copy shipped in the package."""
+    """./prompts-example when run from a checkout, else the copy shipped in the package
+    (``gate.example``: a folder of data without ``__init__``, so a namespace package whose
+    ``importlib.resources.files`` is a ``MultiplexedPath``, not a path: its folder is read
+    from the import system's search locations instead), else the checkout this module is in."""
     if examples:
         return Path(examples)
     here = Path.cwd() / "prompts-example"
     if (here / "gate.yaml").is_file():
         return here
-    from importlib import resources
+    packaged = packaged_examples()
+    if packaged is not None:
+        return packaged
+    return Path(__file__).resolve().parents[2] / "prompts-example"
+
+
+def packaged_examples() -> Path | None:
+    """The folder of the examples installed with the package (a wheel's ``gate/example``, an
+    editable install's ``prompts-example``), or None when none has ``gate.yaml``."""
+    from importlib.util import find_spec
 
     try:
-        return Path(str(resources.files("gate.example")))
-    except ModuleNotFoundError:  # a source checkout run from another folder
-        return Path(__file__).resolve().parents[2] / "prompts-example"
+        spec = find_spec("gate.example")
+    except ImportError:
+        return None
+    for location in (spec.submodule_search_locations or []) if spec is not None else []:
+        if (Path(location) / "gate.yaml").is_file():
+            return Path(location)
+    return None
 
 
 @contextlib.contextmanager

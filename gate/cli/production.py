@@ -99,18 +99,22 @@ def declared_prompts(config_path: str | None) -> set[str] | None:
     "gate_config",
     default=None,
     type=click.Path(dir_okay=False),
-    help="Only the prompts this gate config declares count as live only.",
+    help="Only the prompts this gate config declares count as live only (with PROMPT_FILES given: "
+    "without it, no prompt does).",
 )
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def drift(ctx, prompt_files, gate_config, as_json):
     """Compare prompt files (default: prompts/**/*.yaml) with what is live: in-step, differs
     (the live version, what made it, a diff), live-only, file-only, pending (an apply of the
-    file's config still open), invalid. Exit 0 when all are in step, 1 otherwise."""
+    file's config still open), invalid. Files named one by one are compared alone (the live
+    prompts no file defines are listed only for the default files, or with --gate-config).
+    Exit 0 when all are in step, 1 otherwise."""
     from gate.contract.drift import compare, exit_code, text_lines
 
     declared = declared_prompts(gate_config)
-    entries = compare(open_gate(ctx), read_prompts(files_or_default(prompt_files)), declared)
+    live_only = not prompt_files or declared is not None
+    entries = compare(open_gate(ctx), read_prompts(files_or_default(prompt_files)), declared, live_only)
     if as_json:
         echo_json([e.to_dict() for e in entries])
     else:

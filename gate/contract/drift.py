@@ -46,11 +46,25 @@ class Drift:
         return data
 
 
+class _TextDumper(yaml.SafeDumper):
+    """YAML whose multi-line strings (a prompt's messages) are blocks (``|``), one line of
+    text per line, so their diff reads as a diff of the text; PyYAML's default wrote them as
+    one quoted string, folded, with a blank line for each line break."""
+
+
+def _text(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|" if "\n" in value else None)
+
+
+_TextDumper.add_representer(str, _text)
+
+
 def config_diff(live: dict, file: dict, path: str, version: int) -> tuple[str, ...]:
-    """A readable diff of two configs: each as YAML, unified, at most ``MAX_DIFF_LINES``."""
+    """A readable diff of two configs: each as YAML (its text as blocks), unified, at most
+    ``MAX_DIFF_LINES``."""
 
     def lines(config: dict) -> list[str]:
-        return yaml.safe_dump(config, sort_keys=False, allow_unicode=True, width=100).splitlines()
+        return yaml.dump(config, Dumper=_TextDumper, sort_keys=False, allow_unicode=True, width=100).splitlines()
 
     found = list(difflib.unified_diff(lines(live), lines(file), f"live v{version}", path, lineterm="", n=2))
     if len(found) > MAX_DIFF_LINES:
@@ -103,9 +117,12 @@ def one_file(gate, path: str, spec) -> Drift:
     return Drift(name, "differs", path, live.version, how, diff, ids, canary_note(gate, name))
 
 
-def compare(gate, files: Iterable[tuple[str, Any]], declared: set[str] | None = None) -> list[Drift]:
+def compare(
+    gate, files: Iterable[tuple[str, Any]], declared: set[str] | None = None, live_only: bool = True
+) -> list[Drift]:
     """Every file's prompt (``files``: (path, PromptSpec, or the error reading it)), then the
-    live prompts no file defines (of ``declared`` only, when a gate config gives it)."""
+    live prompts no file defines (of ``declared`` only, when a gate config gives it; none
+    when ``live_only`` is False: files named one by one are compared alone)."""
     found: list[Drift] = []
     seen: dict[str, str] = {}
     for path, spec in files:
@@ -116,7 +133,7 @@ def compare(gate, files: Iterable[tuple[str, Any]], declared: set[str] | None = 
         else:
             seen[spec.name] = path
             found.append(one_file(gate, path, spec))
-    for row in sorted(gate.list_live(), key=lambda r: r["name"]):
+    for row in sorted(gate.list_live(), key=lambda r: r["name"]) if live_only else ():
         name = row["name"]
         if name in seen or (declared is not None and name not in declared):
             continue

@@ -114,6 +114,8 @@ def _version_fields(fields: FieldCounter, expected: ExpectedSummary, protected: 
         out["calls"] = calls.to_json()
     if protected:
         out["protected"] = protected
+    if expected.unlabelled:  # no row gives a label: only a judged prompt may be gated on it
+        out["unlabelled"] = True
     return out
 
 

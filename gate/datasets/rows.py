@@ -91,7 +91,7 @@ class RowTally:
             self.expected.add(r.item_id, r.position, r.expected, r.structured)
             self.calls.add(r.position, r.expected, r.call, f"dataset {self.name}: {r.position}: item {r.item_id}")
             self.protected += r.protected
-        if not page[0].structured:  # an object per row: no label to count (the summary says what they hold)
+        if not page[0].structured and page[0].expected:  # an object per row, or no label: none to count
             self.labels.update(function_of(r.expected) if r.call else r.expected for r in page)
         self.rows += len(page)
         return digests

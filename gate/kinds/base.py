@@ -17,6 +17,7 @@ from gate.prompt.call_settings import parse_labels
 from gate.prompt.judge import JudgeRule, bounded_answer
 from gate.prompt.structured.expected_calls import check_fields_rows
 from gate.prompt.structured.rule import FieldsRule
+from gate.prompt.structured.summary import RuleMisfit
 from gate.prompt.tool_decision import ToolCall
 from gate.prompt.tools import Tool
 from gate.records.metrics import RunFigures, RunMetrics
@@ -126,6 +127,9 @@ class DecisionKind(ABC):
     # The bars a run of the kind computes, as data: `dataset map`, `sync` and submit refuse the
     # others in one line naming the bar and the kind (gate.kinds.bar_fit).
     bars_computable: frozenset[str] = EVERY_KIND_BARS | LIVE_BARS | {"min_recall", "min_precision"}
+    # Its items are scored against the rows' own labels (or expected objects): a dataset whose
+    # rows give none (``dataset_version.fields["unlabelled"]``) is refused at submit (check_rows).
+    needs_row_labels: bool = True
 
     # -- the prompt file
     @abstractmethod
@@ -236,6 +240,13 @@ class DecisionKind(ABC):
 
     def check_rows(self, rule: FieldsRule | None, version_fields: Mapping[str, Any] | None, dataset: str) -> None:
         """Refuse (RuleMisfit) a dataset version whose expected values the rule cannot read."""
+        if self.needs_row_labels and (version_fields or {}).get("unlabelled"):
+            raise RuleMisfit(
+                f"dataset {dataset} gives no label (no label column, default expected_decision, and no "
+                "expected object): a prompt decided by label or field needs one per row (the gate config's "
+                "label_column names another column); only a judged prompt's dataset may leave it out",
+                dataset,
+            )
         check_fields_rows(rule, version_fields, dataset)
 
     # -- a run's figures

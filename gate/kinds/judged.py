@@ -52,6 +52,7 @@ class JudgedKind(DecisionKind):
     # max_drop); no labels of its own, no comparison by the judge (max_loss_rate, max_inconsistent)
     bars_computable = EVERY_KIND_BARS | LIVE_BARS | {"judge_corrected", "sentinels"}
     grades_live = True  # compared with live's answers graded by the same judge (a baseline run)
+    needs_row_labels = False  # a judge reads the answers: the rows need no label (issue 50.6)
     report_sections = frozenset({"judge"})
 
     def parse(

@@ -37,6 +37,8 @@ import time
 import weakref
 from collections.abc import Callable
 
+from .outage import Outage
+
 log = logging.getLogger("gate.runtime")
 
 _every: weakref.WeakSet[FeedbackBuffer] = weakref.WeakSet()  # reset in a forked child
@@ -69,6 +71,7 @@ class FeedbackBuffer:
         """The buffer's state: empty, no thread (at its making, and in a forked child)."""
         self.queue: collections.deque[dict] = collections.deque()
         self.lock = threading.Lock()
+        self.outage = Outage("send feedback to the gate")  # one line while the gate is away, one when it is back
         self.wake, self.stopping, self.idle = threading.Event(), threading.Event(), threading.Event()
         self.idle.set()
         if stopped:
@@ -205,6 +208,7 @@ class FeedbackBuffer:
         try:
             self.sink(events)
             self._done(sent=len(events))
+            self.outage.worked("feedback")
             return True
         except Exception as exc:
             self.last_error = str(exc)[:200]
@@ -213,7 +217,7 @@ class FeedbackBuffer:
                 log.warning("feedback refused by the gate, %d events dropped: %s", len(events), str(exc)[:300])
                 return True
             self._put_back(events)
-            log.warning("could not send feedback (%s); sending it again shortly", str(exc)[:200])
+            self.outage.failed("feedback", exc, f"{self.pending()} events held, sent again when it answers")
             return False
 
 

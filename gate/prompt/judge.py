@@ -104,6 +104,13 @@ def parse_judge_rule(value: Mapping[str, Any], file: str | None) -> JudgeRule:
             f"decision.{str(extra[0])[:80]}",
             "unknown field; a judge decision has judge, pass or compare, judge_trials, first",
         )
+    if value.get("judge") is None:  # `decision: judge` (a string) read as {type: judge} has no judge
+        raise SpecError(
+            file,
+            "decision",
+            "a judged decision is a mapping that names its judge: decision: {type: judge, judge: NAME, "
+            "pass: [LABEL, ...]} (or compare: live instead of pass)",
+        )
     judge = check_name(value.get("judge"), "decision.judge", file)
     if ("pass" in value) == ("compare" in value):
         raise SpecError(

@@ -219,7 +219,9 @@ def _all_match(rule: CallRule, want: dict, got: dict) -> bool:
 
 def wrong_calls(rule: CallRule, actual: str | None, expected: str) -> list[dict[str, Any]]:
     """The function and the compared arguments an item got wrong, as a report lists a
-    fields decision's (``expected``, ``actual``: None when missing), the problem first."""
+    fields decision's (``expected``, ``actual``: None when missing; ``sent_to``: the function
+    an argument was sent to instead, when the expected function was not called), the problem
+    first."""
     read = parse_read(actual) or {}
     outcome = score_calls(rule, actual, expected)
     wanted = expected_object(expected)
@@ -240,7 +242,12 @@ def wrong_calls(rule: CallRule, actual: str | None, expected: str) -> list[dict[
                 got is None or spec.name not in got or not field_matches(spec, got[spec.name], want[spec.name])
             ):
                 value = None if got is None else got.get(spec.name)
-                out.append({"field": spec.name, "expected": want[spec.name], "actual": value, "missing": value is None})
+                wrong = {"field": spec.name, "expected": want[spec.name], "actual": value, "missing": value is None}
+                if got is None:  # no call of its function: the argument may have gone to another one
+                    other = next((c for c in calls_of(read) if spec.name in c), None)
+                    if other is not None:
+                        wrong["sent_to"] = str(other.get(FUNCTION_FIELD))
+                out.append(wrong)
                 break
     return out
 

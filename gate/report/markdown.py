@@ -176,7 +176,8 @@ def _run_view(run: RunReport, samples: int, excerpt: int) -> dict:
     return {
         "run": run,
         "result": result,
-        "confusion": [(exp, [confusion[exp].get(a, 0) for a in actual_labels]) for exp in sorted(confusion)],
+        # rows without a label (a judged prompt's dataset) have no row in the matrix
+        "confusion": [(exp, [confusion[exp].get(a, 0) for a in actual_labels]) for exp in sorted(confusion) if exp],
         "actual_labels": actual_labels,
         "sections": shown_sections,
         "mode": item_rows.table_mode(run),  # how its items are drawn side by side (items_table.md.j2)

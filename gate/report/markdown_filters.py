@@ -203,7 +203,8 @@ def decided(decision: Any, wrong_fields: Any = None, actual: bool = False) -> Sa
     parts = []
     for w in wrong_fields:
         if actual and w["missing"]:
-            parts.append(f"{md(w['field'], 64)}: *missing*")
+            where = f"sent to {md(w['sent_to'], 64)} instead" if w.get("sent_to") else "missing"
+            parts.append(f"{md(w['field'], 64)}: *{where}*")
             continue
         value = w["actual"] if actual else w["expected"]
         shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)

@@ -87,7 +87,7 @@ def _broken_lines(r) -> list[str]:
             )
             continue
         lines.append(
-            f"    broken {safe(b.item_id)}: expected {safe(b.expected_decision)}, live said "
+            f"    broken {safe(b.item_id)}: {expected_part(b.expected_decision)}live said "
             f"{safe(b.live_decision or '')}, candidate said {safe(b.candidate_decision or '')}"
         )
     return lines
@@ -110,10 +110,16 @@ def _failure_lines(r) -> list[str]:
         )
         said = judge_said(f.judge)
         lines.append(
-            f"    {safe(f.item_id)}: expected {answer(f.expected_decision, f.wrong_fields)}, got {got}: {out}"
+            f"    {safe(f.item_id)}: {expected_part(f.expected_decision, f.wrong_fields)}got {got}: {out}"
             + (f" — judge: {safe(said, 120)}" if said else "")
         )
     return lines
+
+
+def expected_part(expected: str | None, wrong: list[dict] | None = None) -> str:
+    """ "expected X, " of an item's line; nothing for a row without a label (a judged prompt's
+    dataset needs none: its judge reads the answer)."""
+    return f"expected {answer(expected, wrong)}, " if expected or wrong is not None else ""
 
 
 def _attempts_lines(attempts: dict) -> list[str]:
@@ -155,11 +161,17 @@ def spend_line(spend: dict, terminal: bool = True, *, started: bool = True) -> s
     and were never recorded (workers killed holding their items) are said as such: "5,000
     made (recorded); up to 511 more may have been made by workers that died, 0 reused" (of an
     open update, ``terminal`` False: "... more in flight or lost with a worker")."""
-    if not started:
-        bound = spend.get("calls_bound")
-        rest = spend_line({k: v for k, v in spend.items() if k != "calls_bound"}).partition(" (")[2][:-1]
+    bound = spend.get("calls_bound")
+    if not started:  # the caps alone, built as such (not cut out of the whole line: issue 50)
+        rest = "; ".join(spend_limits(spend, with_bound=False))
         head = f"at most {bound:,} model calls before retries" if bound is not None else "staged"
         return head + (f" ({rest})" if rest else "")
+    limits = spend_limits(spend)
+    return ", ".join(spend_done(spend, terminal)) + (f" ({'; '.join(limits)})" if limits else "")
+
+
+def spend_done(spend: dict, terminal: bool = True) -> list[str]:
+    """The calls made, reused and saved (``spend_line``)."""
     unrecorded = spend.get("calls_unrecorded") or 0
     made = f"{spend.get('calls_made') or 0:,} made"
     if unrecorded:
@@ -168,12 +180,17 @@ def spend_line(spend: dict, terminal: bool = True, *, started: bool = True) -> s
     done = [made, f"{spend.get('calls_reused') or 0:,} reused"]
     if spend.get("calls_saved"):
         done.append(f"{spend['calls_saved']:,} saved by a stop")
+    return done
+
+
+def spend_limits(spend: dict, with_bound: bool = True) -> list[str]:
+    """The bound, the caps and what is reserved (``spend_line``'s parenthesis)."""
     set_caps = [
         f"{spend['max_calls_per_update']:,} calls" if spend.get("max_calls_per_update") else None,
         f"${spend['max_cost_per_update_usd']}" if spend.get("max_cost_per_update_usd") else None,
     ]
     caps = [c for c in set_caps if c]
-    bound = spend.get("calls_bound")
+    bound = spend.get("calls_bound") if with_bound else None
     limits = (
         ([f"{bound:,} model calls before retries"] if bound is not None else [])
         + ([f"cap {' and '.join(caps)} per update"] if caps else [])
@@ -181,7 +198,7 @@ def spend_line(spend: dict, terminal: bool = True, *, started: bool = True) -> s
     )
     if spend.get("cost_reserved_usd") not in (None, "0"):
         limits.append(f"${spend['cost_reserved_usd']} reserved")
-    return ", ".join(done) + (f" ({'; '.join(limits)})" if limits else "")
+    return limits
 
 
 def _trials_lines(r) -> list[str]:

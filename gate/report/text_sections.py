@@ -39,6 +39,8 @@ def answer(decision: Any, wrong: list[dict] | None = None, actual: bool = False)
     parts = []
     for w in wrong:
         value = "missing" if actual and w["missing"] else value_text(w["actual"] if actual else w["expected"])
+        if actual and w["missing"] and w.get("sent_to"):  # the expected function was not called
+            value = f"sent to {safe(w['sent_to'], 64)} instead"
         parts.append(f"{safe(w['field'], 64)}={value}")
     return ", ".join(parts)
 

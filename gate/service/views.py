@@ -203,7 +203,7 @@ def confusion_view(confusion: dict) -> tuple[list[str], list[dict]]:
     a right answer is shaded green, a wrong one red, darker for more of the row."""
     actual = sorted({a for row in confusion.values() for a in row})
     rows = []
-    for expected in sorted(confusion):
+    for expected in sorted(e for e in confusion if e):  # rows without a label (a judged prompt's): no row
         counts = [confusion[expected].get(a, 0) for a in actual]
         most = max(counts) if counts else 0
         cells = [

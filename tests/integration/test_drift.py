@@ -10,12 +10,14 @@ import json
 
 import pytest
 import yaml
+from click.testing import CliRunner
 from support.action_harness import REPO, TOKEN, github_env, read_outputs
 from support.canary import gate_config, prompt_spec, write_prompt
 from support.cli import run_cli
 
 from gate import gateconfig
 from gate.action import ActionOptions, run_action
+from gate.cli import cli
 from gate.client.remote import RemoteGate
 from gate.mockllm import MockLLMServer
 from workers.supervisor import run_until_terminal
@@ -68,7 +70,7 @@ def states(entries: list[dict]) -> dict[str, str]:
     return {e["prompt"]: e["state"] for e in entries}
 
 
-def test_drift_finds_each_case_on_the_database_and_through_the_service(mysql_gate, repo, service):
+def test_drift_finds_each_case_on_the_database_and_through_the_service(mysql_gate, repo, service, monkeypatch):
     root, config, pending = repo
     found = run_cli("drift", "--json", env={"PROMPTGATE_DATABASE_URL": mysql_gate.settings.database_url}, cwd=root)
     assert found.returncode == 1, found.stderr
@@ -87,6 +89,12 @@ def test_drift_finds_each_case_on_the_database_and_through_the_service(mysql_gat
     assert "-description: A" in p2["diff"] and "+description: B" in p2["diff"] and p2["diff"][0] == "--- live v3"
     assert next(e for e in entries if e["prompt"] == "p6")["pending"] == [pending]
     assert "applied by update #" in next(e for e in entries if e["prompt"] == "p3")["made_by"]
+
+    # files named one by one are compared alone: not every other live prompt as "live only" (issue 50.6)
+    monkeypatch.chdir(root)
+    alone = CliRunner().invoke(cli, ["--database-url", mysql_gate.settings.database_url, "drift", "prompts/p2.yaml"])
+    assert alone.exit_code == 1, alone.output
+    assert alone.output.splitlines()[-1] == "1 differs" and "live-only" not in alone.output, alone.output
 
     env = {"PROMPTGATE_TOKEN": service.tokens["read"]}
     remote = run_cli("--gate-url", service.url, "drift", "--gate-config", str(config), env=env, cwd=root)

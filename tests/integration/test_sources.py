@@ -202,7 +202,13 @@ def test_configurable_id_and_label_columns(tmp_path):
             b"item_id,expected_decision,text\n1,yes,a\n2,,b\n",
             r"nolabel.csv: line 3: item 2: missing label \(column 'expected_decision'\)",
         ),
-        ("nolabel.jsonl", b'{"item_id": "1", "text": "a"}\n', r"line 1: item 1: missing label"),
+        # a row without the label column is a row without a label (a judged prompt's dataset,
+        # issue 50.6), unless a column of it reads as a misnamed label column
+        (
+            "nolabel.jsonl",
+            b'{"item_id": "1", "label": "yes", "text": "a"}\n',
+            r"line 1: item 1: missing label .*; its column 'label' reads as a misnamed label column",
+        ),
         ("notobject.jsonl", b'["1", "yes"]\n', r"line 1: a row must be an object"),
         ("latin1.csv", b"item_id,expected_decision,text\n1,yes,caf\xe9\n", r"line 2: not valid UTF-8"),
         ("empty.csv", b"", r"empty.csv: the CSV file has no header row"),

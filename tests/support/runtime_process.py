@@ -31,6 +31,8 @@ def write_stats(path: str, stats: dict) -> None:
 def runtime_of(config: dict):
     from gate.runtime import PromptRuntime
 
+    if config.get("from_env"):  # as production is configured: the gate named by the environment alone
+        return PromptRuntime(ttl=config["ttl"])
     if config.get("gate_url"):
         tokens = {"token": config["token"], "feedback_token": config.get("feedback_token")}
         return PromptRuntime(gate_url=config["gate_url"], ttl=config["ttl"], **tokens)
@@ -112,6 +114,7 @@ def run(config: dict) -> None:
     buf = rt.feedback_buffer
     stats["feedback"] = {"sent": buf.sent, "dropped": buf.dropped, "refused": buf.refused, "flushed": flushed}
     stats["sqlalchemy_loaded"] = "sqlalchemy" in sys.modules
+    stats["target"] = rt.target.reason
     stats["done"] = True
     write_stats(config["stats"], stats)
 

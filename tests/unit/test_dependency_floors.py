@@ -19,6 +19,7 @@ FLOORS = {  # package: (the fixed release, why)
     "jinja2": ("3.1.6", "CVE-2025-27516, CVE-2024-56326, CVE-2024-56201: sandbox escapes"),
     "pyyaml": ("5.4", "CVE-2020-14343: full_load runs code"),
     "pymysql": ("1.1.1", "CVE-2024-36039: dict keys unescaped"),
+    "cryptography": ("44.0.1", "CVE-2024-12797: the OpenSSL its wheels bundle"),
     "starlette": ("0.49.1", "CVE-2025-62727, CVE-2025-54121, CVE-2024-47874: request DoS"),
     "h11": ("0.16.0", "CVE-2025-43859: chunked request smuggling"),
     "httptools": ("0.6.3", "CVE-2024-27982 (llhttp): request smuggling"),
@@ -61,3 +62,11 @@ def test_the_client_extra_holds_each_floor(project, package):
 @pytest.mark.parametrize("package", sorted(FLOORS))
 def test_the_installed_version_meets_its_floor(package):
     assert Version(version(package)) >= Version(FLOORS[package][0]), package
+
+
+def test_pymysql_comes_with_its_rsa_extra(project):
+    """MySQL 8's default authentication (caching_sha2_password) over a connection without TLS
+    sends the password encrypted with the server's RSA key: PyMySQL needs ``cryptography`` for
+    it (its ``rsa`` extra), else the first connection fails to authenticate (issue 50.6)."""
+    (pymysql,) = [Requirement(r) for r in project["dependencies"] if Requirement(r).name.lower() == "pymysql"]
+    assert "rsa" in pymysql.extras, pymysql

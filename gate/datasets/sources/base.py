@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
@@ -116,6 +116,9 @@ def make_row(record: dict[str, Any], position: str, options: SourceOptions, sour
         expected, skipped = found
         call = expected.startswith("{")
     structured = not expected
+    if structured and label_column not in record and label_like(record, label_column) is None:
+        obj, _ = expected_object(record)
+        structured = obj is not None  # none: a row without a label, for a judged prompt (``unlabelled``)
     if structured:
         expected, skipped = _expected_object(record, position, item_id, label_column, source)
     if len(item_id) > 191:
@@ -152,6 +155,27 @@ def make_row(record: dict[str, Any], position: str, options: SourceOptions, sour
     return Row(item_id, expected, input_json, position, structured, protected, call)
 
 
+# Column names that say "the label" (any case): a file with one of them but not the label
+# column misnamed its label (or the gate config's label_column is wrong), it is not a dataset
+# without labels; nor is one whose column is a near miss of the label column's name. Kept
+# short: a judged prompt's rows may well carry a reference answer (``ideal``, ``gold``) for
+# its judge to read.
+LABEL_LIKE = frozenset({"expected", "label", "labels", "expected_label"})
+
+
+def label_like(columns: Iterable[Any], label_column: str) -> str | None:
+    """A column that looks like a misnamed label column (see ``LABEL_LIKE``), or None: a
+    file without the label column is a dataset without labels only when it has none."""
+    import difflib
+
+    names = [c for c in columns if isinstance(c, str)]
+    for name in names:
+        if name.strip().lower() in LABEL_LIKE or name in (DEFAULT_LABEL_COLUMN, label_column):
+            return name
+    close = difflib.get_close_matches(label_column, names, n=1, cutoff=0.8)
+    return close[0] if close else None
+
+
 def read_by_contract(column: str) -> bool:
     """Whether ``make_row`` reads the column itself beside a label: an expected call's
     arguments (``expected``, ``expected.<argument>``) or a conversation (``messages``), so a
@@ -162,13 +186,18 @@ def read_by_contract(column: str) -> bool:
 def _expected_object(
     record: dict[str, Any], position: str, item_id: str, label_column: str, source: str
 ) -> tuple[str, tuple[str, ...]]:
-    """A row without a label: its expected object (``gate.prompt.structured.expected``) as
-    canonical JSON, and the columns it came from (not the item's input); or the error."""
+    """A row with an empty label: its expected object (``gate.prompt.structured.expected``) as
+    canonical JSON, and the columns it came from (not the item's input); or the error. (A
+    row without the label column at all and no expected object is a row without a label,
+    ``""``: a judged prompt's dataset needs none; a prompt decided by label is refused at
+    submit, ``gate.kinds.base.DecisionKind.check_rows``.)"""
     obj, columns = expected_object(record)
     if obj is None:
+        like = label_like(record, label_column) if label_column not in record else None
         raise DatasetError(
             f"{source}: {position}: item {item_id}: missing label (column {label_column!r}), and no "
             "expected object (an expected column holding an object, or expected.<field> columns)"
+            + (f"; its column {like!r} reads as a misnamed label column" if like else "")
         )
     return checked_expected(obj, f"{source}: {position}: item {item_id}"), columns
 

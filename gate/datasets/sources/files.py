@@ -35,6 +35,7 @@ from .base import (
     Row,
     SourceOptions,
     json_quote,
+    label_like,
     make_row,
     read_by_contract,
     register,
@@ -42,6 +43,10 @@ from .base import (
 )
 
 TEXT_KINDS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
+_UNLABELLED_HINT = (
+    " (a dataset without labels, for judged prompts only, leaves the label column out: this one has "
+    "{0!r}, which reads as a misnamed label column)"
+)
 
 
 def text_kind(name: str, uri: str, hint: str | None = None) -> str:
@@ -184,14 +189,19 @@ class TextDecoder:
                 f"{self.uri}: line 1: column {twice[0][:80]!r} appears {times} in the header: "
                 "each column needs a name of its own"
             )
+        # no label column and no column like one: a dataset without labels (a judged prompt's:
+        # its judge reads the answers); a prompt decided by label is refused at submit
         structured = any(name.startswith(EXPECTED_PREFIX) for name in header)  # expected.<field> columns instead
-        for role, column in (("id", self.options.id_column), ("label", self.options.label_column)):
-            if column not in counts and not (role == "label" and structured):
+        label = self.options.label_column
+        unlabelled = label not in counts and not structured and label_like(header, label) is None
+        for role, column in (("id", self.options.id_column), ("label", label)):
+            if column not in counts and not (role == "label" and (structured or unlabelled)):
                 self.header = None
                 shown = ", ".join(repr(name[:40]) for name in header[:8]) + (", ..." if len(header) > 8 else "")
                 raise DatasetError(
                     f"{self.uri}: line 1: no {role} column {column!r} in the header (it has {shown}); "
                     f"name the {role} column: {role}_column: in the gate config, or --{role}-column"
+                    + (_UNLABELLED_HINT.format(label_like(header, label)) if role == "label" else "")
                 )
 
     def next_record(self, stream: LineStream) -> list[bytes]:

@@ -106,14 +106,14 @@ class ExpectedSummary:
 
     def add(self, item_id: str, position: str, expected: str, structured: bool) -> None:
         where = f"dataset {self.name}: {position}: item {item_id}"
-        form = "fields" if structured else "label"
+        form = "fields" if structured else "label" if expected else "none"
         if self.form is None:
             self.form, self.first = form, position
         elif form != self.form:
-            gives = {"fields": "an expected object", "label": "a label"}
+            gives = {"fields": "an expected object", "label": "a label", "none": "no label"}
             raise DatasetError(
                 f"{where}: gives {gives[form]} but {self.first} gives {gives[self.form]}: every row "
-                "gives a label, or every row an expected object"
+                "gives a label, or every row an expected object, or none does (a judged prompt's dataset)"
             )
         if not structured:
             return
@@ -133,6 +133,11 @@ class ExpectedSummary:
             problem = self.fields[name].add(value, position)
             if problem:
                 raise DatasetError(f"{where}: expected field {name} {problem}")
+
+    @property
+    def unlabelled(self) -> bool:
+        """No row gives a label or an expected object (a dataset for judged prompts)."""
+        return self.form == "none"
 
     def to_json(self) -> dict[str, Any] | None:
         """The summary stored with the version; None for rows that give labels."""
