@@ -43,6 +43,9 @@ class StoreFigures:
     def fields_breakdown(self, run_id: int) -> list[tuple[str, None, str | None, int]]:
         return structured_breakdown(self.conn, run_id, NOT_AN_OBJECT, INVALID_DECISION)
 
+    def check_counts(self, run_id: int, checks: int) -> dict[str, Any]:
+        return field_counts(self.conn, run_id, checks)
+
     def fields_figures(self, run_id: int, rule: FieldsRule) -> dict[str, Any]:
         return fields_metrics(self.conn, run_id, rule)
 

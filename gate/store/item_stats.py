@@ -85,7 +85,11 @@ def _shown_judging(judge: dict | None) -> dict | None:
     answer, compared); not its call counts."""
     if not judge:
         return None
-    return {k: v for k, v in judge.items() if k in ("label", "said", "orders", "outcome", "live_answer", "trials")}
+    return {
+        k: v
+        for k, v in judge.items()
+        if k in ("label", "said", "orders", "outcome", "live_answer", "trials", "checks_failed")
+    }
 
 
 def error_kinds(conn: Connection, run_id: int) -> dict[str, int]:
