@@ -5,8 +5,9 @@
 Each named check reads the answer and the item, one operation each:
 
 * ``contains`` / ``not_contains`` / ``icontains`` / ``not_icontains`` / ``starts_with`` /
-  ``equals``: a literal string, or ``{column: NAME}`` for the item's column (a missing
-  column fails the check: nothing was compared);
+  ``not_starts_with`` / ``equals`` / ``not_equals`` (both trimmed): a literal string, or
+  ``{column: NAME}`` for the item's column (a missing column fails the check: nothing was
+  compared);
 * ``regex`` / ``not_regex``: an RE2 pattern (``gate.prompt.linear_regex``: linear, bounded);
 * ``max_words`` / ``max_chars``: a whole number;
 * ``is_json: true`` (the whole answer is JSON), ``contains_json: true`` (the answer holds
@@ -40,7 +41,16 @@ MAX_LITERAL_CHARS = 1000
 MAX_COUNT = 10**6
 CHECK_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 COLUMN_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]{0,127}")
-TEXT_OPS = ("contains", "not_contains", "icontains", "not_icontains", "starts_with", "equals")
+TEXT_OPS = (
+    "contains",
+    "not_contains",
+    "icontains",
+    "not_icontains",
+    "starts_with",
+    "not_starts_with",
+    "equals",
+    "not_equals",
+)
 PATTERN_OPS = ("regex", "not_regex")
 COUNT_OPS = ("max_words", "max_chars")
 FLAG_OPS = ("is_json", "contains_json")
@@ -136,9 +146,9 @@ def _text_op(op: str, text: str, wanted: str) -> bool:
         return wanted.casefold() in text.casefold()
     if op == "not_icontains":
         return wanted.casefold() not in text.casefold()
-    if op == "starts_with":
-        return text.lstrip().startswith(wanted)
-    return text.strip() == wanted.strip()  # equals
+    if op in ("starts_with", "not_starts_with"):
+        return text.lstrip().startswith(wanted) == (op == "starts_with")
+    return (text.strip() == wanted.strip()) == (op == "equals")  # equals, not_equals
 
 
 def _strict_json(text: str) -> tuple[bool, Any]:
