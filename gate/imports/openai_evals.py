@@ -58,7 +58,7 @@ def import_openai_evals(path: Path, data: Path | None = None, model: str = "gpt-
 
 
 def _jsonl(path: Path) -> list[tuple[int, Any]]:
-    rows = []
+    rows: list[tuple[int, Any]] = []
     for n, line in enumerate(read_source(path).splitlines(), 1):
         if not line.strip():
             continue
@@ -186,7 +186,8 @@ def _label_judge(name: str, grader: Mapping[str, Any]) -> dict[str, Any]:
 def _run_template(
     spec: Mapping[str, Any], columns: list[str], out: Imported
 ) -> tuple[list[dict[str, str]], str | None]:
-    runs = spec.get("runs") if isinstance(spec.get("runs"), list) else [spec]
+    listed = spec.get("runs")
+    runs: list[Any] = listed if isinstance(listed, list) else [spec]
     for run in runs:
         source = run.get("data_source") if isinstance(run, Mapping) else None
         messages = source.get("input_messages") if isinstance(source, Mapping) else None
@@ -197,9 +198,9 @@ def _run_template(
                 for m in template
                 if isinstance(m, Mapping) and isinstance(m.get("content"), str)
             ]
-            if found:
-                model = source.get("model") if isinstance(source.get("model"), str) else None
-                return found, model
+            if found and isinstance(source, Mapping):
+                model = source.get("model")
+                return found, model if isinstance(model, str) else None
     out.notes.append("the eval holds no prompt (a run's input_messages): the prompt file is a skeleton: write it")
     fields = "\n".join(f"{c}: {{{{ item.{c} }}}}" for c in columns[:32]) or "{{ item }}"
     return [{"role": "system", "content": "(the prompt: write it)"}, {"role": "user", "content": fields}], None

@@ -186,7 +186,8 @@ def item_vars(template: str) -> str:
 
 
 def _tests(data: Mapping[str, Any], base: Path, out: Imported) -> list[dict[str, Any]]:
-    default = data.get("defaultTest") if isinstance(data.get("defaultTest"), Mapping) else {}
+    found = data.get("defaultTest")
+    default: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
     raw = data.get("tests")
     if isinstance(raw, str):
         out.skip("tests", raw[:120], "tests from a file or a generator are not read: list them in the config")
@@ -195,7 +196,8 @@ def _tests(data: Mapping[str, Any], base: Path, out: Imported) -> list[dict[str,
         return []
     if len(raw) > MAX_TESTS:
         raise UsageError(f"tests: {len(raw)} tests: at most {MAX_TESTS}")
-    tests, taken = [], set()
+    tests: list[dict[str, Any]] = []
+    taken: set[str] = set()
     for n, test in enumerate(raw, 1):
         if not isinstance(test, Mapping):
             out.skip(f"tests[{n}]", "a test", "not a mapping with vars and assert")
@@ -234,7 +236,7 @@ def mapped(assertion: Any, variables: Mapping[str, Any]) -> list[tuple[str, Any]
     value = assertion.get("value")
     if base in FLAGS:
         if value is not None or negated:
-            return "a JSON schema (or its negation) is not a check the gate has" if value is not None else "negated"
+            return "a JSON schema is not a check the gate has" if value is not None else "a negated JSON check: none"
         return [(FLAGS[base], None)]
     if base in TEXT_OPS or base == "regex":
         op = NEGATED.get(base) if negated else TEXT_OPS.get(base, "regex")
