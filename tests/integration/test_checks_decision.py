@@ -43,11 +43,14 @@ def drafter(rules: str):
     )
 
 
-def write_tickets(path: Path, n: int = 20) -> Path:
-    """``n`` tickets, a refund one and a password one in turn (``topic``: a word the reply names)."""
+def write_tickets(path: Path, n: int = 20, parcels: int = 0) -> Path:
+    """``n`` tickets, a refund one and a password one in turn (``topic``: a word the reply
+    names), after ``parcels`` parcel tickets no reply names."""
     with path.open("w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["item_id", "expected_decision", "ticket", "topic"])
+        for i in range(parcels):
+            w.writerow([f"p{i}", "ok", f"Where is my parcel {i}?", "parcel"])
         for i in range(n):
             text, topic = TOPICS[i % 2]
             w.writerow([f"t{i}", "ok", text.format(i=i), topic])
@@ -72,11 +75,11 @@ def in_process(gate):
 
 def test_a_drafter_gated_by_checks_alone_is_rejected_naming_the_check_and_its_items(mysql_gate, llm, workers, tmp_path):
     gate = mysql_gate
-    gate.register_dataset("tickets", str(write_tickets(tmp_path / "tickets.csv")))
+    gate.register_dataset("tickets", str(write_tickets(tmp_path / "tickets.csv", parcels=2)))
     gate.map_dataset("drafter", "tickets", "0.9", bars={"early_stop": False})
     first = in_process(gate)(gate.submit(drafter(NOT_PROMISING), "apply"))
     assert first.status == UpdateStatus.APPLIED, first.update.reason
-    assert (first.runs[0].matches, first.runs[0].scored) == (20, 20)
+    assert (first.runs[0].matches, first.runs[0].scored) == (20, 22)  # no reply names a parcel
 
     bars = {"early_stop": False, "min_check_rate": {"never_promises_refund": 1, "short": 0.9}, "max_broken": 0}
     gate.map_dataset("drafter", "tickets", "0.4", bars=bars)
@@ -85,25 +88,27 @@ def test_a_drafter_gated_by_checks_alone_is_rejected_naming_the_check_and_its_it
     report = gate.wait(update_id, timeout=90)
     assert report.status == UpdateStatus.REJECTED, report.update.reason
     reason = report.update.reason
-    assert "tickets min_check_rate[never_promises_refund] 50.0% < bar 100%" in reason, reason
+    assert "tickets min_check_rate[never_promises_refund] 54.5% < bar 100%" in reason, reason
     run = report.runs[0]
-    assert (run.matches, run.scored) == (10, 20)
+    assert (run.matches, run.scored) == (10, 22)
     states = {(c["bar"], c["label"]): (c["state"], c["value"]) for c in run.checks}
-    assert states[("min_check_rate", "never_promises_refund")] == ("fail", "50.0%")
+    assert states[("min_check_rate", "never_promises_refund")] == ("fail", "54.5%")
     assert states[("min_check_rate", "short")] == ("pass", "100.0%")
     assert states[("max_broken", None)][0] == "fail"  # compared with live: the 10 refund tickets broke
     assert run.comparison is not None and (run.comparison["fixed"], run.comparison["broken"]) == (0, 10)
     rates = {c["check"]: (c["passed"], c["failed"]) for c in run.check_rates["checks"]}
-    assert rates == {"names_the_ticket": (20, 0), "never_promises_refund": (10, 10), "short": (20, 0)}
+    assert rates == {"names_the_ticket": (20, 2), "never_promises_refund": (12, 10), "short": (22, 0)}
     text = render_text(report)
-    assert "checks passed: names_the_ticket 100.0% (20/20), never_promises_refund 50.0% (10/20)" in text, text
-    assert "bar min_check_rate[never_promises_refund] 100%: 50.0% [fail] — 10 of 20 items failed it" in text, text
+    assert "checks passed: names_the_ticket 90.9% (20/22), never_promises_refund 54.5% (12/22)" in text, text
+    assert "bar min_check_rate[never_promises_refund] 100%: 54.5% [fail] — 10 of 22 items failed it" in text, text
     assert "broken t0: expected ok, live said We are looking into your order" in text, text  # the items, named
+    assert "p0: expected ok, got You can reset your password" in text, text  # failing as live did: its check
+    assert "— failed check names_the_ticket" in text, text
     markdown = render_report_markdown(report)
-    assert "| tickets | never\\_promises\\_refund | 10 | 10 | 50.0% |" in markdown, markdown
+    assert "| tickets | never\\_promises\\_refund | 12 | 10 | 54.5% |" in markdown, markdown
     doc = report.to_dict()
     Draft202012Validator(status_schema()).validate(doc)
-    assert doc["runs"][0]["check_rates"]["checks"][1]["rate"] == 0.5
+    assert doc["runs"][0]["check_rates"]["checks"][1]["passed"] == 12
 
 
 def test_checks_before_a_judge_spare_the_judge_every_item_that_fails_one(mysql_gate, llm, workers, tmp_path):
