@@ -33,6 +33,7 @@ from gate.errors import UsageError
 from gate.prompt.yaml_file import parse_yaml
 
 from .bundle import Imported, gate_name, read_source, unique
+from .promptfoo_csv import csv_tests
 
 MAX_TESTS = 100_000
 MAX_CONFIG_BYTES = 1024 * 1024  # YAML parsed in Python, ~3 s per 1,000 inline tests: bounded tighter
@@ -189,12 +190,7 @@ def item_vars(template: str) -> str:
 def _tests(data: Mapping[str, Any], base: Path, out: Imported) -> list[dict[str, Any]]:
     found = data.get("defaultTest")
     default: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
-    raw = data.get("tests")
-    if isinstance(raw, str):
-        out.skip("tests", raw[:120], "tests from a file or a generator are not read: list them in the config")
-        return []
-    if not isinstance(raw, list):
-        return []
+    raw = _from_files(data.get("tests"), base, out)
     if len(raw) > MAX_TESTS:
         raise UsageError(f"tests: {len(raw)} tests: at most {MAX_TESTS}")
     tests: list[dict[str, Any]] = []
@@ -211,6 +207,21 @@ def _tests(data: Mapping[str, Any], base: Path, out: Imported) -> list[dict[str,
         if test.get("options") or test.get("threshold") is not None:
             out.skip(where, "options/threshold", "a test passes when every check passes; its options are not read")
         tests.append({"id": ident, "where": where, "vars": variables, "asserts": asserts})
+    return tests
+
+
+def _from_files(value: Any, base: Path, out: Imported) -> list[Any]:
+    """The tests, with ``file://`` CSV files beside the config read in their place."""
+    listed = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+    tests: list[Any] = []
+    for entry in listed:
+        target = (base / entry[len("file://") :]) if isinstance(entry, str) and entry.startswith("file://") else None
+        if target is not None and target.suffix == ".csv" and target.is_file():
+            tests += csv_tests(target)
+        elif isinstance(entry, str):
+            out.skip("tests", entry[:120], "only a CSV file beside the config is read (not a generator or a glob)")
+        else:
+            tests.append(entry)
     return tests
 
 

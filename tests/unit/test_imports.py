@@ -121,6 +121,25 @@ def test_an_openai_export_needs_its_data_and_bad_lines_are_one_line(tmp_path):
         import_openai_evals(samples)
 
 
+def test_promptfoo_tests_from_a_csv_file(tmp_path):
+    (tmp_path / "tests.csv").write_text(
+        "ticket,order_id,__expected1,__expected2,__description\n"
+        "I was charged,O-1,contains: {{order_id}},not-icontains: guarantee,refund one\n"
+        "hello,O-2,is-json,grade: is polite,json one\n"
+    )
+    path = tmp_path / "promptfooconfig.yaml"
+    path.write_text(
+        'prompts: ["Reply to {{ticket}}"]\nproviders: [openai:chat:m]\ntests: [file://tests.csv, file://gen.py]\n'
+    )
+    bundle = import_promptfoo(path)
+    checks = [p["decision"]["checks"] for p in bundle.prompts.values()]
+    assert checks == [
+        {"contains_1": {"contains": {"column": "order_id"}}, "not_icontains_1": {"not_icontains": "guarantee"}},
+        {"is_json_1": {"is_json": True}},
+    ]
+    assert [s.what for s in bundle.skipped] == ["file://gen.py", "llm-rubric → judges/rubric-judge-1.yaml"]
+
+
 def test_the_import_command_writes_and_lists(tmp_path):
     path = tmp_path / "promptfooconfig.yaml"
     path.write_text(CONFIG)
