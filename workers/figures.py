@@ -182,8 +182,16 @@ def _protected_and_accepted(conn, run: Run, live_id: int | None, bars) -> dict[s
     out["protected"] = {
         "items": items,
         "broken": broken,
-        "samples": [asdict(s) for _, s in samples[:PROTECTED_SAMPLES]],
+        "samples": [_sample(s) for _, s in samples[:PROTECTED_SAMPLES]],
     }
+    return out
+
+
+def _sample(flip: FlipSample) -> dict[str, Any]:
+    """A protected item that broke, as its figures keep it (its failed checks only when it has some)."""
+    out = asdict(flip)
+    if out.get("checks_failed") is None:
+        out.pop("checks_failed", None)
     return out
 
 

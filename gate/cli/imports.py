@@ -5,10 +5,12 @@ imported is listed, one line each, and kept in DIR/IMPORT.txt."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from gate.imports.bundle import Imported
+if TYPE_CHECKING:  # the command's help loads no YAML (tests/unit/test_cli_imports.py)
+    from gate.imports.bundle import Imported
 
 TO_HELP = "The folder to write into (prompts/, judges/, datasets/, gate.yaml, IMPORT.txt); not one with a gate.yaml."
 

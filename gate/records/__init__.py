@@ -311,8 +311,7 @@ class UnstableItem:
 
 @dataclass(frozen=True)
 class Price:
-    """US dollars per million input and output tokens of a model (the gate config's
-    ``prices:``)."""
+    """US dollars per million input and output tokens of a model (gate config ``prices:``)."""
 
     model: str
     input_per_million: Decimal
@@ -336,6 +335,7 @@ class FlipSample:
     candidate_decision: str | None
     candidate_output: str | None
     wrong_fields: list[dict[str, Any]] | None = None  # a fields decision: the candidate's fields that did not match
+    checks_failed: list[str] | None = None  # a decision with checks: the candidate's checks that failed
 
 
 @dataclass(frozen=True)

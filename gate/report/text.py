@@ -86,9 +86,10 @@ def _broken_lines(r) -> list[str]:
                 f"candidate said {answer(b.candidate_decision, b.wrong_fields, True)}"
             )
             continue
+        failed = f" — failed check {', '.join(safe(n, 64) for n in b.checks_failed)}" if b.checks_failed else ""
         lines.append(
             f"    broken {safe(b.item_id)}: expected {safe(b.expected_decision)}, live said "
-            f"{safe(b.live_decision or '')}, candidate said {safe(b.candidate_decision or '')}"
+            f"{safe(b.live_decision or '')}, candidate said {safe(b.candidate_decision or '')}{failed}"
         )
     return lines
 

@@ -165,14 +165,25 @@ def flipped_items(
     now, before = (Verdict.MISMATCH, Verdict.MATCH) if broken else (Verdict.MATCH, Verdict.MISMATCH)
     rows = conn.execute(
         select(
-            cand.c.item_id, cand.c.expected_decision, live.c.actual_decision, cand.c.actual_decision, cand.c.raw_output
+            cand.c.item_id,
+            cand.c.expected_decision,
+            live.c.actual_decision,
+            cand.c.actual_decision,
+            cand.c.raw_output,
+            cand.c.judge,
         )
         .select_from(cand.join(live, (live.c.run_id == baseline_run_id) & (live.c.position == cand.c.position)))
         .where(cand.c.run_id == run_id, cand.c.verdict == now, live.c.verdict == before)
         .order_by(cand.c.position)
         .limit(limit)
     )
-    return [FlipSample(r[0], r[1], r[2], r[3], r[4]) for r in rows]
+    return [FlipSample(r[0], r[1], r[2], r[3], r[4], checks_failed=_checks_failed(r[5])) for r in rows]
+
+
+def _checks_failed(judge: Any) -> list[str] | None:
+    """The checks an item failed (a decision with checks keeps them with its judging)."""
+    found = judge.get("checks_failed") if isinstance(judge, dict) else None
+    return [str(n) for n in found] if isinstance(found, list) else None
 
 
 def call_stats(conn: Connection, run_id: int) -> dict[str, Any]:

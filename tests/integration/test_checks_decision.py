@@ -102,6 +102,7 @@ def test_a_drafter_gated_by_checks_alone_is_rejected_naming_the_check_and_its_it
     assert "checks passed: names_the_ticket 90.9% (20/22), never_promises_refund 54.5% (12/22)" in text, text
     assert "bar min_check_rate[never_promises_refund] 100%: 54.5% [fail] — 10 of 22 items failed it" in text, text
     assert "broken t0: expected ok, live said We are looking into your order" in text, text  # the items, named
+    assert "a refund has been issued. — failed check never_promises_refund" in text, text
     assert "p0: expected ok, got You can reset your password" in text, text  # failing as live did: its check
     assert "— failed check names_the_ticket" in text, text
     markdown = render_report_markdown(report)
