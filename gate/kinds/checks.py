@@ -12,6 +12,7 @@ the item verdicts paired with live's answers on the same items (fixed, broken)."
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any, cast
@@ -146,7 +147,12 @@ class ChecksKind(DecisionKind):
         return {} if rule is None else {"checks": check_figures(source, run_id, rule)}
 
     def checks(self, bars: Bars, metrics: RunMetrics, base_checks: list[BarCheck]) -> list[BarCheck]:
-        return base_checks + check_rate_checks(bars, metrics)
+        """``min_accuracy`` says what it compares (items passing every check), then a bar per check."""
+        said = [
+            replace(c, note=c.note or "the share of items passing every check") if c.name == "min_accuracy" else c
+            for c in base_checks
+        ]
+        return said + check_rate_checks(bars, metrics)
 
 
 CHECKS = ChecksKind()

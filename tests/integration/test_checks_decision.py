@@ -114,7 +114,7 @@ def test_a_drafter_gated_by_checks_alone_is_rejected_naming_the_check_and_its_it
 
 def test_checks_before_a_judge_spare_the_judge_every_item_that_fails_one(mysql_gate, llm, workers, tmp_path):
     gate = mysql_gate
-    live_judge(gate, tmp_path, in_process(gate))
+    live_judge(gate, tmp_path, in_process(gate), rows=40)  # the floors ask 30 human items
     judged = []
     llm.on_request = lambda body: judged.append(1) if "Judge the support reply" in str(body["messages"][0]) else None
     gate.register_dataset("tickets", str(write_tickets(tmp_path / "tickets.csv", 30)))
