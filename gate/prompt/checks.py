@@ -98,6 +98,12 @@ class ChecksRule:
     def to_dict(self) -> dict[str, Any]:
         return {c.name: c.to_dict() for c in self.checks}
 
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The item columns the checks read (a submission is refused when no row has one)."""
+        found = {c.arg.column for c in self.checks if isinstance(c.arg, Operand) and c.arg.column is not None}
+        return tuple(sorted(found))
+
     def failed(self, answer: str | None, item: Mapping[str, Any] | None) -> int:
         """The mask of the checks ``answer`` fails on ``item`` (0: every check passes)."""
         text = (answer or "")[:MAX_CHECKED_CHARS]

@@ -10,10 +10,12 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+import pytest
 from jsonschema import Draft202012Validator
 from support import judged_env
 from support.judging import GOOD_REPLIES, NO_REFUND_REPLIES, live_judge, reply_spec
 
+from gate.errors import UsageError
 from gate.prompt.spec import parse_spec
 from gate.report.markdown import render_report_markdown
 from gate.report.text import render_text
@@ -80,6 +82,14 @@ def test_a_drafter_gated_by_checks_alone_is_rejected_naming_the_check_and_its_it
     first = in_process(gate)(gate.submit(drafter(NOT_PROMISING), "apply"))
     assert first.status == UpdateStatus.APPLIED, first.update.reason
     assert (first.runs[0].matches, first.runs[0].scored) == (20, 22)  # no reply names a parcel
+
+    typo = drafter(NAMING)
+    typo = parse_spec(
+        {**typo.to_config(), "decision": {"type": "checks", "checks": {"c": {"contains": {"column": "tpic"}}}}}
+    )
+    with pytest.raises(UsageError) as refused:  # a column no row has: refused, not every item failed
+        gate.submit(typo)
+    assert "tpic" in str(refused.value) and "\n" not in str(refused.value), refused.value
 
     bars = {"early_stop": False, "min_check_rate": {"never_promises_refund": 1, "short": 0.9}, "max_broken": 0}
     gate.map_dataset("drafter", "tickets", "0.4", bars=bars)
