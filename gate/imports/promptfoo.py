@@ -36,6 +36,10 @@ from .bundle import Imported, gate_name, read_source, unique
 from .promptfoo_csv import csv_tests
 
 MAX_TESTS = 100_000
+# what the import reads, or what has no bearing on a test's verdict (listed when anything else is set)
+READ_KEYS = {"description", "prompts", "providers", "tests", "defaultTest", "outputPath", "sharing", "tags"}
+READ_KEYS |= {"evaluateOptions", "commandLineOptions", "writeLatestResults", "env", "metadata"}
+TEST_KEYS = {"description", "vars", "assert", "options", "threshold", "metadata"}
 MAX_CONFIG_BYTES = 1024 * 1024  # YAML parsed in Python, ~3 s per 1,000 inline tests: bounded tighter
 VAR_RE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)")
 ONE_VAR_RE = re.compile(r"^\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}$")
@@ -76,6 +80,9 @@ def import_promptfoo(path: Path) -> Imported:
     if not isinstance(data, Mapping):
         raise UsageError(f"{path}: not a promptfoo config (a mapping with prompts, providers and tests)")
     out = Imported(str(path))
+    for key in data:
+        if key not in READ_KEYS and data[key] not in (None, [], {}, ""):
+            out.skip(str(key)[:60], "a top-level field", "not read by the import")
     model, params = _provider(data.get("providers"), out)
     prompts = _prompts(data.get("prompts"), path.parent, out)
     tests = _tests(data, path.parent, out)
@@ -190,6 +197,8 @@ def item_vars(template: str) -> str:
 def _tests(data: Mapping[str, Any], base: Path, out: Imported) -> list[dict[str, Any]]:
     found = data.get("defaultTest")
     default: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+    if found is not None and not isinstance(found, Mapping):
+        out.skip("defaultTest", str(found)[:120], "only a mapping in the config is read (vars, assert)")
     raw = _from_files(data.get("tests"), base, out)
     if len(raw) > MAX_TESTS:
         raise UsageError(f"tests: {len(raw)} tests: at most {MAX_TESTS}")
@@ -206,6 +215,8 @@ def _tests(data: Mapping[str, Any], base: Path, out: Imported) -> list[dict[str,
         asserts += [(f"assert[{k}]", a) for k, a in enumerate(_list(test.get("assert")), 1)]
         if test.get("options") or test.get("threshold") is not None:
             out.skip(where, "options/threshold", "a test passes when every check passes; its options are not read")
+        for key in (k for k in test if k not in TEST_KEYS):
+            out.skip(where, str(key)[:60], "a test's field not read by the import")
         tests.append({"id": ident, "where": where, "vars": variables, "asserts": asserts})
     return tests
 

@@ -38,6 +38,8 @@ tests:
   - description: nothing that maps
     vars: {ticket: y}
     assert: [{type: javascript, value: "true"}]
+    provider: openai:chat:other
+scenarios: [{config: [{vars: {a: 1}}], tests: []}]
 """
 
 
@@ -53,7 +55,9 @@ def test_a_promptfoo_config_lists_every_assert_it_does_not_map(tmp_path):
     }
     assert [r["item_id"] for r in bundle.datasets["drafts-tests"]] == ["one", "two"]
     lines = [s.line() for s in bundle.skipped]
-    assert lines[0] == "providers[2]: anthropic:messages:claude: a prompt file names one model: the first's"
+    assert lines[0] == "scenarios: a top-level field: not read by the import"
+    assert lines[1] == "providers[2]: anthropic:messages:claude: a prompt file names one model: the first's"
+    assert "tests[4] (nothing that maps): provider: a test's field not read by the import" in lines
     assert "tests[1] (one): assert[3] (python): code: the gate runs no code from a config (a check is data)" in lines
     assert any(line.startswith("tests[1] (one): assert[4] (similar): embedding similarity") for line in lines)
     assert any(line.startswith("tests[1] (one): assert[5] (not-is-json):") for line in lines)
@@ -145,6 +149,6 @@ def test_the_import_command_writes_and_lists(tmp_path):
     path.write_text(CONFIG)
     result = CliRunner().invoke(cli, ["import", "promptfoo", str(path), "--to", str(tmp_path / "out")])
     assert result.exit_code == 0, result.output
-    assert "not imported (10):" in result.output and "wrote 6 files into" in result.output
+    assert "not imported (12):" in result.output and "wrote 6 files into" in result.output
     again = CliRunner().invoke(cli, ["import", "promptfoo", str(path), "--to", str(tmp_path / "out")])
     assert again.exit_code == 2 and "gate.yaml exists" in again.output
