@@ -91,6 +91,8 @@ def hosted_eval(path: Path, spec: Mapping[str, Any], lines: list[tuple[int, Any]
         cells = {str(k): v for k, v in item.items() if str(k) not in ("item_id", "expected_decision")}
         rows.append({"item_id": str(item.get("id", f"item-{n}"))[:128], "expected_decision": "pass", **cells})
         columns = columns or list(cells)
+    if any(isinstance(line, Mapping) and line.get("sample") is not None for _, line in lines):
+        out.notes.append("the data's recorded samples (answers) are not read: the gate calls the model itself")
     messages, run_model = _run_template(spec, columns, out)
     if not checks:
         raise UsageError(f"{path}: no grader maps to a check: nothing the gate can decide (see the graders above)")
