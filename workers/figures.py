@@ -43,6 +43,9 @@ class StoreFigures:
     def fields_breakdown(self, run_id: int) -> list[tuple[str, None, str | None, int]]:
         return structured_breakdown(self.conn, run_id, NOT_AN_OBJECT, INVALID_DECISION)
 
+    def check_counts(self, run_id: int, checks: int) -> dict[str, Any]:
+        return field_counts(self.conn, run_id, checks)
+
     def fields_figures(self, run_id: int, rule: FieldsRule) -> dict[str, Any]:
         return fields_metrics(self.conn, run_id, rule)
 
@@ -179,8 +182,16 @@ def _protected_and_accepted(conn, run: Run, live_id: int | None, bars) -> dict[s
     out["protected"] = {
         "items": items,
         "broken": broken,
-        "samples": [asdict(s) for _, s in samples[:PROTECTED_SAMPLES]],
+        "samples": [_sample(s) for _, s in samples[:PROTECTED_SAMPLES]],
     }
+    return out
+
+
+def _sample(flip: FlipSample) -> dict[str, Any]:
+    """A protected item that broke, as its figures keep it (its failed checks only when it has some)."""
+    out = asdict(flip)
+    if out.get("checks_failed") is None:
+        out.pop("checks_failed", None)
     return out
 
 

@@ -29,6 +29,7 @@ from .datasets import dataset
 from .demo import demo
 from .gate_config import prices_cmd, sync_cmd
 from .history import history, rollback
+from .imports import import_group
 from .production import drift
 from .retention import prune
 from .service import serve, token
@@ -81,6 +82,7 @@ for _command in (
     history,
     rollback,
     drift,
+    import_group,
 ):
     cli.add_command(_command)
 

@@ -99,17 +99,19 @@ def check_expected(spec: PromptSpec, versions: list[tuple[str, DatasetVersion]],
 
 
 def fields_read(spec: PromptSpec) -> tuple[str, ...]:
-    """The item fields the prompt's templates read, and the conversations its ``history``
-    entries insert (gate.prompt.conversation); a SpecError when a template touches the item
-    in a way that names no field. A judge in its own evaluation also reads the answers it
-    grades from its rows' columns of the same names (gate.prompt.judge)."""
+    """The item fields the prompt's templates read, the conversations its ``history``
+    entries insert (gate.prompt.conversation) and the columns its checks read
+    (gate.prompt.checks); a SpecError when a template touches the item in a way that names
+    no field. A judge in its own evaluation also reads the answers it grades from its rows'
+    columns of the same names (gate.prompt.judge)."""
     try:
         found = template_fields(m.content for m in spec.messages if m.history is None)
     except TemplateProblem as exc:
         raise SpecError(None, "messages", str(exc)) from None
     history = {m.history for m in spec.messages if m.history is not None}
     answers = set(answers_read(spec)) if spec.kind == "judge" else set()
-    return tuple(sorted({*found, *history, *answers}))
+    checked = set(spec.decision.checks.columns) if spec.decision.checks is not None else set()  # gate.prompt.checks
+    return tuple(sorted({*found, *history, *answers, *checked}))
 
 
 def count_unknown_fields(engine: Engine, prompt_name: str) -> None:

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from gate.errors import SpecError
 from gate.prompt.call_settings import parse_labels
+from gate.prompt.checks import ChecksRule
 from gate.prompt.judge import JudgeRule, bounded_answer
 from gate.prompt.structured.expected_calls import check_fields_rows
 from gate.prompt.structured.rule import FieldsRule
@@ -50,6 +51,7 @@ class Decision:
     pattern: str | None = None  # regex: the first match (group 1 if any) is the label
     fields: FieldsRule | None = None  # fields: each field of the answer and its comparator (gate.prompt.structured)
     judge: JudgeRule | None = None  # judge: a generative answer graded by a judge prompt (gate.prompt.judge)
+    checks: ChecksRule | None = None  # checks (or before a judge): named deterministic checks (gate.prompt.checks)
 
     def to_dict(self) -> dict[str, Any]:
         """The rule as stored (in the config, pinned with a run): what is set."""
@@ -62,6 +64,8 @@ class Decision:
             out["fields"] = self.fields.to_dict()
         if self.judge is not None:
             out.update(self.judge.to_dict())
+        if self.checks is not None:
+            out["checks"] = self.checks.to_dict()
         return out
 
 
@@ -88,6 +92,7 @@ class FigureSource(Protocol):
 
     def label_breakdown(self, run_id: int) -> Sequence[tuple[str, str, str | None, int]]: ...
     def fields_breakdown(self, run_id: int) -> Sequence[tuple[str, None, str | None, int]]: ...
+    def check_counts(self, run_id: int, checks: int) -> dict[str, Any]: ...
     def fields_figures(self, run_id: int, rule: FieldsRule) -> dict[str, Any]: ...
     def call_figures(self, run_id: int, rule: FieldsRule) -> dict[str, Any]: ...
     def call_marks(self, run_id: int, with_fields: bool) -> dict[str, Any]: ...
@@ -179,6 +184,13 @@ class DecisionKind(ABC):
     def score(self, decision: Decision | None, actual: str, expected: str) -> dict[str, Any]:
         """An answer's verdict against the item's expected decision (``workers.execute.results``)."""
         return {"verdict": Verdict.MATCH if actual == expected else Verdict.MISMATCH}
+
+    def score_item(
+        self, decision: Decision | None, actual: str, expected: str, item: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        """``score`` with the item's columns at hand (``item``: its input; a checks decision
+        reads them: ``gate.kinds.checks``)."""
+        return self.score(decision, actual, expected)
 
     def matcher(self, decision: Decision | None) -> Callable[[str, str], bool] | None:
         """Whether a trial's answer matches the expected decision, where that is not their

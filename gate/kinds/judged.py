@@ -16,11 +16,13 @@ that cannot be had fails the bar), and ``max_loss_rate`` fails: the run is not a
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any, cast
 
 from gate.errors import SpecError
+from gate.prompt.checks import parse_checks
 from gate.prompt.judge import bounded_answer, parse_judge_rule
 from gate.prompt.tool_decision import ToolCall
 from gate.prompt.tools import Tool
@@ -33,7 +35,17 @@ from gate.verdict.scoring import format_bar, format_pct
 from gate.verdict.update_outcome import UNJUDGED
 
 from . import sections as sec
-from .base import EVERY_KIND_BARS, LIVE_BARS, Decision, DecisionKind, Reading, SpecView, StoredDecision
+from .base import (
+    EVERY_KIND_BARS,
+    LIVE_BARS,
+    Decision,
+    DecisionKind,
+    FigureSource,
+    Reading,
+    SpecView,
+    StoredDecision,
+)
+from .checks import check_figures, check_rate_checks, stored_checks
 
 NOT_COMPARED = "no live version yet: nothing to compare with (not judged)"
 NO_LIVE = (
@@ -50,7 +62,7 @@ class JudgedKind(DecisionKind):
     one_call_per_item = True
     # graded: live's answers graded by the same judge are paired with the candidate's (max_broken,
     # max_drop); no labels of its own, no comparison by the judge (max_loss_rate, max_inconsistent)
-    bars_computable = EVERY_KIND_BARS | LIVE_BARS | {"judge_corrected", "sentinels"}
+    bars_computable = EVERY_KIND_BARS | LIVE_BARS | {"judge_corrected", "sentinels", "min_check_rate"}
     grades_live = True  # compared with live's answers graded by the same judge (a baseline run)
     needs_row_labels = False  # a judge reads the answers: the rows need no label (issue 50.6)
     report_sections = frozenset({"judge"})
@@ -62,7 +74,19 @@ class JudgedKind(DecisionKind):
             raise SpecError(
                 file, "labels", "a judged prompt's answer is text: the judge's labels decide (decision.pass)"
             )
-        return Decision("judge", judge=parse_judge_rule(value, file))
+        if "checks" not in value:
+            return Decision("judge", judge=parse_judge_rule(value, file))
+        rule = parse_judge_rule({k: v for k, v in value.items() if k != "checks"}, file)
+        if rule.compare is not None:
+            raise SpecError(
+                file, "decision.checks", "checks go before a grading judge (pass:), not a comparison (compare: live)"
+            )
+        return Decision("judge", judge=rule, checks=parse_checks(value["checks"], file))
+
+    def figures(self, source: FigureSource, run_id: int, stored: StoredDecision) -> dict[str, Any]:
+        """With checks before the judge: per check, the items that passed it."""
+        rule = stored_checks(stored)
+        return {} if rule is None else {"checks": check_figures(source, run_id, rule)}
 
     def own_sections(self) -> tuple[sec.Section, ...]:
         return (sec.JUDGE,)
@@ -109,6 +133,7 @@ class JudgedKind(DecisionKind):
         """``min_accuracy`` as the kind holds it (``accuracy_check``), and ``max_loss_rate``
         (``loss_check``); a run without the judge's figures keeps its checks."""
         judged = RunFigures.of(metrics).judge
+        base_checks = [with_checks_note(c, metrics) for c in base_checks] + check_rate_checks(bars, metrics)
         if not judged:
             return base_checks
         out = [self.accuracy_check(bars, judged, c) if c.name == "min_accuracy" else c for c in base_checks]
@@ -119,6 +144,20 @@ class JudgedKind(DecisionKind):
     def accuracy_check(self, bars: Bars, judged: JudgeFigures, check: BarCheck) -> BarCheck:
         """``min_accuracy`` on the corrected rate when the mapping says so."""
         return corrected_check(bars.min_accuracy, judged) if bars.judge.corrected else check
+
+
+def with_checks_note(check: BarCheck, metrics: RunMetrics) -> BarCheck:
+    """``min_accuracy`` of a judged prompt with checks says what it compares: the share of
+    items that passed every check and then the judge (an item failing a check is a
+    MISMATCH, never sent to the judge)."""
+    figures = metrics.get("checks")
+    if check.name != "min_accuracy" or not figures:
+        return check
+    failed = max((c["failed"] for c in figures.get("checks") or ()), default=0)
+    note = "the share of items passing every check, then the judge (an item failing a check is not judged" + (
+        f"; at least {failed} did)" if failed else ")"
+    )
+    return replace(check, note=f"{check.note}; {note}" if check.note else note)
 
 
 def corrected_check(bar: Decimal, judged: JudgeFigures) -> BarCheck:

@@ -12,6 +12,7 @@ from gate.prompt.tools import Tool
 from gate.verdict.bar_checks import KindChecks
 
 from .base import Decision, DecisionKind, StoredDecision
+from .checks import CHECKS
 from .compared import COMPARED
 from .fields import FIELDS
 from .first import FIRST
@@ -24,8 +25,17 @@ KINDS: dict[str, DecisionKind] = {
     "fields": FIELDS,
     "judge": JUDGED,
     "tool_call": TOOL_CALL,
+    "checks": CHECKS,
 }
-DECISION_TYPES = ("first_word", "json", "regex", "fields", "judge", "tool_call")  # in the order errors name them
+DECISION_TYPES = (
+    "first_word",
+    "json",
+    "regex",
+    "fields",
+    "judge",
+    "tool_call",
+    "checks",
+)  # in the order errors name them
 
 
 def kind_of(decision: Decision | StoredDecision) -> DecisionKind:
@@ -71,10 +81,13 @@ def parse_rule(value: Any, file: str | None, has_labels: bool = False, tools: tu
         raise SpecError(
             file,
             "decision",
-            "must be first_word, or a mapping with type json (field), regex (pattern) or fields (fields)",
+            "must be first_word, or a mapping with type json (field), regex (pattern), fields (fields) "
+            "or checks (checks)",
         )
     if str(value.get("type")) == "judge":
         return JUDGED.parse(value, "judge", file, has_labels, tools)
+    if str(value.get("type")) == "checks":
+        return CHECKS.parse(value, "checks", file, has_labels, tools)
     extra = [k for k in value if k not in ("type", "field", "pattern", "fields")]
     if extra and str(value.get("type")) != "tool_call":
         raise SpecError(

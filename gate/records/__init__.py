@@ -87,8 +87,7 @@ class LivePrompt:
 
 @dataclass(frozen=True)
 class Hold:
-    """A config a rollback moved away from: its apply is refused until a submission
-    overrides the rollback."""
+    """A config a rollback moved away from: its apply is refused until a submission overrides it."""
 
     prompt_name: str
     config_hash: str
@@ -309,7 +308,7 @@ class UnstableItem:
 
 @dataclass(frozen=True)
 class Price:
-    """US dollars per million input and output tokens of a model (the gate config's ``prices:``)."""
+    """US dollars per million input and output tokens of a model (gate config ``prices:``)."""
 
     model: str
     input_per_million: Decimal
@@ -336,6 +335,7 @@ class FlipSample:
     input: Any = None  # the item's input as the dataset row has it
     live_output: str | None = None  # live's raw answer (it was right); judge: what the judge said of the candidate's
     judge: dict[str, Any] | None = None
+    checks_failed: list[str] | None = None  # a decision with checks: the candidate's checks that failed
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ class RunMetrics(TypedDict, total=False):
     accuracy: float | None
     confusion: dict[str, dict[str, int]]  # expected -> actual -> items
     fields: dict[str, Any]  # a fields decision: per field (workers.figures.fields_metrics)
+    checks: dict[str, Any]  # a decision with checks: per check, items passed (gate.kinds.checks)
     error_kinds: dict[str, int]  # kind -> items
     item_detail: dict[str, Any]  # what a reason leaves out (gate.verdict.reasons.ITEM_DETAIL)
     tool_calls: dict[str, Any]  # a tool_call decision's marked answers (workers.tool_figures)
@@ -220,6 +221,7 @@ class RunFigures:
     accuracy: float | None = None
     confusion: JSON | None = None
     fields: JSON | None = None
+    checks: JSON | None = None
     error_kinds: JSON | None = None
     item_detail: JSON | None = None
     tool_calls: JSON | None = None

@@ -221,6 +221,8 @@ def judge_said(judge: dict | None) -> str | None:
     """A failing item's judging in a line: what the judge said (each order, compared)."""
     if not judge:
         return None
+    if judge.get("checks_failed"):  # a check failed: not judged (gate.prompt.checks)
+        return "failed check " + ", ".join(str(n) for n in judge["checks_failed"])
     if judge.get("orders"):
         said = "; ".join(f"{o['a']} first: {o['label'] or '(invalid)'}" for o in judge["orders"])
         return f"{judge.get('outcome')} ({said})"

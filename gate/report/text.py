@@ -17,7 +17,7 @@ from gate.verdict.stats import format_p
 
 from . import unjudged
 from .judge_view import judge_lines, judge_said
-from .text_sections import accepted_lines, answer, field_lines, protected_lines, slice_lines
+from .text_sections import accepted_lines, answer, check_lines, field_lines, protected_lines, slice_lines
 from .tool_calls import failure_line, tool_lines
 from .update import UpdateReport
 
@@ -59,7 +59,7 @@ def _run_lines(r) -> list[str]:
     lines += _fields_lines(r)
     lines += _comparison_lines(r)
     lines += judge_lines(r)
-    lines += field_lines(r) + slice_lines(r)
+    lines += check_lines(r) + field_lines(r) + slice_lines(r)
     lines += _calls_lines(r)
     lines += [
         f"    bar {c['bar'] if c['label'] is None else c['bar'] + '[' + safe(c['label']) + ']'} "
@@ -86,9 +86,10 @@ def _broken_lines(r) -> list[str]:
                 f"candidate said {answer(b.candidate_decision, b.wrong_fields, True)}"
             )
             continue
+        failed = f" — failed check {', '.join(safe(n, 64) for n in b.checks_failed)}" if b.checks_failed else ""
         lines.append(
             f"    broken {safe(b.item_id)}: {expected_part(b.expected_decision)}live said "
-            f"{safe(b.live_decision or '')}, candidate said {safe(b.candidate_decision or '')}"
+            f"{safe(b.live_decision or '')}, candidate said {safe(b.candidate_decision or '')}{failed}"
         )
     return lines
 
@@ -111,7 +112,7 @@ def _failure_lines(r) -> list[str]:
         said = judge_said(f.judge)
         lines.append(
             f"    {safe(f.item_id)}: {expected_part(f.expected_decision, f.wrong_fields)}got {got}: {out}"
-            + (f" — judge: {safe(said, 120)}" if said else "")
+            + (f" — {'' if (f.judge or {}).get('checks_failed') else 'judge: '}{safe(said, 120)}" if said else "")
         )
     return lines
 

@@ -49,6 +49,19 @@ def value_text(value: Any, limit: int = 60) -> str:
     return safe(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False), limit)
 
 
+def check_lines(r) -> list[str]:
+    """Per check (a decision with checks): the share of the items scored that passed it."""
+    c = getattr(r, "check_rates", None)
+    if not c:
+        return []
+    shown = [f"{safe(x['check'], 64)} {_rate(x['rate'])} ({x['passed']}/{c['items']})" for x in c["checks"]]
+    return ["    checks passed: " + ", ".join(shown)]
+
+
+def _rate(rate: float | None) -> str:
+    return "n/a" if rate is None else f"{rate * 100:.1f}%"
+
+
 def field_lines(r) -> list[str]:
     """Per field: accuracy [interval], wrong (missing), live and flips; the most often wrong."""
     f = r.fields

@@ -11,6 +11,7 @@ with them without loading SQLAlchemy."""
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from decimal import Decimal
 from typing import Any, cast
@@ -75,6 +76,11 @@ class RunReport:
     judge: dict | None = None  # a judged run: its judge, agreement, corrected rate, sentinels (gate.report.judge_view)
     tool_calls: dict | None = None  # a tool_call decision: marked answers, parallel calls (gate.report.tool_calls)
     schema: dict | None = None  # a strict response schema: the answers that broke it
+
+    @property
+    def check_rates(self) -> dict | None:
+        """A decision with checks: per check, the items passed and the pass rate (gate.kinds.checks)."""
+        return check_rates_view(self.metrics or {})
 
     @property
     def reused_total(self) -> int:
@@ -157,7 +163,7 @@ class UpdateReport:
             {
                 "id": u.pop("id"),
                 **u,
-                "runs": [{"figure": r.figure, **asdict(r)} for r in self.runs],
+                "runs": [{"figure": r.figure, **asdict(r), "check_rates": r.check_rates} for r in self.runs],
                 "attempts": self.attempts,
                 **({"spend": self.spend} if self.spend else {}),
                 "outcome": self.outcome,
@@ -227,6 +233,18 @@ def run_report(
         tool_calls=tool_calls_view(metrics, fields) if "tool_calls" in sections else None,
         schema=schema_view(metrics),
     )
+
+
+def check_rates_view(metrics: Mapping[str, Any]) -> dict | None:
+    """Per check: the items scored, passed, failed and the pass rate (None: no checks)."""
+    figures = metrics.get("checks")
+    if not figures:
+        return None
+    items = figures["items"]
+    return {
+        "items": items,
+        "checks": [{**c, "rate": (c["passed"] / items) if items else None} for c in figures["checks"]],
+    }
 
 
 def _unjudged_accuracy(checks: list[dict]) -> bool:

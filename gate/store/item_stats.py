@@ -91,7 +91,11 @@ def _shown_judging(judge: dict | None) -> dict | None:
     answer, compared); not its call counts."""
     if not judge:
         return None
-    return {k: v for k, v in judge.items() if k in ("label", "said", "orders", "outcome", "live_answer", "trials")}
+    return {
+        k: v
+        for k, v in judge.items()
+        if k in ("label", "said", "orders", "outcome", "live_answer", "trials", "checks_failed")
+    }
 
 
 def error_kinds(conn: Connection, run_id: int) -> dict[str, int]:
@@ -180,7 +184,25 @@ def flipped_items(
         .order_by(cand.c.position)
         .limit(limit)
     )
-    return [FlipSample(r[0], r[1], r[2], r[3], r[4], live_output=r[5], judge=_shown_judging(r[6])) for r in rows]
+    return [
+        FlipSample(
+            r[0],
+            r[1],
+            r[2],
+            r[3],
+            r[4],
+            live_output=r[5],
+            judge=_shown_judging(r[6]),
+            checks_failed=_checks_failed(r[6]),
+        )
+        for r in rows
+    ]
+
+
+def _checks_failed(judge: Any) -> list[str] | None:
+    """The checks an item failed (a decision with checks keeps them with its judging)."""
+    found = judge.get("checks_failed") if isinstance(judge, dict) else None
+    return [str(n) for n in found] if isinstance(found, list) else None
 
 
 def call_stats(conn: Connection, run_id: int) -> dict[str, Any]:

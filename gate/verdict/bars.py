@@ -44,7 +44,7 @@ EXTRA_KEYS = (
     "max_error_rate",
 )
 # bars of a fields decision and of slices, and what a mapping says of items (gate.verdict.item_policy)
-ITEM_KEYS = ("min_field_accuracy", "min_slice_accuracy", "min_slice_items", *POLICY_KEYS, *JUDGE_KEYS)
+ITEM_KEYS = ("min_field_accuracy", "min_slice_accuracy", "min_slice_items", *POLICY_KEYS, *JUDGE_KEYS, "min_check_rate")
 MAX_LABEL_BARS = 64
 DEFAULT_SLICE_ITEMS = 20
 DEFAULT_CONFIDENCE = Decimal("0.95")
@@ -59,6 +59,7 @@ class Bars:
     max_latency_p95_ms: int | None = None
     max_cost_per_1k_items: Decimal | None = None
     min_field_accuracy: dict[str, Decimal] = field(default_factory=dict)
+    min_check_rate: dict[str, Decimal] = field(default_factory=dict)  # per check (gate.kinds.checks)
     min_slice_accuracy: Decimal | None = None
     min_slice_items: int | None = None
     policy: ItemPolicy = ItemPolicy()
@@ -119,6 +120,8 @@ class Bars:
         out: dict[str, Any] = {}
         if self.min_field_accuracy:
             out["min_field_accuracy"] = {k: f"{v:f}" for k, v in sorted(self.min_field_accuracy.items())}
+        if self.min_check_rate:
+            out["min_check_rate"] = {k: f"{v:f}" for k, v in sorted(self.min_check_rate.items())}
         if self.min_slice_accuracy is not None:
             out["min_slice_accuracy"] = f"{self.min_slice_accuracy:f}"
         if self.min_slice_items is not None:
@@ -140,6 +143,7 @@ class Bars:
         if self.max_cost_per_1k_items is not None:
             out.append(f"cost ≤ ${self.max_cost_per_1k_items:f} per 1k items")
         out += [f"field[{k}] ≥ {format_bar(v)}" for k, v in sorted(self.min_field_accuracy.items())]
+        out += [f"check[{k}] ≥ {format_bar(v)}" for k, v in sorted(self.min_check_rate.items())]
         if self.min_slice_accuracy is not None:
             out.append(f"every slice of ≥ {self.slice_items} items ≥ {format_bar(self.min_slice_accuracy)}")
         if self.max_drop is not None:
@@ -246,24 +250,25 @@ def _item_bars(extra: Mapping[str, Any]) -> dict[str, Any]:
         raise UsageError("min_slice_items 0 is out of range: a slice needs at least 1 item to be judged")
     return {
         "min_field_accuracy": _per_field(extra.get("min_field_accuracy")),
+        "min_check_rate": _per_field(extra.get("min_check_rate"), "min_check_rate", "check"),
         "min_slice_accuracy": None if slice_bar is None else parse_bar(slice_bar, "min_slice_accuracy"),
         "min_slice_items": slice_items,
         "policy": policy,
     }
 
 
-def _per_field(value: Any) -> dict[str, Decimal]:
+def _per_field(value: Any, bar_name: str = "min_field_accuracy", what: str = "field") -> dict[str, Decimal]:
+    """A bar per field (``min_field_accuracy``) or per check (``min_check_rate``)."""
     if value is None:
         return {}
     if not isinstance(value, Mapping) or len(value) > MAX_LABEL_BARS:
-        raise UsageError(
-            f"min_field_accuracy must map at most {MAX_LABEL_BARS} fields to a fraction, e.g. {{order_id: 0.95}}"
-        )
+        example = "{order_id: 0.95}" if what == "field" else "{mentions_order: 0.95}"
+        raise UsageError(f"{bar_name} must map at most {MAX_LABEL_BARS} {what}s to a fraction, e.g. {example}")
     out = {}
     for name, bar in value.items():
         if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,63}", name):
-            raise UsageError(f"min_field_accuracy: {str(name)[:40]!r} is not a field name")
-        out[name] = parse_bar(bar, f"min_field_accuracy[{name}]")
+            raise UsageError(f"{bar_name}: {str(name)[:40]!r} is not a {what} name")
+        out[name] = parse_bar(bar, f"{bar_name}[{name}]")
     return out
 
 

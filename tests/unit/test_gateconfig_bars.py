@@ -68,6 +68,7 @@ def test_bar_fields_lists_the_extra_bars():
         "min_judge_j",
         "min_judge_kappa",
         "min_judge_items",
+        "min_check_rate",
     )
 
 

@@ -20,7 +20,8 @@ TABLE = {
     "label": EVERY | LIVE | {"min_recall", "min_precision"},
     "fields": EVERY | LIVE | {"min_field_accuracy"},
     "tool_call": EVERY | LIVE | {"min_recall", "min_precision", "min_field_accuracy"},
-    "judged": EVERY | LIVE | {"judge_corrected", "sentinels"},
+    "judged": EVERY | LIVE | {"judge_corrected", "sentinels", "min_check_rate"},
+    "checks": EVERY | LIVE | {"min_check_rate"},
     "compared": EVERY | LIVE | {"max_loss_rate", "max_inconsistent", "sentinels"},
 }
 
@@ -55,4 +56,5 @@ def test_each_kind_names_its_report_sections():
         "tool_call": {"labels", "fields", "tool_calls"},
         "judged": {"judge"},
         "compared": {"judge"},
+        "checks": {"checks"},
     }

@@ -9,6 +9,7 @@ import inspect
 import pytest
 
 from gate.kinds import DecisionKind, kind_of, rule_of
+from gate.kinds.checks import CHECKS
 from gate.kinds.compared import COMPARED
 from gate.kinds.fields import FIELDS
 from gate.kinds.judged import JUDGED
@@ -38,6 +39,7 @@ def spec(decision, **extra):
         ({"type": "tool_call"}, TOOL_CALL),
         ({"type": "judge", "judge": "j", "pass": ["good"]}, JUDGED),
         ({"type": "judge", "judge": "j", "compare": "live"}, COMPARED),
+        ({"type": "checks", "checks": {"a": {"max_chars": 1}}}, CHECKS),
         ({"type": "from-a-later-version"}, LABEL),
     ],
 )
@@ -48,7 +50,7 @@ def test_a_stored_decision_has_its_kind(stored, kind):
 def test_every_kind_implements_the_protocol():
     kinds = {*KINDS.values(), COMPARED}
     assert all(isinstance(k, DecisionKind) and not inspect.isabstract(type(k)) for k in kinds)
-    assert {k.name for k in kinds} == {"label", "fields", "tool_call", "judged", "compared"}
+    assert {k.name for k in kinds} == {"label", "fields", "tool_call", "judged", "compared", "checks"}
     assert {k.live for k in kinds} == {PAIRED_ITEMS, JUDGED_PAIRS} and COMPARED.live is JUDGED_PAIRS
 
 

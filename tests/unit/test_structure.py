@@ -37,6 +37,7 @@ FLOORS = [
     ("datasets", ("gate.datasets",)),
     ("ratelimit", ("gate.ratelimit",)),
     ("gateconfig", ("gate.gateconfig",)),
+    ("imports", ("gate.imports",)),
     ("contract", ("gate.contract",)),
     ("client", ("gate.client",)),
     ("workers", ("workers",)),

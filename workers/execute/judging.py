@@ -56,6 +56,7 @@ log = logging.getLogger("promptgate.execute")
 SAID_LIMIT = 1000  # characters of a judge's (or live's) answer kept with the item for the report
 NO_LIVE = "(no live version)"
 CANDIDATE, LIVE, TIE = "candidate", "live", "tie"
+CHECK_FAILED = "(failed a check)"  # a judged item's decision when a check before the judge failed
 
 
 @dataclass(frozen=True)
@@ -152,8 +153,17 @@ class Judging:
             if self.error:
                 raise Failed(ItemResult(item.position, Verdict.ERROR, error=self.error))
             candidate = self._candidate(caller, run, item, messages, keys, known, made, judged)
+            rule = run.spec.decision.checks if not self.pinned.compare else None
+            failing = rule.failed(candidate.text, item.input) if rule is not None else None
             outcome = self._compare(caller, run, item, candidate, made, judged) if self.pinned.compare else None
-            if outcome is None:
+            if failing:  # a check failed: a MISMATCH, the judge not called (gate.prompt.checks)
+                names = rule.failed_names(failing) if rule is not None else []
+                outcome = (
+                    Verdict.MISMATCH,
+                    CHECK_FAILED,
+                    {"checks_failed": names, "judge_calls": 0, "judge_answers": 0},
+                )
+            elif outcome is None:
                 outcome = self._grade(caller, run, item, candidate, made, judged)
             judged.sentinels = self._sentinels(caller, run, item, made)
         except Failed as failed:
@@ -177,6 +187,8 @@ class Judging:
             calls=len(made),
             judge=shown,
             judging=judged,
+            fields_wrong=failing,
+            fields_missing=None if failing is None else 0,
         )
 
     # --- the answers ----------------------------------------------------------------------

@@ -29,12 +29,12 @@ ERROR_LIMIT = 1000
 NOT_KEPT = (INVALID_DECISION, NOT_AN_OBJECT)  # answers not frozen for reuse: maybe a glitch
 
 
-def judged(decision: Decision | None, actual: str, expected: str) -> dict:
+def judged(decision: Decision | None, actual: str, expected: str, item: dict | None = None) -> dict:
     """An answer's verdict against the item's expected decision: equal labels, or, for a
     fields decision, every field matching (with the masks of the wrong and missing ones; a
     tool call's: gate.prompt.tool_decision); an answer off the prompt's strict schema
     never matches (gate.prompt.answer_schema); the decision's kind scores it (gate.kinds)."""
-    return kind_of(decision).score(decision, actual, expected)
+    return kind_of(decision).score_item(decision, actual, expected, item)  # item: its columns (checks read them)
 
 
 def called_result(
@@ -51,7 +51,7 @@ def called_result(
         completion_tokens=out.completion_tokens,
         answer_key=key,
         calls=calls,
-        **judged(decision, actual, item.expected_decision),
+        **judged(decision, actual, item.expected_decision, item.input),
     )
 
 
@@ -66,7 +66,7 @@ def reused_result(item: ClaimedItem, key: str, answer: Answer, decision: Decisio
         completion_tokens=answer.completion_tokens,
         answer_key=key,
         reused_update_id=answer.update_id,
-        **judged(decision, answer.actual_decision, item.expected_decision),
+        **judged(decision, answer.actual_decision, item.expected_decision, item.input),
     )
 
 
@@ -180,7 +180,7 @@ def trials_result(
     if outcome.verdict == Verdict.ERROR:
         return result(item.position, Verdict.ERROR, error=(outcome.error or "")[:ERROR_LIMIT])
     assert outcome.decision is not None  # an Outcome's decision is None for ERROR only
-    fields = judged(decision, outcome.decision, item.expected_decision)
+    fields = judged(decision, outcome.decision, item.expected_decision, item.input)
     fields.pop("verdict")  # the rule's verdict stands; the masks are those of its decision
     return result(
         item.position,
