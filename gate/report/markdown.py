@@ -26,6 +26,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from gate.verdict.reasons import detail_text
 
 from . import canary, unjudged
+from .figures import accuracy_state, bar_name, headline_miss, partly_paired
 from .judge_view import cost_line, judge_said, pairwise_line, rate_line, sentinel_line, sentinel_power_line
 from .markdown_filters import (
     Safe,
@@ -49,7 +50,7 @@ from .markdown_filters import (
     short_hash,
     usd,
 )
-from .text import spend_line
+from .text import saved_by, spend_line
 from .update import RunReport, UpdateReport
 
 MARKER = "<!-- prompt-gate:report -->"
@@ -106,6 +107,8 @@ def environment() -> Environment:
         usd=usd,
         decided=decided,
         difference=difference,
+        partly_paired=partly_paired,
+        bar_name=bar_name,
         judge_said=judge_said,
         rate_line=rate_line,
         pairwise_line=pairwise_line,
@@ -168,6 +171,7 @@ def _run_view(run: RunReport, samples: int, excerpt: int) -> dict:
     return {
         "run": run,
         "result": result,
+        "accuracy_result": accuracy_state(run, result),  # the summary row's: its accuracy bar's own
         "confusion": [(exp, [confusion[exp].get(a, 0) for a in actual_labels]) for exp in sorted(confusion)],
         "actual_labels": actual_labels,
         "failures": shown,
@@ -210,12 +214,13 @@ def _update_view(report: UpdateReport, samples: int, excerpt: int, details: bool
         "model": config.get("model"),
         "path": (u.source or {}).get("path"),
         "runs": [_run_view(r, samples, excerpt) for r in report.runs],
+        "missed": headline_miss(report.runs) if report.terminal else None,  # the failing bar, in plain words
         "attempts": attempts,
         "terminal": report.terminal,
         "details": details,
         # inside the details, bars only: no line joins two datasets
         "chart": report.runs if charts and any(r.accuracy is not None for r in report.runs) else None,
-        "spend": spend_line(report.spend, report.terminal) if report.spend else None,
+        "spend": spend_line(report.spend, report.terminal, by=saved_by(report.runs)) if report.spend else None,
     }
 
 
@@ -224,27 +229,32 @@ CHART_TOP, CHART_ROW, CHART_WIDTH, CHART_NAME = 110, 30, 700, 24  # px, px, px, 
 
 def mermaid_chart(runs: Sequence[Any]) -> Safe:
     """The accuracy chart as a Mermaid block: ONE horizontal bar series with one bar per
-    dataset × version — "hard · live", "hard · candidate" — each named on its axis and
-    labelled with its value, and the bar each must clear drawn as a threshold: a line series
-    in a colour of its own, at the dataset's bar across its rows (it steps from one dataset's
-    bar to the next), never as a third bar that reads as a measurement. Mermaid's
-    ``xychart-beta`` draws several bar series on top of one another in one colour and
-    without a legend (a bar of 85 % hid a candidate of 66.7 %), so every measured bar gets a
-    place and a name of its own; horizontal, so the names read at GitHub's comment width
-    however many datasets there are. A dataset the live version was not compared on has no
-    live bar, one with nothing scored no candidate bar (rather than a zero)."""
-    bars, bar_line = [], []
+    dataset × version — "hard · live", "hard · candidate" — each named on its axis with the
+    bar its dataset must clear ("hard · candidate · bar 90%") and labelled with its value.
+    Mermaid's ``xychart-beta`` draws several bar series on top of one another in one colour
+    and without a legend (a bar of 85 % hid a candidate of 66.7 %), and a line series joins
+    every row's bar into one zig-zag across datasets whose bars differ (and draws nothing for
+    one row): so each row carries its own bar in its name, whatever the number of rows, and
+    a red line (a colour of its own) marks the bar only when every row has the same, where
+    it is straight. Horizontal, so the
+    names read at GitHub's comment width however many datasets there are. A dataset the live
+    version was not compared on has no live bar, one with nothing scored no candidate bar
+    (rather than a zero)."""
+    bars, limits = [], []
     for r in runs:
         name = re.sub(r"[^A-Za-z0-9._ -]", "", str(r.dataset or ""))[:CHART_NAME] or "?"
+        own = f" · bar {bar_pct(r.bar)}" if r.bar is not None else ""
         rows = []
         if r.comparison and r.comparison.get("live_accuracy") is not None:
-            rows.append((f"{name} · live", r.comparison["live_accuracy"]))
+            rows.append((f"{name} · live{own}", r.comparison["live_accuracy"]))
         if r.accuracy is not None:  # nothing scored: no bar, rather than a zero
-            rows.append((f"{name} · candidate", r.accuracy))
+            rows.append((f"{name} · candidate{own}", r.accuracy))
         if not rows:  # still a row, so that its bar shows
-            rows.append((f"{name} · nothing scored", 0))
+            rows.append((f"{name} · nothing scored{own}", 0))
         bars += rows
-        bar_line += [r.bar] * len(rows)
+        limits += [r.bar] * len(rows)
+    # one bar for every row: also a line, straight; bars that differ would zig-zag, so none
+    line = len(bars) > 1 and len(set(limits)) == 1 and limits[0] is not None
     what = "live and candidate" if any(r.comparison for r in runs) else "candidate"
     lines = [
         "```mermaid",
@@ -254,16 +264,18 @@ def mermaid_chart(runs: Sequence[Any]) -> Safe:
         f"    width: {CHART_WIDTH}",
         f"    height: {CHART_TOP + CHART_ROW * len(bars)}",
         "    showDataLabel: true",
+        "    plotReservedSpacePercent: 40",  # room for the labels, each naming its bar
         "  themeVariables:",
         "    xyChart:",
         f'      plotColorPalette: "{CHART_BAR_COLOUR}, {CHART_LINE_COLOUR}"',
         "---",
         "xychart-beta horizontal",
-        f'    title "Accuracy (%): {what} per dataset; the red line is its bar"',
+        f'    title "Accuracy (%): {what} per dataset, each named with the bar it must clear'
+        + ('; the red line is that bar"' if line else '"'),
         "    x-axis [" + ", ".join(f'"{label}"' for label, _ in bars) + "]",
         '    y-axis "%" 0 --> 100',
         "    bar [" + ", ".join(chart_pct(value) for _, value in bars) + "]",
-        "    line [" + ", ".join(chart_pct(value) for value in bar_line) + "]",
+        *(["    line [" + ", ".join(chart_pct(value) for value in limits) + "]"] if line else []),
         "```",
     ]
     return Safe("\n".join(lines))

@@ -35,6 +35,7 @@ from gate import __version__
 from gate.contract.http_status import http_status
 from gate.datasets.readability import version_readable
 from gate.errors import GateError, NotFound, first_line
+from gate.report.figures import bar_name, partly_paired
 from gate.report.judge_view import sentinel_line, sentinel_power_line
 from gate.report.markdown_filters import bar_pct, interval, num, pct, points, pvalue, ratio, run_pct, usd
 from gate.states import UpdateStatus
@@ -115,6 +116,8 @@ def environment() -> Environment:
         run_pct=run_pct,
         interval=interval,
         pvalue=pvalue,
+        partly_paired=partly_paired,
+        bar_name=bar_name,
         ratio=ratio,
         usd=usd,
         bar_pct=bar_pct,

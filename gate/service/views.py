@@ -20,12 +20,14 @@ from gate.records import DatasetMapping, FleetCounts, Update, WorkerRow
 from gate.records.metrics import CallFigures
 from gate.records.pinned import Pinned
 from gate.report import canary, unjudged
-from gate.report.text import difference, spend_line
+from gate.report.figures import accuracy_state, headline_miss
+from gate.report.text import difference, saved_by, spend_line
 from gate.report.update import RunReport, UpdateReport
 from gate.states import UPDATE_OPEN, RunStatus, UpdateStatus
 from gate.verdict.bars import Bars
 from gate.verdict.reasons import detail_text
 from gate.verdict.scoring import format_bar
+from gate.verdict.stats import wilson_interval
 
 CHART_LEFT, CHART_WIDTH, CHART_ROW, CHART_TOP = 170, 500, 46, 26
 HEAT_STEPS = 4
@@ -97,10 +99,11 @@ def update_view(report: UpdateReport) -> dict[str, Any]:
             if k not in ("retried_items", "extra_attempts", "max_attempt") and v
         ),
         "config_json": pretty_json(config),
-        "spend": spend_line(report.spend) if report.spend else None,
+        "spend": spend_line(report.spend, report.terminal, by=saved_by(report.runs)) if report.spend else None,
         "outcome": report.outcome,  # the badge: an APPLIED update's canary's state (gate.report.canary)
         "in_production": report.outcome_sentence if report.rollout else None,
         "not_judged": unjudged.sentence(u),
+        "missed": headline_miss(report.runs) if report.terminal else None,  # the failing bar, in plain words
     }
 
 
@@ -111,19 +114,13 @@ def run_view(run: RunReport) -> dict[str, Any]:
     handled = (run.scored or 0) + (run.errors or 0)
     failing_total = (metrics.get("mismatches", run.scored - run.matches) or 0) + (run.errors or 0)
     actual_labels, confusion = confusion_view(metrics.get("confusion") or {})
+    result = _result(run)
     return {
         "run": run,
+        "accuracy_result": accuracy_state(run, result),  # the summary row's: its accuracy bar's own
         "done": done,
         "open": run.status in (RunStatus.PENDING, RunStatus.RUNNING),
-        "result": unjudged.STATE
-        if run.not_judged
-        else "pass"
-        if run.passed is True
-        else "fail"
-        if run.passed is False
-        else "stopped"
-        if run.stop
-        else run.status.lower(),
+        "result": result,
         "stop": run.stop,  # stopped before every item was called: why, in a sentence
         "difference": difference(run.comparison) if run.comparison else None,
         "expected": expected,
@@ -145,6 +142,14 @@ def run_view(run: RunReport) -> dict[str, Any]:
         "detail": detail_text(metrics),
         "reused": sorted(run.reused.items()),
     }
+
+
+def _result(run: RunReport) -> str:
+    if run.not_judged:
+        return unjudged.STATE
+    if run.passed is not None:
+        return "pass" if run.passed else "fail"
+    return "stopped" if run.stop else run.status.lower()
 
 
 def _pending_accuracy(run: RunReport) -> dict[str, Any]:
@@ -213,7 +218,8 @@ def chart_view(runs: Iterable[RunReport]) -> dict | None:
         y = CHART_TOP + i * CHART_ROW
         c = r.comparison or {}
         live = _bar(c.get("live_accuracy"), c.get("live_interval"), y + 4, "live") if c else None
-        mine = _bar(r.accuracy, c.get("interval"), y + (20 if live else 12), "candidate")
+        own = wilson_interval(r.matches, r.scored) if r.accuracy is not None else None  # all it scored
+        mine = _bar(r.accuracy, list(own) if own else None, y + (20 if live else 12), "candidate")
         rows.append(
             {
                 "name": r.dataset,
