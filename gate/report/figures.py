@@ -148,3 +148,15 @@ def headline_miss(runs: Iterable[Any]) -> str | None:
 def bar_name(check: dict) -> str:
     """A check's bar by its one plain name (``reasons.plain_bar``), as every surface shows it."""
     return plain_bar(str(check["bar"]), check.get("label"))
+
+
+def update_outcome(u: Any, rollout_state: str | None) -> str:
+    """The badge beside an update's status: an APPLIED update's canary's state (CANARY,
+    PROMOTED, ROLLED_BACK, …: gate.report.canary), or NOT_JUDGED for one an admin accepted
+    without a judge (gate.report.unjudged): no ✅ about what nothing judged, nor about a
+    canary production rolled back."""
+    from gate.report import canary, unjudged
+    from gate.states import UpdateStatus
+
+    found = canary.outcome(u.status, {"status": rollout_state} if rollout_state else None)
+    return unjudged.OUTCOME if found == UpdateStatus.APPLIED and unjudged.not_judged(u) else found

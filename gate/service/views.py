@@ -20,7 +20,7 @@ from gate.records import DatasetMapping, FleetCounts, Update, WorkerRow
 from gate.records.metrics import CallFigures
 from gate.records.pinned import Pinned
 from gate.report import canary, unjudged
-from gate.report.figures import accuracy_state, headline_miss
+from gate.report.figures import accuracy_state, headline_miss, update_outcome
 from gate.report.text import difference, saved_by, spend_line
 from gate.report.update import RunReport, UpdateReport
 from gate.states import UPDATE_OPEN, RunStatus, UpdateStatus
@@ -69,15 +69,9 @@ def update_row(u: Update, rollout_state: str | None = None) -> dict[str, Any]:
         "path": source.get("path"),
         "who": source.get("submitted_by"),
         "took": took,
-        "outcome": _outcome(u, rollout_state),
+        "outcome": update_outcome(u, rollout_state),
+        "after": canary.AFTER.get(rollout_state) if u.status == UpdateStatus.APPLIED and rollout_state else None,
     }
-
-
-def _outcome(u: Update, rollout_state: str | None) -> str:
-    """The badge beside the status: an APPLIED update's canary's state, or NOT_JUDGED for one an
-    admin accepted without a judge (gate.report.unjudged): no ✅ about what nothing judged."""
-    found = canary.outcome(u.status, {"status": rollout_state} if rollout_state else None)
-    return unjudged.OUTCOME if found == UpdateStatus.APPLIED and unjudged.not_judged(u) else found
 
 
 def update_view(report: UpdateReport) -> dict[str, Any]:
@@ -101,6 +95,7 @@ def update_view(report: UpdateReport) -> dict[str, Any]:
         "config_json": pretty_json(config),
         "spend": spend_line(report.spend, report.terminal, by=saved_by(report.runs)) if report.spend else None,
         "outcome": report.outcome,  # the badge: an APPLIED update's canary's state (gate.report.canary)
+        "after": canary.heading(u.status, report.rollout),  # "then rolled back": said beside its offline reason
         "in_production": report.outcome_sentence if report.rollout else None,
         "not_judged": unjudged.sentence(u),
         "missed": headline_miss(report.runs) if report.terminal else None,  # the failing bar, in plain words
@@ -274,7 +269,33 @@ def history(rows: Iterable[dict]) -> list[dict[str, Any]]:
         "hold",
         "rollout",
     )
-    return sorted(({k: row.get(k) for k in keys} for row in rows), key=lambda h: h["version"] or 0, reverse=True)
+    found = sorted(({k: row.get(k) for k in keys} for row in rows), key=lambda h: h["version"] or 0, reverse=True)
+    return _said_once(found)
+
+
+def _said_once(history_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A rollback's reason said once (issue 49.5): the rollout worker's rollback writes the
+    same words as the rollback's reason, the version's hold and its canary's reason; the
+    newest row says them, a later copy is left out (``None``)."""
+    said: set[str] = set()
+
+    def once(reason: Any) -> Any:
+        if not reason:
+            return reason
+        text = str(reason)
+        if text in said:
+            return None
+        said.add(text)
+        return reason
+
+    out = []
+    for h in history_rows:
+        h = {**h, "reason": once(h["reason"])}
+        for key in ("rollout", "hold"):
+            if isinstance(h[key], dict) and h[key].get("reason"):
+                h[key] = {**h[key], "reason": once(h[key]["reason"])}
+        out.append(h)
+    return out
 
 
 def rollout_view(rollout: dict) -> dict[str, Any]:
@@ -298,9 +319,19 @@ def rollout_view(rollout: dict) -> dict[str, Any]:
         "max_drop": float(config.get("max_drop", 0)) * 100,
         "confidence": float(config.get("confidence", 0.95)) * 100,
         "min_feedback": config.get("min_feedback"),
+        "feedback_progress": _feedback_progress(canary["n"], stable["n"], config.get("min_feedback")),
         "max_hours": config.get("max_hours"),
         "hours": figures.get("hours"),
     }
+
+
+def _feedback_progress(canary_n: int, stable_n: int, needed: Any) -> dict[str, Any] | None:
+    """How far each arm is towards ``min_feedback`` (the outcomes each needs before the rule
+    decides): the fewer of the two, as the rule waits for both."""
+    if not isinstance(needed, int) or isinstance(needed, bool) or needed <= 0:
+        return None
+    least = min(canary_n, stable_n)
+    return {"least": least, "needed": needed, "done": least >= needed, "share": min(1.0, least / needed)}
 
 
 def worker_view(w: WorkerRow, now: dt.datetime) -> dict[str, Any]:
