@@ -181,7 +181,7 @@ def test_the_status_page_in_chromium(public_service, chromium, tmp_path):
 def check_a_pending_update(web, update_id: int) -> None:
     """No worker yet: the page says so, shows 0 of the pinned rows, and reloads itself."""
     html = web.get(f"/updates/{update_id}").text
-    assert "Still pending" in html and '<meta http-equiv="refresh" content="5">' in html
+    assert "Still pending" in html and '<body data-refresh="5">' in html and 'src="/static/live.js"' in html
     assert re.search(r'<progress max="13" value="0"></progress> 0 / 13', html)
 
 
@@ -194,7 +194,7 @@ def check_a_running_update(gate, web, llm) -> None:
     )
     wait_for(lambda: (gate.status(running).runs[0].scored or 0) >= 4, 20, "4 answers scored")
     html = web.get(f"/updates/{running}").text
-    assert "Still running" in html and '<meta http-equiv="refresh"' in html
+    assert "Still running" in html and "data-refresh=" in html
     assert re.search(
         r'value="4"></progress> 4 / 13</td>\s*<td class="num"><strong>\d+\.\d%</strong> '
         r'<span class="muted">\(\d/4\)</span> <span class="muted">so far</span>',
