@@ -198,7 +198,9 @@ def _run_view(run: RunReport, samples: int, excerpt: int) -> dict:
     }
 
 
-def _update_view(report: UpdateReport, samples: int, excerpt: int, details: bool, charts: bool) -> dict:
+def _update_view(
+    report: UpdateReport, samples: int, excerpt: int, details: bool, charts: bool, public_url: str | None = None
+) -> dict:
     u = report.update
     config = u.candidate_config or {}
     attempts = {k: v for k, v in (report.attempts or {}).items() if isinstance(v, int)}
@@ -213,6 +215,7 @@ def _update_view(report: UpdateReport, samples: int, excerpt: int, details: bool
         "proposed": proposed,
         "model": config.get("model"),
         "path": (u.source or {}).get("path"),
+        "page_url": f"{str(public_url).rstrip('/')}/updates/{int(u.id)}" if public_url else None,  # its status page
         "runs": [_run_view(r, samples, excerpt) for r in report.runs],
         "missed": headline_miss(report.runs) if report.terminal else None,  # the failing bar, in plain words
         "attempts": attempts,
@@ -351,7 +354,7 @@ def _render(
         "run_url": ctx.get("run_url"),
         "problems": problems,
         "config": config,
-        "updates": [_update_view(r, samples, excerpt, details, charts) for r in reports],
+        "updates": [_update_view(r, samples, excerpt, details, charts, ctx.get("public_url")) for r in reports],
         "truncated": truncated,
         "limit": limit,
     }
@@ -373,8 +376,9 @@ def render_markdown(
     changes. ``validation_errors`` are objects with file, line, field, reason;
     ``config_changes`` is a :class:`gate.gateconfig.SyncResult` (``applied`` False: shown
     as "takes effect after merge"); ``context`` may hold event, repo, pr, sha, run_url,
-    title, notes (list of str) and skipped (list of (path, reason)). The result is at
-    most ``max_chars`` characters."""
+    public_url (the gate's status page, PROMPTGATE_PUBLIC_URL: each update links to its
+    page), title, notes (list of str) and skipped (list of (path, reason)). The result is
+    at most ``max_chars`` characters."""
     reports = list(reports)
     problems = list(validation_errors or ())
     attempts = []

@@ -99,6 +99,7 @@ def update_view(report: UpdateReport) -> dict[str, Any]:
         "in_production": report.outcome_sentence if report.rollout else None,
         "not_judged": unjudged.sentence(u),
         "missed": headline_miss(report.runs) if report.terminal else None,  # the failing bar, in plain words
+        "judges": sorted({(str(r.judge["name"]), r.judge.get("version")) for r in report.runs if r.judge}),
     }
 
 

@@ -254,7 +254,7 @@ def test_a_protected_item_that_breaks_fails_the_update_and_an_accepted_break_let
     )
     assert "| tickets | i8 | ⚠️ stale: it did not break | accepted before, fixed since | `ddddddd` |" in markdown
     assert (
-        "accepted break i5: broke (accepted) — relabelled upstream next week (accepted at dddddddddddd)"
+        "accepted break i5: broke (accepted) — relabelled upstream next week (accepted in commit dddddddddddd)"
         in render_text(passed)
     )
     for report in (live, rejected, passed):

@@ -298,3 +298,5 @@ def test_a_corrected_pass_rate_is_the_figure_shown_against_its_bar_everywhere(
         page = web.get(f"/updates/{update_id}").text
     assert "<strong>69.4%</strong>" in page and "as judged 66.7%, 40/60" in page
     assert "<strong>66.7%</strong>" not in page
+    judge = run.judge["name"]
+    assert f' · judged by <a href="/prompts/{judge}">{judge}</a>' in page  # the way to its judge (issue 49.7)
