@@ -23,7 +23,7 @@ from gate.report import canary, unjudged
 from gate.report.figures import accuracy_state, headline_miss, update_outcome
 from gate.report.text import difference, saved_by, spend_line
 from gate.report.update import RunReport, UpdateReport
-from gate.states import UPDATE_OPEN, RunStatus, UpdateStatus
+from gate.states import UPDATE_OPEN, RunStatus
 from gate.verdict.bars import Bars
 from gate.verdict.reasons import detail_text
 from gate.verdict.scoring import format_bar
@@ -70,7 +70,7 @@ def update_row(u: Update, rollout_state: str | None = None) -> dict[str, Any]:
         "who": source.get("submitted_by"),
         "took": took,
         "outcome": update_outcome(u, rollout_state),
-        "after": canary.AFTER.get(rollout_state) if u.status == UpdateStatus.APPLIED and rollout_state else None,
+        "after": canary.heading(u.status, {"status": rollout_state} if rollout_state else None),  # "then rolled back"
     }
 
 
