@@ -121,7 +121,9 @@ def plain_bar(name: str, label: str | None = None) -> str:
         return f"{label} read right"
     if name in ("min_recall", "min_precision") and label is not None:
         return f"{name.removeprefix('min_')} of {label}"
-    if name == "min_slice_accuracy":
+    if name == "min_slice_accuracy":  # a slice's own ("channel=chat"), or every slice of a column
+        if label is not None and "=" in label:
+            return f"accuracy of the slice {label}"
         return f"accuracy of each slice{f' by {label}' if label is not None else ''}"
     plain = _PLAIN.get(name, name.replace("_", " "))
     return plain if label is None or name in _PLAIN else f"{plain} of {label}"

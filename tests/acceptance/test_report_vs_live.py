@@ -94,7 +94,7 @@ def test_candidate_against_live_on_the_same_items(mysql_gate, model):
     assert "Broken items — live answered right, this candidate wrong (7):" in markdown
     for item_id in broken:
         assert f"| {item_id} |" in markdown
-    assert "| max\\_broken | 0 | 7 | ❌ fail |" in markdown
+    assert "| items broken against live | 0 | 7 | ❌ fail |" in markdown
 
     # the live config itself, submitted again: it agrees with itself on every item
     (again,) = run_until_terminal(gate, [gate.submit(live, "check")], timeout=120)
