@@ -38,7 +38,14 @@ def test_the_page_updates_in_place_keeps_details_open_and_stops_when_terminal(my
         gate.map_dataset("p1", "d", "0.5")
         update_id = gate.submit(rules_spec("p1"), "check")  # no worker yet: PENDING
 
-        browser.open(f"{svc.url}/updates/{update_id}", before=f"window.PROMPTGATE_POLL_MS = {POLL_MS};")
+        poll_fast = f"window.PROMPTGATE_POLL_MS = {POLL_MS};"
+        browser.open(f"{svc.url}/", before=poll_fast)  # the list polls while an update is open
+        browser.evaluate("const f = document.querySelector('input[name=prompt]'); f.focus(); f.value = 'p1 typed';")
+        browser.wait_for("Number(document.body.dataset.polls) >= 2", 10, "the list polling")
+        assert browser.evaluate("document.querySelector('input[name=prompt]').value") == "p1 typed"
+        assert browser.evaluate("document.activeElement.getAttribute('name')") == "prompt"  # still typing there
+
+        browser.open(f"{svc.url}/updates/{update_id}", before=poll_fast)
         csp = browser.evaluate("document.querySelector('script[src=\"/static/live.js\"]') !== null")
         assert csp, "the page loads its one static script"
         assert browser.evaluate("document.querySelector('[data-live=badges]').textContent.trim()") == "PENDING"

@@ -2,7 +2,8 @@
 // data-refresh, in seconds) fetches itself again every so often and puts the fresh content
 // of each [data-live-region] in place of its own, without reloading: a <details> the reader
 // opened stays open (matched by its summary's words), the scroll stays where it was. It stops
-// once the fetched page says it is final (no data-refresh: the update is terminal).
+// once the fetched page says it is final (no data-refresh: the update is terminal). What the
+// reader typed in a form on it (the updates list's filters) and the focus stay too.
 // No inline script, no eval, nothing from the page run: DOMParser's documents run no script,
 // and the page's Content-Security-Policy allows scripts and fetches from this origin only.
 (function () {
@@ -31,6 +32,33 @@
     });
   }
 
+  function twin(copy, field) {
+    var found = null;
+    copy.querySelectorAll(field.tagName + "[name]").forEach(function (candidate) {
+      if (candidate.getAttribute("name") === field.getAttribute("name")) {
+        found = candidate;
+      }
+    });
+    return found;
+  }
+
+  function keepFields(old, copy) {
+    // what the reader typed or chose in a form (the updates list's filters) stays, and so does the focus
+    var focused = document.activeElement;
+    var refocus = null;
+    old.querySelectorAll("input[name], select[name], textarea[name]").forEach(function (field) {
+      var other = twin(copy, field);
+      if (!other) {
+        return;
+      }
+      other.value = field.value;
+      if (field === focused) {
+        refocus = { field: other, start: field.selectionStart, end: field.selectionEnd };
+      }
+    });
+    return refocus;
+  }
+
   function swap(fresh) {
     document.querySelectorAll("[data-live-region]").forEach(function (old) {
       var name = old.getAttribute("data-live-region");
@@ -46,7 +74,14 @@
       var keys = opened(old);
       var copy = document.importNode(found, true);
       reopen(copy, keys);
+      var refocus = keepFields(old, copy);
       old.replaceWith(copy);
+      if (refocus) {
+        refocus.field.focus();
+        if (typeof refocus.start === "number" && refocus.field.setSelectionRange) {
+          refocus.field.setSelectionRange(refocus.start, refocus.end);
+        }
+      }
     });
     if (fresh.title) {
       document.title = fresh.title;
