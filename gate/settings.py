@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 
@@ -41,6 +42,14 @@ RANGES: dict[str, tuple[float, float]] = {
     "rollout_interval": (0.01, 3600),
 }
 CHOICES: dict[str, tuple[str, ...]] = {"rate_limit_backend": ("sql", "redis")}
+PUBLIC_URL_RE = re.compile(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~/-]*)?")
+
+
+def public_url() -> str | None:
+    """PROMPTGATE_PUBLIC_URL without its trailing slash (where readers reach the status page:
+    the comment links to an update's page there), or None when it is not set."""
+    found = Settings.from_env().public_url.strip()
+    return found.rstrip("/") or None
 
 
 def _plain(number: float) -> str:
@@ -103,6 +112,7 @@ class Settings:
     # into JSON; a header that multiplies every row meets it (gate/datasets/importer.py).
     max_version_bytes: int = 1 << 30
     rollout_interval: float = 2.0  # the rollout worker looks at the canary rollouts this often (seconds)
+    public_url: str = ""  # where readers reach the status page (https://gate.example): the comment links there
 
     ENV = {
         "database_url": "PROMPTGATE_DATABASE_URL",
@@ -135,6 +145,7 @@ class Settings:
         "diff_cache_bytes": "PROMPTGATE_DIFF_CACHE_BYTES",
         "max_version_bytes": "PROMPTGATE_MAX_VERSION_BYTES",
         "rollout_interval": "PROMPTGATE_ROLLOUT_INTERVAL",
+        "public_url": "PROMPTGATE_PUBLIC_URL",
     }
 
     def __post_init__(self) -> None:
@@ -149,6 +160,11 @@ class Settings:
                 or not (math.isfinite(value) and low <= value <= high)
             ):
                 raise UsageError(f"{self.ENV[name]}={value!r} is out of range: allowed {_plain(low)} to {_plain(high)}")
+        if self.public_url and not PUBLIC_URL_RE.fullmatch(self.public_url):
+            raise UsageError(
+                f"PROMPTGATE_PUBLIC_URL={self.public_url[:100]!r} is not a plain http(s) URL "
+                "(https://host[:port][/path], no query, no credentials)"
+            )
         for name, allowed in CHOICES.items():
             if str(getattr(self, name)).strip().lower() not in allowed:
                 raise UsageError(

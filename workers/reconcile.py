@@ -127,7 +127,7 @@ def stop_figures(conn, run: Run, figures: RunFigures, upd) -> StopFigures:
         best = best_case(outcomes)
         stop = stop.extended(
             missed=[c.to_dict() for c in missed],
-            sentence=explain(outcomes, missed, int(figures.calls_saved or 0)) if missed else None,
+            sentence=explain(outcomes, missed) if missed else None,
             best={k: best[k] for k in ("matches", "scored", "confusion", "flips")},
         )
     elif stop.kind == SPEND_CAP:

@@ -21,6 +21,7 @@ from typing import Any
 from gate.errors import GateError
 from gate.report.canary import ENDED_BADLY
 from gate.report.update import UpdateReport
+from gate.settings import public_url
 
 from .inputs import ActionOptions
 from .outcome import commit_state
@@ -61,7 +62,13 @@ def publish_canary_end(
         client.set_status(event.sha, state, description, event.run_url)
         log.say(f"commit {event.sha[:12]}: prompt-gate status {state}: {description}")
         if options.comment:
-            context = {"event": "push", "sha": event.sha, "mode": "apply", "run_url": event.run_url}
+            context = {
+                "event": "push",
+                "sha": event.sha,
+                "mode": "apply",
+                "run_url": event.run_url,
+                "public_url": public_url(),
+            }
             client.commit_comment(event.sha, render_markdown(reports, context=context))
             log.say(f"report comment added to commit {event.sha[:12]}")
     except GateError as exc:

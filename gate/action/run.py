@@ -20,6 +20,7 @@ from gate.prompt.yaml_file import read_text_file
 from gate.report.markdown import GITHUB_COMMENT_LIMIT, STEP_SUMMARY_LIMIT, render_markdown
 from gate.report.text import render_text
 from gate.report.update import UpdateReport
+from gate.settings import public_url
 from gate.states import UpdateStatus
 
 from .gating import GATE_DOWN, gate_down, github_down, proposed_bars, record_commit, scope_refusal
@@ -405,6 +406,7 @@ def _render(run: ActionRun, reports: Sequence[UpdateReport]) -> tuple[str, str]:
         "ref": run.ref,
         "mode": run.mode,
         "run_url": run.event.run_url,
+        "public_url": public_url(),  # PROMPTGATE_PUBLIC_URL: each update links to its status page
         "notes": ([run.blocked] if run.blocked else []) + run.notes,
         "skipped": run.skipped,
     }

@@ -173,8 +173,9 @@ def print_report(report: UpdateReport, fmt: str) -> None:
         echo_json(report.to_dict())
     elif fmt == "markdown":
         from gate.report.markdown import render_report_markdown
+        from gate.settings import public_url
 
-        click.echo(render_report_markdown(report))
+        click.echo(render_report_markdown(report, context={"public_url": public_url()}))
     else:
         from gate.report.text import render_text
 

@@ -30,8 +30,14 @@ import click
     help="text: the reports as `promptgate status` prints them; markdown: as the pull request's comment.",
 )
 def demo(demo_db, examples, fmt):
-    """Show the gate end to end in under 30 s: three candidate changes, two REJECTED and one
-    APPLIED."""
+    """Show the gate end to end in under 30 s: five candidate changes, four REJECTED and one
+    APPLIED.
+
+    On a temporary database with the local model server: the example datasets and bars
+    registered, the live prompts applied, then two edits of ticket-urgency (one misses the
+    hard-cases bar, one clears every bar and goes live), an extraction edit that misreads
+    amounts, a reply edit the judge fails and a router edit that drops the cents of amounts.
+    Each gets the report its pull request would get."""
     from .demo_run import run_demo
 
     ok = run_demo(database_url=demo_db, examples=examples, fmt=fmt, echo=click.echo)

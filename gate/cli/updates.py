@@ -8,6 +8,7 @@ import json
 import click
 
 from gate.errors import UsageError
+from gate.settings import public_url
 from gate.untrusted import terminal_safe
 
 from .common import database_option, echo_json, open_gate, print_report
@@ -338,7 +339,9 @@ def report_cmd(ctx, update_ids, sha, output, marker):
         ids += [u.id for u in latest_per_prompt(gate.updates_for_sha(sha))]
     if not ids:
         raise UsageError("give update ids or --sha")
-    text = render_markdown([gate.status(i) for i in ids], context={"sha": sha}, marker=marker)
+    text = render_markdown(
+        [gate.status(i) for i in ids], context={"sha": sha, "public_url": public_url()}, marker=marker
+    )
     if output:
         with open(output, "w", encoding="utf-8") as fh:
             fh.write(text)

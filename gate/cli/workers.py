@@ -18,7 +18,8 @@ from .common import database_option, database_settings, echo_json, open_gate
     default="all",
     show_default=True,
     envvar="PROMPTGATE_ROLE",
-    help="all, or a comma list of materialize, execute, finalize, reconcile.",
+    help="all, or a comma list of materialize, execute, finalize, reconcile, rollout "
+    "(rollout: decides canary rollouts from production's feedback).",
 )
 @click.option("--processes", type=int, default=1, show_default=True, envvar="PROMPTGATE_PROCESSES")
 @click.option(

@@ -7,9 +7,11 @@ render them. No database here."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from gate.records.metrics import RunMetrics
+from gate.verdict.reasons import plain_bar, plain_miss
 from gate.verdict.stats import wilson_interval
 
 MOST_WRONG = 3
@@ -101,3 +103,60 @@ def protected_view(metrics: RunMetrics) -> dict | None:
 
 def accepted_view(metrics: RunMetrics) -> list[dict]:
     return [dict(a) for a in metrics.get("accepted_breaks") or ()]
+
+
+def partly_paired(compared: dict | None) -> bool:
+    """A comparison made on fewer items than one side scored (a stopped candidate scored 4
+    where live scored 16): "on the same items" then says on how many."""
+    if not compared:
+        return False
+    paired = compared.get("paired") or 0
+    return paired < max(compared.get("scored") or 0, compared.get("live_scored") or 0)
+
+
+def accuracy_state(run: Any, overall: str) -> str:
+    """The summary row's result: its accuracy bar's own (a run that cleared accuracy and
+    failed another bar reads "pass" there, the failing bar named in the headline), or the
+    run's ``overall`` result where accuracy has no check of its own (still open, stopped)."""
+    if run.stop or run.not_judged:
+        return overall
+    found = next((c for c in run.checks or () if c["bar"] == "min_accuracy"), None)
+    return str(found["state"]) if found and found["state"] in ("pass", "fail") else overall
+
+
+def failed_bars(runs: Iterable[Any]) -> list[str]:
+    """Every bar a finished run failed, in plain words, its dataset first: "invoices: amount
+    read right on 50.0 % of items, needs 85 %" (``reasons.plain_miss``)."""
+    return [
+        f"{r.dataset}: {plain_miss(c['bar'], c['label'], c['value'], c['limit'])}"
+        for r in runs
+        for c in r.checks or ()
+        if c["state"] == "fail"
+    ]
+
+
+def headline_miss(runs: Iterable[Any]) -> str | None:
+    """The first failed bar for a headline, and how many more: "invoices: amount read right
+    on 50.0 % of items, needs 85 % (and 1 more bar)"; None when no bar failed."""
+    found = failed_bars(runs)
+    if not found:
+        return None
+    more = len(found) - 1
+    return found[0] + (f" (and {more} more bar{'s' if more != 1 else ''})" if more else "")
+
+
+def bar_name(check: dict) -> str:
+    """A check's bar by its one plain name (``reasons.plain_bar``), as every surface shows it."""
+    return plain_bar(str(check["bar"]), check.get("label"))
+
+
+def update_outcome(u: Any, rollout_state: str | None) -> str:
+    """The badge beside an update's status: an APPLIED update's canary's state (CANARY,
+    PROMOTED, ROLLED_BACK, …: gate.report.canary), or NOT_JUDGED for one an admin accepted
+    without a judge (gate.report.unjudged): no ✅ about what nothing judged, nor about a
+    canary production rolled back."""
+    from gate.report import canary, unjudged
+    from gate.states import UpdateStatus
+
+    found = canary.outcome(u.status, {"status": rollout_state} if rollout_state else None)
+    return unjudged.OUTCOME if found == UpdateStatus.APPLIED and unjudged.not_judged(u) else found

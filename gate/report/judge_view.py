@@ -68,15 +68,16 @@ def shown_pinned(pinned: Pinned) -> dict | None:
 
 
 def agreement_line(agreement: dict) -> str:
-    """ "agrees with humans on 93% of 200 items, κ 0.85, sensitivity 0.95, specificity 0.90"."""
+    """ "agrees with humans on 93% of 200 items, sensitivity 0.95, specificity 0.90, beyond chance
+    0.85 (Cohen's κ)": the plain figures first, a statistic's name after its value (issue 49.6)."""
     if not agreement.get("n"):
         return "no agreement figures"
     parts = [f"agrees with humans on {_pct(agreement['accuracy'])} of {agreement['n']:,} items"]
-    if agreement.get("kappa") is not None:
-        parts.append(f"κ {agreement['kappa']:.2f}")
     for name in ("sensitivity", "specificity"):
         if agreement.get(name) is not None:
             parts.append(f"{name} {agreement[name]:.2f}")
+    if agreement.get("kappa") is not None:
+        parts.append(f"beyond chance {agreement['kappa']:.2f} (Cohen's κ)")
     return ", ".join(parts)
 
 
@@ -122,8 +123,7 @@ def rate_line(view: dict) -> str | None:
     corrected = view.get("corrected")
     if corrected:
         line += (
-            f"; corrected for the judge's error rates {_pct(corrected['estimate'])}{_interval(corrected['interval'])} "
-            f"(Rogan–Gladen; Lang–Reiczigel interval)"
+            f"; corrected for the judge's error rates {_pct(corrected['estimate'])}{_interval(corrected['interval'])}"
             + (" — the figure min_accuracy bars" if corrected["barred"] else "")
         )
     elif view["mode"] == "graded":
@@ -158,7 +158,7 @@ def sentinel_line(view: dict) -> str | None:
         return head + f"p = {found['p_value']:.3g}, {verdict}"
     return (
         head + f"statistic {found['cusum']}, alarms at {found['threshold']}: {verdict} "
-        f"(whole run: Fisher p = {found['p_value']:.3g})"
+        f"(whole run: p = {found['p_value']:.3g}, Fisher's exact test)"
     )
 
 

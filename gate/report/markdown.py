@@ -26,6 +26,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from gate.verdict.reasons import detail_text
 
 from . import canary, item_rows, sections, unjudged
+from .figures import accuracy_state, bar_name, headline_miss, partly_paired
 from .judge_view import cost_line, judge_said, pairwise_line, rate_line, sentinel_line, sentinel_power_line
 from .markdown_filters import (
     Safe,
@@ -49,7 +50,7 @@ from .markdown_filters import (
     short_hash,
     usd,
 )
-from .text import spend_line
+from .text import saved_by, spend_line
 from .update import RunReport, UpdateReport
 
 MARKER = "<!-- prompt-gate:report -->"
@@ -106,6 +107,8 @@ def environment() -> Environment:
         usd=usd,
         decided=decided,
         difference=difference,
+        partly_paired=partly_paired,
+        bar_name=bar_name,
         judge_said=judge_said,
         rate_line=rate_line,
         pairwise_line=pairwise_line,
@@ -176,6 +179,7 @@ def _run_view(run: RunReport, samples: int, excerpt: int) -> dict:
     return {
         "run": run,
         "result": result,
+        "accuracy_result": accuracy_state(run, result),  # the summary row's: its accuracy bar's own
         # rows without a label (a judged prompt's dataset) have no row in the matrix
         "confusion": [(exp, [confusion[exp].get(a, 0) for a in actual_labels]) for exp in sorted(confusion) if exp],
         "actual_labels": actual_labels,
@@ -205,7 +209,9 @@ def _run_view(run: RunReport, samples: int, excerpt: int) -> dict:
     }
 
 
-def _update_view(report: UpdateReport, samples: int, excerpt: int, details: bool, charts: bool) -> dict:
+def _update_view(
+    report: UpdateReport, samples: int, excerpt: int, details: bool, charts: bool, public_url: str | None = None
+) -> dict:
     u = report.update
     config = u.candidate_config or {}
     attempts = {k: v for k, v in (report.attempts or {}).items() if isinstance(v, int)}
@@ -220,14 +226,16 @@ def _update_view(report: UpdateReport, samples: int, excerpt: int, details: bool
         "proposed": proposed,
         "model": config.get("model"),
         "path": (u.source or {}).get("path"),
+        "page_url": f"{str(public_url).rstrip('/')}/updates/{int(u.id)}" if public_url else None,  # its status page
         "runs": [_run_view(r, samples, excerpt) for r in report.runs],
         "sections": sections.keyed(sections.update_sections(report.runs)),  # the kinds' (gate.kinds.sections)
+        "missed": headline_miss(report.runs) if report.terminal else None,  # the failing bar, in plain words
         "attempts": attempts,
         "terminal": report.terminal,
         "details": details,
         # inside the details, bars only: no line joins two datasets
         "chart": report.runs if charts and any(r.accuracy is not None for r in report.runs) else None,
-        "spend": spend_line(report.spend, report.terminal) if report.spend else None,
+        "spend": spend_line(report.spend, report.terminal, by=saved_by(report.runs)) if report.spend else None,
     }
 
 
@@ -236,27 +244,32 @@ CHART_TOP, CHART_ROW, CHART_WIDTH, CHART_NAME = 110, 30, 700, 24  # px, px, px, 
 
 def mermaid_chart(runs: Sequence[Any]) -> Safe:
     """The accuracy chart as a Mermaid block: ONE horizontal bar series with one bar per
-    dataset × version — "hard · live", "hard · candidate" — each named on its axis and
-    labelled with its value, and the bar each must clear drawn as a threshold: a line series
-    in a colour of its own, at the dataset's bar across its rows (it steps from one dataset's
-    bar to the next), never as a third bar that reads as a measurement. Mermaid's
-    ``xychart-beta`` draws several bar series on top of one another in one colour and
-    without a legend (a bar of 85 % hid a candidate of 66.7 %), so every measured bar gets a
-    place and a name of its own; horizontal, so the names read at GitHub's comment width
-    however many datasets there are. A dataset the live version was not compared on has no
-    live bar, one with nothing scored no candidate bar (rather than a zero)."""
-    bars, bar_line = [], []
+    dataset × version — "hard · live", "hard · candidate" — each named on its axis with the
+    bar its dataset must clear ("hard · candidate · bar 90%") and labelled with its value.
+    Mermaid's ``xychart-beta`` draws several bar series on top of one another in one colour
+    and without a legend (a bar of 85 % hid a candidate of 66.7 %), and a line series joins
+    every row's bar into one zig-zag across datasets whose bars differ (and draws nothing for
+    one row): so each row carries its own bar in its name, whatever the number of rows, and
+    a red line (a colour of its own) marks the bar only when every row has the same, where
+    it is straight. Horizontal, so the
+    names read at GitHub's comment width however many datasets there are. A dataset the live
+    version was not compared on has no live bar, one with nothing scored no candidate bar
+    (rather than a zero)."""
+    bars, limits = [], []
     for r in runs:
         name = re.sub(r"[^A-Za-z0-9._ -]", "", str(r.dataset or ""))[:CHART_NAME] or "?"
+        own = f" · bar {bar_pct(r.bar)}" if r.bar is not None else ""
         rows = []
         if r.comparison and r.comparison.get("live_accuracy") is not None:
-            rows.append((f"{name} · live", r.comparison["live_accuracy"]))
+            rows.append((f"{name} · live{own}", r.comparison["live_accuracy"]))
         if r.accuracy is not None:  # nothing scored: no bar, rather than a zero
-            rows.append((f"{name} · candidate", r.accuracy))
+            rows.append((f"{name} · candidate{own}", r.accuracy))
         if not rows:  # still a row, so that its bar shows
-            rows.append((f"{name} · nothing scored", 0))
+            rows.append((f"{name} · nothing scored{own}", 0))
         bars += rows
-        bar_line += [r.bar] * len(rows)
+        limits += [r.bar] * len(rows)
+    # one bar for every row: also a line, straight; bars that differ would zig-zag, so none
+    line = len(bars) > 1 and len(set(limits)) == 1 and limits[0] is not None
     what = "live and candidate" if any(r.comparison for r in runs) else "candidate"
     lines = [
         "```mermaid",
@@ -266,16 +279,18 @@ def mermaid_chart(runs: Sequence[Any]) -> Safe:
         f"    width: {CHART_WIDTH}",
         f"    height: {CHART_TOP + CHART_ROW * len(bars)}",
         "    showDataLabel: true",
+        "    plotReservedSpacePercent: 40",  # room for the labels, each naming its bar
         "  themeVariables:",
         "    xyChart:",
         f'      plotColorPalette: "{CHART_BAR_COLOUR}, {CHART_LINE_COLOUR}"',
         "---",
         "xychart-beta horizontal",
-        f'    title "Accuracy (%): {what} per dataset; the red line is its bar"',
+        f'    title "Accuracy (%): {what} per dataset, each named with the bar it must clear'
+        + ('; the red line is that bar"' if line else '"'),
         "    x-axis [" + ", ".join(f'"{label}"' for label, _ in bars) + "]",
         '    y-axis "%" 0 --> 100',
         "    bar [" + ", ".join(chart_pct(value) for _, value in bars) + "]",
-        "    line [" + ", ".join(chart_pct(value) for value in bar_line) + "]",
+        *(["    line [" + ", ".join(chart_pct(value) for value in limits) + "]"] if line else []),
         "```",
     ]
     return Safe("\n".join(lines))
@@ -351,7 +366,7 @@ def _render(
         "run_url": ctx.get("run_url"),
         "problems": problems,
         "config": config,
-        "updates": [_update_view(r, samples, excerpt, details, charts) for r in reports],
+        "updates": [_update_view(r, samples, excerpt, details, charts, ctx.get("public_url")) for r in reports],
         "truncated": truncated,
         "limit": limit,
     }
@@ -373,8 +388,9 @@ def render_markdown(
     changes. ``validation_errors`` are objects with file, line, field, reason;
     ``config_changes`` is a :class:`gate.gateconfig.SyncResult` (``applied`` False: shown
     as "takes effect after merge"); ``context`` may hold event, repo, pr, sha, run_url,
-    title, notes (list of str) and skipped (list of (path, reason)). The result is at
-    most ``max_chars`` characters."""
+    public_url (the gate's status page, PROMPTGATE_PUBLIC_URL: each update links to its
+    page), title, notes (list of str) and skipped (list of (path, reason)). The result is
+    at most ``max_chars`` characters."""
     reports = list(reports)
     problems = list(validation_errors or ())
     attempts = []

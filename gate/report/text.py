@@ -16,6 +16,7 @@ from gate.verdict.scoring import format_bar
 from gate.verdict.stats import format_p
 
 from . import unjudged
+from .figures import partly_paired
 from .judge_view import judge_lines, judge_said
 from .text_sections import accepted_lines, answer, check_lines, field_lines, protected_lines, slice_lines
 from .tool_calls import failure_line, tool_lines
@@ -37,7 +38,7 @@ def render_text(report: UpdateReport) -> str:
         lines += _run_lines(r)
     lines += _attempts_lines(report.attempts)
     if report.spend:
-        lines.append(f"  calls: {spend_line(report.spend, report.terminal)}")
+        lines.append(f"  calls: {spend_line(report.spend, report.terminal, by=saved_by(report.runs))}")
     return "\n".join(lines)
 
 
@@ -154,7 +155,14 @@ def _stop_lines(r) -> list[str]:
     return [f"    {STOPPED_WITH.get(r.stop['kind'], 'stopped')}"]
 
 
-def spend_line(spend: dict, terminal: bool = True, *, started: bool = True) -> str:
+def saved_by(runs) -> list[tuple[str, int]]:
+    """The calls each stopped run saved, by dataset (its final figures: the one count)."""
+    return [(r.dataset, int(r.stop.get("calls_saved") or 0)) for r in runs if r.stop and r.stop.get("calls_saved")]
+
+
+def spend_line(
+    spend: dict, terminal: bool = True, *, started: bool = True, by: list[tuple[str, int]] | None = None
+) -> str:
     """What an update's calls came to: "140 made, 0 reused, 860 saved by a stop (1,000 model
     calls before retries; cap 300 calls per update)"; at submit (``started`` False) only the
     bound and the caps: "at most 1,000 model calls before retries (...)". The bound is items ×
@@ -168,11 +176,11 @@ def spend_line(spend: dict, terminal: bool = True, *, started: bool = True) -> s
         head = f"at most {bound:,} model calls before retries" if bound is not None else "staged"
         return head + (f" ({rest})" if rest else "")
     limits = spend_limits(spend)
-    return ", ".join(spend_done(spend, terminal)) + (f" ({'; '.join(limits)})" if limits else "")
+    return ", ".join(spend_done(spend, terminal, by)) + (f" ({'; '.join(limits)})" if limits else "")
 
 
-def spend_done(spend: dict, terminal: bool = True) -> list[str]:
-    """The calls made, reused and saved (``spend_line``)."""
+def spend_done(spend: dict, terminal: bool = True, by: list[tuple[str, int]] | None = None) -> list[str]:
+    """The calls made, reused and saved (``spend_line``; ``by``: the calls each dataset's stop saved)."""
     unrecorded = spend.get("calls_unrecorded") or 0
     made = f"{spend.get('calls_made') or 0:,} made"
     if unrecorded:
@@ -180,7 +188,7 @@ def spend_done(spend: dict, terminal: bool = True) -> list[str]:
         made += f" (recorded); up to {unrecorded:,} more {where}"
     done = [made, f"{spend.get('calls_reused') or 0:,} reused"]
     if spend.get("calls_saved"):
-        done.append(f"{spend['calls_saved']:,} saved by a stop")
+        done.append(f"{spend['calls_saved']:,} saved by a stop{_where_saved(spend['calls_saved'], by or [])}")
     return done
 
 
@@ -200,6 +208,17 @@ def spend_limits(spend: dict, with_bound: bool = True) -> list[str]:
     if spend.get("cost_reserved_usd") not in (None, "0"):
         limits.append(f"${spend['cost_reserved_usd']} reserved")
     return limits
+
+
+def _where_saved(saved: int, by: list[tuple[str, int]]) -> str:
+    """Which datasets' stops saved the calls, when they add up to the count said: " in d", or
+    " in hard (852) and regression (280)"; nothing otherwise."""
+    if not by or sum(n for _, n in by) != saved:
+        return ""
+    if len(by) == 1:
+        return f" in {safe(by[0][0], 60)}"
+    named = [f"{safe(d, 60)} ({n:,})" for d, n in by]
+    return " in " + ", ".join(named[:-1]) + " and " + named[-1]
 
 
 def _trials_lines(r) -> list[str]:
@@ -237,11 +256,16 @@ def _comparison_lines(r) -> list[str]:
     if c is None:
         return [f"    vs live: n/a — {safe(r.baseline_note)}"] if r.baseline_note and r.status == "DONE" else []
     verdict = "is" if c["significant"] else "is not"
+    on = f" on the {c['paired']} items both scored" if partly_paired(c) else ""
+    test = (
+        "no item scored by both"
+        if c["p_value"] is None
+        else f"McNemar p = {format_p(c['p_value'])}: it {verdict} significant at 5%"
+    )
     return [
-        f"    vs live (update {c['live_update_id']}): {_pct_ci(c['live_accuracy'], c['live_interval'])} → "
+        f"    vs live (update {c['live_update_id']}){on}: {_pct_ci(c['live_accuracy'], c['live_interval'])} → "
         f"{_pct_ci(c['accuracy'], c['interval'])}; fixed {c['fixed']}, broken {c['broken']}",
-        f"    difference vs live: {difference(c)}; McNemar p = {format_p(c['p_value'])}: it {verdict} "
-        "significant at 5%",
+        f"    difference vs live: {difference(c)}; {test}",
     ]
 
 

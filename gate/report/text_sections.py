@@ -115,7 +115,7 @@ def slice_value(value: Any) -> str:
 def accepted_lines(r) -> list[str]:
     lines = []
     for a in r.accepted_breaks:
-        commit = f"accepted at {a['commit'][:12]}" if a.get("commit") else "commit not recorded"
+        commit = f"accepted in commit {a['commit'][:12]}" if a.get("commit") else "no commit given"
         lines.append(
             f"    accepted break {safe(a['item'], 100)}: {STATES.get(a['state'], a['state'])} — "
             f"{safe(a['reason'], 200)} ({commit})"

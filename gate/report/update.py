@@ -11,6 +11,7 @@ with them without loading SQLAlchemy."""
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from decimal import Decimal
@@ -310,7 +311,12 @@ def _stop(metrics: RunMetrics, run: Run) -> dict | None:
     if not stop and not run.stopped:
         return None
     kind = (stop.kind if stop else None) or run.stopped
-    return {"kind": kind, "sentence": stop.sentence if stop else None, "calls_saved": metrics.get("calls_saved")}
+    sentence = SAID_SAVED.sub("", stop.sentence) if stop and stop.sentence else None  # said once: spend_line
+    return {"kind": kind, "sentence": sentence, "calls_saved": metrics.get("calls_saved")}
+
+
+# A stop's sentence stored before issue 49 ended with its calls saved: the calls line says them.
+SAID_SAVED = re.compile(r" — [\d,]+ calls? saved$")
 
 
 def _fields_read(pinned: Pinned) -> list[dict] | None:
@@ -354,26 +360,31 @@ def _cost(metrics: RunMetrics, pinned: Pinned) -> dict | None:
 
 
 def comparison(metrics: RunMetrics, confidence: Decimal = DEFAULT_CONFIDENCE) -> dict | None:
-    """Live against candidate on the same items, from finalize's flips: each accuracy with
-    its Wilson 95 % interval, the change in points, the paired difference's interval at
-    ``confidence`` (Newcombe's method 10: the resolution the dataset gives), fixed and
-    broken counts, and McNemar's exact p-value on them."""
+    """Live against candidate on the same items, from finalize's flips: each accuracy on the
+    items both scored (``paired``: a stopped candidate scored fewer than live did, and
+    "on the same items" compares only those) with its Wilson 95 % interval, the change in
+    points, the paired difference's interval at ``confidence`` (Newcombe's method 10: the
+    resolution the dataset gives), fixed and broken counts, and McNemar's exact p-value on
+    them (None, no test statistic, when no item was scored by both: nothing to compare)."""
     flips, live = metrics.get("flips"), metrics.get("live")
     if not flips or not live:
         return None
-    matches, scored = metrics.get("matches", 0), metrics.get("scored", 0)
-    live_accuracy = live["matches"] / live["scored"] if live["scored"] else None
-    accuracy = matches / scored if scored else None
-    p_value = mcnemar_exact(flips["fixed"], flips["broken"])
+    paired = flips["paired"]
+    live_right, mine_right = flips["both_right"] + flips["broken"], flips["both_right"] + flips["fixed"]
+    live_accuracy = live_right / paired if paired else None
+    accuracy = mine_right / paired if paired else None
+    p_value = mcnemar_exact(flips["fixed"], flips["broken"]) if paired else None
     return {
         "live_update_id": live.get("update_id"),
         "live_version": live.get("live_version"),
         "live_run_id": live.get("run_id"),
         "live_scored_now": bool(live.get("scored_now")),
         "live_accuracy": live_accuracy,
-        "live_interval": _interval(live["matches"], live["scored"]),
+        "live_interval": _interval(live_right, paired),
+        "live_scored": live.get("scored", 0),  # live's own items, of which ``paired`` are compared
+        "scored": metrics.get("scored", 0),
         "accuracy": accuracy,
-        "interval": _interval(matches, scored),
+        "interval": _interval(mine_right, paired),
         "delta_points": None
         if live_accuracy is None or accuracy is None
         else round(100 * (accuracy - live_accuracy), 9),
@@ -381,12 +392,10 @@ def comparison(metrics: RunMetrics, confidence: Decimal = DEFAULT_CONFIDENCE) ->
         "broken": flips["broken"],
         "both_right": flips["both_right"],
         "both_wrong": flips["both_wrong"],
-        "paired": flips["paired"],
+        "paired": paired,
         "p_value": p_value,
-        "significant": significant(p_value),
-        "difference_points": round(100 * (flips["fixed"] - flips["broken"]) / flips["paired"], 9)
-        if flips["paired"]
-        else None,
+        "significant": significant(p_value) if p_value is not None else False,
+        "difference_points": round(100 * (flips["fixed"] - flips["broken"]) / paired, 9) if paired else None,
         "difference_interval": _difference(flips, confidence),
         "confidence": float(confidence),
     }

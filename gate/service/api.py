@@ -19,6 +19,7 @@ from gate.datasets.readability import version_readable
 from gate.errors import NotFound, UsageError
 from gate.prompt.spec import parse_spec, parse_spec_text
 from gate.prompt.yaml_file import MAX_FILE_BYTES
+from gate.report.figures import update_outcome
 from gate.states import UpdateStatus
 
 from .api_commits import router as commits_router
@@ -185,10 +186,20 @@ def list_updates(
     if not sha:
         if mode is not None:
             raise UsageError("mode goes with sha (which of a commit's updates a release waits for)")
-        return json_bytes(gate.list_updates(limit, prompt, status=status, sha_prefix=sha_prefix, before_id=before_id))
+        found = gate.list_updates(limit, prompt, status=status, sha_prefix=sha_prefix, before_id=before_id)
+        return json_bytes(with_outcomes(gate, found))
     if (status, sha_prefix, before_id) != (None, None, None):
         raise UsageError("status, sha_prefix and before_id go without sha (a commit's updates are all listed)")
-    return json_bytes(gate.updates_for_sha(sha, prompt, mode))
+    return json_bytes(with_outcomes(gate, gate.updates_for_sha(sha, prompt, mode)))
+
+
+def with_outcomes(gate, updates: list) -> list[dict[str, Any]]:
+    """Each update as its record, and ``outcome``: what the status document's outcome says —
+    the status, or for an APPLIED one its canary's state (CANARY, PROMOTED, ROLLED_BACK, …) or
+    NOT_JUDGED (issue 49.5: a rolled-back canary never lists as APPLIED alone). One read for
+    the page of updates; a client that does not know the key ignores it."""
+    states = gate.rollout_states([u.id for u in updates])
+    return [{**encode(u), "outcome": update_outcome(u, states.get(u.id))} for u in updates]
 
 
 REPORT_VIEWS = "status (default): the `promptgate status --json` document; wire: the client's encoding"

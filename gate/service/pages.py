@@ -1,13 +1,16 @@
-"""The status page: server-rendered HTML (Jinja, ``gate/service/templates``), no script, one
-small stylesheet. ``/`` the updates (filter by prompt, status, commit SHA), ``/updates/ID``
-an update's report (what the pull-request comment shows, with the progress of open runs),
-``/datasets`` datasets and the bars each prompt is mapped with, ``/prompts/NAME`` a
+"""The status page: server-rendered HTML (Jinja, ``gate/service/templates``), one small
+script (a changing page's refresh in place), one small stylesheet. ``/`` the updates
+(filter by prompt, status, commit SHA), ``/updates/ID`` an update's report (what the
+pull-request comment shows, with the progress of open runs), ``/datasets`` datasets and
+the bars each prompt is mapped with, ``/prompts/NAME`` a
 prompt's live version and its history, ``/workers`` the fleet and the queue.
 
 Every dataset text, item id, label and model answer is untrusted: the environment
 autoescapes everything it prints and no data is ever marked safe; control and
 bidi-override characters are dropped (``gate.untrusted``). The responses carry a
-Content-Security-Policy without any script source, a second wall behind the escaping.
+Content-Security-Policy allowing only this origin's one static script (``live.js``: a page
+still changing fetches itself and updates in place) and no inline script, a second wall
+behind the escaping.
 
 Who may look: the read scope (``auth.page_caller``): a bearer header, or the HttpOnly,
 SameSite=Strict cookie ``/login`` sets once it has checked the token, which holds a
@@ -35,6 +38,7 @@ from gate import __version__
 from gate.contract.http_status import http_status
 from gate.datasets.readability import version_readable
 from gate.errors import GateError, NotFound, first_line
+from gate.report.figures import bar_name, partly_paired
 from gate.report.item_rows import changes, turns_of
 from gate.report.judge_view import cost_line, pairwise_line, rate_line, sentinel_line, sentinel_power_line
 from gate.report.markdown_filters import bar_pct, interval, num, pct, points, pvalue, ratio, run_pct, usd
@@ -53,8 +57,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("promptgate.server")
 router = APIRouter(include_in_schema=False)
 HTML_DIR = Path(__file__).resolve().parent / "templates"
-CSP = (
-    "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+CSP = (  # script and fetch from this origin only: the one static script (live.js), no inline script
+    "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self'; img-src 'self'; "
+    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 )
 HEADERS = {
     "Content-Security-Policy": CSP,
@@ -116,6 +121,8 @@ def environment() -> Environment:
         run_pct=run_pct,
         interval=interval,
         pvalue=pvalue,
+        partly_paired=partly_paired,
+        bar_name=bar_name,
         ratio=ratio,
         usd=usd,
         bar_pct=bar_pct,
@@ -189,6 +196,16 @@ def stylesheet() -> Response:
     return Response(
         (HTML_DIR / "style.css").read_bytes(),
         media_type="text/css",
+        headers={"Cache-Control": "max-age=300", "X-Content-Type-Options": "nosniff"},
+    )
+
+
+@router.get("/static/live.js")
+def live_script() -> Response:
+    """The pages' refresh in place (issue 49.8): a static file, as the CSP allows."""
+    return Response(
+        (HTML_DIR / "live.js").read_bytes(),
+        media_type="text/javascript",
         headers={"Cache-Control": "max-age=300", "X-Content-Type-Options": "nosniff"},
     )
 

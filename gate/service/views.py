@@ -20,12 +20,14 @@ from gate.records import DatasetMapping, FleetCounts, Update, WorkerRow
 from gate.records.metrics import CallFigures
 from gate.records.pinned import Pinned
 from gate.report import canary, item_rows, sections, unjudged
-from gate.report.text import difference, spend_line
+from gate.report.figures import accuracy_state, headline_miss, update_outcome
+from gate.report.text import difference, saved_by, spend_line
 from gate.report.update import RunReport, UpdateReport
-from gate.states import UPDATE_OPEN, RunStatus, UpdateStatus
+from gate.states import UPDATE_OPEN, RunStatus
 from gate.verdict.bars import Bars
 from gate.verdict.reasons import detail_text
 from gate.verdict.scoring import format_bar
+from gate.verdict.stats import wilson_interval
 
 CHART_LEFT, CHART_WIDTH, CHART_ROW, CHART_TOP = 170, 500, 46, 26
 HEAT_STEPS = 4
@@ -67,15 +69,9 @@ def update_row(u: Update, rollout_state: str | None = None) -> dict[str, Any]:
         "path": source.get("path"),
         "who": source.get("submitted_by"),
         "took": took,
-        "outcome": _outcome(u, rollout_state),
+        "outcome": update_outcome(u, rollout_state),
+        "after": canary.heading(u.status, {"status": rollout_state} if rollout_state else None),  # "then rolled back"
     }
-
-
-def _outcome(u: Update, rollout_state: str | None) -> str:
-    """The badge beside the status: an APPLIED update's canary's state, or NOT_JUDGED for one an
-    admin accepted without a judge (gate.report.unjudged): no ✅ about what nothing judged."""
-    found = canary.outcome(u.status, {"status": rollout_state} if rollout_state else None)
-    return unjudged.OUTCOME if found == UpdateStatus.APPLIED and unjudged.not_judged(u) else found
 
 
 def update_view(report: UpdateReport, samples: int | None = None, page: int = 1) -> dict[str, Any]:
@@ -103,10 +99,13 @@ def update_view(report: UpdateReport, samples: int | None = None, page: int = 1)
             if k not in ("retried_items", "extra_attempts", "max_attempt") and v
         ),
         "config_json": pretty_json(config),
-        "spend": spend_line(report.spend) if report.spend else None,
+        "spend": spend_line(report.spend, report.terminal, by=saved_by(report.runs)) if report.spend else None,
         "outcome": report.outcome,  # the badge: an APPLIED update's canary's state (gate.report.canary)
+        "after": canary.heading(u.status, report.rollout),  # "then rolled back": said beside its offline reason
         "in_production": report.outcome_sentence if report.rollout else None,
         "not_judged": unjudged.sentence(u),
+        "missed": headline_miss(report.runs) if report.terminal else None,  # the failing bar, in plain words
+        "judges": sorted({(str(r.judge["name"]), r.judge.get("version")) for r in report.runs if r.judge}),
     }
 
 
@@ -123,6 +122,7 @@ def run_view(run: RunReport, samples: int | None = None, page: int = 1) -> dict[
     broken_total = (run.comparison or {}).get("broken") or len(run.broken)
     pages = items_pages(samples, page, max(broken_total, other_total))
     shown = slice(pages["first"], pages["first"] + samples) if samples else slice(None)
+    result = _result(run)
     return {
         "sections": shown_sections,
         "mode": item_rows.table_mode(run),  # how its items are drawn side by side (sections/items.html.j2)
@@ -132,17 +132,10 @@ def run_view(run: RunReport, samples: int | None = None, page: int = 1) -> dict[
         "other_total": other_total,
         "pages": pages,
         "run": run,
+        "accuracy_result": accuracy_state(run, result),  # the summary row's: its accuracy bar's own
         "done": done,
         "open": run.status in (RunStatus.PENDING, RunStatus.RUNNING),
-        "result": unjudged.STATE
-        if run.not_judged
-        else "pass"
-        if run.passed is True
-        else "fail"
-        if run.passed is False
-        else "stopped"
-        if run.stop
-        else run.status.lower(),
+        "result": result,
         "stop": run.stop,  # stopped before every item was called: why, in a sentence
         "difference": difference(run.comparison) if run.comparison else None,
         "expected": expected,
@@ -184,6 +177,14 @@ def items_pages(samples: int | None, page: int, total: int) -> dict[str, Any]:
         "next": page + 1 if page < of else None,
         "of": of,
     }
+
+
+def _result(run: RunReport) -> str:
+    if run.not_judged:
+        return unjudged.STATE
+    if run.passed is not None:
+        return "pass" if run.passed else "fail"
+    return "stopped" if run.stop else run.status.lower()
 
 
 def _pending_accuracy(run: RunReport) -> dict[str, Any]:
@@ -252,7 +253,8 @@ def chart_view(runs: Iterable[RunReport]) -> dict | None:
         y = CHART_TOP + i * CHART_ROW
         c = r.comparison or {}
         live = _bar(c.get("live_accuracy"), c.get("live_interval"), y + 4, "live") if c else None
-        mine = _bar(r.accuracy, c.get("interval"), y + (20 if live else 12), "candidate")
+        own = wilson_interval(r.matches, r.scored) if r.accuracy is not None else None  # all it scored
+        mine = _bar(r.accuracy, list(own) if own else None, y + (20 if live else 12), "candidate")
         rows.append(
             {
                 "name": r.dataset,
@@ -307,7 +309,33 @@ def history(rows: Iterable[dict]) -> list[dict[str, Any]]:
         "hold",
         "rollout",
     )
-    return sorted(({k: row.get(k) for k in keys} for row in rows), key=lambda h: h["version"] or 0, reverse=True)
+    found = sorted(({k: row.get(k) for k in keys} for row in rows), key=lambda h: h["version"] or 0, reverse=True)
+    return _said_once(found)
+
+
+def _said_once(history_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A rollback's reason said once (issue 49.5): the rollout worker's rollback writes the
+    same words as the rollback's reason, the version's hold and its canary's reason; the
+    newest row says them, a later copy is left out (``None``)."""
+    said: set[str] = set()
+
+    def once(reason: Any) -> Any:
+        if not reason:
+            return reason
+        text = str(reason)
+        if text in said:
+            return None
+        said.add(text)
+        return reason
+
+    out = []
+    for h in history_rows:
+        h = {**h, "reason": once(h["reason"])}
+        for key in ("rollout", "hold"):
+            if isinstance(h[key], dict) and h[key].get("reason"):
+                h[key] = {**h[key], "reason": once(h[key]["reason"])}
+        out.append(h)
+    return out
 
 
 def rollout_view(rollout: dict) -> dict[str, Any]:
@@ -331,9 +359,19 @@ def rollout_view(rollout: dict) -> dict[str, Any]:
         "max_drop": float(config.get("max_drop", 0)) * 100,
         "confidence": float(config.get("confidence", 0.95)) * 100,
         "min_feedback": config.get("min_feedback"),
+        "feedback_progress": _feedback_progress(canary["n"], stable["n"], config.get("min_feedback")),
         "max_hours": config.get("max_hours"),
         "hours": figures.get("hours"),
     }
+
+
+def _feedback_progress(canary_n: int, stable_n: int, needed: Any) -> dict[str, Any] | None:
+    """How far each arm is towards ``min_feedback`` (the outcomes each needs before the rule
+    decides): the fewer of the two, as the rule waits for both."""
+    if not isinstance(needed, int) or isinstance(needed, bool) or needed <= 0:
+        return None
+    least = min(canary_n, stable_n)
+    return {"least": least, "needed": needed, "done": least >= needed, "share": min(1.0, least / needed)}
 
 
 def worker_view(w: WorkerRow, now: dt.datetime) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from .item_policy import KEYS as POLICY_KEYS
 from .item_policy import ItemPolicy
 from .judge_bars import KEYS as JUDGE_KEYS
 from .judge_bars import JudgeBars
+from .reasons import plain_bar
 from .scoring import decimal_places, format_bar, parse_bar
 
 EXTRA_KEYS = (
@@ -142,8 +143,11 @@ class Bars:
             out.append(f"p95 latency ≤ {self.max_latency_p95_ms} ms")
         if self.max_cost_per_1k_items is not None:
             out.append(f"cost ≤ ${self.max_cost_per_1k_items:f} per 1k items")
-        out += [f"field[{k}] ≥ {format_bar(v)}" for k, v in sorted(self.min_field_accuracy.items())]
-        out += [f"check[{k}] ≥ {format_bar(v)}" for k, v in sorted(self.min_check_rate.items())]
+        out += [
+            f"{plain_bar('min_field_accuracy', k)} ≥ {format_bar(v)}"
+            for k, v in sorted(self.min_field_accuracy.items())
+        ]
+        out += [f"{plain_bar('min_check_rate', k)} ≥ {format_bar(v)}" for k, v in sorted(self.min_check_rate.items())]
         if self.min_slice_accuracy is not None:
             out.append(f"every slice of ≥ {self.slice_items} items ≥ {format_bar(self.min_slice_accuracy)}")
         if self.max_drop is not None:

@@ -99,3 +99,56 @@ def without_legacy_items(reason: str | None) -> str | None:
             reason = reason[: reason.index(marker)] + instead
     found = _LEGACY_SLICE.search(reason)
     return reason[: found.start()] + "min_slice_accuracy (a slice's value, left out)" if found else reason
+
+
+# --- bars in plain words: one name per bar on every surface (issue 49.6) --------------------
+
+_PLAIN = {
+    "min_accuracy": "accuracy",
+    "max_broken": "items broken against live",
+    "max_latency_p95_ms": "p95 latency",
+    "max_cost_per_1k_items": "cost per 1,000 items",
+    "max_error_rate": "items that could not be scored",
+    "max_drop": "drop against live",
+    "protected": "protected items broken",
+}
+
+
+def plain_bar(name: str, label: str | None = None) -> str:
+    """A bar as a reader says it: ``min_field_accuracy[amount]`` → "amount read right",
+    ``min_recall[urgent]`` → "recall of urgent"; a bar named nowhere here, its key in words."""
+    if name == "min_field_accuracy" and label is not None:
+        return f"{label} read right"
+    if name in ("min_recall", "min_precision") and label is not None:
+        return f"{name.removeprefix('min_')} of {label}"
+    if name == "min_check_rate" and label is not None:
+        return f"items passing the check {label}"
+    if name == "min_slice_accuracy":  # a slice's own ("channel=chat"), or every slice of a column
+        if label is not None and "=" in label:
+            return f"accuracy of the slice {label}"
+        return f"accuracy of each slice{f' by {label}' if label is not None else ''}"
+    plain = _PLAIN.get(name, name.replace("_", " "))
+    return plain if label is None or name in _PLAIN else f"{plain} of {label}"
+
+
+def _spaced(text: str | None) -> str:
+    """ "50.0%" → "50.0 %" as the sentences write a share."""
+    text = text or "n/a"
+    return text[:-1] + " %" if text.endswith("%") and not text.endswith(" %") else text
+
+
+def plain_miss(name: str, label: str | None, value: str | None, limit: str) -> str:
+    """A failed bar in a sentence: "amount read right on 50.0 % of items, needs 85 %";
+    "accuracy 48.6 %, needs 90 %"; "p95 latency 900 ms, at most 250 ms"."""
+    what, shown, bar = plain_bar(name, label), _spaced(value), _spaced(limit)
+    if name == "min_field_accuracy":
+        return f"{what} on {shown} of items, needs {bar}"
+    if name.startswith("min_"):
+        return f"{what} {shown}, needs {bar}"
+    if name == "max_broken":
+        return f"{shown} items broken against live, at most {bar}"
+    if name == "protected":
+        return f"{shown} protected item{'s' if shown != '1' else ''} broken, none allowed"
+    if name == "max_drop":
+        return f"{what} {shown}, at most {bar.lstrip(chr(0x2212))}"
+    return f"{what} {shown}, at most {bar}"

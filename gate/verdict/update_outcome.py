@@ -34,6 +34,7 @@ from .bar_checks import BarCheck, KindChecks, check, kept
 from .bars import pinned_bars
 from .judge_bars import drifted_runs
 from .judge_floors import JudgeFloors, merged, own_figures
+from .reasons import plain_bar
 
 UNJUDGED = "unjudged"  # a check's reason: its bar could not be judged (gate.kinds.judged.UNJUDGED)
 ACCEPTED_UNJUDGED = "accept_unjudged"  # an update's source: an admin accepted it unjudged (gate.domain.unjudged)
@@ -134,8 +135,8 @@ def _cleared(mode: str, checks: list[tuple[Any, list[BarCheck]]], unjudged: str)
         for c in cs
         if c.name == "min_accuracy"
     )
-    skipped = sorted({c.title for _, cs in checks for c in cs if c.state == "n/a"})
-    tail = f"; not applied: {', '.join(skipped)}" if skipped else ""
+    skipped = sorted({plain_bar(c.name, c.label) for _, cs in checks for c in cs if c.state == "n/a"})
+    tail = f"; nothing to measure for: {', '.join(skipped)}" if skipped else ""  # (not "not applied" under APPLIED)
     status = UpdateStatus.APPLIED if mode == Mode.APPLY else UpdateStatus.PASSED
     if unjudged:
         rest = f"every other bar cleared{f' ({cleared})' if cleared else ''}"

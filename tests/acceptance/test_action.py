@@ -283,6 +283,7 @@ def test_action_yml_passes_inputs_only_through_env():
     assert action["runs"]["using"] == "composite"
     assert set(action["inputs"]) == {
         "gate-url",
+        "public-url",
         "gate-token",
         "database-url",
         "prompts",

@@ -115,7 +115,8 @@ def test_every_command_prints_the_same_through_the_service(service, llm, tmp_pat
         both.same("rollback", "ticket-urgency", "--reason", "x", code=2, stderr=True)
         == "error: prompt ticket-urgency has no version before 1 to roll back to\n"
     )
-    assert "| max\\_broken | 0 | 7 | ❌ fail |" in both.same("status", candidate_id, "--format", "markdown", code=1)
+    shown = both.same("status", candidate_id, "--format", "markdown", code=1)
+    assert "| items broken against live | 0 | 7 | ❌ fail |" in shown
     assert json.loads(both.same("status", candidate_id, "--json", code=1))["status"] == "REJECTED"
     assert both.same("report", live_id, candidate_id).count("ticket-urgency") >= 2
     assert (

@@ -61,7 +61,7 @@ def test_candidate_against_live_on_the_same_items(mysql_gate, model):
     (broken_bar,) = [c for c in run.checks if c["bar"] == "max_broken"]
     assert (broken_bar["state"], broken_bar["value"]) == ("n/a", None)
     assert run.comparison is None and run.baseline_note == "no live version yet"
-    assert "not applied: max_broken" in first.update.reason
+    assert "nothing to measure for: items broken against live" in first.update.reason
     assert "n/a — not applied: no live version yet" in render_report_markdown(first)
 
     # the candidate, compared item by item with the live version's answers
@@ -95,7 +95,7 @@ def test_candidate_against_live_on_the_same_items(mysql_gate, model):
     assert "**Broken items** — live answered right, this candidate wrong (7):" in markdown
     for item_id in broken:
         assert f"| {item_id} |" in markdown
-    assert "| max\\_broken | 0 | 7 | ❌ fail |" in markdown
+    assert "| items broken against live | 0 | 7 | ❌ fail |" in markdown
 
     # the live config itself, submitted again: it agrees with itself on every item
     (again,) = run_until_terminal(gate, [gate.submit(live, "check")], timeout=120)

@@ -103,7 +103,7 @@ def test_a_field_bar_on_an_extraction_prompt(mysql_gate, model, tmp_path):
     assert run.failures[0].wrong_fields == [{"field": "amount", "expected": 10.0, "actual": None, "missing": True}]
     markdown, text = render_report_markdown(first), render_text(first)
     assert "| support-emails | amount (number) | 85.0% [64.0–94.8] | 3 | 3 | 100.0% [83.9–100.0] | 0 | 3 |" in markdown
-    assert "| support-emails | min\\_field\\_accuracy[amount] | 90% | 85.0% | ❌ fail |" in markdown
+    assert "| support-emails | amount read right | 90% | 85.0% | ❌ fail |" in markdown
     broken_row = next(line for line in markdown.splitlines() if line.startswith("| mail-00 |"))
     assert broken_row.endswith("| **amount** 10.0 → *missing* |")  # broken: only the field that differs, listed once
     assert "(no samples in this report)" not in markdown  # every failing item is a broken one
@@ -173,7 +173,7 @@ def test_a_slice_under_its_bar_rejects_an_update_whose_accuracy_clears(mysql_gat
         "| tickets | channel = phone | 5 | 100.0% [56.6–100.0] | n/a | n/a | n/a | too small to judge (under 20 "
         "items) |" in markdown
     )
-    assert "| tickets | min\\_slice\\_accuracy[channel=chat] | 85% | 80.0% | ❌ fail: 24 of 30 items |" in markdown
+    assert "| tickets | accuracy of the slice channel=chat | 85% | 80.0% | ❌ fail: 24 of 30 items |" in markdown
     valid(report)
 
 
@@ -251,11 +251,12 @@ def test_a_protected_item_that_breaks_fails_the_update_and_an_accepted_break_let
     ]
     markdown = render_report_markdown(passed)
     assert (
-        "| tickets | i3 | broke — accepted | the wording is ambiguous: both readings are fair | `ddddddd` |" in markdown
+        "| tickets | i3 | broke — accepted | the wording is ambiguous: both readings are fair | commit `ddddddd` |"
+        in markdown
     )
-    assert "| tickets | i8 | ⚠️ stale: it did not break | accepted before, fixed since | `ddddddd` |" in markdown
+    assert "| tickets | i8 | ⚠️ stale: it did not break | accepted before, fixed since | commit `ddddddd` |" in markdown
     assert (
-        "accepted break i5: broke (accepted) — relabelled upstream next week (accepted at dddddddddddd)"
+        "accepted break i5: broke (accepted) — relabelled upstream next week (accepted in commit dddddddddddd)"
         in render_text(passed)
     )
     for report in (live, rejected, passed):

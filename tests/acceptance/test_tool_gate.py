@@ -78,7 +78,7 @@ def test_a_router_candidate_is_judged_on_the_function_and_each_argument(mysql_ga
         in markdown
     )
     assert '| conv-24 | none | lookup\\_order(order\\_id="ORD-4003") | **tool**: delivered<br>' in markdown
-    assert "| support-conversations | min\\_field\\_accuracy[amount] | 85% | 50.0% | ❌ fail |" in markdown
+    assert "| support-conversations | amount read right | 85% | 50.0% | ❌ fail |" in markdown
     for r in (live, report):
         valid(r)
 

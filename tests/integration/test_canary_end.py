@@ -69,9 +69,21 @@ def roll_back(gate, tmp_path, llm, update_id: int) -> dict:
         fleet.stop_all()
 
 
-def test_a_canary_in_progress_is_no_final_applied_and_wait_id_still_exits_0(mysql_gate, tmp_path, llm):
+def test_a_canary_in_progress_is_no_final_applied_and_wait_id_still_exits_0(mysql_gate, service, tmp_path, llm):
     gate = mysql_gate
     _, second = canary(gate, tmp_path)
+    gate.record_feedback([{"prompt": "p1", "version": 2, "call_id": f"c{i}", "correct": True} for i in range(30)])
+    gate.record_feedback([{"prompt": "p1", "version": 1, "call_id": f"s{i}", "correct": True} for i in range(60)])
+    with service.client("read") as web:
+        prompt_page, listed = web.get("/prompts/p1").text, web.get("/").text
+        api = web.get("/v1/updates", params={"prompt": "p1"}).json()
+    # issue 49.5: who serves what, not "live version 2"; the feedback towards min_feedback
+    assert "v1 stable 90 %</strong> / <strong>v2 canary 10 %" in prompt_page, prompt_page
+    assert "Live version <strong>2" not in prompt_page
+    assert '<progress max="100" value="30"></progress> 30 of the 100 outcomes each version needs' in prompt_page
+    row = next(r for r in listed.split("<tr>") if f'href="/updates/{second}"' in r)
+    assert 'st-quiet" data-live="badge">APPLIED</span> → <span class="badge st-canary' in row, row
+    assert {u["id"]: u["outcome"] for u in api}[second] == "CANARY"
     db = ("--database-url", gate.settings.database_url)
     during = run_cli(*db, "status", second)
     assert during.returncode == 0, during.stdout + during.stderr
@@ -118,13 +130,23 @@ def test_a_canary_rolled_back_is_no_applied_in_any_output(mysql_gate, service, t
     by_sha = run_cli("--gate-url", service.url, "wait", "--sha", SHA[2], "--timeout", "5", env=env)
     assert by_sha.returncode == 1 and said in by_sha.stdout, by_sha.stdout + by_sha.stderr
 
-    badge = 'class="badge st-rolled_back">ROLLED_BACK'
+    badge = 'class="badge st-rolled_back" data-live="badge">ROLLED_BACK'
     with service.client("read") as web:
         page, listed, prompt_page = (web.get(path).text for path in (f"/updates/{second}", "/", "/prompts/p1"))
+        api = web.get("/v1/updates", params={"prompt": "p1"}).json()
     assert badge in page and said in page
-    for html in (listed, prompt_page):  # the lists: its row has the badge beside APPLIED
-        row = next(r for r in html.split("<tr>") if f'href="/updates/{second}"' in r and "st-applied" in r)
-        assert 'st-applied">APPLIED</span> <span class="badge st-rolled_back' in row, row
+    # issue 49.5: APPLIED offline, never green beside a canary rolled back, nor "every bar cleared" alone
+    assert 'st-quiet" data-live="badge">APPLIED</span> → <span class="badge st-rolled_back' in page
+    assert "APPLIED offline, then rolled back in production</strong> — offline: every bar cleared" in page
+    for html in (listed, prompt_page):  # the lists: its row has the badge beside a quiet APPLIED
+        row = next(r for r in html.split("<tr>") if f'href="/updates/{second}"' in r and ">APPLIED</span>" in r)
+        assert 'st-quiet" data-live="badge">APPLIED</span> → <span class="badge st-rolled_back' in row, row
+        assert "st-applied" not in row and "then rolled back</strong> — offline: every bar cleared" in row, row
+    assert [(u["id"], u["status"], u["outcome"]) for u in api if u["id"] == second] == [
+        (second, "APPLIED", "ROLLED_BACK")
+    ]
+    history = prompt_page.split("<h2>History</h2>")[1].split("<h2>")[0]
+    assert history.count(rollout["reason"]) == 1, history  # the rollback's reason said once
 
 
 def test_the_action_s_next_look_says_on_github_that_the_canary_was_rolled_back(

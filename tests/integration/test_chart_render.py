@@ -3,8 +3,10 @@ drawn by a real Mermaid 11 (npm, installed by `make mermaid`) in Debian's headle
 Chromium at GitHub's comment width, and the rendered SVG measured — one bar series (no
 bar drawn on top of another), one bar per dataset × version, each bar its own row, as long
 as its value says, named by a readable label beside it and labelled with its value; and the
-bar each must clear drawn as a threshold (issue 35.8: it was a third bar of the same colour,
-read as a measurement): a line of another colour at the dataset's bar across its rows. And the
+bar each must clear named in each row's label (issue 49.4: a line across datasets whose bars
+differ zig-zagged, and a one-row chart drew none), and drawn as a threshold where every row has
+the same bar (issue 35.8: it was a third bar of the same colour, read as a measurement): a line
+of another colour, straight, at that bar. And the
 whole comment, Markdown rendered by marked (GitHub-flavoured) with its chart, screenshot at
 800 px wide into test-artifacts/."""
 
@@ -14,6 +16,7 @@ import json
 import re
 import shutil
 import subprocess
+from decimal import Decimal
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -112,8 +115,10 @@ def declared(source: str, kind: str = "bar") -> tuple[list[str], list[float]]:
 
 
 def assert_reads_right(drawn: dict, source: str) -> None:
-    assert drawn["series"] == 2, f"{drawn['series']} series: one of bars and one line, the bar to clear"
+    has_line = bool(re.search(r"^\s*line \[", source, re.M))
+    assert drawn["series"] == 1 + has_line, f"{drawn['series']} series: one of bars (and one line, the bar to clear)"
     categories, values = declared(source)
+    assert all(re.search(r" · bar \d+(\.\d+)?%$", c) for c in categories), categories  # each row its own bar
     bars = sorted(drawn["bars"], key=lambda b: b["y"])
     assert len(bars) == len(categories) == len(values), (len(bars), categories, values)
     assert drawn["svg"]["w"] <= COMMENT_WIDTH + 0.5, "the chart is wider than a comment"
@@ -141,7 +146,8 @@ def assert_reads_right(drawn: dict, source: str) -> None:
     for t in drawn["values"]:
         assert t["x"] >= drawn["svg"]["x"] and t["x"] + t["w"] <= drawn["svg"]["x"] + drawn["svg"]["w"] + 0.5, t
     assert drawn["title"].startswith("Accuracy (%)")
-    assert_the_bar_is_a_threshold(drawn, source, bars, values)
+    if has_line:
+        assert_the_bar_is_a_threshold(drawn, source, bars, values)
 
 
 def assert_the_bar_is_a_threshold(drawn: dict, source: str, bars: list, values: list) -> None:
@@ -151,7 +157,7 @@ def assert_the_bar_is_a_threshold(drawn: dict, source: str, bars: list, values: 
     (line,) = drawn["lines"]
     assert len(drawn["fills"]) == 1 and line["stroke"].lower() != drawn["fills"][0].lower(), (line, drawn["fills"])
     points = [tuple(map(float, p.split(","))) for p in re.findall(r"[ML]([\d.]+,[\d.]+)", line["d"])]
-    assert len(points) == len(bars) == len(thresholds)
+    assert len(points) == len(bars) == len(thresholds) and len(set(thresholds)) == 1  # straight: no zig-zag
     known = [(v, b["w"]) for v, b in zip(values, bars) if v > 0]
     (v1, w1), (v2, w2) = min(known), max(known)
     scale = (w2 - w1) / (v2 - v1) if v2 > v1 else w1 / v1
@@ -176,21 +182,30 @@ def test_a_chart_of_many_long_named_datasets_still_reads_right(chromium, node_mo
         SimpleNamespace(
             dataset=f"support-tickets-{i}-" + "x" * 30,
             accuracy=None if i == 4 else 0.5 + i / 20,
-            bar=0.8 + i / 100,
+            bar=Decimal(f"{0.8 + i / 100:.2f}"),
             comparison={"live_accuracy": 0.6 + i / 30} if i % 2 else None,
         )
         for i in range(6)
     ]
     source = mermaid_chart(runs).strip("`").removeprefix("mermaid\n")
     categories, _ = declared(source)
-    assert "support-tickets-4-xxxxxx · candidate" not in categories  # nothing scored: no bar, not a 0
+    assert "support-tickets-4-xxxxxx · candidate · bar 84%" not in categories  # nothing scored: no bar, not a 0
     assert len(categories) == 5 + 3 + 1 and categories[:2] == [
-        "support-tickets-0-xxxxxx · candidate",
-        "support-tickets-1-xxxxxx · live",
+        "support-tickets-0-xxxxxx · candidate · bar 80%",
+        "support-tickets-1-xxxxxx · live · bar 81%",
     ]
-    assert "support-tickets-4-xxxxxx · nothing scored" in categories  # its bar still shows
+    assert "support-tickets-4-xxxxxx · nothing scored · bar 84%" in categories  # its bar still shows
+    assert "line [" not in source  # bars that differ: no line joining them
     assert not any(c.endswith("· bar") for c in categories)  # the bar is no measurement
     assert_reads_right(render_chart(chromium, tmp_path, source, "long"), source)
+
+
+def test_a_one_row_chart_still_shows_its_bar(chromium, node_modules, tmp_path):
+    """One dataset: its row is named with its bar (a line of one point drew nothing)."""
+    runs = [SimpleNamespace(dataset="invoices", accuracy=0.5, bar=Decimal("0.85"), comparison=None)]
+    source = mermaid_chart(runs).strip("`").removeprefix("mermaid\n")
+    assert declared(source)[0] == ["invoices · candidate · bar 85%"]
+    assert_reads_right(render_chart(chromium, tmp_path, source, "one"), source)
 
 
 def test_the_rendered_pr_comment_screenshot(chromium, node_modules, tmp_path):

@@ -80,7 +80,7 @@ def test_a_call_counts_once_and_only_for_the_rollouts_versions(mysql_gate, servi
     assert count == 51 and tally == {"canary": (31, 20), "stable": (20, 20)}
     with service.client("read") as reader:  # the prompt's page: the rollout in progress and its interval now
         page = reader.get("/prompts/p1").text
-    assert "Canary rollout in progress" in page and "answers 10 % of calls beside stable version 1" in page
+    assert "Canary rollout in progress" in page and "v1 stable 90 % / v2 canary 10 % of calls" in page
     assert '<td>canary v2</td><td class="num">31</td><td class="num">20</td>' in page
     assert "always-valid bounds (each one-sided at 95 %) [" in page
     live = run_cli("--gate-url", service.url, "live", "p1", env={"PROMPTGATE_TOKEN": service.tokens["read"]})

@@ -162,6 +162,10 @@ def test_an_admin_may_accept_a_first_version_unjudged_and_every_output_says_not_
             listed = reader.get("/").text
         assert "NOT_JUDGED" in page and "☑️ not judged" in page and "✅" not in page
         assert "NOT_JUDGED" in listed
+        row = next(r for r in listed.split("<tr>") if f'href="/updates/{update_id}"' in r)
+        for html in (page, row):  # issue 49.6: its APPLIED badge is grey, never green, before NOT_JUDGED
+            assert 'st-quiet" data-live="badge">APPLIED</span> → <span class="badge st-not_judged' in html
+            assert 'st-applied" data-live="badge">APPLIED' not in html
         history = run_cli(*db, "history", "reply").stdout
         assert "APPLIED, ☑️ not judged (accepted by an admin without a judge)" in history and "%" not in history
         with service.client("read") as reader:

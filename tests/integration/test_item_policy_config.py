@@ -47,7 +47,7 @@ def test_an_accepted_break_records_the_commit_that_accepted_it(gate, tmp_path):
     assert any("1 accepted break (i1)" in line for line in planned.lines()) and gate.mappings("p1") == []
     first = gateconfig.sync(gate, path, commit=A.upper())
     assert (
-        "bar p1 × d: new, min accuracy 0.5, field[amount] ≥ 90%, every slice of ≥ 20 items ≥ 80%, sliced by "
+        "bar p1 × d: new, min accuracy 0.5, amount read right ≥ 90%, every slice of ≥ 20 items ≥ 80%, sliced by "
         "channel, 1 protected item, 1 accepted break (i1)" in first.lines()
     )
     assert accepted(gate) == [("i1", "ambiguous", A)]

@@ -150,7 +150,7 @@ def test_a_judged_prompt_with_no_live_version_has_no_live_figures_and_no_live_pa
     states = {c["bar"]: (c["state"], c["note"]) for c in run.checks}
     assert states["max_broken"][0] == "n/a" and states["max_drop"][0] == "n/a"
     assert "no live version" in states["max_broken"][1]
-    assert "not applied: max_broken, max_drop" in report.update.reason
+    assert "nothing to measure for: drop against live, items broken against live" in report.update.reason
 
 
 def test_a_bar_the_kind_cannot_compute_is_refused_at_map_sync_and_submit(mysql_gate, llm, tmp_path):

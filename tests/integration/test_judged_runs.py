@@ -62,7 +62,8 @@ def test_a_judged_candidate_passes_and_another_fails_on_their_pass_rates(mysql_g
     assert "provider" not in pinned  # where the judge's calls go stays with the workers
     assert pinned["agreement"]["n"] == 200 and pinned["agreement"]["agreed"] == 186
     view = run.judge
-    assert view["agreement_line"].startswith("agrees with humans on 93% of 200 items, κ 0.86")
+    assert view["agreement_line"].startswith("agrees with humans on 93% of 200 items, sensitivity")
+    assert view["agreement_line"].endswith("beyond chance 0.86 (Cohen's κ)")  # the statistic's name last
     assert view["agreement"]["sensitivity"] == pytest.approx(93 / 100) and view["pass_rate"] == pytest.approx(1 / 3)
     assert view["corrected"]["interval"][0] < view["corrected"]["estimate"] < view["corrected"]["interval"][1]
     # both answers kept: the candidate's reply and the judge's verdict; failing items show both
@@ -298,3 +299,5 @@ def test_a_corrected_pass_rate_is_the_figure_shown_against_its_bar_everywhere(
         page = web.get(f"/updates/{update_id}").text
     assert "<strong>69.4%</strong>" in page and "as judged 66.7%, 40/60" in page
     assert "<strong>66.7%</strong>" not in page
+    judge = run.judge["name"]
+    assert f' · judged by <a href="/prompts/{judge}">{judge}</a>' in page  # the way to its judge (issue 49.7)

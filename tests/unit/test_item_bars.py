@@ -159,7 +159,7 @@ def test_protection_without_live_answers():
     unbroken = {**PROTECTED, "broken": 0, "samples": []}
     assert update_end("check", [run(flips=FLIPS, protected=unbroken)])[0] == "PASSED"
     status, reason = update_end("apply", [run(flips=None, baseline_note="no live version yet", protected=unbroken)])
-    assert status == "APPLIED" and reason.endswith("not applied: protected")
+    assert status == "APPLIED" and reason.endswith("nothing to measure for: protected items broken")
     why = "the live version could not be scored on this dataset version: 1 of 20 items could not be scored"
     status, reason = update_end("check", [run(flips=None, baseline_error=why, protected=unbroken)])
     assert (status, reason) == ("FAILED", f"could not be scored: d: {why} (protection needs it)")

@@ -200,8 +200,8 @@ def test_the_report_view_of_a_judged_run():
         }
     }
     view = judge_view(Pinned.of(pinned), judged({"estimate": 0.4, "exact": [2, 5], "interval": [0.2, 0.6]}) | {})
-    assert (
-        view["agreement_line"] == "agrees with humans on 93% of 200 items, κ 0.85, sensitivity 0.95, specificity 0.90"
+    assert view["agreement_line"] == (
+        "agrees with humans on 93% of 200 items, sensitivity 0.95, specificity 0.90, beyond chance 0.85 (Cohen's κ)"
     )
     assert "confusion" not in view["agreement"]  # a judge's dataset may be a holdout: aggregates only
     assert agreement_line({}) == "no agreement figures" and judge_view(Pinned.of({}), {}) is None

@@ -192,7 +192,7 @@ def test_a_failing_items_calls_side_by_side_with_its_last_turns():
         "several calls expected on 2 items (1 right), made on 2; arguments most often wrong: amount (3 of 8)"
         in markdown
     )
-    assert "function: expected ＼ answered" in markdown and "| none | 1 | 3 | 0 |" in markdown
+    assert "function: expected ↓ · answered →" in markdown and "| none | 1 | 3 | 0 |" in markdown
     text = render_text(report())
     assert '    c-7: expected refund(amount=12.5, order_id="ORD-7"), got refund(amount=12, order_id="ORD-7")' in text
     assert "      user: Refund ORD-7" in text

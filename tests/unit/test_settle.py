@@ -143,9 +143,9 @@ def test_the_sentence_and_the_best_case():
     assert best_case(outcomes)["matches"] == 842 and best_case(outcomes)["scored"] == 1000
     missed = settled(Bars.parse("0.9"), outcomes)
     assert [c.name for c in missed] == ["min_accuracy"]
-    assert explain(outcomes, missed, 800) == (
+    assert explain(outcomes, missed) == (
         "stopped after 200 of 1,000 items: even if every remaining item "
-        "matched, accuracy would be at most 84.2 % < 90 % — 800 calls saved"
+        "matched, accuracy would be at most 84.2 % < 90 %"
     )
     assert settled(Bars.parse("0.84"), outcomes) == []  # 84.2 % can still clear 84 %
     assert settled(Bars.parse("0.9"), Outcomes.from_rows(rows, 200, {"a": 200})) == []  # nothing left to save
@@ -159,7 +159,7 @@ def test_recall_precision_broken_and_drop_in_words():
     )
     missed = {c.title: c for c in settled(bars, outcomes)}
     assert set(missed) == {"min_recall[urgent]", "min_precision[routine]", "max_broken", "max_drop"}
-    sentence = explain(outcomes, list(missed.values()), 40)
+    sentence = explain(outcomes, list(missed.values()))
     assert "recall of urgent would be at most 40.0 % < 50 %" in sentence
     assert "precision of routine would be at most 62.5 % < 90 %" in sentence  # 50 of 80
     assert "30 items would still be broken > max_broken 10" in sentence
