@@ -50,8 +50,9 @@ $(MERMAID_JS) $(MARKED_JS):
 
 mermaid: $(MERMAID_JS) $(MARKED_JS)
 
-# P2 (bench/user_submit_wait.py --promptfoo) measures promptfoo 0.121's eval against the gate: from
-# the npm registry into .cache/promptfoo, once, for `make bench` only.
+# promptfoo 0.121 from the npm registry into .cache/promptfoo, once: the import's agreement test
+# (tests/integration/test_import_promptfoo.py) runs promptfoo's own eval beside the gate's, and
+# P2 (bench/user_submit_wait.py --promptfoo) measures it against the gate.
 PROMPTFOO_DIR := .cache/promptfoo
 PROMPTFOO_BIN := $(PROMPTFOO_DIR)/node_modules/.bin/promptfoo
 
@@ -74,7 +75,7 @@ TEST_WORKERS ?= 3
 # servers) that import this tree; where PYTHONDONTWRITEBYTECODE is set (as on these machines)
 # none writes its bytecode, and each compiled the modules it imports again (a CLI command
 # 0.75 s of CPU instead of 0.50).
-test: $(STAMP) server-binaries mermaid
+test: $(STAMP) server-binaries mermaid promptfoo
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m compileall -q gate workers

@@ -124,8 +124,8 @@ def gate_verdicts(gate, folder: Path) -> dict[str, bool]:
     return {item_id: verdict == Verdict.MATCH for item_id, verdict in rows}
 
 
-@pytest.mark.skipif(not BINARY.exists(), reason="promptfoo is not installed: make promptfoo")
 def test_promptfoo_and_the_gate_agree_on_every_imported_test(mysql_gate, llm, tmp_path):
+    assert BINARY.exists(), "promptfoo is not installed: `make test` installs it (`make promptfoo`)"
     config = tmp_path / "promptfooconfig.yaml"
     config.write_text(CONFIG.format(system=SYSTEM, base_url=llm.base_url))
     checked = subprocess.run(
