@@ -198,6 +198,7 @@ class Gate:
     wait_status = delegate("_updates", Updates.wait_status)
     updates_for_sha = delegate("_updates", Updates.updates_for_sha)
     list_updates = delegate("_updates", Updates.list_updates)
+    unreadable_datasets = delegate("_updates", Updates.unreadable_datasets)
     cancel = delegate("_updates", Updates.cancel)
     fleet = delegate("_updates", Updates.fleet)
     live_workers = delegate("_updates", Updates.live_workers)
