@@ -28,7 +28,7 @@ from gate.records import Hold, LivePrompt
 from gate.records.metrics import RunFigures
 from gate.report.unjudged import not_judged
 from gate.states import LiveRequestStatus, Mode, RolloutStatus
-from gate.store.holds import holds_of
+from gate.store.holds import behaviour_key, holds_of
 from gate.store.live import find_live, live_providers, prompt_history, version_provider
 from gate.store.live_requests import get_live_request, request_rollback
 from gate.store.live_transition import carry_out_request
@@ -184,7 +184,7 @@ def check_hold(conn, spec: PromptSpec, mode: str, override: bool) -> None:
     if mode != Mode.APPLY:
         return
     name, config_hash = spec.name, spec.config_hash
-    held = holds_of(conn, name, config_hash)
+    held = holds_of(conn, name, config_hash, behaviour_key(spec.to_config()))  # a description edit is held too
     if not held:
         return
     if not override:
