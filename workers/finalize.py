@@ -6,21 +6,38 @@ error, from one more GROUP BY; the first one's id and error go to the metrics' i
 detail, ``gate.verdict.reasons``). A run stopped before every item
 was called (early stop, a spend cap) ends DONE: its update's verdict is the stop's; its
 figures say what was called, reused and saved, and the counters /metrics reads grow by
-them."""
+them.
+
+A run whose finalize raises an unexpected error (not a database fault the poller retries: a
+stored row it cannot read, say) is tried alone, apart from its batch, so the other runs end;
+after ``finalize_attempts`` failures in a row in this process (``PROMPTGATE_FINALIZE_ATTEMPTS``,
+5 by default) it ends ERROR with a reason that gives the error id the log has the traceback
+under, and its update then ends FAILED (never APPLIED). It used to be retried for ever, with
+backoff, holding its update open and every run batched after it."""
 
 from __future__ import annotations
 
+import logging
+import secrets
 import time
 from decimal import Decimal
 from typing import Any
 
-from gate.db import transaction
-from gate.errors import CallFailure
+from gate.db import is_retryable, transaction
+from gate.errors import CallFailure, IllegalTransition
 from gate.kinds import kind_of
 from gate.records.metrics import RunFigures, StopFigures
+from gate.states import RunStatus
 from gate.store.item_stats import call_stats, error_kinds, failing_items, first_error_of
 from gate.store.items import fail_exhausted_items
-from gate.store.runs import finalizable_runs, get_run, running_runs, transition_run
+from gate.store.runs import (
+    finalizable_runs,
+    get_run,
+    lock_run_query,
+    run_has_unscored_items,
+    running_runs,
+    transition_run,
+)
 from gate.store.spend import add_counters
 from gate.store.stops import count_uncalled, read_tally, unrecorded_claims
 from gate.store.trials import count_unstable, trial_call_stats
@@ -34,6 +51,11 @@ from workers.poller import Poller
 from workers.tool_figures import schema_metrics
 
 BATCH = 20
+log = logging.getLogger("promptgate.worker")
+GAVE_UP = (
+    "run {run_id} could not be finalized: an unexpected error {count} times in a row (error id {id}); "
+    "its scores are kept, its verdict is not given: the worker's log has the error under that id"
+)
 
 
 class Finalizer(Poller):
@@ -42,13 +64,52 @@ class Finalizer(Poller):
     def __init__(self, engine, settings, stop, activity=None):
         super().__init__(engine, settings, stop, activity)
         self.swept_at = 0.0
+        self.failures: dict[int, int] = {}  # run id → its finalize's unexpected errors in a row
 
     def poll(self) -> float:
         self._sweep_exhausted()
-        ids = transaction(self.engine, finalize_batch, wrote=bool)
+        try:
+            ids = transaction(self.engine, finalize_batch, wrote=bool)
+        except Exception as exc:
+            if is_retryable(exc):
+                raise  # the poller's backoff: the database's fault, not a run's
+            ids = self._one_by_one()
         if ids:
             self.nudge("reconcile")
         return self.busy() if len(ids) == BATCH else (self.idle() if not ids else self.settings.poll_interval)
+
+    def _one_by_one(self) -> list[int]:
+        """The batch again, each run in its own transaction: a run that raises is counted
+        (``_failed``) and the others end."""
+        done = []
+        for run_id in transaction(self.engine, lambda conn: finalizable_runs(conn, BATCH)):
+            try:
+                if transaction(self.engine, lambda conn, run_id=run_id: finalize_one(conn, run_id)):
+                    done.append(run_id)
+                    self.failures.pop(run_id, None)
+            except Exception as exc:
+                if is_retryable(exc):
+                    raise
+                self._failed(run_id, exc)
+        return done
+
+    def _failed(self, run_id: int, exc: Exception) -> None:
+        """Log the error under an id; at ``finalize_attempts`` in a row the run ends ERROR
+        saying so (a guarded transition: a run another worker ended meanwhile stays as it is)."""
+        count = self.failures[run_id] = self.failures.get(run_id, 0) + 1
+        found = secrets.token_hex(6)
+        cap = self.settings.finalize_attempts
+        log.error("finalize: run %s failed (%d of %d), error id %s", run_id, count, cap, found, exc_info=exc)
+        if count < cap:
+            return
+        self.failures.pop(run_id, None)
+        why = GAVE_UP.format(run_id=run_id, count=count, id=found)
+        try:
+            transaction(self.engine, lambda conn: transition_run(conn, run_id, RunStatus.ERROR, reason=why))
+        except IllegalTransition:
+            return  # no longer RUNNING: ended by another worker
+        log.error("finalize: run %s ended ERROR after %d failures (error id %s)", run_id, count, found)
+        self.nudge("reconcile")
 
     def _sweep_exhausted(self) -> None:
         """Items at a cap that nobody claims any more — their attempts spent, or their last
@@ -98,42 +159,52 @@ def call_metrics(conn, run, total: int) -> dict[str, Any]:
 
 def finalize_batch(conn) -> list[int]:
     """Finalize up to BATCH runs in one transaction; returns their ids."""
-    ids = []
-    for run_id in finalizable_runs(conn, BATCH):
-        run = get_run(conn, run_id)
-        kind, source = kind_of(run.pinned.decision), StoreFigures(conn)
-        figures = RunFigures.made(**kind.counts(source, run_id, run.pinned.decision))  # by label, or field by field
-        if figures.pending:  # cannot happen under the lock; never score a run that is not done
-            continue
-        figures = figures.extended(**kind.figures(source, run_id, run.pinned.decision))  # a fields decision's
-        figures = figures.extended(**kind.marks(source, run_id, run.pinned.decision))
-        figures = figures.extended(**schema_metrics(conn, run))
-        kinds, budget = None, None
-        if figures.errors:  # the reason says how many and of which kinds; which ones, the detail
-            kinds = error_kinds(conn, run_id)
-            budget = first_error_of(conn, run_id, CallFailure.BUDGET) if kinds.get(CallFailure.BUDGET) else None
-            first = failing_items(conn, run_id, 1, errors_only=True)
-            if first:
-                figures = figures.extended(**{ITEM_DETAIL: first_error_detail(first[0].item_id, first[0].error)})
-        if kinds:  # counts by kind, never which items: any reader of the report may read them
-            figures = figures.extended(error_kinds=kinds)
-        error_rate = pinned_bars(run.pinned, run.min_accuracy).max_error_rate
-        status, reason = run_end(
-            {"total": figures.total, "errors": figures.errors},
-            run.dataset_name,
-            kinds,
-            stopped=bool(run.stopped),
-            budget=budget,
-            max_error_rate=error_rate,
-        )
-        figures = figures.extended(**call_metrics(conn, run, int(figures.total or 0)))
-        figures = figures.extended(**spend_figures(conn, run, figures))
-        figures = figures.extended(**judged_metrics(conn, run, figures))  # a judged run: its judge's, its sentinels
-        status, reason = judged_end(run, figures, status, reason)
-        transition_run(conn, run_id, status, reason=reason, metrics=figures.to_json())
-        add_counters(conn, run_counters(run, figures))
-        ids.append(run_id)
-    return ids
+    return [run_id for run_id in finalizable_runs(conn, BATCH) if finalize_run(conn, run_id)]
+
+
+def finalize_one(conn, run_id: int) -> bool:
+    """Finalize one run in its own transaction, locked and checked again as
+    ``finalizable_runs`` does (False: taken, ended or not ready meanwhile)."""
+    if conn.execute(lock_run_query(run_id)).first() is None or run_has_unscored_items(conn, run_id):
+        return False
+    return finalize_run(conn, run_id)
+
+
+def finalize_run(conn, run_id: int) -> bool:
+    """Finalize one run locked by the caller; True when it ended."""
+    run = get_run(conn, run_id)
+    kind, source = kind_of(run.pinned.decision), StoreFigures(conn)
+    figures = RunFigures.made(**kind.counts(source, run_id, run.pinned.decision))  # by label, or field by field
+    if figures.pending:  # cannot happen under the lock; never score a run that is not done
+        return False
+    figures = figures.extended(**kind.figures(source, run_id, run.pinned.decision))  # a fields decision's
+    figures = figures.extended(**kind.marks(source, run_id, run.pinned.decision))
+    figures = figures.extended(**schema_metrics(conn, run))
+    kinds, budget = None, None
+    if figures.errors:  # the reason says how many and of which kinds; which ones, the detail
+        kinds = error_kinds(conn, run_id)
+        budget = first_error_of(conn, run_id, CallFailure.BUDGET) if kinds.get(CallFailure.BUDGET) else None
+        first = failing_items(conn, run_id, 1, errors_only=True)
+        if first:
+            figures = figures.extended(**{ITEM_DETAIL: first_error_detail(first[0].item_id, first[0].error)})
+    if kinds:  # counts by kind, never which items: any reader of the report may read them
+        figures = figures.extended(error_kinds=kinds)
+    error_rate = pinned_bars(run.pinned, run.min_accuracy).max_error_rate
+    status, reason = run_end(
+        {"total": figures.total, "errors": figures.errors},
+        run.dataset_name,
+        kinds,
+        stopped=bool(run.stopped),
+        budget=budget,
+        max_error_rate=error_rate,
+    )
+    figures = figures.extended(**call_metrics(conn, run, int(figures.total or 0)))
+    figures = figures.extended(**spend_figures(conn, run, figures))
+    figures = figures.extended(**judged_metrics(conn, run, figures))  # a judged run: its judge's, its sentinels
+    status, reason = judged_end(run, figures, status, reason)
+    transition_run(conn, run_id, status, reason=reason, metrics=figures.to_json())
+    add_counters(conn, run_counters(run, figures))
+    return True
 
 
 def spend_figures(conn, run, figures: RunFigures) -> dict[str, Any]:
