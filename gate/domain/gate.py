@@ -374,14 +374,7 @@ def _pin_versions(conn, spec: PromptSpec, mappings: list, read: tuple[str, ...],
 
 
 def _stage_runs(
-    conn,
-    spec: PromptSpec,
-    update_id: int,
-    pinned: list,
-    fields: dict,
-    full: bool,
-    provider: dict | None,
-    may_read: Callable[[Any], bool] | None = None,
+    conn, spec: PromptSpec, update_id: int, pinned: list, fields: dict, full: bool, provider: dict | None, may_read=None
 ) -> None:
     """The update's runs: per mapping, the candidate's run (its pin, ``gate.kinds.pin.RunPin``:
     its bars parsed once, price, fields read and whether it may stop early) and what it is

@@ -24,11 +24,12 @@ from gate import db
 from gate.calls.providers import Endpoint, ProviderDecl, endpoint_for
 from gate.contract.shape import HISTORY_LIMIT
 from gate.errors import IllegalTransition, NotFound, UsageError
+from gate.prompt.behaviour import behaviour_hash
 from gate.records import Hold, LivePrompt
 from gate.records.metrics import RunFigures
 from gate.report.unjudged import not_judged
 from gate.states import LiveRequestStatus, Mode, RolloutStatus
-from gate.store.holds import behaviour_key, holds_of
+from gate.store.holds import holds_of
 from gate.store.live import find_live, live_providers, prompt_history, version_provider
 from gate.store.live_requests import get_live_request, request_rollback
 from gate.store.live_transition import carry_out_request
@@ -184,7 +185,7 @@ def check_hold(conn, spec: PromptSpec, mode: str, override: bool) -> None:
     if mode != Mode.APPLY:
         return
     name, config_hash = spec.name, spec.config_hash
-    held = holds_of(conn, name, config_hash, behaviour_key(spec.to_config()))  # a description edit is held too
+    held = holds_of(conn, name, config_hash, behaviour_hash(spec.to_config()))  # a description edit is held too
     if not held:
         return
     if not override:

@@ -4,19 +4,15 @@ in the rollback's transaction. While a hold is in force (not released) an apply-
 submission of the same config is refused, naming the rollback (and so is its apply, should
 one slip past); a submission that says it overrides the rollback releases it.
 
-"The same config" is the same config hash, or the same ``hold_key`` (``behaviour_key``:
-the config less what the model never sees nor decides by — its description): an edit of the
-description alone does not make a rolled-back config new. A config that changes anything
-else (a message, the model, a parameter, a tool, the decision) is a new candidate. A hold
-whose config behaves as the version restored (a rollback of a description edit) keeps no
-``hold_key``: it would hold the restored version too."""
+"The same config" is the same config hash, or the same ``hold_key``
+(``gate.prompt.behaviour.behaviour_hash``: the config less what the model never sees nor is
+judged by — its description): an edit of the description alone does not make a rolled-back
+config new. A config that changes anything else (a message, the model, a parameter, a tool,
+the decision) is a new candidate. A hold whose config behaves as the version restored (a
+rollback of a description edit) keeps no ``hold_key``: it would hold the restored version
+too."""
 
 from __future__ import annotations
-
-import hashlib
-import json
-from collections.abc import Mapping
-from typing import Any
 
 from sqlalchemy import insert, or_, select, update
 from sqlalchemy.engine import Connection
@@ -25,16 +21,6 @@ from gate.records import Hold
 
 from .dialect import db_now
 from .schema import prompt_hold
-
-NOT_BEHAVIOUR = ("description",)  # what no request to the model, nor the decision, reads
-
-
-def behaviour_key(config: Mapping[str, Any]) -> str:
-    """The SHA-256 of a stored config (``PromptSpec.to_config``) less ``NOT_BEHAVIOUR``, as
-    ``config_hash`` canonicalizes it."""
-    kept = {key: value for key, value in config.items() if key not in NOT_BEHAVIOUR}
-    canonical = json.dumps(kept, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 def _same_config(config_hash: str, hold_key: str | None):
@@ -86,7 +72,7 @@ def holds_of(
     conn: Connection, prompt_name: str, config_hash: str | None = None, hold_key: str | None = None
 ) -> list[Hold]:
     """The prompt's holds in force (of one config, with ``config_hash``: that hash, or
-    ``hold_key`` its ``behaviour_key``), newest first."""
+    ``hold_key`` its ``behaviour_hash``), newest first."""
     h = prompt_hold
     stmt = select(h).where(h.c.prompt_name == prompt_name, h.c.released_at.is_(None))
     if config_hash is not None:

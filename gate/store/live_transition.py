@@ -25,12 +25,13 @@ claim. Each runs it in a transaction of its own (``gate.db.transaction``)."""
 from __future__ import annotations
 
 from gate.errors import GateError, IllegalTransition, NotFound
+from gate.prompt.behaviour import behaviour_hash
 from gate.records import Update
 from gate.records.live_request import LiveRequest
 from gate.rollout.rule import RolloutConfig
 from gate.states import LiveRequestStatus, Mode, RolloutStatus
 
-from .holds import add_hold, behaviour_key, holds_of, release_holds
+from .holds import add_hold, holds_of, release_holds
 from .live import find_live, live_version, restore_live, version_config, write_live
 from .live_requests import ROLLBACK, claim_live_request, end_live_request
 from .locks import lock_prompt
@@ -47,7 +48,7 @@ CANARY_ACTOR = "rollout worker"  # a canary's rollback in the history; its hold 
 def apply_update(conn, upd: Update) -> str | None:
     """Make an update that cleared every bar live, in the caller's transaction. None when
     applied; else why not, in one line (the update then ends FAILED)."""
-    key = behaviour_key(upd.candidate_config)
+    key = behaviour_hash(upd.candidate_config)
     held = holds_of(conn, upd.prompt_name, upd.candidate_hash, key)
     overrides = bool((upd.source or {}).get("override_rollback"))
     if held and not overrides:
@@ -133,11 +134,11 @@ def _restored(conn, name: str, target: int) -> dict:
 
 
 def _key(live, restored: dict) -> str | None:
-    """The hold's ``hold_key``: the held config's ``behaviour_key``, unless the restored
+    """The hold's ``hold_key``: the held config's ``behaviour_hash``, unless the restored
     version's is the same (a rollback of a description edit: holding it would hold what is
     live again; held by its exact hash only)."""
-    key = behaviour_key(live.config)
-    return None if key == behaviour_key(restored["config"]) else key
+    key = behaviour_hash(live.config)
+    return None if key == behaviour_hash(restored["config"]) else key
 
 
 def _cancel_open_applies(conn, name: str, why: str) -> list[int]:
@@ -162,7 +163,7 @@ def _roll_back(conn, request: LiveRequest) -> dict:
     restored = _restored(conn, name, target)
     # a person's rollback to a version whose config an earlier rollback held is that person's
     # override: the hold is released (a held config is never live), and says by whom
-    restored_key = behaviour_key(restored["config"])
+    restored_key = behaviour_hash(restored["config"])
     release_holds(conn, name, restored["config_hash"], f"{actor} (rolled back to version {target})", restored_key)
     cancelled = _cancel_open_applies(
         conn,
