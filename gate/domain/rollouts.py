@@ -177,10 +177,8 @@ class Rollouts:
             for i, (name, version, call_id, correct, minted_for) in enumerate(kept):
                 found = rollouts.get(name)
                 if minted_for is not None and (found is None or found.id != minted_for):
-                    if _prompt_of(conn, minted_for, prompt_of) == name:
-                        ignored += 1  # a verified id of this prompt's rollout, decided since
-                    else:
-                        refusing += 1  # another prompt's id: whether this one has a canary is not told
+                    own = _prompt_of(conn, minted_for, prompt_of) == name  # this prompt's rollout, decided since
+                    ignored, refusing = ignored + own, refusing + (not own)  # another's: no canary of this one told
                 elif found is None or version not in (found.canary_version, found.stable_version):
                     ignored += 1
                 elif found.id in theirs:
