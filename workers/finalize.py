@@ -10,15 +10,12 @@ them.
 
 A run whose finalize raises an unexpected error (not a database fault the poller retries: a
 stored row it cannot read, say) is tried alone, apart from its batch, so the other runs end;
-after ``finalize_attempts`` failures in a row in this process (``PROMPTGATE_FINALIZE_ATTEMPTS``,
-5 by default) it ends ERROR with a reason that gives the error id the log has the traceback
-under, and its update then ends FAILED (never APPLIED). It used to be retried for ever, with
-backoff, holding its update open and every run batched after it."""
+at the bound (``workers.give_up``: ``PROMPTGATE_FINALIZE_ATTEMPTS`` failures in a row) it ends
+ERROR with a reason that gives the error id the log has the traceback under, and its update
+then ends FAILED (never APPLIED)."""
 
 from __future__ import annotations
 
-import logging
-import secrets
 import time
 from decimal import Decimal
 from typing import Any
@@ -46,16 +43,12 @@ from gate.verdict.reasons import ITEM_DETAIL, first_error_detail
 from gate.verdict.scoring import run_end
 from gate.verdict.update_outcome import SPEND_CAP
 from workers.figures import StoreFigures
+from workers.give_up import GAVE_UP, GiveUp
 from workers.judge_figures import calls_per_item, judged_end, judged_metrics
 from workers.poller import Poller
 from workers.tool_figures import schema_metrics
 
 BATCH = 20
-log = logging.getLogger("promptgate.worker")
-GAVE_UP = (
-    "run {run_id} could not be finalized: an unexpected error {count} times in a row (error id {id}); "
-    "its scores are kept, its verdict is not given: the worker's log has the error under that id"
-)
 
 
 class Finalizer(Poller):
@@ -64,7 +57,7 @@ class Finalizer(Poller):
     def __init__(self, engine, settings, stop, activity=None):
         super().__init__(engine, settings, stop, activity)
         self.swept_at = 0.0
-        self.failures: dict[int, int] = {}  # run id → its finalize's unexpected errors in a row
+        self.give_up = GiveUp(self.role, settings.finalize_attempts)
 
     def poll(self) -> float:
         self._sweep_exhausted()
@@ -86,7 +79,7 @@ class Finalizer(Poller):
             try:
                 if transaction(self.engine, lambda conn, run_id=run_id: finalize_one(conn, run_id)):
                     done.append(run_id)
-                    self.failures.pop(run_id, None)
+                    self.give_up.succeeded(run_id)
             except Exception as exc:
                 if is_retryable(exc):
                     raise
@@ -94,21 +87,18 @@ class Finalizer(Poller):
         return done
 
     def _failed(self, run_id: int, exc: Exception) -> None:
-        """Log the error under an id; at ``finalize_attempts`` in a row the run ends ERROR
-        saying so (a guarded transition: a run another worker ended meanwhile stays as it is)."""
-        count = self.failures[run_id] = self.failures.get(run_id, 0) + 1
-        found = secrets.token_hex(6)
-        cap = self.settings.finalize_attempts
-        log.error("finalize: run %s failed (%d of %d), error id %s", run_id, count, cap, found, exc_info=exc)
-        if count < cap:
+        """At the bound (``GiveUp``) the run ends ERROR saying so (a guarded transition: a run
+        another worker ended meanwhile stays as it is); its update then ends FAILED."""
+        gave_up = self.give_up.failed(run_id, f"run {run_id}", exc)
+        if gave_up is None:
             return
-        self.failures.pop(run_id, None)
-        why = GAVE_UP.format(run_id=run_id, count=count, id=found)
+        count, found = gave_up
+        why = GAVE_UP.format(what=f"run {run_id}", done="finalized", count=count, id=found)
         try:
             transaction(self.engine, lambda conn: transition_run(conn, run_id, RunStatus.ERROR, reason=why))
         except IllegalTransition:
             return  # no longer RUNNING: ended by another worker
-        log.error("finalize: run %s ended ERROR after %d failures (error id %s)", run_id, count, found)
+        self.give_up.log.error("finalize: run %s ended ERROR (error id %s)", run_id, found)
         self.nudge("reconcile")
 
     def _sweep_exhausted(self) -> None:

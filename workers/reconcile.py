@@ -17,7 +17,8 @@ from dataclasses import replace
 from typing import cast
 
 from gate.calls.spend_caps import nano_text
-from gate.db import transaction
+from gate.db import is_retryable, transaction
+from gate.errors import IllegalTransition
 from gate.kinds import checks_of, kind_of
 from gate.records import Run
 from gate.records.metrics import RunFigures, RunMetrics, StopFigures
@@ -28,13 +29,14 @@ from gate.store.live_transition import apply_update, carry_out_request
 from gate.store.runs import get_run, runs_of_update, set_run_metrics
 from gate.store.spend import spend_of_update
 from gate.store.stops import outcome_counts
-from gate.store.updates import get_update, reconcilable_updates, transition_update
+from gate.store.updates import get_update, lock_reconcilable, reconcilable_updates, transition_update
 from gate.store.versions import get_version
 from gate.verdict.bars import pinned_bars
 from gate.verdict.early_stop import Outcomes, best_case, explain, missed_bars
 from gate.verdict.update_outcome import ACCEPTED_UNJUDGED, EARLY_STOP, SPEND_CAP, update_end
 from workers.execute.early_stop import live_pair
 from workers.figures import policy_metrics
+from workers.give_up import GAVE_UP, GiveUp
 from workers.poller import Poller
 
 log = logging.getLogger("promptgate.reconcile")
@@ -44,12 +46,54 @@ BATCH = 20
 class Reconciler(Poller):
     role = "reconcile"
 
+    def __init__(self, engine, settings, stop, activity=None):
+        super().__init__(engine, settings, stop, activity)
+        self.give_up = GiveUp(self.role, settings.finalize_attempts)
+
     def poll(self) -> float:
         carried = carry_out_pending(self.engine, BATCH)  # rollbacks and canary decisions first: a person waits
-        ids = transaction(self.engine, reconcile_batch, wrote=bool)
+        try:
+            ids = transaction(self.engine, reconcile_batch, wrote=bool)
+        except Exception as exc:
+            if is_retryable(exc):
+                raise  # the poller's backoff: the database's fault, not an update's
+            ids = self._one_by_one()
         if len(ids) == BATCH or carried == BATCH:
             return self.busy()
         return self.idle() if not ids and not carried else self.settings.poll_interval
+
+    def _one_by_one(self) -> list[int]:
+        """The batch again, each update in its own transaction: one that raises is counted
+        (``workers.give_up``) and at the bound ends FAILED with the error's id; the others end."""
+        done = []
+        for update_id in transaction(self.engine, lambda conn: reconcilable_updates(conn, BATCH)):
+            try:
+                if transaction(self.engine, lambda conn, u=update_id: reconcile_locked(conn, u)):
+                    done.append(update_id)
+                    self.give_up.succeeded(update_id)
+                continue
+            except Exception as exc:
+                if is_retryable(exc):
+                    raise
+                gave_up = self.give_up.failed(update_id, f"update {update_id}", exc)
+            if gave_up is not None:
+                why = GAVE_UP.format(what=f"update {update_id}", done="reconciled", count=gave_up[0], id=gave_up[1])
+                try:
+                    transaction(
+                        self.engine, lambda conn, u=update_id: transition_update(conn, u, UpdateStatus.FAILED, why)
+                    )
+                except IllegalTransition:
+                    pass  # no longer RUNNING: ended by another worker
+        return done
+
+
+def reconcile_locked(conn, update_id: int) -> bool:
+    """Reconcile one update in its own transaction, locked and checked again as
+    ``reconcilable_updates`` does (False: taken or ended meanwhile)."""
+    if not lock_reconcilable(conn, update_id):
+        return False
+    reconcile_one(conn, update_id)
+    return True
 
 
 def carry_out_pending(engine, limit: int = BATCH) -> int:

@@ -2,8 +2,9 @@
 ever with backoff, its update open for good (and every run batched after it stalled). Now,
 after ``PROMPTGATE_FINALIZE_ATTEMPTS`` failures in a row (3 here; 5 by default) it ends
 ERROR with a reason giving the error id the worker logged the traceback under, and its
-apply ends FAILED, never APPLIED. Real worker processes on MariaDB, the local model
-server, the report read through `promptgate serve`."""
+apply ends FAILED, never APPLIED. The same for an update whose reconcile keeps raising (the
+hostile pass: the same loop, one worker step on). Real worker processes on MariaDB, the
+local model server, the report read through `promptgate serve`."""
 
 from __future__ import annotations
 
@@ -61,6 +62,59 @@ def test_a_run_whose_finalize_keeps_failing_ends_error_with_an_error_id(service,
     with service.client("read") as reader:
         told = reader.get(f"/v1/updates/{uid}").json()
     assert told["status"] == "FAILED" and found.group(1) in told["reason"], told["reason"]
+
+
+BASELINE_GONE = (
+    "UPDATE prompt_run SET pinned = JSON_SET(pinned, '$.baseline', JSON_OBJECT('run_id', 999999999)) "
+    "WHERE update_id = :uid"
+)
+
+
+def test_an_update_whose_reconcile_keeps_failing_ends_failed_with_an_error_id(service, model, tmp_path):
+    gate = Gate.connect(service.db_url)
+    engine = sa.create_engine(service.db_url)
+    try:
+        gate.register_dataset("d1", str(write_rule_rows(tmp_path / "d1.csv", 4)), declared_in="gate.yaml")
+        gate.map_dataset("p1", "d1", "0.5")
+        with service.client("admin") as admin:
+            posted = admin.post("/v1/updates", json={"prompt": rules_spec("p1").to_config(), "mode": "apply"})
+        uid = posted.json()["id"]
+        env = worker_env(service.db_url, model.base_url, finalize_attempts=3)
+        scorers = WorkerFleet(env, tmp_path, ("--role", "materialize,execute,finalize"))
+        scorers.start(1)
+        try:
+            _wait_until(engine, uid, "SELECT status FROM prompt_run WHERE update_id = :uid", "DONE")
+        finally:
+            scorers.stop_all()
+        with engine.begin() as conn:  # the run's baseline names a run that is not there
+            assert conn.execute(sa.text(BASELINE_GONE), {"uid": uid}).rowcount == 1
+        reconciler = WorkerFleet(env, tmp_path, ("--role", "reconcile"))
+        reconciler.start(1)
+        try:
+            ended = gate.wait(uid, timeout=20, poll=0.2)
+        finally:
+            reconciler.stop_all()
+        logs = reconciler.logs()
+    finally:
+        engine.dispose()
+        gate.close()
+    said = r"update [0-9]+ could not be reconciled: an unexpected error 3 times in a row \(error id ([0-9a-f]{12})\)"
+    found = re.search(said, ended.update.reason or "")
+    assert ended.update.status == "FAILED" and found, (ended.update.status, ended.update.reason, logs[-2000:])
+    assert f"error id {found.group(1)}" in logs and "unknown run 999999999" in logs
+    with service.client("read") as reader:
+        told = reader.get(f"/v1/updates/{uid}").json()
+    assert told["status"] == "FAILED" and found.group(1) in told["reason"], told["reason"]
+
+
+def _wait_until(engine, uid: int, query: str, wanted, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with engine.connect() as conn:
+            if conn.execute(sa.text(query), {"uid": uid}).scalar() == wanted:
+                return
+        time.sleep(0.1)
+    raise AssertionError(f"update {uid}: {query} did not give {wanted!r} within {timeout} s")
 
 
 def _wait_until_called(engine, uid: int, timeout: float = 30.0) -> None:
