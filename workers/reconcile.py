@@ -22,9 +22,9 @@ from gate.errors import IllegalTransition
 from gate.kinds import checks_of, kind_of
 from gate.records import Run
 from gate.records.metrics import RunFigures, RunMetrics, StopFigures
-from gate.states import RunStatus, UpdateStatus
+from gate.states import LiveRequestStatus, RunStatus, UpdateStatus
 from gate.store.item_stats import flip_counts
-from gate.store.live_requests import pending_live_requests
+from gate.store.live_requests import end_live_request, pending_live_requests
 from gate.store.live_transition import apply_update, carry_out_request
 from gate.store.runs import get_run, runs_of_update, set_run_metrics
 from gate.store.spend import spend_of_update
@@ -49,9 +49,10 @@ class Reconciler(Poller):
     def __init__(self, engine, settings, stop, activity=None):
         super().__init__(engine, settings, stop, activity)
         self.give_up = GiveUp(self.role, settings.finalize_attempts)
+        self.give_up_requests = GiveUp(self.role, settings.finalize_attempts)
 
     def poll(self) -> float:
-        carried = carry_out_pending(self.engine, BATCH)  # rollbacks and canary decisions first: a person waits
+        carried = carry_out_pending(self.engine, BATCH, self.give_up_requests)  # rollbacks, canary decisions first
         try:
             ids = transaction(self.engine, reconcile_batch, wrote=bool)
         except Exception as exc:
@@ -96,19 +97,38 @@ def reconcile_locked(conn, update_id: int) -> bool:
     return True
 
 
-def carry_out_pending(engine, limit: int = BATCH) -> int:
+def carry_out_pending(engine, limit: int = BATCH, give_up: GiveUp | None = None) -> int:
     """The reconcile step for the PENDING live requests (rollbacks, canary decisions), oldest
     first, each claimed and carried out in a transaction of its own; returns how many this
-    call carried out (one claimed by another process is skipped)."""
+    call carried out (one claimed by another process is skipped). ``give_up``: a request
+    whose carrying out raises an unexpected error is counted and passed over (the updates'
+    step goes on), and at the bound ends REFUSED naming the error's id; None: it is raised."""
     with engine.connect() as conn:
         ids = pending_live_requests(conn, limit)
     done = 0
     for request_id in ids:
-        status = transaction(engine, lambda conn, i=request_id: carry_out_request(conn, i))
+        try:
+            status = transaction(engine, lambda conn, i=request_id: carry_out_request(conn, i))
+        except Exception as exc:
+            if give_up is None or is_retryable(exc):
+                raise
+            _refuse_at_bound(engine, give_up, request_id, exc)
+            continue
         if status is not None:
             done += 1
             log.info("live request %s: %s", request_id, status)
     return done
+
+
+def _refuse_at_bound(engine, give_up: GiveUp, request_id: int, exc: Exception) -> None:
+    gave_up = give_up.failed(request_id, f"live request {request_id}", exc)
+    if gave_up is None:
+        return
+    why = GAVE_UP.format(what=f"live request {request_id}", done="carried out", count=gave_up[0], id=gave_up[1])
+    try:
+        transaction(engine, lambda conn: end_live_request(conn, request_id, LiveRequestStatus.REFUSED, None, why))
+    except IllegalTransition:
+        pass  # no longer PENDING: carried out by another worker
 
 
 def reconcile_batch(conn) -> list[int]:
