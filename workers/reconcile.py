@@ -22,10 +22,10 @@ from gate.errors import IllegalTransition
 from gate.kinds import checks_of, kind_of
 from gate.records import Run
 from gate.records.metrics import RunFigures, RunMetrics, StopFigures
-from gate.states import LiveRequestStatus, RunStatus, UpdateStatus
+from gate.states import RunStatus, UpdateStatus
 from gate.store.item_stats import flip_counts
-from gate.store.live_requests import end_live_request, pending_live_requests
-from gate.store.live_transition import apply_update, carry_out_request
+from gate.store.live_requests import pending_live_requests
+from gate.store.live_transition import apply_update, carry_out_request, refuse_request
 from gate.store.runs import get_run, runs_of_update, set_run_metrics
 from gate.store.spend import spend_of_update
 from gate.store.stops import outcome_counts
@@ -126,7 +126,7 @@ def _refuse_at_bound(engine, give_up: GiveUp, request_id: int, exc: Exception) -
         return
     why = GAVE_UP.format(what=f"live request {request_id}", done="carried out", count=gave_up[0], id=gave_up[1])
     try:
-        transaction(engine, lambda conn: end_live_request(conn, request_id, LiveRequestStatus.REFUSED, None, why))
+        transaction(engine, lambda conn: refuse_request(conn, request_id, why))
     except IllegalTransition:
         pass  # no longer PENDING: carried out by another worker
 

@@ -95,6 +95,12 @@ def carry_out_request(conn, request_id: int) -> LiveRequestStatus | None:
     return None if request is None else carry_out(conn, request)
 
 
+def refuse_request(conn, request_id: int, why: str) -> None:
+    """End a PENDING request REFUSED with ``why``, changing nothing else (one the reconcile
+    step could not carry out, its unexpected error repeated: ``workers.give_up``)."""
+    end_live_request(conn, request_id, LiveRequestStatus.REFUSED, None, why)
+
+
 def carry_out(conn, request: LiveRequest) -> LiveRequestStatus:
     """The request, claimed, carried out under the prompt's lock: DONE, or REFUSED with the
     guard that failed (a savepoint undoes anything written before it failed)."""
