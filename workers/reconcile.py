@@ -65,27 +65,31 @@ class Reconciler(Poller):
 
     def _one_by_one(self) -> list[int]:
         """The batch again, each update in its own transaction: one that raises is counted
-        (``workers.give_up``) and at the bound ends FAILED with the error's id; the others end."""
+        (``_failed``) and the others end."""
         done = []
         for update_id in transaction(self.engine, lambda conn: reconcilable_updates(conn, BATCH)):
             try:
                 if transaction(self.engine, lambda conn, u=update_id: reconcile_locked(conn, u)):
                     done.append(update_id)
                     self.give_up.succeeded(update_id)
-                continue
             except Exception as exc:
                 if is_retryable(exc):
                     raise
-                gave_up = self.give_up.failed(update_id, f"update {update_id}", exc)
-            if gave_up is not None:
-                why = GAVE_UP.format(what=f"update {update_id}", done="reconciled", count=gave_up[0], id=gave_up[1])
-                try:
-                    transaction(
-                        self.engine, lambda conn, u=update_id: transition_update(conn, u, UpdateStatus.FAILED, why)
-                    )
-                except IllegalTransition:
-                    pass  # no longer RUNNING: ended by another worker
+                self._failed(update_id, exc)
         return done
+
+    def _failed(self, update_id: int, exc: Exception) -> None:
+        """At the bound (``workers.give_up``) the update ends FAILED naming the error's id (a
+        guarded transition: one another worker ended meanwhile stays as it is)."""
+        gave_up = self.give_up.failed(update_id, f"update {update_id}", exc)
+        if gave_up is None:
+            return
+        why = GAVE_UP.format(what=f"update {update_id}", done="reconciled", count=gave_up[0], id=gave_up[1])
+        try:
+            transaction(self.engine, lambda conn: transition_update(conn, update_id, UpdateStatus.FAILED, why))
+        except IllegalTransition:
+            return  # no longer RUNNING: ended by another worker
+        log.error("update %s ended FAILED (error id %s)", update_id, gave_up[1])
 
 
 def reconcile_locked(conn, update_id: int) -> bool:
