@@ -19,6 +19,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "concurrency": (1, 4096),
     "attempt_cap": (1, 100),
     "claim_cap": (1, 100),
+    "finalize_attempts": (1, 1000),
     "backpressure_seconds": (0, 7 * 86400),
     "page_size": (1, 1_000_000),
     "page_bytes": (1, 1 << 30),
@@ -76,6 +77,7 @@ class Settings:
     concurrency: int = 8  # model calls in flight per execute process
     attempt_cap: int = 3  # attempts (calls made and recorded) per item before its ERROR is final
     claim_cap: int = 5  # claims of an item in a row lost without a write-back (its worker died) before it ends ERROR
+    finalize_attempts: int = 5  # a run's finalize failing this many times in a row (one process) ends it ERROR
     backpressure_seconds: float = 900.0  # how long an item may wait on a provider's 429s with Retry-After
     page_size: int = 5000  # most dataset rows per materialize page
     page_bytes: int = 4 * 1024 * 1024  # a page holds about this much row data at most (memory bound)
@@ -121,6 +123,7 @@ class Settings:
         "concurrency": "PROMPTGATE_CONCURRENCY",
         "attempt_cap": "PROMPTGATE_ATTEMPT_CAP",
         "claim_cap": "PROMPTGATE_CLAIM_CAP",
+        "finalize_attempts": "PROMPTGATE_FINALIZE_ATTEMPTS",
         "backpressure_seconds": "PROMPTGATE_BACKPRESSURE_SECONDS",
         "page_size": "PROMPTGATE_PAGE_SIZE",
         "page_bytes": "PROMPTGATE_PAGE_BYTES",

@@ -17,24 +17,26 @@ from dataclasses import replace
 from typing import cast
 
 from gate.calls.spend_caps import nano_text
-from gate.db import transaction
+from gate.db import is_retryable, transaction
+from gate.errors import IllegalTransition
 from gate.kinds import checks_of, kind_of
 from gate.records import Run
 from gate.records.metrics import RunFigures, RunMetrics, StopFigures
 from gate.states import RunStatus, UpdateStatus
 from gate.store.item_stats import flip_counts
 from gate.store.live_requests import pending_live_requests
-from gate.store.live_transition import apply_update, carry_out_request
+from gate.store.live_transition import apply_update, carry_out_request, refuse_request
 from gate.store.runs import get_run, runs_of_update, set_run_metrics
 from gate.store.spend import spend_of_update
 from gate.store.stops import outcome_counts
-from gate.store.updates import get_update, reconcilable_updates, transition_update
+from gate.store.updates import get_update, lock_reconcilable, reconcilable_updates, transition_update
 from gate.store.versions import get_version
 from gate.verdict.bars import pinned_bars
 from gate.verdict.early_stop import Outcomes, best_case, explain, missed_bars
 from gate.verdict.update_outcome import ACCEPTED_UNJUDGED, EARLY_STOP, SPEND_CAP, update_end
 from workers.execute.early_stop import live_pair
 from workers.figures import policy_metrics
+from workers.give_up import GAVE_UP, GiveUp
 from workers.poller import Poller
 
 log = logging.getLogger("promptgate.reconcile")
@@ -44,27 +46,93 @@ BATCH = 20
 class Reconciler(Poller):
     role = "reconcile"
 
+    def __init__(self, engine, settings, stop, activity=None):
+        super().__init__(engine, settings, stop, activity)
+        self.give_up = GiveUp(self.role, settings.finalize_attempts)
+        self.give_up_requests = GiveUp(self.role, settings.finalize_attempts)
+
     def poll(self) -> float:
-        carried = carry_out_pending(self.engine, BATCH)  # rollbacks and canary decisions first: a person waits
-        ids = transaction(self.engine, reconcile_batch, wrote=bool)
+        carried = carry_out_pending(self.engine, BATCH, self.give_up_requests)  # rollbacks, canary decisions first
+        try:
+            ids = transaction(self.engine, reconcile_batch, wrote=bool)
+        except Exception as exc:
+            if is_retryable(exc):
+                raise  # the poller's backoff: the database's fault, not an update's
+            ids = self._one_by_one()
         if len(ids) == BATCH or carried == BATCH:
             return self.busy()
         return self.idle() if not ids and not carried else self.settings.poll_interval
 
+    def _one_by_one(self) -> list[int]:
+        """The batch again, each update in its own transaction: one that raises is counted
+        (``_failed``) and the others end."""
+        done = []
+        for update_id in transaction(self.engine, lambda conn: reconcilable_updates(conn, BATCH)):
+            try:
+                if transaction(self.engine, lambda conn, u=update_id: reconcile_locked(conn, u)):
+                    done.append(update_id)
+                    self.give_up.succeeded(update_id)
+            except Exception as exc:
+                if is_retryable(exc):
+                    raise
+                self._failed(update_id, exc)
+        return done
 
-def carry_out_pending(engine, limit: int = BATCH) -> int:
+    def _failed(self, update_id: int, exc: Exception) -> None:
+        """At the bound (``workers.give_up``) the update ends FAILED naming the error's id (a
+        guarded transition: one another worker ended meanwhile stays as it is)."""
+        gave_up = self.give_up.failed(update_id, f"update {update_id}", exc)
+        if gave_up is None:
+            return
+        why = GAVE_UP.format(what=f"update {update_id}", done="reconciled", count=gave_up[0], id=gave_up[1])
+        try:
+            transaction(self.engine, lambda conn: transition_update(conn, update_id, UpdateStatus.FAILED, why))
+        except IllegalTransition:
+            return  # no longer RUNNING: ended by another worker
+        log.error("update %s ended FAILED (error id %s)", update_id, gave_up[1])
+
+
+def reconcile_locked(conn, update_id: int) -> bool:
+    """Reconcile one update in its own transaction, locked and checked again as
+    ``reconcilable_updates`` does (False: taken or ended meanwhile)."""
+    if not lock_reconcilable(conn, update_id):
+        return False
+    reconcile_one(conn, update_id)
+    return True
+
+
+def carry_out_pending(engine, limit: int = BATCH, give_up: GiveUp | None = None) -> int:
     """The reconcile step for the PENDING live requests (rollbacks, canary decisions), oldest
     first, each claimed and carried out in a transaction of its own; returns how many this
-    call carried out (one claimed by another process is skipped)."""
+    call carried out (one claimed by another process is skipped). ``give_up``: a request
+    whose carrying out raises an unexpected error is counted and passed over (the updates'
+    step goes on), and at the bound ends REFUSED naming the error's id; None: it is raised."""
     with engine.connect() as conn:
         ids = pending_live_requests(conn, limit)
     done = 0
     for request_id in ids:
-        status = transaction(engine, lambda conn, i=request_id: carry_out_request(conn, i))
+        try:
+            status = transaction(engine, lambda conn, i=request_id: carry_out_request(conn, i))
+        except Exception as exc:
+            if give_up is None or is_retryable(exc):
+                raise
+            _refuse_at_bound(engine, give_up, request_id, exc)
+            continue
         if status is not None:
             done += 1
             log.info("live request %s: %s", request_id, status)
     return done
+
+
+def _refuse_at_bound(engine, give_up: GiveUp, request_id: int, exc: Exception) -> None:
+    gave_up = give_up.failed(request_id, f"live request {request_id}", exc)
+    if gave_up is None:
+        return
+    why = GAVE_UP.format(what=f"live request {request_id}", done="carried out", count=gave_up[0], id=gave_up[1])
+    try:
+        transaction(engine, lambda conn: refuse_request(conn, request_id, why))
+    except IllegalTransition:
+        pass  # no longer PENDING: carried out by another worker
 
 
 def reconcile_batch(conn) -> list[int]:

@@ -113,6 +113,7 @@ GATE_NAMES = frozenset(
         "status",
         "submit",
         "unmap_dataset",
+        "unreadable_datasets",
         "updates_for_sha",
         "upgrade",
         "wait",

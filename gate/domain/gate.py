@@ -165,7 +165,7 @@ class Gate:
                 submitted_by=submitted_by,
                 full=full,
             )
-            _stage_runs(conn, spec, update_id, pinned, fields, full, provider)
+            _stage_runs(conn, spec, update_id, pinned, fields, full, provider, may_read)
             if mode == Mode.APPLY:
                 pin_rollout(conn, update_id, spec.name)  # a canary when it applies (gate config `rollout:`)
             for old_id in older:
@@ -198,6 +198,7 @@ class Gate:
     wait_status = delegate("_updates", Updates.wait_status)
     updates_for_sha = delegate("_updates", Updates.updates_for_sha)
     list_updates = delegate("_updates", Updates.list_updates)
+    unreadable_datasets = delegate("_updates", Updates.unreadable_datasets)
     cancel = delegate("_updates", Updates.cancel)
     fleet = delegate("_updates", Updates.fleet)
     live_workers = delegate("_updates", Updates.live_workers)
@@ -373,7 +374,7 @@ def _pin_versions(conn, spec: PromptSpec, mappings: list, read: tuple[str, ...],
 
 
 def _stage_runs(
-    conn, spec: PromptSpec, update_id: int, pinned: list, fields: dict, full: bool, provider: dict | None
+    conn, spec: PromptSpec, update_id: int, pinned: list, fields: dict, full: bool, provider: dict | None, may_read=None
 ) -> None:
     """The update's runs: per mapping, the candidate's run (its pin, ``gate.kinds.pin.RunPin``:
     its bars parsed once, price, fields read and whether it may stop early) and what it is
@@ -391,7 +392,7 @@ def _stage_runs(
     limits, price = gate_limits(conn), model_price(conn, spec.model)
     check_cost_bounded(limits, spec, price, "the candidate")
     judged_as = first_version(conn, spec)  # a compared prompt's first version: graded by its first: judge
-    live, calls, judge = find_live(conn, spec.name), 0, judge_of(conn, judged_as, limits)
+    live, calls, judge = find_live(conn, spec.name), 0, judge_of(conn, judged_as, limits, may_read)
     for mapping, ds, version in pinned:
         bars = Bars.parse(mapping.min_accuracy, mapping.bars)  # once per run
         unfit = refusal(spec.name, ds.name, kind_of(spec.decision), bars)

@@ -27,14 +27,14 @@ cap the judge's (and live's) calls need a price and a ``max_tokens`` like the ca
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gate.calls.providers import resolve
 from gate.calls.spend_caps import SpendLimits
 from gate.datasets.field_counts import rows_having
-from gate.errors import SpecError, UsageError
+from gate.errors import NotFound, SpecError, UsageError
 from gate.kinds import DecisionKind, kind_of
 from gate.prompt.decision import label_key
 from gate.prompt.judge import PAIR_LABELS
@@ -50,8 +50,9 @@ from gate.store.live import find_live, list_live, version_provider
 from gate.store.providers import list_providers
 from gate.store.runs import runs_of_update
 from gate.store.sentinels import insert_sentinels
+from gate.store.versions import get_version
 from gate.verdict.bars import Bars
-from gate.verdict.judge_floors import JudgeFloors, merged, own_figures, submit_figures
+from gate.verdict.judge_floors import JudgeFigures, JudgeFloors, merged, own_figures, submit_figures
 from gate.verdict.judge_stats import agreement, error_rates
 
 from .baseline import baseline_of, model_price
@@ -72,6 +73,7 @@ class JudgePin:
     live: dict[str, Any] | None = None  # a comparison: the candidate prompt's live version
     live_spec: PromptSpec | None = None
     kind: DecisionKind | None = None  # the candidate's decision's kind (judged, or compared with live)
+    figures_shown: bool = True  # False: the submitter may not read a set it was evaluated on (a holdout)
 
     def graded_live_calls(self, rows: int) -> int:
         """The most calls grading live's answers on ``rows`` items takes (a graded candidate's
@@ -85,9 +87,11 @@ class JudgePin:
         return rows * per_item + sentinels * trials
 
 
-def judge_of(conn, spec: PromptSpec, limits: SpendLimits) -> JudgePin | None:
+def judge_of(conn, spec: PromptSpec, limits: SpendLimits, may_read: MayRead | None = None) -> JudgePin | None:
     """The judge a judged candidate is graded by, refused in one line unless it has a live
-    version evaluated on its mapped datasets; None for a prompt not judged."""
+    version evaluated on its mapped datasets; None for a prompt not judged. ``may_read``
+    (None: all): may the submitter read a dataset version; a refusal names the judge's
+    figures only when it may read every set the judge was evaluated on (``figures_readable``)."""
     rule = spec.decision.judge
     if rule is None:
         return None
@@ -109,6 +113,7 @@ def judge_of(conn, spec: PromptSpec, limits: SpendLimits) -> JudgePin | None:
     pinned = _pin(conn, rule, judge, live, confusion, limits)
     evaluated = [(r.dataset_version_id, r.row_count) for r in runs]
     pin = JudgePin(rule.judge, live.version, judge, pinned, evaluated, kind=kind_of(spec.decision))
+    pin.figures_shown = figures_readable(conn, runs, may_read)
     if rule.pairwise:
         _compared_with_live(conn, spec, pin, limits)
     return pin
@@ -124,6 +129,44 @@ def first_version(conn, spec: PromptSpec) -> PromptSpec:
     if graded is None or find_live(conn, spec.name) is not None:
         return spec
     return replace(spec, decision=graded)
+
+
+MayRead = Callable[[Any], bool]
+FIGURES_LEFT_OUT = (
+    "its figures left out: it was evaluated on human-labelled rows this token may not read, whose per-label "
+    "figures are admin's"
+)
+
+
+def figures_readable(conn, runs: list, may_read: MayRead | None) -> bool:
+    """May a caller (``may_read``: of a dataset version; None: the CLI on the database, any)
+    read every dataset version of ``runs`` (a judge's evaluations)? Its J, sensitivity,
+    specificity and κ are per-label aggregates of those rows: a holdout's are admin's
+    (issue 48)."""
+    if may_read is None:
+        return True
+    for version_id in {r.dataset_version_id for r in runs}:
+        try:
+            if version_id is None or not may_read(get_version(conn, version_id)):
+                return False
+        except NotFound:
+            return False
+    return True
+
+
+def floor_missed(floors: JudgeFloors, figures: JudgeFigures, shown: bool) -> str | None:
+    """The floor ``figures`` miss (None: none), with the figure when ``shown``, else which
+    floor only ("below the floor Youden's J ≥ 0.5 (its figures left out: …)")."""
+    missed = floors.miss(figures)
+    if missed is None or shown:
+        return missed
+    if figures.items < floors.items:
+        which = f"{floors.items} human items"
+    elif missed.startswith("Cohen"):
+        which = f"Cohen's κ ≥ {floors.kappa.normalize():f}"
+    else:
+        which = f"Youden's J ≥ {floors.j.normalize():f}"
+    return f"below the floor {which} ({FIGURES_LEFT_OUT})"
 
 
 def _evaluations(conn, name: str, version: int) -> list:
@@ -232,11 +275,12 @@ def _check_floors(pin: JudgePin, mapping, bars: Bars) -> None:
     (``gate.verdict.judge_floors``): else the submit is refused in one line with its figures
     and the floor that failed."""
     figures = submit_figures(pin.pinned.agreement, pin.pinned.error_rates)
-    missed = bars.judge.floors.miss(figures)
+    missed = floor_missed(bars.judge.floors, figures, pin.figures_shown)
     if missed:
+        said = f" (its figures: {figures.describe()})" if pin.figures_shown else ""
         raise UsageError(
             f"judge {pin.name} v{pin.version} cannot tell well enough to decide {mapping.prompt_name} × "
-            f"{mapping.dataset_name}: {missed} (its figures: {figures.describe()}); give it a better prompt or more "
+            f"{mapping.dataset_name}: {missed}{said}; give it a better prompt or more "
             "human-labelled items and apply it again"
         )
 
@@ -330,13 +374,16 @@ def graded_live(conn, pin: JudgePin, stage: BaselineStage) -> tuple[dict[str, An
     return compared, pin.graded_live_calls(stage.version.row_count) if staged else 0
 
 
-def below_floors(conn, declared: Mapping[tuple[str, str], Bars]) -> list[tuple[str, str]]:
+def below_floors(
+    conn, declared: Mapping[tuple[str, str], Bars], may_read: MayRead | None = None
+) -> list[tuple[str, str]]:
     """The live judges whose agreement with the humans is below floors (issue 46.2): their
     own (their mappings', as at their own gate) or those of a live prompt they judge (for
     its pass labels, its mappings' floors). ``declared``: bars by (prompt, dataset) that
     replace the gate's (a gate config about to be synced). (judge, one line saying which
     figure failed where), one per judge, for ``sync --dry-run``; submit refuses the prompts
-    it judges (``run_pin``)."""
+    it judges (``run_pin``). ``may_read`` (None: all): a judge evaluated on a set the caller
+    may not read is named with the floor it misses, not its figures (``floor_missed``)."""
     found = {row["name"]: find_live(conn, row["name"]) for row in list_live(conn)}
     live = {name: _spec_of(version) for name, version in found.items()}
     out = []
@@ -345,11 +392,13 @@ def below_floors(conn, declared: Mapping[tuple[str, str], Bars]) -> list[tuple[s
         if judge is None or judge.kind != "judge" or version is None:
             continue
         try:
-            confusion = merged(r.metrics.get("confusion") or {} for r in _evaluations(conn, name, version.version))
+            runs = _evaluations(conn, name, version.version)
         except UsageError:
             continue  # no evaluation on its mapped datasets: submit refuses it, saying so
-        missed = _own_miss(conn, name, judge, confusion, declared)
-        missed = missed or _judged_miss(conn, name, live, confusion, declared)
+        confusion = merged(r.metrics.get("confusion") or {} for r in runs)
+        shown = figures_readable(conn, runs, may_read)
+        missed = _own_miss(conn, name, judge, confusion, declared, shown)
+        missed = missed or _judged_miss(conn, name, live, confusion, declared, shown)
         if missed:
             out.append((name, f"live v{version.version} is below the floors of {missed}"))
     return out
@@ -369,17 +418,19 @@ def _floors_of(conn, prompt: str, declared: Mapping[tuple[str, str], Bars]) -> l
     return [(ds, bars.judge.floors) for ds, bars in sorted(mapped.items())]
 
 
-def _own_miss(conn, name: str, judge: PromptSpec, confusion: dict, declared) -> str | None:
+def _own_miss(conn, name: str, judge: PromptSpec, confusion: dict, declared, shown: bool) -> str | None:
     pairwise = bool(as_judge(judge)["as_judge"]["pairwise"])
     figures = own_figures(confusion, pairwise)
     for dataset, floors in _floors_of(conn, name, declared):
-        missed = floors.miss(figures)
+        missed = floor_missed(floors, figures, shown)
         if missed:
             return f"its own gate ({name} × {dataset}): {missed}"
     return None
 
 
-def _judged_miss(conn, name: str, live: Mapping[str, PromptSpec | None], confusion: dict, declared) -> str | None:
+def _judged_miss(
+    conn, name: str, live: Mapping[str, PromptSpec | None], confusion: dict, declared, shown: bool
+) -> str | None:
     figures = agreement(confusion)
     for prompt, spec in sorted(live.items()):
         rule = spec.decision.judge if spec is not None else None
@@ -387,7 +438,7 @@ def _judged_miss(conn, name: str, live: Mapping[str, PromptSpec | None], confusi
             continue
         rates = None if rule.pairwise else error_rates(confusion, rule.passing)
         for dataset, floors in _floors_of(conn, prompt, declared):
-            missed = floors.miss(submit_figures(figures, rates))
+            missed = floor_missed(floors, submit_figures(figures, rates), shown)
             if missed:
                 return f"{prompt} × {dataset}, which it judges: {missed}"
     return None

@@ -15,7 +15,8 @@ step itself, claimed with SKIP LOCKED, so it is carried out once."""
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Engine
 
@@ -23,6 +24,7 @@ from gate import db
 from gate.calls.providers import Endpoint, ProviderDecl, endpoint_for
 from gate.contract.shape import HISTORY_LIMIT
 from gate.errors import IllegalTransition, NotFound, UsageError
+from gate.prompt.behaviour import behaviour_hash
 from gate.records import Hold, LivePrompt
 from gate.records.metrics import RunFigures
 from gate.report.unjudged import not_judged
@@ -84,14 +86,17 @@ class Live:
         with self.engine.connect() as conn:
             return live_providers(conn)
 
-    def judges_below_floors(self, declared: dict | None = None) -> list[tuple[str, str]]:
+    def judges_below_floors(
+        self, declared: dict | None = None, may_read: Callable[[Any], bool] | None = None
+    ) -> list[tuple[str, str]]:
         """The live judges below the floors of their own mappings or of a live prompt they
         judge (``declared``: (prompt, dataset) → Bars replacing the gate's), each with one
-        line saying which figure failed where (``gate.domain.judging.below_floors``)."""
+        line saying which figure failed where (``gate.domain.judging.below_floors``; ``may_read``:
+        a judge evaluated on a set the caller may not read is named with its floor only)."""
         from .judging import below_floors
 
         with self.engine.connect() as conn:
-            return below_floors(conn, declared or {})
+            return below_floors(conn, declared or {}, may_read)
 
     def history(self, name: str, limit: int = HISTORY_LIMIT) -> list[dict]:
         """The prompt's live versions, newest first (``prompt_history``), each with
@@ -180,7 +185,7 @@ def check_hold(conn, spec: PromptSpec, mode: str, override: bool) -> None:
     if mode != Mode.APPLY:
         return
     name, config_hash = spec.name, spec.config_hash
-    held = holds_of(conn, name, config_hash)
+    held = holds_of(conn, name, config_hash, behaviour_hash(spec.to_config()))  # a description edit is held too
     if not held:
         return
     if not override:

@@ -45,6 +45,7 @@ from gate.store.providers import list_providers
 from gate.store.rollouts import (
     active_rollout,
     active_rollouts,
+    get_rollout,
     rollout_hours,
     rollout_of_update,
     rollout_settings,
@@ -78,6 +79,14 @@ def checked_event(raw: Any) -> tuple[str, int, str, bool]:
     if not isinstance(correct, bool):
         raise UsageError("correct: true or false")
     return name, version, call_id, correct
+
+
+def _prompt_of(conn, rollout_id: int, known: dict[int, str | None]) -> str | None:
+    """The prompt of rollout ``rollout_id`` (None: none such), read once per batch."""
+    if rollout_id not in known:
+        found = get_rollout(conn, rollout_id)
+        known[rollout_id] = found.prompt_name if found else None
+    return known[rollout_id]
 
 
 def rollout_view(rollout: Rollout, tally: dict | None = None, hours: float | None = None) -> dict:
@@ -164,13 +173,12 @@ class Rollouts:
             theirs = {rid for rid, who in owners.items() if who != submitter}
             by_rollout: dict[int, list[tuple]] = {}
             ignored, refusing = 0, refused
+            prompt_of: dict[int, str | None] = {}  # a verified id's rollout, not in progress → its prompt
             for i, (name, version, call_id, correct, minted_for) in enumerate(kept):
                 found = rollouts.get(name)
                 if minted_for is not None and (found is None or found.id != minted_for):
-                    if found is None or found.id > minted_for:
-                        ignored += 1  # a verified id of a rollout decided since (or another prompt's: refused)
-                    else:
-                        refusing += 1
+                    own = _prompt_of(conn, minted_for, prompt_of) == name  # this prompt's rollout, decided since
+                    ignored, refusing = ignored + own, refusing + (not own)  # another's: no canary of this one told
                 elif found is None or version not in (found.canary_version, found.stable_version):
                     ignored += 1
                 elif found.id in theirs:

@@ -14,7 +14,7 @@ from sqlalchemy.exc import DBAPIError
 
 from gate import db
 from gate.contract.release import of_mode
-from gate.errors import Forbidden, UsageError
+from gate.errors import Forbidden, NotFound, UsageError
 from gate.records import FleetCounts, Update, WorkerRow
 from gate.records.metrics import RunFigures
 from gate.report.canary import rollout_summary
@@ -37,6 +37,7 @@ from gate.store.updates import (
     update_status,
     updates_for_sha,
 )
+from gate.store.versions import get_version
 from gate.store.workers import live_workers
 
 from .boundary import driver_errors_become_gate_errors
@@ -59,6 +60,18 @@ def _unstable_items(conn, run, limit: int) -> list:
     if not run.pinned.trials or not limit or RunFigures.of(run.metrics).unstable == 0:
         return []
     return unstable_items(conn, run.id, limit)
+
+
+def _readable(conn, run, may_read: Callable[[Any], bool], seen: dict[int, bool]) -> bool:
+    version_id = run.dataset_version_id
+    if version_id is None:
+        return False
+    if version_id not in seen:
+        try:
+            seen[version_id] = bool(may_read(get_version(conn, version_id)))
+        except NotFound:
+            seen[version_id] = False
+    return seen[version_id]
 
 
 @driver_errors_become_gate_errors
@@ -156,6 +169,22 @@ class Updates:
             raise UsageError(f"{sha_prefix[:80]!r} is not the start of a commit SHA (hex digits)")
         with self.engine.connect() as conn:
             return list_updates(conn, limit, prompt_name, status=status, sha_prefix=sha_prefix, before_id=before_id)
+
+    def unreadable_datasets(self, update_ids: list[int], may_read: Callable[[Any], bool]) -> dict[int, list[str]]:
+        """Of each update, the datasets its runs read whose pinned version the caller may not
+        read (``may_read(version)``: False for a holdout's; a version gone counts as one), for
+        a list that shows the updates' reasons (issue 48: a holdout's per-field figure is left
+        out of them the way a report leaves it out)."""
+        seen: dict[int, bool] = {}
+        out: dict[int, list[str]] = {}
+        with self.engine.connect() as conn:
+            for update_id in dict.fromkeys(update_ids):
+                hidden = [
+                    r.dataset_name for r in runs_of_update(conn, update_id) if not _readable(conn, r, may_read, seen)
+                ]
+                if hidden:
+                    out[update_id] = hidden
+        return out
 
     def cancel(self, update_id: int, reason: str = "cancelled by a user", *, owner: str | None = None) -> None:
         """Cancel an open update. ``owner``: the caller may cancel only updates the token of

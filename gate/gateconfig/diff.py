@@ -4,10 +4,10 @@ request changes compared with the gate's versions."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gate.calls.prices import price_changes
 from gate.calls.providers import ProviderDecl, display_url
@@ -45,10 +45,16 @@ def _same_bars(have, want: BarDecl) -> bool:
     return Bars.parse(have.min_accuracy, have.bars) == Bars.parse(want.min_accuracy, want.bars)
 
 
-def diff(gate: Gate, config: str | Path | GateConfig, changed_files: Iterable[str | Path] = ()) -> SyncResult:
+def diff(
+    gate: Gate,
+    config: str | Path | GateConfig,
+    changed_files: Iterable[str | Path] = (),
+    may_read: Callable[[Any], bool] | None = None,
+) -> SyncResult:
     """What ``sync`` would change, without changing anything. ``changed_files`` (absolute
     paths a pull request changes): a declared dataset whose file is among them is read
-    from there and its rows compared with the gate's version (dataset-rows)."""
+    from there and its rows compared with the gate's version (dataset-rows). ``may_read``: may
+    the caller read a dataset version (a judge's figures on a holdout are named for admin only)."""
     cfg = as_config(config)
     registered = {ds.name: (ds, maps) for ds, maps in gate.list_datasets()}
     changes = (
@@ -61,7 +67,7 @@ def diff(gate: Gate, config: str | Path | GateConfig, changed_files: Iterable[st
         + _rollout_changes(gate, cfg)
         + _undeclared_datasets(registered, cfg)
         + _row_changes(gate, cfg, registered, changed_files)
-        + _judges_below_floors(gate, cfg)
+        + _judges_below_floors(gate, cfg, may_read)
     )
     return SyncResult(cfg.path, tuple(changes), applied=False)
 
@@ -162,11 +168,14 @@ def _pinned_live(gate: Gate, cfg: GateConfig, changed: list[str]) -> list[Change
     return notes
 
 
-def _judges_below_floors(gate: Gate, cfg: GateConfig) -> list[Change]:
+def _judges_below_floors(gate: Gate, cfg: GateConfig, may_read=None) -> list[Change]:
     """The live judges below the floors the file's bars (or the gate's, for the mappings it
     does not declare) set: a warning each, in one line (issue 46.2)."""
     declared = {(b.prompt, b.dataset): Bars.parse(b.min_accuracy, b.bars) for b in cfg.bars}
-    return [Change("judge-below-floors", name, None, why, (name,)) for name, why in gate.judges_below_floors(declared)]
+    return [
+        Change("judge-below-floors", name, None, why, (name,))
+        for name, why in gate.judges_below_floors(declared, may_read)
+    ]
 
 
 def _describe_provider(decl: ProviderDecl) -> str:

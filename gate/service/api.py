@@ -28,6 +28,7 @@ from .api_served import router as served_router
 from .auth import Caller, authorize, require
 from .bodies import BODY, SUBMIT_BODY, RollbackBody, TokenBody, field_flag, field_text, gate_of, json_bytes, responses
 from .body_limits import strict_json
+from .dataset_access import history_shown, updates_shown
 from .edge import MAX_ID, MAX_VERSION, in_range, update_id_path
 from .watcher import UNKNOWN
 
@@ -179,18 +180,19 @@ def list_updates(
         None, pattern="^[0-9a-fA-F]{1,64}$", description="without sha: of commits whose SHA starts so"
     ),
     before_id: int | None = Query(None, ge=1, le=MAX_ID, description="without sha: older than this update"),
-    _caller: Caller = Depends(require("read")),
+    caller: Caller = Depends(require("read")),
 ):
-    """``Gate.list_updates`` (newest first), or with ``sha`` ``Gate.updates_for_sha``."""
+    """``Gate.list_updates`` (newest first), or with ``sha`` ``Gate.updates_for_sha``; each
+    reason as the caller may read it (``dataset_access.updates_shown``)."""
     gate = gate_of(request)
     if not sha:
         if mode is not None:
             raise UsageError("mode goes with sha (which of a commit's updates a release waits for)")
         found = gate.list_updates(limit, prompt, status=status, sha_prefix=sha_prefix, before_id=before_id)
-        return json_bytes(with_outcomes(gate, found))
+        return json_bytes(with_outcomes(gate, updates_shown(caller.scope, found, gate)))
     if (status, sha_prefix, before_id) != (None, None, None):
         raise UsageError("status, sha_prefix and before_id go without sha (a commit's updates are all listed)")
-    return json_bytes(with_outcomes(gate, gate.updates_for_sha(sha, prompt, mode)))
+    return json_bytes(with_outcomes(gate, updates_shown(caller.scope, gate.updates_for_sha(sha, prompt, mode), gate)))
 
 
 def with_outcomes(gate, updates: list) -> list[dict[str, Any]]:
@@ -274,9 +276,10 @@ def live(request: Request, name: str, _caller: Caller = Depends(require("read"))
     responses=responses(404),
 )
 def history(
-    request: Request, name: str, limit: int = Query(50, ge=1, le=1000), _caller: Caller = Depends(require("read"))
+    request: Request, name: str, limit: int = Query(50, ge=1, le=1000), caller: Caller = Depends(require("read"))
 ):
-    return json_bytes(gate_of(request).history(name, limit))
+    gate = gate_of(request)
+    return json_bytes(history_shown(caller.scope, gate.history(name, limit), gate))
 
 
 @router.post(

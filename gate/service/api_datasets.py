@@ -126,7 +126,7 @@ def _take_upload(gate, name, spool, path, fmt, dry_run, id_column, label_column,
     summary="Make the datasets, bars, providers and prices match a gate config",
     responses=responses(403, 404, 409, *BODY),
 )
-def sync_config(request: Request, model: SyncBody, _caller: Caller = Depends(require("submit"))):
+def sync_config(request: Request, model: SyncBody, caller: Caller = Depends(require("submit"))):
     """``{"config": the gate config's YAML text, "path": its path in the repository,
     "dry_run": only say what would change, "files": the file datasets whose rows the client
     uploads, "commit": the commit it was read at}``: ``gateconfig.sync`` (or ``diff``) on the service's gate. A dry
@@ -165,7 +165,7 @@ def sync_config(request: Request, model: SyncBody, _caller: Caller = Depends(req
     cfg = gateconfig.parse_config(data, file=path)
     gate = gate_of(request)
     if dry_run:
-        return json_bytes(gateconfig.diff(gate, cfg))
+        return json_bytes(gateconfig.diff(gate, cfg, may_read=lambda version: version_readable(caller.scope, version)))
     missing = gateconfig.uploads_missing(gate, cfg)
     if missing:
         raise UsageError(

@@ -18,6 +18,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationIn
 
 from gate.contract.codec import encode
 from gate.errors import UsageError
+from gate.untrusted import CONTROL, LINE_BREAKS
 
 from .dataset_access import scrubbed
 
@@ -53,9 +54,23 @@ def _text(limit: int):
     def check(value: Any, info: ValidationInfo) -> Any:
         if value is not None and (not isinstance(value, str) or len(value) > limit):
             raise ValueError(f"{info.field_name} must be text of at most {limit} characters")
+        if value is not None and not is_one_line(value):
+            raise ValueError(one_line_refusal(str(info.field_name)))
         return value
 
     return BeforeValidator(check)
+
+
+def is_one_line(text: str) -> bool:
+    """No line break, control or bidi-override character (``gate.untrusted``'s sets): what a
+    request's free text (a rollback's reason and actor, a name) is stored as. Printed later
+    in a terminal, an Actions log, the history or a page, such a character acts on what
+    shows it; refused at the route rather than stored raw."""
+    return not (CONTROL.search(text) or LINE_BREAKS.search(text))
+
+
+def one_line_refusal(key: str) -> str:
+    return f"{key} must be one line of text, without control characters"
 
 
 def _version(value: Any, info: ValidationInfo) -> Any:
@@ -283,6 +298,8 @@ def field_text(fields: dict, key: str, limit: int = 255) -> str | None:
         return None
     if not isinstance(value, str) or len(value) > limit:
         raise UsageError(f"{key} must be text of at most {limit} characters")
+    if not is_one_line(value):
+        raise UsageError(one_line_refusal(key))
     return value
 
 

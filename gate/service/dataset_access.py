@@ -212,6 +212,46 @@ def holdout_items_hidden(report, gate):
     return replace(report, runs=runs, update=update)
 
 
+FIELD_FIGURE_MARK = "min_field_accuracy["
+
+
+def updates_shown(scope: str | None, updates: list, gate) -> list:
+    """``updates`` (``Update`` records) as a reader of ``scope`` sees them in a list
+    (``GET /v1/updates``, the updates page, a prompt's page): each one's reason less a
+    failing per-field bar's figure on a dataset the reader may not read
+    (``without_field_figures``, as ``holdout_items_hidden`` leaves it out of the report).
+    Only the updates whose reason names a per-field bar are looked into."""
+    if scope == "admin":
+        return updates
+    named = [u.id for u in updates if u.reason and FIELD_FIGURE_MARK in u.reason]
+    if not named:
+        return updates
+    hidden = gate.unreadable_datasets(named, lambda version: version_readable(scope, version))
+    return [replace(u, reason=without_field_figures(u.reason, hidden[u.id])) if u.id in hidden else u for u in updates]
+
+
+def history_shown(scope: str | None, rows: list[dict], gate) -> list[dict]:
+    """A prompt's history rows (``Gate.history``) as a reader of ``scope`` sees them: each
+    row's update summary's reason as ``updates_shown`` leaves it."""
+    if scope == "admin":
+        return rows
+    named = [
+        r["update"]["id"]
+        for r in rows
+        if isinstance(r.get("update"), dict) and FIELD_FIGURE_MARK in (r["update"].get("reason") or "")
+    ]
+    if not named:
+        return rows
+    hidden = gate.unreadable_datasets(named, lambda version: version_readable(scope, version))
+    out = []
+    for row in rows:
+        update = row.get("update")
+        if isinstance(update, dict) and update.get("id") in hidden:
+            row = {**row, "update": {**update, "reason": without_field_figures(update["reason"], hidden[update["id"]])}}
+        out.append(row)
+    return out
+
+
 def without_field_figures(reason: str, datasets: list[str]) -> str:
     """``reason`` less the figure a failing ``min_field_accuracy`` bar names for each of
     ``datasets`` (holdouts: "h min_field_accuracy[amount] 60.0% < bar 80%" becomes "h

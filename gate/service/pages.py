@@ -47,7 +47,7 @@ from gate.untrusted import CONTROL, one_line
 
 from . import views
 from .auth import ANONYMOUS, PAGE_COOKIE, PAGE_SCOPES, AuthError, Caller, bearer, page_caller
-from .dataset_access import holdout_items_hidden
+from .dataset_access import history_shown, holdout_items_hidden, updates_shown
 from .edge import origin_allowed
 from .shown_errors import shown
 
@@ -244,6 +244,7 @@ def updates_page(request: Request):
                 before_id=filters["before"],
             )
         )
+        found = updates_shown(caller.scope, found, gate_of(request))
         states = gate_of(request).rollout_states([u.id for u in found])
         rows = [views.update_row(u, states.get(u.id)) for u in found]
         older = found[-1].id if len(found) == PAGE_SIZE else None
@@ -367,8 +368,8 @@ def prompt_page(request: Request, name: str):
             live = gate.live(name)
         except NotFound:
             live = None
-        history = views.history(gate.history(name))
-        listed = gate.list_updates(20, name)
+        history = views.history(history_shown(caller.scope, gate.history(name), gate))
+        listed = updates_shown(caller.scope, gate.list_updates(20, name), gate)
         states = gate.rollout_states([u.id for u in listed])
         updates = [views.update_row(u, states.get(u.id)) for u in listed]
         mappings = gate.mappings(name)

@@ -25,6 +25,7 @@ claim. Each runs it in a transaction of its own (``gate.db.transaction``)."""
 from __future__ import annotations
 
 from gate.errors import GateError, IllegalTransition, NotFound
+from gate.prompt.behaviour import behaviour_hash
 from gate.records import Update
 from gate.records.live_request import LiveRequest
 from gate.rollout.rule import RolloutConfig
@@ -47,7 +48,8 @@ CANARY_ACTOR = "rollout worker"  # a canary's rollback in the history; its hold 
 def apply_update(conn, upd: Update) -> str | None:
     """Make an update that cleared every bar live, in the caller's transaction. None when
     applied; else why not, in one line (the update then ends FAILED)."""
-    held = holds_of(conn, upd.prompt_name, upd.candidate_hash)
+    key = behaviour_hash(upd.candidate_config)
+    held = holds_of(conn, upd.prompt_name, upd.candidate_hash, key)
     overrides = bool((upd.source or {}).get("override_rollback"))
     if held and not overrides:
         return f"cleared every bar but was not applied: {held[0].line()}; resubmit with --override-rollback (admin)"
@@ -58,7 +60,7 @@ def apply_update(conn, upd: Update) -> str | None:
             "submit (another change went live first); resubmit to evaluate against it"
         )
     if held:  # released once the override is carried out, never at submit: a cancelled override holds on
-        release_holds(conn, upd.prompt_name, upd.candidate_hash, f"update {upd.id} (--override-rollback)")
+        release_holds(conn, upd.prompt_name, upd.candidate_hash, f"update {upd.id} (--override-rollback)", key)
     canary_on_apply(conn, upd)
     return None
 
@@ -91,6 +93,12 @@ def carry_out_request(conn, request_id: int) -> LiveRequestStatus | None:
     no longer PENDING."""
     request = claim_live_request(conn, request_id)
     return None if request is None else carry_out(conn, request)
+
+
+def refuse_request(conn, request_id: int, why: str) -> None:
+    """End a PENDING request REFUSED with ``why``, changing nothing else (one the reconcile
+    step could not carry out, its unexpected error repeated: ``workers.give_up``)."""
+    end_live_request(conn, request_id, LiveRequestStatus.REFUSED, None, why)
 
 
 def carry_out(conn, request: LiveRequest) -> LiveRequestStatus:
@@ -131,6 +139,14 @@ def _restored(conn, name: str, target: int) -> dict:
     return found
 
 
+def _key(live, restored: dict) -> str | None:
+    """The hold's ``hold_key``: the held config's ``behaviour_hash``, unless the restored
+    version's is the same (a rollback of a description edit: holding it would hold what is
+    live again; held by its exact hash only)."""
+    key = behaviour_hash(live.config)
+    return None if key == behaviour_hash(restored["config"]) else key
+
+
 def _cancel_open_applies(conn, name: str, why: str) -> list[int]:
     cancelled = superseded_updates(conn, name, Mode.APPLY, None)
     for update_id in cancelled:
@@ -153,7 +169,8 @@ def _roll_back(conn, request: LiveRequest) -> dict:
     restored = _restored(conn, name, target)
     # a person's rollback to a version whose config an earlier rollback held is that person's
     # override: the hold is released (a held config is never live), and says by whom
-    release_holds(conn, name, restored["config_hash"], f"{actor} (rolled back to version {target})")
+    restored_key = behaviour_hash(restored["config"])
+    release_holds(conn, name, restored["config_hash"], f"{actor} (rolled back to version {target})", restored_key)
     cancelled = _cancel_open_applies(
         conn,
         name,
@@ -163,7 +180,7 @@ def _roll_back(conn, request: LiveRequest) -> dict:
     version = restore_live(conn, name, live.version, target, actor, request.reason or "")
     held = live.config_hash != restored["config_hash"]  # the config rolled back away from is held
     if held:
-        add_hold(conn, name, live.config_hash, live.version, version, actor, request.reason or "")
+        add_hold(conn, name, live.config_hash, live.version, version, actor, request.reason or "", _key(live, restored))
     ended = supersede_rollout(conn, name, f"superseded: rolled back to version {target} by {actor}")
     done = {"version": version, "restored_version": target, "cancelled": cancelled, "held": held}
     return {**done, "rollout_ended": ended} if ended else done
@@ -187,7 +204,7 @@ def _decide_canary(conn, request: LiveRequest) -> dict:
     if decision == RolloutStatus.PROMOTED:
         return {"version": live.version, "rollout": rollout_id, "decision": str(decision)}
     stable = rollout.stable_version
-    _restored(conn, request.prompt_name, stable)
+    restored = _restored(conn, request.prompt_name, stable)
     why = f"canary v{rollout.canary_version} {decision.lower().replace('_', ' ')}: {request.reason or ''}"
     cancelled = _cancel_open_applies(
         conn,
@@ -198,7 +215,8 @@ def _decide_canary(conn, request: LiveRequest) -> dict:
     version = restore_live(conn, request.prompt_name, live.version, stable, CANARY_ACTOR, why)
     held = decision == RolloutStatus.ROLLED_BACK or RolloutConfig.from_json(rollout.config).hold_undecided
     if held:
-        add_hold(conn, request.prompt_name, live.config_hash, live.version, version, f"rollout {rollout_id}", why)
+        actor = f"rollout {rollout_id}"
+        add_hold(conn, request.prompt_name, live.config_hash, live.version, version, actor, why, _key(live, restored))
     return {
         "version": version,
         "restored_version": stable,

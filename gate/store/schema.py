@@ -388,7 +388,9 @@ prompt_hold = Table(  # a config a rollback moved away from: its apply is refuse
     Column("created_at", T, **NOT_NULL),
     Column("released_at", T),
     Column("released_by", String(191)),
+    Column("hold_key", HASH),  # gate.prompt.behaviour.behaviour_hash; NULL: by config_hash only
     Index("ix_prompt_hold_config", "prompt_name", "config_hash"),
+    Index("ix_prompt_hold_key", "prompt_name", "hold_key"),
 )
 rate_limit_usage = Table(
     "rate_limit_usage",

@@ -256,14 +256,16 @@ def lock_update_query(update_id: int):
 def reconcilable_updates(conn: Connection, limit: int) -> list[int]:
     """Updates to reconcile in this transaction: candidates, each locked (SKIP LOCKED:
     another reconciler takes it) and checked again under the lock with a plain read."""
-    ready = []
     candidates: Sequence[int] = conn.execute(reconcile_candidates_query(limit)).scalars().all()
-    for update_id in candidates:
-        if conn.execute(lock_update_query(update_id)).first() is None:
-            continue
-        statuses: Iterable[str] = conn.execute(
-            select(prompt_run.c.status).where(prompt_run.c.update_id == update_id)
-        ).scalars()
-        if all(status not in RUN_OPEN for status in statuses):
-            ready.append(update_id)
-    return ready
+    return [update_id for update_id in candidates if lock_reconcilable(conn, update_id)]
+
+
+def lock_reconcilable(conn: Connection, update_id: int) -> bool:
+    """Lock the update for this transaction (SKIP LOCKED) when it is RUNNING with no run
+    open, checked under the lock with a plain read."""
+    if conn.execute(lock_update_query(update_id)).first() is None:
+        return False
+    statuses: Iterable[str] = conn.execute(
+        select(prompt_run.c.status).where(prompt_run.c.update_id == update_id)
+    ).scalars()
+    return all(status not in RUN_OPEN for status in statuses)

@@ -12,7 +12,6 @@ import os
 import subprocess
 from pathlib import Path
 
-import pytest
 from sqlalchemy import select
 from support import judged_env
 
