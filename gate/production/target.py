@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from gate.errors import UsageError
 from gate.settings import DEFAULT_DATABASE_URL, Settings, misspelt_target
@@ -49,14 +49,26 @@ class Target:
     reason: str
 
 
+SECRET_KEYS = ("password", "passwd", "pwd", "secret", "token", "key", "credential")
+
+
 def shown(url: str) -> str:
-    """A URL fit for a log line: any password in it replaced by ***."""
+    """A URL fit for a log line: a password in it replaced by ***, in its user part or in its
+    query (``?password=…``, which SQLAlchemy hands the driver as the password, and any option
+    named like a secret or a token)."""
     parts = urlsplit(url)
-    if parts.password is None:
+    query = "&".join(_shown_option(option) for option in parts.query.split("&")) if parts.query else ""
+    if parts.password is None and query == parts.query:
         return url
-    host = parts.netloc.rpartition("@")[2]
-    user = parts.username or ""
-    return urlunsplit((parts.scheme, f"{user}:***@{host}", parts.path, parts.query, parts.fragment))
+    shown_url = url.replace("?" + parts.query, "?" + query, 1)
+    if parts.password is not None:  # the first netloc is the URL's own: it comes first after the scheme
+        shown_url = shown_url.replace(parts.netloc, f"{parts.username or ''}:***@{parts.netloc.rpartition('@')[2]}", 1)
+    return shown_url
+
+
+def _shown_option(option: str) -> str:
+    key, sep, _value = option.partition("=")
+    return f"{key}=***" if sep and any(word in key.lower() for word in SECRET_KEYS) else option
 
 
 def resolve_target(

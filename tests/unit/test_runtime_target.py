@@ -64,3 +64,14 @@ def test_no_gate_named_is_refused_unless_the_default_file_is_there(tmp_path):
     (tmp_path / "promptgate.db").write_bytes(b"")
     t = target(tmp_path, {})
     assert (t.kind, t.url) == ("database", "sqlite:///promptgate.db") and "neither PROMPTGATE_URL" in t.reason
+
+
+def test_a_password_in_the_database_urls_query_stays_out_of_the_log_line(tmp_path):
+    """Review: SQLAlchemy hands ``?password=`` to the driver as the password; the line the
+    runtime logs printed it (``shown`` masked the user part only)."""
+    url = "mysql+pymysql://app@db/promptgate?password=hunter2&charset=utf8mb4"
+    t = target(tmp_path, {"PROMPTGATE_DATABASE_URL": url})
+    assert (t.kind, t.url) == ("database", url)  # the runtime still connects with it
+    assert "hunter2" not in t.reason and "?password=***&charset=utf8mb4" in t.reason, t.reason
+    t = target(tmp_path, {}, database_url="sqlite:///gate.db?secret_key=k1")
+    assert "k1" not in t.reason and "sqlite:///gate.db?secret_key=***" in t.reason, t.reason
