@@ -280,7 +280,29 @@ def _sample_messages(value: Any) -> list[dict[str, str]] | None:
 
 
 def _literal(text: str) -> str:
-    """A message the same in every sample, kept as template text: its braces made literal."""
+    """A message the same in every sample, kept as template text that renders to exactly it:
+    in a raw block when Jinja reads that block back as the text alone, else as one string
+    constant (``{{ "..." }}``). A sample's text is the file's, not the gate's: an
+    ``{%endraw%}`` in it (spelt with any spacing, or rebuilt from pieces around one a filter
+    removed) must not close the block and make the rest template code (``{{ item.ideal }}``
+    would hand the model the very answer its check compares with)."""
     if "{{" not in text and "{%" not in text and "{#" not in text:
         return text
-    return "{% raw %}" + text.replace("{% endraw %}", "") + "{% endraw %}"
+    wrapped = "{% raw %}" + text + "{% endraw %}"
+    return wrapped if _renders_as(wrapped, text) else "{{ " + json.dumps(text, ensure_ascii=False) + " }}"
+
+
+def _renders_as(source: str, text: str) -> bool:
+    """Whether ``source`` is, to Jinja, the text ``text`` and nothing else."""
+    from jinja2 import Environment, TemplateSyntaxError, nodes
+
+    try:
+        body = Environment(keep_trailing_newline=True).parse(source).body
+    except TemplateSyntaxError:
+        return False
+    return (
+        len(body) == 1
+        and isinstance(body[0], nodes.Output)
+        and all(isinstance(n, nodes.TemplateData) for n in body[0].nodes)
+        and "".join(n.data for n in body[0].nodes) == text
+    )
