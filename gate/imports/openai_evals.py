@@ -32,6 +32,7 @@ ANSWER_RE = re.compile(r"^\{\{\s*sample\.output_text\s*\}\}$")
 ITEM_RE = re.compile(r"^\{\{\s*item\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}$")
 OPERATIONS = {"eq": "equals", "ne": "not_equals", "like": "contains", "ilike": "icontains"}
 MAX_ROWS = 100_000
+COLUMN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 LISTED = {
     "text_similarity": "a similarity score: no gate check for it",
     "score_model": "a model's score: write a judge for it (a judge gates once it agrees with humans)",
@@ -204,7 +205,10 @@ def _run_template(
                 model = source.get("model")
                 return found, model if isinstance(model, str) else None
     out.notes.append("the eval holds no prompt (a run's input_messages): the prompt file is a skeleton: write it")
-    fields = "\n".join(f"{c}: {{{{ item.{c} }}}}" for c in columns[:32]) or "{{ item }}"
+    named = [c for c in columns if COLUMN_NAME.fullmatch(c)]  # a schema's key is the file's: never template code
+    for c in (c for c in columns if not COLUMN_NAME.fullmatch(c)):
+        out.skip("item_schema", repr(c[:60]), "not a column name the skeleton reads (letters, digits, _)")
+    fields = "\n".join(f"{c}: {{{{ item.{c} }}}}" for c in named[:32]) or "{{ item }}"
     return [{"role": "system", "content": "(the prompt: write it)"}, {"role": "user", "content": fields}], None
 
 
