@@ -92,11 +92,34 @@ def resolve_target(
     if gate_url:
         return _service(gate_url, runtime_token, f"gate_url= given; its token from {token_from}", "gate_url=")
     if database_url:
-        return Target("database", database_url, None, f"the database {shown(database_url)} (database_url= given)")
+        return _database(database_url, "database_url= given", cwd)
     if settings is not None and settings.database_url != DEFAULT_DATABASE_URL:
-        url = settings.database_url
-        return Target("database", url, None, f"the database {shown(url)} (the settings= given name it)")
-    return _from_environment(env, runtime_token, token_from, cwd or Path.cwd())
+        return _database(settings.database_url, "the settings= given name it", cwd)
+    target = _from_environment(env, runtime_token, token_from, cwd or Path.cwd())
+    return target if target.kind != "database" or target.url is None else _database(target.url, None, cwd, target)
+
+
+def _database(url: str, why: str | None, cwd: Path | None, target: Target | None = None) -> Target:
+    """The database at ``url``; a UsageError when it is an SQLite file that is not there (the
+    driver would create an empty one, and the runtime fail on it with "no such table")."""
+    missing = missing_sqlite_file(url, cwd or Path.cwd())
+    if missing is not None:
+        raise UsageError(
+            f"PromptRuntime: the database {shown(url)} is no file ({missing}): a runtime reads a gate database "
+            "that exists (promptgate creates one), and never creates an empty one"
+        )
+    return target or Target("database", url, None, f"the database {shown(url)} ({why})")
+
+
+def missing_sqlite_file(url: str, cwd: Path) -> Path | None:
+    """The file an ``sqlite:///PATH`` URL names when it does not exist (None: not such a URL,
+    an in-memory database, or the file is there)."""
+    scheme, sep, rest = url.partition(":///")
+    path = rest.split("?", 1)[0]
+    if not sep or scheme.split("+", 1)[0] != "sqlite" or path in ("", ":memory:"):
+        return None
+    found = Path(path) if Path(path).is_absolute() else cwd / path
+    return None if found.exists() else found
 
 
 def _service(url: str, token: str | None, why: str, where: str) -> Target:
