@@ -304,9 +304,7 @@ def _renders_as(source: str, text: str) -> bool:
         body = Environment(keep_trailing_newline=True).parse(source).body
     except TemplateSyntaxError:
         return False
-    return (
-        len(body) == 1
-        and isinstance(body[0], nodes.Output)
-        and all(isinstance(n, nodes.TemplateData) for n in body[0].nodes)
-        and "".join(n.data for n in body[0].nodes) == text
-    )
+    if len(body) != 1 or not isinstance(body[0], nodes.Output):
+        return False
+    data = [n.data for n in body[0].nodes if isinstance(n, nodes.TemplateData)]
+    return len(data) == len(body[0].nodes) and "".join(data) == text
