@@ -47,6 +47,8 @@ def import_openai_evals(path: Path, data: Path | None = None, model: str = "gpt-
     first = text.lstrip()[:1]
     try:
         whole = json.loads(text) if first == "{" else None
+    except RecursionError:
+        raise UsageError(f"{path}: nested too deep to be an eval file") from None
     except ValueError:
         whole = None  # JSONL: one object a line
     if isinstance(whole, Mapping) and ("testing_criteria" in whole or "data_source_config" in whole):

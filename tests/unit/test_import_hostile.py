@@ -74,3 +74,15 @@ def test_an_import_the_gate_refuses_leaves_nothing_written(tmp_path):
     with pytest.raises(GateError):
         bundle.write(tmp_path / "out")
     assert not [p for p in (tmp_path / "out").rglob("*") if p.is_file()]  # no dataset left from before the check
+
+
+def test_an_eval_file_nested_too_deep_is_one_line(tmp_path):
+    """Review: ``{"a": [[[...]]]}`` 100,000 deep ended the import in a RecursionError traceback
+    (the export's JSON was read catching ValueError only)."""
+    from gate.errors import UsageError
+    from gate.imports.openai_evals import import_openai_evals
+
+    path = tmp_path / "deep.json"
+    path.write_text('{"a":' + "[" * 100_000 + "]" * 100_000 + "}")
+    with pytest.raises(UsageError, match="nested too deep to be an eval file"):
+        import_openai_evals(path)
