@@ -244,6 +244,8 @@ def _from_files(value: Any, base: Path, out: Imported) -> list[Any]:
         )
         if target is not None and target.suffix == ".csv" and target.is_file():
             tests += csv_tests(target)
+            if len(tests) > MAX_TESTS:  # before the next file: a config may list one big CSV many times
+                raise UsageError(f"tests: over {MAX_TESTS} tests (from {entry[:120]}): at most {MAX_TESTS}")
         elif isinstance(entry, str):
             out.skip("tests", entry[:120], "only a CSV file beside the config is read (not a generator or a glob)")
         else:

@@ -86,3 +86,20 @@ def test_an_eval_file_nested_too_deep_is_one_line(tmp_path):
     path.write_text('{"a":' + "[" * 100_000 + "]" * 100_000 + "}")
     with pytest.raises(UsageError, match="nested too deep to be an eval file"):
         import_openai_evals(path)
+
+
+def test_a_big_csv_listed_many_times_is_read_until_the_limit_only(tmp_path, monkeypatch):
+    """Review: ``tests:`` listing one 16 MiB CSV thousands of times (a 1 MiB config holds
+    ~50,000 entries) read every one before counting the tests against ``MAX_TESTS``."""
+    from gate.errors import UsageError
+    from gate.imports import promptfoo
+
+    monkeypatch.setattr(promptfoo, "MAX_TESTS", 50)
+    config = _config(tmp_path, '["Reply to {{ticket}}"]', "tests: [" + ", ".join(["file://t.csv"] * 40) + "]\n")
+    (config.parent / "t.csv").write_text("ticket,__expected\n" + "".join(f"t{i},contains:t\n" for i in range(30)))
+    reads = []
+    real = promptfoo.csv_tests
+    monkeypatch.setattr(promptfoo, "csv_tests", lambda path: reads.append(path) or real(path))
+    with pytest.raises(UsageError, match="over 50 tests"):
+        import_promptfoo(config)
+    assert len(reads) == 2, len(reads)  # the second file passed the limit: no third read
