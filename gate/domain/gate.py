@@ -145,7 +145,7 @@ class Gate:
         def stage(conn) -> int:
             lock_prompt(conn, spec.name)  # submissions of the prompt serialize: latest wins
             check_hold(conn, spec, mode, override_rollback)  # an apply of a rolled-back config
-            _check_accept(conn, spec, mode, scope, accept_unjudged)  # an admin's, of a first version
+            _check_authority(conn, spec, mode, scope, accept_unjudged)  # acceptances; what decides the prompt
             mappings = _mappings_of(conn, spec.name, mode, proposed_bars, may_read)
             provider = _provider_of(conn, spec)
             pinned, fields = _pin_versions(conn, spec, mappings, read, may_read)
@@ -321,6 +321,17 @@ def _check_accept(conn, spec: PromptSpec, mode: str, scope: str | None, accept: 
         from .unjudged import check_accept
 
         check_accept(conn, spec, mode, scope)
+
+
+def _check_authority(conn, spec: PromptSpec, mode: str, scope: str | None, accept: bool) -> None:
+    """An acceptance of a first version unjudged (``_check_accept``), and a token's candidate
+    that reads no row label where live does, refused but for admin (``gate.domain.label_drop``;
+    imported only for a token's submission: it loads the kinds)."""
+    _check_accept(conn, spec, mode, scope, accept)
+    if scope is not None and scope != "admin":
+        from .label_drop import check_labels_kept
+
+        check_labels_kept(conn, spec, scope)
 
 
 def _parse_mode(mode: str) -> Mode:

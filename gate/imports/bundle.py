@@ -12,7 +12,10 @@ before a file is written, and written into one folder::
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,21 +73,49 @@ class Imported:
             parse_config(self.config(), "gate.yaml", base_dir=to)
 
     def write(self, to: Path) -> list[Path]:
-        """The files, into ``to`` (refused when it holds a gate.yaml already: nothing is
-        overwritten); their paths."""
+        """The files, into ``to`` (refused when it holds a gate.yaml or any file the import
+        would write: nothing is overwritten); their paths. Everything is checked before the
+        first file is written, and a write that fails takes back what it wrote: an error
+        leaves no half an import behind."""
         if (to / "gate.yaml").exists():
             raise UsageError(f"{to / 'gate.yaml'} exists: import into a new folder and merge by hand")
-        written = []
-        for name, rows in self.datasets.items():
-            written.append(_write(to / "datasets" / f"{name}.jsonl", "".join(_jsonl(r) for r in rows)))
-        self.check(to)
-        for folder, files in (("prompts", self.prompts), ("judges", self.judges)):
-            for name, data in files.items():
-                written.append(_write(to / folder / f"{name}.yaml", _yaml(data)))
-        if self.mappings:
-            written.append(_write(to / "gate.yaml", _yaml(self.config())))
-        written.append(_write(to / "IMPORT.txt", "\n".join(self.lines()) + "\n"))
+        planned = self.files(to)
+        there = next((path for path, _ in planned if path.exists() or path.is_symlink()), None)
+        if there is not None:
+            raise UsageError(f"{there} exists: import into a new folder and merge by hand")
+        to.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".import-", dir=to))  # checked there, then moved in
+        written: list[Path] = []
+        try:
+            for path, text in planned:
+                _write(staging / path.relative_to(to), text)
+            self.check(staging)
+            for path, _ in planned:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                os.link(staging / path.relative_to(to), path)  # FileExistsError rather than overwrite
+                written.append(path)
+        except OSError as exc:
+            _take_back(written)
+            raise UsageError(f"{to}: cannot write the import: {exc.strerror or exc}") from None
+        except BaseException:
+            _take_back(written)
+            raise
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
         return written
+
+    def files(self, to: Path) -> list[tuple[Path, str]]:
+        """Every file the import writes, with its text."""
+        out = [
+            (to / "datasets" / f"{name}.jsonl", "".join(_jsonl(r) for r in rows))
+            for name, rows in self.datasets.items()
+        ]
+        for folder, files in (("prompts", self.prompts), ("judges", self.judges)):
+            out += [(to / folder / f"{name}.yaml", _yaml(data)) for name, data in files.items()]
+        if self.mappings:
+            out.append((to / "gate.yaml", _yaml(self.config())))
+        out.append((to / "IMPORT.txt", "\n".join(self.lines()) + "\n"))
+        return out
 
     def lines(self) -> list[str]:
         """What was imported and, one line each, everything that was not."""
@@ -132,8 +163,14 @@ def read_source(path: Path) -> str:
 
 def _write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
+    with path.open("x", encoding="utf-8") as fh:  # never through a file (or a link) put there meanwhile
+        fh.write(text)
     return path
+
+
+def _take_back(written: list[Path]) -> None:
+    for path in written:
+        path.unlink(missing_ok=True)
 
 
 def _jsonl(row: dict[str, Any]) -> str:

@@ -32,6 +32,7 @@ ANSWER_RE = re.compile(r"^\{\{\s*sample\.output_text\s*\}\}$")
 ITEM_RE = re.compile(r"^\{\{\s*item\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}$")
 OPERATIONS = {"eq": "equals", "ne": "not_equals", "like": "contains", "ilike": "icontains"}
 MAX_ROWS = 100_000
+COLUMN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 LISTED = {
     "text_similarity": "a similarity score: no gate check for it",
     "score_model": "a model's score: write a judge for it (a judge gates once it agrees with humans)",
@@ -46,6 +47,8 @@ def import_openai_evals(path: Path, data: Path | None = None, model: str = "gpt-
     first = text.lstrip()[:1]
     try:
         whole = json.loads(text) if first == "{" else None
+    except RecursionError:
+        raise UsageError(f"{path}: nested too deep to be an eval file") from None
     except ValueError:
         whole = None  # JSONL: one object a line
     if isinstance(whole, Mapping) and ("testing_criteria" in whole or "data_source_config" in whole):
@@ -204,7 +207,10 @@ def _run_template(
                 model = source.get("model")
                 return found, model if isinstance(model, str) else None
     out.notes.append("the eval holds no prompt (a run's input_messages): the prompt file is a skeleton: write it")
-    fields = "\n".join(f"{c}: {{{{ item.{c} }}}}" for c in columns[:32]) or "{{ item }}"
+    named = [c for c in columns if COLUMN_NAME.fullmatch(c)]  # a schema's key is the file's: never template code
+    for c in (c for c in columns if not COLUMN_NAME.fullmatch(c)):
+        out.skip("item_schema", repr(c[:60]), "not a column name the skeleton reads (letters, digits, _)")
+    fields = "\n".join(f"{c}: {{{{ item.{c} }}}}" for c in named[:32]) or "{{ item }}"
     return [{"role": "system", "content": "(the prompt: write it)"}, {"role": "user", "content": fields}], None
 
 
@@ -280,7 +286,27 @@ def _sample_messages(value: Any) -> list[dict[str, str]] | None:
 
 
 def _literal(text: str) -> str:
-    """A message the same in every sample, kept as template text: its braces made literal."""
+    """A message the same in every sample, kept as template text that renders to exactly it:
+    in a raw block when Jinja reads that block back as the text alone, else as one string
+    constant (``{{ "..." }}``). A sample's text is the file's, not the gate's: an
+    ``{%endraw%}`` in it (spelt with any spacing, or rebuilt from pieces around one a filter
+    removed) must not close the block and make the rest template code (``{{ item.ideal }}``
+    would hand the model the very answer its check compares with)."""
     if "{{" not in text and "{%" not in text and "{#" not in text:
         return text
-    return "{% raw %}" + text.replace("{% endraw %}", "") + "{% endraw %}"
+    wrapped = "{% raw %}" + text + "{% endraw %}"
+    return wrapped if _renders_as(wrapped, text) else "{{ " + json.dumps(text, ensure_ascii=False) + " }}"
+
+
+def _renders_as(source: str, text: str) -> bool:
+    """Whether ``source`` is, to Jinja, the text ``text`` and nothing else."""
+    from jinja2 import Environment, TemplateSyntaxError, nodes
+
+    try:
+        body = Environment(keep_trailing_newline=True).parse(source).body
+    except TemplateSyntaxError:
+        return False
+    if len(body) != 1 or not isinstance(body[0], nodes.Output):
+        return False
+    data = [n.data for n in body[0].nodes if isinstance(n, nodes.TemplateData)]
+    return len(data) == len(body[0].nodes) and "".join(data) == text

@@ -172,8 +172,8 @@ def _prompt_entry(item: Any) -> tuple[str | None, str | None]:
 
 def _messages(raw: str, base: Path, where: str, out: Imported) -> list[dict[str, str]] | None:
     if raw.startswith("file://"):
-        target = (base / raw[len("file://") :]).resolve()
-        if target.suffix not in (".txt", ".json", ".md") or not target.is_file():
+        target = beside(base, raw[len("file://") :])
+        if target is None or target.suffix not in (".txt", ".json", ".md") or not target.is_file():
             out.skip(where, raw[:120], "only a .txt, .md or .json file beside the config is read")
             return None
         raw = read_source(target)
@@ -184,6 +184,19 @@ def _messages(raw: str, base: Path, where: str, out: Imported) -> list[dict[str,
     if isinstance(chat, list) and all(isinstance(m, Mapping) and isinstance(m.get("content"), str) for m in chat):
         return [{"role": str(m.get("role", "user")), "content": item_vars(m["content"])} for m in chat]
     return [{"role": "user", "content": item_vars(raw)}]
+
+
+def beside(base: Path, reference: str) -> Path | None:
+    """The file a ``file://`` reference names, when it is in the config's folder or below it
+    (symbolic links followed first); None for one elsewhere (``../``, an absolute path, a link
+    out): a config handed to the import must not make it copy another file of the machine
+    (``~/.ssh/…``, another project's secrets) into the files it writes."""
+    try:
+        root = base.resolve()
+        target = (root / reference).resolve()
+    except (OSError, RuntimeError, ValueError):
+        return None
+    return target if target.is_relative_to(root) else None
 
 
 def item_vars(template: str) -> str:
@@ -226,9 +239,13 @@ def _from_files(value: Any, base: Path, out: Imported) -> list[Any]:
     listed = [value] if isinstance(value, str) else value if isinstance(value, list) else []
     tests: list[Any] = []
     for entry in listed:
-        target = (base / entry[len("file://") :]) if isinstance(entry, str) and entry.startswith("file://") else None
+        target = (
+            beside(base, entry[len("file://") :]) if isinstance(entry, str) and entry.startswith("file://") else None
+        )
         if target is not None and target.suffix == ".csv" and target.is_file():
             tests += csv_tests(target)
+            if len(tests) > MAX_TESTS:  # before the next file: a config may list one big CSV many times
+                raise UsageError(f"tests: over {MAX_TESTS} tests (from {entry[:120]}): at most {MAX_TESTS}")
         elif isinstance(entry, str):
             out.skip("tests", entry[:120], "only a CSV file beside the config is read (not a generator or a glob)")
         else:

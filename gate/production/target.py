@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from gate.errors import UsageError
 from gate.settings import DEFAULT_DATABASE_URL, Settings, misspelt_target
@@ -49,14 +49,26 @@ class Target:
     reason: str
 
 
+SECRET_KEYS = ("password", "passwd", "pwd", "secret", "token", "key", "credential")
+
+
 def shown(url: str) -> str:
-    """A URL fit for a log line: any password in it replaced by ***."""
+    """A URL fit for a log line: a password in it replaced by ***, in its user part or in its
+    query (``?password=…``, which SQLAlchemy hands the driver as the password, and any option
+    named like a secret or a token)."""
     parts = urlsplit(url)
-    if parts.password is None:
+    query = "&".join(_shown_option(option) for option in parts.query.split("&")) if parts.query else ""
+    if parts.password is None and query == parts.query:
         return url
-    host = parts.netloc.rpartition("@")[2]
-    user = parts.username or ""
-    return urlunsplit((parts.scheme, f"{user}:***@{host}", parts.path, parts.query, parts.fragment))
+    shown_url = url.replace("?" + parts.query, "?" + query, 1)
+    if parts.password is not None:  # the first netloc is the URL's own: it comes first after the scheme
+        shown_url = shown_url.replace(parts.netloc, f"{parts.username or ''}:***@{parts.netloc.rpartition('@')[2]}", 1)
+    return shown_url
+
+
+def _shown_option(option: str) -> str:
+    key, sep, _value = option.partition("=")
+    return f"{key}=***" if sep and any(word in key.lower() for word in SECRET_KEYS) else option
 
 
 def resolve_target(
@@ -80,11 +92,34 @@ def resolve_target(
     if gate_url:
         return _service(gate_url, runtime_token, f"gate_url= given; its token from {token_from}", "gate_url=")
     if database_url:
-        return Target("database", database_url, None, f"the database {shown(database_url)} (database_url= given)")
+        return _database(database_url, "database_url= given", cwd)
     if settings is not None and settings.database_url != DEFAULT_DATABASE_URL:
-        url = settings.database_url
-        return Target("database", url, None, f"the database {shown(url)} (the settings= given name it)")
-    return _from_environment(env, runtime_token, token_from, cwd or Path.cwd())
+        return _database(settings.database_url, "the settings= given name it", cwd)
+    target = _from_environment(env, runtime_token, token_from, cwd or Path.cwd())
+    return target if target.kind != "database" or target.url is None else _database(target.url, None, cwd, target)
+
+
+def _database(url: str, why: str | None, cwd: Path | None, target: Target | None = None) -> Target:
+    """The database at ``url``; a UsageError when it is an SQLite file that is not there (the
+    driver would create an empty one, and the runtime fail on it with "no such table")."""
+    missing = missing_sqlite_file(url, cwd or Path.cwd())
+    if missing is not None:
+        raise UsageError(
+            f"PromptRuntime: the database {shown(url)} is no file ({missing}): a runtime reads a gate database "
+            "that exists (promptgate creates one), and never creates an empty one"
+        )
+    return target or Target("database", url, None, f"the database {shown(url)} ({why})")
+
+
+def missing_sqlite_file(url: str, cwd: Path) -> Path | None:
+    """The file an ``sqlite:///PATH`` URL names when it does not exist (None: not such a URL,
+    an in-memory database, or the file is there)."""
+    scheme, sep, rest = url.partition(":///")
+    path = rest.split("?", 1)[0]
+    if not sep or scheme.split("+", 1)[0] != "sqlite" or path in ("", ":memory:"):
+        return None
+    found = Path(path) if Path(path).is_absolute() else cwd / path
+    return None if found.exists() else found
 
 
 def _service(url: str, token: str | None, why: str, where: str) -> Target:

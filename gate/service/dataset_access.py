@@ -298,7 +298,7 @@ def _without_items(run):
     )
 
 
-FIELD_FIGURES_WITHHELD = "a holdout's per-field figures are shown to admin only"
+FIELD_FIGURES_WITHHELD = "a holdout's per-field and per-check figures are shown to admin only"
 
 
 def _without_field_figures(metrics: dict) -> dict:
@@ -307,8 +307,10 @@ def _without_field_figures(metrics: dict) -> dict:
     holdout's expected values and how many rows have each, and an argument's ``compared``
     how many rows expect it. What stays of ``fields``: how many items (the holdout's size);
     of ``tool_calls``: how many of the candidate's own answers were not JSON or off their
-    schema (not the rows' expected calls, hence not ``parallel``)."""
-    out = {key: value for key, value in metrics.items() if key != "field_flips"}
+    schema (not the rows' expected calls, hence not ``parallel``). Nor a checks decision's per-check
+    counts (``checks``): a pull request names up to 32 checks (a regex, or ``equals`` an item's
+    column, over an answer that may repeat the item), each a count over the holdout's rows."""
+    out = {key: value for key, value in metrics.items() if key not in ("field_flips", "checks")}
     if isinstance(out.get("fields"), dict):
         out["fields"] = {"items": out["fields"].get("items"), "withheld": True}
         stop = out.get("stop")
@@ -322,8 +324,9 @@ def _without_field_figures(metrics: dict) -> dict:
 
 
 def _without_field_figure(check: dict) -> dict:
-    """A per-field bar on a holdout: its pass or fail, not its figure (right / compared)."""
-    if check.get("bar") != "min_field_accuracy" or check.get("value") is None:
+    """A per-field or per-check bar on a holdout: its pass or fail, not its figure (right /
+    compared, passed / scored) nor its note ("N of M items failed it")."""
+    if check.get("bar") not in ("min_field_accuracy", "min_check_rate") or check.get("value") is None:
         return check
     return {**check, "value": None, "note": FIELD_FIGURES_WITHHELD}
 

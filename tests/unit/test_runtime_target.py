@@ -64,3 +64,30 @@ def test_no_gate_named_is_refused_unless_the_default_file_is_there(tmp_path):
     (tmp_path / "promptgate.db").write_bytes(b"")
     t = target(tmp_path, {})
     assert (t.kind, t.url) == ("database", "sqlite:///promptgate.db") and "neither PROMPTGATE_URL" in t.reason
+
+
+def test_a_password_in_the_database_urls_query_stays_out_of_the_log_line(tmp_path):
+    """Review: SQLAlchemy hands ``?password=`` to the driver as the password; the line the
+    runtime logs printed it (``shown`` masked the user part only)."""
+    url = "mysql+pymysql://app@db/promptgate?password=hunter2&charset=utf8mb4"
+    t = target(tmp_path, {"PROMPTGATE_DATABASE_URL": url})
+    assert (t.kind, t.url) == ("database", url)  # the runtime still connects with it
+    assert "hunter2" not in t.reason and "?password=***&charset=utf8mb4" in t.reason, t.reason
+    (tmp_path / "gate.db").touch()
+    t = target(tmp_path, {}, database_url=f"sqlite:///{tmp_path}/gate.db?secret_key=k1")
+    assert "k1" not in t.reason and "/gate.db?secret_key=***" in t.reason, t.reason
+
+
+def test_a_runtime_creates_no_empty_sqlite_database(tmp_path, monkeypatch):
+    """Review: ``PROMPTGATE_DATABASE_URL`` (or ``database_url=``) naming an SQLite file that is
+    not there made the driver create an empty one, and the runtime failed on it with "no such
+    table: prompt" (issue 50's friction, for any path but the default)."""
+    from gate.runtime import PromptRuntime
+
+    monkeypatch.chdir(tmp_path)
+    for given in ({"database_url": f"sqlite:///{tmp_path / 'typo.db'}"}, {}):
+        monkeypatch.setenv("PROMPTGATE_DATABASE_URL", "sqlite:///typo.db")
+        with pytest.raises(UsageError, match=r"is no file .*typo\.db.*never creates an empty one"):
+            PromptRuntime(**given)
+        assert not (tmp_path / "typo.db").exists()
+    assert target(tmp_path, {}, database_url="sqlite://").kind == "database"  # in memory: nothing to find
