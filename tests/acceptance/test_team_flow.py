@@ -100,6 +100,7 @@ def start_gate_step(ws: Path, env: dict, inputs: dict, tmp_path: Path) -> tuple[
         "PROMPTGATE_URL",
         "PROMPTGATE_TOKEN",
         "PROMPTGATE_DATABASE_URL",
+        "PROMPTGATE_PUBLIC_URL",  # the `public-url` input: where the comment links each update's page
     } | {k for k in run_env if k.startswith(("GITHUB_", "INPUT_", "RUNNER_"))}
     script = tmp_path / f"gate-step-{time.monotonic_ns()}.sh"
     script.write_text(step["run"])
