@@ -188,6 +188,7 @@ def _run_view(run: RunReport, samples: int, excerpt: int) -> dict:
         "broken_rows": [item_rows.broken_row(b) for b in broken],
         "failing_rows": [item_rows.failing_row(f) for f in shown],
         "reasons": any(row["reason"] for row in item_rows.rows_of(broken, shown)),  # a judge gave one: its column
+        **item_rows.expected_columns(shown, run.unstable),  # none for a dataset without labels
         "failing_total": failing_total,
         "other_total": other_total,
         "failures_cut": other_total > len(shown),
