@@ -79,7 +79,7 @@ def test_a_checks_decisions_check_by_check_section_and_failed_checks_on_both_sur
     assert re.search(r"never_promises_refund</span></td>\s*<td class=\"num\">8</td>", html), html
     row = next(line for line in markdown.splitlines() if line.startswith("| t-1 "))
     assert row.endswith("| **never\\_promises\\_refund** |"), row  # the check it failed, named
-    assert '<b class="bad mono">never_promises_refund</b>' in html
+    assert '<div><b class="bad mono">never_promises_refund</b></div>' in html
     assert "(invalid)" not in markdown and "(invalid)" not in html  # never a judge's word for a check
 
 
