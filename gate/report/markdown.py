@@ -23,7 +23,7 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from gate.verdict.reasons import detail_text
+from gate.verdict.reasons import detail_text, plain_reason
 
 from . import canary, item_rows, sections, unjudged
 from .figures import accuracy_state, bar_name, headline_miss, partly_paired
@@ -109,6 +109,7 @@ def environment() -> Environment:
         difference=difference,
         partly_paired=partly_paired,
         bar_name=bar_name,
+        plain_reason=plain_reason,
         judge_said=judge_said,
         rate_line=rate_line,
         pairwise_line=pairwise_line,

@@ -55,7 +55,8 @@ def samples() -> list[ItemSample]:
 def report(decision: dict, unstable: list[UnstableItem] | None = None) -> UpdateReport:
     base = run()
     trials = {"trials": {"n": 3, "rule": "majority", "k": None, "needed": 2}} if unstable else {}
-    pinned = Pinned.of({"decision": decision, "bars": {}, **trials})
+    bars = {"min_check_rate": {"never_promises_refund": "1"}}
+    pinned = Pinned.of({"decision": decision, "bars": bars, **trials})
     checked = replace(base, pinned=pinned, metrics={**metrics(1), "unstable": len(unstable or ())})
     counts = RunCounts(total=10, match=8, mismatch=1, error=1)
     update = Update(7, "drafter", "check", "REJECTED", {"name": "drafter"}, "ab" * 32, 2, {}, "missed", T0, T0, T0)
