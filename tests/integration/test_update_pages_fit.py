@@ -258,6 +258,12 @@ def test_every_update_page_fits_1200_px(demo, chromium, tmp_path):
         pages |= {f"dataset-{n}": web.get(f"{svc.url}/datasets/{n}").text for n in datasets}
         pages |= {"updates": web.get(f"{svc.url}/").text, "datasets": web.get(f"{svc.url}/datasets").text}
         conversation = web.get(f"{svc.url}/datasets/support-conversations").text
+    # one name per bar (issue 49.6): the stored reasons' keys ("min_field_accuracy[amount]") on hover only
+    for name in ("updates", "prompt-support-extract", "prompt-support-router", "prompt-drafter"):
+        cells = re.findall(r'<td class="reason"[^>]*>(.*?)</td>', pages[name], re.S)
+        shown = htmllib.unescape(re.sub(r"<[^>]*>", " ", " ".join(cells)))
+        assert "read right" in shown or "passing the check" in shown, (name, shown)
+        assert not re.search(r"\b(min|max)_[a-z_0-9]+\b", shown), (name, shown)
     # a conversation drawn as its turns, who spoke first (issue 49.2)
     assert re.search(r'<div class="turn"><b>user</b>: [^<]+</div>', conversation), conversation[-3000:]
     fits = measured(chromium, tmp_path, pages, css)
