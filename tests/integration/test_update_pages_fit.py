@@ -34,6 +34,7 @@ from gate.kinds.registry import KINDS
 from gate.mockllm import MockLLMServer
 from gate.prompt.spec import parse_spec
 from gate.report.markdown import render_report_markdown
+from gate.settings import Settings
 
 WIDTH = 1200
 CANDIDATES = {  # the demo's candidate edits, by prompt: the kind each is decided by
@@ -102,7 +103,7 @@ def submit_checks_updates(gate: Gate, folder: Path) -> None:
             (drafter(PROMISING), "check"),
             (checked_reply(locate_examples(None)), "check"),
         ):
-            (report,) = run_until_terminal(gate, [gate.submit(spec, mode)], timeout=60)
+            (report,) = run_until_terminal(gate, [gate.submit(spec, mode)], timeout=60, concurrency=16)
             assert report.terminal, report.update.reason
 
 
@@ -113,7 +114,7 @@ def demo(mysql_server, tmp_path_factory):
 
     url = create_database(mysql_server[0], f"pg_test_fit_{os.getpid()}")
     assert run_demo(database_url=url, echo=lambda _: None), "the demo did not go as expected"
-    gate = Gate.connect(url)
+    gate = Gate.connect(settings=Settings.from_env().with_(database_url=url, poll_interval=0.02, poll_max_interval=0.1))
     submit_checks_updates(gate, tmp_path_factory.mktemp("drafts"))
     svc = Service(url, tmp_path_factory.mktemp("serve"), "--public-read")
     try:
