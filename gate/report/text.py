@@ -231,7 +231,7 @@ def _trials_lines(r) -> list[str]:
     lines = [f"    trials: {t['n']} calls per item, {t['rule']} ({t['needed']} of {t['n']} must match){unstable}"]
     for u in r.unstable:
         lines.append(
-            f"    unstable {safe(u.item_id)}: expected {safe(u.expected_decision)}, trials "
+            f"    unstable {safe(u.item_id)}: {expected_part(u.expected_decision)}trials "
             f"{', '.join(safe(a, 40) for a in u.answers)} → {u.verdict}"
         )
     return lines

@@ -15,6 +15,7 @@ from test_report_tool_calls import ATTEMPTS, T0, run
 from gate.records import ItemSample, RunCounts, UnstableItem, Update
 from gate.records.pinned import Pinned
 from gate.report.markdown import render_report_markdown
+from gate.report.text import render_text
 from gate.report.update import UpdateReport, run_report
 from gate.service import pages, views
 
@@ -103,3 +104,4 @@ def test_no_empty_expected_column_for_a_dataset_without_labels():
         assert "expected" not in headers(html), (decision["type"], headers(html))
         tables = [line for line in markdown.splitlines() if line.startswith("| item |")]
         assert tables and not any("expected" in line for line in tables), tables
+        assert "unstable t-3: trials good, bad, good" in render_text(r)  # no "expected ," either
