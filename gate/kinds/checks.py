@@ -28,6 +28,7 @@ from gate.verdict.bar_checks import BarCheck
 from gate.verdict.bars import Bars
 from gate.verdict.scoring import format_bar, format_pct, metrics_from_breakdown
 
+from . import sections as sec
 from .base import EVERY_KIND_BARS, LIVE_BARS, Decision, DecisionKind, FigureSource, Reading, SpecView, StoredDecision
 
 CHECKS_KEYS = ("type", "checks")
@@ -132,6 +133,9 @@ class ChecksKind(DecisionKind):
 
     def maps_row_labels(self, stored: StoredDecision) -> bool:
         return False
+
+    def own_sections(self) -> tuple[sec.Section, ...]:
+        return (sec.CHECK_RATES,)  # no labels: its checks' pass rates instead
 
     def counts_by_label(self, stored: StoredDecision) -> bool:
         return False

@@ -89,7 +89,7 @@ class JudgedKind(DecisionKind):
         return {} if rule is None else {"checks": check_figures(source, run_id, rule)}
 
     def own_sections(self) -> tuple[sec.Section, ...]:
-        return (sec.JUDGE,)
+        return (sec.JUDGE, sec.CHECK_RATES)  # per check: shown when checks go before the judge
 
     def keeps_labels(self, decision: Decision) -> bool:
         return False

@@ -18,6 +18,7 @@ class Key(StrEnum):
     PROTECTED = "protected"  # protected items that broke
     COMPARED = "compared"  # live against the candidate on the same items
     CHECKS = "checks"  # every bar and how the run stands against it
+    CHECK_RATES = "check_rates"  # a decision with checks (checks alone, or before a judge): per check
     FIELDS = "fields"  # per field (a fields decision) or per argument (a tool call's)
     SLICES = "slices"  # per value of the mapping's slice_by column
     ACCEPTED = "accepted"  # the mapping's accepted breaks
@@ -64,6 +65,7 @@ FAILING = _run(Key.FAILING, "Failing items")
 FIELDS = _update(Key.FIELDS, "Field by field")
 ARGUMENTS = _update(Key.FIELDS, "Arguments, field by field")
 JUDGE = _update(Key.JUDGE, "The judge")
+CHECK_RATES = _update(Key.CHECK_RATES, "Check by check")  # shown when a run has check rates
 TOOL_CALLS = _update(Key.TOOL_CALLS, "Tool calls")
 LABELS = _run(Key.LABELS, "Confusion matrix")
 FUNCTIONS = _run(Key.LABELS, "Function confusion matrix")

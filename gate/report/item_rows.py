@@ -21,16 +21,39 @@ CELL = 160  # characters of an answer
 
 
 def table_mode(run: Any) -> str:
-    """How the run's items are drawn: ``judged`` (the judge's verdict and reason), ``fields``
-    (only the fields that differ), ``call`` (the function expected and the one called),
-    ``label``."""
-    if run.judge is not None or any(_judging(s) for s in [*run.broken, *run.failures]):
+    """How the run's items are drawn: ``checks`` (a checks decision: the checks each failed),
+    ``judged`` (the judge's verdict and reason; a check failed before it: its checks),
+    ``fields`` (only the fields that differ), ``call`` (the function expected and the one
+    called), ``label``."""
+    if _decided_by(run) == "checks":
+        return "checks"
+    if run.judge is not None or _decided_by(run) == "judge" or any(_judging(s) for s in [*run.broken, *run.failures]):
         return "judged"
     if any(getattr(s, "wrong_fields", None) is not None for s in [*run.broken, *run.failures]):
         return "fields"
     if any(s.call is not None for s in run.failures):
         return "call"
     return "label"
+
+
+def _decided_by(run: Any) -> str | None:
+    """The type of the run's pinned decision (``checks``, ``judge``, …; None: not pinned)."""
+    decision = (getattr(run, "pinned", None) or {}).get("decision")
+    return decision.get("type") if isinstance(decision, dict) else None
+
+
+def expected_columns(failing: Sequence[Any], unstable: Sequence[Any]) -> dict[str, bool]:
+    """Do the failing and the unstable items' tables have an expected column: not when no
+    item of theirs has an expected value (a dataset without labels, ``fields.unlabelled``: a
+    judged or checks prompt's), never an empty column."""
+    return {
+        "expected_shown": any(_expected_of(f) for f in failing),
+        "unstable_expected": any(u.expected_decision for u in unstable),
+    }
+
+
+def _expected_of(f: Any) -> Any:
+    return (f.call or {}).get("expected") or f.expected_decision
 
 
 def _judging(sample: Any) -> bool:
@@ -109,10 +132,19 @@ def changes(wrong_fields: Sequence[dict] | None) -> list[dict[str, Any]]:
     return out
 
 
+def checks_failed(sample: Any) -> list[str]:
+    """The checks the item failed (a decision with checks: kept with its judging)."""
+    found = getattr(sample, "checks_failed", None) or (getattr(sample, "judge", None) or {}).get("checks_failed")
+    return [one_line(n, 64) for n in found or ()] if isinstance(found, list) else []
+
+
 def _reason(judge: dict | None) -> tuple[str | None, str | None]:
-    """The judge's verdict and its reason, apart (a comparison: its outcome, each order's label)."""
+    """The judge's verdict and its reason, apart (a comparison: its outcome, each order's
+    label; an item that failed a check before the judge: "failed check", and which)."""
     if not judge:
         return None, None
+    if judge.get("checks_failed"):  # never judged (gate.prompt.checks)
+        return "failed check", one_line(", ".join(str(n) for n in judge["checks_failed"]), CELL)
     if judge.get("orders"):
         said = "; ".join(f"{o.get('a')} first: {o.get('label') or '(invalid)'}" for o in judge["orders"])
         return one_line(judge.get("outcome"), 40), one_line(said, CELL)
@@ -134,6 +166,7 @@ def broken_row(b: Any) -> dict[str, Any]:
         "verdict": verdict or one_line(b.candidate_decision or "", 40),
         "live_verdict": one_line(b.live_decision or "", 40),
         "reason": reason,
+        "checks_failed": checks_failed(b),
         "error": None,
     }
 
@@ -154,6 +187,7 @@ def failing_row(f: Any) -> dict[str, Any]:
         "changes": changes(f.wrong_fields) if f.wrong_fields is not None and error is None else None,
         "verdict": verdict,
         "reason": reason,
+        "checks_failed": checks_failed(f),
         "error": error,
     }
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from gate.verdict.reasons import detail_text
+from gate.verdict.reasons import detail_text, plain_reason
 
 from . import canary, item_rows, sections, unjudged
 from .figures import accuracy_state, bar_name, headline_miss, partly_paired
@@ -109,6 +109,7 @@ def environment() -> Environment:
         difference=difference,
         partly_paired=partly_paired,
         bar_name=bar_name,
+        plain_reason=plain_reason,
         judge_said=judge_said,
         rate_line=rate_line,
         pairwise_line=pairwise_line,
@@ -188,6 +189,7 @@ def _run_view(run: RunReport, samples: int, excerpt: int) -> dict:
         "broken_rows": [item_rows.broken_row(b) for b in broken],
         "failing_rows": [item_rows.failing_row(f) for f in shown],
         "reasons": any(row["reason"] for row in item_rows.rows_of(broken, shown)),  # a judge gave one: its column
+        **item_rows.expected_columns(shown, run.unstable),  # none for a dataset without labels
         "failing_total": failing_total,
         "other_total": other_total,
         "failures_cut": other_total > len(shown),

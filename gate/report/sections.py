@@ -51,6 +51,7 @@ HAS: dict[Key, Callable[[RunReport], Any]] = {
     Key.PROTECTED: lambda r: r.protected and r.protected.get("broken"),
     Key.COMPARED: lambda r: r.comparison or (r.baseline_note and r.status == "DONE"),
     Key.CHECKS: _bars,
+    Key.CHECK_RATES: lambda r: r.check_rates,
     Key.FIELDS: lambda r: r.fields and r.fields.get("fields"),
     Key.SLICES: lambda r: r.slices and r.slices.get("slices"),
     Key.ACCEPTED: lambda r: r.accepted_breaks,

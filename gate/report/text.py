@@ -11,12 +11,12 @@ from decimal import Decimal
 
 from gate.untrusted import terminal_safe as safe
 from gate.verdict.bar_checks import points
-from gate.verdict.reasons import detail_text
+from gate.verdict.reasons import detail_text, plain_reason
 from gate.verdict.scoring import format_bar
 from gate.verdict.stats import format_p
 
 from . import unjudged
-from .figures import partly_paired
+from .figures import bar_name, partly_paired
 from .judge_view import judge_lines, judge_said
 from .text_sections import accepted_lines, answer, check_lines, field_lines, protected_lines, slice_lines
 from .tool_calls import failure_line, tool_lines
@@ -28,7 +28,7 @@ def render_text(report: UpdateReport) -> str:
     on_proposed = (u.source or {}).get("proposed_bars")
     proposed = " on the bars its pull request proposes, not yet the gate's" if on_proposed else ""
     status = u.status if report.outcome == u.status else f"{u.status} → {report.outcome}"
-    reason = f" — {safe(u.reason)}" if u.reason else ""
+    reason = f" — {safe(plain_reason(u.reason))}" if u.reason else ""  # each bar by its plain name
     lines = [f"update {u.id}: {u.prompt_name} ({u.mode}) {status}{proposed}{reason}"]
     if report.outcome_sentence:  # what production made of it (gate.report.canary), or that nothing judged it
         said = "in production:" if report.rollout else unjudged.ICON
@@ -52,7 +52,7 @@ def _run_lines(r) -> list[str]:
         f"{progress}, {r.errors} errors"
         + (f", {r.stopped} not scored" if r.stopped else "")
         + ("".join(f" ({safe(c['note'])})" for c in r.checks if c["bar"] == "min_accuracy" and c["note"]))
-        + (f" — {safe(r.reason)}" if r.reason and r.status == "ERROR" else "")
+        + (f" — {safe(plain_reason(r.reason))}" if r.reason and r.status == "ERROR" else "")
         + (f" — {safe(detail)}" if r.status == "ERROR" and (detail := detail_text(r.metrics)) else "")
     ]
     lines += _stop_lines(r)
@@ -63,7 +63,7 @@ def _run_lines(r) -> list[str]:
     lines += check_lines(r) + field_lines(r) + slice_lines(r)
     lines += _calls_lines(r)
     lines += [
-        f"    bar {c['bar'] if c['label'] is None else c['bar'] + '[' + safe(c['label']) + ']'} "
+        f"    bar {safe(bar_name(c))} "
         f"{c['limit']}: {c['value'] or 'n/a'} [{c['state']}]" + (f" — {safe(c['note'])}" if c["note"] else "")
         for c in r.checks
         if c["bar"] != "min_accuracy"
@@ -231,7 +231,7 @@ def _trials_lines(r) -> list[str]:
     lines = [f"    trials: {t['n']} calls per item, {t['rule']} ({t['needed']} of {t['n']} must match){unstable}"]
     for u in r.unstable:
         lines.append(
-            f"    unstable {safe(u.item_id)}: expected {safe(u.expected_decision)}, trials "
+            f"    unstable {safe(u.item_id)}: {expected_part(u.expected_decision)}trials "
             f"{', '.join(safe(a, 40) for a in u.answers)} → {u.verdict}"
         )
     return lines

@@ -44,6 +44,7 @@ from gate.report.judge_view import cost_line, pairwise_line, rate_line, sentinel
 from gate.report.markdown_filters import bar_pct, interval, num, pct, points, pvalue, ratio, run_pct, usd
 from gate.states import UpdateStatus
 from gate.untrusted import CONTROL, one_line
+from gate.verdict.reasons import plain_reason
 
 from . import views
 from .auth import ANONYMOUS, PAGE_COOKIE, PAGE_SCOPES, AuthError, Caller, bearer, page_caller
@@ -123,6 +124,7 @@ def environment() -> Environment:
         pvalue=pvalue,
         partly_paired=partly_paired,
         bar_name=bar_name,
+        plain_reason=plain_reason,
         ratio=ratio,
         usd=usd,
         bar_pct=bar_pct,

@@ -129,6 +129,7 @@ def run_view(run: RunReport, samples: int | None = None, page: int = 1) -> dict[
         "broken_rows": [item_rows.broken_row(b) for b in run.broken[shown]],
         "failing_rows": [item_rows.failing_row(f) for f in others[shown]],
         "reasons": any(row["reason"] for row in item_rows.rows_of(run.broken[shown], others[shown])),
+        **item_rows.expected_columns(others[shown], run.unstable),  # none for a dataset without labels
         "other_total": other_total,
         "pages": pages,
         "run": run,

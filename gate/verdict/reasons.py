@@ -152,3 +152,25 @@ def plain_miss(name: str, label: str | None, value: str | None, limit: str) -> s
     if name == "max_drop":
         return f"{what} {shown}, at most {bar.lstrip(chr(0x2212))}"
     return f"{what} {shown}, at most {bar}"
+
+
+# The bars a stored reason names by their keys (``gate.verdict.update_outcome``: "d
+# min_field_accuracy[amount] 85.0% < bar 90%"), each a whole word of its own: a dataset's name
+# holding one ("max_broken_set") is no bar. The stored reason keeps the keys (what the JSON API
+# returns, what ``gate.service.dataset_access`` redacts a holdout's figures from); a reader is
+# shown it with each bar by its plain name, as the tables name it (``plain_reason``).
+_KEYED_BARS = (
+    "min_field_accuracy|min_check_rate|min_slice_accuracy|min_recall|min_precision|max_broken|max_drop"
+    "|max_latency_p95_ms|max_cost_per_1k_items|max_error_rate|max_inconsistent|max_loss_rate"
+    "|min_judge_items|min_judge_j|min_judge_kappa|min_slice_items"
+)
+_KEYED = re.compile(rf"(?<![\w.\-])({_KEYED_BARS})(?:\[([^\]\n]{{0,200}})\])?(?![\w.\-\[])")
+
+
+def plain_reason(reason: str | None) -> str | None:
+    """A stored reason as a reader is shown it: every bar by its one plain name ("d
+    min_field_accuracy[amount] 85.0% < bar 90%" → "d amount read right 85.0% < bar 90%"),
+    the figures and the rest as they are (a holdout's "(figure left out)" too)."""
+    if not reason:
+        return reason
+    return _KEYED.sub(lambda m: plain_bar(m.group(1), m.group(2)), reason)

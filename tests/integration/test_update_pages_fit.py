@@ -1,5 +1,7 @@
 """Each kind's update as its reviewer reads it (issue 49): the five updates `promptgate demo`
-makes (a label, a label applied, fields, a judged reply, a tool call) on MariaDB, the
+makes (a label, a label applied, fields, a judged reply, a tool call) and two of a decision
+with checks (issue 50.1: a drafter decided by checks alone on a dataset without labels,
+compared with its live version; a reply with a check before its judge) on MariaDB, the
 comment (Markdown) and the status page (a real `promptgate serve`) showing the same sections
 for each kind, and every update page in headless Chromium at 1,200 px: nothing wider than
 the window, no table cell whose text runs out of it.
@@ -10,6 +12,7 @@ there."""
 
 from __future__ import annotations
 
+import csv
 import html as htmllib
 import json
 import os
@@ -20,6 +23,7 @@ from pathlib import Path
 import cmarkgfm
 import httpx2
 import pytest
+import yaml
 from cmarkgfm.cmark import Options
 from support.mariadb_server import create_database
 from support.service_harness import Service
@@ -27,7 +31,10 @@ from support.service_harness import Service
 from gate.domain import Gate
 from gate.kinds.compared import COMPARED
 from gate.kinds.registry import KINDS
+from gate.mockllm import MockLLMServer
+from gate.prompt.spec import parse_spec
 from gate.report.markdown import render_report_markdown
+from gate.settings import Settings
 
 WIDTH = 1200
 CANDIDATES = {  # the demo's candidate edits, by prompt: the kind each is decided by
@@ -35,7 +42,69 @@ CANDIDATES = {  # the demo's candidate edits, by prompt: the kind each is decide
     "support-extract": "fields",
     "support-reply": "judged",
     "support-router": "tool_call",
+    "drafter": "checks",
+    "reply-checked": "checks+judge",
 }
+REFUND = {"never_promises_refund": {"not_regex": "(?i)\\brefund"}}
+DRAFTER_CHECKS = {**REFUND, "names_the_topic": {"icontains": {"column": "topic"}}, "short": {"max_words": 40}}
+LOOKING = "We are looking into your order and will write back today."
+PROMISING = "We are sorry about your order: a refund has been issued."
+
+
+def drafter(reply_when_charged: str):
+    rules = f"Draft a reply.\n- reply when charged: {reply_when_charged}\n- reply otherwise: Reset your password here."
+    return parse_spec(
+        {
+            "name": "drafter",
+            "model": "mock-1",
+            "messages": [{"role": "system", "content": rules}, {"role": "user", "content": "{{ item.ticket }}"}],
+            "decision": {"type": "checks", "checks": DRAFTER_CHECKS},
+        }
+    )
+
+
+def checked_reply(root: Path):
+    """The demo's support-reply as a prompt of its own, a check before its judge."""
+    spec = parse_spec(yaml.safe_load((root / "prompts" / "support-reply.yaml").read_text()))
+    config = spec.to_config()
+    return parse_spec({**config, "name": "reply-checked", "decision": {**config["decision"], "checks": REFUND}})
+
+
+def drafts(path: Path) -> Path:
+    """Tickets without a label column (a checks prompt's dataset: fields.unlabelled)."""
+    with path.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["item_id", "ticket", "topic"])
+        for i in range(12):
+            ticket, topic = (("I was charged twice for order 5{i}", "order"), ("I forgot my password {i}", "password"))[
+                i % 2
+            ]
+            w.writerow([f"t{i}", ticket.format(i=i), topic])
+        w.writerow(["p0", "Where is my parcel?", "parcel"])
+    return path
+
+
+def submit_checks_updates(gate: Gate, folder: Path) -> None:
+    """A drafter decided by checks (applied, then a candidate that promises refunds) and a
+    reply with a check before its judge, each run to its end in this process."""
+    from gate.cli.demo_run import locate_examples
+    from workers.supervisor import run_until_terminal
+
+    gate.register_dataset("drafts", str(drafts(folder / "drafts.csv")), declared_in="gate.yaml")
+    gate.map_dataset(
+        "drafter", "drafts", "0.5", bars={"early_stop": False, "min_check_rate": {"never_promises_refund": 1}}
+    )
+    gate.map_dataset("reply-checked", "support-tickets", "0.75", bars={"sentinels": 0, "early_stop": False})
+    with MockLLMServer() as llm, pytest.MonkeyPatch.context() as env:
+        env.setenv("OPENAI_BASE_URL", llm.base_url)
+        env.setenv("OPENAI_API_KEY", "test-key")
+        for spec, mode in (
+            (drafter(LOOKING), "apply"),
+            (drafter(PROMISING), "check"),
+            (checked_reply(locate_examples(None)), "check"),
+        ):
+            (report,) = run_until_terminal(gate, [gate.submit(spec, mode)], timeout=60, concurrency=16)
+            assert report.terminal, report.update.reason
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +114,9 @@ def demo(mysql_server, tmp_path_factory):
 
     url = create_database(mysql_server[0], f"pg_test_fit_{os.getpid()}")
     assert run_demo(database_url=url, echo=lambda _: None), "the demo did not go as expected"
+    gate = Gate.connect(settings=Settings.from_env().with_(database_url=url, poll_interval=0.02, poll_max_interval=0.1))
+    submit_checks_updates(gate, tmp_path_factory.mktemp("drafts"))
     svc = Service(url, tmp_path_factory.mktemp("serve"), "--public-read")
-    gate = Gate.connect(url)
     try:
         yield gate, svc
     finally:
@@ -63,11 +133,14 @@ def md_sections(markdown: str) -> set[str]:
     return {t for t in titles() if f"**{t}**" in markdown}
 
 
-def html_sections(page: str) -> set[str]:
-    """The titles the page heads a section with (its h2 and h3: the title, then any muted note)."""
+def headings(page: str) -> set[str]:
+    """What the page heads its sections with (its h2 and h3: the title, then any muted note)."""
     heads = re.findall(r"<h[23][^>]*>(.*?)</h[23]>", page, re.S)
-    texts = {htmllib.unescape(re.split(r"\s*<span", h)[0]).strip() for h in heads}
-    return {t for t in titles() if t in texts}
+    return {htmllib.unescape(re.split(r"\s*<span", h)[0]).strip() for h in heads}
+
+
+def html_sections(page: str) -> set[str]:
+    return titles() & headings(page)
 
 
 def latest(gate: Gate) -> dict[str, int]:
@@ -92,10 +165,15 @@ def test_each_kind_shows_the_same_sections_in_the_comment_and_on_its_page(demo):
                 f"{kind}: only in the comment {comment - on_page}, only on the page {on_page - comment}"
             )
             shown[kind] = comment
+            if "checks" in kind:  # its checks' pass rates, on both (an ad-hoc table in the comment before)
+                assert "**Check by check**" in render_report_markdown(report), kind
+                assert "Check by check" in headings(page.text), f"{kind}: the page has no Check by check section"
     assert {"The judge", "Broken items"} <= shown["judged"]
     assert {"Field by field", "By slice", "Accepted breaks", "Protected items broken"} <= shown["fields"]
     assert {"Arguments, field by field", "Tool calls", "Function confusion matrix"} <= shown["tool_call"]
     assert {"Confusion matrix", "Against the live version, on the same items"} <= shown["label"]
+    assert {"Check by check", "Broken items", "Against the live version, on the same items"} <= shown["checks"]
+    assert {"Check by check", "The judge"} <= shown["checks+judge"]
 
 
 def test_a_runs_items_page_by_page(demo):
@@ -181,6 +259,12 @@ def test_every_update_page_fits_1200_px(demo, chromium, tmp_path):
         pages |= {f"dataset-{n}": web.get(f"{svc.url}/datasets/{n}").text for n in datasets}
         pages |= {"updates": web.get(f"{svc.url}/").text, "datasets": web.get(f"{svc.url}/datasets").text}
         conversation = web.get(f"{svc.url}/datasets/support-conversations").text
+    # one name per bar (issue 49.6): the stored reasons' keys ("min_field_accuracy[amount]") on hover only
+    for name in ("updates", "prompt-support-extract", "prompt-support-router", "prompt-drafter"):
+        cells = re.findall(r'<td class="reason"[^>]*>(.*?)</td>', pages[name], re.S)
+        shown = htmllib.unescape(re.sub(r"<[^>]*>", " ", " ".join(cells)))
+        assert "read right" in shown or "passing the check" in shown, (name, shown)
+        assert not re.search(r"\b(min|max)_[a-z_0-9]+\b", shown), (name, shown)
     # a conversation drawn as its turns, who spoke first (issue 49.2)
     assert re.search(r'<div class="turn"><b>user</b>: [^<]+</div>', conversation), conversation[-3000:]
     fits = measured(chromium, tmp_path, pages, css)
