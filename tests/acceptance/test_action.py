@@ -243,7 +243,8 @@ def test_hostile_dataset_rows_and_model_output_are_escaped_in_the_comment(tmp_pa
     assert len(body) <= GITHUB_COMMENT_LIMIT
     assert "<img" not in body and "@org/team" not in body and "https://evil" not in body and "z" * 500 not in body
     (row,) = [ln for ln in body.splitlines() if ln.startswith("| row")]
-    assert unescaped_pipes(row) == 5 and "@\u200dorg/team" in row and "\\`tick\\`" in row
+    # five cells (item, input, expected, answered, candidate's answer): six pipes, none from the row
+    assert unescaped_pipes(row) == 6 and "@\u200dorg/team" in row and "\\`tick\\`" in row
 
 
 # --- action.yml, end to end ------------------------------------------------------------------------------

@@ -72,12 +72,15 @@ def test_a_router_candidate_is_judged_on_the_function_and_each_argument(mysql_ga
     }
     assert [t["role"] for t in samples["conv-11"].turns] == ["assistant", "tool", "user"]
     markdown = render_report_markdown(gate.status(report.update.id, failures=10))
-    # a broken item is listed once, with the argument it broke; a failing one with both calls side by side
-    assert (
-        '| conv-11 | amount: 35.5 | right | amount: 35 | → refund({"amount": 35, "order\\_id": "ORD-2003"}) |'
-        in markdown
+    # a broken item is listed once, with its conversation and only the argument it broke, marked; a
+    # failing one with the function expected and the one called
+    (broken,) = [line for line in markdown.splitlines() if line.startswith("| conv-11 |")]
+    assert broken.startswith("| conv-11 | **assistant**: (a tool call)<br>**tool**: delivered, damaged on arrival<br>")
+    assert broken.endswith("| **amount** 35.5 → 35 |")
+    (failing_row,) = [line for line in markdown.splitlines() if line.startswith("| conv-24 |")]
+    assert failing_row.startswith("| conv-24 | **tool**: delivered<br>") and failing_row.endswith(
+        "| **function** none → lookup\\_order |"
     )
-    assert '| conv-24 | none | lookup\\_order(order\\_id="ORD-4003") | **tool**: delivered<br>' in markdown
     assert "| support-conversations | amount read right | 85% | 50.0% | ❌ fail |" in markdown
     for r in (live, report):
         valid(r)
@@ -173,7 +176,10 @@ def test_a_strict_schema_candidate_that_breaks_its_schema_is_rejected_naming_the
     markdown = render_report_markdown(gate.status(report.update.id, failures=10))
     assert "🧾 emails: 3 answers broke the response schema" in markdown
     row = [line for line in markdown.splitlines() if line.startswith("| mail-07 |")][-1]  # live got it: broken
-    assert "| every field right | right | (schema): amount: '17.07' is not of type 'number' |" in row
+    assert (
+        row
+        == "| mail-07 | **email**: Order ORD-507: EUR 17.07. | **(schema)** amount: '17.07' is not of type 'number' |"
+    )
     valid(report)
 
 

@@ -38,6 +38,7 @@ NEEDS = {
     ("GET", "/prompts/{name}"): "read",
     ("GET", "/workers"): "read",
     ("GET", "/static/style.css"): None,
+    ("GET", "/static/live.js"): None,
     ("GET", "/login"): None,
 }
 # signing in to the status page takes the token in a form and answers with a redirect:
