@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from support.mariadb_server import HOW, LocalMariaDB, create_database, running
+from support.migrated import migrated
 
 _counter = itertools.count()
 
@@ -98,9 +99,12 @@ def db_url(request, tmp_path):
 
 @pytest.fixture
 def gate(db_url):
+    """A Gate on ``db_url`` at the current schema version: the test process's migrated template
+    copied in (support.migrated: ~0.07 s against ~0.3-0.9 s for the migrations on MariaDB);
+    ``upgrade=True`` then finds nothing to do, and still checks."""
     from gate.domain import Gate
 
-    g = Gate.connect(db_url, upgrade=True)
+    g = Gate.connect(migrated(db_url), upgrade=True)
     yield g
     g.close()
 
@@ -109,7 +113,7 @@ def gate(db_url):
 def mysql_gate(mysql_url):
     from gate.domain import Gate
 
-    g = Gate.connect(mysql_url, upgrade=True)
+    g = Gate.connect(migrated(mysql_url), upgrade=True)
     yield g
     g.close()
 
@@ -156,9 +160,10 @@ def chromium() -> str:
 
 @pytest.fixture
 def service(mysql_url, tmp_path):
-    """`promptgate serve` on a fresh MariaDB database (tests/support/service_harness.py)."""
+    """`promptgate serve` on a fresh MariaDB database at the current schema version
+    (tests/support/service_harness.py)."""
     from support.service_harness import Service
 
-    svc = Service(mysql_url, tmp_path)
+    svc = Service(mysql_url, tmp_path)  # it copies the migrated template in (support.migrated)
     yield svc
     svc.stop()

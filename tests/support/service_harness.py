@@ -1,5 +1,6 @@
 """The gate's HTTP service for the tests: `promptgate serve` as a real uvicorn process on a
-free port, with one token of each scope, and a real HTTP client (httpx2) to call it."""
+free port (forked from the preloaded server of support.forkserver), with one token of each
+scope, and a real HTTP client (httpx2) to call it."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from pathlib import Path
 
 import httpx2
 
+from support import forkserver
 from support.cli import ROOT
+from support.migrated import migrated
 
 # One TLS context for every client of the harness: httpx2 builds one per client otherwise,
 # loading the CA store each time (30 ms of CPU; the start-up poll below made one every
@@ -38,7 +41,7 @@ class Service:
     def __init__(self, db_url: str, log_dir: Path, *args: str, env: dict | None = None, port: int | None = None):
         from gate.domain import Gate
 
-        gate = Gate.connect(db_url, upgrade=True)
+        gate = Gate.connect(migrated(db_url), upgrade=True)  # an empty database: the template copied in
         try:
             suffix = f"{os.getpid()}-{time.monotonic_ns()}"
             self.names = {scope: f"test-{scope}-{suffix}" for scope in SCOPES}
@@ -52,14 +55,18 @@ class Service:
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_dir / f"serve-{self.port}.log"
         full_env = {**os.environ, "PROMPTGATE_DATABASE_URL": db_url, "PYTHONPATH": str(ROOT), **(env or {})}
+        argv = ["serve", "--port", str(self.port), "--log-level", "warning", *args]
         with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "gate.cli", "serve", "--port", str(self.port), "--log-level", "warning", *args],
-                env=full_env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=ROOT,
-            )
+            if forkserver.wanted() and not forkserver.interpreter_env_differs(full_env):
+                self.proc = forkserver.fork_server(ROOT).spawn(argv, full_env, ROOT, str(self.log_path))
+            else:
+                self.proc = subprocess.Popen(
+                    [sys.executable, "-m", "gate.cli", *argv],
+                    env=full_env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    cwd=ROOT,
+                )
         self._wait_up()
 
     def _wait_up(self, timeout: float = 30.0) -> None:
