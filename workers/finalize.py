@@ -74,17 +74,11 @@ class Finalizer(Poller):
     def _one_by_one(self) -> list[int]:
         """The batch again, each run in its own transaction: a run that raises is counted
         (``_failed``) and the others end."""
-        done = []
-        for run_id in transaction(self.engine, lambda conn: finalizable_runs(conn, BATCH)):
-            try:
-                if transaction(self.engine, lambda conn, run_id=run_id: finalize_one(conn, run_id)):
-                    done.append(run_id)
-                    self.give_up.succeeded(run_id)
-            except Exception as exc:
-                if is_retryable(exc):
-                    raise
-                self._failed(run_id, exc)
-        return done
+        return self.give_up.one_by_one(
+            transaction(self.engine, lambda conn: finalizable_runs(conn, BATCH)),
+            lambda run_id: transaction(self.engine, lambda conn: finalize_one(conn, run_id)),
+            self._failed,
+        )
 
     def _failed(self, run_id: int, exc: Exception) -> None:
         """At the bound (``GiveUp``) the run ends ERROR saying so (a guarded transition: a run

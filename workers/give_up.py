@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import logging
 import secrets
+from collections.abc import Callable, Iterable
+
+from gate.db import is_retryable
 
 GAVE_UP = (
     "{what} could not be {done}: an unexpected error {count} times in a row (error id {id}); "
@@ -37,3 +40,21 @@ class GiveUp:
             return None
         self.failures.pop(key, None)
         return count, found
+
+    def one_by_one(
+        self, keys: Iterable[int], end_one: Callable[[int], bool], on_failed: Callable[[int, Exception], None]
+    ) -> list[int]:
+        """A batch that raised, again item by item: ``end_one(key)`` in its own transaction,
+        True when it ended the item; an item that raises is passed to ``on_failed`` and the
+        others go on. A database fault the poller retries is raised to its backoff."""
+        done = []
+        for key in keys:
+            try:
+                if end_one(key):
+                    done.append(key)
+                    self.succeeded(key)
+            except Exception as exc:
+                if is_retryable(exc):
+                    raise
+                on_failed(key, exc)
+        return done

@@ -66,17 +66,11 @@ class Reconciler(Poller):
     def _one_by_one(self) -> list[int]:
         """The batch again, each update in its own transaction: one that raises is counted
         (``_failed``) and the others end."""
-        done = []
-        for update_id in transaction(self.engine, lambda conn: reconcilable_updates(conn, BATCH)):
-            try:
-                if transaction(self.engine, lambda conn, u=update_id: reconcile_locked(conn, u)):
-                    done.append(update_id)
-                    self.give_up.succeeded(update_id)
-            except Exception as exc:
-                if is_retryable(exc):
-                    raise
-                self._failed(update_id, exc)
-        return done
+        return self.give_up.one_by_one(
+            transaction(self.engine, lambda conn: reconcilable_updates(conn, BATCH)),
+            lambda update_id: transaction(self.engine, lambda conn: reconcile_locked(conn, update_id)),
+            self._failed,
+        )
 
     def _failed(self, update_id: int, exc: Exception) -> None:
         """At the bound (``workers.give_up``) the update ends FAILED naming the error's id (a
