@@ -27,6 +27,7 @@ BENCHES = [
     ["connect_cost.py"],
     ["runtime_decide.py"],
     ["feedback_ingest.py"],
+    ["rollback_latency.py"],
     ["action_job.py"],
     ["rollout_power.py"],
 ]
