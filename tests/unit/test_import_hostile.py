@@ -103,3 +103,26 @@ def test_a_big_csv_listed_many_times_is_read_until_the_limit_only(tmp_path, monk
     with pytest.raises(UsageError, match="over 50 tests"):
         import_promptfoo(config)
     assert len(reads) == 2, len(reads)  # the second file passed the limit: no third read
+
+
+def test_a_tests_csv_leaves_the_process_csv_limit_alone_and_refuses_a_huge_cell(tmp_path):
+    """Reading a promptfoo tests CSV must not change the process-wide ``csv.field_size_limit``
+    (a dataset read afterwards, in the same process, would refuse its long cells); a cell over
+    the import's own limit is still refused in one line."""
+    import csv
+
+    from gate.imports.promptfoo_csv import MAX_CELL, csv_tests
+
+    before = csv.field_size_limit(1_000_000)  # what the process had chosen, whatever ran before
+    try:
+        small = tmp_path / "small.csv"
+        small.write_text("ticket,__expected\nhello,contains:h\n")
+        assert csv_tests(small)[0]["vars"] == {"ticket": "hello"}
+        assert csv.field_size_limit() == 1_000_000
+        huge = tmp_path / "huge.csv"
+        huge.write_text("ticket,__expected\n" + "x" * (MAX_CELL + 1) + ",contains:x\n")
+        with pytest.raises(GateError) as refused:
+            csv_tests(huge)
+        assert "\n" not in str(refused.value) and "a cell over" in str(refused.value)
+    finally:
+        csv.field_size_limit(before)
