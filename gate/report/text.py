@@ -111,8 +111,11 @@ def _failure_lines(r) -> list[str]:
             else safe(f.actual_decision or f.verdict)
         )
         said = judge_said(f.judge)
+        if f.wrong_fields is None and (f.raw_output or "").strip() == (f.actual_decision or "").strip():
+            got, out = out, ""  # the answer is the decision (free text, checks): said once
         lines.append(
-            f"    {safe(f.item_id)}: {expected_part(f.expected_decision, f.wrong_fields)}got {got}: {out}"
+            f"    {safe(f.item_id)}: {expected_part(f.expected_decision, f.wrong_fields)}got {got}"
+            + (f": {out}" if out else "")
             + (f" — {'' if (f.judge or {}).get('checks_failed') else 'judge: '}{safe(said, 120)}" if said else "")
         )
     return lines

@@ -115,6 +115,8 @@ def test_a_drafter_gated_by_checks_alone_is_rejected_naming_the_check_and_its_it
     assert "broken t0: expected ok, live said We are looking into your order" in text, text  # the items, named
     assert "a refund has been issued. — failed check never_promises_refund" in text, text
     assert "p0: expected ok, got You can reset your password" in text, text  # failing as live did: its check
+    p0 = next(line for line in text.splitlines() if "p0:" in line)
+    assert p0.count("You can reset your password") == 1, p0  # the answer is the decision: said once
     assert "— failed check names_the_ticket" in text, text
     markdown = render_report_markdown(report)
     assert "| tickets | never\\_promises\\_refund | 12 | 10 | 54.5% |" in markdown, markdown
