@@ -177,7 +177,8 @@ def explain_claims(gate, run_id: int) -> bool:
     """EXPLAIN of the claim queries on the full tables: each should read a range of an index
     with no filesort. Returns whether they all do."""
     from gate.states import RunStatus
-    from gate.store.item_claims import item_claim_from_sql, item_claim_query
+    from gate.store.item_claims import item_claim_from_sql
+    from gate.store.items import item_claim_query
     from gate.store.runs import finalize_candidates_query, materialize_claim_query
 
     statements = {
