@@ -17,6 +17,7 @@ writes nothing: a stopped item is never resurrected or counted twice."""
 from __future__ import annotations
 
 import functools
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from decimal import Decimal
 from typing import Any, cast
@@ -60,6 +61,7 @@ def add_tally(
     *,
     claimed: int = 0,
     settled: int = 0,
+    outcomes: Sequence[Outcome] | None = None,
 ) -> None:
     """Add a write-back (or a claim) to its run's tally, in its transaction: the items at
     ``positions`` (just written: MATCH, MISMATCH, ERROR; None: none to count) by verdict,
@@ -69,8 +71,15 @@ def add_tally(
     field by field, whose expected and read values are JSON objects: one per item, and
     longer than the tally's key): counted without them, as '' — the bars judged early
     then are accuracy and those against live (``gate.verdict.early_stop``: its labels are
-    not complete)."""
+    not complete).
+
+    ``outcomes`` instead of ``positions``: the just-written items as the write-back has them
+    in hand, (position, verdict, expected, answer), counted here rather than read back
+    (``_add_counted``); the same rows as ``positions`` would add."""
     amounts = {name: int(n) for name, n in ((CALLS, calls), (CLAIMED, claimed), (SETTLED, settled)) if n}
+    if outcomes:
+        _add_counted(conn, run_id, stripe, outcomes, live_run_id, by_label, amounts)
+        return
     counted = bool(positions)
     if not counted and not amounts:
         return
@@ -81,6 +90,68 @@ def add_tally(
         params[POSITIONS.key] = [int(p) for p in positions]
     params.update({AMOUNT[name].key: n for name, n in amounts.items()})
     conn.execute(stmt, params)
+
+
+Outcome = tuple[int, str, str, "str | None"]  # a written item: position, verdict, expected, answer
+
+
+def _add_counted(
+    conn: Connection,
+    run_id: int,
+    stripe: int,
+    outcomes: Sequence[Outcome],
+    live_run_id: int | None,
+    by_label: bool,
+    amounts: dict[str, int],
+) -> None:
+    """``add_tally`` from the results in hand: the items counted by (verdict, expected,
+    answer, live verdict) here, the live run's verdicts at their positions read (a key
+    lookup each; the live run is finished, ``workers.execute.early_stop.live_pair``), and
+    one multi-row upsert of the counts and ``amounts``. What ``_outcome_rows`` would read
+    back from the items just written, without reading them: a chunk's re-read was the
+    tally's cost on every write-back (bench/README.md, P4)."""
+    written = [o for o in outcomes if o[1] in WRITTEN]
+    live = _live_verdicts(conn, live_run_id, [o[0] for o in written]) if live_run_id is not None else {}
+    counts: Counter[tuple[str, str, str, str]] = Counter(
+        (str(verdict), expected if by_label else "", (actual or "") if by_label else "", live.get(position, ""))
+        for position, verdict, expected, actual in written
+    )
+    rows = [
+        {"run_id": int(run_id), "stripe": int(stripe), "verdict": v, "expected_decision": e, "actual_decision": a}
+        | {"live_verdict": lv, "n": n}
+        for (v, e, a, lv), n in counts.items()
+    ]
+    rows += [
+        {"run_id": int(run_id), "stripe": int(stripe), "verdict": name, "expected_decision": ""}
+        | {"actual_decision": "", "live_verdict": "", "n": n}
+        for name, n in amounts.items()
+    ]
+    if rows:
+        conn.execute(_counted_statement(conn.dialect.name), rows)
+
+
+def _live_verdicts(conn: Connection, live_run_id: int, positions: list[int]) -> dict[int, str]:
+    """The live run's verdicts at ``positions`` (a position it lacks: none, as the join's '')."""
+    if not positions:
+        return {}
+    i = prompt_run_item
+    found = conn.execute(
+        select(i.c.position, i.c.verdict).where(i.c.run_id == int(live_run_id), i.c.position.in_(positions))
+    )
+    return {int(position): verdict or "" for position, verdict in cast("Iterable[tuple[int, str]]", found)}
+
+
+@functools.cache
+def _counted_statement(dialect: str):
+    """The tally's upsert of rows given as values (executemany: one multi-row statement)."""
+    t = prompt_run_tally
+    if dialect == "mysql":
+        mysql_upsert = mysql.insert(t)
+        return mysql_upsert.on_duplicate_key_update(n=t.c.n + mysql_upsert.inserted.n)
+    sqlite_upsert = sqlite.insert(t)
+    return sqlite_upsert.on_conflict_do_update(
+        index_elements=list(TALLY_KEY), set_={"n": t.c.n + sqlite_upsert.excluded.n}
+    )
 
 
 def _bound(run_id: int, stripe: int, live_run_id: int | None) -> dict[str, Any]:
