@@ -22,7 +22,20 @@ from collections.abc import Iterable, Sequence
 from decimal import Decimal
 from typing import Any, cast
 
-from sqlalchemy import BigInteger, DateTime, Integer, String, and_, bindparam, func, literal, select, union_all, update
+from sqlalchemy import (
+    BigInteger,
+    DateTime,
+    Integer,
+    String,
+    and_,
+    bindparam,
+    func,
+    insert,
+    literal,
+    select,
+    union_all,
+    update,
+)
 from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import BindParameter, ColumnElement
@@ -33,6 +46,7 @@ from gate.states import RUN_OPEN, UPDATE_OPEN, RunStatus, Verdict
 from .dialect import db_now
 from .runs import pending_items
 from .schema import EPOCH, prompt_run, prompt_run_item, prompt_run_tally, prompt_update
+from .textsql import execute_text, rows_template, string_literal
 
 CALLS = "CALLS"  # the tally row of the model calls a run made (recorded by its write-backs)
 CLAIMED = "CLAIMED"  # ... of its items' claims (added by each claim, less those given back uncalled)
@@ -116,18 +130,29 @@ def _add_counted(
         (str(verdict), expected if by_label else "", (actual or "") if by_label else "", live.get(position, ""))
         for position, verdict, expected, actual in written
     )
-    rows = [
-        {"run_id": int(run_id), "stripe": int(stripe), "verdict": v, "expected_decision": e, "actual_decision": a}
-        | {"live_verdict": lv, "n": n}
-        for (v, e, a, lv), n in counts.items()
-    ]
-    rows += [
-        {"run_id": int(run_id), "stripe": int(stripe), "verdict": name, "expected_decision": ""}
-        | {"actual_decision": "", "live_verdict": "", "n": n}
-        for name, n in amounts.items()
-    ]
-    if rows:
+    keys = [*counts, *((name, "", "", "") for name in amounts)]
+    if not keys:
+        return
+    ns = [*counts.values(), *amounts.values()]
+    columns: dict[str, Any] = {"run_id": int(run_id), "stripe": int(stripe), "n": ns}
+    columns.update({name: [key[k] for key in keys] for k, name in enumerate(TALLY_KEY[2:])})
+    _upsert_counts(conn, columns)
+
+
+def _upsert_counts(conn: Connection, columns: dict[str, Any]) -> None:
+    """The tally's rows given by column (a list per column, or one value for every row)
+    added in one multi-row upsert: on PyMySQL its text (``textsql``: the statement built
+    through SQLAlchemy per write-back cost more CPU than the server's work), elsewhere the
+    statement, executemany."""
+    quote = string_literal(conn)
+    if quote is None:
+        n = len(columns["n"])
+        rows = [{c: v[k] if isinstance(v, list) else v for c, v in columns.items()} for k in range(n)]
         conn.execute(_counted_statement(conn.dialect.name), rows)
+        return
+    tail = _counted_tail(conn.dialect)
+    for statement in rows_template("tally_counts", _counted_row, conn, quote).statements(columns):
+        execute_text(conn, statement + tail)
 
 
 def _live_verdicts(conn: Connection, live_run_id: int, positions: list[int]) -> dict[int, str]:
@@ -139,6 +164,25 @@ def _live_verdicts(conn: Connection, live_run_id: int, positions: list[int]) -> 
         select(i.c.position, i.c.verdict).where(i.c.run_id == int(live_run_id), i.c.position.in_(positions))
     )
     return {int(position): verdict or "" for position, verdict in cast("Iterable[tuple[int, str]]", found)}
+
+
+def _row_values() -> dict[str, BindParameter]:
+    return {name: bindparam(name, type_=prompt_run_tally.c[name].type) for name in (*TALLY_KEY, "n")}
+
+
+def _counted_row():
+    """One tally row's INSERT, its values as parameters: the row of the upsert's text form."""
+    return insert(prompt_run_tally).values(_row_values())
+
+
+@functools.cache
+def _counted_tail(dialect) -> str:
+    """The text after the upsert's rows (MySQL: its ON DUPLICATE KEY UPDATE), from the one
+    definition of the upsert (``_counted_statement``) compiled for ``dialect``."""
+    row = str(_counted_row().compile(dialect=dialect))
+    upsert = str(_counted_statement("mysql").values(_row_values()).compile(dialect=dialect))
+    assert upsert.startswith(row), "the upsert is the row's INSERT and a tail"
+    return upsert[len(row) :]
 
 
 @functools.cache
