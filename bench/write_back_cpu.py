@@ -27,6 +27,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--rounds", type=int, default=300)
+    ap.add_argument("--profile", default="", help="a part's name: cProfile's top functions of it")
     args = ap.parse_args()
     from gate.db import transaction
     from gate.records import ItemResult
@@ -113,6 +114,17 @@ def main() -> None:
                 transaction(engine, work)
                 spent[name][0] += time.process_time() - cpu
                 spent[name][1] += server_seconds(server) - server_cpu  # (its resolution: 10 ms; summed over the rounds)
+        if args.profile:
+            import cProfile
+            import pstats
+
+            profile = cProfile.Profile()
+            for _ in range(args.rounds):
+                work = parts(*claimed())[args.profile]
+                profile.enable()
+                transaction(engine, work)
+                profile.disable()
+            pstats.Stats(profile).sort_stats("tottime").print_stats(25)
         print(f"per write-back of {args.batch} results, {args.rounds} rounds (µs of CPU: this process / MariaDB):")
         for name, (mine, theirs) in spent.items():
             print(f"  {name:>28}: {1e6 * mine / args.rounds:7.0f} / {1e6 * theirs / args.rounds:7.0f}")
