@@ -1,10 +1,12 @@
 """A run's running counts (``prompt_run_tally``) and the stop of an update before all its
 items are called (early stop, gate/verdict/early_stop.py; a spend cap, gate/calls/spend_caps.py).
 
-The tally is added to in each executor write-back's own transaction, by one
-``INSERT … SELECT … ON DUPLICATE KEY UPDATE`` (SQLite: ``ON CONFLICT DO UPDATE``) that
-reads the chunk's just-written items (and the paired live run's items at the same
-positions) and the calls the chunk made: what it costs does not grow with the items the
+The tally is added to in each executor write-back's own transaction, by one multi-row
+``INSERT … ON DUPLICATE KEY UPDATE`` (SQLite: ``ON CONFLICT DO UPDATE``) of what the
+write-back counted from the results it wrote (``add_tally``'s ``outcomes``; the paired live
+run's verdicts at the same positions read by key) and the calls the chunk made; given
+positions instead, an ``INSERT … SELECT`` reads the items back (``_outcome_rows``, which
+reconcile also counts a run's items by). What it costs does not grow with the items the
 run has scored. Reading it is one read of a few dozen rows.
 
 The stop is one transaction, in the lock order of a cancellation (the update's row, then
