@@ -45,8 +45,13 @@ CALL_PATH_REVISION = 1
 CALL_PATH_VERSION = f"{__version__}/call-path-{CALL_PATH_REVISION}"
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def _canonical(value: Any) -> bytes:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    """``json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)``, UTF-8:
+    one encoder for every call (``json.dumps`` with options builds one per call)."""
+    return _CANONICAL.encode(value).encode()
 
 
 def decision_rule(spec: PromptSpec) -> dict[str, Any]:

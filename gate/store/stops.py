@@ -1,10 +1,12 @@
 """A run's running counts (``prompt_run_tally``) and the stop of an update before all its
 items are called (early stop, gate/verdict/early_stop.py; a spend cap, gate/calls/spend_caps.py).
 
-The tally is added to in each executor write-back's own transaction, by one
-``INSERT … SELECT … ON DUPLICATE KEY UPDATE`` (SQLite: ``ON CONFLICT DO UPDATE``) that
-reads the chunk's just-written items (and the paired live run's items at the same
-positions) and the calls the chunk made: what it costs does not grow with the items the
+The tally is added to in each executor write-back's own transaction, by one multi-row
+``INSERT … ON DUPLICATE KEY UPDATE`` (SQLite: ``ON CONFLICT DO UPDATE``) of what the
+write-back counted from the results it wrote (``add_tally``'s ``outcomes``; the paired live
+run's verdicts at the same positions read by key) and the calls the chunk made; given
+positions instead, an ``INSERT … SELECT`` reads the items back (``_outcome_rows``, which
+reconcile also counts a run's items by). What it costs does not grow with the items the
 run has scored. Reading it is one read of a few dozen rows.
 
 The stop is one transaction, in the lock order of a cancellation (the update's row, then
@@ -17,11 +19,25 @@ writes nothing: a stopped item is never resurrected or counted twice."""
 from __future__ import annotations
 
 import functools
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from decimal import Decimal
 from typing import Any, cast
 
-from sqlalchemy import BigInteger, DateTime, Integer, String, and_, bindparam, func, literal, select, union_all, update
+from sqlalchemy import (
+    BigInteger,
+    DateTime,
+    Integer,
+    String,
+    and_,
+    bindparam,
+    func,
+    insert,
+    literal,
+    select,
+    union_all,
+    update,
+)
 from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import BindParameter, ColumnElement
@@ -32,6 +48,7 @@ from gate.states import RUN_OPEN, UPDATE_OPEN, RunStatus, Verdict
 from .dialect import db_now
 from .runs import pending_items
 from .schema import EPOCH, prompt_run, prompt_run_item, prompt_run_tally, prompt_update
+from .textsql import execute_text, rows_template, string_literal
 
 CALLS = "CALLS"  # the tally row of the model calls a run made (recorded by its write-backs)
 CLAIMED = "CLAIMED"  # ... of its items' claims (added by each claim, less those given back uncalled)
@@ -60,6 +77,7 @@ def add_tally(
     *,
     claimed: int = 0,
     settled: int = 0,
+    outcomes: Sequence[Outcome] | None = None,
 ) -> None:
     """Add a write-back (or a claim) to its run's tally, in its transaction: the items at
     ``positions`` (just written: MATCH, MISMATCH, ERROR; None: none to count) by verdict,
@@ -69,8 +87,15 @@ def add_tally(
     field by field, whose expected and read values are JSON objects: one per item, and
     longer than the tally's key): counted without them, as '' — the bars judged early
     then are accuracy and those against live (``gate.verdict.early_stop``: its labels are
-    not complete)."""
+    not complete).
+
+    ``outcomes`` instead of ``positions``: the just-written items as the write-back has them
+    in hand, (position, verdict, expected, answer), counted here rather than read back
+    (``_add_counted``); the same rows as ``positions`` would add."""
     amounts = {name: int(n) for name, n in ((CALLS, calls), (CLAIMED, claimed), (SETTLED, settled)) if n}
+    if outcomes:
+        _add_counted(conn, run_id, stripe, outcomes, live_run_id, by_label, amounts)
+        return
     counted = bool(positions)
     if not counted and not amounts:
         return
@@ -81,6 +106,98 @@ def add_tally(
         params[POSITIONS.key] = [int(p) for p in positions]
     params.update({AMOUNT[name].key: n for name, n in amounts.items()})
     conn.execute(stmt, params)
+
+
+Outcome = tuple[int, str, str, "str | None"]  # a written item: position, verdict, expected, answer
+
+
+def _add_counted(
+    conn: Connection,
+    run_id: int,
+    stripe: int,
+    outcomes: Sequence[Outcome],
+    live_run_id: int | None,
+    by_label: bool,
+    amounts: dict[str, int],
+) -> None:
+    """``add_tally`` from the results in hand: the items counted by (verdict, expected,
+    answer, live verdict) here, the live run's verdicts at their positions read (a key
+    lookup each; the live run is finished, ``workers.execute.early_stop.live_pair``), and
+    one multi-row upsert of the counts and ``amounts``. What ``_outcome_rows`` would read
+    back from the items just written, without reading them: a chunk's re-read was the
+    tally's cost on every write-back (bench/README.md, P4)."""
+    written = [o for o in outcomes if o[1] in WRITTEN]
+    live = _live_verdicts(conn, live_run_id, [o[0] for o in written]) if live_run_id is not None else {}
+    counts: Counter[tuple[str, str, str, str]] = Counter(
+        (str(verdict), expected if by_label else "", (actual or "") if by_label else "", live.get(position, ""))
+        for position, verdict, expected, actual in written
+    )
+    keys = [*counts, *((name, "", "", "") for name in amounts)]
+    if not keys:
+        return
+    ns = [*counts.values(), *amounts.values()]
+    columns: dict[str, Any] = {"run_id": int(run_id), "stripe": int(stripe), "n": ns}
+    columns.update({name: [key[k] for key in keys] for k, name in enumerate(TALLY_KEY[2:])})
+    _upsert_counts(conn, columns)
+
+
+def _upsert_counts(conn: Connection, columns: dict[str, Any]) -> None:
+    """The tally's rows given by column (a list per column, or one value for every row)
+    added in one multi-row upsert: on PyMySQL its text (``textsql``: the statement built
+    through SQLAlchemy per write-back cost more CPU than the server's work), elsewhere the
+    statement, executemany."""
+    quote = string_literal(conn)
+    if quote is None:
+        n = len(columns["n"])
+        rows = [{c: v[k] if isinstance(v, list) else v for c, v in columns.items()} for k in range(n)]
+        conn.execute(_counted_statement(conn.dialect.name), rows)
+        return
+    tail = _counted_tail(conn.dialect)
+    for statement in rows_template("tally_counts", _counted_row, conn, quote).statements(columns):
+        execute_text(conn, statement + tail)
+
+
+def _live_verdicts(conn: Connection, live_run_id: int, positions: list[int]) -> dict[int, str]:
+    """The live run's verdicts at ``positions`` (a position it lacks: none, as the join's '')."""
+    if not positions:
+        return {}
+    i = prompt_run_item
+    found = conn.execute(
+        select(i.c.position, i.c.verdict).where(i.c.run_id == int(live_run_id), i.c.position.in_(positions))
+    )
+    return {int(position): verdict or "" for position, verdict in cast("Iterable[tuple[int, str]]", found)}
+
+
+def _row_values() -> dict[str, BindParameter]:
+    return {name: bindparam(name, type_=prompt_run_tally.c[name].type) for name in (*TALLY_KEY, "n")}
+
+
+def _counted_row():
+    """One tally row's INSERT, its values as parameters: the row of the upsert's text form."""
+    return insert(prompt_run_tally).values(_row_values())
+
+
+@functools.cache
+def _counted_tail(dialect) -> str:
+    """The text after the upsert's rows (MySQL: its ON DUPLICATE KEY UPDATE), from the one
+    definition of the upsert (``_counted_statement``) compiled for ``dialect``."""
+    row = str(_counted_row().compile(dialect=dialect))
+    upsert = str(_counted_statement("mysql").values(_row_values()).compile(dialect=dialect))
+    assert upsert.startswith(row), "the upsert is the row's INSERT and a tail"
+    return upsert[len(row) :]
+
+
+@functools.cache
+def _counted_statement(dialect: str):
+    """The tally's upsert of rows given as values (executemany: one multi-row statement)."""
+    t = prompt_run_tally
+    if dialect == "mysql":
+        mysql_upsert = mysql.insert(t)
+        return mysql_upsert.on_duplicate_key_update(n=t.c.n + mysql_upsert.inserted.n)
+    sqlite_upsert = sqlite.insert(t)
+    return sqlite_upsert.on_conflict_do_update(
+        index_elements=list(TALLY_KEY), set_={"n": t.c.n + sqlite_upsert.excluded.n}
+    )
 
 
 def _bound(run_id: int, stripe: int, live_run_id: int | None) -> dict[str, Any]:

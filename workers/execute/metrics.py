@@ -80,8 +80,7 @@ MODEL_CALLS = Counter("promptgate_model_calls", "Model calls made, by role.", ["
 ROLES = ("candidate", "judge", "sentinel", "live")  # a fixed set: no label value comes from a prompt
 for _kind in CallFailure:  # every kind present from the start: a rate() over it needs no first error
     MODEL_ERRORS.labels(_kind.value)
-for _role in ROLES:
-    MODEL_CALLS.labels(_role)
+_ROLE_CALLS = {_role: MODEL_CALLS.labels(_role) for _role in ROLES}
 
 
 def timed_call(call, *args, **kwargs):
@@ -101,8 +100,8 @@ def timed_call(call, *args, **kwargs):
 
 
 def count_role(role: str) -> None:
-    """One call made, by its role (``ROLES``)."""
-    MODEL_CALLS.labels(role if role in ROLES else "candidate").inc()
+    """One call made, by its role (``ROLES``; its counter looked up once, not per call)."""
+    (_ROLE_CALLS.get(role) or _ROLE_CALLS["candidate"]).inc()
 
 
 def count_failure(kind: CallFailure) -> None:

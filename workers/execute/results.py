@@ -252,3 +252,20 @@ def new_answers(results: list[ItemResult], update_id: int, run_id: int) -> list[
                 )
             )
     return kept
+
+
+# --- the tally's rows --------------------------------------------------------------------------
+
+
+def tally_outcomes(
+    results: Sequence[ItemResult], items: Sequence[ClaimedItem]
+) -> list[tuple[int, str, str, str | None]]:
+    """What a write-back adds to its run's tally (``store.stops.add_tally``'s ``outcomes``):
+    (position, verdict, expected label, answer) of each result that is final (MATCH,
+    MISMATCH, ERROR), the label from its claimed item: what the items just written hold."""
+    final = {r.position: r for r in results if r.verdict != Verdict.PENDING}
+    return [
+        (i.position, r.verdict, i.expected_decision, r.actual_decision)
+        for i in items
+        if (r := final.get(i.position)) is not None
+    ]

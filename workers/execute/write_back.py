@@ -23,14 +23,13 @@ from collections.abc import Callable
 from gate.db import is_retryable, transaction
 from gate.errors import first_line
 from gate.records import ItemResult
-from gate.states import Verdict
 from gate.store.answers import save_answers
 from gate.store.items import write_item_results
 from gate.store.stops import add_tally, stripe_of
 
 from .judging import judged_answers, watch_sentinels, write_judged
 from .ledger import Chunk, ChunkLedger
-from .results import new_answers
+from .results import new_answers, tally_outcomes
 
 log = logging.getLogger("promptgate.execute")
 LEASE_MARGIN = 0.05  # of the lease: a write-back starts no new try this close to its end (at most 1 s)
@@ -93,7 +92,7 @@ class WriteBacks:
         answers = new_answers(batch, run.update_id, run_id) if run and run.reuse else []
         answers += judged_answers(batch, run.update_id, run_id) if run and run.reuse else []
         judge = run.context.judge if run else None
-        scored = [r.position for r in batch if r.verdict != Verdict.PENDING] if judge else None
+        outcomes = tally_outcomes(batch, chunk.items) if judge else None  # counted from the results in hand
         calls = sum(r.calls for r in batch)
 
         def write(conn) -> int:
@@ -107,11 +106,12 @@ class WriteBacks:
                 conn,
                 run_id,
                 stripe_of(chunk.token, part),  # two write-backs of a chunk at once: two rows, no lock wait
-                scored if whole else None,
+                None,
                 judge.live_run_id if judge else None,
                 calls,
                 judge.by_label if judge else True,
                 settled=len(batch),  # their claims' calls are on record now, written or not
+                outcomes=outcomes if whole else None,
             )
             return written
 
