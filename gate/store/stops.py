@@ -36,6 +36,10 @@ from .schema import EPOCH, prompt_run, prompt_run_item, prompt_run_tally, prompt
 CALLS = "CALLS"  # the tally row of the model calls a run made (recorded by its write-backs)
 CLAIMED = "CLAIMED"  # ... of its items' claims (added by each claim, less those given back uncalled)
 SETTLED = "SETTLED"  # ... of the claims whose write-back recorded their calls (written or not)
+# CLAIMED and SETTLED rows name, in expected_decision and actual_decision, the executor that
+# claimed (its tag: one per process, never reused) and its bound (the most of its claims that
+# may have made calls not on record at once: workers.execute.ledger); '' and '' before issue 51
+CLAIM_ROWS = (CLAIMED, SETTLED)
 COUNTS = (CALLS, CLAIMED, SETTLED)  # rows that count, not items by verdict
 STRIPES = 16
 TALLY_KEY = ("run_id", "stripe", "verdict", "expected_decision", "actual_decision", "live_verdict")
@@ -60,12 +64,15 @@ def add_tally(
     *,
     claimed: int = 0,
     settled: int = 0,
+    claimer: str = "",
+    bound: int = 0,
 ) -> None:
     """Add a write-back (or a claim) to its run's tally, in its transaction: the items at
     ``positions`` (just written: MATCH, MISMATCH, ERROR; None: none to count) by verdict,
     expected label, answer and ``live_run_id``'s verdict at the same position; ``calls``
     model calls; ``claimed`` claims of items (negative: claims given back uncalled) and
-    ``settled`` claims whose calls this write-back records. ``by_label`` False (a decision
+    ``settled`` claims whose calls this write-back records, both of executor ``claimer``
+    whose ``bound`` caps them (``unrecorded_claims``). ``by_label`` False (a decision
     field by field, whose expected and read values are JSON objects: one per item, and
     longer than the tally's key): counted without them, as '' — the bars judged early
     then are accuracy and those against live (``gate.verdict.early_stop``: its labels are
@@ -80,6 +87,8 @@ def add_tally(
         assert positions is not None  # counted: positions given, and not empty
         params[POSITIONS.key] = [int(p) for p in positions]
     params.update({AMOUNT[name].key: n for name, n in amounts.items()})
+    if claimed or settled:
+        params[CLAIMER.key], params[BOUND.key] = (claimer, str(int(bound))) if claimer else ("", "")
     conn.execute(stmt, params)
 
 
@@ -96,6 +105,7 @@ RUN, STRIPE, LIVE_RUN = (
     bindparam("tally_live_run", type_=BigInteger),
 )
 POSITIONS: BindParameter[int] = bindparam("tally_positions", expanding=True)
+CLAIMER, BOUND = bindparam("tally_claimer", type_=String), bindparam("tally_bound", type_=String)
 AMOUNT = {name: bindparam(f"tally_{name.lower()}", type_=BigInteger) for name in COUNTS}
 
 
@@ -108,7 +118,12 @@ def _tally_statement(dialect: str, counted: bool, amounts: tuple[str, ...], live
     if counted:
         parts.append(_outcome_rows(live, True, by_label))
     blank = literal("", String)
-    parts += [select(RUN, STRIPE, literal(name, String), blank, blank, blank, AMOUNT[name]) for name in amounts]
+    parts += [
+        select(
+            RUN, STRIPE, literal(name, String), *((CLAIMER, BOUND) if name in CLAIM_ROWS else (blank, blank))
+        ).add_columns(blank, AMOUNT[name])
+        for name in amounts
+    ]
     rows = parts[0] if len(parts) == 1 else union_all(*parts)
     return _upsert(dialect, rows)
 
@@ -174,20 +189,31 @@ def read_tally(conn: Connection, run_id: int) -> tuple[list[tuple[str, str, str 
 
 
 def unrecorded_claims(conn: Connection, run_id: int) -> int:
-    """The run's claims whose calls were never recorded: claimed and not given back, and
-    no write-back of them reached the database (a worker killed holding them, a
-    write-back that never got through; of an open run, the claims in hand too). Each may
-    have made its item's calls: the bound on calls made and not counted. (A run tallied
-    before migration 17 counted no claims: none.)"""
+    """The run's claims whose calls may have been made and never recorded, as tight as the
+    records allow and never fewer: of each executor that claimed, its claims not given
+    back that no write-back settled (a worker killed holding them, a write-back that never
+    got through; of an open run, the claims in hand too), but no more than its bound (its
+    calls unrecorded at any moment: workers.execute.ledger) — a claim counts its items
+    before any call, and the ones queued behind the calls never made one. Claims before
+    issue 51 name no executor: each counts. (A run tallied before migration 17 counted no
+    claims: none.)"""
     t = prompt_run_tally
-    found: dict[str, int | Decimal | None] = dict(
-        conn.execute(
-            select(t.c.verdict, func.sum(t.c.n))
-            .where(t.c.run_id == run_id, t.c.verdict.in_([CLAIMED, SETTLED]))
-            .group_by(t.c.verdict)
-        ).all()
+    rows = conn.execute(
+        select(t.c.expected_decision, t.c.actual_decision, t.c.verdict, func.sum(t.c.n))
+        .where(t.c.run_id == run_id, t.c.verdict.in_(CLAIM_ROWS))
+        .group_by(t.c.expected_decision, t.c.actual_decision, t.c.verdict)
     )
-    return max(0, int(found.get(CLAIMED) or 0) - int(found.get(SETTLED) or 0))
+    open_claims: dict[tuple[str, str], int] = {}
+    for claimer, bound, verdict, n in cast("Iterable[tuple[str, str, str, int | Decimal]]", rows):
+        sign = 1 if verdict == CLAIMED else -1
+        open_claims[(claimer, bound)] = open_claims.get((claimer, bound), 0) + sign * int(n)
+    return sum(_capped(claimer, bound, n) for (claimer, bound), n in open_claims.items())
+
+
+def _capped(claimer: str, bound: str, claims: int) -> int:
+    """An executor's unsettled claims, no more than its bound (none named: all of them)."""
+    claims = max(0, claims)
+    return min(claims, int(bound)) if claimer and bound.isdigit() else claims
 
 
 def outcome_counts(

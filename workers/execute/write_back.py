@@ -8,15 +8,20 @@ about to run out (``LEASE_MARGIN`` before its end, by this process's clock from 
 claim or renewal): the answers are paid for, and until then no other worker may have the
 items. Past that, the guard would refuse them anyway (``lease_until > now``), and another
 worker calls the items again. What happened is said as it was: results dropped because
-their lease ran out (or their update stopped, their items STOPPED), or not written because
-the database did not answer until the lease was at risk, or a bug. A write-back that
-records nothing leaves its items' claims unsettled in the tally: their calls count among
-the ones that may have been made (``store.stops.unrecorded_claims``).
+their lease ran out (or their update stopped, their items STOPPED) — calls repeated
+without any crash, counted in the executor's ``lost`` (logged as each happens and when the
+executor closes) — or not written because the database did not answer until the lease was
+at risk, or a bug. A write-back that records nothing leaves its items' claims unsettled in
+the tally: their calls count among the ones that may have been made
+(``store.stops.unrecorded_claims``), and their places in the write-back window stay taken
+until a later transaction settles them (``settle_owed``, from the claimer's loop): the
+claims on record never hold more calls not on record than the executor's bound.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 
@@ -44,12 +49,16 @@ class WriteBacks:
     process; ``stats`` and ``counting``: the executor's counts and their lock."""
 
     def __init__(
-        self, engine, settings, ledger: ChunkLedger, run_calls: dict, limiter, stopper, stats, counting, nudge
+        self, engine, settings, ledger: ChunkLedger, run_calls: dict, limiter, stopper, stats, counting, nudge, tag=""
     ):
         self.engine, self.settings, self.ledger = engine, settings, ledger
         self.run_calls, self.limiter, self.stopper = run_calls, limiter, stopper
         self.stats, self.counting = stats, counting
         self.nudge: Callable[[str], None] = nudge
+        self.claimer = {"claimer": tag, "bound": ledger.bound} if tag else {}
+        # write-backs that failed: (chunk, items, calls, answers with calls)
+        self.owed: list[tuple[Chunk, int, int, int]] = []
+        self.owing = threading.Lock()
 
     def chunk(self, chunk: Chunk) -> None:
         """Write back the chunk's answered items, as many as are in each time, until none is
@@ -58,16 +67,44 @@ class WriteBacks:
             batch, part = self.ledger.take(chunk)
             if not batch:
                 return
+            settled = False
             try:
-                self._write(chunk, batch, part)
+                settled = self._write(chunk, batch, part)
             finally:
-                if self.ledger.written(chunk, batch):
+                if not settled:
+                    self._owe(chunk, batch)
+                if self.ledger.written(chunk, batch, settled):
                     self.nudge("finalize")
 
-    def _write(self, chunk: Chunk, batch: list[ItemResult], part: int = 0) -> None:
+    def _owe(self, chunk: Chunk, batch: list[ItemResult]) -> None:
+        with self.owing:
+            self.owed.append((chunk, len(batch), sum(r.calls for r in batch), sum(1 for r in batch if r.calls)))
+
+    def settle_owed(self) -> None:
+        """The claims of write-backs that never reached the database settled now, their
+        calls recorded as made (they were): then their places in the window are free. One
+        short transaction each; what fails waits for the next try."""
+        with self.owing:
+            owed, self.owed = self.owed, []
+        for n, (chunk, items, calls, places) in enumerate(owed):
+
+            def settle(conn, chunk=chunk, items=items, calls=calls) -> None:
+                add_tally(conn, chunk.run_id, stripe_of(chunk.token), None, None, calls, settled=items, **self.claimer)
+
+            try:
+                transaction(self.engine, settle)
+            except Exception as exc:
+                log.warning("%d write-back(s) still to settle: %s", len(owed) - n, first_line(exc))
+                with self.owing:
+                    self.owed[:0] = owed[n:]
+                return
+            self.ledger.settled_later(places)
+
+    def _write(self, chunk: Chunk, batch: list[ItemResult], part: int = 0) -> bool:
         """One guarded UPDATE, run again on a deadlock or a lost connection while the lease
         lasts. Running it again is safe even when a lost COMMIT did commit: the lease token
-        guards it, so the second run writes nothing."""
+        guards it, so the second run writes nothing. True when it reached the database
+        (written or refused: the batch's claims are settled)."""
         run_id = chunk.run_id
         run = self.run_calls.get(run_id)
         try:
@@ -83,8 +120,13 @@ class WriteBacks:
         stopped = self.stopper.after_write_back(run, run_id, batch if written else [], lost)
         watch_sentinels(self.engine, self.stopper, run, run_id, batch if written == len(batch) else [])
         if written is not None and lost:
-            why = "their update stopped (their items are STOPPED)" if stopped else "the lease was lost"
+            why = (
+                "their update stopped (their items are STOPPED)"
+                if stopped
+                else "the lease was lost (another worker calls them again)"
+            )
             log.warning("chunk %s: %d result(s) dropped: %s", chunk.token[:8], lost, why)
+        return written is not None
 
     def _commit(self, chunk: Chunk, batch: list[ItemResult], run, part: int = 0) -> int:
         run_id = chunk.run_id
@@ -112,6 +154,7 @@ class WriteBacks:
                 calls,
                 judge.by_label if judge else True,
                 settled=len(batch),  # their claims' calls are on record now, written or not
+                **self.claimer,
             )
             return written
 
