@@ -523,3 +523,17 @@ def test_the_window_is_a_setting_the_concurrency_by_default_and_range_checked():
     assert Settings(write_back_window=0).window == 0 and Settings(write_back_window=5).window == 5
     with pytest.raises(UsageError, match="PROMPTGATE_WRITE_BACK_WINDOW=-2 is out of range: allowed -1 to 4096"):
         Settings(write_back_window=-2)
+
+
+def test_answers_waiting_in_the_window_keep_their_chunk_due_for_lease_renewal():
+    """Until its last answer is written back (or given back) a chunk's lease is renewed
+    (``Executor._renew_leases``): an answer in the window is never left to a lapsed lease."""
+    ledger = ChunkLedger(concurrency=2, chunk_size=2, window=2)
+    c = chunk("a", [0, 1])
+    ledger.add(c)
+    answer_all(ledger, c)  # both answered, neither written
+    c.renewed_at -= 100
+    assert ledger.due_for_renewal(10) == [c]
+    batch, _ = ledger.take(c)
+    ledger.written(c, batch)
+    assert ledger.due_for_renewal(10) == []

@@ -67,13 +67,14 @@ class WriteBacks:
             batch, part = self.ledger.take(chunk)
             if not batch:
                 return
-            settled = False
+            written: int | None = None
             try:
-                settled = self._write(chunk, batch, part)
+                written = self._record(chunk, batch, part)
+                self._judge(chunk, batch, written)
             finally:
-                if not settled:
-                    self._owe(chunk, batch)
-                if self.ledger.written(chunk, batch, settled):
+                if written is None:  # its claims are not settled: they keep their places (a bug after
+                    self._owe(chunk, batch)  # the commit cannot make them settled twice)
+                if self.ledger.written(chunk, batch, written is not None):
                     self.nudge("finalize")
 
     def _owe(self, chunk: Chunk, batch: list[ItemResult]) -> None:
@@ -100,18 +101,21 @@ class WriteBacks:
                 return
             self.ledger.settled_later(places)
 
-    def _write(self, chunk: Chunk, batch: list[ItemResult], part: int = 0) -> bool:
+    def _record(self, chunk: Chunk, batch: list[ItemResult], part: int = 0) -> int | None:
         """One guarded UPDATE, run again on a deadlock or a lost connection while the lease
         lasts. Running it again is safe even when a lost COMMIT did commit: the lease token
-        guards it, so the second run writes nothing. True when it reached the database
-        (written or refused: the batch's claims are settled)."""
-        run_id = chunk.run_id
-        run = self.run_calls.get(run_id)
+        guards it, so the second run writes nothing. The results written; None when it
+        never reached the database (the batch's claims are not settled)."""
         try:
-            written = self._commit(chunk, batch, run, part)
+            return self._commit(chunk, batch, self.run_calls.get(chunk.run_id), part)
         except Exception as exc:
             self._not_written(chunk, batch, exc)
-            written = None
+            return None
+
+    def _judge(self, chunk: Chunk, batch: list[ItemResult], written: int | None) -> None:
+        """The counts, the limiter, and the run judged after the write-back (early stop, sentinels)."""
+        run_id = chunk.run_id
+        run = self.run_calls.get(run_id)
         lost = len(batch) - (written or 0)
         with self.counting:
             self.stats["written"] += written or 0
@@ -126,7 +130,6 @@ class WriteBacks:
                 else "the lease was lost (another worker calls them again)"
             )
             log.warning("chunk %s: %d result(s) dropped: %s", chunk.token[:8], lost, why)
-        return written is not None
 
     def _commit(self, chunk: Chunk, batch: list[ItemResult], run, part: int = 0) -> int:
         run_id = chunk.run_id
