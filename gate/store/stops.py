@@ -92,6 +92,15 @@ def add_tally(
     conn.execute(stmt, params)
 
 
+def record_bound(conn: Connection, run_id: int, claimer: str, bound: int) -> None:
+    """Executor ``claimer``'s raised ``bound``, recorded in a run it claimed items of before
+    (a CLAIMED row of no claims: ``unrecorded_claims`` takes its largest bound)."""
+    stmt = _tally_statement(conn.dialect.name, False, (CLAIMED,), False, True)
+    params = _bound(run_id, 0, None)
+    params.update({AMOUNT[CLAIMED].key: 0, CLAIMER.key: claimer, BOUND.key: str(int(bound))})
+    conn.execute(stmt, params)
+
+
 def _bound(run_id: int, stripe: int, live_run_id: int | None) -> dict[str, Any]:
     params: dict[str, Any] = {RUN.key: int(run_id), STRIPE.key: int(stripe)}
     if live_run_id is not None:
@@ -192,8 +201,8 @@ def unrecorded_claims(conn: Connection, run_id: int) -> int:
     """The run's claims whose calls may have been made and never recorded, as tight as the
     records allow and never fewer: of each executor that claimed, its claims not given
     back that no write-back settled (a worker killed holding them, a write-back that never
-    got through; of an open run, the claims in hand too), but no more than its bound (its
-    calls unrecorded at any moment: workers.execute.ledger) — a claim counts its items
+    got through; of an open run, the claims in hand too), but no more than the largest
+    bound it recorded (its calls unrecorded at any moment: workers.execute.ledger) — a claim counts its items
     before any call, and the ones queued behind the calls never made one. Claims before
     issue 51 name no executor: each counts. (A run tallied before migration 17 counted no
     claims: none.)"""
@@ -203,17 +212,19 @@ def unrecorded_claims(conn: Connection, run_id: int) -> int:
         .where(t.c.run_id == run_id, t.c.verdict.in_(CLAIM_ROWS))
         .group_by(t.c.expected_decision, t.c.actual_decision, t.c.verdict)
     )
-    open_claims: dict[tuple[str, str], int] = {}
+    open_claims: dict[str, int] = {}
+    bounds: dict[str, int] = {}
     for claimer, bound, verdict, n in cast("Iterable[tuple[str, str, str, int | Decimal]]", rows):
         sign = 1 if verdict == CLAIMED else -1
-        open_claims[(claimer, bound)] = open_claims.get((claimer, bound), 0) + sign * int(n)
-    return sum(_capped(claimer, bound, n) for (claimer, bound), n in open_claims.items())
+        open_claims[claimer] = open_claims.get(claimer, 0) + sign * int(n)
+        if claimer and bound.isdigit():  # its largest on record: the one it may have used last
+            bounds[claimer] = max(bounds.get(claimer, 0), int(bound))
+    return sum(_capped(n, bounds.get(claimer)) for claimer, n in open_claims.items())
 
 
-def _capped(claimer: str, bound: str, claims: int) -> int:
+def _capped(claims: int, bound: int | None) -> int:
     """An executor's unsettled claims, no more than its bound (none named: all of them)."""
-    claims = max(0, claims)
-    return min(claims, int(bound)) if claimer and bound.isdigit() else claims
+    return min(max(0, claims), bound) if bound is not None else max(0, claims)
 
 
 def outcome_counts(

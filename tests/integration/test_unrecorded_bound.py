@@ -9,7 +9,7 @@ from __future__ import annotations
 from support.helpers import rules_spec, write_rule_rows
 
 from gate.db import transaction
-from gate.store.stops import add_tally, read_tally, unrecorded_claims
+from gate.store.stops import add_tally, read_tally, record_bound, unrecorded_claims
 
 
 def test_each_executors_unsettled_claims_count_up_to_its_bound(gate, tmp_path):
@@ -30,6 +30,10 @@ def test_each_executors_unsettled_claims_count_up_to_its_bound(gate, tmp_path):
     tally(6, claimed=10, **c)
     tally(7, settled=10, **c)  # all settled
     tally(8, claimed=5)  # before issue 51: no executor named, each claim counts
+    d = {"claimer": "d" * 16}
+    tally(9, claimed=32, bound=8, **d)  # its bound grew as its answers waited for their write-back:
+    tally(10, settled=2, bound=9, **d)  # its largest on record counts
+    transaction(gate.engine, lambda conn: record_bound(conn, run_id, "d" * 16, 11))  # raised by another run's commit
     with gate.engine.connect() as conn:
-        assert unrecorded_claims(conn, run_id) == 16 + 7 + 0 + 5
+        assert unrecorded_claims(conn, run_id) == 16 + 7 + 0 + 5 + 11
         assert read_tally(conn, run_id) == ([], 0)  # the claims are not outcomes nor calls

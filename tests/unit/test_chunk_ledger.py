@@ -429,11 +429,17 @@ def run_many_threads(concurrency: int, window: int, items: int = 120, callers: i
             seen["max_calling"] = max(seen["max_calling"], seen["calling"])
             seen["max_unrecorded"] = max(seen["max_unrecorded"], ledger.unrecorded)
 
+    # the bound each commit records, used once it committed (none before issue 51: the concurrency)
+    to_announce = getattr(ledger, "to_announce", lambda: concurrency)
+    announce = getattr(ledger, "announce", lambda bound: None)
+
     def write_back(c: Chunk) -> None:
         while batch := ledger.take(c)[0]:
+            bound = to_announce()
             time.sleep(0.003)  # the commit
             sample()
             ledger.written(c, batch)
+            announce(bound)
 
     writers, callers_pool = ThreadPoolExecutor(2), ThreadPoolExecutor(callers)
 
@@ -480,6 +486,7 @@ def test_the_window_lets_calls_begin_while_answers_wait_for_their_write_back_wit
 def test_a_call_waits_for_the_window_when_answers_fill_it():
     ledger = ChunkLedger(concurrency=2, chunk_size=8)
     ledger.window = 1
+    getattr(ledger, "announce", lambda bound: None)(3)  # a commit recorded the bound 2 + 1
     c = chunk("a", range(8))
     ledger.add(c)
     for item in c.items[:2]:
@@ -537,3 +544,25 @@ def test_answers_waiting_in_the_window_keep_their_chunk_due_for_lease_renewal():
     batch, _ = ledger.take(c)
     ledger.written(c, batch)
     assert ledger.due_for_renewal(10) == []
+
+
+def test_the_bound_on_record_grows_by_one_per_commit_while_a_call_waits_for_it():
+    """The ledger lets no more calls be unrecorded than the bound a committed transaction
+    recorded (``announce``): the concurrency at first, one more per commit while a call waits
+    on it alone, up to concurrency + window. The figure of calls a dead worker may have made
+    takes the largest bound it recorded: near the calls in flight when answers seldom wait."""
+    ledger = ChunkLedger(concurrency=2, chunk_size=8, window=2)
+    c = chunk("a", range(8))
+    ledger.add(c)
+    assert (ledger.announced, ledger.to_announce(), ledger.wants_more()) == (2, 2, False)
+    for item in c.items[:2]:
+        assert ledger.begin(c, item)
+        ledger.answered(c, result(item.position))
+    began = threading.Event()
+    threading.Thread(target=lambda: ledger.begin(c, c.items[2]) and began.set(), daemon=True).start()
+    assert not began.wait(0.2), "a call began beyond the bound on record"
+    assert ledger.wants_more() and ledger.to_announce() == 3
+    ledger.announce(3)  # the commit that recorded it
+    assert began.wait(5) and ledger.announced == 3 and not ledger.wants_more()
+    ledger.announce(2)  # never lower
+    assert ledger.announced == 3

@@ -197,26 +197,27 @@ class Executor(Poller):
         caps = (settings.lease_seconds, settings.attempt_cap, settings.claim_cap)
         suspects = self.ledger.suspects == 0  # one item whose last claim was lost at a time
 
-        def claim(conn):
+        def claim(conn, record):
             if start is not None:
                 token, items = claim_items_from(conn, run_id, start, limit, *caps)
             else:
                 token, items = claim_items(conn, run_id, limit, *caps, suspects=suspects)
-            if items:  # counted before any call: what a worker that dies with them may have called
-                add_tally(conn, run_id, stripe_of(token), None, None, 0, claimed=len(items), **self._claimer)
+            if items:  # counted before any call, with this executor and its bound: what it may have called
+                add_tally(conn, run_id, stripe_of(token), None, None, 0, claimed=len(items), **record.claimer)
+                record.also(conn)
             return token, items
 
-        token, items = transaction(self.engine, claim, wrote=lambda claimed: bool(claimed[1]))
+        with self.write_backs.bounds.recording(run_id, claim=True) as record:
+            token, items = transaction(
+                self.engine, lambda conn: claim(conn, record), wrote=lambda claimed: bool(claimed[1])
+            )
+            if items:
+                record.committed()
         if start is not None:
             self.claim_from[run_id] = max(i.position for i in items) + 1 if items else None
             if not items:
                 return self._claim_run(run_id, limit)
         return token, items
-
-    @property
-    def _claimer(self) -> dict:
-        """Who claims, for the tally: this executor's tag and its bound."""
-        return {"claimer": self.tag, "bound": self.ledger.bound}
 
     def _dispatch(self, chunk: Chunk) -> None:
         """The claimed chunk into the ledger, then to a render thread (or, when its run can
@@ -419,7 +420,8 @@ class Executor(Poller):
 
             def release(conn, chunk=chunk, positions=positions) -> int:
                 released = release_items(conn, chunk.token, chunk.run_id, positions)
-                add_tally(conn, chunk.run_id, stripe_of(chunk.token), None, None, 0, claimed=-released, **self._claimer)
+                claimer = {"claimer": self.tag, "bound": self.ledger.announced}
+                add_tally(conn, chunk.run_id, stripe_of(chunk.token), None, None, 0, claimed=-released, **claimer)
                 return released
 
             try:

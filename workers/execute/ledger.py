@@ -23,6 +23,15 @@ item), which another worker then makes again: the at-least-once bound
 A write-back the database never took keeps its place in the window until its claims are
 settled (``settled_later``): the bound holds for the claims on record, whatever failed.
 
+**The bound on record is announced before it is used.** Each claim, write-back and
+settlement records, with this executor's claims, the most calls it may have unrecorded
+(``to_announce``); the ledger lets that many begin only once a transaction carrying it has
+committed (``announce``). It starts at ``concurrency`` and grows by one per commit while a
+call waits on it and not on a call slot, up to ``concurrency + window``: an executor whose
+answers seldom wait for their write-back keeps a bound near the calls in flight, and the
+figure of calls a dead worker may have made (``store.stops.unrecorded_claims``: its claims
+unsettled, no more than its largest bound on record) stays near the truth.
+
 ``room`` is how many items the claimer may claim next, and waits when there is none; the
 condition it waits on is notified as calls answer and write-backs end. An item whose
 last claims were lost (a **suspect**, ``ClaimedItem.claims`` > ``SUSPECT_AFTER``) comes in
@@ -82,6 +91,8 @@ class ChunkLedger:
     def __init__(self, concurrency: int, chunk_size: int, window: int = 0):
         self.concurrency = concurrency
         self.window = window  # answered calls that may wait for their write-back beyond the call slots
+        self.announced = concurrency  # calls unrecorded allowed now: a bound on record (to ``bound``)
+        self.wanted = False  # a call waited on ``announced`` alone: the next transaction announces one more
         self.chunk_size = chunk_size
         self.lock = threading.Lock()
         self.capacity = threading.Condition(self.lock)  # the claimer waits here for room
@@ -150,7 +161,30 @@ class ChunkLedger:
             self.suspects += chunk.suspect
 
     def _may_begin(self) -> bool:
-        return self.calling < self.concurrency and self.unrecorded < self.bound
+        return self.calling < self.concurrency and self.unrecorded < min(self.announced, self.bound)
+
+    def _wait_for_slot(self) -> None:
+        """(Under the lock.) Wait for a call slot and a place; a wait on the bound on record
+        alone asks the next commit for one more (``to_announce``)."""
+        if self.calling < self.concurrency and self.unrecorded < self.bound:
+            self.wanted = True
+        self.slots.wait()
+
+    def wants_more(self) -> bool:
+        return self.wanted and self.announced < self.bound
+
+    def to_announce(self) -> int:
+        """The bound the next claim or write-back records for this executor: one more than
+        the one on record while a call waits for it, up to ``bound``."""
+        with self.lock:
+            return min(self.bound, self.announced + 1) if self.wanted else min(self.announced, self.bound)
+
+    def announce(self, bound: int) -> None:
+        """A transaction recording ``bound`` committed: that many calls may be unrecorded."""
+        with self.lock:
+            if bound > self.announced:
+                self.slots.notify(bound - self.announced)
+                self.announced, self.wanted = bound, False
 
     def begin(self, chunk: Chunk, item: ClaimedItem) -> bool:
         """The item's call (or its reuse) begins once a call slot is free (every call begun
@@ -159,7 +193,7 @@ class ChunkLedger:
         back): False then."""
         with self.lock:
             while not self._may_begin() and not self.draining:
-                self.slots.wait()
+                self._wait_for_slot()
             if self.draining:
                 return False
             self.calling += 1

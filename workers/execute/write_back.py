@@ -23,7 +23,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from gate.db import is_retryable, transaction
 from gate.errors import first_line
@@ -31,7 +32,7 @@ from gate.records import ItemResult
 from gate.states import Verdict
 from gate.store.answers import save_answers
 from gate.store.items import write_item_results
-from gate.store.stops import add_tally, stripe_of
+from gate.store.stops import add_tally, record_bound, stripe_of
 
 from .judging import judged_answers, watch_sentinels, write_judged
 from .ledger import Chunk, ChunkLedger
@@ -40,6 +41,50 @@ from .results import new_answers
 log = logging.getLogger("promptgate.execute")
 LEASE_MARGIN = 0.05  # of the lease: a write-back starts no new try this close to its end (at most 1 s)
 FOREVER = 10**9  # runs of the transaction: the lease's end bounds them, not a count
+
+
+class BoundOnRecord:
+    """This executor's bound as its tally rows record it (``ChunkLedger.announce``): each
+    claim, write-back and settlement records the bound in force; one that raises it (a call
+    waits on it) records the raised bound in every run this executor claimed, and the ledger
+    uses it once that commits. Raises and claims take ``lock`` one at a time, so a run
+    claimed meanwhile is never left with a smaller bound than the one in use; a write-back
+    raises only when the lock is free (it never waits for a claim)."""
+
+    def __init__(self, ledger: ChunkLedger, tag: str):
+        self.ledger, self.tag = ledger, tag
+        self.lock = threading.Lock()
+        self.runs: set[int] = set()  # runs this executor claimed items of
+
+    @contextmanager
+    def recording(self, run_id: int, claim: bool = False) -> Iterator[Record]:
+        held = (claim or self.ledger.wants_more()) and self.lock.acquire(blocking=claim)
+        try:
+            before = self.ledger.announced
+            yield Record(self, run_id, self.ledger.to_announce() if held else before, before)
+        finally:
+            if held:
+                self.lock.release()
+
+
+class Record:
+    """What one transaction records of its executor: ``claimer`` for ``add_tally``,
+    ``also(conn)`` in the transaction (a raised bound in the other runs claimed),
+    ``committed()`` after it."""
+
+    def __init__(self, on_record: BoundOnRecord, run_id: int, bound: int, before: int):
+        self.on_record, self.run_id, self.bound, self.raised = on_record, run_id, bound, bound > before
+        self.claimer = {"claimer": on_record.tag, "bound": bound}
+
+    def also(self, conn) -> None:
+        if self.raised:
+            for run_id in sorted(self.on_record.runs - {self.run_id}):
+                record_bound(conn, run_id, self.on_record.tag, self.bound)
+
+    def committed(self) -> None:
+        self.on_record.runs.add(self.run_id)
+        if self.raised:
+            self.on_record.ledger.announce(self.bound)
 
 
 class WriteBacks:
@@ -55,7 +100,7 @@ class WriteBacks:
         self.run_calls, self.limiter, self.stopper = run_calls, limiter, stopper
         self.stats, self.counting = stats, counting
         self.nudge: Callable[[str], None] = nudge
-        self.claimer = {"claimer": tag, "bound": ledger.bound} if tag else {}
+        self.bounds = BoundOnRecord(ledger, tag)
         # write-backs that failed: (chunk, items, calls, answers with calls)
         self.owed: list[tuple[Chunk, int, int, int]] = []
         self.owing = threading.Lock()
@@ -88,9 +133,10 @@ class WriteBacks:
         with self.owing:
             owed, self.owed = self.owed, []
         for n, (chunk, items, calls, places) in enumerate(owed):
+            claimer = {"claimer": self.bounds.tag, "bound": self.ledger.announced}
 
-            def settle(conn, chunk=chunk, items=items, calls=calls) -> None:
-                add_tally(conn, chunk.run_id, stripe_of(chunk.token), None, None, calls, settled=items, **self.claimer)
+            def settle(conn, chunk=chunk, items=items, calls=calls, claimer=claimer) -> None:
+                add_tally(conn, chunk.run_id, stripe_of(chunk.token), None, None, calls, settled=items, **claimer)
 
             try:
                 transaction(self.engine, settle)
@@ -140,6 +186,11 @@ class WriteBacks:
         judge = run.context.judge if run else None
         scored = [r.position for r in batch if r.verdict != Verdict.PENDING] if judge else None
         calls = sum(r.calls for r in batch)
+        with self.bounds.recording(run_id) as record:
+            return self._commit_recorded(chunk, batch, part, answers, judge, scored, calls, record)
+
+    def _commit_recorded(self, chunk, batch, part, answers, judge, scored, calls, record: Record) -> int:
+        run_id = chunk.run_id
 
         def write(conn) -> int:
             written = write_item_results(conn, run_id, chunk.token, batch)
@@ -157,14 +208,17 @@ class WriteBacks:
                 calls,
                 judge.by_label if judge else True,
                 settled=len(batch),  # their claims' calls are on record now, written or not
-                **self.claimer,
+                **record.claimer,
             )
+            record.also(conn)
             return written
 
         while True:
             renewed_at = chunk.renewed_at
             try:
-                return transaction(self.engine, write, attempts=FOREVER, give_up_after=self._lease_left(chunk))
+                written = transaction(self.engine, write, attempts=FOREVER, give_up_after=self._lease_left(chunk))
+                record.committed()
+                return written
             except Exception as exc:
                 if not is_retryable(exc) or chunk.renewed_at == renewed_at:
                     raise  # a bug; or the lease is at risk, and was not renewed meanwhile
