@@ -203,7 +203,7 @@ class Executor(Poller):
             else:
                 token, items = claim_items(conn, run_id, limit, *caps, suspects=suspects)
             if items:  # counted before any call, with this executor and its bound: what it may have called
-                add_tally(conn, run_id, stripe_of(token), None, None, 0, claimed=len(items), **record.claimer)
+                add_tally(conn, run_id, stripe_of(token), None, None, 0, claimed=len(items), **record.who)
                 record.also(conn)
             return token, items
 
@@ -420,8 +420,18 @@ class Executor(Poller):
 
             def release(conn, chunk=chunk, positions=positions) -> int:
                 released = release_items(conn, chunk.token, chunk.run_id, positions)
-                claimer = {"claimer": self.tag, "bound": self.ledger.announced}
-                add_tally(conn, chunk.run_id, stripe_of(chunk.token), None, None, 0, claimed=-released, **claimer)
+                tag, bound = self.tag, self.ledger.announced
+                add_tally(
+                    conn,
+                    chunk.run_id,
+                    stripe_of(chunk.token),
+                    None,
+                    None,
+                    0,
+                    claimed=-released,
+                    claimer=tag,
+                    bound=bound,
+                )
                 return released
 
             try:

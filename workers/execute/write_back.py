@@ -25,6 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from gate.db import is_retryable, transaction
 from gate.errors import first_line
@@ -68,13 +69,13 @@ class BoundOnRecord:
 
 
 class Record:
-    """What one transaction records of its executor: ``claimer`` for ``add_tally``,
+    """What one transaction records of its executor: ``who`` for ``add_tally``,
     ``also(conn)`` in the transaction (a raised bound in the other runs claimed),
     ``committed()`` after it."""
 
     def __init__(self, on_record: BoundOnRecord, run_id: int, bound: int, before: int):
         self.on_record, self.run_id, self.bound, self.raised = on_record, run_id, bound, bound > before
-        self.claimer = {"claimer": on_record.tag, "bound": bound}
+        self.who: dict[str, Any] = {"claimer": on_record.tag, "bound": bound}
 
     def also(self, conn) -> None:
         if self.raised:
@@ -133,10 +134,21 @@ class WriteBacks:
         with self.owing:
             owed, self.owed = self.owed, []
         for n, (chunk, items, calls, places) in enumerate(owed):
-            claimer = {"claimer": self.bounds.tag, "bound": self.ledger.announced}
+            bound = self.ledger.announced
 
-            def settle(conn, chunk=chunk, items=items, calls=calls, claimer=claimer) -> None:
-                add_tally(conn, chunk.run_id, stripe_of(chunk.token), None, None, calls, settled=items, **claimer)
+            def settle(conn, chunk=chunk, items=items, calls=calls, bound=bound) -> None:
+                tag = self.bounds.tag
+                add_tally(
+                    conn,
+                    chunk.run_id,
+                    stripe_of(chunk.token),
+                    None,
+                    None,
+                    calls,
+                    settled=items,
+                    claimer=tag,
+                    bound=bound,
+                )
 
             try:
                 transaction(self.engine, settle)
@@ -208,7 +220,7 @@ class WriteBacks:
                 calls,
                 judge.by_label if judge else True,
                 settled=len(batch),  # their claims' calls are on record now, written or not
-                **record.claimer,
+                **record.who,
             )
             record.also(conn)
             return written
