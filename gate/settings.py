@@ -17,6 +17,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "lease_seconds": (0.1, 86400),
     "chunk_size": (1, 10000),
     "concurrency": (1, 4096),
+    "write_back_window": (-1, 4096),
     "attempt_cap": (1, 100),
     "claim_cap": (1, 100),
     "finalize_attempts": (1, 1000),
@@ -75,6 +76,10 @@ class Settings:
     lease_seconds: float = 30.0  # how long a claim owns its rows
     chunk_size: int = 32  # items claimed by one execute claim
     concurrency: int = 8  # model calls in flight per execute process
+    # answered calls that may wait for their write-back beyond the calls in flight, per execute
+    # process (workers/execute/ledger.py): -1 is the concurrency; 0 frees a call slot only once
+    # its answer is written back. A process killed loses at most concurrency + this many items' calls.
+    write_back_window: int = -1
     attempt_cap: int = 3  # attempts (calls made and recorded) per item before its ERROR is final
     claim_cap: int = 5  # claims of an item in a row lost without a write-back (its worker died) before it ends ERROR
     finalize_attempts: int = 5  # a run's finalize failing this many times in a row (one process) ends it ERROR
@@ -121,6 +126,7 @@ class Settings:
         "lease_seconds": "PROMPTGATE_LEASE_SECONDS",
         "chunk_size": "PROMPTGATE_CHUNK_SIZE",
         "concurrency": "PROMPTGATE_CONCURRENCY",
+        "write_back_window": "PROMPTGATE_WRITE_BACK_WINDOW",
         "attempt_cap": "PROMPTGATE_ATTEMPT_CAP",
         "claim_cap": "PROMPTGATE_CLAIM_CAP",
         "finalize_attempts": "PROMPTGATE_FINALIZE_ATTEMPTS",
@@ -183,6 +189,11 @@ class Settings:
             values[f.name] = _env(env_name, f.default, cast)
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
+
+    @property
+    def window(self) -> int:
+        """The write-back window in force: ``write_back_window``, or the concurrency when it is -1."""
+        return self.concurrency if self.write_back_window < 0 else self.write_back_window
 
     def with_(self, **changes) -> Settings:
         return replace(self, **{k: v for k, v in changes.items() if v is not None})

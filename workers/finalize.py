@@ -192,14 +192,14 @@ def finalize_run(conn, run_id: int) -> bool:
 
 
 def spend_figures(conn, run, figures: RunFigures) -> dict[str, Any]:
-    """What the run's answers cost in calls: made (every call the executor recorded for
-    it, from its tally), at most how many more may have been made and never recorded
-    (``calls_unrecorded``: its claims no write-back settled — workers killed holding them —
-    times its calls per item), reused (answers already paid for), and saved by a stop — its
-    items never called, times its calls per item (its trials, its judge's); a stopped run's
-    rows never copied count as items, its
-    ``total`` is its dataset version's rows and ``stop`` says why it stopped. The values by
-    key, in the order written, for ``RunFigures.extended``."""
+    """What the run's answers cost in calls: made (every call the executor recorded for it,
+    from its tally), at most how many more may have been made and never recorded
+    (``calls_unrecorded``: its claims no write-back settled — workers killed holding
+    them —, each executor's no more than its bound, times its calls per item), reused
+    (answers already paid for), and saved by a stop — its items never called, times its
+    calls per item (its trials, its judge's); a stopped run's rows never copied count as
+    items, its ``total`` is its dataset version's rows and ``stop`` says why it stopped.
+    The values by key, in the order written, for ``RunFigures.extended``."""
     _, made = read_tally(conn, run.id)
     trials = calls_per_item(run.pinned)
     out = {

@@ -172,7 +172,8 @@ def fleet_families(counts: FleetCounts):
     yield CounterMetricFamily(
         "promptgate_model_calls_unrecorded_max",
         "Model calls that may have been made and were never recorded, at most: claims lost with workers "
-        "that died (times trials), over every finished run. The provider may have billed up to this many "
+        "that died, each worker's no more than its bound (concurrency + write-back window), times the calls "
+        "per item, over every finished run. The provider may have billed up to this many "
         "calls beyond promptgate_model_calls_recorded_total.",
         value=counts.calls.get("unrecorded", 0),
     )

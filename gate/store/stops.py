@@ -53,6 +53,10 @@ from .textsql import execute_text, rows_template, string_literal
 CALLS = "CALLS"  # the tally row of the model calls a run made (recorded by its write-backs)
 CLAIMED = "CLAIMED"  # ... of its items' claims (added by each claim, less those given back uncalled)
 SETTLED = "SETTLED"  # ... of the claims whose write-back recorded their calls (written or not)
+# CLAIMED and SETTLED rows name, in expected_decision and actual_decision, the executor that
+# claimed (its tag: one per process, never reused) and its bound (the most of its claims that
+# may have made calls not on record at once: workers.execute.ledger); '' and '' before issue 51
+CLAIM_ROWS = (CLAIMED, SETTLED)
 COUNTS = (CALLS, CLAIMED, SETTLED)  # rows that count, not items by verdict
 STRIPES = 16
 TALLY_KEY = ("run_id", "stripe", "verdict", "expected_decision", "actual_decision", "live_verdict")
@@ -77,13 +81,16 @@ def add_tally(
     *,
     claimed: int = 0,
     settled: int = 0,
+    claimer: str = "",
+    bound: int = 0,
     outcomes: Sequence[Outcome] | None = None,
 ) -> None:
     """Add a write-back (or a claim) to its run's tally, in its transaction: the items at
     ``positions`` (just written: MATCH, MISMATCH, ERROR; None: none to count) by verdict,
     expected label, answer and ``live_run_id``'s verdict at the same position; ``calls``
     model calls; ``claimed`` claims of items (negative: claims given back uncalled) and
-    ``settled`` claims whose calls this write-back records. ``by_label`` False (a decision
+    ``settled`` claims whose calls this write-back records, both of executor ``claimer``
+    whose ``bound`` caps them (``unrecorded_claims``). ``by_label`` False (a decision
     field by field, whose expected and read values are JSON objects: one per item, and
     longer than the tally's key): counted without them, as '' — the bars judged early
     then are accuracy and those against live (``gate.verdict.early_stop``: its labels are
@@ -93,8 +100,9 @@ def add_tally(
     in hand, (position, verdict, expected, answer), counted here rather than read back
     (``_add_counted``); the same rows as ``positions`` would add."""
     amounts = {name: int(n) for name, n in ((CALLS, calls), (CLAIMED, claimed), (SETTLED, settled)) if n}
+    who = (claimer, str(int(bound))) if claimer else ("", "")  # a claim row's executor and its bound
     if outcomes:
-        _add_counted(conn, run_id, stripe, outcomes, live_run_id, by_label, amounts)
+        _add_counted(conn, run_id, stripe, outcomes, live_run_id, by_label, amounts, who)
         return
     counted = bool(positions)
     if not counted and not amounts:
@@ -105,6 +113,17 @@ def add_tally(
         assert positions is not None  # counted: positions given, and not empty
         params[POSITIONS.key] = [int(p) for p in positions]
     params.update({AMOUNT[name].key: n for name, n in amounts.items()})
+    if claimed or settled:
+        params[CLAIMER.key], params[BOUND.key] = who
+    conn.execute(stmt, params)
+
+
+def record_bound(conn: Connection, run_id: int, claimer: str, bound: int) -> None:
+    """Executor ``claimer``'s raised ``bound``, recorded in a run it claimed items of before
+    (a CLAIMED row of no claims: ``unrecorded_claims`` takes its largest bound)."""
+    stmt = _tally_statement(conn.dialect.name, False, (CLAIMED,), False, True)
+    params = _bound(run_id, 0, None)
+    params.update({AMOUNT[CLAIMED].key: 0, CLAIMER.key: claimer, BOUND.key: str(int(bound))})
     conn.execute(stmt, params)
 
 
@@ -119,6 +138,7 @@ def _add_counted(
     live_run_id: int | None,
     by_label: bool,
     amounts: dict[str, int],
+    who: tuple[str, str] = ("", ""),
 ) -> None:
     """``add_tally`` from the results in hand: the items counted by (verdict, expected,
     answer, live verdict) here, the live run's verdicts at their positions read (a key
@@ -132,7 +152,7 @@ def _add_counted(
         (str(verdict), expected if by_label else "", (actual or "") if by_label else "", live.get(position, ""))
         for position, verdict, expected, actual in written
     )
-    keys = [*counts, *((name, "", "", "") for name in amounts)]
+    keys = [*counts, *((name, *(who if name in CLAIM_ROWS else ("", "")), "") for name in amounts)]
     if not keys:
         return
     ns = [*counts.values(), *amounts.values()]
@@ -213,6 +233,7 @@ RUN, STRIPE, LIVE_RUN = (
     bindparam("tally_live_run", type_=BigInteger),
 )
 POSITIONS: BindParameter[int] = bindparam("tally_positions", expanding=True)
+CLAIMER, BOUND = bindparam("tally_claimer", type_=String), bindparam("tally_bound", type_=String)
 AMOUNT = {name: bindparam(f"tally_{name.lower()}", type_=BigInteger) for name in COUNTS}
 
 
@@ -225,7 +246,12 @@ def _tally_statement(dialect: str, counted: bool, amounts: tuple[str, ...], live
     if counted:
         parts.append(_outcome_rows(live, True, by_label))
     blank = literal("", String)
-    parts += [select(RUN, STRIPE, literal(name, String), blank, blank, blank, AMOUNT[name]) for name in amounts]
+    parts += [
+        select(
+            RUN, STRIPE, literal(name, String), *((CLAIMER, BOUND) if name in CLAIM_ROWS else (blank, blank))
+        ).add_columns(blank, AMOUNT[name])
+        for name in amounts
+    ]
     rows = parts[0] if len(parts) == 1 else union_all(*parts)
     return _upsert(dialect, rows)
 
@@ -291,20 +317,33 @@ def read_tally(conn: Connection, run_id: int) -> tuple[list[tuple[str, str, str 
 
 
 def unrecorded_claims(conn: Connection, run_id: int) -> int:
-    """The run's claims whose calls were never recorded: claimed and not given back, and
-    no write-back of them reached the database (a worker killed holding them, a
-    write-back that never got through; of an open run, the claims in hand too). Each may
-    have made its item's calls: the bound on calls made and not counted. (A run tallied
-    before migration 17 counted no claims: none.)"""
+    """The run's claims whose calls may have been made and never recorded, as tight as the
+    records allow and never fewer: of each executor that claimed, its claims not given
+    back that no write-back settled (a worker killed holding them, a write-back that never
+    got through; of an open run, the claims in hand too), but no more than the largest
+    bound it recorded (its calls unrecorded at any moment: workers.execute.ledger) — a claim counts its items
+    before any call, and the ones queued behind the calls never made one. Claims before
+    issue 51 name no executor: each counts. (A run tallied before migration 17 counted no
+    claims: none.)"""
     t = prompt_run_tally
-    found: dict[str, int | Decimal | None] = dict(
-        conn.execute(
-            select(t.c.verdict, func.sum(t.c.n))
-            .where(t.c.run_id == run_id, t.c.verdict.in_([CLAIMED, SETTLED]))
-            .group_by(t.c.verdict)
-        ).all()
+    rows = conn.execute(
+        select(t.c.expected_decision, t.c.actual_decision, t.c.verdict, func.sum(t.c.n))
+        .where(t.c.run_id == run_id, t.c.verdict.in_(CLAIM_ROWS))
+        .group_by(t.c.expected_decision, t.c.actual_decision, t.c.verdict)
     )
-    return max(0, int(found.get(CLAIMED) or 0) - int(found.get(SETTLED) or 0))
+    open_claims: dict[str, int] = {}
+    bounds: dict[str, int] = {}
+    for claimer, bound, verdict, n in cast("Iterable[tuple[str, str, str, int | Decimal]]", rows):
+        sign = 1 if verdict == CLAIMED else -1
+        open_claims[claimer] = open_claims.get(claimer, 0) + sign * int(n)
+        if claimer and bound.isdigit():  # its largest on record: the one it may have used last
+            bounds[claimer] = max(bounds.get(claimer, 0), int(bound))
+    return sum(_capped(n, bounds.get(claimer)) for claimer, n in open_claims.items())
+
+
+def _capped(claims: int, bound: int | None) -> int:
+    """An executor's unsettled claims, no more than its bound (none named: all of them)."""
+    return min(max(0, claims), bound) if bound is not None else max(0, claims)
 
 
 def outcome_counts(

@@ -1,11 +1,14 @@
-"""Kill -9 chaos at the DEFAULT settings (lease 30 s, chunk 32, attempt cap 3, concurrency 8):
+"""Kill -9 chaos at the DEFAULT settings (lease 30 s, chunk 32, attempt cap 3, concurrency 8,
+write-back window 8):
 5,000 items, three worker processes, a random one killed with SIGKILL every 1-3 s and
 restarted, for 40 s (then the leases the kills left run out: ~45-120 s in all here, so it
 is marked slow; it runs in `make test`). The model answers in 20-80 ms. What must hold
 (issue 38): the update APPLIED with every item scored once and none ERROR (a lost claim is
-not an attempt); the model server saw at most items + kills × calls in flight (answered
-items are written back before their call slot is free again); the report's recorded calls
-are within what the server saw, and its "may have been made" bound covers the rest."""
+not an attempt); the model server saw at most items + kills × (concurrency + window) ×
+calls per item (a call begins only while fewer than concurrency + window are made and not
+written back: issue 51); the report's recorded calls are within what the server saw, and its
+"may have been made" figure covers the rest (never below it) and, per process, is capped by
+its bound rather than counting every item it had claimed."""
 
 from __future__ import annotations
 
@@ -40,6 +43,7 @@ def test_kill_9_every_one_to_three_seconds_at_the_default_settings(mysql_gate, t
     gate = mysql_gate
     defaults = Settings()
     assert (defaults.lease_seconds, defaults.chunk_size, defaults.attempt_cap) == (30.0, 32, 3)
+    bound = defaults.concurrency + defaults.window  # × 1 call per item: one trial, no judge
     gate.register_dataset("big", str(write_rule_rows(tmp_path / "big.csv", ITEMS)))
     gate.map_dataset("chaos", "big", "1")
     started = time.monotonic()
@@ -66,13 +70,17 @@ def test_kill_9_every_one_to_three_seconds_at_the_default_settings(mysql_gate, t
     seconds = time.monotonic() - started
     run = report.runs[0]
     spend = report.spend
-    print(
-        f"kills={kills} calls at the server={calls} recorded={spend['calls_made']} "
-        f"may have been made={spend.get('calls_unrecorded')} wall={seconds:.0f}s"
+    unrecorded = calls - spend["calls_made"]  # made and never recorded: what the figure bounds
+    figures = (
+        f"kills={kills} calls at the server={calls} extra={calls - ITEMS} recorded={spend['calls_made']} "
+        f"unrecorded={unrecorded} may have been made={spend.get('calls_unrecorded')} "
+        f"ratio={spend['calls_unrecorded'] / max(1, unrecorded):.2f} wall={seconds:.0f}s"
     )
+    print(figures)
     assert report.status == UpdateStatus.APPLIED, report.update.reason
     assert kills >= 10
     assert verdicts(gate, run.run_id) == {Verdict.MATCH: ITEMS}  # none ERROR, none twice
     assert (run.matches, run.scored, run.total) == (ITEMS, ITEMS, ITEMS)
-    assert calls <= ITEMS + kills * defaults.concurrency, f"{calls - ITEMS} extra calls for {kills} kills"
-    assert spend["calls_made"] <= calls <= spend["calls_made"] + spend["calls_unrecorded"]
+    assert calls <= ITEMS + kills * bound, figures
+    assert spend["calls_made"] <= calls <= spend["calls_made"] + spend["calls_unrecorded"], figures
+    assert spend["calls_unrecorded"] <= kills * bound + 3 * bound, figures  # the dead processes', capped

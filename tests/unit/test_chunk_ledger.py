@@ -405,3 +405,164 @@ def test_under_racing_calls_write_backs_and_a_drain_each_item_is_answered_or_giv
         assert sorted(written) == sorted(answered), seed  # each answer written once
         assert ledger.in_flight == 0 and ledger.chunks == {} and ledger.unrecorded == 0, seed
         assert ledger.all_written(), seed
+
+
+# --- the write-back window (issue 51) ------------------------------------------------------
+
+
+def run_many_threads(concurrency: int, window: int, items: int = 120, callers: int = 10) -> dict[str, int]:
+    """Real threads as the executor runs them: ``callers`` call threads (more than the
+    concurrency) begin, call (0-2 ms) and answer items; two write-back threads take and write
+    each chunk's answers (a 3 ms commit). Each change is sampled under the ledger's lock: the
+    most calls in flight (counted here, between ``begin`` and ``answered``) and unrecorded seen."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    ledger = ChunkLedger(concurrency=concurrency, chunk_size=8)
+    ledger.window = window  # as the executor's settings set it (an attribute the ledger before issue 51 ignored)
+    seen = {"calling": 0, "max_calling": 0, "max_unrecorded": 0}
+    rng = random.Random(51)
+    waits = [rng.uniform(0, 0.002) for _ in range(items)]
+
+    def sample(change: int = 0) -> None:
+        with ledger.lock:
+            seen["calling"] += change
+            seen["max_calling"] = max(seen["max_calling"], seen["calling"])
+            seen["max_unrecorded"] = max(seen["max_unrecorded"], ledger.unrecorded)
+
+    # the bound each commit records, used once it committed (none before issue 51: the concurrency)
+    to_announce = getattr(ledger, "to_announce", lambda: concurrency)
+    announce = getattr(ledger, "announce", lambda bound: None)
+
+    def write_back(c: Chunk) -> None:
+        while batch := ledger.take(c)[0]:
+            bound = to_announce()
+            time.sleep(0.003)  # the commit
+            sample()
+            ledger.written(c, batch)
+            announce(bound)
+
+    writers, callers_pool = ThreadPoolExecutor(2), ThreadPoolExecutor(callers)
+
+    def call(c: Chunk, item: ClaimedItem) -> None:
+        assert ledger.begin(c, item)
+        sample(+1)
+        time.sleep(waits[item.position])
+        sample(-1)
+        if ledger.answered(c, result(item.position)):
+            writers.submit(write_back, c)
+
+    chunks = [chunk(f"c{n}", range(n, n + 8)) for n in range(0, items, 8)]
+    futures = []
+    for c in chunks:
+        ledger.add(c)
+        futures += [callers_pool.submit(call, c, item) for item in c.items]
+    for future in futures:
+        future.result(timeout=30)
+    deadline = time.monotonic() + 30
+    while not ledger.all_written() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    callers_pool.shutdown()
+    writers.shutdown()
+    assert ledger.all_written() and ledger.unrecorded == 0
+    return seen
+
+
+def test_without_a_window_no_more_calls_are_unrecorded_than_the_concurrency():
+    seen = run_many_threads(concurrency=4, window=0)
+    assert seen["max_unrecorded"] <= 4, seen
+
+
+def test_the_window_lets_calls_begin_while_answers_wait_for_their_write_back_within_its_bound():
+    """Issue 51: a call's slot is free when its answer arrives; the answered ones wait for
+    their write-back in a window of ``window`` beyond the calls in flight. In flight never
+    more than the concurrency, unrecorded never more than concurrency + window (the
+    at-least-once bound), and the window used (the slow commits fill it)."""
+    seen = run_many_threads(concurrency=4, window=3)
+    assert seen["max_calling"] <= 4, seen
+    assert seen["max_unrecorded"] <= 4 + 3, seen
+    assert seen["max_unrecorded"] > 4, f"no call began while four answers waited for their write-back: {seen}"
+
+
+def test_a_call_waits_for_the_window_when_answers_fill_it():
+    ledger = ChunkLedger(concurrency=2, chunk_size=8)
+    ledger.window = 1
+    getattr(ledger, "announce", lambda bound: None)(3)  # a commit recorded the bound 2 + 1
+    c = chunk("a", range(8))
+    ledger.add(c)
+    for item in c.items[:2]:
+        assert ledger.begin(c, item)
+        ledger.answered(c, result(item.position))
+    third = threading.Event()
+    threading.Thread(target=lambda: ledger.begin(c, c.items[2]) and third.set(), daemon=True).start()
+    assert third.wait(5), "no call began with two answers waiting for their write-back (window 1)"
+    ledger.answered(c, result(2))
+    began = threading.Event()
+    thread = threading.Thread(target=lambda: ledger.begin(c, c.items[3]) and began.set(), daemon=True)
+    thread.start()
+    assert not began.wait(0.2), "a fourth call began with three answers unwritten (bound 2 + 1)"
+    batch, _ = ledger.take(c)
+    ledger.written(c, batch)
+    assert began.wait(5), "the write-back did not free the window"
+    thread.join()
+
+
+def test_a_write_back_that_never_reached_the_database_keeps_its_places_until_settled():
+    """Its claims are not settled in the tally: their calls count among those a worker that
+    dies may have made, so their places stay taken (the bound holds on the records)."""
+    ledger = ChunkLedger(concurrency=4, chunk_size=4, window=0)
+    c = chunk("a", [0, 1, 2])
+    ledger.add(c)
+    answer_all(ledger, c)
+    batch, _ = ledger.take(c)
+    ledger.written(c, batch, settled=False)
+    assert (ledger.held, ledger.unrecorded, ledger.owed) == (0, 3, 3)
+    ledger.settled_later(3)
+    assert (ledger.unrecorded, ledger.owed) == (0, 0)
+
+
+def test_the_window_is_a_setting_the_concurrency_by_default_and_range_checked():
+    import pytest
+
+    from gate.errors import UsageError
+    from gate.settings import Settings
+
+    assert Settings().window == 8 and Settings(concurrency=32).window == 32
+    assert Settings(write_back_window=0).window == 0 and Settings(write_back_window=5).window == 5
+    with pytest.raises(UsageError, match="PROMPTGATE_WRITE_BACK_WINDOW=-2 is out of range: allowed -1 to 4096"):
+        Settings(write_back_window=-2)
+
+
+def test_answers_waiting_in_the_window_keep_their_chunk_due_for_lease_renewal():
+    """Until its last answer is written back (or given back) a chunk's lease is renewed
+    (``Executor._renew_leases``): an answer in the window is never left to a lapsed lease."""
+    ledger = ChunkLedger(concurrency=2, chunk_size=2, window=2)
+    c = chunk("a", [0, 1])
+    ledger.add(c)
+    answer_all(ledger, c)  # both answered, neither written
+    c.renewed_at -= 100
+    assert ledger.due_for_renewal(10) == [c]
+    batch, _ = ledger.take(c)
+    ledger.written(c, batch)
+    assert ledger.due_for_renewal(10) == []
+
+
+def test_the_bound_on_record_grows_by_one_per_commit_while_a_call_waits_for_it():
+    """The ledger lets no more calls be unrecorded than the bound a committed transaction
+    recorded (``announce``): the concurrency at first, one more per commit while a call waits
+    on it alone, up to concurrency + window. The figure of calls a dead worker may have made
+    takes the largest bound it recorded: near the calls in flight when answers seldom wait."""
+    ledger = ChunkLedger(concurrency=2, chunk_size=8, window=2)
+    c = chunk("a", range(8))
+    ledger.add(c)
+    assert (ledger.announced, ledger.to_announce(), ledger.wants_more()) == (2, 2, False)
+    for item in c.items[:2]:
+        assert ledger.begin(c, item)
+        ledger.answered(c, result(item.position))
+    began = threading.Event()
+    threading.Thread(target=lambda: ledger.begin(c, c.items[2]) and began.set(), daemon=True).start()
+    assert not began.wait(0.2), "a call began beyond the bound on record"
+    assert ledger.wants_more() and ledger.to_announce() == 3
+    ledger.announce(3)  # the commit that recorded it
+    assert began.wait(5) and ledger.announced == 3 and not ledger.wants_more()
+    ledger.announce(2)  # never lower
+    assert ledger.announced == 3

@@ -5,19 +5,22 @@ order: claim → render (prepare) → call, then the leases and the drain. What 
 flight, answered, written and given back, whether a call may begin and whether there is
 room for the next claim, is ``workers.execute.ledger``.
 
-Up to ``concurrency`` calls are made and not yet recorded per process (a call's slot is
-free once its answer is written back). Runs are served in rotation, so a big dataset does
-not starve a small one. A claim adds its items to the run's tally, so the calls a worker
-that dies with them may have made are counted. A retryable failure (timeout, connection,
-5xx, a 429 without a Retry-After) makes the item visible again after an exponential
-backoff with jitter; at the attempt cap its ERROR is final. A 429 with a Retry-After spends
-no attempt (``workers.execute.results``: backpressure). An item whose last claims were lost
-with their workers is claimed alone (``store.items.claim_items``). Leases of calls that
-outlive half the lease are renewed. One item's call, or its N calls for a prompt with
-``trials: N``, is ``workers.execute.calls``; the result made of its answers, ``workers.execute.results``.
-Each write-back also adds to its run's running counts (``add_tally``), from which
-``workers.execute.early_stop`` judges whether the run's verdict is settled and stops its update;
-a call of an update with a spend cap is reserved first (``workers.execute.spend``).
+Up to ``concurrency`` calls are in flight per process (a call's slot is free once its answer
+is in), and up to ``concurrency + window`` made and not yet recorded (an answered call waits
+in the write-back window until its write-back; ``workers.execute.ledger``). Runs are served
+in rotation, so a big dataset does not starve a small one. A claim adds its items to the
+run's tally, so the calls a worker that dies with them may have made are counted, under the
+executor's tag and bound (``store.stops.unrecorded_claims``). A retryable failure (timeout,
+connection, 5xx, a 429 without a Retry-After) makes the item visible again after an
+exponential backoff with jitter; at the attempt cap its ERROR is final. A 429 with a
+Retry-After spends no attempt (``workers.execute.results``: backpressure). An item whose
+last claims were lost with their workers is claimed alone (``store.items.claim_items``).
+Leases of calls that outlive half the lease are renewed. One item's call, or its N calls for
+a prompt with ``trials: N``, is ``workers.execute.calls``; the result made of its answers,
+``workers.execute.results``. Each write-back also adds to its run's running counts
+(``add_tally``), from which ``workers.execute.early_stop`` judges whether the run's verdict
+is settled and stops its update; a call of an update with a spend cap is reserved first
+(``workers.execute.spend``).
 
 An item's messages are rendered through the process's template sandbox (a CPU-time and
 memory budget per item, ``gate.prompt.sandbox``) and sent to the provider its update pinned at
@@ -37,6 +40,7 @@ import functools
 import logging
 import threading
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 from sqlalchemy.exc import DBAPIError
@@ -101,7 +105,9 @@ class Executor(Poller):
         # which goes on to its next call at once (a write-back waits on a durable commit)
         self.writers = ThreadPoolExecutor(WRITE_BACK_THREADS, thread_name_prefix="write-back")
         self.rendering = ThreadPoolExecutor(self.renderer.budget.processes, thread_name_prefix="render")
-        self.ledger = ChunkLedger(self.concurrency, self.settings.chunk_size)
+        self.ledger = ChunkLedger(self.concurrency, self.settings.chunk_size, self.settings.window)
+        # names this executor's claims in its runs' tallies, with its bound (store.stops.unrecorded_claims)
+        self.tag = uuid.uuid4().hex[:16]
         self.run_calls: dict[int, RunCall] = {}
         self.runs: list[int] = []
         self.claim_from: dict[int, int | None] = {}  # run -> where its next claim starts (None: the first ready)
@@ -137,6 +143,7 @@ class Executor(Poller):
             self.stats,
             self.counting,
             self.nudge,
+            self.tag,
         )
 
     def warm_up(self) -> None:
@@ -149,6 +156,7 @@ class Executor(Poller):
 
     def poll(self) -> float:
         self._renew_leases()
+        self.write_backs.settle_owed()
         room = self.ledger.room()
         if room == 0:
             return 0.0
@@ -189,16 +197,22 @@ class Executor(Poller):
         caps = (settings.lease_seconds, settings.attempt_cap, settings.claim_cap)
         suspects = self.ledger.suspects == 0  # one item whose last claim was lost at a time
 
-        def claim(conn):
+        def claim(conn, record):
             if start is not None:
                 token, items = claim_items_from(conn, run_id, start, limit, *caps)
             else:
                 token, items = claim_items(conn, run_id, limit, *caps, suspects=suspects)
-            if items:  # counted before any call: what a worker that dies with them may have called
-                add_tally(conn, run_id, stripe_of(token), None, None, 0, claimed=len(items))
+            if items:  # counted before any call, with this executor and its bound: what it may have called
+                add_tally(conn, run_id, stripe_of(token), None, None, 0, claimed=len(items), **record.who)
+                record.also(conn)
             return token, items
 
-        token, items = transaction(self.engine, claim, wrote=lambda claimed: bool(claimed[1]))
+        with self.write_backs.bounds.recording(run_id, claim=True) as record:
+            token, items = transaction(
+                self.engine, lambda conn: claim(conn, record), wrote=lambda claimed: bool(claimed[1])
+            )
+            if items:
+                record.committed()
         if start is not None:
             self.claim_from[run_id] = max(i.position for i in items) + 1 if items else None
             if not items:
@@ -372,7 +386,8 @@ class Executor(Poller):
         known: dict[str, Answer] | None = None,
     ) -> None:
         """The item's call (``workers.execute.calls``) and its result into the ledger, which
-        hands it to the chunk's write-back (its call slot is free once it is written)."""
+        hands it to the chunk's write-back (its call slot is free once it is answered, its
+        place in the write-back window once it is written)."""
         if not self.ledger.begin(chunk, item):
             return  # a drain gave it back uncalled
         try:
@@ -405,7 +420,18 @@ class Executor(Poller):
 
             def release(conn, chunk=chunk, positions=positions) -> int:
                 released = release_items(conn, chunk.token, chunk.run_id, positions)
-                add_tally(conn, chunk.run_id, stripe_of(chunk.token), None, None, 0, claimed=-released)
+                tag, bound = self.tag, self.ledger.announced
+                add_tally(
+                    conn,
+                    chunk.run_id,
+                    stripe_of(chunk.token),
+                    None,
+                    None,
+                    0,
+                    claimed=-released,
+                    claimer=tag,
+                    bound=bound,
+                )
                 return released
 
             try:
@@ -428,7 +454,16 @@ class Executor(Poller):
         self.rendering.shutdown(wait=False, cancel_futures=True)
         self.pool.shutdown(cancel=True)
         self.writers.shutdown(wait=True)
+        self.write_backs.settle_owed()
         self.limiter.close()
+        log.info(
+            "execute: %d item(s) claimed, %d written back, %d result(s) refused (lease lost or update "
+            "stopped: their calls are made again), %d call(s)",
+            self.stats["claimed"],
+            self.stats["written"],
+            self.stats["lost"],
+            self.stats["calls"],
+        )
         if self.owns_renderer:
             self.renderer.close()
 

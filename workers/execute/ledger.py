@@ -10,11 +10,27 @@ slowest call is in: an answer waits for the write-back in progress at most. A dr
 from then on no item begins: an item is either answered or given back, never both. A
 chunk leaves the ledger when each of its items is written back or given back.
 
-**Calls unrecorded are bounded by the concurrency.** A call's slot is free again only when
-its answer is written back (``begin`` waits for one): at any moment at most
-``concurrency`` calls of this process were made and are not in the database. So a
-process killed at any moment loses at most ``concurrency`` calls' answers (× the trials
-of an item), which another worker then makes again: the at-least-once bound (docs/operations.md).
+**Calls unrecorded are bounded: the call slots and the write-back window.** A call
+begins only while the calls in flight (begun, not answered) are fewer than
+``concurrency`` and the calls unrecorded (in flight, plus answered and not yet written
+back) are fewer than ``concurrency + window``. A call's slot is free again when its answer
+arrives; its place in the window when its answer is written back (``written``), the
+answered ones a batch at a time by the write-back threads. So at any moment at most
+``concurrency + window`` calls of this process were made and are not in the database, and
+a process killed at any moment loses at most that many items' answers (× the calls of an
+item), which another worker then makes again: the at-least-once bound
+(docs/operations.md). ``window`` 0 is a slot freed only by the write-back (before issue 51).
+A write-back the database never took keeps its place in the window until its claims are
+settled (``settled_later``): the bound holds for the claims on record, whatever failed.
+
+**The bound on record is announced before it is used.** Each claim, write-back and
+settlement records, with this executor's claims, the most calls it may have unrecorded
+(``to_announce``); the ledger lets that many begin only once a transaction carrying it has
+committed (``announce``). It starts at ``concurrency`` and grows by one per commit while a
+call waits on it and not on a call slot, up to ``concurrency + window``: an executor whose
+answers seldom wait for their write-back keeps a bound near the calls in flight, and the
+figure of calls a dead worker may have made (``store.stops.unrecorded_claims``: its claims
+unsettled, no more than its largest bound on record) stays near the truth.
 
 ``room`` is how many items the claimer may claim next, and waits when there is none; the
 condition it waits on is notified as calls answer and write-backs end. An item whose
@@ -72,20 +88,30 @@ class Chunk:
 
 
 class ChunkLedger:
-    def __init__(self, concurrency: int, chunk_size: int):
+    def __init__(self, concurrency: int, chunk_size: int, window: int = 0):
         self.concurrency = concurrency
+        self.window = window  # answered calls that may wait for their write-back beyond the call slots
+        self.announced = concurrency  # calls unrecorded allowed now: a bound on record (to ``bound``)
+        self.wanted = False  # a call waited on ``announced`` alone: the next transaction announces one more
         self.chunk_size = chunk_size
         self.lock = threading.Lock()
         self.capacity = threading.Condition(self.lock)  # the claimer waits here for room
         self.slots = threading.Condition(self.lock)  # call threads wait here for a call slot
         self.in_flight = 0  # items claimed and not yet answered (nor given back)
         self.held = 0  # items claimed and not yet written back (nor given back)
-        self.unrecorded = 0  # calls begun whose answers are not written back yet: at most ``concurrency``
+        self.calling = 0  # calls begun and not answered yet: at most ``concurrency``
+        self.unrecorded = 0  # calls begun whose answers are not written back yet: at most ``bound``
+        self.owed = 0  # of those, answers whose write-back failed and whose claims are not settled yet
         self.suspects = 0  # chunks held of an item whose last claims were lost
         self.prep_bound = False  # the last chunk's calls took less time than claiming and preparing it
         self.chunks: dict[str, Chunk] = {}  # claimed and not yet settled
         self.draining = False  # set once by give_back_unstarted(): no item begins after it
         self.calls_began: dict[tuple[int, int], float] = {}  # (run, position) -> when its call began
+
+    @property
+    def bound(self) -> int:
+        """The most calls (items' calls) of this process made and not on record at any moment."""
+        return self.concurrency + self.window
 
     # --- room for the next claim ---------------------------------------------------------
 
@@ -134,16 +160,46 @@ class ChunkLedger:
             self.held += len(chunk.items)
             self.suspects += chunk.suspect
 
+    def _may_begin(self) -> bool:
+        return self.calling < self.concurrency and self.unrecorded < min(self.announced, self.bound)
+
+    def _wait_for_slot(self) -> None:
+        """(Under the lock.) Wait for a call slot and a place; a wait on the bound on record
+        alone asks the next commit for one more (``to_announce``)."""
+        if self.calling < self.concurrency and self.unrecorded < self.bound:
+            self.wanted = True
+        self.slots.wait()
+
+    def wants_more(self) -> bool:
+        return self.wanted and self.announced < self.bound
+
+    def to_announce(self) -> int:
+        """The bound the next claim or write-back records for this executor: one more than
+        the one on record while a call waits for it, up to ``bound``."""
+        with self.lock:
+            return min(self.bound, self.announced + 1) if self.wanted else min(self.announced, self.bound)
+
+    def announce(self, bound: int) -> None:
+        """A transaction recording ``bound`` committed: that many calls may be unrecorded."""
+        with self.lock:
+            if bound > self.announced:
+                self.slots.notify(bound - self.announced)
+                self.announced, self.wanted = bound, False
+
     def begin(self, chunk: Chunk, item: ClaimedItem) -> bool:
         """The item's call (or its reuse) begins once a call slot is free (every call begun
-        and not yet written back holds one), unless a drain has begun (which gave the item
+        and not yet answered holds one) and the window has room (every call begun and not
+        yet written back holds a place), unless a drain has begun (which gave the item
         back): False then."""
         with self.lock:
-            while self.unrecorded >= self.concurrency and not self.draining:
-                self.slots.wait()
+            while not self._may_begin() and not self.draining:
+                self._wait_for_slot()
             if self.draining:
                 return False
+            self.calling += 1
             self.unrecorded += 1
+            if self._may_begin():
+                self.slots.notify()  # room for one more: a waiter woken by the other limit may go
             chunk.started.add(item.position)
             self.calls_began[(item.run_id, item.position)] = time.monotonic()
             return True
@@ -155,15 +211,16 @@ class ChunkLedger:
 
     def answered(self, chunk: Chunk, result: ItemResult) -> bool:
         """An item's result is in (its call began, so no drain gave it back); True when the
-        caller is to schedule a write-back of the chunk (none is scheduled). A result made
-        without a call frees its call slot now; one with calls, once written back."""
+        caller is to schedule a write-back of the chunk (none is scheduled). Its call slot
+        is free now; its place in the window too when it made no call, else once written back."""
         with self.capacity:
             self.calls_began.pop((chunk.items[0].run_id, result.position), None)
             if result.position not in chunk.started:
                 return False
+            self.calling -= 1
             if not result.calls:
                 self.unrecorded -= 1
-                self.slots.notify()  # its slot: a call waiting for one may begin
+            self.slots.notify()  # its slot: a call waiting for one may begin
             return self._add_results(chunk, [result])
 
     def reused(self, chunk: Chunk, results: list[ItemResult]) -> bool:
@@ -195,8 +252,8 @@ class ChunkLedger:
     def _schedule(chunk: Chunk) -> bool:
         """(Under the lock.) Whether a write-back of the chunk is to be scheduled now: there
         are answers to write and fewer than ``PARALLEL_WRITES`` write-backs of it at work (a
-        call slot is free only once its answer is written, so with a fast provider the
-        answers of one commit wait for the next one rather than for the one before it)."""
+        place in the window is free only once its answer is written, so with a fast provider
+        the answers of one commit wait for the next one rather than for the one before it)."""
         if chunk.writing >= PARALLEL_WRITES or not chunk.unwritten:
             return False
         chunk.writing += 1
@@ -221,18 +278,31 @@ class ChunkLedger:
             chunk.parts += 1
             return batch, chunk.parts
 
-    def written(self, chunk: Chunk, batch: list[ItemResult]) -> bool:
+    def written(self, chunk: Chunk, batch: list[ItemResult], settled: bool = True) -> bool:
         """A write-back of ``batch`` ended (written or not): those items are no longer held,
-        and their call slots are free. True when nothing is held any more."""
+        and their places in the window are free, unless the write-back did not reach the
+        database (``settled`` False: their claims are not settled, and their places stay
+        taken until ``settled_later`` says they are). True when nothing is held any more."""
         with self.capacity:
             chunk.written += len(batch)
             self.held -= len(batch)
             freed = sum(1 for r in batch if r.calls)
-            self.unrecorded -= freed
+            if settled:
+                self.unrecorded -= freed
+                self.slots.notify(freed)  # as many calls as places freed (not every waiter: 32 threads woken for 1)
+            else:
+                self.owed += freed
             self._leave_if_settled(chunk)
-            self.slots.notify(freed)  # as many calls as slots freed (not every waiter: 32 threads woken for 1)
             self.capacity.notify_all()
             return self.held == 0
+
+    def settled_later(self, calls: int) -> None:
+        """The claims of a failed write-back's ``calls`` answers were settled by a later
+        transaction: their places in the window are free."""
+        with self.lock:
+            self.owed -= calls
+            self.unrecorded -= calls
+            self.slots.notify(calls)
 
     def _leave_if_settled(self, chunk: Chunk) -> None:
         if chunk.settled and self.chunks.pop(chunk.token, None) is chunk:
