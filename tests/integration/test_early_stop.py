@@ -183,7 +183,7 @@ def test_one_point_worse_than_live_is_inconclusive_on_200_items_and_passes_on_50
     gate = mysql_gate
     gate.register_dataset("d", str(write_paired(tmp_path / "d.csv", n, fixed, broken, both_wrong)))
     gate.map_dataset("p1", "d", "0.5", bars={"max_drop": 2})
-    workers = fleet(gate, llm, chunk_size=32, concurrency=8)
+    workers = fleet(gate, llm, chunk_size=100, concurrency=32)
     applied = gate.wait(gate.submit(spec_with("p1", LIVE_RULES), "apply"), timeout=120)
     assert applied.status == UpdateStatus.APPLIED, applied.update.reason
     report = gate.wait(gate.submit(spec_with("p1", WORSE_RULES)), timeout=120)
