@@ -36,6 +36,7 @@ from support.action_harness import (
     use_candidate,
 )
 from support.fake_github import file_entry
+from support.migrated import migrated
 
 from gate import gateconfig
 from gate.calls.llm import CallResult
@@ -113,7 +114,7 @@ def test_pull_request_check_comment_status_outputs(mysql_gate, model, github, tm
 
 
 def test_invalid_prompt_gets_an_annotation_and_nothing_is_submitted(tmp_path, github, sqlite_url, model):
-    gate = fast(Gate.connect(sqlite_url, upgrade=True))
+    gate = fast(Gate.connect(migrated(sqlite_url), upgrade=True))
     ws = make_workspace(tmp_path)
     gateconfig.sync(gate, ws / "gate.yaml")
     (ws / "prompts" / "broken.yaml").write_text(
@@ -152,7 +153,7 @@ def test_invalid_prompt_gets_an_annotation_and_nothing_is_submitted(tmp_path, gi
 
 
 def test_nothing_to_evaluate_writes_no_comment(tmp_path, github, sqlite_url):
-    gate = Gate.connect(sqlite_url, upgrade=True)
+    gate = Gate.connect(migrated(sqlite_url), upgrade=True)
     ws = make_workspace(tmp_path)
     github.add_pull(8, HEAD1, ["README.md", "prompts/notes.txt"])
     env = github_env(tmp_path, github, ws, "pull_request", pr_payload(8, HEAD1), "m" * 40, "refs/pull/8/merge")
@@ -212,7 +213,7 @@ def test_hostile_dataset_rows_and_model_output_are_escaped_in_the_comment(tmp_pa
     from workers import ROLES
     from workers.supervisor import WorkerProcess
 
-    gate = fast(Gate.connect(sqlite_url, upgrade=True))
+    gate = fast(Gate.connect(migrated(sqlite_url), upgrade=True))
     ws = make_workspace(tmp_path)
     with (ws / "datasets" / "hostile.csv").open("w", newline="") as fh:
         w = csv.writer(fh)
@@ -373,7 +374,7 @@ def run_action_yml(heading: str, ws: Path, env: dict, tmp_path: Path, wf_ctx: di
 
 
 def test_end_to_end_action_yml_steps(mysql_url, llm, github, tmp_path):
-    setup = Gate.connect(mysql_url, upgrade=True)  # the gate's operator ran db upgrade and
+    setup = Gate.connect(migrated(mysql_url), upgrade=True)  # the gate's operator ran db upgrade and
     ws = make_workspace(tmp_path)  # main synced the gate config earlier
     gateconfig.sync(setup, ws / "gate.yaml")
     setup.close()
@@ -417,7 +418,7 @@ def test_end_to_end_with_the_gate_service_and_no_database_url(mysql_url, llm, gi
     from support.service_harness import Service
     from support.workers_harness import WorkerFleet, worker_env
 
-    setup = Gate.connect(mysql_url, upgrade=True)
+    setup = Gate.connect(migrated(mysql_url), upgrade=True)
     ws = make_workspace(tmp_path)
     gateconfig.sync(setup, ws / "gate.yaml")  # the operator synced from main earlier
     setup.close()

@@ -24,6 +24,7 @@ from support.action_harness import (
     push_payload,
     read_outputs,
 )
+from support.migrated import migrated
 
 from gate import gateconfig
 from gate.client.remote import RemoteGate
@@ -34,7 +35,7 @@ UNGATED = "name: ungated\nmodel: m\nmessages:\n  - {role: user, content: hi}\n"
 
 
 def setup(tmp_path, sqlite_url):
-    gate = fast(Gate.connect(sqlite_url, upgrade=True))
+    gate = fast(Gate.connect(migrated(sqlite_url), upgrade=True))
     ws = make_workspace(tmp_path)
     gateconfig.sync(gate, ws / "gate.yaml")  # what main synced earlier
     return gate, ws

@@ -10,6 +10,7 @@ import re
 import pytest
 from support.action_harness import HEAD1, act, fast, github_env, make_workspace, pr_payload
 from support.fake_github import FakeGitHub
+from support.migrated import migrated
 
 from gate import gateconfig
 from gate.calls.llm import CallResult
@@ -30,7 +31,7 @@ def test_names_and_ids_from_the_pull_request_never_become_workflow_commands(tmp_
     from workers import ROLES
     from workers.supervisor import WorkerProcess
 
-    gate = fast(Gate.connect(sqlite_url, upgrade=True))
+    gate = fast(Gate.connect(migrated(sqlite_url), upgrade=True))
     ws = make_workspace(tmp_path)
     gateconfig.sync(gate, ws / "gate.yaml")
     data = ws / "datasets" / "inject.csv"
@@ -58,7 +59,7 @@ def test_names_and_ids_from_the_pull_request_never_become_workflow_commands(tmp_
 
 
 def test_a_marker_comment_by_someone_else_is_never_edited(tmp_path, github, sqlite_url, model):
-    gate = fast(Gate.connect(sqlite_url, upgrade=True))
+    gate = fast(Gate.connect(migrated(sqlite_url), upgrade=True))
     ws = make_workspace(tmp_path)
     gateconfig.sync(gate, ws / "gate.yaml")
     planted = github.add_issue_comment(8, f"{MARKER}\nAll prompts passed! ✅ (not really)", user="mallory")
@@ -77,7 +78,7 @@ def test_a_marker_comment_by_someone_else_is_never_edited(tmp_path, github, sqli
 
 def test_with_a_personal_token_the_comment_is_the_token_users(tmp_path, sqlite_url, model):
     with FakeGitHub("acme/prompts", token="test-token", token_login="release-bot") as gh:
-        gate = fast(Gate.connect(sqlite_url, upgrade=True))
+        gate = fast(Gate.connect(migrated(sqlite_url), upgrade=True))
         ws = make_workspace(tmp_path)
         gateconfig.sync(gate, ws / "gate.yaml")
         gh.add_issue_comment(9, f"{MARKER}\nold", user="github-actions[bot]")  # not this token's
@@ -100,7 +101,7 @@ def test_with_a_personal_token_the_comment_is_the_token_users(tmp_path, sqlite_u
     ],
 )
 def test_a_hostile_file_is_one_annotation_and_the_others_are_still_evaluated(tmp_path, github, sqlite_url, model, bad):
-    gate = fast(Gate.connect(sqlite_url, upgrade=True))
+    gate = fast(Gate.connect(migrated(sqlite_url), upgrade=True))
     ws = make_workspace(tmp_path)
     gateconfig.sync(gate, ws / "gate.yaml")
     base = (ws / "prompts" / "refund-eligibility.yaml").read_text()
@@ -119,7 +120,7 @@ def test_a_hostile_file_is_one_annotation_and_the_others_are_still_evaluated(tmp
 def test_the_exfiltration_prompt_sends_nothing_to_its_url(tmp_path, github, sqlite_url, model, monkeypatch):
     monkeypatch.setenv("GATE_SECRET", "s3cr3t")
     with MockLLMServer() as attacker:
-        gate = fast(Gate.connect(sqlite_url, upgrade=True))
+        gate = fast(Gate.connect(migrated(sqlite_url), upgrade=True))
         ws = make_workspace(tmp_path)
         gateconfig.sync(gate, ws / "gate.yaml")
         path = ws / "prompts" / "ticket-urgency.yaml"
@@ -134,7 +135,7 @@ def test_the_exfiltration_prompt_sends_nothing_to_its_url(tmp_path, github, sqli
 
 @pytest.mark.parametrize("event", ["pull_request_target", "workflow_run"])
 def test_events_that_run_a_forks_code_with_secrets_are_refused(tmp_path, github, sqlite_url, event):
-    gate = fast(Gate.connect(sqlite_url, upgrade=True))
+    gate = fast(Gate.connect(migrated(sqlite_url), upgrade=True))
     ws = make_workspace(tmp_path)
     env = github_env(tmp_path, github, ws, event, pr_payload(12, HEAD1), "m" * 40, "refs/heads/main")
     from gate.errors import UsageError

@@ -17,6 +17,7 @@ import pytest
 import yaml
 from jsonschema import Draft202012Validator
 from support.action_harness import HEAD1, act, fast, github_env, make_workspace, pr_payload
+from support.migrated import migrated
 
 from gate import gateconfig
 from gate.domain import Gate
@@ -268,7 +269,7 @@ def test_a_malformed_conversation_is_refused_in_one_line_naming_the_row(mysql_ga
 def test_a_pull_request_with_malformed_or_oversized_tools_gets_one_line_each_and_nothing_staged(
     tmp_path, github, mysql_url, model
 ):
-    gate = fast(Gate.connect(mysql_url, upgrade=True))
+    gate = fast(Gate.connect(migrated(mysql_url), upgrade=True))
     ws = make_workspace(tmp_path)
     gateconfig.sync(gate, ws / "gate.yaml")
     router = yaml.safe_load((ws / "prompts" / "support-router.yaml").read_text())

@@ -31,6 +31,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 from support.helpers import rules_spec, write_rule_rows
+from support.migrated import migrated
 from support.service_harness import Service
 
 from gate.domain import Gate
@@ -48,7 +49,7 @@ FIXED_QUERY = {"/v1/updates/{update_id}/wait": {"timeout": 0}}
 
 @pytest.fixture
 def served(db_url, tmp_path):
-    gate = Gate.connect(db_url, upgrade=True)
+    gate = Gate.connect(migrated(db_url), upgrade=True)
     try:  # something to find: a dataset, a mapping, an update (ids 1.. are what generation tries first)
         gate.register_dataset("d1", str(write_rule_rows(tmp_path / "d1.csv", 6)))
         gate.map_dataset("p1", "d1", "0.5")

@@ -11,6 +11,7 @@ from datetime import datetime
 import pytest
 from sqlalchemy import insert, text, update
 from support.helpers import setup_gate, spec
+from support.migrated import migrated
 
 from gate.states import RunStatus, UpdateStatus
 from gate.store.items import claim_items, claim_items_from, item_claim_query, release_items
@@ -148,7 +149,7 @@ def _materialized(db_url, tmp_path, rows: int):
     from gate.domain import Gate
     from workers.materialize import Materializer
 
-    g = Gate.connect(db_url, upgrade=True)
+    g = Gate.connect(migrated(db_url), upgrade=True)
     setup_gate(g, tmp_path, datasets=(("d1", rows, "0.5"),))
     uid = g.submit(spec())
     materializer = Materializer(g.engine, g.settings, threading.Event())
@@ -190,7 +191,7 @@ def test_a_claim_from_a_position_takes_never_leased_items_from_there_in_order(db
 def test_a_claim_ends_an_item_at_its_attempt_cap_and_hands_out_the_rest_with_their_inputs(db_url, tmp_path):
     from gate.domain import Gate
 
-    g = Gate.connect(db_url, upgrade=True)
+    g = Gate.connect(migrated(db_url), upgrade=True)
     setup_gate(g, tmp_path, datasets=(("d1", 3, "0.5"),))
     uid = g.submit(spec())
     import threading

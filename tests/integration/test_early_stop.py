@@ -111,7 +111,7 @@ def test_early_stop_off_calls_every_item(mysql_gate, llm, fleet, tmp_path, how):
     gate.register_dataset("d", str(write_rule_rows(tmp_path / "d.csv", 1000, wrong_every=2)))
     gate.map_dataset("p1", "d", "0.9", bars={"early_stop": False} if how == "early_stop: false" else None)
     uid = gate.submit(rules_spec("p1"), reuse=False, full=how == "submit --full")
-    fleet(gate, llm)
+    fleet(gate, llm, chunk_size=100, concurrency=32)  # every item called: the settings are not what it checks
     report = gate.wait(uid, timeout=60)
     assert report.status == UpdateStatus.REJECTED and report.update.reason == "missed: d 50.0% < bar 90%"
     assert llm.stats()["requests"] == 1000 and report.runs[0].stopped == 0 and report.runs[0].stop is None
@@ -183,7 +183,7 @@ def test_one_point_worse_than_live_is_inconclusive_on_200_items_and_passes_on_50
     gate = mysql_gate
     gate.register_dataset("d", str(write_paired(tmp_path / "d.csv", n, fixed, broken, both_wrong)))
     gate.map_dataset("p1", "d", "0.5", bars={"max_drop": 2})
-    workers = fleet(gate, llm, chunk_size=32, concurrency=8)
+    workers = fleet(gate, llm, chunk_size=100, concurrency=32)  # 15,000 items; the statistics are checked
     applied = gate.wait(gate.submit(spec_with("p1", LIVE_RULES), "apply"), timeout=120)
     assert applied.status == UpdateStatus.APPLIED, applied.update.reason
     report = gate.wait(gate.submit(spec_with("p1", WORSE_RULES)), timeout=120)

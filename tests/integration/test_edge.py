@@ -13,6 +13,7 @@ import time
 import httpx2
 import pytest
 from support.helpers import rules_spec, write_rule_rows
+from support.migrated import migrated
 from support.service_harness import Service
 
 from gate.domain import Gate
@@ -21,7 +22,7 @@ BIG = 2**63  # one past BIGINT
 
 
 def queued_update(db_url: str, tmp_path) -> int:
-    gate = Gate.connect(db_url, upgrade=True)
+    gate = Gate.connect(migrated(db_url), upgrade=True)
     try:
         gate.register_dataset("d1", str(write_rule_rows(tmp_path / "d1.csv", 6)))
         gate.map_dataset("p1", "d1", "0.5")

@@ -12,6 +12,7 @@ import time
 import httpx2
 from prometheus_client.parser import text_string_to_metric_families
 from support.helpers import RULES, rules_spec, write_rule_rows
+from support.migrated import migrated
 from support.service_harness import Service, free_port
 from support.workers_harness import WorkerFleet, worker_env
 
@@ -179,7 +180,7 @@ def test_public_read_and_request_labels_that_are_route_templates(mysql_url, tmp_
 def test_worker_metrics_count_429s_over_several_processes(mysql_url, tmp_path):
     """Every call answered 429 (the local server's forced status): the calls, the 429s and
     the errors by kind, summed over two worker processes, equal what the server received."""
-    gate = Gate.connect(mysql_url, upgrade=True)
+    gate = Gate.connect(migrated(mysql_url), upgrade=True)
     gate.register_dataset("d1", str(write_rule_rows(tmp_path / "d1.csv", 6)))
     gate.map_dataset("p1", "d1", "0.5")
     throttled = parse_spec(

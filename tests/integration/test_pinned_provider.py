@@ -13,6 +13,7 @@ import logging
 import yaml
 from sqlalchemy import create_engine, text
 from support.helpers import RULES, write_rule_rows
+from support.migrated import migrated
 
 from gate import db, gateconfig
 from gate.domain import Gate
@@ -62,7 +63,7 @@ def calls_of(runtime: PromptRuntime, *servers: MockLLMServer) -> list[int]:
 def test_a_provider_sync_never_moves_production_and_an_apply_or_rollback_does(db_url, tmp_path):
     write_rule_rows(tmp_path / "d.csv", 4)
     config = tmp_path / "gate.yaml"
-    gate = Gate.connect(db_url, upgrade=True)
+    gate = Gate.connect(migrated(db_url), upgrade=True)
     try:
         with MockLLMServer() as a, MockLLMServer() as b:
             declare(config, a.base_url)
@@ -101,7 +102,7 @@ def test_a_version_with_no_provider_on_record_calls_todays_and_says_so_once(db_u
     provider as the gate declares it now, as before, and its log says so once."""
     write_rule_rows(tmp_path / "d.csv", 4)
     config = tmp_path / "gate.yaml"
-    gate = Gate.connect(db_url, upgrade=True)
+    gate = Gate.connect(migrated(db_url), upgrade=True)
     try:
         with MockLLMServer() as a, MockLLMServer() as b:
             declare(config, a.base_url)
@@ -172,7 +173,7 @@ def test_the_migration_pins_each_live_version_to_its_updates_declaration(db_url)
                 {"n": name, "v": version, "h": "0" * 64, "u": uid, "k": kind},
             )
     engine.dispose()
-    gate = Gate.connect(db_url, upgrade=True)
+    gate = Gate.connect(migrated(db_url), upgrade=True)
     try:
         with gate.engine.connect() as conn:
             pinned = {

@@ -14,6 +14,7 @@ from collections import deque
 import pytest
 from sqlalchemy import select, update
 from support.helpers import rules_spec, write_rule_rows
+from support.migrated import migrated
 
 from gate.domain import Gate
 from gate.errors import UsageError
@@ -86,7 +87,7 @@ def bucket_factory(request, tmp_path):
         db_url = (
             request.getfixturevalue("mysql_url") if request.param == "mariadb" else f"sqlite:///{tmp_path / 'gate.db'}"
         )
-        gate = Gate.connect(db_url, upgrade=True)
+        gate = Gate.connect(migrated(db_url), upgrade=True)
 
         def make():
             made.append(SqlBucket(gate.engine))
@@ -365,7 +366,7 @@ def test_gate_run_under_the_servers_rate_limit_sees_few_429s(db, items, request,
     gate = (
         request.getfixturevalue("mysql_gate")
         if db == "mariadb"
-        else Gate.connect(f"sqlite:///{tmp_path / 'gate.db'}", upgrade=True)
+        else Gate.connect(migrated(f"sqlite:///{tmp_path / 'gate.db'}"), upgrade=True)
     )
     gate.register_dataset("d", str(write_rule_rows(tmp_path / "d.csv", items)))
     gate.map_dataset("p1", "d", "0.9")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 from support.helpers import rules_spec, write_rule_rows
+from support.migrated import migrated
 
 from gate.errors import IllegalTransition
 from gate.mockllm import MockLLMServer
@@ -96,7 +97,7 @@ def test_the_service_shows_the_hold_and_keeps_records_and_overrides_to_admin(mys
 
     from gate.domain import Gate
 
-    gate = Gate.connect(mysql_url, upgrade=True)
+    gate = Gate.connect(migrated(mysql_url), upgrade=True)
     gate.register_dataset("d1", str(write_rule_rows(tmp_path / "d1.csv", 4)))
     gate.map_dataset("p1", "d1", "0.5")
     for description in ("A", "B"):

@@ -14,6 +14,7 @@ import time
 import pytest
 from support.canary import TRAFFIC, gate_config, prompt_spec
 from support.mariadb_server import create_database
+from support.migrated import migrated
 from support.runtime_process import RuntimeFleet
 from support.service_harness import Service
 
@@ -36,7 +37,7 @@ def served(mysql_server, tmp_path_factory):
     with MockLLMServer(latency_ms=1) as llm, pytest.MonkeyPatch.context() as mp:
         mp.setenv("OPENAI_BASE_URL", llm.base_url)
         mp.setenv("OPENAI_API_KEY", "test-key")
-        gate = Gate.connect(url, upgrade=True)
+        gate = Gate.connect(migrated(url), upgrade=True)
         gateconfig.sync(gate, gate_config(folder))
         run_until_terminal(gate, [gate.submit(prompt_spec("v1"), "apply")])
         gate.close()

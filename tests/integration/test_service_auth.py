@@ -11,6 +11,7 @@ import httpx2
 import pytest
 from support.cli import ROOT
 from support.helpers import rules_spec, write_rule_rows
+from support.migrated import migrated
 from support.service_harness import SCOPES, TLS, Service
 
 from gate.contract.shape import OPERATIONS
@@ -48,7 +49,7 @@ SIGN_IN = {("POST", "/login"), ("GET", "/logout"), ("POST", "/logout")}
 
 
 def app_routes(tmp_path) -> set[tuple[str, str]]:
-    gate = Gate.connect(f"sqlite:///{tmp_path / 'routes.db'}", upgrade=True)
+    gate = Gate.connect(migrated(f"sqlite:///{tmp_path / 'routes.db'}"), upgrade=True)
     try:
         app = create_app(gate)
         return {

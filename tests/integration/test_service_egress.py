@@ -13,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from support.helpers import rules_spec, write_rule_rows
+from support.migrated import migrated
 from support.service_harness import Service
 
 from gate.domain import Gate
@@ -133,7 +134,7 @@ def test_a_refresh_through_the_service_does_not_fill_in_a_variable(mysql_url, tm
     """A dataset the operator registered with ${VAR} on the CLI is not refreshed by the
     service: the server's environment would fill it in."""
     monkeypatch.setenv("LABELS_TOKEN", "operator-token")
-    gate = Gate.connect(mysql_url, upgrade=True)
+    gate = Gate.connect(migrated(mysql_url), upgrade=True)
     gate.register_dataset("tokened", f"{site}/ok.csv?t=${{LABELS_TOKEN}}")
     gate.close()
     hits = len(Site.hits)
@@ -267,7 +268,7 @@ def update_suffix() -> str:
 def test_a_read_token_sees_no_path_nor_credential(mysql_url, tmp_path, site):
     folder = tmp_path / "operator-secret-folder"
     folder.mkdir()
-    gate = Gate.connect(mysql_url, upgrade=True)
+    gate = Gate.connect(migrated(mysql_url), upgrade=True)
     gate.register_dataset("local", str(write_rule_rows(folder / "labels.csv", 4)))
     gate.register_dataset("signed", f"{site}/ok.csv?X-Amz-Signature=SIGNATURE123&token=TOKEN456")
     from sqlalchemy import text
@@ -328,7 +329,7 @@ def test_a_dry_run_sync_shows_no_registered_path_nor_credential(mysql_url, tmp_p
     answer of the service does (``shown_source``)."""
     folder = tmp_path / "operator-secret-folder"
     folder.mkdir()
-    gate = Gate.connect(mysql_url, upgrade=True)
+    gate = Gate.connect(migrated(mysql_url), upgrade=True)
     gate.register_dataset("local", str(write_rule_rows(folder / "labels.csv", 4)))
     gate.register_dataset("signed", f"{site}/ok.csv?X-Amz-Signature=SIGNATURE123&token=TOKEN456")
     gate.close()

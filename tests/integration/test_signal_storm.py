@@ -18,6 +18,7 @@ from pathlib import Path
 
 from sqlalchemy import select
 from support.cli import ROOT
+from support.migrated import migrated
 from support.workers_harness import worker_env
 
 from gate.domain import Gate
@@ -102,7 +103,7 @@ def start_and_storm(gate: Gate, env: dict, log: Path, rng: random.Random) -> tup
 
 def test_a_fleet_stops_every_time_under_sigterm_storms(mysql_url, tmp_path):
     """30 fleets, two at a time (the start-up, imports mostly, is most of the time)."""
-    gate = Gate.connect(mysql_url, upgrade=True)
+    gate = Gate.connect(migrated(mysql_url), upgrade=True)
     env = worker_env(mysql_url, "http://127.0.0.1:9/v1", heartbeat_seconds=0.5)
 
     def lane(k: int) -> list[tuple[float, bool, str]]:

@@ -12,6 +12,7 @@ from decimal import Decimal
 import pytest
 import yaml
 from support.helpers import RULES, rules_spec, write_rule_rows
+from support.migrated import migrated
 from support.workers_harness import WorkerFleet, worker_env
 
 from gate import gateconfig
@@ -236,7 +237,7 @@ def test_the_spend_caps_reason_counts_the_calls_made_not_the_reservations(db_url
     counted. It is given back; the reason, the spend and the server agree."""
     monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-    gate = Gate.connect(db_url, upgrade=True)
+    gate = Gate.connect(migrated(db_url), upgrade=True)
     try:
         gate.register_dataset("d", str(write_rule_rows(tmp_path / "d.csv", 40)))  # 100 %: no early stop
         gate.map_dataset("p1", "d", "0.9")
