@@ -11,7 +11,7 @@ from gate.errors import UsageError
 from gate.settings import public_url
 from gate.untrusted import terminal_safe
 
-from .common import database_option, echo_json, open_gate, print_report
+from .common import database_option, echo_json, is_remote, open_gate, print_report
 from .production import rollout_line, served_lines
 from .progress import WaitProgress
 
@@ -182,7 +182,9 @@ def wait(
         # a progress line needs the report (a dozen reads), not just the status: twice a second;
         # without, one primary-key read every 0.05 s, so `wait` ends ~25 ms after the update on
         # average (through the service: a long-poll, no polling)
-        report = open_gate(ctx).wait(update_id, timeout=timeout, on_poll=progress, poll=0.5 if progress else 0.05)
+        gate = open_gate(ctx)
+        ready_to_print(gate, update_id, "json" if as_json else "text")
+        report = gate.wait(update_id, timeout=timeout, on_poll=progress, poll=0.5 if progress else 0.05)
         if progress is not None:
             progress.finish(report)
         print_report(report, "json" if as_json else "text")
@@ -208,6 +210,22 @@ def wait(
     if (served or until) and applied_then(code, reports):
         code = after_release(open_gate(ctx), reports, served, until, timeout, code, allow_none)
     ctx.exit(code)
+
+
+def ready_to_print(gate, update_id: int, fmt: str) -> None:
+    """What printing the report at the end needs, done while the update runs, off the time
+    from its end to this command's exit: the text renderer imported; on the database, one
+    report built now, which compiles the report's statements (a dozen: SQLAlchemy caches each
+    per process), so the one built at the end costs its reads alone. Anything that fails here
+    is met again at the end, where it is reported."""
+    if fmt == "text":
+        from gate.report.text import render_text  # noqa: F401 (imported for its later use)
+    if is_remote(gate):
+        return
+    try:
+        gate.status(update_id)
+    except Exception:  # noqa: S110 (the wait reads the update again and says what is wrong)
+        pass
 
 
 def _accepted(code: int, accept_unjudged: bool) -> int:
