@@ -57,7 +57,7 @@ def probe_or_listen(conn: Connection, wait_seconds: float) -> str:
             )
         )
     ).scalar()
-    return {2: WORK, 3: NO_RINGER, 1: RUNG}.get(found, QUIET)
+    return {2: WORK, 3: NO_RINGER, 1: RUNG}.get(int(found), QUIET) if found is not None else QUIET
 
 
 def release_and_probe(conn: Connection) -> bool:
