@@ -11,7 +11,7 @@ from gate.errors import UsageError
 from gate.settings import public_url
 from gate.untrusted import terminal_safe
 
-from .common import database_option, echo_json, is_remote, open_gate, print_report
+from .common import database_option, echo_json, is_remote, open_gate, print_report, uses_service
 from .production import rollout_line, served_lines
 from .progress import WaitProgress
 
@@ -57,28 +57,47 @@ from .progress import WaitProgress
 def submit(ctx, file, mode, source_key, sha, reuse, full, override_rollback, accept_unjudged, as_json):
     """Stage the prompt in FILE for evaluation; prints the tracking id (and on stderr the
     most model calls it may make)."""
-    from gate.prompt.spec import load_spec  # jinja2, yaml, re2: only the commands that read a prompt
-
-    spec = load_spec(file)
     source = {"path": file, **({"key": source_key} if source_key else {}), **({"sha": sha} if sha else {})}
-    gate = open_gate(ctx)
-    update_id = gate.submit(
-        spec,
-        mode=mode,
-        source=source,
-        reuse=reuse,
-        full=full,
-        override_rollback=override_rollback,
-        accept_unjudged=accept_unjudged,
-    )
-    spend = gate.status(update_id, failures=0).spend
+    options = {
+        "mode": mode,
+        "source": source,
+        "reuse": reuse,
+        "full": full,
+        "override_rollback": override_rollback,
+        "accept_unjudged": accept_unjudged,
+    }
+    update_id = _submitted(ctx, file, options)
+    report = open_gate(ctx).status(update_id, failures=0)
+    spend = report.spend
     if as_json:
-        echo_json({"id": update_id, "prompt": spec.name, "mode": mode, "spend": spend})
+        echo_json({"id": update_id, "prompt": report.update.prompt_name, "mode": mode, "spend": spend})
     else:
         from gate.report.text import spend_line
 
         click.echo(update_id)
         click.echo(f"update {update_id}: {spend_line(spend, started=False)}", err=True)
+
+
+def _submitted(ctx, file: str, options: dict) -> int:
+    """The update of the prompt in ``file``. On the database the file is parsed here. Through
+    the service its text goes as it is, parsed there as here: the prompt's parser (Jinja2,
+    YAML's templates, re2) is not imported before the submission commits; should the service
+    refuse the prompt, the file is parsed here, for the error that names it."""
+    if uses_service(ctx):
+        from gate.prompt.yaml_file import read_text_file
+
+        text = read_text_file(file, file)  # a missing, too large or non-UTF-8 file: its one line, as before
+        try:
+            return open_gate(ctx).submit(text, **options)
+        except UsageError:
+            from gate.prompt.spec import load_spec
+
+            load_spec(file)  # the file's own error, which names it
+            raise
+    from gate.prompt.spec import load_spec  # jinja2, yaml, re2: only the commands that read a prompt
+
+    spec = load_spec(file)
+    return open_gate(ctx).submit(spec, **options)
 
 
 @click.command()

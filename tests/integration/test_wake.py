@@ -11,11 +11,13 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import threading
 import time
 
 import pytest
+import yaml
 from support.helpers import rules_spec, write_rule_rows
 from support.mariadb_server import create_database
 from support.service_harness import Service
@@ -133,3 +135,23 @@ def _woken_at(watcher: StatusWatcher, update_id: int) -> float:
     status = asyncio.run(watcher.wait(update_id, timeout=8.0))
     assert status in UPDATE_TERMINAL, status
     return time.monotonic()
+
+
+def test_submit_through_the_service_sends_the_file_and_a_refused_one_is_named(stack, tmp_path):
+    """`submit` through the service sends the file's text (no prompt parser before the
+    commit); the service parses it, and a prompt it refuses is parsed here for the error that
+    names the file."""
+    from support.cli import run_cli
+
+    service, gate = stack
+    env = {"PROMPTGATE_URL": service.url, "PROMPTGATE_TOKEN": service.tokens["submit"]}
+    good = tmp_path / "good.yaml"
+    good.write_text(yaml.safe_dump(rules_spec("p1").to_config()))
+    done = run_cli("submit", str(good), "--source-key", "text", "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(done.stdout)
+    assert shown["prompt"] == "p1" and gate.status(shown["id"]).update.candidate_config == rules_spec("p1").to_config()
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: p1\nmodel: mock-1\nmessages: []\nlables: [a]\n")
+    refused = run_cli("submit", str(bad), env=env)
+    assert refused.returncode == 2 and str(bad) in refused.stderr and "lables" in refused.stderr, refused.stderr
