@@ -33,6 +33,7 @@ from gate.store.updates import any_open_update
 from gate.store.wake import NO_RINGER, RUNG, WORK, has_bell, probe_or_listen, release_and_probe
 
 log = logging.getLogger("promptgate.worker")
+LISTEN_MAX_SECONDS = 5.0  # the longest a probe waits for the bell: a process asked to stop drains within it
 
 
 class Activity:
@@ -64,7 +65,7 @@ class Activity:
         with self.lock:
             if self.probing or time.monotonic() - self.checked_at < self.due_in:
                 return self.open
-            self.probing, wait_for = True, self._next_interval()
+            self.probing, wait_for = True, min(self._next_interval(), LISTEN_MAX_SECONDS)
         try:  # outside the lock: the probe may wait for the bell up to an interval
             found, again = self._probe(wait_for)
         except BaseException:
@@ -103,6 +104,7 @@ class Activity:
         out, the next probe follows at once: the wait was the interval."""
         if not self.bell:
             return self.reader.run(any_open_update), False
+        began = time.monotonic()
         heard = self.reader.run(lambda conn: probe_or_listen(conn, wait_for))
         if heard == WORK or heard == NO_RINGER:
             return heard == WORK, False
@@ -110,7 +112,9 @@ class Activity:
             self.rings += 1
             found = self.reader.run(release_and_probe)
             return found, not found
-        return False, True
+        # timed out: probe again at once, unless the server cut the wait short (a server that
+        # took the timeout as whole seconds): then sleep out the interval, never spin
+        return False, time.monotonic() - began >= wait_for / 2
 
     def close(self) -> None:
         self.reader.close()
