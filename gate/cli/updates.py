@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING, cast
 
 import click
 
@@ -14,6 +15,9 @@ from gate.untrusted import terminal_safe
 from .common import database_option, echo_json, is_remote, open_gate, print_report, uses_service
 from .production import rollout_line, served_lines
 from .progress import WaitProgress
+
+if TYPE_CHECKING:
+    from gate.prompt.spec import PromptSpec
 
 
 @click.command()
@@ -78,6 +82,14 @@ def submit(ctx, file, mode, source_key, sha, reuse, full, override_rollback, acc
         click.echo(f"update {update_id}: {spend_line(spend, started=False)}", err=True)
 
 
+class PromptFileText(str):
+    """A prompt file's text where ``RemoteGate.submit`` takes a ``PromptSpec``: its
+    ``to_config()`` is the text, which the service parses as it parses a file."""
+
+    def to_config(self) -> str:
+        return str(self)
+
+
 def _submitted(ctx, file: str, options: dict) -> int:
     """The update of the prompt in ``file``. On the database the file is parsed here. Through
     the service its text goes as it is, parsed there as here: the prompt's parser (Jinja2,
@@ -86,9 +98,9 @@ def _submitted(ctx, file: str, options: dict) -> int:
     if uses_service(ctx):
         from gate.prompt.yaml_file import read_text_file
 
-        text = read_text_file(file, file)  # a missing, too large or non-UTF-8 file: its one line, as before
+        text = PromptFileText(read_text_file(file, file))  # a missing, too large or non-UTF-8 file: its line
         try:
-            return open_gate(ctx).submit(text, **options)
+            return open_gate(ctx).submit(cast("PromptSpec", text), **options)  # RemoteGate sends its to_config()
         except UsageError:
             from gate.prompt.spec import load_spec
 

@@ -164,7 +164,7 @@ class RemoteGate(ServiceSession):
 
     def submit(
         self,
-        spec: PromptSpec | str,
+        spec: PromptSpec,
         mode: str = "check",
         source: dict | None = None,
         reuse: bool = True,
@@ -174,12 +174,12 @@ class RemoteGate(ServiceSession):
         proposed_bars: list[dict] | None = None,
         accept_unjudged: bool = False,
     ) -> int:
-        """Submit the prompt (its canonical config, or a prompt file's text as it is: the
-        server parses either as it parses a file). ``source``: its ``key``, ``sha``, ``path``
-        (and ``repo``, ``pr``) as the local gate takes them; the service records who submitted it."""
+        """Submit the prompt (its canonical config, which the server parses as it parses a
+        file). ``source``: its ``key``, ``sha``, ``path`` (and ``repo``, ``pr``) as the local
+        gate takes them; the service records who submitted it."""
         source = source or {}
         body = {
-            "prompt": spec if isinstance(spec, str) else spec.to_config(),
+            "prompt": spec.to_config(),
             "mode": mode,
             "reuse": reuse,
             "full": full or None,
