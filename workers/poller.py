@@ -11,6 +11,11 @@ submission is picked up within one interval (half of it on average). While work 
 an empty poll waits ``poll_interval`` (0.05 s), growing to ``poll_max_interval``. And a
 role that hands work on nudges the next role of its process (materialize → execute →
 finalize → reconcile), so work flows without waiting out poll delays.
+
+On MariaDB the probe also listens for the doorbell ``promptgate serve`` holds and rings on
+each submission (``gate.store.wake``): the same statement, once per interval, waits for the
+ring instead of the process sleeping, so a submission through the service is picked up in
+milliseconds; one made on the database directly is seen by the next probe, as before.
 """
 
 from __future__ import annotations
@@ -25,8 +30,10 @@ from gate.db import KeptConnection, is_retryable
 from gate.errors import first_line
 from gate.settings import Settings
 from gate.store.updates import any_open_update
+from gate.store.wake import NO_RINGER, RUNG, WORK, has_bell, probe_or_listen, release_and_probe
 
 log = logging.getLogger("promptgate.worker")
+LISTEN_MAX_SECONDS = 5.0  # the longest a probe waits for the bell: a process asked to stop drains within it
 
 
 class Activity:
@@ -37,14 +44,18 @@ class Activity:
         self.engine = engine
         self.interval = interval
         self.lock = threading.Lock()
-        # the first probe falls at a random moment of the first interval, so processes
-        # started together (a deploy) do not probe in step
-        self.checked_at = time.monotonic() - random.uniform(0, self.interval)
+        self.bell = has_bell(engine)  # MariaDB: between probes, wait for the service's doorbell (gate.store.wake)
         self.open = False
         self.opened = 0  # how many times the probe found work after finding none
         self.due_in = self._next_interval()
+        # the first probe falls at a random moment of the first interval, so processes
+        # started together (a deploy) do not probe in step; with the bell, at once: the
+        # process listens from its start (its later probes drift apart all the same)
+        self.checked_at = time.monotonic() - (self.due_in if self.bell else random.uniform(0, self.interval))
         self.reader = KeptConnection(engine)  # what an idle fleet costs the server: one statement a probe
         self.watchers: list[threading.Event] = []
+        self.probing = False  # a poller's probe is out (it may wait for the bell): the others wait for its word
+        self.rings = 0  # probes woken by the bell
 
     def watch(self, wake: threading.Event) -> None:
         """Set ``wake`` whenever the probe finds work after finding none."""
@@ -52,15 +63,25 @@ class Activity:
 
     def has_work(self) -> bool:
         with self.lock:
-            if time.monotonic() - self.checked_at >= self.due_in:
-                was_open, self.open = self.open, self._probe()
-                self.checked_at = time.monotonic()
-                self.due_in = self._next_interval()
-                if self.open and not was_open:
-                    self.opened += 1
-                    for wake in self.watchers:
-                        wake.set()
-            return self.open
+            if self.probing or time.monotonic() - self.checked_at < self.due_in:
+                return self.open
+            self.probing, wait_for = True, min(self._next_interval(), LISTEN_MAX_SECONDS)
+        try:  # outside the lock: the probe may wait for the bell up to an interval
+            found, again = self._probe(wait_for)
+        except BaseException:
+            with self.lock:
+                self.probing, self.checked_at, self.due_in = False, time.monotonic(), self._next_interval()
+            raise
+        with self.lock:
+            self.probing = False
+            was_open, self.open = self.open, found
+            self.checked_at = time.monotonic()
+            self.due_in = 0.0 if again else self._next_interval()
+            if self.open and not was_open:
+                self.opened += 1
+                for wake in self.watchers:
+                    wake.set()
+        return found
 
     def _next_interval(self) -> float:
         """The interval, ±25 % at random: processes started together drift apart, so a
@@ -72,10 +93,28 @@ class Activity:
         """Seconds until the cached answer goes stale: an idle poller sleeps that long, so
         the pollers of a process probe once per interval between them."""
         with self.lock:
+            if self.probing:  # another poller's probe is out: it wakes the watchers if it finds work
+                return self.interval
             return max(0.005, self.checked_at + self.due_in - time.monotonic())
 
-    def _probe(self) -> bool:
-        return self.reader.run(any_open_update)
+    def _probe(self, wait_for: float) -> tuple[bool, bool]:
+        """(work open?, probe again at once?). With the bell: one statement that answers at
+        once when work is open or no ringer holds the bell (then the process sleeps out the
+        interval, as without it), else waits up to ``wait_for`` for a ring; rung or timed
+        out, the next probe follows at once: the wait was the interval."""
+        if not self.bell:
+            return self.reader.run(any_open_update), False
+        began = time.monotonic()
+        heard = self.reader.run(lambda conn: probe_or_listen(conn, wait_for))
+        if heard == WORK or heard == NO_RINGER:
+            return heard == WORK, False
+        if heard == RUNG:
+            self.rings += 1
+            found = self.reader.run(release_and_probe)
+            return found, not found
+        # timed out: probe again at once, unless the server cut the wait short (a server that
+        # took the timeout as whole seconds): then sleep out the interval, never spin
+        return False, time.monotonic() - began >= wait_for / 2
 
     def close(self) -> None:
         self.reader.close()

@@ -111,6 +111,12 @@ def database_settings(ctx: click.Context) -> Settings:
     return obj["settings"]
 
 
+def uses_service(ctx: click.Context) -> bool:
+    """Whether this invocation talks to the service (``open_gate`` would give a ``RemoteGate``)."""
+    obj = ctx.find_root().obj
+    return is_remote(obj["gate"]) if "gate" in obj else _uses_service(obj)
+
+
 def is_remote(gate) -> bool:
     """Whether ``gate`` is the service's ``RemoteGate``: one exists only once ``open_gate``
     has imported its module, so asking imports nothing (the database path never loads httpx)."""

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING, cast
 
 import click
 
@@ -11,9 +12,12 @@ from gate.errors import UsageError
 from gate.settings import public_url
 from gate.untrusted import terminal_safe
 
-from .common import database_option, echo_json, open_gate, print_report
+from .common import database_option, echo_json, is_remote, open_gate, print_report, uses_service
 from .production import rollout_line, served_lines
 from .progress import WaitProgress
+
+if TYPE_CHECKING:
+    from gate.prompt.spec import PromptSpec
 
 
 @click.command()
@@ -57,28 +61,55 @@ from .progress import WaitProgress
 def submit(ctx, file, mode, source_key, sha, reuse, full, override_rollback, accept_unjudged, as_json):
     """Stage the prompt in FILE for evaluation; prints the tracking id (and on stderr the
     most model calls it may make)."""
-    from gate.prompt.spec import load_spec  # jinja2, yaml, re2: only the commands that read a prompt
-
-    spec = load_spec(file)
     source = {"path": file, **({"key": source_key} if source_key else {}), **({"sha": sha} if sha else {})}
-    gate = open_gate(ctx)
-    update_id = gate.submit(
-        spec,
-        mode=mode,
-        source=source,
-        reuse=reuse,
-        full=full,
-        override_rollback=override_rollback,
-        accept_unjudged=accept_unjudged,
-    )
-    spend = gate.status(update_id, failures=0).spend
+    options = {
+        "mode": mode,
+        "source": source,
+        "reuse": reuse,
+        "full": full,
+        "override_rollback": override_rollback,
+        "accept_unjudged": accept_unjudged,
+    }
+    update_id = _submitted(ctx, file, options)
+    report = open_gate(ctx).status(update_id, failures=0)
+    spend = report.spend
     if as_json:
-        echo_json({"id": update_id, "prompt": spec.name, "mode": mode, "spend": spend})
+        echo_json({"id": update_id, "prompt": report.update.prompt_name, "mode": mode, "spend": spend})
     else:
         from gate.report.text import spend_line
 
         click.echo(update_id)
         click.echo(f"update {update_id}: {spend_line(spend, started=False)}", err=True)
+
+
+class PromptFileText(str):
+    """A prompt file's text where ``RemoteGate.submit`` takes a ``PromptSpec``: its
+    ``to_config()`` is the text, which the service parses as it parses a file."""
+
+    def to_config(self) -> str:
+        return str(self)
+
+
+def _submitted(ctx, file: str, options: dict) -> int:
+    """The update of the prompt in ``file``. On the database the file is parsed here. Through
+    the service its text goes as it is, parsed there as here: the prompt's parser (Jinja2,
+    YAML's templates, re2) is not imported before the submission commits; should the service
+    refuse the prompt, the file is parsed here, for the error that names it."""
+    if uses_service(ctx):
+        from gate.prompt.yaml_file import read_text_file
+
+        text = PromptFileText(read_text_file(file, file))  # a missing, too large or non-UTF-8 file: its line
+        try:
+            return open_gate(ctx).submit(cast("PromptSpec", text), **options)  # RemoteGate sends its to_config()
+        except UsageError:
+            from gate.prompt.spec import load_spec
+
+            load_spec(file)  # the file's own error, which names it
+            raise
+    from gate.prompt.spec import load_spec  # jinja2, yaml, re2: only the commands that read a prompt
+
+    spec = load_spec(file)
+    return open_gate(ctx).submit(spec, **options)
 
 
 @click.command()
@@ -182,7 +213,9 @@ def wait(
         # a progress line needs the report (a dozen reads), not just the status: twice a second;
         # without, one primary-key read every 0.05 s, so `wait` ends ~25 ms after the update on
         # average (through the service: a long-poll, no polling)
-        report = open_gate(ctx).wait(update_id, timeout=timeout, on_poll=progress, poll=0.5 if progress else 0.05)
+        gate = open_gate(ctx)
+        ready_to_print(gate, update_id, "json" if as_json else "text")
+        report = gate.wait(update_id, timeout=timeout, on_poll=progress, poll=0.5 if progress else 0.05)
         if progress is not None:
             progress.finish(report)
         print_report(report, "json" if as_json else "text")
@@ -208,6 +241,22 @@ def wait(
     if (served or until) and applied_then(code, reports):
         code = after_release(open_gate(ctx), reports, served, until, timeout, code, allow_none)
     ctx.exit(code)
+
+
+def ready_to_print(gate, update_id: int, fmt: str) -> None:
+    """What printing the report at the end needs, done while the update runs, off the time
+    from its end to this command's exit: the text renderer imported; on the database, one
+    report built now, which compiles the report's statements (a dozen: SQLAlchemy caches each
+    per process), so the one built at the end costs its reads alone. Anything that fails here
+    is met again at the end, where it is reported."""
+    if fmt == "text":
+        from gate.report.text import render_text  # noqa: F401 (imported for its later use)
+    if is_remote(gate):
+        return
+    try:
+        gate.status(update_id)
+    except Exception:  # noqa: S110 (the wait reads the update again and says what is wrong)
+        pass
 
 
 def _accepted(code: int, accept_unjudged: bool) -> int:

@@ -23,13 +23,18 @@ INTERVAL = 0.3
 def process(gate, monkeypatch):
     """Every role of one process, on threads, and the times of its probes."""
     probes = []
-    original = any_open_update
+    original, listening = any_open_update, poller.probe_or_listen
 
     def counted(conn):
         probes.append(time.monotonic())
         return original(conn)
 
+    def counted_listen(conn, wait_for):  # MariaDB: the probe that also listens for the bell (no ringer here)
+        probes.append(time.monotonic())
+        return listening(conn, wait_for)
+
     monkeypatch.setattr(poller, "any_open_update", counted)
+    monkeypatch.setattr(poller, "probe_or_listen", counted_listen)
     g = Gate(gate.engine, gate.settings.with_(idle_probe_interval=INTERVAL))
     stop = threading.Event()
     pollers = build_pollers(g.engine, g.settings, stop, ROLES, concurrency=2)
