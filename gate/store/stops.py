@@ -118,6 +118,22 @@ def add_tally(
     conn.execute(stmt, params)
 
 
+def add_claims(
+    conn: Connection,
+    run_id: int,
+    token: str,
+    who: dict[str, Any],
+    *,
+    claimed: int = 0,
+    settled: int = 0,
+    calls: int = 0,
+) -> None:
+    """A claim's items added to (``claimed``), given back from (negative) or settled in
+    (``settled``, with the ``calls`` they made) its run's tally, named by the executor ``who``
+    (``claimer`` and ``bound``, as ``add_tally`` takes them): no items counted."""
+    add_tally(conn, run_id, stripe_of(token), None, None, calls, claimed=claimed, settled=settled, **who)
+
+
 def record_bound(conn: Connection, run_id: int, claimer: str, bound: int) -> None:
     """Executor ``claimer``'s raised ``bound``, recorded in a run it claimed items of before
     (a CLAIMED row of no claims: ``unrecorded_claims`` takes its largest bound)."""

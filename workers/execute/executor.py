@@ -64,7 +64,7 @@ from gate.store.items import (
     renew_item_leases,
 )
 from gate.store.runs import candidate_of_run, running_runs
-from gate.store.stops import add_tally, stripe_of
+from gate.store.stops import add_claims
 from gate.store.versions import version_inputs
 from workers.poller import Poller
 
@@ -203,7 +203,7 @@ class Executor(Poller):
             else:
                 token, items = claim_items(conn, run_id, limit, *caps, suspects=suspects)
             if items:  # counted before any call, with this executor and its bound: what it may have called
-                add_tally(conn, run_id, stripe_of(token), None, None, 0, claimed=len(items), **record.who)
+                add_claims(conn, run_id, token, record.who, claimed=len(items))
                 record.also(conn)
             return token, items
 
@@ -421,17 +421,7 @@ class Executor(Poller):
             def release(conn, chunk=chunk, positions=positions) -> int:
                 released = release_items(conn, chunk.token, chunk.run_id, positions)
                 tag, bound = self.tag, self.ledger.announced
-                add_tally(
-                    conn,
-                    chunk.run_id,
-                    stripe_of(chunk.token),
-                    None,
-                    None,
-                    0,
-                    claimed=-released,
-                    claimer=tag,
-                    bound=bound,
-                )
+                add_claims(conn, chunk.run_id, chunk.token, {"claimer": tag, "bound": bound}, claimed=-released)
                 return released
 
             try:

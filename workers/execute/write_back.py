@@ -32,7 +32,7 @@ from gate.errors import first_line
 from gate.records import ItemResult
 from gate.store.answers import save_answers
 from gate.store.items import write_item_results
-from gate.store.stops import add_tally, record_bound, stripe_of
+from gate.store.stops import add_claims, add_tally, record_bound, stripe_of
 
 from .judging import judged_answers, watch_sentinels, write_judged
 from .ledger import Chunk, ChunkLedger
@@ -136,18 +136,8 @@ class WriteBacks:
             bound = self.ledger.announced
 
             def settle(conn, chunk=chunk, items=items, calls=calls, bound=bound) -> None:
-                tag = self.bounds.tag
-                add_tally(
-                    conn,
-                    chunk.run_id,
-                    stripe_of(chunk.token),
-                    None,
-                    None,
-                    calls,
-                    settled=items,
-                    claimer=tag,
-                    bound=bound,
-                )
+                who = {"claimer": self.bounds.tag, "bound": bound}
+                add_claims(conn, chunk.run_id, chunk.token, who, settled=items, calls=calls)
 
             try:
                 transaction(self.engine, settle)
