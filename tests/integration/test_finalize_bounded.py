@@ -27,12 +27,7 @@ def test_a_run_whose_finalize_keeps_failing_ends_error_with_an_error_id(service,
     gate = Gate.connect(service.db_url)
     engine = sa.create_engine(service.db_url)
     try:
-        gate.register_dataset("d1", str(write_rule_rows(tmp_path / "d1.csv", 4)), declared_in="gate.yaml")
-        gate.map_dataset("p1", "d1", "0.5")
-        with service.client("admin") as admin:
-            posted = admin.post("/v1/updates", json={"prompt": rules_spec("p1").to_config(), "mode": "apply"})
-            assert posted.status_code == 202, posted.text
-        uid = posted.json()["id"]
+        uid = _applied_through_service(gate, service, tmp_path)
         callers = WorkerFleet(worker_env(service.db_url, model.base_url), tmp_path, ("--role", "materialize,execute"))
         callers.start(1)
         try:
@@ -42,13 +37,7 @@ def test_a_run_whose_finalize_keeps_failing_ends_error_with_an_error_id(service,
         with engine.begin() as conn:  # a stored row finalize cannot read
             assert conn.execute(sa.text(CORRUPT), {"uid": uid}).rowcount == 1
         env = worker_env(service.db_url, model.base_url, finalize_attempts=3)
-        finalizer = WorkerFleet(env, tmp_path, ("--role", "finalize,reconcile"))
-        finalizer.start(1)
-        try:
-            ended = gate.wait(uid, timeout=20, poll=0.2)
-        finally:
-            finalizer.stop_all()
-        logs = finalizer.logs()
+        ended, logs = _ended_by(gate, uid, WorkerFleet(env, tmp_path, ("--role", "finalize,reconcile")))
     finally:
         engine.dispose()
         gate.close()
@@ -74,11 +63,7 @@ def test_an_update_whose_reconcile_keeps_failing_ends_failed_with_an_error_id(se
     gate = Gate.connect(service.db_url)
     engine = sa.create_engine(service.db_url)
     try:
-        gate.register_dataset("d1", str(write_rule_rows(tmp_path / "d1.csv", 4)), declared_in="gate.yaml")
-        gate.map_dataset("p1", "d1", "0.5")
-        with service.client("admin") as admin:
-            posted = admin.post("/v1/updates", json={"prompt": rules_spec("p1").to_config(), "mode": "apply"})
-        uid = posted.json()["id"]
+        uid = _applied_through_service(gate, service, tmp_path)
         env = worker_env(service.db_url, model.base_url, finalize_attempts=3)
         scorers = WorkerFleet(env, tmp_path, ("--role", "materialize,execute,finalize"))
         scorers.start(1)
@@ -88,13 +73,7 @@ def test_an_update_whose_reconcile_keeps_failing_ends_failed_with_an_error_id(se
             scorers.stop_all()
         with engine.begin() as conn:  # the run's baseline names a run that is not there
             assert conn.execute(sa.text(BASELINE_GONE), {"uid": uid}).rowcount == 1
-        reconciler = WorkerFleet(env, tmp_path, ("--role", "reconcile"))
-        reconciler.start(1)
-        try:
-            ended = gate.wait(uid, timeout=20, poll=0.2)
-        finally:
-            reconciler.stop_all()
-        logs = reconciler.logs()
+        ended, logs = _ended_by(gate, uid, WorkerFleet(env, tmp_path, ("--role", "reconcile")))
     finally:
         engine.dispose()
         gate.close()
@@ -105,6 +84,26 @@ def test_an_update_whose_reconcile_keeps_failing_ends_failed_with_an_error_id(se
     with service.client("read") as reader:
         told = reader.get(f"/v1/updates/{uid}").json()
     assert told["status"] == "FAILED" and found.group(1) in told["reason"], told["reason"]
+
+
+def _applied_through_service(gate, service, tmp_path) -> int:
+    """A 4-item apply of ``p1`` submitted through the service: its update id."""
+    gate.register_dataset("d1", str(write_rule_rows(tmp_path / "d1.csv", 4)), declared_in="gate.yaml")
+    gate.map_dataset("p1", "d1", "0.5")
+    with service.client("admin") as admin:
+        posted = admin.post("/v1/updates", json={"prompt": rules_spec("p1").to_config(), "mode": "apply"})
+    assert posted.status_code == 202, posted.text
+    return posted.json()["id"]
+
+
+def _ended_by(gate, uid: int, fleet: WorkerFleet):
+    """The update's report once one process of ``fleet`` has ended it, and the fleet's logs."""
+    fleet.start(1)
+    try:
+        ended = gate.wait(uid, timeout=20, poll=0.2)
+    finally:
+        fleet.stop_all()
+    return ended, fleet.logs()
 
 
 def _wait_until(engine, uid: int, query: str, wanted, timeout: float = 30.0) -> None:
