@@ -7,22 +7,12 @@ service's), the updates run in process on the local model server."""
 
 from __future__ import annotations
 
-import pytest
 from support.helpers import RULES, write_rule_rows
 
 from gate.domain import Gate
-from gate.mockllm import MockLLMServer
 from gate.prompt.spec import parse_spec
 from gate.states import UpdateStatus
 from workers.supervisor import run_until_terminal
-
-
-@pytest.fixture
-def live_model(monkeypatch):
-    with MockLLMServer(latency_ms=0) as server:
-        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
-        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-        yield server
 
 
 def spec(description: str, temperature: float) -> dict:
@@ -35,7 +25,7 @@ def spec(description: str, temperature: float) -> dict:
     }
 
 
-def test_a_description_edit_of_a_rolled_back_config_is_still_held(service, tmp_path, live_model):
+def test_a_description_edit_of_a_rolled_back_config_is_still_held(service, tmp_path, model):
     gate = Gate.connect(service.db_url)
     try:
         gate.register_dataset("d1", str(write_rule_rows(tmp_path / "d1.csv", 4)))

@@ -12,14 +12,12 @@ import multiprocessing
 import random
 import time
 
-import pytest
 from sqlalchemy import func, select
 from support.canary import gate_config, prompt_spec
 
 from gate import db, gateconfig
 from gate.domain import Gate
 from gate.errors import GateError
-from gate.mockllm import MockLLMServer
 from gate.states import LiveRequestStatus, RolloutStatus, UpdateStatus
 from gate.store.holds import holds_of
 from gate.store.live import prompt_history
@@ -33,14 +31,6 @@ from workers.supervisor import WorkerProcess
 ROUNDS = 20
 JITTER = 0.03  # seconds: at most this long after the barrier, each racer starts
 ROLLOUT = {"canary_percent": 10, "min_feedback": 100, "max_drop": 0.2, "confidence": 0.95, "max_hours": 48}
-
-
-@pytest.fixture
-def live_model(monkeypatch):
-    with MockLLMServer(latency_ms=0) as server:
-        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
-        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-        yield server
 
 
 def racer(role: str, url: str, pipe, barrier) -> None:
@@ -86,7 +76,7 @@ def a_canary_live(gate: Gate, round_no: int) -> None:
     assert gate.status(update_id).status == UpdateStatus.APPLIED
 
 
-def test_a_rollback_an_apply_and_a_canary_decision_race_and_exactly_one_wins(mysql_gate, tmp_path, live_model):
+def test_a_rollback_an_apply_and_a_canary_decision_race_and_exactly_one_wins(mysql_gate, tmp_path, model):
     gate = mysql_gate
     gateconfig.sync(gate, gate_config(tmp_path, ROLLOUT))
     fast = gate.settings.with_(poll_interval=0.005, poll_max_interval=0.02, idle_probe_interval=0.02)

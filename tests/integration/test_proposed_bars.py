@@ -8,22 +8,13 @@ import pytest
 from support.helpers import rules_spec, write_rule_rows
 
 from gate.errors import UsageError
-from gate.mockllm import MockLLMServer
 from gate.states import UpdateStatus
 from workers.supervisor import run_until_terminal
 
 BAR = [{"dataset": "d1", "min_accuracy": "0.5", "bars": None}]
 
 
-@pytest.fixture
-def live_model(monkeypatch):
-    with MockLLMServer(latency_ms=0) as server:
-        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
-        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-        yield server
-
-
-def test_proposed_bars_judge_only_an_ungated_prompts_check_on_readable_datasets(gate, tmp_path, live_model):
+def test_proposed_bars_judge_only_an_ungated_prompts_check_on_readable_datasets(gate, tmp_path, model):
     gate.register_dataset("d1", str(write_rule_rows(tmp_path / "d1.csv", 4)))
     gate.map_dataset("gated", "d1", "0.9")
     with pytest.raises(UsageError, match="proposed bars are for a check"):

@@ -16,21 +16,12 @@ from support.helpers import rules_spec, write_rule_rows
 from gate import db
 from gate.domain import Gate
 from gate.errors import IllegalTransition, UsageError
-from gate.mockllm import MockLLMServer
 from gate.runtime import PromptRuntime
 from gate.states import UpdateStatus
 from gate.store.live import prompt_history
 from gate.store.runs import BASELINE, runs_of_update
 from workers.reconcile import reconcile_batch
 from workers.supervisor import WorkerProcess, run_until_terminal
-
-
-@pytest.fixture
-def live_model(monkeypatch):
-    with MockLLMServer(latency_ms=0) as server:
-        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
-        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-        yield server
 
 
 def applied(gate: Gate, description: str, name: str = "p1") -> int:
@@ -40,7 +31,7 @@ def applied(gate: Gate, description: str, name: str = "p1") -> int:
     return update_id
 
 
-def test_rollback_restores_an_earlier_config_as_a_new_version(mysql_gate, tmp_path, live_model):
+def test_rollback_restores_an_earlier_config_as_a_new_version(mysql_gate, tmp_path, model):
     gate = mysql_gate
     gate.register_dataset("d1", str(write_rule_rows(tmp_path / "d1.csv", 4)))
     gate.map_dataset("p1", "d1", "0.5")
@@ -82,7 +73,7 @@ def test_rollback_restores_an_earlier_config_as_a_new_version(mysql_gate, tmp_pa
     assert gate.live("p1").version == 3 and len(gate.history("p1")) == 3
 
 
-def test_a_rollback_reads_as_one_in_the_cli_the_api_and_the_page(service, tmp_path, live_model):
+def test_a_rollback_reads_as_one_in_the_cli_the_api_and_the_page(service, tmp_path, model):
     """`promptgate live`, GET /v1/prompts/NAME/live and the prompt page say "rollback to v1
     by alice, reason: …", not "applied by update #1" (the update whose config it restored)."""
     from support.cli import run_cli
@@ -166,7 +157,7 @@ def race_round(gate: Gate, rng: random.Random, seen: int) -> dict:
     return outcome
 
 
-def test_rollback_races_apply_and_another_rollback(mysql_gate, tmp_path, live_model):
+def test_rollback_races_apply_and_another_rollback(mysql_gate, tmp_path, model):
     gate = mysql_gate
     gate.register_dataset("d1", str(write_rule_rows(tmp_path / "d1.csv", 2)))
     gate.map_dataset("p1", "d1", "0.5")

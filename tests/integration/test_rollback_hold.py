@@ -11,17 +11,8 @@ from support.helpers import rules_spec, write_rule_rows
 from support.migrated import migrated
 
 from gate.errors import IllegalTransition
-from gate.mockllm import MockLLMServer
 from gate.states import UpdateStatus
 from workers.supervisor import run_until_terminal
-
-
-@pytest.fixture
-def live_model(monkeypatch):
-    with MockLLMServer(latency_ms=0) as server:
-        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
-        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-        yield server
 
 
 def settle(gate, update_id) -> str:
@@ -29,7 +20,7 @@ def settle(gate, update_id) -> str:
     return report.status
 
 
-def test_a_rolled_back_config_is_held_until_an_override(gate, tmp_path, live_model):
+def test_a_rolled_back_config_is_held_until_an_override(gate, tmp_path, model):
     gate.register_dataset("d1", str(write_rule_rows(tmp_path / "d1.csv", 4)))
     gate.map_dataset("p1", "d1", "0.5")
     assert settle(gate, gate.submit(rules_spec("p1", "A"), "apply")) == UpdateStatus.APPLIED
@@ -60,9 +51,7 @@ def test_a_rolled_back_config_is_held_until_an_override(gate, tmp_path, live_mod
     assert gate.holds("p1") == [] and not any(row["hold"] for row in gate.history("p1"))
 
 
-def test_a_held_config_stays_held_until_an_override_is_applied_and_no_rollback_makes_it_live(
-    gate, tmp_path, live_model
-):
+def test_a_held_config_stays_held_until_an_override_is_applied_and_no_rollback_makes_it_live(gate, tmp_path, model):
     """The hostile review: an override released the hold at submit, so a cancelled override
     left the config free for the next push job; and a person's rollback to a held version made
     it live and still held. A held config goes live only through an applied override, or a
@@ -89,7 +78,7 @@ def test_a_held_config_stays_held_until_an_override_is_applied_and_no_rollback_m
     assert live.version == 6 and live.config_hash not in {h.config_hash for h in gate.holds("p1")}
 
 
-def test_the_service_shows_the_hold_and_keeps_records_and_overrides_to_admin(mysql_url, tmp_path, live_model):
+def test_the_service_shows_the_hold_and_keeps_records_and_overrides_to_admin(mysql_url, tmp_path, model):
     """The status page and `history` through the service show the hold; the commit record and
     override_rollback are admin's (a pull request's submit token may do neither); a read token
     reads a record (a release pipeline's)."""

@@ -10,12 +10,10 @@ from __future__ import annotations
 import threading
 import time
 
-import pytest
 from sqlalchemy import update
 from support.helpers import rules_spec, write_rule_rows
 
 from gate import db
-from gate.mockllm import MockLLMServer
 from gate.states import LiveRequestStatus, UpdateStatus
 from gate.store.dialect import db_now
 from gate.store.live_requests import get_live_request, request_rollback
@@ -27,14 +25,6 @@ from workers.reconcile import carry_out_pending
 from workers.supervisor import run_until_terminal
 
 
-@pytest.fixture
-def live_model(monkeypatch):
-    with MockLLMServer(latency_ms=0) as server:
-        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
-        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-        yield server
-
-
 def two_versions(gate, tmp_path) -> None:
     gate.register_dataset("d1", str(write_rule_rows(tmp_path / "d1.csv", 2)))
     gate.map_dataset("p1", "d1", "0.5")
@@ -43,7 +33,7 @@ def two_versions(gate, tmp_path) -> None:
         assert report.status == UpdateStatus.APPLIED
 
 
-def test_a_rollback_no_worker_claims_is_carried_out_by_the_requester_within_a_second(mysql_gate, tmp_path, live_model):
+def test_a_rollback_no_worker_claims_is_carried_out_by_the_requester_within_a_second(mysql_gate, tmp_path, model):
     gate = mysql_gate
     two_versions(gate, tmp_path)
     db.transaction(gate.engine, lambda conn: register_worker(conn, "silent", "all", "elsewhere", 1))  # alive, busy
@@ -55,7 +45,7 @@ def test_a_rollback_no_worker_claims_is_carried_out_by_the_requester_within_a_se
     assert [h["version"] for h in gate.history("p1")] == [3, 2, 1]
 
 
-def test_two_steps_racing_for_one_request_carry_it_out_once(mysql_gate, tmp_path, live_model):
+def test_two_steps_racing_for_one_request_carry_it_out_once(mysql_gate, tmp_path, model):
     gate = mysql_gate
     two_versions(gate, tmp_path)
     for round_no in range(20):
@@ -81,7 +71,7 @@ def test_two_steps_racing_for_one_request_carry_it_out_once(mysql_gate, tmp_path
         assert [h["version"] for h in gate.history("p1", limit=1000)] == list(range(seen + 1, 0, -1))
 
 
-def test_a_rollback_nobody_carried_out_in_time_is_refused_not_done_late(mysql_gate, tmp_path, live_model):
+def test_a_rollback_nobody_carried_out_in_time_is_refused_not_done_late(mysql_gate, tmp_path, model):
     """Its requester died before running the step and no worker ran: a worker started a
     minute later refuses it (the person was told it failed) rather than rolling back then."""
     gate = mysql_gate
