@@ -30,17 +30,18 @@ from workers.supervisor import WorkerProcess
 
 ROUNDS = 20
 JITTER = 0.03  # seconds: at most this long after the barrier, each racer starts
+HEAD_START = 0.1  # seconds: in a led round, the others start this much later than the leader
+ROLES = ("rollback", "apply", "canary")
 ROLLOUT = {"canary_percent": 10, "min_feedback": 100, "max_drop": 0.2, "confidence": 0.95, "max_hours": 48}
 
 
 def racer(role: str, url: str, pipe, barrier) -> None:
     """A process of its own: each round, wait at the barrier with the others, then do its part."""
     gate = Gate.connect(url)
-    rng = random.Random(role)
     try:
         while (job := pipe.recv()) is not None:
             barrier.wait(30)
-            time.sleep(rng.uniform(0, job["jitter"]))  # each order of the three happens
+            time.sleep(job["delay"])
             try:
                 if role == "rollback":
                     gate.rollback("p1", reason="round", actor="alice", seen_version=job["seen"], to_version=job["to"])
@@ -55,6 +56,17 @@ def racer(role: str, url: str, pipe, barrier) -> None:
                 pipe.send(f"error: {exc!r}")
     finally:
         gate.close()
+
+
+def delays(round_no: int, rng: random.Random) -> dict[str, float]:
+    """Each racer's start after the barrier. Even rounds are an open race (up to JITTER apart);
+    odd rounds are led by each role in turn, the others starting HEAD_START later, so every
+    role's win is checked even where one path is quicker than the others (the apply's is)."""
+    jitter = {role: rng.uniform(0, JITTER) for role in ROLES}
+    if round_no % 2 == 0:
+        return jitter
+    leader = ROLES[(round_no // 2) % len(ROLES)]
+    return {role: t + (0 if role == leader else HEAD_START) for role, t in jitter.items()}
 
 
 def runs_done(gate: Gate, update_id: int, timeout: float = 30) -> None:
@@ -84,12 +96,13 @@ def test_a_rollback_an_apply_and_a_canary_decision_race_and_exactly_one_wins(mys
     fork = multiprocessing.get_context("fork")
     barrier = fork.Barrier(3)
     pipes, procs = {}, []
-    for role in ("rollback", "apply", "canary"):
+    for role in ROLES:
         mine, theirs = fork.Pipe()
         proc = fork.Process(target=racer, args=(role, gate.settings.database_url, theirs, barrier), daemon=True)
         proc.start()
         pipes[role], procs = mine, [*procs, proc]
-    wins: dict[str, int] = {"rollback": 0, "apply": 0, "canary": 0}
+    wins: dict[str, int] = dict.fromkeys(ROLES, 0)
+    rng = random.Random(47)
     started = time.monotonic()
     try:
         a_canary_live(gate, 0)  # v1 goes live whole; v2 is the first canary
@@ -113,8 +126,9 @@ def test_a_rollback_an_apply_and_a_canary_decision_race_and_exactly_one_wins(mys
             )
             with gate.engine.connect() as conn:
                 before = newest_rollback_request(conn)
-            for pipe in pipes.values():
-                pipe.send({"seen": seen, "to": rollout.stable_version, "jitter": JITTER})
+            starts = delays(round_no, rng)
+            for role, pipe in pipes.items():
+                pipe.send({"seen": seen, "to": rollout.stable_version, "delay": starts[role]})
             said = {role: pipe.recv() for role, pipe in pipes.items()}
             assert not any(s.startswith("error") for s in said.values()), said
             db.transaction(gate.engine, reconcile_batch)  # an apply that lost its lock window ends now
@@ -154,7 +168,7 @@ def test_a_rollback_an_apply_and_a_canary_decision_race_and_exactly_one_wins(mys
         worker.shutdown()
     elapsed = time.monotonic() - started
     assert elapsed < 20, f"{ROUNDS} rounds took {elapsed:.1f} s"
-    assert sum(wins.values()) == ROUNDS and sum(1 for n in wins.values() if n) >= 2, wins  # orders varied
+    assert sum(wins.values()) == ROUNDS and all(wins.values()), wins  # each of the three won a round
     assert [h["version"] for h in gate.history("p1", limit=1000)] == versions  # the API's history, read once
 
 
