@@ -4,9 +4,10 @@ before and after, minus this script's own two reads), then the time from a submi
 to its run being claimed for materialization. Targets: idle < 5 queries/s per process;
 pickup ≤ 0.5 s (median of 5 submissions).
 
-``--via service``: a `promptgate serve` runs beside the worker (it holds the fleet's doorbell,
-gate.store.wake) and the submissions are POSTed to it, which rings the bell: the idle cost is
-then the worker's probes waiting on the bell, the pickup the ring's.
+Either way the submission knocks on the idle probe after its commit (gate.store.wake): the
+pickup is the knock's, the idle cost the probes that wait in their statement.
+``--via service``: a `promptgate serve` runs beside the worker and the submissions are POSTed
+to it; ``--via database``: they are made on the database, as `promptgate submit` makes them.
 
     python bench/pickup_idle.py [--idle-seconds 10] [--via database|service]
 """
@@ -76,10 +77,12 @@ def _service(url: str, folder: Path):
 
 
 def _pickup(gate, served, i: int) -> float:
-    """Seconds from a submission's commit (its POST answered, through the service) to its
-    run's first claim; then it is waited for, and the worker left idle 2 s."""
+    """Seconds from a submission's start (the call, or the POST, through the service) to its
+    run's first claim: the knock follows the commit inside the call, so the time from its
+    return would leave it out. Then it is waited for, and the worker left idle 2 s."""
     from gate.store.runs import get_run
 
+    began = time.monotonic()
     if served is None:
         uid = gate.submit(rules_spec("p1"), "check", {"key": f"pickup-{i}"}, reuse=False)
     else:
@@ -87,14 +90,13 @@ def _pickup(gate, served, i: int) -> float:
         posted = served.client.post("/v1/updates", json=body)
         assert posted.status_code == 202, posted.text
         uid = posted.json()["id"]
-    submitted = time.monotonic()
     run_id = gate.status(uid).runs[0].run_id
     while True:
         with gate.engine.connect() as conn:
             if get_run(conn, run_id).attempt > 0:
                 break
         time.sleep(0.005)
-    pickup = time.monotonic() - submitted
+    pickup = time.monotonic() - began
     gate.wait(uid, timeout=30)
     time.sleep(2)  # idle again before the next one
     return pickup

@@ -12,10 +12,9 @@ an empty poll waits ``poll_interval`` (0.05 s), growing to ``poll_max_interval``
 role that hands work on nudges the next role of its process (materialize → execute →
 finalize → reconcile), so work flows without waiting out poll delays.
 
-On MariaDB the probe also listens for the doorbell ``promptgate serve`` holds and rings on
-each submission (``gate.store.wake``): the same statement, once per interval, waits for the
-ring instead of the process sleeping, so a submission through the service is picked up in
-milliseconds; one made on the database directly is seen by the next probe, as before.
+On MariaDB/MySQL the probe waits out its interval in its statement rather than in the
+process, and whoever opens work knocks on the waiting probes (``gate.store.wake``): a
+submission, on the database or through the service, is picked up in milliseconds.
 """
 
 from __future__ import annotations
@@ -30,10 +29,10 @@ from gate.db import KeptConnection, is_retryable
 from gate.errors import first_line
 from gate.settings import Settings
 from gate.store.updates import any_open_update
-from gate.store.wake import NO_RINGER, RUNG, WORK, has_bell, probe_or_listen, release_and_probe
+from gate.store.wake import KNOCKED, WORK, can_knock, probe_or_wait
 
 log = logging.getLogger("promptgate.worker")
-LISTEN_MAX_SECONDS = 5.0  # the longest a probe waits for the bell: a process asked to stop drains within it
+WAIT_MAX_SECONDS = 5.0  # the longest a probe waits for a knock: a process asked to stop drains within it
 
 
 class Activity:
@@ -44,18 +43,18 @@ class Activity:
         self.engine = engine
         self.interval = interval
         self.lock = threading.Lock()
-        self.bell = has_bell(engine)  # MariaDB: between probes, wait for the service's doorbell (gate.store.wake)
+        self.knockable = can_knock(engine)  # MariaDB/MySQL: the probe waits for a knock (gate.store.wake)
         self.open = False
         self.opened = 0  # how many times the probe found work after finding none
         self.due_in = self._next_interval()
         # the first probe falls at a random moment of the first interval, so processes
-        # started together (a deploy) do not probe in step; with the bell, at once: the
+        # started together (a deploy) do not probe in step; with the knock, at once: the
         # process listens from its start (its later probes drift apart all the same)
-        self.checked_at = time.monotonic() - (self.due_in if self.bell else random.uniform(0, self.interval))
+        self.checked_at = time.monotonic() - (self.due_in if self.knockable else random.uniform(0, self.interval))
         self.reader = KeptConnection(engine)  # what an idle fleet costs the server: one statement a probe
         self.watchers: list[threading.Event] = []
-        self.probing = False  # a poller's probe is out (it may wait for the bell): the others wait for its word
-        self.rings = 0  # probes woken by the bell
+        self.probing = False  # a poller's probe is out (it may wait for a knock): the others wait for its word
+        self.knocks = 0  # probes woken by a knock
 
     def watch(self, wake: threading.Event) -> None:
         """Set ``wake`` whenever the probe finds work after finding none."""
@@ -65,8 +64,8 @@ class Activity:
         with self.lock:
             if self.probing or time.monotonic() - self.checked_at < self.due_in:
                 return self.open
-            self.probing, wait_for = True, min(self._next_interval(), LISTEN_MAX_SECONDS)
-        try:  # outside the lock: the probe may wait for the bell up to an interval
+            self.probing, wait_for = True, min(self._next_interval(), WAIT_MAX_SECONDS)
+        try:  # outside the lock: the probe may wait for a knock up to an interval
             found, again = self._probe(wait_for)
         except BaseException:
             with self.lock:
@@ -98,22 +97,20 @@ class Activity:
             return max(0.005, self.checked_at + self.due_in - time.monotonic())
 
     def _probe(self, wait_for: float) -> tuple[bool, bool]:
-        """(work open?, probe again at once?). With the bell: one statement that answers at
-        once when work is open or no ringer holds the bell (then the process sleeps out the
-        interval, as without it), else waits up to ``wait_for`` for a ring; rung or timed
-        out, the next probe follows at once: the wait was the interval."""
-        if not self.bell:
+        """(work open?, probe again at once?). Knockable: one statement that answers at once
+        when work is open, else waits up to ``wait_for`` for a knock; knocked or timed out,
+        the next probe follows at once: the wait was the interval."""
+        if not self.knockable:
             return self.reader.run(any_open_update), False
         began = time.monotonic()
-        heard = self.reader.run(lambda conn: probe_or_listen(conn, wait_for))
-        if heard == WORK or heard == NO_RINGER:
-            return heard == WORK, False
-        if heard == RUNG:
-            self.rings += 1
-            found = self.reader.run(release_and_probe)
-            return found, not found
-        # timed out: probe again at once, unless the server cut the wait short (a server that
-        # took the timeout as whole seconds): then sleep out the interval, never spin
+        heard = self.reader.run(lambda conn: probe_or_wait(conn, wait_for))
+        if heard == WORK:
+            return True, False
+        if heard == KNOCKED:
+            self.knocks += 1
+            return False, True
+        # timed out: probe again at once, unless the server cut the wait short: then sleep
+        # out the interval, never spin
         return False, time.monotonic() - began >= wait_for / 2
 
     def close(self) -> None:

@@ -5,17 +5,19 @@ raises only GateError: this class is the boundary where a driver error becomes a
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DBAPIError
 
 from gate import db
 from gate.calls.providers import resolve
 from gate.contract.delegation import delegate
 from gate.contract.release import DEFAULT_RELEASE_MODE, SHA_POLL, wait_for_release
-from gate.errors import UsageError
+from gate.errors import UsageError, first_line
 from gate.records import DatasetVersion
 from gate.report.update import UpdateReport
 from gate.settings import Settings
@@ -28,6 +30,7 @@ from gate.store.rollouts import pin_rollout
 from gate.store.runs import insert_run
 from gate.store.updates import cancel_update, insert_update, set_update_limits, superseded_updates
 from gate.store.versions import READY, get_version, lock_dataset
+from gate.store.wake import can_knock, knock
 from gate.verdict.bars import Bars
 from gate.verdict.update_outcome import ACCEPTED_UNJUDGED as ACCEPTED
 
@@ -51,6 +54,7 @@ if TYPE_CHECKING:
 # dataset importer, the judge and baseline rules) is imported where it is used: `status` and
 # `wait` on the database load the store and the report, not those (tests/unit/test_cli_imports.py).
 
+log = logging.getLogger("promptgate.gate")
 COMMIT_SHA_RE = re.compile(r"[0-9a-fA-F]{40}(?:[0-9a-fA-F]{24})?")
 
 
@@ -140,7 +144,6 @@ class Gate:
         mode = _parse_mode(mode)
         source, source_key = _submission_source(source, submitted_by, override_rollback, proposed_bars, accept_unjudged)
         read = _admitted(self.engine, spec)  # the item fields its templates read
-        config = spec.to_config()
 
         def stage(conn) -> int:
             lock_prompt(conn, spec.name)  # submissions of the prompt serialize: latest wins
@@ -154,7 +157,7 @@ class Gate:
                 conn,
                 prompt_name=spec.name,
                 mode=mode,
-                config=config,
+                config=spec.to_config(),
                 config_hash=spec.config_hash,
                 base_version=live_version(conn, spec.name),
                 source=source,
@@ -173,7 +176,7 @@ class Gate:
             return update_id
 
         db.transaction(self.engine, lambda conn: ensure_prompt_lock(conn, spec.name))
-        return db.transaction(self.engine, stage)
+        return _idle_workers_woken(self.engine, db.transaction(self.engine, stage))
 
     def wait_for_sha(
         self,
@@ -295,6 +298,19 @@ class Gate:
     open_session = delegate("_tokens", Tokens.open_session)
     session_token = delegate("_tokens", Tokens.session_token)
     close_session = delegate("_tokens", Tokens.close_session)
+
+
+def _idle_workers_woken(engine: Engine, update_id: int) -> int:
+    """``update_id``, committed, once the idle fleet's probes were knocked on (``gate.store.wake``):
+    the work is picked up now, not at their next probe. Best effort: a refused or failed knock
+    leaves the work to the next probe, and the submission stands."""
+    if can_knock(engine):
+        try:
+            with engine.connect() as conn:
+                knock(conn)
+        except DBAPIError as exc:
+            log.info("no knock on the idle workers: %s", first_line(exc))
+    return update_id
 
 
 def _admitted(engine: Engine, spec: PromptSpec) -> tuple[str, ...]:

@@ -93,7 +93,6 @@ async def submit(request: Request, caller: Caller = Depends(require("submit"))):
         accept_unjudged=fields["accept_unjudged"],
         scope=caller.scope,  # the domain checks the acceptance's authority too
     )  # its key is this token's: none replaces another's
-    request.app.state.bell.ring()  # committed: the idle workers wake now, not at their next probe
     request.app.state.watcher.nudge()  # the checks it replaced ended: their waiters wake now
     return json_bytes(
         {

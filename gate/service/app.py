@@ -23,7 +23,6 @@ from gate.contract.http_status import http_status
 from gate.errors import GateError, first_line
 
 from .auth import AuthError, TokenCache
-from .bell import Bell
 from .body_limits import (
     BODY_TIMEOUT_SECONDS,
     DEFAULT_MAX_UPLOADS,
@@ -76,7 +75,6 @@ def create_app(gate, config: ServiceConfig | None = None) -> FastAPI:
     app.state.tokens = TokenCache(gate, config.token_ttl)
     app.state.reports = ReportCache(gate)
     app.state.watcher = StatusWatcher(gate.engine, config.watch_interval, prepare=app.state.reports.prepare)
-    app.state.bell = Bell(gate.engine)  # the idle fleet's doorbell, rung by each submission (bell.py)
     app.state.wait_slots = WaitSlots(config.max_waits_per_token)
     app.state.upload_slots = UploadSlots(config.max_uploads, config.max_uploads_per_token)
     app.add_middleware(
@@ -101,17 +99,12 @@ async def _frozen_start(app: FastAPI):
     a full collection over it took 135-215 ms. And a full collection waits for 1,000
     younger ones (~7M allocations) instead of 10: with 1,000 long-polls open (~150k live
     objects) each still took 30-140 ms, and answering a wake's 1,000 waiters was enough
-    to set one off, stalling every response. And the fleet's doorbell is held from start to
-    end (``bell.py``)."""
+    to set one off, stalling every response."""
     gc.collect()
     gc.freeze()
     young, middle, _ = gc.get_threshold()
     gc.set_threshold(young, middle, FULL_COLLECTION_AFTER)
-    app.state.bell.start()
-    try:
-        yield
-    finally:
-        app.state.bell.stop()
+    yield
 
 
 def _optional_routers(app: FastAPI) -> None:

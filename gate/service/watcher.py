@@ -17,8 +17,8 @@ made. Built after the wake, the reports' queries competed with a thousand waiter
 resumed and answered: 10 reports ended 0.14-0.46 s after the wake, where before it they
 take 40-90 ms (bench/README.md, `service_waiters.py`).
 
-The end of an update is not a ring (the worker that ends it has no bell the service could
-wait on: ``gate.store.wake``), so the beat quickens near it: each beat that sees waited-for
+The end of an update is not announced (the worker that ends it knows nothing of the
+service's waiters), so the beat quickens near it: each beat that sees waited-for
 updates RUNNING asks which of them (at most ``NEAR_END_CHECKED``) have fewer than 64 items
 unanswered in every open run, and while one has (at most ``NEAR_END_SECONDS`` each) the
 beat comes every ``FAST_INTERVAL``: a waiter wakes ~10 ms after its update ends, for one

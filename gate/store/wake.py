@@ -1,38 +1,45 @@
-"""The doorbell of an idle fleet, and the watcher's sense of an update about to end.
+"""The knock that wakes an idle fleet, and the watcher's sense of an update about to end.
 
-MySQL/MariaDB has no LISTEN/NOTIFY; what it has is the named user lock (``GET_LOCK``), whose
-waiters the server wakes the moment its holder lets go. The bell is one such lock per gate
-database (its name: a hash of the database's name, so two gates on one server never ring
-each other). A long-lived ringer (``promptgate serve``) holds it; an idle worker process's
-probe asks "any open update?" and, when there is none and a ringer holds the bell, waits
-for the bell in the same statement, up to its probe interval (``probe_or_listen``). To
-ring, the ringer releases the bell and takes it again: the waiting probes are granted it
-in turn, each lets go at once (``release_and_probe``) and finds the new work.
+MySQL/MariaDB has no LISTEN/NOTIFY, and a lock per waiter (``GET_LOCK``) would cost a
+connection each. What every session may do is interrupt a statement of its own user's
+sessions (``KILL QUERY``). An idle worker process's probe asks "any open update?" and, when
+there is none, waits out its interval in the same statement (``SLEEP``), on the one
+connection the probe keeps; the statement carries a tag. Whoever opens work (a submission,
+on the database or through the service) knocks after its commit: it lists the sessions of
+this database whose statement carries the tag and interrupts those statements, and each
+woken probe asks again at once and finds the work.
 
-What it costs: one statement per probe interval per idle process, as the plain probe did
-(the statement waits instead of the process sleeping), on the connection the probe keeps
-(one per worker process); one kept connection for the ringer; one statement more per
-process woken. Nothing on SQLite (one machine: the probe alone)."""
+What it costs: one statement per probe interval per idle process, as a probe that slept in
+the process did; the knocker one read of the process list and one ``KILL QUERY`` per idle
+process. A knock that lands as a probe ends only interrupts the next probe (which asks
+again); a knock the server refuses (another database user without the right to interrupt
+the workers' statements) leaves the fleet to its next probe. Nothing on SQLite (one
+machine: the probe alone)."""
 
 from __future__ import annotations
 
-from sqlalchemy import and_, case, exists, func, literal, not_, or_, select
+import logging
+
+from sqlalchemy import and_, case, column, exists, func, literal, literal_column, not_, or_, select, table
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DBAPIError, OperationalError
 
 from gate.states import RUN_OPEN, LiveRequestStatus, UpdateStatus, Verdict
 
 from .schema import live_request, prompt_run, prompt_run_item, prompt_update
 
-WORK, RUNG, QUIET, NO_RINGER = "work", "rung", "quiet", "no ringer"
+log = logging.getLogger("promptgate.wake")
+WORK, KNOCKED, QUIET = "work", "knocked", "quiet"
 NEAR_END_ITEMS = 64  # an update with fewer unanswered items than this in every open run ends soon
+INTERRUPTED = 1317  # MySQL/MariaDB: "Query execution was interrupted" (KILL QUERY)
+# the idle probe's tag, in two halves: the knock's own statement holds them apart, so it never
+# finds itself (or another knock) in the process list
+TAG_HEAD, TAG_TAIL = "promptgate idle", " probe"
+_processlist = table("PROCESSLIST", column("ID"), column("DB"), column("INFO"), schema="information_schema")
 
 
-def has_bell(conn: Connection) -> bool:
-    return conn.dialect.name in ("mysql", "mariadb")
-
-
-def _bell_name():
-    return func.concat("promptgate_bell_", func.md5(func.database()))  # 16 + 32 characters: under the 64 allowed
+def can_knock(bind) -> bool:
+    return bind.dialect.name in ("mysql", "mariadb")
 
 
 def _open_work():
@@ -43,38 +50,48 @@ def _open_work():
     return or_(open_update, waiting)
 
 
-def probe_or_listen(conn: Connection, wait_seconds: float) -> str:
-    """One statement: WORK when work is open; else NO_RINGER when nobody holds the bell
-    (the caller sleeps as before); else it waits up to ``wait_seconds`` for the bell: RUNG
-    (granted: the caller holds it and must ``release_and_probe`` at once) or QUIET."""
-    name = _bell_name()
-    found = conn.execute(
-        select(
-            case(
-                (_open_work(), literal(2)),
-                (func.is_used_lock(name).is_(None), literal(3)),
-                else_=func.get_lock(name, round(max(0.0, wait_seconds), 3)),
+def probe_or_wait(conn: Connection, wait_seconds: float) -> str:
+    """One statement: WORK when work is open; else it waits ``wait_seconds`` for a knock:
+    KNOCKED (interrupted: the caller asks again at once) or QUIET (the wait ran out)."""
+    probe = select(
+        case((_open_work(), literal(1)), else_=func.sleep(round(max(0.0, wait_seconds), 3)) * 0),
+        literal_column(f"'{TAG_HEAD}{TAG_TAIL}'"),
+    )
+    try:
+        found = conn.execute(probe).scalar()
+    except OperationalError as exc:
+        if _error_code(exc) == INTERRUPTED:
+            return KNOCKED
+        raise
+    return WORK if found == 1 else QUIET
+
+
+def knock(conn: Connection) -> int:
+    """After a commit that opened work: interrupt every idle probe of this database's fleet
+    (their sessions' statements that carry the probe's tag). Returns how many were knocked;
+    a knock the server refuses is skipped (that process sees the work at its next probe)."""
+    waiting: list[int] = list(
+        conn.execute(
+            select(_processlist.c.ID).where(
+                _processlist.c.DB == func.database(),
+                _processlist.c.ID != func.connection_id(),
+                _processlist.c.INFO.like(func.concat("%", TAG_HEAD, TAG_TAIL, "%")),
             )
-        )
-    ).scalar()
-    return {2: WORK, 3: NO_RINGER, 1: RUNG}.get(int(found), QUIET) if found is not None else QUIET
+        ).scalars()
+    )
+    knocked = 0
+    for session in waiting:
+        try:
+            conn.exec_driver_sql(f"KILL QUERY {int(session)}")
+            knocked += 1
+        except DBAPIError as exc:  # not ours to interrupt, or gone already
+            log.debug("knock on session %s refused: %s", session, exc.orig)
+    return knocked
 
 
-def release_and_probe(conn: Connection) -> bool:
-    """A rung probe lets the bell go (the next waiter's turn, then the ringer's) and asks
-    again: is work open?"""
-    found = conn.execute(select(func.release_lock(_bell_name()).label("released"), _open_work().label("open"))).first()
-    return found is not None and bool(found.open)
-
-
-def take_bell(conn: Connection, wait_seconds: float) -> bool:
-    """The ringer takes the bell (waiting up to ``wait_seconds``): True once it holds it."""
-    return conn.execute(select(func.get_lock(_bell_name(), wait_seconds))).scalar() == 1
-
-
-def let_go_of_bell(conn: Connection) -> bool:
-    """The ringer lets go: True when it held the bell (its waiters are woken in turn)."""
-    return conn.execute(select(func.release_lock(_bell_name()))).scalar() == 1
+def _error_code(exc: DBAPIError) -> int | None:
+    args = getattr(exc.orig, "args", ())
+    return args[0] if args and isinstance(args[0], int) else None
 
 
 def updates_near_end(conn: Connection, update_ids: list[int]) -> set[int]:

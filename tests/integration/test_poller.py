@@ -23,18 +23,18 @@ INTERVAL = 0.3
 def process(gate, monkeypatch):
     """Every role of one process, on threads, and the times of its probes."""
     probes = []
-    original, listening = any_open_update, poller.probe_or_listen
+    original, waiting = any_open_update, poller.probe_or_wait
 
     def counted(conn):
         probes.append(time.monotonic())
         return original(conn)
 
-    def counted_listen(conn, wait_for):  # MariaDB: the probe that also listens for the bell (no ringer here)
+    def counted_wait(conn, wait_for):  # MariaDB: the probe that waits for a knock in its statement
         probes.append(time.monotonic())
-        return listening(conn, wait_for)
+        return waiting(conn, wait_for)
 
     monkeypatch.setattr(poller, "any_open_update", counted)
-    monkeypatch.setattr(poller, "probe_or_listen", counted_listen)
+    monkeypatch.setattr(poller, "probe_or_wait", counted_wait)
     g = Gate(gate.engine, gate.settings.with_(idle_probe_interval=INTERVAL))
     stop = threading.Event()
     pollers = build_pollers(g.engine, g.settings, stop, ROLES, concurrency=2)

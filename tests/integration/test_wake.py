@@ -1,13 +1,15 @@
-"""Wakes instead of polls (issue 51.5), on MariaDB with a real `promptgate serve` and a real
-`promptgate worker` process whose idle probe comes only every 600 s (a probe
-listening for the bell waits at most 5 s):
+"""Wakes instead of polls (issue 51.5), on MariaDB with a real `promptgate serve` and real
+`promptgate worker` processes whose idle probe comes only every 600 s (a probe waiting for
+a knock in its statement asks again every 5 s at most):
 
-* a submission through the service rings the doorbell the service holds (GET_LOCK), and the
-  idle worker picks it up within a second, not at its next probe;
+* a submission, through the service or on the database as the CLI makes it, knocks on the
+  idle probes (KILL QUERY of the statements carrying the probe's tag), and the idle worker
+  picks it up within a second, not at its next probe; a knock wakes the probes of its own
+  database only and interrupts no other statement;
 * the service's status watcher, beating every 5 s, quickens near an update's end: a waiter
   wakes within a fraction of a second of the end, not at the next beat.
 
-(An idle worker's cost with the bell: bench/pickup_idle.py.)"""
+(An idle worker's cost and its pickup: bench/pickup_idle.py.)"""
 
 from __future__ import annotations
 
@@ -16,11 +18,15 @@ import json
 import os
 import threading
 import time
+from contextlib import contextmanager
 
 import pytest
 import yaml
+from sqlalchemy import create_engine, text
+from sqlalchemy.pool import NullPool
 from support.helpers import rules_spec, write_rule_rows
 from support.mariadb_server import create_database
+from support.migrated import migrated
 from support.service_harness import Service
 from support.workers_harness import WorkerFleet, worker_env
 
@@ -30,18 +36,17 @@ from gate.service.watcher import StatusWatcher
 from gate.states import UPDATE_TERMINAL
 from gate.store.runs import get_run
 from gate.store.updates import update_status
+from gate.store.wake import KNOCKED, QUIET, knock, probe_or_wait
 from gate.store.workers import live_workers
 
 PROBE_SECONDS = 600.0  # the worker's idle probe: far longer than any pickup asserted here
 
 
-@pytest.fixture(scope="module")
-def stack(mysql_server, tmp_path_factory):
-    """A service, one idle worker process (probe every 600 s, 4 calls in flight) and a model
-    answering in 0.4 s, on one database with dataset d1 (8 rows) gating p1."""
-    folder = tmp_path_factory.mktemp("wake")
-    url = create_database(mysql_server[0], f"pg_wake_{os.getpid()}")
-    service = Service(url, folder)
+@contextmanager
+def idle_fleet(server_url: str, name: str, folder):
+    """One idle worker process (probe every 600 s, 4 calls in flight) and a model answering
+    in 0.4 s, on a database of its own with dataset d1 (8 rows) gating p1: (url, gate)."""
+    url = migrated(create_database(server_url, f"{name}_{os.getpid()}"))
     gate = Gate.connect(url)
     gate.register_dataset("d1", str(write_rule_rows(folder / "d1.csv", 8)))
     gate.map_dataset("p1", "d1", "0.5")
@@ -53,12 +58,23 @@ def stack(mysql_server, tmp_path_factory):
             while not _live(gate):
                 assert time.monotonic() < deadline, "the worker did not register"
                 time.sleep(0.1)
-            time.sleep(1.0)  # its warm-up polls done: idle, listening
-            yield service, gate
+            time.sleep(1.0)  # its warm-up polls done: idle, its probe waiting
+            yield url, gate
         finally:
             fleet.stop_all()
-            service.stop()
             gate.close()
+
+
+@pytest.fixture(scope="module")
+def stack(mysql_server, tmp_path_factory):
+    """A service beside an idle fleet (``idle_fleet``)."""
+    folder = tmp_path_factory.mktemp("wake")
+    with idle_fleet(mysql_server[0], "pg_wake", folder) as (url, gate):
+        service = Service(url, folder)
+        try:
+            yield service, gate
+        finally:
+            service.stop()
 
 
 def _live(gate) -> bool:
@@ -95,7 +111,7 @@ def _ended_at(gate, update_id: int, limit: float = 30.0) -> float:
 
 
 def test_a_submission_through_the_service_wakes_the_idle_fleet(stack):
-    """Without the bell the worker's first probe falls anywhere in its first 600 s: the ring,
+    """Without a knock the worker's first probe falls anywhere in its first 600 s: the knock,
     not a probe, picks this up (a listening probe asks again every 5 s at most). Only the
     first submission tells: after a run, a process keeps polling for an interval."""
     service, gate = stack
@@ -106,6 +122,52 @@ def test_a_submission_through_the_service_wakes_the_idle_fleet(stack):
         assert pickup < 3.0, f"picked up {pickup:.2f} s after its submission (a probe every {PROBE_SECONDS:.0f} s)"
         waited = client.get(f"/v1/updates/{update_id}/wait", params={"timeout": 30})
     assert waited.status_code == 200 and waited.json()["status"] == "PASSED", waited.text
+
+
+def test_a_submission_on_the_database_wakes_the_idle_fleet(mysql_server, tmp_path):
+    """The CLI's path (``Gate.submit`` on the database, no service anywhere): its knock after
+    the commit, not the worker's next probe (600 s away), picks the submission up."""
+    with idle_fleet(mysql_server[0], "pg_wake_db", tmp_path) as (_, gate):
+        began = time.monotonic()
+        update_id = gate.submit(rules_spec("p1"), "check")
+        pickup = _claimed_after(gate, update_id, began, 5.0)
+        assert pickup < 3.0, f"picked up {pickup:.2f} s after its submission (a probe every {PROBE_SECONDS:.0f} s)"
+
+
+def test_a_knock_wakes_its_own_databases_probes_and_interrupts_nothing_else(mysql_server):
+    """Two databases' idle probes and an untagged statement on the first: a knock on the
+    first interrupts its probe only; the other database's probe and the untagged statement
+    run out their time."""
+    urls = [migrated(create_database(mysql_server[0], f"pg_knock_{i}_{os.getpid()}")) for i in (1, 2)]
+    engines = [create_engine(u, poolclass=NullPool) for u in urls]
+    heard: dict[str, object] = {}
+
+    def waiting(key: str, engine, statement) -> None:
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            began = time.monotonic()
+            heard[key] = (statement(conn), round(time.monotonic() - began, 1))
+
+    def untagged(conn):
+        return conn.execute(text("SELECT SLEEP(1.5)")).scalar()
+
+    threads = [
+        threading.Thread(target=waiting, args=("mine", engines[0], lambda c: probe_or_wait(c, 1.5))),
+        threading.Thread(target=waiting, args=("theirs", engines[1], lambda c: probe_or_wait(c, 1.5))),
+        threading.Thread(target=waiting, args=("untagged", engines[0], untagged)),
+    ]
+    try:
+        for t in threads:
+            t.start()
+        time.sleep(0.4)
+        with engines[0].connect() as conn:
+            assert knock(conn) == 1
+        for t in threads:
+            t.join(10)
+    finally:
+        for e in engines:
+            e.dispose()
+    assert heard["mine"][0] == KNOCKED and heard["mine"][1] < 1.0, heard
+    assert heard["theirs"] == (QUIET, 1.5) and heard["untagged"] == (0, 1.5), heard
 
 
 def test_a_waiter_wakes_at_the_end_of_its_update_not_at_the_next_beat(stack):
