@@ -46,7 +46,7 @@ def workspace_prompts(workspace: Path, patterns: str) -> list[str]:
 
 def read_workspace_prompts(workspace: Path, paths: list[str]) -> list[tuple[str, PromptSpec | GateError]]:
     from gate.prompt.spec import parse_spec_text
-    from gate.prompt.yaml_file import read_text_file
+    from gate.prompt.text_file import read_text_file
 
     found: list[tuple[str, PromptSpec | GateError]] = []
     for path in paths:

@@ -16,7 +16,7 @@ from gate import gateconfig
 from gate.contract.shape import GateAPI
 from gate.errors import GateError, GitHubError, SpecError, UsageError
 from gate.prompt.spec import PromptSpec, parse_spec_text
-from gate.prompt.yaml_file import read_text_file
+from gate.prompt.text_file import read_text_file
 from gate.report.markdown import GITHUB_COMMENT_LIMIT, STEP_SUMMARY_LIMIT, render_markdown
 from gate.report.text import render_text
 from gate.report.update import UpdateReport

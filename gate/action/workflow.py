@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TextIO
 
 from gate.errors import SpecError, UsageError
-from gate.prompt.yaml_file import read_text_file
+from gate.prompt.text_file import read_text_file
 from gate.untrusted import workflow_lines
 
 from .problems import command_data

@@ -72,7 +72,7 @@ def sync_cmd(ctx, gate_config, dry_run, commit, as_json):
     if is_remote(gate):  # file datasets' rows uploaded from here, the rest read by the service
         from gate.datasets.sources.upload import local_repo_path
         from gate.gateconfig.remote import sync_remote
-        from gate.prompt.yaml_file import read_text_file
+        from gate.prompt.text_file import read_text_file
 
         cfg = gateconfig.load_config(gate_config)
         result = sync_remote(

@@ -71,7 +71,7 @@ def files_or_default(paths: tuple[str, ...]) -> list[str]:
 def read_prompts(paths: list[str]) -> list[tuple[str, PromptSpec | GateError]]:
     """(path, PromptSpec or the GateError reading it) for each file."""
     from gate.prompt.spec import parse_spec_text
-    from gate.prompt.yaml_file import read_text_file
+    from gate.prompt.text_file import read_text_file
 
     found: list[tuple[str, PromptSpec | GateError]] = []
     for path in paths:

@@ -96,7 +96,7 @@ def _submitted(ctx, file: str, options: dict) -> int:
     YAML's templates, re2) is not imported before the submission commits; should the service
     refuse the prompt, the file is parsed here, for the error that names it."""
     if uses_service(ctx):
-        from gate.prompt.yaml_file import read_text_file
+        from gate.prompt.text_file import read_text_file
 
         text = PromptFileText(read_text_file(file, file))  # a missing, too large or non-UTF-8 file: its line
         try:

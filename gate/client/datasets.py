@@ -1,23 +1,19 @@
 """The dataset requests of ``RemoteGate`` (``RemoteDatasets``, a part of it): datasets, their versions
 and rows, uploads of a repository's files, and the prompt-dataset bars, each a request of the client's
-session."""
+session.
+Each method imports the dataclasses it decodes (``gate.records``): a `submit` through the
+service sends its request before they load (``remote``)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
-
-from gate.records import (
-    DataDiff,
-    Dataset,
-    DatasetMapping,
-    DatasetPreview,
-    DatasetVersion,
-    Imported,
-)
+from typing import TYPE_CHECKING, Any
 
 from .session import TIMEOUTS, decode, path_segment
+
+if TYPE_CHECKING:
+    from gate.records import DataDiff, Dataset, DatasetMapping, DatasetPreview, DatasetVersion, Imported
 
 
 class RemoteDatasets:
@@ -28,6 +24,8 @@ class RemoteDatasets:
         self._call = call
 
     def list_datasets(self) -> list[tuple[Dataset, list[DatasetMapping]]]:
+        from gate.records import Dataset, DatasetMapping
+
         return [
             (decode(Dataset, d["dataset"]), decode(list[DatasetMapping], d["mappings"]))
             for d in self._call("GET", "/v1/datasets")
@@ -55,6 +53,7 @@ class RemoteDatasets:
         read here and its rows uploaded (``upload_rows``), named by its path as given."""
         from gate.datasets.sources import scheme_of
         from gate.datasets.sources.upload import local_repo_path
+        from gate.records import Dataset
 
         if scheme_of(source_uri.strip()) == "file":
             path = source_uri.strip().removeprefix("file://")
@@ -74,6 +73,8 @@ class RemoteDatasets:
         """Import the dataset's source again; ``file``: a local file whose rows are
         uploaded instead (a dataset registered from an upload is refreshed only so), under
         the path the gate recorded for it."""
+        from gate.records import Dataset, Imported
+
         if file is not None:
             from gate.datasets.sources.upload import local_repo_path
 
@@ -105,6 +106,8 @@ class RemoteDatasets:
         """Send the rows of the local ``file`` (CSV or JSONL, streamed) to the service, which
         imports them as the dataset's version as a local import would (admin). ``repo_path``
         and ``commit`` say where they came from."""
+        from gate.records import Dataset, Imported
+
         params = {
             "path": repo_path,
             "id_column": id_column,
@@ -118,6 +121,8 @@ class RemoteDatasets:
     def diff_upload(self, name: str, file: str | Path, repo_path: str) -> DataDiff:
         """How the rows of the local ``file`` (a pull request's copy of the dataset's file at
         ``repo_path``) differ from the gate's version; nothing is stored (submit)."""
+        from gate.records import DataDiff
+
         return decode(DataDiff, self._put_rows(name, file, {"path": repo_path, "dry_run": "true"}))
 
     def _put_rows(self, name: str, file: str | Path, params: dict) -> Any:
@@ -135,10 +140,14 @@ class RemoteDatasets:
             )
 
     def dataset_versions(self, name: str) -> tuple[Dataset, list[DatasetVersion]]:
+        from gate.records import Dataset, DatasetVersion
+
         data = self._call("GET", f"/v1/datasets/{path_segment(name)}/versions")
         return decode(Dataset, data["dataset"]), decode(list[DatasetVersion], data["versions"])
 
     def dataset_version(self, name: str, version: int | str | None = None) -> DatasetVersion:
+        from gate.records import DatasetVersion
+
         if version is not None and str(version).strip() == "0":
             # the route's 0 means "current": ask as the local gate does
             return self.preview_dataset(name, 0, 0).version
@@ -146,19 +155,26 @@ class RemoteDatasets:
         return decode(DatasetVersion, self._call("GET", f"/v1/datasets/{path_segment(name)}/versions/{number}"))
 
     def preview_dataset(self, name: str, rows: int = 10, version: int | str | None = None) -> DatasetPreview:
+        from gate.records import DatasetPreview
+
         data = self._call(
             "GET", f"/v1/datasets/{path_segment(name)}/preview", params={"rows": max(0, rows), "version": version}
         )
         return decode(DatasetPreview, data)
 
     def diff_versions(self, name: str, old: int | str, new: int | str) -> DataDiff:
+        from gate.records import DataDiff
+
         return decode(
-            DataDiff, self._call("GET", f"/v1/datasets/{path_segment(name)}/diff", params={"old": old, "new": new})
+            DataDiff,
+            self._call("GET", f"/v1/datasets/{path_segment(name)}/diff", params={"old": old, "new": new}),
         )
 
     def map_dataset(
         self, prompt_name: str, dataset_name: str, min_accuracy: Any, *, bars: dict[str, Any] | None = None
     ) -> DatasetMapping:
+        from gate.records import DatasetMapping
+
         data = self._call(
             "PUT",
             f"/v1/prompts/{path_segment(prompt_name)}/datasets/{path_segment(dataset_name)}",

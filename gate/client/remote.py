@@ -21,14 +21,7 @@ from gate.contract.delegation import delegate
 from gate.contract.release import DEFAULT_RELEASE_MODE, SHA_POLL, deadline_after, expired, time_left, wait_for_release
 from gate.contract.shape import HISTORY_LIMIT
 from gate.errors import NotFound, UsageError
-from gate.records import (
-    CommitRecord,
-    LivePrompt,
-    Price,
-    Update,
-    WorkerRow,
-)
-from gate.report.update import SAMPLE_FAILURES, UpdateReport
+from gate.report import SAMPLE_FAILURES
 
 from .datasets import RemoteDatasets
 from .served import ServedRemote
@@ -36,6 +29,12 @@ from .session import TIMEOUTS, ServiceSession, Unreachable, decode, path_segment
 
 if TYPE_CHECKING:
     from gate.prompt.spec import PromptSpec  # (jinja2, yaml, re2: the caller has loaded it to read the file)
+    from gate.records import CommitRecord, LivePrompt, Price, Update, WorkerRow
+    from gate.report.update import UpdateReport
+
+# The answers' dataclasses (gate.records, gate.report) are imported by the methods that decode
+# them: `submit` through the service sends its request before loading them (~50 ms).
+
 
 LONG_POLL = 60.0  # seconds one long-poll request may hold (the server allows 120)
 POLL_SLICE = 2.0  # ... when the caller shows progress at each poll
@@ -192,6 +191,8 @@ class RemoteGate(ServiceSession):
         return int(self._call("POST", "/v1/updates", body={k: v for k, v in body.items() if v is not None})["id"])
 
     def status(self, update_id: int, failures: int = SAMPLE_FAILURES) -> UpdateReport:
+        from gate.report.update import UpdateReport
+
         data = self._call("GET", f"/v1/updates/{int(update_id)}", params={"failures": failures, "view": "wire"})
         return decode(UpdateReport, data)
 
@@ -201,6 +202,8 @@ class RemoteGate(ServiceSession):
         """The report once the update is terminal, or after ``seconds``. ``patient``: the
         service answered this wait before, so a service that goes away (a restart) is
         asked again for up to ``RECONNECT`` seconds before the wait gives up."""
+        from gate.report.update import UpdateReport
+
         give_up = time.monotonic() + (RECONNECT if patient else 0.0)
         while True:
             try:
@@ -247,8 +250,11 @@ class RemoteGate(ServiceSession):
 
     def updates_for_sha(self, sha: str, prompt_name: str | None = None, mode: str | None = None) -> list[Update]:
         """The commit's updates (``mode``: those a release wait of that mode answers for)."""
+        from gate.records import Update
+
         return decode(
-            list[Update], self._call("GET", "/v1/updates", params={"sha": sha, "prompt": prompt_name, "mode": mode})
+            list[Update],
+            self._call("GET", "/v1/updates", params={"sha": sha, "prompt": prompt_name, "mode": mode}),
         )
 
     def wait_for_sha(
@@ -279,12 +285,16 @@ class RemoteGate(ServiceSession):
         ref: str | None = None,
     ) -> CommitRecord:
         """Record what the push job did for commit ``sha`` (an admin token: the push job's)."""
+        from gate.records import CommitRecord
+
         body = {"outcome": outcome, "update_ids": list(update_ids), "detail": detail, "repo": repo, "ref": ref}
         path = f"/v1/commits/{path_segment(sha)}/record"
         return decode(CommitRecord, self._call("PUT", path, body={k: v for k, v in body.items() if v is not None}))
 
     def commit_record(self, sha: str) -> CommitRecord | None:
         """The push job's record of commit ``sha``, or None."""
+        from gate.records import CommitRecord
+
         try:
             return decode(CommitRecord, self._call("GET", f"/v1/commits/{path_segment(sha)}/record"))
         except NotFound:
@@ -301,6 +311,8 @@ class RemoteGate(ServiceSession):
     ) -> list[Update]:
         """Newest first, optionally of one prompt, in one status, of commits whose SHA
         starts with ``sha_prefix`` (hex digits), older than update ``before_id``."""
+        from gate.records import Update
+
         params = {
             "limit": limit,
             "prompt": prompt_name,
@@ -318,6 +330,8 @@ class RemoteGate(ServiceSession):
     # --- prompts ------------------------------------------------------------------------------
 
     def live(self, name: str) -> LivePrompt:
+        from gate.records import LivePrompt
+
         return decode(LivePrompt, self._call("GET", f"/v1/prompts/{path_segment(name)}/live"))
 
     def history(self, name: str, limit: int = HISTORY_LIMIT) -> list[dict]:
@@ -359,9 +373,13 @@ class RemoteGate(ServiceSession):
     unmap_dataset = delegate("_datasets", RemoteDatasets.unmap_dataset)
 
     def prices(self) -> dict[str, Price]:
+        from gate.records import Price
+
         return decode(dict[str, Price], self._call("GET", "/v1/prices"))
 
     def live_workers(self) -> list[WorkerRow]:
+        from gate.records import WorkerRow
+
         return decode(list[WorkerRow], self._call("GET", "/v1/workers"))
 
     # --- the gate config ----------------------------------------------------------------------

@@ -1,7 +1,9 @@
 """The service's routes for production (issue 39): ``ServedClient``, the runtime's connection
 (a live prompt read with a conditional request, what it serves reported, feedback sent;
 short timeouts, since it runs beside production's calls), and ``ServedRemote``, what the
-CLI reads of the fleet and the rollouts through ``RemoteGate``."""
+CLI reads of the fleet and the rollouts through ``RemoteGate``.
+Each method imports the dataclasses it decodes (``gate.records``): a `submit` through the
+service sends its request before they load (``remote``)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,6 @@ from typing import Any
 
 from gate.contract.codec import decode as wire_decode
 from gate.errors import first_line
-from gate.records import ServedProcess
 
 from .session import ServiceSession, Unreachable, path_segment
 from .transport import Timeouts, Transport, TransportError
@@ -60,6 +61,8 @@ class ServedRemote:
         self._call = call
 
     def served(self, name: str) -> dict:
+        from gate.records import ServedProcess
+
         data = self._call("GET", f"/v1/prompts/{path_segment(name)}/live")["served"]
         data["processes"] = wire_decode(list[ServedProcess], data["processes"])
         return data

@@ -27,10 +27,10 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Protocol
 
 from gate.errors import UsageError, WaitTimedOut
-from gate.records import CommitRecord, Update
 from gate.states import Mode
 
 if TYPE_CHECKING:
+    from gate.records import CommitRecord, Update
     from gate.report.update import UpdateReport
 
 RELEASE_MODES = ("auto", "apply", "check")

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from gate.report.update import SAMPLE_FAILURES
+from gate.report import SAMPLE_FAILURES
 
 from .release import DEFAULT_RELEASE_MODE, SHA_POLL
 

@@ -17,9 +17,10 @@ from gate.contract.release import of_mode
 from gate.errors import Forbidden, NotFound, UsageError
 from gate.records import FleetCounts, Update, WorkerRow
 from gate.records.metrics import RunFigures
+from gate.report import SAMPLE_FAILURES
 from gate.report.canary import rollout_summary
 from gate.report.unjudged import accepted
-from gate.report.update import SAMPLE_FAILURES, UpdateReport, run_report
+from gate.report.update import UpdateReport, run_report
 from gate.settings import Settings
 from gate.states import UPDATE_TERMINAL, UpdateStatus
 from gate.store.answers import reuse_stats

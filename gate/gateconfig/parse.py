@@ -17,7 +17,8 @@ from gate.datasets.field_counts import MAX_FIELD_CHARS
 from gate.datasets.sources import DEFAULT_ID_COLUMN, DEFAULT_LABEL_COLUMN, absolute_source, scheme_of
 from gate.errors import SpecError, UsageError, did_you_mean
 from gate.prompt.spec import check_name
-from gate.prompt.yaml_file import parse_yaml, read_text_file
+from gate.prompt.text_file import read_text_file
+from gate.prompt.yaml_file import parse_yaml
 from gate.records import Price
 from gate.rollout.rule import RolloutConfig
 from gate.verdict.bars import EXTRA_KEYS, ITEM_KEYS, Bars

@@ -38,9 +38,10 @@ from .conversation import parse_history
 from .judge import ANSWER_NAMES, parse_kind
 from .templating import ALLOWED_NAMES, TemplateProblem, check_template
 from .templating import MAX_NODES as MAX_TEMPLATE_NODES
+from .text_file import read_text_file
 from .tools import Tool, parse_parallel, parse_tool_choice, parse_tools, request_fields
 from .trials import DEFAULT_RULE, TrialRule
-from .yaml_file import parse_yaml, read_text_file
+from .yaml_file import parse_yaml
 
 TOP_FIELDS = (
     "name",

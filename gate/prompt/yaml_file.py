@@ -23,14 +23,14 @@ Every refusal is a ``SpecError`` naming the file and the line, never a traceback
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
 import yaml
 
 from gate.errors import SpecError
 
-MAX_FILE_BYTES = 256 * 1024
+from .text_file import MAX_FILE_BYTES
+
 MAX_DEPTH = 32
 MAX_NUMBER_CHARS = 100
 
@@ -116,24 +116,6 @@ UntrustedLoader.add_implicit_resolver(BOOL_TAG, re.compile(r"^(?:true|True|TRUE|
 
 UntrustedLoader.add_constructor("tag:yaml.org,2002:int", UntrustedLoader.construct_yaml_int)
 UntrustedLoader.add_constructor("tag:yaml.org,2002:float", UntrustedLoader.construct_yaml_float)
-
-
-def read_text_file(path: str | Path, file: str, limit: int = MAX_FILE_BYTES) -> str:
-    """A file's text (at most ``limit`` bytes are read), or a SpecError that names ``file``
-    and says why it cannot be used."""
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(limit + 1)
-    except FileNotFoundError:
-        raise SpecError(file, None, "no such file") from None
-    except OSError as exc:
-        raise SpecError(file, None, f"cannot read the file: {exc.strerror or exc}") from None
-    if len(data) > limit:
-        raise SpecError(file, None, f"the file is over the {limit // 1024} KiB limit")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise SpecError(file, None, f"not UTF-8 text (byte {exc.start})") from None
 
 
 def parse_yaml(text: str, file: str | None, limit: int = MAX_FILE_BYTES) -> Any:

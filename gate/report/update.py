@@ -31,8 +31,6 @@ from .figures import accepted_view, fields_view, protected_view, slices_view
 from .judge_view import compared_accuracy, judge_view, shown_pinned
 from .tool_calls import schema_view, tool_calls_view, with_calls
 
-SAMPLE_FAILURES = 5  # failing items a report shows by default
-
 
 @dataclass(frozen=True)
 class RunReport:

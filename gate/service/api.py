@@ -18,7 +18,7 @@ from gate.contract.codec import encode
 from gate.datasets.readability import version_readable
 from gate.errors import NotFound, UsageError
 from gate.prompt.spec import parse_spec, parse_spec_text
-from gate.prompt.yaml_file import MAX_FILE_BYTES
+from gate.prompt.text_file import MAX_FILE_BYTES
 from gate.report.figures import update_outcome
 from gate.states import UpdateStatus
 
