@@ -153,14 +153,13 @@ def _has_tables(url: str) -> bool:
     if url.startswith("sqlite"):
         target = Path(make_url(url).database or "")
         return target.exists() and target.stat().st_size > 0
-    from sqlalchemy import create_engine, inspect
-
-    engine = create_engine(url)
+    conn = _connect(url, database=make_url(url).database)  # PyMySQL's own TLS context: 34 ms of CPU a test
     try:
-        with engine.connect() as conn:
-            return bool(inspect(conn).get_table_names())
+        with conn.cursor() as cur:
+            cur.execute("SHOW TABLES")
+            return cur.fetchone() is not None
     finally:
-        engine.dispose()
+        conn.close()
 
 
 def migrated(url: str) -> str:
