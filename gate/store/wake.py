@@ -32,9 +32,13 @@ log = logging.getLogger("promptgate.wake")
 WORK, KNOCKED, QUIET = "work", "knocked", "quiet"
 NEAR_END_ITEMS = 64  # an update with fewer unanswered items than this in every open run ends soon
 INTERRUPTED = 1317  # MySQL/MariaDB: "Query execution was interrupted" (KILL QUERY)
-# the idle probe's tag, in two halves: the knock's own statement holds them apart, so it never
-# finds itself (or another knock) in the process list
+# The idle probe's tag, in two halves: the knock's own statement holds them apart, so it never
+# finds itself (or another knock) in the process list. A knock interrupts a statement only when
+# it begins as the probe does and ends with the tag: PyMySQL sends values inside the statement's
+# text, so a write of a model's answer or a dataset's row holding the tag's words carries them
+# too, and must not be interrupted (the probe itself carries no value from outside).
 TAG_HEAD, TAG_TAIL = "promptgate idle", " probe"
+PROBE_BEGINS = "SELECT CASE WHEN ("
 _processlist = table("PROCESSLIST", column("ID"), column("DB"), column("INFO"), schema="information_schema")
 
 
@@ -68,14 +72,14 @@ def probe_or_wait(conn: Connection, wait_seconds: float) -> str:
 
 def knock(conn: Connection) -> int:
     """After a commit that opened work: interrupt every idle probe of this database's fleet
-    (their sessions' statements that carry the probe's tag). Returns how many were knocked;
+    (their sessions' statements that begin as the probe does and end with its tag). Returns how many were knocked;
     a knock the server refuses is skipped (that process sees the work at its next probe)."""
     waiting: list[int] = list(
         conn.execute(
             select(_processlist.c.ID).where(
                 _processlist.c.DB == func.database(),
                 _processlist.c.ID != func.connection_id(),
-                _processlist.c.INFO.like(func.concat("%", TAG_HEAD, TAG_TAIL, "%")),
+                _processlist.c.INFO.like(func.concat(PROBE_BEGINS, "%'", TAG_HEAD, TAG_TAIL, "'")),
             )
         ).scalars()
     )

@@ -135,9 +135,10 @@ def test_a_submission_on_the_database_wakes_the_idle_fleet(mysql_server, tmp_pat
 
 
 def test_a_knock_wakes_its_own_databases_probes_and_interrupts_nothing_else(mysql_server):
-    """Two databases' idle probes and an untagged statement on the first: a knock on the
-    first interrupts its probe only; the other database's probe and the untagged statement
-    run out their time."""
+    """Two databases' idle probes and, on the first, a statement whose value holds the tag's
+    words (PyMySQL sends values in the statement's text: a model's answer, a dataset's row): a
+    knock on the first interrupts its probe only; the other database's probe and that
+    statement run out their time."""
     urls = [migrated(create_database(mysql_server[0], f"pg_knock_{i}_{os.getpid()}")) for i in (1, 2)]
     engines = [create_engine(u, poolclass=NullPool) for u in urls]
     heard: dict[str, object] = {}
@@ -147,8 +148,8 @@ def test_a_knock_wakes_its_own_databases_probes_and_interrupts_nothing_else(mysq
             began = time.monotonic()
             heard[key] = (statement(conn), round(time.monotonic() - began, 1))
 
-    def untagged(conn):
-        return conn.execute(text("SELECT SLEEP(1.5)")).scalar()
+    def untagged(conn):  # a statement holding the tag's words in a value (an answer, a row): no probe
+        return conn.execute(text("SELECT SLEEP(1.5), 'an answer: promptgate idle probe'")).scalar()
 
     threads = [
         threading.Thread(target=waiting, args=("mine", engines[0], lambda c: probe_or_wait(c, 1.5))),
