@@ -20,7 +20,8 @@ from gate.store.schema import prompt_run_item
 from gate.verdict.scoring import INVALID_DECISION
 from workers.supervisor import run_until_terminal
 
-LEASE = 1.0
+# seconds: renewed every half lease, so a renewal may be 1 s late under load (at 1.0: 8 calls for 4 items, load ~15)
+LEASE = 2.0
 
 
 def map_rules(gate, tmp_path, prompt, n, bar="0.5", wrong_every=0, dataset=None):
