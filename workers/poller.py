@@ -25,11 +25,13 @@ import threading
 import time
 from abc import ABC, abstractmethod
 
+from sqlalchemy.exc import DBAPIError
+
 from gate.db import KeptConnection, is_retryable
 from gate.errors import first_line
 from gate.settings import Settings
 from gate.store.updates import any_open_update
-from gate.store.wake import KNOCKED, WORK, can_knock, probe_or_wait
+from gate.store.wake import KNOCKED, WORK, can_knock, interrupt, probe_or_wait, session_of
 
 log = logging.getLogger("promptgate.worker")
 WAIT_MAX_SECONDS = 5.0  # the longest a probe waits for a knock: a process asked to stop drains within it
@@ -55,6 +57,7 @@ class Activity:
         self.watchers: list[threading.Event] = []
         self.probing = False  # a poller's probe is out (it may wait for a knock): the others wait for its word
         self.knocks = 0  # probes woken by a knock
+        self.session: int | None = None  # the server's id of the reader's session (knockable)
 
     def watch(self, wake: threading.Event) -> None:
         """Set ``wake`` whenever the probe finds work after finding none."""
@@ -103,7 +106,13 @@ class Activity:
         if not self.knockable:
             return self.reader.run(any_open_update), False
         began = time.monotonic()
-        heard = self.reader.run(lambda conn: probe_or_wait(conn, wait_for))
+        if self.session is None:
+            self.session = self.reader.run(session_of)
+        try:
+            heard = self.reader.run(lambda conn: probe_or_wait(conn, wait_for))
+        except BaseException:
+            self.session = None  # the reader's connection was dropped: a new one, a new id
+            raise
         if heard == WORK:
             return True, False
         if heard == KNOCKED:
@@ -112,6 +121,17 @@ class Activity:
         # timed out: probe again at once, unless the server cut the wait short: then sleep
         # out the interval, never spin
         return False, time.monotonic() - began >= wait_for / 2
+
+    def interrupt(self) -> None:
+        """The process is asked to stop: end the probe waiting in its statement now (it
+        would have waited out its interval, up to ``WAIT_MAX_SECONDS``). Best effort."""
+        if not (self.knockable and self.probing and self.session is not None):
+            return
+        try:
+            with self.engine.connect() as conn:
+                interrupt(conn, self.session)
+        except DBAPIError as exc:
+            log.debug("interrupting the probe: %s", first_line(exc))
 
     def close(self) -> None:
         self.reader.close()

@@ -157,6 +157,8 @@ class WorkerProcess:
         self.stop.set()
         for poller in self.pollers:
             poller.wake.set()
+        if self.pollers and self.pollers[0].activity is not None:
+            self.pollers[0].activity.interrupt()  # a probe waiting in its statement ends now
 
     def run_forever(self) -> None:
         """Run until SIGTERM/SIGINT, then drain. The handler only records the signal

@@ -70,10 +70,28 @@ def probe_or_wait(conn: Connection, wait_seconds: float) -> str:
     return WORK if found == 1 else QUIET
 
 
+def session_of(conn: Connection) -> int:
+    """The server's id of ``conn``'s session: what a process asked to stop interrupts
+    (``interrupt``), so that its own waiting probe ends now, not at its interval's end."""
+    return int(conn.execute(select(func.connection_id())).scalar_one())
+
+
+def interrupt(conn: Connection, session: int) -> bool:
+    """Interrupt the statement session ``session`` runs (a probe of this process's: the one
+    connection the probe keeps runs nothing else). False when the server refused."""
+    try:
+        conn.exec_driver_sql(f"KILL QUERY {int(session)}")
+        return True
+    except DBAPIError as exc:
+        log.debug("interrupting session %s refused: %s", session, exc.orig)
+        return False
+
+
 def knock(conn: Connection) -> int:
     """After a commit that opened work: interrupt every idle probe of this database's fleet
-    (their sessions' statements that begin as the probe does and end with its tag). Returns how many were knocked;
-    a knock the server refuses is skipped (that process sees the work at its next probe)."""
+    (their sessions' statements that begin as the probe does and end with its tag). Returns
+    how many were knocked; a knock the server refuses is skipped (that process sees the work
+    at its next probe)."""
     waiting: list[int] = list(
         conn.execute(
             select(_processlist.c.ID).where(
@@ -83,14 +101,7 @@ def knock(conn: Connection) -> int:
             )
         ).scalars()
     )
-    knocked = 0
-    for session in waiting:
-        try:
-            conn.exec_driver_sql(f"KILL QUERY {int(session)}")
-            knocked += 1
-        except DBAPIError as exc:  # not ours to interrupt, or gone already
-            log.debug("knock on session %s refused: %s", session, exc.orig)
-    return knocked
+    return sum(interrupt(conn, session) for session in waiting)
 
 
 def _error_code(exc: DBAPIError) -> int | None:

@@ -45,7 +45,7 @@ PROBE_SECONDS = 600.0  # the worker's idle probe: far longer than any pickup ass
 @contextmanager
 def idle_fleet(server_url: str, name: str, folder):
     """One idle worker process (probe every 600 s, 4 calls in flight) and a model answering
-    in 0.4 s, on a database of its own with dataset d1 (8 rows) gating p1: (url, gate)."""
+    in 0.4 s, on a database of its own with dataset d1 (8 rows) gating p1: (url, gate, fleet)."""
     url = migrated(create_database(server_url, f"{name}_{os.getpid()}"))
     gate = Gate.connect(url)
     gate.register_dataset("d1", str(write_rule_rows(folder / "d1.csv", 8)))
@@ -59,7 +59,7 @@ def idle_fleet(server_url: str, name: str, folder):
                 assert time.monotonic() < deadline, "the worker did not register"
                 time.sleep(0.1)
             time.sleep(1.0)  # its warm-up polls done: idle, its probe waiting
-            yield url, gate
+            yield url, gate, fleet
         finally:
             fleet.stop_all()
             gate.close()
@@ -69,7 +69,7 @@ def idle_fleet(server_url: str, name: str, folder):
 def stack(mysql_server, tmp_path_factory):
     """A service beside an idle fleet (``idle_fleet``)."""
     folder = tmp_path_factory.mktemp("wake")
-    with idle_fleet(mysql_server[0], "pg_wake", folder) as (url, gate):
+    with idle_fleet(mysql_server[0], "pg_wake", folder) as (url, gate, _):
         service = Service(url, folder)
         try:
             yield service, gate
@@ -127,11 +127,24 @@ def test_a_submission_through_the_service_wakes_the_idle_fleet(stack):
 def test_a_submission_on_the_database_wakes_the_idle_fleet(mysql_server, tmp_path):
     """The CLI's path (``Gate.submit`` on the database, no service anywhere): its knock after
     the commit, not the worker's next probe (600 s away), picks the submission up."""
-    with idle_fleet(mysql_server[0], "pg_wake_db", tmp_path) as (_, gate):
+    with idle_fleet(mysql_server[0], "pg_wake_db", tmp_path) as (_, gate, fleet):
         began = time.monotonic()
         update_id = gate.submit(rules_spec("p1"), "check")
         pickup = _claimed_after(gate, update_id, began, 5.0)
         assert pickup < 3.0, f"picked up {pickup:.2f} s after its submission (a probe every {PROBE_SECONDS:.0f} s)"
+        gate.wait(update_id, timeout=30)
+
+
+def test_an_idle_worker_asked_to_stop_ends_its_waiting_probe(mysql_server, tmp_path):
+    """An idle worker's probe waits in its statement (up to 5 s with a 600 s interval): on
+    SIGTERM the process interrupts its own probe and drains at once, not at the wait's end."""
+    with idle_fleet(mysql_server[0], "pg_wake_stop", tmp_path) as (_, gate, fleet):
+        (proc,) = fleet.procs
+        began = time.monotonic()
+        proc.terminate()
+        proc.wait(30)
+        took = time.monotonic() - began
+    assert proc.returncode == 0 and took < 2.0, f"exit {proc.returncode} {took:.2f} s after SIGTERM"
 
 
 def test_a_knock_wakes_its_own_databases_probes_and_interrupts_nothing_else(mysql_server):
