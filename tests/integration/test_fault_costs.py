@@ -57,6 +57,15 @@ def item_rows(gate, run_id: int):
         ).all()
 
 
+def wait_written(gate, run_id: int, n: int, within: float) -> None:
+    """Until ``n`` items of the run have their answer written (a verdict, not PENDING) or
+    ``within`` seconds have passed: the calls counted afterwards say whether they were (a
+    fixed second's sleep was both longer than needed and, under load, maybe too short)."""
+    deadline = time.monotonic() + within
+    while sum(r.verdict != Verdict.PENDING for r in item_rows(gate, run_id)) < n and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def claim(gate, run_id: int, limit: int = 10, lease: float = 0.2):
     with gate.engine.begin() as conn:
         _, items = claim_items(conn, run_id, limit, lease, 3)
@@ -114,7 +123,7 @@ def test_a_worker_killed_while_its_chunk_waits_for_its_slowest_call_loses_only_t
             while not (llm.stats()["requests"] == 32 and llm.stats()["in_flight"] == 1):
                 assert time.monotonic() < deadline, llm.stats()
                 time.sleep(0.02)
-            time.sleep(1.0)  # the 31 answered are written back
+            wait_written(gate, gate.status(uid).runs[0].run_id, 31, within=15)  # the 31 answered
             fleet.kill(first, signal.SIGKILL)
             fleet.start(1)
             report = gate.wait(uid, timeout=120)
