@@ -57,6 +57,15 @@ def item_rows(gate, run_id: int):
         ).all()
 
 
+def wait_written(gate, run_id: int, n: int, within: float) -> None:
+    """Until ``n`` items of the run have their answer written (a verdict, not PENDING) or
+    ``within`` seconds have passed: the calls counted afterwards say whether they were (a
+    fixed second's sleep was both longer than needed and, under load, maybe too short)."""
+    deadline = time.monotonic() + within
+    while sum(r.verdict != Verdict.PENDING for r in item_rows(gate, run_id)) < n and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def claim(gate, run_id: int, limit: int = 10, lease: float = 0.2):
     with gate.engine.begin() as conn:
         _, items = claim_items(conn, run_id, limit, lease, 3)
@@ -114,7 +123,7 @@ def test_a_worker_killed_while_its_chunk_waits_for_its_slowest_call_loses_only_t
             while not (llm.stats()["requests"] == 32 and llm.stats()["in_flight"] == 1):
                 assert time.monotonic() < deadline, llm.stats()
                 time.sleep(0.02)
-            time.sleep(1.0)  # the 31 answered are written back
+            wait_written(gate, gate.status(uid).runs[0].run_id, 31, within=15)  # the 31 answered
             fleet.kill(first, signal.SIGKILL)
             fleet.start(1)
             report = gate.wait(uid, timeout=120)
@@ -176,12 +185,15 @@ def test_a_write_back_outlives_a_database_outage_shorter_than_its_lease(tmp_path
     database is back, well within the lease, and writes them: 16 calls for 16 items, nothing
     said lost. (A write-back gave up after 12 runs, ~8 s: it logged "the lease was lost",
     and the items were called again once their lease ran out.) Its own server: the session's
-    is shared."""
-    from support.mariadb_server import create_database, running
+    is shared; like the session's, its data in memory when there is room and its log flushed
+    once a second (the outage is a clean stop: nothing unflushed to lose), which makes its
+    install and the migrations ~3 s quicker."""
+    from conftest import memory_folder
+    from support.mariadb_server import LocalMariaDB, create_database, running
 
     from gate.domain import Gate
 
-    with running() as server:
+    with running(LocalMariaDB(durable=False, base=memory_folder())) as server:
         url = create_database(server.url(), "outage")
         gate = Gate.connect(url, upgrade=True)
         gate.register_dataset("d", str(write_rows(tmp_path / "d.csv", 16)))

@@ -58,7 +58,10 @@ PRELOAD = (
 
 
 def _child(request: dict) -> None:
-    """In the forked child: become the requested command, then exit as the interpreter does."""
+    """In the forked child: become the requested command, then exit as the interpreter does
+    (in a session and process group of its own when asked: ``Popen(start_new_session=True)``)."""
+    if request.get("new_session"):
+        os.setsid()
     stdin = os.open(request.get("stdin") or os.devnull, os.O_RDONLY)
     stdout = os.open(request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     stderr = (
@@ -190,12 +193,20 @@ class ForkServer:
                     forked.exited.set()
 
     def spawn(
-        self, argv: list[str], env: dict, cwd: Path, stdout: str, stderr: str | None = None, stdin: str | None = None
+        self,
+        argv: list[str],
+        env: dict,
+        cwd: Path,
+        stdout: str,
+        stderr: str | None = None,
+        stdin: str | None = None,
+        new_session: bool = False,
     ) -> Forked:
         """``python -m gate.cli *argv`` forked; its output appended to the files named (stderr
-        to stdout's by default), its input read from ``stdin`` (default /dev/null)."""
+        to stdout's by default), its input read from ``stdin`` (default /dev/null);
+        ``new_session``: in a session and process group of its own (its pid the group's)."""
         io = {"stdout": stdout, "stderr": stderr or stdout, "stdin": stdin}
-        request = json.dumps({"argv": argv, "env": env, "cwd": str(cwd), **io}) + "\n"
+        request = json.dumps({"argv": argv, "env": env, "cwd": str(cwd), "new_session": new_session, **io}) + "\n"
         deadline = time.monotonic() + 30
         with self.spawning, self.lock:  # one request at a time: the answer read next is its pid
             self.proc.stdin.write(request.encode())
