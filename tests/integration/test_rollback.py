@@ -204,6 +204,7 @@ def test_rollback_races_apply_and_another_rollback(mysql_gate, tmp_path, model):
         worker.shutdown()
     assert wins["apply"] > 0 and wins["rollback"] > 0, wins  # both orders happened
     rounds = wins["apply"] + wins["rollback"]
+    print(f"{rounds} rounds, won first: {wins}")
     history = gate.history("p1", limit=1000)  # the history the API gives: the same versions, read once
     assert [h["version"] for h in history] == [v["version"] for v in versions] == list(range(rounds + 2, 0, -1))
 
