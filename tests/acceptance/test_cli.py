@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 import yaml
-from support.cli import ROOT, run_cli
+from support.cli import run_cli
 from support.helpers import RULES, write_rule_rows
 from support.workers_harness import WorkerFleet, worker_env
 
@@ -262,28 +261,15 @@ def test_concurrent_db_upgrade(mysql_url):
     } <= tables
 
 
-def test_wheel_installs_into_a_fresh_venv_with_migrations(tmp_path):
-    dist, venv = tmp_path / "dist", tmp_path / "venv"
-    subprocess.run(
-        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(dist), str(ROOT)],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
-    (wheel,) = dist.glob("prompt_gate-*.whl")
+def test_wheel_installs_into_a_fresh_venv_with_migrations(installed_wheel, tmp_path):
+    """The wheel, installed by pip with its declared dependencies into a fresh venv
+    (``installed_wheel``: built and installed once per test run), runs `db upgrade` with
+    the migrations it ships and finds its packaged examples, from another folder."""
+    venv = installed_wheel
     work = tmp_path / "elsewhere"
     work.mkdir()
     # Nothing of the checkout may leak in: no PYTHONPATH, another working directory.
     env = {"PATH": f"{venv / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path)}
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120, cwd=work, env=env)
-    subprocess.run(
-        [venv / "bin" / "pip", "install", "-q", str(wheel)],
-        check=True,
-        capture_output=True,
-        timeout=600,
-        cwd=work,
-        env={**env, "HOME": str(Path.home())},
-    )
 
     def run(*a):
         return subprocess.run(

@@ -70,7 +70,7 @@ def test_the_fleet_is_listed_a_stale_process_counted_and_wait_served_returns_onc
     try:
         wait_applied(gate, gate.submit(prompt_spec("v1"), "apply", {"sha": SHA[1]}))
         keyed, keyless = fleets({"ALT_KEY": "k"}), fleets({})
-        common = {"prompt": "p1", "items": TRAFFIC, "keys": 50, "rate": 20, "feedback": False}
+        common = {"prompt": "p1", "items": TRAFFIC, "keys": 50, "rate": 5, "feedback": False}
         via_service = {"gate_url": service.url, "token": service.tokens["runtime"]}  # counted: it may run p1
         keyed.start(**via_service, ttl=1.0, **common)
         keyed.start(db_url=gate.settings.database_url, ttl=4.0, **common)  # refreshes every 4 s
