@@ -17,7 +17,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from support.mariadb_server import HOW, LocalMariaDB, create_database, running
+from support.mariadb_server import HOW, LocalMariaDB, create_database, memory_folder, running
 from support.migrated import migrated
 
 _counter = itertools.count()
@@ -37,16 +37,6 @@ def pytest_collection_finish(session):
     full run (gc.callbacks: 11-23 s of CPU each process before, 11-12 s after)."""
     gc.collect()
     gc.freeze()
-
-
-def memory_folder(needed_bytes: int = 4 << 30) -> str | None:
-    """/dev/shm when it is there with room (the test server's data: its DDL, each test's
-    database made and migrated, is ~3x quicker in memory), else the temp folder."""
-    try:
-        stat = os.statvfs("/dev/shm")
-    except OSError:
-        return None
-    return "/dev/shm" if os.access("/dev/shm", os.W_OK) and stat.f_bavail * stat.f_frsize >= needed_bytes else None
 
 
 @pytest.fixture(scope="session")

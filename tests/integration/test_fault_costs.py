@@ -188,8 +188,7 @@ def test_a_write_back_outlives_a_database_outage_shorter_than_its_lease(tmp_path
     is shared; like the session's, its data in memory when there is room and its log flushed
     once a second (the outage is a clean stop: nothing unflushed to lose), which makes its
     install and the migrations ~3 s quicker."""
-    from conftest import memory_folder
-    from support.mariadb_server import LocalMariaDB, create_database, running
+    from support.mariadb_server import LocalMariaDB, create_database, memory_folder, running
 
     from gate.domain import Gate
 

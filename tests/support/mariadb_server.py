@@ -39,6 +39,16 @@ def find_binary(*names: str) -> str | None:
     return None
 
 
+def memory_folder(needed_bytes: int = 4 << 30) -> str | None:
+    """/dev/shm when it is there with room (the test server's data: its DDL, each test's
+    database made and migrated, is ~3x quicker in memory), else the temp folder."""
+    try:
+        stat = os.statvfs("/dev/shm")
+    except OSError:
+        return None
+    return "/dev/shm" if os.access("/dev/shm", os.W_OK) and stat.f_bavail * stat.f_frsize >= needed_bytes else None
+
+
 class LocalMariaDB:
     """mariadbd in a temp datadir on a free loopback port; root over TCP without password."""
 
