@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import socket
 import threading
@@ -13,6 +14,7 @@ import time
 import httpx2
 import pytest
 from support.helpers import rules_spec, write_rule_rows
+from support.mariadb_server import create_database
 from support.migrated import migrated
 from support.service_harness import Service
 
@@ -45,9 +47,13 @@ def on_each_dialect(db_url, tmp_path):
     svc.stop()
 
 
-@pytest.fixture
-def served(mysql_url, tmp_path):
-    svc = serve_with_update(mysql_url, tmp_path)
+@pytest.fixture(scope="module")
+def served(mysql_server, tmp_path_factory):
+    """One service for the module's tests that leave nothing behind that another reads (a
+    refused request, a login, slots given back, a token of its own name): a database, its
+    migrated copy and a `promptgate serve` took ~1 s of wall each time."""
+    url = create_database(mysql_server[0], f"pg_test_edge_{os.getpid()}_{time.monotonic_ns()}")
+    svc = serve_with_update(url, tmp_path_factory.mktemp("edge"))
     yield svc
     svc.stop()
 
@@ -147,6 +153,18 @@ def test_a_body_that_stalls_is_ended_with_408(mysql_url, tmp_path):
         svc.stop()
 
 
+async def waiters_reach(client, n: int, token: str, timeout: float = 30) -> None:
+    """The service's own count of open long-polls (/metrics) reaches ``n``: each holds its slot."""
+    deadline = time.monotonic() + timeout
+    while True:
+        metrics = (await client.get("/metrics", headers={"Authorization": f"Bearer {token}"})).text
+        found = re.search(r"^promptgate_longpoll_waiters ([0-9.e+]+)$", metrics, re.M)
+        if found and float(found.group(1)) >= n:
+            return
+        assert time.monotonic() < deadline, f"open long-polls: {found and found.group(1)}, not {n}"
+        await asyncio.sleep(0.1)
+
+
 def test_long_polls_per_token_are_capped_with_429(served):
     async def run():
         headers = {"Authorization": f"Bearer {served.tokens['submit']}"}
@@ -154,7 +172,7 @@ def test_long_polls_per_token_are_capped_with_429(served):
         async with httpx2.AsyncClient(base_url=served.url, headers=headers, timeout=30, limits=limits) as client:
             path = f"/v1/updates/{served.update_id}/wait"
             held = [asyncio.create_task(client.get(path, params={"timeout": 10})) for _ in range(100)]
-            await asyncio.sleep(3.0)  # all 100 are waiting
+            await waiters_reach(client, 100, served.tokens["admin"])  # all 100 are waiting (not a fixed 3 s)
             over = await client.get(path, params={"timeout": 1})
             other = await client.get(
                 path, params={"timeout": 0}, headers={"Authorization": f"Bearer {served.tokens['admin']}"}

@@ -120,7 +120,10 @@ def test_a_submit_token_sends_feedback_for_the_rollout_its_apply_started(mysql_g
 
 def test_feedback_at_2000_a_second_from_8_processes_is_all_recorded_in_batches(mysql_gate, service, canary, tmp_path):
     fleet = RuntimeFleet(tmp_path, {"OPENAI_API_KEY": "unused"})
-    per_process, rate = 2500, 250  # 8 × 250 = 2,000 events a second, for 10 s
+    # 8 × 250 = 2,000 events a second, for 5 s: the rate is what is checked (each request a batch of
+    # a 0.2 s flush's events: 25 rounds a process), not the length, and each second of it costs
+    # ~1.2 s of CPU (the service's inserts, 8 processes minting ids)
+    per_process, rate = 1250, 250
     with service.client("read") as reader:
         before = feedback_requests(reader.get("/metrics").text)
     started = time.monotonic()
@@ -138,7 +141,7 @@ def test_feedback_at_2000_a_second_from_8_processes_is_all_recorded_in_batches(m
     assert all(
         s["done"] and s["feedback"] == {"sent": per_process, "dropped": 0, "refused": 0, "flushed": True} for s in stats
     ), stats
-    assert max(s["offered_seconds"] for s in stats) < 15  # each kept up with its 250 a second
+    assert max(s["offered_seconds"] for s in stats) < 1.6 * per_process / rate  # each kept up with its 250 a second
     count, tally = stored(mysql_gate, canary)
     assert count == 8 * per_process == sum(n for n, _ in tally.values())
     assert sum(k for _, k in tally.values()) == 8 * per_process * 9 // 10

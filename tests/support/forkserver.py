@@ -80,15 +80,15 @@ def _child(request: dict) -> None:
     sys.argv = ["-m", *request["argv"]]
     import runpy
 
-    runpy.run_module("gate.cli", run_name="__main__", alter_sys=True)
+    runpy.run_module(request.get("module", "gate.cli"), run_name="__main__", alter_sys=True)
     sys.exit(0)
 
 
-def serve() -> None:
+def serve(preload: tuple[str, ...] = PRELOAD) -> None:
     """The fork server's loop: requests from stdin, forks, reaped children to stdout."""
     import importlib
 
-    for name in PRELOAD:
+    for name in preload:
         try:
             importlib.import_module(name)
         except ImportError:  # the command imports it when it needs it, as it would anyway
@@ -151,10 +151,10 @@ class Forked:
 class ForkServer:
     """The server process and the thread that reads its answers."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, preload: tuple[str, ...] = ()):
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(root / "tests")])}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "support.forkserver"],
+            [sys.executable, "-m", "support.forkserver", *preload],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=env,
@@ -201,15 +201,17 @@ class ForkServer:
         stderr: str | None = None,
         stdin: str | None = None,
         new_session: bool = False,
+        module: str = "gate.cli",
     ) -> Forked:
-        """``python -m gate.cli *argv`` forked; its output appended to the files named (stderr
+        """``python -m MODULE *argv`` forked (``gate.cli`` by default); its output appended to the files named (stderr
         to stdout's by default), its input read from ``stdin`` (default /dev/null);
         ``new_session``: in a session and process group of its own (its pid the group's)."""
         io = {"stdout": stdout, "stderr": stderr or stdout, "stdin": stdin}
-        request = json.dumps({"argv": argv, "env": env, "cwd": str(cwd), "new_session": new_session, **io}) + "\n"
+        request = {"argv": argv, "env": env, "cwd": str(cwd), "new_session": new_session, "module": module, **io}
+        line = json.dumps(request) + "\n"
         deadline = time.monotonic() + 30
         with self.spawning, self.lock:  # one request at a time: the answer read next is its pid
-            self.proc.stdin.write(request.encode())
+            self.proc.stdin.write(line.encode())
             self.proc.stdin.flush()
             while not self.pending:
                 if self.proc.poll() is not None or not self.answered.wait(max(0.0, deadline - time.monotonic())):
@@ -226,17 +228,19 @@ class ForkServer:
                 self.proc.wait()
 
 
-_server: list[ForkServer] = []
+_servers: dict[tuple[str, ...], ForkServer] = {}
 
 
-def fork_server(root: Path) -> ForkServer:
-    """The test process's one fork server, started on first use (pytest ends it at exit:
-    its stdin closes, and the server is waited for)."""
-    if not _server or _server[0].proc.poll() is not None:
-        _server[:] = [ForkServer(root)]
-        atexit.register(_server[0].close)  # waited for: its CPU and its children's counted as the run's
-    return _server[0]
+def fork_server(root: Path, preload: tuple[str, ...] = ()) -> ForkServer:
+    """The test process's fork server for ``preload`` (the modules it imports before it forks;
+    none named: the CLI's, ``PRELOAD``), started on first use (pytest ends it at exit: its
+    stdin closes, and the server is waited for)."""
+    server = _servers.get(preload)
+    if server is None or server.proc.poll() is not None:
+        server = _servers[preload] = ForkServer(root, preload)
+        atexit.register(server.close)  # waited for: its CPU and its children's counted as the run's
+    return server
 
 
 if __name__ == "__main__":
-    serve()
+    serve(tuple(sys.argv[1:]) or PRELOAD)
