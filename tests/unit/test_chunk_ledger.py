@@ -42,6 +42,19 @@ def write_all(ledger: ChunkLedger, c: Chunk) -> list[list[int]]:
     return batches
 
 
+def begins_only_after_a_write_back(ledger: ChunkLedger, c: Chunk, item, early: str, late: str) -> None:
+    """A call of ``item`` waits (``early`` if it began) until the chunk's answered results are
+    written back, then begins (``late`` if it did not)."""
+    began = threading.Event()
+    thread = threading.Thread(target=lambda: ledger.begin(c, item) and began.set(), daemon=True)
+    thread.start()
+    assert not began.wait(0.2), early
+    batch, _ = ledger.take(c)
+    ledger.written(c, batch)
+    assert began.wait(5), late
+    thread.join()
+
+
 def test_an_item_is_in_flight_until_answered_and_held_until_it_is_written_back():
     ledger = ChunkLedger(concurrency=4, chunk_size=3)
     c = chunk("a", [0, 1, 2])
@@ -87,14 +100,9 @@ def test_a_call_slot_is_free_only_once_its_answer_is_written_back():
     assert ledger.begin(c, c.items[0]) and ledger.begin(c, c.items[1])
     ledger.answered(c, result(0))
     ledger.answered(c, result(1))
-    began = threading.Event()
-    thread = threading.Thread(target=lambda: ledger.begin(c, c.items[2]) and began.set())
-    thread.start()
-    assert not began.wait(0.2), "a third call began with two answers unwritten"
-    batch, _ = ledger.take(c)
-    ledger.written(c, batch)
-    assert began.wait(5), "the write-back did not free the slots"
-    thread.join()
+    begins_only_after_a_write_back(
+        ledger, c, c.items[2], "a third call began with two answers unwritten", "the write-back did not free the slots"
+    )
     assert ledger.unrecorded == 1
 
 
@@ -496,14 +504,13 @@ def test_a_call_waits_for_the_window_when_answers_fill_it():
     threading.Thread(target=lambda: ledger.begin(c, c.items[2]) and third.set(), daemon=True).start()
     assert third.wait(5), "no call began with two answers waiting for their write-back (window 1)"
     ledger.answered(c, result(2))
-    began = threading.Event()
-    thread = threading.Thread(target=lambda: ledger.begin(c, c.items[3]) and began.set(), daemon=True)
-    thread.start()
-    assert not began.wait(0.2), "a fourth call began with three answers unwritten (bound 2 + 1)"
-    batch, _ = ledger.take(c)
-    ledger.written(c, batch)
-    assert began.wait(5), "the write-back did not free the window"
-    thread.join()
+    begins_only_after_a_write_back(
+        ledger,
+        c,
+        c.items[3],
+        "a fourth call began with three answers unwritten (bound 2 + 1)",
+        "the write-back did not free the window",
+    )
 
 
 def test_a_write_back_that_never_reached_the_database_keeps_its_places_until_settled():
