@@ -193,17 +193,16 @@ def is_retryable(exc: BaseException) -> bool:
 
 def _is_conflict(exc: BaseException) -> bool:
     return isinstance(exc, OperationalError) and (
-        _error_code(exc.orig) in CONFLICT_CODES or "database is locked" in str(exc.orig)
+        error_code(exc.orig) in CONFLICT_CODES or "database is locked" in str(exc.orig)
     )
 
 
 def _is_lost_connection(exc: BaseException) -> bool:
-    return isinstance(exc, DBAPIError) and (
-        exc.connection_invalidated or _error_code(exc.orig) in LOST_CONNECTION_CODES
-    )
+    return isinstance(exc, DBAPIError) and (exc.connection_invalidated or error_code(exc.orig) in LOST_CONNECTION_CODES)
 
 
-def _error_code(orig: BaseException | None) -> int | None:
+def error_code(orig: BaseException | None) -> int | None:
+    """The MySQL/MariaDB error number of a driver error (None: not one)."""
     args = getattr(orig, "args", ())
     if args and isinstance(args[0], Exception):  # PyMySQL may wrap the server's error
         args = args[0].args

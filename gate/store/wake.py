@@ -24,6 +24,7 @@ from sqlalchemy import and_, case, column, exists, func, literal, literal_column
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError, OperationalError
 
+from gate.db import error_code
 from gate.states import RUN_OPEN, LiveRequestStatus, UpdateStatus, Verdict
 
 from .schema import live_request, prompt_run, prompt_run_item, prompt_update
@@ -64,7 +65,7 @@ def probe_or_wait(conn: Connection, wait_seconds: float) -> str:
     try:
         found = conn.execute(probe).scalar()
     except OperationalError as exc:
-        if _error_code(exc) == INTERRUPTED:
+        if error_code(exc.orig) == INTERRUPTED:
             return KNOCKED
         raise
     return WORK if found == 1 else QUIET
@@ -102,11 +103,6 @@ def knock(conn: Connection) -> int:
         ).scalars()
     )
     return sum(interrupt(conn, session) for session in waiting)
-
-
-def _error_code(exc: DBAPIError) -> int | None:
-    args = getattr(exc.orig, "args", ())
-    return args[0] if args and isinstance(args[0], int) else None
 
 
 def updates_near_end(conn: Connection, update_ids: list[int]) -> set[int]:
