@@ -19,6 +19,7 @@ from gate.errors import NotFound
 from gate.mockllm import MockLLMServer
 from gate.prompt.spec import parse_spec
 from gate.records import ItemResult
+from gate.settings import Settings
 from gate.states import UpdateStatus, Verdict
 from gate.store.items import claim_items, write_item_results
 from gate.store.schema import prompt_run_item
@@ -140,8 +141,11 @@ def test_kill_9_chaos(mysql_gate, fleet, tmp_path):
     assert gate.live("chaos").version == 1
     assert [v["update_id"] for v in versions(gate, "chaos")] == [uid]
     duplicates = calls - 2000
-    print(f"kills={kills} model calls={calls} duplicates={duplicates}")
-    assert 0 <= duplicates <= kills * concurrency
+    # README's bound: a killed process loses at most concurrency + its write-back window calls
+    # (issue 51: answers may wait in the window for their write-back; default window = concurrency)
+    bound = concurrency + Settings(concurrency=concurrency).window
+    print(f"kills={kills} model calls={calls} duplicates={duplicates} bound per kill={bound}")
+    assert 0 <= duplicates <= kills * bound
 
 
 def test_stalled_lease_cannot_write_late_results(gate, tmp_path):
