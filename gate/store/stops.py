@@ -41,7 +41,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import BindParameter, ColumnElement
-from sqlalchemy.sql.selectable import FromClause
+from sqlalchemy.sql.selectable import FromClause, Select
 
 from gate.states import RUN_OPEN, UPDATE_OPEN, RunStatus, Verdict
 
@@ -253,21 +253,23 @@ CLAIMER, BOUND = bindparam("tally_claimer", type_=String), bindparam("tally_boun
 AMOUNT = {name: bindparam(f"tally_{name.lower()}", type_=BigInteger) for name in COUNTS}
 
 
+def _amount_row(name: str, blank: ColumnElement[str]) -> Select[Any]:
+    """The tally row adding one amount: its claimer and bound named for the claim rows,
+    blank for the others."""
+    claimer, bound = (CLAIMER, BOUND) if name in CLAIM_ROWS else (blank, blank)
+    return select(RUN, STRIPE, literal(name, String), claimer, bound).add_columns(blank, AMOUNT[name])
+
+
 @functools.cache
 def _tally_statement(dialect: str, counted: bool, amounts: tuple[str, ...], live: bool, by_label: bool):
     """``add_tally``'s statement for one shape, built once with its values as parameters:
     on every write-back, building it anew (an alias, a join, a union, an upsert) was a
     tenth of a P4 worker's GIL time (bench/README.md, the database path)."""
-    parts = []
+    parts: list[Select[Any]] = []
     if counted:
         parts.append(_outcome_rows(live, True, by_label))
     blank = literal("", String)
-    parts += [
-        select(
-            RUN, STRIPE, literal(name, String), *((CLAIMER, BOUND) if name in CLAIM_ROWS else (blank, blank))
-        ).add_columns(blank, AMOUNT[name])
-        for name in amounts
-    ]
+    parts += [_amount_row(name, blank) for name in amounts]
     rows = parts[0] if len(parts) == 1 else union_all(*parts)
     return _upsert(dialect, rows)
 
