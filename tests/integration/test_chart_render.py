@@ -265,10 +265,11 @@ c.querySelectorAll('code.language-mermaid').forEach(code => {{
 mermaid.initialize({{startOnLoad: false}});
 mermaid.run({{querySelector: '.mermaid'}}).then(() => document.body.dataset.drawn = 'yes');
 </script></body></html>""")
-    dom = chromium_run(chromium, tmp_path / "profile", page.as_uri(), "--dump-dom")
+    shot = tmp_path / "pr_comment.png"  # the page's DOM and its screenshot from one Chromium start
+    dom = chromium_run(
+        chromium, tmp_path / "profile", page.as_uri(), "--dump-dom", f"--screenshot={shot}", "--window-size=800,2600"
+    )
     assert 'data-drawn="yes"' in dom and dom.count('aria-roledescription="xychart"') == 2, "the charts were not drawn"
-    shot = tmp_path / "pr_comment.png"
-    chromium_run(chromium, tmp_path / "profile", page.as_uri(), f"--screenshot={shot}", "--window-size=800,2600")
     assert shot.stat().st_size > 10_000, "the screenshot is (nearly) empty"
     ARTIFACTS.mkdir(exist_ok=True)
     shutil.copy(shot, ARTIFACTS / shot.name)
