@@ -35,6 +35,7 @@ from support.action_harness import (
     unescaped_pipes,
     use_candidate,
 )
+from support.cli import run_cli
 from support.fake_github import file_entry
 from support.migrated import migrated
 
@@ -461,17 +462,10 @@ def test_end_to_end_with_the_gate_service_and_no_database_url(mysql_url, llm, gi
 
 
 def cli_action(*args, env=None, cwd=None):
-    """`promptgate ...` as the Action's step runs it (python -m gate)."""
-    full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
-    full_env.pop("PROMPTGATE_DATABASE_URL", None) if "PROMPTGATE_DATABASE_URL" not in (env or {}) else None
-    return subprocess.run(
-        [sys.executable, "-m", "gate", *map(str, args)],
-        capture_output=True,
-        text=True,
-        env=full_env,
-        cwd=cwd or ROOT,
-        timeout=60,
-    )
+    """`promptgate ...` as the Action's step runs it (python -m gate), forked from the preloaded
+    server (support.cli), without the test process's database URL unless ``env`` gives one."""
+    unset = () if "PROMPTGATE_DATABASE_URL" in (env or {}) else ("PROMPTGATE_DATABASE_URL",)
+    return run_cli(*args, env=env, cwd=cwd, timeout=60, module="gate", unset=unset)
 
 
 def test_cli_sync_report_and_action_errors(tmp_path, sqlite_url):

@@ -5,18 +5,14 @@ and a created column, as docs/service.md shows it."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
-from support.cli import ROOT
+from support.cli import run_cli
 
 
 def promptgate(cwd, *args):
-    env = {k: v for k, v in os.environ.items() if k not in ("PROMPTGATE_DATABASE_URL", "PROMPTGATE_URL")}
-    env["PYTHONPATH"] = str(ROOT)
-    return subprocess.run(
-        [sys.executable, "-m", "gate.cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
-    )
+    """The CLI in ``cwd``, forked from the preloaded server (support.cli), with neither a
+    database URL nor a gate URL from the test process."""
+    return run_cli(*args, cwd=cwd, unset=("PROMPTGATE_DATABASE_URL", "PROMPTGATE_URL"))
 
 
 def test_the_default_database_file_is_named_when_it_is_created(tmp_path):

@@ -66,39 +66,55 @@ def chromium_run(chromium: str, profile: Path, url: str, *args: str) -> str:
 
 MEASURE = """
 const box = el => { const r = el.getBoundingClientRect(); return {x: r.left, y: r.top, w: r.width, h: r.height}; };
-mermaid.initialize({startOnLoad: false});
-mermaid.render('chart', SOURCE).then(({svg}) => {
-  const out = document.getElementById('out');
+const measure = async (source, i) => {
+  const {svg} = await mermaid.render('chart-' + i, source);
+  const out = document.getElementById('out-' + i);
   out.innerHTML = svg;
   const root = out.querySelector('svg');
   const texts = sel => [...root.querySelectorAll(sel)].map(t => ({text: t.textContent, ...box(t)}));
-  document.getElementById('result').textContent = JSON.stringify({
+  return {
     svg: box(root), series: root.querySelectorAll('g.plot > g').length,
     bars: [...root.querySelectorAll('g.plot rect')].map(box),
     fills: [...new Set([...root.querySelectorAll('g.plot rect')].map(r => r.getAttribute('fill')))],
     lines: [...root.querySelectorAll('g.plot path')].map(
       p => ({d: p.getAttribute('d'), stroke: p.getAttribute('stroke')})),
     labels: texts('g.left-axis g.label text'), values: texts('g.plot text'),
-    title: root.querySelector('g.chart-title text')?.textContent || ''});
-}).catch(e => { document.getElementById('result').textContent = JSON.stringify({error: String(e)}); });
+    title: root.querySelector('g.chart-title text')?.textContent || ''};
+};
+mermaid.initialize({startOnLoad: false});
+(async () => {
+  const drawn = [];
+  for (const [i, source] of SOURCES.entries()) {
+    try { drawn.push(await measure(source, i)); } catch (e) { drawn.push({error: String(e)}); }
+  }
+  document.getElementById('result').textContent = JSON.stringify(drawn);
+})();
 """
 
 
-def render_chart(chromium: str, tmp_path: Path, source: str, name: str) -> dict:
-    page = tmp_path / f"{name}.html"
+def render_charts(chromium: str, folder: Path, sources: list[str]) -> dict[str, dict]:
+    """Each source drawn by Mermaid in a box of its own (a comment's width), all in one page
+    of one Chromium (one start, ~2 s of CPU, instead of one a chart): source → what was drawn
+    (``error``: why Mermaid refused it)."""
+    page = folder / "charts.html"
+    boxes = "".join(f'<div id="out-{i}" style="width:{COMMENT_WIDTH}px"></div>' for i in range(len(sources)))
     page.write_text(f"""<!doctype html><html><head><meta charset="utf-8">
 <script src="{MERMAID_JS.as_uri()}"></script></head>
-<body style="margin:0;font-family:sans-serif"><div id="out" style="width:{COMMENT_WIDTH}px"></div><pre
+<body style="margin:0;font-family:sans-serif">{boxes}<pre
 id="result"></pre>
-<script>const SOURCE = {json.dumps(source)};{MEASURE}</script></body></html>""")
-    dom = chromium_run(chromium, tmp_path / "profile", page.as_uri(), "--dump-dom")
+<script>const SOURCES = {json.dumps(sources)};{MEASURE}</script></body></html>""")
+    dom = chromium_run(chromium, folder / "profile", page.as_uri(), "--dump-dom")
     found = re.search(r'<pre id="result">(.*?)</pre>', dom, re.S)
     assert found and found.group(1).strip(), "Mermaid drew nothing"
-    result = json.loads(
+    drawn = json.loads(
         found.group(1).replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", '"')
     )
-    assert "error" not in result, f"Mermaid refused the chart: {result['error']}"
-    return result
+    return dict(zip(sources, drawn, strict=True))
+
+
+def drawn_right(drawn: dict) -> dict:
+    assert "error" not in drawn, f"Mermaid refused the chart: {drawn['error']}"
+    return drawn
 
 
 def mermaid_blocks(text: str) -> list[str]:
@@ -166,18 +182,12 @@ def assert_the_bar_is_a_threshold(drawn: dict, source: str, bars: list, values: 
         assert bar["y"] <= y <= bar["y"] + bar["h"], (y, bar)
 
 
-@pytest.mark.parametrize("golden", ["pr_comment.md", "push_comment.md", "demo_report.md"])
-def test_the_golden_comments_charts_read_right_in_mermaid(golden, chromium, node_modules, tmp_path):
-    blocks = mermaid_blocks((GOLDEN / golden).read_text())
-    assert blocks, f"{golden} has no chart"
-    for i, source in enumerate(blocks):
-        assert_reads_right(render_chart(chromium, tmp_path, source, f"chart-{i}"), source)
+GOLDENS = ["pr_comment.md", "push_comment.md", "demo_report.md"]
 
 
-def test_a_chart_of_many_long_named_datasets_still_reads_right(chromium, node_modules, tmp_path):
+def long_named_chart() -> str:
     """Six datasets with names at the cut (24 characters), live compared on some, one with
-    nothing scored: no label runs off the chart, no bar hides another; a dataset without a
-    comparison has no live bar, one with nothing scored no candidate bar."""
+    nothing scored."""
     runs = [
         SimpleNamespace(
             dataset=f"support-tickets-{i}-" + "x" * 30,
@@ -187,7 +197,35 @@ def test_a_chart_of_many_long_named_datasets_still_reads_right(chromium, node_mo
         )
         for i in range(6)
     ]
-    source = mermaid_chart(runs).strip("`").removeprefix("mermaid\n")
+    return mermaid_chart(runs).strip("`").removeprefix("mermaid\n")
+
+
+def one_row_chart() -> str:
+    runs = [SimpleNamespace(dataset="invoices", accuracy=0.5, bar=Decimal("0.85"), comparison=None)]
+    return mermaid_chart(runs).strip("`").removeprefix("mermaid\n")
+
+
+@pytest.fixture(scope="module")
+def drawn(chromium, node_modules, tmp_path_factory) -> dict[str, dict]:
+    """Every chart of this module's tests (the golden comments', the long-named, the one-row)
+    drawn in one Chromium: source → what was drawn."""
+    sources = [block for name in GOLDENS for block in mermaid_blocks((GOLDEN / name).read_text())]
+    return render_charts(chromium, tmp_path_factory.mktemp("charts"), [*sources, long_named_chart(), one_row_chart()])
+
+
+@pytest.mark.parametrize("golden", GOLDENS)
+def test_the_golden_comments_charts_read_right_in_mermaid(golden, drawn):
+    blocks = mermaid_blocks((GOLDEN / golden).read_text())
+    assert blocks, f"{golden} has no chart"
+    for source in blocks:
+        assert_reads_right(drawn_right(drawn[source]), source)
+
+
+def test_a_chart_of_many_long_named_datasets_still_reads_right(drawn):
+    """Six datasets with names at the cut (24 characters), live compared on some, one with
+    nothing scored: no label runs off the chart, no bar hides another; a dataset without a
+    comparison has no live bar, one with nothing scored no candidate bar."""
+    source = long_named_chart()
     categories, _ = declared(source)
     assert "support-tickets-4-xxxxxx · candidate · bar 84%" not in categories  # nothing scored: no bar, not a 0
     assert len(categories) == 5 + 3 + 1 and categories[:2] == [
@@ -197,15 +235,14 @@ def test_a_chart_of_many_long_named_datasets_still_reads_right(chromium, node_mo
     assert "support-tickets-4-xxxxxx · nothing scored · bar 84%" in categories  # its bar still shows
     assert "line [" not in source  # bars that differ: no line joining them
     assert not any(c.endswith("· bar") for c in categories)  # the bar is no measurement
-    assert_reads_right(render_chart(chromium, tmp_path, source, "long"), source)
+    assert_reads_right(drawn_right(drawn[source]), source)
 
 
-def test_a_one_row_chart_still_shows_its_bar(chromium, node_modules, tmp_path):
+def test_a_one_row_chart_still_shows_its_bar(drawn):
     """One dataset: its row is named with its bar (a line of one point drew nothing)."""
-    runs = [SimpleNamespace(dataset="invoices", accuracy=0.5, bar=Decimal("0.85"), comparison=None)]
-    source = mermaid_chart(runs).strip("`").removeprefix("mermaid\n")
+    source = one_row_chart()
     assert declared(source)[0] == ["invoices · candidate · bar 85%"]
-    assert_reads_right(render_chart(chromium, tmp_path, source, "one"), source)
+    assert_reads_right(drawn_right(drawn[source]), source)
 
 
 def test_the_rendered_pr_comment_screenshot(chromium, node_modules, tmp_path):
@@ -228,10 +265,11 @@ c.querySelectorAll('code.language-mermaid').forEach(code => {{
 mermaid.initialize({{startOnLoad: false}});
 mermaid.run({{querySelector: '.mermaid'}}).then(() => document.body.dataset.drawn = 'yes');
 </script></body></html>""")
-    dom = chromium_run(chromium, tmp_path / "profile", page.as_uri(), "--dump-dom")
+    shot = tmp_path / "pr_comment.png"  # the page's DOM and its screenshot from one Chromium start
+    dom = chromium_run(
+        chromium, tmp_path / "profile", page.as_uri(), "--dump-dom", f"--screenshot={shot}", "--window-size=800,2600"
+    )
     assert 'data-drawn="yes"' in dom and dom.count('aria-roledescription="xychart"') == 2, "the charts were not drawn"
-    shot = tmp_path / "pr_comment.png"
-    chromium_run(chromium, tmp_path / "profile", page.as_uri(), f"--screenshot={shot}", "--window-size=800,2600")
     assert shot.stat().st_size > 10_000, "the screenshot is (nearly) empty"
     ARTIFACTS.mkdir(exist_ok=True)
     shutil.copy(shot, ARTIFACTS / shot.name)
