@@ -210,7 +210,19 @@ class WorkerProcess:
         kept.close()
 
 
+ROLE_MODULES = {
+    "execute": "workers.execute.executor",
+    "materialize": "workers.materialize",
+    "finalize": "workers.finalize",
+    "reconcile": "workers.reconcile",
+    "rollout": "workers.rollout",
+}
+
+
 def run_process(settings: Settings, roles: Sequence[str]) -> None:
+    """One worker process of ``supervise``: forked from the fork server (``workers.fork_server``),
+    which ignores SIGTERM; this process takes the default back at once, until its loop catches it."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     engine = make_engine(settings.database_url)
     try:
         WorkerProcess(engine, settings, roles).run_forever()
@@ -219,12 +231,16 @@ def run_process(settings: Settings, roles: Sequence[str]) -> None:
 
 
 def supervise(settings: Settings, roles: Sequence[str], processes: int = 1) -> None:
-    """Run ``processes`` worker processes; restart one that dies; on SIGTERM/SIGINT pass
-    the signal on and wait for them to drain. ``settings``: a worker's (``worker_settings``)."""
+    """Run ``processes`` worker processes, each forked from one fork server that imported
+    their modules once (``workers.fork_server``); restart one that dies (a fork, not a new
+    interpreter); on SIGTERM/SIGINT pass the signal on and wait for them to drain.
+    ``settings``: a worker's (``worker_settings``)."""
     if processes <= 1:
         run_process(settings, roles)
         return
-    ctx = multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("forkserver")
+    # the roles' modules imported once, in the fork server, not in each process (workers.fork_server)
+    ctx.set_forkserver_preload(["workers.fork_server", "workers.supervisor", *(ROLE_MODULES[r] for r in roles)])
     signals = StopSignals().install()  # the handler records the signal; this loop acts on it
 
     def spawn():

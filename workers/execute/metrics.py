@@ -25,9 +25,10 @@ One scrape per worker host
 daemon thread (``prometheus_client.start_http_server``).
 
 ``--processes N``: the supervisor creates a fresh directory, names it in
-``PROMETHEUS_MULTIPROC_DIR`` before it spawns the worker processes (they start from a new
-interpreter, ``spawn``, so their ``prometheus_client`` sees the variable on import and
-keeps its values in memory-mapped files there), and serves ``MultiProcessCollector`` over
+``PROMETHEUS_MULTIPROC_DIR`` before it starts the worker processes (they are forked from a
+fork server started after that, a new interpreter whose ``prometheus_client`` sees the
+variable on import: ``workers.fork_server``; each process keeps its values in memory-mapped
+files there, under its own pid), and serves ``MultiProcessCollector`` over
 that directory: one scrape sums the host's processes. A worker process that dies leaves
 its file, so the counters it had reached still count, and the one restarted in its place
 adds to them. The directory is removed when the supervisor exits. The supervisor itself

@@ -1,0 +1,97 @@
+"""`promptgate worker --processes N` forks its worker processes from one fork server that
+imported their modules once (workers/fork_server.py): a process restarted after a crash is
+a fork, not a new interpreter importing the openai SDK again; and a SIGTERM sent to the
+whole process group leaves the fork server running, so the supervisor still learns its
+workers' exits and waits for them to drain."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from sqlalchemy import select
+from support.cli import ROOT
+from support.migrated import migrated
+from support.workers_harness import worker_env
+
+from gate.domain import Gate
+from gate.store.schema import worker
+
+RESTARTED_CPU = 0.3  # seconds: a fork's start; a new interpreter's imports cost ~0.8-1 s
+
+
+def worker_pids(gate: Gate) -> set[int]:
+    with gate.engine.connect() as conn:
+        return {int(pid) for (pid,) in conn.execute(select(worker.c.pid))}
+
+
+def wait_for(condition, timeout: float = 30.0, what: str = ""):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = condition()
+        if found:
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"not within {timeout:g} s: {what}")
+
+
+def two_or_none(pids: set[int]) -> set[int] | None:
+    return pids if len(pids) == 2 else None
+
+
+def own_cpu(pid: int) -> float:
+    """CPU seconds the process itself spent since it began (a fork starts at zero)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_a_worker_process_restarted_after_a_crash_is_a_fork_of_the_preloaded_server(mysql_url, tmp_path):
+    url = migrated(mysql_url)
+    gate = Gate.connect(url)
+    log = open(tmp_path / "worker.log", "wb")
+    supervisor = subprocess.Popen(  # a process group of its own: the stop below is sent to it whole
+        [sys.executable, "-m", "gate.cli", "-v", "worker", "--role", "all", "--processes", "2"],
+        env=worker_env(url, "http://127.0.0.1:9/v1"),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=ROOT,
+        start_new_session=True,
+    )
+    try:
+        first = wait_for(lambda: two_or_none(worker_pids(gate)), what="two worker processes")
+        started = {pid: own_cpu(pid) for pid in first}
+        os.kill(min(first), signal.SIGKILL)
+        new = wait_for(lambda: worker_pids(gate) - first, what="the killed worker process restarted")
+        (restarted,) = new
+        cpu = own_cpu(restarted)
+        print(f"CPU up to registration: restarted {cpu:.3f} s, first two {sorted(started.values())}")
+        assert cpu < RESTARTED_CPU, (
+            f"the restarted worker process spent {cpu:.2f} s of CPU up to its registration (the first two: "
+            f"{', '.join(f'{c:.2f}' for c in started.values())} s): a new interpreter importing a worker's "
+            "modules, not a fork of the preloaded server"
+        )
+        # a stop sent to the whole group, as systemd's KillMode=control-group sends it: the
+        # supervisor exits only once its workers have (it learns their exits through the fork server)
+        workers = (first - {min(first)}) | new
+        os.killpg(supervisor.pid, signal.SIGTERM)
+        supervisor.wait(30)
+        still = [pid for pid in workers if alive(pid)]
+        assert still == [], f"the supervisor exited while worker processes {still} still ran"
+    finally:
+        if supervisor.poll() is None:
+            os.killpg(supervisor.pid, signal.SIGKILL)
+            supervisor.wait()
+        log.close()
+        gate.close()
