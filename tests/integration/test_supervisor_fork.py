@@ -10,9 +10,9 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 from sqlalchemy import select
+from support.canary import wait_until
 from support.cli import ROOT
 from support.migrated import migrated
 from support.workers_harness import worker_env
@@ -26,16 +26,6 @@ RESTARTED_CPU = 0.3  # seconds: a fork's start; a new interpreter's imports cost
 def worker_pids(gate: Gate) -> set[int]:
     with gate.engine.connect() as conn:
         return {int(pid) for (pid,) in conn.execute(select(worker.c.pid))}
-
-
-def wait_for(condition, timeout: float = 30.0, what: str = ""):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = condition()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise AssertionError(f"not within {timeout:g} s: {what}")
 
 
 def two_or_none(pids: set[int]) -> set[int] | None:
@@ -70,10 +60,10 @@ def test_a_worker_process_restarted_after_a_crash_is_a_fork_of_the_preloaded_ser
         start_new_session=True,
     )
     try:
-        first = wait_for(lambda: two_or_none(worker_pids(gate)), what="two worker processes")
+        first = wait_until(lambda: two_or_none(worker_pids(gate)), 30, "two worker processes", poll=0.05)
         started = {pid: own_cpu(pid) for pid in first}
         os.kill(min(first), signal.SIGKILL)
-        new = wait_for(lambda: worker_pids(gate) - first, what="the killed worker process restarted")
+        new = wait_until(lambda: worker_pids(gate) - first, 30, "the killed worker process restarted", poll=0.05)
         (restarted,) = new
         cpu = own_cpu(restarted)
         print(f"CPU up to registration: restarted {cpu:.3f} s, first two {sorted(started.values())}")
