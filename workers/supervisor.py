@@ -220,14 +220,19 @@ ROLE_MODULES = {
 
 
 def run_process(settings: Settings, roles: Sequence[str]) -> None:
-    """One worker process of ``supervise``: forked from the fork server (``workers.fork_server``),
-    which ignores SIGTERM; this process takes the default back at once, until its loop catches it."""
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     engine = make_engine(settings.database_url)
     try:
         WorkerProcess(engine, settings, roles).run_forever()
     finally:
         engine.dispose()
+
+
+def run_forked(settings: Settings, roles: Sequence[str]) -> None:
+    """One worker process of ``supervise``, forked from its fork server (``workers.fork_server``)."""
+    from workers.fork_server import forked
+
+    forked()
+    run_process(settings, roles)
 
 
 def supervise(settings: Settings, roles: Sequence[str], processes: int = 1) -> None:
@@ -244,7 +249,7 @@ def supervise(settings: Settings, roles: Sequence[str], processes: int = 1) -> N
     signals = StopSignals().install()  # the handler records the signal; this loop acts on it
 
     def spawn():
-        proc = ctx.Process(target=run_process, args=(settings, list(roles)), daemon=False)
+        proc = ctx.Process(target=run_forked, args=(settings, list(roles)), daemon=False)
         proc.start()
         return proc
 
